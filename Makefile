@@ -1,0 +1,48 @@
+# profd — the two commands:
+#   make run    install what is missing, build, start the example Go target and
+#               profd scraping it (embedded storage), print the URL
+#   make test   install what is missing, build, run every test; then build
+#               with ASan+UBSan and run every test again
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+
+.PHONY: all deps deps-test build build-asan run test test-plain test-asan fuzz clean format
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+deps-test:
+	./scripts/install-deps.sh --test
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DPD_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+run: build
+	./scripts/run-demo.sh $(BUILD)/profd
+
+test: deps-test test-plain test-asan
+
+test-plain: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+fuzz: deps
+	CC=clang cmake -S . -B build-fuzz -DPD_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake --build build-fuzz -j $(JOBS)
+
+format:
+	clang-format -i $$(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c' 'fuzz/*.c')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

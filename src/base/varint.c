@@ -1,0 +1,31 @@
+#include "base/varint.h"
+
+size_t pd_varint_get(const uint8_t *p, size_t len, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (size_t i = 0; i < len && i < 10; i++) {
+        r |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            *v = r;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+size_t pd_varint_put(uint8_t *out, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
+int pd_buf_put_varint(pd_buf *b, uint64_t v)
+{
+    uint8_t tmp[10];
+    return pd_buf_append(b, tmp, pd_varint_put(tmp, v));
+}

@@ -1,0 +1,130 @@
+/*
+ * storage/storage.h — the one storage interface the other layers see
+ * (DESIGN.md §2): an appender (scrape/ and ingest see only this part) and a
+ * querier (series selection, timestamps + totals, one profile).
+ *
+ * A *series* is a label set (base/labels.h) whose __name__ is the profile
+ * type. A series holds profiles at int64 Unix-millisecond timestamps; at most
+ * one profile per (series, timestamp) — a second append at the same time
+ * replaces nothing and fails with PD_EEXIST.
+ *
+ * Durability: pd_storage_append returns 0 only after the profile's record is
+ * written to the log (and fsynced per the fsync policy). A profile
+ * acknowledged this way survives kill -9 (with fsync=always also a power
+ * loss). On open, the log is replayed; a torn or corrupt tail is cut off and
+ * logged with the file and offset.
+ *
+ * Thread-safety: all functions may be called from any thread concurrently.
+ * Results are copies owned by the caller.
+ */
+#ifndef PD_STORAGE_STORAGE_H
+#define PD_STORAGE_STORAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "base/error.h"
+#include "base/labels.h"
+#include "pprof/pprof.h"
+
+typedef struct pd_storage pd_storage;
+
+typedef enum { PD_FSYNC_ALWAYS, PD_FSYNC_BATCH, PD_FSYNC_NEVER } pd_fsync_policy;
+
+typedef struct pd_storage_options {
+    const char *path;         /* directory; created if missing */
+    size_t segment_bytes;     /* log segment size; 0 = 128 MiB */
+    pd_fsync_policy fsync;    /* default PD_FSYNC_BATCH */
+    int64_t fsync_batch_ms;   /* batch window; 0 = 1000 ms */
+    pd_pprof_limits limits;   /* caps for decoding stored bodies */
+} pd_storage_options;
+
+/* Defaults for the options above with path "./data". */
+pd_storage_options pd_storage_options_default(void);
+
+/* Opens (creating if needed) the store at opts->path and replays its log.
+ * Takes an exclusive lock on the directory (flock on path/lock).
+ * Errors: -errno for the file system (err names the path), PD_EEXIST when
+ * another process holds the lock, PD_ENOMEM. Corrupt records do not fail the
+ * open: they are logged, counted in profd_storage_corruptions_total, skipped. */
+int pd_storage_open(const pd_storage_options *opts, pd_storage **out /* OUT */, pd_err *err);
+/* Flushes, fsyncs and frees. NULL is a no-op. */
+void pd_storage_close(pd_storage *s);
+
+/* ---- appender ---- */
+
+/* Stores one profile of the series `labels` at ts_ms.
+ * body/len: the pprof body as received (gzip or raw), already decoded and
+ * validated by the caller into `profile` (used for sample types and totals;
+ * the body is what is stored, so reads give back the producer's exact bytes).
+ * labels must contain __name__ and only valid names (pd_labels_set ensures it).
+ * Errors: PD_EINVAL (no __name__), PD_EEXIST (same series and ts_ms stored),
+ * -errno writing the log (err names the file), PD_ENOMEM, PD_ECLOSED. */
+int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
+                      size_t len, const pd_profile *profile, pd_err *err);
+
+/* ---- querier ---- */
+
+typedef struct pd_sample_type_desc {
+    char *type; /* e.g. "inuse_space" */
+    char *unit; /* e.g. "bytes" */
+} pd_sample_type_desc;
+
+typedef struct pd_series_info {
+    uint64_t ref;     /* stable id of the series in this store */
+    pd_labels labels; /* owned copy */
+    size_t n_profiles;        /* profiles in the selected time range */
+    int64_t min_ts, max_ts;   /* of those profiles, ms */
+} pd_series_info;
+
+typedef struct pd_series_set {
+    pd_series_info *v;
+    size_t n;
+} pd_series_set;
+
+/* Selects the series matching every matcher that have at least one profile in
+ * [mint, maxt] (ms, inclusive), sorted by labels. n matchers may be 0 (all
+ * series). Errors: PD_ENOMEM. out is overwritten. */
+int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                      pd_series_set *out /* OUT */, pd_err *err);
+void pd_series_set_release(pd_series_set *set);
+
+typedef struct pd_point {
+    int64_t ts_ms;
+    size_t n_types;
+    pd_sample_type_desc *types; /* n_types, owned by the pd_points */
+    int64_t *totals;            /* n_types sums of values, owned by the pd_points */
+} pd_point;
+
+typedef struct pd_points {
+    pd_point *v; /* ascending ts_ms */
+    size_t n;
+    void *priv;  /* storage-private; freed by pd_points_release */
+} pd_points;
+
+/* Reads timestamps and per-sample-type totals of series `ref` in [mint, maxt],
+ * ascending. Reads no profile body. Errors: PD_ENOTFOUND (no such series),
+ * PD_ENOMEM. out is overwritten. */
+int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
+                           pd_points *out /* OUT */, pd_err *err);
+void pd_points_release(pd_points *pts);
+
+/* Reads the profile of series `ref` at exactly ts_ms, decoded into out (which
+ * is overwritten; release with pd_profile_release). If raw != NULL, the stored
+ * body bytes are also appended to it.
+ * Errors: PD_ENOTFOUND, PD_ECORRUPT (checksum or decode failure of stored
+ * bytes; err names file and offset), -errno, PD_ENOMEM. */
+int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out /* OUT */,
+                            pd_buf *raw /* may be NULL */, pd_err *err);
+
+typedef struct pd_storage_stats {
+    uint64_t n_series;
+    uint64_t n_profiles;
+    uint64_t bytes_on_disk; /* every file under path */
+    int64_t min_ts, max_ts; /* 0,0 when empty */
+} pd_storage_stats;
+
+/* Fills the stats. Never fails. */
+void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out /* OUT */);
+
+#endif
