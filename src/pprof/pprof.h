@@ -118,7 +118,8 @@ typedef struct pd_profile {
 } pd_profile;
 
 /* Caps against hostile input. Defaults (pd_pprof_limits_default) are sized
- * for real profiles: a 2 MB gzip profile of a large Go service is normal. */
+ * for real profiles: a 2 MB gzip profile of a large Go service is normal.
+ * A field left 0 means its default, so a partly filled struct is safe. */
 typedef struct pd_pprof_limits {
     size_t max_body_bytes;         /* as received (gzip or raw); default 16 MiB */
     size_t max_decompressed_bytes; /* after gunzip; default 64 MiB */
@@ -130,6 +131,7 @@ typedef struct pd_pprof_limits {
     size_t max_sample_types;       /* default 64 */
     size_t max_stack_depth;        /* locations per sample; default 4,096 */
     size_t max_labels_per_sample;  /* default 1,024 */
+    size_t max_lines;              /* Line entries over all locations; default 4,000,000 */
 } pd_pprof_limits;
 
 /* The default caps above. */

@@ -18,6 +18,9 @@
 #include "pprof/pprof.h"
 #include "storage/storage.h"
 
+/* Longest selector text accepted, bytes (input from the network). */
+#define PD_SELECTOR_MAX_BYTES 65536
+
 /* Parses a PromQL series selector: `heap`, `heap{job="api"}`,
  * `{__name__="heap", instance=~"10\\..*"}`, with = != =~ !~, single, double
  * or back-quoted strings with Go escapes, optional trailing comma.
@@ -27,6 +30,7 @@
  * pd_matchers_free). Errors: PD_EPARSE with err "at character N: ...",
  * PD_EINVAL for a bad regex or a selector that matches everything. */
 int pd_selector_parse(const char *s, pd_matcher **ms /* OUT */, size_t *n /* OUT */, pd_err *err);
+/* Releases n matchers and the array (from pd_selector_parse). NULL is a no-op. */
 void pd_matchers_free(pd_matcher *ms, size_t n);
 
 /* /api/v1/query_range: for each series matching `selector` with profiles in

@@ -8,6 +8,28 @@
  * Health per (target, profile type): up, last scrape time, duration, last
  * error — exposed as JSON for /api/v1/targets and counted in /metrics
  * (profd_scrapes_total{outcome=...}).
+ *
+ * Targets: one per (job, static target, enabled endpoint). URL:
+ * scheme://target/path[?seconds=S][&params...]. Series labels: the static
+ * labels, then job=job_name and instance=target unless a static label sets
+ * them (as Prometheus), and __name__=profile type. Timestamp: the scrape's
+ * start, wall-clock ms. A scrape whose previous run has not finished is
+ * skipped. Timeouts: pd_pprof_endpoint.timeout_ms (config.h).
+ *
+ * Metrics (families declared by pd_scrape_manager_new):
+ *   profd_scrapes_total{job,profile_type,outcome}  counter; outcome is one of
+ *       success, error (connection, HTTP status != 200, storage), timeout,
+ *       bad_profile (decode/validation failed), too_large (body over
+ *       lim->max_body_bytes or a decode cap)
+ *   profd_scrape_duration_seconds_total{job,profile_type}  counter, sum of
+ *       scrape wall times (mean = this / profd_scrapes_total)
+ *   profd_ingested_profiles_total{source="scrape"}, profd_ingested_bytes_total
+ *       {source="scrape"}  counters (the push API uses source="push")
+ *   profd_scrape_targets  gauge, number of targets
+ * Health "lastError" texts: curl's error text (e.g. "Failed to connect to
+ * 127.0.0.1 port 1 after 0 ms: Couldn't connect to server", "Operation timed
+ * out after ..."), "HTTP 404", "body exceeds N bytes", the decoder's message,
+ * or "storage: ...".
  */
 #ifndef PD_SCRAPE_MANAGER_H
 #define PD_SCRAPE_MANAGER_H
@@ -35,7 +57,13 @@ void pd_scrape_manager_free(pd_scrape_manager *m);
 /* Appends the targets as JSON, the "data" of /api/v1/targets:
  * {"activeTargets":[{"labels":{...},"scrapePool":job,"scrapeUrl":url,
  *   "profileType":name,"health":"up"|"down"|"unknown","lastError":"",
- *   "lastScrape":ms,"lastScrapeDuration":seconds}]} */
+ *   "lastScrape":ms,"lastScrapeDuration":seconds,
+ *   "scrapeInterval":"10s","scrapeTimeout":"10s"}]}
+ * labels: the series labels profiles are stored under, __name__ included.
+ * lastScrape: Unix ms of the last finished scrape's start, 0 before the
+ * first; lastScrapeDuration: seconds (float); lastError: "" when up.
+ * Targets in configuration order (job, static config, target, endpoint).
+ * Errors: PD_ENOMEM, PD_ETOOBIG (out's cap). */
 int pd_scrape_manager_targets_json(pd_scrape_manager *m, pd_buf *out);
 
 #endif

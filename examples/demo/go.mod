@@ -1,0 +1,3 @@
+module profd.example/demo
+
+go 1.19

@@ -1,0 +1,380 @@
+/*
+ * query/engine.c — queries over the store: range (timestamps + totals),
+ * single profile, series / label names / label values.
+ *
+ * Everything goes through storage.h: pd_storage_select picks series by
+ * matchers and time range, pd_storage_read_points gives timestamps and
+ * totals (no profile body is read), pd_storage_read_profile one profile.
+ * Results are JSON appended to the caller's buffer; on failure the buffer is
+ * cut back to what it held before the call, so no partial JSON is left.
+ */
+#include "query/query.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/u64map.h"
+#include "query/query_int.h"
+
+/* Upper bound on the series one listing collects (union of selectors). */
+#define MAX_LISTED_SERIES 1000000
+
+static int put_labels(pd_buf *out, const pd_labels *ls)
+{
+    int rc = pd_buf_putc(out, '{');
+    for (size_t i = 0; i < ls->n && !rc; i++) {
+        if (i)
+            rc = pd_buf_putc(out, ',');
+        if (!rc)
+            rc = pd__query_json_cstr(out, ls->v[i].name);
+        if (!rc)
+            rc = pd_buf_putc(out, ':');
+        if (!rc)
+            rc = pd__query_json_cstr(out, ls->v[i].value);
+    }
+    if (!rc)
+        rc = pd_buf_putc(out, '}');
+    return rc;
+}
+
+static int put_series_range(pd_buf *out, const pd_series_info *si, const pd_points *pts)
+{
+    int rc = pd_buf_puts(out, "{\"labels\":");
+    if (!rc)
+        rc = put_labels(out, &si->labels);
+    if (!rc)
+        rc = pd_buf_puts(out, ",\"sample_types\":[");
+    if (pts->n) {
+        const pd_point *p0 = &pts->v[0];
+        for (size_t t = 0; t < p0->n_types && !rc; t++) {
+            if (t)
+                rc = pd_buf_putc(out, ',');
+            if (!rc)
+                rc = pd_buf_puts(out, "{\"type\":");
+            if (!rc)
+                rc = pd__query_json_cstr(out, p0->types ? p0->types[t].type : "");
+            if (!rc)
+                rc = pd_buf_puts(out, ",\"unit\":");
+            if (!rc)
+                rc = pd__query_json_cstr(out, p0->types ? p0->types[t].unit : "");
+            if (!rc)
+                rc = pd_buf_putc(out, '}');
+        }
+    }
+    if (!rc)
+        rc = pd_buf_puts(out, "],\"timestamps\":[");
+    for (size_t i = 0; i < pts->n && !rc; i++)
+        rc = pd_buf_printf(out, i ? ",%lld" : "%lld", (long long)pts->v[i].ts_ms);
+    if (!rc)
+        rc = pd_buf_puts(out, "],\"totals\":[");
+    for (size_t i = 0; i < pts->n && !rc; i++) {
+        const pd_point *pt = &pts->v[i];
+        rc = pd_buf_puts(out, i ? ",[" : "[");
+        for (size_t t = 0; t < pt->n_types && !rc; t++)
+            rc = pd_buf_printf(out, t ? ",%lld" : "%lld", (long long)pt->totals[t]);
+        if (!rc)
+            rc = pd_buf_putc(out, ']');
+    }
+    if (!rc)
+        rc = pd_buf_puts(out, "]}");
+    return rc;
+}
+
+int pd_query_range(pd_storage *st, const char *selector, int64_t from, int64_t to, pd_buf *out,
+                   pd_err *err)
+{
+    pd_matcher *ms = NULL;
+    size_t n = 0, start = out->len;
+    pd_series_set set = {0};
+    int rc = pd_selector_parse(selector, &ms, &n, err);
+    if (rc < 0)
+        return rc;
+    if ((rc = pd_storage_select(st, ms, n, from, to, &set, err)) < 0)
+        goto out;
+    if ((rc = pd_buf_putc(out, '[')) < 0)
+        goto out;
+    bool first = true;
+    for (size_t i = 0; i < set.n; i++) {
+        pd_points pts = {0};
+        rc = pd_storage_read_points(st, set.v[i].ref, from, to, &pts, err);
+        if (rc == PD_ENOTFOUND) { /* gone since the select (retention) */
+            rc = 0;
+            continue;
+        }
+        if (rc < 0)
+            goto out;
+        if (!first)
+            rc = pd_buf_putc(out, ',');
+        first = false;
+        if (!rc)
+            rc = put_series_range(out, &set.v[i], &pts);
+        pd_points_release(&pts);
+        if (rc < 0)
+            goto out;
+    }
+    rc = pd_buf_putc(out, ']');
+out:
+    if (rc < 0) {
+        pd__query_buf_truncate(out, start);
+        if (rc == PD_ETOOBIG && err && !err->msg[0])
+            pd_err_set(err, rc, "query_range result is over the response size limit of %zu bytes",
+                       out->max);
+    }
+    pd_series_set_release(&set);
+    pd_matchers_free(ms, n);
+    return rc;
+}
+
+/* Builds the PD_EAMBIGUOUS message listing up to 10 candidate series. */
+static int ambiguous(const char *selector, const pd_series_set *set, pd_err *err)
+{
+    if (!err)
+        return PD_EAMBIGUOUS;
+    pd_buf msg, one;
+    pd_buf_init(&msg, sizeof err->msg);
+    pd_buf_init(&one, 0);
+    pd_buf_printf(&msg, "selector %.100s matches %zu series, add labels to pick one of: ", selector,
+                  set->n);
+    size_t shown = 0;
+    for (size_t i = 0; i < set->n && i < 10; i++) {
+        pd_buf_reset(&one);
+        if (pd_labels_format(&set->v[i].labels, &one) < 0)
+            break;
+        if (msg.len + one.len + 32 >= sizeof err->msg)
+            break;
+        if (shown)
+            pd_buf_puts(&msg, ", ");
+        pd_buf_append(&msg, one.data, one.len);
+        shown++;
+    }
+    if (shown < set->n)
+        pd_buf_printf(&msg, " (and %zu more)", set->n - shown);
+    pd_err_set(err, PD_EAMBIGUOUS, "%s", msg.data ? msg.data : "ambiguous selector");
+    pd_buf_release(&msg);
+    pd_buf_release(&one);
+    return PD_EAMBIGUOUS;
+}
+
+int pd_query_single(pd_storage *st, const char *selector, int64_t t, pd_profile *out,
+                    pd_labels *labels, int64_t *ts_ms, pd_err *err)
+{
+    pd_matcher *ms = NULL;
+    size_t n = 0;
+    pd_series_set set = {0};
+    pd_points pts = {0};
+    int rc = pd_selector_parse(selector, &ms, &n, err);
+    if (rc < 0)
+        return rc;
+    if ((rc = pd_storage_select(st, ms, n, INT64_MIN, INT64_MAX, &set, err)) < 0)
+        goto out;
+    if (set.n == 0) {
+        rc = pd_err_set(err, PD_ENOTFOUND, "no series matches selector %.200s", selector);
+        goto out;
+    }
+    if (set.n > 1) {
+        rc = ambiguous(selector, &set, err);
+        goto out;
+    }
+    const pd_series_info *si = &set.v[0];
+    int64_t ts;
+    if ((rc = pd_storage_read_points(st, si->ref, INT64_MIN, t, &pts, err)) < 0)
+        goto out;
+    if (pts.n) {
+        ts = pts.v[pts.n - 1].ts_ms;
+    } else {
+        pd_points_release(&pts);
+        memset(&pts, 0, sizeof pts);
+        if ((rc = pd_storage_read_points(st, si->ref, t, INT64_MAX, &pts, err)) < 0)
+            goto out;
+        if (!pts.n) {
+            rc = pd_err_set(err, PD_ENOTFOUND, "series matching %.200s has no profile",
+                            selector);
+            goto out;
+        }
+        ts = pts.v[0].ts_ms;
+    }
+    if ((rc = pd_storage_read_profile(st, si->ref, ts, out, NULL, err)) < 0)
+        goto out;
+    if ((rc = pd_labels_copy(labels, &si->labels)) < 0) {
+        pd_profile_release(out);
+        goto out;
+    }
+    *ts_ms = ts;
+out:
+    pd_points_release(&pts);
+    pd_series_set_release(&set);
+    pd_matchers_free(ms, n);
+    return rc;
+}
+
+/* The union of the series matching any selector (all when n == 0), sorted
+ * by labels, unique by ref. Labels are moved out of the storage's sets. */
+typedef struct series_list {
+    pd_series_info *v;
+    size_t n, cap;
+} series_list;
+
+static void series_list_release(series_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        pd_labels_release(&l->v[i].labels);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static int cmp_series(const void *a, const void *b)
+{
+    const pd_series_info *x = a, *y = b;
+    return pd_labels_cmp(&x->labels, &y->labels);
+}
+
+static int collect(pd_storage *st, const char *const *selectors, size_t nsel, int64_t start,
+                   int64_t end, series_list *l, pd_err *err)
+{
+    pd_u64map seen;
+    pd_u64map_init(&seen);
+    int rc = 0;
+    size_t rounds = nsel ? nsel : 1;
+    for (size_t k = 0; k < rounds && rc >= 0; k++) {
+        pd_matcher *ms = NULL;
+        size_t n = 0;
+        pd_series_set set = {0};
+        if (nsel && (rc = pd_selector_parse(selectors[k], &ms, &n, err)) < 0)
+            break;
+        rc = pd_storage_select(st, ms, n, start, end, &set, err);
+        for (size_t i = 0; i < set.n && rc >= 0; i++) {
+            uint64_t ref = set.v[i].ref;
+            if (pd_u64map_get(&seen, ref, NULL))
+                continue;
+            if (l->n >= MAX_LISTED_SERIES) {
+                rc = pd_err_set(err, PD_ETOOBIG, "more than %d series match; narrow the selectors",
+                                MAX_LISTED_SERIES);
+                break;
+            }
+            if (l->n == l->cap) {
+                size_t nc = l->cap ? l->cap * 2 : 16;
+                pd_series_info *nv = realloc(l->v, nc * sizeof *nv);
+                if (!nv) {
+                    rc = PD_ENOMEM;
+                    break;
+                }
+                l->v = nv;
+                l->cap = nc;
+            }
+            if ((rc = pd_u64map_put(&seen, ref, 1)) < 0)
+                break;
+            l->v[l->n++] = set.v[i];
+            pd_labels_init(&set.v[i].labels); /* moved */
+        }
+        pd_series_set_release(&set);
+        pd_matchers_free(ms, n);
+    }
+    pd_u64map_release(&seen);
+    if (rc < 0) {
+        series_list_release(l);
+        return rc;
+    }
+    if (l->n > 1)
+        qsort(l->v, l->n, sizeof *l->v, cmp_series);
+    return 0;
+}
+
+int pd_query_series(pd_storage *st, const char *const *selectors, size_t n, int64_t start,
+                    int64_t end, pd_buf *out, pd_err *err)
+{
+    series_list l = {0};
+    size_t at = out->len;
+    int rc = collect(st, selectors, n, start, end, &l, err);
+    if (rc < 0)
+        return rc;
+    rc = pd_buf_putc(out, '[');
+    for (size_t i = 0; i < l.n && !rc; i++) {
+        if (i)
+            rc = pd_buf_putc(out, ',');
+        if (!rc)
+            rc = put_labels(out, &l.v[i].labels);
+    }
+    if (!rc)
+        rc = pd_buf_putc(out, ']');
+    if (rc < 0)
+        pd__query_buf_truncate(out, at);
+    series_list_release(&l);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Writes the sorted, unique strings strs[0..n) as a JSON array. */
+static int put_sorted_unique(pd_buf *out, const char **strs, size_t n)
+{
+    if (n > 1)
+        qsort(strs, n, sizeof *strs, cmp_str);
+    int rc = pd_buf_putc(out, '[');
+    bool first = true;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (i && strcmp(strs[i], strs[i - 1]) == 0)
+            continue;
+        if (!first)
+            rc = pd_buf_putc(out, ',');
+        first = false;
+        if (!rc)
+            rc = pd__query_json_cstr(out, strs[i]);
+    }
+    if (!rc)
+        rc = pd_buf_putc(out, ']');
+    return rc;
+}
+
+/* name == NULL: label names; else the values of label `name`. */
+static int list_labels(pd_storage *st, const char *name, const char *const *selectors, size_t n,
+                       int64_t start, int64_t end, pd_buf *out, pd_err *err)
+{
+    series_list l = {0};
+    size_t at = out->len;
+    const char **strs = NULL;
+    int rc = collect(st, selectors, n, start, end, &l, err);
+    if (rc < 0)
+        return rc;
+    size_t total = 0, k = 0;
+    for (size_t i = 0; i < l.n; i++)
+        total += l.v[i].labels.n;
+    if (total && !(strs = malloc(total * sizeof *strs))) {
+        rc = PD_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        const pd_labels *ls = &l.v[i].labels;
+        if (!name) {
+            for (size_t j = 0; j < ls->n; j++)
+                strs[k++] = ls->v[j].name;
+        } else {
+            const char *v = pd_labels_get(ls, name);
+            if (v)
+                strs[k++] = v;
+        }
+    }
+    rc = put_sorted_unique(out, strs, k);
+out:
+    if (rc < 0)
+        pd__query_buf_truncate(out, at);
+    free(strs);
+    series_list_release(&l);
+    return rc;
+}
+
+int pd_query_label_names(pd_storage *st, const char *const *selectors, size_t n, int64_t start,
+                         int64_t end, pd_buf *out, pd_err *err)
+{
+    return list_labels(st, NULL, selectors, n, start, end, out, err);
+}
+
+int pd_query_label_values(pd_storage *st, const char *name, const char *const *selectors, size_t n,
+                          int64_t start, int64_t end, pd_buf *out, pd_err *err)
+{
+    if (!name || !name[0])
+        return pd_err_set(err, PD_EINVAL, "label name is empty");
+    return list_labels(st, name, selectors, n, start, end, out, err);
+}

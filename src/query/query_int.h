@@ -1,0 +1,28 @@
+/*
+ * query/query_int.h — helpers shared by the files of the query module.
+ * Not part of the module's interface.
+ */
+#ifndef PD_QUERY_QUERY_INT_H
+#define PD_QUERY_QUERY_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/buf.h"
+
+/* Appends s[0..len) as a JSON string literal, quotes included. Unlike
+ * pd_buf_put_json_string, invalid UTF-8 (profiles and labels come from the
+ * network) is replaced by U+FFFD so the output always parses as JSON.
+ * Returns 0, PD_ENOMEM or PD_ETOOBIG (b's cap). */
+int pd__query_json_str(pd_buf *b, const char *s, size_t len);
+
+/* Appends a C string (NULL as "") as with pd__query_json_str. */
+int pd__query_json_cstr(pd_buf *b, const char *s);
+
+/* Appends a finite double as a JSON number (non-finite values as 0).
+ * Returns 0, PD_ENOMEM or PD_ETOOBIG. */
+int pd__query_json_double(pd_buf *b, double v);
+
+/* Cuts b back to `len` bytes (used to undo a partial append on failure). */
+void pd__query_buf_truncate(pd_buf *b, size_t len);
+
+#endif

@@ -1,0 +1,690 @@
+/*
+ * scrape/manager.c — the scrape loop (contract in manager.h).
+ *
+ * Targets. apply() expands the configuration into one target per
+ * (job, static target, enabled endpoint). A target's identity (its key) is
+ * job, URL and series labels; those fields never change after creation, so
+ * the loop may read them without the lock. A reload keeps the target objects
+ * whose key stays (with their health and schedule, updating only interval
+ * and timeout), creates the new ones and retires the others.
+ *
+ * Schedule. A target's first scrape is at the next wall-clock instant t with
+ * t mod interval == offset (pd__scrape_offset_ms: a stable hash, so scrapes
+ * of many targets are spread over the interval and stay put across
+ * restarts); later scrapes follow every interval on the monotonic clock.
+ * Slots that pass while the previous scrape of the same target still runs
+ * (a CPU profile longer than the interval) are skipped, never queued.
+ *
+ * Threads and locking. One thread runs the loop over one curl multi handle:
+ *
+ *     lock: free retired targets; start due transfers; compute the wait
+ *     unlock; curl_multi_poll(wait); curl_multi_perform
+ *     for each finished transfer: decode + append (no lock held), then
+ *         lock: record health, clear busy
+ *
+ * m->mu guards the target vector, every target's schedule and health fields,
+ * `busy`, the retired list and `stop`. The easy handles and the multi handle
+ * are touched only by the loop thread (and by apply()/free() only when the
+ * thread is not running). apply() never frees a busy target (a transfer in
+ * flight or being finished): it moves it to the retired list, which only the
+ * loop frees (aborting its transfer). curl_multi_wakeup, which is
+ * thread-safe, interrupts the poll after apply() and free().
+ *
+ * Outcome of a scrape (metric label outcome=): success; timeout (curl's
+ * CURLE_OPERATION_TIMEDOUT); too_large (body over lim.max_body_bytes, or a
+ * decode cap); bad_profile (pd_profile_decode rejected the body); error
+ * (connection failures, HTTP status other than 200, storage failures).
+ */
+#include "scrape/manager.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "base/log.h"
+#include "base/metrics.h"
+#include "base/time.h"
+#include "base/u64map.h"
+#include "scrape/scrape_int.h"
+
+#define MAX_WAIT_MS 1000 /* the loop wakes at least this often */
+
+enum { HEALTH_UNKNOWN, HEALTH_UP, HEALTH_DOWN };
+
+typedef struct target target;
+struct target {
+    pd_scrape_manager *m;
+    target *next_retired;
+    /* identity: immutable after creation */
+    char *key;
+    uint64_t key_hash;
+    char *job, *name, *url;
+    pd_labels labels;    /* series labels: __name__, job, instance, static labels */
+    char *metric_labels; /* job="...",profile_type="..." (escaped) */
+    /* schedule and health: under m->mu */
+    int64_t interval_ms, timeout_ms;
+    int64_t next_ms; /* monotonic ms of the next slot */
+    int health;
+    int64_t last_scrape_ms; /* wall ms of the last scrape's start, 0 = never */
+    double last_duration_s;
+    char last_error[600];
+    bool busy;
+    /* transfer in flight: loop thread only */
+    CURL *easy;
+    pd_buf body;
+    bool too_large, oom;
+    int64_t start_ms, start_ns;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+struct pd_scrape_manager {
+    pd_storage *st;
+    pd_pprof_limits lim;
+    CURLM *multi;
+    pthread_mutex_t mu;
+    target **tv; /* under mu */
+    size_t tn;
+    target *retired; /* under mu */
+    bool stop;       /* under mu */
+    bool running;
+    pthread_t thread;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+/* ---- helpers ---- */
+
+static int64_t mono_ms(void) { return pd_mono_ns() / 1000000; }
+
+int64_t pd__scrape_offset_ms(const char *job, const char *url, int64_t interval_ms)
+{
+    XXH3_state_t *s = XXH3_createState();
+    uint64_t h;
+    if (s) {
+        XXH3_64bits_reset(s);
+        XXH3_64bits_update(s, job, strlen(job) + 1);
+        XXH3_64bits_update(s, url, strlen(url));
+        h = XXH3_64bits_digest(s);
+        XXH3_freeState(s);
+    } else {
+        h = XXH3_64bits(url, strlen(url));
+    }
+    return interval_ms > 0 ? (int64_t)(h % (uint64_t)interval_ms) : 0;
+}
+
+static int put_escaped(pd_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    int rc = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && !rc; p++) {
+        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+            rc = pd_buf_putc(b, (char)*p);
+        } else {
+            char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+            rc = pd_buf_append(b, e, 3);
+        }
+    }
+    return rc;
+}
+
+int pd__scrape_url(const pd_scrape_job *job, const char *tgt, const pd_pprof_endpoint *ep,
+                   pd_buf *out)
+{
+    int rc = pd_buf_printf(out, "%s://%s%s", job->scheme ? job->scheme : "http", tgt, ep->path);
+    char sep = '?';
+    if (!rc && ep->seconds > 0) {
+        rc = pd_buf_printf(out, "?seconds=%lld", (long long)ep->seconds);
+        sep = '&';
+    }
+    for (size_t i = 0; i < job->n_query && !rc; i++) {
+        if (ep->seconds > 0 && !strcmp(job->query[i].name, "seconds"))
+            continue;
+        if (!(rc = pd_buf_putc(out, sep)) && !(rc = put_escaped(out, job->query[i].name)) &&
+            !(rc = pd_buf_putc(out, '=')))
+            rc = put_escaped(out, job->query[i].value);
+        sep = '&';
+    }
+    return rc;
+}
+
+/* Label value escaped for the metrics text format. */
+static int put_metric_value(pd_buf *b, const char *s)
+{
+    int rc = 0;
+    for (; *s && !rc; s++) {
+        if (*s == '\\')
+            rc = pd_buf_puts(b, "\\\\");
+        else if (*s == '"')
+            rc = pd_buf_puts(b, "\\\"");
+        else if (*s == '\n')
+            rc = pd_buf_puts(b, "\\n");
+        else
+            rc = pd_buf_putc(b, *s);
+    }
+    return rc;
+}
+
+static void target_free(target *t)
+{
+    if (!t)
+        return;
+    free(t->key);
+    free(t->job);
+    free(t->name);
+    free(t->url);
+    free(t->metric_labels);
+    pd_labels_release(&t->labels);
+    pd_buf_release(&t->body);
+    free(t);
+}
+
+/* Loop thread (or no thread running): aborts t's transfer, if any. */
+static void target_abort(pd_scrape_manager *m, target *t)
+{
+    if (t->easy) {
+        curl_multi_remove_handle(m->multi, t->easy);
+        curl_easy_cleanup(t->easy);
+        t->easy = NULL;
+    }
+    pd_buf_release(&t->body);
+}
+
+static void schedule_first(target *t, int64_t now_mono, int64_t now_wall)
+{
+    int64_t off = pd__scrape_offset_ms(t->job, t->url, t->interval_ms);
+    int64_t delay = ((off - now_wall % t->interval_ms) % t->interval_ms + t->interval_ms) %
+                    t->interval_ms;
+    t->next_ms = now_mono + delay;
+}
+
+static target *target_new(pd_scrape_manager *m, const pd_scrape_job *job, const char *tgt,
+                          const pd_labels *static_labels, const pd_pprof_endpoint *ep, pd_err *err)
+{
+    int rc = PD_ENOMEM;
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    target *t = calloc(1, sizeof *t);
+    if (!t)
+        goto fail;
+    t->m = m;
+    pd_buf_init(&t->body, m->lim.max_body_bytes);
+    if (!(t->job = strdup(job->job_name)) || !(t->name = strdup(ep->name)))
+        goto fail;
+    if ((rc = pd__scrape_url(job, tgt, ep, &b)))
+        goto fail;
+    t->url = pd_buf_detach(&b, NULL);
+    rc = PD_ENOMEM;
+    if (pd_labels_copy(&t->labels, static_labels))
+        goto fail;
+    /* static labels may override job and instance, as in Prometheus */
+    if ((!pd_labels_get(&t->labels, "job") &&
+         (rc = pd_labels_set(&t->labels, "job", job->job_name, err))) ||
+        (!pd_labels_get(&t->labels, "instance") &&
+         (rc = pd_labels_set(&t->labels, "instance", tgt, err))) ||
+        (rc = pd_labels_set(&t->labels, "__name__", ep->name, err)))
+        goto fail;
+    rc = PD_ENOMEM;
+    if (pd_buf_puts(&b, "job=\"") || put_metric_value(&b, job->job_name) ||
+        pd_buf_puts(&b, "\",profile_type=\"") || put_metric_value(&b, ep->name) ||
+        pd_buf_putc(&b, '"'))
+        goto fail;
+    t->metric_labels = pd_buf_detach(&b, NULL);
+    if (pd_buf_puts(&b, t->job) || pd_buf_putc(&b, '\n') || pd_buf_puts(&b, t->url) ||
+        pd_buf_putc(&b, '\n') || pd_labels_format(&t->labels, &b))
+        goto fail;
+    t->key_hash = XXH3_64bits(b.data, b.len);
+    if (t->key_hash == UINT64_MAX)
+        t->key_hash--;
+    t->key = pd_buf_detach(&b, NULL);
+    t->interval_ms = job->interval_ms > 0 ? job->interval_ms : 10000;
+    t->timeout_ms = ep->timeout_ms > 0 ? ep->timeout_ms : job->timeout_ms;
+    if (t->timeout_ms <= 0)
+        t->timeout_ms = t->interval_ms;
+    t->health = HEALTH_UNKNOWN;
+    return t;
+fail:
+    pd_buf_release(&b);
+    target_free(t);
+    if (rc == PD_ENOMEM)
+        pd_err_set(err, rc, "out of memory building scrape targets");
+    return NULL;
+}
+
+static void describe_metrics(void)
+{
+    pd_metrics_describe("profd_scrapes_total", PD_METRIC_COUNTER,
+                        "Scrapes finished, by job, profile type and outcome "
+                        "(success, error, timeout, bad_profile, too_large).");
+    pd_metrics_describe("profd_scrape_duration_seconds_total", PD_METRIC_COUNTER,
+                        "Sum of the wall time of finished scrapes, by job and profile type "
+                        "(divide by profd_scrapes_total for the mean).");
+    pd_metrics_describe("profd_ingested_profiles_total", PD_METRIC_COUNTER,
+                        "Profiles stored, by source (scrape or push).");
+    pd_metrics_describe("profd_ingested_bytes_total", PD_METRIC_COUNTER,
+                        "Bytes of profile bodies stored, by source (scrape or push).");
+    pd_metrics_describe("profd_scrape_targets", PD_METRIC_GAUGE,
+                        "Scrape targets configured (one per target and profile type).");
+}
+
+/* ---- public ---- */
+
+int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_manager **out,
+                          pd_err *err)
+{
+    *out = NULL;
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_rc != CURLE_OK)
+        return pd_err_set(err, PD_ENOMEM, "libcurl initialisation failed: %s",
+                          curl_easy_strerror(curl_init_rc));
+    pd_scrape_manager *m = calloc(1, sizeof *m);
+    if (!m)
+        return pd_err_set(err, PD_ENOMEM, "out of memory creating the scrape manager");
+    m->st = st;
+    m->lim = lim ? *lim : pd_pprof_limits_default();
+    if (m->lim.max_body_bytes == 0)
+        m->lim.max_body_bytes = pd_pprof_limits_default().max_body_bytes;
+    m->multi = curl_multi_init();
+    if (!m->multi) {
+        free(m);
+        return pd_err_set(err, PD_ENOMEM, "out of memory creating the curl multi handle");
+    }
+    curl_multi_setopt(m->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 4L);
+    pthread_mutex_init(&m->mu, NULL);
+    describe_metrics();
+    *out = m;
+    return 0;
+}
+
+int pd_scrape_manager_apply(pd_scrape_manager *m, const pd_config *cfg, pd_err *err)
+{
+    target **nv = NULL;
+    size_t nn = 0, cap = 0;
+    pd_u64map seen, old;
+    int rc = 0;
+    pd_u64map_init(&seen);
+    pd_u64map_init(&old);
+
+    for (size_t j = 0; j < cfg->n_jobs; j++) {
+        const pd_scrape_job *job = &cfg->jobs[j];
+        for (size_t s = 0; s < job->n_static_configs; s++) {
+            const pd_static_config *sc = &job->static_configs[s];
+            for (size_t k = 0; k < sc->n_targets; k++) {
+                for (size_t e = 0; e < job->n_endpoints; e++) {
+                    if (!job->endpoints[e].enabled)
+                        continue;
+                    target *t = target_new(m, job, sc->targets[k], &sc->labels,
+                                           &job->endpoints[e], err);
+                    if (!t) {
+                        rc = PD_ENOMEM;
+                        goto fail;
+                    }
+                    /* the same target twice (same key): keep the first */
+                    uint64_t idx;
+                    if (pd_u64map_get(&seen, t->key_hash, &idx) && !strcmp(nv[idx]->key, t->key)) {
+                        target_free(t);
+                        continue;
+                    }
+                    if (nn == cap) {
+                        size_t nc = cap ? cap * 2 : 16;
+                        target **v = realloc(nv, nc * sizeof *v);
+                        if (!v) {
+                            target_free(t);
+                            rc = PD_ENOMEM;
+                            goto fail;
+                        }
+                        nv = v;
+                        cap = nc;
+                    }
+                    nv[nn] = t;
+                    if (pd_u64map_put(&seen, t->key_hash, nn)) {
+                        nn++;
+                        rc = PD_ENOMEM;
+                        goto fail;
+                    }
+                    nn++;
+                }
+            }
+        }
+    }
+
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->tn; i++) {
+        if (pd_u64map_put(&old, m->tv[i]->key_hash, i)) {
+            pthread_mutex_unlock(&m->mu);
+            rc = PD_ENOMEM;
+            goto fail;
+        }
+    }
+    int64_t now_mono = mono_ms(), now_wall = pd_now_ms();
+    size_t kept = 0;
+    for (size_t i = 0; i < nn; i++) {
+        uint64_t idx;
+        target *o = NULL;
+        if (pd_u64map_get(&old, nv[i]->key_hash, &idx) && m->tv[idx] &&
+            !strcmp(m->tv[idx]->key, nv[i]->key))
+            o = m->tv[idx];
+        if (o) {
+            m->tv[idx] = NULL; /* taken */
+            bool resched = o->interval_ms != nv[i]->interval_ms;
+            o->interval_ms = nv[i]->interval_ms;
+            o->timeout_ms = nv[i]->timeout_ms;
+            if (resched)
+                schedule_first(o, now_mono, now_wall);
+            target_free(nv[i]);
+            nv[i] = o;
+            kept++;
+        } else {
+            schedule_first(nv[i], now_mono, now_wall);
+        }
+    }
+    for (size_t i = 0; i < m->tn; i++) {
+        target *o = m->tv[i];
+        if (!o)
+            continue;
+        if (o->busy || o->easy) {
+            o->next_retired = m->retired;
+            m->retired = o;
+        } else {
+            target_free(o);
+        }
+    }
+    free(m->tv);
+    m->tv = nv;
+    m->tn = nn;
+    pthread_mutex_unlock(&m->mu);
+    nv = NULL;
+    curl_multi_wakeup(m->multi);
+    pd_metrics_set("profd_scrape_targets", NULL, (double)nn);
+    pd_log_info("scrape targets applied", "targets=%zu kept=%zu jobs=%zu", nn, kept, cfg->n_jobs);
+    goto out;
+fail:
+    for (size_t i = 0; i < nn; i++)
+        target_free(nv[i]);
+    free(nv);
+    if (rc == PD_ENOMEM)
+        pd_err_set(err, rc, "out of memory applying the scrape configuration");
+out:
+    pd_u64map_release(&seen);
+    pd_u64map_release(&old);
+    return rc;
+}
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    target *t = ud;
+    size_t n = size * nmemb;
+    int rc = pd_buf_append(&t->body, ptr, n);
+    if (rc == PD_ETOOBIG) {
+        t->too_large = true;
+        return 0; /* aborts the transfer (CURLE_WRITE_ERROR) */
+    }
+    if (rc) {
+        t->oom = true;
+        return 0;
+    }
+    return n;
+}
+
+/* Under mu, loop thread: starts t's transfer. On failure records it as a
+ * failed scrape right away. */
+static void start_scrape(pd_scrape_manager *m, target *t)
+{
+    CURL *e = curl_easy_init();
+    t->too_large = t->oom = false;
+    t->errbuf[0] = '\0';
+    pd_buf_reset(&t->body);
+    t->start_ms = pd_now_ms();
+    t->start_ns = pd_mono_ns();
+    if (!e)
+        goto fail;
+    curl_easy_setopt(e, CURLOPT_URL, t->url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->errbuf);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)t->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "profd/0.1");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#endif
+    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)m->lim.max_body_bytes);
+    if (curl_multi_add_handle(m->multi, e) != CURLM_OK)
+        goto fail;
+    t->easy = e;
+    t->busy = true;
+    return;
+fail:
+    if (e)
+        curl_easy_cleanup(e);
+    t->health = HEALTH_DOWN;
+    t->last_scrape_ms = t->start_ms;
+    t->last_duration_s = 0;
+    snprintf(t->last_error, sizeof t->last_error, "cannot start the transfer (out of memory)");
+    pd_buf_release(&t->body);
+}
+
+static void record(target *t, const char *outcome, double dur_s)
+{
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    if (!pd_buf_printf(&b, "%s,outcome=\"%s\"", t->metric_labels, outcome))
+        pd_metrics_add("profd_scrapes_total", b.data, 1);
+    pd_metrics_add("profd_scrape_duration_seconds_total", t->metric_labels, dur_s);
+    pd_buf_release(&b);
+}
+
+/* Loop thread, no lock held on entry: finishes t's transfer. */
+static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
+{
+    long status = 0;
+    const char *outcome = "success";
+    char msg[sizeof t->last_error];
+    msg[0] = '\0';
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_multi_remove_handle(m->multi, t->easy);
+    curl_easy_cleanup(t->easy);
+    t->easy = NULL;
+    double dur = (double)(pd_mono_ns() - t->start_ns) / 1e9;
+
+    if (t->too_large || res == CURLE_FILESIZE_EXCEEDED) {
+        outcome = "too_large";
+        snprintf(msg, sizeof msg, "body exceeds %zu bytes", m->lim.max_body_bytes);
+    } else if (t->oom) {
+        outcome = "error";
+        snprintf(msg, sizeof msg, "out of memory reading the body");
+    } else if (res == CURLE_OPERATION_TIMEDOUT) {
+        outcome = "timeout";
+        snprintf(msg, sizeof msg, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(res));
+    } else if (res != CURLE_OK) {
+        outcome = "error";
+        snprintf(msg, sizeof msg, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(res));
+    } else if (status != 200) {
+        outcome = "error";
+        snprintf(msg, sizeof msg, "HTTP %ld", status);
+    } else {
+        pd_profile p;
+        pd_err e;
+        pd_err_clear(&e);
+        int rc = pd_profile_decode(&p, (const uint8_t *)t->body.data, t->body.len, &m->lim, &e);
+        if (rc) {
+            outcome = rc == PD_ETOOBIG ? "too_large" : "bad_profile";
+            snprintf(msg, sizeof msg, "%s", e.msg[0] ? e.msg : pd_strerror(rc));
+        } else {
+            rc = pd_storage_append(m->st, &t->labels, t->start_ms, (const uint8_t *)t->body.data,
+                                   t->body.len, &p, &e);
+            pd_profile_release(&p);
+            if (rc) {
+                outcome = "error";
+                snprintf(msg, sizeof msg, "storage: %s", e.msg[0] ? e.msg : pd_strerror(rc));
+            } else {
+                pd_metrics_add("profd_ingested_profiles_total", "source=\"scrape\"", 1);
+                pd_metrics_add("profd_ingested_bytes_total", "source=\"scrape\"",
+                               (double)t->body.len);
+            }
+        }
+    }
+    /* keep the memory of small bodies for the next scrape, not of big ones */
+    if (t->body.cap > (1u << 20))
+        pd_buf_release(&t->body);
+    else
+        pd_buf_reset(&t->body);
+    record(t, outcome, dur);
+
+    pthread_mutex_lock(&m->mu);
+    int was = t->health;
+    t->health = msg[0] ? HEALTH_DOWN : HEALTH_UP;
+    t->last_scrape_ms = t->start_ms;
+    t->last_duration_s = dur;
+    snprintf(t->last_error, sizeof t->last_error, "%s", msg);
+    t->busy = false;
+    pthread_mutex_unlock(&m->mu);
+    if (msg[0] && was != HEALTH_DOWN)
+        pd_log_warn("scrape failed", "job=\"%s\" url=\"%s\" outcome=%s err=\"%s\"", t->job, t->url,
+                    outcome, msg);
+    else if (!msg[0] && was == HEALTH_DOWN)
+        pd_log_info("scrape recovered", "job=\"%s\" url=\"%s\"", t->job, t->url);
+}
+
+static void *loop(void *arg)
+{
+    pd_scrape_manager *m = arg;
+    for (;;) {
+        pthread_mutex_lock(&m->mu);
+        if (m->stop) {
+            pthread_mutex_unlock(&m->mu);
+            break;
+        }
+        while (m->retired) {
+            target *r = m->retired;
+            m->retired = r->next_retired;
+            target_abort(m, r);
+            target_free(r);
+        }
+        int64_t now = mono_ms(), wait = MAX_WAIT_MS;
+        for (size_t i = 0; i < m->tn; i++) {
+            target *t = m->tv[i];
+            if (t->next_ms <= now) {
+                if (!t->busy)
+                    start_scrape(m, t);
+                /* next slot after now; skipped slots are not queued */
+                int64_t behind = now - t->next_ms;
+                t->next_ms += (behind / t->interval_ms + 1) * t->interval_ms;
+            }
+            if (t->next_ms - now < wait)
+                wait = t->next_ms - now;
+        }
+        pthread_mutex_unlock(&m->mu);
+
+        int running = 0;
+        if (wait > 0)
+            curl_multi_poll(m->multi, NULL, 0, (int)wait, NULL);
+        curl_multi_perform(m->multi, &running);
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(m->multi, &left))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            char *priv = NULL;
+            CURLcode res = msg->data.result;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+            target *t = (target *)priv;
+            if (t)
+                finish_scrape(m, t, res);
+        }
+    }
+    return NULL;
+}
+
+int pd_scrape_manager_start(pd_scrape_manager *m, pd_err *err)
+{
+    if (m->running)
+        return 0;
+    pthread_mutex_lock(&m->mu);
+    m->stop = false;
+    pthread_mutex_unlock(&m->mu);
+    int rc = pthread_create(&m->thread, NULL, loop, m);
+    if (rc)
+        return pd_err_set(err, -rc, "cannot start the scrape thread: %s", strerror(rc));
+    m->running = true;
+    return 0;
+}
+
+void pd_scrape_manager_free(pd_scrape_manager *m)
+{
+    if (!m)
+        return;
+    if (m->running) {
+        pthread_mutex_lock(&m->mu);
+        m->stop = true;
+        pthread_mutex_unlock(&m->mu);
+        curl_multi_wakeup(m->multi);
+        pthread_join(m->thread, NULL);
+        m->running = false;
+    }
+    for (size_t i = 0; i < m->tn; i++) {
+        target_abort(m, m->tv[i]);
+        target_free(m->tv[i]);
+    }
+    free(m->tv);
+    while (m->retired) {
+        target *r = m->retired;
+        m->retired = r->next_retired;
+        target_abort(m, r);
+        target_free(r);
+    }
+    curl_multi_cleanup(m->multi);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+int pd_scrape_manager_targets_json(pd_scrape_manager *m, pd_buf *out)
+{
+    int rc = pd_buf_puts(out, "{\"activeTargets\":[");
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->tn && !rc; i++) {
+        const target *t = m->tv[i];
+        char iv[32], to[32];
+        pd_format_duration(t->interval_ms, iv, sizeof iv);
+        pd_format_duration(t->timeout_ms, to, sizeof to);
+        rc = pd_buf_puts(out, i ? ",{\"labels\":{" : "{\"labels\":{");
+        for (size_t k = 0; k < t->labels.n && !rc; k++) {
+            const pd_label *l = &t->labels.v[k];
+            if ((k && (rc = pd_buf_putc(out, ','))) ||
+                (rc = pd_buf_put_json_string(out, l->name, strlen(l->name))) ||
+                (rc = pd_buf_putc(out, ':')))
+                break;
+            rc = pd_buf_put_json_string(out, l->value, strlen(l->value));
+        }
+        if (rc || (rc = pd_buf_puts(out, "},\"scrapePool\":")) ||
+            (rc = pd_buf_put_json_string(out, t->job, strlen(t->job))) ||
+            (rc = pd_buf_puts(out, ",\"scrapeUrl\":")) ||
+            (rc = pd_buf_put_json_string(out, t->url, strlen(t->url))) ||
+            (rc = pd_buf_puts(out, ",\"profileType\":")) ||
+            (rc = pd_buf_put_json_string(out, t->name, strlen(t->name))) ||
+            (rc = pd_buf_printf(out, ",\"health\":\"%s\",\"lastError\":",
+                                t->health == HEALTH_UP     ? "up"
+                                : t->health == HEALTH_DOWN ? "down"
+                                                           : "unknown")) ||
+            (rc = pd_buf_put_json_string(out, t->last_error, strlen(t->last_error))))
+            break;
+        rc = pd_buf_printf(out,
+                           ",\"lastScrape\":%lld,\"lastScrapeDuration\":%.6f,"
+                           "\"scrapeInterval\":\"%s\",\"scrapeTimeout\":\"%s\"}",
+                           (long long)t->last_scrape_ms, t->last_duration_s, iv, to);
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (!rc)
+        rc = pd_buf_puts(out, "]}");
+    return rc;
+}
