@@ -25,7 +25,7 @@ build=$(cd "$build" && pwd)
 # (no writable $HOME needed) and `make clean` removes them.
 echo "run-demo: building examples/demo"
 (cd "$here/examples/demo" && \
-    GOCACHE="$build/go/cache" GOPATH="$build/go/path" GOFLAGS=-mod=mod GO111MODULE=on \
+    GOCACHE="$build/go/cache" GOPATH="$build/go/path" GO111MODULE=on \
     go build -o "$build/go/demo" .)
 
 demo_pid=""

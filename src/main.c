@@ -1,1 +1,383 @@
-int main(void) { return 0; }
+/*
+ * main.c — the profd command line.
+ *
+ *   profd [serve] [flags]   run the server (the default command)
+ *   profd --help | -h       usage on stdout, exit 0
+ *   profd --version         version on stdout, exit 0
+ *
+ * Flags take `--flag=value` or `--flag value` (Prometheus' names).
+ * Exit codes (DESIGN.md §6): 0 ok, 1 runtime failure (storage cannot be
+ * opened, port in use), 2 usage or configuration error.
+ *
+ * Process model of `serve`: the main thread blocks SIGHUP, SIGINT and SIGTERM
+ * before any other thread exists (so every thread inherits the mask), starts
+ * storage, the scrape manager (only with --config.file), the API and the
+ * HTTP server, then waits in sigwaitinfo(): SIGHUP reloads the config file
+ * (on error: logged, the old config stays), SIGINT/SIGTERM stop the HTTP
+ * server, then scraping, then close the storage. No work happens in a signal
+ * handler. POST /-/reload runs the same reload on an HTTP thread; a mutex
+ * serialises the two.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <curl/curl.h>
+
+#include "api/api.h"
+#include "base/log.h"
+#include "http/server.h"
+#include "pprof/pprof.h"
+#include "scrape/config.h"
+#include "scrape/manager.h"
+#include "storage/storage.h"
+
+#ifndef PD_VERSION
+#define PD_VERSION "0.1.0"
+#endif
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+
+typedef struct flags {
+    const char *config_file;
+    const char *storage_path;
+    const char *listen;
+    const char *log_level;
+    const char *fsync;
+    size_t max_body;     /* --scrape.max-body-bytes: cap on a profile body (scrape and push) */
+    unsigned threads;    /* --web.threads */
+} flags;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: profd [serve] [flags]\n"
+            "       profd --help | --version\n"
+            "\n"
+            "profd collects pprof profiles (scraped per --config.file, or pushed to\n"
+            "POST /api/0/profiles), stores them under --storage.path, and serves queries,\n"
+            "the web UI and /metrics at --web.listen-address.\n"
+            "\n"
+            "Flags (--flag=value or --flag value):\n"
+            "  --config.file=FILE              scrape configuration (YAML); without it profd\n"
+            "                                  only serves stored data and takes pushes\n"
+            "  --storage.path=DIR              storage directory (default ./data)\n"
+            "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
+            "  --web.listen-address=HOST:PORT  default 127.0.0.1:10902 (port 0: any free port)\n"
+            "  --web.threads=N                 HTTP worker threads (default 4)\n"
+            "  --scrape.max-body-bytes=SIZE    largest profile body accepted, scraped or\n"
+            "                                  pushed; bytes or with K/M/G suffix (default 16M)\n"
+            "  --log.level=LEVEL               debug|info|warn|error (default info)\n"
+            "  -h, --help                      this text\n"
+            "  --version                       print the version\n"
+            "\n"
+            "Signals: SIGHUP reloads --config.file; SIGINT/SIGTERM shut down.\n"
+            "Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.\n");
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "profd: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n");
+    usage(stderr);
+    return EXIT_USAGE;
+}
+
+/* "123", "16K", "16MiB", "1G" -> bytes. 0 or -1. */
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno || *s == '-')
+        return -1;
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1ULL << 10;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1ULL << 20;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1ULL << 30;
+    if (mul != 1)
+        end++;
+    if (mul != 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
+        end += strlen(end);
+    else if (mul == 1 && strcmp(end, "B") == 0)
+        end++;
+    if (*end || v == 0 || v > (1ULL << 40) / mul)
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+/* Parses argv into f. Returns -1 to go on, else an exit code. */
+static int parse_flags(int argc, char **argv, flags *f)
+{
+    int i = 1;
+    if (i < argc && argv[i][0] != '-') {
+        if (strcmp(argv[i], "serve") != 0)
+            return usage_error("unknown command \"%s\"", argv[i]);
+        i++;
+    }
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 || strcmp(a, "-help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("profd, version %s\n", PD_VERSION);
+            return 0;
+        }
+        if (strncmp(a, "--", 2) != 0)
+            return usage_error("unexpected argument \"%s\"", a);
+        char name[64];
+        const char *val;
+        const char *eq = strchr(a, '=');
+        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        if (nl >= sizeof name)
+            return usage_error("unknown flag \"%s\"", a);
+        memcpy(name, a, nl);
+        name[nl] = 0;
+        static const char *known[] = {"--config.file", "--storage.path", "--web.listen-address",
+                                      "--log.level", "--storage.wal.fsync", "--scrape.max-body-bytes",
+                                      "--web.threads"};
+        bool ok = false;
+        for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+            ok |= strcmp(name, known[k]) == 0;
+        if (!ok)
+            return usage_error("unknown flag \"%s\"", name);
+        if (eq) {
+            val = eq + 1;
+        } else {
+            if (i + 1 >= argc)
+                return usage_error("flag %s needs a value", name);
+            val = argv[++i];
+        }
+        if (strcmp(name, "--config.file") == 0) {
+            if (!*val)
+                return usage_error("flag %s needs a file name", name);
+            f->config_file = val;
+        } else if (strcmp(name, "--storage.path") == 0) {
+            if (!*val)
+                return usage_error("flag %s needs a directory", name);
+            f->storage_path = val;
+        } else if (strcmp(name, "--web.listen-address") == 0) {
+            f->listen = val;
+        } else if (strcmp(name, "--log.level") == 0) {
+            if (strcmp(val, "debug") && strcmp(val, "info") && strcmp(val, "warn") &&
+                strcmp(val, "error"))
+                return usage_error("--log.level: \"%s\" is not one of debug, info, warn, error",
+                                   val);
+            f->log_level = val;
+        } else if (strcmp(name, "--storage.wal.fsync") == 0) {
+            if (strcmp(val, "always") && strcmp(val, "batch") && strcmp(val, "never"))
+                return usage_error("--storage.wal.fsync: \"%s\" is not one of always, batch, never",
+                                   val);
+            f->fsync = val;
+        } else if (strcmp(name, "--scrape.max-body-bytes") == 0) {
+            if (parse_size(val, &f->max_body) < 0)
+                return usage_error("--scrape.max-body-bytes: \"%s\" is not a size (e.g. 16M)", val);
+        } else if (strcmp(name, "--web.threads") == 0) {
+            char *end;
+            long t = strtol(val, &end, 10);
+            if (*end || end == val || t < 1 || t > 256)
+                return usage_error("--web.threads: \"%s\" is not a number from 1 to 256", val);
+            f->threads = (unsigned)t;
+        }
+    }
+    return -1;
+}
+
+/* ---- reload ---- */
+
+typedef struct app {
+    const char *config_file;
+    pd_scrape_manager *sm;
+    pthread_mutex_t mu;
+} app;
+
+static int do_reload(void *ctx, pd_err *err)
+{
+    app *a = ctx;
+    if (!a->config_file || !a->sm) {
+        pd_log(PD_LOG_INFO, "reload: no --config.file, nothing to reload", NULL);
+        return 0;
+    }
+    pthread_mutex_lock(&a->mu);
+    pd_config cfg;
+    pd_config_init(&cfg);
+    int rc = pd_config_load_file(a->config_file, &cfg, err);
+    if (rc == 0)
+        rc = pd_scrape_manager_apply(a->sm, &cfg, err);
+    pd_config_release(&cfg);
+    pthread_mutex_unlock(&a->mu);
+    if (rc < 0) {
+        char q[600];
+        size_t o = 0;
+        for (const char *s = err ? err->msg : ""; *s && o + 2 < sizeof q; s++)
+            if (*s != '\n')
+                q[o++] = *s == '"' ? '\'' : *s;
+        q[o] = 0;
+        pd_log(PD_LOG_ERROR, "reload failed, keeping the old configuration", "file=%s err=\"%s\"",
+               a->config_file, q);
+    } else {
+        pd_log(PD_LOG_INFO, "configuration reloaded", "file=%s", a->config_file);
+    }
+    return rc;
+}
+
+/* ---- serve ---- */
+
+static int serve(const flags *f)
+{
+    int code = EXIT_RUNTIME;
+    pd_err err = {{0}};
+    pd_config cfg;
+    pd_config_init(&cfg);
+    pd_storage *st = NULL;
+    pd_scrape_manager *sm = NULL;
+    pd_api *api = NULL;
+    pd_http_server *srv = NULL;
+    app a = {.config_file = f->config_file};
+    pthread_mutex_init(&a.mu, NULL);
+
+    if (f->config_file) {
+        int rc = pd_config_load_file(f->config_file, &cfg, &err);
+        if (rc < 0) {
+            fprintf(stderr, "profd: bad configuration: %s\n", err.msg[0] ? err.msg : pd_strerror(rc));
+            fprintf(stderr, "See 'profd --help'.\n");
+            code = EXIT_USAGE;
+            goto out;
+        }
+    }
+
+    /* Block the signals main waits for, before any thread starts. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    pd_pprof_limits lim = pd_pprof_limits_default();
+    if (f->max_body) {
+        lim.max_body_bytes = f->max_body;
+        if (lim.max_decompressed_bytes < f->max_body * 4)
+            lim.max_decompressed_bytes = f->max_body * 4;
+    }
+
+    pd_storage_options so = pd_storage_options_default();
+    so.path = f->storage_path;
+    so.fsync = strcmp(f->fsync, "always") == 0  ? PD_FSYNC_ALWAYS
+               : strcmp(f->fsync, "never") == 0 ? PD_FSYNC_NEVER
+                                                 : PD_FSYNC_BATCH;
+    so.limits = lim;
+    int rc = pd_storage_open(&so, &st, &err);
+    if (rc < 0) {
+        pd_log(PD_LOG_ERROR, "cannot open storage", "path=%s err=\"%s\"", f->storage_path,
+               err.msg[0] ? err.msg : pd_strerror(rc));
+        fprintf(stderr, "profd: cannot open storage %s: %s\n", f->storage_path,
+                err.msg[0] ? err.msg : pd_strerror(rc));
+        goto out;
+    }
+
+    if (f->config_file) {
+        if ((rc = pd_scrape_manager_new(st, &lim, &sm, &err)) < 0 ||
+            (rc = pd_scrape_manager_apply(sm, &cfg, &err)) < 0 ||
+            (rc = pd_scrape_manager_start(sm, &err)) < 0) {
+            fprintf(stderr, "profd: cannot start scraping: %s\n",
+                    err.msg[0] ? err.msg : pd_strerror(rc));
+            goto out;
+        }
+        a.sm = sm;
+        pd_log(PD_LOG_INFO, "scraping", "file=%s jobs=%zu", f->config_file, cfg.n_jobs);
+    }
+
+    pd_api_options ao = {
+        .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION};
+    if ((rc = pd_api_new(st, sm, &ao, &api, &err)) < 0) {
+        fprintf(stderr, "profd: %s\n", err.msg);
+        goto out;
+    }
+    rc = pd_http_server_start(f->listen, f->threads, lim.max_body_bytes, pd_api_handle, api, &srv,
+                              &err);
+    if (rc < 0) {
+        fprintf(stderr, "profd: cannot listen on %s: %s\n", f->listen,
+                err.msg[0] ? err.msg : pd_strerror(rc));
+        code = rc == PD_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
+        goto out;
+    }
+    {
+        /* the URL to open: the host as given (empty = all interfaces, shown
+         * as 127.0.0.1 which reaches it), the port as bound */
+        const char *colon = strrchr(f->listen, ':');
+        size_t hl = colon ? (size_t)(colon - f->listen) : 0;
+        char host[300];
+        snprintf(host, sizeof host, "%.*s", (int)hl, f->listen);
+        if (!host[0] || strcmp(host, "0.0.0.0") == 0)
+            snprintf(host, sizeof host, "127.0.0.1");
+        else if (strcmp(host, "[::]") == 0)
+            snprintf(host, sizeof host, "[::1]");
+        pd_log(PD_LOG_INFO, "profd listening", "url=http://%s:%u/ storage=%s version=%s", host,
+               (unsigned)pd_http_server_port(srv), f->storage_path, PD_VERSION);
+    }
+
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&set, &si);
+        if (sig < 0) {
+            if (errno == EINTR)
+                continue;
+            pd_log(PD_LOG_ERROR, "sigwaitinfo failed", "errno=%d", errno);
+            break;
+        }
+        if (sig == SIGHUP) {
+            pd_log(PD_LOG_INFO, "SIGHUP: reloading configuration", NULL);
+            pd_err rerr = {{0}};
+            do_reload(&a, &rerr);
+            continue;
+        }
+        pd_log(PD_LOG_INFO, "shutting down", "signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        break;
+    }
+    code = 0;
+out:
+    pd_http_server_stop(srv);
+    pd_scrape_manager_free(sm);
+    pd_api_free(api);
+    pd_storage_close(st);
+    pd_config_release(&cfg);
+    pthread_mutex_destroy(&a.mu);
+    if (code == 0)
+        pd_log(PD_LOG_INFO, "profd stopped", NULL);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    flags f = {
+        .config_file = NULL,
+        .storage_path = "./data",
+        .listen = "127.0.0.1:10902",
+        .log_level = "info",
+        .fsync = "batch",
+        .max_body = 0,
+        .threads = 4,
+    };
+    int rc = parse_flags(argc, argv, &f);
+    if (rc >= 0)
+        return rc;
+    pd_log_set_level(f.log_level);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = serve(&f);
+    curl_global_cleanup();
+    return rc;
+}

@@ -62,6 +62,11 @@ int pd_gunzip(const uint8_t *in, size_t len, size_t max_out, pd_buf *out, pd_err
         out->data[out->len] = '\0';
         pos += (avail_in > UINT_MAX ? UINT_MAX : avail_in) - zs.avail_in;
         if (z == Z_STREAM_END) {
+            if (out->len - start > max_out) {
+                rc = pd_err_set(err, PD_ETOOBIG,
+                                "gunzip: decompressed data exceeds the cap max_decompressed_bytes=%zu", max_out);
+                goto out;
+            }
             if (pos == len)
                 break;
             if (!pd_is_gzip(in + pos, len - pos)) {

@@ -143,7 +143,9 @@ int pd_profile_init(pd_profile *p);
 /* Frees everything p holds. Safe on a zeroed or released profile. */
 void pd_profile_release(pd_profile *p);
 
-/* Decodes a body (gzip or raw protobuf) into p, then validates it.
+/* Decodes a body (gzip or raw protobuf) into p, then indexes and validates
+ * it. Linear in the input; a raw body is also held to max_decompressed_bytes.
+ * Packed and unpacked repeated fields are accepted, unknown fields skipped.
  * p is overwritten (not released first); on failure p holds nothing to free.
  * lim may be NULL for the defaults.
  * Errors: PD_ETOOBIG (a cap; err names which and the limit), PD_EPARSE
@@ -159,7 +161,9 @@ int pd_profile_index(pd_profile *p, pd_err *err);
 /* Checks referential integrity: every sample's location ids resolve, every
  * location's mapping id (non-zero) and line function ids resolve, every
  * string index is in range, string_table[0] == "", each sample has exactly
- * n_sample_type values. Returns 0 or PD_EINVAL with err like
+ * n_sample_type values. Ids 0 mean "none" for a location's mapping and a
+ * line's function (as Go's parser accepts), never for a sample's location.
+ * Returns 0 or PD_EINVAL with err like
  * "sample 12: location id 99 not found". Needs pd_profile_index first. */
 int pd_profile_validate(const pd_profile *p, pd_err *err);
 
@@ -172,8 +176,11 @@ int pd_profile_encode(const pd_profile *p, bool gzip, pd_buf *out);
  * (all compared as strings), and the same multiset of samples — values,
  * labels, and stacks resolved to (mapping file/build id/start/limit/offset,
  * address, per line: function name/system name/file/start line, line,
- * column). Ids and string order may differ. Returns true when equal; else
- * false and, when why != NULL, a description of the first difference. */
+ * column). Ids and string order may differ, and so may the order of
+ * samples and of the labels within a sample; mapping has_* flags and
+ * is_folded are not compared. Needs both profiles indexed. Returns true when
+ * equal; else false and, when why != NULL, a description of the first
+ * difference (false with "out of memory" if hashing could not allocate). */
 bool pd_profile_equal(const pd_profile *a, const pd_profile *b, pd_err *why);
 
 /* Lookups by id; NULL when absent. Need pd_profile_index (decode does it). */
@@ -197,7 +204,12 @@ int pd_profile_sample_index(const pd_profile *p, const char *spec, size_t *idx /
 
 /* Builders for code that makes profiles (merge, conversion, tests).
  * Interns s[0..len) into the string table; returns its index (>= 0) or
- * PD_ENOMEM. Uses a hash map private to p (created on first call). */
+ * PD_ENOMEM. Uses a hash map private to p (created on first call, from the
+ * strings already in the table). The first call, and any call that adds a
+ * string, may move p->string_table and p->string_len to new arena arrays
+ * (the strings themselves do not move): do not keep pointers to those two
+ * arrays across calls, and add strings only through this function once it
+ * has been used. */
 int64_t pd_profile_intern(pd_profile *p, const char *s, size_t len);
 
 /* gzip helpers (zlib). pd_gunzip appends the decompression of in[0..len) to

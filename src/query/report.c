@@ -21,9 +21,10 @@
  *             (parent node << 32 | key) -> node, and are sorted by name when
  *             written. Output is iterative (deep stacks cannot blow the C stack).
  *
- * Totals are signed sums (negative values come from diffs); percentages are
- * taken of the sum of absolute values, as pprof does, which equals the total
- * for an ordinary profile; a zero denominator gives 0%.
+ * Totals are signed sums (negative values come from diffs), wrapping like
+ * pd_profile_totals; percentages are taken of the sum of absolute values, as
+ * pprof does, which equals the total for an ordinary profile; a zero
+ * denominator gives 0%.
  */
 #include "query/query.h"
 
@@ -208,19 +209,17 @@ static int put_value_type(pd_buf *out, const pd_profile *p, const pd_pprof_value
     return rc;
 }
 
-/* Saturating sums: hostile profiles may hold values near INT64_MAX, and
- * signed overflow must not happen (UB). */
-static int64_t sadd(int64_t a, int64_t b)
+/* Sums wrap (computed unsigned) like pd_profile_totals, so that the totals
+ * agree with it even for hostile values, and signed overflow (UB) never
+ * happens. Real profiles are far from the int64 range. */
+static int64_t wadd(int64_t a, int64_t b)
 {
-    int64_t r;
-    if (__builtin_add_overflow(a, b, &r))
-        return b > 0 ? INT64_MAX : INT64_MIN;
-    return r;
+    return (int64_t)((uint64_t)a + (uint64_t)b);
 }
 
-static int64_t sabs(int64_t v)
+static int64_t wabs(int64_t v)
 {
-    return v < 0 ? (v == INT64_MIN ? INT64_MAX : -v) : v;
+    return v < 0 ? (int64_t)(0 - (uint64_t)v) : v;
 }
 
 static double pct(int64_t v, int64_t denom)
@@ -258,8 +257,8 @@ int pd_report_top(const pd_profile *p, size_t sample_index, size_t max_rows, pd_
     for (size_t i = 0; i < p->n_sample; i++) {
         const pd_pprof_sample *s = &p->sample[i];
         int64_t v = sample_value(s, sample_index);
-        total = sadd(total, v);
-        abs_total = sadd(abs_total, sabs(v));
+        total = wadd(total, v);
+        abs_total = wadd(abs_total, wabs(v));
         bool leaf = true;
         for (size_t j = 0; j < s->n_location; j++) {
             ptrdiff_t li = loc_index(p, s->location_id[j]);
@@ -269,12 +268,12 @@ int pd_report_top(const pd_profile *p, size_t sample_index, size_t max_rows, pd_
             for (uint32_t m = 0; m < k.loc_count[li]; m++) {
                 fkey *f = &k.v[fk[m]];
                 if (leaf) {
-                    f->flat = sadd(f->flat, v);
+                    f->flat = wadd(f->flat, v);
                     leaf = false;
                 }
                 if (f->stamp != i + 1) {
                     f->stamp = i + 1;
-                    f->cum = sadd(f->cum, v);
+                    f->cum = wadd(f->cum, v);
                 }
             }
         }
@@ -393,7 +392,7 @@ int pd_report_flamegraph(const pd_profile *p, size_t sample_index, pd_buf *out)
         const pd_pprof_sample *s = &p->sample[i];
         int64_t v = sample_value(s, sample_index);
         uint32_t cur = 0;
-        nodes[0].value = sadd(nodes[0].value, v);
+        nodes[0].value = wadd(nodes[0].value, v);
         for (size_t j = s->n_location; j-- > 0;) {
             ptrdiff_t li = loc_index(p, s->location_id[j]);
             if (li < 0)
@@ -422,10 +421,10 @@ int pd_report_flamegraph(const pd_profile *p, size_t sample_index, pd_buf *out)
                         goto out;
                     cur = (uint32_t)nn++;
                 }
-                nodes[cur].value = sadd(nodes[cur].value, v);
+                nodes[cur].value = wadd(nodes[cur].value, v);
             }
         }
-        nodes[cur].self = sadd(nodes[cur].self, v);
+        nodes[cur].self = wadd(nodes[cur].self, v);
     }
     /* Children of each node, contiguous (CSR), sorted by name. */
     first = calloc(nn + 1, sizeof *first);

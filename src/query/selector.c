@@ -232,11 +232,13 @@ static int parse_string(parser *p, char **out)
                 p->pos++;
                 continue;
             }
-            {
-                char found[32];
-                describe(p, p->pos, found, sizeof found);
-                rc = fail_at(p, esc, "unknown escape sequence \\%s", found);
-            }
+            if ((unsigned char)c < 0x20 || c == 0x7F)
+                rc = fail_at(p, esc, "unknown escape sequence: backslash before character 0x%02x",
+                             (unsigned char)c);
+            else if ((unsigned char)c >= 0x80)
+                rc = fail_at(p, esc, "unknown escape sequence: backslash before a non-ASCII character");
+            else
+                rc = fail_at(p, esc, "unknown escape sequence \"\\%c\"", c);
             goto fail;
         }
         uint32_t x = 0;

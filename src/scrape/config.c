@@ -33,7 +33,7 @@
 #define DEFAULT_INTERVAL_MS 10000
 #define DEFAULT_TIMEOUT_MS 10000
 #define MAX_CONFIG_BYTES (16u << 20) /* a config file over 16 MiB is refused */
-#define MAX_VISITS 1000000            /* nodes walked (aliases count each time) */
+#define MAX_VISITS 1000000           /* nodes walked (aliases count each time) */
 
 typedef struct ctx {
     yaml_document_t doc;
@@ -63,21 +63,29 @@ static int fail(ctx *c, const yaml_node_t *n, int code, const char *fmt, ...)
 static const char *kind_name(const yaml_node_t *n)
 {
     switch (n->type) {
-    case YAML_SCALAR_NODE: return "a scalar";
-    case YAML_SEQUENCE_NODE: return "a list";
-    case YAML_MAPPING_NODE: return "a mapping";
-    default: return "nothing";
+    case YAML_SCALAR_NODE:
+        return "a scalar";
+    case YAML_SEQUENCE_NODE:
+        return "a list";
+    case YAML_MAPPING_NODE:
+        return "a mapping";
+    default:
+        return "nothing";
     }
 }
 
 /* ---- node helpers ---- */
 
-static yaml_node_t *node(ctx *c, int id) { return yaml_document_get_node(&c->doc, id); }
+static yaml_node_t *node(ctx *c, int id)
+{
+    return yaml_document_get_node(&c->doc, id);
+}
 
 static int visit(ctx *c, const yaml_node_t *n)
 {
     if (++c->visits > MAX_VISITS)
-        return fail(c, n, PD_ETOOBIG, "configuration too large: over %d YAML nodes (aliases count each use)",
+        return fail(c, n, PD_ETOOBIG,
+                    "configuration too large: over %d YAML nodes (aliases count each use)",
                     MAX_VISITS);
     return 0;
 }
@@ -93,7 +101,10 @@ static bool is_null(const yaml_node_t *n)
            !strcmp(v, "Null") || !strcmp(v, "NULL");
 }
 
-static const char *sval(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+static const char *sval(const yaml_node_t *n)
+{
+    return (const char *)n->data.scalar.value;
+}
 
 /* A mapping, or null (treated as empty: *is_empty set). */
 static int want_map(ctx *c, const yaml_node_t *n, const char *what, bool *is_empty)
@@ -231,8 +242,8 @@ static int map_keys(ctx *c, const yaml_node_t *m, const char *what, const char *
         if (i == nk)
             return fail(c, k, PD_EINVAL, "unknown key \"%.64s\" in %s", ks, what);
         if (vals[i])
-            return fail(c, k, PD_EINVAL, "duplicate key \"%s\" in %s (first at line %zu)", ks,
-                        what, vals[i]->start_mark.line + 1);
+            return fail(c, k, PD_EINVAL, "duplicate key \"%s\" in %s (first at line %zu)", ks, what,
+                        vals[i]->start_mark.line + 1);
         vals[i] = v;
     }
     return 0;
@@ -398,7 +409,8 @@ static int parse_params(ctx *c, const yaml_node_t *m, pd_scrape_job *j)
                 return rc;
             if ((rc = add_query(j, name, s)))
                 return rc;
-            if (first && pd_label_name_valid(name) && pd_labels_set(&j->params, name, s, NULL) == PD_ENOMEM)
+            if (first && pd_label_name_valid(name) &&
+                pd_labels_set(&j->params, name, s, NULL) == PD_ENOMEM)
                 return PD_ENOMEM;
             first = false;
         }
@@ -460,6 +472,8 @@ static int parse_static(ctx *c, const yaml_node_t *n, pd_static_config *sc)
     bool empty = true;
     if (v[0] && (rc = want_seq(c, v[0], "targets", &empty)))
         return rc;
+    if (!empty && v[0]->data.sequence.items.top == v[0]->data.sequence.items.start)
+        empty = true;
     if (empty)
         return fail(c, v[0] ? v[0] : n, PD_EINVAL,
                     "static_configs entry has no targets: want targets: [\"host:port\", ...]");
@@ -480,7 +494,8 @@ static int parse_static(ctx *c, const yaml_node_t *n, pd_static_config *sc)
                         sc->targets[i]);
         for (size_t k = 0; k < i; k++)
             if (!strcmp(sc->targets[k], sc->targets[i]))
-                return fail(c, t, PD_EINVAL, "duplicate target \"%.128s\" in this static_configs entry",
+                return fail(c, t, PD_EINVAL,
+                            "duplicate target \"%.128s\" in this static_configs entry",
                             sc->targets[i]);
     }
     if (v[1]) {
@@ -499,9 +514,10 @@ static int parse_static(ctx *c, const yaml_node_t *n, pd_static_config *sc)
                                 "invalid label name \"%.64s\": must match [a-zA-Z_][a-zA-Z0-9_]*",
                                 name);
                 if (name[0] == '_' && name[1] == '_')
-                    return fail(c, k, PD_EINVAL,
-                                "label name \"%.64s\" is reserved (names starting with \"__\" are profd's)",
-                                name);
+                    return fail(
+                        c, k, PD_EINVAL,
+                        "label name \"%.64s\" is reserved (names starting with \"__\" are profd's)",
+                        name);
                 if ((rc = want_str(c, node(c, p->value), "label value", &val)))
                     return rc;
                 pd_err e;
@@ -547,7 +563,7 @@ static int parse_profiling(ctx *c, const yaml_node_t *n, pd_scrape_job *j)
 {
     static const char *const keys[] = {"pprof_config", NULL};
     static const char *const ekeys[] = {"path", "enabled", "seconds", "delta", NULL};
-    static const char *const defaults[] = {"allocs", "block", "goroutine", "heap",
+    static const char *const defaults[] = {"allocs", "block",        "goroutine", "heap",
                                            "mutex",  "threadcreate", "cpu"};
     yaml_node_t *v[1];
     ep_cfg *eps = NULL;
@@ -673,7 +689,7 @@ out:
 
 static int parse_job(ctx *c, const yaml_node_t *n, const pd_config *cfg, pd_scrape_job *j)
 {
-    static const char *const keys[] = {"job_name", "scrape_interval", "scrape_timeout", "scheme",
+    static const char *const keys[] = {"job_name", "scrape_interval", "scrape_timeout",   "scheme",
                                        "params",   "static_configs",  "profiling_config", NULL};
     enum { K_NAME, K_INTERVAL, K_TIMEOUT, K_SCHEME, K_PARAMS, K_STATIC, K_PROFILING };
     yaml_node_t *v[7];
@@ -705,13 +721,14 @@ static int parse_job(ctx *c, const yaml_node_t *n, const pd_config *cfg, pd_scra
             char t[32], i[32];
             pd_format_duration(j->timeout_ms, t, sizeof t);
             pd_format_duration(j->interval_ms, i, sizeof i);
-            return fail(c, v[K_TIMEOUT], PD_EINVAL,
-                        "scrape_timeout (%s) is greater than scrape_interval (%s) for job \"%.128s\"",
-                        t, i, j->job_name);
+            return fail(
+                c, v[K_TIMEOUT], PD_EINVAL,
+                "scrape_timeout (%s) is greater than scrape_interval (%s) for job \"%.128s\"", t, i,
+                j->job_name);
         }
     } else {
-        j->timeout_ms = cfg->scrape_timeout_ms < j->interval_ms ? cfg->scrape_timeout_ms
-                                                                : j->interval_ms;
+        j->timeout_ms =
+            cfg->scrape_timeout_ms < j->interval_ms ? cfg->scrape_timeout_ms : j->interval_ms;
     }
     if (v[K_SCHEME]) {
         if ((rc = want_dup(c, v[K_SCHEME], "scheme", &j->scheme)))
@@ -763,10 +780,10 @@ int pd_config_parse(const char *text, size_t len, const char *name, pd_config *o
     if (!yaml_parser_load(&parser, &c.doc)) {
         rc = pd_err_set(err, PD_EPARSE, "%s:%zu:%zu: YAML %s: %s", c.name,
                         parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-                        parser.error == YAML_SCANNER_ERROR   ? "syntax error"
-                        : parser.error == YAML_PARSER_ERROR  ? "structure error"
+                        parser.error == YAML_SCANNER_ERROR  ? "syntax error"
+                        : parser.error == YAML_PARSER_ERROR ? "structure error"
                         : parser.error == YAML_MEMORY_ERROR ? "out of memory"
-                                                             : "error",
+                                                            : "error",
                         parser.problem ? parser.problem : "unknown");
         if (parser.error == YAML_MEMORY_ERROR)
             rc = PD_ENOMEM;
@@ -830,8 +847,8 @@ int pd_config_load_file(const char *path, pd_config *out, pd_err *err)
         goto out;
     }
     if (st.st_size > (off_t)MAX_CONFIG_BYTES) {
-        rc = pd_err_set(err, PD_ETOOBIG, "config file %s is %lld bytes, over the limit of %u",
-                        path, (long long)st.st_size, MAX_CONFIG_BYTES);
+        rc = pd_err_set(err, PD_ETOOBIG, "config file %s is %lld bytes, over the limit of %u", path,
+                        (long long)st.st_size, MAX_CONFIG_BYTES);
         goto out;
     }
     size_t cap = (size_t)st.st_size + 1, len = 0;

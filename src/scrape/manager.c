@@ -30,6 +30,12 @@
  * loop frees (aborting its transfer). curl_multi_wakeup, which is
  * thread-safe, interrupts the poll after apply() and free().
  *
+ * Decoding and pd_storage_append run on the loop thread: with the default
+ * batched fsync an append is a buffered write, but a storage that blocks
+ * (fsync=always on a slow disk) delays the start of other scrapes and counts
+ * against the timeouts of transfers in flight. Moving them to a worker is
+ * the next step if that shows up in profd_scrape_duration_seconds_total.
+ *
  * Outcome of a scrape (metric label outcome=): success; timeout (curl's
  * CURLE_OPERATION_TIMEDOUT); too_large (body over lim.max_body_bytes, or a
  * decode cap); bad_profile (pd_profile_decode rejected the body); error
@@ -96,11 +102,17 @@ struct pd_scrape_manager {
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
-static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+static void curl_init(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
 
 /* ---- helpers ---- */
 
-static int64_t mono_ms(void) { return pd_mono_ns() / 1000000; }
+static int64_t mono_ms(void)
+{
+    return pd_mono_ns() / 1000000;
+}
 
 int64_t pd__scrape_offset_ms(const char *job, const char *url, int64_t interval_ms)
 {
@@ -199,8 +211,8 @@ static void target_abort(pd_scrape_manager *m, target *t)
 static void schedule_first(target *t, int64_t now_mono, int64_t now_wall)
 {
     int64_t off = pd__scrape_offset_ms(t->job, t->url, t->interval_ms);
-    int64_t delay = ((off - now_wall % t->interval_ms) % t->interval_ms + t->interval_ms) %
-                    t->interval_ms;
+    int64_t delay =
+        ((off - now_wall % t->interval_ms) % t->interval_ms + t->interval_ms) % t->interval_ms;
     t->next_ms = now_mono + delay;
 }
 
@@ -295,7 +307,6 @@ int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_
         free(m);
         return pd_err_set(err, PD_ENOMEM, "out of memory creating the curl multi handle");
     }
-    curl_multi_setopt(m->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 4L);
     pthread_mutex_init(&m->mu, NULL);
     describe_metrics();
     *out = m;
@@ -319,8 +330,8 @@ int pd_scrape_manager_apply(pd_scrape_manager *m, const pd_config *cfg, pd_err *
                 for (size_t e = 0; e < job->n_endpoints; e++) {
                     if (!job->endpoints[e].enabled)
                         continue;
-                    target *t = target_new(m, job, sc->targets[k], &sc->labels,
-                                           &job->endpoints[e], err);
+                    target *t =
+                        target_new(m, job, sc->targets[k], &sc->labels, &job->endpoints[e], err);
                     if (!t) {
                         rc = PD_ENOMEM;
                         goto fail;

@@ -112,6 +112,17 @@ for f in $(find "$dir" -name '*.pb.gz' | LC_ALL=C sort); do
         fi
     done
 done
+# negative control: a re-encoding with one value changed must be caught
+f=$(find "$dir" -name 'heap*.pb.gz' | LC_ALL=C sort | head -1)
+if [ -n "$f" ]; then
+    normalize "$f" >"$tmp/orig.txt" &&
+        "$reencode" "$f" "$tmp/mut.pb" gzip mutate &&
+        normalize "$tmp/mut.pb" >"$tmp/mut.txt" || fail=1
+    if cmp -s "$tmp/orig.txt" "$tmp/mut.txt"; then
+        echo "FAIL: the comparison did not notice a changed sample value in $f"
+        fail=1
+    fi
+fi
 if [ "$n" = 0 ]; then
     echo "FAIL: no *.pb.gz under $dir"
     exit 1

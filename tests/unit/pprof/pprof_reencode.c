@@ -1,7 +1,10 @@
 /*
- * pd_pprof_reencode IN OUT [raw] — decodes the pprof file IN with profd's
- * codec and writes it back to OUT (gzip unless "raw" is given). Used by
- * go_pprof_raw.sh to check the output against `go tool pprof -raw`.
+ * pd_pprof_reencode IN OUT [raw|gzip [mutate]] — decodes the pprof file IN
+ * with profd's codec and writes it back to OUT (gzip unless "raw" is
+ * given). Used by go_pprof_raw.sh to check the output against
+ * `go tool pprof -raw`. "mutate" adds 1 to the first value of the first
+ * sample before encoding: the script's negative control, showing that its
+ * comparison does see a changed sample.
  * Exit 0 on success, 1 on any error (message on stderr).
  */
 #include <stdio.h>
@@ -49,6 +52,8 @@ int main(int argc, char **argv)
         goto out;
     }
     bool gz = !(argc > 3 && !strcmp(argv[3], "raw"));
+    if (argc > 4 && !strcmp(argv[4], "mutate") && p.n_sample && p.sample[0].n_value)
+        p.sample[0].value[0] += 1;
     if ((rc = pd_profile_encode(&p, gz, &out))) {
         fprintf(stderr, "encode: %s\n", pd_strerror(rc));
         goto out;

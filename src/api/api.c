@@ -1,0 +1,953 @@
+/*
+ * api/api.c — the HTTP handlers of profd (routes and envelopes: api.h).
+ *
+ * Each request runs on an HTTP server thread: route by path, check the
+ * method, read parameters (pd_http_arg), call query/storage, and write the
+ * reply into resp->body (capped at max_response_bytes). Handlers keep no
+ * state between requests; the only shared state is the metrics registry and
+ * what storage and the scrape manager guard themselves.
+ *
+ * Push (profefe's POST /api/0/profiles), the rules:
+ *   - service and type are required; type must be a label-name-like word
+ *     ([a-zA-Z_][a-zA-Z0-9_]*, no "__" prefix: it becomes __name__);
+ *     service and instance_id are label values (UTF-8, at most
+ *     PD_LABEL_MAX_VALUE bytes; instance_id may be absent).
+ *   - labels=k=v,k2=v2: names must be valid, not reserved ("__" prefix) and
+ *     not service/instance_id (they come from their own parameters); values
+ *     non-empty UTF-8. At most PD_LABEL_MAX_COUNT labels in all.
+ *   - created_at: profefe's "2006-01-02T15:04:05" (UTC), RFC 3339, or Unix
+ *     seconds; absent: the profile's time_nanos, else now.
+ *   - the body is decoded and validated (pd_profile_decode with the
+ *     configured caps) before anything is stored; the stored bytes are the
+ *     body as received.
+ *   - any failure stores nothing and answers {"code":N,"error":"..."} with
+ *     HTTP N: 400 (parameters, labels, bad profile), 413 (a cap), 409 (a
+ *     profile of that series at that time exists), 500 (storage).
+ *     Counted in profd_rejected_input_total{reason=bad_request|bad_labels|
+ *     bad_profile|too_large|duplicate}.
+ *   - success counts profd_ingested_profiles_total{source="push"} and
+ *     profd_ingested_bytes_total{source="push"} (body bytes as received).
+ *   - the reply's id is 32 hex digits: the series' label hash and the
+ *     timestamp in ms, each as 16 hex digits.
+ */
+#include "api/api.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/labels.h"
+#include "base/log.h"
+#include "base/metrics.h"
+#include "base/time.h"
+#include "query/query.h"
+#include "ui/ui.h"
+
+#define MAX_MATCH_PARAMS 64
+#define DEFAULT_TOP_ROWS 100
+#define DEFAULT_MAX_RESPONSE ((size_t)256 << 20)
+#define RANGE_DEFAULT_MS (3600 * 1000LL)
+
+struct pd_api {
+    pd_storage *st;
+    pd_scrape_manager *sm;
+    pd_api_options o;
+    char version[64];
+    double start_time_s; /* fallback for process_start_time_seconds */
+};
+
+static const char JSON_CT[] = "application/json";
+static const char TEXT_CT[] = "text/plain; charset=utf-8";
+
+/* ---- replies ---- */
+
+static const char *error_type(int status)
+{
+    switch (status) {
+    case 400:
+        return "bad_data";
+    case 404:
+        return "not_found";
+    case 405:
+        return "bad_data";
+    case 422:
+        return "execution";
+    case 503:
+        return "timeout";
+    default:
+        return "internal";
+    }
+}
+
+/* The HTTP status for an error code of query/storage. */
+static int status_of(int rc)
+{
+    switch (rc) {
+    case PD_EPARSE:
+    case PD_EINVAL:
+    case PD_EAMBIGUOUS:
+        return 400;
+    case PD_ENOTFOUND:
+        return 404;
+    case PD_ETOOBIG:
+        return 422;
+    case PD_ETIMEOUT:
+        return 503;
+    default:
+        return 500;
+    }
+}
+
+static void reply_error(pd_http_response *resp, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Replaces the body with a Prometheus error envelope. */
+static void reply_error(pd_http_response *resp, int status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pd_buf_reset(&resp->body);
+    resp->status = status;
+    resp->content_type = JSON_CT;
+    pd_buf_printf(&resp->body, "{\"status\":\"error\",\"errorType\":\"%s\",\"error\":",
+                  error_type(status));
+    pd_buf_put_json_string(&resp->body, msg, strlen(msg));
+    pd_buf_puts(&resp->body, "}");
+}
+
+static void reply_text(pd_http_response *resp, int status, const char *text)
+{
+    pd_buf_reset(&resp->body);
+    resp->status = status;
+    resp->content_type = TEXT_CT;
+    pd_buf_puts(&resp->body, text);
+}
+
+/* Starts a success envelope; the caller appends data, then ends it. */
+static int begin_success(pd_http_response *resp)
+{
+    resp->content_type = JSON_CT;
+    return pd_buf_puts(&resp->body, "{\"status\":\"success\",\"data\":");
+}
+
+static int end_success(pd_http_response *resp) { return pd_buf_puts(&resp->body, "}"); }
+
+/* Finishes a query call that appended data (or failed with rc/err). */
+static void finish_query(pd_http_response *resp, int rc, const pd_err *err, const char *what)
+{
+    if (rc == 0)
+        rc = end_success(resp);
+    if (rc < 0) {
+        if (rc == PD_ETOOBIG && !err->msg[0])
+            reply_error(resp, 422, "%s: reply over the size limit of %zu bytes", what,
+                        resp->body.max);
+        else
+            reply_error(resp, status_of(rc), "%s", err->msg[0] ? err->msg : pd_strerror(rc));
+    }
+}
+
+/* ---- parameters ---- */
+
+static const char *arg_any(const pd_http_request *req, const char *a, const char *b)
+{
+    const char *v = pd_http_arg(req, a);
+    if ((!v || !*v) && b)
+        v = pd_http_arg(req, b);
+    return v && *v ? v : NULL;
+}
+
+/* Parses an optional time parameter; def when absent. 0, or replies 400. */
+static int time_param(const pd_http_request *req, pd_http_response *resp, const char *name,
+                      const char *alias, int64_t def, int64_t *out)
+{
+    const char *v = arg_any(req, name, alias);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    pd_err err = {{0}};
+    if (pd_parse_time_param(v, out, &err) < 0) {
+        reply_error(resp, 400, "invalid parameter \"%s\": %s", pd_http_arg(req, name) ? name : alias,
+                    err.msg[0] ? err.msg : "cannot parse time");
+        return -1;
+    }
+    return 0;
+}
+
+/* Validates a selector; replies 400 naming the parameter on failure. */
+static int check_selector(pd_http_response *resp, const char *param, const char *sel)
+{
+    pd_matcher *ms = NULL;
+    size_t n = 0;
+    pd_err err = {{0}};
+    int rc = pd_selector_parse(sel, &ms, &n, &err);
+    if (rc < 0) {
+        reply_error(resp, 400, "invalid parameter \"%s\": %s", param,
+                    err.msg[0] ? err.msg : pd_strerror(rc));
+        return -1;
+    }
+    pd_matchers_free(ms, n);
+    return 0;
+}
+
+static int uint_param(const pd_http_request *req, pd_http_response *resp, const char *name,
+                      const char *alias, size_t def, size_t *out)
+{
+    const char *v = arg_any(req, name, alias);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*v == '-' || *end || end == v) {
+        reply_error(resp, 400, "invalid parameter \"%s\": \"%.64s\" is not a non-negative integer",
+                    pd_http_arg(req, name) ? name : alias, v);
+        return -1;
+    }
+    *out = (size_t)x;
+    return 0;
+}
+
+/* ---- /api/v1 ---- */
+
+static void h_query_range(pd_api *api, const pd_http_request *req, pd_http_response *resp)
+{
+    const char *q = pd_http_arg(req, "query");
+    if (!q || !*q) {
+        reply_error(resp, 400, "invalid parameter \"query\": missing (a series selector, e.g. heap{job=\"api\"})");
+        return;
+    }
+    int64_t to, from;
+    if (time_param(req, resp, "to", "end", pd_now_ms(), &to) < 0 ||
+        time_param(req, resp, "from", "start", to - RANGE_DEFAULT_MS, &from) < 0)
+        return;
+    if (to < from) {
+        reply_error(resp, 400, "invalid parameter \"to\": end timestamp must not be before start time");
+        return;
+    }
+    if (check_selector(resp, "query", q) < 0)
+        return;
+    pd_err err = {{0}};
+    int rc = begin_success(resp);
+    if (rc == 0)
+        rc = pd_query_range(api->st, q, from, to, &resp->body, &err);
+    finish_query(resp, rc, &err, "query_range");
+}
+
+static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *resp)
+{
+    const char *q = pd_http_arg(req, "query");
+    if (!q || !*q) {
+        reply_error(resp, 400, "invalid parameter \"query\": missing (a series selector, e.g. heap{job=\"api\"})");
+        return;
+    }
+    const char *report = arg_any(req, "report", NULL);
+    if (!report)
+        report = "proto";
+    if (strcmp(report, "proto") && strcmp(report, "top") && strcmp(report, "flamegraph") &&
+        strcmp(report, "meta")) {
+        reply_error(resp, 400,
+                    "invalid parameter \"report\": \"%.64s\" is not one of proto, top, flamegraph, meta",
+                    report);
+        return;
+    }
+    int64_t t;
+    size_t limit;
+    if (time_param(req, resp, "time", NULL, pd_now_ms(), &t) < 0 ||
+        uint_param(req, resp, "limit", "nodes", api->o.top_default_rows, &limit) < 0)
+        return;
+    if (check_selector(resp, "query", q) < 0)
+        return;
+
+    pd_profile p;
+    memset(&p, 0, sizeof p);
+    pd_labels ls;
+    pd_labels_init(&ls);
+    int64_t ts = 0;
+    pd_err err = {{0}};
+    int rc = pd_query_single(api->st, q, t, &p, &ls, &ts, &err);
+    if (rc < 0) {
+        reply_error(resp, status_of(rc), "%s", err.msg[0] ? err.msg : pd_strerror(rc));
+        return;
+    }
+    pd_buf sel;
+    pd_buf_init(&sel, 4096);
+    char tsbuf[32];
+    if (pd_labels_format(&ls, &sel) == 0 && sel.data) {
+        /* header values cannot hold CR/LF: a label value could */
+        for (char *c = sel.data; *c; c++)
+            if (*c == '\r' || *c == '\n')
+                *c = ' ';
+        pd_http_add_header(resp, "X-Profd-Series", sel.data);
+    }
+    snprintf(tsbuf, sizeof tsbuf, "%" PRId64, ts);
+    pd_http_add_header(resp, "X-Profd-Timestamp", tsbuf);
+
+    size_t si = 0;
+    const char *sis = arg_any(req, "sample_index", NULL);
+    if (strcmp(report, "meta") != 0 && (rc = pd_profile_sample_index(&p, sis, &si, &err)) < 0) {
+        reply_error(resp, 400, "invalid parameter \"sample_index\": %s", err.msg);
+        goto out;
+    }
+    if (strcmp(report, "proto") == 0) {
+        if (sis && si < p.n_sample_type)
+            p.default_sample_type = p.sample_type[si].type;
+        resp->content_type = "application/octet-stream";
+        char name[128], disp[200];
+        const char *type = pd_labels_get(&ls, "__name__");
+        snprintf(name, sizeof name, "%.64s-%" PRId64 ".pb.gz", type ? type : "profile", ts);
+        for (char *c = name; *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                  *c == '.' || *c == '-' || *c == '_'))
+                *c = '_';
+        snprintf(disp, sizeof disp, "attachment; filename=\"%s\"", name);
+        pd_http_add_header(resp, "Content-Disposition", disp);
+        rc = pd_profile_encode(&p, true, &resp->body);
+        if (rc < 0)
+            reply_error(resp, rc == PD_ETOOBIG ? 422 : 500, "encoding the profile: %s",
+                        rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
+        goto out;
+    }
+    rc = begin_success(resp);
+    if (rc == 0) {
+        if (strcmp(report, "top") == 0)
+            rc = pd_report_top(&p, si, limit, &resp->body);
+        else if (strcmp(report, "flamegraph") == 0)
+            rc = pd_report_flamegraph(&p, si, &resp->body);
+        else
+            rc = pd_report_meta(&p, &resp->body);
+    }
+    pd_err_clear(&err);
+    finish_query(resp, rc, &err, report);
+out:
+    pd_buf_release(&sel);
+    pd_labels_release(&ls);
+    pd_profile_release(&p);
+}
+
+/* Reads match[], start, end. Returns n selectors (>= 0) or -1 (replied). */
+static int series_params(const pd_http_request *req, pd_http_response *resp,
+                         const char **sel /* [MAX_MATCH_PARAMS] */, int64_t *start, int64_t *end)
+{
+    size_t n = pd_http_args(req, "match[]", sel, MAX_MATCH_PARAMS);
+    if (n > MAX_MATCH_PARAMS) {
+        reply_error(resp, 400, "invalid parameter \"match[]\": more than %d selectors",
+                    MAX_MATCH_PARAMS);
+        return -1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!*sel[i])
+            continue; /* an empty match[] is no filter */
+        if (check_selector(resp, "match[]", sel[i]) < 0)
+            return -1;
+        sel[k++] = sel[i];
+    }
+    if (time_param(req, resp, "start", NULL, INT64_MIN, start) < 0 ||
+        time_param(req, resp, "end", NULL, INT64_MAX, end) < 0)
+        return -1;
+    if (*end < *start) {
+        reply_error(resp, 400, "invalid parameter \"end\": end timestamp must not be before start time");
+        return -1;
+    }
+    return (int)k;
+}
+
+static void h_series(pd_api *api, const pd_http_request *req, pd_http_response *resp,
+                     const char *label /* NULL: series; "": names; else values of label */)
+{
+    const char *sel[MAX_MATCH_PARAMS];
+    int64_t start, end;
+    int n = series_params(req, resp, sel, &start, &end);
+    if (n < 0)
+        return;
+    pd_err err = {{0}};
+    int rc = begin_success(resp);
+    if (rc == 0) {
+        if (!label)
+            rc = pd_query_series(api->st, sel, (size_t)n, start, end, &resp->body, &err);
+        else if (!*label)
+            rc = pd_query_label_names(api->st, sel, (size_t)n, start, end, &resp->body, &err);
+        else
+            rc = pd_query_label_values(api->st, label, sel, (size_t)n, start, end, &resp->body,
+                                       &err);
+    }
+    finish_query(resp, rc, &err, label ? "labels" : "series");
+}
+
+static void h_targets(pd_api *api, const pd_http_request *req, pd_http_response *resp)
+{
+    int rc = begin_success(resp);
+    if (rc == 0) {
+        if (api->sm)
+            rc = pd_scrape_manager_targets_json(api->sm, &resp->body);
+        else
+            rc = pd_buf_puts(&resp->body, "{\"activeTargets\":[],\"droppedTargets\":[]}");
+    }
+    pd_err err = {{0}};
+    finish_query(resp, rc, &err, "targets");
+}
+
+static void h_buildinfo(pd_api *api, pd_http_response *resp)
+{
+    begin_success(resp);
+    pd_buf_puts(&resp->body, "{\"version\":");
+    pd_buf_put_json_string(&resp->body, api->version, strlen(api->version));
+    pd_buf_puts(&resp->body, "}");
+    end_success(resp);
+}
+
+/* ---- push (profefe) ---- */
+
+static void push_error(pd_http_response *resp, int status, const char *reason, const char *fmt,
+                       ...) __attribute__((format(printf, 4, 5)));
+
+static void push_error(pd_http_response *resp, int status, const char *reason, const char *fmt,
+                       ...)
+{
+    char msg[1024], lbl[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (reason) {
+        snprintf(lbl, sizeof lbl, "reason=\"%s\"", reason);
+        pd_metrics_add("profd_rejected_input_total", lbl, 1);
+    }
+    pd_buf_reset(&resp->body);
+    resp->status = status;
+    resp->content_type = JSON_CT;
+    pd_buf_printf(&resp->body, "{\"code\":%d,\"error\":", status);
+    pd_buf_put_json_string(&resp->body, msg, strlen(msg));
+    pd_buf_puts(&resp->body, "}");
+    pd_log(PD_LOG_DEBUG, "push rejected", "status=%d reason=%s", status, reason ? reason : "none");
+}
+
+static bool utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        size_t n;
+        unsigned cp;
+        if (c < 0x80) {
+            p++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            n = 1;
+            cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            n = 2;
+            cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            n = 3;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        for (size_t i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+/* profefe's time format 2006-01-02T15:04:05 (UTC), RFC 3339, or Unix seconds. */
+static int parse_created_at(const char *s, int64_t *ms)
+{
+    int Y, M, D, h, m, sec, used = 0;
+    if (strlen(s) == 19 &&
+        sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &Y, &M, &D, &h, &m, &sec, &used) == 6 &&
+        used == 19 && s[4] == '-' && s[7] == '-' && s[10] == 'T' && s[13] == ':' && s[16] == ':') {
+        if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60 || h < 0 ||
+            m < 0 || sec < 0)
+            return PD_EPARSE;
+        struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h,
+                        .tm_min = m, .tm_sec = sec};
+        *ms = (int64_t)timegm(&tm) * 1000;
+        return 0;
+    }
+    return pd_parse_time_param(s, ms, NULL);
+}
+
+static void h_push(pd_api *api, const pd_http_request *req, pd_http_response *resp)
+{
+    const char *service = pd_http_arg(req, "service");
+    const char *type = pd_http_arg(req, "type");
+    const char *iid = pd_http_arg(req, "instance_id");
+    const char *lblstr = pd_http_arg(req, "labels");
+    const char *created = pd_http_arg(req, "created_at");
+    pd_labels ls;
+    pd_labels_init(&ls);
+    pd_profile p;
+    memset(&p, 0, sizeof p);
+    bool decoded = false;
+    char *lcopy = NULL;
+    pd_err err = {{0}};
+    int rc;
+
+    if (!service || !*service) {
+        push_error(resp, 400, "bad_request", "missing service");
+        goto out;
+    }
+    if (!type || !*type) {
+        push_error(resp, 400, "bad_request", "missing type (the profile type, e.g. cpu or heap)");
+        goto out;
+    }
+    if (!pd_label_name_valid(type) || strncmp(type, "__", 2) == 0) {
+        push_error(resp, 400, "bad_request",
+                   "invalid type \"%.100s\": must match [a-zA-Z_][a-zA-Z0-9_]* without a \"__\" prefix",
+                   type);
+        goto out;
+    }
+    const char *vals[2] = {service, iid};
+    const char *vnames[2] = {"service", "instance_id"};
+    for (int i = 0; i < 2; i++) {
+        if (vals[i] && (!utf8_valid(vals[i]) || strlen(vals[i]) > PD_LABEL_MAX_VALUE)) {
+            push_error(resp, 400, "bad_labels", "invalid %s: not UTF-8 or over %d bytes", vnames[i],
+                       PD_LABEL_MAX_VALUE);
+            goto out;
+        }
+    }
+    if (lblstr && *lblstr) {
+        lcopy = strdup(lblstr);
+        if (!lcopy) {
+            push_error(resp, 500, NULL, "out of memory");
+            goto out;
+        }
+        char *save = NULL;
+        for (char *kv = strtok_r(lcopy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '=');
+            if (!eq) {
+                push_error(resp, 400, "bad_labels",
+                           "invalid labels: \"%.100s\" is not key=value", kv);
+                goto out;
+            }
+            *eq = 0;
+            const char *k = kv, *v = eq + 1;
+            if (!pd_label_name_valid(k) || strncmp(k, "__", 2) == 0) {
+                push_error(resp, 400, "bad_labels",
+                           "invalid label name \"%.100s\": must match [a-zA-Z_][a-zA-Z0-9_]* without a \"__\" prefix",
+                           k);
+                goto out;
+            }
+            if (!strcmp(k, "service") || !strcmp(k, "instance_id")) {
+                push_error(resp, 400, "bad_labels",
+                           "label \"%s\" conflicts with the %s parameter", k, k);
+                goto out;
+            }
+            if (!*v || !utf8_valid(v)) {
+                push_error(resp, 400, "bad_labels",
+                           "invalid value of label \"%.100s\": %s", k,
+                           *v ? "not UTF-8" : "empty");
+                goto out;
+            }
+            if (pd_labels_get(&ls, k)) {
+                push_error(resp, 400, "bad_labels", "label \"%.100s\" given twice", k);
+                goto out;
+            }
+            if ((rc = pd_labels_set(&ls, k, v, &err)) < 0) {
+                push_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : "bad_labels",
+                           "invalid labels: %s", err.msg);
+                goto out;
+            }
+        }
+    }
+    if ((rc = pd_labels_set(&ls, "service", service, &err)) < 0 ||
+        (iid && *iid && (rc = pd_labels_set(&ls, "instance_id", iid, &err)) < 0) ||
+        (rc = pd_labels_set(&ls, "__name__", type, &err)) < 0) {
+        push_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : "bad_labels",
+                   "invalid labels: %s", err.msg);
+        goto out;
+    }
+    int64_t ts = 0;
+    bool have_ts = false;
+    if (created && *created) {
+        if (parse_created_at(created, &ts) < 0) {
+            push_error(resp, 400, "bad_request",
+                       "invalid created_at \"%.64s\": expected 2006-01-02T15:04:05 (UTC), RFC 3339 or Unix seconds",
+                       created);
+            goto out;
+        }
+        have_ts = true;
+    }
+    if (req->body_len == 0) {
+        push_error(resp, 400, "bad_profile", "empty body: POST a pprof profile (gzip or raw protobuf)");
+        goto out;
+    }
+    rc = pd_profile_decode(&p, req->body, req->body_len, &api->o.limits, &err);
+    if (rc < 0) {
+        if (rc == PD_ENOMEM)
+            push_error(resp, 500, NULL, "out of memory decoding the profile");
+        else if (rc == PD_ETOOBIG)
+            push_error(resp, 413, "too_large", "profile refused: %s", err.msg);
+        else
+            push_error(resp, 400, "bad_profile", "invalid profile: %s", err.msg);
+        goto out;
+    }
+    decoded = true;
+    if (!have_ts)
+        ts = p.time_nanos > 0 ? p.time_nanos / 1000000 : pd_now_ms();
+
+    pd_err_clear(&err);
+    rc = pd_storage_append(api->st, &ls, ts, req->body, req->body_len, &p, &err);
+    if (rc == PD_EEXIST) {
+        push_error(resp, 409, "duplicate", "a profile of this series at %" PRId64 " ms is already stored",
+                   ts);
+        goto out;
+    }
+    if (rc < 0) {
+        pd_log(PD_LOG_ERROR, "push: storage append failed", "err=\"%s\"", err.msg);
+        push_error(resp, 500, NULL, "storage: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        goto out;
+    }
+    pd_metrics_add("profd_ingested_profiles_total", "source=\"push\"", 1);
+    pd_metrics_add("profd_ingested_bytes_total", "source=\"push\"", (double)req->body_len);
+
+    char created_s[40];
+    pd_format_rfc3339(ts, created_s, sizeof created_s);
+    pd_buf *b = &resp->body;
+    resp->status = 200;
+    resp->content_type = JSON_CT;
+    pd_buf_printf(b, "{\"code\":200,\"body\":{\"id\":\"%016" PRIx64 "%016" PRIx64 "\",\"type\":",
+                  pd_labels_hash(&ls), (uint64_t)ts);
+    pd_buf_put_json_string(b, type, strlen(type));
+    pd_buf_puts(b, ",\"service\":");
+    pd_buf_put_json_string(b, service, strlen(service));
+    pd_buf_puts(b, ",\"instance_id\":");
+    pd_buf_put_json_string(b, iid ? iid : "", iid ? strlen(iid) : 0);
+    pd_buf_puts(b, ",\"labels\":[");
+    bool first = true;
+    for (size_t i = 0; i < ls.n; i++) {
+        const char *k = ls.v[i].name;
+        if (!strcmp(k, "__name__") || !strcmp(k, "service") || !strcmp(k, "instance_id"))
+            continue;
+        pd_buf_puts(b, first ? "{\"key\":" : ",{\"key\":");
+        first = false;
+        pd_buf_put_json_string(b, k, strlen(k));
+        pd_buf_puts(b, ",\"value\":");
+        pd_buf_put_json_string(b, ls.v[i].value, strlen(ls.v[i].value));
+        pd_buf_puts(b, "}");
+    }
+    pd_buf_puts(b, "],\"created_at\":");
+    pd_buf_put_json_string(b, created_s, strlen(created_s));
+    pd_buf_puts(b, "}}");
+out:
+    free(lcopy);
+    if (decoded)
+        pd_profile_release(&p);
+    pd_labels_release(&ls);
+}
+
+/* ---- /metrics ---- */
+
+static void process_metrics(pd_api *api)
+{
+    long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    char buf[2048];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f) {
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char *rp = strrchr(buf, ')'); /* comm may hold spaces and parens */
+        unsigned long long ut = 0, stt = 0, start = 0, vsize = 0;
+        /* after ")": state(3) ... utime(14) stime(15) ... starttime(22) vsize(23) */
+        if (rp && tck > 0 &&
+            sscanf(rp + 1,
+                   " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
+                   "%llu %llu",
+                   &ut, &stt, &start, &vsize) == 4) {
+            pd_metrics_set("process_cpu_seconds_total", NULL, (double)(ut + stt) / (double)tck);
+            pd_metrics_set("process_virtual_memory_bytes", NULL, (double)vsize);
+            double btime = 0;
+            FILE *sf = fopen("/proc/stat", "r");
+            if (sf) {
+                char line[256];
+                while (fgets(line, sizeof line, sf))
+                    if (strncmp(line, "btime ", 6) == 0) {
+                        btime = strtod(line + 6, NULL);
+                        break;
+                    }
+                fclose(sf);
+            }
+            pd_metrics_set("process_start_time_seconds", NULL,
+                           btime > 0 ? btime + (double)start / (double)tck : api->start_time_s);
+        }
+    }
+    f = fopen("/proc/self/statm", "r");
+    if (f) {
+        unsigned long long size = 0, rss = 0;
+        if (fscanf(f, "%llu %llu", &size, &rss) == 2 && page > 0)
+            pd_metrics_set("process_resident_memory_bytes", NULL, (double)rss * (double)page);
+        fclose(f);
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        double n = 0;
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (e->d_name[0] != '.')
+                n++;
+        closedir(d);
+        pd_metrics_set("process_open_fds", NULL, n - 1); /* minus the opendir fd */
+    }
+    pd_storage_stats ss;
+    memset(&ss, 0, sizeof ss);
+    pd_storage_stats_get(api->st, &ss);
+    pd_metrics_set("profd_storage_series", NULL, (double)ss.n_series);
+    pd_metrics_set("profd_storage_profiles", NULL, (double)ss.n_profiles);
+    pd_metrics_set("profd_storage_bytes", NULL, (double)ss.bytes_on_disk);
+    pd_metrics_set("profd_storage_min_time_seconds", NULL, (double)ss.min_ts / 1000.0);
+    pd_metrics_set("profd_storage_max_time_seconds", NULL, (double)ss.max_ts / 1000.0);
+}
+
+static void h_metrics(pd_api *api, pd_http_response *resp)
+{
+    process_metrics(api);
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    int rc = pd_metrics_write(&resp->body);
+    if (rc < 0)
+        reply_text(resp, 500, "cannot write metrics\n");
+}
+
+/* ---- routing ---- */
+
+static bool method_is(const pd_http_request *req, const char *m) { return strcmp(req->method, m) == 0; }
+static bool is_get(const pd_http_request *req) { return method_is(req, "GET") || method_is(req, "HEAD"); }
+
+static void bad_method(pd_http_response *resp, const char *allow, bool json)
+{
+    pd_http_add_header(resp, "Allow", allow);
+    if (json)
+        reply_error(resp, 405, "method not allowed; use %s", allow);
+    else
+        reply_text(resp, 405, "method not allowed\n");
+}
+
+/* Routes one request; returns the handler name used for metrics. */
+static const char *route(pd_api *api, const pd_http_request *req, pd_http_response *resp)
+{
+    const char *path = req->path;
+    bool get_or_post = is_get(req) || method_is(req, "POST");
+
+    if (strncmp(path, "/api/v1/", 8) == 0) {
+        const char *r = path + 8;
+        if (!get_or_post) {
+            bad_method(resp, "GET, POST", true);
+            return "/api/v1";
+        }
+        if (strcmp(r, "query_range") == 0) {
+            h_query_range(api, req, resp);
+            return "/api/v1/query_range";
+        }
+        if (strcmp(r, "query") == 0) {
+            h_query(api, req, resp);
+            return "/api/v1/query";
+        }
+        if (strcmp(r, "series") == 0) {
+            h_series(api, req, resp, NULL);
+            return "/api/v1/series";
+        }
+        if (strcmp(r, "labels") == 0) {
+            h_series(api, req, resp, "");
+            return "/api/v1/labels";
+        }
+        if (strncmp(r, "label/", 6) == 0) {
+            const char *name = r + 6, *slash = strchr(name, '/');
+            if (slash && strcmp(slash, "/values") == 0) {
+                char lname[PD_LABEL_MAX_NAME + 1];
+                size_t nl = (size_t)(slash - name);
+                if (nl == 0 || nl > PD_LABEL_MAX_NAME) {
+                    reply_error(resp, 400, "invalid label name: %s", nl ? "too long" : "empty");
+                    return "/api/v1/label/:name/values";
+                }
+                memcpy(lname, name, nl);
+                lname[nl] = 0;
+                if (!pd_label_name_valid(lname)) {
+                    reply_error(resp, 400, "invalid label name: \"%s\"", lname);
+                    return "/api/v1/label/:name/values";
+                }
+                h_series(api, req, resp, lname);
+                return "/api/v1/label/:name/values";
+            }
+        }
+        if (strcmp(r, "targets") == 0) {
+            h_targets(api, req, resp);
+            return "/api/v1/targets";
+        }
+        if (strcmp(r, "status/buildinfo") == 0) {
+            h_buildinfo(api, resp);
+            return "/api/v1/status/buildinfo";
+        }
+        reply_error(resp, 404, "unknown API endpoint %.200s", path);
+        return "other";
+    }
+    if (strcmp(path, "/api/0/profiles") == 0) {
+        if (!method_is(req, "POST")) {
+            pd_http_add_header(resp, "Allow", "POST");
+            resp->status = 405;
+            resp->content_type = JSON_CT;
+            pd_buf_puts(&resp->body, "{\"code\":405,\"error\":\"method not allowed; use POST\"}");
+        } else {
+            h_push(api, req, resp);
+        }
+        return "/api/0/profiles";
+    }
+    if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
+        if (!is_get(req))
+            bad_method(resp, "GET", false);
+        else
+            reply_text(resp, 200, strcmp(path, "/-/healthy") == 0 ? "profd is Healthy.\n"
+                                                                  : "profd is Ready.\n");
+        return path;
+    }
+    if (strcmp(path, "/-/reload") == 0) {
+        if (!method_is(req, "POST") && !method_is(req, "PUT")) {
+            bad_method(resp, "POST, PUT", false);
+        } else if (!api->o.reload) {
+            reply_text(resp, 500, "reload is not available\n");
+        } else {
+            pd_err err = {{0}};
+            int rc = api->o.reload(api->o.reload_ctx, &err);
+            if (rc < 0) {
+                char msg[700];
+                snprintf(msg, sizeof msg, "failed to reload config: %s\n",
+                         err.msg[0] ? err.msg : pd_strerror(rc));
+                reply_text(resp, 500, msg);
+            } else {
+                reply_text(resp, 200, "");
+            }
+        }
+        return "/-/reload";
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        if (!is_get(req))
+            bad_method(resp, "GET", false);
+        else
+            h_metrics(api, resp);
+        return "/metrics";
+    }
+    if (is_get(req)) {
+        const pd_ui_asset *a = pd_ui_find(path);
+        if (a) {
+            resp->content_type = a->content_type;
+            if (pd_buf_append(&resp->body, a->data, a->len) < 0)
+                reply_text(resp, 500, "out of memory\n");
+            return "ui";
+        }
+    }
+    reply_text(resp, 404, "404 page not found\n");
+    return "other";
+}
+
+/* Copies s into out as a logfmt value (quoted, " and \ escaped, control
+ * characters dropped). */
+static void logfmt_value(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    if (cap < 3)
+        return;
+    out[o++] = '"';
+    for (; *s && o + 3 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20)
+            continue;
+        if (c == '"' || c == '\\')
+            out[o++] = '\\';
+        out[o++] = (char)c;
+    }
+    out[o++] = '"';
+    out[o] = 0;
+}
+
+void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp)
+{
+    pd_api *api = ctx;
+    int64_t t0 = pd_mono_ns();
+    pd_buf_init(&resp->body, api->o.max_response_bytes); /* empty on entry */
+    resp->status = 200;
+    const char *handler = route(api, req, resp);
+    double secs = (double)(pd_mono_ns() - t0) / 1e9;
+    char lbl[160];
+    snprintf(lbl, sizeof lbl, "handler=\"%s\",code=\"%d\"", handler, resp->status);
+    pd_metrics_add("profd_http_requests_total", lbl, 1);
+    snprintf(lbl, sizeof lbl, "handler=\"%s\"", handler);
+    pd_metrics_add("profd_http_request_duration_seconds_total", lbl, secs);
+    char qpath[600];
+    logfmt_value(req->path, qpath, sizeof qpath);
+    pd_log(PD_LOG_DEBUG, "http request", "method=%s path=%s status=%d bytes=%zu duration=%.6fs",
+           req->method, qpath, resp->status, resp->body.len, secs);
+}
+
+/* ---- lifecycle ---- */
+
+int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts, pd_api **out,
+               pd_err *err)
+{
+    *out = NULL;
+    pd_api *api = calloc(1, sizeof *api);
+    if (!api)
+        return pd_err_set(err, PD_ENOMEM, "api: out of memory");
+    api->st = st;
+    api->sm = sm;
+    if (opts)
+        api->o = *opts;
+    if (!api->o.max_response_bytes)
+        api->o.max_response_bytes = DEFAULT_MAX_RESPONSE;
+    if (!api->o.top_default_rows)
+        api->o.top_default_rows = DEFAULT_TOP_ROWS;
+    snprintf(api->version, sizeof api->version, "%s", api->o.version ? api->o.version : "unknown");
+    api->o.version = NULL;
+    api->start_time_s = (double)pd_now_ms() / 1000.0;
+
+    pd_metrics_describe("profd_http_requests_total", PD_METRIC_COUNTER,
+                        "HTTP requests answered, by handler and status code.");
+    pd_metrics_describe("profd_http_request_duration_seconds_total", PD_METRIC_COUNTER,
+                        "Time spent answering HTTP requests, by handler.");
+    pd_metrics_describe("profd_ingested_profiles_total", PD_METRIC_COUNTER,
+                        "Profiles stored, by source (scrape or push).");
+    pd_metrics_describe("profd_ingested_bytes_total", PD_METRIC_COUNTER,
+                        "Bytes of profiles stored as received, by source (scrape or push).");
+    pd_metrics_describe("profd_rejected_input_total", PD_METRIC_COUNTER,
+                        "Pushed profiles refused, by reason.");
+    pd_metrics_describe("process_cpu_seconds_total", PD_METRIC_COUNTER,
+                        "Total user and system CPU time spent in seconds.");
+    pd_metrics_describe("process_resident_memory_bytes", PD_METRIC_GAUGE,
+                        "Resident memory size in bytes.");
+    pd_metrics_describe("process_virtual_memory_bytes", PD_METRIC_GAUGE,
+                        "Virtual memory size in bytes.");
+    pd_metrics_describe("process_start_time_seconds", PD_METRIC_GAUGE,
+                        "Start time of the process since unix epoch in seconds.");
+    pd_metrics_describe("process_open_fds", PD_METRIC_GAUGE, "Number of open file descriptors.");
+    pd_metrics_describe("profd_storage_series", PD_METRIC_GAUGE, "Series in the storage.");
+    pd_metrics_describe("profd_storage_profiles", PD_METRIC_GAUGE, "Profiles in the storage.");
+    pd_metrics_describe("profd_storage_bytes", PD_METRIC_GAUGE,
+                        "Bytes of every file under the storage path.");
+    pd_metrics_describe("profd_storage_min_time_seconds", PD_METRIC_GAUGE,
+                        "Timestamp of the oldest stored profile (0 when empty).");
+    pd_metrics_describe("profd_storage_max_time_seconds", PD_METRIC_GAUGE,
+                        "Timestamp of the newest stored profile (0 when empty).");
+    /* create the push series at 0 so they are visible before the first push */
+    pd_metrics_add("profd_ingested_profiles_total", "source=\"push\"", 0);
+    pd_metrics_add("profd_ingested_bytes_total", "source=\"push\"", 0);
+    *out = api;
+    return 0;
+}
+
+void pd_api_free(pd_api *api) { free(api); }

@@ -1,0 +1,914 @@
+/*
+ * profd web UI — plain JavaScript, no build step, no dependencies.
+ *
+ * Views (client-side routes; the server returns index.html for each):
+ *   /  (or /graph)  selector box → timeline of the matching series (one point
+ *                   per stored profile, y = total of the chosen sample type)
+ *                   → click a point → that profile's flame graph and top table
+ *   /targets        scrape health per job, target and profile type
+ *
+ * State lives in the query string so a view can be shared:
+ *   query=SELECTOR  range=15m|1h|…  type=SAMPLE_TYPE  refresh=SECONDS
+ *   series=EXACT_SELECTOR  t=MS (the opened profile)
+ *
+ * API (Prometheus envelope {"status":"success","data":…}):
+ *   /api/v1/query_range?query=&from=&to=     → [{labels, sample_types, timestamps, totals}]
+ *   /api/v1/query?query=&time=&report=top|flamegraph|proto[&sample_index=]
+ *   /api/v1/labels, /api/v1/label/NAME/values, /api/v1/targets
+ */
+'use strict';
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const RANGES = { '5m': 300, '15m': 900, '1h': 3600, '6h': 21600, '24h': 86400, '7d': 604800 };
+  const COLORS = ['#2563eb', '#ea580c', '#16a34a', '#9333ea', '#dc2626', '#0891b2', '#ca8a04',
+    '#db2777', '#4b5563', '#65a30d', '#7c3aed', '#0d9488'];
+
+  const state = {
+    query: '', range: '1h', type: '', refresh: 0, series: '', t: 0,
+  };
+  let lastRange = null;      // {from, to, series: [...]} of the last query_range
+  let hidden = new Set();    // legend keys switched off
+  let refreshTimer = null;
+  let targetsTimer = null;
+  let runSeq = 0, profileSeq = 0;
+
+  /* ------------------------------------------------------------ helpers */
+
+  function esc(s) {
+    return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+  }
+
+  // GET an API path; resolves to `data` or throws an Error with the API's message.
+  async function api(path) {
+    let resp;
+    try {
+      resp = await fetch(path, { headers: { Accept: 'application/json' } });
+    } catch (e) {
+      throw new Error('profd is not reachable: ' + e.message);
+    }
+    const text = await resp.text();
+    let body = null;
+    try { body = JSON.parse(text); } catch (e) { /* not JSON */ }
+    if (!resp.ok || !body || body.status !== 'success') {
+      const msg = body && body.error ? body.error : (text.slice(0, 300) || resp.statusText);
+      const kind = body && body.errorType ? body.errorType + ': ' : '';
+      throw new Error(kind + msg + ' (HTTP ' + resp.status + ')');
+    }
+    return body.data;
+  }
+
+  // A selector string value, Go/PromQL-escaped.
+  function quote(v) {
+    return '"' + String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') + '"';
+  }
+
+  // The selector that matches exactly this label set.
+  function exactSelector(labels) {
+    const names = Object.keys(labels).sort((a, b) => (a === '__name__' ? -1 : b === '__name__' ? 1 : a < b ? -1 : a > b ? 1 : 0));
+    return '{' + names.map((n) => n + '=' + quote(labels[n])).join(', ') + '}';
+  }
+
+  // Display form: name{a="b", …} without __name__ inside the braces.
+  function seriesName(labels) {
+    const names = Object.keys(labels).filter((n) => n !== '__name__').sort();
+    return (labels.__name__ || '') + '{' + names.map((n) => n + '=' + quote(labels[n])).join(', ') + '}';
+  }
+
+  /* ------------------------------------------------------------ units */
+
+  const TIME_UNITS = { nanoseconds: 1, microseconds: 1e3, milliseconds: 1e6, seconds: 1e9 };
+
+  function trimNum(x, digits) {
+    const s = x.toFixed(digits);
+    return s.indexOf('.') >= 0 ? s.replace(/\.?0+$/, '') : s;
+  }
+
+  function fmtBytes(v) {
+    const a = Math.abs(v);
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let i = 0, x = a;
+    while (x >= 1024 && i < units.length - 1) { x /= 1024; i++; }
+    return (v < 0 ? '-' : '') + (i === 0 ? String(Math.round(x)) : trimNum(x, x < 10 ? 2 : x < 100 ? 1 : 0)) + ' ' + units[i];
+  }
+
+  function fmtNanos(ns) {
+    const a = Math.abs(ns), sign = ns < 0 ? '-' : '';
+    if (a === 0) return '0';
+    if (a < 1e3) return sign + trimNum(a, 0) + 'ns';
+    if (a < 1e6) return sign + trimNum(a / 1e3, a < 1e4 ? 2 : 1) + 'µs';
+    if (a < 1e9) return sign + trimNum(a / 1e6, a < 1e7 ? 2 : 1) + 'ms';
+    if (a < 600e9) return sign + trimNum(a / 1e9, a < 1e10 ? 2 : 1) + 's';
+    if (a < 36000e9) return sign + trimNum(a / 60e9, 1) + 'min';
+    return sign + trimNum(a / 3600e9, 1) + 'h';
+  }
+
+  function fmtCount(v) {
+    const a = Math.abs(v);
+    if (a < 1e4) return String(Math.round(v * 100) / 100);
+    if (a < 1e6) return trimNum(v / 1e3, 1) + 'k';
+    if (a < 1e9) return trimNum(v / 1e6, 2) + 'M';
+    return trimNum(v / 1e9, 2) + 'G';
+  }
+
+  function fmtValue(v, unit) {
+    if (v === null || v === undefined || isNaN(v)) return '–';
+    if (unit === 'bytes') return fmtBytes(v);
+    if (TIME_UNITS[unit]) return fmtNanos(v * TIME_UNITS[unit]);
+    return fmtCount(v);
+  }
+
+  function fmtPct(v, total) {
+    if (!total) return '0%';
+    const p = (100 * v) / total;
+    return (Math.abs(p) >= 10 ? p.toFixed(1) : p.toFixed(2)) + '%';
+  }
+
+  function fmtTime(ms) {
+    const d = new Date(ms);
+    const p = (n) => String(n).padStart(2, '0');
+    return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + ' ' +
+      p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
+  }
+
+  function fmtAgo(ms) {
+    if (!ms) return 'never';
+    const s = Math.round((Date.now() - ms) / 1000);
+    if (s < 0) return 'just now';
+    if (s < 90) return s + 's ago';
+    if (s < 5400) return Math.round(s / 60) + 'm ago';
+    return Math.round(s / 3600) + 'h ago';
+  }
+
+  // Nice axis ticks for [0, max] in the unit's natural scale.
+  function valueTicks(max, unit) {
+    let base = 1;
+    if (unit === 'bytes') {
+      while (max / base >= 1024 && base < 1024 ** 4) base *= 1024;
+    } else if (TIME_UNITS[unit]) {
+      const ns = TIME_UNITS[unit];
+      const scales = [1, 1e3, 1e6, 1e9].map((x) => x / ns).filter((x) => x >= 1 || ns === 1);
+      for (const s of scales) if (max >= s) base = s;
+    }
+    const m = max / base || 1;
+    const raw = m / 4;
+    const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 2.5, 5, 10].map((k) => k * mag).find((k) => k >= raw) * base;
+    const ticks = [];
+    for (let v = 0; v <= max * 1.0001 + step / 2 && ticks.length < 12; v += step) ticks.push(v);
+    if (ticks[ticks.length - 1] < max) ticks.push(ticks[ticks.length - 1] + step);
+    return ticks;
+  }
+
+  function timeTicks(from, to) {
+    const span = to - from;
+    const steps = [1e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3,
+      7200e3, 10800e3, 21600e3, 43200e3, 86400e3];
+    const step = steps.find((s) => span / s <= 8) || 86400e3;
+    const tzOff = new Date(from).getTimezoneOffset() * 60e3;
+    const ticks = [];
+    let t = Math.ceil((from - tzOff) / step) * step + tzOff;
+    for (; t <= to; t += step) ticks.push(t);
+    return { ticks, step };
+  }
+
+  function fmtTick(ms, step) {
+    const d = new Date(ms);
+    const p = (n) => String(n).padStart(2, '0');
+    const hm = p(d.getHours()) + ':' + p(d.getMinutes());
+    if (step < 60e3) return hm + ':' + p(d.getSeconds());
+    if (step >= 86400e3 || (d.getHours() === 0 && d.getMinutes() === 0 && step >= 3600e3)) return (d.getMonth() + 1) + '/' + d.getDate() + (step < 86400e3 ? ' ' + hm : '');
+    return hm;
+  }
+
+  /* ------------------------------------------------------------ URL state */
+
+  function readURL() {
+    const q = new URLSearchParams(location.search);
+    state.query = q.get('query') || '';
+    state.range = RANGES[q.get('range')] ? q.get('range') : '1h';
+    state.type = q.get('type') || '';
+    state.refresh = parseInt(q.get('refresh') || '0', 10) || 0;
+    state.series = q.get('series') || '';
+    state.t = parseInt(q.get('t') || '0', 10) || 0;
+  }
+
+  function writeURL(push) {
+    const q = new URLSearchParams();
+    if (state.query) q.set('query', state.query);
+    if (state.range !== '1h') q.set('range', state.range);
+    if (state.type) q.set('type', state.type);
+    if (state.refresh) q.set('refresh', String(state.refresh));
+    if (state.series && state.t) { q.set('series', state.series); q.set('t', String(state.t)); }
+    const path = location.pathname === '/targets' ? '/' : location.pathname;
+    const url = path + (q.toString() ? '?' + q.toString() : '');
+    if (url !== location.pathname + location.search) history[push ? 'pushState' : 'replaceState'](null, '', url);
+  }
+
+  /* ------------------------------------------------------------ routing */
+
+  function route() {
+    const targets = location.pathname === '/targets';
+    $('view-profiles').hidden = targets;
+    $('view-targets').hidden = !targets;
+    $('nav-profiles').classList.toggle('active', !targets);
+    $('nav-targets').classList.toggle('active', targets);
+    clearInterval(targetsTimer);
+    targetsTimer = null;
+    if (targets) {
+      document.title = 'Targets · profd';
+      loadTargets();
+      targetsTimer = setInterval(loadTargets, 5000);
+    } else {
+      document.title = 'profd';
+      readURL();
+      applyStateToForm();
+      loadTypeChips();
+      if (state.query) run(false);
+      else { $('timeline-panel').hidden = true; $('intro').hidden = false; }
+      if (state.series && state.t) loadProfile(state.series, state.t);
+      else $('profile-panel').hidden = true;
+    }
+  }
+
+  document.addEventListener('click', (e) => {
+    const a = e.target.closest('a[data-nav]');
+    if (!a || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
+    e.preventDefault();
+    const to = a.getAttribute('data-nav');
+    if (to === '/targets') history.pushState(null, '', '/targets');
+    else history.pushState(null, '', '/' + (location.pathname === '/targets' ? sessionStorage.getItem('pd-last-search') || '' : ''));
+    route();
+  });
+  window.addEventListener('popstate', route);
+
+  function applyStateToForm() {
+    $('selector').value = state.query;
+    $('range').value = state.range;
+    $('refresh').value = String(state.refresh);
+    setRefresh();
+  }
+
+  /* ------------------------------------------------------------ errors */
+
+  function showError(msg) {
+    const el = $('error');
+    el.textContent = msg;
+    el.hidden = !msg;
+  }
+
+  /* ------------------------------------------------------------ type chips */
+
+  async function loadTypeChips() {
+    const el = $('type-chips');
+    try {
+      const names = await api('/api/v1/label/__name__/values');
+      if (!names || !names.length) { el.innerHTML = '<i>none yet — is anything being scraped? See <a href="/targets" data-nav="/targets">Targets</a>.</i>'; return; }
+      el.innerHTML = names.map((n) => '<a href="?query=' + encodeURIComponent(n) + '" data-q="' + esc(n) + '">' + esc(n) + '</a>').join('');
+    } catch (e) {
+      el.innerHTML = '<i>' + esc(e.message) + '</i>';
+    }
+  }
+  $('type-chips').addEventListener('click', (e) => {
+    const a = e.target.closest('a[data-q]');
+    if (!a) return;
+    e.preventDefault();
+    $('selector').value = a.getAttribute('data-q');
+    submit();
+  });
+
+  /* ------------------------------------------------------------ query */
+
+  function submit() {
+    state.query = $('selector').value.trim();
+    state.range = $('range').value;
+    state.series = '';
+    state.t = 0;
+    $('profile-panel').hidden = true;
+    hidden = new Set();
+    writeURL(true);
+    run(true);
+  }
+
+  $('query-form').addEventListener('submit', (e) => { e.preventDefault(); closeSuggest(); submit(); });
+  $('range').addEventListener('change', () => { state.range = $('range').value; writeURL(false); if (state.query) run(false); });
+  $('refresh').addEventListener('change', () => { state.refresh = parseInt($('refresh').value, 10) || 0; writeURL(false); setRefresh(); });
+  $('sample-type').addEventListener('change', () => {
+    state.type = $('sample-type').value;
+    writeURL(false);
+    drawTimeline();
+    if (state.series && state.t) loadProfile(state.series, state.t);
+  });
+
+  function setRefresh() {
+    clearInterval(refreshTimer);
+    refreshTimer = null;
+    if (state.refresh > 0) refreshTimer = setInterval(() => { if (state.query && !document.hidden && location.pathname !== '/targets') run(false); }, state.refresh * 1000);
+  }
+
+  async function run(userAction) {
+    if (!state.query) { showError('Type a selector first, e.g. heap or cpu{job="demo"}.'); return; }
+    sessionStorage.setItem('pd-last-search', location.search);
+    const seq = ++runSeq;
+    const to = Date.now();
+    const from = to - RANGES[state.range] * 1000;
+    const btn = $('run');
+    btn.disabled = true;
+    try {
+      const data = await api('/api/v1/query_range?query=' + encodeURIComponent(state.query) +
+        '&from=' + (from / 1000).toFixed(3) + '&to=' + (to / 1000).toFixed(3));
+      if (seq !== runSeq) return;
+      showError('');
+      lastRange = { from, to, series: Array.isArray(data) ? data : [] };
+      $('intro').hidden = true;
+      $('timeline-panel').hidden = false;
+      fillSampleTypes();
+      drawTimeline();
+    } catch (e) {
+      if (seq !== runSeq) return;
+      showError(e.message);
+      if (userAction) { $('timeline-panel').hidden = true; }
+    } finally {
+      if (seq === runSeq) btn.disabled = false;
+    }
+  }
+
+  // Sample types of every returned series, in order of first appearance.
+  function fillSampleTypes() {
+    const sel = $('sample-type');
+    const seen = new Map();
+    for (const s of lastRange.series) for (const st of s.sample_types || []) if (!seen.has(st.type)) seen.set(st.type, st.unit);
+    const types = [...seen.keys()];
+    // The default: Go puts the default sample type last (inuse_space, cpu, delay).
+    let chosen = state.type && seen.has(state.type) ? state.type : '';
+    if (!chosen && lastRange.series.length) {
+      const st = lastRange.series[0].sample_types || [];
+      chosen = st.length ? st[st.length - 1].type : '';
+    }
+    sel.innerHTML = types.map((t) => '<option value="' + esc(t) + '">' + esc(t) + ' (' + esc(seen.get(t)) + ')</option>').join('');
+    sel.value = chosen;
+    sel.disabled = types.length === 0;
+    if (chosen && chosen !== state.type) { state.type = chosen; writeURL(false); }
+  }
+
+  /* ------------------------------------------------------------ timeline */
+
+  const tl = { pts: [], x: null, y: null, unit: '', hoverEl: null, selEl: null, svg: null };
+
+  function drawTimeline() {
+    const box = $('timeline');
+    const legend = $('legend');
+    const series = lastRange ? lastRange.series : [];
+    const type = state.type;
+    const W = Math.max(320, box.clientWidth || 800), H = box.clientHeight || 260;
+    const M = { l: 70, r: 16, t: 10, b: 26 };
+    const from = lastRange.from, to = lastRange.to;
+    let unit = '';
+    let max = 0, npts = 0;
+    const drawn = [];
+    series.forEach((s, i) => {
+      const key = exactSelector(s.labels);
+      const idx = (s.sample_types || []).findIndex((st) => st.type === type);
+      const color = COLORS[i % COLORS.length];
+      const entry = { s, i, key, idx, color, off: hidden.has(key) };
+      drawn.push(entry);
+      if (idx < 0 || entry.off) return;
+      unit = unit || s.sample_types[idx].unit;
+      s.timestamps.forEach((ts, j) => { const v = s.totals[j][idx]; if (v > max) max = v; npts++; });
+    });
+    tl.unit = unit;
+    const ticks = valueTicks(max || 1, unit);
+    const ymax = ticks[ticks.length - 1] || 1;
+    const x = (t) => M.l + ((t - from) / (to - from)) * (W - M.l - M.r);
+    const y = (v) => H - M.b - (v / ymax) * (H - M.t - M.b);
+    tl.x = x; tl.y = y;
+
+    let svg = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ' + W + ' ' + H + '" preserveAspectRatio="none">';
+    svg += '<g class="grid">';
+    for (const v of ticks) svg += '<line x1="' + M.l + '" x2="' + (W - M.r) + '" y1="' + y(v) + '" y2="' + y(v) + '"/>';
+    svg += '</g><g class="axis">';
+    for (const v of ticks) svg += '<text x="' + (M.l - 6) + '" y="' + (y(v) + 4) + '" text-anchor="end">' + esc(fmtValue(v, unit)) + '</text>';
+    const tt = timeTicks(from, to);
+    for (const t of tt.ticks) svg += '<text x="' + x(t) + '" y="' + (H - 8) + '" text-anchor="middle">' + esc(fmtTick(t, tt.step)) + '</text>';
+    svg += '</g>';
+
+    tl.pts = [];
+    const showDots = npts <= 3000;
+    for (const d of drawn) {
+      if (d.idx < 0 || d.off) continue;
+      const s = d.s;
+      let path = '';
+      let dots = '';
+      s.timestamps.forEach((ts, j) => {
+        const v = s.totals[j][d.idx];
+        const px = x(ts), py = y(v);
+        path += (j ? 'L' : 'M') + px.toFixed(1) + ' ' + py.toFixed(1);
+        tl.pts.push({ px, py, ts, v, d });
+        if (showDots) dots += '<circle class="pt" r="3.2" cx="' + px.toFixed(1) + '" cy="' + py.toFixed(1) + '" fill="' + d.color + '" data-ts="' + ts + '" data-series="' + d.i + '"/>';
+      });
+      svg += '<g class="series"><path d="' + path + '" stroke="' + d.color + '"/>' + dots + '</g>';
+    }
+    if (!npts) {
+      const why = !series.length ? 'No series match this selector in the selected range.' :
+        'No series has the sample type "' + type + '".';
+      svg += '<text class="empty" x="' + (W / 2) + '" y="' + (H / 2) + '" text-anchor="middle">' + esc(why) + '</text>';
+    }
+    svg += '<circle class="selected" r="7" cx="-99" cy="-99"/><circle class="hover" r="6" cx="-99" cy="-99"/></svg>';
+    box.innerHTML = svg;
+    tl.svg = box.firstChild;
+    tl.hoverEl = box.querySelector('circle.hover');
+    tl.selEl = box.querySelector('circle.selected');
+    markSelected();
+
+    legend.innerHTML = drawn.map((d) => {
+      const n = d.s.timestamps.length;
+      const last = n && d.idx >= 0 ? fmtValue(d.s.totals[n - 1][d.idx], d.s.sample_types[d.idx].unit) : '';
+      return '<li data-key="' + esc(d.key) + '" class="' + (d.off ? 'off' : '') + '" title="click to hide/show">' +
+        '<span class="swatch" style="background:' + d.color + '"></span>' + esc(seriesName(d.s.labels)) +
+        '<span class="muted">' + n + ' profile' + (n === 1 ? '' : 's') + (d.idx < 0 ? ', no ' + esc(type) : last ? ', last ' + esc(last) : '') + '</span></li>';
+    }).join('');
+    const total = series.reduce((a, s) => a + s.timestamps.length, 0);
+    $('timeline-summary').textContent = series.length + ' series, ' + total + ' profiles';
+  }
+
+  $('legend').addEventListener('click', (e) => {
+    const li = e.target.closest('li[data-key]');
+    if (!li) return;
+    const k = li.getAttribute('data-key');
+    if (hidden.has(k)) hidden.delete(k); else hidden.add(k);
+    drawTimeline();
+  });
+
+  function markSelected() {
+    if (!tl.selEl) return;
+    const p = tl.pts.find((q) => q.ts === state.t && exactSelector(q.d.s.labels) === state.series);
+    tl.selEl.setAttribute('cx', p ? p.px : -99);
+    tl.selEl.setAttribute('cy', p ? p.py : -99);
+  }
+
+  // The point nearest to a mouse event (in SVG coordinates), within 24px.
+  function nearest(e) {
+    if (!tl.svg || !tl.pts.length) return null;
+    const r = tl.svg.getBoundingClientRect();
+    const vb = tl.svg.viewBox.baseVal;
+    const mx = ((e.clientX - r.left) / r.width) * vb.width, my = ((e.clientY - r.top) / r.height) * vb.height;
+    let best = null, bd = 24 * 24;
+    for (const p of tl.pts) {
+      const dx = p.px - mx, dy = p.py - my;
+      const dd = dx * dx + dy * dy * 0.25; // prefer points near in time
+      if (dd < bd) { bd = dd; best = p; }
+    }
+    return best;
+  }
+
+  $('timeline').addEventListener('mousemove', (e) => {
+    const p = nearest(e);
+    if (!p) { hideTip(); if (tl.hoverEl) tl.hoverEl.setAttribute('cx', -99); return; }
+    tl.hoverEl.setAttribute('cx', p.px);
+    tl.hoverEl.setAttribute('cy', p.py);
+    const unit = p.d.s.sample_types[p.d.idx].unit;
+    showTip(e, '<div class="tl">' + esc(seriesName(p.d.s.labels)) + '</div>' +
+      '<b>' + esc(fmtValue(p.v, unit)) + '</b> ' + esc(state.type) + '<br>' + esc(fmtTime(p.ts)) +
+      ' <span class="tl">(' + esc(fmtAgo(p.ts)) + ')</span><br><i>click to open</i>');
+  });
+  $('timeline').addEventListener('mouseleave', () => { hideTip(); if (tl.hoverEl) tl.hoverEl.setAttribute('cx', -99); });
+  $('timeline').addEventListener('click', (e) => {
+    const p = nearest(e);
+    if (!p) return;
+    state.series = exactSelector(p.d.s.labels);
+    state.t = p.ts;
+    writeURL(true);
+    markSelected();
+    loadProfile(state.series, state.t);
+  });
+  window.addEventListener('resize', () => { if (lastRange && !$('timeline-panel').hidden) drawTimeline(); if (flame.root) drawFlame(); });
+
+  /* ------------------------------------------------------------ tooltip */
+
+  function showTip(e, html) {
+    const tip = $('tooltip');
+    tip.innerHTML = html;
+    tip.hidden = false;
+    const w = tip.offsetWidth, h = tip.offsetHeight;
+    let x = e.clientX + 14, y = e.clientY + 14;
+    if (x + w > window.innerWidth - 8) x = e.clientX - w - 14;
+    if (y + h > window.innerHeight - 8) y = e.clientY - h - 14;
+    tip.style.left = Math.max(4, x) + 'px';
+    tip.style.top = Math.max(4, y) + 'px';
+  }
+  function hideTip() { $('tooltip').hidden = true; }
+
+  /* ------------------------------------------------------------ profile */
+
+  function profileURL(series, t, report) {
+    let u = '/api/v1/query?query=' + encodeURIComponent(series) + '&time=' + (t / 1000).toFixed(3) + '&report=' + report;
+    if (state.type && report !== 'proto') u += '&sample_index=' + encodeURIComponent(state.type);
+    return u;
+  }
+
+  async function loadProfile(series, t) {
+    const seq = ++profileSeq;
+    const panel = $('profile-panel');
+    panel.hidden = false;
+    $('profile-title').textContent = series + ' @ ' + fmtTime(t);
+    const proto = profileURL(series, t, 'proto');
+    const dl = $('download');
+    dl.href = proto;
+    const name = (series.match(/__name__="([^"]*)"/) || [])[1] || 'profile';
+    dl.setAttribute('download', name.replace(/[^A-Za-z0-9_.-]/g, '_') + '-' + t + '.pb.gz');
+    $('pprof-cmd').textContent = "go tool pprof -http=: '" + location.origin + proto + "'";
+    $('profile-summary').textContent = 'loading…';
+    try {
+      let [top, fg] = await Promise.all([api(profileURL(series, t, 'top')), api(profileURL(series, t, 'flamegraph'))]);
+      if (seq !== profileSeq) return;
+      showError('');
+      const st = top.sample_type || {};
+      profile.top = top;
+      profile.unit = st.unit || '';
+      $('profile-summary').textContent = (st.type || '') + ' · total ' + fmtValue(top.total, st.unit) +
+        ' · ' + (top.rows || []).length + ' functions';
+      drawTop();
+      flame.root = prepareFlame(fg);
+      flame.zoom = flame.root;
+      flame.unit = st.unit || '';
+      drawFlame();
+    } catch (e) {
+      if (seq !== profileSeq) return;
+      $('profile-summary').textContent = '';
+      showError('Loading the profile failed: ' + e.message);
+    }
+  }
+
+  $('copy-cmd').addEventListener('click', async () => {
+    const text = $('pprof-cmd').textContent;
+    try {
+      await navigator.clipboard.writeText(text);
+      $('copy-cmd').textContent = 'Copied';
+    } catch (e) {
+      const range = document.createRange();
+      range.selectNodeContents($('pprof-cmd'));
+      const sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+      $('copy-cmd').textContent = 'Press Ctrl-C';
+    }
+    setTimeout(() => { $('copy-cmd').textContent = 'Copy'; }, 1500);
+  });
+
+  /* ------------------------------------------------------------ top table */
+
+  const profile = { top: null, unit: '', sortKey: 'flat', limit: 200 };
+
+  function drawTop() {
+    const top = profile.top;
+    const rows = (top.rows || []).slice();
+    const total = top.total || 0;
+    const k = profile.sortKey;
+    const keyOf = (r) => (k === 'flat_pct' ? r.flat : k === 'cum_pct' ? r.cum : r[k]);
+    if (k === 'function') rows.sort((a, b) => (a.function < b.function ? -1 : a.function > b.function ? 1 : 0));
+    else rows.sort((a, b) => Math.abs(keyOf(b)) - Math.abs(keyOf(a)) || Math.abs(b.cum) - Math.abs(a.cum));
+    const shown = rows.slice(0, profile.limit);
+    const maxFlat = rows.reduce((m, r) => Math.max(m, Math.abs(r.flat)), 0) || 1;
+    document.querySelectorAll('#top-table th').forEach((th) => th.classList.toggle('sorted', th.getAttribute('data-key') === k));
+    $('top-table').tBodies[0].innerHTML = shown.map((r) =>
+      '<tr data-fn="' + esc(r.function) + '">' +
+      '<td class="num">' + esc(fmtValue(r.flat, profile.unit)) + '</td>' +
+      '<td class="num">' + fmtPct(r.flat, total) + '</td>' +
+      '<td class="num">' + esc(fmtValue(r.cum, profile.unit)) + '</td>' +
+      '<td class="num">' + fmtPct(r.cum, total) + '<span class="bar" style="width:' + Math.round(40 * Math.abs(r.cum) / (Math.abs(total) || 1)) + 'px"></span></td>' +
+      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + '</td></tr>').join('') ||
+      '<tr><td colspan="5" class="muted">This profile has no samples of this type.</td></tr>';
+    void maxFlat;
+    const more = $('top-more');
+    more.hidden = rows.length <= shown.length;
+    more.innerHTML = rows.length > shown.length ? 'Showing ' + shown.length + ' of ' + rows.length + ' functions. <a href="#" id="top-all">Show all</a>' : '';
+  }
+
+  $('top-table').tHead.addEventListener('click', (e) => {
+    const th = e.target.closest('th[data-key]');
+    if (!th || !profile.top) return;
+    profile.sortKey = th.getAttribute('data-key');
+    drawTop();
+  });
+  $('top-more').addEventListener('click', (e) => {
+    if (e.target.id !== 'top-all') return;
+    e.preventDefault();
+    profile.limit = Infinity;
+    drawTop();
+  });
+  // A click on a row highlights that function in the flame graph.
+  $('top-table').tBodies[0].addEventListener('click', (e) => {
+    const tr = e.target.closest('tr[data-fn]');
+    if (!tr) return;
+    const fn = tr.getAttribute('data-fn');
+    $('flame-search').value = '^' + fn.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
+    highlightFlame();
+    $('flamegraph').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
+  });
+
+  /* ------------------------------------------------------------ flame graph */
+
+  // Icicle layout: the root on top, callees below; width ∝ value.
+  const ROW = 18;
+  const flame = { root: null, zoom: null, unit: '', nodes: [] };
+
+  function prepareFlame(tree) {
+    const walk = (n, parent, depth) => {
+      const node = { name: n.name, value: n.value || 0, self: n.self || 0, parent, depth, children: [] };
+      for (const c of n.children || []) node.children.push(walk(c, node, depth + 1));
+      return node;
+    };
+    return walk(tree || { name: 'root', value: 0 }, null, 0);
+  }
+
+  // Color by package (the text before the last "." of the function name).
+  function frameColor(name) {
+    if (name === 'root') return '#c7cbd1';
+    const m = name.match(/^(.*?)\.[^./]*(\(|$)/);
+    const pkg = m ? m[1].replace(/\(.*$/, '') : name;
+    let h = 2166136261;
+    for (let i = 0; i < pkg.length; i++) { h ^= pkg.charCodeAt(i); h = Math.imul(h, 16777619); }
+    h >>>= 0;
+    if (/^runtime\b|^runtime\./.test(name)) return 'hsl(' + (200 + (h % 30)) + ',35%,' + (72 + (h >> 8) % 10) + '%)';
+    return 'hsl(' + (10 + (h % 40)) + ',' + (75 + (h >> 8) % 20) + '%,' + (60 + (h >> 16) % 14) + '%)';
+  }
+
+  function drawFlame() {
+    const box = $('flamegraph');
+    const W = box.clientWidth || 1000;
+    const zoom = flame.zoom, root = flame.root;
+    const total = root.value || 0;
+    const nodes = [];
+    // Ancestors of the zoomed frame: full width, dimmed.
+    const chain = [];
+    for (let a = zoom.parent; a; a = a.parent) chain.unshift(a);
+    let html = '';
+    let maxDepth = zoom.depth;
+    chain.forEach((a) => {
+      nodes.push(a);
+      html += frameHTML(a, nodes.length - 1, 0, 100, a.depth, 'ancestor', W);
+    });
+    const zv = zoom.value || 0;
+    const place = (n, left, width) => {
+      if (width * W / 100 < 0.6) return;
+      nodes.push(n);
+      if (n.depth > maxDepth) maxDepth = n.depth;
+      html += frameHTML(n, nodes.length - 1, left, width, n.depth, '', W);
+      let x = left;
+      for (const c of n.children) {
+        const cw = zv ? (width * c.value) / (n.value || 1) : 0;
+        place(c, x, cw);
+        x += cw;
+      }
+    };
+    place(zoom, 0, 100);
+    flame.nodes = nodes;
+    box.innerHTML = html;
+    box.style.height = (maxDepth + 1) * ROW + 2 + 'px';
+    $('flame-reset').hidden = zoom === root;
+    if (!total) box.innerHTML = '<p class="muted" style="padding:8px">This profile has no samples of this type.</p>', box.style.height = 'auto';
+    highlightFlame();
+  }
+
+  function frameHTML(n, i, left, width, depth, cls, W) {
+    const label = width * W / 100 > 28 ? esc(n.name === 'root' ? 'all' : n.name) : '';
+    return '<div class="frame ' + cls + '" data-i="' + i + '" data-name="' + esc(n.name) + '" style="left:' + left.toFixed(4) +
+      '%;width:' + width.toFixed(4) + '%;top:' + depth * ROW + 'px;background:' + frameColor(n.name) + '">' + label + '</div>';
+  }
+
+  $('flamegraph').addEventListener('click', (e) => {
+    const el = e.target.closest('.frame');
+    if (!el) return;
+    const n = flame.nodes[+el.getAttribute('data-i')];
+    if (!n) return;
+    flame.zoom = n;
+    drawFlame();
+  });
+  $('flamegraph').addEventListener('mousemove', (e) => {
+    const el = e.target.closest('.frame');
+    if (!el) { hideTip(); return; }
+    const n = flame.nodes[+el.getAttribute('data-i')];
+    if (!n) return;
+    const total = flame.root.value;
+    const parentPct = n.parent ? ' · ' + fmtPct(n.value, n.parent.value) + ' of caller' : '';
+    showTip(e, '<b>' + esc(n.name === 'root' ? 'all samples' : n.name) + '</b><br>' +
+      esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
+      (n.self ? '<br>self ' + esc(fmtValue(n.self, flame.unit)) + ' (' + fmtPct(n.self, total) + ')' : '') +
+      '<br><i>click to zoom</i>');
+  });
+  $('flamegraph').addEventListener('mouseleave', hideTip);
+  $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
+  $('flame-search').addEventListener('input', highlightFlame);
+
+  function highlightFlame() {
+    const box = $('flamegraph');
+    const q = $('flame-search').value.trim();
+    let re = null;
+    if (q) { try { re = new RegExp(q); } catch (e) { re = null; } }
+    box.classList.toggle('searching', !!re);
+    if (!re || !flame.root) { $('flame-match').textContent = ''; return; }
+    box.querySelectorAll('.frame').forEach((el) => el.classList.toggle('match', re.test(el.getAttribute('data-name'))));
+    // Matched share: the value of the outermost matching frames.
+    let sum = 0;
+    const walk = (n) => { if (n !== flame.root && re.test(n.name)) { sum += n.value; return; } n.children.forEach(walk); };
+    walk(flame.root);
+    $('flame-match').textContent = 'matched ' + fmtValue(sum, flame.unit) + ' (' + fmtPct(sum, flame.root.value) + ')';
+  }
+
+  /* ------------------------------------------------------------ suggestions */
+
+  const cache = { names: null, values: new Map() };
+  let sugg = { items: [], active: -1, ctx: null };
+
+  async function labelNames() {
+    if (!cache.names) cache.names = api('/api/v1/labels').catch(() => { cache.names = null; return []; });
+    return cache.names;
+  }
+  async function labelValues(name) {
+    if (!cache.values.has(name)) cache.values.set(name, api('/api/v1/label/' + encodeURIComponent(name) + '/values').catch(() => { cache.values.delete(name); return []; }));
+    return cache.values.get(name);
+  }
+
+  // What the text before the caret is in the middle of:
+  //   {kind:'metric', prefix, start}           outside braces: a profile type
+  //   {kind:'name', prefix, start}             inside braces, a label name
+  //   {kind:'value', name, prefix, start, q}   inside a quoted value of label `name`
+  function context(text, caret) {
+    const s = text.slice(0, caret);
+    let inBraces = false, closed = false, quote = null, tokStart = 0, lastName = '', valStart = -1;
+    let i = 0;
+    for (; i < s.length; i++) {
+      const c = s[i];
+      if (quote) {
+        if (c === '\\') { i++; continue; }
+        if (c === quote) { quote = null; tokStart = i + 1; }
+        continue;
+      }
+      if (c === '{') { inBraces = true; tokStart = i + 1; }
+      else if (c === '}') { inBraces = false; closed = true; tokStart = i + 1; }
+      else if (c === ',' ) tokStart = i + 1;
+      else if (c === '"' || c === "'" || c === '`') {
+        quote = c; valStart = i + 1;
+        const m = s.slice(tokStart, i).match(/([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*$/);
+        lastName = m ? m[1] : '';
+      }
+    }
+    if (quote) return inBraces && lastName ? { kind: 'value', name: lastName, prefix: s.slice(valStart), start: valStart, q: quote } : null;
+    const tok = s.slice(tokStart);
+    if (!inBraces) {
+      if (closed) return null;
+      const m = tok.match(/^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)?$/);
+      return m ? { kind: 'metric', prefix: m[1] || '', start: caret - (m[1] || '').length } : null;
+    }
+    const m = tok.match(/^\s*([a-zA-Z_][a-zA-Z0-9_]*)?$/);
+    return m ? { kind: 'name', prefix: m[1] || '', start: caret - (m[1] || '').length } : null;
+  }
+
+  async function updateSuggest() {
+    const input = $('selector');
+    const ctx = context(input.value, input.selectionStart);
+    if (!ctx) { closeSuggest(); return; }
+    let list = [];
+    if (ctx.kind === 'metric') list = (await labelValues('__name__')).map((v) => ({ text: v, kind: 'profile type' }));
+    else if (ctx.kind === 'name') list = (await labelNames()).map((v) => ({ text: v, kind: 'label' }));
+    else list = (await labelValues(ctx.name)).map((v) => ({ text: v, kind: ctx.name }));
+    // The input may have changed while we waited.
+    const now = context(input.value, input.selectionStart);
+    if (!now || now.kind !== ctx.kind || now.start !== ctx.start) return;
+    const p = now.prefix.toLowerCase();
+    list = list.filter((it) => it.text.toLowerCase().startsWith(p) && it.text !== now.prefix)
+      .concat(list.filter((it) => !it.text.toLowerCase().startsWith(p) && it.text.toLowerCase().includes(p)));
+    if (document.activeElement !== input || !list.length) { closeSuggest(); return; }
+    sugg = { items: list.slice(0, 50), active: 0, ctx: now };
+    const ul = $('suggest');
+    ul.innerHTML = sugg.items.map((it, i) => '<li role="option" data-i="' + i + '" class="' + (i === 0 ? 'active' : '') + '">' +
+      esc(it.text) + '<span class="kind">' + esc(it.kind) + '</span></li>').join('');
+    ul.hidden = false;
+    input.setAttribute('aria-expanded', 'true');
+  }
+
+  function closeSuggest() {
+    $('suggest').hidden = true;
+    $('selector').setAttribute('aria-expanded', 'false');
+    sugg = { items: [], active: -1, ctx: null };
+  }
+
+  function acceptSuggest(i) {
+    const it = sugg.items[i], ctx = sugg.ctx;
+    if (!it || !ctx) return;
+    const input = $('selector');
+    const v = input.value, caret = input.selectionStart;
+    let ins, after = v.slice(caret);
+    if (ctx.kind === 'metric') ins = it.text;
+    else if (ctx.kind === 'name') {
+      ins = it.text + '="';
+      if (/^\s*(=~|!~|!=|=)/.test(after)) ins = it.text;
+    } else {
+      const escd = it.text.replace(/\\/g, '\\\\').replace(new RegExp(ctx.q === '`' ? '(?!)' : ctx.q, 'g'), '\\' + ctx.q);
+      ins = escd;
+      // Swallow the rest of an existing value up to its closing quote.
+      const close = after.indexOf(ctx.q);
+      if (close >= 0 && !after.slice(0, close).includes(',')) after = after.slice(close);
+      else ins += ctx.q;
+    }
+    input.value = v.slice(0, ctx.start) + ins + after;
+    const pos = ctx.start + ins.length + (ctx.kind === 'value' && after.startsWith(ctx.q) ? 1 : 0);
+    input.setSelectionRange(pos, pos);
+    closeSuggest();
+    input.focus();
+    if (ctx.kind === 'name') updateSuggest();
+  }
+
+  $('selector').addEventListener('input', updateSuggest);
+  $('selector').addEventListener('focus', updateSuggest);
+  $('selector').addEventListener('click', updateSuggest);
+  $('selector').addEventListener('blur', () => setTimeout(closeSuggest, 150));
+  $('selector').addEventListener('keydown', (e) => {
+    const open = !$('suggest').hidden && sugg.items.length;
+    if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
+      if (!open) { updateSuggest(); e.preventDefault(); return; }
+      e.preventDefault();
+      sugg.active = (sugg.active + (e.key === 'ArrowDown' ? 1 : -1) + sugg.items.length) % sugg.items.length;
+      $('suggest').querySelectorAll('li').forEach((li, i) => li.classList.toggle('active', i === sugg.active));
+      const a = $('suggest').querySelector('li.active');
+      if (a) a.scrollIntoView({ block: 'nearest' });
+    } else if ((e.key === 'Tab' || (e.key === 'Enter' && sugg.ctx && sugg.ctx.kind !== 'metric')) && open) {
+      e.preventDefault();
+      acceptSuggest(sugg.active);
+    } else if (e.key === 'Escape') {
+      closeSuggest();
+    } else if (e.key === 'Enter') {
+      closeSuggest();
+    }
+  });
+  $('suggest').addEventListener('mousedown', (e) => {
+    const li = e.target.closest('li[data-i]');
+    if (!li) return;
+    e.preventDefault();
+    acceptSuggest(+li.getAttribute('data-i'));
+  });
+
+  /* ------------------------------------------------------------ targets */
+
+  async function loadTargets() {
+    const box = $('targets');
+    try {
+      const data = await api('/api/v1/targets');
+      $('targets-error').hidden = true;
+      const list = (data && data.activeTargets) || [];
+      const jobs = new Map();
+      for (const t of list) {
+        const job = t.scrapePool || (t.labels && t.labels.job) || '(no job)';
+        const inst = (t.labels && t.labels.instance) || t.scrapeUrl || '';
+        if (!jobs.has(job)) jobs.set(job, new Map());
+        const insts = jobs.get(job);
+        if (!insts.has(inst)) insts.set(inst, []);
+        insts.get(inst).push(t);
+      }
+      let up = 0;
+      for (const t of list) if (t.health === 'up') up++;
+      $('targets-summary').textContent = list.length ? up + ' of ' + list.length + ' endpoints up' : '';
+      if (!list.length) {
+        box.innerHTML = '<p class="muted">No scrape targets. Give profd a <code>--config.file</code> with <code>scrape_configs</code> (see examples/profd.yaml), or push profiles to <code>POST /api/0/profiles</code>.</p>';
+        return;
+      }
+      let html = '';
+      // Jobs with a failing endpoint first (that is what someone on call looks for), then by name.
+      const failing = (insts) => [...insts.values()].some((ts) => ts.some((t) => t.health === 'down'));
+      const order = [...jobs.entries()].sort((a, b) => (failing(b[1]) - failing(a[1])) || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+      for (const [job, insts] of order) {
+        let jn = 0, ju = 0;
+        for (const ts of insts.values()) for (const t of ts) { jn++; if (t.health === 'up') ju++; }
+        const jh = ju === jn ? 'up' : ju === 0 ? 'down' : 'unknown';
+        html += '<div class="job" data-job="' + esc(job) + '"><div class="job-head"><h3>' + esc(job) + '</h3>' +
+          '<span class="badge ' + jh + '">' + ju + '/' + jn + ' up</span></div>' +
+          '<table class="targets"><colgroup><col class="c-type"><col class="c-health"><col class="c-last"><col class="c-dur"><col class="c-url"><col></colgroup><thead><tr><th>Profile</th><th>Health</th><th>Last scrape</th><th>Duration</th><th>Endpoint</th><th>Error</th></tr></thead><tbody>';
+        for (const [inst, ts] of [...insts.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+          const labels = ts[0].labels || {};
+          const extra = Object.keys(labels).filter((k) => k !== 'job' && k !== 'instance' && k !== '__name__').sort()
+            .map((k) => k + '=' + quote(labels[k])).join(', ');
+          html += '<tr class="instance"><td colspan="6">' + esc(inst) + (extra ? ' <span class="muted">{' + esc(extra) + '}</span>' : '') + '</td></tr>';
+          ts.sort((a, b) => (a.profileType < b.profileType ? -1 : 1));
+          for (const t of ts) {
+            const h = t.health === 'up' || t.health === 'down' ? t.health : 'unknown';
+            const q = (t.profileType || '') + '{job=' + quote(job) + ', instance=' + quote(inst) + '}';
+            html += '<tr data-health="' + h + '"><td><a href="/?query=' + encodeURIComponent(q) + '">' + esc(t.profileType || '') + '</a></td>' +
+              '<td><span class="badge ' + h + '">' + esc(t.health || 'unknown') + '</span></td>' +
+              '<td title="' + (t.lastScrape ? esc(fmtTime(t.lastScrape)) : '') + '">' + esc(fmtAgo(t.lastScrape)) + '</td>' +
+              '<td>' + (t.lastScrape ? esc(fmtNanos((t.lastScrapeDuration || 0) * 1e9)) : '–') + '</td>' +
+              '<td class="url"><a href="' + esc(t.scrapeUrl || '') + '" target="_blank" rel="noopener">' + esc(t.scrapeUrl || '') + '</a></td>' +
+              '<td class="err">' + esc(t.lastError || '') + '</td></tr>';
+          }
+        }
+        html += '</tbody></table></div>';
+      }
+      box.innerHTML = html;
+    } catch (e) {
+      $('targets-error').textContent = e.message;
+      $('targets-error').hidden = false;
+    }
+  }
+  $('targets-refresh').addEventListener('click', loadTargets);
+
+  route();
+})();

@@ -1,0 +1,398 @@
+/*
+ * Tests of http/server.c: a real libmicrohttpd server on 127.0.0.1, port 0,
+ * driven with libcurl. The handler echoes what it was given as text lines so
+ * each test can check one aspect (args, repeated args, '+' and %HH decoding,
+ * body, headers, status) of what reached it.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <strings.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/metrics.h"
+#include "http/server.h"
+
+static int handler_calls;
+static pthread_mutex_t calls_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Echo handler: one "key=value" line per fact. */
+static void echo(void *ctx, const pd_http_request *req, pd_http_response *resp)
+{
+    pthread_mutex_lock(&calls_mu);
+    handler_calls++;
+    pthread_mutex_unlock(&calls_mu);
+    pd_buf *b = &resp->body;
+    pd_buf_printf(b, "method=%s\npath=%s\n", req->method, req->path);
+    const char *a = pd_http_arg(req, "a");
+    pd_buf_printf(b, "a=%s\n", a ? a : "(null)");
+    const char *vals[8];
+    size_t n = pd_http_args(req, "match[]", vals, 8);
+    pd_buf_printf(b, "nmatch=%zu\n", n);
+    for (size_t i = 0; i < n && i < 8; i++)
+        pd_buf_printf(b, "match=%s\n", vals[i]);
+    const char *h = pd_http_header(req, "x-test");
+    pd_buf_printf(b, "xtest=%s\n", h ? h : "(null)");
+    /* checksum of the body, so a large body is checked byte by byte */
+    uint64_t sum = 0;
+    for (size_t i = 0; i < req->body_len; i++)
+        sum = sum * 31 + req->body[i];
+    pd_buf_printf(b, "body_len=%zu\nbody_sum=%llu\n", req->body_len, (unsigned long long)sum);
+    const char *st = pd_http_arg(req, "status");
+    if (st) {
+        resp->status = atoi(st);
+        resp->content_type = "application/json";
+        pd_http_add_header(resp, "X-Foo", "bar");
+        pd_http_add_header(resp, "X-Baz", "qux quux");
+    }
+}
+
+typedef struct reply {
+    long status;
+    pd_buf body;
+    char ctype[128];
+    char xfoo[64], xbaz[64];
+} reply;
+
+static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
+{
+    reply *r = ud;
+    pd_buf_append(&r->body, p, sz * nm);
+    return sz * nm;
+}
+
+static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
+{
+    reply *r = ud;
+    size_t len = sz * nm;
+    char line[64];
+    if (len >= sizeof line)
+        return len;
+    memcpy(line, p, len);
+    line[len] = 0;
+    char *cr = strpbrk(line, "\r\n");
+    if (cr)
+        *cr = 0;
+    if (strncasecmp(line, "X-Foo: ", 7) == 0)
+        snprintf(r->xfoo, sizeof r->xfoo, "%s", line + 7);
+    if (strncasecmp(line, "X-Baz: ", 7) == 0)
+        snprintf(r->xbaz, sizeof r->xbaz, "%s", line + 7);
+    return len;
+}
+
+typedef struct upload {
+    const char *p;
+    size_t left;
+} upload;
+
+static size_t on_read(char *dst, size_t sz, size_t nm, void *ud)
+{
+    upload *u = ud;
+    size_t n = sz * nm < u->left ? sz * nm : u->left;
+    if (n > 1000)
+        n = 1000; /* several chunks */
+    memcpy(dst, u->p, n);
+    u->p += n;
+    u->left -= n;
+    return n;
+}
+
+/* Performs one request. body may be NULL (GET). chunked: no Content-Length. */
+static void do_req(const char *url, const char *method, const void *body, size_t len, bool chunked,
+                   const char *ctype, reply *r)
+{
+    memset(r, 0, sizeof *r);
+    pd_buf_init(&r->body, 0);
+    CURL *c = curl_easy_init();
+    assert_non_null(c);
+    struct curl_slist *hs = NULL;
+    hs = curl_slist_append(hs, "X-Test: hello there");
+    if (ctype) {
+        char h[128];
+        snprintf(h, sizeof h, "Content-Type: %s", ctype);
+        hs = curl_slist_append(hs, h);
+    }
+    if (chunked)
+        hs = curl_slist_append(hs, "Transfer-Encoding: chunked");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    upload up = {body, len};
+    if (body && !chunked) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    } else if (body) {
+        /* no size known to curl: it sends Transfer-Encoding: chunked */
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(c, CURLOPT_READDATA, &up);
+    }
+    if (method)
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    CURLcode cc = curl_easy_perform(c);
+    if (cc != CURLE_OK)
+        fail_msg("curl %s: %s", url, curl_easy_strerror(cc));
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    char *ct = NULL;
+    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+    snprintf(r->ctype, sizeof r->ctype, "%s", ct ? ct : "");
+    curl_slist_free_all(hs);
+    curl_easy_cleanup(c);
+}
+
+static bool has_line(const reply *r, const char *line)
+{
+    size_t l = strlen(line);
+    const char *p = r->body.data;
+    while (p && (p = strstr(p, line))) {
+        if ((p == r->body.data || p[-1] == '\n') && (p[l] == '\n' || p[l] == 0))
+            return true;
+        p += l;
+    }
+    return false;
+}
+
+#define MAX_BODY 4096
+
+static int setup(void **state)
+{
+    pd_http_server *srv = NULL;
+    pd_err err = {{0}};
+    int rc = pd_http_server_start("127.0.0.1:0", 2, MAX_BODY, echo, NULL, &srv, &err);
+    if (rc)
+        fail_msg("start: %s", err.msg);
+    *state = srv;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    pd_http_server_stop(*state);
+    return 0;
+}
+
+static void url_of(void **state, const char *pathq, char *out, size_t cap)
+{
+    snprintf(out, cap, "http://127.0.0.1:%u%s", (unsigned)pd_http_server_port(*state), pathq);
+}
+
+static void test_port_reported(void **state)
+{
+    assert_true(pd_http_server_port(*state) > 0);
+}
+
+static void test_get_args(void **state)
+{
+    char url[512];
+    reply r;
+    /* '+' is a space, %HH decoded, repeated match[] (also percent-encoded
+     * brackets, as Go's url.Values.Encode writes them) kept in order */
+    url_of(state,
+           "/api/v1/x%20y?a=1+2%2B3&match[]=heap&match%5B%5D=cpu%7Bjob%3D%22a%22%7D&"
+           "match[]=&flag",
+           url, sizeof url);
+    do_req(url, NULL, NULL, 0, false, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_true(has_line(&r, "method=GET"));
+    assert_true(has_line(&r, "path=/api/v1/x y"));
+    assert_true(has_line(&r, "a=1 2+3"));
+    assert_true(has_line(&r, "nmatch=3"));
+    assert_true(has_line(&r, "match=heap"));
+    assert_true(has_line(&r, "match=cpu{job=\"a\"}"));
+    assert_true(has_line(&r, "match="));
+    assert_true(has_line(&r, "xtest=hello there"));
+    assert_true(has_line(&r, "body_len=0"));
+    assert_string_equal(r.ctype, "text/plain; charset=utf-8");
+    pd_buf_release(&r.body);
+
+    /* absent arg, malformed escape kept literally */
+    url_of(state, "/p?b=%zz&a=%4", url, sizeof url);
+    do_req(url, NULL, NULL, 0, false, NULL, &r);
+    assert_true(has_line(&r, "a=%4"));
+    pd_buf_release(&r.body);
+    url_of(state, "/p", url, sizeof url);
+    do_req(url, NULL, NULL, 0, false, NULL, &r);
+    assert_true(has_line(&r, "a=(null)"));
+    assert_true(has_line(&r, "nmatch=0"));
+    pd_buf_release(&r.body);
+}
+
+static void test_post_body(void **state)
+{
+    char url[256], line[64];
+    reply r;
+    size_t len = MAX_BODY; /* exactly at the cap is accepted */
+    unsigned char *body = malloc(len);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < len; i++) {
+        body[i] = (unsigned char)(i * 7 + 3);
+        sum = sum * 31 + body[i];
+    }
+    url_of(state, "/push?a=x", url, sizeof url);
+    for (int chunked = 0; chunked <= 1; chunked++) {
+        do_req(url, "POST", body, len, chunked, "application/octet-stream", &r);
+        assert_int_equal(r.status, 200);
+        assert_true(has_line(&r, "method=POST"));
+        assert_true(has_line(&r, "a=x"));
+        snprintf(line, sizeof line, "body_len=%zu", len);
+        assert_true(has_line(&r, line));
+        snprintf(line, sizeof line, "body_sum=%llu", (unsigned long long)sum);
+        assert_true(has_line(&r, line));
+        pd_buf_release(&r.body);
+    }
+    free(body);
+}
+
+static void test_form_post(void **state)
+{
+    char url[256];
+    reply r;
+    url_of(state, "/api/v1/series?match[]=q1", url, sizeof url);
+    const char *form = "match%5B%5D=heap%7Bjob%3D%22a+b%22%7D&match[]=cpu&a=z";
+    do_req(url, "POST", form, strlen(form), false, "application/x-www-form-urlencoded", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(has_line(&r, "nmatch=3"));
+    assert_true(has_line(&r, "match=q1")); /* URL args come first */
+    assert_true(has_line(&r, "match=heap{job=\"a b\"}"));
+    assert_true(has_line(&r, "match=cpu"));
+    assert_true(has_line(&r, "a=z"));
+    pd_buf_release(&r.body);
+}
+
+static void test_too_large(void **state)
+{
+    char url[256];
+    reply r;
+    size_t len = MAX_BODY + 1;
+    char *body = calloc(1, len);
+    url_of(state, "/push", url, sizeof url);
+    for (int chunked = 0; chunked <= 1; chunked++) {
+        double before = pd_metrics_get("profd_http_rejected_total", "reason=\"body_too_large\"");
+        pthread_mutex_lock(&calls_mu);
+        int calls0 = handler_calls;
+        pthread_mutex_unlock(&calls_mu);
+        do_req(url, "POST", body, len, chunked, "application/octet-stream", &r);
+        assert_int_equal(r.status, 413);
+        assert_non_null(strstr(r.body.data, "4096 bytes"));
+        pthread_mutex_lock(&calls_mu);
+        assert_int_equal(handler_calls, calls0); /* handler never ran */
+        pthread_mutex_unlock(&calls_mu);
+        double after = pd_metrics_get("profd_http_rejected_total", "reason=\"body_too_large\"");
+        assert_true(after == before + 1);
+        pd_buf_release(&r.body);
+    }
+    free(body);
+    /* the server still works afterwards */
+    url_of(state, "/ok?a=1", url, sizeof url);
+    do_req(url, NULL, NULL, 0, false, NULL, &r);
+    assert_int_equal(r.status, 200);
+    pd_buf_release(&r.body);
+}
+
+static void test_status_headers(void **state)
+{
+    char url[256];
+    reply r;
+    url_of(state, "/x?status=404", url, sizeof url);
+    do_req(url, NULL, NULL, 0, false, NULL, &r);
+    assert_int_equal(r.status, 404);
+    assert_string_equal(r.ctype, "application/json");
+    assert_string_equal(r.xfoo, "bar");
+    assert_string_equal(r.xbaz, "qux quux");
+    pd_buf_release(&r.body);
+}
+
+static void test_bad_addresses(void **state)
+{
+    pd_http_server *srv = NULL;
+    pd_err err = {{0}};
+    const char *bad[] = {"nohost", "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999",
+                         "127.0.0.1:12a", "::1:80", "[::1]80", "no.such.host.invalid:80"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err.msg[0] = 0;
+        int rc = pd_http_server_start(bad[i], 1, 1024, echo, NULL, &srv, &err);
+        if (rc == 0)
+            fail_msg("address %s accepted", bad[i]);
+        assert_null(srv);
+        assert_non_null(strstr(err.msg, bad[i])); /* the message names the input */
+    }
+    /* a port in use: -EADDRINUSE naming the address */
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%u", (unsigned)pd_http_server_port(*state));
+    int rc = pd_http_server_start(addr, 1, 1024, echo, NULL, &srv, &err);
+    assert_int_equal(rc, -EADDRINUSE);
+    assert_non_null(strstr(err.msg, addr));
+}
+
+static void test_localhost_ipv6_restart(void **state)
+{
+    pd_http_server *srv = NULL;
+    pd_err err = {{0}};
+    char url[128];
+    reply r;
+    assert_int_equal(pd_http_server_start("localhost:0", 1, 1024, echo, NULL, &srv, &err), 0);
+    uint16_t port = pd_http_server_port(srv);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/l?a=loc", (unsigned)port);
+    do_req(url, NULL, NULL, 0, false, NULL, &r);
+    assert_true(has_line(&r, "a=loc"));
+    pd_buf_release(&r.body);
+    pd_http_server_stop(srv);
+    /* stop released the port: the same address can be bound again */
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%u", (unsigned)port);
+    srv = NULL;
+    if (pd_http_server_start(addr, 1, 1024, echo, NULL, &srv, &err) != 0)
+        fail_msg("rebind %s: %s", addr, err.msg);
+    pd_http_server_stop(srv);
+
+    /* IPv6 loopback, when the machine has it */
+    int s6 = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    bool have6 = s6 >= 0 && bind(s6, (struct sockaddr *)&a6, sizeof a6) == 0;
+    if (s6 >= 0)
+        close(s6);
+    if (!have6)
+        return;
+    srv = NULL;
+    if (pd_http_server_start("[::1]:0", 1, 1024, echo, NULL, &srv, &err) != 0)
+        fail_msg("[::1]:0: %s", err.msg);
+    snprintf(url, sizeof url, "http://[::1]:%u/six?a=6", (unsigned)pd_http_server_port(srv));
+    do_req(url, NULL, NULL, 0, false, NULL, &r);
+    assert_true(has_line(&r, "a=6"));
+    pd_buf_release(&r.body);
+    pd_http_server_stop(srv);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_port_reported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_args, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_post_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_form_post, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_headers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_addresses, setup, teardown),
+        cmocka_unit_test(test_localhost_ipv6_restart),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}

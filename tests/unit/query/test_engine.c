@@ -1,0 +1,374 @@
+/* Unit tests of src/query/engine.c against a real store in a temp directory.
+ *
+ * Four series of real profiles (PD_TESTDATA/pprof):
+ *   A heap{instance="a:1", job="api"}        heap-0001..0003 at 1000, 2000, 3000
+ *   B heap{instance="b:2", job="apiserver"}  heap-0004..0005 at 1500, 2500
+ *   C cpu{instance="a:1", job="api"}         cpu-0001..0002  at 1000, 2000
+ *   D goroutine{job="db", zone="eu"}         goroutine       at 4000
+ * Expected answers follow from these by hand (which series each matcher
+ * selects) and from pd_profile_totals of the files (the totals).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "query/query.h"
+
+#ifndef PD_TESTDATA
+#error "PD_TESTDATA must be defined"
+#endif
+
+typedef struct stored {
+    const char *file;
+    int series; /* 0..3 = A..D */
+    int64_t ts;
+} stored;
+
+static const stored STORED[] = {
+    {"go-demo-series/heap-0001.pb.gz", 0, 1000}, {"go-demo-series/heap-0002.pb.gz", 0, 2000},
+    {"go-demo-series/heap-0003.pb.gz", 0, 3000}, {"go-demo-series/heap-0004.pb.gz", 1, 1500},
+    {"go-demo-series/heap-0005.pb.gz", 1, 2500}, {"go-demo-series/cpu-0001.pb.gz", 2, 1000},
+    {"go-demo-series/cpu-0002.pb.gz", 2, 2000},  {"go-demo-once/goroutine.pb.gz", 3, 4000},
+};
+#define NSTORED (sizeof STORED / sizeof STORED[0])
+
+static const char *SERIES[4][4][2] = {
+    {{"__name__", "heap"}, {"instance", "a:1"}, {"job", "api"}},
+    {{"__name__", "heap"}, {"instance", "b:2"}, {"job", "apiserver"}},
+    {{"__name__", "cpu"}, {"instance", "a:1"}, {"job", "api"}},
+    {{"__name__", "goroutine"}, {"job", "db"}, {"zone", "eu"}},
+};
+
+typedef struct fixture {
+    char dir[256];
+    pd_storage *st;
+    pd_profile prof[NSTORED];
+} fixture;
+
+static void read_file(const char *path, pd_buf *b)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    char tmp[65536];
+    size_t r;
+    while ((r = fread(tmp, 1, sizeof tmp, f)) > 0)
+        assert_int_equal(pd_buf_append(b, tmp, r), 0);
+    fclose(f);
+}
+
+static void series_labels(int s, pd_labels *ls)
+{
+    pd_labels_init(ls);
+    for (int i = 0; i < 4 && SERIES[s][i][0]; i++)
+        assert_int_equal(pd_labels_set(ls, SERIES[s][i][0], SERIES[s][i][1], NULL), 0);
+}
+
+static int setup(void **state)
+{
+    fixture *fx = calloc(1, sizeof *fx);
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/pd_query_engine_XXXXXX");
+    if (!mkdtemp(fx->dir))
+        return -1;
+    pd_storage_options o = pd_storage_options_default();
+    o.path = fx->dir;
+    o.fsync = PD_FSYNC_NEVER;
+    pd_err err = {{0}};
+    if (pd_storage_open(&o, &fx->st, &err)) {
+        fprintf(stderr, "open %s: %s\n", fx->dir, err.msg);
+        return -1;
+    }
+    for (size_t i = 0; i < NSTORED; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/pprof/%s", PD_TESTDATA, STORED[i].file);
+        pd_buf b;
+        pd_buf_init(&b, 0);
+        read_file(path, &b);
+        if (pd_profile_decode(&fx->prof[i], (const uint8_t *)b.data, b.len, NULL, &err)) {
+            fprintf(stderr, "decode %s: %s\n", path, err.msg);
+            return -1;
+        }
+        pd_labels ls;
+        series_labels(STORED[i].series, &ls);
+        int rc = pd_storage_append(fx->st, &ls, STORED[i].ts, (const uint8_t *)b.data, b.len,
+                                   &fx->prof[i], &err);
+        pd_labels_release(&ls);
+        pd_buf_release(&b);
+        if (rc) {
+            fprintf(stderr, "append %s: %s\n", path, err.msg);
+            return -1;
+        }
+    }
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *fx = *state;
+    pd_storage_close(fx->st);
+    for (size_t i = 0; i < NSTORED; i++)
+        pd_profile_release(&fx->prof[i]);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", fx->dir);
+    int rc = system(cmd);
+    free(fx);
+    return rc == 0 ? 0 : -1;
+}
+
+static json_t *parse_json(const pd_buf *b)
+{
+    json_error_t je;
+    json_t *j = json_loadb(b->data, b->len, 0, &je);
+    if (!j)
+        fail_msg("invalid JSON (%s): %.300s", je.text, b->data);
+    return j;
+}
+
+/* The series index (0..3) whose labels equal the JSON object, or -1. */
+static int which_series(json_t *labels)
+{
+    for (int s = 0; s < 4; s++) {
+        size_t n = 0;
+        bool ok = true;
+        for (int i = 0; i < 4 && SERIES[s][i][0]; i++, n++) {
+            json_t *v = json_object_get(labels, SERIES[s][i][0]);
+            if (!v || strcmp(json_string_value(v), SERIES[s][i][1]))
+                ok = false;
+        }
+        if (ok && json_object_size(labels) == n)
+            return s;
+    }
+    return -1;
+}
+
+/* Runs query_range and checks it returns exactly the series `want` (in
+ * order, -1 terminated), each with its stored timestamps in [from, to]
+ * ascending and totals equal to pd_profile_totals of the stored file. */
+static void check_range(fixture *fx, const char *sel, int64_t from, int64_t to, const int *want)
+{
+    pd_buf out;
+    pd_buf_init(&out, 0);
+    pd_err err = {{0}};
+    int rc = pd_query_range(fx->st, sel, from, to, &out, &err);
+    if (rc)
+        fail_msg("query_range %s: %d %s", sel, rc, err.msg);
+    json_t *j = parse_json(&out);
+    assert_true(json_is_array(j));
+    size_t nwant = 0;
+    while (want[nwant] >= 0)
+        nwant++;
+    if (json_array_size(j) != nwant)
+        fail_msg("query_range %s: %zu series, want %zu: %s", sel, json_array_size(j), nwant,
+                 out.data);
+    for (size_t k = 0; k < nwant; k++) {
+        json_t *e = json_array_get(j, k);
+        int s = which_series(json_object_get(e, "labels"));
+        if (s != want[k])
+            fail_msg("query_range %s: element %zu is series %d, want %d", sel, k, s, want[k]);
+        json_t *ts = json_object_get(e, "timestamps"), *tot = json_object_get(e, "totals");
+        json_t *types = json_object_get(e, "sample_types");
+        size_t np = 0;
+        int64_t prev = INT64_MIN;
+        for (size_t i = 0; i < NSTORED; i++) {
+            if (STORED[i].series != s || STORED[i].ts < from || STORED[i].ts > to)
+                continue;
+            /* STORED lists each series' profiles in ascending time */
+            json_t *t = json_array_get(ts, np);
+            if (!t || json_integer_value(t) != STORED[i].ts)
+                fail_msg("query_range %s: series %d point %zu: wrong timestamp", sel, s, np);
+            assert_true(STORED[i].ts > prev);
+            prev = STORED[i].ts;
+            const pd_profile *p = &fx->prof[i];
+            int64_t totals[16];
+            assert_true(p->n_sample_type <= 16);
+            pd_profile_totals(p, totals);
+            json_t *pt = json_array_get(tot, np);
+            assert_int_equal(json_array_size(pt), p->n_sample_type);
+            for (size_t t2 = 0; t2 < p->n_sample_type; t2++)
+                assert_int_equal(json_integer_value(json_array_get(pt, t2)), totals[t2]);
+            assert_int_equal(json_array_size(types), p->n_sample_type);
+            for (size_t t2 = 0; t2 < p->n_sample_type; t2++) {
+                json_t *ty = json_array_get(types, t2);
+                assert_string_equal(json_string_value(json_object_get(ty, "type")),
+                                    pd_profile_str(p, p->sample_type[t2].type));
+                assert_string_equal(json_string_value(json_object_get(ty, "unit")),
+                                    pd_profile_str(p, p->sample_type[t2].unit));
+            }
+            np++;
+        }
+        assert_int_equal(json_array_size(ts), np);
+        assert_int_equal(json_array_size(tot), np);
+    }
+    json_decref(j);
+    pd_buf_release(&out);
+}
+
+static void test_range(void **state)
+{
+    fixture *fx = *state;
+    check_range(fx, "heap", 0, 10000, (int[]){0, 1, -1});
+    check_range(fx, "{job=\"api\"}", 0, 10000, (int[]){2, 0, -1}); /* cpu < heap */
+    check_range(fx, "heap{job!=\"api\"}", 0, 10000, (int[]){1, -1});
+    check_range(fx, "heap{job=~\"api\"}", 0, 10000, (int[]){0, -1}); /* anchored */
+    check_range(fx, "heap{job=~\"api.*\"}", 0, 10000, (int[]){0, 1, -1});
+    check_range(fx, "{job!~\"api.*\", job=~\".+\"}", 0, 10000, (int[]){3, -1});
+    check_range(fx, "{instance=\"a:1\"}", 0, 10000, (int[]){2, 0, -1});
+    check_range(fx, "{zone=\"\", job=~\"d.\"}", 0, 10000, (int[]){-1});
+    check_range(fx, "heap", 1500, 2000, (int[]){0, 1, -1});
+    check_range(fx, "heap", 2600, 3000, (int[]){0, -1});
+    check_range(fx, "heap", 5000, 6000, (int[]){-1});
+    check_range(fx, "nosuch", 0, 10000, (int[]){-1});
+
+    /* a bad selector leaves the buffer as it was */
+    pd_buf out;
+    pd_buf_init(&out, 0);
+    assert_int_equal(pd_buf_puts(&out, "keep"), 0);
+    pd_err err = {{0}};
+    assert_int_equal(pd_query_range(fx->st, "heap{", 0, 10000, &out, &err), PD_EPARSE);
+    assert_string_equal(out.data, "keep");
+    assert_non_null(strstr(err.msg, "at character 6"));
+    assert_int_equal(pd_query_range(fx->st, "{a=~\".*\"}", 0, 10000, &out, &err), PD_EINVAL);
+    assert_string_equal(out.data, "keep");
+    pd_buf_release(&out);
+}
+
+static void check_single(fixture *fx, const char *sel, int64_t t, size_t want_idx)
+{
+    pd_profile p;
+    pd_labels ls;
+    pd_labels_init(&ls);
+    int64_t ts = -1;
+    pd_err err = {{0}};
+    int rc = pd_query_single(fx->st, sel, t, &p, &ls, &ts, &err);
+    if (rc)
+        fail_msg("single %s at %lld: %d %s", sel, (long long)t, rc, err.msg);
+    assert_int_equal(ts, STORED[want_idx].ts);
+    pd_labels want;
+    series_labels(STORED[want_idx].series, &want);
+    assert_int_equal(pd_labels_cmp(&ls, &want), 0);
+    pd_err why = {{0}};
+    if (!pd_profile_equal(&p, &fx->prof[want_idx], &why))
+        fail_msg("single %s at %lld: profile differs: %s", sel, (long long)t, why.msg);
+    pd_labels_release(&want);
+    pd_labels_release(&ls);
+    pd_profile_release(&p);
+}
+
+static void test_single(void **state)
+{
+    fixture *fx = *state;
+    check_single(fx, "cpu", 1999, 5);  /* latest at or before */
+    check_single(fx, "cpu", 2000, 6);  /* exactly at */
+    check_single(fx, "cpu", 99999, 6); /* after the last */
+    check_single(fx, "cpu", 0, 5);     /* before the first: earliest after */
+    check_single(fx, "heap{job=\"apiserver\"}", 2499, 3);
+    check_single(fx, "heap{instance=~\"a.*\"}", 2500, 1);
+
+    pd_profile p;
+    pd_labels ls;
+    pd_labels_init(&ls);
+    int64_t ts;
+    pd_err err = {{0}};
+    assert_int_equal(pd_query_single(fx->st, "heap", 2000, &p, &ls, &ts, &err), PD_EAMBIGUOUS);
+    if (!strstr(err.msg, "heap{instance=\"a:1\", job=\"api\"}") ||
+        !strstr(err.msg, "heap{instance=\"b:2\", job=\"apiserver\"}"))
+        fail_msg("ambiguity message does not name both series: %s", err.msg);
+    assert_int_equal(pd_query_single(fx->st, "{job=~\"api.*\"}", 2000, &p, &ls, &ts, &err),
+                     PD_EAMBIGUOUS);
+    assert_non_null(strstr(err.msg, "3 series"));
+    assert_int_equal(pd_query_single(fx->st, "nosuch", 2000, &p, &ls, &ts, &err), PD_ENOTFOUND);
+    assert_int_equal(pd_query_single(fx->st, "heap{", 2000, &p, &ls, &ts, &err), PD_EPARSE);
+    assert_int_equal(ls.n, 0);
+}
+
+static char *run_list(fixture *fx, int what, const char *name, const char *const *sels, size_t n,
+                      int64_t start, int64_t end)
+{
+    pd_buf out;
+    pd_buf_init(&out, 0);
+    pd_err err = {{0}};
+    int rc = what == 0   ? pd_query_series(fx->st, sels, n, start, end, &out, &err)
+             : what == 1 ? pd_query_label_names(fx->st, sels, n, start, end, &out, &err)
+                         : pd_query_label_values(fx->st, name, sels, n, start, end, &out, &err);
+    if (rc)
+        fail_msg("listing %d: %d %s", what, rc, err.msg);
+    json_decref(parse_json(&out));
+    return pd_buf_detach(&out, NULL);
+}
+
+static void expect_list(fixture *fx, int what, const char *name, const char *const *sels,
+                        size_t n, int64_t start, int64_t end, const char *want)
+{
+    char *got = run_list(fx, what, name, sels, n, start, end);
+    if (strcmp(got, want))
+        fail_msg("listing %d %s: got %s, want %s", what, name ? name : "", got, want);
+    free(got);
+}
+
+static void test_series(void **state)
+{
+    fixture *fx = *state;
+    const char *all = "[{\"__name__\":\"cpu\",\"instance\":\"a:1\",\"job\":\"api\"},"
+                      "{\"__name__\":\"goroutine\",\"job\":\"db\",\"zone\":\"eu\"},"
+                      "{\"__name__\":\"heap\",\"instance\":\"a:1\",\"job\":\"api\"},"
+                      "{\"__name__\":\"heap\",\"instance\":\"b:2\",\"job\":\"apiserver\"}]";
+    expect_list(fx, 0, NULL, NULL, 0, INT64_MIN, INT64_MAX, all);
+    /* union of overlapping selectors, each series once */
+    const char *u[] = {"cpu", "{job=\"api\"}", "heap{instance=\"a:1\"}"};
+    expect_list(fx, 0, NULL, u, 3, INT64_MIN, INT64_MAX,
+                "[{\"__name__\":\"cpu\",\"instance\":\"a:1\",\"job\":\"api\"},"
+                "{\"__name__\":\"heap\",\"instance\":\"a:1\",\"job\":\"api\"}]");
+    /* time range: only D has a profile in [3500, 5000] */
+    expect_list(fx, 0, NULL, NULL, 0, 3500, 5000,
+                "[{\"__name__\":\"goroutine\",\"job\":\"db\",\"zone\":\"eu\"}]");
+    expect_list(fx, 0, NULL, NULL, 0, 90000, 99999, "[]");
+
+    const char *bad[] = {"cpu", "heap{x"};
+    pd_buf out;
+    pd_buf_init(&out, 0);
+    pd_err err = {{0}};
+    assert_int_equal(pd_query_series(fx->st, bad, 2, INT64_MIN, INT64_MAX, &out, &err), PD_EPARSE);
+    assert_int_equal(out.len, 0);
+    pd_buf_release(&out);
+}
+
+static void test_labels(void **state)
+{
+    fixture *fx = *state;
+    expect_list(fx, 1, NULL, NULL, 0, INT64_MIN, INT64_MAX,
+                "[\"__name__\",\"instance\",\"job\",\"zone\"]");
+    const char *api[] = {"{job=\"api\"}"};
+    expect_list(fx, 1, NULL, api, 1, INT64_MIN, INT64_MAX, "[\"__name__\",\"instance\",\"job\"]");
+    expect_list(fx, 1, NULL, NULL, 0, 3500, 5000, "[\"__name__\",\"job\",\"zone\"]");
+
+    expect_list(fx, 2, "job", NULL, 0, INT64_MIN, INT64_MAX, "[\"api\",\"apiserver\",\"db\"]");
+    const char *heap[] = {"heap"};
+    expect_list(fx, 2, "job", heap, 1, INT64_MIN, INT64_MAX, "[\"api\",\"apiserver\"]");
+    expect_list(fx, 2, "__name__", NULL, 0, INT64_MIN, INT64_MAX,
+                "[\"cpu\",\"goroutine\",\"heap\"]");
+    const char *two[] = {"cpu", "goroutine"};
+    expect_list(fx, 2, "__name__", two, 2, INT64_MIN, INT64_MAX, "[\"cpu\",\"goroutine\"]");
+    expect_list(fx, 2, "instance", NULL, 0, INT64_MIN, INT64_MAX, "[\"a:1\",\"b:2\"]");
+    expect_list(fx, 2, "nosuch", NULL, 0, INT64_MIN, INT64_MAX, "[]");
+    expect_list(fx, 2, "job", NULL, 0, 2100, 2600, "[\"apiserver\"]");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_range),
+        cmocka_unit_test(test_single),
+        cmocka_unit_test(test_series),
+        cmocka_unit_test(test_labels),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,315 @@
+/* Tests of src/scrape/config.c: every key of a full file, the defaults, the
+ * CPU seconds rule, and one error of each kind with its line number. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "scrape/config.h"
+
+static const pd_scrape_job *job(const pd_config *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_jobs; i++)
+        if (!strcmp(c->jobs[i].job_name, name))
+            return &c->jobs[i];
+    return NULL;
+}
+
+static const pd_pprof_endpoint *ep(const pd_scrape_job *j, const char *name)
+{
+    for (size_t i = 0; i < j->n_endpoints; i++)
+        if (!strcmp(j->endpoints[i].name, name))
+            return &j->endpoints[i];
+    return NULL;
+}
+
+static int parse(const char *yaml, pd_config *c, pd_err *e)
+{
+    pd_err_clear(e);
+    return pd_config_parse(yaml, strlen(yaml), "cfg.yaml", c, e);
+}
+
+static void test_full(void **state)
+{
+    (void)state;
+    const char *y = "global:\n"
+                    "  scrape_interval: 30s\n"
+                    "  scrape_timeout: 20s\n"
+                    "scrape_configs:\n"
+                    "  - job_name: api\n"
+                    "    scrape_interval: 15s\n"
+                    "    scrape_timeout: 12s\n"
+                    "    scheme: https\n"
+                    "    params:\n"
+                    "      debug: ['1']\n"
+                    "      tag: [a, 'b c']\n"
+                    "    static_configs:\n"
+                    "      - targets: ['10.0.0.1:6060', 'host.example:6061']\n"
+                    "        labels: {env: prod, zone: eu-1}\n"
+                    "      - targets: ['[::1]:7070']\n"
+                    "    profiling_config:\n"
+                    "      pprof_config:\n"
+                    "        heap: {path: /custom/heap}\n"
+                    "        mutex: {enabled: false}\n"
+                    "        cpu: {seconds: 5, delta: true}\n"
+                    "        fgprof: {path: /debug/fgprof, seconds: 3}\n"
+                    "  - job_name: plain\n"
+                    "    static_configs:\n"
+                    "      - targets: [localhost:8080]\n";
+    pd_config c;
+    pd_err e;
+    int rc = parse(y, &c, &e);
+    assert_int_equal(rc, 0);
+    assert_int_equal(c.scrape_interval_ms, 30000);
+    assert_int_equal(c.scrape_timeout_ms, 20000);
+    assert_int_equal(c.n_jobs, 2);
+
+    const pd_scrape_job *j = job(&c, "api");
+    assert_non_null(j);
+    assert_int_equal(j->interval_ms, 15000);
+    assert_int_equal(j->timeout_ms, 12000);
+    assert_string_equal(j->scheme, "https");
+    assert_int_equal(j->n_query, 3);
+    assert_string_equal(j->query[0].name, "debug");
+    assert_string_equal(j->query[0].value, "1");
+    assert_string_equal(j->query[1].name, "tag");
+    assert_string_equal(j->query[1].value, "a");
+    assert_string_equal(j->query[2].name, "tag");
+    assert_string_equal(j->query[2].value, "b c");
+    assert_string_equal(pd_labels_get(&j->params, "tag"), "a"); /* first value */
+    assert_int_equal(j->n_static_configs, 2);
+    assert_int_equal(j->static_configs[0].n_targets, 2);
+    assert_string_equal(j->static_configs[0].targets[1], "host.example:6061");
+    assert_string_equal(pd_labels_get(&j->static_configs[0].labels, "env"), "prod");
+    assert_string_equal(pd_labels_get(&j->static_configs[0].labels, "zone"), "eu-1");
+    assert_string_equal(j->static_configs[1].targets[0], "[::1]:7070");
+    assert_int_equal(j->static_configs[1].labels.n, 0);
+
+    /* the seven defaults plus the custom one */
+    assert_int_equal(j->n_endpoints, 8);
+    assert_string_equal(ep(j, "heap")->path, "/custom/heap");
+    assert_true(ep(j, "heap")->enabled);
+    assert_false(ep(j, "mutex")->enabled);
+    assert_string_equal(ep(j, "mutex")->path, "/debug/pprof/mutex");
+    assert_int_equal(ep(j, "cpu")->seconds, 5);
+    assert_true(ep(j, "cpu")->delta);
+    assert_string_equal(ep(j, "cpu")->path, "/debug/pprof/profile");
+    /* 5 s profile + max(1s, 0.5s) margin = 6 s < 12 s timeout: timeout stays */
+    assert_int_equal(ep(j, "cpu")->timeout_ms, 12000);
+    assert_string_equal(ep(j, "fgprof")->path, "/debug/fgprof");
+    assert_int_equal(ep(j, "fgprof")->seconds, 3);
+    assert_true(ep(j, "fgprof")->enabled);
+    assert_int_equal(ep(j, "goroutine")->seconds, 0);
+
+    const pd_scrape_job *p = job(&c, "plain");
+    assert_non_null(p);
+    assert_int_equal(p->interval_ms, 30000); /* global */
+    assert_int_equal(p->timeout_ms, 20000);
+    assert_string_equal(p->scheme, "http");
+    assert_int_equal(p->n_query, 0);
+    pd_config_release(&c);
+    assert_int_equal(c.n_jobs, 0);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    const char *y = "scrape_configs:\n"
+                    "  - job_name: x\n"
+                    "    static_configs:\n"
+                    "      - targets: ['127.0.0.1:1']\n";
+    pd_config c;
+    pd_err e;
+    assert_int_equal(parse(y, &c, &e), 0);
+    assert_int_equal(c.scrape_interval_ms, 10000);
+    assert_int_equal(c.scrape_timeout_ms, 10000);
+    const pd_scrape_job *j = &c.jobs[0];
+    static const char *const names[] = {"allocs", "block", "goroutine",
+                                        "heap",   "mutex", "threadcreate"};
+    assert_int_equal(j->n_endpoints, 7);
+    for (size_t i = 0; i < 6; i++) {
+        char want[64];
+        const pd_pprof_endpoint *x = ep(j, names[i]);
+        assert_non_null(x);
+        snprintf(want, sizeof want, "/debug/pprof/%s", names[i]);
+        assert_string_equal(x->path, want);
+        assert_true(x->enabled);
+        assert_int_equal(x->seconds, 0);
+        assert_int_equal(x->timeout_ms, 10000);
+    }
+    const pd_pprof_endpoint *cpu = ep(j, "cpu");
+    assert_string_equal(cpu->path, "/debug/pprof/profile");
+    assert_true(cpu->enabled);
+    /* rule of config.h: T=10s, margin max(1s, T/10)=1s, S=9 */
+    assert_int_equal(cpu->seconds, 9);
+    assert_int_equal(cpu->timeout_ms, 10000);
+    pd_config_release(&c);
+
+    /* an empty file is a valid configuration without jobs */
+    assert_int_equal(parse("", &c, &e), 0);
+    assert_int_equal(c.n_jobs, 0);
+    pd_config_release(&c);
+
+    /* a global interval under 10s caps the default timeout */
+    assert_int_equal(parse("global: {scrape_interval: 4s}\n", &c, &e), 0);
+    assert_int_equal(c.scrape_timeout_ms, 4000);
+    pd_config_release(&c);
+
+    /* job timeout unset: min(global timeout, job interval) */
+    assert_int_equal(parse("scrape_configs:\n"
+                           "  - job_name: fast\n"
+                           "    scrape_interval: 2s\n"
+                           "    static_configs: [{targets: ['a:1']}]\n",
+                           &c, &e),
+                     0);
+    assert_int_equal(c.jobs[0].timeout_ms, 2000);
+    assert_int_equal(ep(&c.jobs[0], "cpu")->seconds, 1);
+    pd_config_release(&c);
+}
+
+static void test_cpu_rule(void **state)
+{
+    (void)state;
+    /* the examples written in config.h */
+    assert_int_equal(pd_config_default_cpu_seconds(10000), 9);
+    assert_int_equal(pd_config_default_cpu_seconds(5000), 4);
+    assert_int_equal(pd_config_default_cpu_seconds(2000), 1);
+    assert_int_equal(pd_config_default_cpu_seconds(60000), 54);
+    assert_int_equal(pd_config_default_cpu_seconds(1000), 1);
+    assert_int_equal(pd_config_default_cpu_seconds(300), 1);
+    /* the profile window plus its margin always fits in the timeout when T >= 2s */
+    for (int64_t t = 2000; t <= 600000; t += 500) {
+        int64_t s = pd_config_default_cpu_seconds(t);
+        assert_true(s >= 1);
+        assert_int_equal(pd_config_endpoint_timeout_ms(t, s), t);
+    }
+    /* too short a timeout is raised to the window plus 1s */
+    assert_int_equal(pd_config_endpoint_timeout_ms(300, 1), 2000);
+    assert_int_equal(pd_config_endpoint_timeout_ms(300, 0), 300);
+    assert_int_equal(pd_config_endpoint_timeout_ms(5000, 20), 22000);
+}
+
+typedef struct bad_case {
+    const char *yaml;
+    int line; /* 1-based */
+    const char *substr;
+} bad_case;
+
+static void test_errors(void **state)
+{
+    (void)state;
+    static const bad_case cases[] = {
+        {"global:\n  scrape_interval: 10s\nfoo: 1\n", 3, "unknown key \"foo\""},
+        {"global:\n  scrape_interval: 10s\n  evaluation_interval: 1m\n", 3, "unknown key"},
+        {"scrape_configs:\n  - job_name: a\n    metrics_path: /x\n", 3,
+         "unknown key \"metrics_path\""},
+        {"global:\n  scrape_interval: [1]\n", 2, "expected a string"},
+        {"global:\n  scrape_interval: 10 s\n", 2, "invalid duration"},
+        {"global:\n  scrape_interval: 0\n", 2, "greater than 0"},
+        {"global:\n  scrape_interval: 5s\n  scrape_timeout: 6s\n", 3, "greater than"},
+        {"scrape_configs:\n  - job_name: a\n    scrape_interval: 5s\n    scrape_timeout: 6s\n", 4,
+         "greater than scrape_interval"},
+        {"scrape_configs:\n  - job_name: a\n  - job_name: b\n  - job_name: a\n", 4,
+         "duplicate job_name"},
+        {"scrape_configs:\n  - scheme: http\n", 2, "no job_name"},
+        {"scrape_configs:\n  - job_name: ''\n", 2, "job_name is empty"},
+        {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: []\n", 4,
+         "no targets"},
+        {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - labels: {a: b}\n", 4,
+         "no targets"},
+        {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - targets:\n          - "
+         "''\n",
+         5, "invalid target"},
+        {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: ['http://h:1']\n",
+         4, "invalid target"},
+        {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: ['h:99999']\n", 4,
+         "invalid target"},
+        {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: ['h:1']\n"
+         "        labels:\n          bad-name: x\n",
+         6, "invalid label name"},
+        {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: ['h:1']\n"
+         "        labels:\n          __name__: x\n",
+         6, "reserved"},
+        {"scrape_configs:\n  - job_name: a\n    scheme: ftp\n", 3, "want http or https"},
+        {"scrape_configs:\n  - job_name: a\n    params:\n      x: y\n", 4, "expected a list"},
+        {"scrape_configs:\n  - job_name: a\n    profiling_config:\n      pprof_config:\n"
+         "        custom: {enabled: true}\n",
+         5, "needs a path"},
+        {"scrape_configs:\n  - job_name: a\n    profiling_config:\n      pprof_config:\n"
+         "        my-type: {path: /x}\n",
+         5, "invalid profile type name"},
+        {"scrape_configs:\n  - job_name: a\n    profiling_config:\n      pprof_config:\n"
+         "        heap:\n          enabled: maybe\n",
+         6, "expected true or false"},
+        {"scrape_configs:\n  - job_name: a\n    profiling_config:\n      pprof_config:\n"
+         "        cpu:\n          seconds: 2.5\n",
+         6, "expected an integer"},
+        {"scrape_configs:\n  - job_name: a\n    scrape_interval: 5s\n    profiling_config:\n"
+         "      pprof_config:\n        cpu:\n          seconds: 30\n",
+         7, "longer than the scrape_interval"},
+        {"scrape_configs:\n  - job_name: a\n    profiling_config:\n      pprof_config:\n"
+         "        heap:\n          path: debug/heap\n",
+         6, "must start with"},
+        {"scrape_configs:\n  - job_name: a\n    profiling_config:\n      pprof_config:\n"
+         "        heap:\n          colour: red\n",
+         6, "unknown key \"colour\""},
+        {"scrape_configs:\n  - job_name: a\n    job_name: b\n", 3, "duplicate key"},
+        {"scrape_configs: {job_name: a}\n", 1, "expected a list"},
+        {"global:\n  scrape_interval: 10s\n   bad: [\n", 3, "YAML"},
+        {"- just\n- a list\n", 1, "expected a mapping"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        pd_config c;
+        pd_err e;
+        int rc = parse(cases[i].yaml, &c, &e);
+        char want[32];
+        snprintf(want, sizeof want, "cfg.yaml:%d:", cases[i].line);
+        if (rc == 0 || !strstr(e.msg, want) || !strstr(e.msg, cases[i].substr))
+            fail_msg("case %zu: rc=%d msg=\"%s\"; want line %d and \"%s\"", i, rc, e.msg,
+                     cases[i].line, cases[i].substr);
+        assert_true(rc == PD_EINVAL || rc == PD_EPARSE);
+        assert_int_equal(c.n_jobs, 0); /* left empty */
+    }
+}
+
+static void test_load_file(void **state)
+{
+    (void)state;
+    pd_config c;
+    pd_err e;
+    pd_err_clear(&e);
+    assert_int_equal(pd_config_load_file("/nonexistent/profd.yaml", &c, &e), -ENOENT);
+    assert_non_null(strstr(e.msg, "/nonexistent/profd.yaml"));
+
+    char path[] = "/tmp/profd-cfg-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *y = "scrape_configs:\n  - job_name: f\n    static_configs: [{targets: ['a:1']}]\n"
+                    "  - job_name: g\n    scrape_interval: nope\n";
+    assert_int_equal(write(fd, y, strlen(y)), (ssize_t)strlen(y));
+    close(fd);
+    int rc = pd_config_load_file(path, &c, &e);
+    assert_int_equal(rc, PD_EINVAL);
+    char want[64];
+    snprintf(want, sizeof want, "%s:5:22:", path); /* the file name, line and column */
+    if (!strstr(e.msg, want))
+        fail_msg("got \"%s\", want \"%s\"", e.msg, want);
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full),      cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_cpu_rule),  cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_load_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

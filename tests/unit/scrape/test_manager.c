@@ -1,0 +1,644 @@
+/* Tests of src/scrape/manager.c against a real HTTP server (libmicrohttpd on
+ * 127.0.0.1, port 0) serving the real profiles of testdata, and a real
+ * storage in a temp directory.
+ *
+ * Server paths: /debug/pprof/<name> -> testdata go-demo-once/<name>.pb.gz
+ * (cpu: profile.pb.gz, the "seconds" query value is recorded); /missing ->
+ * 404; /garbage -> 200 with a body that is not a profile; /slow -> sleeps
+ * past the scrape timeout; /big -> 200 with a body 4x the body cap. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "base/labels.h"
+#include "base/metrics.h"
+#include "base/time.h"
+#include "scrape/manager.h"
+#include "scrape/scrape_int.h"
+
+#define BODY_CAP (64 * 1024)
+
+/* ---- the test server ---- */
+
+static atomic_bool server_stopping;
+static atomic_int cpu_requests;
+static char cpu_seconds[32];
+static pthread_mutex_t server_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int read_file(const char *path, char **data, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *data = malloc((size_t)n + 1);
+    *len = fread(*data, 1, (size_t)n, f);
+    fclose(f);
+    return (long)*len == n ? 0 : -1;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const void *body,
+                             size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+/* Endless zeros, chunked; stops at 4x the cap so a broken cap ends too. */
+static ssize_t zeros(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)cls;
+    if (pos >= BODY_CAP * 4 || server_stopping)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    memset(buf, 0, max);
+    return (ssize_t)max;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+                               const char *method, const char *version, const char *upload,
+                               size_t *upload_len, void **con_cls)
+{
+    (void)cls, (void)method, (void)version, (void)upload, (void)upload_len, (void)con_cls;
+    if (!strcmp(url, "/missing"))
+        return reply(c, 404, "not here\n", 9);
+    if (!strcmp(url, "/garbage"))
+        return reply(c, 200, "this is not a profile", 21);
+    if (!strcmp(url, "/big")) {
+        char *b = calloc(1, BODY_CAP * 4);
+        enum MHD_Result rc = reply(c, 200, b, BODY_CAP * 4);
+        free(b);
+        return rc;
+    }
+    if (!strcmp(url, "/bigchunked")) { /* no Content-Length: the write callback must cap */
+        struct MHD_Response *r =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, zeros, NULL, NULL);
+        enum MHD_Result rc = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return rc;
+    }
+    const char *name = NULL;
+    if (!strcmp(url, "/slow")) {
+        for (int i = 0; i < 150 && !server_stopping; i++)
+            usleep(10000);
+        name = "heap";
+    } else if (!strncmp(url, "/debug/pprof/", 13)) {
+        name = url + 13;
+        if (!strcmp(name, "profile")) {
+            const char *s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "seconds");
+            pthread_mutex_lock(&server_mu);
+            snprintf(cpu_seconds, sizeof cpu_seconds, "%s", s ? s : "(none)");
+            pthread_mutex_unlock(&server_mu);
+            cpu_requests++;
+        }
+    }
+    char path[512], *data;
+    size_t len;
+    if (!name || strchr(name, '/') ||
+        (snprintf(path, sizeof path, "%s/pprof/go-demo-once/%s.pb.gz", PD_TESTDATA, name),
+         read_file(path, &data, &len) != 0))
+        return reply(c, 404, "no such profile\n", 16);
+    enum MHD_Result rc = reply(c, 200, data, len);
+    free(data);
+    return rc;
+}
+
+/* ---- fixture ---- */
+
+typedef struct fixture {
+    struct MHD_Daemon *d;
+    int port, dead_port;
+    char dir[64];
+    pd_storage *st;
+    pd_scrape_manager *m;
+} fixture;
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) ||
+        getsockname(s, (struct sockaddr *)&a, &al))
+        return -1;
+    close(s); /* nothing listens there afterwards */
+    return ntohs(a.sin_port);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    server_stopping = false;
+    cpu_requests = 0;
+    f->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0,
+                            NULL, NULL, handler, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+                            MHD_OPTION_SOCK_ADDR,
+                            (struct sockaddr *)&(struct sockaddr_in){
+                                .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)},
+                            MHD_OPTION_END);
+    if (!f->d)
+        return -1;
+    f->port = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT)->port;
+    f->dead_port = free_port();
+    snprintf(f->dir, sizeof f->dir, "/tmp/profd-scrape-XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    pd_storage_options o = pd_storage_options_default();
+    o.path = f->dir;
+    o.fsync = PD_FSYNC_NEVER;
+    pd_err e;
+    pd_err_clear(&e);
+    if (pd_storage_open(&o, &f->st, &e)) {
+        fprintf(stderr, "storage open: %s\n", e.msg);
+        return -1;
+    }
+    pd_metrics_reset();
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    pd_scrape_manager_free(f->m);
+    server_stopping = true;
+    MHD_stop_daemon(f->d);
+    pd_storage_close(f->st);
+    nftw(f->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return 0;
+}
+
+/* ---- helpers ---- */
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) && errno == EINTR)
+        ;
+}
+
+static void load(pd_config *c, const char *yaml)
+{
+    pd_err e;
+    pd_err_clear(&e);
+    int rc = pd_config_parse(yaml, strlen(yaml), "test.yaml", c, &e);
+    if (rc)
+        fail_msg("config: %s", e.msg);
+}
+
+static json_t *targets(pd_scrape_manager *m)
+{
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    assert_int_equal(pd_scrape_manager_targets_json(m, &b), 0);
+    json_error_t je;
+    json_t *j = json_loads(b.data, 0, &je);
+    if (!j)
+        fail_msg("targets JSON does not parse: %s: %s", je.text, b.data);
+    pd_buf_release(&b);
+    json_t *a = json_object_get(j, "activeTargets");
+    assert_true(json_is_array(a));
+    json_incref(a);
+    json_decref(j);
+    return a;
+}
+
+static json_t *find_target(json_t *a, const char *job, const char *type)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach(a, i, t)
+    {
+        if (!strcmp(json_string_value(json_object_get(t, "scrapePool")), job) &&
+            !strcmp(json_string_value(json_object_get(t, "profileType")), type))
+            return t;
+    }
+    return NULL;
+}
+
+static const char *str(json_t *t, const char *k)
+{
+    const char *s = json_string_value(json_object_get(t, k));
+    return s ? s : "";
+}
+
+static double scrapes(const char *job, const char *type, const char *outcome)
+{
+    char l[256];
+    snprintf(l, sizeof l, "job=\"%s\",profile_type=\"%s\",outcome=\"%s\"", job, type, outcome);
+    return pd_metrics_get("profd_scrapes_total", l);
+}
+
+/* The series matching {__name__=name, job=job}; n_out series found. */
+static pd_series_set select_series(pd_storage *st, const char *name, const char *job)
+{
+    pd_matcher ms[2];
+    pd_err e;
+    assert_int_equal(pd_matcher_init(&ms[0], PD_MATCH_EQ, "__name__", name, &e), 0);
+    assert_int_equal(pd_matcher_init(&ms[1], PD_MATCH_EQ, "job", job, &e), 0);
+    pd_series_set set;
+    assert_int_equal(pd_storage_select(st, ms, 2, 0, INT64_MAX, &set, &e), 0);
+    pd_matcher_release(&ms[0]);
+    pd_matcher_release(&ms[1]);
+    return set;
+}
+
+/* ---- tests ---- */
+
+static void test_url_and_offset(void **state)
+{
+    (void)state;
+    pd_config c;
+    load(&c, "scrape_configs:\n"
+             "  - job_name: j\n"
+             "    scheme: https\n"
+             "    scrape_interval: 10s\n"
+             "    params: {seconds: ['99'], 'a b': ['x&y', z]}\n"
+             "    static_configs: [{targets: ['h:1']}]\n");
+    const pd_scrape_job *j = &c.jobs[0];
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    const pd_pprof_endpoint *cpu = NULL, *heap = NULL;
+    for (size_t i = 0; i < j->n_endpoints; i++) {
+        if (!strcmp(j->endpoints[i].name, "cpu"))
+            cpu = &j->endpoints[i];
+        if (!strcmp(j->endpoints[i].name, "heap"))
+            heap = &j->endpoints[i];
+    }
+    assert_int_equal(pd__scrape_url(j, "h:1", cpu, &b), 0);
+    /* the endpoint's seconds win over params' seconds; params are escaped */
+    assert_string_equal(b.data, "https://h:1/debug/pprof/profile?seconds=9&a%20b=x%26y&a%20b=z");
+    pd_buf_reset(&b);
+    assert_int_equal(pd__scrape_url(j, "h:1", heap, &b), 0);
+    assert_string_equal(b.data, "https://h:1/debug/pprof/heap?seconds=99&a%20b=x%26y&a%20b=z");
+    pd_buf_release(&b);
+    pd_config_release(&c);
+
+    /* stable, inside the interval, and spread */
+    int64_t o1 = pd__scrape_offset_ms("j", "http://a:1/debug/pprof/heap", 10000);
+    assert_int_equal(o1, pd__scrape_offset_ms("j", "http://a:1/debug/pprof/heap", 10000));
+    int distinct = 0;
+    int64_t prev = -1;
+    for (int i = 0; i < 20; i++) {
+        char url[64];
+        snprintf(url, sizeof url, "http://a:%d/debug/pprof/heap", 1000 + i);
+        int64_t o = pd__scrape_offset_ms("j", url, 10000);
+        assert_true(o >= 0 && o < 10000);
+        distinct += o != prev;
+        prev = o;
+    }
+    assert_true(distinct >= 15);
+}
+
+static void test_scrape(void **state)
+{
+    fixture *f = *state;
+    char yaml[4096];
+    snprintf(yaml, sizeof yaml,
+             "global: {scrape_interval: 300ms, scrape_timeout: 250ms}\n"
+             "scrape_configs:\n"
+             "  - job_name: good\n"
+             "    static_configs:\n"
+             "      - targets: ['127.0.0.1:%d']\n"
+             "        labels: {env: test}\n"
+             "  - job_name: bad\n"
+             "    profiling_config:\n"
+             "      pprof_config:\n"
+             "        allocs: {enabled: false}\n"
+             "        block: {enabled: false}\n"
+             "        goroutine: {enabled: false}\n"
+             "        heap: {enabled: false}\n"
+             "        mutex: {enabled: false}\n"
+             "        threadcreate: {enabled: false}\n"
+             "        cpu: {enabled: false}\n"
+             "        missing: {path: /missing}\n"
+             "        garbage: {path: /garbage}\n"
+             "        slow: {path: /slow}\n"
+             "        big: {path: /big}\n"
+             "        bigchunked: {path: /bigchunked}\n"
+             "    static_configs: [{targets: ['127.0.0.1:%d']}]\n"
+             "  - job_name: dead\n"
+             "    profiling_config:\n"
+             "      pprof_config:\n"
+             "        allocs: {enabled: false}\n"
+             "        block: {enabled: false}\n"
+             "        goroutine: {enabled: false}\n"
+             "        mutex: {enabled: false}\n"
+             "        threadcreate: {enabled: false}\n"
+             "        cpu: {enabled: false}\n"
+             "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
+             f->port, f->port, f->dead_port);
+    pd_config c;
+    load(&c, yaml);
+    pd_pprof_limits lim = pd_pprof_limits_default();
+    lim.max_body_bytes = BODY_CAP;
+    pd_err e;
+    pd_err_clear(&e);
+    assert_int_equal(pd_scrape_manager_new(f->st, &lim, &f->m, &e), 0);
+    assert_int_equal(pd_scrape_manager_apply(f->m, &c, &e), 0);
+    pd_config_release(&c);
+
+    /* before start: every target listed, health unknown */
+    json_t *a = targets(f->m);
+    assert_int_equal(json_array_size(a), 7 + 5 + 1);
+    assert_string_equal(str(find_target(a, "good", "heap"), "health"), "unknown");
+    json_decref(a);
+
+    int64_t t0 = pd_now_ms();
+    assert_int_equal(pd_scrape_manager_start(f->m, &e), 0);
+    sleep_ms(1400);
+
+    a = targets(f->m);
+    static const char *const good[] = {"allocs", "block",        "goroutine", "heap",
+                                       "mutex",  "threadcreate", "cpu"};
+    char inst[64];
+    snprintf(inst, sizeof inst, "127.0.0.1:%d", f->port);
+    for (size_t i = 0; i < 7; i++) {
+        json_t *t = find_target(a, "good", good[i]);
+        assert_non_null(t);
+        if (strcmp(str(t, "health"), "up") != 0)
+            fail_msg("good/%s: health %s, error \"%s\"", good[i], str(t, "health"),
+                     str(t, "lastError"));
+        assert_string_equal(str(t, "lastError"), "");
+        assert_true(json_integer_value(json_object_get(t, "lastScrape")) >= t0);
+        json_t *labels = json_object_get(t, "labels");
+        assert_string_equal(str(labels, "__name__"), good[i]);
+        assert_string_equal(str(labels, "job"), "good");
+        assert_string_equal(str(labels, "instance"), inst);
+        assert_string_equal(str(labels, "env"), "test");
+        assert_true(json_real_value(json_object_get(t, "lastScrapeDuration")) >= 0);
+    }
+    /* the cpu profile is asked for with the seconds of the rule (timeout 250ms -> 1) */
+    assert_true(cpu_requests >= 1);
+    pthread_mutex_lock(&server_mu);
+    assert_string_equal(cpu_seconds, "1");
+    pthread_mutex_unlock(&server_mu);
+    char want_url[128];
+    snprintf(want_url, sizeof want_url, "http://127.0.0.1:%d/debug/pprof/profile?seconds=1",
+             f->port);
+    assert_string_equal(str(find_target(a, "good", "cpu"), "scrapeUrl"), want_url);
+
+    json_t *t = find_target(a, "bad", "missing");
+    assert_string_equal(str(t, "health"), "down");
+    assert_string_equal(str(t, "lastError"), "HTTP 404");
+    t = find_target(a, "bad", "garbage");
+    assert_string_equal(str(t, "health"), "down");
+    assert_true(strlen(str(t, "lastError")) > 0);
+    t = find_target(a, "bad", "slow");
+    assert_string_equal(str(t, "health"), "down");
+    if (!strstr(str(t, "lastError"), "timed out"))
+        fail_msg("slow: lastError \"%s\"", str(t, "lastError"));
+    t = find_target(a, "bad", "big");
+    assert_string_equal(str(t, "health"), "down");
+    char want[64];
+    snprintf(want, sizeof want, "body exceeds %d bytes", BODY_CAP);
+    assert_string_equal(str(t, "lastError"), want);
+    t = find_target(a, "bad", "bigchunked");
+    assert_string_equal(str(t, "health"), "down");
+    assert_string_equal(str(t, "lastError"), want);
+    t = find_target(a, "dead", "heap");
+    assert_string_equal(str(t, "health"), "down");
+    if (!strstr(str(t, "lastError"), "onnect"))
+        fail_msg("dead: lastError \"%s\"", str(t, "lastError"));
+    json_decref(a);
+
+    /* metrics by outcome: 1.4 s at 300 ms is 4 or 5 slots per target */
+    assert_true(scrapes("good", "heap", "success") >= 3);
+    assert_true(scrapes("good", "goroutine", "success") >= 3);
+    assert_true(scrapes("good", "cpu", "success") >= 1);
+    assert_true(scrapes("bad", "missing", "error") >= 3);
+    assert_true(scrapes("bad", "garbage", "bad_profile") >= 3);
+    assert_true(scrapes("bad", "slow", "timeout") >= 2);
+    assert_true(scrapes("bad", "big", "too_large") >= 3);
+    assert_true(scrapes("bad", "bigchunked", "too_large") >= 3);
+    assert_true(scrapes("dead", "heap", "error") >= 3);
+    assert_true(scrapes("good", "heap", "error") == 0);
+    assert_true(scrapes("bad", "missing", "success") == 0);
+    assert_true(pd_metrics_get("profd_scrape_duration_seconds_total",
+                               "job=\"good\",profile_type=\"heap\"") > 0);
+    double ingested = pd_metrics_get("profd_ingested_profiles_total", "source=\"scrape\"");
+    double succ = 0;
+    for (size_t i = 0; i < 7; i++)
+        succ += scrapes("good", good[i], "success");
+    assert_true(ingested == succ);
+    assert_true(pd_metrics_get("profd_ingested_bytes_total", "source=\"scrape\"") > 500 * ingested);
+
+    /* storage: one heap series with exactly the expected labels, ~300 ms apart */
+    pd_series_set set = select_series(f->st, "heap", "good");
+    assert_int_equal(set.n, 1);
+    pd_labels want_ls;
+    pd_labels_init(&want_ls);
+    assert_int_equal(pd_labels_set(&want_ls, "__name__", "heap", &e), 0);
+    assert_int_equal(pd_labels_set(&want_ls, "job", "good", &e), 0);
+    assert_int_equal(pd_labels_set(&want_ls, "instance", inst, &e), 0);
+    assert_int_equal(pd_labels_set(&want_ls, "env", "test", &e), 0);
+    assert_int_equal(pd_labels_cmp(&set.v[0].labels, &want_ls), 0);
+    pd_labels_release(&want_ls);
+    assert_true(set.v[0].n_profiles >= 3);
+    assert_true(set.v[0].n_profiles == (size_t)scrapes("good", "heap", "success"));
+    pd_points pts;
+    assert_int_equal(pd_storage_read_points(f->st, set.v[0].ref, 0, INT64_MAX, &pts, &e), 0);
+    assert_true(pts.n >= 3);
+    assert_true(pts.v[0].ts_ms >= t0);
+    for (size_t i = 1; i < pts.n; i++) {
+        int64_t d = pts.v[i].ts_ms - pts.v[i - 1].ts_ms;
+        if (d < 200 || d > 400)
+            fail_msg("heap scrapes %zu and %zu are %lld ms apart, want ~300", i - 1, i,
+                     (long long)d);
+    }
+    /* the stored body is the served file, byte for byte */
+    pd_profile p;
+    pd_buf raw;
+    pd_buf_init(&raw, 0);
+    assert_int_equal(pd_storage_read_profile(f->st, set.v[0].ref, pts.v[0].ts_ms, &p, &raw, &e), 0);
+    char path[512], *data;
+    size_t len;
+    snprintf(path, sizeof path, "%s/pprof/go-demo-once/heap.pb.gz", PD_TESTDATA);
+    assert_int_equal(read_file(path, &data, &len), 0);
+    assert_int_equal(raw.len, len);
+    assert_memory_equal(raw.data, data, len);
+    free(data);
+    pd_buf_release(&raw);
+    pd_profile_release(&p);
+    pd_points_release(&pts);
+    pd_series_set_release(&set);
+
+    set = select_series(f->st, "cpu", "good");
+    assert_int_equal(set.n, 1);
+    pd_series_set_release(&set);
+    set = select_series(f->st, "missing", "bad");
+    assert_int_equal(set.n, 0);
+    pd_series_set_release(&set);
+    set = select_series(f->st, "heap", "dead");
+    assert_int_equal(set.n, 0);
+    pd_series_set_release(&set);
+
+    /* reload while running: good stays with its health, bad and dead go,
+     * extra comes (and has a slow endpoint in flight when the manager is freed) */
+    snprintf(yaml, sizeof yaml,
+             "global: {scrape_interval: 300ms, scrape_timeout: 250ms}\n"
+             "scrape_configs:\n"
+             "  - job_name: good\n"
+             "    static_configs:\n"
+             "      - targets: ['127.0.0.1:%d']\n"
+             "        labels: {env: test}\n"
+             "  - job_name: extra\n"
+             "    scrape_interval: 200ms\n"
+             "    scrape_timeout: 200ms\n"
+             "    profiling_config:\n"
+             "      pprof_config:\n"
+             "        allocs: {enabled: false}\n"
+             "        block: {enabled: false}\n"
+             "        goroutine: {enabled: false}\n"
+             "        mutex: {enabled: false}\n"
+             "        threadcreate: {enabled: false}\n"
+             "        cpu: {enabled: false}\n"
+             "        slow: {path: /slow, seconds: 0}\n"
+             "    static_configs: [{targets: ['127.0.0.1:%d'], labels: {team: \"q\\\"x\"}}]\n",
+             f->port, f->port);
+    load(&c, yaml);
+    assert_int_equal(pd_scrape_manager_apply(f->m, &c, &e), 0);
+    pd_config_release(&c);
+    a = targets(f->m);
+    assert_int_equal(json_array_size(a), 7 + 2);
+    assert_string_equal(str(find_target(a, "good", "heap"), "health"), "up"); /* kept */
+    assert_null(find_target(a, "bad", "missing"));
+    assert_null(find_target(a, "dead", "heap"));
+    t = find_target(a, "extra", "heap");
+    assert_non_null(t);
+    assert_string_equal(str(t, "health"), "unknown");
+    /* a label value with a quote survives the JSON round trip */
+    assert_string_equal(str(json_object_get(t, "labels"), "team"), "q\"x");
+    json_decref(a);
+    double dead_before = scrapes("dead", "heap", "error");
+    sleep_ms(600);
+    a = targets(f->m);
+    assert_string_equal(str(find_target(a, "extra", "heap"), "health"), "up");
+    assert_string_equal(str(find_target(a, "good", "heap"), "health"), "up");
+    json_decref(a);
+    assert_true(scrapes("dead", "heap", "error") == dead_before); /* no longer scraped */
+    set = select_series(f->st, "heap", "extra");
+    assert_int_equal(set.n, 1);
+    assert_string_equal(pd_labels_get(&set.v[0].labels, "team"), "q\"x");
+    pd_series_set_release(&set);
+
+    /* free() is prompt even with the slow scrape in flight */
+    int64_t t1 = pd_mono_ns();
+    pd_scrape_manager_free(f->m);
+    f->m = NULL;
+    int64_t took_ms = (pd_mono_ns() - t1) / 1000000;
+    if (took_ms > 300)
+        fail_msg("pd_scrape_manager_free took %lld ms", (long long)took_ms);
+}
+
+static void test_apply_before_start_and_empty(void **state)
+{
+    fixture *f = *state;
+    pd_err e;
+    pd_config c;
+    pd_config_init(&c);
+    assert_int_equal(pd_scrape_manager_new(f->st, NULL, &f->m, &e), 0);
+    assert_int_equal(pd_scrape_manager_apply(f->m, &c, &e), 0);
+    assert_int_equal(pd_scrape_manager_start(f->m, &e), 0);
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    assert_int_equal(pd_scrape_manager_targets_json(f->m, &b), 0);
+    assert_string_equal(b.data, "{\"activeTargets\":[]}");
+    pd_buf_release(&b);
+    /* a tiny output cap is an error, not a crash */
+    pd_buf_init(&b, 8);
+    assert_int_equal(pd_scrape_manager_targets_json(f->m, &b), PD_ETOOBIG);
+    pd_buf_release(&b);
+    /* freed without stopping first, no targets: prompt */
+    int64_t t1 = pd_mono_ns();
+    pd_scrape_manager_free(f->m);
+    f->m = NULL;
+    assert_true((pd_mono_ns() - t1) / 1000000 < 300);
+}
+
+/* Target expansion without scraping: static labels override job and
+ * instance (Prometheus), identical targets are kept once, disabled endpoints
+ * give no target. */
+static void test_target_labels(void **state)
+{
+    (void)state;
+    pd_config c;
+    load(&c, "scrape_configs:\n"
+             "  - job_name: j\n"
+             "    profiling_config:\n"
+             "      pprof_config:\n"
+             "        allocs: {enabled: false}\n"
+             "        block: {enabled: false}\n"
+             "        goroutine: {enabled: false}\n"
+             "        mutex: {enabled: false}\n"
+             "        threadcreate: {enabled: false}\n"
+             "        cpu: {enabled: false}\n"
+             "    static_configs:\n"
+             "      - targets: ['a:1']\n"
+             "        labels: {instance: my-host, job: other}\n"
+             "      - targets: ['b:1']\n"
+             "      - targets: ['b:1']\n"
+             "      - targets: ['b:1']\n"
+             "        labels: {x: y}\n");
+    pd_scrape_manager *m;
+    pd_err e;
+    assert_int_equal(pd_scrape_manager_new(NULL, NULL, &m, &e), 0);
+    assert_int_equal(pd_scrape_manager_apply(m, &c, &e), 0);
+    pd_config_release(&c);
+    json_t *a = targets(m);
+    assert_int_equal(json_array_size(a), 3); /* a, b, b{x=y}: heap only */
+    json_t *l0 = json_object_get(json_array_get(a, 0), "labels");
+    assert_string_equal(str(l0, "instance"), "my-host");
+    assert_string_equal(str(l0, "job"), "other");
+    assert_string_equal(str(l0, "__name__"), "heap");
+    assert_string_equal(str(json_array_get(a, 0), "scrapePool"), "j");
+    assert_string_equal(str(json_array_get(a, 0), "scrapeUrl"), "http://a:1/debug/pprof/heap");
+    json_t *l1 = json_object_get(json_array_get(a, 1), "labels");
+    assert_string_equal(str(l1, "instance"), "b:1");
+    assert_string_equal(str(l1, "job"), "j");
+    assert_int_equal(json_object_size(l1), 3);
+    json_t *l2 = json_object_get(json_array_get(a, 2), "labels");
+    assert_string_equal(str(l2, "x"), "y");
+    assert_string_equal(str(json_array_get(a, 2), "health"), "unknown");
+    json_decref(a);
+    pd_scrape_manager_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_url_and_offset),
+        cmocka_unit_test(test_target_labels),
+        cmocka_unit_test_setup_teardown(test_scrape, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_apply_before_start_and_empty, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
