@@ -4,6 +4,8 @@ size_t pd_varint_get(const uint8_t *p, size_t len, uint64_t *v)
 {
     uint64_t r = 0;
     for (size_t i = 0; i < len && i < 10; i++) {
+        if (i == 9 && p[i] > 1)
+            return 0; /* a 10th byte may carry only bit 63 (protobuf's rule) */
         r |= (uint64_t)(p[i] & 0x7f) << (7 * i);
         if (!(p[i] & 0x80)) {
             *v = r;

@@ -10,7 +10,8 @@
 #include "base/buf.h"
 
 /* Decodes a varint from p[0..len). Returns the bytes consumed (1..10), or 0
- * when the input is truncated or longer than 10 bytes (never reads past len). */
+ * when the input is truncated, longer than 10 bytes or overflows 64 bits
+ * (never reads past len). */
 size_t pd_varint_get(const uint8_t *p, size_t len, uint64_t *v /* OUT */);
 /* Writes v into out (needs 10 bytes); returns bytes written. */
 size_t pd_varint_put(uint8_t *out, uint64_t v);

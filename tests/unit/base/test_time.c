@@ -93,6 +93,20 @@ static void test_rfc3339(void **state)
     }
 }
 
+/* Regression: impossible calendar dates were accepted and silently rolled over. */
+static void test_rfc3339_impossible_dates(void **state)
+{
+    (void)state;
+    int64_t ms;
+    assert_int_equal(pd_parse_rfc3339("2026-02-31T00:00:00Z", &ms), PD_EPARSE);
+    assert_int_equal(pd_parse_rfc3339("2026-04-31T00:00:00Z", &ms), PD_EPARSE);
+    assert_int_equal(pd_parse_rfc3339("2025-02-29T00:00:00Z", &ms), PD_EPARSE);
+    assert_int_equal(pd_parse_rfc3339("1900-02-29T00:00:00Z", &ms), PD_EPARSE);
+    assert_int_equal(pd_parse_rfc3339("2024-02-29T00:00:00Z", &ms), 0);
+    assert_int_equal(pd_parse_rfc3339("2000-02-29T00:00:00Z", &ms), 0);
+    assert_true(ms == 951782400000LL);
+}
+
 static void test_time_param(void **state)
 {
     (void)state;
@@ -132,6 +146,7 @@ int main(void)
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_rfc3339),
         cmocka_unit_test(test_time_param),
+        cmocka_unit_test(test_rfc3339_impossible_dates),
         cmocka_unit_test(test_clocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -59,6 +59,19 @@ static void test_malformed(void **state)
     assert_int_equal(v, 5);
 }
 
+/* Regression: a 10th byte above 1 overflowed 64 bits and was silently
+ * truncated; protobuf rejects it. */
+static void test_overflow_rejected(void **state)
+{
+    (void)state;
+    uint64_t v = 0;
+    const uint8_t max[10] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    const uint8_t over[10] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02};
+    assert_int_equal(pd_varint_get(max, sizeof max, &v), 10);
+    assert_true(v == UINT64_MAX);
+    assert_int_equal(pd_varint_get(over, sizeof over, &v), 0);
+}
+
 static void test_roundtrip_all_lengths(void **state)
 {
     (void)state;
@@ -95,6 +108,7 @@ int main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_roundtrip_all_lengths),
         cmocka_unit_test(test_zigzag),
+        cmocka_unit_test(test_overflow_rejected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,92 @@
+/*
+ * storage/tsdb/wal_int.h — the write-ahead log of the embedded store: numbered
+ * segment files of CRC-framed records (layout: top of wal.c and
+ * docs/format/wal.md). Private to src/storage.
+ *
+ * The WAL knows framing, segments, fsync and replay; it does not know what a
+ * record's payload means (head.c does). Record types are listed here so that
+ * a garbage type byte is recognised as corruption.
+ *
+ * Thread-safety: pd__wal_append may be called from several threads (it
+ * serialises on an internal mutex); pd__wal_read from any thread at any
+ * time, concurrently with appends. pd__wal_open/close are single-threaded.
+ */
+#ifndef PD_STORAGE_TSDB_WAL_INT_H
+#define PD_STORAGE_TSDB_WAL_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/buf.h"
+#include "base/error.h"
+#include "storage/storage.h"
+
+#define PD_WAL_MAGIC "PDWAL"
+#define PD_WAL_VERSION 1
+#define PD_WAL_SEG_HDR 8     /* magic 5 + version 1 + reserved 2 */
+#define PD_WAL_REC_HDR 9     /* type 1 + length 4 + crc32c 4 */
+#define PD_WAL_MAX_RECORD (256u << 20) /* payload cap, bytes: bigger is corruption */
+
+/* Record types. 0 is never valid (a zero-filled tail is not a record). */
+enum { PD_WAL_REC_SERIES = 1, PD_WAL_REC_PROFILE = 2, PD_WAL_REC_MAX = 2 };
+
+typedef struct pd_wal pd_wal;
+
+typedef struct pd_wal_options {
+    const char *dir;        /* the wal directory (must exist) */
+    size_t segment_bytes;   /* roll to a new segment past this size; > PD_WAL_SEG_HDR */
+    pd_fsync_policy fsync;  /* ALWAYS: fdatasync in append; BATCH: at most every batch_ms
+                               (in append or by a background thread); NEVER: the OS */
+    int64_t batch_ms;       /* > 0 */
+} pd_wal_options;
+
+/* Called by pd__wal_open for every intact record, in log order. seg/off
+ * locate the record (offset of its header in the segment file); payload is
+ * borrowed for the call. Return 0 to go on, or a negative code to abort the
+ * open with that code (e.g. PD_ENOMEM). A payload the callback finds
+ * malformed is its own business (log, count, return 0). */
+typedef int (*pd_wal_replay_fn)(void *ctx, uint32_t seg, uint64_t off, uint8_t type,
+                                const uint8_t *payload, uint32_t len);
+
+/* Opens the log in o->dir: replays every segment in number order through fn,
+ * truncating a torn or corrupt tail of the last segment (logged with file and
+ * offset) and skipping the rest of an earlier segment at a corrupt record or
+ * a segment with a bad header (logged, counted in
+ * profd_storage_corruptions_total). Then opens the append target: the end of
+ * the last segment if it is intact and not full, else a new segment.
+ * Errors: -errno (err names the file), PD_ENOMEM, or fn's code. */
+int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal **out /* OUT */,
+                 pd_err *err);
+
+/* Appends one framed record (pd__wal_frame) to buf. Errors: PD_ETOOBIG
+ * (payload over PD_WAL_MAX_RECORD), PD_ENOMEM. */
+int pd__wal_frame(pd_buf *buf, uint8_t type, const uint8_t *payload, size_t len);
+
+/* Writes recs[0..len) — one or more framed records — with one write(2) at
+ * the end of the current segment (rolling first when it would pass
+ * segment_bytes and the segment is not empty), then fsyncs per policy.
+ * *seg and *off tell where recs[0] landed. On failure the segment is cut back
+ * to its previous size, so no partial record stays behind.
+ * Errors: -errno (err names the file), PD_ECLOSED (an earlier failure could
+ * not be cut back; the log refuses further appends). */
+int pd__wal_append(pd_wal *w, const uint8_t *recs, size_t len, uint32_t *seg /* OUT */,
+                   uint64_t *off /* OUT */, pd_err *err);
+
+/* Reads the record at (seg, off) whose payload length is `len`, checks its
+ * type, length and CRC, and appends the payload to out.
+ * Errors: PD_ECORRUPT (err names file and offset), PD_ENOTFOUND (no such
+ * segment), -errno, PD_ENOMEM. */
+int pd__wal_read(pd_wal *w, uint32_t seg, uint64_t off, uint8_t type, uint32_t len, pd_buf *out,
+                 pd_err *err);
+
+/* Sum of the segment file sizes, bytes. */
+uint64_t pd__wal_bytes(pd_wal *w);
+/* Number of segment files (also the skipped ones). */
+size_t pd__wal_segments(pd_wal *w);
+/* Writes "DIR/NNNNNNNN" for segment seg into buf (n bytes). */
+void pd__wal_seg_name(const pd_wal *w, uint32_t seg, char *buf, size_t n);
+/* fdatasync of the current segment. 0 or -errno. */
+int pd__wal_sync(pd_wal *w);
+/* Stops the flusher, fsyncs, closes every file, frees. NULL is a no-op. */
+void pd__wal_close(pd_wal *w);
+
+#endif
