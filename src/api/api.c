@@ -20,8 +20,10 @@
  *   - the body is decoded and validated (pd_profile_decode with the
  *     configured caps) before anything is stored; the stored bytes are the
  *     body as received.
- *   - any failure stores nothing and answers {"code":N,"error":"..."} with
- *     HTTP N: 400 (parameters, labels, bad profile), 413 (a cap), 409 (a
+ *   - any failure stores nothing and answers {"code":N,"status":"error",
+ *     "errorType":T,"error":"..."} with HTTP N (profefe's envelope, which
+ *     its clients read, plus Prometheus' fields, which profd's own tools
+ *     read; success likewise carries "status":"success"): 400 (parameters, labels, bad profile), 413 (a cap), 409 (a
  *     profile of that series at that time exists), 500 (storage).
  *     Counted in profd_rejected_input_total{reason=bad_request|bad_labels|
  *     bad_profile|too_large|duplicate}.
@@ -74,6 +76,8 @@ static const char *error_type(int status)
     case 404:
         return "not_found";
     case 405:
+    case 409:
+    case 413:
         return "bad_data";
     case 422:
         return "execution";
@@ -426,7 +430,8 @@ static void push_error(pd_http_response *resp, int status, const char *reason, c
     pd_buf_reset(&resp->body);
     resp->status = status;
     resp->content_type = JSON_CT;
-    pd_buf_printf(&resp->body, "{\"code\":%d,\"error\":", status);
+    pd_buf_printf(&resp->body, "{\"code\":%d,\"status\":\"error\",\"errorType\":\"%s\",\"error\":",
+                  status, error_type(status));
     pd_buf_put_json_string(&resp->body, msg, strlen(msg));
     pd_buf_puts(&resp->body, "}");
     pd_log(PD_LOG_DEBUG, "push rejected", "status=%d reason=%s", status, reason ? reason : "none");
@@ -624,7 +629,7 @@ static void h_push(pd_api *api, const pd_http_request *req, pd_http_response *re
     pd_buf *b = &resp->body;
     resp->status = 200;
     resp->content_type = JSON_CT;
-    pd_buf_printf(b, "{\"code\":200,\"body\":{\"id\":\"%016" PRIx64 "%016" PRIx64 "\",\"type\":",
+    pd_buf_printf(b, "{\"code\":200,\"status\":\"success\",\"body\":{\"id\":\"%016" PRIx64 "%016" PRIx64 "\",\"type\":",
                   pd_labels_hash(&ls), (uint64_t)ts);
     pd_buf_put_json_string(b, type, strlen(type));
     pd_buf_puts(b, ",\"service\":");
@@ -803,7 +808,8 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             pd_http_add_header(resp, "Allow", "POST");
             resp->status = 405;
             resp->content_type = JSON_CT;
-            pd_buf_puts(&resp->body, "{\"code\":405,\"error\":\"method not allowed; use POST\"}");
+            pd_buf_puts(&resp->body, "{\"code\":405,\"status\":\"error\",\"errorType\":"
+                                     "\"bad_data\",\"error\":\"method not allowed; use POST\"}");
         } else {
             h_push(api, req, resp);
         }

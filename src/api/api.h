@@ -26,7 +26,8 @@
  *   POST     /api/0/profiles?service=&type=&instance_id=&labels=k=v,k2=v2
  *            &created_at=  profefe's push (see api.c for the rules); reply
  *            in profefe's envelope {"code":200,"body":{...}} or
- *            {"code":N,"error":"..."}.
+ *            {"code":N,"error":"..."}, each also with Prometheus' "status"
+ *            ("success"/"error") and, for errors, "errorType".
  *   GET      /-/healthy, /-/ready (200 text), POST|PUT /-/reload (the reload
  *            callback; 200, or 500 with the error).
  *   GET      /metrics  Prometheus text format 0.0.4: the pd_metrics registry

@@ -663,6 +663,7 @@ static void test_bad_push(void **state)
     json_t *j = jparse(&r);
     assert_int_equal(json_integer_value(json_object_get(j, "code")), 400);
     assert_non_null(json_string_value(json_object_get(j, "error")));
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "error");
     json_decref(j);
     pd_buf_release(&r.body);
     char path[512];

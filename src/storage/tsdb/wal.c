@@ -1,0 +1,722 @@
+/*
+ * storage/tsdb/wal.c — the write-ahead log: numbered segment files of
+ * CRC-framed records (docs/format/wal.md).
+ *
+ * Directory:  PATH/wal/00000001, 00000002, ...   (8 decimal digits, no gaps
+ *             required; other names are ignored)
+ *
+ * Segment file:
+ *
+ *   +--------+---------+----------+------------------------------------+
+ *   | "PDWAL"| version | reserved |  record | record | ... | record     |
+ *   | 5 B    | 1 B (1) | 2 B (0)  |                                    |
+ *   +--------+---------+----------+------------------------------------+
+ *
+ * Record:
+ *
+ *   +---------+---------------+-----------------+-------------------+
+ *   | type u8 | length u32 LE | crc32c u32 LE   | payload           |
+ *   |         | (of payload)  | (type+payload)  | (length bytes)    |
+ *   +---------+---------------+-----------------+-------------------+
+ *
+ * Invariants and who does what:
+ * - Only pd__wal_append writes, under w->mu, with one write(2) of whole
+ *   records at the end of the current (last) segment. A failed write is cut
+ *   back with ftruncate, so a segment holds only whole records plus, after a
+ *   crash, a torn tail in the last segment.
+ * - A segment rolls when the next write would take it past segment_bytes
+ *   (unless it is empty: a record bigger than a segment gets its own). The
+ *   old segment is fdatasync'ed before the new one is created (policy NEVER
+ *   excepted), and the new file and the directory are fsynced, so a torn
+ *   tail can only ever be in the last segment.
+ * - Segment fds stay open until close; the table of segments is guarded by
+ *   w->segs_lock (rwlock) so readers find an fd quickly and pread outside
+ *   every lock.
+ * - Replay (pd__wal_open) never trusts the disk: a short header, a short
+ *   payload, an unknown type, a length over PD_WAL_MAX_RECORD or a CRC
+ *   mismatch ends the valid part of a segment. In the last segment the file
+ *   is truncated there (logged); in an earlier one the rest of the segment is
+ *   skipped (logged, counted in profd_storage_corruptions_total).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/crc32c.h"
+#include "base/log.h"
+#include "base/metrics.h"
+#include "storage/tsdb/wal_int.h"
+
+typedef struct wal_seg {
+    uint32_t num;
+    int fd;        /* open O_RDWR until close */
+    uint64_t size; /* bytes */
+    bool bad;      /* bad header: never read, never appended to */
+} wal_seg;
+
+struct pd_wal {
+    char *dir;
+    size_t segment_bytes;
+    pd_fsync_policy fsync;
+    int64_t batch_ms;
+
+    pthread_mutex_t mu; /* append path: current segment, sync state */
+    bool failed;        /* a failed write could not be cut back */
+    int64_t last_sync_ms;
+    bool dirty; /* written since the last sync */
+
+    pthread_rwlock_t segs_lock; /* segs, n_segs, cap_segs, sizes */
+    wal_seg *segs;              /* ascending num; the last one is the append target */
+    size_t n_segs, cap_segs;
+
+    pthread_t flusher;
+    bool flusher_running;
+    bool stopping;
+    pthread_cond_t cond;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void put_u32le(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t get_u32le(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+void pd__wal_seg_name(const pd_wal *w, uint32_t seg, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%08u", w->dir, seg);
+}
+
+static void count_corruption(void)
+{
+    pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+}
+
+/* Reads exactly n bytes at off; returns bytes read (< n at end of file) or -errno. */
+static ssize_t pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+static int write_full(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = write(fd, p, n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+int pd__wal_frame(pd_buf *buf, uint8_t type, const uint8_t *payload, size_t len)
+{
+    if (len > PD_WAL_MAX_RECORD)
+        return PD_ETOOBIG;
+    uint8_t hdr[PD_WAL_REC_HDR];
+    hdr[0] = type;
+    put_u32le(hdr + 1, (uint32_t)len);
+    uint32_t crc = pd_crc32c(0, &type, 1);
+    crc = pd_crc32c(crc, payload, len);
+    put_u32le(hdr + 5, crc);
+    int rc = pd_buf_reserve(buf, sizeof hdr + len);
+    if (rc < 0)
+        return rc;
+    pd_buf_append(buf, hdr, sizeof hdr);
+    return pd_buf_append(buf, payload, len);
+}
+
+/* ---- segment table ---- */
+
+static int segs_push(pd_wal *w, uint32_t num, int fd, uint64_t size, bool bad)
+{
+    if (w->n_segs == w->cap_segs) {
+        size_t nc = w->cap_segs ? w->cap_segs * 2 : 16;
+        wal_seg *ns = realloc(w->segs, nc * sizeof *ns);
+        if (!ns)
+            return PD_ENOMEM;
+        w->segs = ns;
+        w->cap_segs = nc;
+    }
+    w->segs[w->n_segs++] = (wal_seg){.num = num, .fd = fd, .size = size, .bad = bad};
+    return 0;
+}
+
+static wal_seg *segs_find(pd_wal *w, uint32_t num)
+{
+    size_t lo = 0, hi = w->n_segs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (w->segs[mid].num < num)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < w->n_segs && w->segs[lo].num == num ? &w->segs[lo] : NULL;
+}
+
+/* Creates segment num with its header; pushes it (the new append target). */
+static int seg_create(pd_wal *w, uint32_t num, pd_err *err)
+{
+    char name[4096];
+    pd__wal_seg_name(w, num, name, sizeof name);
+    int fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = -errno;
+        return pd_err_set(err, e, "create wal segment %s: %s", name, strerror(-e));
+    }
+    uint8_t hdr[PD_WAL_SEG_HDR] = {0};
+    memcpy(hdr, PD_WAL_MAGIC, 5);
+    hdr[5] = PD_WAL_VERSION;
+    int rc = write_full(fd, hdr, sizeof hdr);
+    if (rc == 0 && w->fsync != PD_FSYNC_NEVER) {
+        if (fdatasync(fd) < 0)
+            rc = -errno;
+        else
+            rc = fsync_dir(w->dir);
+    }
+    if (rc < 0) {
+        pd_err_set(err, rc, "create wal segment %s: %s", name, strerror(-rc));
+        goto fail;
+    }
+    pthread_rwlock_wrlock(&w->segs_lock);
+    rc = segs_push(w, num, fd, PD_WAL_SEG_HDR, false);
+    pthread_rwlock_unlock(&w->segs_lock);
+    if (rc < 0) {
+        pd_err_set(err, rc, "create wal segment %s: out of memory", name);
+        goto fail;
+    }
+    return 0;
+fail:
+    close(fd);
+    unlink(name);
+    return rc;
+}
+
+/* ---- replay ---- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Lists segment numbers in dir, ascending. */
+static int list_segments(const char *dir, uint32_t **nums /* OUT */, size_t *n /* OUT */,
+                         pd_err *err)
+{
+    *nums = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        int e = -errno;
+        return pd_err_set(err, e, "open wal directory %s: %s", dir, strerror(-e));
+    }
+    size_t cap = 0;
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d)) != NULL) {
+        const char *nm = de->d_name;
+        if (strlen(nm) != 8 || strspn(nm, "0123456789") != 8)
+            continue;
+        uint32_t num = (uint32_t)strtoul(nm, NULL, 10);
+        if (num == 0)
+            continue;
+        if (*n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            uint32_t *nn = realloc(*nums, nc * sizeof *nn);
+            if (!nn) {
+                rc = pd_err_set(err, PD_ENOMEM, "list wal directory %s: out of memory", dir);
+                break;
+            }
+            *nums = nn;
+            cap = nc;
+        }
+        (*nums)[(*n)++] = num;
+    }
+    closedir(d);
+    if (rc < 0) {
+        free(*nums);
+        *nums = NULL;
+        *n = 0;
+        return rc;
+    }
+    if (*n)
+        qsort(*nums, *n, sizeof **nums, cmp_u32);
+    return 0;
+}
+
+/* Replays one segment (already open as fd, size bytes). For the last segment,
+ * cuts a bad tail off; for an earlier one, skips it. *valid_end is where the
+ * intact part ends. */
+static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool last,
+                          pd_wal_replay_fn fn, void *ctx, pd_buf *payload, uint64_t *valid_end,
+                          pd_err *err)
+{
+    char name[4096];
+    pd__wal_seg_name(w, num, name, sizeof name);
+    uint64_t off = PD_WAL_SEG_HDR;
+    const char *why = NULL;
+    bool torn = false;
+    while (off < size) {
+        uint8_t hdr[PD_WAL_REC_HDR];
+        if (size - off < PD_WAL_REC_HDR) {
+            why = "short record header";
+            torn = true;
+            break;
+        }
+        ssize_t r = pread_full(fd, hdr, sizeof hdr, off);
+        if (r < 0)
+            return pd_err_set(err, (int)r, "read wal segment %s at offset %llu: %s", name,
+                              (unsigned long long)off, strerror((int)-r));
+        if ((size_t)r < sizeof hdr) {
+            why = "short record header";
+            torn = true;
+            break;
+        }
+        uint8_t type = hdr[0];
+        uint32_t len = get_u32le(hdr + 1), crc = get_u32le(hdr + 5);
+        if (type == 0 || type > PD_WAL_REC_MAX) {
+            why = "unknown record type";
+            break;
+        }
+        if (len > PD_WAL_MAX_RECORD) {
+            why = "record length over the cap";
+            break;
+        }
+        if (size - off - PD_WAL_REC_HDR < len) {
+            why = "short record payload";
+            torn = true;
+            break;
+        }
+        pd_buf_reset(payload);
+        int rc = pd_buf_reserve(payload, len);
+        if (rc < 0)
+            return pd_err_set(err, rc, "replay %s: out of memory for a %u-byte record", name, len);
+        r = pread_full(fd, payload->data, len, off + PD_WAL_REC_HDR);
+        if (r < 0)
+            return pd_err_set(err, (int)r, "read wal segment %s at offset %llu: %s", name,
+                              (unsigned long long)off, strerror((int)-r));
+        if ((size_t)r < len) {
+            why = "short record payload";
+            torn = true;
+            break;
+        }
+        payload->len = len;
+        payload->data[len] = 0;
+        uint32_t c = pd_crc32c(pd_crc32c(0, &type, 1), payload->data, len);
+        if (c != crc) {
+            why = "checksum mismatch";
+            break;
+        }
+        rc = fn(ctx, num, off, type, (const uint8_t *)payload->data, len);
+        if (rc < 0) {
+            if (err && !err->msg[0])
+                pd_err_set(err, rc, "replay %s at offset %llu: %s", name, (unsigned long long)off,
+                           pd_strerror(rc));
+            return rc;
+        }
+        off += PD_WAL_REC_HDR + (uint64_t)len;
+    }
+    *valid_end = off;
+    if (!why)
+        return 0;
+    if (last) {
+        pd_log_warn("wal: cutting off the bad tail of the last segment", "file=%s offset=%llu reason=\"%s\" bytes_lost=%llu",
+                    name, (unsigned long long)off, why, (unsigned long long)(size - off));
+        if (!torn)
+            count_corruption();
+        if (ftruncate(fd, (off_t)off) < 0 || (w->fsync != PD_FSYNC_NEVER && fdatasync(fd) < 0)) {
+            int e = -errno;
+            return pd_err_set(err, e, "truncate wal segment %s to %llu: %s", name,
+                              (unsigned long long)off, strerror(-e));
+        }
+    } else {
+        pd_log_warn("wal: corrupt record, skipping the rest of the segment", "file=%s offset=%llu reason=\"%s\" bytes_skipped=%llu",
+                    name, (unsigned long long)off, why, (unsigned long long)(size - off));
+        count_corruption();
+    }
+    return 0;
+}
+
+/* ---- flusher (policy BATCH) ---- */
+
+static void *flusher_main(void *arg)
+{
+    pd_wal *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t ns = ts.tv_nsec + (w->batch_ms % 1000) * 1000000;
+        ts.tv_sec += w->batch_ms / 1000 + ns / 1000000000;
+        ts.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&w->cond, &w->mu, &ts);
+        if (w->stopping || !w->dirty || mono_ms() - w->last_sync_ms < w->batch_ms)
+            continue;
+        pthread_rwlock_rdlock(&w->segs_lock);
+        int fd = w->segs[w->n_segs - 1].fd;
+        pthread_rwlock_unlock(&w->segs_lock);
+        w->dirty = false;
+        w->last_sync_ms = mono_ms();
+        pthread_mutex_unlock(&w->mu);
+        /* fds stay open until close, which joins this thread first */
+        if (fdatasync(fd) < 0)
+            pd_log_error("wal: background fsync failed", "dir=%s err=\"%s\"", w->dir,
+                         strerror(errno));
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* ---- open / close ---- */
+
+int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal **out,
+                 pd_err *err)
+{
+    *out = NULL;
+    uint32_t *nums = NULL;
+    size_t n_nums = 0;
+    pd_buf payload;
+    pd_buf_init(&payload, (size_t)PD_WAL_MAX_RECORD + 1);
+    int rc;
+    pd_wal *w = calloc(1, sizeof *w);
+    if (!w)
+        return pd_err_set(err, PD_ENOMEM, "open wal %s: out of memory", o->dir);
+    w->segment_bytes = o->segment_bytes > PD_WAL_SEG_HDR ? o->segment_bytes : 128u << 20;
+    w->fsync = o->fsync;
+    w->batch_ms = o->batch_ms > 0 ? o->batch_ms : 1000;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_rwlock_init(&w->segs_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!(w->dir = strdup(o->dir))) {
+        rc = pd_err_set(err, PD_ENOMEM, "open wal %s: out of memory", o->dir);
+        goto fail;
+    }
+    if ((rc = list_segments(w->dir, &nums, &n_nums, err)) < 0)
+        goto fail;
+
+    for (size_t i = 0; i < n_nums; i++) {
+        bool last = i + 1 == n_nums;
+        char name[4096];
+        pd__wal_seg_name(w, nums[i], name, sizeof name);
+        int fd = open(name, O_RDWR | O_APPEND | O_CLOEXEC);
+        if (fd < 0) {
+            rc = -errno;
+            pd_err_set(err, rc, "open wal segment %s: %s", name, strerror(-rc));
+            goto fail;
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
+            rc = -errno;
+            pd_err_set(err, rc, "stat wal segment %s: %s", name, strerror(-rc));
+            close(fd);
+            goto fail;
+        }
+        uint64_t size = (uint64_t)st.st_size;
+        uint8_t hdr[PD_WAL_SEG_HDR];
+        ssize_t r = size >= PD_WAL_SEG_HDR ? pread_full(fd, hdr, sizeof hdr, 0) : 0;
+        if (r < 0) {
+            rc = (int)r;
+            pd_err_set(err, rc, "read wal segment %s: %s", name, strerror(-rc));
+            close(fd);
+            goto fail;
+        }
+        bool bad = false;
+        if (r < PD_WAL_SEG_HDR && last) {
+            /* a crash while the segment was being created: write its header again */
+            pd_log_warn("wal: last segment has no complete header, rewriting it", "file=%s size=%llu",
+                        name, (unsigned long long)size);
+            memset(hdr, 0, sizeof hdr);
+            memcpy(hdr, PD_WAL_MAGIC, 5);
+            hdr[5] = PD_WAL_VERSION;
+            if (ftruncate(fd, 0) < 0 || write_full(fd, hdr, sizeof hdr) < 0) {
+                rc = -errno;
+                pd_err_set(err, rc, "rewrite wal segment header %s: %s", name, strerror(-rc));
+                close(fd);
+                goto fail;
+            }
+            size = PD_WAL_SEG_HDR;
+        } else if (r < PD_WAL_SEG_HDR || memcmp(hdr, PD_WAL_MAGIC, 5) != 0 ||
+                   hdr[5] != PD_WAL_VERSION) {
+            pd_log_warn("wal: segment has a bad header, skipping it", "file=%s offset=0 reason=\"%s\"",
+                        name,
+                        r < PD_WAL_SEG_HDR ? "short header"
+                        : memcmp(hdr, PD_WAL_MAGIC, 5) != 0 ? "bad magic"
+                                                             : "unknown version");
+            count_corruption();
+            bad = true;
+        }
+        if (!bad) {
+            uint64_t end = size;
+            if ((rc = replay_segment(w, nums[i], fd, size, last, fn, ctx, &payload, &end, err)) <
+                0) {
+                close(fd);
+                goto fail;
+            }
+            if (last)
+                size = end; /* truncated there */
+        }
+        if ((rc = segs_push(w, nums[i], fd, size, bad)) < 0) {
+            pd_err_set(err, rc, "open wal %s: out of memory", w->dir);
+            close(fd);
+            goto fail;
+        }
+    }
+
+    /* the append target */
+    if (w->n_segs == 0 || w->segs[w->n_segs - 1].bad ||
+        w->segs[w->n_segs - 1].size >= w->segment_bytes) {
+        uint32_t num = w->n_segs ? w->segs[w->n_segs - 1].num + 1 : 1;
+        if (num == 0) {
+            rc = pd_err_set(err, PD_EINVAL, "open wal %s: segment numbers exhausted", w->dir);
+            goto fail;
+        }
+        if ((rc = seg_create(w, num, err)) < 0)
+            goto fail;
+    }
+    w->last_sync_ms = mono_ms();
+    if (w->fsync == PD_FSYNC_BATCH) {
+        if ((rc = pthread_create(&w->flusher, NULL, flusher_main, w)) != 0) {
+            rc = pd_err_set(err, -rc, "open wal %s: cannot start the flusher thread", w->dir);
+            goto fail;
+        }
+        w->flusher_running = true;
+    }
+    free(nums);
+    pd_buf_release(&payload);
+    *out = w;
+    return 0;
+fail:
+    free(nums);
+    pd_buf_release(&payload);
+    pd__wal_close(w);
+    return rc;
+}
+
+void pd__wal_close(pd_wal *w)
+{
+    if (!w)
+        return;
+    if (w->flusher_running) {
+        pthread_mutex_lock(&w->mu);
+        w->stopping = true;
+        pthread_cond_signal(&w->cond);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->flusher, NULL);
+    }
+    for (size_t i = 0; i < w->n_segs; i++) {
+        if (i + 1 == w->n_segs && !w->segs[i].bad && fdatasync(w->segs[i].fd) < 0)
+            pd_log_error("wal: fsync on close failed", "dir=%s err=\"%s\"", w->dir,
+                         strerror(errno));
+        close(w->segs[i].fd);
+    }
+    free(w->segs);
+    free(w->dir);
+    pthread_cond_destroy(&w->cond);
+    pthread_rwlock_destroy(&w->segs_lock);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+/* ---- append / read ---- */
+
+int pd__wal_append(pd_wal *w, const uint8_t *recs, size_t len, uint32_t *seg, uint64_t *off,
+                   pd_err *err)
+{
+    int rc = 0;
+    char name[4096];
+    pthread_mutex_lock(&w->mu);
+    if (w->failed) {
+        rc = pd_err_set(err, PD_ECLOSED,
+                        "wal %s: an earlier write failed and could not be undone; restart to "
+                        "recover",
+                        w->dir);
+        goto out;
+    }
+    /* segs only changes under w->mu (seg_create below), so reading it here is safe */
+    wal_seg cur = w->segs[w->n_segs - 1];
+    if (cur.size > PD_WAL_SEG_HDR && cur.size + len > w->segment_bytes) {
+        if (w->fsync != PD_FSYNC_NEVER && fdatasync(cur.fd) < 0) {
+            rc = -errno;
+            pd__wal_seg_name(w, cur.num, name, sizeof name);
+            pd_err_set(err, rc, "fsync wal segment %s: %s", name, strerror(-rc));
+            goto out;
+        }
+        if (cur.num == UINT32_MAX) {
+            rc = pd_err_set(err, PD_ECLOSED, "wal %s: segment numbers exhausted", w->dir);
+            goto out;
+        }
+        if ((rc = seg_create(w, cur.num + 1, err)) < 0)
+            goto out;
+        w->dirty = false;
+        w->last_sync_ms = mono_ms();
+        cur = w->segs[w->n_segs - 1];
+    }
+    pd__wal_seg_name(w, cur.num, name, sizeof name);
+    rc = write_full(cur.fd, recs, len);
+    if (rc == 0 && w->fsync == PD_FSYNC_ALWAYS && fdatasync(cur.fd) < 0)
+        rc = -errno;
+    if (rc < 0) {
+        pd_err_set(err, rc, "write wal segment %s at offset %llu: %s", name,
+                   (unsigned long long)cur.size, strerror(-rc));
+        if (ftruncate(cur.fd, (off_t)cur.size) < 0) {
+            pd_log_error("wal: cannot cut back a failed write; refusing further appends",
+                         "file=%s offset=%llu err=\"%s\"", name, (unsigned long long)cur.size,
+                         strerror(errno));
+            w->failed = true;
+        }
+        goto out;
+    }
+    *seg = cur.num;
+    *off = cur.size;
+    pthread_rwlock_wrlock(&w->segs_lock);
+    w->segs[w->n_segs - 1].size += len;
+    pthread_rwlock_unlock(&w->segs_lock);
+    if (w->fsync == PD_FSYNC_ALWAYS) {
+        w->last_sync_ms = mono_ms();
+    } else if (w->fsync == PD_FSYNC_BATCH) {
+        int64_t now = mono_ms();
+        if (now - w->last_sync_ms >= w->batch_ms) {
+            if (fdatasync(cur.fd) < 0)
+                pd_log_error("wal: fsync failed", "file=%s err=\"%s\"", name, strerror(errno));
+            w->last_sync_ms = now;
+            w->dirty = false;
+        } else {
+            w->dirty = true;
+        }
+    }
+out:
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int pd__wal_read(pd_wal *w, uint32_t seg, uint64_t off, uint8_t type, uint32_t len, pd_buf *out,
+                 pd_err *err)
+{
+    char name[4096];
+    pd__wal_seg_name(w, seg, name, sizeof name);
+    pthread_rwlock_rdlock(&w->segs_lock);
+    wal_seg *s = segs_find(w, seg);
+    int fd = s && !s->bad ? s->fd : -1;
+    pthread_rwlock_unlock(&w->segs_lock);
+    if (fd < 0)
+        return pd_err_set(err, PD_ENOTFOUND, "wal segment %s not found", name);
+    if (len > PD_WAL_MAX_RECORD)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: record length %u over the cap", name,
+                          (unsigned long long)off, len);
+    uint8_t hdr[PD_WAL_REC_HDR];
+    ssize_t r = pread_full(fd, hdr, sizeof hdr, off);
+    if (r < 0)
+        return pd_err_set(err, (int)r, "read %s offset %llu: %s", name, (unsigned long long)off,
+                          strerror((int)-r));
+    if ((size_t)r < sizeof hdr)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: short record header", name,
+                          (unsigned long long)off);
+    if (hdr[0] != type || get_u32le(hdr + 1) != len)
+        return pd_err_set(err, PD_ECORRUPT,
+                          "%s offset %llu: record header is type %u length %u, expected type "
+                          "%u length %u",
+                          name, (unsigned long long)off, hdr[0], get_u32le(hdr + 1), type, len);
+    size_t base = out->len;
+    int rc = pd_buf_reserve(out, len);
+    if (rc < 0)
+        return pd_err_set(err, rc, "read %s offset %llu: no room for %u bytes", name,
+                          (unsigned long long)off, len);
+    r = pread_full(fd, out->data + base, len, off + PD_WAL_REC_HDR);
+    if (r < 0 || (size_t)r < len ||
+        pd_crc32c(pd_crc32c(0, &type, 1), out->data + base, len) != get_u32le(hdr + 5)) {
+        out->data[base] = 0; /* out keeps its old contents */
+        if (r < 0)
+            return pd_err_set(err, (int)r, "read %s offset %llu: %s", name,
+                              (unsigned long long)off, strerror((int)-r));
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: %s", name, (unsigned long long)off,
+                          (size_t)r < len ? "short record payload" : "record checksum mismatch");
+    }
+    out->len = base + len;
+    out->data[out->len] = 0;
+    return 0;
+}
+
+uint64_t pd__wal_bytes(pd_wal *w)
+{
+    uint64_t sum = 0;
+    pthread_rwlock_rdlock(&w->segs_lock);
+    for (size_t i = 0; i < w->n_segs; i++)
+        sum += w->segs[i].size;
+    pthread_rwlock_unlock(&w->segs_lock);
+    return sum;
+}
+
+size_t pd__wal_segments(pd_wal *w)
+{
+    pthread_rwlock_rdlock(&w->segs_lock);
+    size_t n = w->n_segs;
+    pthread_rwlock_unlock(&w->segs_lock);
+    return n;
+}
+
+int pd__wal_sync(pd_wal *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int fd = w->segs[w->n_segs - 1].fd;
+    int rc = fdatasync(fd) < 0 ? -errno : 0;
+    if (rc == 0) {
+        w->dirty = false;
+        w->last_sync_ms = mono_ms();
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
