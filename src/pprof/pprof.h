@@ -221,4 +221,96 @@ int pd_gzip(const uint8_t *in, size_t len, pd_buf *out);
 /* True when data starts with the gzip magic 1f 8b. */
 bool pd_is_gzip(const uint8_t *data, size_t len);
 
+/* ---- builders ---- */
+
+/* pd_profile_builder makes a profile from parts (conversions from other
+ * formats, tests): sample types, then functions, mappings and locations —
+ * each deduplicated by content, so adding the same one twice returns the
+ * same id — then samples, merged when their stack and labels are equal
+ * (their values are added). Ids are 1, 2, 3... per kind in order of first
+ * addition. pd_profile_builder_finish hands out a pd_profile whose arrays
+ * all live in its arena, indexed and validated.
+ *
+ * Caps: the builder is held to a pd_pprof_limits (max_samples counts
+ * distinct samples after merging; max_locations, max_functions,
+ * max_mappings, max_strings, max_sample_types, max_stack_depth,
+ * max_labels_per_sample apply as in decode); a call that would pass one
+ * fails with PD_ETOOBIG and an err naming the cap. After any error other
+ * than PD_EINVAL from a sample's arguments the builder should only be freed.
+ * Not thread-safe. */
+typedef struct pd_profile_builder pd_profile_builder;
+
+/* Allocates an empty builder held to lim (NULL: the defaults; 0 fields mean
+ * their defaults). *out is NULL on failure. Returns 0 or PD_ENOMEM. */
+int pd_profile_builder_new(const pd_pprof_limits *lim, pd_profile_builder **out /* OUT */);
+
+/* Frees the builder and all it holds (including an unfinished profile).
+ * NULL is a no-op. */
+void pd_profile_builder_free(pd_profile_builder *b);
+
+/* The profile under construction, for its scalar fields (time_nanos,
+ * duration_nanos, period, period_type, default_sample_type, doc_url,
+ * drop/keep_frames). Its arrays are filled only by finish; set strings via
+ * pd_profile_builder_string (comments: pd_profile_builder_comment). Borrowed. */
+pd_profile *pd_profile_builder_profile(pd_profile_builder *b);
+
+/* Interns s (NUL-terminated; NULL is "") and returns its string index
+ * (>= 0), or PD_ENOMEM / PD_ETOOBIG (max_strings). */
+int64_t pd_profile_builder_string(pd_profile_builder *b, const char *s, pd_err *err);
+
+/* Appends a sample type TYPE/UNIT (e.g. "cpu", "nanoseconds") and returns
+ * its index (>= 0). Only before the first sample: PD_EINVAL after.
+ * PD_ETOOBIG (max_sample_types), PD_ENOMEM. */
+int pd_profile_builder_sample_type(pd_profile_builder *b, const char *type, const char *unit,
+                                   pd_err *err);
+
+/* Sets period_type TYPE/UNIT and period. 0, PD_ENOMEM, PD_ETOOBIG. */
+int pd_profile_builder_period(pd_profile_builder *b, const char *type, const char *unit,
+                              int64_t period, pd_err *err);
+
+/* Appends a comment string. 0, PD_ENOMEM, PD_ETOOBIG. */
+int pd_profile_builder_comment(pd_profile_builder *b, const char *text, pd_err *err);
+
+/* The function (name, system_name, filename, start_line); strings may be
+ * NULL for "". Sets *id (non-zero). 0, PD_ENOMEM, PD_ETOOBIG (max_functions,
+ * max_strings). */
+int pd_profile_builder_function(pd_profile_builder *b, const char *name, const char *system_name,
+                                const char *filename, int64_t start_line, uint64_t *id /* OUT */,
+                                pd_err *err);
+
+/* The mapping described by m (its id and string fields are ignored) with
+ * file name `filename` and build id `build_id` (NULL for ""). Deduplicated on
+ * every field including the has_* flags. Sets *id (non-zero). 0, PD_ENOMEM,
+ * PD_ETOOBIG (max_mappings, max_strings). */
+int pd_profile_builder_mapping(pd_profile_builder *b, const pd_pprof_mapping *m,
+                               const char *filename, const char *build_id, uint64_t *id /* OUT */,
+                               pd_err *err);
+
+/* The location at `address` in mapping `mapping_id` (0: none) with lines
+ * line[0..n_line) (innermost first; function ids from
+ * pd_profile_builder_function, 0 for none); the lines are copied. Sets *id
+ * (non-zero). PD_EINVAL for an unknown mapping or function id, PD_ENOMEM,
+ * PD_ETOOBIG (max_locations, max_lines). */
+int pd_profile_builder_location(pd_profile_builder *b, uint64_t mapping_id, uint64_t address,
+                                const pd_pprof_line *line, size_t n_line, uint64_t *id /* OUT */,
+                                pd_err *err);
+
+/* Adds a sample: stack loc[0..n_loc) (leaf first; ids from
+ * pd_profile_builder_location), value[0..n_sample_type) and
+ * label[0..n_label) (string indexes from pd_profile_builder_string). A
+ * sample with the same stack and the same labels in the same order as an
+ * earlier one is merged into it (values added). Everything is copied.
+ * PD_EINVAL (unknown location id, a string index out of range, no sample
+ * types declared, or an added value overflows int64), PD_ETOOBIG
+ * (max_samples, max_stack_depth, max_labels_per_sample), PD_ENOMEM. */
+int pd_profile_builder_sample(pd_profile_builder *b, const uint64_t *loc, size_t n_loc,
+                              const int64_t *value, const pd_pprof_label *label, size_t n_label,
+                              pd_err *err);
+
+/* Moves the built profile into *out (pd_profile_release it), indexed and
+ * checked with pd_profile_validate. The builder is left empty (free it; it
+ * must not be used to build again). On failure *out holds nothing to free.
+ * 0, PD_ENOMEM, PD_EINVAL (validation, should not happen). */
+int pd_profile_builder_finish(pd_profile_builder *b, pd_profile *out /* OUT */, pd_err *err);
+
 #endif

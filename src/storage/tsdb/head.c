@@ -471,8 +471,7 @@ static void replay_bad(pd_storage *s, uint32_t seg, uint64_t off, const char *wh
     s->replay_corrupt++;
 }
 
-static int replay_series(pd_storage *s, uint32_t seg, uint64_t off, const uint8_t *p,
-                         uint32_t len)
+static int replay_series(pd_storage *s, uint32_t seg, uint64_t off, const uint8_t *p, uint32_t len)
 {
     reader r = {.p = p, .len = len};
     uint64_t ref = rd_u64le(&r);
@@ -542,8 +541,7 @@ out:
     return rc;
 }
 
-static int replay_profile(pd_storage *s, uint32_t seg, uint64_t off, const uint8_t *p,
-                          uint32_t len)
+static int replay_profile(pd_storage *s, uint32_t seg, uint64_t off, const uint8_t *p, uint32_t len)
 {
     profile_rec pr;
     const char *why = NULL;
@@ -554,6 +552,9 @@ static int replay_profile(pd_storage *s, uint32_t seg, uint64_t off, const uint8
     }
     if (rc < 0)
         return rc;
+    /* never hand out a ref seen in the log again, even if its SERIES record was lost */
+    if (pr.ref >= s->next_ref && pr.ref < UINT64_MAX)
+        s->next_ref = pr.ref + 1;
     series *se = find_by_ref(s, pr.ref);
     if (!se) {
         replay_bad(s, seg, off, "profile of an unknown series ref");
@@ -567,7 +568,11 @@ static int replay_profile(pd_storage *s, uint32_t seg, uint64_t off, const uint8
                     (unsigned long long)pr.ref, (long long)pr.ts);
         goto out;
     }
-    point pt = {.ts = pr.ts, .off = off, .seg = seg, .len = len, .body_off = pr.body_off,
+    point pt = {.ts = pr.ts,
+                .off = off,
+                .seg = seg,
+                .len = len,
+                .body_off = pr.body_off,
                 .body_len = pr.body_len};
     if ((rc = intern_tset(se, pr.k, pr.types, pr.tlen, pr.units, pr.ulen, &pt.tset)) < 0 ||
         (rc = reserve_point(se, pr.k)) < 0)
@@ -639,6 +644,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     pd_metrics_describe("profd_storage_corruptions_total", PD_METRIC_COUNTER,
                         "Corrupt records or segments met in the store's files (skipped or cut "
                         "off).");
+    pd_metrics_add("profd_storage_corruptions_total", NULL, 0); /* exposed from 0 */
     const char *path = opts->path && opts->path[0] ? opts->path : "./data";
     char s_waldir[4096];
     char lockname[4096];
@@ -671,8 +677,8 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         rc = -errno;
         if (rc == -EWOULDBLOCK)
             rc = pd_err_set(err, PD_EEXIST,
-                            "storage %s is in use by another process (lock file %s is held)",
-                            path, lockname);
+                            "storage %s is in use by another process (lock file %s is held)", path,
+                            lockname);
         else
             pd_err_set(err, rc, "lock %s: %s", lockname, strerror(-rc));
         goto fail;
@@ -691,8 +697,8 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     if ((rc = pd__wal_open(&wo, replay_fn, s, &s->wal, err)) < 0)
         goto fail;
     update_gauges(s);
-    pd_log_info("storage opened", "path=%s series=%zu profiles=%llu segments=%zu bytes=%llu",
-                path, s->n_series, (unsigned long long)s->n_profiles, pd__wal_segments(s->wal),
+    pd_log_info("storage opened", "path=%s series=%zu profiles=%llu segments=%zu bytes=%llu", path,
+                s->n_series, (unsigned long long)s->n_profiles, pd__wal_segments(s->wal),
                 (unsigned long long)pd__wal_bytes(s->wal));
     *out = s;
     return 0;
@@ -751,6 +757,12 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
         pr.units[i] = pd_profile_str(profile, profile->sample_type[i].unit);
         pr.tlen[i] = strlen(pr.types[i]);
         pr.ulen[i] = strlen(pr.units[i]);
+        if (pr.tlen[i] > MAX_STR || pr.ulen[i] > MAX_STR) {
+            profile_rec_release(&pr);
+            return pd_err_set(err, PD_EINVAL,
+                              "append: sample type %zu has a name or unit over %u bytes", i,
+                              MAX_STR);
+        }
     }
     uint64_t hash = pd_labels_hash(labels);
 
@@ -805,8 +817,10 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
             goto nomem;
     if ((rc = pd_buf_put_varint(&payload, len)) < 0)
         goto nomem;
-    point pt = {.ts = ts_ms, .len = (uint32_t)(payload.len + len),
-                .body_off = (uint32_t)payload.len, .body_len = (uint32_t)len};
+    point pt = {.ts = ts_ms,
+                .len = (uint32_t)(payload.len + len),
+                .body_off = (uint32_t)payload.len,
+                .body_len = (uint32_t)len};
     if ((rc = pd_buf_append(&payload, body, len)) < 0)
         goto nomem;
     size_t profile_at = recs.len;
@@ -935,8 +949,8 @@ void pd_series_set_release(pd_series_set *set)
     set->n = 0;
 }
 
-int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
-                           pd_points *out, pd_err *err)
+int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
+                           pd_err *err)
 {
     out->v = NULL;
     out->n = 0;
@@ -1063,9 +1077,9 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
     profile_rec pr;
     const char *why = NULL;
     rc = profile_rec_parse((const uint8_t *)rec.data, rec.len, &pr, &why);
-    if (rc == PD_ECORRUPT || (rc == 0 && (pr.ref != ref || pr.ts != ts_ms ||
-                                          pr.body_off != pt.body_off ||
-                                          pr.body_len != pt.body_len))) {
+    if (rc == PD_ECORRUPT ||
+        (rc == 0 && (pr.ref != ref || pr.ts != ts_ms || pr.body_off != pt.body_off ||
+                     pr.body_len != pt.body_len))) {
         if (rc == 0)
             profile_rec_release(&pr);
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: %s", name, (unsigned long long)pt.off,

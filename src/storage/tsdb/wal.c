@@ -369,8 +369,9 @@ static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool l
     if (!why)
         return 0;
     if (last) {
-        pd_log_warn("wal: cutting off the bad tail of the last segment", "file=%s offset=%llu reason=\"%s\" bytes_lost=%llu",
-                    name, (unsigned long long)off, why, (unsigned long long)(size - off));
+        pd_log_warn("wal: cutting off the bad tail of the last segment",
+                    "file=%s offset=%llu reason=\"%s\" bytes_lost=%llu", name,
+                    (unsigned long long)off, why, (unsigned long long)(size - off));
         if (!torn)
             count_corruption();
         if (ftruncate(fd, (off_t)off) < 0 || (w->fsync != PD_FSYNC_NEVER && fdatasync(fd) < 0)) {
@@ -379,8 +380,9 @@ static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool l
                               (unsigned long long)off, strerror(-e));
         }
     } else {
-        pd_log_warn("wal: corrupt record, skipping the rest of the segment", "file=%s offset=%llu reason=\"%s\" bytes_skipped=%llu",
-                    name, (unsigned long long)off, why, (unsigned long long)(size - off));
+        pd_log_warn("wal: corrupt record, skipping the rest of the segment",
+                    "file=%s offset=%llu reason=\"%s\" bytes_skipped=%llu", name,
+                    (unsigned long long)off, why, (unsigned long long)(size - off));
         count_corruption();
     }
     return 0;
@@ -419,8 +421,7 @@ static void *flusher_main(void *arg)
 
 /* ---- open / close ---- */
 
-int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal **out,
-                 pd_err *err)
+int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal **out, pd_err *err)
 {
     *out = NULL;
     uint32_t *nums = NULL;
@@ -477,8 +478,8 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
         bool bad = false;
         if (r < PD_WAL_SEG_HDR && last) {
             /* a crash while the segment was being created: write its header again */
-            pd_log_warn("wal: last segment has no complete header, rewriting it", "file=%s size=%llu",
-                        name, (unsigned long long)size);
+            pd_log_warn("wal: last segment has no complete header, rewriting it",
+                        "file=%s size=%llu", name, (unsigned long long)size);
             memset(hdr, 0, sizeof hdr);
             memcpy(hdr, PD_WAL_MAGIC, 5);
             hdr[5] = PD_WAL_VERSION;
@@ -491,11 +492,11 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
             size = PD_WAL_SEG_HDR;
         } else if (r < PD_WAL_SEG_HDR || memcmp(hdr, PD_WAL_MAGIC, 5) != 0 ||
                    hdr[5] != PD_WAL_VERSION) {
-            pd_log_warn("wal: segment has a bad header, skipping it", "file=%s offset=0 reason=\"%s\"",
-                        name,
-                        r < PD_WAL_SEG_HDR ? "short header"
+            pd_log_warn("wal: segment has a bad header, skipping it",
+                        "file=%s offset=0 reason=\"%s\"", name,
+                        r < PD_WAL_SEG_HDR                  ? "short header"
                         : memcmp(hdr, PD_WAL_MAGIC, 5) != 0 ? "bad magic"
-                                                             : "unknown version");
+                                                            : "unknown version");
             count_corruption();
             bad = true;
         }
@@ -680,8 +681,8 @@ int pd__wal_read(pd_wal *w, uint32_t seg, uint64_t off, uint8_t type, uint32_t l
         pd_crc32c(pd_crc32c(0, &type, 1), out->data + base, len) != get_u32le(hdr + 5)) {
         out->data[base] = 0; /* out keeps its old contents */
         if (r < 0)
-            return pd_err_set(err, (int)r, "read %s offset %llu: %s", name,
-                              (unsigned long long)off, strerror((int)-r));
+            return pd_err_set(err, (int)r, "read %s offset %llu: %s", name, (unsigned long long)off,
+                              strerror((int)-r));
         return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: %s", name, (unsigned long long)off,
                           (size_t)r < len ? "short record payload" : "record checksum mismatch");
     }

@@ -22,8 +22,8 @@
 
 #define PD_WAL_MAGIC "PDWAL"
 #define PD_WAL_VERSION 1
-#define PD_WAL_SEG_HDR 8     /* magic 5 + version 1 + reserved 2 */
-#define PD_WAL_REC_HDR 9     /* type 1 + length 4 + crc32c 4 */
+#define PD_WAL_SEG_HDR 8               /* magic 5 + version 1 + reserved 2 */
+#define PD_WAL_REC_HDR 9               /* type 1 + length 4 + crc32c 4 */
 #define PD_WAL_MAX_RECORD (256u << 20) /* payload cap, bytes: bigger is corruption */
 
 /* Record types. 0 is never valid (a zero-filled tail is not a record). */
@@ -32,11 +32,11 @@ enum { PD_WAL_REC_SERIES = 1, PD_WAL_REC_PROFILE = 2, PD_WAL_REC_MAX = 2 };
 typedef struct pd_wal pd_wal;
 
 typedef struct pd_wal_options {
-    const char *dir;        /* the wal directory (must exist) */
-    size_t segment_bytes;   /* roll to a new segment past this size; > PD_WAL_SEG_HDR */
-    pd_fsync_policy fsync;  /* ALWAYS: fdatasync in append; BATCH: at most every batch_ms
-                               (in append or by a background thread); NEVER: the OS */
-    int64_t batch_ms;       /* > 0 */
+    const char *dir;       /* the wal directory (must exist) */
+    size_t segment_bytes;  /* roll to a new segment past this size; > PD_WAL_SEG_HDR */
+    pd_fsync_policy fsync; /* ALWAYS: fdatasync in append; BATCH: at most every batch_ms
+                              (in append or by a background thread); NEVER: the OS */
+    int64_t batch_ms;      /* > 0 */
 } pd_wal_options;
 
 /* Called by pd__wal_open for every intact record, in log order. seg/off

@@ -98,9 +98,8 @@
     if (a < 1e3) return sign + trimNum(a, 0) + 'ns';
     if (a < 1e6) return sign + trimNum(a / 1e3, a < 1e4 ? 2 : 1) + 'µs';
     if (a < 1e9) return sign + trimNum(a / 1e6, a < 1e7 ? 2 : 1) + 'ms';
-    if (a < 600e9) return sign + trimNum(a / 1e9, a < 1e10 ? 2 : 1) + 's';
-    if (a < 36000e9) return sign + trimNum(a / 60e9, 1) + 'min';
-    return sign + trimNum(a / 3600e9, 1) + 'h';
+    if (a < 36000e9) return sign + trimNum(a / 1e9, a < 1e10 ? 2 : 1) + 's';
+    return sign + trimNum(a / 3600e9, 2) + 'h';
   }
 
   function fmtCount(v) {
@@ -134,30 +133,41 @@
   function fmtAgo(ms) {
     if (!ms) return 'never';
     const s = Math.round((Date.now() - ms) / 1000);
-    if (s < 0) return 'just now';
+    if (s < 2) return 'just now';
     if (s < 90) return s + 's ago';
     if (s < 5400) return Math.round(s / 60) + 'm ago';
     return Math.round(s / 3600) + 'h ago';
   }
 
-  // Nice axis ticks for [0, max] in the unit's natural scale.
-  function valueTicks(max, unit) {
-    let base = 1;
-    if (unit === 'bytes') {
-      while (max / base >= 1024 && base < 1024 ** 4) base *= 1024;
-    } else if (TIME_UNITS[unit]) {
+  // The scale of a value axis: values are shown as v/base + suffix, one
+  // suffix for the whole axis so that the ticks read alike.
+  function axisScale(max, unit) {
+    let steps;
+    if (unit === 'bytes') steps = [[1, ' B'], [1024, ' KiB'], [1024 ** 2, ' MiB'], [1024 ** 3, ' GiB'], [1024 ** 4, ' TiB']];
+    else if (TIME_UNITS[unit]) {
       const ns = TIME_UNITS[unit];
-      const scales = [1, 1e3, 1e6, 1e9].map((x) => x / ns).filter((x) => x >= 1 || ns === 1);
-      for (const s of scales) if (max >= s) base = s;
-    }
-    const m = max / base || 1;
+      steps = [[1, 'ns'], [1e3, 'µs'], [1e6, 'ms'], [1e9, 's']].map(([b, s]) => [b / ns, s]);
+    } else steps = [[1, ''], [1e3, 'k'], [1e6, 'M'], [1e9, 'G']];
+    let pick = steps[0];
+    for (const st of steps) if (max >= st[0]) pick = st;
+    return { base: pick[0], suffix: pick[1] };
+  }
+
+  // Nice axis ticks for [0, max]: {ticks, fmt}.
+  function valueTicks(max, unit) {
+    const sc = axisScale(max, unit);
+    const m = max / sc.base || 1;
     const raw = m / 4;
     const mag = Math.pow(10, Math.floor(Math.log10(raw)));
-    const step = [1, 2, 2.5, 5, 10].map((k) => k * mag).find((k) => k >= raw) * base;
+    let step = [1, 2, 2.5, 5, 10].map((k) => k * mag).find((k) => k >= raw * 0.999999);
+    if (unit !== 'bytes' && !TIME_UNITS[unit] && sc.base === 1) step = Math.max(1, Math.round(step)); // whole counts
     const ticks = [];
-    for (let v = 0; v <= max * 1.0001 + step / 2 && ticks.length < 12; v += step) ticks.push(v);
-    if (ticks[ticks.length - 1] < max) ticks.push(ticks[ticks.length - 1] + step);
-    return ticks;
+    for (let i = 0; i <= 12; i++) {
+      ticks.push(i * step * sc.base);
+      if (i * step >= m * 0.999999) break;
+    }
+    const fmt = (v) => (v === 0 ? '0' : trimNum(v / sc.base, 3) + sc.suffix);
+    return { ticks, fmt };
   }
 
   function timeTicks(from, to) {
@@ -377,7 +387,8 @@
       s.timestamps.forEach((ts, j) => { const v = s.totals[j][idx]; if (v > max) max = v; npts++; });
     });
     tl.unit = unit;
-    const ticks = valueTicks(max || 1, unit);
+    const vt = valueTicks(max || 1, unit);
+    const ticks = vt.ticks;
     const ymax = ticks[ticks.length - 1] || 1;
     const x = (t) => M.l + ((t - from) / (to - from)) * (W - M.l - M.r);
     const y = (v) => H - M.b - (v / ymax) * (H - M.t - M.b);
@@ -387,7 +398,7 @@
     svg += '<g class="grid">';
     for (const v of ticks) svg += '<line x1="' + M.l + '" x2="' + (W - M.r) + '" y1="' + y(v) + '" y2="' + y(v) + '"/>';
     svg += '</g><g class="axis">';
-    for (const v of ticks) svg += '<text x="' + (M.l - 6) + '" y="' + (y(v) + 4) + '" text-anchor="end">' + esc(fmtValue(v, unit)) + '</text>';
+    for (const v of ticks) svg += '<text x="' + (M.l - 6) + '" y="' + (y(v) + 4) + '" text-anchor="end">' + esc(vt.fmt(v)) + '</text>';
     const tt = timeTicks(from, to);
     for (const t of tt.ticks) svg += '<text x="' + x(t) + '" y="' + (H - 8) + '" text-anchor="middle">' + esc(fmtTick(t, tt.step)) + '</text>';
     svg += '</g>';
@@ -480,6 +491,9 @@
     writeURL(true);
     markSelected();
     loadProfile(state.series, state.t);
+    // Bring the profile into view when it opens below the fold.
+    const panel = $('profile-panel');
+    if (panel.getBoundingClientRect().top > window.innerHeight - 120) panel.scrollIntoView({ behavior: 'smooth', block: 'start' });
   });
   window.addEventListener('resize', () => { if (lastRange && !$('timeline-panel').hidden) drawTimeline(); if (flame.root) drawFlame(); });
 
@@ -500,10 +514,19 @@
 
   /* ------------------------------------------------------------ profile */
 
-  function profileURL(series, t, report) {
+  function profileURL(series, t, report, sampleIndex) {
     let u = '/api/v1/query?query=' + encodeURIComponent(series) + '&time=' + (t / 1000).toFixed(3) + '&report=' + report;
-    if (state.type && report !== 'proto') u += '&sample_index=' + encodeURIComponent(state.type);
+    if (sampleIndex && report !== 'proto') u += '&sample_index=' + encodeURIComponent(sampleIndex);
     return u;
+  }
+
+  // The sample type to show for a series: the chosen one when the series has
+  // it (or when the timeline does not know the series), else its default.
+  function sampleIndexFor(series) {
+    if (!state.type) return '';
+    const s = lastRange && lastRange.series.find((x) => exactSelector(x.labels) === series);
+    if (!s) return state.type;
+    return (s.sample_types || []).some((st) => st.type === state.type) ? state.type : '';
   }
 
   async function loadProfile(series, t) {
@@ -519,7 +542,15 @@
     $('pprof-cmd').textContent = "go tool pprof -http=: '" + location.origin + proto + "'";
     $('profile-summary').textContent = 'loading…';
     try {
-      let [top, fg] = await Promise.all([api(profileURL(series, t, 'top')), api(profileURL(series, t, 'flamegraph'))]);
+      const si = sampleIndexFor(series);
+      const both = (idx) => Promise.all([api(profileURL(series, t, 'top', idx)), api(profileURL(series, t, 'flamegraph', idx))]);
+      let top, fg;
+      try {
+        [top, fg] = await both(si);
+      } catch (e) {
+        if (!si) throw e;
+        [top, fg] = await both(''); // this profile lacks the chosen sample type: show its default
+      }
       if (seq !== profileSeq) return;
       showError('');
       const st = top.sample_type || {};
