@@ -49,8 +49,8 @@ typedef struct flags {
     const char *listen;
     const char *log_level;
     const char *fsync;
-    size_t max_body;     /* --scrape.max-body-bytes: cap on a profile body (scrape and push) */
-    unsigned threads;    /* --web.threads */
+    size_t max_body;  /* --scrape.max-body-bytes: cap on a profile body (scrape and push) */
+    unsigned threads; /* --web.threads */
 } flags;
 
 static void usage(FILE *f)
@@ -145,9 +145,9 @@ static int parse_flags(int argc, char **argv, flags *f)
             return usage_error("unknown flag \"%s\"", a);
         memcpy(name, a, nl);
         name[nl] = 0;
-        static const char *known[] = {"--config.file", "--storage.path", "--web.listen-address",
-                                      "--log.level", "--storage.wal.fsync", "--scrape.max-body-bytes",
-                                      "--web.threads"};
+        static const char *known[] = {
+            "--config.file",       "--storage.path",          "--web.listen-address", "--log.level",
+            "--storage.wal.fsync", "--scrape.max-body-bytes", "--web.threads"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -251,7 +251,8 @@ static int serve(const flags *f)
     if (f->config_file) {
         int rc = pd_config_load_file(f->config_file, &cfg, &err);
         if (rc < 0) {
-            fprintf(stderr, "profd: bad configuration: %s\n", err.msg[0] ? err.msg : pd_strerror(rc));
+            fprintf(stderr, "profd: bad configuration: %s\n",
+                    err.msg[0] ? err.msg : pd_strerror(rc));
             fprintf(stderr, "See 'profd --help'.\n");
             code = EXIT_USAGE;
             goto out;
@@ -278,7 +279,7 @@ static int serve(const flags *f)
     so.path = f->storage_path;
     so.fsync = strcmp(f->fsync, "always") == 0  ? PD_FSYNC_ALWAYS
                : strcmp(f->fsync, "never") == 0 ? PD_FSYNC_NEVER
-                                                 : PD_FSYNC_BATCH;
+                                                : PD_FSYNC_BATCH;
     so.limits = lim;
     int rc = pd_storage_open(&so, &st, &err);
     if (rc < 0) {

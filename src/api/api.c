@@ -23,10 +23,9 @@
  *   - any failure stores nothing and answers {"code":N,"status":"error",
  *     "errorType":T,"error":"..."} with HTTP N (profefe's envelope, which
  *     its clients read, plus Prometheus' fields, which profd's own tools
- *     read; success likewise carries "status":"success"): 400 (parameters, labels, bad profile), 413 (a cap), 409 (a
- *     profile of that series at that time exists), 500 (storage).
- *     Counted in profd_rejected_input_total{reason=bad_request|bad_labels|
- *     bad_profile|too_large|duplicate}.
+ *     read; success likewise carries "status":"success"): 400 (parameters, labels, bad profile),
+ * 413 (a cap), 409 (a profile of that series at that time exists), 500 (storage). Counted in
+ * profd_rejected_input_total{reason=bad_request|bad_labels| bad_profile|too_large|duplicate}.
  *   - success counts profd_ingested_profiles_total{source="push"} and
  *     profd_ingested_bytes_total{source="push"} (body bytes as received).
  *   - the reply's id is 32 hex digits: the series' label hash and the
@@ -121,8 +120,8 @@ static void reply_error(pd_http_response *resp, int status, const char *fmt, ...
     pd_buf_reset(&resp->body);
     resp->status = status;
     resp->content_type = JSON_CT;
-    pd_buf_printf(&resp->body, "{\"status\":\"error\",\"errorType\":\"%s\",\"error\":",
-                  error_type(status));
+    pd_buf_printf(&resp->body,
+                  "{\"status\":\"error\",\"errorType\":\"%s\",\"error\":", error_type(status));
     pd_buf_put_json_string(&resp->body, msg, strlen(msg));
     pd_buf_puts(&resp->body, "}");
 }
@@ -142,7 +141,10 @@ static int begin_success(pd_http_response *resp)
     return pd_buf_puts(&resp->body, "{\"status\":\"success\",\"data\":");
 }
 
-static int end_success(pd_http_response *resp) { return pd_buf_puts(&resp->body, "}"); }
+static int end_success(pd_http_response *resp)
+{
+    return pd_buf_puts(&resp->body, "}");
+}
 
 /* Finishes a query call that appended data (or failed with rc/err). */
 static void finish_query(pd_http_response *resp, int rc, const pd_err *err, const char *what)
@@ -179,7 +181,8 @@ static int time_param(const pd_http_request *req, pd_http_response *resp, const 
     }
     pd_err err = {{0}};
     if (pd_parse_time_param(v, out, &err) < 0) {
-        reply_error(resp, 400, "invalid parameter \"%s\": %s", pd_http_arg(req, name) ? name : alias,
+        reply_error(resp, 400, "invalid parameter \"%s\": %s",
+                    pd_http_arg(req, name) ? name : alias,
                     err.msg[0] ? err.msg : "cannot parse time");
         return -1;
     }
@@ -227,7 +230,9 @@ static void h_query_range(pd_api *api, const pd_http_request *req, pd_http_respo
 {
     const char *q = pd_http_arg(req, "query");
     if (!q || !*q) {
-        reply_error(resp, 400, "invalid parameter \"query\": missing (a series selector, e.g. heap{job=\"api\"})");
+        reply_error(
+            resp, 400,
+            "invalid parameter \"query\": missing (a series selector, e.g. heap{job=\"api\"})");
         return;
     }
     int64_t to, from;
@@ -235,7 +240,8 @@ static void h_query_range(pd_api *api, const pd_http_request *req, pd_http_respo
         time_param(req, resp, "from", "start", to - RANGE_DEFAULT_MS, &from) < 0)
         return;
     if (to < from) {
-        reply_error(resp, 400, "invalid parameter \"to\": end timestamp must not be before start time");
+        reply_error(resp, 400,
+                    "invalid parameter \"to\": end timestamp must not be before start time");
         return;
     }
     if (check_selector(resp, "query", q) < 0)
@@ -251,7 +257,9 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
 {
     const char *q = pd_http_arg(req, "query");
     if (!q || !*q) {
-        reply_error(resp, 400, "invalid parameter \"query\": missing (a series selector, e.g. heap{job=\"api\"})");
+        reply_error(
+            resp, 400,
+            "invalid parameter \"query\": missing (a series selector, e.g. heap{job=\"api\"})");
         return;
     }
     const char *report = arg_any(req, "report", NULL);
@@ -259,9 +267,10 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
         report = "proto";
     if (strcmp(report, "proto") && strcmp(report, "top") && strcmp(report, "flamegraph") &&
         strcmp(report, "meta")) {
-        reply_error(resp, 400,
-                    "invalid parameter \"report\": \"%.64s\" is not one of proto, top, flamegraph, meta",
-                    report);
+        reply_error(
+            resp, 400,
+            "invalid parameter \"report\": \"%.64s\" is not one of proto, top, flamegraph, meta",
+            report);
         return;
     }
     int64_t t;
@@ -310,8 +319,8 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
         const char *type = pd_labels_get(&ls, "__name__");
         snprintf(name, sizeof name, "%.64s-%" PRId64 ".pb.gz", type ? type : "profile", ts);
         for (char *c = name; *c; c++)
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-                  *c == '.' || *c == '-' || *c == '_'))
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                  (*c >= '0' && *c <= '9') || *c == '.' || *c == '-' || *c == '_'))
                 *c = '_';
         snprintf(disp, sizeof disp, "attachment; filename=\"%s\"", name);
         pd_http_add_header(resp, "Content-Disposition", disp);
@@ -360,7 +369,8 @@ static int series_params(const pd_http_request *req, pd_http_response *resp,
         time_param(req, resp, "end", NULL, INT64_MAX, end) < 0)
         return -1;
     if (*end < *start) {
-        reply_error(resp, 400, "invalid parameter \"end\": end timestamp must not be before start time");
+        reply_error(resp, 400,
+                    "invalid parameter \"end\": end timestamp must not be before start time");
         return -1;
     }
     return (int)k;
@@ -412,11 +422,10 @@ static void h_buildinfo(pd_api *api, pd_http_response *resp)
 
 /* ---- push (profefe) ---- */
 
-static void push_error(pd_http_response *resp, int status, const char *reason, const char *fmt,
-                       ...) __attribute__((format(printf, 4, 5)));
+static void push_error(pd_http_response *resp, int status, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-static void push_error(pd_http_response *resp, int status, const char *reason, const char *fmt,
-                       ...)
+static void push_error(pd_http_response *resp, int status, const char *reason, const char *fmt, ...)
 {
     char msg[1024], lbl[64];
     va_list ap;
@@ -430,8 +439,9 @@ static void push_error(pd_http_response *resp, int status, const char *reason, c
     pd_buf_reset(&resp->body);
     resp->status = status;
     resp->content_type = JSON_CT;
-    pd_buf_printf(&resp->body, "{\"code\":%d,\"status\":\"error\",\"errorType\":\"%s\",\"error\":",
-                  status, error_type(status));
+    pd_buf_printf(&resp->body,
+                  "{\"code\":%d,\"status\":\"error\",\"errorType\":\"%s\",\"error\":", status,
+                  error_type(status));
     pd_buf_put_json_string(&resp->body, msg, strlen(msg));
     pd_buf_puts(&resp->body, "}");
     pd_log(PD_LOG_DEBUG, "push rejected", "status=%d reason=%s", status, reason ? reason : "none");
@@ -479,11 +489,15 @@ static int parse_created_at(const char *s, int64_t *ms)
     if (strlen(s) == 19 &&
         sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &Y, &M, &D, &h, &m, &sec, &used) == 6 &&
         used == 19 && s[4] == '-' && s[7] == '-' && s[10] == 'T' && s[13] == ':' && s[16] == ':') {
-        if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60 || h < 0 ||
-            m < 0 || sec < 0)
+        if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60 || h < 0 || m < 0 ||
+            sec < 0)
             return PD_EPARSE;
-        struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h,
-                        .tm_min = m, .tm_sec = sec};
+        struct tm tm = {.tm_year = Y - 1900,
+                        .tm_mon = M - 1,
+                        .tm_mday = D,
+                        .tm_hour = h,
+                        .tm_min = m,
+                        .tm_sec = sec};
         *ms = (int64_t)timegm(&tm) * 1000;
         return 0;
     }
@@ -515,9 +529,10 @@ static void h_push(pd_api *api, const pd_http_request *req, pd_http_response *re
         goto out;
     }
     if (!pd_label_name_valid(type) || strncmp(type, "__", 2) == 0) {
-        push_error(resp, 400, "bad_request",
-                   "invalid type \"%.100s\": must match [a-zA-Z_][a-zA-Z0-9_]* without a \"__\" prefix",
-                   type);
+        push_error(
+            resp, 400, "bad_request",
+            "invalid type \"%.100s\": must match [a-zA-Z_][a-zA-Z0-9_]* without a \"__\" prefix",
+            type);
         goto out;
     }
     const char *vals[2] = {service, iid};
@@ -539,26 +554,26 @@ static void h_push(pd_api *api, const pd_http_request *req, pd_http_response *re
         for (char *kv = strtok_r(lcopy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
             char *eq = strchr(kv, '=');
             if (!eq) {
-                push_error(resp, 400, "bad_labels",
-                           "invalid labels: \"%.100s\" is not key=value", kv);
+                push_error(resp, 400, "bad_labels", "invalid labels: \"%.100s\" is not key=value",
+                           kv);
                 goto out;
             }
             *eq = 0;
             const char *k = kv, *v = eq + 1;
             if (!pd_label_name_valid(k) || strncmp(k, "__", 2) == 0) {
                 push_error(resp, 400, "bad_labels",
-                           "invalid label name \"%.100s\": must match [a-zA-Z_][a-zA-Z0-9_]* without a \"__\" prefix",
+                           "invalid label name \"%.100s\": must match [a-zA-Z_][a-zA-Z0-9_]* "
+                           "without a \"__\" prefix",
                            k);
                 goto out;
             }
             if (!strcmp(k, "service") || !strcmp(k, "instance_id")) {
-                push_error(resp, 400, "bad_labels",
-                           "label \"%s\" conflicts with the %s parameter", k, k);
+                push_error(resp, 400, "bad_labels", "label \"%s\" conflicts with the %s parameter",
+                           k, k);
                 goto out;
             }
             if (!*v || !utf8_valid(v)) {
-                push_error(resp, 400, "bad_labels",
-                           "invalid value of label \"%.100s\": %s", k,
+                push_error(resp, 400, "bad_labels", "invalid value of label \"%.100s\": %s", k,
                            *v ? "not UTF-8" : "empty");
                 goto out;
             }
@@ -585,14 +600,16 @@ static void h_push(pd_api *api, const pd_http_request *req, pd_http_response *re
     if (created && *created) {
         if (parse_created_at(created, &ts) < 0) {
             push_error(resp, 400, "bad_request",
-                       "invalid created_at \"%.64s\": expected 2006-01-02T15:04:05 (UTC), RFC 3339 or Unix seconds",
+                       "invalid created_at \"%.64s\": expected 2006-01-02T15:04:05 (UTC), RFC 3339 "
+                       "or Unix seconds",
                        created);
             goto out;
         }
         have_ts = true;
     }
     if (req->body_len == 0) {
-        push_error(resp, 400, "bad_profile", "empty body: POST a pprof profile (gzip or raw protobuf)");
+        push_error(resp, 400, "bad_profile",
+                   "empty body: POST a pprof profile (gzip or raw protobuf)");
         goto out;
     }
     rc = pd_profile_decode(&p, req->body, req->body_len, &api->o.limits, &err);
@@ -612,8 +629,8 @@ static void h_push(pd_api *api, const pd_http_request *req, pd_http_response *re
     pd_err_clear(&err);
     rc = pd_storage_append(api->st, &ls, ts, req->body, req->body_len, &p, &err);
     if (rc == PD_EEXIST) {
-        push_error(resp, 409, "duplicate", "a profile of this series at %" PRId64 " ms is already stored",
-                   ts);
+        push_error(resp, 409, "duplicate",
+                   "a profile of this series at %" PRId64 " ms is already stored", ts);
         goto out;
     }
     if (rc < 0) {
@@ -629,7 +646,9 @@ static void h_push(pd_api *api, const pd_http_request *req, pd_http_response *re
     pd_buf *b = &resp->body;
     resp->status = 200;
     resp->content_type = JSON_CT;
-    pd_buf_printf(b, "{\"code\":200,\"status\":\"success\",\"body\":{\"id\":\"%016" PRIx64 "%016" PRIx64 "\",\"type\":",
+    pd_buf_printf(b,
+                  "{\"code\":200,\"status\":\"success\",\"body\":{\"id\":\"%016" PRIx64
+                  "%016" PRIx64 "\",\"type\":",
                   pd_labels_hash(&ls), (uint64_t)ts);
     pd_buf_put_json_string(b, type, strlen(type));
     pd_buf_puts(b, ",\"service\":");
@@ -733,8 +752,14 @@ static void h_metrics(pd_api *api, pd_http_response *resp)
 
 /* ---- routing ---- */
 
-static bool method_is(const pd_http_request *req, const char *m) { return strcmp(req->method, m) == 0; }
-static bool is_get(const pd_http_request *req) { return method_is(req, "GET") || method_is(req, "HEAD"); }
+static bool method_is(const pd_http_request *req, const char *m)
+{
+    return strcmp(req->method, m) == 0;
+}
+static bool is_get(const pd_http_request *req)
+{
+    return method_is(req, "GET") || method_is(req, "HEAD");
+}
 
 static void bad_method(pd_http_response *resp, const char *allow, bool json)
 {
@@ -819,8 +844,9 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
         if (!is_get(req))
             bad_method(resp, "GET", false);
         else
-            reply_text(resp, 200, strcmp(path, "/-/healthy") == 0 ? "profd is Healthy.\n"
-                                                                  : "profd is Ready.\n");
+            reply_text(resp, 200,
+                       strcmp(path, "/-/healthy") == 0 ? "profd is Healthy.\n"
+                                                       : "profd is Ready.\n");
         return path;
     }
     if (strcmp(path, "/-/reload") == 0) {
@@ -956,4 +982,7 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
     return 0;
 }
 
-void pd_api_free(pd_api *api) { free(api); }
+void pd_api_free(pd_api *api)
+{
+    free(api);
+}

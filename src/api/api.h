@@ -62,12 +62,12 @@ typedef struct pd_api pd_api;
 typedef int (*pd_api_reload_fn)(void *ctx, pd_err *err);
 
 typedef struct pd_api_options {
-    pd_pprof_limits limits;     /* caps for pushed bodies (0 fields = defaults) */
-    size_t max_response_bytes;  /* cap on one reply body; 0 = 256 MiB */
-    size_t top_default_rows;    /* report=top rows without limit=; 0 = 100 */
-    pd_api_reload_fn reload;    /* may be NULL: /-/reload then answers 500 */
+    pd_pprof_limits limits;    /* caps for pushed bodies (0 fields = defaults) */
+    size_t max_response_bytes; /* cap on one reply body; 0 = 256 MiB */
+    size_t top_default_rows;   /* report=top rows without limit=; 0 = 100 */
+    pd_api_reload_fn reload;   /* may be NULL: /-/reload then answers 500 */
     void *reload_ctx;
-    const char *version;        /* shown in buildinfo; NULL = "unknown" */
+    const char *version; /* shown in buildinfo; NULL = "unknown" */
 } pd_api_options;
 
 /* Creates the API over st (borrowed, must outlive the api) and sm (borrowed,

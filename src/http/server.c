@@ -96,8 +96,7 @@ static int split_addr(const char *addr, char *host, size_t hostcap, unsigned *po
     if (addr[0] == '[') {
         const char *rb = strchr(addr, ']');
         if (!rb || rb[1] != ':')
-            return pd_err_set(err, PD_EINVAL,
-                              "listen address \"%s\": expected [IPv6]:port", addr);
+            return pd_err_set(err, PD_EINVAL, "listen address \"%s\": expected [IPv6]:port", addr);
         hl = (size_t)(rb - addr - 1);
         if (hl >= hostcap)
             return pd_err_set(err, PD_EINVAL, "listen address \"%s\": host too long", addr);
@@ -112,9 +111,9 @@ static int split_addr(const char *addr, char *host, size_t hostcap, unsigned *po
                               addr);
         hl = (size_t)(colon - addr);
         if (memchr(addr, ':', hl))
-            return pd_err_set(err, PD_EINVAL,
-                              "listen address \"%s\": IPv6 addresses need brackets, e.g. [::1]:10902",
-                              addr);
+            return pd_err_set(
+                err, PD_EINVAL,
+                "listen address \"%s\": IPv6 addresses need brackets, e.g. [::1]:10902", addr);
         if (hl >= hostcap)
             return pd_err_set(err, PD_EINVAL, "listen address \"%s\": host too long", addr);
         memcpy(host, addr, hl);
@@ -403,8 +402,8 @@ static bool is_form(const char *ct)
 }
 
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
-                                 const char *method, const char *version,
-                                 const char *upload_data, size_t *upload_data_size, void **con_cls)
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
 {
     pd_http_server *srv = cls;
     http_req *r = *con_cls;
@@ -413,8 +412,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 
     if (!r->started) {
         r->started = true;
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
             char *end;
             errno = 0;
@@ -538,7 +537,10 @@ int pd_http_server_start(const char *listen_addr, unsigned threads, size_t max_b
     return 0;
 }
 
-uint16_t pd_http_server_port(const pd_http_server *srv) { return srv ? srv->port : 0; }
+uint16_t pd_http_server_port(const pd_http_server *srv)
+{
+    return srv ? srv->port : 0;
+}
 
 void pd_http_server_stop(pd_http_server *srv)
 {

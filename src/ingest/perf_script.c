@@ -75,8 +75,13 @@ typedef struct perf_state {
     char event[256];
     /* strings */
     int64_t k_comm, k_pid, k_tid;
-    char *tmp; /* scratch NUL-terminated copies */
-    size_t cap_tmp;
+    char *tmp[2]; /* scratch NUL-terminated copies */
+    size_t cap_tmp[2];
+    /* the last frame line, held until we know whether a srcline follows */
+    bool pend;
+    size_t pend_line;
+    uint64_t pend_addr;
+    span pend_sym, pend_dso; /* point into the input */
     /* timestamps, ns */
     int64_t t_min, t_max;
     bool have_t;
@@ -129,20 +134,21 @@ static bool span_eq(span x, const char *lit)
     return x.n == n && !memcmp(x.s, lit, n);
 }
 
-/* A NUL-terminated copy of x in st->tmp (valid until the next call). */
-static const char *cstr(perf_state *st, span x)
+/* A NUL-terminated copy of x in scratch slot k (0 or 1), valid until the
+ * next call for that slot. NULL when out of memory. */
+static const char *cstr(perf_state *st, int k, span x)
 {
-    if (x.n + 1 > st->cap_tmp) {
+    if (x.n + 1 > st->cap_tmp[k]) {
         size_t nc = x.n + 1 < 256 ? 256 : x.n + 1;
-        char *t = realloc(st->tmp, nc);
+        char *t = realloc(st->tmp[k], nc);
         if (!t)
             return NULL;
-        st->tmp = t;
-        st->cap_tmp = nc;
+        st->tmp[k] = t;
+        st->cap_tmp[k] = nc;
     }
-    memcpy(st->tmp, x.s, x.n);
-    st->tmp[x.n] = 0;
-    return st->tmp;
+    memcpy(st->tmp[k], x.s, x.n);
+    st->tmp[k][x.n] = 0;
+    return st->tmp[k];
 }
 
 /* Decimal int64 (optional leading '-'); false when not all digits or overflow. */
@@ -295,7 +301,7 @@ static bool split_frame(span line, uint64_t *addr, span *sym, span *dso)
 }
 
 static int push_frame(perf_state *st, size_t lineno, uint64_t addr, span sym, span dso,
-                      pd_err *err)
+                      span file, int64_t line_no, pd_err *err)
 {
     int rc;
     uint64_t map_id = 0, fn_id = 0, loc_id;
@@ -304,7 +310,7 @@ static int push_frame(perf_state *st, size_t lineno, uint64_t addr, span sym, sp
                           "than max_stack_depth=%zu frames", lineno, st->hdr_line,
                           st->lim.max_stack_depth);
     if (dso.n && !span_eq(dso, "[unknown]")) {
-        const char *d = cstr(st, dso);
+        const char *d = cstr(st, 0, dso);
         pd_pprof_mapping m = {0};
         if (!d)
             return pd_err_set(err, PD_ENOMEM, "line %zu: out of memory", lineno);
@@ -312,13 +318,13 @@ static int push_frame(perf_state *st, size_t lineno, uint64_t addr, span sym, sp
             goto fail;
     }
     if (sym.n && !span_eq(sym, "[unknown]")) {
-        const char *s = cstr(st, sym);
-        if (!s)
+        const char *s = cstr(st, 0, sym), *f = cstr(st, 1, file);
+        if (!s || !f)
             return pd_err_set(err, PD_ENOMEM, "line %zu: out of memory", lineno);
-        if ((rc = pd_profile_builder_function(st->b, s, NULL, NULL, 0, &fn_id, err)))
+        if ((rc = pd_profile_builder_function(st->b, s, NULL, f, 0, &fn_id, err)))
             goto fail;
     }
-    pd_pprof_line ln = {.function_id = fn_id};
+    pd_pprof_line ln = {.function_id = fn_id, .line = fn_id ? line_no : 0};
     if ((rc = pd_profile_builder_location(st->b, map_id, addr, &ln, fn_id ? 1 : 0, &loc_id, err)))
         goto fail;
     if (st->depth == st->cap_stack) {
@@ -332,7 +338,8 @@ static int push_frame(perf_state *st, size_t lineno, uint64_t addr, span sym, sp
     st->stack[st->depth++] = loc_id;
     return 0;
 fail:
-    if (rc == PD_ETOOBIG && strstr(err ? err->msg : "", "max_locations"))
+    if (rc == PD_ETOOBIG && err &&
+        (strstr(err->msg, "max_locations") || strstr(err->msg, "max_functions")))
         return pd_err_set(err, rc, "line %zu: more than max_frames=%zu distinct frames", lineno,
                           st->lim.max_frames);
     pd_err_prefix(err, "line %zu", lineno);
@@ -449,9 +456,9 @@ static int header(perf_state *st, size_t lineno, span line, pd_err *err)
                               "sample's '%s' (convert one event per file)", lineno,
                               (int)(ev.n > 60 ? 60 : ev.n), ev.s, st->event);
         if (with_period != st->with_period)
-            return pd_err_set(err, PD_EPARSE, "line %zu: the sample %s a period but the first "
-                              "sample %s", lineno, with_period ? "has" : "has no",
-                              st->with_period ? "has one" : "has none");
+            return pd_err_set(err, PD_EPARSE, "line %zu: the sample has %s period but the first "
+                              "sample has %s", lineno, with_period ? "a" : "no",
+                              st->with_period ? "one" : "none");
     }
 
     st->in_record = true;
@@ -466,7 +473,7 @@ static int header(perf_state *st, size_t lineno, span line, pd_err *err)
         st->t_max = t_ns;
     st->have_t = true;
     if (comm.n) {
-        const char *c = cstr(st, comm);
+        const char *c = cstr(st, 0, comm);
         int64_t s;
         if (!c)
             return pd_err_set(err, PD_ENOMEM, "line %zu: out of memory", lineno);
@@ -485,8 +492,47 @@ static int header(perf_state *st, size_t lineno, span line, pd_err *err)
     uint64_t addr;
     span sym, dso;
     if (tail.n && split_frame(tail, &addr, &sym, &dso) && (sym.n || dso.n))
-        return push_frame(st, lineno, addr, sym, dso, err);
+        return push_frame(st, lineno, addr, sym, dso, (span){0}, 0, err);
     return 0;
+}
+
+/* Adds the held frame line, with a source position when one followed. */
+static int flush_frame(perf_state *st, span file, int64_t line_no, pd_err *err)
+{
+    if (!st->pend)
+        return 0;
+    st->pend = false;
+    return push_frame(st, st->pend_line, st->pend_addr, st->pend_sym, st->pend_dso, file,
+                      line_no, err);
+}
+
+/* A srcline line ("  hot.c:4", from perf script -F +srcline): one token
+ * FILE:LINE. "??:0" (unknown) gives an empty file. */
+static bool parse_srcline(span line, span *file, int64_t *line_no)
+{
+    span x = trim(line), tok, rest;
+    if (!x.n || line.s[0] == '\t')
+        return false;
+    rest = x;
+    next_token(&rest, &tok);
+    if (trim(rest).n)
+        return false;
+    const char *colon = NULL;
+    for (size_t i = x.n; i-- > 0;)
+        if (x.s[i] == ':') {
+            colon = x.s + i;
+            break;
+        }
+    if (!colon || colon == x.s)
+        return false;
+    span num = {colon + 1, x.n - (size_t)(colon + 1 - x.s)};
+    if (!num.n || num.s[0] == '-' || !parse_i64(num, line_no))
+        return false;
+    file->s = x.s;
+    file->n = (size_t)(colon - x.s);
+    if (span_eq(*file, "??"))
+        file->n = 0, *line_no = 0;
+    return true;
 }
 
 /* Sets each mapping's memory_limit past its highest address and
@@ -551,7 +597,7 @@ int pd_ingest_perf_script(const char *data, size_t len, const pd_ingest_opts *op
         }
         span line = {l, n};
         if (!trim(line).n) {
-            if ((rc = end_record(&st, err)))
+            if ((rc = flush_frame(&st, (span){0}, 0, err)) || (rc = end_record(&st, err)))
                 goto out;
             continue;
         }
@@ -570,14 +616,27 @@ int pd_ingest_perf_script(const char *data, size_t len, const pd_ingest_opts *op
                                 "'<TAB>HEXADDR SYMBOL (DSO)')", lineno);
                 goto out;
             }
-            if ((rc = push_frame(&st, lineno, addr, sym, dso, err)))
+            if ((rc = flush_frame(&st, (span){0}, 0, err)))
+                goto out;
+            st.pend = true;
+            st.pend_line = lineno;
+            st.pend_addr = addr;
+            st.pend_sym = sym;
+            st.pend_dso = dso;
+            continue;
+        }
+        span file;
+        int64_t line_no;
+        if (st.pend && parse_srcline(line, &file, &line_no)) {
+            if ((rc = flush_frame(&st, file, line_no, err)))
                 goto out;
             continue;
         }
-        if ((rc = end_record(&st, err)) || (rc = header(&st, lineno, line, err)))
+        if ((rc = flush_frame(&st, (span){0}, 0, err)) || (rc = end_record(&st, err)) ||
+            (rc = header(&st, lineno, line, err)))
             goto out;
     }
-    if ((rc = end_record(&st, err)))
+    if ((rc = flush_frame(&st, (span){0}, 0, err)) || (rc = end_record(&st, err)))
         goto out;
     if (!st.have_first) {
         /* No samples: an empty profile that still names what it counts. */
@@ -594,6 +653,7 @@ int pd_ingest_perf_script(const char *data, size_t len, const pd_ingest_opts *op
 out:
     pd_profile_builder_free(st.b);
     free(st.stack);
-    free(st.tmp);
+    free(st.tmp[0]);
+    free(st.tmp[1]);
     return rc;
 }

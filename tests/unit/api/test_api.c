@@ -198,7 +198,10 @@ static json_t *get_json(const char *pathq, long status, json_t **root)
     return j;
 }
 
-static const char *jerr(json_t *j) { return json_string_value(json_object_get(j, "error")); }
+static const char *jerr(json_t *j)
+{
+    return json_string_value(json_object_get(j, "error"));
+}
 
 static uint8_t *read_file(const char *path, size_t *len)
 {
@@ -242,8 +245,8 @@ static long push(const char *rel, const char *qs, reply *r)
 
 static int64_t utc_ms(int Y, int M, int D, int h, int m, int s)
 {
-    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h, .tm_min = m,
-                    .tm_sec = s};
+    struct tm tm = {
+        .tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h, .tm_min = m, .tm_sec = s};
     return (int64_t)timegm(&tm) * 1000;
 }
 
@@ -316,9 +319,10 @@ static void test_push(void **state)
         struct tm tm;
         gmtime_r(&tt, &tm);
         strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%S", &tm); /* profefe's format */
-        snprintf(qs, sizeof qs,
-                 "service=demo&type=heap&instance_id=host-1&labels=env=test,zone=eu-1&created_at=%s",
-                 created);
+        snprintf(
+            qs, sizeof qs,
+            "service=demo&type=heap&instance_id=host-1&labels=env=test,zone=eu-1&created_at=%s",
+            created);
         if (push(files[i], qs, &r) != 200)
             fail_msg("push %s: %ld %s", files[i], r.status, r.body.data);
         json_t *j = jparse(&r);
@@ -330,13 +334,15 @@ static void test_push(void **state)
         assert_true(strlen(json_string_value(json_object_get(b, "id"))) > 0);
         json_t *ls = json_object_get(b, "labels");
         assert_int_equal(json_array_size(ls), 2);
-        assert_string_equal(json_string_value(json_object_get(json_array_get(ls, 0), "key")), "env");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(ls, 0), "key")),
+                            "env");
         assert_string_equal(json_string_value(json_object_get(json_array_get(ls, 0), "value")),
                             "test");
-        assert_string_equal(json_string_value(json_object_get(json_array_get(ls, 1), "key")), "zone");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(ls, 1), "key")),
+                            "zone");
         int64_t cat;
-        assert_int_equal(pd_parse_rfc3339(json_string_value(json_object_get(b, "created_at")), &cat),
-                         0);
+        assert_int_equal(
+            pd_parse_rfc3339(json_string_value(json_object_get(b, "created_at")), &cat), 0);
         assert_true(cat == ts[i]);
         json_decref(j);
         pd_buf_release(&r.body);
@@ -347,8 +353,8 @@ static void test_push(void **state)
         total_bytes += len;
     }
     /* no created_at: the profile's time_nanos */
-    assert_int_equal(push("go-demo-series/cpu-0001.pb.gz", "service=demo&type=cpu&instance_id=host-1", &r),
-                     200);
+    assert_int_equal(
+        push("go-demo-series/cpu-0001.pb.gz", "service=demo&type=cpu&instance_id=host-1", &r), 200);
     pd_buf_release(&r.body);
     char path[512];
     size_t len;
@@ -357,14 +363,15 @@ static void test_push(void **state)
     total_bytes += len;
     /* RFC 3339 created_at, another service (makes heap ambiguous later) */
     assert_int_equal(push("go-demo-once/heap.pb.gz",
-                          "service=other&type=heap&created_at=2024-01-02T04%3A00%3A00%2B01%3A00", &r),
+                          "service=other&type=heap&created_at=2024-01-02T04%3A00%3A00%2B01%3A00",
+                          &r),
                      200);
     json_t *j = jparse(&r);
     int64_t cat;
-    assert_int_equal(pd_parse_rfc3339(json_string_value(json_object_get(json_object_get(j, "body"),
-                                                                        "created_at")),
-                                      &cat),
-                     0);
+    assert_int_equal(
+        pd_parse_rfc3339(
+            json_string_value(json_object_get(json_object_get(j, "body"), "created_at")), &cat),
+        0);
     assert_true(cat == utc_ms(2024, 1, 2, 3, 0, 0));
     json_decref(j);
     pd_buf_release(&r.body);
@@ -485,7 +492,8 @@ static void test_query_reports(void **state)
              sel, T2 / 1000);
     req(NULL, pq, NULL, 0, NULL, &r);
     assert_int_equal(r.status, 200);
-    assert_int_equal(pd_profile_decode(&got, (const uint8_t *)r.body.data, r.body.len, NULL, &err), 0);
+    assert_int_equal(pd_profile_decode(&got, (const uint8_t *)r.body.data, r.body.len, NULL, &err),
+                     0);
     assert_string_equal(pd_profile_str(&got, got.default_sample_type),
                         pd_profile_str(&want, want.sample_type[0].type));
     pd_profile_release(&got);
@@ -501,8 +509,8 @@ static void test_query_reports(void **state)
     pd_profile_totals(&cpu, tot);
     snprintf(pq, sizeof pq, "/api/v1/query?query=cpu&report=top&limit=3&sample_index=%s", tname);
     d = get_json(pq, 200, &root);
-    assert_string_equal(json_string_value(json_object_get(json_object_get(d, "sample_type"), "type")),
-                        tname);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(d, "sample_type"), "type")), tname);
     assert_true(json_integer_value(json_object_get(d, "total")) == tot[si]);
     json_t *rows = json_object_get(d, "rows");
     assert_int_equal(json_array_size(rows), 3);
@@ -539,11 +547,12 @@ static void test_series_labels(void **state)
     json_t *d = get_json("/api/v1/series", 200, &root);
     assert_int_equal(json_array_size(d), 3); /* heap demo, heap other, cpu demo */
     json_decref(root);
-    d = get_json("/api/v1/series?match[]=heap&match%5B%5D=cpu%7Bservice%3D%22nope%22%7D", 200, &root);
+    d = get_json("/api/v1/series?match[]=heap&match%5B%5D=cpu%7Bservice%3D%22nope%22%7D", 200,
+                 &root);
     assert_int_equal(json_array_size(d), 2);
     for (size_t i = 0; i < 2; i++)
-        assert_string_equal(
-            json_string_value(json_object_get(json_array_get(d, i), "__name__")), "heap");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(d, i), "__name__")),
+                            "heap");
     json_decref(root);
 
     d = get_json("/api/v1/labels", 200, &root);
@@ -565,8 +574,9 @@ static void test_series_labels(void **state)
     json_decref(root);
     /* time filter: [T1, T3] excludes the "other" heap at 03:00 */
     char pq[256];
-    snprintf(pq, sizeof pq, "/api/v1/label/service/values?match[]=heap&start=%" PRId64 "&end=%" PRId64,
-             T1 / 1000, T3 / 1000);
+    snprintf(pq, sizeof pq,
+             "/api/v1/label/service/values?match[]=heap&start=%" PRId64 "&end=%" PRId64, T1 / 1000,
+             T3 / 1000);
     d = get_json(pq, 200, &root);
     assert_int_equal(json_array_size(d), 1);
     json_decref(root);
@@ -681,12 +691,12 @@ static void test_bad_push(void **state)
 
     /* bad parameters with a good body */
     const char *badq[] = {
-        "type=heap",                                              /* no service */
-        "service=demo",                                           /* no type */
-        "service=demo&type=__x",                                  /* reserved type */
-        "service=demo&type=heap-x",                               /* invalid type */
-        "service=demo&type=heap&created_at=yesterday",            /* bad time */
-        "service=demo&type=heap&created_at=2024-13-02T05:00:00",  /* bad month */
+        "type=heap",                                             /* no service */
+        "service=demo",                                          /* no type */
+        "service=demo&type=__x",                                 /* reserved type */
+        "service=demo&type=heap-x",                              /* invalid type */
+        "service=demo&type=heap&created_at=yesterday",           /* bad time */
+        "service=demo&type=heap&created_at=2024-13-02T05:00:00", /* bad month */
     };
     for (size_t i = 0; i < sizeof badq / sizeof *badq; i++) {
         char pq[512];
@@ -802,9 +812,9 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_push),         cmocka_unit_test(test_query_range),
-        cmocka_unit_test(test_query_reports), cmocka_unit_test(test_series_labels),
-        cmocka_unit_test(test_errors),       cmocka_unit_test(test_bad_push),
+        cmocka_unit_test(test_push),           cmocka_unit_test(test_query_range),
+        cmocka_unit_test(test_query_reports),  cmocka_unit_test(test_series_labels),
+        cmocka_unit_test(test_errors),         cmocka_unit_test(test_bad_push),
         cmocka_unit_test(test_metrics_health),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);

@@ -17,7 +17,7 @@ fail() { echo "FAIL: $*"; [ -f "$T/log" ] && tail -20 "$T/log"; exit 1; }
 expect_exit() { # want_code description args...
     local want=$1 what=$2
     shift 2
-    "$PROFD" "$@" >"$T/out" 2>"$T/err" </dev/null
+    timeout -s KILL 20 "$PROFD" "$@" >"$T/out" 2>"$T/err" </dev/null
     local got=$?
     [ "$got" = "$want" ] || fail "$what: exit $got, want $want; stderr: $(head -3 "$T/err")"
 }

@@ -322,8 +322,8 @@ static void test_bad_addresses(void **state)
 {
     pd_http_server *srv = NULL;
     pd_err err = {{0}};
-    const char *bad[] = {"nohost", "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999",
-                         "127.0.0.1:12a", "::1:80", "[::1]80", "no.such.host.invalid:80"};
+    const char *bad[] = {"nohost",        "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999",
+                         "127.0.0.1:12a", "::1:80",    "[::1]80",    "no.such.host.invalid:80"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err.msg[0] = 0;
         int rc = pd_http_server_start(bad[i], 1, 1024, echo, NULL, &srv, &err);
