@@ -7,6 +7,7 @@
  *   header  = COMM SP+ PID ["/" TID] SP+ ["[" CPU "]" SP+] SECS "." FRAC ":"
  *             SP+ [PERIOD SP+] EVENT ":" [SP+ rest]
  *   frame   = TAB SP* HEXADDR SP+ SYMBOL ["+0x" HEXOFF] [SP+ "(" DSO ")"]
+ *             [NL SP+ FILE ":" LINE]        ; srcline, with -F +srcline
  *   blank line between records (optional: a header also ends a record)
  *
  *   hot  9404/9405 [000]  2567.217929:    1001001 cpu-clock:uhH:
@@ -31,13 +32,18 @@
  *   (C++); the DSO is the last parenthesised group of the line (nesting
  *   allowed, e.g. "(/x (deleted))"). "+0xOFF" is stripped from SYMBOL.
  *   "[unknown]" as SYMBOL means no function; as DSO, no mapping.
+ * - A frame may be followed by a srcline line (one token FILE:LINE, indented
+ *   with spaces); it gives the function's file name and the line number
+ *   ("??:0" gives neither). A frame line is therefore held until the next
+ *   line shows whether a srcline follows.
  *
  * Output model: one mapping per DSO (filename = DSO path, memory_start 0,
  * memory_limit one past the highest address seen, file offset 0: the
  * addresses are as perf prints them, i.e. in the DSO's own address space
  * for files; has_functions when every frame in it had a symbol); one
- * location per (mapping, address) with one line for the symbol's function,
- * or no line for [unknown]; functions by symbol name. Samples carry the
+ * location per (mapping, address) with one line for the symbol's function
+ * (and the srcline's line number), or no line for [unknown]; functions by
+ * symbol name (and srcline file). Samples carry the
  * labels comm (string), pid and tid (numbers) when present, and the values
  * samples/count = 1 and, when headers carry PERIOD, the period: cpu-clock and
  * task-clock as cpu/nanoseconds, any other event as EVENT/count. The first
@@ -146,7 +152,8 @@ static const char *cstr(perf_state *st, int k, span x)
         st->tmp[k] = t;
         st->cap_tmp[k] = nc;
     }
-    memcpy(st->tmp[k], x.s, x.n);
+    if (x.n)
+        memcpy(st->tmp[k], x.s, x.n);
     st->tmp[k][x.n] = 0;
     return st->tmp[k];
 }

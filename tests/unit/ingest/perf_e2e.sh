@@ -94,4 +94,19 @@ esac
 go tool pprof -top "$T/hot.folded.pb.gz" >"$T/folded.top" 2>&1
 TOP=$(awk '/flat%/ {getline; print $NF; exit}' "$T/folded.top")
 [ "$TOP" = hot_leaf ] || { cat "$T/folded.top"; fail "folded: top function is '$TOP'"; }
+# 3. perf script -F +srcline: same stacks; hot_leaf's locations carry
+#    perf_hot.c and a line inside hot_leaf's body (between its definition
+#    and warm_leaf's, found in the source here)
+perf script -i "$T/hot.data" -F +srcline >"$T/src.txt" 2>/dev/null || fail "perf script -F +srcline failed"
+"$TOOL" --from=perf-script "$T/src.txt" "$T/src.pb.gz" || fail "convert of srcline output failed"
+stacks "$T/src.pb.gz" | sort >"$T/src.got"
+diff "$T/hot.want" "$T/src.got" >&2 || fail "srcline conversion: per-stack totals differ"
+FIRST=$(grep -n 'static void hot_leaf' "$SRC/perf_hot.c" | cut -d: -f1)
+LAST=$(grep -n 'static void warm_leaf' "$SRC/perf_hot.c" | cut -d: -f1)
+go tool pprof -raw "$T/src.pb.gz" 2>/dev/null | awk -v lo="$FIRST" -v hi="$LAST" '
+    /^Locations/ { l = 1; next } /^Mappings/ { l = 0 }
+    l && $4 == "hot_leaf" { n++; split($5, fl, ":"); if (fl[1] !~ /perf_hot\.c$/ || fl[2] <= lo || fl[2] >= hi) { print "bad position", $0; bad++ } }
+    END { if (!n) print "no hot_leaf location"; exit (n && !bad) ? 0 : 1 }' >&2 ||
+    fail "srcline conversion: hot_leaf positions are not inside hot_leaf in perf_hot.c"
+
 echo "ok: hot: $N samples, $(wc -l <"$T/hot.want") stacks; ls: $(wc -l <"$T/ls.want") stacks"

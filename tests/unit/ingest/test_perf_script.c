@@ -161,6 +161,29 @@ static void test_header_layouts(void **state)
     assert_int_equal(p.n_function, 1);
     pd_profile_release(&p);
 
+    /* -F +srcline: a FILE:LINE line after a frame sets the function's file
+     * and the line number; ??:0 sets neither */
+    conv("hot 9 1.0: 10 cpu-clock: \n"
+         "\t 116d hot_leaf+0x24 (/tmp/hot)\n"
+         "  hot.c:4\n"
+         "\t 11dd middle+0x1c (/tmp/hot)\n"
+         "\t 2724a __libc_start_call_main+0x7a (/lib/libc.so.6)\n"
+         "  ??:0\n"
+         "\n",
+         NULL, &p);
+    assert_int_equal(p.sample[0].n_location, 3);
+    const pd_pprof_location *l0 = pd_profile_location(&p, p.sample[0].location_id[0]);
+    const pd_pprof_location *l1 = pd_profile_location(&p, p.sample[0].location_id[1]);
+    const pd_pprof_location *l2 = pd_profile_location(&p, p.sample[0].location_id[2]);
+    assert_int_equal(l0->line[0].line, 4);
+    assert_string_equal(
+        pd_profile_str(&p, pd_profile_function(&p, l0->line[0].function_id)->filename), "hot.c");
+    assert_int_equal(l1->line[0].line, 0);
+    assert_int_equal(l2->line[0].line, 0);
+    assert_string_equal(
+        pd_profile_str(&p, pd_profile_function(&p, l2->line[0].function_id)->filename), "");
+    pd_profile_release(&p);
+
     /* side-band records are skipped; empty input is an empty profile */
     conv("perf 1 1.000000: PERF_RECORD_MMAP2 1/1: [0x400000(0x1000) @ 0 fd:01 1 0]: r-xp /bin/x\n"
          "x 1 1.500000: 10 cpu-clock: \n\t 401000 f (/bin/x)\n",
@@ -185,6 +208,9 @@ static void test_malformed(void **state)
                  "line 3: event 'cycles' differs from the first sample's 'cpu-clock'");
     expect_error("x 1 1.5: 10 cpu-clock: \n\nx 1 1.6: cpu-clock: \n", NULL, PD_EPARSE,
                  "line 3: the sample has no period");
+    /* a srcline-like line where no frame precedes it is not a srcline */
+    expect_error("x 1 1.5: 10 cpu-clock: \n\n  hot.c:4\n", NULL, PD_EPARSE,
+                 "line 3: not a perf script sample header");
     expect_error("x 1 1.5: 10 \n", NULL, PD_EPARSE, "line 1: no event name after the period");
     expect_error("x 1 1.5: 10 cpu-clock\n", NULL, PD_EPARSE, "line 1: 'cpu-clock' is not an event");
     static const char nul[] = "x 1 1.5: 10 cpu-clock: \n\t 401000 f\0 (/bin/x)\n";
