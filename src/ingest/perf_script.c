@@ -32,9 +32,9 @@
  *   (C++); the DSO is the last parenthesised group of the line (nesting
  *   allowed, e.g. "(/x (deleted))"). "+0xOFF" is stripped from SYMBOL.
  *   "[unknown]" as SYMBOL means no function; as DSO, no mapping.
- * - A frame may be followed by a srcline line (one token FILE:LINE, indented
- *   with spaces); it gives the function's file name and the line number
- *   ("??:0" gives neither). A frame line is therefore held until the next
+ * - A frame may be followed by a srcline line (FILE:LINE, indented with
+ *   spaces); it gives the function's file name and the line number
+ *   ("??:0" and perf's "DSO[ADDR]" for no position give neither). A frame line is therefore held until the next
  *   line shows whether a srcline follows.
  *
  * Output model: one mapping per DSO (filename = DSO path, memory_start 0,
@@ -513,8 +513,10 @@ static int flush_frame(perf_state *st, span file, int64_t line_no, pd_err *err)
                       line_no, err);
 }
 
-/* A srcline line ("  hot.c:4", from perf script -F +srcline): one token
- * FILE:LINE. "??:0" (unknown) gives an empty file. */
+/* A srcline line (from perf script -F +srcline), indented with spaces:
+ * "FILE:LINE", optionally followed by parenthesised notes; or, when perf
+ * has no source position, "DSO[HEXADDR]" ("[kernel.kallsyms][ffff...]") or
+ * "??:0", which give an empty file and line 0. */
 static bool parse_srcline(span line, span *file, int64_t *line_no)
 {
     span x = trim(line), tok, rest;
@@ -522,21 +524,26 @@ static bool parse_srcline(span line, span *file, int64_t *line_no)
         return false;
     rest = x;
     next_token(&rest, &tok);
-    if (trim(rest).n)
+    rest = trim(rest);
+    if (rest.n && rest.s[0] != '(')
         return false;
+    file->s = tok.s;
+    file->n = 0;
+    *line_no = 0;
+    if (!rest.n && tok.n >= 3 && tok.s[tok.n - 1] == ']' && memchr(tok.s, '[', tok.n - 1))
+        return true;
     const char *colon = NULL;
-    for (size_t i = x.n; i-- > 0;)
-        if (x.s[i] == ':') {
-            colon = x.s + i;
+    for (size_t i = tok.n; i-- > 0;)
+        if (tok.s[i] == ':') {
+            colon = tok.s + i;
             break;
         }
-    if (!colon || colon == x.s)
+    if (!colon || colon == tok.s)
         return false;
-    span num = {colon + 1, x.n - (size_t)(colon + 1 - x.s)};
+    span num = {colon + 1, tok.n - (size_t)(colon + 1 - tok.s)};
     if (!num.n || num.s[0] == '-' || !parse_i64(num, line_no))
         return false;
-    file->s = x.s;
-    file->n = (size_t)(colon - x.s);
+    file->n = (size_t)(colon - tok.s);
     if (span_eq(*file, "??"))
         file->n = 0, *line_no = 0;
     return true;

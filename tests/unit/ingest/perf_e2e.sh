@@ -101,6 +101,10 @@ perf script -i "$T/hot.data" -F +srcline >"$T/src.txt" 2>/dev/null || fail "perf
 "$TOOL" --from=perf-script "$T/src.txt" "$T/src.pb.gz" || fail "convert of srcline output failed"
 stacks "$T/src.pb.gz" | sort >"$T/src.got"
 diff "$T/hot.want" "$T/src.got" >&2 || fail "srcline conversion: per-stack totals differ"
+perf script -i "$T/ls.data" -F +srcline >"$T/lssrc.txt" 2>/dev/null || fail "perf script -F +srcline (ls) failed"
+"$TOOL" --from=perf-script "$T/lssrc.txt" "$T/lssrc.pb.gz" || fail "convert of srcline output (ls) failed"
+stacks "$T/lssrc.pb.gz" | sort >"$T/lssrc.got"
+diff "$T/ls.want" "$T/lssrc.got" >&2 || fail "srcline conversion (ls): per-stack totals differ"
 FIRST=$(grep -n 'static void hot_leaf' "$SRC/perf_hot.c" | cut -d: -f1)
 LAST=$(grep -n 'static void warm_leaf' "$SRC/perf_hot.c" | cut -d: -f1)
 go tool pprof -raw "$T/src.pb.gz" 2>/dev/null | awk -v lo="$FIRST" -v hi="$LAST" '

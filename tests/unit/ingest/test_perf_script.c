@@ -169,9 +169,13 @@ static void test_header_layouts(void **state)
          "\t 11dd middle+0x1c (/tmp/hot)\n"
          "\t 2724a __libc_start_call_main+0x7a (/lib/libc.so.6)\n"
          "  ??:0\n"
+         "\t ffffffff81000130 entry_SYSCALL_64+0x76 ([kernel.kallsyms])\n"
+         "  [kernel.kallsyms][ffffffff81000130]\n"
+         "\t 1234 inl (/tmp/hot)\n"
+         "  hot.c:9 (discriminator 2)\n"
          "\n",
          NULL, &p);
-    assert_int_equal(p.sample[0].n_location, 3);
+    assert_int_equal(p.sample[0].n_location, 5);
     const pd_pprof_location *l0 = pd_profile_location(&p, p.sample[0].location_id[0]);
     const pd_pprof_location *l1 = pd_profile_location(&p, p.sample[0].location_id[1]);
     const pd_pprof_location *l2 = pd_profile_location(&p, p.sample[0].location_id[2]);
@@ -182,6 +186,10 @@ static void test_header_layouts(void **state)
     assert_int_equal(l2->line[0].line, 0);
     assert_string_equal(
         pd_profile_str(&p, pd_profile_function(&p, l2->line[0].function_id)->filename), "");
+    const pd_pprof_location *l3 = pd_profile_location(&p, p.sample[0].location_id[3]);
+    const pd_pprof_location *l4 = pd_profile_location(&p, p.sample[0].location_id[4]);
+    assert_int_equal(l3->line[0].line, 0);
+    assert_int_equal(l4->line[0].line, 9);
     pd_profile_release(&p);
 
     /* side-band records are skipped; empty input is an empty profile */

@@ -1,0 +1,147 @@
+/*
+ * storage/tsdb/symbols_int.h — the symbol tables of a block (the `symbols`
+ * file, docs/format/symbols.md): strings, mappings, functions, locations
+ * (with their lines), stacks and sample-label sets, each deduplicated by
+ * content across every profile of the block. Private to src/storage.
+ *
+ * One struct serves both sides:
+ *   - writer: pd__symbols_init(.., writable=true), pd__symbols_add_profile for
+ *     every profile, pd__symbols_encode to get the file's payload;
+ *   - reader: pd__symbols_decode of a payload, which checks every reference
+ *     (a string, mapping, function, location or stack id out of range is
+ *     PD_ECORRUPT), so lookups afterwards need no further checks.
+ *
+ * Ids: every table is 0-based; references that may be "none" (a location's
+ * mapping, a line's function) are stored as index+1 with 0 for none. Stack id
+ * 0 is the empty stack; stack ids 1..n_stack are real stacks.
+ *
+ * Stack formats (chosen per block, recorded in the file):
+ *   PD_STACKS_TREE: parent-pointer tree (Pyroscope symdb): node i (1-based)
+ *     = (parent node < i or 0 for a root, location). Stack id = its leaf node.
+ *   PD_STACKS_LIST: deduplicated location lists, leaf first.
+ *
+ * Not thread-safe while writing; a decoded table is read-only and may be
+ * shared by threads.
+ */
+#ifndef PD_STORAGE_TSDB_SYMBOLS_INT_H
+#define PD_STORAGE_TSDB_SYMBOLS_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/u64map.h"
+#include "pprof/pprof.h"
+
+typedef enum { PD_STACKS_TREE = 1, PD_STACKS_LIST = 2 } pd_stack_format;
+
+typedef struct pd_sym_mapping {
+    uint64_t start, limit, offset;
+    uint32_t filename, build_id; /* string ids */
+    uint8_t flags;               /* bit 0..3: has_functions, filenames, line_numbers, inline_frames */
+} pd_sym_mapping;
+
+typedef struct pd_sym_function {
+    uint32_t name, system_name, filename; /* string ids */
+    int64_t start_line;
+} pd_sym_function;
+
+typedef struct pd_sym_line {
+    uint32_t function; /* function index + 1, 0 = none */
+    int64_t line, column;
+} pd_sym_line;
+
+typedef struct pd_sym_location {
+    uint32_t mapping; /* mapping index + 1, 0 = none */
+    uint64_t address;
+    uint32_t first_line, n_line; /* into lines */
+    uint8_t folded;
+} pd_sym_location;
+
+typedef struct pd_sym_label {
+    uint32_t key, str; /* string ids */
+    int64_t num;
+    uint32_t num_unit; /* string id */
+} pd_sym_label;
+
+/* A content-keyed dictionary (private to symbols.c; here for the struct size). */
+typedef struct pd_sym_dict {
+    pd_u64map head; /* hash -> first index */
+    uint32_t *next; /* chain, UINT32_MAX ends */
+    uint64_t *koff; /* key bytes in keys */
+    uint32_t *klen;
+    pd_buf keys;
+    size_t n, cap;
+} pd_sym_dict;
+
+typedef struct pd_symbols {
+    pd_stack_format stack_format;
+    /* strings: str[i] points at str_len[i] bytes (NUL-terminated copy) */
+    const char **str;
+    uint32_t *str_len;
+    size_t n_str;
+    pd_sym_mapping *map;
+    size_t n_map;
+    pd_sym_function *fn;
+    size_t n_fn;
+    pd_sym_location *loc;
+    size_t n_loc;
+    pd_sym_line *line;
+    size_t n_line;
+    /* stacks, 1-based (index 0 unused). TREE: parent[i], node_loc[i].
+       LIST: locs of stack i are list_locs[list_off[i] .. list_off[i+1]). */
+    uint32_t *parent, *node_loc;
+    uint64_t *list_off;
+    uint32_t *list_locs;
+    size_t n_stack, n_list_locs;
+    /* sample-label sets, 1-based (0 = no labels): set i is
+       lab[lset_off[i] .. lset_off[i+1]) */
+    uint64_t *lset_off;
+    pd_sym_label *lab;
+    size_t n_lset, n_lab;
+    size_t max_depth; /* longest stack */
+
+    /* writer state */
+    bool writable;
+    pd_sym_dict d_str, d_map, d_fn, d_loc, d_stack, d_lset;
+    size_t cap_str, cap_map, cap_fn, cap_loc, cap_line, cap_stack, cap_list, cap_lset, cap_lab;
+    /* reader state */
+    uint8_t *raw; /* decoded payload the strings point into */
+} pd_symbols;
+
+/* Sets up empty tables. writable: a writer (dedup dictionaries kept).
+ * 0 or PD_ENOMEM. */
+int pd__symbols_init(pd_symbols *s, pd_stack_format f, bool writable);
+/* Frees everything s holds. Safe on a zeroed struct. */
+void pd__symbols_release(pd_symbols *s);
+
+/* Interns bytes s[0..len) as a string; *id is its string id. 0, PD_ENOMEM. */
+int pd__symbols_string(pd_symbols *s, const char *str, size_t len, uint32_t *id /* OUT */);
+
+/* Adds the symbols of p (indexed and validated): its strings, and for each
+ * sample its stack and label set. Fills
+ *   str_map[0..p->n_string): block string id of each profile string,
+ *   stack[0..p->n_sample), lset[0..p->n_sample): ids of each sample's stack
+ *   and label set.
+ * Arrays are the caller's. Errors: PD_ENOMEM, PD_EINVAL (a reference of p
+ * that does not resolve, err says which). */
+int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_map /* OUT */,
+                            uint32_t *stack /* OUT */, uint32_t *lset /* OUT */, pd_err *err);
+
+/* Appends the tables' encoding (uncompressed; docs/format/symbols.md) to out.
+ * PD_ENOMEM, PD_ETOOBIG. */
+int pd__symbols_encode(const pd_symbols *s, pd_buf *out);
+
+/* Parses an encoding made by pd__symbols_encode into s (overwritten; release
+ * with pd__symbols_release). Takes ownership of raw (malloc'ed, len bytes),
+ * also on failure. Every reference is checked. Errors: PD_ECORRUPT (err says
+ * what and at which payload offset), PD_ENOMEM. */
+int pd__symbols_decode(pd_symbols *s /* OUT */, uint8_t *raw, size_t len, pd_err *err);
+
+/* Writes the locations of stack id (0 = empty) into out[0..cap), leaf first,
+ * as location indexes; returns the depth, or PD_ECORRUPT when id is out of
+ * range or the stack is deeper than cap. */
+int pd__symbols_stack(const pd_symbols *s, uint32_t id, uint32_t *out, size_t cap);
+
+#endif
