@@ -2,6 +2,7 @@
  * main.c — the profd command line.
  *
  *   profd [serve] [flags]   run the server (the default command)
+ *   profd convert ...       convert folded stacks / perf script text to pprof (ingest/)
  *   profd --help | -h       usage on stdout, exit 0
  *   profd --version         version on stdout, exit 0
  *
@@ -28,6 +29,7 @@
 #include <string.h>
 #include <curl/curl.h>
 
+#include "ingest/ingest.h"
 #include "api/api.h"
 #include "base/log.h"
 #include "http/server.h"
@@ -57,6 +59,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: profd [serve] [flags]\n"
+            "       profd convert --from=folded|lines|perf-script [--sample-rate=HZ] [--type=cpu] IN OUT.pb.gz\n"
             "       profd --help | --version\n"
             "\n"
             "profd collects pprof profiles (scraped per --config.file, or pushed to\n"
@@ -373,6 +376,8 @@ int main(int argc, char **argv)
         .max_body = 0,
         .threads = 4,
     };
+    if (argc > 1 && strcmp(argv[1], "convert") == 0)
+        return pd_ingest_convert_main(argc - 1, argv + 1);
     int rc = parse_flags(argc, argv, &f);
     if (rc >= 0)
         return rc;

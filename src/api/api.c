@@ -7,31 +7,11 @@
  * state between requests; the only shared state is the metrics registry and
  * what storage and the scrape manager guard themselves.
  *
- * Push (profefe's POST /api/0/profiles), the rules:
- *   - service and type are required; type must be a label-name-like word
- *     ([a-zA-Z_][a-zA-Z0-9_]*, no "__" prefix: it becomes __name__);
- *     service and instance_id are label values (UTF-8, at most
- *     PD_LABEL_MAX_VALUE bytes; instance_id may be absent).
- *   - labels=k=v,k2=v2: names must be valid, not reserved ("__" prefix) and
- *     not service/instance_id (they come from their own parameters); values
- *     non-empty UTF-8. At most PD_LABEL_MAX_COUNT labels in all.
- *   - created_at: profefe's "2006-01-02T15:04:05" (UTC), RFC 3339, or Unix
- *     seconds; absent: the profile's time_nanos, else now.
- *   - the body is decoded and validated (pd_profile_decode with the
- *     configured caps) before anything is stored; the stored bytes are the
- *     body as received.
- *   - any failure stores nothing and answers {"code":N,"status":"error",
- *     "errorType":T,"error":"..."} with HTTP N (profefe's envelope, which
- *     its clients read, plus Prometheus' fields, which profd's own tools
- *     read; success likewise carries "status":"success"): 400 (parameters, labels, bad profile),
- * 413 (a cap), 409 (a profile of that series at that time exists), 500 (storage). Counted in
- * profd_rejected_input_total{reason=bad_request|bad_labels| bad_profile|too_large|duplicate}.
- *   - success counts profd_ingested_profiles_total{source="push"} and
- *     profd_ingested_bytes_total{source="push"} (body bytes as received).
- *   - the reply's id is 32 hex digits: the series' label hash and the
- *     timestamp in ms, each as 16 hex digits.
+ * profefe's API (/api/0/...) lives in profefe.c and Pyroscope's POST
+ * /ingest in pyroscope.c (rules there); route() only dispatches to them.
  */
 #include "api/api.h"
+#include "api/api_int.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -420,264 +400,6 @@ static void h_buildinfo(pd_api *api, pd_http_response *resp)
     end_success(resp);
 }
 
-/* ---- push (profefe) ---- */
-
-static void push_error(pd_http_response *resp, int status, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void push_error(pd_http_response *resp, int status, const char *reason, const char *fmt, ...)
-{
-    char msg[1024], lbl[64];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (reason) {
-        snprintf(lbl, sizeof lbl, "reason=\"%s\"", reason);
-        pd_metrics_add("profd_rejected_input_total", lbl, 1);
-    }
-    pd_buf_reset(&resp->body);
-    resp->status = status;
-    resp->content_type = JSON_CT;
-    pd_buf_printf(&resp->body,
-                  "{\"code\":%d,\"status\":\"error\",\"errorType\":\"%s\",\"error\":", status,
-                  error_type(status));
-    pd_buf_put_json_string(&resp->body, msg, strlen(msg));
-    pd_buf_puts(&resp->body, "}");
-    pd_log(PD_LOG_DEBUG, "push rejected", "status=%d reason=%s", status, reason ? reason : "none");
-}
-
-static bool utf8_valid(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p;
-        size_t n;
-        unsigned cp;
-        if (c < 0x80) {
-            p++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            n = 1;
-            cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            n = 2;
-            cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            n = 3;
-            cp = c & 0x07;
-        } else {
-            return false;
-        }
-        for (size_t i = 1; i <= n; i++) {
-            if ((p[i] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        p += n + 1;
-    }
-    return true;
-}
-
-/* profefe's time format 2006-01-02T15:04:05 (UTC), RFC 3339, or Unix seconds. */
-static int parse_created_at(const char *s, int64_t *ms)
-{
-    int Y, M, D, h, m, sec, used = 0;
-    if (strlen(s) == 19 &&
-        sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &Y, &M, &D, &h, &m, &sec, &used) == 6 &&
-        used == 19 && s[4] == '-' && s[7] == '-' && s[10] == 'T' && s[13] == ':' && s[16] == ':') {
-        if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60 || h < 0 || m < 0 ||
-            sec < 0)
-            return PD_EPARSE;
-        struct tm tm = {.tm_year = Y - 1900,
-                        .tm_mon = M - 1,
-                        .tm_mday = D,
-                        .tm_hour = h,
-                        .tm_min = m,
-                        .tm_sec = sec};
-        *ms = (int64_t)timegm(&tm) * 1000;
-        return 0;
-    }
-    return pd_parse_time_param(s, ms, NULL);
-}
-
-static void h_push(pd_api *api, const pd_http_request *req, pd_http_response *resp)
-{
-    const char *service = pd_http_arg(req, "service");
-    const char *type = pd_http_arg(req, "type");
-    const char *iid = pd_http_arg(req, "instance_id");
-    const char *lblstr = pd_http_arg(req, "labels");
-    const char *created = pd_http_arg(req, "created_at");
-    pd_labels ls;
-    pd_labels_init(&ls);
-    pd_profile p;
-    memset(&p, 0, sizeof p);
-    bool decoded = false;
-    char *lcopy = NULL;
-    pd_err err = {{0}};
-    int rc;
-
-    if (!service || !*service) {
-        push_error(resp, 400, "bad_request", "missing service");
-        goto out;
-    }
-    if (!type || !*type) {
-        push_error(resp, 400, "bad_request", "missing type (the profile type, e.g. cpu or heap)");
-        goto out;
-    }
-    if (!pd_label_name_valid(type) || strncmp(type, "__", 2) == 0) {
-        push_error(
-            resp, 400, "bad_request",
-            "invalid type \"%.100s\": must match [a-zA-Z_][a-zA-Z0-9_]* without a \"__\" prefix",
-            type);
-        goto out;
-    }
-    const char *vals[2] = {service, iid};
-    const char *vnames[2] = {"service", "instance_id"};
-    for (int i = 0; i < 2; i++) {
-        if (vals[i] && (!utf8_valid(vals[i]) || strlen(vals[i]) > PD_LABEL_MAX_VALUE)) {
-            push_error(resp, 400, "bad_labels", "invalid %s: not UTF-8 or over %d bytes", vnames[i],
-                       PD_LABEL_MAX_VALUE);
-            goto out;
-        }
-    }
-    if (lblstr && *lblstr) {
-        lcopy = strdup(lblstr);
-        if (!lcopy) {
-            push_error(resp, 500, NULL, "out of memory");
-            goto out;
-        }
-        char *save = NULL;
-        for (char *kv = strtok_r(lcopy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-            char *eq = strchr(kv, '=');
-            if (!eq) {
-                push_error(resp, 400, "bad_labels", "invalid labels: \"%.100s\" is not key=value",
-                           kv);
-                goto out;
-            }
-            *eq = 0;
-            const char *k = kv, *v = eq + 1;
-            if (!pd_label_name_valid(k) || strncmp(k, "__", 2) == 0) {
-                push_error(resp, 400, "bad_labels",
-                           "invalid label name \"%.100s\": must match [a-zA-Z_][a-zA-Z0-9_]* "
-                           "without a \"__\" prefix",
-                           k);
-                goto out;
-            }
-            if (!strcmp(k, "service") || !strcmp(k, "instance_id")) {
-                push_error(resp, 400, "bad_labels", "label \"%s\" conflicts with the %s parameter",
-                           k, k);
-                goto out;
-            }
-            if (!*v || !utf8_valid(v)) {
-                push_error(resp, 400, "bad_labels", "invalid value of label \"%.100s\": %s", k,
-                           *v ? "not UTF-8" : "empty");
-                goto out;
-            }
-            if (pd_labels_get(&ls, k)) {
-                push_error(resp, 400, "bad_labels", "label \"%.100s\" given twice", k);
-                goto out;
-            }
-            if ((rc = pd_labels_set(&ls, k, v, &err)) < 0) {
-                push_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : "bad_labels",
-                           "invalid labels: %s", err.msg);
-                goto out;
-            }
-        }
-    }
-    if ((rc = pd_labels_set(&ls, "service", service, &err)) < 0 ||
-        (iid && *iid && (rc = pd_labels_set(&ls, "instance_id", iid, &err)) < 0) ||
-        (rc = pd_labels_set(&ls, "__name__", type, &err)) < 0) {
-        push_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : "bad_labels",
-                   "invalid labels: %s", err.msg);
-        goto out;
-    }
-    int64_t ts = 0;
-    bool have_ts = false;
-    if (created && *created) {
-        if (parse_created_at(created, &ts) < 0) {
-            push_error(resp, 400, "bad_request",
-                       "invalid created_at \"%.64s\": expected 2006-01-02T15:04:05 (UTC), RFC 3339 "
-                       "or Unix seconds",
-                       created);
-            goto out;
-        }
-        have_ts = true;
-    }
-    if (req->body_len == 0) {
-        push_error(resp, 400, "bad_profile",
-                   "empty body: POST a pprof profile (gzip or raw protobuf)");
-        goto out;
-    }
-    rc = pd_profile_decode(&p, req->body, req->body_len, &api->o.limits, &err);
-    if (rc < 0) {
-        if (rc == PD_ENOMEM)
-            push_error(resp, 500, NULL, "out of memory decoding the profile");
-        else if (rc == PD_ETOOBIG)
-            push_error(resp, 413, "too_large", "profile refused: %s", err.msg);
-        else
-            push_error(resp, 400, "bad_profile", "invalid profile: %s", err.msg);
-        goto out;
-    }
-    decoded = true;
-    if (!have_ts)
-        ts = p.time_nanos > 0 ? p.time_nanos / 1000000 : pd_now_ms();
-
-    pd_err_clear(&err);
-    rc = pd_storage_append(api->st, &ls, ts, req->body, req->body_len, &p, &err);
-    if (rc == PD_EEXIST) {
-        push_error(resp, 409, "duplicate",
-                   "a profile of this series at %" PRId64 " ms is already stored", ts);
-        goto out;
-    }
-    if (rc < 0) {
-        pd_log(PD_LOG_ERROR, "push: storage append failed", "err=\"%s\"", err.msg);
-        push_error(resp, 500, NULL, "storage: %s", err.msg[0] ? err.msg : pd_strerror(rc));
-        goto out;
-    }
-    pd_metrics_add("profd_ingested_profiles_total", "source=\"push\"", 1);
-    pd_metrics_add("profd_ingested_bytes_total", "source=\"push\"", (double)req->body_len);
-
-    char created_s[40];
-    pd_format_rfc3339(ts, created_s, sizeof created_s);
-    pd_buf *b = &resp->body;
-    resp->status = 200;
-    resp->content_type = JSON_CT;
-    pd_buf_printf(b,
-                  "{\"code\":200,\"status\":\"success\",\"body\":{\"id\":\"%016" PRIx64
-                  "%016" PRIx64 "\",\"type\":",
-                  pd_labels_hash(&ls), (uint64_t)ts);
-    pd_buf_put_json_string(b, type, strlen(type));
-    pd_buf_puts(b, ",\"service\":");
-    pd_buf_put_json_string(b, service, strlen(service));
-    pd_buf_puts(b, ",\"instance_id\":");
-    pd_buf_put_json_string(b, iid ? iid : "", iid ? strlen(iid) : 0);
-    pd_buf_puts(b, ",\"labels\":[");
-    bool first = true;
-    for (size_t i = 0; i < ls.n; i++) {
-        const char *k = ls.v[i].name;
-        if (!strcmp(k, "__name__") || !strcmp(k, "service") || !strcmp(k, "instance_id"))
-            continue;
-        pd_buf_puts(b, first ? "{\"key\":" : ",{\"key\":");
-        first = false;
-        pd_buf_put_json_string(b, k, strlen(k));
-        pd_buf_puts(b, ",\"value\":");
-        pd_buf_put_json_string(b, ls.v[i].value, strlen(ls.v[i].value));
-        pd_buf_puts(b, "}");
-    }
-    pd_buf_puts(b, "],\"created_at\":");
-    pd_buf_put_json_string(b, created_s, strlen(created_s));
-    pd_buf_puts(b, "}}");
-out:
-    free(lcopy);
-    if (decoded)
-        pd_profile_release(&p);
-    pd_labels_release(&ls);
-}
-
 /* ---- /metrics ---- */
 
 static void process_metrics(pd_api *api)
@@ -828,17 +550,13 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
         reply_error(resp, 404, "unknown API endpoint %.200s", path);
         return "other";
     }
-    if (strcmp(path, "/api/0/profiles") == 0) {
-        if (!method_is(req, "POST")) {
-            pd_http_add_header(resp, "Allow", "POST");
-            resp->status = 405;
-            resp->content_type = JSON_CT;
-            pd_buf_puts(&resp->body, "{\"code\":405,\"status\":\"error\",\"errorType\":"
-                                     "\"bad_data\",\"error\":\"method not allowed; use POST\"}");
-        } else {
-            h_push(api, req, resp);
-        }
-        return "/api/0/profiles";
+    if (strncmp(path, "/api/0/", 7) == 0) {
+        pd__api_env env = {api->st, &api->o.limits, api->version};
+        return pd__profefe_route(&env, req, resp);
+    }
+    if (strcmp(path, "/ingest") == 0) {
+        pd__api_env env = {api->st, &api->o.limits, api->version};
+        return pd__pyroscope_ingest(&env, req, resp);
     }
     if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
         if (!is_get(req))

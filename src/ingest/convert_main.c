@@ -50,7 +50,9 @@ static int opt_value(int argc, char **argv, int *i, const char *name, const char
     return 0;
 }
 
-static int read_all(const char *path, size_t max, pd_buf *b)
+/* Appends the whole of path ("-": stdin) to b, which caps the size
+ * (PD_ETOOBIG). 0 or -errno. */
+static int read_all(const char *path, pd_buf *b)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     int rc = 0;
@@ -68,6 +70,8 @@ static int read_all(const char *path, size_t max, pd_buf *b)
     return rc;
 }
 
+/* Writes b to path ("-": stdout) through path.tmp + rename, so a reader
+ * never sees a partial file. 0, PD_ENOMEM or -errno. */
 static int write_all(const char *path, const pd_buf *b)
 {
     if (!strcmp(path, "-")) {
@@ -158,7 +162,7 @@ int pd_ingest_convert_main(int argc, char **argv)
     const char *in_name = strcmp(pos[0], "-") ? pos[0] : "<stdin>";
     pd_buf_init(&in, lim.max_input_bytes);
     pd_buf_init(&out, 0);
-    if ((rc = read_all(pos[0], lim.max_input_bytes, &in))) {
+    if ((rc = read_all(pos[0], &in))) {
         if (rc == PD_ETOOBIG)
             fprintf(stderr, "profd convert: %s: larger than %zu bytes\n", in_name,
                     lim.max_input_bytes);

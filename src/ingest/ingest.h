@@ -76,8 +76,10 @@ pd_ingest_format pd_ingest_format_parse(const char *name);
 /* Converts data[0..len) in the given format into *out (release it with
  * pd_profile_release). opts may be NULL for the defaults. On failure *out
  * holds nothing to free and err says what and where ("line 7: ...").
+ * An input without any sample gives a valid profile with no samples.
  * Errors: PD_EPARSE (malformed input), PD_ETOOBIG (a cap, named in err),
- * PD_EINVAL (bad options, an empty input with no samples is fine), PD_ENOMEM. */
+ * PD_EINVAL (bad options or format; also values that overflow int64 when
+ * equal stacks are added up), PD_ENOMEM. */
 int pd_ingest_convert(pd_ingest_format fmt, const char *data, size_t len,
                       const pd_ingest_opts *opts, pd_profile *out /* OUT */, pd_err *err);
 

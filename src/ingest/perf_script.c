@@ -34,7 +34,7 @@
  *   "[unknown]" as SYMBOL means no function; as DSO, no mapping.
  * - A frame may be followed by a srcline line (FILE:LINE, indented with
  *   spaces); it gives the function's file name and the line number
- *   ("??:0" and perf's "DSO[ADDR]" for no position give neither). A frame line is therefore held until the next
+ *   ("??:0", ":0" and perf's "DSO[ADDR]" for no position give neither). A frame line is therefore held until the next
  *   line shows whether a srcline follows.
  *
  * Output model: one mapping per DSO (filename = DSO path, memory_start 0,
@@ -515,8 +515,8 @@ static int flush_frame(perf_state *st, span file, int64_t line_no, pd_err *err)
 
 /* A srcline line (from perf script -F +srcline), indented with spaces:
  * "FILE:LINE", optionally followed by parenthesised notes; or, when perf
- * has no source position, "DSO[HEXADDR]" ("[kernel.kallsyms][ffff...]") or
- * "??:0", which give an empty file and line 0. */
+ * has no source position, "DSO[HEXADDR]" ("[kernel.kallsyms][ffff...]"),
+ * "??:0" or ":0", which give an empty file and line 0. */
 static bool parse_srcline(span line, span *file, int64_t *line_no)
 {
     span x = trim(line), tok, rest;
@@ -538,7 +538,7 @@ static bool parse_srcline(span line, span *file, int64_t *line_no)
             colon = tok.s + i;
             break;
         }
-    if (!colon || colon == tok.s)
+    if (!colon)
         return false;
     span num = {colon + 1, tok.n - (size_t)(colon + 1 - tok.s)};
     if (!num.n || num.s[0] == '-' || !parse_i64(num, line_no))

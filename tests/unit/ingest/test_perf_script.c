@@ -173,9 +173,11 @@ static void test_header_layouts(void **state)
          "  [kernel.kallsyms][ffffffff81000130]\n"
          "\t 1234 inl (/tmp/hot)\n"
          "  hot.c:9 (discriminator 2)\n"
+         "\t 1ab78 _dl_start_user+0x0 (/lib/ld.so)\n"
+         "  :0\n"
          "\n",
          NULL, &p);
-    assert_int_equal(p.sample[0].n_location, 5);
+    assert_int_equal(p.sample[0].n_location, 6);
     const pd_pprof_location *l0 = pd_profile_location(&p, p.sample[0].location_id[0]);
     const pd_pprof_location *l1 = pd_profile_location(&p, p.sample[0].location_id[1]);
     const pd_pprof_location *l2 = pd_profile_location(&p, p.sample[0].location_id[2]);

@@ -1,0 +1,325 @@
+/*
+ * bench/storage_size/storage_size.c — bytes per profile of real profile
+ * series, side by side on the same profiles:
+ *   (a) gzip bodies as served,
+ *   (b) conprof's scheme: raw (gunzipped) profiles in consecutive groups of 12,
+ *       each group compressed with zstd level 3 (libzstd),
+ *   (c) profd blocks (src/storage/tsdb/block.c): one block per profile type,
+ *       and one block holding all types together (as one store would).
+ *
+ *   bench_storage_size DATA_DIR OUT_DIR [--group N] [--stacks tree|list]
+ *                      [--level L] [--sweep] [--verify]
+ *
+ * DATA_DIR holds one sub-directory per profile type (heap, allocs, goroutine,
+ * cpu, ...) of *.pb.gz files in scrape order (bench/storage_size/collect.sh).
+ * Timestamps: the profile's time_nanos (ms), forced strictly ascending.
+ * --sweep: also writes the all-types block for several group sizes and both
+ * stack formats and prints the totals (how PD_BLOCK_DEFAULT_GROUP and the
+ * stack format were chosen). --verify: reads every profile back from the
+ * blocks and checks pd_profile_equal with the original.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <zstd.h>
+
+#include "pprof/pprof.h"
+#include "storage/tsdb/block_int.h"
+
+typedef struct prof {
+    uint8_t *body;
+    size_t len;
+    pd_profile p;
+    int64_t ts;
+} prof;
+
+typedef struct ptype {
+    char name[64];
+    prof *v;
+    size_t n;
+} ptype;
+
+static int cmpstr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static int load_type(const char *dir, const char *name, ptype *t)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            names = realloc(names, cap * sizeof *names);
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmpstr);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->v = calloc(n + 1, sizeof *t->v);
+    int64_t last = INT64_MIN;
+    for (size_t i = 0; i < n; i++) {
+        char fp[8192];
+        snprintf(fp, sizeof fp, "%s/%s", path, names[i]);
+        prof *p = &t->v[t->n];
+        pd_err err;
+        if (!(p->body = slurp(fp, &p->len)) ||
+            pd_profile_decode(&p->p, p->body, p->len, NULL, &err)) {
+            fprintf(stderr, "skip %s: %s\n", fp, p->body ? err.msg : "unreadable");
+            free(p->body);
+            free(names[i]);
+            continue;
+        }
+        p->ts = p->p.time_nanos / 1000000;
+        if (p->ts <= last)
+            p->ts = last + 1;
+        last = p->ts;
+        t->n++;
+        free(names[i]);
+    }
+    free(names);
+    return 0;
+}
+
+static uint64_t conprof_bytes(const ptype *t)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < t->n; i += 12) {
+        pd_buf raw;
+        pd_buf_init(&raw, 0);
+        for (size_t j = i; j < i + 12 && j < t->n; j++) {
+            pd_err err;
+            if (pd_gunzip(t->v[j].body, t->v[j].len, 1u << 30, &raw, &err))
+                pd_buf_append(&raw, t->v[j].body, t->v[j].len); /* raw already */
+        }
+        size_t bound = ZSTD_compressBound(raw.len);
+        void *z = malloc(bound);
+        size_t zl = ZSTD_compress(z, bound, raw.data, raw.len, 3);
+        total += ZSTD_isError(zl) ? raw.len : zl;
+        free(z);
+        pd_buf_release(&raw);
+    }
+    return total;
+}
+
+typedef struct result {
+    uint64_t total, meta, index, symbols, time, value;
+    double write_s;
+} result;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int write_block(ptype *types, size_t nt, const pd_block_writer_opts *o, const char *out,
+                       bool verify, result *r)
+{
+    pd_block_writer *w;
+    pd_err err;
+    char id[27];
+    memset(r, 0, sizeof *r);
+    double t0 = now_s();
+    if (pd__block_writer_new(o, &w))
+        return -1;
+    for (size_t k = 0; k < nt; k++) {
+        pd_labels l;
+        pd_labels_init(&l);
+        pd_labels_set(&l, "__name__", types[k].name, &err);
+        pd_labels_set(&l, "job", "demo", &err);
+        pd_labels_set(&l, "instance", "127.0.0.1:6060", &err);
+        for (size_t i = 0; i < types[k].n; i++)
+            if (pd__block_writer_add(w, &l, types[k].v[i].ts, &types[k].v[i].p, &err)) {
+                fprintf(stderr, "add %s %zu: %s\n", types[k].name, i, err.msg);
+                return -1;
+            }
+        pd_labels_release(&l);
+    }
+    int rc = pd__block_writer_write(w, out, id, &err);
+    pd__block_writer_free(w);
+    r->write_s = now_s() - t0;
+    if (rc) {
+        fprintf(stderr, "write: %s\n", err.msg);
+        return -1;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", out, id);
+    pd_block *b;
+    if (pd__block_open(dir, &b, &err)) {
+        fprintf(stderr, "open: %s\n", err.msg);
+        return -1;
+    }
+    const pd_block_meta *m = pd__block_meta(b);
+    r->meta = m->meta_bytes;
+    r->index = m->index_bytes;
+    r->symbols = m->symbols_bytes;
+    r->time = m->time_bytes;
+    r->value = m->value_bytes;
+    r->total = m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes;
+    if (verify) {
+        size_t bad = 0, n = 0;
+        for (size_t k = 0; k < nt; k++) {
+            pd_matcher mt;
+            pd_matcher_init(&mt, PD_MATCH_EQ, "__name__", types[k].name, &err);
+            uint32_t *ids;
+            size_t nid;
+            pd__block_select(b, &mt, 1, &ids, &nid, &err);
+            pd_matcher_release(&mt);
+            for (size_t i = 0; i < types[k].n && nid == 1; i++) {
+                pd_profile p;
+                n++;
+                if (pd__block_read_profile(b, ids[0], types[k].v[i].ts, &p, &err)) {
+                    bad++;
+                    fprintf(stderr, "read %s %zu: %s\n", types[k].name, i, err.msg);
+                    continue;
+                }
+                if (!pd_profile_equal(&p, &types[k].v[i].p, &err)) {
+                    bad++;
+                    fprintf(stderr, "differs %s %zu: %s\n", types[k].name, i, err.msg);
+                }
+                pd_profile_release(&p);
+            }
+            if (nid != 1)
+                bad += types[k].n;
+            free(ids);
+        }
+        printf("verify: %zu profiles read back, %zu differ\n", n, bad);
+        if (bad)
+            rc = -1;
+    }
+    pd__block_close(b);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s DATA_DIR OUT_DIR [--group N] [--stacks tree|list] [--level L] "
+                        "[--sweep] [--verify]\n",
+                argv[0]);
+        return 2;
+    }
+    const char *data = argv[1], *out = argv[2];
+    pd_block_writer_opts o = {0};
+    bool sweep = false, verify = false;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--group") && i + 1 < argc)
+            o.group = (size_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--level") && i + 1 < argc)
+            o.zstd_level = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--stacks") && i + 1 < argc)
+            o.stack_format = !strcmp(argv[++i], "list") ? PD_STACKS_LIST : PD_STACKS_TREE;
+        else if (!strcmp(argv[i], "--sweep"))
+            sweep = true;
+        else if (!strcmp(argv[i], "--verify"))
+            verify = true;
+        else {
+            fprintf(stderr, "unknown argument %s\n", argv[i]);
+            return 2;
+        }
+    }
+    mkdir(out, 0755);
+    const char *names[] = {"heap", "allocs", "goroutine", "cpu", "block", "mutex", "threadcreate"};
+    ptype types[8];
+    size_t nt = 0;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        memset(&types[nt], 0, sizeof types[nt]);
+        if (!load_type(data, names[i], &types[nt]) && types[nt].n)
+            nt++;
+    }
+    if (!nt) {
+        fprintf(stderr, "no profiles under %s\n", data);
+        return 1;
+    }
+    printf("machine: %s\n", "see /proc/cpuinfo");
+    printf("%-10s %6s | %10s %10s %10s | %9s %9s | %7s %7s %7s %7s %7s | %8s\n", "type",
+           "n", "gzip B/p", "conprof", "profd B/p", "x gzip", "x conprof", "index", "symbols",
+           "time", "values", "meta", "write s");
+    uint64_t ag = 0, ac = 0;
+    size_t an = 0;
+    int rc = 0;
+    for (size_t k = 0; k < nt; k++) {
+        ptype *t = &types[k];
+        uint64_t g = 0;
+        for (size_t i = 0; i < t->n; i++)
+            g += t->v[i].len;
+        uint64_t c = conprof_bytes(t);
+        ag += g;
+        ac += c;
+        an += t->n;
+        result r;
+        if (write_block(t, 1, &o, out, verify, &r))
+            rc = 1;
+        double n = (double)t->n;
+        printf("%-10s %6zu | %10.0f %10.0f %10.1f | %9.1f %9.1f | %7.1f %7.1f %7.1f %7.1f %7.1f | "
+               "%8.2f\n",
+               t->name, t->n, g / n, c / n, r.total / n, (double)g / r.total,
+               (double)c / r.total, r.index / n, r.symbols / n, r.time / n, r.value / n,
+               r.meta / n, r.write_s);
+    }
+    result r;
+    if (write_block(types, nt, &o, out, verify, &r))
+        rc = 1;
+    double n = (double)an;
+    printf("%-10s %6zu | %10.0f %10.0f %10.1f | %9.1f %9.1f | %7.1f %7.1f %7.1f %7.1f %7.1f | "
+           "%8.2f\n",
+           "ALL(1blk)", an, ag / n, ac / n, r.total / n, (double)ag / r.total, (double)ac / r.total,
+           r.index / n, r.symbols / n, r.time / n, r.value / n, r.meta / n, r.write_s);
+    if (sweep) {
+        printf("\nsweep (all types in one block): group size x stack format -> bytes/profile, x conprof\n");
+        size_t gs[] = {1, 4, 8, 16, 32, 64, 128, 256};
+        for (int sf = PD_STACKS_TREE; sf <= PD_STACKS_LIST; sf++)
+            for (size_t i = 0; i < sizeof gs / sizeof *gs; i++) {
+                pd_block_writer_opts o2 = o;
+                o2.group = gs[i];
+                o2.stack_format = (pd_stack_format)sf;
+                if (write_block(types, nt, &o2, out, false, &r))
+                    continue;
+                printf("  stacks=%-4s group=%-4zu %8.1f B/p  %6.1fx  (symbols %.1f, values %.1f, "
+                       "time %.1f B/p)\n",
+                       sf == PD_STACKS_TREE ? "tree" : "list", gs[i], r.total / n,
+                       (double)ac / r.total, r.symbols / n, r.value / n, r.time / n);
+            }
+    }
+    for (size_t k = 0; k < nt; k++) {
+        for (size_t i = 0; i < types[k].n; i++) {
+            pd_profile_release(&types[k].v[i].p);
+            free(types[k].v[i].body);
+        }
+        free(types[k].v);
+    }
+    return rc;
+}

@@ -1,0 +1,93 @@
+/*
+ * api/api_int.h — private declarations shared by the files of api/: the push
+ * and interop endpoints that live beside api.c.
+ *
+ *   profefe.c    profefe's API under /api/0/ (push, list, get by id, merge,
+ *                services, version)
+ *   pyroscope.c  Pyroscope's POST /ingest (folded, lines, pprof, multipart)
+ *   merge.c      merging pprof profiles (profefe's /merge and id1+id2)
+ *
+ * api.c routes to pd__profefe_route and pd__pyroscope_ingest with a
+ * pd__api_env describing what they may use; both reply through resp and
+ * return the handler name used in profd_http_requests_total{handler}.
+ */
+#ifndef PD_API_API_INT_H
+#define PD_API_API_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "base/error.h"
+#include "base/labels.h"
+#include "http/server.h"
+#include "pprof/pprof.h"
+#include "storage/storage.h"
+
+/* What the push/interop handlers use of the api (all borrowed). */
+typedef struct pd__api_env {
+    pd_storage *st;
+    const pd_pprof_limits *limits; /* caps for bodies (0 fields = defaults) */
+    const char *version;           /* shown by /api/0/version */
+} pd__api_env;
+
+/* Routes every path under /api/0/ (profefe's API, see profefe.c for the
+ * endpoints and rules). Returns the handler name for metrics (static). */
+const char *pd__profefe_route(const pd__api_env *env, const pd_http_request *req,
+                              pd_http_response *resp);
+
+/* POST /ingest (Pyroscope's ingest API, see pyroscope.c). Returns the
+ * handler name for metrics (static). */
+const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *req,
+                                 pd_http_response *resp);
+
+/* ---- shared helpers (profefe.c) ---- */
+
+/* True when s is valid UTF-8 (no overlongs, surrogates or code points past
+ * U+10FFFF). */
+bool pd__api_utf8_valid(const char *s, size_t len);
+
+/* Counts one refused input in profd_rejected_input_total{reason}. */
+void pd__api_count_rejected(const char *reason);
+
+/* Stores a decoded, validated profile: pd_storage_append plus the
+ * profd_ingested_* counters of source. Returns 0 or the storage error (err
+ * says what). */
+int pd__api_store(pd_storage *st, const pd_labels *ls, int64_t ts_ms, const uint8_t *body,
+                  size_t len, const pd_profile *p, const char *source, pd_err *err);
+
+/* ---- merge (merge.c) ----
+ *
+ * A pd__merger adds profiles one at a time (so merging a long range holds
+ * one decoded profile plus the result) into a pd_profile_builder:
+ * functions, mappings and locations are deduplicated by content, samples
+ * with the same stack and labels have their values added. The rules of
+ * google/pprof's Merge: every profile must have the same sample types
+ * (type/unit) as the first; period_type comes from the first; period is
+ * the largest; time_nanos the earliest non-zero; duration_nanos the sum;
+ * comments are kept once each in order; default_sample_type, doc_url,
+ * drop/keep_frames come from the first.
+ *
+ * Swappable: when query/ offers a merge, pd__api_merge_* may call it. */
+typedef struct pd__merger pd__merger;
+
+/* New merger held to lim (NULL: defaults). 0 or PD_ENOMEM. */
+int pd__merger_new(const pd_pprof_limits *lim, pd__merger **out /* OUT */);
+/* Adds p (indexed, validated: what decode gives). p is only read. scale
+ * (may be NULL: all 1) has one factor per sample type that multiplies each
+ * sample's value of that type (Pyroscope's prev_profile deltas add the
+ * previous profile with -1 for cumulative types, 0 for the others).
+ * Errors: PD_EINVAL (sample types differ from the first profile's: err
+ * names both), PD_ETOOBIG (a cap of lim), PD_ENOMEM, PD_EINVAL (an added value
+ * overflows int64). After an error the merger should only be freed. */
+int pd__merger_add(pd__merger *m, const pd_profile *p, const int64_t *scale /* may be NULL */,
+                   pd_err *err);
+/* Number of profiles added so far. */
+size_t pd__merger_count(const pd__merger *m);
+/* Moves the merged profile into *out (pd_profile_release it); with
+ * drop_zero, samples whose values are all 0 are left out. PD_EINVAL when
+ * nothing was added; PD_ENOMEM. The merger must then only be freed. */
+int pd__merger_finish(pd__merger *m, bool drop_zero, pd_profile *out /* OUT */, pd_err *err);
+/* Frees the merger. NULL is a no-op. */
+void pd__merger_free(pd__merger *m);
+
+#endif

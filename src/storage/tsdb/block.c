@@ -1,0 +1,1398 @@
+/*
+ * storage/tsdb/block.c — writing, opening, reading and checking immutable
+ * blocks (API: block_int.h). Formats: docs/format/{index,symbols,chunks}.md.
+ *
+ * Files (all integers little endian; varint/zz as protobuf):
+ *
+ *   index:          "PDIX" | u8 version 1 | 3 x 0 | body | u32 crc32c(all before)
+ *     body: n_sym | n_sym x (len, bytes)              label symbols, sorted
+ *           n_series | n_series x (n_labels, n_labels x (name sym, value sym),
+ *                      zz min_t, zz max_t, n_profiles, time chunk offset,
+ *                      time chunk bytes, value chunk bytes)   sorted by labels
+ *           n_post | n_post x (name sym, value sym, n, n x id delta)
+ *   symbols:        "PDSY" | u8 version 1 | 3 x 0 | u64 payload length |
+ *                   zstd frame of the payload (symbols.c) | u32 crc32c(all before)
+ *   chunks/000001:  "PDCH" | u8 version 1 | 3 x 0 | frames...
+ *     frame: u32 data length | u8 kind | data | u32 crc32c(kind + data)
+ *     kind 1: time chunk (raw payload), 2: time chunk (zstd), 3: value group (zstd)
+ *     For each series (in index order): its value groups, then its time chunk.
+ *   meta.json:      jansson; cross-checked against the other files on open.
+ *
+ * Writer: profiles are decomposed on add (symbols interned into one
+ * pd_symbols, samples kept as sorted id/value arrays); write sorts series by
+ * labels and each series by time, and streams the chunk file.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "base/arena.h"
+#include "base/crc32c.h"
+#include "base/varint.h"
+#include "storage/tsdb/block_int.h"
+#include "storage/tsdb/chunks_int.h"
+
+#define HDR 8
+#define FRAME_HDR 5
+#define MAX_FILE (4ull << 30)       /* index/symbols files read whole: cap */
+#define MAX_GROUP_RAW (1ull << 31)  /* a value group's decompressed payload */
+#define CHUNKS_NAME "chunks/000001"
+
+enum { K_TIME = 1, K_TIME_ZSTD = 2, K_VALUE = 3 };
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* ---- writer ---- */
+
+typedef struct wseries {
+    pd_labels labels;
+    pd_dprof *p;
+    size_t n, cap;
+    pd_u64map ts; /* ts -> 1, duplicates */
+    uint64_t tref, tbytes, vbytes;
+    int64_t min_t, max_t;
+} wseries;
+
+struct pd_block_writer {
+    pd_block_writer_opts o;
+    pd_symbols sym;
+    wseries *s;
+    size_t n, cap;
+    pd_u64map by_hash; /* labels hash -> index of first series */
+    uint32_t *next;    /* collision chain */
+    size_t n_prof;
+    uint64_t n_samples;
+};
+
+int pd__block_writer_new(const pd_block_writer_opts *opts, pd_block_writer **out)
+{
+    pd_block_writer *w = calloc(1, sizeof *w);
+    *out = NULL;
+    if (!w)
+        return PD_ENOMEM;
+    if (opts)
+        w->o = *opts;
+    if (!w->o.group)
+        w->o.group = PD_BLOCK_DEFAULT_GROUP;
+    if (!w->o.zstd_level)
+        w->o.zstd_level = PD_BLOCK_DEFAULT_LEVEL;
+    if (!w->o.stack_format)
+        w->o.stack_format = PD_STACKS_TREE;
+    pd_u64map_init(&w->by_hash);
+    if (pd__symbols_init(&w->sym, w->o.stack_format, true)) {
+        free(w);
+        return PD_ENOMEM;
+    }
+    *out = w;
+    return 0;
+}
+
+void pd__block_writer_free(pd_block_writer *w)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->n; i++) {
+        wseries *s = &w->s[i];
+        pd_labels_release(&s->labels);
+        for (size_t j = 0; j < s->n; j++)
+            pd__dprof_release(&s->p[j]);
+        free(s->p);
+        pd_u64map_release(&s->ts);
+    }
+    free(w->s);
+    free(w->next);
+    pd_u64map_release(&w->by_hash);
+    pd__symbols_release(&w->sym);
+    free(w);
+}
+
+size_t pd__block_writer_count(const pd_block_writer *w) { return w->n_prof; }
+
+static int find_series(pd_block_writer *w, const pd_labels *l, wseries **out)
+{
+    uint64_t h = pd_labels_hash(l), first;
+    if (h == UINT64_MAX)
+        h = 0;
+    bool have = pd_u64map_get(&w->by_hash, h, &first);
+    if (have)
+        for (uint32_t j = (uint32_t)first; j != UINT32_MAX; j = w->next[j])
+            if (!pd_labels_cmp(&w->s[j].labels, l)) {
+                *out = &w->s[j];
+                return 0;
+            }
+    if (w->n == w->cap) {
+        size_t nc = w->cap ? 2 * w->cap : 16;
+        wseries *ns = realloc(w->s, nc * sizeof *ns);
+        if (ns)
+            w->s = ns;
+        uint32_t *nx = realloc(w->next, nc * sizeof *nx);
+        if (nx)
+            w->next = nx;
+        if (!ns || !nx)
+            return PD_ENOMEM;
+        w->cap = nc;
+    }
+    wseries *s = &w->s[w->n];
+    memset(s, 0, sizeof *s);
+    pd_u64map_init(&s->ts);
+    if (pd_labels_copy(&s->labels, l))
+        return PD_ENOMEM;
+    if (pd_u64map_put(&w->by_hash, h, w->n)) {
+        pd_labels_release(&s->labels);
+        return PD_ENOMEM;
+    }
+    w->next[w->n] = have ? (uint32_t)first : UINT32_MAX;
+    w->n++;
+    *out = s;
+    return 0;
+}
+
+int pd__block_writer_add(pd_block_writer *w, const pd_labels *labels, int64_t ts_ms,
+                         const pd_profile *p, pd_err *err)
+{
+    int rc;
+    wseries *s;
+    if (!pd_labels_get(labels, "__name__"))
+        return pd_err_set(err, PD_EINVAL, "labels have no __name__ (the profile type)");
+    if ((rc = find_series(w, labels, &s)))
+        return rc;
+    uint64_t key = (uint64_t)ts_ms == UINT64_MAX ? 0x7fffffffffffffffULL : (uint64_t)ts_ms;
+    if (pd_u64map_get(&s->ts, key, NULL))
+        return pd_err_set(err, PD_EEXIST, "a profile of this series at %lld ms was already added",
+                          (long long)ts_ms);
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? 2 * s->cap : 16;
+        pd_dprof *np = realloc(s->p, nc * sizeof *np);
+        if (!np)
+            return PD_ENOMEM;
+        s->p = np;
+        s->cap = nc;
+    }
+    if ((rc = pd__dprof_from_profile(&w->sym, p, ts_ms, &s->p[s->n], err)))
+        return rc;
+    if ((rc = pd_u64map_put(&s->ts, key, 1))) {
+        pd__dprof_release(&s->p[s->n]);
+        return rc;
+    }
+    w->n_samples += s->p[s->n].n_sample;
+    s->n++;
+    w->n_prof++;
+    return 0;
+}
+
+static int dprof_ts_cmp(const void *a, const void *b)
+{
+    const pd_dprof *x = a, *y = b;
+    return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+static const pd_block_writer *g_sort_w; /* qsort has no context argument in C11 */
+static int series_cmp(const void *a, const void *b)
+{
+    const uint32_t *x = a, *y = b;
+    return pd_labels_cmp(&g_sort_w->s[*x].labels, &g_sort_w->s[*y].labels);
+}
+
+/* write(2) all of it */
+static int write_all(int fd, const void *p, size_t len)
+{
+    const uint8_t *b = p;
+    while (len) {
+        ssize_t k = write(fd, b, len);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        b += k;
+        len -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Writes a frame (kind, data) at the end of fd (whose size is *off). */
+static int write_frame(int fd, uint64_t *off, uint8_t kind, const void *data, size_t len)
+{
+    uint8_t h[FRAME_HDR], t[4];
+    if (len > UINT32_MAX)
+        return PD_ETOOBIG;
+    put_u32(h, (uint32_t)len);
+    h[4] = kind;
+    put_u32(t, pd_crc32c(pd_crc32c(0, &kind, 1), data, len));
+    int rc;
+    if ((rc = write_all(fd, h, FRAME_HDR)) || (rc = write_all(fd, data, len)) ||
+        (rc = write_all(fd, t, 4)))
+        return rc;
+    *off += FRAME_HDR + len + 4;
+    return 0;
+}
+
+static int zstd_into(pd_buf *out, const void *src, size_t len, int level)
+{
+    size_t bound = ZSTD_compressBound(len);
+    pd_buf_reset(out);
+    int rc = pd_buf_reserve(out, bound);
+    if (rc)
+        return rc;
+    size_t z = ZSTD_compress(out->data, bound, src, len, level);
+    if (ZSTD_isError(z))
+        return PD_ENOMEM;
+    out->len = z;
+    return 0;
+}
+
+static int fsync_path(const char *path, bool dir)
+{
+    int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+static int write_file(const char *path, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int rc = write_all(fd, data, len);
+    if (!rc && fsync(fd))
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+static void make_ulid(char id[27])
+{
+    static const char A[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    uint8_t b[16];
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+    for (int i = 0; i < 6; i++)
+        b[i] = (uint8_t)(ms >> (8 * (5 - i)));
+    if (getrandom(b + 6, 10, 0) != 10)
+        for (int i = 6; i < 16; i++)
+            b[i] = (uint8_t)(rand() & 0xff);
+    /* 128 bits -> 26 base32 digits, most significant first (2 leading pad bits) */
+    for (int c = 0; c < 26; c++) {
+        int v = 0;
+        for (int k = 0; k < 5; k++) {
+            int bit = c * 5 + k - 2; /* bit index from the top of the 128 */
+            int x = bit < 0 ? 0 : (b[bit / 8] >> (7 - bit % 8)) & 1;
+            v = v << 1 | x;
+        }
+        id[c] = A[v];
+    }
+    id[26] = 0;
+}
+
+static int label_sym_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Index of s in the sorted syms (present by construction). */
+static uint32_t sym_find(char **syms, size_t n, const char *s)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(syms[mid], s);
+        if (!c)
+            return (uint32_t)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+typedef struct pair {
+    uint32_t name, value, series;
+} pair;
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const pair *x = a, *y = b;
+    if (x->name != y->name)
+        return x->name < y->name ? -1 : 1;
+    if (x->value != y->value)
+        return x->value < y->value ? -1 : 1;
+    return x->series < y->series ? -1 : x->series > y->series;
+}
+
+static int build_index(pd_block_writer *w, const uint32_t *order, pd_buf *out)
+{
+    int rc = PD_ENOMEM;
+    size_t n_lab = 0;
+    for (size_t i = 0; i < w->n; i++)
+        n_lab += w->s[i].labels.n;
+    char **syms = malloc((2 * n_lab + 1) * sizeof *syms);
+    pair *pairs = malloc((n_lab + 1) * sizeof *pairs);
+    if (!syms || !pairs)
+        goto out;
+    size_t ns = 0;
+    for (size_t i = 0; i < w->n; i++)
+        for (size_t j = 0; j < w->s[i].labels.n; j++) {
+            syms[ns++] = w->s[i].labels.v[j].name;
+            syms[ns++] = w->s[i].labels.v[j].value;
+        }
+    qsort(syms, ns, sizeof *syms, label_sym_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < ns; i++)
+        if (!u || strcmp(syms[u - 1], syms[i]))
+            syms[u++] = syms[i];
+    ns = u;
+    uint8_t hdr[HDR] = {'P', 'D', 'I', 'X', PD_BLOCK_VERSION, 0, 0, 0};
+    if ((rc = pd_buf_append(out, hdr, HDR)))
+        goto out;
+#define PUT(v)                                                                                     \
+    do {                                                                                           \
+        if ((rc = pd_buf_put_varint(out, (uint64_t)(v))))                                          \
+            goto out;                                                                              \
+    } while (0)
+    PUT(ns);
+    for (size_t i = 0; i < ns; i++) {
+        size_t l = strlen(syms[i]);
+        PUT(l);
+        if ((rc = pd_buf_append(out, syms[i], l)))
+            goto out;
+    }
+    PUT(w->n);
+    size_t np = 0;
+    for (size_t k = 0; k < w->n; k++) {
+        const wseries *s = &w->s[order[k]];
+        PUT(s->labels.n);
+        for (size_t j = 0; j < s->labels.n; j++) {
+            uint32_t a = sym_find(syms, ns, s->labels.v[j].name);
+            uint32_t b = sym_find(syms, ns, s->labels.v[j].value);
+            PUT(a);
+            PUT(b);
+            pairs[np++] = (pair){a, b, (uint32_t)k};
+        }
+        PUT(pd_zigzag_enc(s->min_t));
+        PUT(pd_zigzag_enc(s->max_t));
+        PUT(s->n);
+        PUT(s->tref);
+        PUT(s->tbytes);
+        PUT(s->vbytes);
+    }
+    qsort(pairs, np, sizeof *pairs, pair_cmp);
+    size_t n_post = 0;
+    for (size_t i = 0; i < np; i++)
+        if (!i || pairs[i].name != pairs[i - 1].name || pairs[i].value != pairs[i - 1].value)
+            n_post++;
+    PUT(n_post);
+    for (size_t i = 0; i < np;) {
+        size_t j = i;
+        while (j < np && pairs[j].name == pairs[i].name && pairs[j].value == pairs[i].value)
+            j++;
+        PUT(pairs[i].name);
+        PUT(pairs[i].value);
+        PUT(j - i);
+        for (size_t x = i; x < j; x++)
+            PUT(pairs[x].series - (x > i ? pairs[x - 1].series : 0));
+        i = j;
+    }
+#undef PUT
+    uint8_t crc[4];
+    put_u32(crc, pd_crc32c(0, out->data, out->len));
+    rc = pd_buf_append(out, crc, 4);
+out:
+    free(syms);
+    free(pairs);
+    return rc;
+}
+
+int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], pd_err *err)
+{
+    int rc = 0, fd = -1;
+    char tmp[4096], fin[4096], path[4200];
+    pd_buf raw, z, idx;
+    uint32_t *order = NULL, *g_first = NULL;
+    uint64_t *g_off = NULL;
+    const pd_dprof **ptrs = NULL;
+    json_t *meta = NULL;
+    char *js = NULL;
+    pd_buf_init(&raw, 0);
+    pd_buf_init(&z, 0);
+    pd_buf_init(&idx, 0);
+    if (!w->n_prof)
+        return pd_err_set(err, PD_EINVAL, "no profiles to write into a block");
+    make_ulid(id);
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", parent, id);
+    snprintf(fin, sizeof fin, "%s/%s", parent, id);
+    if (mkdir(tmp, 0755)) {
+        rc = pd_err_set(err, -errno, "mkdir %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/chunks", tmp);
+    if (mkdir(path, 0755)) {
+        rc = pd_err_set(err, -errno, "mkdir %s: %s", path, strerror(errno));
+        goto out;
+    }
+
+    /* chunks */
+    snprintf(path, sizeof path, "%s/" CHUNKS_NAME, tmp);
+    if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+        rc = pd_err_set(err, -errno, "open %s: %s", path, strerror(errno));
+        goto out;
+    }
+    uint8_t ch[HDR] = {'P', 'D', 'C', 'H', PD_BLOCK_VERSION, 0, 0, 0};
+    uint64_t off = HDR;
+    if ((rc = write_all(fd, ch, HDR)))
+        goto werr;
+    rc = PD_ENOMEM;
+    if (!(order = malloc(w->n * sizeof *order)))
+        goto out;
+    for (size_t i = 0; i < w->n; i++)
+        order[i] = (uint32_t)i;
+    g_sort_w = w;
+    qsort(order, w->n, sizeof *order, series_cmp);
+    int64_t min_t = INT64_MAX, max_t = INT64_MIN;
+    uint64_t time_bytes = 0, value_bytes = 0;
+    for (size_t k = 0; k < w->n; k++) {
+        wseries *s = &w->s[order[k]];
+        qsort(s->p, s->n, sizeof *s->p, dprof_ts_cmp);
+        s->min_t = s->p[0].ts;
+        s->max_t = s->p[s->n - 1].ts;
+        if (s->min_t < min_t)
+            min_t = s->min_t;
+        if (s->max_t > max_t)
+            max_t = s->max_t;
+        size_t G = w->o.group, ng = (s->n + G - 1) / G;
+        free(ptrs);
+        free(g_first);
+        free(g_off);
+        ptrs = malloc(s->n * sizeof *ptrs);
+        g_first = malloc((ng + 1) * sizeof *g_first);
+        g_off = malloc((ng + 1) * sizeof *g_off);
+        if (!ptrs || !g_first || !g_off) {
+            rc = PD_ENOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < s->n; i++)
+            ptrs[i] = &s->p[i];
+        uint64_t before = off;
+        for (size_t g = 0; g < ng; g++) {
+            size_t a = g * G, b = a + G < s->n ? a + G : s->n;
+            g_first[g] = (uint32_t)a;
+            g_off[g] = off;
+            pd_buf_reset(&raw);
+            if ((rc = pd__vgroup_encode(ptrs + a, b - a, &raw)) ||
+                (rc = zstd_into(&z, raw.data, raw.len, w->o.zstd_level)))
+                goto out;
+            if ((rc = write_frame(fd, &off, K_VALUE, z.data, z.len)))
+                goto werr;
+        }
+        g_first[ng] = (uint32_t)s->n;
+        s->vbytes = off - before;
+        pd_buf_reset(&raw);
+        if ((rc = pd__tchunk_encode(ptrs, s->n, g_first, g_off, ng, &raw)) ||
+            (rc = zstd_into(&z, raw.data, raw.len, w->o.zstd_level)))
+            goto out;
+        s->tref = off;
+        bool zz = z.len < raw.len;
+        if ((rc = write_frame(fd, &off, zz ? K_TIME_ZSTD : K_TIME, zz ? z.data : raw.data,
+                              zz ? z.len : raw.len)))
+            goto werr;
+        s->tbytes = off - s->tref;
+        time_bytes += s->tbytes;
+        value_bytes += s->vbytes;
+    }
+    if (fsync(fd))
+        rc = -errno;
+    close(fd);
+    fd = -1;
+    if (rc)
+        goto werr;
+    uint64_t chunks_bytes = off;
+
+    /* symbols */
+    pd_buf_reset(&raw);
+    if ((rc = pd__symbols_encode(&w->sym, &raw)) ||
+        (rc = zstd_into(&z, raw.data, raw.len, w->o.zstd_level)))
+        goto out;
+    {
+        pd_buf f;
+        pd_buf_init(&f, 0);
+        uint8_t h[HDR + 8] = {'P', 'D', 'S', 'Y', PD_BLOCK_VERSION, 0, 0, 0};
+        put_u64(h + HDR, raw.len);
+        uint8_t crc[4];
+        if ((rc = pd_buf_append(&f, h, sizeof h)) || (rc = pd_buf_append(&f, z.data, z.len))) {
+            pd_buf_release(&f);
+            goto out;
+        }
+        put_u32(crc, pd_crc32c(0, f.data, f.len));
+        if ((rc = pd_buf_append(&f, crc, 4))) {
+            pd_buf_release(&f);
+            goto out;
+        }
+        snprintf(path, sizeof path, "%s/symbols", tmp);
+        rc = write_file(path, f.data, f.len);
+        size_t sl = f.len;
+        pd_buf_release(&f);
+        if (rc)
+            goto werr;
+        /* index */
+        if ((rc = build_index(w, order, &idx)))
+            goto out;
+        snprintf(path, sizeof path, "%s/index", tmp);
+        if ((rc = write_file(path, idx.data, idx.len)))
+            goto werr;
+        /* meta.json */
+        const char *sf = w->sym.stack_format == PD_STACKS_TREE ? "tree" : "list";
+        meta = json_pack(
+            "{s:s, s:i, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s, s:I, "
+            "s:{s:I, s:I, s:I}, s:{s:i}}",
+            "ulid", id, "version", PD_BLOCK_VERSION, "minTime", (json_int_t)min_t, "maxTime",
+            (json_int_t)max_t, "stats", "numSeries", (json_int_t)w->n, "numProfiles",
+            (json_int_t)w->n_prof, "numSamples", (json_int_t)w->n_samples, "numStrings",
+            (json_int_t)w->sym.n_str, "numMappings", (json_int_t)w->sym.n_map, "numFunctions",
+            (json_int_t)w->sym.n_fn, "numLocations", (json_int_t)w->sym.n_loc, "numStacks",
+            (json_int_t)w->sym.n_stack, "numLabelSets", (json_int_t)w->sym.n_lset, "stackFormat",
+            sf, "groupSize", (json_int_t)w->o.group, "files", "index", (json_int_t)idx.len,
+            "symbols", (json_int_t)sl, CHUNKS_NAME, (json_int_t)chunks_bytes, "compaction",
+            "level", 1);
+        (void)time_bytes;
+        (void)value_bytes;
+        if (!meta || !(js = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER))) {
+            rc = PD_ENOMEM;
+            goto out;
+        }
+        snprintf(path, sizeof path, "%s/meta.json", tmp);
+        if ((rc = write_file(path, js, strlen(js))))
+            goto werr;
+    }
+    snprintf(path, sizeof path, "%s/chunks", tmp);
+    if ((rc = fsync_path(path, true)) || (rc = fsync_path(tmp, true)))
+        goto werr;
+    if (rename(tmp, fin)) {
+        rc = -errno;
+        snprintf(path, sizeof path, "%s", fin);
+        goto werr;
+    }
+    if ((rc = fsync_path(parent, true))) {
+        snprintf(path, sizeof path, "%s", parent);
+        goto werr;
+    }
+    rc = 0;
+    goto out;
+werr:
+    if (rc < 0 && rc > -1000)
+        pd_err_set(err, rc, "writing %s: %s", path, strerror(-rc));
+    else
+        pd_err_set(err, rc, "writing %s: %s", path, pd_strerror(rc));
+out:
+    if (rc == PD_ENOMEM)
+        pd_err_set(err, rc, "out of memory writing block %s", tmp);
+    if (fd >= 0)
+        close(fd);
+    if (rc && tmp[0]) { /* leave no half-written block: remove tmp */
+        char p2[4200];
+        snprintf(p2, sizeof p2, "%s/" CHUNKS_NAME, tmp);
+        unlink(p2);
+        snprintf(p2, sizeof p2, "%s/chunks", tmp);
+        rmdir(p2);
+        const char *fs[] = {"index", "symbols", "meta.json"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(p2, sizeof p2, "%s/%s", tmp, fs[i]);
+            unlink(p2);
+        }
+        rmdir(tmp);
+    }
+    json_decref(meta);
+    free(js);
+    free(order);
+    free(ptrs);
+    free(g_first);
+    free(g_off);
+    pd_buf_release(&raw);
+    pd_buf_release(&z);
+    pd_buf_release(&idx);
+    return rc;
+}
+
+/* ---- reader ---- */
+
+typedef struct rseries {
+    pd_labels labels;
+    int64_t min_t, max_t;
+    uint64_t n, tref, tbytes, vbytes;
+} rseries;
+
+typedef struct post {
+    uint32_t name, value;
+    uint32_t *ids;
+    size_t n;
+} post;
+
+struct pd_block {
+    char *dir;
+    char chunks_path[4200];
+    int fd;
+    uint64_t chunks_size;
+    pd_block_meta meta;
+    pd_symbols sym;
+    char **lsym;
+    size_t n_lsym;
+    rseries *s;
+    size_t n_series;
+    post *post;
+    size_t n_post;
+};
+
+static int read_whole(const char *path, uint64_t cap, uint8_t **out, size_t *len, pd_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    *out = NULL;
+    if (fd < 0)
+        return pd_err_set(err, -errno, "%s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st)) {
+        rc = pd_err_set(err, -errno, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if ((uint64_t)st.st_size > cap) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s: %lld bytes exceed the cap of %llu", path,
+                        (long long)st.st_size, (unsigned long long)cap);
+        goto out;
+    }
+    uint8_t *b = malloc((size_t)st.st_size + 1);
+    if (!b) {
+        rc = PD_ENOMEM;
+        goto out;
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t k = pread(fd, b + got, (size_t)st.st_size - got, (off_t)got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            rc = k < 0 ? pd_err_set(err, -errno, "%s: %s", path, strerror(errno))
+                       : pd_err_set(err, PD_ECORRUPT, "%s: shorter than its size", path);
+            free(b);
+            goto out;
+        }
+        got += (size_t)k;
+    }
+    b[got] = 0;
+    *out = b;
+    *len = got;
+out:
+    close(fd);
+    return rc;
+}
+
+/* Checks magic+version and the trailing CRC of a whole file. */
+static int check_file(const char *path, const uint8_t *b, size_t len, const char *magic,
+                      size_t min, pd_err *err)
+{
+    if (len < min + 4 || memcmp(b, magic, 4))
+        return pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic or file too short (%zu bytes)",
+                          path, len);
+    if (b[4] != PD_BLOCK_VERSION)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset 4: unknown version %u", path, b[4]);
+    uint32_t want = get_u32(b + len - 4), got = pd_crc32c(0, b, len - 4);
+    if (want != got)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %zu: crc32c mismatch (stored %08x, computed %08x)",
+                          path, len - 4, want, got);
+    return 0;
+}
+
+typedef struct ird {
+    const uint8_t *p;
+    size_t len, off;
+    const char *path;
+    pd_err *err;
+    int bad;
+} ird;
+
+static uint64_t iget(ird *r, const char *what)
+{
+    uint64_t v = 0;
+    if (r->bad)
+        return 0;
+    size_t k = pd_varint_get(r->p + r->off, r->len - r->off, &v);
+    if (!k)
+        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s offset %zu: bad varint (%s)", r->path,
+                            r->off, what);
+    r->off += k;
+    return v;
+}
+
+static uint64_t iref(ird *r, uint64_t lim, const char *what)
+{
+    size_t at = r->off;
+    uint64_t v = iget(r, what);
+    if (!r->bad && v >= lim)
+        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s offset %zu: %s %llu out of range", r->path,
+                            at, what, (unsigned long long)v);
+    return r->bad ? 0 : v;
+}
+
+static int parse_index(pd_block *b, const char *path, const uint8_t *p, size_t len, pd_err *err)
+{
+    ird r = {p, len - 4, HDR, path, err, 0};
+    b->n_lsym = iref(&r, len, "symbol count");
+    if (r.bad)
+        return r.bad;
+    if (!(b->lsym = calloc(b->n_lsym + 1, sizeof *b->lsym)))
+        return PD_ENOMEM;
+    for (size_t i = 0; i < b->n_lsym && !r.bad; i++) {
+        uint64_t l = iref(&r, r.len - r.off + 1, "symbol length");
+        if (r.bad)
+            break;
+        if (!(b->lsym[i] = malloc(l + 1)))
+            return PD_ENOMEM;
+        memcpy(b->lsym[i], p + r.off, l);
+        b->lsym[i][l] = 0;
+        if (memchr(b->lsym[i], 0, l))
+            r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: NUL in a label symbol", path, r.off);
+        r.off += l;
+    }
+    b->n_series = iref(&r, r.len - r.off + 1, "series count");
+    if (r.bad)
+        return r.bad;
+    if (!(b->s = calloc(b->n_series + 1, sizeof *b->s)))
+        return PD_ENOMEM;
+    pd_err e2;
+    for (size_t i = 0; i < b->n_series && !r.bad; i++) {
+        rseries *s = &b->s[i];
+        size_t nl = iref(&r, PD_LABEL_MAX_COUNT + 1, "label count");
+        for (size_t j = 0; j < nl && !r.bad; j++) {
+            size_t at = r.off;
+            uint64_t a = iref(&r, b->n_lsym, "label name"), v = iref(&r, b->n_lsym, "label value");
+            if (r.bad)
+                break;
+            int rc = pd_labels_set(&s->labels, b->lsym[a], b->lsym[v], &e2);
+            if (rc == PD_ENOMEM)
+                return rc;
+            if (rc || s->labels.n != j + 1)
+                r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: series %zu: bad label (%s)",
+                                   path, at, i, rc ? e2.msg : "duplicate or empty");
+        }
+        s->min_t = pd_zigzag_dec(iget(&r, "min time"));
+        s->max_t = pd_zigzag_dec(iget(&r, "max time"));
+        s->n = iget(&r, "profile count");
+        s->tref = iget(&r, "time chunk offset");
+        s->tbytes = iget(&r, "time chunk bytes");
+        s->vbytes = iget(&r, "value chunk bytes");
+        if (!r.bad && (s->min_t > s->max_t || !s->n || s->tref < HDR ||
+                       s->tref + s->tbytes > b->chunks_size || s->vbytes > b->chunks_size))
+            r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: series %zu: bad time range or chunk ref",
+                               path, r.off, i);
+        if (!r.bad && i && pd_labels_cmp(&b->s[i - 1].labels, &s->labels) >= 0)
+            r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: series %zu out of order", path,
+                               r.off, i);
+    }
+    b->n_post = iref(&r, r.len - r.off + 1, "postings count");
+    if (r.bad)
+        return r.bad;
+    if (!(b->post = calloc(b->n_post + 1, sizeof *b->post)))
+        return PD_ENOMEM;
+    for (size_t i = 0; i < b->n_post && !r.bad; i++) {
+        post *q = &b->post[i];
+        q->name = (uint32_t)iref(&r, b->n_lsym, "postings name");
+        q->value = (uint32_t)iref(&r, b->n_lsym, "postings value");
+        q->n = iref(&r, b->n_series + 1, "postings length");
+        if (r.bad)
+            break;
+        if (!(q->ids = malloc((q->n + 1) * sizeof *q->ids)))
+            return PD_ENOMEM;
+        uint64_t prev = 0;
+        for (size_t j = 0; j < q->n && !r.bad; j++) {
+            uint64_t d = iget(&r, "postings id");
+            uint64_t v = prev + d;
+            if (!r.bad && (v >= b->n_series || (j && d == 0) || v < prev))
+                r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: postings id out of range", path,
+                                   r.off);
+            q->ids[j] = (uint32_t)v;
+            prev = v;
+        }
+    }
+    if (!r.bad && r.off != r.len)
+        r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: trailing bytes", path, r.off);
+    return r.bad;
+}
+
+static int parse_symbols(pd_block *b, const char *path, const uint8_t *p, size_t len, pd_err *err)
+{
+    uint64_t raw_len = get_u64(p + HDR);
+    size_t zl = len - HDR - 8 - 4;
+    unsigned long long fc = ZSTD_getFrameContentSize(p + HDR + 8, zl);
+    if (raw_len > MAX_FILE * 4 || fc != raw_len)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: payload length %llu does not match its zstd frame",
+                          path, HDR, (unsigned long long)raw_len);
+    uint8_t *raw = malloc(raw_len + 1);
+    if (!raw)
+        return PD_ENOMEM;
+    size_t got = ZSTD_decompress(raw, raw_len, p + HDR + 8, zl);
+    if (ZSTD_isError(got) || got != raw_len) {
+        free(raw);
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: zstd: %s", path, HDR + 8,
+                          ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short payload");
+    }
+    int rc = pd__symbols_decode(&b->sym, raw, raw_len, err);
+    if (rc)
+        pd_err_prefix(err, "%s", path);
+    return rc;
+}
+
+static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *err)
+{
+    json_error_t je;
+    json_t *m = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!m)
+        return pd_err_set(err, errno == ENOENT ? -ENOENT : PD_ECORRUPT, "%s offset %d: %s", path,
+                          je.position, je.text);
+    const char *ulid = NULL, *sf = NULL;
+    json_int_t ver = 0, mint = 0, maxt = 0, ns, np, nsa, nstr, nmap, nfn, nloc, nst, nls, gs,
+               fi, fsy, fch, lvl;
+    int rc = 0;
+    if (json_unpack_ex(m, &je, JSON_STRICT,
+                       "{s:s, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s, "
+                       "s:I, s:{s:I, s:I, s:I}, s:{s:I}}",
+                       "ulid", &ulid, "version", &ver, "minTime", &mint, "maxTime", &maxt,
+                       "stats", "numSeries", &ns, "numProfiles", &np, "numSamples", &nsa,
+                       "numStrings", &nstr, "numMappings", &nmap, "numFunctions", &nfn,
+                       "numLocations", &nloc, "numStacks", &nst, "numLabelSets", &nls,
+                       "stackFormat", &sf, "groupSize", &gs, "files", "index", &fi, "symbols",
+                       &fsy, CHUNKS_NAME, &fch, "compaction", "level", &lvl)) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s offset %d: %s", path, je.position, je.text);
+        goto out;
+    }
+    pd_block_meta *M = &b->meta;
+    if (strlen(ulid) != 26 || strcmp(ulid, base)) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s: ulid %s does not name the directory %s", path, ulid,
+                        base);
+        goto out;
+    }
+    if (ver != PD_BLOCK_VERSION || gs < 1 || lvl < 1 ||
+        (strcmp(sf, "tree") && strcmp(sf, "list"))) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s: unsupported version, group size, level or stack format",
+                        path);
+        goto out;
+    }
+    memcpy(M->ulid, ulid, 27);
+    M->version = (int)ver;
+    M->min_t = mint;
+    M->max_t = maxt;
+    M->n_series = (uint64_t)ns;
+    M->n_profiles = (uint64_t)np;
+    M->n_samples = (uint64_t)nsa;
+    M->n_strings = (uint64_t)nstr;
+    M->n_mappings = (uint64_t)nmap;
+    M->n_functions = (uint64_t)nfn;
+    M->n_locations = (uint64_t)nloc;
+    M->n_stacks = (uint64_t)nst;
+    M->n_label_sets = (uint64_t)nls;
+    M->stack_format = strcmp(sf, "tree") ? PD_STACKS_LIST : PD_STACKS_TREE;
+    M->group = (uint64_t)gs;
+    M->index_bytes = (uint64_t)fi;
+    M->symbols_bytes = (uint64_t)fsy;
+    M->chunks_bytes = (uint64_t)fch;
+out:
+    json_decref(m);
+    return rc;
+}
+
+static int stat_size(const char *path, uint64_t want, uint64_t *got, pd_err *err)
+{
+    struct stat st;
+    if (stat(path, &st))
+        return pd_err_set(err, errno == ENOENT ? PD_ECORRUPT : -errno, "%s: %s", path,
+                          strerror(errno));
+    *got = (uint64_t)st.st_size;
+    if (*got != want)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: size %llu, meta.json says %llu", path,
+                          (unsigned long long)(*got < want ? *got : want),
+                          (unsigned long long)*got, (unsigned long long)want);
+    return 0;
+}
+
+int pd__block_open(const char *dir, pd_block **out, pd_err *err)
+{
+    int rc;
+    char path[4200];
+    uint8_t *buf = NULL;
+    size_t len;
+    *out = NULL;
+    pd_block *b = calloc(1, sizeof *b);
+    if (!b)
+        return PD_ENOMEM;
+    b->fd = -1;
+    if (!(b->dir = strdup(dir))) {
+        free(b);
+        return PD_ENOMEM;
+    }
+    size_t dl = strlen(b->dir);
+    while (dl > 1 && b->dir[dl - 1] == '/')
+        b->dir[--dl] = 0;
+    const char *base = strrchr(b->dir, '/');
+    base = base ? base + 1 : b->dir;
+
+    snprintf(path, sizeof path, "%s/meta.json", b->dir);
+    if ((rc = parse_meta(b, path, base, err)))
+        goto fail;
+    struct stat st;
+    if (!stat(path, &st))
+        b->meta.meta_bytes = (uint64_t)st.st_size;
+
+    snprintf(b->chunks_path, sizeof b->chunks_path, "%s/" CHUNKS_NAME, b->dir);
+    if ((rc = stat_size(b->chunks_path, b->meta.chunks_bytes, &b->chunks_size, err)))
+        goto fail;
+    if ((b->fd = open(b->chunks_path, O_RDONLY | O_CLOEXEC)) < 0) {
+        rc = pd_err_set(err, -errno, "%s: %s", b->chunks_path, strerror(errno));
+        goto fail;
+    }
+    uint8_t ch[HDR];
+    if (b->chunks_size < HDR || pread(b->fd, ch, HDR, 0) != HDR || memcmp(ch, "PDCH", 4) ||
+        ch[4] != PD_BLOCK_VERSION) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic or version", b->chunks_path);
+        goto fail;
+    }
+
+    snprintf(path, sizeof path, "%s/symbols", b->dir);
+    uint64_t sz;
+    if ((rc = stat_size(path, b->meta.symbols_bytes, &sz, err)) ||
+        (rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
+        (rc = check_file(path, buf, len, "PDSY", HDR + 8, err)) ||
+        (rc = parse_symbols(b, path, buf, len, err)))
+        goto fail;
+    free(buf);
+    buf = NULL;
+    const pd_symbols *S = &b->sym;
+    if (S->n_str != b->meta.n_strings || S->n_map != b->meta.n_mappings ||
+        S->n_fn != b->meta.n_functions || S->n_loc != b->meta.n_locations ||
+        S->n_stack != b->meta.n_stacks || S->n_lset != b->meta.n_label_sets ||
+        S->stack_format != b->meta.stack_format) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s/meta.json: stats do not match the symbols file",
+                        b->dir);
+        goto fail;
+    }
+
+    snprintf(path, sizeof path, "%s/index", b->dir);
+    if ((rc = stat_size(path, b->meta.index_bytes, &sz, err)) ||
+        (rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
+        (rc = check_file(path, buf, len, "PDIX", HDR, err)) ||
+        (rc = parse_index(b, path, buf, len, err)))
+        goto fail;
+    free(buf);
+    buf = NULL;
+    uint64_t np = 0;
+    int64_t mint = INT64_MAX, maxt = INT64_MIN;
+    for (size_t i = 0; i < b->n_series; i++) {
+        np += b->s[i].n;
+        b->meta.time_bytes += b->s[i].tbytes;
+        b->meta.value_bytes += b->s[i].vbytes;
+        if (b->s[i].min_t < mint)
+            mint = b->s[i].min_t;
+        if (b->s[i].max_t > maxt)
+            maxt = b->s[i].max_t;
+    }
+    if (b->n_series != b->meta.n_series || np != b->meta.n_profiles || !b->n_series ||
+        mint != b->meta.min_t || maxt != b->meta.max_t) {
+        rc = pd_err_set(err, PD_ECORRUPT,
+                        "%s/meta.json: series, profile counts or time range do not match the index",
+                        b->dir);
+        goto fail;
+    }
+    *out = b;
+    return 0;
+fail:
+    if (rc == PD_ENOMEM)
+        pd_err_set(err, rc, "out of memory opening block %s", dir);
+    free(buf);
+    pd__block_close(b);
+    return rc;
+}
+
+void pd__block_close(pd_block *b)
+{
+    if (!b)
+        return;
+    if (b->fd >= 0)
+        close(b->fd);
+    pd__symbols_release(&b->sym);
+    for (size_t i = 0; i < b->n_lsym; i++)
+        free(b->lsym[i]);
+    free(b->lsym);
+    for (size_t i = 0; i < b->n_series; i++)
+        pd_labels_release(&b->s[i].labels);
+    free(b->s);
+    for (size_t i = 0; i < b->n_post; i++)
+        free(b->post[i].ids);
+    free(b->post);
+    free(b->dir);
+    free(b);
+}
+
+const pd_block_meta *pd__block_meta(const pd_block *b) { return &b->meta; }
+const pd_symbols *pd__block_symbols(const pd_block *b) { return &b->sym; }
+size_t pd__block_n_series(const pd_block *b) { return b->n_series; }
+const pd_labels *pd__block_series_labels(const pd_block *b, uint32_t id)
+{
+    return id < b->n_series ? &b->s[id].labels : NULL;
+}
+void pd__block_series_info(const pd_block *b, uint32_t id, int64_t *min_t, int64_t *max_t,
+                           uint64_t *n, uint64_t *tb, uint64_t *vb)
+{
+    const rseries *s = &b->s[id];
+    *min_t = s->min_t;
+    *max_t = s->max_t;
+    *n = s->n;
+    *tb = s->tbytes;
+    *vb = s->vbytes;
+}
+
+int pd__block_select(const pd_block *b, const pd_matcher *ms, size_t n, uint32_t **ids,
+                     size_t *n_ids, pd_err *err)
+{
+    uint8_t *acc = malloc(b->n_series + 1), *in = malloc(b->n_series + 1);
+    *ids = NULL;
+    *n_ids = 0;
+    if (!acc || !in) {
+        free(acc);
+        free(in);
+        return pd_err_set(err, PD_ENOMEM, "out of memory selecting series");
+    }
+    memset(acc, 1, b->n_series);
+    for (size_t k = 0; k < n; k++) {
+        const pd_matcher *m = &ms[k];
+        /* A matcher that matches "" also selects series without the label:
+           start from all and remove the postings of values it rejects. */
+        bool empty = pd_matcher_matches(m, "");
+        memset(in, empty, b->n_series);
+        for (size_t i = 0; i < b->n_post; i++) {
+            const post *q = &b->post[i];
+            if (strcmp(b->lsym[q->name], m->name))
+                continue;
+            bool mv = pd_matcher_matches(m, b->lsym[q->value]);
+            if (mv == empty)
+                continue;
+            for (size_t j = 0; j < q->n; j++)
+                in[q->ids[j]] = mv;
+        }
+        for (size_t i = 0; i < b->n_series; i++)
+            acc[i] &= in[i];
+    }
+    size_t c = 0;
+    for (size_t i = 0; i < b->n_series; i++)
+        c += acc[i];
+    uint32_t *v = malloc((c + 1) * sizeof *v);
+    if (!v) {
+        free(acc);
+        free(in);
+        return pd_err_set(err, PD_ENOMEM, "out of memory selecting series");
+    }
+    c = 0;
+    for (size_t i = 0; i < b->n_series; i++)
+        if (acc[i])
+            v[c++] = (uint32_t)i;
+    free(acc);
+    free(in);
+    *ids = v;
+    *n_ids = c;
+    return 0;
+}
+
+/* Reads and checks the frame at off; *kind, and its data into out. */
+static int read_frame(pd_block *b, uint64_t off, uint8_t *kind, pd_buf *out, pd_err *err)
+{
+    uint8_t h[FRAME_HDR];
+    pd_buf_reset(out);
+    if (off < HDR || off > b->chunks_size || b->chunks_size - off < FRAME_HDR + 4)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: chunk reference past the end",
+                          b->chunks_path, (unsigned long long)off);
+    if (pread(b->fd, h, FRAME_HDR, (off_t)off) != FRAME_HDR)
+        return pd_err_set(err, errno ? -errno : PD_ECORRUPT, "%s offset %llu: short read",
+                          b->chunks_path, (unsigned long long)off);
+    uint32_t len = get_u32(h);
+    *kind = h[4];
+    if ((uint64_t)len > b->chunks_size - off - FRAME_HDR - 4 || !*kind || *kind > K_VALUE)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: bad chunk header (kind %u, length %u)",
+                          b->chunks_path, (unsigned long long)off, *kind, len);
+    int rc = pd_buf_reserve(out, (size_t)len + 4);
+    if (rc)
+        return rc;
+    size_t got = 0;
+    while (got < len + 4u) {
+        ssize_t k = pread(b->fd, out->data + got, len + 4 - got, (off_t)(off + FRAME_HDR + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return pd_err_set(err, k < 0 ? -errno : PD_ECORRUPT, "%s offset %llu: short read",
+                              b->chunks_path, (unsigned long long)off);
+        got += (size_t)k;
+    }
+    uint32_t want = get_u32((uint8_t *)out->data + len);
+    uint32_t crc = pd_crc32c(pd_crc32c(0, kind, 1), out->data, len);
+    if (want != crc)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: chunk crc32c mismatch",
+                          b->chunks_path, (unsigned long long)off);
+    out->len = len;
+    return 0;
+}
+
+static int unzstd(const char *path, uint64_t off, const pd_buf *in, pd_buf *out, pd_err *err)
+{
+    unsigned long long fc = ZSTD_getFrameContentSize(in->data, in->len);
+    if (fc == ZSTD_CONTENTSIZE_UNKNOWN || fc == ZSTD_CONTENTSIZE_ERROR || fc > MAX_GROUP_RAW)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: bad zstd frame", path,
+                          (unsigned long long)off);
+    pd_buf_reset(out);
+    int rc = pd_buf_reserve(out, (size_t)fc + 1);
+    if (rc)
+        return rc;
+    size_t got = ZSTD_decompress(out->data, (size_t)fc + 1, in->data, in->len);
+    if (ZSTD_isError(got) || got != fc)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: zstd: %s", path,
+                          (unsigned long long)off,
+                          ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch");
+    out->len = got;
+    return 0;
+}
+
+static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err)
+{
+    pd_buf f, raw;
+    uint8_t kind;
+    const rseries *s = &b->s[id];
+    pd_buf_init(&f, 0);
+    pd_buf_init(&raw, 0);
+    int rc = read_frame(b, s->tref, &kind, &f, err);
+    if (!rc && kind != K_TIME && kind != K_TIME_ZSTD)
+        rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: not a time chunk (kind %u)",
+                        b->chunks_path, (unsigned long long)s->tref, kind);
+    if (!rc && kind == K_TIME_ZSTD)
+        rc = unzstd(b->chunks_path, s->tref, &f, &raw, err);
+    const pd_buf *p = kind == K_TIME_ZSTD ? &raw : &f;
+    if (!rc && (rc = pd__tchunk_decode((const uint8_t *)p->data, p->len, b->sym.n_str, t, err)))
+        pd_err_prefix(err, "%s offset %llu", b->chunks_path, (unsigned long long)s->tref);
+    if (!rc && (t->n != s->n || t->ts[0] != s->min_t || t->ts[t->n - 1] != s->max_t)) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: time chunk disagrees with the index",
+                        b->chunks_path, (unsigned long long)s->tref);
+        pd__tchunk_release(t);
+    }
+    if (!rc)
+        for (size_t g = 0; g < t->n_group && !rc; g++)
+            if (t->g_off[g] < HDR || t->g_off[g] >= s->tref ||
+                t->g_first[g + 1] - t->g_first[g] > b->meta.group) {
+                rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: bad value group %zu reference",
+                                b->chunks_path, (unsigned long long)s->tref, g);
+                pd__tchunk_release(t);
+            }
+    pd_buf_release(&f);
+    pd_buf_release(&raw);
+    if (rc == PD_ENOMEM)
+        pd_err_set(err, rc, "out of memory reading %s", b->chunks_path);
+    return rc;
+}
+
+int pd__block_read_points(pd_block *b, uint32_t id, int64_t mint, int64_t maxt, pd_points *out,
+                          pd_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (id >= b->n_series)
+        return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
+    pd_tchunk t;
+    int rc = load_tchunk(b, id, &t, err);
+    if (rc)
+        return rc;
+    pd_arena *a = malloc(sizeof *a);
+    if (!a) {
+        pd__tchunk_release(&t);
+        return PD_ENOMEM;
+    }
+    pd_arena_init(a);
+    out->priv = a;
+    size_t n = 0;
+    for (size_t i = 0; i < t.n; i++)
+        n += t.ts[i] >= mint && t.ts[i] <= maxt;
+    pd_sample_type_desc **sets = pd_arena_calloc(a, t.n_tset + 1, sizeof *sets);
+    if (!(out->v = pd_arena_calloc(a, n + 1, sizeof *out->v)) || !sets)
+        goto nomem;
+    for (size_t k = 0; k < t.n_tset; k++) {
+        size_t m = (size_t)(t.tset_off[k + 1] - t.tset_off[k]);
+        if (!(sets[k] = pd_arena_calloc(a, m + 1, sizeof **sets)))
+            goto nomem;
+        for (size_t x = 0; x < m; x++) {
+            uint32_t ty = t.tset_str[2 * (t.tset_off[k] + x)], un = t.tset_str[2 * (t.tset_off[k] + x) + 1];
+            if (!(sets[k][x].type = pd_arena_strndup(a, b->sym.str[ty], b->sym.str_len[ty])) ||
+                !(sets[k][x].unit = pd_arena_strndup(a, b->sym.str[un], b->sym.str_len[un])))
+                goto nomem;
+        }
+    }
+    for (size_t i = 0; i < t.n; i++) {
+        if (t.ts[i] < mint || t.ts[i] > maxt)
+            continue;
+        pd_point *pt = &out->v[out->n++];
+        pt->ts_ms = t.ts[i];
+        pt->n_types = (size_t)(t.tot_off[i + 1] - t.tot_off[i]);
+        pt->types = sets[t.tset[i]];
+        if (!(pt->totals = pd_arena_calloc(a, pt->n_types + 1, sizeof *pt->totals)))
+            goto nomem;
+        memcpy(pt->totals, t.totals + t.tot_off[i], pt->n_types * sizeof *pt->totals);
+    }
+    pd__tchunk_release(&t);
+    return 0;
+nomem:
+    pd__tchunk_release(&t);
+    pd_points_release(out);
+    return pd_err_set(err, PD_ENOMEM, "out of memory reading points");
+}
+
+/* Reads group g of series id and decodes its profiles into *out (n of them). */
+static int load_group(pd_block *b, uint32_t id, const pd_tchunk *t, size_t g, pd_dprof **out,
+                      size_t *n, pd_err *err)
+{
+    pd_buf f, raw;
+    uint8_t kind;
+    pd_buf_init(&f, 0);
+    pd_buf_init(&raw, 0);
+    *n = t->g_first[g + 1] - t->g_first[g];
+    *out = calloc(*n + 1, sizeof **out);
+    if (!*out)
+        return PD_ENOMEM;
+    int rc = read_frame(b, t->g_off[g], &kind, &f, err);
+    if (!rc && kind != K_VALUE)
+        rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: not a value chunk (kind %u)",
+                        b->chunks_path, (unsigned long long)t->g_off[g], kind);
+    if (!rc)
+        rc = unzstd(b->chunks_path, t->g_off[g], &f, &raw, err);
+    if (!rc && (rc = pd__vgroup_decode(&b->sym, (const uint8_t *)raw.data, raw.len, *n, *out, err)))
+        pd_err_prefix(err, "%s offset %llu", b->chunks_path, (unsigned long long)t->g_off[g]);
+    for (size_t i = 0; !rc && i < *n; i++) {
+        pd_dprof *d = &(*out)[i];
+        size_t p = t->g_first[g] + i;
+        d->ts = t->ts[p];
+        size_t m = (size_t)(t->tot_off[p + 1] - t->tot_off[p]);
+        if (m != d->n_types || memcmp(d->totals, t->totals + t->tot_off[p], m * sizeof *d->totals))
+            rc = pd_err_set(err, PD_ECORRUPT,
+                            "%s offset %llu: profile %zu: totals disagree with the time chunk",
+                            b->chunks_path, (unsigned long long)t->g_off[g], i);
+    }
+    if (rc) {
+        for (size_t i = 0; i < *n; i++)
+            pd__dprof_release(&(*out)[i]);
+        free(*out);
+        *out = NULL;
+    }
+    pd_buf_release(&f);
+    pd_buf_release(&raw);
+    return rc;
+}
+
+int pd__block_read_profile(pd_block *b, uint32_t id, int64_t ts_ms, pd_profile *out, pd_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (id >= b->n_series)
+        return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
+    if (ts_ms < b->s[id].min_t || ts_ms > b->s[id].max_t)
+        return pd_err_set(err, PD_ENOTFOUND, "no profile at %lld ms", (long long)ts_ms);
+    pd_tchunk t;
+    int rc = load_tchunk(b, id, &t, err);
+    if (rc)
+        return rc;
+    size_t lo = 0, hi = t.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t.ts[mid] < ts_ms)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == t.n || t.ts[lo] != ts_ms) {
+        pd__tchunk_release(&t);
+        return pd_err_set(err, PD_ENOTFOUND, "no profile at %lld ms", (long long)ts_ms);
+    }
+    size_t g = 0;
+    while (g + 1 < t.n_group && t.g_first[g + 1] <= lo)
+        g++;
+    pd_dprof *d;
+    size_t n;
+    if (!(rc = load_group(b, id, &t, g, &d, &n, err))) {
+        rc = pd__dprof_to_profile(&b->sym, &d[lo - t.g_first[g]], out, err);
+        if (rc == PD_ECORRUPT)
+            pd_err_prefix(err, "%s offset %llu", b->chunks_path, (unsigned long long)t.g_off[g]);
+        for (size_t i = 0; i < n; i++)
+            pd__dprof_release(&d[i]);
+        free(d);
+    }
+    pd__tchunk_release(&t);
+    return rc;
+}
+
+int pd__block_check(const char *dir, pd_block_meta *meta, pd_err *err)
+{
+    pd_block *b;
+    int rc = pd__block_open(dir, &b, err);
+    if (rc)
+        return rc;
+    if (meta)
+        *meta = b->meta;
+    uint64_t samples = 0;
+    for (uint32_t id = 0; id < b->n_series && !rc; id++) {
+        pd_tchunk t;
+        if ((rc = load_tchunk(b, id, &t, err)))
+            break;
+        for (size_t g = 0; g < t.n_group && !rc; g++) {
+            pd_dprof *d;
+            size_t n;
+            if ((rc = load_group(b, id, &t, g, &d, &n, err)))
+                break;
+            for (size_t i = 0; i < n; i++) {
+                samples += d[i].n_sample;
+                pd_profile p;
+                if (!rc && (rc = pd__dprof_to_profile(&b->sym, &d[i], &p, err)) == 0)
+                    pd_profile_release(&p);
+                else if (rc == PD_ECORRUPT)
+                    pd_err_prefix(err, "%s offset %llu", b->chunks_path,
+                                  (unsigned long long)t.g_off[g]);
+                pd__dprof_release(&d[i]);
+            }
+            free(d);
+        }
+        pd__tchunk_release(&t);
+    }
+    if (!rc && samples != b->meta.n_samples)
+        rc = pd_err_set(err, PD_ECORRUPT, "%s/meta.json: numSamples %llu, the chunks hold %llu",
+                        b->dir, (unsigned long long)b->meta.n_samples,
+                        (unsigned long long)samples);
+    pd__block_close(b);
+    return rc;
+}

@@ -1,0 +1,131 @@
+/*
+ * storage/tsdb/block_int.h — immutable blocks of the embedded store
+ * (DESIGN.md §3, docs/format/{index,symbols,chunks}.md). Private to
+ * src/storage. Not yet wired into head.c (cut, compaction and retention come
+ * later); used by `profd tsdb import|analyze|check` (tsdb_cli.c).
+ *
+ * A block is a directory PARENT/<ULID>/ holding
+ *   meta.json        id, min/max time, stats, file sizes, format version
+ *   index            label symbols, series, postings, per-series chunk refs
+ *   symbols          strings, mappings, functions, locations, stacks, label sets
+ *   chunks/000001    time chunks and value groups of every series
+ * written into PARENT/<ULID>.tmp, every file fsynced, renamed, and PARENT
+ * fsynced (so a crash leaves either no block or a complete one; a *.tmp
+ * directory is garbage).
+ *
+ * Everything read from disk is checked: a bad byte gives PD_ECORRUPT with an
+ * err naming the file and its offset, never a crash.
+ *
+ * Thread-safety: a writer is single-threaded. An open block is read-only;
+ * pd__block_select is not thread-safe for regex matchers (pd_matcher), the
+ * other read functions may run concurrently (pread, no shared state).
+ */
+#ifndef PD_STORAGE_TSDB_BLOCK_INT_H
+#define PD_STORAGE_TSDB_BLOCK_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "base/error.h"
+#include "base/labels.h"
+#include "pprof/pprof.h"
+#include "storage/storage.h"
+#include "storage/tsdb/symbols_int.h"
+
+#define PD_BLOCK_VERSION 1
+#define PD_BLOCK_DEFAULT_GROUP 64 /* profiles per value group, chosen by bench/storage_size */
+#define PD_BLOCK_DEFAULT_LEVEL 19 /* zstd level of value groups and symbols */
+
+typedef struct pd_block_writer_opts {
+    size_t group;                /* profiles per value group; 0 = PD_BLOCK_DEFAULT_GROUP */
+    int zstd_level;              /* 0 = PD_BLOCK_DEFAULT_LEVEL */
+    pd_stack_format stack_format; /* 0 = PD_STACKS_TREE */
+} pd_block_writer_opts;
+
+typedef struct pd_block_writer pd_block_writer;
+
+/* A writer collecting profiles in memory (decomposed: only symbols and
+ * sample ids are kept, not the pprof). opts may be NULL. 0 or PD_ENOMEM. */
+int pd__block_writer_new(const pd_block_writer_opts *opts, pd_block_writer **out /* OUT */);
+/* Frees the writer. NULL is a no-op. */
+void pd__block_writer_free(pd_block_writer *w);
+
+/* Adds profile p (indexed, validated; not kept) of series `labels` (needs
+ * __name__) at ts_ms, in any order. Errors: PD_EINVAL (no __name__, or a
+ * reference of p that does not resolve), PD_EEXIST (series and ts_ms already
+ * added), PD_ENOMEM. */
+int pd__block_writer_add(pd_block_writer *w, const pd_labels *labels, int64_t ts_ms,
+                         const pd_profile *p, pd_err *err);
+
+/* Number of profiles added so far. */
+size_t pd__block_writer_count(const pd_block_writer *w);
+
+/* Writes the block into parent_dir (which must exist) as parent_dir/<ULID>
+ * (tmp dir, fsync, rename, fsync parent) and copies the ULID (26 chars + NUL)
+ * into id. An empty writer writes nothing and returns PD_EINVAL. The writer
+ * can only be freed afterwards. Errors: -errno (err names the path),
+ * PD_ENOMEM, PD_ETOOBIG, PD_EINVAL. */
+int pd__block_writer_write(pd_block_writer *w, const char *parent_dir, char id[27] /* OUT */,
+                           pd_err *err);
+
+/* ---- reading ---- */
+
+typedef struct pd_block pd_block;
+
+typedef struct pd_block_meta {
+    char ulid[27];
+    int version;
+    int64_t min_t, max_t; /* ms, inclusive */
+    uint64_t n_series, n_profiles, n_samples;
+    uint64_t n_strings, n_mappings, n_functions, n_locations, n_stacks, n_label_sets;
+    pd_stack_format stack_format;
+    uint64_t group;
+    /* bytes */
+    uint64_t meta_bytes, index_bytes, symbols_bytes, chunks_bytes;
+    uint64_t time_bytes, value_bytes; /* parts of chunks_bytes (frames included) */
+} pd_block_meta;
+
+/* Opens the block directory dir: reads and checks meta.json, index and
+ * symbols (CRCs, every reference), opens chunks/000001 (chunks are checked
+ * when read). Errors: PD_ECORRUPT (err: file and offset), -errno, PD_ENOMEM. */
+int pd__block_open(const char *dir, pd_block **out /* OUT */, pd_err *err);
+/* Closes and frees. NULL is a no-op. */
+void pd__block_close(pd_block *b);
+
+const pd_block_meta *pd__block_meta(const pd_block *b);
+/* The block's symbols (read-only). */
+const pd_symbols *pd__block_symbols(const pd_block *b);
+
+/* Series ids are 0..n_series-1 in label order. */
+size_t pd__block_n_series(const pd_block *b);
+/* Labels of series id (borrowed), min/max ts and profile count. */
+const pd_labels *pd__block_series_labels(const pd_block *b, uint32_t id);
+void pd__block_series_info(const pd_block *b, uint32_t id, int64_t *min_t /* OUT */,
+                           int64_t *max_t /* OUT */, uint64_t *n_profiles /* OUT */,
+                           uint64_t *time_bytes /* OUT */, uint64_t *value_bytes /* OUT */);
+
+/* Series matching all matchers (n may be 0: all), from the postings, as
+ * ascending ids in *ids (malloc'ed; free it) and *n_ids. 0 or PD_ENOMEM. */
+int pd__block_select(const pd_block *b, const pd_matcher *ms, size_t n, uint32_t **ids /* OUT */,
+                     size_t *n_ids /* OUT */, pd_err *err);
+
+/* Timestamps and totals of series id in [mint, maxt] from its time chunk
+ * only (no value group is read). out as storage.h (release with
+ * pd_points_release). Errors: PD_ENOTFOUND (id), PD_ECORRUPT, -errno, PD_ENOMEM. */
+int pd__block_read_points(pd_block *b, uint32_t id, int64_t mint, int64_t maxt,
+                          pd_points *out /* OUT */, pd_err *err);
+
+/* The profile of series id at exactly ts_ms, rebuilt from its value group
+ * (one group is read and decompressed). out: release with pd_profile_release.
+ * Errors: PD_ENOTFOUND (id or ts), PD_ECORRUPT, -errno, PD_ENOMEM. */
+int pd__block_read_profile(pd_block *b, uint32_t id, int64_t ts_ms, pd_profile *out /* OUT */,
+                           pd_err *err);
+
+/* Verifies the block at dir completely: opens it (all of the above) and then
+ * reads every time chunk and every value group of every series, decoding
+ * every profile and rebuilding it. If meta != NULL, it receives the block's
+ * meta (sizes included) when the open succeeded. Returns 0 or the first
+ * error (PD_ECORRUPT with file and offset). */
+int pd__block_check(const char *dir, pd_block_meta *meta /* OUT, may be NULL */, pd_err *err);
+
+#endif

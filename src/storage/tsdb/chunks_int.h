@@ -1,0 +1,90 @@
+/*
+ * storage/tsdb/chunks_int.h — the chunks of a block (docs/format/chunks.md):
+ * per series a *time chunk* (timestamps delta-of-delta, sample-type sets,
+ * totals, and the table of value groups) and *value groups* (G consecutive
+ * profiles of the series, each encoded against the previous one of the
+ * group, zstd-compressed together by block.c). Private to src/storage.
+ *
+ * A profile is handled here in decomposed form (pd_dprof): its scalar fields
+ * and strings as block string ids, and its samples as (stack id, label-set
+ * id, values) sorted by (stack, label set) — ids of the block's symbols
+ * (symbols_int.h). Conversion both ways is here too.
+ */
+#ifndef PD_STORAGE_TSDB_CHUNKS_INT_H
+#define PD_STORAGE_TSDB_CHUNKS_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/buf.h"
+#include "base/error.h"
+#include "pprof/pprof.h"
+#include "storage/tsdb/symbols_int.h"
+
+typedef struct pd_dprof {
+    int64_t ts; /* ms (kept by the time chunk, not the value group) */
+    uint32_t n_types;
+    uint32_t *types; /* 2 * n_types string ids: type, unit */
+    uint32_t period_type, period_unit;
+    int64_t period, time_nanos, duration_nanos;
+    uint32_t n_comment;
+    uint32_t *comment;
+    uint32_t drop_frames, keep_frames, default_sample_type, doc_url;
+    uint32_t n_sample;
+    uint32_t *stack, *lset; /* n_sample each, ascending by (stack, lset) */
+    int64_t *value;         /* n_sample x n_types, row-major */
+    int64_t *totals;        /* n_types */
+} pd_dprof;
+
+/* Frees what d holds (not d). Safe on a zeroed struct. */
+void pd__dprof_release(pd_dprof *d);
+
+/* Decomposes p (indexed, validated) into d, interning its symbols into s.
+ * d is overwritten. Errors: PD_ENOMEM, PD_EINVAL (unresolvable reference). */
+int pd__dprof_from_profile(pd_symbols *s, const pd_profile *p, int64_t ts_ms, pd_dprof *d /* OUT */,
+                           pd_err *err);
+
+/* Rebuilds a pd_profile from d and the block's symbols s (d was decoded
+ * against s, so its ids are in range). out is overwritten; release it with
+ * pd_profile_release. Errors: PD_ENOMEM, PD_ECORRUPT (a stack deeper than the
+ * symbols said, or the result fails pd_profile_validate). */
+int pd__dprof_to_profile(const pd_symbols *s, const pd_dprof *d, pd_profile *out /* OUT */,
+                         pd_err *err);
+
+/* Appends the uncompressed encoding of the value group d[0..n) to out.
+ * PD_ENOMEM, PD_ETOOBIG. */
+int pd__vgroup_encode(const pd_dprof *const *d, size_t n, pd_buf *out);
+
+/* Decodes a value group of exactly n profiles into out[0..n) (zeroed by the
+ * caller; release each with pd__dprof_release, also on failure). Every id is
+ * checked against s. ts of the outputs is left 0.
+ * Errors: PD_ECORRUPT (err: what and at which payload offset), PD_ENOMEM. */
+int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t n,
+                      pd_dprof *out /* OUT */, pd_err *err);
+
+/* A decoded time chunk. */
+typedef struct pd_tchunk {
+    size_t n;          /* profiles */
+    int64_t *ts;       /* n, ascending */
+    uint32_t *tset;    /* n: index of the profile's sample-type set */
+    uint64_t *tot_off; /* n + 1: totals of profile i are totals[tot_off[i] .. tot_off[i+1]) */
+    int64_t *totals;
+    size_t n_tset;
+    uint64_t *tset_off; /* n_tset + 1: set k is tset_str[2*tset_off[k] .. 2*tset_off[k+1]) */
+    uint32_t *tset_str; /* (type, unit) string ids */
+    size_t n_group;
+    uint32_t *g_first; /* n_group + 1: first profile of each group; g_first[n_group] = n */
+    uint64_t *g_off;   /* n_group: offset of the group's chunk in the chunks file */
+} pd_tchunk;
+
+/* Appends the time chunk of profiles d[0..n) (ascending ts) with the value
+ * groups given as (first profile, chunk offset) pairs. PD_ENOMEM, PD_ETOOBIG. */
+int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_first,
+                      const uint64_t *g_off, size_t n_group, pd_buf *out);
+
+/* Decodes a time chunk; string ids checked against n_str.
+ * Errors: PD_ECORRUPT, PD_ENOMEM. out is overwritten. */
+int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, pd_tchunk *out /* OUT */,
+                      pd_err *err);
+void pd__tchunk_release(pd_tchunk *t);
+
+#endif
