@@ -34,4 +34,8 @@ if [ "${1:-}" = "--test" ]; then
     if [ ! -d "$here/tests/ui/node_modules/playwright-core" ]; then
         (cd "$here/tests/ui" && npm install --no-audit --no-fund --silent)
     fi
+    # @datadog/pprof (with its prebuilt native module) for the Node producer of tests/e2e
+    if [ ! -d "$here/tests/e2e/node_modules/@datadog/pprof" ]; then
+        (cd "$here/tests/e2e" && npm install --no-audit --no-fund --silent)
+    fi
 fi

@@ -3,6 +3,7 @@
  *
  *   profd [serve] [flags]   run the server (the default command)
  *   profd convert ...       convert folded stacks / perf script text to pprof (ingest/)
+ *   profd tsdb import|analyze|check ...   block tools (storage/tsdb/tsdb_cli.c)
  *   profd --help | -h       usage on stdout, exit 0
  *   profd --version         version on stdout, exit 0
  *
@@ -37,6 +38,7 @@
 #include "scrape/config.h"
 #include "scrape/manager.h"
 #include "storage/storage.h"
+#include "storage/tsdb/tsdb_cli_int.h"
 
 #ifndef PD_VERSION
 #define PD_VERSION "0.1.0"
@@ -60,6 +62,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: profd [serve] [flags]\n"
             "       profd convert --from=folded|lines|perf-script [--sample-rate=HZ] [--type=cpu] IN OUT.pb.gz\n"
+            "       profd tsdb import|analyze|check ...  (profd tsdb --help)\n"
+            "       profd push --service=NAME [--url=URL] [--type=T] [--label k=v ...] [--format=F] FILE...\n"
             "       profd --help | --version\n"
             "\n"
             "profd collects pprof profiles (scraped per --config.file, or pushed to\n"
@@ -378,6 +382,10 @@ int main(int argc, char **argv)
     };
     if (argc > 1 && strcmp(argv[1], "convert") == 0)
         return pd_ingest_convert_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "push") == 0)
+        return pd_ingest_push_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "tsdb") == 0)
+        return pd_tsdb_cli_main(argc - 1, argv + 1);
     int rc = parse_flags(argc, argv, &f);
     if (rc >= 0)
         return rc;

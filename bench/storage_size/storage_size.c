@@ -7,7 +7,7 @@
  *   (c) profd blocks (src/storage/tsdb/block.c): one block per profile type,
  *       and one block holding all types together (as one store would).
  *
- *   bench_storage_size DATA_DIR OUT_DIR [--group N] [--stacks tree|list]
+ *   bench_storage_size DATA_DIR OUT_DIR [--group N] [--group-bytes B] [--stacks tree|list]
  *                      [--level L] [--sweep] [--verify]
  *
  * DATA_DIR holds one sub-directory per profile type (heap, allocs, goroutine,
@@ -238,6 +238,8 @@ int main(int argc, char **argv)
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--group") && i + 1 < argc)
             o.group = (size_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--group-bytes") && i + 1 < argc)
+            o.group_bytes = (size_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--level") && i + 1 < argc)
             o.zstd_level = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--stacks") && i + 1 < argc)
@@ -264,7 +266,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "no profiles under %s\n", data);
         return 1;
     }
-    printf("machine: %s\n", "see /proc/cpuinfo");
     printf("%-10s %6s | %10s %10s %10s | %9s %9s | %7s %7s %7s %7s %7s | %8s\n", "type",
            "n", "gzip B/p", "conprof", "profd B/p", "x gzip", "x conprof", "index", "symbols",
            "time", "values", "meta", "write s");
@@ -300,17 +301,20 @@ int main(int argc, char **argv)
            r.index / n, r.symbols / n, r.time / n, r.value / n, r.meta / n, r.write_s);
     if (sweep) {
         printf("\nsweep (all types in one block): group size x stack format -> bytes/profile, x conprof\n");
-        size_t gs[] = {1, 4, 8, 16, 32, 64, 128, 256};
+        size_t gs[] = {1, 16, 64, 128, 256, 512, 1024};
+        size_t gb[] = {16u << 10, 64u << 10, 256u << 10, 1u << 30};
         for (int sf = PD_STACKS_TREE; sf <= PD_STACKS_LIST; sf++)
-            for (size_t i = 0; i < sizeof gs / sizeof *gs; i++) {
+            for (size_t i = 0; i < sizeof gs / sizeof *gs; i++)
+            for (size_t j = 0; j < sizeof gb / sizeof *gb; j++) {
                 pd_block_writer_opts o2 = o;
                 o2.group = gs[i];
+                o2.group_bytes = gb[j];
                 o2.stack_format = (pd_stack_format)sf;
                 if (write_block(types, nt, &o2, out, false, &r))
                     continue;
-                printf("  stacks=%-4s group=%-4zu %8.1f B/p  %6.1fx  (symbols %.1f, values %.1f, "
+                printf("  stacks=%-4s group=%-4zu group_bytes=%-10zu %8.1f B/p  %6.1fx  (symbols %.1f, values %.1f, "
                        "time %.1f B/p)\n",
-                       sf == PD_STACKS_TREE ? "tree" : "list", gs[i], r.total / n,
+                       sf == PD_STACKS_TREE ? "tree" : "list", gs[i], gb[j], r.total / n,
                        (double)ac / r.total, r.symbols / n, r.value / n, r.time / n);
             }
     }

@@ -31,6 +31,7 @@
 
 #define MAX_MATCH_PARAMS 64
 #define DEFAULT_TOP_ROWS 100
+#define DEFAULT_QUERY_TIMEOUT_MS (120 * 1000LL)
 #define DEFAULT_MAX_RESPONSE ((size_t)256 << 20)
 #define RANGE_DEFAULT_MS (3600 * 1000LL)
 
@@ -233,8 +234,240 @@ static void h_query_range(pd_api *api, const pd_http_request *req, pd_http_respo
     finish_query(resp, rc, &err, "query_range");
 }
 
+/* ---- /api/v1/query: merge, diff, and single with options ---- */
+
+/* True when a query needs the merge path: mode merge/diff, by/focus/ignore/
+ * hide given, or a report only that path writes. */
+static bool wants_many(const pd_http_request *req)
+{
+    const char *mode = arg_any(req, "mode", NULL), *report = arg_any(req, "report", NULL);
+    return (mode && strcmp(mode, "single") != 0) || pd_http_arg(req, "by") ||
+           arg_any(req, "focus", NULL) || arg_any(req, "ignore", NULL) ||
+           arg_any(req, "hide", NULL) ||
+           (report && (!strcmp(report, "folded") || !strcmp(report, "callgraph")));
+}
+
+/* Reads one side's parameters: `query<sfx>` (else `query`), `mode<sfx>`,
+ * `time<sfx>`, `from<sfx>`, `to<sfx>`. Returns 0, or -1 after replying 400. */
+static int side_params(const pd_http_request *req, pd_http_response *resp, const char *sfx,
+                       const char *mode, pd_query_side *s)
+{
+    char qn[16], mn[16], tn[16], fn[16], ton[16];
+    snprintf(qn, sizeof qn, "query%s", sfx);
+    snprintf(mn, sizeof mn, "mode%s", sfx);
+    snprintf(tn, sizeof tn, "time%s", sfx);
+    snprintf(fn, sizeof fn, "from%s", sfx);
+    snprintf(ton, sizeof ton, "to%s", sfx);
+    memset(s, 0, sizeof *s);
+    s->selector = arg_any(req, qn, *sfx ? "query" : NULL);
+    if (!s->selector) {
+        reply_error(resp, 400,
+                    "invalid parameter \"%s\": missing (a series selector, e.g. heap{job=\"api\"})",
+                    qn);
+        return -1;
+    }
+    if (check_selector(resp, qn, s->selector) < 0)
+        return -1;
+    if (*sfx) {
+        mode = arg_any(req, mn, NULL);
+        if (!mode)
+            mode = "single";
+        if (strcmp(mode, "single") && strcmp(mode, "merge")) {
+            reply_error(resp, 400, "invalid parameter \"%s\": \"%.64s\" is not single or merge",
+                        mn, mode);
+            return -1;
+        }
+    }
+    s->mode = strcmp(mode, "merge") == 0 ? PD_QUERY_MODE_MERGE : PD_QUERY_MODE_SINGLE;
+    int64_t now = pd_now_ms();
+    if (s->mode == PD_QUERY_MODE_SINGLE)
+        return time_param(req, resp, tn, NULL, now, &s->time);
+    if (time_param(req, resp, ton, *sfx ? NULL : "end", now, &s->to) < 0 ||
+        time_param(req, resp, fn, *sfx ? NULL : "start", s->to - RANGE_DEFAULT_MS, &s->from) < 0)
+        return -1;
+    if (s->to < s->from) {
+        reply_error(resp, 400, "invalid parameter \"%s\": end timestamp must not be before start time",
+                    ton);
+        return -1;
+    }
+    return 0;
+}
+
+/* report=callgraph: pprof's -svg idea: the DOT of pd_report_dot rendered by
+ * Graphviz (`dot -Tsvg`, run on a temp file; stdout read up to the reply
+ * cap). 0, or a negative code after replying. */
+static int render_callgraph(const pd_profile *p, const pd_report_options *o,
+                            pd_http_response *resp)
+{
+    pd_buf dot;
+    pd_buf_init(&dot, resp->body.max);
+    int rc = pd_report_dot(p, o, &dot);
+    if (rc < 0) {
+        pd_buf_release(&dot);
+        reply_error(resp, status_of(rc), "callgraph: %s", pd_strerror(rc));
+        return rc;
+    }
+    char path[] = "/tmp/profd-callgraph-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        pd_buf_release(&dot);
+        reply_error(resp, 500, "callgraph: cannot make a temp file");
+        return PD_EINVAL;
+    }
+    size_t off = 0;
+    while (off < dot.len) {
+        ssize_t w = write(fd, dot.data + off, dot.len - off);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    close(fd);
+    bool written = off == dot.len;
+    pd_buf_release(&dot);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "dot -Tsvg %s 2>/dev/null", path);
+    FILE *f = written ? popen(cmd, "r") : NULL;
+    rc = 0;
+    if (f) {
+        char tmp[65536];
+        size_t r;
+        while ((r = fread(tmp, 1, sizeof tmp, f)) > 0 && rc == 0)
+            rc = pd_buf_append(&resp->body, tmp, r);
+        int st = pclose(f);
+        if (rc == 0 && (st != 0 || resp->body.len == 0))
+            rc = PD_EINVAL;
+    }
+    unlink(path);
+    if (!f || rc < 0) {
+        reply_error(resp, rc == PD_ETOOBIG ? 422 : 500, "callgraph: %s",
+                    rc == PD_ETOOBIG ? "over the reply size limit"
+                                     : "Graphviz `dot -Tsvg` failed (is graphviz installed?)");
+        return rc < 0 ? rc : PD_EINVAL;
+    }
+    resp->content_type = "image/svg+xml";
+    return 0;
+}
+
+static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_response *resp)
+{
+    const char *mode = arg_any(req, "mode", NULL);
+    if (!mode)
+        mode = "single";
+    bool diff = strcmp(mode, "diff") == 0;
+    if (!diff && strcmp(mode, "single") && strcmp(mode, "merge")) {
+        reply_error(resp, 400, "invalid parameter \"mode\": \"%.64s\" is not one of single, merge, diff",
+                    mode);
+        return;
+    }
+    const char *report = arg_any(req, "report", NULL);
+    if (!report)
+        report = "proto";
+    static const char *const reports[] = {"proto", "top", "flamegraph", "folded", "meta",
+                                          "callgraph"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof reports / sizeof *reports; i++)
+        known = known || strcmp(report, reports[i]) == 0;
+    if (!known) {
+        reply_error(resp, 400,
+                    "invalid parameter \"report\": \"%.64s\" is not one of proto, top, "
+                    "flamegraph, folded, meta, callgraph",
+                    report);
+        return;
+    }
+    size_t nodes;
+    size_t def_nodes = !strcmp(report, "top") ? api->o.top_default_rows
+                       : !strcmp(report, "callgraph") ? 80
+                                                      : 0;
+    if (uint_param(req, resp, "nodes", "limit", def_nodes, &nodes) < 0)
+        return;
+    pd_query_side a, b;
+    if (diff) {
+        if (side_params(req, resp, "_a", NULL, &a) < 0 ||
+            side_params(req, resp, "_b", NULL, &b) < 0)
+            return;
+    } else if (side_params(req, resp, "", mode, &b) < 0) {
+        return;
+    }
+    pd_merge_options mo = {
+        .by = pd_http_arg(req, "by"),
+        .focus = arg_any(req, "focus", NULL),
+        .ignore = arg_any(req, "ignore", NULL),
+        .hide = arg_any(req, "hide", NULL),
+        .max_samples = api->o.query_max_samples,
+        .timeout_ms = api->o.query_timeout_ms,
+        .deadline_ns = pd_mono_ns() + api->o.query_timeout_ms * 1000000,
+    };
+    pd_profile p;
+    memset(&p, 0, sizeof p);
+    pd_merge_stats stats;
+    memset(&stats, 0, sizeof stats);
+    pd_err err = {{0}};
+    int rc = diff ? pd_query_diff(api->st, &a, &b, &mo, &p, &stats, &err)
+                  : pd_query_merge(api->st, &b, &mo, &p, &stats, &err);
+    if (rc < 0) {
+        reply_error(resp, status_of(rc), "%s", err.msg[0] ? err.msg : pd_strerror(rc));
+        return;
+    }
+    char num[32];
+    snprintf(num, sizeof num, "%zu", stats.profiles);
+    pd_http_add_header(resp, "X-Profd-Profiles", num);
+    snprintf(num, sizeof num, "%zu", stats.series);
+    pd_http_add_header(resp, "X-Profd-Series-Count", num);
+
+    size_t si = 0;
+    const char *sis = arg_any(req, "sample_index", NULL);
+    if (strcmp(report, "meta") != 0 && (rc = pd_profile_sample_index(&p, sis, &si, &err)) < 0) {
+        reply_error(resp, 400, "invalid parameter \"sample_index\": %s", err.msg);
+        goto out;
+    }
+    pd_report_options ro = {.sample_index = si, .max_nodes = nodes, .diff = diff};
+    if (strcmp(report, "proto") == 0) {
+        if (sis && si < p.n_sample_type)
+            p.default_sample_type = p.sample_type[si].type;
+        resp->content_type = "application/octet-stream";
+        char disp[128];
+        snprintf(disp, sizeof disp, "attachment; filename=\"%s-%" PRId64 ".pb.gz\"", mode,
+                 pd_now_ms());
+        pd_http_add_header(resp, "Content-Disposition", disp);
+        rc = pd_profile_encode(&p, true, &resp->body);
+        if (rc < 0)
+            reply_error(resp, rc == PD_ETOOBIG ? 422 : 500, "encoding the profile: %s",
+                        rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
+        goto out;
+    }
+    if (strcmp(report, "folded") == 0) {
+        resp->content_type = TEXT_CT;
+        rc = pd_report_folded(&p, &ro, &resp->body);
+        if (rc < 0)
+            reply_error(resp, status_of(rc), "folded: %s",
+                        rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
+        goto out;
+    }
+    if (strcmp(report, "callgraph") == 0) {
+        render_callgraph(&p, &ro, resp);
+        goto out;
+    }
+    rc = begin_success(resp);
+    if (rc == 0) {
+        if (strcmp(report, "top") == 0)
+            rc = pd_report_top_ex(&p, &ro, &resp->body);
+        else if (strcmp(report, "flamegraph") == 0)
+            rc = pd_report_flamegraph_ex(&p, &ro, &resp->body);
+        else
+            rc = pd_report_meta(&p, &resp->body);
+    }
+    pd_err_clear(&err);
+    finish_query(resp, rc, &err, report);
+out:
+    pd_profile_release(&p);
+}
+
 static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *resp)
 {
+    if (wants_many(req)) {
+        h_query_many(api, req, resp);
+        return;
+    }
     const char *q = pd_http_arg(req, "query");
     if (!q || !*q) {
         reply_error(
@@ -662,6 +895,10 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
         api->o.max_response_bytes = DEFAULT_MAX_RESPONSE;
     if (!api->o.top_default_rows)
         api->o.top_default_rows = DEFAULT_TOP_ROWS;
+    if (api->o.query_timeout_ms <= 0)
+        api->o.query_timeout_ms = DEFAULT_QUERY_TIMEOUT_MS;
+    if (!api->o.query_max_samples)
+        api->o.query_max_samples = PD_MERGE_DEFAULT_MAX_SAMPLES;
     snprintf(api->version, sizeof api->version, "%s", api->o.version ? api->o.version : "unknown");
     api->o.version = NULL;
     api->start_time_s = (double)pd_now_ms() / 1000.0;

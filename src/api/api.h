@@ -17,17 +17,46 @@
  *            appends) are ignored. The series and time picked are returned
  *            in the headers X-Profd-Series (selector text) and
  *            X-Profd-Timestamp (Unix ms).
+ *            mode=merge|diff (and single with by/focus/ignore/hide, or
+ *            report=folded|callgraph) run through the merger (query.h,
+ *            merge.c; pprof's Merge and -diff_base rules):
+ *              mode=merge  query, from, to (start/end aliases; to defaults
+ *                          to now, from to to - 1h): every profile of every
+ *                          matching series in the range, merged.
+ *              mode=diff   query_a, query_b (each defaults to query),
+ *                          mode_a/mode_b (single|merge, default single),
+ *                          time_a/time_b, from_a/from_b, to_a/to_b: a is
+ *                          the base, b the new side (go tool pprof
+ *                          -diff_base=A B).
+ *            with by= (sample labels kept; series labels named there are
+ *            added, e.g. by=instance), focus=/ignore=/hide= (pprof's regexes
+ *            on frame names), sample_index, nodes= (limit= alias: top rows,
+ *            flame graph nodes, call graph nodes; default 100 for top, 80
+ *            for callgraph, all for flamegraph; the cut is reported in the
+ *            JSON: rows_cut/cut_flat, nodes/nodes_total and per-node cut).
+ *            Reports: proto, top, flamegraph (pd_report_*_ex; for a diff
+ *            rows and nodes carry base/new values besides the delta),
+ *            folded (text/plain collapsed stacks "a;b;c V", for a diff
+ *            "a;b;c BASE NEW"), meta, callgraph (SVG via Graphviz dot).
+ *            Headers X-Profd-Profiles and X-Profd-Series-Count say what was
+ *            merged. Sample types that differ between matching series give
+ *            400 naming two of them; --query.max-samples 422; the
+ *            --query.timeout deadline 503.
  *   GET|POST /api/v1/series, /api/v1/labels, /api/v1/label/NAME/values
  *            with match[] (repeatable; none = all series), start, end
  *            (default: all time).
  *   GET      /api/v1/targets  pd_scrape_manager_targets_json, or no targets
  *            when there is no scrape manager.
  *   GET      /api/v1/status/buildinfo  {"version":..}
- *   POST     /api/0/profiles?service=&type=&instance_id=&labels=k=v,k2=v2
- *            &created_at=  profefe's push (see api.c for the rules); reply
- *            in profefe's envelope {"code":200,"body":{...}} or
+ *   /api/0/...  profefe's API, whole (profefe.c): POST /api/0/profiles
+ *            (push), GET /api/0/profiles (list metas), /api/0/profiles/merge,
+ *            /api/0/profiles/ID[+ID...], /api/0/services, /api/0/version;
+ *            profefe's envelope {"code":200,"body":...} or
  *            {"code":N,"error":"..."}, each also with Prometheus' "status"
  *            ("success"/"error") and, for errors, "errorType".
+ *   POST     /ingest  Pyroscope's ingest (pyroscope.c): name=APP.TYPE{k=v},
+ *            format=folded|lines|pprof, multipart profile/prev_profile/
+ *            sample_type_config.
  *   GET      /-/healthy, /-/ready (200 text), POST|PUT /-/reload (the reload
  *            callback; 200, or 500 with the error).
  *   GET      /metrics  Prometheus text format 0.0.4: the pd_metrics registry
@@ -49,6 +78,7 @@
 #define PD_API_API_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "base/error.h"
 #include "http/server.h"
 #include "pprof/pprof.h"
@@ -68,6 +98,8 @@ typedef struct pd_api_options {
     pd_api_reload_fn reload;   /* may be NULL: /-/reload then answers 500 */
     void *reload_ctx;
     const char *version; /* shown in buildinfo; NULL = "unknown" */
+    int64_t query_timeout_ms; /* --query.timeout: merge/diff deadline; 0 = 2 min */
+    size_t query_max_samples; /* --query.max-samples: distinct samples of a merge; 0 = 1M */
 } pd_api_options;
 
 /* Creates the API over st (borrowed, must outlive the api) and sm (borrowed,

@@ -5,7 +5,8 @@
  *   profefe.c    profefe's API under /api/0/ (push, list, get by id, merge,
  *                services, version)
  *   pyroscope.c  Pyroscope's POST /ingest (folded, lines, pprof, multipart)
- *   merge.c      merging pprof profiles (profefe's /merge and id1+id2)
+ *   merge.c      merging pprof profiles with a factor per sample type (Pyroscope's
+ *                prev_profile deltas; profefe's /merge uses query.h's pd_merge)
  *
  * api.c routes to pd__profefe_route and pd__pyroscope_ingest with a
  * pd__api_env describing what they may use; both reply through resp and
@@ -46,6 +47,16 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
  * U+10FFFF). */
 bool pd__api_utf8_valid(const char *s, size_t len);
 
+/* Longest key or string value of a sample label accepted in a pushed
+ * profile, bytes (pprof labels are short tags; the decoder's caps alone
+ * would let one 10 MB string through). */
+#define PD_API_MAX_SAMPLE_LABEL_BYTES 65536
+
+/* Checks the sample labels of a pushed profile against
+ * PD_API_MAX_SAMPLE_LABEL_BYTES. 0, or PD_ETOOBIG with err naming the
+ * sample and label. */
+int pd__api_check_sample_labels(const pd_profile *p, pd_err *err);
+
 /* Counts one refused input in profd_rejected_input_total{reason}. */
 void pd__api_count_rejected(const char *reason);
 
@@ -67,7 +78,8 @@ int pd__api_store(pd_storage *st, const pd_labels *ls, int64_t ts_ms, const uint
  * comments are kept once each in order; default_sample_type, doc_url,
  * drop/keep_frames come from the first.
  *
- * Swappable: when query/ offers a merge, pd__api_merge_* may call it. */
+ * query.h's pd_merge (which profefe.c uses) cannot scale per sample type:
+ * its diff base negates every type and labels the samples. */
 typedef struct pd__merger pd__merger;
 
 /* New merger held to lim (NULL: defaults). 0 or PD_ENOMEM. */

@@ -85,8 +85,7 @@ static int take_types(pd__merger *m, const pd_profile *p, pd_err *err)
     pd_profile *bp = pd_profile_builder_profile(m->b);
     int64_t s;
     const int64_t fields[4] = {p->default_sample_type, p->doc_url, p->drop_frames, p->keep_frames};
-    int64_t *dst[4] = {&bp->default_sample_type, &bp->doc_url, &bp->drop_frames,
-                       &bp->keep_frames};
+    int64_t *dst[4] = {&bp->default_sample_type, &bp->doc_url, &bp->drop_frames, &bp->keep_frames};
     for (int i = 0; i < 4; i++) {
         if (!fields[i])
             continue;
@@ -169,10 +168,9 @@ int pd__merger_add(pd__merger *m, const pd_profile *p, const int64_t *scale, pd_
     for (size_t i = 0; i < p->n_function; i++) {
         const pd_pprof_function *f = &p->function[i];
         uint64_t id;
-        if ((rc = pd_profile_builder_function(m->b, pd_profile_str(p, f->name),
-                                              pd_profile_str(p, f->system_name),
-                                              pd_profile_str(p, f->filename), f->start_line, &id,
-                                              err)) < 0 ||
+        if ((rc = pd_profile_builder_function(
+                 m->b, pd_profile_str(p, f->name), pd_profile_str(p, f->system_name),
+                 pd_profile_str(p, f->filename), f->start_line, &id, err)) < 0 ||
             (rc = pd_u64map_put(&fnid, f->id, id)) < 0)
             goto out;
     }
@@ -203,8 +201,8 @@ int pd__merger_add(pd__merger *m, const pd_profile *p, const int64_t *scale, pd_
                             (unsigned long long)l->id, (unsigned long long)l->mapping_id);
             goto out;
         }
-        if ((rc = pd_profile_builder_location(m->b, mid, l->address, lines, l->n_line, &id,
-                                              err)) < 0 ||
+        if ((rc = pd_profile_builder_location(m->b, mid, l->address, lines, l->n_line, &id, err)) <
+                0 ||
             (rc = pd_u64map_put(&locid, l->id, id)) < 0)
             goto out;
     }

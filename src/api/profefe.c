@@ -12,7 +12,7 @@
  *        limit (0 or absent: all). service is required; type, when given,
  *        selects one type; labels are equality filters.
  *   GET  /api/0/profiles/merge?service=&type=&from=&to=&labels=
- *        one gzip pprof: the merge (api_int.h rules) of every matching
+ *        one gzip pprof: the merge (query.h's pd_merge) of every matching
  *        profile; service and type required. 404 when nothing matches.
  *   GET  /api/0/profiles/ID  the stored bytes of that profile, as pushed.
  *   GET  /api/0/profiles/ID1+ID2+...  the merge of those (at most
@@ -74,9 +74,9 @@
 #include "base/time.h"
 #include "query/query.h"
 
-#define PROFEFE_MAX_IDS 1000         /* ids in one GET id1+id2+... */
-#define PROFEFE_MAX_MERGE 100000     /* profiles in one /merge */
-#define PROFEFE_MAX_LIST 1000000     /* metas in one list reply */
+#define PROFEFE_MAX_IDS 1000     /* ids in one GET id1+id2+... */
+#define PROFEFE_MAX_MERGE 100000 /* profiles in one /merge */
+#define PROFEFE_MAX_LIST 1000000 /* metas in one list reply */
 #define PROFEFE_ID_LEN 32
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -123,6 +123,23 @@ bool pd__api_utf8_valid(const char *s, size_t len)
         p += n + 1;
     }
     return true;
+}
+
+int pd__api_check_sample_labels(const pd_profile *p, pd_err *err)
+{
+    for (size_t i = 0; i < p->n_sample; i++) {
+        const pd_pprof_sample *s = &p->sample[i];
+        for (size_t k = 0; k < s->n_label; k++) {
+            int64_t idx[2] = {s->label[k].key, s->label[k].str};
+            for (int j = 0; j < 2; j++) {
+                size_t len = idx[j] > 0 && (size_t)idx[j] < p->n_string ? p->string_len[idx[j]] : 0;
+                if (len > PD_API_MAX_SAMPLE_LABEL_BYTES)
+                    return pd_err_set(err, PD_ETOOBIG, "sample %zu: label %s is %zu bytes, over %d",
+                                      i, j ? "value" : "key", len, PD_API_MAX_SAMPLE_LABEL_BYTES);
+            }
+        }
+    }
+    return 0;
 }
 
 void pd__api_count_rejected(const char *reason)
@@ -276,8 +293,8 @@ static int parse_labels(const char *s, pd_labels *ls, pd_http_response *resp, co
     for (const char *c = s; *c; c++)
         commas += *c == ',';
     if (commas + 1 > PD_LABEL_MAX_COUNT) {
-        pf_error(resp, 400, reason, "bad labels: %zu labels given, at most %d allowed",
-                 commas + 1, PD_LABEL_MAX_COUNT);
+        pf_error(resp, 400, reason, "bad labels: %zu labels given, at most %d allowed", commas + 1,
+                 PD_LABEL_MAX_COUNT);
         return -1;
     }
     char *copy = strdup(s);
@@ -478,6 +495,10 @@ static void h_push(const pd__api_env *env, const pd_http_request *req, pd_http_r
         goto out;
     }
     decoded = true;
+    if ((rc = pd__api_check_sample_labels(&p, &err)) < 0) {
+        pf_error(resp, 413, "too_large", "profile refused: %s", err.msg);
+        goto out;
+    }
     if (!have_ts)
         ts = p.time_nanos > 0 ? p.time_nanos / 1000000 : pd_now_ms();
 
@@ -576,8 +597,8 @@ static int find_args(const pd_http_request *req, pd_http_response *resp, bool ne
         f->n++;
     }
     for (size_t i = 0; i < ls.n; i++) {
-        if ((rc = pd_matcher_init(&f->ms[f->n], PD_MATCH_EQ, ls.v[i].name, ls.v[i].value,
-                                  &err)) < 0)
+        if ((rc = pd_matcher_init(&f->ms[f->n], PD_MATCH_EQ, ls.v[i].name, ls.v[i].value, &err)) <
+            0)
             goto fail_rc;
         f->n++;
     }
@@ -697,8 +718,26 @@ static void reply_profile(pd_http_response *resp, const pd_profile *p, const cha
                  rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
 }
 
+/* The merge behind /merge and id1+id2 is query/'s pd_merge (google/pprof's
+ * Merge rules, the same as /api/v1/query's merge mode); api/merge.c's
+ * pd__merger remains for Pyroscope's per-type deltas. */
+static int merger_new(const pd__api_env *env, pd_merge **m, pd_http_response *resp)
+{
+    pd_merge_options o;
+    memset(&o, 0, sizeof o);
+    if (env->limits && env->limits->max_samples)
+        o.max_samples = env->limits->max_samples;
+    pd_err err = {{0}};
+    int rc = pd_merge_new(&o, m, &err);
+    if (rc < 0) {
+        pf_error(resp, 500, NULL, "merge: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
 /* Adds the profile of (ref, ts) to m. 0, or replies and returns -1. */
-static int merge_one(const pd__api_env *env, pd__merger *m, uint64_t ref, int64_t ts,
+static int merge_one(const pd__api_env *env, pd_merge *m, uint64_t ref, int64_t ts,
                      pd_http_response *resp)
 {
     pd_profile p;
@@ -709,23 +748,29 @@ static int merge_one(const pd__api_env *env, pd__merger *m, uint64_t ref, int64_
                  ts, err.msg[0] ? err.msg : pd_strerror(rc));
         return -1;
     }
-    rc = pd__merger_add(m, &p, NULL, &err);
+    char source[64];
+    snprintf(source, sizeof source, "profile at %" PRId64 " ms", ts);
+    rc = pd_merge_add(m, &p, NULL, false, source, &err);
     pd_profile_release(&p);
     if (rc < 0) {
-        pf_error(resp, rc == PD_ENOMEM ? 500 : rc == PD_ETOOBIG ? 422 : 400, NULL, "merge: %s",
-                 err.msg[0] ? err.msg : pd_strerror(rc));
+        pf_error(resp,
+                 rc == PD_ENOMEM    ? 500
+                 : rc == PD_ETOOBIG ? 422
+                                    : 400,
+                 NULL, "merge: %s", err.msg[0] ? err.msg : pd_strerror(rc));
         return -1;
     }
     return 0;
 }
 
-static void finish_merge(pd__merger *m, const char *name, pd_http_response *resp)
+static void finish_merge(pd_merge *m, const char *name, pd_http_response *resp)
 {
     pd_profile out;
     pd_err err = {{0}};
-    int rc = pd__merger_finish(m, false, &out, &err);
+    int rc = pd_merge_finish(m, &out, &err);
     if (rc < 0) {
-        pf_error(resp, 500, NULL, "merge: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pf_error(resp, rc == PD_ENOTFOUND ? 404 : 500, NULL, "merge: %s",
+                 err.msg[0] ? err.msg : pd_strerror(rc));
         return;
     }
     reply_profile(resp, &out, name);
@@ -740,17 +785,15 @@ static void h_merge(const pd__api_env *env, const pd_http_request *req, pd_http_
     pd_series_set set = {0};
     found *v = NULL;
     size_t n = 0;
-    pd__merger *m = NULL;
+    pd_merge *m = NULL;
     if (find(env, &f, PROFEFE_MAX_MERGE, &set, &v, &n, resp) < 0)
         goto out;
     if (n == 0) {
         pf_error(resp, 404, NULL, "nothing found");
         goto done;
     }
-    if (pd__merger_new(env->limits, &m) < 0) {
-        pf_error(resp, 500, NULL, "out of memory");
+    if (merger_new(env, &m, resp) < 0)
         goto done;
-    }
     for (size_t i = 0; i < n; i++)
         if (merge_one(env, m, set.v[v[i].series].ref, v[i].ts, resp) < 0)
             goto done;
@@ -758,7 +801,7 @@ static void h_merge(const pd__api_env *env, const pd_http_request *req, pd_http_
     snprintf(name, sizeof name, "%s.pb.gz", f.type);
     finish_merge(m, name, resp);
 done:
-    pd__merger_free(m);
+    pd_merge_free(m);
     free(v);
     pd_series_set_release(&set);
 out:
@@ -796,19 +839,23 @@ static void h_get(const pd__api_env *env, const char *ids, pd_http_response *res
         return;
     }
     size_t n = 1;
-    for (size_t i = 0; i < len; i++)
+    for (size_t i = 0; i < len; i++) {
         n += ids[i] == '+';
+        if (ids[i] == '+' && (i == 0 || i + 1 == len || ids[i + 1] == '+')) {
+            pf_error(resp, 400, NULL, "bad profile ids \"%.*s\": empty id at byte %zu",
+                     (int)(len > 200 ? 200 : len), ids, i + (i > 0));
+            return;
+        }
+    }
     if (n > PROFEFE_MAX_IDS) {
         pf_error(resp, 400, NULL, "bad profile ids: %zu ids, at most %d", n, PROFEFE_MAX_IDS);
         return;
     }
-    pd__merger *m = NULL;
+    pd_merge *m = NULL;
     pd_err err = {{0}};
     const char *s = ids, *end = ids + len;
-    if (n > 1 && pd__merger_new(env->limits, &m) < 0) {
-        pf_error(resp, 500, NULL, "out of memory");
+    if (n > 1 && merger_new(env, &m, resp) < 0)
         return;
-    }
     char type[64] = "profile";
     while (s < end) {
         const char *plus = memchr(s, '+', (size_t)(end - s));
@@ -843,8 +890,11 @@ static void h_get(const pd__api_env *env, const char *ids, pd_http_response *res
             char disp[160];
             rc = pd_storage_read_profile(env->st, ref, ts, &p, &resp->body, &err);
             if (rc < 0) {
-                pf_error(resp, rc == PD_ETOOBIG ? 422 : rc == PD_ENOTFOUND ? 404 : 500, NULL,
-                         "reading profile %.*s: %s", (int)l, s,
+                pf_error(resp,
+                         rc == PD_ETOOBIG     ? 422
+                         : rc == PD_ENOTFOUND ? 404
+                                              : 500,
+                         NULL, "reading profile %.*s: %s", (int)l, s,
                          err.msg[0] ? err.msg : pd_strerror(rc));
                 goto out;
             }
@@ -863,7 +913,7 @@ static void h_get(const pd__api_env *env, const char *ids, pd_http_response *res
     snprintf(name, sizeof name, "%s-merged.pb.gz", type);
     finish_merge(m, name, resp);
 out:
-    pd__merger_free(m);
+    pd_merge_free(m);
 }
 
 static void h_services(const pd__api_env *env, pd_http_response *resp)
@@ -871,8 +921,8 @@ static void h_services(const pd__api_env *env, pd_http_response *resp)
     pd_err err = {{0}};
     int rc = ok_begin(resp);
     rc = rc ? rc
-            : pd_query_label_values(env->st, "service", NULL, 0, INT64_MIN, INT64_MAX,
-                                    &resp->body, &err);
+            : pd_query_label_values(env->st, "service", NULL, 0, INT64_MIN, INT64_MAX, &resp->body,
+                                    &err);
     if (rc < 0 && rc != PD_ETOOBIG) {
         pf_error(resp, 500, NULL, "%s", err.msg[0] ? err.msg : pd_strerror(rc));
         return;

@@ -11,14 +11,16 @@
  *   (names starting "__", such as the Go client's __session_id__, are
  *   Pyroscope-internal and dropped), values non-empty UTF-8 without ',' or
  *   '}', at most PD_LABEL_MAX_VALUE bytes, at most PD_LABEL_MAX_COUNT labels.
- * from/until: Unix seconds (or RFC 3339); the profile's time is from, else
- *   now; until - from becomes duration_nanos.
+ * from/until: Unix seconds, ms, us or ns told apart by digit count as
+ *   Pyroscope does (the Go client sends nanoseconds), or RFC 3339; the
+ *   profile's time is from, else now; until - from becomes duration_nanos.
  * format:
  *   folded (default; also "collapsed") and lines: the body (raw, or gzip)
  *     is converted by ingest/ (pd_ingest_folded). With units empty or
  *     "samples", sampleRate (Hz, default 100) gives TYPE/nanoseconds
- *     values beside samples/count; other units (objects, bytes,
- *     goroutines, ...) give one TYPE/UNIT sample type with the counts.
+ *     values beside samples/count; other units give one TYPE/UNIT sample
+ *     type with the counts (objects, goroutines and lock_samples become
+ *     pprof's "count", lock_nanoseconds "nanoseconds", others are kept).
  *     The stored body is the converted profile, gzip pprof.
  *   pprof: a raw pprof body (gzip or not), stored as received; or, when
  *     the Content-Type is multipart/form-data (what the Pyroscope Go
@@ -72,13 +74,32 @@
 #define MAX_CONFIG_BYTES 65536
 
 static const char *const KNOWN_TYPES[] = {
-    "cpu",           "itimer",       "wall",           "alloc_objects",
-    "alloc_space",   "inuse_objects", "inuse_space",   "goroutines",
-    "goroutine",     "mutex_count",  "mutex_duration", "block_count",
-    "block_duration", "lock_count",  "lock_duration",  "lock_samples",
-    "lock_nanoseconds", "exceptions", "alloc_in_new_tlab_objects",
-    "alloc_in_new_tlab_bytes", "alloc_outside_tlab_objects", "alloc_outside_tlab_bytes",
-    "heap",          "block",        "mutex",          "threadcreate",
+    "cpu",
+    "itimer",
+    "wall",
+    "alloc_objects",
+    "alloc_space",
+    "inuse_objects",
+    "inuse_space",
+    "goroutines",
+    "goroutine",
+    "mutex_count",
+    "mutex_duration",
+    "block_count",
+    "block_duration",
+    "lock_count",
+    "lock_duration",
+    "lock_samples",
+    "lock_nanoseconds",
+    "exceptions",
+    "alloc_in_new_tlab_objects",
+    "alloc_in_new_tlab_bytes",
+    "alloc_outside_tlab_objects",
+    "alloc_outside_tlab_bytes",
+    "heap",
+    "block",
+    "mutex",
+    "threadcreate",
 };
 
 static const char *const DEFAULT_CUMULATIVE[] = {"alloc_objects", "alloc_space", "contentions",
@@ -102,8 +123,7 @@ static void py_error(pd_http_response *resp, int status, const char *reason, con
     resp->content_type = "text/plain; charset=utf-8";
     pd_buf_puts(&resp->body, msg);
     pd_buf_puts(&resp->body, "\n");
-    pd_log(PD_LOG_DEBUG, "ingest refused", "status=%d reason=%s", status,
-           reason ? reason : "none");
+    pd_log(PD_LOG_DEBUG, "ingest refused", "status=%d reason=%s", status, reason ? reason : "none");
 }
 
 /* The api's limits with 0 fields replaced by the defaults. */
@@ -128,6 +148,21 @@ static pd_pprof_limits eff_limits(const pd_pprof_limits *l)
     TAKE(max_lines)
 #undef TAKE
     return d;
+}
+
+/* from/until as Pyroscope reads them: an integer is Unix seconds, ms, us or
+ * ns by its digit count (<= 10, 13, 16, more: the Go client sends
+ * UnixNano); anything else as pd_parse_time_param (RFC 3339, decimal
+ * seconds). Into Unix ms. 0 or PD_EPARSE. */
+static int parse_time(const char *s, int64_t *ms, pd_err *err)
+{
+    size_t n = strspn(s, "0123456789");
+    if (n > 0 && n <= 19 && s[n] == 0) {
+        long long v = strtoll(s, NULL, 10);
+        *ms = n <= 10 ? v * 1000 : n <= 13 ? v : n <= 16 ? v / 1000 : v / 1000000;
+        return 0;
+    }
+    return pd_parse_time_param(s, ms, err);
 }
 
 /* ---- name=APP.TYPE{k=v,...} ---- */
@@ -223,10 +258,10 @@ static int parse_name(const char *name, pd_labels *ls, pd_http_response *resp)
             size_t vl = strlen(v);
             if (!vl || vl > PD_LABEL_MAX_VALUE || !pd__api_utf8_valid(v, vl) || strchr(v, '}')) {
                 py_error(resp, 400, "bad_labels", "name: bad value of label \"%.100s\": %s", k,
-                         !vl                         ? "empty"
-                         : vl > PD_LABEL_MAX_VALUE   ? "over 4096 bytes"
-                         : strchr(v, '}')            ? "holds '}'"
-                                                     : "not UTF-8");
+                         !vl                       ? "empty"
+                         : vl > PD_LABEL_MAX_VALUE ? "over 4096 bytes"
+                         : strchr(v, '}')          ? "holds '}'"
+                                                   : "not UTF-8");
                 goto out;
             }
             if (!strcmp(k, "service_name") || pd_labels_get(ls, k)) {
@@ -333,8 +368,7 @@ static int mp_parse(const uint8_t *body, size_t len, const char *boundary, part 
         while (p < end && (*p == ' ' || *p == '\t'))
             p++;
         if (end - p < 2 || p[0] != '\r' || p[1] != '\n') {
-            snprintf(msg, cap, "multipart body: truncated or malformed after part %zu",
-                     *n_parts);
+            snprintf(msg, cap, "multipart body: truncated or malformed after part %zu", *n_parts);
             return PD_EPARSE;
         }
         p += 2;
@@ -397,8 +431,11 @@ static int decode(const uint8_t *b, size_t len, const pd_pprof_limits *lim, cons
         return -1;
     }
     int rc = pd_profile_decode(p, b, len, lim, &err);
-    if (rc == 0)
-        return 0;
+    if (rc == 0) {
+        if ((rc = pd__api_check_sample_labels(p, &err)) == 0)
+            return 0;
+        pd_profile_release(p);
+    }
     if (rc == PD_ENOMEM)
         py_error(resp, 500, NULL, "%s: out of memory", what);
     else if (rc == PD_ETOOBIG)
@@ -409,8 +446,7 @@ static int decode(const uint8_t *b, size_t len, const pd_pprof_limits *lim, cons
 }
 
 /* Which sample types of p are cumulative (scale for prev_profile: -1 or 0). */
-static int prev_scale(const pd_profile *p, const part *cfg, int64_t *scale,
-                      pd_http_response *resp)
+static int prev_scale(const pd_profile *p, const part *cfg, int64_t *scale, pd_http_response *resp)
 {
     json_t *j = NULL;
     if (cfg) {
@@ -446,8 +482,7 @@ static int prev_scale(const pd_profile *p, const part *cfg, int64_t *scale,
 
 /* The profile minus prev for the cumulative types, gzip-encoded into enc. */
 static int delta(const pd_profile *p, const pd_profile *prev, const int64_t *scale,
-                 const pd_pprof_limits *lim, pd_profile *out, pd_buf *enc,
-                 pd_http_response *resp)
+                 const pd_pprof_limits *lim, pd_profile *out, pd_buf *enc, pd_http_response *resp)
 {
     pd__merger *m = NULL;
     pd_err err = {{0}};
@@ -469,8 +504,13 @@ static int delta(const pd_profile *p, const pd_profile *prev, const int64_t *sca
         }
     }
     if (rc < 0) {
-        py_error(resp, rc == PD_ENOMEM ? 500 : rc == PD_ETOOBIG ? 413 : 400,
-                 rc == PD_ENOMEM ? NULL : rc == PD_ETOOBIG ? "too_large" : "bad_profile",
+        py_error(resp,
+                 rc == PD_ENOMEM    ? 500
+                 : rc == PD_ETOOBIG ? 413
+                                    : 400,
+                 rc == PD_ENOMEM    ? NULL
+                 : rc == PD_ETOOBIG ? "too_large"
+                                    : "bad_profile",
                  "prev_profile: %s", err.msg[0] ? err.msg : pd_strerror(rc));
         return -1;
     }
@@ -521,11 +561,11 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     const char *type = pd_labels_get(&ls, "__name__");
 
     int64_t from = 0, until = 0;
-    if (from_s && *from_s && pd_parse_time_param(from_s, &from, &err) < 0) {
+    if (from_s && *from_s && parse_time(from_s, &from, &err) < 0) {
         py_error(resp, 400, "bad_request", "bad from: %s", err.msg);
         goto out;
     }
-    if (until_s && *until_s && pd_parse_time_param(until_s, &until, &err) < 0) {
+    if (until_s && *until_s && parse_time(until_s, &until, &err) < 0) {
         py_error(resp, 400, "bad_request", "bad until: %s", err.msg);
         goto out;
     }
@@ -562,8 +602,7 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
                      "Content-Type multipart/form-data without a valid boundary (1..70 bytes)");
             goto out;
         }
-        if ((rc = mp_parse(req->body, req->body_len, boundary, parts, &n, msg, sizeof msg)) <
-            0) {
+        if ((rc = mp_parse(req->body, req->body_len, boundary, parts, &n, msg, sizeof msg)) < 0) {
             py_error(resp, rc == PD_ETOOBIG ? 413 : 400,
                      rc == PD_ETOOBIG ? "too_large" : "bad_profile", "%s", msg);
             goto out;
@@ -627,8 +666,13 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         if (pd_is_gzip(text, tlen)) {
             rc = pd_gunzip(text, tlen, lim.max_decompressed_bytes, &plain, &err);
             if (rc < 0) {
-                py_error(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
-                         rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile",
+                py_error(resp,
+                         rc == PD_ETOOBIG  ? 413
+                         : rc == PD_ENOMEM ? 500
+                                           : 400,
+                         rc == PD_ETOOBIG  ? "too_large"
+                         : rc == PD_ENOMEM ? NULL
+                                           : "bad_profile",
                          "gzip body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
                 goto out;
             }
@@ -641,19 +685,29 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         if (!units || !*units || !strcmp(units, "samples")) {
             o.sample_rate_hz = rate ? rate : 100;
         } else {
-            o.unit = units;
+            /* Pyroscope's unit names to pprof's */
+            o.unit = !strcmp(units, "objects") || !strcmp(units, "goroutines") ||
+                             !strcmp(units, "lock_samples")
+                         ? "count"
+                     : !strcmp(units, "lock_nanoseconds") ? "nanoseconds"
+                                                          : units;
         }
         o.time_nanos = ts * 1000000;
         o.duration_nanos = dur_ns;
         o.lim.max_input_bytes = lim.max_decompressed_bytes;
         o.lim.max_stack_depth = lim.max_stack_depth;
-        o.lim.max_frames = lim.max_locations < lim.max_functions ? lim.max_locations
-                                                                 : lim.max_functions;
+        o.lim.max_frames =
+            lim.max_locations < lim.max_functions ? lim.max_locations : lim.max_functions;
         o.lim.max_samples = lim.max_samples;
         rc = pd_ingest_folded((const char *)text, tlen, !strcmp(format, "lines"), &o, &p, &err);
         if (rc < 0) {
-            py_error(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
-                     rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile",
+            py_error(resp,
+                     rc == PD_ETOOBIG  ? 413
+                     : rc == PD_ENOMEM ? 500
+                                       : 400,
+                     rc == PD_ETOOBIG  ? "too_large"
+                     : rc == PD_ENOMEM ? NULL
+                                       : "bad_profile",
                      "%s body: %s", format, err.msg[0] ? err.msg : pd_strerror(rc));
             goto out;
         }

@@ -97,4 +97,42 @@ int pd_ingest_perf_script(const char *data, size_t len, const pd_ingest_opts *op
  * exit code: 0 ok, 1 failure (input, conversion, output), 2 usage. */
 int pd_ingest_convert_main(int argc, char **argv);
 
+/* `profd push [--url=URL] [--service=NAME] [--type=T] [--instance-id=ID]
+ * [--label k=v ...] [--format=pprof|folded|lines|perf-script]
+ * [--sample-rate=HZ] [--created-at=TIME] [--timeout=DURATION] FILE...`:
+ * pushes each FILE ("-": stdin, at most once) to profefe's push endpoint
+ * POST URL/api/0/profiles?service=&type=&instance_id=&labels=&created_at=
+ * (URL defaults to http://127.0.0.1:10902; "/api/0/profiles" is appended
+ * unless URL already ends with it). argv[0] is the command name ("push").
+ *
+ * Each file is first read and checked locally, as the server would: read
+ * under the server's default body cap (pd_pprof_limits_default; other
+ * formats under pd_ingest_limits_default().max_input_bytes), converted to
+ * gzip pprof when --format is not pprof (pd_ingest_convert, --sample-rate
+ * for folded/lines), and decoded and validated (pd_profile_decode with the
+ * default limits). A pprof file is sent byte for byte as read.
+ *   --service      required, here or as --label service=NAME.
+ *   --type         one of profefe's cpu, heap, block, mutex, goroutine,
+ *                  threadcreate, other; default: per file, from the sample
+ *                  types (cpu -> cpu; inuse_ or alloc_space/objects ->
+ *                  heap; contentions/delay -> mutex or block by "mutex" or
+ *                  "block" in the file's base name, else other; goroutine,
+ *                  threadcreate; anything else, e.g. wall -> other).
+ *                  With a converted format a type other than cpu is also
+ *                  the converter's type (TYPE/count samples).
+ *   --label k=v    repeatable; names [a-zA-Z_][a-zA-Z0-9_]* without "__";
+ *                  values non-empty UTF-8 without ',' (profefe's labels
+ *                  parameter cannot escape it); service and instance_id
+ *                  mean --service and --instance-id.
+ *   --created-at   RFC 3339 or Unix seconds; default: the profile's
+ *                  time_nanos, else the file's mtime, else now (stdin).
+ *   --timeout      per request, Prometheus duration; default 30s.
+ * A file that fails (read, conversion, validation, network, or a non-2xx
+ * reply, whose JSON "error" message is shown) gets one line "profd push:
+ * FILE: message" on stderr and is skipped; the others are still pushed.
+ * Each pushed file gets "FILE: pushed TYPE at TIME (id ID)" on stdout.
+ * Returns the process exit code: 0 all pushed, 1 some file failed, 2 usage
+ * (nothing is read or sent then). */
+int pd_ingest_push_main(int argc, char **argv);
+
 #endif

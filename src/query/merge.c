@@ -549,7 +549,7 @@ static int map_mapping(input *in, uint64_t id, mmapinfo *mi, pd_err *err)
     if (hit >= 0) {
         const pd_pprof_mapping *d = &m->map[hit];
         mi->id = d->id;
-        mi->offset = (int64_t)(d->memory_start - sm->memory_start);
+        mi->offset = (int64_t)(d->memory_start - sm->memory_start); /* wraps like Go's */
     } else {
         if (m->n_map >= UINT32_MAX - 1)
             return pd_err_set(err, PD_ETOOBIG, "merge: too many distinct mappings");
@@ -609,7 +609,7 @@ static int64_t map_location(input *in, size_t li, pd_err *err)
         m->sline[j] = (pd_pprof_line){(uint64_t)f, sl->line[j].line, sl->line[j].column};
     }
     mloc l = {.mapping_id = mi.id,
-              .address = (uint64_t)((int64_t)sl->address + mi.offset),
+              .address = sl->address + (uint64_t)mi.offset,
               .n_line = (uint32_t)sl->n_line,
               .is_folded = sl->is_folded};
     uint64_t hk[3] = {l.mapping_id, l.address, (uint64_t)l.is_folded};
@@ -1180,7 +1180,7 @@ int pd_merge_finish(pd_merge *m, pd_profile *out, pd_err *err)
     o->mapping = pd_arena_calloc(a, n_map ? n_map : 1, sizeof *o->mapping);
     o->comment = pd_arena_calloc(a, m->n_comment ? m->n_comment : 1, sizeof *o->comment);
     uint64_t *ids = pd_arena_calloc(a, n_stk ? n_stk : 1, sizeof *ids);
-    int64_t *vals = pd_arena_calloc(a, n_keep * nt ? n_keep * nt : 1, sizeof *vals);
+    int64_t *vals = pd_arena_calloc(a, n_keep * nt + 1, sizeof *vals);
     pd_pprof_label *labs = pd_arena_calloc(a, n_labs ? n_labs : 1, sizeof *labs);
     pd_pprof_line *lines = pd_arena_calloc(a, n_lines ? n_lines : 1, sizeof *lines);
     if (!o->sample_type || !o->sample || !o->location || !o->function || !o->mapping ||
@@ -1255,4 +1255,183 @@ out:
     free(fn_new);
     free(map_new);
     return rc;
+}
+
+/* ---- over the store ---- */
+
+/* "[type/unit, ...]" of a point, for the sample-type check before reading
+ * any profile body. */
+static void point_types(const pd_point *pt, pd_buf *b)
+{
+    pd_buf_reset(b);
+    pd_buf_putc(b, '[');
+    for (size_t i = 0; i < pt->n_types; i++)
+        pd_buf_printf(b, "%s%s/%s", i ? ", " : "", pt->types ? pt->types[i].type : "",
+                      pt->types ? pt->types[i].unit : "");
+    pd_buf_putc(b, ']');
+}
+
+typedef struct run {
+    pd_storage *st;
+    pd_merge *m;
+    pd_buf first_types; /* of the first point seen; empty before */
+    char first_source[320];
+    pd_buf types, name;
+    size_t series;
+} run;
+
+static void source_name(const pd_labels *ls, int64_t ts, const char *side, pd_buf *b)
+{
+    pd_buf_reset(b);
+    pd_buf_puts(b, "series ");
+    pd_labels_format(ls, b);
+    pd_buf_printf(b, " at %" PRId64 " ms", ts);
+    if (side)
+        pd_buf_printf(b, " (%s)", side);
+}
+
+/* Checks a point's sample types against the first point of the query. */
+static int check_point(run *r, const pd_labels *ls, const pd_point *pt, const char *side,
+                       pd_err *err)
+{
+    point_types(pt, &r->types);
+    if (!r->types.data)
+        return pd_err_set(err, PD_ENOMEM, "merge: out of memory");
+    if (!r->first_types.len) {
+        pd_buf_append(&r->first_types, r->types.data, r->types.len);
+        source_name(ls, pt->ts_ms, side, &r->name);
+        snprintf(r->first_source, sizeof r->first_source, "%s", r->name.data ? r->name.data : "");
+        return r->first_types.len ? 0 : pd_err_set(err, PD_ENOMEM, "merge: out of memory");
+    }
+    if (r->types.len == r->first_types.len &&
+        !memcmp(r->types.data, r->first_types.data, r->types.len))
+        return 0;
+    source_name(ls, pt->ts_ms, side, &r->name);
+    return pd_err_set(err, PD_EINVAL,
+                      "cannot merge profiles with different sample types: %.150s has %.100s but "
+                      "%.150s has %.100s; select series of one profile type",
+                      r->name.data ? r->name.data : "", r->types.data, r->first_source,
+                      r->first_types.data);
+}
+
+static int add_profile(run *r, const pd_series_info *si, int64_t ts, bool base, const char *side,
+                       pd_err *err)
+{
+    pd_profile p;
+    int rc = pd_storage_read_profile(r->st, si->ref, ts, &p, NULL, err);
+    if (rc == PD_ENOTFOUND)
+        return 0; /* deleted since the points were read (retention) */
+    if (rc < 0)
+        return rc;
+    source_name(&si->labels, ts, side, &r->name);
+    rc = pd_merge_add(r->m, &p, &si->labels, base, r->name.data, err);
+    pd_profile_release(&p);
+    return rc;
+}
+
+/* Folds one side (single or merge) into r->m. */
+static int add_side(run *r, const pd_query_side *q, bool base, const char *side, pd_err *err)
+{
+    pd_matcher *ms = NULL;
+    size_t n = 0;
+    pd_series_set set = {0};
+    int rc;
+    if (!q->selector)
+        return pd_err_set(err, PD_EINVAL, "no selector given%s%s%s", side ? " (" : "",
+                          side ? side : "", side ? ")" : "");
+    if (q->mode == PD_QUERY_MODE_SINGLE) {
+        pd_profile p;
+        pd_labels ls;
+        pd_labels_init(&ls);
+        int64_t ts = 0;
+        if ((rc = pd_query_single(r->st, q->selector, q->time, &p, &ls, &ts, err)) < 0)
+            return rc;
+        r->series++;
+        source_name(&ls, ts, side, &r->name);
+        rc = pd_merge_add(r->m, &p, &ls, base, r->name.data, err);
+        pd_profile_release(&p);
+        pd_labels_release(&ls);
+        return rc;
+    }
+    if ((rc = pd_selector_parse(q->selector, &ms, &n, err)) < 0)
+        return rc;
+    if ((rc = pd_storage_select(r->st, ms, n, q->from, q->to, &set, err)) < 0)
+        goto out;
+    if (set.n == 0) {
+        rc = pd_err_set(err, PD_ENOTFOUND,
+                        "no series matching %.200s has profiles between %" PRId64 " and %" PRId64
+                        " ms%s%s%s",
+                        q->selector, q->from, q->to, side ? " (" : "", side ? side : "",
+                        side ? ")" : "");
+        goto out;
+    }
+    for (size_t i = 0; i < set.n && rc >= 0; i++) {
+        pd_points pts = {0};
+        rc = pd_storage_read_points(r->st, set.v[i].ref, q->from, q->to, &pts, err);
+        if (rc == PD_ENOTFOUND) {
+            rc = 0;
+            continue;
+        }
+        if (rc < 0)
+            break;
+        /* all sample types first: a mismatch fails before any body is read */
+        for (size_t j = 0; j < pts.n && rc >= 0; j++)
+            rc = check_point(r, &set.v[i].labels, &pts.v[j], side, err);
+        if (pts.n)
+            r->series++;
+        for (size_t j = 0; j < pts.n && rc >= 0; j++)
+            rc = add_profile(r, &set.v[i], pts.v[j].ts_ms, base, side, err);
+        pd_points_release(&pts);
+    }
+out:
+    pd_series_set_release(&set);
+    pd_matchers_free(ms, n);
+    return rc;
+}
+
+static int run_query(pd_storage *st, const pd_query_side *base, const pd_query_side *cur,
+                     const pd_merge_options *o, pd_profile *out, pd_merge_stats *stats,
+                     pd_err *err)
+{
+    run r = {.st = st};
+    pd_buf_init(&r.first_types, 0);
+    pd_buf_init(&r.types, 0);
+    pd_buf_init(&r.name, 0);
+    memset(out, 0, sizeof *out);
+    int rc = pd_merge_new(o, &r.m, err);
+    if (rc < 0)
+        goto out;
+    /* the new side first, then the base: pprof's order for -diff_base */
+    if ((rc = add_side(&r, cur, false, base ? "query_b" : NULL, err)) < 0)
+        goto out;
+    if (base) {
+        /* each side's sample types are checked alone; the merger checks
+         * the two sides against each other */
+        pd_buf_reset(&r.first_types);
+        if ((rc = add_side(&r, base, true, "query_a", err)) < 0)
+            goto out;
+    }
+    if (stats) {
+        pd_merge_get_stats(r.m, stats);
+        stats->series = r.series;
+    }
+    rc = pd_merge_finish(r.m, out, err);
+out:
+    pd_merge_free(r.m);
+    pd_buf_release(&r.first_types);
+    pd_buf_release(&r.types);
+    pd_buf_release(&r.name);
+    return rc;
+}
+
+int pd_query_merge(pd_storage *st, const pd_query_side *q, const pd_merge_options *o,
+                   pd_profile *out, pd_merge_stats *stats, pd_err *err)
+{
+    return run_query(st, NULL, q, o, out, stats, err);
+}
+
+int pd_query_diff(pd_storage *st, const pd_query_side *base, const pd_query_side *cur,
+                  const pd_merge_options *o, pd_profile *out, pd_merge_stats *stats, pd_err *err)
+{
+    return run_query(st, base, cur, o, out, stats, err);
 }

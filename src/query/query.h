@@ -1,7 +1,8 @@
 /*
  * query/query.h — the query engine of DESIGN.md §5: PromQL series selectors,
  * range queries (timestamps + totals), single profiles, series/label
- * listings, and reports (top, flame graph, meta) of a profile.
+ * listings, merges and diffs of many profiles (merge.c), and reports (top,
+ * flame graph, folded, meta) of a profile.
  *
  * Results are JSON text appended to a pd_buf: the value of the "data" field of
  * Prometheus' envelope (the api layer wraps it). Timestamps in JSON are
@@ -10,6 +11,7 @@
 #ifndef PD_QUERY_QUERY_H
 #define PD_QUERY_QUERY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "base/buf.h"
@@ -73,7 +75,8 @@ int pd_query_label_names(pd_storage *st, const char *const *selectors, size_t n,
 int pd_query_label_values(pd_storage *st, const char *name, const char *const *selectors, size_t n,
                           int64_t start, int64_t end, pd_buf *out, pd_err *err);
 
-/* report=top: JSON {"sample_type":{"type","unit"},"total":N,"rows":[
+/* report=top: JSON {"sample_type":{"type","unit"},"total":N,
+ *   "rows_total":R,"rows_cut":C,"cut_flat":F,"rows":[
  *   {"function":..,"file":..,"flat":..,"flat_pct":..,"cum":..,"cum_pct":..}]}
  * rows sorted by flat descending (then cum, then name), at most max_rows
  * (0 = all). Per function name as `go tool pprof -top` shows it: flat counts
@@ -87,6 +90,10 @@ int pd_query_label_values(pd_storage *st, const char *name, const char *const *s
  * percentages (floating point, 100 = all) are of the sum of |values| as pprof
  * computes them, which is total for a profile without negative values, and
  * 0 when that sum is 0. Strings are made valid UTF-8 (U+FFFD).
+ * rows_total counts the non-zero rows, rows_cut those left out by max_rows,
+ * cut_flat is the sum of their flat values (the cut, reported).
+ * rows_total counts the non-zero rows, rows_cut those left out by max_rows,
+ * and cut_flat is the sum of their flat values (the cut, reported).
  * Errors: PD_EINVAL (sample_index >= n_sample_type), PD_ENOMEM, PD_ETOOBIG
  * (out's cap); on error out is left as it was. */
 int pd_report_top(const pd_profile *p, size_t sample_index, size_t max_rows, pd_buf *out);
@@ -97,9 +104,66 @@ int pd_report_top(const pd_profile *p, size_t sample_index, size_t max_rows, pd_
  * by name. Frames are named as in pd_report_top. Every node, the root too,
  * has "self" (the root's is the value of samples without a stack), and
  * value == self + the sum of its children's values.
+ * The root also has "nodes" and "nodes_total": the nodes shown and in the
+ * tree, the root excluded (equal here; see pd_report_flamegraph_ex).
  * Errors: PD_EINVAL (sample_index), PD_ENOMEM, PD_ETOOBIG (out's cap, or more
  * than 8M nodes); on error out is left as it was. */
 int pd_report_flamegraph(const pd_profile *p, size_t sample_index, pd_buf *out);
+
+/* Options of the _ex reports and of pd_report_folded. */
+typedef struct pd_report_options {
+    size_t sample_index; /* < n_sample_type */
+    size_t max_nodes;    /* top: rows; flame graph: nodes besides the root; 0 = all */
+    /* A diff (pd_query_diff, `go tool pprof -diff_base`): split each value
+     * into the base side (samples labelled pprof::base=true, whose values
+     * were negated; shown as positive amounts) and the new side. */
+    bool diff;
+} pd_report_options;
+
+/* True when some sample of p carries pprof::base=true (p is a diff). */
+bool pd_report_is_diff(const pd_profile *p);
+
+/* report=top with options: rows capped at o->max_nodes (the cut reported in
+ * rows_cut/cut_flat). With o->diff, flat/cum/total are the deltas (new -
+ * base) and each row also has "base_flat","new_flat","base_cum","new_cum",
+ * the top level "base_total","new_total"; rows are sorted by |flat|
+ * descending, then name, then |cum| (pprof's order), and percentages are of
+ * the base side's sum of |values| when it is non-zero (as pprof computes
+ * them for -diff_base), else of all. Errors as pd_report_top. */
+int pd_report_top_ex(const pd_profile *p, const pd_report_options *o, pd_buf *out);
+
+/* report=flamegraph with options. o->max_nodes caps the nodes shown: kept
+ * greedily by |value| among the children of kept nodes (so a kept node's
+ * parent is kept); a node whose children were cut gets "cut" (the sum of
+ * their values) and "cut_children" (how many), and "base_cut" for a diff;
+ * the root's "nodes" is then less than "nodes_total". With o->diff every
+ * node also has "base","new" (cumulative, each side) and
+ * "base_self","new_self"; value/self are the deltas (new - base).
+ * Errors as pd_report_flamegraph. */
+int pd_report_flamegraph_ex(const pd_profile *p, const pd_report_options *o, pd_buf *out);
+
+/* report=folded: Brendan Gregg's collapsed stacks, one line per distinct
+ * stack (frames named as in pd_report_top, inlined frames expanded):
+ *   "outermost;...;leaf VALUE\n"
+ * with the values of that exact stack summed; lines in name order of the
+ * frames (depth first). With o->diff, the two-column form difffolded.pl
+ * and flamegraph.pl read: "stack BASE NEW\n" (both positive amounts).
+ * Stacks summing to zero and samples without a stack are left out; a ';'
+ * inside a frame name is written ':' (CR/LF as space). o->max_nodes is
+ * ignored. Plain text (UTF-8 as in the profile). Errors: PD_EINVAL
+ * (sample_index), PD_ENOMEM, PD_ETOOBIG (out's cap, or more than 8M tree
+ * nodes); on error out is left as it was. */
+int pd_report_folded(const pd_profile *p, const pd_report_options *o, pd_buf *out);
+
+/* report=callgraph, as Graphviz DOT text (render with `dot -Tsvg`, like
+ * pprof's -svg): a box per function (name, flat and cum with percentages as
+ * pd_report_top) and an edge caller -> callee weighted by the value of the
+ * samples through it (counted once per sample). At most o->max_nodes boxes
+ * (0 = all), the largest |cum| first; edges only between shown boxes. For
+ * a diff, boxes that grew are red and those that shrank green. Names are
+ * escaped for DOT. Errors: PD_EINVAL (sample_index), PD_ENOMEM, PD_ETOOBIG
+ * (out's cap); on error out is left as it was. */
+int pd_report_dot(const pd_profile *p, const pd_report_options *o, pd_buf *out);
 
 /* report=meta: JSON {"sample_types":[..],"default_sample_type":..,
  * "period_type":..,"period":..,"time_nanos":..,"duration_nanos":..,
@@ -108,5 +172,109 @@ int pd_report_flamegraph(const pd_profile *p, size_t sample_index, pd_buf *out);
  * {"type","unit"}, default_sample_type and comments as strings, totals as
  * pd_profile_totals. Errors: PD_ENOMEM, PD_ETOOBIG; out is then unchanged. */
 int pd_report_meta(const pd_profile *p, pd_buf *out);
+
+/* ---- merge and diff (merge.c) ----
+ *
+ * Merging follows google/pprof's profile.Merge (what `go tool pprof -proto
+ * A B C` writes), diff its -diff_base: see merge.c for the rules. Inputs are
+ * folded in one at a time and may be released right after; memory grows
+ * with the distinct samples/locations/functions of the result, not with the
+ * number of inputs. */
+
+/* Distinct samples a merge may hold unless told otherwise. */
+#define PD_MERGE_DEFAULT_MAX_SAMPLES ((size_t)1000000)
+
+typedef struct pd_merge_options {
+    /* Sample labels: NULL keeps every sample label (pprof). Else a
+     * comma-separated list of label names: only sample labels with those
+     * names are kept, and each listed name that is a label of the input's
+     * series (e.g. "instance") is added to its samples as a string label
+     * (unless they have one of that name). "" drops all labels. */
+    const char *by;
+    /* pprof's -focus / -ignore / -hide: PCRE2 regexes (unanchored search,
+     * UTF-8) on frame names: a location matches when one of its lines'
+     * function name or file name, or its mapping's file, matches. NULL or
+     * "" = none. focus keeps samples with a matching location, ignore drops
+     * samples with one, hide removes matching frames from stacks. */
+    const char *focus, *ignore, *hide;
+    size_t max_samples;  /* distinct samples in the result; 0 = PD_MERGE_DEFAULT_MAX_SAMPLES */
+    int64_t deadline_ns; /* pd_mono_ns() value after which work stops; 0 = none */
+    int64_t timeout_ms;  /* the timeout that set deadline_ns, for the message */
+    /* Polled every ~1000 samples; true stops with PD_ECANCELED. May be NULL. */
+    bool (*cancelled)(void *ctx);
+    void *cancel_ctx;
+} pd_merge_options;
+
+typedef struct pd_merge_stats {
+    size_t profiles;    /* inputs merged */
+    size_t series;      /* series they came from (query functions only) */
+    size_t samples_in;  /* non-zero input samples folded in */
+    size_t samples_out; /* distinct samples held (before zero-sum and filters) */
+} pd_merge_stats;
+
+typedef struct pd_merge pd_merge;
+
+/* A new merger with options o (NULL = defaults; strings are used during the
+ * call only). Errors: PD_EINVAL (a bad regex or more than 64 by= names; err
+ * says which), PD_ENOMEM. *out is NULL on failure. */
+int pd_merge_new(const pd_merge_options *o, pd_merge **out /* OUT */, pd_err *err);
+
+/* Folds profile p (indexed, as decode leaves it; borrowed for the call) into
+ * the merge. series: the labels of p's series (for by=), may be NULL.
+ * base: p is the diff base — its values are negated and its samples marked
+ * pprof::base=true (add the new side first). source names p in messages
+ * ("series heap{...} at 1700000000000 ms"), may be NULL.
+ * Errors: PD_EINVAL when p's sample types (type and unit, in order) or period
+ * type differ from the first input's — err names both inputs; nothing of p
+ * was added and the merger may go on. PD_ETOOBIG (more distinct samples than
+ * max_samples), PD_ETIMEOUT (deadline), PD_ECANCELED, PD_ENOMEM: the merger
+ * can then only be freed. */
+int pd_merge_add(pd_merge *m, const pd_profile *p, const pd_labels *series, bool base,
+                 const char *source, pd_err *err);
+
+/* Applies the filters, drops samples summing to zero, compacts, and moves
+ * the result into *out (indexed; pd_profile_release it). After it the merger
+ * can only be freed. Errors: PD_ENOTFOUND (nothing was added), PD_ENOMEM,
+ * PD_ETIMEOUT/PD_ECANCELED (while filtering). *out holds nothing on error. */
+int pd_merge_finish(pd_merge *m, pd_profile *out /* OUT */, pd_err *err);
+
+/* Counts so far (series is left 0). */
+void pd_merge_get_stats(const pd_merge *m, pd_merge_stats *st /* OUT */);
+
+/* Frees the merger. NULL is a no-op. */
+void pd_merge_free(pd_merge *m);
+
+typedef enum { PD_QUERY_MODE_SINGLE = 0, PD_QUERY_MODE_MERGE = 1 } pd_query_mode;
+
+/* One selection of profiles: the profile of the one series matching
+ * `selector` nearest to `time` (single, as pd_query_single), or every
+ * profile of every series matching it in [from, to] ms (merge). */
+typedef struct pd_query_side {
+    const char *selector;
+    pd_query_mode mode;
+    int64_t time;     /* single */
+    int64_t from, to; /* merge, inclusive */
+} pd_query_side;
+
+/* Merges the profiles of selection q (series in label order, each series'
+ * profiles in time order; a single selection goes through the merger too,
+ * so by= and the filters apply) into *out (release with pd_profile_release).
+ * Sample types are checked from the stored totals before any profile body
+ * is read. stats may be NULL.
+ * Errors: PD_EPARSE/PD_EINVAL (selector, options), PD_EINVAL naming two
+ * series whose sample types differ, PD_ENOTFOUND (nothing matches),
+ * PD_EAMBIGUOUS (single: several series), PD_ETOOBIG, PD_ETIMEOUT,
+ * PD_ECANCELED, storage errors, PD_ENOMEM. *out holds nothing on error. */
+int pd_query_merge(pd_storage *st, const pd_query_side *q, const pd_merge_options *o,
+                   pd_profile *out /* OUT */, pd_merge_stats *stats /* OUT */, pd_err *err);
+
+/* pprof's `-diff_base=BASE NEW`: the profiles of `cur` merged, plus those of
+ * `base` with values negated and the sample label pprof::base=true. Both
+ * sides must have the same sample types (PD_EINVAL naming a series of each,
+ * marked "(query_a)" for base and "(query_b)" for cur). Reports split on the
+ * label (pd_report_options.diff). Errors as pd_query_merge. */
+int pd_query_diff(pd_storage *st, const pd_query_side *base, const pd_query_side *cur,
+                  const pd_merge_options *o, pd_profile *out /* OUT */,
+                  pd_merge_stats *stats /* OUT */, pd_err *err);
 
 #endif

@@ -103,6 +103,8 @@ int pd__block_writer_new(const pd_block_writer_opts *opts, pd_block_writer **out
         w->o = *opts;
     if (!w->o.group)
         w->o.group = PD_BLOCK_DEFAULT_GROUP;
+    if (!w->o.group_bytes)
+        w->o.group_bytes = PD_BLOCK_DEFAULT_GROUP_BYTES;
     if (!w->o.zstd_level)
         w->o.zstd_level = PD_BLOCK_DEFAULT_LEVEL;
     if (!w->o.stack_format)
@@ -492,13 +494,13 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
             min_t = s->min_t;
         if (s->max_t > max_t)
             max_t = s->max_t;
-        size_t G = w->o.group, ng = (s->n + G - 1) / G;
+        size_t G = w->o.group, ng = 0;
         free(ptrs);
         free(g_first);
         free(g_off);
         ptrs = malloc(s->n * sizeof *ptrs);
-        g_first = malloc((ng + 1) * sizeof *g_first);
-        g_off = malloc((ng + 1) * sizeof *g_off);
+        g_first = malloc((s->n + 1) * sizeof *g_first);
+        g_off = malloc((s->n + 1) * sizeof *g_off);
         if (!ptrs || !g_first || !g_off) {
             rc = PD_ENOMEM;
             goto out;
@@ -506,16 +508,23 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
         for (size_t i = 0; i < s->n; i++)
             ptrs[i] = &s->p[i];
         uint64_t before = off;
-        for (size_t g = 0; g < ng; g++) {
-            size_t a = g * G, b = a + G < s->n ? a + G : s->n;
-            g_first[g] = (uint32_t)a;
-            g_off[g] = off;
-            pd_buf_reset(&raw);
-            if ((rc = pd__vgroup_encode(ptrs + a, b - a, &raw)) ||
-                (rc = zstd_into(&z, raw.data, raw.len, w->o.zstd_level)))
+        /* a group ends after G profiles or once its raw encoding reaches
+           group_bytes, whichever comes first */
+        pd_buf_reset(&raw);
+        for (size_t i = 0, a = 0; i < s->n; i++) {
+            if ((rc = pd__vgroup_encode_one(i > a ? ptrs[i - 1] : NULL, ptrs[i], &raw)))
+                goto out;
+            if (i + 1 - a < G && raw.len < w->o.group_bytes && i + 1 < s->n)
+                continue;
+            g_first[ng] = (uint32_t)a;
+            g_off[ng] = off;
+            ng++;
+            if ((rc = zstd_into(&z, raw.data, raw.len, w->o.zstd_level)))
                 goto out;
             if ((rc = write_frame(fd, &off, K_VALUE, z.data, z.len)))
                 goto werr;
+            pd_buf_reset(&raw);
+            a = i + 1;
         }
         g_first[ng] = (uint32_t)s->n;
         s->vbytes = off - before;
@@ -981,7 +990,7 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
     }
     uint8_t ch[HDR];
     if (b->chunks_size < HDR || pread(b->fd, ch, HDR, 0) != HDR || memcmp(ch, "PDCH", 4) ||
-        ch[4] != PD_BLOCK_VERSION) {
+        ch[4] != PD_BLOCK_VERSION || ch[5] || ch[6] || ch[7]) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic or version", b->chunks_path);
         goto fail;
     }
@@ -1288,6 +1297,8 @@ static int load_group(pd_block *b, uint32_t id, const pd_tchunk *t, size_t g, pd
     *out = calloc(*n + 1, sizeof **out);
     if (!*out)
         return PD_ENOMEM;
+    for (size_t i = 0; i < *n; i++)
+        (*out)[i].ts = t->ts[t->g_first[g] + i];
     int rc = read_frame(b, t->g_off[g], &kind, &f, err);
     if (!rc && kind != K_VALUE)
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: not a value chunk (kind %u)",

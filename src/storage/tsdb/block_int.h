@@ -33,11 +33,14 @@
 #include "storage/tsdb/symbols_int.h"
 
 #define PD_BLOCK_VERSION 1
-#define PD_BLOCK_DEFAULT_GROUP 64 /* profiles per value group, chosen by bench/storage_size */
+#define PD_BLOCK_DEFAULT_GROUP 256 /* max profiles per value group (bench/storage_size) */
+#define PD_BLOCK_DEFAULT_GROUP_BYTES (256u << 10) /* raw bytes that end a value group */
 #define PD_BLOCK_DEFAULT_LEVEL 19 /* zstd level of value groups and symbols */
 
 typedef struct pd_block_writer_opts {
-    size_t group;                /* profiles per value group; 0 = PD_BLOCK_DEFAULT_GROUP */
+    size_t group;                /* max profiles per value group; 0 = PD_BLOCK_DEFAULT_GROUP */
+    size_t group_bytes;          /* a group ends once its raw encoding has this many
+                                    bytes; 0 = PD_BLOCK_DEFAULT_GROUP_BYTES */
     int zstd_level;              /* 0 = PD_BLOCK_DEFAULT_LEVEL */
     pd_stack_format stack_format; /* 0 = PD_STACKS_TREE */
 } pd_block_writer_opts;

@@ -8,7 +8,7 @@
  * group decodes on its own):
  *
  *   n_types | n_types x (type, unit) | period_type | period_unit | zz period
- *   zz (time_nanos - prev time_nanos) | zz duration_nanos
+ *   zz (time_nanos - ts_ms x 1e6) | zz duration_nanos
  *   n_comment | comments | drop_frames | keep_frames | default_sample_type | doc_url
  *   n_sample
  *   edit script turning prev's keys into this profile's keys — repeated
@@ -347,75 +347,74 @@ static int keycmp(uint32_t s1, uint32_t l1, uint32_t s2, uint32_t l2)
     } while (0)
 #define PUTZ(v) PUT(pd_zigzag_enc((int64_t)(v)))
 
-int pd__vgroup_encode(const pd_dprof *const *d, size_t n, pd_buf *out)
+int pd__vgroup_encode_one(const pd_dprof *pv, const pd_dprof *c, pd_buf *out)
 {
     int rc = 0;
     int64_t *match = NULL; /* per cur sample: matched prev index or -1 */
-    size_t match_cap = 0;
-    for (size_t k = 0; k < n; k++) {
-        const pd_dprof *c = d[k], *pv = k ? d[k - 1] : NULL;
-        PUT(c->n_types);
-        for (size_t i = 0; i < 2u * c->n_types; i++)
-            PUT(c->types[i]);
-        PUT(c->period_type);
-        PUT(c->period_unit);
-        PUTZ(c->period);
-        PUTZ(c->time_nanos - (pv ? pv->time_nanos : 0));
-        PUTZ(c->duration_nanos);
-        PUT(c->n_comment);
-        for (size_t i = 0; i < c->n_comment; i++)
-            PUT(c->comment[i]);
-        PUT(c->drop_frames);
-        PUT(c->keep_frames);
-        PUT(c->default_sample_type);
-        PUT(c->doc_url);
-        PUT(c->n_sample);
-        if (c->n_sample > match_cap) {
-            free(match);
-            match_cap = c->n_sample;
-            if (!(match = malloc(match_cap * sizeof *match))) {
-                rc = PD_ENOMEM;
-                goto out;
-            }
-        }
-        size_t np = pv ? pv->n_sample : 0, nc = c->n_sample, i = 0, j = 0;
-        uint32_t last = 0;
-        while (i < np || j < nc) {
-            size_t keep = 0, del = 0, add = 0;
-            while (i < np && j < nc &&
-                   !keycmp(pv->stack[i], pv->lset[i], c->stack[j], c->lset[j])) {
-                match[j] = (int64_t)i;
-                i++, j++, keep++;
-            }
-            while (i < np && (j >= nc || keycmp(pv->stack[i], pv->lset[i], c->stack[j],
-                                                c->lset[j]) < 0))
-                i++, del++;
-            size_t j0 = j;
-            while (j < nc &&
-                   (i >= np || keycmp(c->stack[j], c->lset[j], pv->stack[i], pv->lset[i]) < 0)) {
-                match[j] = -1;
-                j++, add++;
-            }
-            PUT(keep);
-            PUT(del);
-            PUT(add);
-            for (size_t x = j0; x < j; x++) {
-                PUTZ((int64_t)c->stack[x] - (int64_t)last);
-                PUT(c->lset[x]);
-                last = c->stack[x];
-            }
-            if (j)
-                last = c->stack[j - 1];
-        }
-        bool same = pv && pv->n_types == c->n_types;
-        for (size_t t = 0; t < c->n_types; t++)
-            for (size_t x = 0; x < nc; x++) {
-                int64_t base = same && match[x] >= 0 ? pv->value[match[x] * c->n_types + t] : 0;
-                PUTZ((uint64_t)c->value[x * c->n_types + t] - (uint64_t)base);
-            }
+    PUT(c->n_types);
+    for (size_t i = 0; i < 2u * c->n_types; i++)
+        PUT(c->types[i]);
+    PUT(c->period_type);
+    PUT(c->period_unit);
+    PUTZ(c->period);
+    PUTZ((uint64_t)c->time_nanos - (uint64_t)c->ts * 1000000u);
+    PUTZ(c->duration_nanos);
+    PUT(c->n_comment);
+    for (size_t i = 0; i < c->n_comment; i++)
+        PUT(c->comment[i]);
+    PUT(c->drop_frames);
+    PUT(c->keep_frames);
+    PUT(c->default_sample_type);
+    PUT(c->doc_url);
+    PUT(c->n_sample);
+    if (!(match = malloc((c->n_sample + 1) * sizeof *match))) {
+        rc = PD_ENOMEM;
+        goto out;
     }
+    size_t np = pv ? pv->n_sample : 0, nc = c->n_sample, i = 0, j = 0;
+    uint32_t last = 0;
+    while (i < np || j < nc) {
+        size_t keep = 0, del = 0, add = 0;
+        while (i < np && j < nc && !keycmp(pv->stack[i], pv->lset[i], c->stack[j], c->lset[j])) {
+            match[j] = (int64_t)i;
+            i++, j++, keep++;
+        }
+        while (i < np &&
+               (j >= nc || keycmp(pv->stack[i], pv->lset[i], c->stack[j], c->lset[j]) < 0))
+            i++, del++;
+        size_t j0 = j;
+        while (j < nc &&
+               (i >= np || keycmp(c->stack[j], c->lset[j], pv->stack[i], pv->lset[i]) < 0)) {
+            match[j] = -1;
+            j++, add++;
+        }
+        PUT(keep);
+        PUT(del);
+        PUT(add);
+        for (size_t x = j0; x < j; x++) {
+            PUTZ((int64_t)c->stack[x] - (int64_t)last);
+            PUT(c->lset[x]);
+            last = c->stack[x];
+        }
+        if (j)
+            last = c->stack[j - 1];
+    }
+    bool same = pv && pv->n_types == c->n_types;
+    for (size_t t = 0; t < c->n_types; t++)
+        for (size_t x = 0; x < nc; x++) {
+            int64_t base = same && match[x] >= 0 ? pv->value[match[x] * c->n_types + t] : 0;
+            PUTZ((uint64_t)c->value[x * c->n_types + t] - (uint64_t)base);
+        }
 out:
     free(match);
+    return rc;
+}
+
+int pd__vgroup_encode(const pd_dprof *const *d, size_t n, pd_buf *out)
+{
+    int rc = 0;
+    for (size_t k = 0; k < n && !rc; k++)
+        rc = pd__vgroup_encode_one(k ? d[k - 1] : NULL, d[k], out);
     return rc;
 }
 
@@ -487,7 +486,7 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
         c->period_type = getref(&r, NS, "period type");
         c->period_unit = getref(&r, NS, "period unit");
         c->period = getz(&r, "period");
-        c->time_nanos = (int64_t)((uint64_t)getz(&r, "time") + (uint64_t)(pv ? pv->time_nanos : 0));
+        c->time_nanos = (int64_t)((uint64_t)getz(&r, "time") + (uint64_t)c->ts * 1000000u);
         c->duration_nanos = getz(&r, "duration");
         c->n_comment = (uint32_t)getn(&r, 1, SIZE_MAX, "comments");
         if (r.bad)

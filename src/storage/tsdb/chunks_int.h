@@ -53,10 +53,14 @@ int pd__dprof_to_profile(const pd_symbols *s, const pd_dprof *d, pd_profile *out
 /* Appends the uncompressed encoding of the value group d[0..n) to out.
  * PD_ENOMEM, PD_ETOOBIG. */
 int pd__vgroup_encode(const pd_dprof *const *d, size_t n, pd_buf *out);
+/* Appends the encoding of profile c against prev (NULL for the first of a
+ * group): a group is the concatenation of its profiles. PD_ENOMEM, PD_ETOOBIG. */
+int pd__vgroup_encode_one(const pd_dprof *prev, const pd_dprof *c, pd_buf *out);
 
 /* Decodes a value group of exactly n profiles into out[0..n) (zeroed by the
- * caller; release each with pd__dprof_release, also on failure). Every id is
- * checked against s. ts of the outputs is left 0.
+ * caller except for out[i].ts, which must hold each profile's timestamp from
+ * the time chunk; release each with pd__dprof_release, also on failure).
+ * Every id is checked against s.
  * Errors: PD_ECORRUPT (err: what and at which payload offset), PD_ENOMEM. */
 int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t n,
                       pd_dprof *out /* OUT */, pd_err *err);

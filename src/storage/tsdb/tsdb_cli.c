@@ -1,0 +1,465 @@
+/*
+ * storage/tsdb/tsdb_cli.c — `profd tsdb import|analyze|check` (usage in
+ * tsdb_cli_int.h). Works on block directories (block_int.h) directly; no
+ * running store is needed or locked.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/labels.h"
+#include "storage/tsdb/block_int.h"
+#include "storage/tsdb/tsdb_cli_int.h"
+
+#define MAX_FILE_BYTES (64u << 20)
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: profd tsdb import --storage.path DIR [--label k=v ...] FILE|DIR...\n"
+            "       profd tsdb analyze DIR\n"
+            "       profd tsdb check DIR\n");
+    return 2;
+}
+
+/* ---- import ---- */
+
+/* The profile type by its sample types, as net/http/pprof names endpoints. */
+static const char *guess_type(const pd_profile *p)
+{
+    for (size_t i = 0; i < p->n_sample_type; i++) {
+        const char *t = pd_profile_str(p, p->sample_type[i].type);
+        if (!strcmp(t, "inuse_space") || !strcmp(t, "inuse_objects"))
+            return "heap";
+    }
+    for (size_t i = 0; i < p->n_sample_type; i++) {
+        const char *t = pd_profile_str(p, p->sample_type[i].type);
+        const char *u = pd_profile_str(p, p->sample_type[i].unit);
+        if (!strcmp(t, "alloc_space") || !strcmp(t, "alloc_objects"))
+            return "allocs";
+        if (!strcmp(t, "goroutine"))
+            return "goroutine";
+        if (!strcmp(t, "threadcreate"))
+            return "threadcreate";
+        if (!strcmp(t, "cpu") || (!strcmp(t, "samples") && p->n_sample_type == 2 &&
+                                  !strcmp(pd_profile_str(p, p->period_type.type), "cpu")))
+            return "cpu";
+        if (!strcmp(t, "wall"))
+            return "wall";
+        if (!strcmp(t, "delay") && !strcmp(u, "nanoseconds"))
+            return strcmp(pd_profile_str(p, p->period_type.type), "contentions") ? "block"
+                                                                                   : "mutex";
+    }
+    for (size_t i = 0; i < p->n_sample_type; i++)
+        if (!strcmp(pd_profile_str(p, p->sample_type[i].type), "contentions"))
+            return "mutex";
+    return "unknown";
+}
+
+typedef struct import_ctx {
+    pd_block_writer *w;
+    const pd_labels *labels;
+    size_t ok, skipped;
+} import_ctx;
+
+static int import_file(import_ctx *c, const char *path, const struct stat *st)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "skip %s: %s\n", path, strerror(errno));
+        c->skipped++;
+        return 0;
+    }
+    if ((uint64_t)st->st_size > MAX_FILE_BYTES) {
+        fprintf(stderr, "skip %s: %lld bytes, over the cap of %u\n", path, (long long)st->st_size,
+                MAX_FILE_BYTES);
+        fclose(f);
+        c->skipped++;
+        return 0;
+    }
+    size_t len = (size_t)st->st_size;
+    uint8_t *b = malloc(len + 1);
+    if (!b) {
+        fclose(f);
+        return PD_ENOMEM;
+    }
+    size_t got = fread(b, 1, len, f);
+    fclose(f);
+    pd_profile p;
+    pd_err err;
+    if (got != len || pd_profile_decode(&p, b, len, NULL, &err)) {
+        fprintf(stderr, "skip %s: %s\n", path, got != len ? "short read" : err.msg);
+        free(b);
+        c->skipped++;
+        return 0;
+    }
+    free(b);
+    int64_t ts = p.time_nanos ? p.time_nanos / 1000000
+                              : (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
+    pd_labels l;
+    int rc = pd_labels_copy(&l, c->labels);
+    if (!rc && !pd_labels_get(&l, "__name__"))
+        rc = pd_labels_set(&l, "__name__", guess_type(&p), &err);
+    if (!rc) {
+        rc = pd__block_writer_add(c->w, &l, ts, &p, &err);
+        if (rc == PD_EEXIST || rc == PD_EINVAL) {
+            fprintf(stderr, "skip %s: %s\n", path, err.msg);
+            c->skipped++;
+            rc = 0;
+        } else if (!rc) {
+            c->ok++;
+        } else {
+            fprintf(stderr, "import %s: %s\n", path, err.msg[0] ? err.msg : pd_strerror(rc));
+        }
+    }
+    pd_labels_release(&l);
+    pd_profile_release(&p);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int import_path(import_ctx *c, const char *path, int depth)
+{
+    struct stat st;
+    if (stat(path, &st)) {
+        fprintf(stderr, "skip %s: %s\n", path, strerror(errno));
+        c->skipped++;
+        return 0;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return S_ISREG(st.st_mode) ? import_file(c, path, &st) : 0;
+    if (depth > 16)
+        return 0;
+    DIR *d = opendir(path);
+    if (!d) {
+        fprintf(stderr, "skip %s: %s\n", path, strerror(errno));
+        c->skipped++;
+        return 0;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn) {
+                rc = PD_ENOMEM;
+                break;
+            }
+            names = nn;
+        }
+        size_t l = strlen(path) + strlen(e->d_name) + 2;
+        if (!(names[n] = malloc(l))) {
+            rc = PD_ENOMEM;
+            break;
+        }
+        snprintf(names[n++], l, "%s/%s", path, e->d_name);
+    }
+    closedir(d);
+    if (!rc)
+        qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        if (!rc)
+            rc = import_path(c, names[i], depth + 1);
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    const char *out = NULL;
+    pd_labels labels;
+    pd_err err;
+    int rc = 0, first = -1;
+    pd_labels_init(&labels);
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strncmp(a, "--storage.path=", 15))
+            out = a + 15;
+        else if (!strcmp(a, "--storage.path") && i + 1 < argc)
+            out = argv[++i];
+        else if (!strcmp(a, "--label") || !strncmp(a, "--label=", 8)) {
+            const char *kv = a[7] == '=' ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
+            const char *eq = kv ? strchr(kv, '=') : NULL;
+            if (!eq) {
+                fprintf(stderr, "--label wants k=v\n");
+                rc = 2;
+                goto out;
+            }
+            char name[PD_LABEL_MAX_NAME + 1];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - kv), kv);
+            if (pd_labels_set(&labels, name, eq + 1, &err)) {
+                fprintf(stderr, "--label %s: %s\n", kv, err.msg);
+                rc = 2;
+                goto out;
+            }
+        } else if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "unknown flag %s\n", a);
+            rc = usage();
+            goto out;
+        } else {
+            first = i;
+            break;
+        }
+    }
+    if (!out || first < 0) {
+        rc = usage();
+        goto out;
+    }
+    if (mkdir(out, 0755) && errno != EEXIST) {
+        fprintf(stderr, "mkdir %s: %s\n", out, strerror(errno));
+        rc = 1;
+        goto out;
+    }
+    import_ctx c = {0};
+    c.labels = &labels;
+    if (pd__block_writer_new(NULL, &c.w)) {
+        rc = 1;
+        goto out;
+    }
+    for (int i = first; i < argc && !rc; i++)
+        if (argv[i][0] == '-' && argv[i][1] == '-') {
+            fprintf(stderr, "flags go before the files: %s\n", argv[i]);
+            rc = PD_EINVAL;
+        } else {
+            rc = import_path(&c, argv[i], 0);
+        }
+    char id[27];
+    if (!rc && !c.ok) {
+        fprintf(stderr, "no profiles imported (%zu skipped)\n", c.skipped);
+        rc = 1;
+    } else if (!rc && (rc = pd__block_writer_write(c.w, out, id, &err))) {
+        fprintf(stderr, "writing the block: %s\n", err.msg);
+    } else if (!rc) {
+        printf("imported %zu profiles (%zu skipped) into block %s/%s\n", c.ok, c.skipped, out, id);
+    }
+    pd__block_writer_free(c.w);
+    if (rc < 0)
+        rc = 1;
+out:
+    pd_labels_release(&labels);
+    return rc;
+}
+
+/* ---- block discovery ---- */
+
+static bool is_ulid(const char *s)
+{
+    if (strlen(s) != 26)
+        return false;
+    for (; *s; s++)
+        if (!strchr("0123456789ABCDEFGHJKMNPQRSTVWXYZ", *s))
+            return false;
+    return true;
+}
+
+/* Block directories under dir (or dir itself when it holds meta.json), sorted. */
+static int list_blocks(const char *dir, char ***out, size_t *n)
+{
+    char p[4200];
+    struct stat st;
+    *out = NULL;
+    *n = 0;
+    snprintf(p, sizeof p, "%s/meta.json", dir);
+    if (!stat(p, &st)) {
+        *out = malloc(sizeof **out);
+        if (!*out || !((*out)[0] = strdup(dir)))
+            return PD_ENOMEM;
+        *n = 1;
+        return 0;
+    }
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    struct dirent *e;
+    size_t cap = 0;
+    while ((e = readdir(d))) {
+        if (!is_ulid(e->d_name)) {
+            if (strstr(e->d_name, ".tmp"))
+                fprintf(stderr, "note: %s/%s is an unfinished block (ignored)\n", dir, e->d_name);
+            continue;
+        }
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nn = realloc(*out, cap * sizeof *nn);
+            if (!nn) {
+                closedir(d);
+                return PD_ENOMEM;
+            }
+            *out = nn;
+        }
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (!((*out)[(*n)++] = strdup(p))) {
+            closedir(d);
+            return PD_ENOMEM;
+        }
+    }
+    closedir(d);
+    qsort(*out, *n, sizeof **out, cmp_str);
+    return 0;
+}
+
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* ---- analyze ---- */
+
+typedef struct sz {
+    uint64_t bytes, n;
+    char *name;
+} sz;
+
+static int sz_cmp(const void *a, const void *b)
+{
+    const sz *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+static double per(uint64_t a, uint64_t n) { return n ? (double)a / (double)n : 0; }
+
+static int cmd_analyze(int argc, char **argv)
+{
+    if (argc != 3)
+        return usage();
+    char **blocks;
+    size_t nb;
+    int rc = list_blocks(argv[2], &blocks, &nb);
+    if (rc) {
+        fprintf(stderr, "%s: %s\n", argv[2], pd_strerror(rc));
+        return 1;
+    }
+    uint64_t T[6] = {0}, np = 0, ns = 0;
+    sz *top = NULL;
+    size_t ntop = 0;
+    int bad = 0;
+    for (size_t i = 0; i < nb; i++) {
+        pd_block *b;
+        pd_err err;
+        if (pd__block_open(blocks[i], &b, &err)) {
+            fprintf(stderr, "block %s: %s\n", blocks[i], err.msg);
+            bad = 1;
+            continue;
+        }
+        const pd_block_meta *m = pd__block_meta(b);
+        uint64_t total = m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes;
+        printf("block %s  [%lld, %lld] ms  series %llu  profiles %llu  samples %llu  stacks %s\n",
+               m->ulid, (long long)m->min_t, (long long)m->max_t,
+               (unsigned long long)m->n_series, (unsigned long long)m->n_profiles,
+               (unsigned long long)m->n_samples, m->stack_format == PD_STACKS_TREE ? "tree" : "list");
+        printf("  bytes: total %llu (%.1f/profile) = index %llu + symbols %llu + time chunks %llu "
+               "+ value chunks %llu + meta %llu + chunk file header %llu\n",
+               (unsigned long long)total, per(total, m->n_profiles),
+               (unsigned long long)m->index_bytes, (unsigned long long)m->symbols_bytes,
+               (unsigned long long)m->time_bytes, (unsigned long long)m->value_bytes,
+               (unsigned long long)m->meta_bytes,
+               (unsigned long long)(m->chunks_bytes - m->time_bytes - m->value_bytes));
+        printf("  symbols: strings %llu, mappings %llu, functions %llu, locations %llu, stacks "
+               "%llu, label sets %llu\n",
+               (unsigned long long)m->n_strings, (unsigned long long)m->n_mappings,
+               (unsigned long long)m->n_functions, (unsigned long long)m->n_locations,
+               (unsigned long long)m->n_stacks, (unsigned long long)m->n_label_sets);
+        T[0] += total;
+        T[1] += m->index_bytes;
+        T[2] += m->symbols_bytes;
+        T[3] += m->time_bytes;
+        T[4] += m->value_bytes;
+        T[5] += m->meta_bytes;
+        np += m->n_profiles;
+        ns += m->n_series;
+        for (uint32_t s = 0; s < pd__block_n_series(b); s++) {
+            int64_t a, z;
+            uint64_t n, tb, vb;
+            pd__block_series_info(b, s, &a, &z, &n, &tb, &vb);
+            sz *nt = realloc(top, (ntop + 1) * sizeof *nt);
+            if (!nt)
+                break;
+            top = nt;
+            pd_buf lb;
+            pd_buf_init(&lb, 0);
+            pd_labels_format(pd__block_series_labels(b, s), &lb);
+            top[ntop++] = (sz){tb + vb, n, pd_buf_detach(&lb, NULL)};
+        }
+        pd__block_close(b);
+    }
+    printf("total: blocks %zu, series %llu, profiles %llu, bytes %llu, %.1f bytes/profile\n", nb,
+           (unsigned long long)ns, (unsigned long long)np, (unsigned long long)T[0],
+           per(T[0], np));
+    printf("  per profile: index %.1f, symbols %.1f, time chunks %.1f, value chunks %.1f, meta "
+           "%.1f\n",
+           per(T[1], np), per(T[2], np), per(T[3], np), per(T[4], np), per(T[5], np));
+    qsort(top, ntop, sizeof *top, sz_cmp);
+    printf("top series by chunk bytes:\n");
+    for (size_t i = 0; i < ntop; i++) {
+        if (i < 10)
+            printf("  %10llu B  %6llu profiles  %8.1f B/profile  %s\n",
+                   (unsigned long long)top[i].bytes, (unsigned long long)top[i].n,
+                   per(top[i].bytes, top[i].n), top[i].name ? top[i].name : "?");
+        free(top[i].name);
+    }
+    free(top);
+    free_list(blocks, nb);
+    return bad;
+}
+
+/* ---- check ---- */
+
+static int cmd_check(int argc, char **argv)
+{
+    if (argc != 3)
+        return usage();
+    char **blocks;
+    size_t nb;
+    int rc = list_blocks(argv[2], &blocks, &nb);
+    if (rc) {
+        fprintf(stderr, "%s: %s\n", argv[2], pd_strerror(rc));
+        return 1;
+    }
+    int bad = 0;
+    for (size_t i = 0; i < nb; i++) {
+        pd_err err;
+        pd_block_meta m;
+        err.msg[0] = 0;
+        rc = pd__block_check(blocks[i], &m, &err);
+        if (rc) {
+            printf("CORRUPT %s: %s\n", blocks[i], err.msg[0] ? err.msg : pd_strerror(rc));
+            bad = 1;
+        } else {
+            printf("ok %s: %llu series, %llu profiles, %llu samples\n", blocks[i],
+                   (unsigned long long)m.n_series, (unsigned long long)m.n_profiles,
+                   (unsigned long long)m.n_samples);
+        }
+    }
+    printf("%zu blocks checked, %s\n", nb, bad ? "corruption found" : "no corruption");
+    free_list(blocks, nb);
+    return bad;
+}
+
+int pd_tsdb_cli_main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage();
+    if (!strcmp(argv[1], "import"))
+        return cmd_import(argc, argv);
+    if (!strcmp(argv[1], "analyze"))
+        return cmd_analyze(argc, argv);
+    if (!strcmp(argv[1], "check"))
+        return cmd_check(argc, argv);
+    return usage();
+}

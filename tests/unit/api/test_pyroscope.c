@@ -1,0 +1,438 @@
+/*
+ * Tests of api/pyroscope.c (and api/merge.c's per-type deltas) through real HTTP: POST /ingest on a
+ * real server over a real storage in a temp dir — folded and lines text, raw pprof, and the
+ * multipart form of Pyroscope's Go client (profile, prev_profile, sample_type_config) built here
+ * byte by byte as that client writes it. Profiles are read back with /api/v1/query (proto) and
+ * checked against the inputs: the folded text's own counts, the pushed pprof files decoded
+ * independently. Tests run in order.
+ */
+#include "push_util.h"
+
+/* Folded input (root first) and the pprof stacks it must become. */
+static const char FOLDED[] = "main;work;hash 70\n"
+                             "main;work;sort 20\n"
+                             "main;idle 9\n"
+                             "main;work;hash 1\n";
+#define FOLDED_TOTAL 100
+#define FROM_S 1700000000
+#define UNTIL_S 1700000010
+
+/* POST /ingest?qs with body; returns status, reply released unless r given. */
+static long ingest(const char *qs, const void *body, size_t len, const char *ctype, reply *out)
+{
+    char pq[4096];
+    reply r;
+    snprintf(pq, sizeof pq, "/ingest?%s", qs);
+    req(NULL, pq, body, len, ctype ? ctype : "application/octet-stream", &r);
+    long s = r.status;
+    if (out)
+        *out = r;
+    else
+        pd_buf_release(&r.body);
+    return s;
+}
+
+/* The profile of the one series matching sel nearest to t_s, decoded. */
+static void query_profile(const char *sel, int64_t t_s, pd_profile *p)
+{
+    char e[1024], pq[1400];
+    enc(sel, e, sizeof e);
+    snprintf(pq, sizeof pq, "/api/v1/query?query=%s&time=%" PRId64 "&report=proto", e, t_s);
+    reply r;
+    req(NULL, pq, NULL, 0, NULL, &r);
+    if (r.status != 200)
+        fail_msg("query %s: %ld %.300s", sel, r.status, r.body.data ? r.body.data : "");
+    decode_buf(r.body.data, r.body.len, p);
+    pd_buf_release(&r.body);
+}
+
+/* The labels of the series matching sel as a JSON object (json_decref). */
+static json_t *series_labels(const char *sel)
+{
+    char e[1024], pq[1400];
+    enc(sel, e, sizeof e);
+    snprintf(pq, sizeof pq, "/api/v1/series?match[]=%s", e);
+    reply r;
+    req(NULL, pq, NULL, 0, NULL, &r);
+    assert_int_equal(r.status, 200);
+    json_t *j = jparse(&r);
+    pd_buf_release(&r.body);
+    json_t *d = json_object_get(j, "data");
+    assert_int_equal(json_array_size(d), 1);
+    json_t *ls = json_incref(json_array_get(d, 0));
+    json_decref(j);
+    return ls;
+}
+
+static void expect_folded(stack_set *s, int64_t k)
+{
+    ss_add(s, "main;work;hash;", 71 * k);
+    ss_add(s, "main;work;sort;", 20 * k);
+    ss_add(s, "main;idle;", 9 * k);
+}
+
+static void test_folded(void **state)
+{
+    (void)state;
+    double ok0 = pd_metrics_get("profd_ingested_profiles_total", "source=\"pyroscope\"");
+    char name[256], qs[512];
+    enc("myapp.cpu{env=staging,__session_id__=abc123,region=eu-1}", name, sizeof name);
+    snprintf(qs, sizeof qs,
+             "name=%s&from=%d&until=%d&sampleRate=100&spyName=gospy&units=samples&"
+             "aggregationType=sum&format=folded",
+             name, FROM_S, UNTIL_S);
+    reply r;
+    if (ingest(qs, FOLDED, sizeof FOLDED - 1, "text/plain", &r) != 200)
+        fail_msg("ingest: %ld %s", r.status, r.body.data);
+    pd_buf_release(&r.body);
+
+    json_t *ls = series_labels("cpu{service_name=\"myapp\"}");
+    assert_string_equal(json_string_value(json_object_get(ls, "__name__")), "cpu");
+    assert_string_equal(json_string_value(json_object_get(ls, "env")), "staging");
+    assert_string_equal(json_string_value(json_object_get(ls, "region")), "eu-1");
+    assert_null(json_object_get(ls, "__session_id__"));
+    assert_int_equal(json_object_size(ls), 4);
+    json_decref(ls);
+
+    pd_profile p;
+    query_profile("cpu{service_name=\"myapp\"}", FROM_S, &p);
+    assert_true(p.time_nanos == (int64_t)FROM_S * 1000000000);
+    assert_true(p.duration_nanos == (int64_t)(UNTIL_S - FROM_S) * 1000000000);
+    assert_int_equal(p.n_sample_type, 2);
+    assert_string_equal(pd_profile_str(&p, p.sample_type[0].type), "samples");
+    assert_string_equal(pd_profile_str(&p, p.sample_type[1].type), "cpu");
+    assert_string_equal(pd_profile_str(&p, p.sample_type[1].unit), "nanoseconds");
+    int64_t tot[2];
+    pd_profile_totals(&p, tot);
+    assert_true(tot[0] == FOLDED_TOTAL);
+    assert_true(tot[1] == (int64_t)FOLDED_TOTAL * (1000000000 / 100)); /* 100 Hz: 10 ms each */
+    stack_set got = {0}, want = {0};
+    ss_add_profile(&got, &p, "samples", 1);
+    expect_folded(&want, 1);
+    ss_assert_equal(&got, &want, "folded stacks");
+    ss_release(&got);
+    ss_release(&want);
+    pd_profile_release(&p);
+
+    /* the stored time is `from`: the range query shows exactly it */
+    reply q;
+    req(NULL, "/api/v1/query_range?query=cpu%7Bservice_name%3D%22myapp%22%7D&from=0&to=9000000000",
+        NULL, 0, NULL, &q);
+    json_t *j = jparse(&q);
+    json_t *ts = json_object_get(json_array_get(json_object_get(j, "data"), 0), "timestamps");
+    assert_int_equal(json_array_size(ts), 1);
+    assert_true(json_integer_value(json_array_get(ts, 0)) == (json_int_t)FROM_S * 1000);
+    json_decref(j);
+    pd_buf_release(&q.body);
+
+    /* gzip-compressed folded, Pyroscope's lines, and a non-time unit */
+    pd_buf gz;
+    pd_buf_init(&gz, 0);
+    assert_int_equal(pd_gzip((const uint8_t *)FOLDED, sizeof FOLDED - 1, &gz), 0);
+    snprintf(qs, sizeof qs, "name=gzapp.cpu&from=%d&format=folded", FROM_S);
+    assert_int_equal(ingest(qs, gz.data, gz.len, NULL, NULL), 200);
+    pd_buf_release(&gz);
+    query_profile("cpu{service_name=\"gzapp\"}", FROM_S, &p);
+    pd_profile_totals(&p, tot);
+    assert_true(tot[0] == FOLDED_TOTAL);
+    pd_profile_release(&p);
+
+    const char lines[] = "main;a;b\nmain;a;b\nmain;c\n";
+    snprintf(qs, sizeof qs, "name=linesapp.wall&from=%d&format=lines", FROM_S);
+    assert_int_equal(ingest(qs, lines, sizeof lines - 1, NULL, NULL), 200);
+    query_profile("wall{service_name=\"linesapp\"}", FROM_S, &p);
+    want = (stack_set){0};
+    got = (stack_set){0};
+    ss_add(&want, "main;a;b;", 2);
+    ss_add(&want, "main;c;", 1);
+    ss_add_profile(&got, &p, "samples", 1);
+    ss_assert_equal(&got, &want, "lines");
+    ss_release(&got);
+    ss_release(&want);
+    pd_profile_release(&p);
+
+    snprintf(qs, sizeof qs, "name=memapp.alloc_objects&from=%d&units=objects", FROM_S);
+    assert_int_equal(ingest(qs, FOLDED, sizeof FOLDED - 1, NULL, NULL), 200);
+    query_profile("alloc_objects{service_name=\"memapp\"}", FROM_S, &p);
+    assert_int_equal(p.n_sample_type, 1);
+    assert_string_equal(pd_profile_str(&p, p.sample_type[0].type), "alloc_objects");
+    pd_profile_totals(&p, tot);
+    assert_true(tot[0] == FOLDED_TOTAL);
+    pd_profile_release(&p);
+
+    /* a name without a known type suffix is all app, type cpu */
+    snprintf(qs, sizeof qs, "name=com.example.svc&from=%d", FROM_S);
+    assert_int_equal(ingest(qs, FOLDED, sizeof FOLDED - 1, NULL, NULL), 200);
+    json_decref(series_labels("cpu{service_name=\"com.example.svc\"}"));
+
+    assert_true(pd_metrics_get("profd_ingested_profiles_total", "source=\"pyroscope\"") == ok0 + 5);
+}
+
+/* Appends one form-data part as Go's mime/multipart writes it. */
+static void mp_part(pd_buf *b, const char *boundary, const char *name, const char *filename,
+                    const void *data, size_t len)
+{
+    pd_buf_printf(b, "--%s\r\n", boundary);
+    if (filename)
+        pd_buf_printf(b,
+                      "Content-Disposition: form-data; name=\"%s\"; filename=\"%s\"\r\n"
+                      "Content-Type: application/octet-stream\r\n\r\n",
+                      name, filename);
+    else
+        pd_buf_printf(b, "Content-Disposition: form-data; name=\"%s\"\r\n\r\n", name);
+    pd_buf_append(b, data, len);
+    pd_buf_puts(b, "\r\n");
+}
+
+#define BOUNDARY "a3f1c9e07b5d4c2e9f8a6b1d0c3e5f7a9b2d4c6e8f0a1b3c5d7e9f1a3b5c"
+#define MP_CT "multipart/form-data; boundary=" BOUNDARY
+
+static const char STC[] = "{\"alloc_objects\":{\"units\":\"objects\",\"cumulative\":true},"
+                          "\"alloc_space\":{\"units\":\"bytes\",\"cumulative\":true},"
+                          "\"inuse_objects\":{\"units\":\"objects\",\"aggregation\":\"average\"},"
+                          "\"inuse_space\":{\"units\":\"bytes\",\"aggregation\":\"average\"}}";
+
+static void test_pprof(void **state)
+{
+    (void)state;
+    char qs[512];
+    size_t len;
+    /* raw pprof body */
+    uint8_t *heap = read_testdata("go-demo-once/heap.pb.gz", &len);
+    snprintf(qs, sizeof qs, "name=rawapp.inuse_space%%7Bpod%%3Dp1%%7D&from=%d&format=pprof",
+             FROM_S);
+    assert_int_equal(ingest(qs, heap, len, NULL, NULL), 200);
+    pd_profile got, want;
+    query_profile("inuse_space{service_name=\"rawapp\",pod=\"p1\"}", FROM_S, &got);
+    decode_buf(heap, len, &want);
+    pd_err why = {{0}};
+    if (!pd_profile_equal(&got, &want, &why))
+        fail_msg("raw pprof: %s", why.msg);
+    pd_profile_release(&got);
+    pd_profile_release(&want);
+    free(heap);
+
+    /* multipart with profile + sample_type_config (cpu, no prev): stored as is */
+    uint8_t *cpu = read_testdata("go-demo-series/cpu-0003.pb.gz", &len);
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    mp_part(&b, BOUNDARY, "profile", "profile.pprof", cpu, len);
+    mp_part(&b, BOUNDARY, "sample_type_config", "sample_type_config.json", STC, sizeof STC - 1);
+    pd_buf_puts(&b, "--" BOUNDARY "--\r\n");
+    /* from/until in nanoseconds, as the Go client sends them */
+    snprintf(qs, sizeof qs,
+             "name=goapp.cpu&from=%d000000000&until=%d000000000&spyName=gospy&sampleRate=100",
+             FROM_S, UNTIL_S);
+    reply r;
+    if (ingest(qs, b.data, b.len, MP_CT, &r) != 200)
+        fail_msg("multipart: %ld %s", r.status, r.body.data);
+    pd_buf_release(&r.body);
+    query_profile("cpu{service_name=\"goapp\"}", FROM_S, &got);
+    reply q;
+    req(NULL, "/api/v1/query_range?query=cpu%7Bservice_name%3D%22goapp%22%7D&from=0&to=9000000000",
+        NULL, 0, NULL, &q);
+    assert_non_null(strstr(q.body.data, "\"timestamps\":[1700000000000]"));
+    pd_buf_release(&q.body);
+    decode_buf(cpu, len, &want);
+    if (!pd_profile_equal(&got, &want, &why))
+        fail_msg("multipart profile: %s", why.msg);
+    pd_profile_release(&got);
+    pd_profile_release(&want);
+    free(cpu);
+    pd_buf_release(&b);
+
+    /* multipart with prev_profile: cumulative types become profile - prev */
+    size_t l1, l2;
+    uint8_t *h1 = read_testdata("go-demo-series/heap-0001.pb.gz", &l1);
+    uint8_t *h2 = read_testdata("go-demo-series/heap-0010.pb.gz", &l2);
+    pd_buf_init(&b, 0);
+    pd_buf_puts(&b, "preamble to ignore\r\n");
+    mp_part(&b, BOUNDARY, "profile", "profile.pprof", h2, l2);
+    mp_part(&b, BOUNDARY, "prev_profile", "profile.pprof", h1, l1);
+    mp_part(&b, BOUNDARY, "sample_type_config", "sample_type_config.json", STC, sizeof STC - 1);
+    pd_buf_puts(&b, "--" BOUNDARY "--\r\n");
+    snprintf(qs, sizeof qs, "name=goapp.inuse_objects&from=%d", FROM_S);
+    if (ingest(qs, b.data, b.len, MP_CT, &r) != 200)
+        fail_msg("multipart prev: %ld %s", r.status, r.body.data);
+    pd_buf_release(&r.body);
+    pd_buf_release(&b);
+    query_profile("inuse_objects{service_name=\"goapp\"}", FROM_S, &got);
+    pd_profile p1, p2;
+    decode_buf(h1, l1, &p1);
+    decode_buf(h2, l2, &p2);
+    const char *types[4] = {"alloc_objects", "alloc_space", "inuse_objects", "inuse_space"};
+    for (int t = 0; t < 4; t++) {
+        stack_set gs = {0}, ws = {0};
+        ss_add_profile(&gs, &got, types[t], 1);
+        ss_add_profile(&ws, &p2, types[t], 1);
+        if (t < 2) /* cumulative */
+            ss_add_profile(&ws, &p1, types[t], -1);
+        ss_assert_equal(&gs, &ws, types[t]);
+        ss_release(&gs);
+        ss_release(&ws);
+    }
+    pd_profile_release(&got);
+    pd_profile_release(&p1);
+    pd_profile_release(&p2);
+    free(h1);
+    free(h2);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    pd_buf before, after;
+    snapshot(&before);
+    const char *reasons[] = {"bad_profile", "too_large", "bad_request", "bad_labels"};
+    double r0[4], want[4] = {0};
+    for (int i = 0; i < 4; i++)
+        r0[i] = rejected(reasons[i]);
+    char qs[1024];
+    size_t len;
+    uint8_t *cpu = read_testdata("go-demo-series/cpu-0004.pb.gz", &len);
+    reply r;
+
+    /* bad_profile: garbage pprof, truncated pprof, malformed folded, empty
+     * folded, truncated multipart, multipart without profile, garbage in the
+     * profile part, garbage prev_profile */
+    snprintf(qs, sizeof qs, "name=bad.cpu&from=%d&format=pprof", FROM_S + 100);
+    assert_int_equal(ingest(qs, "garbage!", 8, NULL, NULL), 400);
+    assert_int_equal(ingest(qs, cpu, len / 2, NULL, NULL), 400);
+    snprintf(qs, sizeof qs, "name=bad.cpu&from=%d&format=folded", FROM_S + 100);
+    const char badf[] = "main;ok 3\nmain;bad notanumber\n";
+    if (ingest(qs, badf, sizeof badf - 1, NULL, &r) != 400)
+        fail_msg("bad folded: %ld", r.status);
+    assert_non_null(strstr(r.body.data, "line 2"));
+    pd_buf_release(&r.body);
+    assert_int_equal(ingest(qs, "", 0, NULL, NULL), 400);
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    mp_part(&b, BOUNDARY, "profile", "profile.pprof", cpu, len);
+    pd_buf_puts(&b, "--" BOUNDARY "--\r\n");
+    snprintf(qs, sizeof qs, "name=bad.cpu&from=%d", FROM_S + 100);
+    for (size_t cut = 10; cut < b.len; cut += b.len / 7)
+        if (ingest(qs, b.data, b.len - cut, MP_CT, &r) != 400)
+            fail_msg("multipart cut by %zu: %ld %s", cut, r.status, r.body.data);
+        else
+            pd_buf_release(&r.body);
+    want[0] += 4 + 7;
+    pd_buf_reset(&b);
+    mp_part(&b, BOUNDARY, "other", NULL, "x", 1);
+    pd_buf_puts(&b, "--" BOUNDARY "--\r\n");
+    assert_int_equal(ingest(qs, b.data, b.len, MP_CT, NULL), 400);
+    pd_buf_reset(&b);
+    mp_part(&b, BOUNDARY, "profile", "profile.pprof", "garbage!", 8);
+    pd_buf_puts(&b, "--" BOUNDARY "--\r\n");
+    assert_int_equal(ingest(qs, b.data, b.len, MP_CT, NULL), 400);
+    pd_buf_reset(&b);
+    mp_part(&b, BOUNDARY, "profile", "profile.pprof", cpu, len);
+    mp_part(&b, BOUNDARY, "prev_profile", "profile.pprof", "garbage!", 8);
+    pd_buf_puts(&b, "--" BOUNDARY "--\r\n");
+    assert_int_equal(ingest(qs, b.data, b.len, MP_CT, NULL), 400);
+    want[0] += 3;
+    /* bad_request: a multipart without boundary, bad sample_type_config */
+    assert_int_equal(ingest(qs, b.data, b.len, "multipart/form-data", NULL), 400);
+    pd_buf_reset(&b);
+    mp_part(&b, BOUNDARY, "profile", "profile.pprof", cpu, len);
+    mp_part(&b, BOUNDARY, "sample_type_config", NULL, "{not json", 9);
+    pd_buf_puts(&b, "--" BOUNDARY "--\r\n");
+    assert_int_equal(ingest(qs, b.data, b.len, MP_CT, NULL), 400);
+    want[2] += 2;
+
+    /* too_large: a gzip bomb as folded and as pprof; 17 parts; a body over
+     * the api's max_body_bytes */
+    pd_buf bomb;
+    gzip_zeros(200u << 20, &bomb);
+    snprintf(qs, sizeof qs, "name=bad.cpu&from=%d&format=folded", FROM_S + 100);
+    assert_int_equal(ingest(qs, bomb.data, bomb.len, NULL, NULL), 413);
+    snprintf(qs, sizeof qs, "name=bad.cpu&from=%d&format=pprof", FROM_S + 100);
+    assert_int_equal(ingest(qs, bomb.data, bomb.len, NULL, NULL), 413);
+    pd_buf_release(&bomb);
+    pd_buf_reset(&b);
+    for (int i = 0; i < 17; i++)
+        mp_part(&b, BOUNDARY, "junk", NULL, "x", 1);
+    pd_buf_puts(&b, "--" BOUNDARY "--\r\n");
+    snprintf(qs, sizeof qs, "name=bad.cpu&from=%d", FROM_S + 100);
+    assert_int_equal(ingest(qs, b.data, b.len, MP_CT, NULL), 413);
+    uint8_t *big = calloc(1, TEST_MAX_BODY + 1);
+    assert_int_equal(ingest(qs, big, TEST_MAX_BODY + 1, NULL, NULL), 413);
+    free(big);
+    want[1] += 4;
+
+    /* bad_request: missing name, bad format, bad from, bad sampleRate */
+    const char *badq[] = {"from=1700000100", "name=bad.cpu&format=jfr2",
+                          "name=bad.cpu&from=yesterday", "name=bad.cpu&sampleRate=-5"};
+    for (size_t i = 0; i < sizeof badq / sizeof *badq; i++)
+        if (ingest(badq[i], FOLDED, sizeof FOLDED - 1, NULL, &r) != 400)
+            fail_msg("%s: %ld", badq[i], r.status);
+        else
+            pd_buf_release(&r.body);
+    want[2] += 4;
+
+    /* bad_labels: bad name syntax, bad label name, 65 labels, a 5000-byte value */
+    const char *badn[] = {"app.cpu{a=1", "app.cpu{a-b=1}", "app.cpu{a=}", "app.cpu{a=1,a=2}",
+                          "app.cpu{service_name=x}"};
+    for (size_t i = 0; i < sizeof badn / sizeof *badn; i++) {
+        char e[256];
+        enc(badn[i], e, sizeof e);
+        snprintf(qs, sizeof qs, "name=%s&from=%d", e, FROM_S + 100);
+        if (ingest(qs, FOLDED, sizeof FOLDED - 1, NULL, &r) != 400)
+            fail_msg("name %s: %ld", badn[i], r.status);
+        pd_buf_release(&r.body);
+    }
+    pd_buf u;
+    pd_buf_init(&u, 0);
+    pd_buf_puts(&u, "/ingest?from=1700000100&name=app.cpu%7B");
+    for (int i = 0; i < PD_LABEL_MAX_COUNT + 1; i++)
+        pd_buf_printf(&u, "%sk%d%%3Dv", i ? "," : "", i);
+    pd_buf_puts(&u, "%7D");
+    req(NULL, u.data, FOLDED, sizeof FOLDED - 1, NULL, &r);
+    assert_int_equal(r.status, 400);
+    pd_buf_release(&r.body);
+    pd_buf_reset(&u);
+    pd_buf_puts(&u, "/ingest?from=1700000100&name=app.cpu%7Bk%3D");
+    for (int i = 0; i < 5000; i++)
+        pd_buf_putc(&u, 'x');
+    pd_buf_puts(&u, "%7D");
+    req(NULL, u.data, FOLDED, sizeof FOLDED - 1, NULL, &r);
+    assert_int_equal(r.status, 400);
+    pd_buf_release(&r.body);
+    want[3] += 5 + 2;
+    /* 100,000 labels / a 10 MB value in the URL: refused by the HTTP layer */
+    pd_buf_reset(&u);
+    pd_buf_puts(&u, "/ingest?from=1700000100&name=app.cpu%7B");
+    for (int i = 0; i < 100000; i++)
+        pd_buf_printf(&u, "%sk%d%%3Dv", i ? "," : "", i);
+    pd_buf_puts(&u, "%7D");
+    long s = raw_post(u.data, FOLDED, sizeof FOLDED - 1);
+    assert_true(s >= 400 && s < 500);
+    pd_buf_release(&u);
+
+    free(cpu);
+    pd_buf_release(&b);
+    for (int i = 0; i < 4; i++) {
+        if (rejected(reasons[i]) != r0[i] + want[i])
+            fail_msg("profd_rejected_input_total{reason=\"%s\"} = %g, want %g", reasons[i],
+                     rejected(reasons[i]), r0[i] + want[i]);
+        char line[128];
+        snprintf(line, sizeof line, "profd_rejected_input_total{reason=\"%s\"}", reasons[i]);
+        assert_true(scrape_metric(line) == r0[i] + want[i]);
+    }
+    snapshot(&after);
+    assert_string_equal(after.data, before.data);
+    pd_buf_release(&before);
+    pd_buf_release(&after);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_folded),
+        cmocka_unit_test(test_pprof),
+        cmocka_unit_test(test_bad_input),
+    };
+    int rc = cmocka_run_group_tests(tests, setup_all, teardown_all);
+    curl_global_cleanup();
+    return rc;
+}
