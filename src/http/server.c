@@ -489,6 +489,18 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         if (*p == '"')
             *p = '\'';
     pd_log(PD_LOG_DEBUG, "libmicrohttpd", "detail=\"%s\"", line);
+    /* Requests MHD refuses itself never reach access_cb (nor completed_cb):
+     * a request line or headers over the connection memory get 414/431, a
+     * malformed request 400. MHD reports them only through this log, as
+     * "Error processing request (HTTP response code is NNN (...)". */
+    const char *code = strstr(line, "HTTP response code is ");
+    if (code) {
+        int status = atoi(code + strlen("HTTP response code is "));
+        pd_metrics_add("profd_http_rejected_total",
+                       status == 414 || status == 431 ? "reason=\"request_too_large\""
+                                                      : "reason=\"malformed_request\"",
+                       1);
+    }
 }
 
 /* ---- start / stop ---- */

@@ -647,7 +647,7 @@ static void test_errors(void **state)
     req("DELETE", "/api/v1/series", NULL, 0, NULL, &r);
     assert_int_equal(r.status, 405);
     pd_buf_release(&r.body);
-    req(NULL, "/api/0/profiles", NULL, 0, NULL, &r);
+    req("DELETE", "/api/0/profiles", NULL, 0, NULL, &r);
     assert_int_equal(r.status, 405);
     pd_buf_release(&r.body);
 }

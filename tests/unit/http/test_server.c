@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <cmocka.h>
 #include <pthread.h>
 #include <arpa/inet.h>
@@ -305,6 +306,59 @@ static void test_too_large(void **state)
     pd_buf_release(&r.body);
 }
 
+/* Regression: a request line too big for the connection's memory (e.g. a
+ * 10 MB label value in the query string) was refused by libmicrohttpd before
+ * any callback of ours ran, so it was not counted in /metrics. */
+static void test_uri_too_large(void **state)
+{
+    /* A raw socket: curl refuses such URLs itself. */
+    size_t big = 1 << 20;
+    char *line = malloc(big + 64);
+    assert_non_null(line);
+    int n = snprintf(line, 64, "GET /push?labels=k=");
+    memset(line + n, 'a', big);
+    static const char tail[] = " HTTP/1.1\r\nHost: x\r\n\r\n";
+    memcpy(line + n + big, tail, sizeof tail - 1);
+    size_t len = (size_t)n + big + sizeof tail - 1;
+    double before = pd_metrics_get("profd_http_rejected_total", "reason=\"request_too_large\"");
+    pthread_mutex_lock(&calls_mu);
+    int calls0 = handler_calls;
+    pthread_mutex_unlock(&calls_mu);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(pd_http_server_port(*state))};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    signal(SIGPIPE, SIG_IGN);
+    for (size_t off = 0; off < len;) { /* the server may close early: stop then */
+        ssize_t w = send(fd, line + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    char resp[512] = {0};
+    ssize_t got = recv(fd, resp, sizeof resp - 1, 0);
+    close(fd);
+    free(line);
+    if (got > 0)
+        assert_non_null(strstr(resp, " 414 "));
+    double after = before;
+    for (int i = 0; i < 200 && after == before; i++) { /* counted on MHD's thread */
+        usleep(10000);
+        after = pd_metrics_get("profd_http_rejected_total", "reason=\"request_too_large\"");
+    }
+    assert_true(after == before + 1);
+    pthread_mutex_lock(&calls_mu);
+    assert_int_equal(handler_calls, calls0);
+    pthread_mutex_unlock(&calls_mu);
+    char ok[256];
+    reply r;
+    url_of(state, "/ok?a=1", ok, sizeof ok);
+    do_req(ok, NULL, NULL, 0, false, NULL, &r);
+    assert_int_equal(r.status, 200);
+    pd_buf_release(&r.body);
+}
+
 static void test_status_headers(void **state)
 {
     char url[256];
@@ -388,6 +442,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_post_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_form_post, setup, teardown),
         cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uri_too_large, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_addresses, setup, teardown),
         cmocka_unit_test(test_localhost_ipv6_restart),
