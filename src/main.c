@@ -33,6 +33,7 @@
 #include "ingest/ingest.h"
 #include "api/api.h"
 #include "base/log.h"
+#include "base/time.h"
 #include "http/server.h"
 #include "pprof/pprof.h"
 #include "scrape/config.h"
@@ -55,6 +56,8 @@ typedef struct flags {
     const char *fsync;
     size_t max_body;  /* --scrape.max-body-bytes: cap on a profile body (scrape and push) */
     unsigned threads; /* --web.threads */
+    int64_t query_timeout_ms; /* --query.timeout (0: the api's default, 2m) */
+    size_t query_max_samples; /* --query.max-samples (0: the api's default, 1M) */
 } flags;
 
 static void usage(FILE *f)
@@ -77,6 +80,8 @@ static void usage(FILE *f)
             "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
             "  --web.listen-address=HOST:PORT  default 127.0.0.1:10902 (port 0: any free port)\n"
             "  --web.threads=N                 HTTP worker threads (default 4)\n"
+            "  --query.timeout=DURATION        merge/diff queries stop after it (default 2m)\n"
+            "  --query.max-samples=N           distinct samples a merge may hold (default 1000000)\n"
             "  --scrape.max-body-bytes=SIZE    largest profile body accepted, scraped or\n"
             "                                  pushed; bytes or with K/M/G suffix (default 16M)\n"
             "  --log.level=LEVEL               debug|info|warn|error (default info)\n"
@@ -154,7 +159,8 @@ static int parse_flags(int argc, char **argv, flags *f)
         name[nl] = 0;
         static const char *known[] = {
             "--config.file",       "--storage.path",          "--web.listen-address", "--log.level",
-            "--storage.wal.fsync", "--scrape.max-body-bytes", "--web.threads"};
+            "--storage.wal.fsync", "--scrape.max-body-bytes", "--web.threads",
+            "--query.timeout",     "--query.max-samples"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -197,6 +203,16 @@ static int parse_flags(int argc, char **argv, flags *f)
             if (*end || end == val || t < 1 || t > 256)
                 return usage_error("--web.threads: \"%s\" is not a number from 1 to 256", val);
             f->threads = (unsigned)t;
+        } else if (strcmp(name, "--query.timeout") == 0) {
+            pd_err derr = {{0}};
+            if (pd_parse_duration(val, &f->query_timeout_ms, &derr) < 0 || f->query_timeout_ms <= 0)
+                return usage_error("--query.timeout: \"%s\" is not a duration (e.g. 2m)", val);
+        } else if (strcmp(name, "--query.max-samples") == 0) {
+            char *end;
+            unsigned long long v = strtoull(val, &end, 10);
+            if (*end || end == val || *val == '-' || v == 0)
+                return usage_error("--query.max-samples: \"%s\" is not a positive number", val);
+            f->query_max_samples = (size_t)v;
         }
     }
     return -1;
@@ -310,7 +326,8 @@ static int serve(const flags *f)
     }
 
     pd_api_options ao = {
-        .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION};
+        .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
+        .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples};
     if ((rc = pd_api_new(st, sm, &ao, &api, &err)) < 0) {
         fprintf(stderr, "profd: %s\n", err.msg);
         goto out;

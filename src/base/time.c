@@ -63,8 +63,8 @@ int pd_parse_duration(const char *s, int64_t *ms, pd_err *err)
         if (u < 0 || u <= last)
             goto bad;
         last = u;
-        if (v > INT64_MAX / units[u].ms)
-            goto bad;
+        if (v > INT64_MAX / units[u].ms || v * units[u].ms > INT64_MAX - total)
+            goto bad; /* the term, or the sum of the terms, overflows int64 */
         total += v * units[u].ms;
     }
     *ms = total;
@@ -157,7 +157,7 @@ int pd_parse_rfc3339(const char *s, int64_t *ms)
         int sign = *p == '-' ? -1 : 1;
         int oh, om;
         p++;
-        if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om))
+        if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om) || oh > 23 || om > 59)
             return PD_EPARSE;
         off = sign * (oh * 3600 + om * 60);
     } else {

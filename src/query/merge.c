@@ -1191,7 +1191,8 @@ int pd_merge_finish(pd_merge *m, pd_profile *out, pd_err *err)
     for (size_t i = 0; i < nt; i++)
         o->sample_type[i] = (pd_pprof_value_type){m->st_type[i], m->st_unit[i]};
     o->period_type = (pd_pprof_value_type){m->pt_type, m->pt_unit};
-    memcpy(o->comment, m->comment, m->n_comment * sizeof *o->comment);
+    if (m->n_comment)
+        memcpy(o->comment, m->comment, m->n_comment * sizeof *o->comment);
     o->n_comment = m->n_comment;
     for (size_t i = 0; i < m->n_fn; i++) {
         if (!fn_new[i])
@@ -1237,10 +1238,12 @@ int pd_merge_finish(pd_merge *m, pd_profile *out, pd_err *err)
             ids[so++] = loc_new[m->stk[sp->stk_off + j] - 1];
         d->value = &vals[o->n_sample * nt];
         d->n_value = nt;
-        memcpy(d->value, &m->vals[s * nt], nt * sizeof *vals);
+        if (nt)
+            memcpy(d->value, &m->vals[s * nt], nt * sizeof *vals);
         d->label = &labs[lb];
         d->n_label = sp->n_lab;
-        memcpy(&labs[lb], &m->labs[sp->lab_off], sp->n_lab * sizeof *labs);
+        if (sp->n_lab)
+            memcpy(&labs[lb], &m->labs[sp->lab_off], sp->n_lab * sizeof *labs);
         lb += sp->n_lab;
         o->n_sample++;
     }

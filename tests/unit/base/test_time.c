@@ -107,6 +107,41 @@ static void test_rfc3339_impossible_dates(void **state)
     assert_true(ms == 951782400000LL);
 }
 
+/* Regression (fuzz_time): each term of a duration was checked for overflow but
+ * not their sum, so "292471208y36w" overflowed int64 (undefined behaviour)
+ * instead of being refused. 292471208y is the largest whole number of years
+ * that fits (292471208 * 365 d = 9223372015488000000 ms); 36w more does not. */
+static void test_duration_sum_overflow(void **state)
+{
+    (void)state;
+    int64_t ms = 7;
+    pd_err err = {{0}};
+    assert_int_equal(pd_parse_duration("292471208y", &ms, &err), 0);
+    assert_true(ms == 292471208LL * 365 * 24 * 3600 * 1000);
+    assert_int_equal(pd_parse_duration("292471208y36w", &ms, &err), PD_EPARSE);
+    assert_int_equal(pd_parse_duration("292471208y1w1d1h1m1s1ms", &ms, &err), 0);
+    assert_true(ms == 292471208LL * 365 * 24 * 3600 * 1000 + 8LL * 24 * 3600 * 1000 + 3661001);
+    /* the exact edge: INT64_MAX ms is 106751991167d7h12m55s807ms */
+    assert_int_equal(pd_parse_duration("106751991167d7h12m55s807ms", &ms, &err), 0);
+    assert_true(ms == INT64_MAX);
+    assert_int_equal(pd_parse_duration("106751991167d7h12m55s808ms", &ms, &err), PD_EPARSE);
+}
+
+/* Regression (fuzz_time): a UTC offset with hours over 23 or minutes over 59
+ * ("+99:99", RFC 3339 allows 00-23 and 00-59) was accepted and shifted the time. */
+static void test_rfc3339_offset_range(void **state)
+{
+    (void)state;
+    int64_t ms;
+    assert_int_equal(pd_parse_rfc3339("2026-11-22T14:00:00+99:99", &ms), PD_EPARSE);
+    assert_int_equal(pd_parse_rfc3339("2026-11-22T14:00:00-24:00", &ms), PD_EPARSE);
+    assert_int_equal(pd_parse_rfc3339("2026-11-22T14:00:00+05:60", &ms), PD_EPARSE);
+    assert_int_equal(pd_parse_rfc3339("2026-11-22T14:00:00+23:59", &ms), 0);
+    assert_int_equal(ms, utc_ms(2026, 11, 21, 14, 1, 0, 0));
+    assert_int_equal(pd_parse_rfc3339("2026-11-22T14:00:00-23:59", &ms), 0);
+    assert_int_equal(ms, utc_ms(2026, 11, 23, 13, 59, 0, 0));
+}
+
 static void test_time_param(void **state)
 {
     (void)state;
@@ -147,6 +182,8 @@ int main(void)
         cmocka_unit_test(test_rfc3339),
         cmocka_unit_test(test_time_param),
         cmocka_unit_test(test_rfc3339_impossible_dates),
+        cmocka_unit_test(test_duration_sum_overflow),
+        cmocka_unit_test(test_rfc3339_offset_range),
         cmocka_unit_test(test_clocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

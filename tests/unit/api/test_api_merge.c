@@ -1,0 +1,572 @@
+/*
+ * Tests of GET /api/v1/query with mode=merge|diff (api.c h_query_many over
+ * query/merge.c) through real HTTP: the api handler on a real
+ * pd_http_server (127.0.0.1, port 0) over a real storage in a temp
+ * directory holding the real series PD_TESTDATA/pprof/go-demo-series:
+ *   heap{job="demo",instance="a"}  heap-0001..0030 at 1..30 s
+ *   heap{job="demo",instance="b"}  heap-0001..0010 at 1..10 s
+ *   cpu{job="demo",instance="a"}   cpu-0001..0010  at 1..10 s
+ * Expected values come from the files themselves: `go tool pprof -proto`
+ * merging / diffing the same files (skipped without go), or their totals
+ * (pd_profile_totals of each decoded file), never from profd's own output.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <cmocka.h>
+#include <ftw.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "http/server.h"
+#include "pprof/pprof.h"
+#include "storage/storage.h"
+
+#ifndef PD_TESTDATA
+#error "PD_TESTDATA must be defined"
+#endif
+#define SERIES_DIR PD_TESTDATA "/pprof/go-demo-series"
+
+static char tmpdir[256];
+static pd_storage *st;
+static pd_api *api, *api_small;
+static pd_http_server *srv, *srv_small;
+
+typedef struct reply {
+    long status;
+    pd_buf body;
+    char ctype[128];
+    char profiles[32];
+} reply;
+
+static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
+{
+    reply *r = ud;
+    pd_buf_append(&r->body, p, sz * nm);
+    return sz * nm;
+}
+
+static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
+{
+    reply *r = ud;
+    size_t len = sz * nm;
+    static const char h[] = "X-Profd-Profiles:";
+    if (len > sizeof h && strncasecmp(p, h, sizeof h - 1) == 0) {
+        size_t n = len - (sizeof h - 1);
+        if (n >= sizeof r->profiles)
+            n = sizeof r->profiles - 1;
+        memcpy(r->profiles, p + sizeof h - 1, n);
+        r->profiles[n] = 0;
+    }
+    return len;
+}
+
+static void get(pd_http_server *s, const char *pathq, reply *r)
+{
+    char url[8192];
+    memset(r, 0, sizeof *r);
+    pd_buf_init(&r->body, 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", (unsigned)pd_http_server_port(s), pathq);
+    CURL *c = curl_easy_init();
+    assert_non_null(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    CURLcode cc = curl_easy_perform(c);
+    if (cc != CURLE_OK)
+        fail_msg("curl %s: %s", url, curl_easy_strerror(cc));
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    char *ct = NULL;
+    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+    snprintf(r->ctype, sizeof r->ctype, "%s", ct ? ct : "");
+    curl_easy_cleanup(c);
+}
+
+/* GET expecting `status`; JSON replies return the parsed envelope. */
+static json_t *get_json(pd_http_server *s, const char *pathq, long status)
+{
+    reply r;
+    get(s, pathq, &r);
+    if (r.status != status)
+        fail_msg("GET %s: status %ld, want %ld: %.600s", pathq, r.status, status,
+                 r.body.data ? r.body.data : "");
+    json_error_t je;
+    json_t *j = json_loadb(r.body.data ? r.body.data : "", r.body.len, 0, &je);
+    if (!j)
+        fail_msg("GET %s: not JSON: %.300s", pathq, r.body.data ? r.body.data : "");
+    pd_buf_release(&r.body);
+    assert_string_equal(json_string_value(json_object_get(j, "status")),
+                        status == 200 ? "success" : "error");
+    return j;
+}
+
+static const char *jerr(json_t *j)
+{
+    const char *e = json_string_value(json_object_get(j, "error"));
+    return e ? e : "";
+}
+
+static void read_path(const char *path, pd_buf *b)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("open %s: %s", path, strerror(errno));
+    char tmp[65536];
+    size_t n;
+    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+        assert_int_equal(pd_buf_append(b, tmp, n), 0);
+    fclose(f);
+}
+
+static void decode_path(const char *path, pd_profile *p)
+{
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    read_path(path, &b);
+    pd_err err = {{0}};
+    if (pd_profile_decode(p, (const uint8_t *)b.data, b.len, NULL, &err))
+        fail_msg("decode %s: %s", path, err.msg);
+    pd_buf_release(&b);
+}
+
+static void series_file(const char *kind, int i, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s-%04d.pb.gz", SERIES_DIR, kind, i);
+}
+
+static bool have_go(void)
+{
+    return system("go version >/dev/null 2>&1") == 0;
+}
+
+/* Runs `go tool pprof -proto ARGS` into tmpdir/ref.pb.gz and decodes it. */
+static void pprof_proto(const char *args, pd_profile *out)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd,
+             "HOME=%s GOCACHE=%s/gocache GOFLAGS= go tool pprof -proto %s > %s/ref.pb.gz "
+             "2>/dev/null",
+             tmpdir, tmpdir, args, tmpdir);
+    if (system(cmd) != 0)
+        fail_msg("failed: %s", cmd);
+    char path[300];
+    snprintf(path, sizeof path, "%s/ref.pb.gz", tmpdir);
+    decode_path(path, out);
+}
+
+/* Asserts a proto reply equals pprof's profile. */
+static void proto_equals(const char *pathq, const pd_profile *ref, const char *want_profiles)
+{
+    reply r;
+    get(srv, pathq, &r);
+    if (r.status != 200)
+        fail_msg("GET %s: %ld %.300s", pathq, r.status, r.body.data ? r.body.data : "");
+    assert_string_equal(r.ctype, "application/octet-stream");
+    if (want_profiles)
+        assert_int_equal(atoi(r.profiles), atoi(want_profiles));
+    pd_profile mine;
+    pd_err err = {{0}};
+    assert_int_equal(pd_profile_decode(&mine, (const uint8_t *)r.body.data, r.body.len, NULL,
+                                       &err),
+                     0);
+    pd_err why = {{0}};
+    if (!pd_profile_equal(&mine, ref, &why))
+        fail_msg("GET %s differs from go tool pprof: %s", pathq, why.msg);
+    pd_profile_release(&mine);
+    pd_buf_release(&r.body);
+}
+
+/* ---- tests ---- */
+
+static void test_merge_proto_vs_pprof(void **state)
+{
+    (void)state;
+    if (!have_go())
+        skip();
+    char args[16384] = "", f[512];
+    size_t o = 0;
+    for (int i = 1; i <= 30; i++) {
+        series_file("heap", i, f, sizeof f);
+        o += (size_t)snprintf(args + o, sizeof args - o, " %s", f);
+    }
+    pd_profile ref;
+    pprof_proto(args, &ref);
+    proto_equals("/api/v1/query?mode=merge&query=heap%7Binstance%3D%22a%22%7D&from=0&to=100"
+                 "&report=proto",
+                 &ref, "30");
+    pd_profile_release(&ref);
+
+    /* both series: instance a's 30 then b's 10 (series in label order) */
+    for (int i = 1; i <= 10; i++) {
+        series_file("heap", i, f, sizeof f);
+        o += (size_t)snprintf(args + o, sizeof args - o, " %s", f);
+    }
+    pprof_proto(args, &ref);
+    proto_equals("/api/v1/query?mode=merge&query=heap&from=0&to=100", &ref, "40");
+    pd_profile_release(&ref);
+
+    /* a time range: 5..14 s of instance a only */
+    o = 0;
+    args[0] = 0;
+    for (int i = 5; i <= 14; i++) {
+        series_file("heap", i, f, sizeof f);
+        o += (size_t)snprintf(args + o, sizeof args - o, " %s", f);
+    }
+    pprof_proto(args, &ref);
+    proto_equals("/api/v1/query?mode=merge&query=heap%7Binstance%3D%22a%22%7D&from=5&to=14",
+                 &ref, "10");
+    pd_profile_release(&ref);
+
+    /* cpu with focus, as pprof -focus */
+    o = 0;
+    args[0] = 0;
+    o += (size_t)snprintf(args + o, sizeof args - o, "-focus=runtime");
+    for (int i = 1; i <= 10; i++) {
+        series_file("cpu", i, f, sizeof f);
+        o += (size_t)snprintf(args + o, sizeof args - o, " %s", f);
+    }
+    pprof_proto(args, &ref);
+    proto_equals("/api/v1/query?mode=merge&query=cpu&from=0&to=100&focus=runtime", &ref, "10");
+    pd_profile_release(&ref);
+}
+
+static void test_diff_proto_vs_pprof(void **state)
+{
+    (void)state;
+    if (!have_go())
+        skip();
+    char a[512], b[512], args[2048];
+    series_file("heap", 1, a, sizeof a);
+    series_file("heap", 30, b, sizeof b);
+    snprintf(args, sizeof args, "-diff_base=%s %s", a, b);
+    pd_profile ref;
+    pprof_proto(args, &ref);
+    proto_equals("/api/v1/query?mode=diff&query=heap%7Binstance%3D%22a%22%7D&time_a=1&time_b=30",
+                 &ref, "2");
+    pd_profile_release(&ref);
+}
+
+/* Sum of sample type `type` over heap files [lo, hi]. */
+static int64_t files_total(const char *kind, int lo, int hi, const char *type)
+{
+    int64_t sum = 0;
+    for (int i = lo; i <= hi; i++) {
+        char f[512];
+        series_file(kind, i, f, sizeof f);
+        pd_profile p;
+        decode_path(f, &p);
+        size_t si;
+        pd_err err = {{0}};
+        assert_int_equal(pd_profile_sample_index(&p, type, &si, &err), 0);
+        int64_t t[16] = {0};
+        pd_profile_totals(&p, t);
+        sum += t[si];
+        pd_profile_release(&p);
+    }
+    return sum;
+}
+
+static void test_reports(void **state)
+{
+    (void)state;
+    /* top of a merge of both heap series */
+    json_t *j = get_json(srv,
+                         "/api/v1/query?mode=merge&query=heap&from=0&to=100&report=top"
+                         "&sample_index=alloc_space&nodes=5",
+                         200);
+    json_t *d = json_object_get(j, "data");
+    int64_t want = files_total("heap", 1, 30, "alloc_space") + files_total("heap", 1, 10,
+                                                                            "alloc_space");
+    assert_int_equal(json_integer_value(json_object_get(d, "total")), want);
+    assert_int_equal(json_array_size(json_object_get(d, "rows")), 5);
+    int64_t rows_total = json_integer_value(json_object_get(d, "rows_total"));
+    assert_true(rows_total > 5);
+    assert_int_equal(json_integer_value(json_object_get(d, "rows_cut")), rows_total - 5);
+    json_decref(j);
+
+    /* flame graph with a node cap: the same total, the cut reported */
+    j = get_json(srv,
+                 "/api/v1/query?mode=merge&query=heap&from=0&to=100&report=flamegraph"
+                 "&sample_index=alloc_space&nodes=10",
+                 200);
+    d = json_object_get(j, "data");
+    assert_int_equal(json_integer_value(json_object_get(d, "value")), want);
+    assert_int_equal(json_integer_value(json_object_get(d, "nodes")), 10);
+    assert_true(json_integer_value(json_object_get(d, "nodes_total")) > 10);
+    json_decref(j);
+
+    /* folded: text lines "a;b;c N" summing to the total */
+    reply r;
+    get(srv,
+        "/api/v1/query?mode=merge&query=heap&from=0&to=100&report=folded"
+        "&sample_index=alloc_space",
+        &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.ctype, "text/plain"));
+    int64_t sum = 0;
+    size_t lines = 0;
+    for (char *line = r.body.data; line && *line; lines++) {
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        char *sp = nl;
+        while (sp > line && sp[-1] != ' ')
+            sp--;
+        assert_true(sp > line + 1);
+        sum += strtoll(sp, NULL, 10);
+        line = nl + 1;
+    }
+    assert_true(lines > 10);
+    assert_int_equal(sum, want);
+    assert_non_null(strstr(r.body.data, "main.churn"));
+    pd_buf_release(&r.body);
+
+    /* by=instance keeps the two series apart as a sample label */
+    get(srv, "/api/v1/query?mode=merge&query=heap&from=0&to=100&by=instance", &r);
+    assert_int_equal(r.status, 200);
+    pd_profile p;
+    pd_err err = {{0}};
+    assert_int_equal(pd_profile_decode(&p, (const uint8_t *)r.body.data, r.body.len, NULL, &err),
+                     0);
+    size_t with_a = 0, with_b = 0;
+    for (size_t i = 0; i < p.n_sample; i++) {
+        assert_int_equal(p.sample[i].n_label, 1); /* bytes dropped, instance added */
+        const char *k = pd_profile_str(&p, p.sample[i].label[0].key);
+        const char *v = pd_profile_str(&p, p.sample[i].label[0].str);
+        assert_string_equal(k, "instance");
+        with_a += !strcmp(v, "a");
+        with_b += !strcmp(v, "b");
+    }
+    assert_true(with_a > 0 && with_b > 0);
+    pd_profile_release(&p);
+    pd_buf_release(&r.body);
+
+    /* a single profile through the merger (hide=): no runtime frame left */
+    get(srv, "/api/v1/query?query=heap%7Binstance%3D%22a%22%7D&time=30&hide=%5Eruntime", &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(atoi(r.profiles), 1);
+    assert_int_equal(pd_profile_decode(&p, (const uint8_t *)r.body.data, r.body.len, NULL, &err),
+                     0);
+    assert_true(p.n_function > 0);
+    for (size_t i = 0; i < p.n_location; i++)
+        for (size_t l = 0; l < p.location[i].n_line; l++) {
+            const pd_pprof_function *f = pd_profile_function(&p, p.location[i].line[l].function_id);
+            assert_true(strncmp(pd_profile_str(&p, f->name), "runtime", 7) != 0);
+        }
+    pd_profile_release(&p);
+    pd_buf_release(&r.body);
+
+    /* callgraph via Graphviz */
+    if (system("dot -V >/dev/null 2>&1") == 0) {
+        get(srv, "/api/v1/query?mode=merge&query=cpu&from=0&to=100&report=callgraph", &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.ctype, "image/svg+xml");
+        assert_non_null(strstr(r.body.data, "<svg"));
+        assert_non_null(strstr(r.body.data, "main.fib"));
+        pd_buf_release(&r.body);
+    }
+}
+
+static void test_diff_reports(void **state)
+{
+    (void)state;
+    /* heap a at 1 s (base) against heap a merged over 21..30 s (new) */
+    json_t *j = get_json(srv,
+                         "/api/v1/query?mode=diff&query_a=heap%7Binstance%3D%22a%22%7D&time_a=1"
+                         "&query_b=heap%7Binstance%3D%22a%22%7D&mode_b=merge&from_b=21&to_b=30"
+                         "&report=top&sample_index=inuse_space&nodes=0",
+                         200);
+    json_t *d = json_object_get(j, "data");
+    int64_t base = files_total("heap", 1, 1, "inuse_space");
+    int64_t cur = files_total("heap", 21, 30, "inuse_space");
+    assert_int_equal(json_integer_value(json_object_get(d, "base_total")), base);
+    assert_int_equal(json_integer_value(json_object_get(d, "new_total")), cur);
+    assert_int_equal(json_integer_value(json_object_get(d, "total")), cur - base);
+    /* per row: new - base == flat */
+    json_t *row;
+    size_t i;
+    int64_t sum_new = 0;
+    json_array_foreach(json_object_get(d, "rows"), i, row)
+    {
+        int64_t flat = json_integer_value(json_object_get(row, "flat"));
+        int64_t bf = json_integer_value(json_object_get(row, "base_flat"));
+        int64_t nf = json_integer_value(json_object_get(row, "new_flat"));
+        assert_int_equal(flat, nf - bf);
+        sum_new += nf;
+    }
+    assert_int_equal(sum_new, cur);
+    json_decref(j);
+
+    /* flame graph of the diff: root carries both sides */
+    j = get_json(srv,
+                 "/api/v1/query?mode=diff&query=heap%7Binstance%3D%22a%22%7D&time_a=1&time_b=30"
+                 "&report=flamegraph&sample_index=inuse_space",
+                 200);
+    d = json_object_get(j, "data");
+    assert_int_equal(json_integer_value(json_object_get(d, "base")), base);
+    assert_int_equal(json_integer_value(json_object_get(d, "new")),
+                     files_total("heap", 30, 30, "inuse_space"));
+    json_decref(j);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    /* sample types differ (heap and cpu match): 400 naming both series */
+    json_t *j = get_json(srv, "/api/v1/query?mode=merge&query=%7Bjob%3D%22demo%22%7D&from=0&to=100",
+                         400);
+    assert_string_equal(json_string_value(json_object_get(j, "errorType")), "bad_data");
+    assert_non_null(strstr(jerr(j), "sample types"));
+    assert_non_null(strstr(jerr(j), "heap{"));
+    assert_non_null(strstr(jerr(j), "cpu{"));
+    json_decref(j);
+    /* the same across the two sides of a diff */
+    j = get_json(srv, "/api/v1/query?mode=diff&query_a=cpu&time_a=5&query_b=heap%7Binstance%3D%22a%22%7D&time_b=5",
+                 400);
+    assert_non_null(strstr(jerr(j), "(query_a)"));
+    assert_non_null(strstr(jerr(j), "(query_b)"));
+    json_decref(j);
+
+    struct {
+        const char *q, *needle;
+        long status;
+    } bad[] = {
+        {"/api/v1/query?mode=bogus&query=heap", "mode", 400},
+        {"/api/v1/query?mode=merge&query=heap&report=bogus", "report", 400},
+        {"/api/v1/query?mode=merge", "query", 400},
+        {"/api/v1/query?mode=diff&query_b=heap", "query_a", 400},
+        {"/api/v1/query?mode=diff&query=heap&mode_a=bogus", "mode_a", 400},
+        {"/api/v1/query?mode=merge&query=heap&from=0&to=100&focus=(", "focus", 400},
+        {"/api/v1/query?mode=merge&query=heap%7B&from=0&to=100", "query", 400},
+        {"/api/v1/query?mode=merge&query=heap&from=10&to=5", "to", 400},
+        {"/api/v1/query?mode=merge&query=nosuch&from=0&to=100", "nosuch", 404},
+        {"/api/v1/query?mode=merge&query=heap&from=0&to=100&sample_index=bogus", "sample_index",
+         400},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        j = get_json(srv, bad[i].q, bad[i].status);
+        if (!strstr(jerr(j), bad[i].needle))
+            fail_msg("%s: error \"%s\" does not name %s", bad[i].q, jerr(j), bad[i].needle);
+        json_decref(j);
+    }
+
+    /* --query.max-samples (5 on the second server): 422 saying so */
+    j = get_json(srv_small, "/api/v1/query?mode=merge&query=heap&from=0&to=100&report=top", 422);
+    assert_non_null(strstr(jerr(j), "--query.max-samples"));
+    json_decref(j);
+}
+
+/* ---- fixture ---- */
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static int append_file(const char *kind, int i, const char *instance)
+{
+    char f[512];
+    series_file(kind, i, f, sizeof f);
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    FILE *fp = fopen(f, "rb");
+    if (!fp)
+        return -1;
+    char tmp[65536];
+    size_t n;
+    while ((n = fread(tmp, 1, sizeof tmp, fp)) > 0)
+        pd_buf_append(&b, tmp, n);
+    fclose(fp);
+    pd_profile p;
+    pd_err err = {{0}};
+    int rc = pd_profile_decode(&p, (const uint8_t *)b.data, b.len, NULL, &err);
+    if (rc == 0) {
+        pd_labels ls;
+        pd_labels_init(&ls);
+        pd_labels_set(&ls, "__name__", kind, &err);
+        pd_labels_set(&ls, "job", "demo", &err);
+        pd_labels_set(&ls, "instance", instance, &err);
+        rc = pd_storage_append(st, &ls, (int64_t)i * 1000, (const uint8_t *)b.data, b.len, &p,
+                               &err);
+        pd_labels_release(&ls);
+        pd_profile_release(&p);
+    }
+    if (rc)
+        fprintf(stderr, "append %s: %s\n", f, err.msg);
+    pd_buf_release(&b);
+    return rc;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/profd-test-api-merge-XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return -1;
+    pd_storage_options so = pd_storage_options_default();
+    so.path = tmpdir;
+    so.fsync = PD_FSYNC_NEVER;
+    pd_err err = {{0}};
+    if (pd_storage_open(&so, &st, &err) != 0) {
+        fprintf(stderr, "storage open: %s\n", err.msg);
+        return -1;
+    }
+    for (int i = 1; i <= 30; i++)
+        if (append_file("heap", i, "a"))
+            return -1;
+    for (int i = 1; i <= 10; i++)
+        if (append_file("heap", i, "b") || append_file("cpu", i, "a"))
+            return -1;
+    pd_api_options ao = {.version = "test"};
+    pd_api_options small = {.version = "test", .query_max_samples = 5};
+    if (pd_api_new(st, NULL, &ao, &api, &err) != 0 ||
+        pd_api_new(st, NULL, &small, &api_small, &err) != 0)
+        return -1;
+    if (pd_http_server_start("127.0.0.1:0", 4, 8 << 20, pd_api_handle, api, &srv, &err) != 0 ||
+        pd_http_server_start("127.0.0.1:0", 2, 8 << 20, pd_api_handle, api_small, &srv_small,
+                             &err) != 0) {
+        fprintf(stderr, "http: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    pd_http_server_stop(srv);
+    pd_http_server_stop(srv_small);
+    pd_api_free(api);
+    pd_api_free(api_small);
+    pd_storage_close(st);
+    nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merge_proto_vs_pprof),
+        cmocka_unit_test(test_diff_proto_vs_pprof),
+        cmocka_unit_test(test_reports),
+        cmocka_unit_test(test_diff_reports),
+        cmocka_unit_test(test_errors),
+    };
+    int rc = cmocka_run_group_tests(tests, setup, teardown);
+    curl_global_cleanup();
+    return rc;
+}
