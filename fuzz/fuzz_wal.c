@@ -89,6 +89,18 @@ static int build_body(void)
     return pd_profile_encode(&g_prof, true, &g_body);
 }
 
+/* Removes the work directory at exit (libFuzzer exits normally at the end of
+ * a run; after a crash the directory stays for a look). */
+static void remove_root(void)
+{
+    char p[600];
+    clean_wal();
+    rmdir(g_wal);
+    snprintf(p, sizeof p, "%s/lock", g_root);
+    unlink(p);
+    rmdir(g_root);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -101,6 +113,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         die("cannot create the work directory", NULL);
     if (build_body() != 0)
         die("cannot build the test profile", NULL);
+    atexit(remove_root);
     return 0;
 }
 

@@ -3,6 +3,7 @@
  *
  *   profd [serve] [flags]   run the server (the default command)
  *   profd convert ...       convert folded stacks / perf script text to pprof (ingest/)
+ *   profd push ...          validate profiles locally and push them (profefe API)
  *   profd tsdb import|analyze|check ...   block tools (storage/tsdb/tsdb_cli.c)
  *   profd --help | -h       usage on stdout, exit 0
  *   profd --version         version on stdout, exit 0

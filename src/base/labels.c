@@ -145,15 +145,44 @@ static int put_promql_string(pd_buf *out, const char *s)
     return pd_buf_put_json_string(out, s, strlen(s));
 }
 
+/* True when s is a PromQL metric name, [a-zA-Z_:][a-zA-Z0-9_:]* (what a
+ * selector accepts before its braces). */
+static bool metric_name_valid(const char *s)
+{
+    if (!*s)
+        return false;
+    for (const char *p = s; *p; p++) {
+        char c = *p;
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
+                  (p > s && c >= '0' && c <= '9');
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* __name__ goes before the braces when it is a valid metric name; any other
+ * value (e.g. "a-b", pushed by a client) is written as the matcher
+ * __name__="..." first inside the braces, so the text always parses back
+ * (pd_selector_parse) to this very set. */
 int pd_labels_format(const pd_labels *ls, pd_buf *out)
 {
     int rc = 0;
     const char *name = pd_labels_get(ls, "__name__");
-    if (name)
-        rc = pd_buf_puts(out, name);
-    if (!rc)
-        rc = pd_buf_putc(out, '{');
     int first = 1;
+    if (name && metric_name_valid(name)) {
+        rc = pd_buf_puts(out, name);
+        if (!rc)
+            rc = pd_buf_putc(out, '{');
+    } else {
+        rc = pd_buf_putc(out, '{');
+        if (name && !rc) {
+            rc = pd_buf_puts(out, "__name__=");
+            if (!rc)
+                rc = put_promql_string(out, name);
+            first = 0;
+        }
+    }
     for (size_t i = 0; i < ls->n && !rc; i++) {
         if (strcmp(ls->v[i].name, "__name__") == 0)
             continue;

@@ -276,8 +276,8 @@ static int regex_compile(regex *r, const char *what, const char *pat, pd_err *er
     if (!r->re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ecode, msg, sizeof msg);
-        return pd_err_set(err, PD_EINVAL, "invalid %s regex \"%.200s\": %s at character %zu",
-                          what, pat, (const char *)msg, (size_t)eoff);
+        return pd_err_set(err, PD_EINVAL, "invalid %s regex \"%.200s\": %s at character %zu", what,
+                          pat, (const char *)msg, (size_t)eoff);
     }
     if (!(r->md = pcre2_match_data_create_from_pattern(r->re, NULL))) {
         regex_release(r);
@@ -365,8 +365,7 @@ int pd_merge_new(const pd_merge_options *o, pd_merge **out, pd_err *err)
                 len--;
             if (len) {
                 if (m->n_by >= MAX_BY_NAMES) {
-                    rc = pd_err_set(err, PD_EINVAL, "by: more than %d label names",
-                                    MAX_BY_NAMES);
+                    rc = pd_err_set(err, PD_EINVAL, "by: more than %d label names", MAX_BY_NAMES);
                     goto fail;
                 }
                 int64_t k = intern(m, s, len);
@@ -444,8 +443,8 @@ static bool fn_eq(const void *ctx, uint32_t i)
 {
     const fn_key *k = ctx;
     const pd_pprof_function *a = &k->m->fn[i], *b = k->f;
-    return a->name == b->name && a->system_name == b->system_name &&
-           a->filename == b->filename && a->start_line == b->start_line;
+    return a->name == b->name && a->system_name == b->system_name && a->filename == b->filename &&
+           a->start_line == b->start_line;
 }
 
 /* The output id of input function id `id` (0 for none). Negative on error. */
@@ -613,8 +612,8 @@ static int64_t map_location(input *in, size_t li, pd_err *err)
               .n_line = (uint32_t)sl->n_line,
               .is_folded = sl->is_folded};
     uint64_t hk[3] = {l.mapping_id, l.address, (uint64_t)l.is_folded};
-    uint64_t h = XXH3_64bits_withSeed(m->sline, sl->n_line * sizeof *m->sline,
-                                      XXH3_64bits(hk, sizeof hk));
+    uint64_t h =
+        XXH3_64bits_withSeed(m->sline, sl->n_line * sizeof *m->sline, XXH3_64bits(hk, sizeof hk));
     if (htab_reserve(&m->t_loc) < 0)
         return pd_err_set(err, PD_ENOMEM, "merge: out of memory");
     size_t slot = 0;
@@ -891,9 +890,8 @@ int pd_merge_add(pd_merge *m, const pd_profile *p, const pd_labels *series, bool
         for (size_t j = 0; j < s->n_location; j++) {
             const pd_pprof_location *sl = pd_profile_location(p, s->location_id[j]);
             if (!sl) {
-                rc = pd_err_set(err, PD_EINVAL, "%s: sample %zu: location id %" PRIu64
-                                " not found", source ? source : "profile", i,
-                                s->location_id[j]);
+                rc = pd_err_set(err, PD_EINVAL, "%s: sample %zu: location id %" PRIu64 " not found",
+                                source ? source : "profile", i, s->location_id[j]);
                 goto fail;
             }
             int64_t id = map_location(&in, (size_t)(sl - p->location), err);
@@ -1361,11 +1359,10 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
     if ((rc = pd_storage_select(r->st, ms, n, q->from, q->to, &set, err)) < 0)
         goto out;
     if (set.n == 0) {
-        rc = pd_err_set(err, PD_ENOTFOUND,
-                        "no series matching %.200s has profiles between %" PRId64 " and %" PRId64
-                        " ms%s%s%s",
-                        q->selector, q->from, q->to, side ? " (" : "", side ? side : "",
-                        side ? ")" : "");
+        rc = pd_err_set(
+            err, PD_ENOTFOUND,
+            "no series matching %.200s has profiles between %" PRId64 " and %" PRId64 " ms%s%s%s",
+            q->selector, q->from, q->to, side ? " (" : "", side ? side : "", side ? ")" : "");
         goto out;
     }
     for (size_t i = 0; i < set.n && rc >= 0; i++) {
@@ -1393,8 +1390,7 @@ out:
 }
 
 static int run_query(pd_storage *st, const pd_query_side *base, const pd_query_side *cur,
-                     const pd_merge_options *o, pd_profile *out, pd_merge_stats *stats,
-                     pd_err *err)
+                     const pd_merge_options *o, pd_profile *out, pd_merge_stats *stats, pd_err *err)
 {
     run r = {.st = st};
     pd_buf_init(&r.first_types, 0);

@@ -46,14 +46,14 @@ typedef struct fkey {
     const char *file; /* of the first function seen with this name */
     int64_t flat, cum;
     int64_t bflat, bcum; /* the base side's part of a diff (pd_report_options.diff) */
-    size_t stamp; /* 1 + index of the last sample that counted cum */
+    size_t stamp;        /* 1 + index of the last sample that counted cum */
 } fkey;
 
 typedef struct keys {
     fkey *v;
     size_t n, cap;
-    uint32_t *slots; /* open addressing: key id + 1, 0 = empty */
-    size_t nslots;   /* power of two */
+    uint32_t *slots;     /* open addressing: key id + 1, 0 = empty */
+    size_t nslots;       /* power of two */
     uint32_t *loc_first; /* per location index: offset into loc_keys */
     uint32_t *loc_count; /* per location index: frames (>= 1) */
     uint32_t *loc_keys;  /* key ids, innermost first */
@@ -370,10 +370,9 @@ int pd_report_top_ex(const pd_profile *p, const pd_report_options *o, pd_buf *ou
         rc = pd_buf_printf(out, ",\"base_total\":%" PRId64 ",\"new_total\":%" PRId64, base_total,
                            wadd(total, base_total));
     if (!rc)
-        rc = pd_buf_printf(out,
-                           ",\"rows_total\":%zu,\"rows_cut\":%zu,\"cut_flat\":%" PRId64
-                           ",\"rows\":[",
-                           nrows, nrows - shown, cut_flat);
+        rc = pd_buf_printf(
+            out, ",\"rows_total\":%zu,\"rows_cut\":%zu,\"cut_flat\":%" PRId64 ",\"rows\":[", nrows,
+            nrows - shown, cut_flat);
     for (size_t r = 0; r < shown && !rc; r++) {
         const fkey *f = rows[r];
         rc = pd_buf_puts(out, r ? ",{\"function\":" : "{\"function\":");
@@ -412,7 +411,7 @@ out:
 /* ---- call tree (flame graph, folded) ---- */
 
 typedef struct fnode {
-    uint32_t key;    /* UINT32_MAX for the root */
+    uint32_t key; /* UINT32_MAX for the root */
     uint32_t parent;
     int64_t value, self;   /* all samples (the delta for a diff) */
     int64_t bvalue, bself; /* the base side of a diff */
@@ -779,8 +778,8 @@ int pd_report_meta(const pd_profile *p, pd_buf *out)
                            ",\"period\":%" PRId64 ",\"time_nanos\":%" PRId64
                            ",\"duration_nanos\":%" PRId64 ",\"samples\":%zu,\"locations\":%zu"
                            ",\"functions\":%zu,\"mappings\":%zu,\"comments\":[",
-                           p->period, p->time_nanos, p->duration_nanos, p->n_sample,
-                           p->n_location, p->n_function, p->n_mapping);
+                           p->period, p->time_nanos, p->duration_nanos, p->n_sample, p->n_location,
+                           p->n_function, p->n_mapping);
     for (size_t i = 0; i < p->n_comment && !rc; i++) {
         if (i)
             rc = pd_buf_putc(out, ',');
@@ -944,24 +943,24 @@ int pd_report_dot(const pd_profile *p, const pd_report_options *o, pd_buf *out)
         if (!rc)
             rc = put_dot_str(out, u, strlen(u));
         if (!rc)
-            rc = pd_buf_printf(out,
-                               ")%s\\lTotal: %" PRId64 "\\lShowing %zu of %zu nodes\\l\"] }\n",
+            rc = pd_buf_printf(out, ")%s\\lTotal: %" PRId64 "\\lShowing %zu of %zu nodes\\l\"] }\n",
                                o->diff ? " diff (new - base)" : "", total, shown, nn);
     }
     for (size_t i = 0; i < shown && !rc; i++) {
         const fkey *f = order[i];
         double fs = 10.0 + 30.0 * (double)(uint64_t)wabs(f->flat) / (double)maxflat;
-        const char *color = !o->diff ? "#f8f8f8" : f->cum > 0 ? "#f4c7c3" : f->cum < 0
-                                                                            ? "#c8e6c9"
-                                                                            : "#f8f8f8";
+        const char *color = !o->diff     ? "#f8f8f8"
+                            : f->cum > 0 ? "#f4c7c3"
+                            : f->cum < 0 ? "#c8e6c9"
+                                         : "#f8f8f8";
         rc = pd_buf_printf(out, "N%zu [shape=box fontsize=%.0f fillcolor=\"%s\" label=\"", i, fs,
                            color);
         if (!rc)
             rc = put_dot_str(out, f->name, f->name_len);
         if (!rc)
-            rc = pd_buf_printf(out,
-                               "\\n%" PRId64 " (%.2f%%)\\nof %" PRId64 " (%.2f%%)\" tooltip=\"",
-                               f->flat, pct(f->flat, denom), f->cum, pct(f->cum, denom));
+            rc =
+                pd_buf_printf(out, "\\n%" PRId64 " (%.2f%%)\\nof %" PRId64 " (%.2f%%)\" tooltip=\"",
+                              f->flat, pct(f->flat, denom), f->cum, pct(f->cum, denom));
         if (!rc)
             rc = put_dot_str(out, f->name, f->name_len);
         if (!rc)
@@ -976,8 +975,9 @@ int pd_report_dot(const pd_profile *p, const pd_report_options *o, pd_buf *out)
         if (a < 0 || b < 0 || !edges[e].value)
             continue;
         double w = 1.0 + 4.0 * (double)(uint64_t)wabs(edges[e].value) / (double)maxedge;
-        rc = pd_buf_printf(out, "N%" PRId64 " -> N%" PRId64 " [label=\" %" PRId64
-                                "\" penwidth=%.1f weight=%.0f]\n",
+        rc = pd_buf_printf(out,
+                           "N%" PRId64 " -> N%" PRId64 " [label=\" %" PRId64
+                           "\" penwidth=%.1f weight=%.0f]\n",
                            a, b, edges[e].value, w, w * 10);
     }
     if (!rc)

@@ -273,7 +273,8 @@ static int free_key(ctx *c, const yaml_node_t *m, yaml_node_pair_t *p, const cha
 
 int64_t pd_config_default_cpu_seconds(int64_t timeout_ms)
 {
-    int64_t margin = (timeout_ms + 9) / 10;
+    /* ceil(T/10) without T + 9, which overflows for T near INT64_MAX */
+    int64_t margin = timeout_ms / 10 + (timeout_ms % 10 > 0);
     if (margin < 1000)
         margin = 1000;
     int64_t s = (timeout_ms - margin) / 1000;
@@ -284,6 +285,8 @@ int64_t pd_config_endpoint_timeout_ms(int64_t job_timeout_ms, int64_t seconds)
 {
     if (seconds <= 0)
         return job_timeout_ms;
+    if (seconds > (INT64_MAX - 1000) / 1100)
+        return INT64_MAX; /* window + margin would overflow: saturate */
     int64_t margin = seconds * 100 > 1000 ? seconds * 100 : 1000;
     int64_t need = seconds * 1000 + margin;
     return need > job_timeout_ms ? need : job_timeout_ms;

@@ -179,8 +179,7 @@ static void proto_equals(const char *pathq, const pd_profile *ref, const char *w
         assert_int_equal(atoi(r.profiles), atoi(want_profiles));
     pd_profile mine;
     pd_err err = {{0}};
-    assert_int_equal(pd_profile_decode(&mine, (const uint8_t *)r.body.data, r.body.len, NULL,
-                                       &err),
+    assert_int_equal(pd_profile_decode(&mine, (const uint8_t *)r.body.data, r.body.len, NULL, &err),
                      0);
     pd_err why = {{0}};
     if (!pd_profile_equal(&mine, ref, &why))
@@ -226,8 +225,8 @@ static void test_merge_proto_vs_pprof(void **state)
         o += (size_t)snprintf(args + o, sizeof args - o, " %s", f);
     }
     pprof_proto(args, &ref);
-    proto_equals("/api/v1/query?mode=merge&query=heap%7Binstance%3D%22a%22%7D&from=5&to=14",
-                 &ref, "10");
+    proto_equals("/api/v1/query?mode=merge&query=heap%7Binstance%3D%22a%22%7D&from=5&to=14", &ref,
+                 "10");
     pd_profile_release(&ref);
 
     /* cpu with focus, as pprof -focus */
@@ -288,8 +287,8 @@ static void test_reports(void **state)
                          "&sample_index=alloc_space&nodes=5",
                          200);
     json_t *d = json_object_get(j, "data");
-    int64_t want = files_total("heap", 1, 30, "alloc_space") + files_total("heap", 1, 10,
-                                                                            "alloc_space");
+    int64_t want =
+        files_total("heap", 1, 30, "alloc_space") + files_total("heap", 1, 10, "alloc_space");
     assert_int_equal(json_integer_value(json_object_get(d, "total")), want);
     assert_int_equal(json_array_size(json_object_get(d, "rows")), 5);
     int64_t rows_total = json_integer_value(json_object_get(d, "rows_total"));
@@ -425,16 +424,19 @@ static void test_errors(void **state)
 {
     (void)state;
     /* sample types differ (heap and cpu match): 400 naming both series */
-    json_t *j = get_json(srv, "/api/v1/query?mode=merge&query=%7Bjob%3D%22demo%22%7D&from=0&to=100",
-                         400);
+    json_t *j =
+        get_json(srv, "/api/v1/query?mode=merge&query=%7Bjob%3D%22demo%22%7D&from=0&to=100", 400);
     assert_string_equal(json_string_value(json_object_get(j, "errorType")), "bad_data");
     assert_non_null(strstr(jerr(j), "sample types"));
     assert_non_null(strstr(jerr(j), "heap{"));
     assert_non_null(strstr(jerr(j), "cpu{"));
     json_decref(j);
     /* the same across the two sides of a diff */
-    j = get_json(srv, "/api/v1/query?mode=diff&query_a=cpu&time_a=5&query_b=heap%7Binstance%3D%22a%22%7D&time_b=5",
-                 400);
+    j = get_json(
+        srv,
+        "/api/v1/"
+        "query?mode=diff&query_a=cpu&time_a=5&query_b=heap%7Binstance%3D%22a%22%7D&time_b=5",
+        400);
     assert_non_null(strstr(jerr(j), "(query_a)"));
     assert_non_null(strstr(jerr(j), "(query_b)"));
     json_decref(j);
@@ -499,8 +501,8 @@ static int append_file(const char *kind, int i, const char *instance)
         pd_labels_set(&ls, "__name__", kind, &err);
         pd_labels_set(&ls, "job", "demo", &err);
         pd_labels_set(&ls, "instance", instance, &err);
-        rc = pd_storage_append(st, &ls, (int64_t)i * 1000, (const uint8_t *)b.data, b.len, &p,
-                               &err);
+        rc =
+            pd_storage_append(st, &ls, (int64_t)i * 1000, (const uint8_t *)b.data, b.len, &p, &err);
         pd_labels_release(&ls);
         pd_profile_release(&p);
     }

@@ -125,6 +125,44 @@ static void test_copy_cmp_hash_format(void **state)
     pd_labels_release(&y);
 }
 
+/* Regression (fuzz_selector): a __name__ that is not a PromQL metric name
+ * ([a-zA-Z_:][a-zA-Z0-9_:]*) was written before the braces as is, giving a
+ * selector that does not parse ("h\xe8ap{...}", "a-b{...}", "1x{...}"); it
+ * must become the matcher __name__="..." inside the braces. */
+static void test_format_name_not_metric_name(void **state)
+{
+    (void)state;
+    pd_labels a;
+    pd_buf out;
+    pd_labels_init(&a);
+    pd_buf_init(&out, 0);
+    assert_int_equal(pd_labels_set(&a, "__name__", "a-b", NULL), 0);
+    assert_int_equal(pd_labels_set(&a, "job", "api", NULL), 0);
+    assert_int_equal(pd_labels_format(&a, &out), 0);
+    assert_string_equal(out.data, "{__name__=\"a-b\", job=\"api\"}");
+    pd_buf_reset(&out);
+    assert_int_equal(pd_labels_set(&a, "__name__", "1x", NULL), 0);
+    assert_int_equal(pd_labels_format(&a, &out), 0);
+    assert_string_equal(out.data, "{__name__=\"1x\", job=\"api\"}");
+    pd_buf_reset(&out);
+    assert_int_equal(pd_labels_set(&a, "__name__", "q\"\n", NULL), 0);
+    assert_int_equal(pd_labels_format(&a, &out), 0);
+    assert_string_equal(out.data, "{__name__=\"q\\\"\\n\", job=\"api\"}");
+    pd_buf_reset(&out);
+    /* valid metric names (colons and digits after the first) stay outside */
+    assert_int_equal(pd_labels_set(&a, "__name__", ":a1:b_", NULL), 0);
+    assert_int_equal(pd_labels_format(&a, &out), 0);
+    assert_string_equal(out.data, ":a1:b_{job=\"api\"}");
+    pd_buf_reset(&out);
+    /* __name__ alone */
+    assert_int_equal(pd_labels_set(&a, "job", "", NULL), 0);
+    assert_int_equal(pd_labels_set(&a, "__name__", "x.y", NULL), 0);
+    assert_int_equal(pd_labels_format(&a, &out), 0);
+    assert_string_equal(out.data, "{__name__=\"x.y\"}");
+    pd_buf_release(&out);
+    pd_labels_release(&a);
+}
+
 static bool m1(pd_match_type t, const char *re, const char *value)
 {
     pd_matcher m;
@@ -207,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_set_sorted_replace_remove),
         cmocka_unit_test(test_count_cap),
         cmocka_unit_test(test_copy_cmp_hash_format),
+        cmocka_unit_test(test_format_name_not_metric_name),
         cmocka_unit_test(test_matchers_anchored),
         cmocka_unit_test(test_matchers_match_set),
     };

@@ -64,15 +64,16 @@ static void mk(const char *types, const char *const *specs, size_t n, pd_profile
         *bar1 = *bar2 = 0;
         uint64_t frames[64], locs[64];
         size_t nf = 0;
-        for (char *save = NULL, *f = strtok_r(spec, ";", &save); f; f = strtok_r(NULL, ";", &save)) {
+        for (char *save = NULL, *f = strtok_r(spec, ";", &save); f;
+             f = strtok_r(NULL, ";", &save)) {
             char file[128];
             snprintf(file, sizeof file, "%s.go", f);
             uint64_t fid;
             assert_int_equal(pd_profile_builder_function(b, f, f, file, 1, &fid, &err), 0);
             pd_pprof_line ln = {fid, 10, 0};
-            assert_int_equal(pd_profile_builder_location(b, 0, 0x1000 + fid * 16, &ln, 1,
-                                                         &frames[nf++], &err),
-                             0);
+            assert_int_equal(
+                pd_profile_builder_location(b, 0, 0x1000 + fid * 16, &ln, 1, &frames[nf++], &err),
+                0);
         }
         for (size_t j = 0; j < nf; j++) /* leaf first */
             locs[j] = frames[nf - 1 - j];
@@ -241,8 +242,7 @@ static void test_sum_labels_headers(void **state)
     assert_int_equal(merge(NULL, ps, NULL, NULL, 2, &out, &err), 0);
     /* equal stacks with equal label sets (in any order) add up; the zero
      * sample of A disappears; k=v stays apart from the unlabelled f */
-    const char *want[] = {"main;f|=5,50", "main;f|k=v=2,20", "main;g|a=1,b=2=8,80",
-                          "main;h|=6,60"};
+    const char *want[] = {"main;f|=5,50", "main;f|k=v=2,20", "main;g|a=1,b=2=8,80", "main;h|=6,60"};
     expect_samples(&out, want, 4);
     assert_int_equal(out.n_function, 4); /* main f g h */
     assert_int_equal(out.n_location, 4);
@@ -442,8 +442,8 @@ static int64_t total0(const pd_profile *p)
     return t[0];
 }
 
-static void filtered(const pd_profile *in, const char *focus, const char *ignore,
-                     const char *hide, pd_profile *out)
+static void filtered(const pd_profile *in, const char *focus, const char *ignore, const char *hide,
+                     pd_profile *out)
 {
     pd_merge_options o = {.focus = focus, .ignore = ignore, .hide = hide};
     pd_profile *ps[] = {(pd_profile *)in};
@@ -461,19 +461,18 @@ static void test_filters(void **state)
         const char *focus, *ignore, *hide;
         int64_t total;
     } cases[] = {
-        {"^c$", NULL, NULL, 2 + 4},       /* samples through c */
-        {NULL, "^a$", NULL, 2 + 4},       /* samples not through a */
+        {"^c$", NULL, NULL, 2 + 4}, /* samples through c */
+        {NULL, "^a$", NULL, 2 + 4}, /* samples not through a */
         {"^(a|c)$", "^d$", NULL, 1 + 2 + 4},
-        {NULL, NULL, "^b$", 15},          /* hide keeps every sample */
-        {"ai", NULL, NULL, 15},           /* unanchored: "ai" is in "main" */
-        {"^b\\.go$", NULL, NULL, 1 + 2},  /* file names match too */
+        {NULL, NULL, "^b$", 15},         /* hide keeps every sample */
+        {"ai", NULL, NULL, 15},          /* unanchored: "ai" is in "main" */
+        {"^b\\.go$", NULL, NULL, 1 + 2}, /* file names match too */
         {"^zzz$", NULL, NULL, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         filtered(&p, cases[i].focus, cases[i].ignore, cases[i].hide, &out);
         if (total0(&out) != cases[i].total)
-            fail_msg("case %zu: total %" PRId64 ", want %" PRId64, i, total0(&out),
-                     cases[i].total);
+            fail_msg("case %zu: total %" PRId64 ", want %" PRId64, i, total0(&out), cases[i].total);
         pd_profile_release(&out);
     }
     /* hide removes the frame from the stacks */
@@ -532,8 +531,8 @@ static void mk_mapped(uint64_t start, const char *bid, int64_t v, pd_profile *ou
     pd_err err = {{0}};
     assert_int_equal(pd_profile_builder_new(NULL, &b), 0);
     assert_true(pd_profile_builder_sample_type(b, "samples", "count", &err) >= 0);
-    pd_pprof_mapping mp = {.memory_start = start, .memory_limit = start + 0x4000,
-                           .has_functions = true};
+    pd_pprof_mapping mp = {
+        .memory_start = start, .memory_limit = start + 0x4000, .has_functions = true};
     uint64_t mid, fid, lid;
     assert_int_equal(pd_profile_builder_mapping(b, &mp, "/bin/x", bid, &mid, &err), 0);
     assert_int_equal(pd_profile_builder_function(b, "main", "main", "x.c", 1, &fid, &err), 0);
@@ -729,11 +728,13 @@ static void same_top(const pd_profile *p, const char *mine, const char *ref)
         pd_buf a, b;
         pd_buf_init(&a, 0);
         pd_buf_init(&b, 0);
-        run(&a, "go tool pprof -top -nodefraction=0 -nodecount=100000 -sample_index=%s -unit=%s %s "
-                "2>/dev/null",
+        run(&a,
+            "go tool pprof -top -nodefraction=0 -nodecount=100000 -sample_index=%s -unit=%s %s "
+            "2>/dev/null",
             type, unit, mine);
-        run(&b, "go tool pprof -top -nodefraction=0 -nodecount=100000 -sample_index=%s -unit=%s %s "
-                "2>/dev/null",
+        run(&b,
+            "go tool pprof -top -nodefraction=0 -nodecount=100000 -sample_index=%s -unit=%s %s "
+            "2>/dev/null",
             type, unit, ref);
         assert_true(a.len > 100);
         if (a.len != b.len || memcmp(a.data, b.data, a.len))
@@ -838,8 +839,8 @@ static void against_pprof(char files[][512], size_t n, char bases[][512], size_t
 
     pd_err why = {{0}};
     if (!pd_profile_equal(&mine, &ref, &why))
-        fail_msg("profd's merge of %zu (+%zu base) files with '%s' differs from pprof's: %s", n,
-                 nb, pprof_flags ? pprof_flags : "", why.msg);
+        fail_msg("profd's merge of %zu (+%zu base) files with '%s' differs from pprof's: %s", n, nb,
+                 pprof_flags ? pprof_flags : "", why.msg);
     if (mine.n_sample)
         same_top(&mine, mine_path, ref_path);
     reports_agree(&mine, nb > 0);
@@ -906,8 +907,8 @@ static void test_real_filters(void **state)
     for (size_t k = 0; k < 2; k++) {
         size_t n = series_files(kinds[k], 10, files, 64);
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-            pd_merge_options o = {.focus = cases[i].focus, .ignore = cases[i].ignore,
-                                  .hide = cases[i].hide};
+            pd_merge_options o = {
+                .focus = cases[i].focus, .ignore = cases[i].ignore, .hide = cases[i].hide};
             against_pprof(files, n, NULL, 0, &o, cases[i].flags);
         }
     }

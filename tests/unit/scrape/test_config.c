@@ -196,6 +196,38 @@ static void test_cpu_rule(void **state)
     assert_int_equal(pd_config_endpoint_timeout_ms(5000, 20), 22000);
 }
 
+/* Regression (fuzz_config): the CPU seconds rule computed ceil(T/10) as
+ * (T + 9) / 10, a signed overflow for a timeout within 9 ms of INT64_MAX —
+ * reachable from a file with scrape_interval and scrape_timeout
+ * 106751991167d7h12m55s807ms (= INT64_MAX ms). The endpoint timeout rule
+ * must saturate instead of overflowing for huge seconds too. */
+static void test_cpu_rule_huge_timeout(void **state)
+{
+    (void)state;
+    const int64_t T = INT64_MAX; /* 9223372036854775807 ms */
+    /* M = ceil(T/10) = 922337203685477581, S = floor((T - M) / 1000) */
+    assert_true(pd_config_default_cpu_seconds(T) == 8301034833169298LL);
+    assert_true(pd_config_default_cpu_seconds(T - 5) == (T - 5 - 922337203685477581LL) / 1000);
+    assert_true(pd_config_endpoint_timeout_ms(T, 8301034833169298LL) == T);
+    assert_true(pd_config_endpoint_timeout_ms(1000, INT64_MAX) == INT64_MAX);
+    assert_true(pd_config_endpoint_timeout_ms(1000, INT64_MAX / 1000) == INT64_MAX);
+
+    const char *y = "scrape_configs:\n"
+                    "  - job_name: a\n"
+                    "    scrape_interval: 106751991167d7h12m55s807ms\n"
+                    "    scrape_timeout: 106751991167d7h12m55s807ms\n"
+                    "    static_configs: [{targets: ['h:1']}]\n";
+    pd_config c;
+    pd_err e;
+    assert_int_equal(parse(y, &c, &e), 0);
+    assert_true(c.jobs[0].timeout_ms == T);
+    const pd_pprof_endpoint *cpu = ep(&c.jobs[0], "cpu");
+    assert_non_null(cpu);
+    assert_true(cpu->seconds == 8301034833169298LL);
+    assert_true(cpu->timeout_ms == T);
+    pd_config_release(&c);
+}
+
 typedef struct bad_case {
     const char *yaml;
     int line; /* 1-based */
@@ -309,6 +341,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full),      cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_cpu_rule),  cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_cpu_rule_huge_timeout),
         cmocka_unit_test(test_load_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
