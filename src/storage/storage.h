@@ -8,6 +8,10 @@
  * one profile per (series, timestamp) — a second append at the same time
  * replaces nothing and fails with PD_EEXIST.
  *
+ * On disk (tsdb/head.c): PATH/wal/ (the log), PATH/<ULID>/ (immutable blocks,
+ * e.g. written by `profd tsdb import` or cut from the head), PATH/series
+ * (series refs). Reads merge the head and the blocks transparently.
+ *
  * Durability: pd_storage_append returns 0 only after the profile's record is
  * written to the log (and fsynced per the fsync policy). A profile
  * acknowledged this way survives kill -9 (with fsync=always also a power
@@ -37,6 +41,11 @@ typedef struct pd_storage_options {
     pd_fsync_policy fsync;    /* default PD_FSYNC_BATCH */
     int64_t fsync_batch_ms;   /* batch window; 0 = 1000 ms */
     pd_pprof_limits limits;   /* caps for decoding stored bodies */
+    int64_t block_duration_ms; /* head cut (--storage.block-duration): once the head's newest
+                                  profile is 1.5 x this past the start of the oldest aligned
+                                  range [k*d, (k+1)*d) holding head data, that range is
+                                  written as a block and the WAL checkpointed;
+                                  0 = 2 h, < 0 = never cut */
 } pd_storage_options;
 
 /* Defaults for the options above with path "./data". */
@@ -110,8 +119,12 @@ int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t ma
 void pd_points_release(pd_points *pts);
 
 /* Reads the profile of series `ref` at exactly ts_ms, decoded into out (which
- * is overwritten; release with pd_profile_release). If raw != NULL, the stored
- * body bytes are also appended to it.
+ * is overwritten; release with pd_profile_release). If raw != NULL, a pprof
+ * body is also appended to it: the producer's exact bytes while the
+ * profile's WAL record exists (in the head, and after a head cut until the
+ * WAL checkpoint removes its segment); for a profile only in a block (e.g.
+ * imported, or cut and checkpointed) the profile re-encoded
+ * (pd_profile_encode, gzip) — semantically equal, not byte-equal.
  * Errors: PD_ENOTFOUND, PD_ECORRUPT (checksum or decode failure of stored
  * bytes; err names file and offset), -errno, PD_ENOMEM. */
 int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out /* OUT */,

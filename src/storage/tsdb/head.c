@@ -1,11 +1,42 @@
 /*
- * storage/tsdb/head.c — the embedded store of storage.h, first version: the
- * WAL (wal.c) holds every profile; an in-memory index (the "head") is rebuilt
- * from it on open. Blocks and compaction come with the storage-engine issue.
+ * storage/tsdb/head.c — the embedded store of storage.h: the WAL (wal.c)
+ * holds recent profiles, an in-memory index (the "head") is rebuilt from it
+ * on open; older data lives in immutable blocks (block.c) cut from the head
+ * or written by `profd tsdb import`. Reads merge head and blocks.
  *
  * Directory:
  *   PATH/lock          flock(LOCK_EX|LOCK_NB) while open (PD_EEXIST if held)
  *   PATH/wal/NNNNNNNN  WAL segments (wal.c, docs/format/wal.md)
+ *   PATH/<ULID>/       blocks (block_int.h); PATH/<ULID>.tmp/ is a block being
+ *                      written (or garbage of a crash): never loaded, logged
+ *   PATH/series        series checkpoint: the 8-byte WAL segment header then
+ *                      one framed SERIES record (below) per series known to
+ *                      the store; written tmp + fsync + rename + fsync dir
+ *
+ * Series refs: one ref per label set, for the head and the blocks alike.
+ * Refs are assigned 1, 2, 3, ... by the head (SERIES records); a block series
+ * whose labels the head does not know gets the next ref at open. Refs are
+ * persisted by SERIES records in the WAL and by PATH/series, which is
+ * rewritten (with every series) at open when refs were added and at every
+ * checkpoint before WAL segments are removed; it is read before the WAL is
+ * replayed. So refs are stable across restarts (unless PATH/series is lost
+ * after a checkpoint).
+ *
+ * Head cut (cut_head): after an append (and at open), with d =
+ * block_duration_ms and a = floor(head min ts / d) * d, when the head's max
+ * ts >= a + 1.5 d, every head profile in [a, a + d) is read from the WAL,
+ * decoded and written as a block (tmp dir, fsync, rename: block.c); the
+ * block is opened, its series mapped onto the head's refs and the cut
+ * points dropped from the head; then PATH/series is rewritten and WAL
+ * segments below the oldest segment any head point still uses are removed.
+ * Cut points are kept per series in cpts (WAL location only) until the
+ * checkpoint removes their segment, so read_profile's raw stays the
+ * producer's bytes meanwhile; afterwards raw is the block profile re-encoded.
+ * A crash at any point leaves either no block (tmp dir ignored) and the
+ * whole WAL, or the block and (part of) the WAL: on open, head points whose
+ * (series, ts) is in a block are dropped (no duplicates). A cut that fails
+ * is logged and retried no earlier than 60 s later; the head keeps the data.
+ * The cut runs under app_mu: appends wait for it.
  *
  * Record payloads (integers: u64/i64 fixed little endian; varint = unsigned
  * LEB128; str = varint length + bytes, no NUL inside):
@@ -38,6 +69,7 @@
  * indexed. Readers take idx for reading, copy what they need, and do disk I/O
  * (pread of the record) after releasing it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -46,17 +78,21 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/arena.h"
+#include "base/crc32c.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/varint.h"
 #include "storage/storage.h"
+#include "storage/tsdb/block_int.h"
 #include "storage/tsdb/wal_int.h"
 
 #define MAX_SAMPLE_TYPES 1024 /* per profile, at append and replay */
 #define MAX_STR (1u << 20)    /* a label or sample type string read back */
+#define RETRY_READ (-99999)      /* read_profile_once: the WAL segment vanished; look again */
 
 typedef struct typeset {
     size_t n;
@@ -74,8 +110,21 @@ typedef struct point {
     uint32_t tot;  /* index into series.totals (tsets[tset].n values) */
 } point;
 
+/* A series' part in one block. */
+typedef struct bref {
+    pd_block *b;
+    uint32_t id;          /* series id in b */
+    int64_t mint, maxt;   /* of the series in b */
+    uint64_t n;           /* profiles of the series in b */
+} bref;
+
 typedef struct series {
     uint64_t ref, hash;
+    bref *brefs; /* ascending mint; changed under the idx write lock */
+    size_t n_brefs, cap_brefs;
+    point *cpts; /* ascending ts: profiles already in a block whose WAL record still
+                    exists (raw bytes of read_profile); pruned at checkpoints */
+    size_t n_cpts, cap_cpts;
     pd_labels labels;
     struct series *hnext;
     point *pts;
@@ -102,7 +151,17 @@ struct pd_storage {
     uint64_t next_ref;
     uint64_t n_profiles;
     uint64_t replay_corrupt; /* malformed payloads met on replay */
+
+    pd_block **blocks; /* never closed before pd_storage_close */
+    size_t n_blocks, cap_blocks;
+    int64_t block_ms;          /* <= 0: no head cut */
+    int64_t cut_retry_after;   /* monotonic ms: no cut attempt before */
+    uint64_t n_cuts;
+    const char *replay_file; /* set while PATH/series is replayed */
 };
+
+static uint64_t blocks_profiles(const pd_storage *s);
+static uint64_t blocks_bytes(const pd_storage *s);
 
 pd_storage_options pd_storage_options_default(void)
 {
@@ -113,6 +172,7 @@ pd_storage_options pd_storage_options_default(void)
     o.fsync = PD_FSYNC_BATCH;
     o.fsync_batch_ms = 1000;
     o.limits = pd_pprof_limits_default();
+    o.block_duration_ms = 2 * 3600 * 1000;
     return o;
 }
 
@@ -123,6 +183,8 @@ static void series_free(series *se)
     if (!se)
         return;
     pd_labels_release(&se->labels);
+    free(se->brefs);
+    free(se->cpts);
     for (size_t i = 0; i < se->n_tsets; i++) {
         for (size_t j = 0; j < se->tsets[i].n; j++) {
             free(se->tsets[i].d[j].type);
@@ -464,7 +526,10 @@ static void seg_name(const pd_storage *s, uint32_t seg, char *buf, size_t n)
 static void replay_bad(pd_storage *s, uint32_t seg, uint64_t off, const char *why)
 {
     char name[4200];
-    seg_name(s, seg, name, sizeof name);
+    if (s->replay_file)
+        snprintf(name, sizeof name, "%s", s->replay_file);
+    else
+        seg_name(s, seg, name, sizeof name);
     pd_log_warn("storage: skipping a bad wal record", "file=%s offset=%llu reason=\"%s\"", name,
                 (unsigned long long)off, why);
     pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
@@ -604,8 +669,9 @@ static int replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, const 
 static void update_gauges(pd_storage *s)
 {
     pd_metrics_set("profd_storage_series", NULL, (double)s->n_series);
-    pd_metrics_set("profd_storage_profiles", NULL, (double)s->n_profiles);
-    pd_metrics_set("profd_storage_bytes", NULL, (double)pd__wal_bytes(s->wal));
+    pd_metrics_set("profd_storage_profiles", NULL, (double)(s->n_profiles + blocks_profiles(s)));
+    pd_metrics_set("profd_storage_bytes", NULL,
+                   (double)(pd__wal_bytes(s->wal) + blocks_bytes(s)));
 }
 
 /* mkdir -p */
@@ -631,6 +697,619 @@ static int mkdirs(const char *path, pd_err *err)
     if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
         return pd_err_set(err, -ENOTDIR, "storage path %s is not a directory", path);
     return 0;
+}
+
+/* ---- blocks ---- */
+
+static int64_t now_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t blocks_profiles(const pd_storage *s)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < s->n_blocks; i++)
+        n += pd__block_meta(s->blocks[i])->n_profiles;
+    return n;
+}
+
+static uint64_t blocks_bytes(const pd_storage *s)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < s->n_blocks; i++) {
+        const pd_block_meta *m = pd__block_meta(s->blocks[i]);
+        n += m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes;
+    }
+    return n;
+}
+
+/* Adds the part (b, id) to se, keeping brefs by ascending mint. Under the
+ * idx write lock (or during open). 0 or PD_ENOMEM. */
+static int add_bref(series *se, pd_block *b, uint32_t id)
+{
+    if (se->n_brefs == se->cap_brefs) {
+        size_t nc = se->cap_brefs ? se->cap_brefs * 2 : 4;
+        bref *nb = realloc(se->brefs, nc * sizeof *nb);
+        if (!nb)
+            return PD_ENOMEM;
+        se->brefs = nb;
+        se->cap_brefs = nc;
+    }
+    bref r = {.b = b, .id = id};
+    uint64_t tb, vb;
+    pd__block_series_info(b, id, &r.mint, &r.maxt, &r.n, &tb, &vb);
+    size_t i = se->n_brefs;
+    while (i > 0 && se->brefs[i - 1].mint > r.mint)
+        i--;
+    memmove(se->brefs + i + 1, se->brefs + i, (se->n_brefs - i) * sizeof *se->brefs);
+    se->brefs[i] = r;
+    se->n_brefs++;
+    return 0;
+}
+
+/* Takes ownership of b (closed by pd_storage_close) and maps its series onto
+ * head series by labels, creating series with new refs (*added = true) for
+ * label sets the head does not know. Under the idx write lock (or during
+ * open), with app_mu held. 0 or PD_ENOMEM (b is owned by s even then). */
+static int add_block(pd_storage *s, pd_block *b, bool *added)
+{
+    if (s->n_blocks == s->cap_blocks) {
+        size_t nc = s->cap_blocks ? s->cap_blocks * 2 : 8;
+        pd_block **nb = realloc(s->blocks, nc * sizeof *nb);
+        if (!nb) {
+            pd__block_close(b);
+            return PD_ENOMEM;
+        }
+        s->blocks = nb;
+        s->cap_blocks = nc;
+    }
+    s->blocks[s->n_blocks++] = b;
+    size_t n = pd__block_n_series(b);
+    for (uint32_t id = 0; id < n; id++) {
+        const pd_labels *ls = pd__block_series_labels(b, id);
+        uint64_t hash = pd_labels_hash(ls);
+        series *se = find_by_labels(s, ls, hash);
+        if (!se) {
+            if (s->next_ref == UINT64_MAX)
+                return PD_ENOMEM;
+            se = calloc(1, sizeof *se);
+            if (!se || reserve_series(s) < 0 || pd_labels_copy(&se->labels, ls) < 0) {
+                series_free(se);
+                return PD_ENOMEM;
+            }
+            se->ref = s->next_ref;
+            se->hash = hash;
+            insert_series(s, se);
+            *added = true;
+        }
+        if (add_bref(se, b, id) < 0)
+            return PD_ENOMEM;
+    }
+    return 0;
+}
+
+/* Whether a block holds a profile of se at ts. I/O; call with app_mu held
+ * (brefs only change under it) or under the idx lock. Errors of the block
+ * read are logged and count as "not there". */
+static bool blocks_have(const series *se, int64_t ts)
+{
+    for (size_t i = 0; i < se->n_brefs; i++) {
+        const bref *r = &se->brefs[i];
+        if (ts < r->mint || ts > r->maxt)
+            continue;
+        pd_points pts;
+        pd_err e;
+        pd_err_clear(&e);
+        int rc = pd__block_read_points(r->b, r->id, ts, ts, &pts, &e);
+        if (rc < 0) {
+            pd_log_warn("storage: cannot read a block's points", "block=%s err=\"%s\"",
+                        pd__block_meta(r->b)->ulid, e.msg);
+            continue;
+        }
+        bool found = pts.n > 0;
+        pd_points_release(&pts);
+        if (found)
+            return true;
+    }
+    return false;
+}
+
+static int cmp_point_rec(const void *a, const void *b)
+{
+    int64_t x = ((const point *)a)->ts, y = ((const point *)b)->ts;
+    return x < y ? -1 : x > y;
+}
+
+/* Keeps p[0..n) (points moved into a block) in se->cpts, so that their WAL
+ * records still serve the producer's bytes until the checkpoint. Best
+ * effort: without memory they are forgotten (reads then re-encode). */
+static void stash_points(series *se, const point *p, size_t n)
+{
+    if (!n)
+        return;
+    if (se->n_cpts + n > se->cap_cpts) {
+        size_t nc = se->cap_cpts ? se->cap_cpts : 16;
+        while (nc < se->n_cpts + n)
+            nc *= 2;
+        point *np = realloc(se->cpts, nc * sizeof *np);
+        if (!np)
+            return;
+        se->cpts = np;
+        se->cap_cpts = nc;
+    }
+    bool sorted = !se->n_cpts || se->cpts[se->n_cpts - 1].ts < p[0].ts;
+    memcpy(se->cpts + se->n_cpts, p, n * sizeof *p);
+    se->n_cpts += n;
+    if (!sorted)
+        qsort(se->cpts, se->n_cpts, sizeof *se->cpts, cmp_point_rec);
+}
+
+/* Forgets the stashed points whose WAL segment is below keep. */
+static void prune_stash(series *se, uint32_t keep)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < se->n_cpts; i++)
+        if (se->cpts[i].seg >= keep)
+            se->cpts[w++] = se->cpts[i];
+    se->n_cpts = w;
+}
+
+/* Removes the points of se whose ts is in the ascending list ts[0..n).
+ * Returns how many. Under the idx write lock (or during open). */
+static size_t drop_points(series *se, const int64_t *ts, size_t n)
+{
+    size_t w = 0, j = 0;
+    for (size_t i = 0; i < se->n_pts; i++) {
+        while (j < n && ts[j] < se->pts[i].ts)
+            j++;
+        if (j < n && ts[j] == se->pts[i].ts) {
+            stash_points(se, &se->pts[i], 1);
+            continue;
+        }
+        se->pts[w++] = se->pts[i];
+    }
+    size_t dropped = se->n_pts - w;
+    se->n_pts = w;
+    return dropped;
+}
+
+/* Removes the points of se in [a, b). Returns how many. */
+static size_t drop_range(series *se, int64_t a, int64_t b)
+{
+    size_t lo = lower_bound(se, a), hi = lower_bound(se, b);
+    stash_points(se, se->pts + lo, hi - lo);
+    memmove(se->pts + lo, se->pts + hi, (se->n_pts - hi) * sizeof *se->pts);
+    se->n_pts -= hi - lo;
+    return hi - lo;
+}
+
+/* Open: drops head points (replayed from the WAL) already in a block — a
+ * crash between a block's rename and the WAL checkpoint leaves both. */
+static int dedupe_head(pd_storage *s)
+{
+    size_t dropped = 0;
+    for (size_t i = 0; i < s->n_series; i++) {
+        series *se = s->by_ref[i];
+        for (size_t k = 0; k < se->n_brefs && se->n_pts; k++) {
+            const bref *r = &se->brefs[k];
+            int64_t lo = se->pts[0].ts, hi = se->pts[se->n_pts - 1].ts;
+            if (r->maxt < lo || r->mint > hi)
+                continue;
+            pd_points pts;
+            pd_err e;
+            pd_err_clear(&e);
+            int rc = pd__block_read_points(r->b, r->id, lo > r->mint ? lo : r->mint,
+                                           hi < r->maxt ? hi : r->maxt, &pts, &e);
+            if (rc == PD_ENOMEM)
+                return rc;
+            if (rc < 0) {
+                pd_log_warn("storage: cannot read a block's points", "block=%s err=\"%s\"",
+                            pd__block_meta(r->b)->ulid, e.msg);
+                continue;
+            }
+            int64_t *ts = malloc((pts.n ? pts.n : 1) * sizeof *ts);
+            if (!ts) {
+                pd_points_release(&pts);
+                return PD_ENOMEM;
+            }
+            for (size_t j = 0; j < pts.n; j++)
+                ts[j] = pts.v[j].ts_ms;
+            size_t d = drop_points(se, ts, pts.n);
+            free(ts);
+            pd_points_release(&pts);
+            dropped += d;
+            s->n_profiles -= d;
+        }
+    }
+    if (dropped)
+        pd_log_info("storage: wal profiles already in blocks dropped from the head",
+                    "profiles=%zu", dropped);
+    return 0;
+}
+
+/* ---- series checkpoint (PATH/series) ---- */
+
+static int write_full_fd(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+/* Writes every series (ref, labels) to PATH/series: tmp file, fsync,
+ * rename, fsync PATH. With app_mu held (or during open). */
+static int write_series_file(pd_storage *s, pd_err *err)
+{
+    char name[4200], tmp[4200];
+    snprintf(name, sizeof name, "%s/series", s->path);
+    snprintf(tmp, sizeof tmp, "%s/series.tmp", s->path);
+    pd_buf out, payload;
+    pd_buf_init(&out, 0);
+    pd_buf_init(&payload, 0);
+    uint8_t hdr[PD_WAL_SEG_HDR] = {0};
+    memcpy(hdr, PD_WAL_MAGIC, 5);
+    hdr[5] = PD_WAL_VERSION;
+    int rc = pd_buf_append(&out, hdr, sizeof hdr);
+    for (size_t i = 0; rc == 0 && i < s->n_series; i++) {
+        const series *se = s->by_ref[i];
+        pd_buf_reset(&payload);
+        if ((rc = buf_put_u64le(&payload, se->ref)) < 0 ||
+            (rc = pd_buf_put_varint(&payload, se->labels.n)) < 0)
+            break;
+        for (size_t j = 0; rc == 0 && j < se->labels.n; j++)
+            if ((rc = buf_put_str(&payload, se->labels.v[j].name,
+                                  strlen(se->labels.v[j].name))) == 0)
+                rc = buf_put_str(&payload, se->labels.v[j].value, strlen(se->labels.v[j].value));
+        if (rc == 0)
+            rc = pd__wal_frame(&out, PD_WAL_REC_SERIES, (const uint8_t *)payload.data,
+                               payload.len);
+    }
+    if (rc < 0) {
+        rc = pd_err_set(err, PD_ENOMEM, "write %s: out of memory", name);
+        goto out;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = -errno;
+        pd_err_set(err, rc, "create %s: %s", tmp, strerror(-rc));
+        goto out;
+    }
+    rc = write_full_fd(fd, (const uint8_t *)out.data, out.len);
+    if (rc == 0 && fsync(fd) < 0)
+        rc = -errno;
+    close(fd);
+    if (rc == 0 && rename(tmp, name) < 0)
+        rc = -errno;
+    if (rc == 0)
+        rc = fsync_path(s->path);
+    if (rc < 0) {
+        pd_err_set(err, rc, "write %s: %s", name, strerror(-rc));
+        unlink(tmp);
+    }
+out:
+    pd_buf_release(&out);
+    pd_buf_release(&payload);
+    return rc;
+}
+
+#define MAX_SERIES_FILE (1ull << 32)
+
+/* Replays PATH/series (if any) through replay_series. A bad header or a bad
+ * record ends it (logged with the offset, counted). 0, -errno or PD_ENOMEM. */
+static int read_series_file(pd_storage *s)
+{
+    char name[4200];
+    snprintf(name, sizeof name, "%s/series", s->path);
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    struct stat st;
+    int rc = 0;
+    uint8_t *data = NULL;
+    if (fstat(fd, &st) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    size_t size = (size_t)st.st_size;
+    if ((uint64_t)st.st_size > MAX_SERIES_FILE) {
+        pd_log_warn("storage: series file over its cap; ignored", "file=%s bytes=%lld", name,
+                    (long long)st.st_size);
+        pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+        goto out;
+    }
+    if (!(data = malloc(size ? size : 1))) {
+        rc = PD_ENOMEM;
+        goto out;
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = pread(fd, data + got, size - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    size = got;
+    s->replay_file = name;
+    if (size < PD_WAL_SEG_HDR || memcmp(data, PD_WAL_MAGIC, 5) || data[5] != PD_WAL_VERSION) {
+        replay_bad(s, 0, 0, "bad series file header");
+        goto out;
+    }
+    size_t off = PD_WAL_SEG_HDR;
+    while (off < size) {
+        if (size - off < PD_WAL_REC_HDR) {
+            replay_bad(s, 0, off, "short record header");
+            break;
+        }
+        const uint8_t *h = data + off;
+        uint32_t len = (uint32_t)h[1] | (uint32_t)h[2] << 8 | (uint32_t)h[3] << 16 |
+                       (uint32_t)h[4] << 24;
+        uint32_t crc = (uint32_t)h[5] | (uint32_t)h[6] << 8 | (uint32_t)h[7] << 16 |
+                       (uint32_t)h[8] << 24;
+        if (h[0] != PD_WAL_REC_SERIES || len > size - off - PD_WAL_REC_HDR ||
+            pd_crc32c(pd_crc32c(0, h, 1), h + PD_WAL_REC_HDR, len) != crc) {
+            replay_bad(s, 0, off, "bad series record");
+            break;
+        }
+        if ((rc = replay_series(s, 0, off, h + PD_WAL_REC_HDR, len)) < 0)
+            break;
+        off += PD_WAL_REC_HDR + (size_t)len;
+    }
+out:
+    s->replay_file = NULL;
+    free(data);
+    close(fd);
+    return rc;
+}
+
+/* ---- loading blocks ---- */
+
+static int load_blocks(pd_storage *s, bool *added, pd_err *err)
+{
+    struct dirent **names = NULL;
+    int n = scandir(s->path, &names, NULL, alphasort);
+    if (n < 0) {
+        int e = -errno;
+        return pd_err_set(err, e, "list storage directory %s: %s", s->path, strerror(-e));
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        const char *nm = names[i]->d_name;
+        char dir[4400], meta[4500];
+        if (rc < 0 || nm[0] == '.' || !strcmp(nm, "wal"))
+            continue;
+        snprintf(dir, sizeof dir, "%s/%s", s->path, nm);
+        struct stat st;
+        if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+            continue;
+        size_t l = strlen(nm);
+        if (l > 4 && !strcmp(nm + l - 4, ".tmp")) {
+            pd_log_warn("storage: ignoring an unfinished block directory", "dir=%s", dir);
+            continue;
+        }
+        snprintf(meta, sizeof meta, "%s/meta.json", dir);
+        if (access(meta, F_OK) < 0) {
+            pd_log_warn("storage: ignoring a directory without meta.json", "dir=%s", dir);
+            continue;
+        }
+        pd_block *b = NULL;
+        pd_err e;
+        pd_err_clear(&e);
+        int brc = pd__block_open(dir, &b, &e);
+        if (brc == PD_ENOMEM) {
+            rc = pd_err_set(err, brc, "open block %s: out of memory", dir);
+            continue;
+        }
+        if (brc < 0) {
+            pd_log_warn("storage: skipping a block that does not open", "dir=%s err=\"%s\"", dir,
+                        e.msg[0] ? e.msg : pd_strerror(brc));
+            pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+            continue;
+        }
+        if ((brc = add_block(s, b, added)) < 0)
+            rc = pd_err_set(err, brc, "open block %s: out of memory", dir);
+    }
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* ---- head cut ---- */
+
+/* Start of the range to cut, when one is due (see the top of the file). */
+static bool cut_due(const pd_storage *s, int64_t *start /* OUT */)
+{
+    if (s->block_ms <= 0 || !s->n_profiles)
+        return false;
+    bool any = false;
+    int64_t mn = 0, mx = 0;
+    for (size_t i = 0; i < s->n_series; i++) {
+        const series *se = s->by_ref[i];
+        if (!se->n_pts)
+            continue;
+        if (!any || se->pts[0].ts < mn)
+            mn = se->pts[0].ts;
+        if (!any || se->pts[se->n_pts - 1].ts > mx)
+            mx = se->pts[se->n_pts - 1].ts;
+        any = true;
+    }
+    if (!any)
+        return false;
+    int64_t d = s->block_ms;
+    int64_t a = mn / d * d;
+    if (mn < 0 && a != mn)
+        a -= d;
+    if (mx - a < d + d / 2 || a > INT64_MAX - 2 * d)
+        return false;
+    *start = a;
+    return true;
+}
+
+/* Cuts the head's profiles in [a, a + block_ms) into a block, then
+ * checkpoints the WAL. With app_mu held. On failure the head is unchanged
+ * (the data stays in the WAL). */
+static int cut_head(pd_storage *s, int64_t a, pd_err *err)
+{
+    int64_t b_end = a + s->block_ms;
+    pd_block_writer *w = NULL;
+    pd_block *blk = NULL;
+    pd_buf rec;
+    pd_buf_init(&rec, (size_t)PD_WAL_MAX_RECORD + 1);
+    char id[27] = {0}, dir[4400], name[4200];
+    int rc = pd__block_writer_new(NULL, &w);
+    if (rc < 0) {
+        rc = pd_err_set(err, rc, "head cut: out of memory");
+        goto out;
+    }
+    size_t skipped = 0;
+    int64_t t0 = now_mono_ms();
+    for (size_t i = 0; i < s->n_series; i++) {
+        series *se = s->by_ref[i];
+        size_t lo = lower_bound(se, a), hi = lower_bound(se, b_end);
+        for (size_t j = lo; j < hi; j++) {
+            point pt = se->pts[j];
+            pd_err e;
+            pd_err_clear(&e);
+            pd_buf_reset(&rec);
+            profile_rec pr;
+            const char *why = NULL;
+            seg_name(s, pt.seg, name, sizeof name);
+            rc = pd__wal_read(s->wal, pt.seg, pt.off, PD_WAL_REC_PROFILE, pt.len, &rec, &e);
+            if (rc == 0) {
+                rc = profile_rec_parse((const uint8_t *)rec.data, rec.len, &pr, &why);
+                if (rc == 0) {
+                    bool same = pr.ref == se->ref && pr.ts == pt.ts;
+                    profile_rec_release(&pr);
+                    if (!same) {
+                        rc = PD_ECORRUPT;
+                        why = "record is not the indexed profile";
+                    }
+                }
+                if (rc == PD_ECORRUPT)
+                    pd_err_set(&e, rc, "%s offset %llu: %s", name, (unsigned long long)pt.off, why);
+            }
+            pd_profile p;
+            memset(&p, 0, sizeof p);
+            if (rc == 0) {
+                rc = pd_profile_decode(&p, (const uint8_t *)rec.data + pt.body_off, pt.body_len,
+                                       &s->limits, &e);
+                if (rc < 0)
+                    memset(&p, 0, sizeof p);
+                if (rc == 0) {
+                    rc = pd__block_writer_add(w, &se->labels, pt.ts, &p, &e);
+                    pd_profile_release(&p);
+                }
+            }
+            if (rc == PD_ENOMEM) {
+                rc = pd_err_set(err, rc, "head cut: out of memory");
+                goto out;
+            }
+            if (rc < 0) {
+                pd_log_warn("storage: head cut skips an unreadable profile",
+                            "file=%s offset=%llu ts_ms=%lld err=\"%s\"", name,
+                            (unsigned long long)pt.off, (long long)pt.ts, e.msg);
+                pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+                skipped++;
+            }
+            rc = 0;
+        }
+    }
+    size_t n = pd__block_writer_count(w);
+    if (n) {
+        if ((rc = pd__block_writer_write(w, s->path, id, err)) < 0)
+            goto out;
+        snprintf(dir, sizeof dir, "%s/%s", s->path, id);
+        if ((rc = pd__block_open(dir, &blk, err)) < 0) {
+            /* never leave a block behind that the head also keeps */
+            char tmp[4500];
+            snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+            if (rename(dir, tmp) < 0)
+                pd_log_error("storage: cannot set aside a block that does not open",
+                             "dir=%s err=\"%s\"", dir, strerror(errno));
+            goto out;
+        }
+    }
+    bool added = false;
+    pthread_rwlock_wrlock(&s->idx);
+    if (blk) {
+        rc = add_block(s, blk, &added);
+        blk = NULL;
+    }
+    for (size_t i = 0; i < s->n_series; i++)
+        s->n_profiles -= drop_range(s->by_ref[i], a, b_end);
+    pthread_rwlock_unlock(&s->idx);
+    if (rc < 0) {
+        /* the block is on disk and complete; the next open maps it fully */
+        pd_log_error("storage: out of memory mapping a new block", "block=%s", id);
+        rc = 0;
+    }
+    s->n_cuts++;
+    /* checkpoint: segments below the oldest one a head point uses */
+    uint32_t keep = pd__wal_current(s->wal);
+    for (size_t i = 0; i < s->n_series; i++) {
+        const series *se = s->by_ref[i];
+        for (size_t j = 0; j < se->n_pts; j++)
+            if (se->pts[j].seg < keep)
+                keep = se->pts[j].seg;
+    }
+    pthread_rwlock_wrlock(&s->idx);
+    for (size_t i = 0; i < s->n_series; i++)
+        prune_stash(s->by_ref[i], keep);
+    pthread_rwlock_unlock(&s->idx);
+    if ((rc = write_series_file(s, err)) < 0 ||
+        (rc = pd__wal_remove_before(s->wal, keep, err)) < 0) {
+        pd_log_warn("storage: wal checkpoint failed (retried at the next cut)", "err=\"%s\"",
+                    err->msg);
+        rc = 0;
+    }
+    pd_log_info("storage: head cut", "block=%s mint=%lld maxt=%lld profiles=%zu skipped=%zu ms=%lld",
+                n ? id : "-", (long long)a, (long long)(b_end - 1), n, skipped,
+                (long long)(now_mono_ms() - t0));
+out:
+    pd__block_close(blk);
+    pd__block_writer_free(w);
+    pd_buf_release(&rec);
+    return rc;
+}
+
+/* Cuts every due range. With app_mu held (or during open). */
+static void maybe_cut(pd_storage *s)
+{
+    if (s->block_ms <= 0 || now_mono_ms() < s->cut_retry_after)
+        return;
+    int64_t a;
+    for (int i = 0; i < 64 && cut_due(s, &a); i++) {
+        pd_err e;
+        pd_err_clear(&e);
+        if (cut_head(s, a, &e) < 0) {
+            pd_log_error("storage: head cut failed; retrying in 60 s", "err=\"%s\"", e.msg);
+            s->cut_retry_after = now_mono_ms() + 60000;
+            break;
+        }
+    }
 }
 
 int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *err)
@@ -659,6 +1338,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     memcpy(s->waldir, s_waldir, sizeof s->waldir);
     s->next_ref = 1;
     s->limits = opts->limits;
+    s->block_ms = opts->block_duration_ms ? opts->block_duration_ms : 2 * 3600 * 1000;
     pthread_mutex_init(&s->app_mu, NULL);
     pthread_rwlock_init(&s->idx, NULL);
     if (!(s->path = strdup(path))) {
@@ -694,11 +1374,31 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         .fsync = opts->fsync,
         .batch_ms = opts->fsync_batch_ms > 0 ? opts->fsync_batch_ms : 1000,
     };
+    if ((rc = read_series_file(s)) < 0) {
+        pd_err_set(err, rc, "read %s/series: %s", path, pd_strerror(rc));
+        goto fail;
+    }
     if ((rc = pd__wal_open(&wo, replay_fn, s, &s->wal, err)) < 0)
         goto fail;
+    bool added = false;
+    if ((rc = load_blocks(s, &added, err)) < 0)
+        goto fail;
+    if ((rc = dedupe_head(s)) < 0) {
+        pd_err_set(err, rc, "open storage %s: out of memory", path);
+        goto fail;
+    }
+    if (added) {
+        pd_err e;
+        pd_err_clear(&e);
+        if (write_series_file(s, &e) < 0) /* refs hold for this run anyway */
+            pd_log_warn("storage: cannot persist the refs of block series", "err=\"%s\"", e.msg);
+    }
+    maybe_cut(s);
     update_gauges(s);
-    pd_log_info("storage opened", "path=%s series=%zu profiles=%llu segments=%zu bytes=%llu", path,
-                s->n_series, (unsigned long long)s->n_profiles, pd__wal_segments(s->wal),
+    pd_log_info("storage opened",
+                "path=%s series=%zu profiles=%llu blocks=%zu segments=%zu bytes=%llu", path,
+                s->n_series, (unsigned long long)(s->n_profiles + blocks_profiles(s)),
+                s->n_blocks, pd__wal_segments(s->wal),
                 (unsigned long long)pd__wal_bytes(s->wal));
     *out = s;
     return 0;
@@ -716,6 +1416,9 @@ void pd_storage_close(pd_storage *s)
         series_free(s->by_ref[i]);
     free(s->by_ref);
     free(s->buckets);
+    for (size_t i = 0; i < s->n_blocks; i++)
+        pd__block_close(s->blocks[i]);
+    free(s->blocks);
     if (s->lock_fd >= 0)
         close(s->lock_fd); /* releases the flock */
     free(s->path);
@@ -769,7 +1472,7 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
     pthread_mutex_lock(&s->app_mu);
     /* appends are serialised by app_mu, the only writer: no idx lock to read */
     series *se = find_by_labels(s, labels, hash);
-    if (se && has_ts(se, ts_ms)) {
+    if (se && (has_ts(se, ts_ms) || blocks_have(se, ts_ms))) {
         pd_buf fmt;
         pd_buf_init(&fmt, 4096);
         pd_labels_format(labels, &fmt);
@@ -856,6 +1559,7 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
     insert_point(se, pt, pr.totals, k);
     s->n_profiles++;
     pthread_rwlock_unlock(&s->idx);
+    maybe_cut(s);
     update_gauges(s);
     rc = 0;
     goto out;
@@ -894,19 +1598,71 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
     pthread_rwlock_rdlock(&s->idx);
     for (size_t i = 0; i < s->n_series; i++) {
         const series *se = s->by_ref[i];
-        size_t lo = lower_bound(se, mint);
-        if (lo == se->n_pts || se->pts[lo].ts > maxt)
-            continue;
-        if (!pd_matchers_match(ms, n, &se->labels))
-            continue;
-        size_t hi = lo;
-        if (se->pts[se->n_pts - 1].ts <= maxt) {
-            hi = se->n_pts;
-        } else {
-            hi = lower_bound(se, maxt);
-            if (hi < se->n_pts && se->pts[hi].ts == maxt)
-                hi++;
+        size_t cnt = 0;
+        int64_t mn = 0, mx = 0;
+        if (se->n_pts) {
+            size_t lo = lower_bound(se, mint);
+            if (lo < se->n_pts && se->pts[lo].ts <= maxt) {
+                size_t hi = lo;
+                if (se->pts[se->n_pts - 1].ts <= maxt) {
+                    hi = se->n_pts;
+                } else {
+                    hi = lower_bound(se, maxt);
+                    if (hi < se->n_pts && se->pts[hi].ts == maxt)
+                        hi++;
+                }
+                cnt = hi - lo;
+                mn = se->pts[lo].ts;
+                mx = se->pts[hi - 1].ts;
+            }
         }
+        bool matched = false;
+        for (size_t k = 0; k < se->n_brefs; k++) {
+            const bref *r = &se->brefs[k];
+            if (r->maxt < mint || r->mint > maxt || !r->n)
+                continue;
+            if (!matched) { /* matchers before any block I/O */
+                if (!pd_matchers_match(ms, n, &se->labels))
+                    break;
+                matched = true;
+            }
+            int64_t bmn = r->mint, bmx = r->maxt;
+            size_t bn = (size_t)r->n;
+            if (r->mint < mint || r->maxt > maxt) {
+                pd_points pts;
+                pd_err e;
+                pd_err_clear(&e);
+                int brc = pd__block_read_points(r->b, r->id, mint, maxt, &pts, &e);
+                if (brc == PD_ENOMEM) {
+                    rc = brc;
+                    break;
+                }
+                if (brc < 0) {
+                    pd_log_warn("storage: select skips a block series that does not read",
+                                "block=%s err=\"%s\"", pd__block_meta(r->b)->ulid, e.msg);
+                    continue;
+                }
+                bn = pts.n;
+                if (pts.n) {
+                    bmn = pts.v[0].ts_ms;
+                    bmx = pts.v[pts.n - 1].ts_ms;
+                }
+                pd_points_release(&pts);
+            }
+            if (!bn)
+                continue;
+            if (!cnt || bmn < mn)
+                mn = bmn;
+            if (!cnt || bmx > mx)
+                mx = bmx;
+            cnt += bn;
+        }
+        if (rc < 0)
+            break;
+        if (!cnt)
+            continue;
+        if (!matched && !pd_matchers_match(ms, n, &se->labels))
+            continue;
         if (out->n == cap) {
             size_t nc = cap ? cap * 2 : 16;
             pd_series_info *nv = realloc(out->v, nc * sizeof *nv);
@@ -923,9 +1679,9 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
             break;
         }
         si->ref = se->ref;
-        si->n_profiles = hi - lo;
-        si->min_ts = se->pts[lo].ts;
-        si->max_ts = se->pts[hi - 1].ts;
+        si->n_profiles = cnt;
+        si->min_ts = mn;
+        si->max_ts = mx;
         out->n++;
     }
     pthread_rwlock_unlock(&s->idx);
@@ -949,6 +1705,59 @@ void pd_series_set_release(pd_series_set *set)
     set->n = 0;
 }
 
+static int cmp_point_ts(const void *a, const void *b)
+{
+    int64_t x = ((const pd_point *)a)->ts_ms, y = ((const pd_point *)b)->ts_ms;
+    return x < y ? -1 : x > y;
+}
+
+/* Appends copies (into arena a) of the points of bp to *v. 0 or PD_ENOMEM. */
+static int copy_block_points(pd_arena *a, const pd_points *bp, pd_point **v, size_t *n,
+                             size_t *cap)
+{
+    const pd_sample_type_desc *src = NULL;
+    pd_sample_type_desc *dst = NULL;
+    size_t src_n = 0;
+    for (size_t i = 0; i < bp->n; i++) {
+        const pd_point *p = &bp->v[i];
+        if (*n == *cap) {
+            size_t nc = *cap ? *cap * 2 : 64;
+            pd_point *nv = realloc(*v, nc * sizeof *nv);
+            if (!nv)
+                return PD_ENOMEM;
+            *v = nv;
+            *cap = nc;
+        }
+        pd_point *q = &(*v)[*n];
+        q->ts_ms = p->ts_ms;
+        q->n_types = p->n_types;
+        q->types = NULL;
+        q->totals = NULL;
+        if (p->n_types) {
+            if (p->types != src || p->n_types != src_n) {
+                dst = pd_arena_calloc(a, p->n_types, sizeof *dst);
+                if (!dst)
+                    return PD_ENOMEM;
+                for (size_t j = 0; j < p->n_types; j++) {
+                    dst[j].type = pd_arena_strdup(a, p->types[j].type ? p->types[j].type : "");
+                    dst[j].unit = pd_arena_strdup(a, p->types[j].unit ? p->types[j].unit : "");
+                    if (!dst[j].type || !dst[j].unit)
+                        return PD_ENOMEM;
+                }
+                src = p->types;
+                src_n = p->n_types;
+            }
+            q->types = dst;
+            q->totals = pd_arena_alloc(a, p->n_types * sizeof *q->totals);
+            if (!q->totals)
+                return PD_ENOMEM;
+            memcpy(q->totals, p->totals, p->n_types * sizeof *q->totals);
+        }
+        (*n)++;
+    }
+    return 0;
+}
+
 int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
                            pd_err *err)
 {
@@ -961,63 +1770,113 @@ int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t ma
     pd_arena_init(a);
     int rc = 0;
     pd_sample_type_desc **copied = NULL;
+    pd_point *v = NULL;
+    size_t nv = 0, cap = 0;
+    bref *brs = NULL;
+    size_t n_brs = 0;
     pthread_rwlock_rdlock(&s->idx);
     const series *se = find_by_ref(s, ref);
     if (!se) {
+        pthread_rwlock_unlock(&s->idx);
         rc = pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
         goto out;
     }
-    if (mint > maxt)
+    if (mint > maxt) {
+        pthread_rwlock_unlock(&s->idx);
         goto out;
-    size_t lo = lower_bound(se, mint), hi = lo;
-    while (hi < se->n_pts && se->pts[hi].ts <= maxt)
-        hi++;
-    if (hi == lo)
-        goto out;
-    /* each sample-type set is copied once and shared by its points */
-    copied = calloc(se->n_tsets, sizeof *copied);
-    pd_point *v = pd_arena_calloc(a, hi - lo, sizeof *v);
-    if (!copied || !v) {
+    }
+    /* the blocks' parts to read after the lock (blocks stay open until close) */
+    if (se->n_brefs && !(brs = malloc(se->n_brefs * sizeof *brs))) {
+        pthread_rwlock_unlock(&s->idx);
         rc = PD_ENOMEM;
         goto out;
     }
-    for (size_t i = lo; i < hi; i++) {
-        const point *p = &se->pts[i];
-        const typeset *t = &se->tsets[p->tset];
-        pd_point *q = &v[i - lo];
-        q->ts_ms = p->ts;
-        q->n_types = t->n;
-        if (!copied[p->tset] && t->n) {
-            pd_sample_type_desc *d = pd_arena_calloc(a, t->n, sizeof *d);
-            if (!d) {
-                rc = PD_ENOMEM;
-                goto out;
-            }
-            for (size_t j = 0; j < t->n; j++) {
-                d[j].type = pd_arena_strdup(a, t->d[j].type);
-                d[j].unit = pd_arena_strdup(a, t->d[j].unit);
-                if (!d[j].type || !d[j].unit) {
-                    rc = PD_ENOMEM;
-                    goto out;
-                }
-            }
-            copied[p->tset] = d;
+    for (size_t k = 0; k < se->n_brefs; k++)
+        if (se->brefs[k].maxt >= mint && se->brefs[k].mint <= maxt)
+            brs[n_brs++] = se->brefs[k];
+    size_t lo = lower_bound(se, mint), hi = lo;
+    while (hi < se->n_pts && se->pts[hi].ts <= maxt)
+        hi++;
+    if (hi > lo) {
+        /* each sample-type set is copied once and shared by its points */
+        copied = calloc(se->n_tsets, sizeof *copied);
+        cap = hi - lo;
+        v = malloc(cap * sizeof *v);
+        if (!copied || !v) {
+            rc = PD_ENOMEM;
+            goto unlock;
         }
-        q->types = copied[p->tset];
-        if (t->n) {
-            q->totals = pd_arena_alloc(a, t->n * sizeof *q->totals);
-            if (!q->totals) {
-                rc = PD_ENOMEM;
-                goto out;
+        for (size_t i = lo; i < hi; i++) {
+            const point *p = &se->pts[i];
+            const typeset *t = &se->tsets[p->tset];
+            pd_point *q = &v[nv++];
+            memset(q, 0, sizeof *q);
+            q->ts_ms = p->ts;
+            q->n_types = t->n;
+            if (!copied[p->tset] && t->n) {
+                pd_sample_type_desc *d = pd_arena_calloc(a, t->n, sizeof *d);
+                if (!d) {
+                    rc = PD_ENOMEM;
+                    goto unlock;
+                }
+                for (size_t j = 0; j < t->n; j++) {
+                    d[j].type = pd_arena_strdup(a, t->d[j].type);
+                    d[j].unit = pd_arena_strdup(a, t->d[j].unit);
+                    if (!d[j].type || !d[j].unit) {
+                        rc = PD_ENOMEM;
+                        goto unlock;
+                    }
+                }
+                copied[p->tset] = d;
             }
-            memcpy(q->totals, se->totals + p->tot, t->n * sizeof *q->totals);
+            q->types = copied[p->tset];
+            if (t->n) {
+                q->totals = pd_arena_alloc(a, t->n * sizeof *q->totals);
+                if (!q->totals) {
+                    rc = PD_ENOMEM;
+                    goto unlock;
+                }
+                memcpy(q->totals, se->totals + p->tot, t->n * sizeof *q->totals);
+            }
         }
     }
-    out->v = v;
-    out->n = hi - lo;
-out:
+unlock:
     pthread_rwlock_unlock(&s->idx);
+    if (rc < 0)
+        goto out;
+    for (size_t k = 0; k < n_brs; k++) {
+        pd_points bp;
+        if ((rc = pd__block_read_points(brs[k].b, brs[k].id, mint, maxt, &bp, err)) < 0)
+            goto out;
+        rc = copy_block_points(a, &bp, &v, &nv, &cap);
+        pd_points_release(&bp);
+        if (rc < 0)
+            goto out;
+    }
+    if (nv == 0)
+        goto out;
+    bool sorted = true;
+    for (size_t i = 1; i < nv && sorted; i++)
+        sorted = v[i - 1].ts_ms < v[i].ts_ms;
+    if (!sorted) {
+        qsort(v, nv, sizeof *v, cmp_point_ts);
+        size_t w = 1; /* (series, ts) is unique; drop a duplicate defensively */
+        for (size_t i = 1; i < nv; i++)
+            if (v[i].ts_ms != v[w - 1].ts_ms)
+                v[w++] = v[i];
+        nv = w;
+    }
+    out->v = pd_arena_alloc(a, nv * sizeof *out->v);
+    if (!out->v) {
+        rc = PD_ENOMEM;
+        goto out;
+    }
+    memcpy(out->v, v, nv * sizeof *v);
+    out->n = nv;
+out:
     free(copied);
+    free(v);
+    free(brs);
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "read points of series %llu: out of memory", (unsigned long long)ref);
     if (rc < 0 || out->n == 0) {
@@ -1044,31 +1903,85 @@ void pd_points_release(pd_points *pts)
     pts->priv = NULL;
 }
 
+static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
+                             pd_buf *raw, pd_err *err);
+
 int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
                             pd_buf *raw, pd_err *err)
 {
     memset(out, 0, sizeof *out);
+    for (int attempt = 0;; attempt++) {
+        int rc = read_profile_once(s, ref, ts_ms, out, raw, err);
+        /* a head cut may have moved the profile into a block and removed its
+           WAL segment between the lookup and the read: look again once */
+        if (rc != RETRY_READ || attempt > 0)
+            return rc == RETRY_READ ? PD_ENOTFOUND : rc;
+        memset(out, 0, sizeof *out);
+    }
+}
+
+/* One lookup and read for pd_storage_read_profile; RETRY_READ when the
+ * profile's WAL segment vanished under it. */
+static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
+                             pd_buf *raw, pd_err *err)
+{
     pthread_rwlock_rdlock(&s->idx);
     const series *se = find_by_ref(s, ref);
     point pt;
     bool found = false;
+    bref brs[8];
+    size_t n_brs = 0;
     if (se) {
         size_t i = lower_bound(se, ts_ms);
         if (i < se->n_pts && se->pts[i].ts == ts_ms) {
             pt = se->pts[i];
             found = true;
         }
+        /* moved into a block, but its WAL record is still there: the producer's bytes */
+        size_t lo = 0, hi = se->n_cpts;
+        while (!found && lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (se->cpts[mid].ts < ts_ms)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (!found && lo < se->n_cpts && se->cpts[lo].ts == ts_ms) {
+            pt = se->cpts[lo];
+            found = true;
+        }
+        for (size_t k = 0; !found && k < se->n_brefs && n_brs < 8; k++)
+            if (se->brefs[k].mint <= ts_ms && ts_ms <= se->brefs[k].maxt)
+                brs[n_brs++] = se->brefs[k];
     }
     pthread_rwlock_unlock(&s->idx);
     if (!se)
         return pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
-    if (!found)
+    if (!found) {
+        for (size_t k = 0; k < n_brs; k++) {
+            int rc = pd__block_read_profile(brs[k].b, brs[k].id, ts_ms, out, err);
+            if (rc == PD_ENOTFOUND)
+                continue;
+            if (rc < 0) {
+                memset(out, 0, sizeof *out);
+                return rc;
+            }
+            if (raw && (rc = pd_profile_encode(out, true, raw)) < 0) {
+                pd_profile_release(out);
+                memset(out, 0, sizeof *out);
+                return pd_err_set(err, rc, "read profile: cannot re-encode the block profile");
+            }
+            return 0;
+        }
         return pd_err_set(err, PD_ENOTFOUND, "series %llu has no profile at %lld ms",
                           (unsigned long long)ref, (long long)ts_ms);
+    }
 
     pd_buf rec;
     pd_buf_init(&rec, (size_t)PD_WAL_MAX_RECORD + 1);
     int rc = pd__wal_read(s->wal, pt.seg, pt.off, PD_WAL_REC_PROFILE, pt.len, &rec, err);
+    if (rc == PD_ENOTFOUND)
+        rc = RETRY_READ;
     if (rc < 0)
         goto out;
     char name[4200];
@@ -1119,8 +2032,18 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
     memset(out, 0, sizeof *out);
     pthread_rwlock_rdlock(&s->idx);
     out->n_series = s->n_series;
-    out->n_profiles = s->n_profiles;
+    out->n_profiles = s->n_profiles + blocks_profiles(s);
     bool any = false;
+    for (size_t i = 0; i < s->n_blocks; i++) {
+        const pd_block_meta *m = pd__block_meta(s->blocks[i]);
+        if (!m->n_profiles)
+            continue;
+        if (!any || m->min_t < out->min_ts)
+            out->min_ts = m->min_t;
+        if (!any || m->max_t > out->max_ts)
+            out->max_ts = m->max_t;
+        any = true;
+    }
     for (size_t i = 0; i < s->n_series; i++) {
         const series *se = s->by_ref[i];
         if (!se->n_pts)
@@ -1131,6 +2054,6 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
             out->max_ts = se->pts[se->n_pts - 1].ts;
         any = true;
     }
+    out->bytes_on_disk = pd__wal_bytes(s->wal) + blocks_bytes(s);
     pthread_rwlock_unlock(&s->idx);
-    out->bytes_on_disk = pd__wal_bytes(s->wal);
 }

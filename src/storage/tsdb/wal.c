@@ -721,3 +721,42 @@ int pd__wal_sync(pd_wal *w)
     pthread_mutex_unlock(&w->mu);
     return rc;
 }
+
+uint32_t pd__wal_current(pd_wal *w)
+{
+    pthread_rwlock_rdlock(&w->segs_lock);
+    uint32_t n = w->segs[w->n_segs - 1].num;
+    pthread_rwlock_unlock(&w->segs_lock);
+    return n;
+}
+
+int pd__wal_remove_before(pd_wal *w, uint32_t seg, pd_err *err)
+{
+    int rc = 0;
+    size_t removed = 0;
+    char name[4096];
+    pthread_mutex_lock(&w->mu); /* no roll meanwhile: the last segment stays the last */
+    for (;;) {
+        pthread_rwlock_wrlock(&w->segs_lock);
+        if (w->n_segs < 2 || w->segs[0].num >= seg) {
+            pthread_rwlock_unlock(&w->segs_lock);
+            break;
+        }
+        wal_seg old = w->segs[0];
+        memmove(w->segs, w->segs + 1, (w->n_segs - 1) * sizeof *w->segs);
+        w->n_segs--;
+        pthread_rwlock_unlock(&w->segs_lock);
+        pd__wal_seg_name(w, old.num, name, sizeof name);
+        close(old.fd);
+        if (unlink(name) < 0 && errno != ENOENT) {
+            rc = -errno;
+            pd_err_set(err, rc, "remove wal segment %s: %s", name, strerror(-rc));
+            break;
+        }
+        removed++;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (removed && rc == 0 && (rc = fsync_dir(w->dir)) < 0)
+        pd_err_set(err, rc, "fsync wal directory %s: %s", w->dir, strerror(-rc));
+    return rc;
+}

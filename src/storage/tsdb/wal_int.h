@@ -86,6 +86,14 @@ size_t pd__wal_segments(pd_wal *w);
 void pd__wal_seg_name(const pd_wal *w, uint32_t seg, char *buf, size_t n);
 /* fdatasync of the current segment. 0 or -errno. */
 int pd__wal_sync(pd_wal *w);
+/* Number of the current (last, append target) segment. */
+uint32_t pd__wal_current(pd_wal *w);
+/* Checkpoint: closes and unlinks every segment numbered below seg, except
+ * the current one, oldest first, then fsyncs the directory. A reader
+ * holding a (seg, off) of a removed segment gets PD_ENOTFOUND from
+ * pd__wal_read. Errors: -errno (err names the file; segments before it are
+ * gone, the rest stay). */
+int pd__wal_remove_before(pd_wal *w, uint32_t seg, pd_err *err);
 /* Stops the flusher, fsyncs, closes every file, frees. NULL is a no-op. */
 void pd__wal_close(pd_wal *w);
 
