@@ -4,12 +4,15 @@
 #
 #   bench/storage_size/collect.sh OUT_DIR [N=700] [INTERVAL_S=0.5] [CPU_SECONDS=1]
 #
-# Builds examples/demo with `go build` in a temporary GOCACHE, starts it on a
-# random loopback port, then scrapes /debug/pprof/{heap,allocs,goroutine}
-# every INTERVAL_S seconds (one curl loop per type, in parallel) until each
-# has N consecutive profiles, while a fourth loop takes cpu profiles
-# (/debug/pprof/profile?seconds=CPU_SECONDS) back to back for as long as the
-# others run. Files: OUT_DIR/<type>/NNNNNN.pb.gz, exactly as served.
+# Builds examples/demo and bench/storage_size/loadgen with `go build` in a
+# temporary GOCACHE, starts the demo on a random loopback port and keeps it
+# busy with loadgen (LOAD_WORKERS clients, LOAD_RATE requests/s of a mix of
+# net/http + pprof requests: see loadgen/main.go), then scrapes
+# /debug/pprof/{heap,allocs,goroutine} every INTERVAL_S seconds (one curl loop
+# per type, in parallel) until each has N consecutive profiles, while a fourth
+# loop takes cpu profiles (/debug/pprof/profile?seconds=CPU_SECONDS) back to
+# back until it also has N (and the others are done).
+# Files: OUT_DIR/<type>/NNNNNN.pb.gz, exactly as served.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: collect.sh OUT_DIR [N] [INTERVAL_S] [CPU_SECONDS]}
@@ -20,22 +23,25 @@ tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
 export GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" HOME="${HOME:-$tmp}"
 (cd examples/demo && go build -o "$tmp/demo" .)
+(cd bench/storage_size/loadgen && go build -o "$tmp/loadgen" .)
 port=$((20000 + RANDOM % 10000))
 "$tmp/demo" -listen=127.0.0.1:$port >/dev/null 2>&1 &
 for _ in $(seq 50); do curl -fsS -o /dev/null "http://127.0.0.1:$port/debug/pprof/" 2>/dev/null && break; sleep 0.1; done
+"$tmp/loadgen" -target=http://127.0.0.1:$port -workers=${LOAD_WORKERS:-8} \
+    -rate=${LOAD_RATE:-150} >/dev/null 2>&1 &
 mkdir -p "$OUT"/{heap,allocs,goroutine,cpu}
 sleep 2 # let the demo warm up
 scrape() { # type path
     local t=$1 p=$2 i
     for i in $(seq -f %06g 1 "$N"); do
-        curl -fsS -o "$OUT/$t/$i.pb.gz" "http://127.0.0.1:$port$p"
+        curl -fsS --retry 3 -o "$OUT/$t/$i.pb.gz" "http://127.0.0.1:$port$p"
         sleep "$IV"
     done
 }
 scrape heap /debug/pprof/heap & a=$!
 scrape allocs /debug/pprof/allocs & b=$!
 scrape goroutine /debug/pprof/goroutine & c=$!
-(i=0; while kill -0 $a 2>/dev/null || kill -0 $b 2>/dev/null || kill -0 $c 2>/dev/null; do
+(i=0; while [ $i -lt "$N" ] || kill -0 $a 2>/dev/null || kill -0 $b 2>/dev/null || kill -0 $c 2>/dev/null; do
     i=$((i + 1)); curl -fsS -o "$OUT/cpu/$(printf %06d $i).pb.gz" \
         "http://127.0.0.1:$port/debug/pprof/profile?seconds=$CPUS"
 done) & d=$!

@@ -5,10 +5,10 @@
 # (c) profd blocks, per type and all types in one block, with the split
 # index / symbols / time / values, reading every profile back (--verify).
 #
-#   bench/storage_size/run.sh [BUILD_DIR=build] [N=700] [INTERVAL_S=0.5] [--sweep]
+#   bench/storage_size/run.sh [BUILD_DIR=build] [N=700] [INTERVAL_S=1] [--sweep]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-B=${1:-build}; N=${2:-700}; IV=${3:-0.5}; EXTRA=${4:-}
+B=${1:-build}; N=${2:-700}; IV=${3:-1}; EXTRA=${4:-}
 cmake --build "$B" --target bench_storage_size -j2 >/dev/null
 D=bench/out/storage_size/data
 [ -d "$D/heap" ] || bench/storage_size/collect.sh "$D" "$N" "$IV" 1
