@@ -62,8 +62,12 @@ async function topFunctions(sel, time, sampleIndex) {
   return top;
 }
 
-function writeConfig(file, demoAddr, deadAddr) {
-  fs.writeFileSync(file, `# written by tests/e2e/e2e.test.mjs
+// The e2e config: the demo (all seven types, cpu over 1 s) and, unless
+// opts.dead is false, a job "dead" on a port nobody listens on; with
+// opts.again, a job "again" scraping only the demo's heap every second.
+function writeConfig(file, demoAddr, deadAddr, opts = {}) {
+  const { dead = true, again = false } = opts;
+  let y = `# written by tests/e2e/e2e.test.mjs
 global:
   scrape_interval: 2s
   scrape_timeout: 2s
@@ -76,11 +80,45 @@ scrape_configs:
     profiling_config:
       pprof_config:
         cpu: {path: /debug/pprof/profile, seconds: 1}
-  - job_name: dead
+`;
+  if (dead) {
+    y += `  - job_name: dead
     scrape_interval: 2s
     static_configs:
       - targets: ["${deadAddr}"]
-`);
+`;
+  }
+  if (again) {
+    y += `  - job_name: again
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    profiling_config:
+      pprof_config:
+        allocs: {enabled: false}
+        block: {enabled: false}
+        goroutine: {enabled: false}
+        mutex: {enabled: false}
+        threadcreate: {enabled: false}
+        cpu: {enabled: false}
+    static_configs:
+      - targets: ["${demoAddr}"]
+`;
+  }
+  fs.writeFileSync(file, y);
+}
+
+// Sum of the /metrics samples of `name` whose labels contain every `k="v"` of want.
+async function metricSum(name, want = {}) {
+  const r = await http(profd.base + '/metrics');
+  assert.equal(r.status, 200, `/metrics: HTTP ${r.status}`);
+  let sum = 0;
+  for (const line of r.text.split('\n')) {
+    const m = line.match(/^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$/);
+    if (!m || m[1] !== name) continue;
+    const labels = m[3] || '';
+    if (Object.entries(want).every(([k, v]) => labels.includes(`${k}="${v}"`))) sum += Number(m[4]);
+  }
+  return sum;
 }
 
 before(async () => {
@@ -100,17 +138,33 @@ after(async () => {
   if (dir && !process.env.PD_KEEP_TMP) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-test('a bad config (unknown key) exits 2 naming the line', { timeout: 20000 }, async () => {
-  const bad = path.join(dir, 'bad.yaml');
-  fs.writeFileSync(bad, 'global:\n  scrape_interval: 2s\nscrape_configs:\n  - job_name: x\n    no_such_key: 1\n' +
-    '    static_configs:\n      - targets: ["127.0.0.1:1"]\n');
-  const port = await freePort();
-  const p = new Proc('profd-bad-config', profdBin(), ['serve', `--config.file=${bad}`,
-    `--storage.path=${path.join(dir, 'bad-data')}`, `--web.listen-address=127.0.0.1:${port}`]);
-  const ex = await p.wait(15000);
-  assert.equal(ex.code, 2, `exit code ${JSON.stringify(ex)}\n${p.tail()}`);
-  assert.match(p.out, /no_such_key/, `the message names the key\n${p.tail()}`);
-  assert.match(p.out, /(:5:|:5\b|line 5\b)/, `the message names line 5\n${p.tail()}`);
+// Each bad config: exit 2 before anything is served or stored, with a
+// message that names the file, the line and what is wrong.
+const BAD_CONFIGS = [
+  ['unknown key', 'global:\n  scrape_interval: 2s\nscrape_configs:\n  - job_name: x\n    no_such_key: 1\n' +
+    '    static_configs:\n      - targets: ["127.0.0.1:1"]\n', [/no_such_key/, /:5:/]],
+  ['bad duration', 'global:\n  scrape_interval: banana\nscrape_configs: []\n', [/banana/, /:2:/, /scrape_interval/]],
+  ['bad boolean', 'scrape_configs:\n  - job_name: x\n    profiling_config:\n      pprof_config:\n' +
+    '        heap: {enabled: maybe}\n    static_configs: [{targets: ["127.0.0.1:1"]}]\n', [/maybe/, /:5:/, /enabled/]],
+  ['YAML syntax', 'scrape_configs:\n  - job_name: x\n    static_configs:\n      - targets: ["127.0.0.1:1"\n', [/:\d+:/]],
+  ['missing file', null, [/no-such-config\.yaml/, /No such file/i]],
+];
+
+test('a bad config exits 2 with a message naming file, line and problem', { timeout: 60000 }, async () => {
+  for (const [what, yaml, want] of BAD_CONFIGS) {
+    const name = what === 'missing file' ? 'no-such-config.yaml' : `bad-${what.replace(/\W+/g, '-')}.yaml`;
+    const file = path.join(dir, name);
+    if (yaml !== null) fs.writeFileSync(file, yaml);
+    const data = path.join(dir, 'bad-data');
+    const port = await freePort();
+    const p = new Proc(`profd-${what}`, profdBin(), ['serve', `--config.file=${file}`,
+      `--storage.path=${data}`, `--web.listen-address=127.0.0.1:${port}`]);
+    const ex = await p.wait(15000);
+    assert.equal(ex.code, 2, `${what}: exit code ${JSON.stringify(ex)}\n${p.tail()}`);
+    assert.ok(p.out.includes(name), `${what}: the message names the file\n${p.tail()}`);
+    for (const re of want) assert.match(p.out, re, `${what}: the message matches ${re}\n${p.tail()}`);
+    assert.ok(!fs.existsSync(path.join(data, 'wal')), `${what}: nothing was stored`);
+  }
 });
 
 test('query_range lists all seven profile types with increasing timestamps', { timeout: 60000 }, async () => {
@@ -222,6 +276,8 @@ test('a dead target shows health down with its error', { timeout: 30000 }, async
   for (const t of dead) {
     assert.equal(t.health, 'down', JSON.stringify(t));
     assert.ok(t.lastError && t.lastError.length > 0, `a last error: ${JSON.stringify(t)}`);
+    assert.match(t.lastError, /connect/i, `the error says the connection failed: ${t.lastError}`);
+    assert.ok(t.lastScrape > t0 - 60000, `a dead target has a last scrape time: ${t.lastScrape}`);
     assert.equal(t.labels.instance, `127.0.0.1:${deadPort}`);
   }
   const types = new Set(dead.map((t) => t.profileType));
@@ -236,6 +292,10 @@ test('a dead target shows health down with its error', { timeout: 30000 }, async
   }
   const dq = await seriesMap(`{job="dead"}`);
   assert.equal(dq.size, 0, 'nothing stored for the dead target');
+  assert.ok(await metricSum('profd_scrapes_total', { job: 'dead', outcome: 'error' }) >= TYPES.length,
+    '/metrics counts the failed scrapes of the dead target');
+  assert.equal(await metricSum('profd_scrapes_total', { job: 'dead', outcome: 'success' }), 0,
+    'no successful scrape of the dead target');
 });
 
 test('/metrics counts scrapes', { timeout: 15000 }, async () => {
@@ -245,12 +305,64 @@ test('/metrics counts scrapes', { timeout: 15000 }, async () => {
   assert.match(r.text, /# TYPE profd_scrapes_total counter/);
 });
 
+test('POST /-/reload and SIGHUP reload the config; stored data is untouched', { timeout: 90000 }, async () => {
+  const pools = async () => (await apiData(profd.base, '/api/v1/targets')).activeTargets;
+  const poolNames = (ts) => [...new Set(ts.map((t) => t.scrapePool))].sort();
+  const before = await seriesMap('{__name__=~".+"}');
+
+  // POST /-/reload: job "dead" goes, job "again" (heap only) comes.
+  writeConfig(configPath, demo.addr, `127.0.0.1:${deadPort}`, { dead: false, again: true });
+  let r = await http(profd.base + '/-/reload', { method: 'POST' });
+  assert.equal(r.status, 200, `POST /-/reload: HTTP ${r.status} ${r.text}\n${profd.tail()}`);
+  let ts = await pools();
+  assert.deepEqual(poolNames(ts), ['again', 'demo'], 'the targets follow the reloaded config');
+  assert.deepEqual(ts.filter((t) => t.scrapePool === 'again').map((t) => t.profileType), ['heap'],
+    'the new job scrapes only what its pprof_config enables');
+  for (const t of ts.filter((x) => x.scrapePool === 'demo')) {
+    assert.equal(t.health, 'up', `a target that stays keeps its health: ${JSON.stringify(t)}`);
+  }
+  await waitFor('a heap profile of the new job "again"', async () => {
+    const m = await seriesMap('heap{job="again"}');
+    return m.size === 1 && [...m.values()][0].timestamps.length >= 1;
+  }, 15000, 500);
+  await assertKept(before, 'after POST /-/reload');
+
+  // A config that does not load: the reload fails with the reason, nothing changes.
+  const good = fs.readFileSync(configPath);
+  fs.writeFileSync(configPath, 'global:\n  scrape_interval: soon\nscrape_configs: []\n');
+  r = await http(profd.base + '/-/reload', { method: 'POST' });
+  assert.ok(r.status >= 400, `a bad config fails the reload: HTTP ${r.status} ${r.text}`);
+  assert.match(r.text, /soon/, `the reply says what is wrong: ${r.text}`);
+  assert.deepEqual(poolNames(await pools()), ['again', 'demo'], 'a failed reload keeps the old targets');
+  process.kill(profd.pid, 'SIGHUP');
+  await waitFor('profd to log the failed SIGHUP reload', () => /reload failed/.test(profd.out), 10000, 200);
+  assert.equal(profd.exited, null, `profd survives a bad SIGHUP reload\n${profd.tail()}`);
+  assert.deepEqual(poolNames(await pools()), ['again', 'demo'], 'a failed SIGHUP reload keeps the old targets');
+  fs.writeFileSync(configPath, good);
+
+  // SIGHUP: back to the first config; the data of the removed job stays.
+  const before2 = await seriesMap('{__name__=~".+"}');
+  writeConfig(configPath, demo.addr, `127.0.0.1:${deadPort}`);
+  process.kill(profd.pid, 'SIGHUP');
+  await waitFor('SIGHUP to bring back job "dead" and drop job "again"', async () =>
+    JSON.stringify(poolNames(await pools())) === JSON.stringify(['dead', 'demo']), 10000, 200);
+  assert.equal(profd.exited, null, `profd is still running after SIGHUP\n${profd.tail()}`);
+  await assertKept(before2, 'after SIGHUP');
+  // Scraping goes on after both reloads.
+  const heapNow = [...(await seriesMap('heap{job="demo"}')).values()][0].timestamps.length;
+  await waitFor('a new demo heap scrape after the reloads', async () =>
+    [...(await seriesMap('heap{job="demo"}')).values()][0].timestamps.length > heapNow, 10000, 500);
+});
+
+let p2Spawn = 0; // when the profd of the restart test was started
+
 test('profiles survive a restart (SIGTERM)', { timeout: 60000 }, async () => {
   const before = await seriesMap('{__name__=~".+"}');
   assert.ok(before.size >= TYPES.length + 1, `series before: ${before.size}`);
   const cpuBefore = [...before.values()].find((s) => s.labels.__name__ === 'cpu');
   const ex = await profd.stop(20000);
   assert.equal(ex.code, 0, `profd exits 0 on SIGTERM: ${JSON.stringify(ex)}\n${profd.tail()}`);
+  p2Spawn = Date.now();
   profd = await startProfd({ storage, config: configPath, name: 'profd-restarted' });
   const n = await assertKept(before, 'after SIGTERM and restart');
   assert.ok(n >= 2 * TYPES.length, `checked ${n} profiles`);
@@ -259,16 +371,62 @@ test('profiles survive a restart (SIGTERM)', { timeout: 60000 }, async () => {
   assert.ok(top.rows.some((r) => r.function === BURNER), 'oldest cpu profile still has the burner');
 });
 
-test('acknowledged profiles survive kill -9', { timeout: 60000 }, async () => {
+test('acknowledged profiles survive kill -9', { timeout: 90000 }, async () => {
   // Let a few more scrapes land in the restarted process first.
   await sleep(4500);
   const before = await seriesMap('{__name__=~".+"}');
+
+  // Pushes in flight when the process dies: every one answered 2xx must be
+  // there afterwards. Four loops, each its own series (instance_id).
+  const body = fs.readFileSync(path.join(TESTDATA, 'pprof', 'go-demo-once', 'heap.pb.gz'));
+  // half an hour back: inside the window of seriesMap, apart from the scrapes
+  const base = Math.floor(Date.now() / 1000) * 1000 - 1800000;
+  const acked = new Map(); // instance_id -> [created_at ms]
+  let killed = false;
+  const loop = async (inst) => {
+    acked.set(inst, []);
+    for (let i = 0; !killed; i++) {
+      const ts = base + i * 1000;
+      const r = await http(`${profd.base}/api/0/profiles?` + qs({
+        service: 'e2e-kill9', type: 'heap', instance_id: inst, created_at: new Date(ts).toISOString().replace(/\.\d+Z$/, 'Z'),
+      }), { method: 'POST', body, headers: { 'Content-Type': 'application/octet-stream' } }).catch(() => null);
+      if (r && r.status >= 200 && r.status < 300) acked.get(inst).push(ts);
+      else if (!killed) throw new Error(`push ${inst}#${i} failed before the kill: ${r ? r.status + ' ' + r.text : 'no reply'}`);
+    }
+  };
+  const loops = ['k0', 'k1', 'k2', 'k3'].map(loop);
+  await waitFor('pushes to be acknowledged', () => [...acked.values()].every((v) => v.length >= 5), 20000, 50);
+  // Scrapes acknowledged by this process (counted only once stored).
+  const scraped = await metricSum('profd_scrapes_total', { job: 'demo', outcome: 'success' });
   profd.kill('SIGKILL');
+  killed = true;
   const ex = await profd.wait(10000);
   assert.equal(ex.signal, 'SIGKILL');
+  await Promise.all(loops);
+
   profd = await startProfd({ storage, config: configPath, name: 'profd-after-kill9' });
   const n = await assertKept(before, 'after kill -9');
   assert.ok(n > 0);
+
+  const pushed = await seriesMap('heap{service="e2e-kill9"}');
+  let nAcked = 0;
+  for (const [inst, list] of acked) {
+    const s = [...pushed.values()].find((x) => x.labels.instance_id === inst);
+    assert.ok(s, `series of ${inst} survives kill -9`);
+    const have = new Set(s.timestamps);
+    const lost = list.filter((t) => !have.has(t));
+    assert.deepEqual(lost, [], `${inst}: ${lost.length} of ${list.length} acknowledged pushes lost by kill -9`);
+    nAcked += list.length;
+  }
+  assert.ok(nAcked >= 20, `checked ${nAcked} acknowledged pushes`);
+
+  // Every scrape the killed process counted as a success is stored: its
+  // scrapes are the demo profiles stamped after it was started.
+  let stored = 0;
+  for (const s of (await seriesMap('{job="demo"}')).values()) stored += s.timestamps.filter((t) => t >= p2Spawn).length;
+  assert.ok(scraped > 0, 'the killed process had scraped');
+  assert.ok(stored >= scraped, `stored ${stored} demo profiles of the killed process, it acknowledged ${scraped}`);
+
   // And it keeps scraping into the same series after the crash.
   const heapBefore = [...before.values()].find((s) => s.labels.__name__ === 'heap' && s.labels.job === 'demo');
   await waitFor('a new heap scrape after kill -9', async () => {
