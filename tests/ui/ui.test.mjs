@@ -191,6 +191,185 @@ test('a click on a point shows its flame graph and top table', { timeout: 40000 
   assert.ok(await page.locator('#flamegraph .frame').filter({ hasText: expected }).count() >= 1, 'reloaded URL shows the profile');
 });
 
+// Centre of timeline point i (page coordinates).
+async function pointXY(i) {
+  const b = await page.locator(`#timeline circle.pt[data-ts="${heapTimes[i]}"]`).boundingBox();
+  return { x: b.x + b.width / 2, y: b.y + b.height / 2 };
+}
+
+// Drags across the timeline from halfway between points i-1 and i to
+// halfway between points j and j+1 (or a little past an end point).
+async function dragPoints(i, j) {
+  const pi = await pointXY(i), pj = await pointXY(j);
+  const x0 = i > 0 ? (pi.x + (await pointXY(i - 1)).x) / 2 : pi.x - 6;
+  const x1 = j < N_HEAP - 1 ? (pj.x + (await pointXY(j + 1)).x) / 2 : pj.x + 6;
+  const box = await page.locator('#timeline svg').boundingBox();
+  const y = box.y + box.height - 40; // low in the plot, away from the points' tooltips
+  await page.mouse.move(x0, y);
+  await page.mouse.down();
+  await page.mouse.move((x0 + x1) / 2, y, { steps: 4 });
+  await page.mouse.move(x1, y, { steps: 4 });
+  await page.mouse.up();
+}
+
+// Sum of the inuse_space totals of the heap points in [from, to] ms, from
+// the API's own query_range (what the timeline draws), over every series.
+async function rangeTotal(from, to) {
+  const data = await apiData(profd.base, '/api/v1/query_range?' + qs({
+    query: 'heap{service="uitest"}', from: String(heapTimes[0] / 1000 - 60), to: String(heapTimes[N_HEAP - 1] / 1000 + 60),
+  }));
+  let sum = 0, n = 0;
+  for (const s of data) {
+    const idx = s.sample_types.findIndex((st) => st.type === 'inuse_space');
+    assert.ok(idx >= 0, 'series has inuse_space');
+    s.timestamps.forEach((ts, j) => { if (ts >= from && ts <= to) { sum += s.totals[j][idx]; n++; } });
+  }
+  return { sum, n };
+}
+
+test('a drag on the timeline shows the merged flame graph and top table of the range', { timeout: 40000 }, async (t) => {
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
+  await page.waitForSelector('#timeline circle.pt');
+  assert.equal(await page.locator('#sample-type').inputValue(), 'inuse_space');
+  await dragPoints(1, 3);
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden]) #flamegraph .frame');
+  await page.waitForSelector('#top-table tbody tr[data-fn]');
+  await page.waitForFunction(() => !document.getElementById('profile-panel').classList.contains('loading'));
+
+  // The selection is the range from the first to the last point inside the drag.
+  const u = new URL(page.url());
+  assert.equal(u.searchParams.get('sel'), `${heapTimes[1]}-${heapTimes[3]}`, 'selection in the URL');
+  const rect = page.locator('#timeline rect.sel-m');
+  assert.equal(await rect.count(), 1, 'the range is shaded on the timeline');
+  assert.match(await page.locator('#selection').innerText(), /3 profiles/);
+
+  // The merged total is the sum of the selected points' totals.
+  const exp = await rangeTotal(heapTimes[1], heapTimes[3]);
+  assert.equal(exp.n, 3, 'three points in the range');
+  assert.ok(exp.sum > 0);
+  assert.equal(+(await page.locator('#flamegraph').getAttribute('data-total')), exp.sum, 'flame graph total = sum of the points');
+  assert.equal(+(await page.locator('#top-table').getAttribute('data-total')), exp.sum, 'top table total = sum of the points');
+  // The root frame spans the whole width and the top table has the merge's functions.
+  const top = await apiData(profd.base, '/api/v1/query?' + qs({
+    mode: 'merge', query: 'heap{service="uitest"}', from: String(heapTimes[1] / 1000), to: String(heapTimes[3] / 1000),
+    report: 'top', sample_index: 'inuse_space',
+  }));
+  assert.equal(top.total, exp.sum, 'the API merge agrees');
+  assert.equal(await page.locator('#top-table tbody tr[data-fn]').first().getAttribute('data-fn'), top.rows[0].function);
+  assert.equal(await page.locator('#top-table thead th').first().getAttribute('data-key'), 'flat');
+
+  // The pprof download is the merge (3 profiles).
+  const href = await page.locator('#download').getAttribute('href');
+  assert.match(href, /mode=merge/);
+  assert.match(href, /report=proto/);
+  const dl = await http(profd.base + href);
+  assert.equal(dl.status, 200);
+  assert.equal(dl.buf[0], 0x1f, 'gzip pprof');
+  assert.equal(dl.headers.get('x-profd-profiles'), '3');
+  assert.match(await page.locator('#pprof-cmd').innerText(), /^go tool pprof .*mode=merge.*report=proto/);
+  await shot(t, '5-merge');
+
+  // Reloading the URL shows the same merge.
+  await page.goto(page.url());
+  await page.waitForSelector('#profile-panel[data-kind="merge"] #flamegraph .frame');
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === v, String(exp.sum));
+});
+
+test('shift-click on two points merges the range between them', { timeout: 30000 }, async (t) => {
+  const p0 = await pointXY(0), p2 = await pointXY(2);
+  await page.keyboard.down('Shift');
+  await page.mouse.click(p0.x, p0.y);
+  await page.waitForSelector('#selection:has-text("Shift-click a second point")');
+  await page.mouse.click(p2.x, p2.y);
+  await page.keyboard.up('Shift');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('sel'));
+  assert.equal(new URL(page.url()).searchParams.get('sel'), `${heapTimes[0]}-${heapTimes[2]}`);
+  const exp = await rangeTotal(heapTimes[0], heapTimes[2]);
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === v, String(exp.sum));
+  // A plain click goes back to one profile.
+  const p4 = await pointXY(4);
+  await page.mouse.click(p4.x, p4.y);
+  await page.waitForSelector('#profile-panel[data-kind="single"]');
+  assert.equal(await page.locator('#timeline rect.sel').count(), 0, 'no range shaded');
+});
+
+test('compare mode shows the diff of two ranges: red and green frames, base/new/delta columns', { timeout: 40000 }, async (t) => {
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
+  await page.waitForSelector('#timeline circle.pt');
+  await page.click('#compare');
+  assert.equal(await page.locator('#compare').getAttribute('aria-pressed'), 'true');
+  await dragPoints(0, 2); // A: three profiles
+  await page.waitForSelector('#timeline rect.sel-a');
+  await dragPoints(4, 5); // B: two profiles
+  await page.waitForSelector('#timeline rect.sel-b');
+  await page.waitForSelector('#profile-panel[data-kind="diff"] #flamegraph .frame');
+  await page.waitForFunction(() => !document.getElementById('profile-panel').classList.contains('loading'));
+  const u = new URL(page.url());
+  assert.equal(u.searchParams.get('cmp'), '1');
+  assert.equal(u.searchParams.get('a'), `${heapTimes[0]}-${heapTimes[2]}`);
+  assert.equal(u.searchParams.get('b'), `${heapTimes[4]}-${heapTimes[5]}`);
+
+  // What the API says grew and shrank (not hard-coded): both happen here.
+  const diffQ = {
+    mode: 'diff', query_a: 'heap{service="uitest"}', query_b: 'heap{service="uitest"}', mode_a: 'merge', mode_b: 'merge',
+    from_a: String(heapTimes[0] / 1000), to_a: String(heapTimes[2] / 1000),
+    from_b: String(heapTimes[4] / 1000), to_b: String(heapTimes[5] / 1000), sample_index: 'inuse_space',
+  };
+  const fg = await apiData(profd.base, '/api/v1/query?' + qs({ ...diffQ, report: 'flamegraph' }));
+  const grew = new Set(), shrank = new Set();
+  (function walk(n) {
+    if (n.name !== 'root') (n.new > n.base ? grew : n.new < n.base ? shrank : new Set()).add(n.name);
+    (n.children || []).forEach(walk);
+  })(fg);
+  assert.ok(grew.size > 0 && shrank.size > 0, 'the chosen ranges have frames that grew and frames that shrank');
+  const a = await rangeTotal(heapTimes[0], heapTimes[2]), b = await rangeTotal(heapTimes[4], heapTimes[5]);
+  assert.equal(fg.base, a.sum, 'diff base = sum of A');
+  assert.equal(fg.new, b.sum, 'diff new = sum of B');
+
+  // Grown frames are red, shrunk ones green.
+  const red = page.locator('#flamegraph .frame.grew'), green = page.locator('#flamegraph .frame.shrank');
+  assert.ok(await red.count() > 0, 'red frames');
+  assert.ok(await green.count() > 0, 'green frames');
+  const rgb = async (loc) => (await loc.first().evaluate((e) => getComputedStyle(e).backgroundColor)).match(/\d+/g).map(Number);
+  const [rr, rg] = await rgb(red), [gr, gg] = await rgb(green);
+  assert.ok(rr > rg, `grown frame is red (${rr},${rg})`);
+  assert.ok(gg > gr, `shrunk frame is green (${gr},${gg})`);
+  for (const el of await red.evaluateAll((els) => els.map((e) => e.getAttribute('data-name')))) assert.ok(grew.has(el), `${el} grew`);
+  for (const el of await green.evaluateAll((els) => els.map((e) => e.getAttribute('data-name')))) assert.ok(shrank.has(el), `${el} shrank`);
+
+  // The top table shows base, new and delta.
+  const keys = await page.locator('#top-table thead th').evaluateAll((els) => els.map((e) => e.getAttribute('data-key')));
+  assert.deepEqual(keys.slice(0, 3), ['base_flat', 'new_flat', 'flat']);
+  assert.match(await page.locator('#top-table thead').innerText(), /A \(base\)[\s\S]*B[\s\S]*Δ/);
+  const top = await apiData(profd.base, '/api/v1/query?' + qs({ ...diffQ, report: 'top' }));
+  const row = page.locator('#top-table tbody tr[data-fn]').first();
+  assert.equal(await row.getAttribute('data-fn'), top.rows[0].function, 'sorted by |delta| like the API');
+  const cells = await row.locator('td').allInnerTexts();
+  const r0 = top.rows[0];
+  assert.equal(r0.flat, r0.new_flat - r0.base_flat);
+  assert.match(cells[2], r0.flat > 0 ? /^\+/ : /^-/, 'delta is signed');
+  assert.equal(await row.locator('td.delta').first().getAttribute('class'), 'num delta ' + (r0.flat > 0 ? 'pos' : 'neg'));
+  assert.ok(await page.locator('#top-table td.delta.pos').count() > 0, 'a grown row');
+  assert.ok(await page.locator('#top-table td.delta.neg').count() > 0, 'a shrunk row');
+  assert.equal(+(await page.locator('#top-table').getAttribute('data-total')), b.sum - a.sum, 'total delta');
+  assert.match(await page.locator('#pprof-cmd').innerText(), /-diff_base=/);
+  const dl = await http(profd.base + await page.locator('#download').getAttribute('href'));
+  assert.equal(dl.status, 200);
+  assert.equal(dl.headers.get('x-profd-profiles'), '5');
+
+  // Hover on a red frame tells A, B and the delta.
+  await red.first().hover();
+  await page.waitForSelector('#tooltip:not([hidden])');
+  assert.match(await page.locator('#tooltip').innerText(), /A \(base\)[\s\S]*B[\s\S]*Δ \+/);
+  await page.mouse.move(5, 5);
+  await shot(t, '6-compare');
+
+  // Compare off: B stays as the merged range.
+  await page.click('#compare');
+  await page.waitForSelector('#profile-panel[data-kind="merge"]');
+  assert.equal(new URL(page.url()).searchParams.get('sel'), `${heapTimes[4]}-${heapTimes[5]}`);
+});
+
 test('the CPU series shows time units', { timeout: 30000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}' }));
   await page.waitForSelector('#timeline circle.pt');
@@ -199,7 +378,7 @@ test('the CPU series shows time units', { timeout: 30000 }, async (t) => {
   await page.locator('#timeline circle.pt').last().click();
   await page.waitForSelector('#top-table tbody tr[data-fn]');
   assert.match(await page.locator('#top-table tbody tr').first().innerText(), /\d(ms|s|µs)\b/);
-  await shot(t, '5-cpu');
+  await shot(t, '7-cpu');
 });
 
 test('the targets page shows health per job and profile type', { timeout: 30000 }, async (t) => {
@@ -209,7 +388,7 @@ test('the targets page shows health per job and profile type', { timeout: 30000 
   // The page refreshes itself; the first scrape fails within a few seconds.
   await page.waitForSelector('.job[data-job="unreachable"] tr[data-health="down"] .badge.down', { timeout: 20000 });
   assert.match(await page.locator('.job[data-job="unreachable"] td.err').first().innerText(), /\S/, 'the error is shown');
-  await shot(t, '6-targets');
+  await shot(t, '8-targets');
   // A reload of /targets is served the page too.
   await page.reload();
   await page.waitForSelector('.job[data-job="unreachable"]');

@@ -4,16 +4,26 @@
  * Views (client-side routes; the server returns index.html for each):
  *   /  (or /graph)  selector box → timeline of the matching series (one point
  *                   per stored profile, y = total of the chosen sample type)
- *                   → click a point → that profile's flame graph and top table
+ *                   → click a point → that profile's flame graph and top table;
+ *                   drag across the timeline (or shift-click two points) →
+ *                   the merged flame graph and top table of every profile of
+ *                   the query in that range (mode=merge); Compare: two
+ *                   selections A (base) and B → their diff (mode=diff, as
+ *                   go tool pprof -diff_base=A B), grown frames red, shrunk
+ *                   green, the top table with base, new and delta
  *   /targets        scrape health per job, target and profile type
  *
  * State lives in the query string so a view can be shared:
  *   query=SELECTOR  range=15m|1h|…  type=SAMPLE_TYPE  refresh=SECONDS
  *   series=EXACT_SELECTOR  t=MS (the opened profile)
+ *   sel=FROM-TO (ms, a merged range)   cmp=1 a=FROM-TO b=FROM-TO (compare)
  *
  * API (Prometheus envelope {"status":"success","data":…}):
  *   /api/v1/query_range?query=&from=&to=     → [{labels, sample_types, timestamps, totals}]
  *   /api/v1/query?query=&time=&report=top|flamegraph|proto[&sample_index=]
+ *   /api/v1/query?mode=merge&query=&from=&to=&report=…
+ *   /api/v1/query?mode=diff&query_a=&query_b=&mode_a=merge&mode_b=merge
+ *                 &from_a=&to_a=&from_b=&to_b=&report=…
  *   /api/v1/labels, /api/v1/label/NAME/values, /api/v1/targets
  */
 'use strict';
@@ -26,6 +36,9 @@
 
   const state = {
     query: '', range: '1h', type: '', refresh: 0, series: '', t: 0,
+    sel: null,          // {from, to} ms: the merged range
+    cmp: false,         // compare mode
+    a: null, b: null,   // {from, to} ms: compare's base (A) and new (B) selections
   };
   let lastRange = null;      // {from, to, series: [...]} of the last query_range
   let hidden = new Set();    // legend keys switched off
@@ -201,7 +214,20 @@
     state.refresh = parseInt(q.get('refresh') || '0', 10) || 0;
     state.series = q.get('series') || '';
     state.t = parseInt(q.get('t') || '0', 10) || 0;
+    state.cmp = q.get('cmp') === '1';
+    state.sel = state.cmp ? null : parseSpan(q.get('sel'));
+    state.a = state.cmp ? parseSpan(q.get('a')) : null;
+    state.b = state.cmp ? parseSpan(q.get('b')) : null;
+    tl.next = state.a && !state.b ? 'b' : state.a ? 'b' : 'a';
   }
+
+  // "FROM-TO" (ms) → {from, to}, or null.
+  function parseSpan(v) {
+    const m = /^(\d+)-(\d+)$/.exec(v || '');
+    if (!m || +m[2] < +m[1]) return null;
+    return { from: +m[1], to: +m[2] };
+  }
+  const spanText = (r) => r.from + '-' + r.to;
 
   function writeURL(push) {
     const q = new URLSearchParams();
@@ -209,7 +235,13 @@
     if (state.range !== '1h') q.set('range', state.range);
     if (state.type) q.set('type', state.type);
     if (state.refresh) q.set('refresh', String(state.refresh));
-    if (state.series && state.t) { q.set('series', state.series); q.set('t', String(state.t)); }
+    if (state.series && state.t && !state.sel && !state.cmp) { q.set('series', state.series); q.set('t', String(state.t)); }
+    if (state.sel && !state.cmp) q.set('sel', spanText(state.sel));
+    if (state.cmp) {
+      q.set('cmp', '1');
+      if (state.a) q.set('a', spanText(state.a));
+      if (state.b) q.set('b', spanText(state.b));
+    }
     const path = location.pathname === '/targets' ? '/' : location.pathname;
     const url = path + (q.toString() ? '?' + q.toString() : '');
     if (url !== location.pathname + location.search) history[push ? 'pushState' : 'replaceState'](null, '', url);
@@ -236,8 +268,8 @@
       loadTypeChips();
       if (state.query) run(false);
       else { $('timeline-panel').hidden = true; $('intro').hidden = false; }
-      if (state.series && state.t) loadProfile(state.series, state.t);
-      else $('profile-panel').hidden = true;
+      showSelection();
+      loadView();
     }
   }
 
@@ -294,7 +326,12 @@
     state.range = $('range').value;
     state.series = '';
     state.t = 0;
+    state.sel = null;
+    state.a = state.b = null;
+    tl.next = 'a';
+    tl.anchor = null;
     $('profile-panel').hidden = true;
+    showSelection();
     hidden = new Set();
     writeURL(true);
     run(true);
@@ -307,7 +344,7 @@
     state.type = $('sample-type').value;
     writeURL(false);
     drawTimeline();
-    if (state.series && state.t) loadProfile(state.series, state.t);
+    loadView();
   });
 
   function setRefresh() {
@@ -334,6 +371,9 @@
       $('timeline-panel').hidden = false;
       fillSampleTypes();
       drawTimeline();
+      showSelection();
+      const v = viewSpec();
+      if (v && !$('profile-panel').hidden) $('profile-title').textContent = v.title;
     } catch (e) {
       if (seq !== runSeq) return;
       showError(e.message);
@@ -363,7 +403,14 @@
 
   /* ------------------------------------------------------------ timeline */
 
-  const tl = { pts: [], x: null, y: null, unit: '', hoverEl: null, selEl: null, svg: null };
+  const tl = {
+    pts: [], x: null, y: null, unit: '', hoverEl: null, selEl: null, svg: null,
+    inv: null, plot: null,  // x pixel → ms; {l, r, t, b} of the plot area (SVG units)
+    next: 'a',              // compare: which selection the next drag sets
+    anchor: null,           // shift-click: the first point's ts
+    drag: null,             // {x0, x1, moved} while the mouse is down
+    justDragged: false,     // swallow the click that ends a drag
+  };
 
   function drawTimeline() {
     const box = $('timeline');
@@ -393,6 +440,8 @@
     const x = (t) => M.l + ((t - from) / (to - from)) * (W - M.l - M.r);
     const y = (v) => H - M.b - (v / ymax) * (H - M.t - M.b);
     tl.x = x; tl.y = y;
+    tl.inv = (px) => from + ((px - M.l) / (W - M.l - M.r)) * (to - from);
+    tl.plot = { l: M.l, r: W - M.r, t: M.t, b: H - M.b };
 
     let svg = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ' + W + ' ' + H + '" preserveAspectRatio="none">';
     svg += '<g class="grid">';
@@ -401,7 +450,7 @@
     for (const v of ticks) svg += '<text x="' + (M.l - 6) + '" y="' + (y(v) + 4) + '" text-anchor="end">' + esc(vt.fmt(v)) + '</text>';
     const tt = timeTicks(from, to);
     for (const t of tt.ticks) svg += '<text x="' + x(t) + '" y="' + (H - 8) + '" text-anchor="middle">' + esc(fmtTick(t, tt.step)) + '</text>';
-    svg += '</g>';
+    svg += '</g><g class="sels">' + selectionRects() + '</g><rect class="brush" x="-99" y="' + M.t + '" width="0" height="' + (H - M.t - M.b) + '"/>';
 
     tl.pts = [];
     const showDots = npts <= 3000;
@@ -429,6 +478,7 @@
     tl.svg = box.firstChild;
     tl.hoverEl = box.querySelector('circle.hover');
     tl.selEl = box.querySelector('circle.selected');
+    tl.brushEl = box.querySelector('rect.brush');
     markSelected();
 
     legend.innerHTML = drawn.map((d) => {
@@ -450,9 +500,39 @@
     drawTimeline();
   });
 
+  // The shaded rectangles of the merged range, or of A and B (compare).
+  function selectionRects() {
+    if (!tl.plot) return '';
+    const P = tl.plot;
+    const rect = (r, cls, label) => {
+      let x0 = Math.max(P.l, tl.x(r.from)), x1 = Math.min(P.r, tl.x(r.to));
+      if (x1 < P.l || x0 > P.r) return '';
+      if (x1 - x0 < 8) { const c = (x0 + x1) / 2; x0 = c - 4; x1 = c + 4; } // a one-point range stays visible
+      return '<rect class="sel ' + cls + '" x="' + x0.toFixed(1) + '" y="' + P.t + '" width="' + (x1 - x0).toFixed(1) +
+        '" height="' + (P.b - P.t) + '" data-from="' + r.from + '" data-to="' + r.to + '"/>' +
+        (label ? '<text class="sel-label ' + cls + '" x="' + (x0 + 4).toFixed(1) + '" y="' + (P.t + 13) + '">' + label + '</text>' : '');
+    };
+    if (state.cmp) return (state.a ? rect(state.a, 'sel-a', 'A') : '') + (state.b ? rect(state.b, 'sel-b', 'B') : '');
+    return state.sel ? rect(state.sel, 'sel-m', '') : '';
+  }
+
+  function redrawSelections() {
+    const g = tl.svg && tl.svg.querySelector('g.sels');
+    if (g) g.innerHTML = selectionRects();
+    markSelected();
+  }
+
   function markSelected() {
     if (!tl.selEl) return;
-    const p = tl.pts.find((q) => q.ts === state.t && exactSelector(q.d.s.labels) === state.series);
+    if (state.sel || state.cmp) {
+      // Shift-click's first point, while waiting for the second.
+      const a = tl.anchor !== null && tl.pts.find((q) => q.ts === tl.anchor);
+      tl.selEl.setAttribute('cx', a ? a.px : -99);
+      tl.selEl.setAttribute('cy', a ? a.py : -99);
+      return;
+    }
+    const p = tl.anchor !== null ? tl.pts.find((q) => q.ts === tl.anchor) :
+      tl.pts.find((q) => q.ts === state.t && exactSelector(q.d.s.labels) === state.series);
     tl.selEl.setAttribute('cx', p ? p.px : -99);
     tl.selEl.setAttribute('cy', p ? p.py : -99);
   }
@@ -472,28 +552,191 @@
     return best;
   }
 
+  // Mouse position in SVG units.
+  function svgX(e) {
+    const r = tl.svg.getBoundingClientRect();
+    return ((e.clientX - r.left) / r.width) * tl.svg.viewBox.baseVal.width;
+  }
+
+  // Stored profiles in [from, to] ms, over every series of the query (a
+  // merge takes them all, also the series switched off in the legend).
+  function countIn(r) {
+    let n = 0;
+    for (const s of (lastRange ? lastRange.series : [])) for (const ts of s.timestamps) if (ts >= r.from && ts <= r.to) n++;
+    return n;
+  }
+
+  // The range a drag from pixel x0 to x1 selects: from the first to the last
+  // profile inside it (so the range names real profiles), or null.
+  function dragRange(x0, x1) {
+    const t0 = tl.inv(Math.min(x0, x1)), t1 = tl.inv(Math.max(x0, x1));
+    let lo = Infinity, hi = -Infinity;
+    for (const s of lastRange.series) for (const ts of s.timestamps) if (ts >= t0 && ts <= t1) { lo = Math.min(lo, ts); hi = Math.max(hi, ts); }
+    return lo <= hi ? { from: lo, to: hi } : null;
+  }
+
+  $('timeline').addEventListener('mousedown', (e) => {
+    if (e.button !== 0 || !tl.svg || !tl.pts.length) return;
+    e.preventDefault();
+    const x = svgX(e);
+    tl.drag = { x0: x, x1: x, moved: false };
+  });
+  window.addEventListener('mousemove', (e) => {
+    const d = tl.drag;
+    if (!d || !tl.svg) return;
+    const P = tl.plot;
+    d.x1 = Math.max(P.l, Math.min(P.r, svgX(e)));
+    if (Math.abs(d.x1 - d.x0) > 4) d.moved = true;
+    if (!d.moved) return;
+    const x0 = Math.min(d.x0, d.x1), x1 = Math.max(d.x0, d.x1);
+    tl.brushEl.setAttribute('x', x0);
+    tl.brushEl.setAttribute('width', x1 - x0);
+    const r = dragRange(d.x0, d.x1);
+    const who = state.cmp ? (tl.next === 'a' ? 'A (base): ' : 'B: ') : '';
+    showTip(e, who + (r ? esc(fmtTime(r.from)) + ' – ' + esc(fmtTime(r.to)) + '<br><b>' + countIn(r) + ' profiles</b>' : 'no profiles here'));
+  });
+  window.addEventListener('mouseup', (e) => {
+    const d = tl.drag;
+    if (!d) return;
+    tl.drag = null;
+    if (tl.brushEl) { tl.brushEl.setAttribute('x', -99); tl.brushEl.setAttribute('width', 0); }
+    if (!d.moved) return; // a click: handled below
+    tl.justDragged = true;
+    setTimeout(() => { tl.justDragged = false; }, 0);
+    hideTip();
+    const r = dragRange(d.x0, d.x1);
+    if (r) select(r);
+  });
+
   $('timeline').addEventListener('mousemove', (e) => {
+    if (tl.drag && tl.drag.moved) return;
     const p = nearest(e);
     if (!p) { hideTip(); if (tl.hoverEl) tl.hoverEl.setAttribute('cx', -99); return; }
     tl.hoverEl.setAttribute('cx', p.px);
     tl.hoverEl.setAttribute('cy', p.py);
     const unit = p.d.s.sample_types[p.d.idx].unit;
+    const act = tl.anchor !== null ? 'shift-click: end of the range' : state.cmp ? 'click: ' + (tl.next === 'a' ? 'A (base)' : 'B') + ' = this profile' : 'click to open · drag to merge a range';
     showTip(e, '<div class="tl">' + esc(seriesName(p.d.s.labels)) + '</div>' +
       '<b>' + esc(fmtValue(p.v, unit)) + '</b> ' + esc(state.type) + '<br>' + esc(fmtTime(p.ts)) +
-      ' <span class="tl">(' + esc(fmtAgo(p.ts)) + ')</span><br><i>click to open</i>');
+      ' <span class="tl">(' + esc(fmtAgo(p.ts)) + ')</span><br><i>' + esc(act) + '</i>');
   });
-  $('timeline').addEventListener('mouseleave', () => { hideTip(); if (tl.hoverEl) tl.hoverEl.setAttribute('cx', -99); });
+  $('timeline').addEventListener('mouseleave', () => { if (!tl.drag) hideTip(); if (tl.hoverEl) tl.hoverEl.setAttribute('cx', -99); });
   $('timeline').addEventListener('click', (e) => {
+    if (tl.justDragged) return;
     const p = nearest(e);
     if (!p) return;
+    if (e.shiftKey) {
+      // Shift-click two points: the range between them.
+      if (tl.anchor === null) { tl.anchor = p.ts; markSelected(); showSelection(); return; }
+      const r = { from: Math.min(tl.anchor, p.ts), to: Math.max(tl.anchor, p.ts) };
+      tl.anchor = null;
+      select(r);
+      return;
+    }
+    tl.anchor = null;
+    if (state.cmp) { select({ from: p.ts, to: p.ts }); return; }
+    state.sel = null;
     state.series = exactSelector(p.d.s.labels);
     state.t = p.ts;
     writeURL(true);
-    markSelected();
-    loadProfile(state.series, state.t);
+    redrawSelections();
+    showSelection();
+    loadView();
+    revealProfile();
+  });
+
+  function revealProfile() {
     // Bring the profile into view when it opens below the fold.
     const panel = $('profile-panel');
     if (panel.getBoundingClientRect().top > window.innerHeight - 120) panel.scrollIntoView({ behavior: 'smooth', block: 'start' });
+  }
+
+  // A range was chosen (drag, shift-click, or a click in compare mode).
+  function select(r) {
+    if (state.cmp) {
+      if (tl.next === 'a' || !state.a) { state.a = r; tl.next = 'b'; } else state.b = r;
+    } else {
+      state.sel = r;
+    }
+    state.series = '';
+    state.t = 0;
+    writeURL(true);
+    redrawSelections();
+    showSelection();
+    loadView();
+    revealProfile();
+  }
+
+  // The bar under the timeline: what is selected, and what a drag does next.
+  function showSelection() {
+    const bar = $('selection');
+    const cmpBtn = $('compare');
+    cmpBtn.classList.toggle('on', state.cmp);
+    cmpBtn.setAttribute('aria-pressed', state.cmp ? 'true' : 'false');
+    const span = (r) => {
+      const same = r.from === r.to;
+      return '<span class="when">' + esc(fmtTime(r.from)) + (same ? '' : ' – ' + esc(fmtTime(r.to))) + '</span> <span class="muted">· ' +
+        countIn(r) + ' profile' + (countIn(r) === 1 ? '' : 's') + '</span>';
+    };
+    let html = '';
+    if (state.cmp) {
+      const chip = (k, label) => {
+        const r = state[k];
+        return '<span class="chip sel-' + k + (tl.next === k ? ' next' : '') + '" data-pick="' + k + '" title="click, then drag on the timeline to choose ' + label + ' again">' +
+          '<b>' + label + '</b> ' + (r ? span(r) : '<span class="muted">' + (tl.next === k ? 'drag on the timeline (or click a point)' : 'not chosen') + '</span>') + '</span>';
+      };
+      html = chip('a', 'A (base)') + '<span class="vs">vs</span>' + chip('b', 'B') +
+        (state.a && state.b ? ' <button type="button" class="small" id="sel-swap">Swap</button>' : '') +
+        ' <button type="button" class="small" id="sel-clear">Clear</button>';
+    } else if (tl.anchor !== null) {
+      html = '<span class="muted">Shift-click a second point to merge the range from ' + esc(fmtTime(tl.anchor)) + '.</span>';
+    } else if (state.sel) {
+      html = '<span class="chip sel-m"><b>Merged</b> ' + span(state.sel) + '</span> <button type="button" class="small" id="sel-clear">Clear</button>';
+    }
+    bar.innerHTML = html;
+    bar.hidden = !html;
+    $('timeline-hint').textContent = state.cmp ?
+      'Compare: drag across the timeline (or click a point) to choose A, the base, then again for B. Frames that grew from A to B are red, those that shrank green.' :
+      'Click a point to open that profile. Drag across the timeline, or shift-click two points, to merge every profile in between.';
+  }
+
+  $('selection').addEventListener('click', (e) => {
+    const b = e.target.closest('button');
+    if (b && b.id === 'sel-clear') {
+      state.sel = null; state.a = state.b = null; tl.next = 'a'; tl.anchor = null;
+      writeURL(true); redrawSelections(); showSelection(); loadView();
+      return;
+    }
+    if (b && b.id === 'sel-swap') {
+      [state.a, state.b] = [state.b, state.a];
+      writeURL(true); redrawSelections(); showSelection(); loadView();
+      return;
+    }
+    const c = e.target.closest('[data-pick]');
+    if (c) { tl.next = c.getAttribute('data-pick'); showSelection(); }
+  });
+
+  $('compare').addEventListener('click', () => {
+    tl.anchor = null;
+    if (!state.cmp) {
+      state.cmp = true;
+      // What was open becomes A: the merged range, or the opened profile.
+      state.a = state.sel || (state.t ? { from: state.t, to: state.t } : null);
+      state.b = null;
+      state.sel = null;
+      tl.next = state.a ? 'b' : 'a';
+    } else {
+      state.cmp = false;
+      state.sel = state.b || state.a;
+      state.a = state.b = null;
+      tl.next = 'a';
+    }
+    state.series = '';
+    state.t = 0;
+    writeURL(true);
+    redrawSelections();
+    showSelection();
+    loadView();
   });
   window.addEventListener('resize', () => { if (lastRange && !$('timeline-panel').hidden) drawTimeline(); if (flame.root) drawFlame(); });
 
@@ -529,45 +772,128 @@
     return (s.sample_types || []).some((st) => st.type === state.type) ? state.type : '';
   }
 
-  async function loadProfile(series, t) {
+  const secs = (ms) => (ms / 1000).toFixed(3);
+
+  // What the profile panel shows, from the state: one profile, the merge of
+  // a range, or the diff of two ranges (A = base). null: nothing.
+  function viewSpec() {
+    const q = state.query;
+    const name = ((q.match(/^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)/) || [])[1]) || 'profile';
+    const file = name.replace(/[^A-Za-z0-9_.-]/g, '_');
+    const withIdx = (u, report, idx) => u + '&report=' + report +
+      (idx && report !== 'proto' ? '&sample_index=' + encodeURIComponent(idx) : '') +
+      (report === 'flamegraph' ? '&nodes=4000' : '');
+    const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to);
+    const range = (r) => fmtTime(r.from) + (r.from === r.to ? '' : ' – ' + fmtTime(r.to));
+    if (state.cmp && state.a && state.b) {
+      const a = state.a, b = state.b;
+      const base = '/api/v1/query?mode=diff&query_a=' + encodeURIComponent(q) + '&query_b=' + encodeURIComponent(q) +
+        '&mode_a=merge&mode_b=merge&from_a=' + secs(a.from) + '&to_a=' + secs(a.to) + '&from_b=' + secs(b.from) + '&to_b=' + secs(b.to);
+      return {
+        kind: 'diff', heading: 'Comparison',
+        title: q + ' · B ' + range(b) + ' (' + countIn(b) + ') vs A ' + range(a) + ' (' + countIn(a) + ', base)',
+        url: (report, idx) => withIdx(base, report, idx),
+        proto: withIdx(base, 'proto'),
+        file: file + '-diff-' + b.from + '.pb.gz',
+        cmd: "go tool pprof -http=: -diff_base='" + location.origin + withIdx(mergeURL(a), 'proto') + "' '" + location.origin + withIdx(mergeURL(b), 'proto') + "'",
+        dlText: 'Download diff (pprof)',
+      };
+    }
+    const r = state.cmp ? state.a : state.sel;
+    if (r) {
+      const u = mergeURL(r);
+      return {
+        kind: 'merge', heading: state.cmp ? 'A (base) — now choose B' : 'Merged profiles',
+        title: q + ' · ' + range(r) + ' · ' + countIn(r) + ' profiles merged',
+        url: (report, idx) => withIdx(u, report, idx),
+        proto: withIdx(u, 'proto'),
+        file: file + '-merge-' + r.from + '-' + r.to + '.pb.gz',
+        cmd: "go tool pprof -http=: '" + location.origin + withIdx(u, 'proto') + "'",
+        dlText: 'Download merged pprof',
+      };
+    }
+    if (state.series && state.t && !state.cmp) {
+      const series = state.series, t = state.t, si = sampleIndexFor(series);
+      return {
+        kind: 'single', heading: 'Profile', title: series + ' @ ' + fmtTime(t), fixedIdx: si,
+        url: (report, idx) => profileURL(series, t, report, idx),
+        proto: profileURL(series, t, 'proto'),
+        file: file + '-' + t + '.pb.gz',
+        cmd: "go tool pprof -http=: '" + location.origin + profileURL(series, t, 'proto') + "'",
+        dlText: 'Download pprof',
+      };
+    }
+    return null;
+  }
+
+  async function loadView() {
     const seq = ++profileSeq;
     const panel = $('profile-panel');
+    const v = viewSpec();
+    if (!v) { panel.hidden = true; return; }
     panel.hidden = false;
-    $('profile-title').textContent = series + ' @ ' + fmtTime(t);
-    const proto = profileURL(series, t, 'proto');
+    panel.setAttribute('data-kind', v.kind);
+    $('profile-heading').textContent = v.heading;
+    $('profile-title').textContent = v.title;
     const dl = $('download');
-    dl.href = proto;
-    const name = (series.match(/__name__="([^"]*)"/) || [])[1] || 'profile';
-    dl.setAttribute('download', name.replace(/[^A-Za-z0-9_.-]/g, '_') + '-' + t + '.pb.gz');
-    $('pprof-cmd').textContent = "go tool pprof -http=: '" + location.origin + proto + "'";
+    dl.href = v.proto;
+    dl.textContent = v.dlText;
+    dl.setAttribute('download', v.file);
+    $('pprof-cmd').textContent = v.cmd;
     $('profile-summary').textContent = 'loading…';
+    panel.classList.add('loading');
     try {
-      const si = sampleIndexFor(series);
-      const both = (idx) => Promise.all([api(profileURL(series, t, 'top', idx)), api(profileURL(series, t, 'flamegraph', idx))]);
+      const si = v.kind === 'single' ? v.fixedIdx : state.type;
+      const both = (idx) => Promise.all([api(v.url('top', idx)), api(v.url('flamegraph', idx))]);
       let top, fg;
       try {
         [top, fg] = await both(si);
       } catch (e) {
-        if (!si) throw e;
+        if (!si || v.kind !== 'single') throw e;
         [top, fg] = await both(''); // this profile lacks the chosen sample type: show its default
       }
       if (seq !== profileSeq) return;
       showError('');
       const st = top.sample_type || {};
+      const diff = v.kind === 'diff';
       profile.top = top;
       profile.unit = st.unit || '';
-      $('profile-summary').textContent = (st.type || '') + ' · total ' + fmtValue(top.total, st.unit) +
-        ' · ' + (top.rows || []).length + ' functions';
+      profile.diff = diff;
+      if (diff && !['base_flat', 'new_flat', 'flat', 'cum', 'function'].includes(profile.sortKey)) profile.sortKey = 'flat';
+      if (!diff && !['flat', 'flat_pct', 'cum', 'cum_pct', 'function'].includes(profile.sortKey)) profile.sortKey = 'flat';
+      const n = (top.rows_total !== undefined ? top.rows_total : (top.rows || []).length);
+      if (diff) {
+        const d = top.total || 0;
+        $('profile-summary').innerHTML = esc(st.type || '') + ' · A (base) ' + esc(fmtValue(top.base_total, st.unit)) +
+          ' → B ' + esc(fmtValue(top.new_total, st.unit)) + ' · <span class="' + (d > 0 ? 'pos' : d < 0 ? 'neg' : '') + '">Δ ' +
+          esc(signed(d, st.unit)) + (top.base_total ? ' (' + relChange(top.base_total, top.new_total) + ')' : '') + '</span> · ' + n + ' functions';
+      } else {
+        $('profile-summary').textContent = (st.type || '') + ' · total ' + fmtValue(top.total, st.unit) + ' · ' + n + ' functions';
+      }
+      $('top-table').setAttribute('data-total', String(top.total));
       drawTop();
-      flame.root = prepareFlame(fg);
+      flame.root = prepareFlame(fg, diff);
       flame.zoom = flame.root;
       flame.unit = st.unit || '';
+      flame.diff = diff;
+      $('flamegraph').setAttribute('data-total', String(fg.value || 0));
+      $('flame-legend').hidden = !diff;
       drawFlame();
     } catch (e) {
       if (seq !== profileSeq) return;
       $('profile-summary').textContent = '';
-      showError('Loading the profile failed: ' + e.message);
+      showError('Loading the ' + (v.kind === 'single' ? 'profile' : v.kind) + ' failed: ' + e.message);
+    } finally {
+      if (seq === profileSeq) panel.classList.remove('loading');
     }
+  }
+
+  function signed(v, unit) { return (v > 0 ? '+' : '') + fmtValue(v, unit); }
+  // The change from a to b as a percentage of a ("new" when a is 0).
+  function relChange(a, b) {
+    if (!a) return b ? 'new' : '0%';
+    const p = (100 * (b - a)) / Math.abs(a);
+    return (p > 0 ? '+' : '') + (Math.abs(p) >= 10 ? p.toFixed(0) : p.toFixed(1)) + '%';
   }
 
   $('copy-cmd').addEventListener('click', async () => {
@@ -588,31 +914,56 @@
 
   /* ------------------------------------------------------------ top table */
 
-  const profile = { top: null, unit: '', sortKey: 'flat', limit: 200 };
+  const profile = { top: null, unit: '', sortKey: 'flat', limit: 200, diff: false };
+
+  const TOP_COLS = [['flat', 'flat', 1], ['flat_pct', 'flat%', 1], ['cum', 'cum', 1], ['cum_pct', 'cum%', 1], ['function', 'function', 0]];
+  // A diff: each side's flat, the delta of flat (with the change relative to
+  // A) and of cum. flat/cum of a diff's rows are the deltas (B - A).
+  const DIFF_COLS = [['base_flat', 'A (base) flat', 1], ['new_flat', 'B flat', 1], ['flat', 'Δ flat', 1], ['flat_rel', 'Δ%', 1],
+    ['cum', 'Δ cum', 1], ['function', 'function', 0]];
 
   function drawTop() {
     const top = profile.top;
     const rows = (top.rows || []).slice();
     const total = top.total || 0;
     const k = profile.sortKey;
-    const keyOf = (r) => (k === 'flat_pct' ? r.flat : k === 'cum_pct' ? r.cum : r[k]);
+    const cols = profile.diff ? DIFF_COLS : TOP_COLS;
+    const keyOf = (r) => (k === 'flat_pct' || k === 'flat_rel' ? r.flat : k === 'cum_pct' ? r.cum : r[k]);
     if (k === 'function') rows.sort((a, b) => (a.function < b.function ? -1 : a.function > b.function ? 1 : 0));
     else rows.sort((a, b) => Math.abs(keyOf(b)) - Math.abs(keyOf(a)) || Math.abs(b.cum) - Math.abs(a.cum));
     const shown = rows.slice(0, profile.limit);
-    const maxFlat = rows.reduce((m, r) => Math.max(m, Math.abs(r.flat)), 0) || 1;
-    document.querySelectorAll('#top-table th').forEach((th) => th.classList.toggle('sorted', th.getAttribute('data-key') === k));
-    $('top-table').tBodies[0].innerHTML = shown.map((r) =>
+    const thead = $('top-table').tHead;
+    const want = cols.map((c) => c[0]).join();
+    if (thead.getAttribute('data-cols') !== want) {
+      thead.innerHTML = '<tr>' + cols.map((c) => '<th data-key="' + c[0] + '"' + (c[2] ? ' class="num"' : '') + '>' + esc(c[1]) + '</th>').join('') + '</tr>';
+      thead.setAttribute('data-cols', want);
+    }
+    thead.querySelectorAll('th').forEach((th) => th.classList.toggle('sorted', th.getAttribute('data-key') === k));
+    const u = profile.unit;
+    const sgn = (v) => (v > 0 ? 'pos' : v < 0 ? 'neg' : 'zero');
+    const rowHTML = profile.diff ? (r) =>
       '<tr data-fn="' + esc(r.function) + '">' +
-      '<td class="num">' + esc(fmtValue(r.flat, profile.unit)) + '</td>' +
+      '<td class="num">' + esc(fmtValue(r.base_flat, u)) + '</td>' +
+      '<td class="num">' + esc(fmtValue(r.new_flat, u)) + '</td>' +
+      '<td class="num delta ' + sgn(r.flat) + '">' + esc(signed(r.flat, u)) + '</td>' +
+      '<td class="num delta ' + sgn(r.flat) + '">' + esc(relChange(r.base_flat, r.new_flat)) + '</td>' +
+      '<td class="num delta ' + sgn(r.cum) + '">' + esc(signed(r.cum, u)) + '</td>' +
+      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + '</td></tr>'
+      : (r) =>
+      '<tr data-fn="' + esc(r.function) + '">' +
+      '<td class="num">' + esc(fmtValue(r.flat, u)) + '</td>' +
       '<td class="num">' + fmtPct(r.flat, total) + '</td>' +
-      '<td class="num">' + esc(fmtValue(r.cum, profile.unit)) + '</td>' +
+      '<td class="num">' + esc(fmtValue(r.cum, u)) + '</td>' +
       '<td class="num">' + fmtPct(r.cum, total) + '<span class="bar" style="width:' + Math.round(40 * Math.abs(r.cum) / (Math.abs(total) || 1)) + 'px"></span></td>' +
-      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + '</td></tr>').join('') ||
-      '<tr><td colspan="5" class="muted">This profile has no samples of this type.</td></tr>';
-    void maxFlat;
+      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + '</td></tr>';
+    $('top-table').tBodies[0].innerHTML = shown.map(rowHTML).join('') ||
+      '<tr><td colspan="' + cols.length + '" class="muted">' + (profile.diff ? 'No differences in this sample type.' : 'This profile has no samples of this type.') + '</td></tr>';
     const more = $('top-more');
-    more.hidden = rows.length <= shown.length;
-    more.innerHTML = rows.length > shown.length ? 'Showing ' + shown.length + ' of ' + rows.length + ' functions. <a href="#" id="top-all">Show all</a>' : '';
+    const cut = top.rows_cut || 0;
+    const all = rows.length + cut;
+    more.hidden = all <= shown.length;
+    more.innerHTML = all > shown.length ? 'Showing ' + shown.length + ' of ' + all + ' functions.' +
+      (rows.length > shown.length ? ' <a href="#" id="top-all">Show all</a>' : '') : '';
   }
 
   $('top-table').tHead.addEventListener('click', (e) => {
@@ -641,16 +992,35 @@
 
   // Icicle layout: the root on top, callees below; width ∝ value.
   const ROW = 18;
-  const flame = { root: null, zoom: null, unit: '', nodes: [] };
+  // A diff's frames are as wide as A and B together (so a frame that
+  // vanished in B still shows, and children fit in their parent), colored by
+  // the change: red grew, green shrank, grey unchanged.
+  const flame = { root: null, zoom: null, unit: '', nodes: [], diff: false };
 
-  function prepareFlame(tree) {
+  function prepareFlame(tree, diff) {
     const walk = (n, parent, depth) => {
       const node = { name: n.name, value: n.value || 0, self: n.self || 0, parent, depth, children: [] };
+      if (diff) {
+        node.base = n.base || 0; node.new = n.new || 0;
+        node.base_self = n.base_self || 0; node.new_self = n.new_self || 0;
+        node.size = node.base + node.new;
+      } else node.size = node.value;
       for (const c of n.children || []) node.children.push(walk(c, node, depth + 1));
       return node;
     };
     return walk(tree || { name: 'root', value: 0 }, null, 0);
   }
+
+  // Red for growth, green for shrinkage; the stronger, the larger the change
+  // relative to the frame's larger side.
+  function diffColor(n) {
+    const d = n.new - n.base;
+    if (d === 0 || n.name === 'root') return n.name === 'root' ? '#c7cbd1' : '#d9dbe0';
+    const rel = Math.min(1, Math.abs(d) / Math.max(Math.abs(n.base), Math.abs(n.new), 1));
+    const light = Math.round(88 - 36 * Math.sqrt(rel));
+    return d > 0 ? 'hsl(2,85%,' + light + '%)' : 'hsl(140,60%,' + light + '%)';
+  }
+  const diffClass = (n) => (n.name === 'root' ? '' : n.new > n.base ? 'grew' : n.new < n.base ? 'shrank' : 'same');
 
   // Color by package (the text before the last "." of the function name).
   function frameColor(name) {
@@ -668,7 +1038,7 @@
     const box = $('flamegraph');
     const W = box.clientWidth || 1000;
     const zoom = flame.zoom, root = flame.root;
-    const total = root.value || 0;
+    const total = root.size || 0;
     const nodes = [];
     // Ancestors of the zoomed frame: full width, dimmed.
     const chain = [];
@@ -679,7 +1049,7 @@
       nodes.push(a);
       html += frameHTML(a, nodes.length - 1, 0, 100, a.depth, 'ancestor', W);
     });
-    const zv = zoom.value || 0;
+    const zv = zoom.size || 0;
     const place = (n, left, width) => {
       if (width * W / 100 < 0.6) return;
       nodes.push(n);
@@ -687,7 +1057,7 @@
       html += frameHTML(n, nodes.length - 1, left, width, n.depth, '', W);
       let x = left;
       for (const c of n.children) {
-        const cw = zv ? (width * c.value) / (n.value || 1) : 0;
+        const cw = zv ? (width * c.size) / (n.size || 1) : 0;
         place(c, x, cw);
         x += cw;
       }
@@ -697,14 +1067,16 @@
     box.innerHTML = html;
     box.style.height = (maxDepth + 1) * ROW + 2 + 'px';
     $('flame-reset').hidden = zoom === root;
-    if (!total) box.innerHTML = '<p class="muted" style="padding:8px">This profile has no samples of this type.</p>', box.style.height = 'auto';
+    if (!total) box.innerHTML = '<p class="muted" style="padding:8px">' + (flame.diff ? 'Neither selection has samples of this type.' : 'This profile has no samples of this type.') + '</p>', box.style.height = 'auto';
     highlightFlame();
   }
 
   function frameHTML(n, i, left, width, depth, cls, W) {
     const label = width * W / 100 > 28 ? esc(n.name === 'root' ? 'all' : n.name) : '';
-    return '<div class="frame ' + cls + '" data-i="' + i + '" data-name="' + esc(n.name) + '" style="left:' + left.toFixed(4) +
-      '%;width:' + width.toFixed(4) + '%;top:' + depth * ROW + 'px;background:' + frameColor(n.name) + '">' + label + '</div>';
+    const dc = flame.diff ? ' ' + diffClass(n) : '';
+    return '<div class="frame ' + cls + dc + '" data-i="' + i + '" data-name="' + esc(n.name) + '"' + (flame.diff ? ' data-delta="' + (n.new - n.base) + '"' : '') +
+      ' style="left:' + left.toFixed(4) + '%;width:' + width.toFixed(4) + '%;top:' + depth * ROW + 'px;background:' +
+      (flame.diff ? diffColor(n) : frameColor(n.name)) + '">' + label + '</div>';
   }
 
   $('flamegraph').addEventListener('click', (e) => {
@@ -721,6 +1093,15 @@
     const n = flame.nodes[+el.getAttribute('data-i')];
     if (!n) return;
     const total = flame.root.value;
+    const nm = '<b>' + esc(n.name === 'root' ? 'all samples' : n.name) + '</b><br>';
+    if (flame.diff) {
+      const u = flame.unit, d = n.new - n.base;
+      showTip(e, nm + 'A (base) ' + esc(fmtValue(n.base, u)) + ' → B ' + esc(fmtValue(n.new, u)) +
+        '<br>Δ <b>' + esc(signed(d, u)) + '</b> (' + esc(relChange(n.base, n.new)) + ')' +
+        (n.base_self || n.new_self ? '<br>self: A ' + esc(fmtValue(n.base_self, u)) + ' → B ' + esc(fmtValue(n.new_self, u)) : '') +
+        '<br><i>click to zoom</i>');
+      return;
+    }
     const parentPct = n.parent ? ' · ' + fmtPct(n.value, n.parent.value) + ' of caller' : '';
     showTip(e, '<b>' + esc(n.name === 'root' ? 'all samples' : n.name) + '</b><br>' +
       esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
@@ -740,10 +1121,11 @@
     if (!re || !flame.root) { $('flame-match').textContent = ''; return; }
     box.querySelectorAll('.frame').forEach((el) => el.classList.toggle('match', re.test(el.getAttribute('data-name'))));
     // Matched share: the value of the outermost matching frames.
-    let sum = 0;
-    const walk = (n) => { if (n !== flame.root && re.test(n.name)) { sum += n.value; return; } n.children.forEach(walk); };
+    let sum = 0, sa = 0, sb = 0;
+    const walk = (n) => { if (n !== flame.root && re.test(n.name)) { sum += n.value; sa += n.base || 0; sb += n.new || 0; return; } n.children.forEach(walk); };
     walk(flame.root);
-    $('flame-match').textContent = 'matched ' + fmtValue(sum, flame.unit) + ' (' + fmtPct(sum, flame.root.value) + ')';
+    $('flame-match').textContent = flame.diff ? 'matched: A ' + fmtValue(sa, flame.unit) + ' → B ' + fmtValue(sb, flame.unit) + ' (Δ ' + signed(sb - sa, flame.unit) + ')' :
+      'matched ' + fmtValue(sum, flame.unit) + ' (' + fmtPct(sum, flame.root.value) + ')';
   }
 
   /* ------------------------------------------------------------ suggestions */
