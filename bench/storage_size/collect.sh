@@ -7,7 +7,7 @@
 # Builds examples/demo and bench/storage_size/loadgen with `go build` in a
 # temporary GOCACHE, starts the demo on a random loopback port and keeps it
 # busy with loadgen (LOAD_WORKERS clients, LOAD_RATE requests/s of a mix of
-# net/http + pprof requests: see loadgen/main.go), then scrapes
+# net/http + pprof requests: see loadgen/main.go; LOAD_RATE=0: no load), then scrapes
 # /debug/pprof/{heap,allocs,goroutine} every INTERVAL_S seconds (one curl loop
 # per type, in parallel) until each has N consecutive profiles, while a fourth
 # loop takes cpu profiles (/debug/pprof/profile?seconds=CPU_SECONDS) back to
@@ -27,8 +27,8 @@ export GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" HOME="${HOME:-$tmp}"
 port=$((20000 + RANDOM % 10000))
 "$tmp/demo" -listen=127.0.0.1:$port >/dev/null 2>&1 &
 for _ in $(seq 50); do curl -fsS -o /dev/null "http://127.0.0.1:$port/debug/pprof/" 2>/dev/null && break; sleep 0.1; done
-"$tmp/loadgen" -target=http://127.0.0.1:$port -workers=${LOAD_WORKERS:-8} \
-    -rate=${LOAD_RATE:-150} >/dev/null 2>&1 &
+[ "${LOAD_RATE:-150}" = 0 ] || "$tmp/loadgen" -target=http://127.0.0.1:$port \
+    -workers=${LOAD_WORKERS:-8} -rate=${LOAD_RATE:-150} >/dev/null 2>&1 &
 mkdir -p "$OUT"/{heap,allocs,goroutine,cpu}
 sleep 2 # let the demo warm up
 scrape() { # type path

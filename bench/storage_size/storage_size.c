@@ -16,7 +16,10 @@
  * --sweep: also writes the all-types block for several group sizes and both
  * stack formats and prints the totals (how PD_BLOCK_DEFAULT_GROUP and the
  * stack format were chosen). --verify: reads every profile back from the
- * blocks and checks pd_profile_equal with the original.
+ * blocks and checks pd_profile_equal with the original. --analyze: per type,
+ * what the series is made of (samples per profile, how many of them change
+ * from one profile to the next, distinct stacks over the series, raw size):
+ * the entropy the value chunks and symbols have to hold.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -133,6 +136,147 @@ static uint64_t conprof_bytes(const ptype *t)
     return total;
 }
 
+/* ---- --analyze ---- */
+
+typedef struct skey {
+    uint64_t h;   /* stack (location addresses, else function names) + labels */
+    size_t i;     /* sample index */
+} skey;
+
+static int skey_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const skey *)a)->h, y = ((const skey *)b)->h;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0x100000001b3ull;
+}
+
+static uint64_t str_hash(const pd_profile *p, int64_t si)
+{
+    uint64_t h = 1469598103934665603ull;
+    if (si < 0 || (size_t)si >= p->n_string)
+        return h;
+    for (size_t k = 0; k < p->string_len[si]; k++)
+        h = (h ^ (uint8_t)p->string_table[si][k]) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t stack_hash(const pd_profile *p, const pd_pprof_sample *sm, bool with_labels)
+{
+    uint64_t h = 7;
+    for (size_t k = 0; k < sm->n_location; k++) {
+        size_t li;
+        if (!pd_u64map_get(&p->loc_by_id, sm->location_id[k], &li))
+            continue;
+        const pd_pprof_location *l = &p->location[li];
+        h = mix(h, l->address);
+        for (size_t m = 0; m < l->n_line; m++) {
+            size_t fi;
+            if (pd_u64map_get(&p->fn_by_id, l->line[m].function_id, &fi))
+                h = mix(h, str_hash(p, p->function[fi].name));
+            h = mix(h, (uint64_t)l->line[m].line);
+        }
+    }
+    if (with_labels)
+        for (size_t k = 0; k < sm->n_label; k++) {
+            h = mix(h, str_hash(p, sm->label[k].key));
+            h = mix(h, str_hash(p, sm->label[k].str));
+            h = mix(h, (uint64_t)sm->label[k].num);
+        }
+    return h;
+}
+
+static size_t zzlen(int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    size_t n = 1;
+    while (z >= 0x80)
+        z >>= 7, n++;
+    return n;
+}
+
+static void analyze(const ptype *t)
+{
+    /* varint bytes of the value deltas of matched samples (as chunks.c writes
+     * them before zstd), and the same when a column is predicted from the
+     * column before it (space = objects x bytes per object of the previous
+     * profile, exact for a fixed-size allocation site) */
+    double dbytes = 0, pbytes = 0, nz = 0;
+    skey *prev = NULL, *all = NULL;
+    size_t nprev = 0, nall = 0;
+    double samples = 0, same = 0, changed = 0, added = 0, removed = 0, raw = 0, locs = 0,
+           depth = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const pd_profile *p = &t->v[i].p;
+        skey *k = malloc((p->n_sample + 1) * sizeof *k);
+        for (size_t j = 0; j < p->n_sample; j++) {
+            k[j] = (skey){stack_hash(p, &p->sample[j], true), j};
+            depth += (double)p->sample[j].n_location;
+        }
+        qsort(k, p->n_sample, sizeof *k, skey_cmp);
+        all = realloc(all, (nall + p->n_sample + 1) * sizeof *all);
+        for (size_t j = 0; j < p->n_sample; j++)
+            all[nall++] = (skey){stack_hash(p, &p->sample[k[j].i], false), 0};
+        samples += (double)p->n_sample;
+        locs += (double)p->n_location;
+        pd_buf b;
+        pd_err err;
+        pd_buf_init(&b, 0);
+        raw += pd_gunzip(t->v[i].body, t->v[i].len, 1u << 30, &b, &err) ? (double)t->v[i].len
+                                                                          : (double)b.len;
+        pd_buf_release(&b);
+        if (i) {
+            const pd_profile *q = &t->v[i - 1].p;
+            size_t a = 0, c = 0;
+            while (a < p->n_sample || c < nprev) {
+                if (c == nprev || (a < p->n_sample && k[a].h < prev[c].h)) {
+                    added++, a++;
+                } else if (a == p->n_sample || prev[c].h < k[a].h) {
+                    removed++, c++;
+                } else {
+                    const pd_pprof_sample *x = &p->sample[k[a].i], *y = &q->sample[prev[c].i];
+                    bool eq = x->n_value == y->n_value &&
+                              !memcmp(x->value, y->value, x->n_value * sizeof *x->value);
+                    if (eq)
+                        same++;
+                    else
+                        changed++;
+                    for (size_t v = 0; v < x->n_value && x->n_value == y->n_value; v++) {
+                        int64_t dv = x->value[v] - y->value[v], r = dv;
+                        if (v % 2 == 1 && y->value[v - 1] > 0 &&
+                            y->value[v] % y->value[v - 1] == 0)
+                            r = dv - (x->value[v - 1] - y->value[v - 1]) *
+                                         (y->value[v] / y->value[v - 1]);
+                        dbytes += (double)zzlen(dv);
+                        pbytes += (double)zzlen(r);
+                        nz += dv != 0;
+                    }
+                    a++, c++;
+                }
+            }
+        }
+        free(prev);
+        prev = k;
+        nprev = p->n_sample;
+    }
+    qsort(all, nall, sizeof *all, skey_cmp);
+    size_t distinct = 0;
+    for (size_t j = 0; j < nall; j++)
+        if (!j || all[j].h != all[j - 1].h)
+            distinct++;
+    double n = (double)t->n, m = n > 1 ? n - 1 : 1;
+    printf("%-10s %6zu | %9.0f %8.1f %8.1f | %7.1f %7.1f %7.1f %7.1f | %9zu %8.1f | %8.1f %8.1f "
+           "%8.1f\n",
+           t->name, t->n, raw / n, samples / n, locs / n, same / m, changed / m, added / m,
+           removed / m, distinct, samples ? depth / samples : 0, nz / m, dbytes / m, pbytes / m);
+    free(prev);
+    free(all);
+}
+
 typedef struct result {
     uint64_t total, meta, index, symbols, time, value;
     double write_s;
@@ -228,13 +372,13 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: %s DATA_DIR OUT_DIR [--group N] [--stacks tree|list] [--level L] "
-                        "[--sweep] [--verify]\n",
+                        "[--sweep] [--verify] [--analyze]\n",
                 argv[0]);
         return 2;
     }
     const char *data = argv[1], *out = argv[2];
     pd_block_writer_opts o = {0};
-    bool sweep = false, verify = false;
+    bool sweep = false, verify = false, do_analyze = false;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--group") && i + 1 < argc)
             o.group = (size_t)atoi(argv[++i]);
@@ -248,6 +392,8 @@ int main(int argc, char **argv)
             sweep = true;
         else if (!strcmp(argv[i], "--verify"))
             verify = true;
+        else if (!strcmp(argv[i], "--analyze"))
+            do_analyze = true;
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
@@ -265,6 +411,17 @@ int main(int argc, char **argv)
     if (!nt) {
         fprintf(stderr, "no profiles under %s\n", data);
         return 1;
+    }
+    if (do_analyze) {
+        printf("%-10s %6s | %9s %8s %8s | %7s %7s %7s %7s | %9s %8s | %8s %8s %8s\n", "type",
+               "n", "raw B/p", "samples", "locs", "same", "changed", "added", "removed",
+               "stacks", "depth", "values", "delta", "pred");
+        printf("%-10s %6s | %9s %8s %8s | %-31s | %9s %8s | %8s %8s %8s\n", "", "", "",
+               "/profile", "/profile", "samples/profile vs previous", "distinct", "avg",
+               "!=0/p", "B/p", "B/p");
+        for (size_t k = 0; k < nt; k++)
+            analyze(&types[k]);
+        printf("\n");
     }
     printf("%-10s %6s | %10s %10s %10s | %9s %9s | %7s %7s %7s %7s %7s | %8s\n", "type",
            "n", "gzip B/p", "conprof", "profd B/p", "x gzip", "x conprof", "index", "symbols",
