@@ -55,8 +55,12 @@ fi
 profd_pid=$!
 
 sleep 1
+if ! kill -0 "$demo_pid" 2>/dev/null; then
+    echo "run-demo: the demo exited (is $demo_listen in use? set DEMO_LISTEN); see its messages above" >&2
+    exit 1
+fi
 if ! kill -0 "$profd_pid" 2>/dev/null; then
-    echo "run-demo: profd exited; see its messages above" >&2
+    echo "run-demo: profd exited (is $profd_listen in use? set PROFD_LISTEN); see its messages above" >&2
     exit 1
 fi
 echo "profd: open http://$profd_listen/"
