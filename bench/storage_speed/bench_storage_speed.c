@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,6 +86,16 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* CPU seconds (user + system) of the whole process so far: on a shared
+ * machine wall time includes waiting for a core, CPU time does not. */
+static double cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec / 1e6 +
+           (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec / 1e6;
 }
 
 /* VmRSS in kB; first hands freed heap pages back (malloc_trim) so that a
@@ -288,6 +299,8 @@ static uint64_t du(const char *p)
     return dir_bytes_total;
 }
 
+static double g_open_cpu; /* CPU seconds of the last open_store */
+
 static pd_storage *open_store(const char *path, pd_fsync_policy fs, int64_t block_ms,
                               double *secs /* OUT, may be NULL */)
 {
@@ -298,13 +311,14 @@ static pd_storage *open_store(const char *path, pd_fsync_policy fs, int64_t bloc
     o.maintenance_ms = -1;
     pd_storage *s;
     pd_err err;
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     if (pd_storage_open(&o, &s, &err)) {
         fprintf(stderr, "open %s: %s\n", path, err.msg);
         exit(1);
     }
     if (secs)
         *secs = now_s() - t0;
+    g_open_cpu = cpu_s() - c0;
     return s;
 }
 
@@ -336,12 +350,13 @@ static void bench_append(size_t n_append)
         series_labels(&ls[j], "append", j);
     double *rate = calloc(g_reps, sizeof *rate), *rrate = calloc(g_reps, sizeof *rrate);
     double *mbs = calloc(g_reps, sizeof *mbs), *rmbs = calloc(g_reps, sizeof *rmbs);
+    double *cpu = calloc(g_reps, sizeof *cpu), *rcpu = calloc(g_reps, sizeof *rcpu);
     uint64_t bytes = 0;
     for (size_t r = 0; r < g_reps; r++) {
         rm_rf(dir);
         pd_storage *s = open_store(dir, PD_FSYNC_BATCH, -1, NULL);
         bytes = 0;
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         for (size_t i = 0; i < n_append; i++) {
             const prof *p = g_all[i % g_nall];
             append_or_die(s, &ls[i % S], 1700000000000 + (int64_t)(i / S) * STEP_MS, p);
@@ -349,6 +364,7 @@ static void bench_append(size_t n_append)
         }
         pd_storage_close(s);
         double dt = now_s() - t0;
+        cpu[r] = (cpu_s() - c0) / (double)n_append;
         rate[r] = (double)n_append / dt;
         mbs[r] = (double)bytes / dt / 1e6;
 
@@ -357,7 +373,7 @@ static void bench_append(size_t n_append)
         mkdir(raw, 0755);
         char f[4200];
         snprintf(f, sizeof f, "%s/raw", raw);
-        t0 = now_s();
+        t0 = now_s(), c0 = cpu_s();
         int fd = open(f, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         double last = t0;
         for (size_t i = 0; i < n_append; i++) {
@@ -375,6 +391,7 @@ static void bench_append(size_t n_append)
         fsync(fd);
         close(fd);
         dt = now_s() - t0;
+        rcpu[r] = (cpu_s() - c0) / (double)n_append;
         rrate[r] = (double)n_append / dt;
         rmbs[r] = (double)bytes / dt / 1e6;
     }
@@ -387,11 +404,14 @@ static void bench_append(size_t n_append)
            median(mbs, g_reps));
     for (size_t r = 0; r < g_reps; r++)
         printf(" %.0f", rate[r]);
-    printf(")\n  raw write(2)      %10.0f profiles/s  %8.1f MB/s\n", b, median(rmbs, g_reps));
-    printf("  ratio profd/raw   %10.2f\n", a / b);
+    printf(")  CPU %.1f us/profile\n", median(cpu, g_reps) * 1e6);
+    printf("  raw write(2)      %10.0f profiles/s  %8.1f MB/s  CPU %.1f us/profile\n", b,
+           median(rmbs, g_reps), median(rcpu, g_reps) * 1e6);
+    printf("  ratio profd/raw   %10.2f (wall)   CPU per profile %.2f x raw\n", a / b,
+           median(cpu, g_reps) / median(rcpu, g_reps));
     for (size_t j = 0; j < S; j++)
         pd_labels_release(&ls[j]);
-    free(ls), free(rate), free(rrate), free(mbs), free(rmbs);
+    free(ls), free(rate), free(rrate), free(mbs), free(rmbs), free(cpu), free(rcpu);
     rm_rf(dir);
     rm_rf(raw);
 }
@@ -399,7 +419,7 @@ static void bench_append(size_t n_append)
 /* ---- cut and compaction ---- */
 
 typedef struct round_rec {
-    double secs;
+    double secs, cpu;
     uint64_t cuts, comps, profiles_cut;
 } round_rec;
 
@@ -422,7 +442,8 @@ static void bench_cut(size_t instances, size_t P)
     round_rec *cuts = NULL, *comps = NULL;
     size_t ncut = 0, ncomp = 0;
     double *cut_med = calloc(g_reps, sizeof *cut_med), *cut_pp = calloc(g_reps, sizeof *cut_pp),
-           *comp_med = calloc(g_reps, sizeof *comp_med), *idle = calloc(g_reps, sizeof *idle);
+           *comp_med = calloc(g_reps, sizeof *comp_med), *idle = calloc(g_reps, sizeof *idle),
+           *cut_cpu = calloc(g_reps, sizeof *cut_cpu), *comp_cpu = calloc(g_reps, sizeof *comp_cpu);
     size_t last_ncut = 0, last_ncomp = 0;
     uint64_t blocks_end = 0, cut_profiles = 0;
     for (size_t r = 0; r < g_reps; r++) {
@@ -436,26 +457,26 @@ static void bench_cut(size_t instances, size_t P)
             int64_t ts = t0ms + (int64_t)i * STEP_MS;
             for (size_t j = 0; j < S; j++) {
                 stats(s, &st0);
-                double a = now_s();
+                double a = now_s(), ca = cpu_s();
                 append_or_die(s, &ls[j], ts, series_prof(j, i));
-                double b = now_s();
+                double b = now_s(), cb = cpu_s();
                 stats(s, &st1);
                 if (st1.n_cuts > st0.n_cuts) { /* an engine that cuts inline */
                     cuts = realloc(cuts, (ncut + 1) * sizeof *cuts);
-                    cuts[ncut++] = (round_rec){b - a, st1.n_cuts - st0.n_cuts, 0,
+                    cuts[ncut++] = (round_rec){b - a, cb - ca, st1.n_cuts - st0.n_cuts, 0,
                                                st0.n_head_profiles + 1 - st1.n_head_profiles};
                 }
             }
             stats(s, &st0);
-            double a = now_s();
+            double a = now_s(), ca = cpu_s();
             pd_err err;
             if (pd_storage_maintain(s, &err)) {
                 fprintf(stderr, "maintain: %s\n", err.msg);
                 exit(1);
             }
-            double b = now_s();
+            double b = now_s(), cb = cpu_s();
             stats(s, &st1);
-            round_rec rr = {b - a, st1.n_cuts - st0.n_cuts, st1.n_compactions - st0.n_compactions,
+            round_rec rr = {b - a, cb - ca, st1.n_cuts - st0.n_cuts, st1.n_compactions - st0.n_compactions,
                             st0.n_head_profiles - st1.n_head_profiles};
             if (rr.comps) {
                 comps = realloc(comps, (ncomp + 1) * sizeof *comps);
@@ -480,6 +501,12 @@ static void bench_cut(size_t instances, size_t P)
         }
         cut_med[r] = median(v, ncut);
         cut_pp[r] = median(pp, ncut);
+        for (size_t i = 0; i < ncut; i++)
+            v[i] = cuts[i].cpu;
+        cut_cpu[r] = median(v, ncut);
+        for (size_t i = 0; i < ncomp; i++)
+            v[i] = comps[i].cpu - (comps[i].cuts ? cut_cpu[r] * (double)comps[i].cuts : 0);
+        comp_cpu[r] = median(v, ncomp);
         /* a round that also cut: subtract the median cut */
         for (size_t i = 0; i < ncomp; i++)
             v[i] = comps[i].secs - (comps[i].cuts ? cut_med[r] * (double)comps[i].cuts : 0);
@@ -495,18 +522,22 @@ static void bench_cut(size_t instances, size_t P)
            S, g_nseq, instances, P, (long long)(d / 1000));
     printf("  head cuts per run        %zu (%llu profiles in all, ~%.0f per cut)\n", last_ncut,
            (unsigned long long)cut_profiles, last_ncut ? (double)cut_profiles / last_ncut : 0);
-    printf("  cut time                 %8.1f ms median   %6.1f us per profile cut\n",
-           median(cut_med, g_reps) * 1e3, median(cut_pp, g_reps) * 1e6);
+    printf("  cut time                 %8.1f ms median wall (%.1f us per profile cut), "
+           "%.1f ms CPU\n",
+           median(cut_med, g_reps) * 1e3, median(cut_pp, g_reps) * 1e6,
+           median(cut_cpu, g_reps) * 1e3);
     printf("  compactions per run      %zu", last_ncomp);
     for (size_t i = 0; i < last_ncomp; i++)
-        printf(" [%.1f ms, +%llu cuts in the same round]", comps[i].secs * 1e3,
-               (unsigned long long)comps[i].cuts);
-    printf("\n  compaction time          %8.1f ms median (minus the round's cut)\n",
-           median(comp_med, g_reps) * 1e3);
+        printf(" [%.1f ms wall %.1f ms CPU, +%llu cuts in the round]", comps[i].secs * 1e3,
+               comps[i].cpu * 1e3, (unsigned long long)comps[i].cuts);
+    printf("\n  compaction time          %8.1f ms median wall, %.1f ms CPU (minus the round's "
+           "cut)\n",
+           median(comp_med, g_reps) * 1e3, median(comp_cpu, g_reps) * 1e3);
     printf("  maintain with nothing due %7.3f ms median\n", median(idle, g_reps) * 1e3);
     printf("  blocks at the end        %llu, on disk %.1f MB\n", (unsigned long long)blocks_end,
            (double)du(dir) / 1e6);
     free(cuts), free(comps), free(cut_med), free(cut_pp), free(comp_med), free(idle);
+    free(cut_cpu), free(comp_cpu);
     for (size_t j = 0; j < S; j++)
         pd_labels_release(&ls[j]);
     free(ls);
@@ -519,9 +550,10 @@ static void read_lat(pd_storage *s, const pd_series_set *set, int64_t lo, size_t
 {
     const size_t N = 500;
     double *med = calloc(g_reps, sizeof *med), *p99 = calloc(g_reps, sizeof *p99);
-    double *v = calloc(N, sizeof *v);
+    double *v = calloc(N, sizeof *v), *cpu = calloc(g_reps, sizeof *cpu);
     unsigned seed = 42;
     for (size_t r = 0; r < g_reps; r++) {
+        double c0 = cpu_s();
         for (size_t i = 0; i < N; i++) {
             const pd_series_info *si = &set->v[rand_r(&seed) % set->n];
             int64_t ts = lo + (int64_t)(rand_r(&seed) % P) * STEP_MS;
@@ -536,13 +568,16 @@ static void read_lat(pd_storage *s, const pd_series_set *set, int64_t lo, size_t
             }
             pd_profile_release(&p);
         }
+        cpu[r] = (cpu_s() - c0) / (double)N;
         qsort(v, N, sizeof *v, cmpd);
         med[r] = pct(v, N, 0.5);
         p99[r] = pct(v, N, 0.99);
     }
-    printf("  read_profile %-6s  median %8.3f ms   p99 %8.3f ms   (%zu random reads x %zu runs)\n",
-           what, median(med, g_reps) * 1e3, median(p99, g_reps) * 1e3, N, g_reps);
-    free(med), free(p99), free(v);
+    printf("  read_profile %-6s  median %8.3f ms   p99 %8.3f ms   CPU %.3f ms/read  (%zu random "
+           "reads x %zu runs)\n",
+           what, median(med, g_reps) * 1e3, median(p99, g_reps) * 1e3, median(cpu, g_reps) * 1e3,
+           N, g_reps);
+    free(med), free(p99), free(v), free(cpu);
 }
 
 static void query_range(pd_storage *s, int64_t lo, int64_t hi, size_t S, size_t P,
@@ -551,11 +586,12 @@ static void query_range(pd_storage *s, int64_t lo, int64_t hi, size_t S, size_t 
     pd_matcher m;
     pd_err err;
     pd_matcher_init(&m, PD_MATCH_EQ, "job", "query", &err);
-    double *v = calloc(g_reps + 2, sizeof *v), *sel = calloc(g_reps + 2, sizeof *sel);
+    double *v = calloc(g_reps + 2, sizeof *v), *sel = calloc(g_reps + 2, sizeof *sel),
+           *cpu = calloc(g_reps + 2, sizeof *cpu);
     size_t runs = g_reps + 2;
     for (size_t r = 0; r < runs; r++) {
         pd_series_set set = {0};
-        double a = now_s();
+        double a = now_s(), c0 = cpu_s();
         if (pd_storage_select(s, &m, 1, lo, hi, &set, &err)) {
             fprintf(stderr, "select: %s\n", err.msg);
             exit(1);
@@ -572,6 +608,7 @@ static void query_range(pd_storage *s, int64_t lo, int64_t hi, size_t S, size_t 
             pd_points_release(&pts);
         }
         v[r] = now_s() - a;
+        cpu[r] = cpu_s() - c0;
         sel[r] = b - a;
         if (set.n != S || npts != S * P) {
             fprintf(stderr, "query %s: %zu series, %zu points (want %zu x %zu)\n", what, set.n,
@@ -583,15 +620,15 @@ static void query_range(pd_storage *s, int64_t lo, int64_t hi, size_t S, size_t 
         else
             pd_series_set_release(&set);
     }
-    printf("  query_range %-6s   %8.1f ms median (select %.1f ms)  %zu series x %zu points, "
-           "%.0f ns/point  (runs:",
-           what, median(v, runs) * 1e3, median(sel, runs) * 1e3, S, P,
+    printf("  query_range %-6s   %8.1f ms median wall, %.1f ms CPU (select %.1f ms)  %zu series "
+           "x %zu points, %.0f ns/point  (runs:",
+           what, median(v, runs) * 1e3, median(cpu, runs) * 1e3, median(sel, runs) * 1e3, S, P,
            median(v, runs) / (double)(S * P) * 1e9);
     for (size_t r = 0; r < runs; r++)
         printf(" %.1f", v[r] * 1e3);
     printf(")\n");
     pd_matcher_release(&m);
-    free(v), free(sel);
+    free(v), free(sel), free(cpu);
 }
 
 static void bench_query(size_t S, size_t P)
@@ -629,14 +666,14 @@ static void bench_query(size_t S, size_t P)
     /* second range: into the head; the cut of the first is due at 1.5 d */
     a = now_s();
     uint64_t cuts0 = st.n_cuts;
-    double cut_s = 0;
+    double cut_s = 0, cut_cpu = 0;
     for (size_t i = P; i < 2 * P; i++)
         for (size_t j = 0; j < S; j++) {
-            double x = now_s();
+            double x = now_s(), cx = cpu_s();
             append_or_die(s, &ls[j], t0ms + (int64_t)i * STEP_MS, series_prof(j, i));
             double y = now_s();
             if (y - x > 0.05)
-                cut_s += y - x; /* an inline cut */
+                cut_s += y - x, cut_cpu += cpu_s() - cx; /* an inline cut */
         }
     /* one more series, past 1.5 d, makes the cut of [t0, t0+d) due */
     pd_labels trig;
@@ -646,17 +683,18 @@ static void bench_query(size_t S, size_t P)
     double fill2 = now_s() - a - cut_s; /* without an inline cut */
     if (pd_storage_maintain) {
         pd_err err;
-        double x = now_s();
+        double x = now_s(), cx = cpu_s();
         if (pd_storage_maintain(s, &err)) {
             fprintf(stderr, "maintain: %s\n", err.msg);
             exit(1);
         }
         cut_s += now_s() - x;
+        cut_cpu += cpu_s() - cx;
     }
     stats(s, &st);
-    printf("  fill of the next %zu: %.1f s; cut of the first block (%zu profiles): %.1f s "
-           "(%llu cuts; blocks %llu, head profiles %llu)\n",
-           S * P, fill2, S * P, cut_s,
+    printf("  fill of the next %zu: %.1f s; cut of the first block (%zu profiles): %.1f s wall, "
+           "%.1f s CPU = %.1f us CPU per profile (%llu cuts; blocks %llu, head profiles %llu)\n",
+           S * P, fill2, S * P, cut_s, cut_cpu, cut_cpu / (double)(S * P) * 1e6,
            (unsigned long long)(st.n_cuts - cuts0), (unsigned long long)st.n_blocks,
            (unsigned long long)st.n_head_profiles);
     bool have_block = st.n_blocks > 0;
@@ -676,7 +714,7 @@ static void bench_query(size_t S, size_t P)
     double os;
     s = open_store(dir, PD_FSYNC_BATCH, d, &os);
     stats(s, &st);
-    printf("  reopen: %.2f s (blocks %llu, head profiles %llu, %.1f MB on disk)\n", os,
+    printf("  reopen: %.2f s wall, %.2f s CPU (blocks %llu, head profiles %llu, %.1f MB on disk)\n", os, g_open_cpu,
            (unsigned long long)st.n_blocks, (unsigned long long)st.n_head_profiles,
            (double)du(dir) / 1e6);
     pd_storage_close(s);
@@ -723,12 +761,14 @@ static void bench_replay(size_t wal_mb)
     pd_storage_close(s);
     double fill = now_s() - a;
     uint64_t wal = du(wdir);
-    double *op = calloc(g_reps, sizeof *op), *cat = calloc(g_reps, sizeof *cat);
+    double *op = calloc(g_reps, sizeof *op), *cat = calloc(g_reps, sizeof *cat),
+           *opc = calloc(g_reps, sizeof *opc), *catc = calloc(g_reps, sizeof *catc);
     long *rss = calloc(g_reps, sizeof *rss);
     cat_dir(wdir); /* both from the page cache */
     for (size_t r = 0; r < g_reps; r++) {
         long r0 = rss_kb();
         s = open_store(dir, PD_FSYNC_NEVER, -1, &op[r]);
+        opc[r] = g_open_cpu;
         rss[r] = rss_kb() - r0;
         pd_storage_stats st;
         stats(s, &st);
@@ -736,25 +776,35 @@ static void bench_replay(size_t wal_mb)
             fprintf(stderr, "replay: %llu head profiles, want %zu\n",
                     (unsigned long long)st.n_head_profiles, n);
         pd_storage_close(s);
+        struct rusage u0, u1;
+        getrusage(RUSAGE_CHILDREN, &u0);
         cat[r] = cat_dir(wdir);
+        getrusage(RUSAGE_CHILDREN, &u1);
+        catc[r] = (double)(u1.ru_utime.tv_sec - u0.ru_utime.tv_sec + u1.ru_stime.tv_sec -
+                           u0.ru_stime.tv_sec) +
+                  (double)(u1.ru_utime.tv_usec - u0.ru_utime.tv_usec + u1.ru_stime.tv_usec -
+                           u0.ru_stime.tv_usec) / 1e6;
     }
     double o = median(op, g_reps), c = median(cat, g_reps);
     printf("replay: WAL of %.1f MB (%zu profiles in %zu series; filled at %.0f profiles/s, "
            "fsync=never)\n",
            (double)wal / 1e6, n, S, (double)n / fill);
-    printf("  pd_storage_open   %8.2f s   %8.0f MB/s   (runs:", o, (double)wal / 1e6 / o);
+    double oc = median(opc, g_reps), cc = median(catc, g_reps);
+    printf("  pd_storage_open   %8.2f s   %8.0f MB/s   CPU %.2f s = %.0f MB per CPU-s  (runs:", o,
+           (double)wal / 1e6 / o, oc, (double)wal / 1e6 / oc);
     for (size_t r = 0; r < g_reps; r++)
         printf(" %.2f", op[r]);
-    printf(")\n  cat > /dev/null   %8.2f s   %8.0f MB/s   (page cache warm for both)\n", c,
-           (double)wal / 1e6 / c);
-    printf("  ratio open/cat    %8.1f x slower\n", o / c);
+    printf(")\n  cat > /dev/null   %8.2f s   %8.0f MB/s   CPU %.2f s (sh + cat; page cache warm "
+           "for both)\n",
+           c, (double)wal / 1e6 / c, cc);
+    printf("  ratio open/cat    %8.1f x slower (wall), %.1f x (CPU)\n", o / c, oc / cc);
     double rr[64];
     for (size_t r = 0; r < g_reps && r < 64; r++)
         rr[r] = (double)rss[r];
     printf("  VmRSS after replay: +%.1f MB = %.1f B per head profile\n",
            median(rr, g_reps < 64 ? g_reps : 64) / 1024,
            median(rr, g_reps < 64 ? g_reps : 64) * 1024 / (double)n);
-    free(op), free(cat), free(rss);
+    free(op), free(cat), free(rss), free(opc), free(catc);
     for (size_t j = 0; j < S; j++)
         pd_labels_release(&ls[j]);
     free(ls);
