@@ -22,7 +22,7 @@
  *
  *   bench_storage_speed --out DIR [--data DIR] [--testdata DIR] [--series S]
  *       [--points P] [--append-n N] [--wal-mb W] [--cut-instances K] [--mem-series M]
- *       [--reps R] [--only append,cut,query,replay,memory]
+ *       [--reps R] [--query-seq NAME] [--only append,cut,query,replay,memory]
  *
  * Profiles: every *.pb.gz under --testdata (default PD_TESTDATA/pprof) and
  * under --data (bench/storage_size/collect.sh output, one directory per
@@ -189,6 +189,7 @@ static void load_dir(const char *dir)
     qsort(names, n, sizeof *names, cmpstr);
     seq cur = {0};
     char curkey[256] = "";
+    bool started = false;
     for (size_t i = 0; i <= n; i++) {
         char path[4096], key[256] = "";
         struct stat st;
@@ -203,7 +204,8 @@ static void load_dir(const char *dir)
             const char *dash = strchr(names[i], '-');
             snprintf(key, sizeof key, "%.*s", dash ? (int)(dash - names[i]) : 0, names[i]);
         }
-        if (i == n || strcmp(key, curkey)) {
+        if (i == n || !started || strcmp(key, curkey)) {
+            started = true;
             if (cur.n) {
                 g_seq = realloc(g_seq, (g_nseq + 1) * sizeof *g_seq);
                 g_seq[g_nseq++] = cur;
@@ -631,8 +633,23 @@ static void query_range(pd_storage *s, int64_t lo, int64_t hi, size_t S, size_t 
     free(v), free(sel), free(cpu);
 }
 
-static void bench_query(size_t S, size_t P)
+static void bench_query(size_t S, size_t P, const char *qseq)
 {
+    /* the query store takes its series from the sequences named qseq (the
+     * smaller the profiles, the cheaper the fill and the cut of S x P; the
+     * points read do not depend on the profiles' size) */
+    seq *all_seq = g_seq, *sub = calloc(g_nseq, sizeof *sub);
+    size_t all_n = g_nseq, nsub = 0;
+    for (size_t i = 0; i < g_nseq; i++) {
+        const char *b = strrchr(g_seq[i].name, '/');
+        if (!qseq || !strcmp(b ? b + 1 : g_seq[i].name, qseq))
+            sub[nsub++] = g_seq[i];
+    }
+    if (nsub) {
+        g_seq = sub;
+        g_nseq = nsub;
+    }
+    printf("query/read: series from %zu sequence(s) named %s\n", g_nseq, nsub && qseq ? qseq : "(any)");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/query", g_out);
     rm_rf(dir);
@@ -722,6 +739,9 @@ static void bench_query(size_t S, size_t P)
         pd_labels_release(&ls[j]);
     free(ls);
     rm_rf(dir);
+    g_seq = all_seq;
+    g_nseq = all_n;
+    free(sub);
 }
 
 /* ---- replay ---- */
@@ -858,7 +878,7 @@ static bool want(const char *only, const char *what)
 
 int main(int argc, char **argv)
 {
-    const char *data = NULL, *testdata = PD_TESTDATA "/pprof", *only = NULL;
+    const char *data = NULL, *testdata = PD_TESTDATA "/pprof", *only = NULL, *qseq = NULL;
     size_t S = 1000, P = 720, n_append = 50000, wal_mb = 1024, inst = 10, mem_series = 10000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -889,6 +909,8 @@ int main(int argc, char **argv)
             g_reps = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--only"))
             only = v;
+        else if (!strcmp(a, "--query-seq"))
+            qseq = v;
         else {
             fprintf(stderr, "unknown argument %s\n", a);
             return 2;
@@ -897,7 +919,8 @@ int main(int argc, char **argv)
     if (!g_out || !S || !P || !g_reps) {
         fprintf(stderr, "usage: %s --out DIR [--data DIR] [--testdata DIR] [--series S] "
                         "[--points P] [--append-n N] [--wal-mb W] [--cut-instances K] "
-                        "[--mem-series M] [--reps R] [--only append,cut,query,replay,memory]\n",
+                        "[--mem-series M] [--reps R] [--query-seq NAME] "
+                        "[--only append,cut,query,replay,memory]\n",
                 argv[0]);
         return 2;
     }
@@ -917,8 +940,10 @@ int main(int argc, char **argv)
         tot += g_all[i]->len;
     printf("profiles: %zu (avg %.0f B as served), %zu sequences for series:", g_nall,
            (double)tot / (double)g_nall, g_nseq);
-    for (size_t i = 0; i < g_nseq; i++)
-        printf(" %s(%zu)", strrchr(g_seq[i].name, '/') + 1, g_seq[i].n);
+    for (size_t i = 0; i < g_nseq; i++) {
+        const char *b = strrchr(g_seq[i].name, '/');
+        printf(" %s(%zu)", b ? b + 1 : g_seq[i].name, g_seq[i].n);
+    }
     printf("\nreps %zu (figures are medians)\n\n", g_reps);
     fflush(stdout);
     if (want(only, "append"))
@@ -928,7 +953,7 @@ int main(int argc, char **argv)
     if (want(only, "cut"))
         bench_cut(inst, P < 700 ? P : 700), fflush(stdout);
     if (want(only, "query"))
-        bench_query(S, P), fflush(stdout);
+        bench_query(S, P, qseq), fflush(stdout);
     if (want(only, "replay"))
         bench_replay(wal_mb), fflush(stdout);
     return 0;
