@@ -59,6 +59,9 @@ typedef struct flags {
     unsigned threads; /* --web.threads */
     int64_t query_timeout_ms; /* --query.timeout (0: the api's default, 2m) */
     size_t query_max_samples; /* --query.max-samples (0: the api's default, 1M) */
+    int64_t block_ms;         /* --storage.block-duration (0: storage default, 2h) */
+    int64_t retention_ms;     /* --storage.retention.time (0: storage default, 15d) */
+    size_t retention_bytes;   /* --storage.retention.size (0: no limit) */
 } flags;
 
 static void usage(FILE *f)
@@ -79,6 +82,10 @@ static void usage(FILE *f)
             "                                  only serves stored data and takes pushes\n"
             "  --storage.path=DIR              storage directory (default ./data)\n"
             "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
+            "  --storage.block-duration=DUR    head time range cut into a block (default 2h)\n"
+            "  --storage.retention.time=DUR    delete blocks older than this (default 15d)\n"
+            "  --storage.retention.size=SIZE   delete oldest blocks while the store is larger\n"
+            "                                  (e.g. 10GB; default: no limit)\n"
             "  --web.listen-address=HOST:PORT  default 127.0.0.1:10902 (port 0: any free port)\n"
             "  --web.threads=N                 HTTP worker threads (default 4)\n"
             "  --query.timeout=DURATION        merge/diff queries stop after it (default 2m)\n"
@@ -102,7 +109,8 @@ static int usage_error(const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
-/* "123", "16K", "16MiB", "1G" -> bytes. 0 or -1. */
+/* "123", "16K", "16MB", "16MiB", "1G", "2T" -> bytes (powers of 1024, as
+ * Prometheus' --storage.tsdb.retention.size); at most 1 PiB. 0 or -1. */
 static int parse_size(const char *s, size_t *out)
 {
     char *end;
@@ -117,13 +125,15 @@ static int parse_size(const char *s, size_t *out)
         mul = 1ULL << 20;
     else if (*end == 'G' || *end == 'g')
         mul = 1ULL << 30;
+    else if (*end == 'T' || *end == 't')
+        mul = 1ULL << 40;
     if (mul != 1)
         end++;
     if (mul != 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
         end += strlen(end);
     else if (mul == 1 && strcmp(end, "B") == 0)
         end++;
-    if (*end || v == 0 || v > (1ULL << 40) / mul)
+    if (*end || v == 0 || v > (1ULL << 50) / mul)
         return -1;
     *out = (size_t)(v * mul);
     return 0;
@@ -161,7 +171,8 @@ static int parse_flags(int argc, char **argv, flags *f)
         static const char *known[] = {
             "--config.file",       "--storage.path",          "--web.listen-address", "--log.level",
             "--storage.wal.fsync", "--scrape.max-body-bytes", "--web.threads",
-            "--query.timeout",     "--query.max-samples"};
+            "--query.timeout",     "--query.max-samples",     "--storage.block-duration",
+            "--storage.retention.time", "--storage.retention.size"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -208,6 +219,21 @@ static int parse_flags(int argc, char **argv, flags *f)
             pd_err derr = {{0}};
             if (pd_parse_duration(val, &f->query_timeout_ms, &derr) < 0 || f->query_timeout_ms <= 0)
                 return usage_error("--query.timeout: \"%s\" is not a duration (e.g. 2m)", val);
+        } else if (strcmp(name, "--storage.block-duration") == 0) {
+            pd_err derr = {{0}};
+            if (pd_parse_duration(val, &f->block_ms, &derr) < 0 || f->block_ms < 1000)
+                return usage_error("--storage.block-duration: \"%s\" is not a duration of at "
+                                   "least 1s (e.g. 2h)",
+                                   val);
+        } else if (strcmp(name, "--storage.retention.time") == 0) {
+            pd_err derr = {{0}};
+            if (pd_parse_duration(val, &f->retention_ms, &derr) < 0 || f->retention_ms < 0)
+                return usage_error("--storage.retention.time: \"%s\" is not a duration (e.g. 15d)",
+                                   val);
+        } else if (strcmp(name, "--storage.retention.size") == 0) {
+            if (parse_size(val, &f->retention_bytes) < 0)
+                return usage_error("--storage.retention.size: \"%s\" is not a size (e.g. 10GB)",
+                                   val);
         } else if (strcmp(name, "--query.max-samples") == 0) {
             char *end;
             unsigned long long v = strtoull(val, &end, 10);
@@ -305,6 +331,9 @@ static int serve(const flags *f)
                : strcmp(f->fsync, "never") == 0 ? PD_FSYNC_NEVER
                                                 : PD_FSYNC_BATCH;
     so.limits = lim;
+    so.block_duration_ms = f->block_ms;
+    so.retention_ms = f->retention_ms;
+    so.retention_bytes = f->retention_bytes;
     int rc = pd_storage_open(&so, &st, &err);
     if (rc < 0) {
         pd_log(PD_LOG_ERROR, "cannot open storage", "path=%s err=\"%s\"", f->storage_path,

@@ -46,6 +46,15 @@ typedef struct pd_storage_options {
                                   range [k*d, (k+1)*d) holding head data, that range is
                                   written as a block and the WAL checkpointed;
                                   0 = 2 h, < 0 = never cut */
+    int64_t retention_ms;      /* --storage.retention.time: blocks whose newest profile is
+                                  older than this before the store's newest profile are
+                                  deleted (whole blocks, oldest first); 0 = 15 d,
+                                  < 0 = no time limit */
+    uint64_t retention_bytes;  /* --storage.retention.size: oldest blocks are deleted while
+                                  blocks + WAL exceed this many bytes; 0 = no size limit */
+    int64_t maintenance_ms;    /* period of the background thread that compacts blocks and
+                                  applies retention; 0 = 60 s, < 0 = no thread (only
+                                  pd_storage_maintain) */
 } pd_storage_options;
 
 /* Defaults for the options above with path "./data". */
@@ -135,7 +144,21 @@ typedef struct pd_storage_stats {
     uint64_t n_profiles;
     uint64_t bytes_on_disk; /* every file under path */
     int64_t min_ts, max_ts; /* 0,0 when empty */
+    uint64_t n_blocks;      /* immutable blocks open */
+    uint64_t n_head_profiles; /* profiles in the head (not yet in a block) */
+    uint64_t n_cuts, n_compactions, n_retention_deletes; /* since open */
 } pd_storage_stats;
+
+/* One round of maintenance, as the background thread runs it: cuts the head
+ * when due (block_duration_ms), compacts adjacent blocks into larger ones
+ * (time ranges block_duration x 3^k, up to 10% of the retention time, as
+ * Prometheus; a group is compacted once the store's newest profile is past
+ * its range), then applies retention. Safe to call from any thread; rounds
+ * are serialized. Readers and appenders keep going meanwhile (appends wait
+ * only during a head cut). A failure leaves the data as it was (a failed
+ * compaction keeps its sources). Errors: -errno (err names the path),
+ * PD_ENOMEM, PD_ECORRUPT (a source block does not read; it is kept). */
+int pd_storage_maintain(pd_storage *s, pd_err *err);
 
 /* Fills the stats. Never fails. */
 void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out /* OUT */);

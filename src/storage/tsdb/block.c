@@ -583,9 +583,19 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
             goto werr;
         /* meta.json */
         const char *sf = w->sym.stack_format == PD_STACKS_TREE ? "tree" : "list";
+        json_t *srcs = json_array();
+        for (size_t i = 0; srcs && i < w->o.n_sources; i++)
+            if (json_array_append_new(srcs, json_string(w->o.sources[i]))) {
+                json_decref(srcs);
+                srcs = NULL;
+            }
+        if (!srcs) {
+            rc = PD_ENOMEM;
+            goto out;
+        }
         meta = json_pack(
             "{s:s, s:i, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s, s:I, "
-            "s:{s:I, s:I, s:I}, s:{s:i}}",
+            "s:{s:I, s:I, s:I}, s:{s:i, s:o}}",
             "ulid", id, "version", PD_BLOCK_VERSION, "minTime", (json_int_t)min_t, "maxTime",
             (json_int_t)max_t, "stats", "numSeries", (json_int_t)w->n, "numProfiles",
             (json_int_t)w->n_prof, "numSamples", (json_int_t)w->n_samples, "numStrings",
@@ -594,7 +604,8 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
             (json_int_t)w->sym.n_stack, "numLabelSets", (json_int_t)w->sym.n_lset, "stackFormat",
             sf, "groupSize", (json_int_t)w->o.group, "files", "index", (json_int_t)idx.len,
             "symbols", (json_int_t)sl, CHUNKS_NAME, (json_int_t)chunks_bytes, "compaction",
-            "level", 1);
+            "level", w->o.level > 0 ? w->o.level : 1, "sources", srcs);
+        srcs = NULL; /* stolen by json_pack ("o"), even on failure */
         (void)time_bytes;
         (void)value_bytes;
         if (!meta || !(js = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER))) {
@@ -681,6 +692,8 @@ struct pd_block {
     size_t n_series;
     post *post;
     size_t n_post;
+    char (*sources)[27]; /* meta.json compaction.sources */
+    size_t n_sources;
 };
 
 static int read_whole(const char *path, uint64_t cap, uint8_t **out, size_t *len, pd_err *err)
@@ -891,16 +904,18 @@ static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *e
     const char *ulid = NULL, *sf = NULL;
     json_int_t ver = 0, mint = 0, maxt = 0, ns, np, nsa, nstr, nmap, nfn, nloc, nst, nls, gs,
                fi, fsy, fch, lvl;
+    json_t *srcs = NULL;
     int rc = 0;
     if (json_unpack_ex(m, &je, JSON_STRICT,
                        "{s:s, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s, "
-                       "s:I, s:{s:I, s:I, s:I}, s:{s:I}}",
+                       "s:I, s:{s:I, s:I, s:I}, s:{s:I, s?o}}",
                        "ulid", &ulid, "version", &ver, "minTime", &mint, "maxTime", &maxt,
                        "stats", "numSeries", &ns, "numProfiles", &np, "numSamples", &nsa,
                        "numStrings", &nstr, "numMappings", &nmap, "numFunctions", &nfn,
                        "numLocations", &nloc, "numStacks", &nst, "numLabelSets", &nls,
                        "stackFormat", &sf, "groupSize", &gs, "files", "index", &fi, "symbols",
-                       &fsy, CHUNKS_NAME, &fch, "compaction", "level", &lvl)) {
+                       &fsy, CHUNKS_NAME, &fch, "compaction", "level", &lvl, "sources",
+                       &srcs)) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %d: %s", path, je.position, je.text);
         goto out;
     }
@@ -916,6 +931,29 @@ static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *e
                         path);
         goto out;
     }
+    if (srcs) {
+        size_t nsrc = json_is_array(srcs) ? json_array_size(srcs) : 0;
+        if (!json_is_array(srcs) || nsrc > 1000000) {
+            rc = pd_err_set(err, PD_ECORRUPT, "%s: compaction.sources is not a list of ULIDs",
+                            path);
+            goto out;
+        }
+        if (nsrc && !(b->sources = calloc(nsrc, sizeof *b->sources))) {
+            rc = PD_ENOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < nsrc; i++) {
+            const char *u = json_string_value(json_array_get(srcs, i));
+            if (!u || strlen(u) != 26) {
+                rc = pd_err_set(err, PD_ECORRUPT, "%s: compaction.sources[%zu] is not a ULID",
+                                path, i);
+                goto out;
+            }
+            memcpy(b->sources[i], u, 27);
+            b->n_sources++;
+        }
+    }
+    M->level = lvl > 1000 ? 1000 : (int)lvl;
     memcpy(M->ulid, ulid, 27);
     M->version = (int)ver;
     M->min_t = mint;
@@ -1066,11 +1104,18 @@ void pd__block_close(pd_block *b)
     for (size_t i = 0; i < b->n_post; i++)
         free(b->post[i].ids);
     free(b->post);
+    free(b->sources);
     free(b->dir);
     free(b);
 }
 
 const pd_block_meta *pd__block_meta(const pd_block *b) { return &b->meta; }
+const char (*pd__block_sources(const pd_block *b, size_t *n))[27]
+{
+    *n = b->n_sources;
+    return (const char(*)[27])b->sources;
+}
+const char *pd__block_dir(const pd_block *b) { return b->dir; }
 const pd_symbols *pd__block_symbols(const pd_block *b) { return &b->sym; }
 size_t pd__block_n_series(const pd_block *b) { return b->n_series; }
 const pd_labels *pd__block_series_labels(const pd_block *b, uint32_t id)
@@ -1362,6 +1407,41 @@ int pd__block_read_profile(pd_block *b, uint32_t id, int64_t ts_ms, pd_profile *
             pd_err_prefix(err, "%s offset %llu", b->chunks_path, (unsigned long long)t.g_off[g]);
         for (size_t i = 0; i < n; i++)
             pd__dprof_release(&d[i]);
+        free(d);
+    }
+    pd__tchunk_release(&t);
+    return rc;
+}
+
+int pd__block_series_foreach(pd_block *b, uint32_t id,
+                             int (*fn)(void *ctx, int64_t ts_ms, const pd_profile *p),
+                             void *ctx, pd_err *err)
+{
+    if (id >= b->n_series)
+        return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
+    pd_tchunk t;
+    int rc = load_tchunk(b, id, &t, err);
+    if (rc)
+        return rc;
+    for (size_t g = 0; g < t.n_group && !rc; g++) {
+        pd_dprof *d;
+        size_t n;
+        if ((rc = load_group(b, id, &t, g, &d, &n, err)))
+            break;
+        for (size_t i = 0; i < n; i++) {
+            pd_profile p;
+            if (!rc) {
+                rc = pd__dprof_to_profile(&b->sym, &d[i], &p, err);
+                if (rc == PD_ECORRUPT)
+                    pd_err_prefix(err, "%s offset %llu", b->chunks_path,
+                                  (unsigned long long)t.g_off[g]);
+                if (!rc) {
+                    rc = fn(ctx, d[i].ts, &p);
+                    pd_profile_release(&p);
+                }
+            }
+            pd__dprof_release(&d[i]);
+        }
         free(d);
     }
     pd__tchunk_release(&t);

@@ -1,8 +1,8 @@
 /*
  * storage/tsdb/block_int.h — immutable blocks of the embedded store
  * (DESIGN.md §3, docs/format/{index,symbols,chunks}.md). Private to
- * src/storage. Not yet wired into head.c (cut, compaction and retention come
- * later); used by `profd tsdb import|analyze|check` (tsdb_cli.c).
+ * src/storage. Used by head.c (head cut, compaction, retention) and by
+ * `profd tsdb import|analyze|check` (tsdb_cli.c).
  *
  * A block is a directory PARENT/<ULID>/ holding
  *   meta.json        id, min/max time, stats, file sizes, format version
@@ -43,6 +43,13 @@ typedef struct pd_block_writer_opts {
                                     bytes; 0 = PD_BLOCK_DEFAULT_GROUP_BYTES */
     int zstd_level;              /* 0 = PD_BLOCK_DEFAULT_LEVEL */
     pd_stack_format stack_format; /* 0 = PD_STACKS_TREE */
+    int level;                   /* meta.json compaction.level: 1 for a block cut from the
+                                    head or imported, 1 + max of the sources' when
+                                    compacted; 0 = 1 */
+    const char (*sources)[27];   /* meta.json compaction.sources: ULIDs of the blocks this
+                                    one replaces (compaction); borrowed until
+                                    pd__block_writer_write returns; may be NULL */
+    size_t n_sources;
 } pd_block_writer_opts;
 
 typedef struct pd_block_writer pd_block_writer;
@@ -83,6 +90,7 @@ typedef struct pd_block_meta {
     uint64_t n_strings, n_mappings, n_functions, n_locations, n_stacks, n_label_sets;
     pd_stack_format stack_format;
     uint64_t group;
+    int level;            /* compaction level (1 = not compacted) */
     /* bytes */
     uint64_t meta_bytes, index_bytes, symbols_bytes, chunks_bytes;
     uint64_t time_bytes, value_bytes; /* parts of chunks_bytes (frames included) */
@@ -98,6 +106,25 @@ void pd__block_close(pd_block *b);
 const pd_block_meta *pd__block_meta(const pd_block *b);
 /* The block's symbols (read-only). */
 const pd_symbols *pd__block_symbols(const pd_block *b);
+
+/* ULIDs of the blocks this one was compacted from (meta.json
+ * compaction.sources), borrowed from b; *n = 0 for a level-1 block. A store
+ * that finds both a block and one of its sources (a crash between the
+ * compacted block's rename and the sources' deletion) drops the source. */
+const char (*pd__block_sources(const pd_block *b, size_t *n /* OUT */))[27];
+
+/* The block's directory (borrowed). */
+const char *pd__block_dir(const pd_block *b);
+
+/* Calls fn(ctx, ts_ms, profile) for every profile of series id in ascending
+ * time, decompressing each value group once (compaction reads a block this
+ * way). The profile is valid only during the call (it is released after).
+ * fn returns 0 to go on or a negative code, which stops the walk and is
+ * returned. Errors: PD_ENOTFOUND (id), PD_ECORRUPT (err: file and offset),
+ * -errno, PD_ENOMEM, or fn's code. */
+int pd__block_series_foreach(pd_block *b, uint32_t id,
+                             int (*fn)(void *ctx, int64_t ts_ms, const pd_profile *p),
+                             void *ctx, pd_err *err);
 
 /* Series ids are 0..n_series-1 in label order. */
 size_t pd__block_n_series(const pd_block *b);

@@ -72,6 +72,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,9 +111,20 @@ typedef struct point {
     uint32_t tot;  /* index into series.totals (tsets[tset].n values) */
 } point;
 
+/* An open block of the store. refs: 1 for the store's list (s->blocks) plus
+ * one per reader doing I/O on it outside the idx lock (hb_get/hb_put); the
+ * last put closes it. A block removed by compaction or retention leaves the
+ * list (and every bref) under app_mu + the idx write lock; its directory is
+ * deleted at once (an open fd keeps its chunks readable) and the pd_block
+ * closed when its last reader is done. */
+typedef struct hblock {
+    pd_block *b;
+    int refs; /* __atomic */
+} hblock;
+
 /* A series' part in one block. */
 typedef struct bref {
-    pd_block *b;
+    hblock *hb;
     uint32_t id;          /* series id in b */
     int64_t mint, maxt;   /* of the series in b */
     uint64_t n;           /* profiles of the series in b */
@@ -152,12 +164,25 @@ struct pd_storage {
     uint64_t n_profiles;
     uint64_t replay_corrupt; /* malformed payloads met on replay */
 
-    pd_block **blocks; /* never closed before pd_storage_close */
+    hblock **blocks; /* changed under app_mu + idx write lock */
     size_t n_blocks, cap_blocks;
     int64_t block_ms;          /* <= 0: no head cut */
     int64_t cut_retry_after;   /* monotonic ms: no cut attempt before */
     uint64_t n_cuts;
     const char *replay_file; /* set while PATH/series is replayed */
+
+    /* maintenance (compaction, retention): rounds serialised by maint_mu */
+    pthread_mutex_t maint_mu;
+    int64_t retention_ms;      /* <= 0: no time retention */
+    uint64_t retention_bytes;  /* 0: no size retention */
+    int64_t maint_ms;          /* <= 0: no thread */
+    uint64_t n_compactions, n_ret_deletes; /* __atomic */
+    int64_t compact_retry_after; /* monotonic ms */
+    pthread_t maint_thread;
+    bool maint_running;
+    pthread_mutex_t stop_mu;
+    pthread_cond_t stop_cv;
+    bool stopping;
 };
 
 static uint64_t blocks_profiles(const pd_storage *s);
@@ -173,6 +198,9 @@ pd_storage_options pd_storage_options_default(void)
     o.fsync_batch_ms = 1000;
     o.limits = pd_pprof_limits_default();
     o.block_duration_ms = 2 * 3600 * 1000;
+    o.retention_ms = 15ll * 24 * 3600 * 1000;
+    o.retention_bytes = 0;
+    o.maintenance_ms = 60 * 1000;
     return o;
 }
 
@@ -669,10 +697,24 @@ static int replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, const 
 static void update_gauges(pd_storage *s)
 {
     pd_metrics_set("profd_storage_series", NULL, (double)s->n_series);
+    pd_metrics_set("profd_storage_blocks", NULL, (double)s->n_blocks);
     pd_metrics_set("profd_storage_profiles", NULL, (double)(s->n_profiles + blocks_profiles(s)));
     pd_metrics_set("profd_storage_bytes", NULL,
                    (double)(pd__wal_bytes(s->wal) + blocks_bytes(s)));
 }
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    if (remove(path) < 0)
+        pd_log_warn("storage: cannot remove", "path=%s err=\"%s\"", path, strerror(errno));
+    return 0;
+}
+
+/* rm -r path (no symlinks followed). Errors are logged. */
+static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* mkdir -p */
 static int mkdirs(const char *path, pd_err *err)
@@ -712,7 +754,7 @@ static uint64_t blocks_profiles(const pd_storage *s)
 {
     uint64_t n = 0;
     for (size_t i = 0; i < s->n_blocks; i++)
-        n += pd__block_meta(s->blocks[i])->n_profiles;
+        n += pd__block_meta(s->blocks[i]->b)->n_profiles;
     return n;
 }
 
@@ -720,15 +762,25 @@ static uint64_t blocks_bytes(const pd_storage *s)
 {
     uint64_t n = 0;
     for (size_t i = 0; i < s->n_blocks; i++) {
-        const pd_block_meta *m = pd__block_meta(s->blocks[i]);
+        const pd_block_meta *m = pd__block_meta(s->blocks[i]->b);
         n += m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes;
     }
     return n;
 }
 
-/* Adds the part (b, id) to se, keeping brefs by ascending mint. Under the
+static void hb_get(hblock *hb) { __atomic_add_fetch(&hb->refs, 1, __ATOMIC_ACQ_REL); }
+
+static void hb_put(hblock *hb)
+{
+    if (hb && __atomic_sub_fetch(&hb->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        pd__block_close(hb->b);
+        free(hb);
+    }
+}
+
+/* Adds the part (hb, id) to se, keeping brefs by ascending mint. Under the
  * idx write lock (or during open). 0 or PD_ENOMEM. */
-static int add_bref(series *se, pd_block *b, uint32_t id)
+static int add_bref(series *se, hblock *hb, uint32_t id)
 {
     if (se->n_brefs == se->cap_brefs) {
         size_t nc = se->cap_brefs ? se->cap_brefs * 2 : 4;
@@ -738,9 +790,9 @@ static int add_bref(series *se, pd_block *b, uint32_t id)
         se->brefs = nb;
         se->cap_brefs = nc;
     }
-    bref r = {.b = b, .id = id};
+    bref r = {.hb = hb, .id = id};
     uint64_t tb, vb;
-    pd__block_series_info(b, id, &r.mint, &r.maxt, &r.n, &tb, &vb);
+    pd__block_series_info(hb->b, id, &r.mint, &r.maxt, &r.n, &tb, &vb);
     size_t i = se->n_brefs;
     while (i > 0 && se->brefs[i - 1].mint > r.mint)
         i--;
@@ -750,23 +802,31 @@ static int add_bref(series *se, pd_block *b, uint32_t id)
     return 0;
 }
 
-/* Takes ownership of b (closed by pd_storage_close) and maps its series onto
- * head series by labels, creating series with new refs (*added = true) for
- * label sets the head does not know. Under the idx write lock (or during
- * open), with app_mu held. 0 or PD_ENOMEM (b is owned by s even then). */
+/* Takes ownership of b (closed once it leaves the store and its last reader
+ * is done) and maps its series onto head series by labels, creating series
+ * with new refs (*added = true) for label sets the head does not know. Under
+ * the idx write lock (or during open), with app_mu held. 0 or PD_ENOMEM (b is
+ * owned by s even then). */
 static int add_block(pd_storage *s, pd_block *b, bool *added)
 {
+    hblock *hb = calloc(1, sizeof *hb);
+    if (!hb) {
+        pd__block_close(b);
+        return PD_ENOMEM;
+    }
+    hb->b = b;
+    hb->refs = 1;
     if (s->n_blocks == s->cap_blocks) {
         size_t nc = s->cap_blocks ? s->cap_blocks * 2 : 8;
-        pd_block **nb = realloc(s->blocks, nc * sizeof *nb);
+        hblock **nb = realloc(s->blocks, nc * sizeof *nb);
         if (!nb) {
-            pd__block_close(b);
+            hb_put(hb);
             return PD_ENOMEM;
         }
         s->blocks = nb;
         s->cap_blocks = nc;
     }
-    s->blocks[s->n_blocks++] = b;
+    s->blocks[s->n_blocks++] = hb;
     size_t n = pd__block_n_series(b);
     for (uint32_t id = 0; id < n; id++) {
         const pd_labels *ls = pd__block_series_labels(b, id);
@@ -785,10 +845,54 @@ static int add_block(pd_storage *s, pd_block *b, bool *added)
             insert_series(s, se);
             *added = true;
         }
-        if (add_bref(se, b, id) < 0)
+        if (add_bref(se, hb, id) < 0)
             return PD_ENOMEM;
     }
     return 0;
+}
+
+/* Takes hb out of the store: out of s->blocks and every series' brefs. The
+ * store's reference passes to the caller (hb_put it). Under app_mu + the idx
+ * write lock (or during open). */
+static void unlink_block(pd_storage *s, hblock *hb)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < s->n_blocks; i++)
+        if (s->blocks[i] != hb)
+            s->blocks[w++] = s->blocks[i];
+    s->n_blocks = w;
+    for (size_t i = 0; i < s->n_series; i++) {
+        series *se = s->by_ref[i];
+        size_t k = 0;
+        for (size_t j = 0; j < se->n_brefs; j++)
+            if (se->brefs[j].hb != hb)
+                se->brefs[k++] = se->brefs[j];
+        se->n_brefs = k;
+    }
+}
+
+/* rm -r of a block directory (its files and chunks/), first renamed to
+ * DIR.tmp so that a crash halfway leaves garbage that open removes, never a
+ * half block. Errors are logged. */
+static void remove_block_dir(const char *dir)
+{
+    char tmp[4500];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    if (rename(dir, tmp) < 0) {
+        pd_log_error("storage: cannot remove a block", "dir=%s err=\"%s\"", dir, strerror(errno));
+        return;
+    }
+    char *slash = strrchr(tmp, '/');
+    if (slash) { /* the rename is durable before the files go */
+        *slash = 0;
+        int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        *slash = '/';
+    }
+    rm_tree(tmp);
 }
 
 /* Whether a block holds a profile of se at ts. I/O; call with app_mu held
@@ -803,10 +907,10 @@ static bool blocks_have(const series *se, int64_t ts)
         pd_points pts;
         pd_err e;
         pd_err_clear(&e);
-        int rc = pd__block_read_points(r->b, r->id, ts, ts, &pts, &e);
+        int rc = pd__block_read_points(r->hb->b, r->id, ts, ts, &pts, &e);
         if (rc < 0) {
             pd_log_warn("storage: cannot read a block's points", "block=%s err=\"%s\"",
-                        pd__block_meta(r->b)->ulid, e.msg);
+                        pd__block_meta(r->hb->b)->ulid, e.msg);
             continue;
         }
         bool found = pts.n > 0;
@@ -901,13 +1005,13 @@ static int dedupe_head(pd_storage *s)
             pd_points pts;
             pd_err e;
             pd_err_clear(&e);
-            int rc = pd__block_read_points(r->b, r->id, lo > r->mint ? lo : r->mint,
+            int rc = pd__block_read_points(r->hb->b, r->id, lo > r->mint ? lo : r->mint,
                                            hi < r->maxt ? hi : r->maxt, &pts, &e);
             if (rc == PD_ENOMEM)
                 return rc;
             if (rc < 0) {
                 pd_log_warn("storage: cannot read a block's points", "block=%s err=\"%s\"",
-                            pd__block_meta(r->b)->ulid, e.msg);
+                            pd__block_meta(r->hb->b)->ulid, e.msg);
                 continue;
             }
             int64_t *ts = malloc((pts.n ? pts.n : 1) * sizeof *ts);
@@ -1086,6 +1190,12 @@ out:
 
 /* ---- loading blocks ---- */
 
+/* Opens every block directory under PATH. PATH/<x>.tmp directories (a block
+ * being written, or being deleted, when a crash came) are removed. A block
+ * named in another block's compaction.sources was compacted into it (a
+ * crash came before it was deleted): it is deleted now, not loaded, so
+ * nothing is seen twice. A block that does not open is logged, counted and
+ * left on disk for `profd tsdb check`. */
 static int load_blocks(pd_storage *s, bool *added, pd_err *err)
 {
     struct dirent **names = NULL;
@@ -1095,6 +1205,10 @@ static int load_blocks(pd_storage *s, bool *added, pd_err *err)
         return pd_err_set(err, e, "list storage directory %s: %s", s->path, strerror(-e));
     }
     int rc = 0;
+    pd_block **opened = calloc((size_t)n + 1, sizeof *opened);
+    size_t n_opened = 0;
+    if (!opened)
+        rc = pd_err_set(err, PD_ENOMEM, "open blocks: out of memory");
     for (int i = 0; i < n; i++) {
         const char *nm = names[i]->d_name;
         char dir[4400], meta[4500];
@@ -1102,11 +1216,12 @@ static int load_blocks(pd_storage *s, bool *added, pd_err *err)
             continue;
         snprintf(dir, sizeof dir, "%s/%s", s->path, nm);
         struct stat st;
-        if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
             continue;
         size_t l = strlen(nm);
         if (l > 4 && !strcmp(nm + l - 4, ".tmp")) {
-            pd_log_warn("storage: ignoring an unfinished block directory", "dir=%s", dir);
+            pd_log_warn("storage: removing an unfinished block directory", "dir=%s", dir);
+            rm_tree(dir);
             continue;
         }
         snprintf(meta, sizeof meta, "%s/meta.json", dir);
@@ -1128,9 +1243,37 @@ static int load_blocks(pd_storage *s, bool *added, pd_err *err)
             pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
             continue;
         }
-        if ((brc = add_block(s, b, added)) < 0)
-            rc = pd_err_set(err, brc, "open block %s: out of memory", dir);
+        opened[n_opened++] = b;
     }
+    bool *repl = calloc(n_opened + 1, sizeof *repl);
+    if (!repl && rc == 0)
+        rc = pd_err_set(err, PD_ENOMEM, "open blocks: out of memory");
+    for (size_t i = 0; repl && i < n_opened; i++) {
+        const char *id = pd__block_meta(opened[i])->ulid;
+        for (size_t j = 0; j < n_opened && !repl[i]; j++) {
+            size_t ns;
+            const char(*src)[27] = pd__block_sources(opened[j], &ns);
+            for (size_t k = 0; k < ns && !repl[i]; k++)
+                repl[i] = j != i && !strcmp(src[k], id);
+        }
+    }
+    for (size_t i = 0; i < n_opened; i++) {
+        bool replaced = repl && repl[i];
+        if (replaced) {
+            pd_log_info("storage: removing a block already compacted into another", "dir=%s",
+                        pd__block_dir(opened[i]));
+            remove_block_dir(pd__block_dir(opened[i]));
+        }
+        if (replaced || rc < 0) {
+            pd__block_close(opened[i]);
+            continue;
+        }
+        int brc = add_block(s, opened[i], added);
+        if (brc < 0)
+            rc = pd_err_set(err, brc, "open block %s: out of memory", pd__block_dir(opened[i]));
+    }
+    free(repl);
+    free(opened);
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);
@@ -1267,6 +1410,7 @@ static int cut_head(pd_storage *s, int64_t a, pd_err *err)
         rc = 0;
     }
     s->n_cuts++;
+    pd_metrics_add("profd_storage_head_cuts_total", NULL, 1);
     /* checkpoint: segments below the oldest one a head point uses */
     uint32_t keep = pd__wal_current(s->wal);
     for (size_t i = 0; i < s->n_series; i++) {
@@ -1312,6 +1456,338 @@ static void maybe_cut(pd_storage *s)
     }
 }
 
+/* ---- compaction and retention ----
+ *
+ * Compaction (as Prometheus' leveled compactor): ranges R_k = d * 3^k for
+ * k >= 1 (d = block duration), the largest at most 10% of the retention
+ * time (at least R_1). For the smallest R first, blocks are grouped by the
+ * aligned range [j*R, (j+1)*R) that holds them whole; a group of two or
+ * more blocks whose range lies wholly before the store's newest profile
+ * (no more data can arrive there from a head cut) is compacted: every
+ * profile of every source is read (one value group decompressed at a time),
+ * re-added to a new block writer (symbols interned anew, so re-mapped; a
+ * (series, ts) met twice, as overlapping imports can have, is kept once),
+ * written with compaction.level = 1 + max source level and
+ * compaction.sources = the sources' ULIDs. Only after the new block is
+ * durable (rename + fsync of PATH) and loaded are the sources unlinked and
+ * deleted; a crash in between leaves both, and open deletes the sources
+ * (load_blocks). Blocks straddling a range boundary (imports) are left as
+ * they are.
+ *
+ * Retention: blocks whose max time is older than the store's newest
+ * profile minus retention_ms are deleted; then, while blocks + WAL exceed
+ * retention_bytes, the oldest block (by min time) is deleted. Whole blocks
+ * only; the head is never touched by retention.
+ *
+ * The work (reading, writing) runs under maint_mu only, so appends and
+ * reads go on; the swap runs under app_mu + the idx write lock.
+ */
+
+/* The store's newest profile time over head and blocks; false if empty. */
+static bool newest_ts(pd_storage *s, int64_t *out)
+{
+    bool any = false;
+    pthread_rwlock_rdlock(&s->idx);
+    for (size_t i = 0; i < s->n_blocks; i++) {
+        int64_t t = pd__block_meta(s->blocks[i]->b)->max_t;
+        if (!any || t > *out)
+            *out = t;
+        any = true;
+    }
+    for (size_t i = 0; i < s->n_series; i++) {
+        const series *se = s->by_ref[i];
+        if (se->n_pts && (!any || se->pts[se->n_pts - 1].ts > *out)) {
+            *out = se->pts[se->n_pts - 1].ts;
+            any = true;
+        }
+    }
+    pthread_rwlock_unlock(&s->idx);
+    return any;
+}
+
+/* A snapshot of the store's blocks with a reference each (hb_put them). */
+static int snapshot_blocks(pd_storage *s, hblock ***out, size_t *n)
+{
+    pthread_rwlock_rdlock(&s->idx);
+    *n = s->n_blocks;
+    *out = malloc((*n ? *n : 1) * sizeof **out);
+    if (*out)
+        for (size_t i = 0; i < *n; i++) {
+            (*out)[i] = s->blocks[i];
+            hb_get(s->blocks[i]);
+        }
+    pthread_rwlock_unlock(&s->idx);
+    return *out ? 0 : PD_ENOMEM;
+}
+
+static void put_blocks(hblock **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        hb_put(v[i]);
+    free(v);
+}
+
+static int cmp_hb_mint(const void *a, const void *b)
+{
+    const pd_block_meta *x = pd__block_meta((*(hblock *const *)a)->b);
+    const pd_block_meta *y = pd__block_meta((*(hblock *const *)b)->b);
+    if (x->min_t != y->min_t)
+        return x->min_t < y->min_t ? -1 : 1;
+    return strcmp(x->ulid, y->ulid);
+}
+
+static int64_t floor_div(int64_t a, int64_t d) { return a / d - (a % d != 0 && a < 0); }
+
+/* Picks the next group to compact from v (sorted by min time): its first
+ * index and size, or false. */
+static bool plan_compaction(const pd_storage *s, hblock **v, size_t n, int64_t newest,
+                            size_t *first, size_t *count)
+{
+    int64_t d = s->block_ms > 0 ? s->block_ms : 2 * 3600 * 1000;
+    /* as Prometheus: 10% of the retention time, else 31 days */
+    int64_t max_r = s->retention_ms > 0 ? s->retention_ms / 10 : 31ll * 24 * 3600 * 1000;
+    for (int64_t r = d * 3; r > 0; r *= 3) {
+        if (r > max_r)
+            break;
+        size_t i = 0;
+        while (i < n) {
+            const pd_block_meta *m = pd__block_meta(v[i]->b);
+            int64_t j = floor_div(m->min_t, r);
+            if (j > INT64_MAX / r - 1) {
+                i++;
+                continue;
+            }
+            int64_t end = (j + 1) * r; /* exclusive */
+            size_t k = i;
+            bool whole = true;
+            while (k < n && pd__block_meta(v[k]->b)->min_t < end) {
+                if (pd__block_meta(v[k]->b)->max_t >= end)
+                    whole = false;
+                k++;
+            }
+            if (whole && k - i >= 2 && newest >= end) {
+                *first = i;
+                *count = k - i;
+                return true;
+            }
+            i = k > i ? k : i + 1;
+        }
+        if (r > INT64_MAX / 3 / 4)
+            break;
+    }
+    return false;
+}
+
+typedef struct compact_ctx {
+    pd_block_writer *w;
+    const pd_labels *labels;
+    uint64_t dups;
+    pd_err *err;
+} compact_ctx;
+
+static int compact_add(void *ctx, int64_t ts_ms, const pd_profile *p)
+{
+    compact_ctx *c = ctx;
+    int rc = pd__block_writer_add(c->w, c->labels, ts_ms, p, c->err);
+    if (rc == PD_EEXIST) {
+        c->dups++;
+        return 0;
+    }
+    return rc;
+}
+
+/* Compacts v[0..n) into one block and swaps it in. With maint_mu held. */
+static int compact_blocks(pd_storage *s, hblock **v, size_t n, pd_err *err)
+{
+    int64_t t0 = now_mono_ms();
+    pd_block_writer *w = NULL;
+    pd_block *blk = NULL;
+    char id[27] = {0}, dir[4400];
+    char(*srcs)[27] = calloc(n, sizeof *srcs);
+    int level = 1;
+    if (!srcs)
+        return pd_err_set(err, PD_ENOMEM, "compaction: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const pd_block_meta *m = pd__block_meta(v[i]->b);
+        memcpy(srcs[i], m->ulid, 27);
+        if (m->level + 1 > level)
+            level = m->level + 1;
+    }
+    pd_block_writer_opts o = {.level = level, .sources = (const char(*)[27])srcs, .n_sources = n};
+    int rc = pd__block_writer_new(&o, &w);
+    if (rc < 0) {
+        rc = pd_err_set(err, rc, "compaction: out of memory");
+        goto out;
+    }
+    compact_ctx c = {.w = w, .err = err};
+    for (size_t i = 0; i < n; i++) {
+        pd_block *b = v[i]->b;
+        size_t ns = pd__block_n_series(b);
+        for (uint32_t id2 = 0; id2 < ns; id2++) {
+            c.labels = pd__block_series_labels(b, id2);
+            if ((rc = pd__block_series_foreach(b, id2, compact_add, &c, err)) < 0) {
+                pd_err_prefix(err, "compaction of block %s", pd__block_meta(b)->ulid);
+                goto out;
+            }
+        }
+    }
+    if ((rc = pd__block_writer_write(w, s->path, id, err)) < 0)
+        goto out;
+    snprintf(dir, sizeof dir, "%s/%s", s->path, id);
+    if ((rc = pd__block_open(dir, &blk, err)) < 0) {
+        remove_block_dir(dir); /* the sources stay */
+        goto out;
+    }
+    bool added = false;
+    pthread_mutex_lock(&s->app_mu);
+    pthread_rwlock_wrlock(&s->idx);
+    rc = add_block(s, blk, &added);
+    blk = NULL;
+    if (rc == 0)
+        for (size_t i = 0; i < n; i++)
+            unlink_block(s, v[i]); /* the store's reference is now ours */
+    pthread_rwlock_unlock(&s->idx);
+    pthread_mutex_unlock(&s->app_mu);
+    if (rc < 0) {
+        /* the new block is on disk and lists its sources: the next open
+           keeps it and drops them; this run goes on with the sources */
+        rc = pd_err_set(err, rc, "compaction: out of memory adding block %s", id);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        remove_block_dir(pd__block_dir(v[i]->b));
+        hb_put(v[i]); /* the store's reference */
+    }
+    __atomic_add_fetch(&s->n_compactions, 1, __ATOMIC_RELAXED);
+    pd_metrics_add("profd_storage_compactions_total", NULL, 1);
+    pd_log_info("storage: compacted blocks", "block=%s sources=%zu level=%d profiles=%zu dups=%llu ms=%lld",
+                id, n, level, pd__block_writer_count(w), (unsigned long long)c.dups,
+                (long long)(now_mono_ms() - t0));
+out:
+    pd__block_close(blk);
+    pd__block_writer_free(w);
+    free(srcs);
+    return rc;
+}
+
+/* Deletes block hb (retention). With maint_mu held; hb has a snapshot ref. */
+static void delete_block(pd_storage *s, hblock *hb, const char *why)
+{
+    const pd_block_meta *m = pd__block_meta(hb->b);
+    pd_log_info("storage: retention deletes a block", "block=%s mint=%lld maxt=%lld reason=%s",
+                m->ulid, (long long)m->min_t, (long long)m->max_t, why);
+    pthread_mutex_lock(&s->app_mu);
+    pthread_rwlock_wrlock(&s->idx);
+    unlink_block(s, hb);
+    pthread_rwlock_unlock(&s->idx);
+    pthread_mutex_unlock(&s->app_mu);
+    remove_block_dir(pd__block_dir(hb->b));
+    hb_put(hb); /* the store's reference */
+    __atomic_add_fetch(&s->n_ret_deletes, 1, __ATOMIC_RELAXED);
+    pd_metrics_add("profd_storage_retention_deletes_total", NULL, 1);
+}
+
+static void apply_retention(pd_storage *s)
+{
+    int64_t newest;
+    hblock **v;
+    size_t n;
+    if ((!s->retention_ms || s->retention_ms < 0) && !s->retention_bytes)
+        return;
+    if (!newest_ts(s, &newest) || snapshot_blocks(s, &v, &n) < 0)
+        return;
+    qsort(v, n, sizeof *v, cmp_hb_mint);
+    bool *gone = calloc(n ? n : 1, sizeof *gone);
+    if (!gone) {
+        put_blocks(v, n);
+        return;
+    }
+    if (s->retention_ms > 0 && newest > INT64_MIN + s->retention_ms)
+        for (size_t i = 0; i < n; i++)
+            if (pd__block_meta(v[i]->b)->max_t < newest - s->retention_ms) {
+                delete_block(s, v[i], "time");
+                gone[i] = true;
+            }
+    if (s->retention_bytes) {
+        pd_storage_stats st;
+        pd_storage_stats_get(s, &st);
+        uint64_t total = st.bytes_on_disk;
+        for (size_t i = 0; i < n && total > s->retention_bytes; i++) {
+            if (gone[i])
+                continue;
+            const pd_block_meta *m = pd__block_meta(v[i]->b);
+            uint64_t b = m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes;
+            delete_block(s, v[i], "size");
+            gone[i] = true;
+            total = total > b ? total - b : 0;
+        }
+    }
+    free(gone);
+    put_blocks(v, n);
+}
+
+int pd_storage_maintain(pd_storage *s, pd_err *err)
+{
+    pd_err_clear(err);
+    int rc = 0;
+    pthread_mutex_lock(&s->maint_mu);
+    pthread_mutex_lock(&s->app_mu);
+    maybe_cut(s);
+    pthread_mutex_unlock(&s->app_mu);
+    for (int round = 0; round < 64 && now_mono_ms() >= s->compact_retry_after; round++) {
+        int64_t newest;
+        hblock **v;
+        size_t n, first, count;
+        if (!newest_ts(s, &newest))
+            break;
+        if ((rc = snapshot_blocks(s, &v, &n)) < 0) {
+            pd_err_set(err, rc, "compaction: out of memory");
+            break;
+        }
+        qsort(v, n, sizeof *v, cmp_hb_mint);
+        bool due = plan_compaction(s, v, n, newest, &first, &count);
+        if (due && (rc = compact_blocks(s, v + first, count, err)) < 0) {
+            pd_log_error("storage: compaction failed; its sources are kept, retrying in 5 min",
+                         "err=\"%s\"", err->msg);
+            s->compact_retry_after = now_mono_ms() + 5 * 60 * 1000;
+        }
+        put_blocks(v, n);
+        if (!due || rc < 0)
+            break;
+    }
+    apply_retention(s);
+    pthread_mutex_lock(&s->app_mu);
+    update_gauges(s);
+    pthread_mutex_unlock(&s->app_mu);
+    pthread_mutex_unlock(&s->maint_mu);
+    return rc;
+}
+
+static void *maint_main(void *arg)
+{
+    pd_storage *s = arg;
+    pthread_mutex_lock(&s->stop_mu);
+    while (!s->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += s->maint_ms / 1000;
+        ts.tv_nsec += (s->maint_ms % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->stop_cv, &s->stop_mu, &ts);
+        if (s->stopping)
+            break;
+        pthread_mutex_unlock(&s->stop_mu);
+        pd_err e;
+        pd_storage_maintain(s, &e);
+        pthread_mutex_lock(&s->stop_mu);
+    }
+    pthread_mutex_unlock(&s->stop_mu);
+    return NULL;
+}
+
 int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *err)
 {
     *out = NULL;
@@ -1319,11 +1795,21 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     pd_metrics_describe("profd_storage_series", PD_METRIC_GAUGE, "Series in the store.");
     pd_metrics_describe("profd_storage_profiles", PD_METRIC_GAUGE, "Profiles in the store.");
     pd_metrics_describe("profd_storage_bytes", PD_METRIC_GAUGE,
-                        "Bytes of the store's files on disk (WAL segments).");
+                        "Bytes of the store's files on disk (WAL segments and blocks).");
     pd_metrics_describe("profd_storage_corruptions_total", PD_METRIC_COUNTER,
                         "Corrupt records or segments met in the store's files (skipped or cut "
                         "off).");
     pd_metrics_add("profd_storage_corruptions_total", NULL, 0); /* exposed from 0 */
+    pd_metrics_describe("profd_storage_blocks", PD_METRIC_GAUGE, "Immutable blocks open.");
+    pd_metrics_describe("profd_storage_head_cuts_total", PD_METRIC_COUNTER,
+                        "Blocks cut from the head.");
+    pd_metrics_describe("profd_storage_compactions_total", PD_METRIC_COUNTER,
+                        "Compactions of blocks into a larger block.");
+    pd_metrics_describe("profd_storage_retention_deletes_total", PD_METRIC_COUNTER,
+                        "Blocks deleted by retention (time or size).");
+    pd_metrics_add("profd_storage_head_cuts_total", NULL, 0);
+    pd_metrics_add("profd_storage_compactions_total", NULL, 0);
+    pd_metrics_add("profd_storage_retention_deletes_total", NULL, 0);
     const char *path = opts->path && opts->path[0] ? opts->path : "./data";
     char s_waldir[4096];
     char lockname[4096];
@@ -1341,6 +1827,12 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     s->block_ms = opts->block_duration_ms ? opts->block_duration_ms : 2 * 3600 * 1000;
     pthread_mutex_init(&s->app_mu, NULL);
     pthread_rwlock_init(&s->idx, NULL);
+    pthread_mutex_init(&s->maint_mu, NULL);
+    pthread_mutex_init(&s->stop_mu, NULL);
+    pthread_cond_init(&s->stop_cv, NULL);
+    s->retention_ms = opts->retention_ms ? opts->retention_ms : 15ll * 24 * 3600 * 1000;
+    s->retention_bytes = opts->retention_bytes;
+    s->maint_ms = opts->maintenance_ms ? opts->maintenance_ms : 60 * 1000;
     if (!(s->path = strdup(path))) {
         rc = pd_err_set(err, PD_ENOMEM, "open storage %s: out of memory", path);
         goto fail;
@@ -1395,6 +1887,14 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     }
     maybe_cut(s);
     update_gauges(s);
+    if (s->maint_ms > 0) {
+        if ((rc = pthread_create(&s->maint_thread, NULL, maint_main, s)) != 0) {
+            rc = pd_err_set(err, -rc, "open storage %s: cannot start the maintenance thread",
+                            path);
+            goto fail;
+        }
+        s->maint_running = true;
+    }
     pd_log_info("storage opened",
                 "path=%s series=%zu profiles=%llu blocks=%zu segments=%zu bytes=%llu", path,
                 s->n_series, (unsigned long long)(s->n_profiles + blocks_profiles(s)),
@@ -1411,19 +1911,29 @@ void pd_storage_close(pd_storage *s)
 {
     if (!s)
         return;
+    if (s->maint_running) {
+        pthread_mutex_lock(&s->stop_mu);
+        s->stopping = true;
+        pthread_cond_signal(&s->stop_cv);
+        pthread_mutex_unlock(&s->stop_mu);
+        pthread_join(s->maint_thread, NULL);
+    }
     pd__wal_close(s->wal);
     for (size_t i = 0; i < s->n_series; i++)
         series_free(s->by_ref[i]);
     free(s->by_ref);
     free(s->buckets);
     for (size_t i = 0; i < s->n_blocks; i++)
-        pd__block_close(s->blocks[i]);
+        hb_put(s->blocks[i]);
     free(s->blocks);
     if (s->lock_fd >= 0)
         close(s->lock_fd); /* releases the flock */
     free(s->path);
     pthread_rwlock_destroy(&s->idx);
     pthread_mutex_destroy(&s->app_mu);
+    pthread_mutex_destroy(&s->maint_mu);
+    pthread_mutex_destroy(&s->stop_mu);
+    pthread_cond_destroy(&s->stop_cv);
     free(s);
 }
 
@@ -1632,14 +2142,14 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
                 pd_points pts;
                 pd_err e;
                 pd_err_clear(&e);
-                int brc = pd__block_read_points(r->b, r->id, mint, maxt, &pts, &e);
+                int brc = pd__block_read_points(r->hb->b, r->id, mint, maxt, &pts, &e);
                 if (brc == PD_ENOMEM) {
                     rc = brc;
                     break;
                 }
                 if (brc < 0) {
                     pd_log_warn("storage: select skips a block series that does not read",
-                                "block=%s err=\"%s\"", pd__block_meta(r->b)->ulid, e.msg);
+                                "block=%s err=\"%s\"", pd__block_meta(r->hb->b)->ulid, e.msg);
                     continue;
                 }
                 bn = pts.n;
@@ -1792,8 +2302,10 @@ int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t ma
         goto out;
     }
     for (size_t k = 0; k < se->n_brefs; k++)
-        if (se->brefs[k].maxt >= mint && se->brefs[k].mint <= maxt)
+        if (se->brefs[k].maxt >= mint && se->brefs[k].mint <= maxt) {
+            hb_get(se->brefs[k].hb);
             brs[n_brs++] = se->brefs[k];
+        }
     size_t lo = lower_bound(se, mint), hi = lo;
     while (hi < se->n_pts && se->pts[hi].ts <= maxt)
         hi++;
@@ -1846,7 +2358,7 @@ unlock:
         goto out;
     for (size_t k = 0; k < n_brs; k++) {
         pd_points bp;
-        if ((rc = pd__block_read_points(brs[k].b, brs[k].id, mint, maxt, &bp, err)) < 0)
+        if ((rc = pd__block_read_points(brs[k].hb->b, brs[k].id, mint, maxt, &bp, err)) < 0)
             goto out;
         rc = copy_block_points(a, &bp, &v, &nv, &cap);
         pd_points_release(&bp);
@@ -1876,6 +2388,8 @@ unlock:
 out:
     free(copied);
     free(v);
+    for (size_t k = 0; k < n_brs; k++)
+        hb_put(brs[k].hb);
     free(brs);
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "read points of series %llu: out of memory", (unsigned long long)ref);
@@ -1951,31 +2465,35 @@ static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_prof
             found = true;
         }
         for (size_t k = 0; !found && k < se->n_brefs && n_brs < 8; k++)
-            if (se->brefs[k].mint <= ts_ms && ts_ms <= se->brefs[k].maxt)
+            if (se->brefs[k].mint <= ts_ms && ts_ms <= se->brefs[k].maxt) {
+                hb_get(se->brefs[k].hb);
                 brs[n_brs++] = se->brefs[k];
+            }
     }
     pthread_rwlock_unlock(&s->idx);
     if (!se)
         return pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
     if (!found) {
-        for (size_t k = 0; k < n_brs; k++) {
-            int rc = pd__block_read_profile(brs[k].b, brs[k].id, ts_ms, out, err);
-            if (rc == PD_ENOTFOUND)
-                continue;
-            if (rc < 0) {
+        int rc = PD_ENOTFOUND;
+        for (size_t k = 0; k < n_brs && rc == PD_ENOTFOUND; k++) {
+            rc = pd__block_read_profile(brs[k].hb->b, brs[k].id, ts_ms, out, err);
+            if (rc < 0 && rc != PD_ENOTFOUND)
                 memset(out, 0, sizeof *out);
-                return rc;
-            }
-            if (raw && (rc = pd_profile_encode(out, true, raw)) < 0) {
+            if (rc == 0 && raw && (rc = pd_profile_encode(out, true, raw)) < 0) {
                 pd_profile_release(out);
                 memset(out, 0, sizeof *out);
-                return pd_err_set(err, rc, "read profile: cannot re-encode the block profile");
+                rc = pd_err_set(err, rc, "read profile: cannot re-encode the block profile");
             }
-            return 0;
         }
-        return pd_err_set(err, PD_ENOTFOUND, "series %llu has no profile at %lld ms",
-                          (unsigned long long)ref, (long long)ts_ms);
+        for (size_t k = 0; k < n_brs; k++)
+            hb_put(brs[k].hb);
+        if (rc == PD_ENOTFOUND)
+            return pd_err_set(err, PD_ENOTFOUND, "series %llu has no profile at %lld ms",
+                              (unsigned long long)ref, (long long)ts_ms);
+        return rc;
     }
+    for (size_t k = 0; k < n_brs; k++) /* none when found */
+        hb_put(brs[k].hb);
 
     pd_buf rec;
     pd_buf_init(&rec, (size_t)PD_WAL_MAX_RECORD + 1);
@@ -2035,7 +2553,7 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
     out->n_profiles = s->n_profiles + blocks_profiles(s);
     bool any = false;
     for (size_t i = 0; i < s->n_blocks; i++) {
-        const pd_block_meta *m = pd__block_meta(s->blocks[i]);
+        const pd_block_meta *m = pd__block_meta(s->blocks[i]->b);
         if (!m->n_profiles)
             continue;
         if (!any || m->min_t < out->min_ts)
@@ -2055,5 +2573,10 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
         any = true;
     }
     out->bytes_on_disk = pd__wal_bytes(s->wal) + blocks_bytes(s);
+    out->n_blocks = s->n_blocks;
+    out->n_head_profiles = s->n_profiles;
+    out->n_cuts = s->n_cuts;
+    out->n_compactions = __atomic_load_n(&s->n_compactions, __ATOMIC_RELAXED);
+    out->n_retention_deletes = __atomic_load_n(&s->n_ret_deletes, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&s->idx);
 }
