@@ -247,6 +247,12 @@ static bool wants_many(const pd_http_request *req)
            (report && (!strcmp(report, "folded") || !strcmp(report, "callgraph")));
 }
 
+/* pd_merge_options.cancelled: the client hung up (ctx: the request). */
+static bool client_gone(void *ctx)
+{
+    return pd_http_client_gone(ctx);
+}
+
 /* Reads one side's parameters: `query<sfx>` (else `query`), `mode<sfx>`,
  * `time<sfx>`, `from<sfx>`, `to<sfx>`. Returns 0, or -1 after replying 400. */
 static int side_params(const pd_http_request *req, pd_http_response *resp, const char *sfx,
@@ -396,6 +402,8 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         .max_samples = api->o.query_max_samples,
         .timeout_ms = api->o.query_timeout_ms,
         .deadline_ns = pd_mono_ns() + api->o.query_timeout_ms * 1000000,
+        .cancelled = client_gone,
+        .cancel_ctx = (void *)req,
     };
     pd_profile p;
     memset(&p, 0, sizeof p);

@@ -41,6 +41,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,6 +308,28 @@ const char *pd_http_header(const pd_http_request *req, const char *name)
     if (!r || !r->conn)
         return NULL;
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+bool pd_http_client_gone(const pd_http_request *req)
+{
+    const http_req *r = req ? req->priv : NULL;
+    if (!r || !r->conn)
+        return false;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return false;
+    struct pollfd pfd = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&pfd, 1, 0) <= 0)
+        return false;
+    if (pfd.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL))
+        return true;
+    if (pfd.revents & POLLIN) {
+        char c;
+        /* readable: EOF (0) is a close; data is a pipelined request */
+        return recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+    }
+    return false;
 }
 
 int pd_http_add_header(pd_http_response *resp, const char *name, const char *value)

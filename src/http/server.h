@@ -9,6 +9,7 @@
 #ifndef PD_HTTP_SERVER_H
 #define PD_HTTP_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "base/buf.h"
@@ -40,6 +41,10 @@ const char *pd_http_arg(const pd_http_request *req, const char *name);
 size_t pd_http_args(const pd_http_request *req, const char *name, const char **vals, size_t max);
 /* A request header by case-insensitive name, or NULL. Borrowed. */
 const char *pd_http_header(const pd_http_request *req, const char *name);
+/* True when the client of req has closed its side of the connection (or it
+ * failed): a long handler polls it to stop work nobody will read. Cheap (a
+ * poll(2) with timeout 0); false when it cannot tell. */
+bool pd_http_client_gone(const pd_http_request *req);
 /* Adds a response header. 0 or PD_ENOMEM. */
 int pd_http_add_header(pd_http_response *resp, const char *name, const char *value);
 
