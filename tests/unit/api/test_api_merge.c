@@ -6,6 +6,8 @@
  *   heap{job="demo",instance="a"}  heap-0001..0030 at 1..30 s
  *   heap{job="demo",instance="b"}  heap-0001..0010 at 1..10 s
  *   cpu{job="demo",instance="a"}   cpu-0001..0010  at 1..10 s
+ *   heapbulk{job="bulk",instance="c"}  100 profiles at 1..100 s: point i is
+ *                                  heap-00NN with NN = (i-1) % 30 + 1
  * Expected values come from the files themselves: `go tool pprof -proto`
  * merging / diffing the same files (skipped without go), or their totals
  * (pd_profile_totals of each decoded file), never from profd's own output.
@@ -24,7 +26,10 @@
 #include <string.h>
 #include <strings.h>
 #include <cmocka.h>
+#include <arpa/inet.h>
 #include <ftw.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -39,8 +44,8 @@
 
 static char tmpdir[256];
 static pd_storage *st;
-static pd_api *api, *api_small;
-static pd_http_server *srv, *srv_small;
+static pd_api *api, *api_small, *api_quick;
+static pd_http_server *srv, *srv_small, *srv_quick;
 
 typedef struct reply {
     long status;
@@ -186,6 +191,264 @@ static void proto_equals(const char *pathq, const pd_profile *ref, const char *w
         fail_msg("GET %s differs from go tool pprof: %s", pathq, why.msg);
     pd_profile_release(&mine);
     pd_buf_release(&r.body);
+}
+
+/* Runs a shell command (HOME/GOCACHE in tmpdir), stdout into out. */
+static void run_out(pd_buf *out, const char *fmt, ...)
+{
+    char cmd[32768];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = snprintf(cmd, sizeof cmd, "HOME=%s GOCACHE=%s/gocache GOFLAGS= ", tmpdir, tmpdir);
+    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
+    va_end(ap);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    char tmp[65536];
+    size_t r;
+    while ((r = fread(tmp, 1, sizeof tmp, f)) > 0)
+        assert_int_equal(pd_buf_append(out, tmp, r), 0);
+    int st_ = pclose(f);
+    if (st_ != 0)
+        fail_msg("command failed (%d): %.400s", st_, cmd);
+    assert_int_equal(pd_buf_append(out, "", 1), 0); /* NUL-terminated */
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* `go tool pprof -traces` text with the header (File:, Time: ...) cut and
+ * the per-sample blocks sorted: the multiset of (values, labels, stack by
+ * function name) of a profile, as pprof prints it. In place; returns
+ * blocks joined into out. */
+static void sorted_traces(pd_buf *text, pd_buf *out)
+{
+    static const char sep[] = "-----------+-------------------------------------------------------";
+    char *p = strstr(text->data, sep);
+    assert_non_null(p);
+    size_t n = 0, cap = 1024;
+    char **blocks = malloc(cap * sizeof *blocks);
+    assert_non_null(blocks);
+    while (p) {
+        p += sizeof sep - 1;
+        char *next = strstr(p, sep);
+        if (next)
+            *next = 0;
+        if (n == cap) {
+            cap *= 2;
+            blocks = realloc(blocks, cap * sizeof *blocks);
+            assert_non_null(blocks);
+        }
+        blocks[n++] = p;
+        p = next;
+    }
+    qsort(blocks, n, sizeof *blocks, cmp_str);
+    for (size_t i = 0; i < n; i++)
+        pd_buf_printf(out, "%s%s", sep, blocks[i]);
+    free(blocks);
+}
+
+/* The exact-integer unit of pprof -top for a sample type's unit. */
+static const char *exact_unit(const char *unit)
+{
+    if (!strcmp(unit, "bytes"))
+        return "byte";
+    if (!strcmp(unit, "nanoseconds"))
+        return "ns";
+    return "count";
+}
+
+/* For every sample type of p: `go tool pprof -top` (every node, exact
+ * units) and `go tool pprof -traces` (blocks sorted) of the two files must
+ * print the same — values per function and per stack. */
+static void same_pprof_text(const pd_profile *p, const char *mine, const char *ref)
+{
+    for (size_t t = 0; t < p->n_sample_type; t++) {
+        const char *type = pd_profile_str(p, p->sample_type[t].type);
+        const char *unit = exact_unit(pd_profile_str(p, p->sample_type[t].unit));
+        pd_buf a, b, sa, sb;
+        pd_buf_init(&a, 0);
+        pd_buf_init(&b, 0);
+        pd_buf_init(&sa, 0);
+        pd_buf_init(&sb, 0);
+        const char *top = "go tool pprof -top -nodefraction=0 -edgefraction=0 -nodecount=1000000 "
+                          "-sample_index=%s -unit=%s %s 2>/dev/null";
+        run_out(&a, top, type, unit, mine);
+        run_out(&b, top, type, unit, ref);
+        assert_true(a.len > 100);
+        /* the first line names the file: skip it */
+        const char *ta = strchr(a.data, '\n'), *tb = strchr(b.data, '\n');
+        assert_non_null(ta);
+        assert_non_null(tb);
+        if (strcmp(ta, tb))
+            fail_msg("pprof -top -sample_index=%s differs:\n--- profd\n%.1500s\n--- pprof\n%.1500s",
+                     type, a.data, b.data);
+        pd_buf_reset(&a);
+        pd_buf_reset(&b);
+        const char *traces = "go tool pprof -traces -sample_index=%s %s 2>/dev/null";
+        run_out(&a, traces, type, mine);
+        run_out(&b, traces, type, ref);
+        sorted_traces(&a, &sa);
+        sorted_traces(&b, &sb);
+        assert_true(sa.len > 100);
+        if (sa.len != sb.len || memcmp(sa.data, sb.data, sa.len))
+            fail_msg("pprof -traces -sample_index=%s differs (%zu vs %zu bytes)", type, sa.len,
+                     sb.len);
+        pd_buf_release(&a);
+        pd_buf_release(&b);
+        pd_buf_release(&sa);
+        pd_buf_release(&sb);
+    }
+}
+
+/* GETs pathq (report=proto) into tmpdir/mine.pb.gz, returns it decoded. */
+static void fetch_proto(const char *pathq, pd_profile *out, const char *want_profiles)
+{
+    reply r;
+    get(srv, pathq, &r);
+    if (r.status != 200)
+        fail_msg("GET %s: %ld %.300s", pathq, r.status, r.body.data ? r.body.data : "");
+    if (want_profiles)
+        assert_int_equal(atoi(r.profiles), atoi(want_profiles));
+    char path[300];
+    snprintf(path, sizeof path, "%s/mine.pb.gz", tmpdir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(r.body.data, 1, r.body.len, f), r.body.len);
+    fclose(f);
+    pd_err err = {{0}};
+    assert_int_equal(pd_profile_decode(out, (const uint8_t *)r.body.data, r.body.len, NULL, &err),
+                     0);
+    pd_buf_release(&r.body);
+}
+
+/* report=top and report=flamegraph totals of pathq (without report=) for
+ * every sample type equal the totals of the proto p. */
+static void report_totals_match(const char *pathq, const pd_profile *p, bool diff)
+{
+    int64_t tot[16] = {0};
+    assert_true(p->n_sample_type <= 16);
+    pd_profile_totals(p, tot);
+    for (size_t t = 0; t < p->n_sample_type; t++) {
+        const char *type = pd_profile_str(p, p->sample_type[t].type);
+        for (int k = 0; k < 2; k++) {
+            char q[4096];
+            snprintf(q, sizeof q, "%s&report=%s&sample_index=%s", pathq,
+                     k ? "flamegraph" : "top", type);
+            json_t *j = get_json(srv, q, 200);
+            json_t *d = json_object_get(j, "data");
+            int64_t got = json_integer_value(json_object_get(d, k ? "value" : "total"));
+            if (got != tot[t])
+                fail_msg("%s: total %" PRId64 ", the proto's %" PRId64, q, got, tot[t]);
+            if (diff) {
+                /* base + total = new, each side the proto's own sums */
+                int64_t base = json_integer_value(json_object_get(d, k ? "base" : "base_total"));
+                int64_t cur = json_integer_value(json_object_get(d, k ? "new" : "new_total"));
+                assert_int_equal(cur - base, tot[t]);
+            }
+            json_decref(j);
+        }
+    }
+}
+
+/* Merges of 2, 10 and 100 real profiles (one series, files cycled) through
+ * HTTP: the proto equals `go tool pprof -proto` of the same files, and
+ * `go tool pprof -top` / `-traces` print the same for both, for every
+ * sample type; the top and flame graph totals are the proto's. */
+static void test_bulk_merges_vs_pprof(void **state)
+{
+    (void)state;
+    if (!have_go())
+        skip();
+    const int counts[] = {2, 10, 100};
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+        int n = counts[c];
+        char args[16384] = "", f[512];
+        size_t o = 0;
+        for (int i = 1; i <= n; i++) {
+            series_file("heap", (i - 1) % 30 + 1, f, sizeof f);
+            o += (size_t)snprintf(args + o, sizeof args - o, " %s", f);
+        }
+        assert_true(o < sizeof args - 1);
+        pd_profile ref, mine;
+        pprof_proto(args, &ref);
+        char q[512], want[16];
+        snprintf(q, sizeof q, "/api/v1/query?mode=merge&query=heapbulk&from=1&to=%d", n);
+        snprintf(want, sizeof want, "%d", n);
+        char qp[600];
+        snprintf(qp, sizeof qp, "%s&report=proto", q);
+        fetch_proto(qp, &mine, want);
+        pd_err why = {{0}};
+        if (!pd_profile_equal(&mine, &ref, &why))
+            fail_msg("merge of %d differs from go tool pprof: %s", n, why.msg);
+        char mp[300], rp[300];
+        snprintf(mp, sizeof mp, "%s/mine.pb.gz", tmpdir);
+        snprintf(rp, sizeof rp, "%s/ref.pb.gz", tmpdir);
+        same_pprof_text(&mine, mp, rp);
+        report_totals_match(q, &mine, false);
+        pd_profile_release(&ref);
+        pd_profile_release(&mine);
+    }
+}
+
+/* A diff of two merges through HTTP (A = heap a 1..10 s, B = 21..30 s)
+ * against `go tool pprof -proto -diff_base=<pprof's merge of A> B...`:
+ * same proto, same -top and -traces, report totals = the proto's. Also the
+ * CPU series: one profile against the merge of the last five. */
+static void test_diff_merges_vs_pprof(void **state)
+{
+    (void)state;
+    if (!have_go())
+        skip();
+    struct {
+        const char *kind, *query;
+        int a_lo, a_hi, b_lo, b_hi;
+    } cases[] = {
+        {"heap", "heap%7Binstance%3D%22a%22%7D", 1, 10, 21, 30},
+        {"cpu", "cpu", 1, 1, 6, 10},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char args[16384] = "", f[512], base[300];
+        size_t o = 0;
+        for (int i = cases[c].a_lo; i <= cases[c].a_hi; i++) {
+            series_file(cases[c].kind, i, f, sizeof f);
+            o += (size_t)snprintf(args + o, sizeof args - o, " %s", f);
+        }
+        pd_profile ref, mine;
+        pprof_proto(args, &ref); /* A merged by pprof */
+        pd_profile_release(&ref);
+        snprintf(base, sizeof base, "%s/base.pb.gz", tmpdir);
+        char mv[700];
+        snprintf(mv, sizeof mv, "mv %s/ref.pb.gz %s", tmpdir, base);
+        assert_int_equal(system(mv), 0);
+        o = (size_t)snprintf(args, sizeof args, "-diff_base=%s", base);
+        for (int i = cases[c].b_lo; i <= cases[c].b_hi; i++) {
+            series_file(cases[c].kind, i, f, sizeof f);
+            o += (size_t)snprintf(args + o, sizeof args - o, " %s", f);
+        }
+        pprof_proto(args, &ref);
+        char q[700], qp[800], want[16];
+        snprintf(q, sizeof q,
+                 "/api/v1/query?mode=diff&query=%s&mode_a=merge&from_a=%d&to_a=%d&mode_b=merge"
+                 "&from_b=%d&to_b=%d",
+                 cases[c].query, cases[c].a_lo, cases[c].a_hi, cases[c].b_lo, cases[c].b_hi);
+        snprintf(qp, sizeof qp, "%s&report=proto", q);
+        snprintf(want, sizeof want, "%d",
+                 cases[c].a_hi - cases[c].a_lo + 1 + cases[c].b_hi - cases[c].b_lo + 1);
+        fetch_proto(qp, &mine, want);
+        pd_err why = {{0}};
+        if (!pd_profile_equal(&mine, &ref, &why))
+            fail_msg("%s differs from go tool pprof -diff_base: %s", q, why.msg);
+        char mp[300], rp[300];
+        snprintf(mp, sizeof mp, "%s/mine.pb.gz", tmpdir);
+        snprintf(rp, sizeof rp, "%s/ref.pb.gz", tmpdir);
+        same_pprof_text(&mine, mp, rp);
+        report_totals_match(q, &mine, true);
+        pd_profile_release(&ref);
+        pd_profile_release(&mine);
+    }
 }
 
 /* ---- tests ---- */
@@ -470,6 +733,70 @@ static void test_errors(void **state)
     json_decref(j);
 }
 
+/* --query.timeout (1 ms on the third server): a merge of 100 profiles
+ * takes longer, so it stops with 503 naming the flag (errorType timeout);
+ * a diff too. The same merges succeed on the first server. */
+static void test_timeout(void **state)
+{
+    (void)state;
+    const char *qs[] = {
+        "/api/v1/query?mode=merge&query=heapbulk&from=0&to=100&report=top",
+        "/api/v1/query?mode=diff&query=heapbulk&mode_a=merge&from_a=1&to_a=50&mode_b=merge"
+        "&from_b=51&to_b=100&report=flamegraph",
+    };
+    for (size_t i = 0; i < sizeof qs / sizeof *qs; i++) {
+        json_t *j = get_json(srv_quick, qs[i], 503);
+        assert_string_equal(json_string_value(json_object_get(j, "errorType")), "timeout");
+        if (!strstr(jerr(j), "--query.timeout"))
+            fail_msg("%s: error \"%s\" does not name --query.timeout", qs[i], jerr(j));
+        json_decref(j);
+        json_decref(get_json(srv, qs[i], 200));
+    }
+}
+
+/* Sends one GET for pathq on a raw socket to srv; with half_close, shuts
+ * down the sending side right after (the client is gone as far as the
+ * server can tell, but can still read the reply). The whole reply into out. */
+static void raw_get(const char *pathq, bool half_close, pd_buf *out)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(pd_http_server_port(srv))};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    char req[2048];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", pathq);
+    assert_int_equal(send(fd, req, (size_t)n, 0), n);
+    if (half_close)
+        assert_int_equal(shutdown(fd, SHUT_WR), 0);
+    char buf[65536];
+    ssize_t r;
+    while ((r = recv(fd, buf, sizeof buf, 0)) > 0)
+        assert_int_equal(pd_buf_append(out, buf, (size_t)r), 0);
+    close(fd);
+    assert_int_equal(pd_buf_append(out, "", 1), 0);
+}
+
+/* A client that disconnects cancels its query: the merge polls the
+ * connection and stops (the reply, readable after a half-close, says so),
+ * where the same request from a client that stays gets its 200. */
+static void test_client_disconnect_cancels(void **state)
+{
+    (void)state;
+    const char *q = "/api/v1/query?mode=merge&query=heapbulk&from=0&to=100&report=top";
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    raw_get(q, false, &b);
+    if (strncmp(b.data, "HTTP/1.1 200", 12))
+        fail_msg("staying client: %.300s", b.data);
+    assert_non_null(strstr(b.data, "X-Profd-Profiles: 100"));
+    pd_buf_reset(&b);
+    raw_get(q, true, &b);
+    if (!strstr(b.data, "query canceled by the client"))
+        fail_msg("the query of a client that hung up was not canceled: %.300s", b.data);
+    pd_buf_release(&b);
+}
+
 /* ---- fixture ---- */
 
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
@@ -478,7 +805,8 @@ static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw
     return remove(p);
 }
 
-static int append_file(const char *kind, int i, const char *instance)
+static int append_as(const char *kind, int i, const char *name, const char *job,
+                     const char *instance, int64_t t_ms)
 {
     char f[512];
     series_file(kind, i, f, sizeof f);
@@ -498,11 +826,10 @@ static int append_file(const char *kind, int i, const char *instance)
     if (rc == 0) {
         pd_labels ls;
         pd_labels_init(&ls);
-        pd_labels_set(&ls, "__name__", kind, &err);
-        pd_labels_set(&ls, "job", "demo", &err);
+        pd_labels_set(&ls, "__name__", name, &err);
+        pd_labels_set(&ls, "job", job, &err);
         pd_labels_set(&ls, "instance", instance, &err);
-        rc =
-            pd_storage_append(st, &ls, (int64_t)i * 1000, (const uint8_t *)b.data, b.len, &p, &err);
+        rc = pd_storage_append(st, &ls, t_ms, (const uint8_t *)b.data, b.len, &p, &err);
         pd_labels_release(&ls);
         pd_profile_release(&p);
     }
@@ -510,6 +837,11 @@ static int append_file(const char *kind, int i, const char *instance)
         fprintf(stderr, "append %s: %s\n", f, err.msg);
     pd_buf_release(&b);
     return rc;
+}
+
+static int append_file(const char *kind, int i, const char *instance)
+{
+    return append_as(kind, i, kind, "demo", instance, (int64_t)i * 1000);
 }
 
 static int setup(void **state)
@@ -532,13 +864,20 @@ static int setup(void **state)
     for (int i = 1; i <= 10; i++)
         if (append_file("heap", i, "b") || append_file("cpu", i, "a"))
             return -1;
+    for (int i = 1; i <= 100; i++)
+        if (append_as("heap", (i - 1) % 30 + 1, "heapbulk", "bulk", "c", (int64_t)i * 1000))
+            return -1;
     pd_api_options ao = {.version = "test"};
     pd_api_options small = {.version = "test", .query_max_samples = 5};
+    pd_api_options quick = {.version = "test", .query_timeout_ms = 1};
     if (pd_api_new(st, NULL, &ao, &api, &err) != 0 ||
-        pd_api_new(st, NULL, &small, &api_small, &err) != 0)
+        pd_api_new(st, NULL, &small, &api_small, &err) != 0 ||
+        pd_api_new(st, NULL, &quick, &api_quick, &err) != 0)
         return -1;
     if (pd_http_server_start("127.0.0.1:0", 4, 8 << 20, pd_api_handle, api, &srv, &err) != 0 ||
         pd_http_server_start("127.0.0.1:0", 2, 8 << 20, pd_api_handle, api_small, &srv_small,
+                             &err) != 0 ||
+        pd_http_server_start("127.0.0.1:0", 2, 8 << 20, pd_api_handle, api_quick, &srv_quick,
                              &err) != 0) {
         fprintf(stderr, "http: %s\n", err.msg);
         return -1;
@@ -551,8 +890,10 @@ static int teardown(void **state)
     (void)state;
     pd_http_server_stop(srv);
     pd_http_server_stop(srv_small);
+    pd_http_server_stop(srv_quick);
     pd_api_free(api);
     pd_api_free(api_small);
+    pd_api_free(api_quick);
     pd_storage_close(st);
     nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     return 0;
@@ -564,9 +905,13 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_proto_vs_pprof),
         cmocka_unit_test(test_diff_proto_vs_pprof),
+        cmocka_unit_test(test_bulk_merges_vs_pprof),
+        cmocka_unit_test(test_diff_merges_vs_pprof),
         cmocka_unit_test(test_reports),
         cmocka_unit_test(test_diff_reports),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_client_disconnect_cancels),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     curl_global_cleanup();
