@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -694,7 +695,119 @@ struct pd_block {
     size_t n_post;
     char (*sources)[27]; /* meta.json compaction.sources */
     size_t n_sources;
+    uint64_t gen; /* open generation, for the group cache */
 };
+
+/* ---- decoded value groups, cached ----
+ *
+ * A value group is delta-encoded from its first profile, so reading one
+ * profile decodes its whole group (up to PD_BLOCK_DEFAULT_GROUP profiles).
+ * Reads of consecutive profiles of a series (a merge over a range, the
+ * timeline's clicks) would decode the same group again and again; the last
+ * GCACHE groups decoded, of any block, are kept. Entries are refcounted so
+ * that the conversion to a pd_profile runs outside the lock; an entry whose
+ * block is closed is dropped (pd__block_close). Memory: a heap group of 256
+ * busy-Go profiles decodes to ~7 MB, so GCACHE is small. */
+#define GCACHE 4
+
+typedef struct gentry {
+    const pd_block *b; /* NULL: free slot */
+    uint32_t id;
+    size_t g;
+    uint64_t gen; /* the block's open generation: a pointer can be reused */
+    pd_dprof *d;
+    size_t n;
+    int refs;      /* readers converting from it */
+    bool dead;     /* evicted while in use: freed by the last reader */
+    uint64_t used; /* LRU clock */
+} gentry;
+
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static gentry *g_cache[GCACHE];
+static uint64_t g_clock, g_gen;
+
+static void gentry_free(gentry *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        pd__dprof_release(&e->d[i]);
+    free(e->d);
+    free(e);
+}
+
+/* Under g_cache_mu: drops slot i (freed now, or by its last reader). */
+static void gcache_drop(size_t i)
+{
+    gentry *e = g_cache[i];
+    g_cache[i] = NULL;
+    if (!e)
+        return;
+    if (e->refs)
+        e->dead = true;
+    else
+        gentry_free(e);
+}
+
+/* The cached group (b, id, g) with a reference taken, or NULL. */
+static gentry *gcache_get(const pd_block *b, uint64_t gen, uint32_t id, size_t g)
+{
+    gentry *hit = NULL;
+    pthread_mutex_lock(&g_cache_mu);
+    for (size_t i = 0; i < GCACHE && !hit; i++) {
+        gentry *e = g_cache[i];
+        if (e && e->b == b && e->gen == gen && e->id == id && e->g == g) {
+            e->refs++;
+            e->used = ++g_clock;
+            hit = e;
+        }
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    return hit;
+}
+
+/* Puts a freshly decoded group in the cache (evicting the least recently
+ * used) and returns it with a reference taken. Takes ownership of d. */
+static gentry *gcache_put(const pd_block *b, uint64_t gen, uint32_t id, size_t g, pd_dprof *d,
+                          size_t n)
+{
+    gentry *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    *e = (gentry){.b = b, .id = id, .g = g, .gen = gen, .d = d, .n = n, .refs = 1};
+    pthread_mutex_lock(&g_cache_mu);
+    size_t slot = 0;
+    for (size_t i = 0; i < GCACHE; i++) {
+        if (!g_cache[i]) {
+            slot = i;
+            break;
+        }
+        if (g_cache[i]->used < g_cache[slot]->used)
+            slot = i;
+    }
+    gcache_drop(slot);
+    e->used = ++g_clock;
+    g_cache[slot] = e;
+    pthread_mutex_unlock(&g_cache_mu);
+    return e;
+}
+
+static void gcache_release(gentry *e)
+{
+    pthread_mutex_lock(&g_cache_mu);
+    bool free_it = --e->refs == 0 && e->dead;
+    pthread_mutex_unlock(&g_cache_mu);
+    if (free_it)
+        gentry_free(e);
+}
+
+/* Drops every cached group of b (it is being closed). */
+static void gcache_forget(const pd_block *b)
+{
+    pthread_mutex_lock(&g_cache_mu);
+    for (size_t i = 0; i < GCACHE; i++)
+        if (g_cache[i] && g_cache[i]->b == b)
+            gcache_drop(i);
+    pthread_mutex_unlock(&g_cache_mu);
+}
 
 static int read_whole(const char *path, uint64_t cap, uint8_t **out, size_t *len, pd_err *err)
 {
@@ -1002,6 +1115,9 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
     if (!b)
         return PD_ENOMEM;
     b->fd = -1;
+    pthread_mutex_lock(&g_cache_mu);
+    b->gen = ++g_gen;
+    pthread_mutex_unlock(&g_cache_mu);
     if (!(b->dir = strdup(dir))) {
         free(b);
         return PD_ENOMEM;
@@ -1092,6 +1208,7 @@ void pd__block_close(pd_block *b)
 {
     if (!b)
         return;
+    gcache_forget(b);
     if (b->fd >= 0)
         close(b->fd);
     pd__symbols_release(&b->sym);
@@ -1401,13 +1518,25 @@ int pd__block_read_profile(pd_block *b, uint32_t id, int64_t ts_ms, pd_profile *
         g++;
     pd_dprof *d;
     size_t n;
-    if (!(rc = load_group(b, id, &t, g, &d, &n, err))) {
-        rc = pd__dprof_to_profile(&b->sym, &d[lo - t.g_first[g]], out, err);
+    gentry *e = gcache_get(b, b->gen, id, g);
+    if (!e && !(rc = load_group(b, id, &t, g, &d, &n, err))) {
+        if (!(e = gcache_put(b, b->gen, id, g, d, n))) {
+            for (size_t i = 0; i < n; i++)
+                pd__dprof_release(&d[i]);
+            free(d);
+            rc = pd_err_set(err, PD_ENOMEM, "out of memory reading a value group");
+        }
+    }
+    if (e) {
+        size_t k = lo - t.g_first[g];
+        if (k >= e->n)
+            rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: group holds %zu profiles",
+                            b->chunks_path, (unsigned long long)t.g_off[g], e->n);
+        else
+            rc = pd__dprof_to_profile(&b->sym, &e->d[k], out, err);
         if (rc == PD_ECORRUPT)
             pd_err_prefix(err, "%s offset %llu", b->chunks_path, (unsigned long long)t.g_off[g]);
-        for (size_t i = 0; i < n; i++)
-            pd__dprof_release(&d[i]);
-        free(d);
+        gcache_release(e);
     }
     pd__tchunk_release(&t);
     return rc;

@@ -34,7 +34,8 @@
 
 #define PD_BLOCK_VERSION 1
 #define PD_BLOCK_DEFAULT_GROUP 256 /* max profiles per value group (bench/storage_size) */
-#define PD_BLOCK_DEFAULT_GROUP_BYTES (256u << 10) /* raw bytes that end a value group */
+#define PD_BLOCK_DEFAULT_GROUP_BYTES (1u << 20) /* raw bytes that end a value group:
+                                                  bench/storage_size/RESULTS.md */
 #define PD_BLOCK_DEFAULT_LEVEL 19 /* zstd level of value groups and symbols */
 
 typedef struct pd_block_writer_opts {
