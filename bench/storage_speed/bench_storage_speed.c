@@ -425,6 +425,9 @@ typedef struct round_rec {
     uint64_t cuts, comps, profiles_cut;
 } round_rec;
 
+static void read_lat(pd_storage *s, const pd_series_set *set, int64_t lo, size_t P,
+                     const char *what);
+
 static void bench_cut(size_t instances, size_t P)
 {
     if (!pd_storage_maintain) {
@@ -498,6 +501,25 @@ static void bench_cut(size_t instances, size_t P)
         }
         stats(s, &st1);
         blocks_end = st1.n_blocks;
+        if (r + 1 == g_reps) {
+            /* single-profile reads of these real series (heap: ~720 samples x 4
+             * types), from the blocks [t0, t0 + 4d) and from the head after */
+            pd_matcher m;
+            pd_err err;
+            pd_series_set set = {0};
+            pd_matcher_init(&m, PD_MATCH_EQ, "job", "cut", &err);
+            int rc = pd_storage_select(s, &m, 1, t0ms, t0ms + (int64_t)P * STEP_MS, &set, &err);
+            if (rc)
+                fprintf(stderr, "select: %s\n", err.msg);
+            if (rc == 0 && set.n) {
+                size_t nb = (size_t)(4 * d / STEP_MS);
+                printf("cut/compact store, reads (%zu series of all types; last run):\n", set.n);
+                read_lat(s, &set, t0ms, nb, "block");
+                read_lat(s, &set, t0ms + 4 * d, P - nb, "head");
+            }
+            pd_series_set_release(&set);
+            pd_matcher_release(&m);
+        }
         pd_storage_close(s);
         double *v = calloc(ncut + ncomp + 1, sizeof *v);
         double *pp = calloc(ncut + 1, sizeof *pp);
@@ -883,7 +905,7 @@ static bool want(const char *only, const char *what)
 int main(int argc, char **argv)
 {
     const char *data = NULL, *testdata = PD_TESTDATA "/pprof", *only = NULL, *qseq = NULL;
-    size_t S = 1000, P = 720, n_append = 50000, wal_mb = 1024, inst = 10, mem_series = 10000;
+    size_t S = 1000, P = 720, n_append = 50000, wal_mb = 1024, inst = 4, mem_series = 10000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {

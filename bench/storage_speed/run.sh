@@ -9,7 +9,7 @@
 #   bench/storage_speed/run.sh [BUILD_DIR=build] [extra flags of bench_storage_speed]
 #
 # Defaults: --series 1000 --points 720 --append-n 50000 --wal-mb 1024
-# --cut-instances 10 --mem-series 10000 --reps 3 (about 10 min on 2 cores).
+# --cut-instances 4 --mem-series 10000 --reps 3 (about 10 min on 2 cores).
 # Scale down e.g. with: --series 100 --wal-mb 128 --reps 1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
