@@ -11,8 +11,9 @@
  *      as pushed); folded/lines/perf-script: converted (pd_ingest_convert)
  *      and encoded as gzip pprof;
  *   3. the body is decoded and validated (pd_profile_decode) under
- *      pd_pprof_limits_default(), the caps the server applies by default, so
- *      a file the server would refuse is refused here without a request;
+ *      pd_pprof_limits_default(), the caps the server applies by default,
+ *      and its sample labels held to the server's PUSH_MAX_SAMPLE_LABEL_BYTES,
+ *      so a file the server would refuse is refused here without a request;
  *   4. its profefe type (--type, else guessed from the sample types: see
  *      guess_type) and its time (--created-at, else the profile's
  *      time_nanos, else the file's mtime, else now for stdin) are fixed;
@@ -48,6 +49,11 @@
 #include "base/time.h"
 
 #define DEFAULT_URL "http://127.0.0.1:10902"
+/* The server's cap on one sample label key or string value of a pushed
+ * profile (PD_API_MAX_SAMPLE_LABEL_BYTES in api/api_int.h, which ingest/
+ * may not include): checked here too so that such a file is refused
+ * locally, without a request. */
+#define PUSH_MAX_SAMPLE_LABEL_BYTES 65536
 #define ENDPOINT "/api/0/profiles"
 #define DEFAULT_TIMEOUT_MS 30000
 #define MAX_REPLY_BYTES ((size_t)1 << 20) /* kept of a reply; the rest is dropped */
@@ -360,6 +366,26 @@ out:
     return ret;
 }
 
+/* 0, or PD_ETOOBIG with err naming the sample and label when a sample label
+ * key or string value of p is over PUSH_MAX_SAMPLE_LABEL_BYTES. */
+static int check_sample_labels(const pd_profile *p, pd_err *err)
+{
+    for (size_t i = 0; i < p->n_sample; i++) {
+        const pd_pprof_sample *s = &p->sample[i];
+        for (size_t k = 0; k < s->n_label; k++) {
+            int64_t idx[2] = {s->label[k].key, s->label[k].str};
+            for (int j = 0; j < 2; j++) {
+                size_t len =
+                    idx[j] > 0 && (size_t)idx[j] < p->n_string ? p->string_len[idx[j]] : 0;
+                if (len > PUSH_MAX_SAMPLE_LABEL_BYTES)
+                    return pd_err_set(err, PD_ETOOBIG, "sample %zu: label %s is %zu bytes, over %d",
+                                      i, j ? "value" : "key", len, PUSH_MAX_SAMPLE_LABEL_BYTES);
+            }
+        }
+    }
+    return 0;
+}
+
 /* Reads, converts, validates and pushes one file. 0 pushed, 1 failed
  * (reported on stderr). */
 static int push_file(CURL *c, const push_cfg *cfg, const char *path)
@@ -415,6 +441,10 @@ static int push_file(CURL *c, const push_cfg *cfg, const char *path)
         goto out;
     }
     have_p = true;
+    if ((rc = check_sample_labels(&p, &err))) {
+        fprintf(stderr, "profd push: %s: over a server limit: %s\n", name, err.msg);
+        goto out;
+    }
 
     const char *type = cfg->type ? cfg->type : guess_type(&p, path);
     int64_t created = cfg->have_created    ? cfg->created_ms

@@ -167,6 +167,76 @@ jq -ce '.data[0] | [.sample_types[] | .type + "/" + .unit] == ["samples/count", 
 [ "$(series stdin)" = "other null null $(date -u -d 2026-03-04T05:06:07Z +%s%3N)" ] ||
     fail "stdin series: $(series stdin)"
 
+# --- hostile files: each refused locally with a message naming the file and
+#     the problem, exit 1, nothing stored, and no request made (the server's
+#     rejection counters do not move)
+metric() { curl -sf "$URL/metrics" | awk -v k="$1" 'index($0, k " ") == 1 { v = $NF } END { print v + 0 }'; }
+rej_before=$(curl -sf "$URL/metrics" | grep '^profd_rejected_input_total' | sort)
+before=$(series)
+head -c 300000000 /dev/zero | gzip -9 >"$T/in/bomb.pb.gz"
+H=$TD/go-demo-once/heap.pb.gz
+head -c $(($(wc -c <"$H") / 2)) "$H" >"$T/in/trunc.pb.gz"
+gunzip -c "$H" >"$T/raw.pb"
+head -c $(($(wc -c <"$T/raw.pb") - 7)) "$T/raw.pb" >"$T/in/trunc-raw.pb"
+: >"$T/in/empty.pb.gz"
+HAVE_PY=0
+if command -v python3 >/dev/null; then
+    HAVE_PY=1
+    python3 "$(dirname "$0")/label_profile.py" 100000 1 "$T/in/labels.pb.gz" || fail "label_profile.py"
+    python3 "$(dirname "$0")/label_profile.py" 1 10485760 "$T/in/bigvalue.pb.gz" || fail "label_profile.py"
+    python3 "$(dirname "$0")/label_profile.py" 2 5 "$T/in/fine.pb.gz" || fail "label_profile.py"
+fi
+BAD="$T/in/bomb.pb.gz $T/in/trunc.pb.gz $T/in/trunc-raw.pb $T/in/empty.pb.gz"
+[ "$HAVE_PY" = 1 ] && BAD="$BAD $T/in/labels.pb.gz $T/in/bigvalue.pb.gz"
+nbad=$(echo $BAD | wc -w)
+# shellcheck disable=SC2086
+"$PROFD" push --url "$URL" --service hostile $BAD >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" = 1 ] || { cat "$T/out" "$T/err"; fail "hostile files: exit $rc, want 1"; }
+expect_msg() {
+    grep -q -- "^profd push: $1: $2" "$T/err" || { cat "$T/err"; fail "no message '$1: $2'"; }
+}
+expect_msg "$T/in/bomb.pb.gz" "over a server limit: gunzip: decompressed data exceeds the cap"
+expect_msg "$T/in/trunc.pb.gz" "not a valid pprof profile: gunzip: truncated"
+expect_msg "$T/in/trunc-raw.pb" "not a valid pprof profile: "
+expect_msg "$T/in/empty.pb.gz" "empty file"
+if [ "$HAVE_PY" = 1 ]; then
+    expect_msg "$T/in/labels.pb.gz" "over a server limit: .*100000 exceeds the cap max_labels_per_sample"
+    expect_msg "$T/in/bigvalue.pb.gz" "over a server limit: sample 0: label value is 10485760 bytes"
+fi
+grep -q "$nbad of $nbad files not pushed" "$T/err" || { cat "$T/err"; fail "hostile: summary line"; }
+[ ! -s "$T/out" ] || { cat "$T/out"; fail "hostile: something was reported pushed"; }
+[ "$(series)" = "$before" ] && [ -z "$(series hostile)" ] || fail "hostile files changed the store"
+[ "$(curl -sf "$URL/metrics" | grep '^profd_rejected_input_total' | sort)" = "$rej_before" ] ||
+    fail "hostile files reached the server (its rejection counters moved)"
+# a well-formed labelled profile goes through (the generator is not the problem)
+if [ "$HAVE_PY" = 1 ]; then
+    "$PROFD" push --url "$URL" --service hostile "$T/in/fine.pb.gz" >"$T/out" 2>"$T/err" ||
+        { cat "$T/err"; fail "fine.pb.gz not pushed"; }
+    [ -n "$(series hostile)" ] || fail "fine.pb.gz not stored"
+fi
+# the server's own checks, with the local ones out of the way (curl): each
+# 4xx names the problem and is counted in /metrics, nothing is stored
+before=$(series hostile)
+server_refuses() { # FILE STATUS REASON PATTERN
+    r0=$(metric "profd_rejected_input_total{reason=\"$3\"}")
+    code=$(curl -s -o "$T/reply" -w '%{http_code}' --data-binary @"$1" \
+        "$URL/api/0/profiles?service=hostile&type=heap&created_at=2020-01-01T00:00:00")
+    [ "$code" = "$2" ] || { cat "$T/reply"; fail "server: $1: HTTP $code, want $2"; }
+    jq -e --arg p "$4" '.code == '"$2"' and (.error | test($p))' "$T/reply" >/dev/null ||
+        { cat "$T/reply"; fail "server: $1: reply does not name '$4'"; }
+    r1=$(metric "profd_rejected_input_total{reason=\"$3\"}")
+    [ "$r1" = $((r0 + 1)) ] || fail "server: $1: rejected{$3} went $r0 -> $r1"
+}
+server_refuses "$T/in/bomb.pb.gz" 413 too_large "decompressed"
+server_refuses "$T/in/trunc.pb.gz" 400 bad_profile "truncated"
+server_refuses "$T/in/garbage.pb.gz" 400 bad_profile "invalid profile"
+if [ "$HAVE_PY" = 1 ]; then
+    server_refuses "$T/in/labels.pb.gz" 413 too_large "max_labels_per_sample"
+    server_refuses "$T/in/bigvalue.pb.gz" 413 too_large "label value"
+fi
+[ "$(series hostile)" = "$before" ] || fail "server refusals changed the store"
+
 # --- the server refuses: its message is shown; nothing new is stored
 before=$(series)
 "$PROFD" push --url "$URL" --service svc --instance-id host1 --label env=test \
