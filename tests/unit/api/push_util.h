@@ -39,6 +39,45 @@
 
 #ifndef PD_TESTDATA
 #error "PD_TESTDATA must be defined"
+/* A profile with one sample carrying n_labels string labels whose values
+ * are value_len bytes each, gzip-encoded into out. */
+static __attribute__((unused)) void label_profile(size_t n_labels, size_t value_len, pd_buf *out)
+{
+    pd_pprof_limits lim = pd_pprof_limits_default();
+    lim.max_labels_per_sample = n_labels + 1;
+    lim.max_strings = 2 * n_labels + 16;
+    pd_profile_builder *b;
+    pd_err err = {{0}};
+    assert_int_equal(pd_profile_builder_new(&lim, &b), 0);
+    assert_true(pd_profile_builder_sample_type(b, "contentions", "count", &err) >= 0);
+    uint64_t fid, lid;
+    assert_int_equal(pd_profile_builder_function(b, "main.f", NULL, NULL, 0, &fid, &err), 0);
+    pd_pprof_line line = {.function_id = fid, .line = 1};
+    assert_int_equal(pd_profile_builder_location(b, 0, 0x1000, &line, 1, &lid, &err), 0);
+    pd_pprof_label *lb = calloc(n_labels, sizeof *lb);
+    char *val = malloc(value_len + 1);
+    memset(val, 'v', value_len);
+    val[value_len] = 0;
+    for (size_t i = 0; i < n_labels; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "k%zu", i);
+        lb[i].key = pd_profile_builder_string(b, k, &err);
+        lb[i].str = pd_profile_builder_string(b, val, &err);
+        assert_true(lb[i].key > 0 && lb[i].str > 0);
+    }
+    int64_t v = 1;
+    assert_int_equal(pd_profile_builder_sample(b, &lid, 1, &v, lb, n_labels, &err), 0);
+    pd_profile p;
+    if (pd_profile_builder_finish(b, &p, &err) != 0)
+        fail_msg("finish: %s", err.msg);
+    pd_profile_builder_free(b);
+    pd_buf_init(out, 0);
+    assert_int_equal(pd_profile_encode(&p, true, out), 0);
+    pd_profile_release(&p);
+    free(lb);
+    free(val);
+}
+
 #endif
 #define PPROF_DIR PD_TESTDATA "/pprof"
 
@@ -421,6 +460,14 @@ static double rejected(const char *reason)
     return pd_metrics_get("profd_rejected_input_total", lbl);
 }
 
+/* profd_http_rejected_total{reason} (requests the HTTP layer refused). */
+static __attribute__((unused)) double http_rejected(const char *reason)
+{
+    char lbl[96];
+    snprintf(lbl, sizeof lbl, "reason=\"%s\"", reason);
+    return pd_metrics_get("profd_http_rejected_total", lbl);
+}
+
 /* The value of a metric line "name{labels} v" in /metrics, or -1. */
 static double scrape_metric(const char *line_prefix)
 {
@@ -449,6 +496,45 @@ static void gzip_zeros(size_t n, pd_buf *out)
     pd_buf_init(out, 0);
     assert_int_equal(pd_gzip(z, n, out), 0);
     free(z);
+}
+
+/* A profile with one sample carrying n_labels string labels whose values
+ * are value_len bytes each, gzip-encoded into out. */
+static __attribute__((unused)) void label_profile(size_t n_labels, size_t value_len, pd_buf *out)
+{
+    pd_pprof_limits lim = pd_pprof_limits_default();
+    lim.max_labels_per_sample = n_labels + 1;
+    lim.max_strings = 2 * n_labels + 16;
+    pd_profile_builder *b;
+    pd_err err = {{0}};
+    assert_int_equal(pd_profile_builder_new(&lim, &b), 0);
+    assert_true(pd_profile_builder_sample_type(b, "contentions", "count", &err) >= 0);
+    uint64_t fid, lid;
+    assert_int_equal(pd_profile_builder_function(b, "main.f", NULL, NULL, 0, &fid, &err), 0);
+    pd_pprof_line line = {.function_id = fid, .line = 1};
+    assert_int_equal(pd_profile_builder_location(b, 0, 0x1000, &line, 1, &lid, &err), 0);
+    pd_pprof_label *lb = calloc(n_labels, sizeof *lb);
+    char *val = malloc(value_len + 1);
+    memset(val, 'v', value_len);
+    val[value_len] = 0;
+    for (size_t i = 0; i < n_labels; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "k%zu", i);
+        lb[i].key = pd_profile_builder_string(b, k, &err);
+        lb[i].str = pd_profile_builder_string(b, val, &err);
+        assert_true(lb[i].key > 0 && lb[i].str > 0);
+    }
+    int64_t v = 1;
+    assert_int_equal(pd_profile_builder_sample(b, &lid, 1, &v, lb, n_labels, &err), 0);
+    pd_profile p;
+    if (pd_profile_builder_finish(b, &p, &err) != 0)
+        fail_msg("finish: %s", err.msg);
+    pd_profile_builder_free(b);
+    pd_buf_init(out, 0);
+    assert_int_equal(pd_profile_encode(&p, true, out), 0);
+    pd_profile_release(&p);
+    free(lb);
+    free(val);
 }
 
 #endif

@@ -7,6 +7,8 @@
  */
 #include "push_util.h"
 
+#include <dirent.h>
+
 #define NHEAP 3
 static const char *HEAP[NHEAP] = {"go-demo-series/heap-0001.pb.gz",
                                   "go-demo-series/heap-0002.pb.gz",
@@ -330,43 +332,23 @@ static void test_services_version(void **state)
     pd_buf_release(&r.body);
 }
 
-/* A profile with one sample carrying n_labels string labels whose values
- * are value_len bytes each, gzip-encoded into out. */
-static void label_profile(size_t n_labels, size_t value_len, pd_buf *out)
+/* POSTs body to pathq; fails unless the status is want, the reply is
+ * profefe's error envelope with code want, and its error names needle. */
+static void expect_refused(const char *pathq, const void *body, size_t len, long want,
+                           const char *needle)
 {
-    pd_pprof_limits lim = pd_pprof_limits_default();
-    lim.max_labels_per_sample = n_labels + 1;
-    lim.max_strings = 2 * n_labels + 16;
-    pd_profile_builder *b;
-    pd_err err = {{0}};
-    assert_int_equal(pd_profile_builder_new(&lim, &b), 0);
-    assert_true(pd_profile_builder_sample_type(b, "contentions", "count", &err) >= 0);
-    uint64_t fid, lid;
-    assert_int_equal(pd_profile_builder_function(b, "main.f", NULL, NULL, 0, &fid, &err), 0);
-    pd_pprof_line line = {.function_id = fid, .line = 1};
-    assert_int_equal(pd_profile_builder_location(b, 0, 0x1000, &line, 1, &lid, &err), 0);
-    pd_pprof_label *lb = calloc(n_labels, sizeof *lb);
-    char *val = malloc(value_len + 1);
-    memset(val, 'v', value_len);
-    val[value_len] = 0;
-    for (size_t i = 0; i < n_labels; i++) {
-        char k[32];
-        snprintf(k, sizeof k, "k%zu", i);
-        lb[i].key = pd_profile_builder_string(b, k, &err);
-        lb[i].str = pd_profile_builder_string(b, val, &err);
-        assert_true(lb[i].key > 0 && lb[i].str > 0);
-    }
-    int64_t v = 1;
-    assert_int_equal(pd_profile_builder_sample(b, &lid, 1, &v, lb, n_labels, &err), 0);
-    pd_profile p;
-    if (pd_profile_builder_finish(b, &p, &err) != 0)
-        fail_msg("finish: %s", err.msg);
-    pd_profile_builder_free(b);
-    pd_buf_init(out, 0);
-    assert_int_equal(pd_profile_encode(&p, true, out), 0);
-    pd_profile_release(&p);
-    free(lb);
-    free(val);
+    reply r;
+    req(NULL, pathq, body, len, "application/octet-stream", &r);
+    if (r.status != want)
+        fail_msg("%.200s: HTTP %ld, want %ld: %.300s", pathq, r.status, want,
+                 r.body.data ? r.body.data : "");
+    json_t *j = jparse(&r);
+    assert_int_equal(json_integer_value(json_object_get(j, "code")), want);
+    const char *e = json_string_value(json_object_get(j, "error"));
+    if (!e || !strstr(e, needle))
+        fail_msg("%.200s: error '%s' does not name '%s'", pathq, e ? e : "(none)", needle);
+    json_decref(j);
+    pd_buf_release(&r.body);
 }
 
 static void test_bad_input(void **state)
@@ -385,12 +367,8 @@ static void test_bad_input(void **state)
 
     /* garbage, truncated gzip, truncated raw protobuf, empty: 400 bad_profile */
     const char garbage[] = "this is not a profile \x01\x02\xff";
-    req(NULL, Q, garbage, sizeof garbage - 1, "application/octet-stream", &r);
-    assert_int_equal(r.status, 400);
-    pd_buf_release(&r.body);
-    req(NULL, Q, good, len / 2, "application/octet-stream", &r);
-    assert_int_equal(r.status, 400);
-    pd_buf_release(&r.body);
+    expect_refused(Q, garbage, sizeof garbage - 1, 400, "invalid profile");
+    expect_refused(Q, good, len / 2, 400, "truncated");
     pd_buf plain;
     pd_buf_init(&plain, 0);
     pd_err err = {{0}};
@@ -426,9 +404,7 @@ static void test_bad_input(void **state)
     /* 100,000 labels and a 10 MB label value in the profile: 413 */
     pd_buf lp;
     label_profile(100000, 1, &lp);
-    req(NULL, Q, lp.data, lp.len, "application/octet-stream", &r);
-    assert_int_equal(r.status, 413);
-    pd_buf_release(&r.body);
+    expect_refused(Q, lp.data, lp.len, 413, "max_labels_per_sample");
     pd_buf_release(&lp);
     label_profile(1, 10u << 20, &lp);
     assert_true(lp.len < TEST_MAX_BODY);
@@ -444,13 +420,11 @@ static void test_bad_input(void **state)
     /* a wrong type; a bad created_at: 400 bad_request */
     const char *badq[] = {"service=svc&type=cpuu", "service=svc&type=allocs",
                           "service=svc&type=heap&created_at=2024-02-30T00:00:00", "type=heap"};
+    const char *badq_names[] = {"type \"cpuu\"", "type \"allocs\"", "created_at", "service"};
     for (size_t i = 0; i < sizeof badq / sizeof *badq; i++) {
         char pq[256];
         snprintf(pq, sizeof pq, "/api/0/profiles?%s", badq[i]);
-        req(NULL, pq, good, len, "application/octet-stream", &r);
-        if (r.status != 400)
-            fail_msg("%s: %ld", badq[i], r.status);
-        pd_buf_release(&r.body);
+        expect_refused(pq, good, len, 400, badq_names[i]);
     }
     want[2] += 4;
 
@@ -472,7 +446,9 @@ static void test_bad_input(void **state)
     pd_buf_release(&r.body);
     want[3] += 2;
     /* 100,000 labels and a 10 MB label value in the URL: the HTTP layer
-     * refuses the request line (414) before any handler runs */
+     * refuses the request line (414) before any handler runs, counted in
+     * profd_http_rejected_total */
+    double h0 = http_rejected("request_too_large");
     pd_buf_reset(&u);
     pd_buf_puts(&u, "/api/0/profiles?service=svc&type=heap&labels=");
     for (int i = 0; i < 100000; i++)
@@ -489,6 +465,11 @@ static void test_bad_input(void **state)
     s = raw_post(u.data, good, len);
     assert_true(s >= 400 && s < 500);
     pd_buf_release(&u);
+    /* the log callback that counts them may run just after the reply */
+    for (int i = 0; i < 100 && http_rejected("request_too_large") < h0 + 2; i++)
+        usleep(10000);
+    assert_true(http_rejected("request_too_large") == h0 + 2);
+    assert_true(scrape_metric("profd_http_rejected_total{reason=\"request_too_large\"}") == h0 + 2);
 
     /* the same profile again at the same series and time: 409 */
     req(NULL,
@@ -514,13 +495,38 @@ static void test_bad_input(void **state)
     pd_buf_release(&after);
 }
 
-/* Ids survive closing and reopening the store (they are functions of the
- * label set and the time). */
+/* Block directories (PATH/<ULID>/meta.json) in the store. */
+static int count_blocks(void)
+{
+    DIR *d = opendir(tmpdir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char p[sizeof tmpdir + 300];
+        if (strlen(e->d_name) != 26)
+            continue;
+        snprintf(p, sizeof p, "%s/%.26s/meta.json", tmpdir, e->d_name);
+        if (access(p, F_OK) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Ids survive closing and reopening the store, and the head cut that moved
+ * the 2024 profiles into blocks when the 2026 cpu profiles arrived (they are
+ * functions of the label set and the time, not of where a profile lives). */
 static void test_ids_after_reopen(void **state)
 {
     (void)state;
+    /* the cpu profiles are 2026, the heap ones 2024: the store's head cut
+     * (default block range 2 h) has written the 2024 ones to blocks; if it
+     * did not, this test would no longer cover ids across blocks */
+    if (count_blocks() < 1)
+        fail_msg("no block in %s: the head cut this test relies on did not happen", tmpdir);
     stop_all();
     assert_int_equal(start_all(), 0);
+    assert_true(count_blocks() >= 1);
     json_t *root;
     json_t *b = get_env("/api/0/profiles?service=svc&type=heap", 200, &root);
     assert_int_equal(json_array_size(b), NHEAP);

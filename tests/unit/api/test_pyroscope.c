@@ -424,6 +424,152 @@ static void test_bad_input(void **state)
     pd_buf_release(&after);
 }
 
+/* POSTs body to /ingest?qs; fails unless the status is want and the reply's
+ * text contains every one of the NULL-ended needles. */
+static void expect_refused(const char *qs, const void *body, size_t len, const char *ctype,
+                           long want, ...)
+{
+    reply r;
+    long s = ingest(qs, body, len, ctype, &r);
+    const char *text = r.body.data ? r.body.data : "";
+    if (s != want)
+        fail_msg("%.200s: HTTP %ld, want %ld: %.300s", qs, s, want, text);
+    va_list ap;
+    va_start(ap, want);
+    for (const char *n; (n = va_arg(ap, const char *));)
+        if (!strstr(text, n))
+            fail_msg("%.200s: reply '%.300s' does not name '%s'", qs, text, n);
+    va_end(ap);
+    pd_buf_release(&r.body);
+}
+
+/* The hostile inputs of issue 5 on every body format of /ingest, each with
+ * a message naming the problem, counted, and the store unchanged. */
+static void test_hostile_input(void **state)
+{
+    (void)state;
+    pd_buf before, after;
+    snapshot(&before);
+    const char *reasons[] = {"bad_profile", "too_large", "bad_request", "bad_labels"};
+    double r0[4], want[4] = {0};
+    for (int i = 0; i < 4; i++)
+        r0[i] = rejected(reasons[i]);
+    double h0 = http_rejected("request_too_large");
+    char qs[256];
+    pd_buf b, lp, gz;
+    pd_buf_init(&b, 0);
+    pd_buf_init(&gz, 0);
+
+    /* 100,000 labels in a sample: raw pprof and the multipart profile part */
+    label_profile(100000, 1, &lp);
+    assert_true(lp.len < TEST_MAX_BODY);
+    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=pprof", FROM_S + 200);
+    expect_refused(qs, lp.data, lp.len, NULL, 413, "max_labels_per_sample", NULL);
+    mp_part(&b, BOUNDARY, "profile", "profile.pprof", lp.data, lp.len);
+    pd_buf_puts(&b, "--" BOUNDARY "--\r\n");
+    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d", FROM_S + 200);
+    expect_refused(qs, b.data, b.len, MP_CT, 413, "profile", "max_labels_per_sample", NULL);
+    /* ... and as prev_profile beside a good profile */
+    size_t len;
+    uint8_t *good = read_testdata("go-demo-series/heap-0002.pb.gz", &len);
+    pd_buf_reset(&b);
+    mp_part(&b, BOUNDARY, "profile", "profile.pprof", good, len);
+    mp_part(&b, BOUNDARY, "prev_profile", "profile.pprof", lp.data, lp.len);
+    pd_buf_puts(&b, "--" BOUNDARY "--\r\n");
+    expect_refused(qs, b.data, b.len, MP_CT, 413, "prev_profile", "max_labels_per_sample", NULL);
+    pd_buf_release(&lp);
+    want[1] += 3;
+
+    /* a 10 MB label value: raw pprof and multipart */
+    label_profile(1, 10u << 20, &lp);
+    assert_true(lp.len < TEST_MAX_BODY);
+    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=pprof", FROM_S + 200);
+    expect_refused(qs, lp.data, lp.len, NULL, 413, "label value", NULL);
+    pd_buf_reset(&b);
+    mp_part(&b, BOUNDARY, "profile", "profile.pprof", lp.data, lp.len);
+    pd_buf_puts(&b, "--" BOUNDARY "--\r\n");
+    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d", FROM_S + 200);
+    expect_refused(qs, b.data, b.len, MP_CT, 413, "label value", NULL);
+    pd_buf_release(&lp);
+    want[1] += 2;
+
+    /* folded / lines: a 10 MB frame (one line over the converter's cap),
+     * gzip-compressed to pass the body cap; a gzip bomb as lines; truncated
+     * gzip; garbage bytes with a NUL */
+    size_t big = 10u << 20;
+    char *line = malloc(big + 8);
+    memset(line, 'f', big);
+    memcpy(line + big, " 1\n", 4);
+    assert_int_equal(pd_gzip((const uint8_t *)line, big + 3, &gz), 0);
+    free(line);
+    assert_true(gz.len < TEST_MAX_BODY);
+    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=folded", FROM_S + 200);
+    expect_refused(qs, gz.data, gz.len, NULL, 413, "line 1", NULL);
+    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=lines", FROM_S + 200);
+    expect_refused(qs, gz.data, gz.len, NULL, 413, "line 1", NULL);
+    pd_buf bomb;
+    gzip_zeros(200u << 20, &bomb);
+    expect_refused(qs, bomb.data, bomb.len, NULL, 413, "decompressed", NULL);
+    pd_buf_release(&bomb);
+    want[1] += 3;
+    pd_buf_reset(&gz);
+    assert_int_equal(pd_gzip((const uint8_t *)FOLDED, sizeof FOLDED - 1, &gz), 0);
+    expect_refused(qs, gz.data, gz.len - 9, NULL, 400, "truncated", NULL);
+    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=folded", FROM_S + 200);
+    expect_refused(qs, gz.data, gz.len / 2, NULL, 400, "truncated", NULL);
+    const char trunc[] = "main;work;hash 70\nmain;work;so";
+    expect_refused(qs, trunc, sizeof trunc - 1, NULL, 400, "line 2", NULL);
+    const char nul[] = "main;a\0b 3\n";
+    expect_refused(qs, nul, sizeof nul - 1, NULL, 400, "line 1", "NUL", NULL);
+    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=lines", FROM_S + 200);
+    expect_refused(qs, nul, sizeof nul - 1, NULL, 400, "line 1", "NUL", NULL);
+    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=pprof", FROM_S + 200);
+    expect_refused(qs, good, len - 5, NULL, 400, "truncated", NULL);
+    want[0] += 6;
+    free(good);
+
+    /* a wrong format, and a name that is not APP.TYPE{k=v}: 400 naming it */
+    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=jfr", FROM_S + 200);
+    expect_refused(qs, FOLDED, sizeof FOLDED - 1, NULL, 400, "jfr", NULL);
+    want[2] += 1;
+    snprintf(qs, sizeof qs, "name=hostile.cpu%%7Bk%%3D1&from=%d", FROM_S + 200);
+    expect_refused(qs, FOLDED, sizeof FOLDED - 1, NULL, 400, "name", NULL);
+    want[3] += 1;
+
+    /* a 10 MB label value in the name: the HTTP layer refuses the request
+     * line before any handler, counted in profd_http_rejected_total */
+    pd_buf u;
+    pd_buf_init(&u, 0);
+    pd_buf_puts(&u, "/ingest?from=1700000200&name=app.cpu%7Bk%3D");
+    for (size_t i = 0; i < (10u << 20); i++)
+        pd_buf_putc(&u, 'x');
+    pd_buf_puts(&u, "%7D");
+    long s = raw_post(u.data, FOLDED, sizeof FOLDED - 1);
+    if (s != 414 && s != 431)
+        fail_msg("10 MB label value in the URL: HTTP %ld, want 414 or 431", s);
+    pd_buf_release(&u);
+    /* the log callback that counts it may run just after the reply */
+    for (int i = 0; i < 100 && http_rejected("request_too_large") < h0 + 1; i++)
+        usleep(10000);
+    assert_true(http_rejected("request_too_large") == h0 + 1);
+    assert_true(scrape_metric("profd_http_rejected_total{reason=\"request_too_large\"}") == h0 + 1);
+
+    pd_buf_release(&b);
+    pd_buf_release(&gz);
+    for (int i = 0; i < 4; i++) {
+        if (rejected(reasons[i]) != r0[i] + want[i])
+            fail_msg("profd_rejected_input_total{reason=\"%s\"} = %g, want %g", reasons[i],
+                     rejected(reasons[i]), r0[i] + want[i]);
+        char mline[128];
+        snprintf(mline, sizeof mline, "profd_rejected_input_total{reason=\"%s\"}", reasons[i]);
+        assert_true(scrape_metric(mline) == r0[i] + want[i]);
+    }
+    snapshot(&after);
+    assert_string_equal(after.data, before.data);
+    pd_buf_release(&before);
+    pd_buf_release(&after);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -431,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_folded),
         cmocka_unit_test(test_pprof),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_hostile_input),
     };
     int rc = cmocka_run_group_tests(tests, setup_all, teardown_all);
     curl_global_cleanup();
