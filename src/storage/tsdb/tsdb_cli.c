@@ -5,14 +5,18 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/crc32c.h"
 #include "base/labels.h"
+#include "base/varint.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/tsdb_cli_int.h"
+#include "storage/tsdb/wal_int.h"
 
 #define MAX_FILE_BYTES (64u << 20)
 
@@ -420,6 +424,202 @@ static int cmd_analyze(int argc, char **argv)
 
 /* ---- check ---- */
 
+/* A read-only walk of a file of WAL framing (docs/format/wal.md): the 8-byte
+ * segment header, then records type | length | crc32c(type + payload) |
+ * payload. PROFILE payloads are parsed (ref, ts, sample types, totals, body)
+ * and their pprof body decoded and its totals compared; SERIES payloads are
+ * parsed. Prints what it finds; returns 1 on corruption, else 0. A torn last
+ * record of the newest segment (a crash while appending; never
+ * acknowledged, cut off at open) is reported but is not corruption when
+ * `last` is set. *n_prof counts the profile records. */
+/* Reads a varint at *p (before end), advancing *p. false when bad. */
+static bool vget(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    size_t n = pd_varint_get(*p, (size_t)(end - *p), v);
+    *p += n;
+    return n > 0;
+}
+
+static int check_wal_file(const char *path, bool last, uint64_t *n_prof)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("CORRUPT %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    uint8_t hdr[PD_WAL_SEG_HDR];
+    size_t got = fread(hdr, 1, sizeof hdr, f);
+    if (got != sizeof hdr || memcmp(hdr, PD_WAL_MAGIC, 5) || hdr[5] != PD_WAL_VERSION) {
+        printf("%s %s offset 0: bad segment header\n", last && got < sizeof hdr ? "TORN" : "CORRUPT",
+               path);
+        fclose(f);
+        return last && got < sizeof hdr ? 0 : 1;
+    }
+    uint64_t off = PD_WAL_SEG_HDR;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    int bad = 0;
+    for (;;) {
+        uint8_t rh[PD_WAL_REC_HDR];
+        size_t r = fread(rh, 1, sizeof rh, f);
+        if (r == 0)
+            break;
+        uint32_t len = (uint32_t)rh[1] | (uint32_t)rh[2] << 8 | (uint32_t)rh[3] << 16 |
+                       (uint32_t)rh[4] << 24;
+        uint32_t crc = (uint32_t)rh[5] | (uint32_t)rh[6] << 8 | (uint32_t)rh[7] << 16 |
+                       (uint32_t)rh[8] << 24;
+        const char *why = NULL;
+        if (r < sizeof rh)
+            why = "truncated record header";
+        else if (rh[0] == 0 || rh[0] > PD_WAL_REC_MAX)
+            why = "bad record type";
+        else if (len > PD_WAL_MAX_RECORD)
+            why = "record length over the cap";
+        if (!why && len + 1 > cap) {
+            uint8_t *nb = realloc(buf, (size_t)len + 1);
+            if (!nb) {
+                printf("CORRUPT %s offset %llu: out of memory for a %u-byte record\n", path,
+                       (unsigned long long)off, len);
+                bad = 1;
+                break;
+            }
+            buf = nb;
+            cap = (size_t)len + 1;
+        }
+        if (!why) {
+            buf[0] = rh[0];
+            if (fread(buf + 1, 1, len, f) != len)
+                why = "truncated payload";
+            else if (pd_crc32c(0, buf, (size_t)len + 1) != crc)
+                why = "CRC mismatch";
+        }
+        if (why) {
+            /* the end of the newest segment: a torn append, cut at open */
+            long here = ftell(f);
+            bool at_end = fseek(f, 0, SEEK_END) == 0 && (r < sizeof rh || ftell(f) <= here);
+            if (last && at_end && strstr(why, "truncated")) {
+                printf("TORN %s offset %llu: %s (never acknowledged; cut off at open)\n", path,
+                       (unsigned long long)off, why);
+            } else {
+                printf("CORRUPT %s offset %llu: %s\n", path, (unsigned long long)off, why);
+                bad = 1;
+            }
+            break;
+        }
+        /* payload */
+        const uint8_t *p = buf + 1, *end = buf + 1 + len;
+        uint64_t v = 0, k = 0;
+        if (rh[0] == PD_WAL_REC_PROFILE) {
+            (*n_prof)++;
+            int64_t tot[64];
+            if (len < 16)
+                why = "PROFILE record shorter than ref and ts";
+            else
+                p += 16;
+            if (!why && (!vget(&p, end, &k) || k > 1024))
+                why = "bad sample type count";
+            for (uint64_t i = 0; !why && i < 2 * k; i++)
+                if (!vget(&p, end, &v) || v > (uint64_t)(end - p))
+                    why = "bad sample type string";
+                else
+                    p += v;
+            for (uint64_t i = 0; !why && i < k; i++)
+                if (!vget(&p, end, &v))
+                    why = "bad total";
+                else if (i < 64)
+                    tot[i] = pd_zigzag_dec(v);
+            if (!why && (!vget(&p, end, &v) || v != (uint64_t)(end - p)))
+                why = "body length does not end the record";
+            if (!why) {
+                pd_profile prof;
+                pd_err e;
+                e.msg[0] = 0;
+                if (pd_profile_decode(&prof, p, (size_t)v, NULL, &e) < 0) {
+                    printf("CORRUPT %s offset %llu: stored profile does not decode: %s\n", path,
+                           (unsigned long long)off, e.msg);
+                    bad = 1;
+                } else {
+                    if (prof.n_sample_type != k)
+                        why = "sample type count differs from the body";
+                    int64_t t2[64];
+                    if (!why && k <= 64) {
+                        pd_profile_totals(&prof, t2);
+                        for (uint64_t i = 0; i < k && !why; i++)
+                            if (t2[i] != tot[i])
+                                why = "totals differ from the body";
+                    }
+                    pd_profile_release(&prof);
+                }
+            }
+        } else { /* SERIES: ref u64, varint n, n x (str, str) */
+            if (len < 8)
+                why = "bad SERIES record";
+            else
+                p += 8;
+            if (!why && !vget(&p, end, &k))
+                why = "bad SERIES record";
+            for (uint64_t i = 0; !why && i < 2 * k; i++)
+                if (!vget(&p, end, &v) || v > (uint64_t)(end - p))
+                    why = "bad label string in a SERIES record";
+                else
+                    p += v;
+        }
+        if (why) {
+            printf("CORRUPT %s offset %llu: %s\n", path, (unsigned long long)off, why);
+            bad = 1;
+        }
+        off += PD_WAL_REC_HDR + len;
+    }
+    free(buf);
+    fclose(f);
+    return bad;
+}
+
+/* Checks DIR/series and every DIR/wal segment. 1 on corruption. */
+static int check_wal(const char *dir)
+{
+    char path[4400];
+    int bad = 0;
+    uint64_t n_prof = 0;
+    snprintf(path, sizeof path, "%s/series", dir);
+    struct stat st;
+    if (stat(path, &st) == 0)
+        bad |= check_wal_file(path, false, &n_prof);
+    snprintf(path, sizeof path, "%s/wal", dir);
+    DIR *d = opendir(path);
+    if (!d)
+        return bad;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strlen(de->d_name) != 8 || strspn(de->d_name, "0123456789") != 8)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn)
+                break;
+            names = nn;
+        }
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    if (n > 1)
+        qsort(names, n, sizeof *names, cmp_str);
+    n_prof = 0;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/wal/%s", dir, names[i] ? names[i] : "");
+        if (names[i])
+            bad |= check_wal_file(path, i + 1 == n, &n_prof);
+        free(names[i]);
+    }
+    free(names);
+    printf("%s %s/wal: %zu segments, %llu profile records\n", bad ? "CORRUPT" : "ok", dir, n,
+           (unsigned long long)n_prof);
+    return bad;
+}
+
 static int cmd_check(int argc, char **argv)
 {
     if (argc != 3)
@@ -446,7 +646,8 @@ static int cmd_check(int argc, char **argv)
                    (unsigned long long)m.n_samples);
         }
     }
-    printf("%zu blocks checked, %s\n", nb, bad ? "corruption found" : "no corruption");
+    bad |= check_wal(argv[2]);
+    printf("%zu blocks and the WAL checked, %s\n", nb, bad ? "corruption found" : "no corruption");
     free_list(blocks, nb);
     return bad;
 }
