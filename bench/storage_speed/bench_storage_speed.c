@@ -462,8 +462,9 @@ static void bench_cut(size_t instances, size_t P)
             int64_t ts = t0ms + (int64_t)i * STEP_MS;
             stats(s, &st0);
             for (size_t j = 0; j < S; j++) {
-                /* stats() walks the directory (bytes_on_disk): look only
-                 * after a slow append, which is where an inline cut shows */
+                /* stats() scans every series under the index lock: look
+                 * only after a slow append, which is where an inline cut
+                 * shows */
                 double a = now_s(), ca = cpu_s();
                 append_or_die(s, &ls[j], ts, series_prof(j, i));
                 double b = now_s(), cb = cpu_s();
