@@ -104,6 +104,11 @@ static int start_all(void)
     pd_storage_options so = pd_storage_options_default();
     so.path = tmpdir;
     so.fsync = PD_FSYNC_NEVER;
+    /* the tests push 2024 and 2026 profiles: no retention (it would delete
+     * the 2024 blocks) and no background maintenance (tests call
+     * pd_storage_maintain when they mean it) */
+    so.retention_ms = -1;
+    so.maintenance_ms = -1;
     pd_err err = {{0}};
     if (pd_storage_open(&so, &st, &err) != 0) {
         fprintf(stderr, "storage open: %s\n", err.msg);

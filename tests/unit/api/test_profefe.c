@@ -550,6 +550,61 @@ static void test_ids_after_reopen(void **state)
     pd_profile_release(&got);
 }
 
+/* Ids survive compaction: the blocks the head cut wrote are merged into
+ * one (symbols re-mapped, profiles re-encoded), and every id still lists,
+ * reads and merges the same profiles, before and after another reopen. */
+static void check_ids(void)
+{
+    json_t *root;
+    json_t *b = get_env("/api/0/profiles?service=svc&type=heap", 200, &root);
+    assert_int_equal(json_array_size(b), NHEAP);
+    for (int i = 0; i < NHEAP; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(b, (size_t)i), "id")),
+                            heap_id[i]);
+    json_decref(root);
+    b = get_env("/api/0/profiles?service=other&type=heap", 200, &root);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(b, 0), "id")), other_id);
+    json_decref(root);
+    char pq[256];
+    for (int i = 0; i < NHEAP; i++) {
+        pd_profile got, want;
+        snprintf(pq, sizeof pq, "/api/0/profiles/%s", heap_id[i]);
+        get_profile(pq, &got, NULL);
+        decode_file(HEAP[i], &want);
+        pd_err why = {{0}};
+        if (!pd_profile_equal(&got, &want, &why))
+            fail_msg("%s after compaction: %s", heap_id[i], why.msg);
+        pd_profile_release(&got);
+        pd_profile_release(&want);
+    }
+    pd_profile got;
+    snprintf(pq, sizeof pq, "/api/0/profiles/%s+%s", heap_id[0], heap_id[2]);
+    get_profile(pq, &got, NULL);
+    const char *two[2] = {HEAP[0], HEAP[2]};
+    check_merge(&got, two, 2);
+    pd_profile_release(&got);
+}
+
+static void test_ids_after_compaction(void **state)
+{
+    (void)state;
+    int n0 = count_blocks();
+    if (n0 < 2)
+        fail_msg("%d blocks: this test needs the two blocks of the 2024 range", n0);
+    pd_err err = {{0}};
+    if (pd_storage_maintain(st, &err) != 0)
+        fail_msg("maintain: %s", err.msg);
+    pd_storage_stats ss;
+    pd_storage_stats_get(st, &ss);
+    if (ss.n_compactions < 1 || count_blocks() >= n0)
+        fail_msg("no compaction: %d blocks before, %d after, %" PRIu64 " compactions", n0,
+                 count_blocks(), ss.n_compactions);
+    check_ids();
+    stop_all();
+    assert_int_equal(start_all(), 0);
+    check_ids();
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -558,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_get_by_id), cmocka_unit_test(test_get_ids_merged),
         cmocka_unit_test(test_merge),     cmocka_unit_test(test_services_version),
         cmocka_unit_test(test_bad_input), cmocka_unit_test(test_ids_after_reopen),
+        cmocka_unit_test(test_ids_after_compaction),
     };
     int rc = cmocka_run_group_tests(tests, setup_all, teardown_all);
     curl_global_cleanup();

@@ -29,7 +29,10 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v jq >/dev/null || { echo "jq missing: skipped"; exit 77; }
 command -v curl >/dev/null || { echo "curl missing: skipped"; exit 77; }
 
-"$PROFD" serve --storage.path "$T/data" --web.listen-address 127.0.0.1:0 2>"$T/log" &
+# the pushed profiles span years (their own times): no retention, which
+# would delete those older than 15 d before the newest
+"$PROFD" serve --storage.path "$T/data" --web.listen-address 127.0.0.1:0 \
+    --storage.retention.time=100y 2>"$T/log" &
 PID=$!
 URL=
 for _ in $(seq 200); do

@@ -55,7 +55,10 @@ for w in hot ls; do
     [ -s "$T/$w.folded" ] || fail "stackcollapse.py ($w) wrote nothing"
 done
 
-"$PROFD" serve --storage.path "$T/data" --web.listen-address 127.0.0.1:0 2>"$T/log" &
+# the pushed profiles span years (their own times): no retention, which
+# would delete those older than 15 d before the newest
+"$PROFD" serve --storage.path "$T/data" --web.listen-address 127.0.0.1:0 \
+    --storage.retention.time=100y 2>"$T/log" &
 PID=$!
 URL=
 for _ in $(seq 200); do
