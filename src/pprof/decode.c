@@ -35,6 +35,8 @@ typedef struct dec {
     pd_pprof_limits lim;
     pd_err *err;
     size_t n_lines; /* Line entries so far, over all locations */
+    const char *kind; /* message being decoded when `what` is NULL ... */
+    size_t idx;       /* ... and its index: named only in error messages */
 } dec;
 
 /* A view of one message's bytes; off is the absolute offset of p[0]. */
@@ -45,24 +47,53 @@ typedef struct rd {
     size_t off;
 } rd;
 
-static int perr(dec *d, const rd *r, const char *what, const char *why)
+/* The name of what is being decoded: `what`, or when NULL "kind idx" (so
+ * that no name is formatted unless an error needs it). */
+static const char *what_name(const dec *d, const char *what, char *buf, size_t cap)
 {
-    return pd_err_set(d->err, PD_EPARSE, "pprof protobuf: byte %zu (%s): %s", r->off + r->pos,
-                      what, why);
+    if (what)
+        return what;
+    snprintf(buf, cap, "%s %zu", d->kind ? d->kind : "message", d->idx);
+    return buf;
 }
 
-static int rd_varint(dec *d, rd *r, const char *what, uint64_t *v)
+static int perr(dec *d, const rd *r, const char *what, const char *why)
 {
-    size_t n = pd_varint_get(r->p + r->pos, r->len - r->pos, v);
+    char buf[48];
+    return pd_err_set(d->err, PD_EPARSE, "pprof protobuf: byte %zu (%s): %s", r->off + r->pos,
+                      what_name(d, what, buf, sizeof buf), why);
+}
+
+/* Varints of one or two bytes (tags, ids, most values) are read inline; the
+ * rest, and every error, go through pd_varint_get. */
+static inline int rd_varint(dec *d, rd *r, const char *what, uint64_t *v)
+{
+    const uint8_t *p = r->p + r->pos;
+    size_t left = r->len - r->pos;
+    if (left >= 2) {
+        if (p[0] < 0x80) {
+            *v = p[0];
+            r->pos++;
+            return 0;
+        }
+        if (p[1] < 0x80) {
+            *v = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+            r->pos += 2;
+            return 0;
+        }
+    }
+    size_t n = pd_varint_get(p, left, v);
     if (n == 0)
         return perr(d, r, what, r->len - r->pos < 10 ? "truncated varint" : "varint longer than 10 bytes");
     r->pos += n;
     return 0;
 }
 
-static int rd_tag(dec *d, rd *r, const char *what, uint32_t *field, int *wt)
+static inline int rd_tag(dec *d, rd *r, const char *what, uint32_t *field, int *wt)
 {
     uint64_t v;
+    *field = 0;
+    *wt = 0;
     int rc = rd_varint(d, r, what, &v);
     if (rc)
         return rc;
@@ -76,18 +107,22 @@ static int rd_tag(dec *d, rd *r, const char *what, uint32_t *field, int *wt)
 }
 
 /* Reads a length-delimited payload into *sub, checked against what remains. */
-static int rd_bytes(dec *d, rd *r, const char *what, rd *sub)
+static int past_end(dec *d, rd *r, const char *what, uint64_t n)
+{
+    char why[96];
+    snprintf(why, sizeof why, "length %llu runs past the end (%zu bytes left)",
+             (unsigned long long)n, r->len - r->pos);
+    return perr(d, r, what, why);
+}
+
+static inline int rd_bytes(dec *d, rd *r, const char *what, rd *sub)
 {
     uint64_t n;
     int rc = rd_varint(d, r, what, &n);
     if (rc)
         return rc;
-    if (n > r->len - r->pos) {
-        char why[96];
-        snprintf(why, sizeof why, "length %llu runs past the end (%zu bytes left)",
-                 (unsigned long long)n, r->len - r->pos);
-        return perr(d, r, what, why);
-    }
+    if (n > r->len - r->pos)
+        return past_end(d, r, what, n);
     sub->p = r->p + r->pos;
     sub->len = (size_t)n;
     sub->pos = 0;
@@ -145,8 +180,9 @@ static int fill_packed(dec *d, rd *s, const char *what, uint64_t *dst, size_t *n
 
 static int too_big(dec *d, const char *what, size_t n, const char *cap, size_t limit)
 {
-    return pd_err_set(d->err, PD_ETOOBIG, "pprof: %s: %zu exceeds the cap %s=%zu", what, n, cap,
-                      limit);
+    char buf[48];
+    return pd_err_set(d->err, PD_ETOOBIG, "pprof: %s: %zu exceeds the cap %s=%zu",
+                      what_name(d, what, buf, sizeof buf), n, cap, limit);
 }
 
 static int dec_value_type(dec *d, rd *r, const char *what, pd_pprof_value_type *vt)
@@ -197,8 +233,9 @@ static int dec_label(dec *d, rd *r, const char *what, pd_pprof_label *l)
 
 static int dec_sample(dec *d, rd *r, size_t idx, pd_pprof_sample *s)
 {
-    char what[48];
-    snprintf(what, sizeof what, "sample %zu", idx);
+    const char *what = NULL; /* "sample idx" in errors */
+    d->kind = "sample";
+    d->idx = idx;
     size_t n_loc = 0, n_val = 0, n_lab = 0;
     uint32_t f;
     int wt, rc;
@@ -243,7 +280,7 @@ static int dec_sample(dec *d, rd *r, size_t idx, pd_pprof_sample *s)
     s->value = n_val ? pd_arena_alloc(a, n_val * sizeof *s->value) : NULL;
     s->label = n_lab ? pd_arena_calloc(a, n_lab, sizeof *s->label) : NULL;
     if ((n_loc && !s->location_id) || (n_val && !s->value) || (n_lab && !s->label))
-        return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s", what);
+        return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s %zu", d->kind, d->idx);
 
     /* pass 2: fill */
     r->pos = 0;
@@ -279,8 +316,9 @@ static int dec_sample(dec *d, rd *r, size_t idx, pd_pprof_sample *s)
 
 static int dec_mapping(dec *d, rd *r, size_t idx, pd_pprof_mapping *m)
 {
-    char what[48];
-    snprintf(what, sizeof what, "mapping %zu", idx);
+    const char *what = NULL; /* "mapping idx" in errors */
+    d->kind = "mapping";
+    d->idx = idx;
     while (r->pos < r->len) {
         uint32_t f;
         int wt, rc;
@@ -335,8 +373,9 @@ static int dec_line(dec *d, rd *r, const char *what, pd_pprof_line *l)
 
 static int dec_location(dec *d, rd *r, size_t idx, pd_pprof_location *l)
 {
-    char what[48];
-    snprintf(what, sizeof what, "location %zu", idx);
+    const char *what = NULL; /* "location idx" in errors */
+    d->kind = "location";
+    d->idx = idx;
     size_t n_line = 0;
     uint32_t f;
     int wt, rc;
@@ -359,7 +398,7 @@ static int dec_location(dec *d, rd *r, size_t idx, pd_pprof_location *l)
         return too_big(d, "line entries of all locations", d->n_lines, "max_lines", d->lim.max_lines);
     l->line = n_line ? pd_arena_calloc(&d->p->arena, n_line, sizeof *l->line) : NULL;
     if (n_line && !l->line)
-        return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s", what);
+        return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s %zu", d->kind, d->idx);
 
     r->pos = 0;
     l->n_line = 0;
@@ -391,8 +430,9 @@ static int dec_location(dec *d, rd *r, size_t idx, pd_pprof_location *l)
 
 static int dec_function(dec *d, rd *r, size_t idx, pd_pprof_function *fn)
 {
-    char what[48];
-    snprintf(what, sizeof what, "function %zu", idx);
+    const char *what = NULL; /* "function idx" in errors */
+    d->kind = "function";
+    d->idx = idx;
     while (r->pos < r->len) {
         uint32_t f;
         int wt, rc;

@@ -177,9 +177,9 @@ static int sample_hashes(const pd_profile *p, item **out)
             e |= put_u64(&b, (uint64_t)s->value[j]);
         e |= put_u64(&b, s->n_location);
         for (size_t j = 0; j < s->n_location; j++) {
-            uint64_t k;
-            if (pd_u64map_get(&p->loc_by_id, s->location_id[j], &k) && k < p->n_location) {
-                e |= put_hash(&b, loc[k]);
+            const pd_pprof_location *pl = pd_profile_location(p, s->location_id[j]);
+            if (pl) {
+                e |= put_hash(&b, loc[pl - p->location]);
             } else { /* dangling id: compare by the id itself */
                 e |= put_u64(&b, UINT64_MAX);
                 e |= put_u64(&b, s->location_id[j]);

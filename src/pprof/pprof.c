@@ -144,10 +144,17 @@ out:
 
 /* ---- index ---- */
 
-static int index_ids(pd_u64map *m, const char *kind, size_t n, const void *base, size_t stride,
-                     pd_err *err)
+static int index_ids(pd_u64map *m, bool *dense, const char *kind, size_t n, const void *base,
+                     size_t stride, pd_err *err)
 {
     pd_u64map_release(m);
+    /* ids 1..n in array order (what Go and most producers write): the array
+       index is id - 1, no map is built */
+    *dense = true;
+    for (size_t i = 0; i < n && *dense; i++)
+        *dense = *(const uint64_t *)((const char *)base + i * stride) == i + 1;
+    if (*dense)
+        return 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t id = *(const uint64_t *)((const char *)base + i * stride), prev;
         if (id == 0)
@@ -167,12 +174,12 @@ static int index_ids(pd_u64map *m, const char *kind, size_t n, const void *base,
 int pd_profile_index(pd_profile *p, pd_err *err)
 {
     int rc;
-    if ((rc = index_ids(&p->loc_by_id, "location", p->n_location, p->n_location ? &p->location[0].id : NULL,
-                        sizeof *p->location, err)) ||
-        (rc = index_ids(&p->fn_by_id, "function", p->n_function, p->n_function ? &p->function[0].id : NULL,
-                        sizeof *p->function, err)) ||
-        (rc = index_ids(&p->map_by_id, "mapping", p->n_mapping, p->n_mapping ? &p->mapping[0].id : NULL,
-                        sizeof *p->mapping, err)))
+    if ((rc = index_ids(&p->loc_by_id, &p->loc_dense, "location", p->n_location,
+                        p->n_location ? &p->location[0].id : NULL, sizeof *p->location, err)) ||
+        (rc = index_ids(&p->fn_by_id, &p->fn_dense, "function", p->n_function,
+                        p->n_function ? &p->function[0].id : NULL, sizeof *p->function, err)) ||
+        (rc = index_ids(&p->map_by_id, &p->map_dense, "mapping", p->n_mapping,
+                        p->n_mapping ? &p->mapping[0].id : NULL, sizeof *p->mapping, err)))
         return rc;
     return 0;
 }
@@ -194,6 +201,8 @@ int pd_profile_validate(const pd_profile *p, pd_err *err)
         return pd_err_set(err, PD_EINVAL, "string_table[0] must be \"\" (%s)",
                           p->n_string ? "it is not empty" : "the string table is empty");
     for (size_t i = 0; i < p->n_sample_type; i++) {
+        if (STR_OK(p, p->sample_type[i].type) && STR_OK(p, p->sample_type[i].unit))
+            continue;
         snprintf(where, sizeof where, "sample_type %zu", i);
         if (!STR_OK(p, p->sample_type[i].type))
             return bad_str(p, err, where, "type", p->sample_type[i].type);
@@ -223,11 +232,13 @@ int pd_profile_validate(const pd_profile *p, pd_err *err)
             return pd_err_set(err, PD_EINVAL, "sample %zu: %zu values for %zu sample types", i,
                               s->n_value, p->n_sample_type);
         for (size_t j = 0; j < s->n_location; j++)
-            if (!pd_u64map_get(&p->loc_by_id, s->location_id[j], NULL))
+            if (!pd_profile_location(p, s->location_id[j]))
                 return pd_err_set(err, PD_EINVAL, "sample %zu: location id %" PRIu64 " not found", i,
                                   s->location_id[j]);
         for (size_t j = 0; j < s->n_label; j++) {
             const pd_pprof_label *l = &s->label[j];
+            if (STR_OK(p, l->key) && STR_OK(p, l->str) && STR_OK(p, l->num_unit))
+                continue; /* the common case: no message to format */
             snprintf(where, sizeof where, "sample %zu label %zu", i, j);
             if (!STR_OK(p, l->key))
                 return bad_str(p, err, where, "key", l->key);
@@ -239,6 +250,8 @@ int pd_profile_validate(const pd_profile *p, pd_err *err)
     }
     for (size_t i = 0; i < p->n_mapping; i++) {
         const pd_pprof_mapping *m = &p->mapping[i];
+        if (STR_OK(p, m->filename) && STR_OK(p, m->build_id))
+            continue;
         snprintf(where, sizeof where, "mapping %zu (id %" PRIu64 ")", i, m->id);
         if (!STR_OK(p, m->filename))
             return bad_str(p, err, where, "filename", m->filename);
@@ -247,17 +260,19 @@ int pd_profile_validate(const pd_profile *p, pd_err *err)
     }
     for (size_t i = 0; i < p->n_location; i++) {
         const pd_pprof_location *l = &p->location[i];
-        if (l->mapping_id && !pd_u64map_get(&p->map_by_id, l->mapping_id, NULL))
+        if (l->mapping_id && !pd_profile_mapping(p, l->mapping_id))
             return pd_err_set(err, PD_EINVAL, "location %zu (id %" PRIu64 "): mapping id %" PRIu64 " not found",
                               i, l->id, l->mapping_id);
         for (size_t j = 0; j < l->n_line; j++)
-            if (l->line[j].function_id && !pd_u64map_get(&p->fn_by_id, l->line[j].function_id, NULL))
+            if (l->line[j].function_id && !pd_profile_function(p, l->line[j].function_id))
                 return pd_err_set(err, PD_EINVAL,
                                   "location %zu (id %" PRIu64 ") line %zu: function id %" PRIu64 " not found",
                                   i, l->id, j, l->line[j].function_id);
     }
     for (size_t i = 0; i < p->n_function; i++) {
         const pd_pprof_function *f = &p->function[i];
+        if (STR_OK(p, f->name) && STR_OK(p, f->system_name) && STR_OK(p, f->filename))
+            continue;
         snprintf(where, sizeof where, "function %zu (id %" PRIu64 ")", i, f->id);
         if (!STR_OK(p, f->name))
             return bad_str(p, err, where, "name", f->name);
@@ -274,18 +289,24 @@ int pd_profile_validate(const pd_profile *p, pd_err *err)
 const pd_pprof_location *pd_profile_location(const pd_profile *p, uint64_t id)
 {
     uint64_t i;
+    if (p->loc_dense)
+        return id - 1 < p->n_location ? &p->location[id - 1] : NULL;
     return pd_u64map_get(&p->loc_by_id, id, &i) && i < p->n_location ? &p->location[i] : NULL;
 }
 
 const pd_pprof_function *pd_profile_function(const pd_profile *p, uint64_t id)
 {
     uint64_t i;
+    if (p->fn_dense)
+        return id - 1 < p->n_function ? &p->function[id - 1] : NULL;
     return pd_u64map_get(&p->fn_by_id, id, &i) && i < p->n_function ? &p->function[i] : NULL;
 }
 
 const pd_pprof_mapping *pd_profile_mapping(const pd_profile *p, uint64_t id)
 {
     uint64_t i;
+    if (p->map_dense)
+        return id - 1 < p->n_mapping ? &p->mapping[id - 1] : NULL;
     return pd_u64map_get(&p->map_by_id, id, &i) && i < p->n_mapping ? &p->mapping[i] : NULL;
 }
 

@@ -26,7 +26,9 @@
  *
  * Ids: location, function and mapping ids are the producer's (non-zero,
  * unique per kind). After a successful decode or pd_profile_index(), the
- * lookup functions below find them in O(1).
+ * lookup functions below find them in O(1): ids 1..n in array order (what Go
+ * writes) are looked up as array index id - 1 with no map; other ids through
+ * loc_by_id/fn_by_id/map_by_id.
  */
 #ifndef PD_PPROF_PPROF_H
 #define PD_PPROF_PPROF_H
@@ -113,7 +115,8 @@ typedef struct pd_profile {
     int64_t doc_url;             /* string index */
 
     pd_arena arena;
-    pd_u64map loc_by_id, fn_by_id, map_by_id; /* id -> array index */
+    pd_u64map loc_by_id, fn_by_id, map_by_id; /* id -> array index (empty when dense) */
+    bool loc_dense, fn_dense, map_dense; /* ids are 1..n in array order (no map needed) */
     void *intern; /* private to pprof.c: string interning table, or NULL */
 } pd_profile;
 
@@ -154,7 +157,7 @@ void pd_profile_release(pd_profile *p);
 int pd_profile_decode(pd_profile *p /* OUT */, const uint8_t *body, size_t len,
                       const pd_pprof_limits *lim, pd_err *err);
 
-/* Builds the id lookup maps (decode does this). 0, PD_ENOMEM, or PD_EINVAL
+/* Builds the id lookup maps, or marks a kind dense (decode does this). 0, PD_ENOMEM, or PD_EINVAL
  * for a duplicate or zero id (err names it). */
 int pd_profile_index(pd_profile *p, pd_err *err);
 
