@@ -5,7 +5,10 @@
 # profile type every 5 s, cpu with a 4 s window), against the baseline of
 # keeping every scraped body as served (sum of the gzip bodies).
 #
-#   bench/scrape_footprint.sh [MINUTES=5] [PROFD=build/profd]
+#   bench/scrape_footprint.sh [MINUTES=5] [PROFD=build/profd] [PROFD_FLAGS...]
+#
+# Extra arguments go to profd serve, e.g. --storage.block-duration=2m to see
+# the disk of blocks (cut, compacted) within the run instead of the WAL only.
 #
 # Prints one row per minute, then a summary:
 #   min          minutes since profd started
@@ -33,7 +36,7 @@ port_demo=$((20000 + RANDOM % 10000)); port_profd=$((port_demo + 1))
 "$tmp/demo" -listen=127.0.0.1:$port_demo >/dev/null 2>&1 &
 sed -e "s/127.0.0.1:6060/127.0.0.1:$port_demo/" examples/profd.yaml >"$tmp/profd.yaml"
 "$PROFD" serve --config.file="$tmp/profd.yaml" --storage.path="$tmp/data" \
-    --web.listen-address=127.0.0.1:$port_profd --log.level=warn 2>"$tmp/profd.log" &
+    --web.listen-address=127.0.0.1:$port_profd --log.level=warn "${@:3}" 2>"$tmp/profd.log" &
 pid=$!
 start=$(date +%s.%N)
 hz=$(getconf CLK_TCK)

@@ -36,7 +36,12 @@
  * whole WAL, or the block and (part of) the WAL: on open, head points whose
  * (series, ts) is in a block are dropped (no duplicates). A cut that fails
  * is logged and retried no earlier than 60 s later; the head keeps the data.
- * The cut runs under app_mu: appends wait for it.
+ * With the maintenance thread (the default), an append that finds a cut due
+ * wakes the thread, which copies the points to cut under app_mu, reads,
+ * decodes and writes them with app_mu released (appends go on; points
+ * appended into the range meanwhile stay for the next cut), then swaps the
+ * block in under app_mu + the idx write lock. Without the thread
+ * (maintenance_ms < 0) the append itself cuts, under app_mu.
  *
  * Record payloads (integers: u64/i64 fixed little endian; varint = unsigned
  * LEB128; str = varint length + bytes, no NUL inside):
@@ -183,6 +188,7 @@ struct pd_storage {
     pthread_mutex_t stop_mu;
     pthread_cond_t stop_cv;
     bool stopping;
+    bool kicked; /* a head cut is due: run now (under stop_mu) */
 };
 
 static uint64_t blocks_profiles(const pd_storage *s);
@@ -980,15 +986,6 @@ static size_t drop_points(series *se, const int64_t *ts, size_t n)
     return dropped;
 }
 
-/* Removes the points of se in [a, b). Returns how many. */
-static size_t drop_range(series *se, int64_t a, int64_t b)
-{
-    size_t lo = lower_bound(se, a), hi = lower_bound(se, b);
-    stash_points(se, se->pts + lo, hi - lo);
-    memmove(se->pts + lo, se->pts + hi, (se->n_pts - hi) * sizeof *se->pts);
-    se->n_pts -= hi - lo;
-    return hi - lo;
-}
 
 /* Open: drops head points (replayed from the WAL) already in a block — a
  * crash between a block's rename and the WAL checkpoint leaves both. */
@@ -1311,14 +1308,38 @@ static bool cut_due(const pd_storage *s, int64_t *start /* OUT */)
     return true;
 }
 
+/* A head series' points in the range being cut, copied. */
+typedef struct cut_part {
+    series *se; /* series are never freed while the store is open */
+    point *pts;
+    int64_t *ts;
+    size_t n;
+} cut_part;
+
+static void cut_parts_free(cut_part *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].pts);
+        free(v[i].ts);
+    }
+    free(v);
+}
+
 /* Cuts the head's profiles in [a, a + block_ms) into a block, then
- * checkpoints the WAL. With app_mu held. On failure the head is unchanged
- * (the data stays in the WAL). */
-static int cut_head(pd_storage *s, int64_t a, pd_err *err)
+ * checkpoints the WAL. With `locked`, the caller holds app_mu throughout
+ * (appends wait for the whole cut: the store without a maintenance thread).
+ * Else (the maintenance thread, maint_mu held) app_mu is taken only to copy
+ * the points to cut, to swap the block in, and for the checkpoint: the WAL
+ * reads, decodes and the block write run while appends go on. Points
+ * appended into the range meanwhile stay in the head (the next cut takes
+ * them). On failure the head is unchanged (the data stays in the WAL). */
+static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
 {
     int64_t b_end = a + s->block_ms;
     pd_block_writer *w = NULL;
     pd_block *blk = NULL;
+    cut_part *parts = NULL;
+    size_t n_parts = 0;
     pd_buf rec;
     pd_buf_init(&rec, (size_t)PD_WAL_MAX_RECORD + 1);
     char id[27] = {0}, dir[4400], name[4200];
@@ -1327,13 +1348,42 @@ static int cut_head(pd_storage *s, int64_t a, pd_err *err)
         rc = pd_err_set(err, rc, "head cut: out of memory");
         goto out;
     }
-    size_t skipped = 0;
-    int64_t t0 = now_mono_ms();
-    for (size_t i = 0; i < s->n_series; i++) {
+    /* 1. the points to cut */
+    if (!locked)
+        pthread_mutex_lock(&s->app_mu);
+    parts = calloc(s->n_series + 1, sizeof *parts);
+    for (size_t i = 0; parts && i < s->n_series; i++) {
         series *se = s->by_ref[i];
         size_t lo = lower_bound(se, a), hi = lower_bound(se, b_end);
-        for (size_t j = lo; j < hi; j++) {
-            point pt = se->pts[j];
+        if (hi == lo)
+            continue;
+        cut_part *cp = &parts[n_parts++];
+        cp->se = se;
+        cp->n = hi - lo;
+        cp->pts = malloc(cp->n * sizeof *cp->pts);
+        cp->ts = malloc(cp->n * sizeof *cp->ts);
+        if (!cp->pts || !cp->ts) {
+            rc = PD_ENOMEM;
+            break;
+        }
+        memcpy(cp->pts, se->pts + lo, cp->n * sizeof *cp->pts);
+        for (size_t j = 0; j < cp->n; j++)
+            cp->ts[j] = cp->pts[j].ts;
+    }
+    if (!locked)
+        pthread_mutex_unlock(&s->app_mu);
+    if (!parts || rc < 0) {
+        rc = pd_err_set(err, PD_ENOMEM, "head cut: out of memory");
+        goto out;
+    }
+    /* 2. read, decode and add them (the WAL keeps their segments until the
+       checkpoint below, which only a cut does) */
+    size_t skipped = 0;
+    int64_t t0 = now_mono_ms();
+    for (size_t i = 0; i < n_parts; i++) {
+        series *se = parts[i].se;
+        for (size_t j = 0; j < parts[i].n; j++) {
+            point pt = parts[i].pts[j];
             pd_err e;
             pd_err_clear(&e);
             pd_buf_reset(&rec);
@@ -1387,22 +1437,21 @@ static int cut_head(pd_storage *s, int64_t a, pd_err *err)
         snprintf(dir, sizeof dir, "%s/%s", s->path, id);
         if ((rc = pd__block_open(dir, &blk, err)) < 0) {
             /* never leave a block behind that the head also keeps */
-            char tmp[4500];
-            snprintf(tmp, sizeof tmp, "%s.tmp", dir);
-            if (rename(dir, tmp) < 0)
-                pd_log_error("storage: cannot set aside a block that does not open",
-                             "dir=%s err=\"%s\"", dir, strerror(errno));
+            remove_block_dir(dir);
             goto out;
         }
     }
+    /* 3. swap: the block in, its points out of the head */
+    if (!locked)
+        pthread_mutex_lock(&s->app_mu);
     bool added = false;
     pthread_rwlock_wrlock(&s->idx);
     if (blk) {
         rc = add_block(s, blk, &added);
         blk = NULL;
     }
-    for (size_t i = 0; i < s->n_series; i++)
-        s->n_profiles -= drop_range(s->by_ref[i], a, b_end);
+    for (size_t i = 0; i < n_parts; i++)
+        s->n_profiles -= drop_points(parts[i].se, parts[i].ts, parts[i].n);
     pthread_rwlock_unlock(&s->idx);
     if (rc < 0) {
         /* the block is on disk and complete; the next open maps it fully */
@@ -1411,7 +1460,7 @@ static int cut_head(pd_storage *s, int64_t a, pd_err *err)
     }
     s->n_cuts++;
     pd_metrics_add("profd_storage_head_cuts_total", NULL, 1);
-    /* checkpoint: segments below the oldest one a head point uses */
+    /* 4. checkpoint: segments below the oldest one a head point uses */
     uint32_t keep = pd__wal_current(s->wal);
     for (size_t i = 0; i < s->n_series; i++) {
         const series *se = s->by_ref[i];
@@ -1429,26 +1478,39 @@ static int cut_head(pd_storage *s, int64_t a, pd_err *err)
                     err->msg);
         rc = 0;
     }
+    update_gauges(s);
+    if (!locked)
+        pthread_mutex_unlock(&s->app_mu);
     pd_log_info("storage: head cut", "block=%s mint=%lld maxt=%lld profiles=%zu skipped=%zu ms=%lld",
                 n ? id : "-", (long long)a, (long long)(b_end - 1), n, skipped,
                 (long long)(now_mono_ms() - t0));
 out:
+    cut_parts_free(parts, n_parts);
     pd__block_close(blk);
     pd__block_writer_free(w);
     pd_buf_release(&rec);
     return rc;
 }
 
-/* Cuts every due range. With app_mu held (or during open). */
-static void maybe_cut(pd_storage *s)
+/* Cuts every due range. With `locked`, the caller holds app_mu (appends of
+ * a store without a maintenance thread, and open); else maint_mu is held
+ * and app_mu is taken per step. */
+static void maybe_cut(pd_storage *s, bool locked)
 {
     if (s->block_ms <= 0 || now_mono_ms() < s->cut_retry_after)
         return;
     int64_t a;
-    for (int i = 0; i < 64 && cut_due(s, &a); i++) {
+    for (int i = 0; i < 64; i++) {
+        if (!locked)
+            pthread_mutex_lock(&s->app_mu);
+        bool due = cut_due(s, &a);
+        if (!locked)
+            pthread_mutex_unlock(&s->app_mu);
+        if (!due)
+            break;
         pd_err e;
         pd_err_clear(&e);
-        if (cut_head(s, a, &e) < 0) {
+        if (cut_head(s, a, locked, &e) < 0) {
             pd_log_error("storage: head cut failed; retrying in 60 s", "err=\"%s\"", e.msg);
             s->cut_retry_after = now_mono_ms() + 60000;
             break;
@@ -1731,9 +1793,7 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
     pd_err_clear(err);
     int rc = 0;
     pthread_mutex_lock(&s->maint_mu);
-    pthread_mutex_lock(&s->app_mu);
-    maybe_cut(s);
-    pthread_mutex_unlock(&s->app_mu);
+    maybe_cut(s, false);
     for (int round = 0; round < 64 && now_mono_ms() >= s->compact_retry_after; round++) {
         int64_t newest;
         hblock **v;
@@ -1763,11 +1823,30 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
     return rc;
 }
 
+/* Wakes the maintenance thread for a round now (a head cut is due). */
+static void kick_maintenance(pd_storage *s)
+{
+    pthread_mutex_lock(&s->stop_mu);
+    if (!s->kicked) {
+        s->kicked = true;
+        pthread_cond_signal(&s->stop_cv);
+    }
+    pthread_mutex_unlock(&s->stop_mu);
+}
+
 static void *maint_main(void *arg)
 {
     pd_storage *s = arg;
     pthread_mutex_lock(&s->stop_mu);
     while (!s->stopping) {
+        if (s->kicked) {
+            s->kicked = false;
+            pthread_mutex_unlock(&s->stop_mu);
+            pd_err e;
+            pd_storage_maintain(s, &e);
+            pthread_mutex_lock(&s->stop_mu);
+            continue;
+        }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += s->maint_ms / 1000;
@@ -1779,6 +1858,8 @@ static void *maint_main(void *arg)
         pthread_cond_timedwait(&s->stop_cv, &s->stop_mu, &ts);
         if (s->stopping)
             break;
+        if (s->kicked)
+            continue;
         pthread_mutex_unlock(&s->stop_mu);
         pd_err e;
         pd_storage_maintain(s, &e);
@@ -1885,7 +1966,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         if (write_series_file(s, &e) < 0) /* refs hold for this run anyway */
             pd_log_warn("storage: cannot persist the refs of block series", "err=\"%s\"", e.msg);
     }
-    maybe_cut(s);
+    maybe_cut(s, true);
     update_gauges(s);
     if (s->maint_ms > 0) {
         if ((rc = pthread_create(&s->maint_thread, NULL, maint_main, s)) != 0) {
@@ -2069,7 +2150,16 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
     insert_point(se, pt, pr.totals, k);
     s->n_profiles++;
     pthread_rwlock_unlock(&s->idx);
-    maybe_cut(s);
+    int64_t cut_from;
+    if (s->maint_ms <= 0) { /* no maintenance thread: cut here, appends wait */
+        /* (unless a pd_storage_maintain round runs: it cuts) */
+        if (pthread_mutex_trylock(&s->maint_mu) == 0) {
+            maybe_cut(s, true);
+            pthread_mutex_unlock(&s->maint_mu);
+        }
+    }
+    else if (cut_due(s, &cut_from)) /* wake the thread: it cuts while appends go on */
+        kick_maintenance(s);
     update_gauges(s);
     rc = 0;
     goto out;

@@ -269,6 +269,10 @@ static int setup(void **state)
     pd_storage_options so = pd_storage_options_default();
     so.path = tmpdir;
     so.fsync = PD_FSYNC_NEVER;
+    /* the test data spans 2024 to now: no retention (it would delete the
+       2024 profiles as 15 days older than the newest), no background round */
+    so.retention_ms = -1;
+    so.maintenance_ms = -1;
     pd_err err = {{0}};
     if (pd_storage_open(&so, &st, &err) != 0) {
         fprintf(stderr, "storage open: %s\n", err.msg);
