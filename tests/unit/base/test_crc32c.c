@@ -58,6 +58,13 @@ static void test_against_reference_and_incremental(void **state)
     for (size_t off = 0; off < 9; off++)
         for (size_t len = 0; len + off <= 200; len++)
             assert_int_equal(pd_crc32c(0, data + off, len), crc_ref(data + off, len));
+    /* the portable path too (pd_crc32c may take the hardware one) */
+    for (size_t off = 0; off < 9; off++)
+        for (size_t len = 0; len + off <= 200; len++)
+            assert_int_equal(pd__crc32c_portable(0, data + off, len), crc_ref(data + off, len));
+    assert_int_equal(pd__crc32c_portable(0, "123456789", 9), 0xE3069283u);
+    assert_int_equal(pd__crc32c_portable(pd_crc32c(0, data, 100), data + 100, 900),
+                     crc_ref(data, sizeof data));
     uint32_t whole = pd_crc32c(0, data, sizeof data);
     assert_int_equal(whole, crc_ref(data, sizeof data));
     for (size_t cut = 0; cut <= sizeof data; cut += 37) {
