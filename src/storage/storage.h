@@ -37,7 +37,8 @@ typedef enum { PD_FSYNC_ALWAYS, PD_FSYNC_BATCH, PD_FSYNC_NEVER } pd_fsync_policy
 
 typedef struct pd_storage_options {
     const char *path;         /* directory; created if missing */
-    size_t segment_bytes;     /* log segment size; 0 = 128 MiB */
+    size_t segment_bytes;     /* log segment size; 0 = 32 MiB (the checkpoint after a head
+                                 cut frees whole segments: smaller ones free sooner) */
     pd_fsync_policy fsync;    /* default PD_FSYNC_BATCH */
     int64_t fsync_batch_ms;   /* batch window; 0 = 1000 ms */
     pd_pprof_limits limits;   /* caps for decoding stored bodies */

@@ -199,7 +199,7 @@ pd_storage_options pd_storage_options_default(void)
     pd_storage_options o;
     memset(&o, 0, sizeof o);
     o.path = "./data";
-    o.segment_bytes = 128u << 20;
+    o.segment_bytes = 32u << 20;
     o.fsync = PD_FSYNC_BATCH;
     o.fsync_batch_ms = 1000;
     o.limits = pd_pprof_limits_default();
@@ -1943,7 +1943,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     }
     pd_wal_options wo = {
         .dir = s->waldir,
-        .segment_bytes = opts->segment_bytes ? opts->segment_bytes : 128u << 20,
+        .segment_bytes = opts->segment_bytes ? opts->segment_bytes : 32u << 20,
         .fsync = opts->fsync,
         .batch_ms = opts->fsync_batch_ms > 0 ? opts->fsync_batch_ms : 1000,
     };
