@@ -312,7 +312,8 @@ static int list_blocks(const char *dir, char ***out, size_t *n)
         }
     }
     closedir(d);
-    qsort(*out, *n, sizeof **out, cmp_str);
+    if (*n > 1)
+        qsort(*out, *n, sizeof **out, cmp_str);
     return 0;
 }
 

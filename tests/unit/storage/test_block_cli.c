@@ -153,7 +153,7 @@ static void test_check_wal(void **state)
     const char *ck[] = {"tsdb", "check", tmp};
     assert_int_equal(run(3, ck), 0);
     /* the segment: find it */
-    char seg[4300] = "";
+    char seg[4600] = "";
     char wal[4200];
     snprintf(wal, sizeof wal, "%s/wal", tmp);
     DIR *d = opendir(wal);
