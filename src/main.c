@@ -62,6 +62,7 @@ typedef struct flags {
     int64_t block_ms;         /* --storage.block-duration (0: storage default, 2h) */
     int64_t retention_ms;     /* --storage.retention.time (0: storage default, 15d) */
     size_t retention_bytes;   /* --storage.retention.size (0: no limit) */
+    size_t segment_bytes;     /* --storage.wal.segment-size (0: storage default, 32 MiB) */
 } flags;
 
 static void usage(FILE *f)
@@ -82,6 +83,7 @@ static void usage(FILE *f)
             "                                  only serves stored data and takes pushes\n"
             "  --storage.path=DIR              storage directory (default ./data)\n"
             "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
+            "  --storage.wal.segment-size=SIZE WAL segment file size (default 32M)\n"
             "  --storage.block-duration=DUR    head time range cut into a block (default 2h)\n"
             "  --storage.retention.time=DUR    delete blocks older than this (default 15d)\n"
             "  --storage.retention.size=SIZE   delete oldest blocks while the store is larger\n"
@@ -172,7 +174,7 @@ static int parse_flags(int argc, char **argv, flags *f)
             "--config.file",       "--storage.path",          "--web.listen-address", "--log.level",
             "--storage.wal.fsync", "--scrape.max-body-bytes", "--web.threads",
             "--query.timeout",     "--query.max-samples",     "--storage.block-duration",
-            "--storage.retention.time", "--storage.retention.size"};
+            "--storage.retention.time", "--storage.retention.size", "--storage.wal.segment-size"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -229,6 +231,12 @@ static int parse_flags(int argc, char **argv, flags *f)
             pd_err derr = {{0}};
             if (pd_parse_duration(val, &f->retention_ms, &derr) < 0 || f->retention_ms < 0)
                 return usage_error("--storage.retention.time: \"%s\" is not a duration (e.g. 15d)",
+                                   val);
+        } else if (strcmp(name, "--storage.wal.segment-size") == 0) {
+            if (parse_size(val, &f->segment_bytes) < 0 || f->segment_bytes < 64 * 1024 ||
+                f->segment_bytes > (1ull << 32))
+                return usage_error("--storage.wal.segment-size: \"%s\" is not a size from 64K to "
+                                   "4G (e.g. 32M)",
                                    val);
         } else if (strcmp(name, "--storage.retention.size") == 0) {
             if (parse_size(val, &f->retention_bytes) < 0)
@@ -334,6 +342,8 @@ static int serve(const flags *f)
     so.block_duration_ms = f->block_ms;
     so.retention_ms = f->retention_ms;
     so.retention_bytes = f->retention_bytes;
+    if (f->segment_bytes)
+        so.segment_bytes = f->segment_bytes;
     int rc = pd_storage_open(&so, &st, &err);
     if (rc < 0) {
         pd_log(PD_LOG_ERROR, "cannot open storage", "path=%s err=\"%s\"", f->storage_path,
