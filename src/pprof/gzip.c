@@ -7,9 +7,18 @@
  * bomb). Concatenated gzip members are decoded one after the other (as Go's
  * gzip.Reader does); bytes after a member that are not another member are
  * an error.
+ *
+ * Fast path (libdeflate, whole buffer): a gzip trailer ends with ISIZE, the
+ * member's uncompressed size mod 2^32. When that size is within the cap and
+ * the output buffer's room, the output is reserved once and libdeflate
+ * inflates the whole member into it (checking CRC-32 and ISIZE). Only a
+ * clean success that consumed every input byte is kept; anything else
+ * (several members, a lying ISIZE, corrupt data) is redone from the start
+ * by the zlib loop below, so caps, errors and their messages are zlib's.
  */
 #include "pprof/pprof_int.h"
 
+#include <libdeflate.h>
 #include <limits.h>
 #include <string.h>
 #include <zlib.h>
@@ -21,8 +30,36 @@ bool pd_is_gzip(const uint8_t *data, size_t len)
 
 #define STEP (64u << 10)
 
+/* 1: done (out holds the data); 0: not done, out unchanged (use zlib). */
+static int gunzip_whole(const uint8_t *in, size_t len, size_t max_out, pd_buf *out)
+{
+    if (len < 18) /* 10-byte header + empty deflate + 8-byte trailer, at least */
+        return 0;
+    const uint8_t *t = in + len - 4;
+    size_t isize = (size_t)t[0] | (size_t)t[1] << 8 | (size_t)t[2] << 16 | (size_t)t[3] << 24;
+    /* deflate expands at most ~1032:1: a larger ISIZE is a lie (or a member
+       of a multi-member body) and must not size an allocation */
+    if (isize > max_out || isize > out->max - out->len || isize / 1032 > len ||
+        pd_buf_reserve(out, isize) != 0)
+        return 0;
+    struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+    if (!d)
+        return 0;
+    size_t used = 0, got = 0;
+    enum libdeflate_result r = libdeflate_gzip_decompress_ex(d, in, len, out->data + out->len,
+                                                             isize, &used, &got);
+    libdeflate_free_decompressor(d);
+    if (r != LIBDEFLATE_SUCCESS || used != len || got != isize)
+        return 0;
+    out->len += got;
+    out->data[out->len] = '\0';
+    return 1;
+}
+
 int pd_gunzip(const uint8_t *in, size_t len, size_t max_out, pd_buf *out, pd_err *err)
 {
+    if (gunzip_whole(in, len, max_out, out))
+        return 0;
     z_stream zs;
     memset(&zs, 0, sizeof zs);
     if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
