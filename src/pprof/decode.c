@@ -16,9 +16,11 @@
  * Algorithm, linear in the input: pass 1 walks the top-level fields and
  * counts each repeated field; the caps are checked on these counts before
  * anything is allocated; the arrays are then allocated from the profile's
- * arena and pass 2 fills them. Each sub-message (sample, location) is done
- * the same way on its own bytes: count, check caps, allocate, fill. So every
- * byte is read at most three times and nothing is reallocated.
+ * arena and pass 2 fills them. A sample or location is read in one pass
+ * into scratch arrays owned by the decoder (reused across messages, caps
+ * checked as they grow), then copied into exactly sized arena arrays. So
+ * every byte is read at most three times and nothing in the arena is
+ * reallocated. No text is formatted unless there is an error to report.
  *
  * Every length is checked against the bytes that remain in the enclosing
  * message before use; nothing here asserts on input. Errors name the byte
@@ -27,6 +29,7 @@
 #include "pprof/pprof_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "base/varint.h"
 
@@ -37,7 +40,39 @@ typedef struct dec {
     size_t n_lines; /* Line entries so far, over all locations */
     const char *kind; /* message being decoded when `what` is NULL ... */
     size_t idx;       /* ... and its index: named only in error messages */
+    /* scratch for one sample or location, reused (malloc'd, freed at the end) */
+    uint64_t *s_loc, *s_val;
+    size_t cap_loc, cap_val;
+    pd_pprof_label *s_lab;
+    size_t cap_lab;
+    pd_pprof_line *s_line;
+    size_t cap_line;
 } dec;
+
+/* Room for `need` elements in a scratch array (need is within a cap). */
+static int scratch(dec *d, void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need)
+        nc *= 2;
+    void *n = realloc(*arr, nc * elem);
+    if (!n)
+        return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s %zu", d->kind,
+                          d->idx);
+    *arr = n;
+    *cap = nc;
+    return 0;
+}
+
+static void dec_release(dec *d)
+{
+    free(d->s_loc);
+    free(d->s_val);
+    free(d->s_lab);
+    free(d->s_line);
+}
 
 /* A view of one message's bytes; off is the absolute offset of p[0]. */
 typedef struct rd {
@@ -64,8 +99,7 @@ static int perr(dec *d, const rd *r, const char *what, const char *why)
                       what_name(d, what, buf, sizeof buf), why);
 }
 
-/* Varints of one or two bytes (tags, ids, most values) are read inline; the
- * rest, and every error, go through pd_varint_get. */
+/* Varints are read inline, 1-2 byte ones (tags, ids, most values) first. */
 static inline int rd_varint(dec *d, rd *r, const char *what, uint64_t *v)
 {
     const uint8_t *p = r->p + r->pos;
@@ -82,9 +116,22 @@ static inline int rd_varint(dec *d, rd *r, const char *what, uint64_t *v)
             return 0;
         }
     }
-    size_t n = pd_varint_get(p, left, v);
-    if (n == 0)
-        return perr(d, r, what, r->len - r->pos < 10 ? "truncated varint" : "varint longer than 10 bytes");
+    size_t n = 0, lim = left < 10 ? left : 10; /* pd_varint_get's rules, inline */
+    uint64_t x = 0;
+    for (size_t i = 0; i < lim; i++) {
+        if (i == 9 && p[i] > 1)
+            break; /* a 10th byte may carry only bit 63 */
+        x |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            *v = x;
+            n = i + 1;
+            break;
+        }
+    }
+    if (n == 0) {
+        perr(d, r, what, r->len - r->pos < 10 ? "truncated varint" : "varint longer than 10 bytes");
+        return PD_EPARSE; /* a constant: the compiler sees *v set whenever 0 is returned */
+    }
     r->pos += n;
     return 0;
 }
@@ -163,19 +210,40 @@ static size_t count_packed(const rd *s)
     return n;
 }
 
-/* Decodes a packed payload into dst[*n..]; room is known to suffice. */
-static int fill_packed(dec *d, rd *s, const char *what, uint64_t *dst, size_t *n, size_t cap)
+/* Decodes a packed payload into dst[*n..]; room is known to suffice. One-
+ * and two-byte varints (ids, small values) take a tight loop of their own. */
+static inline int fill_packed(dec *d, rd *s, const char *what, uint64_t *dst, size_t *n, size_t cap)
 {
-    while (s->pos < s->len) {
+    const uint8_t *p = s->p;
+    size_t len = s->len, i = s->pos, k = *n;
+    int rc = 0;
+    while (i < len) {
+        uint8_t b = p[i];
+        if (k < cap && b < 0x80) {
+            dst[k++] = b;
+            i++;
+            continue;
+        }
+        if (k < cap && i + 1 < len && p[i + 1] < 0x80) {
+            dst[k++] = (uint64_t)(b & 0x7f) | (uint64_t)p[i + 1] << 7;
+            i += 2;
+            continue;
+        }
         uint64_t v;
-        int rc = rd_varint(d, s, what, &v);
-        if (rc)
-            return rc;
-        if (*n >= cap) /* cannot happen: count_packed counted every terminator */
-            return perr(d, s, what, "packed field longer than counted");
-        dst[(*n)++] = v;
+        s->pos = i;
+        if ((rc = rd_varint(d, s, what, &v)))
+            break;
+        if (k >= cap) { /* cannot happen: count_packed counted every terminator */
+            rc = perr(d, s, what, "packed field longer than counted");
+            break;
+        }
+        dst[k++] = v;
+        i = s->pos;
     }
-    return 0;
+    if (!rc)
+        s->pos = i;
+    *n = k;
+    return rc;
 }
 
 static int too_big(dec *d, const char *what, size_t n, const char *cap, size_t limit)
@@ -231,6 +299,8 @@ static int dec_label(dec *d, rd *r, const char *what, pd_pprof_label *l)
     return 0;
 }
 
+/* One pass over the sample's fields into the scratch arrays (caps checked
+ * as they grow), then one exact allocation of each array from the arena. */
 static int dec_sample(dec *d, rd *r, size_t idx, pd_pprof_sample *s)
 {
     const char *what = NULL; /* "sample idx" in errors */
@@ -242,11 +312,14 @@ static int dec_sample(dec *d, rd *r, size_t idx, pd_pprof_sample *s)
     rd sub;
     uint64_t v;
 
-    /* pass 1: count */
     while (r->pos < r->len) {
         if ((rc = rd_tag(d, r, what, &f, &wt)))
             return rc;
         if ((f == 1 || f == 2) && (wt == WT_VARINT || wt == WT_LEN)) {
+            uint64_t **dst = f == 1 ? &d->s_loc : &d->s_val;
+            v = 0;
+            size_t *cap = f == 1 ? &d->cap_loc : &d->cap_val;
+            size_t *n = f == 1 ? &n_loc : &n_val;
             size_t k = 1;
             if (wt == WT_VARINT) {
                 if ((rc = rd_varint(d, r, what, &v)))
@@ -256,61 +329,50 @@ static int dec_sample(dec *d, rd *r, size_t idx, pd_pprof_sample *s)
                     return rc;
                 k = count_packed(&sub);
             }
-            if (f == 1)
-                n_loc += k;
-            else
-                n_val += k;
+            if (f == 1 && *n + k > d->lim.max_stack_depth)
+                return too_big(d, what, *n + k, "max_stack_depth (locations per sample)",
+                               d->lim.max_stack_depth);
+            if (f == 2 && *n + k > d->lim.max_sample_types)
+                return too_big(d, what, *n + k, "max_sample_types (values per sample)",
+                               d->lim.max_sample_types);
+            if ((rc = scratch(d, (void **)dst, cap, *n + k, sizeof **dst)))
+                return rc;
+            if (wt == WT_VARINT)
+                (*dst)[(*n)++] = v;
+            else if ((rc = fill_packed(d, &sub, what, *dst, n, *n + k)))
+                return rc;
         } else if (f == 3 && wt == WT_LEN) {
             if ((rc = rd_bytes(d, r, what, &sub)))
                 return rc;
-            n_lab++;
+            if (n_lab + 1 > d->lim.max_labels_per_sample)
+                return too_big(d, what, n_lab + 1, "max_labels_per_sample",
+                               d->lim.max_labels_per_sample);
+            if ((rc = scratch(d, (void **)&d->s_lab, &d->cap_lab, n_lab + 1, sizeof *d->s_lab)))
+                return rc;
+            pd_pprof_label *l = &d->s_lab[n_lab++];
+            memset(l, 0, sizeof *l);
+            if ((rc = dec_label(d, &sub, what, l)))
+                return rc;
         } else if ((rc = rd_skip(d, r, what, wt))) {
             return rc;
         }
     }
-    if (n_loc > d->lim.max_stack_depth)
-        return too_big(d, what, n_loc, "max_stack_depth (locations per sample)", d->lim.max_stack_depth);
-    if (n_lab > d->lim.max_labels_per_sample)
-        return too_big(d, what, n_lab, "max_labels_per_sample", d->lim.max_labels_per_sample);
-    if (n_val > d->lim.max_sample_types)
-        return too_big(d, what, n_val, "max_sample_types (values per sample)", d->lim.max_sample_types);
 
     pd_arena *a = &d->p->arena;
     s->location_id = n_loc ? pd_arena_alloc(a, n_loc * sizeof *s->location_id) : NULL;
     s->value = n_val ? pd_arena_alloc(a, n_val * sizeof *s->value) : NULL;
-    s->label = n_lab ? pd_arena_calloc(a, n_lab, sizeof *s->label) : NULL;
+    s->label = n_lab ? pd_arena_alloc(a, n_lab * sizeof *s->label) : NULL;
     if ((n_loc && !s->location_id) || (n_val && !s->value) || (n_lab && !s->label))
         return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s %zu", d->kind, d->idx);
-
-    /* pass 2: fill */
-    r->pos = 0;
-    s->n_location = s->n_value = s->n_label = 0;
-    while (r->pos < r->len) {
-        if ((rc = rd_tag(d, r, what, &f, &wt)))
-            return rc;
-        if ((f == 1 || f == 2) && (wt == WT_VARINT || wt == WT_LEN)) {
-            uint64_t *dst = f == 1 ? s->location_id : (uint64_t *)s->value;
-            size_t *n = f == 1 ? &s->n_location : &s->n_value;
-            size_t cap = f == 1 ? n_loc : n_val;
-            if (wt == WT_VARINT) {
-                if ((rc = rd_varint(d, r, what, &v)))
-                    return rc;
-                dst[(*n)++] = v;
-            } else {
-                if ((rc = rd_bytes(d, r, what, &sub)))
-                    return rc;
-                if ((rc = fill_packed(d, &sub, what, dst, n, cap)))
-                    return rc;
-            }
-        } else if (f == 3 && wt == WT_LEN) {
-            if ((rc = rd_bytes(d, r, what, &sub)))
-                return rc;
-            if ((rc = dec_label(d, &sub, what, &s->label[s->n_label++])))
-                return rc;
-        } else if ((rc = rd_skip(d, r, what, wt))) {
-            return rc;
-        }
-    }
+    if (n_loc)
+        memcpy(s->location_id, d->s_loc, n_loc * sizeof *s->location_id);
+    if (n_val)
+        memcpy(s->value, d->s_val, n_val * sizeof *s->value);
+    if (n_lab)
+        memcpy(s->label, d->s_lab, n_lab * sizeof *s->label);
+    s->n_location = n_loc;
+    s->n_value = n_val;
+    s->n_label = n_lab;
     return 0;
 }
 
@@ -388,27 +450,14 @@ static int dec_location(dec *d, rd *r, size_t idx, pd_pprof_location *l)
         if (f == 4 && wt == WT_LEN) {
             if ((rc = rd_bytes(d, r, what, &sub)))
                 return rc;
-            n_line++;
-        } else if ((rc = rd_skip(d, r, what, wt))) {
-            return rc;
-        }
-    }
-    d->n_lines += n_line;
-    if (d->n_lines > d->lim.max_lines)
-        return too_big(d, "line entries of all locations", d->n_lines, "max_lines", d->lim.max_lines);
-    l->line = n_line ? pd_arena_calloc(&d->p->arena, n_line, sizeof *l->line) : NULL;
-    if (n_line && !l->line)
-        return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s %zu", d->kind, d->idx);
-
-    r->pos = 0;
-    l->n_line = 0;
-    while (r->pos < r->len) {
-        if ((rc = rd_tag(d, r, what, &f, &wt)))
-            return rc;
-        if (f == 4 && wt == WT_LEN) {
-            if ((rc = rd_bytes(d, r, what, &sub)))
+            if (++d->n_lines > d->lim.max_lines)
+                return too_big(d, "line entries of all locations", d->n_lines, "max_lines",
+                               d->lim.max_lines);
+            if ((rc = scratch(d, (void **)&d->s_line, &d->cap_line, n_line + 1, sizeof *d->s_line)))
                 return rc;
-            if ((rc = dec_line(d, &sub, what, &l->line[l->n_line++])))
+            pd_pprof_line *ln = &d->s_line[n_line++];
+            memset(ln, 0, sizeof *ln);
+            if ((rc = dec_line(d, &sub, what, ln)))
                 return rc;
         } else if (f >= 1 && f <= 5 && f != 4 && wt == WT_VARINT) {
             if ((rc = rd_varint(d, r, what, &v)))
@@ -425,6 +474,12 @@ static int dec_location(dec *d, rd *r, size_t idx, pd_pprof_location *l)
             return rc;
         }
     }
+    l->line = n_line ? pd_arena_alloc(&d->p->arena, n_line * sizeof *l->line) : NULL;
+    if (n_line && !l->line)
+        return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s %zu", d->kind, d->idx);
+    if (n_line)
+        memcpy(l->line, d->s_line, n_line * sizeof *l->line);
+    l->n_line = n_line;
     return 0;
 }
 
@@ -605,9 +660,11 @@ int pd__pprof_decode_raw(pd_profile *p, const uint8_t *data, size_t len,
             goto fail;
         }
     }
+    dec_release(&d);
     return 0;
 
 fail:
+    dec_release(&d);
     pd_profile_release(p);
     return rc;
 }

@@ -20,6 +20,7 @@
 
 #include <libdeflate.h>
 #include <limits.h>
+#include <pthread.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -29,6 +30,35 @@ bool pd_is_gzip(const uint8_t *data, size_t len)
 }
 
 #define STEP (64u << 10)
+
+/* One libdeflate decompressor per thread (allocating one costs as much as
+ * inflating a small profile); freed when the thread exits. */
+static pthread_key_t dd_key;
+static pthread_once_t dd_once = PTHREAD_ONCE_INIT;
+static bool dd_ok;
+
+static void dd_free(void *d)
+{
+    libdeflate_free_decompressor(d);
+}
+
+static void dd_init(void)
+{
+    dd_ok = pthread_key_create(&dd_key, dd_free) == 0;
+}
+
+static struct libdeflate_decompressor *dd_get(void)
+{
+    pthread_once(&dd_once, dd_init);
+    if (!dd_ok)
+        return NULL;
+    struct libdeflate_decompressor *d = pthread_getspecific(dd_key);
+    if (!d && (d = libdeflate_alloc_decompressor()) && pthread_setspecific(dd_key, d) != 0) {
+        libdeflate_free_decompressor(d);
+        d = NULL;
+    }
+    return d;
+}
 
 /* 1: done (out holds the data); 0: not done, out unchanged (use zlib). */
 static int gunzip_whole(const uint8_t *in, size_t len, size_t max_out, pd_buf *out)
@@ -42,13 +72,12 @@ static int gunzip_whole(const uint8_t *in, size_t len, size_t max_out, pd_buf *o
     if (isize > max_out || isize > out->max - out->len || isize / 1032 > len ||
         pd_buf_reserve(out, isize) != 0)
         return 0;
-    struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+    struct libdeflate_decompressor *d = dd_get();
     if (!d)
         return 0;
     size_t used = 0, got = 0;
     enum libdeflate_result r = libdeflate_gzip_decompress_ex(d, in, len, out->data + out->len,
                                                              isize, &used, &got);
-    libdeflate_free_decompressor(d);
     if (r != LIBDEFLATE_SUCCESS || used != len || got != isize)
         return 0;
     out->len += got;

@@ -286,27 +286,21 @@ int pd_profile_validate(const pd_profile *p, pd_err *err)
 
 /* ---- lookups ---- */
 
-const pd_pprof_location *pd_profile_location(const pd_profile *p, uint64_t id)
+const pd_pprof_location *pd__profile_location_by_map(const pd_profile *p, uint64_t id)
 {
     uint64_t i;
-    if (p->loc_dense)
-        return id - 1 < p->n_location ? &p->location[id - 1] : NULL;
     return pd_u64map_get(&p->loc_by_id, id, &i) && i < p->n_location ? &p->location[i] : NULL;
 }
 
-const pd_pprof_function *pd_profile_function(const pd_profile *p, uint64_t id)
+const pd_pprof_function *pd__profile_function_by_map(const pd_profile *p, uint64_t id)
 {
     uint64_t i;
-    if (p->fn_dense)
-        return id - 1 < p->n_function ? &p->function[id - 1] : NULL;
     return pd_u64map_get(&p->fn_by_id, id, &i) && i < p->n_function ? &p->function[i] : NULL;
 }
 
-const pd_pprof_mapping *pd_profile_mapping(const pd_profile *p, uint64_t id)
+const pd_pprof_mapping *pd__profile_mapping_by_map(const pd_profile *p, uint64_t id)
 {
     uint64_t i;
-    if (p->map_dense)
-        return id - 1 < p->n_mapping ? &p->mapping[id - 1] : NULL;
     return pd_u64map_get(&p->map_by_id, id, &i) && i < p->n_mapping ? &p->mapping[i] : NULL;
 }
 

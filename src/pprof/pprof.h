@@ -186,10 +186,33 @@ int pd_profile_encode(const pd_profile *p, bool gzip, pd_buf *out);
  * difference (false with "out of memory" if hashing could not allocate). */
 bool pd_profile_equal(const pd_profile *a, const pd_profile *b, pd_err *why);
 
-/* Lookups by id; NULL when absent. Need pd_profile_index (decode does it). */
-const pd_pprof_location *pd_profile_location(const pd_profile *p, uint64_t id);
-const pd_pprof_function *pd_profile_function(const pd_profile *p, uint64_t id);
-const pd_pprof_mapping *pd_profile_mapping(const pd_profile *p, uint64_t id);
+/* Lookups by id; NULL when absent. Need pd_profile_index (decode does it).
+ * Inline for dense ids (the per-sample hot path of merges and reports); the
+ * pd__profile_*_by_map functions look sparse ids up in the maps. */
+const pd_pprof_location *pd__profile_location_by_map(const pd_profile *p, uint64_t id);
+const pd_pprof_function *pd__profile_function_by_map(const pd_profile *p, uint64_t id);
+const pd_pprof_mapping *pd__profile_mapping_by_map(const pd_profile *p, uint64_t id);
+
+static inline const pd_pprof_location *pd_profile_location(const pd_profile *p, uint64_t id)
+{
+    if (p->loc_dense)
+        return id - 1 < p->n_location ? &p->location[id - 1] : NULL;
+    return pd__profile_location_by_map(p, id);
+}
+
+static inline const pd_pprof_function *pd_profile_function(const pd_profile *p, uint64_t id)
+{
+    if (p->fn_dense)
+        return id - 1 < p->n_function ? &p->function[id - 1] : NULL;
+    return pd__profile_function_by_map(p, id);
+}
+
+static inline const pd_pprof_mapping *pd_profile_mapping(const pd_profile *p, uint64_t id)
+{
+    if (p->map_dense)
+        return id - 1 < p->n_mapping ? &p->mapping[id - 1] : NULL;
+    return pd__profile_mapping_by_map(p, id);
+}
 /* The string at idx, or "" when out of range. Borrowed from p. */
 const char *pd_profile_str(const pd_profile *p, int64_t idx);
 

@@ -1315,8 +1315,36 @@ static int check_point(run *r, const pd_labels *ls, const pd_point *pt, const ch
                       r->first_types.data);
 }
 
-static int add_profile(run *r, const pd_series_info *si, int64_t ts, bool base, const char *side,
-                       pd_err *err)
+/* source_name for one more profile of the series whose "series {...}"
+ * prefix (prefix bytes) r->name already holds: no label formatting per
+ * profile. */
+static void source_name_at(run *r, size_t prefix, int64_t ts, const char *side)
+{
+    pd_buf *b = &r->name;
+    if (!b->data || b->len < prefix) {
+        b->len = 0;
+        return;
+    }
+    b->len = prefix;
+    char num[24], *e = num + sizeof num, *q = e;
+    uint64_t u = ts < 0 ? 0 - (uint64_t)ts : (uint64_t)ts;
+    do
+        *--q = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    if (ts < 0)
+        *--q = '-';
+    pd_buf_puts(b, " at ");
+    pd_buf_append(b, q, (size_t)(e - q));
+    pd_buf_puts(b, " ms");
+    if (side) {
+        pd_buf_puts(b, " (");
+        pd_buf_puts(b, side);
+        pd_buf_putc(b, ')');
+    }
+}
+
+static int add_profile(run *r, const pd_series_info *si, size_t prefix, int64_t ts, bool base,
+                       const char *side, pd_err *err)
 {
     pd_profile p;
     int rc = pd_storage_read_profile(r->st, si->ref, ts, &p, NULL, err);
@@ -1324,7 +1352,7 @@ static int add_profile(run *r, const pd_series_info *si, int64_t ts, bool base, 
         return 0; /* deleted since the points were read (retention) */
     if (rc < 0)
         return rc;
-    source_name(&si->labels, ts, side, &r->name);
+    source_name_at(r, prefix, ts, side);
     rc = pd_merge_add(r->m, &p, &si->labels, base, r->name.data, err);
     pd_profile_release(&p);
     return rc;
@@ -1379,8 +1407,12 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
             rc = check_point(r, &set.v[i].labels, &pts.v[j], side, err);
         if (pts.n)
             r->series++;
+        pd_buf_reset(&r->name);
+        pd_buf_puts(&r->name, "series ");
+        pd_labels_format(&set.v[i].labels, &r->name);
+        size_t prefix = r->name.len;
         for (size_t j = 0; j < pts.n && rc >= 0; j++)
-            rc = add_profile(r, &set.v[i], pts.v[j].ts_ms, base, side, err);
+            rc = add_profile(r, &set.v[i], prefix, pts.v[j].ts_ms, base, side, err);
         pd_points_release(&pts);
     }
 out:
