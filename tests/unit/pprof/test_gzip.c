@@ -112,6 +112,34 @@ static void test_concatenated_members(void **state)
     pd_buf_release(&out);
 }
 
+/* The whole-buffer path trusts the trailer's ISIZE only to size its output:
+ * a trailer that lies (smaller or larger than the data) is an error, as with
+ * zlib alone, and an honest one decodes into exactly the data. */
+static void test_isize_lies(void **state)
+{
+    (void)state;
+    char text[3000];
+    for (size_t i = 0; i < sizeof text; i++)
+        text[i] = (char)('a' + i % 23);
+    pd_buf gz, out;
+    pd_err err = {{0}};
+    pd_buf_init(&gz, 0);
+    pd_buf_init(&out, 0);
+    assert_int_equal(pd_gzip((const uint8_t *)text, sizeof text, &gz), 0);
+    assert_int_equal(pd_gunzip((const uint8_t *)gz.data, gz.len, sizeof text, &out, &err), 0);
+    assert_int_equal(out.len, sizeof text);
+    assert_memory_equal(out.data, text, sizeof text);
+    uint8_t *isize = (uint8_t *)gz.data + gz.len - 4;
+    isize[0] = (uint8_t)(isize[0] - 1); /* one byte short */
+    pd_buf_reset(&out);
+    assert_int_equal(pd_gunzip((const uint8_t *)gz.data, gz.len, 1 << 20, &out, &err), PD_EPARSE);
+    isize[0] = (uint8_t)(isize[0] + 2); /* one byte long */
+    pd_buf_reset(&out);
+    assert_int_equal(pd_gunzip((const uint8_t *)gz.data, gz.len, 1 << 20, &out, &err), PD_EPARSE);
+    pd_buf_release(&gz);
+    pd_buf_release(&out);
+}
+
 static void test_corrupt(void **state)
 {
     (void)state;
@@ -205,6 +233,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_appends),
         cmocka_unit_test(test_concatenated_members),
+        cmocka_unit_test(test_isize_lies),
         cmocka_unit_test(test_corrupt),
         cmocka_unit_test(test_output_buffer_cap),
         cmocka_unit_test(test_gzip_bomb),
