@@ -29,6 +29,7 @@
  *   n_group | n_group x (profiles in group, chunk offset delta from previous group)
  * ts dod: the first is ts, the second ts - ts0, then (ts_i - ts_i-1) - (ts_i-1 - ts_i-2).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,17 +131,70 @@ out:
 
 /* ---- rebuild a pd_profile ---- */
 
+/* Symbol index -> position in the profile being rebuilt. A dense table over
+ * the block's symbols with a generation stamp per slot, so nothing is
+ * cleared between profiles; the tables are per thread (a merge rebuilds
+ * thousands of profiles in a row: a hash map here was 12% of a block merge)
+ * and freed when the thread exits. */
+typedef struct dense {
+    uint32_t *pos, *gen;
+    size_t cap;
+    uint32_t cur;
+} dense;
+
+typedef struct dense_set {
+    dense d[3]; /* locations, functions, mappings */
+} dense_set;
+
+static pthread_key_t dense_key;
+static pthread_once_t dense_once = PTHREAD_ONCE_INIT;
+
+static void dense_free(void *p)
+{
+    dense_set *ds = p;
+    for (int i = 0; ds && i < 3; i++) {
+        free(ds->d[i].pos);
+        free(ds->d[i].gen);
+    }
+    free(ds);
+}
+
+static void dense_init_key(void) { pthread_key_create(&dense_key, dense_free); }
+
+/* Starts a profile on table k with room for n symbols. 0 or PD_ENOMEM. */
+static int dense_begin(dense *t, size_t n)
+{
+    if (n > t->cap) {
+        uint32_t *np = realloc(t->pos, n * sizeof *np), *ng;
+        if (!np)
+            return PD_ENOMEM;
+        t->pos = np;
+        if (!(ng = realloc(t->gen, n * sizeof *ng)))
+            return PD_ENOMEM;
+        memset(ng + t->cap, 0, (n - t->cap) * sizeof *ng);
+        t->gen = ng;
+        t->cap = n;
+    }
+    if (++t->cur == 0) { /* wrapped: clear the stamps once */
+        memset(t->gen, 0, t->cap * sizeof *t->gen);
+        t->cur = 1;
+    }
+    return 0;
+}
+
 typedef struct used {
-    pd_u64map m; /* block index -> position */
-    uint32_t *v; /* positions -> block index */
-    size_t n, cap;
+    dense *t;    /* symbol index -> position (dense, stamped) */
+    uint32_t *v; /* positions -> symbol index */
+    size_t n, cap, limit;
 } used;
 
 static int use(used *u, uint32_t idx, uint32_t *pos)
 {
-    uint64_t p;
-    if (pd_u64map_get(&u->m, idx, &p)) {
-        *pos = (uint32_t)p;
+    if (idx >= u->limit)
+        return PD_ECORRUPT; /* references are checked when the symbols are read */
+    dense *t = u->t;
+    if (t->gen[idx] == t->cur) {
+        *pos = t->pos[idx];
         return 0;
     }
     if (u->n == u->cap) {
@@ -153,16 +207,34 @@ static int use(used *u, uint32_t idx, uint32_t *pos)
     }
     u->v[u->n] = idx;
     *pos = (uint32_t)u->n;
-    if (pd_u64map_put(&u->m, idx, u->n))
-        return PD_ENOMEM;
+    t->gen[idx] = t->cur;
+    t->pos[idx] = (uint32_t)u->n;
     u->n++;
     return 0;
 }
 
-static void used_release(used *u)
+static void used_release(used *u) { free(u->v); }
+
+/* The three tables of this thread, started for a profile of symbols s. */
+static int used_begin(const pd_symbols *s, used *ul, used *uf, used *um)
 {
-    pd_u64map_release(&u->m);
-    free(u->v);
+    pthread_once(&dense_once, dense_init_key);
+    dense_set *ds = pthread_getspecific(dense_key);
+    if (!ds) {
+        if (!(ds = calloc(1, sizeof *ds)))
+            return PD_ENOMEM;
+        if (pthread_setspecific(dense_key, ds)) {
+            free(ds);
+            return PD_ENOMEM;
+        }
+    }
+    if (dense_begin(&ds->d[0], s->n_loc + 1) || dense_begin(&ds->d[1], s->n_fn + 1) ||
+        dense_begin(&ds->d[2], s->n_map + 1))
+        return PD_ENOMEM;
+    *ul = (used){.t = &ds->d[0], .limit = s->n_loc};
+    *uf = (used){.t = &ds->d[1], .limit = s->n_fn};
+    *um = (used){.t = &ds->d[2], .limit = s->n_map};
+    return 0;
 }
 
 int pd__dprof_to_profile(const pd_symbols *s, const pd_dprof *d, pd_profile *out, pd_err *err)
@@ -172,9 +244,8 @@ int pd__dprof_to_profile(const pd_symbols *s, const pd_dprof *d, pd_profile *out
     pd_u64map smap;
     uint32_t *tmp = NULL;
     pd_u64map_init(&smap);
-    pd_u64map_init(&ul.m);
-    pd_u64map_init(&uf.m);
-    pd_u64map_init(&um.m);
+    if ((rc = used_begin(s, &ul, &uf, &um)))
+        return pd_err_set(err, rc, "out of memory rebuilding a profile");
     if ((rc = pd_profile_init(out)))
         return rc;
     pd_profile *p = out;
