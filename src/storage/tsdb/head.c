@@ -175,6 +175,8 @@ struct pd_storage {
     int64_t cut_retry_after;   /* monotonic ms: no cut attempt before */
     uint64_t n_cuts;
     const char *replay_file; /* set while PATH/series is replayed */
+    bool hr_valid, hr_any;     /* head_range's cache (under app_mu) */
+    int64_t hr_min, hr_max;
 
     /* maintenance (compaction, retention): rounds serialised by maint_mu */
     pthread_mutex_t maint_mu;
@@ -1019,6 +1021,7 @@ static int dedupe_head(pd_storage *s)
             for (size_t j = 0; j < pts.n; j++)
                 ts[j] = pts.v[j].ts_ms;
             size_t d = drop_points(se, ts, pts.n);
+            s->hr_valid = false;
             free(ts);
             pd_points_release(&pts);
             dropped += d;
@@ -1280,23 +1283,50 @@ static int load_blocks(pd_storage *s, bool *added, pd_err *err)
 /* ---- head cut ---- */
 
 /* Start of the range to cut, when one is due (see the top of the file). */
-static bool cut_due(const pd_storage *s, int64_t *start /* OUT */)
+/* The head's min and max time, cached: cut_due runs after every append, and
+ * a scan of every series there cost O(series) per append. Appends widen the
+ * cached range; removing head points (cut, open) invalidates it, and the
+ * next call scans once. With app_mu held (or during open). */
+static bool head_range(pd_storage *s, int64_t *mn, int64_t *mx)
+{
+    if (!s->hr_valid) {
+        bool any = false;
+        for (size_t i = 0; i < s->n_series; i++) {
+            const series *se = s->by_ref[i];
+            if (!se->n_pts)
+                continue;
+            if (!any || se->pts[0].ts < s->hr_min)
+                s->hr_min = se->pts[0].ts;
+            if (!any || se->pts[se->n_pts - 1].ts > s->hr_max)
+                s->hr_max = se->pts[se->n_pts - 1].ts;
+            any = true;
+        }
+        s->hr_any = any;
+        s->hr_valid = true;
+    }
+    *mn = s->hr_min;
+    *mx = s->hr_max;
+    return s->hr_any;
+}
+
+/* After an append of ts (app_mu held): widens the cached head range. */
+static void head_range_add(pd_storage *s, int64_t ts)
+{
+    if (!s->hr_valid)
+        return;
+    if (!s->hr_any || ts < s->hr_min)
+        s->hr_min = ts;
+    if (!s->hr_any || ts > s->hr_max)
+        s->hr_max = ts;
+    s->hr_any = true;
+}
+
+static bool cut_due(pd_storage *s, int64_t *start /* OUT */)
 {
     if (s->block_ms <= 0 || !s->n_profiles)
         return false;
-    bool any = false;
     int64_t mn = 0, mx = 0;
-    for (size_t i = 0; i < s->n_series; i++) {
-        const series *se = s->by_ref[i];
-        if (!se->n_pts)
-            continue;
-        if (!any || se->pts[0].ts < mn)
-            mn = se->pts[0].ts;
-        if (!any || se->pts[se->n_pts - 1].ts > mx)
-            mx = se->pts[se->n_pts - 1].ts;
-        any = true;
-    }
-    if (!any)
+    if (!head_range(s, &mn, &mx))
         return false;
     int64_t d = s->block_ms;
     int64_t a = mn / d * d;
@@ -1452,6 +1482,7 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
     }
     for (size_t i = 0; i < n_parts; i++)
         s->n_profiles -= drop_points(parts[i].se, parts[i].ts, parts[i].n);
+    s->hr_valid = false;
     pthread_rwlock_unlock(&s->idx);
     if (rc < 0) {
         /* the block is on disk and complete; the next open maps it fully */
@@ -2148,6 +2179,7 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
         fresh = NULL;
     }
     insert_point(se, pt, pr.totals, k);
+    head_range_add(s, ts_ms);
     s->n_profiles++;
     pthread_rwlock_unlock(&s->idx);
     int64_t cut_from;
