@@ -173,7 +173,7 @@ struct pd_storage {
     size_t n_blocks, cap_blocks;
     int64_t block_ms;          /* <= 0: no head cut */
     int64_t cut_retry_after;   /* monotonic ms: no cut attempt before */
-    uint64_t n_cuts;
+    uint64_t n_cuts; /* __atomic: stats read it under the idx read lock only */
     const char *replay_file; /* set while PATH/series is replayed */
     bool hr_valid, hr_any;     /* head_range's cache (under app_mu) */
     int64_t hr_min, hr_max;
@@ -1489,7 +1489,7 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
         pd_log_error("storage: out of memory mapping a new block", "block=%s", id);
         rc = 0;
     }
-    s->n_cuts++;
+    __atomic_add_fetch(&s->n_cuts, 1, __ATOMIC_RELAXED);
     pd_metrics_add("profd_storage_head_cuts_total", NULL, 1);
     /* 4. checkpoint: segments below the oldest one a head point uses */
     uint32_t keep = pd__wal_current(s->wal);
@@ -2697,7 +2697,7 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
     out->bytes_on_disk = pd__wal_bytes(s->wal) + blocks_bytes(s);
     out->n_blocks = s->n_blocks;
     out->n_head_profiles = s->n_profiles;
-    out->n_cuts = s->n_cuts;
+    out->n_cuts = __atomic_load_n(&s->n_cuts, __ATOMIC_RELAXED);
     out->n_compactions = __atomic_load_n(&s->n_compactions, __ATOMIC_RELAXED);
     out->n_retention_deletes = __atomic_load_n(&s->n_ret_deletes, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&s->idx);
