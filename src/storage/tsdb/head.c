@@ -94,6 +94,7 @@
 #include "base/varint.h"
 #include "storage/storage.h"
 #include "storage/tsdb/block_int.h"
+#include "storage/tsdb/head_int.h"
 #include "storage/tsdb/wal_int.h"
 
 #define MAX_SAMPLE_TYPES 1024 /* per profile, at append and replay */
@@ -480,18 +481,9 @@ static const char *rd_str(reader *r, size_t *len)
     return s;
 }
 
-/* A decoded PROFILE payload; strings point into the payload. */
-typedef struct profile_rec {
-    uint64_t ref;
-    int64_t ts;
-    size_t k;
-    const char **types, **units;
-    size_t *tlen, *ulen;
-    int64_t *totals;
-    uint32_t body_off, body_len;
-} profile_rec;
+typedef pd_profile_rec profile_rec;
 
-static void profile_rec_release(profile_rec *pr)
+void pd__profile_rec_release(profile_rec *pr)
 {
     free(pr->types);
     free(pr->units);
@@ -511,15 +503,14 @@ static int profile_rec_alloc(profile_rec *pr, size_t k)
     pr->ulen = calloc(n, sizeof *pr->ulen);
     pr->totals = calloc(n, sizeof *pr->totals);
     if (!pr->types || !pr->units || !pr->tlen || !pr->ulen || !pr->totals) {
-        profile_rec_release(pr);
+        pd__profile_rec_release(pr);
         return PD_ENOMEM;
     }
     return 0;
 }
 
-/* Parses a PROFILE payload. PD_ECORRUPT (with why) or PD_ENOMEM. */
-static int profile_rec_parse(const uint8_t *p, size_t len, profile_rec *pr /* OUT */,
-                             const char **why)
+int pd__profile_rec_parse(const uint8_t *p, size_t len, profile_rec *pr /* OUT */,
+                          const char **why)
 {
     memset(pr, 0, sizeof *pr);
     reader r = {.p = p, .len = len};
@@ -542,7 +533,7 @@ static int profile_rec_parse(const uint8_t *p, size_t len, profile_rec *pr /* OU
         pr->totals[i] = pd_zigzag_dec(rd_varint(&r));
     uint64_t blen = rd_varint(&r);
     if (r.bad || blen != r.len - r.pos) {
-        profile_rec_release(pr);
+        pd__profile_rec_release(pr);
         return *why = r.bad ? "malformed profile record" : "profile body length mismatch",
                PD_ECORRUPT;
     }
@@ -646,7 +637,7 @@ static int replay_profile(pd_storage *s, uint32_t seg, uint64_t off, const uint8
 {
     profile_rec pr;
     const char *why = NULL;
-    int rc = profile_rec_parse(p, len, &pr, &why);
+    int rc = pd__profile_rec_parse(p, len, &pr, &why);
     if (rc == PD_ECORRUPT) {
         replay_bad(s, seg, off, why);
         return 0;
@@ -681,7 +672,7 @@ static int replay_profile(pd_storage *s, uint32_t seg, uint64_t off, const uint8
     insert_point(se, pt, pr.totals, pr.k);
     s->n_profiles++;
 out:
-    profile_rec_release(&pr);
+    pd__profile_rec_release(&pr);
     return rc;
 }
 
@@ -882,6 +873,8 @@ static void unlink_block(pd_storage *s, hblock *hb)
 /* rm -r of a block directory (its files and chunks/), first renamed to
  * DIR.tmp so that a crash halfway leaves garbage that open removes, never a
  * half block. Errors are logged. */
+static int fsync_path(const char *path);
+
 static void remove_block_dir(const char *dir)
 {
     char tmp[4500];
@@ -893,11 +886,7 @@ static void remove_block_dir(const char *dir)
     char *slash = strrchr(tmp, '/');
     if (slash) { /* the rename is durable before the files go */
         *slash = 0;
-        int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
+        fsync_path(tmp);
         *slash = '/';
     }
     rm_tree(tmp);
@@ -1422,10 +1411,10 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
             seg_name(s, pt.seg, name, sizeof name);
             rc = pd__wal_read(s->wal, pt.seg, pt.off, PD_WAL_REC_PROFILE, pt.len, &rec, &e);
             if (rc == 0) {
-                rc = profile_rec_parse((const uint8_t *)rec.data, rec.len, &pr, &why);
+                rc = pd__profile_rec_parse((const uint8_t *)rec.data, rec.len, &pr, &why);
                 if (rc == 0) {
                     bool same = pr.ref == se->ref && pr.ts == pt.ts;
-                    profile_rec_release(&pr);
+                    pd__profile_rec_release(&pr);
                     if (!same) {
                         rc = PD_ECORRUPT;
                         why = "record is not the indexed profile";
@@ -2083,7 +2072,7 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
         pr.tlen[i] = strlen(pr.types[i]);
         pr.ulen[i] = strlen(pr.units[i]);
         if (pr.tlen[i] > MAX_STR || pr.ulen[i] > MAX_STR) {
-            profile_rec_release(&pr);
+            pd__profile_rec_release(&pr);
             return pd_err_set(err, PD_EINVAL,
                               "append: sample type %zu has a name or unit over %u bytes", i,
                               MAX_STR);
@@ -2206,7 +2195,7 @@ out:
     pd_buf_release(&payload);
     pd_buf_release(&recs);
     /* pr's strings are borrowed from profile: only its arrays are freed */
-    profile_rec_release(&pr);
+    pd__profile_rec_release(&pr);
     return rc;
 }
 
@@ -2629,12 +2618,12 @@ static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_prof
     /* the record passed its CRC; still check it is the one the index means */
     profile_rec pr;
     const char *why = NULL;
-    rc = profile_rec_parse((const uint8_t *)rec.data, rec.len, &pr, &why);
+    rc = pd__profile_rec_parse((const uint8_t *)rec.data, rec.len, &pr, &why);
     if (rc == PD_ECORRUPT ||
         (rc == 0 && (pr.ref != ref || pr.ts != ts_ms || pr.body_off != pt.body_off ||
                      pr.body_len != pt.body_len))) {
         if (rc == 0)
-            profile_rec_release(&pr);
+            pd__profile_rec_release(&pr);
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: %s", name, (unsigned long long)pt.off,
                         why ? why : "record is not the indexed profile");
         goto out;
@@ -2643,7 +2632,7 @@ static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_prof
         pd_err_set(err, rc, "read profile: out of memory");
         goto out;
     }
-    profile_rec_release(&pr);
+    pd__profile_rec_release(&pr);
     const uint8_t *body = (const uint8_t *)rec.data + pt.body_off;
     pd_err derr;
     pd_err_clear(&derr);

@@ -15,6 +15,7 @@
 #include "base/labels.h"
 #include "base/varint.h"
 #include "storage/tsdb/block_int.h"
+#include "storage/tsdb/head_int.h"
 #include "storage/tsdb/tsdb_cli_int.h"
 #include "storage/tsdb/wal_int.h"
 
@@ -512,45 +513,32 @@ static int check_wal_file(const char *path, bool last, uint64_t *n_prof)
         uint64_t v = 0, k = 0;
         if (rh[0] == PD_WAL_REC_PROFILE) {
             (*n_prof)++;
-            int64_t tot[64];
-            if (len < 16)
-                why = "PROFILE record shorter than ref and ts";
-            else
-                p += 16;
-            if (!why && (!vget(&p, end, &k) || k > 1024))
-                why = "bad sample type count";
-            for (uint64_t i = 0; !why && i < 2 * k; i++)
-                if (!vget(&p, end, &v) || v > (uint64_t)(end - p))
-                    why = "bad sample type string";
-                else
-                    p += v;
-            for (uint64_t i = 0; !why && i < k; i++)
-                if (!vget(&p, end, &v))
-                    why = "bad total";
-                else if (i < 64)
-                    tot[i] = pd_zigzag_dec(v);
-            if (!why && (!vget(&p, end, &v) || v != (uint64_t)(end - p)))
-                why = "body length does not end the record";
-            if (!why) {
+            pd_profile_rec pr;
+            int prc = pd__profile_rec_parse(buf + 1, len, &pr, &why);
+            if (prc == PD_ENOMEM)
+                why = "out of memory parsing a PROFILE record";
+            if (prc == 0) {
                 pd_profile prof;
                 pd_err e;
                 e.msg[0] = 0;
-                if (pd_profile_decode(&prof, p, (size_t)v, NULL, &e) < 0) {
+                if (pd_profile_decode(&prof, buf + 1 + pr.body_off, pr.body_len, NULL, &e) < 0) {
                     printf("CORRUPT %s offset %llu: stored profile does not decode: %s\n", path,
                            (unsigned long long)off, e.msg);
                     bad = 1;
                 } else {
-                    if (prof.n_sample_type != k)
+                    if (prof.n_sample_type != pr.k)
                         why = "sample type count differs from the body";
-                    int64_t t2[64];
-                    if (!why && k <= 64) {
+                    int64_t *t2 = calloc(pr.k + 1, sizeof *t2);
+                    if (!why && t2) {
                         pd_profile_totals(&prof, t2);
-                        for (uint64_t i = 0; i < k && !why; i++)
-                            if (t2[i] != tot[i])
+                        for (size_t i = 0; i < pr.k && !why; i++)
+                            if (t2[i] != pr.totals[i])
                                 why = "totals differ from the body";
                     }
+                    free(t2);
                     pd_profile_release(&prof);
                 }
+                pd__profile_rec_release(&pr);
             }
         } else { /* SERIES: ref u64, varint n, n x (str, str) */
             if (len < 8)
