@@ -95,11 +95,11 @@
 #include "storage/storage.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/head_int.h"
+#include "storage/tsdb/headmem_int.h"
 #include "storage/tsdb/wal_int.h"
 
 #define MAX_SAMPLE_TYPES 1024 /* per profile, at append and replay */
 #define MAX_STR (1u << 20)    /* a label or sample type string read back */
-#define RETRY_READ (-99999)      /* read_profile_once: the WAL segment vanished; look again */
 
 typedef struct typeset {
     size_t n;
@@ -115,6 +115,7 @@ typedef struct point {
     uint32_t body_len;
     uint32_t tset; /* index into series.tsets */
     uint32_t tot;  /* index into series.totals (tsets[tset].n values) */
+    uint32_t gid, gpos; /* the decomposed profile: group and position (headmem_int.h) */
 } point;
 
 /* An open block of the store. refs: 1 for the store's list (s->blocks) plus
@@ -151,6 +152,7 @@ typedef struct series {
     size_t n_tsets, cap_tsets;
     int64_t *totals;
     size_t n_tot, cap_tot;
+    pd_hchunks hc; /* the head profiles, decomposed */
 } series;
 
 struct pd_storage {
@@ -162,6 +164,7 @@ struct pd_storage {
 
     pthread_mutex_t app_mu;
     pthread_rwlock_t idx;
+    pd_hmem hm; /* symbols and value groups of the head (headmem_int.h) */
     series **by_ref; /* ascending ref */
     size_t n_series, cap_series;
     series **buckets; /* n_buckets, power of two */
@@ -215,10 +218,11 @@ pd_storage_options pd_storage_options_default(void)
 
 /* ---- series and index ---- */
 
-static void series_free(series *se)
+static void series_free(pd_storage *s, series *se)
 {
     if (!se)
         return;
+    pd__hchunks_release(&s->hm, &se->hc);
     pd_labels_release(&se->labels);
     free(se->brefs);
     free(se->cpts);
@@ -545,6 +549,27 @@ int pd__profile_rec_parse(const uint8_t *p, size_t len, profile_rec *pr /* OUT *
 /* ---- replay ---- */
 
 /* "PATH/wal/NNNNNNNN" (usable during replay, before s->wal is set) */
+/* Compresses se's sealed raw head groups (appenders only: app_mu held, or
+ * open). The raw encoding stays readable while zstd runs outside the idx
+ * lock; the swap is under it (with `lock`; not during open). Without memory
+ * the group simply stays raw. */
+static void compress_sealed(pd_storage *s, series *se, bool lock)
+{
+    pd_hgroup *gs[8];
+    size_t n = pd__hchunks_raw_sealed(&se->hc, gs, 8);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *z;
+        size_t zl;
+        if (pd__hgroup_compress(gs[i], &z, &zl) < 0)
+            continue;
+        if (lock)
+            pthread_rwlock_wrlock(&s->idx);
+        pd__hgroup_install(&s->hm, gs[i], z, zl);
+        if (lock)
+            pthread_rwlock_unlock(&s->idx);
+    }
+}
+
 static void seg_name(const pd_storage *s, uint32_t seg, char *buf, size_t n)
 {
     snprintf(buf, n, "%s/%08u", s->waldir, seg);
@@ -669,6 +694,34 @@ static int replay_profile(pd_storage *s, uint32_t seg, uint64_t off, const uint8
     if ((rc = intern_tset(se, pr.k, pr.types, pr.tlen, pr.units, pr.ulen, &pt.tset)) < 0 ||
         (rc = reserve_point(se, pr.k)) < 0)
         goto out;
+    /* decompose the body into the head (as the append did) */
+    pd_profile prof;
+    pd_err e;
+    pd_err_clear(&e);
+    rc = pd_profile_decode(&prof, p + pr.body_off, pr.body_len, &s->limits, &e);
+    if (rc == PD_ENOMEM)
+        goto out;
+    if (rc < 0) {
+        char why2[640];
+        snprintf(why2, sizeof why2, "profile body does not decode: %s", e.msg);
+        replay_bad(s, seg, off, why2);
+        rc = 0;
+        goto out;
+    }
+    pd_hmem_undo u;
+    rc = pd__hmem_append(&s->hm, &se->hc, &prof, pr.ts, &pt.gid, &pt.gpos, &u, &e);
+    pd_profile_release(&prof);
+    if (rc == PD_ENOMEM)
+        goto out;
+    if (rc < 0) {
+        char why2[640];
+        snprintf(why2, sizeof why2, "profile cannot be decomposed: %s", e.msg);
+        replay_bad(s, seg, off, why2);
+        rc = 0;
+        goto out;
+    }
+    pd__hmem_commit(&se->hc, &u);
+    compress_sealed(s, se, false);
     insert_point(se, pt, pr.totals, pr.k);
     s->n_profiles++;
 out:
@@ -700,6 +753,9 @@ static void update_gauges(pd_storage *s)
     pd_metrics_set("profd_storage_profiles", NULL, (double)(s->n_profiles + blocks_profiles(s)));
     pd_metrics_set("profd_storage_bytes", NULL,
                    (double)(pd__wal_bytes(s->wal) + blocks_bytes(s)));
+    pd_metrics_set("profd_storage_head_chunk_bytes", NULL, (double)s->hm.bytes);
+    pd_metrics_set("profd_storage_head_symbols", NULL, (double)pd__hmem_symbols_count(&s->hm));
+    pd_metrics_set("profd_storage_head_symbol_generations", NULL, (double)pd__hmem_generations());
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -836,7 +892,7 @@ static int add_block(pd_storage *s, pd_block *b, bool *added)
                 return PD_ENOMEM;
             se = calloc(1, sizeof *se);
             if (!se || reserve_series(s) < 0 || pd_labels_copy(&se->labels, ls) < 0) {
-                series_free(se);
+                series_free(s, se);
                 return PD_ENOMEM;
             }
             se->ref = s->next_ref;
@@ -960,7 +1016,7 @@ static void prune_stash(series *se, uint32_t keep)
 
 /* Removes the points of se whose ts is in the ascending list ts[0..n).
  * Returns how many. Under the idx write lock (or during open). */
-static size_t drop_points(series *se, const int64_t *ts, size_t n)
+static size_t drop_points(pd_storage *s, series *se, const int64_t *ts, size_t n)
 {
     size_t w = 0, j = 0;
     for (size_t i = 0; i < se->n_pts; i++) {
@@ -968,6 +1024,7 @@ static size_t drop_points(series *se, const int64_t *ts, size_t n)
             j++;
         if (j < n && ts[j] == se->pts[i].ts) {
             stash_points(se, &se->pts[i], 1);
+            pd__hmem_drop(&s->hm, &se->hc, se->pts[i].gid);
             continue;
         }
         se->pts[w++] = se->pts[i];
@@ -1009,7 +1066,7 @@ static int dedupe_head(pd_storage *s)
             }
             for (size_t j = 0; j < pts.n; j++)
                 ts[j] = pts.v[j].ts_ms;
-            size_t d = drop_points(se, ts, pts.n);
+            size_t d = drop_points(s, se, ts, pts.n);
             s->hr_valid = false;
             free(ts);
             pd_points_release(&pts);
@@ -1359,8 +1416,6 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
     pd_block *blk = NULL;
     cut_part *parts = NULL;
     size_t n_parts = 0;
-    pd_buf rec;
-    pd_buf_init(&rec, (size_t)PD_WAL_MAX_RECORD + 1);
     char id[27] = {0}, dir[4400], name[4200];
     int rc = pd__block_writer_new(NULL, &w);
     if (rc < 0) {
@@ -1395,8 +1450,8 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
         rc = pd_err_set(err, PD_ENOMEM, "head cut: out of memory");
         goto out;
     }
-    /* 2. read, decode and add them (the WAL keeps their segments until the
-       checkpoint below, which only a cut does) */
+    /* 2. rebuild them from the head's decomposed form and add them (only this
+       cut drops head points, so their groups stay while it runs) */
     size_t skipped = 0;
     int64_t t0 = now_mono_ms();
     for (size_t i = 0; i < n_parts; i++) {
@@ -1405,41 +1460,20 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
             point pt = parts[i].pts[j];
             pd_err e;
             pd_err_clear(&e);
-            pd_buf_reset(&rec);
-            profile_rec pr;
-            const char *why = NULL;
-            seg_name(s, pt.seg, name, sizeof name);
-            rc = pd__wal_read(s->wal, pt.seg, pt.off, PD_WAL_REC_PROFILE, pt.len, &rec, &e);
-            if (rc == 0) {
-                rc = pd__profile_rec_parse((const uint8_t *)rec.data, rec.len, &pr, &why);
-                if (rc == 0) {
-                    bool same = pr.ref == se->ref && pr.ts == pt.ts;
-                    pd__profile_rec_release(&pr);
-                    if (!same) {
-                        rc = PD_ECORRUPT;
-                        why = "record is not the indexed profile";
-                    }
-                }
-                if (rc == PD_ECORRUPT)
-                    pd_err_set(&e, rc, "%s offset %llu: %s", name, (unsigned long long)pt.off, why);
-            }
             pd_profile p;
-            memset(&p, 0, sizeof p);
+            pthread_rwlock_rdlock(&s->idx);
+            rc = pd__hmem_read(&se->hc, pt.gid, pt.gpos, pt.ts, &p, &e);
+            pthread_rwlock_unlock(&s->idx);
             if (rc == 0) {
-                rc = pd_profile_decode(&p, (const uint8_t *)rec.data + pt.body_off, pt.body_len,
-                                       &s->limits, &e);
-                if (rc < 0)
-                    memset(&p, 0, sizeof p);
-                if (rc == 0) {
-                    rc = pd__block_writer_add(w, &se->labels, pt.ts, &p, &e);
-                    pd_profile_release(&p);
-                }
+                rc = pd__block_writer_add(w, &se->labels, pt.ts, &p, &e);
+                pd_profile_release(&p);
             }
             if (rc == PD_ENOMEM) {
                 rc = pd_err_set(err, rc, "head cut: out of memory");
                 goto out;
             }
             if (rc < 0) {
+                seg_name(s, pt.seg, name, sizeof name);
                 pd_log_warn("storage: head cut skips an unreadable profile",
                             "file=%s offset=%llu ts_ms=%lld err=\"%s\"", name,
                             (unsigned long long)pt.off, (long long)pt.ts, e.msg);
@@ -1470,8 +1504,12 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
         blk = NULL;
     }
     for (size_t i = 0; i < n_parts; i++)
-        s->n_profiles -= drop_points(parts[i].se, parts[i].ts, parts[i].n);
+        s->n_profiles -= drop_points(s, parts[i].se, parts[i].ts, parts[i].n);
     s->hr_valid = false;
+    /* new appends intern into fresh symbols: the old generation goes with
+       its last group (no re-encoding) */
+    if (n && pd__hmem_new_generation(&s->hm) < 0)
+        pd_log_warn("storage: out of memory starting a new head symbol generation", "%s", "");
     pthread_rwlock_unlock(&s->idx);
     if (rc < 0) {
         /* the block is on disk and complete; the next open maps it fully */
@@ -1508,7 +1546,6 @@ out:
     cut_parts_free(parts, n_parts);
     pd__block_close(blk);
     pd__block_writer_free(w);
-    pd_buf_release(&rec);
     return rc;
 }
 
@@ -1902,6 +1939,15 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
                         "off).");
     pd_metrics_add("profd_storage_corruptions_total", NULL, 0); /* exposed from 0 */
     pd_metrics_describe("profd_storage_blocks", PD_METRIC_GAUGE, "Immutable blocks open.");
+    pd_metrics_describe("profd_storage_head_chunk_bytes", PD_METRIC_GAUGE,
+                        "Bytes of value groups held in memory by the head (raw and "
+                        "zstd-compressed).");
+    pd_metrics_describe("profd_storage_head_symbols", PD_METRIC_GAUGE,
+                        "Strings, functions, locations and stacks of the head's current symbol "
+                        "generation.");
+    pd_metrics_describe("profd_storage_head_symbol_generations", PD_METRIC_GAUGE,
+                        "Symbol tables of the head alive: the current one plus those still "
+                        "used by head profiles from before the last head cut.");
     pd_metrics_describe("profd_storage_head_cuts_total", PD_METRIC_COUNTER,
                         "Blocks cut from the head.");
     pd_metrics_describe("profd_storage_compactions_total", PD_METRIC_COUNTER,
@@ -1934,7 +1980,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     s->retention_ms = opts->retention_ms ? opts->retention_ms : 15ll * 24 * 3600 * 1000;
     s->retention_bytes = opts->retention_bytes;
     s->maint_ms = opts->maintenance_ms ? opts->maintenance_ms : 60 * 1000;
-    if (!(s->path = strdup(path))) {
+    if (!(s->path = strdup(path)) || pd__hmem_init(&s->hm) < 0) {
         rc = pd_err_set(err, PD_ENOMEM, "open storage %s: out of memory", path);
         goto fail;
     }
@@ -2021,9 +2067,10 @@ void pd_storage_close(pd_storage *s)
     }
     pd__wal_close(s->wal);
     for (size_t i = 0; i < s->n_series; i++)
-        series_free(s->by_ref[i]);
+        series_free(s, s->by_ref[i]);
     free(s->by_ref);
     free(s->buckets);
+    pd__hmem_release(&s->hm);
     for (size_t i = 0; i < s->n_blocks; i++)
         hb_put(s->blocks[i]);
     free(s->blocks);
@@ -2142,7 +2189,11 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
                             payload.len)) < 0)
         goto nomem;
 
-    /* everything that can fail in the index, before the write */
+    /* everything that can fail in the index, before the write; the profile
+       is decomposed into the head here (its symbols interned: the idx write
+       lock), and taken back if the WAL write fails */
+    pd_hmem_undo hu;
+    memset(&hu, 0, sizeof hu);
     pthread_rwlock_wrlock(&s->idx);
     rc = 0;
     if (fresh)
@@ -2151,14 +2202,26 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
         rc = intern_tset(se, k, pr.types, pr.tlen, pr.units, pr.ulen, &pt.tset);
     if (rc == 0)
         rc = reserve_point(se, k);
+    pd_err herr;
+    pd_err_clear(&herr);
+    if (rc == 0 && (rc = pd__hmem_append(&s->hm, &se->hc, profile, ts_ms, &pt.gid, &pt.gpos, &hu,
+                                         &herr)) < 0 && rc != PD_ENOMEM) {
+        pthread_rwlock_unlock(&s->idx);
+        pd_err_set(err, rc, "append: %s", herr.msg);
+        goto out;
+    }
     pthread_rwlock_unlock(&s->idx);
     if (rc < 0)
         goto nomem;
 
     uint32_t seg;
     uint64_t off;
-    if ((rc = pd__wal_append(s->wal, (const uint8_t *)recs.data, recs.len, &seg, &off, err)) < 0)
+    if ((rc = pd__wal_append(s->wal, (const uint8_t *)recs.data, recs.len, &seg, &off, err)) < 0) {
+        pthread_rwlock_wrlock(&s->idx);
+        pd__hmem_undo(&s->hm, &se->hc, &hu);
+        pthread_rwlock_unlock(&s->idx);
         goto out;
+    }
     pt.seg = seg;
     pt.off = off + profile_at;
 
@@ -2171,6 +2234,8 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
     head_range_add(s, ts_ms);
     s->n_profiles++;
     pthread_rwlock_unlock(&s->idx);
+    pd__hmem_commit(&se->hc, &hu);
+    compress_sealed(s, se, true);
     int64_t cut_from;
     if (s->maint_ms <= 0) { /* no maintenance thread: cut here, appends wait */
         /* (unless a pd_storage_maintain round runs: it cuts) */
@@ -2191,7 +2256,7 @@ nomem:
         rc = pd_err_set(err, PD_ENOMEM, "append: out of memory");
 out:
     pthread_mutex_unlock(&s->app_mu);
-    series_free(fresh);
+    series_free(s, fresh);
     pd_buf_release(&payload);
     pd_buf_release(&recs);
     /* pr's strings are borrowed from profile: only its arrays are freed */
@@ -2528,103 +2593,29 @@ void pd_points_release(pd_points *pts)
     pts->priv = NULL;
 }
 
-static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
-                             pd_buf *raw, pd_err *err);
-
-int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
-                            pd_buf *raw, pd_err *err)
+/* Appends the body of the WAL record of pt (series ref at ts_ms) to raw:
+ * the producer's bytes. PD_ENOTFOUND when its segment is gone (checkpointed
+ * meanwhile), PD_ECORRUPT (err: file and offset), -errno, PD_ENOMEM. */
+static int wal_body(pd_storage *s, uint64_t ref, int64_t ts_ms, const point *pt, pd_buf *raw,
+                    pd_err *err)
 {
-    memset(out, 0, sizeof *out);
-    for (int attempt = 0;; attempt++) {
-        int rc = read_profile_once(s, ref, ts_ms, out, raw, err);
-        /* a head cut may have moved the profile into a block and removed its
-           WAL segment between the lookup and the read: look again once */
-        if (rc != RETRY_READ || attempt > 0)
-            return rc == RETRY_READ ? PD_ENOTFOUND : rc;
-        memset(out, 0, sizeof *out);
-    }
-}
-
-/* One lookup and read for pd_storage_read_profile; RETRY_READ when the
- * profile's WAL segment vanished under it. */
-static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
-                             pd_buf *raw, pd_err *err)
-{
-    pthread_rwlock_rdlock(&s->idx);
-    const series *se = find_by_ref(s, ref);
-    point pt;
-    bool found = false;
-    bref brs[8];
-    size_t n_brs = 0;
-    if (se) {
-        size_t i = lower_bound(se, ts_ms);
-        if (i < se->n_pts && se->pts[i].ts == ts_ms) {
-            pt = se->pts[i];
-            found = true;
-        }
-        /* moved into a block, but its WAL record is still there: the producer's bytes */
-        size_t lo = 0, hi = se->n_cpts;
-        while (!found && lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (se->cpts[mid].ts < ts_ms)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (!found && lo < se->n_cpts && se->cpts[lo].ts == ts_ms) {
-            pt = se->cpts[lo];
-            found = true;
-        }
-        for (size_t k = 0; !found && k < se->n_brefs && n_brs < 8; k++)
-            if (se->brefs[k].mint <= ts_ms && ts_ms <= se->brefs[k].maxt) {
-                hb_get(se->brefs[k].hb);
-                brs[n_brs++] = se->brefs[k];
-            }
-    }
-    pthread_rwlock_unlock(&s->idx);
-    if (!se)
-        return pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
-    if (!found) {
-        int rc = PD_ENOTFOUND;
-        for (size_t k = 0; k < n_brs && rc == PD_ENOTFOUND; k++) {
-            rc = pd__block_read_profile(brs[k].hb->b, brs[k].id, ts_ms, out, err);
-            if (rc < 0 && rc != PD_ENOTFOUND)
-                memset(out, 0, sizeof *out);
-            if (rc == 0 && raw && (rc = pd_profile_encode(out, true, raw)) < 0) {
-                pd_profile_release(out);
-                memset(out, 0, sizeof *out);
-                rc = pd_err_set(err, rc, "read profile: cannot re-encode the block profile");
-            }
-        }
-        for (size_t k = 0; k < n_brs; k++)
-            hb_put(brs[k].hb);
-        if (rc == PD_ENOTFOUND)
-            return pd_err_set(err, PD_ENOTFOUND, "series %llu has no profile at %lld ms",
-                              (unsigned long long)ref, (long long)ts_ms);
-        return rc;
-    }
-    for (size_t k = 0; k < n_brs; k++) /* none when found */
-        hb_put(brs[k].hb);
-
     pd_buf rec;
     pd_buf_init(&rec, (size_t)PD_WAL_MAX_RECORD + 1);
-    int rc = pd__wal_read(s->wal, pt.seg, pt.off, PD_WAL_REC_PROFILE, pt.len, &rec, err);
-    if (rc == PD_ENOTFOUND)
-        rc = RETRY_READ;
+    int rc = pd__wal_read(s->wal, pt->seg, pt->off, PD_WAL_REC_PROFILE, pt->len, &rec, err);
     if (rc < 0)
         goto out;
     char name[4200];
-    seg_name(s, pt.seg, name, sizeof name);
+    seg_name(s, pt->seg, name, sizeof name);
     /* the record passed its CRC; still check it is the one the index means */
     profile_rec pr;
     const char *why = NULL;
     rc = pd__profile_rec_parse((const uint8_t *)rec.data, rec.len, &pr, &why);
     if (rc == PD_ECORRUPT ||
-        (rc == 0 && (pr.ref != ref || pr.ts != ts_ms || pr.body_off != pt.body_off ||
-                     pr.body_len != pt.body_len))) {
+        (rc == 0 && (pr.ref != ref || pr.ts != ts_ms || pr.body_off != pt->body_off ||
+                     pr.body_len != pt->body_len))) {
         if (rc == 0)
             pd__profile_rec_release(&pr);
-        rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: %s", name, (unsigned long long)pt.off,
+        rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: %s", name, (unsigned long long)pt->off,
                         why ? why : "record is not the indexed profile");
         goto out;
     }
@@ -2633,26 +2624,107 @@ static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_prof
         goto out;
     }
     pd__profile_rec_release(&pr);
-    const uint8_t *body = (const uint8_t *)rec.data + pt.body_off;
-    pd_err derr;
-    pd_err_clear(&derr);
-    rc = pd_profile_decode(out, body, pt.body_len, &s->limits, &derr);
-    if (rc < 0) {
-        memset(out, 0, sizeof *out);
-        if (rc == PD_EPARSE || rc == PD_EINVAL)
-            rc = PD_ECORRUPT;
-        pd_err_set(err, rc, "%s offset %llu: stored profile does not decode: %s", name,
-                   (unsigned long long)pt.off, derr.msg);
-        goto out;
-    }
-    if (raw && (rc = pd_buf_append(raw, body, pt.body_len)) < 0) {
-        pd_profile_release(out);
-        memset(out, 0, sizeof *out);
-        pd_err_set(err, rc, "read profile: no room for the %u-byte body", pt.body_len);
-        goto out;
-    }
+    if ((rc = pd_buf_append(raw, (const uint8_t *)rec.data + pt->body_off, pt->body_len)) < 0)
+        pd_err_set(err, rc, "read profile: no room for the %u-byte body", pt->body_len);
 out:
     pd_buf_release(&rec);
+    return rc;
+}
+
+/* raw for a profile read into out: the producer's bytes from the WAL while
+ * its record exists (pt != NULL), else out re-encoded. */
+static int read_raw(pd_storage *s, uint64_t ref, int64_t ts_ms, const point *pt,
+                    const pd_profile *out, pd_buf *raw, pd_err *err)
+{
+    size_t len0 = raw->len;
+    if (pt) {
+        pd_err e;
+        pd_err_clear(&e);
+        int rc = wal_body(s, ref, ts_ms, pt, raw, &e);
+        if (rc == 0)
+            return 0;
+        raw->len = len0;
+        if (rc != PD_ENOTFOUND) { /* the record is damaged: the profile itself is not */
+            pd_log_warn("storage: cannot read a profile's original bytes; re-encoding it",
+                        "err=\"%s\"", e.msg);
+            pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+        }
+    }
+    int rc = pd_profile_encode(out, true, raw);
+    if (rc < 0) {
+        raw->len = len0;
+        return pd_err_set(err, rc, "read profile: cannot re-encode the profile");
+    }
+    return 0;
+}
+
+int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
+                            pd_buf *raw, pd_err *err)
+{
+    memset(out, 0, sizeof *out);
+    pthread_rwlock_rdlock(&s->idx);
+    series *se = find_by_ref(s, ref);
+    point pt, cpt;
+    bool in_head = false, has_cpt = false;
+    bref brs[8];
+    size_t n_brs = 0;
+    int rc = PD_ENOTFOUND;
+    if (se) {
+        size_t i = lower_bound(se, ts_ms);
+        if (i < se->n_pts && se->pts[i].ts == ts_ms) {
+            pt = se->pts[i];
+            in_head = true;
+            /* decoded from the head's groups, under the read lock */
+            rc = pd__hmem_read(&se->hc, pt.gid, pt.gpos, ts_ms, out, err);
+        }
+        /* moved into a block, but its WAL record is still there: raw can be
+           the producer's bytes */
+        size_t lo = 0, hi = se->n_cpts;
+        while (!in_head && raw && lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (se->cpts[mid].ts < ts_ms)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (!in_head && raw && lo < se->n_cpts && se->cpts[lo].ts == ts_ms) {
+            cpt = se->cpts[lo];
+            has_cpt = true;
+        }
+        for (size_t k = 0; !in_head && k < se->n_brefs && n_brs < 8; k++)
+            if (se->brefs[k].mint <= ts_ms && ts_ms <= se->brefs[k].maxt) {
+                hb_get(se->brefs[k].hb);
+                brs[n_brs++] = se->brefs[k];
+            }
+    }
+    pthread_rwlock_unlock(&s->idx);
+    if (!se)
+        return pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
+    if (in_head) {
+        if (rc < 0) {
+            memset(out, 0, sizeof *out);
+            return rc;
+        }
+        if (raw && (rc = read_raw(s, ref, ts_ms, &pt, out, raw, err)) < 0) {
+            pd_profile_release(out);
+            memset(out, 0, sizeof *out);
+        }
+        return rc;
+    }
+    for (size_t k = 0; k < n_brs && rc == PD_ENOTFOUND; k++) {
+        rc = pd__block_read_profile(brs[k].hb->b, brs[k].id, ts_ms, out, err);
+        if (rc < 0 && rc != PD_ENOTFOUND)
+            memset(out, 0, sizeof *out);
+    }
+    for (size_t k = 0; k < n_brs; k++)
+        hb_put(brs[k].hb);
+    if (rc == PD_ENOTFOUND)
+        return pd_err_set(err, PD_ENOTFOUND, "series %llu has no profile at %lld ms",
+                          (unsigned long long)ref, (long long)ts_ms);
+    if (rc == 0 && raw && (rc = read_raw(s, ref, ts_ms, has_cpt ? &cpt : NULL, out, raw, err)) < 0) {
+        pd_profile_release(out);
+        memset(out, 0, sizeof *out);
+    }
     return rc;
 }
 

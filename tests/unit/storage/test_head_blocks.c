@@ -33,8 +33,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "base/metrics.h"
 #include "storage/storage.h"
 #include "storage/tsdb/block_int.h"
+#include "storage/tsdb/headmem_int.h"
 
 #ifndef PD_TESTDATA
 #error "PD_TESTDATA must be defined"
@@ -349,6 +351,133 @@ static int64_t heap_steps_profiles(int from, int to)
     for (int i = from; i < to; i++)
         n += 1 + ((i + 1) % 3 == 0);
     return n;
+}
+
+/* Reads heap step i (ts (i+1) * STEP) of st and checks it against its
+ * original; raw must be a body that decodes to the same profile. */
+static void check_heap_step(pd_storage *st, uint64_t ref, int i)
+{
+    int64_t ts = (int64_t)(i + 1) * STEP;
+    pd_profile got, again;
+    pd_buf raw;
+    pd_buf_init(&raw, 0);
+    pd_err err = {{0}}, why = {{0}};
+    if (pd_storage_read_profile(st, ref, ts, &got, &raw, &err) < 0)
+        fail_msg("read heap step %d: %s", i, err.msg);
+    if (!pd_profile_equal(&heap_at(i)->p, &got, &why))
+        fail_msg("heap step %d differs from its original: %s", i, why.msg);
+    assert_int_equal(pd_profile_decode(&again, (const uint8_t *)raw.data, raw.len, NULL, &err), 0);
+    assert_true(pd_profile_equal(&heap_at(i)->p, &again, NULL));
+    pd_profile_release(&again);
+    pd_profile_release(&got);
+    pd_buf_release(&raw);
+}
+
+/* The head holds its profiles decomposed in memory (symbols + value groups,
+ * headmem_int.h), not as WAL references: appended out of time order across
+ * several sealed and compressed groups, every profile reads back equal even
+ * after the WAL files are deleted under the open store; the value groups take
+ * far less memory than the bodies; replay rebuilds the same; head cuts start
+ * new symbol generations and the old ones are freed with their last group. */
+static void test_head_decomposed(void **state)
+{
+    fx *f = *state;
+    enum { N = 100 }; /* > 3 groups of PD_HMEM_GROUP */
+    int order[N];
+    for (int i = 0; i < N; i++)
+        order[i] = i;
+    srand(7);
+    for (int i = N - 1; i > 0; i--) { /* shuffled: out-of-order appends */
+        int j = rand() % (i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    uint64_t gens0 = pd__hmem_generations(); /* (0: no store open) */
+    f->st = open_opts(f->dir, -1, -1, 0); /* no cuts yet */
+    size_t bodies = 0;
+    for (int k = 0; k < N; k++) {
+        int i = order[k];
+        const tprof *t = heap_at(i);
+        pd_err err = {{0}};
+        if (pd_storage_append(f->st, &L_HEAP, (int64_t)(i + 1) * STEP, t->body, t->len, &t->p,
+                              &err) < 0)
+            fail_msg("append heap step %d: %s", i, err.msg);
+        bodies += t->len;
+    }
+    double chunk_bytes = pd_metrics_get("profd_storage_head_chunk_bytes", NULL);
+    /* decomposed, delta-encoded and compressed: well under the gzip bodies */
+    if (!(chunk_bytes > 0 && chunk_bytes * 4 < (double)bodies))
+        fail_msg("head value groups hold %.0f bytes for %zu bytes of bodies", chunk_bytes, bodies);
+    uint64_t ref = ref_of(f->st, "heap");
+    for (int i = 0; i < N; i++)
+        check_heap_step(f->st, ref, i);
+    /* a copy for the replay below, then the WAL goes: reads need only memory */
+    char copy[300], wal[300];
+    snprintf(copy, sizeof copy, "%s-copy", f->dir);
+    rm_rf(copy);
+    copy_tree(f->dir, copy);
+    snprintf(wal, sizeof wal, "%s/wal", f->dir);
+    DIR *d = opendir(wal);
+    assert_non_null(d);
+    struct dirent *de;
+    int removed = 0;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char pth[600];
+        snprintf(pth, sizeof pth, "%s/%s", wal, de->d_name);
+        removed += unlink(pth) == 0;
+    }
+    closedir(d);
+    assert_true(removed >= 1);
+    for (int i = 0; i < N; i++)
+        check_heap_step(f->st, ref, i);
+    pd_storage_close(f->st);
+    f->st = NULL;
+
+    /* replay rebuilds the decomposed head */
+    pd_storage *st = open_opts(copy, -1, -1, 0);
+    ref = ref_of(st, "heap");
+    for (int i = 0; i < N; i++)
+        check_heap_step(st, ref, i);
+    double replayed = pd_metrics_get("profd_storage_head_chunk_bytes", NULL);
+    assert_true(replayed > 0 && replayed * 4 < (double)bodies);
+    pd_storage_close(st);
+
+    /* with cuts: [0, 100 s) spans ten blocks of DUR; cutting at open leaves
+       the newest ~1.5 DUR in the head, still readable from the old generation */
+    st = open_opts(copy, DUR, -1, 0);
+    pd_storage_stats ss = stats(st);
+    assert_true(ss.n_cuts >= 8);
+    assert_true(ss.n_head_profiles < N / 4);
+    assert_int_equal(ss.n_profiles, N);
+    /* (the replayed groups hold profiles of every time: appended shuffled,
+       a group goes only with its last profile) */
+    ref = ref_of(st, "heap");
+    for (int i = 0; i < N; i++)
+        check_heap_step(st, ref, i);
+    /* old generation(s) held by the remaining head groups, and the current */
+    assert_true(pd__hmem_generations() >= gens0 + 2);
+    /* newer profiles push the old ones out: every group of the replayed
+       generation is cut and it is freed */
+    for (int i = N; i < N + 40; i++) {
+        const tprof *t = heap_at(i);
+        pd_err err = {{0}};
+        if (pd_storage_append(st, &L_HEAP, (int64_t)(i + 1) * STEP, t->body, t->len, &t->p,
+                              &err) < 0)
+            fail_msg("append heap step %d: %s", i, err.msg);
+    }
+    ss = stats(st);
+    assert_true(ss.n_head_profiles < 25);
+    assert_int_equal(pd__hmem_generations(), gens0 + 2); /* this cut's and the current */
+    double after_cut = pd_metrics_get("profd_storage_head_chunk_bytes", NULL);
+    if (!(after_cut < replayed / 2))
+        fail_msg("head value groups: %.0f bytes after the cuts, %.0f before", after_cut, replayed);
+    for (int i = 0; i < N + 40; i++)
+        check_heap_step(st, ref, i);
+    pd_storage_close(st);
+    assert_int_equal(pd__hmem_generations(), gens0);
+    rm_rf(copy);
 }
 
 /* ---- tests ---- */
@@ -833,6 +962,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_head_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_decomposed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cut_crash_leftover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retention_time, setup, teardown),

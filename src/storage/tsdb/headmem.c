@@ -1,0 +1,348 @@
+/*
+ * storage/tsdb/headmem.c — the head's profiles in memory, decomposed as in
+ * blocks (API and locking: headmem_int.h).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "storage/tsdb/headmem_int.h"
+
+static uint64_t g_uid; /* __atomic */
+
+static uint64_t next_uid(void) { return __atomic_add_fetch(&g_uid, 1, __ATOMIC_RELAXED); }
+
+static uint64_t g_gens; /* __atomic: live generations of every store (a gauge) */
+
+uint64_t pd__hmem_generations(void) { return __atomic_load_n(&g_gens, __ATOMIC_RELAXED); }
+
+static pd_hsyms *hsyms_new(void)
+{
+    pd_hsyms *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    if (pd__symbols_init(&h->sym, PD_STACKS_TREE, true) < 0) {
+        free(h);
+        return NULL;
+    }
+    h->refs = 1;
+    __atomic_add_fetch(&g_gens, 1, __ATOMIC_RELAXED);
+    return h;
+}
+
+static void hsyms_put(pd_hsyms *h)
+{
+    if (h && --h->refs == 0) {
+        pd__symbols_release(&h->sym);
+        free(h);
+        __atomic_sub_fetch(&g_gens, 1, __ATOMIC_RELAXED);
+    }
+}
+
+int pd__hmem_init(pd_hmem *m)
+{
+    memset(m, 0, sizeof *m);
+    return (m->cur = hsyms_new()) ? 0 : PD_ENOMEM;
+}
+
+void pd__hmem_release(pd_hmem *m)
+{
+    hsyms_put(m->cur);
+    m->cur = NULL;
+}
+
+int pd__hmem_new_generation(pd_hmem *m)
+{
+    pd_hsyms *h = hsyms_new();
+    if (!h)
+        return PD_ENOMEM;
+    hsyms_put(m->cur);
+    m->cur = h;
+    return 0;
+}
+
+size_t pd__hmem_symbols_count(const pd_hmem *m)
+{
+    const pd_symbols *s = &m->cur->sym;
+    return s->n_str + s->n_stack + s->n_loc + s->n_fn;
+}
+
+static size_t group_bytes(const pd_hgroup *g) { return g->z ? g->z_len : g->raw.cap; }
+
+static void group_free(pd_hmem *m, pd_hgroup *g)
+{
+    m->bytes -= group_bytes(g);
+    m->n_groups--;
+    hsyms_put(g->syms);
+    pd_buf_release(&g->raw);
+    free(g->z);
+    free(g);
+}
+
+void pd__hchunks_release(pd_hmem *m, pd_hchunks *c)
+{
+    for (size_t i = 0; i < c->n_g; i++)
+        if (c->g[i])
+            group_free(m, c->g[i]);
+    free(c->g);
+    pd__dprof_release(&c->last);
+    memset(c, 0, sizeof *c);
+}
+
+static pd_hgroup *group_at(const pd_hchunks *c, uint32_t gid)
+{
+    if (gid < c->base || gid - c->base >= c->n_g)
+        return NULL;
+    return c->g[gid - c->base];
+}
+
+/* The group an append may extend, or NULL. */
+static pd_hgroup *open_group(const pd_hmem *m, const pd_hchunks *c)
+{
+    pd_hgroup *g = c->n_g ? c->g[c->n_g - 1] : NULL;
+    if (!g || g->sealed || g->syms != m->cur || !c->has_last)
+        return NULL;
+    return g;
+}
+
+int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms, uint32_t *gid,
+                    uint32_t *pos, pd_hmem_undo *u, pd_err *err)
+{
+    memset(u, 0, sizeof *u);
+    pd_hgroup *g = open_group(m, c);
+    if (!g && c->n_g && c->g[c->n_g - 1])
+        c->g[c->n_g - 1]->sealed = true; /* of an older generation: compress it */
+    if (!g && c->n_g == c->cap_g) {
+        size_t cap = c->cap_g ? 2 * c->cap_g : 4;
+        pd_hgroup **v = realloc(c->g, cap * sizeof *v);
+        if (!v)
+            return pd_err_set(err, PD_ENOMEM, "head: out of memory");
+        c->g = v;
+        c->cap_g = cap;
+    }
+    int rc = pd__dprof_from_profile(&m->cur->sym, p, ts_ms, &u->d, err);
+    if (rc < 0)
+        return rc;
+    if (!g) {
+        if (!(g = calloc(1, sizeof *g))) {
+            pd__dprof_release(&u->d);
+            return pd_err_set(err, PD_ENOMEM, "head: out of memory");
+        }
+        pd_buf_init(&g->raw, 0);
+        g->syms = m->cur;
+        g->uid = next_uid();
+        u->new_group = true;
+    }
+    u->g = g;
+    u->raw_len_before = g->raw.len;
+    u->uid_before = g->uid;
+    size_t cap_before = g->raw.cap;
+    rc = pd__vgroup_encode_one(u->new_group ? NULL : &c->last, &u->d, &g->raw);
+    if (rc < 0) {
+        g->raw.len = u->raw_len_before;
+        if (u->new_group) {
+            pd_buf_release(&g->raw);
+            free(g);
+        }
+        m->bytes += g->raw.cap - cap_before; /* (0 for a freed new group) */
+        pd__dprof_release(&u->d);
+        memset(u, 0, sizeof *u);
+        return pd_err_set(err, rc, "head: cannot encode the profile (%s)",
+                          rc == PD_ETOOBIG ? "too big" : "out of memory");
+    }
+    m->bytes += g->raw.cap - cap_before;
+    if (u->new_group) {
+        g->syms->refs++;
+        c->g[c->n_g++] = g;
+        m->n_groups++;
+    }
+    *gid = c->base + (uint32_t)(c->n_g - 1);
+    *pos = g->n;
+    g->ts[g->n] = ts_ms;
+    g->n++;
+    g->n_live++;
+    return 0;
+}
+
+void pd__hmem_commit(pd_hchunks *c, pd_hmem_undo *u)
+{
+    pd_hgroup *g = u->g;
+    pd__dprof_release(&c->last);
+    c->last = u->d;
+    c->has_last = true;
+    memset(u, 0, sizeof *u);
+    if (g->n >= PD_HMEM_GROUP || g->raw.len >= PD_HMEM_GROUP_BYTES) {
+        g->sealed = true; /* readers never look at it; appenders hold app_mu */
+        pd__dprof_release(&c->last);
+        c->has_last = false;
+    }
+}
+
+void pd__hmem_undo(pd_hmem *m, pd_hchunks *c, pd_hmem_undo *u)
+{
+    pd_hgroup *g = u->g;
+    if (!g)
+        return;
+    g->n--;
+    g->n_live--;
+    g->raw.len = u->raw_len_before;
+    g->uid = next_uid(); /* a cached decode of the undone profile is stale */
+    if (u->new_group) {
+        c->n_g--;
+        group_free(m, g);
+    }
+    pd__dprof_release(&u->d);
+    memset(u, 0, sizeof *u);
+}
+
+int pd__hgroup_compress(const pd_hgroup *g, uint8_t **z, size_t *z_len)
+{
+    size_t bound = ZSTD_compressBound(g->raw.len);
+    uint8_t *o = malloc(bound ? bound : 1);
+    if (!o)
+        return PD_ENOMEM;
+    size_t n = ZSTD_compress(o, bound, g->raw.data, g->raw.len, PD_HMEM_ZSTD_LEVEL);
+    if (ZSTD_isError(n)) {
+        free(o);
+        return PD_ENOMEM;
+    }
+    uint8_t *t = realloc(o, n ? n : 1);
+    *z = t ? t : o;
+    *z_len = n;
+    return 0;
+}
+
+void pd__hgroup_install(pd_hmem *m, pd_hgroup *g, uint8_t *z, size_t z_len)
+{
+    m->bytes -= group_bytes(g);
+    g->raw_len = g->raw.len;
+    pd_buf_release(&g->raw);
+    pd_buf_init(&g->raw, 0);
+    g->z = z;
+    g->z_len = z_len;
+    m->bytes += group_bytes(g);
+}
+
+size_t pd__hchunks_raw_sealed(pd_hchunks *c, pd_hgroup **out, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = c->n_g; i-- > 0 && k < n;)
+        if (c->g[i] && c->g[i]->sealed && !c->g[i]->z)
+            out[k++] = c->g[i];
+    return k;
+}
+
+void pd__hmem_drop(pd_hmem *m, pd_hchunks *c, uint32_t gid)
+{
+    pd_hgroup *g = group_at(c, gid);
+    if (!g || !g->n_live)
+        return;
+    if (--g->n_live || (!g->sealed && g->syms == m->cur && c->has_last &&
+                        gid == c->base + c->n_g - 1))
+        return;
+    if (gid == c->base + c->n_g - 1 && !g->sealed) {
+        pd__dprof_release(&c->last); /* the open group goes: the next append opens one */
+        c->has_last = false;
+    }
+    group_free(m, g);
+    c->g[gid - c->base] = NULL;
+    /* drop the freed prefix */
+    size_t k = 0;
+    while (k < c->n_g && !c->g[k])
+        k++;
+    if (k) {
+        memmove(c->g, c->g + k, (c->n_g - k) * sizeof *c->g);
+        c->n_g -= k;
+        c->base += (uint32_t)k;
+    }
+}
+
+/* ---- reading: one decoded group per thread ---- */
+
+typedef struct dcache {
+    uint64_t uid;
+    uint32_t n;
+    pd_dprof *d;
+} dcache;
+
+static pthread_key_t dc_key;
+static pthread_once_t dc_once = PTHREAD_ONCE_INIT;
+
+static void dcache_clear(dcache *dc)
+{
+    for (uint32_t i = 0; dc->d && i < dc->n; i++)
+        pd__dprof_release(&dc->d[i]);
+    free(dc->d);
+    dc->d = NULL;
+    dc->n = 0;
+    dc->uid = 0;
+}
+
+static void dc_free(void *p)
+{
+    if (p) {
+        dcache_clear(p);
+        free(p);
+    }
+}
+
+static void dc_init_key(void) { pthread_key_create(&dc_key, dc_free); }
+
+int pd__hmem_read(const pd_hchunks *c, uint32_t gid, uint32_t pos, int64_t ts_ms, pd_profile *out,
+                  pd_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const pd_hgroup *g = group_at(c, gid);
+    if (!g || pos >= g->n)
+        return pd_err_set(err, PD_ENOTFOUND, "head: no profile %u of group %u", pos, gid);
+    pthread_once(&dc_once, dc_init_key);
+    dcache *dc = pthread_getspecific(dc_key);
+    if (!dc) {
+        if (!(dc = calloc(1, sizeof *dc)) || pthread_setspecific(dc_key, dc)) {
+            free(dc);
+            return pd_err_set(err, PD_ENOMEM, "head: out of memory");
+        }
+    }
+    int rc = 0;
+    if (dc->uid != g->uid || pos >= dc->n || !dc->d) {
+        dcache_clear(dc);
+        const uint8_t *p = (const uint8_t *)g->raw.data;
+        size_t len = g->raw.len;
+        uint8_t *tmp = NULL;
+        if (g->z) {
+            if (!(tmp = malloc(g->raw_len ? g->raw_len : 1)))
+                return pd_err_set(err, PD_ENOMEM, "head: out of memory");
+            size_t got = ZSTD_decompress(tmp, g->raw_len, g->z, g->z_len);
+            if (ZSTD_isError(got) || got != g->raw_len) {
+                free(tmp);
+                return pd_err_set(err, PD_ECORRUPT, "head group %u does not decompress", gid);
+            }
+            p = tmp;
+            len = g->raw_len;
+        }
+        pd_dprof *d = calloc(g->n, sizeof *d);
+        if (!d) {
+            free(tmp);
+            return pd_err_set(err, PD_ENOMEM, "head: out of memory");
+        }
+        for (uint32_t i = 0; i < g->n; i++)
+            d[i].ts = g->ts[i];
+        rc = pd__vgroup_decode(&g->syms->sym, p, len, g->n, d, err);
+        free(tmp);
+        if (rc < 0) {
+            for (uint32_t i = 0; i < g->n; i++)
+                pd__dprof_release(&d[i]);
+            free(d);
+            return rc == PD_ENOMEM ? rc : pd_err_set(err, PD_ECORRUPT, "head group %u: %s", gid,
+                                                      err->msg);
+        }
+        dc->d = d;
+        dc->n = g->n;
+        dc->uid = g->uid;
+    }
+    if (dc->d[pos].ts != ts_ms)
+        return pd_err_set(err, PD_ENOTFOUND, "head: profile %u of group %u is at %lld ms, not %lld",
+                          pos, gid, (long long)dc->d[pos].ts, (long long)ts_ms);
+    return pd__dprof_to_profile(&g->syms->sym, &dc->d[pos], out, err);
+}

@@ -1,0 +1,142 @@
+/*
+ * storage/tsdb/headmem_int.h — the head's profiles in memory, decomposed as
+ * in blocks (DESIGN.md §3): symbols deduplicated in a pd_symbols table
+ * (symbols_int.h) and each series' samples in value groups encoded by
+ * chunks.c (pd__vgroup_encode_one), so a head read and a block read decode
+ * the same structures with the same code (pd__vgroup_decode,
+ * pd__dprof_to_profile). Private to src/storage; used by head.c.
+ *
+ * Layout:
+ *   - symbol generations (pd_hsyms): the table profiles are interned into.
+ *     A generation is refcounted by the groups encoded against it; head.c
+ *     starts a new one after each head cut (pd__hmem_new_generation), so the
+ *     symbols of profiles cut into a block are freed together with their last
+ *     group, without re-encoding anything.
+ *   - per series (pd_hchunks) a list of groups in append order (not time
+ *     order: a late profile joins the open group like any other). A group
+ *     holds up to PD_HMEM_GROUP profiles or PD_HMEM_GROUP_BYTES of raw
+ *     encoding, each profile encoded against the previous one of the group;
+ *     the open group is raw (appended to in place); a full group is sealed
+ *     and then zstd-compressed (PD_HMEM_ZSTD_LEVEL) by the appender outside
+ *     the index lock (pd__hgroup_compress / pd__hgroup_install).
+ *   - a profile is addressed by (group id, position in the group); group ids
+ *     grow from 0 per series and are never reused.
+ *
+ * Locking (head.c): everything that changes a series' groups or the symbols
+ * (append, undo, install, drop, new generation) runs under the idx write
+ * lock; reads (pd__hmem_read) under the idx read lock. `last` (the previous
+ * profile of the open group, kept decoded for the next delta) is touched by
+ * appenders only (app_mu). Decoded groups are cached per thread (one group):
+ * a read of the next profile of the same group decodes nothing.
+ */
+#ifndef PD_STORAGE_TSDB_HEADMEM_INT_H
+#define PD_STORAGE_TSDB_HEADMEM_INT_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "base/buf.h"
+#include "base/error.h"
+#include "pprof/pprof.h"
+#include "storage/tsdb/chunks_int.h"
+
+#define PD_HMEM_GROUP 32                /* profiles per head group (bench/storage_speed) */
+#define PD_HMEM_GROUP_BYTES (256u << 10) /* raw bytes that seal a head group */
+#define PD_HMEM_ZSTD_LEVEL 3            /* blocks recompress at PD_BLOCK_DEFAULT_LEVEL */
+
+typedef struct pd_hsyms {
+    pd_symbols sym; /* writable (interning) */
+    size_t refs;    /* groups encoded against it + 1 while current */
+} pd_hsyms;
+
+typedef struct pd_hgroup {
+    pd_hsyms *syms;
+    uint64_t uid;     /* unique over the process (cache key); changes on undo */
+    uint32_t n;       /* profiles encoded */
+    uint32_t n_live;  /* profiles not dropped */
+    bool sealed;      /* no more appends */
+    pd_buf raw;       /* the encoding while open or not yet compressed */
+    uint8_t *z;       /* zstd frame once compressed (raw released) */
+    size_t z_len, raw_len;
+    int64_t ts[PD_HMEM_GROUP]; /* ms, of each profile (the decoder needs them) */
+} pd_hgroup;
+
+typedef struct pd_hchunks {
+    pd_hgroup **g;  /* g[i] is group id base + i; NULL once freed */
+    size_t n_g, cap_g;
+    uint32_t base;
+    pd_dprof last;  /* the open group's last profile (appenders only) */
+    bool has_last;
+} pd_hchunks;
+
+typedef struct pd_hmem {
+    pd_hsyms *cur;
+    uint64_t bytes;     /* value groups held (raw + compressed), bytes */
+    uint64_t n_groups;  /* groups held */
+} pd_hmem;
+
+/* What pd__hmem_append changed, to commit or undo it. */
+typedef struct pd_hmem_undo {
+    pd_hgroup *g;
+    bool new_group;
+    size_t raw_len_before;
+    uint64_t uid_before;
+    pd_dprof d; /* the appended profile, decomposed */
+} pd_hmem_undo;
+
+/* Sets up m with a first symbol generation. 0 or PD_ENOMEM. */
+int pd__hmem_init(pd_hmem *m);
+/* Frees m's current generation (the series' chunks must be released first). */
+void pd__hmem_release(pd_hmem *m);
+/* Frees every group of c. */
+void pd__hchunks_release(pd_hmem *m, pd_hchunks *c);
+
+/* Decomposes p (indexed, validated) and appends it to c's open group (a new
+ * group when there is none, when it is sealed or full, or when it belongs to
+ * an older generation). *gid, *pos: where it went. Exclusive access (idx
+ * write lock). Then exactly one of pd__hmem_commit (the WAL write succeeded)
+ * or pd__hmem_undo (it failed) must follow. Errors: PD_ENOMEM, PD_EINVAL (a
+ * reference of p that does not resolve), PD_ETOOBIG; on error nothing
+ * changed. */
+int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms,
+                    uint32_t *gid /* OUT */, uint32_t *pos /* OUT */, pd_hmem_undo *u /* OUT */,
+                    pd_err *err);
+/* Keeps the append (app_mu is enough: only appenders touch `last` and
+ * `sealed`); seals the group when it is full (then pd__hchunks_raw_sealed
+ * finds it for compression). */
+void pd__hmem_commit(pd_hchunks *c, pd_hmem_undo *u);
+/* Takes the append back (idx write lock). */
+void pd__hmem_undo(pd_hmem *m, pd_hchunks *c, pd_hmem_undo *u);
+
+/* zstd-compresses a sealed raw group g (which stays readable meanwhile:
+ * run it outside the idx lock, under app_mu). *z: malloc'ed frame. 0 or
+ * PD_ENOMEM. */
+int pd__hgroup_compress(const pd_hgroup *g, uint8_t **z /* OUT */, size_t *z_len /* OUT */);
+/* Replaces g's raw encoding by z (takes ownership) (idx write lock). */
+void pd__hgroup_install(pd_hmem *m, pd_hgroup *g, uint8_t *z, size_t z_len);
+/* The sealed groups of c still raw (at most n of them into out); returns
+ * how many. */
+size_t pd__hchunks_raw_sealed(pd_hchunks *c, pd_hgroup **out, size_t n);
+
+/* Rebuilds the profile at (gid, pos) of c into out (release with
+ * pd_profile_release); ts_ms must be its timestamp (checked). idx read
+ * lock. Errors: PD_ENOTFOUND (no such group, position or timestamp), PD_ECORRUPT (a
+ * group that does not decode: a bug, never input), PD_ENOMEM. */
+int pd__hmem_read(const pd_hchunks *c, uint32_t gid, uint32_t pos, int64_t ts_ms,
+                  pd_profile *out /* OUT */, pd_err *err);
+
+/* One profile of group gid left the head (cut into a block): the group is
+ * freed with its last profile unless it is still open in the current
+ * generation (idx write lock). */
+void pd__hmem_drop(pd_hmem *m, pd_hchunks *c, uint32_t gid);
+
+/* Starts a new symbol generation: later appends open new groups against it;
+ * the old one is freed with its last group (idx write lock). 0 or PD_ENOMEM
+ * (then the current one stays). */
+int pd__hmem_new_generation(pd_hmem *m);
+/* Symbol generations alive in this process (all stores): one per open store
+ * plus those still held by groups not yet cut. */
+uint64_t pd__hmem_generations(void);
+/* Strings, stacks and locations interned in the current generation. */
+size_t pd__hmem_symbols_count(const pd_hmem *m);
+
+#endif
