@@ -1,8 +1,11 @@
 /*
  * storage/tsdb/head.c — the embedded store of storage.h: the WAL (wal.c)
- * holds recent profiles, an in-memory index (the "head") is rebuilt from it
- * on open; older data lives in immutable blocks (block.c) cut from the head
- * or written by `profd tsdb import`. Reads merge head and blocks.
+ * makes recent profiles durable; the "head" holds them in memory, decomposed
+ * as in blocks (headmem.c: a symbol table and per-series value groups encoded
+ * by chunks.c, so head and block reads decode the same structures), and is
+ * rebuilt from the WAL on open; older data lives in immutable blocks
+ * (block.c) cut from the head or written by `profd tsdb import`. Reads merge
+ * head and blocks.
  *
  * Directory:
  *   PATH/lock          flock(LOCK_EX|LOCK_NB) while open (PD_EEXIST if held)
@@ -24,14 +27,18 @@
  *
  * Head cut (cut_head): after an append (and at open), with d =
  * block_duration_ms and a = floor(head min ts / d) * d, when the head's max
- * ts >= a + 1.5 d, every head profile in [a, a + d) is read from the WAL,
- * decoded and written as a block (tmp dir, fsync, rename: block.c); the
+ * ts >= a + 1.5 d, every head profile in [a, a + d) is rebuilt from the
+ * head's value groups and written as a block (tmp dir, fsync, rename:
+ * block.c, which re-interns the symbols and recompresses at zstd 19); the
  * block is opened, its series mapped onto the head's refs and the cut
- * points dropped from the head; then PATH/series is rewritten and WAL
- * segments below the oldest segment any head point still uses are removed.
- * Cut points are kept per series in cpts (WAL location only) until the
- * checkpoint removes their segment, so read_profile's raw stays the
- * producer's bytes meanwhile; afterwards raw is the block profile re-encoded.
+ * points dropped from the head (a head group is freed with its last
+ * profile); the head starts a new symbol generation (the old one is freed
+ * with its last group: nothing is re-encoded); then PATH/series is
+ * rewritten and WAL segments below the oldest segment any head point still
+ * uses are removed. Points keep their WAL location, and cut points are kept
+ * per series in cpts until the checkpoint removes their segment, so
+ * read_profile's raw is the producer's bytes while the record exists;
+ * afterwards (or if the record is damaged) raw is the profile re-encoded.
  * A crash at any point leaves either no block (tmp dir ignored) and the
  * whole WAL, or the block and (part of) the WAL: on open, head points whose
  * (series, ts) is in a block are dropped (no duplicates). A cut that fails
@@ -63,16 +70,23 @@
  *
  * Index: series live in by_ref (sorted by ref; binary search) and in a
  * chained hash table on pd_labels_hash (compared with pd_labels_cmp). Each
- * series keeps its points sorted by ts: (ts, sample-type set, totals, where
- * its record is). Sample-type sets are interned per series (a series'
- * profiles nearly always share one), totals live in a per-series pool.
+ * series keeps its points sorted by ts: (ts, sample-type set, totals, head
+ * group and position of the decomposed profile, where its WAL record is).
+ * Sample-type sets are interned per series (a series' profiles nearly always
+ * share one), totals live in a per-series pool. Replay decodes every body
+ * and decomposes it as the append did; a body that does not decode is
+ * reported (file, offset) and skipped.
  *
  * Locking: app_mu serialises appends (duplicate check, ref assignment, WAL
  * write, index insert), so appenders read the index without idx. Every change
- * to the index is made under the idx write lock, and everything that can fail
- * (allocation) is done before the WAL write, so a record written is always
- * indexed. Readers take idx for reading, copy what they need, and do disk I/O
- * (pread of the record) after releasing it.
+ * to the index and to the head's symbols and groups is made under the idx
+ * write lock, and everything that can fail (allocation, decomposing the
+ * profile into the head) is done before the WAL write and taken back if the
+ * write fails, so a record written is always indexed. A group that fills up
+ * is zstd-compressed by its appender outside the idx lock and swapped in
+ * under it. Readers take idx for reading and rebuild a head profile under it
+ * (CPU only); block reads and the WAL read of raw bytes run after releasing
+ * it.
  */
 #include <dirent.h>
 #include <errno.h>
