@@ -154,6 +154,7 @@ void pd__symbols_release(pd_symbols *s)
     dict_release(&s->d_fn);
     dict_release(&s->d_loc);
     dict_release(&s->d_stack);
+    pd_u64map_release(&s->tree);
     dict_release(&s->d_lset);
     free(s->raw);
     memset(s, 0, sizeof *s);
@@ -187,6 +188,7 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
 {
     int rc = 0;
     uint32_t *fmap = NULL, *mmap = NULL, *lmap = NULL, *tmp = NULL;
+    uint32_t *prev_loc = NULL, *prev_node = NULL; /* the previous sample's path, root first */
     pd_buf k;
     pd_buf_init(&k, 0);
     bool added;
@@ -285,13 +287,17 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
         }
     }
 
+    size_t cap_tmp = 0, n_prev = 0, cap_prev = 0;
     for (size_t i = 0; i < p->n_sample; i++) {
         const pd_pprof_sample *sa = &p->sample[i];
         size_t n = sa->n_location;
-        free(tmp);
-        if (!(tmp = malloc((n + 1) * sizeof *tmp))) {
-            rc = PD_ENOMEM;
-            goto out;
+        if (n + 1 > cap_tmp) {
+            free(tmp);
+            cap_tmp = 2 * (n + 1);
+            if (!(tmp = malloc(cap_tmp * sizeof *tmp))) {
+                rc = PD_ENOMEM;
+                goto out;
+            }
         }
         for (size_t j = 0; j < n; j++) {
             const pd_pprof_location *l = pd_profile_location(p, sa->location_id[j]);
@@ -307,11 +313,43 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
         uint32_t sid = 0;
         if (n && s->stack_format == PD_STACKS_TREE) {
             uint32_t parent = 0;
-            for (size_t j = n; j-- > 0;) { /* root first */
-                uint32_t key[2] = {parent, tmp[j]}, node;
-                if ((rc = dict_intern(&s->d_stack, key, sizeof key, &node, &added)))
+            /* the root path shared with the previous sample needs no lookup */
+            size_t c = 0;
+            while (c < n && c < n_prev && prev_loc[c] == tmp[n - 1 - c])
+                c++;
+            if (c)
+                parent = prev_node[c - 1];
+            if (n > cap_prev) {
+                free(prev_loc);
+                free(prev_node);
+                cap_prev = 2 * n;
+                prev_loc = malloc(cap_prev * sizeof *prev_loc);
+                prev_node = malloc(cap_prev * sizeof *prev_node);
+                if (!prev_loc || !prev_node) {
+                    rc = PD_ENOMEM;
                     goto out;
-                node += 1;
+                }
+                c = 0, parent = 0; /* (the copies are gone) */
+            }
+            n_prev = n;
+            for (size_t r = c; r < n; r++) {
+                size_t j = n - 1 - r; /* root first */
+                /* node (parent, location) -> node id: the pair is the key itself */
+                uint64_t key = (uint64_t)parent << 32 | tmp[j], v;
+                uint32_t node;
+                added = false;
+                if (pd_u64map_get(&s->tree, key, &v))
+                    node = (uint32_t)v;
+                else {
+                    if (s->n_stack >= UINT32_MAX - 2) {
+                        rc = PD_ENOMEM;
+                        goto out;
+                    }
+                    node = (uint32_t)s->n_stack + 1;
+                    if ((rc = pd_u64map_put(&s->tree, key, node)))
+                        goto out;
+                    added = true;
+                }
                 if (added) {
                     size_t c2 = s->cap_stack;
                     if ((rc = grow(&s->parent, &c2, node, sizeof *s->parent)))
@@ -330,6 +368,8 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
                     s->n_stack = node;
                 }
                 parent = node;
+                prev_loc[r] = tmp[j];
+                prev_node[r] = node;
             }
             sid = parent;
         } else if (n) {
@@ -386,6 +426,8 @@ out:
     free(mmap);
     free(lmap);
     free(tmp);
+    free(prev_loc);
+    free(prev_node);
     pd_buf_release(&k);
     return rc;
 }

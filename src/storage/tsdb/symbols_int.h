@@ -104,7 +104,8 @@ typedef struct pd_symbols {
 
     /* writer state */
     bool writable;
-    pd_sym_dict d_str, d_map, d_fn, d_loc, d_stack, d_lset;
+    pd_sym_dict d_str, d_map, d_fn, d_loc, d_stack, d_lset; /* d_stack: LIST only */
+    pd_u64map tree; /* TREE: (parent << 32 | location) -> node */
     size_t cap_str, cap_map, cap_fn, cap_loc, cap_line, cap_stack, cap_list, cap_lset, cap_lab, cap_list_locs;
     /* reader state */
     uint8_t *raw; /* decoded payload the strings point into */
