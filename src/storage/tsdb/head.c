@@ -110,6 +110,7 @@
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/head_int.h"
 #include "storage/tsdb/headmem_int.h"
+#include "storage/tsdb/postings_int.h"
 #include "storage/tsdb/wal_int.h"
 
 #define MAX_SAMPLE_TYPES 1024 /* per profile, at append and replay */
@@ -179,6 +180,8 @@ struct pd_storage {
     pthread_mutex_t app_mu;
     pthread_rwlock_t idx;
     pd_hmem hm; /* symbols and value groups of the head (headmem_int.h) */
+    pd_postings post; /* label pair -> refs of every series (postings_int.h) */
+    bool post_broken; /* out of memory adding to post: select scans every series */
     series **by_ref; /* ascending ref */
     size_t n_series, cap_series;
     series **buckets; /* n_buckets, power of two */
@@ -319,6 +322,11 @@ static void insert_series(pd_storage *s, series *se)
     *b = se;
     if (se->ref >= s->next_ref)
         s->next_ref = se->ref + 1;
+    if (!s->post_broken && pd__postings_add(&s->post, &se->labels, se->ref) < 0) {
+        pd_log_warn("storage: out of memory indexing series labels; selects scan every series",
+                    "%s", "");
+        s->post_broken = true;
+    }
 }
 
 /* First point index with ts >= t. */
@@ -2085,6 +2093,7 @@ void pd_storage_close(pd_storage *s)
     free(s->by_ref);
     free(s->buckets);
     pd__hmem_release(&s->hm);
+    pd__postings_release(&s->post);
     for (size_t i = 0; i < s->n_blocks; i++)
         hb_put(s->blocks[i]);
     free(s->blocks);
@@ -2286,6 +2295,90 @@ static int cmp_series_info(const void *a, const void *b)
                          &((const pd_series_info *)b)->labels);
 }
 
+/* select's test of one series: appends it to out (capacity *cap) when it has
+ * profiles in [mint, maxt] and matches. 0 or PD_ENOMEM. idx read lock. */
+static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t mint,
+                      int64_t maxt, bool matched, pd_series_set *out, size_t *cap)
+{
+    size_t cnt = 0;
+    int64_t mn = 0, mx = 0;
+    if (se->n_pts) {
+        size_t lo = lower_bound(se, mint);
+        if (lo < se->n_pts && se->pts[lo].ts <= maxt) {
+            size_t hi = lo;
+            if (se->pts[se->n_pts - 1].ts <= maxt) {
+                hi = se->n_pts;
+            } else {
+                hi = lower_bound(se, maxt);
+                if (hi < se->n_pts && se->pts[hi].ts == maxt)
+                    hi++;
+            }
+            cnt = hi - lo;
+            mn = se->pts[lo].ts;
+            mx = se->pts[hi - 1].ts;
+        }
+    }
+    for (size_t k = 0; k < se->n_brefs; k++) {
+        const bref *r = &se->brefs[k];
+        if (r->maxt < mint || r->mint > maxt || !r->n)
+            continue;
+        if (!matched) { /* matchers before any block I/O */
+            if (!pd_matchers_match(ms, n, &se->labels))
+                return 0;
+            matched = true;
+        }
+        int64_t bmn = r->mint, bmx = r->maxt;
+        size_t bn = (size_t)r->n;
+        if (r->mint < mint || r->maxt > maxt) {
+            pd_points pts;
+            pd_err e;
+            pd_err_clear(&e);
+            int brc = pd__block_read_points(r->hb->b, r->id, mint, maxt, &pts, &e);
+            if (brc == PD_ENOMEM)
+                return brc;
+            if (brc < 0) {
+                pd_log_warn("storage: select skips a block series that does not read",
+                            "block=%s err=\"%s\"", pd__block_meta(r->hb->b)->ulid, e.msg);
+                continue;
+            }
+            bn = pts.n;
+            if (pts.n) {
+                bmn = pts.v[0].ts_ms;
+                bmx = pts.v[pts.n - 1].ts_ms;
+            }
+            pd_points_release(&pts);
+        }
+        if (!bn)
+            continue;
+        if (!cnt || bmn < mn)
+            mn = bmn;
+        if (!cnt || bmx > mx)
+            mx = bmx;
+        cnt += bn;
+    }
+    if (!cnt)
+        return 0;
+    if (!matched && !pd_matchers_match(ms, n, &se->labels))
+        return 0;
+    if (out->n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        pd_series_info *nv = realloc(out->v, nc * sizeof *nv);
+        if (!nv)
+            return PD_ENOMEM;
+        out->v = nv;
+        *cap = nc;
+    }
+    pd_series_info *si = &out->v[out->n];
+    if (pd_labels_copy(&si->labels, &se->labels) < 0)
+        return PD_ENOMEM;
+    si->ref = se->ref;
+    si->n_profiles = cnt;
+    si->min_ts = mn;
+    si->max_ts = mx;
+    out->n++;
+    return 0;
+}
+
 int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
                       pd_series_set *out, pd_err *err)
 {
@@ -2296,94 +2389,23 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
     int rc = 0;
     size_t cap = 0;
     pthread_rwlock_rdlock(&s->idx);
-    for (size_t i = 0; i < s->n_series; i++) {
-        const series *se = s->by_ref[i];
-        size_t cnt = 0;
-        int64_t mn = 0, mx = 0;
-        if (se->n_pts) {
-            size_t lo = lower_bound(se, mint);
-            if (lo < se->n_pts && se->pts[lo].ts <= maxt) {
-                size_t hi = lo;
-                if (se->pts[se->n_pts - 1].ts <= maxt) {
-                    hi = se->n_pts;
-                } else {
-                    hi = lower_bound(se, maxt);
-                    if (hi < se->n_pts && se->pts[hi].ts == maxt)
-                        hi++;
-                }
-                cnt = hi - lo;
-                mn = se->pts[lo].ts;
-                mx = se->pts[hi - 1].ts;
-            }
+    /* candidates from the postings (a superset: select_one applies every matcher) */
+    uint64_t *refs = NULL;
+    size_t n_refs = 0;
+    bool all = true;
+    if (!s->post_broken)
+        rc = pd__postings_select(&s->post, ms, n, &refs, &n_refs, &all);
+    if (rc == 0 && all) {
+        for (size_t i = 0; i < s->n_series && rc == 0; i++)
+            rc = select_one(s->by_ref[i], ms, n, mint, maxt, false, out, &cap);
+    } else {
+        for (size_t i = 0; i < n_refs && rc == 0; i++) {
+            const series *se = find_by_ref(s, refs[i]);
+            if (se)
+                rc = select_one(se, ms, n, mint, maxt, false, out, &cap);
         }
-        bool matched = false;
-        for (size_t k = 0; k < se->n_brefs; k++) {
-            const bref *r = &se->brefs[k];
-            if (r->maxt < mint || r->mint > maxt || !r->n)
-                continue;
-            if (!matched) { /* matchers before any block I/O */
-                if (!pd_matchers_match(ms, n, &se->labels))
-                    break;
-                matched = true;
-            }
-            int64_t bmn = r->mint, bmx = r->maxt;
-            size_t bn = (size_t)r->n;
-            if (r->mint < mint || r->maxt > maxt) {
-                pd_points pts;
-                pd_err e;
-                pd_err_clear(&e);
-                int brc = pd__block_read_points(r->hb->b, r->id, mint, maxt, &pts, &e);
-                if (brc == PD_ENOMEM) {
-                    rc = brc;
-                    break;
-                }
-                if (brc < 0) {
-                    pd_log_warn("storage: select skips a block series that does not read",
-                                "block=%s err=\"%s\"", pd__block_meta(r->hb->b)->ulid, e.msg);
-                    continue;
-                }
-                bn = pts.n;
-                if (pts.n) {
-                    bmn = pts.v[0].ts_ms;
-                    bmx = pts.v[pts.n - 1].ts_ms;
-                }
-                pd_points_release(&pts);
-            }
-            if (!bn)
-                continue;
-            if (!cnt || bmn < mn)
-                mn = bmn;
-            if (!cnt || bmx > mx)
-                mx = bmx;
-            cnt += bn;
-        }
-        if (rc < 0)
-            break;
-        if (!cnt)
-            continue;
-        if (!matched && !pd_matchers_match(ms, n, &se->labels))
-            continue;
-        if (out->n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            pd_series_info *nv = realloc(out->v, nc * sizeof *nv);
-            if (!nv) {
-                rc = PD_ENOMEM;
-                break;
-            }
-            out->v = nv;
-            cap = nc;
-        }
-        pd_series_info *si = &out->v[out->n];
-        if (pd_labels_copy(&si->labels, &se->labels) < 0) {
-            rc = PD_ENOMEM;
-            break;
-        }
-        si->ref = se->ref;
-        si->n_profiles = cnt;
-        si->min_ts = mn;
-        si->max_ts = mx;
-        out->n++;
     }
+    free(refs);
     pthread_rwlock_unlock(&s->idx);
     if (rc < 0) {
         pd_series_set_release(out);

@@ -463,6 +463,77 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Series selection goes through the postings (label pair -> refs): for 300
+ * series with random labels (some absent) and 400 random matcher sets of
+ * every kind (= != =~ !~, values present, absent, empty, regexes that match
+ * "" or not), select returns exactly the series a brute-force
+ * pd_matchers_match over every series finds, before and after reopen. */
+static void test_select_postings(void **state)
+{
+    fx *f = *state;
+    enum { NS = 300, NQ = 400 };
+    static const char *NAMES[] = {"job", "instance", "zone", "team"};
+    static const char *VALS[] = {"api", "db", "a", "b", "c", "api-2", "x.y"};
+    static const char *RES[] = {"api.*", "a|b", ".*", "", "d.*", "[abc]", ".+", "x\\.y"};
+    pd_labels *ls = calloc(NS, sizeof *ls);
+    srand(11);
+    f->st = open_store(f->dir, 0, PD_FSYNC_NEVER);
+    for (int i = 0; i < NS; i++) {
+        pd_labels_init(&ls[i]);
+        assert_int_equal(pd_labels_set(&ls[i], "__name__", i % 3 ? "heap" : "cpu", NULL), 0);
+        for (int k = 0; k < 4; k++)
+            if (rand() % 4) /* absent in a quarter of the series */
+                assert_int_equal(pd_labels_set(&ls[i], NAMES[k], VALS[rand() % 7], NULL), 0);
+        char id[16];
+        snprintf(id, sizeof id, "%d", i); /* unique series */
+        assert_int_equal(pd_labels_set(&ls[i], "id", id, NULL), 0);
+        pd_err err = {{0}};
+        const tprof *t = &PROF[0];
+        assert_int_equal(pd_storage_append(f->st, &ls[i], 1000 + i, t->body, t->len, &t->p, &err),
+                         0);
+    }
+    for (int round = 0; round < 2; round++) {
+        for (int q = 0; q < NQ; q++) {
+            pd_matcher ms[4];
+            size_t nm = 1 + (size_t)(rand() % 3);
+            for (size_t j = 0; j < nm; j++) {
+                pd_match_type ty = (pd_match_type)(rand() % 4);
+                const char *name = j == 0 && rand() % 2 ? "__name__" : NAMES[rand() % 4];
+                const char *val;
+                if (ty == PD_MATCH_RE || ty == PD_MATCH_NRE)
+                    val = RES[rand() % 8];
+                else if (!strcmp(name, "__name__"))
+                    val = rand() % 2 ? "heap" : "cpu";
+                else
+                    val = rand() % 8 == 0 ? "" : VALS[rand() % 7];
+                assert_int_equal(pd_matcher_init(&ms[j], ty, name, val, NULL), 0);
+            }
+            bool want[NS];
+            size_t n_want = 0;
+            for (int i = 0; i < NS; i++)
+                n_want += want[i] = pd_matchers_match(ms, nm, &ls[i]);
+            pd_series_set set;
+            assert_int_equal(pd_storage_select(f->st, ms, nm, INT64_MIN, INT64_MAX, &set, NULL), 0);
+            if (set.n != n_want)
+                fail_msg("query %d (%zu matchers, first %s %s \"%s\"): %zu series, want %zu", q,
+                         nm, ms[0].name, pd_match_type_str(ms[0].type), ms[0].value, set.n,
+                         n_want);
+            for (size_t k = 0; k < set.n; k++) {
+                int id = atoi(pd_labels_get(&set.v[k].labels, "id"));
+                assert_true(id >= 0 && id < NS && want[id]);
+            }
+            pd_series_set_release(&set);
+            for (size_t j = 0; j < nm; j++)
+                pd_matcher_release(&ms[j]);
+        }
+        pd_storage_close(f->st); /* the postings are rebuilt at open */
+        f->st = open_store(f->dir, 0, PD_FSYNC_NEVER);
+    }
+    for (int i = 0; i < NS; i++)
+        pd_labels_release(&ls[i]);
+    free(ls);
+}
+
 /* ---- tests ---- */
 
 static size_t select_count(pd_storage *st, int64_t mint, int64_t maxt, pd_series_set *keep, ...)
@@ -1170,6 +1241,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_append_select_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_select_postings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duplicate_and_invalid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
