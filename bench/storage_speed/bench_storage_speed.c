@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/metrics.h"
 #include "pprof/pprof.h"
 #include "storage/storage.h"
 
@@ -811,12 +812,14 @@ static void bench_replay(size_t wal_mb)
     double *op = calloc(g_reps, sizeof *op), *cat = calloc(g_reps, sizeof *cat),
            *opc = calloc(g_reps, sizeof *opc), *catc = calloc(g_reps, sizeof *catc);
     long *rss = calloc(g_reps, sizeof *rss);
+    double chunk_b = 0;
     cat_dir(wdir); /* both from the page cache */
     for (size_t r = 0; r < g_reps; r++) {
         long r0 = rss_kb();
         s = open_store(dir, PD_FSYNC_NEVER, -1, &op[r]);
         opc[r] = g_open_cpu;
         rss[r] = rss_kb() - r0;
+        chunk_b = pd_metrics_get("profd_storage_head_chunk_bytes", NULL);
         pd_storage_stats st;
         stats(s, &st);
         if (st.n_head_profiles && st.n_head_profiles != n)
@@ -848,9 +851,9 @@ static void bench_replay(size_t wal_mb)
     double rr[64];
     for (size_t r = 0; r < g_reps && r < 64; r++)
         rr[r] = (double)rss[r];
-    printf("  VmRSS after replay: +%.1f MB = %.1f B per head profile\n",
+    printf("  VmRSS after replay: +%.1f MB = %.1f B per head profile (value groups %.1f B)\n",
            median(rr, g_reps < 64 ? g_reps : 64) / 1024,
-           median(rr, g_reps < 64 ? g_reps : 64) * 1024 / (double)n);
+           median(rr, g_reps < 64 ? g_reps : 64) * 1024 / (double)n, chunk_b / (double)n);
     free(op), free(cat), free(rss), free(opc), free(catc);
     for (size_t j = 0; j < S; j++)
         pd_labels_release(&ls[j]);
@@ -866,6 +869,7 @@ static void bench_memory(size_t M)
     snprintf(dir, sizeof dir, "%s/memory", g_out);
     double *per = calloc(g_reps, sizeof *per), *perp = calloc(g_reps, sizeof *perp);
     const size_t P2 = 10;
+    double chunk_b = 0;
     for (size_t r = 0; r < g_reps; r++) {
         rm_rf(dir);
         pd_storage *s = open_store(dir, PD_FSYNC_NEVER, -1, NULL);
@@ -880,6 +884,7 @@ static void bench_memory(size_t M)
             for (size_t j = 0; j < M; j++)
                 append_or_die(s, &ls[j], 1700000000000 + (int64_t)i * STEP_MS, series_prof(j, i));
         long r2 = rss_kb();
+        chunk_b = pd_metrics_get("profd_storage_head_chunk_bytes", NULL);
         per[r] = (double)(r1 - r0) * 1024 / (double)M;
         perp[r] = (double)(r2 - r1) * 1024 / (double)(M * P2);
         pd_storage_close(s);
@@ -890,6 +895,8 @@ static void bench_memory(size_t M)
     printf("memory: %zu series (5 labels each), then %zu more profiles each; VmRSS deltas\n", M, P2);
     printf("  per series (with its first profile) %8.0f B\n", median(per, g_reps));
     printf("  per further head profile            %8.1f B\n", median(perp, g_reps));
+    printf("  value groups held (all %zu profiles) %8.1f B per profile\n", M * (P2 + 1),
+           chunk_b / (double)(M * (P2 + 1)));
     free(per), free(perp);
     rm_rf(dir);
 }

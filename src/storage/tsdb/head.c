@@ -2041,6 +2041,12 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     }
     if ((rc = pd__wal_open(&wo, replay_fn, s, &s->wal, err)) < 0)
         goto fail;
+    /* the replayed profiles: compressed now rather than raw until their
+       groups fill up */
+    for (size_t i = 0; i < s->n_series; i++) {
+        pd__hchunks_seal(&s->by_ref[i]->hc);
+        compress_sealed(s, s->by_ref[i], false);
+    }
     bool added = false;
     if ((rc = load_blocks(s, &added, err)) < 0)
         goto fail;

@@ -179,6 +179,15 @@ void pd__hmem_commit(pd_hchunks *c, pd_hmem_undo *u)
     }
 }
 
+void pd__hchunks_seal(pd_hchunks *c)
+{
+    pd_hgroup *g = c->n_g ? c->g[c->n_g - 1] : NULL;
+    if (g)
+        g->sealed = true;
+    pd__dprof_release(&c->last);
+    c->has_last = false;
+}
+
 void pd__hmem_undo(pd_hmem *m, pd_hchunks *c, pd_hmem_undo *u)
 {
     pd_hgroup *g = u->g;
