@@ -720,24 +720,19 @@ static int replay_profile(pd_storage *s, uint32_t seg, uint64_t off, const uint8
     pd_profile prof;
     pd_err e;
     pd_err_clear(&e);
-    rc = pd_profile_decode(&prof, p + pr.body_off, pr.body_len, &s->limits, &e);
-    if (rc == PD_ENOMEM)
-        goto out;
-    if (rc < 0) {
-        char why2[640];
-        snprintf(why2, sizeof why2, "profile body does not decode: %s", e.msg);
-        replay_bad(s, seg, off, why2);
-        rc = 0;
-        goto out;
-    }
+    const char *what = "profile body does not decode";
     pd_hmem_undo u;
-    rc = pd__hmem_append(&s->hm, &se->hc, &prof, pr.ts, &pt.gid, &pt.gpos, &u, &e);
-    pd_profile_release(&prof);
+    rc = pd_profile_decode(&prof, p + pr.body_off, pr.body_len, &s->limits, &e);
+    if (rc == 0) {
+        what = "profile cannot be decomposed";
+        rc = pd__hmem_append(&s->hm, &se->hc, &prof, pr.ts, &pt.gid, &pt.gpos, &u, &e);
+        pd_profile_release(&prof);
+    }
     if (rc == PD_ENOMEM)
         goto out;
     if (rc < 0) {
         char why2[640];
-        snprintf(why2, sizeof why2, "profile cannot be decomposed: %s", e.msg);
+        snprintf(why2, sizeof why2, "%s: %s", what, e.msg);
         replay_bad(s, seg, off, why2);
         rc = 0;
         goto out;

@@ -979,6 +979,49 @@ static void test_read_damaged_record(void **state)
     pd_points_release(&pts);
 }
 
+/* A PROFILE record whose CRC is right but whose body is not a profile (a
+ * bug or a disk that lies): the replay decodes every body into the head, so
+ * it reports that record (file, offset, counted) and skips it; the profiles
+ * before and after it stay. */
+static void test_replay_undecodable_body(void **state)
+{
+    fx *f = *state;
+    f->st = open_store(f->dir, 0, PD_FSYNC_NEVER);
+    fill_store(f->st, 3);
+    pd_storage_close(f->st);
+    f->st = NULL;
+    char path[512];
+    seg_path(f->dir, 1, path, sizeof path);
+    drec recs[8];
+    assert_int_equal(parse_seg(path, recs, 8), 4); /* SERIES + 3 PROFILE */
+    /* garble the last 16 body bytes of ENT[1] (gzip trailer and data), then
+       write a CRC that matches */
+    int fd = open(path, O_RDWR);
+    uint8_t *rec = malloc(9 + recs[2].len);
+    assert_int_equal(pread(fd, rec, 9 + recs[2].len, recs[2].off), (ssize_t)(9 + recs[2].len));
+    for (uint32_t i = recs[2].len - 16; i < recs[2].len; i++)
+        rec[9 + i] ^= 0x5a;
+    uint8_t type = rec[0];
+    uint32_t c = pd_crc32c(pd_crc32c(0, &type, 1), rec + 9, recs[2].len);
+    for (int i = 0; i < 4; i++)
+        rec[5 + i] = (uint8_t)(c >> (8 * i));
+    assert_int_equal(pwrite(fd, rec, 9 + recs[2].len, recs[2].off), (ssize_t)(9 + recs[2].len));
+    close(fd);
+    free(rec);
+    double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
+    f->st = open_store(f->dir, 0, PD_FSYNC_NEVER);
+    assert_true(pd_metrics_get("profd_storage_corruptions_total", NULL) >= c0 + 1);
+    check_profile(f->st, 1, &ENT[0]);
+    check_profile(f->st, 1, &ENT[2]);
+    pd_profile p;
+    pd_err err = {{0}};
+    assert_int_equal(pd_storage_read_profile(f->st, 1, ENT[1].ts, &p, NULL, &err), PD_ENOTFOUND);
+    pd_points pts;
+    assert_int_equal(pd_storage_read_points(f->st, 1, ALL, &pts, NULL), 0);
+    assert_int_equal(pts.n, 2);
+    pd_points_release(&pts);
+}
+
 /* The SERIES record of the newest series is lost in an earlier segment while
  * its PROFILE records live on in later ones: those are skipped (unknown ref)
  * and the ref is never handed to another series. */
@@ -1247,6 +1290,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_earlier_segment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_damaged_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replay_undecodable_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lost_series_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill9, setup, teardown),
