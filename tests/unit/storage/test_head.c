@@ -1122,14 +1122,26 @@ static void *conc_reader(void *arg)
             assert_true(pts.n >= set.v[i].n_profiles);
             for (size_t j = 1; j < pts.n; j++)
                 assert_true(pts.v[j - 1].ts_ms < pts.v[j].ts_ms);
-            if (pts.n) {
+            /* the newest profile and a random one: a writer's own series
+               ("wN") holds PROF[HEAP0 + (i + N) % 30] at ts i * 10, so those
+               must equal their original while groups fill, seal and compress */
+            const char *inst = pd_labels_get(&set.v[i].labels, "instance");
+            for (int k = 0; k < 2 && pts.n; k++) {
+                size_t j = k == 0 ? pts.n - 1 : (size_t)rand() % pts.n;
                 pd_profile p;
                 pd_err err;
-                int rc = pd_storage_read_profile(c->st, set.v[i].ref, pts.v[pts.n - 1].ts_ms, &p,
-                                                 NULL, &err);
+                int rc = pd_storage_read_profile(c->st, set.v[i].ref, pts.v[j].ts_ms, &p, NULL,
+                                                 &err);
                 if (rc < 0)
                     fail_msg("read_profile: %s", err.msg);
-                assert_int_equal(p.n_sample_type, pts.v[pts.n - 1].n_types);
+                assert_int_equal(p.n_sample_type, pts.v[j].n_types);
+                if (inst && inst[0] == 'w') {
+                    int id = atoi(inst + 1), ti = (int)(pts.v[j].ts_ms / 10);
+                    pd_err why;
+                    if (!pd_profile_equal(&p, &PROF[HEAP0 + (ti + id) % 30].p, &why))
+                        fail_msg("%s at %lld differs: %s", inst, (long long)pts.v[j].ts_ms,
+                                 why.msg);
+                }
                 pd_profile_release(&p);
             }
             pd_points_release(&pts);
