@@ -11,11 +11,17 @@
 
 static uint64_t g_uid; /* __atomic */
 
-static uint64_t next_uid(void) { return __atomic_add_fetch(&g_uid, 1, __ATOMIC_RELAXED); }
+static uint64_t next_uid(void)
+{
+    return __atomic_add_fetch(&g_uid, 1, __ATOMIC_RELAXED);
+}
 
 static uint64_t g_gens; /* __atomic: live generations of every store (a gauge) */
 
-uint64_t pd__hmem_generations(void) { return __atomic_load_n(&g_gens, __ATOMIC_RELAXED); }
+uint64_t pd__hmem_generations(void)
+{
+    return __atomic_load_n(&g_gens, __ATOMIC_RELAXED);
+}
 
 static pd_hsyms *hsyms_new(void)
 {
@@ -68,7 +74,10 @@ size_t pd__hmem_symbols_count(const pd_hmem *m)
     return s->n_str + s->n_stack + s->n_loc + s->n_fn;
 }
 
-static size_t group_bytes(const pd_hgroup *g) { return g->z ? g->z_len : g->raw.cap; }
+static size_t group_bytes(const pd_hgroup *g)
+{
+    return g->z ? g->z_len : g->raw.cap;
+}
 
 static void group_free(pd_hmem *m, pd_hgroup *g)
 {
@@ -247,8 +256,8 @@ void pd__hmem_drop(pd_hmem *m, pd_hchunks *c, uint32_t gid)
     pd_hgroup *g = group_at(c, gid);
     if (!g || !g->n_live)
         return;
-    if (--g->n_live || (!g->sealed && g->syms == m->cur && c->has_last &&
-                        gid == c->base + c->n_g - 1))
+    if (--g->n_live ||
+        (!g->sealed && g->syms == m->cur && c->has_last && gid == c->base + c->n_g - 1))
         return;
     if (gid == c->base + c->n_g - 1 && !g->sealed) {
         pd__dprof_release(&c->last); /* the open group goes: the next append opens one */
@@ -296,7 +305,10 @@ static void dc_free(void *p)
     }
 }
 
-static void dc_init_key(void) { pthread_key_create(&dc_key, dc_free); }
+static void dc_init_key(void)
+{
+    pthread_key_create(&dc_key, dc_free);
+}
 
 int pd__hmem_read(const pd_hchunks *c, uint32_t gid, uint32_t pos, int64_t ts_ms, pd_profile *out,
                   pd_err *err)
@@ -343,8 +355,9 @@ int pd__hmem_read(const pd_hchunks *c, uint32_t gid, uint32_t pos, int64_t ts_ms
             for (uint32_t i = 0; i < g->n; i++)
                 pd__dprof_release(&d[i]);
             free(d);
-            return rc == PD_ENOMEM ? rc : pd_err_set(err, PD_ECORRUPT, "head group %u: %s", gid,
-                                                      err->msg);
+            return rc == PD_ENOMEM
+                       ? rc
+                       : pd_err_set(err, PD_ECORRUPT, "head group %u: %s", gid, err->msg);
         }
         dc->d = d;
         dc->n = g->n;

@@ -39,9 +39,9 @@
 #include "pprof/pprof.h"
 #include "storage/tsdb/chunks_int.h"
 
-#define PD_HMEM_GROUP 32                /* profiles per head group (bench/storage_speed) */
+#define PD_HMEM_GROUP 32                 /* profiles per head group (bench/storage_speed) */
 #define PD_HMEM_GROUP_BYTES (256u << 10) /* raw bytes that seal a head group */
-#define PD_HMEM_ZSTD_LEVEL 3            /* blocks recompress at PD_BLOCK_DEFAULT_LEVEL */
+#define PD_HMEM_ZSTD_LEVEL 3             /* blocks recompress at PD_BLOCK_DEFAULT_LEVEL */
 
 typedef struct pd_hsyms {
     pd_symbols sym; /* writable (interning) */
@@ -50,28 +50,28 @@ typedef struct pd_hsyms {
 
 typedef struct pd_hgroup {
     pd_hsyms *syms;
-    uint64_t uid;     /* unique over the process (cache key); changes on undo */
-    uint32_t n;       /* profiles encoded */
-    uint32_t n_live;  /* profiles not dropped */
-    bool sealed;      /* no more appends */
-    pd_buf raw;       /* the encoding while open or not yet compressed */
-    uint8_t *z;       /* zstd frame once compressed (raw released) */
+    uint64_t uid;    /* unique over the process (cache key); changes on undo */
+    uint32_t n;      /* profiles encoded */
+    uint32_t n_live; /* profiles not dropped */
+    bool sealed;     /* no more appends */
+    pd_buf raw;      /* the encoding while open or not yet compressed */
+    uint8_t *z;      /* zstd frame once compressed (raw released) */
     size_t z_len, raw_len;
     int64_t ts[PD_HMEM_GROUP]; /* ms, of each profile (the decoder needs them) */
 } pd_hgroup;
 
 typedef struct pd_hchunks {
-    pd_hgroup **g;  /* g[i] is group id base + i; NULL once freed */
+    pd_hgroup **g; /* g[i] is group id base + i; NULL once freed */
     size_t n_g, cap_g;
     uint32_t base;
-    pd_dprof last;  /* the open group's last profile (appenders only) */
+    pd_dprof last; /* the open group's last profile (appenders only) */
     bool has_last;
 } pd_hchunks;
 
 typedef struct pd_hmem {
     pd_hsyms *cur;
-    uint64_t bytes;     /* value groups held (raw + compressed), bytes */
-    uint64_t n_groups;  /* groups held */
+    uint64_t bytes;    /* value groups held (raw + compressed), bytes */
+    uint64_t n_groups; /* groups held */
 } pd_hmem;
 
 /* What pd__hmem_append changed, to commit or undo it. */

@@ -11,7 +11,10 @@
 
 #define NONE UINT32_MAX
 
-void pd__postings_init(pd_postings *p) { memset(p, 0, sizeof *p); }
+void pd__postings_init(pd_postings *p)
+{
+    memset(p, 0, sizeof *p);
+}
 
 void pd__postings_release(pd_postings *p)
 {

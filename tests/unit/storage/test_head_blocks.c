@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -478,6 +479,91 @@ static void test_head_decomposed(void **state)
     pd_storage_close(st);
     assert_int_equal(pd__hmem_generations(), gens0);
     rm_rf(copy);
+}
+
+typedef struct bgctx {
+    pd_storage *st;
+    volatile int *stop;
+    int max_step; /* steps below are appended (read by readers, racy: a hint) */
+    size_t reads;
+} bgctx;
+
+static void *bg_reader(void *arg)
+{
+    bgctx *c = arg;
+    unsigned seed = 99;
+    pd_matcher m;
+    assert_int_equal(pd_matcher_init(&m, PD_MATCH_EQ, "__name__", "heap", NULL), 0);
+    while (!__atomic_load_n(c->stop, __ATOMIC_ACQUIRE)) {
+        pd_series_set set;
+        assert_int_equal(pd_storage_select(c->st, &m, 1, INT64_MIN, INT64_MAX, &set, NULL), 0);
+        if (set.n != 1) {
+            pd_series_set_release(&set);
+            continue;
+        }
+        pd_points pts;
+        assert_int_equal(pd_storage_read_points(c->st, set.v[0].ref, INT64_MIN, INT64_MAX, &pts,
+                                                NULL),
+                         0);
+        for (int k = 0; k < 4 && pts.n; k++) {
+            size_t j = (size_t)rand_r(&seed) % pts.n;
+            int64_t ts = pts.v[j].ts_ms;
+            int i = (int)(ts / STEP) - 1;
+            pd_profile p;
+            pd_err err = {{0}}, why = {{0}};
+            if (pd_storage_read_profile(c->st, set.v[0].ref, ts, &p, NULL, &err) < 0)
+                fail_msg("read heap at %lld during cuts: %s", (long long)ts, err.msg);
+            if (!pd_profile_equal(&heap_at(i)->p, &p, &why))
+                fail_msg("heap at %lld differs during cuts: %s", (long long)ts, why.msg);
+            pd_profile_release(&p);
+            c->reads++;
+        }
+        pd_points_release(&pts);
+        pd_series_set_release(&set);
+    }
+    pd_matcher_release(&m);
+    return NULL;
+}
+
+/* The maintenance thread cuts the decomposed head into blocks (dropping head
+ * groups, switching symbol generations) and compacts while one thread
+ * appends and two read random profiles: every read equals its original,
+ * and at the end every profile is in the store once. */
+static void test_background_cuts_with_readers(void **state)
+{
+    fx *f = *state;
+    pd_storage_options o = pd_storage_options_default();
+    o.path = f->dir;
+    o.segment_bytes = 64 * 1024;
+    o.fsync = PD_FSYNC_NEVER;
+    o.block_duration_ms = DUR;
+    o.retention_ms = -1;
+    o.maintenance_ms = 20;
+    pd_err err = {{0}};
+    if (pd_storage_open(&o, &f->st, &err) < 0)
+        fail_msg("open: %s", err.msg);
+    volatile int stop = 0;
+    bgctx c[2] = {{f->st, &stop, 0, 0}, {f->st, &stop, 0, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, bg_reader, &c[i]), 0);
+    enum { STEPS = 150 };
+    for (int i = 0; i < STEPS; i++) {
+        append_steps(f->st, i, i + 1);
+        if (i % 10 == 9)
+            usleep(20 * 1000); /* let the thread cut while reads go on */
+    }
+    /* wait for the cuts the appends made due */
+    for (int w = 0; w < 200 && (int64_t)stats(f->st).n_head_profiles > heap_steps_profiles(STEPS - 25, STEPS); w++)
+        usleep(20 * 1000);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    pd_storage_stats ss = stats(f->st);
+    assert_true(ss.n_cuts >= 10);
+    assert_true(c[0].reads + c[1].reads > 0);
+    assert_int_equal(ss.n_profiles, heap_steps_profiles(0, STEPS));
+    verify_steps(f->st, 0, STEPS);
 }
 
 /* ---- tests ---- */
@@ -963,6 +1049,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_head_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_decomposed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_background_cuts_with_readers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cut_crash_leftover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retention_time, setup, teardown),
