@@ -68,8 +68,10 @@
  * Refs are assigned 1, 2, 3, ... in append order and persisted by SERIES
  * records, so they are stable across restarts.
  *
- * Index: series live in by_ref (sorted by ref; binary search) and in a
- * chained hash table on pd_labels_hash (compared with pd_labels_cmp). Each
+ * Index: series live in by_ref (sorted by ref; binary search), in a
+ * chained hash table on pd_labels_hash (compared with pd_labels_cmp), and in
+ * postings (postings.c: label pair -> ascending refs) that select intersects
+ * before testing the matchers on the candidates only. Each
  * series keeps its points sorted by ts: (ts, sample-type set, totals, head
  * group and position of the decomposed profile, where its WAL record is).
  * Sample-type sets are interned per series (a series' profiles nearly always
