@@ -36,16 +36,23 @@
  * against the timeouts of transfers in flight. Moving them to a worker is
  * the next step if that shows up in profd_scrape_duration_seconds_total.
  *
- * Outcome of a scrape (metric label outcome=): success; timeout (curl's
- * CURLE_OPERATION_TIMEDOUT); too_large (body over lim.max_body_bytes, or a
- * decode cap); bad_profile (pd_profile_decode rejected the body); error
- * (connection failures, HTTP status other than 200, storage failures).
+ * Outcome of a scrape (metric label outcome=): success; duplicate (stored
+ * already: the series has a profile at that ms, PD_EEXIST; the target is up);
+ * timeout (curl's CURLE_OPERATION_TIMEDOUT); too_large (body over
+ * lim.max_body_bytes, or a decode cap); bad_profile (pd_profile_decode
+ * rejected the body); error (connection failures, HTTP status other than
+ * 200, storage failures). success and duplicate make the target up.
+ *
+ * Metrics are updated under m->mu (lock order: m->mu, then the registry's
+ * own lock) and only for targets that are not retired, so that the series a
+ * reload removes stay removed (see forget_series).
  */
 #include "scrape/manager.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +66,8 @@
 
 #define MAX_WAIT_MS 1000 /* the loop wakes at least this often */
 
+void (*pd__scrape_before_record)(const char *url);
+
 enum { HEALTH_UNKNOWN, HEALTH_UP, HEALTH_DOWN };
 
 typedef struct target target;
@@ -71,6 +80,7 @@ struct target {
     char *job, *name, *url;
     pd_labels labels;    /* series labels: __name__, job, instance, static labels */
     char *metric_labels; /* job="...",profile_type="..." (escaped) */
+    char *target_labels; /* the labels without __name__, plus profile_type (escaped) */
     /* schedule and health: under m->mu */
     int64_t interval_ms, timeout_ms;
     int64_t next_ms; /* monotonic ms of the next slot */
@@ -79,6 +89,7 @@ struct target {
     double last_duration_s;
     char last_error[600];
     bool busy;
+    bool retired; /* dropped by a reload: its metrics are no longer updated */
     /* transfer in flight: loop thread only */
     CURL *easy;
     pd_buf body;
@@ -192,6 +203,7 @@ static void target_free(target *t)
     free(t->name);
     free(t->url);
     free(t->metric_labels);
+    free(t->target_labels);
     pd_labels_release(&t->labels);
     pd_buf_release(&t->body);
     free(t);
@@ -214,6 +226,48 @@ static void schedule_first(target *t, int64_t now_mono, int64_t now_wall)
     int64_t delay =
         ((off - now_wall % t->interval_ms) % t->interval_ms + t->interval_ms) % t->interval_ms;
     t->next_ms = now_mono + delay;
+}
+
+/* Appends the labels of t's per-target gauges to b: t->labels without
+ * __name__, plus profile_type=t->name, sorted by name, as name="value"
+ * pairs. A static label that is itself named profile_type is kept as
+ * exported_profile_type (exported_exported_... while taken), as Prometheus
+ * renames a scraped label that clashes with a target label. */
+static int put_target_labels(const target *t, pd_buf *b, pd_err *err)
+{
+    pd_labels ls;
+    pd_labels_init(&ls);
+    char *clash = NULL;
+    int rc = PD_ENOMEM;
+    if (pd_labels_copy(&ls, &t->labels))
+        goto out;
+    if ((rc = pd_labels_set(&ls, "__name__", "", err)))
+        goto out;
+    const char *pt = pd_labels_get(&ls, "profile_type");
+    if (pt) {
+        char name[PD_LABEL_MAX_NAME + 1] = "exported_profile_type";
+        rc = PD_ENOMEM;
+        if (!(clash = strdup(pt)))
+            goto out;
+        while (pd_labels_get(&ls, name) && strlen(name) + 9 <= PD_LABEL_MAX_NAME) {
+            memmove(name + 9, name, strlen(name) + 1);
+            memcpy(name, "exported_", 9);
+        }
+        if ((rc = pd_labels_set(&ls, name, clash, err)))
+            goto out;
+    }
+    if ((rc = pd_labels_set(&ls, "profile_type", t->name, err)))
+        goto out;
+    rc = PD_ENOMEM;
+    for (size_t i = 0; i < ls.n; i++)
+        if ((i && pd_buf_putc(b, ',')) || pd_buf_puts(b, ls.v[i].name) || pd_buf_puts(b, "=\"") ||
+            put_metric_value(b, ls.v[i].value) || pd_buf_putc(b, '"'))
+            goto out;
+    rc = 0;
+out:
+    free(clash);
+    pd_labels_release(&ls);
+    return rc;
 }
 
 static target *target_new(pd_scrape_manager *m, const pd_scrape_job *job, const char *tgt,
@@ -248,6 +302,10 @@ static target *target_new(pd_scrape_manager *m, const pd_scrape_job *job, const 
         pd_buf_putc(&b, '"'))
         goto fail;
     t->metric_labels = pd_buf_detach(&b, NULL);
+    if ((rc = put_target_labels(t, &b, err)))
+        goto fail;
+    t->target_labels = pd_buf_detach(&b, NULL);
+    rc = PD_ENOMEM;
     if (pd_buf_puts(&b, t->job) || pd_buf_putc(&b, '\n') || pd_buf_puts(&b, t->url) ||
         pd_buf_putc(&b, '\n') || pd_labels_format(&t->labels, &b))
         goto fail;
@@ -283,6 +341,76 @@ static void describe_metrics(void)
                         "Bytes of profile bodies stored, by source (scrape or push).");
     pd_metrics_describe("profd_scrape_targets", PD_METRIC_GAUGE,
                         "Scrape targets configured (one per target and profile type).");
+    pd_metrics_describe("profd_target_up", PD_METRIC_GAUGE,
+                        "1 if the last scrape of the target's profile type succeeded (HTTP 200, "
+                        "a profile that decoded and was stored or already stored), 0 if not.");
+    pd_metrics_describe("profd_scrape_last_duration_seconds", PD_METRIC_GAUGE,
+                        "Wall time of the last finished scrape of the target's profile type.");
+    pd_metrics_describe("profd_scrape_last_success_timestamp_seconds", PD_METRIC_GAUGE,
+                        "Unix time of the start of the last successful scrape of the target's "
+                        "profile type (the stored profile's timestamp).");
+}
+
+/*
+ * Per-target series. Prometheus users look for `up`, but profd does not
+ * expose that name: `up` is the series Prometheus itself writes for every
+ * target it scrapes, so when Prometheus scrapes profd's /metrics an `up`
+ * from profd would be one more `up` per profd target, its job and instance
+ * renamed to exported_job and exported_instance, and every `up == 0` alert
+ * would mix "profd is down" with "a target of profd is down". Exporters
+ * report the health of what they look at as <namespace>_up (mysql_up,
+ * haproxy_up); profd's is profd_target_up. It is per (target, profile type),
+ * not per target, because the profile types of one target are separate
+ * scrapes that fail separately (a CPU profile times out while the heap
+ * profile is fine); min by (job, instance) (profd_target_up) is the per
+ * target view. Labels: the target's own labels (job, instance, the static
+ * labels: what Prometheus attaches to up) and profile_type.
+ *
+ * The series exist from a target's first finished scrape until a reload
+ * drops the target; then apply() removes them under m->mu, and finish_scrape
+ * updates metrics under m->mu only for targets not retired, so a scrape in
+ * flight during the reload cannot bring them back.
+ */
+static void set_target_gauges(const target *t, bool up, double dur_s)
+{
+    pd_metrics_set("profd_target_up", t->target_labels, up ? 1 : 0);
+    pd_metrics_set("profd_scrape_last_duration_seconds", t->target_labels, dur_s);
+    if (up)
+        pd_metrics_set("profd_scrape_last_success_timestamp_seconds", t->target_labels,
+                       (double)t->start_ms / 1000);
+}
+
+static uint64_t str_key(const char *s)
+{
+    uint64_t h = XXH3_64bits(s, strlen(s));
+    return h == UINT64_MAX ? h - 1 : h; /* UINT64_MAX is reserved in pd_u64map */
+}
+
+/* True when some target of nv has the string s at `field` (an offset of a
+ * char * member), looked up through idx: str_key(string) -> index in nv. */
+static bool in_use(const pd_u64map *idx, target *const *nv, size_t field, const char *s)
+{
+    uint64_t i;
+    return pd_u64map_get(idx, str_key(s), &i) &&
+           strcmp(*(char *const *)((const char *)nv[i] + field), s) == 0;
+}
+
+/* Under m->mu: removes the series of o, a target dropped by a reload, but
+ * not those that a target of the new configuration nv writes too: the
+ * per-target gauges unless a new target has the same labels, the counters
+ * by job and profile type unless the pair stays (the job's other targets). */
+static void forget_series(const target *o, target *const *nv, const pd_u64map *by_target,
+                          const pd_u64map *by_job)
+{
+    if (!in_use(by_target, nv, offsetof(target, target_labels), o->target_labels)) {
+        pd_metrics_remove("profd_target_up", o->target_labels);
+        pd_metrics_remove("profd_scrape_last_duration_seconds", o->target_labels);
+        pd_metrics_remove("profd_scrape_last_success_timestamp_seconds", o->target_labels);
+    }
+    if (!in_use(by_job, nv, offsetof(target, metric_labels), o->metric_labels)) {
+        pd_metrics_remove_prefix("profd_scrapes_total", o->metric_labels);
+        pd_metrics_remove("profd_scrape_duration_seconds_total", o->metric_labels);
+    }
 }
 
 /* ---- public ---- */
@@ -317,10 +445,12 @@ int pd_scrape_manager_apply(pd_scrape_manager *m, const pd_config *cfg, pd_err *
 {
     target **nv = NULL;
     size_t nn = 0, cap = 0;
-    pd_u64map seen, old;
+    pd_u64map seen, old, by_target, by_job;
     int rc = 0;
     pd_u64map_init(&seen);
     pd_u64map_init(&old);
+    pd_u64map_init(&by_target);
+    pd_u64map_init(&by_job);
 
     for (size_t j = 0; j < cfg->n_jobs; j++) {
         const pd_scrape_job *job = &cfg->jobs[j];
@@ -365,6 +495,14 @@ int pd_scrape_manager_apply(pd_scrape_manager *m, const pd_config *cfg, pd_err *
         }
     }
 
+    for (size_t i = 0; i < nn; i++) {
+        if (pd_u64map_put(&by_target, str_key(nv[i]->target_labels), i) ||
+            pd_u64map_put(&by_job, str_key(nv[i]->metric_labels), i)) {
+            rc = PD_ENOMEM;
+            goto fail;
+        }
+    }
+
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < m->tn; i++) {
         if (pd_u64map_put(&old, m->tv[i]->key_hash, i)) {
@@ -399,6 +537,8 @@ int pd_scrape_manager_apply(pd_scrape_manager *m, const pd_config *cfg, pd_err *
         target *o = m->tv[i];
         if (!o)
             continue;
+        o->retired = true;
+        forget_series(o, nv, &by_target, &by_job);
         if (o->busy || o->easy) {
             o->next_retired = m->retired;
             m->retired = o;
@@ -424,6 +564,8 @@ fail:
 out:
     pd_u64map_release(&seen);
     pd_u64map_release(&old);
+    pd_u64map_release(&by_target);
+    pd_u64map_release(&by_job);
     return rc;
 }
 
@@ -483,9 +625,11 @@ fail:
     t->last_duration_s = 0;
     snprintf(t->last_error, sizeof t->last_error, "cannot start the transfer (out of memory)");
     pd_buf_release(&t->body);
+    set_target_gauges(t, false, 0);
 }
 
-static void record(target *t, const char *outcome, double dur_s)
+/* Under m->mu, t not retired: counts a finished scrape. */
+static void record(const target *t, const char *outcome, double dur_s)
 {
     pd_buf b;
     pd_buf_init(&b, 0);
@@ -535,7 +679,11 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
             rc = pd_storage_append(m->st, &t->labels, t->start_ms, (const uint8_t *)t->body.data,
                                    t->body.len, &p, &e);
             pd_profile_release(&p);
-            if (rc) {
+            if (rc == PD_EEXIST) {
+                /* this series already has a profile at this ms (two targets
+                 * with the same labels): the target itself is fine */
+                outcome = "duplicate";
+            } else if (rc) {
                 outcome = "error";
                 snprintf(msg, sizeof msg, "storage: %s", e.msg[0] ? e.msg : pd_strerror(rc));
             } else {
@@ -550,8 +698,9 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
         pd_buf_release(&t->body);
     else
         pd_buf_reset(&t->body);
-    record(t, outcome, dur);
 
+    if (pd__scrape_before_record)
+        pd__scrape_before_record(t->url);
     pthread_mutex_lock(&m->mu);
     int was = t->health;
     t->health = msg[0] ? HEALTH_DOWN : HEALTH_UP;
@@ -559,6 +708,10 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
     t->last_duration_s = dur;
     snprintf(t->last_error, sizeof t->last_error, "%s", msg);
     t->busy = false;
+    if (!t->retired) { /* apply() has removed the series of a retired target */
+        record(t, outcome, dur);
+        set_target_gauges(t, !msg[0], dur);
+    }
     pthread_mutex_unlock(&m->mu);
     if (msg[0] && was != HEALTH_DOWN)
         pd_log_warn("scrape failed", "job=\"%s\" url=\"%s\" outcome=%s err=\"%s\"", t->job, t->url,
@@ -643,7 +796,10 @@ void pd_scrape_manager_free(pd_scrape_manager *m)
         pthread_join(m->thread, NULL);
         m->running = false;
     }
+    pd_u64map none;
+    pd_u64map_init(&none);
     for (size_t i = 0; i < m->tn; i++) {
+        forget_series(m->tv[i], NULL, &none, &none); /* as a reload to no targets */
         target_abort(m, m->tv[i]);
         target_free(m->tv[i]);
     }

@@ -6,8 +6,9 @@
  * instance and the static labels.
  *
  * Health per (target, profile type): up, last scrape time, duration, last
- * error — exposed as JSON for /api/v1/targets and counted in /metrics
- * (profd_scrapes_total{outcome=...}).
+ * error — exposed as JSON for /api/v1/targets and in /metrics
+ * (profd_target_up and the other per-target gauges below, and
+ * profd_scrapes_total{outcome=...}).
  *
  * Targets: one per (job, static target, enabled endpoint). URL:
  * scheme://target/path[?seconds=S][&params...]. Series labels: the static
@@ -18,14 +19,28 @@
  *
  * Metrics (families declared by pd_scrape_manager_new):
  *   profd_scrapes_total{job,profile_type,outcome}  counter; outcome is one of
- *       success, error (connection, HTTP status != 200, storage), timeout,
- *       bad_profile (decode/validation failed), too_large (body over
- *       lim->max_body_bytes or a decode cap)
+ *       success, duplicate (the series already has a profile at that
+ *       timestamp: nothing stored, target up), error (connection, HTTP
+ *       status != 200, storage), timeout, bad_profile (decode/validation
+ *       failed), too_large (body over lim->max_body_bytes or a decode cap)
  *   profd_scrape_duration_seconds_total{job,profile_type}  counter, sum of
  *       scrape wall times (mean = this / profd_scrapes_total)
  *   profd_ingested_profiles_total{source="scrape"}, profd_ingested_bytes_total
  *       {source="scrape"}  counters (the push API uses source="push")
  *   profd_scrape_targets  gauge, number of targets
+ *   Per target and profile type, labels T = the target's labels without
+ *   __name__ (job, instance, static labels) plus profile_type (a static label
+ *   named profile_type becomes exported_profile_type), from the target's
+ *   first finished scrape on:
+ *   profd_target_up{T}  gauge, 1 when the last scrape was a success or a
+ *       duplicate, else 0 (Prometheus' `up`, under profd's namespace and per
+ *       profile type: why, in manager.c)
+ *   profd_scrape_last_duration_seconds{T}  gauge, the last scrape's wall time
+ *   profd_scrape_last_success_timestamp_seconds{T}  gauge, Unix seconds of
+ *       the last successful scrape's start (absent before the first success)
+ *   A reload that drops a target removes its T series, and the
+ *   {job,profile_type} counters once no target of that pair is left. A
+ *   scrape that finishes after its target was dropped is not counted.
  * Health "lastError" texts: curl's error text (e.g. "Failed to connect to
  * 127.0.0.1 port 1 after 0 ms: Couldn't connect to server", "Operation timed
  * out after ..."), "HTTP 404", "body exceeds N bytes", the decoder's message,
@@ -52,7 +67,9 @@ int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim,
 int pd_scrape_manager_apply(pd_scrape_manager *m, const pd_config *cfg, pd_err *err);
 /* Starts the scrape thread. Errors: -errno, PD_ENOMEM. */
 int pd_scrape_manager_start(pd_scrape_manager *m, pd_err *err);
-/* Stops the thread (aborting scrapes in flight) and frees. NULL is a no-op. */
+/* Stops the thread (aborting scrapes in flight) and frees. Removes the
+ * targets' series from /metrics, as a reload to no targets would.
+ * NULL is a no-op. */
 void pd_scrape_manager_free(pd_scrape_manager *m);
 /* Appends the targets as JSON, the "data" of /api/v1/targets:
  * {"activeTargets":[{"labels":{...},"scrapePool":job,"scrapeUrl":url,

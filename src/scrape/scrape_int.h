@@ -20,4 +20,10 @@ int64_t pd__scrape_offset_ms(const char *job, const char *url, int64_t interval_
 int pd__scrape_url(const pd_scrape_job *job, const char *tgt, const pd_pprof_endpoint *ep,
                    pd_buf *out);
 
+/* Test hook, NULL outside tests: called on the loop thread by every finished
+ * scrape after its body was decoded and stored and before its health and
+ * metrics are recorded, with the target's URL — the window in which a reload
+ * can drop the target. Set it only while no manager runs. */
+extern void (*pd__scrape_before_record)(const char *url);
+
 #endif

@@ -257,6 +257,34 @@ static double scrapes(const char *job, const char *type, const char *outcome)
     return pd_metrics_get("profd_scrapes_total", l);
 }
 
+/* The labels of the per-target gauges of a target without static labels
+ * (sorted: instance, job, profile_type). */
+static const char *tl(const char *job, int port, const char *type)
+{
+    static char l[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(l[k], sizeof l[k], "instance=\"127.0.0.1:%d\",job=\"%s\",profile_type=\"%s\"", port,
+             job, type);
+    return l[k];
+}
+
+/* 1 when the series is present, with *v its value. */
+static int gauge(const char *family, const char *labels, double *v)
+{
+    *v = pd_metrics_get(family, labels);
+    return pd_metrics_has(family, labels);
+}
+
+/* The /metrics text (caller frees). */
+static char *metrics_text(void)
+{
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    assert_int_equal(pd_metrics_write(&b), 0);
+    return pd_buf_detach(&b, NULL);
+}
+
 /* The series matching {__name__=name, job=job}; n_out series found. */
 static pd_series_set select_series(pd_storage *st, const char *name, const char *job)
 {
@@ -430,6 +458,48 @@ static void test_scrape(void **state)
         fail_msg("dead: lastError \"%s\"", str(t, "lastError"));
     json_decref(a);
 
+    /* profd_target_up: 1 for every profile type of the live target, 0 for a
+     * 404, a body that is not a profile, a timeout, a body over the cap and a
+     * port nobody listens on */
+    double v;
+    char good_l[256];
+    for (size_t i = 0; i < 7; i++) {
+        snprintf(good_l, sizeof good_l,
+                 "env=\"test\",instance=\"127.0.0.1:%d\",job=\"good\",profile_type=\"%s\"", f->port,
+                 good[i]);
+        if (!gauge("profd_target_up", good_l, &v) || v != 1)
+            fail_msg("profd_target_up{%s} is %g (present: %d)", good_l, v,
+                     pd_metrics_has("profd_target_up", good_l));
+        assert_true(gauge("profd_scrape_last_duration_seconds", good_l, &v) && v >= 0 && v < 5);
+        assert_true(gauge("profd_scrape_last_success_timestamp_seconds", good_l, &v));
+        assert_true(v >= (double)t0 / 1000 && v <= (double)pd_now_ms() / 1000);
+    }
+    static const char *const bad[] = {"missing", "garbage", "slow", "big", "bigchunked"};
+    for (size_t i = 0; i < 5; i++) {
+        const char *l = tl("bad", f->port, bad[i]);
+        if (!gauge("profd_target_up", l, &v) || v != 0)
+            fail_msg("profd_target_up{%s} is %g (present: %d)", l, v,
+                     pd_metrics_has("profd_target_up", l));
+        assert_true(gauge("profd_scrape_last_duration_seconds", l, &v));
+        /* never succeeded: no success timestamp */
+        assert_false(pd_metrics_has("profd_scrape_last_success_timestamp_seconds", l));
+    }
+    assert_true(gauge("profd_target_up", tl("dead", f->dead_port, "heap"), &v) && v == 0);
+    /* the slow one's last duration is its timeout, not the server's 1.5 s */
+    assert_true(gauge("profd_scrape_last_duration_seconds", tl("bad", f->port, "slow"), &v));
+    assert_true(v >= 0.2 && v < 1.0);
+    char *txt = metrics_text();
+    assert_non_null(strstr(txt, "# TYPE profd_target_up gauge\n"));
+    char line[320];
+    snprintf(line, sizeof line, "\nprofd_target_up{%s} 0\n", tl("dead", f->dead_port, "heap"));
+    assert_non_null(strstr(txt, line));
+    snprintf(line, sizeof line,
+             "\nprofd_target_up{env=\"test\",instance=\"127.0.0.1:%d\",job=\"good\","
+             "profile_type=\"heap\"} 1\n",
+             f->port);
+    assert_non_null(strstr(txt, line));
+    free(txt);
+
     /* metrics by outcome: 1.4 s at 300 ms is 4 or 5 slots per target */
     assert_true(scrapes("good", "heap", "success") >= 3);
     assert_true(scrapes("good", "goroutine", "success") >= 3);
@@ -545,6 +615,35 @@ static void test_scrape(void **state)
     assert_string_equal(str(find_target(a, "good", "heap"), "health"), "up");
     json_decref(a);
     assert_true(scrapes("dead", "heap", "error") == dead_before); /* no longer scraped */
+    /* the dropped targets' series are gone, also those of scrapes that were
+     * in flight during the reload (bad/slow); the kept and new ones are there */
+    assert_true(dead_before == 0); /* the whole job "dead" went: its counters too */
+    for (size_t i = 0; i < 5; i++) {
+        const char *l = tl("bad", f->port, bad[i]);
+        assert_false(pd_metrics_has("profd_target_up", l));
+        assert_false(pd_metrics_has("profd_scrape_last_duration_seconds", l));
+        char jl[128];
+        snprintf(jl, sizeof jl, "job=\"bad\",profile_type=\"%s\"", bad[i]);
+        assert_false(pd_metrics_has("profd_scrape_duration_seconds_total", jl));
+    }
+    assert_false(pd_metrics_has("profd_target_up", tl("dead", f->dead_port, "heap")));
+    assert_false(
+        pd_metrics_has("profd_scrape_last_duration_seconds", tl("dead", f->dead_port, "heap")));
+    snprintf(good_l, sizeof good_l,
+             "env=\"test\",instance=\"127.0.0.1:%d\",job=\"good\",profile_type=\"heap\"", f->port);
+    assert_true(gauge("profd_target_up", good_l, &v) && v == 1);
+    assert_true(scrapes("good", "heap", "success") >= 3); /* kept job: counters kept */
+    snprintf(good_l, sizeof good_l,
+             "instance=\"127.0.0.1:%d\",job=\"extra\",profile_type=\"heap\",team=\"q\\\"x\"",
+             f->port);
+    assert_true(gauge("profd_target_up", good_l, &v) && v == 1);
+    /* 200 ms timeout vs 1.5 s: down once scraped (absent before) */
+    gauge("profd_target_up", tl("extra", f->port, "slow"), &v);
+    assert_true(v == 0);
+    txt = metrics_text();
+    if (strstr(txt, "job=\"dead\"") || strstr(txt, "job=\"bad\""))
+        fail_msg("series of dropped jobs remain in /metrics:\n%s", txt);
+    free(txt);
     set = select_series(f->st, "heap", "extra");
     assert_int_equal(set.n, 1);
     assert_string_equal(pd_labels_get(&set.v[0].labels, "team"), "q\"x");
@@ -557,6 +656,11 @@ static void test_scrape(void **state)
     int64_t took_ms = (pd_mono_ns() - t1) / 1000000;
     if (took_ms > 300)
         fail_msg("pd_scrape_manager_free took %lld ms", (long long)took_ms);
+    /* and the freed manager's targets left no per-target series behind */
+    txt = metrics_text();
+    assert_null(strstr(txt, "profd_target_up{"));
+    assert_null(strstr(txt, "profd_scrape_last_duration_seconds{"));
+    free(txt);
 }
 
 static void test_apply_before_start_and_empty(void **state)
@@ -632,6 +736,143 @@ static void test_target_labels(void **state)
     pd_scrape_manager_free(m);
 }
 
+/* ---- per-target series: reload races, label clashes, duplicates ---- */
+
+static pd_scrape_manager *hook_m;
+static pd_config hook_cfg;
+static atomic_int hook_reloads;
+
+/* The first finished scrape of job "gone" reloads to a config without it,
+ * between storing the profile and recording the scrape. */
+static void reload_in_finish(const char *url)
+{
+    if (!strstr(url, "x=1") || hook_reloads)
+        return;
+    pd_err e;
+    pd_err_clear(&e);
+    if (pd_scrape_manager_apply(hook_m, &hook_cfg, &e) == 0)
+        hook_reloads++;
+}
+
+static void test_target_up_series(void **state)
+{
+    fixture *f = *state;
+    static const char *const heap_only = "    profiling_config:\n"
+                                         "      pprof_config:\n"
+                                         "        allocs: {enabled: false}\n"
+                                         "        block: {enabled: false}\n"
+                                         "        goroutine: {enabled: false}\n"
+                                         "        mutex: {enabled: false}\n"
+                                         "        threadcreate: {enabled: false}\n"
+                                         "        cpu: {enabled: false}\n";
+    char stay[2048], gone[1024], yaml[4096];
+    snprintf(stay, sizeof stay,
+             "  - job_name: stay\n%s"
+             "    static_configs: [{targets: ['127.0.0.1:%d']}]\n"
+             "  - job_name: clash\n%s"
+             "    static_configs: [{targets: ['127.0.0.1:%d'],"
+             " labels: {profile_type: custom, exported_profile_type: taken}}]\n"
+             "  - job_name: dup\n"
+             "    scrape_interval: 500ms\n%s"
+             "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
+             heap_only, f->port, heap_only, f->port, heap_only, f->port);
+    snprintf(gone, sizeof gone,
+             "  - job_name: gone\n"
+             "    params: {x: ['1']}\n%s"
+             "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
+             heap_only, f->port);
+    snprintf(yaml, sizeof yaml,
+             "global: {scrape_interval: 200ms, scrape_timeout: 200ms}\nscrape_configs:\n%s%s", stay,
+             gone);
+    pd_config c;
+    load(&c, yaml);
+    snprintf(yaml, sizeof yaml,
+             "global: {scrape_interval: 200ms, scrape_timeout: 200ms}\nscrape_configs:\n%s", stay);
+    load(&hook_cfg, yaml);
+    pd_err e;
+    pd_err_clear(&e);
+    assert_int_equal(pd_scrape_manager_new(f->st, NULL, &f->m, &e), 0);
+    assert_int_equal(pd_scrape_manager_apply(f->m, &c, &e), 0);
+    pd_config_release(&c);
+
+    /* job "dup": its series already holds a profile at every ms of the first
+     * 100 ms of its next slots (t mod 500 == offset), so its scrapes, which
+     * start a few ms into a slot, find their timestamp taken */
+    char url[128], path[512], *data;
+    size_t len;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/heap", f->port);
+    int64_t off = pd__scrape_offset_ms("dup", url, 500);
+    snprintf(path, sizeof path, "%s/pprof/go-demo-once/heap.pb.gz", PD_TESTDATA);
+    assert_int_equal(read_file(path, &data, &len), 0);
+    pd_pprof_limits lim = pd_pprof_limits_default();
+    pd_profile p;
+    assert_int_equal(pd_profile_decode(&p, (const uint8_t *)data, len, &lim, &e), 0);
+    pd_labels ls;
+    pd_labels_init(&ls);
+    char inst[64];
+    snprintf(inst, sizeof inst, "127.0.0.1:%d", f->port);
+    assert_int_equal(pd_labels_set(&ls, "__name__", "heap", &e), 0);
+    assert_int_equal(pd_labels_set(&ls, "job", "dup", &e), 0);
+    assert_int_equal(pd_labels_set(&ls, "instance", inst, &e), 0);
+    int64_t now = pd_now_ms();
+    int64_t slot = now - now % 500 + off;
+    for (int k = 0; k < 8; k++, slot += 500)
+        for (int64_t ts = slot; ts < slot + 100; ts++)
+            assert_int_equal(pd_storage_append(f->st, &ls, ts, (const uint8_t *)data, len, &p, &e),
+                             0);
+    pd_labels_release(&ls);
+    pd_profile_release(&p);
+    free(data);
+
+    hook_m = f->m;
+    hook_reloads = 0;
+    pd__scrape_before_record = reload_in_finish;
+    assert_int_equal(pd_scrape_manager_start(f->m, &e), 0);
+    sleep_ms(1800);
+
+    /* the reload happened while gone's scrape was being finished: that scrape
+     * is not counted and left no series; the others carry on */
+    assert_int_equal(hook_reloads, 1);
+    double v;
+    assert_false(pd_metrics_has("profd_target_up", tl("gone", f->port, "heap")));
+    assert_false(pd_metrics_has("profd_scrape_last_duration_seconds", tl("gone", f->port, "heap")));
+    assert_false(
+        pd_metrics_has("profd_scrape_last_success_timestamp_seconds", tl("gone", f->port, "heap")));
+    assert_true(scrapes("gone", "heap", "success") == 0);
+    assert_true(gauge("profd_target_up", tl("stay", f->port, "heap"), &v) && v == 1);
+    assert_true(scrapes("stay", "heap", "success") >= 3);
+
+    /* a static label named profile_type does not clash with ours: it moves
+     * to exported_profile_type, taken here, so exported_exported_... */
+    char l[512];
+    snprintf(l, sizeof l,
+             "exported_exported_profile_type=\"custom\",exported_profile_type=\"taken\","
+             "instance=\"127.0.0.1:%d\",job=\"clash\",profile_type=\"heap\"",
+             f->port);
+    if (!gauge("profd_target_up", l, &v) || v != 1) {
+        char *txt = metrics_text();
+        fprintf(stderr, "%s", txt);
+        free(txt);
+        fail_msg("no profd_target_up{%s} 1 in the text above", l);
+    }
+
+    /* a scrape whose profile is already stored keeps the target up */
+    if (scrapes("dup", "heap", "duplicate") < 1)
+        fail_msg("no duplicate scrape of job dup: %g success, %g error",
+                 scrapes("dup", "heap", "success"), scrapes("dup", "heap", "error"));
+    assert_true(scrapes("dup", "heap", "error") == 0);
+    assert_true(gauge("profd_target_up", tl("dup", f->port, "heap"), &v) && v == 1);
+    json_t *a = targets(f->m);
+    assert_string_equal(str(find_target(a, "dup", "heap"), "health"), "up");
+    assert_null(find_target(a, "gone", "heap"));
+    json_decref(a);
+
+    pd_scrape_manager_free(f->m);
+    f->m = NULL;
+    pd__scrape_before_record = NULL;
+    pd_config_release(&hook_cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -639,6 +880,7 @@ int main(void)
         cmocka_unit_test(test_target_labels),
         cmocka_unit_test_setup_teardown(test_scrape, setup, teardown),
         cmocka_unit_test_setup_teardown(test_apply_before_start_and_empty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_target_up_series, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
