@@ -12,7 +12,7 @@
  *           n_post | n_post x (name sym, value sym, n, n x id delta)
  *   symbols:        "PDSY" | u8 version 1 | 3 x 0 | u64 payload length |
  *                   zstd frame of the payload (symbols.c) | u32 crc32c(all before)
- *   chunks/000001:  "PDCH" | u8 version 1 | 3 x 0 | frames...
+ *   chunks/000001:  "PDCH" | u8 version 2 (PD_CHUNKS_VERSION) | 3 x 0 | frames...
  *     frame: u32 data length | u8 kind | data | u32 crc32c(kind + data)
  *     kind 1: time chunk (raw payload), 2: time chunk (zstd), 3: value group (zstd)
  *     For each series (in index order): its value groups, then its time chunk.
@@ -43,6 +43,9 @@
 #include "storage/tsdb/chunks_int.h"
 
 #define HDR 8
+/* chunks/000001 has its own version: 2 = value groups of sparse residuals
+ * (chunks.c); version 1 (dense value deltas) is refused. */
+#define PD_CHUNKS_VERSION 2
 #define FRAME_HDR 5
 #define MAX_FILE (4ull << 30)       /* index/symbols files read whole: cap */
 #define MAX_GROUP_RAW (1ull << 31)  /* a value group's decompressed payload */
@@ -444,6 +447,7 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
     int rc = 0, fd = -1;
     char tmp[4096], fin[4096], path[4200];
     pd_buf raw, z, idx;
+    pd_vgroup_enc venc;
     uint32_t *order = NULL, *g_first = NULL;
     uint64_t *g_off = NULL;
     const pd_dprof **ptrs = NULL;
@@ -452,6 +456,7 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
     pd_buf_init(&raw, 0);
     pd_buf_init(&z, 0);
     pd_buf_init(&idx, 0);
+    pd__vgroup_enc_init(&venc);
     if (!w->n_prof)
         return pd_err_set(err, PD_EINVAL, "no profiles to write into a block");
     make_ulid(id);
@@ -473,7 +478,7 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
         rc = pd_err_set(err, -errno, "open %s: %s", path, strerror(errno));
         goto out;
     }
-    uint8_t ch[HDR] = {'P', 'D', 'C', 'H', PD_BLOCK_VERSION, 0, 0, 0};
+    uint8_t ch[HDR] = {'P', 'D', 'C', 'H', PD_CHUNKS_VERSION, 0, 0, 0};
     uint64_t off = HDR;
     if ((rc = write_all(fd, ch, HDR)))
         goto werr;
@@ -509,14 +514,27 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
         for (size_t i = 0; i < s->n; i++)
             ptrs[i] = &s->p[i];
         uint64_t before = off;
-        /* a group ends after G profiles or once its raw encoding reaches
-           group_bytes, whichever comes first */
+        /* a group ends after G profiles, once its raw encoding reaches
+           group_bytes, or before its decoded values would pass
+           PD_VGROUP_GROUP_VALUES (unchanged samples cost no raw byte),
+           whichever comes first */
         pd_buf_reset(&raw);
+        pd__vgroup_enc_reset(&venc);
         for (size_t i = 0, a = 0; i < s->n; i++) {
-            if ((rc = pd__vgroup_encode_one(i > a ? ptrs[i - 1] : NULL, ptrs[i], &raw)))
+            if ((rc = pd__vgroup_enc_append(&venc, ptrs[i], &raw))) {
+                if (rc == PD_ETOOBIG)
+                    pd_err_set(err, rc,
+                               "writing block %s: the profile at %lld ms (%u samples x %u "
+                               "types) does not fit a value group (at most %llu values)",
+                               tmp, (long long)ptrs[i]->ts, ptrs[i]->n_sample, ptrs[i]->n_types,
+                               (unsigned long long)PD_VGROUP_MAX_VALUES);
                 goto out;
-            if (i + 1 - a < G && raw.len < w->o.group_bytes && i + 1 < s->n)
+            }
+            if (i + 1 < s->n && i + 1 - a < G && raw.len < w->o.group_bytes &&
+                venc.n_values + (uint64_t)ptrs[i + 1]->n_sample * ptrs[i + 1]->n_types <=
+                    PD_VGROUP_GROUP_VALUES)
                 continue;
+            pd__vgroup_enc_reset(&venc);
             g_first[ng] = (uint32_t)a;
             g_off[ng] = off;
             ng++;
@@ -663,6 +681,7 @@ out:
     pd_buf_release(&raw);
     pd_buf_release(&z);
     pd_buf_release(&idx);
+    pd__vgroup_enc_release(&venc);
     return rc;
 }
 
@@ -1144,8 +1163,15 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
     }
     uint8_t ch[HDR];
     if (b->chunks_size < HDR || pread(b->fd, ch, HDR, 0) != HDR || memcmp(ch, "PDCH", 4) ||
-        ch[4] != PD_BLOCK_VERSION || ch[5] || ch[6] || ch[7]) {
-        rc = pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic or version", b->chunks_path);
+        ch[5] || ch[6] || ch[7]) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic", b->chunks_path);
+        goto fail;
+    }
+    if (ch[4] != PD_CHUNKS_VERSION) {
+        rc = pd_err_set(err, PD_ECORRUPT,
+                        "%s offset 4: chunks version %u, this build reads version %u only "
+                        "(value groups of version 1 are not read any more)",
+                        b->chunks_path, ch[4], PD_CHUNKS_VERSION);
         goto fail;
     }
 

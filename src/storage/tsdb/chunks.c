@@ -3,10 +3,11 @@
  * (API: chunks_int.h; layout: docs/format/chunks.md). varint = unsigned
  * LEB128, zz = zigzag varint; "string" = block string id (symbols).
  *
- * Value group payload (before zstd), for each of its n profiles in time order,
- * "prev" being the previous profile of the group (none for the first, so a
- * group decodes on its own):
+ * Value group payload (chunks file version 2; before zstd), for each of its n
+ * profiles in time order, "prev" being the previous profile of the group (none
+ * for the first, so a group decodes on its own):
  *
+ *   flags (bit 0: quanta reset — every sample's quantum starts unknown)
  *   n_types | n_types x (type, unit) | period_type | period_unit | zz period
  *   zz (time_nanos - ts_ms x 1e6) | zz duration_nanos
  *   n_comment | comments | drop_frames | keep_frames | default_sample_type | doc_url
@@ -16,12 +17,40 @@
  *   keys are (stack, lset) ascending; keep = keys equal to prev's, taken as is;
  *   del = prev keys dropped; add = new keys, stack as a delta from the last
  *   key written
- *   values, column by column: for each type t, for each sample j:
- *     zz (value - value of the matched prev sample, or 0 for an added one or
- *         when prev has a different number of types)
+ *   n_changed | n_changed x gap: the *matched* samples (a prev sample with
+ *     the same key, prev with the same n_types) whose residuals are not all 0,
+ *     ascending, each as (index - index after the previous one)
+ *   for each sample, in order, that is unmatched or changed: [mask] residuals
+ *     — mask: a varint whose bit z says residual z is non-zero (only when the
+ *     sample has 2..63 residuals; non-zero for a changed sample), then the
+ *     non-zero residuals, zz each (all of them when no mask).
+ * A matched sample not listed keeps its prev values.
  *
- * So an unchanged profile costs its header plus ~(1 + n_types x n_sample)
- * zero bytes, which zstd squeezes to almost nothing.
+ * The value model (residuals of one sample). P = the matched prev sample's
+ * values when prev has the same number of types, else none; C = this one's;
+ * all arithmetic wraps (uint64), predictions are integer only (128-bit
+ * products), so writer and reader agree bit for bit.
+ *   - no P: the residuals are C as is (n_types of them).
+ *   - types in pairs (0,1), (2,3), ... (pprof pairs count and size: Go heap
+ *     alloc_objects/alloc_space, inuse_objects/inuse_space; cpu
+ *     samples/nanoseconds; contentions/delay). In a pair the *lead* is the type
+ *     with the larger |P| (the second on a tie), the other the *follower*;
+ *     dl, df = their deltas C - P.
+ *     lead, quantum q unknown (0):  dl
+ *     lead, quantum q known:        m = round(dl x A / B), dl - round(m x B / A)
+ *       with A/B = round(|Pl| / q) / |Pl| when |Pl| >= q, else 1/q: m is the
+ *       delta in quanta, the second residual what rounding left (Go scales
+ *       sampled counts by a per-stack factor, so deltas are ~m x quantum)
+ *     follower:                     df - round(dl x Pf / Pl) (0 if Pl or Pf is 0;
+ *       a pair whose P are both 0 uses the ratio of the first pair whose P are
+ *       both non-zero)
+ *   - an odd last type: its delta.
+ *   - q is per sample: carried from the matched prev sample (0 for an added
+ *     sample, after a reset, or when the number of types changed); after the
+ *     sample, q = the smallest non-zero |dl| seen (this profile's pairs
+ *     included), read with the q from before the sample for every pair.
+ * So an unchanged sample costs nothing, a changed Go heap sample ~4 bytes
+ * (mask, m, rounding, follower), which zstd (block.c) reduces further.
  *
  * Time chunk payload:
  *   n | n_tset | n_tset x (k, k x (type, unit))
@@ -37,6 +66,7 @@
 #include "storage/tsdb/chunks_int.h"
 
 #define MAX_TYPES 1024
+#define MAX_MASK 63 /* residuals of a sample covered by a mask varint */
 
 void pd__dprof_release(pd_dprof *d)
 {
@@ -418,10 +448,153 @@ static int keycmp(uint32_t s1, uint32_t l1, uint32_t s2, uint32_t l2)
     } while (0)
 #define PUTZ(v) PUT(pd_zigzag_enc((int64_t)(v)))
 
-int pd__vgroup_encode_one(const pd_dprof *pv, const pd_dprof *c, pd_buf *out)
+/* ---- the value model (see the top of the file) ---- */
+
+#ifndef __SIZEOF_INT128__
+#error "chunks.c needs unsigned __int128 (gcc or clang on a 64-bit target)"
+#endif
+typedef unsigned __int128 u128;
+
+/* |x| as an unsigned (2^63 for INT64_MIN). */
+static uint64_t mag(int64_t x) { return x < 0 ? 0 - (uint64_t)x : (uint64_t)x; }
+
+static int64_t wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static int64_t wsub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+
+/* round(a x b / c), halves away from zero, c > 0, exact in 128 bits; the
+ * magnitude saturates at INT64_MAX. Integer only, so the writer and every
+ * reader compute the same prediction. */
+static int64_t rdiv(int64_t a, uint64_t b, uint64_t c)
+{
+    u128 x = ((u128)mag(a) * b + c / 2) / c;
+    int64_t r = x > (u128)INT64_MAX ? INT64_MAX : (int64_t)x;
+    return a < 0 ? -r : r;
+}
+
+/* The follower's delta predicted from the lead's: round(dl x pf / pl). */
+static int64_t follow(int64_t dl, int64_t pf, int64_t pl)
+{
+    if (!pl || !pf)
+        return 0;
+    int64_t r = rdiv(dl, mag(pf), mag(pl));
+    return (pf < 0) != (pl < 0) ? -r : r;
+}
+
+/* Residuals of a sample with matched previous values P (n_types nt): a pair
+ * (t, t+1) has 3 residuals with a quantum, 2 without; an odd last type 1. */
+static size_t n_res(size_t nt, uint64_t q) { return (nt / 2) * (q ? 3 : 2) + (nt & 1); }
+
+/* The lead of pair (t, t+1): the larger previous magnitude (t+1 on a tie). */
+static size_t lead_of(const int64_t *P, size_t t) { return mag(P[t + 1]) >= mag(P[t]) ? t + 1 : t; }
+
+/* The first pair whose previous values are both non-zero (its ratio stands in
+ * for a pair that was all zero), or nt. */
+static size_t full_pair(const int64_t *P, size_t nt)
+{
+    for (size_t u = 0; u + 1 < nt; u += 2)
+        if (P[u] && P[u + 1])
+            return u;
+    return nt;
+}
+
+/* Lead delta dl = round(m x B / A) + r; A/B is the quantum's scale. */
+static void lead_scale(int64_t pl, uint64_t q, uint64_t *A, uint64_t *B)
+{
+    uint64_t pm = mag(pl);
+    if (pm >= q) { /* A = the previous value in quanta, B = the previous value */
+        *A = (uint64_t)(((u128)pm + q / 2) / q);
+        *B = pm;
+    } else {
+        *A = 1;
+        *B = q;
+    }
+}
+
+/* Encodes values C against P (NULL: none, then the residuals are C) into
+ * e[0..return); *q: the sample's quantum, updated. */
+static size_t vres_enc(const int64_t *P, const int64_t *C, size_t nt, uint64_t *q, int64_t *e)
+{
+    size_t ne = 0, t = 0;
+    if (!P) {
+        memcpy(e, C, nt * sizeof *e);
+        return nt;
+    }
+    uint64_t q0 = *q, qn = q0;
+    size_t fp = full_pair(P, nt);
+    for (; t + 1 < nt; t += 2) {
+        size_t L = lead_of(P, t), F = L ^ 1;
+        int64_t pl = P[L], pf = P[F];
+        if (!pl && fp < nt) { /* both 0: the ratio of the first full pair */
+            size_t L2 = lead_of(P, fp);
+            pl = P[L2], pf = P[L2 ^ 1];
+        }
+        int64_t dl = wsub(C[L], P[L]), df = wsub(C[F], P[F]);
+        if (q0) {
+            uint64_t A, B;
+            lead_scale(P[L], q0, &A, &B);
+            int64_t m = rdiv(dl, A, B);
+            e[ne++] = m;
+            e[ne++] = wsub(dl, rdiv(m, B, A));
+        } else {
+            e[ne++] = dl;
+        }
+        e[ne++] = wsub(df, follow(dl, pf, pl));
+        if (dl && (!qn || mag(dl) < qn))
+            qn = mag(dl);
+    }
+    for (; t < nt; t++)
+        e[ne++] = wsub(C[t], P[t]);
+    *q = qn;
+    return ne;
+}
+
+/* The inverse of vres_enc: C from P and e[0..n_res). */
+static void vres_dec(const int64_t *P, const int64_t *e, size_t nt, uint64_t *q, int64_t *C)
+{
+    size_t k = 0, t = 0;
+    if (!P) {
+        memcpy(C, e, nt * sizeof *C);
+        return;
+    }
+    uint64_t q0 = *q, qn = q0;
+    size_t fp = full_pair(P, nt);
+    for (; t + 1 < nt; t += 2) {
+        size_t L = lead_of(P, t), F = L ^ 1;
+        int64_t pl = P[L], pf = P[F], dl;
+        if (!pl && fp < nt) {
+            size_t L2 = lead_of(P, fp);
+            pl = P[L2], pf = P[L2 ^ 1];
+        }
+        if (q0) {
+            uint64_t A, B;
+            lead_scale(P[L], q0, &A, &B);
+            int64_t m = e[k++];
+            dl = wadd(rdiv(m, B, A), e[k++]);
+        } else {
+            dl = e[k++];
+        }
+        int64_t df = wadd(follow(dl, pf, pl), e[k++]);
+        C[L] = wadd(P[L], dl);
+        C[F] = wadd(P[F], df);
+        if (dl && (!qn || mag(dl) < qn))
+            qn = mag(dl);
+    }
+    for (; t < nt; t++)
+        C[t] = wadd(P[t], e[k++]);
+    *q = qn;
+}
+
+/* One profile c against pv (NULL: none) whose samples' quanta are pq (NULL:
+ * all unknown, written as a reset); c's quanta go to cq[0..c->n_sample). */
+static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c, uint64_t *cq,
+                       pd_buf *out)
 {
     int rc = 0;
     int64_t *match = NULL; /* per cur sample: matched prev index or -1 */
+    int64_t *e = NULL; /* one sample's residuals */
+    uint32_t *chg = NULL;
+    size_t nt = c->n_types, ne_max = n_res(nt, 1) > nt ? n_res(nt, 1) : nt;
+    PUT(pq ? 0 : 1); /* flags: bit 0 = quanta reset */
     PUT(c->n_types);
     for (size_t i = 0; i < 2u * c->n_types; i++)
         PUT(c->types[i]);
@@ -438,11 +611,12 @@ int pd__vgroup_encode_one(const pd_dprof *pv, const pd_dprof *c, pd_buf *out)
     PUT(c->default_sample_type);
     PUT(c->doc_url);
     PUT(c->n_sample);
-    if (!(match = malloc((c->n_sample + 1) * sizeof *match))) {
+    size_t np = pv ? pv->n_sample : 0, nc = c->n_sample, i = 0, j = 0;
+    if (!(match = malloc((nc + 1) * sizeof *match)) || !(chg = malloc((nc + 1) * sizeof *chg)) ||
+        !(e = malloc((ne_max + 1) * sizeof *e))) {
         rc = PD_ENOMEM;
         goto out;
     }
-    size_t np = pv ? pv->n_sample : 0, nc = c->n_sample, i = 0, j = 0;
     uint32_t last = 0;
     while (i < np || j < nc) {
         size_t keep = 0, del = 0, add = 0;
@@ -470,22 +644,156 @@ int pd__vgroup_encode_one(const pd_dprof *pv, const pd_dprof *c, pd_buf *out)
         if (j)
             last = c->stack[j - 1];
     }
-    bool same = pv && pv->n_types == c->n_types;
-    for (size_t t = 0; t < c->n_types; t++)
-        for (size_t x = 0; x < nc; x++) {
-            int64_t base = same && match[x] >= 0 ? pv->value[match[x] * c->n_types + t] : 0;
-            PUTZ((uint64_t)c->value[x * c->n_types + t] - (uint64_t)base);
+    /* the changed samples: matched ones with a non-zero residual (computed
+       twice for them: once to find them, once to write them) */
+    bool same = pv && pv->n_types == nt;
+    size_t n_chg = 0;
+    for (size_t x = 0; x < nc; x++) {
+        const int64_t *P = same && match[x] >= 0 ? pv->value + (size_t)match[x] * nt : NULL;
+        cq[x] = P && pq ? pq[match[x]] : 0;
+        if (!P)
+            continue;
+        size_t ne = vres_enc(P, c->value + x * nt, nt, &cq[x], e);
+        for (size_t z = 0; z < ne; z++)
+            if (e[z]) {
+                chg[n_chg++] = (uint32_t)x;
+                break;
+            }
+    }
+    PUT(n_chg);
+    for (size_t k = 0, at = 0; k < n_chg; k++) {
+        PUT(chg[k] - at);
+        at = chg[k] + 1;
+    }
+    /* residuals of the unmatched samples and of the changed ones, in order */
+    for (size_t x = 0, k = 0; x < nc; x++) {
+        const int64_t *P = same && match[x] >= 0 ? pv->value + (size_t)match[x] * nt : NULL;
+        if (P && (k == n_chg || chg[k] != x))
+            continue;
+        k += P != NULL;
+        uint64_t q = P && pq ? pq[match[x]] : 0;
+        size_t ne = vres_enc(P, c->value + x * nt, nt, &q, e);
+        if (ne > 1 && ne <= MAX_MASK) {
+            uint64_t mask = 0;
+            for (size_t z = 0; z < ne; z++)
+                if (e[z])
+                    mask |= (uint64_t)1 << z;
+            PUT(mask);
+            for (size_t z = 0; z < ne; z++)
+                if (e[z])
+                    PUTZ(e[z]);
+        } else {
+            for (size_t z = 0; z < ne; z++)
+                PUTZ(e[z]);
         }
+    }
 out:
     free(match);
+    free(chg);
+    free(e);
+    return rc;
+}
+
+void pd__vgroup_enc_init(pd_vgroup_enc *e) { memset(e, 0, sizeof *e); }
+
+void pd__vgroup_enc_reset(pd_vgroup_enc *e)
+{
+    e->n = 0;
+    e->n_values = 0;
+}
+
+void pd__vgroup_enc_release(pd_vgroup_enc *e)
+{
+    free(e->stack);
+    free(e->lset);
+    free(e->value);
+    free(e->q);
+    free(e->q_next);
+    memset(e, 0, sizeof *e);
+}
+
+int pd__vgroup_enc_append(pd_vgroup_enc *e, const pd_dprof *c, pd_buf *out)
+{
+    size_t nc = c->n_sample, nt = c->n_types;
+    if ((uint64_t)nc * nt > PD_VGROUP_MAX_VALUES - (e->n ? e->n_values : 0))
+        return PD_ETOOBIG; /* a reader would refuse the group */
+    if (nc + 1 > e->cap) {
+        size_t cap = 2 * (nc + 1);
+        uint64_t *nq = realloc(e->q_next, cap * sizeof *nq);
+        if (!nq)
+            return PD_ENOMEM;
+        e->q_next = nq;
+    }
+    /* the previous profile as a pd_dprof view of what we kept of it */
+    pd_dprof pv = {.n_types = e->n_types, .n_sample = e->n_sample,
+                   .stack = e->stack, .lset = e->lset, .value = e->value};
+    size_t len0 = out->len;
+    int rc = enc_profile(e->n ? &pv : NULL, e->n ? e->q : NULL, c, e->q_next, out);
+    if (rc) {
+        out->len = len0; /* e unchanged: c may be appended again */
+        return rc;
+    }
+    /* keep c (keys, values, quanta) for the next append */
+    if (nc + 1 > e->cap) {
+        size_t cap = 2 * (nc + 1);
+        uint32_t *ns = realloc(e->stack, cap * sizeof *ns), *nl;
+        if (ns)
+            e->stack = ns;
+        nl = ns ? realloc(e->lset, cap * sizeof *nl) : NULL;
+        if (nl)
+            e->lset = nl;
+        uint64_t *nq = nl ? realloc(e->q, cap * sizeof *nq) : NULL;
+        if (nq)
+            e->q = nq;
+        if (!ns || !nl || !nq)
+            goto nomem;
+        e->cap = cap;
+    }
+    if ((size_t)nc * nt + 1 > e->vcap) {
+        size_t vcap = 2 * ((size_t)nc * nt + 1);
+        int64_t *nv = realloc(e->value, vcap * sizeof *nv);
+        if (!nv)
+            goto nomem;
+        e->value = nv;
+        e->vcap = vcap;
+    }
+    memcpy(e->stack, c->stack, nc * sizeof *e->stack);
+    memcpy(e->lset, c->lset, nc * sizeof *e->lset);
+    memcpy(e->value, c->value, (size_t)nc * nt * sizeof *e->value);
+    uint64_t *t = e->q;
+    e->q = e->q_next;
+    e->q_next = t;
+    e->n_sample = c->n_sample;
+    e->n_types = c->n_types;
+    e->n++;
+    e->n_values += (uint64_t)nc * nt;
+    return 0;
+nomem:
+    out->len = len0;
+    e->n = 0; /* what we kept is incomplete: the next profile starts a group */
+    return PD_ENOMEM;
+}
+
+int pd__vgroup_encode_one(const pd_dprof *prev, const pd_dprof *c, pd_buf *out)
+{
+    if ((uint64_t)c->n_sample * c->n_types > PD_VGROUP_MAX_VALUES)
+        return PD_ETOOBIG;
+    uint64_t *cq = malloc((c->n_sample + 1) * sizeof *cq);
+    if (!cq)
+        return PD_ENOMEM;
+    int rc = enc_profile(prev, NULL, c, cq, out);
+    free(cq);
     return rc;
 }
 
 int pd__vgroup_encode(const pd_dprof *const *d, size_t n, pd_buf *out)
 {
+    pd_vgroup_enc e;
     int rc = 0;
+    pd__vgroup_enc_init(&e);
     for (size_t k = 0; k < n && !rc; k++)
-        rc = pd__vgroup_encode_one(k ? d[k - 1] : NULL, d[k], out);
+        rc = pd__vgroup_enc_append(&e, d[k], out);
+    pd__vgroup_enc_release(&e);
     return rc;
 }
 
@@ -540,12 +848,19 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
                       pd_err *err)
 {
     rd r = {p, len, 0, err, 0, "value group"};
-    int64_t *match = NULL;
-    size_t match_cap = 0;
-    uint64_t NS = s->n_str;
+    int64_t *match = NULL, *e = NULL;
+    uint32_t *chg = NULL;
+    uint64_t *q = NULL, *pq = NULL; /* quanta of this profile's and the previous one's samples */
+    size_t match_cap = 0, e_cap = 0;
+    uint64_t NS = s->n_str, n_values = 0;
     for (size_t k = 0; k < n && !r.bad; k++) {
         pd_dprof *c = &out[k];
         const pd_dprof *pv = k ? &out[k - 1] : NULL;
+        size_t at = r.off;
+        uint64_t flags = get(&r, "flags");
+        if (!r.bad && flags > 1)
+            r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: flags %llu",
+                               at, (unsigned long long)flags);
         c->n_types = (uint32_t)getn(&r, 2, MAX_TYPES, "sample types");
         if (r.bad)
             break;
@@ -570,29 +885,55 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
         c->keep_frames = getref(&r, NS, "keep frames");
         c->default_sample_type = getref(&r, NS, "default sample type");
         c->doc_url = getref(&r, NS, "doc url");
-        /* a kept key costs no byte, so n_sample is bounded by prev + the bytes left */
-        size_t nc = getn(&r, 1, SIZE_MAX / 16, "samples");
-        size_t np = pv ? pv->n_sample : 0;
-        if (!r.bad && nc > np + (r.len - r.off))
-            r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: %zu samples",
-                               r.off, nc);
+        /* a kept key costs no byte (nor do its values if unchanged), an added
+           one at least 2: n_sample is bounded by prev + the bytes left */
+        at = r.off;
+        uint64_t nc64 = get(&r, "samples");
+        size_t np = pv ? pv->n_sample : 0, nt = c->n_types, nc = (size_t)nc64;
+        if (!r.bad && (nc64 > UINT32_MAX || nc64 > np + (r.len - r.off)))
+            r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: %llu samples",
+                               at, (unsigned long long)nc64);
+        if (!r.bad && nt && nc > (PD_VGROUP_MAX_VALUES - n_values) / nt)
+            r.bad = pd_err_set(err, PD_ECORRUPT,
+                               "value group payload offset %zu: more than %llu values in the "
+                               "group",
+                               at, (unsigned long long)PD_VGROUP_MAX_VALUES);
         if (r.bad)
             break;
+        n_values += (uint64_t)nc * nt;
         c->n_sample = (uint32_t)nc;
         if (!(c->stack = malloc((nc + 1) * sizeof *c->stack)) ||
             !(c->lset = malloc((nc + 1) * sizeof *c->lset)) ||
-            !(c->value = malloc((nc * c->n_types + 1) * sizeof *c->value)))
+            !(c->value = malloc((nc * nt + 1) * sizeof *c->value)))
             goto nomem;
-        if (nc > match_cap) {
-            free(match);
-            match_cap = nc;
-            if (!(match = malloc(match_cap * sizeof *match)))
+        if (nc + 1 > match_cap) {
+            size_t cap = 2 * (nc + 1);
+            int64_t *nm = realloc(match, cap * sizeof *nm);
+            if (!nm)
                 goto nomem;
+            match = nm;
+            uint32_t *nx = realloc(chg, cap * sizeof *nx);
+            if (!nx)
+                goto nomem;
+            chg = nx;
+            uint64_t *nq = realloc(q, cap * sizeof *nq); /* keeps the previous profile's */
+            if (!nq)
+                goto nomem;
+            q = nq;
+            if (!(nq = realloc(pq, cap * sizeof *nq)))
+                goto nomem;
+            pq = nq;
+            match_cap = cap;
+        }
+        {
+            uint64_t *t = pq; /* q holds the previous profile's quanta */
+            pq = q;
+            q = t;
         }
         size_t i = 0, j = 0;
         uint32_t last = 0;
         while ((i < np || j < nc) && !r.bad) {
-            size_t at = r.off;
+            at = r.off;
             uint64_t keep = get(&r, "keep"), del = get(&r, "del"), add = get(&r, "add");
             if (r.bad)
                 break;
@@ -612,7 +953,7 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
             }
             i += del;
             for (uint64_t x = 0; x < add && !r.bad; x++, j++) {
-                int64_t st = (int64_t)last + getz(&r, "stack delta");
+                int64_t st = wadd((int64_t)last, getz(&r, "stack delta")); /* no UB on junk */
                 if (!r.bad && (st < 0 || (uint64_t)st > s->n_stack))
                     r.bad = pd_err_set(err, PD_ECORRUPT,
                                        "value group payload offset %zu: stack %lld out of range",
@@ -627,22 +968,79 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
         }
         if (r.bad)
             break;
-        bool same = pv && pv->n_types == c->n_types;
-        for (size_t t = 0; t < c->n_types; t++)
-            for (size_t x = 0; x < nc; x++) {
-                int64_t base = same && match[x] >= 0 ? pv->value[match[x] * c->n_types + t] : 0;
-                int64_t v = (int64_t)((uint64_t)getz(&r, "value") + (uint64_t)base);
-                c->value[x * c->n_types + t] = v;
-                c->totals[t] = (int64_t)((uint64_t)c->totals[t] + (uint64_t)v);
+        /* changed samples; the others keep the matched previous values (0 if none) */
+        bool same = pv && pv->n_types == nt;
+        size_t ne_max = n_res(nt, 1) > nt ? n_res(nt, 1) : nt;
+        if (ne_max + 1 > e_cap) {
+            free(e);
+            e_cap = ne_max + 1;
+            if (!(e = malloc(e_cap * sizeof *e)))
+                goto nomem;
+        }
+        size_t n_chg = getn(&r, 1, nc, "changed samples");
+        for (size_t kk = 0, next = 0; kk < n_chg && !r.bad; kk++) {
+            at = r.off;
+            uint64_t gap = get(&r, "changed sample gap");
+            if (!r.bad && (gap >= nc - next || !same || match[next + gap] < 0)) {
+                r.bad = pd_err_set(err, PD_ECORRUPT,
+                                   "value group payload offset %zu: changed sample %llu of %zu "
+                                   "(or not matched)",
+                                   at, (unsigned long long)(next + gap), nc);
+                break;
             }
+            chg[kk] = (uint32_t)(next + gap);
+            next = chg[kk] + 1;
+        }
+        for (size_t x = 0, kk = 0; x < nc && !r.bad; x++) {
+            int64_t *C = c->value + x * nt;
+            bool matched = same && match[x] >= 0;
+            q[x] = matched && !(flags & 1) ? pq[match[x]] : 0;
+            if (matched && (kk == n_chg || chg[kk] != x)) { /* unchanged */
+                memcpy(C, pv->value + (size_t)match[x] * nt, nt * sizeof *C);
+                continue;
+            }
+            kk += matched;
+            size_t ne = matched ? n_res(nt, q[x]) : nt;
+            if (ne > 1 && ne <= MAX_MASK) {
+                at = r.off;
+                uint64_t mask = get(&r, "residual mask");
+                if (!r.bad && ((matched && !mask) || mask >> ne)) {
+                    r.bad = pd_err_set(err, PD_ECORRUPT,
+                                       "value group payload offset %zu: residual mask %llx", at,
+                                       (unsigned long long)mask);
+                    break;
+                }
+                for (size_t z = 0; z < ne; z++)
+                    e[z] = (mask >> z) & 1 ? getz(&r, "residual") : 0;
+            } else {
+                for (size_t z = 0; z < ne; z++)
+                    e[z] = getz(&r, "residual");
+            }
+            if (r.bad)
+                break;
+            vres_dec(matched ? pv->value + (size_t)match[x] * nt : NULL, e, nt, &q[x], C);
+        }
+        if (r.bad)
+            break;
+        for (size_t y = 0; y < nc; y++)
+            for (size_t t = 0; t < nt; t++)
+                c->totals[t] = wadd(c->totals[t], c->value[y * nt + t]);
     }
     if (!r.bad && r.off != r.len)
         r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: %zu trailing bytes",
                            r.off, r.len - r.off);
     free(match);
+    free(chg);
+    free(e);
+    free(q);
+    free(pq);
     return r.bad;
 nomem:
     free(match);
+    free(chg);
+    free(e);
+    free(q);
+    free(pq);
     return pd_err_set(err, PD_ENOMEM, "out of memory decoding a value group");
 }
 

@@ -11,7 +11,12 @@
  *   - writer errors: duplicate (series, ts), missing __name__;
  *   - corruption: flipping bytes across, and truncating, each block file
  *     (meta.json, index, symbols, chunks/000001) gives PD_ECORRUPT from
- *     pd__block_check naming the file — never a crash (run under ASan).
+ *     pd__block_check naming the file — never a crash (run under ASan);
+ *   - value groups (chunks.c) on synthetic series: exact round trip of added,
+ *     removed, duplicated samples, int64 extremes, changing sample-type
+ *     counts, stateful and stateless writers; hand-made corrupt payloads
+ *     (each check), every truncation and byte flip of a group; a chunks file
+ *     of version 1 refused by name.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -27,7 +32,9 @@
 
 #include <cmocka.h>
 
+#include "base/varint.h"
 #include "storage/tsdb/block_int.h"
+#include "storage/tsdb/chunks_int.h"
 
 typedef struct tprof {
     char name[256]; /* file stem, e.g. heap-0001 */
@@ -466,6 +473,470 @@ static void test_corruption(void **state)
     free(tmp);
 }
 
+/* ---- value groups (chunks.c) on synthetic series ----
+ * The value model predicts each changed sample from its previous values, a
+ * per-sample quantum learnt in the group and the ratio of the sample's pair of
+ * types; these series exercise what real ones rarely do: samples added,
+ * removed and duplicated, values at the int64 limits (deltas wrap), a
+ * changing number of sample types, zero pairs, negative values. Decoding
+ * must give back every value exactly, for groups written by the stateful
+ * writer (pd__vgroup_encode) and by the stateless one (pd__vgroup_encode_one). */
+
+static uint64_t g_rng = 88172645463325252ull;
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+#define SYN_STACKS 400
+#define SYN_LSETS 3
+
+static const int64_t g_extreme[] = {0,         1,         -1, INT64_MAX, INT64_MIN, INT64_MAX - 1,
+                                    INT64_MIN + 1, (int64_t)1 << 62, -((int64_t)1 << 62), 524288};
+
+static int64_t syn_value(void)
+{
+    switch (rnd() % 4) {
+    case 0:
+        return 0;
+    case 1:
+        return g_extreme[rnd() % (sizeof g_extreme / sizeof *g_extreme)];
+    default:
+        return (int64_t)(rnd() % 100000000) - 1000;
+    }
+}
+
+/* n_types of profile k: mostly 4 (Go heap), sometimes 2, 3, 1 or 0 */
+static uint32_t syn_types(int k)
+{
+    return k % 37 == 17 ? 2 : k % 53 == 30 ? 3 : k % 71 == 40 ? 1 : k == 90 ? 0 : 4;
+}
+
+/* Profile k of a synthetic series, made from prev (NULL for the first). */
+static void syn_profile(const pd_dprof *prev, int k, pd_dprof *d)
+{
+    uint32_t nt = syn_types(k), cap = (prev ? prev->n_sample : 0) + 16;
+    memset(d, 0, sizeof *d);
+    d->ts = 1700000000000 + k * 1000;
+    d->n_types = nt;
+    d->types = calloc(2 * nt + 1, sizeof *d->types);
+    for (uint32_t i = 0; i < 2 * nt; i++)
+        d->types[i] = i % 5;
+    d->period = k % 3 ? 524288 : INT64_MIN;
+    d->time_nanos = d->ts * 1000000 + (int64_t)(rnd() % 1000000);
+    d->duration_nanos = k % 5 ? 0 : INT64_MAX;
+    d->n_comment = k % 4 == 1;
+    d->comment = calloc(2, sizeof *d->comment);
+    d->comment[0] = 3;
+    d->default_sample_type = 1;
+    d->stack = calloc(cap, sizeof *d->stack);
+    d->lset = calloc(cap, sizeof *d->lset);
+    d->value = calloc((size_t)cap * (nt ? nt : 1), sizeof *d->value);
+    d->totals = calloc(nt + 1, sizeof *d->totals);
+    /* keys: prev's minus ~3%, plus up to 15 random ones (duplicates allowed), merged in order */
+    uint32_t n = 0, np = prev ? prev->n_sample : 0, i = 0;
+    uint32_t add[16], addl[16], na = k == 0 ? 15 : (uint32_t)(rnd() % 6);
+    for (uint32_t a = 0; a < na; a++) {
+        add[a] = (uint32_t)(rnd() % (SYN_STACKS + 1));
+        addl[a] = (uint32_t)(rnd() % (SYN_LSETS + 1));
+    }
+    for (uint32_t a = 1; a < na; a++) /* insertion sort by (stack, lset) */
+        for (uint32_t b = a; b > 0 && (add[b] < add[b - 1] ||
+                                       (add[b] == add[b - 1] && addl[b] < addl[b - 1]));
+             b--) {
+            uint32_t t = add[b], tl = addl[b];
+            add[b] = add[b - 1], addl[b] = addl[b - 1];
+            add[b - 1] = t, addl[b - 1] = tl;
+        }
+    uint32_t a = 0;
+    while (i < np || a < na) {
+        bool from_prev = a >= na || (i < np && (prev->stack[i] < add[a] ||
+                                                (prev->stack[i] == add[a] && prev->lset[i] <= addl[a])));
+        if (from_prev) {
+            if (rnd() % 100 >= 3) {
+                d->stack[n] = prev->stack[i];
+                d->lset[n] = prev->lset[i];
+                for (uint32_t t = 0; t < nt; t++) {
+                    int64_t v = prev->n_types == nt ? prev->value[(size_t)i * nt + t] : syn_value();
+                    uint64_t r = rnd() % 100;
+                    if (r < 15) /* heap-like: a multiple of a per-stack quantum, +-1 */
+                        v = (int64_t)((uint64_t)v + (uint64_t)(rnd() % 4) * (prev->stack[i] * 7919u + 524288u) +
+                                      rnd() % 3 - 1);
+                    else if (r < 17)
+                        v = syn_value();
+                    else if (r < 19)
+                        v = (int64_t)((uint64_t)v - (uint64_t)(rnd() % 4) * (prev->stack[i] * 31u + 1u));
+                    d->value[(size_t)n * nt + t] = v;
+                }
+                n++;
+            }
+            i++;
+        } else {
+            d->stack[n] = add[a];
+            d->lset[n] = addl[a];
+            for (uint32_t t = 0; t < nt; t++)
+                d->value[(size_t)n * nt + t] = syn_value();
+            n++, a++;
+        }
+    }
+    d->n_sample = n;
+    for (uint32_t x = 0; x < n; x++)
+        for (uint32_t t = 0; t < nt; t++)
+            d->totals[t] = (int64_t)((uint64_t)d->totals[t] + (uint64_t)d->value[(size_t)x * nt + t]);
+}
+
+static pd_symbols syn_symbols(void)
+{
+    pd_symbols s;
+    memset(&s, 0, sizeof s);
+    s.n_str = 5;
+    s.n_stack = SYN_STACKS;
+    s.n_lset = SYN_LSETS;
+    return s;
+}
+
+static void assert_dprof_equal(const pd_dprof *a, const pd_dprof *b, size_t k)
+{
+    if (a->n_types != b->n_types || a->n_sample != b->n_sample || a->period != b->period ||
+        a->time_nanos != b->time_nanos || a->duration_nanos != b->duration_nanos ||
+        a->n_comment != b->n_comment || a->default_sample_type != b->default_sample_type)
+        fail_msg("profile %zu: header or counts differ", k);
+    assert_memory_equal(a->types, b->types, 2 * a->n_types * sizeof *a->types + 0 * 1);
+    for (uint32_t x = 0; x < a->n_sample; x++) {
+        if (a->stack[x] != b->stack[x] || a->lset[x] != b->lset[x])
+            fail_msg("profile %zu sample %u: key differs", k, x);
+        for (uint32_t t = 0; t < a->n_types; t++)
+            if (a->value[(size_t)x * a->n_types + t] != b->value[(size_t)x * a->n_types + t])
+                fail_msg("profile %zu sample %u type %u: %lld decoded as %lld", k, x, t,
+                         (long long)a->value[(size_t)x * a->n_types + t],
+                         (long long)b->value[(size_t)x * a->n_types + t]);
+    }
+    for (uint32_t t = 0; t < a->n_types; t++)
+        assert_int_equal(a->totals[t], b->totals[t]);
+}
+
+/* Decodes p[0..len) as n profiles and compares them with d[0..n). */
+static void check_group(const pd_symbols *s, const pd_buf *p, const pd_dprof *d, size_t n)
+{
+    pd_dprof *out = calloc(n + 1, sizeof *out);
+    pd_err err;
+    for (size_t k = 0; k < n; k++)
+        out[k].ts = d[k].ts;
+    if (pd__vgroup_decode(s, (const uint8_t *)p->data, p->len, n, out, &err))
+        fail_msg("decode: %s", err.msg);
+    for (size_t k = 0; k < n; k++)
+        assert_dprof_equal(&d[k], &out[k], k);
+    for (size_t k = 0; k < n; k++)
+        pd__dprof_release(&out[k]);
+    free(out);
+}
+
+static void test_vgroup_roundtrip(void **state)
+{
+    g_rng = 88172645463325252ull; /* the same series whichever tests run */
+    enum { N = 200 };
+    pd_dprof d[N];
+    const pd_dprof *ptrs[N];
+    pd_symbols s = syn_symbols();
+    for (int k = 0; k < N; k++) {
+        syn_profile(k ? &d[k - 1] : NULL, k, &d[k]);
+        ptrs[k] = &d[k];
+    }
+    size_t sizes[] = {1, 7, 64, N};
+    size_t stateful = 0, stateless = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        for (size_t a = 0; a < N; a += sizes[si]) {
+            size_t g = N - a < sizes[si] ? N - a : sizes[si];
+            pd_buf p;
+            pd_buf_init(&p, 0);
+            assert_int_equal(pd__vgroup_encode(ptrs + a, g, &p), 0); /* stateful */
+            check_group(&s, &p, d + a, g);
+            stateful += p.len;
+            pd_buf_reset(&p);
+            for (size_t k = 0; k < g; k++) /* stateless */
+                assert_int_equal(pd__vgroup_encode_one(k ? &d[a + k - 1] : NULL, &d[a + k], &p), 0);
+            check_group(&s, &p, d + a, g);
+            stateless += p.len;
+            pd_buf_release(&p);
+        }
+    }
+    assert_true(stateful > 0 && stateless > 0);
+    /* the writer keeps its own copy of the last profile: a reset then new appends */
+    pd_vgroup_enc e;
+    pd_buf p;
+    pd__vgroup_enc_init(&e);
+    pd_buf_init(&p, 0);
+    assert_int_equal(pd__vgroup_enc_append(&e, &d[5], &p), 0);
+    assert_int_equal(pd__vgroup_enc_append(&e, &d[6], &p), 0);
+    assert_int_equal(e.n, 2);
+    assert_int_equal(e.n_values, (uint64_t)d[5].n_sample * d[5].n_types +
+                                     (uint64_t)d[6].n_sample * d[6].n_types);
+    pd__vgroup_enc_reset(&e);
+    pd_buf_reset(&p);
+    for (int k = 10; k < 20; k++)
+        assert_int_equal(pd__vgroup_enc_append(&e, &d[k], &p), 0);
+    check_group(&s, &p, d + 10, 10);
+    /* a group that would decode to more than PD_VGROUP_MAX_VALUES is not written */
+    pd_dprof huge = {.n_types = 8, .n_sample = (uint32_t)(PD_VGROUP_MAX_VALUES / 8) + 1};
+    size_t len = p.len, n = e.n;
+    assert_int_equal(pd__vgroup_enc_append(&e, &huge, &p), PD_ETOOBIG);
+    assert_int_equal(pd__vgroup_encode_one(NULL, &huge, &p), PD_ETOOBIG);
+    assert_int_equal(p.len, len);
+    assert_int_equal(e.n, n);
+    pd_buf_release(&p);
+    pd__vgroup_enc_release(&e);
+    for (int k = 0; k < N; k++)
+        pd__dprof_release(&d[k]);
+}
+
+/* A busy heap-like series costs a few bytes per changed sample: the value
+ * model turns ~3-byte deltas into 1-byte residuals (a regression in the model
+ * shows here as a size jump, not only in bench/storage_size). */
+static void test_vgroup_heap_model(void **state)
+{
+    g_rng = 88172645463325252ull; /* the same series whichever tests run */
+    enum { N = 64, S = 300 };
+    pd_dprof d[N];
+    const pd_dprof *ptrs[N];
+    pd_symbols s = syn_symbols();
+    int64_t C[S];
+    for (int x = 0; x < S; x++)
+        C[x] = 1 + x % 50;
+    for (int k = 0; k < N; k++) {
+        pd_dprof *c = &d[k];
+        memset(c, 0, sizeof *c);
+        c->ts = 1700000000000 + k * 1000;
+        c->n_types = 4;
+        c->types = calloc(8, sizeof *c->types);
+        c->n_sample = S;
+        c->stack = calloc(S, sizeof *c->stack);
+        c->lset = calloc(S, sizeof *c->lset);
+        c->value = calloc(4 * S, sizeof *c->value);
+        c->totals = calloc(4, sizeof *c->totals);
+        c->comment = calloc(1, sizeof *c->comment);
+        for (int x = 0; x < S; x++) {
+            /* Go's scaleHeapSample: count x scale, bytes x scale (here in 1/16ths) */
+            if (k && rnd() % 10 == 0)
+                C[x] += 1 + (int64_t)(rnd() % 3);
+            int64_t size = 16 * (x + 1), scale16 = 16 * 524288 / size + 8;
+            c->stack[x] = (uint32_t)x + 1;
+            c->value[4 * x] = C[x] * scale16 / 16;
+            c->value[4 * x + 1] = C[x] * size * scale16 / 16;
+            for (int t = 0; t < 4; t++)
+                c->totals[t] += c->value[4 * x + t];
+        }
+        ptrs[k] = c;
+    }
+    pd_buf p;
+    pd_buf_init(&p, 0);
+    assert_int_equal(pd__vgroup_encode(ptrs, N, &p), 0);
+    check_group(&s, &p, d, N);
+    /* ~30 changed samples per profile after the first: mask + ~2 one-byte residuals */
+    size_t first = 0;
+    pd_buf q;
+    pd_buf_init(&q, 0);
+    assert_int_equal(pd__vgroup_encode(ptrs, 1, &q), 0);
+    first = q.len;
+    pd_buf_release(&q);
+    pd_buf_init(&q, 0);
+    for (int k = 0; k < N; k++) /* stateless: no quanta */
+        assert_int_equal(pd__vgroup_encode_one(k ? &d[k - 1] : NULL, &d[k], &q), 0);
+    check_group(&s, &q, d, N);
+    double per_profile = (double)(p.len - first) / (N - 1),
+           stateless = (double)(q.len - first) / (N - 1);
+    print_message("heap-like: first profile %zu B, then %.1f B/profile raw (%.1f without quanta; "
+                  "%d values per profile)\n",
+                  first, per_profile, stateless, 4 * S);
+    assert_true(per_profile < 200);           /* old dense format: > 4 x S */
+    assert_true(per_profile < 0.8 * stateless); /* the quanta pay */
+    pd_buf_release(&q);
+    pd_buf_release(&p);
+    for (int k = 0; k < N; k++)
+        pd__dprof_release(&d[k]);
+}
+
+/* Hand-made payloads: the layout of docs/format/chunks.md, and each check. */
+static void put_v(pd_buf *b, uint64_t v) { assert_int_equal(pd_buf_put_varint(b, v), 0); }
+static void put_z(pd_buf *b, int64_t v) { put_v(b, pd_zigzag_enc(v)); }
+
+/* header of a profile with nt types and n samples (all strings id 0) */
+static void put_header(pd_buf *b, uint64_t flags, uint32_t nt, uint64_t n)
+{
+    put_v(b, flags);
+    put_v(b, nt);
+    for (uint32_t i = 0; i < 2 * nt; i++)
+        put_v(b, 0);
+    for (int i = 0; i < 2; i++) /* period type, unit */
+        put_v(b, 0);
+    for (int i = 0; i < 3; i++) /* period, time, duration */
+        put_z(b, 0);
+    for (int i = 0; i < 5; i++) /* n_comment, drop, keep, default type, doc url */
+        put_v(b, 0);
+    put_v(b, n);
+}
+
+enum { H_OK, H_FLAGS, H_MASK0, H_MASKHIGH, H_GAP, H_NCHG, H_UNMATCHED, H_STACK, H_STACKWRAP,
+       H_TRAIL, H_NSAMPLE };
+
+/* Two profiles of 2 types: the first adds samples (stack 1: 5, -7) and
+ * (stack 2: 0, INT64_MIN), whose residuals are their values; the second keeps
+ * both and changes the second sample (lead: type 1, delta +1). */
+static void handmade(pd_buf *b, int bad)
+{
+    pd_buf_reset(b);
+    put_header(b, bad == H_FLAGS ? 2 : 1, 2, bad == H_NSAMPLE ? 1000 : 2);
+    put_v(b, 0); /* keep */
+    put_v(b, 0); /* del */
+    put_v(b, 2); /* add */
+    put_z(b, 1); /* stack 1 */
+    put_v(b, 0);
+    /* stack 2; H_STACKWRAP: 1 + INT64_MAX wraps (was signed overflow, found by fuzzing) */
+    put_z(b, bad == H_STACK ? SYN_STACKS : bad == H_STACKWRAP ? INT64_MAX : 1);
+    put_v(b, 0);
+    if (bad == H_UNMATCHED) { /* an added sample listed as changed */
+        put_v(b, 1);
+        put_v(b, 0);
+    } else {
+        put_v(b, 0); /* changed: none (added samples always carry residuals) */
+    }
+    put_v(b, bad == H_MASKHIGH ? 7 : 3); /* sample 0: both residuals */
+    put_z(b, 5);
+    put_z(b, -7);
+    if (bad == H_MASKHIGH)
+        put_z(b, 1);
+    put_v(b, 2); /* sample 1: the second */
+    put_z(b, INT64_MIN);
+    put_header(b, 0, 2, 2); /* profile 2 */
+    put_v(b, 2);            /* keep both */
+    put_v(b, 0);
+    put_v(b, 0);
+    put_v(b, bad == H_NCHG ? 3 : 1); /* changed */
+    put_v(b, bad == H_GAP ? 2 : 1);  /* sample 1 (gap 2 = sample 2: out of range) */
+    put_v(b, bad == H_MASK0 ? 0 : 1); /* its lead delta only */
+    put_z(b, 1);
+    if (bad == H_TRAIL)
+        put_v(b, 0);
+}
+
+static void test_vgroup_corrupt(void **state)
+{
+    g_rng = 88172645463325252ull; /* the same series whichever tests run */
+    pd_symbols s = syn_symbols();
+    pd_buf b;
+    pd_err err;
+    pd_dprof out[2];
+    pd_buf_init(&b, 0);
+    handmade(&b, H_OK);
+    memset(out, 0, sizeof out);
+    if (pd__vgroup_decode(&s, (const uint8_t *)b.data, b.len, 2, out, &err))
+        fail_msg("hand-made payload: %s", err.msg);
+    assert_int_equal(out[0].n_sample, 2);
+    assert_int_equal(out[0].stack[1], 2);
+    assert_int_equal(out[0].value[0], 5);
+    assert_int_equal(out[0].value[1], -7);
+    assert_int_equal(out[0].value[2], 0);
+    assert_true(out[0].value[3] == INT64_MIN);
+    assert_int_equal(out[1].value[0], 5);
+    assert_int_equal(out[1].value[1], -7);
+    assert_int_equal(out[1].value[2], 0);
+    assert_true(out[1].value[3] == INT64_MIN + 1);
+    assert_true(out[1].totals[1] == (int64_t)((uint64_t)INT64_MIN + 1 - 7)); /* wraps */
+    pd__dprof_release(&out[0]);
+    pd__dprof_release(&out[1]);
+    const char *want[] = {[H_FLAGS] = "flags",          [H_MASK0] = "mask",
+                          [H_MASKHIGH] = "mask",        [H_GAP] = "changed sample",
+                          [H_NCHG] = "changed samples", [H_UNMATCHED] = "not matched",
+                          [H_STACK] = "stack",          [H_STACKWRAP] = "stack",
+                          [H_TRAIL] = "trailing",
+                          [H_NSAMPLE] = "samples"};
+    for (int bad = H_FLAGS; bad <= H_NSAMPLE; bad++) {
+        handmade(&b, bad);
+        memset(out, 0, sizeof out);
+        int rc = pd__vgroup_decode(&s, (const uint8_t *)b.data, b.len, 2, out, &err);
+        pd__dprof_release(&out[0]);
+        pd__dprof_release(&out[1]);
+        if (rc != PD_ECORRUPT || !strstr(err.msg, want[bad]) || !strstr(err.msg, "offset"))
+            fail_msg("case %d: rc %d, %s", bad, rc, rc ? err.msg : "accepted");
+    }
+    /* more values than a group may decode to: refused before any allocation */
+    pd_buf_reset(&b);
+    put_header(&b, 1, 1024, 70000);
+    put_v(&b, 0);
+    put_v(&b, 0);
+    put_v(&b, 70000);
+    for (int i = 0; i < 70000; i++)
+        put_z(&b, 0), put_v(&b, 0);
+    put_v(&b, 0);
+    memset(out, 0, sizeof out);
+    assert_int_equal(pd__vgroup_decode(&s, (const uint8_t *)b.data, b.len, 1, out, &err),
+                     PD_ECORRUPT);
+    assert_non_null(strstr(err.msg, "values"));
+    pd__dprof_release(&out[0]);
+
+    /* a real group: every truncation is refused, every byte flip decodes or is refused */
+    enum { N = 12 };
+    pd_dprof d[N];
+    const pd_dprof *ptrs[N];
+    for (int k = 0; k < N; k++) {
+        syn_profile(k ? &d[k - 1] : NULL, k, &d[k]);
+        ptrs[k] = &d[k];
+    }
+    pd_buf_reset(&b);
+    assert_int_equal(pd__vgroup_encode(ptrs, N, &b), 0);
+    pd_dprof o[N];
+    for (size_t cut = 0; cut < b.len; cut++) {
+        memset(o, 0, sizeof o);
+        for (int k = 0; k < N; k++)
+            o[k].ts = d[k].ts;
+        assert_int_equal(pd__vgroup_decode(&s, (const uint8_t *)b.data, cut, N, o, &err),
+                         PD_ECORRUPT);
+        for (int k = 0; k < N; k++)
+            pd__dprof_release(&o[k]);
+    }
+    uint8_t *f = malloc(b.len);
+    for (size_t at = 0; at < b.len; at++) {
+        memcpy(f, b.data, b.len);
+        f[at] ^= (uint8_t)(1u << (at % 8));
+        memset(o, 0, sizeof o);
+        for (int k = 0; k < N; k++)
+            o[k].ts = d[k].ts;
+        int rc = pd__vgroup_decode(&s, f, b.len, N, o, &err);
+        assert_true(rc == 0 || rc == PD_ECORRUPT);
+        for (int k = 0; k < N; k++)
+            pd__dprof_release(&o[k]);
+    }
+    free(f);
+    for (int k = 0; k < N; k++)
+        pd__dprof_release(&d[k]);
+    pd_buf_release(&b);
+}
+
+/* chunks/000001 of version 1 (dense value deltas) is refused by name */
+static void test_chunks_version(void **state)
+{
+    char *tmp = mktmp(), id[27], dir[4200], path[4300];
+    pd_err err;
+    pd_block_writer_opts o = {0};
+    write_all(tmp, &o, id);
+    snprintf(dir, sizeof dir, "%s/%s", tmp, id);
+    snprintf(path, sizeof path, "%s/chunks/000001", dir);
+    size_t len;
+    uint8_t *b = read_file(path, &len);
+    assert_int_equal(b[4], 2);
+    b[4] = 1;
+    put_file(path, b, len);
+    pd_block *blk;
+    assert_int_equal(pd__block_open(dir, &blk, &err), PD_ECORRUPT);
+    assert_non_null(strstr(err.msg, "chunks/000001"));
+    assert_non_null(strstr(err.msg, "version 1"));
+    free(b);
+    rm_rf(tmp);
+    free(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -477,6 +948,10 @@ int main(void)
         cmocka_unit_test(test_select),
         cmocka_unit_test(test_writer_errors),
         cmocka_unit_test(test_corruption),
+        cmocka_unit_test(test_vgroup_roundtrip),
+        cmocka_unit_test(test_vgroup_heap_model),
+        cmocka_unit_test(test_vgroup_corrupt),
+        cmocka_unit_test(test_chunks_version),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
