@@ -77,6 +77,22 @@ static uint64_t get_u64(const uint8_t *p)
 
 /* ---- writer ---- */
 
+/* A closed value group of a streamed series, compressed. */
+typedef struct zgroup {
+    uint8_t *z;
+    size_t len;
+    uint32_t first; /* its first profile */
+} zgroup;
+
+/* A series of the writer. Streamed (the default, while its profiles come in
+ * ascending time): each profile is encoded into the open value group as it
+ * is added and only its time-chunk fields stay in p[] (ts, sample types,
+ * totals: the samples are freed); full groups are compressed at once. So a
+ * head cut or a compaction holds the block compressed, not decoded.
+ * Buffered (after a profile older than the last one: imports, overlapping
+ * compaction sources): the groups are decoded back into p[] and the series
+ * is sorted and encoded by pd__block_writer_write, as every series was
+ * before. Both give the same bytes. */
 typedef struct wseries {
     pd_labels labels;
     pd_dprof *p;
@@ -84,6 +100,12 @@ typedef struct wseries {
     pd_u64map ts; /* ts -> 1, duplicates */
     uint64_t tref, tbytes, vbytes;
     int64_t min_t, max_t;
+    bool buffered;
+    pd_vgroup_enc enc; /* streamed: the open group's encoder */
+    pd_buf raw;        /* streamed: the open group's encoding */
+    size_t g_a;        /* streamed: first profile of the open group */
+    zgroup *zg;        /* streamed: the closed groups */
+    size_t n_zg, cap_zg;
 } wseries;
 
 struct pd_block_writer {
@@ -95,6 +117,7 @@ struct pd_block_writer {
     uint32_t *next;    /* collision chain */
     size_t n_prof;
     uint64_t n_samples;
+    int failed; /* an encoder ran out of memory: its group is unusable; write fails */
 };
 
 int pd__block_writer_new(const pd_block_writer_opts *opts, pd_block_writer **out)
@@ -133,6 +156,11 @@ void pd__block_writer_free(pd_block_writer *w)
             pd__dprof_release(&s->p[j]);
         free(s->p);
         pd_u64map_release(&s->ts);
+        pd__vgroup_enc_release(&s->enc);
+        pd_buf_release(&s->raw);
+        for (size_t j = 0; j < s->n_zg; j++)
+            free(s->zg[j].z);
+        free(s->zg);
     }
     free(w->s);
     free(w->next);
@@ -170,6 +198,8 @@ static int find_series(pd_block_writer *w, const pd_labels *l, wseries **out)
     wseries *s = &w->s[w->n];
     memset(s, 0, sizeof *s);
     pd_u64map_init(&s->ts);
+    pd__vgroup_enc_init(&s->enc);
+    pd_buf_init(&s->raw, 0);
     if (pd_labels_copy(&s->labels, l))
         return PD_ENOMEM;
     if (pd_u64map_put(&w->by_hash, h, w->n)) {
@@ -179,6 +209,117 @@ static int find_series(pd_block_writer *w, const pd_labels *l, wseries **out)
     w->next[w->n] = have ? (uint32_t)first : UINT32_MAX;
     w->n++;
     *out = s;
+    return 0;
+}
+
+static int zstd_into(pd_buf *out, const void *src, size_t len, int level);
+
+/* Streamed series: compresses the open group into s->zg. */
+static int close_group(pd_block_writer *w, wseries *s)
+{
+    if (s->n == s->g_a)
+        return 0;
+    if (s->n_zg == s->cap_zg) {
+        size_t nc = s->cap_zg ? 2 * s->cap_zg : 4;
+        zgroup *v = realloc(s->zg, nc * sizeof *v);
+        if (!v)
+            return PD_ENOMEM;
+        s->zg = v;
+        s->cap_zg = nc;
+    }
+    pd_buf z;
+    pd_buf_init(&z, 0);
+    int rc = zstd_into(&z, s->raw.data, s->raw.len, w->o.zstd_level);
+    if (rc) {
+        pd_buf_release(&z);
+        return rc;
+    }
+    size_t len = z.len;
+    uint8_t *b = (uint8_t *)pd_buf_detach(&z, NULL);
+    if (!b)
+        return PD_ENOMEM;
+    s->zg[s->n_zg++] = (zgroup){b, len, (uint32_t)s->g_a};
+    pd__vgroup_enc_reset(&s->enc);
+    pd_buf_reset(&s->raw);
+    s->g_a = s->n;
+    return 0;
+}
+
+/* Streamed series: encodes d (the profile at index s->n) into the open
+ * group, closing the group first where pd__block_writer_write would end it
+ * (G profiles, group_bytes of raw encoding, PD_VGROUP_GROUP_VALUES values),
+ * then frees d's samples (the time chunk needs only its ts, types, totals). */
+static int stream_append(pd_block_writer *w, wseries *s, pd_dprof *d)
+{
+    uint64_t dv = (uint64_t)d->n_sample * d->n_types;
+    size_t in_group = s->n - s->g_a;
+    int rc;
+    if (in_group && (in_group >= w->o.group || s->raw.len >= w->o.group_bytes ||
+                     s->enc.n_values + dv > PD_VGROUP_GROUP_VALUES) &&
+        (rc = close_group(w, s)))
+        return rc;
+    size_t len0 = s->raw.len;
+    if ((rc = pd__vgroup_enc_append(&s->enc, d, &s->raw))) {
+        s->raw.len = len0;
+        return rc;
+    }
+    free(d->stack);
+    free(d->lset);
+    free(d->value);
+    d->stack = d->lset = NULL;
+    d->value = NULL;
+    return 0;
+}
+
+/* Turns streamed series s into a buffered one: its groups are decoded back
+ * into s->p[0 .. s->n) (the profile at s->n, just added, is whole). */
+static int to_buffered(pd_block_writer *w, wseries *s, pd_err *err)
+{
+    int rc = close_group(w, s);
+    if (rc)
+        return pd_err_set(err, rc, "out of memory");
+    pd_buf raw;
+    pd_buf_init(&raw, 0);
+    for (size_t k = 0; k < s->n_zg && !rc; k++) {
+        const zgroup *g = &s->zg[k];
+        size_t first = g->first, n = (k + 1 < s->n_zg ? s->zg[k + 1].first : s->n) - first;
+        unsigned long long fc = ZSTD_getFrameContentSize(g->z, g->len);
+        pd_dprof *tmp = calloc(n + 1, sizeof *tmp);
+        if (!tmp || fc == ZSTD_CONTENTSIZE_UNKNOWN || fc == ZSTD_CONTENTSIZE_ERROR ||
+            pd_buf_reserve(&raw, (size_t)fc + 1)) {
+            free(tmp);
+            rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+            break;
+        }
+        size_t got = ZSTD_decompress(raw.data, (size_t)fc + 1, g->z, g->len);
+        for (size_t j = 0; j < n; j++)
+            tmp[j].ts = s->p[first + j].ts;
+        if (ZSTD_isError(got) || got != fc)
+            rc = pd_err_set(err, PD_ECORRUPT, "a value group the writer made does not decompress");
+        else
+            rc = pd__vgroup_decode(&w->sym, (const uint8_t *)raw.data, got, n, tmp, err);
+        for (size_t j = 0; j < n; j++) {
+            if (rc == 0) {
+                pd__dprof_release(&s->p[first + j]);
+                s->p[first + j] = tmp[j];
+            } else
+                pd__dprof_release(&tmp[j]);
+        }
+        free(tmp);
+    }
+    pd_buf_release(&raw);
+    if (rc)
+        return rc; /* (groups decoded so far are whole in p[]; the rest stay
+                      streamed: the caller gives up on this writer) */
+    for (size_t k = 0; k < s->n_zg; k++)
+        free(s->zg[k].z);
+    free(s->zg);
+    s->zg = NULL;
+    s->n_zg = s->cap_zg = 0;
+    pd__vgroup_enc_release(&s->enc);
+    pd_buf_release(&s->raw);
+    pd_buf_init(&s->raw, 0);
+    s->buffered = true;
     return 0;
 }
 
@@ -192,7 +333,8 @@ int pd__block_writer_add(pd_block_writer *w, const pd_labels *labels, int64_t ts
     if ((rc = find_series(w, labels, &s)))
         return rc;
     uint64_t key = (uint64_t)ts_ms == UINT64_MAX ? 0x7fffffffffffffffULL : (uint64_t)ts_ms;
-    if (pd_u64map_get(&s->ts, key, NULL))
+    uint64_t seen = 0;
+    if (pd_u64map_get(&s->ts, key, &seen) && seen)
         return pd_err_set(err, PD_EEXIST, "a profile of this series at %lld ms was already added",
                           (long long)ts_ms);
     if (s->n == s->cap) {
@@ -209,10 +351,24 @@ int pd__block_writer_add(pd_block_writer *w, const pd_labels *labels, int64_t ts
         pd__dprof_release(&s->p[s->n]);
         return rc;
     }
-    w->n_samples += s->p[s->n].n_sample;
+    if (!s->buffered && s->n && ts_ms < s->p[s->n - 1].ts && (rc = to_buffered(w, s, err)) < 0)
+        goto undo;
+    uint64_t n_samples = s->p[s->n].n_sample;
+    if (!s->buffered && (rc = stream_append(w, s, &s->p[s->n])) < 0) {
+        if (rc != PD_ETOOBIG) /* (too big: nothing was appended, the group is fine) */
+            w->failed = rc;
+        pd_err_set(err, rc, "%s", rc == PD_ETOOBIG ? "the profile has too many values for a "
+                                                     "value group" : "out of memory");
+        goto undo;
+    }
+    w->n_samples += n_samples;
     s->n++;
     w->n_prof++;
     return 0;
+undo:
+    pd__dprof_release(&s->p[s->n]);
+    pd_u64map_put(&s->ts, key, 0); /* (a value of 0: no longer a duplicate) */
+    return rc;
 }
 
 static int dprof_ts_cmp(const void *a, const void *b)
@@ -457,6 +613,8 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
     pd_buf_init(&z, 0);
     pd_buf_init(&idx, 0);
     pd__vgroup_enc_init(&venc);
+    if (w->failed)
+        return pd_err_set(err, w->failed, "the block writer ran out of memory earlier");
     if (!w->n_prof)
         return pd_err_set(err, PD_EINVAL, "no profiles to write into a block");
     make_ulid(id);
@@ -493,7 +651,10 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
     uint64_t time_bytes = 0, value_bytes = 0;
     for (size_t k = 0; k < w->n; k++) {
         wseries *s = &w->s[order[k]];
-        qsort(s->p, s->n, sizeof *s->p, dprof_ts_cmp);
+        if (!s->buffered && (rc = close_group(w, s)))
+            goto out;
+        if (s->buffered)
+            qsort(s->p, s->n, sizeof *s->p, dprof_ts_cmp);
         s->min_t = s->p[0].ts;
         s->max_t = s->p[s->n - 1].ts;
         if (s->min_t < min_t)
@@ -520,7 +681,14 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
            whichever comes first */
         pd_buf_reset(&raw);
         pd__vgroup_enc_reset(&venc);
-        for (size_t i = 0, a = 0; i < s->n; i++) {
+        for (size_t j = 0; !s->buffered && j < s->n_zg; j++) { /* encoded while added */
+            g_first[ng] = s->zg[j].first;
+            g_off[ng] = off;
+            ng++;
+            if ((rc = write_frame(fd, &off, K_VALUE, s->zg[j].z, s->zg[j].len)))
+                goto werr;
+        }
+        for (size_t i = 0, a = 0; s->buffered && i < s->n; i++) {
             if ((rc = pd__vgroup_enc_append(&venc, ptrs[i], &raw))) {
                 if (rc == PD_ETOOBIG)
                     pd_err_set(err, rc,

@@ -55,16 +55,24 @@ typedef struct pd_block_writer_opts {
 
 typedef struct pd_block_writer pd_block_writer;
 
-/* A writer collecting profiles in memory (decomposed: only symbols and
- * sample ids are kept, not the pprof). opts may be NULL. 0 or PD_ENOMEM. */
+/* A writer collecting profiles in memory, decomposed (symbols interned, not
+ * the pprof kept). The profiles of a series added in ascending time (a head
+ * cut, a compaction of blocks that do not overlap) are encoded into value
+ * groups and zstd-compressed as they come, so the writer holds the block
+ * compressed (~100-300 B per profile) plus one open group per series; a
+ * series that receives a profile older than its last one is decoded back and
+ * kept whole until pd__block_writer_write sorts it (imports). Both ways give
+ * the same bytes. opts may be NULL. 0 or PD_ENOMEM. */
 int pd__block_writer_new(const pd_block_writer_opts *opts, pd_block_writer **out /* OUT */);
 /* Frees the writer. NULL is a no-op. */
 void pd__block_writer_free(pd_block_writer *w);
 
 /* Adds profile p (indexed, validated; not kept) of series `labels` (needs
- * __name__) at ts_ms, in any order. Errors: PD_EINVAL (no __name__, or a
- * reference of p that does not resolve), PD_EEXIST (series and ts_ms already
- * added), PD_ENOMEM. */
+ * __name__) at ts_ms, in any order (ascending per series is cheapest: see
+ * above). Errors: PD_EINVAL (no __name__, or a reference of p that does not
+ * resolve), PD_EEXIST (series and ts_ms already added), PD_ETOOBIG (p has
+ * more values than a value group may hold; nothing added), PD_ENOMEM (the
+ * writer is then unusable: pd__block_writer_write fails). */
 int pd__block_writer_add(pd_block_writer *w, const pd_labels *labels, int64_t ts_ms,
                          const pd_profile *p, pd_err *err);
 

@@ -95,7 +95,7 @@ void pd__hchunks_release(pd_hmem *m, pd_hchunks *c)
         if (c->g[i])
             group_free(m, c->g[i]);
     free(c->g);
-    pd__dprof_release(&c->last);
+    pd__vgroup_enc_release(&c->enc);
     memset(c, 0, sizeof *c);
 }
 
@@ -110,19 +110,27 @@ static pd_hgroup *group_at(const pd_hchunks *c, uint32_t gid)
 static pd_hgroup *open_group(const pd_hmem *m, const pd_hchunks *c)
 {
     pd_hgroup *g = c->n_g ? c->g[c->n_g - 1] : NULL;
-    if (!g || g->sealed || g->syms != m->cur || !c->has_last)
+    if (!g || g->sealed || g->syms != m->cur || !c->open)
         return NULL;
     return g;
+}
+
+/* No more appends to c's last group; the encoder's copy of the last profile
+ * is freed (an idle series keeps nothing but its groups). */
+static void seal_last(pd_hchunks *c)
+{
+    pd_hgroup *g = c->n_g ? c->g[c->n_g - 1] : NULL;
+    if (g)
+        g->sealed = true;
+    c->open = false;
+    pd__vgroup_enc_release(&c->enc);
 }
 
 int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms, uint32_t *gid,
                     uint32_t *pos, pd_hmem_undo *u, pd_err *err)
 {
     memset(u, 0, sizeof *u);
-    pd_hgroup *g = open_group(m, c);
-    if (!g && c->n_g && c->g[c->n_g - 1])
-        c->g[c->n_g - 1]->sealed = true; /* of an older generation: compress it */
-    if (!g && c->n_g == c->cap_g) {
+    if (c->n_g == c->cap_g) { /* room for a new group, before anything changes */
         size_t cap = c->cap_g ? 2 * c->cap_g : 4;
         pd_hgroup **v = realloc(c->g, cap * sizeof *v);
         if (!v)
@@ -130,42 +138,59 @@ int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_m
         c->g = v;
         c->cap_g = cap;
     }
-    int rc = pd__dprof_from_profile(&m->cur->sym, p, ts_ms, &u->d, err);
+    pd_dprof d;
+    int rc = pd__dprof_from_profile(&m->cur->sym, p, ts_ms, &d, err);
     if (rc < 0)
         return rc;
-    if (!g) {
-        if (!(g = calloc(1, sizeof *g))) {
-            pd__dprof_release(&u->d);
-            return pd_err_set(err, PD_ENOMEM, "head: out of memory");
+    pd_hgroup *g = open_group(m, c);
+    for (int attempt = 0;; attempt++) {
+        if (!g) {
+            seal_last(c); /* full, or of an older generation: compressed later */
+            if (!(g = calloc(1, sizeof *g))) {
+                pd__dprof_release(&d);
+                return pd_err_set(err, PD_ENOMEM, "head: out of memory");
+            }
+            pd_buf_init(&g->raw, 0);
+            g->syms = m->cur;
+            g->uid = next_uid();
+            u->new_group = true;
+            pd__vgroup_enc_reset(&c->enc);
         }
-        pd_buf_init(&g->raw, 0);
-        g->syms = m->cur;
-        g->uid = next_uid();
-        u->new_group = true;
-    }
-    u->g = g;
-    u->raw_len_before = g->raw.len;
-    u->uid_before = g->uid;
-    size_t cap_before = g->raw.cap;
-    rc = pd__vgroup_encode_one(u->new_group ? NULL : &c->last, &u->d, &g->raw);
-    if (rc < 0) {
-        g->raw.len = u->raw_len_before;
+        size_t len0 = g->raw.len, cap0 = g->raw.cap;
+        rc = pd__vgroup_enc_append(&c->enc, &d, &g->raw);
+        m->bytes += g->raw.cap - cap0;
+        if (rc == 0) {
+            u->raw_len_before = len0;
+            break;
+        }
+        g->raw.len = len0;
         if (u->new_group) {
+            m->bytes -= g->raw.cap;
             pd_buf_release(&g->raw);
             free(g);
+            g = NULL;
+            u->new_group = false;
+        } else if (rc == PD_ETOOBIG && attempt == 0) {
+            g = NULL; /* the open group has no room for this one: a new group */
+            continue;
         }
-        m->bytes += g->raw.cap - cap_before; /* (0 for a freed new group) */
-        pd__dprof_release(&u->d);
+        c->open = false; /* the encoder's state is unknown now */
+        pd__dprof_release(&d);
         memset(u, 0, sizeof *u);
-        return pd_err_set(err, rc, "head: cannot encode the profile (%s)",
-                          rc == PD_ETOOBIG ? "too big" : "out of memory");
+        if (rc == PD_ETOOBIG)
+            return pd_err_set(err, rc, "head: the profile has more than %llu values",
+                              (unsigned long long)PD_VGROUP_MAX_VALUES);
+        return pd_err_set(err, rc, "head: out of memory encoding the profile");
     }
-    m->bytes += g->raw.cap - cap_before;
+    pd__dprof_release(&d); /* (the encoder keeps what the next delta needs) */
     if (u->new_group) {
         g->syms->refs++;
         c->g[c->n_g++] = g;
         m->n_groups++;
     }
+    u->g = g;
+    u->uid_before = g->uid;
+    c->open = true;
     *gid = c->base + (uint32_t)(c->n_g - 1);
     *pos = g->n;
     g->ts[g->n] = ts_ms;
@@ -177,25 +202,13 @@ int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_m
 void pd__hmem_commit(pd_hchunks *c, pd_hmem_undo *u)
 {
     pd_hgroup *g = u->g;
-    pd__dprof_release(&c->last);
-    c->last = u->d;
-    c->has_last = true;
     memset(u, 0, sizeof *u);
-    if (g->n >= PD_HMEM_GROUP || g->raw.len >= PD_HMEM_GROUP_BYTES) {
-        g->sealed = true; /* readers never look at it; appenders hold app_mu */
-        pd__dprof_release(&c->last);
-        c->has_last = false;
-    }
+    if (g->n >= PD_HMEM_GROUP || g->raw.len >= PD_HMEM_GROUP_BYTES ||
+        c->enc.n_values >= PD_VGROUP_GROUP_VALUES)
+        seal_last(c); /* readers never look at `sealed`; appenders hold app_mu */
 }
 
-void pd__hchunks_seal(pd_hchunks *c)
-{
-    pd_hgroup *g = c->n_g ? c->g[c->n_g - 1] : NULL;
-    if (g)
-        g->sealed = true;
-    pd__dprof_release(&c->last);
-    c->has_last = false;
-}
+void pd__hchunks_seal(pd_hchunks *c) { seal_last(c); }
 
 void pd__hmem_undo(pd_hmem *m, pd_hchunks *c, pd_hmem_undo *u)
 {
@@ -210,7 +223,7 @@ void pd__hmem_undo(pd_hmem *m, pd_hchunks *c, pd_hmem_undo *u)
         c->n_g--;
         group_free(m, g);
     }
-    pd__dprof_release(&u->d);
+    seal_last(c); /* the encoder has seen the undone profile: start afresh */
     memset(u, 0, sizeof *u);
 }
 
@@ -256,13 +269,10 @@ void pd__hmem_drop(pd_hmem *m, pd_hchunks *c, uint32_t gid)
     pd_hgroup *g = group_at(c, gid);
     if (!g || !g->n_live)
         return;
-    if (--g->n_live ||
-        (!g->sealed && g->syms == m->cur && c->has_last && gid == c->base + c->n_g - 1))
+    if (--g->n_live || (!g->sealed && g->syms == m->cur && c->open && gid == c->base + c->n_g - 1))
         return;
-    if (gid == c->base + c->n_g - 1 && !g->sealed) {
-        pd__dprof_release(&c->last); /* the open group goes: the next append opens one */
-        c->has_last = false;
-    }
+    if (gid == c->base + c->n_g - 1 && !g->sealed)
+        seal_last(c); /* the open group goes: the next append opens one */
     group_free(m, g);
     c->g[gid - c->base] = NULL;
     /* drop the freed prefix */

@@ -2,7 +2,7 @@
  * storage/tsdb/headmem_int.h — the head's profiles in memory, decomposed as
  * in blocks (DESIGN.md §3): symbols deduplicated in a pd_symbols table
  * (symbols_int.h) and each series' samples in value groups encoded by
- * chunks.c (pd__vgroup_encode_one), so a head read and a block read decode
+ * chunks.c (pd_vgroup_enc, as blocks), so a head read and a block read decode
  * the same structures with the same code (pd__vgroup_decode,
  * pd__dprof_to_profile). Private to src/storage; used by head.c.
  *
@@ -24,9 +24,9 @@
  *
  * Locking (head.c): everything that changes a series' groups or the symbols
  * (append, undo, install, drop, new generation) runs under the idx write
- * lock; reads (pd__hmem_read) under the idx read lock. `last` (the previous
- * profile of the open group, kept decoded for the next delta) is touched by
- * appenders only (app_mu). Decoded groups are cached per thread (one group):
+ * lock; reads (pd__hmem_read) under the idx read lock. `enc` (the open
+ * group's encoder: a copy of its last profile and the value model's state)
+ * and `sealed` are touched by appenders only (app_mu). Decoded groups are cached per thread (one group):
  * a read of the next profile of the same group decodes nothing.
  */
 #ifndef PD_STORAGE_TSDB_HEADMEM_INT_H
@@ -64,8 +64,9 @@ typedef struct pd_hchunks {
     pd_hgroup **g; /* g[i] is group id base + i; NULL once freed */
     size_t n_g, cap_g;
     uint32_t base;
-    pd_dprof last; /* the open group's last profile (appenders only) */
-    bool has_last;
+    pd_vgroup_enc enc; /* the open group's encoder: its last profile and value
+                          model (appenders only) */
+    bool open;         /* the last group takes appends (enc describes it) */
 } pd_hchunks;
 
 typedef struct pd_hmem {
@@ -80,7 +81,6 @@ typedef struct pd_hmem_undo {
     bool new_group;
     size_t raw_len_before;
     uint64_t uid_before;
-    pd_dprof d; /* the appended profile, decomposed */
 } pd_hmem_undo;
 
 /* Sets up m with a first symbol generation. 0 or PD_ENOMEM. */
@@ -94,17 +94,21 @@ void pd__hchunks_release(pd_hmem *m, pd_hchunks *c);
  * group when there is none, when it is sealed or full, or when it belongs to
  * an older generation). *gid, *pos: where it went. Exclusive access (idx
  * write lock). Then exactly one of pd__hmem_commit (the WAL write succeeded)
- * or pd__hmem_undo (it failed) must follow. Errors: PD_ENOMEM, PD_EINVAL (a
- * reference of p that does not resolve), PD_ETOOBIG; on error nothing
- * changed. */
+ * or pd__hmem_undo (it failed; the group is then sealed) must follow.
+ * Errors: PD_ENOMEM, PD_EINVAL (a reference of p that does not resolve),
+ * PD_ETOOBIG (p alone has more than PD_VGROUP_MAX_VALUES values); on error
+ * no profile was added (symbols p interned may stay; the open group may be
+ * sealed). */
 int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms,
                     uint32_t *gid /* OUT */, uint32_t *pos /* OUT */, pd_hmem_undo *u /* OUT */,
                     pd_err *err);
-/* Keeps the append (app_mu is enough: only appenders touch `last` and
- * `sealed`); seals the group when it is full (then pd__hchunks_raw_sealed
- * finds it for compression). */
+/* Keeps the append (app_mu is enough: only appenders touch `enc` and
+ * `sealed`); seals the group when it is full — PD_HMEM_GROUP profiles,
+ * PD_HMEM_GROUP_BYTES raw, or PD_VGROUP_GROUP_VALUES values (then
+ * pd__hchunks_raw_sealed finds it for compression). */
 void pd__hmem_commit(pd_hchunks *c, pd_hmem_undo *u);
-/* Seals c's open group (the next append opens a new one) and frees `last`:
+/* Seals c's open group (the next append opens a new one) and frees `enc`'s
+ * copy of the last profile:
  * after the WAL replay, so that the replayed profiles are compressed instead
  * of staying raw until 32 more arrive (appenders only, or open). */
 void pd__hchunks_seal(pd_hchunks *c);
