@@ -75,9 +75,12 @@
  * series keeps its points sorted by ts: (ts, sample-type set, totals, head
  * group and position of the decomposed profile, where its WAL record is).
  * Sample-type sets are interned per series (a series' profiles nearly always
- * share one), totals live in a per-series pool. Replay decodes every body
- * and decomposes it as the append did; a body that does not decode is
- * reported (file, offset) and skipped.
+ * share one), totals live in a per-series pool. Replay only indexes the WAL
+ * (a point's gid is WAL_ONLY: it is read from its record meanwhile); the
+ * maintenance thread, kicked by the open, then decomposes those profiles
+ * into the head in 2 s slices (decompose_replayed); a body that does not
+ * decode is reported (file, offset), counted and dropped from the head then.
+ * A head cut takes WAL-only points straight from the WAL.
  *
  * Locking: app_mu serialises appends (duplicate check, ref assignment, WAL
  * write, index insert), so appenders read the index without idx. Every change
@@ -132,8 +135,11 @@ typedef struct point {
     uint32_t body_len;
     uint32_t tset; /* index into series.tsets */
     uint32_t tot;  /* index into series.totals (tsets[tset].n values) */
-    uint32_t gid, gpos; /* the decomposed profile: group and position (headmem_int.h) */
+    uint32_t gid, gpos; /* the decomposed profile: group and position (headmem_int.h);
+                           gid WAL_ONLY: replayed, not decomposed yet (read from the WAL) */
 } point;
+
+#define WAL_ONLY UINT32_MAX
 
 /* An open block of the store. refs: 1 for the store's list (s->blocks) plus
  * one per reader doing I/O on it outside the idx lock (hb_get/hb_put); the
@@ -170,6 +176,7 @@ typedef struct series {
     int64_t *totals;
     size_t n_tot, cap_tot;
     pd_hchunks hc; /* the head profiles, decomposed */
+    size_t n_wal_only; /* points with gid WAL_ONLY */
 } series;
 
 struct pd_storage {
@@ -183,6 +190,7 @@ struct pd_storage {
     pthread_rwlock_t idx;
     pd_hmem hm; /* symbols and value groups of the head (headmem_int.h) */
     pd_postings post; /* label pair -> refs of every series (postings_int.h) */
+    uint64_t n_wal_only; /* head points not decomposed yet (replayed) */
     bool post_broken; /* out of memory adding to post: select scans every series */
     series **by_ref; /* ascending ref */
     size_t n_series, cap_series;
@@ -218,6 +226,7 @@ struct pd_storage {
 
 static uint64_t blocks_profiles(const pd_storage *s);
 static uint64_t blocks_bytes(const pd_storage *s);
+static void kick_maintenance(pd_storage *s);
 
 pd_storage_options pd_storage_options_default(void)
 {
@@ -594,6 +603,9 @@ static void compress_sealed(pd_storage *s, series *se, bool lock)
     }
 }
 
+static int wal_profile(pd_storage *s, uint64_t ref, const point *pt, pd_profile *out,
+                       pd_buf *raw, pd_err *err);
+
 static void seg_name(const pd_storage *s, uint32_t seg, char *buf, size_t n)
 {
     snprintf(buf, n, "%s/%08u", s->waldir, seg);
@@ -718,29 +730,12 @@ static int replay_profile(pd_storage *s, uint32_t seg, uint64_t off, const uint8
     if ((rc = intern_tset(se, pr.k, pr.types, pr.tlen, pr.units, pr.ulen, &pt.tset)) < 0 ||
         (rc = reserve_point(se, pr.k)) < 0)
         goto out;
-    /* decompose the body into the head (as the append did) */
-    pd_profile prof;
-    pd_err e;
-    pd_err_clear(&e);
-    const char *what = "profile body does not decode";
-    pd_hmem_undo u;
-    rc = pd_profile_decode(&prof, p + pr.body_off, pr.body_len, &s->limits, &e);
-    if (rc == 0) {
-        what = "profile cannot be decomposed";
-        rc = pd__hmem_append(&s->hm, &se->hc, &prof, pr.ts, &pt.gid, &pt.gpos, &u, &e);
-        pd_profile_release(&prof);
-    }
-    if (rc == PD_ENOMEM)
-        goto out;
-    if (rc < 0) {
-        char why2[640];
-        snprintf(why2, sizeof why2, "%s: %s", what, e.msg);
-        replay_bad(s, seg, off, why2);
-        rc = 0;
-        goto out;
-    }
-    pd__hmem_commit(&se->hc, &u);
-    compress_sealed(s, se, false);
+    /* indexed only: the maintenance thread decomposes it into the head
+       afterwards (decompose_replayed), so opening costs a walk of the WAL,
+       not a decode of every body */
+    pt.gid = WAL_ONLY;
+    se->n_wal_only++;
+    s->n_wal_only++;
     insert_point(se, pt, pr.totals, pr.k);
     s->n_profiles++;
 out:
@@ -773,6 +768,7 @@ static void update_gauges(pd_storage *s)
     pd_metrics_set("profd_storage_bytes", NULL,
                    (double)(pd__wal_bytes(s->wal) + blocks_bytes(s)));
     pd_metrics_set("profd_storage_head_chunk_bytes", NULL, (double)s->hm.bytes);
+    pd_metrics_set("profd_storage_head_wal_only_profiles", NULL, (double)s->n_wal_only);
     pd_metrics_set("profd_storage_head_symbols", NULL, (double)pd__hmem_symbols_count(&s->hm));
     pd_metrics_set("profd_storage_head_symbol_generations", NULL, (double)pd__hmem_generations());
 }
@@ -1043,7 +1039,11 @@ static size_t drop_points(pd_storage *s, series *se, const int64_t *ts, size_t n
             j++;
         if (j < n && ts[j] == se->pts[i].ts) {
             stash_points(se, &se->pts[i], 1);
-            pd__hmem_drop(&s->hm, &se->hc, se->pts[i].gid);
+            if (se->pts[i].gid == WAL_ONLY) {
+                se->n_wal_only--;
+                s->n_wal_only--;
+            } else
+                pd__hmem_drop(&s->hm, &se->hc, se->pts[i].gid);
             continue;
         }
         se->pts[w++] = se->pts[i];
@@ -1480,9 +1480,13 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
             pd_err e;
             pd_err_clear(&e);
             pd_profile p;
-            pthread_rwlock_rdlock(&s->idx);
-            rc = pd__hmem_read(&se->hc, pt.gid, pt.gpos, pt.ts, &p, &e);
-            pthread_rwlock_unlock(&s->idx);
+            if (pt.gid == WAL_ONLY) /* replayed, not decomposed yet */
+                rc = wal_profile(s, se->ref, &pt, &p, NULL, &e);
+            else {
+                pthread_rwlock_rdlock(&s->idx);
+                rc = pd__hmem_read(&se->hc, pt.gid, pt.gpos, pt.ts, &p, &e);
+                pthread_rwlock_unlock(&s->idx);
+            }
             if (rc == 0) {
                 rc = pd__block_writer_add(w, &se->labels, pt.ts, &p, &e);
                 pd_profile_release(&p);
@@ -1864,6 +1868,98 @@ static void apply_retention(pd_storage *s)
     put_blocks(v, n);
 }
 
+/* Decomposes replayed (WAL-only) head points into the head's groups, series
+ * by series, for about budget_ms: each body is read and decoded with no lock
+ * held, then appended to the series' groups under app_mu + the idx write
+ * lock, as an append would. A body that does not decode is reported (file,
+ * offset), counted in profd_storage_corruptions_total and dropped from the
+ * head, as the replay did when it decoded every body. maint_mu held (no cut
+ * runs meanwhile). Returns true when some remain. */
+static bool decompose_replayed(pd_storage *s, int64_t budget_ms)
+{
+    int64_t t0 = now_mono_ms();
+    size_t done = 0, bad = 0;
+    bool stop = false;
+    for (size_t i = 0; !stop; i++) {
+        pthread_mutex_lock(&s->app_mu);
+        if (!s->n_wal_only || i >= s->n_series) {
+            pthread_mutex_unlock(&s->app_mu);
+            break;
+        }
+        series *se = s->by_ref[i]; /* (new series take larger refs: i stays put) */
+        size_t n = 0;
+        point *v = se->n_wal_only ? malloc(se->n_wal_only * sizeof *v) : NULL;
+        for (size_t j = 0; v && j < se->n_pts && n < se->n_wal_only; j++)
+            if (se->pts[j].gid == WAL_ONLY)
+                v[n++] = se->pts[j];
+        pthread_mutex_unlock(&s->app_mu);
+        if (se->n_wal_only && !v)
+            break; /* out of memory: later */
+        for (size_t j = 0; j < n && !stop; j++) {
+            pd_profile p;
+            pd_err e;
+            pd_err_clear(&e);
+            int rc = wal_profile(s, se->ref, &v[j], &p, NULL, &e);
+            pthread_mutex_lock(&s->app_mu);
+            size_t k = lower_bound(se, v[j].ts);
+            bool still = k < se->n_pts && se->pts[k].ts == v[j].ts && se->pts[k].gid == WAL_ONLY;
+            int hrc = rc;
+            if (still && rc == 0) {
+                pd_hmem_undo u;
+                uint32_t gid, gpos;
+                pthread_rwlock_wrlock(&s->idx);
+                hrc = pd__hmem_append(&s->hm, &se->hc, &p, v[j].ts, &gid, &gpos, &u, &e);
+                if (hrc == 0) {
+                    se->pts[k].gid = gid;
+                    se->pts[k].gpos = gpos;
+                    se->n_wal_only--;
+                    s->n_wal_only--;
+                }
+                pthread_rwlock_unlock(&s->idx);
+                if (hrc == 0) {
+                    pd__hmem_commit(&se->hc, &u);
+                    compress_sealed(s, se, true);
+                    done++;
+                }
+            }
+            if (still && hrc < 0 && hrc != PD_ENOMEM) {
+                char name[4200];
+                seg_name(s, v[j].seg, name, sizeof name);
+                pd_log_warn("storage: a replayed profile cannot be read; dropped from the head",
+                            "file=%s offset=%llu ts_ms=%lld err=\"%s\"", name,
+                            (unsigned long long)v[j].off, (long long)v[j].ts, e.msg);
+                pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+                pthread_rwlock_wrlock(&s->idx);
+                memmove(se->pts + k, se->pts + k + 1, (se->n_pts - k - 1) * sizeof *se->pts);
+                se->n_pts--;
+                se->n_wal_only--;
+                s->n_wal_only--;
+                s->n_profiles--;
+                s->hr_valid = false;
+                pthread_rwlock_unlock(&s->idx);
+                bad++;
+            }
+            if (hrc == PD_ENOMEM)
+                stop = true;
+            pthread_mutex_unlock(&s->app_mu);
+            if (rc == 0)
+                pd_profile_release(&p);
+            if (now_mono_ms() - t0 > budget_ms)
+                stop = true;
+        }
+        free(v);
+    }
+    pthread_mutex_lock(&s->app_mu);
+    uint64_t left = s->n_wal_only;
+    update_gauges(s);
+    pthread_mutex_unlock(&s->app_mu);
+    if (done || bad)
+        pd_log_info("storage: replayed profiles decomposed into the head",
+                    "profiles=%zu dropped=%zu left=%llu ms=%lld", done, bad,
+                    (unsigned long long)left, (long long)(now_mono_ms() - t0));
+    return left > 0;
+}
+
 int pd_storage_maintain(pd_storage *s, pd_err *err)
 {
     pd_err_clear(err);
@@ -1892,10 +1988,15 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
             break;
     }
     apply_retention(s);
+    /* replayed profiles: after the cut (which reads those it takes from the
+       WAL), in slices of 2 s so that a due cut is not held up long */
+    bool more = decompose_replayed(s, 2000);
     pthread_mutex_lock(&s->app_mu);
     update_gauges(s);
     pthread_mutex_unlock(&s->app_mu);
     pthread_mutex_unlock(&s->maint_mu);
+    if (more && s->maint_running)
+        kick_maintenance(s);
     return rc;
 }
 
@@ -1964,6 +2065,9 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     pd_metrics_describe("profd_storage_head_symbols", PD_METRIC_GAUGE,
                         "Strings, functions, locations and stacks of the head's current symbol "
                         "generation.");
+    pd_metrics_describe("profd_storage_head_wal_only_profiles", PD_METRIC_GAUGE,
+                        "Head profiles replayed from the WAL and not yet decomposed into the "
+                        "head's value groups (read from the WAL meanwhile).");
     pd_metrics_describe("profd_storage_head_symbol_generations", PD_METRIC_GAUGE,
                         "Symbol tables of the head alive: the current one plus those still "
                         "used by head profiles from before the last head cut.");
@@ -2038,12 +2142,6 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     }
     if ((rc = pd__wal_open(&wo, replay_fn, s, &s->wal, err)) < 0)
         goto fail;
-    /* the replayed profiles: compressed now rather than raw until their
-       groups fill up */
-    for (size_t i = 0; i < s->n_series; i++) {
-        pd__hchunks_seal(&s->by_ref[i]->hc);
-        compress_sealed(s, s->by_ref[i], false);
-    }
     bool added = false;
     if ((rc = load_blocks(s, &added, err)) < 0)
         goto fail;
@@ -2066,6 +2164,8 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
             goto fail;
         }
         s->maint_running = true;
+        if (s->n_wal_only)
+            kick_maintenance(s); /* decompose the replayed profiles now */
     }
     pd_log_info("storage opened",
                 "path=%s series=%zu profiles=%llu blocks=%zu segments=%zu bytes=%llu", path,
@@ -2670,6 +2770,39 @@ out:
     return rc;
 }
 
+/* The profile of WAL-only head point pt of series ref, decoded from its
+ * record into out (and its body appended to raw if not NULL). Errors as
+ * wal_body, and PD_ECORRUPT when the body does not decode (err: file,
+ * offset). */
+static int wal_profile(pd_storage *s, uint64_t ref, const point *pt, pd_profile *out,
+                       pd_buf *raw, pd_err *err)
+{
+    memset(out, 0, sizeof *out);
+    pd_buf body;
+    pd_buf_init(&body, 0);
+    int rc = wal_body(s, ref, pt->ts, pt, &body, err);
+    if (rc == 0) {
+        pd_err derr;
+        pd_err_clear(&derr);
+        rc = pd_profile_decode(out, (const uint8_t *)body.data, body.len, &s->limits, &derr);
+        if (rc < 0) {
+            memset(out, 0, sizeof *out);
+            if (rc == PD_EPARSE || rc == PD_EINVAL)
+                rc = PD_ECORRUPT;
+            char name[4200];
+            seg_name(s, pt->seg, name, sizeof name);
+            pd_err_set(err, rc, "%s offset %llu: stored profile does not decode: %s", name,
+                       (unsigned long long)pt->off, derr.msg);
+        } else if (raw && (rc = pd_buf_append(raw, body.data, body.len)) < 0) {
+            pd_profile_release(out);
+            memset(out, 0, sizeof *out);
+            pd_err_set(err, rc, "read profile: out of memory");
+        }
+    }
+    pd_buf_release(&body);
+    return rc;
+}
+
 /* raw for a profile read into out: the producer's bytes from the WAL while
  * its record exists (pt != NULL), else out re-encoded. */
 static int read_raw(pd_storage *s, uint64_t ref, int64_t ts_ms, const point *pt,
@@ -2697,8 +2830,11 @@ static int read_raw(pd_storage *s, uint64_t ref, int64_t ts_ms, const point *pt,
     return 0;
 }
 
-int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
-                            pd_buf *raw, pd_err *err)
+#define RETRY_READ (-99999) /* read_profile_once: a WAL-only point's segment vanished */
+
+/* One lookup and read for pd_storage_read_profile. */
+static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
+                             pd_buf *raw, pd_err *err)
 {
     memset(out, 0, sizeof *out);
     pthread_rwlock_rdlock(&s->idx);
@@ -2713,8 +2849,10 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
         if (i < se->n_pts && se->pts[i].ts == ts_ms) {
             pt = se->pts[i];
             in_head = true;
-            /* decoded from the head's groups, under the read lock */
-            rc = pd__hmem_read(&se->hc, pt.gid, pt.gpos, ts_ms, out, err);
+            /* decoded from the head's groups, under the read lock (a replayed
+               point not decomposed yet is read from the WAL below) */
+            if (pt.gid != WAL_ONLY)
+                rc = pd__hmem_read(&se->hc, pt.gid, pt.gpos, ts_ms, out, err);
         }
         /* moved into a block, but its WAL record is still there: raw can be
            the producer's bytes */
@@ -2739,6 +2877,12 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
     pthread_rwlock_unlock(&s->idx);
     if (!se)
         return pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
+    if (in_head && pt.gid == WAL_ONLY) {
+        /* a head cut may have moved it into a block and removed its segment
+           since the lookup: look again */
+        int wrc = wal_profile(s, ref, &pt, out, raw, err);
+        return wrc == PD_ENOTFOUND ? RETRY_READ : wrc;
+    }
     if (in_head) {
         if (rc < 0) {
             memset(out, 0, sizeof *out);
@@ -2763,6 +2907,22 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
     if (rc == 0 && raw && (rc = read_raw(s, ref, ts_ms, has_cpt ? &cpt : NULL, out, raw, err)) < 0) {
         pd_profile_release(out);
         memset(out, 0, sizeof *out);
+    }
+    return rc;
+}
+
+int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
+                            pd_buf *raw, pd_err *err)
+{
+    size_t len0 = raw ? raw->len : 0;
+    int rc = read_profile_once(s, ref, ts_ms, out, raw, err);
+    if (rc == RETRY_READ) {
+        if (raw)
+            raw->len = len0;
+        rc = read_profile_once(s, ref, ts_ms, out, raw, err);
+        if (rc == RETRY_READ)
+            rc = pd_err_set(err, PD_ENOTFOUND, "series %llu: the profile at %lld ms moved twice",
+                            (unsigned long long)ref, (long long)ts_ms);
     }
     return rc;
 }

@@ -208,8 +208,6 @@ void pd__hmem_commit(pd_hchunks *c, pd_hmem_undo *u)
         seal_last(c); /* readers never look at `sealed`; appenders hold app_mu */
 }
 
-void pd__hchunks_seal(pd_hchunks *c) { seal_last(c); }
-
 void pd__hmem_undo(pd_hmem *m, pd_hchunks *c, pd_hmem_undo *u)
 {
     pd_hgroup *g = u->g;

@@ -107,11 +107,6 @@ int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_m
  * PD_HMEM_GROUP_BYTES raw, or PD_VGROUP_GROUP_VALUES values (then
  * pd__hchunks_raw_sealed finds it for compression). */
 void pd__hmem_commit(pd_hchunks *c, pd_hmem_undo *u);
-/* Seals c's open group (the next append opens a new one) and frees `enc`'s
- * copy of the last profile:
- * after the WAL replay, so that the replayed profiles are compressed instead
- * of staying raw until 32 more arrive (appenders only, or open). */
-void pd__hchunks_seal(pd_hchunks *c);
 /* Takes the append back (idx write lock). */
 void pd__hmem_undo(pd_hmem *m, pd_hchunks *c, pd_hmem_undo *u);
 

@@ -715,6 +715,14 @@ static void test_reopen(void **state)
     verify_store(f->st, NENT, NULL, refs); /* same refs */
     pd_storage_stats_get(f->st, &after);
     assert_memory_equal(&before, &after, sizeof before);
+    /* the maintenance thread decomposes the replayed profiles into the head
+       (kicked by the open); reads give the same before and after */
+    for (int w = 0; w < 500 && pd_metrics_get("profd_storage_head_wal_only_profiles", NULL) > 0;
+         w++)
+        usleep(20 * 1000);
+    assert_int_equal(pd_metrics_get("profd_storage_head_wal_only_profiles", NULL), 0);
+    assert_true(pd_metrics_get("profd_storage_head_chunk_bytes", NULL) > 0);
+    verify_store(f->st, NENT, NULL, refs);
 
     /* appends go on after reopen, a new series gets the next ref */
     pd_labels ls;
@@ -980,9 +988,10 @@ static void test_read_damaged_record(void **state)
 }
 
 /* A PROFILE record whose CRC is right but whose body is not a profile (a
- * bug or a disk that lies): the replay decodes every body into the head, so
- * it reports that record (file, offset, counted) and skips it; the profiles
- * before and after it stay. */
+ * bug or a disk that lies): the replay only indexes the WAL, so the store
+ * opens and the read of that profile says PD_ECORRUPT with file and offset;
+ * the maintenance round that decomposes the replayed profiles into the head
+ * reports it (counted) and drops it; the profiles before and after it stay. */
 static void test_replay_undecodable_body(void **state)
 {
     fx *f = *state;
@@ -1009,12 +1018,23 @@ static void test_replay_undecodable_body(void **state)
     close(fd);
     free(rec);
     double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
-    f->st = open_store(f->dir, 0, PD_FSYNC_NEVER);
+    pd_storage_options o = pd_storage_options_default();
+    o.path = f->dir;
+    o.fsync = PD_FSYNC_NEVER;
+    o.maintenance_ms = -1; /* the rounds are this test's */
+    pd_err err = {{0}};
+    assert_int_equal(pd_storage_open(&o, &f->st, &err), 0);
+    /* not decomposed yet: read from the WAL */
+    check_profile(f->st, 1, &ENT[0]);
+    pd_profile p;
+    assert_int_equal(pd_storage_read_profile(f->st, 1, ENT[1].ts, &p, NULL, &err), PD_ECORRUPT);
+    assert_non_null(strstr(err.msg, path));
+    assert_int_equal(pd_metrics_get("profd_storage_head_wal_only_profiles", NULL), 3);
+    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    assert_int_equal(pd_metrics_get("profd_storage_head_wal_only_profiles", NULL), 0);
     assert_true(pd_metrics_get("profd_storage_corruptions_total", NULL) >= c0 + 1);
     check_profile(f->st, 1, &ENT[0]);
     check_profile(f->st, 1, &ENT[2]);
-    pd_profile p;
-    pd_err err = {{0}};
     assert_int_equal(pd_storage_read_profile(f->st, 1, ENT[1].ts, &p, NULL, &err), PD_ENOTFOUND);
     pd_points pts;
     assert_int_equal(pd_storage_read_points(f->st, 1, ALL, &pts, NULL), 0);
