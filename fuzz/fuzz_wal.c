@@ -17,9 +17,13 @@
  * The files go into a private directory under /dev/shm (tmpfs), fsync=never.
  * Per input: pd_storage_open (must succeed: corruption is skipped, never an
  * error), select every series over all time, read every series' points and
- * every profile, check the stats agree, close; open again and check the
- * replay gives the same series and points (the first open may have cut a
- * bad tail; the second must accept what is left as is), close.
+ * every profile, check the stats agree; run a maintenance round (it
+ * decomposes the replayed profiles into the head and drops those whose body
+ * does not decode) and check again, now with every profile readable; close;
+ * open again and check the replay gives the same series and points (the
+ * first open may have cut a bad tail; the second must accept what is left as
+ * is), and the same after its maintenance round; close. No maintenance
+ * thread (maintenance_ms -1): the store changes only between the checks.
  * Seed corpus: fuzz/corpus/wal — segments written by the store itself
  * (fuzz/gen_wal_seeds.c), each behind a flags byte.
  */
@@ -170,6 +174,7 @@ static pd_storage *open_store(uint8_t flags)
     o.path = g_root;
     o.fsync = PD_FSYNC_NEVER;
     o.segment_bytes = (flags & 8) ? 64 : 0;
+    o.maintenance_ms = -1; /* no thread: the store changes only when this harness says */
     o.limits.max_body_bytes = 1u << 20;
     o.limits.max_decompressed_bytes = 4u << 20;
     o.limits.max_samples = o.limits.max_locations = o.limits.max_functions = 100000;
@@ -183,8 +188,11 @@ static pd_storage *open_store(uint8_t flags)
     return s;
 }
 
-/* Selects everything, reads every point and profile; checks consistency. */
-static summary read_all(pd_storage *s)
+/* Selects everything, reads every point and profile; checks consistency.
+ * decomposed: after pd_storage_maintain, which decomposes the replayed
+ * profiles into the head and drops those whose body does not decode, so
+ * every profile left must read. */
+static summary read_all(pd_storage *s, bool decomposed)
 {
     summary sm = {0, 0, 0};
     pd_series_set set;
@@ -218,6 +226,8 @@ static summary read_all(pd_storage *s)
             int rc = pd_storage_read_profile(s, si->ref, pt->ts_ms, &p, &raw, &err);
             if (rc == 0) {
                 pd_profile_release(&p);
+            } else if (decomposed && rc == PD_ECORRUPT) {
+                die("a profile left after the replayed ones were decomposed does not read", &err);
             } else if (rc != PD_ECORRUPT && rc != PD_ETOOBIG) {
                 fprintf(stderr, "read_profile returned %d\n", rc);
                 die("read_profile of an indexed point failed other than by a bad body", &err);
@@ -259,7 +269,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         write_segment(2, second, len2, flags);
 
     pd_storage *s = open_store(flags);
-    summary a = read_all(s);
+    summary a = read_all(s, false);
     bool appended = false;
     int64_t app_ts = 1700000000000LL;
     if (flags & 16) {
@@ -277,18 +287,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             die("append after replay failed", &err);
         }
         if (appended)
-            a = read_all(s);
+            a = read_all(s, false);
         pd_labels_release(&ls);
     }
+    /* the maintenance round decomposes the replayed profiles (the thread's
+       work after an open): what is left must all read */
+    pd_err merr = {{0}};
+    pd_storage_maintain(s, &merr);
+    summary ad = read_all(s, true);
     pd_storage_close(s);
 
     s = open_store(flags);
-    summary b = read_all(s);
+    summary b = read_all(s, false);
     if (a.n_series != b.n_series || a.n_points != b.n_points || a.hash != b.hash) {
         fprintf(stderr, "first open: %zu series %zu points; second: %zu series %zu points\n",
                 a.n_series, a.n_points, b.n_series, b.n_points);
         die("a second replay of the same log gives another store", NULL);
     }
+    pd_storage_maintain(s, &merr);
+    summary bd = read_all(s, true);
+    if (ad.n_series != bd.n_series || ad.n_points != bd.n_points || ad.hash != bd.hash)
+        die("decomposing the same replayed log twice gives two stores", NULL);
     if (appended) {
         pd_matcher m;
         pd_series_set set;
