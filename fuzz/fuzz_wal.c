@@ -17,13 +17,13 @@
  * The files go into a private directory under /dev/shm (tmpfs), fsync=never.
  * Per input: pd_storage_open (must succeed: corruption is skipped, never an
  * error), select every series over all time, read every series' points and
- * every profile, check the stats agree; run a maintenance round (it
- * decomposes the replayed profiles into the head and drops those whose body
- * does not decode) and check again, now with every profile readable; close;
- * open again and check the replay gives the same series and points (the
- * first open may have cut a bad tail; the second must accept what is left as
- * is), and the same after its maintenance round; close. No maintenance
- * thread (maintenance_ms -1): the store changes only between the checks.
+ * every profile, check the stats agree, close; open again and check the
+ * replay gives the same series and points (the first open may have cut a
+ * bad tail; the second must accept what is left as is); then run a
+ * maintenance round (it decomposes the replayed profiles into the head and
+ * drops those whose body does not decode) and check again, now with every
+ * profile readable; close. No maintenance thread (maintenance_ms -1): the
+ * store changes only between the checks; no retention (fuzzed times).
  * Seed corpus: fuzz/corpus/wal — segments written by the store itself
  * (fuzz/gen_wal_seeds.c), each behind a flags byte.
  */
@@ -109,7 +109,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    pd_log_set_level("error"); /* replay warns about every bad record */
+    pd_log_set_level(getenv("FUZZ_WAL_LOG") ? getenv("FUZZ_WAL_LOG") : "error"); /* replay warns about every bad record */
     const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     snprintf(g_root, sizeof g_root, "%s/pd_fuzz_wal.%d", base, (int)getpid());
     snprintf(g_wal, sizeof g_wal, "%s/wal", g_root);
@@ -175,6 +175,7 @@ static pd_storage *open_store(uint8_t flags)
     o.fsync = PD_FSYNC_NEVER;
     o.segment_bytes = (flags & 8) ? 64 : 0;
     o.maintenance_ms = -1; /* no thread: the store changes only when this harness says */
+    o.retention_ms = -1;   /* fuzzed timestamps span centuries: keep every block */
     o.limits.max_body_bytes = 1u << 20;
     o.limits.max_decompressed_bytes = 4u << 20;
     o.limits.max_samples = o.limits.max_locations = o.limits.max_functions = 100000;
@@ -290,11 +291,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             a = read_all(s, false);
         pd_labels_release(&ls);
     }
-    /* the maintenance round decomposes the replayed profiles (the thread's
-       work after an open): what is left must all read */
-    pd_err merr = {{0}};
-    pd_storage_maintain(s, &merr);
-    summary ad = read_all(s, true);
     pd_storage_close(s);
 
     s = open_store(flags);
@@ -304,10 +300,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 a.n_series, a.n_points, b.n_series, b.n_points);
         die("a second replay of the same log gives another store", NULL);
     }
+    /* the maintenance round decomposes the replayed profiles (the thread's
+       work after an open; a cut it makes takes them from the WAL): every
+       profile left must read */
+    pd_err merr = {{0}};
     pd_storage_maintain(s, &merr);
-    summary bd = read_all(s, true);
-    if (ad.n_series != bd.n_series || ad.n_points != bd.n_points || ad.hash != bd.hash)
-        die("decomposing the same replayed log twice gives two stores", NULL);
+    (void)read_all(s, true);
     if (appended) {
         pd_matcher m;
         pd_series_set set;
