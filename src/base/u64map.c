@@ -6,6 +6,9 @@
 
 #define EMPTY UINT64_MAX
 
+/* Slot j is kv[2j] (key) and kv[2j + 1] (value): one cache line holds both,
+ * so a hit costs one miss, not two (interning looks up every stack node). */
+
 static inline uint64_t mix(uint64_t k)
 {
     k ^= k >> 33;
@@ -20,34 +23,30 @@ void pd_u64map_init(pd_u64map *m) { memset(m, 0, sizeof *m); }
 
 void pd_u64map_release(pd_u64map *m)
 {
-    free(m->keys);
-    free(m->vals);
+    free(m->kv);
     pd_u64map_init(m);
 }
 
 static int grow(pd_u64map *m)
 {
     size_t nc = m->cap ? m->cap * 2 : 16;
-    uint64_t *nk = malloc(nc * sizeof *nk), *nv = malloc(nc * sizeof *nv);
-    if (!nk || !nv) {
-        free(nk);
-        free(nv);
+    uint64_t *nkv = malloc(2 * nc * sizeof *nkv);
+    if (!nkv)
         return PD_ENOMEM;
-    }
-    memset(nk, 0xff, nc * sizeof *nk);
+    for (size_t j = 0; j < nc; j++)
+        nkv[2 * j] = EMPTY;
     for (size_t i = 0; i < m->cap; i++) {
-        if (m->keys[i] == EMPTY)
+        uint64_t k = m->kv[2 * i];
+        if (k == EMPTY)
             continue;
-        size_t j = mix(m->keys[i]) & (nc - 1);
-        while (nk[j] != EMPTY)
+        size_t j = mix(k) & (nc - 1);
+        while (nkv[2 * j] != EMPTY)
             j = (j + 1) & (nc - 1);
-        nk[j] = m->keys[i];
-        nv[j] = m->vals[i];
+        nkv[2 * j] = k;
+        nkv[2 * j + 1] = m->kv[2 * i + 1];
     }
-    free(m->keys);
-    free(m->vals);
-    m->keys = nk;
-    m->vals = nv;
+    free(m->kv);
+    m->kv = nkv;
     m->cap = nc;
     return 0;
 }
@@ -62,12 +61,12 @@ int pd_u64map_put(pd_u64map *m, uint64_t key, uint64_t val)
             return rc;
     }
     size_t j = mix(key) & (m->cap - 1);
-    while (m->keys[j] != EMPTY && m->keys[j] != key)
+    while (m->kv[2 * j] != EMPTY && m->kv[2 * j] != key)
         j = (j + 1) & (m->cap - 1);
-    if (m->keys[j] == EMPTY)
+    if (m->kv[2 * j] == EMPTY)
         m->len++;
-    m->keys[j] = key;
-    m->vals[j] = val;
+    m->kv[2 * j] = key;
+    m->kv[2 * j + 1] = val;
     return 0;
 }
 
@@ -76,10 +75,10 @@ int pd_u64map_get(const pd_u64map *m, uint64_t key, uint64_t *val)
     if (!m->cap || key == EMPTY)
         return 0;
     size_t j = mix(key) & (m->cap - 1);
-    while (m->keys[j] != EMPTY) {
-        if (m->keys[j] == key) {
+    while (m->kv[2 * j] != EMPTY) {
+        if (m->kv[2 * j] == key) {
             if (val)
-                *val = m->vals[j];
+                *val = m->kv[2 * j + 1];
             return 1;
         }
         j = (j + 1) & (m->cap - 1);

@@ -28,6 +28,13 @@ size_t pd_varint_put(uint8_t *out, uint64_t v)
 
 int pd_buf_put_varint(pd_buf *b, uint64_t v)
 {
+    /* straight into the buffer (the encoders' hot path: a call of memcpy for
+       every 1-3 bytes showed in profiles); near b->max the exact size decides */
+    if (pd_buf_reserve(b, 10) == 0) {
+        b->len += pd_varint_put((uint8_t *)b->data + b->len, v);
+        b->data[b->len] = '\0';
+        return 0;
+    }
     uint8_t tmp[10];
     return pd_buf_append(b, tmp, pd_varint_put(tmp, v));
 }
