@@ -582,11 +582,10 @@ int pd__profile_rec_parse(const uint8_t *p, size_t len, profile_rec *pr /* OUT *
 /* ---- replay ---- */
 
 /* "PATH/wal/NNNNNNNN" (usable during replay, before s->wal is set) */
-/* Compresses se's sealed raw head groups (appenders only: app_mu held, or
- * open). The raw encoding stays readable while zstd runs outside the idx
- * lock; the swap is under it (with `lock`; not during open). Without memory
- * the group simply stays raw. */
-static void compress_sealed(pd_storage *s, series *se, bool lock)
+/* Compresses se's sealed raw head groups (appenders only: app_mu held). The
+ * raw encoding stays readable while zstd runs outside the idx lock; the swap
+ * is under it. Without memory the group simply stays raw. */
+static void compress_sealed(pd_storage *s, series *se)
 {
     pd_hgroup *gs[8];
     size_t n = pd__hchunks_raw_sealed(&se->hc, gs, 8);
@@ -595,11 +594,9 @@ static void compress_sealed(pd_storage *s, series *se, bool lock)
         size_t zl;
         if (pd__hgroup_compress(gs[i], &z, &zl) < 0)
             continue;
-        if (lock)
-            pthread_rwlock_wrlock(&s->idx);
+        pthread_rwlock_wrlock(&s->idx);
         pd__hgroup_install(&s->hm, gs[i], z, zl);
-        if (lock)
-            pthread_rwlock_unlock(&s->idx);
+        pthread_rwlock_unlock(&s->idx);
     }
 }
 
@@ -1918,7 +1915,7 @@ static bool decompose_replayed(pd_storage *s, int64_t budget_ms)
                 pthread_rwlock_unlock(&s->idx);
                 if (hrc == 0) {
                     pd__hmem_commit(&se->hc, &u);
-                    compress_sealed(s, se, true);
+                    compress_sealed(s, se);
                     done++;
                 }
             }
@@ -2361,7 +2358,7 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
     s->n_profiles++;
     pthread_rwlock_unlock(&s->idx);
     pd__hmem_commit(&se->hc, &hu);
-    compress_sealed(s, se, true);
+    compress_sealed(s, se);
     int64_t cut_from;
     if (s->maint_ms <= 0) { /* no maintenance thread: cut here, appends wait */
         /* (unless a pd_storage_maintain round runs: it cuts) */

@@ -82,7 +82,6 @@ static size_t group_bytes(const pd_hgroup *g)
 static void group_free(pd_hmem *m, pd_hgroup *g)
 {
     m->bytes -= group_bytes(g);
-    m->n_groups--;
     hsyms_put(g->syms);
     pd_buf_release(&g->raw);
     free(g->z);
@@ -186,10 +185,8 @@ int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_m
     if (u->new_group) {
         g->syms->refs++;
         c->g[c->n_g++] = g;
-        m->n_groups++;
     }
     u->g = g;
-    u->uid_before = g->uid;
     c->open = true;
     *gid = c->base + (uint32_t)(c->n_g - 1);
     *pos = g->n;

@@ -72,7 +72,6 @@ typedef struct pd_hchunks {
 typedef struct pd_hmem {
     pd_hsyms *cur;
     uint64_t bytes;    /* value groups held (raw + compressed), bytes */
-    uint64_t n_groups; /* groups held */
 } pd_hmem;
 
 /* What pd__hmem_append changed, to commit or undo it. */
@@ -80,7 +79,6 @@ typedef struct pd_hmem_undo {
     pd_hgroup *g;
     bool new_group;
     size_t raw_len_before;
-    uint64_t uid_before;
 } pd_hmem_undo;
 
 /* Sets up m with a first symbol generation. 0 or PD_ENOMEM. */
