@@ -2398,8 +2398,9 @@ static int cmp_series_info(const void *a, const void *b)
 /* select's test of one series: appends it to out (capacity *cap) when it has
  * profiles in [mint, maxt] and matches. 0 or PD_ENOMEM. idx read lock. */
 static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t mint,
-                      int64_t maxt, bool matched, pd_series_set *out, size_t *cap)
+                      int64_t maxt, pd_series_set *out, size_t *cap)
 {
+    bool matched = false;
     size_t cnt = 0;
     int64_t mn = 0, mx = 0;
     if (se->n_pts) {
@@ -2497,12 +2498,12 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
         rc = pd__postings_select(&s->post, ms, n, &refs, &n_refs, &all);
     if (rc == 0 && all) {
         for (size_t i = 0; i < s->n_series && rc == 0; i++)
-            rc = select_one(s->by_ref[i], ms, n, mint, maxt, false, out, &cap);
+            rc = select_one(s->by_ref[i], ms, n, mint, maxt, out, &cap);
     } else {
         for (size_t i = 0; i < n_refs && rc == 0; i++) {
             const series *se = find_by_ref(s, refs[i]);
             if (se)
-                rc = select_one(se, ms, n, mint, maxt, false, out, &cap);
+                rc = select_one(se, ms, n, mint, maxt, out, &cap);
         }
     }
     free(refs);
