@@ -29,14 +29,17 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
 fi
 
+# npm packages of the tests: every tests/**/package.json (with its package-lock.json)
+# is installed into its own node_modules, again whenever the lock file changed.
 # playwright-core drives Debian's chromium in the browser tests (no browser download).
 if [ "${1:-}" = "--test" ]; then
     here=$(cd "$(dirname "$0")/.." && pwd)
-    if [ ! -d "$here/tests/ui/node_modules/playwright-core" ]; then
-        (cd "$here/tests/ui" && npm install --no-audit --no-fund --silent)
-    fi
-    # @datadog/pprof (with its prebuilt native module) for the Node producer of tests/e2e
-    if [ ! -d "$here/tests/e2e/node_modules/@datadog/pprof" ]; then
-        (cd "$here/tests/e2e" && npm install --no-audit --no-fund --silent)
-    fi
+    for pj in $(cd "$here" && find tests -name package.json -not -path '*/node_modules/*' | sort); do
+        dir="$here/$(dirname "$pj")"
+        stamp="$dir/node_modules/.package-lock.json"
+        if [ ! -f "$stamp" ] || [ "$dir/package-lock.json" -nt "$stamp" ]; then
+            echo "install-deps: npm packages of $(dirname "$pj")"
+            (cd "$dir" && npm ci --no-audit --no-fund --silent)
+        fi
+    done
 fi
