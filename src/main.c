@@ -356,31 +356,14 @@ static int serve(const flags *f)
     so.retention_bytes = f->retention_bytes;
     if (f->segment_bytes)
         so.segment_bytes = f->segment_bytes;
-    int rc = pd_storage_open(&so, &st, &err);
-    if (rc < 0) {
-        pd_log(PD_LOG_ERROR, "cannot open storage", "path=%s err=\"%s\"", f->storage_path,
-               err.msg[0] ? err.msg : pd_strerror(rc));
-        fprintf(stderr, "profd: cannot open storage %s: %s\n", f->storage_path,
-                err.msg[0] ? err.msg : pd_strerror(rc));
-        goto out;
-    }
-
-    if (f->config_file) {
-        if ((rc = pd_scrape_manager_new(st, &lim, &sm, &err)) < 0 ||
-            (rc = pd_scrape_manager_apply(sm, &cfg, &err)) < 0 ||
-            (rc = pd_scrape_manager_start(sm, &err)) < 0) {
-            fprintf(stderr, "profd: cannot start scraping: %s\n",
-                    err.msg[0] ? err.msg : pd_strerror(rc));
-            goto out;
-        }
-        a.sm = sm;
-        pd_log(PD_LOG_INFO, "scraping", "file=%s jobs=%zu", f->config_file, cfg.n_jobs);
-    }
-
+    /* The listener starts first, as Prometheus does: /-/healthy answers 200
+       and /-/ready 503 while the store is opened and its WAL replayed (a due
+       head cut then runs in the background, not before the listener). */
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples};
-    if ((rc = pd_api_new(st, sm, &ao, &api, &err)) < 0) {
+    int rc = pd_api_new(NULL, NULL, &ao, &api, &err);
+    if (rc < 0) {
         fprintf(stderr, "profd: %s\n", err.msg);
         goto out;
     }
@@ -406,6 +389,31 @@ static int serve(const flags *f)
         pd_log(PD_LOG_INFO, "profd listening", "url=http://%s:%u/ storage=%s version=%s", host,
                (unsigned)pd_http_server_port(srv), f->storage_path, PD_VERSION);
     }
+
+    int64_t open_t0 = pd_mono_ns();
+    rc = pd_storage_open(&so, &st, &err);
+    if (rc < 0) {
+        pd_log(PD_LOG_ERROR, "cannot open storage", "path=%s err=\"%s\"", f->storage_path,
+               err.msg[0] ? err.msg : pd_strerror(rc));
+        fprintf(stderr, "profd: cannot open storage %s: %s\n", f->storage_path,
+                err.msg[0] ? err.msg : pd_strerror(rc));
+        goto out;
+    }
+
+    if (f->config_file) {
+        if ((rc = pd_scrape_manager_new(st, &lim, &sm, &err)) < 0 ||
+            (rc = pd_scrape_manager_apply(sm, &cfg, &err)) < 0 ||
+            (rc = pd_scrape_manager_start(sm, &err)) < 0) {
+            fprintf(stderr, "profd: cannot start scraping: %s\n",
+                    err.msg[0] ? err.msg : pd_strerror(rc));
+            goto out;
+        }
+        a.sm = sm;
+        pd_log(PD_LOG_INFO, "scraping", "file=%s jobs=%zu", f->config_file, cfg.n_jobs);
+    }
+    pd_api_set_ready(api, st, sm);
+    pd_log(PD_LOG_INFO, "profd ready", "storage_open_seconds=%.3f",
+           (double)(pd_mono_ns() - open_t0) / 1e9);
 
     for (;;) {
         siginfo_t si;

@@ -1479,6 +1479,8 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
     cut_part *parts = NULL;
     size_t n_parts = 0;
     char id[27] = {0}, dir[4400], name[4200];
+    pd_log_info("storage: head cut starts", "mint=%lld maxt=%lld", (long long)a,
+                (long long)(b_end - 1));
     int rc = pd__block_writer_new(NULL, &w);
     if (rc < 0) {
         rc = pd_err_set(err, rc, "head cut: out of memory");
@@ -2030,6 +2032,11 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
             s->compact_retry_after = now_mono_ms() + 5 * 60 * 1000;
         }
         put_blocks(v, n);
+        if (due && rc == 0) { /* the gauges follow each compaction, not each round */
+            pthread_mutex_lock(&s->app_mu);
+            update_gauges(s);
+            pthread_mutex_unlock(&s->app_mu);
+        }
         if (!due || rc < 0)
             break;
     }
@@ -2203,7 +2210,13 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         if (write_series_file(s, &e) < 0) /* refs hold for this run anyway */
             pd_log_warn("storage: cannot persist the refs of block series", "err=\"%s\"", e.msg);
     }
-    maybe_cut(s, true);
+    /* A head cut due at open (the WAL spans more than 1.5 block durations,
+       e.g. after a crash during a cut) runs on the maintenance thread, so the
+       open returns as soon as the WAL is indexed: a busy head's cut takes
+       minutes (issue 19, "offline while it starts"). Without the thread,
+       here. */
+    if (s->maint_ms <= 0)
+        maybe_cut(s, true);
     update_gauges(s);
     if (s->maint_ms > 0) {
         if ((rc = pthread_create(&s->maint_thread, NULL, maint_main, s)) != 0) {
@@ -2212,8 +2225,12 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
             goto fail;
         }
         s->maint_running = true;
-        if (s->n_wal_only)
-            kick_maintenance(s); /* decompose the replayed profiles now */
+        int64_t cut_from;
+        pthread_mutex_lock(&s->app_mu);
+        bool due = cut_due(s, &cut_from);
+        pthread_mutex_unlock(&s->app_mu);
+        if (s->n_wal_only || due)
+            kick_maintenance(s); /* cut, then decompose the replayed profiles, now */
     }
     pd_log_info("storage opened",
                 "path=%s series=%zu profiles=%llu blocks=%zu segments=%zu bytes=%llu", path,
