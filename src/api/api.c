@@ -28,6 +28,7 @@
 #include "base/time.h"
 #include "query/query.h"
 #include "ui/ui.h"
+#include "base/parse.h"
 
 #define MAX_MATCH_PARAMS 64
 #define DEFAULT_TOP_ROWS 100
@@ -195,10 +196,14 @@ static int uint_param(const pd_http_request *req, pd_http_response *resp, const 
         *out = def;
         return 0;
     }
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*v == '-' || *end || end == v) {
-        reply_error(resp, 400, "invalid parameter \"%s\": \"%.64s\" is not a non-negative integer",
+    uint64_t x;
+    int rc = pd_parse_u64(v, SIZE_MAX, &x);
+    if (rc < 0) {
+        reply_error(resp, 400,
+                    rc == PD_ETOOBIG
+                        ? "invalid parameter \"%s\": \"%.64s\" is too large"
+                        : "invalid parameter \"%s\": \"%.64s\" is not a non-negative integer "
+                          "(decimal digits only)",
                     pd_http_arg(req, name) ? name : alias, v);
         return -1;
     }
