@@ -322,6 +322,35 @@ test('a drag on the timeline shows the merged flame graph and top table of the r
   await page.goto(page.url());
   await page.waitForSelector('#profile-panel[data-kind="merge"] #flamegraph .frame');
   await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === v, String(exp.sum));
+
+  // Issue 15 "shared links rot": the link pins the window it was made in
+  // (from/to), so opened a day later (the page's clock moved) it shows the
+  // same points, the same 3 merged profiles and the same flame graph total.
+  const link = page.url();
+  const lu = new URL(link);
+  assert.ok(lu.searchParams.get('from') && lu.searchParams.get('to'), `the link has an absolute window: ${link}`);
+  const later = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  try {
+    await later.clock.setFixedTime(new Date(Date.now() + 86400e3));
+    await later.goto(link);
+    await later.waitForSelector('#timeline circle.pt');
+    assert.equal(await later.locator('#timeline circle.pt').count(), N_HEAP, 'every point of the window, a day later');
+    await later.waitForSelector('#profile-panel[data-kind="merge"] #flamegraph .frame');
+    await later.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === v, String(exp.sum));
+    assert.match(await later.locator('#selection').innerText(), /3 profiles/);
+    assert.equal(await later.locator('#range').inputValue(), 'custom', 'the range box shows the pinned window');
+    assert.match(await later.locator('#tz').innerText(), /UTC[+-]\d\d:\d\d/, 'the time zone is shown');
+    assert.ok(await later.locator('#back-to-now').isVisible());
+    await later.screenshot({ path: path.join(shots, '5b-link-a-day-later.png'), fullPage: true });
+    t.diagnostic(`screenshot: ${path.join(shots, '5b-link-a-day-later.png')}`);
+    // back to now: a relative window again, and the choice goes with it
+    await later.click('#back-to-now');
+    await later.waitForFunction(() => !new URL(location.href).searchParams.get('from'));
+    assert.equal(new URL(later.url()).searchParams.get('sel'), null);
+    await later.waitForFunction(() => document.querySelectorAll('#timeline circle.pt').length === 0);
+  } finally {
+    await later.close();
+  }
 });
 
 test('shift-click on two points merges the range between them', { timeout: 30000 }, async (t) => {
@@ -442,4 +471,47 @@ test('the targets page shows health per job and profile type', { timeout: 30000 
   await page.reload();
   await page.waitForSelector('.job[data-job="unreachable"]');
   assert.deepEqual(pageErrors, [], 'no JavaScript errors');
+});
+
+// Issue 15: legend entries repeated the labels every series shares, and the
+// palette repeated after 12 series.
+test('the legend names only the labels that differ; 24 series get 24 colours', { timeout: 60000 }, async (t) => {
+  const body = fs.readFileSync(path.join(SERIES_DIR, 'heap-0001.pb.gz'));
+  for (let i = 0; i < 24; i++) {
+    const r = await http(`${profd.base}/api/0/profiles?` + qs({
+      service: 'palette', type: 'heap', instance_id: `p-${String(i).padStart(2, '0')}`, labels: 'zone=eu-2',
+      created_at: new Date(Math.floor((Date.now() - 600000) / 1000) * 1000).toISOString().replace(/\.\d+Z$/, 'Z'),
+    }), { method: 'POST', body, headers: { 'Content-Type': 'application/octet-stream' } });
+    assert.ok(r.status >= 200 && r.status < 300, r.text);
+  }
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="palette"}' }));
+  await page.waitForSelector('#legend li[data-key]');
+  const entries = page.locator('#legend li[data-key]');
+  assert.equal(await entries.count(), 24);
+  const common = await page.locator('#legend li.common').innerText();
+  assert.match(common, /service="palette"/);
+  assert.match(common, /zone="eu-2"/);
+  for (const text of await entries.allInnerTexts()) {
+    assert.match(text, /instance_id="p-\d\d"/);
+    assert.doesNotMatch(text, /service=|zone=/, `only the differing label: ${text}`);
+  }
+  const colours = await page.locator('#legend li[data-key] .swatch').evaluateAll((els) => els.map((e) => getComputedStyle(e).backgroundColor));
+  assert.equal(new Set(colours).size, 24, `24 distinct colours: ${colours.join(' ')}`);
+  await shot(t, '5c-legend-24');
+});
+
+// Issue 15: with DejaVu Sans Mono at 1x the selector box clipped the "_"
+// below the baseline (inuse_space read "inuse space"): its line box must
+// hold the glyph's descent.
+test('underscores are visible in the selector box', { timeout: 30000 }, async (t) => {
+  await page.fill('#selector', 'heap{__name__="x_y_z"}');
+  const m = await page.locator('#selector').evaluate((el) => {
+    const cs = getComputedStyle(el);
+    return { lh: parseFloat(cs.lineHeight), fs: parseFloat(cs.fontSize), h: el.clientHeight };
+  });
+  assert.ok(m.lh >= 1.4 * m.fs, `line-height ${m.lh}px for a ${m.fs}px font`);
+  assert.ok(m.h >= m.lh, `the box (${m.h}px) holds the line (${m.lh}px)`);
+  const b = await page.locator('#selector').screenshot();
+  fs.writeFileSync(path.join(shots, '5d-underscore.png'), b);
+  t.diagnostic(`screenshot: ${path.join(shots, '5d-underscore.png')}`);
 });

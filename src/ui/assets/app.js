@@ -15,6 +15,10 @@
  *
  * State lives in the query string so a view can be shared:
  *   query=SELECTOR  range=15m|1h|…  type=SAMPLE_TYPE  refresh=SECONDS
+ *   from=T to=T (an absolute window: RFC 3339, Unix seconds or ms, or
+ *                now / now-1h: relative; written whenever a profile, a merge
+ *                or a comparison is chosen, so a shared link shows the same
+ *                window and the same profiles days later)
  *   series=EXACT_SELECTOR  t=MS (the opened profile)
  *   sel=FROM-TO (ms, a merged range)   cmp=1 a=FROM-TO b=FROM-TO (compare)
  *
@@ -31,11 +35,15 @@
 (function () {
   const $ = (id) => document.getElementById(id);
   const RANGES = { '5m': 300, '15m': 900, '1h': 3600, '6h': 21600, '24h': 86400, '7d': 604800 };
+  // 24 distinct colours (no repeat within 24 series): Tableau 10, then
+  // darker and lighter variants of hues it lacks, each readable on white.
   const COLORS = ['#2563eb', '#ea580c', '#16a34a', '#9333ea', '#dc2626', '#0891b2', '#ca8a04',
-    '#db2777', '#4b5563', '#65a30d', '#7c3aed', '#0d9488'];
+    '#db2777', '#4b5563', '#65a30d', '#7c3aed', '#0d9488', '#1e3a8a', '#9a3412', '#14532d', '#581c87',
+    '#991b1b', '#155e75', '#854d0e', '#9d174d', '#111827', '#3f6212', '#4338ca', '#be185d'];
 
   const state = {
     query: '', range: '1h', type: '', refresh: 0, series: '', t: 0,
+    fromText: '', toText: '', // from=/to= of the URL ('' = the relative range)
     sel: null,          // {from, to} ms: the merged range
     cmp: false,         // compare mode
     a: null, b: null,   // {from, to} ms: compare's base (A) and new (B) selections
@@ -111,8 +119,10 @@
     if (a < 1e3) return sign + trimNum(a, 0) + 'ns';
     if (a < 1e6) return sign + trimNum(a / 1e3, a < 1e4 ? 2 : 1) + 'µs';
     if (a < 1e9) return sign + trimNum(a / 1e6, a < 1e7 ? 2 : 1) + 'ms';
-    if (a < 36000e9) return sign + trimNum(a / 1e9, a < 1e10 ? 2 : 1) + 's';
-    return sign + trimNum(a / 3600e9, 2) + 'h';
+    if (a < 60e9) return sign + trimNum(a / 1e9, a < 1e10 ? 2 : 1) + 's';
+    if (a < 3600e9) return sign + trimNum(a / 60e9, a < 600e9 ? 2 : 1) + 'min';
+    if (a < 86400e9) return sign + trimNum(a / 3600e9, 2) + 'h';
+    return sign + trimNum(a / 86400e9, 2) + 'd';
   }
 
   function fmtCount(v) {
@@ -159,7 +169,7 @@
     if (unit === 'bytes') steps = [[1, ' B'], [1024, ' KiB'], [1024 ** 2, ' MiB'], [1024 ** 3, ' GiB'], [1024 ** 4, ' TiB']];
     else if (TIME_UNITS[unit]) {
       const ns = TIME_UNITS[unit];
-      steps = [[1, 'ns'], [1e3, 'µs'], [1e6, 'ms'], [1e9, 's']].map(([b, s]) => [b / ns, s]);
+      steps = [[1, 'ns'], [1e3, 'µs'], [1e6, 'ms'], [1e9, 's'], [60e9, 'min'], [3600e9, 'h'], [86400e9, 'd']].map(([b, s]) => [b / ns, s]);
     } else steps = [[1, ''], [1e3, 'k'], [1e6, 'M'], [1e9, 'G']];
     let pick = steps[0];
     for (const st of steps) if (max >= st[0]) pick = st;
@@ -210,6 +220,9 @@
     const q = new URLSearchParams(location.search);
     state.query = q.get('query') || '';
     state.range = RANGES[q.get('range')] ? q.get('range') : '1h';
+    state.fromText = q.get('from') && q.get('to') && parseTime(q.get('from'), Date.now()) !== null &&
+      parseTime(q.get('to'), Date.now()) !== null ? q.get('from') : '';
+    state.toText = state.fromText ? q.get('to') : '';
     state.type = q.get('type') || '';
     state.refresh = parseInt(q.get('refresh') || '0', 10) || 0;
     state.series = q.get('series') || '';
@@ -219,6 +232,31 @@
     state.a = state.cmp ? parseSpan(q.get('a')) : null;
     state.b = state.cmp ? parseSpan(q.get('b')) : null;
     tl.next = state.a && !state.b ? 'b' : state.a ? 'b' : 'a';
+  }
+
+  // A time of the URL → ms: RFC 3339, Unix seconds (decimals allowed) or ms
+  // (13+ digits), "now", "now-90s"/"now-15m"/"now-1h"/"now-2d"/"now-1w". null if none.
+  function parseTime(v, now) {
+    v = String(v || '').trim();
+    let m = /^now(?:-(\d+(?:\.\d+)?)(ms|s|m|h|d|w))?$/.exec(v);
+    if (m) return m[1] ? now - +m[1] * { ms: 1, s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 604800e3 }[m[2]] : now;
+    if (/^\d{13,}$/.test(v)) return +v;
+    if (/^\d+(\.\d+)?$/.test(v)) return Math.round(+v * 1000);
+    if (/^\d{4}-\d\d-\d\dT/.test(v)) { const t = Date.parse(v); return isNaN(t) ? null : t; }
+    return null;
+  }
+  const isRelative = (v) => /^now/.test(String(v || '').trim());
+  const pinned = () => !!state.fromText && !(isRelative(state.fromText) && isRelative(state.toText));
+  const iso = (ms) => new Date(ms).toISOString().replace('.000Z', 'Z');
+
+  // The window a query covers now: from=/to= when given, else the last `range`.
+  function window_() {
+    const now = Date.now();
+    if (state.fromText) {
+      const f = parseTime(state.fromText, now), t = parseTime(state.toText, now);
+      if (f !== null && t !== null && t > f) return { from: f, to: t };
+    }
+    return { from: now - RANGES[state.range] * 1000, to: now };
   }
 
   // "FROM-TO" (ms) → {from, to}, or null.
@@ -233,6 +271,10 @@
     const q = new URLSearchParams();
     if (state.query) q.set('query', state.query);
     if (state.range !== '1h') q.set('range', state.range);
+    // a chosen profile, merge or comparison pins the window it was chosen in
+    const chosen = (state.series && state.t) || state.sel || (state.cmp && (state.a || state.b));
+    if (chosen && !pinned() && lastRange) { state.fromText = iso(lastRange.from); state.toText = iso(lastRange.to); showRange(); }
+    if (state.fromText) { q.set('from', state.fromText); q.set('to', state.toText); }
     if (state.type) q.set('type', state.type);
     if (state.refresh) q.set('refresh', String(state.refresh));
     if (state.series && state.t && !state.sel && !state.cmp) { q.set('series', state.series); q.set('t', String(state.t)); }
@@ -287,6 +329,7 @@
   function applyStateToForm() {
     $('selector').value = state.query;
     $('range').value = state.range;
+    showRange();
     $('refresh').value = String(state.refresh);
     setRefresh();
   }
@@ -323,7 +366,7 @@
 
   function submit() {
     state.query = $('selector').value.trim();
-    state.range = $('range').value;
+    if ($('range').value !== 'custom') { state.range = $('range').value; state.fromText = state.toText = ''; }
     state.series = '';
     state.t = 0;
     state.sel = null;
@@ -338,7 +381,48 @@
   }
 
   $('query-form').addEventListener('submit', (e) => { e.preventDefault(); closeSuggest(); submit(); });
-  $('range').addEventListener('change', () => { state.range = $('range').value; writeURL(false); if (state.query) run(false); });
+  $('range').addEventListener('change', () => {
+    if ($('range').value === 'custom') return;
+    state.range = $('range').value;
+    backToNow();
+  });
+  // Back to a relative window ending now: the choices made in the pinned
+  // window (profile, merge, comparison) go with it.
+  function backToNow() {
+    state.fromText = state.toText = '';
+    state.series = ''; state.t = 0; state.sel = null; state.a = state.b = null;
+    tl.next = 'a'; tl.anchor = null;
+    $('profile-panel').hidden = true;
+    showRange(); showSelection();
+    writeURL(true);
+    if (state.query) run(false);
+  }
+  $('back-to-now').addEventListener('click', backToNow);
+
+  // The range box: "last 1h", or the pinned window (with the time zone).
+  function showRange() {
+    const sel = $('range');
+    let opt = sel.querySelector('option[value="custom"]');
+    const pin = pinned();
+    if (pin) {
+      if (!opt) { opt = document.createElement('option'); opt.value = 'custom'; sel.appendChild(opt); }
+      const w = window_();
+      opt.textContent = fmtTime(w.from) + ' – ' + fmtTime(w.to);
+      sel.value = 'custom';
+    } else {
+      if (opt) opt.remove();
+      sel.value = state.range;
+    }
+    $('back-to-now').hidden = !pin;
+    $('tz').textContent = tzName();
+  }
+  function tzName() {
+    const off = -new Date().getTimezoneOffset();
+    const hh = String(Math.floor(Math.abs(off) / 60)).padStart(2, '0'), mm = String(Math.abs(off) % 60).padStart(2, '0');
+    let zone = '';
+    try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ''; } catch (e) { /* none */ }
+    return 'times in ' + (zone ? zone + ' ' : '') + '(UTC' + (off < 0 ? '-' : '+') + hh + ':' + mm + ')';
+  }
   $('refresh').addEventListener('change', () => { state.refresh = parseInt($('refresh').value, 10) || 0; writeURL(false); setRefresh(); });
   $('sample-type').addEventListener('change', () => {
     state.type = $('sample-type').value;
@@ -357,8 +441,7 @@
     if (!state.query) { showError('Type a selector first, e.g. heap or cpu{job="demo"}.'); return; }
     sessionStorage.setItem('pd-last-search', location.search);
     const seq = ++runSeq;
-    const to = Date.now();
-    const from = to - RANGES[state.range] * 1000;
+    const { from, to } = window_();
     const btn = $('run');
     btn.disabled = true;
     try {
@@ -481,11 +564,25 @@
     tl.brushEl = box.querySelector('rect.brush');
     markSelected();
 
-    legend.innerHTML = drawn.map((d) => {
+    // Labels every series shares are shown once, above the entries; each
+    // entry names only the labels that tell it apart.
+    const common = new Map();
+    if (series.length > 1) {
+      for (const [k, v] of Object.entries(series[0].labels)) if (series.every((x) => x.labels[k] === v)) common.set(k, v);
+    }
+    const entryName = (labels) => {
+      if (!common.size) return seriesName(labels);
+      const rest = {};
+      for (const [k, v] of Object.entries(labels)) if (!common.has(k)) rest[k] = v;
+      return seriesName(rest);
+    };
+    const head = common.size ? '<li class="common" aria-label="labels of every series">' + esc(seriesName(Object.fromEntries(common))) +
+      ' <span class="muted">· every series</span></li>' : '';
+    legend.innerHTML = head + drawn.map((d) => {
       const n = d.s.timestamps.length;
       const last = n && d.idx >= 0 ? fmtValue(d.s.totals[n - 1][d.idx], d.s.sample_types[d.idx].unit) : '';
-      return '<li data-key="' + esc(d.key) + '" class="' + (d.off ? 'off' : '') + '" title="click to hide/show">' +
-        '<span class="swatch" style="background:' + d.color + '"></span>' + esc(seriesName(d.s.labels)) +
+      return '<li data-key="' + esc(d.key) + '" class="' + (d.off ? 'off' : '') + '" title="' + esc(seriesName(d.s.labels)) + ' — click to hide/show">' +
+        '<span class="swatch" style="background:' + d.color + '"></span>' + esc(entryName(d.s.labels)) +
         '<span class="muted">' + n + ' profile' + (n === 1 ? '' : 's') + (d.idx < 0 ? ', no ' + esc(type) : last ? ', last ' + esc(last) : '') + '</span></li>';
     }).join('');
     const total = series.reduce((a, s) => a + s.timestamps.length, 0);
