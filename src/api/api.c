@@ -299,7 +299,7 @@ static bool client_gone(void *ctx)
 /* Reads one side's parameters: `query<sfx>` (else `query`), `mode<sfx>`,
  * `time<sfx>`, `from<sfx>`, `to<sfx>`. Returns 0, or -1 after replying 400. */
 static int side_params(const pd_http_request *req, pd_http_response *resp, const char *sfx,
-                       const char *mode, pd_query_side *s)
+                       const char *mode, pd_query_side *s, const char **ex /* [MAX_MATCH_PARAMS] */)
 {
     char qn[16], mn[16], tn[16], fn[16], ton[16];
     snprintf(qn, sizeof qn, "query%s", sfx);
@@ -328,6 +328,23 @@ static int side_params(const pd_http_request *req, pd_http_response *resp, const
         }
     }
     s->mode = strcmp(mode, "merge") == 0 ? PD_QUERY_MODE_MERGE : PD_QUERY_MODE_SINGLE;
+    /* exclude= (and exclude_a=/exclude_b= for one side of a diff): series
+       left out of a merge, e.g. the UI's hidden legend entries */
+    char xn[16];
+    snprintf(xn, sizeof xn, "exclude%s", sfx);
+    size_t nx = pd_http_args(req, xn, ex, MAX_MATCH_PARAMS);
+    if (*sfx && nx == 0)
+        nx = pd_http_args(req, "exclude", ex, MAX_MATCH_PARAMS);
+    if (nx > MAX_MATCH_PARAMS) {
+        reply_error(resp, 400, "invalid parameter \"%s\": more than %d selectors", xn,
+                    MAX_MATCH_PARAMS);
+        return -1;
+    }
+    for (size_t i = 0; i < nx; i++)
+        if (check_selector(resp, xn, ex[i]) < 0)
+            return -1;
+    s->exclude = ex;
+    s->n_exclude = nx;
     int64_t now = pd_now_ms();
     if (s->mode == PD_QUERY_MODE_SINGLE)
         return time_param(req, resp, tn, NULL, now, &s->time);
@@ -430,11 +447,12 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     if (uint_param(req, resp, "nodes", "limit", def_nodes, &nodes) < 0)
         return;
     pd_query_side a, b;
+    const char *exa[MAX_MATCH_PARAMS], *exb[MAX_MATCH_PARAMS];
     if (diff) {
-        if (side_params(req, resp, "_a", NULL, &a) < 0 ||
-            side_params(req, resp, "_b", NULL, &b) < 0)
+        if (side_params(req, resp, "_a", NULL, &a, exa) < 0 ||
+            side_params(req, resp, "_b", NULL, &b, exb) < 0)
             return;
-    } else if (side_params(req, resp, "", mode, &b) < 0) {
+    } else if (side_params(req, resp, "", mode, &b, exb) < 0) {
         return;
     }
     pd_merge_options mo = {

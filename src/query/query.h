@@ -267,6 +267,11 @@ typedef struct pd_query_side {
     pd_query_mode mode;
     int64_t time;     /* single */
     int64_t from, to; /* merge, inclusive */
+    /* merge: series matching any of these n_exclude selectors are left out
+     * (the UI's hidden legend entries, each an exact selector); borrowed for
+     * the call. A bad one fails with PD_EPARSE/PD_EINVAL naming it. */
+    const char *const *exclude;
+    size_t n_exclude;
 } pd_query_side;
 
 /* Merges the profiles of selection q (series in label order, each series'

@@ -498,6 +498,30 @@ test('the legend names only the labels that differ; 24 series get 24 colours', {
   const colours = await page.locator('#legend li[data-key] .swatch').evaluateAll((els) => els.map((e) => getComputedStyle(e).backgroundColor));
   assert.equal(new Set(colours).size, 24, `24 distinct colours: ${colours.join(' ')}`);
   await shot(t, '5c-legend-24');
+
+  // Hidden legend entries are left out of the merge (they were merged anyway)
+  for (let i = 0; i < 4; i++) await entries.nth(i).click();
+  await page.waitForFunction(() => document.querySelectorAll('#legend li.off').length === 4);
+  assert.equal(new URL(page.url()).searchParams.getAll('hide').length, 4, 'hidden series are in the URL');
+  const b = await page.locator('#timeline circle.pt').first().boundingBox();
+  const box = await page.locator('#timeline svg').boundingBox();
+  const y = box.y + box.height - 40;
+  await page.mouse.move(b.x - 30, y);
+  await page.mouse.down();
+  await page.mouse.move(b.x + 30, y, { steps: 5 });
+  await page.mouse.up();
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden]) #flamegraph .frame');
+  assert.match(await page.locator('#selection').innerText(), /20 profiles/);
+  const href = await page.locator('#download').getAttribute('href');
+  assert.equal((href.match(/exclude=/g) || []).length, 4);
+  const dl = await http(profd.base + href);
+  assert.equal(dl.status, 200);
+  assert.equal(dl.headers.get('x-profd-profiles'), '20', 'the merge leaves the 4 hidden series out');
+  // showing one again puts it back in the merge
+  await entries.nth(0).click();
+  await page.waitForFunction(() => /21 profiles/.test(document.getElementById('selection').innerText));
+  const href2 = await page.locator('#download').getAttribute('href');
+  assert.equal((await http(profd.base + href2)).headers.get('x-profd-profiles'), '21');
 });
 
 // Issue 15: with DejaVu Sans Mono at 1x the selector box clipped the "_"

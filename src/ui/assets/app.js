@@ -21,6 +21,8 @@
  *                window and the same profiles days later)
  *   series=EXACT_SELECTOR  t=MS (the opened profile)
  *   sel=FROM-TO (ms, a merged range)   cmp=1 a=FROM-TO b=FROM-TO (compare)
+ *   hide=EXACT_SELECTOR (repeated: legend entries switched off; left out of
+ *                merges and diffs by the API's exclude=)
  *
  * API (Prometheus envelope {"status":"success","data":…}):
  *   /api/v1/query_range?query=&from=&to=     → [{labels, sample_types, timestamps, totals}]
@@ -228,6 +230,7 @@
     state.series = q.get('series') || '';
     state.t = parseInt(q.get('t') || '0', 10) || 0;
     state.cmp = q.get('cmp') === '1';
+    hidden = new Set(q.getAll('hide'));
     state.sel = state.cmp ? null : parseSpan(q.get('sel'));
     state.a = state.cmp ? parseSpan(q.get('a')) : null;
     state.b = state.cmp ? parseSpan(q.get('b')) : null;
@@ -275,6 +278,7 @@
     const chosen = (state.series && state.t) || state.sel || (state.cmp && (state.a || state.b));
     if (chosen && !pinned() && lastRange) { state.fromText = iso(lastRange.from); state.toText = iso(lastRange.to); showRange(); }
     if (state.fromText) { q.set('from', state.fromText); q.set('to', state.toText); }
+    for (const k of hidden) q.append('hide', k);
     if (state.type) q.set('type', state.type);
     if (state.refresh) q.set('refresh', String(state.refresh));
     if (state.series && state.t && !state.sel && !state.cmp) { q.set('series', state.series); q.set('t', String(state.t)); }
@@ -594,7 +598,11 @@
     if (!li) return;
     const k = li.getAttribute('data-key');
     if (hidden.has(k)) hidden.delete(k); else hidden.add(k);
+    li.setAttribute('aria-pressed', hidden.has(k) ? 'false' : 'true');
+    writeURL(false);
     drawTimeline();
+    // a merge or comparison on screen is redone without (or with) that series
+    if (state.sel || (state.cmp && state.a && state.b)) { showSelection(); loadView(); }
   });
 
   // The shaded rectangles of the merged range, or of A and B (compare).
@@ -659,7 +667,10 @@
   // merge takes them all, also the series switched off in the legend).
   function countIn(r) {
     let n = 0;
-    for (const s of (lastRange ? lastRange.series : [])) for (const ts of s.timestamps) if (ts >= r.from && ts <= r.to) n++;
+    for (const s of (lastRange ? lastRange.series : [])) {
+      if (hidden.has(exactSelector(s.labels))) continue; // hidden series are not merged
+      for (const ts of s.timestamps) if (ts >= r.from && ts <= r.to) n++;
+    }
     return n;
   }
 
@@ -880,12 +891,14 @@
     const withIdx = (u, report, idx) => u + '&report=' + report +
       (idx && report !== 'proto' ? '&sample_index=' + encodeURIComponent(idx) : '') +
       (report === 'flamegraph' ? '&nodes=4000' : '');
-    const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to);
+    // hidden legend entries are left out of merges and diffs (exclude=)
+    const excl = [...hidden].map((k) => '&exclude=' + encodeURIComponent(k)).join('');
+    const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl;
     const range = (r) => fmtTime(r.from) + (r.from === r.to ? '' : ' – ' + fmtTime(r.to));
     if (state.cmp && state.a && state.b) {
       const a = state.a, b = state.b;
       const base = '/api/v1/query?mode=diff&query_a=' + encodeURIComponent(q) + '&query_b=' + encodeURIComponent(q) +
-        '&mode_a=merge&mode_b=merge&from_a=' + secs(a.from) + '&to_a=' + secs(a.to) + '&from_b=' + secs(b.from) + '&to_b=' + secs(b.to);
+        '&mode_a=merge&mode_b=merge&from_a=' + secs(a.from) + '&to_a=' + secs(a.to) + '&from_b=' + secs(b.from) + '&to_b=' + secs(b.to) + excl;
       return {
         kind: 'diff', heading: 'Comparison',
         title: q + ' · B ' + range(b) + ' (' + countIn(b) + ') vs A ' + range(a) + ' (' + countIn(a) + ', base)',
