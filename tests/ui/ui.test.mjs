@@ -539,3 +539,42 @@ test('underscores are visible in the selector box', { timeout: 30000 }, async (t
   fs.writeFileSync(path.join(shots, '5d-underscore.png'), b);
   t.diagnostic(`screenshot: ${path.join(shots, '5d-underscore.png')}`);
 });
+
+// Issue 15: frames narrower than 7 px were drawn 7 px wide (padding and
+// border outside the width), overlapping their neighbours; a bad search
+// regexp was ignored silently. In a narrow window the small frames of a real
+// CPU profile are a few pixels wide: each must be drawn at most as wide as
+// its value, thin runs merged into "…".
+test('flame graph frames are never drawn wider than their value; a bad search regexp is reported', { timeout: 40000 }, async (t) => {
+  const narrow = await browser.newPage({ viewport: { width: 480, height: 900 } });
+  try {
+    const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+    await narrow.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
+    await narrow.waitForSelector('#flamegraph .frame[data-i]');
+    const r = await narrow.evaluate(() => {
+      const box = document.getElementById('flamegraph');
+      const W = box.clientWidth;
+      let worst = 0, thin = 0, n = 0;
+      for (const el of box.querySelectorAll('.frame')) {
+        const model = parseFloat(el.style.width) / 100 * W;
+        const drawn = el.getBoundingClientRect().width;
+        if (model < 7) thin++;
+        worst = Math.max(worst, drawn - model);
+        n++;
+      }
+      return { worst, thin, n };
+    });
+    assert.ok(r.thin > 0, `some frames are under 7 px here (${r.n} frames): the case is exercised`);
+    assert.ok(r.worst <= 0.5, `a frame is drawn ${r.worst.toFixed(2)} px wider than its value`);
+    await narrow.fill('#flame-search', 'main.(fib');
+    await narrow.waitForFunction(() => /not a regular expression/.test(document.getElementById('flame-match').textContent));
+    assert.equal(await narrow.locator('#flame-search').getAttribute('aria-invalid'), 'true');
+    await narrow.fill('#flame-search', 'main\\.fib');
+    await narrow.waitForFunction(() => /^matched /.test(document.getElementById('flame-match').textContent));
+    assert.ok(await narrow.locator('#flamegraph .frame.match').count() >= 1);
+    await narrow.screenshot({ path: path.join(shots, '9-flame-narrow.png'), fullPage: true });
+    t.diagnostic(`screenshot: ${path.join(shots, '9-flame-narrow.png')}`);
+  } finally {
+    await narrow.close();
+  }
+});

@@ -1216,17 +1216,32 @@
       html += frameHTML(a, nodes.length - 1, 0, 100, a.depth, 'ancestor', W);
     });
     const zv = zoom.size || 0;
+    // Exact widths: a frame is as wide as its value, never wider (no
+    // minimum: padding and border are inside the width, box-sizing). Children
+    // under a pixel each are merged into one "…" frame of their total width
+    // (at most as wide as they are together); their own children are not drawn.
     const place = (n, left, width) => {
-      if (width * W / 100 < 0.6) return;
       nodes.push(n);
       if (n.depth > maxDepth) maxDepth = n.depth;
       html += frameHTML(n, nodes.length - 1, left, width, n.depth, '', W);
-      let x = left;
+      let x = left, thinW = 0, thinN = 0, thinX = null, thinV = 0;
       for (const c of n.children) {
         const cw = zv ? (width * c.size) / (n.size || 1) : 0;
-        place(c, x, cw);
+        if (cw * W / 100 < 1) {
+          if (thinX === null) thinX = x;
+          thinW += cw; thinN++; thinV += c.size;
+        } else {
+          if (thinN) { html += moreHTML(thinX, thinW, n.depth + 1, thinN, thinV); thinX = null; thinW = thinN = thinV = 0; }
+          place(c, x, cw);
+        }
         x += cw;
       }
+      if (thinN && thinW * W / 100 >= 0.5) html += moreHTML(thinX, thinW, n.depth + 1, thinN, thinV);
+    };
+    const moreHTML = (left, width, depth, count, value) => {
+      if (depth > maxDepth) maxDepth = depth;
+      return '<div class="frame more" data-more="' + count + '" data-value="' + value + '" title="' + count + ' frames under a pixel each" style="left:' +
+        left.toFixed(4) + '%;width:' + width.toFixed(4) + '%;top:' + depth * ROW + 'px"></div>';
     };
     place(zoom, 0, 100);
     flame.nodes = nodes;
@@ -1238,15 +1253,16 @@
   }
 
   function frameHTML(n, i, left, width, depth, cls, W) {
-    const label = width * W / 100 > 28 ? esc(n.name === 'root' ? 'all' : n.name) : '';
+    const px = width * W / 100;
+    const label = px > 28 ? esc(n.name === 'root' ? 'all' : n.name) : '';
     const dc = flame.diff ? ' ' + diffClass(n) : '';
-    return '<div class="frame ' + cls + dc + '" data-i="' + i + '" data-name="' + esc(n.name) + '"' + (flame.diff ? ' data-delta="' + (n.new - n.base) + '"' : '') +
+    return '<div class="frame ' + cls + dc + (px < 8 ? ' thin' : '') + '" data-i="' + i + '" data-name="' + esc(n.name) + '"' + (flame.diff ? ' data-delta="' + (n.new - n.base) + '"' : '') +
       ' style="left:' + left.toFixed(4) + '%;width:' + width.toFixed(4) + '%;top:' + depth * ROW + 'px;background:' +
       (flame.diff ? diffColor(n) : frameColor(n.name)) + '">' + label + '</div>';
   }
 
   $('flamegraph').addEventListener('click', (e) => {
-    const el = e.target.closest('.frame');
+    const el = e.target.closest('.frame[data-i]');
     if (!el) return;
     const n = flame.nodes[+el.getAttribute('data-i')];
     if (!n) return;
@@ -1254,7 +1270,13 @@
     drawFlame();
   });
   $('flamegraph').addEventListener('mousemove', (e) => {
-    const el = e.target.closest('.frame');
+    const more = e.target.closest('.frame.more');
+    if (more) {
+      showTip(e, '<b>' + more.getAttribute('data-more') + ' frames</b> under a pixel each<br>' +
+        esc(fmtValue(+more.getAttribute('data-value'), flame.unit)) + ' together<br><i>zoom into the caller to see them</i>');
+      return;
+    }
+    const el = e.target.closest('.frame[data-i]');
     if (!el) { hideTip(); return; }
     const n = flame.nodes[+el.getAttribute('data-i')];
     if (!n) return;
@@ -1276,16 +1298,21 @@
   });
   $('flamegraph').addEventListener('mouseleave', hideTip);
   $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
-  $('flame-search').addEventListener('input', highlightFlame);
+  // debounced: the walk over a large tree runs once the typing pauses
+  let searchTimer = null;
+  $('flame-search').addEventListener('input', () => { clearTimeout(searchTimer); searchTimer = setTimeout(highlightFlame, 120); });
 
   function highlightFlame() {
     const box = $('flamegraph');
     const q = $('flame-search').value.trim();
-    let re = null;
-    if (q) { try { re = new RegExp(q); } catch (e) { re = null; } }
+    let re = null, bad = '';
+    if (q) { try { re = new RegExp(q); } catch (e) { bad = e.message; } }
     box.classList.toggle('searching', !!re);
+    $('flame-search').setAttribute('aria-invalid', bad ? 'true' : 'false');
+    $('flame-match').classList.toggle('bad', !!bad);
+    if (bad) { $('flame-match').textContent = 'not a regular expression: ' + bad; return; }
     if (!re || !flame.root) { $('flame-match').textContent = ''; return; }
-    box.querySelectorAll('.frame').forEach((el) => el.classList.toggle('match', re.test(el.getAttribute('data-name'))));
+    box.querySelectorAll('.frame[data-i]').forEach((el) => el.classList.toggle('match', re.test(el.getAttribute('data-name'))));
     // Matched share: the value of the outermost matching frames.
     let sum = 0, sa = 0, sb = 0;
     const walk = (n) => { if (n !== flame.root && re.test(n.name)) { sum += n.value; sa += n.base || 0; sb += n.new || 0; return; } n.children.forEach(walk); };
