@@ -883,6 +883,8 @@ struct pd_block {
     char (*sources)[27]; /* meta.json compaction.sources */
     size_t n_sources;
     uint64_t gen; /* open generation, for the group cache */
+    bool meta_rebuilt; /* meta.json did not read: meta derived from the other files */
+    char damage[sizeof(((pd_err *)0)->msg)]; /* why meta.json did not read; "" = intact */
 };
 
 /* ---- decoded value groups, cached ----
@@ -1316,14 +1318,40 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
     base = base ? base + 1 : b->dir;
 
     snprintf(path, sizeof path, "%s/meta.json", b->dir);
-    if ((rc = parse_meta(b, path, base, err)))
-        goto fail;
+    pd_err merr;
+    pd_err_clear(&merr);
+    if ((rc = parse_meta(b, path, base, &merr))) {
+        /* what the other files verify is still served: meta rebuilt from them */
+        if (rc == PD_ENOMEM || strlen(base) != 26)
+            goto fail_meta;
+        if (merr.msg[0])
+            memcpy(b->damage, merr.msg, sizeof b->damage); /* same size, NUL-terminated */
+        else
+            snprintf(b->damage, sizeof b->damage, "%.400s: unreadable", path);
+        b->meta_rebuilt = true;
+        free(b->sources);
+        b->sources = NULL;
+        b->n_sources = 0;
+        memset(&b->meta, 0, sizeof b->meta);
+        memcpy(b->meta.ulid, base, 27);
+        b->meta.version = PD_BLOCK_VERSION;
+        b->meta.level = 1;
+        b->meta.group = UINT32_MAX; /* unknown: the time chunks' groups are not capped */
+        rc = 0;
+    }
     struct stat st;
     if (!stat(path, &st))
         b->meta.meta_bytes = (uint64_t)st.st_size;
 
     snprintf(b->chunks_path, sizeof b->chunks_path, "%s/" CHUNKS_NAME, b->dir);
-    if ((rc = stat_size(b->chunks_path, b->meta.chunks_bytes, &b->chunks_size, err)))
+    if (b->meta_rebuilt) {
+        if (stat(b->chunks_path, &st) < 0) {
+            rc = pd_err_set(err, errno == ENOENT ? PD_ECORRUPT : -errno, "%s: %s",
+                            b->chunks_path, strerror(errno));
+            goto fail;
+        }
+        b->meta.chunks_bytes = b->chunks_size = (uint64_t)st.st_size;
+    } else if ((rc = stat_size(b->chunks_path, b->meta.chunks_bytes, &b->chunks_size, err)))
         goto fail;
     if ((b->fd = open(b->chunks_path, O_RDONLY | O_CLOEXEC)) < 0) {
         rc = pd_err_set(err, -errno, "%s: %s", b->chunks_path, strerror(errno));
@@ -1345,6 +1373,8 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
 
     snprintf(path, sizeof path, "%s/symbols", b->dir);
     uint64_t sz;
+    if (b->meta_rebuilt && !stat(path, &st))
+        b->meta.symbols_bytes = (uint64_t)st.st_size;
     if ((rc = stat_size(path, b->meta.symbols_bytes, &sz, err)) ||
         (rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
         (rc = check_file(path, buf, len, "PDSY", HDR + 8, err)) ||
@@ -1353,6 +1383,15 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
     free(buf);
     buf = NULL;
     const pd_symbols *S = &b->sym;
+    if (b->meta_rebuilt) {
+        b->meta.n_strings = S->n_str;
+        b->meta.n_mappings = S->n_map;
+        b->meta.n_functions = S->n_fn;
+        b->meta.n_locations = S->n_loc;
+        b->meta.n_stacks = S->n_stack;
+        b->meta.n_label_sets = S->n_lset;
+        b->meta.stack_format = S->stack_format;
+    }
     if (S->n_str != b->meta.n_strings || S->n_map != b->meta.n_mappings ||
         S->n_fn != b->meta.n_functions || S->n_loc != b->meta.n_locations ||
         S->n_stack != b->meta.n_stacks || S->n_lset != b->meta.n_label_sets ||
@@ -1363,6 +1402,8 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
     }
 
     snprintf(path, sizeof path, "%s/index", b->dir);
+    if (b->meta_rebuilt && !stat(path, &st))
+        b->meta.index_bytes = (uint64_t)st.st_size;
     if ((rc = stat_size(path, b->meta.index_bytes, &sz, err)) ||
         (rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
         (rc = check_file(path, buf, len, "PDIX", HDR, err)) ||
@@ -1381,6 +1422,12 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
         if (b->s[i].max_t > maxt)
             maxt = b->s[i].max_t;
     }
+    if (b->meta_rebuilt) {
+        b->meta.n_series = b->n_series;
+        b->meta.n_profiles = np;
+        b->meta.min_t = mint;
+        b->meta.max_t = maxt;
+    }
     if (b->n_series != b->meta.n_series || np != b->meta.n_profiles || !b->n_series ||
         mint != b->meta.min_t || maxt != b->meta.max_t) {
         rc = pd_err_set(err, PD_ECORRUPT,
@@ -1390,6 +1437,9 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
     }
     *out = b;
     return 0;
+fail_meta:
+    if (err)
+        *err = merr;
 fail:
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "out of memory opening block %s", dir);
@@ -1421,6 +1471,13 @@ void pd__block_close(pd_block *b)
 }
 
 const pd_block_meta *pd__block_meta(const pd_block *b) { return &b->meta; }
+const char *pd__block_damage(const pd_block *b) { return b->meta_rebuilt ? b->damage : NULL; }
+void pd__block_series_extent(const pd_block *b, uint32_t id, uint64_t *start, uint64_t *end)
+{
+    const rseries *r = &b->s[id];
+    *start = r->tref >= r->vbytes ? r->tref - r->vbytes : 0;
+    *end = r->tref + r->tbytes;
+}
 const char (*pd__block_sources(const pd_block *b, size_t *n))[27]
 {
     *n = b->n_sources;
@@ -1835,6 +1892,11 @@ int pd__block_check(const char *dir, pd_block_meta *meta, pd_err *err)
         return rc;
     if (meta)
         *meta = b->meta;
+    if (b->meta_rebuilt) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s", b->damage);
+        pd__block_close(b);
+        return rc;
+    }
     uint64_t samples = 0;
     for (uint32_t id = 0; id < b->n_series && !rc; id++) {
         pd_tchunk t;

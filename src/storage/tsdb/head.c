@@ -117,6 +117,7 @@
 #include "storage/tsdb/headmem_int.h"
 #include "storage/tsdb/postings_int.h"
 #include "storage/tsdb/wal_int.h"
+#include "storage/tsdb/warnings_int.h"
 
 #define MAX_SAMPLE_TYPES 1024 /* per profile, at append and replay */
 #define MAX_STR (1u << 20)    /* a label or sample type string read back */
@@ -150,6 +151,10 @@ typedef struct point {
 typedef struct hblock {
     pd_block *b;
     int refs; /* __atomic */
+    unsigned char *bad; /* per series id: non-zero once a read found its data
+                           damaged (__atomic; reported once, then skipped by
+                           select and read_points); 2 while why[id] is set, then 1 */
+    char **why;         /* per series id: the first error (file and offset) */
 } hblock;
 
 /* A series' part in one block. */
@@ -840,9 +845,69 @@ static void hb_get(hblock *hb) { __atomic_add_fetch(&hb->refs, 1, __ATOMIC_ACQ_R
 static void hb_put(hblock *hb)
 {
     if (hb && __atomic_sub_fetch(&hb->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (hb->why)
+            for (size_t i = 0; i < pd__block_n_series(hb->b); i++)
+                free(hb->why[i]);
         pd__block_close(hb->b);
+        free(hb->bad);
+        free(hb->why);
         free(hb);
     }
+}
+
+/* Whether series id of hb is known damaged. */
+static bool hb_bad(const hblock *hb, uint32_t id)
+{
+    return __atomic_load_n(&hb->bad[id], __ATOMIC_ACQUIRE) != 0;
+}
+
+/* A read of series id of hb failed with PD_ECORRUPT (e: file and offset):
+ * the first time, logged and counted in profd_storage_corruptions_total;
+ * every time, a warning for the calling thread's answer (storage.h). From
+ * then on select and read_points skip this block part. */
+static void hb_damaged(hblock *hb, uint32_t id, const pd_err *e)
+{
+    const char *ulid = pd__block_meta(hb->b)->ulid;
+    const char *msg = e && e->msg[0] ? e->msg : "damaged";
+    if (!__atomic_exchange_n(&hb->bad[id], 2, __ATOMIC_ACQ_REL)) {
+        hb->why[id] = strdup(msg); /* NULL: the generic warning below */
+        __atomic_store_n(&hb->bad[id], 1, __ATOMIC_RELEASE);
+        pd_buf lb;
+        pd_buf_init(&lb, 1024);
+        pd_labels_format(pd__block_series_labels(hb->b, id), &lb);
+        pd_log_error("storage: damaged block series skipped", "block=%s series=%s err=\"%s\"",
+                     ulid, lb.data ? lb.data : "", msg);
+        pd_buf_release(&lb);
+        pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+    }
+    pd__storage_warn("block %s: %s; its series' profiles there are left out", ulid, msg);
+}
+
+/* The warning for a block part already known damaged. */
+static void hb_warn_known(const hblock *hb, uint32_t id, uint64_t ref)
+{
+    const char *why = __atomic_load_n(&hb->bad[id], __ATOMIC_ACQUIRE) == 1 ? hb->why[id] : NULL;
+    if (why)
+        pd__storage_warn("block %s: %s; its series' profiles there are left out",
+                         pd__block_meta(hb->b)->ulid, why);
+    else
+        pd__storage_warn("block %s holds damaged data of series %llu; its profiles there are "
+                         "left out",
+                         pd__block_meta(hb->b)->ulid, (unsigned long long)ref);
+}
+
+/* A read error of block part (hb, id): PD_ECORRUPT marks it damaged (above);
+ * other errors are logged. */
+static void hb_read_failed(hblock *hb, uint32_t id, int rc, const pd_err *e)
+{
+    if (rc == PD_ECORRUPT) {
+        hb_damaged(hb, id, e);
+        return;
+    }
+    pd_log_warn("storage: cannot read a block series", "block=%s err=\"%s\"",
+                pd__block_meta(hb->b)->ulid, e && e->msg[0] ? e->msg : pd_strerror(rc));
+    pd__storage_warn("block %s: %s; its series' profiles there are left out",
+                     pd__block_meta(hb->b)->ulid, e && e->msg[0] ? e->msg : pd_strerror(rc));
 }
 
 /* Adds the part (hb, id) to se, keeping brefs by ascending mint. Under the
@@ -883,6 +948,13 @@ static int add_block(pd_storage *s, pd_block *b, bool *added)
     }
     hb->b = b;
     hb->refs = 1;
+    if (!(hb->bad = calloc(pd__block_n_series(b) + 1, 1)) ||
+        !(hb->why = calloc(pd__block_n_series(b) + 1, sizeof *hb->why))) {
+        pd__block_close(b);
+        free(hb->bad);
+        free(hb);
+        return PD_ENOMEM;
+    }
     if (s->n_blocks == s->cap_blocks) {
         size_t nc = s->cap_blocks ? s->cap_blocks * 2 : 8;
         hblock **nb = realloc(s->blocks, nc * sizeof *nb);
@@ -972,10 +1044,11 @@ static bool blocks_have(const series *se, int64_t ts)
         pd_points pts;
         pd_err e;
         pd_err_clear(&e);
+        if (hb_bad(r->hb, r->id))
+            continue;
         int rc = pd__block_read_points(r->hb->b, r->id, ts, ts, &pts, &e);
         if (rc < 0) {
-            pd_log_warn("storage: cannot read a block's points", "block=%s err=\"%s\"",
-                        pd__block_meta(r->hb->b)->ulid, e.msg);
+            hb_read_failed(r->hb, r->id, rc, &e);
             continue;
         }
         bool found = pts.n > 0;
@@ -1287,8 +1360,9 @@ static int load_blocks(pd_storage *s, bool *added, pd_err *err)
             continue;
         }
         snprintf(meta, sizeof meta, "%s/meta.json", dir);
-        if (access(meta, F_OK) < 0) {
-            pd_log_warn("storage: ignoring a directory without meta.json", "dir=%s", dir);
+        if (l != 26 && access(meta, F_OK) < 0) {
+            /* not named as a block (e.g. repair-<time>/ of `profd tsdb repair`) */
+            pd_log_info("storage: ignoring a directory that is not a block", "dir=%s", dir);
             continue;
         }
         pd_block *b = NULL;
@@ -1300,10 +1374,16 @@ static int load_blocks(pd_storage *s, bool *added, pd_err *err)
             continue;
         }
         if (brc < 0) {
-            pd_log_warn("storage: skipping a block that does not open", "dir=%s err=\"%s\"", dir,
-                        e.msg[0] ? e.msg : pd_strerror(brc));
+            pd_log_error("storage: skipping a block that does not open", "dir=%s err=\"%s\"",
+                         dir, e.msg[0] ? e.msg : pd_strerror(brc));
             pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
             continue;
+        }
+        if (pd__block_damage(b)) { /* served from its other files */
+            pd_log_error("storage: block meta.json damaged; rebuilt from its other files "
+                         "(`profd tsdb repair` rewrites it)",
+                         "dir=%s err=\"%s\"", dir, pd__block_damage(b));
+            pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
         }
         opened[n_opened++] = b;
     }
@@ -2428,6 +2508,10 @@ static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t 
                 return 0;
             matched = true;
         }
+        if (hb_bad(r->hb, r->id)) {
+            hb_warn_known(r->hb, r->id, se->ref);
+            continue;
+        }
         int64_t bmn = r->mint, bmx = r->maxt;
         size_t bn = (size_t)r->n;
         if (r->mint < mint || r->maxt > maxt) {
@@ -2438,8 +2522,7 @@ static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t 
             if (brc == PD_ENOMEM)
                 return brc;
             if (brc < 0) {
-                pd_log_warn("storage: select skips a block series that does not read",
-                            "block=%s err=\"%s\"", pd__block_meta(r->hb->b)->ulid, e.msg);
+                hb_read_failed(r->hb, r->id, brc, &e);
                 continue;
             }
             bn = pts.n;
@@ -2671,8 +2754,22 @@ unlock:
         goto out;
     for (size_t k = 0; k < n_brs; k++) {
         pd_points bp;
-        if ((rc = pd__block_read_points(brs[k].hb->b, brs[k].id, mint, maxt, &bp, err)) < 0)
-            goto out;
+        if (hb_bad(brs[k].hb, brs[k].id)) {
+            hb_warn_known(brs[k].hb, brs[k].id, ref);
+            continue;
+        }
+        pd_err be;
+        pd_err_clear(&be);
+        if ((rc = pd__block_read_points(brs[k].hb->b, brs[k].id, mint, maxt, &bp, &be)) < 0) {
+            if (rc == PD_ENOMEM) {
+                if (err)
+                    *err = be;
+                goto out;
+            }
+            hb_read_failed(brs[k].hb, brs[k].id, rc, &be); /* the rest is served */
+            rc = 0;
+            continue;
+        }
         rc = copy_block_points(a, &bp, &v, &nv, &cap);
         pd_points_release(&bp);
         if (rc < 0)
@@ -2896,6 +2993,8 @@ static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_prof
         rc = pd__block_read_profile(brs[k].hb->b, brs[k].id, ts_ms, out, err);
         if (rc < 0 && rc != PD_ENOTFOUND)
             memset(out, 0, sizeof *out);
+        if (rc == PD_ECORRUPT)
+            hb_damaged(brs[k].hb, brs[k].id, err);
     }
     for (size_t k = 0; k < n_brs; k++)
         hb_put(brs[k].hb);

