@@ -1256,13 +1256,44 @@ out:
 
 /* Replays PATH/series (if any) through replay_series. A bad header or a bad
  * record ends it (logged with the offset, counted). 0, -errno or PD_ENOMEM. */
+/* Lowest segment number in waldir (8-digit names), 0 when none. */
+static uint32_t first_wal_segment(const char *waldir)
+{
+    DIR *d = opendir(waldir);
+    if (!d)
+        return 0;
+    uint32_t first = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strlen(e->d_name) != 8 || strspn(e->d_name, "0123456789") != 8)
+            continue;
+        uint32_t v = (uint32_t)strtoul(e->d_name, NULL, 10);
+        if (v && (!first || v < first))
+            first = v;
+    }
+    closedir(d);
+    return first;
+}
+
 static int read_series_file(pd_storage *s)
 {
     char name[4200];
     snprintf(name, sizeof name, "%s/series", s->path);
     int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        /* needed once a checkpoint removed segment 1 (the SERIES records of
+           removed segments live only here) */
+        uint32_t first = first_wal_segment(s->waldir);
+        if (first > 1) {
+            pd_log_error("storage: series file missing while the WAL starts past segment 1; "
+                         "head profiles of series first seen in removed segments are lost",
+                         "file=%s first_segment=%08u", name, first);
+            pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+        }
+        return 0;
+    }
     if (fd < 0)
-        return errno == ENOENT ? 0 : -errno;
+        return -errno;
     struct stat st;
     int rc = 0;
     uint8_t *data = NULL;

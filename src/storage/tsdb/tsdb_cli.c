@@ -572,7 +572,8 @@ static int check_wal(const char *dir)
     uint64_t n_prof = 0;
     snprintf(path, sizeof path, "%s/series", dir);
     struct stat st;
-    if (stat(path, &st) == 0)
+    bool have_series = stat(path, &st) == 0;
+    if (have_series)
         bad |= check_wal_file(path, false, &n_prof);
     snprintf(path, sizeof path, "%s/wal", dir);
     DIR *d = opendir(path);
@@ -596,6 +597,27 @@ static int check_wal(const char *dir)
     closedir(d);
     if (n > 1)
         qsort(names, n, sizeof *names, cmp_str);
+    /* segment numbers are contiguous (the checkpoint removes the oldest
+       only); SERIES records of removed segments live in DIR/series */
+    unsigned long prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned long v = names[i] ? strtoul(names[i], NULL, 10) : 0;
+        if (!v)
+            continue;
+        if (prev && v != prev + 1) {
+            printf("CORRUPT %s/wal/%08lu: missing segment (%lu missing between %08lu and "
+                   "%08lu); its records are lost\n",
+                   dir, prev + 1, v - prev - 1, prev, v);
+            bad = 1;
+        }
+        if (!prev && v > 1 && !have_series) {
+            printf("CORRUPT %s/series: missing, while the WAL starts at segment %08lu (the "
+                   "series of removed segments are lost)\n",
+                   dir, v);
+            bad = 1;
+        }
+        prev = v;
+    }
     n_prof = 0;
     for (size_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/wal/%s", dir, names[i] ? names[i] : "");

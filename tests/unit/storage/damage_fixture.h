@@ -253,6 +253,67 @@ static size_t fx_blocks(const char *dir, char names[][27], int64_t *mint, size_t
     return n;
 }
 
+/* The WAL segments of dir (numbers ascending, up to max). */
+static size_t fx_segments(const char *dir, uint32_t *nums, size_t max)
+{
+    char w[600];
+    snprintf(w, sizeof w, "%s/wal", dir);
+    DIR *d = opendir(w);
+    assert_non_null(d);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        if (strlen(e->d_name) != 8 || strspn(e->d_name, "0123456789") != 8)
+            continue;
+        uint32_t v = (uint32_t)strtoul(e->d_name, NULL, 10);
+        size_t i = n++;
+        while (i > 0 && nums[i - 1] > v) {
+            nums[i] = nums[i - 1];
+            i--;
+        }
+        nums[i] = v;
+    }
+    closedir(d);
+    return n;
+}
+
+/* A record of a WAL segment or of the series file. */
+typedef struct fx_rec {
+    uint64_t off, end; /* header offset, end of payload */
+    uint8_t type;
+    uint64_t ref;      /* SERIES and PROFILE */
+    int64_t ts;        /* PROFILE */
+} fx_rec;
+
+/* Parses the records of file path (WAL framing) into v (up to max). */
+static size_t fx_records(const char *path, fx_rec *v, size_t max)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    static uint8_t buf[1 << 20];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    size_t n = 0, off = 8;
+    while (off + 9 <= len && n < max) {
+        uint32_t l = (uint32_t)buf[off + 1] | (uint32_t)buf[off + 2] << 8 |
+                     (uint32_t)buf[off + 3] << 16 | (uint32_t)buf[off + 4] << 24;
+        if (l > len - off - 9 || l < 8)
+            break;
+        fx_rec r = {.off = off, .end = off + 9 + l, .type = buf[off]};
+        const uint8_t *p = buf + off + 9;
+        for (int i = 0; i < 8; i++)
+            r.ref |= (uint64_t)p[i] << (8 * i);
+        uint64_t t = 0;
+        for (int i = 0; i < 8 && l >= 16; i++)
+            t |= (uint64_t)p[8 + i] << (8 * i);
+        r.ts = (int64_t)t;
+        v[n++] = r;
+        off = (size_t)r.end;
+    }
+    return n;
+}
+
 static double fx_corruptions(void)
 {
     return pd_metrics_get("profd_storage_corruptions_total", NULL);

@@ -151,11 +151,104 @@ static void test_meta_json_missing(void **state)
     assert_non_null(strstr(out, "meta.json"));
 }
 
+
+/* Refs of the fixture series (opened without a cut, closed again). */
+static void pristine_refs(const char *dir, uint64_t refs[FX_NSERIES])
+{
+    pd_storage *st = fx_open(dir, -1);
+    for (int s = 0; s < FX_NSERIES; s++)
+        refs[s] = fx_ref(st, s);
+    pd_storage_close(st);
+}
+
+/* A middle WAL segment deleted: the gap is logged and counted at open, the
+ * profiles of the other segments and the blocks are served, and tsdb check
+ * fails naming the missing segment. */
+static void test_wal_gap(void **state)
+{
+    tfx *f = *state;
+    uint64_t refs[FX_NSERIES];
+    pristine_refs(f->dir, refs);
+    uint32_t nums[64];
+    size_t n = fx_segments(f->dir, nums, 64);
+    assert_true(n >= 3);
+    uint32_t victim = nums[n / 2];
+    char path[700];
+    snprintf(path, sizeof path, "%s/wal/%08u", f->dir, victim);
+    fx_rec recs[256];
+    size_t nr = fx_records(path, recs, 256);
+    size_t lost_n = 0;
+    int64_t lost_ts[256];
+    int lost_s[256];
+    for (size_t i = 0; i < nr; i++)
+        if (recs[i].type == 2)
+            for (int s = 0; s < FX_NSERIES; s++)
+                if (recs[i].ref == refs[s]) {
+                    lost_s[lost_n] = s;
+                    lost_ts[lost_n++] = recs[i].ts;
+                }
+    assert_true(lost_n > 0);
+    assert_int_equal(unlink(path), 0);
+    double c0 = fx_corruptions();
+    f->st = fx_open(f->dir, -1);
+    assert_true(fx_corruptions() >= c0 + 1);
+    for (int s = 0; s < FX_NSERIES; s++)
+        assert_int_equal(fx_ref(f->st, s), refs[s]);
+    size_t served = 0;
+    for (size_t k = 0; k < FX_NE; k++) {
+        const fx_exp *e = &FX_E[k];
+        bool lost = false;
+        for (size_t i = 0; i < lost_n; i++)
+            lost |= lost_s[i] == e->s && lost_ts[i] == e->ts;
+        if (!lost) {
+            assert_true(fx_served(f->st, refs, e));
+            served++;
+        } else {
+            assert_false(fx_served(f->st, refs, e));
+        }
+    }
+    assert_int_equal(served, FX_NE - lost_n);
+    pd_storage_close(f->st);
+    f->st = NULL;
+    char out[16384], want[64];
+    assert_int_equal(run_tsdb(out, sizeof out, "check", f->dir), 1);
+    snprintf(want, sizeof want, "wal/%08u: missing segment", victim);
+    assert_non_null(strstr(out, want));
+}
+
+/* DIR/series deleted after a checkpoint removed segment 1: open logs and
+ * counts it (the head profiles of those series are lost, the blocks
+ * served), and tsdb check fails naming the file. */
+static void test_series_file_deleted(void **state)
+{
+    tfx *f = *state;
+    uint32_t nums[64];
+    assert_true(fx_segments(f->dir, nums, 64) >= 1);
+    assert_true(nums[0] > 1); /* the fixture's cuts checkpointed */
+    char path[700];
+    snprintf(path, sizeof path, "%s/series", f->dir);
+    assert_int_equal(unlink(path), 0);
+    char out[16384];
+    assert_int_equal(run_tsdb(out, sizeof out, "check", f->dir), 1);
+    assert_non_null(strstr(out, "/series: missing"));
+    double c0 = fx_corruptions();
+    f->st = fx_open(f->dir, -1);
+    assert_true(fx_corruptions() >= c0 + 1);
+    uint64_t refs[FX_NSERIES];
+    for (int s = 0; s < FX_NSERIES; s++)
+        refs[s] = fx_ref(f->st, s);
+    for (size_t k = 0; k < FX_NE; k++)
+        if (FX_E[k].ts < 2 * FX_DUR) /* in the blocks */
+            assert_true(fx_served(f->st, refs, &FX_E[k]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_one_byte_chunk_flip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_json_missing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_gap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_series_file_deleted, setup, teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
 }
