@@ -200,8 +200,12 @@ typedef struct pd_storage_stats {
  * its range), then applies retention. Safe to call from any thread; rounds
  * are serialized. Readers and appenders keep going meanwhile (appends wait
  * only during a head cut). A failure leaves the data as it was (a failed
- * compaction keeps its sources). Errors: -errno (err names the path),
- * PD_ENOMEM, PD_ECORRUPT (a source block does not read; it is kept). */
+ * compaction keeps its sources). A source block that does not read is marked
+ * failed (compaction.failed in its meta.json, logged, counted in
+ * profd_storage_corruptions_total and profd_storage_compactions_failed_total),
+ * stays served for what reads, and is left out of every later plan (as
+ * Prometheus); the rest compacts in the same round. Errors: -errno (err names
+ * the path), PD_ENOMEM. */
 int pd_storage_maintain(pd_storage *s, pd_err *err);
 
 /* Fills the stats. Never fails. */

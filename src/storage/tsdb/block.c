@@ -1207,17 +1207,17 @@ static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *e
     json_int_t ver = 0, mint = 0, maxt = 0, ns, np, nsa, nstr, nmap, nfn, nloc, nst, nls, gs,
                fi, fsy, fch, lvl;
     json_t *srcs = NULL;
-    int rc = 0;
+    int rc = 0, failed = 0;
     if (json_unpack_ex(m, &je, JSON_STRICT,
                        "{s:s, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s, "
-                       "s:I, s:{s:I, s:I, s:I}, s:{s:I, s?o}}",
+                       "s:I, s:{s:I, s:I, s:I}, s:{s:I, s?o, s?b}}",
                        "ulid", &ulid, "version", &ver, "minTime", &mint, "maxTime", &maxt,
                        "stats", "numSeries", &ns, "numProfiles", &np, "numSamples", &nsa,
                        "numStrings", &nstr, "numMappings", &nmap, "numFunctions", &nfn,
                        "numLocations", &nloc, "numStacks", &nst, "numLabelSets", &nls,
                        "stackFormat", &sf, "groupSize", &gs, "files", "index", &fi, "symbols",
                        &fsy, CHUNKS_NAME, &fch, "compaction", "level", &lvl, "sources",
-                       &srcs)) {
+                       &srcs, "failed", &failed)) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %d: %s", path, je.position, je.text);
         goto out;
     }
@@ -1256,6 +1256,7 @@ static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *e
         }
     }
     M->level = lvl > 1000 ? 1000 : (int)lvl;
+    M->compaction_failed = failed != 0;
     memcpy(M->ulid, ulid, 27);
     M->version = (int)ver;
     M->min_t = mint;
@@ -1472,6 +1473,43 @@ void pd__block_close(pd_block *b)
 
 const pd_block_meta *pd__block_meta(const pd_block *b) { return &b->meta; }
 const char *pd__block_damage(const pd_block *b) { return b->meta_rebuilt ? b->damage : NULL; }
+
+int pd__block_mark_failed(pd_block *b, pd_err *err)
+{
+    b->meta.compaction_failed = true;
+    if (b->meta_rebuilt)
+        return 0; /* no meta.json to edit: `profd tsdb repair` writes one */
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/meta.json", b->dir);
+    snprintf(tmp, sizeof tmp, "%s/meta.json.tmp", b->dir);
+    json_error_t je;
+    json_t *m = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *c = m ? json_object_get(m, "compaction") : NULL;
+    if (!m || !json_is_object(c)) {
+        json_decref(m);
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: %s", path, je.position,
+                          m ? "no compaction object" : je.text);
+    }
+    char *js = NULL;
+    int rc = json_object_set_new(c, "failed", json_true()) ||
+                     !(js = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER))
+                 ? PD_ENOMEM
+                 : 0;
+    json_decref(m);
+    if (!rc)
+        rc = write_file(tmp, js, strlen(js));
+    free(js);
+    if (!rc && rename(tmp, path) < 0)
+        rc = -errno;
+    if (!rc)
+        rc = fsync_path(b->dir, true);
+    if (rc) {
+        unlink(tmp);
+        return pd_err_set(err, rc, "mark %s failed: %s", path, pd_strerror(rc));
+    }
+    /* meta.json's size changed: files.* does not list it, nothing else to do */
+    return 0;
+}
 void pd__block_series_extent(const pd_block *b, uint32_t id, uint64_t *start, uint64_t *end)
 {
     const rseries *r = &b->s[id];

@@ -100,6 +100,8 @@ typedef struct pd_block_meta {
     pd_stack_format stack_format;
     uint64_t group;
     int level;            /* compaction level (1 = not compacted) */
+    bool compaction_failed; /* meta.json compaction.failed: a compaction could not read
+                               the block; it is left out of later plans */
     /* bytes */
     uint64_t meta_bytes, index_bytes, symbols_bytes, chunks_bytes;
     uint64_t time_bytes, value_bytes; /* parts of chunks_bytes (frames included) */
@@ -121,6 +123,15 @@ const pd_block_meta *pd__block_meta(const pd_block *b);
 /* NULL for an intact block; else why its meta.json was rebuilt (file and
  * offset; borrowed from b). */
 const char *pd__block_damage(const pd_block *b);
+
+/* Sets compaction.failed = true in b's meta (pd__block_meta) and persists it
+ * in meta.json (rewritten via meta.json.tmp, renamed, directory fsynced), as
+ * Prometheus does: later compaction plans leave the block out. A block whose
+ * meta.json was rebuilt (pd__block_damage) is marked in memory only. Not
+ * thread-safe against another mark of the same block.
+ * Errors: -errno (err names the file), PD_ECORRUPT (meta.json does not
+ * read), PD_ENOMEM; the in-memory flag is set even then. */
+int pd__block_mark_failed(pd_block *b, pd_err *err);
 /* The block's symbols (read-only). */
 const pd_symbols *pd__block_symbols(const pd_block *b);
 

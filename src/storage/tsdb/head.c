@@ -1846,9 +1846,12 @@ static int compact_add(void *ctx, int64_t ts_ms, const pd_profile *p)
     return rc;
 }
 
-/* Compacts v[0..n) into one block and swaps it in. With maint_mu held. */
-static int compact_blocks(pd_storage *s, hblock **v, size_t n, pd_err *err)
+/* Compacts v[0..n) into one block and swaps it in. With maint_mu held.
+ * A source that does not read (*bad_src = its index, else n) fails the
+ * compaction; the caller marks it failed. */
+static int compact_blocks(pd_storage *s, hblock **v, size_t n, size_t *bad_src, pd_err *err)
 {
+    *bad_src = n;
     int64_t t0 = now_mono_ms();
     pd_block_writer *w = NULL;
     pd_block *blk = NULL;
@@ -1877,6 +1880,8 @@ static int compact_blocks(pd_storage *s, hblock **v, size_t n, pd_err *err)
             c.labels = pd__block_series_labels(b, id2);
             if ((rc = pd__block_series_foreach(b, id2, compact_add, &c, err)) < 0) {
                 pd_err_prefix(err, "compaction of block %s", pd__block_meta(b)->ulid);
+                if (rc != PD_ENOMEM && !(rc < 0 && rc > -1000 && rc != -EIO))
+                    *bad_src = i; /* damaged data, not a resource problem */
                 goto out;
             }
         }
@@ -2085,11 +2090,39 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
             break;
         }
         qsort(v, n, sizeof *v, cmp_hb_mint);
+        /* blocks a compaction could not read are left out of the plans */
+        size_t nok = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!pd__block_meta(v[i]->b)->compaction_failed)
+                v[nok++] = v[i];
+            else
+                hb_put(v[i]);
+        n = nok;
         bool due = plan_compaction(s, v, n, newest, &first, &count);
-        if (due && (rc = compact_blocks(s, v + first, count, err)) < 0) {
-            pd_log_error("storage: compaction failed; its sources are kept, retrying in 5 min",
-                         "err=\"%s\"", err->msg);
-            s->compact_retry_after = now_mono_ms() + 5 * 60 * 1000;
+        size_t bad = count;
+        if (due && (rc = compact_blocks(s, v + first, count, &bad, err)) < 0) {
+            if (bad < count) {
+                /* as Prometheus: mark the source failed and plan around it */
+                pd_block *fb = v[first + bad]->b;
+                pd_err me;
+                pd_err_clear(&me);
+                int mrc = pd__block_mark_failed(fb, &me);
+                pd_log_error("storage: compaction cannot read a block; marked failed "
+                             "(compaction.failed in its meta.json), left out of later "
+                             "compactions, still served for what reads",
+                             "block=%s err=\"%s\" persisted=%s", pd__block_meta(fb)->ulid,
+                             err->msg, mrc < 0 ? me.msg : "yes");
+                pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+                pd_metrics_add("profd_storage_compactions_failed_total", NULL, 1);
+                rc = 0; /* the next round plans without it */
+                pd_err_clear(err);
+            } else {
+                pd_log_error("storage: compaction failed; its sources are kept, retrying in "
+                             "5 min",
+                             "err=\"%s\"", err->msg);
+                pd_metrics_add("profd_storage_compactions_failed_total", NULL, 1);
+                s->compact_retry_after = now_mono_ms() + 5 * 60 * 1000;
+            }
         }
         put_blocks(v, n);
         if (!due || rc < 0)
@@ -2186,7 +2219,11 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     pd_metrics_describe("profd_storage_retention_deletes_total", PD_METRIC_COUNTER,
                         "Blocks deleted by retention (time or size).");
     pd_metrics_add("profd_storage_head_cuts_total", NULL, 0);
+    pd_metrics_describe("profd_storage_compactions_failed_total", PD_METRIC_COUNTER,
+                        "Compactions that failed; one that could not read a source block "
+                        "marked it failed (compaction.failed in its meta.json).");
     pd_metrics_add("profd_storage_compactions_total", NULL, 0);
+    pd_metrics_add("profd_storage_compactions_failed_total", NULL, 0);
     pd_metrics_add("profd_storage_retention_deletes_total", NULL, 0);
     const char *path = opts->path && opts->path[0] ? opts->path : "./data";
     char s_waldir[4096];

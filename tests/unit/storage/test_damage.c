@@ -242,6 +242,61 @@ static void test_series_file_deleted(void **state)
             assert_true(fx_served(f->st, refs, &FX_E[k]));
 }
 
+/* A byte flipped in the middle block: the compaction of [0, 30 s) cannot
+ * read it, marks it failed in its meta.json (compaction.failed) and compacts
+ * the other two; the failed block stays served for what reads, and later
+ * rounds (also after a reopen) plan around it. */
+static void test_compaction_around_failed_block(void **state)
+{
+    tfx *f = *state;
+    f->st = fx_open(f->dir, FX_DUR);
+    for (int i = FX_NSTEP; i < 45; i++) { /* blocks [20 s, 30 s), [30 s, 40 s) */
+        int64_t ts = (int64_t)(i + 1) * FX_STEP;
+        pd_err err = {{0}};
+        const fx_prof *t = &FX_HEAP[i % FX_NHEAP];
+        assert_int_equal(pd_storage_append(f->st, &FX_L[0], ts, t->body, t->len, &t->p, &err), 0);
+    }
+    pd_storage_close(f->st);
+    f->st = NULL;
+    char names[8][27];
+    int64_t mint[8];
+    size_t nb = fx_blocks(f->dir, names, mint, 8);
+    assert_true(nb >= 3);
+    assert_int_equal(mint[1], 10000);
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s/chunks/000001", f->dir, names[1]);
+    flip(path, 8 + 20); /* inside the first series' first value group */
+    double c0 = fx_corruptions();
+    f->st = fx_open(f->dir, FX_DUR);
+    pd_err err = {{0}};
+    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    pd_storage_stats ss;
+    pd_storage_stats_get(f->st, &ss);
+    assert_int_equal(ss.n_compactions, 1); /* [0,10 s) + [20 s,30 s) */
+    assert_true(fx_corruptions() >= c0 + 1);
+    snprintf(path, sizeof path, "%s/%s/meta.json", f->dir, names[1]);
+    FILE *mf = fopen(path, "r");
+    assert_non_null(mf);
+    char meta[8192];
+    size_t ml = fread(meta, 1, sizeof meta - 1, mf);
+    meta[ml] = 0;
+    fclose(mf);
+    assert_non_null(strstr(meta, "\"failed\": true"));
+    /* every profile outside the damaged block still served */
+    uint64_t refs[FX_NSERIES];
+    for (int s = 0; s < FX_NSERIES; s++)
+        refs[s] = fx_ref(f->st, s);
+    for (size_t k = 0; k < FX_NE; k++)
+        if (FX_E[k].ts < 10000 || FX_E[k].ts >= 20000)
+            assert_true(fx_served(f->st, refs, &FX_E[k]));
+    pd_storage_close(f->st);
+    f->st = fx_open(f->dir, FX_DUR);
+    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    pd_storage_stats_get(f->st, &ss);
+    assert_int_equal(ss.n_compactions, 0); /* nothing else due, no retry of the failed one */
+    assert_int_equal(ss.n_blocks, nb - 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +304,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_meta_json_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_series_file_deleted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compaction_around_failed_block, setup, teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
 }
