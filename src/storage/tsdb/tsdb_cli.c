@@ -1,5 +1,5 @@
 /*
- * storage/tsdb/tsdb_cli.c — `profd tsdb import|analyze|check` (usage in
+ * storage/tsdb/tsdb_cli.c — `profd tsdb import|analyze|check|repair` (usage in
  * tsdb_cli_int.h). Works on block directories (block_int.h) directly; no
  * running store is needed or locked.
  */
@@ -26,7 +26,8 @@ static int usage(void)
     fprintf(stderr,
             "usage: profd tsdb import --storage.path DIR [--label k=v ...] FILE|DIR...\n"
             "       profd tsdb analyze DIR\n"
-            "       profd tsdb check DIR\n");
+            "       profd tsdb check DIR\n"
+            "       profd tsdb repair DIR\n");
     return 2;
 }
 
@@ -673,5 +674,7 @@ int pd_tsdb_cli_main(int argc, char **argv)
         return cmd_analyze(argc, argv);
     if (!strcmp(argv[1], "check"))
         return cmd_check(argc, argv);
+    if (!strcmp(argv[1], "repair"))
+        return argc == 3 ? pd__tsdb_repair(argv[2]) : usage();
     return usage();
 }

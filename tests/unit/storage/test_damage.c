@@ -297,6 +297,69 @@ static void test_compaction_around_failed_block(void **state)
     assert_int_equal(ss.n_blocks, nb - 1);
 }
 
+/* profd tsdb repair: block 0 with a flipped byte in S0's value group, block
+ * 1 without meta.json. Repair rewrites both from what verifies, moves the
+ * originals aside, reports the dropped profiles; afterwards check passes and
+ * every profile the damage did not touch is served. */
+static void test_tsdb_repair(void **state)
+{
+    tfx *f = *state;
+    char names[8][27];
+    int64_t mint[8];
+    assert_int_equal(fx_blocks(f->dir, names, mint, 8), 2);
+    char bdir[600], path[700];
+    snprintf(bdir, sizeof bdir, "%s/%s", f->dir, names[0]);
+    pd_block *b;
+    pd_err err = {{0}};
+    assert_int_equal(pd__block_open(bdir, &b, &err), 0);
+    uint64_t start = 0, end = 0;
+    for (uint32_t id = 0; id < pd__block_n_series(b); id++)
+        if (!pd_labels_cmp(pd__block_series_labels(b, id), &FX_L[0]))
+            pd__block_series_extent(b, id, &start, &end);
+    pd__block_close(b);
+    snprintf(path, sizeof path, "%s/chunks/000001", bdir);
+    flip(path, (off_t)start + 20); /* S0's value group */
+    snprintf(path, sizeof path, "%s/%s/meta.json", f->dir, names[1]);
+    assert_int_equal(unlink(path), 0);
+
+    char out[65536];
+    assert_int_equal(run_tsdb(out, sizeof out, "check", f->dir), 1);
+    assert_int_equal(run_tsdb(out, sizeof out, "repair", f->dir), 0);
+    assert_non_null(strstr(out, "dropped profile"));
+    assert_non_null(strstr(out, "rewrote"));
+    assert_non_null(strstr(out, "2 rewritten"));
+    assert_non_null(strstr(out, "/repair-"));
+    DIR *d = opendir(f->dir);
+    bool found_aside = false;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "repair-", 7)) {
+            snprintf(path, sizeof path, "%s/%s/%s/index", f->dir, e->d_name, names[0]);
+            found_aside = access(path, F_OK) == 0;
+        }
+    closedir(d);
+    assert_true(found_aside);
+    assert_int_equal(run_tsdb(out, sizeof out, "check", f->dir), 0);
+
+    f->st = fx_open(f->dir, -1);
+    uint64_t refs[FX_NSERIES];
+    for (int s = 0; s < FX_NSERIES; s++)
+        refs[s] = fx_ref(f->st, s);
+    size_t lost = 0;
+    for (size_t k = 0; k < FX_NE; k++) {
+        const fx_exp *e2 = &FX_E[k];
+        bool hit = e2->s == 0 && e2->ts < FX_DUR;
+        if (!hit)
+            assert_true(fx_served(f->st, refs, e2));
+        else
+            lost += !fx_served(f->st, refs, e2);
+    }
+    assert_true(lost > 0);
+    pd_storage_stats ss;
+    pd_storage_stats_get(f->st, &ss);
+    assert_int_equal(ss.n_blocks, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,6 +368,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wal_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_series_file_deleted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compaction_around_failed_block, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tsdb_repair, setup, teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
 }
