@@ -1294,7 +1294,12 @@ static int stat_size(const char *path, uint64_t want, uint64_t *got, pd_err *err
     return 0;
 }
 
-int pd__block_open(const char *dir, pd_block **out, pd_err *err)
+/* pd__block_open. why != NULL: meta.json read but disagreed with the other
+ * files (why: the first disagreement): rebuild it from them. *mismatch is
+ * set when a check of meta.json against the other files failed (the caller
+ * then retries with why). */
+static int block_open(const char *dir, const char *why, pd_block **out, pd_err *err,
+                      bool *mismatch)
 {
     int rc;
     char path[4200];
@@ -1321,7 +1326,11 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
     snprintf(path, sizeof path, "%s/meta.json", b->dir);
     pd_err merr;
     pd_err_clear(&merr);
-    if ((rc = parse_meta(b, path, base, &merr))) {
+    if (why)
+        snprintf(merr.msg, sizeof merr.msg, "%s", why);
+    if (why || (rc = parse_meta(b, path, base, &merr))) {
+        if (why)
+            rc = PD_ECORRUPT;
         /* what the other files verify is still served: meta rebuilt from them */
         if (rc == PD_ENOMEM || strlen(base) != 26)
             goto fail_meta;
@@ -1352,8 +1361,10 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
             goto fail;
         }
         b->meta.chunks_bytes = b->chunks_size = (uint64_t)st.st_size;
-    } else if ((rc = stat_size(b->chunks_path, b->meta.chunks_bytes, &b->chunks_size, err)))
+    } else if ((rc = stat_size(b->chunks_path, b->meta.chunks_bytes, &b->chunks_size, err))) {
+        *mismatch = rc == PD_ECORRUPT && access(b->chunks_path, F_OK) == 0;
         goto fail;
+    }
     if ((b->fd = open(b->chunks_path, O_RDONLY | O_CLOEXEC)) < 0) {
         rc = pd_err_set(err, -errno, "%s: %s", b->chunks_path, strerror(errno));
         goto fail;
@@ -1376,8 +1387,11 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
     uint64_t sz;
     if (b->meta_rebuilt && !stat(path, &st))
         b->meta.symbols_bytes = (uint64_t)st.st_size;
-    if ((rc = stat_size(path, b->meta.symbols_bytes, &sz, err)) ||
-        (rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
+    if ((rc = stat_size(path, b->meta.symbols_bytes, &sz, err))) {
+        *mismatch = rc == PD_ECORRUPT && access(path, F_OK) == 0;
+        goto fail;
+    }
+    if ((rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
         (rc = check_file(path, buf, len, "PDSY", HDR + 8, err)) ||
         (rc = parse_symbols(b, path, buf, len, err)))
         goto fail;
@@ -1399,14 +1413,18 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
         S->stack_format != b->meta.stack_format) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s/meta.json: stats do not match the symbols file",
                         b->dir);
+        *mismatch = true;
         goto fail;
     }
 
     snprintf(path, sizeof path, "%s/index", b->dir);
     if (b->meta_rebuilt && !stat(path, &st))
         b->meta.index_bytes = (uint64_t)st.st_size;
-    if ((rc = stat_size(path, b->meta.index_bytes, &sz, err)) ||
-        (rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
+    if ((rc = stat_size(path, b->meta.index_bytes, &sz, err))) {
+        *mismatch = rc == PD_ECORRUPT && access(path, F_OK) == 0;
+        goto fail;
+    }
+    if ((rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
         (rc = check_file(path, buf, len, "PDIX", HDR, err)) ||
         (rc = parse_index(b, path, buf, len, err)))
         goto fail;
@@ -1434,6 +1452,7 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
         rc = pd_err_set(err, PD_ECORRUPT,
                         "%s/meta.json: series, profile counts or time range do not match the index",
                         b->dir);
+        *mismatch = true;
         goto fail;
     }
     *out = b;
@@ -1446,6 +1465,29 @@ fail:
         pd_err_set(err, rc, "out of memory opening block %s", dir);
     free(buf);
     pd__block_close(b);
+    return rc;
+}
+
+int pd__block_open(const char *dir, pd_block **out, pd_err *err)
+{
+    bool mismatch = false;
+    pd_err e1;
+    pd_err_clear(&e1);
+    int rc = block_open(dir, NULL, out, &e1, &mismatch);
+    if (rc == PD_ECORRUPT && mismatch) {
+        /* meta.json disagrees with files that may be intact: serve what they hold */
+        bool m2 = false;
+        char why[sizeof e1.msg];
+        memcpy(why, e1.msg, sizeof why);
+        pd_err e2;
+        pd_err_clear(&e2);
+        rc = block_open(dir, why, out, &e2, &m2);
+        if (rc < 0 && err) /* the first disagreement says most */
+            *err = rc == PD_ENOMEM ? e2 : e1;
+        return rc;
+    }
+    if (err && rc)
+        *err = e1;
     return rc;
 }
 
@@ -1671,7 +1713,9 @@ static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err)
     if (!rc)
         for (size_t g = 0; g < t->n_group && !rc; g++)
             if (t->g_off[g] < HDR || t->g_off[g] >= s->tref ||
-                t->g_first[g + 1] - t->g_first[g] > b->meta.group) {
+                t->g_first[g + 1] - t->g_first[g] >
+                    (b->meta.group > PD_BLOCK_DEFAULT_GROUP ? b->meta.group
+                                                            : PD_BLOCK_DEFAULT_GROUP)) {
                 rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: bad value group %zu reference",
                                 b->chunks_path, (unsigned long long)s->tref, g);
                 pd__tchunk_release(t);

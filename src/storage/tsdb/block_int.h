@@ -109,8 +109,9 @@ typedef struct pd_block_meta {
 
 /* Opens the block directory dir: reads and checks meta.json, index and
  * symbols (CRCs, every reference), opens chunks/000001 (chunks are checked
- * when read). A meta.json that is missing or does not verify does not hide
- * the block: its meta is rebuilt from index, symbols and the file sizes
+ * when read). A meta.json that is missing, does not verify or disagrees with
+ * the other files (sizes, counts, time range) does not hide the block: its
+ * meta is rebuilt from index, symbols and the file sizes
  * (level 1, no sources, numSamples 0) and pd__block_damage says why; every
  * read needs the index and the symbols (series, strings of the time chunks),
  * so either of them damaged fails the open. dir's last component must be the
