@@ -26,6 +26,7 @@
 #include "base/metrics.h"
 #include "storage/storage.h"
 #include "storage/tsdb/block_int.h"
+#include "storage/tsdb/tsdb_cli_int.h"
 
 #ifndef PD_TESTDATA
 #error "PD_TESTDATA must be defined"
@@ -312,6 +313,38 @@ static size_t fx_records(const char *path, fx_rec *v, size_t max)
         off = (size_t)r.end;
     }
     return n;
+}
+
+__attribute__((unused)) static void flip(const char *path, off_t off)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t c;
+    assert_int_equal(pread(fd, &c, 1, off), 1);
+    c ^= 0x5a;
+    assert_int_equal(pwrite(fd, &c, 1, off), 1);
+    close(fd);
+}
+
+/* Runs `profd tsdb ARGS` in-process with stdout into a buffer; returns rc. */
+__attribute__((unused)) static int run_tsdb(char *out, size_t n, const char *cmd, const char *dir)
+{
+    fflush(stdout);
+    char tmp[] = "/tmp/pd_tsdb_out_XXXXXX";
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    int saved = dup(1);
+    dup2(fd, 1);
+    char *argv[] = {"tsdb", (char *)cmd, (char *)dir, NULL};
+    int rc = pd_tsdb_cli_main(3, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    ssize_t got = pread(fd, out, n - 1, 0);
+    out[got > 0 ? got : 0] = 0;
+    close(fd);
+    unlink(tmp);
+    return rc;
 }
 
 static double fx_corruptions(void)
