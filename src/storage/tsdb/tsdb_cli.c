@@ -653,9 +653,12 @@ static int cmd_check(int argc, char **argv)
             printf("CORRUPT %s: %s\n", blocks[i], err.msg[0] ? err.msg : pd_strerror(rc));
             bad = 1;
         } else {
-            printf("ok %s: %llu series, %llu profiles, %llu samples\n", blocks[i],
+            printf("ok %s: %llu series, %llu profiles, %llu samples%s\n", blocks[i],
                    (unsigned long long)m.n_series, (unsigned long long)m.n_profiles,
-                   (unsigned long long)m.n_samples);
+                   (unsigned long long)m.n_samples,
+                   m.compaction_failed ? " (marked compaction.failed: `profd tsdb repair` "
+                                         "rewrites it)"
+                                       : "");
         }
     }
     bad |= check_wal(argv[2]);
