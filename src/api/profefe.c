@@ -153,6 +153,8 @@ int pd__api_store(pd_storage *st, const pd_labels *ls, int64_t ts_ms, const uint
                   size_t len, const pd_profile *p, const char *source, pd_err *err)
 {
     int rc = pd_storage_append(st, ls, ts_ms, body, len, p, err);
+    if (rc == PD_EOUTOFBOUNDS)
+        pd__api_count_rejected("out_of_bounds");
     if (rc < 0)
         return rc;
     char lbl[96];
@@ -506,6 +508,10 @@ static void h_push(const pd__api_env *env, const pd_http_request *req, pd_http_r
 
     pd_err_clear(&err);
     rc = pd__api_store(env->st, &ls, ts, req->body, req->body_len, &p, "push", &err);
+    if (rc == PD_EOUTOFBOUNDS) { /* counted by pd__api_store */
+        pf_error(resp, 400, NULL, "%s", err.msg);
+        goto out;
+    }
     if (rc == PD_EEXIST) {
         pf_error(resp, 409, "duplicate",
                  "a profile of this series at %" PRId64 " ms is already stored", ts);
