@@ -1019,6 +1019,9 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
                         "Bytes of profiles stored as received, by source (scrape or push).");
     pd_metrics_describe("profd_rejected_input_total", PD_METRIC_COUNTER,
                         "Pushed profiles refused, by reason.");
+    pd_metrics_describe("profd_partial_answers_total", PD_METRIC_COUNTER,
+                        "Answers that left out damaged stored data (they carry warnings).");
+    pd_metrics_add("profd_partial_answers_total", NULL, 0);
     pd_metrics_describe("process_cpu_seconds_total", PD_METRIC_COUNTER,
                         "Total user and system CPU time spent in seconds.");
     pd_metrics_describe("process_resident_memory_bytes", PD_METRIC_GAUGE,
