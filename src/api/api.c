@@ -28,6 +28,7 @@
 #include "base/time.h"
 #include "query/query.h"
 #include "ui/ui.h"
+#include "base/parse.h"
 
 #define MAX_MATCH_PARAMS 64
 #define DEFAULT_TOP_ROWS 100
@@ -219,14 +220,55 @@ static int uint_param(const pd_http_request *req, pd_http_response *resp, const 
         *out = def;
         return 0;
     }
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*v == '-' || *end || end == v) {
-        reply_error(resp, 400, "invalid parameter \"%s\": \"%.64s\" is not a non-negative integer",
+    uint64_t x;
+    int rc = pd_parse_u64(v, SIZE_MAX, &x);
+    if (rc < 0) {
+        reply_error(resp, 400,
+                    rc == PD_ETOOBIG
+                        ? "invalid parameter \"%s\": \"%.64s\" is too large"
+                        : "invalid parameter \"%s\": \"%.64s\" is not a non-negative integer "
+                          "(decimal digits only)",
                     pd_http_arg(req, name) ? name : alias, v);
         return -1;
     }
     *out = (size_t)x;
+    return 0;
+}
+
+/* report=top's sort=flat|cum|name, order=asc|desc and filter=TEXT into o.
+ * 0, or replies 400 naming the parameter and returns -1. */
+static int top_params(const pd_http_request *req, pd_http_response *resp, pd_report_options *o)
+{
+    const char *sort = pd_http_arg(req, "sort"), *order = pd_http_arg(req, "order");
+    const char *filter = pd_http_arg(req, "filter");
+    if (sort && *sort) {
+        if (!strcmp(sort, "flat"))
+            o->sort = PD_TOP_SORT_FLAT;
+        else if (!strcmp(sort, "cum"))
+            o->sort = PD_TOP_SORT_CUM;
+        else if (!strcmp(sort, "name"))
+            o->sort = PD_TOP_SORT_NAME;
+        else if (strcmp(sort, "default")) {
+            reply_error(resp, 400,
+                        "invalid parameter \"sort\": \"%.64s\" is not one of flat, cum, name, "
+                        "default",
+                        sort);
+            return -1;
+        }
+    }
+    if (order && *order) {
+        if (strcmp(order, "asc") && strcmp(order, "desc")) {
+            reply_error(resp, 400, "invalid parameter \"order\": \"%.64s\" is not asc or desc",
+                        order);
+            return -1;
+        }
+        o->ascending = !strcmp(order, "asc");
+    }
+    if (filter && strlen(filter) > 1024) {
+        reply_error(resp, 400, "invalid parameter \"filter\": over 1024 bytes");
+        return -1;
+    }
+    o->filter = filter;
     return 0;
 }
 
@@ -454,6 +496,8 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         goto out;
     }
     pd_report_options ro = {.sample_index = si, .max_nodes = nodes, .diff = diff};
+    if (!strcmp(report, "top") && top_params(req, resp, &ro) < 0)
+        goto out;
     if (strcmp(report, "proto") == 0) {
         if (sis && si < p.n_sample_type)
             p.default_sample_type = p.sample_type[si].type;
@@ -520,9 +564,10 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
         return;
     }
     int64_t t;
-    size_t limit;
+    size_t limit; /* top: rows (default 100); flamegraph: nodes (default all) */
     if (time_param(req, resp, "time", NULL, pd_now_ms(), &t) < 0 ||
-        uint_param(req, resp, "limit", "nodes", api->o.top_default_rows, &limit) < 0)
+        uint_param(req, resp, "limit", "nodes",
+                   !strcmp(report, "top") ? api->o.top_default_rows : 0, &limit) < 0)
         return;
     if (check_selector(resp, "query", q) < 0)
         return;
@@ -576,12 +621,15 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
                         rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
         goto out;
     }
+    pd_report_options ro = {.sample_index = si, .max_nodes = limit};
+    if (!strcmp(report, "top") && top_params(req, resp, &ro) < 0)
+        goto out;
     rc = begin_success(resp);
     if (rc == 0) {
         if (strcmp(report, "top") == 0)
-            rc = pd_report_top(&p, si, limit, &resp->body);
-        else if (strcmp(report, "flamegraph") == 0)
-            rc = pd_report_flamegraph(&p, si, &resp->body);
+            rc = pd_report_top_ex(&p, &ro, &resp->body);
+        else if (strcmp(report, "flamegraph") == 0) /* honours nodes= (issue 12) */
+            rc = pd_report_flamegraph_ex(&p, &ro, &resp->body);
         else
             rc = pd_report_meta(&p, &resp->body);
     }

@@ -68,6 +68,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/parse.h"
 #include "api/api_int.h"
 #include "base/log.h"
 #include "base/metrics.h"
@@ -586,10 +587,12 @@ static int find_args(const pd_http_request *req, pd_http_response *resp, bool ne
         return -1;
     }
     if (limit && *limit) {
-        char *end;
-        unsigned long long v = strtoull(limit, &end, 10);
-        if (*limit == '-' || *end) {
-            pf_error(resp, 400, NULL, "bad request: bad limit \"%.64s\"", limit);
+        uint64_t v;
+        if (pd_parse_u64(limit, SIZE_MAX, &v) < 0) {
+            pf_error(resp, 400, NULL,
+                     "bad request: bad limit \"%.64s\": want a non-negative decimal integer "
+                     "(0 = all)",
+                     limit);
             return -1;
         }
         f->limit = (size_t)v;

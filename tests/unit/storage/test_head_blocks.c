@@ -973,7 +973,7 @@ static void test_damaged_blocks(void **state)
 
 /* ---- kill -9 during ingest, head cut and compaction ---- */
 
-#define KROUNDS 50
+#define KROUNDS 100 /* issue 19: >= 100 rounds with cuts and compactions in flight */
 #define KSTEP 100 /* ms between profiles in the child */
 #define KDUR 2000 /* block duration in the child: a cut every ~20 profiles */
 #define KMARK UINT32_MAX /* child -> parent: a background compaction completed */
