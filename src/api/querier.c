@@ -43,6 +43,8 @@ static void *new_msg(pd_arena *a, size_t size, const void *init)
 
 static void fail(ctx *c, int rc)
 {
+    if (pd_connect_code_of(rc) == PD_CONNECT_INVALID_ARGUMENT)
+        pd__api_count_rejected("querier_invalid_argument");
     pd_connect_error(c->resp, pd_connect_code_of(rc), "%s", c->err.msg[0] ? c->err.msg : pd_strerror(rc));
 }
 
@@ -96,6 +98,7 @@ static void m_label_names(ctx *c, const pd_http_request *req, bool values)
         nm = r->n_matchers;
         range_of(r->start, r->end, &start, &end);
         if (!name || !*name) {
+            pd__api_count_rejected("querier_invalid_argument");
             pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT, "LabelValues: name is required");
             goto out;
         }
