@@ -106,23 +106,6 @@ static bool accepts_gzip(const char *ae)
     return false;
 }
 
-int pd_connect_unpack(pd_connect_codec codec, const uint8_t *body, size_t len,
-                      const ProtobufCMessageDescriptor *d, ProtobufCMessage **out, pd_err *err)
-{
-    *out = NULL;
-    if (codec == PD_CONNECT_JSON) {
-        if (len == 0) /* an empty body is the empty message */
-            return pd_connect_json_decode("{}", 2, d, out, err);
-        return pd_connect_json_decode((const char *)body, len, d, out, err);
-    }
-    ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, body);
-    if (!m)
-        return pd_err_set(err, PD_EPARSE, "request body is not a valid %s protobuf message (%zu bytes)",
-                          d->name, len);
-    *out = m;
-    return 0;
-}
-
 int pd_connect_decode(const pd_http_request *req, const ProtobufCMessageDescriptor *d,
                       ProtobufCMessage **out, pd_connect_call *call, pd_http_response *resp)
 {

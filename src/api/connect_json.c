@@ -275,11 +275,7 @@ static bool is_default(const ProtobufCFieldDescriptor *f, const void *p)
         return ((const ProtobufCBinaryData *)p)->len == 0;
     case PROTOBUF_C_TYPE_MESSAGE:
         return *(ProtobufCMessage *const *)p == NULL;
-    case PROTOBUF_C_TYPE_FLOAT:
-        return *(const float *)p == 0;
-    case PROTOBUF_C_TYPE_DOUBLE:
-        return *(const double *)p == 0;
-    default: {
+    default: { /* by bytes, as protobuf-c decides what to pack (-0.0 is packed) */
         size_t sz = elem_size(f->type);
         static const uint8_t zero[8];
         return memcmp(p, zero, sz) == 0;
@@ -604,6 +600,25 @@ int pd_connect_json_decode(const char *text, size_t len, const ProtobufCMessageD
             protobuf_c_message_free_unpacked(m, NULL);
         return rc;
     }
+    *out = m;
+    return 0;
+}
+
+/* ---- both codecs ---- */
+
+int pd_connect_unpack(pd_connect_codec codec, const uint8_t *body, size_t len,
+                      const ProtobufCMessageDescriptor *d, ProtobufCMessage **out, pd_err *err)
+{
+    *out = NULL;
+    if (codec == PD_CONNECT_JSON) {
+        if (len == 0) /* an empty body is the empty message */
+            return pd_connect_json_decode("{}", 2, d, out, err);
+        return pd_connect_json_decode((const char *)body, len, d, out, err);
+    }
+    ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, body);
+    if (!m)
+        return pd_err_set(err, PD_EPARSE, "request body is not a valid %s protobuf message (%zu bytes)",
+                          d->name, len);
     *out = m;
     return 0;
 }
