@@ -666,7 +666,7 @@ static void m_select_series(ctx *c, const pd_http_request *req)
         const char *ty = tp->types[vs->type_idx].type, *un = tp->types[vs->type_idx].unit;
         for (size_t j = 0; j < vs->pts->n; j++) {
             const pd_point *pt = &vs->pts->v[j];
-            if (pt->ts_ms < start || pt->ts_ms > end)
+            if (pt->ts_ms < start || pt->ts_ms > end || !pt->types)
                 continue;
             size_t t = vs->type_idx;
             if (t >= pt->n_types || strcmp(pt->types[t].type, ty) || strcmp(pt->types[t].unit, un)) {
