@@ -29,6 +29,7 @@
 #include "base/time.h"
 #include "query/query.h"
 #include "ui/ui.h"
+#include "base/parse.h"
 
 #define MAX_MATCH_PARAMS 64
 #define DEFAULT_TOP_ROWS 100
@@ -37,8 +38,9 @@
 #define RANGE_DEFAULT_MS (3600 * 1000LL)
 
 struct pd_api {
-    pd_storage *st;
+    pd_storage *st;        /* NULL while starting (set before ready) */
     pd_scrape_manager *sm;
+    bool ready;            /* __atomic: st and sm are set (release/acquire) */
     pd_api_options o;
     char version[64];
     double start_time_s; /* fallback for process_start_time_seconds */
@@ -195,10 +197,14 @@ static int uint_param(const pd_http_request *req, pd_http_response *resp, const 
         *out = def;
         return 0;
     }
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*v == '-' || *end || end == v) {
-        reply_error(resp, 400, "invalid parameter \"%s\": \"%.64s\" is not a non-negative integer",
+    uint64_t x;
+    int rc = pd_parse_u64(v, SIZE_MAX, &x);
+    if (rc < 0) {
+        reply_error(resp, 400,
+                    rc == PD_ETOOBIG
+                        ? "invalid parameter \"%s\": \"%.64s\" is too large"
+                        : "invalid parameter \"%s\": \"%.64s\" is not a non-negative integer "
+                          "(decimal digits only)",
                     pd_http_arg(req, name) ? name : alias, v);
         return -1;
     }
@@ -695,12 +701,15 @@ static void process_metrics(pd_api *api)
         closedir(d);
         pd_metrics_set("process_open_fds", NULL, n - 1); /* minus the opendir fd */
     }
+    if (!__atomic_load_n(&api->ready, __ATOMIC_ACQUIRE))
+        return; /* the store is being opened: no storage series yet */
     pd_storage_stats ss;
     memset(&ss, 0, sizeof ss);
     pd_storage_stats_get(api->st, &ss);
     pd_metrics_set("profd_storage_series", NULL, (double)ss.n_series);
     pd_metrics_set("profd_storage_profiles", NULL, (double)ss.n_profiles);
     pd_metrics_set("profd_storage_bytes", NULL, (double)ss.bytes_on_disk);
+    pd_metrics_set("profd_storage_blocks", NULL, (double)ss.n_blocks); /* fresh at each scrape */
     pd_metrics_set("profd_storage_min_time_seconds", NULL, (double)ss.min_ts / 1000.0);
     pd_metrics_set("profd_storage_max_time_seconds", NULL, (double)ss.max_ts / 1000.0);
 }
@@ -735,10 +744,54 @@ static void bad_method(pd_http_response *resp, const char *allow, bool json)
 }
 
 /* Routes one request; returns the handler name used for metrics. */
+/* The routes while the store is being opened (pd_api_new with st NULL):
+ * health, readiness, metrics and the UI's assets; everything else 503. */
+static const char *route_starting(pd_api *api, const pd_http_request *req,
+                                  pd_http_response *resp)
+{
+    const char *path = req->path;
+    if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
+        if (!is_get(req))
+            bad_method(resp, "GET", false);
+        else if (strcmp(path, "/-/healthy") == 0)
+            reply_text(resp, 200, "profd is Healthy.\n");
+        else
+            reply_text(resp, 503, "profd is not ready: opening the storage (WAL replay).\n");
+        return path;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        if (!is_get(req))
+            bad_method(resp, "GET", false);
+        else
+            h_metrics(api, resp);
+        return "/metrics";
+    }
+    if (is_get(req)) {
+        const pd_ui_asset *a = pd_ui_find(path);
+        if (a) {
+            resp->content_type = a->content_type;
+            if (pd_buf_append(&resp->body, a->data, a->len) < 0)
+                reply_text(resp, 500, "out of memory\n");
+            return "ui";
+        }
+    }
+    if (strncmp(path, "/api/", 5) == 0)
+        reply_error(resp, 503,
+                    "profd is starting: the storage is being opened (WAL replay); "
+                    "try again when /-/ready answers 200");
+    else
+        reply_text(resp, 503,
+                   "profd is starting: the storage is being opened (WAL replay); try again when "
+                   "/-/ready answers 200\n");
+    return "starting";
+}
+
 static const char *route(pd_api *api, const pd_http_request *req, pd_http_response *resp)
 {
     const char *path = req->path;
     bool get_or_post = is_get(req) || method_is(req, "POST");
+    if (!__atomic_load_n(&api->ready, __ATOMIC_ACQUIRE))
+        return route_starting(api, req, resp);
 
     if (strncmp(path, "/api/v1/", 8) == 0) {
         const char *r = path + 8;
@@ -902,6 +955,13 @@ void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp
 
 /* ---- lifecycle ---- */
 
+void pd_api_set_ready(pd_api *api, pd_storage *st, pd_scrape_manager *sm)
+{
+    api->st = st;
+    api->sm = sm;
+    __atomic_store_n(&api->ready, true, __ATOMIC_RELEASE);
+}
+
 int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts, pd_api **out,
                pd_err *err)
 {
@@ -911,6 +971,7 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
         return pd_err_set(err, PD_ENOMEM, "api: out of memory");
     api->st = st;
     api->sm = sm;
+    api->ready = st != NULL;
     if (opts)
         api->o = *opts;
     if (!api->o.max_response_bytes)
