@@ -49,6 +49,7 @@ pd_connect_code pd_connect_code_of(int rc)
     case PD_EPARSE:
     case PD_EINVAL:
     case PD_EAMBIGUOUS:
+    case PD_EOUTOFBOUNDS:
         return PD_CONNECT_INVALID_ARGUMENT;
     case PD_ENOTFOUND:
         return PD_CONNECT_NOT_FOUND;

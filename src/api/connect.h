@@ -72,7 +72,8 @@ typedef struct pd_connect_call {
 const char *pd_connect_code_name(pd_connect_code code);
 int pd_connect_code_status(pd_connect_code code);
 
-/* The Connect code for a profd error (PD_EPARSE/PD_EINVAL invalid_argument,
+/* The Connect code for a profd error (PD_EPARSE/PD_EINVAL/PD_EAMBIGUOUS/
+ * PD_EOUTOFBOUNDS invalid_argument,
  * PD_ENOTFOUND not_found, PD_ETOOBIG resource_exhausted, PD_ETIMEOUT
  * deadline_exceeded, PD_ECANCELED canceled, PD_ENOMEM resource_exhausted,
  * the rest internal). */

@@ -16,7 +16,9 @@
  * profile are checked (decoded) before the first is stored, so a bad one in
  * the middle stores none. Errors are Connect error JSON: invalid_argument
  * (labels, a bad pprof: the message names the series and sample index),
- * resource_exhausted (a cap), already_exists (same series and time stored).
+ * resource_exhausted (a cap), already_exists (same series and time stored),
+ * invalid_argument for a time outside the store's window (retention, future
+ * grace; checked at store time, so profiles before it in the request are kept).
  * Refusals are counted in profd_rejected_input_total{reason="connect_push_*"}.
  */
 #include <stdio.h>
@@ -108,7 +110,9 @@ const char *pd__push_connect(const pd__api_env *env, const pd_http_request *req,
                         rc = pd__api_store(env->st, &ls, ts, b, n, &p, "connect_push", &e2);
                         if (rc < 0) {
                             pd_err_set(&err, rc, "series %zu sample %zu: %s", i, j, e2.msg);
-                            reason = rc == PD_EEXIST ? "connect_push_duplicate" : NULL;
+                            reason = rc == PD_EEXIST         ? "connect_push_duplicate"
+                                     : rc == PD_EOUTOFBOUNDS ? "connect_push_out_of_bounds"
+                                                             : NULL;
                         }
                     }
                     pd_profile_release(&p);
