@@ -5,13 +5,15 @@
  *   GET /pyroscope/render?query=PTID{SELECTOR}&from=T&until=T[&max-nodes=N]
  *     {"version":1,"flamebearer":{"names":[..],"levels":[[..]],
  *      "numTicks":N,"maxSelf":N},"metadata":{"format":"single",
- *      "spyName":"","sampleRate":100,"units":U,"name":PTID},
- *      "timeline":{"startTime":s,"samples":[..],"durationDelta":step s}}
+ *      "spyName":"","sampleRate":R,"units":U,"name":PTID},
+ *      "timeline":null}  (no timeline yet)
  *   GET /pyroscope/render-diff?leftQuery=&leftFrom=&leftUntil=&rightQuery=
  *       &rightFrom=&rightUntil=[&max-nodes=N]
  *     the same with "format":"double", levels of 7, "leftTicks",
  *     "rightTicks".
  *
+ * R is 1e9 for a nanoseconds type (values are time), else 100; U is
+ * samples, bytes, objects, goroutines or lock_nanoseconds by the type.
  * PTID is a five-part profile type ID (querier_int.h); `name=` is accepted
  * for query=. Times as pd__pyro_time (default from=now-1h, until=now).
  * Errors: 400 {"code":"invalid_argument","message":..} naming the parameter.
@@ -50,6 +52,13 @@ static const char *units_of(const char *ptid)
     if (strstr(ptid, ":nanoseconds:"))
         return "samples";
     return "samples";
+}
+
+/* flamebearer's sampleRate: values per second of a "samples" profile; a
+ * nanoseconds type is 1e9 per second (as Pyroscope renders cpu time). */
+static int rate_of(const char *ptid)
+{
+    return strstr(ptid, ":nanoseconds:") ? 1000000000 : 100;
 }
 
 static void put_levels(pd_buf *b, const pd__levels *lv)
@@ -154,9 +163,9 @@ const char *pd__querier_render(const pd__querier_env *env, const pd_http_request
         pd_buf_reset(b);
         pd_buf_puts(b, "{\"version\":1,\"flamebearer\":{");
         put_levels(b, &lv);
-        pd_buf_printf(b, "},\"metadata\":{\"format\":\"single\",\"spyName\":\"\",\"sampleRate\":100,"
+        pd_buf_printf(b, "},\"metadata\":{\"format\":\"single\",\"spyName\":\"\",\"sampleRate\":%d,"
                          "\"units\":\"%s\",\"name\":",
-                      units_of(lid));
+                      rate_of(lid), units_of(lid));
         pd_buf_put_json_string(b, lid, strlen(lid));
         pd_buf_puts(b, "},\"timeline\":null}");
     } else {
@@ -193,9 +202,9 @@ const char *pd__querier_render(const pd__querier_env *env, const pd_http_request
         pd_buf_reset(b);
         pd_buf_puts(b, "{\"version\":1,\"flamebearer\":{");
         put_levels(b, &lv);
-        pd_buf_printf(b, "},\"metadata\":{\"format\":\"double\",\"spyName\":\"\",\"sampleRate\":100,"
+        pd_buf_printf(b, "},\"metadata\":{\"format\":\"double\",\"spyName\":\"\",\"sampleRate\":%d,"
                          "\"units\":\"%s\",\"name\":",
-                      units_of(rid));
+                      rate_of(rid), units_of(rid));
         pd_buf_put_json_string(b, rid, strlen(rid));
         pd_buf_printf(b, "},\"leftTicks\":%" PRId64 ",\"rightTicks\":%" PRId64 ",\"timeline\":null}",
                       lv.left_ticks, lv.right_ticks);

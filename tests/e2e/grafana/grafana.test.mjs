@@ -8,6 +8,10 @@
 //
 //   PROFD_BIN=build/profd node --test tests/e2e/grafana/
 //
+// /pyroscope/render is drawn by Pyroscope's own @pyroscope/flamegraph React
+// component (npm; bundled here at run time with esbuild) in Debian's
+// chromium (headless, playwright-core; $PD_CHROMIUM overrides the path).
+//
 // Once enough profiles are stored the demo is stopped, so every call below
 // sees the same data (the binary and JSON answers must be equal).
 import { test, before, after } from 'node:test';
@@ -16,6 +20,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import protobuf from 'protobufjs';
+import * as esbuild from 'esbuild';
+import { chromium } from 'playwright-core';
 import {
   SRC, TESTDATA, apiData, buildDemo, goEnv, http, killAll, qs, run, startDemo, startProfd,
   tempDir, waitFor,
@@ -333,4 +339,50 @@ test('a bad Connect Push is refused with Connect error JSON, counted, nothing st
   assert.equal(g.status, 429);
   assert.equal(g.json.code, 'resource_exhausted');
   assert.ok((await http(profd.base + '/-/healthy')).status === 200);
+});
+
+test('/pyroscope/render is drawn by @pyroscope/flamegraph in headless chromium, busy function shown', { timeout: 120000 }, async () => {
+  const rr = await http(profd.base + '/pyroscope/render?' + qs({ query: `${CPU}{service_name="demo"}`, from: String(from), until: String(to) }));
+  assert.equal(rr.status, 200, rr.text.slice(0, 300));
+  const entry = path.join(dir, 'fg-entry.jsx');
+  fs.writeFileSync(entry, `import React from 'react';
+import { createRoot } from 'react-dom/client';
+import { FlamegraphRenderer } from '@pyroscope/flamegraph';
+import '@pyroscope/flamegraph/dist/index.css';
+window.renderFlamegraph = (profile) => createRoot(document.getElementById('root')).render(
+  React.createElement(FlamegraphRenderer, { profile, onlyDisplay: 'both', showToolbar: true }));
+`);
+  const here = path.dirname(new URL(import.meta.url).pathname);
+  const out = await esbuild.build({ entryPoints: [entry], bundle: true, write: false, outdir: path.join(dir, 'fg'),
+    nodePaths: [path.join(here, 'node_modules')], define: { 'process.env.NODE_ENV': '"production"' },
+    loader: { '.css': 'css' }, logLevel: 'silent' });
+  const js = out.outputFiles.find((f) => f.path.endsWith('.js')).text;
+  const css = out.outputFiles.find((f) => f.path.endsWith('.css')).text;
+  const browser = await chromium.launch({ executablePath: process.env.PD_CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu'] });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    await page.setContent(`<!doctype html><html><head><style>${css}</style></head><body><div id="root"></div></body></html>`);
+    await page.addScriptTag({ content: js });
+    await page.evaluate((p) => window.renderFlamegraph(p), rr.json);
+    await page.waitForSelector('canvas', { timeout: 30000 });
+    // the table beside the flame graph lists functions with their values
+    await page.waitForFunction((f) => document.body.innerText.includes(f), BURNER, { timeout: 30000 });
+    const shot = path.join(dir, 'flamegraph.png');
+    await page.screenshot({ path: shot });
+    assert.deepEqual(errors, [], 'no page errors while drawing');
+    // the canvas is drawn (not blank): some pixel differs from the first
+    const drawn = await page.evaluate(() => {
+      const c = document.querySelector('canvas');
+      const d = c.getContext('2d').getImageData(0, 0, c.width, Math.min(c.height, 200)).data;
+      for (let i = 4; i < d.length; i += 4) if (d[i] !== d[0] || d[i + 1] !== d[1] || d[i + 2] !== d[2]) return true;
+      return false;
+    });
+    assert.ok(drawn, 'the flame graph canvas is drawn');
+  } finally {
+    await browser.close();
+  }
 });
