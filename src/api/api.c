@@ -212,6 +212,43 @@ static int uint_param(const pd_http_request *req, pd_http_response *resp, const 
     return 0;
 }
 
+/* report=top's sort=flat|cum|name, order=asc|desc and filter=TEXT into o.
+ * 0, or replies 400 naming the parameter and returns -1. */
+static int top_params(const pd_http_request *req, pd_http_response *resp, pd_report_options *o)
+{
+    const char *sort = pd_http_arg(req, "sort"), *order = pd_http_arg(req, "order");
+    const char *filter = pd_http_arg(req, "filter");
+    if (sort && *sort) {
+        if (!strcmp(sort, "flat"))
+            o->sort = PD_TOP_SORT_FLAT;
+        else if (!strcmp(sort, "cum"))
+            o->sort = PD_TOP_SORT_CUM;
+        else if (!strcmp(sort, "name"))
+            o->sort = PD_TOP_SORT_NAME;
+        else if (strcmp(sort, "default")) {
+            reply_error(resp, 400,
+                        "invalid parameter \"sort\": \"%.64s\" is not one of flat, cum, name, "
+                        "default",
+                        sort);
+            return -1;
+        }
+    }
+    if (order && *order) {
+        if (strcmp(order, "asc") && strcmp(order, "desc")) {
+            reply_error(resp, 400, "invalid parameter \"order\": \"%.64s\" is not asc or desc",
+                        order);
+            return -1;
+        }
+        o->ascending = !strcmp(order, "asc");
+    }
+    if (filter && strlen(filter) > 1024) {
+        reply_error(resp, 400, "invalid parameter \"filter\": over 1024 bytes");
+        return -1;
+    }
+    o->filter = filter;
+    return 0;
+}
+
 /* ---- /api/v1 ---- */
 
 static void h_query_range(pd_api *api, const pd_http_request *req, pd_http_response *resp)
@@ -263,7 +300,7 @@ static bool client_gone(void *ctx)
 /* Reads one side's parameters: `query<sfx>` (else `query`), `mode<sfx>`,
  * `time<sfx>`, `from<sfx>`, `to<sfx>`. Returns 0, or -1 after replying 400. */
 static int side_params(const pd_http_request *req, pd_http_response *resp, const char *sfx,
-                       const char *mode, pd_query_side *s)
+                       const char *mode, pd_query_side *s, const char **ex /* [MAX_MATCH_PARAMS] */)
 {
     char qn[16], mn[16], tn[16], fn[16], ton[16];
     snprintf(qn, sizeof qn, "query%s", sfx);
@@ -292,6 +329,23 @@ static int side_params(const pd_http_request *req, pd_http_response *resp, const
         }
     }
     s->mode = strcmp(mode, "merge") == 0 ? PD_QUERY_MODE_MERGE : PD_QUERY_MODE_SINGLE;
+    /* exclude= (and exclude_a=/exclude_b= for one side of a diff): series
+       left out of a merge, e.g. the UI's hidden legend entries */
+    char xn[16];
+    snprintf(xn, sizeof xn, "exclude%s", sfx);
+    size_t nx = pd_http_args(req, xn, ex, MAX_MATCH_PARAMS);
+    if (*sfx && nx == 0)
+        nx = pd_http_args(req, "exclude", ex, MAX_MATCH_PARAMS);
+    if (nx > MAX_MATCH_PARAMS) {
+        reply_error(resp, 400, "invalid parameter \"%s\": more than %d selectors", xn,
+                    MAX_MATCH_PARAMS);
+        return -1;
+    }
+    for (size_t i = 0; i < nx; i++)
+        if (check_selector(resp, xn, ex[i]) < 0)
+            return -1;
+    s->exclude = ex;
+    s->n_exclude = nx;
     int64_t now = pd_now_ms();
     if (s->mode == PD_QUERY_MODE_SINGLE)
         return time_param(req, resp, tn, NULL, now, &s->time);
@@ -394,11 +448,12 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     if (uint_param(req, resp, "nodes", "limit", def_nodes, &nodes) < 0)
         return;
     pd_query_side a, b;
+    const char *exa[MAX_MATCH_PARAMS], *exb[MAX_MATCH_PARAMS];
     if (diff) {
-        if (side_params(req, resp, "_a", NULL, &a) < 0 ||
-            side_params(req, resp, "_b", NULL, &b) < 0)
+        if (side_params(req, resp, "_a", NULL, &a, exa) < 0 ||
+            side_params(req, resp, "_b", NULL, &b, exb) < 0)
             return;
-    } else if (side_params(req, resp, "", mode, &b) < 0) {
+    } else if (side_params(req, resp, "", mode, &b, exb) < 0) {
         return;
     }
     pd_merge_options mo = {
@@ -436,6 +491,8 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         goto out;
     }
     pd_report_options ro = {.sample_index = si, .max_nodes = nodes, .diff = diff};
+    if (!strcmp(report, "top") && top_params(req, resp, &ro) < 0)
+        goto out;
     if (strcmp(report, "proto") == 0) {
         if (sis && si < p.n_sample_type)
             p.default_sample_type = p.sample_type[si].type;
@@ -502,9 +559,10 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
         return;
     }
     int64_t t;
-    size_t limit;
+    size_t limit; /* top: rows (default 100); flamegraph: nodes (default all) */
     if (time_param(req, resp, "time", NULL, pd_now_ms(), &t) < 0 ||
-        uint_param(req, resp, "limit", "nodes", api->o.top_default_rows, &limit) < 0)
+        uint_param(req, resp, "limit", "nodes",
+                   !strcmp(report, "top") ? api->o.top_default_rows : 0, &limit) < 0)
         return;
     if (check_selector(resp, "query", q) < 0)
         return;
@@ -558,12 +616,15 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
                         rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
         goto out;
     }
+    pd_report_options ro = {.sample_index = si, .max_nodes = limit};
+    if (!strcmp(report, "top") && top_params(req, resp, &ro) < 0)
+        goto out;
     rc = begin_success(resp);
     if (rc == 0) {
         if (strcmp(report, "top") == 0)
-            rc = pd_report_top(&p, si, limit, &resp->body);
-        else if (strcmp(report, "flamegraph") == 0)
-            rc = pd_report_flamegraph(&p, si, &resp->body);
+            rc = pd_report_top_ex(&p, &ro, &resp->body);
+        else if (strcmp(report, "flamegraph") == 0) /* honours nodes= (issue 12) */
+            rc = pd_report_flamegraph_ex(&p, &ro, &resp->body);
         else
             rc = pd_report_meta(&p, &resp->body);
     }
@@ -744,6 +805,63 @@ static void bad_method(pd_http_response *resp, const char *allow, bool json)
 }
 
 /* Routes one request; returns the handler name used for metrics. */
+/* An embedded UI asset with its entity tag: "Cache-Control: no-cache" (the
+ * browser keeps it and revalidates), 304 with no body when If-None-Match
+ * names the tag (RFC 9110 13.1.2: weak comparison). */
+static void serve_asset(const pd_http_request *req, pd_http_response *resp, const pd_ui_asset *a)
+{
+    const char *inm = pd_http_header(req, "If-None-Match");
+    pd_http_add_header(resp, "ETag", a->etag);
+    pd_http_add_header(resp, "Cache-Control", "no-cache");
+    if (inm && (strcmp(inm, "*") == 0 || strstr(inm, a->etag + 2 /* past W/ */))) {
+        resp->status = 304;
+        resp->content_type = a->content_type;
+        return;
+    }
+    resp->content_type = a->content_type;
+    if (pd_buf_append(&resp->body, a->data, a->len) < 0)
+        reply_text(resp, 500, "out of memory\n");
+}
+
+/* gzip of a text reply (JSON, HTML, JS, CSS, SVG, plain text) of 1 KiB or
+ * more when the client accepts it (Accept-Encoding names gzip without
+ * q=0): as Prometheus' and Pyroscope's servers do. pprof bodies
+ * (application/octet-stream, already gzip) are left as they are. On any
+ * failure the reply goes out uncompressed. */
+static void maybe_gzip(const pd_http_request *req, pd_http_response *resp)
+{
+    const char *ae = pd_http_header(req, "Accept-Encoding");
+    const char *ct = resp->content_type ? resp->content_type : "text/plain";
+    if (!ae || resp->body.len < 1024 || resp->status == 304)
+        return;
+    if (strncmp(ct, "application/json", 16) && strncmp(ct, "text/", 5) &&
+        strncmp(ct, "image/svg+xml", 13))
+        return;
+    if (resp->headers && strstr(resp->headers, "Content-Encoding:"))
+        return;
+    const char *g = strstr(ae, "gzip");
+    if (!g)
+        return;
+    const char *q = g + 4;
+    while (*q == ' ')
+        q++;
+    if (*q == ';') { /* gzip;q=0 (or 0.0, 0.00): refused */
+        const char *v = strstr(q, "q=");
+        if (v && v[2] == '0' && strspn(v + 3, ".0") == strcspn(v + 3, ",; "))
+            return;
+    }
+    pd_buf z;
+    pd_buf_init(&z, resp->body.max);
+    if (pd_gzip((const uint8_t *)resp->body.data, resp->body.len, &z) < 0 ||
+        pd_http_add_header(resp, "Content-Encoding", "gzip") < 0) {
+        pd_buf_release(&z);
+        return;
+    }
+    pd_http_add_header(resp, "Vary", "Accept-Encoding");
+    pd_buf_release(&resp->body);
+    resp->body = z;
+}
+
 /* The routes while the store is being opened (pd_api_new with st NULL):
  * health, readiness, metrics and the UI's assets; everything else 503. */
 static const char *route_starting(pd_api *api, const pd_http_request *req,
@@ -769,9 +887,7 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
     if (is_get(req)) {
         const pd_ui_asset *a = pd_ui_find(path);
         if (a) {
-            resp->content_type = a->content_type;
-            if (pd_buf_append(&resp->body, a->data, a->len) < 0)
-                reply_text(resp, 500, "out of memory\n");
+            serve_asset(req, resp, a);
             return "ui";
         }
     }
@@ -904,9 +1020,7 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
     if (is_get(req)) {
         const pd_ui_asset *a = pd_ui_find(path);
         if (a) {
-            resp->content_type = a->content_type;
-            if (pd_buf_append(&resp->body, a->data, a->len) < 0)
-                reply_text(resp, 500, "out of memory\n");
+            serve_asset(req, resp, a);
             return "ui";
         }
     }
@@ -941,6 +1055,7 @@ void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp
     pd_buf_init(&resp->body, api->o.max_response_bytes); /* empty on entry */
     resp->status = 200;
     const char *handler = route(api, req, resp);
+    maybe_gzip(req, resp);
     double secs = (double)(pd_mono_ns() - t0) / 1e9;
     char lbl[160];
     snprintf(lbl, sizeof lbl, "handler=\"%s\",code=\"%d\"", handler, resp->status);
