@@ -891,7 +891,10 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
             return "ui";
         }
     }
-    if (strncmp(path, "/api/", 5) == 0)
+    if (strncmp(path, "/querier.v1.", 12) == 0 || strncmp(path, "/push.v1.", 9) == 0)
+        pd_connect_error(resp, PD_CONNECT_UNAVAILABLE,
+                         "profd is starting: the storage is being opened (WAL replay)");
+    else if (strncmp(path, "/api/", 5) == 0)
         reply_error(resp, 503,
                     "profd is starting: the storage is being opened (WAL replay); "
                     "try again when /-/ready answers 200");
