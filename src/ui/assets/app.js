@@ -996,6 +996,7 @@
       flame.diff = diff;
       $('flamegraph').setAttribute('data-total', String(fg.value || 0));
       $('flame-legend').hidden = !diff;
+      $('sandwich').hidden = true;
       drawFlame();
       if ($('view-callgraph').getAttribute('aria-pressed') === 'true') showCallgraph(true);
     } catch (e) {
@@ -1112,7 +1113,7 @@
       '<td class="num">' + fmtPct(r.flat, total) + '</td>' +
       '<td class="num">' + esc(fmtValue(r.cum, u)) + '</td>' +
       '<td class="num">' + fmtPct(r.cum, total) + '<span class="bar" style="width:' + Math.round(40 * Math.abs(r.cum) / (Math.abs(total) || 1)) + 'px"></span></td>' +
-      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + '</td></tr>';
+      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + ' <button type="button" class="link sw-open" title="callers and callees of this function">sandwich</button></td></tr>';
     $('top-table').tBodies[0].innerHTML = shown.map(rowHTML).join('') ||
       '<tr><td colspan="' + cols.length + '" class="muted">' + (profile.filter ? 'No function matches the filter.' :
         profile.diff ? 'No differences in this sample type.' : 'This profile has no samples of this type.') + '</td></tr>';
@@ -1153,6 +1154,7 @@
   $('top-table').tBodies[0].addEventListener('click', (e) => {
     const tr = e.target.closest('tr[data-fn]');
     if (!tr) return;
+    if (e.target.closest('.sw-open')) { openSandwich(tr.getAttribute('data-fn')); return; }
     const fn = tr.getAttribute('data-fn');
     $('flame-search').value = '^' + fn.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
     highlightFlame();
@@ -1299,7 +1301,7 @@
     showTip(e, '<b>' + esc(n.name === 'root' ? 'all samples' : n.name) + '</b><br>' +
       esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
       (n.self ? '<br>self ' + esc(fmtValue(n.self, flame.unit)) + ' (' + fmtPct(n.self, total) + ')' : '') +
-      '<br><i>click to zoom</i>');
+      '<br><i>click to zoom · right-click: callers and callees</i>');
   });
   $('flamegraph').addEventListener('mouseleave', hideTip);
   $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
@@ -1360,6 +1362,58 @@
     $('flame-match').textContent = flame.diff ? 'matched: A ' + fmtValue(sa, flame.unit) + ' → B ' + fmtValue(sb, flame.unit) + ' (Δ ' + signed(sb - sa, flame.unit) + ')' :
       'matched ' + fmtValue(sum, flame.unit) + ' (' + fmtPct(sum, flame.root.value) + ')';
   }
+
+  /* ------------------------------------------------------------ sandwich */
+
+  // The sandwich view of function fn (as Pyroscope's): over every call site
+  // of fn in the flame graph tree (outermost occurrences only, so recursion
+  // counts once), its callers as a tree from fn up to the roots, and its
+  // callees merged into one tree under fn. Values are fn's (cumulative).
+  function sandwichTrees(root, fn) {
+    const mk = (name) => ({ name, value: 0, children: [], kids: new Map() });
+    const add = (parent, name, v) => {
+      let c = parent.kids.get(name);
+      if (!c) { c = mk(name); parent.kids.set(name, c); parent.children.push(c); }
+      c.value += v;
+      return c;
+    };
+    const callers = mk(fn), callees = mk(fn);
+    const mergeInto = (dst, n) => { for (const c of n.children) mergeInto(add(dst, c.name, c.value), c); };
+    const walk = (n) => {
+      if (n.name === fn && n !== root) {
+        callers.value += n.value;
+        callees.value += n.value;
+        let at = callers;
+        for (let a = n.parent; a && a !== root; a = a.parent) at = add(at, a.name, n.value);
+        mergeInto(callees, n);
+        return; // outermost occurrence: its subtree is in callees already
+      }
+      n.children.forEach(walk);
+    };
+    walk(root);
+    return { callers, callees };
+  }
+
+  function openSandwich(fn) {
+    if (!flame.root) return;
+    const { callers, callees } = sandwichTrees(flame.root, fn);
+    $('sandwich').hidden = false;
+    $('sandwich-fn').textContent = fn;
+    $('sandwich').setAttribute('data-value', String(callers.value));
+    $('sandwich-total').textContent = fmtValue(callers.value, flame.unit) + ' (' + fmtPct(callers.value, flame.root.value) + ' of total)';
+    $('sandwich-callers').innerHTML = miniFlame(callers, flame.unit, true);
+    $('sandwich-callees').innerHTML = miniFlame(callees, flame.unit, true);
+    $('sandwich').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
+  }
+  $('sandwich-close').addEventListener('click', () => { $('sandwich').hidden = true; });
+  // right-click a frame (or "s" on a focused table row) opens its sandwich
+  $('flamegraph').addEventListener('contextmenu', (e) => {
+    const el = e.target.closest('.frame[data-i]');
+    const n = el && flame.nodes[+el.getAttribute('data-i')];
+    if (!n || n === flame.root) return;
+    e.preventDefault();
+    openSandwich(n.name);
+  });
 
   /* ------------------------------------------------------------ label explorer */
 
@@ -1462,15 +1516,17 @@
     }));
   }
 
-  // A small icicle of a flame graph JSON tree: 6 levels, frames under 2 px left out.
-  function miniFlame(tree, unit) {
+  // A small icicle of a flame graph JSON tree: 6 levels (24 with the root
+  // drawn, for the sandwich), frames under 0.8% of the width left out.
+  function miniFlame(tree, unit, withRoot) {
     const total = tree.value || 0;
     if (!total) return '<span class="muted">no samples</span>';
     let html = '';
+    const top0 = withRoot ? 0 : 1, maxDepth = withRoot ? 24 : 6;
     const walk = (n, left, width, depth) => {
-      if (depth > 6 || width < 0.8) return;
-      if (depth > 0) {
-        html += '<div class="mf" style="left:' + left.toFixed(3) + '%;width:' + width.toFixed(3) + '%;top:' + (depth - 1) * 13 + 'px;background:' +
+      if (depth > maxDepth || width < 0.8) return;
+      if (depth >= top0) {
+        html += '<div class="mf" data-name="' + esc(n.name) + '" data-value="' + n.value + '" style="left:' + left.toFixed(3) + '%;width:' + width.toFixed(3) + '%;top:' + (depth - top0) * 13 + 'px;background:' +
           frameColor(n.name) + '" title="' + esc(n.name + ' · ' + fmtValue(n.value, unit) + ' (' + fmtPct(n.value, total) + ')') + '">' +
           (width > 14 ? esc(n.name) : '') + '</div>';
       }
