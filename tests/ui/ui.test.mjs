@@ -675,7 +675,27 @@ test('sandwich view: callers and callees of a function over every call site', { 
   assert.equal(callees[0], 'main.fib');
   assert.ok(!callees.includes('main.burner'), 'a caller is not among the callees');
   await shot(t, '12-sandwich');
+  // Focus on it (pprof -focus): only the samples through main.fib, as the API
+  // computes them; then ignore it; then remove the filter
+  const full = +(await page.locator('#flamegraph').getAttribute('data-total'));
+  await page.click('#sandwich-focus');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('focus') === '^main\\.fib$');
+  const focused = await apiData(profd.base, '/api/v1/query?' + qs({ query: series, time: String(cpuTimes[0] / 1000), report: 'top', limit: '0', focus: '^main\\.fib$' }));
+  assert.ok(focused.total < full, `focus keeps less than all (${focused.total} of ${full})`);
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), focused.total);
+  assert.equal(await page.locator('#top-table tbody tr[data-fn="runtime.mcall"]').count(), 0, 'a function off main.fib\'s stacks is gone');
+  assert.match(await page.locator('#filters').innerText(), /focus on/);
+  await page.click('#filters button[data-clear="focus"]');
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), full);
+  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
+  await page.click('#sandwich-ignore');
+  await page.waitForFunction((v) => +document.getElementById('flamegraph').getAttribute('data-total') === v, full - fib.cum);
+  await page.click('#filters button[data-clear="ignore"]');
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), full);
+
   // from the top table too
+  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
   await page.click('#sandwich-close');
   await page.locator('#top-table tbody tr[data-fn="main.burner"]').hover();
   await page.locator('#top-table tbody tr[data-fn="main.burner"] .sw-open').click();

@@ -46,6 +46,7 @@
   const state = {
     query: '', range: '1h', type: '', refresh: 0, series: '', t: 0,
     fromText: '', toText: '', // from=/to= of the URL ('' = the relative range)
+    focus: '', ignore: '',    // pprof's -focus/-ignore regexps on the profile shown (the API's filters)
     sel: null,          // {from, to} ms: the merged range
     cmp: false,         // compare mode
     a: null, b: null,   // {from, to} ms: compare's base (A) and new (B) selections
@@ -232,6 +233,8 @@
     state.cmp = q.get('cmp') === '1';
     hidden = new Set(q.getAll('hide'));
     state.sel = state.cmp ? null : parseSpan(q.get('sel'));
+    state.focus = q.get('focus') || '';
+    state.ignore = q.get('ignore') || '';
     state.a = state.cmp ? parseSpan(q.get('a')) : null;
     state.b = state.cmp ? parseSpan(q.get('b')) : null;
     tl.next = state.a && !state.b ? 'b' : state.a ? 'b' : 'a';
@@ -279,6 +282,8 @@
     if (chosen && !pinned() && lastRange) { state.fromText = iso(lastRange.from); state.toText = iso(lastRange.to); showRange(); }
     if (state.fromText) { q.set('from', state.fromText); q.set('to', state.toText); }
     for (const k of hidden) q.append('hide', k);
+    if (state.focus) q.set('focus', state.focus);
+    if (state.ignore) q.set('ignore', state.ignore);
     if (state.type) q.set('type', state.type);
     if (state.refresh) q.set('refresh', String(state.refresh));
     if (state.series && state.t && !state.sel && !state.cmp) { q.set('series', state.series); q.set('t', String(state.t)); }
@@ -315,6 +320,7 @@
       if (state.query) run(false);
       else { $('timeline-panel').hidden = true; $('intro').hidden = false; }
       showSelection();
+      showFilters();
       loadView();
     }
   }
@@ -375,6 +381,8 @@
     state.t = 0;
     state.sel = null;
     state.a = state.b = null;
+    state.focus = state.ignore = '';
+    showFilters();
     tl.next = 'a';
     tl.anchor = null;
     $('profile-panel').hidden = true;
@@ -872,7 +880,7 @@
       '/api/v1/query?mode=merge&query=' + encodeURIComponent(series) + '&from=' + (t / 1000).toFixed(3) + '&to=' + (t / 1000).toFixed(3) + '&report=' + report :
       '/api/v1/query?query=' + encodeURIComponent(series) + '&time=' + (t / 1000).toFixed(3) + '&report=' + report;
     if (sampleIndex && report !== 'proto') u += '&sample_index=' + encodeURIComponent(sampleIndex);
-    return u;
+    return u + filterQuery();
   }
 
   // The sample type to show for a series: the chosen one when the series has
@@ -894,7 +902,7 @@
     const file = name.replace(/[^A-Za-z0-9_.-]/g, '_');
     const withIdx = (u, report, idx) => u + '&report=' + report +
       (idx && report !== 'proto' ? '&sample_index=' + encodeURIComponent(idx) : '') +
-      (report === 'flamegraph' ? '&nodes=4000' : '');
+      (report === 'flamegraph' ? '&nodes=4000' : '') + filterQuery();
     // hidden legend entries are left out of merges and diffs (exclude=)
     const excl = [...hidden].map((k) => '&exclude=' + encodeURIComponent(k)).join('');
     const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl;
@@ -1362,6 +1370,31 @@
     $('flame-match').textContent = flame.diff ? 'matched: A ' + fmtValue(sa, flame.unit) + ' → B ' + fmtValue(sb, flame.unit) + ' (Δ ' + signed(sb - sa, flame.unit) + ')' :
       'matched ' + fmtValue(sum, flame.unit) + ' (' + fmtPct(sum, flame.root.value) + ')';
   }
+
+  /* ------------------------------------------------------------ focus / ignore */
+
+  // pprof's -focus / -ignore on the profile shown: the API filters the
+  // samples (a single profile then goes through the merge path).
+  function filterQuery() {
+    return (state.focus ? '&focus=' + encodeURIComponent(state.focus) : '') + (state.ignore ? '&ignore=' + encodeURIComponent(state.ignore) : '');
+  }
+  const exactRe = (name) => '^' + name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
+  function setFilter(kind, re) {
+    state[kind] = re;
+    showFilters();
+    writeURL(true);
+    loadView();
+  }
+  function showFilters() {
+    const chips = [['focus', 'focus on'], ['ignore', 'ignoring']].filter(([k]) => state[k]).map(([k, label]) =>
+      '<span class="chip filter-chip" data-kind="' + k + '">' + label + ' <code>' + esc(state[k]) + '</code> <button type="button" class="small" data-clear="' + k +
+      '" aria-label="remove the ' + k + ' filter">✕</button></span>').join(' ');
+    $('filters').innerHTML = chips;
+    $('filters').hidden = !chips;
+  }
+  $('filters').addEventListener('click', (e) => { const b = e.target.closest('button[data-clear]'); if (b) setFilter(b.getAttribute('data-clear'), ''); });
+  $('sandwich-focus').addEventListener('click', () => setFilter('focus', exactRe($('sandwich-fn').textContent)));
+  $('sandwich-ignore').addEventListener('click', () => setFilter('ignore', exactRe($('sandwich-fn').textContent)));
 
   /* ------------------------------------------------------------ sandwich */
 
