@@ -701,3 +701,36 @@ test('sandwich view: callers and callees of a function over every call site', { 
   await page.locator('#top-table tbody tr[data-fn="main.burner"] .sw-open').click();
   await page.waitForFunction(() => document.getElementById('sandwich-fn').textContent === 'main.burner');
 });
+
+// Issue 15: a status page (flags, configuration as loaded, build info,
+// storage stats), over Prometheus' status API.
+test('the status page shows flags, the configuration as loaded and storage stats', { timeout: 40000 }, async (t) => {
+  const flags = await apiData(profd.base, '/api/v1/status/flags');
+  assert.equal(flags['storage.future-grace'], '10m');
+  assert.equal(flags['storage.retention.time'], '15d');
+  assert.match(flags['config.file'], /profd\.yaml$/);
+  const tsdb = await apiData(profd.base, '/api/v1/status/tsdb');
+  const range = await apiData(profd.base, '/api/v1/series?' + qs({ 'match[]': '{__name__=~".+"}' }));
+  assert.equal(tsdb.storage.series, range.length, 'series count as the series API lists them');
+  await page.goto(profd.base + '/');
+  await page.click('#nav-status');
+  await page.waitForSelector('#status-flags tr');
+  assert.equal(new URL(page.url()).pathname, '/status');
+  assert.match(await page.locator('#status-flags').innerText(), /--storage\.future-grace\s+10m/);
+  assert.match(await page.locator('#status-config').innerText(), /job_name: unreachable/);
+  assert.match(await page.locator('#status-storage').innerText(), new RegExp(`series\\s+${range.length}`));
+  assert.match(await page.locator('#status-runtime').innerText(), /reloadConfigSuccess\s+true/);
+  await shot(t, '13-status');
+  // a reload (SIGHUP) of a changed file shows the new text
+  const cfgPath = flags['config.file'];
+  fs.writeFileSync(cfgPath, fs.readFileSync(cfgPath, 'utf8').replace('job_name: unreachable', 'job_name: unreachable2'));
+  profd.child.kill('SIGHUP');
+  await waitFor('the reloaded configuration', async () => /unreachable2/.test((await apiData(profd.base, '/api/v1/status/config')).yaml), 15000, 200);
+  await page.click('#status-refresh');
+  await page.waitForFunction(() => /unreachable2/.test(document.getElementById('status-config').textContent));
+  // a reload that fails keeps the loaded text and says so
+  fs.writeFileSync(cfgPath, 'scrape_configs: [ this is not valid');
+  profd.child.kill('SIGHUP');
+  await waitFor('the failed reload', async () => (await apiData(profd.base, '/api/v1/status/runtimeinfo')).reloadConfigSuccess === false, 15000, 200);
+  assert.match((await apiData(profd.base, '/api/v1/status/config')).yaml, /unreachable2/);
+});

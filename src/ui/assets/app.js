@@ -301,14 +301,19 @@
   /* ------------------------------------------------------------ routing */
 
   function route() {
-    const targets = location.pathname === '/targets';
-    $('view-profiles').hidden = targets;
+    const targets = location.pathname === '/targets', status = location.pathname === '/status';
+    $('view-profiles').hidden = targets || status;
     $('view-targets').hidden = !targets;
-    $('nav-profiles').classList.toggle('active', !targets);
+    $('view-status').hidden = !status;
+    $('nav-profiles').classList.toggle('active', !targets && !status);
     $('nav-targets').classList.toggle('active', targets);
+    $('nav-status').classList.toggle('active', status);
     clearInterval(targetsTimer);
     targetsTimer = null;
-    if (targets) {
+    if (status) {
+      document.title = 'Status · profd';
+      loadStatus();
+    } else if (targets) {
       document.title = 'Targets · profd';
       loadTargets();
       targetsTimer = setInterval(loadTargets, 5000);
@@ -330,8 +335,8 @@
     if (!a || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
     e.preventDefault();
     const to = a.getAttribute('data-nav');
-    if (to === '/targets') history.pushState(null, '', '/targets');
-    else history.pushState(null, '', '/' + (location.pathname === '/targets' ? sessionStorage.getItem('pd-last-search') || '' : ''));
+    if (to === '/targets' || to === '/status') history.pushState(null, '', to);
+    else history.pushState(null, '', '/' + (location.pathname === '/targets' || location.pathname === '/status' ? sessionStorage.getItem('pd-last-search') || '' : ''));
     route();
   });
   window.addEventListener('popstate', route);
@@ -1717,6 +1722,26 @@
   });
 
   /* ------------------------------------------------------------ targets */
+
+  /* ------------------------------------------------------------ status */
+
+  async function loadStatus() {
+    const kv = (obj, fmt) => Object.entries(obj).map(([k, v]) => '<tr><th>' + esc(k) + '</th><td>' + esc(fmt ? fmt(k, v) : v) + '</td></tr>').join('');
+    try {
+      const [build, rt, tsdb, flags, cfg] = await Promise.all(['buildinfo', 'runtimeinfo', 'tsdb', 'flags', 'config'].map((n) => api('/api/v1/status/' + n)));
+      $('status-error').hidden = true;
+      $('status-runtime').innerHTML = kv({ version: build.version, ...rt });
+      const st = tsdb.storage || {};
+      $('status-storage').innerHTML = kv({ ...st, oldest: tsdb.headStats && tsdb.headStats.minTime, newest: tsdb.headStats && tsdb.headStats.maxTime },
+        (k, v) => (k === 'bytes' ? fmtBytes(v) : k === 'oldest' || k === 'newest' ? (v ? fmtTime(v) : '–') : String(v)));
+      $('status-flags').innerHTML = kv(Object.fromEntries(Object.entries(flags).map(([k, v]) => ['--' + k, v])));
+      $('status-config').textContent = cfg.yaml || '(no --config.file: profd only serves stored data and takes pushes)';
+    } catch (e) {
+      $('status-error').textContent = e.message;
+      $('status-error').hidden = false;
+    }
+  }
+  $('status-refresh').addEventListener('click', loadStatus);
 
   async function loadTargets() {
     const box = $('targets');
