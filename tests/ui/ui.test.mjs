@@ -104,12 +104,15 @@ test('the selector box suggests label names and values', { timeout: 30000 }, asy
   await page.waitForSelector('#suggest:not([hidden]) li:has-text("service")');
   await shot(t, '2-suggest-name');
   await page.keyboard.press('Tab');
-  assert.equal(await input.inputValue(), 'heap{service="');
+  // the quote and the brace are closed, the caret between the quotes
+  assert.equal(await input.inputValue(), 'heap{service=""}');
+  assert.equal(await input.evaluate((e) => e.selectionStart), 'heap{service="'.length);
   // After name=" the values of that label are offered.
   await page.waitForSelector('#suggest:not([hidden]) li:has-text("uitest")');
   await page.keyboard.press('Tab');
-  assert.equal(await input.inputValue(), 'heap{service="uitest"');
-  await input.pressSequentially('}');
+  assert.equal(await input.inputValue(), 'heap{service="uitest"}');
+  assert.equal(await input.evaluate((e) => e.selectionStart), 'heap{service="uitest"'.length);
+  await page.keyboard.press('Escape');
   await page.waitForFunction(() => document.getElementById('suggest').hidden);
 });
 
@@ -733,4 +736,31 @@ test('the status page shows flags, the configuration as loaded and storage stats
   profd.child.kill('SIGHUP');
   await waitFor('the failed reload', async () => (await apiData(profd.base, '/api/v1/status/runtimeinfo')).reloadConfigSuccess === false, 15000, 200);
   assert.match((await apiData(profd.base, '/api/v1/status/config')).yaml, /unreachable2/);
+});
+
+// Issue 15: autocomplete ignored the current profile type (and range): the
+// values of service offered for cpu are those of cpu series only (the heap
+// series of later tests have services palette and explore).
+test('autocomplete is scoped to the profile type typed so far', { timeout: 30000 }, async (t) => {
+  await page.goto(profd.base + '/');
+  const input = page.locator('#selector');
+  await input.click();
+  await input.fill('');
+  await input.pressSequentially('heap{service="');
+  await page.waitForSelector('#suggest:not([hidden]) li:has-text("palette")');
+  await input.fill('');
+  await input.pressSequentially('cpu{service="');
+  await page.waitForSelector('#suggest:not([hidden]) li');
+  await page.waitForFunction(() => ![...document.querySelectorAll('#suggest li')].some((li) => /palette/.test(li.textContent)));
+  const items = await page.locator('#suggest li').evaluateAll((els) => els.map((e) => e.firstChild.textContent));
+  assert.deepEqual(items, ['uitest']);
+  // label names too: pod is a label of heap{service="explore"} only
+  await input.fill('');
+  await input.pressSequentially('heap{service="explore", ');
+  await page.waitForSelector('#suggest:not([hidden]) li:has-text("pod")');
+  await input.fill('');
+  await input.pressSequentially('cpu{');
+  await page.waitForSelector('#suggest:not([hidden]) li');
+  assert.ok(!(await page.locator('#suggest li').allInnerTexts()).some((x) => /^pod/.test(x)), 'cpu series have no pod label');
+  await page.keyboard.press('Escape');
 });

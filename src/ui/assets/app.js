@@ -1593,13 +1593,31 @@
   const cache = { names: null, values: new Map() };
   let sugg = { items: [], active: -1, ctx: null };
 
-  async function labelNames() {
-    if (!cache.names) cache.names = api('/api/v1/labels').catch(() => { cache.names = null; return []; });
-    return cache.names;
+  // Suggestions are scoped like Grafana's: to the series the text typed so
+  // far selects (its profile type and its complete matchers, not the one being
+  // typed) and to the window on screen (rounded to the minute for the cache).
+  function scopeParams(text, upto, except) {
+    const name = (text.match(/^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)/) || [])[1] || '';
+    const inner = text.indexOf('{') >= 0 ? text.slice(text.indexOf('{') + 1, upto) : '';
+    const ms = [];
+    const re = /([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"/g;
+    let m;
+    while ((m = re.exec(inner))) if (m[1] !== except) ms.push(m[1] + m[2] + '"' + m[3] + '"');
+    const w = window_();
+    const round = (t) => Math.floor(t / 60000) * 60;
+    let q = 'start=' + round(w.from) + '&end=' + (round(w.to) + 60);
+    if (name || ms.length) q += '&match[]=' + encodeURIComponent(name + '{' + ms.join(',') + '}');
+    return q;
   }
-  async function labelValues(name) {
-    if (!cache.values.has(name)) cache.values.set(name, api('/api/v1/label/' + encodeURIComponent(name) + '/values').catch(() => { cache.values.delete(name); return []; }));
-    return cache.values.get(name);
+  async function labelNames(scope) {
+    const k = 'names?' + scope;
+    if (!cache.values.has(k)) cache.values.set(k, api('/api/v1/labels?' + scope).catch(() => { cache.values.delete(k); return []; }));
+    return cache.values.get(k);
+  }
+  async function labelValues(name, scope) {
+    const k = name + '?' + scope;
+    if (!cache.values.has(k)) cache.values.set(k, api('/api/v1/label/' + encodeURIComponent(name) + '/values?' + scope).catch(() => { cache.values.delete(k); return []; }));
+    return cache.values.get(k);
   }
 
   // What the text before the caret is in the middle of:
@@ -1642,9 +1660,12 @@
     const ctx = context(input.value, input.selectionStart);
     if (!ctx) { closeSuggest(); return; }
     let list = [];
-    if (ctx.kind === 'metric') list = (await labelValues('__name__')).map((v) => ({ text: v, kind: 'profile type' }));
-    else if (ctx.kind === 'name') list = (await labelNames()).map((v) => ({ text: v, kind: 'label' }));
-    else list = (await labelValues(ctx.name)).map((v) => ({ text: v, kind: ctx.name }));
+    const w = window_();
+    const round = (t) => Math.floor(t / 60000) * 60;
+    const timeOnly = 'start=' + round(w.from) + '&end=' + (round(w.to) + 60);
+    if (ctx.kind === 'metric') list = (await labelValues('__name__', timeOnly)).map((v) => ({ text: v, kind: 'profile type' }));
+    else if (ctx.kind === 'name') list = (await labelNames(scopeParams(input.value, ctx.start, ''))).filter((v) => v !== '__name__').map((v) => ({ text: v, kind: 'label' }));
+    else list = (await labelValues(ctx.name, scopeParams(input.value, ctx.start, ctx.name))).map((v) => ({ text: v, kind: ctx.name }));
     // The input may have changed while we waited.
     const now = context(input.value, input.selectionStart);
     if (!now || now.kind !== ctx.kind || now.start !== ctx.start) return;
@@ -1676,6 +1697,9 @@
     else if (ctx.kind === 'name') {
       ins = it.text + '="';
       if (/^\s*(=~|!~|!=|=)/.test(after)) ins = it.text;
+      // close what was opened: the quote, and the brace when none follows
+      else if (!/^[^{]*\}/.test(after)) after = '"}' + after;
+      else after = '"' + after;
     } else {
       const escd = it.text.replace(/\\/g, '\\\\').replace(new RegExp(ctx.q === '`' ? '(?!)' : ctx.q, 'g'), '\\' + ctx.q);
       ins = escd;
