@@ -243,6 +243,28 @@ static int uint_param(const pd_http_request *req, pd_http_response *resp, const 
     return 0;
 }
 
+/* report=view: {"top":<report=top>,"flamegraph":<report=flamegraph>} of
+ * one profile (one merge for the UI's table and flame graph: issue 15);
+ * top with o (its rows, order, filter), the flame graph with fg_nodes nodes
+ * (fg_nodes= parameter, 0 = all) and the same sample type and diff flag. */
+static int put_view(const pd_profile *p, const pd_report_options *o, size_t fg_nodes, pd_buf *out)
+{
+    pd_report_options fo = *o;
+    fo.max_nodes = fg_nodes;
+    fo.sort = PD_TOP_SORT_DEFAULT;
+    fo.filter = NULL;
+    int rc = pd_buf_puts(out, "{\"top\":");
+    if (!rc)
+        rc = pd_report_top_ex(p, o, out);
+    if (!rc)
+        rc = pd_buf_puts(out, ",\"flamegraph\":");
+    if (!rc)
+        rc = pd_report_flamegraph_ex(p, &fo, out);
+    if (!rc)
+        rc = pd_buf_putc(out, '}');
+    return rc;
+}
+
 /* report=top's sort=flat|cum|name, order=asc|desc and filter=TEXT into o.
  * 0, or replies 400 naming the parameter and returns -1. */
 static int top_params(const pd_http_request *req, pd_http_response *resp, pd_report_options *o)
@@ -461,22 +483,24 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     if (!report)
         report = "proto";
     static const char *const reports[] = {"proto", "top", "flamegraph", "folded", "meta",
-                                          "callgraph"};
+                                          "callgraph", "view"};
     bool known = false;
     for (size_t i = 0; i < sizeof reports / sizeof *reports; i++)
         known = known || strcmp(report, reports[i]) == 0;
     if (!known) {
         reply_error(resp, 400,
                     "invalid parameter \"report\": \"%.64s\" is not one of proto, top, "
-                    "flamegraph, folded, meta, callgraph",
+                    "flamegraph, folded, meta, callgraph, view",
                     report);
         return;
     }
     size_t nodes;
-    size_t def_nodes = !strcmp(report, "top") ? api->o.top_default_rows
-                       : !strcmp(report, "callgraph") ? 80
-                                                      : 0;
-    if (uint_param(req, resp, "nodes", "limit", def_nodes, &nodes) < 0)
+    size_t def_nodes = !strcmp(report, "top") || !strcmp(report, "view") ? api->o.top_default_rows
+                       : !strcmp(report, "callgraph")                        ? 80
+                                                                             : 0;
+    size_t fg_nodes = 0;
+    if (uint_param(req, resp, "nodes", "limit", def_nodes, &nodes) < 0 ||
+        uint_param(req, resp, "fg_nodes", NULL, 0, &fg_nodes) < 0)
         return;
     pd_query_side a, b;
     const char *exa[MAX_MATCH_PARAMS], *exb[MAX_MATCH_PARAMS];
@@ -522,7 +546,7 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         goto out;
     }
     pd_report_options ro = {.sample_index = si, .max_nodes = nodes, .diff = diff};
-    if (!strcmp(report, "top") && top_params(req, resp, &ro) < 0)
+    if ((!strcmp(report, "top") || !strcmp(report, "view")) && top_params(req, resp, &ro) < 0)
         goto out;
     if (strcmp(report, "proto") == 0) {
         if (sis && si < p.n_sample_type)
@@ -556,6 +580,8 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
             rc = pd_report_top_ex(&p, &ro, &resp->body);
         else if (strcmp(report, "flamegraph") == 0)
             rc = pd_report_flamegraph_ex(&p, &ro, &resp->body);
+        else if (strcmp(report, "view") == 0)
+            rc = put_view(&p, &ro, fg_nodes, &resp->body);
         else
             rc = pd_report_meta(&p, &resp->body);
     }
@@ -582,18 +608,22 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
     if (!report)
         report = "proto";
     if (strcmp(report, "proto") && strcmp(report, "top") && strcmp(report, "flamegraph") &&
-        strcmp(report, "meta")) {
-        reply_error(
-            resp, 400,
-            "invalid parameter \"report\": \"%.64s\" is not one of proto, top, flamegraph, meta",
-            report);
+        strcmp(report, "meta") && strcmp(report, "view")) {
+        reply_error(resp, 400,
+                    "invalid parameter \"report\": \"%.64s\" is not one of proto, top, "
+                    "flamegraph, meta, view",
+                    report);
         return;
     }
     int64_t t;
-    size_t limit; /* top: rows (default 100); flamegraph: nodes (default all) */
+    size_t limit; /* top, view: rows (default 100); flamegraph: nodes (default all) */
+    size_t fg_nodes = 0;
     if (time_param(req, resp, "time", NULL, pd_now_ms(), &t) < 0 ||
         uint_param(req, resp, "limit", "nodes",
-                   !strcmp(report, "top") ? api->o.top_default_rows : 0, &limit) < 0)
+                   !strcmp(report, "top") || !strcmp(report, "view") ? api->o.top_default_rows
+                                                                     : 0,
+                   &limit) < 0 ||
+        uint_param(req, resp, "fg_nodes", NULL, 0, &fg_nodes) < 0)
         return;
     if (check_selector(resp, "query", q) < 0)
         return;
@@ -648,7 +678,7 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
         goto out;
     }
     pd_report_options ro = {.sample_index = si, .max_nodes = limit};
-    if (!strcmp(report, "top") && top_params(req, resp, &ro) < 0)
+    if ((!strcmp(report, "top") || !strcmp(report, "view")) && top_params(req, resp, &ro) < 0)
         goto out;
     rc = begin_success(resp);
     if (rc == 0) {
@@ -656,6 +686,8 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
             rc = pd_report_top_ex(&p, &ro, &resp->body);
         else if (strcmp(report, "flamegraph") == 0) /* honours nodes= (issue 12) */
             rc = pd_report_flamegraph_ex(&p, &ro, &resp->body);
+        else if (strcmp(report, "view") == 0)
+            rc = put_view(&p, &ro, fg_nodes, &resp->body);
         else
             rc = pd_report_meta(&p, &resp->body);
     }

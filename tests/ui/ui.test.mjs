@@ -194,6 +194,24 @@ test('a click on a point shows its flame graph and top table', { timeout: 40000 
   assert.ok(await page.locator('#flamegraph .frame').filter({ hasText: expected }).count() >= 1, 'reloaded URL shows the profile');
 });
 
+// Issue 15 "the table and the flame graph each run their own merge": a view
+// is one request (report=view) and so one merge on the server.
+test('a merged view is one request and one merge', { timeout: 40000 }, async (t) => {
+  const urls = [];
+  const onReq = (r) => { if (r.url().includes('/api/v1/query?')) urls.push(r.url()); };
+  page.on('request', onReq);
+  try {
+    await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}', sel: `${heapTimes[1]}-${heapTimes[3]}` }));
+    await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden]) #flamegraph .frame');
+    await page.waitForSelector('#top-table tbody tr[data-fn]');
+    const merges = urls.filter((u) => /mode=merge/.test(u) && !/report=proto/.test(u));
+    assert.equal(merges.length, 1, merges.join('\n'));
+    assert.match(merges[0], /report=view/);
+  } finally {
+    page.off('request', onReq);
+  }
+});
+
 // Issue 12/15: the top table sorted only the 100 rows the server sent by
 // flat, descending only, with no filter. Now each header asks the server for
 // that order (both ways, keyboard too) and the filter box for matching names.

@@ -971,7 +971,8 @@
     panel.classList.add('loading');
     try {
       const si = v.kind === 'single' ? v.fixedIdx : state.type;
-      const both = (idx) => Promise.all([api(v.url('top', idx) + topQuery()), api(v.url('flamegraph', idx))]);
+      // one request, one merge on the server, for the table and the flame graph
+      const both = async (idx) => { const d = await api(v.url('view', idx) + topQuery() + '&fg_nodes=4000'); return [d.top, d.flamegraph]; };
       let top, fg;
       profile.view = v;
       profile.idx = si;
