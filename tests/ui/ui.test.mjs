@@ -782,3 +782,38 @@ test('autocomplete is scoped to the profile type typed so far', { timeout: 30000
   assert.ok(!(await page.locator('#suggest li').allInnerTexts()).some((x) => /^pod/.test(x)), 'cpu series have no pod label');
   await page.keyboard.press('Escape');
 });
+
+// Issue 15 "reload loses flame zoom, search ...; icicle only": the zoom path
+// and the search are in the URL and come back on reload; breadcrumbs lead
+// back; a flame (root at the bottom) toggle; a colour-blind diff palette.
+test('flame graph zoom and search survive a reload; breadcrumbs; flame/icicle toggle', { timeout: 40000 }, async (t) => {
+  const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+  await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
+  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await page.locator('#flamegraph .frame[data-name="main.burner"]').first().click();
+  await page.waitForSelector('#flame-crumbs a');
+  await page.fill('#flame-search', 'fib');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('search') === 'fib');
+  const u = new URL(page.url());
+  assert.equal(u.searchParams.get('zoom'), 'main.burner');
+  await page.reload();
+  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await page.waitForSelector('#flame-reset:not([hidden])');
+  assert.equal(await page.locator('#flamegraph .frame:not(.ancestor)').first().getAttribute('data-name'), 'main.burner', 'the zoom is back');
+  assert.equal(await page.locator('#flame-search').inputValue(), 'fib');
+  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  assert.match(await page.locator('#flame-crumbs').innerText(), /all › main\.burner/);
+  await page.click('#flame-crumbs a[data-depth="0"]');
+  await page.waitForSelector('#flame-reset', { state: 'hidden' });
+  assert.equal(new URL(page.url()).searchParams.get('zoom'), null);
+  // flame: the root row at the bottom
+  const rootTop = async () => page.locator('#flamegraph .frame[data-name="root"]').evaluate((e) => parseFloat(e.style.top));
+  assert.equal(await rootTop(), 0);
+  await page.click('#flame-up');
+  const maxTop = await page.locator('#flamegraph .frame').evaluateAll((els) => Math.max(...els.map((e) => parseFloat(e.style.top))));
+  assert.equal(await rootTop(), maxTop, 'the root is the lowest row');
+  assert.equal(new URL(page.url()).searchParams.get('flame'), 'up');
+  await shot(t, '14-flame-up');
+  await page.click('#flame-up');
+  assert.equal(await rootTop(), 0);
+});

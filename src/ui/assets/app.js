@@ -47,6 +47,10 @@
     query: '', range: '1h', type: '', refresh: 0, series: '', t: 0,
     fromText: '', toText: '', // from=/to= of the URL ('' = the relative range)
     focus: '', ignore: '',    // pprof's -focus/-ignore regexps on the profile shown (the API's filters)
+    flameUp: false,           // flame (root at the bottom) instead of icicle
+    cb: false,                // colour-blind-safe diff palette (blue grew / orange shrank)
+    zoomPath: '',             // the zoomed frame: names from the root, joined by "\n"
+    search: '',               // the flame graph search
     sel: null,          // {from, to} ms: the merged range
     cmp: false,         // compare mode
     a: null, b: null,   // {from, to} ms: compare's base (A) and new (B) selections
@@ -234,6 +238,10 @@
     hidden = new Set(q.getAll('hide'));
     state.sel = state.cmp ? null : parseSpan(q.get('sel'));
     state.focus = q.get('focus') || '';
+    state.flameUp = q.get('flame') === 'up';
+    state.cb = q.get('palette') === 'cb';
+    state.zoomPath = q.get('zoom') || '';
+    state.search = q.get('search') || '';
     state.ignore = q.get('ignore') || '';
     state.a = state.cmp ? parseSpan(q.get('a')) : null;
     state.b = state.cmp ? parseSpan(q.get('b')) : null;
@@ -283,6 +291,10 @@
     if (state.fromText) { q.set('from', state.fromText); q.set('to', state.toText); }
     for (const k of hidden) q.append('hide', k);
     if (state.focus) q.set('focus', state.focus);
+    if (state.flameUp) q.set('flame', 'up');
+    if (state.cb) q.set('palette', 'cb');
+    if (state.zoomPath) q.set('zoom', state.zoomPath);
+    if (state.search) q.set('search', state.search);
     if (state.ignore) q.set('ignore', state.ignore);
     if (state.type) q.set('type', state.type);
     if (state.refresh) q.set('refresh', String(state.refresh));
@@ -326,6 +338,10 @@
       else { $('timeline-panel').hidden = true; $('intro').hidden = false; }
       showSelection();
       showFilters();
+      $('flame-up').setAttribute('aria-pressed', String(state.flameUp));
+      $('flame-up').textContent = state.flameUp ? 'Icicle' : 'Flame';
+      $('diff-palette').checked = state.cb;
+      document.body.classList.toggle('cb', state.cb);
       loadView();
     }
   }
@@ -1006,6 +1022,13 @@
       drawTop();
       flame.root = prepareFlame(fg, diff);
       flame.zoom = flame.root;
+      // the zoom of the URL, when the same path exists in this profile
+      if (state.zoomPath) {
+        let n = flame.root;
+        for (const name of state.zoomPath.split('\n')) { n = n && n.children.find((c) => c.name === name); }
+        if (n) flame.zoom = n;
+      }
+      if ($('flame-search').value !== state.search) $('flame-search').value = state.search;
       flame.unit = st.unit || '';
       flame.diff = diff;
       $('flamegraph').setAttribute('data-total', String(fg.value || 0));
@@ -1205,6 +1228,7 @@
     if (d === 0 || n.name === 'root') return n.name === 'root' ? '#c7cbd1' : '#d9dbe0';
     const rel = Math.min(1, Math.abs(d) / Math.max(Math.abs(n.base), Math.abs(n.new), 1));
     const light = Math.round(88 - 36 * Math.sqrt(rel));
+    if (state.cb) return d > 0 ? 'hsl(214,80%,' + light + '%)' : 'hsl(30,90%,' + light + '%)'; // Okabe-Ito-like blue/orange
     return d > 0 ? 'hsl(2,85%,' + light + '%)' : 'hsl(140,60%,' + light + '%)';
   }
   const diffClass = (n) => (n.name === 'root' ? '' : n.new > n.base ? 'grew' : n.new < n.base ? 'shrank' : 'same');
@@ -1266,8 +1290,19 @@
     };
     place(zoom, 0, 100);
     flame.nodes = nodes;
+    if (state.flameUp) { // flame: the root at the bottom (rows mirrored)
+      html = html.replace(/top:(\d+)px/g, (m, y) => 'top:' + (maxDepth * ROW - +y) + 'px');
+    }
     box.innerHTML = html;
     box.style.height = (maxDepth + 1) * ROW + 2 + 'px';
+    // breadcrumbs of the zoom, and the zoom in the URL
+    const crumbs = [];
+    for (let a = zoom; a; a = a.parent) crumbs.unshift(a);
+    $('flame-crumbs').innerHTML = zoom === root ? '' : crumbs.map((c, i) => i === crumbs.length - 1 ?
+      '<span aria-current="true">' + esc(c.name === 'root' ? 'all' : c.name) + '</span>' :
+      '<a href="#" data-depth="' + i + '">' + esc(c.name === 'root' ? 'all' : c.name) + '</a>').join(' › ');
+    const zp = zoom === root ? '' : crumbs.slice(1).map((c) => c.name).join('\n');
+    if (zp !== state.zoomPath) { state.zoomPath = zp; writeURL(false); }
     $('flame-reset').hidden = zoom === root;
     if (!total) box.innerHTML = '<p class="muted" style="padding:8px">' + (flame.diff ? 'Neither selection has samples of this type.' : 'This profile has no samples of this type.') + '</p>', box.style.height = 'auto';
     highlightFlame();
@@ -1350,13 +1385,39 @@
       e.preventDefault();
       $('flame-search').focus();
     } else if (e.key === 'Escape' && flame.root && !$('profile-panel').hidden) {
-      if (e.target === $('flame-search') && $('flame-search').value) { $('flame-search').value = ''; highlightFlame(); return; }
+      if (e.target === $('flame-search') && $('flame-search').value) { $('flame-search').value = ''; state.search = ''; writeURL(false); highlightFlame(); return; }
       if (flame.zoom !== flame.root) { flame.zoom = flame.root; drawFlame(); }
     }
   });
   // debounced: the walk over a large tree runs once the typing pauses
   let searchTimer = null;
-  $('flame-search').addEventListener('input', () => { clearTimeout(searchTimer); searchTimer = setTimeout(highlightFlame, 120); });
+  $('flame-search').addEventListener('input', () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => { state.search = $('flame-search').value.trim(); writeURL(false); highlightFlame(); }, 120);
+  });
+  $('flame-crumbs').addEventListener('click', (e) => {
+    const a = e.target.closest('a[data-depth]');
+    if (!a) return;
+    e.preventDefault();
+    let n = flame.zoom;
+    const chain = [];
+    for (let x = n; x; x = x.parent) chain.unshift(x);
+    flame.zoom = chain[+a.getAttribute('data-depth')] || flame.root;
+    drawFlame();
+  });
+  $('flame-up').addEventListener('click', () => {
+    state.flameUp = !state.flameUp;
+    $('flame-up').setAttribute('aria-pressed', String(state.flameUp));
+    $('flame-up').textContent = state.flameUp ? 'Icicle' : 'Flame';
+    writeURL(false);
+    drawFlame();
+  });
+  $('diff-palette').addEventListener('change', () => {
+    state.cb = $('diff-palette').checked;
+    writeURL(false);
+    document.body.classList.toggle('cb', state.cb);
+    drawFlame();
+  });
 
   function highlightFlame() {
     const box = $('flamegraph');
