@@ -817,3 +817,43 @@ test('flame graph zoom and search survive a reload; breadcrumbs; flame/icicle to
   await page.click('#flame-up');
   assert.equal(await rootTop(), 0);
 });
+
+// Issue 15 "mouse only": a keyboard-only walk — open a profile from the
+// timeline, search, zoom, open the sandwich view, back.
+test('keyboard-only walk: open a profile, search, zoom, sandwich, back', { timeout: 40000 }, async (t) => {
+  await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}' }));
+  await page.waitForSelector('#timeline circle.pt');
+  await page.focus('#timeline'); // as Tab would
+  await page.keyboard.press('ArrowRight');
+  assert.match(await page.locator('#timeline-live').innerText(), /point 1 of 4/);
+  await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction((ts) => new URL(location.href).searchParams.get('t') === String(ts), cpuTimes[1]);
+  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await page.focus('#flamegraph');
+  await page.keyboard.press('/');
+  await page.keyboard.type('fib');
+  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  await page.keyboard.press('Escape');
+  await page.focus('#flamegraph');
+  await page.keyboard.press('ArrowDown'); // the first callee of the root
+  let name = '';
+  for (let i = 0; i < 6 && name !== 'main.burner'; i++) {
+    name = await page.locator('#flamegraph .frame.kbd').getAttribute('data-name');
+    if (name !== 'main.burner') await page.keyboard.press('ArrowRight');
+  }
+  assert.equal(name, 'main.burner');
+  assert.match(await page.locator('#flame-live').innerText(), /main\.burner/);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#flame-reset:not([hidden])');
+  assert.equal(await page.locator('#flamegraph .frame:not(.ancestor)').first().getAttribute('data-name'), 'main.burner');
+  await page.keyboard.press('ArrowDown');
+  assert.equal(await page.locator('#flamegraph .frame.kbd').getAttribute('data-name'), 'main.fib');
+  await page.keyboard.press('s');
+  await page.waitForSelector('#sandwich:not([hidden])');
+  assert.equal(await page.locator('#sandwich-fn').innerText(), 'main.fib');
+  await page.focus('#flamegraph');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#flame-reset', { state: 'hidden' });
+  await shot(t, '15-keyboard');
+});

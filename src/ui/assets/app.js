@@ -771,6 +771,11 @@
       select(r);
       return;
     }
+    openPoint(p);
+  });
+
+  // Opens the profile of timeline point p (or, comparing, selects it).
+  function openPoint(p) {
     tl.anchor = null;
     if (state.cmp) { select({ from: p.ts, to: p.ts }); return; }
     state.sel = null;
@@ -781,6 +786,50 @@
     showSelection();
     loadView();
     revealProfile();
+  }
+
+  // Keyboard on the timeline (it takes the focus): Left/Right move over the
+  // points in time order (Up/Down to the neighbouring series at about the
+  // same time), Enter opens the point, Shift+Enter marks the ends of a range.
+  tl.cursor = -1;
+  function cursorTo(i) {
+    const pts = tl.pts.slice().sort((a, b) => a.ts - b.ts || a.d.i - b.d.i);
+    if (!pts.length) return null;
+    tl.sorted = pts;
+    tl.cursor = Math.max(0, Math.min(pts.length - 1, i));
+    const p = pts[tl.cursor];
+    tl.hoverEl.setAttribute('cx', p.px);
+    tl.hoverEl.setAttribute('cy', p.py);
+    const unit = p.d.s.sample_types[p.d.idx].unit;
+    $('timeline-live').textContent = seriesName(p.d.s.labels) + ': ' + fmtValue(p.v, unit) + ' ' + state.type + ' at ' + fmtTime(p.ts) +
+      ' (point ' + (tl.cursor + 1) + ' of ' + pts.length + '; Enter opens it)';
+    return p;
+  }
+  $('timeline').addEventListener('keydown', (e) => {
+    if (!tl.pts.length) return;
+    const k = e.key;
+    if (k === 'ArrowRight' || k === 'ArrowLeft') {
+      e.preventDefault();
+      cursorTo(tl.cursor < 0 ? (k === 'ArrowRight' ? 0 : tl.pts.length - 1) : tl.cursor + (k === 'ArrowRight' ? 1 : -1));
+    } else if ((k === 'ArrowUp' || k === 'ArrowDown') && tl.cursor >= 0) {
+      e.preventDefault();
+      const cur = tl.sorted[tl.cursor];
+      const others = tl.sorted.map((p, i) => [p, i]).filter(([p]) => p.d.i !== cur.d.i)
+        .filter(([p]) => (k === 'ArrowUp' ? p.py < cur.py : p.py > cur.py))
+        .sort((a, b) => Math.abs(a[0].ts - cur.ts) - Math.abs(b[0].ts - cur.ts) || Math.abs(a[0].py - cur.py) - Math.abs(b[0].py - cur.py));
+      if (others.length) cursorTo(others[0][1]);
+    } else if (k === 'Enter' && tl.cursor >= 0) {
+      e.preventDefault();
+      const p = tl.sorted[tl.cursor];
+      if (e.shiftKey) {
+        if (tl.anchor === null) { tl.anchor = p.ts; markSelected(); showSelection(); return; }
+        const r = { from: Math.min(tl.anchor, p.ts), to: Math.max(tl.anchor, p.ts) };
+        tl.anchor = null;
+        select(r);
+        return;
+      }
+      openPoint(p);
+    }
   });
 
   function revealProfile() {
@@ -1354,6 +1403,39 @@
   });
   $('flamegraph').addEventListener('mouseleave', hideTip);
   $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
+
+  // Keyboard on the flame graph (it takes the focus): arrows move over the
+  // frames drawn (Up/Down: caller/first callee as drawn, Left/Right: the
+  // neighbours of the same caller), Enter zooms, "s" opens the sandwich view.
+  function markKbd(n) {
+    flame.cur = n;
+    $('flamegraph').querySelectorAll('.frame.kbd').forEach((el) => el.classList.remove('kbd'));
+    const i = flame.nodes.indexOf(n);
+    const el = i >= 0 && $('flamegraph').querySelector('.frame[data-i="' + i + '"]');
+    if (el) {
+      el.classList.add('kbd');
+      $('flamegraph').setAttribute('aria-activedescendant', '');
+      $('flame-live').textContent = (n.name === 'root' ? 'all samples' : n.name) + ': ' + fmtValue(n.value, flame.unit) +
+        ' (' + fmtPct(n.value, flame.root.value) + ' of total); Enter zooms, s shows callers and callees';
+    }
+  }
+  $('flamegraph').addEventListener('keydown', (e) => {
+    if (!flame.root) return;
+    const drawn = new Set(flame.nodes);
+    let n = flame.cur && drawn.has(flame.cur) ? flame.cur : flame.zoom;
+    const sib = (d) => { const p = n.parent; if (!p) return null; const v = p.children.filter((c) => drawn.has(c)); const j = v.indexOf(n) + d; return v[j] || null; };
+    let next = null;
+    const up = state.flameUp ? 'ArrowDown' : 'ArrowUp', down = state.flameUp ? 'ArrowUp' : 'ArrowDown';
+    if (e.key === up) next = n.parent && drawn.has(n.parent) ? n.parent : null;
+    else if (e.key === down) next = n.children.find((c) => drawn.has(c)) || null;
+    else if (e.key === 'ArrowLeft') next = sib(-1);
+    else if (e.key === 'ArrowRight') next = sib(1);
+    else if (e.key === 'Enter') { e.preventDefault(); flame.zoom = n; drawFlame(); markKbd(n); return; }
+    else if (e.key === 's' && n !== flame.root) { e.preventDefault(); openSandwich(n.name); return; }
+    else return;
+    e.preventDefault();
+    if (next) markKbd(next);
+  });
 
   // The call graph tab: the API's SVG (Graphviz, as pprof -svg) of the same
   // selection and sample type, instead of the flame graph.
