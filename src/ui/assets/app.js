@@ -419,6 +419,23 @@
     state.range = $('range').value;
     backToNow();
   });
+  // Zoom and pan of the window (pinned): to [from, to] ms.
+  function zoomWindow(from, to) {
+    if (!(to > from)) return;
+    state.fromText = iso(from);
+    state.toText = iso(to);
+    showRange();
+    writeURL(true);
+    if (state.query) run(false);
+  }
+  function scaleWindow(f, shift) {
+    const w = window_(), span = w.to - w.from, mid = (w.from + w.to) / 2 + shift * span;
+    zoomWindow(Math.round(mid - span * f / 2), Math.round(mid + span * f / 2));
+  }
+  $('zoom-out').addEventListener('click', () => scaleWindow(2, 0));
+  $('pan-left').addEventListener('click', () => scaleWindow(1, -0.5));
+  $('pan-right').addEventListener('click', () => scaleWindow(1, 0.5));
+
   // Back to a relative window ending now: the choices made in the pinned
   // window (profile, merge, comparison) go with it.
   function backToNow() {
@@ -447,6 +464,7 @@
       sel.value = state.range;
     }
     $('back-to-now').hidden = !pin;
+    $('pan-right').disabled = !pin;
     $('tz').textContent = tzName();
   }
   function tzName() {
@@ -717,7 +735,10 @@
     if (e.button !== 0 || !tl.svg || !tl.pts.length) return;
     e.preventDefault();
     const x = svgX(e);
-    tl.drag = { x0: x, x1: x, moved: false };
+    // Alt+drag zooms the window to the dragged time (a zoom brush apart
+    // from the merge brush); a plain drag merges
+    tl.drag = { x0: x, x1: x, moved: false, zoom: e.altKey };
+    tl.brushEl.classList.toggle('zoom', e.altKey);
   });
   window.addEventListener('mousemove', (e) => {
     const d = tl.drag;
@@ -729,6 +750,10 @@
     const x0 = Math.min(d.x0, d.x1), x1 = Math.max(d.x0, d.x1);
     tl.brushEl.setAttribute('x', x0);
     tl.brushEl.setAttribute('width', x1 - x0);
+    if (d.zoom) {
+      showTip(e, 'zoom to ' + esc(fmtTime(tl.inv(x0))) + ' – ' + esc(fmtTime(tl.inv(x1))));
+      return;
+    }
     const r = dragRange(d.x0, d.x1);
     const who = state.cmp ? (tl.next === 'a' ? 'A (base): ' : 'B: ') : '';
     showTip(e, who + (r ? esc(fmtTime(r.from)) + ' – ' + esc(fmtTime(r.to)) + '<br><b>' + countIn(r) + ' profiles</b>' : 'no profiles here'));
@@ -742,6 +767,10 @@
     tl.justDragged = true;
     setTimeout(() => { tl.justDragged = false; }, 0);
     hideTip();
+    if (d.zoom) {
+      zoomWindow(Math.round(tl.inv(Math.min(d.x0, d.x1))), Math.round(tl.inv(Math.max(d.x0, d.x1))));
+      return;
+    }
     const r = dragRange(d.x0, d.x1);
     if (r) select(r);
   });
@@ -884,7 +913,7 @@
     bar.hidden = !html;
     $('timeline-hint').textContent = state.cmp ?
       'Compare: drag across the timeline (or click a point) to choose A, the base, then again for B. Frames that grew from A to B are red, those that shrank green.' :
-      'Click a point to open that profile. Drag across the timeline, or shift-click two points, to merge every profile in between.';
+      'Click a point to open that profile. Drag across the timeline, or shift-click two points, to merge every profile in between. Alt+drag zooms into a window.';
   }
 
   $('selection').addEventListener('click', (e) => {
