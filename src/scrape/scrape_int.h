@@ -4,6 +4,7 @@
 #ifndef PD_SCRAPE_SCRAPE_INT_H
 #define PD_SCRAPE_SCRAPE_INT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "base/buf.h"
 #include "scrape/config.h"
@@ -19,6 +20,40 @@ int64_t pd__scrape_offset_ms(const char *job, const char *url, int64_t interval_
  * percent-encoded (RFC 3986 unreserved characters kept). PD_ENOMEM, PD_ETOOBIG. */
 int pd__scrape_url(const pd_scrape_job *job, const char *tgt, const pd_pprof_endpoint *ep,
                    pd_buf *out);
+
+/* What a target is, from pd__scrape_spec_build. */
+typedef struct pd__scrape_spec {
+    pd_labels labels;     /* stored labels: __name__ and the labels not starting with "__" */
+    pd_labels discovered; /* the labels before relabeling ("__" labels included) */
+    pd_buf url;           /* NUL-terminated */
+    int64_t interval_ms, timeout_ms; /* from __scrape_interval__ / __scrape_timeout__ */
+    bool keep;            /* false: relabeling dropped the target (nothing else set) */
+} pd__scrape_spec;
+
+/*
+ * Builds the target of (job, address, group labels, endpoint) as
+ * Prometheus' PopulateLabels, with Parca's per-profile labels:
+ *  1. the group labels, __address__ = address; then, when not set by the
+ *     group, job, __scrape_interval__, __scrape_timeout__,
+ *     __metrics_path__, __scheme__, __param_<name> (the first value of each
+ *     job param); __name__ = the profile type and __profile_path__ = its path.
+ *  2. the job's relabel_configs; a dropped target gives keep = false.
+ *  3. __address__ must be set and be host[:port]; without a port the
+ *     scheme's (80, 443) is added (Prometheus 2.42); __scheme__ must be
+ *     http or https; interval and timeout are read from their labels.
+ *  4. URL = __scheme__://__address__ + __profile_path__, ?seconds=S (S > 0),
+ *     the job's params (those with a __param_ label take its one value).
+ *  5. instance defaults to __address__; every "__" label but __name__ is
+ *     removed; global.external_labels are added where absent.
+ * Errors: PD_EINVAL with err naming the problem (the target is skipped),
+ * PD_ENOMEM. out is released on error.
+ */
+int pd__scrape_spec_build(const pd_config *cfg, const pd_scrape_job *job, const char *address,
+                          const pd_labels *group, const pd_pprof_endpoint *ep,
+                          pd__scrape_spec *out /* OUT */, pd_err *err);
+void pd__scrape_spec_release(pd__scrape_spec *s);
+/* Appends s percent-encoded (RFC 3986 unreserved characters kept). */
+int pd__scrape_put_escaped(pd_buf *b, const char *s);
 
 /* Test hook, NULL outside tests: called on the loop thread by every finished
  * scrape after its body was decoded and stored and before its health and
