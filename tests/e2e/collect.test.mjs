@@ -1,0 +1,286 @@
+// End-to-end tests of collection as Prometheus does it (issue 14), all on
+// loopback with real programs:
+//  - relabeling: one config file using every relabel action (hashmod
+//    included) run through Debian's Prometheus 2.42 (scraping the Go
+//    targets' /metrics) and through profd (scraping their /debug/pprof);
+//    both /api/v1/targets must give the same target label sets;
+//  - scrape auth and TLS: Go targets (tests/e2e/collect/target) behind TLS
+//    with certificates made by openssl here, basic auth (password_file) and
+//    a bearer token (bearer_token_file); wrong credentials show HTTP 401 in
+//    /api/v1/targets;
+//  - delta: true asks ?seconds=<interval> (Parca) and stores the profile;
+//  - `profd check config` on Debian's /etc/prometheus/prometheus.yml and on
+//    a Parca-style file, and exit 2 naming the line on a bad one.
+//
+//   PROFD_BIN=build/profd node --test tests/e2e/collect.test.mjs
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  SRC, Proc, apiData, freePort, goEnv, http, killAll, profdBin, run, startProfd, tempDir, waitFor,
+} from './lib.mjs';
+
+let dir, targetBin;
+
+before(async () => {
+  dir = tempDir('profd-collect-');
+  targetBin = path.join(dir, 'target');
+  const r = await run('go', ['build', '-o', targetBin, '.'],
+    { cwd: path.join(SRC, 'tests', 'e2e', 'collect', 'target'), env: goEnv(dir) }, 180000);
+  assert.equal(r.code, 0, `go build of the test target failed\n${r.stdout}${r.stderr}`);
+});
+
+after(async () => {
+  await killAll();
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+// Starts the Go target with extra flags; waits until it listens.
+async function startTarget(name, flags = [], scheme = 'http', curlArgs = []) {
+  const port = await freePort();
+  const p = new Proc(name, targetBin, [`-listen=127.0.0.1:${port}`, ...flags]);
+  p.port = port;
+  p.addr = `127.0.0.1:${port}`;
+  await waitFor(`${name} to listen`, async () => {
+    if (p.exited) throw new Error(`${name} exited\n${p.tail()}`);
+    const r = await run('curl', ['-s', '-o', '/dev/null', '-w', '%{http_code}', '-k', ...curlArgs,
+      `${scheme}://${p.addr}/metrics`], {}, 5000);
+    return r.stdout !== '000' && r.stdout !== '';
+  }, 30000, 200);
+  return p;
+}
+
+function write(name, text) {
+  const f = path.join(dir, name);
+  fs.writeFileSync(f, text);
+  return f;
+}
+
+// "a=1,b=2" sorted text of a label object, without the names in skip.
+function labelKey(labels, skip = []) {
+  return Object.keys(labels).filter((k) => !skip.includes(k)).sort()
+    .map((k) => `${k}=${labels[k]}`).join(',');
+}
+
+test('relabeling gives the same target labels as Prometheus 2.42', async () => {
+  const ts = [];
+  for (let i = 0; i < 4; i++) ts.push(await startTarget(`target${i}`));
+  const [a, b, c, d] = ts.map((t) => t.addr);
+  // Every action: replace, keep, drop, keepequal, dropequal, hashmod,
+  // labelmap, labeldrop, labelkeep, lowercase, uppercase.
+  const cfg = write('relabel.yml', `global:
+  scrape_interval: 15s
+  evaluation_interval: 15s
+scrape_configs:
+  - job_name: cmp
+    scrape_interval: 5s
+    params:
+      debug: ['0']
+    static_configs:
+      - targets: ['${a}', '${b}', '${c}']
+        labels: {env: Prod, team: Core, __meta_custom_zone: eu-1, k1: x, k2: x, d1: p, d2: q}
+      - targets: ['${d}']
+        labels: {env: Dev, team: Edge, __meta_custom_zone: us-2, k1: x, k2: x, d1: same, d2: same}
+      - targets: ['${d}']
+        labels: {env: Test, team: Edge, k1: x, k2: y, d1: p, d2: q}
+    relabel_configs:
+      - source_labels: [__address__]
+        regex: '127\\.0\\.0\\.1:(\\d+)'
+        target_label: port
+        replacement: 'p$1'
+      - source_labels: [__address__]
+        target_label: shard
+        modulus: 1000
+        action: hashmod
+      - source_labels: [__address__, env]
+        separator: '@'
+        target_label: host_env
+      - source_labels: [env]
+        regex: 'Prod|Dev|Test'
+        action: keep
+      - source_labels: [__address__]
+        regex: '.*:${c.split(':')[1]}'
+        action: drop
+      - source_labels: [k1]
+        target_label: k2
+        action: keepequal
+      - source_labels: [d1]
+        target_label: d2
+        action: dropequal
+      - regex: '__meta_custom_(.+)'
+        replacement: 'zone_$1'
+        action: labelmap
+      - source_labels: [env]
+        target_label: env_lower
+        action: lowercase
+      - source_labels: [team]
+        target_label: team_upper
+        action: uppercase
+      - source_labels: [__param_debug]
+        target_label: debug
+      - regex: 'k[12]|d[12]'
+        action: labeldrop
+      - regex: '__.*|job|instance|env.*|team.*|zone_.*|port|shard|host_env|debug'
+        action: labelkeep
+`);
+  // profd reads it unchanged
+  const chk = await run(profdBin(), ['check', 'config', cfg]);
+  assert.equal(chk.code, 0, chk.stderr + chk.stdout);
+  assert.match(chk.stdout, /dialect prometheus/);
+  assert.match(chk.stdout, /evaluation_interval" ignored/);
+
+  const promPort = await freePort();
+  const prom = new Proc('prometheus', 'prometheus', [`--config.file=${cfg}`,
+    `--web.listen-address=127.0.0.1:${promPort}`, `--storage.tsdb.path=${path.join(dir, 'prom')}`]);
+  const profd = await startProfd({ storage: path.join(dir, 'data-relabel'), config: cfg });
+  const promTargets = await waitFor('Prometheus to list its targets', async () => {
+    if (prom.exited) throw new Error(`prometheus exited\n${prom.tail()}`);
+    const r = await http(`http://127.0.0.1:${promPort}/api/v1/targets`, { timeoutMs: 3000 }).catch(() => null);
+    const list = r && r.json && r.json.data && r.json.data.activeTargets;
+    return list && list.length ? list : null;
+  }, 60000, 500);
+  const ours = await apiData(profd.base, '/api/v1/targets');
+  const want = [...new Set(promTargets.map((t) => labelKey(t.labels)))].sort();
+  const got = [...new Set(ours.activeTargets.map((t) => labelKey(t.labels, ['__name__'])))].sort();
+  // a and b survive (c dropped by drop, d/Dev by dropequal, d/Test by keepequal)
+  assert.equal(want.length, 2, `Prometheus kept ${want.length} targets:\n${want.join('\n')}`);
+  assert.deepEqual(got, want);
+  // each kept target once per profile type (7 defaults)
+  assert.equal(ours.activeTargets.length, 2 * 7);
+  for (const t of ours.activeTargets) {
+    assert.match(t.scrapeUrl, /[?&]debug=0(&|$)/);
+    assert.equal(t.discoveredLabels.__name__, t.labels.__name__);
+  }
+  await prom.stop();
+  await profd.stop();
+  for (const t of ts) await t.stop();
+});
+
+test('scrapes through TLS, basic auth and a bearer token; wrong credentials show 401', async () => {
+  // a CA and a server certificate for 127.0.0.1, made here
+  const ca = path.join(dir, 'ca'), srv = path.join(dir, 'srv');
+  const ssl = async (args) => {
+    const r = await run('openssl', args, { cwd: dir });
+    assert.equal(r.code, 0, `openssl ${args.join(' ')}\n${r.stderr}`);
+  };
+  await ssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=profd test CA',
+    '-keyout', `${ca}.key`, '-out', `${ca}.pem`]);
+  await ssl(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', `${srv}.key`,
+    '-out', `${srv}.csr`]);
+  write('san.ext', 'subjectAltName=IP:127.0.0.1\n');
+  await ssl(['x509', '-req', '-in', `${srv}.csr`, '-CA', `${ca}.pem`, '-CAkey', `${ca}.key`,
+    '-CAcreateserial', '-days', '2', '-extfile', path.join(dir, 'san.ext'), '-out', `${srv}.pem`]);
+
+  const tls = await startTarget('tls', [`-tls.cert=${srv}.pem`, `-tls.key=${srv}.key`], 'https');
+  const basic = await startTarget('basic', ['-basic=alice:wonder land']);
+  const bearer = await startTarget('bearer', ['-bearer=t0ken']);
+  write('pw', 'wonder land\n');
+  write('token', 't0ken\n');
+  const pprof = `    profiling_config:
+      pprof_config:
+        allocs: {enabled: false}
+        block: {enabled: false}
+        goroutine: {enabled: false}
+        mutex: {enabled: false}
+        threadcreate: {enabled: false}
+        cpu: {enabled: false}
+`;
+  const cfg = write('auth.yml', `global:
+  scrape_interval: 2s
+scrape_configs:
+  - job_name: tls
+    scheme: https
+    tls_config: {ca_file: ca.pem, min_version: TLS12}
+    static_configs: [{targets: ['${tls.addr}']}]
+${pprof}  - job_name: tls_unverified
+    scheme: https
+    static_configs: [{targets: ['${tls.addr}']}]
+${pprof}  - job_name: basic
+    basic_auth: {username: alice, password_file: pw}
+    static_configs: [{targets: ['${basic.addr}']}]
+${pprof}  - job_name: basic_wrong
+    basic_auth: {username: alice, password: nope}
+    static_configs: [{targets: ['${basic.addr}']}]
+${pprof}  - job_name: bearer
+    bearer_token_file: token
+    static_configs: [{targets: ['${bearer.addr}']}]
+${pprof}  - job_name: bearer_wrong
+    authorization: {credentials: wrong}
+    static_configs: [{targets: ['${bearer.addr}']}]
+${pprof}`);
+  const profd = await startProfd({ storage: path.join(dir, 'data-auth'), config: cfg });
+  const health = await waitFor('every target scraped', async () => {
+    const d = await apiData(profd.base, '/api/v1/targets');
+    const by = Object.fromEntries(d.activeTargets.map((t) => [t.scrapePool, t]));
+    return Object.keys(by).length === 6 && Object.values(by).every((t) => t.health !== 'unknown') ? by : null;
+  }, 60000, 500);
+  for (const job of ['tls', 'basic', 'bearer']) {
+    assert.equal(health[job].health, 'up', `${job}: ${health[job].lastError}`);
+  }
+  assert.equal(health.basic_wrong.health, 'down');
+  assert.equal(health.basic_wrong.lastError, 'HTTP 401');
+  assert.equal(health.bearer_wrong.lastError, 'HTTP 401');
+  assert.equal(health.tls_unverified.health, 'down');
+  assert.match(health.tls_unverified.lastError, /certificate/i);
+  // the profiles are stored
+  for (const job of ['tls', 'basic', 'bearer']) {
+    const s = await apiData(profd.base, `/api/v1/series?match[]=${encodeURIComponent(`heap{job="${job}"}`)}`);
+    assert.equal(s.length, 1, `${job}: ${JSON.stringify(s)}`);
+  }
+  await profd.stop();
+  for (const t of [tls, basic, bearer]) await t.stop();
+});
+
+test('delta: true asks ?seconds=<interval> as Parca and stores the profile', async () => {
+  const t = await startTarget('delta');
+  // Parca's structure: object_storage, memory/process_cpu names, timeout > interval
+  const cfg = write('parca.yml', `object_storage:
+  bucket:
+    type: "FILESYSTEM"
+    config:
+      directory: "./data"
+scrape_configs:
+  - job_name: "default"
+    scrape_interval: "2s"
+    static_configs:
+      - targets: [ '${t.addr}' ]
+    profiling_config:
+      pprof_config:
+        block: {enabled: false}
+        goroutine: {enabled: false}
+        mutex: {enabled: false}
+`);
+  const chk = await run(profdBin(), ['check', 'config', cfg]);
+  assert.equal(chk.code, 0, chk.stderr);
+  assert.match(chk.stdout, /dialect parca/);
+  assert.match(chk.stdout, /profile process_cpu: \/debug\/pprof\/profile\?seconds=2, timeout 5s, delta/);
+  assert.match(chk.stdout, /WARNING: .*"object_storage" ignored/);
+  const profd = await startProfd({ storage: path.join(dir, 'data-delta'), config: cfg });
+  const cpu = await waitFor('two process_cpu profiles', async () => {
+    const d = await apiData(profd.base, '/api/v1/targets');
+    const c = d.activeTargets.find((x) => x.profileType === 'process_cpu');
+    if (!c || c.health !== 'up') return null;
+    const now = Date.now() / 1000;
+    const r = await apiData(profd.base, `/api/v1/query_range?query=process_cpu&from=${now - 600}&to=${now + 60}`);
+    return r.length && r[0].timestamps && r[0].timestamps.length >= 2 ? c : null;
+  }, 60000, 500);
+  assert.match(cpu.scrapeUrl, /\/debug\/pprof\/profile\?seconds=2$/);
+  assert.equal(cpu.labels.__name__, 'process_cpu');
+  await profd.stop();
+  await t.stop();
+});
+
+test('profd check config: Debian\'s prometheus.yml loads; a bad file exits 2 naming the line', async (t) => {
+  if (fs.existsSync('/etc/prometheus/prometheus.yml')) {
+    const r = await run(profdBin(), ['check', 'config', '/etc/prometheus/prometheus.yml']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /dialect prometheus/);
+    assert.match(r.stdout, /WARNING: .*"alerting" ignored: profd sends no alerts/);
+    assert.match(r.stdout, /WARNING: .*"evaluation_interval" ignored/);
+  }
+  const bad = write('bad.yml', 'scrape_configs:\n  - job_name: a\n    relabel_configs:\n      - action: hashmod\n        target_label: x\n');
+  const r = await run(profdBin(), ['check', 'config', bad]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /bad\.yml:4:9: relabel configuration for hashmod requires non-zero modulus/);
+});
