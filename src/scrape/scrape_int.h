@@ -42,7 +42,8 @@ typedef struct pd__scrape_spec {
  *     scheme's (80, 443) is added (Prometheus 2.42); __scheme__ must be
  *     http or https; interval and timeout are read from their labels.
  *  4. URL = __scheme__://__address__ + __profile_path__, ?seconds=S (S > 0),
- *     the job's params (those with a __param_ label take its one value).
+ *     the job's params in order (a __param_X label replaces X's first value,
+ *     as Prometheus), then __param_ labels of no job parameter.
  *  5. instance defaults to __address__; every "__" label but __name__ is
  *     removed; global.external_labels are added where absent.
  * Errors: PD_EINVAL with err naming the problem (the target is skipped),

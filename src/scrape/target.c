@@ -64,12 +64,13 @@ static int put_param(pd_buf *b, char *sep, const char *name, const char *value)
     return 0;
 }
 
-static bool param_overridden(const pd_labels *ls, const char *name)
+/* The value of label __param_<name>, or NULL. */
+static const char *param_label(const pd_labels *ls, const char *name)
 {
     char ln[PD_LABEL_MAX_NAME + 1];
     if (snprintf(ln, sizeof ln, "__param_%s", name) >= (int)sizeof ln)
-        return false;
-    return pd_labels_get(ls, ln) != NULL;
+        return NULL;
+    return pd_labels_get(ls, ln);
 }
 
 int pd__scrape_spec_build(const pd_config *cfg, const pd_scrape_job *job, const char *address,
@@ -169,17 +170,24 @@ int pd__scrape_spec_build(const pd_config *cfg, const pd_scrape_job *job, const 
         sep = '&';
     }
     for (size_t i = 0; i < job->n_query; i++) {
-        const char *n = job->query[i].name;
-        if ((ep->seconds > 0 && !strcmp(n, "seconds")) || param_overridden(ls, n))
+        const char *n = job->query[i].name, *v = job->query[i].value;
+        if (ep->seconds > 0 && !strcmp(n, "seconds"))
             continue;
-        if (put_param(&out->url, &sep, n, job->query[i].value))
+        bool first = true; /* a __param_ label replaces the first value (Prometheus) */
+        for (size_t k = 0; k < i && first; k++)
+            first = strcmp(job->query[k].name, n) != 0;
+        const char *lv = first ? param_label(ls, n) : NULL;
+        if (put_param(&out->url, &sep, n, lv ? lv : v))
             goto fail;
     }
-    for (size_t i = 0; i < ls->n; i++) {
+    for (size_t i = 0; i < ls->n; i++) { /* __param_ labels of no job parameter */
         const char *n = ls->v[i].name;
         if (strncmp(n, "__param_", 8) || !n[8] || (ep->seconds > 0 && !strcmp(n + 8, "seconds")))
             continue;
-        if (put_param(&out->url, &sep, n + 8, ls->v[i].value))
+        bool in_job = false;
+        for (size_t k = 0; k < job->n_query && !in_job; k++)
+            in_job = !strcmp(job->query[k].name, n + 8);
+        if (!in_job && put_param(&out->url, &sep, n + 8, ls->v[i].value))
             goto fail;
     }
     if (pd_buf_putc(&out->url, '\0'))
