@@ -92,6 +92,13 @@ static void job_release(pd_scrape_job *j)
     for (size_t i = 0; i < j->n_relabel; i++)
         pd_relabel_rule_release(&j->relabel[i]);
     free(j->relabel);
+    for (size_t i = 0; i < j->n_sd; i++) {
+        for (size_t k = 0; k < j->sd[i].n_files; k++)
+            free(j->sd[i].files[k]);
+        free(j->sd[i].files);
+        free(j->sd[i].url);
+    }
+    free(j->sd);
     memset(j, 0, sizeof *j);
 }
 
@@ -111,6 +118,8 @@ void pd_config_release(pd_config *c)
     for (size_t i = 0; i < c->n_warnings; i++)
         free(c->warnings[i]);
     free(c->warnings);
+    free(c->source);
+    free(c->source_name);
     pd_config_init(c);
 }
 
@@ -619,7 +628,8 @@ static const pd__cfg_ignored job_ignored[] = {
     {"proxy_from_environment", "not supported: give proxy_url"},
     {"proxy_connect_header", "not supported"},
     {"http_headers", "not supported"},
-    {"*_sd_configs", "service discovery is not implemented yet: no targets from it"},
+    {"*_sd_configs", "this service discovery is not implemented (file_sd_configs and "
+                     "http_sd_configs are): no targets from it"},
     {NULL, NULL},
 };
 
@@ -638,13 +648,16 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         K_HONOR_TS,
         K_BODY_LIMIT,
         K_RELABEL,
+        K_FILE_SD,
+        K_HTTP_SD,
         K_CLIENT, /* PD_CFG_CL_N keys from here */
         K_N = K_CLIENT + PD_CFG_CL_N
     };
     const char *keys[K_N + 1] = {"job_name",         "scrape_interval",  "scrape_timeout",
                                  "scheme",           "params",           "static_configs",
                                  "profiling_config", "metrics_path",     "honor_labels",
-                                 "honor_timestamps", "body_size_limit",  "relabel_configs"};
+                                 "honor_timestamps", "body_size_limit",  "relabel_configs",
+                                 "file_sd_configs",  "http_sd_configs"};
     for (int i = 0; i < PD_CFG_CL_N; i++)
         keys[K_CLIENT + i] = pd__cfg_client_keys[i];
     keys[K_N] = NULL;
@@ -729,6 +742,9 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
                                 s);
     }
     if (v[K_RELABEL] && (rc = pd__cfg_parse_relabel(c, v[K_RELABEL], j)))
+        return rc;
+    if ((v[K_FILE_SD] && (rc = pd__cfg_parse_sd(c, v[K_FILE_SD], PD_SD_FILE, j))) ||
+        (v[K_HTTP_SD] && (rc = pd__cfg_parse_sd(c, v[K_HTTP_SD], PD_SD_HTTP, j))))
         return rc;
     if ((rc = pd__cfg_parse_client(c, &v[K_CLIENT], n, &j->client)))
         return rc;
@@ -969,6 +985,19 @@ out:
         pd_err_set(err, rc, "%s: out of memory reading the configuration", c.name);
     if (rc)
         pd_config_release(out);
+    if (!rc && !(out->source = malloc(len + 1))) {
+        rc = PD_ENOMEM;
+    } else if (!rc) {
+        memcpy(out->source, text, len);
+        out->source[len] = '\0';
+        out->source_len = len;
+        if (!(out->source_name = strdup(c.name)))
+            rc = PD_ENOMEM;
+    }
+    if (rc == PD_ENOMEM) {
+        pd_err_set(err, rc, "%s: out of memory reading the configuration", c.name);
+        pd_config_release(out);
+    }
     if (!rc && c.dropped_warnings)
         pd__cfg_warn(&c, NULL, "%zu more warnings not shown", c.dropped_warnings);
     yaml_document_delete(&c.doc);

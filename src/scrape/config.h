@@ -159,6 +159,20 @@ typedef struct pd_static_config {
     pd_labels labels;
 } pd_static_config;
 
+/* One service discovery of a job: file_sd_configs or http_sd_configs
+ * (Prometheus' keys: files + refresh_interval default 5m; url +
+ * refresh_interval default 60s). The targets they find are scraped as
+ * static_configs targets are, with their group's labels and __meta_filepath
+ * or __meta_url (manager.h, sd.c). */
+typedef enum { PD_SD_FILE, PD_SD_HTTP } pd_sd_kind;
+typedef struct pd_sd_config {
+    pd_sd_kind kind;
+    char **files; /* PD_SD_FILE: glob patterns (absolute) ending in .json, .yml or .yaml */
+    size_t n_files;
+    char *url;    /* PD_SD_HTTP: http:// or https:// */
+    int64_t refresh_ms;
+} pd_sd_config;
+
 typedef struct pd_scrape_job {
     char *job_name;
     int64_t interval_ms, timeout_ms;
@@ -178,6 +192,8 @@ typedef struct pd_scrape_job {
     pd_scrape_client client;
     pd_relabel_rule *relabel; /* relabel_configs, compiled */
     size_t n_relabel;
+    pd_sd_config *sd; /* file_sd_configs then http_sd_configs, in file order */
+    size_t n_sd;
 } pd_scrape_job;
 
 typedef struct pd_config {
@@ -188,6 +204,9 @@ typedef struct pd_config {
     pd_labels external_labels; /* global.external_labels: added to every stored profile */
     char **warnings;           /* "FILE:LINE:COL: ... ignored: why" (top level, global, jobs) */
     size_t n_warnings;
+    char *source; /* the text parsed and its name: the manager parses its own copy */
+    size_t source_len;
+    char *source_name;
 } pd_config;
 
 /* Parses YAML text (name is used in messages, e.g. the file path).

@@ -324,3 +324,103 @@ int pd__cfg_parse_relabel(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *j
     }
     return 0;
 }
+
+/* ---- file_sd_configs, http_sd_configs ---- */
+
+/* Prometheus' file SD pattern rule: the last element may hold one '*'
+ * glob, and the name ends in .json, .yml or .yaml. */
+static bool sd_pattern_valid(const char *p)
+{
+    const char *base = strrchr(p, '/');
+    base = base ? base + 1 : p;
+    for (const char *q = p; q < base; q++)
+        if (*q == '*' || *q == '?' || *q == '[')
+            return false;
+    const char *star = strchr(base, '*');
+    if (star && strchr(star + 1, '*'))
+        return false;
+    if (strchr(base, '?') || strchr(base, '['))
+        return false;
+    static const char *const ext[] = {".json", ".yml", ".yaml", ".JSON", ".YML", ".YAML"};
+    size_t n = strlen(base);
+    for (int i = 0; i < 6; i++) {
+        size_t el = strlen(ext[i]);
+        if (n > el && !strcmp(base + n - el, ext[i]))
+            return true;
+    }
+    return false;
+}
+
+static int parse_one_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_sd_config *sd)
+{
+    static const char *const fkeys[] = {"files", "refresh_interval", NULL};
+    static const char *const hkeys[] = {"url", "refresh_interval", NULL};
+    yaml_node_t *v[2];
+    const char *what = kind == PD_SD_FILE ? "file_sd_configs entry" : "http_sd_configs entry";
+    int rc = pd__cfg_map_keys(c, n, what, kind == PD_SD_FILE ? fkeys : hkeys, v);
+    if (rc)
+        return rc;
+    sd->kind = kind;
+    sd->refresh_ms = kind == PD_SD_FILE ? 5 * 60 * 1000 : 60 * 1000;
+    if (v[1] && (rc = pd__cfg_want_duration(c, v[1], "refresh_interval", &sd->refresh_ms)))
+        return rc;
+    if (kind == PD_SD_HTTP) {
+        if (!v[0])
+            return pd__cfg_fail(c, n, PD_EINVAL, "http_sd_configs entry needs a url");
+        if ((rc = pd__cfg_want_dup(c, v[0], "url", &sd->url)))
+            return rc;
+        if (strncmp(sd->url, "http://", 7) && strncmp(sd->url, "https://", 8))
+            return pd__cfg_fail(c, v[0], PD_EINVAL, "URL scheme must be 'http' or 'https': \"%.128s\"",
+                                sd->url);
+        return 0;
+    }
+    bool empty = true;
+    if (v[0] && (rc = pd__cfg_want_seq(c, v[0], "files", &empty)))
+        return rc;
+    size_t cnt = empty ? 0 : (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
+    if (!cnt)
+        return pd__cfg_fail(c, v[0] ? v[0] : n, PD_EINVAL, "file service discovery config must contain at least one path name");
+    sd->files = calloc(cnt, sizeof *sd->files);
+    if (!sd->files)
+        return PD_ENOMEM;
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *f = pd__cfg_node(c, v[0]->data.sequence.items.start[i]);
+        if (!f)
+            return pd__cfg_fail(c, v[0], PD_EPARSE, "files: broken YAML node");
+        if ((rc = pd__cfg_want_path(c, f, "files item", &sd->files[i])))
+            return rc;
+        sd->n_files++;
+        if (!sd_pattern_valid(sd->files[i]))
+            return pd__cfg_fail(c, f, PD_EINVAL,
+                                "path name \"%.200s\" is not valid for file discovery (one '*' in "
+                                "the file name at most, ending in .json, .yml or .yaml)",
+                                sd->files[i]);
+    }
+    return 0;
+}
+
+int pd__cfg_parse_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_scrape_job *j)
+{
+    bool empty;
+    const char *what = kind == PD_SD_FILE ? "file_sd_configs" : "http_sd_configs";
+    int rc = pd__cfg_want_seq(c, n, what, &empty);
+    if (rc || empty)
+        return rc;
+    size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (cnt > 1000)
+        return pd__cfg_fail(c, n, PD_ETOOBIG, "%s: %zu entries, over the limit of 1000", what, cnt);
+    pd_sd_config *v = realloc(j->sd, (j->n_sd + cnt) * sizeof *v);
+    if (!v)
+        return PD_ENOMEM;
+    j->sd = v;
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *e = pd__cfg_node(c, n->data.sequence.items.start[i]);
+        if (!e)
+            return pd__cfg_fail(c, n, PD_EPARSE, "%s: broken YAML node", what);
+        memset(&j->sd[j->n_sd], 0, sizeof *j->sd);
+        j->n_sd++;
+        if ((rc = parse_one_sd(c, e, kind, &j->sd[j->n_sd - 1])))
+            return rc;
+    }
+    return 0;
+}

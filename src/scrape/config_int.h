@@ -91,4 +91,7 @@ int pd__cfg_parse_client(pd__cfg_ctx *c, yaml_node_t *const *v, const yaml_node_
 /* config_client.c: relabel_configs (a list) into job->relabel. */
 int pd__cfg_parse_relabel(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *job);
 
+/* config_client.c: file_sd_configs / http_sd_configs (a list) appended to job->sd. */
+int pd__cfg_parse_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_scrape_job *job);
+
 #endif

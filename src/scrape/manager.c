@@ -118,6 +118,7 @@ struct pd_scrape_manager {
     bool stop;       /* under mu */
     bool running;
     pthread_t thread;
+    pd__sd *sd; /* service discovery; its lock serialises apply and rebuilds */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -436,6 +437,8 @@ static void forget_series(const target *o, target *const *nv, const pd_u64map *b
 
 /* ---- public ---- */
 
+static int rebuild_cb(void *arg, pd_err *err);
+
 int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_manager **out,
                           pd_err *err)
 {
@@ -457,82 +460,96 @@ int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_
         return pd_err_set(err, PD_ENOMEM, "out of memory creating the curl multi handle");
     }
     pthread_mutex_init(&m->mu, NULL);
+    if (pd__sd_new(rebuild_cb, m, &m->sd)) {
+        curl_multi_cleanup(m->multi);
+        pthread_mutex_destroy(&m->mu);
+        free(m);
+        return pd_err_set(err, PD_ENOMEM, "out of memory creating the scrape manager");
+    }
     describe_metrics();
     *out = m;
     return 0;
 }
 
-int pd_scrape_manager_apply(pd_scrape_manager *m, const pd_config *cfg, pd_err *err)
+/* The new target vector being built by apply_targets. */
+typedef struct tvec {
+    target **v;
+    size_t n, cap;
+    pd_u64map seen;
+} tvec;
+
+/* Adds the targets of one group (static or discovered) of job. 0, PD_ENOMEM. */
+static int add_group(pd_scrape_manager *m, const pd_config *cfg, const pd_scrape_job *job,
+                     const pd_static_config *sc, tvec *tv, pd_err *err)
 {
+    for (size_t k = 0; k < sc->n_targets; k++) {
+        for (size_t e = 0; e < job->n_endpoints; e++) {
+            if (!job->endpoints[e].enabled)
+                continue;
+            int trc;
+            target *t =
+                target_new(m, cfg, job, sc->targets[k], &sc->labels, &job->endpoints[e], &trc, err);
+            if (!t && trc == PD_EINVAL) {
+                pd_log_warn("scrape target skipped",
+                            "job=\"%s\" target=\"%s\" profile_type=%s err=\"%s\"",
+                            job->job_name, sc->targets[k], job->endpoints[e].name,
+                            err ? err->msg : "");
+                continue;
+            }
+            if (!t && trc)
+                return trc;
+            if (!t)
+                continue; /* dropped by relabeling */
+            /* the same target twice (same key): keep the first, as Prometheus */
+            uint64_t idx;
+            if (pd_u64map_get(&tv->seen, t->key_hash, &idx) && !strcmp(tv->v[idx]->key, t->key)) {
+                target_free(t);
+                continue;
+            }
+            if (tv->n == tv->cap) {
+                size_t nc = tv->cap ? tv->cap * 2 : 16;
+                target **v = realloc(tv->v, nc * sizeof *v);
+                if (!v) {
+                    target_free(t);
+                    return PD_ENOMEM;
+                }
+                tv->v = v;
+                tv->cap = nc;
+            }
+            tv->v[tv->n++] = t;
+            if (pd_u64map_put(&tv->seen, t->key_hash, tv->n - 1))
+                return PD_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* Replaces the targets by those of cfg's static configs and of the groups
+ * discovered for it (m->sd, whose lock the caller holds). */
+static int apply_targets(pd_scrape_manager *m, const pd_config *cfg, pd_err *err)
+{
+    tvec tv = {0};
     target **nv = NULL;
-    size_t nn = 0, cap = 0;
-    pd_u64map seen, old, by_target, by_job;
+    size_t nn = 0;
+    pd_u64map old, by_target, by_job;
     int rc = 0;
-    pd_u64map_init(&seen);
+    pd_u64map_init(&tv.seen);
     pd_u64map_init(&old);
     pd_u64map_init(&by_target);
     pd_u64map_init(&by_job);
 
-    for (size_t i = 0; i < cfg->n_warnings; i++) {
-        char q[600];
-        size_t o = 0;
-        for (const char *p = cfg->warnings[i]; *p && o + 2 < sizeof q; p++)
-            q[o++] = *p == '"' ? '\'' : *p;
-        q[o] = 0;
-        pd_log_warn("configuration", "warning=\"%s\"", q);
-    }
-    for (size_t j = 0; j < cfg->n_jobs; j++) {
+    for (size_t j = 0; j < cfg->n_jobs && !rc; j++) {
         const pd_scrape_job *job = &cfg->jobs[j];
-        for (size_t s = 0; s < job->n_static_configs; s++) {
-            const pd_static_config *sc = &job->static_configs[s];
-            for (size_t k = 0; k < sc->n_targets; k++) {
-                for (size_t e = 0; e < job->n_endpoints; e++) {
-                    if (!job->endpoints[e].enabled)
-                        continue;
-                    int trc;
-                    target *t = target_new(m, cfg, job, sc->targets[k], &sc->labels,
-                                           &job->endpoints[e], &trc, err);
-                    if (!t && trc == PD_EINVAL) {
-                        pd_log_warn("scrape target skipped",
-                                    "job=\"%s\" target=\"%s\" profile_type=%s err=\"%s\"",
-                                    job->job_name, sc->targets[k], job->endpoints[e].name,
-                                    err ? err->msg : "");
-                        continue;
-                    }
-                    if (!t && trc) {
-                        rc = trc;
-                        goto fail;
-                    }
-                    if (!t)
-                        continue; /* dropped by relabeling */
-                    /* the same target twice (same key): keep the first */
-                    uint64_t idx;
-                    if (pd_u64map_get(&seen, t->key_hash, &idx) && !strcmp(nv[idx]->key, t->key)) {
-                        target_free(t);
-                        continue;
-                    }
-                    if (nn == cap) {
-                        size_t nc = cap ? cap * 2 : 16;
-                        target **v = realloc(nv, nc * sizeof *v);
-                        if (!v) {
-                            target_free(t);
-                            rc = PD_ENOMEM;
-                            goto fail;
-                        }
-                        nv = v;
-                        cap = nc;
-                    }
-                    nv[nn] = t;
-                    if (pd_u64map_put(&seen, t->key_hash, nn)) {
-                        nn++;
-                        rc = PD_ENOMEM;
-                        goto fail;
-                    }
-                    nn++;
-                }
-            }
-        }
+        for (size_t s = 0; s < job->n_static_configs && !rc; s++)
+            rc = add_group(m, cfg, job, &job->static_configs[s], &tv, err);
+        size_t ng = pd__sd_config(m->sd) == cfg ? pd__sd_group_count(m->sd, j) : 0;
+        for (size_t g = 0; g < ng && !rc; g++)
+            rc = add_group(m, cfg, job, pd__sd_group(m->sd, j, g), &tv, err);
     }
+    nv = tv.v;
+    nn = tv.n;
+    if (rc)
+        goto fail;
 
     for (size_t i = 0; i < nn; i++) {
         if (pd_u64map_put(&by_target, str_key(nv[i]->target_labels), i) ||
@@ -601,10 +618,36 @@ fail:
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "out of memory applying the scrape configuration");
 out:
-    pd_u64map_release(&seen);
+    pd_u64map_release(&tv.seen);
     pd_u64map_release(&old);
     pd_u64map_release(&by_target);
     pd_u64map_release(&by_job);
+    return rc;
+}
+
+static int rebuild_cb(void *arg, pd_err *err)
+{
+    pd_scrape_manager *m = arg;
+    const pd_config *own = pd__sd_config(m->sd);
+    return own ? apply_targets(m, own, err) : 0;
+}
+
+int pd_scrape_manager_apply(pd_scrape_manager *m, const pd_config *cfg, pd_err *err)
+{
+    for (size_t i = 0; i < cfg->n_warnings; i++) {
+        char q[600];
+        size_t o = 0;
+        for (const char *p = cfg->warnings[i]; *p && o + 2 < sizeof q; p++)
+            q[o++] = *p == '"' ? '\'' : *p;
+        q[o] = 0;
+        pd_log_warn("configuration", "warning=\"%s\"", q);
+    }
+    const pd_config *use;
+    pd__sd_lock(m->sd);
+    int rc = pd__sd_set(m->sd, cfg, &use, err);
+    if (!rc)
+        rc = apply_targets(m, use, err);
+    pd__sd_unlock(m->sd);
     return rc;
 }
 
@@ -917,13 +960,15 @@ int pd_scrape_manager_start(pd_scrape_manager *m, pd_err *err)
     if (rc)
         return pd_err_set(err, -rc, "cannot start the scrape thread: %s", strerror(rc));
     m->running = true;
-    return 0;
+    return pd__sd_start(m->sd, err);
 }
 
 void pd_scrape_manager_free(pd_scrape_manager *m)
 {
     if (!m)
         return;
+    pd__sd_free(m->sd); /* no rebuild after this */
+    m->sd = NULL;
     if (m->running) {
         pthread_mutex_lock(&m->mu);
         m->stop = true;

@@ -56,6 +56,34 @@ void pd__scrape_spec_release(pd__scrape_spec *s);
 /* Appends s percent-encoded (RFC 3986 unreserved characters kept). */
 int pd__scrape_put_escaped(pd_buf *b, const char *s);
 
+/* ---- service discovery (sd.c) ---- */
+typedef struct pd__sd pd__sd;
+/* A discovery with no configuration. rebuild(arg, err) is called on its
+ * thread, with the sd lock held, when discovered targets changed. PD_ENOMEM. */
+int pd__sd_new(int (*rebuild)(void *arg, pd_err *err), void *arg, pd__sd **out);
+/* The lock serialising set() and rebuilds: the manager holds it around apply. */
+void pd__sd_lock(pd__sd *sd);
+void pd__sd_unlock(pd__sd *sd);
+/* Under the lock: takes cfg's file_sd/http_sd configs (parsing its own copy
+ * of cfg->source; *use is that copy, or cfg when it has no source) and reads
+ * the file SDs once. Errors as pd_config_parse, PD_ENOMEM; the previous
+ * state stays on error. */
+int pd__sd_set(pd__sd *sd, const pd_config *cfg, const pd_config **use /* OUT */, pd_err *err);
+/* Under the lock: the groups discovered for job index job of *use. */
+size_t pd__sd_group_count(const pd__sd *sd, size_t job);
+const pd_static_config *pd__sd_group(const pd__sd *sd, size_t job, size_t idx);
+/* The own configuration copy (NULL before a set with a source). Under the lock. */
+const pd_config *pd__sd_config(const pd__sd *sd);
+int pd__sd_start(pd__sd *sd, pd_err *err);
+void pd__sd_stop(pd__sd *sd);
+void pd__sd_free(pd__sd *sd);
+/* Parses a file_sd file or http_sd body (JSON or YAML: a list of
+ * {targets: [...], labels: {...}}); each group gets meta_name=meta_value.
+ * Errors name "NAME:LINE:COL". PD_EPARSE, PD_EINVAL, PD_ETOOBIG, PD_ENOMEM. */
+int pd__sd_parse_groups(const char *text, size_t len, const char *name, const char *meta_name,
+                        const char *meta_value, pd_static_config **out, size_t *n_out,
+                        pd_err *err);
+
 /* Test hook, NULL outside tests: called on the loop thread by every finished
  * scrape after its body was decoded and stored and before its health and
  * metrics are recorded, with the target's URL — the window in which a reload

@@ -383,6 +383,8 @@ static void test_prometheus_example(void **state)
                     "    metric_relabel_configs: []\n"
                     "    file_sd_configs:\n"
                     "      - files: ['targets/*.json']\n"
+                    "    kubernetes_sd_configs:\n"
+                    "      - role: pod\n"
                     "remote_write:\n"
                     "  - url: http://localhost:9201/write\n";
     pd_config c;
@@ -400,16 +402,20 @@ static void test_prometheus_example(void **state)
     assert_non_null(ep(j, "cpu"));
     assert_int_equal(ep(j, "cpu")->seconds, 4);
     assert_int_equal(job(&c, "node")->interval_ms, 15000);
+    assert_int_equal(job(&c, "node")->n_sd, 1);
+    assert_int_equal(job(&c, "node")->sd[0].kind, PD_SD_FILE);
+    assert_string_equal(job(&c, "node")->sd[0].files[0], "targets/*.json");
+    assert_int_equal(job(&c, "node")->sd[0].refresh_ms, 300000);
     static const char *const want[] = {
         "cfg.yaml:7:1: the top level: \"alerting\" ignored: profd sends no alerts",
         "cfg.yaml:11:1: the top level: \"rule_files\" ignored: profd evaluates no rules",
-        "cfg.yaml:27:1: the top level: \"remote_write\" ignored: profd writes no metrics remotely",
+        "cfg.yaml:29:1: the top level: \"remote_write\" ignored: profd writes no metrics remotely",
         "cfg.yaml:4:3: global: \"evaluation_interval\" ignored: profd evaluates no rules",
         "cfg.yaml:20:37: duplicate target \"localhost:9090\" in this static_configs entry dropped",
         "cfg.yaml:24:5: scrape_configs entry: \"metric_relabel_configs\" ignored: profiles have no "
         "metric series to relabel",
-        "cfg.yaml:25:5: scrape_configs entry: \"file_sd_configs\" ignored: service discovery is "
-        "not implemented yet: no targets from it",
+        "cfg.yaml:27:5: scrape_configs entry: \"kubernetes_sd_configs\" ignored: this service "
+        "discovery is not implemented (file_sd_configs and http_sd_configs are): no targets from it",
     };
     check_warnings(&c, want, sizeof want / sizeof *want);
     pd_config_release(&c);
@@ -617,6 +623,16 @@ static void test_client_options(void **state)
          "not a valid label name"},
         {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      -\n", 4,
          "empty or null relabeling rule"},
+        {"scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - files: ['a/*/b.json']\n",
+         4, "not valid for file discovery"},
+        {"scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - files: ['t.txt']\n",
+         4, "not valid for file discovery"},
+        {"scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - refresh_interval: 1m\n",
+         4, "at least one path name"},
+        {"scrape_configs:\n  - job_name: a\n    http_sd_configs:\n      - url: ftp://x/\n", 4,
+         "URL scheme must be"},
+        {"scrape_configs:\n  - job_name: a\n    http_sd_configs:\n      - refresh_interval: 1m\n",
+         4, "needs a url"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char want_pfx[32];
