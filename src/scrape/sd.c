@@ -322,8 +322,8 @@ static int refresh_files(sd_state *s)
         rc = PD_ENOMEM;
     size_t nn = 0;
     for (size_t i = 0; i < np && !rc; i++) {
-        if (i && !strcmp(paths[i], paths[i - 1]))
-            continue;
+        if (nn && !strcmp(paths[i], nf[nn - 1].path))
+            continue; /* matched by two patterns */
         sd_file *f = &nf[nn++];
         f->path = paths[i];
         paths[i] = NULL;

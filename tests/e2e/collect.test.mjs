@@ -16,6 +16,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import nodeHttp from 'node:http';
 import path from 'node:path';
 import {
   SRC, Proc, apiData, freePort, goEnv, http, killAll, profdBin, run, startProfd, tempDir, waitFor,
@@ -269,6 +270,115 @@ scrape_configs:
   assert.equal(cpu.labels.__name__, 'process_cpu');
   await profd.stop();
   await t.stop();
+});
+
+test('file_sd and http_sd: targets appear and go without a reload, with their /metrics series', async () => {
+  const t1 = await startTarget('sd1');
+  const t2 = await startTarget('sd2');
+  const t3 = await startTarget('sd3');
+  const sdDir = path.join(dir, 'sd');
+  fs.mkdirSync(sdDir);
+  // written as a temp file then renamed, as tools that manage these files do
+  const writeSd = (name, text) => {
+    fs.writeFileSync(path.join(sdDir, `.${name}.tmp`), text);
+    fs.renameSync(path.join(sdDir, `.${name}.tmp`), path.join(sdDir, name));
+  };
+  writeSd('a.json', JSON.stringify([{ targets: [t1.addr], labels: { env: 'json' } }]));
+  // a local HTTP SD server whose answer the test changes
+  let httpGroups = [{ targets: [t3.addr], labels: { env: 'http' } }];
+  let httpStatus = 200;
+  const srv = nodeHttp.createServer((req, res) => {
+    res.writeHead(httpStatus, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify(httpGroups));
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const sdUrl = `http://127.0.0.1:${srv.address().port}/targets`;
+  const cfg = write('sd.yml', `global:
+  scrape_interval: 2s
+scrape_configs:
+  - job_name: sd
+    file_sd_configs:
+      - files: ['sd/*.json', 'sd/*.yml']
+        refresh_interval: 1h
+    http_sd_configs:
+      - url: ${sdUrl}
+        refresh_interval: 1s
+    relabel_configs:
+      - source_labels: [__meta_filepath]
+        regex: '.*/([^/]+)'
+        target_label: sd_file
+      - source_labels: [__meta_url]
+        regex: '.+'
+        target_label: sd_http
+        replacement: 'yes'
+    profiling_config:
+      pprof_config:
+        allocs: {enabled: false}
+        block: {enabled: false}
+        goroutine: {enabled: false}
+        mutex: {enabled: false}
+        threadcreate: {enabled: false}
+        cpu: {enabled: false}
+`);
+  const profd = await startProfd({ storage: path.join(dir, 'data-sd'), config: cfg });
+  const targets = async () => (await apiData(profd.base, '/api/v1/targets')).activeTargets;
+  const instances = async () => (await targets()).map((t) => t.labels.instance).sort();
+  const upSeries = async () => {
+    const r = await http(profd.base + '/metrics');
+    return r.text.split('\n').filter((l) => l.startsWith('profd_target_up{'));
+  };
+  const want = (...ts) => ts.map((t) => t.addr).sort();
+  await waitFor('the file and HTTP targets', async () =>
+    JSON.stringify(await instances()) === JSON.stringify(want(t1, t3)), 30000, 250);
+  let ts = await targets();
+  const byInst = Object.fromEntries(ts.map((t) => [t.labels.instance, t]));
+  assert.equal(byInst[t1.addr].labels.env, 'json');
+  assert.equal(byInst[t1.addr].labels.sd_file, 'a.json');
+  assert.equal(byInst[t1.addr].discoveredLabels.__meta_filepath, path.join(sdDir, 'a.json'));
+  assert.equal(byInst[t3.addr].labels.sd_http, 'yes');
+  assert.equal(byInst[t3.addr].discoveredLabels.__meta_url, sdUrl);
+  await waitFor('both scraped and up in /metrics', async () => {
+    const s = await upSeries();
+    return s.filter((l) => l.endsWith(' 1')).length === 2;
+  }, 30000, 250);
+
+  // the file is rewritten (inotify; refresh_interval is 1h): t1 goes, t2 comes, in YAML too
+  writeSd('a.json', JSON.stringify([{ targets: [t2.addr], labels: { env: 'json2' } }]));
+  writeSd('b.yml', `- targets: ['${t1.addr}']\n  labels: {env: yaml}\n`);
+  await waitFor('the rewritten file\'s targets', async () =>
+    JSON.stringify(await instances()) === JSON.stringify(want(t1, t2, t3)), 30000, 250);
+  ts = await targets();
+  assert.equal(ts.find((t) => t.labels.instance === t1.addr).labels.env, 'yaml');
+  assert.equal(ts.find((t) => t.labels.instance === t2.addr).labels.env, 'json2');
+
+  // a malformed file keeps its previous targets and is counted
+  writeSd('b.yml', '- targets: [unclosed\n');
+  await waitFor('the failure counted', async () => {
+    const r = await http(profd.base + '/metrics');
+    return /profd_sd_refresh_failures_total\{mechanism="file"\} [1-9]/.test(r.text);
+  }, 30000, 250);
+  assert.deepEqual(await instances(), want(t1, t2, t3));
+
+  // the HTTP SD answers an error (targets kept), then an empty list (its target goes)
+  httpStatus = 500;
+  await waitFor('the HTTP failure counted', async () => {
+    const r = await http(profd.base + '/metrics');
+    return /profd_sd_refresh_failures_total\{mechanism="http"\} [1-9]/.test(r.text);
+  }, 30000, 250);
+  assert.deepEqual(await instances(), want(t1, t2, t3));
+  httpStatus = 200;
+  httpGroups = [];
+  fs.unlinkSync(path.join(sdDir, 'b.yml'));
+  await waitFor('t1 and t3 gone', async () =>
+    JSON.stringify(await instances()) === JSON.stringify(want(t2)), 30000, 250);
+  // their series left /metrics
+  await waitFor('only t2 in profd_target_up', async () => {
+    const s = await upSeries();
+    return s.length === 1 && s[0].includes(`instance="${t2.addr}"`) ? true : null;
+  }, 30000, 250);
+  await profd.stop();
+  srv.close();
+  for (const t of [t1, t2, t3]) await t.stop();
 });
 
 test('profd check config: Debian\'s prometheus.yml loads; a bad file exits 2 naming the line', async (t) => {
