@@ -628,8 +628,8 @@ static const pd__cfg_ignored job_ignored[] = {
     {"proxy_from_environment", "not supported: give proxy_url"},
     {"proxy_connect_header", "not supported"},
     {"http_headers", "not supported"},
-    {"*_sd_configs", "this service discovery is not implemented (file_sd_configs and "
-                     "http_sd_configs are): no targets from it"},
+    {"*_sd_configs", "this service discovery is not implemented (file_sd_configs, "
+                     "http_sd_configs and dns_sd_configs are): no targets from it"},
     {NULL, NULL},
 };
 
@@ -650,6 +650,7 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         K_RELABEL,
         K_FILE_SD,
         K_HTTP_SD,
+        K_DNS_SD,
         K_CLIENT, /* PD_CFG_CL_N keys from here */
         K_N = K_CLIENT + PD_CFG_CL_N
     };
@@ -657,7 +658,7 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
                                  "scheme",           "params",           "static_configs",
                                  "profiling_config", "metrics_path",     "honor_labels",
                                  "honor_timestamps", "body_size_limit",  "relabel_configs",
-                                 "file_sd_configs",  "http_sd_configs"};
+                                 "file_sd_configs",  "http_sd_configs",  "dns_sd_configs"};
     for (int i = 0; i < PD_CFG_CL_N; i++)
         keys[K_CLIENT + i] = pd__cfg_client_keys[i];
     keys[K_N] = NULL;
@@ -744,7 +745,8 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
     if (v[K_RELABEL] && (rc = pd__cfg_parse_relabel(c, v[K_RELABEL], j)))
         return rc;
     if ((v[K_FILE_SD] && (rc = pd__cfg_parse_sd(c, v[K_FILE_SD], PD_SD_FILE, j))) ||
-        (v[K_HTTP_SD] && (rc = pd__cfg_parse_sd(c, v[K_HTTP_SD], PD_SD_HTTP, j))))
+        (v[K_HTTP_SD] && (rc = pd__cfg_parse_sd(c, v[K_HTTP_SD], PD_SD_HTTP, j))) ||
+        (v[K_DNS_SD] && (rc = pd__cfg_parse_sd(c, v[K_DNS_SD], PD_SD_DNS, j))))
         return rc;
     if ((rc = pd__cfg_parse_client(c, &v[K_CLIENT], n, &j->client)))
         return rc;

@@ -162,15 +162,19 @@ typedef struct pd_static_config {
 /* One service discovery of a job: file_sd_configs or http_sd_configs
  * (Prometheus' keys: files + refresh_interval default 5m; url +
  * refresh_interval default 60s). The targets they find are scraped as
- * static_configs targets are, with their group's labels and __meta_filepath
- * or __meta_url (manager.h, sd.c). */
-typedef enum { PD_SD_FILE, PD_SD_HTTP } pd_sd_kind;
+ * static_configs targets are, with their group's labels and __meta_filepath,
+ * __meta_url or __meta_dns_* (manager.h, sd.c). dns_sd_configs: names, type
+ * (SRV, A, AAAA), port, refresh_interval (30s). */
+typedef enum { PD_SD_FILE, PD_SD_HTTP, PD_SD_DNS } pd_sd_kind;
 typedef struct pd_sd_config {
     pd_sd_kind kind;
-    char **files; /* PD_SD_FILE: glob patterns (absolute) ending in .json, .yml or .yaml */
+    char **files; /* PD_SD_FILE: glob patterns (absolute) ending in .json, .yml or .yaml;
+                     PD_SD_DNS: the names to query */
     size_t n_files;
     char *url;    /* PD_SD_HTTP: http:// or https:// */
-    int64_t refresh_ms;
+    int dns_type; /* PD_SD_DNS: ns_t_srv (default), ns_t_a, ns_t_aaaa */
+    int port;     /* PD_SD_DNS: for A/AAAA (required there), 0 for SRV */
+    int64_t refresh_ms; /* default 5m (file), 60s (http), 30s (dns) */
 } pd_sd_config;
 
 typedef struct pd_scrape_job {
@@ -192,7 +196,7 @@ typedef struct pd_scrape_job {
     pd_scrape_client client;
     pd_relabel_rule *relabel; /* relabel_configs, compiled */
     size_t n_relabel;
-    pd_sd_config *sd; /* file_sd_configs then http_sd_configs, in file order */
+    pd_sd_config *sd; /* file_sd_configs, http_sd_configs, dns_sd_configs */
     size_t n_sd;
 } pd_scrape_job;
 

@@ -3,6 +3,7 @@
  * HTTPClientConfig keys) and its relabel_configs, checked as Prometheus
  * checks them.
  */
+#include <arpa/nameser.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,8 +352,68 @@ static bool sd_pattern_valid(const char *p)
     return false;
 }
 
+static int parse_dns_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
+{
+    static const char *const keys[] = {"names", "type", "port", "refresh_interval", NULL};
+    yaml_node_t *v[4];
+    int rc = pd__cfg_map_keys(c, n, "dns_sd_configs entry", keys, v);
+    if (rc)
+        return rc;
+    sd->kind = PD_SD_DNS;
+    sd->refresh_ms = 30 * 1000;
+    sd->dns_type = ns_t_srv;
+    if (v[3] && (rc = pd__cfg_want_duration(c, v[3], "refresh_interval", &sd->refresh_ms)))
+        return rc;
+    if (v[1]) {
+        const char *t;
+        if ((rc = pd__cfg_want_str(c, v[1], "type", &t)))
+            return rc;
+        if (!strcmp(t, "SRV"))
+            sd->dns_type = ns_t_srv;
+        else if (!strcmp(t, "A"))
+            sd->dns_type = ns_t_a;
+        else if (!strcmp(t, "AAAA"))
+            sd->dns_type = ns_t_aaaa;
+        else
+            return pd__cfg_fail(c, v[1], PD_EINVAL,
+                                "invalid DNS-SD records type \"%.32s\": want SRV, A or AAAA "
+                                "(MX and NS are not supported)",
+                                t);
+    }
+    if (v[2]) {
+        int64_t p;
+        if ((rc = pd__cfg_want_int(c, v[2], "port", 0, 65535, &p)))
+            return rc;
+        sd->port = (int)p;
+    }
+    if (sd->dns_type != ns_t_srv && sd->port == 0)
+        return pd__cfg_fail(c, n, PD_EINVAL, "a port is required in DNS-SD configs for all record types except SRV");
+    bool empty = true;
+    if (v[0] && (rc = pd__cfg_want_seq(c, v[0], "names", &empty)))
+        return rc;
+    size_t cnt = empty ? 0 : (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
+    if (!cnt)
+        return pd__cfg_fail(c, v[0] ? v[0] : n, PD_EINVAL, "DNS-SD config must contain at least one SRV record name");
+    sd->files = calloc(cnt, sizeof *sd->files);
+    if (!sd->files)
+        return PD_ENOMEM;
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *f = pd__cfg_node(c, v[0]->data.sequence.items.start[i]);
+        if (!f)
+            return pd__cfg_fail(c, v[0], PD_EPARSE, "names: broken YAML node");
+        if ((rc = pd__cfg_want_dup(c, f, "names item", &sd->files[i])))
+            return rc;
+        sd->n_files++;
+        if (!sd->files[i][0] || strlen(sd->files[i]) > 253)
+            return pd__cfg_fail(c, f, PD_EINVAL, "invalid DNS name \"%.64s\"", sd->files[i]);
+    }
+    return 0;
+}
+
 static int parse_one_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_sd_config *sd)
 {
+    if (kind == PD_SD_DNS)
+        return parse_dns_sd(c, n, sd);
     static const char *const fkeys[] = {"files", "refresh_interval", NULL};
     static const char *const hkeys[] = {"url", "refresh_interval", NULL};
     yaml_node_t *v[2];
@@ -402,7 +463,9 @@ static int parse_one_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, p
 int pd__cfg_parse_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_scrape_job *j)
 {
     bool empty;
-    const char *what = kind == PD_SD_FILE ? "file_sd_configs" : "http_sd_configs";
+    const char *what = kind == PD_SD_FILE   ? "file_sd_configs"
+                       : kind == PD_SD_HTTP ? "http_sd_configs"
+                                            : "dns_sd_configs";
     int rc = pd__cfg_want_seq(c, n, what, &empty);
     if (rc || empty)
         return rc;

@@ -10,17 +10,23 @@
  *
  * Thread: wakes on inotify events in the directories of the file patterns
  * and at least every 500 ms; refreshes the file SDs on an event or when
- * their refresh_interval is due, the HTTP SDs when due (the GET runs without
- * the lock, its result is dropped if a reload came meanwhile); if a
+ * their refresh_interval is due, the HTTP and DNS SDs when due (the GET or
+ * the lookups run without the lock, their result is dropped if a reload
+ * came meanwhile); if a
  * discovery's groups changed (hash of their text), calls the manager's
  * rebuild under sd->mu. The manager takes sd->mu around apply too, so
  * rebuilds and reloads never interleave.
  */
+#include <arpa/inet.h>
+#include <arpa/nameser.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <resolv.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -424,6 +430,170 @@ out:
     return rc;
 }
 
+/* ---- DNS ---- */
+
+/* What a DNS refresh needs, copied under the lock. */
+typedef struct dns_req {
+    char **names;
+    size_t n;
+    int type, port;
+} dns_req;
+
+static void dns_req_free(dns_req *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        free(r->names[i]);
+    free(r->names);
+    memset(r, 0, sizeof *r);
+}
+
+static int dns_req_copy(dns_req *r, const pd_sd_config *c)
+{
+    memset(r, 0, sizeof *r);
+    r->type = c->dns_type;
+    r->port = c->port;
+    r->names = calloc(c->n_files ? c->n_files : 1, sizeof *r->names);
+    if (!r->names)
+        return PD_ENOMEM;
+    for (size_t i = 0; i < c->n_files; i++) {
+        if (!(r->names[i] = strdup(c->files[i]))) {
+            dns_req_free(r);
+            return PD_ENOMEM;
+        }
+        r->n++;
+    }
+    return 0;
+}
+
+/* One group per record: __address__ target, __meta_dns_name and, for SRV,
+ * __meta_dns_srv_record_target/_port (Prometheus' discovery/dns). */
+static int add_record(groups *g, const char *addr, const char *name, const char *srv_target,
+                      const char *srv_port)
+{
+    pd_static_config *v = realloc(g->v, (g->n + 1) * sizeof *v);
+    if (!v)
+        return PD_ENOMEM;
+    g->v = v;
+    pd_static_config *sc = &v[g->n++];
+    memset(sc, 0, sizeof *sc);
+    sc->targets = calloc(1, sizeof *sc->targets);
+    if (!sc->targets || !(sc->targets[0] = strdup(addr)))
+        return PD_ENOMEM;
+    sc->n_targets = 1;
+    if (pd_labels_set(&sc->labels, "__meta_dns_name", name, NULL) ||
+        (srv_target && pd_labels_set(&sc->labels, "__meta_dns_srv_record_target", srv_target, NULL)) ||
+        (srv_port && pd_labels_set(&sc->labels, "__meta_dns_srv_record_port", srv_port, NULL)))
+        return PD_ENOMEM;
+    return 0;
+}
+
+/* Resolves every name of r. The resolver is the system's (/etc/resolv.conf)
+ * unless PROFD_DNS_SERVER=IPv4:PORT names one (tests run dnsmasq on
+ * loopback). A name that does not exist gives no target (as Prometheus); a
+ * name whose lookup fails otherwise is flagged in failed[] (its previous
+ * targets are kept by the caller, as Prometheus keeps that name's group).
+ * Returns PD_ENOMEM or a resolver setup failure (everything kept). */
+static int fetch_dns(const dns_req *r, groups *out, bool *failed)
+{
+    struct __res_state rs;
+    memset(&rs, 0, sizeof rs);
+    char msg[300] = "";
+    int rc = 0;
+    if (res_ninit(&rs) != 0) {
+        snprintf(msg, sizeof msg, "cannot initialise the resolver");
+        rc = PD_EPARSE;
+        goto out;
+    }
+    const char *srv = getenv("PROFD_DNS_SERVER");
+    if (srv && *srv) {
+        char host[64];
+        const char *colon = strrchr(srv, ':');
+        struct in_addr a;
+        size_t hl = colon ? (size_t)(colon - srv) : strlen(srv);
+        if (hl >= sizeof host) {
+            snprintf(msg, sizeof msg, "PROFD_DNS_SERVER \"%.64s\": want IPv4:PORT", srv);
+            rc = PD_EINVAL;
+            goto out;
+        }
+        memcpy(host, srv, hl);
+        host[hl] = '\0';
+        int port = colon ? atoi(colon + 1) : 53;
+        if (inet_pton(AF_INET, host, &a) != 1 || port <= 0 || port > 65535) {
+            snprintf(msg, sizeof msg, "PROFD_DNS_SERVER \"%.64s\": want IPv4:PORT", srv);
+            rc = PD_EINVAL;
+            goto out;
+        }
+        rs.nscount = 1;
+        rs.nsaddr_list[0].sin_family = AF_INET;
+        rs.nsaddr_list[0].sin_addr = a;
+        rs.nsaddr_list[0].sin_port = htons((uint16_t)port);
+    }
+    rs.retrans = 2;
+    rs.retry = 2;
+    for (size_t i = 0; i < r->n && !rc; i++) {
+        unsigned char ans[65536];
+        int len = res_nquery(&rs, r->names[i], ns_c_in, r->type, ans, sizeof ans);
+        if (len < 0) {
+            if (rs.res_h_errno == HOST_NOT_FOUND || rs.res_h_errno == NO_DATA)
+                continue; /* no such name or no records: no targets */
+            failed[i] = true;
+            count_failure("dns");
+            pd_log_warn("dns_sd: lookup failed, keeping the name's previous targets",
+                        "name=\"%s\" err=\"%s\"", r->names[i], hstrerror(rs.res_h_errno));
+            continue;
+        }
+        ns_msg m;
+        if (ns_initparse(ans, len, &m) < 0) {
+            failed[i] = true;
+            count_failure("dns");
+            pd_log_warn("dns_sd: malformed answer, keeping the name's previous targets",
+                        "name=\"%s\"", r->names[i]);
+            continue;
+        }
+        for (int k = 0; k < ns_msg_count(m, ns_s_an) && !rc; k++) {
+            ns_rr rr;
+            if (ns_parserr(&m, ns_s_an, k, &rr) < 0 || (int)ns_rr_type(rr) != r->type)
+                continue;
+            const unsigned char *rd = ns_rr_rdata(rr);
+            char addr[NS_MAXDNAME + 16];
+            if (r->type == ns_t_srv) {
+                char target[NS_MAXDNAME];
+                if (ns_rr_rdlen(rr) < 7 ||
+                    dn_expand(ns_msg_base(m), ns_msg_end(m), rd + 6, target, sizeof target) < 0)
+                    continue;
+                unsigned port = (unsigned)rd[4] << 8 | rd[5];
+                char ps[8];
+                snprintf(ps, sizeof ps, "%u", port);
+                size_t tl = strlen(target);
+                while (tl > 0 && target[tl - 1] == '.')
+                    target[--tl] = '\0';
+                if (strchr(target, ':'))
+                    snprintf(addr, sizeof addr, "[%s]:%u", target, port);
+                else
+                    snprintf(addr, sizeof addr, "%s:%u", target, port);
+                rc = add_record(out, addr, r->names[i], target, ps);
+            } else {
+                char ip[INET6_ADDRSTRLEN];
+                if ((r->type == ns_t_a && ns_rr_rdlen(rr) != 4) ||
+                    (r->type == ns_t_aaaa && ns_rr_rdlen(rr) != 16) ||
+                    !inet_ntop(r->type == ns_t_a ? AF_INET : AF_INET6, rd, ip, sizeof ip))
+                    continue;
+                snprintf(addr, sizeof addr, r->type == ns_t_a ? "%s:%d" : "[%s]:%d", ip, r->port);
+                rc = add_record(out, addr, r->names[i], NULL, NULL);
+            }
+        }
+    }
+out:
+    res_nclose(&rs);
+    if (rc) {
+        groups_free(out);
+        count_failure("dns");
+        pd_log_warn("dns_sd: refresh failed, keeping the previous targets", "err=\"%s\"",
+                    msg[0] ? msg : "out of memory");
+    }
+    return rc;
+}
+
 /* ---- inotify ---- */
 
 static void watch_dirs(pd__sd *sd)
@@ -471,7 +641,7 @@ int pd__sd_new(int (*rebuild)(void *arg, pd_err *err), void *arg, pd__sd **out)
     sd->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pd_metrics_describe("profd_sd_refresh_failures_total", PD_METRIC_COUNTER,
                         "Service discovery refreshes that failed (unreadable or malformed file, "
-                        "HTTP error), by mechanism; the previous targets are kept.");
+                        "HTTP error, DNS failure), by mechanism; the previous targets are kept.");
     *out = sd;
     return 0;
 }
@@ -515,7 +685,7 @@ int pd__sd_set(pd__sd *sd, const pd_config *cfg, const pd_config **use, pd_err *
                 sd_state *s = &nv[nn++];
                 s->job = j;
                 s->cfg = &own->jobs[j].sd[k];
-                s->next_ms = now; /* HTTP: at once, in the thread */
+                s->next_ms = now; /* HTTP, DNS: at once, in the thread */
                 if (s->cfg->kind == PD_SD_FILE) {
                     if ((rc = refresh_files(s)))
                         goto fail;
@@ -602,25 +772,53 @@ static void *sd_loop(void *arg)
         /* HTTP SDs due: fetched without the lock */
         for (size_t i = 0; i < sd->n; i++) {
             sd_state *s = &sd->v[i];
-            if (s->cfg->kind != PD_SD_HTTP || now < s->next_ms)
+            if (s->cfg->kind == PD_SD_FILE || now < s->next_ms)
                 continue;
             s->next_ms = now + s->cfg->refresh_ms;
-            char *url = strdup(s->cfg->url);
+            char *url = NULL;
+            dns_req dr = {0};
             uint64_t gen = sd->gen;
-            if (!url)
+            if (s->cfg->kind == PD_SD_HTTP ? !(url = strdup(s->cfg->url))
+                                           : dns_req_copy(&dr, s->cfg) != 0)
                 continue;
             pthread_mutex_unlock(&sd->mu);
             groups g = {0};
-            int rc = fetch_http(url, &g);
+            bool *failed = dr.n ? calloc(dr.n, sizeof *failed) : NULL;
+            int rc = url ? fetch_http(url, &g)
+                     : failed ? fetch_dns(&dr, &g, failed)
+                              : PD_ENOMEM;
             free(url);
             pthread_mutex_lock(&sd->mu);
             if (sd->stop || gen != sd->gen) { /* a reload came: its state is new */
                 groups_free(&g);
+                free(failed);
+                dns_req_free(&dr);
                 break;
             }
+            for (size_t k = 0; !rc && failed && k < dr.n; k++) {
+                if (!failed[k])
+                    continue; /* move that name's previous groups over */
+                for (size_t o = 0; o < s->g.n && !rc; o++) {
+                    const char *nm = pd_labels_get(&s->g.v[o].labels, "__meta_dns_name");
+                    if (!nm || strcmp(nm, dr.names[k]) != 0 || !s->g.v[o].n_targets)
+                        continue;
+                    pd_static_config *nv = realloc(g.v, (g.n + 1) * sizeof *nv);
+                    if (!nv) {
+                        rc = PD_ENOMEM;
+                        break;
+                    }
+                    g.v = nv;
+                    g.v[g.n++] = s->g.v[o];
+                    memset(&s->g.v[o], 0, sizeof s->g.v[o]);
+                }
+            }
+            free(failed);
+            dns_req_free(&dr);
             if (!rc) {
                 groups_free(&s->g);
                 s->g = g;
+            } else {
+                groups_free(&g);
             }
         }
         for (size_t i = 0; i < sd->n; i++) {

@@ -9,6 +9,9 @@
 //    a bearer token (bearer_token_file); wrong credentials show HTTP 401 in
 //    /api/v1/targets;
 //  - delta: true asks ?seconds=<interval> (Parca) and stores the profile;
+//  - service discovery: file_sd (files rewritten while running), http_sd (a
+//    local HTTP server), dns_sd (Debian's dnsmasq serving SRV and A records
+//    on loopback); targets and their /metrics series come and go;
 //  - `profd check config` on Debian's /etc/prometheus/prometheus.yml and on
 //    a Parca-style file, and exit 2 naming the line on a bad one.
 //
@@ -379,6 +382,69 @@ scrape_configs:
   await profd.stop();
   srv.close();
   for (const t of [t1, t2, t3]) await t.stop();
+});
+
+test('dns_sd: SRV records served by dnsmasq on loopback; a record removed takes its target away', async () => {
+  const t1 = await startTarget('dns1');
+  const t2 = await startTarget('dns2');
+  const dnsPort = await freePort();
+  const dnsmasq = (records) => new Proc('dnsmasq', 'dnsmasq', ['--no-daemon', '--conf-file=/dev/null',
+    `--port=${dnsPort}`, '--listen-address=127.0.0.1', '--bind-interfaces', '--no-resolv', '--no-hosts',
+    '--local=/profd.test/', // answers NXDOMAIN for names it has no record of
+    `--pid-file=${path.join(dir, 'dnsmasq.pid')}`,
+    ...records.map((t) => `--srv-host=_pprof._tcp.profd.test,localhost,${t.port}`),
+    '--host-record=app.profd.test,127.0.0.1']);
+  let dns = dnsmasq([t1, t2]);
+  const cfg = write('dns.yml', `global:
+  scrape_interval: 2s
+scrape_configs:
+  - job_name: dns
+    dns_sd_configs:
+      - names: ['_pprof._tcp.profd.test']
+        refresh_interval: 1s
+      - names: ['app.profd.test', 'missing.profd.test']
+        type: A
+        port: ${t2.port}
+        refresh_interval: 1s
+    relabel_configs:
+      - source_labels: [__meta_dns_srv_record_port]
+        target_label: srv_port
+      - source_labels: [__meta_dns_name]
+        target_label: dns_name
+    profiling_config:
+      pprof_config:
+        allocs: {enabled: false}
+        block: {enabled: false}
+        goroutine: {enabled: false}
+        mutex: {enabled: false}
+        threadcreate: {enabled: false}
+        cpu: {enabled: false}
+`);
+  process.env.PROFD_DNS_SERVER = `127.0.0.1:${dnsPort}`; // inherited by the spawned profd
+  const profd = await startProfd({ storage: path.join(dir, 'data-dns'), config: cfg });
+  delete process.env.PROFD_DNS_SERVER;
+  const targets = async () => (await apiData(profd.base, '/api/v1/targets')).activeTargets;
+  const key = (ts) => ts.map((t) => `${t.labels.instance} ${t.labels.dns_name} ${t.labels.srv_port || ''}`).sort();
+  const want = [`127.0.0.1:${t2.port} app.profd.test `,
+    `localhost:${t1.port} _pprof._tcp.profd.test ${t1.port}`,
+    `localhost:${t2.port} _pprof._tcp.profd.test ${t2.port}`].sort();
+  await waitFor('the SRV and A targets', async () =>
+    JSON.stringify(key(await targets())) === JSON.stringify(want), 30000, 250);
+  await waitFor('the SRV targets scraped', async () => {
+    const ts = await targets();
+    return ts.length === 3 && ts.every((t) => t.health === 'up') ? true : null;
+  }, 30000, 250);
+  const srvT = (await targets()).find((t) => t.labels.srv_port === String(t1.port));
+  assert.equal(srvT.discoveredLabels.__meta_dns_srv_record_target, 'localhost');
+  // dnsmasq restarted without t1's record: its target goes
+  await dns.stop();
+  dns = dnsmasq([t2]);
+  await waitFor('t1 gone', async () =>
+    JSON.stringify(key(await targets())) === JSON.stringify(want.filter((w) => !w.includes(`:${t1.port} `))),
+  30000, 250);
+  await profd.stop();
+  await dns.stop();
+  for (const t of [t1, t2]) await t.stop();
 });
 
 test('profd check config: Debian\'s prometheus.yml loads; a bad file exits 2 naming the line', async (t) => {

@@ -406,6 +406,7 @@ static void test_prometheus_example(void **state)
     assert_int_equal(job(&c, "node")->sd[0].kind, PD_SD_FILE);
     assert_string_equal(job(&c, "node")->sd[0].files[0], "targets/*.json");
     assert_int_equal(job(&c, "node")->sd[0].refresh_ms, 300000);
+
     static const char *const want[] = {
         "cfg.yaml:7:1: the top level: \"alerting\" ignored: profd sends no alerts",
         "cfg.yaml:11:1: the top level: \"rule_files\" ignored: profd evaluates no rules",
@@ -415,9 +416,27 @@ static void test_prometheus_example(void **state)
         "cfg.yaml:24:5: scrape_configs entry: \"metric_relabel_configs\" ignored: profiles have no "
         "metric series to relabel",
         "cfg.yaml:27:5: scrape_configs entry: \"kubernetes_sd_configs\" ignored: this service "
-        "discovery is not implemented (file_sd_configs and http_sd_configs are): no targets from it",
+        "discovery is not implemented (file_sd_configs, http_sd_configs and dns_sd_configs are): no "
+        "targets from it",
     };
     check_warnings(&c, want, sizeof want / sizeof *want);
+    pd_config_release(&c);
+    assert_int_equal(parse("scrape_configs:\n  - job_name: d\n    dns_sd_configs:\n"
+                           "      - names: ['_x._tcp.example']\n      - names: [a.example]\n"
+                           "        type: A\n        port: 6060\n        refresh_interval: 5s\n"
+                           "    http_sd_configs: [{url: 'http://127.0.0.1:1/sd'}]\n",
+                           &c, &e),
+                     0);
+    j = &c.jobs[0];
+    assert_int_equal(j->n_sd, 3);
+    assert_int_equal(j->sd[0].kind, PD_SD_HTTP);
+    assert_int_equal(j->sd[0].refresh_ms, 60000);
+    assert_int_equal(j->sd[1].kind, PD_SD_DNS);
+    assert_int_equal(j->sd[1].refresh_ms, 30000);
+    assert_int_equal(j->sd[1].port, 0);
+    assert_int_equal(j->sd[2].port, 6060);
+    assert_int_equal(j->sd[2].refresh_ms, 5000);
+    assert_string_equal(j->sd[2].files[0], "a.example");
     pd_config_release(&c);
 }
 
@@ -633,6 +652,12 @@ static void test_client_options(void **state)
          "URL scheme must be"},
         {"scrape_configs:\n  - job_name: a\n    http_sd_configs:\n      - refresh_interval: 1m\n",
          4, "needs a url"},
+        {"scrape_configs:\n  - job_name: a\n    dns_sd_configs:\n      - names: [x]\n        type: A\n",
+         4, "a port is required"},
+        {"scrape_configs:\n  - job_name: a\n    dns_sd_configs:\n      - names: [x]\n        type: MX\n",
+         5, "invalid DNS-SD records type"},
+        {"scrape_configs:\n  - job_name: a\n    dns_sd_configs:\n      - type: SRV\n", 4,
+         "at least one SRV record name"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char want_pfx[32];
