@@ -83,6 +83,13 @@ struct target {
     char *key;
     uint64_t key_hash;
     char *job, *name, *url;
+    /* tls_config.server_name: the URL curl is given (host = server_name, so
+     * SNI and certificate checks use it), the real address to connect to
+     * (CURLOPT_CONNECT_TO "server_name:port:host:port") and the Host header
+     * of the real address; NULL without server_name */
+    char *sni_url;
+    struct curl_slist *connect_to;
+    char *host_header;
     pd_labels labels;    /* series labels: __name__, job, instance, static labels */
     pd_labels discovered; /* labels before relabeling (/api/v1/targets' discoveredLabels) */
     pd_scrape_client client; /* auth, TLS, proxy, redirects, HTTP/2 */
@@ -198,6 +205,9 @@ static void target_free(target *t)
     free(t->job);
     free(t->name);
     free(t->url);
+    free(t->sni_url);
+    free(t->host_header);
+    curl_slist_free_all(t->connect_to);
     free(t->metric_labels);
     free(t->target_labels);
     pd_labels_release(&t->labels);
@@ -270,6 +280,42 @@ out:
     return rc;
 }
 
+/* For tls_config.server_name: t->sni_url, t->connect_to, t->host_header
+ * from t->url (https://HOST:PORT/rest; spec_build always gives a port).
+ * 0 or PD_ENOMEM. */
+static int set_sni(target *t)
+{
+    const char *hs = t->url + 8, *rest = strchr(hs, '/');
+    if (!rest)
+        rest = hs + strlen(hs);
+    const char *colon = rest;
+    while (colon > hs && colon[-1] != ':' && colon[-1] != ']')
+        colon--;
+    if (colon == hs || colon[-1] != ':')
+        return 0; /* no port: cannot happen, leave the URL as is */
+    size_t hl = (size_t)(colon - 1 - hs);
+    const char *port = colon;
+    size_t pl = (size_t)(rest - port);
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    if (pd_buf_printf(&b, "https://%s:%.*s%s", t->client.server_name, (int)pl, port, rest))
+        goto oom;
+    t->sni_url = pd_buf_detach(&b, NULL);
+    if (pd_buf_printf(&b, "%s:%.*s:%.*s:%.*s", t->client.server_name, (int)pl, port, (int)hl, hs,
+                      (int)pl, port))
+        goto oom;
+    char *ct = pd_buf_detach(&b, NULL);
+    t->connect_to = ct ? curl_slist_append(NULL, ct) : NULL;
+    free(ct);
+    if (!t->connect_to || pd_buf_printf(&b, "Host: %.*s", (int)(rest - hs), hs))
+        goto oom;
+    t->host_header = pd_buf_detach(&b, NULL);
+    return t->sni_url && t->host_header ? 0 : PD_ENOMEM;
+oom:
+    pd_buf_release(&b);
+    return PD_ENOMEM;
+}
+
 /* A target for (job, address, group labels, endpoint), or NULL: with *rc 0
  * when relabeling dropped it, PD_EINVAL (err says why; the target is
  * skipped) or PD_ENOMEM. */
@@ -304,6 +350,8 @@ static target *target_new(pd_scrape_manager *m, const pd_config *cfg, const pd_s
     t->catch_up = ep->seconds > 0 && ep->seconds * 1000 + 1000 > t->interval_ms;
     if (!t->url || !(t->job = strdup(job->job_name)) || !(t->name = strdup(ep->name)) ||
         pd_scrape_client_copy(&t->client, &job->client))
+        goto fail;
+    if (t->client.server_name && !strncmp(t->url, "https://", 8) && set_sni(t))
         goto fail;
     if (pd_buf_puts(&b, "job=\"") || put_metric_value(&b, job->job_name) ||
         pd_buf_puts(&b, "\",profile_type=\"") || put_metric_value(&b, ep->name) ||
@@ -729,6 +777,15 @@ static bool set_client(target *t, CURL *e, char *msg, size_t msg_cap)
         t->hdrs = l;
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, l);
     }
+    if (t->host_header) {
+        struct curl_slist *l = curl_slist_append(t->hdrs, t->host_header);
+        if (!l) {
+            snprintf(msg, msg_cap, "out of memory setting the Host header");
+            return false;
+        }
+        t->hdrs = l;
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, l);
+    }
     if (c->ca_file)
         curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
     if (c->cert_file) {
@@ -766,7 +823,9 @@ static void start_scrape(pd_scrape_manager *m, target *t)
     t->start_ns = pd_mono_ns();
     if (!e)
         goto fail;
-    curl_easy_setopt(e, CURLOPT_URL, t->url);
+    curl_easy_setopt(e, CURLOPT_URL, t->sni_url ? t->sni_url : t->url);
+    if (t->connect_to)
+        curl_easy_setopt(e, CURLOPT_CONNECT_TO, t->connect_to);
     curl_easy_setopt(e, CURLOPT_PRIVATE, t);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);

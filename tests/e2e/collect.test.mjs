@@ -176,7 +176,16 @@ test('scrapes through TLS, basic auth and a bearer token; wrong credentials show
   await ssl(['x509', '-req', '-in', `${srv}.csr`, '-CA', `${ca}.pem`, '-CAkey', `${ca}.key`,
     '-CAcreateserial', '-days', '2', '-extfile', path.join(dir, 'san.ext'), '-out', `${srv}.pem`]);
 
+  // a second server certificate naming only DNS:target.profd.test: reached with server_name
+  const srv2 = path.join(dir, 'srv2');
+  await ssl(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=target.profd.test', '-keyout', `${srv2}.key`,
+    '-out', `${srv2}.csr`]);
+  write('san2.ext', 'subjectAltName=DNS:target.profd.test\n');
+  await ssl(['x509', '-req', '-in', `${srv2}.csr`, '-CA', `${ca}.pem`, '-CAkey', `${ca}.key`,
+    '-CAcreateserial', '-days', '2', '-extfile', path.join(dir, 'san2.ext'), '-out', `${srv2}.pem`]);
+
   const tls = await startTarget('tls', [`-tls.cert=${srv}.pem`, `-tls.key=${srv}.key`], 'https');
+  const tls2 = await startTarget('tls2', [`-tls.cert=${srv2}.pem`, `-tls.key=${srv2}.key`], 'https');
   const basic = await startTarget('basic', ['-basic=alice:wonder land']);
   const bearer = await startTarget('bearer', ['-bearer=t0ken']);
   write('pw', 'wonder land\n');
@@ -197,6 +206,14 @@ scrape_configs:
     scheme: https
     tls_config: {ca_file: ca.pem, min_version: TLS12}
     static_configs: [{targets: ['${tls.addr}']}]
+${pprof}  - job_name: tls_server_name
+    scheme: https
+    tls_config: {ca_file: ca.pem, server_name: target.profd.test}
+    static_configs: [{targets: ['${tls2.addr}']}]
+${pprof}  - job_name: tls_wrong_name
+    scheme: https
+    tls_config: {ca_file: ca.pem}
+    static_configs: [{targets: ['${tls2.addr}']}]
 ${pprof}  - job_name: tls_unverified
     scheme: https
     static_configs: [{targets: ['${tls.addr}']}]
@@ -217,11 +234,15 @@ ${pprof}`);
   const health = await waitFor('every target scraped', async () => {
     const d = await apiData(profd.base, '/api/v1/targets');
     const by = Object.fromEntries(d.activeTargets.map((t) => [t.scrapePool, t]));
-    return Object.keys(by).length === 6 && Object.values(by).every((t) => t.health !== 'unknown') ? by : null;
+    return Object.keys(by).length === 8 && Object.values(by).every((t) => t.health !== 'unknown') ? by : null;
   }, 60000, 500);
-  for (const job of ['tls', 'basic', 'bearer']) {
+  for (const job of ['tls', 'tls_server_name', 'basic', 'bearer']) {
     assert.equal(health[job].health, 'up', `${job}: ${health[job].lastError}`);
   }
+  assert.equal(health.tls_wrong_name.health, 'down');
+  assert.match(health.tls_wrong_name.lastError, /certificate|SSL|name/i);
+  // the series keep the real address
+  assert.equal(health.tls_server_name.labels.instance, tls2.addr);
   assert.equal(health.basic_wrong.health, 'down');
   assert.equal(health.basic_wrong.lastError, 'HTTP 401');
   assert.equal(health.bearer_wrong.lastError, 'HTTP 401');
@@ -233,7 +254,7 @@ ${pprof}`);
     assert.equal(s.length, 1, `${job}: ${JSON.stringify(s)}`);
   }
   await profd.stop();
-  for (const t of [tls, basic, bearer]) await t.stop();
+  for (const t of [tls, tls2, basic, bearer]) await t.stop();
 });
 
 test('delta: true asks ?seconds=<interval> as Parca and stores the profile', async () => {
