@@ -790,10 +790,18 @@ static void test_client_disconnect_cancels(void **state)
     if (strncmp(b.data, "HTTP/1.1 200", 12))
         fail_msg("staying client: %.300s", b.data);
     assert_non_null(strstr(b.data, "X-Profd-Profiles: 100"));
-    pd_buf_reset(&b);
-    raw_get(q, true, &b);
-    if (!strstr(b.data, "query canceled by the client"))
-        fail_msg("the query of a client that hung up was not canceled: %.300s", b.data);
+    /* the half-close races the merge: on a loaded machine the client can be
+       descheduled between send() and shutdown() while the whole merge runs;
+       a cancel in any of 5 tries shows the server notices (a server that
+       does not would answer 200 every time) */
+    bool canceled = false;
+    for (int i = 0; i < 5 && !canceled; i++) {
+        pd_buf_reset(&b);
+        raw_get(q, true, &b);
+        canceled = strstr(b.data, "query canceled by the client") != NULL;
+    }
+    if (!canceled)
+        fail_msg("the query of a client that hung up was not canceled (5 tries): %.300s", b.data);
     pd_buf_release(&b);
 }
 
