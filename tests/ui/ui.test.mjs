@@ -191,6 +191,55 @@ test('a click on a point shows its flame graph and top table', { timeout: 40000 
   assert.ok(await page.locator('#flamegraph .frame').filter({ hasText: expected }).count() >= 1, 'reloaded URL shows the profile');
 });
 
+// Issue 12/15: the top table sorted only the 100 rows the server sent by
+// flat, descending only, with no filter. Now each header asks the server for
+// that order (both ways, keyboard too) and the filter box for matching names.
+test('the top table is sorted and filtered by the server', { timeout: 40000 }, async (t) => {
+  await page.waitForSelector('#top-table tbody tr[data-fn]');
+  const topURLs = [];
+  const onReq = (r) => { if (r.url().includes('report=top')) topURLs.push(r.url()); };
+  page.on('request', onReq);
+  const names = () => page.locator('#top-table tbody tr[data-fn]').evaluateAll((els) => els.map((e) => e.getAttribute('data-fn')));
+  const apiRows = async (url) => (await apiData(profd.base, url.slice(url.indexOf('/api/')))).rows.map((r) => r.function);
+  try {
+    await page.click('#top-table th[data-key="cum"]');
+    await page.waitForFunction(() => document.querySelector('#top-table th[data-key="cum"]').getAttribute('aria-sort') === 'descending');
+    await page.waitForFunction((n) => n > 0, topURLs.length);
+    let last = topURLs[topURLs.length - 1];
+    assert.match(last, /sort=cum&order=desc/);
+    await page.waitForFunction(async () => true);
+    assert.deepEqual(await names(), await apiRows(last), 'the table shows the server\'s rows in its order');
+    // again: ascending, from the keyboard
+    const n0 = topURLs.length;
+    await page.focus('#top-table th[data-key="cum"]');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => document.querySelector('#top-table th[data-key="cum"]').getAttribute('aria-sort') === 'ascending');
+    assert.ok(topURLs.length > n0);
+    last = topURLs[topURLs.length - 1];
+    assert.match(last, /sort=cum&order=asc/);
+    await page.waitForFunction(() => document.querySelector('#top-table th.sorted.asc'));
+    const asc = await apiRows(last);
+    await page.waitForFunction((want) => [...document.querySelectorAll('#top-table tbody tr[data-fn]')].map((e) => e.getAttribute('data-fn')).join('\n') === want, asc.join('\n'));
+    // the filter: only matching names, asked of the server
+    const all = await names();
+    const word = 'runtime';
+    const want = all.filter((f) => f.toLowerCase().includes(word));
+    assert.ok(want.length > 0 && want.length < all.length, 'the filter keeps some rows and drops others');
+    await page.fill('#top-filter', 'RunTime');
+    await page.waitForFunction((n) => [...document.querySelectorAll('#top-table tbody tr[data-fn]')].length === n, want.length);
+    last = topURLs[topURLs.length - 1];
+    assert.match(last, /filter=RunTime/);
+    for (const f of await names()) assert.ok(f.toLowerCase().includes(word), f);
+    await shot(t, '4b-top-sorted-filtered');
+    await page.fill('#top-filter', '');
+    await page.waitForFunction((n) => document.querySelectorAll('#top-table tbody tr[data-fn]').length === n, all.length);
+    await page.click('#top-table th[data-key="flat"]');
+    await page.waitForFunction(() => document.querySelector('#top-table th[data-key="flat"]').getAttribute('aria-sort') === 'descending');
+  } finally {
+    page.off('request', onReq);
+  }
+});
+
 // Centre of timeline point i (page coordinates).
 async function pointXY(i) {
   const b = await page.locator(`#timeline circle.pt[data-ts="${heapTimes[i]}"]`).boundingBox();

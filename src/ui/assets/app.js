@@ -844,13 +844,19 @@
     panel.classList.add('loading');
     try {
       const si = v.kind === 'single' ? v.fixedIdx : state.type;
-      const both = (idx) => Promise.all([api(v.url('top', idx)), api(v.url('flamegraph', idx))]);
+      const both = (idx) => Promise.all([api(v.url('top', idx) + topQuery()), api(v.url('flamegraph', idx))]);
       let top, fg;
+      profile.view = v;
+      profile.idx = si;
+      profile.diff = v.kind === 'diff';
+      if (profile.diff && !['base_flat', 'new_flat', 'flat', 'flat_rel', 'cum', 'function'].includes(profile.sortKey)) profile.sortKey = 'flat';
+      if (!profile.diff && !['flat', 'flat_pct', 'cum', 'cum_pct', 'function'].includes(profile.sortKey)) profile.sortKey = 'flat';
       try {
         [top, fg] = await both(si);
       } catch (e) {
         if (!si || v.kind !== 'single') throw e;
         [top, fg] = await both(''); // this profile lacks the chosen sample type: show its default
+        profile.idx = '';
       }
       if (seq !== profileSeq) return;
       showError('');
@@ -859,8 +865,6 @@
       profile.top = top;
       profile.unit = st.unit || '';
       profile.diff = diff;
-      if (diff && !['base_flat', 'new_flat', 'flat', 'cum', 'function'].includes(profile.sortKey)) profile.sortKey = 'flat';
-      if (!diff && !['flat', 'flat_pct', 'cum', 'cum_pct', 'function'].includes(profile.sortKey)) profile.sortKey = 'flat';
       const n = (top.rows_total !== undefined ? top.rows_total : (top.rows || []).length);
       if (diff) {
         const d = top.total || 0;
@@ -914,7 +918,37 @@
 
   /* ------------------------------------------------------------ top table */
 
-  const profile = { top: null, unit: '', sortKey: 'flat', limit: 200, diff: false };
+  // The server sorts, filters and cuts the rows (report=top's sort, order,
+  // filter and limit): the table asks again when any of them changes, so
+  // "sorted by cum" means the largest by cum of the whole profile, not of the
+  // rows that happened to come first by flat.
+  const profile = { top: null, unit: '', sortKey: 'flat', asc: false, filter: '', limit: 100, diff: false, view: null, idx: '', seq: 0 };
+  // table column -> report=top's sort (diff columns of one side sort here)
+  const SERVER_SORT = { flat: 'flat', flat_pct: 'flat', cum: 'cum', cum_pct: 'cum', function: 'name' };
+
+  function topQuery() {
+    const k = profile.sortKey;
+    let q = '&limit=' + (profile.limit === Infinity ? 0 : profile.limit);
+    const srv = SERVER_SORT[k];
+    // a diff's default order is pprof's (|delta flat|); the other columns sort on the server
+    if (srv && !(profile.diff && k === 'flat' && !profile.asc)) q += '&sort=' + srv + '&order=' + (profile.asc ? 'asc' : 'desc');
+    if (profile.filter) q += '&filter=' + encodeURIComponent(profile.filter);
+    return q;
+  }
+
+  async function refetchTop() {
+    if (!profile.view) return;
+    const seq = ++profile.seq;
+    try {
+      const top = await api(profile.view.url('top', profile.idx) + topQuery());
+      if (seq !== profile.seq) return;
+      profile.top = top;
+      showError('');
+      drawTop();
+    } catch (e) {
+      if (seq === profile.seq) showError('Loading the top table failed: ' + e.message);
+    }
+  }
 
   const TOP_COLS = [['flat', 'flat', 1], ['flat_pct', 'flat%', 1], ['cum', 'cum', 1], ['cum_pct', 'cum%', 1], ['function', 'function', 0]];
   // A diff: each side's flat, the delta of flat (with the change relative to
@@ -928,17 +962,25 @@
     const total = top.total || 0;
     const k = profile.sortKey;
     const cols = profile.diff ? DIFF_COLS : TOP_COLS;
-    const keyOf = (r) => (k === 'flat_pct' || k === 'flat_rel' ? r.flat : k === 'cum_pct' ? r.cum : r[k]);
-    if (k === 'function') rows.sort((a, b) => (a.function < b.function ? -1 : a.function > b.function ? 1 : 0));
-    else rows.sort((a, b) => Math.abs(keyOf(b)) - Math.abs(keyOf(a)) || Math.abs(b.cum) - Math.abs(a.cum));
-    const shown = rows.slice(0, profile.limit);
+    const keyOf = (r) => (k === 'flat_rel' ? r.flat : r[k]);
+    if (!SERVER_SORT[k]) { // a diff's one-side columns: the server's rows, sorted here
+      const dir = profile.asc ? -1 : 1;
+      rows.sort((a, b) => dir * (Math.abs(keyOf(b)) - Math.abs(keyOf(a))) || Math.abs(b.cum) - Math.abs(a.cum));
+    }
+    const shown = rows;
     const thead = $('top-table').tHead;
     const want = cols.map((c) => c[0]).join();
     if (thead.getAttribute('data-cols') !== want) {
       thead.innerHTML = '<tr>' + cols.map((c) => '<th data-key="' + c[0] + '"' + (c[2] ? ' class="num"' : '') + '>' + esc(c[1]) + '</th>').join('') + '</tr>';
       thead.setAttribute('data-cols', want);
     }
-    thead.querySelectorAll('th').forEach((th) => th.classList.toggle('sorted', th.getAttribute('data-key') === k));
+    thead.querySelectorAll('th').forEach((th) => {
+      const on = th.getAttribute('data-key') === k;
+      th.classList.toggle('sorted', on);
+      th.classList.toggle('asc', on && profile.asc);
+      th.setAttribute('aria-sort', on ? (profile.asc ? 'ascending' : 'descending') : 'none');
+      th.tabIndex = 0;
+    });
     const u = profile.unit;
     const sgn = (v) => (v > 0 ? 'pos' : v < 0 ? 'neg' : 'zero');
     const rowHTML = profile.diff ? (r) =>
@@ -957,26 +999,40 @@
       '<td class="num">' + fmtPct(r.cum, total) + '<span class="bar" style="width:' + Math.round(40 * Math.abs(r.cum) / (Math.abs(total) || 1)) + 'px"></span></td>' +
       '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + '</td></tr>';
     $('top-table').tBodies[0].innerHTML = shown.map(rowHTML).join('') ||
-      '<tr><td colspan="' + cols.length + '" class="muted">' + (profile.diff ? 'No differences in this sample type.' : 'This profile has no samples of this type.') + '</td></tr>';
+      '<tr><td colspan="' + cols.length + '" class="muted">' + (profile.filter ? 'No function matches the filter.' :
+        profile.diff ? 'No differences in this sample type.' : 'This profile has no samples of this type.') + '</td></tr>';
     const more = $('top-more');
     const cut = top.rows_cut || 0;
-    const all = rows.length + cut;
-    more.hidden = all <= shown.length;
-    more.innerHTML = all > shown.length ? 'Showing ' + shown.length + ' of ' + all + ' functions.' +
-      (rows.length > shown.length ? ' <a href="#" id="top-all">Show all</a>' : '') : '';
+    const all = top.rows_total !== undefined ? top.rows_total : rows.length + cut;
+    more.hidden = cut === 0;
+    more.innerHTML = cut ? 'Showing ' + shown.length + ' of ' + all + ' functions' + (profile.filter ? ' matching the filter' : '') +
+      '. <a href="#" id="top-all">Show all</a>' : '';
   }
 
+  function sortBy(key) {
+    if (!profile.top) return;
+    if (profile.sortKey === key) profile.asc = !profile.asc;
+    else { profile.sortKey = key; profile.asc = key === 'function'; }
+    if (SERVER_SORT[key]) refetchTop(); else drawTop();
+  }
   $('top-table').tHead.addEventListener('click', (e) => {
     const th = e.target.closest('th[data-key]');
-    if (!th || !profile.top) return;
-    profile.sortKey = th.getAttribute('data-key');
-    drawTop();
+    if (th) sortBy(th.getAttribute('data-key'));
+  });
+  $('top-table').tHead.addEventListener('keydown', (e) => {
+    const th = e.target.closest('th[data-key]');
+    if (th && (e.key === 'Enter' || e.key === ' ')) { e.preventDefault(); sortBy(th.getAttribute('data-key')); }
+  });
+  let filterTimer = null;
+  $('top-filter').addEventListener('input', () => {
+    clearTimeout(filterTimer);
+    filterTimer = setTimeout(() => { profile.filter = $('top-filter').value.trim(); refetchTop(); }, 200);
   });
   $('top-more').addEventListener('click', (e) => {
     if (e.target.id !== 'top-all') return;
     e.preventDefault();
     profile.limit = Infinity;
-    drawTop();
+    refetchTop();
   });
   // A click on a row highlights that function in the flame graph.
   $('top-table').tBodies[0].addEventListener('click', (e) => {
