@@ -8,7 +8,8 @@ PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev libzstd-dev libyaml-dev \
 libjansson-dev libpcre2-dev libxxhash-dev libcmocka-dev \
 protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev \
-golang-go graphviz chromium linux-perf curl jq ca-certificates"
+golang-go graphviz chromium linux-perf curl jq ca-certificates \
+openjdk-17-jdk-headless"
 
 missing=""
 for p in $PKGS; do

@@ -24,7 +24,7 @@ public class Hot {
         long end = System.nanoTime() + seconds * 1_000_000_000L;
         while (System.nanoTime() < end) {
             sink += burnCpu(20_000_000L);
-            allocate(20_000);
+            allocate(3_000);
         }
     }
 }
