@@ -35,6 +35,8 @@
  *     contentions, delay) and profile for the others; samples that end up
  *     all zero are dropped. Without it, the profile part is stored as
  *     received.
+ *   jfr: a Java Flight Recorder recording (the Pyroscope Java agent), raw
+ *     or as the multipart parts jfr and labels: see ingest_jfr.c.
  * spyName, aggregationType: accepted, not stored.
  *
  * Multipart parsing (RFC 2046 / 7578), by hand over the whole body: the

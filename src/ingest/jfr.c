@@ -82,6 +82,7 @@ typedef struct jctx {
     const pd_jfr_opts *opts;
     pd_profile_builder *b[PD_JFR_N_KINDS];
     size_t n_events;
+    uint64_t steps, max_steps; /* values decoded, against nesting blow-ups */
     int64_t t_min, t_max; /* nanos */
     pd_err *err;
 } jctx;
@@ -295,6 +296,11 @@ static int rd_value(jctx *x, size_t *pos, size_t end, uint32_t k, bool cp, bool 
     out->s = "";
     if (depth > x->lim->max_depth)
         return bad(x, *pos, PD_ETOOBIG, "values nest deeper than %zu", x->lim->max_depth);
+    /* classes whose fields are classes without fields read no bytes: a
+     * tree of them would take exponential time without this budget */
+    if (++x->steps > x->max_steps)
+        return bad(x, *pos, PD_ETOOBIG, "more than %llu values decoded (metadata nesting blow-up?)",
+                   (unsigned long long)x->max_steps);
     if (array) {
         size_t n;
         if ((rc = rd_count(x, pos, end, 1, "array element", &n)) < 0)
@@ -1071,6 +1077,9 @@ int pd_jfr_to_pprof(const uint8_t *data, size_t len, const pd_jfr_opts *opts, pd
     memset(&x, 0, sizeof x);
     x.lim = &o.lim;
     x.opts = &o;
+    /* real recordings decode each byte a few times at most (pool values on
+     * demand, nesting levels) */
+    x.max_steps = (uint64_t)len * 64 + 10000000;
     x.err = err;
     int rc = 0;
     size_t off = 0;

@@ -255,6 +255,292 @@ static void test_hostile(void **state)
     free(d);
 }
 
+
+/* ---- a tiny JFR writer for synthetic recordings ---- */
+
+static void w_var(pd_buf *b, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        if (v < 0x80) {
+            pd_buf_putc(b, (char)v);
+            return;
+        }
+        pd_buf_putc(b, (char)(0x80 | (v & 0x7f)));
+        v >>= 7;
+    }
+    pd_buf_putc(b, (char)v);
+}
+
+static void w_str(pd_buf *b, const char *s)
+{
+    pd_buf_putc(b, 3);
+    w_var(b, strlen(s));
+    pd_buf_append(b, s, strlen(s));
+}
+
+/* Appends an event whose body (type id first) is body. */
+static void w_event(pd_buf *out, const pd_buf *body)
+{
+    size_t n = body->len + 1;
+    for (;;) { /* size counts itself */
+        size_t vl = 1;
+        for (uint64_t v = n; v >= 0x80; v >>= 7)
+            vl++;
+        if (body->len + vl == n)
+            break;
+        n = body->len + vl;
+    }
+    w_var(out, n);
+    pd_buf_append(out, body->data, body->len);
+}
+
+/* Metadata: strings are added as met; elements written directly. */
+static const char *META_STR[1024];
+static size_t n_meta_str;
+
+static uint64_t si(const char *s)
+{
+    for (size_t i = 0; i < n_meta_str; i++)
+        if (!strcmp(META_STR[i], s))
+            return i;
+    META_STR[n_meta_str] = s;
+    return n_meta_str++;
+}
+
+typedef struct tf {
+    const char *name;
+    int cls;
+    bool cp, array;
+} tf;
+
+/* One class element with its fields. */
+static void w_class(pd_buf *e, int id, const char *name, const tf *f, size_t nf)
+{
+    static char ids[1024][16];
+    static int nid;
+    char *idbuf = ids[nid++ % 1024];
+    snprintf(idbuf, 16, "%d", id);
+    w_var(e, si("class"));
+    w_var(e, 2);
+    w_var(e, si("id"));
+    w_var(e, si(idbuf));
+    w_var(e, si("name"));
+    w_var(e, si(name));
+    w_var(e, nf);
+    for (size_t i = 0; i < nf; i++) {
+        char *cb = ids[nid++ % 1024];
+        snprintf(cb, 16, "%d", f[i].cls);
+        w_var(e, si("field"));
+        w_var(e, 2 + (f[i].cp ? 1 : 0) + (f[i].array ? 1 : 0));
+        w_var(e, si("name"));
+        w_var(e, si(f[i].name));
+        w_var(e, si("class"));
+        w_var(e, si(cb));
+        if (f[i].cp) {
+            w_var(e, si("constantPool"));
+            w_var(e, si("true"));
+        }
+        if (f[i].array) {
+            w_var(e, si("dimension"));
+            w_var(e, si("1"));
+        }
+        w_var(e, 0);
+    }
+}
+
+/* A one-chunk recording: 3 samples of App.work <- App.main with contextId
+ * 7, one without context; with blowup, also a jdk.ThreadPark event whose
+ * inline field is a 40-level binary tree of classes without fields. */
+static void synth(pd_buf *out, bool blowup)
+{
+    pd_buf classes, ev, cp, meta, body;
+    pd_buf_init(&classes, 0);
+    pd_buf_init(&ev, 0);
+    pd_buf_init(&cp, 0);
+    pd_buf_init(&meta, 0);
+    n_meta_str = 0;
+    size_t n_classes = 0;
+    const tf none[1] = {{"", 0, false, false}};
+    w_class(&classes, 100, "long", none, 0);
+    w_class(&classes, 101, "int", none, 0);
+    w_class(&classes, 102, "boolean", none, 0);
+    w_class(&classes, 103, "java.lang.String", none, 0);
+    const tf sym[] = {{"string", 103, false, false}};
+    w_class(&classes, 110, "jdk.types.Symbol", sym, 1);
+    const tf cls[] = {{"name", 110, true, false}};
+    w_class(&classes, 111, "java.lang.Class", cls, 1);
+    const tf meth[] = {{"type", 111, true, false}, {"name", 110, true, false}};
+    w_class(&classes, 112, "jdk.types.Method", meth, 2);
+    const tf fr[] = {{"method", 112, true, false}, {"lineNumber", 101, false, false}};
+    w_class(&classes, 113, "jdk.types.StackFrame", fr, 2);
+    const tf st[] = {{"truncated", 102, false, false}, {"frames", 113, false, true}};
+    w_class(&classes, 114, "jdk.types.StackTrace", st, 2);
+    const tf es[] = {{"startTime", 100, false, false}, {"stackTrace", 114, true, false},
+                     {"contextId", 100, false, false}};
+    w_class(&classes, 120, "jdk.ExecutionSample", es, 3);
+    n_classes = 10;
+    if (blowup) {
+        static char names[41][8];
+        for (int i = 0; i <= 40; i++) {
+            snprintf(names[i], sizeof names[i], "X%d", i);
+            const tf xf[] = {{"a", 131 + i, false, false}, {"b", 131 + i, false, false}};
+            w_class(&classes, 130 + i, names[i], xf, i == 40 ? 0 : 2);
+        }
+        const tf tp[] = {{"startTime", 100, false, false}, {"duration", 100, false, false},
+                         {"stackTrace", 114, true, false}, {"x", 130, false, false}};
+        w_class(&classes, 121, "jdk.ThreadPark", tp, 4);
+        n_classes += 42;
+    }
+    size_t off_cp, off_meta;
+    /* events after the header */
+    pd_buf_append(out, "FLR\0\0\2\0\0", 8);
+    for (int i = 8; i < 68; i++)
+        pd_buf_putc(out, 0);
+    /* constant pool */
+    w_var(&cp, 1);
+    w_var(&cp, 0);
+    w_var(&cp, 0);
+    w_var(&cp, 0); /* delta */
+    w_var(&cp, 0); /* flush */
+    w_var(&cp, 4);
+    w_var(&cp, 110); /* symbols */
+    w_var(&cp, 3);
+    w_var(&cp, 1), w_str(&cp, "com/example/App");
+    w_var(&cp, 2), w_str(&cp, "main");
+    w_var(&cp, 3), w_str(&cp, "work");
+    w_var(&cp, 111);
+    w_var(&cp, 1);
+    w_var(&cp, 1), w_var(&cp, 1);
+    w_var(&cp, 112);
+    w_var(&cp, 2);
+    w_var(&cp, 1), w_var(&cp, 1), w_var(&cp, 2);
+    w_var(&cp, 2), w_var(&cp, 1), w_var(&cp, 3);
+    w_var(&cp, 114);
+    w_var(&cp, 1);
+    w_var(&cp, 1), pd_buf_putc(&cp, 0), w_var(&cp, 2);
+    w_var(&cp, 2), w_var(&cp, 10); /* leaf first: work:10 */
+    w_var(&cp, 1), w_var(&cp, 5);  /* main:5 */
+    off_cp = out->len;
+    w_event(out, &cp);
+    for (int i = 0; i < 4; i++) {
+        pd_buf_reset(&ev);
+        w_var(&ev, 120);
+        w_var(&ev, 1000 + (uint64_t)i);
+        w_var(&ev, 1);
+        w_var(&ev, i < 3 ? 7 : 0);
+        w_event(out, &ev);
+    }
+    if (blowup) {
+        pd_buf_reset(&ev);
+        w_var(&ev, 121);
+        w_var(&ev, 2000);
+        w_var(&ev, 5);
+        w_var(&ev, 1);
+        w_event(out, &ev);
+    }
+    /* metadata: element tree first (to collect strings), then the table */
+    pd_buf tree;
+    pd_buf_init(&tree, 0);
+    w_var(&tree, si("root"));
+    w_var(&tree, 0);
+    w_var(&tree, 2);
+    w_var(&tree, si("metadata"));
+    w_var(&tree, 0);
+    w_var(&tree, n_classes);
+    pd_buf_append(&tree, classes.data, classes.len);
+    w_var(&tree, si("region"));
+    w_var(&tree, 0);
+    w_var(&tree, 0);
+    w_var(&meta, 0);
+    w_var(&meta, 0);
+    w_var(&meta, 0);
+    w_var(&meta, 1);
+    w_var(&meta, n_meta_str);
+    for (size_t i = 0; i < n_meta_str; i++)
+        w_str(&meta, META_STR[i]);
+    pd_buf_append(&meta, tree.data, tree.len);
+    off_meta = out->len;
+    w_event(out, &meta);
+    (void)body;
+    uint8_t *h = (uint8_t *)out->data;
+    put_be64(h + 8, out->len);
+    put_be64(h + 16, off_cp);
+    put_be64(h + 24, off_meta);
+    put_be64(h + 32, 1700000000000000000ULL);
+    put_be64(h + 40, 1000000000ULL);
+    put_be64(h + 48, 0);
+    put_be64(h + 56, 1000000000ULL);
+    h[67] = 1; /* compressed integers */
+    pd_buf_release(&classes);
+    pd_buf_release(&ev);
+    pd_buf_release(&cp);
+    pd_buf_release(&meta);
+    pd_buf_release(&tree);
+}
+
+static void test_synthetic_context_labels(void **state)
+{
+    (void)state;
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    synth(&b, false);
+    pd_jfr_opts o;
+    memset(&o, 0, sizeof o);
+    o.context = ctx_labels;
+    pd_jfr_result r;
+    pd_err err = {{0}};
+    int rc = pd_jfr_to_pprof((const uint8_t *)b.data, b.len, &o, &r, &err);
+    if (rc)
+        fail_msg("jfr: %d %s", rc, err.msg);
+    const pd_profile *p = &r.profile[PD_JFR_CPU];
+    assert_int_equal(p->n_sample, 2);
+    char buf[256];
+    size_t with = 0;
+    for (size_t i = 0; i < p->n_sample; i++) {
+        assert_string_equal(stack_str(p, &p->sample[i], buf, sizeof buf),
+                            "com/example/App.main;com/example/App.work");
+        const pd_pprof_label *l = find_label(p, &p->sample[i], "span");
+        if (l) {
+            with++;
+            assert_string_equal(pd_profile_str(p, l->str), "x");
+            assert_int_equal(p->sample[i].value[0], 3 * 10000000LL);
+        } else {
+            assert_int_equal(p->sample[i].value[0], 10000000LL);
+        }
+    }
+    assert_int_equal(with, 1);
+    /* line numbers kept per location */
+    const pd_pprof_location *leaf = pd_profile_location(p, p->sample[0].location_id[0]);
+    assert_int_equal(leaf->line[0].line, 10);
+    assert_int_equal(p->time_nanos, 1700000000000000000LL);
+    pd_jfr_result_release(&r);
+    pd_buf_release(&b);
+}
+
+static void test_nesting_blowup_is_capped(void **state)
+{
+    (void)state;
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    synth(&b, true);
+    pd_jfr_result r;
+    pd_err err = {{0}};
+    /* 2^40 empty values would never finish: the decode budget stops it
+     * (the 40 levels are within max_depth 64 here) */
+    pd_jfr_opts o;
+    memset(&o, 0, sizeof o);
+    o.lim.max_depth = 64;
+    int rc = pd_jfr_to_pprof((const uint8_t *)b.data, b.len, &o, &r, &err);
+    if (rc != PD_ETOOBIG)
+        fail_msg("want PD_ETOOBIG, got %d %s", rc, err.msg);
+    assert_non_null(strstr(err.msg, "values decoded"));
+    /* with the default depth cap (32) the nesting itself is refused */
+    rc = pd_jfr_to_pprof((const uint8_t *)b.data, b.len, NULL, &r, &err);
+    assert_int_equal(rc, PD_ETOOBIG);
+    assert_non_null(strstr(err.msg, "chunk 1 at offset"));
+    pd_buf_release(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +548,8 @@ int main(void)
         cmocka_unit_test(test_two_chunks_and_period),
         cmocka_unit_test(test_no_context_in_jdk_recording),
         cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_synthetic_context_labels),
+        cmocka_unit_test(test_nesting_blowup_is_capped),
     };
     return cmocka_run_group_tests(tests, load, unload);
 }
