@@ -50,6 +50,11 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
                    const uint8_t *jfr, size_t jfr_len, const uint8_t *labels, size_t labels_len,
                    const pd_pprof_limits *lim, pd_http_response *resp);
 
+/* POST /v1development/profiles (OTLP profiles, see otlp.c). Returns the
+ * handler name for metrics (static). */
+const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req,
+                              pd_http_response *resp);
+
 /* ---- shared helpers (profefe.c) ---- */
 
 /* True when s is valid UTF-8 (no overlongs, surrogates or code points past
