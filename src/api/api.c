@@ -12,6 +12,7 @@
  */
 #include "api/api.h"
 #include "api/api_int.h"
+#include "api/querier_int.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -914,7 +915,10 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
             return "ui";
         }
     }
-    if (strncmp(path, "/api/", 5) == 0)
+    if (strncmp(path, "/querier.v1.", 12) == 0 || strncmp(path, "/push.v1.", 9) == 0)
+        pd_connect_error(resp, PD_CONNECT_UNAVAILABLE,
+                         "profd is starting: the storage is being opened (WAL replay)");
+    else if (strncmp(path, "/api/", 5) == 0)
         reply_error(resp, 503,
                     "profd is starting: the storage is being opened (WAL replay); "
                     "try again when /-/ready answers 200");
@@ -987,6 +991,19 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
     if (strncmp(path, "/api/0/", 7) == 0) {
         pd__api_env env = {api->st, &api->o.limits, api->version};
         return pd__profefe_route(&env, req, resp);
+    }
+    if (strncmp(path, "/querier.v1.QuerierService/", 27) == 0 ||
+        strncmp(path, "/pyroscope/render", 17) == 0) {
+        pd__querier_env qenv = {api->st, &api->o.limits, api->o.query_timeout_ms,
+                                api->o.query_max_samples};
+        if (path[1] == 'q')
+            return pd__querier_route(&qenv, req, resp);
+        if (strcmp(path, "/pyroscope/render") == 0 || strcmp(path, "/pyroscope/render-diff") == 0)
+            return pd__querier_render(&qenv, req, resp);
+    }
+    if (strcmp(path, "/push.v1.PusherService/Push") == 0) {
+        pd__api_env env = {api->st, &api->o.limits, api->version};
+        return pd__push_connect(&env, req, resp);
     }
     if (strcmp(path, "/ingest") == 0) {
         pd__api_env env = {api->st, &api->o.limits, api->version};
