@@ -3,7 +3,8 @@
  * (src/ingest/otlp.c: the nesting walk, protobuf-c's unpack of the
  * vendored opentelemetry-proto v1.11.0 messages, the conversion).
  *
- * Input: an ExportProfilesServiceRequest. Seed corpus: fuzz/corpus/otlp
+ * Input: an ExportProfilesServiceRequest, binary, or OTLP/JSON when the
+ * input starts with '{' (src/ingest/otlp_json.c first). Seed corpus: fuzz/corpus/otlp
  * (tests/e2e/otlp/gen_seed.mjs, encoded by protobufjs).
  * Checks: no crash, leak or undefined behaviour; every converted profile
  * passes pd_profile_validate with the labels of a valid series (__name__
@@ -23,7 +24,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     lim.pprof.max_samples = 10000;
     pd_otlp_result r;
     pd_err err = {{0}};
-    if (pd_otlp_convert(data, size, &lim, &r, &err) != 0)
+    pd_buf pb;
+    pd_buf_init(&pb, 64u << 20);
+    if (size && data[0] == '{') {
+        if (pd_otlp_json_to_protobuf((const char *)data, size, 0, &pb, &err) != 0) {
+            pd_buf_release(&pb);
+            return 0;
+        }
+        data = (const uint8_t *)pb.data;
+        size = pb.len;
+    }
+    int rc = pd_otlp_convert(data, size, &lim, &r, &err);
+    pd_buf_release(&pb);
+    if (rc != 0)
         return 0;
     for (size_t i = 0; i < r.n; i++) {
         const pd_profile *p = &r.p[i].profile;

@@ -5,7 +5,7 @@
  *
  * Body: an ExportProfilesServiceRequest (opentelemetry-proto v1.11.0,
  * profiles/v1development) as binary protobuf (Content-Type
- * application/x-protobuf), optionally Content-Encoding: gzip (a gzip body
+ * application/x-protobuf) or OTLP/JSON, optionally Content-Encoding: gzip (a gzip body
  * is also recognised by its magic). Each profile is converted by
  * ingest/otlp.c and stored in its own series (labels from the resource
  * attributes, __name__ from the sample type) at its time_unix_nano (now
@@ -17,7 +17,8 @@
  * A request that is not one (bad protobuf, nesting or a table over its cap,
  * gzip bomb) answers 400/413 with a text message naming the problem,
  * counted in profd_rejected_input_total{reason}; nothing of it is stored.
- * application/json bodies (OTLP/JSON) answer 415: not implemented yet.
+ * Content-Type application/json: OTLP/JSON (ingest/otlp_json.c turns it into
+ * the same protobuf first), answered in JSON.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -64,11 +65,7 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
     if (!lim.max_decompressed_bytes)
         lim.max_decompressed_bytes = dl.max_decompressed_bytes;
     const char *ct = pd_http_header(req, "Content-Type");
-    if (ct && !strncasecmp(ct, "application/json", 16)) {
-        otlp_error(resp, 415, "bad_request",
-                   "OTLP/JSON is not supported yet: send application/x-protobuf");
-        return H;
-    }
+    bool json = ct && !strncasecmp(ct, "application/json", 16);
     if (req->body_len > lim.max_body_bytes) {
         otlp_error(resp, 413, "too_large", "body is %zu bytes, over max_body_bytes=%zu", req->body_len,
                    lim.max_body_bytes);
@@ -92,9 +89,24 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
         b = (const uint8_t *)plain.data;
         n = plain.len;
     }
+    pd_buf pb;
+    pd_buf_init(&pb, lim.max_decompressed_bytes);
+    if (json) {
+        if ((rc = pd_otlp_json_to_protobuf((const char *)b, n, 0, &pb, &err)) < 0) {
+            pd_buf_release(&pb);
+            otlp_error(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
+                       rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile",
+                       "OTLP/JSON: %s", err.msg);
+            goto out;
+        }
+        b = (const uint8_t *)pb.data;
+        n = pb.len;
+    }
     pd_otlp_limits ol = pd_otlp_limits_default();
     ol.pprof = lim;
-    if ((rc = pd_otlp_convert(b, n, &ol, &r, &err)) < 0) {
+    rc = pd_otlp_convert(b, n, &ol, &r, &err);
+    pd_buf_release(&pb);
+    if (rc < 0) {
         otlp_error(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
                    rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile", "%s", err.msg);
         goto out;
@@ -128,14 +140,14 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
         rejected++;
     }
     pd_buf_release(&enc);
-    if (pd_otlp_response(rejected, first, &reply) < 0) {
+    if ((json ? pd_otlp_json_response(rejected, first, &reply) : pd_otlp_response(rejected, first, &reply)) < 0) {
         otlp_error(resp, 500, NULL, "out of memory");
         goto out;
     }
     pd_buf_reset(&resp->body);
     pd_buf_append(&resp->body, reply.data, reply.len);
     resp->status = 200;
-    resp->content_type = "application/x-protobuf";
+    resp->content_type = json ? "application/json" : "application/x-protobuf";
 out:
     if (have_r)
         pd_otlp_result_release(&r);

@@ -75,4 +75,16 @@ void pd_otlp_result_release(pd_otlp_result *r);
  * msg (NULL/"" when none), protobuf, appended to out. 0 or PD_ENOMEM. */
 int pd_otlp_response(int64_t rejected, const char *msg, pd_buf *out);
 
+/* OTLP/JSON (otlp_json.c): the JSON form of an ExportProfilesServiceRequest
+ * (lowerCamelCase or snake_case names, int64 as strings or numbers, enums
+ * as ints, bytes base64, trace/span ids hex; unknown fields ignored)
+ * re-encoded as its binary protobuf, appended to out, for pd_otlp_convert.
+ * Objects nest at most max_depth deep (0: 16). PD_EPARSE (not JSON, or a
+ * value of the wrong kind, named by message and field), PD_ETOOBIG, PD_ENOMEM. */
+int pd_otlp_json_to_protobuf(const char *json, size_t len, size_t max_depth, pd_buf *out, pd_err *err);
+
+/* The JSON ExportProfilesServiceResponse: {} or {"partialSuccess":
+ * {"rejectedProfiles":"N","errorMessage":"..."}}, appended. 0 or PD_ENOMEM. */
+int pd_otlp_json_response(int64_t rejected, const char *msg, pd_buf *out);
+
 #endif

@@ -4,7 +4,8 @@
 // ExportProfilesServiceRequest, encoded by protobufjs (npm, pinned in this
 // folder) from the vendored .proto files under third_party/, gzip'd and
 // posted; `go tool pprof -top` of what profd serves equals that of the
-// original file, row for row. Then partial success (one profile with a bad
+// original file, row for row; the same as OTLP/JSON (protobufjs's JSON
+// form). Then partial success (one profile with a bad
 // stack index beside a good one) and hostile requests: a truncated
 // protobuf, 100k attributes, a gzip bomb, AnyValue nested 2,000 deep —
 // each 4xx naming the problem, counted in /metrics, store unchanged.
@@ -61,7 +62,7 @@ after(async () => {
 
 // The pprof at file as one OTLP profile of sample type index si.
 function toOtlp(file, si, { timeSec = at, service = 'otlp-e2e' } = {}) {
-  const pp = Pprof.toObject(Pprof.decode(zlib.gunzipSync(fs.readFileSync(file))), { longs: Number, defaults: true });
+  const pp = Pprof.toObject(Pprof.decode(zlib.gunzipSync(fs.readFileSync(file))), { longs: String, defaults: true });
   const S = pp.stringTable;
   const strs = [''], sidx = new Map([['', 0]]);
   const str = (s) => { if (!sidx.has(s)) { sidx.set(s, strs.length); strs.push(s); } return sidx.get(s); };
@@ -77,7 +78,7 @@ function toOtlp(file, si, { timeSec = at, service = 'otlp-e2e' } = {}) {
   }
   for (const l of pp.location) {
     locIdx.set(l.id, dict.locationTable.length);
-    dict.locationTable.push({ mappingIndex: l.mappingId ? mapIdx.get(l.mappingId) : 0, address: l.address,
+    dict.locationTable.push({ mappingIndex: l.mappingId !== '0' ? mapIdx.get(l.mappingId) : 0, address: l.address,
       lines: l.line.map((ln) => ({ functionIndex: fnIdx.get(ln.functionId), line: ln.line })) });
   }
   const samples = pp.sample.map((s) => {
@@ -147,6 +148,30 @@ test('a real Go CPU profile sent as OTLP by protobufjs comes back equal', async 
   assert.deepEqual(got, want);
 });
 
+test('the same profile as OTLP/JSON (protobufjs toObject: camelCase, int64 strings, base64 bytes) comes back equal', async () => {
+  const msg = Req.fromObject(toOtlp(PROFILE, 1, { timeSec: at + 10, service: 'otlp-json' }));
+  msg.resourceProfiles[0].scopeProfiles[0].profiles[0].profileId = Buffer.from('0123456789abcdef');
+  const body = JSON.stringify(Req.toObject(msg, { longs: String, enums: Number, bytes: String }));
+  assert.match(body, /"timeUnixNano":"\d+"/);
+  const r = await http(`${profd.base}/v1development/profiles`, { method: 'POST', body, headers: { 'Content-Type': 'application/json' } });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.headers.get('content-type'), 'application/json');
+  assert.deepEqual(r.json, {});
+  const url = `${profd.base}/api/v1/query?` + qs({ query: 'cpu{service_name="otlp-json"}', time: at + 10, report: 'proto' });
+  assert.deepEqual(await pprofTop(url), await pprofTop(PROFILE));
+  // a JSON partial success answers in JSON, rejectedProfiles as a string
+  const bad = toOtlp(PROFILE, 1, { timeSec: at + 40, service: 'otlp-json' });
+  bad.resourceProfiles[0].scopeProfiles[0].profiles[0].samples[0].stackIndex = -3;
+  const r2 = await http(`${profd.base}/v1development/profiles`, { method: 'POST', body: JSON.stringify(bad), headers: { 'Content-Type': 'application/json' } });
+  assert.equal(r2.status, 200, r2.text);
+  assert.equal(r2.json.partialSuccess.rejectedProfiles, '1');
+  assert.match(r2.json.partialSuccess.errorMessage, /stack_index -3 out of range/);
+  // malformed JSON: 400 naming the field
+  const r3 = await http(`${profd.base}/v1development/profiles`, { method: 'POST', body: '{"resourceProfiles":{}}', headers: { 'Content-Type': 'application/json' } });
+  assert.equal(r3.status, 400, r3.text);
+  assert.match(r3.text, /ExportProfilesServiceRequest\.resourceProfiles: want an array/);
+});
+
 test('partial success: a profile with a bad stack index is rejected, the other stored', async () => {
   const req = toOtlp(PROFILE, 1, { timeSec: at + 30, service: 'otlp-partial' });
   const bad = JSON.parse(JSON.stringify(req.resourceProfiles[0].scopeProfiles[0].profiles[0]));
@@ -189,8 +214,11 @@ test('hostile OTLP: 4xx naming the problem, counted, store unchanged', async () 
   assert.match(r.text, /nest deeper than 16/);
   assert.equal(await metric('bad_profile'), bad0 + 1);
   assert.equal(await metric('too_large'), big0 + 3);
-  // JSON is refused as not implemented, not misread
-  r = await http(`${profd.base}/v1development/profiles`, { method: 'POST', body: '{}', headers: { 'Content-Type': 'application/json' } });
-  assert.equal(r.status, 415, r.text);
+  // JSON nested past the cap
+  let j = '"x"';
+  for (let i = 0; i < 100; i++) j = `{"arrayValue":{"values":[${j.startsWith('{') ? j : `{"stringValue":${j}}`}]}}`;
+  r = await http(`${profd.base}/v1development/profiles`, { method: 'POST', body: `{"resourceProfiles":[{"resource":{"attributes":[{"key":"d","value":${j}}]}}]}`, headers: { 'Content-Type': 'application/json' } });
+  assert.equal(r.status, 413, r.text);
+  assert.match(r.text, /OTLP\/JSON: JSON messages nest deeper than 16/);
   assert.equal(await stored(), before);
 });

@@ -187,6 +187,76 @@ static void test_response(void **state)
     pd_buf_release(&b);
 }
 
+static void test_json(void **state)
+{
+    (void)state;
+    FILE *f = fopen(PD_JFR_TESTDATA "/otlp-small.json", "rb");
+    assert_non_null(f);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text, f);
+    fclose(f);
+    pd_buf pb;
+    pd_buf_init(&pb, 0);
+    pd_err err = {{0}};
+    int rc = pd_otlp_json_to_protobuf(text, n, 0, &pb, &err);
+    if (rc)
+        fail_msg("json: %d %s", rc, err.msg);
+    pd_otlp_result r;
+    rc = pd_otlp_convert((const uint8_t *)pb.data, pb.len, NULL, &r, &err);
+    if (rc)
+        fail_msg("otlp: %d %s", rc, err.msg);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(pd_labels_get(&r.p[0].labels, "service_name"), "svc");
+    assert_string_equal(pd_labels_get(&r.p[0].labels, "__name__"), "cpu");
+    const pd_profile *p = &r.p[0].profile;
+    assert_int_equal(p->n_sample, 1);
+    assert_int_equal(p->sample[0].value[0], 7); /* "7": int64 as a string */
+    assert_int_equal(p->time_nanos, 1700000000000000000LL);
+    const pd_pprof_location *l = pd_profile_location(p, p->sample[0].location_id[0]);
+    assert_int_equal(l->address, 4096);
+    assert_int_equal(l->line[0].line, 3);
+    pd_otlp_result_release(&r);
+    /* errors name message and field */
+    static const struct {
+        const char *json;
+        int code;
+        const char *msg;
+    } bad[] = {
+        {"[1]", PD_EPARSE, "not a JSON ExportProfilesServiceRequest"},
+        {"{\"resourceProfiles\":{}}", PD_EPARSE, "ExportProfilesServiceRequest.resourceProfiles: want an array"},
+        {"{\"dictionary\":{\"stackTable\":[{\"locationIndices\":[\"x\"]}]}}", PD_EPARSE, "Stack.locationIndices[0]"},
+        {"{\"dictionary\":{\"linkTable\":[{\"traceId\":\"zz\"}]}}", PD_EPARSE, "Link.traceId"},
+        {"{\"dictionary\":{\"stringTable\":[\"\", 3]}}", PD_EPARSE, "stringTable[1]"},
+        {"{", PD_EPARSE, "not JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        pd_buf_reset(&pb);
+        rc = pd_otlp_json_to_protobuf(bad[i].json, strlen(bad[i].json), 0, &pb, &err);
+        if (rc != bad[i].code || !strstr(err.msg, bad[i].msg))
+            fail_msg("%s: want %d \"%s\", got %d \"%s\"", bad[i].json, bad[i].code, bad[i].msg, rc, err.msg);
+    }
+    /* nesting past the cap */
+    char deep[4096];
+    size_t o = 0;
+    o += (size_t)snprintf(deep + o, sizeof deep - o, "{\"resourceProfiles\":[{\"resource\":{\"attributes\":[{\"value\":");
+    for (int i = 0; i < 40; i++)
+        o += (size_t)snprintf(deep + o, sizeof deep - o, "{\"kvlistValue\":{\"values\":[{\"value\":");
+    o += (size_t)snprintf(deep + o, sizeof deep - o, "{}");
+    for (int i = 0; i < 40; i++)
+        o += (size_t)snprintf(deep + o, sizeof deep - o, "}]}}");
+    o += (size_t)snprintf(deep + o, sizeof deep - o, "}]}}]}");
+    rc = pd_otlp_json_to_protobuf(deep, o, 0, &pb, &err);
+    assert_int_equal(rc, PD_ETOOBIG);
+    assert_non_null(strstr(err.msg, "nest deeper than 16"));
+    pd_buf_reset(&pb);
+    assert_int_equal(pd_otlp_json_response(0, NULL, &pb), 0);
+    assert_int_equal(pb.len, 2);
+    pd_buf_reset(&pb);
+    assert_int_equal(pd_otlp_json_response(3, "a \"b\"", &pb), 0);
+    assert_memory_equal(pb.data, "{\"partialSuccess\":{\"rejectedProfiles\":\"3\",\"errorMessage\":\"a \\\"b\\\"\"}}", pb.len);
+    pd_buf_release(&pb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -194,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_truncations),
         cmocka_unit_test(test_nesting_and_caps),
         cmocka_unit_test(test_response),
+        cmocka_unit_test(test_json),
     };
     return cmocka_run_group_tests(tests, load, unload);
 }
