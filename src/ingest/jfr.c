@@ -83,6 +83,7 @@ typedef struct jctx {
     pd_profile_builder *b[PD_JFR_N_KINDS];
     size_t n_events;
     uint64_t steps, max_steps; /* values decoded, against nesting blow-ups */
+    uint64_t copied, max_copied; /* string bytes copied, against re-reading one huge string */
     int64_t t_min, t_max; /* nanos */
     pd_err *err;
 } jctx;
@@ -249,6 +250,9 @@ static int rd_string(jctx *x, size_t *pos, size_t end, size_t depth, jval *out)
     case 5:
         if ((rc = rd_count(x, pos, end, 1, "string byte", &n)) < 0)
             return rc;
+        if ((x->copied += n) > x->max_copied)
+            return bad(x, at, PD_ETOOBIG, "more than %llu bytes of strings decoded",
+                       (unsigned long long)x->max_copied);
         if (!(out->s = pd_arena_strndup(&x->arena, (const char *)x->c + *pos, n)))
             return pd_err_set(x->err, PD_ENOMEM, "out of memory");
         *pos += n;
@@ -256,6 +260,9 @@ static int rd_string(jctx *x, size_t *pos, size_t end, size_t depth, jval *out)
     case 4: {
         if ((rc = rd_count(x, pos, end, 1, "string char", &n)) < 0)
             return rc;
+        if ((x->copied += n * 4) > x->max_copied)
+            return bad(x, at, PD_ETOOBIG, "more than %llu bytes of strings decoded",
+                       (unsigned long long)x->max_copied);
         char *s = pd_arena_alloc(&x->arena, n * 4 + 1);
         if (!s)
             return pd_err_set(x->err, PD_ENOMEM, "out of memory");
@@ -1080,6 +1087,7 @@ int pd_jfr_to_pprof(const uint8_t *data, size_t len, const pd_jfr_opts *opts, pd
     /* real recordings decode each byte a few times at most (pool values on
      * demand, nesting levels) */
     x.max_steps = (uint64_t)len * 64 + 10000000;
+    x.max_copied = (uint64_t)len * 4 + ((uint64_t)64 << 20);
     x.err = err;
     int rc = 0;
     size_t off = 0;
