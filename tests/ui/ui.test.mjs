@@ -612,3 +612,72 @@ test('keyboard: "/" searches, Esc resets; the call graph tab shows the API\'s SV
   await page.click('#view-callgraph');
   assert.ok(await page.locator('#flamegraph').isVisible());
 });
+
+// Issue 15: no label explorer (Pyroscope's tag explorer, Parca's "sum by").
+// A label with 30 values on real heap profiles: the explorer lists the label
+// names with their number of values; picking one shows the 8 values with the
+// largest total (the test computes which from the API) each with a small
+// timeline and flame graph; a click adds the matcher to the selector.
+test('label explorer: a label of 30 values broken down, a click narrows the selector', { timeout: 60000 }, async (t) => {
+  const when = Math.floor((Date.now() - 300000) / 1000) * 1000;
+  for (let i = 0; i < 30; i++) {
+    const body = fs.readFileSync(path.join(SERIES_DIR, `heap-${String(i + 1).padStart(4, '0')}.pb.gz`));
+    const r = await http(`${profd.base}/api/0/profiles?` + qs({
+      service: 'explore', type: 'heap', instance_id: 'x-1', labels: `pod=pod-${String(i).padStart(2, '0')},team=core`,
+      created_at: new Date(when).toISOString().replace(/\.\d+Z$/, 'Z'),
+    }), { method: 'POST', body, headers: { 'Content-Type': 'application/octet-stream' } });
+    assert.ok(r.status >= 200 && r.status < 300, r.text);
+  }
+  const sel = 'heap{service="explore"}';
+  const data = await apiData(profd.base, '/api/v1/query_range?' + qs({ query: sel, from: String(when / 1000 - 3600), to: String(Date.now() / 1000) }));
+  const sums = data.map((s) => {
+    const idx = s.sample_types.findIndex((st) => st.type === 'inuse_space');
+    return [s.labels.pod, s.totals.reduce((a, tt) => a + tt[idx], 0)];
+  }).sort((a, b) => b[1] - a[1]);
+  const want = sums.slice(0, 8).map((x) => x[0]);
+
+  await page.goto(profd.base + '/?' + qs({ query: sel }));
+  await page.waitForSelector('#timeline circle.pt');
+  await page.click('#explore');
+  await page.waitForSelector('#explorer-names button[data-name="pod"]');
+  assert.match(await page.locator('#explorer-names button[data-name="pod"]').innerText(), /pod\s+30/);
+  assert.match(await page.locator('#explorer-names button[data-name="team"]').innerText(), /team\s+1/);
+  await page.click('#explorer-names button[data-name="pod"]');
+  await page.waitForSelector('.explorer-card');
+  const got = await page.locator('.explorer-card').evaluateAll((els) => els.map((e) => e.getAttribute('data-value')));
+  assert.deepEqual(got, want, 'the 8 values with the largest inuse_space total, largest first');
+  await page.waitForFunction(() => [...document.querySelectorAll('.explorer-card .mini-flame')].every((m) => m.querySelector('.mf')));
+  assert.equal(await page.locator('.explorer-card .spark path').count(), 8);
+  await shot(t, '11-explorer');
+  await page.locator('.explorer-card').first().click();
+  await page.waitForFunction((v) => document.getElementById('selector').value === v, `heap{service="explore", pod="${want[0]}"}`);
+  await page.waitForFunction(() => document.querySelectorAll('#legend li[data-key]').length === 1);
+  assert.match(await page.locator('#legend').innerText(), new RegExp(`pod="${want[0]}"`));
+});
+
+// Issue 15: no sandwich view (callers and callees of one function).
+test('sandwich view: callers and callees of a function over every call site', { timeout: 40000 }, async (t) => {
+  const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+  await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
+  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  const top = await apiData(profd.base, '/api/v1/query?' + qs({ query: series, time: String(cpuTimes[0] / 1000), report: 'top', limit: '0' }));
+  const fib = top.rows.find((r) => r.function === 'main.fib');
+  assert.ok(fib && fib.cum > 0);
+  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
+  await page.waitForSelector('#sandwich:not([hidden])');
+  assert.equal(await page.locator('#sandwich-fn').innerText(), 'main.fib');
+  assert.equal(+(await page.locator('#sandwich').getAttribute('data-value')), fib.cum, "the function's cum, as the API's top says");
+  // callers: main.fib on top, main.burner (its caller) below it
+  const callers = await page.locator('#sandwich-callers .mf').evaluateAll((els) => els.map((e) => [e.getAttribute('data-name'), parseFloat(e.style.top)]));
+  assert.deepEqual(callers[0], ['main.fib', 0]);
+  assert.ok(callers.some(([n, y]) => n === 'main.burner' && y > 0), JSON.stringify(callers));
+  const callees = await page.locator('#sandwich-callees .mf').evaluateAll((els) => els.map((e) => e.getAttribute('data-name')));
+  assert.equal(callees[0], 'main.fib');
+  assert.ok(!callees.includes('main.burner'), 'a caller is not among the callees');
+  await shot(t, '12-sandwich');
+  // from the top table too
+  await page.click('#sandwich-close');
+  await page.locator('#top-table tbody tr[data-fn="main.burner"]').hover();
+  await page.locator('#top-table tbody tr[data-fn="main.burner"] .sw-open').click();
+  await page.waitForFunction(() => document.getElementById('sandwich-fn').textContent === 'main.burner');
+});
