@@ -1170,6 +1170,10 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
         pd__api_env env = {api->st, &api->o.limits, api->version};
         return pd__pyroscope_ingest(&env, req, resp);
     }
+    if (strcmp(path, "/v1development/profiles") == 0) {
+        pd__api_env env = {api->st, &api->o.limits, api->version};
+        return pd__otlp_profiles(&env, req, resp);
+    }
     if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
         if (!is_get(req))
             bad_method(resp, "GET", false);

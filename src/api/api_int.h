@@ -41,6 +41,20 @@ const char *pd__profefe_route(const pd__api_env *env, const pd_http_request *req
 const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *req,
                                  pd_http_response *resp);
 
+/* /ingest?format=jfr (ingest_jfr.c): converts the JFR recording jfr[0..len)
+ * (gzip or not) with the optional LabelsSnapshot labels[0..labels_len) and
+ * stores one profile per event kind under ls with __name__ = the kind, at
+ * ts_ms; rate_hz (0: 100) sets the cpu/wall sample worth. Replies through
+ * resp (200, or a 4xx/5xx naming the problem, counted). 0 or -1. */
+int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, int64_t rate_hz,
+                   const uint8_t *jfr, size_t jfr_len, const uint8_t *labels, size_t labels_len,
+                   const pd_pprof_limits *lim, pd_http_response *resp);
+
+/* POST /v1development/profiles (OTLP profiles, see otlp.c). Returns the
+ * handler name for metrics (static). */
+const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req,
+                              pd_http_response *resp);
+
 /* ---- shared helpers (profefe.c) ---- */
 
 /* True when s is valid UTF-8 (no overlongs, surrogates or code points past

@@ -35,6 +35,8 @@
  *     contentions, delay) and profile for the others; samples that end up
  *     all zero are dropped. Without it, the profile part is stored as
  *     received.
+ *   jfr: a Java Flight Recorder recording (the Pyroscope Java agent), raw
+ *     or as the multipart parts jfr and labels: see ingest_jfr.c.
  * spyName, aggregationType: accepted, not stored.
  *
  * Multipart parsing (RFC 2046 / 7578), by hand over the whole body: the
@@ -590,6 +592,33 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         goto out;
     }
 
+    if (!strcmp(format, "jfr")) { /* the Java agent: ingest_jfr.c */
+        const part *pj = NULL, *pl = NULL;
+        char boundary[MP_MAX_BOUNDARY + 1], msg[256];
+        part parts[MP_MAX_PARTS];
+        size_t n = 0;
+        if (is_multipart(ct)) {
+            if (mp_boundary(ct, boundary, sizeof boundary) < 0) {
+                py_error(resp, 400, "bad_request", "multipart/form-data without a valid boundary");
+                goto out;
+            }
+            rc = mp_parse(req->body, req->body_len, boundary, parts, &n, msg, sizeof msg);
+            if (rc < 0) {
+                py_error(resp, rc == PD_ETOOBIG ? 413 : 400,
+                         rc == PD_ETOOBIG ? "too_large" : "bad_profile", "%s", msg);
+                goto out;
+            }
+            if (!(pj = find_part(parts, n, "jfr"))) {
+                py_error(resp, 400, "bad_profile", "multipart body without a \"jfr\" part");
+                goto out;
+            }
+            pl = find_part(parts, n, "labels");
+        }
+        pd__ingest_jfr(env, &ls, ts, rate, pj ? pj->data : req->body, pj ? pj->len : req->body_len,
+                       pl ? pl->data : NULL, pl ? pl->len : 0, &lim, resp);
+        goto out;
+    }
+
     const uint8_t *store = NULL;
     size_t store_len = 0;
     const pd_profile *stored = NULL;
@@ -722,7 +751,7 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         stored = &p;
     } else {
         py_error(resp, 400, "bad_request",
-                 "format \"%.32s\" is not supported: use folded, lines or pprof", format);
+                 "format \"%.32s\" is not supported: use folded, lines, pprof or jfr", format);
         goto out;
     }
 

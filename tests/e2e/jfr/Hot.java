@@ -1,0 +1,30 @@
+// A CPU- and allocation-heavy program for the JFR end-to-end test:
+// burnCpu() spins on arithmetic, allocate() makes many short-lived arrays.
+// Run: java -XX:StartFlightRecording=filename=out.jfr,settings=profile Hot SECONDS
+public class Hot {
+    static volatile long sink;
+    static volatile Object keep;
+
+    static long burnCpu(long n) {
+        long x = 0;
+        for (long i = 0; i < n; i++) {
+            x += (i * 2654435761L) ^ (x >>> 7);
+        }
+        return x;
+    }
+
+    static void allocate(int n) {
+        for (int i = 0; i < n; i++) {
+            keep = new byte[4096 + (i & 1023)];
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        long seconds = args.length > 0 ? Long.parseLong(args[0]) : 3;
+        long end = System.nanoTime() + seconds * 1_000_000_000L;
+        while (System.nanoTime() < end) {
+            sink += burnCpu(20_000_000L);
+            allocate(3_000);
+        }
+    }
+}
