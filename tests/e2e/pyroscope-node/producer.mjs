@@ -1,0 +1,69 @@
+// A real Pyroscope client for profd's e2e test (pyroscope_node.test.mjs):
+// this program runs the Pyroscope Node.js SDK (@pyroscope/nodejs from npm,
+// pinned in package.json) unchanged, pointed at profd's /ingest, with its
+// wall (CPU time collected too) and heap profilers. It does busy work in a
+// distinctively named function and keeps allocations alive in another, for
+// FLUSHES flush intervals, then stops the SDK (which uploads the last
+// profiles). Every upload the SDK makes goes through fetch, which is wrapped
+// here only to record each reply's status: one JSON line {url, status, body}
+// per upload on stdout.
+//
+//   PROFD_URL=http://127.0.0.1:PORT FLUSHES=3 node producer.mjs
+const base = process.env.PROFD_URL;
+if (!base) {
+  console.error('PROFD_URL is not set');
+  process.exit(2);
+}
+const flushes = Number(process.env.FLUSHES || 3);
+const flushMs = Number(process.env.FLUSH_MS || 2500);
+
+const realFetch = globalThis.fetch;
+const pending = [];
+globalThis.fetch = async (url, opts) => {
+  const p = (async () => {
+    const r = await realFetch(url, opts);
+    const body = await r.clone().text();
+    console.log(JSON.stringify({ url: String(url), status: r.status, body }));
+    return r;
+  })();
+  pending.push(p.catch((e) => console.log(JSON.stringify({ url: String(url), status: 0, body: String(e) }))));
+  return p;
+};
+
+const Pyroscope = (await import('@pyroscope/nodejs')).default;
+
+// The busy function the test looks for on top of the merged wall profile.
+function profdPyroBusyWork(ms) {
+  const end = Date.now() + ms;
+  let x = 0;
+  while (Date.now() < end) {
+    for (let i = 1; i < 200000; i++) x = (x + Math.sqrt(i) * 31) % 1000003;
+  }
+  return x;
+}
+
+const kept = [];
+function profdPyroAllocator(n) {
+  for (let i = 0; i < n; i++) kept.push({ s: 'x'.repeat(256) + i, n: [i, i + 1, i + 2] });
+}
+
+Pyroscope.init({
+  serverAddress: base,
+  appName: process.env.APP_NAME || 'pyro-node-e2e',
+  flushIntervalMs: flushMs,
+  tags: { region: 'eu-1' },
+  wall: { samplingDurationMs: flushMs, collectCpuTime: true },
+  heap: { samplingIntervalBytes: 16 * 1024 },
+});
+Pyroscope.start();
+
+const end = Date.now() + flushes * flushMs + 500;
+while (Date.now() < end) {
+  profdPyroAllocator(2000);
+  profdPyroBusyWork(200);
+  await new Promise((r) => setTimeout(r, 5)); // let the SDK's timers run
+}
+await Pyroscope.stop();
+await new Promise((r) => setTimeout(r, 500));
+await Promise.all(pending);
+console.error(`kept ${kept.length}`);
