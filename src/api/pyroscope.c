@@ -4,18 +4,26 @@
  *   POST /ingest?name=APP.TYPE{k=v,...}&from=&until=&sampleRate=&spyName=
  *               &units=&aggregationType=&format=
  *
- * name: APP is the application (stored as label service_name), TYPE the
- *   profile type (stored as __name__) when the text after the last '.' is
- *   one of Pyroscope's types (KNOWN_TYPES below); otherwise the whole name is
- *   APP and TYPE is cpu. {k=v,...} are labels: names [a-zA-Z_][a-zA-Z0-9_]*
- *   (names starting "__", such as the Go client's __session_id__, are
- *   Pyroscope-internal and dropped), values non-empty UTF-8 without ',' or
- *   '}', at most PD_LABEL_MAX_VALUE bytes, at most PD_LABEL_MAX_COUNT labels.
- * from/until: Unix seconds, ms, us or ns told apart by digit count as
- *   Pyroscope does (the Go client sends nanoseconds), or RFC 3339; the
- *   profile's time is from, else now; until - from becomes duration_nanos.
- * format:
- *   folded (default; also "collapsed") and lines: the body (raw, or gzip)
+ * Read input by input as grafana/pyroscope's server reads it (the ingest
+ * handler, labelset.Parse, the pprof and Put adapters); README's
+ * "Pyroscope's /ingest" lists each rule.
+ * name: parse_name (labelset.Parse). APP ending in ".TYPE" with TYPE in
+ *   KNOWN_TYPES is split; else pprof bodies get the type from their sample
+ *   types (detect_type, Pyroscope's metricName) and other bodies are cpu
+ *   (no dot) or refused (unknown profile type, Pyroscope's convertMetadata).
+ *   Stored labels: __name__=TYPE, service_name=APP (or the service_name tag,
+ *   then app_name=APP for non-pprof bodies), pyroscope_spy=spyName
+ *   ("unknown" when absent), the tags.
+ * from/until: parse_time (attime.Parse: never fails); until - from becomes
+ *   duration_nanos. sampleRate: absent, 0 or garbage is 100 Hz.
+ * format (picked as Pyroscope picks it: trie / tree by format or by
+ * Content-Type binary/octet-stream+trie|+tree, lines, jfr, a multipart
+ * body, pprof, speedscope, and folded for anything else):
+ *   trie: the body (raw or gzip) read by ingest/trie.h into folded text,
+ *     then as folded.
+ *   tree, speedscope, jfr: 400 unsupported_format (each has its place in
+ *     the dispatch of the handler; jfr is another engineer's).
+ *   folded (also "collapsed", "groups", unknown) and lines: the body (raw, or gzip)
  *     is converted by ingest/ (pd_ingest_folded). With units empty or
  *     "samples", sampleRate (Hz, default 100) gives TYPE/nanoseconds
  *     values beside samples/count; other units give one TYPE/UNIT sample
@@ -35,7 +43,7 @@
  *     contentions, delay) and profile for the others; samples that end up
  *     all zero are dropped. Without it, the profile part is stored as
  *     received.
- * spyName, aggregationType: accepted, not stored.
+ * aggregationType: accepted, not stored.
  *
  * Multipart parsing (RFC 2046 / 7578), by hand over the whole body: the
  * boundary comes from the Content-Type (at most 70 bytes, maybe quoted);
@@ -67,6 +75,7 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "ingest/ingest.h"
+#include "ingest/trie.h"
 
 #define MP_MAX_PARTS 16
 #define MP_MAX_HEADER 8192
@@ -713,8 +722,9 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     bool have_p = false, have_prev = false, have_d = false;
     pd_buf enc;
     pd_buf_init(&enc, lim.max_decompressed_bytes);
-    pd_buf plain;
+    pd_buf plain, folded;
     pd_buf_init(&plain, lim.max_decompressed_bytes);
+    bool have_folded = false;
     pd_err err = {{0}};
     int rc;
 
@@ -773,12 +783,11 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         snprintf(type, sizeof type, "cpu");
     }
     app[app_len] = 0;
-    if (fmt == F_TRIE || fmt == F_TREE || fmt == F_SPEEDSCOPE || fmt == F_JFR) {
+    if (fmt == F_TREE || fmt == F_SPEEDSCOPE || fmt == F_JFR) {
         /* dispatch point: each format gets its decoder here */
         py_error(resp, 400, "unsupported_format",
-                 "format %s is not supported by profd yet: use folded, lines or pprof",
-                 fmt == F_TRIE ? "trie" : fmt == F_TREE ? "tree" : fmt == F_SPEEDSCOPE ? "speedscope"
-                                                                                : "jfr");
+                 "format %s is not supported by profd yet: use folded, lines, trie or pprof",
+                 fmt == F_TREE ? "tree" : fmt == F_SPEEDSCOPE ? "speedscope" : "jfr");
         goto out;
     }
     if (req->body_len > lim.max_body_bytes) {
@@ -857,9 +866,13 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     } else {
         const uint8_t *text = req->body;
         size_t tlen = req->body_len;
-        if (tlen == 0) {
+        if (tlen == 0 && fmt != F_TRIE) {
             py_error(resp, 400, "bad_profile", "empty body: POST %s stacks",
                      fmt == F_LINES ? "lines" : "folded");
+            goto out;
+        }
+        if (tlen == 0 && fmt == F_TRIE) {
+            py_error(resp, 400, "bad_profile", "empty body: POST a trie");
             goto out;
         }
         if (pd_is_gzip(text, tlen)) {
@@ -877,6 +890,24 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
             }
             text = (const uint8_t *)plain.data;
             tlen = plain.len;
+        }
+        if (fmt == F_TRIE) { /* the trie's samples as folded text (ingest/trie.h) */
+            pd_buf_init(&folded, lim.max_decompressed_bytes);
+            have_folded = true;
+            rc = pd_ingest_trie_to_folded(text, tlen, &folded, &err);
+            if (rc < 0) {
+                py_error(resp,
+                         rc == PD_ETOOBIG  ? 413
+                         : rc == PD_ENOMEM ? 500
+                                           : 400,
+                         rc == PD_ETOOBIG  ? "too_large"
+                         : rc == PD_ENOMEM ? NULL
+                                           : "bad_profile",
+                         "trie body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+                goto out;
+            }
+            text = (const uint8_t *)(folded.data ? folded.data : "");
+            tlen = folded.len;
         }
         pd_ingest_opts o;
         memset(&o, 0, sizeof o);
@@ -965,6 +996,8 @@ out:
         pd_profile_release(&d);
     pd_buf_release(&enc);
     pd_buf_release(&plain);
+    if (have_folded)
+        pd_buf_release(&folded);
     pd_labels_release(&ls);
     pd_labels_release(&tags);
     free(app);

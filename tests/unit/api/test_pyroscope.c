@@ -530,14 +530,24 @@ static void test_hostile_input(void **state)
     expect_refused(qs, nul, sizeof nul - 1, NULL, 400, "line 1", "NUL", NULL);
     snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=pprof", FROM_S + 200);
     expect_refused(qs, good, len - 5, NULL, 400, "truncated", NULL);
-    want[0] += 6;
+    /* a truncated trie (Pyroscope's format=trie), raw and by Content-Type */
+    {
+        static const uint8_t trie[] = {0, 0, 1, 5, 'm', 'a', 'i', 'n', ';', 0, 2,
+                                       4, 'w', 'o', 'r', 'k', 7, 0};
+        snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=trie", FROM_S + 200);
+        expect_refused(qs, trie, sizeof trie, NULL, 400, "trie", "truncated", NULL);
+        snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d", FROM_S + 200);
+        expect_refused(qs, trie, sizeof trie - 3, "binary/octet-stream+trie", 400, "trie",
+                       "truncated", NULL);
+    }
+    want[0] += 8;
     free(good);
 
     /* a wrong format, and a name that is not APP.TYPE{k=v}: 400 naming it */
     snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=jfr", FROM_S + 200);
     expect_refused(qs, FOLDED, sizeof FOLDED - 1, NULL, 400, "jfr", NULL);
-    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=trie", FROM_S + 200);
-    expect_refused(qs, FOLDED, sizeof FOLDED - 1, NULL, 400, "trie", NULL);
+    snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=speedscope", FROM_S + 200);
+    expect_refused(qs, FOLDED, sizeof FOLDED - 1, NULL, 400, "speedscope", NULL);
     snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d", FROM_S + 200);
     expect_refused(qs, FOLDED, sizeof FOLDED - 1, "binary/octet-stream+tree", 400, "tree", NULL);
     snprintf(qs, sizeof qs, "name=hostile.cpu%%7Bk-1%%3D1%%7D&from=%d", FROM_S + 200);
@@ -702,6 +712,34 @@ static void test_name_forms(void **state)
             free(b);
             snprintf(sel, sizeof sel, "%s{service_name=\"nfpprof\", env=\"x\"}", types[i]);
             json_decref(series_labels(sel));
+        }
+    }
+    /* format=trie and Content-Type binary/octet-stream+trie: the trie's
+     * samples, as folded (main;work;hash 71, main;work;sort 20, main;idle 9) */
+    {
+        static const uint8_t trie[] = {0, 0, 1,                                /* root */
+                                       5, 'm', 'a', 'i', 'n', ';', 0, 2,       /* main; */
+                                       5, 'w', 'o', 'r', 'k', ';', 0, 2,       /* work; */
+                                       4, 'h', 'a', 's', 'h', 71, 0,           /* hash 71 */
+                                       4, 's', 'o', 'r', 't', 20, 0,           /* sort 20 */
+                                       4, 'i', 'd', 'l', 'e', 9, 0};           /* idle 9 */
+        for (int i = 0; i < 2; i++) {
+            char qs[256], sel[64];
+            snprintf(qs, sizeof qs, "name=nftrie%d.cpu&from=%d%s", i, t, i ? "" : "&format=trie");
+            reply r;
+            if (ingest(qs, trie, sizeof trie, i ? "binary/octet-stream+trie" : NULL, &r) != 200)
+                fail_msg("trie %d: %ld %s", i, r.status, r.body.data ? r.body.data : "");
+            pd_buf_release(&r.body);
+            snprintf(sel, sizeof sel, "cpu{service_name=\"nftrie%d\"}", i);
+            pd_profile p;
+            query_profile(sel, t, &p);
+            stack_set got = {0}, want = {0};
+            ss_add_profile(&got, &p, "samples", 1);
+            expect_folded(&want, 1);
+            ss_assert_equal(&got, &want, "trie");
+            ss_release(&got);
+            ss_release(&want);
+            pd_profile_release(&p);
         }
     }
     /* an unknown format is read as folded, as Pyroscope does */
