@@ -12,12 +12,14 @@
  */
 #include "api/api.h"
 #include "api/api_int.h"
+#include "api/querier_int.h"
 
 #include <dirent.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +45,12 @@ struct pd_api {
     pd_api_options o;
     char version[64];
     double start_time_s; /* fallback for process_start_time_seconds */
+    char **flags;        /* n_flags x (name, value), owned */
+    size_t n_flags;
+    pthread_mutex_t cfg_mu; /* guards the three below */
+    char *config_text;      /* as last loaded (pd_api_set_config), or NULL */
+    bool config_ok;
+    int64_t config_when_ms;
 };
 
 static const char JSON_CT[] = "application/json";
@@ -117,6 +125,29 @@ static void reply_text(pd_http_response *resp, int status, const char *text)
     pd_buf_puts(&resp->body, text);
 }
 
+/* The storage warnings of the request this thread handles (pd_api_handle). */
+static _Thread_local pd_storage_warnings *t_warn;
+
+int pd__api_put_warnings(pd_buf *b)
+{
+    const pd_storage_warnings *w = t_warn;
+    if (!w || (!w->n && !w->dropped))
+        return 0;
+    int rc = pd_buf_puts(b, ",\"warnings\":[");
+    for (size_t i = 0; i < w->n && !rc; i++) {
+        if (i)
+            rc = pd_buf_putc(b, ',');
+        if (!rc)
+            rc = pd_buf_put_json_string(b, w->v[i], strlen(w->v[i]));
+    }
+    if (!rc && w->dropped)
+        rc = pd_buf_printf(b, "%s\"%zu more warnings not shown\"", w->n ? "," : "",
+                           w->dropped);
+    if (!rc)
+        rc = pd_buf_putc(b, ']');
+    return rc;
+}
+
 /* Starts a success envelope; the caller appends data, then ends it. */
 static int begin_success(pd_http_response *resp)
 {
@@ -126,7 +157,8 @@ static int begin_success(pd_http_response *resp)
 
 static int end_success(pd_http_response *resp)
 {
-    return pd_buf_puts(&resp->body, "}");
+    int rc = pd__api_put_warnings(&resp->body);
+    return rc ? rc : pd_buf_puts(&resp->body, "}");
 }
 
 /* Finishes a query call that appended data (or failed with rc/err). */
@@ -708,6 +740,105 @@ static void h_buildinfo(pd_api *api, pd_http_response *resp)
     end_success(resp);
 }
 
+/* ---- /api/v1/status (as Prometheus' status API) ---- */
+
+static void put_jstr(pd_buf *b, const char *s) { pd_buf_put_json_string(b, s, strlen(s)); }
+
+static void h_status_flags(pd_api *api, pd_http_response *resp)
+{
+    begin_success(resp);
+    pd_buf_putc(&resp->body, '{');
+    for (size_t i = 0; i < api->n_flags; i++) {
+        if (i)
+            pd_buf_putc(&resp->body, ',');
+        put_jstr(&resp->body, api->flags[2 * i]);
+        pd_buf_putc(&resp->body, ':');
+        put_jstr(&resp->body, api->flags[2 * i + 1]);
+    }
+    pd_buf_putc(&resp->body, '}');
+    end_success(resp);
+}
+
+static void h_status_config(pd_api *api, pd_http_response *resp)
+{
+    begin_success(resp);
+    pd_buf_puts(&resp->body, "{\"yaml\":");
+    pthread_mutex_lock(&api->cfg_mu);
+    put_jstr(&resp->body, api->config_text ? api->config_text : "");
+    pthread_mutex_unlock(&api->cfg_mu);
+    pd_buf_putc(&resp->body, '}');
+    end_success(resp);
+}
+
+static void h_status_runtime(pd_api *api, pd_http_response *resp)
+{
+    char cwd[4096], start[32], last[32];
+    if (!getcwd(cwd, sizeof cwd))
+        snprintf(cwd, sizeof cwd, "<error retrieving current working directory>");
+    pd_format_rfc3339((int64_t)(api->start_time_s * 1000), start, sizeof start);
+    pthread_mutex_lock(&api->cfg_mu);
+    bool ok = api->config_ok;
+    int64_t when = api->config_when_ms;
+    pthread_mutex_unlock(&api->cfg_mu);
+    pd_format_rfc3339(when, last, sizeof last);
+    begin_success(resp);
+    pd_buf_puts(&resp->body, "{\"startTime\":");
+    put_jstr(&resp->body, start);
+    pd_buf_puts(&resp->body, ",\"CWD\":");
+    put_jstr(&resp->body, cwd);
+    pd_buf_printf(&resp->body, ",\"reloadConfigSuccess\":%s,\"lastConfigTime\":",
+                  ok ? "true" : "false");
+    put_jstr(&resp->body, when ? last : "");
+    for (size_t i = 0; i < api->n_flags; i++)
+        if (!strcmp(api->flags[2 * i], "storage.retention.time")) {
+            pd_buf_puts(&resp->body, ",\"storageRetention\":");
+            put_jstr(&resp->body, api->flags[2 * i + 1]);
+        }
+    pd_buf_putc(&resp->body, '}');
+    end_success(resp);
+}
+
+/* Prometheus' /status/tsdb gives headStats; profd adds its blocks and bytes. */
+static void h_status_tsdb(pd_api *api, pd_http_response *resp)
+{
+    pd_storage_stats ss;
+    memset(&ss, 0, sizeof ss);
+    pd_storage_stats_get(api->st, &ss);
+    begin_success(resp);
+    pd_buf_printf(&resp->body,
+                  "{\"headStats\":{\"numSeries\":%llu,\"numProfiles\":%llu,\"minTime\":%lld,"
+                  "\"maxTime\":%lld},\"storage\":{\"series\":%llu,\"profiles\":%llu,\"blocks\":%llu,"
+                  "\"bytes\":%llu,\"headProfiles\":%llu,\"headCuts\":%llu,\"compactions\":%llu,"
+                  "\"retentionDeletes\":%llu}}",
+                  (unsigned long long)ss.n_series, (unsigned long long)ss.n_head_profiles,
+                  (long long)ss.min_ts, (long long)ss.max_ts, (unsigned long long)ss.n_series,
+                  (unsigned long long)ss.n_profiles, (unsigned long long)ss.n_blocks,
+                  (unsigned long long)ss.bytes_on_disk, (unsigned long long)ss.n_head_profiles,
+                  (unsigned long long)ss.n_cuts, (unsigned long long)ss.n_compactions,
+                  (unsigned long long)ss.n_retention_deletes);
+    end_success(resp);
+}
+
+int pd_api_set_config(pd_api *api, const char *text, size_t len, bool ok, int64_t when_ms)
+{
+    char *copy = NULL;
+    if (ok && text) {
+        if (!(copy = malloc(len + 1)))
+            return PD_ENOMEM;
+        memcpy(copy, text, len);
+        copy[len] = 0;
+    }
+    pthread_mutex_lock(&api->cfg_mu);
+    if (ok) {
+        free(api->config_text);
+        api->config_text = copy;
+    }
+    api->config_ok = ok;
+    api->config_when_ms = when_ms;
+    pthread_mutex_unlock(&api->cfg_mu);
+    return 0;
+}
+
 /* ---- /metrics ---- */
 
 static void process_metrics(pd_api *api)
@@ -972,7 +1103,10 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
             return "ui";
         }
     }
-    if (strncmp(path, "/api/", 5) == 0)
+    if (strncmp(path, "/querier.v1.", 12) == 0 || strncmp(path, "/push.v1.", 9) == 0)
+        pd_connect_error(resp, PD_CONNECT_UNAVAILABLE,
+                         "profd is starting: the storage is being opened (WAL replay)");
+    else if (strncmp(path, "/api/", 5) == 0)
         reply_error(resp, 503,
                     "profd is starting: the storage is being opened (WAL replay); "
                     "try again when /-/ready answers 200");
@@ -1041,12 +1175,41 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             h_buildinfo(api, resp);
             return "/api/v1/status/buildinfo";
         }
+        if (strcmp(r, "status/flags") == 0) {
+            h_status_flags(api, resp);
+            return "/api/v1/status/flags";
+        }
+        if (strcmp(r, "status/config") == 0) {
+            h_status_config(api, resp);
+            return "/api/v1/status/config";
+        }
+        if (strcmp(r, "status/runtimeinfo") == 0) {
+            h_status_runtime(api, resp);
+            return "/api/v1/status/runtimeinfo";
+        }
+        if (strcmp(r, "status/tsdb") == 0) {
+            h_status_tsdb(api, resp);
+            return "/api/v1/status/tsdb";
+        }
         reply_error(resp, 404, "unknown API endpoint %.200s", path);
         return "other";
     }
     if (strncmp(path, "/api/0/", 7) == 0) {
         pd__api_env env = {api->st, &api->o.limits, api->version};
         return pd__profefe_route(&env, req, resp);
+    }
+    if (strncmp(path, "/querier.v1.QuerierService/", 27) == 0 ||
+        strncmp(path, "/pyroscope/render", 17) == 0) {
+        pd__querier_env qenv = {api->st, &api->o.limits, api->o.query_timeout_ms,
+                                api->o.query_max_samples};
+        if (path[1] == 'q')
+            return pd__querier_route(&qenv, req, resp);
+        if (strcmp(path, "/pyroscope/render") == 0 || strcmp(path, "/pyroscope/render-diff") == 0)
+            return pd__querier_render(&qenv, req, resp);
+    }
+    if (strcmp(path, "/push.v1.PusherService/Push") == 0) {
+        pd__api_env env = {api->st, &api->o.limits, api->version};
+        return pd__push_connect(&env, req, resp);
     }
     if (strcmp(path, "/ingest") == 0) {
         pd__api_env env = {api->st, &api->o.limits, api->version};
@@ -1124,8 +1287,26 @@ void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp
     int64_t t0 = pd_mono_ns();
     pd_buf_init(&resp->body, api->o.max_response_bytes); /* empty on entry */
     resp->status = 200;
+    pd_storage_warnings warn;
+    pd_storage_warnings_begin(&warn);
+    t_warn = &warn;
     const char *handler = route(api, req, resp);
-    maybe_gzip(req, resp);
+    t_warn = NULL;
+    pd_storage_warnings_end();
+    if (warn.n || warn.dropped) {
+        /* partial answer: JSON envelopes carry "warnings"; any reply (a pprof
+           body too) carries the count and the first message in a header */
+        char hv[PD_STORAGE_WARNING_BYTES + 64];
+        int k = snprintf(hv, sizeof hv, "%zu damaged parts skipped: %s", warn.n + warn.dropped,
+                         warn.n ? warn.v[0] : "");
+        for (int i = 0; i > -1 && i < k && hv[i]; i++)
+            if ((unsigned char)hv[i] < 0x20 || hv[i] == 0x7f)
+                hv[i] = ' ';
+        pd_http_add_header(resp, "X-Profd-Warnings", hv);
+        pd_metrics_add("profd_partial_answers_total", NULL, 1);
+    }
+    pd_storage_warnings_release(&warn);
+    maybe_gzip(req, resp); /* last: the warnings may have changed the body */
     double secs = (double)(pd_mono_ns() - t0) / 1e9;
     char lbl[160];
     snprintf(lbl, sizeof lbl, "handler=\"%s\",code=\"%d\"", handler, resp->status);
@@ -1170,6 +1351,21 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
     snprintf(api->version, sizeof api->version, "%s", api->o.version ? api->o.version : "unknown");
     api->o.version = NULL;
     api->start_time_s = (double)pd_now_ms() / 1000.0;
+    pthread_mutex_init(&api->cfg_mu, NULL);
+    if (opts && opts->n_flags) {
+        if (!(api->flags = calloc(2 * opts->n_flags, sizeof *api->flags))) {
+            pd_api_free(api);
+            return pd_err_set(err, PD_ENOMEM, "api: out of memory");
+        }
+        api->n_flags = opts->n_flags;
+        for (size_t i = 0; i < opts->n_flags; i++)
+            if (!(api->flags[2 * i] = strdup(opts->flag_names[i])) ||
+                !(api->flags[2 * i + 1] = strdup(opts->flag_values[i] ? opts->flag_values[i] : ""))) {
+                pd_api_free(api);
+                return pd_err_set(err, PD_ENOMEM, "api: out of memory");
+            }
+    }
+    api->o.flag_names = api->o.flag_values = NULL;
 
     pd_metrics_describe("profd_http_requests_total", PD_METRIC_COUNTER,
                         "HTTP requests answered, by handler and status code.");
@@ -1181,6 +1377,9 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
                         "Bytes of profiles stored as received, by source (scrape or push).");
     pd_metrics_describe("profd_rejected_input_total", PD_METRIC_COUNTER,
                         "Pushed profiles refused, by reason.");
+    pd_metrics_describe("profd_partial_answers_total", PD_METRIC_COUNTER,
+                        "Answers that left out damaged stored data (they carry warnings).");
+    pd_metrics_add("profd_partial_answers_total", NULL, 0);
     pd_metrics_describe("process_cpu_seconds_total", PD_METRIC_COUNTER,
                         "Total user and system CPU time spent in seconds.");
     pd_metrics_describe("process_resident_memory_bytes", PD_METRIC_GAUGE,
@@ -1207,5 +1406,12 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
 
 void pd_api_free(pd_api *api)
 {
+    if (!api)
+        return;
+    for (size_t i = 0; i < 2 * api->n_flags; i++)
+        free(api->flags[i]);
+    free(api->flags);
+    free(api->config_text);
+    pthread_mutex_destroy(&api->cfg_mu);
     free(api);
 }
