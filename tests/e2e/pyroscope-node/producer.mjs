@@ -2,9 +2,10 @@
 // this program runs the Pyroscope Node.js SDK (@pyroscope/nodejs from npm,
 // pinned in package.json) unchanged, pointed at profd's /ingest, with its
 // wall (CPU time collected too) and heap profilers. It does busy work in a
-// distinctively named function and keeps allocations alive in another, for
-// FLUSHES flush intervals, then stops the SDK (which uploads the last
-// profiles). Every upload the SDK makes goes through fetch, which is wrapped
+// distinctively named function and keeps allocations alive in another
+// until the SDK has uploaded at least FLUSHES wall and FLUSHES heap profiles
+// (at most 120 s: a loaded machine delays the SDK's timers), then stops the
+// SDK (which uploads the last profiles). Every upload the SDK makes goes through fetch, which is wrapped
 // here only to record each reply's status: one JSON line {url, status, body}
 // per upload on stdout.
 //
@@ -19,7 +20,11 @@ const flushMs = Number(process.env.FLUSH_MS || 2500);
 
 const realFetch = globalThis.fetch;
 const pending = [];
+let wallN = 0, heapN = 0;
 globalThis.fetch = async (url, opts) => {
+  // the SDK sends sampleRate with wall profiles only
+  if (/[?&]sampleRate=/.test(String(url))) wallN++;
+  else heapN++;
   const p = (async () => {
     const r = await realFetch(url, opts);
     const body = await r.clone().text();
@@ -57,11 +62,11 @@ Pyroscope.init({
 });
 Pyroscope.start();
 
-const end = Date.now() + flushes * flushMs + 500;
-while (Date.now() < end) {
-  profdPyroAllocator(2000);
-  profdPyroBusyWork(200);
-  await new Promise((r) => setTimeout(r, 5)); // let the SDK's timers run
+const deadline = Date.now() + 120000;
+while ((wallN < flushes || heapN < flushes) && Date.now() < deadline) {
+  profdPyroAllocator(1000);
+  profdPyroBusyWork(100);
+  await new Promise((r) => setTimeout(r, 20)); // let the SDK's timers run
 }
 await Pyroscope.stop();
 await new Promise((r) => setTimeout(r, 500));
