@@ -966,6 +966,88 @@ static void bad_method(pd_http_response *resp, const char *allow, bool json)
         reply_text(resp, 405, "method not allowed\n");
 }
 
+/* Hex digit value or -1. */
+static int hexdig(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The label name of /api/v1/label/<name>/values as Prometheus 3 reads it:
+ * %XX escapes decoded, then a name starting "U__" unescaped per Prometheus'
+ * value-encoding escaping ("__" is '_', "_HEX_" is that code point, as
+ * `U__otel_2e_scope_2e_name`). Into out (cap bytes, NUL-terminated).
+ * 0, or -1 when an escape is malformed or the result does not fit. */
+static int label_name_from_path(const char *s, size_t n, char *out, size_t cap)
+{
+    char tmp[3 * PD_LABEL_MAX_NAME + 1];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m + 1 >= sizeof tmp)
+            return -1;
+        if (s[i] == '%') {
+            int a = i + 2 < n ? hexdig(s[i + 1]) : -1, b = i + 2 < n ? hexdig(s[i + 2]) : -1;
+            if (a < 0 || b < 0 || (a == 0 && b == 0))
+                return -1;
+            tmp[m++] = (char)(a * 16 + b);
+            i += 2;
+        } else {
+            tmp[m++] = s[i];
+        }
+    }
+    tmp[m] = 0;
+    if (strncmp(tmp, "U__", 3) != 0) {
+        if (m + 1 > cap)
+            return -1;
+        memcpy(out, tmp, m + 1);
+        return 0;
+    }
+    size_t o = 0;
+    for (size_t i = 3; i < m;) {
+        if (o + 5 >= cap)
+            return -1;
+        if (tmp[i] != '_') {
+            out[o++] = tmp[i++];
+            continue;
+        }
+        if (i + 1 < m && tmp[i + 1] == '_') {
+            out[o++] = '_';
+            i += 2;
+            continue;
+        }
+        uint32_t cp = 0;
+        size_t j = i + 1;
+        while (j < m && tmp[j] != '_' && j - i <= 6) {
+            int d = hexdig(tmp[j]);
+            if (d < 0)
+                return -1;
+            cp = cp * 16 + (uint32_t)d;
+            j++;
+        }
+        if (j >= m || tmp[j] != '_' || j == i + 1 || cp == 0 || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return -1;
+        if (cp < 0x80) {
+            out[o++] = (char)cp;
+        } else if (cp < 0x800) {
+            out[o++] = (char)(0xC0 | (cp >> 6));
+            out[o++] = (char)(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            out[o++] = (char)(0xE0 | (cp >> 12));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            out[o++] = (char)(0x80 | (cp & 0x3F));
+        } else {
+            out[o++] = (char)(0xF0 | (cp >> 18));
+            out[o++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            out[o++] = (char)(0x80 | (cp & 0x3F));
+        }
+        i = j + 1;
+    }
+    out[o] = 0;
+    return 0;
+}
+
 /* Routes one request; returns the handler name used for metrics. */
 /* An embedded UI asset with its entity tag: "Cache-Control: no-cache" (the
  * browser keeps it and revalidates), 304 with no body when If-None-Match
@@ -1108,14 +1190,16 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             if (slash && strcmp(slash, "/values") == 0) {
                 char lname[PD_LABEL_MAX_NAME + 1];
                 size_t nl = (size_t)(slash - name);
-                if (nl == 0 || nl > PD_LABEL_MAX_NAME) {
+                if (nl == 0 || nl > 3 * PD_LABEL_MAX_NAME) {
                     reply_error(resp, 400, "invalid label name: %s", nl ? "too long" : "empty");
                     return "/api/v1/label/:name/values";
                 }
-                memcpy(lname, name, nl);
-                lname[nl] = 0;
-                if (!pd_label_name_valid(lname)) {
-                    reply_error(resp, 400, "invalid label name: \"%s\"", lname);
+                if (label_name_from_path(name, nl, lname, sizeof lname) < 0 ||
+                    !pd_label_name_valid(lname)) {
+                    reply_error(resp, 400,
+                                "invalid label name \"%.*s\": not UTF-8, a control character, a "
+                                "bad %%XX or U__ escape, or over %d bytes",
+                                (int)(nl > 200 ? 200 : nl), name, PD_LABEL_MAX_NAME);
                     return "/api/v1/label/:name/values";
                 }
                 h_series(api, req, resp, lname);

@@ -34,8 +34,9 @@
  * Times (created_at, from, to): profefe's "2006-01-02T15:04:05" (UTC), RFC
  * 3339, or Unix seconds. from/to default to all time; both inclusive.
  *
- * Types: profefe's cpu, heap, block, mutex, goroutine, threadcreate, other.
- * Anything else is 400.
+ * Types: profefe's cpu, heap, block, mutex, goroutine, threadcreate, other
+ * (the list of profefe's README). Anything else is 400, "trace" included:
+ * a Go execution trace is not a pprof profile and profd stores only pprof.
  *
  * Ids: 32 lowercase hex digits: the xxh3 hash of the series' label set
  * (pd_labels_hash, 16 digits) then the timestamp in Unix ms (16 digits, two's
@@ -51,13 +52,18 @@
  *   - service required, a label value (UTF-8, <= PD_LABEL_MAX_VALUE bytes),
  *     likewise instance_id (optional)                       400 bad_request/bad_labels
  *   - type one of profefe's types                           400 bad_request
- *   - labels=k=v,...: names [a-zA-Z_][a-zA-Z0-9_]*, not "__"-prefixed, not
- *     service/instance_id, each once; values non-empty UTF-8 <=
- *     PD_LABEL_MAX_VALUE; at most PD_LABEL_MAX_COUNT labels    400 bad_labels
+ *   - labels=k=v,...: as profefe's Labels.FromString: split at ',' and the
+ *     first '=', trimmed, URL-decoded ('+', %XX; a bad escape is 400);
+ *     empty keys skipped, empty values absent; names any UTF-8
+ *     (pd_label_name_valid, "k8s.pod"), not "__"-prefixed, not
+ *     service/instance_id, each once; values UTF-8 <= PD_LABEL_MAX_VALUE;
+ *     at most PD_LABEL_MAX_COUNT labels                    400 bad_labels
  *   - created_at parses                                     400 bad_request
  *   - body non-empty and decodes + validates under the limits
  *     (size, decompressed size, counts)                     400 bad_profile / 413 too_large
- *   - not already stored at that series and ms              409 duplicate
+ *   - a push at a series and ms already stored is stored again at the next
+ *     free ms (profefe stores every push under a new id); 409 duplicate
+ *     only when PROFEFE_MAX_BUMP ms in a row are taken
  *   Success counts profd_ingested_profiles_total{source="push"} and
  *   profd_ingested_bytes_total{source="push"}.
  */
@@ -79,6 +85,7 @@
 #define PROFEFE_MAX_MERGE 100000 /* profiles in one /merge */
 #define PROFEFE_MAX_LIST 1000000 /* metas in one list reply */
 #define PROFEFE_ID_LEN 32
+#define PROFEFE_MAX_BUMP 1000    /* ms a duplicate push may move forward */
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -290,8 +297,55 @@ static const char *value_problem(const char *v)
     return NULL;
 }
 
+static int hexval(char c);
+
+/* Go's url.QueryUnescape of s[0..n) trimmed of spaces (what profefe's
+ * Labels.FromString applies to each key and value): '+' is a space, %XX a
+ * byte. Into a malloc'd string *out. 0, PD_ENOMEM, or PD_EPARSE for a
+ * malformed escape (profefe fails the same way) or an escaped NUL. */
+static int query_unescape(const char *s, size_t n, char **out)
+{
+    while (n && (*s == ' ' || *s == '\t'))
+        s++, n--;
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    char *o = malloc(n + 1);
+    if (!o)
+        return PD_ENOMEM;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '+') {
+            o[m++] = ' ';
+        } else if (s[i] == '%') {
+            if (i + 2 >= n) {
+                free(o);
+                return PD_EPARSE;
+            }
+            int a = hexval(s[i + 1]), b = hexval(s[i + 2]);
+            if (a < 0 || b < 0 || (a | b) == 0) {
+                free(o);
+                return PD_EPARSE;
+            }
+            o[m++] = (char)(a * 16 + b);
+            i += 2;
+        } else {
+            o[m++] = s[i];
+        }
+    }
+    o[m] = 0;
+    *out = o;
+    return 0;
+}
+
 /* Parses labels=k=v,k2=v2 into ls (which may already hold labels; names
- * present already are refused). 0, or replies 400/500 and returns -1. */
+ * present already are refused) as profefe's Labels.FromString reads it:
+ * split at ',', then at the first '='; key and value trimmed of spaces and
+ * URL-decoded (url.QueryUnescape: '+' and %XX); an empty key is skipped; an
+ * empty value means absent (profd's rule: nothing is stored). Names are any
+ * UTF-8 (pd_label_name_valid: "k8s.pod" is fine) without the reserved "__"
+ * prefix, not service/instance_id; a name given twice is refused (a profd
+ * series holds one value per name; profefe would keep both). 0, or replies
+ * 400/500 and returns -1. */
 static int parse_labels(const char *s, pd_labels *ls, pd_http_response *resp, const char *reason)
 {
     size_t commas = 0;
@@ -302,56 +356,62 @@ static int parse_labels(const char *s, pd_labels *ls, pd_http_response *resp, co
                  PD_LABEL_MAX_COUNT);
         return -1;
     }
-    char *copy = strdup(s);
-    if (!copy) {
-        pf_error(resp, 500, NULL, "out of memory");
-        return -1;
-    }
-    int ret = -1;
-    char *save = NULL;
     pd_err err = {{0}};
-    for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(kv, '=');
-        if (!eq) {
-            pf_error(resp, 400, reason, "bad labels: \"%.100s\" is not key=value", kv);
-            goto out;
+    const char *c = s;
+    for (;;) {
+        const char *end = strchr(c, ',');
+        size_t cl = end ? (size_t)(end - c) : strlen(c);
+        const char *eq = memchr(c, '=', cl);
+        size_t kl = eq ? (size_t)(eq - c) : cl;
+        char *k = NULL, *v = NULL;
+        int rc = query_unescape(c, kl, &k);
+        if (rc == 0)
+            rc = query_unescape(eq ? eq + 1 : "", eq ? cl - kl - 1 : 0, &v);
+        if (rc == PD_ENOMEM) {
+            free(k);
+            pf_error(resp, 500, NULL, "out of memory");
+            return -1;
         }
-        *eq = 0;
-        const char *k = kv, *v = eq + 1, *why;
-        if (!pd_label_name_valid(k) || strncmp(k, "__", 2) == 0) {
-            pf_error(resp, 400, reason,
-                     "bad label name \"%.100s\": must match [a-zA-Z_][a-zA-Z0-9_]* without a "
-                     "\"__\" prefix",
-                     k);
-            goto out;
-        }
-        if (!strcmp(k, "service") || !strcmp(k, "instance_id")) {
-            pf_error(resp, 400, reason, "label \"%s\" conflicts with the %s parameter", k, k);
-            goto out;
-        }
-        if (!*v) {
-            pf_error(resp, 400, reason, "bad value of label \"%.100s\": empty", k);
-            goto out;
-        }
-        if ((why = value_problem(v))) {
-            pf_error(resp, 400, reason, "bad value of label \"%.100s\": %s", k, why);
-            goto out;
-        }
-        if (pd_labels_get(ls, k)) {
-            pf_error(resp, 400, reason, "label \"%.100s\" given twice", k);
-            goto out;
-        }
-        int rc = pd_labels_set(ls, k, v, &err);
         if (rc < 0) {
+            pf_error(resp, 400, reason, "bad labels: \"%.*s\": invalid URL escape",
+                     (int)(cl > 100 ? 100 : cl), c);
+            free(k);
+            return -1;
+        }
+        const char *why = NULL;
+        if (!*k || !*v) {
+            /* profefe skips an empty key; an empty value is an absent label */
+        } else if (!pd_label_name_valid(k) || strncmp(k, "__", 2) == 0) {
+            pf_error(resp, 400, reason,
+                     "bad label name \"%.100s\": must be 1..%d bytes of UTF-8 without control "
+                     "characters and without a \"__\" prefix",
+                     k, PD_LABEL_MAX_NAME);
+            goto fail;
+        } else if (!strcmp(k, "service") || !strcmp(k, "instance_id")) {
+            pf_error(resp, 400, reason, "label \"%s\" conflicts with the %s parameter", k, k);
+            goto fail;
+        } else if ((why = value_problem(v))) {
+            pf_error(resp, 400, reason, "bad value of label \"%.100s\": %s", k, why);
+            goto fail;
+        } else if (pd_labels_get(ls, k)) {
+            pf_error(resp, 400, reason, "label \"%.100s\" given twice", k);
+            goto fail;
+        } else if ((rc = pd_labels_set(ls, k, v, &err)) < 0) {
             pf_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : reason,
                      "bad labels: %s", err.msg);
-            goto out;
+            goto fail;
         }
+        free(k);
+        free(v);
+        if (!end)
+            return 0;
+        c = end + 1;
+        continue;
+    fail:
+        free(k);
+        free(v);
+        return -1;
     }
-    ret = 0;
-out:
-    free(copy);
-    return ret;
 }
 
 /* ---- ids and metas ---- */
@@ -508,14 +568,23 @@ static void h_push(const pd__api_env *env, const pd_http_request *req, pd_http_r
         ts = p.time_nanos > 0 ? p.time_nanos / 1000000 : pd_now_ms();
 
     pd_err_clear(&err);
+    /* profefe stores every push under a new id: a push landing on a
+     * millisecond this series already holds goes to the next free one
+     * (its id, which is series + ms, is new) */
     rc = pd__api_store(env->st, &ls, ts, req->body, req->body_len, &p, "push", &err);
+    for (int tries = 0; rc == PD_EEXIST && tries < PROFEFE_MAX_BUMP; tries++) {
+        ts++;
+        pd_err_clear(&err);
+        rc = pd__api_store(env->st, &ls, ts, req->body, req->body_len, &p, "push", &err);
+    }
     if (rc == PD_EOUTOFBOUNDS) { /* counted by pd__api_store */
         pf_error(resp, 400, NULL, "%s", err.msg);
         goto out;
     }
     if (rc == PD_EEXIST) {
         pf_error(resp, 409, "duplicate",
-                 "a profile of this series at %" PRId64 " ms is already stored", ts);
+                 "this series already holds profiles at the %d ms up to %" PRId64 " ms",
+                 PROFEFE_MAX_BUMP + 1, ts);
         goto out;
     }
     if (rc < 0) {

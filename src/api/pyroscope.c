@@ -4,18 +4,26 @@
  *   POST /ingest?name=APP.TYPE{k=v,...}&from=&until=&sampleRate=&spyName=
  *               &units=&aggregationType=&format=
  *
- * name: APP is the application (stored as label service_name), TYPE the
- *   profile type (stored as __name__) when the text after the last '.' is
- *   one of Pyroscope's types (KNOWN_TYPES below); otherwise the whole name is
- *   APP and TYPE is cpu. {k=v,...} are labels: names [a-zA-Z_][a-zA-Z0-9_]*
- *   (names starting "__", such as the Go client's __session_id__, are
- *   Pyroscope-internal and dropped), values non-empty UTF-8 without ',' or
- *   '}', at most PD_LABEL_MAX_VALUE bytes, at most PD_LABEL_MAX_COUNT labels.
- * from/until: Unix seconds, ms, us or ns told apart by digit count as
- *   Pyroscope does (the Go client sends nanoseconds), or RFC 3339; the
- *   profile's time is from, else now; until - from becomes duration_nanos.
- * format:
- *   folded (default; also "collapsed") and lines: the body (raw, or gzip)
+ * Read input by input as grafana/pyroscope's server reads it (the ingest
+ * handler, labelset.Parse, the pprof and Put adapters); README's
+ * "Pyroscope's /ingest" lists each rule.
+ * name: parse_name (labelset.Parse). APP ending in ".TYPE" with TYPE in
+ *   KNOWN_TYPES is split; else pprof bodies get the type from their sample
+ *   types (detect_type, Pyroscope's metricName) and other bodies are cpu
+ *   (no dot) or refused (unknown profile type, Pyroscope's convertMetadata).
+ *   Stored labels: __name__=TYPE, service_name=APP (or the service_name tag,
+ *   then app_name=APP for non-pprof bodies), pyroscope_spy=spyName
+ *   ("unknown" when absent), the tags.
+ * from/until: parse_time (attime.Parse: never fails); until - from becomes
+ *   duration_nanos. sampleRate: absent, 0 or garbage is 100 Hz.
+ * format (picked as Pyroscope picks it: trie / tree by format or by
+ * Content-Type binary/octet-stream+trie|+tree, lines, jfr, a multipart
+ * body, pprof, speedscope, and folded for anything else):
+ *   trie: the body (raw or gzip) read by ingest/trie.h into folded text,
+ *     then as folded.
+ *   tree, speedscope: 400 unsupported_format (each has its place in the
+ *     dispatch of the handler).
+ *   folded (also "collapsed", "groups", unknown) and lines: the body (raw, or gzip)
  *     is converted by ingest/ (pd_ingest_folded). With units empty or
  *     "samples", sampleRate (Hz, default 100) gives TYPE/nanoseconds
  *     values beside samples/count; other units give one TYPE/UNIT sample
@@ -36,8 +44,9 @@
  *     all zero are dropped. Without it, the profile part is stored as
  *     received.
  *   jfr: a Java Flight Recorder recording (the Pyroscope Java agent), raw
- *     or as the multipart parts jfr and labels: see ingest_jfr.c.
- * spyName, aggregationType: accepted, not stored.
+ *     or as the multipart parts jfr and labels: see ingest_jfr.c; one series
+ *     per event kind (__name__ = the kind), labelled as the other formats.
+ * aggregationType: accepted, not stored.
  *
  * Multipart parsing (RFC 2046 / 7578), by hand over the whole body: the
  * boundary comes from the Content-Type (at most 70 bytes, maybe quoted);
@@ -63,11 +72,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "api/api_int.h"
 #include "base/log.h"
 #include "base/time.h"
 #include "ingest/ingest.h"
+#include "ingest/trie.h"
 
 #define MP_MAX_PARTS 16
 #define MP_MAX_HEADER 8192
@@ -152,135 +163,296 @@ static pd_pprof_limits eff_limits(const pd_pprof_limits *l)
     return d;
 }
 
-/* from/until as Pyroscope reads them: an integer is Unix seconds, ms, us or
- * ns by its digit count (<= 10, 13, 16, more: the Go client sends
- * UnixNano); anything else as pd_parse_time_param (RFC 3339, decimal
- * seconds). Into Unix ms. 0 or PD_EPARSE. */
-static int parse_time(const char *s, int64_t *ms, pd_err *err)
+/* Seconds of one unit of an attime offset (graphite's attime, as
+ * Pyroscope's pkg/og/util/attime): s, min/m, h, d, w, mon/M, y; else 0. */
+static int64_t attime_unit(const char *u)
 {
-    size_t n = strspn(s, "0123456789");
-    if (n > 0 && n <= 19 && s[n] == 0) {
+    if (u[0] == 's')
+        return 1;
+    if (!strncmp(u, "mon", 3) || u[0] == 'M')
+        return 30 * 86400;
+    if (u[0] == 'm')
+        return 60;
+    if (u[0] == 'h')
+        return 3600;
+    if (u[0] == 'd')
+        return 86400;
+    if (u[0] == 'w')
+        return 7 * 86400;
+    if (u[0] == 'y')
+        return 365 * 86400;
+    return 0;
+}
+
+/* from/until as Pyroscope reads them (attime.Parse), into Unix ms; never
+ * fails, as there: digits only are Unix seconds, or ms / us / ns for 13 /
+ * 16 / 19 digits (the Go client sends nanoseconds), or YYYYMMDD for 8 digits
+ * that form a date; RFC 3339 and decimal seconds (pd_parse_time_param) are
+ * taken too; anything else is now plus the offset after its first '+' or
+ * '-' ("now-10s", "now-1h30m"), with '_', ',' and spaces dropped; an
+ * unreadable offset counts as 0. */
+static int64_t parse_time(const char *in)
+{
+    char s[64];
+    size_t n = 0;
+    for (const char *c = in; *c && n + 1 < sizeof s; c++)
+        if (*c != '_' && *c != ',' && *c != ' ' && *c != '\t')
+            s[n++] = *c;
+    s[n] = 0;
+    size_t d = strspn(s, "0123456789");
+    if (n > 0 && d == n && n <= 19) {
         long long v = strtoll(s, NULL, 10);
-        *ms = n <= 10 ? v * 1000 : n <= 13 ? v : n <= 16 ? v / 1000 : v / 1000000;
-        return 0;
+        if (n == 8) {
+            int y = (int)(v / 10000), mo = (int)(v / 100 % 100), dd = (int)(v % 100);
+            if (y > 1900 && mo >= 1 && mo <= 12 && dd >= 1 && dd <= 31) {
+                struct tm tm = {0};
+                tm.tm_year = y - 1900;
+                tm.tm_mon = mo - 1;
+                tm.tm_mday = dd;
+                return (int64_t)timegm(&tm) * 1000;
+            }
+        }
+        return n == 13 ? v : n == 16 ? v / 1000 : n == 19 ? v / 1000000 : v * 1000;
     }
-    return pd_parse_time_param(s, ms, err);
+    int64_t ms;
+    pd_err err = {{0}};
+    if (pd_parse_time_param(in, &ms, &err) == 0)
+        return ms;
+    int64_t now = pd_now_ms();
+    const char *off = strchr(s, '+');
+    if (!off)
+        off = strchr(s, '-');
+    if (!off)
+        return now;
+    int sign = *off == '-' ? -1 : 1;
+    off++;
+    int64_t secs = 0;
+    while (*off) {
+        int64_t num = 0;
+        while (*off >= '0' && *off <= '9') {
+            if (num < 1000000000)
+                num = num * 10 + (*off - '0');
+            off++;
+        }
+        const char *u = off;
+        while (*off && !(*off >= '0' && *off <= '9'))
+            off++;
+        secs += num * attime_unit(u);
+        if (secs > 100LL * 365 * 86400)
+            secs = 100LL * 365 * 86400;
+    }
+    return now + sign * secs * 1000;
 }
 
 /* ---- name=APP.TYPE{k=v,...} ---- */
 
-/* Parses name into ls (__name__, service_name, labels). 0, or replies and -1. */
-static int parse_name(const char *name, pd_labels *ls, pd_http_response *resp)
+/* True for the bytes Pyroscope allows in a tag key (flameql
+ * IsTagKeyRuneAllowed): [a-zA-Z0-9_.]. */
+static bool tag_key_char(char c)
 {
-    pd_err err = {{0}};
-    int rc;
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.';
+}
+
+/* s[0..n) without leading and trailing ASCII white space (Go's TrimSpace
+ * on what clients send), as a malloc'd string. */
+static char *trim_dup(const char *s, size_t n)
+{
+    while (n && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\v' || *s == '\f'))
+        s++, n--;
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r' ||
+                 s[n - 1] == '\v' || s[n - 1] == '\f'))
+        n--;
+    char *o = malloc(n + 1);
+    if (o) {
+        memcpy(o, s, n);
+        o[n] = 0;
+    }
+    return o;
+}
+
+/* Parses name=APP{k=v,...} as Pyroscope's labelset.Parse does, byte by
+ * byte over name + "{": APP is everything up to the first '{', trimmed,
+ * 1+ bytes of [a-zA-Z0-9_.\-/]; then keys run to '=' (a '}' there ends the
+ * set: "{foo}" adds nothing) and values to ',' or '}', both trimmed; a key
+ * must be 1+ bytes of [a-zA-Z0-9_.] ("1abc" is fine); the same key again
+ * replaces the value (last wins); an empty value means absent; text after
+ * the closing '}' is read on in the key state, so it adds nothing unless it
+ * holds a complete "k=v," (as there). Keys starting "__" (the Go client's
+ * __session_id__, Pyroscope's __name__) are dropped. *app gets APP
+ * (malloc'd), tags the labels. 0, or replies 400 (reason bad_labels) and
+ * returns -1. */
+static int parse_name(const char *name, char **app, pd_labels *tags, pd_http_response *resp)
+{
     size_t len = strlen(name);
-    if (len == 0) {
-        py_error(resp, 400, "bad_request", "missing name (APP.TYPE{k=v,...})");
-        return -1;
-    }
+    *app = NULL;
     if (len > MAX_NAME_BYTES) {
-        py_error(resp, 400, "bad_labels", "name is %zu bytes, over %d", len, MAX_NAME_BYTES);
+        py_error(resp, 400, "bad_labels", "name: %zu bytes, over the limit of %d", len,
+                 MAX_NAME_BYTES);
         return -1;
     }
-    const char *brace = strchr(name, '{');
-    size_t app_end = brace ? (size_t)(brace - name) : len;
-    if (brace && name[len - 1] != '}') {
-        py_error(resp, 400, "bad_labels", "name \"%.100s\": labels must end with '}'", name);
+    if (!pd__api_utf8_valid(name, len)) {
+        py_error(resp, 400, "bad_labels", "name: not UTF-8");
         return -1;
     }
-    /* APP.TYPE */
-    char type[64] = "cpu";
-    size_t app_len = app_end;
-    const char *dot = NULL;
-    for (size_t i = app_end; i > 0; i--)
-        if (name[i - 1] == '.') {
-            dot = name + i - 1;
+    enum { NAME, KEY, VALUE, DONE } st = NAME;
+    size_t tok = 0;            /* start of the current app/value */
+    size_t kstart = 0, kend = 0; /* key bytes (Pyroscope's key buffer) */
+    bool have_key = false;
+    pd_err err = {{0}};
+    for (size_t i = 0; i <= len && st != DONE; i++) {
+        char c = i < len ? name[i] : '{';
+        switch (st) {
+        case NAME:
+            if (c != '{')
+                break;
+            *app = trim_dup(name, i);
+            if (!*app)
+                goto nomem;
+            if (!**app) {
+                py_error(resp, 400, "bad_labels", "name: application name is required");
+                return -1;
+            }
+            for (const char *a = *app; *a; a++)
+                if (!tag_key_char(*a) && *a != '-' && *a != '/') {
+                    py_error(resp, 400, "bad_labels",
+                             "name: invalid application name \"%.100s\": character '%c' is not "
+                             "allowed (want [a-zA-Z0-9_.\\-/])",
+                             *app, *a);
+                    return -1;
+                }
+            st = KEY;
+            kstart = i + 1;
+            kend = kstart;
+            have_key = false;
+            break;
+        case KEY:
+            if (c == '}') {
+                st = DONE;
+            } else if (c == '=') {
+                st = VALUE;
+                tok = i + 1;
+            } else {
+                if (!have_key)
+                    kstart = i;
+                have_key = true;
+                kend = i + 1;
+            }
+            break;
+        case VALUE:
+            if (c != ',' && c != '}')
+                break;
+            {
+                char *k = trim_dup(name + kstart, have_key ? kend - kstart : 0);
+                char *v = trim_dup(name + tok, i - tok);
+                if (!k || !v) {
+                    free(k);
+                    free(v);
+                    goto nomem;
+                }
+                const char *bad = NULL;
+                if (strcmp(k, "__name__") != 0) {
+                    if (!*k)
+                        bad = "label name is required";
+                    for (const char *a = k; *a && !bad; a++)
+                        if (!tag_key_char(*a))
+                            bad = "character not allowed (want [a-zA-Z0-9_.])";
+                }
+                if (bad) {
+                    py_error(resp, 400, "bad_labels", "name: invalid label name \"%.100s\": %s", k,
+                             bad);
+                    free(k);
+                    free(v);
+                    return -1;
+                }
+                int rc = 0;
+                if (strncmp(k, "__", 2) != 0)
+                    rc = pd_labels_set(tags, k, v, &err);
+                free(k);
+                free(v);
+                if (rc == PD_ENOMEM)
+                    goto nomem;
+                if (rc < 0) {
+                    py_error(resp, 400, "bad_labels", "name: %s", err.msg);
+                    return -1;
+                }
+            }
+            st = KEY; /* also after '}', as labelset.Parse */
+            have_key = false;
+            break;
+        case DONE:
             break;
         }
-    if (dot) {
-        size_t tl = app_end - (size_t)(dot - name) - 1;
-        for (size_t i = 0; i < sizeof KNOWN_TYPES / sizeof *KNOWN_TYPES; i++)
-            if (strlen(KNOWN_TYPES[i]) == tl && !strncmp(dot + 1, KNOWN_TYPES[i], tl)) {
-                memcpy(type, dot + 1, tl);
-                type[tl] = 0;
-                app_len = (size_t)(dot - name);
-                break;
-            }
     }
-    if (app_len == 0) {
-        py_error(resp, 400, "bad_request", "name \"%.100s\": empty application name", name);
-        return -1;
-    }
-    if (app_len > PD_LABEL_MAX_VALUE || !pd__api_utf8_valid(name, app_len)) {
-        py_error(resp, 400, "bad_labels", "application name: %s",
-                 app_len > PD_LABEL_MAX_VALUE ? "over 4096 bytes" : "not UTF-8");
-        return -1;
-    }
-    char *copy = strdup(name);
-    if (!copy) {
-        py_error(resp, 500, NULL, "out of memory");
-        return -1;
-    }
-    copy[app_len] = 0;
-    int ret = -1;
-    if ((rc = pd_labels_set(ls, "service_name", copy, &err)) < 0 ||
-        (rc = pd_labels_set(ls, "__name__", type, &err)) < 0) {
-        py_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : "bad_labels",
-                 "bad name: %s", err.msg);
-        goto out;
-    }
-    if (brace) {
-        char *lb = copy + (brace - name) + 1;
-        copy[len - 1] = 0; /* the closing brace */
-        size_t count = 0;
-        for (const char *c = lb; *c; c++)
-            count += *c == ',';
-        if (count + 1 > PD_LABEL_MAX_COUNT) {
-            py_error(resp, 400, "bad_labels", "name: %zu labels given, at most %d allowed",
-                     count + 1, PD_LABEL_MAX_COUNT);
-            goto out;
+    return 0;
+nomem:
+    py_error(resp, 500, NULL, "out of memory");
+    return -1;
+}
+
+/* Pyroscope's profile type of a pprof pushed under a name without a known
+ * type suffix (pkg/og/convert/pprof RawProfile.metricName): "wall" when a
+ * sample type is wall; else by the first sample type whose name (or its
+ * display-name in sample_type_config, or in Pyroscope's default mapping:
+ * samples -> cpu, goroutine -> goroutines, contentions -> mutex_count,
+ * delay -> mutex_duration) holds cpu -> process_cpu; alloc_, inuse_, or is
+ * space/objects -> memory; mutex_ -> mutex; block_ -> block; goroutines ->
+ * goroutines; else the last sample type's name. Into out. */
+static void detect_type(const pd_profile *p, json_t *cfg, char *out, size_t cap)
+{
+    const char *st = "";
+    for (size_t i = 0; i < p->n_sample_type; i++)
+        if (!strcmp(pd_profile_str(p, p->sample_type[i].type), "wall")) {
+            snprintf(out, cap, "wall");
+            return;
         }
-        char *save = NULL;
-        for (char *kv = strtok_r(lb, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-            char *eq = strchr(kv, '=');
-            if (!eq) {
-                py_error(resp, 400, "bad_labels", "name: label \"%.100s\" is not k=v", kv);
-                goto out;
-            }
-            *eq = 0;
-            const char *k = kv, *v = eq + 1;
-            if (!pd_label_name_valid(k)) {
-                py_error(resp, 400, "bad_labels",
-                         "name: bad label name \"%.100s\": must match [a-zA-Z_][a-zA-Z0-9_]*", k);
-                goto out;
-            }
-            if (!strncmp(k, "__", 2))
-                continue; /* Pyroscope-internal (__session_id__) */
-            size_t vl = strlen(v);
-            if (!vl || vl > PD_LABEL_MAX_VALUE || !pd__api_utf8_valid(v, vl) || strchr(v, '}')) {
-                py_error(resp, 400, "bad_labels", "name: bad value of label \"%.100s\": %s", k,
-                         !vl                       ? "empty"
-                         : vl > PD_LABEL_MAX_VALUE ? "over 4096 bytes"
-                         : strchr(v, '}')          ? "holds '}'"
-                                                   : "not UTF-8");
-                goto out;
-            }
-            if (!strcmp(k, "service_name") || pd_labels_get(ls, k)) {
-                py_error(resp, 400, "bad_labels", "name: label \"%.100s\" given twice", k);
-                goto out;
-            }
-            if ((rc = pd_labels_set(ls, k, v, &err)) < 0) {
-                py_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : "bad_labels",
-                         "name: %s", err.msg);
-                goto out;
-            }
+    for (size_t i = 0; i < p->n_sample_type; i++) {
+        st = pd_profile_str(p, p->sample_type[i].type);
+        const char *dn = NULL;
+        if (cfg) {
+            json_t *c = json_object_get(cfg, st);
+            dn = json_string_value(json_object_get(c, "display-name"));
+        } else {
+            dn = !strcmp(st, "samples")       ? "cpu"
+                 : !strcmp(st, "goroutine")   ? "goroutines"
+                 : !strcmp(st, "contentions") ? "mutex_count"
+                 : !strcmp(st, "delay")       ? "mutex_duration"
+                                              : NULL;
+        }
+        if (dn && *dn)
+            st = dn;
+        const char *t = strstr(st, "cpu")                                        ? "process_cpu"
+                        : strstr(st, "alloc_") || strstr(st, "inuse_") ||
+                                  !strcmp(st, "space") || !strcmp(st, "objects") ? "memory"
+                        : strstr(st, "mutex_")                                   ? "mutex"
+                        : strstr(st, "block_")                                   ? "block"
+                        : strstr(st, "goroutines")                               ? "goroutines"
+                                                                                 : NULL;
+        if (t) {
+            snprintf(out, cap, "%s", t);
+            return;
         }
     }
-    ret = 0;
-out:
-    free(copy);
-    return ret;
+    snprintf(out, cap, "%s", st);
+}
+
+/* Splits APP.TYPE when TYPE is one of KNOWN_TYPES: the type into type
+ * (cap bytes) and the length of APP into *app_len; else type "" and
+ * *app_len the whole length. */
+static void split_type(const char *app, char *type, size_t cap, size_t *app_len)
+{
+    size_t len = strlen(app);
+    const char *dot = strrchr(app, '.');
+    type[0] = 0;
+    *app_len = len;
+    if (!dot)
+        return;
+    for (size_t i = 0; i < sizeof KNOWN_TYPES / sizeof *KNOWN_TYPES; i++)
+        if (!strcmp(dot + 1, KNOWN_TYPES[i]) && strlen(KNOWN_TYPES[i]) < cap) {
+            snprintf(type, cap, "%s", KNOWN_TYPES[i]);
+            *app_len = (size_t)(dot - app);
+            return;
+        }
 }
 
 /* ---- multipart ---- */
@@ -542,57 +714,100 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     const char *until_s = pd_http_arg(req, "until");
     const char *rate_s = pd_http_arg(req, "sampleRate");
     const char *units = pd_http_arg(req, "units");
+    const char *spy = pd_http_arg(req, "spyName");
     const char *ct = pd_http_header(req, "Content-Type");
-    pd_labels ls;
+    pd_labels ls, tags;
     pd_labels_init(&ls);
+    pd_labels_init(&tags);
+    char *app = NULL;
+    json_t *stcfg = NULL;
     pd_profile p, prev, d;
     bool have_p = false, have_prev = false, have_d = false;
     pd_buf enc;
     pd_buf_init(&enc, lim.max_decompressed_bytes);
-    pd_buf plain;
+    pd_buf plain, folded;
     pd_buf_init(&plain, lim.max_decompressed_bytes);
+    bool have_folded = false;
     pd_err err = {{0}};
     int rc;
 
-    if (!name || !*name) {
-        py_error(resp, 400, "bad_request", "missing name (APP.TYPE{k=v,...})");
+    if (parse_name(name ? name : "", &app, &tags, resp) < 0)
         goto out;
-    }
-    if (parse_name(name, &ls, resp) < 0)
-        goto out;
-    const char *type = pd_labels_get(&ls, "__name__");
 
-    int64_t from = 0, until = 0;
-    if (from_s && *from_s && parse_time(from_s, &from, &err) < 0) {
-        py_error(resp, 400, "bad_request", "bad from: %s", err.msg);
-        goto out;
-    }
-    if (until_s && *until_s && parse_time(until_s, &until, &err) < 0) {
-        py_error(resp, 400, "bad_request", "bad until: %s", err.msg);
-        goto out;
-    }
-    int64_t ts = from_s && *from_s ? from : pd_now_ms();
-    int64_t dur_ns = until > from && from_s && *from_s ? (until - from) * 1000000 : 0;
-    int64_t rate = 0;
+    /* times and rate never fail, as in Pyroscope's ingest handler */
+    int64_t now = pd_now_ms();
+    int64_t from = from_s && *from_s ? parse_time(from_s) : now;
+    int64_t until = until_s && *until_s ? parse_time(until_s) : now;
+    int64_t ts = from;
+    int64_t dur_ns = until > from ? (until - from) * 1000000 : 0;
+    int64_t rate = 100; /* Pyroscope's DefaultSampleRate: absent, 0 or not a number */
     if (rate_s && *rate_s) {
         char *e;
         long long v = strtoll(rate_s, &e, 10);
-        if (*e || v <= 0 || v > 1000000000) {
-            py_error(resp, 400, "bad_request", "bad sampleRate \"%.32s\": want Hz in 1..1e9",
-                     rate_s);
+        if (!*e && v > 0 && v <= 1000000000)
+            rate = v;
+    }
+
+    /* the format, as Pyroscope's readInputRawDataFromRequest picks it */
+    enum { F_GROUPS, F_LINES, F_TRIE, F_TREE, F_SPEEDSCOPE, F_JFR, F_PPROF, F_MULTIPART } fmt;
+    if (!format)
+        format = "";
+    if (!strcmp(format, "trie") || (ct && !strcasecmp(ct, "binary/octet-stream+trie")))
+        fmt = F_TRIE;
+    else if (!strcmp(format, "tree") || (ct && !strcasecmp(ct, "binary/octet-stream+tree")))
+        fmt = F_TREE;
+    else if (!strcmp(format, "lines"))
+        fmt = F_LINES;
+    else if (!strcmp(format, "jfr"))
+        fmt = F_JFR;
+    else if (is_multipart(ct))
+        fmt = F_MULTIPART; /* also with format=pprof: the Go and Node clients */
+    else if (!strcmp(format, "pprof"))
+        fmt = F_PPROF;
+    else if (!strcmp(format, "speedscope"))
+        fmt = F_SPEEDSCOPE;
+    else
+        fmt = F_GROUPS; /* folded, collapsed, groups, absent or unknown: Pyroscope's default */
+    bool pprof_in = fmt == F_PPROF || fmt == F_MULTIPART || fmt == F_JFR;
+
+    /* APP.TYPE: a known suffix names the type; pprof input without one gets
+     * its type from the sample types (after decoding); other formats refuse
+     * an unknown suffix as Pyroscope's convertMetadata does */
+    char type[64];
+    size_t app_len;
+    split_type(app, type, sizeof type, &app_len);
+    if (!type[0] && !pprof_in) {
+        const char *dot = strrchr(app, '.');
+        if (dot) {
+            py_error(resp, 400, "bad_request", "unknown profile type: %.64s (name \"%.100s\")",
+                     dot + 1, app);
             goto out;
         }
-        rate = v;
+        snprintf(type, sizeof type, "cpu");
     }
-    if (!format || !*format)
-        format = is_multipart(ct) ? "pprof" : "folded";
+    app[app_len] = 0;
+    if (fmt == F_TREE || fmt == F_SPEEDSCOPE) {
+        /* dispatch point: each format gets its decoder here */
+        py_error(resp, 400, "unsupported_format",
+                 "format %s is not supported by profd yet: use folded, lines, trie, pprof or jfr",
+                 fmt == F_TREE ? "tree" : "speedscope");
+        goto out;
+    }
     if (req->body_len > lim.max_body_bytes) {
         py_error(resp, 413, "too_large", "body is %zu bytes, over max_body_bytes=%zu",
                  req->body_len, lim.max_body_bytes);
         goto out;
     }
 
-    if (!strcmp(format, "jfr")) { /* the Java agent: ingest_jfr.c */
+    if (fmt == F_JFR) { /* the Java agent: ingest_jfr.c; __name__ per event kind there */
+        const char *jservice = pd_labels_get(&tags, "service_name");
+        if ((rc = pd_labels_copy(&ls, &tags)) < 0 ||
+            (!jservice && (rc = pd_labels_set(&ls, "service_name", app, &err)) < 0) ||
+            (rc = pd_labels_set(&ls, "pyroscope_spy", spy && *spy ? spy : "unknown", &err)) < 0) {
+            py_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : "bad_labels",
+                     "name: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+            goto out;
+        }
         const part *pj = NULL, *pl = NULL;
         char boundary[MP_MAX_BOUNDARY + 1], msg[256];
         part parts[MP_MAX_PARTS];
@@ -622,7 +837,7 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     const uint8_t *store = NULL;
     size_t store_len = 0;
     const pd_profile *stored = NULL;
-    if (is_multipart(ct)) {
+    if (fmt == F_MULTIPART) {
         char boundary[MP_MAX_BOUNDARY + 1], msg[256];
         part parts[MP_MAX_PARTS];
         size_t n = 0;
@@ -646,6 +861,8 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         if (decode(pp->data, pp->len, &lim, "part \"profile\"", &p, resp) < 0)
             goto out;
         have_p = true;
+        if (pc && pc->len <= MAX_CONFIG_BYTES)
+            stcfg = json_loadb((const char *)pc->data, pc->len, 0, NULL);
         if (pv && pv->len) {
             int64_t *scale = calloc(p.n_sample_type ? p.n_sample_type : 1, sizeof *scale);
             if (!scale) {
@@ -677,19 +894,23 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
             store_len = pp->len;
             stored = &p;
         }
-    } else if (!strcmp(format, "pprof")) {
+    } else if (fmt == F_PPROF) {
         if (decode(req->body, req->body_len, &lim, "body", &p, resp) < 0)
             goto out;
         have_p = true;
         store = req->body;
         store_len = req->body_len;
         stored = &p;
-    } else if (!strcmp(format, "folded") || !strcmp(format, "collapsed") ||
-               !strcmp(format, "lines")) {
+    } else {
         const uint8_t *text = req->body;
         size_t tlen = req->body_len;
-        if (tlen == 0) {
-            py_error(resp, 400, "bad_profile", "empty body: POST %s stacks", format);
+        if (tlen == 0 && fmt != F_TRIE) {
+            py_error(resp, 400, "bad_profile", "empty body: POST %s stacks",
+                     fmt == F_LINES ? "lines" : "folded");
+            goto out;
+        }
+        if (tlen == 0 && fmt == F_TRIE) {
+            py_error(resp, 400, "bad_profile", "empty body: POST a trie");
             goto out;
         }
         if (pd_is_gzip(text, tlen)) {
@@ -707,6 +928,24 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
             }
             text = (const uint8_t *)plain.data;
             tlen = plain.len;
+        }
+        if (fmt == F_TRIE) { /* the trie's samples as folded text (ingest/trie.h) */
+            pd_buf_init(&folded, lim.max_decompressed_bytes);
+            have_folded = true;
+            rc = pd_ingest_trie_to_folded(text, tlen, &folded, &err);
+            if (rc < 0) {
+                py_error(resp,
+                         rc == PD_ETOOBIG  ? 413
+                         : rc == PD_ENOMEM ? 500
+                                           : 400,
+                         rc == PD_ETOOBIG  ? "too_large"
+                         : rc == PD_ENOMEM ? NULL
+                                           : "bad_profile",
+                         "trie body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+                goto out;
+            }
+            text = (const uint8_t *)(folded.data ? folded.data : "");
+            tlen = folded.len;
         }
         pd_ingest_opts o;
         memset(&o, 0, sizeof o);
@@ -728,7 +967,7 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         o.lim.max_frames =
             lim.max_locations < lim.max_functions ? lim.max_locations : lim.max_functions;
         o.lim.max_samples = lim.max_samples;
-        rc = pd_ingest_folded((const char *)text, tlen, !strcmp(format, "lines"), &o, &p, &err);
+        rc = pd_ingest_folded((const char *)text, tlen, fmt == F_LINES, &o, &p, &err);
         if (rc < 0) {
             py_error(resp,
                      rc == PD_ETOOBIG  ? 413
@@ -737,7 +976,8 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
                      rc == PD_ETOOBIG  ? "too_large"
                      : rc == PD_ENOMEM ? NULL
                                        : "bad_profile",
-                     "%s body: %s", format, err.msg[0] ? err.msg : pd_strerror(rc));
+                     "%s body: %s", fmt == F_LINES ? "lines" : "folded",
+                     err.msg[0] ? err.msg : pd_strerror(rc));
             goto out;
         }
         have_p = true;
@@ -749,9 +989,25 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         store = (const uint8_t *)enc.data;
         store_len = enc.len;
         stored = &p;
-    } else {
-        py_error(resp, 400, "bad_request",
-                 "format \"%.32s\" is not supported: use folded, lines, pprof or jfr", format);
+    }
+
+    /* the series' labels, as Pyroscope's adapters build them */
+    if (!type[0]) {
+        detect_type(&p, json_is_object(stcfg) ? stcfg : NULL, type, sizeof type);
+        if (!type[0] || !pd__api_utf8_valid(type, strlen(type))) {
+            py_error(resp, 400, "bad_profile", "profile has no sample type to name its type by");
+            goto out;
+        }
+    }
+    const char *tag_service = pd_labels_get(&tags, "service_name");
+    if ((rc = pd_labels_copy(&ls, &tags)) < 0 ||
+        (rc = pd_labels_set(&ls, "__name__", type, &err)) < 0 ||
+        (!tag_service && (rc = pd_labels_set(&ls, "service_name", app, &err)) < 0) ||
+        (tag_service && !pprof_in && !pd_labels_get(&tags, "app_name") &&
+         (rc = pd_labels_set(&ls, "app_name", app, &err)) < 0) ||
+        (rc = pd_labels_set(&ls, "pyroscope_spy", spy && *spy ? spy : "unknown", &err)) < 0) {
+        py_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : "bad_labels",
+                 "name: %s", err.msg[0] ? err.msg : pd_strerror(rc));
         goto out;
     }
 
@@ -782,6 +1038,11 @@ out:
         pd_profile_release(&d);
     pd_buf_release(&enc);
     pd_buf_release(&plain);
+    if (have_folded)
+        pd_buf_release(&folded);
     pd_labels_release(&ls);
+    pd_labels_release(&tags);
+    free(app);
+    json_decref(stcfg);
     return H;
 }

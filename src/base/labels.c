@@ -7,16 +7,54 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-bool pd_label_name_valid(const char *name)
+/* Length of the UTF-8 sequence at p (1..4) when it is well formed (no
+ * overlong forms, no surrogates, at most U+10FFFF), else 0. */
+static size_t utf8_seq(const unsigned char *p)
 {
-    size_t n = 0;
+    unsigned c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? (c <= 0xef ? 3 : 0) : c >= 0xc2 ? 2 : 0;
+    if (!n)
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if (n == 3 && ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0)))
+        return 0;
+    if (n == 4 && ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90)))
+        return 0;
+    return n;
+}
+
+bool pd_label_name_classic(const char *name)
+{
     if (!name || !name[0])
         return false;
-    for (const char *p = name; *p; p++, n++) {
+    for (const char *p = name; *p; p++) {
         char c = *p;
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
                   (p != name && c >= '0' && c <= '9');
-        if (!ok || n >= PD_LABEL_MAX_NAME)
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+bool pd_label_name_valid(const char *name)
+{
+    if (!name || !name[0])
+        return false;
+    const unsigned char *p = (const unsigned char *)name;
+    size_t n = 0;
+    while (p[n]) {
+        if (p[n] < 0x20 || p[n] == 0x7f)
+            return false;
+        size_t k = utf8_seq(p + n);
+        if (!k)
+            return false;
+        n += k;
+        if (n > PD_LABEL_MAX_NAME)
             return false;
     }
     return true;
@@ -42,7 +80,8 @@ int pd_labels_set(pd_labels *ls, const char *name, const char *value, pd_err *er
 {
     if (!pd_label_name_valid(name))
         return pd_err_set(err, PD_EINVAL,
-                          "invalid label name \"%.64s\": must match [a-zA-Z_][a-zA-Z0-9_]*", name);
+                          "invalid label name \"%.64s\": must be 1..%d bytes of UTF-8 without control characters",
+                          name, PD_LABEL_MAX_NAME);
     size_t vlen = strlen(value);
     if (vlen > PD_LABEL_MAX_VALUE)
         return pd_err_set(err, PD_EINVAL, "label %s: value of %zu bytes is over the limit of %d",
@@ -169,9 +208,10 @@ static bool metric_name_valid(const char *s)
 }
 
 /* __name__ goes before the braces when it is a valid metric name; any other
- * value (e.g. "a-b", pushed by a client) is written as the matcher
- * __name__="..." first inside the braces, so the text always parses back
- * (pd_selector_parse) to this very set. */
+ * value (e.g. "a-b", pushed by a client) is written quoted first inside the
+ * braces (Prometheus 3: {"a-b", k="v"}); label names outside
+ * [a-zA-Z_][a-zA-Z0-9_]* are quoted ({"otel.scope.name"="x"}), so the text
+ * always parses back (pd_selector_parse) to this very set. */
 int pd_labels_format(const pd_labels *ls, pd_buf *out)
 {
     int rc = 0;
@@ -182,11 +222,10 @@ int pd_labels_format(const pd_labels *ls, pd_buf *out)
         if (!rc)
             rc = pd_buf_putc(out, '{');
     } else {
+        /* Prometheus 3's quoted metric name: {"a-b", k="v"} */
         rc = pd_buf_putc(out, '{');
         if (name && !rc) {
-            rc = pd_buf_puts(out, "__name__=");
-            if (!rc)
-                rc = put_promql_string(out, name);
+            rc = put_promql_string(out, name);
             first = 0;
         }
     }
@@ -197,7 +236,10 @@ int pd_labels_format(const pd_labels *ls, pd_buf *out)
             rc = pd_buf_puts(out, ", ");
         first = 0;
         if (!rc)
-            rc = pd_buf_printf(out, "%s=", ls->v[i].name);
+            rc = pd_label_name_classic(ls->v[i].name) ? pd_buf_puts(out, ls->v[i].name)
+                                                      : put_promql_string(out, ls->v[i].name);
+        if (!rc)
+            rc = pd_buf_putc(out, '=');
         if (!rc)
             rc = put_promql_string(out, ls->v[i].value);
     }

@@ -4,8 +4,12 @@
  *
  * A label set is owned: names and values are heap strings freed by
  * pd_labels_release. Sets are kept sorted by name, names unique. Label names
- * follow Prometheus: [a-zA-Z_][a-zA-Z0-9_]*; names starting "__" are reserved
- * for profd (__name__ is the profile type). Values are any UTF-8 text.
+ * follow Prometheus 3: any UTF-8 text of 1..PD_LABEL_MAX_NAME bytes without
+ * control characters (dots, dashes, leading digits: "otel.scope.name",
+ * "k8s.pod", "1abc"), stored as given; names outside the classic
+ * [a-zA-Z_][a-zA-Z0-9_]* are written quoted in selectors. Names starting
+ * "__" are reserved for profd (__name__ is the profile type): the push
+ * APIs drop or refuse them. Values are any UTF-8 text.
  */
 #ifndef PD_BASE_LABELS_H
 #define PD_BASE_LABELS_H
@@ -31,8 +35,13 @@ typedef struct pd_labels {
 #define PD_LABEL_MAX_NAME 256
 #define PD_LABEL_MAX_VALUE 4096
 
-/* True when name matches [a-zA-Z_][a-zA-Z0-9_]* and is 1..PD_LABEL_MAX_NAME bytes. */
+/* True when name is 1..PD_LABEL_MAX_NAME bytes of well-formed UTF-8 with no
+ * control character (bytes < 0x20, 0x7f): Prometheus 3's rule plus profd's
+ * length cap. NULL or "" is invalid. */
 bool pd_label_name_valid(const char *name);
+/* True when name matches the classic [a-zA-Z_][a-zA-Z0-9_]* (written
+ * unquoted in a selector). */
+bool pd_label_name_classic(const char *name);
 
 /* Empty set, no allocation. */
 void pd_labels_init(pd_labels *ls);

@@ -120,10 +120,11 @@ int pd_ingest_convert_main(int argc, char **argv);
  *                  threadcreate; anything else, e.g. wall -> other).
  *                  With a converted format a type other than cpu is also
  *                  the converter's type (TYPE/count samples).
- *   --label k=v    repeatable; names [a-zA-Z_][a-zA-Z0-9_]* without "__";
- *                  values non-empty UTF-8 without ',' (profefe's labels
- *                  parameter cannot escape it); service and instance_id
- *                  mean --service and --instance-id.
+ *   --label k=v    repeatable, split at the first '='; names UTF-8 without
+ *                  control characters (pd_label_name_valid) nor "__";
+ *                  values non-empty UTF-8; both sent URL-escaped inside
+ *                  profefe's labels parameter (so ',' and '+' survive);
+ *                  service and instance_id mean --service and --instance-id.
  *   --created-at   RFC 3339 or Unix seconds; default: the profile's
  *                  time_nanos, else the file's mtime, else now (stdin).
  *   --timeout      per request, Prometheus duration; default 30s.

@@ -24,10 +24,12 @@
  * server's JSON reply) and skipped; the others still go. A pushed file is
  * reported on stdout as "FILE: pushed TYPE at TIME (id ID)".
  *
- * Labels reach the server as profefe's labels=k=v,k2=v2 parameter, which has
- * no escaping: label values with ',' cannot be sent and are refused as a
- * usage error, as are names that are not Prometheus label names or start
- * with "__". `--label service=X` and `--label instance_id=X` are the same as
+ * Labels reach the server as profefe's labels=k=v,k2=v2 parameter with each
+ * name and value URL-escaped (every byte outside [A-Za-z0-9._~-] as %XX), as
+ * profefe's agent sends them and profefe (and profd) decode them, so values
+ * may hold ',', '=', '+' or '%'. Names must be valid label names
+ * (pd_label_name_valid: UTF-8 without control characters) not starting
+ * with "__"; both are usage errors otherwise. `--label service=X` and `--label instance_id=X` are the same as
  * --service and --instance-id (profefe keeps those two apart from labels).
  */
 #include "ingest/ingest.h"
@@ -87,7 +89,7 @@ typedef struct push_cfg {
     const char *service;
     const char *type; /* NULL: guess per file */
     const char *instance_id;
-    pd_buf labels;      /* "k=v,k2=v2", unescaped */
+    pd_buf labels;      /* "k=v,k2=v2", each k and v URL-escaped */
     size_t n_labels;    /* in labels */
     pd_ingest_format fmt; /* 0: pprof */
     int64_t sample_rate_hz;
@@ -472,6 +474,24 @@ out:
     return ret;
 }
 
+/* Appends s to b URL-escaped: bytes outside [A-Za-z0-9._~-] as %XX (what
+ * Go's url.QueryUnescape, used by profefe on each label key and value,
+ * reads back). 0 or PD_ENOMEM/PD_ETOOBIG. */
+static int put_escaped(pd_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    int rc = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && !rc; p++) {
+        unsigned char c = *p;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '.' || c == '_' || c == '~' || c == '-')
+            rc = pd_buf_putc(b, (char)c);
+        else if (!(rc = pd_buf_putc(b, '%')) && !(rc = pd_buf_putc(b, hex[c >> 4])))
+            rc = pd_buf_putc(b, hex[c & 15]);
+    }
+    return rc;
+}
+
 /* Adds --label k=v to cfg (service/instance_id go to their own fields).
  * seen holds the names given so far. 0, or a usage error printed and 2. */
 static int add_label(push_cfg *cfg, pd_labels *seen, const char *kv)
@@ -487,8 +507,8 @@ static int add_label(push_cfg *cfg, pd_labels *seen, const char *kv)
     name[nl] = 0;
     const char *v = eq + 1, *why;
     if (!pd_label_name_valid(name) || !strncmp(name, "__", 2))
-        return usage("--label '%s': the name must match [a-zA-Z_][a-zA-Z0-9_]* and not start "
-                     "with '__'",
+        return usage("--label '%s': the name must be UTF-8 without control characters (as "
+                     "Prometheus 3) and not start with '__'",
                      kv);
     if ((why = value_problem(v))) {
         fprintf(stderr, "profd push: --label %s: the value is %s\n", name, why);
@@ -509,11 +529,9 @@ static int add_label(push_cfg *cfg, pd_labels *seen, const char *kv)
         *field = v;
         return 0;
     }
-    if (strchr(v, ','))
-        return usage("--label '%s': profefe's labels parameter cannot carry a ',' in a value",
-                     kv);
     cfg->n_labels++;
-    if ((cfg->labels.len && pd_buf_putc(&cfg->labels, ',')) || pd_buf_puts(&cfg->labels, kv)) {
+    if ((cfg->labels.len && pd_buf_putc(&cfg->labels, ',')) || put_escaped(&cfg->labels, name) ||
+        pd_buf_putc(&cfg->labels, '=') || put_escaped(&cfg->labels, v)) {
         fputs("profd push: out of memory\n", stderr);
         return 1;
     }

@@ -25,8 +25,10 @@
 
 /* Parses a PromQL series selector: `heap`, `heap{job="api"}`,
  * `{__name__="heap", instance=~"10\\..*"}`, with = != =~ !~, single, double
- * or back-quoted strings with Go escapes, optional trailing comma.
- * A leading metric name becomes __name__="name". At least one matcher must
+ * or back-quoted strings with Go escapes, optional trailing comma; and
+ * Prometheus 3's quoted forms: a quoted label name `{"otel.scope.name"="x"}`
+ * and a quoted metric name alone in the braces `{"cpu", job="a"}`.
+ * A metric name becomes __name__="name". At least one matcher must
  * not match the empty string (Prometheus' rule).
  * On success *ms is a malloc'd array of *n matchers (free with
  * pd_matchers_free). Errors: PD_EPARSE with err "at character N: ...",

@@ -5,11 +5,15 @@
  *
  *   selector    = metric_name [ "{" [ matchers ] "}" ]
  *               | "{" [ matchers ] "}"
- *   matchers    = matcher { "," matcher } [ "," ]
- *   matcher     = label_name op string
+ *   matchers    = item { "," item } [ "," ]
+ *   item        = label_name op string
+ *               | string                     (Prometheus 3: the quoted metric
+ *                                             name, {"cpu", job="a"})
  *   op          = "=" | "!=" | "=~" | "!~"
  *   metric_name = [a-zA-Z_:][a-zA-Z0-9_:]*
  *   label_name  = [a-zA-Z_][a-zA-Z0-9_]*
+ *               | string                     (Prometheus 3: any UTF-8 name,
+ *                                             {"otel.scope.name"="x"})
  *   string      = '"' ... '"' | "'" ... "'"   (Go escapes, no raw newline)
  *               | "`" ... "`"                 (raw, no escapes)
  *
@@ -20,9 +24,11 @@
  * and values above U+10FFFF are rejected). A NUL byte cannot be expressed
  * (label values are C strings).
  *
- * Semantics (Prometheus): a metric name becomes the first matcher
- * __name__="name"; giving both a metric name and a __name__ matcher is an
- * error; at least one matcher must not match the empty string. Regex
+ * Semantics (Prometheus 3, promql/parser generated_parser.y): a metric name
+ * (bare before the braces, or quoted alone inside them) becomes the matcher
+ * __name__="name"; giving the metric name twice (bare and quoted, two
+ * quoted, or either and a __name__ matcher) is an error; a quoted label name
+ * must be valid per pd_label_name_valid (non-empty UTF-8); at least one matcher must not match the empty string. Regex
  * matchers are fully anchored (pd_matcher_init compiles ^(?:re)$).
  *
  * Errors name the 1-based character (Unicode code point, not byte) where the
@@ -45,6 +51,7 @@ typedef struct parser {
     pd_err *err;
     pd_matcher *ms;
     size_t n, cap;
+    char *metric; /* the metric name once given (bare or quoted), owned */
 } parser;
 
 /* 1-based character number of byte offset off (UTF-8 continuation bytes are
@@ -302,7 +309,7 @@ static int add_matcher(parser *p, size_t off, pd_match_type type, const char *na
     return 0;
 }
 
-static int parse_matchers(parser *p, const char *metric)
+static int parse_matchers(parser *p)
 {
     p->pos++; /* '{' */
     skip_ws(p);
@@ -312,18 +319,66 @@ static int parse_matchers(parser *p, const char *metric)
     }
     for (;;) {
         size_t moff = p->pos;
-        if (p->pos >= p->len || !is_alpha(p->s[p->pos]))
-            return fail_expected(p, "label name");
-        size_t ns = p->pos;
-        while (p->pos < p->len && (is_alpha(p->s[p->pos]) || is_digit(p->s[p->pos])))
-            p->pos++;
-        size_t nl = p->pos - ns;
-        if (nl > PD_LABEL_MAX_NAME)
-            return fail_at(p, ns, "label name of %zu bytes is over the limit of %d", nl,
-                           PD_LABEL_MAX_NAME);
         char name[PD_LABEL_MAX_NAME + 1];
-        memcpy(name, p->s + ns, nl);
-        name[nl] = '\0';
+        char q = p->pos < p->len ? p->s[p->pos] : 0;
+        if (q == '"' || q == '\'' || q == '`') {
+            char *qs = NULL;
+            int rc = parse_string(p, &qs);
+            if (rc < 0)
+                return rc;
+            skip_ws(p);
+            char nx = p->pos < p->len ? p->s[p->pos] : 0;
+            if (nx == ',' || nx == '}') { /* the quoted metric name */
+                if (p->metric) {
+                    rc = fail_at(p, moff,
+                                 "metric name must not be set twice: \"%.100s\" or \"%.100s\"",
+                                 p->metric, qs);
+                    free(qs);
+                    return rc;
+                }
+                rc = add_matcher(p, moff, PD_MATCH_EQ, "__name__", qs);
+                if (rc < 0) {
+                    free(qs);
+                    return rc;
+                }
+                p->metric = qs;
+                if (nx == '}') {
+                    p->pos++;
+                    return 0;
+                }
+                p->pos++;
+                skip_ws(p);
+                if (p->pos < p->len && p->s[p->pos] == '}') {
+                    p->pos++;
+                    return 0;
+                }
+                continue;
+            }
+            if (!pd_label_name_valid(qs)) {
+                size_t ql = strlen(qs);
+                rc = ql > PD_LABEL_MAX_NAME
+                         ? fail_at(p, moff, "label name of %zu bytes is over the limit of %d", ql,
+                                   PD_LABEL_MAX_NAME)
+                         : fail_at(p, moff, "invalid label name \"%.100s\": %s", qs,
+                                   ql ? "not UTF-8 or holds a control character" : "empty");
+                free(qs);
+                return rc;
+            }
+            memcpy(name, qs, strlen(qs) + 1);
+            free(qs);
+        } else {
+            if (p->pos >= p->len || !is_alpha(p->s[p->pos]))
+                return fail_expected(p, "label name");
+            size_t ns = p->pos;
+            while (p->pos < p->len && (is_alpha(p->s[p->pos]) || is_digit(p->s[p->pos])))
+                p->pos++;
+            size_t nl = p->pos - ns;
+            if (nl > PD_LABEL_MAX_NAME)
+                return fail_at(p, ns, "label name of %zu bytes is over the limit of %d", nl,
+                               PD_LABEL_MAX_NAME);
+            memcpy(name, p->s + ns, nl);
+            name[nl] = '\0';
+        }
         skip_ws(p);
         pd_match_type type;
         const char *s = p->s + p->pos;
@@ -350,9 +405,9 @@ static int parse_matchers(parser *p, const char *metric)
         int rc = parse_string(p, &value);
         if (rc < 0)
             return rc;
-        if (metric && strcmp(name, "__name__") == 0) {
+        if (p->metric && strcmp(name, "__name__") == 0) {
             rc = fail_at(p, moff, "metric name must not be set twice: \"%.100s\" or \"%.100s\"",
-                         metric, value);
+                         p->metric, value);
             free(value);
             return rc;
         }
@@ -391,7 +446,6 @@ int pd_selector_parse(const char *s, pd_matcher **ms, size_t *n, pd_err *err)
 {
     parser p = {.s = s ? s : "", .err = err};
     int rc;
-    char *metric = NULL;
     bool braces = false;
     *ms = NULL;
     *n = 0;
@@ -415,23 +469,23 @@ int pd_selector_parse(const char *s, pd_matcher **ms, size_t *n, pd_err *err)
                          PD_LABEL_MAX_VALUE);
             goto fail;
         }
-        metric = malloc(nl + 1);
-        if (!metric) {
+        p.metric = malloc(nl + 1);
+        if (!p.metric) {
             rc = PD_ENOMEM;
             goto fail;
         }
-        memcpy(metric, p.s + ns, nl);
-        metric[nl] = '\0';
-        if ((rc = add_matcher(&p, ns, PD_MATCH_EQ, "__name__", metric)) < 0)
+        memcpy(p.metric, p.s + ns, nl);
+        p.metric[nl] = '\0';
+        if ((rc = add_matcher(&p, ns, PD_MATCH_EQ, "__name__", p.metric)) < 0)
             goto fail;
         skip_ws(&p);
         if (p.pos < p.len && p.s[p.pos] == '{') {
-            if ((rc = parse_matchers(&p, metric)) < 0)
+            if ((rc = parse_matchers(&p)) < 0)
                 goto fail;
             braces = true;
         }
     } else if (c == '{') {
-        if ((rc = parse_matchers(&p, NULL)) < 0)
+        if ((rc = parse_matchers(&p)) < 0)
             goto fail;
         braces = true;
     } else {
@@ -453,12 +507,12 @@ int pd_selector_parse(const char *s, pd_matcher **ms, size_t *n, pd_err *err)
                         p.s);
         goto fail;
     }
-    free(metric);
+    free(p.metric);
     *ms = p.ms;
     *n = p.n;
     return 0;
 fail:
-    free(metric);
+    free(p.metric);
     pd_matchers_free(p.ms, p.n);
     return rc;
 }

@@ -220,7 +220,7 @@ static int parse_params(pd__cfg_ctx *c, const yaml_node_t *m, pd_scrape_job *j)
                 return rc;
             if ((rc = add_query(j, name, s)))
                 return rc;
-            if (first && pd_label_name_valid(name) &&
+            if (first && pd_label_name_classic(name) &&
                 pd_labels_set(&j->params, name, s, NULL) == PD_ENOMEM)
                 return PD_ENOMEM;
             first = false;
@@ -285,7 +285,7 @@ static int parse_labels_map(pd__cfg_ctx *c, const yaml_node_t *m, const char *wh
         if ((rc = pd__cfg_free_key(c, m, p, what, &name)))
             return rc;
         yaml_node_t *k = pd__cfg_node(c, p->key);
-        if (!pd_label_name_valid(name))
+        if (!pd_label_name_classic(name))
             return pd__cfg_fail(c, k, PD_EINVAL,
                                 "invalid label name \"%.64s\": must match [a-zA-Z_][a-zA-Z0-9_]*",
                                 name);
@@ -459,7 +459,7 @@ static int parse_endpoint(pd__cfg_ctx *c, yaml_node_t *k, yaml_node_t *val, cons
     yaml_node_t *ev[5];
     int rc;
     e->node = k;
-    if (!pd_label_name_valid(e->name))
+    if (!pd_label_name_classic(e->name))
         return pd__cfg_fail(c, k, PD_EINVAL,
                             "invalid profile type name \"%.64s\": must match [a-zA-Z_][a-zA-Z0-9_]*",
                             e->name);

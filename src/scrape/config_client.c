@@ -256,7 +256,7 @@ static int parse_rule(pd__cfg_ctx *c, const yaml_node_t *n, pd_relabel_rule *r)
             if ((rc = pd__cfg_want_dup(c, it, "source_labels item", &r->source_labels[i])))
                 return rc;
             r->n_source++;
-            if (!pd_label_name_valid(r->source_labels[i]))
+            if (!pd_label_name_classic(r->source_labels[i]))
                 return pd__cfg_fail(c, it, PD_EINVAL, "\"%.64s\" is not a valid label name",
                                     r->source_labels[i]);
         }

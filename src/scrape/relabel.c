@@ -169,7 +169,7 @@ int pd_relabel_rule_validate(const pd_relabel_rule *r, pd_err *err)
                           r->target_label, an);
     if ((a == PD_RELABEL_LOWERCASE || a == PD_RELABEL_UPPERCASE || a == PD_RELABEL_HASHMOD ||
          a == PD_RELABEL_KEEPEQUAL || a == PD_RELABEL_DROPEQUAL) &&
-        !pd_label_name_valid(r->target_label))
+        !pd_label_name_classic(r->target_label))
         return pd_err_set(err, PD_EINVAL, "\"%.128s\" is invalid 'target_label' for %s action",
                           r->target_label, an);
     if (a == PD_RELABEL_LABELMAP && !target_template_valid(r->replacement))
@@ -439,7 +439,7 @@ static int apply_one(const pd_relabel_rule *r, size_t idx, pd_labels *ls, bool *
             break;
         if ((rc = expand(r, r->target_label, V, &m, &tb)) || (rc = pd_buf_putc(&tb, '\0')))
             break;
-        if (!pd_label_name_valid(tb.data))
+        if (!pd_label_name_classic(tb.data))
             break;
         if ((rc = expand(r, r->replacement, V, &m, &vb)) || (rc = pd_buf_putc(&vb, '\0')))
             break;
@@ -483,7 +483,7 @@ static int apply_one(const pd_relabel_rule *r, size_t idx, pd_labels *ls, bool *
                 if ((rc = expand(r, r->replacement, l->name, &m, &tb)) ||
                     (rc = pd_buf_putc(&tb, '\0')))
                     break;
-                if (pd_label_name_valid(tb.data))
+                if (pd_label_name_classic(tb.data))
                     rc = set_label(ls, tb.data, l->value, idx, err);
             } else {
                 bool mt = matches(r, l->name);

@@ -211,6 +211,14 @@ int pd__sd_parse_groups(const char *text, size_t len, const char *name, const ch
                         goto out;
                     pd_err e;
                     pd_err_clear(&e);
+                    /* Prometheus 2's rule for target labels (as the relabeling here) */
+                    if (!pd_label_name_classic(ln)) {
+                        rc = pd__cfg_fail(&c, pd__cfg_node(&c, p->key), PD_EINVAL,
+                                          "invalid label name \"%.64s\": must match "
+                                          "[a-zA-Z_][a-zA-Z0-9_]*",
+                                          ln);
+                        goto out;
+                    }
                     if ((rc = pd_labels_set(&sc->labels, ln, lv, &e))) {
                         if (rc != PD_ENOMEM)
                             rc = pd__cfg_fail(&c, pd__cfg_node(&c, p->key), rc, "%s", e.msg);

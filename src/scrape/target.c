@@ -100,7 +100,7 @@ int pd__scrape_spec_build(const pd_config *cfg, const pd_scrape_job *job, const 
     for (size_t i = 0; i < job->n_query; i++) {
         char ln[PD_LABEL_MAX_NAME + 1];
         if (snprintf(ln, sizeof ln, "__param_%s", job->query[i].name) >= (int)sizeof ln ||
-            !pd_label_name_valid(ln))
+            !pd_label_name_classic(ln))
             continue; /* not expressible as a label: stays a plain parameter */
         if ((rc = set_if_absent(ls, ln, job->query[i].value, err)))
             goto fail;

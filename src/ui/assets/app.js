@@ -91,16 +91,22 @@
     return '"' + String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') + '"';
   }
 
+  // A label name as a selector writes it: classic names bare, any other
+  // UTF-8 name quoted (Prometheus 3: {"otel.scope.name"="x"}).
+  function labelName(n) {
+    return /^[a-zA-Z_][a-zA-Z0-9_]*$/.test(n) ? n : quote(n);
+  }
+
   // The selector that matches exactly this label set.
   function exactSelector(labels) {
     const names = Object.keys(labels).sort((a, b) => (a === '__name__' ? -1 : b === '__name__' ? 1 : a < b ? -1 : a > b ? 1 : 0));
-    return '{' + names.map((n) => n + '=' + quote(labels[n])).join(', ') + '}';
+    return '{' + names.map((n) => labelName(n) + '=' + quote(labels[n])).join(', ') + '}';
   }
 
   // Display form: name{a="b", …} without __name__ inside the braces.
   function seriesName(labels) {
     const names = Object.keys(labels).filter((n) => n !== '__name__').sort();
-    return (labels.__name__ || '') + '{' + names.map((n) => n + '=' + quote(labels[n])).join(', ') + '}';
+    return (labels.__name__ || '') + '{' + names.map((n) => labelName(n) + '=' + quote(labels[n])).join(', ') + '}';
   }
 
   /* ------------------------------------------------------------ units */
@@ -1636,7 +1642,6 @@
   const explorer = { on: false, name: '', seq: 0 };
   const TOPK = 8;
 
-  function labelName(n) { return /^[a-zA-Z_][a-zA-Z0-9_]*$/.test(n) ? n : quote(n); }
   // The selector with one more matcher: name="value".
   function withMatcher(q, name, value) {
     const m = labelName(name) + '=' + quote(value);
@@ -1799,13 +1804,13 @@
   //   {kind:'value', name, prefix, start, q}   inside a quoted value of label `name`
   function context(text, caret) {
     const s = text.slice(0, caret);
-    let inBraces = false, closed = false, quote = null, tokStart = 0, lastName = '', valStart = -1;
+    let inBraces = false, closed = false, quote = null, tokStart = 0, lastName = '', valStart = -1, lastQuoted = null;
     let i = 0;
     for (; i < s.length; i++) {
       const c = s[i];
       if (quote) {
         if (c === '\\') { i++; continue; }
-        if (c === quote) { quote = null; tokStart = i + 1; }
+        if (c === quote) { lastQuoted = s.slice(valStart, i).replace(/\\(.)/g, '$1'); quote = null; tokStart = i + 1; }
         continue;
       }
       if (c === '{') { inBraces = true; tokStart = i + 1; }
@@ -1813,8 +1818,10 @@
       else if (c === ',' ) tokStart = i + 1;
       else if (c === '"' || c === "'" || c === '`') {
         quote = c; valStart = i + 1;
-        const m = s.slice(tokStart, i).match(/([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*$/);
-        lastName = m ? m[1] : '';
+        // a classic name before the operator, or a quoted one ({"k8s.pod"="…)
+        const seg = s.slice(tokStart, i);
+        const m = seg.match(/([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*$/);
+        lastName = m ? m[1] : /^\s*(=~|!~|!=|=)\s*$/.test(seg) && lastQuoted !== null ? lastQuoted : '';
       }
     }
     if (quote) return inBraces && lastName ? { kind: 'value', name: lastName, prefix: s.slice(valStart), start: valStart, q: quote } : null;
@@ -1868,8 +1875,8 @@
     let ins, after = v.slice(caret);
     if (ctx.kind === 'metric') ins = it.text;
     else if (ctx.kind === 'name') {
-      ins = it.text + '="';
-      if (/^\s*(=~|!~|!=|=)/.test(after)) ins = it.text;
+      ins = labelName(it.text) + '="';
+      if (/^\s*(=~|!~|!=|=)/.test(after)) ins = labelName(it.text);
       // close what was opened: the quote, and the brace when none follows
       else if (!/^[^{]*\}/.test(after)) after = '"}' + after;
       else after = '"' + after;
@@ -1976,7 +1983,7 @@
         for (const [inst, ts] of [...insts.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
           const labels = ts[0].labels || {};
           const extra = Object.keys(labels).filter((k) => k !== 'job' && k !== 'instance' && k !== '__name__').sort()
-            .map((k) => k + '=' + quote(labels[k])).join(', ');
+            .map((k) => labelName(k) + '=' + quote(labels[k])).join(', ');
           html += '<tr class="instance"><td colspan="6">' + esc(inst) + (extra ? ' <span class="muted">{' + esc(extra) + '}</span>' : '') + '</td></tr>';
           ts.sort((a, b) => (a.profileType < b.profileType ? -1 : 1));
           for (const t of ts) {

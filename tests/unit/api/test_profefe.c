@@ -184,7 +184,10 @@ static void test_list(void **state)
     json_decref(
         (get_env("/api/0/profiles?service=svc&type=heap&from=yesterday", 400, &root), root));
     json_decref((get_env("/api/0/profiles?service=svc&type=heap&limit=-2", 400, &root), root));
-    json_decref((get_env("/api/0/profiles?service=svc&labels=nokey", 400, &root), root));
+    /* profefe: a key without a value is an empty (absent) label, not an error */
+    json_decref((get_env("/api/0/profiles?service=svc&labels=nokey", 200, &root), root));
+    /* a malformed URL escape is */
+    json_decref((get_env("/api/0/profiles?service=svc&labels=a%3D%25zz", 400, &root), root));
 }
 
 static void test_get_by_id(void **state)
@@ -471,14 +474,6 @@ static void test_bad_input(void **state)
     assert_true(http_rejected("request_too_large") == h0 + 2);
     assert_true(scrape_metric("profd_http_rejected_total{reason=\"request_too_large\"}") == h0 + 2);
 
-    /* the same profile again at the same series and time: 409 */
-    req(NULL,
-        "/api/0/profiles?service=svc&type=heap&instance_id=i-1&labels=env=prod,zone=eu"
-        "&created_at=2024-01-02T03:04:05",
-        good, len, "application/octet-stream", &r);
-    assert_int_equal(r.status, 409);
-    pd_buf_release(&r.body);
-    want[4] += 1;
     free(good);
 
     for (int i = 0; i < 5; i++) {
@@ -487,7 +482,9 @@ static void test_bad_input(void **state)
                      rejected(reasons[i]), r0[i] + want[i]);
         char line[128];
         snprintf(line, sizeof line, "profd_rejected_input_total{reason=\"%s\"}", reasons[i]);
-        assert_true(scrape_metric(line) == r0[i] + want[i]);
+        /* a reason never counted in this process has no line at all */
+        if (r0[i] + want[i] > 0)
+            assert_true(scrape_metric(line) == r0[i] + want[i]);
     }
     snapshot(&after);
     assert_string_equal(after.data, before.data);
@@ -605,6 +602,56 @@ static void test_ids_after_compaction(void **state)
     check_ids();
 }
 
+/* profefe's own behaviour: a duplicate push is stored again under a new
+ * id; label keys and values are URL-decoded and keys may be dotted. */
+static void test_profefe_semantics(void **state)
+{
+    (void)state;
+    /* the same profile again at the same series and time: stored again
+     * under a new id (profefe stores every push), not 409; in a service of
+     * its own so the heap counts of the other tests stay */
+    {
+        char id1[64], id2[64], id3[64];
+        const char *qs = "service=dupsvc&type=heap&created_at=2024-01-02T03:04:05";
+        assert_int_equal(push("go-demo-once/heap.pb.gz", qs, id1), 200);
+        assert_int_equal(push("go-demo-once/heap.pb.gz", qs, id2), 200);
+        assert_int_equal(push("go-demo-once/heap.pb.gz", qs, id3), 200);
+        assert_string_not_equal(id1, id2);
+        assert_string_not_equal(id2, id3);
+        assert_string_not_equal(id1, id3);
+        json_t *root;
+        json_t *b = get_env("/api/0/profiles?service=dupsvc&type=heap", 200, &root);
+        assert_int_equal(json_array_size(b), 3);
+        json_decref(root);
+    }
+    /* profefe's agent URL-escapes label values ("1.0 beta/2" is sent as
+     * 1.0+beta%2F2 inside labels=, itself query-encoded); keys may be dotted */
+    {
+        char id[64];
+        assert_int_equal(push("go-demo-once/heap.pb.gz",
+                              "service=escsvc&type=heap&created_at=2024-01-02T03:04:05"
+                              "&labels=version%3D1.0%2Bbeta%252F2%2C%20k8s.pod%20%3Dweb-1",
+                              id),
+                         200);
+        json_t *root;
+        json_t *b = get_env("/api/0/profiles?service=escsvc&type=heap"
+                            "&labels=k8s.pod%3Dweb-1%2Cversion%3D1.0%2Bbeta%252F2",
+                            200, &root);
+        assert_int_equal(json_array_size(b), 1);
+        json_t *ls = json_object_get(json_array_get(b, 0), "labels");
+        assert_int_equal(json_array_size(ls), 2);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(ls, 0), "key")),
+                            "k8s.pod");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(ls, 0), "value")),
+                            "web-1");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(ls, 1), "key")),
+                            "version");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(ls, 1), "value")),
+                            "1.0 beta/2");
+        json_decref(root);
+    }
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -614,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_merge),     cmocka_unit_test(test_services_version),
         cmocka_unit_test(test_bad_input), cmocka_unit_test(test_ids_after_reopen),
         cmocka_unit_test(test_ids_after_compaction),
+        cmocka_unit_test(test_profefe_semantics),
     };
     int rc = cmocka_run_group_tests(tests, setup_all, teardown_all);
     curl_global_cleanup();

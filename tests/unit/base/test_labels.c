@@ -18,10 +18,23 @@ static void test_name_valid(void **state)
     assert_true(pd_label_name_valid("__name__"));
     assert_true(pd_label_name_valid("a1_B2"));
     assert_false(pd_label_name_valid(""));
-    assert_false(pd_label_name_valid("1abc"));
-    assert_false(pd_label_name_valid("a-b"));
-    assert_false(pd_label_name_valid("a.b"));
-    assert_false(pd_label_name_valid("h\xc3\xa9"));
+    assert_false(pd_label_name_valid(NULL));
+    /* Prometheus 3: any UTF-8 name */
+    assert_true(pd_label_name_valid("1abc"));
+    assert_true(pd_label_name_valid("a-b"));
+    assert_true(pd_label_name_valid("otel.scope.name"));
+    assert_true(pd_label_name_valid("h\xc3\xa9"));
+    assert_true(pd_label_name_valid("a b"));
+    assert_true(pd_label_name_valid("\xf0\x9f\x98\x80"));
+    assert_false(pd_label_name_valid("a\tb"));
+    assert_false(pd_label_name_valid("a\x7f"));
+    assert_false(pd_label_name_valid("\xff"));
+    assert_false(pd_label_name_valid("\xc3"));         /* truncated */
+    assert_false(pd_label_name_valid("\xc0\xaf"));     /* overlong */
+    assert_false(pd_label_name_valid("\xed\xa0\x80")); /* surrogate */
+    assert_true(pd_label_name_classic("a1_B2"));
+    assert_false(pd_label_name_classic("1abc"));
+    assert_false(pd_label_name_classic("a.b"));
     char longname[PD_LABEL_MAX_NAME + 2];
     memset(longname, 'a', sizeof longname);
     longname[PD_LABEL_MAX_NAME] = '\0';
@@ -51,7 +64,7 @@ static void test_set_sorted_replace_remove(void **state)
     assert_int_equal(pd_labels_set(&ls, "instance", "", &err), 0); /* empty removes */
     assert_int_equal(ls.n, 2);
     assert_null(pd_labels_get(&ls, "instance"));
-    assert_int_equal(pd_labels_set(&ls, "bad-name", "x", &err), PD_EINVAL);
+    assert_int_equal(pd_labels_set(&ls, "bad\tname", "x", &err), PD_EINVAL);
     assert_true(err.msg[0] != '\0');
     char *big = malloc(PD_LABEL_MAX_VALUE + 2);
     memset(big, 'v', PD_LABEL_MAX_VALUE + 1);
@@ -139,16 +152,16 @@ static void test_format_name_not_metric_name(void **state)
     assert_int_equal(pd_labels_set(&a, "__name__", "a-b", NULL), 0);
     assert_int_equal(pd_labels_set(&a, "job", "api", NULL), 0);
     assert_int_equal(pd_labels_format(&a, &out), 0);
-    assert_string_equal(out.data, "{__name__=\"a-b\", job=\"api\"}");
+    assert_string_equal(out.data, "{\"a-b\", job=\"api\"}");
     pd_buf_reset(&out);
     assert_int_equal(pd_labels_set(&a, "__name__", "1x", NULL), 0);
     assert_int_equal(pd_labels_format(&a, &out), 0);
-    assert_string_equal(out.data, "{__name__=\"1x\", job=\"api\"}");
+    assert_string_equal(out.data, "{\"1x\", job=\"api\"}");
     pd_buf_reset(&out);
     /* (control bytes such as \n are refused by pd_labels_set: issue 19) */
     assert_int_equal(pd_labels_set(&a, "__name__", "q\"\\", NULL), 0);
     assert_int_equal(pd_labels_format(&a, &out), 0);
-    assert_string_equal(out.data, "{__name__=\"q\\\"\\\\\", job=\"api\"}");
+    assert_string_equal(out.data, "{\"q\\\"\\\\\", job=\"api\"}");
     pd_buf_reset(&out);
     /* valid metric names (colons and digits after the first) stay outside */
     assert_int_equal(pd_labels_set(&a, "__name__", ":a1:b_", NULL), 0);
@@ -159,7 +172,13 @@ static void test_format_name_not_metric_name(void **state)
     assert_int_equal(pd_labels_set(&a, "job", "", NULL), 0);
     assert_int_equal(pd_labels_set(&a, "__name__", "x.y", NULL), 0);
     assert_int_equal(pd_labels_format(&a, &out), 0);
-    assert_string_equal(out.data, "{__name__=\"x.y\"}");
+    assert_string_equal(out.data, "{\"x.y\"}");
+    pd_buf_reset(&out);
+    /* UTF-8 label names are quoted */
+    assert_int_equal(pd_labels_set(&a, "otel.scope.name", "s", NULL), 0);
+    assert_int_equal(pd_labels_set(&a, "1abc", "x\"", NULL), 0);
+    assert_int_equal(pd_labels_format(&a, &out), 0);
+    assert_string_equal(out.data, "{\"x.y\", \"1abc\"=\"x\\\"\", \"otel.scope.name\"=\"s\"}");
     pd_buf_release(&out);
     pd_labels_release(&a);
 }

@@ -62,6 +62,18 @@ static const valid_case VALID[] = {
     {"heap{on=\"1\",by=\"2\"}",
      3,
      {{"__name__", PD_MATCH_EQ, "heap"}, {"on", PD_MATCH_EQ, "1"}, {"by", PD_MATCH_EQ, "2"}}},
+    /* Prometheus 3: quoted UTF-8 label names and the quoted metric name */
+    {"{\"otel.scope.name\"=\"x\"}", 1, {{"otel.scope.name", PD_MATCH_EQ, "x"}}},
+    {"{\"k8s.pod\"=\"web-1\"}", 1, {{"k8s.pod", PD_MATCH_EQ, "web-1"}}},
+    {"{\"cpu\", job=\"a\"}", 2, {{"__name__", PD_MATCH_EQ, "cpu"}, {"job", PD_MATCH_EQ, "a"}}},
+    {"{job=\"a\", \"process_cpu\"}",
+     2,
+     {{"job", PD_MATCH_EQ, "a"}, {"__name__", PD_MATCH_EQ, "process_cpu"}}},
+    {"{ \"a-b.c\" , }", 1, {{"__name__", PD_MATCH_EQ, "a-b.c"}}},
+    {"cpu{'1abc'!~\"x\", `h\xc3\xa9`=~\"y.*\"}",
+     3,
+     {{"__name__", PD_MATCH_EQ, "cpu"}, {"1abc", PD_MATCH_NRE, "x"}, {"h\xc3\xa9", PD_MATCH_RE, "y.*"}}},
+    {"{\"a\\u002eb\"=\"1\"}", 1, {{"a.b", PD_MATCH_EQ, "1"}}},
 };
 
 static void test_valid(void **state)
@@ -132,6 +144,14 @@ static const invalid_case INVALID[] = {
     {"{}", PD_EINVAL, 0, "at least one non-empty matcher"},
     {"{job=\"\"}", PD_EINVAL, 0, "at least one non-empty matcher"},
     {"{job!~\"x\", a=~\"b?\"}", PD_EINVAL, 0, "at least one non-empty matcher"},
+    /* quoted forms (Prometheus 3) */
+    {"cpu{\"heap\"}", PD_EPARSE, 5, "metric name must not be set twice"},
+    {"{\"a\", \"b\"}", PD_EPARSE, 7, "metric name must not be set twice"},
+    {"{\"a\", __name__=\"b\"}", PD_EPARSE, 7, "metric name must not be set twice"},
+    {"{\"\"=\"x\"}", PD_EPARSE, 2, "invalid label name"},
+    {"{\"a\\tb\"=\"x\"}", PD_EPARSE, 2, "invalid label name"},
+    {"{\"a\\xff\"=\"x\"}", PD_EPARSE, 2, "invalid label name"},
+    {"{\"a\" \"b\"}", PD_EPARSE, 6, "expected label matching operator"},
     /* regex errors come from pd_matcher_init, positioned at the matcher */
     {"heap{job=~\"(\"}", PD_EINVAL, 6, "invalid regex"},
 };

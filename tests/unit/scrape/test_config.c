@@ -264,7 +264,7 @@ static void test_errors(void **state)
         {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: ['h:99999']\n", 4,
          "invalid target"},
         {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: ['h:1']\n"
-         "        labels:\n          bad-name: x\n",
+         "        labels:\n          \"bad\\tname\": x\n",
          6, "invalid label name"},
         {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: ['h:1']\n"
          "        labels:\n          __name__: x\n",
@@ -275,7 +275,7 @@ static void test_errors(void **state)
          "        custom: {enabled: true}\n",
          5, "needs a path"},
         {"scrape_configs:\n  - job_name: a\n    profiling_config:\n      pprof_config:\n"
-         "        my-type: {path: /x}\n",
+         "        \"my\\ttype\": {path: /x}\n",
          5, "invalid profile type name"},
         {"scrape_configs:\n  - job_name: a\n    profiling_config:\n      pprof_config:\n"
          "        heap:\n          enabled: maybe\n",
