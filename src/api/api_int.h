@@ -62,7 +62,9 @@ void pd__api_count_rejected(const char *reason);
 
 /* Stores a decoded, validated profile: pd_storage_append plus the
  * profd_ingested_* counters of source. Returns 0 or the storage error (err
- * says what). */
+ * says what). PD_EOUTOFBOUNDS (a time outside retention or the future
+ * grace: answer 400 with err's message) is already counted in
+ * profd_rejected_input_total{reason="out_of_bounds"}. */
 int pd__api_store(pd_storage *st, const pd_labels *ls, int64_t ts_ms, const uint8_t *body,
                   size_t len, const pd_profile *p, const char *source, pd_err *err);
 

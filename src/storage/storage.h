@@ -48,9 +48,16 @@ typedef struct pd_storage_options {
                                   written as a block and the WAL checkpointed;
                                   0 = 2 h, < 0 = never cut */
     int64_t retention_ms;      /* --storage.retention.time: blocks whose newest profile is
-                                  older than this before the store's newest profile are
-                                  deleted (whole blocks, oldest first); 0 = 15 d,
-                                  < 0 = no time limit */
+                                  older than this before the wall clock (clock_ms) are
+                                  deleted (whole blocks, oldest first), and appends older
+                                  than now - this are refused (PD_EOUTOFBOUNDS);
+                                  0 = 15 d, < 0 = no time limit */
+    int64_t future_grace_ms;   /* --storage.future-grace: appends more than this after the
+                                  wall clock are refused (PD_EOUTOFBOUNDS), as Mimir's and
+                                  Pyroscope's creation grace period; 0 = 10 min,
+                                  < 0 = no limit */
+    int64_t (*clock_ms)(void); /* the wall clock, Unix ms, for the two bounds above and
+                                  retention; NULL = pd_now_ms (tests set their own) */
     uint64_t retention_bytes;  /* --storage.retention.size: oldest blocks are deleted while
                                   blocks + WAL exceed this many bytes; 0 = no size limit */
     int64_t maintenance_ms;    /* period of the background thread that compacts blocks and
@@ -73,12 +80,17 @@ void pd_storage_close(pd_storage *s);
 /* ---- appender ---- */
 
 /* Stores one profile of the series `labels` at ts_ms.
+ * ts_ms must lie in [now - retention_ms, now + future_grace_ms] (now =
+ * clock_ms()): a profile outside would be deleted by retention at once, or
+ * would age every stored profile out of retention (Prometheus answers "out
+ * of bounds", Mimir and Pyroscope refuse samples past a grace period).
  * body/len: the pprof body as received (gzip or raw), already decoded and
  * validated by the caller into `profile` (used for sample types and totals;
  * the body is what is stored, so reads give back the producer's exact bytes).
  * labels must contain __name__ and only valid names (pd_labels_set ensures it).
  * Errors: PD_EINVAL (no __name__), PD_EEXIST (same series and ts_ms stored),
- * -errno writing the log (err names the file), PD_ENOMEM, PD_ECLOSED. */
+ * PD_EOUTOFBOUNDS (ts_ms outside the window above; err names the bound and its
+ * flag), -errno writing the log (err names the file), PD_ENOMEM, PD_ECLOSED. */
 int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
                       size_t len, const pd_profile *profile, pd_err *err);
 
@@ -160,6 +172,16 @@ typedef struct pd_storage_stats {
  * compaction keeps its sources). Errors: -errno (err names the path),
  * PD_ENOMEM, PD_ECORRUPT (a source block does not read; it is kept). */
 int pd_storage_maintain(pd_storage *s, pd_err *err);
+
+/* Checks ts_ms against the window the store accepts (see pd_storage_append);
+ * for writers that do not go through the append (block import). 0 or
+ * PD_EOUTOFBOUNDS with err naming the bound and its flag. */
+int pd_storage_check_time(pd_storage *s, int64_t ts_ms, pd_err *err);
+
+/* The same check for options not opened as a store (an offline import):
+ * now is the wall clock given. */
+int pd_storage_options_check_time(const pd_storage_options *o, int64_t now_ms, int64_t ts_ms,
+                                  pd_err *err);
 
 /* Fills the stats. Never fails. */
 void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out /* OUT */);

@@ -110,6 +110,7 @@
 #include "base/crc32c.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/time.h"
 #include "base/varint.h"
 #include "storage/storage.h"
 #include "storage/tsdb/block_int.h"
@@ -211,7 +212,9 @@ struct pd_storage {
 
     /* maintenance (compaction, retention): rounds serialised by maint_mu */
     pthread_mutex_t maint_mu;
-    int64_t retention_ms;      /* <= 0: no time retention */
+    int64_t retention_ms;      /* <= 0: no time retention (nor lower bound on appends) */
+    int64_t grace_ms;          /* <= 0: no upper bound on appends */
+    int64_t (*clock)(void);    /* wall clock, Unix ms */
     uint64_t retention_bytes;  /* 0: no size retention */
     int64_t maint_ms;          /* <= 0: no thread */
     uint64_t n_compactions, n_ret_deletes; /* __atomic */
@@ -239,9 +242,52 @@ pd_storage_options pd_storage_options_default(void)
     o.limits = pd_pprof_limits_default();
     o.block_duration_ms = 2 * 3600 * 1000;
     o.retention_ms = 15ll * 24 * 3600 * 1000;
+    o.future_grace_ms = 10 * 60 * 1000;
     o.retention_bytes = 0;
     o.maintenance_ms = 60 * 1000;
     return o;
+}
+
+/* ---- time bounds ---- */
+
+/* The window of accepted profile times (pd_storage_append): with retention r
+ * > 0, ts >= now - r; with grace g > 0, ts <= now + g. */
+static int check_time(int64_t retention_ms, int64_t grace_ms, int64_t now, int64_t ts,
+                      pd_err *err)
+{
+    char t[32], bound[32], dur[32];
+    if (grace_ms > 0 && now < INT64_MAX - grace_ms && ts > now + grace_ms) {
+        pd_format_rfc3339(ts, t, sizeof t);
+        pd_format_rfc3339(now + grace_ms, bound, sizeof bound);
+        pd_format_duration(grace_ms, dur, sizeof dur);
+        return pd_err_set(err, PD_EOUTOFBOUNDS,
+                          "profile time %s (%lld ms) is out of bounds: more than "
+                          "--storage.future-grace=%s in the future (newest accepted now: %s)",
+                          t, (long long)ts, dur, bound);
+    }
+    if (retention_ms > 0 && now > INT64_MIN + retention_ms && ts < now - retention_ms) {
+        pd_format_rfc3339(ts, t, sizeof t);
+        pd_format_rfc3339(now - retention_ms, bound, sizeof bound);
+        pd_format_duration(retention_ms, dur, sizeof dur);
+        return pd_err_set(err, PD_EOUTOFBOUNDS,
+                          "profile time %s (%lld ms) is out of bounds: older than "
+                          "--storage.retention.time=%s keeps (oldest accepted now: %s)",
+                          t, (long long)ts, dur, bound);
+    }
+    return 0;
+}
+
+int pd_storage_check_time(pd_storage *s, int64_t ts_ms, pd_err *err)
+{
+    return check_time(s->retention_ms, s->grace_ms, s->clock(), ts_ms, err);
+}
+
+int pd_storage_options_check_time(const pd_storage_options *o, int64_t now_ms, int64_t ts_ms,
+                                  pd_err *err)
+{
+    int64_t r = o->retention_ms ? o->retention_ms : 15ll * 24 * 3600 * 1000;
+    int64_t g = o->future_grace_ms ? o->future_grace_ms : 10 * 60 * 1000;
+    return check_time(r, g, now_ms, ts_ms, err);
 }
 
 /* ---- series and index ---- */
@@ -1433,6 +1479,8 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
     cut_part *parts = NULL;
     size_t n_parts = 0;
     char id[27] = {0}, dir[4400], name[4200];
+    pd_log_info("storage: head cut starts", "mint=%lld maxt=%lld", (long long)a,
+                (long long)(b_end - 1));
     int rc = pd__block_writer_new(NULL, &w);
     if (rc < 0) {
         rc = pd_err_set(err, rc, "head cut: out of memory");
@@ -1613,8 +1661,9 @@ static void maybe_cut(pd_storage *s, bool locked)
  * (load_blocks). Blocks straddling a range boundary (imports) are left as
  * they are.
  *
- * Retention: blocks whose max time is older than the store's newest
- * profile minus retention_ms are deleted; then, while blocks + WAL exceed
+ * Retention: blocks whose max time is older than the wall clock minus
+ * retention_ms are deleted (never measured against the newest profile: one
+ * profile dated in the future would age out every other); then, while blocks + WAL exceed
  * retention_bytes, the oldest block (by min time) is deleted. Whole blocks
  * only; the head is never touched by retention.
  *
@@ -1828,12 +1877,14 @@ static void delete_block(pd_storage *s, hblock *hb, const char *why)
 
 static void apply_retention(pd_storage *s)
 {
-    int64_t newest;
     hblock **v;
     size_t n;
     if ((!s->retention_ms || s->retention_ms < 0) && !s->retention_bytes)
         return;
-    if (!newest_ts(s, &newest) || snapshot_blocks(s, &v, &n) < 0)
+    /* the wall clock, never the newest profile: one profile dated in the
+       future must not age every other one out (issue 19) */
+    int64_t now = s->clock();
+    if (snapshot_blocks(s, &v, &n) < 0)
         return;
     qsort(v, n, sizeof *v, cmp_hb_mint);
     bool *gone = calloc(n ? n : 1, sizeof *gone);
@@ -1841,9 +1892,9 @@ static void apply_retention(pd_storage *s)
         put_blocks(v, n);
         return;
     }
-    if (s->retention_ms > 0 && newest > INT64_MIN + s->retention_ms)
+    if (s->retention_ms > 0 && now > INT64_MIN + s->retention_ms)
         for (size_t i = 0; i < n; i++)
-            if (pd__block_meta(v[i]->b)->max_t < newest - s->retention_ms) {
+            if (pd__block_meta(v[i]->b)->max_t < now - s->retention_ms) {
                 delete_block(s, v[i], "time");
                 gone[i] = true;
             }
@@ -1964,7 +2015,7 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
     pthread_mutex_lock(&s->maint_mu);
     maybe_cut(s, false);
     for (int round = 0; round < 64 && now_mono_ms() >= s->compact_retry_after; round++) {
-        int64_t newest;
+        int64_t newest = 0;
         hblock **v;
         size_t n, first, count;
         if (!newest_ts(s, &newest))
@@ -1981,6 +2032,11 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
             s->compact_retry_after = now_mono_ms() + 5 * 60 * 1000;
         }
         put_blocks(v, n);
+        if (due && rc == 0) { /* the gauges follow each compaction, not each round */
+            pthread_mutex_lock(&s->app_mu);
+            update_gauges(s);
+            pthread_mutex_unlock(&s->app_mu);
+        }
         if (!due || rc < 0)
             break;
     }
@@ -2098,6 +2154,8 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     pthread_mutex_init(&s->stop_mu, NULL);
     pthread_cond_init(&s->stop_cv, NULL);
     s->retention_ms = opts->retention_ms ? opts->retention_ms : 15ll * 24 * 3600 * 1000;
+    s->grace_ms = opts->future_grace_ms ? opts->future_grace_ms : 10 * 60 * 1000;
+    s->clock = opts->clock_ms ? opts->clock_ms : pd_now_ms;
     s->retention_bytes = opts->retention_bytes;
     s->maint_ms = opts->maintenance_ms ? opts->maintenance_ms : 60 * 1000;
     if (!(s->path = strdup(path)) || pd__hmem_init(&s->hm) < 0) {
@@ -2152,7 +2210,13 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         if (write_series_file(s, &e) < 0) /* refs hold for this run anyway */
             pd_log_warn("storage: cannot persist the refs of block series", "err=\"%s\"", e.msg);
     }
-    maybe_cut(s, true);
+    /* A head cut due at open (the WAL spans more than 1.5 block durations,
+       e.g. after a crash during a cut) runs on the maintenance thread, so the
+       open returns as soon as the WAL is indexed: a busy head's cut takes
+       minutes (issue 19, "offline while it starts"). Without the thread,
+       here. */
+    if (s->maint_ms <= 0)
+        maybe_cut(s, true);
     update_gauges(s);
     if (s->maint_ms > 0) {
         if ((rc = pthread_create(&s->maint_thread, NULL, maint_main, s)) != 0) {
@@ -2161,8 +2225,12 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
             goto fail;
         }
         s->maint_running = true;
-        if (s->n_wal_only)
-            kick_maintenance(s); /* decompose the replayed profiles now */
+        int64_t cut_from;
+        pthread_mutex_lock(&s->app_mu);
+        bool due = cut_due(s, &cut_from);
+        pthread_mutex_unlock(&s->app_mu);
+        if (s->n_wal_only || due)
+            kick_maintenance(s); /* cut, then decompose the replayed profiles, now */
     }
     pd_log_info("storage opened",
                 "path=%s series=%zu profiles=%llu blocks=%zu segments=%zu bytes=%llu", path,
@@ -2225,6 +2293,9 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
     if (len > PD_WAL_MAX_RECORD - 65536)
         return pd_err_set(err, PD_ETOOBIG, "append: body of %zu bytes over the cap of %u", len,
                           PD_WAL_MAX_RECORD - 65536);
+    int rc0 = check_time(s->retention_ms, s->grace_ms, s->clock(), ts_ms, err);
+    if (rc0 < 0)
+        return rc0;
 
     int rc;
     pd_buf payload, recs;

@@ -13,6 +13,7 @@
 
 #include "base/crc32c.h"
 #include "base/labels.h"
+#include "base/time.h"
 #include "base/varint.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/head_int.h"
@@ -24,7 +25,10 @@
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: profd tsdb import --storage.path DIR [--label k=v ...] FILE|DIR...\n"
+            "usage: profd tsdb import --storage.path DIR [--label k=v ...]\n"
+            "                         [--storage.retention.time=15d] [--storage.future-grace=10m]\n"
+            "                         FILE|DIR...   (profiles outside the retention window the\n"
+            "                         server keeps are refused: give it the server's flags)\n"
             "       profd tsdb analyze DIR\n"
             "       profd tsdb check DIR\n");
     return 2;
@@ -68,6 +72,8 @@ typedef struct import_ctx {
     pd_block_writer *w;
     const pd_labels *labels;
     size_t ok, skipped;
+    pd_storage_options bounds; /* retention_ms, future_grace_ms (the serve flags) */
+    int64_t now_ms;
 } import_ctx;
 
 static int import_file(import_ctx *c, const char *path, const struct stat *st)
@@ -104,6 +110,14 @@ static int import_file(import_ctx *c, const char *path, const struct stat *st)
     free(b);
     int64_t ts = p.time_nanos ? p.time_nanos / 1000000
                               : (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
+    if (pd_storage_options_check_time(&c->bounds, c->now_ms, ts, &err) < 0) {
+        /* a profile the server would delete at once, or one that would
+           age everything else out: refused as the server refuses it */
+        fprintf(stderr, "skip %s: %s\n", path, err.msg);
+        pd_profile_release(&p);
+        c->skipped++;
+        return 0;
+    }
     pd_labels l;
     int rc = pd_labels_copy(&l, c->labels);
     if (!rc && !pd_labels_get(&l, "__name__"))
@@ -190,9 +204,22 @@ static int cmd_import(int argc, char **argv)
     pd_err err;
     int rc = 0, first = -1;
     pd_labels_init(&labels);
+    pd_storage_options bounds = pd_storage_options_default();
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        if (!strncmp(a, "--storage.path=", 15))
+        int64_t *dur = !strncmp(a, "--storage.retention.time", 24) ? &bounds.retention_ms
+                       : !strncmp(a, "--storage.future-grace", 22) ? &bounds.future_grace_ms
+                                                                    : NULL;
+        if (dur) {
+            const char *eq = strchr(a, '=');
+            const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || pd_parse_duration(v, dur, &err) < 0 || *dur <= 0) {
+                fprintf(stderr, "%.*s: \"%s\" is not a duration above 0 (e.g. 15d)\n",
+                        eq ? (int)(eq - a) : (int)strlen(a), a, v ? v : "");
+                rc = usage();
+                goto out;
+            }
+        } else if (!strncmp(a, "--storage.path=", 15))
             out = a + 15;
         else if (!strcmp(a, "--storage.path") && i + 1 < argc)
             out = argv[++i];
@@ -231,6 +258,8 @@ static int cmd_import(int argc, char **argv)
     }
     import_ctx c = {0};
     c.labels = &labels;
+    c.bounds = bounds;
+    c.now_ms = pd_now_ms();
     if (pd__block_writer_new(NULL, &c.w)) {
         rc = 1;
         goto out;
