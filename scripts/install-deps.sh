@@ -93,7 +93,7 @@ if [ "${1:-}" = "--test" ]; then
                 newest=$(ls -t "$logs"/*-debug-*.log 2>/dev/null | head -n 1 || true)
                 if [ -n "$newest" ]; then
                     echo "install-deps: last lines of npm's log $newest:" >&2
-                    grep -v ' silly ' "$newest" | tail -n 25 | sed 's/^/    /' >&2
+                    grep -v -e ' silly ' -e ' verbose stack ' "$newest" | tail -n 20 | sed 's/^/    /' >&2
                 fi
                 exit 1
             fi
