@@ -12,6 +12,7 @@
  */
 #include "api/api.h"
 #include "api/api_int.h"
+#include "api/querier_int.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -117,6 +118,29 @@ static void reply_text(pd_http_response *resp, int status, const char *text)
     pd_buf_puts(&resp->body, text);
 }
 
+/* The storage warnings of the request this thread handles (pd_api_handle). */
+static _Thread_local pd_storage_warnings *t_warn;
+
+int pd__api_put_warnings(pd_buf *b)
+{
+    const pd_storage_warnings *w = t_warn;
+    if (!w || (!w->n && !w->dropped))
+        return 0;
+    int rc = pd_buf_puts(b, ",\"warnings\":[");
+    for (size_t i = 0; i < w->n && !rc; i++) {
+        if (i)
+            rc = pd_buf_putc(b, ',');
+        if (!rc)
+            rc = pd_buf_put_json_string(b, w->v[i], strlen(w->v[i]));
+    }
+    if (!rc && w->dropped)
+        rc = pd_buf_printf(b, "%s\"%zu more warnings not shown\"", w->n ? "," : "",
+                           w->dropped);
+    if (!rc)
+        rc = pd_buf_putc(b, ']');
+    return rc;
+}
+
 /* Starts a success envelope; the caller appends data, then ends it. */
 static int begin_success(pd_http_response *resp)
 {
@@ -126,7 +150,8 @@ static int begin_success(pd_http_response *resp)
 
 static int end_success(pd_http_response *resp)
 {
-    return pd_buf_puts(&resp->body, "}");
+    int rc = pd__api_put_warnings(&resp->body);
+    return rc ? rc : pd_buf_puts(&resp->body, "}");
 }
 
 /* Finishes a query call that appended data (or failed with rc/err). */
@@ -890,7 +915,10 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
             return "ui";
         }
     }
-    if (strncmp(path, "/api/", 5) == 0)
+    if (strncmp(path, "/querier.v1.", 12) == 0 || strncmp(path, "/push.v1.", 9) == 0)
+        pd_connect_error(resp, PD_CONNECT_UNAVAILABLE,
+                         "profd is starting: the storage is being opened (WAL replay)");
+    else if (strncmp(path, "/api/", 5) == 0)
         reply_error(resp, 503,
                     "profd is starting: the storage is being opened (WAL replay); "
                     "try again when /-/ready answers 200");
@@ -963,6 +991,19 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
     if (strncmp(path, "/api/0/", 7) == 0) {
         pd__api_env env = {api->st, &api->o.limits, api->version};
         return pd__profefe_route(&env, req, resp);
+    }
+    if (strncmp(path, "/querier.v1.QuerierService/", 27) == 0 ||
+        strncmp(path, "/pyroscope/render", 17) == 0) {
+        pd__querier_env qenv = {api->st, &api->o.limits, api->o.query_timeout_ms,
+                                api->o.query_max_samples};
+        if (path[1] == 'q')
+            return pd__querier_route(&qenv, req, resp);
+        if (strcmp(path, "/pyroscope/render") == 0 || strcmp(path, "/pyroscope/render-diff") == 0)
+            return pd__querier_render(&qenv, req, resp);
+    }
+    if (strcmp(path, "/push.v1.PusherService/Push") == 0) {
+        pd__api_env env = {api->st, &api->o.limits, api->version};
+        return pd__push_connect(&env, req, resp);
     }
     if (strcmp(path, "/ingest") == 0) {
         pd__api_env env = {api->st, &api->o.limits, api->version};
@@ -1040,8 +1081,26 @@ void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp
     int64_t t0 = pd_mono_ns();
     pd_buf_init(&resp->body, api->o.max_response_bytes); /* empty on entry */
     resp->status = 200;
+    pd_storage_warnings warn;
+    pd_storage_warnings_begin(&warn);
+    t_warn = &warn;
     const char *handler = route(api, req, resp);
-    maybe_gzip(req, resp);
+    t_warn = NULL;
+    pd_storage_warnings_end();
+    if (warn.n || warn.dropped) {
+        /* partial answer: JSON envelopes carry "warnings"; any reply (a pprof
+           body too) carries the count and the first message in a header */
+        char hv[PD_STORAGE_WARNING_BYTES + 64];
+        int k = snprintf(hv, sizeof hv, "%zu damaged parts skipped: %s", warn.n + warn.dropped,
+                         warn.n ? warn.v[0] : "");
+        for (int i = 0; i > -1 && i < k && hv[i]; i++)
+            if ((unsigned char)hv[i] < 0x20 || hv[i] == 0x7f)
+                hv[i] = ' ';
+        pd_http_add_header(resp, "X-Profd-Warnings", hv);
+        pd_metrics_add("profd_partial_answers_total", NULL, 1);
+    }
+    pd_storage_warnings_release(&warn);
+    maybe_gzip(req, resp); /* last: the warnings may have changed the body */
     double secs = (double)(pd_mono_ns() - t0) / 1e9;
     char lbl[160];
     snprintf(lbl, sizeof lbl, "handler=\"%s\",code=\"%d\"", handler, resp->status);
@@ -1097,6 +1156,9 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
                         "Bytes of profiles stored as received, by source (scrape or push).");
     pd_metrics_describe("profd_rejected_input_total", PD_METRIC_COUNTER,
                         "Pushed profiles refused, by reason.");
+    pd_metrics_describe("profd_partial_answers_total", PD_METRIC_COUNTER,
+                        "Answers that left out damaged stored data (they carry warnings).");
+    pd_metrics_add("profd_partial_answers_total", NULL, 0);
     pd_metrics_describe("process_cpu_seconds_total", PD_METRIC_COUNTER,
                         "Total user and system CPU time spent in seconds.");
     pd_metrics_describe("process_resident_memory_bytes", PD_METRIC_GAUGE,

@@ -57,6 +57,12 @@
  *   POST     /ingest  Pyroscope's ingest (pyroscope.c): name=APP.TYPE{k=v},
  *            format=folded|lines|pprof, multipart profile/prev_profile/
  *            sample_type_config.
+ *   POST     /push.v1.PusherService/Push  Pyroscope's Connect push
+ *            (push_connect.c; Connect protocol in connect.h).
+ *   POST     /querier.v1.QuerierService/<Method>  Pyroscope's querier API
+ *            for Grafana (querier.c); GET /pyroscope/render and
+ *            /pyroscope/render-diff, flamebearer JSON (querier_render.c).
+ *            querier_int.h says how profd's series look through it.
  *   GET      /-/healthy, /-/ready (200 text), POST|PUT /-/reload (the reload
  *            callback; 200, or 500 with the error).
  *   GET      /metrics  Prometheus text format 0.0.4: the pd_metrics registry

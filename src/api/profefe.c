@@ -215,6 +215,8 @@ static int ok_begin(pd_http_response *resp)
 static void ok_end(pd_http_response *resp, int rc)
 {
     if (rc == 0)
+        rc = pd__api_put_warnings(&resp->body);
+    if (rc == 0)
         rc = pd_buf_puts(&resp->body, "}");
     if (rc == PD_ETOOBIG)
         pf_error(resp, 422, NULL, "reply over the size limit of %zu bytes", resp->body.max);
@@ -752,6 +754,8 @@ static int merge_one(const pd__api_env *env, pd_merge *m, uint64_t ref, int64_t 
     pd_profile p;
     pd_err err = {{0}};
     int rc = pd_storage_read_profile(env->st, ref, ts, &p, NULL, &err);
+    if (rc == PD_ECORRUPT)
+        return 0; /* damaged: left out, the storage warned (storage.h) */
     if (rc < 0) {
         pf_error(resp, rc == PD_ENOTFOUND ? 404 : 500, NULL, "reading profile at %" PRId64 ": %s",
                  ts, err.msg[0] ? err.msg : pd_strerror(rc));

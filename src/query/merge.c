@@ -1350,6 +1350,11 @@ static int add_profile(run *r, const pd_series_info *si, size_t prefix, int64_t 
     int rc = pd_storage_read_profile(r->st, si->ref, ts, &p, NULL, err);
     if (rc == PD_ENOTFOUND)
         return 0; /* deleted since the points were read (retention) */
+    if (rc == PD_ECORRUPT) { /* damaged: left out, the storage warned (storage.h) */
+        if (err)
+            pd_err_clear(err);
+        return 0;
+    }
     if (rc < 0)
         return rc;
     source_name_at(r, prefix, ts, side);

@@ -295,4 +295,36 @@ int pd_query_diff(pd_storage *st, const pd_query_side *base, const pd_query_side
                   const pd_merge_options *o, pd_profile *out /* OUT */,
                   pd_merge_stats *stats /* OUT */, pd_err *err);
 
+
+/* ---- merges over series already selected (refs.c) ----
+ *
+ * For callers that pick series themselves (the Connect querier matches
+ * virtual labels such as __profile_type__ and service_name, query.h's
+ * selectors cannot): the same pd_merge as pd_query_merge/pd_query_diff,
+ * fed from series refs. */
+
+/* Series (borrowed; their ref and labels are used) and the range of
+ * profiles [from, to] ms to take from each. */
+typedef struct pd_query_refs {
+    const pd_series_info *series;
+    size_t n;
+    int64_t from, to;
+} pd_query_refs;
+
+/* Merges every profile of cur's series in cur's range (series in the given
+ * order, profiles in time order) into *out; with base != NULL, base's
+ * profiles are added as the diff base (values negated, pprof::base=true) as
+ * pd_query_diff does. Errors: PD_ENOTFOUND (no profile at all on the cur
+ * side), PD_EINVAL (sample types differ; err names both), PD_ETOOBIG,
+ * PD_ETIMEOUT, PD_ECANCELED, storage errors, PD_ENOMEM. *out holds nothing
+ * on error. stats may be NULL. */
+int pd_query_merge_refs(pd_storage *st, const pd_query_refs *base, const pd_query_refs *cur,
+                        const pd_merge_options *o, pd_profile *out /* OUT */,
+                        pd_merge_stats *stats /* OUT */, pd_err *err);
+
+/* Keeps only sample type `index` of p (in place): every sample keeps that
+ * one value, default_sample_type is cleared. PD_EINVAL when index >=
+ * n_sample_type. */
+int pd_query_keep_sample_type(pd_profile *p, size_t index, pd_err *err);
+
 #endif

@@ -134,7 +134,8 @@ typedef struct pd_points {
 } pd_points;
 
 /* Reads timestamps and per-sample-type totals of series `ref` in [mint, maxt],
- * ascending. Reads no profile body. Errors: PD_ENOTFOUND (no such series),
+ * ascending. Reads no profile body. A damaged block part is left out (a
+ * warning, see below). Errors: PD_ENOTFOUND (no such series),
  * PD_ENOMEM. out is overwritten. */
 int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
                            pd_points *out /* OUT */, pd_err *err);
@@ -148,9 +149,51 @@ void pd_points_release(pd_points *pts);
  * imported, or cut and checkpointed) the profile re-encoded
  * (pd_profile_encode, gzip) — semantically equal, not byte-equal.
  * Errors: PD_ENOTFOUND, PD_ECORRUPT (checksum or decode failure of stored
- * bytes; err names file and offset), -errno, PD_ENOMEM. */
+ * bytes; err names file and offset; also a warning, see below), -errno,
+ * PD_ENOMEM. */
 int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out /* OUT */,
                             pd_buf *raw /* may be NULL */, pd_err *err);
+
+/* ---- warnings: damage a read skipped (the answer is partial) ----
+ *
+ * A read meeting damaged stored data that does not stop it (a block series
+ * whose chunk fails its checksum, a block opened without its symbols, ...)
+ * skips that data, logs it once per store with file and offset, counts it in
+ * profd_storage_corruptions_total, and adds a message to the calling
+ * thread's collector when one is active. The API layer wraps each request:
+ *   pd_storage_warnings w;
+ *   pd_storage_warnings_begin(&w);
+ *   ... pd_storage_select / read_points / read_profile, any query/ call ...
+ *   pd_storage_warnings_end();
+ *   ... w.n messages -> the answer's "warnings" ...
+ *   pd_storage_warnings_release(&w);
+ * A collector belongs to one thread (storage calls made by other threads do
+ * not add to it); begin/end do not nest (a second begin replaces the first).
+ * Without an active collector the warnings are only logged and counted.
+ * Identical messages are kept once; at most PD_STORAGE_MAX_WARNINGS are kept,
+ * the rest counted in `dropped`. Each message is at most
+ * PD_STORAGE_WARNING_BYTES - 1 bytes and names the block file and offset.
+ * Where data is skipped: pd_storage_select leaves out a block part of a
+ * series known damaged (a series with no other profile in range is not
+ * selected); pd_storage_read_points leaves out the points of a damaged block
+ * part; pd_storage_read_profile still fails with PD_ECORRUPT for a profile
+ * whose bytes are damaged (and adds a warning), so that a merge can skip it. */
+#define PD_STORAGE_MAX_WARNINGS 32
+#define PD_STORAGE_WARNING_BYTES 512
+
+typedef struct pd_storage_warnings {
+    char **v;       /* n messages, owned */
+    size_t n;
+    size_t dropped; /* messages not kept (over the cap, or out of memory) */
+} pd_storage_warnings;
+
+/* Clears *w and makes it the calling thread's collector. Never fails. */
+void pd_storage_warnings_begin(pd_storage_warnings *w /* OUT */);
+/* Stops collecting on the calling thread (w keeps its messages). */
+void pd_storage_warnings_end(void);
+/* Frees the messages (and ends collection if w is still active). NULL is a
+ * no-op. */
+void pd_storage_warnings_release(pd_storage_warnings *w);
 
 typedef struct pd_storage_stats {
     uint64_t n_series;
@@ -169,8 +212,12 @@ typedef struct pd_storage_stats {
  * its range), then applies retention. Safe to call from any thread; rounds
  * are serialized. Readers and appenders keep going meanwhile (appends wait
  * only during a head cut). A failure leaves the data as it was (a failed
- * compaction keeps its sources). Errors: -errno (err names the path),
- * PD_ENOMEM, PD_ECORRUPT (a source block does not read; it is kept). */
+ * compaction keeps its sources). A source block that does not read is marked
+ * failed (compaction.failed in its meta.json, logged, counted in
+ * profd_storage_corruptions_total and profd_storage_compactions_failed_total),
+ * stays served for what reads, and is left out of every later plan (as
+ * Prometheus); the rest compacts in the same round. Errors: -errno (err names
+ * the path), PD_ENOMEM. */
 int pd_storage_maintain(pd_storage *s, pd_err *err);
 
 /* Checks ts_ms against the window the store accepts (see pd_storage_append);

@@ -578,3 +578,37 @@ test('flame graph frames are never drawn wider than their value; a bad search re
     await narrow.close();
   }
 });
+
+// Issue 15: no call graph tab though the API has one; mouse only.
+test('keyboard: "/" searches, Esc resets; the call graph tab shows the API\'s SVG', { timeout: 40000 }, async (t) => {
+  const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+  await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
+  await page.waitForSelector('#flamegraph .frame[data-i]');
+  await page.locator('body').click({ position: { x: 5, y: 5 } });
+  await page.keyboard.press('/');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'flame-search');
+  await page.keyboard.type('fib');
+  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  await page.keyboard.press('Escape');
+  assert.equal(await page.locator('#flame-search').inputValue(), '');
+  await page.waitForFunction(() => !document.getElementById('flamegraph').classList.contains('searching'));
+  // zoom with a click, back with Esc
+  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click();
+  await page.waitForSelector('#flame-reset:not([hidden])');
+  await page.locator('body').click({ position: { x: 5, y: 5 } });
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#flame-reset', { state: 'hidden' });
+  // the call graph
+  await page.click('#view-callgraph');
+  await page.waitForFunction(() => { const i = document.querySelector('#callgraph img'); return i && i.complete && i.naturalWidth > 0; }, null, { timeout: 20000 });
+  assert.ok(await page.locator('#flamegraph').isHidden());
+  const src = await page.locator('#callgraph img').getAttribute('src');
+  assert.match(src, /report=callgraph/);
+  const svg = await http(profd.base + src);
+  assert.equal(svg.status, 200);
+  assert.match(svg.text, /<svg/);
+  assert.match(svg.text, /main\.fib/, 'the hot function is a box of the call graph');
+  await shot(t, '10-callgraph');
+  await page.click('#view-callgraph');
+  assert.ok(await page.locator('#flamegraph').isVisible());
+});

@@ -118,6 +118,7 @@
 #include "storage/tsdb/headmem_int.h"
 #include "storage/tsdb/postings_int.h"
 #include "storage/tsdb/wal_int.h"
+#include "storage/tsdb/warnings_int.h"
 
 #define MAX_SAMPLE_TYPES 1024 /* per profile, at append and replay */
 #define MAX_STR (1u << 20)    /* a label or sample type string read back */
@@ -151,6 +152,10 @@ typedef struct point {
 typedef struct hblock {
     pd_block *b;
     int refs; /* __atomic */
+    unsigned char *bad; /* per series id: non-zero once a read found its data
+                           damaged (__atomic; reported once, then skipped by
+                           select and read_points); 2 while why[id] is set, then 1 */
+    char **why;         /* per series id: the first error (file and offset) */
 } hblock;
 
 /* A series' part in one block. */
@@ -886,9 +891,69 @@ static void hb_get(hblock *hb) { __atomic_add_fetch(&hb->refs, 1, __ATOMIC_ACQ_R
 static void hb_put(hblock *hb)
 {
     if (hb && __atomic_sub_fetch(&hb->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (hb->why)
+            for (size_t i = 0; i < pd__block_n_series(hb->b); i++)
+                free(hb->why[i]);
         pd__block_close(hb->b);
+        free(hb->bad);
+        free(hb->why);
         free(hb);
     }
+}
+
+/* Whether series id of hb is known damaged. */
+static bool hb_bad(const hblock *hb, uint32_t id)
+{
+    return __atomic_load_n(&hb->bad[id], __ATOMIC_ACQUIRE) != 0;
+}
+
+/* A read of series id of hb failed with PD_ECORRUPT (e: file and offset):
+ * the first time, logged and counted in profd_storage_corruptions_total;
+ * every time, a warning for the calling thread's answer (storage.h). From
+ * then on select and read_points skip this block part. */
+static void hb_damaged(hblock *hb, uint32_t id, const pd_err *e)
+{
+    const char *ulid = pd__block_meta(hb->b)->ulid;
+    const char *msg = e && e->msg[0] ? e->msg : "damaged";
+    if (!__atomic_exchange_n(&hb->bad[id], 2, __ATOMIC_ACQ_REL)) {
+        hb->why[id] = strdup(msg); /* NULL: the generic warning below */
+        __atomic_store_n(&hb->bad[id], 1, __ATOMIC_RELEASE);
+        pd_buf lb;
+        pd_buf_init(&lb, 1024);
+        pd_labels_format(pd__block_series_labels(hb->b, id), &lb);
+        pd_log_error("storage: damaged block series skipped", "block=%s series=%s err=\"%s\"",
+                     ulid, lb.data ? lb.data : "", msg);
+        pd_buf_release(&lb);
+        pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+    }
+    pd__storage_warn("block %s: %s; its series' profiles there are left out", ulid, msg);
+}
+
+/* The warning for a block part already known damaged. */
+static void hb_warn_known(const hblock *hb, uint32_t id, uint64_t ref)
+{
+    const char *why = __atomic_load_n(&hb->bad[id], __ATOMIC_ACQUIRE) == 1 ? hb->why[id] : NULL;
+    if (why)
+        pd__storage_warn("block %s: %s; its series' profiles there are left out",
+                         pd__block_meta(hb->b)->ulid, why);
+    else
+        pd__storage_warn("block %s holds damaged data of series %llu; its profiles there are "
+                         "left out",
+                         pd__block_meta(hb->b)->ulid, (unsigned long long)ref);
+}
+
+/* A read error of block part (hb, id): PD_ECORRUPT marks it damaged (above);
+ * other errors are logged. */
+static void hb_read_failed(hblock *hb, uint32_t id, int rc, const pd_err *e)
+{
+    if (rc == PD_ECORRUPT) {
+        hb_damaged(hb, id, e);
+        return;
+    }
+    pd_log_warn("storage: cannot read a block series", "block=%s err=\"%s\"",
+                pd__block_meta(hb->b)->ulid, e && e->msg[0] ? e->msg : pd_strerror(rc));
+    pd__storage_warn("block %s: %s; its series' profiles there are left out",
+                     pd__block_meta(hb->b)->ulid, e && e->msg[0] ? e->msg : pd_strerror(rc));
 }
 
 /* Adds the part (hb, id) to se, keeping brefs by ascending mint. Under the
@@ -929,6 +994,13 @@ static int add_block(pd_storage *s, pd_block *b, bool *added)
     }
     hb->b = b;
     hb->refs = 1;
+    if (!(hb->bad = calloc(pd__block_n_series(b) + 1, 1)) ||
+        !(hb->why = calloc(pd__block_n_series(b) + 1, sizeof *hb->why))) {
+        pd__block_close(b);
+        free(hb->bad);
+        free(hb);
+        return PD_ENOMEM;
+    }
     if (s->n_blocks == s->cap_blocks) {
         size_t nc = s->cap_blocks ? s->cap_blocks * 2 : 8;
         hblock **nb = realloc(s->blocks, nc * sizeof *nb);
@@ -1018,10 +1090,11 @@ static bool blocks_have(const series *se, int64_t ts)
         pd_points pts;
         pd_err e;
         pd_err_clear(&e);
+        if (hb_bad(r->hb, r->id))
+            continue;
         int rc = pd__block_read_points(r->hb->b, r->id, ts, ts, &pts, &e);
         if (rc < 0) {
-            pd_log_warn("storage: cannot read a block's points", "block=%s err=\"%s\"",
-                        pd__block_meta(r->hb->b)->ulid, e.msg);
+            hb_read_failed(r->hb, r->id, rc, &e);
             continue;
         }
         bool found = pts.n > 0;
@@ -1229,13 +1302,44 @@ out:
 
 /* Replays PATH/series (if any) through replay_series. A bad header or a bad
  * record ends it (logged with the offset, counted). 0, -errno or PD_ENOMEM. */
+/* Lowest segment number in waldir (8-digit names), 0 when none. */
+static uint32_t first_wal_segment(const char *waldir)
+{
+    DIR *d = opendir(waldir);
+    if (!d)
+        return 0;
+    uint32_t first = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strlen(e->d_name) != 8 || strspn(e->d_name, "0123456789") != 8)
+            continue;
+        uint32_t v = (uint32_t)strtoul(e->d_name, NULL, 10);
+        if (v && (!first || v < first))
+            first = v;
+    }
+    closedir(d);
+    return first;
+}
+
 static int read_series_file(pd_storage *s)
 {
     char name[4200];
     snprintf(name, sizeof name, "%s/series", s->path);
     int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        /* needed once a checkpoint removed segment 1 (the SERIES records of
+           removed segments live only here) */
+        uint32_t first = first_wal_segment(s->waldir);
+        if (first > 1) {
+            pd_log_error("storage: series file missing while the WAL starts past segment 1; "
+                         "head profiles of series first seen in removed segments are lost",
+                         "file=%s first_segment=%08u", name, first);
+            pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+        }
+        return 0;
+    }
     if (fd < 0)
-        return errno == ENOENT ? 0 : -errno;
+        return -errno;
     struct stat st;
     int rc = 0;
     uint8_t *data = NULL;
@@ -1333,8 +1437,9 @@ static int load_blocks(pd_storage *s, bool *added, pd_err *err)
             continue;
         }
         snprintf(meta, sizeof meta, "%s/meta.json", dir);
-        if (access(meta, F_OK) < 0) {
-            pd_log_warn("storage: ignoring a directory without meta.json", "dir=%s", dir);
+        if (l != 26 && access(meta, F_OK) < 0) {
+            /* not named as a block (e.g. repair-<time>/ of `profd tsdb repair`) */
+            pd_log_info("storage: ignoring a directory that is not a block", "dir=%s", dir);
             continue;
         }
         pd_block *b = NULL;
@@ -1346,10 +1451,16 @@ static int load_blocks(pd_storage *s, bool *added, pd_err *err)
             continue;
         }
         if (brc < 0) {
-            pd_log_warn("storage: skipping a block that does not open", "dir=%s err=\"%s\"", dir,
-                        e.msg[0] ? e.msg : pd_strerror(brc));
+            pd_log_error("storage: skipping a block that does not open", "dir=%s err=\"%s\"",
+                         dir, e.msg[0] ? e.msg : pd_strerror(brc));
             pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
             continue;
+        }
+        if (pd__block_damage(b)) { /* served from its other files */
+            pd_log_error("storage: block meta.json damaged; rebuilt from its other files "
+                         "(`profd tsdb repair` rewrites it)",
+                         "dir=%s err=\"%s\"", dir, pd__block_damage(b));
+            pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
         }
         opened[n_opened++] = b;
     }
@@ -1784,9 +1895,12 @@ static int compact_add(void *ctx, int64_t ts_ms, const pd_profile *p)
     return rc;
 }
 
-/* Compacts v[0..n) into one block and swaps it in. With maint_mu held. */
-static int compact_blocks(pd_storage *s, hblock **v, size_t n, pd_err *err)
+/* Compacts v[0..n) into one block and swaps it in. With maint_mu held.
+ * A source that does not read (*bad_src = its index, else n) fails the
+ * compaction; the caller marks it failed. */
+static int compact_blocks(pd_storage *s, hblock **v, size_t n, size_t *bad_src, pd_err *err)
 {
+    *bad_src = n;
     int64_t t0 = now_mono_ms();
     pd_block_writer *w = NULL;
     pd_block *blk = NULL;
@@ -1815,6 +1929,8 @@ static int compact_blocks(pd_storage *s, hblock **v, size_t n, pd_err *err)
             c.labels = pd__block_series_labels(b, id2);
             if ((rc = pd__block_series_foreach(b, id2, compact_add, &c, err)) < 0) {
                 pd_err_prefix(err, "compaction of block %s", pd__block_meta(b)->ulid);
+                if (rc != PD_ENOMEM && !(rc < 0 && rc > -1000 && rc != -EIO))
+                    *bad_src = i; /* damaged data, not a resource problem */
                 goto out;
             }
         }
@@ -2025,11 +2141,39 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
             break;
         }
         qsort(v, n, sizeof *v, cmp_hb_mint);
+        /* blocks a compaction could not read are left out of the plans */
+        size_t nok = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!pd__block_meta(v[i]->b)->compaction_failed)
+                v[nok++] = v[i];
+            else
+                hb_put(v[i]);
+        n = nok;
         bool due = plan_compaction(s, v, n, newest, &first, &count);
-        if (due && (rc = compact_blocks(s, v + first, count, err)) < 0) {
-            pd_log_error("storage: compaction failed; its sources are kept, retrying in 5 min",
-                         "err=\"%s\"", err->msg);
-            s->compact_retry_after = now_mono_ms() + 5 * 60 * 1000;
+        size_t bad = count;
+        if (due && (rc = compact_blocks(s, v + first, count, &bad, err)) < 0) {
+            if (bad < count) {
+                /* as Prometheus: mark the source failed and plan around it */
+                pd_block *fb = v[first + bad]->b;
+                pd_err me;
+                pd_err_clear(&me);
+                int mrc = pd__block_mark_failed(fb, &me);
+                pd_log_error("storage: compaction cannot read a block; marked failed "
+                             "(compaction.failed in its meta.json), left out of later "
+                             "compactions, still served for what reads",
+                             "block=%s err=\"%s\" persisted=%s", pd__block_meta(fb)->ulid,
+                             err->msg, mrc < 0 ? me.msg : "yes");
+                pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+                pd_metrics_add("profd_storage_compactions_failed_total", NULL, 1);
+                rc = 0; /* the next round plans without it */
+                pd_err_clear(err);
+            } else {
+                pd_log_error("storage: compaction failed; its sources are kept, retrying in "
+                             "5 min",
+                             "err=\"%s\"", err->msg);
+                pd_metrics_add("profd_storage_compactions_failed_total", NULL, 1);
+                s->compact_retry_after = now_mono_ms() + 5 * 60 * 1000;
+            }
         }
         put_blocks(v, n);
         if (due && rc == 0) { /* the gauges follow each compaction, not each round */
@@ -2131,7 +2275,11 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     pd_metrics_describe("profd_storage_retention_deletes_total", PD_METRIC_COUNTER,
                         "Blocks deleted by retention (time or size).");
     pd_metrics_add("profd_storage_head_cuts_total", NULL, 0);
+    pd_metrics_describe("profd_storage_compactions_failed_total", PD_METRIC_COUNTER,
+                        "Compactions that failed; one that could not read a source block "
+                        "marked it failed (compaction.failed in its meta.json).");
     pd_metrics_add("profd_storage_compactions_total", NULL, 0);
+    pd_metrics_add("profd_storage_compactions_failed_total", NULL, 0);
     pd_metrics_add("profd_storage_retention_deletes_total", NULL, 0);
     const char *path = opts->path && opts->path[0] ? opts->path : "./data";
     char s_waldir[4096];
@@ -2499,6 +2647,10 @@ static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t 
                 return 0;
             matched = true;
         }
+        if (hb_bad(r->hb, r->id)) {
+            hb_warn_known(r->hb, r->id, se->ref);
+            continue;
+        }
         int64_t bmn = r->mint, bmx = r->maxt;
         size_t bn = (size_t)r->n;
         if (r->mint < mint || r->maxt > maxt) {
@@ -2509,8 +2661,7 @@ static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t 
             if (brc == PD_ENOMEM)
                 return brc;
             if (brc < 0) {
-                pd_log_warn("storage: select skips a block series that does not read",
-                            "block=%s err=\"%s\"", pd__block_meta(r->hb->b)->ulid, e.msg);
+                hb_read_failed(r->hb, r->id, brc, &e);
                 continue;
             }
             bn = pts.n;
@@ -2742,8 +2893,22 @@ unlock:
         goto out;
     for (size_t k = 0; k < n_brs; k++) {
         pd_points bp;
-        if ((rc = pd__block_read_points(brs[k].hb->b, brs[k].id, mint, maxt, &bp, err)) < 0)
-            goto out;
+        if (hb_bad(brs[k].hb, brs[k].id)) {
+            hb_warn_known(brs[k].hb, brs[k].id, ref);
+            continue;
+        }
+        pd_err be;
+        pd_err_clear(&be);
+        if ((rc = pd__block_read_points(brs[k].hb->b, brs[k].id, mint, maxt, &bp, &be)) < 0) {
+            if (rc == PD_ENOMEM) {
+                if (err)
+                    *err = be;
+                goto out;
+            }
+            hb_read_failed(brs[k].hb, brs[k].id, rc, &be); /* the rest is served */
+            rc = 0;
+            continue;
+        }
         rc = copy_block_points(a, &bp, &v, &nv, &cap);
         pd_points_release(&bp);
         if (rc < 0)
@@ -2967,6 +3132,8 @@ static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_prof
         rc = pd__block_read_profile(brs[k].hb->b, brs[k].id, ts_ms, out, err);
         if (rc < 0 && rc != PD_ENOTFOUND)
             memset(out, 0, sizeof *out);
+        if (rc == PD_ECORRUPT)
+            hb_damaged(brs[k].hb, brs[k].id, err);
     }
     for (size_t k = 0; k < n_brs; k++)
         hb_put(brs[k].hb);

@@ -1,5 +1,5 @@
 /*
- * storage/tsdb/tsdb_cli.c — `profd tsdb import|analyze|check` (usage in
+ * storage/tsdb/tsdb_cli.c — `profd tsdb import|analyze|check|repair` (usage in
  * tsdb_cli_int.h). Works on block directories (block_int.h) directly; no
  * running store is needed or locked.
  */
@@ -30,7 +30,8 @@ static int usage(void)
             "                         FILE|DIR...   (profiles outside the retention window the\n"
             "                         server keeps are refused: give it the server's flags)\n"
             "       profd tsdb analyze DIR\n"
-            "       profd tsdb check DIR\n");
+            "       profd tsdb check DIR\n"
+            "       profd tsdb repair DIR\n");
     return 2;
 }
 
@@ -601,7 +602,8 @@ static int check_wal(const char *dir)
     uint64_t n_prof = 0;
     snprintf(path, sizeof path, "%s/series", dir);
     struct stat st;
-    if (stat(path, &st) == 0)
+    bool have_series = stat(path, &st) == 0;
+    if (have_series)
         bad |= check_wal_file(path, false, &n_prof);
     snprintf(path, sizeof path, "%s/wal", dir);
     DIR *d = opendir(path);
@@ -625,6 +627,27 @@ static int check_wal(const char *dir)
     closedir(d);
     if (n > 1)
         qsort(names, n, sizeof *names, cmp_str);
+    /* segment numbers are contiguous (the checkpoint removes the oldest
+       only); SERIES records of removed segments live in DIR/series */
+    unsigned long prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned long v = names[i] ? strtoul(names[i], NULL, 10) : 0;
+        if (!v)
+            continue;
+        if (prev && v != prev + 1) {
+            printf("CORRUPT %s/wal/%08lu: missing segment (%lu missing between %08lu and "
+                   "%08lu); its records are lost\n",
+                   dir, prev + 1, v - prev - 1, prev, v);
+            bad = 1;
+        }
+        if (!prev && v > 1 && !have_series) {
+            printf("CORRUPT %s/series: missing, while the WAL starts at segment %08lu (the "
+                   "series of removed segments are lost)\n",
+                   dir, v);
+            bad = 1;
+        }
+        prev = v;
+    }
     n_prof = 0;
     for (size_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/wal/%s", dir, names[i] ? names[i] : "");
@@ -659,9 +682,12 @@ static int cmd_check(int argc, char **argv)
             printf("CORRUPT %s: %s\n", blocks[i], err.msg[0] ? err.msg : pd_strerror(rc));
             bad = 1;
         } else {
-            printf("ok %s: %llu series, %llu profiles, %llu samples\n", blocks[i],
+            printf("ok %s: %llu series, %llu profiles, %llu samples%s\n", blocks[i],
                    (unsigned long long)m.n_series, (unsigned long long)m.n_profiles,
-                   (unsigned long long)m.n_samples);
+                   (unsigned long long)m.n_samples,
+                   m.compaction_failed ? " (marked compaction.failed: `profd tsdb repair` "
+                                         "rewrites it)"
+                                       : "");
         }
     }
     bad |= check_wal(argv[2]);
@@ -680,5 +706,7 @@ int pd_tsdb_cli_main(int argc, char **argv)
         return cmd_analyze(argc, argv);
     if (!strcmp(argv[1], "check"))
         return cmd_check(argc, argv);
+    if (!strcmp(argv[1], "repair"))
+        return argc == 3 ? pd__tsdb_repair(argv[2]) : usage();
     return usage();
 }

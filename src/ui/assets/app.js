@@ -866,7 +866,10 @@
   /* ------------------------------------------------------------ profile */
 
   function profileURL(series, t, report, sampleIndex) {
-    let u = '/api/v1/query?query=' + encodeURIComponent(series) + '&time=' + (t / 1000).toFixed(3) + '&report=' + report;
+    // the call graph is a merge-path report: the merge of this one profile
+    let u = report === 'callgraph' ?
+      '/api/v1/query?mode=merge&query=' + encodeURIComponent(series) + '&from=' + (t / 1000).toFixed(3) + '&to=' + (t / 1000).toFixed(3) + '&report=' + report :
+      '/api/v1/query?query=' + encodeURIComponent(series) + '&time=' + (t / 1000).toFixed(3) + '&report=' + report;
     if (sampleIndex && report !== 'proto') u += '&sample_index=' + encodeURIComponent(sampleIndex);
     return u;
   }
@@ -993,6 +996,7 @@
       $('flamegraph').setAttribute('data-total', String(fg.value || 0));
       $('flame-legend').hidden = !diff;
       drawFlame();
+      if ($('view-callgraph').getAttribute('aria-pressed') === 'true') showCallgraph(true);
     } catch (e) {
       if (seq !== profileSeq) return;
       $('profile-summary').textContent = '';
@@ -1298,6 +1302,41 @@
   });
   $('flamegraph').addEventListener('mouseleave', hideTip);
   $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
+
+  // The call graph tab: the API's SVG (Graphviz, as pprof -svg) of the same
+  // selection and sample type, instead of the flame graph.
+  function showCallgraph(on) {
+    const btn = $('view-callgraph');
+    btn.setAttribute('aria-pressed', on ? 'true' : 'false');
+    btn.classList.toggle('on', on);
+    $('flamegraph').hidden = on;
+    $('flame-search').disabled = on;
+    const cg = $('callgraph');
+    cg.hidden = !on;
+    if (!on || !profile.view) return;
+    const url = profile.view.url('callgraph', profile.idx);
+    if (cg.getAttribute('data-url') === url) return;
+    cg.setAttribute('data-url', url);
+    cg.innerHTML = '<p class="muted">rendering the call graph…</p>';
+    const img = new Image();
+    img.alt = 'call graph of ' + $('profile-title').textContent;
+    img.onload = () => { cg.innerHTML = ''; cg.appendChild(img); };
+    img.onerror = () => { cg.innerHTML = '<p class="error">The call graph could not be drawn (is Graphviz installed on the server?).</p>'; };
+    img.src = url;
+  }
+  $('view-callgraph').addEventListener('click', () => showCallgraph($('view-callgraph').getAttribute('aria-pressed') !== 'true'));
+
+  // Keys: "/" searches the flame graph, Esc resets its zoom and search.
+  document.addEventListener('keydown', (e) => {
+    const typing = e.target.closest && e.target.closest('input, select, textarea');
+    if (e.key === '/' && !typing && !$('profile-panel').hidden) {
+      e.preventDefault();
+      $('flame-search').focus();
+    } else if (e.key === 'Escape' && flame.root && !$('profile-panel').hidden) {
+      if (e.target === $('flame-search') && $('flame-search').value) { $('flame-search').value = ''; highlightFlame(); return; }
+      if (flame.zoom !== flame.root) { flame.zoom = flame.root; drawFlame(); }
+    }
+  });
   // debounced: the walk over a large tree runs once the typing pauses
   let searchTimer = null;
   $('flame-search').addEventListener('input', () => { clearTimeout(searchTimer); searchTimer = setTimeout(highlightFlame, 120); });
