@@ -117,6 +117,14 @@ echo "$sources" | awk '{ print "deb", $1, $2, "main" }' >"$root/etc/apt/sources.
 printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\nff02::1\t\tip6-allnodes\nff02::2\t\tip6-allrouters\n' \
     >"$root/etc/hosts"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# The host's own certificate authorities (a proxy of this network that re-signs TLS,
+# as npm's registry is reached through here): a machine on this network has them too.
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+    chroot "$root" update-ca-certificates >/dev/null 2>&1 || say "update-ca-certificates failed in the root"
+    say "copied the host's local CAs: $(cd /usr/local/share/ca-certificates && echo *.crt)"
+fi
 t_root=$(date +%s)
 say "root ready in $((t_root - t0)) s"
 
@@ -137,8 +145,11 @@ for m in proc sys dev dev/pts dev/shm; do
     mounted+=("$root/$m")
 done
 
+# Node.js reads extra CAs only from NODE_EXTRA_CA_CERTS: passed on when the host sets it.
+extra_env=()
+[ -z "${NODE_EXTRA_CA_CERTS:-}" ] || extra_env+=("NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS")
 in_root() {
-    chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
+    chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 "${extra_env[@]}" \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
 }
 
@@ -157,7 +168,7 @@ say "the chroot's node: $(in_root node --version 2>/dev/null || echo none), npm 
 runlog="$root.make-run.log"
 say "make run in the chroot: the URL within $run_timeout s? (log: $runlog)"
 t3=$(date +%s)
-setsid chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 DEMO_LISTEN="$demo_listen" PROFD_LISTEN="$profd_listen" \
+setsid chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 "${extra_env[@]}" DEMO_LISTEN="$demo_listen" PROFD_LISTEN="$profd_listen" \
     PROFD_DATA=/tmp/profd-run-data PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     /bin/sh -c 'cd /src/profd && exec make run' >"$runlog" 2>&1 </dev/null &
 make_run_pid=$!
