@@ -46,6 +46,11 @@
   const state = {
     query: '', range: '1h', type: '', refresh: 0, series: '', t: 0,
     fromText: '', toText: '', // from=/to= of the URL ('' = the relative range)
+    focus: '', ignore: '',    // pprof's -focus/-ignore regexps on the profile shown (the API's filters)
+    flameUp: false,           // flame (root at the bottom) instead of icicle
+    cb: false,                // colour-blind-safe diff palette (blue grew / orange shrank)
+    zoomPath: '',             // the zoomed frame: names from the root, joined by "\n"
+    search: '',               // the flame graph search
     sel: null,          // {from, to} ms: the merged range
     cmp: false,         // compare mode
     a: null, b: null,   // {from, to} ms: compare's base (A) and new (B) selections
@@ -232,6 +237,12 @@
     state.cmp = q.get('cmp') === '1';
     hidden = new Set(q.getAll('hide'));
     state.sel = state.cmp ? null : parseSpan(q.get('sel'));
+    state.focus = q.get('focus') || '';
+    state.flameUp = q.get('flame') === 'up';
+    state.cb = q.get('palette') === 'cb';
+    state.zoomPath = q.get('zoom') || '';
+    state.search = q.get('search') || '';
+    state.ignore = q.get('ignore') || '';
     state.a = state.cmp ? parseSpan(q.get('a')) : null;
     state.b = state.cmp ? parseSpan(q.get('b')) : null;
     tl.next = state.a && !state.b ? 'b' : state.a ? 'b' : 'a';
@@ -279,6 +290,12 @@
     if (chosen && !pinned() && lastRange) { state.fromText = iso(lastRange.from); state.toText = iso(lastRange.to); showRange(); }
     if (state.fromText) { q.set('from', state.fromText); q.set('to', state.toText); }
     for (const k of hidden) q.append('hide', k);
+    if (state.focus) q.set('focus', state.focus);
+    if (state.flameUp) q.set('flame', 'up');
+    if (state.cb) q.set('palette', 'cb');
+    if (state.zoomPath) q.set('zoom', state.zoomPath);
+    if (state.search) q.set('search', state.search);
+    if (state.ignore) q.set('ignore', state.ignore);
     if (state.type) q.set('type', state.type);
     if (state.refresh) q.set('refresh', String(state.refresh));
     if (state.series && state.t && !state.sel && !state.cmp) { q.set('series', state.series); q.set('t', String(state.t)); }
@@ -296,14 +313,19 @@
   /* ------------------------------------------------------------ routing */
 
   function route() {
-    const targets = location.pathname === '/targets';
-    $('view-profiles').hidden = targets;
+    const targets = location.pathname === '/targets', status = location.pathname === '/status';
+    $('view-profiles').hidden = targets || status;
     $('view-targets').hidden = !targets;
-    $('nav-profiles').classList.toggle('active', !targets);
+    $('view-status').hidden = !status;
+    $('nav-profiles').classList.toggle('active', !targets && !status);
     $('nav-targets').classList.toggle('active', targets);
+    $('nav-status').classList.toggle('active', status);
     clearInterval(targetsTimer);
     targetsTimer = null;
-    if (targets) {
+    if (status) {
+      document.title = 'Status · profd';
+      loadStatus();
+    } else if (targets) {
       document.title = 'Targets · profd';
       loadTargets();
       targetsTimer = setInterval(loadTargets, 5000);
@@ -315,6 +337,11 @@
       if (state.query) run(false);
       else { $('timeline-panel').hidden = true; $('intro').hidden = false; }
       showSelection();
+      showFilters();
+      $('flame-up').setAttribute('aria-pressed', String(state.flameUp));
+      $('flame-up').textContent = state.flameUp ? 'Icicle' : 'Flame';
+      $('diff-palette').checked = state.cb;
+      document.body.classList.toggle('cb', state.cb);
       loadView();
     }
   }
@@ -324,8 +351,8 @@
     if (!a || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
     e.preventDefault();
     const to = a.getAttribute('data-nav');
-    if (to === '/targets') history.pushState(null, '', '/targets');
-    else history.pushState(null, '', '/' + (location.pathname === '/targets' ? sessionStorage.getItem('pd-last-search') || '' : ''));
+    if (to === '/targets' || to === '/status') history.pushState(null, '', to);
+    else history.pushState(null, '', '/' + (location.pathname === '/targets' || location.pathname === '/status' ? sessionStorage.getItem('pd-last-search') || '' : ''));
     route();
   });
   window.addEventListener('popstate', route);
@@ -375,6 +402,8 @@
     state.t = 0;
     state.sel = null;
     state.a = state.b = null;
+    state.focus = state.ignore = '';
+    showFilters();
     tl.next = 'a';
     tl.anchor = null;
     $('profile-panel').hidden = true;
@@ -459,6 +488,7 @@
       fillSampleTypes();
       drawTimeline();
       showSelection();
+      if (explorer.on) loadExplorer();
       const v = viewSpec();
       if (v && !$('profile-panel').hidden) $('profile-title').textContent = v.title;
     } catch (e) {
@@ -871,7 +901,7 @@
       '/api/v1/query?mode=merge&query=' + encodeURIComponent(series) + '&from=' + (t / 1000).toFixed(3) + '&to=' + (t / 1000).toFixed(3) + '&report=' + report :
       '/api/v1/query?query=' + encodeURIComponent(series) + '&time=' + (t / 1000).toFixed(3) + '&report=' + report;
     if (sampleIndex && report !== 'proto') u += '&sample_index=' + encodeURIComponent(sampleIndex);
-    return u;
+    return u + filterQuery();
   }
 
   // The sample type to show for a series: the chosen one when the series has
@@ -893,7 +923,7 @@
     const file = name.replace(/[^A-Za-z0-9_.-]/g, '_');
     const withIdx = (u, report, idx) => u + '&report=' + report +
       (idx && report !== 'proto' ? '&sample_index=' + encodeURIComponent(idx) : '') +
-      (report === 'flamegraph' ? '&nodes=4000' : '');
+      (report === 'flamegraph' ? '&nodes=4000' : '') + filterQuery();
     // hidden legend entries are left out of merges and diffs (exclude=)
     const excl = [...hidden].map((k) => '&exclude=' + encodeURIComponent(k)).join('');
     const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl;
@@ -957,7 +987,8 @@
     panel.classList.add('loading');
     try {
       const si = v.kind === 'single' ? v.fixedIdx : state.type;
-      const both = (idx) => Promise.all([api(v.url('top', idx) + topQuery()), api(v.url('flamegraph', idx))]);
+      // one request, one merge on the server, for the table and the flame graph
+      const both = async (idx) => { const d = await api(v.url('view', idx) + topQuery() + '&fg_nodes=4000'); return [d.top, d.flamegraph]; };
       let top, fg;
       profile.view = v;
       profile.idx = si;
@@ -991,10 +1022,18 @@
       drawTop();
       flame.root = prepareFlame(fg, diff);
       flame.zoom = flame.root;
+      // the zoom of the URL, when the same path exists in this profile
+      if (state.zoomPath) {
+        let n = flame.root;
+        for (const name of state.zoomPath.split('\n')) { n = n && n.children.find((c) => c.name === name); }
+        if (n) flame.zoom = n;
+      }
+      if ($('flame-search').value !== state.search) $('flame-search').value = state.search;
       flame.unit = st.unit || '';
       flame.diff = diff;
       $('flamegraph').setAttribute('data-total', String(fg.value || 0));
       $('flame-legend').hidden = !diff;
+      $('sandwich').hidden = true;
       drawFlame();
       if ($('view-callgraph').getAttribute('aria-pressed') === 'true') showCallgraph(true);
     } catch (e) {
@@ -1111,7 +1150,7 @@
       '<td class="num">' + fmtPct(r.flat, total) + '</td>' +
       '<td class="num">' + esc(fmtValue(r.cum, u)) + '</td>' +
       '<td class="num">' + fmtPct(r.cum, total) + '<span class="bar" style="width:' + Math.round(40 * Math.abs(r.cum) / (Math.abs(total) || 1)) + 'px"></span></td>' +
-      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + '</td></tr>';
+      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + ' <button type="button" class="link sw-open" title="callers and callees of this function">sandwich</button></td></tr>';
     $('top-table').tBodies[0].innerHTML = shown.map(rowHTML).join('') ||
       '<tr><td colspan="' + cols.length + '" class="muted">' + (profile.filter ? 'No function matches the filter.' :
         profile.diff ? 'No differences in this sample type.' : 'This profile has no samples of this type.') + '</td></tr>';
@@ -1152,6 +1191,7 @@
   $('top-table').tBodies[0].addEventListener('click', (e) => {
     const tr = e.target.closest('tr[data-fn]');
     if (!tr) return;
+    if (e.target.closest('.sw-open')) { openSandwich(tr.getAttribute('data-fn')); return; }
     const fn = tr.getAttribute('data-fn');
     $('flame-search').value = '^' + fn.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
     highlightFlame();
@@ -1188,6 +1228,7 @@
     if (d === 0 || n.name === 'root') return n.name === 'root' ? '#c7cbd1' : '#d9dbe0';
     const rel = Math.min(1, Math.abs(d) / Math.max(Math.abs(n.base), Math.abs(n.new), 1));
     const light = Math.round(88 - 36 * Math.sqrt(rel));
+    if (state.cb) return d > 0 ? 'hsl(214,80%,' + light + '%)' : 'hsl(30,90%,' + light + '%)'; // Okabe-Ito-like blue/orange
     return d > 0 ? 'hsl(2,85%,' + light + '%)' : 'hsl(140,60%,' + light + '%)';
   }
   const diffClass = (n) => (n.name === 'root' ? '' : n.new > n.base ? 'grew' : n.new < n.base ? 'shrank' : 'same');
@@ -1249,8 +1290,19 @@
     };
     place(zoom, 0, 100);
     flame.nodes = nodes;
+    if (state.flameUp) { // flame: the root at the bottom (rows mirrored)
+      html = html.replace(/top:(\d+)px/g, (m, y) => 'top:' + (maxDepth * ROW - +y) + 'px');
+    }
     box.innerHTML = html;
     box.style.height = (maxDepth + 1) * ROW + 2 + 'px';
+    // breadcrumbs of the zoom, and the zoom in the URL
+    const crumbs = [];
+    for (let a = zoom; a; a = a.parent) crumbs.unshift(a);
+    $('flame-crumbs').innerHTML = zoom === root ? '' : crumbs.map((c, i) => i === crumbs.length - 1 ?
+      '<span aria-current="true">' + esc(c.name === 'root' ? 'all' : c.name) + '</span>' :
+      '<a href="#" data-depth="' + i + '">' + esc(c.name === 'root' ? 'all' : c.name) + '</a>').join(' › ');
+    const zp = zoom === root ? '' : crumbs.slice(1).map((c) => c.name).join('\n');
+    if (zp !== state.zoomPath) { state.zoomPath = zp; writeURL(false); }
     $('flame-reset').hidden = zoom === root;
     if (!total) box.innerHTML = '<p class="muted" style="padding:8px">' + (flame.diff ? 'Neither selection has samples of this type.' : 'This profile has no samples of this type.') + '</p>', box.style.height = 'auto';
     highlightFlame();
@@ -1298,7 +1350,7 @@
     showTip(e, '<b>' + esc(n.name === 'root' ? 'all samples' : n.name) + '</b><br>' +
       esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
       (n.self ? '<br>self ' + esc(fmtValue(n.self, flame.unit)) + ' (' + fmtPct(n.self, total) + ')' : '') +
-      '<br><i>click to zoom</i>');
+      '<br><i>click to zoom · right-click: callers and callees</i>');
   });
   $('flamegraph').addEventListener('mouseleave', hideTip);
   $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
@@ -1333,13 +1385,39 @@
       e.preventDefault();
       $('flame-search').focus();
     } else if (e.key === 'Escape' && flame.root && !$('profile-panel').hidden) {
-      if (e.target === $('flame-search') && $('flame-search').value) { $('flame-search').value = ''; highlightFlame(); return; }
+      if (e.target === $('flame-search') && $('flame-search').value) { $('flame-search').value = ''; state.search = ''; writeURL(false); highlightFlame(); return; }
       if (flame.zoom !== flame.root) { flame.zoom = flame.root; drawFlame(); }
     }
   });
   // debounced: the walk over a large tree runs once the typing pauses
   let searchTimer = null;
-  $('flame-search').addEventListener('input', () => { clearTimeout(searchTimer); searchTimer = setTimeout(highlightFlame, 120); });
+  $('flame-search').addEventListener('input', () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => { state.search = $('flame-search').value.trim(); writeURL(false); highlightFlame(); }, 120);
+  });
+  $('flame-crumbs').addEventListener('click', (e) => {
+    const a = e.target.closest('a[data-depth]');
+    if (!a) return;
+    e.preventDefault();
+    let n = flame.zoom;
+    const chain = [];
+    for (let x = n; x; x = x.parent) chain.unshift(x);
+    flame.zoom = chain[+a.getAttribute('data-depth')] || flame.root;
+    drawFlame();
+  });
+  $('flame-up').addEventListener('click', () => {
+    state.flameUp = !state.flameUp;
+    $('flame-up').setAttribute('aria-pressed', String(state.flameUp));
+    $('flame-up').textContent = state.flameUp ? 'Icicle' : 'Flame';
+    writeURL(false);
+    drawFlame();
+  });
+  $('diff-palette').addEventListener('change', () => {
+    state.cb = $('diff-palette').checked;
+    writeURL(false);
+    document.body.classList.toggle('cb', state.cb);
+    drawFlame();
+  });
 
   function highlightFlame() {
     const box = $('flamegraph');
@@ -1360,18 +1438,248 @@
       'matched ' + fmtValue(sum, flame.unit) + ' (' + fmtPct(sum, flame.root.value) + ')';
   }
 
+  /* ------------------------------------------------------------ focus / ignore */
+
+  // pprof's -focus / -ignore on the profile shown: the API filters the
+  // samples (a single profile then goes through the merge path).
+  function filterQuery() {
+    return (state.focus ? '&focus=' + encodeURIComponent(state.focus) : '') + (state.ignore ? '&ignore=' + encodeURIComponent(state.ignore) : '');
+  }
+  const exactRe = (name) => '^' + name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
+  function setFilter(kind, re) {
+    state[kind] = re;
+    showFilters();
+    writeURL(true);
+    loadView();
+  }
+  function showFilters() {
+    const chips = [['focus', 'focus on'], ['ignore', 'ignoring']].filter(([k]) => state[k]).map(([k, label]) =>
+      '<span class="chip filter-chip" data-kind="' + k + '">' + label + ' <code>' + esc(state[k]) + '</code> <button type="button" class="small" data-clear="' + k +
+      '" aria-label="remove the ' + k + ' filter">✕</button></span>').join(' ');
+    $('filters').innerHTML = chips;
+    $('filters').hidden = !chips;
+  }
+  $('filters').addEventListener('click', (e) => { const b = e.target.closest('button[data-clear]'); if (b) setFilter(b.getAttribute('data-clear'), ''); });
+  $('sandwich-focus').addEventListener('click', () => setFilter('focus', exactRe($('sandwich-fn').textContent)));
+  $('sandwich-ignore').addEventListener('click', () => setFilter('ignore', exactRe($('sandwich-fn').textContent)));
+
+  /* ------------------------------------------------------------ sandwich */
+
+  // The sandwich view of function fn (as Pyroscope's): over every call site
+  // of fn in the flame graph tree (outermost occurrences only, so recursion
+  // counts once), its callers as a tree from fn up to the roots, and its
+  // callees merged into one tree under fn. Values are fn's (cumulative).
+  function sandwichTrees(root, fn) {
+    const mk = (name) => ({ name, value: 0, children: [], kids: new Map() });
+    const add = (parent, name, v) => {
+      let c = parent.kids.get(name);
+      if (!c) { c = mk(name); parent.kids.set(name, c); parent.children.push(c); }
+      c.value += v;
+      return c;
+    };
+    const callers = mk(fn), callees = mk(fn);
+    const mergeInto = (dst, n) => { for (const c of n.children) mergeInto(add(dst, c.name, c.value), c); };
+    const walk = (n) => {
+      if (n.name === fn && n !== root) {
+        callers.value += n.value;
+        callees.value += n.value;
+        let at = callers;
+        for (let a = n.parent; a && a !== root; a = a.parent) at = add(at, a.name, n.value);
+        mergeInto(callees, n);
+        return; // outermost occurrence: its subtree is in callees already
+      }
+      n.children.forEach(walk);
+    };
+    walk(root);
+    return { callers, callees };
+  }
+
+  function openSandwich(fn) {
+    if (!flame.root) return;
+    const { callers, callees } = sandwichTrees(flame.root, fn);
+    $('sandwich').hidden = false;
+    $('sandwich-fn').textContent = fn;
+    $('sandwich').setAttribute('data-value', String(callers.value));
+    $('sandwich-total').textContent = fmtValue(callers.value, flame.unit) + ' (' + fmtPct(callers.value, flame.root.value) + ' of total)';
+    $('sandwich-callers').innerHTML = miniFlame(callers, flame.unit, true);
+    $('sandwich-callees').innerHTML = miniFlame(callees, flame.unit, true);
+    $('sandwich').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
+  }
+  $('sandwich-close').addEventListener('click', () => { $('sandwich').hidden = true; });
+  // right-click a frame (or "s" on a focused table row) opens its sandwich
+  $('flamegraph').addEventListener('contextmenu', (e) => {
+    const el = e.target.closest('.frame[data-i]');
+    const n = el && flame.nodes[+el.getAttribute('data-i')];
+    if (!n || n === flame.root) return;
+    e.preventDefault();
+    openSandwich(n.name);
+  });
+
+  /* ------------------------------------------------------------ label explorer */
+
+  // For the current selector and window: every label name with its number of
+  // values; a name picked → the values' small timelines (the top 8 by total of
+  // the chosen sample type, from the query_range already loaded) and the
+  // merged flame graph of each side by side; a value clicked → its matcher is
+  // added to the selector.
+  const explorer = { on: false, name: '', seq: 0 };
+  const TOPK = 8;
+
+  function labelName(n) { return /^[a-zA-Z_][a-zA-Z0-9_]*$/.test(n) ? n : quote(n); }
+  // The selector with one more matcher: name="value".
+  function withMatcher(q, name, value) {
+    const m = labelName(name) + '=' + quote(value);
+    const i = q.lastIndexOf('}');
+    if (i < 0) return q.trim() + '{' + m + '}';
+    const inner = q.slice(q.indexOf('{') + 1, i).trim();
+    return q.slice(0, i).replace(/\s*,?\s*$/, '') + (inner ? ', ' : '') + m + q.slice(i);
+  }
+
+  $('explore').addEventListener('click', () => {
+    explorer.on = !explorer.on;
+    $('explore').setAttribute('aria-pressed', explorer.on ? 'true' : 'false');
+    $('explore').classList.toggle('on', explorer.on);
+    $('explorer-panel').hidden = !explorer.on;
+    if (explorer.on) loadExplorer();
+  });
+
+  async function loadExplorer() {
+    if (!explorer.on || !lastRange) return;
+    const seq = ++explorer.seq;
+    const w = { from: lastRange.from, to: lastRange.to };
+    const qp = '&match[]=' + encodeURIComponent(state.query) + '&start=' + secs(w.from) + '&end=' + secs(w.to);
+    $('explorer-summary').textContent = 'loading…';
+    try {
+      const names = (await api('/api/v1/labels?' + qp.slice(1))).filter((n) => n !== '__name__');
+      const counts = await Promise.all(names.map((n) => api('/api/v1/label/' + encodeURIComponent(n) + '/values?' + qp.slice(1)).then((v) => v.length)));
+      if (seq !== explorer.seq) return;
+      const order = names.map((n, i) => [n, counts[i]]).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+      $('explorer-summary').textContent = order.length + ' label' + (order.length === 1 ? '' : 's') + ' on ' + lastRange.series.length + ' series · pick one to break the selection down';
+      $('explorer-names').innerHTML = order.map(([n, c]) => '<li><button type="button" class="chip' + (n === explorer.name ? ' on' : '') +
+        '" data-name="' + esc(n) + '" aria-pressed="' + (n === explorer.name) + '">' + esc(n) + ' <span class="muted">' + c + '</span></button></li>').join('');
+      if (explorer.name && order.some(([n]) => n === explorer.name)) showValues(explorer.name);
+      else $('explorer-values').innerHTML = '';
+    } catch (e) {
+      if (seq === explorer.seq) $('explorer-summary').textContent = e.message;
+    }
+  }
+
+  $('explorer-names').addEventListener('click', (e) => {
+    const b = e.target.closest('button[data-name]');
+    if (!b) return;
+    explorer.name = b.getAttribute('data-name');
+    $('explorer-names').querySelectorAll('button').forEach((x) => { const on = x === b; x.classList.toggle('on', on); x.setAttribute('aria-pressed', String(on)); });
+    showValues(explorer.name);
+  });
+
+  async function showValues(name) {
+    const seq = ++explorer.seq;
+    const type = state.type;
+    // per value: the series' totals of the chosen sample type, summed per timestamp
+    const byValue = new Map();
+    let unit = '';
+    for (const s of lastRange.series) {
+      const v = s.labels[name];
+      if (v === undefined) continue;
+      const idx = (s.sample_types || []).findIndex((st) => st.type === type);
+      if (idx < 0) continue;
+      unit = unit || s.sample_types[idx].unit;
+      const e = byValue.get(v) || { value: v, pts: new Map(), sum: 0 };
+      s.timestamps.forEach((ts, j) => { const x = s.totals[j][idx]; e.pts.set(ts, (e.pts.get(ts) || 0) + x); e.sum += x; });
+      byValue.set(v, e);
+    }
+    const top = [...byValue.values()].sort((a, b) => b.sum - a.sum).slice(0, TOPK);
+    const max = Math.max(1, ...top.flatMap((e) => [...e.pts.values()]));
+    const W = 260, H = 48;
+    const x = (t) => 2 + ((t - lastRange.from) / (lastRange.to - lastRange.from)) * (W - 4);
+    const y = (v) => H - 2 - (v / max) * (H - 6);
+    $('explorer-values').innerHTML = '<p class="muted">' + esc(name) + ': ' + byValue.size + ' value' + (byValue.size === 1 ? '' : 's') +
+      (byValue.size > TOPK ? ', the ' + TOPK + ' largest by total ' + esc(type) : '') + '. Click one to add it to the selector.</p>' +
+      '<div class="explorer-grid">' + top.map((e, i) => {
+        const pts = [...e.pts.entries()].sort((a, b) => a[0] - b[0]);
+        const path = pts.map(([t, v], j) => (j ? 'L' : 'M') + x(t).toFixed(1) + ' ' + y(v).toFixed(1)).join('');
+        return '<figure class="explorer-card" data-value="' + esc(e.value) + '" tabindex="0" role="button" aria-label="' + esc(name + '=' + e.value) + ': add to the selector">' +
+          '<figcaption><b>' + esc(e.value) + '</b> <span class="muted">' + esc(fmtValue(e.sum / Math.max(1, pts.length), unit)) + ' avg</span></figcaption>' +
+          '<svg viewBox="0 0 ' + W + ' ' + H + '" class="spark"><path d="' + path + '" stroke="' + COLORS[i % COLORS.length] + '"/></svg>' +
+          '<div class="mini-flame" data-i="' + i + '"><span class="muted">loading…</span></div></figure>';
+      }).join('') + '</div>';
+    // each value's merged flame graph over the window (its top frames)
+    await Promise.all(top.map(async (e, i) => {
+      const q = withMatcher(state.query, name, e.value);
+      const u = '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(lastRange.from) + '&to=' + secs(lastRange.to) +
+        '&report=flamegraph&nodes=300' + (type ? '&sample_index=' + encodeURIComponent(type) : '');
+      let html;
+      try { html = miniFlame(await api(u), unit); } catch (err) { html = '<span class="error">' + esc(err.message) + '</span>'; }
+      if (seq !== explorer.seq) return;
+      const el = $('explorer-values').querySelector('.mini-flame[data-i="' + i + '"]');
+      if (el) el.innerHTML = html;
+    }));
+  }
+
+  // A small icicle of a flame graph JSON tree: 6 levels (24 with the root
+  // drawn, for the sandwich), frames under 0.8% of the width left out.
+  function miniFlame(tree, unit, withRoot) {
+    const total = tree.value || 0;
+    if (!total) return '<span class="muted">no samples</span>';
+    let html = '';
+    const top0 = withRoot ? 0 : 1, maxDepth = withRoot ? 24 : 6;
+    const walk = (n, left, width, depth) => {
+      if (depth > maxDepth || width < 0.8) return;
+      if (depth >= top0) {
+        html += '<div class="mf" data-name="' + esc(n.name) + '" data-value="' + n.value + '" style="left:' + left.toFixed(3) + '%;width:' + width.toFixed(3) + '%;top:' + (depth - top0) * 13 + 'px;background:' +
+          frameColor(n.name) + '" title="' + esc(n.name + ' · ' + fmtValue(n.value, unit) + ' (' + fmtPct(n.value, total) + ')') + '">' +
+          (width > 14 ? esc(n.name) : '') + '</div>';
+      }
+      let x = left;
+      for (const c of (n.children || []).slice().sort((a, b) => b.value - a.value)) {
+        const cw = width * (c.value / (n.value || 1));
+        walk(c, x, cw, depth + 1);
+        x += cw;
+      }
+    };
+    walk(tree, 0, 100, 0);
+    return html;
+  }
+
+  $('explorer-values').addEventListener('click', (e) => pickValue(e.target.closest('.explorer-card')));
+  $('explorer-values').addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pickValue(e.target.closest('.explorer-card')); } });
+  function pickValue(card) {
+    if (!card || !explorer.name) return;
+    $('selector').value = withMatcher(state.query, explorer.name, card.getAttribute('data-value'));
+    explorer.name = '';
+    submit();
+  }
+
   /* ------------------------------------------------------------ suggestions */
 
   const cache = { names: null, values: new Map() };
   let sugg = { items: [], active: -1, ctx: null };
 
-  async function labelNames() {
-    if (!cache.names) cache.names = api('/api/v1/labels').catch(() => { cache.names = null; return []; });
-    return cache.names;
+  // Suggestions are scoped like Grafana's: to the series the text typed so
+  // far selects (its profile type and its complete matchers, not the one being
+  // typed) and to the window on screen (rounded to the minute for the cache).
+  function scopeParams(text, upto, except) {
+    const name = (text.match(/^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)/) || [])[1] || '';
+    const inner = text.indexOf('{') >= 0 ? text.slice(text.indexOf('{') + 1, upto) : '';
+    const ms = [];
+    const re = /([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"/g;
+    let m;
+    while ((m = re.exec(inner))) if (m[1] !== except) ms.push(m[1] + m[2] + '"' + m[3] + '"');
+    const w = window_();
+    const round = (t) => Math.floor(t / 60000) * 60;
+    let q = 'start=' + round(w.from) + '&end=' + (round(w.to) + 60);
+    if (name || ms.length) q += '&match[]=' + encodeURIComponent(name + '{' + ms.join(',') + '}');
+    return q;
   }
-  async function labelValues(name) {
-    if (!cache.values.has(name)) cache.values.set(name, api('/api/v1/label/' + encodeURIComponent(name) + '/values').catch(() => { cache.values.delete(name); return []; }));
-    return cache.values.get(name);
+  async function labelNames(scope) {
+    const k = 'names?' + scope;
+    if (!cache.values.has(k)) cache.values.set(k, api('/api/v1/labels?' + scope).catch(() => { cache.values.delete(k); return []; }));
+    return cache.values.get(k);
+  }
+  async function labelValues(name, scope) {
+    const k = name + '?' + scope;
+    if (!cache.values.has(k)) cache.values.set(k, api('/api/v1/label/' + encodeURIComponent(name) + '/values?' + scope).catch(() => { cache.values.delete(k); return []; }));
+    return cache.values.get(k);
   }
 
   // What the text before the caret is in the middle of:
@@ -1414,9 +1722,12 @@
     const ctx = context(input.value, input.selectionStart);
     if (!ctx) { closeSuggest(); return; }
     let list = [];
-    if (ctx.kind === 'metric') list = (await labelValues('__name__')).map((v) => ({ text: v, kind: 'profile type' }));
-    else if (ctx.kind === 'name') list = (await labelNames()).map((v) => ({ text: v, kind: 'label' }));
-    else list = (await labelValues(ctx.name)).map((v) => ({ text: v, kind: ctx.name }));
+    const w = window_();
+    const round = (t) => Math.floor(t / 60000) * 60;
+    const timeOnly = 'start=' + round(w.from) + '&end=' + (round(w.to) + 60);
+    if (ctx.kind === 'metric') list = (await labelValues('__name__', timeOnly)).map((v) => ({ text: v, kind: 'profile type' }));
+    else if (ctx.kind === 'name') list = (await labelNames(scopeParams(input.value, ctx.start, ''))).filter((v) => v !== '__name__').map((v) => ({ text: v, kind: 'label' }));
+    else list = (await labelValues(ctx.name, scopeParams(input.value, ctx.start, ctx.name))).map((v) => ({ text: v, kind: ctx.name }));
     // The input may have changed while we waited.
     const now = context(input.value, input.selectionStart);
     if (!now || now.kind !== ctx.kind || now.start !== ctx.start) return;
@@ -1448,6 +1759,9 @@
     else if (ctx.kind === 'name') {
       ins = it.text + '="';
       if (/^\s*(=~|!~|!=|=)/.test(after)) ins = it.text;
+      // close what was opened: the quote, and the brace when none follows
+      else if (!/^[^{]*\}/.test(after)) after = '"}' + after;
+      else after = '"' + after;
     } else {
       const escd = it.text.replace(/\\/g, '\\\\').replace(new RegExp(ctx.q === '`' ? '(?!)' : ctx.q, 'g'), '\\' + ctx.q);
       ins = escd;
@@ -1494,6 +1808,26 @@
   });
 
   /* ------------------------------------------------------------ targets */
+
+  /* ------------------------------------------------------------ status */
+
+  async function loadStatus() {
+    const kv = (obj, fmt) => Object.entries(obj).map(([k, v]) => '<tr><th>' + esc(k) + '</th><td>' + esc(fmt ? fmt(k, v) : v) + '</td></tr>').join('');
+    try {
+      const [build, rt, tsdb, flags, cfg] = await Promise.all(['buildinfo', 'runtimeinfo', 'tsdb', 'flags', 'config'].map((n) => api('/api/v1/status/' + n)));
+      $('status-error').hidden = true;
+      $('status-runtime').innerHTML = kv({ version: build.version, ...rt });
+      const st = tsdb.storage || {};
+      $('status-storage').innerHTML = kv({ ...st, oldest: tsdb.headStats && tsdb.headStats.minTime, newest: tsdb.headStats && tsdb.headStats.maxTime },
+        (k, v) => (k === 'bytes' ? fmtBytes(v) : k === 'oldest' || k === 'newest' ? (v ? fmtTime(v) : '–') : String(v)));
+      $('status-flags').innerHTML = kv(Object.fromEntries(Object.entries(flags).map(([k, v]) => ['--' + k, v])));
+      $('status-config').textContent = cfg.yaml || '(no --config.file: profd only serves stored data and takes pushes)';
+    } catch (e) {
+      $('status-error').textContent = e.message;
+      $('status-error').hidden = false;
+    }
+  }
+  $('status-refresh').addEventListener('click', loadStatus);
 
   async function loadTargets() {
     const box = $('targets');
