@@ -1024,12 +1024,31 @@ static void maybe_gzip(const pd_http_request *req, pd_http_response *resp)
     resp->body = z;
 }
 
+/* /metrics and the UI's assets, served whether the store is open or not:
+ * the handler's name, or NULL when path is neither. */
+static const char *route_metrics_or_asset(pd_api *api, const pd_http_request *req,
+                                          pd_http_response *resp)
+{
+    if (strcmp(req->path, "/metrics") == 0) {
+        if (!is_get(req))
+            bad_method(resp, "GET", false);
+        else
+            h_metrics(api, resp);
+        return "/metrics";
+    }
+    const pd_ui_asset *a = is_get(req) ? pd_ui_find(req->path) : NULL;
+    if (!a)
+        return NULL;
+    serve_asset(req, resp, a);
+    return "ui";
+}
+
 /* The routes while the store is being opened (pd_api_new with st NULL):
  * health, readiness, metrics and the UI's assets; everything else 503. */
 static const char *route_starting(pd_api *api, const pd_http_request *req,
                                   pd_http_response *resp)
 {
-    const char *path = req->path;
+    const char *path = req->path, *h;
     if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
         if (!is_get(req))
             bad_method(resp, "GET", false);
@@ -1039,20 +1058,8 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
             reply_text(resp, 503, "profd is not ready: opening the storage (WAL replay).\n");
         return path;
     }
-    if (strcmp(path, "/metrics") == 0) {
-        if (!is_get(req))
-            bad_method(resp, "GET", false);
-        else
-            h_metrics(api, resp);
-        return "/metrics";
-    }
-    if (is_get(req)) {
-        const pd_ui_asset *a = pd_ui_find(path);
-        if (a) {
-            serve_asset(req, resp, a);
-            return "ui";
-        }
-    }
+    if ((h = route_metrics_or_asset(api, req, resp)))
+        return h;
     if (strncmp(path, "/querier.v1.", 12) == 0 || strncmp(path, "/push.v1.", 9) == 0)
         pd_connect_error(resp, PD_CONNECT_UNAVAILABLE,
                          "profd is starting: the storage is being opened (WAL replay)");
@@ -1069,7 +1076,7 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
 
 static const char *route(pd_api *api, const pd_http_request *req, pd_http_response *resp)
 {
-    const char *path = req->path;
+    const char *path = req->path, *h;
     bool get_or_post = is_get(req) || method_is(req, "POST");
     if (!__atomic_load_n(&api->ready, __ATOMIC_ACQUIRE))
         return route_starting(api, req, resp);
@@ -1191,20 +1198,8 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
         }
         return "/-/reload";
     }
-    if (strcmp(path, "/metrics") == 0) {
-        if (!is_get(req))
-            bad_method(resp, "GET", false);
-        else
-            h_metrics(api, resp);
-        return "/metrics";
-    }
-    if (is_get(req)) {
-        const pd_ui_asset *a = pd_ui_find(path);
-        if (a) {
-            serve_asset(req, resp, a);
-            return "ui";
-        }
-    }
+    if ((h = route_metrics_or_asset(api, req, resp)))
+        return h;
     reply_text(resp, 404, "404 page not found\n");
     return "other";
 }

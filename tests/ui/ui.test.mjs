@@ -817,3 +817,73 @@ test('flame graph zoom and search survive a reload; breadcrumbs; flame/icicle to
   await page.click('#flame-up');
   assert.equal(await rootTop(), 0);
 });
+
+// Issue 15 "mouse only": a keyboard-only walk — open a profile from the
+// timeline, search, zoom, open the sandwich view, back.
+test('keyboard-only walk: open a profile, search, zoom, sandwich, back', { timeout: 40000 }, async (t) => {
+  await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}' }));
+  await page.waitForSelector('#timeline circle.pt');
+  await page.focus('#timeline'); // as Tab would
+  await page.keyboard.press('ArrowRight');
+  assert.match(await page.locator('#timeline-live').innerText(), /point 1 of 4/);
+  await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction((ts) => new URL(location.href).searchParams.get('t') === String(ts), cpuTimes[1]);
+  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await page.focus('#flamegraph');
+  await page.keyboard.press('/');
+  await page.keyboard.type('fib');
+  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  await page.keyboard.press('Escape');
+  await page.focus('#flamegraph');
+  await page.keyboard.press('ArrowDown'); // the first callee of the root
+  let name = '';
+  for (let i = 0; i < 6 && name !== 'main.burner'; i++) {
+    name = await page.locator('#flamegraph .frame.kbd').getAttribute('data-name');
+    if (name !== 'main.burner') await page.keyboard.press('ArrowRight');
+  }
+  assert.equal(name, 'main.burner');
+  assert.match(await page.locator('#flame-live').innerText(), /main\.burner/);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#flame-reset:not([hidden])');
+  assert.equal(await page.locator('#flamegraph .frame:not(.ancestor)').first().getAttribute('data-name'), 'main.burner');
+  await page.keyboard.press('ArrowDown');
+  assert.equal(await page.locator('#flamegraph .frame.kbd').getAttribute('data-name'), 'main.fib');
+  await page.keyboard.press('s');
+  await page.waitForSelector('#sandwich:not([hidden])');
+  assert.equal(await page.locator('#sandwich-fn').innerText(), 'main.fib');
+  await page.focus('#flamegraph');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#flame-reset', { state: 'hidden' });
+  await shot(t, '15-keyboard');
+});
+
+// Issue 15 "the timeline cannot zoom or pan (drag only merges)": Alt+drag
+// zooms the window (pinned in the URL), − zooms out, ◀ ▶ pan.
+test('timeline zoom (Alt+drag) and pan', { timeout: 40000 }, async (t) => {
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
+  await page.waitForSelector('#timeline circle.pt');
+  assert.equal(await page.locator('#timeline circle.pt').count(), N_HEAP);
+  const p1 = await pointXY(1), p3 = await pointXY(3);
+  const box = await page.locator('#timeline svg').boundingBox();
+  const y = box.y + box.height - 40;
+  await page.keyboard.down('Alt');
+  await page.mouse.move(p1.x - 5, y);
+  await page.mouse.down();
+  await page.mouse.move(p3.x + 5, y, { steps: 6 });
+  await page.mouse.up();
+  await page.keyboard.up('Alt');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('from'));
+  const u = new URL(page.url());
+  const from = Date.parse(u.searchParams.get('from')), to = Date.parse(u.searchParams.get('to'));
+  assert.ok(from > heapTimes[0] && from <= heapTimes[1] && to >= heapTimes[3] && to < heapTimes[4], `zoomed to ${u.searchParams.get('from')} – ${u.searchParams.get('to')}`);
+  await page.waitForFunction(() => document.querySelectorAll('#timeline circle.pt').length === 3);
+  assert.equal(new URL(page.url()).searchParams.get('sel'), null, 'a zoom is not a merge');
+  await page.click('#zoom-out');
+  await page.waitForFunction((f) => Date.parse(new URL(location.href).searchParams.get('from')) < f, from);
+  const u2 = new URL(page.url());
+  assert.ok(Math.abs((Date.parse(u2.searchParams.get('to')) - Date.parse(u2.searchParams.get('from'))) - 2 * (to - from)) <= 2, 'twice the window');
+  await page.click('#pan-left');
+  await page.waitForFunction((f) => Date.parse(new URL(location.href).searchParams.get('to')) < f, Date.parse(u2.searchParams.get('to')));
+  await shot(t, '16-zoom');
+});

@@ -419,6 +419,23 @@
     state.range = $('range').value;
     backToNow();
   });
+  // Zoom and pan of the window (pinned): to [from, to] ms.
+  function zoomWindow(from, to) {
+    if (!(to > from)) return;
+    state.fromText = iso(from);
+    state.toText = iso(to);
+    showRange();
+    writeURL(true);
+    if (state.query) run(false);
+  }
+  function scaleWindow(f, shift) {
+    const w = window_(), span = w.to - w.from, mid = (w.from + w.to) / 2 + shift * span;
+    zoomWindow(Math.round(mid - span * f / 2), Math.round(mid + span * f / 2));
+  }
+  $('zoom-out').addEventListener('click', () => scaleWindow(2, 0));
+  $('pan-left').addEventListener('click', () => scaleWindow(1, -0.5));
+  $('pan-right').addEventListener('click', () => scaleWindow(1, 0.5));
+
   // Back to a relative window ending now: the choices made in the pinned
   // window (profile, merge, comparison) go with it.
   function backToNow() {
@@ -447,6 +464,7 @@
       sel.value = state.range;
     }
     $('back-to-now').hidden = !pin;
+    $('pan-right').disabled = !pin;
     $('tz').textContent = tzName();
   }
   function tzName() {
@@ -717,7 +735,10 @@
     if (e.button !== 0 || !tl.svg || !tl.pts.length) return;
     e.preventDefault();
     const x = svgX(e);
-    tl.drag = { x0: x, x1: x, moved: false };
+    // Alt+drag zooms the window to the dragged time (a zoom brush apart
+    // from the merge brush); a plain drag merges
+    tl.drag = { x0: x, x1: x, moved: false, zoom: e.altKey };
+    tl.brushEl.classList.toggle('zoom', e.altKey);
   });
   window.addEventListener('mousemove', (e) => {
     const d = tl.drag;
@@ -729,6 +750,10 @@
     const x0 = Math.min(d.x0, d.x1), x1 = Math.max(d.x0, d.x1);
     tl.brushEl.setAttribute('x', x0);
     tl.brushEl.setAttribute('width', x1 - x0);
+    if (d.zoom) {
+      showTip(e, 'zoom to ' + esc(fmtTime(tl.inv(x0))) + ' – ' + esc(fmtTime(tl.inv(x1))));
+      return;
+    }
     const r = dragRange(d.x0, d.x1);
     const who = state.cmp ? (tl.next === 'a' ? 'A (base): ' : 'B: ') : '';
     showTip(e, who + (r ? esc(fmtTime(r.from)) + ' – ' + esc(fmtTime(r.to)) + '<br><b>' + countIn(r) + ' profiles</b>' : 'no profiles here'));
@@ -742,6 +767,10 @@
     tl.justDragged = true;
     setTimeout(() => { tl.justDragged = false; }, 0);
     hideTip();
+    if (d.zoom) {
+      zoomWindow(Math.round(tl.inv(Math.min(d.x0, d.x1))), Math.round(tl.inv(Math.max(d.x0, d.x1))));
+      return;
+    }
     const r = dragRange(d.x0, d.x1);
     if (r) select(r);
   });
@@ -771,6 +800,11 @@
       select(r);
       return;
     }
+    openPoint(p);
+  });
+
+  // Opens the profile of timeline point p (or, comparing, selects it).
+  function openPoint(p) {
     tl.anchor = null;
     if (state.cmp) { select({ from: p.ts, to: p.ts }); return; }
     state.sel = null;
@@ -781,6 +815,50 @@
     showSelection();
     loadView();
     revealProfile();
+  }
+
+  // Keyboard on the timeline (it takes the focus): Left/Right move over the
+  // points in time order (Up/Down to the neighbouring series at about the
+  // same time), Enter opens the point, Shift+Enter marks the ends of a range.
+  tl.cursor = -1;
+  function cursorTo(i) {
+    const pts = tl.pts.slice().sort((a, b) => a.ts - b.ts || a.d.i - b.d.i);
+    if (!pts.length) return null;
+    tl.sorted = pts;
+    tl.cursor = Math.max(0, Math.min(pts.length - 1, i));
+    const p = pts[tl.cursor];
+    tl.hoverEl.setAttribute('cx', p.px);
+    tl.hoverEl.setAttribute('cy', p.py);
+    const unit = p.d.s.sample_types[p.d.idx].unit;
+    $('timeline-live').textContent = seriesName(p.d.s.labels) + ': ' + fmtValue(p.v, unit) + ' ' + state.type + ' at ' + fmtTime(p.ts) +
+      ' (point ' + (tl.cursor + 1) + ' of ' + pts.length + '; Enter opens it)';
+    return p;
+  }
+  $('timeline').addEventListener('keydown', (e) => {
+    if (!tl.pts.length) return;
+    const k = e.key;
+    if (k === 'ArrowRight' || k === 'ArrowLeft') {
+      e.preventDefault();
+      cursorTo(tl.cursor < 0 ? (k === 'ArrowRight' ? 0 : tl.pts.length - 1) : tl.cursor + (k === 'ArrowRight' ? 1 : -1));
+    } else if ((k === 'ArrowUp' || k === 'ArrowDown') && tl.cursor >= 0) {
+      e.preventDefault();
+      const cur = tl.sorted[tl.cursor];
+      const others = tl.sorted.map((p, i) => [p, i]).filter(([p]) => p.d.i !== cur.d.i)
+        .filter(([p]) => (k === 'ArrowUp' ? p.py < cur.py : p.py > cur.py))
+        .sort((a, b) => Math.abs(a[0].ts - cur.ts) - Math.abs(b[0].ts - cur.ts) || Math.abs(a[0].py - cur.py) - Math.abs(b[0].py - cur.py));
+      if (others.length) cursorTo(others[0][1]);
+    } else if (k === 'Enter' && tl.cursor >= 0) {
+      e.preventDefault();
+      const p = tl.sorted[tl.cursor];
+      if (e.shiftKey) {
+        if (tl.anchor === null) { tl.anchor = p.ts; markSelected(); showSelection(); return; }
+        const r = { from: Math.min(tl.anchor, p.ts), to: Math.max(tl.anchor, p.ts) };
+        tl.anchor = null;
+        select(r);
+        return;
+      }
+      openPoint(p);
+    }
   });
 
   function revealProfile() {
@@ -835,7 +913,7 @@
     bar.hidden = !html;
     $('timeline-hint').textContent = state.cmp ?
       'Compare: drag across the timeline (or click a point) to choose A, the base, then again for B. Frames that grew from A to B are red, those that shrank green.' :
-      'Click a point to open that profile. Drag across the timeline, or shift-click two points, to merge every profile in between.';
+      'Click a point to open that profile. Drag across the timeline, or shift-click two points, to merge every profile in between. Alt+drag zooms into a window.';
   }
 
   $('selection').addEventListener('click', (e) => {
@@ -1354,6 +1432,39 @@
   });
   $('flamegraph').addEventListener('mouseleave', hideTip);
   $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
+
+  // Keyboard on the flame graph (it takes the focus): arrows move over the
+  // frames drawn (Up/Down: caller/first callee as drawn, Left/Right: the
+  // neighbours of the same caller), Enter zooms, "s" opens the sandwich view.
+  function markKbd(n) {
+    flame.cur = n;
+    $('flamegraph').querySelectorAll('.frame.kbd').forEach((el) => el.classList.remove('kbd'));
+    const i = flame.nodes.indexOf(n);
+    const el = i >= 0 && $('flamegraph').querySelector('.frame[data-i="' + i + '"]');
+    if (el) {
+      el.classList.add('kbd');
+      $('flamegraph').setAttribute('aria-activedescendant', '');
+      $('flame-live').textContent = (n.name === 'root' ? 'all samples' : n.name) + ': ' + fmtValue(n.value, flame.unit) +
+        ' (' + fmtPct(n.value, flame.root.value) + ' of total); Enter zooms, s shows callers and callees';
+    }
+  }
+  $('flamegraph').addEventListener('keydown', (e) => {
+    if (!flame.root) return;
+    const drawn = new Set(flame.nodes);
+    let n = flame.cur && drawn.has(flame.cur) ? flame.cur : flame.zoom;
+    const sib = (d) => { const p = n.parent; if (!p) return null; const v = p.children.filter((c) => drawn.has(c)); const j = v.indexOf(n) + d; return v[j] || null; };
+    let next = null;
+    const up = state.flameUp ? 'ArrowDown' : 'ArrowUp', down = state.flameUp ? 'ArrowUp' : 'ArrowDown';
+    if (e.key === up) next = n.parent && drawn.has(n.parent) ? n.parent : null;
+    else if (e.key === down) next = n.children.find((c) => drawn.has(c)) || null;
+    else if (e.key === 'ArrowLeft') next = sib(-1);
+    else if (e.key === 'ArrowRight') next = sib(1);
+    else if (e.key === 'Enter') { e.preventDefault(); flame.zoom = n; drawFlame(); markKbd(n); return; }
+    else if (e.key === 's' && n !== flame.root) { e.preventDefault(); openSandwich(n.name); return; }
+    else return;
+    e.preventDefault();
+    if (next) markKbd(next);
+  });
 
   // The call graph tab: the API's SVG (Graphviz, as pprof -svg) of the same
   // selection and sample type, instead of the flame graph.
