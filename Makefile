@@ -31,12 +31,22 @@ run: deps
 	cmake --build $(BUILD) -j $(JOBS) --target profd
 	./scripts/run-demo.sh $(BUILD)/profd
 
-test: deps-test test-plain test-asan
+# Both passes always run (a failure of the plain one does not hide the ASan one);
+# the summary lists the failed tests of each, and make fails if either failed.
+test: deps-test
+	@rm -f $(BUILD)/Testing/Temporary/LastTestsFailed.log $(ASAN_BUILD)/Testing/Temporary/LastTestsFailed.log
+	@plain=0; asan=0; \
+	$(MAKE) --no-print-directory test-plain || plain=1; \
+	$(MAKE) --no-print-directory test-asan || asan=1; \
+	./scripts/test-summary.sh plain $$plain $(BUILD) asan $$asan $(ASAN_BUILD); \
+	[ $$plain = 0 ] && [ $$asan = 0 ]
 
 test-plain: build
+	rm -f $(BUILD)/Testing/Temporary/LastTestsFailed.log
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: build-asan
+	rm -f $(ASAN_BUILD)/Testing/Temporary/LastTestsFailed.log
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 

@@ -22,12 +22,41 @@ done
 if ! command -v node >/dev/null 2>&1; then missing="$missing nodejs"; fi
 if ! command -v npm >/dev/null 2>&1; then missing="$missing npm"; fi
 
+# Runs "$@", its output to a log; on failure prints the log's tail and what failed.
+run_logged() {
+    what=$1; shift
+    log=$(mktemp "${TMPDIR:-/tmp}/install-deps.XXXXXX")
+    if "$@" >"$log" 2>&1; then
+        rm -f "$log"
+        return 0
+    else
+        rc=$?
+    fi
+    echo "install-deps: FAILED ($rc): $what" >&2
+    echo "install-deps: command: $*" >&2
+    echo "install-deps: last lines of its output:" >&2
+    tail -n 40 "$log" | sed 's/^/    /' >&2
+    rm -f "$log"
+    return "$rc"
+}
+
 if [ -n "$missing" ]; then
     echo "install-deps: installing:$missing"
     SUDO=""
-    if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-    $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+    if [ "$(id -u)" != 0 ]; then
+        if ! command -v sudo >/dev/null 2>&1; then
+            echo "install-deps: these Debian packages are missing:$missing" >&2
+            echo "install-deps: run this as root (or install sudo) to install them" >&2
+            exit 1
+        fi
+        SUDO=sudo
+    fi
+    run_logged "apt-get update (needs the Debian mirrors of /etc/apt/sources.list*)" \
+        $SUDO apt-get update -q || exit 1
+    # shellcheck disable=SC2086
+    run_logged "apt-get install of:$missing" \
+        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing || exit 1
+    echo "install-deps: installed:$missing"
     # prometheus is only a test tool (tests/e2e/collect.test.mjs runs its own on
     # loopback): the packaged service, started on :9090 by systemd, is stopped
     case " $missing " in
@@ -41,14 +70,42 @@ fi
 # npm packages of the tests: every tests/**/package.json (with its package-lock.json)
 # is installed into its own node_modules, again whenever the lock file changed.
 # playwright-core drives Debian's chromium in the browser tests (no browser download).
+# Before npm runs, every lock file is checked against this machine's Node.js
+# (Debian 12 ships 18): a package whose "engines" refuses it is named.
 if [ "${1:-}" = "--test" ]; then
     here=$(cd "$(dirname "$0")/.." && pwd)
-    for pj in $(cd "$here" && find tests -name package.json -not -path '*/node_modules/*' | sort); do
+    pjs=$(cd "$here" && find tests -name package.json -not -path '*/node_modules/*' | sort)
+    locks=""
+    for pj in $pjs; do
+        lock="$(dirname "$pj")/package-lock.json"
+        if [ ! -f "$here/$lock" ]; then
+            echo "install-deps: $pj has no package-lock.json beside it (npm ci needs one: run npm install there and commit it)" >&2
+            exit 1
+        fi
+        locks="$locks $lock"
+    done
+    if [ -n "$locks" ]; then
+        # shellcheck disable=SC2086
+        if ! (cd "$here" && node scripts/check-node-engines.mjs $locks); then
+            echo "install-deps: the npm packages of the tests do not accept Node.js $(node --version) ($(command -v node))" >&2
+            exit 1
+        fi
+    fi
+    for pj in $pjs; do
         dir="$here/$(dirname "$pj")"
         stamp="$dir/node_modules/.package-lock.json"
         if [ ! -f "$stamp" ] || [ "$dir/package-lock.json" -nt "$stamp" ]; then
             echo "install-deps: npm packages of $(dirname "$pj")"
-            (cd "$dir" && npm ci --no-audit --no-fund --silent)
+            logs=$(npm config get cache 2>/dev/null || echo "$HOME/.npm")/_logs
+            if ! (cd "$dir" && run_logged "npm ci in $(dirname "$pj") (needs the npm registry)" \
+                    npm ci --no-audit --no-fund --loglevel=error); then
+                newest=$(ls -t "$logs"/*-debug-*.log 2>/dev/null | head -n 1 || true)
+                if [ -n "$newest" ]; then
+                    echo "install-deps: last lines of npm's log $newest:" >&2
+                    grep -v -e ' silly ' -e ' verbose stack ' "$newest" | tail -n 20 | sed 's/^/    /' >&2
+                fi
+                exit 1
+            fi
         fi
     done
 fi

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 
 #include "api/api.h"
 #include "base/metrics.h"
@@ -51,9 +52,9 @@ static __attribute__((unused)) void label_profile(size_t n_labels, size_t value_
     assert_int_equal(pd_profile_builder_new(&lim, &b), 0);
     assert_true(pd_profile_builder_sample_type(b, "contentions", "count", &err) >= 0);
     uint64_t fid, lid;
-    assert_int_equal(pd_profile_builder_function(b, "main.f", NULL, NULL, 0, &fid, &err), 0);
+    PD_ASSERT_OK(pd_profile_builder_function(b, "main.f", NULL, NULL, 0, &fid, &err), &err);
     pd_pprof_line line = {.function_id = fid, .line = 1};
-    assert_int_equal(pd_profile_builder_location(b, 0, 0x1000, &line, 1, &lid, &err), 0);
+    PD_ASSERT_OK(pd_profile_builder_location(b, 0, 0x1000, &line, 1, &lid, &err), &err);
     pd_pprof_label *lb = calloc(n_labels, sizeof *lb);
     char *val = malloc(value_len + 1);
     memset(val, 'v', value_len);
@@ -66,7 +67,7 @@ static __attribute__((unused)) void label_profile(size_t n_labels, size_t value_
         assert_true(lb[i].key > 0 && lb[i].str > 0);
     }
     int64_t v = 1;
-    assert_int_equal(pd_profile_builder_sample(b, &lid, 1, &v, lb, n_labels, &err), 0);
+    PD_ASSERT_OK(pd_profile_builder_sample(b, &lid, 1, &v, lb, n_labels, &err), &err);
     pd_profile p;
     if (pd_profile_builder_finish(b, &p, &err) != 0)
         fail_msg("finish: %s", err.msg);
@@ -515,9 +516,9 @@ static __attribute__((unused)) void label_profile(size_t n_labels, size_t value_
     assert_int_equal(pd_profile_builder_new(&lim, &b), 0);
     assert_true(pd_profile_builder_sample_type(b, "contentions", "count", &err) >= 0);
     uint64_t fid, lid;
-    assert_int_equal(pd_profile_builder_function(b, "main.f", NULL, NULL, 0, &fid, &err), 0);
+    PD_ASSERT_OK(pd_profile_builder_function(b, "main.f", NULL, NULL, 0, &fid, &err), &err);
     pd_pprof_line line = {.function_id = fid, .line = 1};
-    assert_int_equal(pd_profile_builder_location(b, 0, 0x1000, &line, 1, &lid, &err), 0);
+    PD_ASSERT_OK(pd_profile_builder_location(b, 0, 0x1000, &line, 1, &lid, &err), &err);
     pd_pprof_label *lb = calloc(n_labels, sizeof *lb);
     char *val = malloc(value_len + 1);
     memset(val, 'v', value_len);
@@ -530,7 +531,7 @@ static __attribute__((unused)) void label_profile(size_t n_labels, size_t value_
         assert_true(lb[i].key > 0 && lb[i].str > 0);
     }
     int64_t v = 1;
-    assert_int_equal(pd_profile_builder_sample(b, &lid, 1, &v, lb, n_labels, &err), 0);
+    PD_ASSERT_OK(pd_profile_builder_sample(b, &lid, 1, &v, lb, n_labels, &err), &err);
     pd_profile p;
     if (pd_profile_builder_finish(b, &p, &err) != 0)
         fail_msg("finish: %s", err.msg);

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <strings.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 #include <arpa/inet.h>
 #include <ftw.h>
 #include <netinet/in.h>
@@ -532,7 +533,7 @@ static int64_t files_total(const char *kind, int lo, int hi, const char *type)
         decode_path(f, &p);
         size_t si;
         pd_err err = {{0}};
-        assert_int_equal(pd_profile_sample_index(&p, type, &si, &err), 0);
+        PD_ASSERT_OK(pd_profile_sample_index(&p, type, &si, &err), &err);
         int64_t t[16] = {0};
         pd_profile_totals(&p, t);
         sum += t[si];

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 
 #include "base/labels.h"
 
@@ -50,14 +51,14 @@ static void test_set_sorted_replace_remove(void **state)
     pd_labels ls;
     pd_err err = {{0}};
     pd_labels_init(&ls);
-    assert_int_equal(pd_labels_set(&ls, "job", "api", &err), 0);
-    assert_int_equal(pd_labels_set(&ls, "__name__", "heap", &err), 0);
-    assert_int_equal(pd_labels_set(&ls, "instance", "a:1", &err), 0);
+    PD_ASSERT_OK(pd_labels_set(&ls, "job", "api", &err), &err);
+    PD_ASSERT_OK(pd_labels_set(&ls, "__name__", "heap", &err), &err);
+    PD_ASSERT_OK(pd_labels_set(&ls, "instance", "a:1", &err), &err);
     assert_int_equal(ls.n, 3);
     assert_string_equal(ls.v[0].name, "__name__");
     assert_string_equal(ls.v[1].name, "instance");
     assert_string_equal(ls.v[2].name, "job");
-    assert_int_equal(pd_labels_set(&ls, "job", "web", &err), 0);
+    PD_ASSERT_OK(pd_labels_set(&ls, "job", "web", &err), &err);
     assert_int_equal(ls.n, 3);
     assert_string_equal(pd_labels_get(&ls, "job"), "web");
     assert_null(pd_labels_get(&ls, "zone"));
@@ -71,7 +72,7 @@ static void test_set_sorted_replace_remove(void **state)
     big[PD_LABEL_MAX_VALUE + 1] = '\0';
     assert_int_equal(pd_labels_set(&ls, "big", big, &err), PD_EINVAL);
     big[PD_LABEL_MAX_VALUE] = '\0';
-    assert_int_equal(pd_labels_set(&ls, "big", big, &err), 0);
+    PD_ASSERT_OK(pd_labels_set(&ls, "big", big, &err), &err);
     free(big);
     pd_labels_release(&ls);
 }
@@ -85,7 +86,7 @@ static void test_count_cap(void **state)
     pd_labels_init(&ls);
     for (int i = 0; i < PD_LABEL_MAX_COUNT; i++) {
         snprintf(name, sizeof name, "l%03d", i);
-        assert_int_equal(pd_labels_set(&ls, name, "v", &err), 0);
+        PD_ASSERT_OK(pd_labels_set(&ls, name, "v", &err), &err);
     }
     assert_int_equal(pd_labels_set(&ls, "one_more", "v", &err), PD_EINVAL);
     assert_int_equal(ls.n, PD_LABEL_MAX_COUNT);
@@ -244,9 +245,9 @@ static void test_matchers_match_set(void **state)
     pd_labels_set(&ls, "__name__", "heap", &err);
     pd_labels_set(&ls, "job", "api", &err);
     pd_matcher ms[3];
-    assert_int_equal(pd_matcher_init(&ms[0], PD_MATCH_EQ, "__name__", "heap", &err), 0);
-    assert_int_equal(pd_matcher_init(&ms[1], PD_MATCH_RE, "job", "api|web", &err), 0);
-    assert_int_equal(pd_matcher_init(&ms[2], PD_MATCH_EQ, "zone", "", &err), 0);
+    PD_ASSERT_OK(pd_matcher_init(&ms[0], PD_MATCH_EQ, "__name__", "heap", &err), &err);
+    PD_ASSERT_OK(pd_matcher_init(&ms[1], PD_MATCH_RE, "job", "api|web", &err), &err);
+    PD_ASSERT_OK(pd_matcher_init(&ms[2], PD_MATCH_EQ, "zone", "", &err), &err);
     assert_true(pd_matchers_match(ms, 3, &ls));
     pd_labels_set(&ls, "zone", "eu", &err);
     assert_false(pd_matchers_match(ms, 3, &ls));
@@ -272,7 +273,7 @@ static void test_value_control_bytes_refused(void **state)
     }
     assert_int_equal(ls.n, 0);
     /* UTF-8 and printable ASCII are fine */
-    assert_int_equal(pd_labels_set(&ls, "service", "caf\xc3\xa9 \"1.0 beta/2\"", &err), 0);
+    PD_ASSERT_OK(pd_labels_set(&ls, "service", "caf\xc3\xa9 \"1.0 beta/2\"", &err), &err);
     assert_int_equal(ls.n, 1);
     pd_labels_release(&ls);
 }

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 
 #include "ingest_test.h"
 
@@ -117,13 +118,13 @@ static void test_lines_format(void **state)
     pd_profile p;
     pd_err err = {{0}};
     const char *t = "main;work\r\nmain;work\n\nmain;idle \nmain;work\n";
-    assert_int_equal(pd_ingest_folded(t, strlen(t), true, NULL, &p, &err), 0);
+    PD_ASSERT_OK(pd_ingest_folded(t, strlen(t), true, NULL, &p, &err), &err);
     assert_int_equal(p.n_sample, 2);
     assert_int_equal(find_sample(&p, "main;work")->value[0], 3);
     assert_int_equal(find_sample(&p, "main;idle")->value[0], 1);
     pd_profile_release(&p);
     /* the dispatcher reaches the same code */
-    assert_int_equal(pd_ingest_convert(PD_INGEST_LINES, t, strlen(t), NULL, &p, &err), 0);
+    PD_ASSERT_OK(pd_ingest_convert(PD_INGEST_LINES, t, strlen(t), NULL, &p, &err), &err);
     assert_int_equal(p.n_sample, 2);
     pd_profile_release(&p);
 }
@@ -191,7 +192,7 @@ static void test_caps(void **state)
     o = (pd_ingest_opts){.lim = {.max_line_bytes = 9, .max_lines = 3, .max_stack_depth = 4,
                                  .max_frames = 4, .max_samples = 2}};
     t = "a;b;c;d 1\nd;c 1\na;b;c;d 1";
-    assert_int_equal(pd_ingest_folded(t, strlen(t), false, &o, &p, &err), 0);
+    PD_ASSERT_OK(pd_ingest_folded(t, strlen(t), false, &o, &p, &err), &err);
     assert_int_equal(find_sample(&p, "a;b;c;d")->value[0], 2);
     pd_profile_release(&p);
 }

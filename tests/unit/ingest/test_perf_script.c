@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 
 #include "ingest_test.h"
 
@@ -250,7 +251,7 @@ static void test_caps(void **state)
     pd_profile p;
     pd_err err = {{0}};
     o = (pd_ingest_opts){.lim = {.max_stack_depth = 3, .max_frames = 3, .max_lines = 5}};
-    assert_int_equal(pd_ingest_perf_script(rec, strlen(rec), &o, &p, &err), 0);
+    PD_ASSERT_OK(pd_ingest_perf_script(rec, strlen(rec), &o, &p, &err), &err);
     char buf[64];
     assert_string_equal(stack_str(&p, &p.sample[0], buf, sizeof buf), "a;b;c");
     pd_profile_release(&p);

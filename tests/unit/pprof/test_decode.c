@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 
 #include "mini_test.h"
 
@@ -209,7 +210,7 @@ static void test_mixed_packed_unpacked_concatenate(void **state)
     pb_str(&b, 6, "x");
     pd_profile p;
     pd_err err = {{0}};
-    assert_int_equal(pd_profile_decode(&p, (const uint8_t *)b.data, b.len, NULL, &err), 0);
+    PD_ASSERT_OK(pd_profile_decode(&p, (const uint8_t *)b.data, b.len, NULL, &err), &err);
     assert_int_equal(p.sample[0].n_location, 4);
     for (size_t i = 0; i < 4; i++)
         assert_int_equal(p.sample[0].location_id[i], 5 + i);
@@ -316,7 +317,7 @@ static void load_raw(const char *rel, pd_buf *raw)
     pd_buf_init(&gz, 0);
     snprintf(path, sizeof path, "%s/pprof/%s", PD_TESTDATA, rel);
     assert_int_equal(read_whole(path, &gz), 0);
-    assert_int_equal(pd_gunzip((const uint8_t *)gz.data, gz.len, 1u << 30, raw, &err), 0);
+    PD_ASSERT_OK(pd_gunzip((const uint8_t *)gz.data, gz.len, 1u << 30, raw, &err), &err);
     pd_buf_release(&gz);
 }
 
@@ -386,7 +387,7 @@ static void check_any(const uint8_t *data, size_t len)
         pd_profile q;
         pd_buf_init(&out, 0);
         assert_int_equal(pd_profile_encode(&p, false, &out), 0);
-        assert_int_equal(pd_profile_decode(&q, (const uint8_t *)out.data, out.len, NULL, &err), 0);
+        PD_ASSERT_OK(pd_profile_decode(&q, (const uint8_t *)out.data, out.len, NULL, &err), &err);
         assert_true(pd_profile_equal(&p, &q, &err));
         pd_profile_release(&q);
         pd_profile_release(&p);
@@ -460,7 +461,7 @@ static void test_caps(void **state)
 
     pd_profile p;
     pd_err err = {{0}};
-    assert_int_equal(pd_profile_decode(&p, (const uint8_t *)gz.data, gz.len, NULL, &err), 0);
+    PD_ASSERT_OK(pd_profile_decode(&p, (const uint8_t *)gz.data, gz.len, NULL, &err), &err);
     size_t depth = 0;
     for (size_t i = 0; i < p.n_sample; i++)
         if (p.sample[i].n_location > depth)

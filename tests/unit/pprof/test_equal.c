@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 
 #include "mini_test.h"
 
@@ -144,8 +145,8 @@ static void test_ids_order_and_strings_do_not_matter(void **state)
         b->function[i].id = b->function[i].id * 1000 + 7;
     for (size_t i = 0; i < b->n_mapping; i++)
         b->mapping[i].id = b->mapping[i].id * 1000 + 7;
-    assert_int_equal(pd_profile_index(b, &err), 0);
-    assert_int_equal(pd_profile_validate(b, &err), 0);
+    PD_ASSERT_OK(pd_profile_index(b, &err), &err);
+    PD_ASSERT_OK(pd_profile_validate(b, &err), &err);
     /* reverse the sample order, the label order and the location order */
     for (size_t i = 0, j = b->n_sample - 1; i < j; i++, j--) {
         pd_pprof_sample t = b->sample[i];
@@ -157,7 +158,7 @@ static void test_ids_order_and_strings_do_not_matter(void **state)
         b->location[i] = b->location[j];
         b->location[j] = t;
     }
-    assert_int_equal(pd_profile_index(b, &err), 0);
+    PD_ASSERT_OK(pd_profile_index(b, &err), &err);
     /* move a function name to a new string index (duplicate string) */
     const char *nm = pd_profile_str(b, b->function[0].name);
     pd_buf dup;
@@ -180,8 +181,8 @@ static void test_label_order_does_not_matter(void **state)
     pd_buf_init(&buf, 0);
     mini_opts o = {0};
     mini_build(&buf, &o);
-    assert_int_equal(pd_profile_decode(&a, (const uint8_t *)buf.data, buf.len, NULL, &err), 0);
-    assert_int_equal(pd_profile_decode(&b, (const uint8_t *)buf.data, buf.len, NULL, &err), 0);
+    PD_ASSERT_OK(pd_profile_decode(&a, (const uint8_t *)buf.data, buf.len, NULL, &err), &err);
+    PD_ASSERT_OK(pd_profile_decode(&b, (const uint8_t *)buf.data, buf.len, NULL, &err), &err);
     pd_pprof_label t = b.sample[0].label[0];
     b.sample[0].label[0] = b.sample[0].label[1];
     b.sample[0].label[1] = t;
@@ -194,7 +195,7 @@ static void test_label_order_does_not_matter(void **state)
     assert_false(pd_profile_equal(&a, &b, &err));
     /* and the stack order matters */
     pd_profile_release(&b);
-    assert_int_equal(pd_profile_decode(&b, (const uint8_t *)buf.data, buf.len, NULL, &err), 0);
+    PD_ASSERT_OK(pd_profile_decode(&b, (const uint8_t *)buf.data, buf.len, NULL, &err), &err);
     uint64_t x = b.sample[0].location_id[0];
     b.sample[0].location_id[0] = b.sample[0].location_id[1];
     b.sample[0].location_id[1] = x;

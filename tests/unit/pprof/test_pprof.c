@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 
 #include "mini_test.h"
 
@@ -32,7 +33,7 @@ static void test_validate_broken_references(void **state)
     pd_err err = {{0}};
     assert_int_equal(load_profile("go-demo-once/heap.pb.gz", &p, &err), 0);
     assert_true(p.n_sample > 10);
-    assert_int_equal(pd_profile_validate(&p, &err), 0);
+    PD_ASSERT_OK(pd_profile_validate(&p, &err), &err);
 
     uint64_t save = p.sample[10].location_id[0];
     p.sample[10].location_id[0] = 99999;
@@ -105,7 +106,7 @@ static void test_validate_broken_references(void **state)
     p.string_table[0] = s0;
     p.string_len[0] = 0;
 
-    assert_int_equal(pd_profile_validate(&p, &err), 0);
+    PD_ASSERT_OK(pd_profile_validate(&p, &err), &err);
     pd_profile_release(&p);
 }
 
@@ -131,8 +132,8 @@ static void test_index_rejects_bad_ids(void **state)
     assert_int_equal(pd_profile_index(&p, &err), PD_EINVAL);
     assert_non_null(strstr(err.msg, "reserved"));
     p.mapping[0].id = 1;
-    assert_int_equal(pd_profile_index(&p, &err), 0);
-    assert_int_equal(pd_profile_validate(&p, &err), 0);
+    PD_ASSERT_OK(pd_profile_index(&p, &err), &err);
+    PD_ASSERT_OK(pd_profile_validate(&p, &err), &err);
     pd_profile_release(&p);
 }
 
@@ -188,17 +189,17 @@ static void test_sample_index(void **state)
     size_t idx = 99;
     assert_int_equal(load_profile("go-demo-once/heap.pb.gz", &p, &err), 0);
     /* Go heap profiles name no default_sample_type: the last type (inuse_space) */
-    assert_int_equal(pd_profile_sample_index(&p, NULL, &idx, &err), 0);
+    PD_ASSERT_OK(pd_profile_sample_index(&p, NULL, &idx, &err), &err);
     assert_int_equal(idx, 3);
-    assert_int_equal(pd_profile_sample_index(&p, "", &idx, &err), 0);
+    PD_ASSERT_OK(pd_profile_sample_index(&p, "", &idx, &err), &err);
     assert_int_equal(idx, 3);
-    assert_int_equal(pd_profile_sample_index(&p, "alloc_space", &idx, &err), 0);
+    PD_ASSERT_OK(pd_profile_sample_index(&p, "alloc_space", &idx, &err), &err);
     assert_int_equal(idx, 1);
-    assert_int_equal(pd_profile_sample_index(&p, "alloc_space/bytes", &idx, &err), 0);
+    PD_ASSERT_OK(pd_profile_sample_index(&p, "alloc_space/bytes", &idx, &err), &err);
     assert_int_equal(idx, 1);
-    assert_int_equal(pd_profile_sample_index(&p, "0", &idx, &err), 0);
+    PD_ASSERT_OK(pd_profile_sample_index(&p, "0", &idx, &err), &err);
     assert_int_equal(idx, 0);
-    assert_int_equal(pd_profile_sample_index(&p, "3", &idx, &err), 0);
+    PD_ASSERT_OK(pd_profile_sample_index(&p, "3", &idx, &err), &err);
     assert_int_equal(idx, 3);
     assert_int_equal(pd_profile_sample_index(&p, "4", &idx, &err), PD_EINVAL);
     assert_string_equal(err.msg, "sample_index 4 is outside the range [0..3]");
@@ -210,11 +211,11 @@ static void test_sample_index(void **state)
                                  "inuse_objects, inuse_space");
     /* the default_sample_type wins over "last" */
     p.default_sample_type = p.sample_type[1].type;
-    assert_int_equal(pd_profile_sample_index(&p, NULL, &idx, &err), 0);
+    PD_ASSERT_OK(pd_profile_sample_index(&p, NULL, &idx, &err), &err);
     assert_int_equal(idx, 1);
     /* legacy "inuse_space" selects a type named "space" */
     p.sample_type[2].type = pd_profile_intern(&p, "space", 5);
-    assert_int_equal(pd_profile_sample_index(&p, "inuse_space", &idx, &err), 0);
+    PD_ASSERT_OK(pd_profile_sample_index(&p, "inuse_space", &idx, &err), &err);
     assert_int_equal(idx, 2);
     pd_profile_release(&p);
 

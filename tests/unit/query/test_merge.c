@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 #include <dirent.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -69,7 +70,7 @@ static void mk(const char *types, const char *const *specs, size_t n, pd_profile
             char file[128];
             snprintf(file, sizeof file, "%s.go", f);
             uint64_t fid;
-            assert_int_equal(pd_profile_builder_function(b, f, f, file, 1, &fid, &err), 0);
+            PD_ASSERT_OK(pd_profile_builder_function(b, f, f, file, 1, &fid, &err), &err);
             pd_pprof_line ln = {fid, 10, 0};
             assert_int_equal(
                 pd_profile_builder_location(b, 0, 0x1000 + fid * 16, &ln, 1, &frames[nf++], &err),
@@ -96,9 +97,9 @@ static void mk(const char *types, const char *const *specs, size_t n, pd_profile
                 labs[nl].str = pd_profile_builder_string(b, eq + 1, &err);
             nl++;
         }
-        assert_int_equal(pd_profile_builder_sample(b, locs, nf, vals, labs, nl, &err), 0);
+        PD_ASSERT_OK(pd_profile_builder_sample(b, locs, nf, vals, labs, nl, &err), &err);
     }
-    assert_int_equal(pd_profile_builder_finish(b, out, &err), 0);
+    PD_ASSERT_OK(pd_profile_builder_finish(b, out, &err), &err);
     pd_profile_builder_free(b);
 }
 
@@ -184,7 +185,7 @@ static void set_hdr(pd_profile_builder *b, void *ctx)
     const hdr *h = ctx;
     pd_err err = {{0}};
     pd_profile *p = pd_profile_builder_profile(b);
-    assert_int_equal(pd_profile_builder_period(b, "cpu", "nanoseconds", h->period, &err), 0);
+    PD_ASSERT_OK(pd_profile_builder_period(b, "cpu", "nanoseconds", h->period, &err), &err);
     p->time_nanos = h->time;
     p->duration_nanos = h->dur;
     if (h->dflt)
@@ -192,7 +193,7 @@ static void set_hdr(pd_profile_builder *b, void *ctx)
     char tmp[128];
     snprintf(tmp, sizeof tmp, "%s", h->comments ? h->comments : "");
     for (char *save = NULL, *c = strtok_r(tmp, ",", &save); c; c = strtok_r(NULL, ",", &save))
-        assert_int_equal(pd_profile_builder_comment(b, c, &err), 0);
+        PD_ASSERT_OK(pd_profile_builder_comment(b, c, &err), &err);
 }
 
 static const char TYPES[] = "samples/count,cpu/nanoseconds";
@@ -279,8 +280,8 @@ static void test_type_mismatch(void **state)
     mk("samples/count,wall/nanoseconds", sc, 1, &c, NULL, NULL);
     pd_merge *m;
     pd_err err = {{0}};
-    assert_int_equal(pd_merge_new(NULL, &m, &err), 0);
-    assert_int_equal(pd_merge_add(m, &a, NULL, false, "series heap{i=\"A\"}", &err), 0);
+    PD_ASSERT_OK(pd_merge_new(NULL, &m, &err), &err);
+    PD_ASSERT_OK(pd_merge_add(m, &a, NULL, false, "series heap{i=\"A\"}", &err), &err);
     assert_int_equal(pd_merge_add(m, &c, NULL, false, "series wall{i=\"C\"}", &err), PD_EINVAL);
     /* the message names both inputs and both type lists */
     assert_non_null(strstr(err.msg, "series wall{i=\"C\"}"));
@@ -288,8 +289,8 @@ static void test_type_mismatch(void **state)
     assert_non_null(strstr(err.msg, "wall/nanoseconds"));
     assert_non_null(strstr(err.msg, "cpu/nanoseconds"));
     /* nothing of C went in and the merger goes on */
-    assert_int_equal(pd_merge_add(m, &b, NULL, false, "b", &err), 0);
-    assert_int_equal(pd_merge_finish(m, &out, &err), 0);
+    PD_ASSERT_OK(pd_merge_add(m, &b, NULL, false, "b", &err), &err);
+    PD_ASSERT_OK(pd_merge_finish(m, &out, &err), &err);
     assert_int_equal(out.n_sample, 4);
     pd_merge_free(m);
     pd_profile_release(&out);
@@ -400,10 +401,10 @@ static void test_by(void **state)
     pd_labels_init(&la);
     pd_labels_init(&lb);
     pd_err err = {{0}};
-    assert_int_equal(pd_labels_set(&la, "__name__", "cpu", &err), 0);
-    assert_int_equal(pd_labels_set(&la, "instance", "i1", &err), 0);
-    assert_int_equal(pd_labels_set(&lb, "__name__", "cpu", &err), 0);
-    assert_int_equal(pd_labels_set(&lb, "instance", "i2", &err), 0);
+    PD_ASSERT_OK(pd_labels_set(&la, "__name__", "cpu", &err), &err);
+    PD_ASSERT_OK(pd_labels_set(&la, "instance", "i1", &err), &err);
+    PD_ASSERT_OK(pd_labels_set(&lb, "__name__", "cpu", &err), &err);
+    PD_ASSERT_OK(pd_labels_set(&lb, "instance", "i2", &err), &err);
     const pd_labels *series[] = {&la, &lb};
 
     /* by=instance: sample labels dropped, the series' instance added */
@@ -512,7 +513,7 @@ static void test_caps(void **state)
     assert_non_null(strstr(err.msg, "--query.timeout"));
 
     pd_merge *m;
-    assert_int_equal(pd_merge_new(NULL, &m, &err), 0);
+    PD_ASSERT_OK(pd_merge_new(NULL, &m, &err), &err);
     assert_int_equal(pd_merge_finish(m, &out, &err), PD_ENOTFOUND);
     pd_merge_free(m);
     pd_profile_release(&a);
@@ -534,12 +535,12 @@ static void mk_mapped(uint64_t start, const char *bid, int64_t v, pd_profile *ou
     pd_pprof_mapping mp = {
         .memory_start = start, .memory_limit = start + 0x4000, .has_functions = true};
     uint64_t mid, fid, lid;
-    assert_int_equal(pd_profile_builder_mapping(b, &mp, "/bin/x", bid, &mid, &err), 0);
-    assert_int_equal(pd_profile_builder_function(b, "main", "main", "x.c", 1, &fid, &err), 0);
+    PD_ASSERT_OK(pd_profile_builder_mapping(b, &mp, "/bin/x", bid, &mid, &err), &err);
+    PD_ASSERT_OK(pd_profile_builder_function(b, "main", "main", "x.c", 1, &fid, &err), &err);
     pd_pprof_line ln = {fid, 3, 0};
-    assert_int_equal(pd_profile_builder_location(b, mid, start + 0x100, &ln, 1, &lid, &err), 0);
-    assert_int_equal(pd_profile_builder_sample(b, &lid, 1, &v, NULL, 0, &err), 0);
-    assert_int_equal(pd_profile_builder_finish(b, out, &err), 0);
+    PD_ASSERT_OK(pd_profile_builder_location(b, mid, start + 0x100, &ln, 1, &lid, &err), &err);
+    PD_ASSERT_OK(pd_profile_builder_sample(b, &lid, 1, &v, NULL, 0, &err), &err);
+    PD_ASSERT_OK(pd_profile_builder_finish(b, out, &err), &err);
     pd_profile_builder_free(b);
 }
 
@@ -791,17 +792,17 @@ static void against_pprof(char files[][512], size_t n, char bases[][512], size_t
 {
     pd_merge *m;
     pd_err err = {{0}};
-    assert_int_equal(pd_merge_new(o, &m, &err), 0);
+    PD_ASSERT_OK(pd_merge_new(o, &m, &err), &err);
     for (size_t i = 0; i < n; i++) {
         pd_profile p;
         load(files[i], &p);
-        assert_int_equal(pd_merge_add(m, &p, NULL, false, files[i], &err), 0);
+        PD_ASSERT_OK(pd_merge_add(m, &p, NULL, false, files[i], &err), &err);
         pd_profile_release(&p);
     }
     for (size_t i = 0; i < nb; i++) {
         pd_profile p;
         load(bases[i], &p);
-        assert_int_equal(pd_merge_add(m, &p, NULL, true, bases[i], &err), 0);
+        PD_ASSERT_OK(pd_merge_add(m, &p, NULL, true, bases[i], &err), &err);
         pd_profile_release(&p);
     }
     pd_profile mine, ref;
@@ -930,12 +931,12 @@ static void test_distinct_not_n(void **state)
     pd_err err = {{0}};
     for (int round = 0; round < 2; round++) {
         pd_merge *m;
-        assert_int_equal(pd_merge_new(NULL, &m, &err), 0);
+        PD_ASSERT_OK(pd_merge_new(NULL, &m, &err), &err);
         for (int rep = 0; rep < (round ? 10 : 1); rep++)
             for (size_t i = 0; i < n; i++)
-                assert_int_equal(pd_merge_add(m, &ps[i], NULL, false, files[i], &err), 0);
+                PD_ASSERT_OK(pd_merge_add(m, &ps[i], NULL, false, files[i], &err), &err);
         pd_merge_get_stats(m, round ? &s10 : &s1);
-        assert_int_equal(pd_merge_finish(m, round ? &ten : &once, &err), 0);
+        PD_ASSERT_OK(pd_merge_finish(m, round ? &ten : &once, &err), &err);
         pd_merge_free(m);
     }
     assert_int_equal(s10.profiles, 10 * s1.profiles);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,21 +205,21 @@ static void test_regex_anchoring(void **state)
     pd_matcher *ms;
     size_t n;
     pd_err err = {{0}};
-    assert_int_equal(pd_selector_parse("{job=~\"ap\"}", &ms, &n, &err), 0);
+    PD_ASSERT_OK(pd_selector_parse("{job=~\"ap\"}", &ms, &n, &err), &err);
     assert_int_equal(n, 1);
     assert_true(pd_matcher_matches(&ms[0], "ap"));
     assert_false(pd_matcher_matches(&ms[0], "api"));
     assert_false(pd_matcher_matches(&ms[0], "xap"));
     pd_matchers_free(ms, n);
 
-    assert_int_equal(pd_selector_parse("{x=\"y\", job!~\"ap\"}", &ms, &n, &err), 0);
+    PD_ASSERT_OK(pd_selector_parse("{x=\"y\", job!~\"ap\"}", &ms, &n, &err), &err);
     assert_int_equal(ms[1].type, PD_MATCH_NRE);
     assert_true(pd_matcher_matches(&ms[1], "api"));
     assert_false(pd_matcher_matches(&ms[1], "ap"));
     pd_matchers_free(ms, n);
 
     /* alternation is anchored as a whole: ^(?:a|b)$ */
-    assert_int_equal(pd_selector_parse("{job=~\"a|bc\"}", &ms, &n, &err), 0);
+    PD_ASSERT_OK(pd_selector_parse("{job=~\"a|bc\"}", &ms, &n, &err), &err);
     assert_true(pd_matcher_matches(&ms[0], "a"));
     assert_true(pd_matcher_matches(&ms[0], "bc"));
     assert_false(pd_matcher_matches(&ms[0], "ab"));
@@ -226,7 +227,7 @@ static void test_regex_anchoring(void **state)
     pd_matchers_free(ms, n);
 
     /* the escaped dot of a PromQL string reaches PCRE2 as \. */
-    assert_int_equal(pd_selector_parse("{instance=~\"10\\\\..*\"}", &ms, &n, &err), 0);
+    PD_ASSERT_OK(pd_selector_parse("{instance=~\"10\\\\..*\"}", &ms, &n, &err), &err);
     assert_true(pd_matcher_matches(&ms[0], "10.0.0.1:80"));
     assert_false(pd_matcher_matches(&ms[0], "10x0"));
     pd_matchers_free(ms, n);
@@ -239,7 +240,7 @@ static void test_metric_name_matches(void **state)
     pd_matcher *ms;
     size_t n;
     pd_err err = {{0}};
-    assert_int_equal(pd_selector_parse("heap{job=\"api\"}", &ms, &n, &err), 0);
+    PD_ASSERT_OK(pd_selector_parse("heap{job=\"api\"}", &ms, &n, &err), &err);
     pd_labels ls;
     pd_labels_init(&ls);
     assert_int_equal(pd_labels_set(&ls, "__name__", "heap", NULL), 0);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "../pd_test.h"
 #include <jansson.h>
 #include <microhttpd.h>
 
@@ -290,10 +291,10 @@ static pd_series_set select_series(pd_storage *st, const char *name, const char 
 {
     pd_matcher ms[2];
     pd_err e;
-    assert_int_equal(pd_matcher_init(&ms[0], PD_MATCH_EQ, "__name__", name, &e), 0);
-    assert_int_equal(pd_matcher_init(&ms[1], PD_MATCH_EQ, "job", job, &e), 0);
+    PD_ASSERT_OK(pd_matcher_init(&ms[0], PD_MATCH_EQ, "__name__", name, &e), &e);
+    PD_ASSERT_OK(pd_matcher_init(&ms[1], PD_MATCH_EQ, "job", job, &e), &e);
     pd_series_set set;
-    assert_int_equal(pd_storage_select(st, ms, 2, 0, INT64_MAX, &set, &e), 0);
+    PD_ASSERT_OK(pd_storage_select(st, ms, 2, 0, INT64_MAX, &set, &e), &e);
     pd_matcher_release(&ms[0]);
     pd_matcher_release(&ms[1]);
     return set;
@@ -390,8 +391,8 @@ static void test_scrape(void **state)
     lim.max_body_bytes = BODY_CAP;
     pd_err e;
     pd_err_clear(&e);
-    assert_int_equal(pd_scrape_manager_new(f->st, &lim, &f->m, &e), 0);
-    assert_int_equal(pd_scrape_manager_apply(f->m, &c, &e), 0);
+    PD_ASSERT_OK(pd_scrape_manager_new(f->st, &lim, &f->m, &e), &e);
+    PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
     pd_config_release(&c);
 
     /* before start: every target listed, health unknown */
@@ -401,7 +402,7 @@ static void test_scrape(void **state)
     json_decref(a);
 
     int64_t t0 = pd_now_ms();
-    assert_int_equal(pd_scrape_manager_start(f->m, &e), 0);
+    PD_ASSERT_OK(pd_scrape_manager_start(f->m, &e), &e);
     sleep_ms(1400);
 
     a = targets(f->m);
@@ -526,16 +527,16 @@ static void test_scrape(void **state)
     assert_int_equal(set.n, 1);
     pd_labels want_ls;
     pd_labels_init(&want_ls);
-    assert_int_equal(pd_labels_set(&want_ls, "__name__", "heap", &e), 0);
-    assert_int_equal(pd_labels_set(&want_ls, "job", "good", &e), 0);
-    assert_int_equal(pd_labels_set(&want_ls, "instance", inst, &e), 0);
-    assert_int_equal(pd_labels_set(&want_ls, "env", "test", &e), 0);
+    PD_ASSERT_OK(pd_labels_set(&want_ls, "__name__", "heap", &e), &e);
+    PD_ASSERT_OK(pd_labels_set(&want_ls, "job", "good", &e), &e);
+    PD_ASSERT_OK(pd_labels_set(&want_ls, "instance", inst, &e), &e);
+    PD_ASSERT_OK(pd_labels_set(&want_ls, "env", "test", &e), &e);
     assert_int_equal(pd_labels_cmp(&set.v[0].labels, &want_ls), 0);
     pd_labels_release(&want_ls);
     assert_true(set.v[0].n_profiles >= 3);
     assert_true(set.v[0].n_profiles == (size_t)scrapes("good", "heap", "success"));
     pd_points pts;
-    assert_int_equal(pd_storage_read_points(f->st, set.v[0].ref, 0, INT64_MAX, &pts, &e), 0);
+    PD_ASSERT_OK(pd_storage_read_points(f->st, set.v[0].ref, 0, INT64_MAX, &pts, &e), &e);
     assert_true(pts.n >= 3);
     assert_true(pts.v[0].ts_ms >= t0);
     for (size_t i = 1; i < pts.n; i++) {
@@ -548,7 +549,7 @@ static void test_scrape(void **state)
     pd_profile p;
     pd_buf raw;
     pd_buf_init(&raw, 0);
-    assert_int_equal(pd_storage_read_profile(f->st, set.v[0].ref, pts.v[0].ts_ms, &p, &raw, &e), 0);
+    PD_ASSERT_OK(pd_storage_read_profile(f->st, set.v[0].ref, pts.v[0].ts_ms, &p, &raw, &e), &e);
     char path[512], *data;
     size_t len;
     snprintf(path, sizeof path, "%s/pprof/go-demo-once/heap.pb.gz", PD_TESTDATA);
@@ -595,7 +596,7 @@ static void test_scrape(void **state)
              "    static_configs: [{targets: ['127.0.0.1:%d'], labels: {team: \"q\\\"x\"}}]\n",
              f->port, f->port);
     load(&c, yaml);
-    assert_int_equal(pd_scrape_manager_apply(f->m, &c, &e), 0);
+    PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
     pd_config_release(&c);
     a = targets(f->m);
     assert_int_equal(json_array_size(a), 7 + 2);
@@ -669,9 +670,9 @@ static void test_apply_before_start_and_empty(void **state)
     pd_err e;
     pd_config c;
     pd_config_init(&c);
-    assert_int_equal(pd_scrape_manager_new(f->st, NULL, &f->m, &e), 0);
-    assert_int_equal(pd_scrape_manager_apply(f->m, &c, &e), 0);
-    assert_int_equal(pd_scrape_manager_start(f->m, &e), 0);
+    PD_ASSERT_OK(pd_scrape_manager_new(f->st, NULL, &f->m, &e), &e);
+    PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
+    PD_ASSERT_OK(pd_scrape_manager_start(f->m, &e), &e);
     pd_buf b;
     pd_buf_init(&b, 0);
     assert_int_equal(pd_scrape_manager_targets_json(f->m, &b), 0);
@@ -714,8 +715,8 @@ static void test_target_labels(void **state)
              "        labels: {x: y}\n");
     pd_scrape_manager *m;
     pd_err e;
-    assert_int_equal(pd_scrape_manager_new(NULL, NULL, &m, &e), 0);
-    assert_int_equal(pd_scrape_manager_apply(m, &c, &e), 0);
+    PD_ASSERT_OK(pd_scrape_manager_new(NULL, NULL, &m, &e), &e);
+    PD_ASSERT_OK(pd_scrape_manager_apply(m, &c, &e), &e);
     pd_config_release(&c);
     json_t *a = targets(m);
     assert_int_equal(json_array_size(a), 3); /* a, b, b{x=y}: heap only */
@@ -791,8 +792,8 @@ static void test_target_up_series(void **state)
     load(&hook_cfg, yaml);
     pd_err e;
     pd_err_clear(&e);
-    assert_int_equal(pd_scrape_manager_new(f->st, NULL, &f->m, &e), 0);
-    assert_int_equal(pd_scrape_manager_apply(f->m, &c, &e), 0);
+    PD_ASSERT_OK(pd_scrape_manager_new(f->st, NULL, &f->m, &e), &e);
+    PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
     pd_config_release(&c);
 
     /* job "dup": its series already holds a profile at every ms of the first
@@ -806,14 +807,14 @@ static void test_target_up_series(void **state)
     assert_int_equal(read_file(path, &data, &len), 0);
     pd_pprof_limits lim = pd_pprof_limits_default();
     pd_profile p;
-    assert_int_equal(pd_profile_decode(&p, (const uint8_t *)data, len, &lim, &e), 0);
+    PD_ASSERT_OK(pd_profile_decode(&p, (const uint8_t *)data, len, &lim, &e), &e);
     pd_labels ls;
     pd_labels_init(&ls);
     char inst[64];
     snprintf(inst, sizeof inst, "127.0.0.1:%d", f->port);
-    assert_int_equal(pd_labels_set(&ls, "__name__", "heap", &e), 0);
-    assert_int_equal(pd_labels_set(&ls, "job", "dup", &e), 0);
-    assert_int_equal(pd_labels_set(&ls, "instance", inst, &e), 0);
+    PD_ASSERT_OK(pd_labels_set(&ls, "__name__", "heap", &e), &e);
+    PD_ASSERT_OK(pd_labels_set(&ls, "job", "dup", &e), &e);
+    PD_ASSERT_OK(pd_labels_set(&ls, "instance", inst, &e), &e);
     int64_t now = pd_now_ms();
     int64_t slot = now - now % 500 + off;
     for (int k = 0; k < 8; k++, slot += 500)
@@ -827,7 +828,7 @@ static void test_target_up_series(void **state)
     hook_m = f->m;
     hook_reloads = 0;
     pd__scrape_before_record = reload_in_finish;
-    assert_int_equal(pd_scrape_manager_start(f->m, &e), 0);
+    PD_ASSERT_OK(pd_scrape_manager_start(f->m, &e), &e);
     sleep_ms(1800);
 
     /* the reload happened while gone's scrape was being finished: that scrape

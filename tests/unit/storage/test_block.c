@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "../pd_test.h"
 
 #include "base/varint.h"
 #include "storage/tsdb/block_int.h"
@@ -80,7 +81,7 @@ static void load_dir(const char *sub)
         snprintf(t->name, sizeof t->name, "%.*s", (int)(strstr(e->d_name, ".pb.gz") - e->d_name),
                  e->d_name);
         pd_err err;
-        assert_int_equal(pd_profile_decode(&t->p, b, (size_t)n, NULL, &err), 0);
+        PD_ASSERT_OK(pd_profile_decode(&t->p, b, (size_t)n, NULL, &err), &err);
         free(b);
         g_n++;
     }
@@ -132,10 +133,10 @@ static void labels_of(const tprof *t, pd_labels *l)
         assert_int_equal(pd_labels_set(l, "__name__", strncmp(t->name, "cpu", 3) ? "heap" : "cpu",
                                        &err),
                          0);
-        assert_int_equal(pd_labels_set(l, "job", "series", &err), 0);
+        PD_ASSERT_OK(pd_labels_set(l, "job", "series", &err), &err);
     } else {
-        assert_int_equal(pd_labels_set(l, "__name__", t->name, &err), 0);
-        assert_int_equal(pd_labels_set(l, "job", t->dir, &err), 0);
+        PD_ASSERT_OK(pd_labels_set(l, "__name__", t->name, &err), &err);
+        PD_ASSERT_OK(pd_labels_set(l, "job", t->dir, &err), &err);
     }
 }
 
@@ -201,7 +202,7 @@ static void check_lossless(const pd_block_writer_opts *o)
         pd_buf_init(&enc, 0);
         assert_int_equal(pd_profile_encode(&p, true, &enc), 0);
         pd_profile q;
-        assert_int_equal(pd_profile_decode(&q, (uint8_t *)enc.data, enc.len, NULL, &err), 0);
+        PD_ASSERT_OK(pd_profile_decode(&q, (uint8_t *)enc.data, enc.len, NULL, &err), &err);
         assert_true(pd_profile_equal(&g_profs[i].p, &q, &err));
         pd_profile_release(&q);
         pd_buf_release(&enc);
@@ -255,7 +256,7 @@ static void test_points(void **state)
     write_all(tmp, &o, id);
     snprintf(dir, sizeof dir, "%s/%s", tmp, id);
     pd_block *b;
-    assert_int_equal(pd__block_open(dir, &b, &err), 0);
+    PD_ASSERT_OK(pd__block_open(dir, &b, &err), &err);
     pd_labels l;
     pd_labels_init(&l);
     pd_labels_set(&l, "__name__", "heap", &err);
@@ -270,7 +271,7 @@ static void test_points(void **state)
             h[nh++] = &g_profs[i];
     assert_int_equal(nh, 30);
     pd_points pts;
-    assert_int_equal(pd__block_read_points(b, sid, INT64_MIN, INT64_MAX, &pts, &err), 0);
+    PD_ASSERT_OK(pd__block_read_points(b, sid, INT64_MIN, INT64_MAX, &pts, &err), &err);
     assert_int_equal(pts.n, nh);
     for (size_t i = 0; i < nh; i++) {
         assert_int_equal(pts.v[i].ts_ms, h[i]->ts);
@@ -287,7 +288,7 @@ static void test_points(void **state)
     }
     pd_points_release(&pts);
     /* a range covering profiles 5..9 */
-    assert_int_equal(pd__block_read_points(b, sid, h[5]->ts, h[9]->ts, &pts, &err), 0);
+    PD_ASSERT_OK(pd__block_read_points(b, sid, h[5]->ts, h[9]->ts, &pts, &err), &err);
     assert_int_equal(pts.n, 5);
     assert_int_equal(pts.v[0].ts_ms, h[5]->ts);
     pd_points_release(&pts);
@@ -304,7 +305,7 @@ static void test_select(void **state)
     write_all(tmp, NULL, id);
     snprintf(dir, sizeof dir, "%s/%s", tmp, id);
     pd_block *b;
-    assert_int_equal(pd__block_open(dir, &b, &err), 0);
+    PD_ASSERT_OK(pd__block_open(dir, &b, &err), &err);
     struct {
         pd_match_type t;
         const char *n, *v;
@@ -324,7 +325,7 @@ static void test_select(void **state)
                              0);
         uint32_t *ids;
         size_t n;
-        assert_int_equal(pd__block_select(b, ms, 2, &ids, &n, &err), 0);
+        PD_ASSERT_OK(pd__block_select(b, ms, 2, &ids, &n, &err), &err);
         size_t want = 0;
         for (uint32_t i = 0; i < pd__block_n_series(b); i++)
             if (pd_matchers_match(ms, 2, pd__block_series_labels(b, i))) {
@@ -354,9 +355,9 @@ static void test_writer_errors(void **state)
     pd_labels_set(&l, "job", "x", &err);
     assert_int_equal(pd__block_writer_add(w, &l, 1, &g_profs[0].p, &err), PD_EINVAL);
     pd_labels_set(&l, "__name__", "heap", &err);
-    assert_int_equal(pd__block_writer_add(w, &l, 1, &g_profs[0].p, &err), 0);
+    PD_ASSERT_OK(pd__block_writer_add(w, &l, 1, &g_profs[0].p, &err), &err);
     assert_int_equal(pd__block_writer_add(w, &l, 1, &g_profs[1].p, &err), PD_EEXIST);
-    assert_int_equal(pd__block_writer_add(w, &l, 2, &g_profs[1].p, &err), 0);
+    PD_ASSERT_OK(pd__block_writer_add(w, &l, 2, &g_profs[1].p, &err), &err);
     pd_labels_release(&l);
     pd__block_writer_free(w);
     assert_int_equal(pd__block_writer_new(NULL, &w), 0);
@@ -417,20 +418,20 @@ static char *write_heap_series(const char *parent, bool early_last, size_t *n_ou
     pd_labels l;
     pd_err err;
     pd_labels_init(&l);
-    assert_int_equal(pd_labels_set(&l, "__name__", "heap", &err), 0);
+    PD_ASSERT_OK(pd_labels_set(&l, "__name__", "heap", &err), &err);
     pd_block_writer_opts o = {.group = 4};
     pd_block_writer *w;
     assert_int_equal(pd__block_writer_new(&o, &w), 0);
     int64_t early = v[0]->ts - 60000;
     if (!early_last)
-        assert_int_equal(pd__block_writer_add(w, &l, early, &v[0]->p, &err), 0);
+        PD_ASSERT_OK(pd__block_writer_add(w, &l, early, &v[0]->p, &err), &err);
     for (size_t i = 0; i < n; i++)
         if (pd__block_writer_add(w, &l, v[i]->ts, &v[i]->p, &err))
             fail_msg("add: %s", err.msg);
     /* a duplicate is refused in both modes */
     assert_int_equal(pd__block_writer_add(w, &l, v[3]->ts, &v[3]->p, &err), PD_EEXIST);
     if (early_last) /* older than everything: the series is decoded back (buffered) */
-        assert_int_equal(pd__block_writer_add(w, &l, early, &v[0]->p, &err), 0);
+        PD_ASSERT_OK(pd__block_writer_add(w, &l, early, &v[0]->p, &err), &err);
     assert_int_equal(pd__block_writer_add(w, &l, v[5]->ts, &v[5]->p, &err), PD_EEXIST);
     char id[27], *dir = malloc(4200);
     if (pd__block_writer_write(w, parent, id, &err))
@@ -513,13 +514,13 @@ static void test_corruption(void **state)
             continue;
         pd_labels l;
         labels_of(&g_profs[i], &l);
-        assert_int_equal(pd__block_writer_add(w, &l, g_profs[i].ts, &g_profs[i].p, &err), 0);
+        PD_ASSERT_OK(pd__block_writer_add(w, &l, g_profs[i].ts, &g_profs[i].p, &err), &err);
         pd_labels_release(&l);
     }
-    assert_int_equal(pd__block_writer_write(w, tmp, id, &err), 0);
+    PD_ASSERT_OK(pd__block_writer_write(w, tmp, id, &err), &err);
     pd__block_writer_free(w);
     snprintf(dir, sizeof dir, "%s/%s", tmp, id);
-    assert_int_equal(pd__block_check(dir, NULL, &err), 0);
+    PD_ASSERT_OK(pd__block_check(dir, NULL, &err), &err);
 
     const char *files[] = {"meta.json", "index", "symbols", "chunks/000001"};
     for (size_t f = 0; f < 4; f++) {
@@ -550,7 +551,7 @@ static void test_corruption(void **state)
         put_file(path, b, len + 1);
         expect_corrupt(dir, files[f], "extension", len);
         put_file(path, orig, len);
-        assert_int_equal(pd__block_check(dir, NULL, &err), 0);
+        PD_ASSERT_OK(pd__block_check(dir, NULL, &err), &err);
         free(b);
         free(orig);
     }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "../pd_test.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,16 +48,16 @@ static void test_import_analyze_check(void **state)
     assert_int_equal(n, 1);
     pd_block *b;
     pd_err err;
-    assert_int_equal(pd__block_open(block, &b, &err), 0);
+    PD_ASSERT_OK(pd__block_open(block, &b, &err), &err);
     assert_int_equal(pd__block_meta(b)->n_profiles, 49);
     /* __name__ guessed from the sample types: the 30 heap profiles of the series
        share one series (same labels) */
     pd_matcher m[2];
-    assert_int_equal(pd_matcher_init(&m[0], PD_MATCH_EQ, "__name__", "heap", &err), 0);
-    assert_int_equal(pd_matcher_init(&m[1], PD_MATCH_EQ, "job", "demo", &err), 0);
+    PD_ASSERT_OK(pd_matcher_init(&m[0], PD_MATCH_EQ, "__name__", "heap", &err), &err);
+    PD_ASSERT_OK(pd_matcher_init(&m[1], PD_MATCH_EQ, "job", "demo", &err), &err);
     uint32_t *ids;
     size_t nid;
-    assert_int_equal(pd__block_select(b, m, 2, &ids, &nid, &err), 0);
+    PD_ASSERT_OK(pd__block_select(b, m, 2, &ids, &nid, &err), &err);
     assert_int_equal(nid, 1);
     int64_t a, z;
     uint64_t np, tb, vb;
@@ -134,7 +135,7 @@ static void test_check_wal(void **state)
     o.retention_ms = -1; /* synthetic times from 1970: no lower time bound */
     pd_storage *st;
     pd_err err = {{0}};
-    assert_int_equal(pd_storage_open(&o, &st, &err), 0);
+    PD_ASSERT_OK(pd_storage_open(&o, &st, &err), &err);
     pd_labels ls;
     pd_labels_init(&ls);
     assert_int_equal(pd_labels_set(&ls, "__name__", "heap", NULL), 0);
@@ -145,8 +146,8 @@ static void test_check_wal(void **state)
         size_t len;
         load_file(path, &body, &len);
         pd_profile p;
-        assert_int_equal(pd_profile_decode(&p, body, len, NULL, &err), 0);
-        assert_int_equal(pd_storage_append(st, &ls, i * 1000, body, len, &p, &err), 0);
+        PD_ASSERT_OK(pd_profile_decode(&p, body, len, NULL, &err), &err);
+        PD_ASSERT_OK(pd_storage_append(st, &ls, i * 1000, body, len, &p, &err), &err);
         pd_profile_release(&p);
         free(body);
     }
@@ -204,19 +205,19 @@ static void test_import_outside_retention_refused(void **state)
     pd_storage_options o = pd_storage_options_default();
     pd_err err = {{0}};
     int64_t now = 1800000000000;
-    assert_int_equal(pd_storage_options_check_time(&o, now, now, &err), 0);
-    assert_int_equal(pd_storage_options_check_time(&o, now, now + 10 * 60 * 1000, &err), 0);
+    PD_ASSERT_OK(pd_storage_options_check_time(&o, now, now, &err), &err);
+    PD_ASSERT_OK(pd_storage_options_check_time(&o, now, now + 10 * 60 * 1000, &err), &err);
     assert_int_equal(pd_storage_options_check_time(&o, now, now + 10 * 60 * 1000 + 1, &err),
                      PD_EOUTOFBOUNDS);
     assert_non_null(strstr(err.msg, "--storage.future-grace=10m"));
     int64_t r = 15ll * 24 * 3600 * 1000;
-    assert_int_equal(pd_storage_options_check_time(&o, now, now - r, &err), 0);
+    PD_ASSERT_OK(pd_storage_options_check_time(&o, now, now - r, &err), &err);
     assert_int_equal(pd_storage_options_check_time(&o, now, now - r - 1, &err), PD_EOUTOFBOUNDS);
     assert_non_null(strstr(err.msg, "--storage.retention.time=15d"));
     o.retention_ms = -1;
     o.future_grace_ms = -1;
-    assert_int_equal(pd_storage_options_check_time(&o, now, INT64_MIN, &err), 0);
-    assert_int_equal(pd_storage_options_check_time(&o, now, INT64_MAX, &err), 0);
+    PD_ASSERT_OK(pd_storage_options_check_time(&o, now, INT64_MIN, &err), &err);
+    PD_ASSERT_OK(pd_storage_options_check_time(&o, now, INT64_MAX, &err), &err);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     assert_int_equal(system(cmd), 0);

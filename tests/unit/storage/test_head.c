@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 
 #include "base/crc32c.h"
 #include "base/metrics.h"
@@ -753,7 +754,7 @@ static void test_duplicate_and_invalid(void **state)
     /* the stored one is unchanged */
     check_profile(f->st, 1, &ENT[1]);
     /* same ts in another series is fine */
-    assert_int_equal(pd_storage_append(f->st, &SER[2], ENT[1].ts, t->body, t->len, &t->p, &err), 0);
+    PD_ASSERT_OK(pd_storage_append(f->st, &SER[2], ENT[1].ts, t->body, t->len, &t->p, &err), &err);
     /* no __name__ */
     pd_labels ls;
     mk_labels(&ls, "job", "x", NULL);
@@ -778,7 +779,7 @@ static void test_duplicate_and_invalid(void **state)
     assert_non_null(strstr(err.msg, f->dir));
     pd_storage_close(f->st);
     f->st = NULL;
-    assert_int_equal(pd_storage_open(&o, &st2, &err), 0);
+    PD_ASSERT_OK(pd_storage_open(&o, &st2, &err), &err);
     pd_storage_close(st2);
 }
 
@@ -956,7 +957,7 @@ static void test_read_damaged_record(void **state)
     pd_buf raw;
     pd_buf_init(&raw, 0);
     pd_err err = {{0}};
-    assert_int_equal(pd_storage_read_profile(f->st, 1, ENT[1].ts, &p, &raw, &err), 0);
+    PD_ASSERT_OK(pd_storage_read_profile(f->st, 1, ENT[1].ts, &p, &raw, &err), &err);
     const tprof *t = &PROF[ENT[1].prof];
     pd_err why = {{0}};
     if (!pd_profile_equal(&p, &t->p, &why))
@@ -965,7 +966,7 @@ static void test_read_damaged_record(void **state)
     /* raw: not the damaged bytes, but a body that decodes to the same profile */
     assert_true(raw.len != t->len || memcmp(raw.data, t->body, t->len) != 0);
     pd_profile back;
-    assert_int_equal(pd_profile_decode(&back, (const uint8_t *)raw.data, raw.len, NULL, &err), 0);
+    PD_ASSERT_OK(pd_profile_decode(&back, (const uint8_t *)raw.data, raw.len, NULL, &err), &err);
     assert_true(pd_profile_equal(&back, &t->p, &why));
     pd_profile_release(&back);
     pd_buf_release(&raw);
@@ -1025,14 +1026,14 @@ static void test_replay_undecodable_body(void **state)
     o.maintenance_ms = -1; /* the rounds are this test's */
     o.retention_ms = -1; /* synthetic times from 1970: no lower time bound */
     pd_err err = {{0}};
-    assert_int_equal(pd_storage_open(&o, &f->st, &err), 0);
+    PD_ASSERT_OK(pd_storage_open(&o, &f->st, &err), &err);
     /* not decomposed yet: read from the WAL */
     check_profile(f->st, 1, &ENT[0]);
     pd_profile p;
     assert_int_equal(pd_storage_read_profile(f->st, 1, ENT[1].ts, &p, NULL, &err), PD_ECORRUPT);
     assert_non_null(strstr(err.msg, path));
     assert_int_equal(pd_metrics_get("profd_storage_head_wal_only_profiles", NULL), 3);
-    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    PD_ASSERT_OK(pd_storage_maintain(f->st, &err), &err);
     assert_int_equal(pd_metrics_get("profd_storage_head_wal_only_profiles", NULL), 0);
     assert_true(pd_metrics_get("profd_storage_corruptions_total", NULL) >= c0 + 1);
     check_profile(f->st, 1, &ENT[0]);
@@ -1123,7 +1124,7 @@ static void *conc_writer(void *arg)
             c->dup++;
         else
             fail_msg("append: %s", err.msg);
-        assert_int_equal(pd_storage_append(c->st, &own, i * 10, t->body, t->len, &t->p, &err), 0);
+        PD_ASSERT_OK(pd_storage_append(c->st, &own, i * 10, t->body, t->len, &t->p, &err), &err);
     }
     pd_labels_release(&own);
     pd_labels_release(&shared);

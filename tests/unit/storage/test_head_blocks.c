@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "../pd_test.h"
 
 #include "base/metrics.h"
 #include "storage/storage.h"
@@ -307,7 +308,7 @@ static void verify_steps(pd_storage *st, int from, int to)
     for (int s = 0; s < 2; s++) {
         pd_points pts;
         pd_err err = {{0}};
-        assert_int_equal(pd_storage_read_points(st, refs[s], INT64_MIN, INT64_MAX, &pts, &err), 0);
+        PD_ASSERT_OK(pd_storage_read_points(st, refs[s], INT64_MIN, INT64_MAX, &pts, &err), &err);
         size_t want = 0;
         for (int i = from; i < to; i++)
             want += s == 0 || (i + 1) % 3 == 0;
@@ -377,7 +378,7 @@ static void check_heap_step(pd_storage *st, uint64_t ref, int i)
         fail_msg("read heap step %d: %s", i, err.msg);
     if (!pd_profile_equal(&heap_at(i)->p, &got, &why))
         fail_msg("heap step %d differs from its original: %s", i, why.msg);
-    assert_int_equal(pd_profile_decode(&again, (const uint8_t *)raw.data, raw.len, NULL, &err), 0);
+    PD_ASSERT_OK(pd_profile_decode(&again, (const uint8_t *)raw.data, raw.len, NULL, &err), &err);
     assert_true(pd_profile_equal(&heap_at(i)->p, &again, NULL));
     pd_profile_release(&again);
     pd_profile_release(&got);
@@ -455,7 +456,7 @@ static void test_head_decomposed(void **state)
     for (int i = 0; i < N; i++)
         check_heap_step(st, ref, i);
     pd_err merr = {{0}};
-    assert_int_equal(pd_storage_maintain(st, &merr), 0);
+    PD_ASSERT_OK(pd_storage_maintain(st, &merr), &merr);
     assert_int_equal(pd_metrics_get("profd_storage_head_wal_only_profiles", NULL), 0);
     for (int i = 0; i < N; i++)
         check_heap_step(st, ref, i);
@@ -474,7 +475,7 @@ static void test_head_decomposed(void **state)
     ref = ref_of(st, "heap");
     for (int i = 0; i < N; i++)
         check_heap_step(st, ref, i);
-    assert_int_equal(pd_storage_maintain(st, &merr), 0);
+    PD_ASSERT_OK(pd_storage_maintain(st, &merr), &merr);
     assert_int_equal(pd_metrics_get("profd_storage_head_wal_only_profiles", NULL), 0);
     assert_int_equal(pd__hmem_generations(), gens0 + 1);
     for (int i = 0; i < N; i++)
@@ -685,7 +686,7 @@ static void test_compaction(void **state)
     assert_int_equal(list_blocks(f->dir, before, 16), 5);
     copy_tree(f->dir, backup);
     pd_err err = {{0}};
-    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    PD_ASSERT_OK(pd_storage_maintain(f->st, &err), &err);
     ss = stats(f->st);
     /* [0,30s) from 3 blocks, [30s,60s) from 2; [0,90s) is not closed yet */
     assert_int_equal(ss.n_compactions, 2);
@@ -698,7 +699,7 @@ static void test_compaction(void **state)
         char dir[8192];
         snprintf(dir, sizeof dir, "%s/%s", f->dir, after[i]);
         pd_block *b;
-        assert_int_equal(pd__block_open(dir, &b, &err), 0);
+        PD_ASSERT_OK(pd__block_open(dir, &b, &err), &err);
         assert_int_equal(pd__block_meta(b)->level, 2);
         size_t ns;
         const char(*src)[27] = pd__block_sources(b, &ns);
@@ -710,11 +711,11 @@ static void test_compaction(void **state)
             assert_true(known);
         }
         pd__block_close(b);
-        assert_int_equal(pd__block_check(dir, NULL, &err), 0);
+        PD_ASSERT_OK(pd__block_check(dir, NULL, &err), &err);
     }
     verify_steps(f->st, 0, 60);
     /* nothing more to do */
-    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    PD_ASSERT_OK(pd_storage_maintain(f->st, &err), &err);
     assert_int_equal(stats(f->st).n_compactions, 2);
     pd_storage_close(f->st);
     f->st = NULL;
@@ -742,7 +743,7 @@ static void test_compaction(void **state)
        [30s,60s) was compacted before it closed), [60s,90s) closes at level 2,
        then [0,90s) is closed and all three become one block at level 4 */
     append_steps(f->st, 60, 100);
-    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    PD_ASSERT_OK(pd_storage_maintain(f->st, &err), &err);
     ss = stats(f->st);
     assert_int_equal(ss.n_profiles, heap_steps_profiles(0, 100));
     assert_int_equal(ss.n_compactions, 3);
@@ -752,7 +753,7 @@ static void test_compaction(void **state)
     char dir[8192];
     snprintf(dir, sizeof dir, "%s/%s", f->dir, after[0]);
     pd_block_meta m;
-    assert_int_equal(pd__block_check(dir, &m, &err), 0);
+    PD_ASSERT_OK(pd__block_check(dir, &m, &err), &err);
     assert_int_equal(m.level, 4);
     assert_int_equal(m.min_t, 1000);
     assert_int_equal(m.max_t, 89000);
@@ -768,7 +769,7 @@ static void test_retention_time(void **state)
     append_steps(f->st, 0, 60);
     assert_int_equal(stats(f->st).n_blocks, 5);
     pd_err err = {{0}};
-    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    PD_ASSERT_OK(pd_storage_maintain(f->st, &err), &err);
     pd_storage_stats ss = stats(f->st);
     assert_int_equal(ss.n_compactions, 0);
     /* newest 60000: blocks with max_t < 35000 go: [0,10s) [10s,20s) [20s,30s) */
@@ -810,9 +811,9 @@ static void test_future_push_does_not_wipe_the_store(void **state)
     pd_labels_init(&other);
     assert_int_equal(pd_labels_set(&other, "__name__", "allocs", NULL), 0);
     assert_int_equal(pd_labels_set(&other, "instance", "future", NULL), 0);
-    assert_int_equal(pd_storage_append(f->st, &other, near, t->body, t->len, &t->p, &err), 0);
+    PD_ASSERT_OK(pd_storage_append(f->st, &other, near, t->body, t->len, &t->p, &err), &err);
     pd_labels_release(&other);
-    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    PD_ASSERT_OK(pd_storage_maintain(f->st, &err), &err);
     /* the clock says 60 s: [0,10s) [10s,20s) [20s,30s) are older than 35 s and
        go, as without the future profile; the old code (newest - retention)
        deleted every block */
@@ -839,7 +840,7 @@ static void test_old_push_refused(void **state)
     /* at the bound: accepted, and still there after a maintenance round */
     assert_int_equal(pd_storage_append(f->st, &L_CPU, 15000 + 500, t->body, t->len, &t->p, &err),
                      0);
-    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    PD_ASSERT_OK(pd_storage_maintain(f->st, &err), &err);
     pd_profile p;
     assert_int_equal(pd_storage_read_profile(f->st, ref_of(f->st, "cpu"), 15500, &p, NULL, &err),
                      0);
@@ -854,10 +855,10 @@ static void test_retention_by_wall_clock(void **state)
     f->st = open_opts(f->dir, DUR, 25000, 0);
     append_steps(f->st, 0, 60);
     pd_err err = {{0}};
-    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    PD_ASSERT_OK(pd_storage_maintain(f->st, &err), &err);
     assert_int_equal(stats(f->st).n_retention_deletes, 3);
     g_now = 60000 + 20000; /* 20 s later, nothing new: [30s,40s) [40s,50s) are past 55 s */
-    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    PD_ASSERT_OK(pd_storage_maintain(f->st, &err), &err);
     pd_storage_stats ss = stats(f->st);
     assert_int_equal(ss.n_retention_deletes, 5);
     verify_steps(f->st, 49, 60);
@@ -880,12 +881,12 @@ static void test_retention_size(void **state)
     pd_block_meta m;
     pd_err e = {{0}};
     snprintf(dir, sizeof dir, "%s/%s", f->dir, names[0]);
-    assert_int_equal(pd__block_check(dir, &m, &e), 0);
+    PD_ASSERT_OK(pd__block_check(dir, &m, &e), &e);
     uint64_t oldest = m.meta_bytes + m.index_bytes + m.symbols_bytes + m.chunks_bytes;
     /* (no block duration: compaction ranges are then 6 h and more, none closed) */
     f->st = open_opts(f->dir, -1, -1, ss.bytes_on_disk - oldest / 2);
     pd_err err = {{0}};
-    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    PD_ASSERT_OK(pd_storage_maintain(f->st, &err), &err);
     pd_storage_stats s2 = stats(f->st);
     assert_int_equal(s2.n_retention_deletes, 1);
     assert_int_equal(s2.n_blocks, 3);
@@ -1088,7 +1089,7 @@ static void test_kill9_lifecycle(void **state)
         pd_err err = {{0}};
         int64_t lo = ((int64_t)round * 1000 + 1) * KSTEP;
         int64_t hi = ((int64_t)round * 1000 + 400) * KSTEP;
-        assert_int_equal(pd_storage_read_points(f->st, ref, lo, hi, &pts, &err), 0);
+        PD_ASSERT_OK(pd_storage_read_points(f->st, ref, lo, hi, &pts, &err), &err);
         /* every acknowledged append is there, at most one more (written, not acked) */
         if (pts.n != acked && pts.n != acked + 1)
             fail_msg("round %d: %zu profiles stored, %u acknowledged", round, pts.n, acked);
