@@ -10,7 +10,8 @@
  *      timer on that thread's CPU clock delivering SIGPROF to that thread
  *      (SIGEV_THREAD_ID), first expiry random in (0, period];
  *   4. every 100 ms until the end: rescans tasks (new threads get a timer,
- *      timers of gone threads are deleted) and maps;
+ *      timers of gone threads are deleted), and maps when a thread was new
+ *      (else every second);
  *   5. clears g_cpu_on, deletes every timer, waits until no handler is in
  *      flight (g_inflight), exports the table and resets it.
  *
@@ -199,9 +200,11 @@ static void add_timer(pid_t tid, long period_ns)
     atomic_fetch_add(&g_threads, 1);
 }
 
-/* Creates timers for new tids, deletes those of tids that are gone. */
+/* Creates timers for new tids, deletes those of tids that are gone.
+ * Returns the number of timers created, or -errno. */
 static int scan_tasks(long period_ns)
 {
+    int added = 0;
     DIR *d = opendir("/proc/self/task");
     if (!d)
         return -errno;
@@ -218,7 +221,7 @@ static int scan_tasks(long period_ns)
         if (i < g_n_timers)
             g_timers[i].seen = 1;
         else
-            add_timer(tid, period_ns);
+            add_timer(tid, period_ns), added++;
     }
     closedir(d);
     for (size_t i = 0; i < g_n_timers;) {
@@ -229,7 +232,7 @@ static int scan_tasks(long period_ns)
             i++;
         }
     }
-    return 0;
+    return added;
 }
 
 static int setup_once(pd_err *err)
@@ -290,7 +293,10 @@ int pd_agent_cpu_profile(unsigned seconds, unsigned hz, const volatile bool *can
     int64_t end = m0 + (int64_t)seconds * 1000000000;
     refresh_regions();
     atomic_store(&g_cpu_on, 1);
+    unsigned ticks = 0;
     rc = scan_tasks(period_ns);
+    if (rc >= 0)
+        rc = 0;
     if (rc < 0) {
         pd_err_set(err, rc, "agent: cannot list /proc/self/task: %s", strerror(-rc));
         goto stop;
@@ -302,8 +308,9 @@ int pd_agent_cpu_profile(unsigned seconds, unsigned hz, const volatile bool *can
         int64_t left = end - now;
         struct timespec ts = {0, left < 100000000 ? (long)left : 100000000L};
         nanosleep(&ts, NULL);
-        scan_tasks(period_ns);
-        refresh_regions();
+        /* a new thread may run on a stack mapped since the last snapshot */
+        if (scan_tasks(period_ns) > 0 || ++ticks % 10 == 0)
+            refresh_regions();
     }
 stop:
     atomic_store(&g_cpu_on, 0);
