@@ -115,8 +115,9 @@ void pd_agent_server_stop(pd_agent_server *s);
 
 /* Starts a server if the environment variable PROFD_AGENT_LISTEN is set
  * ("HOST:PORT"), for programs that link the agent without code changes
- * (called by a library constructor; harmless to call again). 0 or as
- * pd_agent_serve. */
+ * (called by a library constructor, which then unsets the variable so
+ * that child processes do not try the same port; harmless to call again).
+ * 0 or as pd_agent_serve. */
 int pd_agent_serve_from_env(pd_err *err);
 
 #endif

@@ -171,4 +171,6 @@ __attribute__((constructor)) static void pd__agent_load(void)
     pd_err err = {{0}};
     if (pd_agent_serve_from_env(&err) < 0)
         fprintf(stderr, "profd-agent: %s\n", err.msg);
+    /* children (exec'd with an inherited LD_PRELOAD) must not try the same port */
+    unsetenv("PROFD_AGENT_LISTEN");
 }
