@@ -53,9 +53,11 @@ void pd__agent_enter(void) { t_depth++; }
 void pd__agent_leave(void) { t_depth--; }
 
 static _Atomic uint64_t g_rate = PD_AGENT_DEFAULT_HEAP_RATE;
-static _Atomic uint64_t g_heap_samples, g_live_dropped;
+static _Atomic uint64_t g_heap_samples;
 
 #ifndef PD_AGENT_NO_HEAP
+
+static _Atomic uint64_t g_live_dropped;
 
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
@@ -327,6 +329,7 @@ bool pd_agent_heap_enabled(void)
 #endif
 }
 
+#ifndef PD_AGENT_NO_HEAP
 static void scale(uint64_t count, uint64_t bytes, uint64_t rate, int64_t *c, int64_t *b)
 {
     if (!count || !bytes || rate <= 1) {
@@ -338,6 +341,7 @@ static void scale(uint64_t count, uint64_t bytes, uint64_t rate, int64_t *c, int
     *c = (int64_t)((double)count * s);
     *b = (int64_t)((double)bytes * s);
 }
+#endif
 
 int pd_agent_heap_profile(pd_buf *out, pd_err *err)
 {
