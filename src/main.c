@@ -280,8 +280,27 @@ static int parse_flags(int argc, char **argv, flags *f)
 typedef struct app {
     const char *config_file;
     pd_scrape_manager *sm;
+    pd_api *api; /* for /api/v1/status/config: the text as last loaded */
     pthread_mutex_t mu;
 } app;
+
+/* Tells the api the outcome of a (re)load of --config.file and, when it
+ * worked, the file's text (read again: at most 4 MiB). */
+static void record_config(app *a, bool ok)
+{
+    if (!a->api || !a->config_file)
+        return;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = ok ? fopen(a->config_file, "rb") : NULL;
+    if (f) {
+        text = malloc(4u << 20);
+        len = text ? fread(text, 1, 4u << 20, f) : 0;
+        fclose(f);
+    }
+    pd_api_set_config(a->api, text, len, ok && text, pd_now_ms());
+    free(text);
+}
 
 static int do_reload(void *ctx, pd_err *err)
 {
@@ -310,6 +329,7 @@ static int do_reload(void *ctx, pd_err *err)
     } else {
         pd_log(PD_LOG_INFO, "configuration reloaded", "file=%s", a->config_file);
     }
+    record_config(a, rc == 0);
     return rc;
 }
 
@@ -370,9 +390,33 @@ static int serve(const flags *f)
     /* The listener starts first, as Prometheus does: /-/healthy answers 200
        and /-/ready 503 while the store is opened and its WAL replayed (a due
        head cut then runs in the background, not before the listener). */
+    /* the flags in effect, for /api/v1/status/flags (defaults filled in) */
+    char v_seg[32], v_block[32], v_ret[32], v_grace[32], v_retsz[32], v_threads[16], v_qt[32],
+        v_qms[32], v_body[32];
+    snprintf(v_seg, sizeof v_seg, "%zu", f->segment_bytes ? f->segment_bytes : (size_t)32 << 20);
+    pd_format_duration(f->block_ms ? f->block_ms : 2 * 3600 * 1000, v_block, sizeof v_block);
+    pd_format_duration(f->retention_ms ? f->retention_ms : 15ll * 24 * 3600 * 1000, v_ret,
+                       sizeof v_ret);
+    pd_format_duration(f->grace_ms ? f->grace_ms : 10 * 60 * 1000, v_grace, sizeof v_grace);
+    snprintf(v_retsz, sizeof v_retsz, "%zu", f->retention_bytes);
+    snprintf(v_threads, sizeof v_threads, "%u", f->threads);
+    pd_format_duration(f->query_timeout_ms ? f->query_timeout_ms : 120000, v_qt, sizeof v_qt);
+    snprintf(v_qms, sizeof v_qms, "%zu", f->query_max_samples ? f->query_max_samples : 1000000);
+    snprintf(v_body, sizeof v_body, "%zu", lim.max_body_bytes);
+    const char *fnames[] = {"config.file",          "storage.path",
+                            "storage.wal.fsync",    "storage.wal.segment-size",
+                            "storage.block-duration", "storage.retention.time",
+                            "storage.retention.size", "storage.future-grace",
+                            "web.listen-address",   "web.threads",
+                            "query.timeout",        "query.max-samples",
+                            "scrape.max-body-bytes", "log.level"};
+    const char *fvalues[] = {f->config_file ? f->config_file : "", f->storage_path, f->fsync,
+                             v_seg, v_block, v_ret, v_retsz, v_grace, f->listen, v_threads,
+                             v_qt, v_qms, v_body, f->log_level};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
-        .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples};
+        .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,
+        .flag_names = fnames, .flag_values = fvalues, .n_flags = sizeof fnames / sizeof *fnames};
     /* issue 17: profd's own /debug/pprof, on by default when only loopback can reach it */
     ao.enable_pprof = f->enable_pprof == 1 ||
                       (f->enable_pprof < 0 && (strncmp(f->listen, "127.", 4) == 0 ||
@@ -383,6 +427,8 @@ static int serve(const flags *f)
         fprintf(stderr, "profd: %s\n", err.msg);
         goto out;
     }
+    a.api = api;
+    record_config(&a, true);
     rc = pd_http_server_start(f->listen, f->threads, lim.max_body_bytes, pd_api_handle, api, &srv,
                               &err);
     if (rc < 0) {
