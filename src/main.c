@@ -73,6 +73,7 @@ static void usage(FILE *f)
             "usage: profd [serve] [flags]\n"
             "       profd convert --from=folded|lines|perf-script [--sample-rate=HZ] [--type=cpu] IN OUT.pb.gz\n"
             "       profd tsdb import|analyze|check ...  (profd tsdb --help)\n"
+            "       profd check config FILE...           (what a config file means, its warnings)\n"
             "       profd push --service=NAME [--url=URL] [--type=T] [--label k=v ...] [--format=F] FILE...\n"
             "       profd --help | --version\n"
             "\n"
@@ -524,6 +525,8 @@ int main(int argc, char **argv)
         return pd_ingest_convert_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "push") == 0)
         return pd_ingest_push_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "check") == 0)
+        return pd_config_check_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "tsdb") == 0)
         return pd_tsdb_cli_main(argc - 1, argv + 1);
     int rc = parse_flags(argc, argv, &f);
