@@ -1,7 +1,8 @@
 #!/bin/sh
 # `make run`: builds the example Go program (examples/demo), starts it on
 # 127.0.0.1:6060, starts profd scraping it (examples/profd.yaml, data in
-# ./data) and prints the URL to open. Ctrl-C stops both.
+# ./data) and prints the URL to open. Ctrl-C stops both. profd also
+# scrapes itself (job `profd`: its own /debug/pprof/profile and /heap).
 #
 # Usage: scripts/run-demo.sh PATH/TO/profd
 # Environment: DEMO_LISTEN (default 127.0.0.1:6060), PROFD_LISTEN (default
@@ -45,9 +46,11 @@ trap cleanup EXIT
 demo_pid=$!
 
 config="$here/examples/profd.yaml"
-if [ "$demo_listen" != "127.0.0.1:6060" ]; then
+if [ "$demo_listen" != "127.0.0.1:6060" ] || [ "$profd_listen" != "127.0.0.1:10902" ]; then
+    # the demo job scrapes $demo_listen, the profd job profd itself
     config="$build/go/profd.yaml"
-    sed "s/127.0.0.1:6060/$demo_listen/" "$here/examples/profd.yaml" >"$config"
+    sed -e "s/127.0.0.1:6060/$demo_listen/" -e "s/127.0.0.1:10902/$profd_listen/" \
+        "$here/examples/profd.yaml" >"$config"
 fi
 
 "$profd" serve --config.file="$config" --storage.path="$data" \

@@ -64,6 +64,7 @@ typedef struct flags {
     int64_t grace_ms;         /* --storage.future-grace (0: storage default, 10m) */
     size_t retention_bytes;   /* --storage.retention.size (0: no limit) */
     size_t segment_bytes;     /* --storage.wal.segment-size (0: storage default, 32 MiB) */
+    int enable_pprof;         /* --web.enable-pprof: 1 on, 0 off, -1 default (on for loopback) */
 } flags;
 
 static void usage(FILE *f)
@@ -95,6 +96,8 @@ static void usage(FILE *f)
             "                                  retention time are refused too\n"
             "  --web.listen-address=HOST:PORT  default 127.0.0.1:10902 (port 0: any free port)\n"
             "  --web.threads=N                 HTTP worker threads (default 4)\n"
+            "  --[no-]web.enable-pprof         serve profd's own /debug/pprof/profile and /heap\n"
+            "                                  (default: on when listening on loopback)\n"
             "  --query.timeout=DURATION        merge/diff queries stop after it (default 2m)\n"
             "  --query.max-samples=N           distinct samples a merge may hold (default 1000000)\n"
             "  --scrape.max-body-bytes=SIZE    largest profile body accepted, scraped or\n"
@@ -167,6 +170,14 @@ static int parse_flags(int argc, char **argv, flags *f)
         }
         if (strncmp(a, "--", 2) != 0)
             return usage_error("unexpected argument \"%s\"", a);
+        /* issue 17: --web.enable-pprof[=true|false], --no-web.enable-pprof */
+        if (strcmp(a, "--web.enable-pprof") == 0 || strcmp(a, "--web.enable-pprof=true") == 0 ||
+            strcmp(a, "--no-web.enable-pprof") == 0 || strcmp(a, "--web.enable-pprof=false") == 0) {
+            f->enable_pprof = strstr(a, "true") || strcmp(a, "--web.enable-pprof") == 0;
+            continue;
+        }
+        if (strncmp(a, "--web.enable-pprof=", 19) == 0)
+            return usage_error("--web.enable-pprof: \"%s\" is not true or false", a + 19);
         char name[64];
         const char *val;
         const char *eq = strchr(a, '=');
@@ -407,6 +418,11 @@ static int serve(const flags *f)
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,
         .flag_names = fnames, .flag_values = fvalues, .n_flags = sizeof fnames / sizeof *fnames};
+    /* issue 17: profd's own /debug/pprof, on by default when only loopback can reach it */
+    ao.enable_pprof = f->enable_pprof == 1 ||
+                      (f->enable_pprof < 0 && (strncmp(f->listen, "127.", 4) == 0 ||
+                                               strncmp(f->listen, "localhost:", 10) == 0 ||
+                                               strncmp(f->listen, "[::1]:", 6) == 0));
     int rc = pd_api_new(NULL, NULL, &ao, &api, &err);
     if (rc < 0) {
         fprintf(stderr, "profd: %s\n", err.msg);
@@ -499,6 +515,7 @@ int main(int argc, char **argv)
         .config_file = NULL,
         .storage_path = "./data",
         .listen = "127.0.0.1:10902",
+        .enable_pprof = -1,
         .log_level = "info",
         .fsync = "batch",
         .max_body = 0,

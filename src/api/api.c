@@ -15,6 +15,7 @@
 #include "api/querier_int.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/profd_agent.h"
 #include "base/labels.h"
 #include "base/log.h"
 #include "base/metrics.h"
@@ -952,6 +954,56 @@ static bool method_is(const pd_http_request *req, const char *m)
 {
     return strcmp(req->method, m) == 0;
 }
+/* ---- issue 17: profd's own /debug/pprof (libprofd-agent) ---- */
+
+static const char *h_debug_pprof(const pd_http_request *req, pd_http_response *resp,
+                                 const char *path)
+{
+    pd_err err = {{0}};
+    int rc;
+    const char *handler;
+    if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
+        reply_text(resp, 405, "method not allowed: use GET\n");
+        return "/debug/pprof";
+    }
+    if (strcmp(path, "/debug/pprof/profile") == 0) {
+        handler = "/debug/pprof/profile";
+        unsigned secs = 30;
+        const char *s = pd_http_arg(req, "seconds");
+        if (s) {
+            char *end;
+            errno = 0;
+            unsigned long v = strtoul(s, &end, 10);
+            if (!*s || *end || errno || v < 1 || v > PD_AGENT_MAX_SECONDS) {
+                char msg[200];
+                snprintf(msg, sizeof msg, "bad seconds=%.40s: want an integer from 1 to %d\n", s,
+                         PD_AGENT_MAX_SECONDS);
+                pd_metrics_add("profd_rejected_input_total", "reason=\"pprof_bad_seconds\"", 1);
+                reply_text(resp, 400, msg);
+                return handler;
+            }
+            secs = (unsigned)v;
+        }
+        rc = pd_agent_cpu_profile(secs, 0, NULL, &resp->body, &err);
+    } else if (strcmp(path, "/debug/pprof/heap") == 0 || strcmp(path, "/debug/pprof/allocs") == 0) {
+        handler = "/debug/pprof/heap";
+        rc = pd_agent_heap_profile(&resp->body, &err);
+    } else {
+        reply_text(resp, 404, "404 page not found\n");
+        return "/debug/pprof";
+    }
+    if (rc < 0) {
+        char msg[600];
+        pd_buf_reset(&resp->body);
+        snprintf(msg, sizeof msg, "%s\n", err.msg[0] ? err.msg : pd_strerror(rc));
+        reply_text(resp, 500, msg);
+    } else {
+        resp->content_type = "application/octet-stream";
+        pd_http_add_header(resp, "Content-Disposition", "attachment; filename=\"profile\"");
+    }
+    return handler;
+}
+
 static bool is_get(const pd_http_request *req)
 {
     return method_is(req, "GET") || method_is(req, "HEAD");
@@ -1140,6 +1192,9 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
             reply_text(resp, 503, "profd is not ready: opening the storage (WAL replay).\n");
         return path;
     }
+    /* issue 17: profd profiles itself (libprofd-agent), also while the WAL replays */
+    if (strncmp(path, "/debug/pprof/", 13) == 0 && api->o.enable_pprof)
+        return h_debug_pprof(req, resp, path);
     if ((h = route_metrics_or_asset(api, req, resp)))
         return h;
     if (strncmp(path, "/querier.v1.", 12) == 0 || strncmp(path, "/push.v1.", 9) == 0)
@@ -1286,6 +1341,9 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
         }
         return "/-/reload";
     }
+    /* issue 17: profd profiles itself (libprofd-agent), also while the WAL replays */
+    if (strncmp(path, "/debug/pprof/", 13) == 0 && api->o.enable_pprof)
+        return h_debug_pprof(req, resp, path);
     if ((h = route_metrics_or_asset(api, req, resp)))
         return h;
     reply_text(resp, 404, "404 page not found\n");

@@ -68,6 +68,13 @@
  *   GET      /metrics  Prometheus text format 0.0.4: the pd_metrics registry
  *            plus process_* (CPU, RSS, start time, open fds) and
  *            profd_storage_* gauges, refreshed at each scrape.
+ *   GET      /debug/pprof/profile?seconds=N (1..3600, default 30) and
+ *            /debug/pprof/heap, /debug/pprof/allocs: profd's own CPU and
+ *            heap profiles (libprofd-agent, gzip pprof, as Go's
+ *            net/http/pprof) when enable_pprof; else 404. A bad seconds is
+ *            400 naming it (profd_rejected_input_total{reason=
+ *            "pprof_bad_seconds"}); a CPU profile already running is 500
+ *            as Go ("cpu profiling already in use").
  *   GET      anything else: the web UI asset at that path (pd_ui_find), else
  *            404.
  *
@@ -110,6 +117,7 @@ typedef struct pd_api_options {
      * and value as in effect; n_flags pairs, copied by pd_api_new. */
     const char *const *flag_names, *const *flag_values;
     size_t n_flags;
+    bool enable_pprof; /* --web.enable-pprof: profd's own /debug/pprof (libprofd-agent) */
 } pd_api_options;
 
 /* Creates the API over st (borrowed, must outlive the api) and sm (borrowed,

@@ -1,0 +1,176 @@
+/*
+ * agent/serve.c — a tiny net/http/pprof on libmicrohttpd: GET
+ * /debug/pprof/profile?seconds=N, /debug/pprof/heap, /debug/pprof/allocs
+ * (see profd_agent.h), plus the environment hooks read at load time.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "agent/agent_int.h"
+
+uint64_t pd__agent_cpu_samples(void);
+uint64_t pd__agent_cpu_dropped(void);
+uint64_t pd__agent_cpu_threads(void);
+uint64_t pd__agent_heap_samples(void);
+uint64_t pd__agent_heap_dropped(void);
+
+void pd_agent_get_stats(pd_agent_stats *st)
+{
+    st->cpu_samples = pd__agent_cpu_samples();
+    st->cpu_dropped = pd__agent_cpu_dropped();
+    st->heap_samples = pd__agent_heap_samples();
+    st->heap_dropped = pd__agent_heap_dropped();
+    st->threads_profiled = pd__agent_cpu_threads();
+}
+
+struct pd_agent_server {
+    struct MHD_Daemon *d;
+    uint16_t port;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+                             const void *body, size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    if (strcmp(type, "application/octet-stream") == 0)
+        MHD_add_response_header(r, "Content-Disposition", "attachment; filename=\"profile\"");
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *msg)
+{
+    return reply(c, status, "text/plain; charset=utf-8", msg, strlen(msg));
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **state)
+{
+    (void)cls, (void)version, (void)upload, (void)upload_size, (void)state;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return reply_text(c, 405, "method not allowed: use GET\n");
+    pd_buf out;
+    pd_buf_init(&out, 64u << 20);
+    pd_err err = {{0}};
+    int rc;
+    if (strcmp(url, "/debug/pprof/profile") == 0) {
+        unsigned secs = 30;
+        const char *s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "seconds");
+        if (s) {
+            char *end;
+            errno = 0;
+            unsigned long v = strtoul(s, &end, 10);
+            if (!*s || *end || errno || v < 1 || v > PD_AGENT_MAX_SECONDS) {
+                char msg[200];
+                snprintf(msg, sizeof msg, "bad seconds=%.40s: want an integer from 1 to %d\n", s,
+                         PD_AGENT_MAX_SECONDS);
+                return reply_text(c, 400, msg);
+            }
+            secs = (unsigned)v;
+        }
+        rc = pd_agent_cpu_profile(secs, 0, NULL, &out, &err);
+    } else if (strcmp(url, "/debug/pprof/heap") == 0 || strcmp(url, "/debug/pprof/allocs") == 0) {
+        rc = pd_agent_heap_profile(&out, &err);
+    } else {
+        return reply_text(c, 404, "404 page not found\n");
+    }
+    enum MHD_Result ok;
+    if (rc < 0) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "Could not enable CPU profiling: %s\n",
+                 err.msg[0] ? err.msg : pd_strerror(rc));
+        ok = reply_text(c, 500, rc == PD_EEXIST || strstr(url, "profile") ? msg : msg + 31);
+    } else {
+        ok = reply(c, 200, "application/octet-stream", out.data, out.len);
+    }
+    pd_buf_release(&out);
+    return ok;
+}
+
+int pd_agent_serve(const char *host, uint16_t port, pd_agent_server **out, pd_err *err)
+{
+    *out = NULL;
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    if (!host || inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        return pd_err_set(err, PD_EINVAL, "agent: listen host \"%s\" is not an IPv4 address",
+                          host ? host : "");
+    pd_agent_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return pd_err_set(err, PD_ENOMEM, "agent: out of memory");
+    pd__agent_enter();
+    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                MHD_USE_ERROR_LOG,
+                            0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                            (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)(PD_AGENT_MAX_SECONDS + 60), MHD_OPTION_END);
+    pd__agent_leave();
+    if (!s->d) {
+        int e = errno ? errno : EADDRINUSE;
+        free(s);
+        return pd_err_set(err, -e, "agent: cannot listen on %s:%u: %s", host, port, strerror(e));
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : port;
+    *out = s;
+    return 0;
+}
+
+uint16_t pd_agent_server_port(const pd_agent_server *s)
+{
+    return s->port;
+}
+
+void pd_agent_server_stop(pd_agent_server *s)
+{
+    if (!s)
+        return;
+    MHD_stop_daemon(s->d);
+    free(s);
+}
+
+int pd_agent_serve_from_env(pd_err *err)
+{
+    static pd_agent_server *env_server;
+    const char *l = getenv("PROFD_AGENT_LISTEN");
+    if (!l || !*l || env_server)
+        return 0;
+    char host[64];
+    const char *colon = strrchr(l, ':');
+    if (!colon || (size_t)(colon - l) >= sizeof host)
+        return pd_err_set(err, PD_EINVAL, "agent: PROFD_AGENT_LISTEN=\"%s\" is not HOST:PORT", l);
+    memcpy(host, l, (size_t)(colon - l));
+    host[colon - l] = 0;
+    char *end;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end || port > 65535)
+        return pd_err_set(err, PD_EINVAL, "agent: PROFD_AGENT_LISTEN=\"%s\": bad port", l);
+    return pd_agent_serve(host, (uint16_t)port, &env_server, err);
+}
+
+__attribute__((constructor)) static void pd__agent_load(void)
+{
+    const char *r = getenv("PROFD_AGENT_HEAP_RATE");
+    if (r && *r) {
+        char *end;
+        unsigned long long v = strtoull(r, &end, 10);
+        if (!*end)
+            pd_agent_heap_set_rate(v);
+    }
+    pd_err err = {{0}};
+    if (pd_agent_serve_from_env(&err) < 0)
+        fprintf(stderr, "profd-agent: %s\n", err.msg);
+    /* children (exec'd with an inherited LD_PRELOAD) must not try the same port */
+    unsetenv("PROFD_AGENT_LISTEN");
+}
