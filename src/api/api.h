@@ -110,6 +110,16 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
 /* Frees the api. The HTTP server using it must be stopped first. NULL is a no-op. */
 void pd_api_free(pd_api *api);
 
+/* The pd_http_classify_fn to pass with pd_api_handle (ctx unused): which
+ * pool runs a request, so a slow query never delays a push or a probe:
+ *   inline (the server's epoll thread): GET /-/healthy, /-/ready;
+ *   query pool: /api/v1/..., profefe's reads (/api/0/... but POST
+ *     /api/0/profiles), any other GET/HEAD (UI assets, Pyroscope /render,
+ *     /pprof/...);
+ *   ingest pool: everything else — pushes (POST /ingest, POST
+ *     /api/0/profiles, OTLP, ...), POST /-/reload, GET /metrics. */
+pd_http_pool pd_api_classify(void *ctx, const char *method, const char *path);
+
 /* The pd_http_handler: pass pd_api_handle with the pd_api as ctx.
  * Thread-safe. */
 void pd_api_handle(void *api, const pd_http_request *req, pd_http_response *resp);
