@@ -72,7 +72,7 @@ typedef struct pd_matcher {
  * them instead of running for seconds with the index locked. A value that
  * hits a limit does not match, the matcher is marked (limit_hit) and matches
  * nothing more, and the query fails with pd_matchers_check_limits. */
-#define PD_REGEX_MATCH_LIMIT 1000000u
+#define PD_REGEX_MATCH_LIMIT 100000u
 #define PD_REGEX_DEPTH_LIMIT 10000u
 
 /* Builds a matcher; copies name and value; compiles RE/NRE values with PCRE2

@@ -68,6 +68,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,6 +82,7 @@
 #define PD_HTTP_CONN_LIMIT 4096
 #define PD_HTTP_READ_TIMEOUT_MS 30000
 #define PD_HTTP_QUEUE_MAX 1024 /* requests waiting for a worker, per pool */
+#define PD_HTTP_QUERY_NICE 10 /* added to the query workers' nice value */
 #define PD_HTTP_BODY_BUDGET_MIN ((size_t)64 << 20)
 
 typedef struct http_req http_req;
@@ -241,7 +243,7 @@ static int listen_on(const char *addr, uint16_t *bound_port, bool *ipv6, pd_err 
         pd_err_set(err, rc, "listen address \"%s\": bind: %s", addr, strerror(errno));
         goto fail;
     }
-    if (listen(fd, 128) != 0) {
+    if (listen(fd, 4096) != 0) { /* many clients at once: idle ones too */
         rc = -errno;
         pd_err_set(err, rc, "listen address \"%s\": listen: %s", addr, strerror(errno));
         goto fail;
@@ -611,8 +613,8 @@ static enum MHD_Result reject(http_req *r, unsigned status, const char *reason, 
     char lbl[64];
     snprintf(lbl, sizeof lbl, "reason=\"%s\"", reason);
     pd_metrics_add("profd_http_rejected_total", lbl, 1);
-    if (r->hc)
-        set_reading(r->srv, r->hc, false);
+    /* the deadline keeps running: a client that goes on sending a refused
+     * body is cut off by it */
     return queue_text(r->conn, status, msg);
 }
 
@@ -695,6 +697,12 @@ static enum MHD_Result queue_handler_response(http_req *r)
 static void *pool_main(void *arg)
 {
     http_pool *p = arg;
+    if (p == &p->srv->pools[1]) {
+        /* query workers yield the CPU to the epoll thread and the ingest
+         * pool: on a busy machine a burst of heavy queries then slows other
+         * queries, not pushes or health probes (Linux: nice is per thread) */
+        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), PD_HTTP_QUERY_NICE);
+    }
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (!p->head && !p->stop)
