@@ -1,5 +1,5 @@
 # Generates a C file holding every file under ASSET_DIR as a byte array and a
-# table pd__ui_assets[] of {path, content_type, data, len}. Run with
+# table pd__ui_assets[] of {path, content_type, data, len, etag}. Run with
 #   cmake -DASSET_DIR=... -DOUT=... -P embed.cmake
 file(GLOB_RECURSE files RELATIVE ${ASSET_DIR} ${ASSET_DIR}/*)
 list(SORT files)
@@ -8,6 +8,8 @@ set(table "")
 set(i 0)
 foreach(f ${files})
   file(READ ${ASSET_DIR}/${f} hex HEX)
+  file(SHA256 ${ASSET_DIR}/${f} sha)
+  string(SUBSTRING "${sha}" 0 20 etag)
   string(LENGTH "${hex}" hexlen)
   math(EXPR len "${hexlen} / 2")
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
@@ -27,9 +29,9 @@ foreach(f ${files})
     set(ct "application/json")
   endif()
   string(APPEND out "static const unsigned char asset_${i}[] = {\n${bytes}0x00};\n")
-  string(APPEND table "    {\"/static/${f}\", \"${ct}\", asset_${i}, ${len}},\n")
+  string(APPEND table "    {\"/static/${f}\", \"${ct}\", asset_${i}, ${len}, \"W/\\\"${etag}\\\"\"},\n")
   math(EXPR i "${i} + 1")
 endforeach()
-string(APPEND out "\nconst pd_ui_asset pd__ui_assets[] = {\n${table}    {0, 0, 0, 0},\n};\n")
+string(APPEND out "\nconst pd_ui_asset pd__ui_assets[] = {\n${table}    {0, 0, 0, 0, 0},\n};\n")
 file(WRITE ${OUT}.tmp "${out}")
 file(RENAME ${OUT}.tmp ${OUT})

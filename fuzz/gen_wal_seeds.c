@@ -118,6 +118,7 @@ static pd_storage *open_at(const char *path, size_t seg_bytes)
     o.path = path;
     o.fsync = PD_FSYNC_NEVER;
     o.segment_bytes = seg_bytes;
+    o.retention_ms = -1; /* fixed times from 2023: no lower time bound, no retention */
     if (pd_storage_open(&o, &st, &err) != 0) {
         fprintf(stderr, "open %s: %s\n", path, err.msg);
         return NULL;

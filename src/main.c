@@ -65,6 +65,7 @@ typedef struct flags {
     size_t query_max_samples; /* --query.max-samples (0: the api's default, 1M) */
     int64_t block_ms;         /* --storage.block-duration (0: storage default, 2h) */
     int64_t retention_ms;     /* --storage.retention.time (0: storage default, 15d) */
+    int64_t grace_ms;         /* --storage.future-grace (0: storage default, 10m) */
     size_t retention_bytes;   /* --storage.retention.size (0: no limit) */
     size_t segment_bytes;     /* --storage.wal.segment-size (0: storage default, 32 MiB) */
 } flags;
@@ -92,6 +93,9 @@ static void usage(FILE *f)
             "  --storage.retention.time=DUR    delete blocks older than this (default 15d)\n"
             "  --storage.retention.size=SIZE   delete oldest blocks while the store is larger\n"
             "                                  (e.g. 10GB; default: no limit)\n"
+            "  --storage.future-grace=DUR      refuse profiles dated more than this after the\n"
+            "                                  clock (default 10m); profiles older than the\n"
+            "                                  retention time are refused too\n"
             "  --web.listen-address=HOST:PORT  default 127.0.0.1:10902 (port 0: any free port)\n"
             "  --web.threads=N                 HTTP workers for pushes, admin, /metrics (default 4)\n"
             "  --query.max-concurrency=N       HTTP workers for queries and the UI (default 4)\n"
@@ -185,8 +189,8 @@ static int parse_flags(int argc, char **argv, flags *f)
             "--storage.wal.fsync", "--scrape.max-body-bytes", "--web.threads",
             "--query.timeout",     "--query.max-samples",     "--storage.block-duration",
             "--storage.retention.time", "--storage.retention.size", "--storage.wal.segment-size",
-            "--query.max-concurrency", "--web.read-timeout", "--web.max-connections",
-            "--web.max-connections-per-ip"};
+            "--storage.future-grace", "--query.max-concurrency", "--web.read-timeout",
+            "--web.max-connections", "--web.max-connections-per-ip"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -268,6 +272,12 @@ static int parse_flags(int argc, char **argv, flags *f)
             pd_err derr = {{0}};
             if (pd_parse_duration(val, &f->retention_ms, &derr) < 0 || f->retention_ms < 0)
                 return usage_error("--storage.retention.time: \"%s\" is not a duration (e.g. 15d)",
+                                   val);
+        } else if (strcmp(name, "--storage.future-grace") == 0) {
+            pd_err derr = {{0}};
+            if (pd_parse_duration(val, &f->grace_ms, &derr) < 0 || f->grace_ms <= 0)
+                return usage_error("--storage.future-grace: \"%s\" is not a duration above 0 "
+                                   "(e.g. 10m)",
                                    val);
         } else if (strcmp(name, "--storage.wal.segment-size") == 0) {
             if (parse_size(val, &f->segment_bytes) < 0 || f->segment_bytes < 64 * 1024 ||
@@ -378,34 +388,18 @@ static int serve(const flags *f)
     so.limits = lim;
     so.block_duration_ms = f->block_ms;
     so.retention_ms = f->retention_ms;
+    so.future_grace_ms = f->grace_ms;
     so.retention_bytes = f->retention_bytes;
     if (f->segment_bytes)
         so.segment_bytes = f->segment_bytes;
-    int rc = pd_storage_open(&so, &st, &err);
-    if (rc < 0) {
-        pd_log(PD_LOG_ERROR, "cannot open storage", "path=%s err=\"%s\"", f->storage_path,
-               err.msg[0] ? err.msg : pd_strerror(rc));
-        fprintf(stderr, "profd: cannot open storage %s: %s\n", f->storage_path,
-                err.msg[0] ? err.msg : pd_strerror(rc));
-        goto out;
-    }
-
-    if (f->config_file) {
-        if ((rc = pd_scrape_manager_new(st, &lim, &sm, &err)) < 0 ||
-            (rc = pd_scrape_manager_apply(sm, &cfg, &err)) < 0 ||
-            (rc = pd_scrape_manager_start(sm, &err)) < 0) {
-            fprintf(stderr, "profd: cannot start scraping: %s\n",
-                    err.msg[0] ? err.msg : pd_strerror(rc));
-            goto out;
-        }
-        a.sm = sm;
-        pd_log(PD_LOG_INFO, "scraping", "file=%s jobs=%zu", f->config_file, cfg.n_jobs);
-    }
-
+    /* The listener starts first, as Prometheus does: /-/healthy answers 200
+       and /-/ready 503 while the store is opened and its WAL replayed (a due
+       head cut then runs in the background, not before the listener). */
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples};
-    if ((rc = pd_api_new(st, sm, &ao, &api, &err)) < 0) {
+    int rc = pd_api_new(NULL, NULL, &ao, &api, &err);
+    if (rc < 0) {
         fprintf(stderr, "profd: %s\n", err.msg);
         goto out;
     }
@@ -438,6 +432,31 @@ static int serve(const flags *f)
         pd_log(PD_LOG_INFO, "profd listening", "url=http://%s:%u/ storage=%s version=%s", host,
                (unsigned)pd_http_server_port(srv), f->storage_path, PD_VERSION);
     }
+
+    int64_t open_t0 = pd_mono_ns();
+    rc = pd_storage_open(&so, &st, &err);
+    if (rc < 0) {
+        pd_log(PD_LOG_ERROR, "cannot open storage", "path=%s err=\"%s\"", f->storage_path,
+               err.msg[0] ? err.msg : pd_strerror(rc));
+        fprintf(stderr, "profd: cannot open storage %s: %s\n", f->storage_path,
+                err.msg[0] ? err.msg : pd_strerror(rc));
+        goto out;
+    }
+
+    if (f->config_file) {
+        if ((rc = pd_scrape_manager_new(st, &lim, &sm, &err)) < 0 ||
+            (rc = pd_scrape_manager_apply(sm, &cfg, &err)) < 0 ||
+            (rc = pd_scrape_manager_start(sm, &err)) < 0) {
+            fprintf(stderr, "profd: cannot start scraping: %s\n",
+                    err.msg[0] ? err.msg : pd_strerror(rc));
+            goto out;
+        }
+        a.sm = sm;
+        pd_log(PD_LOG_INFO, "scraping", "file=%s jobs=%zu", f->config_file, cfg.n_jobs);
+    }
+    pd_api_set_ready(api, st, sm);
+    pd_log(PD_LOG_INFO, "profd ready", "storage_open_seconds=%.3f",
+           (double)(pd_mono_ns() - open_t0) / 1e9);
 
     for (;;) {
         siginfo_t si;

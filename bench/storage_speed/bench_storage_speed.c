@@ -312,6 +312,7 @@ static pd_storage *open_store(const char *path, pd_fsync_policy fs, int64_t bloc
     o.fsync = fs;
     o.block_duration_ms = block_ms;
     o.maintenance_ms = -1;
+    o.retention_ms = -1; /* fixed times from 2023: no lower time bound, no retention */
     pd_storage *s;
     pd_err err;
     double t0 = now_s(), c0 = cpu_s();

@@ -12,6 +12,7 @@
  */
 #include "api/api.h"
 #include "api/api_int.h"
+#include "api/querier_int.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -28,6 +29,7 @@
 #include "base/time.h"
 #include "query/query.h"
 #include "ui/ui.h"
+#include "base/parse.h"
 
 #define MAX_MATCH_PARAMS 64
 #define DEFAULT_TOP_ROWS 100
@@ -36,8 +38,9 @@
 #define RANGE_DEFAULT_MS (3600 * 1000LL)
 
 struct pd_api {
-    pd_storage *st;
+    pd_storage *st;        /* NULL while starting (set before ready) */
     pd_scrape_manager *sm;
+    bool ready;            /* __atomic: st and sm are set (release/acquire) */
     pd_api_options o;
     char version[64];
     double start_time_s; /* fallback for process_start_time_seconds */
@@ -115,6 +118,29 @@ static void reply_text(pd_http_response *resp, int status, const char *text)
     pd_buf_puts(&resp->body, text);
 }
 
+/* The storage warnings of the request this thread handles (pd_api_handle). */
+static _Thread_local pd_storage_warnings *t_warn;
+
+int pd__api_put_warnings(pd_buf *b)
+{
+    const pd_storage_warnings *w = t_warn;
+    if (!w || (!w->n && !w->dropped))
+        return 0;
+    int rc = pd_buf_puts(b, ",\"warnings\":[");
+    for (size_t i = 0; i < w->n && !rc; i++) {
+        if (i)
+            rc = pd_buf_putc(b, ',');
+        if (!rc)
+            rc = pd_buf_put_json_string(b, w->v[i], strlen(w->v[i]));
+    }
+    if (!rc && w->dropped)
+        rc = pd_buf_printf(b, "%s\"%zu more warnings not shown\"", w->n ? "," : "",
+                           w->dropped);
+    if (!rc)
+        rc = pd_buf_putc(b, ']');
+    return rc;
+}
+
 /* Starts a success envelope; the caller appends data, then ends it. */
 static int begin_success(pd_http_response *resp)
 {
@@ -124,7 +150,8 @@ static int begin_success(pd_http_response *resp)
 
 static int end_success(pd_http_response *resp)
 {
-    return pd_buf_puts(&resp->body, "}");
+    int rc = pd__api_put_warnings(&resp->body);
+    return rc ? rc : pd_buf_puts(&resp->body, "}");
 }
 
 /* Finishes a query call that appended data (or failed with rc/err). */
@@ -194,14 +221,55 @@ static int uint_param(const pd_http_request *req, pd_http_response *resp, const 
         *out = def;
         return 0;
     }
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*v == '-' || *end || end == v) {
-        reply_error(resp, 400, "invalid parameter \"%s\": \"%.64s\" is not a non-negative integer",
+    uint64_t x;
+    int rc = pd_parse_u64(v, SIZE_MAX, &x);
+    if (rc < 0) {
+        reply_error(resp, 400,
+                    rc == PD_ETOOBIG
+                        ? "invalid parameter \"%s\": \"%.64s\" is too large"
+                        : "invalid parameter \"%s\": \"%.64s\" is not a non-negative integer "
+                          "(decimal digits only)",
                     pd_http_arg(req, name) ? name : alias, v);
         return -1;
     }
     *out = (size_t)x;
+    return 0;
+}
+
+/* report=top's sort=flat|cum|name, order=asc|desc and filter=TEXT into o.
+ * 0, or replies 400 naming the parameter and returns -1. */
+static int top_params(const pd_http_request *req, pd_http_response *resp, pd_report_options *o)
+{
+    const char *sort = pd_http_arg(req, "sort"), *order = pd_http_arg(req, "order");
+    const char *filter = pd_http_arg(req, "filter");
+    if (sort && *sort) {
+        if (!strcmp(sort, "flat"))
+            o->sort = PD_TOP_SORT_FLAT;
+        else if (!strcmp(sort, "cum"))
+            o->sort = PD_TOP_SORT_CUM;
+        else if (!strcmp(sort, "name"))
+            o->sort = PD_TOP_SORT_NAME;
+        else if (strcmp(sort, "default")) {
+            reply_error(resp, 400,
+                        "invalid parameter \"sort\": \"%.64s\" is not one of flat, cum, name, "
+                        "default",
+                        sort);
+            return -1;
+        }
+    }
+    if (order && *order) {
+        if (strcmp(order, "asc") && strcmp(order, "desc")) {
+            reply_error(resp, 400, "invalid parameter \"order\": \"%.64s\" is not asc or desc",
+                        order);
+            return -1;
+        }
+        o->ascending = !strcmp(order, "asc");
+    }
+    if (filter && strlen(filter) > 1024) {
+        reply_error(resp, 400, "invalid parameter \"filter\": over 1024 bytes");
+        return -1;
+    }
+    o->filter = filter;
     return 0;
 }
 
@@ -256,7 +324,7 @@ static bool client_gone(void *ctx)
 /* Reads one side's parameters: `query<sfx>` (else `query`), `mode<sfx>`,
  * `time<sfx>`, `from<sfx>`, `to<sfx>`. Returns 0, or -1 after replying 400. */
 static int side_params(const pd_http_request *req, pd_http_response *resp, const char *sfx,
-                       const char *mode, pd_query_side *s)
+                       const char *mode, pd_query_side *s, const char **ex /* [MAX_MATCH_PARAMS] */)
 {
     char qn[16], mn[16], tn[16], fn[16], ton[16];
     snprintf(qn, sizeof qn, "query%s", sfx);
@@ -285,6 +353,23 @@ static int side_params(const pd_http_request *req, pd_http_response *resp, const
         }
     }
     s->mode = strcmp(mode, "merge") == 0 ? PD_QUERY_MODE_MERGE : PD_QUERY_MODE_SINGLE;
+    /* exclude= (and exclude_a=/exclude_b= for one side of a diff): series
+       left out of a merge, e.g. the UI's hidden legend entries */
+    char xn[16];
+    snprintf(xn, sizeof xn, "exclude%s", sfx);
+    size_t nx = pd_http_args(req, xn, ex, MAX_MATCH_PARAMS);
+    if (*sfx && nx == 0)
+        nx = pd_http_args(req, "exclude", ex, MAX_MATCH_PARAMS);
+    if (nx > MAX_MATCH_PARAMS) {
+        reply_error(resp, 400, "invalid parameter \"%s\": more than %d selectors", xn,
+                    MAX_MATCH_PARAMS);
+        return -1;
+    }
+    for (size_t i = 0; i < nx; i++)
+        if (check_selector(resp, xn, ex[i]) < 0)
+            return -1;
+    s->exclude = ex;
+    s->n_exclude = nx;
     int64_t now = pd_now_ms();
     if (s->mode == PD_QUERY_MODE_SINGLE)
         return time_param(req, resp, tn, NULL, now, &s->time);
@@ -387,11 +472,12 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     if (uint_param(req, resp, "nodes", "limit", def_nodes, &nodes) < 0)
         return;
     pd_query_side a, b;
+    const char *exa[MAX_MATCH_PARAMS], *exb[MAX_MATCH_PARAMS];
     if (diff) {
-        if (side_params(req, resp, "_a", NULL, &a) < 0 ||
-            side_params(req, resp, "_b", NULL, &b) < 0)
+        if (side_params(req, resp, "_a", NULL, &a, exa) < 0 ||
+            side_params(req, resp, "_b", NULL, &b, exb) < 0)
             return;
-    } else if (side_params(req, resp, "", mode, &b) < 0) {
+    } else if (side_params(req, resp, "", mode, &b, exb) < 0) {
         return;
     }
     pd_merge_options mo = {
@@ -429,6 +515,8 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         goto out;
     }
     pd_report_options ro = {.sample_index = si, .max_nodes = nodes, .diff = diff};
+    if (!strcmp(report, "top") && top_params(req, resp, &ro) < 0)
+        goto out;
     if (strcmp(report, "proto") == 0) {
         if (sis && si < p.n_sample_type)
             p.default_sample_type = p.sample_type[si].type;
@@ -495,9 +583,10 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
         return;
     }
     int64_t t;
-    size_t limit;
+    size_t limit; /* top: rows (default 100); flamegraph: nodes (default all) */
     if (time_param(req, resp, "time", NULL, pd_now_ms(), &t) < 0 ||
-        uint_param(req, resp, "limit", "nodes", api->o.top_default_rows, &limit) < 0)
+        uint_param(req, resp, "limit", "nodes",
+                   !strcmp(report, "top") ? api->o.top_default_rows : 0, &limit) < 0)
         return;
     if (check_selector(resp, "query", q) < 0)
         return;
@@ -551,12 +640,15 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
                         rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
         goto out;
     }
+    pd_report_options ro = {.sample_index = si, .max_nodes = limit};
+    if (!strcmp(report, "top") && top_params(req, resp, &ro) < 0)
+        goto out;
     rc = begin_success(resp);
     if (rc == 0) {
         if (strcmp(report, "top") == 0)
-            rc = pd_report_top(&p, si, limit, &resp->body);
-        else if (strcmp(report, "flamegraph") == 0)
-            rc = pd_report_flamegraph(&p, si, &resp->body);
+            rc = pd_report_top_ex(&p, &ro, &resp->body);
+        else if (strcmp(report, "flamegraph") == 0) /* honours nodes= (issue 12) */
+            rc = pd_report_flamegraph_ex(&p, &ro, &resp->body);
         else
             rc = pd_report_meta(&p, &resp->body);
     }
@@ -694,12 +786,15 @@ static void process_metrics(pd_api *api)
         closedir(d);
         pd_metrics_set("process_open_fds", NULL, n - 1); /* minus the opendir fd */
     }
+    if (!__atomic_load_n(&api->ready, __ATOMIC_ACQUIRE))
+        return; /* the store is being opened: no storage series yet */
     pd_storage_stats ss;
     memset(&ss, 0, sizeof ss);
     pd_storage_stats_get(api->st, &ss);
     pd_metrics_set("profd_storage_series", NULL, (double)ss.n_series);
     pd_metrics_set("profd_storage_profiles", NULL, (double)ss.n_profiles);
     pd_metrics_set("profd_storage_bytes", NULL, (double)ss.bytes_on_disk);
+    pd_metrics_set("profd_storage_blocks", NULL, (double)ss.n_blocks); /* fresh at each scrape */
     pd_metrics_set("profd_storage_min_time_seconds", NULL, (double)ss.min_ts / 1000.0);
     pd_metrics_set("profd_storage_max_time_seconds", NULL, (double)ss.max_ts / 1000.0);
 }
@@ -734,10 +829,112 @@ static void bad_method(pd_http_response *resp, const char *allow, bool json)
 }
 
 /* Routes one request; returns the handler name used for metrics. */
+/* An embedded UI asset with its entity tag: "Cache-Control: no-cache" (the
+ * browser keeps it and revalidates), 304 with no body when If-None-Match
+ * names the tag (RFC 9110 13.1.2: weak comparison). */
+static void serve_asset(const pd_http_request *req, pd_http_response *resp, const pd_ui_asset *a)
+{
+    const char *inm = pd_http_header(req, "If-None-Match");
+    pd_http_add_header(resp, "ETag", a->etag);
+    pd_http_add_header(resp, "Cache-Control", "no-cache");
+    if (inm && (strcmp(inm, "*") == 0 || strstr(inm, a->etag + 2 /* past W/ */))) {
+        resp->status = 304;
+        resp->content_type = a->content_type;
+        return;
+    }
+    resp->content_type = a->content_type;
+    if (pd_buf_append(&resp->body, a->data, a->len) < 0)
+        reply_text(resp, 500, "out of memory\n");
+}
+
+/* gzip of a text reply (JSON, HTML, JS, CSS, SVG, plain text) of 1 KiB or
+ * more when the client accepts it (Accept-Encoding names gzip without
+ * q=0): as Prometheus' and Pyroscope's servers do. pprof bodies
+ * (application/octet-stream, already gzip) are left as they are. On any
+ * failure the reply goes out uncompressed. */
+static void maybe_gzip(const pd_http_request *req, pd_http_response *resp)
+{
+    const char *ae = pd_http_header(req, "Accept-Encoding");
+    const char *ct = resp->content_type ? resp->content_type : "text/plain";
+    if (!ae || resp->body.len < 1024 || resp->status == 304)
+        return;
+    if (strncmp(ct, "application/json", 16) && strncmp(ct, "text/", 5) &&
+        strncmp(ct, "image/svg+xml", 13))
+        return;
+    if (resp->headers && strstr(resp->headers, "Content-Encoding:"))
+        return;
+    const char *g = strstr(ae, "gzip");
+    if (!g)
+        return;
+    const char *q = g + 4;
+    while (*q == ' ')
+        q++;
+    if (*q == ';') { /* gzip;q=0 (or 0.0, 0.00): refused */
+        const char *v = strstr(q, "q=");
+        if (v && v[2] == '0' && strspn(v + 3, ".0") == strcspn(v + 3, ",; "))
+            return;
+    }
+    pd_buf z;
+    pd_buf_init(&z, resp->body.max);
+    if (pd_gzip((const uint8_t *)resp->body.data, resp->body.len, &z) < 0 ||
+        pd_http_add_header(resp, "Content-Encoding", "gzip") < 0) {
+        pd_buf_release(&z);
+        return;
+    }
+    pd_http_add_header(resp, "Vary", "Accept-Encoding");
+    pd_buf_release(&resp->body);
+    resp->body = z;
+}
+
+/* The routes while the store is being opened (pd_api_new with st NULL):
+ * health, readiness, metrics and the UI's assets; everything else 503. */
+static const char *route_starting(pd_api *api, const pd_http_request *req,
+                                  pd_http_response *resp)
+{
+    const char *path = req->path;
+    if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
+        if (!is_get(req))
+            bad_method(resp, "GET", false);
+        else if (strcmp(path, "/-/healthy") == 0)
+            reply_text(resp, 200, "profd is Healthy.\n");
+        else
+            reply_text(resp, 503, "profd is not ready: opening the storage (WAL replay).\n");
+        return path;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        if (!is_get(req))
+            bad_method(resp, "GET", false);
+        else
+            h_metrics(api, resp);
+        return "/metrics";
+    }
+    if (is_get(req)) {
+        const pd_ui_asset *a = pd_ui_find(path);
+        if (a) {
+            serve_asset(req, resp, a);
+            return "ui";
+        }
+    }
+    if (strncmp(path, "/querier.v1.", 12) == 0 || strncmp(path, "/push.v1.", 9) == 0)
+        pd_connect_error(resp, PD_CONNECT_UNAVAILABLE,
+                         "profd is starting: the storage is being opened (WAL replay)");
+    else if (strncmp(path, "/api/", 5) == 0)
+        reply_error(resp, 503,
+                    "profd is starting: the storage is being opened (WAL replay); "
+                    "try again when /-/ready answers 200");
+    else
+        reply_text(resp, 503,
+                   "profd is starting: the storage is being opened (WAL replay); try again when "
+                   "/-/ready answers 200\n");
+    return "starting";
+}
+
 static const char *route(pd_api *api, const pd_http_request *req, pd_http_response *resp)
 {
     const char *path = req->path;
     bool get_or_post = is_get(req) || method_is(req, "POST");
+    if (!__atomic_load_n(&api->ready, __ATOMIC_ACQUIRE))
+        return route_starting(api, req, resp);
 
     if (strncmp(path, "/api/v1/", 8) == 0) {
         const char *r = path + 8;
@@ -795,6 +992,19 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
         pd__api_env env = {api->st, &api->o.limits, api->version};
         return pd__profefe_route(&env, req, resp);
     }
+    if (strncmp(path, "/querier.v1.QuerierService/", 27) == 0 ||
+        strncmp(path, "/pyroscope/render", 17) == 0) {
+        pd__querier_env qenv = {api->st, &api->o.limits, api->o.query_timeout_ms,
+                                api->o.query_max_samples};
+        if (path[1] == 'q')
+            return pd__querier_route(&qenv, req, resp);
+        if (strcmp(path, "/pyroscope/render") == 0 || strcmp(path, "/pyroscope/render-diff") == 0)
+            return pd__querier_render(&qenv, req, resp);
+    }
+    if (strcmp(path, "/push.v1.PusherService/Push") == 0) {
+        pd__api_env env = {api->st, &api->o.limits, api->version};
+        return pd__push_connect(&env, req, resp);
+    }
     if (strcmp(path, "/ingest") == 0) {
         pd__api_env env = {api->st, &api->o.limits, api->version};
         return pd__pyroscope_ingest(&env, req, resp);
@@ -837,9 +1047,7 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
     if (is_get(req)) {
         const pd_ui_asset *a = pd_ui_find(path);
         if (a) {
-            resp->content_type = a->content_type;
-            if (pd_buf_append(&resp->body, a->data, a->len) < 0)
-                reply_text(resp, 500, "out of memory\n");
+            serve_asset(req, resp, a);
             return "ui";
         }
     }
@@ -873,7 +1081,8 @@ pd_http_pool pd_api_classify(void *ctx, const char *method, const char *path)
     bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     if (get && (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0))
         return PD_HTTP_POOL_INLINE;
-    if (strncmp(path, "/api/v1/", 8) == 0)
+    if (strncmp(path, "/api/v1/", 8) == 0 || strncmp(path, "/querier.v1.", 12) == 0 ||
+        strncmp(path, "/pyroscope/render", 17) == 0)
         return PD_HTTP_POOL_QUERY;
     if (strncmp(path, "/api/0/", 7) == 0)
         return !get && (strcmp(path, "/api/0/profiles") == 0 || strcmp(path, "/api/0/profiles/") == 0)
@@ -890,7 +1099,26 @@ void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp
     int64_t t0 = pd_mono_ns();
     pd_buf_init(&resp->body, api->o.max_response_bytes); /* empty on entry */
     resp->status = 200;
+    pd_storage_warnings warn;
+    pd_storage_warnings_begin(&warn);
+    t_warn = &warn;
     const char *handler = route(api, req, resp);
+    t_warn = NULL;
+    pd_storage_warnings_end();
+    if (warn.n || warn.dropped) {
+        /* partial answer: JSON envelopes carry "warnings"; any reply (a pprof
+           body too) carries the count and the first message in a header */
+        char hv[PD_STORAGE_WARNING_BYTES + 64];
+        int k = snprintf(hv, sizeof hv, "%zu damaged parts skipped: %s", warn.n + warn.dropped,
+                         warn.n ? warn.v[0] : "");
+        for (int i = 0; i > -1 && i < k && hv[i]; i++)
+            if ((unsigned char)hv[i] < 0x20 || hv[i] == 0x7f)
+                hv[i] = ' ';
+        pd_http_add_header(resp, "X-Profd-Warnings", hv);
+        pd_metrics_add("profd_partial_answers_total", NULL, 1);
+    }
+    pd_storage_warnings_release(&warn);
+    maybe_gzip(req, resp); /* last: the warnings may have changed the body */
     double secs = (double)(pd_mono_ns() - t0) / 1e9;
     char lbl[160];
     snprintf(lbl, sizeof lbl, "handler=\"%s\",code=\"%d\"", handler, resp->status);
@@ -905,6 +1133,13 @@ void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp
 
 /* ---- lifecycle ---- */
 
+void pd_api_set_ready(pd_api *api, pd_storage *st, pd_scrape_manager *sm)
+{
+    api->st = st;
+    api->sm = sm;
+    __atomic_store_n(&api->ready, true, __ATOMIC_RELEASE);
+}
+
 int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts, pd_api **out,
                pd_err *err)
 {
@@ -914,6 +1149,7 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
         return pd_err_set(err, PD_ENOMEM, "api: out of memory");
     api->st = st;
     api->sm = sm;
+    api->ready = st != NULL;
     if (opts)
         api->o = *opts;
     if (!api->o.max_response_bytes)
@@ -938,6 +1174,9 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
                         "Bytes of profiles stored as received, by source (scrape or push).");
     pd_metrics_describe("profd_rejected_input_total", PD_METRIC_COUNTER,
                         "Pushed profiles refused, by reason.");
+    pd_metrics_describe("profd_partial_answers_total", PD_METRIC_COUNTER,
+                        "Answers that left out damaged stored data (they carry warnings).");
+    pd_metrics_add("profd_partial_answers_total", NULL, 0);
     pd_metrics_describe("process_cpu_seconds_total", PD_METRIC_COUNTER,
                         "Total user and system CPU time spent in seconds.");
     pd_metrics_describe("process_resident_memory_bytes", PD_METRIC_GAUGE,

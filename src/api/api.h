@@ -57,6 +57,12 @@
  *   POST     /ingest  Pyroscope's ingest (pyroscope.c): name=APP.TYPE{k=v},
  *            format=folded|lines|pprof, multipart profile/prev_profile/
  *            sample_type_config.
+ *   POST     /push.v1.PusherService/Push  Pyroscope's Connect push
+ *            (push_connect.c; Connect protocol in connect.h).
+ *   POST     /querier.v1.QuerierService/<Method>  Pyroscope's querier API
+ *            for Grafana (querier.c); GET /pyroscope/render and
+ *            /pyroscope/render-diff, flamebearer JSON (querier_render.c).
+ *            querier_int.h says how profd's series look through it.
  *   GET      /-/healthy, /-/ready (200 text), POST|PUT /-/reload (the reload
  *            callback; 200, or 500 with the error).
  *   GET      /metrics  Prometheus text format 0.0.4: the pd_metrics registry
@@ -104,16 +110,26 @@ typedef struct pd_api_options {
 
 /* Creates the API over st (borrowed, must outlive the api) and sm (borrowed,
  * may be NULL: no scraping). opts is copied (NULL = defaults). Declares the
- * metric families it counts. Errors: PD_ENOMEM. */
+ * metric families it counts. Errors: PD_ENOMEM.
+ * st may be NULL: the api is then "starting" (the store is being opened and
+ * its WAL replayed, as Prometheus serves during replay) until
+ * pd_api_set_ready: /-/healthy answers 200, /-/ready 503, /metrics and the
+ * UI's assets are served, every other endpoint answers 503 saying profd is
+ * starting (nothing is acknowledged that could not be stored). */
 int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts,
                pd_api **out /* OUT */, pd_err *err);
+/* Ends the "starting" state of an api made with st NULL: from now on every
+ * endpoint answers over st and sm (borrowed as in pd_api_new; sm may be NULL).
+ * Safe while requests are being served; call once. */
+void pd_api_set_ready(pd_api *api, pd_storage *st, pd_scrape_manager *sm);
 /* Frees the api. The HTTP server using it must be stopped first. NULL is a no-op. */
 void pd_api_free(pd_api *api);
 
 /* The pd_http_classify_fn to pass with pd_api_handle (ctx unused): which
  * pool runs a request, so a slow query never delays a push or a probe:
  *   inline (the server's epoll thread): GET /-/healthy, /-/ready;
- *   query pool: /api/v1/..., profefe's reads (/api/0/... but POST
+ *   query pool: /api/v1/..., Connect /querier.v1.*, /pyroscope/render*,
+ *     profefe's reads (/api/0/... but POST
  *     /api/0/profiles), any other GET/HEAD (UI assets, Pyroscope /render,
  *     /pprof/...);
  *   ingest pool: everything else — pushes (POST /ingest, POST

@@ -55,6 +55,12 @@ bool pd__api_utf8_valid(const char *s, size_t len);
 /* Checks the sample labels of a pushed profile against
  * PD_API_MAX_SAMPLE_LABEL_BYTES. 0, or PD_ETOOBIG with err naming the
  * sample and label. */
+/* The warnings of the request being handled on this thread (storage.h:
+ * damaged data a read skipped): appends `,"warnings":["...",...]` to b when
+ * there are any (the answer is partial), nothing otherwise. 0 or
+ * PD_ENOMEM/PD_ETOOBIG (b's cap). */
+int pd__api_put_warnings(pd_buf *b);
+
 int pd__api_check_sample_labels(const pd_profile *p, pd_err *err);
 
 /* Counts one refused input in profd_rejected_input_total{reason}. */
@@ -62,7 +68,9 @@ void pd__api_count_rejected(const char *reason);
 
 /* Stores a decoded, validated profile: pd_storage_append plus the
  * profd_ingested_* counters of source. Returns 0 or the storage error (err
- * says what). */
+ * says what). PD_EOUTOFBOUNDS (a time outside retention or the future
+ * grace: answer 400 with err's message) is already counted in
+ * profd_rejected_input_total{reason="out_of_bounds"}. */
 int pd__api_store(pd_storage *st, const pd_labels *ls, int64_t ts_ms, const uint8_t *body,
                   size_t len, const pd_profile *p, const char *source, pd_err *err);
 

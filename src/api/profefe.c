@@ -68,6 +68,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/parse.h"
 #include "api/api_int.h"
 #include "base/log.h"
 #include "base/metrics.h"
@@ -153,6 +154,8 @@ int pd__api_store(pd_storage *st, const pd_labels *ls, int64_t ts_ms, const uint
                   size_t len, const pd_profile *p, const char *source, pd_err *err)
 {
     int rc = pd_storage_append(st, ls, ts_ms, body, len, p, err);
+    if (rc == PD_EOUTOFBOUNDS)
+        pd__api_count_rejected("out_of_bounds");
     if (rc < 0)
         return rc;
     char lbl[96];
@@ -211,6 +214,8 @@ static int ok_begin(pd_http_response *resp)
 /* Ends a success envelope begun by ok_begin; rc is the result of filling it. */
 static void ok_end(pd_http_response *resp, int rc)
 {
+    if (rc == 0)
+        rc = pd__api_put_warnings(&resp->body);
     if (rc == 0)
         rc = pd_buf_puts(&resp->body, "}");
     if (rc == PD_ETOOBIG)
@@ -504,6 +509,10 @@ static void h_push(const pd__api_env *env, const pd_http_request *req, pd_http_r
 
     pd_err_clear(&err);
     rc = pd__api_store(env->st, &ls, ts, req->body, req->body_len, &p, "push", &err);
+    if (rc == PD_EOUTOFBOUNDS) { /* counted by pd__api_store */
+        pf_error(resp, 400, NULL, "%s", err.msg);
+        goto out;
+    }
     if (rc == PD_EEXIST) {
         pf_error(resp, 409, "duplicate",
                  "a profile of this series at %" PRId64 " ms is already stored", ts);
@@ -578,10 +587,12 @@ static int find_args(const pd_http_request *req, pd_http_response *resp, bool ne
         return -1;
     }
     if (limit && *limit) {
-        char *end;
-        unsigned long long v = strtoull(limit, &end, 10);
-        if (*limit == '-' || *end) {
-            pf_error(resp, 400, NULL, "bad request: bad limit \"%.64s\"", limit);
+        uint64_t v;
+        if (pd_parse_u64(limit, SIZE_MAX, &v) < 0) {
+            pf_error(resp, 400, NULL,
+                     "bad request: bad limit \"%.64s\": want a non-negative decimal integer "
+                     "(0 = all)",
+                     limit);
             return -1;
         }
         f->limit = (size_t)v;
@@ -743,6 +754,8 @@ static int merge_one(const pd__api_env *env, pd_merge *m, uint64_t ref, int64_t 
     pd_profile p;
     pd_err err = {{0}};
     int rc = pd_storage_read_profile(env->st, ref, ts, &p, NULL, &err);
+    if (rc == PD_ECORRUPT)
+        return 0; /* damaged: left out, the storage warned (storage.h) */
     if (rc < 0) {
         pf_error(resp, rc == PD_ENOTFOUND ? 404 : 500, NULL, "reading profile at %" PRId64 ": %s",
                  ts, err.msg[0] ? err.msg : pd_strerror(rc));

@@ -728,6 +728,10 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
 
     pd_err_clear(&err);
     rc = pd__api_store(env->st, &ls, ts, store, store_len, stored, "pyroscope", &err);
+    if (rc == PD_EOUTOFBOUNDS) { /* counted by pd__api_store */
+        py_error(resp, 400, NULL, "%s", err.msg);
+        goto out;
+    }
     if (rc == PD_EEXIST) {
         py_error(resp, 409, "duplicate",
                  "a profile of this series at %" PRId64 " ms is already stored", ts);

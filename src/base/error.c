@@ -19,6 +19,7 @@ const char *pd_strerror(int code)
     case PD_ECANCELED: return "canceled";
     case PD_EAMBIGUOUS: return "ambiguous";
     case PD_ECLOSED: return "closed";
+    case PD_EOUTOFBOUNDS: return "out of bounds";
     default:
         if (code < 0 && code > -1000)
             return strerror(-code);

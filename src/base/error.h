@@ -27,6 +27,8 @@ enum {
     PD_ECANCELED = -1009,  /* the caller gave up */
     PD_EAMBIGUOUS = -1010, /* a query matched more than one thing where one was required */
     PD_ECLOSED = -1011,    /* the object is closed or shutting down */
+    PD_EOUTOFBOUNDS = -1012, /* a timestamp outside the window the store accepts (too far in
+                                the future, or older than retention keeps) */
 };
 
 /* A message for a person. Always NUL-terminated; empty when unset. */

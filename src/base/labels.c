@@ -48,6 +48,13 @@ int pd_labels_set(pd_labels *ls, const char *name, const char *value, pd_err *er
     if (vlen > PD_LABEL_MAX_VALUE)
         return pd_err_set(err, PD_EINVAL, "label %s: value of %zu bytes is over the limit of %d",
                           name, vlen, PD_LABEL_MAX_VALUE);
+    for (size_t i = 0; i < vlen; i++) {
+        unsigned char c = (unsigned char)value[i];
+        if (c < 0x20 || c == 0x7f) /* no control bytes: logs, JSON, selectors */
+            return pd_err_set(err, PD_EINVAL,
+                              "label %s: value has the control byte 0x%02x at offset %zu", name,
+                              c, i);
+    }
     size_t i = 0;
     while (i < ls->n && strcmp(ls->v[i].name, name) < 0)
         i++;

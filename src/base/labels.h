@@ -41,7 +41,8 @@ void pd_labels_release(pd_labels *ls);
 /* Sets name=value (copied), replacing an existing value; keeps the set sorted.
  * An empty value removes the label (Prometheus: empty means absent).
  * Returns 0, PD_ENOMEM, or PD_EINVAL (invalid name, or value over
- * PD_LABEL_MAX_VALUE bytes, or more than PD_LABEL_MAX_COUNT labels) with err. */
+ * PD_LABEL_MAX_VALUE bytes or holding a control byte (< 0x20, 0x7f), or more
+ * than PD_LABEL_MAX_COUNT labels) with err. */
 int pd_labels_set(pd_labels *ls, const char *name, const char *value, pd_err *err);
 /* Returns the value of name, or NULL when absent. Borrowed from ls. */
 const char *pd_labels_get(const pd_labels *ls, const char *name);

@@ -282,8 +282,10 @@ static int hexval(char c)
     return -1;
 }
 
-/* Decodes s[0..len) ("%HH", '+' = space) into a NUL-terminated arena copy. */
-static char *form_decode(pd_arena *a, const char *s, size_t len)
+/* Decodes s[0..len) ("%HH", '+' = space) into a NUL-terminated arena copy.
+ * A "%00" sets *nul: the value would be cut there by every C string use
+ * ("service=admin%00evil" stored as "admin"), so the request is refused. */
+static char *form_decode(pd_arena *a, const char *s, size_t len, bool *nul)
 {
     char *out = pd_arena_alloc(a, len + 1);
     if (!out)
@@ -295,6 +297,8 @@ static char *form_decode(pd_arena *a, const char *s, size_t len)
             out[o++] = ' ';
         } else if (c == '%' && i + 2 < len && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
             out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+            if (!out[o - 1])
+                *nul = true;
             i += 2;
         } else {
             out[o++] = c;
@@ -317,11 +321,14 @@ static int parse_pairs(http_req *r, const char *s, size_t len)
                 return PD_ETOOBIG;
             const char *eq = memchr(s + i, '=', j - i);
             size_t nl = eq ? (size_t)(eq - (s + i)) : j - i;
-            const char *name = form_decode(&r->arena, s + i, nl);
-            const char *val = eq ? form_decode(&r->arena, eq + 1, (size_t)(s + j - eq - 1))
-                                 : form_decode(&r->arena, "", 0);
+            bool nul = false;
+            const char *name = form_decode(&r->arena, s + i, nl, &nul);
+            const char *val = eq ? form_decode(&r->arena, eq + 1, (size_t)(s + j - eq - 1), &nul)
+                                 : form_decode(&r->arena, "", 0, &nul);
             if (!name || !val)
                 return PD_ENOMEM;
+            if (nul)
+                return PD_EINVAL;
             if ((r->n_args & (r->n_args - 1)) == 0 || r->n_args == 0) {
                 /* grow at powers of two (arena memory: old array is abandoned) */
                 size_t cap = r->n_args ? r->n_args * 2 : 8;
@@ -811,6 +818,10 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         snprintf(msg, sizeof msg, "too many query arguments: the limit is %d\n", PD_HTTP_MAX_ARGS);
         return reject(r, MHD_HTTP_BAD_REQUEST, "too_many_args", msg);
     }
+    if (rc == PD_EINVAL)
+        return reject(r, MHD_HTTP_BAD_REQUEST, "nul_in_argument",
+                      "a query or form argument contains a NUL byte (%00): refused, as it "
+                      "would cut the value short\n");
     if (rc)
         return reject(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "out_of_memory", "out of memory\n");
 

@@ -104,6 +104,10 @@ int pd_query_range(pd_storage *st, const char *selector, int64_t from, int64_t t
         }
         if (rc < 0)
             goto out;
+        if (!pts.n) { /* its points were in a damaged block part (a warning) */
+            pd_points_release(&pts);
+            continue;
+        }
         if (!first)
             rc = pd_buf_putc(out, ',');
         first = false;

@@ -1378,6 +1378,11 @@ static int add_profile(run *r, const pd_series_info *si, size_t prefix, int64_t 
     int rc = pd_storage_read_profile(r->st, si->ref, ts, &p, NULL, err);
     if (rc == PD_ENOTFOUND)
         return 0; /* deleted since the points were read (retention) */
+    if (rc == PD_ECORRUPT) { /* damaged: left out, the storage warned (storage.h) */
+        if (err)
+            pd_err_clear(err);
+        return 0;
+    }
     if (rc < 0)
         return rc;
     source_name_at(r, prefix, ts, side);
@@ -1387,6 +1392,31 @@ static int add_profile(run *r, const pd_series_info *si, size_t prefix, int64_t 
 }
 
 /* Folds one side (single or merge) into r->m. */
+/* Drops from set the series matching any of q's exclude selectors. */
+static int exclude_series(const pd_query_side *q, pd_series_set *set, pd_err *err)
+{
+    for (size_t e = 0; e < q->n_exclude; e++) {
+        pd_matcher *xm = NULL;
+        size_t xn = 0;
+        int rc = pd_selector_parse(q->exclude[e], &xm, &xn, err);
+        if (rc < 0) {
+            pd_err_prefix(err, "exclude %.100s", q->exclude[e]);
+            return rc;
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < set->n; i++) {
+            if (pd_matchers_match(xm, xn, &set->v[i].labels)) {
+                pd_labels_release(&set->v[i].labels);
+                continue;
+            }
+            set->v[k++] = set->v[i];
+        }
+        set->n = k;
+        pd_matchers_free(xm, xn);
+    }
+    return 0;
+}
+
 static int add_side(run *r, const pd_query_side *q, bool base, const char *side, pd_err *err)
 {
     pd_matcher *ms = NULL;
@@ -1414,6 +1444,8 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
         return rc;
     if ((rc = pd_storage_select(r->st, ms, n, q->from, q->to, &set, err)) < 0 ||
         (rc = pd_matchers_check_limits(ms, n, err)) < 0)
+        goto out;
+    if ((rc = exclude_series(q, &set, err)) < 0)
         goto out;
     if (set.n == 0) {
         rc = pd_err_set(

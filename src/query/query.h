@@ -91,8 +91,6 @@ int pd_query_label_values(pd_storage *st, const char *name, const char *const *s
  * computes them, which is total for a profile without negative values, and
  * 0 when that sum is 0. Strings are made valid UTF-8 (U+FFFD).
  * rows_total counts the non-zero rows, rows_cut those left out by max_rows,
- * cut_flat is the sum of their flat values (the cut, reported).
- * rows_total counts the non-zero rows, rows_cut those left out by max_rows,
  * and cut_flat is the sum of their flat values (the cut, reported).
  * Errors: PD_EINVAL (sample_index >= n_sample_type), PD_ENOMEM, PD_ETOOBIG
  * (out's cap); on error out is left as it was. */
@@ -118,6 +116,17 @@ typedef struct pd_report_options {
      * into the base side (samples labelled pprof::base=true, whose values
      * were negated; shown as positive amounts) and the new side. */
     bool diff;
+    /* report=top only: the column the rows are sorted by before max_nodes
+     * cuts them (so "the 100 largest by cum" is what comes back, not the
+     * 100 largest by flat re-sorted), ascending or not, and a filter:
+     * only functions whose name contains `filter` (ASCII case-insensitive;
+     * NULL or "" = all) are rows. PD_TOP_SORT_DEFAULT is pprof's order (flat
+     * descending, then cum, then name; |flat| for a diff); FLAT and CUM
+     * sort by the signed value (the delta for a diff), ties by the other
+     * column and the name; NAME by bytes of the name, ties by flat. */
+    enum { PD_TOP_SORT_DEFAULT = 0, PD_TOP_SORT_FLAT, PD_TOP_SORT_CUM, PD_TOP_SORT_NAME } sort;
+    bool ascending;     /* with sort != DEFAULT: smallest (or A) first */
+    const char *filter; /* borrowed for the call */
 } pd_report_options;
 
 /* True when some sample of p carries pprof::base=true (p is a diff). */
@@ -129,7 +138,11 @@ bool pd_report_is_diff(const pd_profile *p);
  * the top level "base_total","new_total"; rows are sorted by |flat|
  * descending, then name, then |cum| (pprof's order), and percentages are of
  * the base side's sum of |values| when it is non-zero (as pprof computes
- * them for -diff_base), else of all. Errors as pd_report_top. */
+ * them for -diff_base), else of all. o->sort, o->ascending and o->filter
+ * choose the order and the rows before the cut (see pd_report_options);
+ * rows_total then counts the rows that pass the filter and the object also
+ * has "sort" ("flat", "cum", "name" or "default"), "order" ("asc"/"desc")
+ * and "filter" (the text, "" for none). Errors as pd_report_top. */
 int pd_report_top_ex(const pd_profile *p, const pd_report_options *o, pd_buf *out);
 
 /* report=flamegraph with options. o->max_nodes caps the nodes shown: kept
@@ -254,6 +267,11 @@ typedef struct pd_query_side {
     pd_query_mode mode;
     int64_t time;     /* single */
     int64_t from, to; /* merge, inclusive */
+    /* merge: series matching any of these n_exclude selectors are left out
+     * (the UI's hidden legend entries, each an exact selector); borrowed for
+     * the call. A bad one fails with PD_EPARSE/PD_EINVAL naming it. */
+    const char *const *exclude;
+    size_t n_exclude;
 } pd_query_side;
 
 /* Merges the profiles of selection q (series in label order, each series'
@@ -276,5 +294,37 @@ int pd_query_merge(pd_storage *st, const pd_query_side *q, const pd_merge_option
 int pd_query_diff(pd_storage *st, const pd_query_side *base, const pd_query_side *cur,
                   const pd_merge_options *o, pd_profile *out /* OUT */,
                   pd_merge_stats *stats /* OUT */, pd_err *err);
+
+
+/* ---- merges over series already selected (refs.c) ----
+ *
+ * For callers that pick series themselves (the Connect querier matches
+ * virtual labels such as __profile_type__ and service_name, query.h's
+ * selectors cannot): the same pd_merge as pd_query_merge/pd_query_diff,
+ * fed from series refs. */
+
+/* Series (borrowed; their ref and labels are used) and the range of
+ * profiles [from, to] ms to take from each. */
+typedef struct pd_query_refs {
+    const pd_series_info *series;
+    size_t n;
+    int64_t from, to;
+} pd_query_refs;
+
+/* Merges every profile of cur's series in cur's range (series in the given
+ * order, profiles in time order) into *out; with base != NULL, base's
+ * profiles are added as the diff base (values negated, pprof::base=true) as
+ * pd_query_diff does. Errors: PD_ENOTFOUND (no profile at all on the cur
+ * side), PD_EINVAL (sample types differ; err names both), PD_ETOOBIG,
+ * PD_ETIMEOUT, PD_ECANCELED, storage errors, PD_ENOMEM. *out holds nothing
+ * on error. stats may be NULL. */
+int pd_query_merge_refs(pd_storage *st, const pd_query_refs *base, const pd_query_refs *cur,
+                        const pd_merge_options *o, pd_profile *out /* OUT */,
+                        pd_merge_stats *stats /* OUT */, pd_err *err);
+
+/* Keeps only sample type `index` of p (in place): every sample keeps that
+ * one value, default_sample_type is cleared. PD_EINVAL when index >=
+ * n_sample_type. */
+int pd_query_keep_sample_type(pd_profile *p, size_t index, pd_err *err);
 
 #endif

@@ -295,6 +295,59 @@ static int cmp_rows_abs(const void *a, const void *b)
     return cx == cy ? 0 : cx > cy ? -1 : 1;
 }
 
+/* The order of pd_report_options.sort: the column (signed), then the other
+ * column, then the name; NAME by name, then flat descending. */
+static int cmp_rows_by(const void *a, const void *b, void *ctx)
+{
+    const pd_report_options *o = ctx;
+    const fkey *x = *(const fkey *const *)a, *y = *(const fkey *const *)b;
+    int c = 0;
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int byname = memcmp(x->name, y->name, n);
+    if (!byname && x->name_len != y->name_len)
+        byname = x->name_len < y->name_len ? -1 : 1;
+    int64_t p1 = o->sort == PD_TOP_SORT_CUM ? x->cum : x->flat;
+    int64_t q1 = o->sort == PD_TOP_SORT_CUM ? y->cum : y->flat;
+    int64_t p2 = o->sort == PD_TOP_SORT_CUM ? x->flat : x->cum;
+    int64_t q2 = o->sort == PD_TOP_SORT_CUM ? y->flat : y->cum;
+    if (o->sort == PD_TOP_SORT_NAME) {
+        c = byname;
+        if (!c && x->flat != y->flat)
+            return x->flat > y->flat ? -1 : 1;
+        return o->ascending ? c : -c;
+    }
+    if (p1 != q1) /* descending by default */
+        c = p1 > q1 ? -1 : 1;
+    if (c)
+        return o->ascending ? -c : c;
+    if (p2 != q2)
+        return p2 > q2 ? -1 : 1;
+    return byname;
+}
+
+/* ASCII case-insensitive substring test of the function name. */
+static bool name_has(const fkey *f, const char *needle, size_t nl)
+{
+    if (nl > f->name_len)
+        return false;
+    for (size_t i = 0; i + nl <= f->name_len; i++) {
+        size_t j = 0;
+        while (j < nl) {
+            unsigned char a = (unsigned char)f->name[i + j], b = (unsigned char)needle[j];
+            if (a >= 'A' && a <= 'Z')
+                a = (unsigned char)(a - 'A' + 'a');
+            if (b >= 'A' && b <= 'Z')
+                b = (unsigned char)(b - 'A' + 'a');
+            if (a != b)
+                break;
+            j++;
+        }
+        if (j == nl)
+            return true;
+    }
+    return false;
+}
+
 int pd_report_top(const pd_profile *p, size_t sample_index, size_t max_rows, pd_buf *out)
 {
     pd_report_options o = {.sample_index = sample_index, .max_nodes = max_rows};
@@ -351,10 +404,14 @@ int pd_report_top_ex(const pd_profile *p, const pd_report_options *o, pd_buf *ou
         rc = PD_ENOMEM;
         goto out;
     }
+    size_t fl = o->filter ? strlen(o->filter) : 0;
     for (size_t i = 0; i < k.n; i++)
-        if (k.v[i].flat || k.v[i].cum || k.v[i].bflat || k.v[i].bcum)
+        if ((k.v[i].flat || k.v[i].cum || k.v[i].bflat || k.v[i].bcum) &&
+            (!fl || name_has(&k.v[i], o->filter, fl)))
             rows[nrows++] = &k.v[i];
-    if (nrows > 1)
+    if (nrows > 1 && o->sort != PD_TOP_SORT_DEFAULT)
+        qsort_r(rows, nrows, sizeof *rows, cmp_rows_by, (void *)o);
+    else if (nrows > 1)
         qsort(rows, nrows, sizeof *rows, o->diff ? cmp_rows_abs : cmp_rows);
     shown = o->max_nodes && nrows > o->max_nodes ? o->max_nodes : nrows;
     int64_t cut_flat = 0;
@@ -369,6 +426,14 @@ int pd_report_top_ex(const pd_profile *p, const pd_report_options *o, pd_buf *ou
     if (!rc && o->diff)
         rc = pd_buf_printf(out, ",\"base_total\":%" PRId64 ",\"new_total\":%" PRId64, base_total,
                            wadd(total, base_total));
+    if (!rc) {
+        static const char *const sorts[] = {"default", "flat", "cum", "name"};
+        rc = pd_buf_printf(out, ",\"sort\":\"%s\",\"order\":\"%s\",\"filter\":",
+                           sorts[o->sort <= PD_TOP_SORT_NAME ? o->sort : 0],
+                           o->ascending && o->sort != PD_TOP_SORT_DEFAULT ? "asc" : "desc");
+    }
+    if (!rc)
+        rc = pd__query_json_cstr(out, o->filter ? o->filter : "");
     if (!rc)
         rc = pd_buf_printf(
             out, ",\"rows_total\":%zu,\"rows_cut\":%zu,\"cut_flat\":%" PRId64 ",\"rows\":[", nrows,

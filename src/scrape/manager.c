@@ -40,7 +40,9 @@
  * already: the series has a profile at that ms, PD_EEXIST; the target is up);
  * timeout (curl's CURLE_OPERATION_TIMEDOUT); too_large (body over
  * lim.max_body_bytes, or a decode cap); bad_profile (pd_profile_decode
- * rejected the body); error (connection failures, HTTP status other than
+ * rejected the body); out_of_bounds (the store refused the scrape's time:
+ * outside retention or --storage.future-grace of the wall clock, e.g. after
+ * a clock jump); error (connection failures, HTTP status other than
  * 200, storage failures). success and duplicate make the target up.
  *
  * Metrics are updated under m->mu (lock order: m->mu, then the registry's
@@ -683,6 +685,11 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
                 /* this series already has a profile at this ms (two targets
                  * with the same labels): the target itself is fine */
                 outcome = "duplicate";
+            } else if (rc == PD_EOUTOFBOUNDS) {
+                /* the scrape's start time is outside the store's window: the
+                   clock of this machine jumped, or the retention is tiny */
+                outcome = "out_of_bounds";
+                snprintf(msg, sizeof msg, "storage: %s", e.msg);
             } else if (rc) {
                 outcome = "error";
                 snprintf(msg, sizeof msg, "storage: %s", e.msg[0] ? e.msg : pd_strerror(rc));

@@ -48,9 +48,16 @@ typedef struct pd_storage_options {
                                   written as a block and the WAL checkpointed;
                                   0 = 2 h, < 0 = never cut */
     int64_t retention_ms;      /* --storage.retention.time: blocks whose newest profile is
-                                  older than this before the store's newest profile are
-                                  deleted (whole blocks, oldest first); 0 = 15 d,
-                                  < 0 = no time limit */
+                                  older than this before the wall clock (clock_ms) are
+                                  deleted (whole blocks, oldest first), and appends older
+                                  than now - this are refused (PD_EOUTOFBOUNDS);
+                                  0 = 15 d, < 0 = no time limit */
+    int64_t future_grace_ms;   /* --storage.future-grace: appends more than this after the
+                                  wall clock are refused (PD_EOUTOFBOUNDS), as Mimir's and
+                                  Pyroscope's creation grace period; 0 = 10 min,
+                                  < 0 = no limit */
+    int64_t (*clock_ms)(void); /* the wall clock, Unix ms, for the two bounds above and
+                                  retention; NULL = pd_now_ms (tests set their own) */
     uint64_t retention_bytes;  /* --storage.retention.size: oldest blocks are deleted while
                                   blocks + WAL exceed this many bytes; 0 = no size limit */
     int64_t maintenance_ms;    /* period of the background thread that compacts blocks and
@@ -73,12 +80,17 @@ void pd_storage_close(pd_storage *s);
 /* ---- appender ---- */
 
 /* Stores one profile of the series `labels` at ts_ms.
+ * ts_ms must lie in [now - retention_ms, now + future_grace_ms] (now =
+ * clock_ms()): a profile outside would be deleted by retention at once, or
+ * would age every stored profile out of retention (Prometheus answers "out
+ * of bounds", Mimir and Pyroscope refuse samples past a grace period).
  * body/len: the pprof body as received (gzip or raw), already decoded and
  * validated by the caller into `profile` (used for sample types and totals;
  * the body is what is stored, so reads give back the producer's exact bytes).
  * labels must contain __name__ and only valid names (pd_labels_set ensures it).
  * Errors: PD_EINVAL (no __name__), PD_EEXIST (same series and ts_ms stored),
- * -errno writing the log (err names the file), PD_ENOMEM, PD_ECLOSED. */
+ * PD_EOUTOFBOUNDS (ts_ms outside the window above; err names the bound and its
+ * flag), -errno writing the log (err names the file), PD_ENOMEM, PD_ECLOSED. */
 int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
                       size_t len, const pd_profile *profile, pd_err *err);
 
@@ -122,7 +134,8 @@ typedef struct pd_points {
 } pd_points;
 
 /* Reads timestamps and per-sample-type totals of series `ref` in [mint, maxt],
- * ascending. Reads no profile body. Errors: PD_ENOTFOUND (no such series),
+ * ascending. Reads no profile body. A damaged block part is left out (a
+ * warning, see below). Errors: PD_ENOTFOUND (no such series),
  * PD_ENOMEM. out is overwritten. */
 int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
                            pd_points *out /* OUT */, pd_err *err);
@@ -136,9 +149,51 @@ void pd_points_release(pd_points *pts);
  * imported, or cut and checkpointed) the profile re-encoded
  * (pd_profile_encode, gzip) — semantically equal, not byte-equal.
  * Errors: PD_ENOTFOUND, PD_ECORRUPT (checksum or decode failure of stored
- * bytes; err names file and offset), -errno, PD_ENOMEM. */
+ * bytes; err names file and offset; also a warning, see below), -errno,
+ * PD_ENOMEM. */
 int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out /* OUT */,
                             pd_buf *raw /* may be NULL */, pd_err *err);
+
+/* ---- warnings: damage a read skipped (the answer is partial) ----
+ *
+ * A read meeting damaged stored data that does not stop it (a block series
+ * whose chunk fails its checksum, a block opened without its symbols, ...)
+ * skips that data, logs it once per store with file and offset, counts it in
+ * profd_storage_corruptions_total, and adds a message to the calling
+ * thread's collector when one is active. The API layer wraps each request:
+ *   pd_storage_warnings w;
+ *   pd_storage_warnings_begin(&w);
+ *   ... pd_storage_select / read_points / read_profile, any query/ call ...
+ *   pd_storage_warnings_end();
+ *   ... w.n messages -> the answer's "warnings" ...
+ *   pd_storage_warnings_release(&w);
+ * A collector belongs to one thread (storage calls made by other threads do
+ * not add to it); begin/end do not nest (a second begin replaces the first).
+ * Without an active collector the warnings are only logged and counted.
+ * Identical messages are kept once; at most PD_STORAGE_MAX_WARNINGS are kept,
+ * the rest counted in `dropped`. Each message is at most
+ * PD_STORAGE_WARNING_BYTES - 1 bytes and names the block file and offset.
+ * Where data is skipped: pd_storage_select leaves out a block part of a
+ * series known damaged (a series with no other profile in range is not
+ * selected); pd_storage_read_points leaves out the points of a damaged block
+ * part; pd_storage_read_profile still fails with PD_ECORRUPT for a profile
+ * whose bytes are damaged (and adds a warning), so that a merge can skip it. */
+#define PD_STORAGE_MAX_WARNINGS 32
+#define PD_STORAGE_WARNING_BYTES 512
+
+typedef struct pd_storage_warnings {
+    char **v;       /* n messages, owned */
+    size_t n;
+    size_t dropped; /* messages not kept (over the cap, or out of memory) */
+} pd_storage_warnings;
+
+/* Clears *w and makes it the calling thread's collector. Never fails. */
+void pd_storage_warnings_begin(pd_storage_warnings *w /* OUT */);
+/* Stops collecting on the calling thread (w keeps its messages). */
+void pd_storage_warnings_end(void);
+/* Frees the messages (and ends collection if w is still active). NULL is a
+ * no-op. */
+void pd_storage_warnings_release(pd_storage_warnings *w);
 
 typedef struct pd_storage_stats {
     uint64_t n_series;
@@ -157,9 +212,23 @@ typedef struct pd_storage_stats {
  * its range), then applies retention. Safe to call from any thread; rounds
  * are serialized. Readers and appenders keep going meanwhile (appends wait
  * only during a head cut). A failure leaves the data as it was (a failed
- * compaction keeps its sources). Errors: -errno (err names the path),
- * PD_ENOMEM, PD_ECORRUPT (a source block does not read; it is kept). */
+ * compaction keeps its sources). A source block that does not read is marked
+ * failed (compaction.failed in its meta.json, logged, counted in
+ * profd_storage_corruptions_total and profd_storage_compactions_failed_total),
+ * stays served for what reads, and is left out of every later plan (as
+ * Prometheus); the rest compacts in the same round. Errors: -errno (err names
+ * the path), PD_ENOMEM. */
 int pd_storage_maintain(pd_storage *s, pd_err *err);
+
+/* Checks ts_ms against the window the store accepts (see pd_storage_append);
+ * for writers that do not go through the append (block import). 0 or
+ * PD_EOUTOFBOUNDS with err naming the bound and its flag. */
+int pd_storage_check_time(pd_storage *s, int64_t ts_ms, pd_err *err);
+
+/* The same check for options not opened as a store (an offline import):
+ * now is the wall clock given. */
+int pd_storage_options_check_time(const pd_storage_options *o, int64_t now_ms, int64_t ts_ms,
+                                  pd_err *err);
 
 /* Fills the stats. Never fails. */
 void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out /* OUT */);

@@ -12,6 +12,9 @@ typedef struct pd_ui_asset {
     const char *content_type; /* e.g. "text/html; charset=utf-8" */
     const unsigned char *data;
     size_t len;
+    const char *etag; /* a weak entity tag (W/"<20 hex digits of its SHA-256>") made at
+                         build time: the same for the same content (and encoding-blind,
+                         hence weak: the api may serve it gzip'ed) */
 } pd_ui_asset;
 
 /* The asset served at URL path `path` ("/" and "/index.html" give the page;

@@ -191,6 +191,55 @@ test('a click on a point shows its flame graph and top table', { timeout: 40000 
   assert.ok(await page.locator('#flamegraph .frame').filter({ hasText: expected }).count() >= 1, 'reloaded URL shows the profile');
 });
 
+// Issue 12/15: the top table sorted only the 100 rows the server sent by
+// flat, descending only, with no filter. Now each header asks the server for
+// that order (both ways, keyboard too) and the filter box for matching names.
+test('the top table is sorted and filtered by the server', { timeout: 40000 }, async (t) => {
+  await page.waitForSelector('#top-table tbody tr[data-fn]');
+  const topURLs = [];
+  const onReq = (r) => { if (r.url().includes('report=top')) topURLs.push(r.url()); };
+  page.on('request', onReq);
+  const names = () => page.locator('#top-table tbody tr[data-fn]').evaluateAll((els) => els.map((e) => e.getAttribute('data-fn')));
+  const apiRows = async (url) => (await apiData(profd.base, url.slice(url.indexOf('/api/')))).rows.map((r) => r.function);
+  try {
+    await page.click('#top-table th[data-key="cum"]');
+    await page.waitForFunction(() => document.querySelector('#top-table th[data-key="cum"]').getAttribute('aria-sort') === 'descending');
+    await page.waitForFunction((n) => n > 0, topURLs.length);
+    let last = topURLs[topURLs.length - 1];
+    assert.match(last, /sort=cum&order=desc/);
+    await page.waitForFunction(async () => true);
+    assert.deepEqual(await names(), await apiRows(last), 'the table shows the server\'s rows in its order');
+    // again: ascending, from the keyboard
+    const n0 = topURLs.length;
+    await page.focus('#top-table th[data-key="cum"]');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => document.querySelector('#top-table th[data-key="cum"]').getAttribute('aria-sort') === 'ascending');
+    assert.ok(topURLs.length > n0);
+    last = topURLs[topURLs.length - 1];
+    assert.match(last, /sort=cum&order=asc/);
+    await page.waitForFunction(() => document.querySelector('#top-table th.sorted.asc'));
+    const asc = await apiRows(last);
+    await page.waitForFunction((want) => [...document.querySelectorAll('#top-table tbody tr[data-fn]')].map((e) => e.getAttribute('data-fn')).join('\n') === want, asc.join('\n'));
+    // the filter: only matching names, asked of the server
+    const all = await names();
+    const word = 'runtime';
+    const want = all.filter((f) => f.toLowerCase().includes(word));
+    assert.ok(want.length > 0 && want.length < all.length, 'the filter keeps some rows and drops others');
+    await page.fill('#top-filter', 'RunTime');
+    await page.waitForFunction((n) => [...document.querySelectorAll('#top-table tbody tr[data-fn]')].length === n, want.length);
+    last = topURLs[topURLs.length - 1];
+    assert.match(last, /filter=RunTime/);
+    for (const f of await names()) assert.ok(f.toLowerCase().includes(word), f);
+    await shot(t, '4b-top-sorted-filtered');
+    await page.fill('#top-filter', '');
+    await page.waitForFunction((n) => document.querySelectorAll('#top-table tbody tr[data-fn]').length === n, all.length);
+    await page.click('#top-table th[data-key="flat"]');
+    await page.waitForFunction(() => document.querySelector('#top-table th[data-key="flat"]').getAttribute('aria-sort') === 'descending');
+  } finally {
+    page.off('request', onReq);
+  }
+});
+
 // Centre of timeline point i (page coordinates).
 async function pointXY(i) {
   const b = await page.locator(`#timeline circle.pt[data-ts="${heapTimes[i]}"]`).boundingBox();
@@ -273,6 +322,35 @@ test('a drag on the timeline shows the merged flame graph and top table of the r
   await page.goto(page.url());
   await page.waitForSelector('#profile-panel[data-kind="merge"] #flamegraph .frame');
   await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === v, String(exp.sum));
+
+  // Issue 15 "shared links rot": the link pins the window it was made in
+  // (from/to), so opened a day later (the page's clock moved) it shows the
+  // same points, the same 3 merged profiles and the same flame graph total.
+  const link = page.url();
+  const lu = new URL(link);
+  assert.ok(lu.searchParams.get('from') && lu.searchParams.get('to'), `the link has an absolute window: ${link}`);
+  const later = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  try {
+    await later.clock.setFixedTime(new Date(Date.now() + 86400e3));
+    await later.goto(link);
+    await later.waitForSelector('#timeline circle.pt');
+    assert.equal(await later.locator('#timeline circle.pt').count(), N_HEAP, 'every point of the window, a day later');
+    await later.waitForSelector('#profile-panel[data-kind="merge"] #flamegraph .frame');
+    await later.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === v, String(exp.sum));
+    assert.match(await later.locator('#selection').innerText(), /3 profiles/);
+    assert.equal(await later.locator('#range').inputValue(), 'custom', 'the range box shows the pinned window');
+    assert.match(await later.locator('#tz').innerText(), /UTC[+-]\d\d:\d\d/, 'the time zone is shown');
+    assert.ok(await later.locator('#back-to-now').isVisible());
+    await later.screenshot({ path: path.join(shots, '5b-link-a-day-later.png'), fullPage: true });
+    t.diagnostic(`screenshot: ${path.join(shots, '5b-link-a-day-later.png')}`);
+    // back to now: a relative window again, and the choice goes with it
+    await later.click('#back-to-now');
+    await later.waitForFunction(() => !new URL(location.href).searchParams.get('from'));
+    assert.equal(new URL(later.url()).searchParams.get('sel'), null);
+    await later.waitForFunction(() => document.querySelectorAll('#timeline circle.pt').length === 0);
+  } finally {
+    await later.close();
+  }
 });
 
 test('shift-click on two points merges the range between them', { timeout: 30000 }, async (t) => {
@@ -393,4 +471,233 @@ test('the targets page shows health per job and profile type', { timeout: 30000 
   await page.reload();
   await page.waitForSelector('.job[data-job="unreachable"]');
   assert.deepEqual(pageErrors, [], 'no JavaScript errors');
+});
+
+// Issue 15: legend entries repeated the labels every series shares, and the
+// palette repeated after 12 series.
+test('the legend names only the labels that differ; 24 series get 24 colours', { timeout: 60000 }, async (t) => {
+  const body = fs.readFileSync(path.join(SERIES_DIR, 'heap-0001.pb.gz'));
+  for (let i = 0; i < 24; i++) {
+    const r = await http(`${profd.base}/api/0/profiles?` + qs({
+      service: 'palette', type: 'heap', instance_id: `p-${String(i).padStart(2, '0')}`, labels: 'zone=eu-2',
+      created_at: new Date(Math.floor((Date.now() - 600000) / 1000) * 1000).toISOString().replace(/\.\d+Z$/, 'Z'),
+    }), { method: 'POST', body, headers: { 'Content-Type': 'application/octet-stream' } });
+    assert.ok(r.status >= 200 && r.status < 300, r.text);
+  }
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="palette"}' }));
+  await page.waitForSelector('#legend li[data-key]');
+  const entries = page.locator('#legend li[data-key]');
+  assert.equal(await entries.count(), 24);
+  const common = await page.locator('#legend li.common').innerText();
+  assert.match(common, /service="palette"/);
+  assert.match(common, /zone="eu-2"/);
+  for (const text of await entries.allInnerTexts()) {
+    assert.match(text, /instance_id="p-\d\d"/);
+    assert.doesNotMatch(text, /service=|zone=/, `only the differing label: ${text}`);
+  }
+  const colours = await page.locator('#legend li[data-key] .swatch').evaluateAll((els) => els.map((e) => getComputedStyle(e).backgroundColor));
+  assert.equal(new Set(colours).size, 24, `24 distinct colours: ${colours.join(' ')}`);
+  await shot(t, '5c-legend-24');
+
+  // Hidden legend entries are left out of the merge (they were merged anyway)
+  for (let i = 0; i < 4; i++) await entries.nth(i).click();
+  await page.waitForFunction(() => document.querySelectorAll('#legend li.off').length === 4);
+  assert.equal(new URL(page.url()).searchParams.getAll('hide').length, 4, 'hidden series are in the URL');
+  const b = await page.locator('#timeline circle.pt').first().boundingBox();
+  const box = await page.locator('#timeline svg').boundingBox();
+  const y = box.y + box.height - 40;
+  await page.mouse.move(b.x - 30, y);
+  await page.mouse.down();
+  await page.mouse.move(b.x + 30, y, { steps: 5 });
+  await page.mouse.up();
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden]) #flamegraph .frame');
+  assert.match(await page.locator('#selection').innerText(), /20 profiles/);
+  const href = await page.locator('#download').getAttribute('href');
+  assert.equal((href.match(/exclude=/g) || []).length, 4);
+  const dl = await http(profd.base + href);
+  assert.equal(dl.status, 200);
+  assert.equal(dl.headers.get('x-profd-profiles'), '20', 'the merge leaves the 4 hidden series out');
+  // showing one again puts it back in the merge
+  await entries.nth(0).click();
+  await page.waitForFunction(() => /21 profiles/.test(document.getElementById('selection').innerText));
+  const href2 = await page.locator('#download').getAttribute('href');
+  assert.equal((await http(profd.base + href2)).headers.get('x-profd-profiles'), '21');
+});
+
+// Issue 15: with DejaVu Sans Mono at 1x the selector box clipped the "_"
+// below the baseline (inuse_space read "inuse space"): its line box must
+// hold the glyph's descent.
+test('underscores are visible in the selector box', { timeout: 30000 }, async (t) => {
+  await page.fill('#selector', 'heap{__name__="x_y_z"}');
+  const m = await page.locator('#selector').evaluate((el) => {
+    const cs = getComputedStyle(el);
+    return { lh: parseFloat(cs.lineHeight), fs: parseFloat(cs.fontSize), h: el.clientHeight };
+  });
+  assert.ok(m.lh >= 1.4 * m.fs, `line-height ${m.lh}px for a ${m.fs}px font`);
+  assert.ok(m.h >= m.lh, `the box (${m.h}px) holds the line (${m.lh}px)`);
+  const b = await page.locator('#selector').screenshot();
+  fs.writeFileSync(path.join(shots, '5d-underscore.png'), b);
+  t.diagnostic(`screenshot: ${path.join(shots, '5d-underscore.png')}`);
+});
+
+// Issue 15: frames narrower than 7 px were drawn 7 px wide (padding and
+// border outside the width), overlapping their neighbours; a bad search
+// regexp was ignored silently. In a narrow window the small frames of a real
+// CPU profile are a few pixels wide: each must be drawn at most as wide as
+// its value, thin runs merged into "…".
+test('flame graph frames are never drawn wider than their value; a bad search regexp is reported', { timeout: 40000 }, async (t) => {
+  const narrow = await browser.newPage({ viewport: { width: 480, height: 900 } });
+  try {
+    const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+    await narrow.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
+    await narrow.waitForSelector('#flamegraph .frame[data-i]');
+    const r = await narrow.evaluate(() => {
+      const box = document.getElementById('flamegraph');
+      const W = box.clientWidth;
+      let worst = 0, thin = 0, n = 0;
+      for (const el of box.querySelectorAll('.frame')) {
+        const model = parseFloat(el.style.width) / 100 * W;
+        const drawn = el.getBoundingClientRect().width;
+        if (model < 7) thin++;
+        worst = Math.max(worst, drawn - model);
+        n++;
+      }
+      return { worst, thin, n };
+    });
+    assert.ok(r.thin > 0, `some frames are under 7 px here (${r.n} frames): the case is exercised`);
+    assert.ok(r.worst <= 0.5, `a frame is drawn ${r.worst.toFixed(2)} px wider than its value`);
+    await narrow.fill('#flame-search', 'main.(fib');
+    await narrow.waitForFunction(() => /not a regular expression/.test(document.getElementById('flame-match').textContent));
+    assert.equal(await narrow.locator('#flame-search').getAttribute('aria-invalid'), 'true');
+    await narrow.fill('#flame-search', 'main\\.fib');
+    await narrow.waitForFunction(() => /^matched /.test(document.getElementById('flame-match').textContent));
+    assert.ok(await narrow.locator('#flamegraph .frame.match').count() >= 1);
+    await narrow.screenshot({ path: path.join(shots, '9-flame-narrow.png'), fullPage: true });
+    t.diagnostic(`screenshot: ${path.join(shots, '9-flame-narrow.png')}`);
+  } finally {
+    await narrow.close();
+  }
+});
+
+// Issue 15: no call graph tab though the API has one; mouse only.
+test('keyboard: "/" searches, Esc resets; the call graph tab shows the API\'s SVG', { timeout: 40000 }, async (t) => {
+  const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+  await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
+  await page.waitForSelector('#flamegraph .frame[data-i]');
+  await page.locator('body').click({ position: { x: 5, y: 5 } });
+  await page.keyboard.press('/');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'flame-search');
+  await page.keyboard.type('fib');
+  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  await page.keyboard.press('Escape');
+  assert.equal(await page.locator('#flame-search').inputValue(), '');
+  await page.waitForFunction(() => !document.getElementById('flamegraph').classList.contains('searching'));
+  // zoom with a click, back with Esc
+  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click();
+  await page.waitForSelector('#flame-reset:not([hidden])');
+  await page.locator('body').click({ position: { x: 5, y: 5 } });
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#flame-reset', { state: 'hidden' });
+  // the call graph
+  await page.click('#view-callgraph');
+  await page.waitForFunction(() => { const i = document.querySelector('#callgraph img'); return i && i.complete && i.naturalWidth > 0; }, null, { timeout: 20000 });
+  assert.ok(await page.locator('#flamegraph').isHidden());
+  const src = await page.locator('#callgraph img').getAttribute('src');
+  assert.match(src, /report=callgraph/);
+  const svg = await http(profd.base + src);
+  assert.equal(svg.status, 200);
+  assert.match(svg.text, /<svg/);
+  assert.match(svg.text, /main\.fib/, 'the hot function is a box of the call graph');
+  await shot(t, '10-callgraph');
+  await page.click('#view-callgraph');
+  assert.ok(await page.locator('#flamegraph').isVisible());
+});
+
+// Issue 15: no label explorer (Pyroscope's tag explorer, Parca's "sum by").
+// A label with 30 values on real heap profiles: the explorer lists the label
+// names with their number of values; picking one shows the 8 values with the
+// largest total (the test computes which from the API) each with a small
+// timeline and flame graph; a click adds the matcher to the selector.
+test('label explorer: a label of 30 values broken down, a click narrows the selector', { timeout: 60000 }, async (t) => {
+  const when = Math.floor((Date.now() - 300000) / 1000) * 1000;
+  for (let i = 0; i < 30; i++) {
+    const body = fs.readFileSync(path.join(SERIES_DIR, `heap-${String(i + 1).padStart(4, '0')}.pb.gz`));
+    const r = await http(`${profd.base}/api/0/profiles?` + qs({
+      service: 'explore', type: 'heap', instance_id: 'x-1', labels: `pod=pod-${String(i).padStart(2, '0')},team=core`,
+      created_at: new Date(when).toISOString().replace(/\.\d+Z$/, 'Z'),
+    }), { method: 'POST', body, headers: { 'Content-Type': 'application/octet-stream' } });
+    assert.ok(r.status >= 200 && r.status < 300, r.text);
+  }
+  const sel = 'heap{service="explore"}';
+  const data = await apiData(profd.base, '/api/v1/query_range?' + qs({ query: sel, from: String(when / 1000 - 3600), to: String(Date.now() / 1000) }));
+  const sums = data.map((s) => {
+    const idx = s.sample_types.findIndex((st) => st.type === 'inuse_space');
+    return [s.labels.pod, s.totals.reduce((a, tt) => a + tt[idx], 0)];
+  }).sort((a, b) => b[1] - a[1]);
+  const want = sums.slice(0, 8).map((x) => x[0]);
+
+  await page.goto(profd.base + '/?' + qs({ query: sel }));
+  await page.waitForSelector('#timeline circle.pt');
+  await page.click('#explore');
+  await page.waitForSelector('#explorer-names button[data-name="pod"]');
+  assert.match(await page.locator('#explorer-names button[data-name="pod"]').innerText(), /pod\s+30/);
+  assert.match(await page.locator('#explorer-names button[data-name="team"]').innerText(), /team\s+1/);
+  await page.click('#explorer-names button[data-name="pod"]');
+  await page.waitForSelector('.explorer-card');
+  const got = await page.locator('.explorer-card').evaluateAll((els) => els.map((e) => e.getAttribute('data-value')));
+  assert.deepEqual(got, want, 'the 8 values with the largest inuse_space total, largest first');
+  await page.waitForFunction(() => [...document.querySelectorAll('.explorer-card .mini-flame')].every((m) => m.querySelector('.mf')));
+  assert.equal(await page.locator('.explorer-card .spark path').count(), 8);
+  await shot(t, '11-explorer');
+  await page.locator('.explorer-card').first().click();
+  await page.waitForFunction((v) => document.getElementById('selector').value === v, `heap{service="explore", pod="${want[0]}"}`);
+  await page.waitForFunction(() => document.querySelectorAll('#legend li[data-key]').length === 1);
+  assert.match(await page.locator('#legend').innerText(), new RegExp(`pod="${want[0]}"`));
+});
+
+// Issue 15: no sandwich view (callers and callees of one function).
+test('sandwich view: callers and callees of a function over every call site', { timeout: 40000 }, async (t) => {
+  const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+  await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
+  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  const top = await apiData(profd.base, '/api/v1/query?' + qs({ query: series, time: String(cpuTimes[0] / 1000), report: 'top', limit: '0' }));
+  const fib = top.rows.find((r) => r.function === 'main.fib');
+  assert.ok(fib && fib.cum > 0);
+  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
+  await page.waitForSelector('#sandwich:not([hidden])');
+  assert.equal(await page.locator('#sandwich-fn').innerText(), 'main.fib');
+  assert.equal(+(await page.locator('#sandwich').getAttribute('data-value')), fib.cum, "the function's cum, as the API's top says");
+  // callers: main.fib on top, main.burner (its caller) below it
+  const callers = await page.locator('#sandwich-callers .mf').evaluateAll((els) => els.map((e) => [e.getAttribute('data-name'), parseFloat(e.style.top)]));
+  assert.deepEqual(callers[0], ['main.fib', 0]);
+  assert.ok(callers.some(([n, y]) => n === 'main.burner' && y > 0), JSON.stringify(callers));
+  const callees = await page.locator('#sandwich-callees .mf').evaluateAll((els) => els.map((e) => e.getAttribute('data-name')));
+  assert.equal(callees[0], 'main.fib');
+  assert.ok(!callees.includes('main.burner'), 'a caller is not among the callees');
+  await shot(t, '12-sandwich');
+  // Focus on it (pprof -focus): only the samples through main.fib, as the API
+  // computes them; then ignore it; then remove the filter
+  const full = +(await page.locator('#flamegraph').getAttribute('data-total'));
+  await page.click('#sandwich-focus');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('focus') === '^main\\.fib$');
+  const focused = await apiData(profd.base, '/api/v1/query?' + qs({ query: series, time: String(cpuTimes[0] / 1000), report: 'top', limit: '0', focus: '^main\\.fib$' }));
+  assert.ok(focused.total < full, `focus keeps less than all (${focused.total} of ${full})`);
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), focused.total);
+  assert.equal(await page.locator('#top-table tbody tr[data-fn="runtime.mcall"]').count(), 0, 'a function off main.fib\'s stacks is gone');
+  assert.match(await page.locator('#filters').innerText(), /focus on/);
+  await page.click('#filters button[data-clear="focus"]');
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), full);
+  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
+  await page.click('#sandwich-ignore');
+  await page.waitForFunction((v) => +document.getElementById('flamegraph').getAttribute('data-total') === v, full - fib.cum);
+  await page.click('#filters button[data-clear="ignore"]');
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), full);
+
+  // from the top table too
+  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
+  await page.click('#sandwich-close');
+  await page.locator('#top-table tbody tr[data-fn="main.burner"]').hover();
+  await page.locator('#top-table tbody tr[data-fn="main.burner"] .sw-open').click();
+  await page.waitForFunction(() => document.getElementById('sandwich-fn').textContent === 'main.burner');
 });

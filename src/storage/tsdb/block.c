@@ -883,6 +883,8 @@ struct pd_block {
     char (*sources)[27]; /* meta.json compaction.sources */
     size_t n_sources;
     uint64_t gen; /* open generation, for the group cache */
+    bool meta_rebuilt; /* meta.json did not read: meta derived from the other files */
+    char damage[sizeof(((pd_err *)0)->msg)]; /* why meta.json did not read; "" = intact */
 };
 
 /* ---- decoded value groups, cached ----
@@ -1205,17 +1207,17 @@ static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *e
     json_int_t ver = 0, mint = 0, maxt = 0, ns, np, nsa, nstr, nmap, nfn, nloc, nst, nls, gs,
                fi, fsy, fch, lvl;
     json_t *srcs = NULL;
-    int rc = 0;
+    int rc = 0, failed = 0;
     if (json_unpack_ex(m, &je, JSON_STRICT,
                        "{s:s, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s, "
-                       "s:I, s:{s:I, s:I, s:I}, s:{s:I, s?o}}",
+                       "s:I, s:{s:I, s:I, s:I}, s:{s:I, s?o, s?b}}",
                        "ulid", &ulid, "version", &ver, "minTime", &mint, "maxTime", &maxt,
                        "stats", "numSeries", &ns, "numProfiles", &np, "numSamples", &nsa,
                        "numStrings", &nstr, "numMappings", &nmap, "numFunctions", &nfn,
                        "numLocations", &nloc, "numStacks", &nst, "numLabelSets", &nls,
                        "stackFormat", &sf, "groupSize", &gs, "files", "index", &fi, "symbols",
                        &fsy, CHUNKS_NAME, &fch, "compaction", "level", &lvl, "sources",
-                       &srcs)) {
+                       &srcs, "failed", &failed)) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %d: %s", path, je.position, je.text);
         goto out;
     }
@@ -1254,6 +1256,7 @@ static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *e
         }
     }
     M->level = lvl > 1000 ? 1000 : (int)lvl;
+    M->compaction_failed = failed != 0;
     memcpy(M->ulid, ulid, 27);
     M->version = (int)ver;
     M->min_t = mint;
@@ -1291,7 +1294,12 @@ static int stat_size(const char *path, uint64_t want, uint64_t *got, pd_err *err
     return 0;
 }
 
-int pd__block_open(const char *dir, pd_block **out, pd_err *err)
+/* pd__block_open. why != NULL: meta.json read but disagreed with the other
+ * files (why: the first disagreement): rebuild it from them. *mismatch is
+ * set when a check of meta.json against the other files failed (the caller
+ * then retries with why). */
+static int block_open(const char *dir, const char *why, pd_block **out, pd_err *err,
+                      bool *mismatch)
 {
     int rc;
     char path[4200];
@@ -1316,15 +1324,47 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
     base = base ? base + 1 : b->dir;
 
     snprintf(path, sizeof path, "%s/meta.json", b->dir);
-    if ((rc = parse_meta(b, path, base, err)))
-        goto fail;
+    pd_err merr;
+    pd_err_clear(&merr);
+    if (why)
+        snprintf(merr.msg, sizeof merr.msg, "%s", why);
+    if (why || (rc = parse_meta(b, path, base, &merr))) {
+        if (why)
+            rc = PD_ECORRUPT;
+        /* what the other files verify is still served: meta rebuilt from them */
+        if (rc == PD_ENOMEM || strlen(base) != 26)
+            goto fail_meta;
+        if (merr.msg[0])
+            memcpy(b->damage, merr.msg, sizeof b->damage); /* same size, NUL-terminated */
+        else
+            snprintf(b->damage, sizeof b->damage, "%.400s: unreadable", path);
+        b->meta_rebuilt = true;
+        free(b->sources);
+        b->sources = NULL;
+        b->n_sources = 0;
+        memset(&b->meta, 0, sizeof b->meta);
+        memcpy(b->meta.ulid, base, 27);
+        b->meta.version = PD_BLOCK_VERSION;
+        b->meta.level = 1;
+        b->meta.group = UINT32_MAX; /* unknown: the time chunks' groups are not capped */
+        rc = 0;
+    }
     struct stat st;
     if (!stat(path, &st))
         b->meta.meta_bytes = (uint64_t)st.st_size;
 
     snprintf(b->chunks_path, sizeof b->chunks_path, "%s/" CHUNKS_NAME, b->dir);
-    if ((rc = stat_size(b->chunks_path, b->meta.chunks_bytes, &b->chunks_size, err)))
+    if (b->meta_rebuilt) {
+        if (stat(b->chunks_path, &st) < 0) {
+            rc = pd_err_set(err, errno == ENOENT ? PD_ECORRUPT : -errno, "%s: %s",
+                            b->chunks_path, strerror(errno));
+            goto fail;
+        }
+        b->meta.chunks_bytes = b->chunks_size = (uint64_t)st.st_size;
+    } else if ((rc = stat_size(b->chunks_path, b->meta.chunks_bytes, &b->chunks_size, err))) {
+        *mismatch = rc == PD_ECORRUPT && access(b->chunks_path, F_OK) == 0;
         goto fail;
+    }
     if ((b->fd = open(b->chunks_path, O_RDONLY | O_CLOEXEC)) < 0) {
         rc = pd_err_set(err, -errno, "%s: %s", b->chunks_path, strerror(errno));
         goto fail;
@@ -1345,26 +1385,46 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
 
     snprintf(path, sizeof path, "%s/symbols", b->dir);
     uint64_t sz;
-    if ((rc = stat_size(path, b->meta.symbols_bytes, &sz, err)) ||
-        (rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
+    if (b->meta_rebuilt && !stat(path, &st))
+        b->meta.symbols_bytes = (uint64_t)st.st_size;
+    if ((rc = stat_size(path, b->meta.symbols_bytes, &sz, err))) {
+        *mismatch = rc == PD_ECORRUPT && access(path, F_OK) == 0;
+        goto fail;
+    }
+    if ((rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
         (rc = check_file(path, buf, len, "PDSY", HDR + 8, err)) ||
         (rc = parse_symbols(b, path, buf, len, err)))
         goto fail;
     free(buf);
     buf = NULL;
     const pd_symbols *S = &b->sym;
+    if (b->meta_rebuilt) {
+        b->meta.n_strings = S->n_str;
+        b->meta.n_mappings = S->n_map;
+        b->meta.n_functions = S->n_fn;
+        b->meta.n_locations = S->n_loc;
+        b->meta.n_stacks = S->n_stack;
+        b->meta.n_label_sets = S->n_lset;
+        b->meta.stack_format = S->stack_format;
+    }
     if (S->n_str != b->meta.n_strings || S->n_map != b->meta.n_mappings ||
         S->n_fn != b->meta.n_functions || S->n_loc != b->meta.n_locations ||
         S->n_stack != b->meta.n_stacks || S->n_lset != b->meta.n_label_sets ||
         S->stack_format != b->meta.stack_format) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s/meta.json: stats do not match the symbols file",
                         b->dir);
+        *mismatch = true;
         goto fail;
     }
 
     snprintf(path, sizeof path, "%s/index", b->dir);
-    if ((rc = stat_size(path, b->meta.index_bytes, &sz, err)) ||
-        (rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
+    if (b->meta_rebuilt && !stat(path, &st))
+        b->meta.index_bytes = (uint64_t)st.st_size;
+    if ((rc = stat_size(path, b->meta.index_bytes, &sz, err))) {
+        *mismatch = rc == PD_ECORRUPT && access(path, F_OK) == 0;
+        goto fail;
+    }
+    if ((rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
         (rc = check_file(path, buf, len, "PDIX", HDR, err)) ||
         (rc = parse_index(b, path, buf, len, err)))
         goto fail;
@@ -1381,20 +1441,53 @@ int pd__block_open(const char *dir, pd_block **out, pd_err *err)
         if (b->s[i].max_t > maxt)
             maxt = b->s[i].max_t;
     }
+    if (b->meta_rebuilt) {
+        b->meta.n_series = b->n_series;
+        b->meta.n_profiles = np;
+        b->meta.min_t = mint;
+        b->meta.max_t = maxt;
+    }
     if (b->n_series != b->meta.n_series || np != b->meta.n_profiles || !b->n_series ||
         mint != b->meta.min_t || maxt != b->meta.max_t) {
         rc = pd_err_set(err, PD_ECORRUPT,
                         "%s/meta.json: series, profile counts or time range do not match the index",
                         b->dir);
+        *mismatch = true;
         goto fail;
     }
     *out = b;
     return 0;
+fail_meta:
+    if (err)
+        *err = merr;
 fail:
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "out of memory opening block %s", dir);
     free(buf);
     pd__block_close(b);
+    return rc;
+}
+
+int pd__block_open(const char *dir, pd_block **out, pd_err *err)
+{
+    bool mismatch = false;
+    pd_err e1;
+    pd_err_clear(&e1);
+    int rc = block_open(dir, NULL, out, &e1, &mismatch);
+    if (rc == PD_ECORRUPT && mismatch) {
+        /* meta.json disagrees with files that may be intact: serve what they hold */
+        bool m2 = false;
+        char why[sizeof e1.msg];
+        memcpy(why, e1.msg, sizeof why);
+        pd_err e2;
+        pd_err_clear(&e2);
+        rc = block_open(dir, why, out, &e2, &m2);
+        if (rc < 0 && err) /* the first disagreement says most */
+            *err = rc == PD_ENOMEM ? e2 : e1;
+        return rc;
+    }
+    if (err && rc)
+        *err = e1;
     return rc;
 }
 
@@ -1421,6 +1514,50 @@ void pd__block_close(pd_block *b)
 }
 
 const pd_block_meta *pd__block_meta(const pd_block *b) { return &b->meta; }
+const char *pd__block_damage(const pd_block *b) { return b->meta_rebuilt ? b->damage : NULL; }
+
+int pd__block_mark_failed(pd_block *b, pd_err *err)
+{
+    b->meta.compaction_failed = true;
+    if (b->meta_rebuilt)
+        return 0; /* no meta.json to edit: `profd tsdb repair` writes one */
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/meta.json", b->dir);
+    snprintf(tmp, sizeof tmp, "%s/meta.json.tmp", b->dir);
+    json_error_t je;
+    json_t *m = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *c = m ? json_object_get(m, "compaction") : NULL;
+    if (!m || !json_is_object(c)) {
+        json_decref(m);
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: %s", path, je.position,
+                          m ? "no compaction object" : je.text);
+    }
+    char *js = NULL;
+    int rc = json_object_set_new(c, "failed", json_true()) ||
+                     !(js = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER))
+                 ? PD_ENOMEM
+                 : 0;
+    json_decref(m);
+    if (!rc)
+        rc = write_file(tmp, js, strlen(js));
+    free(js);
+    if (!rc && rename(tmp, path) < 0)
+        rc = -errno;
+    if (!rc)
+        rc = fsync_path(b->dir, true);
+    if (rc) {
+        unlink(tmp);
+        return pd_err_set(err, rc, "mark %s failed: %s", path, pd_strerror(rc));
+    }
+    /* meta.json's size changed: files.* does not list it, nothing else to do */
+    return 0;
+}
+void pd__block_series_extent(const pd_block *b, uint32_t id, uint64_t *start, uint64_t *end)
+{
+    const rseries *r = &b->s[id];
+    *start = r->tref >= r->vbytes ? r->tref - r->vbytes : 0;
+    *end = r->tref + r->tbytes;
+}
 const char (*pd__block_sources(const pd_block *b, size_t *n))[27]
 {
     *n = b->n_sources;
@@ -1576,7 +1713,9 @@ static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err)
     if (!rc)
         for (size_t g = 0; g < t->n_group && !rc; g++)
             if (t->g_off[g] < HDR || t->g_off[g] >= s->tref ||
-                t->g_first[g + 1] - t->g_first[g] > b->meta.group) {
+                t->g_first[g + 1] - t->g_first[g] >
+                    (b->meta.group > PD_BLOCK_DEFAULT_GROUP ? b->meta.group
+                                                            : PD_BLOCK_DEFAULT_GROUP)) {
                 rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: bad value group %zu reference",
                                 b->chunks_path, (unsigned long long)s->tref, g);
                 pd__tchunk_release(t);
@@ -1835,6 +1974,11 @@ int pd__block_check(const char *dir, pd_block_meta *meta, pd_err *err)
         return rc;
     if (meta)
         *meta = b->meta;
+    if (b->meta_rebuilt) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s", b->damage);
+        pd__block_close(b);
+        return rc;
+    }
     uint64_t samples = 0;
     for (uint32_t id = 0; id < b->n_series && !rc; id++) {
         pd_tchunk t;

@@ -100,6 +100,8 @@ typedef struct pd_block_meta {
     pd_stack_format stack_format;
     uint64_t group;
     int level;            /* compaction level (1 = not compacted) */
+    bool compaction_failed; /* meta.json compaction.failed: a compaction could not read
+                               the block; it is left out of later plans */
     /* bytes */
     uint64_t meta_bytes, index_bytes, symbols_bytes, chunks_bytes;
     uint64_t time_bytes, value_bytes; /* parts of chunks_bytes (frames included) */
@@ -107,12 +109,30 @@ typedef struct pd_block_meta {
 
 /* Opens the block directory dir: reads and checks meta.json, index and
  * symbols (CRCs, every reference), opens chunks/000001 (chunks are checked
- * when read). Errors: PD_ECORRUPT (err: file and offset), -errno, PD_ENOMEM. */
+ * when read). A meta.json that is missing, does not verify or disagrees with
+ * the other files (sizes, counts, time range) does not hide the block: its
+ * meta is rebuilt from index, symbols and the file sizes
+ * (level 1, no sources, numSamples 0) and pd__block_damage says why; every
+ * read needs the index and the symbols (series, strings of the time chunks),
+ * so either of them damaged fails the open. dir's last component must be the
+ * 26-char ULID. Errors: PD_ECORRUPT (err: file and offset), -errno, PD_ENOMEM. */
 int pd__block_open(const char *dir, pd_block **out /* OUT */, pd_err *err);
 /* Closes and frees. NULL is a no-op. */
 void pd__block_close(pd_block *b);
 
 const pd_block_meta *pd__block_meta(const pd_block *b);
+/* NULL for an intact block; else why its meta.json was rebuilt (file and
+ * offset; borrowed from b). */
+const char *pd__block_damage(const pd_block *b);
+
+/* Sets compaction.failed = true in b's meta (pd__block_meta) and persists it
+ * in meta.json (rewritten via meta.json.tmp, renamed, directory fsynced), as
+ * Prometheus does: later compaction plans leave the block out. A block whose
+ * meta.json was rebuilt (pd__block_damage) is marked in memory only. Not
+ * thread-safe against another mark of the same block.
+ * Errors: -errno (err names the file), PD_ECORRUPT (meta.json does not
+ * read), PD_ENOMEM; the in-memory flag is set even then. */
+int pd__block_mark_failed(pd_block *b, pd_err *err);
 /* The block's symbols (read-only). */
 const pd_symbols *pd__block_symbols(const pd_block *b);
 
@@ -143,6 +163,11 @@ void pd__block_series_info(const pd_block *b, uint32_t id, int64_t *min_t /* OUT
                            int64_t *max_t /* OUT */, uint64_t *n_profiles /* OUT */,
                            uint64_t *time_bytes /* OUT */, uint64_t *value_bytes /* OUT */);
 
+/* The byte range [*start, *end) of chunks/000001 holding series id: its value
+ * groups, then its time chunk (docs/format/chunks.md). For damage reports. */
+void pd__block_series_extent(const pd_block *b, uint32_t id, uint64_t *start /* OUT */,
+                             uint64_t *end /* OUT */);
+
 /* Series matching all matchers (n may be 0: all), from the postings, as
  * ascending ids in *ids (malloc'ed; free it) and *n_ids. 0 or PD_ENOMEM. */
 int pd__block_select(const pd_block *b, const pd_matcher *ms, size_t n, uint32_t **ids /* OUT */,
@@ -163,8 +188,9 @@ int pd__block_read_profile(pd_block *b, uint32_t id, int64_t ts_ms, pd_profile *
 /* Verifies the block at dir completely: opens it (all of the above) and then
  * reads every time chunk and every value group of every series, decoding
  * every profile and rebuilding it. If meta != NULL, it receives the block's
- * meta (sizes included) when the open succeeded. Returns 0 or the first
- * error (PD_ECORRUPT with file and offset). */
+ * meta (sizes included) when the open succeeded. A rebuilt meta.json
+ * (pd__block_damage) is an error here. Returns 0 or the first error
+ * (PD_ECORRUPT with file and offset). */
 int pd__block_check(const char *dir, pd_block_meta *meta /* OUT, may be NULL */, pd_err *err);
 
 #endif

@@ -110,6 +110,7 @@
 #include "base/crc32c.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/time.h"
 #include "base/varint.h"
 #include "storage/storage.h"
 #include "storage/tsdb/block_int.h"
@@ -117,6 +118,7 @@
 #include "storage/tsdb/headmem_int.h"
 #include "storage/tsdb/postings_int.h"
 #include "storage/tsdb/wal_int.h"
+#include "storage/tsdb/warnings_int.h"
 
 #define MAX_SAMPLE_TYPES 1024 /* per profile, at append and replay */
 #define MAX_STR (1u << 20)    /* a label or sample type string read back */
@@ -150,6 +152,10 @@ typedef struct point {
 typedef struct hblock {
     pd_block *b;
     int refs; /* __atomic */
+    unsigned char *bad; /* per series id: non-zero once a read found its data
+                           damaged (__atomic; reported once, then skipped by
+                           select and read_points); 2 while why[id] is set, then 1 */
+    char **why;         /* per series id: the first error (file and offset) */
 } hblock;
 
 /* A series' part in one block. */
@@ -211,7 +217,9 @@ struct pd_storage {
 
     /* maintenance (compaction, retention): rounds serialised by maint_mu */
     pthread_mutex_t maint_mu;
-    int64_t retention_ms;      /* <= 0: no time retention */
+    int64_t retention_ms;      /* <= 0: no time retention (nor lower bound on appends) */
+    int64_t grace_ms;          /* <= 0: no upper bound on appends */
+    int64_t (*clock)(void);    /* wall clock, Unix ms */
     uint64_t retention_bytes;  /* 0: no size retention */
     int64_t maint_ms;          /* <= 0: no thread */
     uint64_t n_compactions, n_ret_deletes; /* __atomic */
@@ -239,9 +247,52 @@ pd_storage_options pd_storage_options_default(void)
     o.limits = pd_pprof_limits_default();
     o.block_duration_ms = 2 * 3600 * 1000;
     o.retention_ms = 15ll * 24 * 3600 * 1000;
+    o.future_grace_ms = 10 * 60 * 1000;
     o.retention_bytes = 0;
     o.maintenance_ms = 60 * 1000;
     return o;
+}
+
+/* ---- time bounds ---- */
+
+/* The window of accepted profile times (pd_storage_append): with retention r
+ * > 0, ts >= now - r; with grace g > 0, ts <= now + g. */
+static int check_time(int64_t retention_ms, int64_t grace_ms, int64_t now, int64_t ts,
+                      pd_err *err)
+{
+    char t[32], bound[32], dur[32];
+    if (grace_ms > 0 && now < INT64_MAX - grace_ms && ts > now + grace_ms) {
+        pd_format_rfc3339(ts, t, sizeof t);
+        pd_format_rfc3339(now + grace_ms, bound, sizeof bound);
+        pd_format_duration(grace_ms, dur, sizeof dur);
+        return pd_err_set(err, PD_EOUTOFBOUNDS,
+                          "profile time %s (%lld ms) is out of bounds: more than "
+                          "--storage.future-grace=%s in the future (newest accepted now: %s)",
+                          t, (long long)ts, dur, bound);
+    }
+    if (retention_ms > 0 && now > INT64_MIN + retention_ms && ts < now - retention_ms) {
+        pd_format_rfc3339(ts, t, sizeof t);
+        pd_format_rfc3339(now - retention_ms, bound, sizeof bound);
+        pd_format_duration(retention_ms, dur, sizeof dur);
+        return pd_err_set(err, PD_EOUTOFBOUNDS,
+                          "profile time %s (%lld ms) is out of bounds: older than "
+                          "--storage.retention.time=%s keeps (oldest accepted now: %s)",
+                          t, (long long)ts, dur, bound);
+    }
+    return 0;
+}
+
+int pd_storage_check_time(pd_storage *s, int64_t ts_ms, pd_err *err)
+{
+    return check_time(s->retention_ms, s->grace_ms, s->clock(), ts_ms, err);
+}
+
+int pd_storage_options_check_time(const pd_storage_options *o, int64_t now_ms, int64_t ts_ms,
+                                  pd_err *err)
+{
+    int64_t r = o->retention_ms ? o->retention_ms : 15ll * 24 * 3600 * 1000;
+    int64_t g = o->future_grace_ms ? o->future_grace_ms : 10 * 60 * 1000;
+    return check_time(r, g, now_ms, ts_ms, err);
 }
 
 /* ---- series and index ---- */
@@ -840,9 +891,69 @@ static void hb_get(hblock *hb) { __atomic_add_fetch(&hb->refs, 1, __ATOMIC_ACQ_R
 static void hb_put(hblock *hb)
 {
     if (hb && __atomic_sub_fetch(&hb->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (hb->why)
+            for (size_t i = 0; i < pd__block_n_series(hb->b); i++)
+                free(hb->why[i]);
         pd__block_close(hb->b);
+        free(hb->bad);
+        free(hb->why);
         free(hb);
     }
+}
+
+/* Whether series id of hb is known damaged. */
+static bool hb_bad(const hblock *hb, uint32_t id)
+{
+    return __atomic_load_n(&hb->bad[id], __ATOMIC_ACQUIRE) != 0;
+}
+
+/* A read of series id of hb failed with PD_ECORRUPT (e: file and offset):
+ * the first time, logged and counted in profd_storage_corruptions_total;
+ * every time, a warning for the calling thread's answer (storage.h). From
+ * then on select and read_points skip this block part. */
+static void hb_damaged(hblock *hb, uint32_t id, const pd_err *e)
+{
+    const char *ulid = pd__block_meta(hb->b)->ulid;
+    const char *msg = e && e->msg[0] ? e->msg : "damaged";
+    if (!__atomic_exchange_n(&hb->bad[id], 2, __ATOMIC_ACQ_REL)) {
+        hb->why[id] = strdup(msg); /* NULL: the generic warning below */
+        __atomic_store_n(&hb->bad[id], 1, __ATOMIC_RELEASE);
+        pd_buf lb;
+        pd_buf_init(&lb, 1024);
+        pd_labels_format(pd__block_series_labels(hb->b, id), &lb);
+        pd_log_error("storage: damaged block series skipped", "block=%s series=%s err=\"%s\"",
+                     ulid, lb.data ? lb.data : "", msg);
+        pd_buf_release(&lb);
+        pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+    }
+    pd__storage_warn("block %s: %s; its series' profiles there are left out", ulid, msg);
+}
+
+/* The warning for a block part already known damaged. */
+static void hb_warn_known(const hblock *hb, uint32_t id, uint64_t ref)
+{
+    const char *why = __atomic_load_n(&hb->bad[id], __ATOMIC_ACQUIRE) == 1 ? hb->why[id] : NULL;
+    if (why)
+        pd__storage_warn("block %s: %s; its series' profiles there are left out",
+                         pd__block_meta(hb->b)->ulid, why);
+    else
+        pd__storage_warn("block %s holds damaged data of series %llu; its profiles there are "
+                         "left out",
+                         pd__block_meta(hb->b)->ulid, (unsigned long long)ref);
+}
+
+/* A read error of block part (hb, id): PD_ECORRUPT marks it damaged (above);
+ * other errors are logged. */
+static void hb_read_failed(hblock *hb, uint32_t id, int rc, const pd_err *e)
+{
+    if (rc == PD_ECORRUPT) {
+        hb_damaged(hb, id, e);
+        return;
+    }
+    pd_log_warn("storage: cannot read a block series", "block=%s err=\"%s\"",
+                pd__block_meta(hb->b)->ulid, e && e->msg[0] ? e->msg : pd_strerror(rc));
+    pd__storage_warn("block %s: %s; its series' profiles there are left out",
+                     pd__block_meta(hb->b)->ulid, e && e->msg[0] ? e->msg : pd_strerror(rc));
 }
 
 /* Adds the part (hb, id) to se, keeping brefs by ascending mint. Under the
@@ -883,6 +994,13 @@ static int add_block(pd_storage *s, pd_block *b, bool *added)
     }
     hb->b = b;
     hb->refs = 1;
+    if (!(hb->bad = calloc(pd__block_n_series(b) + 1, 1)) ||
+        !(hb->why = calloc(pd__block_n_series(b) + 1, sizeof *hb->why))) {
+        pd__block_close(b);
+        free(hb->bad);
+        free(hb);
+        return PD_ENOMEM;
+    }
     if (s->n_blocks == s->cap_blocks) {
         size_t nc = s->cap_blocks ? s->cap_blocks * 2 : 8;
         hblock **nb = realloc(s->blocks, nc * sizeof *nb);
@@ -972,10 +1090,11 @@ static bool blocks_have(const series *se, int64_t ts)
         pd_points pts;
         pd_err e;
         pd_err_clear(&e);
+        if (hb_bad(r->hb, r->id))
+            continue;
         int rc = pd__block_read_points(r->hb->b, r->id, ts, ts, &pts, &e);
         if (rc < 0) {
-            pd_log_warn("storage: cannot read a block's points", "block=%s err=\"%s\"",
-                        pd__block_meta(r->hb->b)->ulid, e.msg);
+            hb_read_failed(r->hb, r->id, rc, &e);
             continue;
         }
         bool found = pts.n > 0;
@@ -1183,13 +1302,44 @@ out:
 
 /* Replays PATH/series (if any) through replay_series. A bad header or a bad
  * record ends it (logged with the offset, counted). 0, -errno or PD_ENOMEM. */
+/* Lowest segment number in waldir (8-digit names), 0 when none. */
+static uint32_t first_wal_segment(const char *waldir)
+{
+    DIR *d = opendir(waldir);
+    if (!d)
+        return 0;
+    uint32_t first = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strlen(e->d_name) != 8 || strspn(e->d_name, "0123456789") != 8)
+            continue;
+        uint32_t v = (uint32_t)strtoul(e->d_name, NULL, 10);
+        if (v && (!first || v < first))
+            first = v;
+    }
+    closedir(d);
+    return first;
+}
+
 static int read_series_file(pd_storage *s)
 {
     char name[4200];
     snprintf(name, sizeof name, "%s/series", s->path);
     int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        /* needed once a checkpoint removed segment 1 (the SERIES records of
+           removed segments live only here) */
+        uint32_t first = first_wal_segment(s->waldir);
+        if (first > 1) {
+            pd_log_error("storage: series file missing while the WAL starts past segment 1; "
+                         "head profiles of series first seen in removed segments are lost",
+                         "file=%s first_segment=%08u", name, first);
+            pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+        }
+        return 0;
+    }
     if (fd < 0)
-        return errno == ENOENT ? 0 : -errno;
+        return -errno;
     struct stat st;
     int rc = 0;
     uint8_t *data = NULL;
@@ -1287,8 +1437,9 @@ static int load_blocks(pd_storage *s, bool *added, pd_err *err)
             continue;
         }
         snprintf(meta, sizeof meta, "%s/meta.json", dir);
-        if (access(meta, F_OK) < 0) {
-            pd_log_warn("storage: ignoring a directory without meta.json", "dir=%s", dir);
+        if (l != 26 && access(meta, F_OK) < 0) {
+            /* not named as a block (e.g. repair-<time>/ of `profd tsdb repair`) */
+            pd_log_info("storage: ignoring a directory that is not a block", "dir=%s", dir);
             continue;
         }
         pd_block *b = NULL;
@@ -1300,10 +1451,16 @@ static int load_blocks(pd_storage *s, bool *added, pd_err *err)
             continue;
         }
         if (brc < 0) {
-            pd_log_warn("storage: skipping a block that does not open", "dir=%s err=\"%s\"", dir,
-                        e.msg[0] ? e.msg : pd_strerror(brc));
+            pd_log_error("storage: skipping a block that does not open", "dir=%s err=\"%s\"",
+                         dir, e.msg[0] ? e.msg : pd_strerror(brc));
             pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
             continue;
+        }
+        if (pd__block_damage(b)) { /* served from its other files */
+            pd_log_error("storage: block meta.json damaged; rebuilt from its other files "
+                         "(`profd tsdb repair` rewrites it)",
+                         "dir=%s err=\"%s\"", dir, pd__block_damage(b));
+            pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
         }
         opened[n_opened++] = b;
     }
@@ -1433,6 +1590,8 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
     cut_part *parts = NULL;
     size_t n_parts = 0;
     char id[27] = {0}, dir[4400], name[4200];
+    pd_log_info("storage: head cut starts", "mint=%lld maxt=%lld", (long long)a,
+                (long long)(b_end - 1));
     int rc = pd__block_writer_new(NULL, &w);
     if (rc < 0) {
         rc = pd_err_set(err, rc, "head cut: out of memory");
@@ -1613,8 +1772,9 @@ static void maybe_cut(pd_storage *s, bool locked)
  * (load_blocks). Blocks straddling a range boundary (imports) are left as
  * they are.
  *
- * Retention: blocks whose max time is older than the store's newest
- * profile minus retention_ms are deleted; then, while blocks + WAL exceed
+ * Retention: blocks whose max time is older than the wall clock minus
+ * retention_ms are deleted (never measured against the newest profile: one
+ * profile dated in the future would age out every other); then, while blocks + WAL exceed
  * retention_bytes, the oldest block (by min time) is deleted. Whole blocks
  * only; the head is never touched by retention.
  *
@@ -1735,9 +1895,12 @@ static int compact_add(void *ctx, int64_t ts_ms, const pd_profile *p)
     return rc;
 }
 
-/* Compacts v[0..n) into one block and swaps it in. With maint_mu held. */
-static int compact_blocks(pd_storage *s, hblock **v, size_t n, pd_err *err)
+/* Compacts v[0..n) into one block and swaps it in. With maint_mu held.
+ * A source that does not read (*bad_src = its index, else n) fails the
+ * compaction; the caller marks it failed. */
+static int compact_blocks(pd_storage *s, hblock **v, size_t n, size_t *bad_src, pd_err *err)
 {
+    *bad_src = n;
     int64_t t0 = now_mono_ms();
     pd_block_writer *w = NULL;
     pd_block *blk = NULL;
@@ -1766,6 +1929,8 @@ static int compact_blocks(pd_storage *s, hblock **v, size_t n, pd_err *err)
             c.labels = pd__block_series_labels(b, id2);
             if ((rc = pd__block_series_foreach(b, id2, compact_add, &c, err)) < 0) {
                 pd_err_prefix(err, "compaction of block %s", pd__block_meta(b)->ulid);
+                if (rc != PD_ENOMEM && !(rc < 0 && rc > -1000 && rc != -EIO))
+                    *bad_src = i; /* damaged data, not a resource problem */
                 goto out;
             }
         }
@@ -1828,12 +1993,14 @@ static void delete_block(pd_storage *s, hblock *hb, const char *why)
 
 static void apply_retention(pd_storage *s)
 {
-    int64_t newest;
     hblock **v;
     size_t n;
     if ((!s->retention_ms || s->retention_ms < 0) && !s->retention_bytes)
         return;
-    if (!newest_ts(s, &newest) || snapshot_blocks(s, &v, &n) < 0)
+    /* the wall clock, never the newest profile: one profile dated in the
+       future must not age every other one out (issue 19) */
+    int64_t now = s->clock();
+    if (snapshot_blocks(s, &v, &n) < 0)
         return;
     qsort(v, n, sizeof *v, cmp_hb_mint);
     bool *gone = calloc(n ? n : 1, sizeof *gone);
@@ -1841,9 +2008,9 @@ static void apply_retention(pd_storage *s)
         put_blocks(v, n);
         return;
     }
-    if (s->retention_ms > 0 && newest > INT64_MIN + s->retention_ms)
+    if (s->retention_ms > 0 && now > INT64_MIN + s->retention_ms)
         for (size_t i = 0; i < n; i++)
-            if (pd__block_meta(v[i]->b)->max_t < newest - s->retention_ms) {
+            if (pd__block_meta(v[i]->b)->max_t < now - s->retention_ms) {
                 delete_block(s, v[i], "time");
                 gone[i] = true;
             }
@@ -1964,7 +2131,7 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
     pthread_mutex_lock(&s->maint_mu);
     maybe_cut(s, false);
     for (int round = 0; round < 64 && now_mono_ms() >= s->compact_retry_after; round++) {
-        int64_t newest;
+        int64_t newest = 0;
         hblock **v;
         size_t n, first, count;
         if (!newest_ts(s, &newest))
@@ -1974,13 +2141,46 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
             break;
         }
         qsort(v, n, sizeof *v, cmp_hb_mint);
+        /* blocks a compaction could not read are left out of the plans */
+        size_t nok = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!pd__block_meta(v[i]->b)->compaction_failed)
+                v[nok++] = v[i];
+            else
+                hb_put(v[i]);
+        n = nok;
         bool due = plan_compaction(s, v, n, newest, &first, &count);
-        if (due && (rc = compact_blocks(s, v + first, count, err)) < 0) {
-            pd_log_error("storage: compaction failed; its sources are kept, retrying in 5 min",
-                         "err=\"%s\"", err->msg);
-            s->compact_retry_after = now_mono_ms() + 5 * 60 * 1000;
+        size_t bad = count;
+        if (due && (rc = compact_blocks(s, v + first, count, &bad, err)) < 0) {
+            if (bad < count) {
+                /* as Prometheus: mark the source failed and plan around it */
+                pd_block *fb = v[first + bad]->b;
+                pd_err me;
+                pd_err_clear(&me);
+                int mrc = pd__block_mark_failed(fb, &me);
+                pd_log_error("storage: compaction cannot read a block; marked failed "
+                             "(compaction.failed in its meta.json), left out of later "
+                             "compactions, still served for what reads",
+                             "block=%s err=\"%s\" persisted=%s", pd__block_meta(fb)->ulid,
+                             err->msg, mrc < 0 ? me.msg : "yes");
+                pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+                pd_metrics_add("profd_storage_compactions_failed_total", NULL, 1);
+                rc = 0; /* the next round plans without it */
+                pd_err_clear(err);
+            } else {
+                pd_log_error("storage: compaction failed; its sources are kept, retrying in "
+                             "5 min",
+                             "err=\"%s\"", err->msg);
+                pd_metrics_add("profd_storage_compactions_failed_total", NULL, 1);
+                s->compact_retry_after = now_mono_ms() + 5 * 60 * 1000;
+            }
         }
         put_blocks(v, n);
+        if (due && rc == 0) { /* the gauges follow each compaction, not each round */
+            pthread_mutex_lock(&s->app_mu);
+            update_gauges(s);
+            pthread_mutex_unlock(&s->app_mu);
+        }
         if (!due || rc < 0)
             break;
     }
@@ -2075,7 +2275,11 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     pd_metrics_describe("profd_storage_retention_deletes_total", PD_METRIC_COUNTER,
                         "Blocks deleted by retention (time or size).");
     pd_metrics_add("profd_storage_head_cuts_total", NULL, 0);
+    pd_metrics_describe("profd_storage_compactions_failed_total", PD_METRIC_COUNTER,
+                        "Compactions that failed; one that could not read a source block "
+                        "marked it failed (compaction.failed in its meta.json).");
     pd_metrics_add("profd_storage_compactions_total", NULL, 0);
+    pd_metrics_add("profd_storage_compactions_failed_total", NULL, 0);
     pd_metrics_add("profd_storage_retention_deletes_total", NULL, 0);
     const char *path = opts->path && opts->path[0] ? opts->path : "./data";
     char s_waldir[4096];
@@ -2098,6 +2302,8 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     pthread_mutex_init(&s->stop_mu, NULL);
     pthread_cond_init(&s->stop_cv, NULL);
     s->retention_ms = opts->retention_ms ? opts->retention_ms : 15ll * 24 * 3600 * 1000;
+    s->grace_ms = opts->future_grace_ms ? opts->future_grace_ms : 10 * 60 * 1000;
+    s->clock = opts->clock_ms ? opts->clock_ms : pd_now_ms;
     s->retention_bytes = opts->retention_bytes;
     s->maint_ms = opts->maintenance_ms ? opts->maintenance_ms : 60 * 1000;
     if (!(s->path = strdup(path)) || pd__hmem_init(&s->hm) < 0) {
@@ -2152,7 +2358,13 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         if (write_series_file(s, &e) < 0) /* refs hold for this run anyway */
             pd_log_warn("storage: cannot persist the refs of block series", "err=\"%s\"", e.msg);
     }
-    maybe_cut(s, true);
+    /* A head cut due at open (the WAL spans more than 1.5 block durations,
+       e.g. after a crash during a cut) runs on the maintenance thread, so the
+       open returns as soon as the WAL is indexed: a busy head's cut takes
+       minutes (issue 19, "offline while it starts"). Without the thread,
+       here. */
+    if (s->maint_ms <= 0)
+        maybe_cut(s, true);
     update_gauges(s);
     if (s->maint_ms > 0) {
         if ((rc = pthread_create(&s->maint_thread, NULL, maint_main, s)) != 0) {
@@ -2161,8 +2373,12 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
             goto fail;
         }
         s->maint_running = true;
-        if (s->n_wal_only)
-            kick_maintenance(s); /* decompose the replayed profiles now */
+        int64_t cut_from;
+        pthread_mutex_lock(&s->app_mu);
+        bool due = cut_due(s, &cut_from);
+        pthread_mutex_unlock(&s->app_mu);
+        if (s->n_wal_only || due)
+            kick_maintenance(s); /* cut, then decompose the replayed profiles, now */
     }
     pd_log_info("storage opened",
                 "path=%s series=%zu profiles=%llu blocks=%zu segments=%zu bytes=%llu", path,
@@ -2225,6 +2441,9 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
     if (len > PD_WAL_MAX_RECORD - 65536)
         return pd_err_set(err, PD_ETOOBIG, "append: body of %zu bytes over the cap of %u", len,
                           PD_WAL_MAX_RECORD - 65536);
+    int rc0 = check_time(s->retention_ms, s->grace_ms, s->clock(), ts_ms, err);
+    if (rc0 < 0)
+        return rc0;
 
     int rc;
     pd_buf payload, recs;
@@ -2428,6 +2647,10 @@ static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t 
                 return 0;
             matched = true;
         }
+        if (hb_bad(r->hb, r->id)) {
+            hb_warn_known(r->hb, r->id, se->ref);
+            continue;
+        }
         int64_t bmn = r->mint, bmx = r->maxt;
         size_t bn = (size_t)r->n;
         if (r->mint < mint || r->maxt > maxt) {
@@ -2438,8 +2661,7 @@ static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t 
             if (brc == PD_ENOMEM)
                 return brc;
             if (brc < 0) {
-                pd_log_warn("storage: select skips a block series that does not read",
-                            "block=%s err=\"%s\"", pd__block_meta(r->hb->b)->ulid, e.msg);
+                hb_read_failed(r->hb, r->id, brc, &e);
                 continue;
             }
             bn = pts.n;
@@ -2671,8 +2893,22 @@ unlock:
         goto out;
     for (size_t k = 0; k < n_brs; k++) {
         pd_points bp;
-        if ((rc = pd__block_read_points(brs[k].hb->b, brs[k].id, mint, maxt, &bp, err)) < 0)
-            goto out;
+        if (hb_bad(brs[k].hb, brs[k].id)) {
+            hb_warn_known(brs[k].hb, brs[k].id, ref);
+            continue;
+        }
+        pd_err be;
+        pd_err_clear(&be);
+        if ((rc = pd__block_read_points(brs[k].hb->b, brs[k].id, mint, maxt, &bp, &be)) < 0) {
+            if (rc == PD_ENOMEM) {
+                if (err)
+                    *err = be;
+                goto out;
+            }
+            hb_read_failed(brs[k].hb, brs[k].id, rc, &be); /* the rest is served */
+            rc = 0;
+            continue;
+        }
         rc = copy_block_points(a, &bp, &v, &nv, &cap);
         pd_points_release(&bp);
         if (rc < 0)
@@ -2896,6 +3132,8 @@ static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_prof
         rc = pd__block_read_profile(brs[k].hb->b, brs[k].id, ts_ms, out, err);
         if (rc < 0 && rc != PD_ENOTFOUND)
             memset(out, 0, sizeof *out);
+        if (rc == PD_ECORRUPT)
+            hb_damaged(brs[k].hb, brs[k].id, err);
     }
     for (size_t k = 0; k < n_brs; k++)
         hb_put(brs[k].hb);

@@ -1,5 +1,5 @@
 /*
- * storage/tsdb/tsdb_cli.c — `profd tsdb import|analyze|check` (usage in
+ * storage/tsdb/tsdb_cli.c — `profd tsdb import|analyze|check|repair` (usage in
  * tsdb_cli_int.h). Works on block directories (block_int.h) directly; no
  * running store is needed or locked.
  */
@@ -13,6 +13,7 @@
 
 #include "base/crc32c.h"
 #include "base/labels.h"
+#include "base/time.h"
 #include "base/varint.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/head_int.h"
@@ -24,9 +25,13 @@
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: profd tsdb import --storage.path DIR [--label k=v ...] FILE|DIR...\n"
+            "usage: profd tsdb import --storage.path DIR [--label k=v ...]\n"
+            "                         [--storage.retention.time=15d] [--storage.future-grace=10m]\n"
+            "                         FILE|DIR...   (profiles outside the retention window the\n"
+            "                         server keeps are refused: give it the server's flags)\n"
             "       profd tsdb analyze DIR\n"
-            "       profd tsdb check DIR\n");
+            "       profd tsdb check DIR\n"
+            "       profd tsdb repair DIR\n");
     return 2;
 }
 
@@ -68,6 +73,8 @@ typedef struct import_ctx {
     pd_block_writer *w;
     const pd_labels *labels;
     size_t ok, skipped;
+    pd_storage_options bounds; /* retention_ms, future_grace_ms (the serve flags) */
+    int64_t now_ms;
 } import_ctx;
 
 static int import_file(import_ctx *c, const char *path, const struct stat *st)
@@ -104,6 +111,14 @@ static int import_file(import_ctx *c, const char *path, const struct stat *st)
     free(b);
     int64_t ts = p.time_nanos ? p.time_nanos / 1000000
                               : (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
+    if (pd_storage_options_check_time(&c->bounds, c->now_ms, ts, &err) < 0) {
+        /* a profile the server would delete at once, or one that would
+           age everything else out: refused as the server refuses it */
+        fprintf(stderr, "skip %s: %s\n", path, err.msg);
+        pd_profile_release(&p);
+        c->skipped++;
+        return 0;
+    }
     pd_labels l;
     int rc = pd_labels_copy(&l, c->labels);
     if (!rc && !pd_labels_get(&l, "__name__"))
@@ -190,9 +205,22 @@ static int cmd_import(int argc, char **argv)
     pd_err err;
     int rc = 0, first = -1;
     pd_labels_init(&labels);
+    pd_storage_options bounds = pd_storage_options_default();
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        if (!strncmp(a, "--storage.path=", 15))
+        int64_t *dur = !strncmp(a, "--storage.retention.time", 24) ? &bounds.retention_ms
+                       : !strncmp(a, "--storage.future-grace", 22) ? &bounds.future_grace_ms
+                                                                    : NULL;
+        if (dur) {
+            const char *eq = strchr(a, '=');
+            const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || pd_parse_duration(v, dur, &err) < 0 || *dur <= 0) {
+                fprintf(stderr, "%.*s: \"%s\" is not a duration above 0 (e.g. 15d)\n",
+                        eq ? (int)(eq - a) : (int)strlen(a), a, v ? v : "");
+                rc = usage();
+                goto out;
+            }
+        } else if (!strncmp(a, "--storage.path=", 15))
             out = a + 15;
         else if (!strcmp(a, "--storage.path") && i + 1 < argc)
             out = argv[++i];
@@ -231,6 +259,8 @@ static int cmd_import(int argc, char **argv)
     }
     import_ctx c = {0};
     c.labels = &labels;
+    c.bounds = bounds;
+    c.now_ms = pd_now_ms();
     if (pd__block_writer_new(NULL, &c.w)) {
         rc = 1;
         goto out;
@@ -572,7 +602,8 @@ static int check_wal(const char *dir)
     uint64_t n_prof = 0;
     snprintf(path, sizeof path, "%s/series", dir);
     struct stat st;
-    if (stat(path, &st) == 0)
+    bool have_series = stat(path, &st) == 0;
+    if (have_series)
         bad |= check_wal_file(path, false, &n_prof);
     snprintf(path, sizeof path, "%s/wal", dir);
     DIR *d = opendir(path);
@@ -596,6 +627,27 @@ static int check_wal(const char *dir)
     closedir(d);
     if (n > 1)
         qsort(names, n, sizeof *names, cmp_str);
+    /* segment numbers are contiguous (the checkpoint removes the oldest
+       only); SERIES records of removed segments live in DIR/series */
+    unsigned long prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned long v = names[i] ? strtoul(names[i], NULL, 10) : 0;
+        if (!v)
+            continue;
+        if (prev && v != prev + 1) {
+            printf("CORRUPT %s/wal/%08lu: missing segment (%lu missing between %08lu and "
+                   "%08lu); its records are lost\n",
+                   dir, prev + 1, v - prev - 1, prev, v);
+            bad = 1;
+        }
+        if (!prev && v > 1 && !have_series) {
+            printf("CORRUPT %s/series: missing, while the WAL starts at segment %08lu (the "
+                   "series of removed segments are lost)\n",
+                   dir, v);
+            bad = 1;
+        }
+        prev = v;
+    }
     n_prof = 0;
     for (size_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/wal/%s", dir, names[i] ? names[i] : "");
@@ -630,9 +682,12 @@ static int cmd_check(int argc, char **argv)
             printf("CORRUPT %s: %s\n", blocks[i], err.msg[0] ? err.msg : pd_strerror(rc));
             bad = 1;
         } else {
-            printf("ok %s: %llu series, %llu profiles, %llu samples\n", blocks[i],
+            printf("ok %s: %llu series, %llu profiles, %llu samples%s\n", blocks[i],
                    (unsigned long long)m.n_series, (unsigned long long)m.n_profiles,
-                   (unsigned long long)m.n_samples);
+                   (unsigned long long)m.n_samples,
+                   m.compaction_failed ? " (marked compaction.failed: `profd tsdb repair` "
+                                         "rewrites it)"
+                                       : "");
         }
     }
     bad |= check_wal(argv[2]);
@@ -651,5 +706,7 @@ int pd_tsdb_cli_main(int argc, char **argv)
         return cmd_analyze(argc, argv);
     if (!strcmp(argv[1], "check"))
         return cmd_check(argc, argv);
+    if (!strcmp(argv[1], "repair"))
+        return argc == 3 ? pd__tsdb_repair(argv[2]) : usage();
     return usage();
 }

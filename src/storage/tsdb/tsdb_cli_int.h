@@ -16,10 +16,20 @@
  *   analyze DIR     DIR is a storage path or one block directory: blocks,
  *       series, profiles, bytes by part (index, symbols, time chunks, value
  *       chunks), bytes per profile, top series by size.
- *   check DIR       verifies every checksum and reference of every block;
- *       names file and offset of each corruption.
+ *   check DIR       verifies every checksum and reference of every block,
+ *       every WAL segment and DIR/series (segment numbers contiguous, the
+ *       series file present once the WAL starts past segment 1); names file
+ *       and offset of each corruption.
+ *   repair DIR      (tsdb_repair.c; the store must not be open: takes its
+ *       lock) rewrites every block that fails check or is marked
+ *       compaction.failed from what verifies, moves the originals to
+ *       DIR/repair-<UTC time>/, prints every dropped series/profile.
  * Prints to stdout (errors to stderr). Returns the exit code: 0 ok, 1 a
  * runtime failure or (check) corruption found, 2 usage error. */
 int pd_tsdb_cli_main(int argc, char **argv);
+
+/* `profd tsdb repair DIR` (above). Returns 0, or 1 when the lock is held or
+ * something could not be rewritten or moved (printed). */
+int pd__tsdb_repair(const char *dir);
 
 #endif

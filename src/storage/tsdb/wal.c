@@ -2,8 +2,10 @@
  * storage/tsdb/wal.c — the write-ahead log: numbered segment files of
  * CRC-framed records (docs/format/wal.md).
  *
- * Directory:  PATH/wal/00000001, 00000002, ...   (8 decimal digits, no gaps
- *             required; other names are ignored)
+ * Directory:  PATH/wal/00000001, 00000002, ...   (8 decimal digits,
+ *             contiguous: the checkpoint removes the oldest ones only, so a
+ *             gap is a lost segment, logged and counted at open and reported
+ *             by `profd tsdb check`; other names are ignored)
  *
  * Segment file:
  *
@@ -81,6 +83,7 @@ struct pd_wal {
     bool flusher_running;
     bool stopping;
     pthread_cond_t cond;
+    size_t n_gaps; /* gaps in the segment numbers found at open */
 };
 
 static int64_t mono_ms(void)
@@ -452,6 +455,17 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
     for (size_t i = 0; i < n_nums; i++) {
         bool last = i + 1 == n_nums;
         char name[4096];
+        if (i > 0 && nums[i] != nums[i - 1] + 1) {
+            /* segment numbers are contiguous: a gap is a lost segment (its
+               acknowledged profiles are gone); replay goes on after it */
+            char miss[4096];
+            pd__wal_seg_name(w, nums[i - 1] + 1, miss, sizeof miss);
+            pd_log_error("wal: segments missing; their records are lost",
+                         "first_missing=%s missing=%llu before=%08u", miss,
+                         (unsigned long long)(nums[i] - nums[i - 1] - 1), nums[i]);
+            count_corruption();
+            w->n_gaps++;
+        }
         pd__wal_seg_name(w, nums[i], name, sizeof name);
         int fd = open(name, O_RDWR | O_APPEND | O_CLOEXEC);
         if (fd < 0) {
@@ -690,6 +704,8 @@ int pd__wal_read(pd_wal *w, uint32_t seg, uint64_t off, uint8_t type, uint32_t l
     out->data[out->len] = 0;
     return 0;
 }
+
+size_t pd__wal_gaps(const pd_wal *w) { return w->n_gaps; }
 
 uint64_t pd__wal_bytes(pd_wal *w)
 {

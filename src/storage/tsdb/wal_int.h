@@ -47,7 +47,10 @@ typedef struct pd_wal_options {
 typedef int (*pd_wal_replay_fn)(void *ctx, uint32_t seg, uint64_t off, uint8_t type,
                                 const uint8_t *payload, uint32_t len);
 
-/* Opens the log in o->dir: replays every segment in number order through fn,
+/* Opens the log in o->dir: replays every segment in number order through fn
+ * (segment numbers must be contiguous: a gap is logged with the first
+ * missing segment's name, counted in profd_storage_corruptions_total and in
+ * pd__wal_gaps, and replay goes on after it),
  * truncating a torn or corrupt tail of the last segment (logged with file and
  * offset) and skipping the rest of an earlier segment at a corrupt record or
  * a segment with a bad header (logged, counted in
@@ -78,6 +81,8 @@ int pd__wal_append(pd_wal *w, const uint8_t *recs, size_t len, uint32_t *seg /* 
 int pd__wal_read(pd_wal *w, uint32_t seg, uint64_t off, uint8_t type, uint32_t len, pd_buf *out,
                  pd_err *err);
 
+/* Gaps in the segment numbers found by pd__wal_open. */
+size_t pd__wal_gaps(const pd_wal *w);
 /* Sum of the segment file sizes, bytes. */
 uint64_t pd__wal_bytes(pd_wal *w);
 /* Number of segment files (also the skipped ones). */

@@ -15,8 +15,14 @@
  *
  * State lives in the query string so a view can be shared:
  *   query=SELECTOR  range=15m|1h|…  type=SAMPLE_TYPE  refresh=SECONDS
+ *   from=T to=T (an absolute window: RFC 3339, Unix seconds or ms, or
+ *                now / now-1h: relative; written whenever a profile, a merge
+ *                or a comparison is chosen, so a shared link shows the same
+ *                window and the same profiles days later)
  *   series=EXACT_SELECTOR  t=MS (the opened profile)
  *   sel=FROM-TO (ms, a merged range)   cmp=1 a=FROM-TO b=FROM-TO (compare)
+ *   hide=EXACT_SELECTOR (repeated: legend entries switched off; left out of
+ *                merges and diffs by the API's exclude=)
  *
  * API (Prometheus envelope {"status":"success","data":…}):
  *   /api/v1/query_range?query=&from=&to=     → [{labels, sample_types, timestamps, totals}]
@@ -31,11 +37,16 @@
 (function () {
   const $ = (id) => document.getElementById(id);
   const RANGES = { '5m': 300, '15m': 900, '1h': 3600, '6h': 21600, '24h': 86400, '7d': 604800 };
+  // 24 distinct colours (no repeat within 24 series): Tableau 10, then
+  // darker and lighter variants of hues it lacks, each readable on white.
   const COLORS = ['#2563eb', '#ea580c', '#16a34a', '#9333ea', '#dc2626', '#0891b2', '#ca8a04',
-    '#db2777', '#4b5563', '#65a30d', '#7c3aed', '#0d9488'];
+    '#db2777', '#4b5563', '#65a30d', '#7c3aed', '#0d9488', '#1e3a8a', '#9a3412', '#14532d', '#581c87',
+    '#991b1b', '#155e75', '#854d0e', '#9d174d', '#111827', '#3f6212', '#4338ca', '#be185d'];
 
   const state = {
     query: '', range: '1h', type: '', refresh: 0, series: '', t: 0,
+    fromText: '', toText: '', // from=/to= of the URL ('' = the relative range)
+    focus: '', ignore: '',    // pprof's -focus/-ignore regexps on the profile shown (the API's filters)
     sel: null,          // {from, to} ms: the merged range
     cmp: false,         // compare mode
     a: null, b: null,   // {from, to} ms: compare's base (A) and new (B) selections
@@ -111,8 +122,10 @@
     if (a < 1e3) return sign + trimNum(a, 0) + 'ns';
     if (a < 1e6) return sign + trimNum(a / 1e3, a < 1e4 ? 2 : 1) + 'µs';
     if (a < 1e9) return sign + trimNum(a / 1e6, a < 1e7 ? 2 : 1) + 'ms';
-    if (a < 36000e9) return sign + trimNum(a / 1e9, a < 1e10 ? 2 : 1) + 's';
-    return sign + trimNum(a / 3600e9, 2) + 'h';
+    if (a < 60e9) return sign + trimNum(a / 1e9, a < 1e10 ? 2 : 1) + 's';
+    if (a < 3600e9) return sign + trimNum(a / 60e9, a < 600e9 ? 2 : 1) + 'min';
+    if (a < 86400e9) return sign + trimNum(a / 3600e9, 2) + 'h';
+    return sign + trimNum(a / 86400e9, 2) + 'd';
   }
 
   function fmtCount(v) {
@@ -159,7 +172,7 @@
     if (unit === 'bytes') steps = [[1, ' B'], [1024, ' KiB'], [1024 ** 2, ' MiB'], [1024 ** 3, ' GiB'], [1024 ** 4, ' TiB']];
     else if (TIME_UNITS[unit]) {
       const ns = TIME_UNITS[unit];
-      steps = [[1, 'ns'], [1e3, 'µs'], [1e6, 'ms'], [1e9, 's']].map(([b, s]) => [b / ns, s]);
+      steps = [[1, 'ns'], [1e3, 'µs'], [1e6, 'ms'], [1e9, 's'], [60e9, 'min'], [3600e9, 'h'], [86400e9, 'd']].map(([b, s]) => [b / ns, s]);
     } else steps = [[1, ''], [1e3, 'k'], [1e6, 'M'], [1e9, 'G']];
     let pick = steps[0];
     for (const st of steps) if (max >= st[0]) pick = st;
@@ -210,15 +223,46 @@
     const q = new URLSearchParams(location.search);
     state.query = q.get('query') || '';
     state.range = RANGES[q.get('range')] ? q.get('range') : '1h';
+    state.fromText = q.get('from') && q.get('to') && parseTime(q.get('from'), Date.now()) !== null &&
+      parseTime(q.get('to'), Date.now()) !== null ? q.get('from') : '';
+    state.toText = state.fromText ? q.get('to') : '';
     state.type = q.get('type') || '';
     state.refresh = parseInt(q.get('refresh') || '0', 10) || 0;
     state.series = q.get('series') || '';
     state.t = parseInt(q.get('t') || '0', 10) || 0;
     state.cmp = q.get('cmp') === '1';
+    hidden = new Set(q.getAll('hide'));
     state.sel = state.cmp ? null : parseSpan(q.get('sel'));
+    state.focus = q.get('focus') || '';
+    state.ignore = q.get('ignore') || '';
     state.a = state.cmp ? parseSpan(q.get('a')) : null;
     state.b = state.cmp ? parseSpan(q.get('b')) : null;
     tl.next = state.a && !state.b ? 'b' : state.a ? 'b' : 'a';
+  }
+
+  // A time of the URL → ms: RFC 3339, Unix seconds (decimals allowed) or ms
+  // (13+ digits), "now", "now-90s"/"now-15m"/"now-1h"/"now-2d"/"now-1w". null if none.
+  function parseTime(v, now) {
+    v = String(v || '').trim();
+    let m = /^now(?:-(\d+(?:\.\d+)?)(ms|s|m|h|d|w))?$/.exec(v);
+    if (m) return m[1] ? now - +m[1] * { ms: 1, s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 604800e3 }[m[2]] : now;
+    if (/^\d{13,}$/.test(v)) return +v;
+    if (/^\d+(\.\d+)?$/.test(v)) return Math.round(+v * 1000);
+    if (/^\d{4}-\d\d-\d\dT/.test(v)) { const t = Date.parse(v); return isNaN(t) ? null : t; }
+    return null;
+  }
+  const isRelative = (v) => /^now/.test(String(v || '').trim());
+  const pinned = () => !!state.fromText && !(isRelative(state.fromText) && isRelative(state.toText));
+  const iso = (ms) => new Date(ms).toISOString().replace('.000Z', 'Z');
+
+  // The window a query covers now: from=/to= when given, else the last `range`.
+  function window_() {
+    const now = Date.now();
+    if (state.fromText) {
+      const f = parseTime(state.fromText, now), t = parseTime(state.toText, now);
+      if (f !== null && t !== null && t > f) return { from: f, to: t };
+    }
+    return { from: now - RANGES[state.range] * 1000, to: now };
   }
 
   // "FROM-TO" (ms) → {from, to}, or null.
@@ -233,6 +277,13 @@
     const q = new URLSearchParams();
     if (state.query) q.set('query', state.query);
     if (state.range !== '1h') q.set('range', state.range);
+    // a chosen profile, merge or comparison pins the window it was chosen in
+    const chosen = (state.series && state.t) || state.sel || (state.cmp && (state.a || state.b));
+    if (chosen && !pinned() && lastRange) { state.fromText = iso(lastRange.from); state.toText = iso(lastRange.to); showRange(); }
+    if (state.fromText) { q.set('from', state.fromText); q.set('to', state.toText); }
+    for (const k of hidden) q.append('hide', k);
+    if (state.focus) q.set('focus', state.focus);
+    if (state.ignore) q.set('ignore', state.ignore);
     if (state.type) q.set('type', state.type);
     if (state.refresh) q.set('refresh', String(state.refresh));
     if (state.series && state.t && !state.sel && !state.cmp) { q.set('series', state.series); q.set('t', String(state.t)); }
@@ -269,6 +320,7 @@
       if (state.query) run(false);
       else { $('timeline-panel').hidden = true; $('intro').hidden = false; }
       showSelection();
+      showFilters();
       loadView();
     }
   }
@@ -287,6 +339,7 @@
   function applyStateToForm() {
     $('selector').value = state.query;
     $('range').value = state.range;
+    showRange();
     $('refresh').value = String(state.refresh);
     setRefresh();
   }
@@ -323,11 +376,13 @@
 
   function submit() {
     state.query = $('selector').value.trim();
-    state.range = $('range').value;
+    if ($('range').value !== 'custom') { state.range = $('range').value; state.fromText = state.toText = ''; }
     state.series = '';
     state.t = 0;
     state.sel = null;
     state.a = state.b = null;
+    state.focus = state.ignore = '';
+    showFilters();
     tl.next = 'a';
     tl.anchor = null;
     $('profile-panel').hidden = true;
@@ -338,7 +393,48 @@
   }
 
   $('query-form').addEventListener('submit', (e) => { e.preventDefault(); closeSuggest(); submit(); });
-  $('range').addEventListener('change', () => { state.range = $('range').value; writeURL(false); if (state.query) run(false); });
+  $('range').addEventListener('change', () => {
+    if ($('range').value === 'custom') return;
+    state.range = $('range').value;
+    backToNow();
+  });
+  // Back to a relative window ending now: the choices made in the pinned
+  // window (profile, merge, comparison) go with it.
+  function backToNow() {
+    state.fromText = state.toText = '';
+    state.series = ''; state.t = 0; state.sel = null; state.a = state.b = null;
+    tl.next = 'a'; tl.anchor = null;
+    $('profile-panel').hidden = true;
+    showRange(); showSelection();
+    writeURL(true);
+    if (state.query) run(false);
+  }
+  $('back-to-now').addEventListener('click', backToNow);
+
+  // The range box: "last 1h", or the pinned window (with the time zone).
+  function showRange() {
+    const sel = $('range');
+    let opt = sel.querySelector('option[value="custom"]');
+    const pin = pinned();
+    if (pin) {
+      if (!opt) { opt = document.createElement('option'); opt.value = 'custom'; sel.appendChild(opt); }
+      const w = window_();
+      opt.textContent = fmtTime(w.from) + ' – ' + fmtTime(w.to);
+      sel.value = 'custom';
+    } else {
+      if (opt) opt.remove();
+      sel.value = state.range;
+    }
+    $('back-to-now').hidden = !pin;
+    $('tz').textContent = tzName();
+  }
+  function tzName() {
+    const off = -new Date().getTimezoneOffset();
+    const hh = String(Math.floor(Math.abs(off) / 60)).padStart(2, '0'), mm = String(Math.abs(off) % 60).padStart(2, '0');
+    let zone = '';
+    try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ''; } catch (e) { /* none */ }
+    return 'times in ' + (zone ? zone + ' ' : '') + '(UTC' + (off < 0 ? '-' : '+') + hh + ':' + mm + ')';
+  }
   $('refresh').addEventListener('change', () => { state.refresh = parseInt($('refresh').value, 10) || 0; writeURL(false); setRefresh(); });
   $('sample-type').addEventListener('change', () => {
     state.type = $('sample-type').value;
@@ -357,8 +453,7 @@
     if (!state.query) { showError('Type a selector first, e.g. heap or cpu{job="demo"}.'); return; }
     sessionStorage.setItem('pd-last-search', location.search);
     const seq = ++runSeq;
-    const to = Date.now();
-    const from = to - RANGES[state.range] * 1000;
+    const { from, to } = window_();
     const btn = $('run');
     btn.disabled = true;
     try {
@@ -372,6 +467,7 @@
       fillSampleTypes();
       drawTimeline();
       showSelection();
+      if (explorer.on) loadExplorer();
       const v = viewSpec();
       if (v && !$('profile-panel').hidden) $('profile-title').textContent = v.title;
     } catch (e) {
@@ -481,11 +577,25 @@
     tl.brushEl = box.querySelector('rect.brush');
     markSelected();
 
-    legend.innerHTML = drawn.map((d) => {
+    // Labels every series shares are shown once, above the entries; each
+    // entry names only the labels that tell it apart.
+    const common = new Map();
+    if (series.length > 1) {
+      for (const [k, v] of Object.entries(series[0].labels)) if (series.every((x) => x.labels[k] === v)) common.set(k, v);
+    }
+    const entryName = (labels) => {
+      if (!common.size) return seriesName(labels);
+      const rest = {};
+      for (const [k, v] of Object.entries(labels)) if (!common.has(k)) rest[k] = v;
+      return seriesName(rest);
+    };
+    const head = common.size ? '<li class="common" aria-label="labels of every series">' + esc(seriesName(Object.fromEntries(common))) +
+      ' <span class="muted">· every series</span></li>' : '';
+    legend.innerHTML = head + drawn.map((d) => {
       const n = d.s.timestamps.length;
       const last = n && d.idx >= 0 ? fmtValue(d.s.totals[n - 1][d.idx], d.s.sample_types[d.idx].unit) : '';
-      return '<li data-key="' + esc(d.key) + '" class="' + (d.off ? 'off' : '') + '" title="click to hide/show">' +
-        '<span class="swatch" style="background:' + d.color + '"></span>' + esc(seriesName(d.s.labels)) +
+      return '<li data-key="' + esc(d.key) + '" class="' + (d.off ? 'off' : '') + '" title="' + esc(seriesName(d.s.labels)) + ' — click to hide/show">' +
+        '<span class="swatch" style="background:' + d.color + '"></span>' + esc(entryName(d.s.labels)) +
         '<span class="muted">' + n + ' profile' + (n === 1 ? '' : 's') + (d.idx < 0 ? ', no ' + esc(type) : last ? ', last ' + esc(last) : '') + '</span></li>';
     }).join('');
     const total = series.reduce((a, s) => a + s.timestamps.length, 0);
@@ -497,7 +607,11 @@
     if (!li) return;
     const k = li.getAttribute('data-key');
     if (hidden.has(k)) hidden.delete(k); else hidden.add(k);
+    li.setAttribute('aria-pressed', hidden.has(k) ? 'false' : 'true');
+    writeURL(false);
     drawTimeline();
+    // a merge or comparison on screen is redone without (or with) that series
+    if (state.sel || (state.cmp && state.a && state.b)) { showSelection(); loadView(); }
   });
 
   // The shaded rectangles of the merged range, or of A and B (compare).
@@ -562,7 +676,10 @@
   // merge takes them all, also the series switched off in the legend).
   function countIn(r) {
     let n = 0;
-    for (const s of (lastRange ? lastRange.series : [])) for (const ts of s.timestamps) if (ts >= r.from && ts <= r.to) n++;
+    for (const s of (lastRange ? lastRange.series : [])) {
+      if (hidden.has(exactSelector(s.labels))) continue; // hidden series are not merged
+      for (const ts of s.timestamps) if (ts >= r.from && ts <= r.to) n++;
+    }
     return n;
   }
 
@@ -758,9 +875,12 @@
   /* ------------------------------------------------------------ profile */
 
   function profileURL(series, t, report, sampleIndex) {
-    let u = '/api/v1/query?query=' + encodeURIComponent(series) + '&time=' + (t / 1000).toFixed(3) + '&report=' + report;
+    // the call graph is a merge-path report: the merge of this one profile
+    let u = report === 'callgraph' ?
+      '/api/v1/query?mode=merge&query=' + encodeURIComponent(series) + '&from=' + (t / 1000).toFixed(3) + '&to=' + (t / 1000).toFixed(3) + '&report=' + report :
+      '/api/v1/query?query=' + encodeURIComponent(series) + '&time=' + (t / 1000).toFixed(3) + '&report=' + report;
     if (sampleIndex && report !== 'proto') u += '&sample_index=' + encodeURIComponent(sampleIndex);
-    return u;
+    return u + filterQuery();
   }
 
   // The sample type to show for a series: the chosen one when the series has
@@ -782,13 +902,15 @@
     const file = name.replace(/[^A-Za-z0-9_.-]/g, '_');
     const withIdx = (u, report, idx) => u + '&report=' + report +
       (idx && report !== 'proto' ? '&sample_index=' + encodeURIComponent(idx) : '') +
-      (report === 'flamegraph' ? '&nodes=4000' : '');
-    const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to);
+      (report === 'flamegraph' ? '&nodes=4000' : '') + filterQuery();
+    // hidden legend entries are left out of merges and diffs (exclude=)
+    const excl = [...hidden].map((k) => '&exclude=' + encodeURIComponent(k)).join('');
+    const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl;
     const range = (r) => fmtTime(r.from) + (r.from === r.to ? '' : ' – ' + fmtTime(r.to));
     if (state.cmp && state.a && state.b) {
       const a = state.a, b = state.b;
       const base = '/api/v1/query?mode=diff&query_a=' + encodeURIComponent(q) + '&query_b=' + encodeURIComponent(q) +
-        '&mode_a=merge&mode_b=merge&from_a=' + secs(a.from) + '&to_a=' + secs(a.to) + '&from_b=' + secs(b.from) + '&to_b=' + secs(b.to);
+        '&mode_a=merge&mode_b=merge&from_a=' + secs(a.from) + '&to_a=' + secs(a.to) + '&from_b=' + secs(b.from) + '&to_b=' + secs(b.to) + excl;
       return {
         kind: 'diff', heading: 'Comparison',
         title: q + ' · B ' + range(b) + ' (' + countIn(b) + ') vs A ' + range(a) + ' (' + countIn(a) + ', base)',
@@ -844,13 +966,19 @@
     panel.classList.add('loading');
     try {
       const si = v.kind === 'single' ? v.fixedIdx : state.type;
-      const both = (idx) => Promise.all([api(v.url('top', idx)), api(v.url('flamegraph', idx))]);
+      const both = (idx) => Promise.all([api(v.url('top', idx) + topQuery()), api(v.url('flamegraph', idx))]);
       let top, fg;
+      profile.view = v;
+      profile.idx = si;
+      profile.diff = v.kind === 'diff';
+      if (profile.diff && !['base_flat', 'new_flat', 'flat', 'flat_rel', 'cum', 'function'].includes(profile.sortKey)) profile.sortKey = 'flat';
+      if (!profile.diff && !['flat', 'flat_pct', 'cum', 'cum_pct', 'function'].includes(profile.sortKey)) profile.sortKey = 'flat';
       try {
         [top, fg] = await both(si);
       } catch (e) {
         if (!si || v.kind !== 'single') throw e;
         [top, fg] = await both(''); // this profile lacks the chosen sample type: show its default
+        profile.idx = '';
       }
       if (seq !== profileSeq) return;
       showError('');
@@ -859,8 +987,6 @@
       profile.top = top;
       profile.unit = st.unit || '';
       profile.diff = diff;
-      if (diff && !['base_flat', 'new_flat', 'flat', 'cum', 'function'].includes(profile.sortKey)) profile.sortKey = 'flat';
-      if (!diff && !['flat', 'flat_pct', 'cum', 'cum_pct', 'function'].includes(profile.sortKey)) profile.sortKey = 'flat';
       const n = (top.rows_total !== undefined ? top.rows_total : (top.rows || []).length);
       if (diff) {
         const d = top.total || 0;
@@ -878,7 +1004,9 @@
       flame.diff = diff;
       $('flamegraph').setAttribute('data-total', String(fg.value || 0));
       $('flame-legend').hidden = !diff;
+      $('sandwich').hidden = true;
       drawFlame();
+      if ($('view-callgraph').getAttribute('aria-pressed') === 'true') showCallgraph(true);
     } catch (e) {
       if (seq !== profileSeq) return;
       $('profile-summary').textContent = '';
@@ -914,7 +1042,37 @@
 
   /* ------------------------------------------------------------ top table */
 
-  const profile = { top: null, unit: '', sortKey: 'flat', limit: 200, diff: false };
+  // The server sorts, filters and cuts the rows (report=top's sort, order,
+  // filter and limit): the table asks again when any of them changes, so
+  // "sorted by cum" means the largest by cum of the whole profile, not of the
+  // rows that happened to come first by flat.
+  const profile = { top: null, unit: '', sortKey: 'flat', asc: false, filter: '', limit: 100, diff: false, view: null, idx: '', seq: 0 };
+  // table column -> report=top's sort (diff columns of one side sort here)
+  const SERVER_SORT = { flat: 'flat', flat_pct: 'flat', cum: 'cum', cum_pct: 'cum', function: 'name' };
+
+  function topQuery() {
+    const k = profile.sortKey;
+    let q = '&limit=' + (profile.limit === Infinity ? 0 : profile.limit);
+    const srv = SERVER_SORT[k];
+    // a diff's default order is pprof's (|delta flat|); the other columns sort on the server
+    if (srv && !(profile.diff && k === 'flat' && !profile.asc)) q += '&sort=' + srv + '&order=' + (profile.asc ? 'asc' : 'desc');
+    if (profile.filter) q += '&filter=' + encodeURIComponent(profile.filter);
+    return q;
+  }
+
+  async function refetchTop() {
+    if (!profile.view) return;
+    const seq = ++profile.seq;
+    try {
+      const top = await api(profile.view.url('top', profile.idx) + topQuery());
+      if (seq !== profile.seq) return;
+      profile.top = top;
+      showError('');
+      drawTop();
+    } catch (e) {
+      if (seq === profile.seq) showError('Loading the top table failed: ' + e.message);
+    }
+  }
 
   const TOP_COLS = [['flat', 'flat', 1], ['flat_pct', 'flat%', 1], ['cum', 'cum', 1], ['cum_pct', 'cum%', 1], ['function', 'function', 0]];
   // A diff: each side's flat, the delta of flat (with the change relative to
@@ -928,17 +1086,25 @@
     const total = top.total || 0;
     const k = profile.sortKey;
     const cols = profile.diff ? DIFF_COLS : TOP_COLS;
-    const keyOf = (r) => (k === 'flat_pct' || k === 'flat_rel' ? r.flat : k === 'cum_pct' ? r.cum : r[k]);
-    if (k === 'function') rows.sort((a, b) => (a.function < b.function ? -1 : a.function > b.function ? 1 : 0));
-    else rows.sort((a, b) => Math.abs(keyOf(b)) - Math.abs(keyOf(a)) || Math.abs(b.cum) - Math.abs(a.cum));
-    const shown = rows.slice(0, profile.limit);
+    const keyOf = (r) => (k === 'flat_rel' ? r.flat : r[k]);
+    if (!SERVER_SORT[k]) { // a diff's one-side columns: the server's rows, sorted here
+      const dir = profile.asc ? -1 : 1;
+      rows.sort((a, b) => dir * (Math.abs(keyOf(b)) - Math.abs(keyOf(a))) || Math.abs(b.cum) - Math.abs(a.cum));
+    }
+    const shown = rows;
     const thead = $('top-table').tHead;
     const want = cols.map((c) => c[0]).join();
     if (thead.getAttribute('data-cols') !== want) {
       thead.innerHTML = '<tr>' + cols.map((c) => '<th data-key="' + c[0] + '"' + (c[2] ? ' class="num"' : '') + '>' + esc(c[1]) + '</th>').join('') + '</tr>';
       thead.setAttribute('data-cols', want);
     }
-    thead.querySelectorAll('th').forEach((th) => th.classList.toggle('sorted', th.getAttribute('data-key') === k));
+    thead.querySelectorAll('th').forEach((th) => {
+      const on = th.getAttribute('data-key') === k;
+      th.classList.toggle('sorted', on);
+      th.classList.toggle('asc', on && profile.asc);
+      th.setAttribute('aria-sort', on ? (profile.asc ? 'ascending' : 'descending') : 'none');
+      th.tabIndex = 0;
+    });
     const u = profile.unit;
     const sgn = (v) => (v > 0 ? 'pos' : v < 0 ? 'neg' : 'zero');
     const rowHTML = profile.diff ? (r) =>
@@ -955,33 +1121,48 @@
       '<td class="num">' + fmtPct(r.flat, total) + '</td>' +
       '<td class="num">' + esc(fmtValue(r.cum, u)) + '</td>' +
       '<td class="num">' + fmtPct(r.cum, total) + '<span class="bar" style="width:' + Math.round(40 * Math.abs(r.cum) / (Math.abs(total) || 1)) + 'px"></span></td>' +
-      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + '</td></tr>';
+      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + ' <button type="button" class="link sw-open" title="callers and callees of this function">sandwich</button></td></tr>';
     $('top-table').tBodies[0].innerHTML = shown.map(rowHTML).join('') ||
-      '<tr><td colspan="' + cols.length + '" class="muted">' + (profile.diff ? 'No differences in this sample type.' : 'This profile has no samples of this type.') + '</td></tr>';
+      '<tr><td colspan="' + cols.length + '" class="muted">' + (profile.filter ? 'No function matches the filter.' :
+        profile.diff ? 'No differences in this sample type.' : 'This profile has no samples of this type.') + '</td></tr>';
     const more = $('top-more');
     const cut = top.rows_cut || 0;
-    const all = rows.length + cut;
-    more.hidden = all <= shown.length;
-    more.innerHTML = all > shown.length ? 'Showing ' + shown.length + ' of ' + all + ' functions.' +
-      (rows.length > shown.length ? ' <a href="#" id="top-all">Show all</a>' : '') : '';
+    const all = top.rows_total !== undefined ? top.rows_total : rows.length + cut;
+    more.hidden = cut === 0;
+    more.innerHTML = cut ? 'Showing ' + shown.length + ' of ' + all + ' functions' + (profile.filter ? ' matching the filter' : '') +
+      '. <a href="#" id="top-all">Show all</a>' : '';
   }
 
+  function sortBy(key) {
+    if (!profile.top) return;
+    if (profile.sortKey === key) profile.asc = !profile.asc;
+    else { profile.sortKey = key; profile.asc = key === 'function'; }
+    if (SERVER_SORT[key]) refetchTop(); else drawTop();
+  }
   $('top-table').tHead.addEventListener('click', (e) => {
     const th = e.target.closest('th[data-key]');
-    if (!th || !profile.top) return;
-    profile.sortKey = th.getAttribute('data-key');
-    drawTop();
+    if (th) sortBy(th.getAttribute('data-key'));
+  });
+  $('top-table').tHead.addEventListener('keydown', (e) => {
+    const th = e.target.closest('th[data-key]');
+    if (th && (e.key === 'Enter' || e.key === ' ')) { e.preventDefault(); sortBy(th.getAttribute('data-key')); }
+  });
+  let filterTimer = null;
+  $('top-filter').addEventListener('input', () => {
+    clearTimeout(filterTimer);
+    filterTimer = setTimeout(() => { profile.filter = $('top-filter').value.trim(); refetchTop(); }, 200);
   });
   $('top-more').addEventListener('click', (e) => {
     if (e.target.id !== 'top-all') return;
     e.preventDefault();
     profile.limit = Infinity;
-    drawTop();
+    refetchTop();
   });
   // A click on a row highlights that function in the flame graph.
   $('top-table').tBodies[0].addEventListener('click', (e) => {
     const tr = e.target.closest('tr[data-fn]');
     if (!tr) return;
+    if (e.target.closest('.sw-open')) { openSandwich(tr.getAttribute('data-fn')); return; }
     const fn = tr.getAttribute('data-fn');
     $('flame-search').value = '^' + fn.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
     highlightFlame();
@@ -1050,17 +1231,32 @@
       html += frameHTML(a, nodes.length - 1, 0, 100, a.depth, 'ancestor', W);
     });
     const zv = zoom.size || 0;
+    // Exact widths: a frame is as wide as its value, never wider (no
+    // minimum: padding and border are inside the width, box-sizing). Children
+    // under a pixel each are merged into one "…" frame of their total width
+    // (at most as wide as they are together); their own children are not drawn.
     const place = (n, left, width) => {
-      if (width * W / 100 < 0.6) return;
       nodes.push(n);
       if (n.depth > maxDepth) maxDepth = n.depth;
       html += frameHTML(n, nodes.length - 1, left, width, n.depth, '', W);
-      let x = left;
+      let x = left, thinW = 0, thinN = 0, thinX = null, thinV = 0;
       for (const c of n.children) {
         const cw = zv ? (width * c.size) / (n.size || 1) : 0;
-        place(c, x, cw);
+        if (cw * W / 100 < 1) {
+          if (thinX === null) thinX = x;
+          thinW += cw; thinN++; thinV += c.size;
+        } else {
+          if (thinN) { html += moreHTML(thinX, thinW, n.depth + 1, thinN, thinV); thinX = null; thinW = thinN = thinV = 0; }
+          place(c, x, cw);
+        }
         x += cw;
       }
+      if (thinN && thinW * W / 100 >= 0.5) html += moreHTML(thinX, thinW, n.depth + 1, thinN, thinV);
+    };
+    const moreHTML = (left, width, depth, count, value) => {
+      if (depth > maxDepth) maxDepth = depth;
+      return '<div class="frame more" data-more="' + count + '" data-value="' + value + '" title="' + count + ' frames under a pixel each" style="left:' +
+        left.toFixed(4) + '%;width:' + width.toFixed(4) + '%;top:' + depth * ROW + 'px"></div>';
     };
     place(zoom, 0, 100);
     flame.nodes = nodes;
@@ -1072,15 +1268,16 @@
   }
 
   function frameHTML(n, i, left, width, depth, cls, W) {
-    const label = width * W / 100 > 28 ? esc(n.name === 'root' ? 'all' : n.name) : '';
+    const px = width * W / 100;
+    const label = px > 28 ? esc(n.name === 'root' ? 'all' : n.name) : '';
     const dc = flame.diff ? ' ' + diffClass(n) : '';
-    return '<div class="frame ' + cls + dc + '" data-i="' + i + '" data-name="' + esc(n.name) + '"' + (flame.diff ? ' data-delta="' + (n.new - n.base) + '"' : '') +
+    return '<div class="frame ' + cls + dc + (px < 8 ? ' thin' : '') + '" data-i="' + i + '" data-name="' + esc(n.name) + '"' + (flame.diff ? ' data-delta="' + (n.new - n.base) + '"' : '') +
       ' style="left:' + left.toFixed(4) + '%;width:' + width.toFixed(4) + '%;top:' + depth * ROW + 'px;background:' +
       (flame.diff ? diffColor(n) : frameColor(n.name)) + '">' + label + '</div>';
   }
 
   $('flamegraph').addEventListener('click', (e) => {
-    const el = e.target.closest('.frame');
+    const el = e.target.closest('.frame[data-i]');
     if (!el) return;
     const n = flame.nodes[+el.getAttribute('data-i')];
     if (!n) return;
@@ -1088,7 +1285,13 @@
     drawFlame();
   });
   $('flamegraph').addEventListener('mousemove', (e) => {
-    const el = e.target.closest('.frame');
+    const more = e.target.closest('.frame.more');
+    if (more) {
+      showTip(e, '<b>' + more.getAttribute('data-more') + ' frames</b> under a pixel each<br>' +
+        esc(fmtValue(+more.getAttribute('data-value'), flame.unit)) + ' together<br><i>zoom into the caller to see them</i>');
+      return;
+    }
+    const el = e.target.closest('.frame[data-i]');
     if (!el) { hideTip(); return; }
     const n = flame.nodes[+el.getAttribute('data-i')];
     if (!n) return;
@@ -1106,26 +1309,278 @@
     showTip(e, '<b>' + esc(n.name === 'root' ? 'all samples' : n.name) + '</b><br>' +
       esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
       (n.self ? '<br>self ' + esc(fmtValue(n.self, flame.unit)) + ' (' + fmtPct(n.self, total) + ')' : '') +
-      '<br><i>click to zoom</i>');
+      '<br><i>click to zoom · right-click: callers and callees</i>');
   });
   $('flamegraph').addEventListener('mouseleave', hideTip);
   $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
-  $('flame-search').addEventListener('input', highlightFlame);
+
+  // The call graph tab: the API's SVG (Graphviz, as pprof -svg) of the same
+  // selection and sample type, instead of the flame graph.
+  function showCallgraph(on) {
+    const btn = $('view-callgraph');
+    btn.setAttribute('aria-pressed', on ? 'true' : 'false');
+    btn.classList.toggle('on', on);
+    $('flamegraph').hidden = on;
+    $('flame-search').disabled = on;
+    const cg = $('callgraph');
+    cg.hidden = !on;
+    if (!on || !profile.view) return;
+    const url = profile.view.url('callgraph', profile.idx);
+    if (cg.getAttribute('data-url') === url) return;
+    cg.setAttribute('data-url', url);
+    cg.innerHTML = '<p class="muted">rendering the call graph…</p>';
+    const img = new Image();
+    img.alt = 'call graph of ' + $('profile-title').textContent;
+    img.onload = () => { cg.innerHTML = ''; cg.appendChild(img); };
+    img.onerror = () => { cg.innerHTML = '<p class="error">The call graph could not be drawn (is Graphviz installed on the server?).</p>'; };
+    img.src = url;
+  }
+  $('view-callgraph').addEventListener('click', () => showCallgraph($('view-callgraph').getAttribute('aria-pressed') !== 'true'));
+
+  // Keys: "/" searches the flame graph, Esc resets its zoom and search.
+  document.addEventListener('keydown', (e) => {
+    const typing = e.target.closest && e.target.closest('input, select, textarea');
+    if (e.key === '/' && !typing && !$('profile-panel').hidden) {
+      e.preventDefault();
+      $('flame-search').focus();
+    } else if (e.key === 'Escape' && flame.root && !$('profile-panel').hidden) {
+      if (e.target === $('flame-search') && $('flame-search').value) { $('flame-search').value = ''; highlightFlame(); return; }
+      if (flame.zoom !== flame.root) { flame.zoom = flame.root; drawFlame(); }
+    }
+  });
+  // debounced: the walk over a large tree runs once the typing pauses
+  let searchTimer = null;
+  $('flame-search').addEventListener('input', () => { clearTimeout(searchTimer); searchTimer = setTimeout(highlightFlame, 120); });
 
   function highlightFlame() {
     const box = $('flamegraph');
     const q = $('flame-search').value.trim();
-    let re = null;
-    if (q) { try { re = new RegExp(q); } catch (e) { re = null; } }
+    let re = null, bad = '';
+    if (q) { try { re = new RegExp(q); } catch (e) { bad = e.message; } }
     box.classList.toggle('searching', !!re);
+    $('flame-search').setAttribute('aria-invalid', bad ? 'true' : 'false');
+    $('flame-match').classList.toggle('bad', !!bad);
+    if (bad) { $('flame-match').textContent = 'not a regular expression: ' + bad; return; }
     if (!re || !flame.root) { $('flame-match').textContent = ''; return; }
-    box.querySelectorAll('.frame').forEach((el) => el.classList.toggle('match', re.test(el.getAttribute('data-name'))));
+    box.querySelectorAll('.frame[data-i]').forEach((el) => el.classList.toggle('match', re.test(el.getAttribute('data-name'))));
     // Matched share: the value of the outermost matching frames.
     let sum = 0, sa = 0, sb = 0;
     const walk = (n) => { if (n !== flame.root && re.test(n.name)) { sum += n.value; sa += n.base || 0; sb += n.new || 0; return; } n.children.forEach(walk); };
     walk(flame.root);
     $('flame-match').textContent = flame.diff ? 'matched: A ' + fmtValue(sa, flame.unit) + ' → B ' + fmtValue(sb, flame.unit) + ' (Δ ' + signed(sb - sa, flame.unit) + ')' :
       'matched ' + fmtValue(sum, flame.unit) + ' (' + fmtPct(sum, flame.root.value) + ')';
+  }
+
+  /* ------------------------------------------------------------ focus / ignore */
+
+  // pprof's -focus / -ignore on the profile shown: the API filters the
+  // samples (a single profile then goes through the merge path).
+  function filterQuery() {
+    return (state.focus ? '&focus=' + encodeURIComponent(state.focus) : '') + (state.ignore ? '&ignore=' + encodeURIComponent(state.ignore) : '');
+  }
+  const exactRe = (name) => '^' + name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
+  function setFilter(kind, re) {
+    state[kind] = re;
+    showFilters();
+    writeURL(true);
+    loadView();
+  }
+  function showFilters() {
+    const chips = [['focus', 'focus on'], ['ignore', 'ignoring']].filter(([k]) => state[k]).map(([k, label]) =>
+      '<span class="chip filter-chip" data-kind="' + k + '">' + label + ' <code>' + esc(state[k]) + '</code> <button type="button" class="small" data-clear="' + k +
+      '" aria-label="remove the ' + k + ' filter">✕</button></span>').join(' ');
+    $('filters').innerHTML = chips;
+    $('filters').hidden = !chips;
+  }
+  $('filters').addEventListener('click', (e) => { const b = e.target.closest('button[data-clear]'); if (b) setFilter(b.getAttribute('data-clear'), ''); });
+  $('sandwich-focus').addEventListener('click', () => setFilter('focus', exactRe($('sandwich-fn').textContent)));
+  $('sandwich-ignore').addEventListener('click', () => setFilter('ignore', exactRe($('sandwich-fn').textContent)));
+
+  /* ------------------------------------------------------------ sandwich */
+
+  // The sandwich view of function fn (as Pyroscope's): over every call site
+  // of fn in the flame graph tree (outermost occurrences only, so recursion
+  // counts once), its callers as a tree from fn up to the roots, and its
+  // callees merged into one tree under fn. Values are fn's (cumulative).
+  function sandwichTrees(root, fn) {
+    const mk = (name) => ({ name, value: 0, children: [], kids: new Map() });
+    const add = (parent, name, v) => {
+      let c = parent.kids.get(name);
+      if (!c) { c = mk(name); parent.kids.set(name, c); parent.children.push(c); }
+      c.value += v;
+      return c;
+    };
+    const callers = mk(fn), callees = mk(fn);
+    const mergeInto = (dst, n) => { for (const c of n.children) mergeInto(add(dst, c.name, c.value), c); };
+    const walk = (n) => {
+      if (n.name === fn && n !== root) {
+        callers.value += n.value;
+        callees.value += n.value;
+        let at = callers;
+        for (let a = n.parent; a && a !== root; a = a.parent) at = add(at, a.name, n.value);
+        mergeInto(callees, n);
+        return; // outermost occurrence: its subtree is in callees already
+      }
+      n.children.forEach(walk);
+    };
+    walk(root);
+    return { callers, callees };
+  }
+
+  function openSandwich(fn) {
+    if (!flame.root) return;
+    const { callers, callees } = sandwichTrees(flame.root, fn);
+    $('sandwich').hidden = false;
+    $('sandwich-fn').textContent = fn;
+    $('sandwich').setAttribute('data-value', String(callers.value));
+    $('sandwich-total').textContent = fmtValue(callers.value, flame.unit) + ' (' + fmtPct(callers.value, flame.root.value) + ' of total)';
+    $('sandwich-callers').innerHTML = miniFlame(callers, flame.unit, true);
+    $('sandwich-callees').innerHTML = miniFlame(callees, flame.unit, true);
+    $('sandwich').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
+  }
+  $('sandwich-close').addEventListener('click', () => { $('sandwich').hidden = true; });
+  // right-click a frame (or "s" on a focused table row) opens its sandwich
+  $('flamegraph').addEventListener('contextmenu', (e) => {
+    const el = e.target.closest('.frame[data-i]');
+    const n = el && flame.nodes[+el.getAttribute('data-i')];
+    if (!n || n === flame.root) return;
+    e.preventDefault();
+    openSandwich(n.name);
+  });
+
+  /* ------------------------------------------------------------ label explorer */
+
+  // For the current selector and window: every label name with its number of
+  // values; a name picked → the values' small timelines (the top 8 by total of
+  // the chosen sample type, from the query_range already loaded) and the
+  // merged flame graph of each side by side; a value clicked → its matcher is
+  // added to the selector.
+  const explorer = { on: false, name: '', seq: 0 };
+  const TOPK = 8;
+
+  function labelName(n) { return /^[a-zA-Z_][a-zA-Z0-9_]*$/.test(n) ? n : quote(n); }
+  // The selector with one more matcher: name="value".
+  function withMatcher(q, name, value) {
+    const m = labelName(name) + '=' + quote(value);
+    const i = q.lastIndexOf('}');
+    if (i < 0) return q.trim() + '{' + m + '}';
+    const inner = q.slice(q.indexOf('{') + 1, i).trim();
+    return q.slice(0, i).replace(/\s*,?\s*$/, '') + (inner ? ', ' : '') + m + q.slice(i);
+  }
+
+  $('explore').addEventListener('click', () => {
+    explorer.on = !explorer.on;
+    $('explore').setAttribute('aria-pressed', explorer.on ? 'true' : 'false');
+    $('explore').classList.toggle('on', explorer.on);
+    $('explorer-panel').hidden = !explorer.on;
+    if (explorer.on) loadExplorer();
+  });
+
+  async function loadExplorer() {
+    if (!explorer.on || !lastRange) return;
+    const seq = ++explorer.seq;
+    const w = { from: lastRange.from, to: lastRange.to };
+    const qp = '&match[]=' + encodeURIComponent(state.query) + '&start=' + secs(w.from) + '&end=' + secs(w.to);
+    $('explorer-summary').textContent = 'loading…';
+    try {
+      const names = (await api('/api/v1/labels?' + qp.slice(1))).filter((n) => n !== '__name__');
+      const counts = await Promise.all(names.map((n) => api('/api/v1/label/' + encodeURIComponent(n) + '/values?' + qp.slice(1)).then((v) => v.length)));
+      if (seq !== explorer.seq) return;
+      const order = names.map((n, i) => [n, counts[i]]).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+      $('explorer-summary').textContent = order.length + ' label' + (order.length === 1 ? '' : 's') + ' on ' + lastRange.series.length + ' series · pick one to break the selection down';
+      $('explorer-names').innerHTML = order.map(([n, c]) => '<li><button type="button" class="chip' + (n === explorer.name ? ' on' : '') +
+        '" data-name="' + esc(n) + '" aria-pressed="' + (n === explorer.name) + '">' + esc(n) + ' <span class="muted">' + c + '</span></button></li>').join('');
+      if (explorer.name && order.some(([n]) => n === explorer.name)) showValues(explorer.name);
+      else $('explorer-values').innerHTML = '';
+    } catch (e) {
+      if (seq === explorer.seq) $('explorer-summary').textContent = e.message;
+    }
+  }
+
+  $('explorer-names').addEventListener('click', (e) => {
+    const b = e.target.closest('button[data-name]');
+    if (!b) return;
+    explorer.name = b.getAttribute('data-name');
+    $('explorer-names').querySelectorAll('button').forEach((x) => { const on = x === b; x.classList.toggle('on', on); x.setAttribute('aria-pressed', String(on)); });
+    showValues(explorer.name);
+  });
+
+  async function showValues(name) {
+    const seq = ++explorer.seq;
+    const type = state.type;
+    // per value: the series' totals of the chosen sample type, summed per timestamp
+    const byValue = new Map();
+    let unit = '';
+    for (const s of lastRange.series) {
+      const v = s.labels[name];
+      if (v === undefined) continue;
+      const idx = (s.sample_types || []).findIndex((st) => st.type === type);
+      if (idx < 0) continue;
+      unit = unit || s.sample_types[idx].unit;
+      const e = byValue.get(v) || { value: v, pts: new Map(), sum: 0 };
+      s.timestamps.forEach((ts, j) => { const x = s.totals[j][idx]; e.pts.set(ts, (e.pts.get(ts) || 0) + x); e.sum += x; });
+      byValue.set(v, e);
+    }
+    const top = [...byValue.values()].sort((a, b) => b.sum - a.sum).slice(0, TOPK);
+    const max = Math.max(1, ...top.flatMap((e) => [...e.pts.values()]));
+    const W = 260, H = 48;
+    const x = (t) => 2 + ((t - lastRange.from) / (lastRange.to - lastRange.from)) * (W - 4);
+    const y = (v) => H - 2 - (v / max) * (H - 6);
+    $('explorer-values').innerHTML = '<p class="muted">' + esc(name) + ': ' + byValue.size + ' value' + (byValue.size === 1 ? '' : 's') +
+      (byValue.size > TOPK ? ', the ' + TOPK + ' largest by total ' + esc(type) : '') + '. Click one to add it to the selector.</p>' +
+      '<div class="explorer-grid">' + top.map((e, i) => {
+        const pts = [...e.pts.entries()].sort((a, b) => a[0] - b[0]);
+        const path = pts.map(([t, v], j) => (j ? 'L' : 'M') + x(t).toFixed(1) + ' ' + y(v).toFixed(1)).join('');
+        return '<figure class="explorer-card" data-value="' + esc(e.value) + '" tabindex="0" role="button" aria-label="' + esc(name + '=' + e.value) + ': add to the selector">' +
+          '<figcaption><b>' + esc(e.value) + '</b> <span class="muted">' + esc(fmtValue(e.sum / Math.max(1, pts.length), unit)) + ' avg</span></figcaption>' +
+          '<svg viewBox="0 0 ' + W + ' ' + H + '" class="spark"><path d="' + path + '" stroke="' + COLORS[i % COLORS.length] + '"/></svg>' +
+          '<div class="mini-flame" data-i="' + i + '"><span class="muted">loading…</span></div></figure>';
+      }).join('') + '</div>';
+    // each value's merged flame graph over the window (its top frames)
+    await Promise.all(top.map(async (e, i) => {
+      const q = withMatcher(state.query, name, e.value);
+      const u = '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(lastRange.from) + '&to=' + secs(lastRange.to) +
+        '&report=flamegraph&nodes=300' + (type ? '&sample_index=' + encodeURIComponent(type) : '');
+      let html;
+      try { html = miniFlame(await api(u), unit); } catch (err) { html = '<span class="error">' + esc(err.message) + '</span>'; }
+      if (seq !== explorer.seq) return;
+      const el = $('explorer-values').querySelector('.mini-flame[data-i="' + i + '"]');
+      if (el) el.innerHTML = html;
+    }));
+  }
+
+  // A small icicle of a flame graph JSON tree: 6 levels (24 with the root
+  // drawn, for the sandwich), frames under 0.8% of the width left out.
+  function miniFlame(tree, unit, withRoot) {
+    const total = tree.value || 0;
+    if (!total) return '<span class="muted">no samples</span>';
+    let html = '';
+    const top0 = withRoot ? 0 : 1, maxDepth = withRoot ? 24 : 6;
+    const walk = (n, left, width, depth) => {
+      if (depth > maxDepth || width < 0.8) return;
+      if (depth >= top0) {
+        html += '<div class="mf" data-name="' + esc(n.name) + '" data-value="' + n.value + '" style="left:' + left.toFixed(3) + '%;width:' + width.toFixed(3) + '%;top:' + (depth - top0) * 13 + 'px;background:' +
+          frameColor(n.name) + '" title="' + esc(n.name + ' · ' + fmtValue(n.value, unit) + ' (' + fmtPct(n.value, total) + ')') + '">' +
+          (width > 14 ? esc(n.name) : '') + '</div>';
+      }
+      let x = left;
+      for (const c of (n.children || []).slice().sort((a, b) => b.value - a.value)) {
+        const cw = width * (c.value / (n.value || 1));
+        walk(c, x, cw, depth + 1);
+        x += cw;
+      }
+    };
+    walk(tree, 0, 100, 0);
+    return html;
+  }
+
+  $('explorer-values').addEventListener('click', (e) => pickValue(e.target.closest('.explorer-card')));
+  $('explorer-values').addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pickValue(e.target.closest('.explorer-card')); } });
+  function pickValue(card) {
+    if (!card || !explorer.name) return;
+    $('selector').value = withMatcher(state.query, explorer.name, card.getAttribute('data-value'));
+    explorer.name = '';
+    submit();
   }
 
   /* ------------------------------------------------------------ suggestions */

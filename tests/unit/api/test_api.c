@@ -536,8 +536,41 @@ static void test_query_reports(void **state)
     assert_true(json_array_size(json_object_get(d, "children")) > 0);
     json_decref(root);
 
+    /* issue 12: a single profile's flame graph honours nodes= and says it cut */
+    d = get_json("/api/v1/query?query=cpu&report=flamegraph&nodes=3", 200, &root);
+    assert_true(json_integer_value(json_object_get(d, "value")) == tot[dsi]);
+    assert_true(json_integer_value(json_object_get(d, "nodes")) <= 3);
+    assert_true(json_integer_value(json_object_get(d, "nodes_total")) > 3);
+    json_decref(root);
+    /* top sorted by cum on the server before the cut; asc/desc; bad sort 400 */
+    d = get_json("/api/v1/query?query=cpu&report=top&limit=3&sort=cum", 200, &root);
+    rows = json_object_get(d, "rows");
+    assert_int_equal(json_array_size(rows), 3);
+    for (size_t i = 1; i < 3; i++)
+        assert_true(json_integer_value(json_object_get(json_array_get(rows, i - 1), "cum")) >=
+                    json_integer_value(json_object_get(json_array_get(rows, i), "cum")));
+    assert_string_equal(json_string_value(json_object_get(d, "sort")), "cum");
+    json_decref(root);
+    d = get_json("/api/v1/query?query=cpu&report=top&limit=0&sort=cum&order=asc&filter=MAIN.",
+                 200, &root);
+    rows = json_object_get(d, "rows");
+    assert_true(json_array_size(rows) > 0);
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        assert_non_null(strstr(json_string_value(json_object_get(json_array_get(rows, i),
+                                                                 "function")),
+                               "main."));
+        if (i)
+            assert_true(
+                json_integer_value(json_object_get(json_array_get(rows, i - 1), "cum")) <=
+                json_integer_value(json_object_get(json_array_get(rows, i), "cum")));
+    }
+    json_decref(root);
+    json_t *e = get_json("/api/v1/query?query=cpu&report=top&sort=size", 400, &root);
+    assert_non_null(strstr(jerr(e), "sort"));
+    json_decref(root);
+
     /* unknown sample_index: 400 listing the valid ones */
-    json_t *e = get_json("/api/v1/query?query=cpu&report=top&sample_index=bogus", 400, &root);
+    e = get_json("/api/v1/query?query=cpu&report=top&sample_index=bogus", 400, &root);
     assert_string_equal(json_string_value(json_object_get(e, "errorType")), "bad_data");
     assert_non_null(strstr(jerr(e), tname));
     json_decref(root);

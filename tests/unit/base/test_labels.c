@@ -145,9 +145,10 @@ static void test_format_name_not_metric_name(void **state)
     assert_int_equal(pd_labels_format(&a, &out), 0);
     assert_string_equal(out.data, "{__name__=\"1x\", job=\"api\"}");
     pd_buf_reset(&out);
-    assert_int_equal(pd_labels_set(&a, "__name__", "q\"\n", NULL), 0);
+    /* (control bytes such as \n are refused by pd_labels_set: issue 19) */
+    assert_int_equal(pd_labels_set(&a, "__name__", "q\"\\", NULL), 0);
     assert_int_equal(pd_labels_format(&a, &out), 0);
-    assert_string_equal(out.data, "{__name__=\"q\\\"\\n\", job=\"api\"}");
+    assert_string_equal(out.data, "{__name__=\"q\\\"\\\\\", job=\"api\"}");
     pd_buf_reset(&out);
     /* valid metric names (colons and digits after the first) stay outside */
     assert_int_equal(pd_labels_set(&a, "__name__", ":a1:b_", NULL), 0);
@@ -238,6 +239,25 @@ static void test_matchers_match_set(void **state)
     pd_labels_release(&ls);
 }
 
+/* Issue 19: control bytes in a label value are refused, not stored (a NUL
+ * cut "admin%00evil" to "admin"; others corrupt logs and selectors). */
+static void test_value_control_bytes_refused(void **state)
+{
+    pd_labels ls;
+    pd_labels_init(&ls);
+    pd_err err = {{0}};
+    const char *bad[] = {"a\x01b", "tab\there", "new\nline", "del\x7f", "\x1b[31m"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(pd_labels_set(&ls, "service", bad[i], &err), PD_EINVAL);
+        assert_non_null(strstr(err.msg, "control byte"));
+    }
+    assert_int_equal(ls.n, 0);
+    /* UTF-8 and printable ASCII are fine */
+    assert_int_equal(pd_labels_set(&ls, "service", "caf\xc3\xa9 \"1.0 beta/2\"", &err), 0);
+    assert_int_equal(ls.n, 1);
+    pd_labels_release(&ls);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_format_name_not_metric_name),
         cmocka_unit_test(test_matchers_anchored),
         cmocka_unit_test(test_matchers_match_set),
+        cmocka_unit_test(test_value_control_bytes_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

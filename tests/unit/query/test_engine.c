@@ -81,6 +81,7 @@ static int setup(void **state)
     pd_storage_options o = pd_storage_options_default();
     o.path = fx->dir;
     o.fsync = PD_FSYNC_NEVER;
+    o.retention_ms = -1; /* synthetic times from 1970: no lower time bound */
     pd_err err = {{0}};
     if (pd_storage_open(&o, &fx->st, &err)) {
         fprintf(stderr, "open %s: %s\n", fx->dir, err.msg);

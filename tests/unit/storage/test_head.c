@@ -328,6 +328,7 @@ static pd_storage *open_store(const char *dir, size_t seg_bytes, pd_fsync_policy
     pd_storage_options o = pd_storage_options_default();
     o.path = dir;
     o.segment_bytes = seg_bytes;
+    o.retention_ms = -1; /* synthetic times from 1970: no lower time bound */
     o.fsync = fs;
     pd_storage *st = NULL;
     pd_err err = {{0}};
@@ -1022,6 +1023,7 @@ static void test_replay_undecodable_body(void **state)
     o.path = f->dir;
     o.fsync = PD_FSYNC_NEVER;
     o.maintenance_ms = -1; /* the rounds are this test's */
+    o.retention_ms = -1; /* synthetic times from 1970: no lower time bound */
     pd_err err = {{0}};
     assert_int_equal(pd_storage_open(&o, &f->st, &err), 0);
     /* not decomposed yet: read from the WAL */
@@ -1224,6 +1226,7 @@ static void child_main(const char *dir, int round, int wfd)
     pd_storage_options o = pd_storage_options_default();
     o.path = dir;
     o.fsync = PD_FSYNC_NEVER; /* write(2) done is enough for kill -9 */
+    o.retention_ms = -1; /* synthetic times from 1970: no lower time bound */
     o.segment_bytes = 48 * 1024;
     pd_storage *st = NULL;
     pd_err err;

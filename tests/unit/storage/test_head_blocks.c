@@ -211,9 +211,16 @@ typedef struct fx {
     pd_storage *st;
 } fx;
 
+/* The stores' wall clock (pd_storage_options.clock_ms): append_steps moves it
+ * with the profiles it appends, as if they arrived in real time, so the time
+ * bounds of appends and retention see the synthetic timeline of the tests. */
+static int64_t g_now;
+static int64_t test_clock(void) { return g_now; }
+
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof *f);
+    g_now = 0;
     /* tmpfs when there is one: the many fsyncs of block writes cost nothing
        there, so the kill -9 rounds reach the cuts and compactions */
     struct stat st;
@@ -236,6 +243,7 @@ static int teardown(void **state)
 static pd_storage *open_opts(const char *dir, int64_t dur, int64_t ret_ms, uint64_t ret_bytes)
 {
     pd_storage_options o = pd_storage_options_default();
+    o.clock_ms = test_clock;
     o.path = dir;
     o.segment_bytes = 16 * 1024; /* many segments: the checkpoint has work */
     o.fsync = PD_FSYNC_NEVER;
@@ -261,6 +269,8 @@ static void append_steps(pd_storage *st, int from, int to)
 {
     for (int i = from; i < to; i++) {
         int64_t ts = (int64_t)(i + 1) * STEP;
+        if (g_now < ts)
+            g_now = ts;
         const tprof *t = heap_at(i);
         pd_err err = {{0}};
         int rc = pd_storage_append(st, &L_HEAP, ts, t->body, t->len, &t->p, &err);
@@ -773,6 +783,86 @@ static void test_retention_time(void **state)
     verify_steps(f->st, 29, 60);
 }
 
+/* Issue 19 "one push with a future timestamp wipes the store": a profile
+ * more than the future grace (10 min) after the wall clock is refused and
+ * changes nothing; one inside the grace is kept, and retention, measured
+ * against the wall clock, does not age the others out because of it. */
+static void test_future_push_does_not_wipe_the_store(void **state)
+{
+    fx *f = *state;
+    f->st = open_opts(f->dir, DUR, 25000, 0);
+    append_steps(f->st, 0, 60); /* clock at 60 s: blocks up to [50s,60s) */
+    pd_storage_stats s0 = stats(f->st);
+    pd_err err = {{0}};
+    const tprof *t = heap_at(0);
+    int64_t far = g_now + 10 * 60 * 1000 + 1;
+    assert_int_equal(pd_storage_append(f->st, &L_HEAP, far, t->body, t->len, &t->p, &err),
+                     PD_EOUTOFBOUNDS);
+    assert_non_null(strstr(err.msg, "--storage.future-grace=10m"));
+    assert_int_equal(stats(f->st).n_profiles, s0.n_profiles);
+    /* 2030 as in the report: refused too */
+    assert_int_equal(pd_storage_append(f->st, &L_HEAP, 1893456000000, t->body, t->len, &t->p,
+                                       &err),
+                     PD_EOUTOFBOUNDS);
+    /* inside the grace: kept, and the blocks before it outlive retention */
+    int64_t near = g_now + 9 * 60 * 1000;
+    pd_labels other; /* its own series: verify_steps counts heap and cpu exactly */
+    pd_labels_init(&other);
+    assert_int_equal(pd_labels_set(&other, "__name__", "allocs", NULL), 0);
+    assert_int_equal(pd_labels_set(&other, "instance", "future", NULL), 0);
+    assert_int_equal(pd_storage_append(f->st, &other, near, t->body, t->len, &t->p, &err), 0);
+    pd_labels_release(&other);
+    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    /* the clock says 60 s: [0,10s) [10s,20s) [20s,30s) are older than 35 s and
+       go, as without the future profile; the old code (newest - retention)
+       deleted every block */
+    pd_storage_stats s1 = stats(f->st);
+    assert_int_equal(s1.n_retention_deletes, 3);
+    verify_steps(f->st, 29, 60);
+}
+
+/* Issue 19 "an old push is acknowledged, then deleted": a profile older than
+ * the retention keeps is refused (PD_EOUTOFBOUNDS naming the flag), not
+ * acknowledged and then deleted by the next retention round. */
+static void test_old_push_refused(void **state)
+{
+    fx *f = *state;
+    f->st = open_opts(f->dir, DUR, 25000, 0);
+    append_steps(f->st, 0, 40); /* clock at 40 s: oldest accepted 15 s */
+    pd_storage_stats s0 = stats(f->st);
+    pd_err err = {{0}};
+    const tprof *t = heap_at(3);
+    assert_int_equal(pd_storage_append(f->st, &L_HEAP, 14999, t->body, t->len, &t->p, &err),
+                     PD_EOUTOFBOUNDS);
+    assert_non_null(strstr(err.msg, "--storage.retention.time=25s"));
+    assert_int_equal(stats(f->st).n_profiles, s0.n_profiles);
+    /* at the bound: accepted, and still there after a maintenance round */
+    assert_int_equal(pd_storage_append(f->st, &L_CPU, 15000 + 500, t->body, t->len, &t->p, &err),
+                     0);
+    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    pd_profile p;
+    assert_int_equal(pd_storage_read_profile(f->st, ref_of(f->st, "cpu"), 15500, &p, NULL, &err),
+                     0);
+    pd_profile_release(&p);
+}
+
+/* Retention runs on the wall clock: with no new profile, blocks older than
+ * now - retention still go (the old code waited for a newer profile). */
+static void test_retention_by_wall_clock(void **state)
+{
+    fx *f = *state;
+    f->st = open_opts(f->dir, DUR, 25000, 0);
+    append_steps(f->st, 0, 60);
+    pd_err err = {{0}};
+    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    assert_int_equal(stats(f->st).n_retention_deletes, 3);
+    g_now = 60000 + 20000; /* 20 s later, nothing new: [30s,40s) [40s,50s) are past 55 s */
+    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    pd_storage_stats ss = stats(f->st);
+    assert_int_equal(ss.n_retention_deletes, 5);
+    verify_steps(f->st, 49, 60);
+}
+
 /* Retention by size deletes the oldest blocks until blocks + WAL fit. */
 static void test_retention_size(void **state)
 {
@@ -883,7 +973,7 @@ static void test_damaged_blocks(void **state)
 
 /* ---- kill -9 during ingest, head cut and compaction ---- */
 
-#define KROUNDS 50
+#define KROUNDS 100 /* issue 19: >= 100 rounds with cuts and compactions in flight */
 #define KSTEP 100 /* ms between profiles in the child */
 #define KDUR 2000 /* block duration in the child: a cut every ~20 profiles */
 #define KMARK UINT32_MAX /* child -> parent: a background compaction completed */
@@ -1064,6 +1154,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retention_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retention_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_future_push_does_not_wipe_the_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_old_push_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retention_by_wall_clock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_blocks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill9_lifecycle, setup, teardown),
     };

@@ -1,0 +1,793 @@
+/*
+ * api/querier.c — Pyroscope's querier API (querier.v1.QuerierService, the
+ * Connect RPCs Grafana's Pyroscope data source calls) over profd's store.
+ *
+ * Every method decodes its request with pd_connect_decode (binary or JSON),
+ * selects virtual series (querier_select.c), and answers through
+ * pd_connect_reply. Reply messages are built in a per-request arena. Merges
+ * go through the query layer's pd_merge (pd_query_merge_refs), the same
+ * merger as /api/v1/query?mode=merge.
+ *
+ * Times are Unix ms. start = end = 0 means all time; end = 0 alone means
+ * now. SelectSeries buckets profiles by step (seconds): bucket k holds the
+ * profiles with start + k*step <= t < start + (k+1)*step and is reported at
+ * start + k*step, the sum (or average) of their totals of the type; empty
+ * buckets are left out.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "api/querier_int.h"
+#include "base/time.h"
+#include "google/v1/profile.pb-c.h"
+#include "querier/v1/querier.pb-c.h"
+#include "types/v1/types.pb-c.h"
+
+typedef struct ctx {
+    const pd__querier_env *env;
+    pd_http_response *resp;
+    pd_connect_call call;
+    pd_arena a;
+    pd_err err;
+} ctx;
+
+#define NEW(c, T, init) new_msg(&(c)->a, sizeof(T), &(T)init)
+static void *new_msg(pd_arena *a, size_t size, const void *init)
+{
+    void *m = pd_arena_alloc(a, size);
+    if (m)
+        memcpy(m, init, size);
+    return m;
+}
+
+static void fail(ctx *c, int rc)
+{
+    if (pd_connect_code_of(rc) == PD_CONNECT_INVALID_ARGUMENT)
+        pd__api_count_rejected("querier_invalid_argument");
+    pd_connect_error(c->resp, pd_connect_code_of(rc), "%s", c->err.msg[0] ? c->err.msg : pd_strerror(rc));
+}
+
+static void range_of(int64_t start, int64_t end, int64_t *s, int64_t *e)
+{
+    if (start == 0 && end == 0) {
+        *s = INT64_MIN;
+        *e = INT64_MAX;
+        return;
+    }
+    *e = end ? end : pd_now_ms();
+    *s = start;
+}
+
+/* ---- label listings ---- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted unique strings from an array (in place); returns the new count. */
+static size_t uniq(char **v, size_t n)
+{
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_str);
+    size_t k = 1;
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(v[i], v[k - 1]))
+            v[k++] = v[i];
+    return k;
+}
+
+static void m_label_names(ctx *c, const pd_http_request *req, bool values)
+{
+    ProtobufCMessage *in = NULL;
+    pd__vselection s = {0};
+    const ProtobufCMessageDescriptor *d =
+        values ? &types__v1__label_values_request__descriptor : &types__v1__label_names_request__descriptor;
+    if (pd_connect_decode(req, d, &in, &c->call, c->resp) < 0)
+        return;
+    const char *name = NULL;
+    char **matchers;
+    size_t nm;
+    int64_t start, end;
+    if (values) {
+        Types__V1__LabelValuesRequest *r = (void *)in;
+        name = r->name;
+        matchers = r->matchers;
+        nm = r->n_matchers;
+        range_of(r->start, r->end, &start, &end);
+        if (!name || !*name) {
+            pd__api_count_rejected("querier_invalid_argument");
+            pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT, "LabelValues: name is required");
+            goto out;
+        }
+    } else {
+        Types__V1__LabelNamesRequest *r = (void *)in;
+        matchers = r->matchers;
+        nm = r->n_matchers;
+        range_of(r->start, r->end, &start, &end);
+    }
+    int rc = pd__vselect(c->env->st, NULL, (const char *const *)matchers, nm, start, end, &s, &c->err);
+    if (rc < 0) {
+        fail(c, rc);
+        goto out;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < s.n; i++)
+        total += s.v[i].vl.n;
+    char **v = pd_arena_calloc(&c->a, total ? total : 1, sizeof *v);
+    if (!v) {
+        pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+        goto out;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < s.n; i++)
+        for (size_t j = 0; j < s.v[i].vl.n; j++) {
+            const pd_label *l = &s.v[i].vl.v[j];
+            if (values && strcmp(l->name, name))
+                continue;
+            v[k++] = pd_arena_strdup(&c->a, values ? l->value : l->name);
+            if (!v[k - 1]) {
+                pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+                goto out;
+            }
+        }
+    k = uniq(v, k);
+    Types__V1__LabelNamesResponse out = TYPES__V1__LABEL_NAMES_RESPONSE__INIT;
+    Types__V1__LabelValuesResponse outv = TYPES__V1__LABEL_VALUES_RESPONSE__INIT;
+    if (values) {
+        outv.names = v;
+        outv.n_names = k;
+        pd_connect_reply(c->resp, &c->call, &outv.base);
+    } else {
+        out.names = v;
+        out.n_names = k;
+        pd_connect_reply(c->resp, &c->call, &out.base);
+    }
+out:
+    pd__vselection_release(&s);
+    protobuf_c_message_free_unpacked(in, NULL);
+}
+
+static void m_profile_types(ctx *c, const pd_http_request *req)
+{
+    Querier__V1__ProfileTypesRequest *in = NULL;
+    pd__vselection s = {0};
+    if (pd_connect_decode(req, &querier__v1__profile_types_request__descriptor, (ProtobufCMessage **)&in,
+                          &c->call, c->resp) < 0)
+        return;
+    int64_t start, end;
+    range_of(in->start, in->end, &start, &end);
+    int rc = pd__vselect(c->env->st, NULL, NULL, 0, start, end, &s, &c->err);
+    if (rc < 0) {
+        fail(c, rc);
+        goto out;
+    }
+    char **ids = pd_arena_calloc(&c->a, s.n ? s.n : 1, sizeof *ids);
+    if (!ids)
+        goto nomem;
+    for (size_t i = 0; i < s.n; i++)
+        ids[i] = (char *)s.v[i].ptid;
+    size_t k = uniq(ids, s.n);
+    Types__V1__ProfileType **pts = pd_arena_calloc(&c->a, k ? k : 1, sizeof *pts);
+    if (!pts)
+        goto nomem;
+    for (size_t i = 0; i < k; i++) {
+        Types__V1__ProfileType *t = NEW(c, Types__V1__ProfileType, TYPES__V1__PROFILE_TYPE__INIT);
+        char *parts = pd_arena_strdup(&c->a, ids[i]);
+        if (!t || !parts)
+            goto nomem;
+        char *f[5] = {0};
+        char *p = parts;
+        for (int j = 0; j < 5 && p; j++) {
+            f[j] = p;
+            p = j < 4 ? strchr(p, ':') : NULL;
+            if (p)
+                *p++ = 0;
+        }
+        t->id = ids[i];
+        t->name = f[0] ? f[0] : "";
+        t->sample_type = f[1] ? f[1] : "";
+        t->sample_unit = f[2] ? f[2] : "";
+        t->period_type = f[3] ? f[3] : "";
+        t->period_unit = f[4] ? f[4] : "";
+        pts[i] = t;
+    }
+    Querier__V1__ProfileTypesResponse out = QUERIER__V1__PROFILE_TYPES_RESPONSE__INIT;
+    out.profile_types = pts;
+    out.n_profile_types = k;
+    pd_connect_reply(c->resp, &c->call, &out.base);
+    goto out;
+nomem:
+    pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+out:
+    pd__vselection_release(&s);
+    protobuf_c_message_free_unpacked(&in->base, NULL);
+}
+
+static Types__V1__LabelPair **pairs_of(ctx *c, const pd_labels *ls, char **only, size_t n_only,
+                                       size_t *n_out)
+{
+    Types__V1__LabelPair **v = pd_arena_calloc(&c->a, ls->n ? ls->n : 1, sizeof *v);
+    size_t k = 0;
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < ls->n; i++) {
+        bool keep = n_only == 0;
+        for (size_t j = 0; j < n_only && !keep; j++)
+            keep = !strcmp(only[j], ls->v[i].name);
+        if (!keep)
+            continue;
+        Types__V1__LabelPair *p = NEW(c, Types__V1__LabelPair, TYPES__V1__LABEL_PAIR__INIT);
+        if (!p)
+            return NULL;
+        p->name = ls->v[i].name;
+        p->value = ls->v[i].value;
+        v[k++] = p;
+    }
+    *n_out = k;
+    return v;
+}
+
+static void m_series(ctx *c, const pd_http_request *req)
+{
+    Querier__V1__SeriesRequest *in = NULL;
+    pd__vselection s = {0};
+    pd_labels *sets = NULL;
+    size_t nsets = 0;
+    if (pd_connect_decode(req, &querier__v1__series_request__descriptor, (ProtobufCMessage **)&in,
+                          &c->call, c->resp) < 0)
+        return;
+    int64_t start, end;
+    range_of(in->start, in->end, &start, &end);
+    int rc = pd__vselect(c->env->st, NULL, (const char *const *)in->matchers, in->n_matchers, start,
+                         end, &s, &c->err);
+    if (rc < 0) {
+        fail(c, rc);
+        goto out;
+    }
+    /* each virtual series' labels, cut to label_names, once each */
+    sets = calloc(s.n ? s.n : 1, sizeof *sets);
+    if (!sets)
+        goto nomem;
+    for (size_t i = 0; i < s.n; i++) {
+        pd_labels l;
+        pd_labels_init(&l);
+        for (size_t j = 0; j < s.v[i].vl.n; j++) {
+            bool keep = in->n_label_names == 0;
+            for (size_t k = 0; k < in->n_label_names && !keep; k++)
+                keep = !strcmp(in->label_names[k], s.v[i].vl.v[j].name);
+            if (keep)
+                pd_labels_set(&l, s.v[i].vl.v[j].name, s.v[i].vl.v[j].value, &c->err);
+        }
+        bool seen = false;
+        for (size_t k = 0; k < nsets && !seen; k++)
+            seen = pd_labels_cmp(&sets[k], &l) == 0;
+        if (seen)
+            pd_labels_release(&l);
+        else
+            sets[nsets++] = l;
+    }
+    Types__V1__Labels **ls = pd_arena_calloc(&c->a, nsets ? nsets : 1, sizeof *ls);
+    if (!ls)
+        goto nomem;
+    for (size_t i = 0; i < nsets; i++) {
+        Types__V1__Labels *l = NEW(c, Types__V1__Labels, TYPES__V1__LABELS__INIT);
+        if (!l || !(l->labels = pairs_of(c, &sets[i], NULL, 0, &l->n_labels)))
+            goto nomem;
+        ls[i] = l;
+    }
+    Querier__V1__SeriesResponse out = QUERIER__V1__SERIES_RESPONSE__INIT;
+    out.labels_set = ls;
+    out.n_labels_set = nsets;
+    pd_connect_reply(c->resp, &c->call, &out.base);
+    goto out;
+nomem:
+    pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+out:
+    for (size_t i = 0; i < nsets; i++)
+        pd_labels_release(&sets[i]);
+    free(sets);
+    pd__vselection_release(&s);
+    protobuf_c_message_free_unpacked(&in->base, NULL);
+}
+
+/* ---- merges ---- */
+
+static Querier__V1__FlameGraph *flamegraph_msg(ctx *c, const pd__levels *lv)
+{
+    Querier__V1__FlameGraph *fg = NEW(c, Querier__V1__FlameGraph, QUERIER__V1__FLAME_GRAPH__INIT);
+    Querier__V1__Level **levels = pd_arena_calloc(&c->a, lv->n_levels ? lv->n_levels : 1, sizeof *levels);
+    if (!fg || !levels)
+        return NULL;
+    for (size_t i = 0; i < lv->n_levels; i++) {
+        Querier__V1__Level *l = NEW(c, Querier__V1__Level, QUERIER__V1__LEVEL__INIT);
+        if (!l)
+            return NULL;
+        l->values = lv->levels[i];
+        l->n_values = lv->level_len[i];
+        levels[i] = l;
+    }
+    fg->names = lv->names;
+    fg->n_names = lv->n_names;
+    fg->levels = levels;
+    fg->n_levels = lv->n_levels;
+    fg->total = lv->total;
+    fg->max_self = lv->max_self;
+    return fg;
+}
+
+/* An empty flame graph: names ["total"], one level [0,0,0,0]. */
+static Querier__V1__FlameGraph *empty_flamegraph(ctx *c)
+{
+    pd__levels lv = {0};
+    static char total[] = "total";
+    static char *names[] = {total};
+    int64_t *vals = pd_arena_calloc(&c->a, 4, sizeof *vals);
+    int64_t **levels = pd_arena_calloc(&c->a, 1, sizeof *levels);
+    size_t *lens = pd_arena_calloc(&c->a, 1, sizeof *lens);
+    if (!vals || !levels || !lens)
+        return NULL;
+    levels[0] = vals;
+    lens[0] = 4;
+    lv.names = names;
+    lv.n_names = 1;
+    lv.levels = levels;
+    lv.level_len = lens;
+    lv.n_levels = 1;
+    return flamegraph_msg(c, &lv);
+}
+
+static int select_merge(ctx *c, const char *ptid, const char *selector, int64_t start, int64_t end,
+                        pd__vselection *s, pd_profile *p, size_t *type_idx, bool *empty)
+{
+    *empty = false;
+    if (!ptid || !*ptid)
+        return pd_err_set(&c->err, PD_EINVAL, "profile_typeID is required");
+    int64_t s0, e0;
+    range_of(start, end, &s0, &e0);
+    const char *sels[1] = {selector ? selector : ""};
+    int rc = pd__vselect(c->env->st, ptid, sels, 1, s0, e0, s, &c->err);
+    if (rc < 0)
+        return rc;
+    if (!s->n) {
+        *empty = true;
+        return 0;
+    }
+    return pd__vmerge(c->env, NULL, 0, 0, s, s0, e0, p, type_idx, &c->err);
+}
+
+/* Replies with p's type_idx as a google.v1.Profile (alone or in PprofProfile). */
+static void reply_profile(ctx *c, pd_profile *p, size_t type_idx, bool have, bool wrapped)
+{
+    pd_buf enc;
+    pd_buf_init(&enc, 0);
+    Google__V1__Profile *gp = NULL;
+    int rc = 0;
+    if (have) {
+        if ((rc = pd_query_keep_sample_type(p, type_idx, &c->err)) < 0 ||
+            (rc = pd_profile_encode(p, false, &enc)) < 0) {
+            fail(c, rc);
+            goto out;
+        }
+        gp = google__v1__profile__unpack(NULL, enc.len, (const uint8_t *)enc.data);
+        if (!gp) {
+            pd_connect_error(c->resp, PD_CONNECT_INTERNAL, "re-encoding the merged profile failed");
+            goto out;
+        }
+    }
+    Google__V1__Profile empty = GOOGLE__V1__PROFILE__INIT;
+    if (wrapped) {
+        Querier__V1__SelectMergeStacktracesResponse out = QUERIER__V1__SELECT_MERGE_STACKTRACES_RESPONSE__INIT;
+        Querier__V1__PprofProfile pp = QUERIER__V1__PPROF_PROFILE__INIT;
+        pp.profile = gp ? gp : &empty;
+        out.pprof = &pp;
+        pd_connect_reply(c->resp, &c->call, &out.base);
+    } else {
+        pd_connect_reply(c->resp, &c->call, gp ? &gp->base : &empty.base);
+    }
+out:
+    if (gp)
+        google__v1__profile__free_unpacked(gp, NULL);
+    pd_buf_release(&enc);
+}
+
+static void m_select_merge_stacktraces(ctx *c, const pd_http_request *req)
+{
+    Querier__V1__SelectMergeStacktracesRequest *in = NULL;
+    pd__vselection s = {0};
+    pd_profile p = {0};
+    size_t ti = 0;
+    bool empty;
+    if (pd_connect_decode(req, &querier__v1__select_merge_stacktraces_request__descriptor,
+                          (ProtobufCMessage **)&in, &c->call, c->resp) < 0)
+        return;
+    int rc = select_merge(c, in->profile_typeid, in->label_selector, in->start, in->end, &s, &p, &ti, &empty);
+    if (rc < 0) {
+        fail(c, rc);
+        goto out;
+    }
+    if (in->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_PPROF) {
+        reply_profile(c, &p, ti, !empty, true);
+        goto out;
+    }
+    if (in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED &&
+        in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH) {
+        pd_connect_error(c->resp, PD_CONNECT_UNIMPLEMENTED,
+                         "format %d is not supported; use PROFILE_FORMAT_FLAMEGRAPH or PROFILE_FORMAT_PPROF",
+                         (int)in->format);
+        goto out;
+    }
+    Querier__V1__FlameGraph *fg;
+    if (empty) {
+        fg = empty_flamegraph(c);
+    } else {
+        pd__levels lv;
+        if ((rc = pd__levels_build(&p, ti, in->max_nodes > 0 ? (size_t)in->max_nodes : 0, false, &c->a,
+                                   &lv, &c->err)) < 0) {
+            fail(c, rc);
+            goto out;
+        }
+        fg = flamegraph_msg(c, &lv);
+    }
+    if (!fg) {
+        pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+        goto out;
+    }
+    Querier__V1__SelectMergeStacktracesResponse out = QUERIER__V1__SELECT_MERGE_STACKTRACES_RESPONSE__INIT;
+    out.flamegraph = fg;
+    pd_connect_reply(c->resp, &c->call, &out.base);
+out:
+    pd_profile_release(&p);
+    pd__vselection_release(&s);
+    protobuf_c_message_free_unpacked(&in->base, NULL);
+}
+
+static void m_select_merge_profile(ctx *c, const pd_http_request *req)
+{
+    Querier__V1__SelectMergeProfileRequest *in = NULL;
+    pd__vselection s = {0};
+    pd_profile p = {0};
+    size_t ti = 0;
+    bool empty;
+    if (pd_connect_decode(req, &querier__v1__select_merge_profile_request__descriptor,
+                          (ProtobufCMessage **)&in, &c->call, c->resp) < 0)
+        return;
+    int rc = select_merge(c, in->profile_typeid, in->label_selector, in->start, in->end, &s, &p, &ti, &empty);
+    if (rc < 0)
+        fail(c, rc);
+    else
+        reply_profile(c, &p, ti, !empty, false);
+    pd_profile_release(&p);
+    pd__vselection_release(&s);
+    protobuf_c_message_free_unpacked(&in->base, NULL);
+}
+
+static void m_select_merge_span_profile(ctx *c, const pd_http_request *req)
+{
+    ProtobufCMessage *in = NULL;
+    if (pd_connect_decode(req, &querier__v1__select_merge_span_profile_request__descriptor, &in, &c->call,
+                          c->resp) < 0)
+        return;
+    /* profd stores no span ids: the empty flame graph */
+    Querier__V1__SelectMergeSpanProfileResponse out = QUERIER__V1__SELECT_MERGE_SPAN_PROFILE_RESPONSE__INIT;
+    out.flamegraph = empty_flamegraph(c);
+    if (out.flamegraph)
+        pd_connect_reply(c->resp, &c->call, &out.base);
+    else
+        pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+    protobuf_c_message_free_unpacked(in, NULL);
+}
+
+static void m_diff(ctx *c, const pd_http_request *req)
+{
+    Querier__V1__DiffRequest *in = NULL;
+    pd__vselection ls = {0}, rs = {0};
+    pd_profile p = {0};
+    size_t ti = 0;
+    int rc;
+    if (pd_connect_decode(req, &querier__v1__diff_request__descriptor, (ProtobufCMessage **)&in, &c->call,
+                          c->resp) < 0)
+        return;
+    Querier__V1__SelectMergeStacktracesRequest *l = in->left, *r = in->right;
+    if (!l || !r || !l->profile_typeid || !*l->profile_typeid || !r->profile_typeid ||
+        !*r->profile_typeid) {
+        pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT,
+                         "Diff: left and right, each with a profile_typeID, are required");
+        goto out;
+    }
+    int64_t ls0, le0, rs0, re0;
+    range_of(l->start, l->end, &ls0, &le0);
+    range_of(r->start, r->end, &rs0, &re0);
+    const char *lsel[1] = {l->label_selector ? l->label_selector : ""};
+    const char *rsel[1] = {r->label_selector ? r->label_selector : ""};
+    if ((rc = pd__vselect(c->env->st, l->profile_typeid, lsel, 1, ls0, le0, &ls, &c->err)) < 0 ||
+        (rc = pd__vselect(c->env->st, r->profile_typeid, rsel, 1, rs0, re0, &rs, &c->err)) < 0) {
+        fail(c, rc);
+        goto out;
+    }
+    Querier__V1__FlameGraphDiff *fd = NEW(c, Querier__V1__FlameGraphDiff, QUERIER__V1__FLAME_GRAPH_DIFF__INIT);
+    if (!fd)
+        goto nomem;
+    if (!rs.n || !ls.n) {
+        pd_connect_error(c->resp, PD_CONNECT_NOT_FOUND, "Diff: no profiles on the %s side",
+                         !ls.n ? "left" : "right");
+        goto out;
+    }
+    if ((rc = pd__vmerge(c->env, &ls, ls0, le0, &rs, rs0, re0, &p, &ti, &c->err)) < 0) {
+        fail(c, rc);
+        goto out;
+    }
+    pd__levels lv;
+    int64_t mn = r->max_nodes > 0 ? r->max_nodes : 0;
+    if ((rc = pd__levels_build(&p, ti, (size_t)mn, true, &c->a, &lv, &c->err)) < 0) {
+        fail(c, rc);
+        goto out;
+    }
+    Querier__V1__FlameGraph *fg = flamegraph_msg(c, &lv);
+    if (!fg)
+        goto nomem;
+    fd->names = fg->names;
+    fd->n_names = fg->n_names;
+    fd->levels = fg->levels;
+    fd->n_levels = fg->n_levels;
+    fd->total = lv.total;
+    fd->max_self = lv.max_self;
+    fd->leftticks = lv.left_ticks;
+    fd->rightticks = lv.right_ticks;
+    Querier__V1__DiffResponse out = QUERIER__V1__DIFF_RESPONSE__INIT;
+    out.flamegraph = fd;
+    pd_connect_reply(c->resp, &c->call, &out.base);
+    goto out;
+nomem:
+    pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+out:
+    pd_profile_release(&p);
+    pd__vselection_release(&ls);
+    pd__vselection_release(&rs);
+    protobuf_c_message_free_unpacked(&in->base, NULL);
+}
+
+/* ---- SelectSeries ---- */
+
+typedef struct bucket {
+    int64_t k;
+    double sum;
+    int64_t count;
+} bucket;
+
+typedef struct group {
+    pd_labels key;
+    bucket *b;
+    size_t n, cap;
+    double total;
+} group;
+
+static int add_point(group *g, int64_t k, double v)
+{
+    for (size_t i = g->n; i-- > 0;)
+        if (g->b[i].k == k) {
+            g->b[i].sum += v;
+            g->b[i].count++;
+            return 0;
+        }
+    if (g->n == g->cap) {
+        size_t c = g->cap ? g->cap * 2 : 32;
+        bucket *nb = realloc(g->b, c * sizeof *nb);
+        if (!nb)
+            return PD_ENOMEM;
+        g->b = nb;
+        g->cap = c;
+    }
+    g->b[g->n++] = (bucket){k, v, 1};
+    return 0;
+}
+
+static int cmp_bucket(const void *a, const void *b)
+{
+    const bucket *x = a, *y = b;
+    return x->k < y->k ? -1 : x->k > y->k;
+}
+
+static int cmp_group_total(const void *a, const void *b)
+{
+    const group *x = a, *y = b;
+    if (x->total != y->total)
+        return x->total > y->total ? -1 : 1;
+    return pd_labels_cmp(&x->key, &y->key);
+}
+
+static int cmp_group_labels(const void *a, const void *b)
+{
+    return pd_labels_cmp(&((const group *)a)->key, &((const group *)b)->key);
+}
+
+static void m_select_series(ctx *c, const pd_http_request *req)
+{
+    Querier__V1__SelectSeriesRequest *in = NULL;
+    pd__vselection s = {0};
+    group *g = NULL;
+    size_t ng = 0;
+    int rc;
+    if (pd_connect_decode(req, &querier__v1__select_series_request__descriptor, (ProtobufCMessage **)&in,
+                          &c->call, c->resp) < 0)
+        return;
+    if (!in->profile_typeid || !*in->profile_typeid) {
+        pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT, "SelectSeries: profile_typeID is required");
+        goto out;
+    }
+    if (!(in->step > 0) || !isfinite(in->step)) {
+        pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT, "SelectSeries: step must be > 0 seconds, got %g",
+                         in->step);
+        goto out;
+    }
+    int64_t start, end;
+    range_of(in->start, in->end, &start, &end);
+    if (start == INT64_MIN) {
+        pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT, "SelectSeries: start and end are required");
+        goto out;
+    }
+    double stepd = in->step * 1000.0;
+    if (stepd < 1 || stepd > 1e15 || (double)(end - start) / stepd > 1e6) {
+        pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT,
+                         "SelectSeries: step %g s gives too many points for the range", in->step);
+        goto out;
+    }
+    int64_t step = (int64_t)stepd;
+    const char *sels[1] = {in->label_selector ? in->label_selector : ""};
+    if ((rc = pd__vselect(c->env->st, in->profile_typeid, sels, 1, start, end, &s, &c->err)) < 0) {
+        fail(c, rc);
+        goto out;
+    }
+    g = calloc(s.n ? s.n : 1, sizeof *g);
+    if (!g)
+        goto nomem;
+    for (size_t i = 0; i < s.n; i++) {
+        pd__vseries *vs = &s.v[i];
+        pd_labels key;
+        pd_labels_init(&key);
+        for (size_t k = 0; k < in->n_group_by; k++) {
+            const char *v = pd_labels_get(&vs->vl, in->group_by[k]);
+            if (v)
+                pd_labels_set(&key, in->group_by[k], v, &c->err);
+        }
+        group *gr = NULL;
+        for (size_t k = 0; k < ng && !gr; k++)
+            if (!pd_labels_cmp(&g[k].key, &key))
+                gr = &g[k];
+        if (gr) {
+            pd_labels_release(&key);
+        } else {
+            gr = &g[ng++];
+            gr->key = key;
+        }
+        const pd_point *tp = &vs->pts->v[0];
+        const char *ty = tp->types[vs->type_idx].type, *un = tp->types[vs->type_idx].unit;
+        for (size_t j = 0; j < vs->pts->n; j++) {
+            const pd_point *pt = &vs->pts->v[j];
+            if (pt->ts_ms < start || pt->ts_ms > end || !pt->types)
+                continue;
+            size_t t = vs->type_idx;
+            if (t >= pt->n_types || strcmp(pt->types[t].type, ty) || strcmp(pt->types[t].unit, un)) {
+                for (t = 0; t < pt->n_types; t++)
+                    if (!strcmp(pt->types[t].type, ty) && !strcmp(pt->types[t].unit, un))
+                        break;
+                if (t == pt->n_types)
+                    continue;
+            }
+            double v = (double)pt->totals[t];
+            if (add_point(gr, (pt->ts_ms - start) / step, v) < 0)
+                goto nomem;
+            gr->total += v;
+        }
+    }
+    size_t keep = ng;
+    if (in->limit > 0 && (size_t)in->limit < ng) {
+        qsort(g, ng, sizeof *g, cmp_group_total);
+        keep = (size_t)in->limit;
+    }
+    qsort(g, keep, sizeof *g, cmp_group_labels);
+    Types__V1__Series **ser = pd_arena_calloc(&c->a, keep ? keep : 1, sizeof *ser);
+    if (!ser)
+        goto nomem;
+    size_t nser = 0;
+    for (size_t i = 0; i < keep; i++) {
+        if (!g[i].n)
+            continue;
+        qsort(g[i].b, g[i].n, sizeof *g[i].b, cmp_bucket);
+        Types__V1__Series *se = NEW(c, Types__V1__Series, TYPES__V1__SERIES__INIT);
+        Types__V1__Point **pts = pd_arena_calloc(&c->a, g[i].n, sizeof *pts);
+        if (!se || !pts || !(se->labels = pairs_of(c, &g[i].key, NULL, 0, &se->n_labels)))
+            goto nomem;
+        for (size_t j = 0; j < g[i].n; j++) {
+            Types__V1__Point *pt = NEW(c, Types__V1__Point, TYPES__V1__POINT__INIT);
+            if (!pt)
+                goto nomem;
+            pt->timestamp = start + g[i].b[j].k * step;
+            pt->value = in->aggregation == TYPES__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE
+                            ? g[i].b[j].sum / (double)g[i].b[j].count
+                            : g[i].b[j].sum;
+            pts[j] = pt;
+        }
+        se->points = pts;
+        se->n_points = g[i].n;
+        ser[nser++] = se;
+    }
+    Querier__V1__SelectSeriesResponse out = QUERIER__V1__SELECT_SERIES_RESPONSE__INIT;
+    out.series = ser;
+    out.n_series = nser;
+    pd_connect_reply(c->resp, &c->call, &out.base);
+    goto out;
+nomem:
+    pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+out:
+    for (size_t i = 0; i < ng; i++) {
+        pd_labels_release(&g[i].key);
+        free(g[i].b);
+    }
+    free(g);
+    pd__vselection_release(&s);
+    protobuf_c_message_free_unpacked(&in->base, NULL);
+}
+
+static void m_get_profile_stats(ctx *c, const pd_http_request *req)
+{
+    ProtobufCMessage *in = NULL;
+    pd_series_set set = {0};
+    if (pd_connect_decode(req, &types__v1__get_profile_stats_request__descriptor, &in, &c->call, c->resp) < 0)
+        return;
+    int rc = pd_storage_select(c->env->st, NULL, 0, INT64_MIN, INT64_MAX, &set, &c->err);
+    if (rc < 0) {
+        fail(c, rc);
+        goto out;
+    }
+    Types__V1__GetProfileStatsResponse out = TYPES__V1__GET_PROFILE_STATS_RESPONSE__INIT;
+    out.data_ingested = set.n > 0;
+    for (size_t i = 0; i < set.n; i++) {
+        if (i == 0 || set.v[i].min_ts < out.oldest_profile_time)
+            out.oldest_profile_time = set.v[i].min_ts;
+        if (i == 0 || set.v[i].max_ts > out.newest_profile_time)
+            out.newest_profile_time = set.v[i].max_ts;
+    }
+    pd_connect_reply(c->resp, &c->call, &out.base);
+out:
+    pd_series_set_release(&set);
+    protobuf_c_message_free_unpacked(in, NULL);
+}
+
+const char *pd__querier_route(const pd__querier_env *env, const pd_http_request *req,
+                              pd_http_response *resp)
+{
+    const char *m = req->path + strlen("/querier.v1.QuerierService/");
+    ctx c = {.env = env, .resp = resp};
+    pd_arena_init(&c.a);
+    const char *h = "/querier.v1.QuerierService";
+    if (!strcmp(m, "ProfileTypes"))
+        m_profile_types(&c, req);
+    else if (!strcmp(m, "LabelNames"))
+        m_label_names(&c, req, false);
+    else if (!strcmp(m, "LabelValues"))
+        m_label_names(&c, req, true);
+    else if (!strcmp(m, "Series"))
+        m_series(&c, req);
+    else if (!strcmp(m, "SelectMergeStacktraces"))
+        m_select_merge_stacktraces(&c, req);
+    else if (!strcmp(m, "SelectMergeProfile"))
+        m_select_merge_profile(&c, req);
+    else if (!strcmp(m, "SelectMergeSpanProfile"))
+        m_select_merge_span_profile(&c, req);
+    else if (!strcmp(m, "SelectSeries"))
+        m_select_series(&c, req);
+    else if (!strcmp(m, "Diff"))
+        m_diff(&c, req);
+    else if (!strcmp(m, "GetProfileStats"))
+        m_get_profile_stats(&c, req);
+    else {
+        pd_connect_error(resp, PD_CONNECT_UNIMPLEMENTED, "querier.v1.QuerierService/%.100s is not implemented",
+                         m);
+        resp->status = 404;
+    }
+    pd_arena_release(&c.a);
+    return h;
+}

@@ -1,0 +1,119 @@
+/*
+ * api/querier_int.h — what the Connect handlers of api/ share:
+ *
+ *   querier.c          POST /querier.v1.QuerierService/<Method> (Pyroscope's
+ *                      querier API, what Grafana's Pyroscope data source calls)
+ *   querier_select.c   the virtual series Pyroscope's API sees over profd's
+ *                      store (profile type IDs, service_name, __profile_type__)
+ *                      and the flame graph levels format
+ *   querier_render.c   GET /pyroscope/render and /pyroscope/render-diff
+ *                      (flamebearer JSON)
+ *   push_connect.c     POST /push.v1.PusherService/Push
+ *
+ * Virtual series. Pyroscope names a profile type by five parts,
+ * name:sample_type:sample_unit:period_type:period_unit, one per sample type.
+ * Each stored series of profd with sample types T1..Tn (of its first profile
+ * in the queried range) is seen as n virtual series, each with the stored
+ * labels plus:
+ *   __name__          Pyroscope's name of the type: cpu -> process_cpu,
+ *                     heap and allocs -> memory, goroutine -> goroutines,
+ *                     any other name as stored (pushes via Connect give
+ *                     Pyroscope's names already)
+ *   __profile_type__  the five-part ID; __type__, __unit__, __period_type__,
+ *                     __period_unit__ its parts
+ *   service_name      the stored service_name, else the series' job (a
+ *                     scraped target), else "unknown_service"
+ * Period type/unit come from a table for Go's types (process_cpu cpu/
+ * nanoseconds, memory space/bytes, goroutines goroutine/count, mutex
+ * contentions/count, block contentions/count), else from the latest profile.
+ * Both Go's heap and allocs carry the four memory types: when both kinds of
+ * series exist, alloc_* types are taken from allocs and inuse_* from heap
+ * only, so a memory type is never counted twice.
+ */
+#ifndef PD_API_QUERIER_INT_H
+#define PD_API_QUERIER_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "api/api_int.h"
+#include "api/connect.h"
+#include "base/arena.h"
+#include "query/query.h"
+
+/* What the querier handlers use (borrowed). */
+typedef struct pd__querier_env {
+    pd_storage *st;
+    const pd_pprof_limits *limits;
+    int64_t timeout_ms;  /* merges stop after it; 0 = 2 min */
+    size_t max_samples;  /* distinct samples of a merge; 0 = default */
+} pd__querier_env;
+
+/* One virtual series. */
+typedef struct pd__vseries {
+    const pd_series_info *si; /* the stored series (in the selection's set) */
+    size_t type_idx;          /* its sample type */
+    pd_labels vl;             /* stored + virtual labels */
+    const char *ptid;         /* __profile_type__ (in vl) */
+    const pd_points *pts;     /* the stored series' points in range */
+} pd__vseries;
+
+typedef struct pd__vselection {
+    pd_series_set set;
+    pd_points *pts; /* set.n */
+    pd__vseries *v;
+    size_t n;
+} pd__vselection;
+
+/* Selects the virtual series in [start, end] ms whose __profile_type__ is
+ * ptid (NULL or "": any) and whose labels match any of the n selectors (n ==
+ * 0, or a selector "" or "{}": all). Errors: PD_EPARSE/PD_EINVAL naming the
+ * bad selector, storage errors, PD_ENOMEM. Release with
+ * pd__vselection_release (also after an error). */
+int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, size_t n,
+                int64_t start, int64_t end, pd__vselection *out /* OUT */, pd_err *err);
+void pd__vselection_release(pd__vselection *s);
+
+/* Merges the profiles of the selection (all of one profile type) in [start,
+ * end] with base (may be NULL) as diff base, as pd_query_merge_refs.
+ * *type_idx is the index of the selection's sample type in the result.
+ * PD_ENOTFOUND when the selection is empty. */
+int pd__vmerge(const pd__querier_env *env, const pd__vselection *base, int64_t bstart,
+               int64_t bend, const pd__vselection *cur, int64_t start, int64_t end,
+               pd_profile *out /* OUT */, size_t *type_idx /* OUT */, pd_err *err);
+
+/* A flame graph in Pyroscope's levels format, built from the tree of
+ * pd_report_flamegraph_ex (so max_nodes cuts as the native report does; the
+ * cut children of a node become one "other" node). names[0] is "total".
+ * Single: 4 values per node (x offset from the previous node's end in the
+ * level, total, self, name index). Diff: 7 (left x, total, self, right x,
+ * total, self, name index). Memory from the arena. */
+typedef struct pd__levels {
+    char **names;
+    size_t n_names;
+    int64_t **levels; /* n_levels arrays */
+    size_t *level_len; /* values in each */
+    size_t n_levels;
+    int64_t total, max_self, left_ticks, right_ticks;
+} pd__levels;
+
+/* Builds the levels of p's sample type_idx, at most max_nodes nodes (0 =
+ * all); diff: p is a diff (pd_query_diff). Errors: PD_ENOMEM, PD_ETOOBIG. */
+int pd__levels_build(const pd_profile *p, size_t type_idx, size_t max_nodes, bool diff,
+                     pd_arena *a, pd__levels *out /* OUT */, pd_err *err);
+
+/* Parses a time of Pyroscope's HTTP API: "now", "now-1h" (s, m, h, d),
+ * Unix seconds, milliseconds or nanoseconds (told apart by size), RFC 3339.
+ * Result in ms. PD_EPARSE naming the text. */
+int pd__pyro_time(const char *s, int64_t now_ms, int64_t *out_ms /* OUT */, pd_err *err);
+
+/* Routes /querier.v1.QuerierService/<Method>. Returns the handler name. */
+const char *pd__querier_route(const pd__querier_env *env, const pd_http_request *req,
+                              pd_http_response *resp);
+/* GET /pyroscope/render and /pyroscope/render-diff. */
+const char *pd__querier_render(const pd__querier_env *env, const pd_http_request *req,
+                               pd_http_response *resp);
+/* POST /push.v1.PusherService/Push. */
+const char *pd__push_connect(const pd__api_env *env, const pd_http_request *req,
+                             pd_http_response *resp);
+
+#endif

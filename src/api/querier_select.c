@@ -1,0 +1,570 @@
+/*
+ * api/querier_select.c — the virtual series of Pyroscope's API over profd's
+ * store, merges of them, and Pyroscope's flame graph levels format
+ * (querier_int.h documents the mapping).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "api/querier_int.h"
+#include "base/time.h"
+
+static const struct {
+    const char *stored, *pyro, *ptype, *punit;
+} names[] = {
+    {"cpu", "process_cpu", "cpu", "nanoseconds"},
+    {"process_cpu", "process_cpu", "cpu", "nanoseconds"},
+    {"heap", "memory", "space", "bytes"},
+    {"allocs", "memory", "space", "bytes"},
+    {"memory", "memory", "space", "bytes"},
+    {"goroutine", "goroutines", "goroutine", "count"},
+    {"goroutines", "goroutines", "goroutine", "count"},
+    {"mutex", "mutex", "contentions", "count"},
+    {"block", "block", "contentions", "count"},
+    {"threadcreate", "threadcreate", "threadcreate", "count"},
+};
+
+/* Period type/unit of a series not in the table: from its latest profile. */
+static void period_of(pd_storage *st, const pd_series_info *si, const pd_points *pts,
+                      char *pt, char *pu, size_t cap)
+{
+    pd_profile p;
+    pd_err err;
+    snprintf(pt, cap, "unknown");
+    snprintf(pu, cap, "unknown");
+    if (!pts->n || pd_storage_read_profile(st, si->ref, pts->v[pts->n - 1].ts_ms, &p, NULL,
+                                           &err) < 0)
+        return;
+    if (p.period_type.type > 0 && (size_t)p.period_type.type < p.n_string)
+        snprintf(pt, cap, "%s", p.string_table[p.period_type.type]);
+    if (p.period_type.unit > 0 && (size_t)p.period_type.unit < p.n_string)
+        snprintf(pu, cap, "%s", p.string_table[p.period_type.unit]);
+    pd_profile_release(&p);
+}
+
+static bool is_empty_selector(const char *s)
+{
+    if (!s)
+        return true;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!*s)
+        return true;
+    if (*s != '{')
+        return false;
+    s++;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (*s != '}')
+        return false;
+    s++;
+    while (isspace((unsigned char)*s))
+        s++;
+    return !*s;
+}
+
+void pd__vselection_release(pd__vselection *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        pd_labels_release(&s->v[i].vl);
+    free(s->v);
+    if (s->pts)
+        for (size_t i = 0; i < s->set.n; i++)
+            pd_points_release(&s->pts[i]);
+    free(s->pts);
+    pd_series_set_release(&s->set);
+    memset(s, 0, sizeof *s);
+}
+
+typedef struct sel {
+    pd_matcher *ms;
+    size_t n;
+} sel;
+
+int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, size_t n,
+                int64_t start, int64_t end, pd__vselection *out, pd_err *err)
+{
+    memset(out, 0, sizeof *out);
+    sel *sels = calloc(n ? n : 1, sizeof *sels);
+    size_t nsel = 0;
+    bool all = n == 0;
+    int rc = 0;
+    if (!sels)
+        return pd_err_set(err, PD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (is_empty_selector(selectors[i])) {
+            all = true;
+            continue;
+        }
+        if (strlen(selectors[i]) > PD_SELECTOR_MAX_BYTES) {
+            rc = pd_err_set(err, PD_EINVAL, "selector longer than %d bytes", PD_SELECTOR_MAX_BYTES);
+            goto out;
+        }
+        if ((rc = pd_selector_parse(selectors[i], &sels[nsel].ms, &sels[nsel].n, err)) < 0) {
+            char m[sizeof err->msg];
+            snprintf(m, sizeof m, "%s", err->msg);
+            pd_err_set(err, rc, "label selector %.200s: %s", selectors[i], m);
+            goto out;
+        }
+        nsel++;
+    }
+    if ((rc = pd_storage_select(st, NULL, 0, start, end, &out->set, err)) < 0)
+        goto out;
+    out->pts = calloc(out->set.n ? out->set.n : 1, sizeof *out->pts);
+    if (!out->pts) {
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+        goto out;
+    }
+    bool has_heap = false, has_allocs = false;
+    size_t total_types = 0;
+    for (size_t i = 0; i < out->set.n; i++) {
+        const char *nm = pd_labels_get(&out->set.v[i].labels, "__name__");
+        has_heap |= nm && !strcmp(nm, "heap");
+        has_allocs |= nm && !strcmp(nm, "allocs");
+        rc = pd_storage_read_points(st, out->set.v[i].ref, start, end, &out->pts[i], err);
+        if (rc == PD_ENOTFOUND) {
+            rc = 0;
+            continue;
+        }
+        if (rc < 0)
+            goto out;
+        if (out->pts[i].n)
+            total_types += out->pts[i].v[0].n_types;
+    }
+    out->v = calloc(total_types ? total_types : 1, sizeof *out->v);
+    if (!out->v) {
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < out->set.n; i++) {
+        const pd_series_info *si = &out->set.v[i];
+        const pd_points *pts = &out->pts[i];
+        if (!pts->n || !pts->v[0].types)
+            continue;
+        const char *stored = pd_labels_get(&si->labels, "__name__");
+        stored = stored ? stored : "";
+        const char *pyro = stored, *ptype = NULL, *punit = NULL;
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (!strcmp(names[k].stored, stored)) {
+                pyro = names[k].pyro;
+                ptype = names[k].ptype;
+                punit = names[k].punit;
+                break;
+            }
+        char ptb[128], pub[128];
+        if (!ptype) {
+            period_of(st, si, pts, ptb, pub, sizeof ptb);
+            ptype = ptb;
+            punit = pub;
+        }
+        const char *svc = pd_labels_get(&si->labels, "service_name");
+        if (!svc)
+            svc = pd_labels_get(&si->labels, "job");
+        if (!svc)
+            svc = "unknown_service";
+        for (size_t t = 0; t < pts->v[0].n_types; t++) {
+            const char *ty = pts->v[0].types[t].type, *un = pts->v[0].types[t].unit;
+            ty = ty ? ty : "";
+            un = un ? un : "";
+            bool alloc = !strncmp(ty, "alloc_", 6), inuse = !strncmp(ty, "inuse_", 6);
+            if (!strcmp(stored, "heap") && alloc && has_allocs)
+                continue;
+            if (!strcmp(stored, "allocs") && inuse && has_heap)
+                continue;
+            char id[600];
+            snprintf(id, sizeof id, "%s:%s:%s:%s:%s", pyro, ty, un, ptype, punit);
+            if (ptid && *ptid && strcmp(ptid, id) != 0)
+                continue;
+            pd__vseries *vs = &out->v[out->n];
+            if ((rc = pd_labels_copy(&vs->vl, &si->labels)) < 0) {
+                rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+                goto out;
+            }
+            out->n++; /* released from here on */
+            /* a set at its label cap keeps what fits: virtual labels are best effort */
+            pd_err ignored;
+            pd_labels_set(&vs->vl, "__name__", pyro, &ignored);
+            pd_labels_set(&vs->vl, "__profile_type__", id, &ignored);
+            pd_labels_set(&vs->vl, "__type__", ty, &ignored);
+            pd_labels_set(&vs->vl, "__unit__", un, &ignored);
+            pd_labels_set(&vs->vl, "__period_type__", ptype, &ignored);
+            pd_labels_set(&vs->vl, "__period_unit__", punit, &ignored);
+            pd_labels_set(&vs->vl, "service_name", svc, &ignored);
+            bool match = all;
+            for (size_t s = 0; s < nsel && !match; s++)
+                match = pd_matchers_match(sels[s].ms, sels[s].n, &vs->vl);
+            if (!match) {
+                pd_labels_release(&vs->vl);
+                out->n--;
+                continue;
+            }
+            vs->si = si;
+            vs->type_idx = t;
+            vs->pts = pts;
+            vs->ptid = pd_labels_get(&vs->vl, "__profile_type__");
+        }
+    }
+out:
+    for (size_t i = 0; i < nsel; i++)
+        pd_matchers_free(sels[i].ms, sels[i].n);
+    free(sels);
+    return rc;
+}
+
+/* The stored series of a selection as refs (each series once). */
+static int refs_of(const pd__vselection *s, int64_t from, int64_t to, pd_series_info **arr,
+                   pd_query_refs *r)
+{
+    *arr = calloc(s->n ? s->n : 1, sizeof **arr);
+    if (!*arr)
+        return PD_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < k && !seen; j++)
+            seen = (*arr)[j].ref == s->v[i].si->ref;
+        if (!seen)
+            (*arr)[k++] = *s->v[i].si; /* shallow: labels stay the set's */
+    }
+    r->series = *arr;
+    r->n = k;
+    r->from = from;
+    r->to = to;
+    return 0;
+}
+
+int pd__vmerge(const pd__querier_env *env, const pd__vselection *base, int64_t bstart,
+               int64_t bend, const pd__vselection *cur, int64_t start, int64_t end,
+               pd_profile *out, size_t *type_idx, pd_err *err)
+{
+    pd_series_info *ca = NULL, *ba = NULL;
+    pd_query_refs cr, br;
+    int rc;
+    memset(out, 0, sizeof *out);
+    if (!cur->n)
+        return pd_err_set(err, PD_ENOTFOUND, "no series matches");
+    if (refs_of(cur, start, end, &ca, &cr) < 0 || (base && refs_of(base, bstart, bend, &ba, &br) < 0)) {
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+        goto out;
+    }
+    int64_t timeout = env->timeout_ms > 0 ? env->timeout_ms : 120000;
+    pd_merge_options o = {
+        .max_samples = env->max_samples,
+        .timeout_ms = timeout,
+        .deadline_ns = pd_mono_ns() + timeout * 1000000,
+    };
+    if ((rc = pd_query_merge_refs(env->st, base ? &br : NULL, &cr, &o, out, NULL, err)) < 0)
+        goto out;
+    /* the selection's sample type, by name, in the merged profile */
+    const pd_point *pt = &cur->v[0].pts->v[0];
+    const char *ty = pt->types[cur->v[0].type_idx].type, *un = pt->types[cur->v[0].type_idx].unit;
+    *type_idx = 0;
+    for (size_t i = 0; i < out->n_sample_type; i++) {
+        const pd_pprof_value_type *vt = &out->sample_type[i];
+        if ((size_t)vt->type < out->n_string && (size_t)vt->unit < out->n_string &&
+            !strcmp(out->string_table[vt->type], ty ? ty : "") &&
+            !strcmp(out->string_table[vt->unit], un ? un : "")) {
+            *type_idx = i;
+            break;
+        }
+    }
+out:
+    free(ca);
+    free(ba);
+    return rc;
+}
+
+/* ---- flame graph levels ---- */
+
+typedef struct node {
+    json_t *j;       /* NULL for an "other" node */
+    int64_t x[2];    /* absolute offset: [0] single/left, [1] right */
+    int64_t tot[2], self[2];
+    size_t name;
+} node;
+
+typedef struct lv {
+    node *v;
+    size_t n, cap;
+} lv;
+
+typedef struct names_t {
+    char **v;
+    size_t n, cap;
+    json_t *index; /* name -> idx */
+} names_t;
+
+static int64_t jint(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v)
+                              : json_is_real(v) ? (int64_t)json_real_value(v) : 0;
+}
+
+static int name_idx(names_t *nm, pd_arena *a, const char *s, size_t *out)
+{
+    json_t *v = json_object_get(nm->index, s);
+    if (v) {
+        *out = (size_t)json_integer_value(v);
+        return 0;
+    }
+    if (nm->n == nm->cap) {
+        size_t c = nm->cap ? nm->cap * 2 : 64;
+        char **nv = realloc(nm->v, c * sizeof *nv);
+        if (!nv)
+            return PD_ENOMEM;
+        nm->v = nv;
+        nm->cap = c;
+    }
+    char *d = pd_arena_strdup(a, s);
+    if (!d || json_object_set_new(nm->index, s, json_integer((json_int_t)nm->n)) < 0)
+        return PD_ENOMEM;
+    nm->v[nm->n] = d;
+    *out = nm->n++;
+    return 0;
+}
+
+static int lv_push(lv *l, const node *n)
+{
+    if (l->n == l->cap) {
+        size_t c = l->cap ? l->cap * 2 : 16;
+        node *nv = realloc(l->v, c * sizeof *nv);
+        if (!nv)
+            return PD_ENOMEM;
+        l->v = nv;
+        l->cap = c;
+    }
+    l->v[l->n++] = *n;
+    return 0;
+}
+
+/* Values of a tree node: single [0] only; diff [0] base (left), [1] new (right). */
+static void node_vals(json_t *j, bool diff, int64_t *tot, int64_t *self)
+{
+    if (!diff) {
+        tot[0] = jint(j, "value");
+        self[0] = jint(j, "self");
+        tot[1] = self[1] = 0;
+    } else {
+        tot[0] = jint(j, "base");
+        self[0] = jint(j, "base_self");
+        tot[1] = jint(j, "new");
+        self[1] = jint(j, "new_self");
+    }
+}
+
+int pd__levels_build(const pd_profile *p, size_t type_idx, size_t max_nodes, bool diff,
+                     pd_arena *a, pd__levels *out, pd_err *err)
+{
+    pd_buf js;
+    pd_buf_init(&js, 0);
+    names_t nm = {0};
+    lv *levels = NULL;
+    size_t n_levels = 0, cap_levels = 0;
+    json_t *root = NULL;
+    int rc;
+    memset(out, 0, sizeof *out);
+    pd_report_options o = {.sample_index = type_idx, .max_nodes = max_nodes, .diff = diff};
+    if ((rc = pd_report_flamegraph_ex(p, &o, &js)) < 0) {
+        pd_err_set(err, rc, "flame graph: %s", pd_strerror(rc));
+        goto out;
+    }
+    json_error_t je;
+    root = json_loadb(js.data, js.len, 0, &je);
+    nm.index = json_object();
+    if (!root || !nm.index) {
+        rc = pd_err_set(err, PD_ENOMEM, "flame graph: out of memory");
+        goto out;
+    }
+    size_t total_name;
+    if ((rc = name_idx(&nm, a, "total", &total_name)) < 0)
+        goto nomem;
+    node r = {.j = root, .name = total_name};
+    node_vals(root, diff, r.tot, r.self);
+    for (;;) {
+        if (n_levels == cap_levels) {
+            size_t c = cap_levels ? cap_levels * 2 : 16;
+            lv *nv = realloc(levels, c * sizeof *nv);
+            if (!nv)
+                goto nomem;
+            memset(nv + cap_levels, 0, (c - cap_levels) * sizeof *nv);
+            levels = nv;
+            cap_levels = c;
+        }
+        lv *cur = &levels[n_levels];
+        if (n_levels == 0) {
+            if (lv_push(cur, &r) < 0)
+                goto nomem;
+        } else {
+            lv *prev = &levels[n_levels - 1];
+            for (size_t i = 0; i < prev->n; i++) {
+                node *pn = &prev->v[i];
+                if (!pn->j)
+                    continue;
+                int64_t x[2] = {pn->x[0], pn->x[1]};
+                json_t *kids = json_object_get(pn->j, "children");
+                size_t k;
+                json_t *kid;
+                json_array_foreach(kids, k, kid)
+                {
+                    node c = {.j = kid};
+                    json_t *nmv = json_object_get(kid, "name");
+                    if ((rc = name_idx(&nm, a, json_is_string(nmv) ? json_string_value(nmv) : "",
+                                       &c.name)) < 0)
+                        goto nomem;
+                    node_vals(kid, diff, c.tot, c.self);
+                    c.x[0] = x[0];
+                    c.x[1] = x[1];
+                    x[0] += c.tot[0];
+                    x[1] += c.tot[1];
+                    if (lv_push(cur, &c) < 0)
+                        goto nomem;
+                    pn = &prev->v[i]; /* (prev is not reallocated; kept for clarity) */
+                }
+                int64_t cut[2] = {jint(pn->j, "cut"), 0};
+                if (diff) {
+                    cut[1] = cut[0] + jint(pn->j, "base_cut");
+                    cut[0] = jint(pn->j, "base_cut");
+                }
+                if (cut[0] || cut[1]) {
+                    node c = {.j = NULL, .x = {x[0], x[1]}, .tot = {cut[0], cut[1]},
+                              .self = {cut[0], cut[1]}};
+                    if ((rc = name_idx(&nm, a, "other", &c.name)) < 0)
+                        goto nomem;
+                    if (lv_push(cur, &c) < 0)
+                        goto nomem;
+                }
+            }
+        }
+        if (!cur->n)
+            break;
+        n_levels++;
+    }
+    out->levels = pd_arena_calloc(a, n_levels ? n_levels : 1, sizeof *out->levels);
+    out->level_len = pd_arena_calloc(a, n_levels ? n_levels : 1, sizeof *out->level_len);
+    if (!out->levels || !out->level_len)
+        goto nomem;
+    size_t per = diff ? 7 : 4;
+    for (size_t l = 0; l < n_levels; l++) {
+        lv *cur = &levels[l];
+        int64_t *vals = pd_arena_calloc(a, cur->n * per, sizeof *vals);
+        if (!vals)
+            goto nomem;
+        int64_t end[2] = {0, 0};
+        for (size_t i = 0; i < cur->n; i++) {
+            node *n = &cur->v[i];
+            int64_t *v = vals + i * per;
+            if (!diff) {
+                v[0] = n->x[0] - end[0];
+                v[1] = n->tot[0];
+                v[2] = n->self[0];
+                v[3] = (int64_t)n->name;
+            } else {
+                v[0] = n->x[0] - end[0];
+                v[1] = n->tot[0];
+                v[2] = n->self[0];
+                v[3] = n->x[1] - end[1];
+                v[4] = n->tot[1];
+                v[5] = n->self[1];
+                v[6] = (int64_t)n->name;
+            }
+            end[0] = n->x[0] + n->tot[0];
+            end[1] = n->x[1] + n->tot[1];
+            int64_t s = n->self[0] > n->self[1] ? n->self[0] : n->self[1];
+            if (s > out->max_self)
+                out->max_self = s;
+        }
+        out->levels[l] = vals;
+        out->level_len[l] = cur->n * per;
+    }
+    out->n_levels = n_levels;
+    out->names = pd_arena_calloc(a, nm.n ? nm.n : 1, sizeof *out->names);
+    if (!out->names)
+        goto nomem;
+    memcpy(out->names, nm.v, nm.n * sizeof *nm.v);
+    out->n_names = nm.n;
+    if (diff) {
+        out->left_ticks = r.tot[0];
+        out->right_ticks = r.tot[1];
+        out->total = r.tot[0] + r.tot[1];
+    } else {
+        out->total = r.tot[0];
+    }
+    rc = 0;
+    goto out;
+nomem:
+    rc = pd_err_set(err, PD_ENOMEM, "flame graph: out of memory");
+out:
+    for (size_t l = 0; l < cap_levels; l++)
+        free(levels[l].v);
+    free(levels);
+    free(nm.v);
+    json_decref(nm.index);
+    json_decref(root);
+    pd_buf_release(&js);
+    return rc;
+}
+
+/* ---- time ---- */
+
+int pd__pyro_time(const char *s, int64_t now_ms, int64_t *out, pd_err *err)
+{
+    if (!s || !*s)
+        return pd_err_set(err, PD_EPARSE, "empty time");
+    if (!strncmp(s, "now", 3)) {
+        const char *p = s + 3;
+        if (!*p) {
+            *out = now_ms;
+            return 0;
+        }
+        if (*p != '-' && *p != '+')
+            goto bad;
+        char *e;
+        errno = 0;
+        long long v = strtoll(p + 1, &e, 10);
+        if (e == p + 1 || errno || v < 0 || v > 100000000)
+            goto bad;
+        int64_t mul;
+        if (!strcmp(e, "s"))
+            mul = 1000;
+        else if (!strcmp(e, "m"))
+            mul = 60000;
+        else if (!strcmp(e, "h"))
+            mul = 3600000;
+        else if (!strcmp(e, "d"))
+            mul = 86400000;
+        else if (!strcmp(e, "ms"))
+            mul = 1;
+        else
+            goto bad;
+        *out = now_ms + (*p == '-' ? -1 : 1) * (int64_t)v * mul;
+        return 0;
+    }
+    {
+        char *e;
+        errno = 0;
+        long long v = strtoll(s, &e, 10);
+        if (e != s && !*e && !errno) {
+            if (v > 100000000000000000LL) /* ns */
+                *out = v / 1000000;
+            else if (v > 100000000000LL) /* ms */
+                *out = v;
+            else
+                *out = v * 1000;
+            return 0;
+        }
+        struct tm tm = {0};
+        const char *r = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+        if (r && (*r == 'Z' || *r == 0)) {
+            *out = (int64_t)timegm(&tm) * 1000;
+            return 0;
+        }
+    }
+bad:
+    return pd_err_set(err, PD_EPARSE, "time \"%.60s\": use now, now-1h, Unix seconds or RFC 3339", s);
+}

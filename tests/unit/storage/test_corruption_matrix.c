@@ -1,0 +1,454 @@
+/* The corruption matrix of issue 19: every file kind of the store (a
+ * block's meta.json, index, symbols, chunks; a WAL segment; the `series`
+ * file) x flip / truncate / zero / delete / CRC-fixed edit, at several
+ * offsets and in several files (228 cases). For each case, on a copy of the
+ * fixture store (damage_fixture.h: real profiles in two blocks and a head):
+ *   - the store opens;
+ *   - every profile the damage did not touch is served equal to what was
+ *     appended, listed by read_points and its series by select (the test
+ *     knows where each profile lives: the block by time, the series' byte
+ *     range in chunks/000001, the WAL record of each head profile);
+ *   - when a profile is not served and the damage is detectable, it was
+ *     reported and counted (profd_storage_corruptions_total grew);
+ *   - `profd tsdb check` exits 1 naming the damaged file (and the offset for
+ *     binary files) for every detectable case;
+ *   - `profd tsdb repair` exits 0, then the store opens and still serves
+ *     every intact profile, and the blocks pass check.
+ * Not detectable (no check/count required): CRC-fixed edits that still
+ * decode, a WAL or series file truncated exactly at a record boundary or the
+ * last segment truncated (indistinguishable from a torn write), the first or
+ * the last WAL segment deleted (the numbering stays contiguous), a zeroed
+ * range that was zero already. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "base/crc32c.h"
+#include "damage_fixture.h"
+
+enum { K_META, K_INDEX, K_SYMBOLS, K_CHUNKS, K_WAL, K_SERIES, NKIND };
+enum { OP_FLIP, OP_TRUNC, OP_ZERO, OP_DELETE, OP_CRCFIX, NOP };
+static const char *KIND_NAME[NKIND] = {"meta.json", "index", "symbols", "chunks", "wal", "series"};
+static const char *OP_NAME[NOP] = {"flip", "truncate", "zero", "delete", "crc-fixed edit"};
+
+/* Offsets: >= 0 a fraction of the size, < 0 -(absolute offset + 1); LAST the
+ * last byte (or the last 64 for zero). */
+#define LAST 2.0
+static const double FLIP_AT[] = {-1, -6, 0.25, 0.5, 0.75, LAST};
+static const double TRUNC_AT[] = {-1, -9, 0.33, 0.66, LAST};
+static const double ZERO_AT[] = {-1, 0.33, 0.66, LAST};
+static const double CRC_AT[] = {0.25, 0.5, 0.75};
+#define ZERO_LEN 64
+
+typedef struct layout {
+    char dir[256];
+    uint64_t refs[FX_NSERIES];
+    char blocks[2][27];
+    uint64_t ext[2][FX_NSERIES][2]; /* series byte range in chunks/000001 */
+    uint32_t segs[64];
+    size_t n_segs;
+    int wal_t[3]; /* indexes into segs: first, middle, last */
+    fx_rec recs[3][256];
+    size_t n_recs[3];
+    fx_rec srecs[64]; /* the series file */
+    size_t n_srecs;
+} layout;
+
+static layout L;
+
+static int group_setup(void **state)
+{
+    fx_group_setup(state);
+    fx_mkdtemp(L.dir, sizeof L.dir, "matrix");
+    fx_build(L.dir);
+    pd_storage *st = fx_open(L.dir, -1);
+    for (int s = 0; s < FX_NSERIES; s++)
+        L.refs[s] = fx_ref(st, s);
+    pd_storage_close(st);
+    int64_t mint[8];
+    char names[8][27];
+    assert_int_equal(fx_blocks(L.dir, names, mint, 8), 2);
+    for (int b = 0; b < 2; b++) {
+        assert_int_equal(mint[b], b ? FX_DUR : FX_STEP);
+        memcpy(L.blocks[b], names[b], 27);
+        char bdir[600];
+        snprintf(bdir, sizeof bdir, "%s/%s", L.dir, names[b]);
+        pd_block *blk;
+        pd_err err = {{0}};
+        assert_int_equal(pd__block_open(bdir, &blk, &err), 0);
+        for (uint32_t id = 0; id < pd__block_n_series(blk); id++)
+            for (int s = 0; s < FX_NSERIES; s++)
+                if (!pd_labels_cmp(pd__block_series_labels(blk, id), &FX_L[s]))
+                    pd__block_series_extent(blk, id, &L.ext[b][s][0], &L.ext[b][s][1]);
+        pd__block_close(blk);
+    }
+    L.n_segs = fx_segments(L.dir, L.segs, 64);
+    assert_true(L.n_segs >= 4);
+    L.wal_t[0] = 0;
+    L.wal_t[1] = (int)L.n_segs / 2;
+    L.wal_t[2] = (int)L.n_segs - 1;
+    for (int t = 0; t < 3; t++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/wal/%08u", L.dir, L.segs[L.wal_t[t]]);
+        L.n_recs[t] = fx_records(p, L.recs[t], 256);
+    }
+    char p[600];
+    snprintf(p, sizeof p, "%s/series", L.dir);
+    L.n_srecs = fx_records(p, L.srecs, 64);
+    assert_true(L.n_srecs >= FX_NSERIES);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    fx_rm_rf(L.dir);
+    return fx_group_teardown(state);
+}
+
+typedef struct mcase {
+    int kind, target, op;
+    double at;
+} mcase;
+
+static mcase CASES[400];
+static size_t N_CASES;
+
+static void add_cases(int kind, int target)
+{
+    for (size_t i = 0; i < sizeof FLIP_AT / sizeof *FLIP_AT; i++)
+        CASES[N_CASES++] = (mcase){kind, target, OP_FLIP, FLIP_AT[i]};
+    for (size_t i = 0; i < sizeof TRUNC_AT / sizeof *TRUNC_AT; i++)
+        CASES[N_CASES++] = (mcase){kind, target, OP_TRUNC, TRUNC_AT[i]};
+    for (size_t i = 0; i < sizeof ZERO_AT / sizeof *ZERO_AT; i++)
+        CASES[N_CASES++] = (mcase){kind, target, OP_ZERO, ZERO_AT[i]};
+    CASES[N_CASES++] = (mcase){kind, target, OP_DELETE, 0};
+    for (size_t i = 0; i < sizeof CRC_AT / sizeof *CRC_AT; i++)
+        CASES[N_CASES++] = (mcase){kind, target, OP_CRCFIX, CRC_AT[i]};
+}
+
+/* The damaged file of case c under dir. */
+static void case_path(const mcase *c, const char *dir, char *p, size_t n)
+{
+    switch (c->kind) {
+    case K_META:
+    case K_INDEX:
+    case K_SYMBOLS:
+        snprintf(p, n, "%s/%s/%s", dir, L.blocks[c->target], KIND_NAME[c->kind]);
+        break;
+    case K_CHUNKS:
+        snprintf(p, n, "%s/%s/chunks/000001", dir, L.blocks[c->target]);
+        break;
+    case K_WAL:
+        snprintf(p, n, "%s/wal/%08u", dir, L.segs[L.wal_t[c->target]]);
+        break;
+    default:
+        snprintf(p, n, "%s/series", dir);
+    }
+}
+
+static uint8_t *slurp(const char *p, size_t *len)
+{
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)n + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static void spit(const char *p, const uint8_t *b, size_t len)
+{
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, len, f), len);
+    fclose(f);
+}
+
+static void put_crc(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* What the damage did: [lo, hi) the bytes changed (hi = UINT64_MAX: to the
+ * end), changed = anything changed at all. */
+typedef struct dmg {
+    uint64_t lo, hi;
+    bool changed;
+    bool boundary; /* a truncation exactly at a record boundary (WAL, series) */
+} dmg;
+
+static bool at_boundary(const fx_rec *r, size_t n, uint64_t x)
+{
+    if (x == 8)
+        return true;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].end == x)
+            return true;
+    return false;
+}
+
+/* Applies case c to the file under dir. */
+static dmg apply(const mcase *c, const char *dir)
+{
+    char p[800];
+    case_path(c, dir, p, sizeof p);
+    dmg d = {0, 0, false, false};
+    if (c->op == OP_DELETE) {
+        assert_int_equal(unlink(p), 0);
+        d.hi = UINT64_MAX;
+        d.changed = true;
+        return d;
+    }
+    size_t len;
+    uint8_t *b = slurp(p, &len);
+    assert_true(len > 16);
+    uint64_t x;
+    if (c->at == LAST)
+        x = c->op == OP_ZERO ? (len > ZERO_LEN ? len - ZERO_LEN : 0) : len - 1;
+    else if (c->at < 0)
+        x = (uint64_t)(-c->at - 1);
+    else
+        x = (uint64_t)(c->at * (double)len);
+    if (x >= len)
+        x = len - 1;
+    switch (c->op) {
+    case OP_FLIP:
+        b[x] ^= 0x5a;
+        d = (dmg){x, x + 1, true, false};
+        spit(p, b, len);
+        break;
+    case OP_TRUNC:
+        assert_int_equal(truncate(p, (off_t)x), 0);
+        d = (dmg){x, UINT64_MAX, true, false};
+        if (c->kind == K_WAL)
+            d.boundary = at_boundary(L.recs[c->target], L.n_recs[c->target], x);
+        if (c->kind == K_SERIES)
+            d.boundary = at_boundary(L.srecs, L.n_srecs, x);
+        break;
+    case OP_ZERO: {
+        uint64_t e = x + ZERO_LEN < len ? x + ZERO_LEN : len;
+        for (uint64_t i = x; i < e; i++) {
+            d.changed |= b[i] != 0;
+            b[i] = 0;
+        }
+        d.lo = x;
+        d.hi = e;
+        spit(p, b, len);
+        break;
+    }
+    default: /* OP_CRCFIX */
+        if (c->kind == K_META) {
+            /* a digit changed: still valid JSON */
+            size_t i = x;
+            while (i < len && (b[i] < '0' || b[i] > '9'))
+                i++;
+            if (i == len)
+                for (i = x; i > 0 && (b[i] < '0' || b[i] > '9'); i--)
+                    ;
+            assert_true(b[i] >= '0' && b[i] <= '9');
+            b[i] = b[i] == '9' ? '8' : (uint8_t)(b[i] + 1);
+            d = (dmg){i, i + 1, true, false};
+        } else if (c->kind == K_INDEX || c->kind == K_SYMBOLS) {
+            if (x < 8)
+                x = 8;
+            if (x >= len - 4)
+                x = len - 5;
+            b[x] ^= 0x01;
+            put_crc(b + len - 4, pd_crc32c(0, b, len - 4));
+            d = (dmg){x, x + 1, true, false};
+        } else if (c->kind == K_CHUNKS) {
+            /* the frame holding x: u32 len, kind, payload, crc32c(kind + payload) */
+            uint64_t off = 8;
+            for (;;) {
+                uint32_t fl = (uint32_t)b[off] | (uint32_t)b[off + 1] << 8 |
+                              (uint32_t)b[off + 2] << 16 | (uint32_t)b[off + 3] << 24;
+                uint64_t end = off + 5 + fl + 4;
+                assert_true(end <= len);
+                if (x < end || end == len) {
+                    uint64_t y = off + 5 + fl / 2;
+                    b[y] ^= 0x01;
+                    put_crc(b + off + 5 + fl, pd_crc32c(pd_crc32c(0, b + off + 4, 1), b + off + 5, fl));
+                    d = (dmg){off, end, true, false};
+                    break;
+                }
+                off = end;
+            }
+        } else {
+            /* a WAL or series record: its payload edited, its CRC fixed */
+            const fx_rec *r = c->kind == K_WAL ? L.recs[c->target] : L.srecs;
+            size_t n = c->kind == K_WAL ? L.n_recs[c->target] : L.n_srecs;
+            size_t k = 0;
+            while (k + 1 < n && r[k].end <= x)
+                k++;
+            uint64_t y;
+            if (r[k].type == 2)
+                y = r[k].end - 5; /* the body's gzip CRC32 */
+            else
+                y = r[k].off + 9 + (x % (r[k].end - r[k].off - 9)); /* anywhere */
+            b[y] ^= r[k].type == 2 ? 0x01 : 0x20;
+            uint32_t l = (uint32_t)(r[k].end - r[k].off - 9);
+            put_crc(b + r[k].off + 5,
+                    pd_crc32c(pd_crc32c(0, b + r[k].off, 1), b + r[k].off + 9, l));
+            d = (dmg){r[k].off, c->kind == K_WAL ? r[k].end : UINT64_MAX, true, false};
+        }
+        spit(p, b, len);
+    }
+    free(b);
+    return d;
+}
+
+/* Whether profile e may be lost by damage d of case c. */
+static bool touched(const mcase *c, const dmg *d, const fx_exp *e)
+{
+    /* block 0 holds [0, 10 s), block 1 [10 s, 20 s), the head the rest */
+    int blk = e->ts < FX_DUR ? 0 : e->ts < 2 * FX_DUR ? 1 : -1;
+    switch (c->kind) {
+    case K_META:
+        return false; /* rebuilt from the other files */
+    case K_INDEX:
+    case K_SYMBOLS:
+        return blk == c->target;
+    case K_CHUNKS:
+        if (blk != c->target)
+            return false;
+        if (c->op == OP_DELETE || c->op == OP_TRUNC || d->lo < 8)
+            return true;
+        return L.ext[blk][e->s][0] < d->hi && d->lo < L.ext[blk][e->s][1];
+    case K_WAL: {
+        if (blk >= 0)
+            return false; /* read from its block */
+        const fx_rec *r = L.recs[c->target];
+        for (size_t i = 0; i < L.n_recs[c->target]; i++)
+            if (r[i].type == 2 && r[i].ref == L.refs[e->s] && r[i].ts == e->ts)
+                return c->op == OP_DELETE || d->lo < 8 ||
+                       (c->op == OP_CRCFIX ? r[i].off == d->lo : r[i].end > d->lo);
+        return false;
+    }
+    default: /* K_SERIES: a lost SERIES record loses the head profiles of its ref */
+        if (blk >= 0)
+            return false;
+        if (c->op == OP_DELETE || d->lo < 8)
+            return true;
+        for (size_t i = 0; i < L.n_srecs; i++)
+            if (L.srecs[i].ref == L.refs[e->s])
+                return L.srecs[i].end > d->lo;
+        return true;
+    }
+}
+
+/* Whether check must find case c (d: what it did). */
+static bool detectable(const mcase *c, const dmg *d)
+{
+    if (!d->changed || c->op == OP_CRCFIX || d->boundary)
+        return false;
+    if (c->kind == K_WAL && c->op == OP_DELETE && (c->target == 0 || c->target == 2))
+        return false; /* numbering stays contiguous */
+    if (c->kind == K_WAL && c->op == OP_TRUNC && c->target == 2)
+        return false; /* a torn tail: named (TORN) but not an error */
+    return true;
+}
+
+static void served_all(const char *dir, const mcase *c, const dmg *d, const char *what,
+                       size_t *lost)
+{
+    pd_storage *st = fx_open(dir, -1);
+    uint64_t refs[FX_NSERIES];
+    for (int s = 0; s < FX_NSERIES; s++)
+        refs[s] = fx_ref(st, s);
+    *lost = 0;
+    for (size_t k = 0; k < FX_NE; k++) {
+        const fx_exp *e = &FX_E[k];
+        bool t = touched(c, d, e);
+        bool ok = fx_served(st, refs, e);
+        if (!t && (!ok || !fx_has_point(st, refs[e->s], e->ts)))
+            fail_msg("%s %s of %s (target %d, at %g, bytes %llu..%llu): series %d at %lld ms "
+                     "not served %s",
+                     OP_NAME[c->op], KIND_NAME[c->kind], KIND_NAME[c->kind], c->target, c->at,
+                     (unsigned long long)d->lo, (unsigned long long)d->hi, e->s,
+                     (long long)e->ts, what);
+        *lost += !ok;
+    }
+    pd_storage_close(st);
+}
+
+static void test_matrix(void **state)
+{
+    (void)state;
+    N_CASES = 0;
+    for (int b = 0; b < 2; b++)
+        for (int k = K_META; k <= K_CHUNKS; k++)
+            add_cases(k, b);
+    for (int t = 0; t < 3; t++)
+        add_cases(K_WAL, t);
+    add_cases(K_SERIES, 0);
+    assert_true(N_CASES >= 200);
+    size_t n_detect = 0, n_lost_cases = 0, n_lost = 0;
+    static char out[1 << 16];
+    for (size_t ci = 0; ci < N_CASES; ci++) {
+        const mcase *c = &CASES[ci];
+        char dir[300];
+        snprintf(dir, sizeof dir, "%s.case", L.dir);
+        fx_rm_rf(dir);
+        fx_copy_tree(L.dir, dir);
+        dmg d = apply(c, dir);
+        bool det = detectable(c, &d);
+        /* check names the file (and the offset for binary files) */
+        int rc = run_tsdb(out, sizeof out, "check", dir);
+        if (det) {
+            n_detect++;
+            char p[800];
+            case_path(c, dir, p, sizeof p);
+            const char *hit = strstr(out, p);
+            bool need_rc = !(c->kind == K_WAL && c->target == 2 && strstr(out, "TORN"));
+            if ((need_rc && rc != 1) || !hit)
+                fail_msg("case %zu (%s %s, target %d, at %g): check rc %d, output:\n%s", ci,
+                         OP_NAME[c->op], KIND_NAME[c->kind], c->target, c->at, rc, out);
+            char line[1024] = "";
+            if (hit)
+                snprintf(line, sizeof line, "%.*s", (int)strcspn(hit, "\n"), hit);
+            if (c->op != OP_DELETE && c->kind != K_META && !strstr(line, "offset"))
+                fail_msg("case %zu (%s %s): check names no offset:\n%s", ci, OP_NAME[c->op],
+                         KIND_NAME[c->kind], out);
+        }
+        double c0 = fx_corruptions();
+        size_t lost;
+        served_all(dir, c, &d, "after open", &lost);
+        if (lost && det && fx_corruptions() <= c0)
+            fail_msg("case %zu (%s %s, target %d, at %g): %zu profiles lost, nothing counted", ci,
+                     OP_NAME[c->op], KIND_NAME[c->kind], c->target, c->at, lost);
+        n_lost += lost;
+        n_lost_cases += lost > 0;
+        /* repair keeps every intact profile; its blocks pass check */
+        rc = run_tsdb(out, sizeof out, "repair", dir);
+        if (rc != 0)
+            fail_msg("case %zu (%s %s): repair rc %d:\n%s", ci, OP_NAME[c->op],
+                     KIND_NAME[c->kind], rc, out);
+        served_all(dir, c, &d, "after repair", &lost);
+        if (c->kind <= K_CHUNKS) {
+            run_tsdb(out, sizeof out, "check", dir);
+            if (strstr(out, "CORRUPT"))
+                fail_msg("case %zu (%s %s, target %d, at %g): blocks still damaged after "
+                         "repair:\n%s",
+                         ci, OP_NAME[c->op], KIND_NAME[c->kind], c->target, c->at, out);
+        }
+        fx_rm_rf(dir);
+    }
+    print_message("corruption matrix: %zu cases, %zu detectable, %zu with profiles lost "
+                  "(%zu profiles in all); every untouched profile served\n",
+                  N_CASES, n_detect, n_lost_cases, n_lost);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matrix),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
