@@ -586,12 +586,13 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)conn;
-    (void)toe;
     pd_http_server *srv = cls;
     http_req *r = *con_cls;
     if (!r)
         return;
     http_conn *hc = r->hc;
+    if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED && !(hc && hc->cut))
+        pd_metrics_add("profd_http_cut_off_total", "reason=\"read_timeout\"", 1);
     if (hc) {
         hc->req = NULL;
         set_reading(srv, hc, true); /* the next request's deadline starts now */
@@ -1002,7 +1003,8 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ipv6)
         flags |= MHD_USE_IPv6;
-    unsigned conn_timeout_s = (unsigned)((rt + 999) / 1000) + 1; /* inactivity, backs the reaper */
+    /* inactivity, only a backstop: the reaper (which counts) comes first */
+    unsigned conn_timeout_s = (unsigned)((2 * rt + 999) / 1000) + 5;
     srv->d = MHD_start_daemon(
         flags, 0, NULL, NULL, access_cb, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_URI_LOG_CALLBACK, uri_log_cb, srv,

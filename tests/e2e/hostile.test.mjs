@@ -195,9 +195,10 @@ test('slowloris, idle connections, 1 byte/s bodies and catastrophic regexes: hea
   const idle1 = await metric('profd_http_cut_off_total', 'reason="idle"');
   const slow1 = await metric('profd_http_cut_off_total', 'reason="read_timeout"');
   console.log(`cut off: idle ${idle1 - idle0}, read_timeout ${slow1 - slow0}`);
-  // slowloris sent a request line: read_timeout; idle ones sent nothing
-  assert.ok(slow1 - slow0 >= 220, `read_timeout cut-offs ${slow1 - slow0} (want >= 220)`);
-  assert.ok(idle1 - idle0 >= 2000, `idle cut-offs ${idle1 - idle0} (want >= 2000)`);
+  // slowloris and slow bodies sent a request line: read_timeout (a slowloris
+  // whose request line the server had not parsed yet counts as idle)
+  assert.ok(slow1 - slow0 >= 20, `read_timeout cut-offs ${slow1 - slow0} (want >= 20)`);
+  assert.ok(idle1 - idle0 + slow1 - slow0 >= 2220, `cut-offs ${idle1 - idle0} + ${slow1 - slow0} (want >= 2,220)`);
   const rss1 = rssBytes();
   console.log(`RSS ${(rss0 / 1048576).toFixed(1)} -> ${(rss1 / 1048576).toFixed(1)} MiB`);
   assert.ok(rss1 - rss0 < 100 * 1048576, `RSS grew by ${((rss1 - rss0) / 1048576).toFixed(1)} MiB`);
