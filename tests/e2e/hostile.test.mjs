@@ -79,6 +79,13 @@ function rawSocket() {
   return w;
 }
 
+// Under ASan freed memory sits in its quarantine (256 MiB) and its allocator
+// keeps pages: RSS bounds are checked in the plain build only (ASan checks
+// leaks and overflows there instead).
+function underAsan() {
+  return /libasan/.test(fs.readFileSync(`/proc/${profd.pid}/maps`, 'utf8'));
+}
+
 const pct = (xs, p) => { const v = [...xs].sort((a, b) => a - b); return v[Math.min(v.length - 1, Math.floor(v.length * p))]; };
 
 before(async () => {
@@ -201,7 +208,7 @@ test('slowloris, idle connections, 1 byte/s bodies and catastrophic regexes: hea
   assert.ok(idle1 - idle0 + slow1 - slow0 >= 2220, `cut-offs ${idle1 - idle0} + ${slow1 - slow0} (want >= 2,220)`);
   const rss1 = rssBytes();
   console.log(`RSS ${(rss0 / 1048576).toFixed(1)} -> ${(rss1 / 1048576).toFixed(1)} MiB`);
-  assert.ok(rss1 - rss0 < 100 * 1048576, `RSS grew by ${((rss1 - rss0) / 1048576).toFixed(1)} MiB`);
+  if (!underAsan()) assert.ok(rss1 - rss0 < 100 * 1048576, `RSS grew by ${((rss1 - rss0) / 1048576).toFixed(1)} MiB`);
   // nothing the slow bodies sent was stored
   const r = await request('GET', '/api/0/profiles?service=slow&type=heap&from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z');
   assert.ok(!/"service":"slow"/.test(r.body), r.body.slice(0, 300));
@@ -236,7 +243,7 @@ test('2,000 requests with 5,000 query arguments: 400 each, RSS flat', { timeout:
   const after1 = await metric('profd_http_rejected_total', 'reason="too_many_args"');
   console.log(`5,000 args x 2,000: RSS ${(rss0 / 1048576).toFixed(1)} -> ${(rss1 / 1048576).toFixed(1)} MiB`);
   assert.ok(after1 - before0 >= 2050);
-  assert.ok(rss1 - rss0 < 20 * 1048576, `RSS grew by ${((rss1 - rss0) / 1048576).toFixed(1)} MiB`);
+  if (!underAsan()) assert.ok(rss1 - rss0 < 20 * 1048576, `RSS grew by ${((rss1 - rss0) / 1048576).toFixed(1)} MiB`);
 });
 
 test('100 unfinished over-cap bodies: RSS growth < 50 MB, nothing stored, refused', { timeout: 120000 }, async () => {
@@ -263,7 +270,7 @@ test('100 unfinished over-cap bodies: RSS growth < 50 MB, nothing stored, refuse
   await sleep(3000);
   const rss1 = rssBytes();
   console.log(`100 over-cap bodies: RSS ${(rss0 / 1048576).toFixed(1)} -> ${(rss1 / 1048576).toFixed(1)} MiB`);
-  assert.ok(rss1 - rss0 < 50 * 1048576, `RSS grew by ${((rss1 - rss0) / 1048576).toFixed(1)} MiB`);
+  if (!underAsan()) assert.ok(rss1 - rss0 < 50 * 1048576, `RSS grew by ${((rss1 - rss0) / 1048576).toFixed(1)} MiB`);
   assert.equal((await request('GET', '/-/healthy')).status, 200);
   await waitFor('the over-cap senders to be cut off', () => socks.every((s) => s.closedAt !== null), 30000, 500);
   for (const s of socks) s.sock.destroy();
