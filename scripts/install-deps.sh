@@ -8,7 +8,8 @@ PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev libzstd-dev libyaml-dev \
 libjansson-dev libpcre2-dev libxxhash-dev libcmocka-dev \
 protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev \
-golang-go graphviz chromium linux-perf curl jq ca-certificates"
+golang-go graphviz chromium linux-perf curl jq ca-certificates \
+prometheus openssl dnsmasq-base"
 
 missing=""
 for p in $PKGS; do
@@ -27,6 +28,14 @@ if [ -n "$missing" ]; then
     if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+    # prometheus is only a test tool (tests/e2e/collect.test.mjs runs its own on
+    # loopback): the packaged service, started on :9090 by systemd, is stopped
+    case " $missing " in
+    *" prometheus "*)
+        if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+            $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+        fi ;;
+    esac
 fi
 
 # npm packages of the tests: every tests/**/package.json (with its package-lock.json)

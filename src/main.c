@@ -76,6 +76,7 @@ static void usage(FILE *f)
             "usage: profd [serve] [flags]\n"
             "       profd convert --from=folded|lines|perf-script [--sample-rate=HZ] [--type=cpu] IN OUT.pb.gz\n"
             "       profd tsdb import|analyze|check ...  (profd tsdb --help)\n"
+            "       profd check config FILE...           (what a config file means, its warnings)\n"
             "       profd push --service=NAME [--url=URL] [--type=T] [--label k=v ...] [--format=F] FILE...\n"
             "       profd --help | --version\n"
             "\n"
@@ -305,8 +306,27 @@ static int parse_flags(int argc, char **argv, flags *f)
 typedef struct app {
     const char *config_file;
     pd_scrape_manager *sm;
+    pd_api *api; /* for /api/v1/status/config: the text as last loaded */
     pthread_mutex_t mu;
 } app;
+
+/* Tells the api the outcome of a (re)load of --config.file and, when it
+ * worked, the file's text (read again: at most 4 MiB). */
+static void record_config(app *a, bool ok)
+{
+    if (!a->api || !a->config_file)
+        return;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = ok ? fopen(a->config_file, "rb") : NULL;
+    if (f) {
+        text = malloc(4u << 20);
+        len = text ? fread(text, 1, 4u << 20, f) : 0;
+        fclose(f);
+    }
+    pd_api_set_config(a->api, text, len, ok && text, pd_now_ms());
+    free(text);
+}
 
 static int do_reload(void *ctx, pd_err *err)
 {
@@ -335,6 +355,7 @@ static int do_reload(void *ctx, pd_err *err)
     } else {
         pd_log(PD_LOG_INFO, "configuration reloaded", "file=%s", a->config_file);
     }
+    record_config(a, rc == 0);
     return rc;
 }
 
@@ -395,14 +416,39 @@ static int serve(const flags *f)
     /* The listener starts first, as Prometheus does: /-/healthy answers 200
        and /-/ready 503 while the store is opened and its WAL replayed (a due
        head cut then runs in the background, not before the listener). */
+    /* the flags in effect, for /api/v1/status/flags (defaults filled in) */
+    char v_seg[32], v_block[32], v_ret[32], v_grace[32], v_retsz[32], v_threads[16], v_qt[32],
+        v_qms[32], v_body[32];
+    snprintf(v_seg, sizeof v_seg, "%zu", f->segment_bytes ? f->segment_bytes : (size_t)32 << 20);
+    pd_format_duration(f->block_ms ? f->block_ms : 2 * 3600 * 1000, v_block, sizeof v_block);
+    pd_format_duration(f->retention_ms ? f->retention_ms : 15ll * 24 * 3600 * 1000, v_ret,
+                       sizeof v_ret);
+    pd_format_duration(f->grace_ms ? f->grace_ms : 10 * 60 * 1000, v_grace, sizeof v_grace);
+    snprintf(v_retsz, sizeof v_retsz, "%zu", f->retention_bytes);
+    snprintf(v_threads, sizeof v_threads, "%u", f->threads);
+    pd_format_duration(f->query_timeout_ms ? f->query_timeout_ms : 120000, v_qt, sizeof v_qt);
+    snprintf(v_qms, sizeof v_qms, "%zu", f->query_max_samples ? f->query_max_samples : 1000000);
+    snprintf(v_body, sizeof v_body, "%zu", lim.max_body_bytes);
+    const char *fnames[] = {"config.file",          "storage.path",
+                            "storage.wal.fsync",    "storage.wal.segment-size",
+                            "storage.block-duration", "storage.retention.time",
+                            "storage.retention.size", "storage.future-grace",
+                            "web.listen-address",   "web.threads",
+                            "query.timeout",        "query.max-samples",
+                            "scrape.max-body-bytes", "log.level"};
+    const char *fvalues[] = {f->config_file ? f->config_file : "", f->storage_path, f->fsync,
+                             v_seg, v_block, v_ret, v_retsz, v_grace, f->listen, v_threads,
+                             v_qt, v_qms, v_body, f->log_level};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
-        .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples};
+        .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,
+        .flag_names = fnames, .flag_values = fvalues, .n_flags = sizeof fnames / sizeof *fnames};
     int rc = pd_api_new(NULL, NULL, &ao, &api, &err);
     if (rc < 0) {
         fprintf(stderr, "profd: %s\n", err.msg);
         goto out;
     }
+<<<<<<< HEAD
     pd_http_server_options ho = {.listen_addr = f->listen,
                                  .threads = f->threads,
                                  .query_threads = f->query_threads,
@@ -412,6 +458,12 @@ static int serve(const flags *f)
                                  .max_connections_per_ip = f->max_conns_ip,
                                  .classify = pd_api_classify};
     rc = pd_http_server_start_opts(&ho, pd_api_handle, api, &srv, &err);
+=======
+    a.api = api;
+    record_config(&a, true);
+    rc = pd_http_server_start(f->listen, f->threads, lim.max_body_bytes, pd_api_handle, api, &srv,
+                              &err);
+>>>>>>> main
     if (rc < 0) {
         fprintf(stderr, "profd: cannot listen on %s: %s\n", f->listen,
                 err.msg[0] ? err.msg : pd_strerror(rc));
@@ -504,6 +556,8 @@ int main(int argc, char **argv)
         return pd_ingest_convert_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "push") == 0)
         return pd_ingest_push_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "check") == 0)
+        return pd_config_check_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "tsdb") == 0)
         return pd_tsdb_cli_main(argc - 1, argv + 1);
     int rc = parse_flags(argc, argv, &f);

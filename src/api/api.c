@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,12 @@ struct pd_api {
     pd_api_options o;
     char version[64];
     double start_time_s; /* fallback for process_start_time_seconds */
+    char **flags;        /* n_flags x (name, value), owned */
+    size_t n_flags;
+    pthread_mutex_t cfg_mu; /* guards the three below */
+    char *config_text;      /* as last loaded (pd_api_set_config), or NULL */
+    bool config_ok;
+    int64_t config_when_ms;
 };
 
 static const char JSON_CT[] = "application/json";
@@ -234,6 +241,28 @@ static int uint_param(const pd_http_request *req, pd_http_response *resp, const 
     }
     *out = (size_t)x;
     return 0;
+}
+
+/* report=view: {"top":<report=top>,"flamegraph":<report=flamegraph>} of
+ * one profile (one merge for the UI's table and flame graph: issue 15);
+ * top with o (its rows, order, filter), the flame graph with fg_nodes nodes
+ * (fg_nodes= parameter, 0 = all) and the same sample type and diff flag. */
+static int put_view(const pd_profile *p, const pd_report_options *o, size_t fg_nodes, pd_buf *out)
+{
+    pd_report_options fo = *o;
+    fo.max_nodes = fg_nodes;
+    fo.sort = PD_TOP_SORT_DEFAULT;
+    fo.filter = NULL;
+    int rc = pd_buf_puts(out, "{\"top\":");
+    if (!rc)
+        rc = pd_report_top_ex(p, o, out);
+    if (!rc)
+        rc = pd_buf_puts(out, ",\"flamegraph\":");
+    if (!rc)
+        rc = pd_report_flamegraph_ex(p, &fo, out);
+    if (!rc)
+        rc = pd_buf_putc(out, '}');
+    return rc;
 }
 
 /* report=top's sort=flat|cum|name, order=asc|desc and filter=TEXT into o.
@@ -454,22 +483,24 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     if (!report)
         report = "proto";
     static const char *const reports[] = {"proto", "top", "flamegraph", "folded", "meta",
-                                          "callgraph"};
+                                          "callgraph", "view"};
     bool known = false;
     for (size_t i = 0; i < sizeof reports / sizeof *reports; i++)
         known = known || strcmp(report, reports[i]) == 0;
     if (!known) {
         reply_error(resp, 400,
                     "invalid parameter \"report\": \"%.64s\" is not one of proto, top, "
-                    "flamegraph, folded, meta, callgraph",
+                    "flamegraph, folded, meta, callgraph, view",
                     report);
         return;
     }
     size_t nodes;
-    size_t def_nodes = !strcmp(report, "top") ? api->o.top_default_rows
-                       : !strcmp(report, "callgraph") ? 80
-                                                      : 0;
-    if (uint_param(req, resp, "nodes", "limit", def_nodes, &nodes) < 0)
+    size_t def_nodes = !strcmp(report, "top") || !strcmp(report, "view") ? api->o.top_default_rows
+                       : !strcmp(report, "callgraph")                        ? 80
+                                                                             : 0;
+    size_t fg_nodes = 0;
+    if (uint_param(req, resp, "nodes", "limit", def_nodes, &nodes) < 0 ||
+        uint_param(req, resp, "fg_nodes", NULL, 0, &fg_nodes) < 0)
         return;
     pd_query_side a, b;
     const char *exa[MAX_MATCH_PARAMS], *exb[MAX_MATCH_PARAMS];
@@ -515,7 +546,7 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         goto out;
     }
     pd_report_options ro = {.sample_index = si, .max_nodes = nodes, .diff = diff};
-    if (!strcmp(report, "top") && top_params(req, resp, &ro) < 0)
+    if ((!strcmp(report, "top") || !strcmp(report, "view")) && top_params(req, resp, &ro) < 0)
         goto out;
     if (strcmp(report, "proto") == 0) {
         if (sis && si < p.n_sample_type)
@@ -549,6 +580,8 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
             rc = pd_report_top_ex(&p, &ro, &resp->body);
         else if (strcmp(report, "flamegraph") == 0)
             rc = pd_report_flamegraph_ex(&p, &ro, &resp->body);
+        else if (strcmp(report, "view") == 0)
+            rc = put_view(&p, &ro, fg_nodes, &resp->body);
         else
             rc = pd_report_meta(&p, &resp->body);
     }
@@ -575,18 +608,22 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
     if (!report)
         report = "proto";
     if (strcmp(report, "proto") && strcmp(report, "top") && strcmp(report, "flamegraph") &&
-        strcmp(report, "meta")) {
-        reply_error(
-            resp, 400,
-            "invalid parameter \"report\": \"%.64s\" is not one of proto, top, flamegraph, meta",
-            report);
+        strcmp(report, "meta") && strcmp(report, "view")) {
+        reply_error(resp, 400,
+                    "invalid parameter \"report\": \"%.64s\" is not one of proto, top, "
+                    "flamegraph, meta, view",
+                    report);
         return;
     }
     int64_t t;
-    size_t limit; /* top: rows (default 100); flamegraph: nodes (default all) */
+    size_t limit; /* top, view: rows (default 100); flamegraph: nodes (default all) */
+    size_t fg_nodes = 0;
     if (time_param(req, resp, "time", NULL, pd_now_ms(), &t) < 0 ||
         uint_param(req, resp, "limit", "nodes",
-                   !strcmp(report, "top") ? api->o.top_default_rows : 0, &limit) < 0)
+                   !strcmp(report, "top") || !strcmp(report, "view") ? api->o.top_default_rows
+                                                                     : 0,
+                   &limit) < 0 ||
+        uint_param(req, resp, "fg_nodes", NULL, 0, &fg_nodes) < 0)
         return;
     if (check_selector(resp, "query", q) < 0)
         return;
@@ -641,7 +678,7 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
         goto out;
     }
     pd_report_options ro = {.sample_index = si, .max_nodes = limit};
-    if (!strcmp(report, "top") && top_params(req, resp, &ro) < 0)
+    if ((!strcmp(report, "top") || !strcmp(report, "view")) && top_params(req, resp, &ro) < 0)
         goto out;
     rc = begin_success(resp);
     if (rc == 0) {
@@ -649,6 +686,8 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
             rc = pd_report_top_ex(&p, &ro, &resp->body);
         else if (strcmp(report, "flamegraph") == 0) /* honours nodes= (issue 12) */
             rc = pd_report_flamegraph_ex(&p, &ro, &resp->body);
+        else if (strcmp(report, "view") == 0)
+            rc = put_view(&p, &ro, fg_nodes, &resp->body);
         else
             rc = pd_report_meta(&p, &resp->body);
     }
@@ -731,6 +770,105 @@ static void h_buildinfo(pd_api *api, pd_http_response *resp)
     pd_buf_put_json_string(&resp->body, api->version, strlen(api->version));
     pd_buf_puts(&resp->body, "}");
     end_success(resp);
+}
+
+/* ---- /api/v1/status (as Prometheus' status API) ---- */
+
+static void put_jstr(pd_buf *b, const char *s) { pd_buf_put_json_string(b, s, strlen(s)); }
+
+static void h_status_flags(pd_api *api, pd_http_response *resp)
+{
+    begin_success(resp);
+    pd_buf_putc(&resp->body, '{');
+    for (size_t i = 0; i < api->n_flags; i++) {
+        if (i)
+            pd_buf_putc(&resp->body, ',');
+        put_jstr(&resp->body, api->flags[2 * i]);
+        pd_buf_putc(&resp->body, ':');
+        put_jstr(&resp->body, api->flags[2 * i + 1]);
+    }
+    pd_buf_putc(&resp->body, '}');
+    end_success(resp);
+}
+
+static void h_status_config(pd_api *api, pd_http_response *resp)
+{
+    begin_success(resp);
+    pd_buf_puts(&resp->body, "{\"yaml\":");
+    pthread_mutex_lock(&api->cfg_mu);
+    put_jstr(&resp->body, api->config_text ? api->config_text : "");
+    pthread_mutex_unlock(&api->cfg_mu);
+    pd_buf_putc(&resp->body, '}');
+    end_success(resp);
+}
+
+static void h_status_runtime(pd_api *api, pd_http_response *resp)
+{
+    char cwd[4096], start[32], last[32];
+    if (!getcwd(cwd, sizeof cwd))
+        snprintf(cwd, sizeof cwd, "<error retrieving current working directory>");
+    pd_format_rfc3339((int64_t)(api->start_time_s * 1000), start, sizeof start);
+    pthread_mutex_lock(&api->cfg_mu);
+    bool ok = api->config_ok;
+    int64_t when = api->config_when_ms;
+    pthread_mutex_unlock(&api->cfg_mu);
+    pd_format_rfc3339(when, last, sizeof last);
+    begin_success(resp);
+    pd_buf_puts(&resp->body, "{\"startTime\":");
+    put_jstr(&resp->body, start);
+    pd_buf_puts(&resp->body, ",\"CWD\":");
+    put_jstr(&resp->body, cwd);
+    pd_buf_printf(&resp->body, ",\"reloadConfigSuccess\":%s,\"lastConfigTime\":",
+                  ok ? "true" : "false");
+    put_jstr(&resp->body, when ? last : "");
+    for (size_t i = 0; i < api->n_flags; i++)
+        if (!strcmp(api->flags[2 * i], "storage.retention.time")) {
+            pd_buf_puts(&resp->body, ",\"storageRetention\":");
+            put_jstr(&resp->body, api->flags[2 * i + 1]);
+        }
+    pd_buf_putc(&resp->body, '}');
+    end_success(resp);
+}
+
+/* Prometheus' /status/tsdb gives headStats; profd adds its blocks and bytes. */
+static void h_status_tsdb(pd_api *api, pd_http_response *resp)
+{
+    pd_storage_stats ss;
+    memset(&ss, 0, sizeof ss);
+    pd_storage_stats_get(api->st, &ss);
+    begin_success(resp);
+    pd_buf_printf(&resp->body,
+                  "{\"headStats\":{\"numSeries\":%llu,\"numProfiles\":%llu,\"minTime\":%lld,"
+                  "\"maxTime\":%lld},\"storage\":{\"series\":%llu,\"profiles\":%llu,\"blocks\":%llu,"
+                  "\"bytes\":%llu,\"headProfiles\":%llu,\"headCuts\":%llu,\"compactions\":%llu,"
+                  "\"retentionDeletes\":%llu}}",
+                  (unsigned long long)ss.n_series, (unsigned long long)ss.n_head_profiles,
+                  (long long)ss.min_ts, (long long)ss.max_ts, (unsigned long long)ss.n_series,
+                  (unsigned long long)ss.n_profiles, (unsigned long long)ss.n_blocks,
+                  (unsigned long long)ss.bytes_on_disk, (unsigned long long)ss.n_head_profiles,
+                  (unsigned long long)ss.n_cuts, (unsigned long long)ss.n_compactions,
+                  (unsigned long long)ss.n_retention_deletes);
+    end_success(resp);
+}
+
+int pd_api_set_config(pd_api *api, const char *text, size_t len, bool ok, int64_t when_ms)
+{
+    char *copy = NULL;
+    if (ok && text) {
+        if (!(copy = malloc(len + 1)))
+            return PD_ENOMEM;
+        memcpy(copy, text, len);
+        copy[len] = 0;
+    }
+    pthread_mutex_lock(&api->cfg_mu);
+    if (ok) {
+        free(api->config_text);
+        api->config_text = copy;
+    }
+    api->config_ok = ok;
+    api->config_when_ms = when_ms;
+    pthread_mutex_unlock(&api->cfg_mu);
+    return 0;
 }
 
 /* ---- /metrics ---- */
@@ -886,12 +1024,31 @@ static void maybe_gzip(const pd_http_request *req, pd_http_response *resp)
     resp->body = z;
 }
 
+/* /metrics and the UI's assets, served whether the store is open or not:
+ * the handler's name, or NULL when path is neither. */
+static const char *route_metrics_or_asset(pd_api *api, const pd_http_request *req,
+                                          pd_http_response *resp)
+{
+    if (strcmp(req->path, "/metrics") == 0) {
+        if (!is_get(req))
+            bad_method(resp, "GET", false);
+        else
+            h_metrics(api, resp);
+        return "/metrics";
+    }
+    const pd_ui_asset *a = is_get(req) ? pd_ui_find(req->path) : NULL;
+    if (!a)
+        return NULL;
+    serve_asset(req, resp, a);
+    return "ui";
+}
+
 /* The routes while the store is being opened (pd_api_new with st NULL):
  * health, readiness, metrics and the UI's assets; everything else 503. */
 static const char *route_starting(pd_api *api, const pd_http_request *req,
                                   pd_http_response *resp)
 {
-    const char *path = req->path;
+    const char *path = req->path, *h;
     if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
         if (!is_get(req))
             bad_method(resp, "GET", false);
@@ -901,20 +1058,8 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
             reply_text(resp, 503, "profd is not ready: opening the storage (WAL replay).\n");
         return path;
     }
-    if (strcmp(path, "/metrics") == 0) {
-        if (!is_get(req))
-            bad_method(resp, "GET", false);
-        else
-            h_metrics(api, resp);
-        return "/metrics";
-    }
-    if (is_get(req)) {
-        const pd_ui_asset *a = pd_ui_find(path);
-        if (a) {
-            serve_asset(req, resp, a);
-            return "ui";
-        }
-    }
+    if ((h = route_metrics_or_asset(api, req, resp)))
+        return h;
     if (strncmp(path, "/querier.v1.", 12) == 0 || strncmp(path, "/push.v1.", 9) == 0)
         pd_connect_error(resp, PD_CONNECT_UNAVAILABLE,
                          "profd is starting: the storage is being opened (WAL replay)");
@@ -931,7 +1076,7 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
 
 static const char *route(pd_api *api, const pd_http_request *req, pd_http_response *resp)
 {
-    const char *path = req->path;
+    const char *path = req->path, *h;
     bool get_or_post = is_get(req) || method_is(req, "POST");
     if (!__atomic_load_n(&api->ready, __ATOMIC_ACQUIRE))
         return route_starting(api, req, resp);
@@ -985,6 +1130,22 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             h_buildinfo(api, resp);
             return "/api/v1/status/buildinfo";
         }
+        if (strcmp(r, "status/flags") == 0) {
+            h_status_flags(api, resp);
+            return "/api/v1/status/flags";
+        }
+        if (strcmp(r, "status/config") == 0) {
+            h_status_config(api, resp);
+            return "/api/v1/status/config";
+        }
+        if (strcmp(r, "status/runtimeinfo") == 0) {
+            h_status_runtime(api, resp);
+            return "/api/v1/status/runtimeinfo";
+        }
+        if (strcmp(r, "status/tsdb") == 0) {
+            h_status_tsdb(api, resp);
+            return "/api/v1/status/tsdb";
+        }
         reply_error(resp, 404, "unknown API endpoint %.200s", path);
         return "other";
     }
@@ -1037,20 +1198,8 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
         }
         return "/-/reload";
     }
-    if (strcmp(path, "/metrics") == 0) {
-        if (!is_get(req))
-            bad_method(resp, "GET", false);
-        else
-            h_metrics(api, resp);
-        return "/metrics";
-    }
-    if (is_get(req)) {
-        const pd_ui_asset *a = pd_ui_find(path);
-        if (a) {
-            serve_asset(req, resp, a);
-            return "ui";
-        }
-    }
+    if ((h = route_metrics_or_asset(api, req, resp)))
+        return h;
     reply_text(resp, 404, "404 page not found\n");
     return "other";
 }
@@ -1163,6 +1312,21 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
     snprintf(api->version, sizeof api->version, "%s", api->o.version ? api->o.version : "unknown");
     api->o.version = NULL;
     api->start_time_s = (double)pd_now_ms() / 1000.0;
+    pthread_mutex_init(&api->cfg_mu, NULL);
+    if (opts && opts->n_flags) {
+        if (!(api->flags = calloc(2 * opts->n_flags, sizeof *api->flags))) {
+            pd_api_free(api);
+            return pd_err_set(err, PD_ENOMEM, "api: out of memory");
+        }
+        api->n_flags = opts->n_flags;
+        for (size_t i = 0; i < opts->n_flags; i++)
+            if (!(api->flags[2 * i] = strdup(opts->flag_names[i])) ||
+                !(api->flags[2 * i + 1] = strdup(opts->flag_values[i] ? opts->flag_values[i] : ""))) {
+                pd_api_free(api);
+                return pd_err_set(err, PD_ENOMEM, "api: out of memory");
+            }
+    }
+    api->o.flag_names = api->o.flag_values = NULL;
 
     pd_metrics_describe("profd_http_requests_total", PD_METRIC_COUNTER,
                         "HTTP requests answered, by handler and status code.");
@@ -1203,5 +1367,12 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
 
 void pd_api_free(pd_api *api)
 {
+    if (!api)
+        return;
+    for (size_t i = 0; i < 2 * api->n_flags; i++)
+        free(api->flags[i]);
+    free(api->flags);
+    free(api->config_text);
+    pthread_mutex_destroy(&api->cfg_mu);
     free(api);
 }

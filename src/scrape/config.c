@@ -29,245 +29,11 @@
 #include <yaml.h>
 
 #include "base/time.h"
+#include "scrape/config_int.h"
 
 #define DEFAULT_INTERVAL_MS 10000
 #define DEFAULT_TIMEOUT_MS 10000
 #define MAX_CONFIG_BYTES (16u << 20) /* a config file over 16 MiB is refused */
-#define MAX_VISITS 1000000           /* nodes walked (aliases count each time) */
-
-typedef struct ctx {
-    yaml_document_t doc;
-    const char *name;
-    pd_err *err;
-    size_t visits;
-} ctx;
-
-/* ---- errors ---- */
-
-static int fail(ctx *c, const yaml_node_t *n, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(ctx *c, const yaml_node_t *n, int code, const char *fmt, ...)
-{
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (n)
-        return pd_err_set(c->err, code, "%s:%zu:%zu: %s", c->name, n->start_mark.line + 1,
-                          n->start_mark.column + 1, msg);
-    return pd_err_set(c->err, code, "%s: %s", c->name, msg);
-}
-
-static const char *kind_name(const yaml_node_t *n)
-{
-    switch (n->type) {
-    case YAML_SCALAR_NODE:
-        return "a scalar";
-    case YAML_SEQUENCE_NODE:
-        return "a list";
-    case YAML_MAPPING_NODE:
-        return "a mapping";
-    default:
-        return "nothing";
-    }
-}
-
-/* ---- node helpers ---- */
-
-static yaml_node_t *node(ctx *c, int id)
-{
-    return yaml_document_get_node(&c->doc, id);
-}
-
-static int visit(ctx *c, const yaml_node_t *n)
-{
-    if (++c->visits > MAX_VISITS)
-        return fail(c, n, PD_ETOOBIG,
-                    "configuration too large: over %d YAML nodes (aliases count each use)",
-                    MAX_VISITS);
-    return 0;
-}
-
-static bool is_null(const yaml_node_t *n)
-{
-    if (!n)
-        return true;
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return false;
-    const char *v = (const char *)n->data.scalar.value;
-    return n->data.scalar.length == 0 || !strcmp(v, "~") || !strcmp(v, "null") ||
-           !strcmp(v, "Null") || !strcmp(v, "NULL");
-}
-
-static const char *sval(const yaml_node_t *n)
-{
-    return (const char *)n->data.scalar.value;
-}
-
-/* A mapping, or null (treated as empty: *is_empty set). */
-static int want_map(ctx *c, const yaml_node_t *n, const char *what, bool *is_empty)
-{
-    int rc = visit(c, n);
-    if (rc)
-        return rc;
-    *is_empty = false;
-    if (is_null(n)) {
-        *is_empty = true;
-        return 0;
-    }
-    if (n->type != YAML_MAPPING_NODE)
-        return fail(c, n, PD_EINVAL, "%s: expected a mapping, got %s", what, kind_name(n));
-    return 0;
-}
-
-static int want_seq(ctx *c, const yaml_node_t *n, const char *what, bool *is_empty)
-{
-    int rc = visit(c, n);
-    if (rc)
-        return rc;
-    *is_empty = false;
-    if (is_null(n)) {
-        *is_empty = true;
-        return 0;
-    }
-    if (n->type != YAML_SEQUENCE_NODE)
-        return fail(c, n, PD_EINVAL, "%s: expected a list, got %s", what, kind_name(n));
-    return 0;
-}
-
-/* A scalar's text (borrowed from the document). Nul bytes are refused. */
-static int want_str(ctx *c, const yaml_node_t *n, const char *what, const char **out)
-{
-    int rc = visit(c, n);
-    if (rc)
-        return rc;
-    if (n->type != YAML_SCALAR_NODE)
-        return fail(c, n, PD_EINVAL, "%s: expected a string, got %s", what, kind_name(n));
-    if (strlen(sval(n)) != n->data.scalar.length)
-        return fail(c, n, PD_EINVAL, "%s: contains a NUL character", what);
-    *out = sval(n);
-    return 0;
-}
-
-static int want_dup(ctx *c, const yaml_node_t *n, const char *what, char **out)
-{
-    const char *s;
-    int rc = want_str(c, n, what, &s);
-    if (rc)
-        return rc;
-    *out = strdup(s);
-    return *out ? 0 : PD_ENOMEM;
-}
-
-static int want_bool(ctx *c, const yaml_node_t *n, const char *what, bool *out)
-{
-    const char *s;
-    int rc = want_str(c, n, what, &s);
-    if (rc)
-        return rc;
-    if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
-        if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE")) {
-            *out = true;
-            return 0;
-        }
-        if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE")) {
-            *out = false;
-            return 0;
-        }
-    }
-    return fail(c, n, PD_EINVAL, "%s: expected true or false, got \"%.64s\"", what, s);
-}
-
-static int want_int(ctx *c, const yaml_node_t *n, const char *what, int64_t min, int64_t max,
-                    int64_t *out)
-{
-    const char *s;
-    int rc = want_str(c, n, what, &s);
-    if (rc)
-        return rc;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE || !*s || *end || errno)
-        return fail(c, n, PD_EINVAL, "%s: expected an integer, got \"%.64s\"", what, s);
-    if (v < min || v > max)
-        return fail(c, n, PD_EINVAL, "%s: %lld is out of range [%lld, %lld]", what, v,
-                    (long long)min, (long long)max);
-    *out = v;
-    return 0;
-}
-
-static int want_duration(ctx *c, const yaml_node_t *n, const char *what, int64_t *out)
-{
-    const char *s;
-    int rc = want_str(c, n, what, &s);
-    if (rc)
-        return rc;
-    pd_err e;
-    pd_err_clear(&e);
-    if (pd_parse_duration(s, out, &e))
-        return fail(c, n, PD_EINVAL, "%s: %s", what, e.msg);
-    if (*out <= 0)
-        return fail(c, n, PD_EINVAL, "%s: must be greater than 0, got \"%.64s\"", what, s);
-    return 0;
-}
-
-/*
- * Checks a mapping's keys against `known` (NULL-terminated) and returns the
- * value node of each in vals[] (NULL when absent). Unknown and duplicate keys
- * are errors. An empty (null) mapping gives all NULLs.
- */
-static int map_keys(ctx *c, const yaml_node_t *m, const char *what, const char *const *known,
-                    yaml_node_t **vals)
-{
-    size_t nk = 0;
-    while (known[nk])
-        vals[nk++] = NULL;
-    bool empty;
-    int rc = want_map(c, m, what, &empty);
-    if (rc || empty)
-        return rc;
-    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
-        const char *ks;
-        if (!k || !v)
-            return fail(c, m, PD_EPARSE, "%s: broken YAML node", what);
-        if ((rc = want_str(c, k, what, &ks)))
-            return rc;
-        size_t i = 0;
-        while (i < nk && strcmp(known[i], ks) != 0)
-            i++;
-        if (i == nk)
-            return fail(c, k, PD_EINVAL, "unknown key \"%.64s\" in %s", ks, what);
-        if (vals[i])
-            return fail(c, k, PD_EINVAL, "duplicate key \"%s\" in %s (first at line %zu)", ks, what,
-                        vals[i]->start_mark.line + 1);
-        vals[i] = v;
-    }
-    return 0;
-}
-
-/* For mappings with free-form keys: the key node of pair p, checked to be a
- * string and not repeated earlier in the mapping. */
-static int free_key(ctx *c, const yaml_node_t *m, yaml_node_pair_t *p, const char *what,
-                    const char **key)
-{
-    yaml_node_t *k = node(c, p->key);
-    if (!k || !node(c, p->value))
-        return fail(c, m, PD_EPARSE, "%s: broken YAML node", what);
-    int rc = want_str(c, k, what, key);
-    if (rc)
-        return rc;
-    for (yaml_node_pair_t *q = m->data.mapping.pairs.start; q < p; q++) {
-        yaml_node_t *qk = node(c, q->key);
-        if (qk->type == YAML_SCALAR_NODE && !strcmp(sval(qk), *key))
-            return fail(c, k, PD_EINVAL, "duplicate key \"%.64s\" in %s (first at line %zu)", *key,
-                        what, qk->start_mark.line + 1);
-    }
-    return 0;
-}
 
 /* ---- rules ---- */
 
@@ -321,6 +87,18 @@ static void job_release(pd_scrape_job *j)
     for (size_t i = 0; i < j->n_endpoints; i++)
         endpoint_release(&j->endpoints[i]);
     free(j->endpoints);
+    free(j->metrics_path);
+    pd_scrape_client_release(&j->client);
+    for (size_t i = 0; i < j->n_relabel; i++)
+        pd_relabel_rule_release(&j->relabel[i]);
+    free(j->relabel);
+    for (size_t i = 0; i < j->n_sd; i++) {
+        for (size_t k = 0; k < j->sd[i].n_files; k++)
+            free(j->sd[i].files[k]);
+        free(j->sd[i].files);
+        free(j->sd[i].url);
+    }
+    free(j->sd);
     memset(j, 0, sizeof *j);
 }
 
@@ -336,28 +114,56 @@ void pd_config_release(pd_config *c)
     for (size_t i = 0; i < c->n_jobs; i++)
         job_release(&c->jobs[i]);
     free(c->jobs);
+    pd_labels_release(&c->external_labels);
+    for (size_t i = 0; i < c->n_warnings; i++)
+        free(c->warnings[i]);
+    free(c->warnings);
+    free(c->source);
+    free(c->source_name);
     pd_config_init(c);
 }
 
 /* ---- sections ---- */
 
-static int parse_global(ctx *c, const yaml_node_t *g, pd_config *cfg)
+/* Keys of Prometheus' global section profd has no use for. */
+static const pd__cfg_ignored global_ignored[] = {
+    {"evaluation_interval", "profd evaluates no rules"},
+    {"rule_query_offset", "profd evaluates no rules"},
+    {"query_log_file", "profd logs no queries to a file"},
+    {"scrape_failure_log_file", "scrape failures are logged on stderr"},
+    {"scrape_protocols", "profd scrapes pprof, not metrics"},
+    {"body_size_limit", "set it per job or with --scrape.max-body-bytes"},
+    {"sample_limit", "a limit on metric samples"},
+    {"target_limit", "not implemented"},
+    {"label_limit", "a limit on metric labels"},
+    {"label_name_length_limit", "a limit on metric labels"},
+    {"label_value_length_limit", "a limit on metric labels"},
+    {"keep_dropped_targets", "dropped targets are not listed"},
+    {"metric_name_validation_scheme", "profd scrapes pprof, not metrics"},
+    {NULL, NULL},
+};
+
+static int parse_labels_map(pd__cfg_ctx *c, const yaml_node_t *m, const char *what, bool reserved,
+                            pd_labels *out);
+
+static int parse_global(pd__cfg_ctx *c, const yaml_node_t *g, pd_config *cfg)
 {
-    static const char *const keys[] = {"scrape_interval", "scrape_timeout", NULL};
-    yaml_node_t *v[2];
-    int rc = map_keys(c, g, "global", keys, v);
+    static const char *const keys[] = {"scrape_interval", "scrape_timeout", "external_labels",
+                                       NULL};
+    yaml_node_t *v[3];
+    int rc = pd__cfg_map_keys_ign(c, g, "global", keys, v, global_ignored);
     if (rc)
         return rc;
-    if (v[0] && (rc = want_duration(c, v[0], "global.scrape_interval", &cfg->scrape_interval_ms)))
+    if (v[0] && (rc = pd__cfg_want_duration(c, v[0], "global.scrape_interval", &cfg->scrape_interval_ms)))
         return rc;
     if (v[1]) {
-        if ((rc = want_duration(c, v[1], "global.scrape_timeout", &cfg->scrape_timeout_ms)))
+        if ((rc = pd__cfg_want_duration(c, v[1], "global.scrape_timeout", &cfg->scrape_timeout_ms)))
             return rc;
         if (cfg->scrape_timeout_ms > cfg->scrape_interval_ms) {
             char t[32], i[32];
             pd_format_duration(cfg->scrape_timeout_ms, t, sizeof t);
             pd_format_duration(cfg->scrape_interval_ms, i, sizeof i);
-            return fail(c, v[1], PD_EINVAL,
+            return pd__cfg_fail(c, v[1], PD_EINVAL,
                         "global.scrape_timeout (%s) is greater than global.scrape_interval (%s)", t,
                         i);
         }
@@ -366,6 +172,8 @@ static int parse_global(ctx *c, const yaml_node_t *g, pd_config *cfg)
                                      ? cfg->scrape_interval_ms
                                      : DEFAULT_TIMEOUT_MS;
     }
+    if (v[2] && (rc = parse_labels_map(c, v[2], "external_labels", true, &cfg->external_labels)))
+        return rc;
     return 0;
 }
 
@@ -383,21 +191,21 @@ static int add_query(pd_scrape_job *j, const char *name, const char *value)
     return 0;
 }
 
-static int parse_params(ctx *c, const yaml_node_t *m, pd_scrape_job *j)
+static int parse_params(pd__cfg_ctx *c, const yaml_node_t *m, pd_scrape_job *j)
 {
     bool empty;
-    int rc = want_map(c, m, "params", &empty);
+    int rc = pd__cfg_want_map(c, m, "params", &empty);
     if (rc || empty)
         return rc;
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         const char *name;
-        if ((rc = free_key(c, m, p, "params", &name)))
+        if ((rc = pd__cfg_free_key(c, m, p, "params", &name)))
             return rc;
         if (!*name)
-            return fail(c, node(c, p->key), PD_EINVAL, "params: empty parameter name");
-        yaml_node_t *v = node(c, p->value);
+            return pd__cfg_fail(c, pd__cfg_node(c, p->key), PD_EINVAL, "params: empty parameter name");
+        yaml_node_t *v = pd__cfg_node(c, p->value);
         bool e2;
-        if ((rc = want_seq(c, v, "params value (a list of strings)", &e2)))
+        if ((rc = pd__cfg_want_seq(c, v, "params value (a list of strings)", &e2)))
             return rc;
         if (e2)
             continue;
@@ -405,10 +213,10 @@ static int parse_params(ctx *c, const yaml_node_t *m, pd_scrape_job *j)
         for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
              it++) {
             const char *s;
-            yaml_node_t *item = node(c, *it);
+            yaml_node_t *item = pd__cfg_node(c, *it);
             if (!item)
-                return fail(c, v, PD_EPARSE, "params: broken YAML node");
-            if ((rc = want_str(c, item, "params value", &s)))
+                return pd__cfg_fail(c, v, PD_EPARSE, "params: broken YAML node");
+            if ((rc = pd__cfg_want_str(c, item, "params value", &s)))
                 return rc;
             if ((rc = add_query(j, name, s)))
                 return rc;
@@ -465,71 +273,83 @@ static bool target_valid(const char *t)
     return true;
 }
 
-static int parse_static(ctx *c, const yaml_node_t *n, pd_static_config *sc)
+static int parse_labels_map(pd__cfg_ctx *c, const yaml_node_t *m, const char *what, bool reserved,
+                            pd_labels *out)
+{
+    bool empty;
+    int rc = pd__cfg_want_map(c, m, what, &empty);
+    if (rc || empty)
+        return rc;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        const char *name, *val;
+        if ((rc = pd__cfg_free_key(c, m, p, what, &name)))
+            return rc;
+        yaml_node_t *k = pd__cfg_node(c, p->key);
+        if (!pd_label_name_valid(name))
+            return pd__cfg_fail(c, k, PD_EINVAL,
+                                "invalid label name \"%.64s\": must match [a-zA-Z_][a-zA-Z0-9_]*",
+                                name);
+        if (!strcmp(name, "__name__") || (reserved && name[0] == '_' && name[1] == '_'))
+            return pd__cfg_fail(c, k, PD_EINVAL,
+                                "label name \"%.64s\" is reserved in %s (%s)", name, what,
+                                !strcmp(name, "__name__") ? "__name__ is the profile type"
+                                                          : "names starting with \"__\" are internal");
+        if ((rc = pd__cfg_want_str(c, pd__cfg_node(c, p->value), "label value", &val)))
+            return rc;
+        pd_err e;
+        pd_err_clear(&e);
+        if ((rc = pd_labels_set(out, name, val, &e)))
+            return rc == PD_ENOMEM ? rc : pd__cfg_fail(c, k, rc, "%s", e.msg);
+    }
+    return 0;
+}
+
+static int parse_static(pd__cfg_ctx *c, const yaml_node_t *n, pd_static_config *sc)
 {
     static const char *const keys[] = {"targets", "labels", NULL};
     yaml_node_t *v[2];
-    int rc = map_keys(c, n, "static_configs entry", keys, v);
+    int rc = pd__cfg_map_keys(c, n, "static_configs entry", keys, v);
     if (rc)
         return rc;
     bool empty = true;
-    if (v[0] && (rc = want_seq(c, v[0], "targets", &empty)))
+    if (v[0] && (rc = pd__cfg_want_seq(c, v[0], "targets", &empty)))
         return rc;
     if (!empty && v[0]->data.sequence.items.top == v[0]->data.sequence.items.start)
         empty = true;
     if (empty)
-        return fail(c, v[0] ? v[0] : n, PD_EINVAL,
+        return pd__cfg_fail(c, v[0] ? v[0] : n, PD_EINVAL,
                     "static_configs entry has no targets: want targets: [\"host:port\", ...]");
     size_t cnt = (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
     sc->targets = calloc(cnt, sizeof *sc->targets);
     if (!sc->targets)
         return PD_ENOMEM;
     for (size_t i = 0; i < cnt; i++) {
-        yaml_node_t *t = node(c, v[0]->data.sequence.items.start[i]);
+        yaml_node_t *t = pd__cfg_node(c, v[0]->data.sequence.items.start[i]);
+        char *s;
         if (!t)
-            return fail(c, v[0], PD_EPARSE, "targets: broken YAML node");
-        if ((rc = want_dup(c, t, "target", &sc->targets[i])))
+            return pd__cfg_fail(c, v[0], PD_EPARSE, "targets: broken YAML node");
+        if ((rc = pd__cfg_want_dup(c, t, "target", &s)))
             return rc;
-        sc->n_targets++;
-        if (!target_valid(sc->targets[i]))
-            return fail(c, t, PD_EINVAL,
-                        "invalid target \"%.128s\": want host:port (no scheme, no path)",
-                        sc->targets[i]);
-        for (size_t k = 0; k < i; k++)
-            if (!strcmp(sc->targets[k], sc->targets[i]))
-                return fail(c, t, PD_EINVAL,
-                            "duplicate target \"%.128s\" in this static_configs entry",
-                            sc->targets[i]);
-    }
-    if (v[1]) {
-        const yaml_node_t *m = v[1];
-        if ((rc = want_map(c, m, "labels", &empty)))
+        if (!target_valid(s)) {
+            rc = pd__cfg_fail(c, t, PD_EINVAL,
+                              "invalid target \"%.128s\": want host:port (no scheme, no path)", s);
+            free(s);
             return rc;
-        if (!empty) {
-            for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top;
-                 p++) {
-                const char *name, *val;
-                if ((rc = free_key(c, m, p, "labels", &name)))
-                    return rc;
-                yaml_node_t *k = node(c, p->key);
-                if (!pd_label_name_valid(name))
-                    return fail(c, k, PD_EINVAL,
-                                "invalid label name \"%.64s\": must match [a-zA-Z_][a-zA-Z0-9_]*",
-                                name);
-                if (name[0] == '_' && name[1] == '_')
-                    return fail(
-                        c, k, PD_EINVAL,
-                        "label name \"%.64s\" is reserved (names starting with \"__\" are profd's)",
-                        name);
-                if ((rc = want_str(c, node(c, p->value), "label value", &val)))
-                    return rc;
-                pd_err e;
-                pd_err_clear(&e);
-                if ((rc = pd_labels_set(&sc->labels, name, val, &e)))
-                    return rc == PD_ENOMEM ? rc : fail(c, k, rc, "%s", e.msg);
-            }
         }
+        bool dup = false;
+        for (size_t k = 0; k < sc->n_targets && !dup; k++)
+            dup = !strcmp(sc->targets[k], s);
+        if (dup) { /* Prometheus keeps one target of the same labels */
+            rc = pd__cfg_warn(c, t, "duplicate target \"%.128s\" in this static_configs entry dropped", s);
+            free(s);
+            if (rc)
+                return rc;
+            continue;
+        }
+        sc->targets[sc->n_targets++] = s;
     }
+    if (v[1] && (rc = parse_labels_map(c, v[1], "labels", false, &sc->labels)))
+        return rc;
     return 0;
 }
 
@@ -541,11 +361,58 @@ typedef struct ep_cfg {
     int has_enabled, enabled;
     int has_seconds;
     int64_t seconds;
-    int delta;
+    int has_delta, delta;
 } ep_cfg;
 
-static int add_endpoint(pd_scrape_job *j, const char *name, const char *path, bool enabled,
-                        int64_t seconds, bool delta)
+/* A default profile type of a dialect. */
+typedef struct ep_default {
+    const char *name, *path;
+    bool enabled, cpu, delta;
+} ep_default;
+
+static const ep_default profd_defaults[] = {
+    {"allocs", "/debug/pprof/allocs", true, false, false},
+    {"block", "/debug/pprof/block", true, false, false},
+    {"goroutine", "/debug/pprof/goroutine", true, false, false},
+    {"heap", "/debug/pprof/heap", true, false, false},
+    {"mutex", "/debug/pprof/mutex", true, false, false},
+    {"threadcreate", "/debug/pprof/threadcreate", true, false, false},
+    {"cpu", "/debug/pprof/profile", true, true, false},
+    {NULL, NULL, false, false, false},
+};
+/* conprof: the CPU profile is "profile"; "trace" is known and off (a Go
+ * execution trace is not pprof). */
+static const ep_default conprof_defaults[] = {
+    {"allocs", "/debug/pprof/allocs", true, false, false},
+    {"block", "/debug/pprof/block", true, false, false},
+    {"goroutine", "/debug/pprof/goroutine", true, false, false},
+    {"heap", "/debug/pprof/heap", true, false, false},
+    {"mutex", "/debug/pprof/mutex", true, false, false},
+    {"profile", "/debug/pprof/profile", true, true, false},
+    {"threadcreate", "/debug/pprof/threadcreate", true, false, false},
+    {"trace", "/debug/pprof/trace", false, true, false},
+    {NULL, NULL, false, false, false},
+};
+/* Parca's DefaultScrapeConfig: memory is the allocs endpoint, process_cpu a
+ * delta profile (?seconds=<interval>). */
+static const ep_default parca_defaults[] = {
+    {"memory", "/debug/pprof/allocs", true, false, false},
+    {"block", "/debug/pprof/block", true, false, false},
+    {"goroutine", "/debug/pprof/goroutine", true, false, false},
+    {"mutex", "/debug/pprof/mutex", true, false, false},
+    {"process_cpu", "/debug/pprof/profile", true, true, true},
+    {NULL, NULL, false, false, false},
+};
+
+static const ep_default *dialect_defaults(pd_config_dialect d)
+{
+    return d == PD_DIALECT_PARCA ? parca_defaults
+           : d == PD_DIALECT_CONPROF ? conprof_defaults
+                                     : profd_defaults;
+}
+
+static int add_endpoint(pd_scrape_job *j, const char *prefix, const char *name, const char *path,
+                        bool enabled, int64_t seconds, bool delta)
 {
     pd_pprof_endpoint *e = realloc(j->endpoints, (j->n_endpoints + 1) * sizeof *e);
     if (!e)
@@ -554,7 +421,16 @@ static int add_endpoint(pd_scrape_job *j, const char *name, const char *path, bo
     e = &e[j->n_endpoints++];
     memset(e, 0, sizeof *e);
     e->name = strdup(name);
-    e->path = strdup(path);
+    /* Parca's path_prefix: joined as a path (one '/' between) */
+    size_t pl = prefix ? strlen(prefix) : 0;
+    while (pl > 0 && prefix[pl - 1] == '/')
+        pl--;
+    e->path = malloc(pl + strlen(path) + 1);
+    if (e->path) {
+        if (pl)
+            memcpy(e->path, prefix, pl);
+        strcpy(e->path + pl, path);
+    }
     e->enabled = enabled;
     e->seconds = seconds;
     e->delta = delta;
@@ -562,21 +438,113 @@ static int add_endpoint(pd_scrape_job *j, const char *name, const char *path, bo
     return e->name && e->path ? 0 : PD_ENOMEM;
 }
 
-static int parse_profiling(ctx *c, const yaml_node_t *n, pd_scrape_job *j)
+/* seconds of an endpoint: explicit, else the interval for a delta profile
+ * (as Parca), else the CPU seconds rule for a CPU type, else none. */
+static int64_t endpoint_seconds(const pd_scrape_job *j, const ep_cfg *e, bool cpu, bool delta)
 {
-    static const char *const keys[] = {"pprof_config", NULL};
-    static const char *const ekeys[] = {"path", "enabled", "seconds", "delta", NULL};
-    static const char *const defaults[] = {"allocs", "block",        "goroutine", "heap",
-                                           "mutex",  "threadcreate", "cpu"};
-    yaml_node_t *v[1];
+    if (e && e->has_seconds)
+        return e->seconds;
+    if (delta) {
+        int64_t s = j->interval_ms / 1000;
+        return s < 1 ? 1 : s;
+    }
+    return cpu ? pd_config_default_cpu_seconds(j->timeout_ms) : 0;
+}
+
+static int parse_endpoint(pd__cfg_ctx *c, yaml_node_t *k, yaml_node_t *val, const pd_scrape_job *j,
+                          pd_config_dialect d, ep_cfg *e)
+{
+    static const char *const ekeys[] = {"path", "enabled", "seconds", "delta", "keep_sample_type",
+                                        NULL};
+    yaml_node_t *ev[5];
+    int rc;
+    e->node = k;
+    if (!pd_label_name_valid(e->name))
+        return pd__cfg_fail(c, k, PD_EINVAL,
+                            "invalid profile type name \"%.64s\": must match [a-zA-Z_][a-zA-Z0-9_]*",
+                            e->name);
+    char what[128];
+    snprintf(what, sizeof what, "pprof_config.%s", e->name);
+    if ((rc = pd__cfg_map_keys(c, val, what, ekeys, ev)))
+        return rc;
+    if (ev[0]) {
+        if ((rc = pd__cfg_want_str(c, ev[0], "path", &e->path)))
+            return rc;
+        if (e->path[0] != '/')
+            return pd__cfg_fail(c, ev[0], PD_EINVAL, "%s.path \"%.128s\" must start with \"/\"",
+                                what, e->path);
+        for (const char *q = e->path; *q; q++)
+            if ((unsigned char)*q <= ' ' || *q == '#' || *q == '?')
+                return pd__cfg_fail(c, ev[0], PD_EINVAL,
+                                    "%s.path \"%.128s\" has a space, '?' or '#': give query "
+                                    "parameters with params",
+                                    what, e->path);
+    }
+    if (ev[1]) {
+        bool b;
+        if ((rc = pd__cfg_want_bool(c, ev[1], "enabled", &b)))
+            return rc;
+        e->has_enabled = 1;
+        e->enabled = b;
+    }
+    if (ev[2]) {
+        if ((rc = pd__cfg_want_int(c, ev[2], "seconds", 0, INT32_MAX, &e->seconds)))
+            return rc;
+        if (d != PD_DIALECT_PARCA && e->seconds * 1000 > j->interval_ms) {
+            char iv[32];
+            pd_format_duration(j->interval_ms, iv, sizeof iv);
+            return pd__cfg_fail(c, ev[2], PD_EINVAL,
+                                "%s.seconds (%lld) is longer than the scrape_interval (%s)", what,
+                                (long long)e->seconds, iv);
+        }
+        e->has_seconds = 1;
+    }
+    if (ev[3]) {
+        bool b;
+        if ((rc = pd__cfg_want_bool(c, ev[3], "delta", &b)))
+            return rc;
+        e->has_delta = 1;
+        e->delta = b;
+    }
+    if (ev[4]) {
+        bool empty;
+        if ((rc = pd__cfg_want_seq(c, ev[4], "keep_sample_type", &empty)))
+            return rc;
+        if ((rc = pd__cfg_warn(c, ev[4],
+                               "%s.keep_sample_type ignored: every sample type is stored (select "
+                               "one at query time with sample_index)",
+                               what)))
+            return rc;
+    }
+    return 0;
+}
+
+static int parse_profiling(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *j,
+                           pd_config_dialect d)
+{
+    static const char *const keys[] = {"pprof_config", "path_prefix", NULL};
+    const ep_default *defs = dialect_defaults(d);
+    yaml_node_t *v[2] = {NULL, NULL};
     ep_cfg *eps = NULL;
     size_t n_eps = 0;
+    const char *prefix = NULL;
     int rc = 0;
-    if (n && (rc = map_keys(c, n, "profiling_config", keys, v)))
+    if (n && (rc = pd__cfg_map_keys(c, n, "profiling_config", keys, v)))
         return rc;
-    const yaml_node_t *pc = n ? v[0] : NULL;
+    if (v[1]) {
+        if ((rc = pd__cfg_want_str(c, v[1], "path_prefix", &prefix)))
+            return rc;
+        if (*prefix && prefix[0] != '/')
+            return pd__cfg_fail(c, v[1], PD_EINVAL, "path_prefix \"%.128s\" must start with \"/\"",
+                                prefix);
+        for (const char *q = prefix; *q; q++)
+            if ((unsigned char)*q <= ' ' || *q == '#' || *q == '?')
+                return pd__cfg_fail(c, v[1], PD_EINVAL,
+                                    "path_prefix \"%.128s\" has a space, '?' or '#'", prefix);
+    }
+    const yaml_node_t *pc = v[0];
     bool empty = true;
-    if (pc && (rc = want_map(c, pc, "pprof_config", &empty)))
+    if (pc && (rc = pd__cfg_want_map(c, pc, "pprof_config", &empty)))
         return rc;
     if (!empty) {
         size_t cnt = (size_t)(pc->data.mapping.pairs.top - pc->data.mapping.pairs.start);
@@ -586,103 +554,48 @@ static int parse_profiling(ctx *c, const yaml_node_t *n, pd_scrape_job *j)
         for (yaml_node_pair_t *p = pc->data.mapping.pairs.start; p < pc->data.mapping.pairs.top;
              p++) {
             ep_cfg *e = &eps[n_eps++];
-            yaml_node_t *k = node(c, p->key), *ev[4];
-            if ((rc = free_key(c, pc, p, "pprof_config", &e->name)))
+            if ((rc = pd__cfg_free_key(c, pc, p, "pprof_config", &e->name)) ||
+                (rc = parse_endpoint(c, pd__cfg_node(c, p->key), pd__cfg_node(c, p->value), j, d,
+                                     e)))
                 goto out;
-            e->node = k;
-            if (!pd_label_name_valid(e->name)) {
-                rc = fail(c, k, PD_EINVAL,
-                          "invalid profile type name \"%.64s\": must match [a-zA-Z_][a-zA-Z0-9_]*",
-                          e->name);
-                goto out;
-            }
-            char what[128];
-            snprintf(what, sizeof what, "pprof_config.%s", e->name);
-            if ((rc = map_keys(c, node(c, p->value), what, ekeys, ev)))
-                goto out;
-            if (ev[0]) {
-                if ((rc = want_str(c, ev[0], "path", &e->path)))
-                    goto out;
-                if (e->path[0] != '/') {
-                    rc = fail(c, ev[0], PD_EINVAL, "%s.path \"%.128s\" must start with \"/\"", what,
-                              e->path);
-                    goto out;
-                }
-                for (const char *q = e->path; *q; q++)
-                    if ((unsigned char)*q <= ' ' || *q == '#' || *q == '?') {
-                        rc = fail(c, ev[0], PD_EINVAL,
-                                  "%s.path \"%.128s\" has a space, '?' or '#': give query "
-                                  "parameters with params",
-                                  what, e->path);
-                        goto out;
-                    }
-            }
-            if (ev[1]) {
-                bool b;
-                if ((rc = want_bool(c, ev[1], "enabled", &b)))
-                    goto out;
-                e->has_enabled = 1;
-                e->enabled = b;
-            }
-            if (ev[2]) {
-                if ((rc = want_int(c, ev[2], "seconds", 0, INT32_MAX, &e->seconds)))
-                    goto out;
-                if (e->seconds * 1000 > j->interval_ms) {
-                    char iv[32];
-                    pd_format_duration(j->interval_ms, iv, sizeof iv);
-                    rc = fail(c, ev[2], PD_EINVAL,
-                              "%s.seconds (%lld) is longer than the scrape_interval (%s)", what,
-                              (long long)e->seconds, iv);
-                    goto out;
-                }
-                e->has_seconds = 1;
-            }
-            if (ev[3]) {
-                bool b;
-                if ((rc = want_bool(c, ev[3], "delta", &b)))
-                    goto out;
-                e->delta = b;
-            }
         }
     }
-    /* Defaults first, in Go's order, overridden by name; then custom types. */
-    for (size_t d = 0; d < sizeof defaults / sizeof *defaults; d++) {
-        const char *name = defaults[d];
-        bool cpu = !strcmp(name, "cpu");
-        char path[64];
-        snprintf(path, sizeof path, "/debug/pprof/%s", cpu ? "profile" : name);
-        bool enabled = true, delta = false;
-        int64_t seconds = cpu ? pd_config_default_cpu_seconds(j->timeout_ms) : 0;
-        const char *p = path;
-        for (size_t i = 0; i < n_eps; i++) {
-            if (strcmp(eps[i].name, name) != 0)
-                continue;
-            if (eps[i].path)
-                p = eps[i].path;
-            if (eps[i].has_enabled)
-                enabled = eps[i].enabled;
-            if (eps[i].has_seconds)
-                seconds = eps[i].seconds;
-            delta = eps[i].delta;
+    /* Defaults first, in the dialect's order, overridden by name; then custom types. */
+    for (const ep_default *df = defs; df->name; df++) {
+        const ep_cfg *e = NULL;
+        for (size_t i = 0; i < n_eps; i++)
+            if (!strcmp(eps[i].name, df->name))
+                e = &eps[i];
+        bool enabled = e && e->has_enabled ? e->enabled : (e ? true : df->enabled);
+        bool delta = e && e->has_delta ? e->delta : df->delta;
+        const char *path = e && e->path ? e->path : df->path;
+        if (d == PD_DIALECT_PARCA && df->cpu && enabled && j->timeout_ms < 2000) {
+            rc = pd__cfg_fail(c, e ? e->node : n, PD_EINVAL,
+                              "%s scrape_timeout must be at least 2 seconds in %.128s", df->name,
+                              j->job_name);
+            goto out;
         }
-        if ((rc = add_endpoint(j, name, p, enabled, seconds, delta)))
+        if ((rc = add_endpoint(j, prefix, df->name, path, enabled,
+                               endpoint_seconds(j, e, df->cpu, delta), delta)))
             goto out;
     }
     for (size_t i = 0; i < n_eps; i++) {
         bool known = false;
-        for (size_t d = 0; d < sizeof defaults / sizeof *defaults; d++)
-            known |= !strcmp(eps[i].name, defaults[d]);
+        for (const ep_default *df = defs; df->name; df++)
+            known |= !strcmp(eps[i].name, df->name);
         if (known)
             continue;
         if (!eps[i].path) {
-            rc = fail(c, eps[i].node, PD_EINVAL,
-                      "profile type \"%.64s\" is not one of the defaults and needs a path",
-                      eps[i].name);
+            rc = pd__cfg_fail(c, eps[i].node, PD_EINVAL,
+                              "profile type \"%.64s\" is not one of the %s defaults and needs a "
+                              "path",
+                              eps[i].name, pd_config_dialect_name(d));
             goto out;
         }
-        if ((rc = add_endpoint(j, eps[i].name, eps[i].path,
+        bool delta = eps[i].has_delta && eps[i].delta;
+        if ((rc = add_endpoint(j, prefix, eps[i].name, eps[i].path,
                                eps[i].has_enabled ? eps[i].enabled : true,
-                               eps[i].has_seconds ? eps[i].seconds : 0, eps[i].delta)))
+                               endpoint_seconds(j, &eps[i], false, delta), delta)))
             goto out;
     }
 out:
@@ -690,63 +603,156 @@ out:
     return rc;
 }
 
-static int parse_job(ctx *c, const yaml_node_t *n, const pd_config *cfg, pd_scrape_job *j)
+/* Job keys profd accepts and ignores, with why. */
+static const pd__cfg_ignored job_ignored[] = {
+    {"metric_relabel_configs", "profiles have no metric series to relabel"},
+    {"sample_limit", "a limit on metric samples"},
+    {"target_limit", "not implemented"},
+    {"label_limit", "a limit on metric labels"},
+    {"label_name_length_limit", "a limit on metric labels"},
+    {"label_value_length_limit", "a limit on metric labels"},
+    {"scrape_protocols", "profd scrapes pprof, not metrics"},
+    {"keep_dropped_targets", "dropped targets are not listed"},
+    {"track_timestamps_staleness", "profiles have no staleness markers"},
+    {"enable_compression", "libcurl asks for gzip as it sees fit"},
+    {"native_histogram_bucket_limit", "profd scrapes pprof, not metrics"},
+    {"native_histogram_min_bucket_factor", "profd scrapes pprof, not metrics"},
+    {"scrape_classic_histograms", "profd scrapes pprof, not metrics"},
+    {"always_scrape_classic_histograms", "profd scrapes pprof, not metrics"},
+    {"convert_classic_histograms_to_nhcb", "profd scrapes pprof, not metrics"},
+    {"metric_name_validation_scheme", "profd scrapes pprof, not metrics"},
+    {"scrape_failure_log_file", "scrape failures are logged on stderr"},
+    {"normalized_addresses", "addresses are always normalized (default port added)"},
+    {"oauth2", "not supported: scrapes go without it"},
+    {"no_proxy", "not supported"},
+    {"proxy_from_environment", "not supported: give proxy_url"},
+    {"proxy_connect_header", "not supported"},
+    {"http_headers", "not supported"},
+    {"*_sd_configs", "this service discovery is not implemented (file_sd_configs, "
+                     "http_sd_configs and dns_sd_configs are): no targets from it"},
+    {NULL, NULL},
+};
+
+static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg, pd_scrape_job *j)
 {
-    static const char *const keys[] = {"job_name", "scrape_interval", "scrape_timeout",   "scheme",
-                                       "params",   "static_configs",  "profiling_config", NULL};
-    enum { K_NAME, K_INTERVAL, K_TIMEOUT, K_SCHEME, K_PARAMS, K_STATIC, K_PROFILING };
-    yaml_node_t *v[7];
+    enum {
+        K_NAME,
+        K_INTERVAL,
+        K_TIMEOUT,
+        K_SCHEME,
+        K_PARAMS,
+        K_STATIC,
+        K_PROFILING,
+        K_METRICS_PATH,
+        K_HONOR_LABELS,
+        K_HONOR_TS,
+        K_BODY_LIMIT,
+        K_RELABEL,
+        K_FILE_SD,
+        K_HTTP_SD,
+        K_DNS_SD,
+        K_CLIENT, /* PD_CFG_CL_N keys from here */
+        K_N = K_CLIENT + PD_CFG_CL_N
+    };
+    const char *keys[K_N + 1] = {"job_name",         "scrape_interval",  "scrape_timeout",
+                                 "scheme",           "params",           "static_configs",
+                                 "profiling_config", "metrics_path",     "honor_labels",
+                                 "honor_timestamps", "body_size_limit",  "relabel_configs",
+                                 "file_sd_configs",  "http_sd_configs",  "dns_sd_configs"};
+    for (int i = 0; i < PD_CFG_CL_N; i++)
+        keys[K_CLIENT + i] = pd__cfg_client_keys[i];
+    keys[K_N] = NULL;
+    yaml_node_t *v[K_N];
     bool empty;
     int rc;
-    if ((rc = want_map(c, n, "scrape_configs entry", &empty)))
+    if ((rc = pd__cfg_want_map(c, n, "scrape_configs entry", &empty)))
         return rc;
     if (empty)
-        return fail(c, n, PD_EINVAL, "empty scrape_configs entry: job_name is required");
-    if ((rc = map_keys(c, n, "scrape_configs entry", keys, v)))
+        return pd__cfg_fail(c, n, PD_EINVAL, "empty scrape_configs entry: job_name is required");
+    if ((rc = pd__cfg_map_keys_ign(c, n, "scrape_configs entry", keys, v, job_ignored)))
         return rc;
     if (!v[K_NAME])
-        return fail(c, n, PD_EINVAL, "scrape_configs entry has no job_name");
-    if ((rc = want_dup(c, v[K_NAME], "job_name", &j->job_name)))
+        return pd__cfg_fail(c, n, PD_EINVAL, "scrape_configs entry has no job_name");
+    if ((rc = pd__cfg_want_dup(c, v[K_NAME], "job_name", &j->job_name)))
         return rc;
     if (!j->job_name[0])
-        return fail(c, v[K_NAME], PD_EINVAL, "job_name is empty");
+        return pd__cfg_fail(c, v[K_NAME], PD_EINVAL, "job_name is empty");
     for (size_t i = 0; i < cfg->n_jobs; i++)
         if (!strcmp(cfg->jobs[i].job_name, j->job_name))
-            return fail(c, v[K_NAME], PD_EINVAL, "duplicate job_name \"%.128s\"", j->job_name);
+            return pd__cfg_fail(c, v[K_NAME], PD_EINVAL, "duplicate job_name \"%.128s\"", j->job_name);
 
-    j->interval_ms = cfg->scrape_interval_ms;
-    if (v[K_INTERVAL] && (rc = want_duration(c, v[K_INTERVAL], "scrape_interval", &j->interval_ms)))
+    bool parca = cfg->dialect == PD_DIALECT_PARCA;
+    j->interval_ms = parca ? DEFAULT_INTERVAL_MS : cfg->scrape_interval_ms;
+    if (v[K_INTERVAL] && (rc = pd__cfg_want_duration(c, v[K_INTERVAL], "scrape_interval", &j->interval_ms)))
         return rc;
+    char t[32], iv[32];
     if (v[K_TIMEOUT]) {
-        if ((rc = want_duration(c, v[K_TIMEOUT], "scrape_timeout", &j->timeout_ms)))
+        if ((rc = pd__cfg_want_duration(c, v[K_TIMEOUT], "scrape_timeout", &j->timeout_ms)))
             return rc;
-        if (j->timeout_ms > j->interval_ms) {
-            char t[32], i[32];
-            pd_format_duration(j->timeout_ms, t, sizeof t);
-            pd_format_duration(j->interval_ms, i, sizeof i);
-            return fail(
+        pd_format_duration(j->timeout_ms, t, sizeof t);
+        pd_format_duration(j->interval_ms, iv, sizeof iv);
+        if (parca && j->timeout_ms <= j->interval_ms)
+            return pd__cfg_fail(c, v[K_TIMEOUT], PD_EINVAL,
+                                "scrape_timeout (%s) must be greater than scrape_interval (%s) "
+                                "for job \"%.128s\" (Parca's rule: this file uses Parca's keys)",
+                                t, iv, j->job_name);
+        if (!parca && j->timeout_ms > j->interval_ms)
+            return pd__cfg_fail(
                 c, v[K_TIMEOUT], PD_EINVAL,
-                "scrape_timeout (%s) is greater than scrape_interval (%s) for job \"%.128s\"", t, i,
+                "scrape_timeout (%s) is greater than scrape_interval (%s) for job \"%.128s\"", t, iv,
                 j->job_name);
-        }
+    } else if (parca) {
+        j->timeout_ms = j->interval_ms + 3000; /* Parca's default */
     } else {
         j->timeout_ms =
             cfg->scrape_timeout_ms < j->interval_ms ? cfg->scrape_timeout_ms : j->interval_ms;
     }
     if (v[K_SCHEME]) {
-        if ((rc = want_dup(c, v[K_SCHEME], "scheme", &j->scheme)))
+        if ((rc = pd__cfg_want_dup(c, v[K_SCHEME], "scheme", &j->scheme)))
             return rc;
         if (strcmp(j->scheme, "http") != 0 && strcmp(j->scheme, "https") != 0)
-            return fail(c, v[K_SCHEME], PD_EINVAL, "scheme \"%.64s\": want http or https",
+            return pd__cfg_fail(c, v[K_SCHEME], PD_EINVAL, "scheme \"%.64s\": want http or https",
                         j->scheme);
     } else if (!(j->scheme = strdup("http"))) {
         return PD_ENOMEM;
     }
     if (v[K_PARAMS] && (rc = parse_params(c, v[K_PARAMS], j)))
         return rc;
+    if (v[K_METRICS_PATH]) {
+        if ((rc = pd__cfg_want_dup(c, v[K_METRICS_PATH], "metrics_path", &j->metrics_path)))
+            return rc;
+        if (j->metrics_path[0] != '/')
+            return pd__cfg_fail(c, v[K_METRICS_PATH], PD_EINVAL,
+                                "metrics_path \"%.128s\" must start with \"/\"", j->metrics_path);
+    } else if (!(j->metrics_path = strdup("/metrics"))) {
+        return PD_ENOMEM;
+    }
+    j->honor_timestamps = true;
+    if ((v[K_HONOR_LABELS] &&
+         (rc = pd__cfg_want_bool(c, v[K_HONOR_LABELS], "honor_labels", &j->honor_labels))) ||
+        (v[K_HONOR_TS] &&
+         (rc = pd__cfg_want_bool(c, v[K_HONOR_TS], "honor_timestamps", &j->honor_timestamps))))
+        return rc;
+    if (v[K_BODY_LIMIT]) {
+        const char *s;
+        if ((rc = pd__cfg_want_str(c, v[K_BODY_LIMIT], "body_size_limit", &s)))
+            return rc;
+        if (pd_config_parse_size(s, &j->body_size_limit))
+            return pd__cfg_fail(c, v[K_BODY_LIMIT], PD_EINVAL,
+                                "body_size_limit \"%.64s\": want a size such as 0, 512KB, 16MB, 1GB",
+                                s);
+    }
+    if (v[K_RELABEL] && (rc = pd__cfg_parse_relabel(c, v[K_RELABEL], j)))
+        return rc;
+    if ((v[K_FILE_SD] && (rc = pd__cfg_parse_sd(c, v[K_FILE_SD], PD_SD_FILE, j))) ||
+        (v[K_HTTP_SD] && (rc = pd__cfg_parse_sd(c, v[K_HTTP_SD], PD_SD_HTTP, j))) ||
+        (v[K_DNS_SD] && (rc = pd__cfg_parse_sd(c, v[K_DNS_SD], PD_SD_DNS, j))))
+        return rc;
+    if ((rc = pd__cfg_parse_client(c, &v[K_CLIENT], n, &j->client)))
+        return rc;
     if (v[K_STATIC]) {
         const yaml_node_t *s = v[K_STATIC];
-        if ((rc = want_seq(c, s, "static_configs", &empty)))
+        if ((rc = pd__cfg_want_seq(c, s, "static_configs", &empty)))
             return rc;
         if (!empty) {
             size_t cnt = (size_t)(s->data.sequence.items.top - s->data.sequence.items.start);
@@ -754,28 +760,153 @@ static int parse_job(ctx *c, const yaml_node_t *n, const pd_config *cfg, pd_scra
             if (!j->static_configs)
                 return PD_ENOMEM;
             for (size_t i = 0; i < cnt; i++) {
-                yaml_node_t *sn = node(c, s->data.sequence.items.start[i]);
+                yaml_node_t *sn = pd__cfg_node(c, s->data.sequence.items.start[i]);
                 if (!sn)
-                    return fail(c, s, PD_EPARSE, "static_configs: broken YAML node");
+                    return pd__cfg_fail(c, s, PD_EPARSE, "static_configs: broken YAML node");
                 j->n_static_configs++;
                 if ((rc = parse_static(c, sn, &j->static_configs[i])))
                     return rc;
             }
         }
     }
-    return parse_profiling(c, v[K_PROFILING], j);
+    return parse_profiling(c, v[K_PROFILING], j, cfg->dialect);
+}
+
+/* Size as Prometheus' body_size_limit (units.Base2Bytes): a number with an
+ * optional B, KB, MB, GB, TB, PB or KiB... suffix, powers of 1024. */
+int pd_config_parse_size(const char *s, size_t *out)
+{
+    char *end;
+    if (!*s || *s == '-' || *s == '+')
+        return PD_EINVAL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno)
+        return PD_EINVAL;
+    static const char *const units[] = {"", "B", "KB", "MB", "GB", "TB", "PB"};
+    static const char *const iunits[] = {"", "B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    for (int u = 0; u < 7; u++) {
+        if (strcmp(end, units[u]) && strcmp(end, iunits[u]))
+            continue;
+        int shift = u < 2 ? 0 : 10 * (u - 1);
+        if (shift && v > (SIZE_MAX >> shift))
+            return PD_EINVAL;
+        *out = (size_t)(v << shift);
+        return 0;
+    }
+    return PD_EINVAL;
+}
+
+const char *pd_config_dialect_name(pd_config_dialect d)
+{
+    switch (d) {
+    case PD_DIALECT_PROMETHEUS:
+        return "prometheus";
+    case PD_DIALECT_PARCA:
+        return "parca";
+    case PD_DIALECT_CONPROF:
+        return "conprof";
+    default:
+        return "profd";
+    }
+}
+
+/* The dialect from the document's keys, before anything is parsed (rules in
+ * config.h). Reads without checking: the strict walk comes after. */
+static pd_config_dialect detect_dialect(pd__cfg_ctx *c, const yaml_node_t *root)
+{
+    bool parca = false, conprof = false, prom = false;
+    if (!root || root->type != YAML_MAPPING_NODE)
+        return PD_DIALECT_PROFD;
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = pd__cfg_node(c, p->key), *v = pd__cfg_node(c, p->value);
+        if (!k || !v || k->type != YAML_SCALAR_NODE)
+            continue;
+        const char *ks = pd__cfg_sval(k);
+        if (!strcmp(ks, "object_storage"))
+            parca = true;
+        else if (!strcmp(ks, "alerting") || !strcmp(ks, "rule_files") ||
+                 !strcmp(ks, "remote_write") || !strcmp(ks, "remote_read") ||
+                 !strcmp(ks, "storage") || !strcmp(ks, "tracing"))
+            prom = true;
+        else if (!strcmp(ks, "global") && v->type == YAML_MAPPING_NODE) {
+            for (yaml_node_pair_t *q = v->data.mapping.pairs.start;
+                 q < v->data.mapping.pairs.top; q++) {
+                yaml_node_t *gk = pd__cfg_node(c, q->key);
+                if (gk && gk->type == YAML_SCALAR_NODE &&
+                    (!strcmp(pd__cfg_sval(gk), "evaluation_interval") ||
+                     !strcmp(pd__cfg_sval(gk), "external_labels")))
+                    prom = true;
+            }
+        } else if (!strcmp(ks, "scrape_configs") && v->type == YAML_SEQUENCE_NODE) {
+            for (yaml_node_item_t *it = v->data.sequence.items.start;
+                 it < v->data.sequence.items.top; it++) {
+                yaml_node_t *jn = pd__cfg_node(c, *it);
+                if (!jn || jn->type != YAML_MAPPING_NODE)
+                    continue;
+                for (yaml_node_pair_t *q = jn->data.mapping.pairs.start;
+                     q < jn->data.mapping.pairs.top; q++) {
+                    yaml_node_t *jk = pd__cfg_node(c, q->key), *jv = pd__cfg_node(c, q->value);
+                    if (!jk || !jv || jk->type != YAML_SCALAR_NODE)
+                        continue;
+                    if (!strcmp(pd__cfg_sval(jk), "normalized_addresses"))
+                        parca = true;
+                    if (strcmp(pd__cfg_sval(jk), "profiling_config") ||
+                        jv->type != YAML_MAPPING_NODE)
+                        continue;
+                    for (yaml_node_pair_t *r = jv->data.mapping.pairs.start;
+                         r < jv->data.mapping.pairs.top; r++) {
+                        yaml_node_t *pk = pd__cfg_node(c, r->key), *pv = pd__cfg_node(c, r->value);
+                        if (!pk || !pv || pk->type != YAML_SCALAR_NODE)
+                            continue;
+                        if (!strcmp(pd__cfg_sval(pk), "path_prefix"))
+                            parca = true;
+                        if (strcmp(pd__cfg_sval(pk), "pprof_config") ||
+                            pv->type != YAML_MAPPING_NODE)
+                            continue;
+                        for (yaml_node_pair_t *e = pv->data.mapping.pairs.start;
+                             e < pv->data.mapping.pairs.top; e++) {
+                            yaml_node_t *ek = pd__cfg_node(c, e->key),
+                                        *ev = pd__cfg_node(c, e->value);
+                            if (!ek || ek->type != YAML_SCALAR_NODE)
+                                continue;
+                            const char *en = pd__cfg_sval(ek);
+                            if (!strcmp(en, "memory") || !strcmp(en, "process_cpu"))
+                                parca = true;
+                            if (!strcmp(en, "profile") || !strcmp(en, "trace"))
+                                conprof = true;
+                            if (ev && ev->type == YAML_MAPPING_NODE)
+                                for (yaml_node_pair_t *f = ev->data.mapping.pairs.start;
+                                     f < ev->data.mapping.pairs.top; f++) {
+                                    yaml_node_t *fk = pd__cfg_node(c, f->key);
+                                    if (fk && fk->type == YAML_SCALAR_NODE &&
+                                        !strcmp(pd__cfg_sval(fk), "keep_sample_type"))
+                                        parca = true;
+                                }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return parca ? PD_DIALECT_PARCA
+           : conprof ? PD_DIALECT_CONPROF
+           : prom    ? PD_DIALECT_PROMETHEUS
+                     : PD_DIALECT_PROFD;
 }
 
 /* ---- entry points ---- */
 
 int pd_config_parse(const char *text, size_t len, const char *name, pd_config *out, pd_err *err)
 {
-    ctx c;
+    pd__cfg_ctx c;
     yaml_parser_t parser;
     int rc = 0;
     memset(&c, 0, sizeof c);
     c.name = name ? name : "config";
     c.err = err;
+    c.cfg = out;
     pd_config_init(out);
     if (!yaml_parser_initialize(&parser))
         return PD_ENOMEM;
@@ -794,20 +925,44 @@ int pd_config_parse(const char *text, size_t len, const char *name, pd_config *o
         return rc;
     }
     yaml_parser_delete(&parser);
+    const char *slash = strrchr(c.name, '/');
+    c.dir = slash ? strndup(c.name, (size_t)(slash - c.name) + (slash == c.name)) : strdup("");
+    if (!c.dir) {
+        rc = PD_ENOMEM;
+        goto out;
+    }
 
     yaml_node_t *root = yaml_document_get_root_node(&c.doc);
-    if (!root || is_null(root))
+    if (!root || pd__cfg_is_null(root))
         goto out; /* empty file: no jobs */
     static const char *const keys[] = {"global", "scrape_configs", NULL};
+    static const pd__cfg_ignored top_ignored[] = {
+        {"alerting", "profd sends no alerts"},
+        {"rule_files", "profd evaluates no rules"},
+        {"remote_write", "profd writes no metrics remotely"},
+        {"remote_read", "profd reads no metrics remotely"},
+        {"storage", "profd's storage is set by --storage.* flags"},
+        {"tracing", "profd exports no traces"},
+        {"otlp", "profd takes no OTLP metrics"},
+        {"runtime", "Go runtime settings"},
+        {"scrape_config_files", "not supported: put the jobs in scrape_configs"},
+        {"object_storage", "Parca's block storage: profd stores under --storage.path"},
+        {NULL, NULL},
+    };
     yaml_node_t *v[2];
-    if ((rc = map_keys(&c, root, "the top level", keys, v)))
+    out->dialect = detect_dialect(&c, root);
+    if ((rc = pd__cfg_map_keys_ign(&c, root, "the top level", keys, v, top_ignored)))
+        goto out;
+    if (v[0] && out->dialect == PD_DIALECT_PARCA &&
+        (rc = pd__cfg_warn(&c, v[0], "global: Parca has no global section; read as Prometheus' "
+                                     "(Parca's job defaults still apply: 10s, timeout interval+3s)")))
         goto out;
     if (v[0] && (rc = parse_global(&c, v[0], out)))
         goto out;
     if (v[1]) {
         const yaml_node_t *s = v[1];
         bool empty;
-        if ((rc = want_seq(&c, s, "scrape_configs", &empty)) || empty)
+        if ((rc = pd__cfg_want_seq(&c, s, "scrape_configs", &empty)) || empty)
             goto out;
         size_t cnt = (size_t)(s->data.sequence.items.top - s->data.sequence.items.start);
         out->jobs = calloc(cnt, sizeof *out->jobs);
@@ -816,9 +971,9 @@ int pd_config_parse(const char *text, size_t len, const char *name, pd_config *o
             goto out;
         }
         for (size_t i = 0; i < cnt; i++) {
-            yaml_node_t *jn = node(&c, s->data.sequence.items.start[i]);
+            yaml_node_t *jn = pd__cfg_node(&c, s->data.sequence.items.start[i]);
             if (!jn) {
-                rc = fail(&c, s, PD_EPARSE, "scrape_configs: broken YAML node");
+                rc = pd__cfg_fail(&c, s, PD_EPARSE, "scrape_configs: broken YAML node");
                 goto out;
             }
             rc = parse_job(&c, jn, out, &out->jobs[i]);
@@ -832,7 +987,23 @@ out:
         pd_err_set(err, rc, "%s: out of memory reading the configuration", c.name);
     if (rc)
         pd_config_release(out);
+    if (!rc && !(out->source = malloc(len + 1))) {
+        rc = PD_ENOMEM;
+    } else if (!rc) {
+        memcpy(out->source, text, len);
+        out->source[len] = '\0';
+        out->source_len = len;
+        if (!(out->source_name = strdup(c.name)))
+            rc = PD_ENOMEM;
+    }
+    if (rc == PD_ENOMEM) {
+        pd_err_set(err, rc, "%s: out of memory reading the configuration", c.name);
+        pd_config_release(out);
+    }
+    if (!rc && c.dropped_warnings)
+        pd__cfg_warn(&c, NULL, "%zu more warnings not shown", c.dropped_warnings);
     yaml_document_delete(&c.doc);
+    free(c.dir);
     return rc;
 }
 

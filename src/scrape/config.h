@@ -22,6 +22,45 @@
  *
  * Unknown keys and bad values are errors naming file:line:column.
  *
+ * Three dialects, one reader. The file's dialect (pd_config.dialect) comes
+ * from its keys, checked before anything is parsed:
+ *   parca       top-level object_storage, a job's normalized_addresses,
+ *               profiling_config.path_prefix, a pprof_config entry named
+ *               memory or process_cpu, or an entry with keep_sample_type;
+ *   conprof     else a pprof_config entry named profile or trace;
+ *   prometheus  else a top-level alerting, rule_files, remote_write,
+ *               remote_read, storage or tracing, or global.evaluation_interval
+ *               or global.external_labels;
+ *   profd       else.
+ * What the dialect decides:
+ * - Default profile types: profd/prometheus: allocs, block, goroutine, heap,
+ *   mutex, threadcreate, cpu (below). conprof: the same with the CPU profile
+ *   named "profile", plus "trace" (disabled: not pprof). parca (as Parca's
+ *   DefaultScrapeConfig): memory (/debug/pprof/allocs), block, goroutine,
+ *   mutex, process_cpu (/debug/pprof/profile, delta: true).
+ * - Timeout vs interval. profd/prometheus/conprof (Prometheus' rule): a job
+ *   timeout defaults to min(global timeout, interval) and may not exceed the
+ *   interval. parca (Parca's rule): the job interval defaults to 10s (Parca
+ *   has no global section), the timeout to interval + 3s, and an explicit
+ *   timeout must be greater than the interval; an enabled process_cpu needs
+ *   a timeout of at least 2s.
+ * Sections and keys profd has no use for (alerting, rule_files,
+ * remote_write, remote_read, storage, tracing, object_storage,
+ * global.evaluation_interval, metric_relabel_configs, sample limits,
+ * oauth2, *_sd_configs...) are accepted with one warning each
+ * (pd_config.warnings, logged at load, printed by `profd check config`).
+ * global.external_labels are added to every stored profile's labels where
+ * absent. A target repeated in one static_configs entry is dropped with a
+ * warning; the same target from two entries is scraped once (manager).
+ * delta: true (any dialect) asks ?seconds=<interval in s> as Parca does,
+ * unless seconds is given. path_prefix (Parca) is prepended to every path.
+ * keep_sample_type (Parca) is accepted with a warning: every sample type is
+ * stored. Job keys also read: metrics_path (only as __metrics_path__ for
+ * relabeling), honor_labels and honor_timestamps (accepted, no effect: a
+ * pprof body carries no target labels, profiles are stored at scrape
+ * start), body_size_limit, relabel_configs (relabel.h), and the HTTP client
+ * keys of pd_scrape_client.
+ *
  * Rules (as Prometheus where Prometheus has one):
  * - Durations use Prometheus syntax (pd_parse_duration) and must be > 0.
  * - global.scrape_interval defaults to 10s; global.scrape_timeout to
@@ -32,14 +71,16 @@
  * - job_name is required, non-empty and unique. scheme is "http" (default) or
  *   "https". params: name -> list of strings, sent as query parameters.
  * - static_configs[].targets: non-empty "host[:port]" strings (no scheme, no
- *   path); an empty list is an error. labels: valid label names not starting
- *   with "__"; they may override job and instance (as in Prometheus).
+ *   path); an empty list is an error. labels: valid label names but
+ *   __name__ (the profile type); they may override job and instance, and
+ *   "__" labels (__scheme__, __metrics_path__, __param_x...) feed relabeling
+ *   (as in Prometheus).
  * - profiling_config.pprof_config.<name>: name matches [a-zA-Z_][a-zA-Z0-9_]*
  *   and becomes __name__. Keys: path (must start with "/"), enabled (bool,
  *   default true for a listed entry), seconds (int >= 0; 0 = no ?seconds=),
- *   delta (bool; accepted for conprof/Parca compatibility and ignored: the
- *   profile is stored as served). Entries merge over the defaults by name;
- *   a new name needs a path.
+ *   delta (bool: ?seconds=<interval>, see above), keep_sample_type (Parca,
+ *   warned). Entries merge over the defaults by name; a new name needs a
+ *   path.
  * - Defaults, as Go's net/http/pprof: allocs, block, goroutine, heap, mutex,
  *   threadcreate at /debug/pprof/<name>, and cpu at /debug/pprof/profile
  *   with ?seconds=S (pd_config_default_cpu_seconds).
@@ -65,13 +106,44 @@
 #include <stdint.h>
 #include "base/error.h"
 #include "base/labels.h"
+#include "scrape/relabel.h"
+
+/* Which project's file this is, from its keys (rules in the comment
+ * above). Decides defaults and the timeout-vs-interval rule. */
+typedef enum {
+    PD_DIALECT_PROFD,
+    PD_DIALECT_PROMETHEUS,
+    PD_DIALECT_PARCA,
+    PD_DIALECT_CONPROF,
+} pd_config_dialect;
+
+const char *pd_config_dialect_name(pd_config_dialect d);
+
+/* HTTP client options of a job (Prometheus' common HTTPClientConfig). File
+ * paths are absolute (relative ones are resolved against the config file's
+ * directory) and read at each scrape, as Prometheus does. NULL = unset. */
+typedef struct pd_scrape_client {
+    char *basic_username, *basic_password, *basic_password_file;
+    char *auth_type; /* Authorization scheme ("Bearer" by default) when credentials are set */
+    char *auth_credentials, *auth_credentials_file;
+    char *ca_file, *cert_file, *key_file, *server_name;
+    bool insecure_skip_verify;
+    int tls_min_version; /* 0 = libcurl's default; 10, 11, 12, 13 = TLS 1.0..1.3 */
+    char *proxy_url;
+    bool follow_redirects; /* default true */
+    bool enable_http2;     /* default true */
+} pd_scrape_client;
+
+/* Deep copy; 0 or PD_ENOMEM (dst left empty). */
+int pd_scrape_client_copy(pd_scrape_client *dst, const pd_scrape_client *src);
+void pd_scrape_client_release(pd_scrape_client *c);
 
 typedef struct pd_pprof_endpoint {
     char *name;      /* profile type, becomes __name__ (e.g. "heap", "cpu") */
     char *path;      /* URL path, e.g. "/debug/pprof/heap" */
     bool enabled;
     int64_t seconds; /* >0: add ?seconds=N (cpu); 0: none */
-    bool delta;      /* as configured; informational (see above) */
+    bool delta;      /* delta profile: seconds defaults to the interval (see above) */
     int64_t timeout_ms; /* effective timeout of this endpoint's scrapes (rule above) */
 } pd_pprof_endpoint;
 
@@ -87,6 +159,24 @@ typedef struct pd_static_config {
     pd_labels labels;
 } pd_static_config;
 
+/* One service discovery of a job: file_sd_configs or http_sd_configs
+ * (Prometheus' keys: files + refresh_interval default 5m; url +
+ * refresh_interval default 60s). The targets they find are scraped as
+ * static_configs targets are, with their group's labels and __meta_filepath,
+ * __meta_url or __meta_dns_* (manager.h, sd.c). dns_sd_configs: names, type
+ * (SRV, A, AAAA), port, refresh_interval (30s). */
+typedef enum { PD_SD_FILE, PD_SD_HTTP, PD_SD_DNS } pd_sd_kind;
+typedef struct pd_sd_config {
+    pd_sd_kind kind;
+    char **files; /* PD_SD_FILE: glob patterns (absolute) ending in .json, .yml or .yaml;
+                     PD_SD_DNS: the names to query */
+    size_t n_files;
+    char *url;    /* PD_SD_HTTP: http:// or https:// */
+    int dns_type; /* PD_SD_DNS: ns_t_srv (default), ns_t_a, ns_t_aaaa */
+    int port;     /* PD_SD_DNS: for A/AAAA (required there), 0 for SRV */
+    int64_t refresh_ms; /* default 5m (file), 60s (http), 30s (dns) */
+} pd_sd_config;
+
 typedef struct pd_scrape_job {
     char *job_name;
     int64_t interval_ms, timeout_ms;
@@ -99,12 +189,28 @@ typedef struct pd_scrape_job {
     size_t n_static_configs;
     pd_pprof_endpoint *endpoints; /* defaults merged with the job's pprof_config */
     size_t n_endpoints;
+    char *metrics_path;     /* __metrics_path__ (default "/metrics"; profiles use their path) */
+    bool honor_labels;      /* accepted; pprof bodies carry no target labels to honor */
+    bool honor_timestamps;  /* accepted (default true); profiles are stored at scrape start */
+    size_t body_size_limit; /* bytes, 0 = only --scrape.max-body-bytes */
+    pd_scrape_client client;
+    pd_relabel_rule *relabel; /* relabel_configs, compiled */
+    size_t n_relabel;
+    pd_sd_config *sd; /* file_sd_configs, http_sd_configs, dns_sd_configs */
+    size_t n_sd;
 } pd_scrape_job;
 
 typedef struct pd_config {
     int64_t scrape_interval_ms, scrape_timeout_ms;
     pd_scrape_job *jobs;
     size_t n_jobs;
+    pd_config_dialect dialect;
+    pd_labels external_labels; /* global.external_labels: added to every stored profile */
+    char **warnings;           /* "FILE:LINE:COL: ... ignored: why" (top level, global, jobs) */
+    size_t n_warnings;
+    char *source; /* the text parsed and its name: the manager parses its own copy */
+    size_t source_len;
+    char *source_name;
 } pd_config;
 
 /* Parses YAML text (name is used in messages, e.g. the file path).
@@ -118,6 +224,15 @@ int pd_config_load_file(const char *path, pd_config *out /* OUT */, pd_err *err)
 void pd_config_init(pd_config *c);
 /* Frees everything c holds and leaves it as pd_config_init. */
 void pd_config_release(pd_config *c);
+
+/* A size as Prometheus' body_size_limit: digits with an optional B, KB, MB,
+ * GB, TB, PB (or KiB, MiB...) suffix, powers of 1024. 0 or PD_EINVAL. */
+int pd_config_parse_size(const char *s, size_t *out /* OUT */);
+
+/* `profd check config FILE...` (argv[0] is "check"): prints each file's
+ * configuration as understood and its warnings on stdout, errors on
+ * stderr. Returns the exit code: 0 all loaded, 2 an error. */
+int pd_config_check_main(int argc, char **argv);
 
 /* The CPU seconds rule above: S for a job timeout of timeout_ms (>= 1). */
 int64_t pd_config_default_cpu_seconds(int64_t timeout_ms);

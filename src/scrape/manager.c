@@ -13,7 +13,9 @@
  * of many targets are spread over the interval and stay put across
  * restarts); later scrapes follow every interval on the monotonic clock.
  * Slots that pass while the previous scrape of the same target still runs
- * (a CPU profile longer than the interval) are skipped, never queued.
+ * (a CPU profile longer than the interval) are skipped, never queued —
+ * except for targets whose profile window is as long as the interval
+ * (catch_up: delta profiles), whose missed slot runs when the scrape ends.
  *
  * Threads and locking. One thread runs the loop over one curl multi handle:
  *
@@ -52,6 +54,7 @@
 #include "scrape/manager.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -80,7 +83,18 @@ struct target {
     char *key;
     uint64_t key_hash;
     char *job, *name, *url;
+    /* tls_config.server_name: the URL curl is given (host = server_name, so
+     * SNI and certificate checks use it), the real address to connect to
+     * (CURLOPT_CONNECT_TO "server_name:port:host:port") and the Host header
+     * of the real address; NULL without server_name */
+    char *sni_url;
+    struct curl_slist *connect_to;
+    char *host_header;
     pd_labels labels;    /* series labels: __name__, job, instance, static labels */
+    pd_labels discovered; /* labels before relabeling (/api/v1/targets' discoveredLabels) */
+    pd_scrape_client client; /* auth, TLS, proxy, redirects, HTTP/2 */
+    size_t max_body;      /* body cap: the job's body_size_limit or lim.max_body_bytes */
+    bool catch_up;        /* a window as long as the interval (delta): a slot met busy runs at the end */
     char *metric_labels; /* job="...",profile_type="..." (escaped) */
     char *target_labels; /* the labels without __name__, plus profile_type (escaped) */
     /* schedule and health: under m->mu */
@@ -91,9 +105,11 @@ struct target {
     double last_duration_s;
     char last_error[600];
     bool busy;
+    bool late; /* a slot came while busy (catch_up targets start again when done) */
     bool retired; /* dropped by a reload: its metrics are no longer updated */
     /* transfer in flight: loop thread only */
     CURL *easy;
+    struct curl_slist *hdrs; /* the transfer's extra headers */
     pd_buf body;
     bool too_large, oom;
     int64_t start_ms, start_ns;
@@ -111,6 +127,7 @@ struct pd_scrape_manager {
     bool stop;       /* under mu */
     bool running;
     pthread_t thread;
+    pd__sd *sd; /* service discovery; its lock serialises apply and rebuilds */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -143,22 +160,6 @@ int64_t pd__scrape_offset_ms(const char *job, const char *url, int64_t interval_
     return interval_ms > 0 ? (int64_t)(h % (uint64_t)interval_ms) : 0;
 }
 
-static int put_escaped(pd_buf *b, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    int rc = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && !rc; p++) {
-        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-            *p == '-' || *p == '.' || *p == '_' || *p == '~') {
-            rc = pd_buf_putc(b, (char)*p);
-        } else {
-            char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-            rc = pd_buf_append(b, e, 3);
-        }
-    }
-    return rc;
-}
-
 int pd__scrape_url(const pd_scrape_job *job, const char *tgt, const pd_pprof_endpoint *ep,
                    pd_buf *out)
 {
@@ -171,9 +172,9 @@ int pd__scrape_url(const pd_scrape_job *job, const char *tgt, const pd_pprof_end
     for (size_t i = 0; i < job->n_query && !rc; i++) {
         if (ep->seconds > 0 && !strcmp(job->query[i].name, "seconds"))
             continue;
-        if (!(rc = pd_buf_putc(out, sep)) && !(rc = put_escaped(out, job->query[i].name)) &&
+        if (!(rc = pd_buf_putc(out, sep)) && !(rc = pd__scrape_put_escaped(out, job->query[i].name)) &&
             !(rc = pd_buf_putc(out, '=')))
-            rc = put_escaped(out, job->query[i].value);
+            rc = pd__scrape_put_escaped(out, job->query[i].value);
         sep = '&';
     }
     return rc;
@@ -204,9 +205,14 @@ static void target_free(target *t)
     free(t->job);
     free(t->name);
     free(t->url);
+    free(t->sni_url);
+    free(t->host_header);
+    curl_slist_free_all(t->connect_to);
     free(t->metric_labels);
     free(t->target_labels);
     pd_labels_release(&t->labels);
+    pd_labels_release(&t->discovered);
+    pd_scrape_client_release(&t->client);
     pd_buf_release(&t->body);
     free(t);
 }
@@ -219,6 +225,8 @@ static void target_abort(pd_scrape_manager *m, target *t)
         curl_easy_cleanup(t->easy);
         t->easy = NULL;
     }
+    curl_slist_free_all(t->hdrs);
+    t->hdrs = NULL;
     pd_buf_release(&t->body);
 }
 
@@ -272,33 +280,79 @@ out:
     return rc;
 }
 
-static target *target_new(pd_scrape_manager *m, const pd_scrape_job *job, const char *tgt,
-                          const pd_labels *static_labels, const pd_pprof_endpoint *ep, pd_err *err)
+/* For tls_config.server_name: t->sni_url, t->connect_to, t->host_header
+ * from t->url (https://HOST:PORT/rest; spec_build always gives a port).
+ * 0 or PD_ENOMEM. */
+static int set_sni(target *t)
+{
+    const char *hs = t->url + 8, *rest = strchr(hs, '/');
+    if (!rest)
+        rest = hs + strlen(hs);
+    const char *colon = rest;
+    while (colon > hs && colon[-1] != ':' && colon[-1] != ']')
+        colon--;
+    if (colon == hs || colon[-1] != ':')
+        return 0; /* no port: cannot happen, leave the URL as is */
+    size_t hl = (size_t)(colon - 1 - hs);
+    const char *port = colon;
+    size_t pl = (size_t)(rest - port);
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    if (pd_buf_printf(&b, "https://%s:%.*s%s", t->client.server_name, (int)pl, port, rest))
+        goto oom;
+    t->sni_url = pd_buf_detach(&b, NULL);
+    if (pd_buf_printf(&b, "%s:%.*s:%.*s:%.*s", t->client.server_name, (int)pl, port, (int)hl, hs,
+                      (int)pl, port))
+        goto oom;
+    char *ct = pd_buf_detach(&b, NULL);
+    t->connect_to = ct ? curl_slist_append(NULL, ct) : NULL;
+    free(ct);
+    if (!t->connect_to || pd_buf_printf(&b, "Host: %.*s", (int)(rest - hs), hs))
+        goto oom;
+    t->host_header = pd_buf_detach(&b, NULL);
+    return t->sni_url && t->host_header ? 0 : PD_ENOMEM;
+oom:
+    pd_buf_release(&b);
+    return PD_ENOMEM;
+}
+
+/* A target for (job, address, group labels, endpoint), or NULL: with *rc 0
+ * when relabeling dropped it, PD_EINVAL (err says why; the target is
+ * skipped) or PD_ENOMEM. */
+static target *target_new(pd_scrape_manager *m, const pd_config *cfg, const pd_scrape_job *job,
+                          const char *tgt, const pd_labels *group, const pd_pprof_endpoint *ep,
+                          int *rcp, pd_err *err)
 {
     int rc = PD_ENOMEM;
     pd_buf b;
     pd_buf_init(&b, 0);
-    target *t = calloc(1, sizeof *t);
-    if (!t)
-        goto fail;
+    pd__scrape_spec sp;
+    target *t = NULL;
+    if ((rc = pd__scrape_spec_build(cfg, job, tgt, group, ep, &sp, err)))
+        goto out;
+    if (!sp.keep)
+        goto out;
+    rc = PD_ENOMEM;
+    if (!(t = calloc(1, sizeof *t)))
+        goto out;
     t->m = m;
-    pd_buf_init(&t->body, m->lim.max_body_bytes);
-    if (!(t->job = strdup(job->job_name)) || !(t->name = strdup(ep->name)))
+    t->max_body = job->body_size_limit && job->body_size_limit < m->lim.max_body_bytes
+                      ? job->body_size_limit
+                      : m->lim.max_body_bytes;
+    pd_buf_init(&t->body, t->max_body);
+    t->labels = sp.labels;
+    t->discovered = sp.discovered;
+    pd_labels_init(&sp.labels);
+    pd_labels_init(&sp.discovered);
+    t->url = pd_buf_detach(&sp.url, NULL);
+    t->interval_ms = sp.interval_ms;
+    t->timeout_ms = pd_config_endpoint_timeout_ms(sp.timeout_ms, ep->seconds);
+    t->catch_up = ep->seconds > 0 && ep->seconds * 1000 + 1000 > t->interval_ms;
+    if (!t->url || !(t->job = strdup(job->job_name)) || !(t->name = strdup(ep->name)) ||
+        pd_scrape_client_copy(&t->client, &job->client))
         goto fail;
-    if ((rc = pd__scrape_url(job, tgt, ep, &b)))
+    if (t->client.server_name && !strncmp(t->url, "https://", 8) && set_sni(t))
         goto fail;
-    t->url = pd_buf_detach(&b, NULL);
-    rc = PD_ENOMEM;
-    if (pd_labels_copy(&t->labels, static_labels))
-        goto fail;
-    /* static labels may override job and instance, as in Prometheus */
-    if ((!pd_labels_get(&t->labels, "job") &&
-         (rc = pd_labels_set(&t->labels, "job", job->job_name, err))) ||
-        (!pd_labels_get(&t->labels, "instance") &&
-         (rc = pd_labels_set(&t->labels, "instance", tgt, err))) ||
-        (rc = pd_labels_set(&t->labels, "__name__", ep->name, err)))
-        goto fail;
-    rc = PD_ENOMEM;
     if (pd_buf_puts(&b, "job=\"") || put_metric_value(&b, job->job_name) ||
         pd_buf_puts(&b, "\",profile_type=\"") || put_metric_value(&b, ep->name) ||
         pd_buf_putc(&b, '"'))
@@ -308,25 +362,41 @@ static target *target_new(pd_scrape_manager *m, const pd_scrape_job *job, const 
         goto fail;
     t->target_labels = pd_buf_detach(&b, NULL);
     rc = PD_ENOMEM;
+    /* identity: job, URL, labels and the client options (a changed password is a new target) */
+    const pd_scrape_client *c = &t->client;
     if (pd_buf_puts(&b, t->job) || pd_buf_putc(&b, '\n') || pd_buf_puts(&b, t->url) ||
-        pd_buf_putc(&b, '\n') || pd_labels_format(&t->labels, &b))
+        pd_buf_putc(&b, '\n') || pd_labels_format(&t->labels, &b) ||
+        pd_buf_printf(&b, "\n%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%d%d%d%d%zu",
+                      c->basic_username ? c->basic_username : "",
+                      c->basic_password ? c->basic_password : "",
+                      c->basic_password_file ? c->basic_password_file : "",
+                      c->auth_type ? c->auth_type : "",
+                      c->auth_credentials ? c->auth_credentials : "",
+                      c->auth_credentials_file ? c->auth_credentials_file : "",
+                      c->ca_file ? c->ca_file : "", c->cert_file ? c->cert_file : "",
+                      c->key_file ? c->key_file : "", c->server_name ? c->server_name : "",
+                      c->proxy_url ? c->proxy_url : "", c->insecure_skip_verify,
+                      c->tls_min_version, c->follow_redirects, c->enable_http2, t->max_body))
         goto fail;
     t->key_hash = XXH3_64bits(b.data, b.len);
     if (t->key_hash == UINT64_MAX)
         t->key_hash--;
     t->key = pd_buf_detach(&b, NULL);
-    t->interval_ms = job->interval_ms > 0 ? job->interval_ms : 10000;
-    t->timeout_ms = ep->timeout_ms > 0 ? ep->timeout_ms : job->timeout_ms;
     if (t->timeout_ms <= 0)
         t->timeout_ms = t->interval_ms;
     t->health = HEALTH_UNKNOWN;
+    *rcp = 0;
     return t;
 fail:
-    pd_buf_release(&b);
     target_free(t);
+    t = NULL;
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "out of memory building scrape targets");
-    return NULL;
+out:
+    pd__scrape_spec_release(&sp);
+    pd_buf_release(&b);
+    *rcp = rc;
+    return t;
 }
 
 static void describe_metrics(void)
@@ -417,6 +487,8 @@ static void forget_series(const target *o, target *const *nv, const pd_u64map *b
 
 /* ---- public ---- */
 
+static int rebuild_cb(void *arg, pd_err *err);
+
 int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_manager **out,
                           pd_err *err)
 {
@@ -438,64 +510,96 @@ int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_
         return pd_err_set(err, PD_ENOMEM, "out of memory creating the curl multi handle");
     }
     pthread_mutex_init(&m->mu, NULL);
+    if (pd__sd_new(rebuild_cb, m, &m->sd)) {
+        curl_multi_cleanup(m->multi);
+        pthread_mutex_destroy(&m->mu);
+        free(m);
+        return pd_err_set(err, PD_ENOMEM, "out of memory creating the scrape manager");
+    }
     describe_metrics();
     *out = m;
     return 0;
 }
 
-int pd_scrape_manager_apply(pd_scrape_manager *m, const pd_config *cfg, pd_err *err)
+/* The new target vector being built by apply_targets. */
+typedef struct tvec {
+    target **v;
+    size_t n, cap;
+    pd_u64map seen;
+} tvec;
+
+/* Adds the targets of one group (static or discovered) of job. 0, PD_ENOMEM. */
+static int add_group(pd_scrape_manager *m, const pd_config *cfg, const pd_scrape_job *job,
+                     const pd_static_config *sc, tvec *tv, pd_err *err)
 {
+    for (size_t k = 0; k < sc->n_targets; k++) {
+        for (size_t e = 0; e < job->n_endpoints; e++) {
+            if (!job->endpoints[e].enabled)
+                continue;
+            int trc;
+            target *t =
+                target_new(m, cfg, job, sc->targets[k], &sc->labels, &job->endpoints[e], &trc, err);
+            if (!t && trc == PD_EINVAL) {
+                pd_log_warn("scrape target skipped",
+                            "job=\"%s\" target=\"%s\" profile_type=%s err=\"%s\"",
+                            job->job_name, sc->targets[k], job->endpoints[e].name,
+                            err ? err->msg : "");
+                continue;
+            }
+            if (!t && trc)
+                return trc;
+            if (!t)
+                continue; /* dropped by relabeling */
+            /* the same target twice (same key): keep the first, as Prometheus */
+            uint64_t idx;
+            if (pd_u64map_get(&tv->seen, t->key_hash, &idx) && !strcmp(tv->v[idx]->key, t->key)) {
+                target_free(t);
+                continue;
+            }
+            if (tv->n == tv->cap) {
+                size_t nc = tv->cap ? tv->cap * 2 : 16;
+                target **v = realloc(tv->v, nc * sizeof *v);
+                if (!v) {
+                    target_free(t);
+                    return PD_ENOMEM;
+                }
+                tv->v = v;
+                tv->cap = nc;
+            }
+            tv->v[tv->n++] = t;
+            if (pd_u64map_put(&tv->seen, t->key_hash, tv->n - 1))
+                return PD_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* Replaces the targets by those of cfg's static configs and of the groups
+ * discovered for it (m->sd, whose lock the caller holds). */
+static int apply_targets(pd_scrape_manager *m, const pd_config *cfg, pd_err *err)
+{
+    tvec tv = {0};
     target **nv = NULL;
-    size_t nn = 0, cap = 0;
-    pd_u64map seen, old, by_target, by_job;
+    size_t nn = 0;
+    pd_u64map old, by_target, by_job;
     int rc = 0;
-    pd_u64map_init(&seen);
+    pd_u64map_init(&tv.seen);
     pd_u64map_init(&old);
     pd_u64map_init(&by_target);
     pd_u64map_init(&by_job);
 
-    for (size_t j = 0; j < cfg->n_jobs; j++) {
+    for (size_t j = 0; j < cfg->n_jobs && !rc; j++) {
         const pd_scrape_job *job = &cfg->jobs[j];
-        for (size_t s = 0; s < job->n_static_configs; s++) {
-            const pd_static_config *sc = &job->static_configs[s];
-            for (size_t k = 0; k < sc->n_targets; k++) {
-                for (size_t e = 0; e < job->n_endpoints; e++) {
-                    if (!job->endpoints[e].enabled)
-                        continue;
-                    target *t =
-                        target_new(m, job, sc->targets[k], &sc->labels, &job->endpoints[e], err);
-                    if (!t) {
-                        rc = PD_ENOMEM;
-                        goto fail;
-                    }
-                    /* the same target twice (same key): keep the first */
-                    uint64_t idx;
-                    if (pd_u64map_get(&seen, t->key_hash, &idx) && !strcmp(nv[idx]->key, t->key)) {
-                        target_free(t);
-                        continue;
-                    }
-                    if (nn == cap) {
-                        size_t nc = cap ? cap * 2 : 16;
-                        target **v = realloc(nv, nc * sizeof *v);
-                        if (!v) {
-                            target_free(t);
-                            rc = PD_ENOMEM;
-                            goto fail;
-                        }
-                        nv = v;
-                        cap = nc;
-                    }
-                    nv[nn] = t;
-                    if (pd_u64map_put(&seen, t->key_hash, nn)) {
-                        nn++;
-                        rc = PD_ENOMEM;
-                        goto fail;
-                    }
-                    nn++;
-                }
-            }
-        }
+        for (size_t s = 0; s < job->n_static_configs && !rc; s++)
+            rc = add_group(m, cfg, job, &job->static_configs[s], &tv, err);
+        size_t ng = pd__sd_config(m->sd) == cfg ? pd__sd_group_count(m->sd, j) : 0;
+        for (size_t g = 0; g < ng && !rc; g++)
+            rc = add_group(m, cfg, job, pd__sd_group(m->sd, j, g), &tv, err);
     }
+    nv = tv.v;
+    nn = tv.n;
+    if (rc)
+        goto fail;
 
     for (size_t i = 0; i < nn; i++) {
         if (pd_u64map_put(&by_target, str_key(nv[i]->target_labels), i) ||
@@ -564,10 +668,36 @@ fail:
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "out of memory applying the scrape configuration");
 out:
-    pd_u64map_release(&seen);
+    pd_u64map_release(&tv.seen);
     pd_u64map_release(&old);
     pd_u64map_release(&by_target);
     pd_u64map_release(&by_job);
+    return rc;
+}
+
+static int rebuild_cb(void *arg, pd_err *err)
+{
+    pd_scrape_manager *m = arg;
+    const pd_config *own = pd__sd_config(m->sd);
+    return own ? apply_targets(m, own, err) : 0;
+}
+
+int pd_scrape_manager_apply(pd_scrape_manager *m, const pd_config *cfg, pd_err *err)
+{
+    for (size_t i = 0; i < cfg->n_warnings; i++) {
+        char q[600];
+        size_t o = 0;
+        for (const char *p = cfg->warnings[i]; *p && o + 2 < sizeof q; p++)
+            q[o++] = *p == '"' ? '\'' : *p;
+        q[o] = 0;
+        pd_log_warn("configuration", "warning=\"%s\"", q);
+    }
+    const pd_config *use;
+    pd__sd_lock(m->sd);
+    int rc = pd__sd_set(m->sd, cfg, &use, err);
+    if (!rc)
+        rc = apply_targets(m, use, err);
+    pd__sd_unlock(m->sd);
     return rc;
 }
 
@@ -587,6 +717,100 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+/* Reads a secret file (password_file, credentials_file) into out,
+ * whitespace-trimmed as Prometheus does. false with msg set on failure. */
+static bool read_secret(const char *path, char *out, size_t cap, char *msg, size_t msg_cap)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        snprintf(msg, msg_cap, "cannot read %s: %s", path, strerror(errno));
+        return false;
+    }
+    size_t n = fread(out, 1, cap - 1, f);
+    bool more = fgetc(f) != EOF;
+    fclose(f);
+    if (more) {
+        snprintf(msg, msg_cap, "cannot read %s: over %zu bytes", path, cap - 1);
+        return false;
+    }
+    out[n] = '\0';
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' ' ||
+                     out[n - 1] == '\t'))
+        out[--n] = '\0';
+    size_t lead = strspn(out, " \t\r\n");
+    memmove(out, out + lead, n - lead + 1);
+    return true;
+}
+
+/* Sets the client options of t on e (auth, TLS, proxy, redirects, HTTP
+ * version); t->hdrs gets the Authorization header. false with msg set when a
+ * secret file cannot be read. */
+static bool set_client(target *t, CURL *e, char *msg, size_t msg_cap)
+{
+    const pd_scrape_client *c = &t->client;
+    char secret[4096];
+    if (c->basic_username) {
+        curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(e, CURLOPT_USERNAME, c->basic_username);
+        if (c->basic_password_file) {
+            if (!read_secret(c->basic_password_file, secret, sizeof secret, msg, msg_cap))
+                return false;
+            curl_easy_setopt(e, CURLOPT_PASSWORD, secret); /* libcurl copies it */
+        } else {
+            curl_easy_setopt(e, CURLOPT_PASSWORD, c->basic_password ? c->basic_password : "");
+        }
+    }
+    if (c->auth_type) {
+        const char *cred = c->auth_credentials ? c->auth_credentials : "";
+        if (c->auth_credentials_file) {
+            if (!read_secret(c->auth_credentials_file, secret, sizeof secret, msg, msg_cap))
+                return false;
+            cred = secret;
+        }
+        char h[4200];
+        snprintf(h, sizeof h, "Authorization: %s %s", c->auth_type, cred);
+        struct curl_slist *l = curl_slist_append(NULL, h);
+        if (!l) {
+            snprintf(msg, msg_cap, "out of memory setting the Authorization header");
+            return false;
+        }
+        t->hdrs = l;
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, l);
+    }
+    if (t->host_header) {
+        struct curl_slist *l = curl_slist_append(t->hdrs, t->host_header);
+        if (!l) {
+            snprintf(msg, msg_cap, "out of memory setting the Host header");
+            return false;
+        }
+        t->hdrs = l;
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, l);
+    }
+    if (c->ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+    if (c->cert_file) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT, c->cert_file);
+        curl_easy_setopt(e, CURLOPT_SSLKEY, c->key_file);
+    }
+    if (c->insecure_skip_verify) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (c->tls_min_version) {
+        static const long v[] = {CURL_SSLVERSION_TLSv1_0, CURL_SSLVERSION_TLSv1_1,
+                                 CURL_SSLVERSION_TLSv1_2, CURL_SSLVERSION_TLSv1_3};
+        curl_easy_setopt(e, CURLOPT_SSLVERSION, v[c->tls_min_version - 10]);
+    }
+    if (c->proxy_url)
+        curl_easy_setopt(e, CURLOPT_PROXY, c->proxy_url);
+    else
+        curl_easy_setopt(e, CURLOPT_PROXY, ""); /* no proxy from the environment */
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, c->follow_redirects ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                     c->enable_http2 ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_1_1);
+    return true;
+}
+
 /* Under mu, loop thread: starts t's transfer. On failure records it as a
  * failed scrape right away. */
 static void start_scrape(pd_scrape_manager *m, target *t)
@@ -599,7 +823,9 @@ static void start_scrape(pd_scrape_manager *m, target *t)
     t->start_ns = pd_mono_ns();
     if (!e)
         goto fail;
-    curl_easy_setopt(e, CURLOPT_URL, t->url);
+    curl_easy_setopt(e, CURLOPT_URL, t->sni_url ? t->sni_url : t->url);
+    if (t->connect_to)
+        curl_easy_setopt(e, CURLOPT_CONNECT_TO, t->connect_to);
     curl_easy_setopt(e, CURLOPT_PRIVATE, t);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
@@ -607,25 +833,29 @@ static void start_scrape(pd_scrape_manager *m, target *t)
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)t->timeout_ms);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "profd/0.1");
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L); /* as Go's http.Client */
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 #endif
-    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)m->lim.max_body_bytes);
+    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)t->max_body);
+    if (!set_client(t, e, t->last_error, sizeof t->last_error))
+        goto fail_msg;
     if (curl_multi_add_handle(m->multi, e) != CURLM_OK)
         goto fail;
     t->easy = e;
     t->busy = true;
     return;
 fail:
+    snprintf(t->last_error, sizeof t->last_error, "cannot start the transfer (out of memory)");
+fail_msg:
     if (e)
         curl_easy_cleanup(e);
+    curl_slist_free_all(t->hdrs);
+    t->hdrs = NULL;
     t->health = HEALTH_DOWN;
     t->last_scrape_ms = t->start_ms;
     t->last_duration_s = 0;
-    snprintf(t->last_error, sizeof t->last_error, "cannot start the transfer (out of memory)");
     pd_buf_release(&t->body);
     set_target_gauges(t, false, 0);
 }
@@ -652,11 +882,13 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
     curl_multi_remove_handle(m->multi, t->easy);
     curl_easy_cleanup(t->easy);
     t->easy = NULL;
+    curl_slist_free_all(t->hdrs);
+    t->hdrs = NULL;
     double dur = (double)(pd_mono_ns() - t->start_ns) / 1e9;
 
     if (t->too_large || res == CURLE_FILESIZE_EXCEEDED) {
         outcome = "too_large";
-        snprintf(msg, sizeof msg, "body exceeds %zu bytes", m->lim.max_body_bytes);
+        snprintf(msg, sizeof msg, "body exceeds %zu bytes", t->max_body);
     } else if (t->oom) {
         outcome = "error";
         snprintf(msg, sizeof msg, "out of memory reading the body");
@@ -715,6 +947,10 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
     t->last_duration_s = dur;
     snprintf(t->last_error, sizeof t->last_error, "%s", msg);
     t->busy = false;
+    if (t->late) { /* a delta window as long as the interval: the missed slot runs now */
+        t->late = false;
+        t->next_ms = mono_ms();
+    }
     if (!t->retired) { /* apply() has removed the series of a retired target */
         record(t, outcome, dur);
         set_target_gauges(t, !msg[0], dur);
@@ -748,6 +984,8 @@ static void *loop(void *arg)
             if (t->next_ms <= now) {
                 if (!t->busy)
                     start_scrape(m, t);
+                else if (t->catch_up)
+                    t->late = true;
                 /* next slot after now; skipped slots are not queued */
                 int64_t behind = now - t->next_ms;
                 t->next_ms += (behind / t->interval_ms + 1) * t->interval_ms;
@@ -788,13 +1026,15 @@ int pd_scrape_manager_start(pd_scrape_manager *m, pd_err *err)
     if (rc)
         return pd_err_set(err, -rc, "cannot start the scrape thread: %s", strerror(rc));
     m->running = true;
-    return 0;
+    return pd__sd_start(m->sd, err);
 }
 
 void pd_scrape_manager_free(pd_scrape_manager *m)
 {
     if (!m)
         return;
+    pd__sd_free(m->sd); /* no rebuild after this */
+    m->sd = NULL;
     if (m->running) {
         pthread_mutex_lock(&m->mu);
         m->stop = true;
@@ -834,6 +1074,16 @@ int pd_scrape_manager_targets_json(pd_scrape_manager *m, pd_buf *out)
         rc = pd_buf_puts(out, i ? ",{\"labels\":{" : "{\"labels\":{");
         for (size_t k = 0; k < t->labels.n && !rc; k++) {
             const pd_label *l = &t->labels.v[k];
+            if ((k && (rc = pd_buf_putc(out, ','))) ||
+                (rc = pd_buf_put_json_string(out, l->name, strlen(l->name))) ||
+                (rc = pd_buf_putc(out, ':')))
+                break;
+            rc = pd_buf_put_json_string(out, l->value, strlen(l->value));
+        }
+        if (!rc)
+            rc = pd_buf_puts(out, "},\"discoveredLabels\":{");
+        for (size_t k = 0; k < t->discovered.n && !rc; k++) {
+            const pd_label *l = &t->discovered.v[k];
             if ((k && (rc = pd_buf_putc(out, ','))) ||
                 (rc = pd_buf_put_json_string(out, l->name, strlen(l->name))) ||
                 (rc = pd_buf_putc(out, ':')))

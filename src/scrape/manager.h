@@ -10,12 +10,23 @@
  * (profd_target_up and the other per-target gauges below, and
  * profd_scrapes_total{outcome=...}).
  *
- * Targets: one per (job, static target, enabled endpoint). URL:
- * scheme://target/path[?seconds=S][&params...]. Series labels: the static
- * labels, then job=job_name and instance=target unless a static label sets
- * them (as Prometheus), and __name__=profile type. Timestamp: the scrape's
- * start, wall-clock ms. A scrape whose previous run has not finished is
- * skipped. Timeouts: pd_pprof_endpoint.timeout_ms (config.h).
+ * Targets: one per (job, static target, enabled endpoint) that the job's
+ * relabel_configs keep; labels, URL, interval and timeout as
+ * pd__scrape_spec_build (scrape_int.h: Prometheus' PopulateLabels with
+ * Parca's __name__/__profile_path__): URL
+ * __scheme__://__address__/__profile_path__[?seconds=S][&params...], series
+ * labels = the labels left without "__" ones, plus __name__ = profile type
+ * and global.external_labels. Targets with the same job, URL, labels and
+ * client options are scraped once (Prometheus drops duplicates). A target
+ * relabeling leaves unscrapable (no address, bad scheme) is skipped with a
+ * warning in the log. Timestamp: the scrape's start, wall-clock ms. A slot
+ * that comes while the previous scrape of the target runs is skipped, except
+ * for a profile window as long as the interval (delta profiles,
+ * ?seconds=<interval>): that target starts again as soon as the previous
+ * scrape ends, as Prometheus' and Parca's loops do. Timeouts:
+ * pd_pprof_endpoint.timeout_ms (config.h). Client options (auth, TLS, proxy,
+ * redirects, HTTP/2, body_size_limit) come from the job; secret files are
+ * read at each scrape (an unreadable one fails the scrape with its error).
  *
  * Metrics (families declared by pd_scrape_manager_new):
  *   profd_scrapes_total{job,profile_type,outcome}  counter; outcome is one of
@@ -72,11 +83,12 @@ int pd_scrape_manager_start(pd_scrape_manager *m, pd_err *err);
  * NULL is a no-op. */
 void pd_scrape_manager_free(pd_scrape_manager *m);
 /* Appends the targets as JSON, the "data" of /api/v1/targets:
- * {"activeTargets":[{"labels":{...},"scrapePool":job,"scrapeUrl":url,
+ * {"activeTargets":[{"labels":{...},"discoveredLabels":{...},"scrapePool":job,"scrapeUrl":url,
  *   "profileType":name,"health":"up"|"down"|"unknown","lastError":"",
  *   "lastScrape":ms,"lastScrapeDuration":seconds,
  *   "scrapeInterval":"10s","scrapeTimeout":"10s"}]}
- * labels: the series labels profiles are stored under, __name__ included.
+ * labels: the series labels profiles are stored under, __name__ included;
+ * discoveredLabels: the labels before relabeling (as Prometheus).
  * lastScrape: Unix ms of the last finished scrape's start, 0 before the
  * first; lastScrapeDuration: seconds (float); lastError: "" when up.
  * Targets in configuration order (job, static config, target, endpoint).

@@ -4,6 +4,7 @@
 #ifndef PD_SCRAPE_SCRAPE_INT_H
 #define PD_SCRAPE_SCRAPE_INT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "base/buf.h"
 #include "scrape/config.h"
@@ -19,6 +20,69 @@ int64_t pd__scrape_offset_ms(const char *job, const char *url, int64_t interval_
  * percent-encoded (RFC 3986 unreserved characters kept). PD_ENOMEM, PD_ETOOBIG. */
 int pd__scrape_url(const pd_scrape_job *job, const char *tgt, const pd_pprof_endpoint *ep,
                    pd_buf *out);
+
+/* What a target is, from pd__scrape_spec_build. */
+typedef struct pd__scrape_spec {
+    pd_labels labels;     /* stored labels: __name__ and the labels not starting with "__" */
+    pd_labels discovered; /* the labels before relabeling ("__" labels included) */
+    pd_buf url;           /* NUL-terminated */
+    int64_t interval_ms, timeout_ms; /* from __scrape_interval__ / __scrape_timeout__ */
+    bool keep;            /* false: relabeling dropped the target (nothing else set) */
+} pd__scrape_spec;
+
+/*
+ * Builds the target of (job, address, group labels, endpoint) as
+ * Prometheus' PopulateLabels, with Parca's per-profile labels:
+ *  1. the group labels, __address__ = address; then, when not set by the
+ *     group, job, __scrape_interval__, __scrape_timeout__,
+ *     __metrics_path__, __scheme__, __param_<name> (the first value of each
+ *     job param); __name__ = the profile type and __profile_path__ = its path.
+ *  2. the job's relabel_configs; a dropped target gives keep = false.
+ *  3. __address__ must be set and be host[:port]; without a port the
+ *     scheme's (80, 443) is added (Prometheus 2.42); __scheme__ must be
+ *     http or https; interval and timeout are read from their labels.
+ *  4. URL = __scheme__://__address__ + __profile_path__, ?seconds=S (S > 0),
+ *     the job's params in order (a __param_X label replaces X's first value,
+ *     as Prometheus), then __param_ labels of no job parameter.
+ *  5. instance defaults to __address__; every "__" label but __name__ is
+ *     removed; global.external_labels are added where absent.
+ * Errors: PD_EINVAL with err naming the problem (the target is skipped),
+ * PD_ENOMEM. out is released on error.
+ */
+int pd__scrape_spec_build(const pd_config *cfg, const pd_scrape_job *job, const char *address,
+                          const pd_labels *group, const pd_pprof_endpoint *ep,
+                          pd__scrape_spec *out /* OUT */, pd_err *err);
+void pd__scrape_spec_release(pd__scrape_spec *s);
+/* Appends s percent-encoded (RFC 3986 unreserved characters kept). */
+int pd__scrape_put_escaped(pd_buf *b, const char *s);
+
+/* ---- service discovery (sd.c) ---- */
+typedef struct pd__sd pd__sd;
+/* A discovery with no configuration. rebuild(arg, err) is called on its
+ * thread, with the sd lock held, when discovered targets changed. PD_ENOMEM. */
+int pd__sd_new(int (*rebuild)(void *arg, pd_err *err), void *arg, pd__sd **out);
+/* The lock serialising set() and rebuilds: the manager holds it around apply. */
+void pd__sd_lock(pd__sd *sd);
+void pd__sd_unlock(pd__sd *sd);
+/* Under the lock: takes cfg's file_sd/http_sd configs (parsing its own copy
+ * of cfg->source; *use is that copy, or cfg when it has no source) and reads
+ * the file SDs once. Errors as pd_config_parse, PD_ENOMEM; the previous
+ * state stays on error. */
+int pd__sd_set(pd__sd *sd, const pd_config *cfg, const pd_config **use /* OUT */, pd_err *err);
+/* Under the lock: the groups discovered for job index job of *use. */
+size_t pd__sd_group_count(const pd__sd *sd, size_t job);
+const pd_static_config *pd__sd_group(const pd__sd *sd, size_t job, size_t idx);
+/* The own configuration copy (NULL before a set with a source). Under the lock. */
+const pd_config *pd__sd_config(const pd__sd *sd);
+int pd__sd_start(pd__sd *sd, pd_err *err);
+void pd__sd_stop(pd__sd *sd);
+void pd__sd_free(pd__sd *sd);
+/* Parses a file_sd file or http_sd body (JSON or YAML: a list of
+ * {targets: [...], labels: {...}}); each group gets meta_name=meta_value.
+ * Errors name "NAME:LINE:COL". PD_EPARSE, PD_EINVAL, PD_ETOOBIG, PD_ENOMEM. */
+int pd__sd_parse_groups(const char *text, size_t len, const char *name, const char *meta_name,
+                        const char *meta_value, pd_static_config **out, size_t *n_out,
+                        pd_err *err);
 
 /* Test hook, NULL outside tests: called on the loop thread by every finished
  * scrape after its body was decoded and stored and before its health and

@@ -14,7 +14,8 @@ const pd_ui_asset *pd_ui_find(const char *path)
     if (!path)
         return NULL;
     if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0 ||
-        strcmp(path, "/targets") == 0 || strcmp(path, "/graph") == 0)
+        strcmp(path, "/targets") == 0 || strcmp(path, "/graph") == 0 ||
+        strcmp(path, "/status") == 0)
         path = "/static/index.html";
     for (const pd_ui_asset *a = pd__ui_assets; a->path; a++)
         if (strcmp(a->path, path) == 0)

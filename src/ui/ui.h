@@ -18,7 +18,8 @@ typedef struct pd_ui_asset {
 } pd_ui_asset;
 
 /* The asset served at URL path `path` ("/" and "/index.html" give the page;
- * the UI's client-side routes "/targets" and "/graph" give it too), or NULL.
+ * the UI's client-side routes "/targets", "/status" and "/graph" give it
+ * too), or NULL.
  * Static storage; never freed. */
 const pd_ui_asset *pd_ui_find(const char *path);
 

@@ -104,12 +104,15 @@ test('the selector box suggests label names and values', { timeout: 30000 }, asy
   await page.waitForSelector('#suggest:not([hidden]) li:has-text("service")');
   await shot(t, '2-suggest-name');
   await page.keyboard.press('Tab');
-  assert.equal(await input.inputValue(), 'heap{service="');
+  // the quote and the brace are closed, the caret between the quotes
+  assert.equal(await input.inputValue(), 'heap{service=""}');
+  assert.equal(await input.evaluate((e) => e.selectionStart), 'heap{service="'.length);
   // After name=" the values of that label are offered.
   await page.waitForSelector('#suggest:not([hidden]) li:has-text("uitest")');
   await page.keyboard.press('Tab');
-  assert.equal(await input.inputValue(), 'heap{service="uitest"');
-  await input.pressSequentially('}');
+  assert.equal(await input.inputValue(), 'heap{service="uitest"}');
+  assert.equal(await input.evaluate((e) => e.selectionStart), 'heap{service="uitest"'.length);
+  await page.keyboard.press('Escape');
   await page.waitForFunction(() => document.getElementById('suggest').hidden);
 });
 
@@ -189,6 +192,24 @@ test('a click on a point shows its flame graph and top table', { timeout: 40000 
   await page.goto(url);
   await page.waitForSelector('#flamegraph .frame');
   assert.ok(await page.locator('#flamegraph .frame').filter({ hasText: expected }).count() >= 1, 'reloaded URL shows the profile');
+});
+
+// Issue 15 "the table and the flame graph each run their own merge": a view
+// is one request (report=view) and so one merge on the server.
+test('a merged view is one request and one merge', { timeout: 40000 }, async (t) => {
+  const urls = [];
+  const onReq = (r) => { if (r.url().includes('/api/v1/query?')) urls.push(r.url()); };
+  page.on('request', onReq);
+  try {
+    await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}', sel: `${heapTimes[1]}-${heapTimes[3]}` }));
+    await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden]) #flamegraph .frame');
+    await page.waitForSelector('#top-table tbody tr[data-fn]');
+    const merges = urls.filter((u) => /mode=merge/.test(u) && !/report=proto/.test(u));
+    assert.equal(merges.length, 1, merges.join('\n'));
+    assert.match(merges[0], /report=view/);
+  } finally {
+    page.off('request', onReq);
+  }
 });
 
 // Issue 12/15: the top table sorted only the 100 rows the server sent by
@@ -700,4 +721,169 @@ test('sandwich view: callers and callees of a function over every call site', { 
   await page.locator('#top-table tbody tr[data-fn="main.burner"]').hover();
   await page.locator('#top-table tbody tr[data-fn="main.burner"] .sw-open').click();
   await page.waitForFunction(() => document.getElementById('sandwich-fn').textContent === 'main.burner');
+});
+
+// Issue 15: a status page (flags, configuration as loaded, build info,
+// storage stats), over Prometheus' status API.
+test('the status page shows flags, the configuration as loaded and storage stats', { timeout: 40000 }, async (t) => {
+  const flags = await apiData(profd.base, '/api/v1/status/flags');
+  assert.equal(flags['storage.future-grace'], '10m');
+  assert.equal(flags['storage.retention.time'], '15d');
+  assert.match(flags['config.file'], /profd\.yaml$/);
+  const tsdb = await apiData(profd.base, '/api/v1/status/tsdb');
+  const range = await apiData(profd.base, '/api/v1/series?' + qs({ 'match[]': '{__name__=~".+"}' }));
+  assert.equal(tsdb.storage.series, range.length, 'series count as the series API lists them');
+  await page.goto(profd.base + '/');
+  await page.click('#nav-status');
+  await page.waitForSelector('#status-flags tr');
+  assert.equal(new URL(page.url()).pathname, '/status');
+  assert.match(await page.locator('#status-flags').innerText(), /--storage\.future-grace\s+10m/);
+  assert.match(await page.locator('#status-config').innerText(), /job_name: unreachable/);
+  assert.match(await page.locator('#status-storage').innerText(), new RegExp(`series\\s+${range.length}`));
+  assert.match(await page.locator('#status-runtime').innerText(), /reloadConfigSuccess\s+true/);
+  await shot(t, '13-status');
+  // a reload (SIGHUP) of a changed file shows the new text
+  const cfgPath = flags['config.file'];
+  fs.writeFileSync(cfgPath, fs.readFileSync(cfgPath, 'utf8').replace('job_name: unreachable', 'job_name: unreachable2'));
+  profd.child.kill('SIGHUP');
+  await waitFor('the reloaded configuration', async () => /unreachable2/.test((await apiData(profd.base, '/api/v1/status/config')).yaml), 15000, 200);
+  await page.click('#status-refresh');
+  await page.waitForFunction(() => /unreachable2/.test(document.getElementById('status-config').textContent));
+  // a reload that fails keeps the loaded text and says so
+  fs.writeFileSync(cfgPath, 'scrape_configs: [ this is not valid');
+  profd.child.kill('SIGHUP');
+  await waitFor('the failed reload', async () => (await apiData(profd.base, '/api/v1/status/runtimeinfo')).reloadConfigSuccess === false, 15000, 200);
+  assert.match((await apiData(profd.base, '/api/v1/status/config')).yaml, /unreachable2/);
+});
+
+// Issue 15: autocomplete ignored the current profile type (and range): the
+// values of service offered for cpu are those of cpu series only (the heap
+// series of later tests have services palette and explore).
+test('autocomplete is scoped to the profile type typed so far', { timeout: 30000 }, async (t) => {
+  await page.goto(profd.base + '/');
+  const input = page.locator('#selector');
+  await input.click();
+  await input.fill('');
+  await input.pressSequentially('heap{service="');
+  await page.waitForSelector('#suggest:not([hidden]) li:has-text("palette")');
+  await input.fill('');
+  await input.pressSequentially('cpu{service="');
+  await page.waitForSelector('#suggest:not([hidden]) li');
+  await page.waitForFunction(() => ![...document.querySelectorAll('#suggest li')].some((li) => /palette/.test(li.textContent)));
+  const items = await page.locator('#suggest li').evaluateAll((els) => els.map((e) => e.firstChild.textContent));
+  assert.deepEqual(items, ['uitest']);
+  // label names too: pod is a label of heap{service="explore"} only
+  await input.fill('');
+  await input.pressSequentially('heap{service="explore", ');
+  await page.waitForSelector('#suggest:not([hidden]) li:has-text("pod")');
+  await input.fill('');
+  await input.pressSequentially('cpu{');
+  await page.waitForSelector('#suggest:not([hidden]) li');
+  assert.ok(!(await page.locator('#suggest li').allInnerTexts()).some((x) => /^pod/.test(x)), 'cpu series have no pod label');
+  await page.keyboard.press('Escape');
+});
+
+// Issue 15 "reload loses flame zoom, search ...; icicle only": the zoom path
+// and the search are in the URL and come back on reload; breadcrumbs lead
+// back; a flame (root at the bottom) toggle; a colour-blind diff palette.
+test('flame graph zoom and search survive a reload; breadcrumbs; flame/icicle toggle', { timeout: 40000 }, async (t) => {
+  const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+  await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
+  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await page.locator('#flamegraph .frame[data-name="main.burner"]').first().click();
+  await page.waitForSelector('#flame-crumbs a');
+  await page.fill('#flame-search', 'fib');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('search') === 'fib');
+  const u = new URL(page.url());
+  assert.equal(u.searchParams.get('zoom'), 'main.burner');
+  await page.reload();
+  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await page.waitForSelector('#flame-reset:not([hidden])');
+  assert.equal(await page.locator('#flamegraph .frame:not(.ancestor)').first().getAttribute('data-name'), 'main.burner', 'the zoom is back');
+  assert.equal(await page.locator('#flame-search').inputValue(), 'fib');
+  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  assert.match(await page.locator('#flame-crumbs').innerText(), /all › main\.burner/);
+  await page.click('#flame-crumbs a[data-depth="0"]');
+  await page.waitForSelector('#flame-reset', { state: 'hidden' });
+  assert.equal(new URL(page.url()).searchParams.get('zoom'), null);
+  // flame: the root row at the bottom
+  const rootTop = async () => page.locator('#flamegraph .frame[data-name="root"]').evaluate((e) => parseFloat(e.style.top));
+  assert.equal(await rootTop(), 0);
+  await page.click('#flame-up');
+  const maxTop = await page.locator('#flamegraph .frame').evaluateAll((els) => Math.max(...els.map((e) => parseFloat(e.style.top))));
+  assert.equal(await rootTop(), maxTop, 'the root is the lowest row');
+  assert.equal(new URL(page.url()).searchParams.get('flame'), 'up');
+  await shot(t, '14-flame-up');
+  await page.click('#flame-up');
+  assert.equal(await rootTop(), 0);
+});
+
+// Issue 15 "mouse only": a keyboard-only walk — open a profile from the
+// timeline, search, zoom, open the sandwich view, back.
+test('keyboard-only walk: open a profile, search, zoom, sandwich, back', { timeout: 40000 }, async (t) => {
+  await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}' }));
+  await page.waitForSelector('#timeline circle.pt');
+  await page.focus('#timeline'); // as Tab would
+  await page.keyboard.press('ArrowRight');
+  assert.match(await page.locator('#timeline-live').innerText(), /point 1 of 4/);
+  await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction((ts) => new URL(location.href).searchParams.get('t') === String(ts), cpuTimes[1]);
+  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await page.focus('#flamegraph');
+  await page.keyboard.press('/');
+  await page.keyboard.type('fib');
+  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  await page.keyboard.press('Escape');
+  await page.focus('#flamegraph');
+  await page.keyboard.press('ArrowDown'); // the first callee of the root
+  let name = '';
+  for (let i = 0; i < 6 && name !== 'main.burner'; i++) {
+    name = await page.locator('#flamegraph .frame.kbd').getAttribute('data-name');
+    if (name !== 'main.burner') await page.keyboard.press('ArrowRight');
+  }
+  assert.equal(name, 'main.burner');
+  assert.match(await page.locator('#flame-live').innerText(), /main\.burner/);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#flame-reset:not([hidden])');
+  assert.equal(await page.locator('#flamegraph .frame:not(.ancestor)').first().getAttribute('data-name'), 'main.burner');
+  await page.keyboard.press('ArrowDown');
+  assert.equal(await page.locator('#flamegraph .frame.kbd').getAttribute('data-name'), 'main.fib');
+  await page.keyboard.press('s');
+  await page.waitForSelector('#sandwich:not([hidden])');
+  assert.equal(await page.locator('#sandwich-fn').innerText(), 'main.fib');
+  await page.focus('#flamegraph');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#flame-reset', { state: 'hidden' });
+  await shot(t, '15-keyboard');
+});
+
+// Issue 15 "the timeline cannot zoom or pan (drag only merges)": Alt+drag
+// zooms the window (pinned in the URL), − zooms out, ◀ ▶ pan.
+test('timeline zoom (Alt+drag) and pan', { timeout: 40000 }, async (t) => {
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
+  await page.waitForSelector('#timeline circle.pt');
+  assert.equal(await page.locator('#timeline circle.pt').count(), N_HEAP);
+  const p1 = await pointXY(1), p3 = await pointXY(3);
+  const box = await page.locator('#timeline svg').boundingBox();
+  const y = box.y + box.height - 40;
+  await page.keyboard.down('Alt');
+  await page.mouse.move(p1.x - 5, y);
+  await page.mouse.down();
+  await page.mouse.move(p3.x + 5, y, { steps: 6 });
+  await page.mouse.up();
+  await page.keyboard.up('Alt');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('from'));
+  const u = new URL(page.url());
+  const from = Date.parse(u.searchParams.get('from')), to = Date.parse(u.searchParams.get('to'));
+  assert.ok(from > heapTimes[0] && from <= heapTimes[1] && to >= heapTimes[3] && to < heapTimes[4], `zoomed to ${u.searchParams.get('from')} – ${u.searchParams.get('to')}`);
+  await page.waitForFunction(() => document.querySelectorAll('#timeline circle.pt').length === 3);
+  assert.equal(new URL(page.url()).searchParams.get('sel'), null, 'a zoom is not a merge');
+  await page.click('#zoom-out');
+  await page.waitForFunction((f) => Date.parse(new URL(location.href).searchParams.get('from')) < f, from);
+  const u2 = new URL(page.url());
+  assert.ok(Math.abs((Date.parse(u2.searchParams.get('to')) - Date.parse(u2.searchParams.get('from'))) - 2 * (to - from)) <= 2, 'twice the window');
+  await page.click('#pan-left');
+  await page.waitForFunction((f) => Date.parse(new URL(location.href).searchParams.get('to')) < f, Date.parse(u2.searchParams.get('to')));
+  await shot(t, '16-zoom');
 });

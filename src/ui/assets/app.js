@@ -47,6 +47,10 @@
     query: '', range: '1h', type: '', refresh: 0, series: '', t: 0,
     fromText: '', toText: '', // from=/to= of the URL ('' = the relative range)
     focus: '', ignore: '',    // pprof's -focus/-ignore regexps on the profile shown (the API's filters)
+    flameUp: false,           // flame (root at the bottom) instead of icicle
+    cb: false,                // colour-blind-safe diff palette (blue grew / orange shrank)
+    zoomPath: '',             // the zoomed frame: names from the root, joined by "\n"
+    search: '',               // the flame graph search
     sel: null,          // {from, to} ms: the merged range
     cmp: false,         // compare mode
     a: null, b: null,   // {from, to} ms: compare's base (A) and new (B) selections
@@ -234,6 +238,10 @@
     hidden = new Set(q.getAll('hide'));
     state.sel = state.cmp ? null : parseSpan(q.get('sel'));
     state.focus = q.get('focus') || '';
+    state.flameUp = q.get('flame') === 'up';
+    state.cb = q.get('palette') === 'cb';
+    state.zoomPath = q.get('zoom') || '';
+    state.search = q.get('search') || '';
     state.ignore = q.get('ignore') || '';
     state.a = state.cmp ? parseSpan(q.get('a')) : null;
     state.b = state.cmp ? parseSpan(q.get('b')) : null;
@@ -283,6 +291,10 @@
     if (state.fromText) { q.set('from', state.fromText); q.set('to', state.toText); }
     for (const k of hidden) q.append('hide', k);
     if (state.focus) q.set('focus', state.focus);
+    if (state.flameUp) q.set('flame', 'up');
+    if (state.cb) q.set('palette', 'cb');
+    if (state.zoomPath) q.set('zoom', state.zoomPath);
+    if (state.search) q.set('search', state.search);
     if (state.ignore) q.set('ignore', state.ignore);
     if (state.type) q.set('type', state.type);
     if (state.refresh) q.set('refresh', String(state.refresh));
@@ -301,14 +313,19 @@
   /* ------------------------------------------------------------ routing */
 
   function route() {
-    const targets = location.pathname === '/targets';
-    $('view-profiles').hidden = targets;
+    const targets = location.pathname === '/targets', status = location.pathname === '/status';
+    $('view-profiles').hidden = targets || status;
     $('view-targets').hidden = !targets;
-    $('nav-profiles').classList.toggle('active', !targets);
+    $('view-status').hidden = !status;
+    $('nav-profiles').classList.toggle('active', !targets && !status);
     $('nav-targets').classList.toggle('active', targets);
+    $('nav-status').classList.toggle('active', status);
     clearInterval(targetsTimer);
     targetsTimer = null;
-    if (targets) {
+    if (status) {
+      document.title = 'Status · profd';
+      loadStatus();
+    } else if (targets) {
       document.title = 'Targets · profd';
       loadTargets();
       targetsTimer = setInterval(loadTargets, 5000);
@@ -321,6 +338,10 @@
       else { $('timeline-panel').hidden = true; $('intro').hidden = false; }
       showSelection();
       showFilters();
+      $('flame-up').setAttribute('aria-pressed', String(state.flameUp));
+      $('flame-up').textContent = state.flameUp ? 'Icicle' : 'Flame';
+      $('diff-palette').checked = state.cb;
+      document.body.classList.toggle('cb', state.cb);
       loadView();
     }
   }
@@ -330,8 +351,8 @@
     if (!a || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
     e.preventDefault();
     const to = a.getAttribute('data-nav');
-    if (to === '/targets') history.pushState(null, '', '/targets');
-    else history.pushState(null, '', '/' + (location.pathname === '/targets' ? sessionStorage.getItem('pd-last-search') || '' : ''));
+    if (to === '/targets' || to === '/status') history.pushState(null, '', to);
+    else history.pushState(null, '', '/' + (location.pathname === '/targets' || location.pathname === '/status' ? sessionStorage.getItem('pd-last-search') || '' : ''));
     route();
   });
   window.addEventListener('popstate', route);
@@ -398,6 +419,23 @@
     state.range = $('range').value;
     backToNow();
   });
+  // Zoom and pan of the window (pinned): to [from, to] ms.
+  function zoomWindow(from, to) {
+    if (!(to > from)) return;
+    state.fromText = iso(from);
+    state.toText = iso(to);
+    showRange();
+    writeURL(true);
+    if (state.query) run(false);
+  }
+  function scaleWindow(f, shift) {
+    const w = window_(), span = w.to - w.from, mid = (w.from + w.to) / 2 + shift * span;
+    zoomWindow(Math.round(mid - span * f / 2), Math.round(mid + span * f / 2));
+  }
+  $('zoom-out').addEventListener('click', () => scaleWindow(2, 0));
+  $('pan-left').addEventListener('click', () => scaleWindow(1, -0.5));
+  $('pan-right').addEventListener('click', () => scaleWindow(1, 0.5));
+
   // Back to a relative window ending now: the choices made in the pinned
   // window (profile, merge, comparison) go with it.
   function backToNow() {
@@ -426,6 +464,7 @@
       sel.value = state.range;
     }
     $('back-to-now').hidden = !pin;
+    $('pan-right').disabled = !pin;
     $('tz').textContent = tzName();
   }
   function tzName() {
@@ -696,7 +735,10 @@
     if (e.button !== 0 || !tl.svg || !tl.pts.length) return;
     e.preventDefault();
     const x = svgX(e);
-    tl.drag = { x0: x, x1: x, moved: false };
+    // Alt+drag zooms the window to the dragged time (a zoom brush apart
+    // from the merge brush); a plain drag merges
+    tl.drag = { x0: x, x1: x, moved: false, zoom: e.altKey };
+    tl.brushEl.classList.toggle('zoom', e.altKey);
   });
   window.addEventListener('mousemove', (e) => {
     const d = tl.drag;
@@ -708,6 +750,10 @@
     const x0 = Math.min(d.x0, d.x1), x1 = Math.max(d.x0, d.x1);
     tl.brushEl.setAttribute('x', x0);
     tl.brushEl.setAttribute('width', x1 - x0);
+    if (d.zoom) {
+      showTip(e, 'zoom to ' + esc(fmtTime(tl.inv(x0))) + ' – ' + esc(fmtTime(tl.inv(x1))));
+      return;
+    }
     const r = dragRange(d.x0, d.x1);
     const who = state.cmp ? (tl.next === 'a' ? 'A (base): ' : 'B: ') : '';
     showTip(e, who + (r ? esc(fmtTime(r.from)) + ' – ' + esc(fmtTime(r.to)) + '<br><b>' + countIn(r) + ' profiles</b>' : 'no profiles here'));
@@ -721,6 +767,10 @@
     tl.justDragged = true;
     setTimeout(() => { tl.justDragged = false; }, 0);
     hideTip();
+    if (d.zoom) {
+      zoomWindow(Math.round(tl.inv(Math.min(d.x0, d.x1))), Math.round(tl.inv(Math.max(d.x0, d.x1))));
+      return;
+    }
     const r = dragRange(d.x0, d.x1);
     if (r) select(r);
   });
@@ -750,6 +800,11 @@
       select(r);
       return;
     }
+    openPoint(p);
+  });
+
+  // Opens the profile of timeline point p (or, comparing, selects it).
+  function openPoint(p) {
     tl.anchor = null;
     if (state.cmp) { select({ from: p.ts, to: p.ts }); return; }
     state.sel = null;
@@ -760,6 +815,50 @@
     showSelection();
     loadView();
     revealProfile();
+  }
+
+  // Keyboard on the timeline (it takes the focus): Left/Right move over the
+  // points in time order (Up/Down to the neighbouring series at about the
+  // same time), Enter opens the point, Shift+Enter marks the ends of a range.
+  tl.cursor = -1;
+  function cursorTo(i) {
+    const pts = tl.pts.slice().sort((a, b) => a.ts - b.ts || a.d.i - b.d.i);
+    if (!pts.length) return null;
+    tl.sorted = pts;
+    tl.cursor = Math.max(0, Math.min(pts.length - 1, i));
+    const p = pts[tl.cursor];
+    tl.hoverEl.setAttribute('cx', p.px);
+    tl.hoverEl.setAttribute('cy', p.py);
+    const unit = p.d.s.sample_types[p.d.idx].unit;
+    $('timeline-live').textContent = seriesName(p.d.s.labels) + ': ' + fmtValue(p.v, unit) + ' ' + state.type + ' at ' + fmtTime(p.ts) +
+      ' (point ' + (tl.cursor + 1) + ' of ' + pts.length + '; Enter opens it)';
+    return p;
+  }
+  $('timeline').addEventListener('keydown', (e) => {
+    if (!tl.pts.length) return;
+    const k = e.key;
+    if (k === 'ArrowRight' || k === 'ArrowLeft') {
+      e.preventDefault();
+      cursorTo(tl.cursor < 0 ? (k === 'ArrowRight' ? 0 : tl.pts.length - 1) : tl.cursor + (k === 'ArrowRight' ? 1 : -1));
+    } else if ((k === 'ArrowUp' || k === 'ArrowDown') && tl.cursor >= 0) {
+      e.preventDefault();
+      const cur = tl.sorted[tl.cursor];
+      const others = tl.sorted.map((p, i) => [p, i]).filter(([p]) => p.d.i !== cur.d.i)
+        .filter(([p]) => (k === 'ArrowUp' ? p.py < cur.py : p.py > cur.py))
+        .sort((a, b) => Math.abs(a[0].ts - cur.ts) - Math.abs(b[0].ts - cur.ts) || Math.abs(a[0].py - cur.py) - Math.abs(b[0].py - cur.py));
+      if (others.length) cursorTo(others[0][1]);
+    } else if (k === 'Enter' && tl.cursor >= 0) {
+      e.preventDefault();
+      const p = tl.sorted[tl.cursor];
+      if (e.shiftKey) {
+        if (tl.anchor === null) { tl.anchor = p.ts; markSelected(); showSelection(); return; }
+        const r = { from: Math.min(tl.anchor, p.ts), to: Math.max(tl.anchor, p.ts) };
+        tl.anchor = null;
+        select(r);
+        return;
+      }
+      openPoint(p);
+    }
   });
 
   function revealProfile() {
@@ -814,7 +913,7 @@
     bar.hidden = !html;
     $('timeline-hint').textContent = state.cmp ?
       'Compare: drag across the timeline (or click a point) to choose A, the base, then again for B. Frames that grew from A to B are red, those that shrank green.' :
-      'Click a point to open that profile. Drag across the timeline, or shift-click two points, to merge every profile in between.';
+      'Click a point to open that profile. Drag across the timeline, or shift-click two points, to merge every profile in between. Alt+drag zooms into a window.';
   }
 
   $('selection').addEventListener('click', (e) => {
@@ -966,7 +1065,8 @@
     panel.classList.add('loading');
     try {
       const si = v.kind === 'single' ? v.fixedIdx : state.type;
-      const both = (idx) => Promise.all([api(v.url('top', idx) + topQuery()), api(v.url('flamegraph', idx))]);
+      // one request, one merge on the server, for the table and the flame graph
+      const both = async (idx) => { const d = await api(v.url('view', idx) + topQuery() + '&fg_nodes=4000'); return [d.top, d.flamegraph]; };
       let top, fg;
       profile.view = v;
       profile.idx = si;
@@ -1000,6 +1100,13 @@
       drawTop();
       flame.root = prepareFlame(fg, diff);
       flame.zoom = flame.root;
+      // the zoom of the URL, when the same path exists in this profile
+      if (state.zoomPath) {
+        let n = flame.root;
+        for (const name of state.zoomPath.split('\n')) { n = n && n.children.find((c) => c.name === name); }
+        if (n) flame.zoom = n;
+      }
+      if ($('flame-search').value !== state.search) $('flame-search').value = state.search;
       flame.unit = st.unit || '';
       flame.diff = diff;
       $('flamegraph').setAttribute('data-total', String(fg.value || 0));
@@ -1199,6 +1306,7 @@
     if (d === 0 || n.name === 'root') return n.name === 'root' ? '#c7cbd1' : '#d9dbe0';
     const rel = Math.min(1, Math.abs(d) / Math.max(Math.abs(n.base), Math.abs(n.new), 1));
     const light = Math.round(88 - 36 * Math.sqrt(rel));
+    if (state.cb) return d > 0 ? 'hsl(214,80%,' + light + '%)' : 'hsl(30,90%,' + light + '%)'; // Okabe-Ito-like blue/orange
     return d > 0 ? 'hsl(2,85%,' + light + '%)' : 'hsl(140,60%,' + light + '%)';
   }
   const diffClass = (n) => (n.name === 'root' ? '' : n.new > n.base ? 'grew' : n.new < n.base ? 'shrank' : 'same');
@@ -1260,8 +1368,19 @@
     };
     place(zoom, 0, 100);
     flame.nodes = nodes;
+    if (state.flameUp) { // flame: the root at the bottom (rows mirrored)
+      html = html.replace(/top:(\d+)px/g, (m, y) => 'top:' + (maxDepth * ROW - +y) + 'px');
+    }
     box.innerHTML = html;
     box.style.height = (maxDepth + 1) * ROW + 2 + 'px';
+    // breadcrumbs of the zoom, and the zoom in the URL
+    const crumbs = [];
+    for (let a = zoom; a; a = a.parent) crumbs.unshift(a);
+    $('flame-crumbs').innerHTML = zoom === root ? '' : crumbs.map((c, i) => i === crumbs.length - 1 ?
+      '<span aria-current="true">' + esc(c.name === 'root' ? 'all' : c.name) + '</span>' :
+      '<a href="#" data-depth="' + i + '">' + esc(c.name === 'root' ? 'all' : c.name) + '</a>').join(' › ');
+    const zp = zoom === root ? '' : crumbs.slice(1).map((c) => c.name).join('\n');
+    if (zp !== state.zoomPath) { state.zoomPath = zp; writeURL(false); }
     $('flame-reset').hidden = zoom === root;
     if (!total) box.innerHTML = '<p class="muted" style="padding:8px">' + (flame.diff ? 'Neither selection has samples of this type.' : 'This profile has no samples of this type.') + '</p>', box.style.height = 'auto';
     highlightFlame();
@@ -1314,6 +1433,39 @@
   $('flamegraph').addEventListener('mouseleave', hideTip);
   $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
 
+  // Keyboard on the flame graph (it takes the focus): arrows move over the
+  // frames drawn (Up/Down: caller/first callee as drawn, Left/Right: the
+  // neighbours of the same caller), Enter zooms, "s" opens the sandwich view.
+  function markKbd(n) {
+    flame.cur = n;
+    $('flamegraph').querySelectorAll('.frame.kbd').forEach((el) => el.classList.remove('kbd'));
+    const i = flame.nodes.indexOf(n);
+    const el = i >= 0 && $('flamegraph').querySelector('.frame[data-i="' + i + '"]');
+    if (el) {
+      el.classList.add('kbd');
+      $('flamegraph').setAttribute('aria-activedescendant', '');
+      $('flame-live').textContent = (n.name === 'root' ? 'all samples' : n.name) + ': ' + fmtValue(n.value, flame.unit) +
+        ' (' + fmtPct(n.value, flame.root.value) + ' of total); Enter zooms, s shows callers and callees';
+    }
+  }
+  $('flamegraph').addEventListener('keydown', (e) => {
+    if (!flame.root) return;
+    const drawn = new Set(flame.nodes);
+    let n = flame.cur && drawn.has(flame.cur) ? flame.cur : flame.zoom;
+    const sib = (d) => { const p = n.parent; if (!p) return null; const v = p.children.filter((c) => drawn.has(c)); const j = v.indexOf(n) + d; return v[j] || null; };
+    let next = null;
+    const up = state.flameUp ? 'ArrowDown' : 'ArrowUp', down = state.flameUp ? 'ArrowUp' : 'ArrowDown';
+    if (e.key === up) next = n.parent && drawn.has(n.parent) ? n.parent : null;
+    else if (e.key === down) next = n.children.find((c) => drawn.has(c)) || null;
+    else if (e.key === 'ArrowLeft') next = sib(-1);
+    else if (e.key === 'ArrowRight') next = sib(1);
+    else if (e.key === 'Enter') { e.preventDefault(); flame.zoom = n; drawFlame(); markKbd(n); return; }
+    else if (e.key === 's' && n !== flame.root) { e.preventDefault(); openSandwich(n.name); return; }
+    else return;
+    e.preventDefault();
+    if (next) markKbd(next);
+  });
+
   // The call graph tab: the API's SVG (Graphviz, as pprof -svg) of the same
   // selection and sample type, instead of the flame graph.
   function showCallgraph(on) {
@@ -1344,13 +1496,39 @@
       e.preventDefault();
       $('flame-search').focus();
     } else if (e.key === 'Escape' && flame.root && !$('profile-panel').hidden) {
-      if (e.target === $('flame-search') && $('flame-search').value) { $('flame-search').value = ''; highlightFlame(); return; }
+      if (e.target === $('flame-search') && $('flame-search').value) { $('flame-search').value = ''; state.search = ''; writeURL(false); highlightFlame(); return; }
       if (flame.zoom !== flame.root) { flame.zoom = flame.root; drawFlame(); }
     }
   });
   // debounced: the walk over a large tree runs once the typing pauses
   let searchTimer = null;
-  $('flame-search').addEventListener('input', () => { clearTimeout(searchTimer); searchTimer = setTimeout(highlightFlame, 120); });
+  $('flame-search').addEventListener('input', () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => { state.search = $('flame-search').value.trim(); writeURL(false); highlightFlame(); }, 120);
+  });
+  $('flame-crumbs').addEventListener('click', (e) => {
+    const a = e.target.closest('a[data-depth]');
+    if (!a) return;
+    e.preventDefault();
+    let n = flame.zoom;
+    const chain = [];
+    for (let x = n; x; x = x.parent) chain.unshift(x);
+    flame.zoom = chain[+a.getAttribute('data-depth')] || flame.root;
+    drawFlame();
+  });
+  $('flame-up').addEventListener('click', () => {
+    state.flameUp = !state.flameUp;
+    $('flame-up').setAttribute('aria-pressed', String(state.flameUp));
+    $('flame-up').textContent = state.flameUp ? 'Icicle' : 'Flame';
+    writeURL(false);
+    drawFlame();
+  });
+  $('diff-palette').addEventListener('change', () => {
+    state.cb = $('diff-palette').checked;
+    writeURL(false);
+    document.body.classList.toggle('cb', state.cb);
+    drawFlame();
+  });
 
   function highlightFlame() {
     const box = $('flamegraph');
@@ -1588,13 +1766,31 @@
   const cache = { names: null, values: new Map() };
   let sugg = { items: [], active: -1, ctx: null };
 
-  async function labelNames() {
-    if (!cache.names) cache.names = api('/api/v1/labels').catch(() => { cache.names = null; return []; });
-    return cache.names;
+  // Suggestions are scoped like Grafana's: to the series the text typed so
+  // far selects (its profile type and its complete matchers, not the one being
+  // typed) and to the window on screen (rounded to the minute for the cache).
+  function scopeParams(text, upto, except) {
+    const name = (text.match(/^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)/) || [])[1] || '';
+    const inner = text.indexOf('{') >= 0 ? text.slice(text.indexOf('{') + 1, upto) : '';
+    const ms = [];
+    const re = /([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"/g;
+    let m;
+    while ((m = re.exec(inner))) if (m[1] !== except) ms.push(m[1] + m[2] + '"' + m[3] + '"');
+    const w = window_();
+    const round = (t) => Math.floor(t / 60000) * 60;
+    let q = 'start=' + round(w.from) + '&end=' + (round(w.to) + 60);
+    if (name || ms.length) q += '&match[]=' + encodeURIComponent(name + '{' + ms.join(',') + '}');
+    return q;
   }
-  async function labelValues(name) {
-    if (!cache.values.has(name)) cache.values.set(name, api('/api/v1/label/' + encodeURIComponent(name) + '/values').catch(() => { cache.values.delete(name); return []; }));
-    return cache.values.get(name);
+  async function labelNames(scope) {
+    const k = 'names?' + scope;
+    if (!cache.values.has(k)) cache.values.set(k, api('/api/v1/labels?' + scope).catch(() => { cache.values.delete(k); return []; }));
+    return cache.values.get(k);
+  }
+  async function labelValues(name, scope) {
+    const k = name + '?' + scope;
+    if (!cache.values.has(k)) cache.values.set(k, api('/api/v1/label/' + encodeURIComponent(name) + '/values?' + scope).catch(() => { cache.values.delete(k); return []; }));
+    return cache.values.get(k);
   }
 
   // What the text before the caret is in the middle of:
@@ -1637,9 +1833,12 @@
     const ctx = context(input.value, input.selectionStart);
     if (!ctx) { closeSuggest(); return; }
     let list = [];
-    if (ctx.kind === 'metric') list = (await labelValues('__name__')).map((v) => ({ text: v, kind: 'profile type' }));
-    else if (ctx.kind === 'name') list = (await labelNames()).map((v) => ({ text: v, kind: 'label' }));
-    else list = (await labelValues(ctx.name)).map((v) => ({ text: v, kind: ctx.name }));
+    const w = window_();
+    const round = (t) => Math.floor(t / 60000) * 60;
+    const timeOnly = 'start=' + round(w.from) + '&end=' + (round(w.to) + 60);
+    if (ctx.kind === 'metric') list = (await labelValues('__name__', timeOnly)).map((v) => ({ text: v, kind: 'profile type' }));
+    else if (ctx.kind === 'name') list = (await labelNames(scopeParams(input.value, ctx.start, ''))).filter((v) => v !== '__name__').map((v) => ({ text: v, kind: 'label' }));
+    else list = (await labelValues(ctx.name, scopeParams(input.value, ctx.start, ctx.name))).map((v) => ({ text: v, kind: ctx.name }));
     // The input may have changed while we waited.
     const now = context(input.value, input.selectionStart);
     if (!now || now.kind !== ctx.kind || now.start !== ctx.start) return;
@@ -1671,6 +1870,9 @@
     else if (ctx.kind === 'name') {
       ins = it.text + '="';
       if (/^\s*(=~|!~|!=|=)/.test(after)) ins = it.text;
+      // close what was opened: the quote, and the brace when none follows
+      else if (!/^[^{]*\}/.test(after)) after = '"}' + after;
+      else after = '"' + after;
     } else {
       const escd = it.text.replace(/\\/g, '\\\\').replace(new RegExp(ctx.q === '`' ? '(?!)' : ctx.q, 'g'), '\\' + ctx.q);
       ins = escd;
@@ -1717,6 +1919,26 @@
   });
 
   /* ------------------------------------------------------------ targets */
+
+  /* ------------------------------------------------------------ status */
+
+  async function loadStatus() {
+    const kv = (obj, fmt) => Object.entries(obj).map(([k, v]) => '<tr><th>' + esc(k) + '</th><td>' + esc(fmt ? fmt(k, v) : v) + '</td></tr>').join('');
+    try {
+      const [build, rt, tsdb, flags, cfg] = await Promise.all(['buildinfo', 'runtimeinfo', 'tsdb', 'flags', 'config'].map((n) => api('/api/v1/status/' + n)));
+      $('status-error').hidden = true;
+      $('status-runtime').innerHTML = kv({ version: build.version, ...rt });
+      const st = tsdb.storage || {};
+      $('status-storage').innerHTML = kv({ ...st, oldest: tsdb.headStats && tsdb.headStats.minTime, newest: tsdb.headStats && tsdb.headStats.maxTime },
+        (k, v) => (k === 'bytes' ? fmtBytes(v) : k === 'oldest' || k === 'newest' ? (v ? fmtTime(v) : '–') : String(v)));
+      $('status-flags').innerHTML = kv(Object.fromEntries(Object.entries(flags).map(([k, v]) => ['--' + k, v])));
+      $('status-config').textContent = cfg.yaml || '(no --config.file: profd only serves stored data and takes pushes)';
+    } catch (e) {
+      $('status-error').textContent = e.message;
+      $('status-error').hidden = false;
+    }
+  }
+  $('status-refresh').addEventListener('click', loadStatus);
 
   async function loadTargets() {
     const box = $('targets');

@@ -239,9 +239,9 @@ static void test_errors(void **state)
     (void)state;
     static const bad_case cases[] = {
         {"global:\n  scrape_interval: 10s\nfoo: 1\n", 3, "unknown key \"foo\""},
-        {"global:\n  scrape_interval: 10s\n  evaluation_interval: 1m\n", 3, "unknown key"},
-        {"scrape_configs:\n  - job_name: a\n    metrics_path: /x\n", 3,
-         "unknown key \"metrics_path\""},
+        {"global:\n  scrape_interval: 10s\n  evaluation_intervals: 1m\n", 3, "unknown key"},
+        {"scrape_configs:\n  - job_name: a\n    metric_path: /x\n", 3,
+         "unknown key \"metric_path\""},
         {"global:\n  scrape_interval: [1]\n", 2, "expected a string"},
         {"global:\n  scrape_interval: 10 s\n", 2, "invalid duration"},
         {"global:\n  scrape_interval: 0\n", 2, "greater than 0"},
@@ -336,13 +336,353 @@ static void test_load_file(void **state)
     unlink(path);
 }
 
+/* Each warning in order, exactly: "cfg.yaml:LINE:COL: text". */
+static void check_warnings(const pd_config *c, const char *const *want, size_t n)
+{
+    for (size_t i = 0; i < c->n_warnings && i < n; i++)
+        if (strcmp(c->warnings[i], want[i]) != 0) {
+            print_error("warning %zu:\n got  %s\n want %s\n", i, c->warnings[i], want[i]);
+            fail();
+        }
+    if (c->n_warnings != n) {
+        for (size_t i = 0; i < c->n_warnings; i++)
+            print_error("  %s\n", c->warnings[i]);
+        print_error("%zu warnings, want %zu\n", c->n_warnings, n);
+        fail();
+    }
+}
+
+/* The structure of Prometheus' documentation/examples/prometheus.yml and of
+ * Debian's /etc/prometheus/prometheus.yml (written anew, targets local). */
+static void test_prometheus_example(void **state)
+{
+    (void)state;
+    const char *y = "# my global config\n"
+                    "global:\n"
+                    "  scrape_interval: 15s\n"
+                    "  evaluation_interval: 15s\n"
+                    "  external_labels:\n"
+                    "    monitor: 'example'\n"
+                    "alerting:\n"
+                    "  alertmanagers:\n"
+                    "    - static_configs:\n"
+                    "        - targets: ['localhost:9093']\n"
+                    "rule_files:\n"
+                    "  # - \"first_rules.yml\"\n"
+                    "scrape_configs:\n"
+                    "  - job_name: 'prometheus'\n"
+                    "    scrape_interval: 5s\n"
+                    "    scrape_timeout: 5s\n"
+                    "    metrics_path: /metrics\n"
+                    "    honor_labels: false\n"
+                    "    static_configs:\n"
+                    "      - targets: ['localhost:9090', 'localhost:9090']\n"
+                    "  - job_name: node\n"
+                    "    static_configs:\n"
+                    "      - targets: ['localhost:9100']\n"
+                    "    metric_relabel_configs: []\n"
+                    "    file_sd_configs:\n"
+                    "      - files: ['targets/*.json']\n"
+                    "    kubernetes_sd_configs:\n"
+                    "      - role: pod\n"
+                    "remote_write:\n"
+                    "  - url: http://localhost:9201/write\n";
+    pd_config c;
+    pd_err e;
+    assert_int_equal(parse(y, &c, &e), 0);
+    assert_int_equal(c.dialect, PD_DIALECT_PROMETHEUS);
+    assert_int_equal(c.scrape_interval_ms, 15000);
+    assert_int_equal(c.scrape_timeout_ms, 10000);
+    assert_string_equal(pd_labels_get(&c.external_labels, "monitor"), "example");
+    const pd_scrape_job *j = job(&c, "prometheus");
+    assert_non_null(j);
+    assert_int_equal(j->interval_ms, 5000);
+    assert_int_equal(j->static_configs[0].n_targets, 1); /* the duplicate is dropped */
+    assert_string_equal(j->metrics_path, "/metrics");
+    assert_non_null(ep(j, "cpu"));
+    assert_int_equal(ep(j, "cpu")->seconds, 4);
+    assert_int_equal(job(&c, "node")->interval_ms, 15000);
+    assert_int_equal(job(&c, "node")->n_sd, 1);
+    assert_int_equal(job(&c, "node")->sd[0].kind, PD_SD_FILE);
+    assert_string_equal(job(&c, "node")->sd[0].files[0], "targets/*.json");
+    assert_int_equal(job(&c, "node")->sd[0].refresh_ms, 300000);
+
+    static const char *const want[] = {
+        "cfg.yaml:7:1: the top level: \"alerting\" ignored: profd sends no alerts",
+        "cfg.yaml:11:1: the top level: \"rule_files\" ignored: profd evaluates no rules",
+        "cfg.yaml:29:1: the top level: \"remote_write\" ignored: profd writes no metrics remotely",
+        "cfg.yaml:4:3: global: \"evaluation_interval\" ignored: profd evaluates no rules",
+        "cfg.yaml:20:37: duplicate target \"localhost:9090\" in this static_configs entry dropped",
+        "cfg.yaml:24:5: scrape_configs entry: \"metric_relabel_configs\" ignored: profiles have no "
+        "metric series to relabel",
+        "cfg.yaml:27:5: scrape_configs entry: \"kubernetes_sd_configs\" ignored: this service "
+        "discovery is not implemented (file_sd_configs, http_sd_configs and dns_sd_configs are): no "
+        "targets from it",
+    };
+    check_warnings(&c, want, sizeof want / sizeof *want);
+    pd_config_release(&c);
+    assert_int_equal(parse("scrape_configs:\n  - job_name: d\n    dns_sd_configs:\n"
+                           "      - names: ['_x._tcp.example']\n      - names: [a.example]\n"
+                           "        type: A\n        port: 6060\n        refresh_interval: 5s\n"
+                           "    http_sd_configs: [{url: 'http://127.0.0.1:1/sd'}]\n",
+                           &c, &e),
+                     0);
+    j = &c.jobs[0];
+    assert_int_equal(j->n_sd, 3);
+    assert_int_equal(j->sd[0].kind, PD_SD_HTTP);
+    assert_int_equal(j->sd[0].refresh_ms, 60000);
+    assert_int_equal(j->sd[1].kind, PD_SD_DNS);
+    assert_int_equal(j->sd[1].refresh_ms, 30000);
+    assert_int_equal(j->sd[1].port, 0);
+    assert_int_equal(j->sd[2].port, 6060);
+    assert_int_equal(j->sd[2].refresh_ms, 5000);
+    assert_string_equal(j->sd[2].files[0], "a.example");
+    pd_config_release(&c);
+}
+
+/* The structure of Parca's parca.yaml and its docs' scrape examples. */
+static void test_parca_example(void **state)
+{
+    (void)state;
+    const char *y = "object_storage:\n"
+                    "  bucket:\n"
+                    "    type: \"FILESYSTEM\"\n"
+                    "    config:\n"
+                    "      directory: \"./data\"\n"
+                    "scrape_configs:\n"
+                    "  - job_name: \"default\"\n"
+                    "    scrape_interval: \"3s\"\n"
+                    "    static_configs:\n"
+                    "      - targets: [ '127.0.0.1:7070' ]\n"
+                    "  - job_name: \"app\"\n"
+                    "    scrape_interval: 10s\n"
+                    "    scrape_timeout: 15s\n"
+                    "    static_configs:\n"
+                    "      - targets: ['127.0.0.1:6060']\n"
+                    "    relabel_configs:\n"
+                    "      - source_labels: [__address__]\n"
+                    "        regex: '(.*):6060'\n"
+                    "        target_label: host\n"
+                    "    profiling_config:\n"
+                    "      path_prefix: /app\n"
+                    "      pprof_config:\n"
+                    "        memory:\n"
+                    "          keep_sample_type:\n"
+                    "            - type: inuse_space\n"
+                    "              unit: bytes\n"
+                    "        process_cpu:\n"
+                    "          enabled: false\n"
+                    "        fgprof:\n"
+                    "          enabled: true\n"
+                    "          path: /debug/fgprof\n"
+                    "          delta: true\n";
+    pd_config c;
+    pd_err e;
+    assert_int_equal(parse(y, &c, &e), 0);
+    assert_int_equal(c.dialect, PD_DIALECT_PARCA);
+    const pd_scrape_job *d = job(&c, "default");
+    assert_int_equal(d->interval_ms, 3000);
+    assert_int_equal(d->timeout_ms, 6000); /* Parca: interval + 3s */
+    assert_int_equal(d->n_endpoints, 5);
+    assert_string_equal(ep(d, "memory")->path, "/debug/pprof/allocs");
+    assert_null(ep(d, "heap"));
+    assert_true(ep(d, "process_cpu")->enabled);
+    assert_true(ep(d, "process_cpu")->delta);
+    assert_int_equal(ep(d, "process_cpu")->seconds, 3); /* ?seconds=<interval> */
+    const pd_scrape_job *a = job(&c, "app");
+    assert_int_equal(a->timeout_ms, 15000);
+    assert_false(ep(a, "process_cpu")->enabled); /* no path needed to turn it off */
+    assert_string_equal(ep(a, "memory")->path, "/app/debug/pprof/allocs");
+    assert_string_equal(ep(a, "fgprof")->path, "/app/debug/fgprof");
+    assert_int_equal(ep(a, "fgprof")->seconds, 10);
+    assert_int_equal(a->n_relabel, 1);
+    static const char *const want[] = {
+        "cfg.yaml:1:1: the top level: \"object_storage\" ignored: Parca's block storage: profd "
+        "stores under --storage.path",
+        "cfg.yaml:25:13: pprof_config.memory.keep_sample_type ignored: every sample type is "
+        "stored (select one at query time with sample_index)",
+    };
+    check_warnings(&c, want, sizeof want / sizeof *want);
+    pd_config_release(&c);
+
+    /* Parca's rule: the timeout must be over the interval */
+    static const bad_case bad[] = {
+        {"object_storage: {}\nscrape_configs:\n  - job_name: a\n    scrape_interval: 10s\n"
+         "    scrape_timeout: 10s\n",
+         5, "must be greater than scrape_interval (10s)"},
+        {"scrape_configs:\n  - job_name: a\n    scrape_interval: 500ms\n    scrape_timeout: 1s\n"
+         "    profiling_config:\n      pprof_config:\n        process_cpu: {enabled: true}\n",
+         7, "process_cpu scrape_timeout must be at least 2 seconds"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char want_pfx[32];
+        assert_int_not_equal(parse(bad[i].yaml, &c, &e), 0);
+        snprintf(want_pfx, sizeof want_pfx, "cfg.yaml:%d:", bad[i].line);
+        if (strncmp(e.msg, want_pfx, strlen(want_pfx)) || !strstr(e.msg, bad[i].substr)) {
+            print_error("parca case %zu: %s\n", i, e.msg);
+            fail();
+        }
+    }
+}
+
+/* The structure of conprof's examples/conprof.yaml. */
+static void test_conprof_example(void **state)
+{
+    (void)state;
+    const char *y = "scrape_configs:\n"
+                    "  - job_name: 'conprof'\n"
+                    "    scrape_interval: 1m\n"
+                    "    scrape_timeout: 1m\n"
+                    "    static_configs:\n"
+                    "      - targets: ['localhost:10902']\n"
+                    "    profiling_config:\n"
+                    "      pprof_config:\n"
+                    "        profile:\n"
+                    "          enabled: false\n"
+                    "        trace:\n"
+                    "          enabled: false\n"
+                    "        heap:\n"
+                    "          path: /debug/pprof/heap\n";
+    pd_config c;
+    pd_err e;
+    assert_int_equal(parse(y, &c, &e), 0);
+    assert_int_equal(c.dialect, PD_DIALECT_CONPROF);
+    const pd_scrape_job *j = job(&c, "conprof");
+    assert_int_equal(j->n_endpoints, 8);
+    assert_false(ep(j, "profile")->enabled);
+    assert_false(ep(j, "trace")->enabled);
+    assert_null(ep(j, "cpu"));
+    assert_true(ep(j, "threadcreate")->enabled);
+    check_warnings(&c, NULL, 0);
+    pd_config_release(&c);
+    /* profile is the CPU profile: seconds from the timeout rule */
+    assert_int_equal(parse("scrape_configs:\n  - job_name: a\n    profiling_config:\n"
+                           "      pprof_config:\n        profile: {enabled: true}\n",
+                           &c, &e),
+                     0);
+    assert_int_equal(ep(&c.jobs[0], "profile")->seconds, 9);
+    pd_config_release(&c);
+}
+
+static void test_client_options(void **state)
+{
+    (void)state;
+    const char *y = "scrape_configs:\n"
+                    "  - job_name: a\n"
+                    "    scheme: https\n"
+                    "    body_size_limit: 2MB\n"
+                    "    follow_redirects: false\n"
+                    "    enable_http2: false\n"
+                    "    proxy_url: http://127.0.0.1:3128\n"
+                    "    basic_auth:\n"
+                    "      username: u\n"
+                    "      password_file: secrets/pw\n"
+                    "    tls_config:\n"
+                    "      ca_file: /etc/ca.pem\n"
+                    "      cert_file: c.pem\n"
+                    "      key_file: k.pem\n"
+                    "      server_name: example\n"
+                    "      insecure_skip_verify: true\n"
+                    "      min_version: TLS12\n"
+                    "    oauth2: {client_id: x}\n"
+                    "  - job_name: b\n"
+                    "    bearer_token_file: /run/token\n"
+                    "  - job_name: c\n"
+                    "    authorization: {type: Token, credentials: s3cret}\n";
+    pd_config c;
+    pd_err e;
+    pd_err_clear(&e);
+    assert_int_equal(pd_config_parse(y, strlen(y), "/etc/profd/cfg.yaml", &c, &e), 0);
+    const pd_scrape_client *a = &job(&c, "a")->client;
+    assert_int_equal(job(&c, "a")->body_size_limit, 2u << 20);
+    assert_false(a->follow_redirects);
+    assert_false(a->enable_http2);
+    assert_string_equal(a->proxy_url, "http://127.0.0.1:3128");
+    assert_string_equal(a->basic_username, "u");
+    assert_string_equal(a->basic_password_file, "/etc/profd/secrets/pw");
+    assert_string_equal(a->ca_file, "/etc/ca.pem");
+    assert_string_equal(a->cert_file, "/etc/profd/c.pem");
+    assert_string_equal(a->server_name, "example");
+    assert_true(a->insecure_skip_verify);
+    assert_int_equal(a->tls_min_version, 12);
+    const pd_scrape_client *b = &job(&c, "b")->client;
+    assert_string_equal(b->auth_type, "Bearer");
+    assert_string_equal(b->auth_credentials_file, "/run/token");
+    assert_true(b->follow_redirects);
+    const pd_scrape_client *cc = &job(&c, "c")->client;
+    assert_string_equal(cc->auth_type, "Token");
+    assert_string_equal(cc->auth_credentials, "s3cret");
+    static const char *const want[] = {
+        "/etc/profd/cfg.yaml:18:5: scrape_configs entry: \"oauth2\" ignored: not supported: "
+        "scrapes go without it",
+    };
+    check_warnings(&c, want, 1);
+    pd_config_release(&c);
+
+    static const bad_case bad[] = {
+        {"scrape_configs:\n  - job_name: a\n    basic_auth: {username: u}\n    bearer_token: t\n",
+         4, "at most one of basic_auth"},
+        {"scrape_configs:\n  - job_name: a\n    authorization: {type: Basic}\n", 3,
+         "use \"basic_auth\""},
+        {"scrape_configs:\n  - job_name: a\n    tls_config: {cert_file: c}\n", 3,
+         "give both"},
+        {"scrape_configs:\n  - job_name: a\n    tls_config:\n      min_version: TLS9\n", 4,
+         "unknown TLS version"},
+        {"scrape_configs:\n  - job_name: a\n    body_size_limit: lots\n", 3, "body_size_limit"},
+        {"scrape_configs:\n  - job_name: a\n    proxy_url: ftp://x\n", 3, "proxy_url"},
+        {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      - action: hashmod\n"
+         "        target_label: h\n",
+         4, "non-zero modulus"},
+        {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      - action: nope\n", 4,
+         "unknown relabel action"},
+        {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      - regex: 'a('\n"
+         "        target_label: x\n",
+         4, "invalid regex"},
+        {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      - source_labels: [a-b]\n", 4,
+         "not a valid label name"},
+        {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      -\n", 4,
+         "empty or null relabeling rule"},
+        {"scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - files: ['a/*/b.json']\n",
+         4, "not valid for file discovery"},
+        {"scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - files: ['t.txt']\n",
+         4, "not valid for file discovery"},
+        {"scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - refresh_interval: 1m\n",
+         4, "at least one path name"},
+        {"scrape_configs:\n  - job_name: a\n    http_sd_configs:\n      - url: ftp://x/\n", 4,
+         "URL scheme must be"},
+        {"scrape_configs:\n  - job_name: a\n    http_sd_configs:\n      - refresh_interval: 1m\n",
+         4, "needs a url"},
+        {"scrape_configs:\n  - job_name: a\n    dns_sd_configs:\n      - names: [x]\n        type: A\n",
+         4, "a port is required"},
+        {"scrape_configs:\n  - job_name: a\n    dns_sd_configs:\n      - names: [x]\n        type: MX\n",
+         5, "invalid DNS-SD records type"},
+        {"scrape_configs:\n  - job_name: a\n    dns_sd_configs:\n      - type: SRV\n", 4,
+         "at least one SRV record name"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char want_pfx[32];
+        if (parse(bad[i].yaml, &c, &e) == 0) {
+            print_error("client case %zu parsed\n", i);
+            fail();
+        }
+        snprintf(want_pfx, sizeof want_pfx, "cfg.yaml:%d:", bad[i].line);
+        if (strncmp(e.msg, want_pfx, strlen(want_pfx)) || !strstr(e.msg, bad[i].substr)) {
+            print_error("client case %zu: %s (want line %d, \"%s\")\n", i, e.msg, bad[i].line,
+                        bad[i].substr);
+            fail();
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full),      cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_cpu_rule),  cmocka_unit_test(test_errors),
         cmocka_unit_test(test_cpu_rule_huge_timeout),
-        cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_load_file), cmocka_unit_test(test_prometheus_example),
+        cmocka_unit_test(test_parca_example), cmocka_unit_test(test_conprof_example),
+        cmocka_unit_test(test_client_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

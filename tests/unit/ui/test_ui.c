@@ -45,7 +45,7 @@ static void test_routes_give_the_page(void **state)
     const pd_ui_asset *page = pd_ui_find("/static/index.html");
     assert_non_null(page);
     assert_string_equal(page->content_type, "text/html; charset=utf-8");
-    const char *routes[] = {"/", "/index.html", "/targets", "/graph"};
+    const char *routes[] = {"/", "/index.html", "/targets", "/graph", "/status"};
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         assert_ptr_equal(pd_ui_find(routes[i]), page);
 }

@@ -1,0 +1,489 @@
+/*
+ * scrape/config_client.c — a job's HTTP client options (Prometheus' common
+ * HTTPClientConfig keys) and its relabel_configs, checked as Prometheus
+ * checks them.
+ */
+#include <arpa/nameser.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scrape/config_int.h"
+
+const char *const pd__cfg_client_keys[PD_CFG_CL_N + 1] = {
+    "basic_auth", "authorization", "bearer_token",     "bearer_token_file",
+    "tls_config", "proxy_url",     "follow_redirects", "enable_http2",
+    NULL,
+};
+
+void pd_scrape_client_release(pd_scrape_client *c)
+{
+    free(c->basic_username);
+    free(c->basic_password);
+    free(c->basic_password_file);
+    free(c->auth_type);
+    free(c->auth_credentials);
+    free(c->auth_credentials_file);
+    free(c->ca_file);
+    free(c->cert_file);
+    free(c->key_file);
+    free(c->server_name);
+    free(c->proxy_url);
+    memset(c, 0, sizeof *c);
+}
+
+static int dup_opt(char **dst, const char *src)
+{
+    *dst = NULL;
+    if (!src)
+        return 0;
+    *dst = strdup(src);
+    return *dst ? 0 : PD_ENOMEM;
+}
+
+int pd_scrape_client_copy(pd_scrape_client *d, const pd_scrape_client *s)
+{
+    *d = *s;
+    if (dup_opt(&d->basic_username, s->basic_username) ||
+        dup_opt(&d->basic_password, s->basic_password) ||
+        dup_opt(&d->basic_password_file, s->basic_password_file) ||
+        dup_opt(&d->auth_type, s->auth_type) ||
+        dup_opt(&d->auth_credentials, s->auth_credentials) ||
+        dup_opt(&d->auth_credentials_file, s->auth_credentials_file) ||
+        dup_opt(&d->ca_file, s->ca_file) || dup_opt(&d->cert_file, s->cert_file) ||
+        dup_opt(&d->key_file, s->key_file) || dup_opt(&d->server_name, s->server_name) ||
+        dup_opt(&d->proxy_url, s->proxy_url)) {
+        /* pointers not yet duplicated still alias s: clear them before release */
+        pd_scrape_client t = *d;
+        memset(d, 0, sizeof *d);
+        char **from[] = {&t.basic_username,     &t.basic_password,   &t.basic_password_file,
+                         &t.auth_type,          &t.auth_credentials, &t.auth_credentials_file,
+                         &t.ca_file,            &t.cert_file,        &t.key_file,
+                         &t.server_name,        &t.proxy_url};
+        char *const orig[] = {s->basic_username, s->basic_password,   s->basic_password_file,
+                              s->auth_type,      s->auth_credentials, s->auth_credentials_file,
+                              s->ca_file,        s->cert_file,        s->key_file,
+                              s->server_name,    s->proxy_url};
+        for (size_t i = 0; i < sizeof from / sizeof *from; i++)
+            if (*from[i] != orig[i])
+                free(*from[i]);
+        return PD_ENOMEM;
+    }
+    return 0;
+}
+
+static int parse_basic(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
+{
+    static const char *const keys[] = {"username", "password", "password_file", "username_file",
+                                       NULL};
+    yaml_node_t *v[4];
+    int rc = pd__cfg_map_keys(c, n, "basic_auth", keys, v);
+    if (rc)
+        return rc;
+    if (v[3])
+        return pd__cfg_fail(c, v[3], PD_EINVAL, "basic_auth.username_file is not supported: give username");
+    if (!v[0])
+        return pd__cfg_fail(c, n, PD_EINVAL, "basic_auth needs a username");
+    if ((rc = pd__cfg_want_dup(c, v[0], "basic_auth.username", &o->basic_username)))
+        return rc;
+    if (v[1] && v[2])
+        return pd__cfg_fail(c, v[2], PD_EINVAL,
+                            "at most one of basic_auth password & password_file must be configured");
+    if (v[1] && (rc = pd__cfg_want_dup(c, v[1], "basic_auth.password", &o->basic_password)))
+        return rc;
+    if (v[2] && (rc = pd__cfg_want_path(c, v[2], "basic_auth.password_file",
+                                        &o->basic_password_file)))
+        return rc;
+    return 0;
+}
+
+static int parse_authz(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
+{
+    static const char *const keys[] = {"type", "credentials", "credentials_file", NULL};
+    yaml_node_t *v[3];
+    int rc = pd__cfg_map_keys(c, n, "authorization", keys, v);
+    if (rc)
+        return rc;
+    if (v[0]) {
+        if ((rc = pd__cfg_want_dup(c, v[0], "authorization.type", &o->auth_type)))
+            return rc;
+        if (!strcasecmp(o->auth_type, "basic"))
+            return pd__cfg_fail(c, v[0], PD_EINVAL,
+                                "authorization type cannot be set to \"basic\", use \"basic_auth\" instead");
+        if (!o->auth_type[0] || strpbrk(o->auth_type, " \t\r\n"))
+            return pd__cfg_fail(c, v[0], PD_EINVAL, "authorization.type \"%.64s\" is not a token",
+                                o->auth_type);
+    } else if (!(o->auth_type = strdup("Bearer"))) {
+        return PD_ENOMEM;
+    }
+    if (v[1] && v[2])
+        return pd__cfg_fail(c, v[2], PD_EINVAL,
+                            "at most one of authorization credentials & credentials_file must be configured");
+    if (v[1] && (rc = pd__cfg_want_dup(c, v[1], "authorization.credentials", &o->auth_credentials)))
+        return rc;
+    if (v[2] && (rc = pd__cfg_want_path(c, v[2], "authorization.credentials_file",
+                                        &o->auth_credentials_file)))
+        return rc;
+    return 0;
+}
+
+static int parse_tls(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
+{
+    static const char *const keys[] = {"ca_file", "cert_file",    "key_file",  "server_name",
+                                       "insecure_skip_verify", "min_version", "ca", "cert", "key",
+                                       NULL};
+    yaml_node_t *v[9];
+    int rc = pd__cfg_map_keys(c, n, "tls_config", keys, v);
+    if (rc)
+        return rc;
+    for (int i = 6; i < 9; i++)
+        if (v[i])
+            return pd__cfg_fail(c, v[i], PD_EINVAL,
+                                "tls_config.%s (inline PEM) is not supported: give %s_file", keys[i],
+                                keys[i]);
+    if ((v[0] && (rc = pd__cfg_want_path(c, v[0], "tls_config.ca_file", &o->ca_file))) ||
+        (v[1] && (rc = pd__cfg_want_path(c, v[1], "tls_config.cert_file", &o->cert_file))) ||
+        (v[2] && (rc = pd__cfg_want_path(c, v[2], "tls_config.key_file", &o->key_file))) ||
+        (v[3] && (rc = pd__cfg_want_dup(c, v[3], "tls_config.server_name", &o->server_name))) ||
+        (v[4] && (rc = pd__cfg_want_bool(c, v[4], "tls_config.insecure_skip_verify",
+                                         &o->insecure_skip_verify))))
+        return rc;
+    if (!o->cert_file != !o->key_file)
+        return pd__cfg_fail(c, n, PD_EINVAL,
+                            "tls_config: exactly one of key_file and cert_file is set: give both");
+    if (v[5]) {
+        const char *s;
+        if ((rc = pd__cfg_want_str(c, v[5], "tls_config.min_version", &s)))
+            return rc;
+        static const char *const names[] = {"TLS10", "TLS11", "TLS12", "TLS13"};
+        o->tls_min_version = 0;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(s, names[i]))
+                o->tls_min_version = 10 + i;
+        if (!o->tls_min_version)
+            return pd__cfg_fail(c, v[5], PD_EINVAL,
+                                "unknown TLS version \"%.32s\": want TLS10, TLS11, TLS12 or TLS13", s);
+    }
+    return 0;
+}
+
+int pd__cfg_parse_client(pd__cfg_ctx *c, yaml_node_t *const *v, const yaml_node_t *job_node,
+                         pd_scrape_client *o)
+{
+    int rc;
+    o->follow_redirects = true;
+    o->enable_http2 = true;
+    (void)job_node;
+    if (v[PD_CFG_CL_BASIC_AUTH] && (rc = parse_basic(c, v[PD_CFG_CL_BASIC_AUTH], o)))
+        return rc;
+    /* as Prometheus: at most one of basic_auth, authorization, bearer_token(_file) */
+    const yaml_node_t *auths[] = {v[PD_CFG_CL_BASIC_AUTH], v[PD_CFG_CL_AUTHORIZATION],
+                                  v[PD_CFG_CL_BEARER_TOKEN], v[PD_CFG_CL_BEARER_TOKEN_FILE]};
+    int na = 0;
+    for (int i = 0; i < 4; i++)
+        na += auths[i] != NULL;
+    if (na > 1) {
+        const yaml_node_t *second = NULL;
+        for (int i = 0, seen = 0; i < 4; i++)
+            if (auths[i] && ++seen == 2)
+                second = auths[i];
+        return pd__cfg_fail(c, second, PD_EINVAL,
+                            "at most one of basic_auth, authorization, bearer_token & "
+                            "bearer_token_file must be configured");
+    }
+    if (v[PD_CFG_CL_AUTHORIZATION] && (rc = parse_authz(c, v[PD_CFG_CL_AUTHORIZATION], o)))
+        return rc;
+    if (v[PD_CFG_CL_BEARER_TOKEN] || v[PD_CFG_CL_BEARER_TOKEN_FILE]) {
+        if (!(o->auth_type = strdup("Bearer")))
+            return PD_ENOMEM;
+        if (v[PD_CFG_CL_BEARER_TOKEN] &&
+            (rc = pd__cfg_want_dup(c, v[PD_CFG_CL_BEARER_TOKEN], "bearer_token",
+                                   &o->auth_credentials)))
+            return rc;
+        if (v[PD_CFG_CL_BEARER_TOKEN_FILE] &&
+            (rc = pd__cfg_want_path(c, v[PD_CFG_CL_BEARER_TOKEN_FILE], "bearer_token_file",
+                                    &o->auth_credentials_file)))
+            return rc;
+    }
+    if (v[PD_CFG_CL_TLS_CONFIG] && (rc = parse_tls(c, v[PD_CFG_CL_TLS_CONFIG], o)))
+        return rc;
+    if (v[PD_CFG_CL_PROXY_URL]) {
+        if ((rc = pd__cfg_want_dup(c, v[PD_CFG_CL_PROXY_URL], "proxy_url", &o->proxy_url)))
+            return rc;
+        if (strncmp(o->proxy_url, "http://", 7) && strncmp(o->proxy_url, "https://", 8) &&
+            strncmp(o->proxy_url, "socks5://", 9))
+            return pd__cfg_fail(c, v[PD_CFG_CL_PROXY_URL], PD_EINVAL,
+                                "proxy_url \"%.128s\": want http://, https:// or socks5://",
+                                o->proxy_url);
+    }
+    if (v[PD_CFG_CL_FOLLOW_REDIRECTS] &&
+        (rc = pd__cfg_want_bool(c, v[PD_CFG_CL_FOLLOW_REDIRECTS], "follow_redirects",
+                                &o->follow_redirects)))
+        return rc;
+    if (v[PD_CFG_CL_ENABLE_HTTP2] &&
+        (rc = pd__cfg_want_bool(c, v[PD_CFG_CL_ENABLE_HTTP2], "enable_http2", &o->enable_http2)))
+        return rc;
+    return 0;
+}
+
+/* ---- relabel_configs ---- */
+
+static int parse_rule(pd__cfg_ctx *c, const yaml_node_t *n, pd_relabel_rule *r)
+{
+    static const char *const keys[] = {"source_labels", "separator",   "target_label", "regex",
+                                       "modulus",       "replacement", "action",       NULL};
+    yaml_node_t *v[7];
+    int rc;
+    if (pd__cfg_is_null(n))
+        return pd__cfg_fail(c, n, PD_EINVAL, "empty or null relabeling rule in scrape config");
+    if ((rc = pd__cfg_map_keys(c, n, "relabel_configs entry", keys, v)))
+        return rc;
+    if (v[0]) {
+        bool empty;
+        if ((rc = pd__cfg_want_seq(c, v[0], "source_labels", &empty)))
+            return rc;
+        size_t cnt = empty ? 0 : (size_t)(v[0]->data.sequence.items.top -
+                                          v[0]->data.sequence.items.start);
+        if (cnt) {
+            r->source_labels = calloc(cnt, sizeof *r->source_labels);
+            if (!r->source_labels)
+                return PD_ENOMEM;
+        }
+        for (size_t i = 0; i < cnt; i++) {
+            yaml_node_t *it = pd__cfg_node(c, v[0]->data.sequence.items.start[i]);
+            if (!it)
+                return pd__cfg_fail(c, v[0], PD_EPARSE, "source_labels: broken YAML node");
+            if ((rc = pd__cfg_want_dup(c, it, "source_labels item", &r->source_labels[i])))
+                return rc;
+            r->n_source++;
+            if (!pd_label_name_valid(r->source_labels[i]))
+                return pd__cfg_fail(c, it, PD_EINVAL, "\"%.64s\" is not a valid label name",
+                                    r->source_labels[i]);
+        }
+    }
+    char **strs[] = {&r->separator, &r->target_label, &r->regex, NULL, &r->replacement};
+    static const char *const what[] = {"separator", "target_label", "regex", "", "replacement"};
+    for (int i = 1; i <= 5; i++) {
+        if (i == 4 || !v[i])
+            continue;
+        char *s;
+        if ((rc = pd__cfg_want_dup(c, v[i], what[i - 1], &s)))
+            return rc;
+        free(*strs[i - 1]);
+        *strs[i - 1] = s;
+    }
+    if (v[4]) {
+        int64_t m;
+        if ((rc = pd__cfg_want_int(c, v[4], "modulus", 0, INT64_MAX, &m)))
+            return rc;
+        r->modulus = (uint64_t)m;
+    }
+    if (v[6]) {
+        const char *s;
+        if ((rc = pd__cfg_want_str(c, v[6], "action", &s)))
+            return rc;
+        if (!*s)
+            return pd__cfg_fail(c, v[6], PD_EINVAL, "relabel action cannot be empty");
+        if (pd_relabel_action_parse(s, &r->action))
+            return pd__cfg_fail(c, v[6], PD_EINVAL,
+                                "unknown relabel action \"%.64s\": want replace, keep, drop, "
+                                "keepequal, dropequal, hashmod, labelmap, labeldrop, labelkeep, "
+                                "lowercase or uppercase",
+                                s);
+    }
+    pd_err e;
+    pd_err_clear(&e);
+    if ((rc = pd_relabel_rule_compile(r, &e)))
+        return rc == PD_ENOMEM ? rc : pd__cfg_fail(c, v[3] ? v[3] : n, rc, "%s", e.msg);
+    if ((rc = pd_relabel_rule_validate(r, &e)))
+        return pd__cfg_fail(c, n, rc, "%s", e.msg);
+    return 0;
+}
+
+int pd__cfg_parse_relabel(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *j)
+{
+    bool empty;
+    int rc = pd__cfg_want_seq(c, n, "relabel_configs", &empty);
+    if (rc || empty)
+        return rc;
+    size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (cnt > 10000)
+        return pd__cfg_fail(c, n, PD_ETOOBIG, "relabel_configs: %zu rules, over the limit of 10000",
+                            cnt);
+    j->relabel = calloc(cnt, sizeof *j->relabel);
+    if (!j->relabel)
+        return PD_ENOMEM;
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *rn = pd__cfg_node(c, n->data.sequence.items.start[i]);
+        if (!rn)
+            return pd__cfg_fail(c, n, PD_EPARSE, "relabel_configs: broken YAML node");
+        if ((rc = pd_relabel_rule_init(&j->relabel[i])))
+            return rc;
+        j->n_relabel++;
+        if ((rc = parse_rule(c, rn, &j->relabel[i])))
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- file_sd_configs, http_sd_configs ---- */
+
+/* Prometheus' file SD pattern rule: the last element may hold one '*'
+ * glob, and the name ends in .json, .yml or .yaml. */
+static bool sd_pattern_valid(const char *p)
+{
+    const char *base = strrchr(p, '/');
+    base = base ? base + 1 : p;
+    for (const char *q = p; q < base; q++)
+        if (*q == '*' || *q == '?' || *q == '[')
+            return false;
+    const char *star = strchr(base, '*');
+    if (star && strchr(star + 1, '*'))
+        return false;
+    if (strchr(base, '?') || strchr(base, '['))
+        return false;
+    static const char *const ext[] = {".json", ".yml", ".yaml", ".JSON", ".YML", ".YAML"};
+    size_t n = strlen(base);
+    for (int i = 0; i < 6; i++) {
+        size_t el = strlen(ext[i]);
+        if (n > el && !strcmp(base + n - el, ext[i]))
+            return true;
+    }
+    return false;
+}
+
+static int parse_dns_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
+{
+    static const char *const keys[] = {"names", "type", "port", "refresh_interval", NULL};
+    yaml_node_t *v[4];
+    int rc = pd__cfg_map_keys(c, n, "dns_sd_configs entry", keys, v);
+    if (rc)
+        return rc;
+    sd->kind = PD_SD_DNS;
+    sd->refresh_ms = 30 * 1000;
+    sd->dns_type = ns_t_srv;
+    if (v[3] && (rc = pd__cfg_want_duration(c, v[3], "refresh_interval", &sd->refresh_ms)))
+        return rc;
+    if (v[1]) {
+        const char *t;
+        if ((rc = pd__cfg_want_str(c, v[1], "type", &t)))
+            return rc;
+        if (!strcmp(t, "SRV"))
+            sd->dns_type = ns_t_srv;
+        else if (!strcmp(t, "A"))
+            sd->dns_type = ns_t_a;
+        else if (!strcmp(t, "AAAA"))
+            sd->dns_type = ns_t_aaaa;
+        else
+            return pd__cfg_fail(c, v[1], PD_EINVAL,
+                                "invalid DNS-SD records type \"%.32s\": want SRV, A or AAAA "
+                                "(MX and NS are not supported)",
+                                t);
+    }
+    if (v[2]) {
+        int64_t p;
+        if ((rc = pd__cfg_want_int(c, v[2], "port", 0, 65535, &p)))
+            return rc;
+        sd->port = (int)p;
+    }
+    if (sd->dns_type != ns_t_srv && sd->port == 0)
+        return pd__cfg_fail(c, n, PD_EINVAL, "a port is required in DNS-SD configs for all record types except SRV");
+    bool empty = true;
+    if (v[0] && (rc = pd__cfg_want_seq(c, v[0], "names", &empty)))
+        return rc;
+    size_t cnt = empty ? 0 : (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
+    if (!cnt)
+        return pd__cfg_fail(c, v[0] ? v[0] : n, PD_EINVAL, "DNS-SD config must contain at least one SRV record name");
+    sd->files = calloc(cnt, sizeof *sd->files);
+    if (!sd->files)
+        return PD_ENOMEM;
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *f = pd__cfg_node(c, v[0]->data.sequence.items.start[i]);
+        if (!f)
+            return pd__cfg_fail(c, v[0], PD_EPARSE, "names: broken YAML node");
+        if ((rc = pd__cfg_want_dup(c, f, "names item", &sd->files[i])))
+            return rc;
+        sd->n_files++;
+        if (!sd->files[i][0] || strlen(sd->files[i]) > 253)
+            return pd__cfg_fail(c, f, PD_EINVAL, "invalid DNS name \"%.64s\"", sd->files[i]);
+    }
+    return 0;
+}
+
+static int parse_one_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_sd_config *sd)
+{
+    if (kind == PD_SD_DNS)
+        return parse_dns_sd(c, n, sd);
+    static const char *const fkeys[] = {"files", "refresh_interval", NULL};
+    static const char *const hkeys[] = {"url", "refresh_interval", NULL};
+    yaml_node_t *v[2];
+    const char *what = kind == PD_SD_FILE ? "file_sd_configs entry" : "http_sd_configs entry";
+    int rc = pd__cfg_map_keys(c, n, what, kind == PD_SD_FILE ? fkeys : hkeys, v);
+    if (rc)
+        return rc;
+    sd->kind = kind;
+    sd->refresh_ms = kind == PD_SD_FILE ? 5 * 60 * 1000 : 60 * 1000;
+    if (v[1] && (rc = pd__cfg_want_duration(c, v[1], "refresh_interval", &sd->refresh_ms)))
+        return rc;
+    if (kind == PD_SD_HTTP) {
+        if (!v[0])
+            return pd__cfg_fail(c, n, PD_EINVAL, "http_sd_configs entry needs a url");
+        if ((rc = pd__cfg_want_dup(c, v[0], "url", &sd->url)))
+            return rc;
+        if (strncmp(sd->url, "http://", 7) && strncmp(sd->url, "https://", 8))
+            return pd__cfg_fail(c, v[0], PD_EINVAL, "URL scheme must be 'http' or 'https': \"%.128s\"",
+                                sd->url);
+        return 0;
+    }
+    bool empty = true;
+    if (v[0] && (rc = pd__cfg_want_seq(c, v[0], "files", &empty)))
+        return rc;
+    size_t cnt = empty ? 0 : (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
+    if (!cnt)
+        return pd__cfg_fail(c, v[0] ? v[0] : n, PD_EINVAL, "file service discovery config must contain at least one path name");
+    sd->files = calloc(cnt, sizeof *sd->files);
+    if (!sd->files)
+        return PD_ENOMEM;
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *f = pd__cfg_node(c, v[0]->data.sequence.items.start[i]);
+        if (!f)
+            return pd__cfg_fail(c, v[0], PD_EPARSE, "files: broken YAML node");
+        if ((rc = pd__cfg_want_path(c, f, "files item", &sd->files[i])))
+            return rc;
+        sd->n_files++;
+        if (!sd_pattern_valid(sd->files[i]))
+            return pd__cfg_fail(c, f, PD_EINVAL,
+                                "path name \"%.200s\" is not valid for file discovery (one '*' in "
+                                "the file name at most, ending in .json, .yml or .yaml)",
+                                sd->files[i]);
+    }
+    return 0;
+}
+
+int pd__cfg_parse_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_scrape_job *j)
+{
+    bool empty;
+    const char *what = kind == PD_SD_FILE   ? "file_sd_configs"
+                       : kind == PD_SD_HTTP ? "http_sd_configs"
+                                            : "dns_sd_configs";
+    int rc = pd__cfg_want_seq(c, n, what, &empty);
+    if (rc || empty)
+        return rc;
+    size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (cnt > 1000)
+        return pd__cfg_fail(c, n, PD_ETOOBIG, "%s: %zu entries, over the limit of 1000", what, cnt);
+    pd_sd_config *v = realloc(j->sd, (j->n_sd + cnt) * sizeof *v);
+    if (!v)
+        return PD_ENOMEM;
+    j->sd = v;
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *e = pd__cfg_node(c, n->data.sequence.items.start[i]);
+        if (!e)
+            return pd__cfg_fail(c, n, PD_EPARSE, "%s: broken YAML node", what);
+        memset(&j->sd[j->n_sd], 0, sizeof *j->sd);
+        j->n_sd++;
+        if ((rc = parse_one_sd(c, e, kind, &j->sd[j->n_sd - 1])))
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,3 @@
+module profd.test/collect/target
+
+go 1.19
