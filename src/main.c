@@ -448,7 +448,8 @@ static int serve(const flags *f)
         fprintf(stderr, "profd: %s\n", err.msg);
         goto out;
     }
-<<<<<<< HEAD
+    a.api = api;
+    record_config(&a, true);
     pd_http_server_options ho = {.listen_addr = f->listen,
                                  .threads = f->threads,
                                  .query_threads = f->query_threads,
@@ -458,12 +459,6 @@ static int serve(const flags *f)
                                  .max_connections_per_ip = f->max_conns_ip,
                                  .classify = pd_api_classify};
     rc = pd_http_server_start_opts(&ho, pd_api_handle, api, &srv, &err);
-=======
-    a.api = api;
-    record_config(&a, true);
-    rc = pd_http_server_start(f->listen, f->threads, lim.max_body_bytes, pd_api_handle, api, &srv,
-                              &err);
->>>>>>> main
     if (rc < 0) {
         fprintf(stderr, "profd: cannot listen on %s: %s\n", f->listen,
                 err.msg[0] ? err.msg : pd_strerror(rc));
