@@ -57,6 +57,10 @@ typedef struct flags {
     const char *fsync;
     size_t max_body;  /* --scrape.max-body-bytes: cap on a profile body (scrape and push) */
     unsigned threads; /* --web.threads */
+    unsigned query_threads;   /* --query.max-concurrency */
+    int64_t read_timeout_ms;  /* --web.read-timeout */
+    unsigned max_conns;       /* --web.max-connections */
+    unsigned max_conns_ip;    /* --web.max-connections-per-ip */
     int64_t query_timeout_ms; /* --query.timeout (0: the api's default, 2m) */
     size_t query_max_samples; /* --query.max-samples (0: the api's default, 1M) */
     int64_t block_ms;         /* --storage.block-duration (0: storage default, 2h) */
@@ -95,7 +99,13 @@ static void usage(FILE *f)
             "                                  clock (default 10m); profiles older than the\n"
             "                                  retention time are refused too\n"
             "  --web.listen-address=HOST:PORT  default 127.0.0.1:10902 (port 0: any free port)\n"
-            "  --web.threads=N                 HTTP worker threads (default 4)\n"
+            "  --web.threads=N                 HTTP workers for pushes, admin, /metrics (default 4)\n"
+            "  --query.max-concurrency=N       HTTP workers for queries and the UI (default 4)\n"
+            "  --web.read-timeout=DURATION     whole-request deadline: headers and body must\n"
+            "                                  arrive within it (idle connections closed after it;\n"
+            "                                  default 30s)\n"
+            "  --web.max-connections=N         open connections at most (default 4096)\n"
+            "  --web.max-connections-per-ip=N  per client address (default 0: no cap)\n"
             "  --[no-]web.enable-pprof         serve profd's own /debug/pprof/profile and /heap\n"
             "                                  (default: on when listening on loopback)\n"
             "  --query.timeout=DURATION        merge/diff queries stop after it (default 2m)\n"
@@ -191,7 +201,8 @@ static int parse_flags(int argc, char **argv, flags *f)
             "--storage.wal.fsync", "--scrape.max-body-bytes", "--web.threads",
             "--query.timeout",     "--query.max-samples",     "--storage.block-duration",
             "--storage.retention.time", "--storage.retention.size", "--storage.wal.segment-size",
-            "--storage.future-grace"};
+            "--storage.future-grace", "--query.max-concurrency", "--web.read-timeout",
+            "--web.max-connections", "--web.max-connections-per-ip"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -234,6 +245,31 @@ static int parse_flags(int argc, char **argv, flags *f)
             if (*end || end == val || t < 1 || t > 256)
                 return usage_error("--web.threads: \"%s\" is not a number from 1 to 256", val);
             f->threads = (unsigned)t;
+        } else if (strcmp(name, "--query.max-concurrency") == 0 ||
+                   strcmp(name, "--web.max-connections") == 0 ||
+                   strcmp(name, "--web.max-connections-per-ip") == 0) {
+            char *end;
+            long t = strtol(val, &end, 10);
+            bool per_ip = strcmp(name, "--web.max-connections-per-ip") == 0;
+            long lo = per_ip ? 0 : 1, hi = strcmp(name, "--query.max-concurrency") == 0 ? 256 : 1000000;
+            if (*end || end == val || t < lo || t > hi) {
+                char what[256];
+                snprintf(what, sizeof what, "%s: \"%.64s\" is not a number from %ld to %ld", name,
+                         val, lo, hi);
+                return usage_error("%s", what);
+            }
+            if (strcmp(name, "--query.max-concurrency") == 0)
+                f->query_threads = (unsigned)t;
+            else if (per_ip)
+                f->max_conns_ip = (unsigned)t;
+            else
+                f->max_conns = (unsigned)t;
+        } else if (strcmp(name, "--web.read-timeout") == 0) {
+            pd_err derr = {{0}};
+            if (pd_parse_duration(val, &f->read_timeout_ms, &derr) < 0 || f->read_timeout_ms < 100)
+                return usage_error("--web.read-timeout: \"%s\" is not a duration of at least 100ms "
+                                   "(e.g. 30s)",
+                                   val);
         } else if (strcmp(name, "--query.timeout") == 0) {
             pd_err derr = {{0}};
             if (pd_parse_duration(val, &f->query_timeout_ms, &derr) < 0 || f->query_timeout_ms <= 0)
@@ -430,8 +466,15 @@ static int serve(const flags *f)
     }
     a.api = api;
     record_config(&a, true);
-    rc = pd_http_server_start(f->listen, f->threads, lim.max_body_bytes, pd_api_handle, api, &srv,
-                              &err);
+    pd_http_server_options ho = {.listen_addr = f->listen,
+                                 .threads = f->threads,
+                                 .query_threads = f->query_threads,
+                                 .max_body_bytes = lim.max_body_bytes,
+                                 .read_timeout_ms = f->read_timeout_ms,
+                                 .max_connections = f->max_conns,
+                                 .max_connections_per_ip = f->max_conns_ip,
+                                 .classify = pd_api_classify};
+    rc = pd_http_server_start_opts(&ho, pd_api_handle, api, &srv, &err);
     if (rc < 0) {
         fprintf(stderr, "profd: cannot listen on %s: %s\n", f->listen,
                 err.msg[0] ? err.msg : pd_strerror(rc));

@@ -1370,6 +1370,24 @@ static void logfmt_value(const char *s, char *out, size_t cap)
     out[o] = 0;
 }
 
+pd_http_pool pd_api_classify(void *ctx, const char *method, const char *path)
+{
+    (void)ctx;
+    bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (get && (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0))
+        return PD_HTTP_POOL_INLINE;
+    if (strncmp(path, "/api/v1/", 8) == 0 || strncmp(path, "/querier.v1.", 12) == 0 ||
+        strncmp(path, "/pyroscope/render", 17) == 0)
+        return PD_HTTP_POOL_QUERY;
+    if (strncmp(path, "/api/0/", 7) == 0)
+        return !get && (strcmp(path, "/api/0/profiles") == 0 || strcmp(path, "/api/0/profiles/") == 0)
+                   ? PD_HTTP_POOL_INGEST
+                   : PD_HTTP_POOL_QUERY;
+    if (get && strcmp(path, "/metrics") != 0)
+        return PD_HTTP_POOL_QUERY;
+    return PD_HTTP_POOL_INGEST;
+}
+
 void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp)
 {
     pd_api *api = ctx;

@@ -137,6 +137,17 @@ void pd_api_set_ready(pd_api *api, pd_storage *st, pd_scrape_manager *sm);
 /* Frees the api. The HTTP server using it must be stopped first. NULL is a no-op. */
 void pd_api_free(pd_api *api);
 
+/* The pd_http_classify_fn to pass with pd_api_handle (ctx unused): which
+ * pool runs a request, so a slow query never delays a push or a probe:
+ *   inline (the server's epoll thread): GET /-/healthy, /-/ready;
+ *   query pool: /api/v1/..., Connect /querier.v1.*, /pyroscope/render*,
+ *     profefe's reads (/api/0/... but POST
+ *     /api/0/profiles), any other GET/HEAD (UI assets, Pyroscope /render,
+ *     /pprof/...);
+ *   ingest pool: everything else — pushes (POST /ingest, POST
+ *     /api/0/profiles, OTLP, ...), POST /-/reload, GET /metrics. */
+pd_http_pool pd_api_classify(void *ctx, const char *method, const char *path);
+
 /* Records the configuration file as last loaded (text: its bytes, len;
  * copied) for /api/v1/status/config, and the outcome of that (re)load
  * (ok false: text is ignored and the previous text kept) with the time

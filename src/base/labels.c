@@ -2,6 +2,7 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #define XXH_STATIC_LINKING_ONLY
@@ -311,6 +312,36 @@ void pd_matcher_release(pd_matcher *m)
     memset(m, 0, sizeof *m);
 }
 
+static pcre2_match_context *g_mctx;
+static pthread_once_t g_mctx_once = PTHREAD_ONCE_INIT;
+
+static void mctx_init(void)
+{
+    g_mctx = pcre2_match_context_create(NULL);
+    if (g_mctx) {
+        pcre2_set_match_limit(g_mctx, PD_REGEX_MATCH_LIMIT);
+        pcre2_set_depth_limit(g_mctx, PD_REGEX_DEPTH_LIMIT);
+    }
+}
+
+void *pd_regex_match_context(void)
+{
+    pthread_once(&g_mctx_once, mctx_init);
+    return g_mctx; /* NULL (out of memory): PCRE2's defaults */
+}
+
+int pd_matchers_check_limits(const pd_matcher *ms, size_t n, pd_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ms[i].limit_hit)
+            return pd_err_set(err, PD_ETOOBIG,
+                              "regex \"%.200s\" for label %.64s: matching a value ran past the "
+                              "backtracking limit (PCRE2 match limit %u, depth limit %u); "
+                              "simplify the regex (e.g. no nested repetition such as (a+)+)",
+                              ms[i].value, ms[i].name, PD_REGEX_MATCH_LIMIT, PD_REGEX_DEPTH_LIMIT);
+    return 0;
+}
+
 bool pd_matcher_matches(const pd_matcher *m, const char *value)
 {
     if (!value)
@@ -320,7 +351,15 @@ bool pd_matcher_matches(const pd_matcher *m, const char *value)
     case PD_MATCH_NEQ: return strcmp(m->value, value) != 0;
     case PD_MATCH_RE:
     case PD_MATCH_NRE: {
-        int rc = pcre2_match(m->re, (PCRE2_SPTR)value, strlen(value), 0, 0, m->match_data, NULL);
+        if (m->limit_hit)
+            return false; /* the query fails anyway: spend no more time */
+        int rc = pcre2_match(m->re, (PCRE2_SPTR)value, strlen(value), 0, 0, m->match_data,
+                             pd_regex_match_context());
+        if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
+            rc == PCRE2_ERROR_HEAPLIMIT) {
+            ((pd_matcher *)m)->limit_hit = 1; /* matchers are never const objects */
+            return false;
+        }
         bool ok = rc >= 0;
         return m->type == PD_MATCH_RE ? ok : !ok;
     }

@@ -74,7 +74,16 @@ typedef struct pd_matcher {
     char *value;
     void *re;         /* pcre2_code*, fully anchored, for RE/NRE; NULL otherwise */
     void *match_data; /* pcre2_match_data* (not shared across threads) */
+    int limit_hit;    /* a match ran past PD_REGEX_MATCH_LIMIT/DEPTH_LIMIT (see below) */
 } pd_matcher;
+
+/* Backtracking limits of every regex matcher (PCRE2 match and depth limits):
+ * a catastrophic pattern such as (a+)+b against a long value stops after
+ * them instead of running for seconds with the index locked. A value that
+ * hits a limit does not match, the matcher is marked (limit_hit) and matches
+ * nothing more, and the query fails with pd_matchers_check_limits. */
+#define PD_REGEX_MATCH_LIMIT 100000u
+#define PD_REGEX_DEPTH_LIMIT 10000u
 
 /* Builds a matcher; copies name and value; compiles RE/NRE values with PCRE2
  * as ^(?:value)$ (Prometheus anchoring). Returns 0, PD_ENOMEM, or PD_EINVAL
@@ -86,6 +95,12 @@ void pd_matcher_release(pd_matcher *m);
 /* True when `value` (NULL or "" for an absent label) satisfies m.
  * Not thread-safe for RE/NRE matchers (uses m->match_data). */
 bool pd_matcher_matches(const pd_matcher *m, const char *value);
+/* 0, or PD_ETOOBIG with err naming the first matcher whose regex hit a
+ * backtracking limit (by pattern and label, and the limit) — a 422. */
+int pd_matchers_check_limits(const pd_matcher *ms, size_t n, pd_err *err);
+/* The shared pcre2_match_context* carrying those limits (thread-safe, read
+ * only; for other regexes over input such as focus=/ignore=). */
+void *pd_regex_match_context(void);
 /* True when every matcher matches the set (absent labels match as ""). */
 bool pd_matchers_match(const pd_matcher *ms, size_t n, const pd_labels *ls);
 /* "=", "!=", "=~", "!~" */

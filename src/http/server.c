@@ -1,30 +1,46 @@
 /*
  * http/server.c — pd_http_server over libmicrohttpd.
  *
- * Threads: MHD runs an internal polling thread per pool member
- * (MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO with
- * MHD_OPTION_THREAD_POOL_SIZE); the handler runs on those threads.
+ * Threads:
+ *   - one MHD epoll thread (MHD_USE_EPOLL_INTERNAL_THREAD) reads and writes
+ *     every connection: an idle or trickling client costs a socket and a
+ *     small MHD memory pool, never a thread;
+ *   - two worker pools (ingest, query) run handlers: the epoll thread
+ *     suspends the connection (MHD_suspend_connection), queues the request,
+ *     and the worker resumes it with the response ready; a pool's queue is
+ *     bounded (503 past it);
+ *   - a reaper thread enforces the whole-request deadline (read_timeout):
+ *     every 250 ms it shuts down (shutdown(2), MHD then closes) connections
+ *     whose current request has not been fully received in time.
  *
  * The listen socket is created, bound and put in listen state here (so a
  * bind failure is a precise -errno naming the address, and port 0 can be
  * read back with getsockname) and handed to MHD with MHD_OPTION_LISTEN_SOCKET.
  *
- * Life of one request (MHD calls, all on the same pool thread):
+ * Per-connection state `http_conn` is made by notify_conn_cb(STARTED) and
+ * freed by notify_conn_cb(CLOSED), which MHD always calls (before it closes
+ * the socket: the reaper's shutdown under conns_mu never hits a reused fd).
+ * It owns the current request `http_req`, so a request that MHD drops
+ * without completed_cb (a malformed one) is freed with its connection.
  *
- *   uri_log_cb(raw uri)          -> allocates the per-request state `req`
- *                                   (arena + body buffer), copies the raw
- *                                   query string, becomes *con_cls
+ * Life of one request:
+ *
+ *   uri_log_cb(raw uri)          -> allocates `req` (arena + body buffer),
+ *                                   copies the raw query string, becomes
+ *                                   *con_cls and conn->req
  *   access_cb(first call)        -> checks Content-Length against
  *                                   max_body_bytes: over it, 413 at once
- *                                   (curl's Expect: 100-continue then never
- *                                   sends the body)
- *   access_cb(upload data)*      -> appends to the body; past the cap the
- *                                   rest is read and dropped, req->too_large
- *   access_cb(final, no data)    -> 413 if too_large, else parse the query
- *                                   string (and a form-urlencoded POST body)
- *                                   into (name, value) pairs, call the
- *                                   handler, queue its response
- *   completed_cb                 -> frees `req`
+ *   access_cb(upload data)*      -> appends to the body; at the first byte
+ *                                   past the cap the buffer is freed and the
+ *                                   rest dropped (it never grows past
+ *                                   max_body + 1); 413 once the body ends
+ *   access_cb(final, no data)    -> parse the query string (and a form POST
+ *                                   body) into pairs (400 past the cap);
+ *                                   the deadline stops; classify: inline ->
+ *                                   handler now; else suspend + enqueue
+ *   worker                       -> handler, response kept in req, resume
+ *   access_cb(after resume)      -> queue the response
+ *   completed_cb                 -> frees `req`; the deadline restarts
  *
  * Query arguments are decoded here, not by MHD, with the rules of Go's
  * url.ParseQuery (which Prometheus and `go tool pprof` use): pairs split on
@@ -32,6 +48,8 @@
  * (MHD's own decoder leaves '+' alone, but `go tool pprof` re-encodes the
  * URL it is given with '+' for spaces, and browsers' URLSearchParams too.)
  * A malformed escape is kept literally. Args are capped at PD_HTTP_MAX_ARGS.
+ * MHD also splits the query into its own pool (PD_HTTP_CONN_MEMORY holds
+ * ~15,000 short arguments; past that MHD answers 414/431 itself).
  */
 #include "http/server.h"
 
@@ -42,49 +60,98 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/arena.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/time.h"
 
-#define PD_HTTP_MAX_ARGS 4096
 #define PD_HTTP_DEFAULT_THREADS 4
-#define PD_HTTP_CONN_MEMORY (256 * 1024) /* per-connection: request line + headers */
-#define PD_HTTP_CONN_LIMIT 512
-#define PD_HTTP_CONN_TIMEOUT_S 120
+#define PD_HTTP_CONN_MEMORY (640 * 1024) /* per connection: request line + headers + args */
+#define PD_HTTP_CONN_LIMIT 4096
+#define PD_HTTP_READ_TIMEOUT_MS 30000
+#define PD_HTTP_QUEUE_MAX 1024 /* requests waiting for a worker, per pool */
+#define PD_HTTP_QUERY_NICE 10 /* added to the query workers' nice value */
+#define PD_HTTP_BODY_BUDGET_MIN ((size_t)64 << 20)
+
+typedef struct http_req http_req;
+typedef struct http_conn http_conn;
+
+/* A pool of workers running handlers of queued (suspended) requests. */
+typedef struct http_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    http_req *head, *tail; /* FIFO through http_req.qnext */
+    size_t len;
+    bool stop;
+    pthread_t *th;
+    unsigned n_th;
+    struct pd_http_server *srv;
+} http_pool;
 
 struct pd_http_server {
     struct MHD_Daemon *d;
     int fd;
     uint16_t port;
     size_t max_body;
+    size_t body_budget;   /* bytes of body buffers all requests may hold */
+    size_t body_bytes;    /* held now (atomic) */
+    int64_t read_timeout_ns;
     pd_http_handler handler;
+    pd_http_classify_fn classify;
     void *ctx;
+    http_pool pools[2]; /* PD_HTTP_POOL_INGEST, PD_HTTP_POOL_QUERY */
+    pthread_mutex_t conns_mu;
+    http_conn *conns; /* doubly linked through prev/next */
+    pthread_t reaper;
+    pthread_cond_t reaper_cv;
+    bool reaper_stop, reaper_started;
 };
+
+/* One TCP connection (MHD's socket context). */
+struct http_conn {
+    http_conn *prev, *next; /* srv->conns, under conns_mu */
+    int fd;
+    int64_t phase_start_ns; /* start of the current read phase (conns_mu) */
+    bool reading;           /* waiting for / receiving a request (conns_mu) */
+    bool cut;               /* shut down by the reaper (conns_mu) */
+    http_req *req;          /* the current request, owned (epoll thread) */
+};
+
+enum { REQ_NEW = 0, REQ_QUEUED, REQ_DONE };
 
 typedef struct http_arg {
     const char *name;
     const char *value;
 } http_arg;
 
-typedef struct http_req {
+struct http_req {
     pd_http_server *srv;
     struct MHD_Connection *conn;
+    http_conn *hc;
     pd_arena arena;
     char *query; /* raw query string (after '?'), arena */
-    pd_buf body;
+    pd_buf body; /* capped at max_body; its cap is counted in srv->body_bytes */
     bool started;   /* access_cb has seen the first call */
-    bool too_large; /* body exceeded max_body */
+    int body_error; /* PD_ETOOBIG, -EAGAIN (budget), PD_ENOMEM: body dropped */
+    int state;      /* REQ_NEW, REQ_QUEUED (in a pool), REQ_DONE (resp ready) */
     http_arg *args;
     size_t n_args;
-} http_req;
+    const char *method, *url; /* MHD's, valid for the request's life */
+    pd_http_response resp;    /* REQ_DONE: the handler's response */
+    http_req *qnext;
+};
 
 /* ---- address parsing and the listen socket ---- */
 
@@ -176,7 +243,7 @@ static int listen_on(const char *addr, uint16_t *bound_port, bool *ipv6, pd_err 
         pd_err_set(err, rc, "listen address \"%s\": bind: %s", addr, strerror(errno));
         goto fail;
     }
-    if (listen(fd, 128) != 0) {
+    if (listen(fd, 4096) != 0) { /* many clients at once: idle ones too */
         rc = -errno;
         pd_err_set(err, rc, "listen address \"%s\": listen: %s", addr, strerror(errno));
         goto fail;
@@ -351,18 +418,160 @@ int pd_http_add_header(pd_http_response *resp, const char *name, const char *val
     return 0;
 }
 
+/* ---- body buffer with a hard cap and a server-wide budget ---- */
+
+/* Appends n bytes to r->body. Returns 0, PD_ETOOBIG (past max_body: the
+ * buffer is left as it was) or -EAGAIN (the server-wide budget of body
+ * bytes is spent) or PD_ENOMEM. The buffer grows by doubling but never past
+ * max_body + 1 bytes. */
+static int body_append(http_req *r, const char *data, size_t n)
+{
+    pd_buf *b = &r->body;
+    size_t max = r->srv->max_body;
+    if (n > max || b->len > max - n)
+        return PD_ETOOBIG;
+    size_t need = b->len + n + 1;
+    if (need > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < need)
+            cap *= 2;
+        if (cap > max + 1)
+            cap = max + 1;
+        size_t grow = cap - b->cap;
+        size_t now = __atomic_add_fetch(&r->srv->body_bytes, grow, __ATOMIC_RELAXED);
+        if (now > r->srv->body_budget) {
+            __atomic_sub_fetch(&r->srv->body_bytes, grow, __ATOMIC_RELAXED);
+            return -EAGAIN;
+        }
+        char *d = realloc(b->data, cap);
+        if (!d) {
+            __atomic_sub_fetch(&r->srv->body_bytes, grow, __ATOMIC_RELAXED);
+            return PD_ENOMEM;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return 0;
+}
+
+static void req_free(http_req *r)
+{
+    if (!r)
+        return;
+    __atomic_sub_fetch(&r->srv->body_bytes, r->body.cap, __ATOMIC_RELAXED);
+    pd_buf_release(&r->body);
+    pd_buf_release(&r->resp.body);
+    free(r->resp.headers);
+    pd_arena_release(&r->arena);
+    free(r);
+}
+
+/* ---- connections and the whole-request deadline ---- */
+
+static void set_reading(pd_http_server *srv, http_conn *hc, bool reading)
+{
+    pthread_mutex_lock(&srv->conns_mu);
+    hc->reading = reading;
+    if (reading)
+        hc->phase_start_ns = pd_mono_ns();
+    pthread_mutex_unlock(&srv->conns_mu);
+}
+
+static void notify_conn_cb(void *cls, struct MHD_Connection *conn, void **socket_context,
+                           enum MHD_ConnectionNotificationCode toe)
+{
+    pd_http_server *srv = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        http_conn *hc = calloc(1, sizeof *hc);
+        *socket_context = hc;
+        if (!hc)
+            return; /* no deadline for this one; uri_log_cb copes */
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        hc->fd = ci ? ci->connect_fd : -1;
+        hc->reading = true;
+        hc->phase_start_ns = pd_mono_ns();
+        pthread_mutex_lock(&srv->conns_mu);
+        hc->next = srv->conns;
+        if (srv->conns)
+            srv->conns->prev = hc;
+        srv->conns = hc;
+        pthread_mutex_unlock(&srv->conns_mu);
+        return;
+    }
+    http_conn *hc = *socket_context;
+    if (!hc)
+        return;
+    pthread_mutex_lock(&srv->conns_mu);
+    if (hc->prev)
+        hc->prev->next = hc->next;
+    else
+        srv->conns = hc->next;
+    if (hc->next)
+        hc->next->prev = hc->prev;
+    pthread_mutex_unlock(&srv->conns_mu);
+    req_free(hc->req); /* a request MHD dropped without completed_cb */
+    free(hc);
+    *socket_context = NULL;
+}
+
+static void *reaper_main(void *arg)
+{
+    pd_http_server *srv = arg;
+    pthread_mutex_lock(&srv->conns_mu);
+    while (!srv->reaper_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 250 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&srv->reaper_cv, &srv->conns_mu, &ts);
+        if (srv->reaper_stop)
+            break;
+        int64_t now = pd_mono_ns();
+        for (http_conn *hc = srv->conns; hc; hc = hc->next) {
+            if (!hc->reading || hc->cut || hc->fd < 0 ||
+                now - hc->phase_start_ns < srv->read_timeout_ns)
+                continue;
+            hc->cut = true;
+            (void)shutdown(hc->fd, SHUT_RDWR); /* MHD sees EOF/error and closes */
+            pd_metrics_add("profd_http_cut_off_total",
+                           hc->req ? "reason=\"read_timeout\"" : "reason=\"idle\"", 1);
+        }
+    }
+    pthread_mutex_unlock(&srv->conns_mu);
+    return NULL;
+}
+
 /* ---- MHD callbacks ---- */
 
 static void *uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     pd_http_server *srv = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    http_conn *hc = ci ? ci->socket_context : NULL;
+    if (hc && hc->req) {
+        /* the previous request on this connection never completed */
+        req_free(hc->req);
+        hc->req = NULL;
+    }
     http_req *r = calloc(1, sizeof *r);
     if (!r)
         return NULL; /* access_cb answers 500 */
     r->srv = srv;
     r->conn = conn;
+    r->hc = hc;
+    if (hc)
+        hc->req = r;
     pd_arena_init(&r->arena);
-    pd_buf_init(&r->body, srv->max_body);
+    pd_buf_init(&r->body, srv->max_body + 1);
+    pd_buf_init(&r->resp.body, 0);
     const char *q = strchr(uri, '?');
     if (q) {
         /* drop a fragment, as clients never send one but be safe */
@@ -376,12 +585,19 @@ static void *uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
 static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    (void)conn;
+    pd_http_server *srv = cls;
     http_req *r = *con_cls;
     if (!r)
         return;
-    pd_buf_release(&r->body);
-    pd_arena_release(&r->arena);
-    free(r);
+    http_conn *hc = r->hc;
+    if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED && !(hc && hc->cut))
+        pd_metrics_add("profd_http_cut_off_total", "reason=\"read_timeout\"", 1);
+    if (hc) {
+        hc->req = NULL;
+        set_reading(srv, hc, true); /* the next request's deadline starts now */
+    }
+    req_free(r);
     *con_cls = NULL;
 }
 
@@ -392,17 +608,29 @@ static enum MHD_Result queue_text(struct MHD_Connection *conn, unsigned status, 
     if (!mr)
         return MHD_NO;
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
+    if (status >= 400 && status != 404 && status != 405)
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, status, mr);
     MHD_destroy_response(mr);
     return ret;
 }
 
+static enum MHD_Result reject(http_req *r, unsigned status, const char *reason, const char *msg)
+{
+    char lbl[64];
+    snprintf(lbl, sizeof lbl, "reason=\"%s\"", reason);
+    pd_metrics_add("profd_http_rejected_total", lbl, 1);
+    /* the deadline keeps running: a client that goes on sending a refused
+     * body is cut off by it */
+    return queue_text(r->conn, status, msg);
+}
+
 static enum MHD_Result reject_too_large(http_req *r)
 {
     char msg[160];
-    pd_metrics_add("profd_http_rejected_total", "reason=\"body_too_large\"", 1);
     snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes\n", r->srv->max_body);
-    return queue_text(r->conn, MHD_HTTP_CONTENT_TOO_LARGE, msg);
+    return reject(r, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large", msg);
 }
 
 /* Adds "Name: value\r\n" lines to mr. Malformed lines are skipped. */
@@ -431,14 +659,113 @@ static bool is_form(const char *ct)
            (ct[sizeof form - 1] == 0 || ct[sizeof form - 1] == ';' || ct[sizeof form - 1] == ' ');
 }
 
+/* Runs the handler of r (any thread); the response is kept in r->resp. */
+static void run_handler(http_req *r)
+{
+    pd_http_request req = {
+        .method = r->method,
+        .path = r->url,
+        .body = (const uint8_t *)(r->body.data ? r->body.data : ""),
+        .body_len = r->body.len,
+        .priv = r,
+    };
+    r->resp.status = 200;
+    r->resp.content_type = NULL;
+    r->resp.headers = NULL;
+    pd_buf_init(&r->resp.body, 0);
+    r->srv->handler(r->srv->ctx, &req, &r->resp);
+}
+
+/* Queues r->resp on the connection (epoll thread). */
+static enum MHD_Result queue_handler_response(http_req *r)
+{
+    pd_http_response *resp = &r->resp;
+    size_t len = 0;
+    char *data = pd_buf_detach(&resp->body, &len);
+    struct MHD_Response *mr;
+    if (data)
+        mr = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    else
+        mr = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!mr) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            resp->content_type ? resp->content_type : "text/plain; charset=utf-8");
+    add_extra_headers(mr, resp->headers);
+    free(resp->headers);
+    resp->headers = NULL;
+    int status = resp->status > 0 ? resp->status : 200;
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, mr);
+    MHD_destroy_response(mr);
+    return ret;
+}
+
+static void *pool_main(void *arg)
+{
+    http_pool *p = arg;
+    if (p == &p->srv->pools[1]) {
+        /* query workers yield the CPU to the epoll thread and the ingest
+         * pool: on a busy machine a burst of heavy queries then slows other
+         * queries, not pushes or health probes (Linux: nice is per thread) */
+        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), PD_HTTP_QUERY_NICE);
+    }
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->head && !p->stop)
+            pthread_cond_wait(&p->cv, &p->mu);
+        http_req *r = p->head;
+        if (!r)
+            break; /* stop, and the queue is drained */
+        p->head = r->qnext;
+        if (!p->head)
+            p->tail = NULL;
+        p->len--;
+        pthread_mutex_unlock(&p->mu);
+        run_handler(r);
+        r->state = REQ_DONE;
+        MHD_resume_connection(r->conn); /* access_cb then queues r->resp */
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Queues r on pool p. false when the queue is full. */
+static bool pool_push(http_pool *p, http_req *r)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->len >= PD_HTTP_QUEUE_MAX || p->stop) {
+        pthread_mutex_unlock(&p->mu);
+        return false;
+    }
+    r->qnext = NULL;
+    if (p->tail)
+        p->tail->qnext = r;
+    else
+        p->head = r;
+    p->tail = r;
+    p->len++;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return true;
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls)
 {
+    (void)version;
     pd_http_server *srv = cls;
     http_req *r = *con_cls;
     if (!r)
         return queue_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+
+    if (r->state == REQ_DONE)
+        return queue_handler_response(r);
+    if (r->state == REQ_QUEUED)
+        return MHD_YES; /* not reached: suspended until the worker is done */
 
     if (!r->started) {
         r->started = true;
@@ -455,63 +782,67 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     }
 
     if (*upload_data_size > 0) {
-        if (!r->too_large && pd_buf_append(&r->body, upload_data, *upload_data_size) != 0)
-            r->too_large = true; /* PD_ETOOBIG (or ENOMEM): read on, drop, answer 413 */
+        /* libmicrohttpd 0.9.75 cannot queue a reply while a body is being
+         * received: past the cap (or the budget) the buffer is freed, the
+         * rest is read and dropped (the read deadline bounds how long), and
+         * the refusal is answered at the end */
+        if (!r->body_error) {
+            int rc = body_append(r, upload_data, *upload_data_size);
+            if (rc) {
+                r->body_error = rc;
+                __atomic_sub_fetch(&srv->body_bytes, r->body.cap, __ATOMIC_RELAXED);
+                pd_buf_release(&r->body);
+            }
+        }
         *upload_data_size = 0;
         return MHD_YES;
     }
-
-    if (r->too_large)
+    if (r->body_error == PD_ETOOBIG)
         return reject_too_large(r);
+    if (r->body_error == -EAGAIN)
+        return reject(r, MHD_HTTP_SERVICE_UNAVAILABLE, "bodies_in_flight",
+                      "too many request bodies are being received at once; retry later\n");
+    if (r->body_error)
+        return reject(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "out_of_memory", "out of memory\n");
 
+    /* the whole request has arrived */
+    if (r->hc)
+        set_reading(srv, r->hc, false);
     int rc = 0;
     if (r->query)
         rc = parse_pairs(r, r->query, strlen(r->query));
     if (rc == 0 && strcmp(method, "POST") == 0 &&
         is_form(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
         rc = parse_pairs(r, r->body.data ? r->body.data : "", r->body.len);
-    if (rc == PD_ETOOBIG)
-        return queue_text(conn, MHD_HTTP_BAD_REQUEST, "too many query arguments\n");
-    if (rc == PD_EINVAL) {
-        pd_metrics_add("profd_http_rejected_total", "reason=\"nul_in_argument\"", 1);
-        return queue_text(conn, MHD_HTTP_BAD_REQUEST,
-                          "a query or form argument contains a NUL byte (%00): refused, as it "
-                          "would cut the value short\n");
+    if (rc == PD_ETOOBIG) {
+        char msg[120];
+        snprintf(msg, sizeof msg, "too many query arguments: the limit is %d\n", PD_HTTP_MAX_ARGS);
+        return reject(r, MHD_HTTP_BAD_REQUEST, "too_many_args", msg);
     }
+    if (rc == PD_EINVAL)
+        return reject(r, MHD_HTTP_BAD_REQUEST, "nul_in_argument",
+                      "a query or form argument contains a NUL byte (%00): refused, as it "
+                      "would cut the value short\n");
     if (rc)
-        return queue_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+        return reject(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "out_of_memory", "out of memory\n");
 
-    pd_http_request req = {
-        .method = method,
-        .path = url,
-        .body = (const uint8_t *)(r->body.data ? r->body.data : ""),
-        .body_len = r->body.len,
-        .priv = r,
-    };
-    pd_http_response resp = {.status = 200, .content_type = NULL, .headers = NULL};
-    pd_buf_init(&resp.body, 0);
-    srv->handler(srv->ctx, &req, &resp);
-
-    size_t len = 0;
-    char *data = pd_buf_detach(&resp.body, &len);
-    struct MHD_Response *mr;
-    if (data)
-        mr = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-    else
-        mr = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!mr) {
-        free(data);
-        free(resp.headers);
-        return MHD_NO;
+    r->method = method;
+    r->url = url;
+    pd_http_pool pool = srv->classify ? srv->classify(srv->ctx, method, url) : PD_HTTP_POOL_INGEST;
+    if (pool == PD_HTTP_POOL_INLINE) {
+        run_handler(r);
+        return queue_handler_response(r);
     }
-    MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            resp.content_type ? resp.content_type : "text/plain; charset=utf-8");
-    add_extra_headers(mr, resp.headers);
-    free(resp.headers);
-    int status = resp.status > 0 ? resp.status : 200;
-    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, mr);
-    MHD_destroy_response(mr);
-    return ret;
+    http_pool *p = &srv->pools[pool == PD_HTTP_POOL_QUERY ? 1 : 0];
+    r->state = REQ_QUEUED;
+    MHD_suspend_connection(conn);
+    if (!pool_push(p, r)) {
+        r->state = REQ_NEW;
+        MHD_resume_connection(conn);
+        return reject(r, MHD_HTTP_SERVICE_UNAVAILABLE, "queue_full",
+                      "too many requests are waiting; retry later\n");
+    }
+    return MHD_YES;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -529,6 +860,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
      * a request line or headers over the connection memory get 414/431, a
      * malformed request 400. MHD reports them only through this log, as
      * "Error processing request (HTTP response code is NNN (...)". */
+    if (strstr(line, "limit") && strstr(line, "connection"))
+        pd_metrics_add("profd_http_rejected_total", "reason=\"connection_limit\"", 1);
     const char *code = strstr(line, "HTTP response code is ");
     if (code) {
         int status = atoi(code + strlen("HTTP response code is "));
@@ -541,48 +874,162 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- start / stop ---- */
 
-int pd_http_server_start(const char *listen_addr, unsigned threads, size_t max_body_bytes,
-                         pd_http_handler handler, void *ctx, pd_http_server **out, pd_err *err)
+static int pool_start(pd_http_server *srv, http_pool *p, unsigned n)
+{
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->srv = srv;
+    p->th = calloc(n, sizeof *p->th);
+    if (!p->th)
+        return PD_ENOMEM;
+    for (unsigned i = 0; i < n; i++) {
+        int e = pthread_create(&p->th[i], NULL, pool_main, p);
+        if (e)
+            return -e;
+        p->n_th++;
+    }
+    return 0;
+}
+
+/* Stops p after its queue is drained; joins the workers. */
+static void pool_stop(http_pool *p)
+{
+    if (!p->srv)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (unsigned i = 0; i < p->n_th; i++)
+        pthread_join(p->th[i], NULL);
+    free(p->th);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    p->srv = NULL;
+}
+
+/* Everything but the daemon: pools, reaper, socket. */
+static void server_free(pd_http_server *srv)
+{
+    pool_stop(&srv->pools[0]);
+    pool_stop(&srv->pools[1]);
+    if (srv->reaper_started) {
+        pthread_mutex_lock(&srv->conns_mu);
+        srv->reaper_stop = true;
+        pthread_cond_signal(&srv->reaper_cv);
+        pthread_mutex_unlock(&srv->conns_mu);
+        pthread_join(srv->reaper, NULL);
+    }
+    pthread_cond_destroy(&srv->reaper_cv);
+    pthread_mutex_destroy(&srv->conns_mu);
+    free(srv);
+}
+
+/* Raises the soft open-files limit to the hard one; returns the soft limit. */
+static rlim_t raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 1024;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t want = rl.rlim_max;
+        if (want == RLIM_INFINITY || want > 1048576)
+            want = 1048576;
+        struct rlimit nl = {want, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &nl) == 0)
+            rl.rlim_cur = want;
+    }
+    return rl.rlim_cur;
+}
+
+int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler handler, void *ctx,
+                              pd_http_server **out, pd_err *err)
 {
     pd_metrics_describe("profd_http_rejected_total", PD_METRIC_COUNTER,
                         "HTTP requests refused by the server before any handler ran, by reason.");
+    pd_metrics_describe("profd_http_cut_off_total", PD_METRIC_COUNTER,
+                        "Connections closed by the server because a request was not received "
+                        "within --web.read-timeout, by reason (idle, read_timeout).");
+    pd_metrics_add("profd_http_cut_off_total", "reason=\"idle\"", 0);
+    pd_metrics_add("profd_http_cut_off_total", "reason=\"read_timeout\"", 0);
     *out = NULL;
-    if (!listen_addr || !handler)
+    if (!o || !o->listen_addr || !handler)
         return pd_err_set(err, PD_EINVAL, "http server: missing listen address or handler");
     pd_http_server *srv = calloc(1, sizeof *srv);
     if (!srv)
         return pd_err_set(err, PD_ENOMEM, "http server: out of memory");
+    pthread_mutex_init(&srv->conns_mu, NULL);
+    pthread_cond_init(&srv->reaper_cv, NULL);
     srv->handler = handler;
+    srv->classify = o->classify;
     srv->ctx = ctx;
-    srv->max_body = max_body_bytes ? max_body_bytes : (size_t)16 << 20;
+    srv->max_body = o->max_body_bytes ? o->max_body_bytes : (size_t)16 << 20;
+    srv->body_budget = srv->max_body * 4 > PD_HTTP_BODY_BUDGET_MIN ? srv->max_body * 4
+                                                                   : PD_HTTP_BODY_BUDGET_MIN;
+    int64_t rt = o->read_timeout_ms > 0 ? o->read_timeout_ms : PD_HTTP_READ_TIMEOUT_MS;
+    srv->read_timeout_ns = rt * 1000000;
+    unsigned max_conn = o->max_connections ? o->max_connections : PD_HTTP_CONN_LIMIT;
+    rlim_t nofile = raise_nofile();
+    if (nofile < 256)
+        nofile = 256;
+    if ((rlim_t)max_conn > nofile - 128) {
+        pd_log(PD_LOG_WARN, "http server",
+               "msg=\"connection cap lowered to fit the open-files limit\" wanted=%u cap=%u",
+               max_conn, (unsigned)(nofile - 128));
+        max_conn = (unsigned)(nofile - 128);
+    }
+    int rc = pool_start(srv, &srv->pools[0], o->threads ? o->threads : PD_HTTP_DEFAULT_THREADS);
+    if (rc == 0)
+        rc = pool_start(srv, &srv->pools[1],
+                        o->query_threads ? o->query_threads : PD_HTTP_DEFAULT_THREADS);
+    if (rc == 0) {
+        int e = pthread_create(&srv->reaper, NULL, reaper_main, srv);
+        if (e)
+            rc = -e;
+        else
+            srv->reaper_started = true;
+    }
+    if (rc) {
+        server_free(srv);
+        return pd_err_set(err, rc, "http server: cannot start threads: %s", pd_strerror(rc));
+    }
     bool ipv6 = false;
-    int fd = listen_on(listen_addr, &srv->port, &ipv6, err);
+    int fd = listen_on(o->listen_addr, &srv->port, &ipv6, err);
     if (fd < 0) {
-        free(srv);
+        server_free(srv);
         return fd;
     }
     srv->fd = fd;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ipv6)
         flags |= MHD_USE_IPv6;
+    /* inactivity, only a backstop: the reaper (which counts) comes first */
+    unsigned conn_timeout_s = (unsigned)((2 * rt + 999) / 1000) + 5;
     srv->d = MHD_start_daemon(
         flags, 0, NULL, NULL, access_cb, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)(threads ? threads : PD_HTTP_DEFAULT_THREADS), MHD_OPTION_URI_LOG_CALLBACK,
-        uri_log_cb, srv, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, srv,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PD_HTTP_CONN_MEMORY,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)PD_HTTP_CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)PD_HTTP_CONN_TIMEOUT_S, MHD_OPTION_END);
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_URI_LOG_CALLBACK, uri_log_cb, srv,
+        MHD_OPTION_NOTIFY_COMPLETED, completed_cb, srv, MHD_OPTION_NOTIFY_CONNECTION,
+        notify_conn_cb, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PD_HTTP_CONN_MEMORY,
+        MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        o->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, conn_timeout_s, MHD_OPTION_END);
     if (!srv->d) {
         /* whether MHD closed the socket on failure is not documented */
         if (fcntl(fd, F_GETFD) != -1)
             close(fd);
-        free(srv);
+        server_free(srv);
         return pd_err_set(err, PD_EINVAL, "listen address \"%s\": libmicrohttpd failed to start",
-                          listen_addr);
+                          o->listen_addr);
     }
     *out = srv;
     return 0;
+}
+
+int pd_http_server_start(const char *listen_addr, unsigned threads, size_t max_body_bytes,
+                         pd_http_handler handler, void *ctx, pd_http_server **out, pd_err *err)
+{
+    pd_http_server_options o = {
+        .listen_addr = listen_addr, .threads = threads, .max_body_bytes = max_body_bytes};
+    return pd_http_server_start_opts(&o, handler, ctx, out, err);
 }
 
 uint16_t pd_http_server_port(const pd_http_server *srv)
@@ -594,6 +1041,13 @@ void pd_http_server_stop(pd_http_server *srv)
 {
     if (!srv)
         return;
-    MHD_stop_daemon(srv->d); /* also closes the listen socket it was given */
-    free(srv);
+    /* stop accepting; workers finish what is queued and resume those
+     * connections; then MHD closes everything */
+    MHD_socket ls = MHD_quiesce_daemon(srv->d); /* the listen socket is ours again */
+    pool_stop(&srv->pools[0]);
+    pool_stop(&srv->pools[1]);
+    MHD_stop_daemon(srv->d);
+    if (ls != MHD_INVALID_SOCKET)
+        close(ls);
+    server_free(srv);
 }

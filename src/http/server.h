@@ -1,10 +1,30 @@
 /*
- * http/server.h — a small HTTP/1.1 server over libmicrohttpd (thread pool).
+ * http/server.h — a small HTTP/1.1 server over libmicrohttpd that a few slow
+ * or hostile clients cannot exhaust.
  *
- * The handler is called once per request, after the whole body has arrived,
- * on one of the server's threads (so handlers must be thread-safe). Bodies
- * over max_body_bytes are refused by the server with 413 before the handler
- * runs (and counted in profd_http_rejected_total{reason="body_too_large"}).
+ * One epoll thread reads and writes every connection (idle and slow clients
+ * cost a socket, not a thread); the handler is called once per request,
+ * after the whole body has arrived, on a worker of one of two pools chosen by
+ * pd_http_classify_fn (ingest/admin vs queries, so a slow query never delays
+ * a push), or inline on the epoll thread for trivial handlers (health). So
+ * handlers must be thread-safe.
+ *
+ * Refused by the server before any handler runs, each counted in
+ * profd_http_rejected_total{reason=...}:
+ *   body_too_large      413 at the first byte past max_body_bytes (or at once
+ *                       from Content-Length); the buffer never grows past it
+ *   bodies_in_flight    503 when the bodies being received together would
+ *                       pass the server-wide budget (max(64 MiB, 4 x max body))
+ *   too_many_args       400 past PD_HTTP_MAX_ARGS query/form arguments
+ *   queue_full          503 when a pool's queue is full
+ *   request_too_large, malformed_request, connection_limit: refused by
+ *                       libmicrohttpd itself (414/431, 400, closed at accept)
+ * Connections cut off, in profd_http_cut_off_total{reason=...}:
+ *   idle                no request started within read_timeout
+ *   read_timeout        a request (headers and body) not complete within
+ *                       read_timeout of the connection's start or of the end
+ *                       of its previous reply (a whole-request deadline, not
+ *                       an inactivity timeout: slowloris and 1 byte/s bodies)
  */
 #ifndef PD_HTTP_SERVER_H
 #define PD_HTTP_SERVER_H
@@ -48,9 +68,39 @@ bool pd_http_client_gone(const pd_http_request *req);
 /* Adds a response header. 0 or PD_ENOMEM. */
 int pd_http_add_header(pd_http_response *resp, const char *name, const char *value);
 
+/* Where a request's handler runs (see the top of this file). */
+typedef enum {
+    PD_HTTP_POOL_INGEST = 0, /* the main pool: pushes, admin, /metrics (default) */
+    PD_HTTP_POOL_QUERY = 1,  /* queries: merge, diff, series, UI */
+    PD_HTTP_POOL_INLINE = 2, /* on the epoll thread: must be fast and never block */
+} pd_http_pool;
+
+/* Chooses the pool of a request from its method and decoded path. */
+typedef pd_http_pool (*pd_http_classify_fn)(void *ctx, const char *method, const char *path);
+
+#define PD_HTTP_MAX_ARGS 4096
+
+typedef struct pd_http_server_options {
+    const char *listen_addr;      /* "host:port", see pd_http_server_start */
+    unsigned threads;             /* ingest pool workers; 0: 4 */
+    unsigned query_threads;       /* query pool workers; 0: 4 */
+    size_t max_body_bytes;        /* 0: 16 MiB */
+    int64_t read_timeout_ms;      /* whole-request deadline; 0: 30 s */
+    unsigned max_connections;     /* 0: 4096 (clamped to RLIMIT_NOFILE - 64) */
+    unsigned max_connections_per_ip; /* 0: no per-IP cap */
+    pd_http_classify_fn classify; /* NULL: everything in the ingest pool */
+} pd_http_server_options;
+
+/* Starts a server with options o (see pd_http_server_options; the handler
+ * and classify both get ctx). Raises the soft RLIMIT_NOFILE to the hard one
+ * so max_connections sockets fit. Errors as pd_http_server_start. */
+int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler handler, void *ctx,
+                              pd_http_server **out /* OUT */, pd_err *err);
+
 /* Starts listening on listen_addr ("host:port"; host may be an IPv4 address,
  * "[::1]", "localhost" or empty for all interfaces; port 0 picks a free one)
- * with `threads` worker threads. Errors: PD_EINVAL (bad address, err says
+ * with `threads` worker threads (every request in that one pool, other
+ * options at their defaults). Errors: PD_EINVAL (bad address, err says
  * which), -errno (bind failed: err names the address), PD_ENOMEM. */
 int pd_http_server_start(const char *listen_addr, unsigned threads, size_t max_body_bytes,
                          pd_http_handler handler, void *ctx, pd_http_server **out /* OUT */,

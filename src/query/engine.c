@@ -89,7 +89,8 @@ int pd_query_range(pd_storage *st, const char *selector, int64_t from, int64_t t
     int rc = pd_selector_parse(selector, &ms, &n, err);
     if (rc < 0)
         return rc;
-    if ((rc = pd_storage_select(st, ms, n, from, to, &set, err)) < 0)
+    if ((rc = pd_storage_select(st, ms, n, from, to, &set, err)) < 0 ||
+        (rc = pd_matchers_check_limits(ms, n, err)) < 0)
         goto out;
     if ((rc = pd_buf_putc(out, '[')) < 0)
         goto out;
@@ -169,7 +170,8 @@ int pd_query_single(pd_storage *st, const char *selector, int64_t t, pd_profile 
     int rc = pd_selector_parse(selector, &ms, &n, err);
     if (rc < 0)
         return rc;
-    if ((rc = pd_storage_select(st, ms, n, INT64_MIN, INT64_MAX, &set, err)) < 0)
+    if ((rc = pd_storage_select(st, ms, n, INT64_MIN, INT64_MAX, &set, err)) < 0 ||
+        (rc = pd_matchers_check_limits(ms, n, err)) < 0)
         goto out;
     if (set.n == 0) {
         rc = pd_err_set(err, PD_ENOTFOUND, "no series matches selector %.200s", selector);
@@ -246,6 +248,8 @@ static int collect(pd_storage *st, const char *const *selectors, size_t nsel, in
         if (nsel && (rc = pd_selector_parse(selectors[k], &ms, &n, err)) < 0)
             break;
         rc = pd_storage_select(st, ms, n, start, end, &set, err);
+        if (rc >= 0)
+            rc = pd_matchers_check_limits(ms, n, err);
         for (size_t i = 0; i < set.n && rc >= 0; i++) {
             uint64_t ref = set.v[i].ref;
             if (pd_u64map_get(&seen, ref, NULL))

@@ -193,6 +193,8 @@ typedef struct mmapinfo {
 typedef struct regex {
     pcre2_code *re;
     pcre2_match_data *md;
+    const char *what; /* "focus", "ignore", "hide" */
+    bool limit_hit;   /* a search ran past PD_REGEX_MATCH_LIMIT/DEPTH_LIMIT */
 } regex;
 
 struct pd_merge {
@@ -267,6 +269,7 @@ static void regex_release(regex *r)
 
 static int regex_compile(regex *r, const char *what, const char *pat, pd_err *err)
 {
+    r->what = what;
     if (!pat || !*pat)
         return 0;
     int ecode;
@@ -286,11 +289,23 @@ static int regex_compile(regex *r, const char *what, const char *pat, pd_err *er
     return 0;
 }
 
-/* Unanchored search, as Go's regexp.MatchString. */
+/* Unanchored search, as Go's regexp.MatchString, under the backtracking
+ * limits of labels.h; past them: no match, r->limit_hit, and no more work. */
 static bool regex_search(const regex *r, const char *s, size_t len)
 {
-    return pcre2_match(r->re, (PCRE2_SPTR)s, len, 0, 0, r->md, NULL) >= 0;
+    if (r->limit_hit)
+        return false;
+    int rc = pcre2_match(r->re, (PCRE2_SPTR)s, len, 0, 0, r->md, pd_regex_match_context());
+    if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
+        rc == PCRE2_ERROR_HEAPLIMIT) {
+        ((regex *)r)->limit_hit = true; /* never a const object */
+        return false;
+    }
+    return rc >= 0;
 }
+
+/* PD_ETOOBIG (a 422) when a focus/ignore/hide regex hit a limit, else 0. */
+static int regex_check_limits(const pd_merge *m, pd_err *err);
 
 void pd_merge_free(pd_merge *m)
 {
@@ -1103,6 +1118,18 @@ static int apply_filters(pd_merge *m, bool *keep, pd_err *err)
     return 0;
 }
 
+static int regex_check_limits(const pd_merge *m, pd_err *err)
+{
+    const regex *rs[3] = {&m->focus, &m->ignore, &m->hide};
+    for (int i = 0; i < 3; i++)
+        if (rs[i]->limit_hit)
+            return pd_err_set(err, PD_ETOOBIG,
+                              "%s regex: matching a frame name ran past the backtracking limit "
+                              "(PCRE2 match limit %u, depth limit %u); simplify the regex",
+                              rs[i]->what, PD_REGEX_MATCH_LIMIT, PD_REGEX_DEPTH_LIMIT);
+    return 0;
+}
+
 int pd_merge_finish(pd_merge *m, pd_profile *out, pd_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -1128,7 +1155,8 @@ int pd_merge_finish(pd_merge *m, pd_profile *out, pd_err *err)
         keep[s] = !zero;
     }
     if (m->focus.re || m->ignore.re || m->hide.re) {
-        if ((rc = check_time(m, err)) < 0 || (rc = apply_filters(m, keep, err)) < 0)
+        if ((rc = check_time(m, err)) < 0 || (rc = apply_filters(m, keep, err)) < 0 ||
+            (rc = regex_check_limits(m, err)) < 0)
             goto out;
     }
     /* mark what kept samples reference; new ids in order of first creation */
@@ -1414,7 +1442,8 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
     }
     if ((rc = pd_selector_parse(q->selector, &ms, &n, err)) < 0)
         return rc;
-    if ((rc = pd_storage_select(r->st, ms, n, q->from, q->to, &set, err)) < 0)
+    if ((rc = pd_storage_select(r->st, ms, n, q->from, q->to, &set, err)) < 0 ||
+        (rc = pd_matchers_check_limits(ms, n, err)) < 0)
         goto out;
     if ((rc = exclude_series(q, &set, err)) < 0)
         goto out;
