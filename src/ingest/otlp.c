@@ -169,7 +169,8 @@ static const char *any_text(const Dict *d, const AnyValue *v, char *buf, size_t 
     }
 }
 
-/* A resource attribute name as a label name under the current rules. */
+/* A profile type as a classic metric name (__name__): service.name becomes
+ * service_name, other characters outside [a-zA-Z0-9_] become '_'. */
 static void label_name(const char *key, char *out, size_t cap)
 {
     if (!strcmp(key, "service.name")) {
@@ -376,7 +377,9 @@ static int series_labels(conv *c, const Opentelemetry__Proto__Resource__V1__Reso
             const char *t = any_text(c->d, kv->value, tb, sizeof tb);
             if (!key || !*key || !t || !*t)
                 continue;
-            label_name(key, name, sizeof name);
+            /* as given (Prometheus 3's UTF-8 label names: "host.name", "k8s.pod.name"),
+               but service.name is Pyroscope's service_name */
+            snprintf(name, sizeof name, "%s", strcmp(key, "service.name") ? key : "service_name");
             if (!strncmp(name, "__", 2) || !pd_label_name_valid(name))
                 continue;
             if (pd_labels_set(ls, name, t, &err) < 0) {

@@ -15,11 +15,12 @@
  * attribute's unit; other kinds as their text).
  *
  * Series labels of a profile: the resource's string/int/bool attributes,
- * service.name as service_name; other names keep their characters where
- * the current label rules allow ([a-zA-Z0-9_]) and get '_' for the others
- * (host.name -> host_name) until UTF-8 label names land; __name__ is the
- * sample type's name, or the period type's when the sample type is
- * "samples" (the eBPF profiler's samples/count with period type cpu).
+ * service.name as service_name, other names as given (UTF-8 label names,
+ * base/labels.h: "host.name", "k8s.pod.name"; "__" names and names the label
+ * rules refuse are left out); __name__ is the sample type's name, or the
+ * period type's when the sample type is "samples" (the eBPF profiler's
+ * samples/count with period type cpu), with characters outside
+ * [a-zA-Z0-9_] as '_'.
  *
  * Every index is checked against its table; a bad one rejects that profile
  * (the others of the request are converted: OTLP's partial success).

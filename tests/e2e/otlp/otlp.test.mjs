@@ -141,7 +141,7 @@ test('a real Go CPU profile sent as OTLP by protobufjs comes back equal', async 
   assert.equal(r.headers.get('content-type'), 'application/x-protobuf');
   const resp = Resp.toObject(Resp.decode(r.buf), { longs: Number });
   assert.ok(!resp.partialSuccess || !resp.partialSuccess.rejectedProfiles, JSON.stringify(resp));
-  const url = `${profd.base}/api/v1/query?` + qs({ query: 'cpu{service_name="otlp-e2e",host_name="box1"}', time: at, report: 'proto' });
+  const url = `${profd.base}/api/v1/query?` + qs({ query: 'cpu{service_name="otlp-e2e","host.name"="box1"}', time: at, report: 'proto' });
   const got = await pprofTop(url);
   const want = await pprofTop(PROFILE);
   assert.ok(want.length > 5, want.join('\n'));

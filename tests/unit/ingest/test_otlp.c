@@ -48,7 +48,7 @@ static void test_small_request(void **state)
     const pd_labels *ls = &r.p[0].labels;
     assert_string_equal(pd_labels_get(ls, "__name__"), "cpu");
     assert_string_equal(pd_labels_get(ls, "service_name"), "svc");
-    assert_string_equal(pd_labels_get(ls, "k8s_pod_name"), "p-1");
+    assert_string_equal(pd_labels_get(ls, "k8s.pod.name"), "p-1"); /* UTF-8 names, as given */
     assert_string_equal(pd_labels_get(ls, "n"), "3");
     assert_null(pd_labels_get(ls, "arr")); /* arrays are not label values */
     assert_int_equal(r.p[0].time_ms, 1700000000000LL);
