@@ -40,21 +40,6 @@
 #define DEFAULT_MAX_RESPONSE ((size_t)256 << 20)
 #define RANGE_DEFAULT_MS (3600 * 1000LL)
 
-struct pd_api {
-    pd_storage *st;        /* NULL while starting (set before ready) */
-    pd_scrape_manager *sm;
-    bool ready;            /* __atomic: st and sm are set (release/acquire) */
-    pd_api_options o;
-    char version[64];
-    double start_time_s; /* fallback for process_start_time_seconds */
-    char **flags;        /* n_flags x (name, value), owned */
-    size_t n_flags;
-    pthread_mutex_t cfg_mu; /* guards the three below */
-    char *config_text;      /* as last loaded (pd_api_set_config), or NULL */
-    bool config_ok;
-    int64_t config_when_ms;
-};
-
 static const char JSON_CT[] = "application/json";
 static const char TEXT_CT[] = "text/plain; charset=utf-8";
 
@@ -151,13 +136,13 @@ int pd__api_put_warnings(pd_buf *b)
 }
 
 /* Starts a success envelope; the caller appends data, then ends it. */
-static int begin_success(pd_http_response *resp)
+int pd__api_begin_success(pd_http_response *resp)
 {
     resp->content_type = JSON_CT;
     return pd_buf_puts(&resp->body, "{\"status\":\"success\",\"data\":");
 }
 
-static int end_success(pd_http_response *resp)
+int pd__api_end_success(pd_http_response *resp)
 {
     int rc = pd__api_put_warnings(&resp->body);
     return rc ? rc : pd_buf_puts(&resp->body, "}");
@@ -167,7 +152,7 @@ static int end_success(pd_http_response *resp)
 static void finish_query(pd_http_response *resp, int rc, const pd_err *err, const char *what)
 {
     if (rc == 0)
-        rc = end_success(resp);
+        rc = pd__api_end_success(resp);
     if (rc < 0) {
         if (rc == PD_ETOOBIG && !err->msg[0])
             reply_error(resp, 422, "%s: reply over the size limit of %zu bytes", what,
@@ -327,7 +312,7 @@ static void h_query_range(pd_api *api, const pd_http_request *req, pd_http_respo
     if (check_selector(resp, "query", q) < 0)
         return;
     pd_err err = {{0}};
-    int rc = begin_success(resp);
+    int rc = pd__api_begin_success(resp);
     if (rc == 0)
         rc = pd_query_range(api->st, q, from, to, &resp->body, &err);
     finish_query(resp, rc, &err, "query_range");
@@ -576,7 +561,7 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         render_callgraph(&p, &ro, resp);
         goto out;
     }
-    rc = begin_success(resp);
+    rc = pd__api_begin_success(resp);
     if (rc == 0) {
         if (strcmp(report, "top") == 0)
             rc = pd_report_top_ex(&p, &ro, &resp->body);
@@ -682,7 +667,7 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
     pd_report_options ro = {.sample_index = si, .max_nodes = limit};
     if ((!strcmp(report, "top") || !strcmp(report, "view")) && top_params(req, resp, &ro) < 0)
         goto out;
-    rc = begin_success(resp);
+    rc = pd__api_begin_success(resp);
     if (rc == 0) {
         if (strcmp(report, "top") == 0)
             rc = pd_report_top_ex(&p, &ro, &resp->body);
@@ -739,7 +724,7 @@ static void h_series(pd_api *api, const pd_http_request *req, pd_http_response *
     if (n < 0)
         return;
     pd_err err = {{0}};
-    int rc = begin_success(resp);
+    int rc = pd__api_begin_success(resp);
     if (rc == 0) {
         if (!label)
             rc = pd_query_series(api->st, sel, (size_t)n, start, end, &resp->body, &err);
@@ -754,7 +739,7 @@ static void h_series(pd_api *api, const pd_http_request *req, pd_http_response *
 
 static void h_targets(pd_api *api, const pd_http_request *req, pd_http_response *resp)
 {
-    int rc = begin_success(resp);
+    int rc = pd__api_begin_success(resp);
     if (rc == 0) {
         if (api->sm)
             rc = pd_scrape_manager_targets_json(api->sm, &resp->body);
@@ -763,114 +748,6 @@ static void h_targets(pd_api *api, const pd_http_request *req, pd_http_response 
     }
     pd_err err = {{0}};
     finish_query(resp, rc, &err, "targets");
-}
-
-static void h_buildinfo(pd_api *api, pd_http_response *resp)
-{
-    begin_success(resp);
-    pd_buf_puts(&resp->body, "{\"version\":");
-    pd_buf_put_json_string(&resp->body, api->version, strlen(api->version));
-    pd_buf_puts(&resp->body, "}");
-    end_success(resp);
-}
-
-/* ---- /api/v1/status (as Prometheus' status API) ---- */
-
-static void put_jstr(pd_buf *b, const char *s) { pd_buf_put_json_string(b, s, strlen(s)); }
-
-static void h_status_flags(pd_api *api, pd_http_response *resp)
-{
-    begin_success(resp);
-    pd_buf_putc(&resp->body, '{');
-    for (size_t i = 0; i < api->n_flags; i++) {
-        if (i)
-            pd_buf_putc(&resp->body, ',');
-        put_jstr(&resp->body, api->flags[2 * i]);
-        pd_buf_putc(&resp->body, ':');
-        put_jstr(&resp->body, api->flags[2 * i + 1]);
-    }
-    pd_buf_putc(&resp->body, '}');
-    end_success(resp);
-}
-
-static void h_status_config(pd_api *api, pd_http_response *resp)
-{
-    begin_success(resp);
-    pd_buf_puts(&resp->body, "{\"yaml\":");
-    pthread_mutex_lock(&api->cfg_mu);
-    put_jstr(&resp->body, api->config_text ? api->config_text : "");
-    pthread_mutex_unlock(&api->cfg_mu);
-    pd_buf_putc(&resp->body, '}');
-    end_success(resp);
-}
-
-static void h_status_runtime(pd_api *api, pd_http_response *resp)
-{
-    char cwd[4096], start[32], last[32];
-    if (!getcwd(cwd, sizeof cwd))
-        snprintf(cwd, sizeof cwd, "<error retrieving current working directory>");
-    pd_format_rfc3339((int64_t)(api->start_time_s * 1000), start, sizeof start);
-    pthread_mutex_lock(&api->cfg_mu);
-    bool ok = api->config_ok;
-    int64_t when = api->config_when_ms;
-    pthread_mutex_unlock(&api->cfg_mu);
-    pd_format_rfc3339(when, last, sizeof last);
-    begin_success(resp);
-    pd_buf_puts(&resp->body, "{\"startTime\":");
-    put_jstr(&resp->body, start);
-    pd_buf_puts(&resp->body, ",\"CWD\":");
-    put_jstr(&resp->body, cwd);
-    pd_buf_printf(&resp->body, ",\"reloadConfigSuccess\":%s,\"lastConfigTime\":",
-                  ok ? "true" : "false");
-    put_jstr(&resp->body, when ? last : "");
-    for (size_t i = 0; i < api->n_flags; i++)
-        if (!strcmp(api->flags[2 * i], "storage.retention.time")) {
-            pd_buf_puts(&resp->body, ",\"storageRetention\":");
-            put_jstr(&resp->body, api->flags[2 * i + 1]);
-        }
-    pd_buf_putc(&resp->body, '}');
-    end_success(resp);
-}
-
-/* Prometheus' /status/tsdb gives headStats; profd adds its blocks and bytes. */
-static void h_status_tsdb(pd_api *api, pd_http_response *resp)
-{
-    pd_storage_stats ss;
-    memset(&ss, 0, sizeof ss);
-    pd_storage_stats_get(api->st, &ss);
-    begin_success(resp);
-    pd_buf_printf(&resp->body,
-                  "{\"headStats\":{\"numSeries\":%llu,\"numProfiles\":%llu,\"minTime\":%lld,"
-                  "\"maxTime\":%lld},\"storage\":{\"series\":%llu,\"profiles\":%llu,\"blocks\":%llu,"
-                  "\"bytes\":%llu,\"headProfiles\":%llu,\"headCuts\":%llu,\"compactions\":%llu,"
-                  "\"retentionDeletes\":%llu}}",
-                  (unsigned long long)ss.n_series, (unsigned long long)ss.n_head_profiles,
-                  (long long)ss.min_ts, (long long)ss.max_ts, (unsigned long long)ss.n_series,
-                  (unsigned long long)ss.n_profiles, (unsigned long long)ss.n_blocks,
-                  (unsigned long long)ss.bytes_on_disk, (unsigned long long)ss.n_head_profiles,
-                  (unsigned long long)ss.n_cuts, (unsigned long long)ss.n_compactions,
-                  (unsigned long long)ss.n_retention_deletes);
-    end_success(resp);
-}
-
-int pd_api_set_config(pd_api *api, const char *text, size_t len, bool ok, int64_t when_ms)
-{
-    char *copy = NULL;
-    if (ok && text) {
-        if (!(copy = malloc(len + 1)))
-            return PD_ENOMEM;
-        memcpy(copy, text, len);
-        copy[len] = 0;
-    }
-    pthread_mutex_lock(&api->cfg_mu);
-    if (ok) {
-        free(api->config_text);
-        api->config_text = copy;
-    }
-    api->config_ok = ok;
-    api->config_when_ms = when_ms;
-    pthread_mutex_unlock(&api->cfg_mu);
-    return 0;
 }
 
 /* ---- /metrics ---- */
@@ -1101,63 +978,6 @@ static int label_name_from_path(const char *s, size_t n, char *out, size_t cap)
 }
 
 /* Routes one request; returns the handler name used for metrics. */
-/* An embedded UI asset with its entity tag: "Cache-Control: no-cache" (the
- * browser keeps it and revalidates), 304 with no body when If-None-Match
- * names the tag (RFC 9110 13.1.2: weak comparison). */
-static void serve_asset(const pd_http_request *req, pd_http_response *resp, const pd_ui_asset *a)
-{
-    const char *inm = pd_http_header(req, "If-None-Match");
-    pd_http_add_header(resp, "ETag", a->etag);
-    pd_http_add_header(resp, "Cache-Control", "no-cache");
-    if (inm && (strcmp(inm, "*") == 0 || strstr(inm, a->etag + 2 /* past W/ */))) {
-        resp->status = 304;
-        resp->content_type = a->content_type;
-        return;
-    }
-    resp->content_type = a->content_type;
-    if (pd_buf_append(&resp->body, a->data, a->len) < 0)
-        reply_text(resp, 500, "out of memory\n");
-}
-
-/* gzip of a text reply (JSON, HTML, JS, CSS, SVG, plain text) of 1 KiB or
- * more when the client accepts it (Accept-Encoding names gzip without
- * q=0): as Prometheus' and Pyroscope's servers do. pprof bodies
- * (application/octet-stream, already gzip) are left as they are. On any
- * failure the reply goes out uncompressed. */
-static void maybe_gzip(const pd_http_request *req, pd_http_response *resp)
-{
-    const char *ae = pd_http_header(req, "Accept-Encoding");
-    const char *ct = resp->content_type ? resp->content_type : "text/plain";
-    if (!ae || resp->body.len < 1024 || resp->status == 304)
-        return;
-    if (strncmp(ct, "application/json", 16) && strncmp(ct, "text/", 5) &&
-        strncmp(ct, "image/svg+xml", 13))
-        return;
-    if (resp->headers && strstr(resp->headers, "Content-Encoding:"))
-        return;
-    const char *g = strstr(ae, "gzip");
-    if (!g)
-        return;
-    const char *q = g + 4;
-    while (*q == ' ')
-        q++;
-    if (*q == ';') { /* gzip;q=0 (or 0.0, 0.00): refused */
-        const char *v = strstr(q, "q=");
-        if (v && v[2] == '0' && strspn(v + 3, ".0") == strcspn(v + 3, ",; "))
-            return;
-    }
-    pd_buf z;
-    pd_buf_init(&z, resp->body.max);
-    if (pd_gzip((const uint8_t *)resp->body.data, resp->body.len, &z) < 0 ||
-        pd_http_add_header(resp, "Content-Encoding", "gzip") < 0) {
-        pd_buf_release(&z);
-        return;
-    }
-    pd_http_add_header(resp, "Vary", "Accept-Encoding");
-    pd_buf_release(&resp->body);
-    resp->body = z;
-}
-
 /* /metrics and the UI's assets, served whether the store is open or not:
  * the handler's name, or NULL when path is neither. */
 static const char *route_metrics_or_asset(pd_api *api, const pd_http_request *req,
@@ -1173,7 +993,7 @@ static const char *route_metrics_or_asset(pd_api *api, const pd_http_request *re
     const pd_ui_asset *a = is_get(req) ? pd_ui_find(req->path) : NULL;
     if (!a)
         return NULL;
-    serve_asset(req, resp, a);
+    pd__api_serve_asset(req, resp, a);
     return "ui";
 }
 
@@ -1265,26 +1085,8 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             h_targets(api, req, resp);
             return "/api/v1/targets";
         }
-        if (strcmp(r, "status/buildinfo") == 0) {
-            h_buildinfo(api, resp);
-            return "/api/v1/status/buildinfo";
-        }
-        if (strcmp(r, "status/flags") == 0) {
-            h_status_flags(api, resp);
-            return "/api/v1/status/flags";
-        }
-        if (strcmp(r, "status/config") == 0) {
-            h_status_config(api, resp);
-            return "/api/v1/status/config";
-        }
-        if (strcmp(r, "status/runtimeinfo") == 0) {
-            h_status_runtime(api, resp);
-            return "/api/v1/status/runtimeinfo";
-        }
-        if (strcmp(r, "status/tsdb") == 0) {
-            h_status_tsdb(api, resp);
-            return "/api/v1/status/tsdb";
-        }
+        if (strncmp(r, "status/", 7) == 0 && (h = pd__api_status_route(api, r + 7, resp)))
+            return h;
         reply_error(resp, 404, "unknown API endpoint %.200s", path);
         return "other";
     }
@@ -1413,7 +1215,7 @@ void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp
         pd_metrics_add("profd_partial_answers_total", NULL, 1);
     }
     pd_storage_warnings_release(&warn);
-    maybe_gzip(req, resp); /* last: the warnings may have changed the body */
+    pd__api_maybe_gzip(req, resp); /* last: the warnings may have changed the body */
     double secs = (double)(pd_mono_ns() - t0) / 1e9;
     char lbl[160];
     snprintf(lbl, sizeof lbl, "handler=\"%s\",code=\"%d\"", handler, resp->status);

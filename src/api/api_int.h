@@ -7,6 +7,9 @@
  *   pyroscope.c  Pyroscope's POST /ingest (folded, lines, pprof, multipart)
  *   merge.c      merging pprof profiles with a factor per sample type (Pyroscope's
  *                prev_profile deltas; profefe's /merge uses query.h's pd_merge)
+ *   status.c     /api/v1/status/NAME (Prometheus' status API: flags, config,
+ *                runtimeinfo, tsdb, buildinfo)
+ *   serve.c      the UI's assets (entity tags, 304) and gzip of text replies
  *
  * api.c routes to pd__profefe_route and pd__pyroscope_ingest with a
  * pd__api_env describing what they may use; both reply through resp and
@@ -23,6 +26,50 @@
 #include "http/server.h"
 #include "pprof/pprof.h"
 #include "storage/storage.h"
+
+#include <pthread.h>
+#include "api/api.h"
+#include "ui/ui.h"
+
+/* The api (api.h's pd_api): api.c owns it; status.c reads flags and config. */
+struct pd_api {
+    pd_storage *st;        /* NULL while starting (set before ready) */
+    pd_scrape_manager *sm;
+    bool ready;            /* __atomic: st and sm are set (release/acquire) */
+    pd_api_options o;
+    char version[64];
+    double start_time_s; /* fallback for process_start_time_seconds */
+    char **flags;        /* n_flags x (name, value), owned */
+    size_t n_flags;
+    pthread_mutex_t cfg_mu; /* guards the three below */
+    char *config_text;      /* as last loaded (pd_api_set_config), or NULL */
+    bool config_ok;
+    int64_t config_when_ms;
+};
+
+/* A Prometheus success envelope around data appended in between:
+ * pd__api_begin_success writes '{"status":"success","data":' (and sets the
+ * JSON content type), pd__api_end_success the storage warnings of the
+ * request, if any, and '}'. 0 or PD_ENOMEM / PD_ETOOBIG (the reply cap). */
+int pd__api_begin_success(pd_http_response *resp);
+int pd__api_end_success(pd_http_response *resp);
+
+/* /api/v1/status/NAME (status.c): r is NAME (flags, config, runtimeinfo,
+ * tsdb, buildinfo). Replies and returns the handler name, or NULL (and
+ * touches nothing) when NAME is none of them. The store must be open. */
+const char *pd__api_status_route(pd_api *api, const char *r, pd_http_response *resp);
+
+/* An embedded UI asset (serve.c) with its entity tag: Cache-Control:
+ * no-cache, and 304 with no body when If-None-Match names the tag
+ * (RFC 9110 13.1.2, weak comparison). */
+void pd__api_serve_asset(const pd_http_request *req, pd_http_response *resp,
+                         const pd_ui_asset *a);
+
+/* gzip of a text reply (serve.c): JSON, HTML, JS, CSS, SVG or plain text of
+ * 1 KiB or more when Accept-Encoding names gzip without q=0, as Prometheus'
+ * and Pyroscope's servers do; pprof bodies (octet-stream, gzip already) are
+ * left as they are. On any failure the reply goes out uncompressed. */
+void pd__api_maybe_gzip(const pd_http_request *req, pd_http_response *resp);
 
 /* What the push/interop handlers use of the api (all borrowed). */
 typedef struct pd__api_env {
