@@ -34,6 +34,7 @@
 #include "ingest/ingest.h"
 #include "api/api.h"
 #include "base/log.h"
+#include "agent/profd_agent.h"
 #include "base/time.h"
 #include "http/server.h"
 #include "pprof/pprof.h"
@@ -440,25 +441,38 @@ static int serve(const flags *f)
     pd_format_duration(f->query_timeout_ms ? f->query_timeout_ms : 120000, v_qt, sizeof v_qt);
     snprintf(v_qms, sizeof v_qms, "%zu", f->query_max_samples ? f->query_max_samples : 1000000);
     snprintf(v_body, sizeof v_body, "%zu", lim.max_body_bytes);
+    char v_qconc[16], v_rto[32], v_mc[16], v_mcip[16]; /* the server's defaults when 0 */
+    snprintf(v_qconc, sizeof v_qconc, "%u", f->query_threads ? f->query_threads : 4);
+    pd_format_duration(f->read_timeout_ms ? f->read_timeout_ms : 30000, v_rto, sizeof v_rto);
+    snprintf(v_mc, sizeof v_mc, "%u", f->max_conns ? f->max_conns : 4096);
+    snprintf(v_mcip, sizeof v_mcip, "%u", f->max_conns_ip);
+    /* issue 17: profd's own /debug/pprof, on by default when only loopback can reach it */
+    bool enable_pprof = f->enable_pprof == 1 ||
+                        (f->enable_pprof < 0 && (strncmp(f->listen, "127.", 4) == 0 ||
+                                                 strncmp(f->listen, "localhost:", 10) == 0 ||
+                                                 strncmp(f->listen, "[::1]:", 6) == 0));
     const char *fnames[] = {"config.file",          "storage.path",
                             "storage.wal.fsync",    "storage.wal.segment-size",
                             "storage.block-duration", "storage.retention.time",
                             "storage.retention.size", "storage.future-grace",
                             "web.listen-address",   "web.threads",
                             "query.timeout",        "query.max-samples",
-                            "scrape.max-body-bytes", "log.level"};
+                            "scrape.max-body-bytes", "log.level", "web.enable-pprof",
+                            "query.max-concurrency", "web.read-timeout",
+                            "web.max-connections", "web.max-connections-per-ip"};
     const char *fvalues[] = {f->config_file ? f->config_file : "", f->storage_path, f->fsync,
                              v_seg, v_block, v_ret, v_retsz, v_grace, f->listen, v_threads,
-                             v_qt, v_qms, v_body, f->log_level};
+                             v_qt, v_qms, v_body, f->log_level,
+                             enable_pprof ? "true" : "false", v_qconc, v_rto, v_mc, v_mcip};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,
         .flag_names = fnames, .flag_values = fvalues, .n_flags = sizeof fnames / sizeof *fnames};
-    /* issue 17: profd's own /debug/pprof, on by default when only loopback can reach it */
-    ao.enable_pprof = f->enable_pprof == 1 ||
-                      (f->enable_pprof < 0 && (strncmp(f->listen, "127.", 4) == 0 ||
-                                               strncmp(f->listen, "localhost:", 10) == 0 ||
-                                               strncmp(f->listen, "[::1]:", 6) == 0));
+    ao.enable_pprof = enable_pprof;
+    /* nobody can read profd's heap profile: do not sample its allocations
+       (the interposed malloc then only counts down nothing) */
+    if (!ao.enable_pprof)
+        pd_agent_heap_set_rate(0);
     int rc = pd_api_new(NULL, NULL, &ao, &api, &err);
     if (rc < 0) {
         fprintf(stderr, "profd: %s\n", err.msg);
