@@ -26,8 +26,9 @@ static void die(const char *what, size_t job)
 
 static void check(const pd_config *c)
 {
-    if (c->scrape_interval_ms <= 0 || c->scrape_timeout_ms <= 0 ||
-        c->scrape_timeout_ms > c->scrape_interval_ms)
+    /* (timeout vs interval depends on the dialect: Parca wants timeout >
+       interval, Prometheus <=; config.c checks it per dialect) */
+    if (c->scrape_interval_ms <= 0 || c->scrape_timeout_ms <= 0)
         die("global interval/timeout out of range", 0);
     if (c->n_jobs && !c->jobs)
         die("jobs missing", 0);
@@ -38,7 +39,7 @@ static void check(const pd_config *c)
         for (size_t k = 0; k < i; k++)
             if (!strcmp(c->jobs[k].job_name, j->job_name))
                 die("duplicate job name", i);
-        if (j->interval_ms <= 0 || j->timeout_ms <= 0 || j->timeout_ms > j->interval_ms)
+        if (j->interval_ms <= 0 || j->timeout_ms <= 0)
             die("job interval/timeout out of range", i);
         if (!j->scheme || (strcmp(j->scheme, "http") && strcmp(j->scheme, "https")))
             die("bad scheme", i);
@@ -52,12 +53,13 @@ static void check(const pd_config *c)
             for (size_t t = 0; t < sc->n_targets; t++)
                 if (!sc->targets[t] || !sc->targets[t][0] || strchr(sc->targets[t], '/'))
                     die("bad target", i);
+            /* "__" names are allowed (they feed relabeling), __name__ is not */
             for (size_t l = 0; l < sc->labels.n; l++)
-                if (!pd_label_name_valid(sc->labels.v[l].name) || !sc->labels.v[l].value[0] ||
-                    !strncmp(sc->labels.v[l].name, "__", 2))
+                if (!pd_label_name_classic(sc->labels.v[l].name) || !sc->labels.v[l].value[0] ||
+                    !strcmp(sc->labels.v[l].name, "__name__"))
                     die("bad static label", i);
         }
-        if (j->n_endpoints < 7)
+        if (j->n_endpoints < 5) /* profd's and conprof's 7, Parca's 5 (config.c) */
             die("default endpoints missing", i);
         for (size_t e = 0; e < j->n_endpoints; e++) {
             const pd_pprof_endpoint *ep = &j->endpoints[e];
