@@ -50,7 +50,12 @@ static void check_reprint(const char *text, const pd_matcher *ms, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (i)
             pd_buf_puts(&b, ", ");
-        pd_buf_printf(&b, "%s%s", ms[i].name, pd_match_type_str(ms[i].type));
+        /* a UTF-8 name outside [a-zA-Z_][a-zA-Z0-9_]* is written quoted (Prometheus 3) */
+        if (pd_label_name_classic(ms[i].name))
+            pd_buf_puts(&b, ms[i].name);
+        else
+            put_quoted(&b, ms[i].name);
+        pd_buf_puts(&b, pd_match_type_str(ms[i].type));
         put_quoted(&b, ms[i].value);
     }
     pd_buf_putc(&b, '}');
