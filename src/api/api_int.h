@@ -124,6 +124,13 @@ int pd__api_put_warnings(pd_buf *b);
 
 int pd__api_check_sample_labels(const pd_profile *p, pd_err *err);
 
+/* Replaces resp's body with the text error fmt... (and a newline), status as
+ * given, counts reason in profd_rejected_input_total when not NULL, logs it
+ * at debug level (serve.c). For the text-replying push endpoints (/ingest,
+ * its JFR part, OTLP). */
+void pd__api_text_error(pd_http_response *resp, int status, const char *reason, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
+
 /* Counts one refused input in profd_rejected_input_total{reason}. */
 void pd__api_count_rejected(const char *reason);
 

@@ -35,25 +35,6 @@
 #define MAX_LABELS_PART_BYTES (16u << 20)
 #define MAX_CONTEXT_LABELS 64
 
-static void reply(pd_http_response *resp, int status, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void reply(pd_http_response *resp, int status, const char *reason, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (reason)
-        pd__api_count_rejected(reason);
-    pd_buf_reset(&resp->body);
-    resp->status = status;
-    resp->content_type = "text/plain; charset=utf-8";
-    pd_buf_puts(&resp->body, msg);
-    pd_buf_puts(&resp->body, "\n");
-}
-
 /* Context resolution over a decoded LabelsSnapshot. */
 typedef struct snap {
     LabelsSnapshot *ls;
@@ -124,30 +105,39 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
     size_t n;
 
     if (jfr_len == 0) {
-        reply(resp, 400, "bad_profile", "jfr: empty recording");
+        pd__api_text_error(resp, 400, "bad_profile", "jfr: empty recording");
         goto out;
     }
     if ((rc = maybe_gunzip(jfr, jfr_len, lim->max_decompressed_bytes, &plain, &d, &n, &err)) < 0) {
-        reply(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
-              rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile", "jfr: gzip: %s",
-              err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_text_error(resp,
+                           rc == PD_ETOOBIG  ? 413
+                           : rc == PD_ENOMEM ? 500
+                                             : 400,
+                           rc == PD_ETOOBIG  ? "too_large"
+                           : rc == PD_ENOMEM ? NULL
+                                             : "bad_profile",
+                           "jfr: gzip: %s", err.msg[0] ? err.msg : pd_strerror(rc));
         goto out;
     }
     if (labels && labels_len) {
         const uint8_t *ld;
         size_t ln;
-        if ((rc = maybe_gunzip(labels, labels_len, MAX_LABELS_PART_BYTES, &lplain, &ld, &ln, &err)) < 0) {
-            reply(resp, rc == PD_ETOOBIG ? 413 : 400, rc == PD_ETOOBIG ? "too_large" : "bad_labels",
-                  "labels: gzip: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        if ((rc = maybe_gunzip(labels, labels_len, MAX_LABELS_PART_BYTES, &lplain, &ld, &ln,
+                               &err)) < 0) {
+            pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : 400,
+                               rc == PD_ETOOBIG ? "too_large" : "bad_labels", "labels: gzip: %s",
+                               err.msg[0] ? err.msg : pd_strerror(rc));
             goto out;
         }
         if (ln > MAX_LABELS_PART_BYTES) {
-            reply(resp, 413, "too_large", "labels: %zu bytes, over %u", ln, MAX_LABELS_PART_BYTES);
+            pd__api_text_error(resp, 413, "too_large", "labels: %zu bytes, over %u", ln,
+                               MAX_LABELS_PART_BYTES);
             goto out;
         }
         sn.ls = labels_snapshot__unpack(NULL, ln, ld);
         if (!sn.ls) {
-            reply(resp, 400, "bad_labels", "labels: not a LabelsSnapshot protobuf (%zu bytes)", ln);
+            pd__api_text_error(resp, 400, "bad_labels",
+                               "labels: not a LabelsSnapshot protobuf (%zu bytes)", ln);
             goto out;
         }
     }
@@ -163,9 +153,14 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
     o.lim.pprof = *lim;
     rc = pd_jfr_to_pprof(d, n, &o, &r, &err);
     if (rc < 0) {
-        reply(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
-              rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile", "jfr: %s",
-              err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_text_error(resp,
+                           rc == PD_ETOOBIG  ? 413
+                           : rc == PD_ENOMEM ? 500
+                                             : 400,
+                           rc == PD_ETOOBIG  ? "too_large"
+                           : rc == PD_ENOMEM ? NULL
+                                             : "bad_profile",
+                           "jfr: %s", err.msg[0] ? err.msg : pd_strerror(rc));
         goto out;
     }
     have_r = true;
@@ -174,8 +169,10 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
     for (int k = 0; k < PD_JFR_N_KINDS; k++) {
         off[k] = enc.len;
         if (r.have[k] && (rc = pd_profile_encode(&r.profile[k], true, &enc)) < 0) {
-            reply(resp, rc == PD_ETOOBIG ? 413 : 500, rc == PD_ETOOBIG ? "too_large" : NULL,
-                  "jfr: encoding the %s profile: %s", pd_jfr_kind_name((pd_jfr_kind)k), pd_strerror(rc));
+            pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : 500,
+                               rc == PD_ETOOBIG ? "too_large" : NULL,
+                               "jfr: encoding the %s profile: %s", pd_jfr_kind_name((pd_jfr_kind)k),
+                               pd_strerror(rc));
             goto out;
         }
     }
@@ -186,28 +183,30 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
             continue;
         pd_labels sl;
         if (pd_labels_copy(&sl, ls) < 0) {
-            reply(resp, 500, NULL, "out of memory");
+            pd__api_text_error(resp, 500, NULL, "out of memory");
             goto out;
         }
         rc = pd_labels_set(&sl, "__name__", pd_jfr_kind_name((pd_jfr_kind)k), &err);
         if (rc == 0)
-            rc = pd__api_store(env->st, &sl, ts_ms, (const uint8_t *)enc.data + off[k], off[k + 1] - off[k],
-                               &r.profile[k], "pyroscope", &err);
+            rc = pd__api_store(env->st, &sl, ts_ms, (const uint8_t *)enc.data + off[k],
+                               off[k + 1] - off[k], &r.profile[k], "pyroscope", &err);
         pd_labels_release(&sl);
         if (rc == PD_EOUTOFBOUNDS) { /* counted by pd__api_store */
-            reply(resp, 400, NULL, "%s", err.msg);
+            pd__api_text_error(resp, 400, NULL, "%s", err.msg);
             goto out;
         }
         if (rc == PD_EEXIST) {
-            reply(resp, 409, "duplicate", "a %s profile of this series at %" PRId64 " ms is already stored",
-                  pd_jfr_kind_name((pd_jfr_kind)k), ts_ms);
+            pd__api_text_error(resp, 409, "duplicate",
+                               "a %s profile of this series at %" PRId64 " ms is already stored",
+                               pd_jfr_kind_name((pd_jfr_kind)k), ts_ms);
             goto out;
         }
         if (rc < 0) {
             pd_log(PD_LOG_ERROR, "ingest: storage append failed", "err=\"%s\"", err.msg);
-            reply(resp, rc == PD_EINVAL ? 400 : 500, rc == PD_EINVAL ? "bad_request" : NULL,
-                  "storage (%s profile, %zu stored before): %s", pd_jfr_kind_name((pd_jfr_kind)k), stored,
-                  err.msg[0] ? err.msg : pd_strerror(rc));
+            pd__api_text_error(
+                resp, rc == PD_EINVAL ? 400 : 500, rc == PD_EINVAL ? "bad_request" : NULL,
+                "storage (%s profile, %zu stored before): %s", pd_jfr_kind_name((pd_jfr_kind)k),
+                stored, err.msg[0] ? err.msg : pd_strerror(rc));
             goto out;
         }
         stored++;

@@ -31,31 +31,13 @@
 #include "base/time.h"
 #include "ingest/otlp.h"
 
-static void otlp_error(pd_http_response *resp, int status, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void otlp_error(pd_http_response *resp, int status, const char *reason, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (reason)
-        pd__api_count_rejected(reason);
-    pd_buf_reset(&resp->body);
-    resp->status = status;
-    resp->content_type = "text/plain; charset=utf-8";
-    pd_buf_puts(&resp->body, msg);
-    pd_buf_puts(&resp->body, "\n");
-}
-
-const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req, pd_http_response *resp)
+const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req,
+                              pd_http_response *resp)
 {
     static const char H[] = "/v1development/profiles";
     if (strcmp(req->method, "POST") != 0) {
         pd_http_add_header(resp, "Allow", "POST");
-        otlp_error(resp, 405, NULL, "method not allowed; use POST");
+        pd__api_text_error(resp, 405, NULL, "method not allowed; use POST");
         return H;
     }
     pd_pprof_limits lim = env->limits ? *env->limits : pd_pprof_limits_default();
@@ -67,8 +49,8 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
     const char *ct = pd_http_header(req, "Content-Type");
     bool json = ct && !strncasecmp(ct, "application/json", 16);
     if (req->body_len > lim.max_body_bytes) {
-        otlp_error(resp, 413, "too_large", "body is %zu bytes, over max_body_bytes=%zu", req->body_len,
-                   lim.max_body_bytes);
+        pd__api_text_error(resp, 413, "too_large", "body is %zu bytes, over max_body_bytes=%zu",
+                           req->body_len, lim.max_body_bytes);
         return H;
     }
     pd_buf plain, reply;
@@ -82,8 +64,9 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
     int rc;
     if (pd_is_gzip(b, n)) {
         if ((rc = pd_gunzip(b, n, lim.max_decompressed_bytes, &plain, &err)) < 0) {
-            otlp_error(resp, rc == PD_ETOOBIG ? 413 : 400, rc == PD_ETOOBIG ? "too_large" : "bad_profile",
-                       "gzip body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+            pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : 400,
+                               rc == PD_ETOOBIG ? "too_large" : "bad_profile", "gzip body: %s",
+                               err.msg[0] ? err.msg : pd_strerror(rc));
             goto out;
         }
         b = (const uint8_t *)plain.data;
@@ -94,9 +77,14 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
     if (json) {
         if ((rc = pd_otlp_json_to_protobuf((const char *)b, n, 0, &pb, &err)) < 0) {
             pd_buf_release(&pb);
-            otlp_error(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
-                       rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile",
-                       "OTLP/JSON: %s", err.msg);
+            pd__api_text_error(resp,
+                               rc == PD_ETOOBIG  ? 413
+                               : rc == PD_ENOMEM ? 500
+                                                 : 400,
+                               rc == PD_ETOOBIG  ? "too_large"
+                               : rc == PD_ENOMEM ? NULL
+                                                 : "bad_profile",
+                               "OTLP/JSON: %s", err.msg);
             goto out;
         }
         b = (const uint8_t *)pb.data;
@@ -107,8 +95,14 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
     rc = pd_otlp_convert(b, n, &ol, &r, &err);
     pd_buf_release(&pb);
     if (rc < 0) {
-        otlp_error(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
-                   rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile", "%s", err.msg);
+        pd__api_text_error(resp,
+                           rc == PD_ETOOBIG  ? 413
+                           : rc == PD_ENOMEM ? 500
+                                             : 400,
+                           rc == PD_ETOOBIG  ? "too_large"
+                           : rc == PD_ENOMEM ? NULL
+                                             : "bad_profile",
+                           "%s", err.msg);
         goto out;
     }
     have_r = true;
@@ -125,8 +119,8 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
         pd_err_clear(&err);
         rc = pd_profile_encode(&r.p[i].profile, true, &enc);
         if (rc == 0)
-            rc = pd__api_store(env->st, &r.p[i].labels, ts, (const uint8_t *)enc.data, enc.len, &r.p[i].profile,
-                               "otlp", &err);
+            rc = pd__api_store(env->st, &r.p[i].labels, ts, (const uint8_t *)enc.data, enc.len,
+                               &r.p[i].profile, "otlp", &err);
         if (rc == 0)
             continue;
         if (rc == PD_EEXIST)
@@ -136,12 +130,14 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
         if (!rejected)
             snprintf(first, sizeof first, "profile %zu: %s", i,
                      rc == PD_EEXIST ? "a profile of this series at this time is already stored"
-                                     : err.msg[0] ? err.msg : pd_strerror(rc));
+                     : err.msg[0]    ? err.msg
+                                     : pd_strerror(rc));
         rejected++;
     }
     pd_buf_release(&enc);
-    if ((json ? pd_otlp_json_response(rejected, first, &reply) : pd_otlp_response(rejected, first, &reply)) < 0) {
-        otlp_error(resp, 500, NULL, "out of memory");
+    if ((json ? pd_otlp_json_response(rejected, first, &reply)
+              : pd_otlp_response(rejected, first, &reply)) < 0) {
+        pd__api_text_error(resp, 500, NULL, "out of memory");
         goto out;
     }
     pd_buf_reset(&resp->body);

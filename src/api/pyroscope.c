@@ -118,27 +118,6 @@ static const char *const KNOWN_TYPES[] = {
 static const char *const DEFAULT_CUMULATIVE[] = {"alloc_objects", "alloc_space", "contentions",
                                                  "delay"};
 
-static void py_error(pd_http_response *resp, int status, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* Replaces the body with a text error; counts reason when set. */
-static void py_error(pd_http_response *resp, int status, const char *reason, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (reason)
-        pd__api_count_rejected(reason);
-    pd_buf_reset(&resp->body);
-    resp->status = status;
-    resp->content_type = "text/plain; charset=utf-8";
-    pd_buf_puts(&resp->body, msg);
-    pd_buf_puts(&resp->body, "\n");
-    pd_log(PD_LOG_DEBUG, "ingest refused", "status=%d reason=%s", status, reason ? reason : "none");
-}
-
 /* The api's limits with 0 fields replaced by the defaults. */
 static pd_pprof_limits eff_limits(const pd_pprof_limits *l)
 {
@@ -250,8 +229,8 @@ static int64_t parse_time(const char *in)
  * IsTagKeyRuneAllowed): [a-zA-Z0-9_.]. */
 static bool tag_key_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.';
 }
 
 /* s[0..n) without leading and trailing ASCII white space (Go's TrimSpace
@@ -287,16 +266,16 @@ static int parse_name(const char *name, char **app, pd_labels *tags, pd_http_res
     size_t len = strlen(name);
     *app = NULL;
     if (len > MAX_NAME_BYTES) {
-        py_error(resp, 400, "bad_labels", "name: %zu bytes, over the limit of %d", len,
-                 MAX_NAME_BYTES);
+        pd__api_text_error(resp, 400, "bad_labels", "name: %zu bytes, over the limit of %d", len,
+                           MAX_NAME_BYTES);
         return -1;
     }
     if (!pd__api_utf8_valid(name, len)) {
-        py_error(resp, 400, "bad_labels", "name: not UTF-8");
+        pd__api_text_error(resp, 400, "bad_labels", "name: not UTF-8");
         return -1;
     }
     enum { NAME, KEY, VALUE, DONE } st = NAME;
-    size_t tok = 0;            /* start of the current app/value */
+    size_t tok = 0;              /* start of the current app/value */
     size_t kstart = 0, kend = 0; /* key bytes (Pyroscope's key buffer) */
     bool have_key = false;
     pd_err err = {{0}};
@@ -310,15 +289,16 @@ static int parse_name(const char *name, char **app, pd_labels *tags, pd_http_res
             if (!*app)
                 goto nomem;
             if (!**app) {
-                py_error(resp, 400, "bad_labels", "name: application name is required");
+                pd__api_text_error(resp, 400, "bad_labels", "name: application name is required");
                 return -1;
             }
             for (const char *a = *app; *a; a++)
                 if (!tag_key_char(*a) && *a != '-' && *a != '/') {
-                    py_error(resp, 400, "bad_labels",
-                             "name: invalid application name \"%.100s\": character '%c' is not "
-                             "allowed (want [a-zA-Z0-9_.\\-/])",
-                             *app, *a);
+                    pd__api_text_error(
+                        resp, 400, "bad_labels",
+                        "name: invalid application name \"%.100s\": character '%c' is not "
+                        "allowed (want [a-zA-Z0-9_.\\-/])",
+                        *app, *a);
                     return -1;
                 }
             st = KEY;
@@ -359,8 +339,8 @@ static int parse_name(const char *name, char **app, pd_labels *tags, pd_http_res
                             bad = "character not allowed (want [a-zA-Z0-9_.])";
                 }
                 if (bad) {
-                    py_error(resp, 400, "bad_labels", "name: invalid label name \"%.100s\": %s", k,
-                             bad);
+                    pd__api_text_error(resp, 400, "bad_labels",
+                                       "name: invalid label name \"%.100s\": %s", k, bad);
                     free(k);
                     free(v);
                     return -1;
@@ -373,7 +353,7 @@ static int parse_name(const char *name, char **app, pd_labels *tags, pd_http_res
                 if (rc == PD_ENOMEM)
                     goto nomem;
                 if (rc < 0) {
-                    py_error(resp, 400, "bad_labels", "name: %s", err.msg);
+                    pd__api_text_error(resp, 400, "bad_labels", "name: %s", err.msg);
                     return -1;
                 }
             }
@@ -386,7 +366,7 @@ static int parse_name(const char *name, char **app, pd_labels *tags, pd_http_res
     }
     return 0;
 nomem:
-    py_error(resp, 500, NULL, "out of memory");
+    pd__api_text_error(resp, 500, NULL, "out of memory");
     return -1;
 }
 
@@ -421,13 +401,14 @@ static void detect_type(const pd_profile *p, json_t *cfg, char *out, size_t cap)
         }
         if (dn && *dn)
             st = dn;
-        const char *t = strstr(st, "cpu")                                        ? "process_cpu"
-                        : strstr(st, "alloc_") || strstr(st, "inuse_") ||
-                                  !strcmp(st, "space") || !strcmp(st, "objects") ? "memory"
-                        : strstr(st, "mutex_")                                   ? "mutex"
-                        : strstr(st, "block_")                                   ? "block"
-                        : strstr(st, "goroutines")                               ? "goroutines"
-                                                                                 : NULL;
+        const char *t = strstr(st, "cpu") ? "process_cpu"
+                        : strstr(st, "alloc_") || strstr(st, "inuse_") || !strcmp(st, "space") ||
+                                !strcmp(st, "objects")
+                            ? "memory"
+                        : strstr(st, "mutex_")     ? "mutex"
+                        : strstr(st, "block_")     ? "block"
+                        : strstr(st, "goroutines") ? "goroutines"
+                                                   : NULL;
         if (t) {
             snprintf(out, cap, "%s", t);
             return;
@@ -601,7 +582,7 @@ static int decode(const uint8_t *b, size_t len, const pd_pprof_limits *lim, cons
 {
     pd_err err = {{0}};
     if (len == 0) {
-        py_error(resp, 400, "bad_profile", "%s: empty", what);
+        pd__api_text_error(resp, 400, "bad_profile", "%s: empty", what);
         return -1;
     }
     int rc = pd_profile_decode(p, b, len, lim, &err);
@@ -611,11 +592,11 @@ static int decode(const uint8_t *b, size_t len, const pd_pprof_limits *lim, cons
         pd_profile_release(p);
     }
     if (rc == PD_ENOMEM)
-        py_error(resp, 500, NULL, "%s: out of memory", what);
+        pd__api_text_error(resp, 500, NULL, "%s: out of memory", what);
     else if (rc == PD_ETOOBIG)
-        py_error(resp, 413, "too_large", "%s refused: %s", what, err.msg);
+        pd__api_text_error(resp, 413, "too_large", "%s refused: %s", what, err.msg);
     else
-        py_error(resp, 400, "bad_profile", "%s: invalid pprof: %s", what, err.msg);
+        pd__api_text_error(resp, 400, "bad_profile", "%s: invalid pprof: %s", what, err.msg);
     return -1;
 }
 
@@ -626,14 +607,15 @@ static int prev_scale(const pd_profile *p, const part *cfg, int64_t *scale, pd_h
     if (cfg) {
         json_error_t je;
         if (cfg->len > MAX_CONFIG_BYTES) {
-            py_error(resp, 413, "too_large", "sample_type_config: %zu bytes, over %d", cfg->len,
-                     MAX_CONFIG_BYTES);
+            pd__api_text_error(resp, 413, "too_large", "sample_type_config: %zu bytes, over %d",
+                               cfg->len, MAX_CONFIG_BYTES);
             return -1;
         }
         j = json_loadb((const char *)cfg->data, cfg->len, 0, &je);
         if (!j || !json_is_object(j)) {
-            py_error(resp, 400, "bad_request", "sample_type_config: not a JSON object%s%s",
-                     j ? "" : ": ", j ? "" : je.text);
+            pd__api_text_error(resp, 400, "bad_request",
+                               "sample_type_config: not a JSON object%s%s", j ? "" : ": ",
+                               j ? "" : je.text);
             json_decref(j);
             return -1;
         }
@@ -678,14 +660,14 @@ static int delta(const pd_profile *p, const pd_profile *prev, const int64_t *sca
         }
     }
     if (rc < 0) {
-        py_error(resp,
-                 rc == PD_ENOMEM    ? 500
-                 : rc == PD_ETOOBIG ? 413
-                                    : 400,
-                 rc == PD_ENOMEM    ? NULL
-                 : rc == PD_ETOOBIG ? "too_large"
-                                    : "bad_profile",
-                 "prev_profile: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_text_error(resp,
+                           rc == PD_ENOMEM    ? 500
+                           : rc == PD_ETOOBIG ? 413
+                                              : 400,
+                           rc == PD_ENOMEM    ? NULL
+                           : rc == PD_ETOOBIG ? "too_large"
+                                              : "bad_profile",
+                           "prev_profile: %s", err.msg[0] ? err.msg : pd_strerror(rc));
         return -1;
     }
     return 0;
@@ -704,7 +686,7 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     static const char H[] = "/ingest";
     if (strcmp(req->method, "POST") != 0) {
         pd_http_add_header(resp, "Allow", "POST");
-        py_error(resp, 405, NULL, "method not allowed; use POST");
+        pd__api_text_error(resp, 405, NULL, "method not allowed; use POST");
         return H;
     }
     const pd_pprof_limits lim = eff_limits(env->limits);
@@ -779,8 +761,8 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     if (!type[0] && !pprof_in) {
         const char *dot = strrchr(app, '.');
         if (dot) {
-            py_error(resp, 400, "bad_request", "unknown profile type: %.64s (name \"%.100s\")",
-                     dot + 1, app);
+            pd__api_text_error(resp, 400, "bad_request",
+                               "unknown profile type: %.64s (name \"%.100s\")", dot + 1, app);
             goto out;
         }
         snprintf(type, sizeof type, "cpu");
@@ -788,14 +770,15 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     app[app_len] = 0;
     if (fmt == F_TREE || fmt == F_SPEEDSCOPE) {
         /* dispatch point: each format gets its decoder here */
-        py_error(resp, 400, "unsupported_format",
-                 "format %s is not supported by profd yet: use folded, lines, trie, pprof or jfr",
-                 fmt == F_TREE ? "tree" : "speedscope");
+        pd__api_text_error(
+            resp, 400, "unsupported_format",
+            "format %s is not supported by profd yet: use folded, lines, trie, pprof or jfr",
+            fmt == F_TREE ? "tree" : "speedscope");
         goto out;
     }
     if (req->body_len > lim.max_body_bytes) {
-        py_error(resp, 413, "too_large", "body is %zu bytes, over max_body_bytes=%zu",
-                 req->body_len, lim.max_body_bytes);
+        pd__api_text_error(resp, 413, "too_large", "body is %zu bytes, over max_body_bytes=%zu",
+                           req->body_len, lim.max_body_bytes);
         goto out;
     }
 
@@ -804,8 +787,9 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         if ((rc = pd_labels_copy(&ls, &tags)) < 0 ||
             (!jservice && (rc = pd_labels_set(&ls, "service_name", app, &err)) < 0) ||
             (rc = pd_labels_set(&ls, "pyroscope_spy", spy && *spy ? spy : "unknown", &err)) < 0) {
-            py_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : "bad_labels",
-                     "name: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+            pd__api_text_error(resp, rc == PD_ENOMEM ? 500 : 400,
+                               rc == PD_ENOMEM ? NULL : "bad_labels", "name: %s",
+                               err.msg[0] ? err.msg : pd_strerror(rc));
             goto out;
         }
         const part *pj = NULL, *pl = NULL;
@@ -814,17 +798,19 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         size_t n = 0;
         if (is_multipart(ct)) {
             if (mp_boundary(ct, boundary, sizeof boundary) < 0) {
-                py_error(resp, 400, "bad_request", "multipart/form-data without a valid boundary");
+                pd__api_text_error(resp, 400, "bad_request",
+                                   "multipart/form-data without a valid boundary");
                 goto out;
             }
             rc = mp_parse(req->body, req->body_len, boundary, parts, &n, msg, sizeof msg);
             if (rc < 0) {
-                py_error(resp, rc == PD_ETOOBIG ? 413 : 400,
-                         rc == PD_ETOOBIG ? "too_large" : "bad_profile", "%s", msg);
+                pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : 400,
+                                   rc == PD_ETOOBIG ? "too_large" : "bad_profile", "%s", msg);
                 goto out;
             }
             if (!(pj = find_part(parts, n, "jfr"))) {
-                py_error(resp, 400, "bad_profile", "multipart body without a \"jfr\" part");
+                pd__api_text_error(resp, 400, "bad_profile",
+                                   "multipart body without a \"jfr\" part");
                 goto out;
             }
             pl = find_part(parts, n, "labels");
@@ -842,20 +828,22 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         part parts[MP_MAX_PARTS];
         size_t n = 0;
         if (mp_boundary(ct, boundary, sizeof boundary) < 0) {
-            py_error(resp, 400, "bad_request",
-                     "Content-Type multipart/form-data without a valid boundary (1..70 bytes)");
+            pd__api_text_error(
+                resp, 400, "bad_request",
+                "Content-Type multipart/form-data without a valid boundary (1..70 bytes)");
             goto out;
         }
         if ((rc = mp_parse(req->body, req->body_len, boundary, parts, &n, msg, sizeof msg)) < 0) {
-            py_error(resp, rc == PD_ETOOBIG ? 413 : 400,
-                     rc == PD_ETOOBIG ? "too_large" : "bad_profile", "%s", msg);
+            pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : 400,
+                               rc == PD_ETOOBIG ? "too_large" : "bad_profile", "%s", msg);
             goto out;
         }
         const part *pp = find_part(parts, n, "profile");
         const part *pv = find_part(parts, n, "prev_profile");
         const part *pc = find_part(parts, n, "sample_type_config");
         if (!pp) {
-            py_error(resp, 400, "bad_profile", "multipart body without a \"profile\" part");
+            pd__api_text_error(resp, 400, "bad_profile",
+                               "multipart body without a \"profile\" part");
             goto out;
         }
         if (decode(pp->data, pp->len, &lim, "part \"profile\"", &p, resp) < 0)
@@ -866,7 +854,7 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         if (pv && pv->len) {
             int64_t *scale = calloc(p.n_sample_type ? p.n_sample_type : 1, sizeof *scale);
             if (!scale) {
-                py_error(resp, 500, NULL, "out of memory");
+                pd__api_text_error(resp, 500, NULL, "out of memory");
                 goto out;
             }
             rc = decode(pv->data, pv->len, &lim, "part \"prev_profile\"", &prev, resp);
@@ -905,25 +893,25 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         const uint8_t *text = req->body;
         size_t tlen = req->body_len;
         if (tlen == 0 && fmt != F_TRIE) {
-            py_error(resp, 400, "bad_profile", "empty body: POST %s stacks",
-                     fmt == F_LINES ? "lines" : "folded");
+            pd__api_text_error(resp, 400, "bad_profile", "empty body: POST %s stacks",
+                               fmt == F_LINES ? "lines" : "folded");
             goto out;
         }
         if (tlen == 0 && fmt == F_TRIE) {
-            py_error(resp, 400, "bad_profile", "empty body: POST a trie");
+            pd__api_text_error(resp, 400, "bad_profile", "empty body: POST a trie");
             goto out;
         }
         if (pd_is_gzip(text, tlen)) {
             rc = pd_gunzip(text, tlen, lim.max_decompressed_bytes, &plain, &err);
             if (rc < 0) {
-                py_error(resp,
-                         rc == PD_ETOOBIG  ? 413
-                         : rc == PD_ENOMEM ? 500
-                                           : 400,
-                         rc == PD_ETOOBIG  ? "too_large"
-                         : rc == PD_ENOMEM ? NULL
-                                           : "bad_profile",
-                         "gzip body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+                pd__api_text_error(resp,
+                                   rc == PD_ETOOBIG  ? 413
+                                   : rc == PD_ENOMEM ? 500
+                                                     : 400,
+                                   rc == PD_ETOOBIG  ? "too_large"
+                                   : rc == PD_ENOMEM ? NULL
+                                                     : "bad_profile",
+                                   "gzip body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
                 goto out;
             }
             text = (const uint8_t *)plain.data;
@@ -934,14 +922,14 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
             have_folded = true;
             rc = pd_ingest_trie_to_folded(text, tlen, &folded, &err);
             if (rc < 0) {
-                py_error(resp,
-                         rc == PD_ETOOBIG  ? 413
-                         : rc == PD_ENOMEM ? 500
-                                           : 400,
-                         rc == PD_ETOOBIG  ? "too_large"
-                         : rc == PD_ENOMEM ? NULL
-                                           : "bad_profile",
-                         "trie body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+                pd__api_text_error(resp,
+                                   rc == PD_ETOOBIG  ? 413
+                                   : rc == PD_ENOMEM ? 500
+                                                     : 400,
+                                   rc == PD_ETOOBIG  ? "too_large"
+                                   : rc == PD_ENOMEM ? NULL
+                                                     : "bad_profile",
+                                   "trie body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
                 goto out;
             }
             text = (const uint8_t *)(folded.data ? folded.data : "");
@@ -969,21 +957,22 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         o.lim.max_samples = lim.max_samples;
         rc = pd_ingest_folded((const char *)text, tlen, fmt == F_LINES, &o, &p, &err);
         if (rc < 0) {
-            py_error(resp,
-                     rc == PD_ETOOBIG  ? 413
-                     : rc == PD_ENOMEM ? 500
-                                       : 400,
-                     rc == PD_ETOOBIG  ? "too_large"
-                     : rc == PD_ENOMEM ? NULL
-                                       : "bad_profile",
-                     "%s body: %s", fmt == F_LINES ? "lines" : "folded",
-                     err.msg[0] ? err.msg : pd_strerror(rc));
+            pd__api_text_error(resp,
+                               rc == PD_ETOOBIG  ? 413
+                               : rc == PD_ENOMEM ? 500
+                                                 : 400,
+                               rc == PD_ETOOBIG  ? "too_large"
+                               : rc == PD_ENOMEM ? NULL
+                                                 : "bad_profile",
+                               "%s body: %s", fmt == F_LINES ? "lines" : "folded",
+                               err.msg[0] ? err.msg : pd_strerror(rc));
             goto out;
         }
         have_p = true;
         if ((rc = pd_profile_encode(&p, true, &enc)) < 0) {
-            py_error(resp, rc == PD_ETOOBIG ? 413 : 500, rc == PD_ETOOBIG ? "too_large" : NULL,
-                     "encoding the converted profile: %s", pd_strerror(rc));
+            pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : 500,
+                               rc == PD_ETOOBIG ? "too_large" : NULL,
+                               "encoding the converted profile: %s", pd_strerror(rc));
             goto out;
         }
         store = (const uint8_t *)enc.data;
@@ -995,7 +984,8 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     if (!type[0]) {
         detect_type(&p, json_is_object(stcfg) ? stcfg : NULL, type, sizeof type);
         if (!type[0] || !pd__api_utf8_valid(type, strlen(type))) {
-            py_error(resp, 400, "bad_profile", "profile has no sample type to name its type by");
+            pd__api_text_error(resp, 400, "bad_profile",
+                               "profile has no sample type to name its type by");
             goto out;
         }
     }
@@ -1006,25 +996,25 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         (tag_service && !pprof_in && !pd_labels_get(&tags, "app_name") &&
          (rc = pd_labels_set(&ls, "app_name", app, &err)) < 0) ||
         (rc = pd_labels_set(&ls, "pyroscope_spy", spy && *spy ? spy : "unknown", &err)) < 0) {
-        py_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : "bad_labels",
-                 "name: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_text_error(resp, rc == PD_ENOMEM ? 500 : 400, rc == PD_ENOMEM ? NULL : "bad_labels",
+                           "name: %s", err.msg[0] ? err.msg : pd_strerror(rc));
         goto out;
     }
 
     pd_err_clear(&err);
     rc = pd__api_store(env->st, &ls, ts, store, store_len, stored, "pyroscope", &err);
     if (rc == PD_EOUTOFBOUNDS) { /* counted by pd__api_store */
-        py_error(resp, 400, NULL, "%s", err.msg);
+        pd__api_text_error(resp, 400, NULL, "%s", err.msg);
         goto out;
     }
     if (rc == PD_EEXIST) {
-        py_error(resp, 409, "duplicate",
-                 "a profile of this series at %" PRId64 " ms is already stored", ts);
+        pd__api_text_error(resp, 409, "duplicate",
+                           "a profile of this series at %" PRId64 " ms is already stored", ts);
         goto out;
     }
     if (rc < 0) {
         pd_log(PD_LOG_ERROR, "ingest: storage append failed", "err=\"%s\"", err.msg);
-        py_error(resp, 500, NULL, "storage: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_text_error(resp, 500, NULL, "storage: %s", err.msg[0] ? err.msg : pd_strerror(rc));
         goto out;
     }
     resp->status = 200;

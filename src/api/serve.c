@@ -1,12 +1,15 @@
 /*
  * api/serve.c — reply plumbing beside the handlers: the UI's embedded assets
- * with entity tags (304 on revalidation) and gzip of text replies (see
- * api_int.h).
+ * with entity tags (304 on revalidation), gzip of text replies, and the text
+ * error of the push endpoints (see api_int.h).
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/api_int.h"
 #include "base/buf.h"
+#include "base/log.h"
 #include "pprof/pprof.h"
 
 /* An embedded UI asset with its entity tag: "Cache-Control: no-cache" (the
@@ -68,4 +71,22 @@ void pd__api_maybe_gzip(const pd_http_request *req, pd_http_response *resp)
     pd_http_add_header(resp, "Vary", "Accept-Encoding");
     pd_buf_release(&resp->body);
     resp->body = z;
+}
+
+void pd__api_text_error(pd_http_response *resp, int status, const char *reason, const char *fmt,
+                        ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (reason)
+        pd__api_count_rejected(reason);
+    pd_buf_reset(&resp->body);
+    resp->status = status;
+    resp->content_type = "text/plain; charset=utf-8";
+    pd_buf_puts(&resp->body, msg);
+    pd_buf_puts(&resp->body, "\n");
+    pd_log(PD_LOG_DEBUG, "ingest refused", "status=%d reason=%s", status, reason ? reason : "none");
 }
