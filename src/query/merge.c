@@ -844,6 +844,12 @@ static int prepare_input(pd_merge *m, const pd_profile *p)
 int pd_merge_add(pd_merge *m, const pd_profile *p, const pd_labels *series, bool base,
                  const char *source, pd_err *err)
 {
+    return pd_merge_add_n(m, p, series, base, source, 1, err);
+}
+
+int pd_merge_add_n(pd_merge *m, const pd_profile *p, const pd_labels *series, bool base,
+                   const char *source, size_t n_inputs, pd_err *err)
+{
     if (m->failed)
         return pd_err_set(err, PD_EINVAL, "merge: used after an error");
     int rc = check_time(m, err);
@@ -859,7 +865,7 @@ int pd_merge_add(pd_merge *m, const pd_profile *p, const pd_labels *series, bool
             goto fail;
         return rc; /* nothing of this input was folded in: the merger stays usable */
     }
-    m->n_inputs++;
+    m->n_inputs += n_inputs;
 
     /* pprof maps the first mapping first (it is the main binary) */
     if (m->n_map == 0 && p->n_mapping > 0) {
@@ -1371,24 +1377,30 @@ static void source_name_at(run *r, size_t prefix, int64_t ts, const char *side)
     }
 }
 
-static int add_profile(run *r, const pd_series_info *si, size_t prefix, int64_t ts, bool base,
-                       const char *side, pd_err *err)
+/* The series being folded in by add_side, for add_part. */
+typedef struct part_ctx {
+    run *r;
+    const pd_series_info *si;
+    size_t prefix; /* of r->name: "series {...}" */
+    bool base;
+    const char *side;
+} part_ctx;
+
+/* pd_storage_aggregate's callback: one part (a block's sum, or one head
+ * profile) of the series into the merger. */
+static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
 {
-    pd_profile p;
-    int rc = pd_storage_read_profile(r->st, si->ref, ts, &p, NULL, err);
-    if (rc == PD_ENOTFOUND)
-        return 0; /* deleted since the points were read (retention) */
-    if (rc == PD_ECORRUPT) { /* damaged: left out, the storage warned (storage.h) */
-        if (err)
-            pd_err_clear(err);
-        return 0;
+    part_ctx *c = ctx;
+    run *r = c->r;
+    source_name_at(r, c->prefix, part->min_ts, c->side);
+    if (part->n_profiles > 1 && r->name.data) {
+        /* "series {...} at T ms" -> "series {...} from T to T2 ms (N profiles)" */
+        r->name.len = c->prefix;
+        pd_buf_printf(&r->name, " from %" PRId64 " to %" PRId64 " ms (%zu profiles)%s%s%s",
+                      part->min_ts, part->max_ts, part->n_profiles, c->side ? " (" : "",
+                      c->side ? c->side : "", c->side ? ")" : "");
     }
-    if (rc < 0)
-        return rc;
-    source_name_at(r, prefix, ts, side);
-    rc = pd_merge_add(r->m, &p, &si->labels, base, r->name.data, err);
-    pd_profile_release(&p);
-    return rc;
+    return pd_merge_add_n(r->m, p, &c->si->labels, c->base, r->name.data, part->n_profiles, err);
 }
 
 /* Folds one side (single or merge) into r->m. */
@@ -1472,8 +1484,11 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
         pd_buf_puts(&r->name, "series ");
         pd_labels_format(&set.v[i].labels, &r->name);
         size_t prefix = r->name.len;
-        for (size_t j = 0; j < pts.n && rc >= 0; j++)
-            rc = add_profile(r, &set.v[i], prefix, pts.v[j].ts_ms, base, side, err);
+        if (pts.n && rc >= 0) {
+            /* summed inside the store, by stack id (pd_storage_aggregate) */
+            part_ctx c = {r, &set.v[i], prefix, base, side};
+            rc = pd_storage_aggregate(r->st, &set.v[i].ref, 1, q->from, q->to, add_part, &c, err);
+        }
         pd_points_release(&pts);
     }
 out:

@@ -247,6 +247,12 @@ int pd_merge_new(const pd_merge_options *o, pd_merge **out /* OUT */, pd_err *er
 int pd_merge_add(pd_merge *m, const pd_profile *p, const pd_labels *series, bool base,
                  const char *source, pd_err *err);
 
+/* pd_merge_add for a profile that is already the merge of n_inputs
+ * profiles (a part of pd_storage_aggregate: same header rules, values
+ * summed): counted as n_inputs in the stats. */
+int pd_merge_add_n(pd_merge *m, const pd_profile *p, const pd_labels *series, bool base,
+                   const char *source, size_t n_inputs, pd_err *err);
+
 /* Applies the filters, drops samples summing to zero, compacts, and moves
  * the result into *out (indexed; pd_profile_release it). After it the merger
  * can only be freed. Errors: PD_ENOTFOUND (nothing was added), PD_ENOMEM,

@@ -2,51 +2,61 @@
  * query/refs.c — merges over series the caller already selected (query.h:
  * pd_query_merge_refs), and keeping one sample type of a profile.
  *
- * The same pd_merge as pd_query_merge: profiles are read one at a time
- * (pd_storage_read_profile) and folded in, so memory follows the result.
+ * The same pd_merge as pd_query_merge, fed by pd_storage_aggregate: the
+ * profiles of each block are summed inside the store by stack id and each
+ * sum folded in, so memory follows the result, not the inputs.
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "query/query.h"
 
+typedef struct refs_ctx {
+    pd_merge *m;
+    const pd_query_refs *q;
+    bool base;
+    pd_buf name;
+    size_t series, last; /* series with profiles; the last counted + 1 */
+} refs_ctx;
+
+/* pd_storage_aggregate's callback: one part (a block's sum, or one head
+ * profile) into the merger. */
+static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
+{
+    refs_ctx *c = ctx;
+    const pd_series_info *si = &c->q->series[part->series];
+    if (c->last != part->series + 1) {
+        c->series++;
+        c->last = part->series + 1;
+    }
+    pd_buf_reset(&c->name);
+    pd_buf_puts(&c->name, "series ");
+    pd_labels_format(&si->labels, &c->name);
+    if (part->n_profiles > 1)
+        pd_buf_printf(&c->name, " from %" PRId64 " to %" PRId64 " ms (%zu profiles)%s",
+                      part->min_ts, part->max_ts, part->n_profiles, c->base ? " (base)" : "");
+    else
+        pd_buf_printf(&c->name, " at %" PRId64 " ms%s", part->min_ts, c->base ? " (base)" : "");
+    return pd_merge_add_n(c->m, p, &si->labels, c->base, c->name.data, part->n_profiles, err);
+}
+
+/* Sums q's profiles inside the store (pd_storage_aggregate: by stack id,
+ * per block) and folds the sums into m. */
 static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, bool base,
                     size_t *series, pd_err *err)
 {
-    pd_buf name;
-    pd_buf_init(&name, 4096);
-    int rc = 0;
-    for (size_t i = 0; i < q->n && rc >= 0; i++) {
-        const pd_series_info *si = &q->series[i];
-        pd_points pts = {0};
-        rc = pd_storage_read_points(st, si->ref, q->from, q->to, &pts, err);
-        if (rc == PD_ENOTFOUND) {
-            rc = 0;
-            continue;
-        }
-        if (rc < 0)
-            break;
-        if (pts.n)
-            (*series)++;
-        for (size_t j = 0; j < pts.n && rc >= 0; j++) {
-            pd_profile p;
-            rc = pd_storage_read_profile(st, si->ref, pts.v[j].ts_ms, &p, NULL, err);
-            if (rc == PD_ENOTFOUND) { /* deleted since (retention) */
-                rc = 0;
-                continue;
-            }
-            if (rc < 0)
-                break;
-            pd_buf_reset(&name);
-            pd_buf_puts(&name, "series ");
-            pd_labels_format(&si->labels, &name);
-            pd_buf_printf(&name, " at %" PRId64 " ms%s", pts.v[j].ts_ms, base ? " (base)" : "");
-            rc = pd_merge_add(m, &p, &si->labels, base, name.data, err);
-            pd_profile_release(&p);
-        }
-        pd_points_release(&pts);
-    }
-    pd_buf_release(&name);
+    refs_ctx c = {.m = m, .q = q, .base = base};
+    pd_buf_init(&c.name, 4096);
+    uint64_t *refs = malloc((q->n ? q->n : 1) * sizeof *refs);
+    int rc = refs ? 0 : pd_err_set(err, PD_ENOMEM, "merge: out of memory");
+    for (size_t i = 0; refs && i < q->n; i++)
+        refs[i] = q->series[i].ref;
+    if (refs)
+        rc = pd_storage_aggregate(st, refs, q->n, q->from, q->to, add_part, &c, err);
+    *series += c.series;
+    free(refs);
+    pd_buf_release(&c.name);
     return rc;
 }
 

@@ -1,7 +1,8 @@
 /*
  * storage/storage.h — the one storage interface the other layers see
  * (DESIGN.md §2): an appender (scrape/ and ingest see only this part) and a
- * querier (series selection, timestamps + totals, one profile).
+ * querier (series selection, timestamps + totals, one profile) and the
+ * aggregation (merges pushed down: pd_storage_aggregate).
  *
  * A *series* is a label set (base/labels.h) whose __name__ is the profile
  * type. A series holds profiles at int64 Unix-millisecond timestamps; at most
@@ -153,6 +154,42 @@ void pd_points_release(pd_points *pts);
  * PD_ENOMEM. */
 int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out /* OUT */,
                             pd_buf *raw /* may be NULL */, pd_err *err);
+
+/* ---- aggregation: the merge pushed down into storage ----
+ *
+ * pd_storage_aggregate sums the profiles of series refs[0..n) with ts in
+ * [mint, maxt] (ms, inclusive) inside the store, on its own ids: per block,
+ * values are summed per (stack id, sample-label set id) without rebuilding
+ * any input profile, and the sum is symbolized once, for the stacks whose
+ * values did not sum to zero. Each such sum (a *part*) is handed to fn as
+ * one pd_profile (indexed, valid only during the call): samples = the
+ * distinct (stack, label set) with their values summed per sample type;
+ * header folded as google/pprof's profile.Merge (time_nanos the earliest,
+ * duration_nanos summed, period the largest, comments concatenated without
+ * repeats, default_sample_type and doc_url the first non-empty, period type
+ * and drop/keep frames from the first). So folding every part into a
+ * pd_merge (query/query.h) gives the merge of the inputs one by one.
+ * Parts come series by series in the order of refs, in ascending time
+ * within a series; a part never mixes sample types or period types
+ * (profiles that differ start a new part). Head profiles (not yet in a
+ * block) are handed over one per part for now. A ref unknown to the store
+ * (deleted since selected) adds nothing; damaged block data is skipped with
+ * a warning (below) and a profile gone meanwhile is skipped.
+ * Memory: one entry per distinct (stack, label set) of the series in one
+ * block, never per profile.
+ * Errors: fn's negative code (stops the walk, returned), PD_ETOOBIG (more
+ * than 16M distinct stacks in one part), -errno, PD_ENOMEM. */
+typedef struct pd_storage_agg_part {
+    size_t series;          /* index into refs */
+    size_t n_profiles;      /* profiles summed into this part (>= 1) */
+    int64_t min_ts, max_ts; /* of those profiles, ms */
+} pd_storage_agg_part;
+
+typedef int (*pd_storage_agg_fn)(void *ctx, const pd_storage_agg_part *part,
+                                 const pd_profile *p, pd_err *err);
+
+int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, size_t n, int64_t mint,
+                         int64_t maxt, pd_storage_agg_fn fn, void *ctx, pd_err *err);
 
 /* ---- warnings: damage a read skipped (the answer is partial) ----
  *

@@ -1,0 +1,350 @@
+/*
+ * storage/tsdb/aggregate.c — the merge pushed down into the embedded store
+ * (storage.h: pd_storage_aggregate; DESIGN.md §3 "Aggregation pushed
+ * down"), as Parca and Pyroscope merge inside their storage: by stack id,
+ * with symbols resolved once at the end.
+ *
+ * For each series asked for, each block holding profiles of it in the range
+ * is walked in its decomposed form (pd__block_series_foreach_dprof: value
+ * groups decompressed and decoded into stack id, label-set id, values; no
+ * pd_profile per input): the values are summed per (stack id, label-set id)
+ * in a hash map keyed on the two ids — memory is one entry per distinct
+ * (stack, label set) of the series in that block, not per profile — and
+ * the part's header is folded with the rules of google/pprof's
+ * profile.Merge (time_nanos the earliest with pprof's zero quirk,
+ * duration_nanos summed, period the largest, comments concatenated without
+ * repeats, default_sample_type and doc_url the first non-empty, period type
+ * and drop/keep frames from the first). At the end of the block the sum is
+ * turned into one pd_profile (pd__dprof_to_profile against the block's
+ * symbols: the only symbolization, for the stacks that survived the sum)
+ * and handed to the caller, who folds it into a pd_merge (query/merge.c)
+ * with the same rules: the result is the merge of the inputs one by one
+ * (the property tests of tests/unit/query/test_aggregate.c check it).
+ *
+ * Profiles whose sample types or period type differ from the part's so far
+ * end the part (it is handed over) and start a new one, so the caller's
+ * merger sees the mismatch and names it, as before.
+ *
+ * Head profiles (the recent hours, not yet cut into a block) are handed
+ * over one by one as read by pd_storage_read_profile (not summed here yet).
+ * Parts come in ascending time per series: head profiles older than a
+ * block's first profile before that block.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/u64map.h"
+#include "storage/storage.h"
+#include "storage/tsdb/chunks_int.h"
+#include "storage/tsdb/db_int.h"
+
+#define AGG_MAX_ENTRIES ((size_t)1 << 24) /* distinct (stack, label set) per part */
+
+typedef struct agg {
+    pd_storage_agg_fn fn;
+    void *ctx;
+    pd_storage_agg_part part;
+    const pd_symbols *sym;
+    pd_err *err;
+    /* the part's header, as the first profile's ids */
+    pd_dprof h;
+    uint32_t *types; /* 2 * h.n_types */
+    uint32_t *comment;
+    size_t cap_comment;
+    /* the sum */
+    pd_u64map map; /* (stack << 32 | lset) -> entry */
+    uint32_t *stack, *lset;
+    int64_t *val; /* n x h.n_types */
+    int64_t *totals;
+    size_t n, cap;
+} agg;
+
+static void agg_clear(agg *a)
+{
+    pd_u64map_release(&a->map);
+    pd_u64map_init(&a->map);
+    a->n = 0;
+    a->part.n_profiles = 0;
+    memset(&a->h, 0, sizeof a->h);
+}
+
+static void agg_release(agg *a)
+{
+    pd_u64map_release(&a->map);
+    free(a->types);
+    free(a->comment);
+    free(a->stack);
+    free(a->lset);
+    free(a->val);
+    free(a->totals);
+}
+
+static __thread const agg *sort_agg;
+
+static int cmp_entry(const void *x, const void *y)
+{
+    const agg *a = sort_agg;
+    uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
+    if (a->stack[i] != a->stack[j])
+        return a->stack[i] < a->stack[j] ? -1 : 1;
+    return a->lset[i] < a->lset[j] ? -1 : a->lset[i] > a->lset[j];
+}
+
+/* Hands the part summed so far to the caller as one profile. */
+static int agg_flush(agg *a)
+{
+    if (!a->part.n_profiles)
+        return 0;
+    size_t nt = a->h.n_types, k = 0;
+    int rc = 0;
+    uint32_t *ord = malloc((a->n ? a->n : 1) * sizeof *ord);
+    pd_dprof d = a->h;
+    d.types = a->types;
+    d.comment = a->comment;
+    d.stack = malloc((a->n ? a->n : 1) * sizeof *d.stack);
+    d.lset = malloc((a->n ? a->n : 1) * sizeof *d.lset);
+    d.value = malloc((a->n ? a->n : 1) * (nt ? nt : 1) * sizeof *d.value);
+    d.totals = a->totals;
+    if (!ord || !d.stack || !d.lset || !d.value) {
+        rc = pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        bool zero = true; /* summed to zero: pprof drops it (merge.c would) */
+        for (size_t v = 0; v < nt && zero; v++)
+            zero = a->val[i * nt + v] == 0;
+        if (!zero)
+            ord[k++] = (uint32_t)i;
+    }
+    sort_agg = a;
+    qsort(ord, k, sizeof *ord, cmp_entry);
+    for (size_t i = 0; i < k; i++) {
+        d.stack[i] = a->stack[ord[i]];
+        d.lset[i] = a->lset[ord[i]];
+        memcpy(d.value + i * nt, a->val + (size_t)ord[i] * nt, nt * sizeof *d.value);
+    }
+    d.n_sample = (uint32_t)k;
+    pd_profile p;
+    if ((rc = pd__dprof_to_profile(a->sym, &d, &p, a->err)) < 0)
+        goto out;
+    rc = a->fn(a->ctx, &a->part, &p, a->err);
+    pd_profile_release(&p);
+out:
+    free(ord);
+    free(d.stack);
+    free(d.lset);
+    free(d.value);
+    agg_clear(a);
+    return rc;
+}
+
+static bool same_header(const agg *a, const pd_dprof *d)
+{
+    return d->n_types == a->h.n_types && d->period_type == a->h.period_type &&
+           d->period_unit == a->h.period_unit &&
+           !memcmp(d->types, a->types, 2 * (size_t)d->n_types * sizeof *d->types);
+}
+
+/* pd__block_series_foreach_dprof's callback: folds d into the part. */
+static int agg_add(void *ctx, const pd_dprof *d)
+{
+    agg *a = ctx;
+    int rc;
+    if (a->part.n_profiles && !same_header(a, d) && (rc = agg_flush(a)) < 0)
+        return rc;
+    size_t nt = d->n_types;
+    if (!a->part.n_profiles) {
+        a->h = *d;
+        a->h.n_comment = 0;
+        uint32_t *t = realloc(a->types, (2 * nt + 1) * sizeof *t);
+        int64_t *tot = realloc(a->totals, (nt + 1) * sizeof *tot);
+        if (t)
+            a->types = t;
+        if (tot)
+            a->totals = tot;
+        if (!t || !tot)
+            return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+        memcpy(a->types, d->types, 2 * nt * sizeof *t);
+        memset(a->totals, 0, nt * sizeof *tot);
+        a->part.min_ts = d->ts;
+    } else {
+        /* pprof's header rules (profile.Merge), as query/merge.c */
+        if (a->h.time_nanos == 0 || d->time_nanos < a->h.time_nanos)
+            a->h.time_nanos = d->time_nanos;
+        if (a->h.period == 0 || a->h.period < d->period)
+            a->h.period = d->period;
+        a->h.duration_nanos =
+            (int64_t)((uint64_t)a->h.duration_nanos + (uint64_t)d->duration_nanos);
+        if (!a->h.default_sample_type)
+            a->h.default_sample_type = d->default_sample_type;
+        if (!a->h.doc_url)
+            a->h.doc_url = d->doc_url;
+    }
+    for (size_t i = 0; i < d->n_comment; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < a->h.n_comment && !seen; j++)
+            seen = a->comment[j] == d->comment[i];
+        if (seen)
+            continue;
+        if (a->h.n_comment == a->cap_comment) {
+            size_t nc = a->cap_comment ? 2 * a->cap_comment : 8;
+            uint32_t *c = realloc(a->comment, nc * sizeof *c);
+            if (!c)
+                return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+            a->comment = c;
+            a->cap_comment = nc;
+        }
+        a->comment[a->h.n_comment++] = d->comment[i];
+    }
+    a->part.n_profiles++;
+    a->part.max_ts = d->ts;
+    for (size_t v = 0; v < nt; v++)
+        a->totals[v] = (int64_t)((uint64_t)a->totals[v] + (uint64_t)d->totals[v]);
+    for (uint32_t s = 0; s < d->n_sample; s++) {
+        const int64_t *sv = d->value + (size_t)s * nt;
+        bool zero = true;
+        for (size_t v = 0; v < nt && zero; v++)
+            zero = sv[v] == 0;
+        if (zero)
+            continue;
+        uint64_t key = (uint64_t)d->stack[s] << 32 | d->lset[s], e;
+        if (key == UINT64_MAX)
+            return pd_err_set(a->err, PD_ECORRUPT, "aggregate: stack id out of range");
+        if (!pd_u64map_get(&a->map, key, &e)) {
+            if (a->n == a->cap) {
+                size_t nc = a->cap ? 2 * a->cap : 1024;
+                if (nc > AGG_MAX_ENTRIES)
+                    return pd_err_set(a->err, PD_ETOOBIG,
+                                      "aggregate: more than %zu distinct stacks in one block",
+                                      AGG_MAX_ENTRIES);
+                uint32_t *st = realloc(a->stack, nc * sizeof *st);
+                if (st)
+                    a->stack = st;
+                uint32_t *ls = realloc(a->lset, nc * sizeof *ls);
+                if (ls)
+                    a->lset = ls;
+                int64_t *va = realloc(a->val, nc * (nt ? nt : 1) * sizeof *va);
+                if (va)
+                    a->val = va;
+                if (!st || !ls || !va)
+                    return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+                a->cap = nc;
+            }
+            e = a->n++;
+            a->stack[e] = d->stack[s];
+            a->lset[e] = d->lset[s];
+            memset(a->val + e * nt, 0, nt * sizeof *a->val);
+            if (pd_u64map_put(&a->map, key, e) < 0)
+                return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+        }
+        int64_t *dv = a->val + e * nt;
+        for (size_t v = 0; v < nt; v++)
+            dv[v] = (int64_t)((uint64_t)dv[v] + (uint64_t)sv[v]);
+    }
+    return 0;
+}
+
+/* Hands the head profiles of series i at ts[0..n) over one by one. */
+static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, size_t n,
+                      pd_storage_agg_fn fn, void *ctx, pd_err *err)
+{
+    for (size_t k = 0; k < n; k++) {
+        pd_profile p;
+        int rc = pd_storage_read_profile(s, ref, ts[k], &p, NULL, err);
+        if (rc == PD_ENOTFOUND || rc == PD_ECORRUPT) { /* gone since, or damaged: skipped */
+            pd_err_clear(err);
+            continue;
+        }
+        if (rc < 0)
+            return rc;
+        pd_storage_agg_part part = {.series = i, .n_profiles = 1, .min_ts = ts[k], .max_ts = ts[k]};
+        rc = fn(ctx, &part, &p, err);
+        pd_profile_release(&p);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int aggregate_series(pd_storage *s, uint64_t ref, size_t i, int64_t mint, int64_t maxt,
+                            pd_storage_agg_fn fn, void *ctx, pd_err *err)
+{
+    bref *brs = NULL;
+    size_t n_brs = 0, n_ts = 0;
+    int64_t *ts = NULL;
+    int rc = 0;
+    pthread_rwlock_rdlock(&s->idx);
+    const series *se = pd__tsdb_find_by_ref(s, ref);
+    if (!se) {
+        pthread_rwlock_unlock(&s->idx);
+        return 0; /* deleted since it was selected: nothing to add */
+    }
+    size_t lo = pd__tsdb_lower_bound(se, mint), hi = lo;
+    while (hi < se->n_pts && se->pts[hi].ts <= maxt)
+        hi++;
+    if ((se->n_brefs && !(brs = malloc(se->n_brefs * sizeof *brs))) ||
+        (hi > lo && !(ts = malloc((hi - lo) * sizeof *ts)))) {
+        pthread_rwlock_unlock(&s->idx);
+        free(brs);
+        return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+    }
+    for (size_t k = 0; k < se->n_brefs; k++)
+        if (se->brefs[k].maxt >= mint && se->brefs[k].mint <= maxt) {
+            pd__tsdb_hb_get(se->brefs[k].hb);
+            brs[n_brs++] = se->brefs[k];
+        }
+    for (size_t k = lo; k < hi; k++)
+        ts[n_ts++] = se->pts[k].ts;
+    pthread_rwlock_unlock(&s->idx);
+
+    agg a = {.fn = fn, .ctx = ctx, .err = err};
+    pd_u64map_init(&a.map);
+    size_t t = 0; /* head profiles handed over so far */
+    for (size_t k = 0; k < n_brs && rc >= 0; k++) {
+        size_t t0 = t;
+        while (t < n_ts && ts[t] < brs[k].mint)
+            t++;
+        if ((rc = head_parts(s, ref, i, ts + t0, t - t0, fn, ctx, err)) < 0)
+            break;
+        if (pd__tsdb_hb_bad(brs[k].hb, brs[k].id)) {
+            pd__tsdb_hb_warn_known(brs[k].hb, brs[k].id, ref);
+            continue;
+        }
+        a.sym = pd__block_symbols(brs[k].hb->b);
+        a.part = (pd_storage_agg_part){.series = i};
+        pd_err be;
+        pd_err_clear(&be);
+        a.err = &be;
+        rc = pd__block_series_foreach_dprof(brs[k].hb->b, brs[k].id, mint, maxt, agg_add, &a,
+                                            &be);
+        if (rc == PD_ECORRUPT) { /* what read is summed; the damage is reported */
+            pd__tsdb_hb_damaged(brs[k].hb, brs[k].id, &be);
+            pd_err_clear(&be);
+            rc = 0;
+        }
+        if (rc >= 0)
+            rc = agg_flush(&a);
+        if (rc < 0 && err)
+            *err = be;
+    }
+    if (rc >= 0)
+        rc = head_parts(s, ref, i, ts + t, n_ts - t, fn, ctx, err);
+    agg_release(&a);
+    for (size_t k = 0; k < n_brs; k++)
+        pd__tsdb_hb_put(brs[k].hb);
+    free(brs);
+    free(ts);
+    return rc;
+}
+
+int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, size_t n, int64_t mint,
+                         int64_t maxt, pd_storage_agg_fn fn, void *ctx, pd_err *err)
+{
+    pd_err_clear(err);
+    for (size_t i = 0; i < n; i++) {
+        int rc = aggregate_series(s, refs[i], i, mint, maxt, fn, ctx, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
