@@ -74,6 +74,7 @@
 #include <pcre2.h>
 
 #include "base/time.h"
+#include "query/query_int.h"
 
 #define BASE_LABEL "pprof::base"
 #define MAX_BY_NAMES 64
@@ -1313,6 +1314,7 @@ typedef struct run {
     char first_source[320];
     pd_buf types, name;
     size_t series;
+    const char *by; /* the merge option by (groups of series, pd__query_groups) */
 } run;
 
 static void source_name(const pd_labels *ls, int64_t ts, const char *side, pd_buf *b)
@@ -1380,27 +1382,33 @@ static void source_name_at(run *r, size_t prefix, int64_t ts, const char *side)
 /* The series being folded in by add_side, for add_part. */
 typedef struct part_ctx {
     run *r;
-    const pd_series_info *si;
-    size_t prefix; /* of r->name: "series {...}" */
+    const pd_series_info *const *v; /* the series aggregated (refs' order) */
     bool base;
     const char *side;
 } part_ctx;
 
-/* pd_storage_aggregate's callback: one part (a block's sum, or one head
- * profile) of the series into the merger. */
+/* pd_storage_aggregate's callback: one part (a block's sum over a group of
+ * series, or one head profile) into the merger. */
 static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
 {
     part_ctx *c = ctx;
     run *r = c->r;
-    source_name_at(r, c->prefix, part->min_ts, c->side);
+    const pd_series_info *si = c->v[part->series];
+    pd_buf_reset(&r->name);
+    pd_buf_puts(&r->name, "series ");
+    pd_labels_format(&si->labels, &r->name);
+    if (part->n_series > 1)
+        pd_buf_printf(&r->name, " and %zu more", part->n_series - 1);
+    size_t prefix = r->name.len;
+    source_name_at(r, prefix, part->min_ts, c->side);
     if (part->n_profiles > 1 && r->name.data) {
-        /* "series {...} at T ms" -> "series {...} from T to T2 ms (N profiles)" */
-        r->name.len = c->prefix;
+        /* "... at T ms" -> "... from T to T2 ms (N profiles)" */
+        r->name.len = prefix;
         pd_buf_printf(&r->name, " from %" PRId64 " to %" PRId64 " ms (%zu profiles)%s%s%s",
                       part->min_ts, part->max_ts, part->n_profiles, c->side ? " (" : "",
                       c->side ? c->side : "", c->side ? ")" : "");
     }
-    return pd_merge_add_n(r->m, p, &c->si->labels, c->base, r->name.data, part->n_profiles, err);
+    return pd_merge_add_n(r->m, p, &si->labels, c->base, r->name.data, part->n_profiles, err);
 }
 
 /* Folds one side (single or merge) into r->m. */
@@ -1434,6 +1442,10 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
     pd_matcher *ms = NULL;
     size_t n = 0;
     pd_series_set set = {0};
+    const pd_series_info **v = NULL;
+    uint64_t *refs = NULL;
+    uint32_t *group = NULL;
+    size_t nv = 0;
     int rc;
     if (!q->selector)
         return pd_err_set(err, PD_EINVAL, "no selector given%s%s%s", side ? " (" : "",
@@ -1466,6 +1478,13 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
             q->selector, q->from, q->to, side ? " (" : "", side ? side : "", side ? ")" : "");
         goto out;
     }
+    v = malloc(set.n * sizeof *v);
+    refs = malloc(set.n * sizeof *refs);
+    group = malloc(set.n * sizeof *group);
+    if (!v || !refs || !group) {
+        rc = pd_err_set(err, PD_ENOMEM, "merge: out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < set.n && rc >= 0; i++) {
         pd_points pts = {0};
         rc = pd_storage_read_points(r->st, set.v[i].ref, q->from, q->to, &pts, err);
@@ -1478,20 +1497,27 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
         /* all sample types first: a mismatch fails before any body is read */
         for (size_t j = 0; j < pts.n && rc >= 0; j++)
             rc = check_point(r, &set.v[i].labels, &pts.v[j], side, err);
-        if (pts.n)
+        if (pts.n) {
             r->series++;
-        pd_buf_reset(&r->name);
-        pd_buf_puts(&r->name, "series ");
-        pd_labels_format(&set.v[i].labels, &r->name);
-        size_t prefix = r->name.len;
-        if (pts.n && rc >= 0) {
-            /* summed inside the store, by stack id (pd_storage_aggregate) */
-            part_ctx c = {r, &set.v[i], prefix, base, side};
-            rc = pd_storage_aggregate(r->st, &set.v[i].ref, 1, q->from, q->to, add_part, &c, err);
+            refs[nv] = set.v[i].ref;
+            v[nv++] = &set.v[i];
         }
         pd_points_release(&pts);
     }
+    if (rc >= 0 && nv) {
+        /* summed inside the store by stack id, per block and group of
+           series (pd_storage_aggregate) */
+        part_ctx c = {r, v, base, side};
+        if ((rc = pd__query_groups(v, nv, r->by, group)) < 0)
+            pd_err_set(err, rc, "merge: out of memory");
+        else
+            rc = pd_storage_aggregate(r->st, refs, group, nv, q->from, q->to, add_part, &c, NULL,
+                                      err);
+    }
 out:
+    free(v);
+    free(refs);
+    free(group);
     pd_series_set_release(&set);
     pd_matchers_free(ms, n);
     return rc;
@@ -1500,7 +1526,7 @@ out:
 static int run_query(pd_storage *st, const pd_query_side *base, const pd_query_side *cur,
                      const pd_merge_options *o, pd_profile *out, pd_merge_stats *stats, pd_err *err)
 {
-    run r = {.st = st};
+    run r = {.st = st, .by = o ? o->by : NULL};
     pd_buf_init(&r.first_types, 0);
     pd_buf_init(&r.types, 0);
     pd_buf_init(&r.name, 0);

@@ -7,32 +7,108 @@
  * sum folded in, so memory follows the result, not the inputs.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "query/query.h"
+#include "query/query_int.h"
+
+typedef struct gkey {
+    char *key;
+    size_t i;
+} gkey;
+
+static int cmp_gkey(const void *x, const void *y)
+{
+    const gkey *a = x, *b = y;
+    int c = strcmp(a->key, b->key);
+    return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+int pd__query_groups(const pd_series_info *const *v, size_t n, const char *by, uint32_t *group)
+{
+    bool any = false;
+    for (const char *c = by; c && *c && !any; c++)
+        any = *c != ',' && *c != ' ';
+    if (!any) {
+        memset(group, 0, n * sizeof *group);
+        return 0;
+    }
+    gkey *k = calloc(n ? n : 1, sizeof *k);
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    int rc = k ? 0 : PD_ENOMEM;
+    for (size_t i = 0; i < n && !rc; i++) {
+        pd_buf_reset(&b);
+        const char *s = by;
+        while (*s) {
+            const char *e = strchr(s, ',');
+            size_t len = e ? (size_t)(e - s) : strlen(s);
+            while (len && *s == ' ') {
+                s++;
+                len--;
+            }
+            while (len && s[len - 1] == ' ')
+                len--;
+            if (len) {
+                const char *val = NULL;
+                for (size_t j = 0; j < v[i]->labels.n && !val; j++)
+                    if (strlen(v[i]->labels.v[j].name) == len &&
+                        !memcmp(v[i]->labels.v[j].name, s, len))
+                        val = v[i]->labels.v[j].value;
+                /* "\x01v<value>\x02" or "\x01-\x02" for an absent label */
+                pd_buf_putc(&b, 1);
+                if (val) {
+                    pd_buf_putc(&b, 'v');
+                    pd_buf_puts(&b, val);
+                } else
+                    pd_buf_putc(&b, '-');
+                pd_buf_putc(&b, 2);
+            }
+            if (!e)
+                break;
+            s = e + 1;
+        }
+        if (!(k[i].key = strdup(b.data ? b.data : "")))
+            rc = PD_ENOMEM;
+        k[i].i = i;
+    }
+    if (!rc) {
+        qsort(k, n, sizeof *k, cmp_gkey);
+        uint32_t g = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i && strcmp(k[i].key, k[i - 1].key))
+                g++;
+            group[k[i].i] = g;
+        }
+    }
+    for (size_t i = 0; k && i < n; i++)
+        free(k[i].key);
+    free(k);
+    pd_buf_release(&b);
+    return rc;
+}
 
 typedef struct refs_ctx {
     pd_merge *m;
     const pd_query_refs *q;
     bool base;
     pd_buf name;
-    size_t series, last; /* series with profiles; the last counted + 1 */
+    size_t series; /* series with profiles */
 } refs_ctx;
 
-/* pd_storage_aggregate's callback: one part (a block's sum, or one head
- * profile) into the merger. */
+/* pd_storage_aggregate's callback: one part (a block's sum over a group of
+ * series, or one head profile) into the merger. */
 static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
 {
     refs_ctx *c = ctx;
     const pd_series_info *si = &c->q->series[part->series];
-    if (c->last != part->series + 1) {
-        c->series++;
-        c->last = part->series + 1;
-    }
     pd_buf_reset(&c->name);
     pd_buf_puts(&c->name, "series ");
     pd_labels_format(&si->labels, &c->name);
+    if (part->n_series > 1)
+        pd_buf_printf(&c->name, " and %zu more", part->n_series - 1);
     if (part->n_profiles > 1)
         pd_buf_printf(&c->name, " from %" PRId64 " to %" PRId64 " ms (%zu profiles)%s",
                       part->min_ts, part->max_ts, part->n_profiles, c->base ? " (base)" : "");
@@ -42,20 +118,32 @@ static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile
 }
 
 /* Sums q's profiles inside the store (pd_storage_aggregate: by stack id,
- * per block) and folds the sums into m. */
-static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, bool base,
-                    size_t *series, pd_err *err)
+ * per block and group of series as by= allows) and folds the sums into m. */
+static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, const char *by,
+                    bool base, size_t *series, pd_err *err)
 {
     refs_ctx c = {.m = m, .q = q, .base = base};
     pd_buf_init(&c.name, 4096);
-    uint64_t *refs = malloc((q->n ? q->n : 1) * sizeof *refs);
-    int rc = refs ? 0 : pd_err_set(err, PD_ENOMEM, "merge: out of memory");
-    for (size_t i = 0; refs && i < q->n; i++)
+    size_t n1 = q->n ? q->n : 1;
+    uint64_t *refs = malloc(n1 * sizeof *refs);
+    uint32_t *group = malloc(n1 * sizeof *group);
+    const pd_series_info **v = malloc(n1 * sizeof *v);
+    int rc = refs && group && v ? 0 : PD_ENOMEM;
+    for (size_t i = 0; !rc && i < q->n; i++) {
         refs[i] = q->series[i].ref;
-    if (refs)
-        rc = pd_storage_aggregate(st, refs, q->n, q->from, q->to, add_part, &c, err);
-    *series += c.series;
+        v[i] = &q->series[i];
+    }
+    if (!rc)
+        rc = pd__query_groups(v, q->n, by, group);
+    if (rc == PD_ENOMEM)
+        pd_err_set(err, rc, "merge: out of memory");
+    else
+        rc = pd_storage_aggregate(st, refs, group, q->n, q->from, q->to, add_part, &c, &c.series,
+                                  err);
+    *series += c.series; /* series with profiles in the range */
     free(refs);
+    free(group);
+    free(v);
     pd_buf_release(&c.name);
     return rc;
 }
@@ -71,9 +159,9 @@ int pd_query_merge_refs(pd_storage *st, const pd_query_refs *base, const pd_quer
     if (rc < 0)
         return rc;
     /* the new side first, then the base: pprof's order for -diff_base */
-    if ((rc = add_refs(st, m, cur, false, &series, err)) < 0)
+    if ((rc = add_refs(st, m, cur, o ? o->by : NULL, false, &series, err)) < 0)
         goto out;
-    if (base && (rc = add_refs(st, m, base, true, &series, err)) < 0)
+    if (base && (rc = add_refs(st, m, base, o ? o->by : NULL, true, &series, err)) < 0)
         goto out;
     if (stats) {
         pd_merge_get_stats(m, stats);

@@ -160,36 +160,43 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
  * pd_storage_aggregate sums the profiles of series refs[0..n) with ts in
  * [mint, maxt] (ms, inclusive) inside the store, on its own ids: per block,
  * values are summed per (stack id, sample-label set id) without rebuilding
- * any input profile, and the sum is symbolized once, for the stacks whose
- * values did not sum to zero. Each such sum (a *part*) is handed to fn as
- * one pd_profile (indexed, valid only during the call): samples = the
+ * any input profile, over every series of one group (group[i]: refs with
+ * equal group values are summed together — the caller's "group by labels";
+ * NULL = each ref alone), and the sum is symbolized once, for the stacks
+ * whose values did not sum to zero. Each such sum (a *part*) is handed to fn
+ * as one pd_profile (indexed, valid only during the call): samples = the
  * distinct (stack, label set) with their values summed per sample type;
  * header folded as google/pprof's profile.Merge (time_nanos the earliest,
  * duration_nanos summed, period the largest, comments concatenated without
  * repeats, default_sample_type and doc_url the first non-empty, period type
  * and drop/keep frames from the first). So folding every part into a
- * pd_merge (query/query.h) gives the merge of the inputs one by one.
- * Parts come series by series in the order of refs, in ascending time
- * within a series; a part never mixes sample types or period types
- * (profiles that differ start a new part). Head profiles (not yet in a
- * block) are handed over one per part for now. A ref unknown to the store
- * (deleted since selected) adds nothing; damaged block data is skipped with
- * a warning (below) and a profile gone meanwhile is skipped.
- * Memory: one entry per distinct (stack, label set) of the series in one
- * block, never per profile.
+ * pd_merge (query/query.h) gives the merge of the inputs one by one (up to
+ * the order of samples, ids and of comments from different parts).
+ * Order: the blocks in ascending time, in each the groups in the order of
+ * their first ref; then the head, ref by ref, profile by profile (head
+ * profiles, not yet in a block, are handed over one per part for now).
+ * A part never mixes sample types or period types (profiles that differ
+ * start a new part). A ref unknown to the store (deleted since selected)
+ * adds nothing; damaged block data is skipped with a warning (below), a
+ * profile gone meanwhile is skipped.
+ * Memory: one entry per distinct (stack, label set) of one group in one
+ * block, never per profile. n_series (may be NULL) receives how many refs
+ * have a block part or head profiles in the range.
  * Errors: fn's negative code (stops the walk, returned), PD_ETOOBIG (more
  * than 16M distinct stacks in one part), -errno, PD_ENOMEM. */
 typedef struct pd_storage_agg_part {
-    size_t series;          /* index into refs */
+    size_t series;          /* index into refs of the part's first series */
+    size_t n_series;        /* series summed into this part (>= 1) */
     size_t n_profiles;      /* profiles summed into this part (>= 1) */
-    int64_t min_ts, max_ts; /* of those profiles, ms */
+    int64_t min_ts, max_ts; /* of those profiles, ms (inputs in time order per series) */
 } pd_storage_agg_part;
 
 typedef int (*pd_storage_agg_fn)(void *ctx, const pd_storage_agg_part *part,
                                  const pd_profile *p, pd_err *err);
 
-int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, size_t n, int64_t mint,
-                         int64_t maxt, pd_storage_agg_fn fn, void *ctx, pd_err *err);
+int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
+                         int64_t mint, int64_t maxt, pd_storage_agg_fn fn, void *ctx,
+                         size_t *n_series /* OUT, may be NULL */, pd_err *err);
 
 /* ---- warnings: damage a read skipped (the answer is partial) ----
  *

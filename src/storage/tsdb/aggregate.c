@@ -166,7 +166,7 @@ static int agg_add(void *ctx, const pd_dprof *d)
             return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
         memcpy(a->types, d->types, 2 * nt * sizeof *t);
         memset(a->totals, 0, nt * sizeof *tot);
-        a->part.min_ts = d->ts;
+        a->part.min_ts = a->part.max_ts = d->ts;
     } else {
         /* pprof's header rules (profile.Merge), as query/merge.c */
         if (a->h.time_nanos == 0 || d->time_nanos < a->h.time_nanos)
@@ -197,7 +197,10 @@ static int agg_add(void *ctx, const pd_dprof *d)
         a->comment[a->h.n_comment++] = d->comment[i];
     }
     a->part.n_profiles++;
-    a->part.max_ts = d->ts;
+    if (d->ts < a->part.min_ts)
+        a->part.min_ts = d->ts;
+    if (d->ts > a->part.max_ts)
+        a->part.max_ts = d->ts;
     for (size_t v = 0; v < nt; v++)
         a->totals[v] = (int64_t)((uint64_t)a->totals[v] + (uint64_t)d->totals[v]);
     for (uint32_t s = 0; s < d->n_sample; s++) {
@@ -257,7 +260,8 @@ static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, 
         }
         if (rc < 0)
             return rc;
-        pd_storage_agg_part part = {.series = i, .n_profiles = 1, .min_ts = ts[k], .max_ts = ts[k]};
+        pd_storage_agg_part part = {
+            .series = i, .n_series = 1, .n_profiles = 1, .min_ts = ts[k], .max_ts = ts[k]};
         rc = fn(ctx, &part, &p, err);
         pd_profile_release(&p);
         if (rc < 0)
@@ -266,85 +270,146 @@ static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, 
     return 0;
 }
 
-static int aggregate_series(pd_storage *s, uint64_t ref, size_t i, int64_t mint, int64_t maxt,
-                            pd_storage_agg_fn fn, void *ctx, pd_err *err)
-{
-    bref *brs = NULL;
-    size_t n_brs = 0, n_ts = 0;
-    int64_t *ts = NULL;
-    int rc = 0;
-    pthread_rwlock_rdlock(&s->idx);
-    const series *se = pd__tsdb_find_by_ref(s, ref);
-    if (!se) {
-        pthread_rwlock_unlock(&s->idx);
-        return 0; /* deleted since it was selected: nothing to add */
-    }
-    size_t lo = pd__tsdb_lower_bound(se, mint), hi = lo;
-    while (hi < se->n_pts && se->pts[hi].ts <= maxt)
-        hi++;
-    if ((se->n_brefs && !(brs = malloc(se->n_brefs * sizeof *brs))) ||
-        (hi > lo && !(ts = malloc((hi - lo) * sizeof *ts)))) {
-        pthread_rwlock_unlock(&s->idx);
-        free(brs);
-        return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
-    }
-    for (size_t k = 0; k < se->n_brefs; k++)
-        if (se->brefs[k].maxt >= mint && se->brefs[k].mint <= maxt) {
-            pd__tsdb_hb_get(se->brefs[k].hb);
-            brs[n_brs++] = se->brefs[k];
-        }
-    for (size_t k = lo; k < hi; k++)
-        ts[n_ts++] = se->pts[k].ts;
-    pthread_rwlock_unlock(&s->idx);
+/* A series' part in one block, to be summed with the others of its group. */
+typedef struct entry {
+    hblock *hb;
+    uint32_t id;     /* series id in the block */
+    size_t i;        /* index into refs */
+    size_t gfirst;   /* first index of refs in i's group */
+    int64_t bmint;   /* the block's min time */
+} entry;
 
-    agg a = {.fn = fn, .ctx = ctx, .err = err};
-    pd_u64map_init(&a.map);
-    size_t t = 0; /* head profiles handed over so far */
-    for (size_t k = 0; k < n_brs && rc >= 0; k++) {
-        size_t t0 = t;
-        while (t < n_ts && ts[t] < brs[k].mint)
-            t++;
-        if ((rc = head_parts(s, ref, i, ts + t0, t - t0, fn, ctx, err)) < 0)
-            break;
-        if (pd__tsdb_hb_bad(brs[k].hb, brs[k].id)) {
-            pd__tsdb_hb_warn_known(brs[k].hb, brs[k].id, ref);
-            continue;
+static int cmp_entry_order(const void *x, const void *y)
+{
+    const entry *a = x, *b = y;
+    if (a->bmint != b->bmint)
+        return a->bmint < b->bmint ? -1 : 1;
+    if (a->hb != b->hb)
+        return (uintptr_t)a->hb < (uintptr_t)b->hb ? -1 : 1;
+    if (a->gfirst != b->gfirst)
+        return a->gfirst < b->gfirst ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
+                         int64_t mint, int64_t maxt, pd_storage_agg_fn fn, void *ctx,
+                         size_t *n_series, pd_err *err)
+{
+    pd_err_clear(err);
+    if (n_series)
+        *n_series = 0;
+    int rc = 0;
+    entry *es = NULL;
+    size_t n_es = 0, cap_es = 0;
+    size_t *gfirst = malloc((n ? n : 1) * sizeof *gfirst), *ts_off = NULL;
+    int64_t *ts = NULL;
+    size_t n_ts = 0, cap_ts = 0;
+    pd_u64map gm; /* group -> first index */
+    pd_u64map_init(&gm);
+    if (!gfirst || !(ts_off = malloc((n + 1) * sizeof *ts_off)))
+        goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t f;
+        if (!group)
+            gfirst[i] = i;
+        else if (pd_u64map_get(&gm, group[i], &f))
+            gfirst[i] = (size_t)f;
+        else if (pd_u64map_put(&gm, group[i], (gfirst[i] = i)) < 0)
+            goto nomem;
+    }
+    pthread_rwlock_rdlock(&s->idx);
+    for (size_t i = 0; i < n && rc >= 0; i++) {
+        ts_off[i] = n_ts;
+        const series *se = pd__tsdb_find_by_ref(s, refs[i]);
+        if (!se || mint > maxt)
+            continue; /* deleted since it was selected: nothing to add */
+        for (size_t k = 0; k < se->n_brefs && rc >= 0; k++) {
+            const bref *br = &se->brefs[k];
+            if (br->maxt < mint || br->mint > maxt)
+                continue;
+            if (n_es == cap_es) {
+                size_t nc = cap_es ? 2 * cap_es : 64;
+                entry *ne = realloc(es, nc * sizeof *ne);
+                if (!ne) {
+                    rc = PD_ENOMEM;
+                    break;
+                }
+                es = ne;
+                cap_es = nc;
+            }
+            pd__tsdb_hb_get(br->hb);
+            es[n_es++] = (entry){br->hb, br->id, i, gfirst[i], pd__block_meta(br->hb->b)->min_t};
         }
-        a.sym = pd__block_symbols(brs[k].hb->b);
-        a.part = (pd_storage_agg_part){.series = i};
+        size_t lo = pd__tsdb_lower_bound(se, mint), hi = lo;
+        while (hi < se->n_pts && se->pts[hi].ts <= maxt)
+            hi++;
+        if (rc >= 0 && n_ts + (hi - lo) > cap_ts) {
+            size_t nc = (n_ts + (hi - lo)) * 2;
+            int64_t *nt = realloc(ts, nc * sizeof *nt);
+            if (!nt)
+                rc = PD_ENOMEM;
+            else {
+                ts = nt;
+                cap_ts = nc;
+            }
+        }
+        for (size_t k = lo; k < hi && rc >= 0; k++)
+            ts[n_ts++] = se->pts[k].ts;
+        if (n_series && (hi > lo || (n_es && es[n_es - 1].i == i)))
+            (*n_series)++;
+    }
+    ts_off[n] = n_ts;
+    pthread_rwlock_unlock(&s->idx);
+    if (rc < 0)
+        goto nomem;
+
+    /* blocks in time order; in each, the groups in the order of refs */
+    qsort(es, n_es, sizeof *es, cmp_entry_order);
+    agg a = {.fn = fn, .ctx = ctx};
+    pd_u64map_init(&a.map);
+    for (size_t k = 0; k < n_es && rc >= 0;) {
+        size_t e = k;
+        while (e < n_es && es[e].hb == es[k].hb && es[e].gfirst == es[k].gfirst)
+            e++;
+        a.sym = pd__block_symbols(es[k].hb->b);
+        a.part = (pd_storage_agg_part){.series = es[k].i};
         pd_err be;
         pd_err_clear(&be);
         a.err = &be;
-        rc = pd__block_series_foreach_dprof(brs[k].hb->b, brs[k].id, mint, maxt, agg_add, &a,
-                                            &be);
-        if (rc == PD_ECORRUPT) { /* what read is summed; the damage is reported */
-            pd__tsdb_hb_damaged(brs[k].hb, brs[k].id, &be);
-            pd_err_clear(&be);
-            rc = 0;
+        for (size_t j = k; j < e && rc >= 0; j++) {
+            if (pd__tsdb_hb_bad(es[j].hb, es[j].id)) {
+                pd__tsdb_hb_warn_known(es[j].hb, es[j].id, refs[es[j].i]);
+                continue;
+            }
+            a.part.n_series++;
+            rc = pd__block_series_foreach_dprof(es[j].hb->b, es[j].id, mint, maxt, agg_add, &a,
+                                                &be);
+            if (rc == PD_ECORRUPT) { /* what read is summed; the damage is reported */
+                pd__tsdb_hb_damaged(es[j].hb, es[j].id, &be);
+                pd_err_clear(&be);
+                rc = 0;
+            }
         }
         if (rc >= 0)
             rc = agg_flush(&a);
         if (rc < 0 && err)
             *err = be;
+        k = e;
     }
-    if (rc >= 0)
-        rc = head_parts(s, ref, i, ts + t, n_ts - t, fn, ctx, err);
     agg_release(&a);
-    for (size_t k = 0; k < n_brs; k++)
-        pd__tsdb_hb_put(brs[k].hb);
-    free(brs);
+    /* the head, profile by profile */
+    for (size_t i = 0; i < n && rc >= 0; i++)
+        rc = head_parts(s, refs[i], i, ts + ts_off[i], ts_off[i + 1] - ts_off[i], fn, ctx, err);
+    goto out;
+nomem:
+    rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+out:
+    for (size_t k = 0; k < n_es; k++)
+        pd__tsdb_hb_put(es[k].hb);
+    free(es);
     free(ts);
+    free(ts_off);
+    free(gfirst);
+    pd_u64map_release(&gm);
     return rc;
-}
-
-int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, size_t n, int64_t mint,
-                         int64_t maxt, pd_storage_agg_fn fn, void *ctx, pd_err *err)
-{
-    pd_err_clear(err);
-    for (size_t i = 0; i < n; i++) {
-        int rc = aggregate_series(s, refs[i], i, mint, maxt, fn, ctx, err);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
 }
