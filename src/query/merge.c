@@ -236,6 +236,7 @@ struct pd_merge {
     int64_t by[MAX_BY_NAMES]; /* output string indexes */
     size_t n_by;
     int64_t base_key, base_true; /* "pprof::base", "true" */
+    size_t n_base_inputs; /* of n_inputs, those added as the diff base */
 
     regex focus, ignore, hide;
 
@@ -867,6 +868,8 @@ int pd_merge_add_n(pd_merge *m, const pd_profile *p, const pd_labels *series, bo
         return rc; /* nothing of this input was folded in: the merger stays usable */
     }
     m->n_inputs += n_inputs;
+    if (base)
+        m->n_base_inputs += n_inputs;
 
     /* pprof maps the first mapping first (it is the main binary) */
     if (m->n_map == 0 && p->n_mapping > 0) {
@@ -1137,6 +1140,64 @@ static int regex_check_limits(const pd_merge *m, pd_err *err)
     return 0;
 }
 
+static bool smp_is_base(const pd_merge *m, size_t s)
+{
+    const msmp *sp = &m->smp[s];
+    for (uint32_t j = 0; j < sp->n_lab; j++)
+        if (m->labs[sp->lab_off + j].key == m->base_key && m->labs[sp->lab_off + j].str == m->base_true)
+            return true;
+    return false;
+}
+
+static int64_t scale_round(int64_t v, double f)
+{
+    double r = (double)v * f;
+    r = r < 0 ? r - 0.5 : r + 0.5;
+    if (r >= 9.2e18)
+        return INT64_MAX;
+    if (r <= -9.2e18)
+        return INT64_MIN;
+    return (int64_t)r;
+}
+
+/* Options agg=avg (each side's values divided by its number of profiles)
+ * and normalize (pprof's -normalize: the new side scaled so that each
+ * sample type's total equals the base side's), applied before the zero-sum
+ * drop. Base samples carry pprof::base=true and negated values. */
+static void scale_sides(pd_merge *m)
+{
+    const size_t nt = m->n_type;
+    size_t n_new = m->n_inputs - m->n_base_inputs, n_base = m->n_base_inputs;
+    double f_new = m->o.agg == PD_MERGE_AVG && n_new ? 1.0 / (double)n_new : 1.0;
+    double f_base = m->o.agg == PD_MERGE_AVG && n_base ? 1.0 / (double)n_base : 1.0;
+    double fn[64];
+    for (size_t v = 0; v < nt && v < 64; v++)
+        fn[v] = f_new;
+    if (m->o.normalize && n_base && n_new) {
+        /* totals of each side after averaging; the base's values are negated */
+        double tn[64] = {0}, tb[64] = {0};
+        for (size_t s = 0; s < m->n_smp; s++) {
+            bool b = smp_is_base(m, s);
+            for (size_t v = 0; v < nt && v < 64; v++) {
+                if (b)
+                    tb[v] -= (double)m->vals[s * nt + v] * f_base;
+                else
+                    tn[v] += (double)m->vals[s * nt + v] * f_new;
+            }
+        }
+        for (size_t v = 0; v < nt && v < 64; v++)
+            if (tn[v] != 0)
+                fn[v] = f_new * (tb[v] / tn[v]);
+    }
+    for (size_t s = 0; s < m->n_smp; s++) {
+        bool b = smp_is_base(m, s);
+        for (size_t v = 0; v < nt; v++) {
+            int64_t *x = &m->vals[s * nt + v];
+            *x = scale_round(*x, b ? f_base : (v < 64 ? fn[v] : f_new));
+        }
+    }
+}
+
 int pd_merge_finish(pd_merge *m, pd_profile *out, pd_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -1155,6 +1216,8 @@ int pd_merge_finish(pd_merge *m, pd_profile *out, pd_err *err)
         goto out;
     }
     size_t n_keep = 0;
+    if (m->o.agg == PD_MERGE_AVG || m->o.normalize)
+        scale_sides(m);
     for (size_t s = 0; s < m->n_smp; s++) {
         bool zero = true;
         for (size_t v = 0; v < nt && zero; v++)

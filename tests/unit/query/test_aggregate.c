@@ -21,9 +21,11 @@
 #include <cmocka.h>
 #include <dirent.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 
 #include "query/query.h"
 
@@ -528,6 +530,81 @@ static void check_store(store_kind kind)
     close_store(&fx);
 }
 
+/* The top report's totals of a diff: base_total, new_total (one sample type). */
+static void diff_totals(fixture *fx, const pd_query_side *base, const pd_query_side *cur,
+                        const pd_merge_options *o, size_t t, double *bt, double *nt)
+{
+    pd_profile p;
+    pd_err err = {{0}};
+    int rc = pd_query_diff(fx->st, base, cur, o, &p, NULL, &err);
+    if (rc)
+        fail_msg("diff: %s", err.msg);
+    pd_buf out;
+    pd_buf_init(&out, 0);
+    pd_report_options ro = {.sample_index = t, .diff = true};
+    assert_int_equal(pd_report_top_ex(&p, &ro, &out), 0);
+    json_error_t je;
+    json_t *j = json_loadb(out.data, out.len, 0, &je);
+    assert_non_null(j);
+    *bt = (double)json_integer_value(json_object_get(j, "base_total"));
+    *nt = (double)json_integer_value(json_object_get(j, "new_total"));
+    json_decref(j);
+    pd_buf_release(&out);
+    pd_profile_release(&p);
+}
+
+/* The issue's case: a diff of A = every heap profile (31) against B = one.
+ * Summed (pprof's merge), A is 31 profiles' worth; with agg=avg each side
+ * is its per-profile average, computed here from the raw profiles; with
+ * normalize the new side's total is scaled to the base's. */
+static void test_diff_avg(void **state)
+{
+    (void)state;
+    fixture fx;
+    open_store(&fx, ST_MIXED);
+    size_t n_heap = 0, last = 0;
+    for (size_t i = 0; i < N_INPUTS; i++)
+        if (!strcmp(INPUTS[i].name, "heap")) {
+            n_heap++;
+            if (INPUTS[i].ts >= INPUTS[last].ts || strcmp(INPUTS[last].name, "heap"))
+                last = i;
+        }
+    assert_int_equal(n_heap, 31);
+    char sel_b[128];
+    snprintf(sel_b, sizeof sel_b, "heap{instance=\"%s\"}", INPUTS[last].instance);
+    pd_query_side a = {.selector = "heap", .mode = PD_QUERY_MODE_MERGE, .from = T0, .to = T_END};
+    pd_query_side b = {.selector = sel_b, .mode = PD_QUERY_MODE_MERGE, .from = INPUTS[last].ts,
+                       .to = INPUTS[last].ts};
+    const pd_profile *pb = &INPUTS[last].p;
+    for (size_t t = 0; t < pb->n_sample_type; t++) {
+        double sum_a = 0, tot_b;
+        int64_t tot[16];
+        for (size_t i = 0; i < N_INPUTS; i++)
+            if (!strcmp(INPUTS[i].name, "heap")) {
+                pd_profile_totals(&INPUTS[i].p, tot);
+                sum_a += (double)tot[t];
+            }
+        pd_profile_totals(pb, tot);
+        tot_b = (double)tot[t];
+        double bt, nt, slack = 0.5 * (double)(pb->n_sample + 64) * 4; /* rounding per sample */
+        diff_totals(&fx, &a, &b, NULL, t, &bt, &nt);
+        assert_true(fabs(bt - sum_a) < 1 && fabs(nt - tot_b) < 1); /* summed: 31 vs 1 */
+        pd_merge_options avg = {.agg = PD_MERGE_AVG};
+        diff_totals(&fx, &a, &b, &avg, t, &bt, &nt);
+        if (fabs(bt - sum_a / 31) > slack || fabs(nt - tot_b) > slack)
+            fail_msg("sample type %zu, avg: base %.0f new %.0f, want %.1f and %.0f", t, bt, nt,
+                     sum_a / 31, tot_b);
+        printf("sample type %zu: summed diff %+.1f%%, per-profile diff %+.1f%%\n", t,
+               sum_a ? 100 * (tot_b - sum_a) / sum_a : 0,
+               bt ? 100 * (nt - bt) / bt : 0);
+        pd_merge_options norm = {.agg = PD_MERGE_AVG, .normalize = true};
+        diff_totals(&fx, &a, &b, &norm, t, &bt, &nt);
+        if (fabs(nt - bt) > slack)
+            fail_msg("sample type %zu, normalize: base %.0f new %.0f", t, bt, nt);
+    }
+    close_store(&fx);
+}
+
 static void test_head(void **state)
 {
     (void)state;
@@ -557,6 +634,7 @@ int main(void)
         cmocka_unit_test(test_blocks),
         cmocka_unit_test(test_mixed),
         cmocka_unit_test(test_compacted),
+        cmocka_unit_test(test_diff_avg),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (size_t i = 0; i < N_INPUTS; i++) {
