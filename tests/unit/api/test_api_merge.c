@@ -720,6 +720,8 @@ static void test_errors(void **state)
         {"/api/v1/query?mode=merge&query=nosuch&from=0&to=100", "nosuch", 404},
         {"/api/v1/query?mode=merge&query=heap&from=0&to=100&sample_index=bogus", "sample_index",
          400},
+        {"/api/v1/query?mode=merge&query=heap&from=0&to=100&agg=mean", "agg", 400},
+        {"/api/v1/query?mode=diff&query_a=heap&query_b=heap&normalize=yes", "normalize", 400},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         j = get_json(srv, bad[i].q, bad[i].status);
