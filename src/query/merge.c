@@ -428,6 +428,8 @@ static int check_time(pd_merge *m, pd_err *err)
     return 0;
 }
 
+int pd_merge_check(pd_merge *m, pd_err *err) { return check_time(m, err); }
+
 /* ---- per-input resolution ---- */
 
 typedef struct input {
@@ -1450,6 +1452,9 @@ typedef struct part_ctx {
     const char *side;
 } part_ctx;
 
+/* pd_storage_aggregate's poll: the merge's deadline and cancel. */
+static int poll_part(void *ctx, pd_err *err) { return pd_merge_check(((part_ctx *)ctx)->r->m, err); }
+
 /* pd_storage_aggregate's callback: one part (a block's sum over a group of
  * series, or one head profile) into the merger. */
 static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
@@ -1574,8 +1579,8 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
         if ((rc = pd__query_groups(v, nv, r->by, group)) < 0)
             pd_err_set(err, rc, "merge: out of memory");
         else
-            rc = pd_storage_aggregate(r->st, refs, group, nv, q->from, q->to, add_part, &c, NULL,
-                                      err);
+            rc = pd_storage_aggregate(r->st, refs, group, nv, q->from, q->to, add_part, poll_part,
+                                      &c, NULL, err);
     }
 out:
     free(v);

@@ -265,6 +265,11 @@ int pd_merge_add(pd_merge *m, const pd_profile *p, const pd_labels *series, bool
 int pd_merge_add_n(pd_merge *m, const pd_profile *p, const pd_labels *series, bool base,
                    const char *source, size_t n_inputs, pd_err *err);
 
+/* The merger's deadline and cancel callback (options deadline_ns,
+ * cancelled): 0, PD_ETIMEOUT (err names --query.timeout) or PD_ECANCELED.
+ * For work done on the merger's behalf (pd_storage_aggregate's poll). */
+int pd_merge_check(pd_merge *m, pd_err *err);
+
 /* Applies the filters, drops samples summing to zero, compacts, and moves
  * the result into *out (indexed; pd_profile_release it). After it the merger
  * can only be freed. Errors: PD_ENOTFOUND (nothing was added), PD_ENOMEM,

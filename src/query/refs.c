@@ -117,6 +117,9 @@ static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile
     return pd_merge_add_n(c->m, p, &si->labels, c->base, c->name.data, part->n_profiles, err);
 }
 
+/* pd_storage_aggregate's poll: the merge's deadline and cancel. */
+static int poll_part(void *ctx, pd_err *err) { return pd_merge_check(((refs_ctx *)ctx)->m, err); }
+
 /* Sums q's profiles inside the store (pd_storage_aggregate: by stack id,
  * per block and group of series as by= allows) and folds the sums into m. */
 static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, const char *by,
@@ -138,8 +141,8 @@ static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, const c
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "merge: out of memory");
     else
-        rc = pd_storage_aggregate(st, refs, group, q->n, q->from, q->to, add_part, &c, &c.series,
-                                  err);
+        rc = pd_storage_aggregate(st, refs, group, q->n, q->from, q->to, add_part, poll_part, &c,
+                                  &c.series, err);
     *series += c.series; /* series with profiles in the range */
     free(refs);
     free(group);

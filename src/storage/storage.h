@@ -173,8 +173,10 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
  * pd_merge (query/query.h) gives the merge of the inputs one by one (up to
  * the order of samples, ids and of comments from different parts).
  * Order: the blocks in ascending time, in each the groups in the order of
- * their first ref; then the head, ref by ref, profile by profile (head
- * profiles, not yet in a block, are handed over one per part for now).
+ * their first ref; then the head, group by group (summed the same way on
+ * the head's ids, a part per symbol generation; profiles replayed from the
+ * log and not decomposed yet are handed over one per part). fn may be
+ * called with the store's index read-locked: it must not call the store.
  * A part never mixes sample types or period types (profiles that differ
  * start a new part). A ref unknown to the store (deleted since selected)
  * adds nothing; damaged block data is skipped with a warning (below), a
@@ -182,8 +184,11 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
  * Memory: one entry per distinct (stack, label set) of one group in one
  * block, never per profile. n_series (may be NULL) receives how many refs
  * have a block part or head profiles in the range.
- * Errors: fn's negative code (stops the walk, returned), PD_ETOOBIG (more
- * than 16M distinct stacks in one part), -errno, PD_ENOMEM. */
+ * poll (may be NULL) is called with ctx at the start, every 16 profiles
+ * summed and at the end (deadlines, a client gone): a negative code stops
+ * the walk and is returned.
+ * Errors: fn's or poll's negative code (stops the walk, returned), PD_ETOOBIG (more
+ * than 4M distinct stacks in one part), -errno, PD_ENOMEM. */
 typedef struct pd_storage_agg_part {
     size_t series;          /* index into refs of the part's first series */
     size_t n_series;        /* series summed into this part (>= 1) */
@@ -195,7 +200,8 @@ typedef int (*pd_storage_agg_fn)(void *ctx, const pd_storage_agg_part *part,
                                  const pd_profile *p, pd_err *err);
 
 int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
-                         int64_t mint, int64_t maxt, pd_storage_agg_fn fn, void *ctx,
+                         int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                         int (*poll)(void *ctx, pd_err *err), void *ctx,
                          size_t *n_series /* OUT, may be NULL */, pd_err *err);
 
 /* ---- warnings: damage a read skipped (the answer is partial) ----

@@ -25,10 +25,16 @@
  * end the part (it is handed over) and start a new one, so the caller's
  * merger sees the mismatch and names it, as before.
  *
- * Head profiles (the recent hours, not yet cut into a block) are handed
- * over one by one as read by pd_storage_read_profile (not summed here yet).
- * Parts come in ascending time per series: head profiles older than a
- * block's first profile before that block.
+ * Series are summed together per block when the caller puts them in one
+ * group (pd_storage_aggregate's group[]: the query layer groups by the
+ * by= labels, all series in one group without them).
+ *
+ * The head (the recent hours, not yet cut into a block) is summed the same
+ * way on its own ids (pd__hmem_read_dprof: its value groups decoded, the
+ * symbols of its current generation), under the idx read lock, a new part
+ * when the symbol generation changes; replayed profiles not decomposed yet
+ * (WAL_ONLY) are read one by one (pd_storage_read_profile). Blocks come
+ * first, in ascending time, then the head.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -38,10 +44,12 @@
 #include "storage/tsdb/chunks_int.h"
 #include "storage/tsdb/db_int.h"
 
-#define AGG_MAX_ENTRIES ((size_t)1 << 24) /* distinct (stack, label set) per part */
+#define AGG_MAX_ENTRIES ((size_t)1 << 22) /* distinct (stack, label set) per part */
 
 typedef struct agg {
     pd_storage_agg_fn fn;
+    int (*poll)(void *ctx, pd_err *err);
+    size_t n_added; /* profiles added since the walk started (poll every 16) */
     void *ctx;
     pd_storage_agg_part part;
     const pd_symbols *sym;
@@ -57,6 +65,7 @@ typedef struct agg {
     int64_t *val; /* n x h.n_types */
     int64_t *totals;
     size_t n, cap;
+    size_t last_i; /* head: the series last counted in part.n_series, + 1 */
 } agg;
 
 static void agg_clear(agg *a)
@@ -65,6 +74,8 @@ static void agg_clear(agg *a)
     pd_u64map_init(&a->map);
     a->n = 0;
     a->part.n_profiles = 0;
+    a->part.n_series = 0;
+    a->last_i = 0;
     memset(&a->h, 0, sizeof a->h);
 }
 
@@ -150,6 +161,8 @@ static int agg_add(void *ctx, const pd_dprof *d)
 {
     agg *a = ctx;
     int rc;
+    if (a->poll && (++a->n_added & 15) == 0 && (rc = a->poll(a->ctx, a->err)) < 0)
+        return rc;
     if (a->part.n_profiles && !same_header(a, d) && (rc = agg_flush(a)) < 0)
         return rc;
     size_t nt = d->n_types;
@@ -270,6 +283,84 @@ static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, 
     return 0;
 }
 
+/* The head's part of the aggregation: for each group, the decomposed head
+ * profiles of its series (pd__hmem_read_dprof: the head's own stack ids,
+ * no pd_profile per input) summed under the idx read lock, a new part when
+ * the symbol generation changes (a head cut started a new one); fn is
+ * called under that lock (it must not call the store). Replayed points not
+ * decomposed yet (WAL_ONLY) are collected in wal_i/wal_ts for head_parts. */
+static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, size_t n,
+                    int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                    int (*poll)(void *ctx, pd_err *err), void *ctx, size_t **wal_i,
+                    int64_t **wal_ts, size_t *n_wal, pd_err *err)
+{
+    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .err = err};
+    pd_u64map_init(&a.map);
+    int rc = 0;
+    size_t cap_wal = 0;
+    pthread_rwlock_rdlock(&s->idx);
+    for (size_t g = 0; g < n && rc >= 0; g++) {
+        if (gfirst[g] != g)
+            continue;
+        a.part.series = g;
+        for (size_t i = g; i < n && rc >= 0; i++) {
+            const series *se = gfirst[i] == g ? pd__tsdb_find_by_ref(s, refs[i]) : NULL;
+            if (!se || mint > maxt)
+                continue;
+            for (size_t k = pd__tsdb_lower_bound(se, mint); k < se->n_pts && rc >= 0; k++) {
+                const point *pt = &se->pts[k];
+                if (pt->ts > maxt)
+                    break;
+                if (pt->gid == WAL_ONLY) {
+                    if (*n_wal == cap_wal) {
+                        size_t nc = cap_wal ? 2 * cap_wal : 64;
+                        size_t *ni = realloc(*wal_i, nc * sizeof *ni);
+                        if (ni)
+                            *wal_i = ni;
+                        int64_t *nt = realloc(*wal_ts, nc * sizeof *nt);
+                        if (nt)
+                            *wal_ts = nt;
+                        if (!ni || !nt) {
+                            rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+                            break;
+                        }
+                        cap_wal = nc;
+                    }
+                    (*wal_i)[*n_wal] = i;
+                    (*wal_ts)[(*n_wal)++] = pt->ts;
+                    continue;
+                }
+                const pd_dprof *d;
+                const pd_symbols *sym;
+                pd_err he;
+                int r = pd__hmem_read_dprof(&se->hc, pt->gid, pt->gpos, pt->ts, &d, &sym, &he);
+                if (r == PD_ENOTFOUND || r == PD_ECORRUPT)
+                    continue; /* as pd_storage_read_profile's callers skip it */
+                if (r < 0) {
+                    rc = pd_err_set(err, r, "aggregate: %s", he.msg);
+                    break;
+                }
+                if (a.part.n_profiles && a.sym != sym) {
+                    if ((rc = agg_flush(&a)) < 0)
+                        break;
+                    a.part.series = i;
+                }
+                a.sym = sym;
+                if (a.last_i != i + 1) {
+                    a.part.n_series++;
+                    a.last_i = i + 1;
+                }
+                rc = agg_add(&a, d);
+            }
+        }
+        if (rc >= 0)
+            rc = agg_flush(&a);
+    }
+    pthread_rwlock_unlock(&s->idx);
+    agg_release(&a);
+    return rc;
+}
+
 /* A series' part in one block, to be summed with the others of its group. */
 typedef struct entry {
     hblock *hb;
@@ -292,8 +383,9 @@ static int cmp_entry_order(const void *x, const void *y)
 }
 
 int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
-                         int64_t mint, int64_t maxt, pd_storage_agg_fn fn, void *ctx,
-                         size_t *n_series, pd_err *err)
+                         int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                         int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
+                         pd_err *err)
 {
     pd_err_clear(err);
     if (n_series)
@@ -301,12 +393,10 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     int rc = 0;
     entry *es = NULL;
     size_t n_es = 0, cap_es = 0;
-    size_t *gfirst = malloc((n ? n : 1) * sizeof *gfirst), *ts_off = NULL;
-    int64_t *ts = NULL;
-    size_t n_ts = 0, cap_ts = 0;
+    size_t *gfirst = malloc((n ? n : 1) * sizeof *gfirst);
     pd_u64map gm; /* group -> first index */
     pd_u64map_init(&gm);
-    if (!gfirst || !(ts_off = malloc((n + 1) * sizeof *ts_off)))
+    if (!gfirst)
         goto nomem;
     for (size_t i = 0; i < n; i++) {
         uint64_t f;
@@ -319,7 +409,6 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     }
     pthread_rwlock_rdlock(&s->idx);
     for (size_t i = 0; i < n && rc >= 0; i++) {
-        ts_off[i] = n_ts;
         const series *se = pd__tsdb_find_by_ref(s, refs[i]);
         if (!se || mint > maxt)
             continue; /* deleted since it was selected: nothing to add */
@@ -340,33 +429,21 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
             pd__tsdb_hb_get(br->hb);
             es[n_es++] = (entry){br->hb, br->id, i, gfirst[i], pd__block_meta(br->hb->b)->min_t};
         }
-        size_t lo = pd__tsdb_lower_bound(se, mint), hi = lo;
-        while (hi < se->n_pts && se->pts[hi].ts <= maxt)
-            hi++;
-        if (rc >= 0 && n_ts + (hi - lo) > cap_ts) {
-            size_t nc = (n_ts + (hi - lo)) * 2;
-            int64_t *nt = realloc(ts, nc * sizeof *nt);
-            if (!nt)
-                rc = PD_ENOMEM;
-            else {
-                ts = nt;
-                cap_ts = nc;
-            }
-        }
-        for (size_t k = lo; k < hi && rc >= 0; k++)
-            ts[n_ts++] = se->pts[k].ts;
-        if (n_series && (hi > lo || (n_es && es[n_es - 1].i == i)))
+        size_t lo = pd__tsdb_lower_bound(se, mint);
+        bool in_head = lo < se->n_pts && se->pts[lo].ts <= maxt;
+        if (n_series && (in_head || (n_es && es[n_es - 1].i == i)))
             (*n_series)++;
     }
-    ts_off[n] = n_ts;
     pthread_rwlock_unlock(&s->idx);
     if (rc < 0)
         goto nomem;
 
     /* blocks in time order; in each, the groups in the order of refs */
     qsort(es, n_es, sizeof *es, cmp_entry_order);
-    agg a = {.fn = fn, .ctx = ctx};
+    agg a = {.fn = fn, .poll = poll, .ctx = ctx};
     pd_u64map_init(&a.map);
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
     for (size_t k = 0; k < n_es && rc >= 0;) {
         size_t e = k;
         while (e < n_es && es[e].hb == es[k].hb && es[e].gfirst == es[k].gfirst)
@@ -397,9 +474,19 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
         k = e;
     }
     agg_release(&a);
-    /* the head, profile by profile */
-    for (size_t i = 0; i < n && rc >= 0; i++)
-        rc = head_parts(s, refs[i], i, ts + ts_off[i], ts_off[i + 1] - ts_off[i], fn, ctx, err);
+    /* the head: summed on its own ids; replayed points not decomposed yet
+       one by one */
+    size_t *wal_i = NULL, n_wal = 0;
+    int64_t *wal_ts = NULL;
+    if (rc >= 0)
+        rc = head_sum(s, refs, gfirst, n, mint, maxt, fn, poll, ctx, &wal_i, &wal_ts, &n_wal,
+                      err);
+    for (size_t k = 0; k < n_wal && rc >= 0; k++)
+        rc = head_parts(s, refs[wal_i[k]], wal_i[k], wal_ts + k, 1, fn, ctx, err);
+    free(wal_i);
+    free(wal_ts);
+    if (rc >= 0 && poll)
+        rc = poll(ctx, err); /* a walk that ended past the deadline counts as over it */
     goto out;
 nomem:
     rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
@@ -407,8 +494,6 @@ out:
     for (size_t k = 0; k < n_es; k++)
         pd__tsdb_hb_put(es[k].hb);
     free(es);
-    free(ts);
-    free(ts_off);
     free(gfirst);
     pd_u64map_release(&gm);
     return rc;
