@@ -128,7 +128,8 @@ static int agg_flush(agg *a)
             ord[k++] = (uint32_t)i;
     }
     sort_agg = a;
-    qsort(ord, k, sizeof *ord, cmp_entry);
+    if (k)
+        qsort(ord, k, sizeof *ord, cmp_entry);
     for (size_t i = 0; i < k; i++) {
         d.stack[i] = a->stack[ord[i]];
         d.lset[i] = a->lset[ord[i]];
@@ -439,7 +440,8 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
         goto nomem;
 
     /* blocks in time order; in each, the groups in the order of refs */
-    qsort(es, n_es, sizeof *es, cmp_entry_order);
+    if (n_es)
+        qsort(es, n_es, sizeof *es, cmp_entry_order);
     agg a = {.fn = fn, .poll = poll, .ctx = ctx};
     pd_u64map_init(&a.map);
     if (poll && (rc = poll(ctx, err)) < 0)
