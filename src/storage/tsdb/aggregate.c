@@ -365,10 +365,10 @@ static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, s
 /* A series' part in one block, to be summed with the others of its group. */
 typedef struct entry {
     hblock *hb;
-    uint32_t id;     /* series id in the block */
-    size_t i;        /* index into refs */
-    size_t gfirst;   /* first index of refs in i's group */
-    int64_t bmint;   /* the block's min time */
+    uint32_t id;   /* series id in the block */
+    size_t i;      /* index into refs */
+    size_t gfirst; /* first index of refs in i's group */
+    int64_t bmint; /* the block's min time */
 } entry;
 
 static int cmp_entry_order(const void *x, const void *y)
@@ -461,8 +461,8 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
                 continue;
             }
             a.part.n_series++;
-            rc = pd__block_series_foreach_dprof(es[j].hb->b, es[j].id, mint, maxt, agg_add, &a,
-                                                &be);
+            rc =
+                pd__block_series_foreach_dprof(es[j].hb->b, es[j].id, mint, maxt, agg_add, &a, &be);
             if (rc == PD_ECORRUPT) { /* what read is summed; the damage is reported */
                 pd__tsdb_hb_damaged(es[j].hb, es[j].id, &be);
                 pd_err_clear(&be);
@@ -481,8 +481,7 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     size_t *wal_i = NULL, n_wal = 0;
     int64_t *wal_ts = NULL;
     if (rc >= 0)
-        rc = head_sum(s, refs, gfirst, n, mint, maxt, fn, poll, ctx, &wal_i, &wal_ts, &n_wal,
-                      err);
+        rc = head_sum(s, refs, gfirst, n, mint, maxt, fn, poll, ctx, &wal_i, &wal_ts, &n_wal, err);
     for (size_t k = 0; k < n_wal && rc >= 0; k++)
         rc = head_parts(s, refs[wal_i[k]], wal_i[k], wal_ts + k, 1, fn, ctx, err);
     free(wal_i);

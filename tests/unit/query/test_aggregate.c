@@ -34,8 +34,8 @@
 #endif
 
 #define T0 ((int64_t)1700000000000) /* ms: the first profile */
-#define STEP 1000          /* ms between profiles of a series */
-#define DUR 10000          /* block duration of the cutting stores, ms */
+#define STEP 1000                   /* ms between profiles of a series */
+#define DUR 10000                   /* block duration of the cutting stores, ms */
 
 typedef struct input {
     char name[64];     /* __name__ */
@@ -50,7 +50,10 @@ static size_t N_INPUTS;
 static int64_t T_END; /* newest input ts */
 static int64_t NOW;   /* the stores' wall clock */
 
-static int64_t test_clock(void) { return NOW; }
+static int64_t test_clock(void)
+{
+    return NOW;
+}
 
 static void read_file(const char *path, pd_buf *b)
 {
@@ -139,8 +142,7 @@ static void load_inputs(void)
             pd_buf_init(&in->body, 0);
             read_file(path, &in->body);
             pd_err err = {{0}};
-            if (pd_profile_decode(&in->p, (const uint8_t *)in->body.data, in->body.len, NULL,
-                                  &err))
+            if (pd_profile_decode(&in->p, (const uint8_t *)in->body.data, in->body.len, NULL, &err))
                 fail_msg("decode %s: %s", path, err.msg);
             free(names[i]);
         }
@@ -193,9 +195,9 @@ static void open_store(fixture *fx, store_kind kind)
         pd_labels ls;
         pd_labels_init(&ls);
         assert_int_equal(pd_labels_set(&ls, "__name__", "pusher", NULL), 0);
-        int rc = pd_storage_append(fx->st, &ls, T_END + 50 * DUR,
-                                   (const uint8_t *)INPUTS[0].body.data, INPUTS[0].body.len,
-                                   &INPUTS[0].p, &err);
+        int rc =
+            pd_storage_append(fx->st, &ls, T_END + 50 * DUR, (const uint8_t *)INPUTS[0].body.data,
+                              INPUTS[0].body.len, &INPUTS[0].p, &err);
         pd_labels_release(&ls);
         if (rc)
             fail_msg("append pusher: %s", err.msg);
@@ -250,8 +252,7 @@ static int old_add(pd_storage *st, pd_merge *m, const char *selector, int64_t fr
                 break;
             for (size_t j = 0; j < pts.n && !rc; j++) {
                 pd_profile p;
-                if ((rc = pd_storage_read_profile(st, set.v[i].ref, pts.v[j].ts_ms, &p, NULL,
-                                                  err)))
+                if ((rc = pd_storage_read_profile(st, set.v[i].ref, pts.v[j].ts_ms, &p, NULL, err)))
                     break;
                 rc = pd_merge_add(m, &p, &set.v[i].labels, base, "old", err);
                 pd_profile_release(&p);
@@ -431,8 +432,8 @@ static void same_reports(const char *what, const pd_profile *a, const pd_profile
 }
 
 static const char *SELECTORS[] = {
-    "heap",  "cpu",          "allocs",   "block", "goroutine", "mutex", "threadcreate",
-    "node_cpu", "node_heap", "heap{instance=~\"i[01]\"}",
+    "heap",  "cpu",          "allocs",   "block",     "goroutine",
+    "mutex", "threadcreate", "node_cpu", "node_heap", "heap{instance=~\"i[01]\"}",
 };
 
 static void check_merge(fixture *fx, const char *sel, const pd_merge_options *mo, int64_t from,
@@ -485,10 +486,10 @@ static void check_store(store_kind kind)
     check_merge(&fx, "cpu", &f, T0, all_to);
 
     /* a diff: the second half against the first (pd_query_diff) */
-    pd_query_side base = {.selector = "heap", .mode = PD_QUERY_MODE_MERGE, .from = T0,
-                          .to = T0 + 14 * STEP};
-    pd_query_side cur = {.selector = "heap", .mode = PD_QUERY_MODE_MERGE,
-                         .from = T0 + 15 * STEP, .to = all_to};
+    pd_query_side base = {
+        .selector = "heap", .mode = PD_QUERY_MODE_MERGE, .from = T0, .to = T0 + 14 * STEP};
+    pd_query_side cur = {
+        .selector = "heap", .mode = PD_QUERY_MODE_MERGE, .from = T0 + 15 * STEP, .to = all_to};
     pd_profile a, b;
     pd_err err = {{0}};
     int rc = pd_query_diff(fx.st, &base, &cur, NULL, &a, NULL, &err);
@@ -573,7 +574,9 @@ static void test_diff_avg(void **state)
     char sel_b[128];
     snprintf(sel_b, sizeof sel_b, "heap{instance=\"%s\"}", INPUTS[last].instance);
     pd_query_side a = {.selector = "heap", .mode = PD_QUERY_MODE_MERGE, .from = T0, .to = T_END};
-    pd_query_side b = {.selector = sel_b, .mode = PD_QUERY_MODE_MERGE, .from = INPUTS[last].ts,
+    pd_query_side b = {.selector = sel_b,
+                       .mode = PD_QUERY_MODE_MERGE,
+                       .from = INPUTS[last].ts,
                        .to = INPUTS[last].ts};
     const pd_profile *pb = &INPUTS[last].p;
     for (size_t t = 0; t < pb->n_sample_type; t++) {
@@ -595,8 +598,7 @@ static void test_diff_avg(void **state)
             fail_msg("sample type %zu, avg: base %.0f new %.0f, want %.1f and %.0f", t, bt, nt,
                      sum_a / 31, tot_b);
         printf("sample type %zu: summed diff %+.1f%%, per-profile diff %+.1f%%\n", t,
-               sum_a ? 100 * (tot_b - sum_a) / sum_a : 0,
-               bt ? 100 * (nt - bt) / bt : 0);
+               sum_a ? 100 * (tot_b - sum_a) / sum_a : 0, bt ? 100 * (nt - bt) / bt : 0);
         pd_merge_options norm = {.agg = PD_MERGE_AVG, .normalize = true};
         diff_totals(&fx, &a, &b, &norm, t, &bt, &nt);
         if (fabs(nt - bt) > slack)
@@ -630,10 +632,8 @@ int main(void)
 {
     load_inputs();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_head),
-        cmocka_unit_test(test_blocks),
-        cmocka_unit_test(test_mixed),
-        cmocka_unit_test(test_compacted),
+        cmocka_unit_test(test_head),     cmocka_unit_test(test_blocks),
+        cmocka_unit_test(test_mixed),    cmocka_unit_test(test_compacted),
         cmocka_unit_test(test_diff_avg),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
