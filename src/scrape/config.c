@@ -97,6 +97,14 @@ static void job_release(pd_scrape_job *j)
             free(j->sd[i].files[k]);
         free(j->sd[i].files);
         free(j->sd[i].url);
+        pd_scrape_client_release(&j->sd[i].client);
+        free(j->sd[i].api_server);
+        free(j->sd[i].kubeconfig_file);
+        for (size_t k = 0; k < j->sd[i].n_selectors; k++) {
+            free(j->sd[i].selectors[k].label);
+            free(j->sd[i].selectors[k].field);
+        }
+        free(j->sd[i].selectors);
     }
     free(j->sd);
     memset(j, 0, sizeof *j);
@@ -629,7 +637,8 @@ static const pd__cfg_ignored job_ignored[] = {
     {"proxy_connect_header", "not supported"},
     {"http_headers", "not supported"},
     {"*_sd_configs", "this service discovery is not implemented (file_sd_configs, "
-                     "http_sd_configs and dns_sd_configs are): no targets from it"},
+                     "http_sd_configs, dns_sd_configs and kubernetes_sd_configs are): no "
+                     "targets from it"},
     {NULL, NULL},
 };
 
@@ -651,6 +660,7 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         K_FILE_SD,
         K_HTTP_SD,
         K_DNS_SD,
+        K_K8S_SD,
         K_CLIENT, /* PD_CFG_CL_N keys from here */
         K_N = K_CLIENT + PD_CFG_CL_N
     };
@@ -658,7 +668,8 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
                                  "scheme",           "params",           "static_configs",
                                  "profiling_config", "metrics_path",     "honor_labels",
                                  "honor_timestamps", "body_size_limit",  "relabel_configs",
-                                 "file_sd_configs",  "http_sd_configs",  "dns_sd_configs"};
+                                 "file_sd_configs",  "http_sd_configs",  "dns_sd_configs",
+                                 "kubernetes_sd_configs"};
     for (int i = 0; i < PD_CFG_CL_N; i++)
         keys[K_CLIENT + i] = pd__cfg_client_keys[i];
     keys[K_N] = NULL;
@@ -746,7 +757,8 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         return rc;
     if ((v[K_FILE_SD] && (rc = pd__cfg_parse_sd(c, v[K_FILE_SD], PD_SD_FILE, j))) ||
         (v[K_HTTP_SD] && (rc = pd__cfg_parse_sd(c, v[K_HTTP_SD], PD_SD_HTTP, j))) ||
-        (v[K_DNS_SD] && (rc = pd__cfg_parse_sd(c, v[K_DNS_SD], PD_SD_DNS, j))))
+        (v[K_DNS_SD] && (rc = pd__cfg_parse_sd(c, v[K_DNS_SD], PD_SD_DNS, j))) ||
+        (v[K_K8S_SD] && (rc = pd__cfg_parse_sd(c, v[K_K8S_SD], PD_SD_K8S, j))))
         return rc;
     if ((rc = pd__cfg_parse_client(c, &v[K_CLIENT], n, &j->client)))
         return rc;

@@ -165,7 +165,20 @@ typedef struct pd_static_config {
  * static_configs targets are, with their group's labels and __meta_filepath,
  * __meta_url or __meta_dns_* (manager.h, sd.c). dns_sd_configs: names, type
  * (SRV, A, AAAA), port, refresh_interval (30s). */
-typedef enum { PD_SD_FILE, PD_SD_HTTP, PD_SD_DNS } pd_sd_kind;
+typedef enum { PD_SD_FILE, PD_SD_HTTP, PD_SD_DNS, PD_SD_K8S } pd_sd_kind;
+/* kubernetes_sd_configs roles (sd_kubernetes.h) */
+typedef enum {
+    PD_K8S_POD,
+    PD_K8S_SERVICE,
+    PD_K8S_ENDPOINTS,
+    PD_K8S_NODE,
+} pd_k8s_role;
+/* One kubernetes_sd_configs selectors entry: label and field selectors
+ * passed to the API server's list and watch of that role's objects. */
+typedef struct pd_k8s_selector {
+    pd_k8s_role role;
+    char *label, *field; /* NULL = none */
+} pd_k8s_selector;
 typedef struct pd_sd_config {
     pd_sd_kind kind;
     char **files; /* PD_SD_FILE: glob patterns (absolute) ending in .json, .yml or .yaml;
@@ -175,6 +188,15 @@ typedef struct pd_sd_config {
     int dns_type; /* PD_SD_DNS: ns_t_srv (default), ns_t_a, ns_t_aaaa */
     int port;     /* PD_SD_DNS: for A/AAAA (required there), 0 for SRV */
     int64_t refresh_ms; /* default 5m (file), 60s (http), 30s (dns) */
+    pd_scrape_client client; /* PD_SD_HTTP, PD_SD_K8S: HTTP client options (auth, TLS) */
+    /* PD_SD_K8S (kubernetes_sd_configs): role, api_server (NULL: kubeconfig_file
+     * or in-cluster), kubeconfig_file (absolute), namespaces.names in files/n_files
+     * (none: all namespaces), namespaces.own_namespace, selectors. */
+    pd_k8s_role role;
+    char *api_server, *kubeconfig_file;
+    bool own_namespace;
+    pd_k8s_selector *selectors;
+    size_t n_selectors;
 } pd_sd_config;
 
 typedef struct pd_scrape_job {
@@ -196,7 +218,7 @@ typedef struct pd_scrape_job {
     pd_scrape_client client;
     pd_relabel_rule *relabel; /* relabel_configs, compiled */
     size_t n_relabel;
-    pd_sd_config *sd; /* file_sd_configs, http_sd_configs, dns_sd_configs */
+    pd_sd_config *sd; /* file_sd_configs, http_sd_configs, dns_sd_configs, kubernetes_sd_configs */
     size_t n_sd;
 } pd_scrape_job;
 

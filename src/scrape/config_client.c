@@ -410,16 +410,165 @@ static int parse_dns_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
     return 0;
 }
 
+static int parse_role(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, pd_k8s_role *out)
+{
+    const char *r;
+    int rc = pd__cfg_want_str(c, n, what, &r);
+    if (rc)
+        return rc;
+    static const char *const names[] = {"pod", "service", "endpoints", "node"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(r, names[i])) {
+            *out = (pd_k8s_role)i;
+            return 0;
+        }
+    if (!strcmp(r, "endpointslice") || !strcmp(r, "ingress"))
+        return pd__cfg_fail(c, n, PD_EINVAL,
+                            "kubernetes_sd_configs role \"%s\" is not supported (pod, service, "
+                            "endpoints and node are)",
+                            r);
+    return pd__cfg_fail(c, n, PD_EINVAL, "unknown Kubernetes SD role \"%.64s\"", r);
+}
+
+/* kubernetes_sd_configs entry: role, api_server, kubeconfig_file,
+ * namespaces {names, own_namespace}, selectors [{role, label, field}], and
+ * the HTTP client keys (Prometheus' SDConfig rules: kubeconfig_file excludes
+ * api_server and the client keys; each selector's role must be usable by
+ * the entry's role). */
+static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
+{
+    enum { K_ROLE, K_API, K_KUBECONFIG, K_NS, K_SEL, K_ATTACH, K_CL, K_N = K_CL + PD_CFG_CL_N };
+    const char *keys[K_N + 1] = {"role", "api_server", "kubeconfig_file", "namespaces",
+                                 "selectors", "attach_metadata"};
+    for (int i = 0; i < PD_CFG_CL_N; i++)
+        keys[K_CL + i] = pd__cfg_client_keys[i];
+    keys[K_N] = NULL;
+    yaml_node_t *v[K_N];
+    int rc = pd__cfg_map_keys(c, n, "kubernetes_sd_configs entry", keys, v);
+    if (rc)
+        return rc;
+    sd->kind = PD_SD_K8S;
+    if (!v[K_ROLE])
+        return pd__cfg_fail(c, n, PD_EINVAL, "role missing (one of: pod, service, endpoints, node)");
+    if ((rc = parse_role(c, v[K_ROLE], "role", &sd->role)))
+        return rc;
+    if (v[K_API] && (rc = pd__cfg_want_dup(c, v[K_API], "api_server", &sd->api_server)))
+        return rc;
+    if (sd->api_server && strncmp(sd->api_server, "http://", 7) &&
+        strncmp(sd->api_server, "https://", 8))
+        return pd__cfg_fail(c, v[K_API], PD_EINVAL,
+                            "api_server \"%.128s\": want an http:// or https:// URL",
+                            sd->api_server);
+    if (v[K_KUBECONFIG] &&
+        (rc = pd__cfg_want_path(c, v[K_KUBECONFIG], "kubeconfig_file", &sd->kubeconfig_file)))
+        return rc;
+    if (sd->kubeconfig_file && sd->api_server)
+        return pd__cfg_fail(c, v[K_API], PD_EINVAL,
+                            "cannot use 'kubeconfig_file' and 'api_server' simultaneously");
+    bool has_client = false;
+    for (int i = 0; i < PD_CFG_CL_N; i++)
+        if (i != PD_CFG_CL_FOLLOW_REDIRECTS && i != PD_CFG_CL_ENABLE_HTTP2 && v[K_CL + i])
+            has_client = true;
+    if (sd->kubeconfig_file && has_client)
+        return pd__cfg_fail(c, n, PD_EINVAL,
+                            "cannot use a custom HTTP client configuration together with "
+                            "'kubeconfig_file'");
+    if (!sd->api_server && !sd->kubeconfig_file && has_client)
+        return pd__cfg_fail(c, n, PD_EINVAL,
+                            "to use custom HTTP client configuration please provide the "
+                            "'api_server' URL explicitly");
+    if (v[K_ATTACH])
+        pd__cfg_warn(c, v[K_ATTACH], "attach_metadata ignored: node metadata is not attached");
+    if (v[K_NS]) {
+        static const char *const nkeys[] = {"names", "own_namespace", NULL};
+        yaml_node_t *nv[2];
+        if ((rc = pd__cfg_map_keys(c, v[K_NS], "namespaces", nkeys, nv)))
+            return rc;
+        if (nv[1] && (rc = pd__cfg_want_bool(c, nv[1], "own_namespace", &sd->own_namespace)))
+            return rc;
+        bool empty = true;
+        if (nv[0] && (rc = pd__cfg_want_seq(c, nv[0], "namespaces.names", &empty)))
+            return rc;
+        size_t cnt =
+            empty ? 0 : (size_t)(nv[0]->data.sequence.items.top - nv[0]->data.sequence.items.start);
+        if (cnt > 1000)
+            return pd__cfg_fail(c, nv[0], PD_ETOOBIG, "%zu namespaces, over the limit of 1000", cnt);
+        if (cnt && !(sd->files = calloc(cnt, sizeof *sd->files)))
+            return PD_ENOMEM;
+        for (size_t i = 0; i < cnt; i++) {
+            yaml_node_t *f = pd__cfg_node(c, nv[0]->data.sequence.items.start[i]);
+            if (!f)
+                return pd__cfg_fail(c, nv[0], PD_EPARSE, "names: broken YAML node");
+            if ((rc = pd__cfg_want_dup(c, f, "namespaces.names item", &sd->files[i])))
+                return rc;
+            sd->n_files++;
+            if (!sd->files[i][0] || strlen(sd->files[i]) > 253 ||
+                strspn(sd->files[i], "abcdefghijklmnopqrstuvwxyz0123456789-.") !=
+                    strlen(sd->files[i]))
+                return pd__cfg_fail(c, f, PD_EINVAL, "invalid namespace \"%.64s\"", sd->files[i]);
+        }
+    }
+    if (v[K_SEL]) {
+        bool empty = true;
+        if ((rc = pd__cfg_want_seq(c, v[K_SEL], "selectors", &empty)))
+            return rc;
+        size_t cnt =
+            empty ? 0 : (size_t)(v[K_SEL]->data.sequence.items.top - v[K_SEL]->data.sequence.items.start);
+        if (cnt > 16)
+            return pd__cfg_fail(c, v[K_SEL], PD_ETOOBIG, "%zu selectors, over the limit of 16", cnt);
+        if (cnt && !(sd->selectors = calloc(cnt, sizeof *sd->selectors)))
+            return PD_ENOMEM;
+        for (size_t i = 0; i < cnt; i++) {
+            static const char *const skeys[] = {"role", "label", "field", NULL};
+            yaml_node_t *sv[3], *e = pd__cfg_node(c, v[K_SEL]->data.sequence.items.start[i]);
+            if (!e)
+                return pd__cfg_fail(c, v[K_SEL], PD_EPARSE, "selectors: broken YAML node");
+            pd_k8s_selector *s = &sd->selectors[sd->n_selectors++];
+            if ((rc = pd__cfg_map_keys(c, e, "selectors entry", skeys, sv)))
+                return rc;
+            if (!sv[0])
+                return pd__cfg_fail(c, e, PD_EINVAL, "selectors entry needs a role");
+            if ((rc = parse_role(c, sv[0], "selectors role", &s->role)) ||
+                (sv[1] && (rc = pd__cfg_want_dup(c, sv[1], "selectors label", &s->label))) ||
+                (sv[2] && (rc = pd__cfg_want_dup(c, sv[2], "selectors field", &s->field))))
+                return rc;
+            for (size_t k = 0; k + 1 < sd->n_selectors; k++)
+                if (sd->selectors[k].role == s->role)
+                    return pd__cfg_fail(c, sv[0], PD_EINVAL,
+                                        "duplicated selector role: %s",
+                                        pd__cfg_sval(sv[0]));
+            bool ok = s->role == sd->role ||
+                      (sd->role == PD_K8S_ENDPOINTS &&
+                       (s->role == PD_K8S_POD || s->role == PD_K8S_SERVICE));
+            if (!ok)
+                return pd__cfg_fail(c, sv[0], PD_EINVAL,
+                                    "selector role \"%s\" is not usable with the role of this "
+                                    "kubernetes_sd_configs entry",
+                                    pd__cfg_sval(sv[0]));
+        }
+    }
+    return pd__cfg_parse_client(c, &v[K_CL], n, &sd->client);
+}
+
 static int parse_one_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_sd_config *sd)
 {
     if (kind == PD_SD_DNS)
         return parse_dns_sd(c, n, sd);
+    if (kind == PD_SD_K8S)
+        return parse_k8s_sd(c, n, sd);
+    enum { K_URL, K_REFRESH, K_CL, K_N = K_CL + PD_CFG_CL_N };
     static const char *const fkeys[] = {"files", "refresh_interval", NULL};
-    static const char *const hkeys[] = {"url", "refresh_interval", NULL};
-    yaml_node_t *v[2];
+    const char *hkeys[K_N + 1] = {"url", "refresh_interval"};
+    for (int i = 0; i < PD_CFG_CL_N; i++)
+        hkeys[K_CL + i] = pd__cfg_client_keys[i];
+    hkeys[K_N] = NULL;
+    yaml_node_t *v[K_N];
+    memset(v, 0, sizeof v);
     const char *what = kind == PD_SD_FILE ? "file_sd_configs entry" : "http_sd_configs entry";
     int rc = pd__cfg_map_keys(c, n, what, kind == PD_SD_FILE ? fkeys : hkeys, v);
     if (rc)
+        return rc;
+    if (kind == PD_SD_HTTP && (rc = pd__cfg_parse_client(c, &v[K_CL], n, &sd->client)))
         return rc;
     sd->kind = kind;
     sd->refresh_ms = kind == PD_SD_FILE ? 5 * 60 * 1000 : 60 * 1000;
@@ -465,6 +614,7 @@ int pd__cfg_parse_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_s
     bool empty;
     const char *what = kind == PD_SD_FILE   ? "file_sd_configs"
                        : kind == PD_SD_HTTP ? "http_sd_configs"
+                       : kind == PD_SD_K8S  ? "kubernetes_sd_configs"
                                             : "dns_sd_configs";
     int rc = pd__cfg_want_seq(c, n, what, &empty);
     if (rc || empty)

@@ -61,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 
 #include "base/log.h"
@@ -70,6 +71,7 @@
 #include "scrape/scrape_int.h"
 
 #define MAX_WAIT_MS 1000 /* the loop wakes at least this often */
+#define LOOP_MIN_MS 10 /* rounds of the loop at most this often (see loop) */
 
 void (*pd__scrape_before_record)(const char *url);
 
@@ -117,6 +119,7 @@ struct target {
 };
 
 struct pd_scrape_manager {
+    int64_t round_ms; /* loop thread: monotonic ms the last round started polling */
     pd_storage *st;
     pd_pprof_limits lim;
     CURLM *multi;
@@ -996,6 +999,17 @@ static void *loop(void *arg)
         pthread_mutex_unlock(&m->mu);
 
         int running = 0;
+        /* Events are taken in batches at most every LOOP_MIN_MS: each
+         * round polls every open transfer's socket and walks every target,
+         * so with a fleet (1,000 targets, ~1,000 CPU profiles open at once)
+         * a round per event cost most of a core (bench/fleet). */
+        int64_t since = mono_ms() - m->round_ms;
+        if (since >= 0 && since < LOOP_MIN_MS && wait > 0) {
+            struct timespec ts = {0, (long)(LOOP_MIN_MS - since) * 1000000L};
+            nanosleep(&ts, NULL);
+            wait = wait > LOOP_MIN_MS - since ? wait - (LOOP_MIN_MS - since) : 0;
+        }
+        m->round_ms = mono_ms();
         if (wait > 0)
             curl_multi_poll(m->multi, NULL, 0, (int)wait, NULL);
         curl_multi_perform(m->multi, &running);

@@ -1,0 +1,337 @@
+// End-to-end test of kubernetes_sd_configs (issue 14). No live cluster is
+// available here: a local HTTP server plays the API server, answering the
+// list and watch requests of pods, services, endpoints and nodes with JSON
+// written for this test in the Kubernetes API's shape (v1 PodList, watch
+// events one per line), and requiring the bearer token given by
+// authorization.credentials_file. The pods point at real Go targets
+// (tests/e2e/collect/target) on loopback, so their profiles are scraped.
+//  - roles pod (namespaces.names, a label selector), service, endpoints and
+//    node: each target's __meta_kubernetes_* labels as Prometheus'
+//    discovery/kubernetes sets them (Debian's Prometheus 2.42 is built
+//    without Kubernetes discovery, so no side-by-side run);
+//  - a watch event adding a pod and one deleting a pod: targets appear and
+//    go in /api/v1/targets without a reload, and the deleted pod's series
+//    leave /metrics;
+//  - a watch ERROR (410 Gone) makes profd list again.
+//
+//   PROFD_BIN=build/profd node --test tests/e2e/collect_k8s.test.mjs
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import nodeHttp from 'node:http';
+import path from 'node:path';
+import {
+  SRC, Proc, apiData, freePort, goEnv, http, killAll, run, startProfd, tempDir, waitFor,
+} from './lib.mjs';
+
+let dir, targetBin;
+const apis = [];
+const TOKEN = 'k8s-test-token-1';
+
+before(async () => {
+  dir = tempDir('profd-k8s-');
+  targetBin = path.join(dir, 'target');
+  const r = await run('go', ['build', '-o', targetBin, '.'],
+    { cwd: path.join(SRC, 'tests', 'e2e', 'collect', 'target'), env: goEnv(dir) }, 180000);
+  assert.equal(r.code, 0, `go build of the test target failed\n${r.stdout}${r.stderr}`);
+});
+
+after(async () => {
+  for (const a of apis) a.close();
+  await killAll();
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function startTarget(name) {
+  const port = await freePort();
+  const p = new Proc(name, targetBin, [`-listen=127.0.0.1:${port}`]);
+  p.port = port;
+  await waitFor(`${name} to listen`, async () => {
+    if (p.exited) throw new Error(`${name} exited\n${p.tail()}`);
+    const r = await http(`http://127.0.0.1:${port}/metrics`, { timeoutMs: 2000 }).catch(() => null);
+    return r && r.status === 200;
+  }, 30000, 200);
+  return p;
+}
+
+// ---- a pretend API server ----
+class FakeApi {
+  constructor() {
+    this.rv = 100;
+    this.objs = { pods: new Map(), services: new Map(), endpoints: new Map(), nodes: new Map() };
+    this.watchers = { pods: [], services: [], endpoints: [], nodes: [] };
+    this.requests = [];
+    this.srv = nodeHttp.createServer((req, res) => this.handle(req, res));
+    apis.push(this);
+  }
+  async listen() {
+    await new Promise((r) => this.srv.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${this.srv.address().port}`;
+  }
+  close() {
+    if (this.closed) return;
+    this.closed = true;
+    for (const ws of Object.values(this.watchers)) for (const w of ws) w.res.destroy();
+    this.srv.close();
+  }
+  key(o) { return `${o.metadata.namespace || ''}/${o.metadata.name}`; }
+  put(res, o) {
+    o.metadata.resourceVersion = String(++this.rv);
+    this.objs[res].set(this.key(o), o);
+  }
+  // a watch event to every watcher of res whose namespace matches
+  event(res, type, o) {
+    if (type === 'DELETED') this.objs[res].delete(this.key(o));
+    else this.put(res, o);
+    if (type === 'DELETED') o.metadata.resourceVersion = String(++this.rv);
+    for (const w of this.watchers[res]) {
+      if (w.ns && w.ns !== o.metadata.namespace) continue;
+      w.res.write(JSON.stringify({ type, object: o }) + '\n');
+    }
+  }
+  // an ERROR event (410 Gone: the version is too old) ends every watch of res
+  gone(res) {
+    for (const w of this.watchers[res]) {
+      w.res.write(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1',
+        status: 'Failure', message: 'too old resource version', reason: 'Expired', code: 410 } }) + '\n');
+      w.res.end();
+    }
+    this.watchers[res] = [];
+  }
+  handle(req, res) {
+    const u = new URL(req.url, 'http://x');
+    this.requests.push({ path: u.pathname, query: Object.fromEntries(u.searchParams), ua: req.headers['user-agent'] || '' });
+    if (req.headers.authorization !== `Bearer ${TOKEN}`) {
+      res.writeHead(401, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'Unauthorized', reason: 'Unauthorized', code: 401 }));
+      return;
+    }
+    const m = u.pathname.match(/^\/api\/v1\/(?:namespaces\/([^/]+)\/)?(pods|services|endpoints|nodes)$/);
+    if (!m) {
+      res.writeHead(404, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 }));
+      return;
+    }
+    const [, ns, kind] = m;
+    const sel = u.searchParams.get('labelSelector');
+    const match = (o) => (!ns || o.metadata.namespace === ns) &&
+      (!sel || sel.split(',').every((kv) => { const [k, v] = kv.split('='); return (o.metadata.labels || {})[k] === v; }));
+    const w = u.searchParams.get('watch');
+    if (w === '1' || w === 'true') {
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
+      res.flushHeaders();
+      const entry = { ns, res };
+      const origWrite = res.write.bind(res);
+      // the selector applies to watch events too
+      entry.res = { write: (line) => { const ev = JSON.parse(line); if (ev.type === 'ERROR' || match(ev.object)) origWrite(line); },
+        end: () => res.end(), destroy: () => res.destroy() };
+      this.watchers[kind].push(entry);
+      req.on('close', () => { this.watchers[kind] = this.watchers[kind].filter((x) => x !== entry); });
+      return;
+    }
+    const kinds = { pods: 'PodList', services: 'ServiceList', endpoints: 'EndpointsList', nodes: 'NodeList' };
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ kind: kinds[kind], apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) },
+      items: [...this.objs[kind].values()].filter(match) }));
+  }
+}
+
+function pod(name, port, extra = {}) {
+  return {
+    kind: 'Pod', apiVersion: 'v1',
+    metadata: {
+      name, namespace: 'demo', uid: `uid-${name}`,
+      labels: { app: 'demo', 'app.kubernetes.io/version': '1.2' },
+      annotations: { 'profiles.grafana.com/cpu.scrape': 'true' },
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'demo-7f9c', uid: 'rs-1', controller: true }],
+      ...extra.metadata,
+    },
+    spec: {
+      nodeName: 'node-1',
+      containers: [
+        { name: 'app', image: 'example/demo:1.2', ports: [{ name: 'http', containerPort: port, protocol: 'TCP' }] },
+        { name: 'sidecar', image: 'example/sidecar:3' },
+      ],
+    },
+    status: {
+      phase: 'Running', podIP: '127.0.0.1', hostIP: '10.0.0.5',
+      conditions: [{ type: 'Initialized', status: 'True' }, { type: 'Ready', status: 'True' }],
+    },
+  };
+}
+
+test('kubernetes_sd: pods listed and watched; an added pod appears, a deleted one goes with its series; 410 Gone lists again', async () => {
+  const t1 = await startTarget('pod-a');
+  const t2 = await startTarget('pod-b');
+  const t3 = await startTarget('kubelet');
+  const api = new FakeApi();
+  await api.listen();
+  api.put('pods', pod('demo-a', t1.port));
+  api.put('pods', { ...pod('other', t1.port), metadata: { ...pod('other', t1.port).metadata, labels: { app: 'other' } } });
+  api.put('services', {
+    kind: 'Service', apiVersion: 'v1',
+    metadata: { name: 'demo', namespace: 'demo', labels: { app: 'demo' }, annotations: { note: 'x' } },
+    spec: { type: 'ClusterIP', clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 8080, protocol: 'TCP', targetPort: 6060 }] },
+  });
+  api.put('endpoints', {
+    kind: 'Endpoints', apiVersion: 'v1',
+    metadata: { name: 'demo', namespace: 'demo', labels: { app: 'demo' } },
+    subsets: [{
+      addresses: [{ ip: '127.0.0.1', nodeName: 'node-1', targetRef: { kind: 'Pod', name: 'demo-a', namespace: 'demo', uid: 'uid-demo-a' } }],
+      notReadyAddresses: [{ ip: '127.0.0.2', hostname: 'h2' }],
+      ports: [{ name: 'http', port: t1.port, protocol: 'TCP' }],
+    }],
+  });
+  api.put('nodes', {
+    kind: 'Node', apiVersion: 'v1',
+    metadata: { name: 'node-1', labels: { 'kubernetes.io/hostname': 'node-1', 'topology.kubernetes.io/zone': 'z1' }, annotations: { 'node.alpha.kubernetes.io/ttl': '0' } },
+    spec: { providerID: 'kind://docker/kind/node-1' },
+    status: {
+      addresses: [{ type: 'Hostname', address: 'node-1' }, { type: 'InternalIP', address: '127.0.0.1' }],
+      daemonEndpoints: { kubeletEndpoint: { Port: t3.port } },
+    },
+  });
+  const tokenFile = path.join(dir, 'token');
+  fs.writeFileSync(tokenFile, TOKEN + '\n');
+  const k8s = (role, more = '') => `    kubernetes_sd_configs:
+      - role: ${role}
+        api_server: ${api.url}
+        authorization: {credentials_file: ${tokenFile}}
+${more}`;
+  const cfgText = `global:
+  scrape_interval: 2s
+scrape_configs:
+  - job_name: pods
+${k8s('pod', `        namespaces: {names: [demo]}
+        selectors: [{role: pod, label: app=demo}]
+`)}    relabel_configs:
+      - source_labels: [__meta_kubernetes_pod_container_port_name]
+        regex: http
+        action: keep
+      - source_labels: [__meta_kubernetes_pod_name]
+        target_label: pod
+  - job_name: services
+${k8s('service')}  - job_name: endpoints
+${k8s('endpoints', '        namespaces: {names: [demo]}\n')}  - job_name: nodes
+${k8s('node')}`;
+  const cfg = path.join(dir, 'k8s.yml');
+  fs.writeFileSync(cfg, cfgText);
+  const profd = await startProfd({ storage: path.join(dir, 'data'), config: cfg });
+  const targets = async () => (await apiData(profd.base, '/api/v1/targets')).activeTargets;
+  // one type is enough to compare label sets; profd lists a target per profile type
+  const ofJob = async (job) => (await targets()).filter((t) => t.scrapePool === job && t.labels.__name__ === 'heap');
+  const pods = async () => (await ofJob('pods')).map((t) => t.labels.pod).sort();
+
+  await waitFor('the listed pod', async () => JSON.stringify(await pods()) === '["demo-a"]', 30000, 250);
+  const [a] = await ofJob('pods');
+  const d = a.discoveredLabels;
+  const want = {
+    __address__: `127.0.0.1:${t1.port}`,
+    __meta_kubernetes_namespace: 'demo',
+    __meta_kubernetes_pod_name: 'demo-a',
+    __meta_kubernetes_pod_ip: '127.0.0.1',
+    __meta_kubernetes_pod_ready: 'true',
+    __meta_kubernetes_pod_phase: 'Running',
+    __meta_kubernetes_pod_node_name: 'node-1',
+    __meta_kubernetes_pod_host_ip: '10.0.0.5',
+    __meta_kubernetes_pod_uid: 'uid-demo-a',
+    __meta_kubernetes_pod_controller_kind: 'ReplicaSet',
+    __meta_kubernetes_pod_controller_name: 'demo-7f9c',
+    __meta_kubernetes_pod_label_app: 'demo',
+    __meta_kubernetes_pod_labelpresent_app: 'true',
+    __meta_kubernetes_pod_label_app_kubernetes_io_version: '1.2',
+    __meta_kubernetes_pod_labelpresent_app_kubernetes_io_version: 'true',
+    __meta_kubernetes_pod_annotation_profiles_grafana_com_cpu_scrape: 'true',
+    __meta_kubernetes_pod_annotationpresent_profiles_grafana_com_cpu_scrape: 'true',
+    __meta_kubernetes_pod_container_name: 'app',
+    __meta_kubernetes_pod_container_image: 'example/demo:1.2',
+    __meta_kubernetes_pod_container_init: 'false',
+    __meta_kubernetes_pod_container_port_name: 'http',
+    __meta_kubernetes_pod_container_port_number: String(t1.port),
+    __meta_kubernetes_pod_container_port_protocol: 'TCP',
+  };
+  for (const [k, v] of Object.entries(want)) assert.equal(d[k], v, k);
+  // the list asked the namespace with the selector, the watch followed
+  assert.ok(api.requests.some((r) => r.path === '/api/v1/namespaces/demo/pods' && r.query.labelSelector === 'app=demo' && !r.query.watch));
+  await waitFor('a pod watch', async () => api.watchers.pods.some((w) => w.ns === 'demo'), 30000, 100);
+  await waitFor('pod a up', async () => (await ofJob('pods')).every((t) => t.health === 'up'), 30000, 250);
+
+  // the other roles
+  const [svc] = await ofJob('services');
+  assert.equal(svc.discoveredLabels.__address__, 'demo.demo.svc:8080');
+  assert.equal(svc.discoveredLabels.__meta_kubernetes_service_cluster_ip, '10.96.0.10');
+  assert.equal(svc.discoveredLabels.__meta_kubernetes_service_port_name, 'http');
+  assert.equal(svc.discoveredLabels.__meta_kubernetes_service_annotation_note, 'x');
+  const eps = await ofJob('endpoints');
+  const byAddr = Object.fromEntries(eps.map((t) => [t.discoveredLabels.__address__, t.discoveredLabels]));
+  const e1 = byAddr[`127.0.0.1:${t1.port}`];
+  assert.ok(e1, `endpoints targets: ${Object.keys(byAddr)}`);
+  assert.equal(e1.__meta_kubernetes_endpoint_ready, 'true');
+  assert.equal(e1.__meta_kubernetes_endpoint_address_target_kind, 'Pod');
+  assert.equal(e1.__meta_kubernetes_pod_container_name, 'app');
+  assert.equal(e1.__meta_kubernetes_service_name, 'demo');
+  assert.equal(byAddr[`127.0.0.2:${t1.port}`].__meta_kubernetes_endpoint_ready, 'false');
+  const [node] = await ofJob('nodes');
+  assert.equal(node.discoveredLabels.__address__, `127.0.0.1:${t3.port}`);
+  assert.equal(node.labels.instance, 'node-1');
+  assert.equal(node.discoveredLabels.__meta_kubernetes_node_address_InternalIP, '127.0.0.1');
+  assert.equal(node.discoveredLabels.__meta_kubernetes_node_label_topology_kubernetes_io_zone, 'z1');
+
+  // No comparison with Prometheus here: Debian's prometheus 2.42 is built
+  // without Kubernetes discovery (it refuses the file: "field
+  // kubernetes_sd_configs not found in type config.ScrapeConfig"); the
+  // labels above follow discovery/kubernetes/{pod,service,endpoints,node}.go.
+
+  // a watch event adds a pod: it appears without a reload
+  api.event('pods', 'ADDED', pod('demo-b', t2.port));
+  await waitFor('the added pod', async () => JSON.stringify(await pods()) === '["demo-a","demo-b"]', 30000, 250);
+  const upOf = async (p) => (await http(profd.base + '/metrics')).text.split('\n')
+    .filter((l) => l.startsWith('profd_target_up{') && l.includes(`pod="${p}"`));
+  await waitFor('demo-b scraped', async () => (await upOf('demo-b')).some((l) => l.endsWith(' 1')), 30000, 250);
+  assert.ok((await upOf('demo-a')).length > 0);
+  // a watch event deletes demo-a: it goes, and its series leave /metrics
+  api.event('pods', 'DELETED', pod('demo-a', t1.port));
+  await waitFor('the deleted pod gone', async () => JSON.stringify(await pods()) === '["demo-b"]', 30000, 250);
+  await waitFor('demo-a\'s series gone', async () => (await upOf('demo-a')).length === 0, 30000, 250);
+  // a pod outside the selector added by an event stays out
+  api.event('pods', 'ADDED', { ...pod('other2', t2.port), metadata: { ...pod('other2', t2.port).metadata, labels: { app: 'other' } } });
+
+  // 410 Gone: profd lists again and sees a pod added meanwhile
+  const lists = () => api.requests.filter((r) => r.path === '/api/v1/namespaces/demo/pods' && !r.query.watch).length;
+  const before = lists();
+  api.objs.pods.set('demo/demo-c', pod('demo-c', t1.port));
+  api.gone('pods');
+  await waitFor('a new list after 410', async () => lists() > before, 30000, 100);
+  await waitFor('the pod of the new list', async () => JSON.stringify(await pods()) === '["demo-b","demo-c"]', 30000, 250);
+
+  // no reload happened: one configuration load in the log
+  await profd.stop();
+  api.close();
+  for (const t of [t1, t2, t3]) await t.stop();
+});
+
+test('kubernetes_sd: a wrong token is refused by the API server; the failure is counted and nothing is discovered', async () => {
+  const api = new FakeApi();
+  await api.listen();
+  api.put('pods', pod('demo-a', 1));
+  const tokenFile = path.join(dir, 'bad-token');
+  fs.writeFileSync(tokenFile, 'wrong\n');
+  const cfg = path.join(dir, 'k8s-bad.yml');
+  fs.writeFileSync(cfg, `scrape_configs:
+  - job_name: pods
+    kubernetes_sd_configs:
+      - role: pod
+        api_server: ${api.url}
+        bearer_token_file: ${tokenFile}
+`);
+  const profd = await startProfd({ storage: path.join(dir, 'data-bad'), config: cfg });
+  await waitFor('the failure counted', async () =>
+    /profd_sd_refresh_failures_total\{mechanism="kubernetes"\} [1-9]/.test((await http(profd.base + '/metrics')).text), 30000, 250);
+  assert.equal((await apiData(profd.base, '/api/v1/targets')).activeTargets.length, 0);
+  // the right token written to the file is used at the next try (read per request)
+  fs.writeFileSync(tokenFile, TOKEN);
+  await waitFor('the pod once the token is right', async () =>
+    (await apiData(profd.base, '/api/v1/targets')).activeTargets.length > 0, 30000, 250);
+  await profd.stop();
+  api.close();
+});
