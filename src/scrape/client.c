@@ -65,6 +65,17 @@ bool pd__client_setopt(const pd_scrape_client *c, CURL *e, struct curl_slist **h
         }
         *hdrs = l;
     }
+    if (c->oauth2_token_url) {
+        char h[4200];
+        if (!pd__oauth2_header(c, h, sizeof h, msg, msg_cap))
+            return false;
+        struct curl_slist *l = curl_slist_append(*hdrs, h);
+        if (!l) {
+            snprintf(msg, msg_cap, "out of memory setting the Authorization header");
+            return false;
+        }
+        *hdrs = l;
+    }
     if (c->ca_file)
         curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
     if (c->cert_file) {

@@ -631,7 +631,6 @@ static const pd__cfg_ignored job_ignored[] = {
     {"metric_name_validation_scheme", "profd scrapes pprof, not metrics"},
     {"scrape_failure_log_file", "scrape failures are logged on stderr"},
     {"normalized_addresses", "addresses are always normalized (default port added)"},
-    {"oauth2", "not supported: scrapes go without it"},
     {"no_proxy", "not supported"},
     {"proxy_from_environment", "not supported: give proxy_url"},
     {"proxy_connect_header", "not supported"},

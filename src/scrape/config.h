@@ -47,7 +47,7 @@
  * Sections and keys profd has no use for (alerting, rule_files,
  * remote_write, remote_read, storage, tracing, object_storage,
  * global.evaluation_interval, metric_relabel_configs, sample limits,
- * oauth2, *_sd_configs...) are accepted with one warning each
+ * *_sd_configs but file, http, dns and kubernetes...) are accepted with one warning each
  * (pd_config.warnings, logged at load, printed by `profd check config`).
  * global.external_labels are added to every stored profile's labels where
  * absent. A target repeated in one static_configs entry is dropped with a
@@ -132,6 +132,11 @@ typedef struct pd_scrape_client {
     char *proxy_url;
     bool follow_redirects; /* default true */
     bool enable_http2;     /* default true */
+    /* oauth2 (client credentials grant, client_oauth2.c): token_url set = on.
+     * scopes space-joined; params the endpoint_params as an
+     * application/x-www-form-urlencoded tail ("&k=v..."), NULL = none. */
+    char *oauth2_token_url, *oauth2_client_id, *oauth2_client_secret,
+        *oauth2_client_secret_file, *oauth2_scopes, *oauth2_params;
 } pd_scrape_client;
 
 /* Deep copy; 0 or PD_ENOMEM (dst left empty). */

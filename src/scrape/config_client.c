@@ -8,12 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "scrape/config_int.h"
+#include "scrape/scrape_int.h"
 
 const char *const pd__cfg_client_keys[PD_CFG_CL_N + 1] = {
     "basic_auth", "authorization", "bearer_token",     "bearer_token_file",
     "tls_config", "proxy_url",     "follow_redirects", "enable_http2",
-    NULL,
+    "oauth2",     NULL,
 };
 
 void pd_scrape_client_release(pd_scrape_client *c)
@@ -29,6 +31,12 @@ void pd_scrape_client_release(pd_scrape_client *c)
     free(c->key_file);
     free(c->server_name);
     free(c->proxy_url);
+    free(c->oauth2_token_url);
+    free(c->oauth2_client_id);
+    free(c->oauth2_client_secret);
+    free(c->oauth2_client_secret_file);
+    free(c->oauth2_scopes);
+    free(c->oauth2_params);
     memset(c, 0, sizeof *c);
 }
 
@@ -52,18 +60,28 @@ int pd_scrape_client_copy(pd_scrape_client *d, const pd_scrape_client *s)
         dup_opt(&d->auth_credentials_file, s->auth_credentials_file) ||
         dup_opt(&d->ca_file, s->ca_file) || dup_opt(&d->cert_file, s->cert_file) ||
         dup_opt(&d->key_file, s->key_file) || dup_opt(&d->server_name, s->server_name) ||
-        dup_opt(&d->proxy_url, s->proxy_url)) {
+        dup_opt(&d->proxy_url, s->proxy_url) ||
+        dup_opt(&d->oauth2_token_url, s->oauth2_token_url) ||
+        dup_opt(&d->oauth2_client_id, s->oauth2_client_id) ||
+        dup_opt(&d->oauth2_client_secret, s->oauth2_client_secret) ||
+        dup_opt(&d->oauth2_client_secret_file, s->oauth2_client_secret_file) ||
+        dup_opt(&d->oauth2_scopes, s->oauth2_scopes) ||
+        dup_opt(&d->oauth2_params, s->oauth2_params)) {
         /* pointers not yet duplicated still alias s: clear them before release */
         pd_scrape_client t = *d;
         memset(d, 0, sizeof *d);
         char **from[] = {&t.basic_username,     &t.basic_password,   &t.basic_password_file,
                          &t.auth_type,          &t.auth_credentials, &t.auth_credentials_file,
                          &t.ca_file,            &t.cert_file,        &t.key_file,
-                         &t.server_name,        &t.proxy_url};
+                         &t.server_name,        &t.proxy_url,        &t.oauth2_token_url,
+                         &t.oauth2_client_id,   &t.oauth2_client_secret,
+                         &t.oauth2_client_secret_file, &t.oauth2_scopes, &t.oauth2_params};
         char *const orig[] = {s->basic_username, s->basic_password,   s->basic_password_file,
                               s->auth_type,      s->auth_credentials, s->auth_credentials_file,
                               s->ca_file,        s->cert_file,        s->key_file,
-                              s->server_name,    s->proxy_url};
+                              s->server_name,    s->proxy_url,        s->oauth2_token_url,
+                              s->oauth2_client_id, s->oauth2_client_secret,
+                              s->oauth2_client_secret_file, s->oauth2_scopes, s->oauth2_params};
         for (size_t i = 0; i < sizeof from / sizeof *from; i++)
             if (*from[i] != orig[i])
                 free(*from[i]);
@@ -167,6 +185,80 @@ static int parse_tls(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
     return 0;
 }
 
+/* oauth2: client_id, client_secret | client_secret_file, token_url,
+ * scopes, endpoint_params (Prometheus' common OAuth2 config; its own
+ * tls_config and proxy_url are refused: the job's are used). */
+static int parse_oauth2(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
+{
+    static const char *const keys[] = {"client_id",       "client_secret", "client_secret_file",
+                                       "token_url",       "scopes",        "endpoint_params",
+                                       "tls_config",      "proxy_url",     NULL};
+    yaml_node_t *v[8];
+    int rc = pd__cfg_map_keys(c, n, "oauth2", keys, v);
+    if (rc)
+        return rc;
+    for (int i = 6; i < 8; i++)
+        if (v[i])
+            return pd__cfg_fail(c, v[i], PD_EINVAL,
+                                "oauth2.%s is not supported: the job's %s is used for the token "
+                                "request",
+                                keys[i], keys[i]);
+    if (!v[3])
+        return pd__cfg_fail(c, n, PD_EINVAL, "oauth2 needs a token_url");
+    if (v[1] && v[2])
+        return pd__cfg_fail(c, v[2], PD_EINVAL,
+                            "at most one of oauth2 client_secret & client_secret_file must be "
+                            "configured");
+    if ((v[0] && (rc = pd__cfg_want_dup(c, v[0], "oauth2.client_id", &o->oauth2_client_id))) ||
+        (v[1] && (rc = pd__cfg_want_dup(c, v[1], "oauth2.client_secret", &o->oauth2_client_secret))) ||
+        (v[2] && (rc = pd__cfg_want_path(c, v[2], "oauth2.client_secret_file",
+                                         &o->oauth2_client_secret_file))) ||
+        (rc = pd__cfg_want_dup(c, v[3], "oauth2.token_url", &o->oauth2_token_url)))
+        return rc;
+    if (strncmp(o->oauth2_token_url, "http://", 7) && strncmp(o->oauth2_token_url, "https://", 8))
+        return pd__cfg_fail(c, v[3], PD_EINVAL, "oauth2.token_url \"%.128s\": want http(s)://",
+                            o->oauth2_token_url);
+    pd_buf b;
+    pd_buf_init(&b, 65536);
+    bool empty = true;
+    if (v[4] && (rc = pd__cfg_want_seq(c, v[4], "oauth2.scopes", &empty)))
+        return rc;
+    for (yaml_node_item_t *it = empty ? NULL : v[4]->data.sequence.items.start;
+         it && it < v[4]->data.sequence.items.top; it++) {
+        const char *sc;
+        if ((rc = pd__cfg_want_str(c, pd__cfg_node(c, *it), "oauth2.scopes item", &sc)) ||
+            (rc = pd_buf_printf(&b, "%s%s", b.len ? " " : "", sc))) {
+            pd_buf_release(&b);
+            return rc == PD_ETOOBIG ? pd__cfg_fail(c, v[4], rc, "oauth2.scopes: over 64 KiB") : rc;
+        }
+    }
+    if (b.len && (rc = pd_buf_append(&b, "", 1) ? PD_ENOMEM : 0) == 0 &&
+        !(o->oauth2_scopes = strdup(b.data)))
+        rc = PD_ENOMEM;
+    pd_buf_release(&b);
+    if (rc)
+        return rc;
+    pd_buf_init(&b, 65536);
+    if (v[5]) {
+        if ((rc = pd__cfg_want_map(c, v[5], "oauth2.endpoint_params", &empty)))
+            return rc;
+        for (yaml_node_pair_t *p = empty ? NULL : v[5]->data.mapping.pairs.start;
+             p && p < v[5]->data.mapping.pairs.top && !rc; p++) {
+            const char *k, *val;
+            if ((rc = pd__cfg_free_key(c, v[5], p, "oauth2.endpoint_params", &k)) ||
+                (rc = pd__cfg_want_str(c, pd__cfg_node(c, p->value), "endpoint_params value", &val)))
+                break;
+            if (!(rc = pd_buf_append(&b, "&", 1)) && !(rc = pd__scrape_put_escaped(&b, k)) &&
+                !(rc = pd_buf_append(&b, "=", 1)))
+                rc = pd__scrape_put_escaped(&b, val);
+        }
+        if (!rc && b.len && !(rc = pd_buf_append(&b, "", 1)) && !(o->oauth2_params = strdup(b.data)))
+            rc = PD_ENOMEM;
+    }
+    pd_buf_release(&b);
+    return rc;
+}
+
 int pd__cfg_parse_client(pd__cfg_ctx *c, yaml_node_t *const *v, const yaml_node_t *job_node,
                          pd_scrape_client *o)
 {
@@ -176,21 +268,24 @@ int pd__cfg_parse_client(pd__cfg_ctx *c, yaml_node_t *const *v, const yaml_node_
     (void)job_node;
     if (v[PD_CFG_CL_BASIC_AUTH] && (rc = parse_basic(c, v[PD_CFG_CL_BASIC_AUTH], o)))
         return rc;
-    /* as Prometheus: at most one of basic_auth, authorization, bearer_token(_file) */
+    /* as Prometheus: at most one of basic_auth, authorization, oauth2, bearer_token(_file) */
     const yaml_node_t *auths[] = {v[PD_CFG_CL_BASIC_AUTH], v[PD_CFG_CL_AUTHORIZATION],
-                                  v[PD_CFG_CL_BEARER_TOKEN], v[PD_CFG_CL_BEARER_TOKEN_FILE]};
+                                  v[PD_CFG_CL_BEARER_TOKEN], v[PD_CFG_CL_BEARER_TOKEN_FILE],
+                                  v[PD_CFG_CL_OAUTH2]};
     int na = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         na += auths[i] != NULL;
     if (na > 1) {
         const yaml_node_t *second = NULL;
-        for (int i = 0, seen = 0; i < 4; i++)
+        for (int i = 0, seen = 0; i < 5; i++)
             if (auths[i] && ++seen == 2)
                 second = auths[i];
         return pd__cfg_fail(c, second, PD_EINVAL,
-                            "at most one of basic_auth, authorization, bearer_token & "
+                            "at most one of basic_auth, authorization, oauth2, bearer_token & "
                             "bearer_token_file must be configured");
     }
+    if (v[PD_CFG_CL_OAUTH2] && (rc = parse_oauth2(c, v[PD_CFG_CL_OAUTH2], o)))
+        return rc;
     if (v[PD_CFG_CL_AUTHORIZATION] && (rc = parse_authz(c, v[PD_CFG_CL_AUTHORIZATION], o)))
         return rc;
     if (v[PD_CFG_CL_BEARER_TOKEN] || v[PD_CFG_CL_BEARER_TOKEN_FILE]) {

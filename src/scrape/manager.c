@@ -780,6 +780,18 @@ static bool set_client(target *t, CURL *e, char *msg, size_t msg_cap)
         t->hdrs = l;
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, l);
     }
+    if (c->oauth2_token_url) { /* client credentials; exclusive with the auth above */
+        char h[4200];
+        if (!pd__oauth2_header(c, h, sizeof h, msg, msg_cap))
+            return false;
+        struct curl_slist *l = curl_slist_append(NULL, h);
+        if (!l) {
+            snprintf(msg, msg_cap, "out of memory setting the Authorization header");
+            return false;
+        }
+        t->hdrs = l;
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, l);
+    }
     if (t->host_header) {
         struct curl_slist *l = curl_slist_append(t->hdrs, t->host_header);
         if (!l) {

@@ -99,6 +99,10 @@ extern void (*pd__scrape_before_record)(const char *url);
  * secret file cannot be read or memory runs out. */
 bool pd__client_setopt(const pd_scrape_client *c, CURL *e, struct curl_slist **hdrs, char *msg,
                        size_t msg_cap);
+/* client_oauth2.c: the "Authorization: TYPE TOKEN" header line of c's
+ * oauth2 (c->oauth2_token_url set), from the cache or a token request
+ * (client credentials). false with msg set ("oauth2: ..."). Thread-safe. */
+bool pd__oauth2_header(const pd_scrape_client *c, char *hdr, size_t cap, char *msg, size_t msg_cap);
 /* Reads a secret file into out (cap bytes with the NUL), trimmed. false with msg set. */
 bool pd__client_read_secret(const char *path, char *out, size_t cap, char *msg, size_t msg_cap);
 

@@ -335,3 +335,110 @@ test('kubernetes_sd: a wrong token is refused by the API server; the failure is 
   await profd.stop();
   api.close();
 });
+
+test('oauth2 client credentials for scrapes (token cached until expiry), http_sd behind basic auth; a wrong secret shows in /api/v1/targets', async () => {
+  const TOK = 'oauth-token-7';
+  const t1 = await startTarget('oauth-target');
+  // the Go target wants the token the token server hands out
+  await t1.stop();
+  const p = new Proc('oauth-target2', targetBin, [`-listen=127.0.0.1:${t1.port}`, `-bearer=${TOK}`]);
+  await waitFor('the bearer target', async () => {
+    const r = await http(`http://127.0.0.1:${t1.port}/metrics`, { timeoutMs: 2000 }).catch(() => null);
+    return r && r.status === 401;
+  }, 30000, 200);
+  // token server: client "profd" with secret "s3cret"; "short" gets tokens of 11 s
+  const tokenReqs = [];
+  const tokSrv = nodeHttp.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      const auth = Buffer.from((req.headers.authorization || '').replace(/^Basic /, ''), 'base64').toString();
+      const [id, secret] = auth.split(':').map(decodeURIComponent);
+      const form = Object.fromEntries(new URLSearchParams(body));
+      tokenReqs.push({ id, form, method: req.method, ctype: req.headers['content-type'] });
+      if (secret !== 's3cret') {
+        res.writeHead(401, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ error: 'invalid_client' }));
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ access_token: TOK, token_type: 'bearer', expires_in: id === 'short' ? 11 : 3600 }));
+    });
+  });
+  await new Promise((r) => tokSrv.listen(0, '127.0.0.1', r));
+  const tokenUrl = `http://127.0.0.1:${tokSrv.address().port}/oauth/token`;
+  // http_sd behind basic auth
+  const sdReqs = [];
+  const sdSrv = nodeHttp.createServer((req, res) => {
+    sdReqs.push(req.headers.authorization || '');
+    if (req.headers.authorization !== 'Basic ' + Buffer.from('sd:pw').toString('base64')) {
+      res.writeHead(401); res.end(); return;
+    }
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify([{ targets: [`127.0.0.1:${t1.port}`], labels: { from: 'http_sd' } }]));
+  });
+  await new Promise((r) => sdSrv.listen(0, '127.0.0.1', r));
+  const secretFile = path.join(dir, 'oauth-secret');
+  fs.writeFileSync(secretFile, 's3cret\n');
+  const only = `    profiling_config:
+      pprof_config:
+        allocs: {enabled: false}
+        block: {enabled: false}
+        goroutine: {enabled: false}
+        mutex: {enabled: false}
+        threadcreate: {enabled: false}
+        cpu: {enabled: false}
+`;
+  const cfg = path.join(dir, 'oauth.yml');
+  fs.writeFileSync(cfg, `global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: oauth
+    oauth2:
+      client_id: profd
+      client_secret_file: ${secretFile}
+      token_url: ${tokenUrl}
+      scopes: [profiles.read, profiles.write]
+      endpoint_params: {audience: profd-test}
+    http_sd_configs:
+      - url: http://127.0.0.1:${sdSrv.address().port}/targets
+        refresh_interval: 1s
+        basic_auth: {username: sd, password: pw}
+${only}  - job_name: short
+    oauth2: {client_id: short, client_secret: s3cret, token_url: '${tokenUrl}'}
+    static_configs: [{targets: ['127.0.0.1:${t1.port}']}]
+${only}  - job_name: wrong
+    oauth2: {client_id: profd, client_secret: nope, token_url: '${tokenUrl}'}
+    static_configs: [{targets: ['127.0.0.1:${t1.port}']}]
+${only}`);
+  const profd = await startProfd({ storage: path.join(dir, 'data-oauth'), config: cfg });
+  const byJob = async () => Object.fromEntries((await apiData(profd.base, '/api/v1/targets')).activeTargets.map((t) => [t.scrapePool, t]));
+  const successes = async (job) => {
+    const r = await http(profd.base + '/metrics');
+    return r.text.split('\n').filter((l) => l.startsWith('profd_scrapes_total{') && l.includes(`job="${job}"`) && l.includes('outcome="success"'))
+      .reduce((a, l) => a + Number(l.split(' ').pop()), 0);
+  };
+  await waitFor('the http_sd target (basic auth) scraped with the oauth2 token 4 times', async () => (await successes('oauth')) >= 4, 60000, 250);
+  const ts = await byJob();
+  assert.equal(ts.oauth.labels.from, 'http_sd');
+  assert.equal(ts.oauth.health, 'up');
+  assert.ok(sdReqs.length > 0 && sdReqs.every((a) => a.startsWith('Basic ')));
+  // one token for 4 scrapes: cached (expires_in 3600)
+  const mine = tokenReqs.filter((r) => r.id === 'profd' && r.form.audience === 'profd-test');
+  assert.equal(mine.length, 1, JSON.stringify(tokenReqs));
+  assert.equal(mine[0].method, 'POST');
+  assert.match(mine[0].ctype, /application\/x-www-form-urlencoded/);
+  assert.deepEqual(mine[0].form, { grant_type: 'client_credentials', scope: 'profiles.read profiles.write', audience: 'profd-test' });
+  // expires_in 11 s: the token is fetched again once within 10 s of its expiry
+  await waitFor('"short" fetched a second token', async () => tokenReqs.filter((r) => r.id === 'short').length >= 2, 30000, 250);
+  assert.ok((await successes('short')) >= 1);
+  // a wrong secret: the scrape fails naming oauth2 and the token server's answer
+  await waitFor('the wrong secret\'s error', async () => {
+    const w = (await byJob()).wrong;
+    return w && w.health === 'down' && /oauth2.*401.*invalid_client/.test(w.lastError) ? w : null;
+  }, 30000, 250);
+  await profd.stop();
+  tokSrv.close();
+  sdSrv.close();
+  await p.stop();
+});
