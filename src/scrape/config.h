@@ -54,8 +54,9 @@
  * warning; the same target from two entries is scraped once (manager).
  * delta: true (any dialect) asks ?seconds=<interval in s> as Parca does,
  * unless seconds is given. path_prefix (Parca) is prepended to every path.
- * keep_sample_type (Parca) is accepted with a warning: every sample type is
- * stored. Job keys also read: metrics_path (only as __metrics_path__ for
+ * keep_sample_type (Parca: a list of {type, unit}) keeps only those sample
+ * types of each scraped profile (manager: the others are cut before it is
+ * stored). Job keys also read: metrics_path (only as __metrics_path__ for
  * relabeling), honor_labels and honor_timestamps (accepted, no effect: a
  * pprof body carries no target labels, profiles are stored at scrape
  * start), body_size_limit, relabel_configs (relabel.h), and the HTTP client
@@ -78,8 +79,7 @@
  * - profiling_config.pprof_config.<name>: name matches [a-zA-Z_][a-zA-Z0-9_]*
  *   and becomes __name__. Keys: path (must start with "/"), enabled (bool,
  *   default true for a listed entry), seconds (int >= 0; 0 = no ?seconds=),
- *   delta (bool: ?seconds=<interval>, see above), keep_sample_type (Parca,
- *   warned). Entries merge over the defaults by name; a new name needs a
+ *   delta (bool: ?seconds=<interval>, see above), keep_sample_type (Parca). Entries merge over the defaults by name; a new name needs a
  *   path.
  * - Defaults, as Go's net/http/pprof: allocs, block, goroutine, heap, mutex,
  *   threadcreate at /debug/pprof/<name>, and cpu at /debug/pprof/profile
@@ -150,6 +150,8 @@ typedef struct pd_pprof_endpoint {
     int64_t seconds; /* >0: add ?seconds=N (cpu); 0: none */
     bool delta;      /* delta profile: seconds defaults to the interval (see above) */
     int64_t timeout_ms; /* effective timeout of this endpoint's scrapes (rule above) */
+    char *keep_sample_types; /* Parca's keep_sample_type: "type\tunit\n" per entry (unit
+                                may be empty: any), NULL = keep all */
 } pd_pprof_endpoint;
 
 /* One query parameter from `params` (a list value gives one entry per item). */

@@ -90,6 +90,15 @@ int pd__sd_parse_groups(const char *text, size_t len, const char *name, const ch
  * can drop the target. Set it only while no manager runs. */
 extern void (*pd__scrape_before_record)(const char *url);
 
+/* ---- keep_sample_type (keep.c) ---- */
+#include "pprof/pprof.h"
+/* Keeps only the sample types of p listed in keep ("type\tunit\n"...,
+ * an empty unit matches any) — samples' values follow — and appends p's
+ * gzip encoding to out. Errors: PD_EINVAL naming the profile's types when
+ * none is listed (p unchanged) or a sample's value count is wrong;
+ * PD_ENOMEM, PD_ETOOBIG (out's cap). */
+int pd__scrape_keep_types(pd_profile *p, const char *keep, pd_buf *out, pd_err *err);
+
 /* ---- HTTP client options for discovery requests (client.c) ---- */
 #include <curl/curl.h>
 /* Sets c's auth (basic_auth, authorization/bearer: secret files read now,

@@ -470,6 +470,7 @@ static void test_parca_example(void **state)
                     "          keep_sample_type:\n"
                     "            - type: inuse_space\n"
                     "              unit: bytes\n"
+                    "            - type: alloc_objects\n"
                     "        process_cpu:\n"
                     "          enabled: false\n"
                     "        fgprof:\n"
@@ -499,9 +500,9 @@ static void test_parca_example(void **state)
     static const char *const want[] = {
         "cfg.yaml:1:1: the top level: \"object_storage\" ignored: Parca's block storage: profd "
         "stores under --storage.path",
-        "cfg.yaml:25:13: pprof_config.memory.keep_sample_type ignored: every sample type is "
-        "stored (select one at query time with sample_index)",
     };
+    assert_string_equal(ep(a, "memory")->keep_sample_types, "inuse_space\tbytes\nalloc_objects\t\n");
+    assert_null(ep(a, "fgprof")->keep_sample_types);
     check_warnings(&c, want, sizeof want / sizeof *want);
     pd_config_release(&c);
 
