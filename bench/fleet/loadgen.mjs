@@ -15,7 +15,7 @@
 //                arrivals over 1.5 intervals counts round(gap/interval) - 1,
 //                plus the slots after a series' last arrival and before its
 //                first one in the window, plus series never asked at all
-//                (expected N x types)
+//                (expected N x types); missed_by_type splits them by path
 //   late_p50/p99/max_ms  lateness against the schedule: per series the
 //                schedule is phase + k*interval, the phase its earliest
 //                arrival minus k*interval; lateness = arrival - slot
@@ -70,9 +70,12 @@ function pct(v, p) {
 function stats(from, to) {
   const late = [];
   let scrapes = 0, missed = 0, series = 0;
-  for (const a0 of arrivals.values()) {
+  const byType = {};
+  for (const [key, a0] of arrivals) {
     const a = a0.filter((t) => t >= from && t <= to);
-    if (!a.length) { missed += Math.floor((to - from) / IV); continue; }
+    const before = missed;
+    const type = key.split('/').pop();
+    if (!a.length) { missed += Math.floor((to - from) / IV); byType[type] = (byType[type] || 0) + missed - before; continue; }
     series++;
     scrapes += a.length;
     let phase = Infinity;
@@ -90,11 +93,12 @@ function stats(from, to) {
     }
     missed += Math.max(0, Math.floor((to - a[a.length - 1]) / IV - 0.5));
     missed += Math.max(0, Math.floor((a[0] - from) / IV - 0.5));
+    if (missed > before) byType[type] = (byType[type] || 0) + missed - before;
   }
   missed += (N * TYPES.length - arrivals.size) * Math.floor((to - from) / IV);
   late.sort((x, y) => x - y);
   return { series, scrapes, missed, late_p50_ms: pct(late, 0.5), late_p99_ms: pct(late, 0.99),
-    late_max_ms: late.length ? late[late.length - 1] : 0 };
+    late_max_ms: late.length ? late[late.length - 1] : 0, missed_by_type: byType };
 }
 
 http.createServer((req, res) => {

@@ -830,6 +830,10 @@ static size_t on_watch_body(char *p, size_t size, size_t nmemb, void *ud)
 {
     stream *s = ud;
     size_t n = size * nmemb;
+    long status = 0;
+    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status != 200)
+        return n; /* an error Status, not events: end_watch reports the status */
     if (pd_buf_append(&s->line, p, n)) {
         s->bad = true;
         return 0;
