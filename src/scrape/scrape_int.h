@@ -141,9 +141,5 @@ int pd__k8s_kubeconfig(const char *path, pd_scrape_client *cl, char **server, ch
                        pd_err *err);
 /* Stops the thread and frees k (NULL is fine). */
 void pd__k8s_stop(pd__k8s *k);
-/* Test hook: the groups of a role for a set of API objects (a JSON array of
- * Kubernetes objects, each with "kind"), as the watch would build them. */
-int pd__k8s_build_groups(pd_k8s_role role, const char *objects_json, pd_static_config **v,
-                         size_t *n, pd_err *err);
 
 #endif

@@ -613,43 +613,6 @@ static int obj_key(const json_t *o, char *out, size_t cap)
     return 0;
 }
 
-int pd__k8s_build_groups(pd_k8s_role role, const char *objects_json, pd_static_config **v,
-                         size_t *n, pd_err *err)
-{
-    json_error_t je;
-    json_t *arr = json_loads(objects_json, 0, &je);
-    *v = NULL;
-    *n = 0;
-    if (!json_is_array(arr)) {
-        json_decref(arr);
-        return pd_err_set(err, PD_EPARSE, "objects: not a JSON array (%s)", je.text);
-    }
-    json_t *stores[4] = {json_object(), json_object(), json_object(), json_object()};
-    size_t i;
-    json_t *o;
-    int rc = 0;
-    json_array_foreach(arr, i, o)
-    {
-        static const char *const kinds[] = {"Pod", "Service", "Endpoints", "Node"};
-        char key[600];
-        for (int r = 0; r < 4; r++)
-            if (!strcmp(jstr(o, "kind"), kinds[r]) && !obj_key(o, key, sizeof key))
-                json_object_set(stores[r], key, o);
-    }
-    gl g = {0};
-    rc = build_role(role, stores, &g);
-    for (int r = 0; r < 4; r++)
-        json_decref(stores[r]);
-    json_decref(arr);
-    if (rc) {
-        gl_free(g.v, g.n);
-        return pd_err_set(err, rc, "out of memory building Kubernetes targets");
-    }
-    *v = g.v;
-    *n = g.n;
-    return 0;
-}
-
 /* ---- HTTP ---- */
 
 static size_t on_list_body(char *p, size_t size, size_t nmemb, void *ud)
