@@ -81,9 +81,9 @@ int pd__k8s_kubeconfig(const char *path, pd_scrape_client *cl, char **server, ch
         free(text);
         return pd_err_set(err, PD_ETOOBIG, "kubeconfig_file %s: over 1 MiB", path);
     }
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    snprintf(dir, sizeof dir, "%s", dirname(dir));
+    char tmp[PATH_MAX], dir[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    snprintf(dir, sizeof dir, "%s", dirname(tmp)); /* dirname works in tmp */
     yaml_parser_t ps;
     yaml_document_t d;
     int rc = 0;

@@ -442,3 +442,47 @@ ${only}`);
   sdSrv.close();
   await p.stop();
 });
+
+test('kubernetes_sd: kubeconfig_file (current context, tokenFile relative to it) and own_namespace from its context', async () => {
+  const api = new FakeApi();
+  await api.listen();
+  api.put('pods', pod('demo-a', 6060));
+  api.put('pods', { ...pod('elsewhere', 6060), metadata: { ...pod('elsewhere', 6060).metadata, namespace: 'other' } });
+  const kdir = path.join(dir, 'kube');
+  fs.mkdirSync(kdir, { recursive: true });
+  fs.writeFileSync(path.join(kdir, 'token'), TOKEN + '\n');
+  // two contexts: the current one is used
+  fs.writeFileSync(path.join(kdir, 'config'), `apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+  - name: wrong
+    cluster: {server: 'http://127.0.0.1:1'}
+  - name: fake
+    cluster: {server: '${api.url}/'}
+users:
+  - name: me
+    user: {tokenFile: token}
+contexts:
+  - name: other
+    context: {cluster: wrong, user: me, namespace: other}
+  - name: test
+    context: {cluster: fake, user: me, namespace: demo}
+`);
+  const cfg = path.join(dir, 'k8s-kubeconfig.yml');
+  fs.writeFileSync(cfg, `scrape_configs:
+  - job_name: pods
+    kubernetes_sd_configs:
+      - role: pod
+        kubeconfig_file: kube/config
+        namespaces: {own_namespace: true}
+`);
+  const profd = await startProfd({ storage: path.join(dir, 'data-kubeconfig'), config: cfg });
+  const pods = async () => [...new Set((await apiData(profd.base, '/api/v1/targets')).activeTargets
+    .map((t) => t.discoveredLabels.__meta_kubernetes_pod_name))].sort();
+  await waitFor('the pod of the context\'s namespace', async () => JSON.stringify(await pods()) === '["demo-a"]', 30000, 250);
+  assert.ok(api.requests.some((r) => r.path === '/api/v1/namespaces/demo/pods'), JSON.stringify(api.requests.map((r) => r.path)));
+  assert.ok(!api.requests.some((r) => r.path.includes('/namespaces/other/') || r.path === '/api/v1/pods'));
+  await profd.stop();
+  api.close();
+});
