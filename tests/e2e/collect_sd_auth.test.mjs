@@ -1,4 +1,5 @@
-// End-to-end test of kubernetes_sd_configs (issue 14). No live cluster is
+// End-to-end tests of kubernetes_sd_configs and of discovery and scrape
+// auth (oauth2, http_sd basic auth) (issue 14). No live cluster is
 // available here: a local HTTP server plays the API server, answering the
 // list and watch requests of pods, services, endpoints and nodes with JSON
 // written for this test in the Kubernetes API's shape (v1 PodList, watch
@@ -12,13 +13,22 @@
 //  - a watch event adding a pod and one deleting a pod: targets appear and
 //    go in /api/v1/targets without a reload, and the deleted pod's series
 //    leave /metrics;
-//  - a watch ERROR (410 Gone) makes profd list again.
+//  - a watch ERROR (410 Gone) makes profd list again; a wrong token is
+//    counted and the file is re-read;
+//  - kubeconfig_file (current context, relative tokenFile, its namespace
+//    for own_namespace) and in-cluster (KUBERNETES_SERVICE_HOST/PORT over
+//    TLS with a CA made by openssl, the service account's token, ca.crt and
+//    namespace from PROFD_K8S_SERVICEACCOUNT_DIR);
+//  - oauth2 client credentials against a token server written here (one
+//    token for many scrapes, a new one near expiry, a wrong secret's 401),
+//    and http_sd behind basic auth.
 //
-//   PROFD_BIN=build/profd node --test tests/e2e/collect_k8s.test.mjs
+//   PROFD_BIN=build/profd node --test tests/e2e/collect_sd_auth.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import nodeHttp from 'node:http';
+import nodeHttps from 'node:https';
 import path from 'node:path';
 import {
   SRC, Proc, apiData, freePort, goEnv, http, killAll, run, startProfd, tempDir, waitFor,
@@ -56,17 +66,19 @@ async function startTarget(name) {
 
 // ---- a pretend API server ----
 class FakeApi {
-  constructor() {
+  constructor(tls = null) {
+    this.tls = tls;
     this.rv = 100;
     this.objs = { pods: new Map(), services: new Map(), endpoints: new Map(), nodes: new Map() };
     this.watchers = { pods: [], services: [], endpoints: [], nodes: [] };
     this.requests = [];
-    this.srv = nodeHttp.createServer((req, res) => this.handle(req, res));
+    this.srv = tls ? nodeHttps.createServer(tls, (req, res) => this.handle(req, res))
+      : nodeHttp.createServer((req, res) => this.handle(req, res));
     apis.push(this);
   }
   async listen() {
     await new Promise((r) => this.srv.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${this.srv.address().port}`;
+    this.url = `${this.tls ? 'https' : 'http'}://127.0.0.1:${this.srv.address().port}`;
   }
   close() {
     if (this.closed) return;
@@ -482,6 +494,53 @@ contexts:
     .map((t) => t.discoveredLabels.__meta_kubernetes_pod_name))].sort();
   await waitFor('the pod of the context\'s namespace', async () => JSON.stringify(await pods()) === '["demo-a"]', 30000, 250);
   assert.ok(api.requests.some((r) => r.path === '/api/v1/namespaces/demo/pods'), JSON.stringify(api.requests.map((r) => r.path)));
+  assert.ok(!api.requests.some((r) => r.path.includes('/namespaces/other/') || r.path === '/api/v1/pods'));
+  await profd.stop();
+  api.close();
+});
+
+test('kubernetes_sd in-cluster: KUBERNETES_SERVICE_HOST/PORT over TLS, the service account token, CA and namespace', async () => {
+  const sa = path.join(dir, 'serviceaccount');
+  fs.mkdirSync(sa, { recursive: true });
+  const ssl = async (args) => {
+    const r = await run('openssl', args, { cwd: dir });
+    assert.equal(r.code, 0, `openssl ${args.join(' ')}\n${r.stderr}`);
+  };
+  const ca = path.join(dir, 'k8s-ca'), srv = path.join(dir, 'k8s-srv');
+  await ssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=profd k8s test CA',
+    '-keyout', `${ca}.key`, '-out', `${ca}.pem`]);
+  await ssl(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', `${srv}.key`, '-out', `${srv}.csr`]);
+  fs.writeFileSync(path.join(dir, 'k8s-san.ext'), 'subjectAltName=IP:127.0.0.1\n');
+  await ssl(['x509', '-req', '-in', `${srv}.csr`, '-CA', `${ca}.pem`, '-CAkey', `${ca}.key`, '-CAcreateserial',
+    '-days', '2', '-extfile', path.join(dir, 'k8s-san.ext'), '-out', `${srv}.pem`]);
+  fs.copyFileSync(`${ca}.pem`, path.join(sa, 'ca.crt'));
+  fs.writeFileSync(path.join(sa, 'token'), TOKEN);
+  fs.writeFileSync(path.join(sa, 'namespace'), 'demo');
+  const api = new FakeApi({ key: fs.readFileSync(`${srv}.key`), cert: fs.readFileSync(`${srv}.pem`) });
+  await api.listen();
+  api.put('pods', pod('demo-a', 6060));
+  api.put('pods', { ...pod('elsewhere', 6060), metadata: { ...pod('elsewhere', 6060).metadata, namespace: 'other' } });
+  const cfg = path.join(dir, 'k8s-incluster.yml');
+  fs.writeFileSync(cfg, `scrape_configs:
+  - job_name: pods
+    kubernetes_sd_configs:
+      - role: pod
+        namespaces: {own_namespace: true}
+`);
+  const saved = { ...process.env };
+  Object.assign(process.env, { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(api.srv.address().port),
+    PROFD_K8S_SERVICEACCOUNT_DIR: sa });
+  let profd;
+  try {
+    profd = await startProfd({ storage: path.join(dir, 'data-incluster'), config: cfg });
+  } finally {
+    for (const k of ['KUBERNETES_SERVICE_HOST', 'KUBERNETES_SERVICE_PORT', 'PROFD_K8S_SERVICEACCOUNT_DIR']) {
+      if (k in saved) process.env[k] = saved[k]; else delete process.env[k];
+    }
+  }
+  const pods = async () => [...new Set((await apiData(profd.base, '/api/v1/targets')).activeTargets
+    .map((t) => t.discoveredLabels.__meta_kubernetes_pod_name))].sort();
+  await waitFor('the pod of the service account\'s namespace', async () => JSON.stringify(await pods()) === '["demo-a"]', 30000, 250);
   assert.ok(!api.requests.some((r) => r.path.includes('/namespaces/other/') || r.path === '/api/v1/pods'));
   await profd.stop();
   api.close();
