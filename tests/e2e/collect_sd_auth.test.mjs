@@ -52,6 +52,12 @@ after(async () => {
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 
+// Stops profd and checks it exited 0: under ASan a leak or error at exit fails here.
+async function stopClean(p) {
+  const ex = await p.stop();
+  assert.equal(ex.code, 0, `profd exited ${JSON.stringify(ex)}\n${p.tail()}`);
+}
+
 async function startTarget(name) {
   const port = await freePort();
   const p = new Proc(name, targetBin, [`-listen=127.0.0.1:${port}`]);
@@ -317,7 +323,7 @@ ${k8s('node')}`;
   await waitFor('the pod of the new list', async () => JSON.stringify(await pods()) === '["demo-b","demo-c"]', 30000, 250);
 
   // no reload happened: one configuration load in the log
-  await profd.stop();
+  await stopClean(profd);
   api.close();
   for (const t of [t1, t2, t3]) await t.stop();
 });
@@ -344,7 +350,7 @@ test('kubernetes_sd: a wrong token is refused by the API server; the failure is 
   fs.writeFileSync(tokenFile, TOKEN);
   await waitFor('the pod once the token is right', async () =>
     (await apiData(profd.base, '/api/v1/targets')).activeTargets.length > 0, 30000, 250);
-  await profd.stop();
+  await stopClean(profd);
   api.close();
 });
 
@@ -449,7 +455,7 @@ ${only}`);
     const w = (await byJob()).wrong;
     return w && w.health === 'down' && /oauth2.*401.*invalid_client/.test(w.lastError) ? w : null;
   }, 30000, 250);
-  await profd.stop();
+  await stopClean(profd);
   tokSrv.close();
   sdSrv.close();
   await p.stop();
@@ -495,7 +501,7 @@ contexts:
   await waitFor('the pod of the context\'s namespace', async () => JSON.stringify(await pods()) === '["demo-a"]', 30000, 250);
   assert.ok(api.requests.some((r) => r.path === '/api/v1/namespaces/demo/pods'), JSON.stringify(api.requests.map((r) => r.path)));
   assert.ok(!api.requests.some((r) => r.path.includes('/namespaces/other/') || r.path === '/api/v1/pods'));
-  await profd.stop();
+  await stopClean(profd);
   api.close();
 });
 
@@ -542,6 +548,6 @@ test('kubernetes_sd in-cluster: KUBERNETES_SERVICE_HOST/PORT over TLS, the servi
     .map((t) => t.discoveredLabels.__meta_kubernetes_pod_name))].sort();
   await waitFor('the pod of the service account\'s namespace', async () => JSON.stringify(await pods()) === '["demo-a"]', 30000, 250);
   assert.ok(!api.requests.some((r) => r.path.includes('/namespaces/other/') || r.path === '/api/v1/pods'));
-  await profd.stop();
+  await stopClean(profd);
   api.close();
 });
