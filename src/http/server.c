@@ -959,9 +959,9 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
     if (!srv)
         return pd_err_set(err, PD_ENOMEM, "http server: out of memory");
     pthread_mutex_init(&srv->conns_mu, NULL);
-    /* the reaper's deadlines are CLOCK_MONOTONIC: the condition must wait on
-     * that clock (with the default CLOCK_REALTIME every deadline is long
-     * past and the reaper spun, a whole core) */
+    /* the reaper's deadlines are CLOCK_MONOTONIC: so must the condvar's clock be
+       (with the default CLOCK_REALTIME every wait returned at once and the
+       reaper spun a whole core) */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
