@@ -13,9 +13,12 @@
  * of many targets are spread over the interval and stay put across
  * restarts); later scrapes follow every interval on the monotonic clock.
  * Slots that pass while the previous scrape of the same target still runs
- * (a CPU profile longer than the interval) are skipped, never queued —
- * except for targets whose profile window is as long as the interval
- * (catch_up: delta profiles), whose missed slot runs when the scrape ends.
+ * are never queued; a target with a profile window (`seconds`: CPU and
+ * delta profiles, whose window fills most of the interval by the CPU
+ * seconds rule) runs the one slot it met busy as soon as the scrape ends
+ * (catch_up), so an answer that comes a little late (a loaded target or
+ * machine) costs lateness, not a missed profile; the schedule's phase
+ * stays. Other targets skip such a slot, as Prometheus does.
  *
  * Threads and locking. One thread runs the loop over one curl multi handle:
  *
@@ -97,7 +100,7 @@ struct target {
     pd_scrape_client client; /* auth, TLS, proxy, redirects, HTTP/2 */
     char *keep;           /* keep_sample_type of the endpoint (keep.c), NULL = all */
     size_t max_body;      /* body cap: the job's body_size_limit or lim.max_body_bytes */
-    bool catch_up;        /* a window as long as the interval (delta): a slot met busy runs at the end */
+    bool catch_up;        /* a profile window (seconds > 0): a slot met busy runs at the end */
     char *metric_labels; /* job="...",profile_type="..." (escaped) */
     char *target_labels; /* the labels without __name__, plus profile_type (escaped) */
     /* schedule and health: under m->mu */
@@ -109,6 +112,7 @@ struct target {
     char last_error[600];
     bool busy;
     bool late; /* a slot came while busy (catch_up targets start again when done) */
+    int64_t resume_ms; /* a catch-up run is due: the slot after it (monotonic ms), else 0 */
     bool retired; /* dropped by a reload: its metrics are no longer updated */
     /* transfer in flight: loop thread only */
     CURL *easy;
@@ -352,7 +356,7 @@ static target *target_new(pd_scrape_manager *m, const pd_config *cfg, const pd_s
     t->url = pd_buf_detach(&sp.url, NULL);
     t->interval_ms = sp.interval_ms;
     t->timeout_ms = pd_config_endpoint_timeout_ms(sp.timeout_ms, ep->seconds);
-    t->catch_up = ep->seconds > 0 && ep->seconds * 1000 + 1000 > t->interval_ms;
+    t->catch_up = pd__scrape_catch_up(ep->seconds, t->interval_ms);
     if (!t->url || !(t->job = strdup(job->job_name)) || !(t->name = strdup(ep->name)) ||
         pd_scrape_client_copy(&t->client, &job->client) ||
         (ep->keep_sample_types && !(t->keep = strdup(ep->keep_sample_types))))
@@ -417,6 +421,10 @@ static void describe_metrics(void)
     pd_metrics_describe("profd_scrapes_total", PD_METRIC_COUNTER,
                         "Scrapes finished, by job, profile type and outcome "
                         "(success, error, timeout, bad_profile, too_large).");
+    pd_metrics_describe("profd_scrape_slots_missed_total", PD_METRIC_COUNTER,
+                        "Scheduled scrapes not made because the previous scrape of the same "
+                        "target and profile type still ran (a windowed profile's first such slot "
+                        "runs late instead and is not counted), by job and profile type.");
     pd_metrics_describe("profd_scrape_duration_seconds_total", PD_METRIC_COUNTER,
                         "Sum of the wall time of finished scrapes, by job and profile type "
                         "(divide by profd_scrapes_total for the mean).");
@@ -495,7 +503,14 @@ static void forget_series(const target *o, target *const *nv, const pd_u64map *b
     if (!in_use(by_job, nv, offsetof(target, metric_labels), o->metric_labels)) {
         pd_metrics_remove_prefix("profd_scrapes_total", o->metric_labels);
         pd_metrics_remove("profd_scrape_duration_seconds_total", o->metric_labels);
+        pd_metrics_remove("profd_scrape_slots_missed_total", o->metric_labels);
     }
+}
+
+bool pd__scrape_catch_up(int64_t seconds, int64_t interval_ms)
+{
+    (void)interval_ms; /* any window: a late answer must not cost the next profile */
+    return seconds > 0;
 }
 
 /* ---- public ---- */
@@ -988,8 +1003,9 @@ stored:
     t->last_duration_s = dur;
     snprintf(t->last_error, sizeof t->last_error, "%s", msg);
     t->busy = false;
-    if (t->late) { /* a delta window as long as the interval: the missed slot runs now */
+    if (t->late) { /* a slot met busy runs now; the schedule resumes at its next slot */
         t->late = false;
+        t->resume_ms = t->next_ms;
         t->next_ms = mono_ms();
     }
     if (!t->retired) { /* apply() has removed the series of a retired target */
@@ -1023,13 +1039,26 @@ static void *loop(void *arg)
         for (size_t i = 0; i < m->tn; i++) {
             target *t = m->tv[i];
             if (t->next_ms <= now) {
-                if (!t->busy)
+                int64_t passed = (now - t->next_ms) / t->interval_ms + 1; /* slots due */
+                if (!t->busy) {
                     start_scrape(m, t);
-                else if (t->catch_up)
+                    passed--; /* the slot taken now */
+                } else if (t->catch_up && !t->late) {
                     t->late = true;
+                    passed--; /* runs when the scrape ends */
+                }
+                if (passed > 0 && !t->retired)
+                    pd_metrics_add("profd_scrape_slots_missed_total", t->metric_labels,
+                                   (double)passed);
+                if (t->resume_ms) { /* a catch-up run: back to the schedule's phase */
+                    t->next_ms = t->resume_ms;
+                    t->resume_ms = 0;
+                }
                 /* next slot after now; skipped slots are not queued */
-                int64_t behind = now - t->next_ms;
-                t->next_ms += (behind / t->interval_ms + 1) * t->interval_ms;
+                if (t->next_ms <= now) {
+                    int64_t behind = now - t->next_ms;
+                    t->next_ms += (behind / t->interval_ms + 1) * t->interval_ms;
+                }
             }
             if (t->next_ms - now < wait)
                 wait = t->next_ms - now;

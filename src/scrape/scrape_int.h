@@ -14,6 +14,13 @@
  * runs and machines, so restarts keep the spread (as Prometheus' offsets). */
 int64_t pd__scrape_offset_ms(const char *job, const char *url, int64_t interval_ms);
 
+/* Whether a target whose profile window is `seconds` (0: none) and whose
+ * interval is interval_ms runs a slot that came while its previous scrape
+ * still ran as soon as that scrape ends (true), or skips it (false): every
+ * windowed profile (CPU, delta) catches up, so a late answer costs
+ * lateness, not a profile; others skip, as Prometheus does. */
+bool pd__scrape_catch_up(int64_t seconds, int64_t interval_ms);
+
 /* Appends scheme://tgt/path[?seconds=S][&name=value...] to out: seconds
  * when ep->seconds > 0 (a "seconds" entry of the job's params is then
  * dropped), then the job's params in order, names and values
