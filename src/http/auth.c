@@ -419,7 +419,8 @@ static void refuse(pd_http_response *resp, int status, const char *text, const c
     resp->content_type = "text/plain; charset=utf-8";
     pd_buf_puts(&resp->body, text);
     pd_buf_puts(&resp->body, "\n");
-    pd_http_add_header(resp, "X-Content-Type-Options", "nosniff");
+    if (!resp->headers || !strstr(resp->headers, "X-Content-Type-Options:"))
+        pd_http_add_header(resp, "X-Content-Type-Options", "nosniff"); /* as Go's http.Error */
     if (reason) {
         char l[64];
         snprintf(l, sizeof l, "reason=\"%s\"", reason);

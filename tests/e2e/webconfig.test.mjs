@@ -244,6 +244,42 @@ test('profd_access_control: the push user cannot read, the query user cannot pus
   assert.notEqual((await req(`${base()}/-/reload`, { method: 'POST', auth: 'alice:s3cret' })).status, 403);
 });
 
+test('profd push --bearer-token-file, --tls.server-name and a client certificate reach a TLS proxy', { timeout: 60000 }, async () => {
+  // a stand-in for a proxy in front of profd: node's https server records
+  // what profd push sent (profd itself takes basic auth, not bearer tokens)
+  const seen = [];
+  const server = https.createServer({
+    key: fs.readFileSync(srv.key), cert: fs.readFileSync(srv.crt), ca: fs.readFileSync(ca.crt),
+    requestCert: true, rejectUnauthorized: true,
+  }, (rq, rs) => {
+    seen.push({ auth: rq.headers.authorization, cn: rq.socket.getPeerCertificate().subject.CN, url: rq.url });
+    rq.resume();
+    rq.on('end', () => { rs.setHeader('Content-Type', 'application/json'); rs.end('{"code":200,"body":{"id":"proxy-1"}}'); });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const tok = path.join(dir, 'token');
+    fs.writeFileSync(tok, 'tok-123\n');
+    // the URL names 127.0.0.1; the certificate is checked against "localhost"
+    const r = await run(profdBin(), ['push', `--url=https://127.0.0.1:${server.address().port}`, `--tls.ca-file=${ca.crt}`,
+      '--tls.server-name=localhost', `--tls.cert-file=${cli.crt}`, `--tls.key-file=${cli.key}`,
+      `--bearer-token-file=${tok}`, '--service=webcfg', HEAP]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /proxy-1/);
+    assert.equal(seen.length, 1);
+    assert.equal(seen[0].auth, 'Bearer tok-123');
+    assert.equal(seen[0].cn, 'pusher');
+    assert.match(seen[0].url, /^\/api\/0\/profiles\?/);
+    // usage errors: exit 2
+    const u = await run(profdBin(), ['push', '--tls.cert-file=x', '--service=s', HEAP]);
+    assert.equal(u.code, 2);
+    const v = await run(profdBin(), ['push', `--bearer-token-file=${tok}`, '--basic-auth.username=a', '--service=s', HEAP]);
+    assert.equal(v.code, 2);
+  } finally {
+    server.close();
+  }
+});
+
 test('go tool pprof -tls_ca with user:password@ in the URL reads a merge', { timeout: 120000 }, async () => {
   // without the CA it is refused (the certificate is checked)
   const gd0 = path.join(dir, 'go0');
