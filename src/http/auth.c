@@ -223,13 +223,6 @@ const pd_webcfg *pd_http_gate_config(const pd_http_gate *g)
     return &g->start;
 }
 
-bool pd_http_gate_has_users(const pd_http_gate *g)
-{
-    /* the file may gain users later: any gate counts */
-    (void)g;
-    return true;
-}
-
 /* Step 1: reads the file again when it changed. */
 static void maybe_reload(pd_http_gate *g)
 {

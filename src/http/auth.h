@@ -53,9 +53,6 @@ void pd_http_gate_free(pd_http_gate *g);
 
 /* The configuration as read at start (TLS settings). Borrowed. */
 const pd_webcfg *pd_http_gate_config(const pd_http_gate *g);
-/* True when some request needs credentials (handlers then never run on
- * the epoll thread, where bcrypt would stall every connection). */
-bool pd_http_gate_has_users(const pd_http_gate *g);
 
 /* Steps 1-6 above for req of group `group` (pd_access_group). true: go on
  * (resp may have headers added); false: resp holds the refusal. */

@@ -118,7 +118,8 @@ void pd_webcfg_release(pd_webcfg *cfg);
  * out (cap bytes). Returns 0 or PD_ETOOBIG. */
 int pd_webcfg_tls_priorities(const pd_webcfg *cfg, char *out, size_t cap);
 
-/* `profd check web-config FILE...`: exit 0 when every FILE loads (and its
+/* `profd check web-config FILE...` (defined in http/auth.c, as it checks
+ * the certificate and key with GnuTLS): exit 0 when every FILE loads (and its
  * certificate and key form a pair), 2 otherwise (the error on stderr). */
 int pd_webcfg_check_main(int argc, char **argv);
 
