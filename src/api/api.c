@@ -509,6 +509,21 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         .cancelled = client_gone,
         .cancel_ctx = (void *)req,
     };
+    const char *agg = pd_http_arg(req, "agg"), *norm = pd_http_arg(req, "normalize");
+    if (agg && strcmp(agg, "sum") && strcmp(agg, "avg")) {
+        pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
+        reply_error(resp, 400, "invalid parameter \"agg\": \"%.64s\" (sum or avg)", agg);
+        return;
+    }
+    if (norm && strcmp(norm, "true") && strcmp(norm, "false") && strcmp(norm, "1") &&
+        strcmp(norm, "0")) {
+        pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
+        reply_error(resp, 400, "invalid parameter \"normalize\": \"%.64s\" (true or false)",
+                    norm);
+        return;
+    }
+    mo.agg = agg && !strcmp(agg, "avg") ? PD_MERGE_AVG : PD_MERGE_SUM;
+    mo.normalize = norm && (!strcmp(norm, "true") || !strcmp(norm, "1"));
     pd_profile p;
     memset(&p, 0, sizeof p);
     pd_merge_stats stats;

@@ -21,8 +21,12 @@
  * body, pprof, speedscope, and folded for anything else):
  *   trie: the body (raw or gzip) read by ingest/trie.h into folded text,
  *     then as folded.
- *   tree, speedscope: 400 unsupported_format (each has its place in the
- *     dispatch of the handler).
+ *   tree: the body (raw or gzip) read by ingest/trie.h's tree reader into
+ *     folded text, then as folded.
+ *   speedscope: the JSON (raw or gzip) converted by ingest/speedscope.h;
+ *     one stored profile per profile of the file (equal names summed), each
+ *     labelled as folded input plus profile_name=NAME; TYPE from the name's
+ *     suffix, else cpu (time units, none) or memory (bytes).
  *   folded (also "collapsed", "groups", unknown) and lines: the body (raw, or gzip)
  *     is converted by ingest/ (pd_ingest_folded). With units empty or
  *     "samples", sampleRate (Hz, default 100) gives TYPE/nanoseconds
@@ -78,6 +82,7 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "ingest/ingest.h"
+#include "ingest/speedscope.h"
 #include "ingest/trie.h"
 
 #define MP_MAX_PARTS 16
@@ -680,6 +685,119 @@ static bool is_multipart(const char *ct)
     return ct && !strncasecmp(ct, "multipart/form-data", 19);
 }
 
+/* format=speedscope: the JSON file (raw or gzip) converted by
+ * ingest/speedscope.h, one stored profile per profile of the file (its
+ * series labelled as the folded formats' plus profile_name=NAME, as
+ * Pyroscope labels them). Every profile is converted and its labels checked
+ * before the first is stored. */
+static void ingest_speedscope(const pd__api_env *env, const pd_pprof_limits *lim,
+                              const pd_http_request *req, const char *type, const char *app,
+                              const pd_labels *tags, const char *spy, int64_t ts, int64_t dur_ns,
+                              int64_t rate, pd_http_response *resp)
+{
+    pd_buf plain, enc;
+    pd_buf_init(&plain, lim->max_decompressed_bytes);
+    pd_buf_init(&enc, lim->max_decompressed_bytes);
+    pd_ingest_named_profile *ps = NULL;
+    size_t n = 0;
+    pd_labels *ls = NULL;
+    pd_err err = {{0}};
+    int rc;
+    const uint8_t *text = req->body;
+    size_t tlen = req->body_len;
+    if (tlen == 0) {
+        pd__api_text_error(resp, 400, "bad_profile", "empty body: POST a speedscope file");
+        goto out;
+    }
+    if (pd_is_gzip(text, tlen)) {
+        if ((rc = pd_gunzip(text, tlen, lim->max_decompressed_bytes, &plain, &err)) < 0) {
+            pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
+                               rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile",
+                               "gzip body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+            goto out;
+        }
+        text = (const uint8_t *)plain.data;
+        tlen = plain.len;
+    }
+    pd_ingest_opts o;
+    memset(&o, 0, sizeof o);
+    o.type = type;
+    o.sample_rate_hz = rate;
+    o.time_nanos = ts * 1000000;
+    o.duration_nanos = dur_ns;
+    o.lim.max_input_bytes = lim->max_decompressed_bytes;
+    o.lim.max_stack_depth = lim->max_stack_depth;
+    o.lim.max_frames = lim->max_locations < lim->max_functions ? lim->max_locations
+                                                               : lim->max_functions;
+    o.lim.max_samples = lim->max_samples;
+    if ((rc = pd_ingest_speedscope((const char *)text, tlen, &o, &ps, &n, &err)) < 0) {
+        pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
+                           rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile",
+                           "speedscope body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        goto out;
+    }
+    if (!(ls = calloc(n, sizeof *ls))) {
+        pd__api_text_error(resp, 500, NULL, "out of memory");
+        goto out;
+    }
+    const char *tag_service = pd_labels_get(tags, "service_name");
+    for (size_t i = 0; i < n; i++) {
+        pd_labels_init(&ls[i]);
+        if ((rc = pd_labels_copy(&ls[i], tags)) < 0 ||
+            (rc = pd_labels_set(&ls[i], "__name__", ps[i].type, &err)) < 0 ||
+            (!tag_service && (rc = pd_labels_set(&ls[i], "service_name", app, &err)) < 0) ||
+            (tag_service && !pd_labels_get(tags, "app_name") &&
+             (rc = pd_labels_set(&ls[i], "app_name", app, &err)) < 0) ||
+            (rc = pd_labels_set(&ls[i], "pyroscope_spy", spy && *spy ? spy : "unknown", &err)) < 0 ||
+            (ps[i].name[0] && (rc = pd_labels_set(&ls[i], "profile_name", ps[i].name, &err)) < 0)) {
+            pd__api_text_error(resp, rc == PD_ENOMEM ? 500 : 400,
+                               rc == PD_ENOMEM ? NULL : "bad_labels", "profile %zu: labels: %s", i,
+                               err.msg[0] ? err.msg : pd_strerror(rc));
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        pd_buf_reset(&enc);
+        if ((rc = pd_profile_encode(&ps[i].profile, true, &enc)) < 0) {
+            pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : 500,
+                               rc == PD_ETOOBIG ? "too_large" : NULL,
+                               "encoding the converted profile: %s", pd_strerror(rc));
+            goto out;
+        }
+        pd_err_clear(&err);
+        rc = pd__api_store(env->st, &ls[i], ts, (const uint8_t *)enc.data, enc.len, &ps[i].profile,
+                           "pyroscope", &err);
+        if (rc == PD_EOUTOFBOUNDS) { /* counted by pd__api_store */
+            pd__api_text_error(resp, 400, NULL, "%s", err.msg);
+            goto out;
+        }
+        if (rc == PD_EEXIST) {
+            pd__api_text_error(resp, 409, "duplicate",
+                               "profile %zu (\"%.100s\"): a profile of this series at %" PRId64
+                               " ms is already stored%s", i, ps[i].name, ts,
+                               i ? " (the profiles before it in the file were stored)" : "");
+            goto out;
+        }
+        if (rc < 0) {
+            pd_log(PD_LOG_ERROR, "ingest: storage append failed", "err=\"%s\"", err.msg);
+            pd__api_text_error(resp, 500, NULL, "storage: %s%s",
+                               err.msg[0] ? err.msg : pd_strerror(rc),
+                               i ? " (the profiles before it in the file were stored)" : "");
+            goto out;
+        }
+    }
+    resp->status = 200;
+    resp->content_type = "text/plain; charset=utf-8";
+out:
+    if (ls)
+        for (size_t i = 0; i < n; i++)
+            pd_labels_release(&ls[i]);
+    free(ls);
+    pd_ingest_named_profiles_free(ps, n);
+    pd_buf_release(&plain);
+    pd_buf_release(&enc);
+}
+
 const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *req,
                                  pd_http_response *resp)
 {
@@ -758,6 +876,7 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     char type[64];
     size_t app_len;
     split_type(app, type, sizeof type, &app_len);
+    bool type_named = type[0] != 0;
     if (!type[0] && !pprof_in) {
         const char *dot = strrchr(app, '.');
         if (dot) {
@@ -768,20 +887,17 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         snprintf(type, sizeof type, "cpu");
     }
     app[app_len] = 0;
-    if (fmt == F_TREE || fmt == F_SPEEDSCOPE) {
-        /* dispatch point: each format gets its decoder here */
-        pd__api_text_error(
-            resp, 400, "unsupported_format",
-            "format %s is not supported by profd yet: use folded, lines, trie, pprof or jfr",
-            fmt == F_TREE ? "tree" : "speedscope");
-        goto out;
-    }
     if (req->body_len > lim.max_body_bytes) {
         pd__api_text_error(resp, 413, "too_large", "body is %zu bytes, over max_body_bytes=%zu",
                            req->body_len, lim.max_body_bytes);
         goto out;
     }
 
+    if (fmt == F_SPEEDSCOPE) { /* one stored profile per profile of the file */
+        ingest_speedscope(env, &lim, req, type_named ? type : NULL, app, &tags, spy, ts, dur_ns,
+                          rate, resp);
+        goto out;
+    }
     if (fmt == F_JFR) { /* the Java agent: ingest_jfr.c; __name__ per event kind there */
         const char *jservice = pd_labels_get(&tags, "service_name");
         if ((rc = pd_labels_copy(&ls, &tags)) < 0 ||
@@ -892,13 +1008,14 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     } else {
         const uint8_t *text = req->body;
         size_t tlen = req->body_len;
-        if (tlen == 0 && fmt != F_TRIE) {
+        if (tlen == 0 && fmt != F_TRIE && fmt != F_TREE) {
             pd__api_text_error(resp, 400, "bad_profile", "empty body: POST %s stacks",
                                fmt == F_LINES ? "lines" : "folded");
             goto out;
         }
-        if (tlen == 0 && fmt == F_TRIE) {
-            pd__api_text_error(resp, 400, "bad_profile", "empty body: POST a trie");
+        if (tlen == 0 && (fmt == F_TRIE || fmt == F_TREE)) {
+            pd__api_text_error(resp, 400, "bad_profile", "empty body: POST a %s",
+                               fmt == F_TRIE ? "trie" : "tree");
             goto out;
         }
         if (pd_is_gzip(text, tlen)) {
@@ -917,10 +1034,11 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
             text = (const uint8_t *)plain.data;
             tlen = plain.len;
         }
-        if (fmt == F_TRIE) { /* the trie's samples as folded text (ingest/trie.h) */
+        if (fmt == F_TRIE || fmt == F_TREE) { /* their samples as folded text (ingest/trie.h) */
             pd_buf_init(&folded, lim.max_decompressed_bytes);
             have_folded = true;
-            rc = pd_ingest_trie_to_folded(text, tlen, &folded, &err);
+            rc = fmt == F_TRIE ? pd_ingest_trie_to_folded(text, tlen, &folded, &err)
+                               : pd_ingest_tree_to_folded(text, tlen, &folded, &err);
             if (rc < 0) {
                 pd__api_text_error(resp,
                                    rc == PD_ETOOBIG  ? 413
@@ -929,7 +1047,8 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
                                    rc == PD_ETOOBIG  ? "too_large"
                                    : rc == PD_ENOMEM ? NULL
                                                      : "bad_profile",
-                                   "trie body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+                                   "%s body: %s", fmt == F_TRIE ? "trie" : "tree",
+                                   err.msg[0] ? err.msg : pd_strerror(rc));
                 goto out;
             }
             text = (const uint8_t *)(folded.data ? folded.data : "");

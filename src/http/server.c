@@ -978,7 +978,14 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
     if (!srv)
         return pd_err_set(err, PD_ENOMEM, "http server: out of memory");
     pthread_mutex_init(&srv->conns_mu, NULL);
-    pthread_cond_init(&srv->reaper_cv, NULL);
+    /* the reaper's deadlines are CLOCK_MONOTONIC: so must the condvar's clock be
+       (with the default CLOCK_REALTIME every wait returned at once and the
+       reaper spun a whole core) */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&srv->reaper_cv, &ca);
+    pthread_condattr_destroy(&ca);
     srv->handler = handler;
     srv->classify = o->classify;
     srv->ctx = ctx;

@@ -74,6 +74,7 @@
 #include <pcre2.h>
 
 #include "base/time.h"
+#include "query/query_int.h"
 
 #define BASE_LABEL "pprof::base"
 #define MAX_BY_NAMES 64
@@ -235,6 +236,7 @@ struct pd_merge {
     int64_t by[MAX_BY_NAMES]; /* output string indexes */
     size_t n_by;
     int64_t base_key, base_true; /* "pprof::base", "true" */
+    size_t n_base_inputs; /* of n_inputs, those added as the diff base */
 
     regex focus, ignore, hide;
 
@@ -425,6 +427,8 @@ static int check_time(pd_merge *m, pd_err *err)
         return pd_err_set(err, PD_ECANCELED, "query canceled by the client");
     return 0;
 }
+
+int pd_merge_check(pd_merge *m, pd_err *err) { return check_time(m, err); }
 
 /* ---- per-input resolution ---- */
 
@@ -844,6 +848,12 @@ static int prepare_input(pd_merge *m, const pd_profile *p)
 int pd_merge_add(pd_merge *m, const pd_profile *p, const pd_labels *series, bool base,
                  const char *source, pd_err *err)
 {
+    return pd_merge_add_n(m, p, series, base, source, 1, err);
+}
+
+int pd_merge_add_n(pd_merge *m, const pd_profile *p, const pd_labels *series, bool base,
+                   const char *source, size_t n_inputs, pd_err *err)
+{
     if (m->failed)
         return pd_err_set(err, PD_EINVAL, "merge: used after an error");
     int rc = check_time(m, err);
@@ -859,7 +869,9 @@ int pd_merge_add(pd_merge *m, const pd_profile *p, const pd_labels *series, bool
             goto fail;
         return rc; /* nothing of this input was folded in: the merger stays usable */
     }
-    m->n_inputs++;
+    m->n_inputs += n_inputs;
+    if (base)
+        m->n_base_inputs += n_inputs;
 
     /* pprof maps the first mapping first (it is the main binary) */
     if (m->n_map == 0 && p->n_mapping > 0) {
@@ -1130,6 +1142,64 @@ static int regex_check_limits(const pd_merge *m, pd_err *err)
     return 0;
 }
 
+static bool smp_is_base(const pd_merge *m, size_t s)
+{
+    const msmp *sp = &m->smp[s];
+    for (uint32_t j = 0; j < sp->n_lab; j++)
+        if (m->labs[sp->lab_off + j].key == m->base_key && m->labs[sp->lab_off + j].str == m->base_true)
+            return true;
+    return false;
+}
+
+static int64_t scale_round(int64_t v, double f)
+{
+    double r = (double)v * f;
+    r = r < 0 ? r - 0.5 : r + 0.5;
+    if (r >= 9.2e18)
+        return INT64_MAX;
+    if (r <= -9.2e18)
+        return INT64_MIN;
+    return (int64_t)r;
+}
+
+/* Options agg=avg (each side's values divided by its number of profiles)
+ * and normalize (pprof's -normalize: the new side scaled so that each
+ * sample type's total equals the base side's), applied before the zero-sum
+ * drop. Base samples carry pprof::base=true and negated values. */
+static void scale_sides(pd_merge *m)
+{
+    const size_t nt = m->n_type;
+    size_t n_new = m->n_inputs - m->n_base_inputs, n_base = m->n_base_inputs;
+    double f_new = m->o.agg == PD_MERGE_AVG && n_new ? 1.0 / (double)n_new : 1.0;
+    double f_base = m->o.agg == PD_MERGE_AVG && n_base ? 1.0 / (double)n_base : 1.0;
+    double fn[64];
+    for (size_t v = 0; v < nt && v < 64; v++)
+        fn[v] = f_new;
+    if (m->o.normalize && n_base && n_new) {
+        /* totals of each side after averaging; the base's values are negated */
+        double tn[64] = {0}, tb[64] = {0};
+        for (size_t s = 0; s < m->n_smp; s++) {
+            bool b = smp_is_base(m, s);
+            for (size_t v = 0; v < nt && v < 64; v++) {
+                if (b)
+                    tb[v] -= (double)m->vals[s * nt + v] * f_base;
+                else
+                    tn[v] += (double)m->vals[s * nt + v] * f_new;
+            }
+        }
+        for (size_t v = 0; v < nt && v < 64; v++)
+            if (tn[v] != 0)
+                fn[v] = f_new * (tb[v] / tn[v]);
+    }
+    for (size_t s = 0; s < m->n_smp; s++) {
+        bool b = smp_is_base(m, s);
+        for (size_t v = 0; v < nt; v++) {
+            int64_t *x = &m->vals[s * nt + v];
+            *x = scale_round(*x, b ? f_base : (v < 64 ? fn[v] : f_new));
+        }
+    }
+}
+
 int pd_merge_finish(pd_merge *m, pd_profile *out, pd_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -1148,6 +1218,8 @@ int pd_merge_finish(pd_merge *m, pd_profile *out, pd_err *err)
         goto out;
     }
     size_t n_keep = 0;
+    if (m->o.agg == PD_MERGE_AVG || m->o.normalize)
+        scale_sides(m);
     for (size_t s = 0; s < m->n_smp; s++) {
         bool zero = true;
         for (size_t v = 0; v < nt && zero; v++)
@@ -1307,6 +1379,7 @@ typedef struct run {
     char first_source[320];
     pd_buf types, name;
     size_t series;
+    const char *by; /* the merge option by (groups of series, pd__query_groups) */
 } run;
 
 static void source_name(const pd_labels *ls, int64_t ts, const char *side, pd_buf *b)
@@ -1371,24 +1444,39 @@ static void source_name_at(run *r, size_t prefix, int64_t ts, const char *side)
     }
 }
 
-static int add_profile(run *r, const pd_series_info *si, size_t prefix, int64_t ts, bool base,
-                       const char *side, pd_err *err)
+/* The series being folded in by add_side, for add_part. */
+typedef struct part_ctx {
+    run *r;
+    const pd_series_info *const *v; /* the series aggregated (refs' order) */
+    bool base;
+    const char *side;
+} part_ctx;
+
+/* pd_storage_aggregate's poll: the merge's deadline and cancel. */
+static int poll_part(void *ctx, pd_err *err) { return pd_merge_check(((part_ctx *)ctx)->r->m, err); }
+
+/* pd_storage_aggregate's callback: one part (a block's sum over a group of
+ * series, or one head profile) into the merger. */
+static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
 {
-    pd_profile p;
-    int rc = pd_storage_read_profile(r->st, si->ref, ts, &p, NULL, err);
-    if (rc == PD_ENOTFOUND)
-        return 0; /* deleted since the points were read (retention) */
-    if (rc == PD_ECORRUPT) { /* damaged: left out, the storage warned (storage.h) */
-        if (err)
-            pd_err_clear(err);
-        return 0;
+    part_ctx *c = ctx;
+    run *r = c->r;
+    const pd_series_info *si = c->v[part->series];
+    pd_buf_reset(&r->name);
+    pd_buf_puts(&r->name, "series ");
+    pd_labels_format(&si->labels, &r->name);
+    if (part->n_series > 1)
+        pd_buf_printf(&r->name, " and %zu more", part->n_series - 1);
+    size_t prefix = r->name.len;
+    source_name_at(r, prefix, part->min_ts, c->side);
+    if (part->n_profiles > 1 && r->name.data) {
+        /* "... at T ms" -> "... from T to T2 ms (N profiles)" */
+        r->name.len = prefix;
+        pd_buf_printf(&r->name, " from %" PRId64 " to %" PRId64 " ms (%zu profiles)%s%s%s",
+                      part->min_ts, part->max_ts, part->n_profiles, c->side ? " (" : "",
+                      c->side ? c->side : "", c->side ? ")" : "");
     }
-    if (rc < 0)
-        return rc;
-    source_name_at(r, prefix, ts, side);
-    rc = pd_merge_add(r->m, &p, &si->labels, base, r->name.data, err);
-    pd_profile_release(&p);
-    return rc;
+    return pd_merge_add_n(r->m, p, &si->labels, c->base, r->name.data, part->n_profiles, err);
 }
 
 /* Folds one side (single or merge) into r->m. */
@@ -1422,6 +1510,10 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
     pd_matcher *ms = NULL;
     size_t n = 0;
     pd_series_set set = {0};
+    const pd_series_info **v = NULL;
+    uint64_t *refs = NULL;
+    uint32_t *group = NULL;
+    size_t nv = 0;
     int rc;
     if (!q->selector)
         return pd_err_set(err, PD_EINVAL, "no selector given%s%s%s", side ? " (" : "",
@@ -1454,6 +1546,13 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
             q->selector, q->from, q->to, side ? " (" : "", side ? side : "", side ? ")" : "");
         goto out;
     }
+    v = malloc(set.n * sizeof *v);
+    refs = malloc(set.n * sizeof *refs);
+    group = malloc(set.n * sizeof *group);
+    if (!v || !refs || !group) {
+        rc = pd_err_set(err, PD_ENOMEM, "merge: out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < set.n && rc >= 0; i++) {
         pd_points pts = {0};
         rc = pd_storage_read_points(r->st, set.v[i].ref, q->from, q->to, &pts, err);
@@ -1466,17 +1565,27 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
         /* all sample types first: a mismatch fails before any body is read */
         for (size_t j = 0; j < pts.n && rc >= 0; j++)
             rc = check_point(r, &set.v[i].labels, &pts.v[j], side, err);
-        if (pts.n)
+        if (pts.n) {
             r->series++;
-        pd_buf_reset(&r->name);
-        pd_buf_puts(&r->name, "series ");
-        pd_labels_format(&set.v[i].labels, &r->name);
-        size_t prefix = r->name.len;
-        for (size_t j = 0; j < pts.n && rc >= 0; j++)
-            rc = add_profile(r, &set.v[i], prefix, pts.v[j].ts_ms, base, side, err);
+            refs[nv] = set.v[i].ref;
+            v[nv++] = &set.v[i];
+        }
         pd_points_release(&pts);
     }
+    if (rc >= 0 && nv) {
+        /* summed inside the store by stack id, per block and group of
+           series (pd_storage_aggregate) */
+        part_ctx c = {r, v, base, side};
+        if ((rc = pd__query_groups(v, nv, r->by, group)) < 0)
+            pd_err_set(err, rc, "merge: out of memory");
+        else
+            rc = pd_storage_aggregate(r->st, refs, group, nv, q->from, q->to, add_part, poll_part,
+                                      &c, NULL, err);
+    }
 out:
+    free(v);
+    free(refs);
+    free(group);
     pd_series_set_release(&set);
     pd_matchers_free(ms, n);
     return rc;
@@ -1485,7 +1594,7 @@ out:
 static int run_query(pd_storage *st, const pd_query_side *base, const pd_query_side *cur,
                      const pd_merge_options *o, pd_profile *out, pd_merge_stats *stats, pd_err *err)
 {
-    run r = {.st = st};
+    run r = {.st = st, .by = o ? o->by : NULL};
     pd_buf_init(&r.first_types, 0);
     pd_buf_init(&r.types, 0);
     pd_buf_init(&r.name, 0);

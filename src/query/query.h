@@ -213,6 +213,18 @@ typedef struct pd_merge_options {
      * samples with one, hide removes matching frames from stacks. */
     const char *focus, *ignore, *hide;
     size_t max_samples;  /* distinct samples in the result; 0 = PD_MERGE_DEFAULT_MAX_SAMPLES */
+    /* How profiles over a range are combined (issue 12): PD_MERGE_SUM adds
+     * them (pprof's merge; right for deltas such as CPU); PD_MERGE_AVG
+     * divides each side's sums by its number of profiles (the profile
+     * "on average" over the range: what a gauge such as inuse_space or
+     * goroutine means; a diff then compares per-profile averages, like with
+     * like, whatever the number of profiles on each side). Values are
+     * rounded to the nearest integer. */
+    enum { PD_MERGE_SUM = 0, PD_MERGE_AVG = 1 } agg;
+    /* A diff only: `go tool pprof -normalize` — the new side is scaled so
+     * that each sample type's total equals the base side's (after agg), so
+     * the diff shows shifts of shares, not of volume. */
+    bool normalize;
     int64_t deadline_ns; /* pd_mono_ns() value after which work stops; 0 = none */
     int64_t timeout_ms;  /* the timeout that set deadline_ns, for the message */
     /* Polled every ~1000 samples; true stops with PD_ECANCELED. May be NULL. */
@@ -246,6 +258,17 @@ int pd_merge_new(const pd_merge_options *o, pd_merge **out /* OUT */, pd_err *er
  * can then only be freed. */
 int pd_merge_add(pd_merge *m, const pd_profile *p, const pd_labels *series, bool base,
                  const char *source, pd_err *err);
+
+/* pd_merge_add for a profile that is already the merge of n_inputs
+ * profiles (a part of pd_storage_aggregate: same header rules, values
+ * summed): counted as n_inputs in the stats. */
+int pd_merge_add_n(pd_merge *m, const pd_profile *p, const pd_labels *series, bool base,
+                   const char *source, size_t n_inputs, pd_err *err);
+
+/* The merger's deadline and cancel callback (options deadline_ns,
+ * cancelled): 0, PD_ETIMEOUT (err names --query.timeout) or PD_ECANCELED.
+ * For work done on the merger's behalf (pd_storage_aggregate's poll). */
+int pd_merge_check(pd_merge *m, pd_err *err);
 
 /* Applies the filters, drops samples summing to zero, compacts, and moves
  * the result into *out (indexed; pd_profile_release it). After it the merger

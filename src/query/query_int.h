@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "base/buf.h"
+#include "storage/storage.h"
 
 /* Appends s[0..len) as a JSON string literal, quotes included. Unlike
  * pd_buf_put_json_string, invalid UTF-8 (profiles and labels come from the
@@ -24,5 +25,14 @@ int pd__query_json_double(pd_buf *b, double v);
 
 /* Cuts b back to `len` bytes (used to undo a partial append on failure). */
 void pd__query_buf_truncate(pd_buf *b, size_t len);
+
+/* The groups of pd_storage_aggregate for a merge with option by (query.h,
+ * pd_merge_options.by): series whose labels agree on every name listed in
+ * by (comma-separated, spaces trimmed; a name a series lacks counts as its
+ * own value) get the same group[i] in [0, n); by NULL or without names:
+ * all in group 0 (series labels are then not added to samples, so the
+ * series can be summed together). 0 or PD_ENOMEM. */
+int pd__query_groups(const pd_series_info *const *v, size_t n, const char *by,
+                     uint32_t *group /* OUT */);
 
 #endif

@@ -2,51 +2,152 @@
  * query/refs.c — merges over series the caller already selected (query.h:
  * pd_query_merge_refs), and keeping one sample type of a profile.
  *
- * The same pd_merge as pd_query_merge: profiles are read one at a time
- * (pd_storage_read_profile) and folded in, so memory follows the result.
+ * The same pd_merge as pd_query_merge, fed by pd_storage_aggregate: the
+ * profiles of each block are summed inside the store by stack id and each
+ * sum folded in, so memory follows the result, not the inputs.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "query/query.h"
+#include "query/query_int.h"
 
-static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, bool base,
-                    size_t *series, pd_err *err)
+typedef struct gkey {
+    char *key;
+    size_t i;
+} gkey;
+
+static int cmp_gkey(const void *x, const void *y)
 {
-    pd_buf name;
-    pd_buf_init(&name, 4096);
-    int rc = 0;
-    for (size_t i = 0; i < q->n && rc >= 0; i++) {
-        const pd_series_info *si = &q->series[i];
-        pd_points pts = {0};
-        rc = pd_storage_read_points(st, si->ref, q->from, q->to, &pts, err);
-        if (rc == PD_ENOTFOUND) {
-            rc = 0;
-            continue;
-        }
-        if (rc < 0)
-            break;
-        if (pts.n)
-            (*series)++;
-        for (size_t j = 0; j < pts.n && rc >= 0; j++) {
-            pd_profile p;
-            rc = pd_storage_read_profile(st, si->ref, pts.v[j].ts_ms, &p, NULL, err);
-            if (rc == PD_ENOTFOUND) { /* deleted since (retention) */
-                rc = 0;
-                continue;
-            }
-            if (rc < 0)
-                break;
-            pd_buf_reset(&name);
-            pd_buf_puts(&name, "series ");
-            pd_labels_format(&si->labels, &name);
-            pd_buf_printf(&name, " at %" PRId64 " ms%s", pts.v[j].ts_ms, base ? " (base)" : "");
-            rc = pd_merge_add(m, &p, &si->labels, base, name.data, err);
-            pd_profile_release(&p);
-        }
-        pd_points_release(&pts);
+    const gkey *a = x, *b = y;
+    int c = strcmp(a->key, b->key);
+    return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+int pd__query_groups(const pd_series_info *const *v, size_t n, const char *by, uint32_t *group)
+{
+    bool any = false;
+    for (const char *c = by; c && *c && !any; c++)
+        any = *c != ',' && *c != ' ';
+    if (!any) {
+        memset(group, 0, n * sizeof *group);
+        return 0;
     }
-    pd_buf_release(&name);
+    gkey *k = calloc(n ? n : 1, sizeof *k);
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    int rc = k ? 0 : PD_ENOMEM;
+    for (size_t i = 0; i < n && !rc; i++) {
+        pd_buf_reset(&b);
+        const char *s = by;
+        while (*s) {
+            const char *e = strchr(s, ',');
+            size_t len = e ? (size_t)(e - s) : strlen(s);
+            while (len && *s == ' ') {
+                s++;
+                len--;
+            }
+            while (len && s[len - 1] == ' ')
+                len--;
+            if (len) {
+                const char *val = NULL;
+                for (size_t j = 0; j < v[i]->labels.n && !val; j++)
+                    if (strlen(v[i]->labels.v[j].name) == len &&
+                        !memcmp(v[i]->labels.v[j].name, s, len))
+                        val = v[i]->labels.v[j].value;
+                /* "\x01v<value>\x02" or "\x01-\x02" for an absent label */
+                pd_buf_putc(&b, 1);
+                if (val) {
+                    pd_buf_putc(&b, 'v');
+                    pd_buf_puts(&b, val);
+                } else
+                    pd_buf_putc(&b, '-');
+                pd_buf_putc(&b, 2);
+            }
+            if (!e)
+                break;
+            s = e + 1;
+        }
+        if (!(k[i].key = strdup(b.data ? b.data : "")))
+            rc = PD_ENOMEM;
+        k[i].i = i;
+    }
+    if (!rc) {
+        qsort(k, n, sizeof *k, cmp_gkey);
+        uint32_t g = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i && strcmp(k[i].key, k[i - 1].key))
+                g++;
+            group[k[i].i] = g;
+        }
+    }
+    for (size_t i = 0; k && i < n; i++)
+        free(k[i].key);
+    free(k);
+    pd_buf_release(&b);
+    return rc;
+}
+
+typedef struct refs_ctx {
+    pd_merge *m;
+    const pd_query_refs *q;
+    bool base;
+    pd_buf name;
+    size_t series; /* series with profiles */
+} refs_ctx;
+
+/* pd_storage_aggregate's callback: one part (a block's sum over a group of
+ * series, or one head profile) into the merger. */
+static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
+{
+    refs_ctx *c = ctx;
+    const pd_series_info *si = &c->q->series[part->series];
+    pd_buf_reset(&c->name);
+    pd_buf_puts(&c->name, "series ");
+    pd_labels_format(&si->labels, &c->name);
+    if (part->n_series > 1)
+        pd_buf_printf(&c->name, " and %zu more", part->n_series - 1);
+    if (part->n_profiles > 1)
+        pd_buf_printf(&c->name, " from %" PRId64 " to %" PRId64 " ms (%zu profiles)%s",
+                      part->min_ts, part->max_ts, part->n_profiles, c->base ? " (base)" : "");
+    else
+        pd_buf_printf(&c->name, " at %" PRId64 " ms%s", part->min_ts, c->base ? " (base)" : "");
+    return pd_merge_add_n(c->m, p, &si->labels, c->base, c->name.data, part->n_profiles, err);
+}
+
+/* pd_storage_aggregate's poll: the merge's deadline and cancel. */
+static int poll_part(void *ctx, pd_err *err) { return pd_merge_check(((refs_ctx *)ctx)->m, err); }
+
+/* Sums q's profiles inside the store (pd_storage_aggregate: by stack id,
+ * per block and group of series as by= allows) and folds the sums into m. */
+static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, const char *by,
+                    bool base, size_t *series, pd_err *err)
+{
+    refs_ctx c = {.m = m, .q = q, .base = base};
+    pd_buf_init(&c.name, 4096);
+    size_t n1 = q->n ? q->n : 1;
+    uint64_t *refs = malloc(n1 * sizeof *refs);
+    uint32_t *group = malloc(n1 * sizeof *group);
+    const pd_series_info **v = malloc(n1 * sizeof *v);
+    int rc = refs && group && v ? 0 : PD_ENOMEM;
+    for (size_t i = 0; !rc && i < q->n; i++) {
+        refs[i] = q->series[i].ref;
+        v[i] = &q->series[i];
+    }
+    if (!rc)
+        rc = pd__query_groups(v, q->n, by, group);
+    if (rc == PD_ENOMEM)
+        pd_err_set(err, rc, "merge: out of memory");
+    else
+        rc = pd_storage_aggregate(st, refs, group, q->n, q->from, q->to, add_part, poll_part, &c,
+                                  &c.series, err);
+    *series += c.series; /* series with profiles in the range */
+    free(refs);
+    free(group);
+    free(v);
+    pd_buf_release(&c.name);
     return rc;
 }
 
@@ -61,9 +162,9 @@ int pd_query_merge_refs(pd_storage *st, const pd_query_refs *base, const pd_quer
     if (rc < 0)
         return rc;
     /* the new side first, then the base: pprof's order for -diff_base */
-    if ((rc = add_refs(st, m, cur, false, &series, err)) < 0)
+    if ((rc = add_refs(st, m, cur, o ? o->by : NULL, false, &series, err)) < 0)
         goto out;
-    if (base && (rc = add_refs(st, m, base, true, &series, err)) < 0)
+    if (base && (rc = add_refs(st, m, base, o ? o->by : NULL, true, &series, err)) < 0)
         goto out;
     if (stats) {
         pd_merge_get_stats(m, stats);

@@ -1,7 +1,8 @@
 /*
  * storage/storage.h — the one storage interface the other layers see
  * (DESIGN.md §2): an appender (scrape/ and ingest see only this part) and a
- * querier (series selection, timestamps + totals, one profile).
+ * querier (series selection, timestamps + totals, one profile) and the
+ * aggregation (merges pushed down: pd_storage_aggregate).
  *
  * A *series* is a label set (base/labels.h) whose __name__ is the profile
  * type. A series holds profiles at int64 Unix-millisecond timestamps; at most
@@ -153,6 +154,55 @@ void pd_points_release(pd_points *pts);
  * PD_ENOMEM. */
 int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out /* OUT */,
                             pd_buf *raw /* may be NULL */, pd_err *err);
+
+/* ---- aggregation: the merge pushed down into storage ----
+ *
+ * pd_storage_aggregate sums the profiles of series refs[0..n) with ts in
+ * [mint, maxt] (ms, inclusive) inside the store, on its own ids: per block,
+ * values are summed per (stack id, sample-label set id) without rebuilding
+ * any input profile, over every series of one group (group[i]: refs with
+ * equal group values are summed together — the caller's "group by labels";
+ * NULL = each ref alone), and the sum is symbolized once, for the stacks
+ * whose values did not sum to zero. Each such sum (a *part*) is handed to fn
+ * as one pd_profile (indexed, valid only during the call): samples = the
+ * distinct (stack, label set) with their values summed per sample type;
+ * header folded as google/pprof's profile.Merge (time_nanos the earliest,
+ * duration_nanos summed, period the largest, comments concatenated without
+ * repeats, default_sample_type and doc_url the first non-empty, period type
+ * and drop/keep frames from the first). So folding every part into a
+ * pd_merge (query/query.h) gives the merge of the inputs one by one (up to
+ * the order of samples, ids and of comments from different parts).
+ * Order: the blocks in ascending time, in each the groups in the order of
+ * their first ref; then the head, group by group (summed the same way on
+ * the head's ids, a part per symbol generation; profiles replayed from the
+ * log and not decomposed yet are handed over one per part). fn may be
+ * called with the store's index read-locked: it must not call the store.
+ * A part never mixes sample types or period types (profiles that differ
+ * start a new part). A ref unknown to the store (deleted since selected)
+ * adds nothing; damaged block data is skipped with a warning (below), a
+ * profile gone meanwhile is skipped.
+ * Memory: one entry per distinct (stack, label set) of one group in one
+ * block, never per profile. n_series (may be NULL) receives how many refs
+ * have a block part or head profiles in the range.
+ * poll (may be NULL) is called with ctx at the start, every 16 profiles
+ * summed and at the end (deadlines, a client gone): a negative code stops
+ * the walk and is returned.
+ * Errors: fn's or poll's negative code (stops the walk, returned), PD_ETOOBIG (more
+ * than 4M distinct stacks in one part), -errno, PD_ENOMEM. */
+typedef struct pd_storage_agg_part {
+    size_t series;          /* index into refs of the part's first series */
+    size_t n_series;        /* series summed into this part (>= 1) */
+    size_t n_profiles;      /* profiles summed into this part (>= 1) */
+    int64_t min_ts, max_ts; /* of those profiles, ms (inputs in time order per series) */
+} pd_storage_agg_part;
+
+typedef int (*pd_storage_agg_fn)(void *ctx, const pd_storage_agg_part *part,
+                                 const pd_profile *p, pd_err *err);
+
+int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
+                         int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                         int (*poll)(void *ctx, pd_err *err), void *ctx,
+                         size_t *n_series /* OUT, may be NULL */, pd_err *err);
 
 /* ---- warnings: damage a read skipped (the answer is partial) ----
  *

@@ -1966,6 +1966,47 @@ int pd__block_series_foreach(pd_block *b, uint32_t id,
     return rc;
 }
 
+int pd__block_series_foreach_dprof(pd_block *b, uint32_t id, int64_t mint, int64_t maxt,
+                                   int (*fn)(void *ctx, const pd_dprof *d), void *ctx,
+                                   pd_err *err)
+{
+    if (id >= b->n_series)
+        return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
+    pd_tchunk t;
+    int rc = load_tchunk(b, id, &t, err), bad = 0;
+    if (rc)
+        return rc;
+    for (size_t g = 0; g < t.n_group && !rc; g++) {
+        size_t f = t.g_first[g], l = t.g_first[g + 1]; /* profiles [f, l) */
+        if (l == f || t.ts[f] > maxt || t.ts[l - 1] < mint)
+            continue;
+        pd_dprof *d;
+        size_t n;
+        pd_err ge;
+        pd_err_clear(&ge);
+        if ((rc = load_group(b, id, &t, g, &d, &n, &ge))) {
+            if (rc != PD_ECORRUPT) {
+                if (err)
+                    *err = ge;
+                break;
+            }
+            if (!bad && err) /* the first damage is reported; the other groups are read */
+                *err = ge;
+            bad = rc;
+            rc = 0;
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (!rc && d[i].ts >= mint && d[i].ts <= maxt)
+                rc = fn(ctx, &d[i]);
+            pd__dprof_release(&d[i]);
+        }
+        free(d);
+    }
+    pd__tchunk_release(&t);
+    return rc ? rc : bad;
+}
+
 int pd__block_check(const char *dir, pd_block_meta *meta, pd_err *err)
 {
     pd_block *b;

@@ -155,6 +155,21 @@ int pd__block_series_foreach(pd_block *b, uint32_t id,
                              int (*fn)(void *ctx, int64_t ts_ms, const pd_profile *p),
                              void *ctx, pd_err *err);
 
+/* Calls fn(ctx, d) for every profile of series id with ts in [mint, maxt]
+ * (ms, inclusive), in ascending time, in the block's decomposed form (stack
+ * and label-set ids of pd__block_symbols(b), values; chunks_int.h): no
+ * pd_profile is rebuilt (the pushed-down merge, aggregate.c). Value groups
+ * wholly outside the range are not read. d is valid only during the call. A
+ * group that does not read (PD_ECORRUPT) is skipped and the walk goes on;
+ * PD_ECORRUPT is then returned at the end with err naming the first one
+ * (file and offset). fn returns 0 to go on or a negative code, which stops
+ * the walk and is returned. Errors: PD_ENOTFOUND (id), PD_ECORRUPT, -errno,
+ * PD_ENOMEM, or fn's code. */
+struct pd_dprof;
+int pd__block_series_foreach_dprof(pd_block *b, uint32_t id, int64_t mint, int64_t maxt,
+                                   int (*fn)(void *ctx, const struct pd_dprof *d), void *ctx,
+                                   pd_err *err);
+
 /* Series ids are 0..n_series-1 in label order. */
 size_t pd__block_n_series(const pd_block *b);
 /* Labels of series id (borrowed), min/max ts and profile count. */

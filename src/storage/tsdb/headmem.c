@@ -319,6 +319,17 @@ int pd__hmem_read(const pd_hchunks *c, uint32_t gid, uint32_t pos, int64_t ts_ms
                   pd_err *err)
 {
     memset(out, 0, sizeof *out);
+    const pd_dprof *d;
+    const pd_symbols *sym;
+    int rc = pd__hmem_read_dprof(c, gid, pos, ts_ms, &d, &sym, err);
+    return rc < 0 ? rc : pd__dprof_to_profile(sym, d, out, err);
+}
+
+int pd__hmem_read_dprof(const pd_hchunks *c, uint32_t gid, uint32_t pos, int64_t ts_ms,
+                        const pd_dprof **out, const pd_symbols **sym, pd_err *err)
+{
+    *out = NULL;
+    *sym = NULL;
     const pd_hgroup *g = group_at(c, gid);
     if (!g || pos >= g->n)
         return pd_err_set(err, PD_ENOTFOUND, "head: no profile %u of group %u", pos, gid);
@@ -371,5 +382,7 @@ int pd__hmem_read(const pd_hchunks *c, uint32_t gid, uint32_t pos, int64_t ts_ms
     if (dc->d[pos].ts != ts_ms)
         return pd_err_set(err, PD_ENOTFOUND, "head: profile %u of group %u is at %lld ms, not %lld",
                           pos, gid, (long long)dc->d[pos].ts, (long long)ts_ms);
-    return pd__dprof_to_profile(&g->syms->sym, &dc->d[pos], out, err);
+    *out = &dc->d[pos];
+    *sym = &g->syms->sym;
+    return 0;
 }

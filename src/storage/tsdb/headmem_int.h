@@ -125,6 +125,15 @@ size_t pd__hchunks_raw_sealed(pd_hchunks *c, pd_hgroup **out, size_t n);
 int pd__hmem_read(const pd_hchunks *c, uint32_t gid, uint32_t pos, int64_t ts_ms,
                   pd_profile *out /* OUT */, pd_err *err);
 
+/* The profile at (gid, pos) of c in its decomposed form: *out points into
+ * this thread's decoded-group cache and *sym at the generation's symbols
+ * it was encoded against; both valid until this thread's next read and
+ * while the idx read lock is held (the pushed-down merge, aggregate.c).
+ * Errors as pd__hmem_read. */
+int pd__hmem_read_dprof(const pd_hchunks *c, uint32_t gid, uint32_t pos, int64_t ts_ms,
+                        const pd_dprof **out /* OUT */, const pd_symbols **sym /* OUT */,
+                        pd_err *err);
+
 /* One profile of group gid left the head (cut into a block): the group is
  * freed with its last profile unless it is still open in the current
  * generation (idx write lock). */

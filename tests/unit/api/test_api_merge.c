@@ -8,6 +8,8 @@
  *   cpu{job="demo",instance="a"}   cpu-0001..0010  at 1..10 s
  *   heapbulk{job="bulk",instance="c"}  100 profiles at 1..100 s: point i is
  *                                  heap-00NN with NN = (i-1) % 30 + 1
+ *   heapslow{job="slow",instance="d"} 1000 profiles at 1..1000 s, the same way
+ *                                  (test_timeout)
  * Expected values come from the files themselves: `go tool pprof -proto`
  * merging / diffing the same files (skipped without go), or their totals
  * (pd_profile_totals of each decoded file), never from profd's own output.
@@ -720,6 +722,8 @@ static void test_errors(void **state)
         {"/api/v1/query?mode=merge&query=nosuch&from=0&to=100", "nosuch", 404},
         {"/api/v1/query?mode=merge&query=heap&from=0&to=100&sample_index=bogus", "sample_index",
          400},
+        {"/api/v1/query?mode=merge&query=heap&from=0&to=100&agg=mean", "agg", 400},
+        {"/api/v1/query?mode=diff&query_a=heap&query_b=heap&normalize=yes", "normalize", 400},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         j = get_json(srv, bad[i].q, bad[i].status);
@@ -734,16 +738,16 @@ static void test_errors(void **state)
     json_decref(j);
 }
 
-/* --query.timeout (1 ms on the third server): a merge of 100 profiles
+/* --query.timeout (1 ms on the third server): a merge of 1000 profiles
  * takes longer, so it stops with 503 naming the flag (errorType timeout);
  * a diff too. The same merges succeed on the first server. */
 static void test_timeout(void **state)
 {
     (void)state;
     const char *qs[] = {
-        "/api/v1/query?mode=merge&query=heapbulk&from=0&to=100&report=top",
-        "/api/v1/query?mode=diff&query=heapbulk&mode_a=merge&from_a=1&to_a=50&mode_b=merge"
-        "&from_b=51&to_b=100&report=flamegraph",
+        "/api/v1/query?mode=merge&query=heapslow&from=0&to=1000&report=top",
+        "/api/v1/query?mode=diff&query=heapslow&mode_a=merge&from_a=1&to_a=500&mode_b=merge"
+        "&from_b=501&to_b=1000&report=flamegraph",
     };
     for (size_t i = 0; i < sizeof qs / sizeof *qs; i++) {
         json_t *j = get_json(srv_quick, qs[i], 503);
@@ -876,6 +880,11 @@ static int setup(void **state)
             return -1;
     for (int i = 1; i <= 100; i++)
         if (append_as("heap", (i - 1) % 30 + 1, "heapbulk", "bulk", "c", (int64_t)i * 1000))
+            return -1;
+    /* test_timeout: enough profiles that their merge takes well over 1 ms
+       (the merge pushed into storage sums 100 in well under it) */
+    for (int i = 1; i <= 1000; i++)
+        if (append_as("heap", (i - 1) % 30 + 1, "heapslow", "slow", "d", (int64_t)i * 1000))
             return -1;
     pd_api_options ao = {.version = "test"};
     pd_api_options small = {.version = "test", .query_max_samples = 5};

@@ -14,6 +14,10 @@ static const char FOLDED[] = "main;work;hash 70\n"
                              "main;idle 9\n"
                              "main;work;hash 1\n";
 #define FOLDED_TOTAL 100
+/* A speedscope file's start up to its profiles array (frames main, work). */
+#define SS_HEAD                                                                                    \
+    "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"shared\":{\"frames\":"  \
+    "[{\"name\":\"main\",\"file\":\"m.c\",\"line\":3},{\"name\":\"work\"}]},\"profiles\":["
 #define FROM_S 1700000000
 #define UNTIL_S 1700000010
 
@@ -548,11 +552,48 @@ static void test_hostile_input(void **state)
     snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=jfr", FROM_S + 200);
     expect_refused(qs, FOLDED, sizeof FOLDED - 1, NULL, 400, "jfr: chunk 1 at offset 0", NULL);
     want[0] += 1;
-    /* speedscope and tree: unsupported_format (not among the reasons counted here) */
+    /* folded text posted as speedscope or as a tree: bad profiles naming the format */
     snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=speedscope", FROM_S + 200);
-    expect_refused(qs, FOLDED, sizeof FOLDED - 1, NULL, 400, "speedscope", NULL);
+    expect_refused(qs, FOLDED, sizeof FOLDED - 1, NULL, 400, "speedscope body", "not JSON", NULL);
     snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d", FROM_S + 200);
-    expect_refused(qs, FOLDED, sizeof FOLDED - 1, "binary/octet-stream+tree", 400, "tree", NULL);
+    expect_refused(qs, FOLDED, sizeof FOLDED - 1, "binary/octet-stream+tree", 400, "tree body",
+                   "truncated", NULL);
+    want[0] += 2;
+    /* speedscope files Pyroscope refuses, each with Pyroscope's reason */
+    {
+        static const char *bad[][2] = {
+            {"{\"$schema\":\"https://example.com/x.json\",\"profiles\":[]}", "Unknown schema"},
+            {SS_HEAD "{\"type\":\"sampled\",\"unit\":\"parsecs\",\"samples\":[],"
+                     "\"weights\":[]}]}",
+             "invalid profile unit"},
+            {SS_HEAD "{\"type\":\"flat\",\"unit\":\"none\"}]}", "Profile type flat"},
+            {SS_HEAD "{\"type\":\"sampled\",\"unit\":\"none\",\"samples\":[[0,1]],"
+                     "\"weights\":[]}]}",
+             "Unequal lengths"},
+            {SS_HEAD "{\"type\":\"sampled\",\"unit\":\"none\",\"samples\":[[0,7]],"
+                     "\"weights\":[1]}]}",
+             "Invalid frame"},
+            {SS_HEAD "{\"type\":\"sampled\",\"unit\":\"none\",\"samples\":[[0]],"
+                     "\"weights\":[-2]}]}",
+             "Negative weight"},
+            {SS_HEAD "{\"type\":\"evented\",\"unit\":\"seconds\",\"events\":["
+                     "{\"type\":\"O\",\"at\":2,\"frame\":0},{\"type\":\"C\",\"at\":1,"
+                     "\"frame\":0}]}]}",
+             "Events out of order"},
+            {SS_HEAD "{\"type\":\"evented\",\"unit\":\"seconds\",\"events\":["
+                     "{\"type\":\"O\",\"at\":0,\"frame\":0},{\"type\":\"C\",\"at\":1,"
+                     "\"frame\":1}]}]}",
+             "Closing non-open frame"},
+            {SS_HEAD "{\"type\":\"evented\",\"unit\":\"seconds\",\"events\":["
+                     "{\"type\":\"C\",\"at\":0,\"frame\":0}]}]}",
+             "No stack to close"},
+        };
+        snprintf(qs, sizeof qs, "name=hostile&from=%d&format=speedscope", FROM_S + 200);
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            expect_refused(qs, bad[i][0], strlen(bad[i][0]), NULL, 400, bad[i][1], NULL);
+            want[0] += 1;
+        }
+    }
     snprintf(qs, sizeof qs, "name=hostile.cpu%%7Bk-1%%3D1%%7D&from=%d", FROM_S + 200);
     expect_refused(qs, FOLDED, sizeof FOLDED - 1, NULL, 400, "name", "k-1", NULL);
     want[3] += 1;
@@ -744,6 +785,80 @@ static void test_name_forms(void **state)
             ss_release(&want);
             pd_profile_release(&p);
         }
+    }
+    /* format=tree and Content-Type binary/octet-stream+tree: Pyroscope's
+     * serialized call tree (root "", main, work with hash and sort, idle),
+     * bytes after the root's subtree ignored as Pyroscope's reader does */
+    {
+        static const uint8_t tree[] = {0, 0, 1,                      /* root */
+                                       4, 'm', 'a', 'i', 'n', 0, 2,  /* main */
+                                       4, 'w', 'o', 'r', 'k', 0, 2,  /* work */
+                                       4, 'h', 'a', 's', 'h', 71, 0, /* hash 71 */
+                                       4, 's', 'o', 'r', 't', 20, 0, /* sort 20 */
+                                       4, 'i', 'd', 'l', 'e', 9, 0,  /* idle 9 */
+                                       9, 9, 9};                     /* ignored */
+        for (int i = 0; i < 2; i++) {
+            char qs[256], sel[64];
+            snprintf(qs, sizeof qs, "name=nftree%d.cpu&from=%d%s", i, t, i ? "" : "&format=tree");
+            reply r;
+            if (ingest(qs, tree, sizeof tree, i ? "binary/octet-stream+tree" : NULL, &r) != 200)
+                fail_msg("tree %d: %ld %s", i, r.status, r.body.data ? r.body.data : "");
+            pd_buf_release(&r.body);
+            snprintf(sel, sizeof sel, "cpu{service_name=\"nftree%d\"}", i);
+            pd_profile p;
+            query_profile(sel, t, &p);
+            stack_set got = {0}, want = {0};
+            ss_add_profile(&got, &p, "samples", 1);
+            expect_folded(&want, 1);
+            ss_assert_equal(&got, &want, "tree");
+            ss_release(&got);
+            ss_release(&want);
+            pd_profile_release(&p);
+        }
+    }
+    /* format=speedscope: a sampled profile in seconds and an evented one in
+     * milliseconds of the same name (summed into one), one in bytes: one
+     * series per (profile_name, kind), values in nanoseconds or bytes */
+    {
+        static const char ss[] =
+            SS_HEAD "{\"type\":\"sampled\",\"name\":\"one\",\"unit\":\"seconds\","
+                    "\"samples\":[[0,1],[0,1],[0]],\"weights\":[1,0.5,2]},"
+                    "{\"type\":\"evented\",\"name\":\"one\",\"unit\":\"milliseconds\","
+                    "\"startValue\":0,\"events\":[{\"type\":\"O\",\"at\":0,\"frame\":0},"
+                    "{\"type\":\"O\",\"at\":100,\"frame\":1},{\"type\":\"C\",\"at\":350,"
+                    "\"frame\":1},{\"type\":\"C\",\"at\":400,\"frame\":0}]},"
+                    "{\"type\":\"sampled\",\"name\":\"two\",\"unit\":\"bytes\","
+                    "\"samples\":[[0,1]],\"weights\":[4096]}]}";
+        char qs[256];
+        snprintf(qs, sizeof qs, "name=nfss&from=%d&format=speedscope&spyName=ss", t);
+        reply r;
+        if (ingest(qs, ss, sizeof ss - 1, "application/json", &r) != 200)
+            fail_msg("speedscope: %ld %s", r.status, r.body.data ? r.body.data : "");
+        pd_buf_release(&r.body);
+        json_t *root;
+        assert_string_equal(label_of("cpu{service_name=\"nfss\"}", "profile_name", &root), "one");
+        json_decref(root);
+        assert_string_equal(label_of("memory{service_name=\"nfss\"}", "profile_name", &root),
+                            "two");
+        json_decref(root);
+        pd_profile p;
+        stack_set got = {0}, want = {0};
+        query_profile("cpu{service_name=\"nfss\"}", t, &p);
+        ss_add_profile(&got, &p, "cpu", 1);
+        /* main;work: 1.5 s sampled + 250 ms evented; main: 2 s + 100 + 50 ms */
+        ss_add(&want, "main;work;", 1750000000);
+        ss_add(&want, "main;", 2150000000);
+        ss_assert_equal(&got, &want, "speedscope time");
+        ss_release(&got);
+        ss_release(&want);
+        pd_profile_release(&p);
+        query_profile("memory{service_name=\"nfss\"}", t, &p);
+        ss_add_profile(&got, &p, "memory", 1);
+        ss_add(&want, "main;work;", 4096);
+        ss_assert_equal(&got, &want, "speedscope bytes");
+        ss_release(&got);
+        ss_release(&want);
+        pd_profile_release(&p);
     }
     /* an unknown format is read as folded, as Pyroscope does */
     push_named("nffmt.cpu", "&format=whatever", t);

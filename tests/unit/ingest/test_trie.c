@@ -148,12 +148,67 @@ static void test_hostile(void **state)
     pd_buf_release(&out);
 }
 
+/* Pyroscope's tree (format=tree): the root's name is no frame, ';' in a
+ * name splits it, an empty name adds no frame, equal siblings add up (in
+ * the folded conversion), bytes after the root's subtree are ignored. */
+static void test_tree(void **state)
+{
+    (void)state;
+    enc e = {.n = 0};
+    node(&e, "root", 3, 2);   /* root: its name and value are no sample */
+    node(&e, "main", 0, 2);
+    node(&e, "a;b", 4, 0);    /* main;a;b 4 */
+    node(&e, "", 6, 0);       /* main 6 (empty name: no frame) */
+    node(&e, "main", 2, 0);   /* main 2 (a sibling of equal name) */
+    node(&e, "junk", 9, 0);   /* after the tree: ignored */
+    pd_buf out;
+    pd_err err = {{0}};
+    pd_buf_init(&out, 1 << 20);
+    assert_int_equal(pd_ingest_tree_to_folded(e.b, e.n, &out, &err), 0);
+    assert_non_null(out.data);
+    assert_string_equal(out.data, "main;a;b 4\nmain 6\nmain 2\n");
+    pd_buf_release(&out);
+
+    /* every truncation of the tree is refused with the byte offset */
+    size_t whole = e.n - 7; /* without the junk node */
+    for (size_t len = 0; len < whole; len++) {
+        pd_buf_init(&out, 1 << 20);
+        memset(&err, 0, sizeof err);
+        int rc = pd_ingest_tree_to_folded(e.b, len, &out, &err);
+        if (rc != PD_EPARSE)
+            fail_msg("tree cut at %zu of %zu: rc %d", len, whole, rc);
+        assert_non_null(strstr(err.msg, "tree"));
+        pd_buf_release(&out);
+    }
+    /* a NUL or a newline in a name */
+    e.n = 0;
+    node(&e, "", 0, 1);
+    node(&e, "a\nb", 1, 0);
+    pd_buf_init(&out, 1 << 20);
+    assert_int_equal(pd_ingest_tree_to_folded(e.b, e.n, &out, &err), PD_EPARSE);
+    assert_non_null(strstr(err.msg, "newline or NUL"));
+    pd_buf_release(&out);
+    /* nesting over the cap: a chain of one-child nodes */
+    static uint8_t deep[(PD_TRIE_MAX_DEPTH + 2) * 4];
+    size_t n = 0;
+    for (int i = 0; i < PD_TRIE_MAX_DEPTH + 2; i++) {
+        deep[n++] = 1;
+        deep[n++] = 'f';
+        deep[n++] = 0;
+        deep[n++] = 1;
+    }
+    pd_buf_init(&out, 1 << 20);
+    assert_int_equal(pd_ingest_tree_to_folded(deep, n, &out, &err), PD_ETOOBIG);
+    pd_buf_release(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_samples),
         cmocka_unit_test(test_truncated_everywhere),
         cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_tree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

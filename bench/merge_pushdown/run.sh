@@ -1,0 +1,136 @@
+#!/bin/bash
+# The merge pushed down into storage (issue 12), run by hand (not in ctest):
+#
+#   bench/merge_pushdown/run.sh [BUILD_DIR=build]
+#       env: TARGET=prometheus|demo N=858 RUNS=10 SERIES=1000 PER=10
+#
+# 1. N consecutive real heap profiles of a real Go program — TARGET=prometheus
+#    (default: Debian's prometheus 2.42 scraping itself every second, as the
+#    issue measured) or TARGET=demo (examples/demo, net/http/pprof, built
+#    with Debian's golang-go) — are collected over HTTP (/debug/pprof/heap,
+#    one every ~20 ms; kept in bench/out/merge_pushdown/heap-TARGET and
+#    reused by later runs), written as one block of one series at 10 s
+#    apart (bench_mkblock: the block writer of a head cut), and served by
+#    profd. Side by side: profd's merge of the N over HTTP (report=proto, one
+#    request: block read + pushed-down sum + symbolization + encode) and
+#    `go tool pprof -proto` on the same N files — wall and CPU — and the
+#    samples of both compared through `go tool pprof -raw` (normalize_raw.py:
+#    ids replaced by the frames they name, equal stacks summed, sorted).
+# 2. SERIES x PER profiles (the collected files cycled) as one block of
+#    SERIES series: report=top and report=flamegraph of the merge of all of
+#    them over HTTP (goal < 300 ms), and query_range over all series.
+# Ports 21150 (demo) and 21151 (profd), loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+B=${1:-build}
+N=${N:-858}
+RUNS=${RUNS:-10}
+TARGET=${TARGET:-prometheus}
+SERIES=${SERIES:-1000}
+PER=${PER:-10}
+PROFD=$(realpath "$B/profd")
+MK=$(realpath "$B/tests/unit/storage/bench_mkblock")
+OUT=bench/out/merge_pushdown
+mkdir -p "$OUT/heap-$TARGET"
+OUT=$(realpath "$OUT")
+H=$OUT/heap-$TARGET
+tmp=$(mktemp -d)
+cleanup() {
+    kill $(jobs -p) 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+export GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" GOFLAGS=
+
+have=$(ls "$H" | wc -l)
+if ((have < N)); then
+    if [ "$TARGET" = prometheus ]; then
+        printf 'global: {scrape_interval: 1s}\nscrape_configs: [{job_name: self, static_configs: [{targets: ["127.0.0.1:21150"]}]}]\n' >"$tmp/prom.yml"
+        prometheus --config.file="$tmp/prom.yml" --storage.tsdb.path="$tmp/prom" \
+            --web.listen-address=127.0.0.1:21150 >/dev/null 2>&1 &
+    else
+        (cd examples/demo && go build -o "$tmp/demo" .)
+        "$tmp/demo" -listen=127.0.0.1:21150 >/dev/null 2>&1 &
+    fi
+    for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:21150/debug/pprof/" 2>/dev/null && break; sleep 0.1; done
+    sleep 5
+    echo "collecting $N heap profiles from $TARGET ..." >&2
+    rm -f "$H"/*
+    for i in $(seq 1 "$N"); do
+        curl -fsS -o "$(printf '%s/heap-%05d.pb.gz' "$H" "$i")" "http://127.0.0.1:21150/debug/pprof/heap"
+        sleep 0.02
+    done
+    kill $(jobs -p) 2>/dev/null || true
+fi
+FILES=$(ls "$H"/*.pb.gz | head -n "$N")
+
+now_ms=$(($(date +%s) * 1000))
+T0=$((now_ms - 6 * 3600 * 1000)) # 6 h ago: inside retention, before the wall clock
+mkdir -p "$tmp/d1" "$tmp/d2"
+"$MK" "$tmp/d1" 1 "$N" "$T0" 10000 heap $FILES >/dev/null
+"$MK" "$tmp/d2" "$SERIES" "$PER" "$T0" 10000 heap $FILES >/dev/null
+
+hz=$(getconf CLK_TCK)
+median() { sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+start_profd() { # DIR PORT
+    "$PROFD" serve --storage.path="$1" --web.listen-address=127.0.0.1:$2 --log.level=warn \
+        2>>"$tmp/profd.log" &
+    pid=$!
+    for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$2/-/ready" 2>/dev/null && break; sleep 0.1; done
+    sleep 3 # the maintenance round at open is done
+}
+cpu_ticks() { awk '{print $14 + $15}' /proc/$pid/stat; }
+profd_req() { # URL -> "median_ms cpu_ms_per_req"
+    local url=$1 c0 c1 lat
+    curl -fsS -o /dev/null "$url"
+    c0=$(cpu_ticks)
+    lat=$(for _ in $(seq "$RUNS"); do curl -fsS -o /dev/null -w '%{time_total}\n' "$url"; done | median)
+    c1=$(cpu_ticks)
+    awk -v l="$lat" -v c=$((c1 - c0)) -v hz="$hz" -v r="$RUNS" 'BEGIN{printf "%.1f %.1f", l*1000, c*1000/hz/r}'
+}
+
+echo "machine: $(nproc) cores,$(awk -F: '/model name/{print $2; exit}' /proc/cpuinfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "profd: $PROFD ($(git log -1 --format=%h)); go: $(go version)"
+
+start_profd "$tmp/d1" 21151
+from=$(((T0 - 1000) / 1000)); to=$(((T0 + N * 10000) / 1000 + 1))
+q="%7Bjob%3D%22bench%22%2C__name__%3D%22heap%22%7D"
+url="http://127.0.0.1:21151/api/v1/query?mode=merge&query=$q&from=$from&to=$to&report=proto"
+got=$(curl -fsS -D - -o "$tmp/profd.pb.gz" "$url" | awk 'tolower($1)=="x-profd-profiles:"{print $2+0}')
+[ "$got" = "$N" ] || { echo "profd merged $got profiles, want $N" >&2; exit 1; }
+read -r pl pc <<<"$(profd_req "$url")"
+for _ in 1 2 3; do
+    /usr/bin/time -f '%e %U %S %M' -o "$tmp/time.txt" go tool pprof -proto $FILES >"$tmp/pprof.pb.gz" 2>/dev/null
+    cat "$tmp/time.txt"
+done | awk '{print $1*1000, ($2+$3)*1000, $4/1024}' | sort -g | awk '{a[NR]=$0} END{print a[int((NR+1)/2)]}' >"$tmp/pp.txt"
+read -r gl gc gr <"$tmp/pp.txt"
+echo
+echo "1. merge of $N consecutive heap profiles of $TARGET (one series, one block; $(du -sh "$H" | cut -f1) of gzip pprof)"
+printf '   %-34s %10s %10s\n' "" "wall ms" "CPU ms"
+printf '   %-34s %10.1f %10.1f\n' "profd over HTTP (report=proto)" "$pl" "$pc"
+printf '   %-34s %10.1f %10.1f   (peak RSS %.0f MiB)\n' "go tool pprof -proto (same files)" "$gl" "$gc" "$gr"
+awk -v a="$gl" -v b="$pl" -v c="$gc" -v d="$pc" 'BEGIN{printf "   speedup: wall %.0fx, CPU %s\n", a/b, (d>0? sprintf("%.0fx", c/d) : ">" sprintf("%.0fx", c/(1000/'"$hz"'/'"$RUNS"')) " (profd under one clock tick per request)")}'
+go tool pprof -raw "$tmp/profd.pb.gz" 2>/dev/null | python3 bench/merge_pushdown/normalize_raw.py >"$tmp/a.txt"
+go tool pprof -raw "$tmp/pprof.pb.gz" 2>/dev/null | python3 bench/merge_pushdown/normalize_raw.py >"$tmp/b.txt"
+if cmp -s "$tmp/a.txt" "$tmp/b.txt"; then
+    echo "   samples identical (go tool pprof -raw, normalized): $(wc -l <"$tmp/a.txt") distinct stacks"
+else
+    echo "   SAMPLES DIFFER (go tool pprof -raw, normalized):"; diff "$tmp/a.txt" "$tmp/b.txt" | head -5; exit 1
+fi
+kill "$pid"; wait "$pid" 2>/dev/null || true
+
+start_profd "$tmp/d2" 21151
+to=$(((T0 + PER * 10000) / 1000 + 1))
+echo
+echo "2. $((SERIES * PER)) profiles over $SERIES series (one block), over HTTP, median of $RUNS"
+for rep in top flamegraph; do
+    url="http://127.0.0.1:21151/api/v1/query?mode=merge&query=$q&from=$from&to=$to&report=$rep"
+    got=$(curl -fsS -D - -o /dev/null "$url" | awk 'tolower($1)=="x-profd-profiles:"{print $2+0}')
+    [ "$got" = "$((SERIES * PER))" ] || { echo "profd merged $got profiles, want $((SERIES * PER))" >&2; exit 1; }
+    read -r l c <<<"$(profd_req "$url")"
+    printf '   report=%-10s %8.1f ms wall %8.1f ms CPU\n' "$rep" "$l" "$c"
+done
+url="http://127.0.0.1:21151/api/v1/query_range?query=$q&from=$from&to=$to"
+read -r l c <<<"$(profd_req "$url")"
+printf '   query_range        %8.1f ms wall %8.1f ms CPU (%d series x %d profiles)\n' "$l" "$c" "$SERIES" "$PER"

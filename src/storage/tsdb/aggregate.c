@@ -1,0 +1,501 @@
+/*
+ * storage/tsdb/aggregate.c — the merge pushed down into the embedded store
+ * (storage.h: pd_storage_aggregate; DESIGN.md §3 "Aggregation pushed
+ * down"), as Parca and Pyroscope merge inside their storage: by stack id,
+ * with symbols resolved once at the end.
+ *
+ * For each series asked for, each block holding profiles of it in the range
+ * is walked in its decomposed form (pd__block_series_foreach_dprof: value
+ * groups decompressed and decoded into stack id, label-set id, values; no
+ * pd_profile per input): the values are summed per (stack id, label-set id)
+ * in a hash map keyed on the two ids — memory is one entry per distinct
+ * (stack, label set) of the series in that block, not per profile — and
+ * the part's header is folded with the rules of google/pprof's
+ * profile.Merge (time_nanos the earliest with pprof's zero quirk,
+ * duration_nanos summed, period the largest, comments concatenated without
+ * repeats, default_sample_type and doc_url the first non-empty, period type
+ * and drop/keep frames from the first). At the end of the block the sum is
+ * turned into one pd_profile (pd__dprof_to_profile against the block's
+ * symbols: the only symbolization, for the stacks that survived the sum)
+ * and handed to the caller, who folds it into a pd_merge (query/merge.c)
+ * with the same rules: the result is the merge of the inputs one by one
+ * (the property tests of tests/unit/query/test_aggregate.c check it).
+ *
+ * Profiles whose sample types or period type differ from the part's so far
+ * end the part (it is handed over) and start a new one, so the caller's
+ * merger sees the mismatch and names it, as before.
+ *
+ * Series are summed together per block when the caller puts them in one
+ * group (pd_storage_aggregate's group[]: the query layer groups by the
+ * by= labels, all series in one group without them).
+ *
+ * The head (the recent hours, not yet cut into a block) is summed the same
+ * way on its own ids (pd__hmem_read_dprof: its value groups decoded, the
+ * symbols of its current generation), under the idx read lock, a new part
+ * when the symbol generation changes; replayed profiles not decomposed yet
+ * (WAL_ONLY) are read one by one (pd_storage_read_profile). Blocks come
+ * first, in ascending time, then the head.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/u64map.h"
+#include "storage/storage.h"
+#include "storage/tsdb/chunks_int.h"
+#include "storage/tsdb/db_int.h"
+
+#define AGG_MAX_ENTRIES ((size_t)1 << 22) /* distinct (stack, label set) per part */
+
+typedef struct agg {
+    pd_storage_agg_fn fn;
+    int (*poll)(void *ctx, pd_err *err);
+    size_t n_added; /* profiles added since the walk started (poll every 16) */
+    void *ctx;
+    pd_storage_agg_part part;
+    const pd_symbols *sym;
+    pd_err *err;
+    /* the part's header, as the first profile's ids */
+    pd_dprof h;
+    uint32_t *types; /* 2 * h.n_types */
+    uint32_t *comment;
+    size_t cap_comment;
+    /* the sum */
+    pd_u64map map; /* (stack << 32 | lset) -> entry */
+    uint32_t *stack, *lset;
+    int64_t *val; /* n x h.n_types */
+    int64_t *totals;
+    size_t n, cap;
+    size_t last_i; /* head: the series last counted in part.n_series, + 1 */
+} agg;
+
+static void agg_clear(agg *a)
+{
+    pd_u64map_release(&a->map);
+    pd_u64map_init(&a->map);
+    a->n = 0;
+    a->part.n_profiles = 0;
+    a->part.n_series = 0;
+    a->last_i = 0;
+    memset(&a->h, 0, sizeof a->h);
+}
+
+static void agg_release(agg *a)
+{
+    pd_u64map_release(&a->map);
+    free(a->types);
+    free(a->comment);
+    free(a->stack);
+    free(a->lset);
+    free(a->val);
+    free(a->totals);
+}
+
+static __thread const agg *sort_agg;
+
+static int cmp_entry(const void *x, const void *y)
+{
+    const agg *a = sort_agg;
+    uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
+    if (a->stack[i] != a->stack[j])
+        return a->stack[i] < a->stack[j] ? -1 : 1;
+    return a->lset[i] < a->lset[j] ? -1 : a->lset[i] > a->lset[j];
+}
+
+/* Hands the part summed so far to the caller as one profile. */
+static int agg_flush(agg *a)
+{
+    if (!a->part.n_profiles)
+        return 0;
+    size_t nt = a->h.n_types, k = 0;
+    int rc = 0;
+    uint32_t *ord = malloc((a->n ? a->n : 1) * sizeof *ord);
+    pd_dprof d = a->h;
+    d.types = a->types;
+    d.comment = a->comment;
+    d.stack = malloc((a->n ? a->n : 1) * sizeof *d.stack);
+    d.lset = malloc((a->n ? a->n : 1) * sizeof *d.lset);
+    d.value = malloc((a->n ? a->n : 1) * (nt ? nt : 1) * sizeof *d.value);
+    d.totals = a->totals;
+    if (!ord || !d.stack || !d.lset || !d.value) {
+        rc = pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        bool zero = true; /* summed to zero: pprof drops it (merge.c would) */
+        for (size_t v = 0; v < nt && zero; v++)
+            zero = a->val[i * nt + v] == 0;
+        if (!zero)
+            ord[k++] = (uint32_t)i;
+    }
+    sort_agg = a;
+    if (k)
+        qsort(ord, k, sizeof *ord, cmp_entry);
+    for (size_t i = 0; i < k; i++) {
+        d.stack[i] = a->stack[ord[i]];
+        d.lset[i] = a->lset[ord[i]];
+        memcpy(d.value + i * nt, a->val + (size_t)ord[i] * nt, nt * sizeof *d.value);
+    }
+    d.n_sample = (uint32_t)k;
+    pd_profile p;
+    if ((rc = pd__dprof_to_profile(a->sym, &d, &p, a->err)) < 0)
+        goto out;
+    rc = a->fn(a->ctx, &a->part, &p, a->err);
+    pd_profile_release(&p);
+out:
+    free(ord);
+    free(d.stack);
+    free(d.lset);
+    free(d.value);
+    agg_clear(a);
+    return rc;
+}
+
+static bool same_header(const agg *a, const pd_dprof *d)
+{
+    return d->n_types == a->h.n_types && d->period_type == a->h.period_type &&
+           d->period_unit == a->h.period_unit &&
+           !memcmp(d->types, a->types, 2 * (size_t)d->n_types * sizeof *d->types);
+}
+
+/* pd__block_series_foreach_dprof's callback: folds d into the part. */
+static int agg_add(void *ctx, const pd_dprof *d)
+{
+    agg *a = ctx;
+    int rc;
+    if (a->poll && (++a->n_added & 15) == 0 && (rc = a->poll(a->ctx, a->err)) < 0)
+        return rc;
+    if (a->part.n_profiles && !same_header(a, d) && (rc = agg_flush(a)) < 0)
+        return rc;
+    size_t nt = d->n_types;
+    if (!a->part.n_profiles) {
+        a->h = *d;
+        a->h.n_comment = 0;
+        uint32_t *t = realloc(a->types, (2 * nt + 1) * sizeof *t);
+        int64_t *tot = realloc(a->totals, (nt + 1) * sizeof *tot);
+        if (t)
+            a->types = t;
+        if (tot)
+            a->totals = tot;
+        if (!t || !tot)
+            return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+        memcpy(a->types, d->types, 2 * nt * sizeof *t);
+        memset(a->totals, 0, nt * sizeof *tot);
+        a->part.min_ts = a->part.max_ts = d->ts;
+    } else {
+        /* pprof's header rules (profile.Merge), as query/merge.c */
+        if (a->h.time_nanos == 0 || d->time_nanos < a->h.time_nanos)
+            a->h.time_nanos = d->time_nanos;
+        if (a->h.period == 0 || a->h.period < d->period)
+            a->h.period = d->period;
+        a->h.duration_nanos =
+            (int64_t)((uint64_t)a->h.duration_nanos + (uint64_t)d->duration_nanos);
+        if (!a->h.default_sample_type)
+            a->h.default_sample_type = d->default_sample_type;
+        if (!a->h.doc_url)
+            a->h.doc_url = d->doc_url;
+    }
+    for (size_t i = 0; i < d->n_comment; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < a->h.n_comment && !seen; j++)
+            seen = a->comment[j] == d->comment[i];
+        if (seen)
+            continue;
+        if (a->h.n_comment == a->cap_comment) {
+            size_t nc = a->cap_comment ? 2 * a->cap_comment : 8;
+            uint32_t *c = realloc(a->comment, nc * sizeof *c);
+            if (!c)
+                return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+            a->comment = c;
+            a->cap_comment = nc;
+        }
+        a->comment[a->h.n_comment++] = d->comment[i];
+    }
+    a->part.n_profiles++;
+    if (d->ts < a->part.min_ts)
+        a->part.min_ts = d->ts;
+    if (d->ts > a->part.max_ts)
+        a->part.max_ts = d->ts;
+    for (size_t v = 0; v < nt; v++)
+        a->totals[v] = (int64_t)((uint64_t)a->totals[v] + (uint64_t)d->totals[v]);
+    for (uint32_t s = 0; s < d->n_sample; s++) {
+        const int64_t *sv = d->value + (size_t)s * nt;
+        bool zero = true;
+        for (size_t v = 0; v < nt && zero; v++)
+            zero = sv[v] == 0;
+        if (zero)
+            continue;
+        uint64_t key = (uint64_t)d->stack[s] << 32 | d->lset[s], e;
+        if (key == UINT64_MAX)
+            return pd_err_set(a->err, PD_ECORRUPT, "aggregate: stack id out of range");
+        if (!pd_u64map_get(&a->map, key, &e)) {
+            if (a->n == a->cap) {
+                size_t nc = a->cap ? 2 * a->cap : 1024;
+                if (nc > AGG_MAX_ENTRIES)
+                    return pd_err_set(a->err, PD_ETOOBIG,
+                                      "aggregate: more than %zu distinct stacks in one block",
+                                      AGG_MAX_ENTRIES);
+                uint32_t *st = realloc(a->stack, nc * sizeof *st);
+                if (st)
+                    a->stack = st;
+                uint32_t *ls = realloc(a->lset, nc * sizeof *ls);
+                if (ls)
+                    a->lset = ls;
+                int64_t *va = realloc(a->val, nc * (nt ? nt : 1) * sizeof *va);
+                if (va)
+                    a->val = va;
+                if (!st || !ls || !va)
+                    return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+                a->cap = nc;
+            }
+            e = a->n++;
+            a->stack[e] = d->stack[s];
+            a->lset[e] = d->lset[s];
+            memset(a->val + e * nt, 0, nt * sizeof *a->val);
+            if (pd_u64map_put(&a->map, key, e) < 0)
+                return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+        }
+        int64_t *dv = a->val + e * nt;
+        for (size_t v = 0; v < nt; v++)
+            dv[v] = (int64_t)((uint64_t)dv[v] + (uint64_t)sv[v]);
+    }
+    return 0;
+}
+
+/* Hands the head profiles of series i at ts[0..n) over one by one. */
+static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, size_t n,
+                      pd_storage_agg_fn fn, void *ctx, pd_err *err)
+{
+    for (size_t k = 0; k < n; k++) {
+        pd_profile p;
+        int rc = pd_storage_read_profile(s, ref, ts[k], &p, NULL, err);
+        if (rc == PD_ENOTFOUND || rc == PD_ECORRUPT) { /* gone since, or damaged: skipped */
+            pd_err_clear(err);
+            continue;
+        }
+        if (rc < 0)
+            return rc;
+        pd_storage_agg_part part = {
+            .series = i, .n_series = 1, .n_profiles = 1, .min_ts = ts[k], .max_ts = ts[k]};
+        rc = fn(ctx, &part, &p, err);
+        pd_profile_release(&p);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* The head's part of the aggregation: for each group, the decomposed head
+ * profiles of its series (pd__hmem_read_dprof: the head's own stack ids,
+ * no pd_profile per input) summed under the idx read lock, a new part when
+ * the symbol generation changes (a head cut started a new one); fn is
+ * called under that lock (it must not call the store). Replayed points not
+ * decomposed yet (WAL_ONLY) are collected in wal_i/wal_ts for head_parts. */
+static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, size_t n,
+                    int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                    int (*poll)(void *ctx, pd_err *err), void *ctx, size_t **wal_i,
+                    int64_t **wal_ts, size_t *n_wal, pd_err *err)
+{
+    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .err = err};
+    pd_u64map_init(&a.map);
+    int rc = 0;
+    size_t cap_wal = 0;
+    pthread_rwlock_rdlock(&s->idx);
+    for (size_t g = 0; g < n && rc >= 0; g++) {
+        if (gfirst[g] != g)
+            continue;
+        a.part.series = g;
+        for (size_t i = g; i < n && rc >= 0; i++) {
+            const series *se = gfirst[i] == g ? pd__tsdb_find_by_ref(s, refs[i]) : NULL;
+            if (!se || mint > maxt)
+                continue;
+            for (size_t k = pd__tsdb_lower_bound(se, mint); k < se->n_pts && rc >= 0; k++) {
+                const point *pt = &se->pts[k];
+                if (pt->ts > maxt)
+                    break;
+                if (pt->gid == WAL_ONLY) {
+                    if (*n_wal == cap_wal) {
+                        size_t nc = cap_wal ? 2 * cap_wal : 64;
+                        size_t *ni = realloc(*wal_i, nc * sizeof *ni);
+                        if (ni)
+                            *wal_i = ni;
+                        int64_t *nt = realloc(*wal_ts, nc * sizeof *nt);
+                        if (nt)
+                            *wal_ts = nt;
+                        if (!ni || !nt) {
+                            rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+                            break;
+                        }
+                        cap_wal = nc;
+                    }
+                    (*wal_i)[*n_wal] = i;
+                    (*wal_ts)[(*n_wal)++] = pt->ts;
+                    continue;
+                }
+                const pd_dprof *d;
+                const pd_symbols *sym;
+                pd_err he;
+                int r = pd__hmem_read_dprof(&se->hc, pt->gid, pt->gpos, pt->ts, &d, &sym, &he);
+                if (r == PD_ENOTFOUND || r == PD_ECORRUPT)
+                    continue; /* as pd_storage_read_profile's callers skip it */
+                if (r < 0) {
+                    rc = pd_err_set(err, r, "aggregate: %s", he.msg);
+                    break;
+                }
+                if (a.part.n_profiles && a.sym != sym) {
+                    if ((rc = agg_flush(&a)) < 0)
+                        break;
+                    a.part.series = i;
+                }
+                a.sym = sym;
+                if (a.last_i != i + 1) {
+                    a.part.n_series++;
+                    a.last_i = i + 1;
+                }
+                rc = agg_add(&a, d);
+            }
+        }
+        if (rc >= 0)
+            rc = agg_flush(&a);
+    }
+    pthread_rwlock_unlock(&s->idx);
+    agg_release(&a);
+    return rc;
+}
+
+/* A series' part in one block, to be summed with the others of its group. */
+typedef struct entry {
+    hblock *hb;
+    uint32_t id;   /* series id in the block */
+    size_t i;      /* index into refs */
+    size_t gfirst; /* first index of refs in i's group */
+    int64_t bmint; /* the block's min time */
+} entry;
+
+static int cmp_entry_order(const void *x, const void *y)
+{
+    const entry *a = x, *b = y;
+    if (a->bmint != b->bmint)
+        return a->bmint < b->bmint ? -1 : 1;
+    if (a->hb != b->hb)
+        return (uintptr_t)a->hb < (uintptr_t)b->hb ? -1 : 1;
+    if (a->gfirst != b->gfirst)
+        return a->gfirst < b->gfirst ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
+                         int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                         int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
+                         pd_err *err)
+{
+    pd_err_clear(err);
+    if (n_series)
+        *n_series = 0;
+    int rc = 0;
+    entry *es = NULL;
+    size_t n_es = 0, cap_es = 0;
+    size_t *gfirst = malloc((n ? n : 1) * sizeof *gfirst);
+    pd_u64map gm; /* group -> first index */
+    pd_u64map_init(&gm);
+    if (!gfirst)
+        goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t f;
+        if (!group)
+            gfirst[i] = i;
+        else if (pd_u64map_get(&gm, group[i], &f))
+            gfirst[i] = (size_t)f;
+        else if (pd_u64map_put(&gm, group[i], (gfirst[i] = i)) < 0)
+            goto nomem;
+    }
+    pthread_rwlock_rdlock(&s->idx);
+    for (size_t i = 0; i < n && rc >= 0; i++) {
+        const series *se = pd__tsdb_find_by_ref(s, refs[i]);
+        if (!se || mint > maxt)
+            continue; /* deleted since it was selected: nothing to add */
+        for (size_t k = 0; k < se->n_brefs && rc >= 0; k++) {
+            const bref *br = &se->brefs[k];
+            if (br->maxt < mint || br->mint > maxt)
+                continue;
+            if (n_es == cap_es) {
+                size_t nc = cap_es ? 2 * cap_es : 64;
+                entry *ne = realloc(es, nc * sizeof *ne);
+                if (!ne) {
+                    rc = PD_ENOMEM;
+                    break;
+                }
+                es = ne;
+                cap_es = nc;
+            }
+            pd__tsdb_hb_get(br->hb);
+            es[n_es++] = (entry){br->hb, br->id, i, gfirst[i], pd__block_meta(br->hb->b)->min_t};
+        }
+        size_t lo = pd__tsdb_lower_bound(se, mint);
+        bool in_head = lo < se->n_pts && se->pts[lo].ts <= maxt;
+        if (n_series && (in_head || (n_es && es[n_es - 1].i == i)))
+            (*n_series)++;
+    }
+    pthread_rwlock_unlock(&s->idx);
+    if (rc < 0)
+        goto nomem;
+
+    /* blocks in time order; in each, the groups in the order of refs */
+    if (n_es)
+        qsort(es, n_es, sizeof *es, cmp_entry_order);
+    agg a = {.fn = fn, .poll = poll, .ctx = ctx};
+    pd_u64map_init(&a.map);
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
+    for (size_t k = 0; k < n_es && rc >= 0;) {
+        size_t e = k;
+        while (e < n_es && es[e].hb == es[k].hb && es[e].gfirst == es[k].gfirst)
+            e++;
+        a.sym = pd__block_symbols(es[k].hb->b);
+        a.part = (pd_storage_agg_part){.series = es[k].i};
+        pd_err be;
+        pd_err_clear(&be);
+        a.err = &be;
+        for (size_t j = k; j < e && rc >= 0; j++) {
+            if (pd__tsdb_hb_bad(es[j].hb, es[j].id)) {
+                pd__tsdb_hb_warn_known(es[j].hb, es[j].id, refs[es[j].i]);
+                continue;
+            }
+            a.part.n_series++;
+            rc =
+                pd__block_series_foreach_dprof(es[j].hb->b, es[j].id, mint, maxt, agg_add, &a, &be);
+            if (rc == PD_ECORRUPT) { /* what read is summed; the damage is reported */
+                pd__tsdb_hb_damaged(es[j].hb, es[j].id, &be);
+                pd_err_clear(&be);
+                rc = 0;
+            }
+        }
+        if (rc >= 0)
+            rc = agg_flush(&a);
+        if (rc < 0 && err)
+            *err = be;
+        k = e;
+    }
+    agg_release(&a);
+    /* the head: summed on its own ids; replayed points not decomposed yet
+       one by one */
+    size_t *wal_i = NULL, n_wal = 0;
+    int64_t *wal_ts = NULL;
+    if (rc >= 0)
+        rc = head_sum(s, refs, gfirst, n, mint, maxt, fn, poll, ctx, &wal_i, &wal_ts, &n_wal, err);
+    for (size_t k = 0; k < n_wal && rc >= 0; k++)
+        rc = head_parts(s, refs[wal_i[k]], wal_i[k], wal_ts + k, 1, fn, ctx, err);
+    free(wal_i);
+    free(wal_ts);
+    if (rc >= 0 && poll)
+        rc = poll(ctx, err); /* a walk that ended past the deadline counts as over it */
+    goto out;
+nomem:
+    rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+out:
+    for (size_t k = 0; k < n_es; k++)
+        pd__tsdb_hb_put(es[k].hb);
+    free(es);
+    free(gfirst);
+    pd_u64map_release(&gm);
+    return rc;
+}

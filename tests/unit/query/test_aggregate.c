@@ -1,0 +1,646 @@
+/* Property tests of the merge pushed down into storage
+ * (src/storage/tsdb/aggregate.c, pd_storage_aggregate, as pd_query_merge,
+ * pd_query_diff and pd_query_merge_refs use it): on every real profile of
+ * PD_TESTDATA/pprof, stored as several series, the pushed-down merge equals
+ * the old merge — every profile read back one by one with
+ * pd_storage_read_profile and folded into a pd_merge, computed here — for
+ * every report (the merged profile's samples and header, top, flame graph,
+ * folded, callgraph; a diff's top and flame graph) and with the options
+ * (by=, focus/ignore/hide), in four stores of the same data:
+ *   head      nothing cut (block duration < 0);
+ *   blocks    every profile cut into blocks (a later profile of another
+ *             series pushes the head past them);
+ *   mixed     the older part in blocks, the newer in the head;
+ *   compacted blocks, then compacted (checked: compactions > 0).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+
+#include "query/query.h"
+
+#ifndef PD_TESTDATA
+#error "PD_TESTDATA must be defined"
+#endif
+
+#define T0 ((int64_t)1700000000000) /* ms: the first profile */
+#define STEP 1000                   /* ms between profiles of a series */
+#define DUR 10000                   /* block duration of the cutting stores, ms */
+
+typedef struct input {
+    char name[64];     /* __name__ */
+    char instance[16]; /* instance label */
+    int64_t ts;
+    pd_buf body;
+    pd_profile p;
+} input;
+
+static input *INPUTS;
+static size_t N_INPUTS;
+static int64_t T_END; /* newest input ts */
+static int64_t NOW;   /* the stores' wall clock */
+
+static int64_t test_clock(void)
+{
+    return NOW;
+}
+
+static void read_file(const char *path, pd_buf *b)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    char tmp[65536];
+    size_t r;
+    while ((r = fread(tmp, 1, sizeof tmp, f)) > 0)
+        assert_int_equal(pd_buf_append(b, tmp, r), 0);
+    fclose(f);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every file of PD_TESTDATA/pprof/<dir>, sorted by name. */
+static size_t list_dir(const char *dir, char **names, size_t cap)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/pprof/%s", PD_TESTDATA, dir);
+    DIR *d = opendir(path);
+    if (!d)
+        fail_msg("cannot open %s", path);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < cap)
+        if (strstr(e->d_name, ".pb.gz"))
+            names[n++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    return n;
+}
+
+/* The profile type of a file name: "heap-0003.pb.gz" -> "heap",
+ * "profile.pb.gz" -> "cpu", "node-cpu.pb.gz" -> "node_cpu". */
+static void type_of(const char *dir, const char *file, char *out, size_t n)
+{
+    char t[64];
+    snprintf(t, sizeof t, "%s", file);
+    char *dot = strstr(t, ".pb.gz");
+    if (dot)
+        *dot = 0;
+    if (!strcmp(dir, "go-demo-series")) {
+        char *dash = strchr(t, '-');
+        if (dash)
+            *dash = 0;
+    }
+    if (!strcmp(t, "profile"))
+        snprintf(t, sizeof t, "cpu");
+    for (char *c = t; *c; c++)
+        if (*c == '-')
+            *c = '_';
+    snprintf(out, n, "%s", t);
+}
+
+/* Loads every real profile: those of one type are spread over three
+ * instances ("i0".."i2") of one series name, STEP apart in time. */
+static void load_inputs(void)
+{
+    static const char *dirs[] = {"go-demo-series", "go-demo-once", "node"};
+    INPUTS = calloc(128, sizeof *INPUTS);
+    int64_t per_type_ts[64] = {0};
+    char types[64][64];
+    size_t n_types = 0;
+    for (size_t d = 0; d < 3; d++) {
+        char *names[128];
+        size_t n = list_dir(dirs[d], names, 128);
+        for (size_t i = 0; i < n; i++) {
+            assert_true(N_INPUTS < 128);
+            input *in = &INPUTS[N_INPUTS++];
+            type_of(dirs[d], names[i], in->name, sizeof in->name);
+            size_t k = 0;
+            while (k < n_types && strcmp(types[k], in->name))
+                k++;
+            if (k == n_types)
+                snprintf(types[n_types++], sizeof types[0], "%s", in->name);
+            snprintf(in->instance, sizeof in->instance, "i%d", (int)(per_type_ts[k] % 3));
+            in->ts = T0 + per_type_ts[k]++ * STEP;
+            if (in->ts > T_END)
+                T_END = in->ts;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/pprof/%s/%s", PD_TESTDATA, dirs[d], names[i]);
+            pd_buf_init(&in->body, 0);
+            read_file(path, &in->body);
+            pd_err err = {{0}};
+            if (pd_profile_decode(&in->p, (const uint8_t *)in->body.data, in->body.len, NULL, &err))
+                fail_msg("decode %s: %s", path, err.msg);
+            free(names[i]);
+        }
+    }
+    assert_true(N_INPUTS >= 40);
+}
+
+typedef enum { ST_HEAD, ST_BLOCKS, ST_MIXED, ST_COMPACTED } store_kind;
+static const char *KIND[] = {"head", "blocks", "mixed", "compacted"};
+
+typedef struct fixture {
+    char dir[256];
+    pd_storage *st;
+    store_kind kind;
+} fixture;
+
+static void open_store(fixture *fx, store_kind kind)
+{
+    fx->kind = kind;
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/pd_query_aggregate_XXXXXX");
+    assert_non_null(mkdtemp(fx->dir));
+    pd_storage_options o = pd_storage_options_default();
+    o.path = fx->dir;
+    o.fsync = PD_FSYNC_NEVER;
+    o.clock_ms = test_clock;
+    o.retention_ms = 7LL * 24 * 3600 * 1000;
+    o.future_grace_ms = -1;
+    o.maintenance_ms = -1; /* pd_storage_maintain below */
+    o.block_duration_ms = kind == ST_HEAD ? -1 : DUR;
+    NOW = T_END + 1000;
+    pd_err err = {{0}};
+    if (pd_storage_open(&o, &fx->st, &err))
+        fail_msg("open %s: %s", fx->dir, err.msg);
+    for (size_t i = 0; i < N_INPUTS; i++) {
+        input *in = &INPUTS[i];
+        pd_labels ls;
+        pd_labels_init(&ls);
+        assert_int_equal(pd_labels_set(&ls, "__name__", in->name, NULL), 0);
+        assert_int_equal(pd_labels_set(&ls, "instance", in->instance, NULL), 0);
+        assert_int_equal(pd_labels_set(&ls, "job", "demo", NULL), 0);
+        int rc = pd_storage_append(fx->st, &ls, in->ts, (const uint8_t *)in->body.data,
+                                   in->body.len, &in->p, &err);
+        pd_labels_release(&ls);
+        if (rc)
+            fail_msg("append %s: %s", in->name, err.msg);
+    }
+    if (kind == ST_BLOCKS || kind == ST_COMPACTED) {
+        /* a profile of another series far enough ahead cuts every range */
+        NOW = T_END + 100 * DUR;
+        pd_labels ls;
+        pd_labels_init(&ls);
+        assert_int_equal(pd_labels_set(&ls, "__name__", "pusher", NULL), 0);
+        int rc =
+            pd_storage_append(fx->st, &ls, T_END + 50 * DUR, (const uint8_t *)INPUTS[0].body.data,
+                              INPUTS[0].body.len, &INPUTS[0].p, &err);
+        pd_labels_release(&ls);
+        if (rc)
+            fail_msg("append pusher: %s", err.msg);
+    }
+    for (int k = 0; k < 8 && kind != ST_HEAD; k++)
+        if (pd_storage_maintain(fx->st, &err))
+            fail_msg("maintain: %s", err.msg);
+    pd_storage_stats s;
+    pd_storage_stats_get(fx->st, &s);
+    switch (kind) {
+    case ST_HEAD:
+        assert_int_equal(s.n_blocks, 0);
+        break;
+    case ST_BLOCKS:
+        assert_true(s.n_blocks > 0);
+        assert_int_equal(s.n_head_profiles, 1); /* the pusher */
+        break;
+    case ST_MIXED:
+        assert_true(s.n_blocks > 0);
+        assert_true(s.n_head_profiles > 0);
+        break;
+    case ST_COMPACTED:
+        assert_true(s.n_compactions > 0);
+        assert_int_equal(s.n_head_profiles, 1);
+        break;
+    }
+}
+
+static void close_store(fixture *fx)
+{
+    pd_storage_close(fx->st);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", fx->dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* ---- the old merge: every profile read back and folded in one by one ---- */
+
+static int old_add(pd_storage *st, pd_merge *m, const char *selector, int64_t from, int64_t to,
+                   bool base, pd_err *err)
+{
+    pd_matcher *ms;
+    size_t n;
+    int rc = pd_selector_parse(selector, &ms, &n, err);
+    if (rc)
+        return rc;
+    pd_series_set set;
+    if ((rc = pd_storage_select(st, ms, n, from, to, &set, err)) == 0) {
+        for (size_t i = 0; i < set.n && !rc; i++) {
+            pd_points pts;
+            if ((rc = pd_storage_read_points(st, set.v[i].ref, from, to, &pts, err)))
+                break;
+            for (size_t j = 0; j < pts.n && !rc; j++) {
+                pd_profile p;
+                if ((rc = pd_storage_read_profile(st, set.v[i].ref, pts.v[j].ts_ms, &p, NULL, err)))
+                    break;
+                rc = pd_merge_add(m, &p, &set.v[i].labels, base, "old", err);
+                pd_profile_release(&p);
+            }
+            pd_points_release(&pts);
+        }
+        pd_series_set_release(&set);
+    }
+    pd_matchers_free(ms, n);
+    return rc;
+}
+
+static int old_merge(pd_storage *st, const char *base_sel, const char *selector, int64_t from,
+                     int64_t to, const pd_merge_options *o, pd_profile *out, pd_err *err)
+{
+    pd_merge *m;
+    int rc = pd_merge_new(o, &m, err);
+    if (rc)
+        return rc;
+    if (!(rc = old_add(st, m, selector, from, to, false, err)) &&
+        (!base_sel || !(rc = old_add(st, m, base_sel, from, to, true, err))))
+        rc = pd_merge_finish(m, out, err);
+    pd_merge_free(m);
+    return rc;
+}
+
+/* ---- comparing ---- */
+
+/* One line per sample: frames (function name, file, line; mapping file and
+ * address relative to the mapping), labels and values; lines sorted; then
+ * the header. Ids and table order do not matter; the content does. */
+static void canonical(const pd_profile *p, pd_buf *out)
+{
+    char **lines = calloc(p->n_sample + 1, sizeof *lines);
+    for (size_t i = 0; i < p->n_sample; i++) {
+        const pd_pprof_sample *s = &p->sample[i];
+        pd_buf b;
+        pd_buf_init(&b, 0);
+        for (size_t k = 0; k < s->n_location; k++) {
+            const pd_pprof_location *l = pd_profile_location(p, s->location_id[k]);
+            assert_non_null(l);
+            const pd_pprof_mapping *m = l->mapping_id ? pd_profile_mapping(p, l->mapping_id) : 0;
+            pd_buf_printf(&b, "[%s+%" PRIx64 "", m ? pd_profile_str(p, m->filename) : "-",
+                          m ? l->address - m->memory_start + m->file_offset : l->address);
+            for (size_t q = 0; q < l->n_line; q++) {
+                const pd_pprof_function *f = pd_profile_function(p, l->line[q].function_id);
+                pd_buf_printf(&b, " %s:%s:%" PRId64, f ? pd_profile_str(p, f->name) : "",
+                              f ? pd_profile_str(p, f->filename) : "", l->line[q].line);
+            }
+            pd_buf_puts(&b, "]");
+        }
+        char *labs[64];
+        size_t nl = 0;
+        for (size_t k = 0; k < s->n_label && nl < 64; k++) {
+            char t[512];
+            snprintf(t, sizeof t, "%s=%s/%" PRId64 "/%s", pd_profile_str(p, s->label[k].key),
+                     pd_profile_str(p, s->label[k].str), s->label[k].num,
+                     pd_profile_str(p, s->label[k].num_unit));
+            labs[nl++] = strdup(t);
+        }
+        qsort(labs, nl, sizeof *labs, cmp_str);
+        pd_buf_puts(&b, " {");
+        for (size_t k = 0; k < nl; k++) {
+            pd_buf_printf(&b, "%s%s", k ? "," : "", labs[k]);
+            free(labs[k]);
+        }
+        pd_buf_puts(&b, "}");
+        for (size_t v = 0; v < s->n_value; v++)
+            pd_buf_printf(&b, " %" PRId64, s->value[v]);
+        lines[i] = strdup(b.data ? b.data : "");
+        pd_buf_release(&b);
+    }
+    qsort(lines, p->n_sample, sizeof *lines, cmp_str);
+    for (size_t i = 0; i < p->n_sample; i++) {
+        pd_buf_puts(out, lines[i]);
+        pd_buf_putc(out, '\n');
+        free(lines[i]);
+    }
+    free(lines);
+    for (size_t t = 0; t < p->n_sample_type; t++)
+        pd_buf_printf(out, "type %s/%s\n", pd_profile_str(p, p->sample_type[t].type),
+                      pd_profile_str(p, p->sample_type[t].unit));
+    pd_buf_printf(out, "period %s/%s %" PRId64 " time %" PRId64 " duration %" PRId64 "\n",
+                  pd_profile_str(p, p->period_type.type), pd_profile_str(p, p->period_type.unit),
+                  p->period, p->time_nanos, p->duration_nanos);
+    for (size_t c = 0; c < p->n_comment; c++)
+        pd_buf_printf(out, "comment %s\n", pd_profile_str(p, p->comment[c]));
+    pd_buf_printf(out, "default %s doc %s drop %s keep %s\n",
+                  pd_profile_str(p, p->default_sample_type), pd_profile_str(p, p->doc_url),
+                  pd_profile_str(p, p->drop_frames), pd_profile_str(p, p->keep_frames));
+}
+
+/* b's lines sorted (DOT: the order of statements carries no meaning). */
+static void sort_lines(pd_buf *b)
+{
+    if (!b->len)
+        return;
+    char *copy = strndup(b->data, b->len), *save = NULL;
+    char *lines[65536];
+    size_t n = 0;
+    for (char *l = strtok_r(copy, "\n", &save); l && n < 65536; l = strtok_r(NULL, "\n", &save))
+        lines[n++] = l;
+    qsort(lines, n, sizeof *lines, cmp_str);
+    pd_buf_reset(b);
+    for (size_t i = 0; i < n; i++) {
+        pd_buf_puts(b, lines[i]);
+        pd_buf_putc(b, '\n');
+    }
+    free(copy);
+}
+
+static void same_text(const char *what, const pd_buf *a, const pd_buf *b)
+{
+    if (a->len != b->len || (a->len && memcmp(a->data, b->data, a->len))) {
+        size_t i = 0;
+        while (i < a->len && i < b->len && a->data[i] == b->data[i])
+            i++;
+        size_t from = i > 200 ? i - 200 : 0;
+        fail_msg("%s: pushed-down merge differs from the one-by-one merge at byte %zu "
+                 "(lengths %zu, %zu):\n--- pushed down ...\n%.400s\n--- one by one ...\n%.400s",
+                 what, i, a->len, b->len, a->data ? a->data + from : "",
+                 b->data ? b->data + from : "");
+    }
+}
+
+/* Every report of a and b, for every sample type, compared. */
+static void same_reports(const char *what, const pd_profile *a, const pd_profile *b, bool diff)
+{
+    pd_buf x, y;
+    pd_buf_init(&x, 0);
+    pd_buf_init(&y, 0);
+    char w[512];
+    canonical(a, &x);
+    canonical(b, &y);
+    snprintf(w, sizeof w, "%s: profile", what);
+    same_text(w, &x, &y);
+    assert_int_equal(a->n_sample_type, b->n_sample_type);
+    for (size_t t = 0; t < a->n_sample_type; t++) {
+        pd_report_options o = {.sample_index = t, .diff = diff};
+        for (int r = 0; r < 4; r++) {
+            pd_buf_reset(&x);
+            pd_buf_reset(&y);
+            int ra, rb;
+            static const char *names[] = {"top", "flamegraph", "folded", "callgraph"};
+            switch (r) {
+            case 0:
+                ra = pd_report_top_ex(a, &o, &x);
+                rb = pd_report_top_ex(b, &o, &y);
+                break;
+            case 1:
+                o.max_nodes = 200; /* the cut too */
+                ra = pd_report_flamegraph_ex(a, &o, &x);
+                rb = pd_report_flamegraph_ex(b, &o, &y);
+                o.max_nodes = 0;
+                break;
+            case 2:
+                ra = pd_report_folded(a, &o, &x);
+                rb = pd_report_folded(b, &o, &y);
+                break;
+            default:
+                o.max_nodes = 80;
+                ra = pd_report_dot(a, &o, &x);
+                rb = pd_report_dot(b, &o, &y);
+                o.max_nodes = 0;
+                sort_lines(&x);
+                sort_lines(&y);
+                break;
+            }
+            assert_int_equal(ra, 0);
+            assert_int_equal(rb, 0);
+            snprintf(w, sizeof w, "%s: %s of sample type %zu", what, names[r], t);
+            same_text(w, &x, &y);
+        }
+    }
+    pd_buf_release(&x);
+    pd_buf_release(&y);
+}
+
+static const char *SELECTORS[] = {
+    "heap",  "cpu",          "allocs",   "block",     "goroutine",
+    "mutex", "threadcreate", "node_cpu", "node_heap", "heap{instance=~\"i[01]\"}",
+};
+
+static void check_merge(fixture *fx, const char *sel, const pd_merge_options *mo, int64_t from,
+                        int64_t to)
+{
+    pd_profile a, b;
+    pd_err err = {{0}};
+    pd_query_side q = {.selector = sel, .mode = PD_QUERY_MODE_MERGE, .from = from, .to = to};
+    pd_merge_stats stats;
+    int ra = pd_query_merge(fx->st, &q, mo, &a, &stats, &err);
+    if (ra)
+        fail_msg("%s store, merge %s: %d %s", KIND[fx->kind], sel, ra, err.msg);
+    int rb = old_merge(fx->st, NULL, sel, from, to, mo, &b, &err);
+    if (rb)
+        fail_msg("%s store, old merge %s: %d %s", KIND[fx->kind], sel, rb, err.msg);
+    if (!strchr(sel, '{')) { /* every input counted once in the stats */
+        size_t want = 0;
+        for (size_t i = 0; i < N_INPUTS; i++)
+            want += INPUTS[i].ts >= from && INPUTS[i].ts <= to && !strcmp(INPUTS[i].name, sel);
+        assert_int_equal(stats.profiles, want);
+    }
+    char what[256];
+    snprintf(what, sizeof what, "%s store, %s [%+" PRId64 ", %+" PRId64 "] by=%s focus=%s",
+             KIND[fx->kind], sel, from - T0, to - T0, mo && mo->by ? mo->by : "(all)",
+             mo && mo->focus ? mo->focus : "");
+    same_reports(what, &a, &b, false);
+    pd_profile_release(&a);
+    pd_profile_release(&b);
+}
+
+static void check_store(store_kind kind)
+{
+    fixture fx;
+    open_store(&fx, kind);
+    int64_t all_to = T_END;
+    for (size_t s = 0; s < sizeof SELECTORS / sizeof *SELECTORS; s++) {
+        check_merge(&fx, SELECTORS[s], NULL, T0, all_to);
+        /* a range starting and ending inside blocks */
+        if (!strncmp(SELECTORS[s], "heap", 4) || !strcmp(SELECTORS[s], "cpu"))
+            check_merge(&fx, SELECTORS[s], NULL, T0 + 3 * STEP, T0 + 17 * STEP);
+    }
+    /* options: labels by instance, and pprof's filters */
+    pd_merge_options by = {.by = "instance"};
+    check_merge(&fx, "heap", &by, T0, all_to);
+    check_merge(&fx, "cpu", &by, T0, all_to);
+    pd_merge_options none = {.by = ""};
+    check_merge(&fx, "heap", &none, T0, all_to);
+    pd_merge_options f = {.focus = "runtime", .ignore = "gc", .hide = "runtime\\.main"};
+    check_merge(&fx, "heap", &f, T0, all_to);
+    check_merge(&fx, "cpu", &f, T0, all_to);
+
+    /* a diff: the second half against the first (pd_query_diff) */
+    pd_query_side base = {
+        .selector = "heap", .mode = PD_QUERY_MODE_MERGE, .from = T0, .to = T0 + 14 * STEP};
+    pd_query_side cur = {
+        .selector = "heap", .mode = PD_QUERY_MODE_MERGE, .from = T0 + 15 * STEP, .to = all_to};
+    pd_profile a, b;
+    pd_err err = {{0}};
+    int rc = pd_query_diff(fx.st, &base, &cur, NULL, &a, NULL, &err);
+    if (rc)
+        fail_msg("diff: %s", err.msg);
+    pd_merge *m;
+    assert_int_equal(pd_merge_new(NULL, &m, &err), 0);
+    assert_int_equal(old_add(fx.st, m, "heap", cur.from, cur.to, false, &err), 0);
+    assert_int_equal(old_add(fx.st, m, "heap", base.from, base.to, true, &err), 0);
+    assert_int_equal(pd_merge_finish(m, &b, &err), 0);
+    pd_merge_free(m);
+    char what[64];
+    snprintf(what, sizeof what, "%s store, diff heap", KIND[kind]);
+    same_reports(what, &a, &b, true);
+    pd_profile_release(&a);
+    pd_profile_release(&b);
+
+    /* pd_query_merge_refs (the Grafana querier's path) over every heap series */
+    pd_matcher *ms;
+    size_t n;
+    assert_int_equal(pd_selector_parse("heap", &ms, &n, &err), 0);
+    pd_series_set set;
+    assert_int_equal(pd_storage_select(fx.st, ms, n, T0, all_to, &set, &err), 0);
+    pd_query_refs q = {.series = set.v, .n = set.n, .from = T0, .to = all_to};
+    pd_merge_stats st;
+    assert_int_equal(pd_query_merge_refs(fx.st, NULL, &q, NULL, &a, &st, &err), 0);
+    size_t heaps = 0;
+    for (size_t i = 0; i < N_INPUTS; i++)
+        heaps += !strcmp(INPUTS[i].name, "heap");
+    assert_int_equal(st.profiles, heaps); /* every input counted once */
+    assert_int_equal(st.series, 3);
+    assert_int_equal(old_merge(fx.st, NULL, "heap", T0, all_to, NULL, &b, &err), 0);
+    snprintf(what, sizeof what, "%s store, merge_refs heap", KIND[kind]);
+    same_reports(what, &a, &b, false);
+    pd_profile_release(&a);
+    pd_profile_release(&b);
+    pd_series_set_release(&set);
+    pd_matchers_free(ms, n);
+    close_store(&fx);
+}
+
+/* The top report's totals of a diff: base_total, new_total (one sample type). */
+static void diff_totals(fixture *fx, const pd_query_side *base, const pd_query_side *cur,
+                        const pd_merge_options *o, size_t t, double *bt, double *nt)
+{
+    pd_profile p;
+    pd_err err = {{0}};
+    int rc = pd_query_diff(fx->st, base, cur, o, &p, NULL, &err);
+    if (rc)
+        fail_msg("diff: %s", err.msg);
+    pd_buf out;
+    pd_buf_init(&out, 0);
+    pd_report_options ro = {.sample_index = t, .diff = true};
+    assert_int_equal(pd_report_top_ex(&p, &ro, &out), 0);
+    json_error_t je;
+    json_t *j = json_loadb(out.data, out.len, 0, &je);
+    assert_non_null(j);
+    *bt = (double)json_integer_value(json_object_get(j, "base_total"));
+    *nt = (double)json_integer_value(json_object_get(j, "new_total"));
+    json_decref(j);
+    pd_buf_release(&out);
+    pd_profile_release(&p);
+}
+
+/* The issue's case: a diff of A = every heap profile (31) against B = one.
+ * Summed (pprof's merge), A is 31 profiles' worth; with agg=avg each side
+ * is its per-profile average, computed here from the raw profiles; with
+ * normalize the new side's total is scaled to the base's. */
+static void test_diff_avg(void **state)
+{
+    (void)state;
+    fixture fx;
+    open_store(&fx, ST_MIXED);
+    size_t n_heap = 0, last = 0;
+    for (size_t i = 0; i < N_INPUTS; i++)
+        if (!strcmp(INPUTS[i].name, "heap")) {
+            n_heap++;
+            if (INPUTS[i].ts >= INPUTS[last].ts || strcmp(INPUTS[last].name, "heap"))
+                last = i;
+        }
+    assert_int_equal(n_heap, 31);
+    char sel_b[128];
+    snprintf(sel_b, sizeof sel_b, "heap{instance=\"%s\"}", INPUTS[last].instance);
+    pd_query_side a = {.selector = "heap", .mode = PD_QUERY_MODE_MERGE, .from = T0, .to = T_END};
+    pd_query_side b = {.selector = sel_b,
+                       .mode = PD_QUERY_MODE_MERGE,
+                       .from = INPUTS[last].ts,
+                       .to = INPUTS[last].ts};
+    const pd_profile *pb = &INPUTS[last].p;
+    for (size_t t = 0; t < pb->n_sample_type; t++) {
+        double sum_a = 0, tot_b;
+        int64_t tot[16];
+        for (size_t i = 0; i < N_INPUTS; i++)
+            if (!strcmp(INPUTS[i].name, "heap")) {
+                pd_profile_totals(&INPUTS[i].p, tot);
+                sum_a += (double)tot[t];
+            }
+        pd_profile_totals(pb, tot);
+        tot_b = (double)tot[t];
+        double bt, nt, slack = 0.5 * (double)(pb->n_sample + 64) * 4; /* rounding per sample */
+        diff_totals(&fx, &a, &b, NULL, t, &bt, &nt);
+        assert_true(fabs(bt - sum_a) < 1 && fabs(nt - tot_b) < 1); /* summed: 31 vs 1 */
+        pd_merge_options avg = {.agg = PD_MERGE_AVG};
+        diff_totals(&fx, &a, &b, &avg, t, &bt, &nt);
+        if (fabs(bt - sum_a / 31) > slack || fabs(nt - tot_b) > slack)
+            fail_msg("sample type %zu, avg: base %.0f new %.0f, want %.1f and %.0f", t, bt, nt,
+                     sum_a / 31, tot_b);
+        printf("sample type %zu: summed diff %+.1f%%, per-profile diff %+.1f%%\n", t,
+               sum_a ? 100 * (tot_b - sum_a) / sum_a : 0, bt ? 100 * (nt - bt) / bt : 0);
+        pd_merge_options norm = {.agg = PD_MERGE_AVG, .normalize = true};
+        diff_totals(&fx, &a, &b, &norm, t, &bt, &nt);
+        if (fabs(nt - bt) > slack)
+            fail_msg("sample type %zu, normalize: base %.0f new %.0f", t, bt, nt);
+    }
+    close_store(&fx);
+}
+
+static void test_head(void **state)
+{
+    (void)state;
+    check_store(ST_HEAD);
+}
+static void test_blocks(void **state)
+{
+    (void)state;
+    check_store(ST_BLOCKS);
+}
+static void test_mixed(void **state)
+{
+    (void)state;
+    check_store(ST_MIXED);
+}
+static void test_compacted(void **state)
+{
+    (void)state;
+    check_store(ST_COMPACTED);
+}
+
+int main(void)
+{
+    load_inputs();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_head),     cmocka_unit_test(test_blocks),
+        cmocka_unit_test(test_mixed),    cmocka_unit_test(test_compacted),
+        cmocka_unit_test(test_diff_avg),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    for (size_t i = 0; i < N_INPUTS; i++) {
+        pd_profile_release(&INPUTS[i].p);
+        pd_buf_release(&INPUTS[i].body);
+    }
+    free(INPUTS);
+    return rc;
+}
