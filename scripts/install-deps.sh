@@ -6,7 +6,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev libzstd-dev libyaml-dev \
-libjansson-dev libpcre2-dev libxxhash-dev libcmocka-dev \
+libjansson-dev libpcre2-dev libxxhash-dev libcmocka-dev libelf-dev \
 protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev \
 golang-go graphviz chromium linux-perf curl jq ca-certificates \
 prometheus openssl dnsmasq-base openjdk-17-jdk-headless \

@@ -42,3 +42,11 @@ pair() { # name, off command..., --, on command...
 echo "command: perf stat -x, -e task-clock $D/bench_agent_cpu off|on $ROUNDS ; $D/bench_agent_heap_plain|bench_agent_heap $OPS ; $REPS interleaved runs each"
 pair cpu-100Hz "$D/bench_agent_cpu" off "$ROUNDS" -- "$D/bench_agent_cpu" on "$ROUNDS"
 pair heap-512KiB "$D/bench_agent_heap_plain" "$OPS" -- "$D/bench_agent_heap" "$OPS"
+# Instructions executed (valgrind's cachegrind, Ir): independent of the
+# machine's load, so it shows what the interposers add even when task-clock
+# is noise. OPS/5 pairs to keep it short.
+if command -v valgrind >/dev/null; then
+    ir() { valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null "$@" 2>&1 >/dev/null | awk '/I *refs/{gsub(",","",$NF); print $NF}'; }
+    io=$(ir "$D/bench_agent_heap_plain" $((OPS / 5))); in=$(ir "$D/bench_agent_heap" $((OPS / 5)))
+    awk -v a="$io" -v b="$in" -v n=$((OPS / 5)) 'BEGIN{printf "heap-512KiB instructions (cachegrind Ir, %d pairs): off %d, on %d, overhead %+.2f %% (%.1f per malloc/free pair)\n", n, a, b, (b/a-1)*100, (b-a)/n}'
+fi

@@ -7,7 +7,8 @@
  *   hot [PORT [SECONDS]]   PORT 0 (default): any free port; runs SECONDS
  *                          (default 120) and exits. Prints "port N heap
  *                          on|off" on stdout once serving.
- * Build with -fno-omit-frame-pointer and link with -rdynamic (symbols).
+ * Build with -fno-omit-frame-pointer and link with -rdynamic (symbols;
+ * static functions are named from the .symtab, e.g. demo_static_mix).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -34,6 +35,19 @@ __attribute__((noipa)) uint64_t demo_hot_spin(uint64_t n)
     return h;
 }
 
+/* A static function: not in the dynamic symbol table even with -rdynamic;
+ * the agent names it from the executable's .symtab. */
+__attribute__((noipa)) static uint64_t demo_static_mix(uint64_t n)
+{
+    uint64_t h = 88172645463325252ull;
+    for (uint64_t i = 0; i < n; i++) {
+        h ^= h << 13;
+        h ^= h >> 7;
+        h ^= h << 17;
+    }
+    return h;
+}
+
 __attribute__((noipa)) void demo_cold_sleep(void)
 {
     struct timespec ts = {0, 1000000};
@@ -45,6 +59,7 @@ static void *hot_thread(void *arg)
     (void)arg;
     while (!g_stop) {
         demo_sink += demo_hot_spin(2000000);
+        demo_sink += demo_static_mix(600000);
         demo_cold_sleep();
     }
     return NULL;

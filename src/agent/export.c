@@ -6,12 +6,18 @@
  * dl_iterate_phdr in the PT_NOTE segments of the loaded object whose
  * PT_LOAD holds the mapping's start. Locations: one per distinct PC, in
  * its mapping. Functions: dladdr1's symbol when the PC lies inside the
- * symbol's size (a PC past it, e.g. in a static function of an executable
- * linked without -rdynamic, gets no name rather than a wrong one; pprof
- * shows its address).
+ * symbol's size; else the function symbol of the mapping's file's .symtab
+ * (read with libelf, once per mapping and export, only for mappings with
+ * such PCs) that holds the PC's address in the file (PC minus the
+ * object's load bias from dl_iterate_phdr): static functions, and
+ * programs linked without -rdynamic. A PC in neither (a stripped file)
+ * gets no name rather than a wrong one; pprof shows its address.
  */
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <link.h>
@@ -24,12 +30,117 @@
 
 #define MAX_MAPS 4096
 
+typedef struct fsym {
+    uint64_t lo, hi; /* file addresses [lo, hi) */
+    char *name;
+} fsym;
+
 typedef struct amap {
     uintptr_t lo, hi, off;
+    uintptr_t bias; /* load bias of the object (dlpi_addr) */
     char path[256];
     char build_id[80];
     uint64_t id; /* builder mapping id, 0 until used */
+    int syms_read;
+    fsym *syms; /* the file's .symtab functions, sorted by lo */
+    size_t n_syms;
 } amap;
+
+static int sym_cmp(const void *a, const void *b)
+{
+    const fsym *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Reads the STT_FUNC symbols of path's .symtab into m (none when the file
+ * is stripped or unreadable: no error, the PCs stay unnamed). */
+static void read_symtab_file(amap *m, const char *path);
+
+/* m's file's .symtab, else that of its separate debug file found by build
+ * id as Debian's -dbg/-dbgsym packages install it
+ * (/usr/lib/debug/.build-id/xx/rest.debug). */
+static void read_symtab(amap *m)
+{
+    m->syms_read = 1;
+    if (elf_version(EV_CURRENT) == EV_NONE)
+        return;
+    read_symtab_file(m, m->path);
+    if (!m->n_syms && strlen(m->build_id) > 2) {
+        char dbg[200];
+        snprintf(dbg, sizeof dbg, "/usr/lib/debug/.build-id/%.2s/%s.debug", m->build_id,
+                 m->build_id + 2);
+        read_symtab_file(m, dbg);
+    }
+}
+
+static void read_symtab_file(amap *m, const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    Elf_Scn *scn = NULL;
+    while (e && (scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        size_t n = d ? sh.sh_size / sh.sh_entsize : 0;
+        if (n > 4000000)
+            n = 4000000;
+        fsym *v = n ? malloc(n * sizeof *v) : NULL;
+        size_t k = 0;
+        for (size_t i = 0; v && i < n; i++) {
+            GElf_Sym gs;
+            if (!gelf_getsym(d, (int)i, &gs) || GELF_ST_TYPE(gs.st_info) != STT_FUNC ||
+                gs.st_shndx == SHN_UNDEF || gs.st_value == 0)
+                continue;
+            const char *name = elf_strptr(e, sh.sh_link, gs.st_name);
+            if (!name || !*name || !(v[k].name = strdup(name)))
+                continue;
+            v[k].lo = gs.st_value;
+            v[k].hi = gs.st_value + (gs.st_size ? gs.st_size : 1);
+            k++;
+        }
+        if (k) {
+            qsort(v, k, sizeof *v, sym_cmp);
+            m->syms = v;
+            m->n_syms = k;
+        } else {
+            free(v);
+        }
+        break;
+    }
+    if (e)
+        elf_end(e);
+    close(fd);
+}
+
+/* The .symtab function of m holding pc, or NULL. */
+static const char *symtab_name(amap *m, uintptr_t pc)
+{
+    if (!m->syms_read)
+        read_symtab(m);
+    uint64_t a = (uint64_t)(pc - m->bias);
+    size_t lo = 0, hi = m->n_syms;
+    while (lo < hi) { /* the last symbol with lo <= a */
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->syms[mid].lo <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo && a < m->syms[lo - 1].hi ? m->syms[lo - 1].name : NULL;
+}
+
+static void free_symtabs(amap *maps, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < maps[i].n_syms; k++)
+            free(maps[i].syms[k].name);
+        free(maps[i].syms);
+    }
+}
 
 typedef struct bid_ctx {
     amap *m;
@@ -48,6 +159,7 @@ static int bid_cb(struct dl_phdr_info *info, size_t size, void *data)
     }
     if (!holds)
         return 0;
+    m->bias = info->dlpi_addr;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_NOTE)
@@ -156,6 +268,14 @@ static int location_for(pd_profile_builder *b, amap *maps, size_t n_maps, loc_en
         if (rc < 0)
             return rc;
         n_line = 1;
+    } else if (m) {
+        const char *name = symtab_name(m, pc);
+        if (name) {
+            rc = pd_profile_builder_function(b, name, name, m->path, 0, &line.function_id, err);
+            if (rc < 0)
+                return rc;
+            n_line = 1;
+        }
     }
     rc = pd_profile_builder_location(b, map_id, pc, &line, n_line, id, err);
     if (rc < 0)
@@ -232,6 +352,8 @@ out:
         pd_profile_release(&prof);
     pd_profile_builder_free(b);
     free(cache);
+    if (maps)
+        free_symtabs(maps, n_maps);
     free(maps);
     return rc;
 }

@@ -114,10 +114,15 @@ uint16_t pd_agent_server_port(const pd_agent_server *s);
 void pd_agent_server_stop(pd_agent_server *s);
 
 /* Starts a server if the environment variable PROFD_AGENT_LISTEN is set
- * ("HOST:PORT"), for programs that link the agent without code changes
- * (called by a library constructor, which then unsets the variable so
- * that child processes do not try the same port; harmless to call again).
- * 0 or as pd_agent_serve. */
+ * ("HOST:PORT"), for programs that link or preload the agent without code
+ * changes; harmless to call again. 0 or as pd_agent_serve.
+ * The library constructor calls it unless PROFD_AGENT_COMM is set and
+ * names neither the base name of /proc/self/exe nor the command name the
+ * process was started as (so that wrappers preloading the agent into what
+ * they run, like timeout(1) or pyenv's shims, leave the port to the real
+ * program); after it served, children made by fork() drop the variable
+ * (they cannot take the same port), while a program exec'd in place keeps
+ * it and serves. */
 int pd_agent_serve_from_env(pd_err *err);
 
 #endif

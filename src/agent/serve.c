@@ -6,9 +6,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "agent/agent_int.h"
 
 uint64_t pd__agent_cpu_samples(void);
@@ -159,6 +162,35 @@ int pd_agent_serve_from_env(pd_err *err)
     return pd_agent_serve(host, (uint16_t)port, &env_server, err);
 }
 
+/* In a child made by fork(), the server thread of the parent does not
+ * exist and its port is taken: the child must not serve from the
+ * environment (nor its exec'd programs). */
+static void pd__agent_atfork_child(void)
+{
+    unsetenv("PROFD_AGENT_LISTEN");
+}
+
+/* Whether this process is the one PROFD_AGENT_COMM names (unset: any):
+ * the base name of /proc/self/exe or the command name the program was
+ * started as. Wrappers that preload the agent into everything they start
+ * (timeout(1), env(1), pyenv's shims) would otherwise take the port. */
+static bool pd__agent_comm_matches(void)
+{
+    const char *want = getenv("PROFD_AGENT_COMM");
+    if (!want || !*want)
+        return true;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        const char *b = strrchr(exe, '/');
+        if (!strcmp(b ? b + 1 : exe, want))
+            return true;
+    }
+    extern char *program_invocation_short_name;
+    return program_invocation_short_name && !strcmp(program_invocation_short_name, want);
+}
+
 __attribute__((constructor)) static void pd__agent_load(void)
 {
     const char *r = getenv("PROFD_AGENT_HEAP_RATE");
@@ -168,9 +200,16 @@ __attribute__((constructor)) static void pd__agent_load(void)
         if (!*end)
             pd_agent_heap_set_rate(v);
     }
+    const char *l = getenv("PROFD_AGENT_LISTEN");
+    if (!l || !*l || !pd__agent_comm_matches())
+        return;
     pd_err err = {{0}};
-    if (pd_agent_serve_from_env(&err) < 0)
+    if (pd_agent_serve_from_env(&err) < 0) {
         fprintf(stderr, "profd-agent: %s\n", err.msg);
-    /* children (exec'd with an inherited LD_PRELOAD) must not try the same port */
-    unsetenv("PROFD_AGENT_LISTEN");
+        return;
+    }
+    /* children made by fork must not try the same port; a program this one
+     * exec's without forking (the server thread is gone then) serves in its
+     * place, so the variable stays in this process's environment */
+    pthread_atfork(NULL, NULL, pd__agent_atfork_child);
 }

@@ -64,6 +64,7 @@ static void endpoint_release(pd_pprof_endpoint *e)
 {
     free(e->name);
     free(e->path);
+    free(e->keep_sample_types);
 }
 
 static void job_release(pd_scrape_job *j)
@@ -97,6 +98,14 @@ static void job_release(pd_scrape_job *j)
             free(j->sd[i].files[k]);
         free(j->sd[i].files);
         free(j->sd[i].url);
+        pd_scrape_client_release(&j->sd[i].client);
+        free(j->sd[i].api_server);
+        free(j->sd[i].kubeconfig_file);
+        for (size_t k = 0; k < j->sd[i].n_selectors; k++) {
+            free(j->sd[i].selectors[k].label);
+            free(j->sd[i].selectors[k].field);
+        }
+        free(j->sd[i].selectors);
     }
     free(j->sd);
     memset(j, 0, sizeof *j);
@@ -362,6 +371,7 @@ typedef struct ep_cfg {
     int has_seconds;
     int64_t seconds;
     int has_delta, delta;
+    char *keep; /* keep_sample_type as "type\tunit\n"... (owned), NULL = none */
 } ep_cfg;
 
 /* A default profile type of a dialect. */
@@ -506,14 +516,36 @@ static int parse_endpoint(pd__cfg_ctx *c, yaml_node_t *k, yaml_node_t *val, cons
         e->has_delta = 1;
         e->delta = b;
     }
-    if (ev[4]) {
+    if (ev[4]) { /* Parca: [{type: alloc_space, unit: bytes}, ...]; unit optional here */
         bool empty;
         if ((rc = pd__cfg_want_seq(c, ev[4], "keep_sample_type", &empty)))
             return rc;
-        if ((rc = pd__cfg_warn(c, ev[4],
-                               "%s.keep_sample_type ignored: every sample type is stored (select "
-                               "one at query time with sample_index)",
-                               what)))
+        pd_buf kb;
+        pd_buf_init(&kb, 65536);
+        for (yaml_node_item_t *it = empty ? NULL : ev[4]->data.sequence.items.start;
+             it && it < ev[4]->data.sequence.items.top; it++) {
+            static const char *const kkeys[] = {"type", "unit", NULL};
+            yaml_node_t *kv[2], *kn = pd__cfg_node(c, *it);
+            const char *ty = NULL, *un = "";
+            if (!kn)
+                rc = pd__cfg_fail(c, ev[4], PD_EPARSE, "keep_sample_type: broken YAML node");
+            else if (!(rc = pd__cfg_map_keys(c, kn, "keep_sample_type entry", kkeys, kv))) {
+                if (!kv[0])
+                    rc = pd__cfg_fail(c, kn, PD_EINVAL, "keep_sample_type entry needs a type");
+                else if (!(rc = pd__cfg_want_str(c, kv[0], "keep_sample_type type", &ty)) &&
+                         !(kv[1] && (rc = pd__cfg_want_str(c, kv[1], "keep_sample_type unit", &un))) &&
+                         (strpbrk(ty, "\t\n") || strpbrk(un, "\t\n") || !*ty))
+                    rc = pd__cfg_fail(c, kn, PD_EINVAL, "keep_sample_type: bad type or unit");
+            }
+            if (!rc && (rc = pd_buf_printf(&kb, "%s\t%s\n", ty, un)) == PD_ETOOBIG)
+                rc = pd__cfg_fail(c, ev[4], rc, "keep_sample_type: over 64 KiB");
+            if (rc)
+                break;
+        }
+        if (!rc && kb.len && (pd_buf_append(&kb, "", 1) || !(e->keep = strdup(kb.data))))
+            rc = PD_ENOMEM;
+        pd_buf_release(&kb);
+        if (rc)
             return rc;
     }
     return 0;
@@ -578,6 +610,11 @@ static int parse_profiling(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *
         if ((rc = add_endpoint(j, prefix, df->name, path, enabled,
                                endpoint_seconds(j, e, df->cpu, delta), delta)))
             goto out;
+        if (e && e->keep &&
+            !(j->endpoints[j->n_endpoints - 1].keep_sample_types = strdup(e->keep))) {
+            rc = PD_ENOMEM;
+            goto out;
+        }
     }
     for (size_t i = 0; i < n_eps; i++) {
         bool known = false;
@@ -597,8 +634,15 @@ static int parse_profiling(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *
                                eps[i].has_enabled ? eps[i].enabled : true,
                                endpoint_seconds(j, &eps[i], false, delta), delta)))
             goto out;
+        if (eps[i].keep &&
+            !(j->endpoints[j->n_endpoints - 1].keep_sample_types = strdup(eps[i].keep))) {
+            rc = PD_ENOMEM;
+            goto out;
+        }
     }
 out:
+    for (size_t i = 0; eps && i < n_eps; i++)
+        free(eps[i].keep);
     free(eps);
     return rc;
 }
@@ -623,13 +667,13 @@ static const pd__cfg_ignored job_ignored[] = {
     {"metric_name_validation_scheme", "profd scrapes pprof, not metrics"},
     {"scrape_failure_log_file", "scrape failures are logged on stderr"},
     {"normalized_addresses", "addresses are always normalized (default port added)"},
-    {"oauth2", "not supported: scrapes go without it"},
     {"no_proxy", "not supported"},
     {"proxy_from_environment", "not supported: give proxy_url"},
     {"proxy_connect_header", "not supported"},
     {"http_headers", "not supported"},
     {"*_sd_configs", "this service discovery is not implemented (file_sd_configs, "
-                     "http_sd_configs and dns_sd_configs are): no targets from it"},
+                     "http_sd_configs, dns_sd_configs and kubernetes_sd_configs are): no "
+                     "targets from it"},
     {NULL, NULL},
 };
 
@@ -651,6 +695,7 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         K_FILE_SD,
         K_HTTP_SD,
         K_DNS_SD,
+        K_K8S_SD,
         K_CLIENT, /* PD_CFG_CL_N keys from here */
         K_N = K_CLIENT + PD_CFG_CL_N
     };
@@ -658,7 +703,8 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
                                  "scheme",           "params",           "static_configs",
                                  "profiling_config", "metrics_path",     "honor_labels",
                                  "honor_timestamps", "body_size_limit",  "relabel_configs",
-                                 "file_sd_configs",  "http_sd_configs",  "dns_sd_configs"};
+                                 "file_sd_configs",  "http_sd_configs",  "dns_sd_configs",
+                                 "kubernetes_sd_configs"};
     for (int i = 0; i < PD_CFG_CL_N; i++)
         keys[K_CLIENT + i] = pd__cfg_client_keys[i];
     keys[K_N] = NULL;
@@ -746,7 +792,8 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         return rc;
     if ((v[K_FILE_SD] && (rc = pd__cfg_parse_sd(c, v[K_FILE_SD], PD_SD_FILE, j))) ||
         (v[K_HTTP_SD] && (rc = pd__cfg_parse_sd(c, v[K_HTTP_SD], PD_SD_HTTP, j))) ||
-        (v[K_DNS_SD] && (rc = pd__cfg_parse_sd(c, v[K_DNS_SD], PD_SD_DNS, j))))
+        (v[K_DNS_SD] && (rc = pd__cfg_parse_sd(c, v[K_DNS_SD], PD_SD_DNS, j))) ||
+        (v[K_K8S_SD] && (rc = pd__cfg_parse_sd(c, v[K_K8S_SD], PD_SD_K8S, j))))
         return rc;
     if ((rc = pd__cfg_parse_client(c, &v[K_CLIENT], n, &j->client)))
         return rc;

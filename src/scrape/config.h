@@ -47,15 +47,16 @@
  * Sections and keys profd has no use for (alerting, rule_files,
  * remote_write, remote_read, storage, tracing, object_storage,
  * global.evaluation_interval, metric_relabel_configs, sample limits,
- * oauth2, *_sd_configs...) are accepted with one warning each
+ * *_sd_configs but file, http, dns and kubernetes...) are accepted with one warning each
  * (pd_config.warnings, logged at load, printed by `profd check config`).
  * global.external_labels are added to every stored profile's labels where
  * absent. A target repeated in one static_configs entry is dropped with a
  * warning; the same target from two entries is scraped once (manager).
  * delta: true (any dialect) asks ?seconds=<interval in s> as Parca does,
  * unless seconds is given. path_prefix (Parca) is prepended to every path.
- * keep_sample_type (Parca) is accepted with a warning: every sample type is
- * stored. Job keys also read: metrics_path (only as __metrics_path__ for
+ * keep_sample_type (Parca: a list of {type, unit}) keeps only those sample
+ * types of each scraped profile (manager: the others are cut before it is
+ * stored). Job keys also read: metrics_path (only as __metrics_path__ for
  * relabeling), honor_labels and honor_timestamps (accepted, no effect: a
  * pprof body carries no target labels, profiles are stored at scrape
  * start), body_size_limit, relabel_configs (relabel.h), and the HTTP client
@@ -78,8 +79,7 @@
  * - profiling_config.pprof_config.<name>: name matches [a-zA-Z_][a-zA-Z0-9_]*
  *   and becomes __name__. Keys: path (must start with "/"), enabled (bool,
  *   default true for a listed entry), seconds (int >= 0; 0 = no ?seconds=),
- *   delta (bool: ?seconds=<interval>, see above), keep_sample_type (Parca,
- *   warned). Entries merge over the defaults by name; a new name needs a
+ *   delta (bool: ?seconds=<interval>, see above), keep_sample_type (Parca). Entries merge over the defaults by name; a new name needs a
  *   path.
  * - Defaults, as Go's net/http/pprof: allocs, block, goroutine, heap, mutex,
  *   threadcreate at /debug/pprof/<name>, and cpu at /debug/pprof/profile
@@ -132,6 +132,11 @@ typedef struct pd_scrape_client {
     char *proxy_url;
     bool follow_redirects; /* default true */
     bool enable_http2;     /* default true */
+    /* oauth2 (client credentials grant, client_oauth2.c): token_url set = on.
+     * scopes space-joined; params the endpoint_params as an
+     * application/x-www-form-urlencoded tail ("&k=v..."), NULL = none. */
+    char *oauth2_token_url, *oauth2_client_id, *oauth2_client_secret,
+        *oauth2_client_secret_file, *oauth2_scopes, *oauth2_params;
 } pd_scrape_client;
 
 /* Deep copy; 0 or PD_ENOMEM (dst left empty). */
@@ -145,6 +150,8 @@ typedef struct pd_pprof_endpoint {
     int64_t seconds; /* >0: add ?seconds=N (cpu); 0: none */
     bool delta;      /* delta profile: seconds defaults to the interval (see above) */
     int64_t timeout_ms; /* effective timeout of this endpoint's scrapes (rule above) */
+    char *keep_sample_types; /* Parca's keep_sample_type: "type\tunit\n" per entry (unit
+                                may be empty: any), NULL = keep all */
 } pd_pprof_endpoint;
 
 /* One query parameter from `params` (a list value gives one entry per item). */
@@ -165,7 +172,20 @@ typedef struct pd_static_config {
  * static_configs targets are, with their group's labels and __meta_filepath,
  * __meta_url or __meta_dns_* (manager.h, sd.c). dns_sd_configs: names, type
  * (SRV, A, AAAA), port, refresh_interval (30s). */
-typedef enum { PD_SD_FILE, PD_SD_HTTP, PD_SD_DNS } pd_sd_kind;
+typedef enum { PD_SD_FILE, PD_SD_HTTP, PD_SD_DNS, PD_SD_K8S } pd_sd_kind;
+/* kubernetes_sd_configs roles (sd_kubernetes.h) */
+typedef enum {
+    PD_K8S_POD,
+    PD_K8S_SERVICE,
+    PD_K8S_ENDPOINTS,
+    PD_K8S_NODE,
+} pd_k8s_role;
+/* One kubernetes_sd_configs selectors entry: label and field selectors
+ * passed to the API server's list and watch of that role's objects. */
+typedef struct pd_k8s_selector {
+    pd_k8s_role role;
+    char *label, *field; /* NULL = none */
+} pd_k8s_selector;
 typedef struct pd_sd_config {
     pd_sd_kind kind;
     char **files; /* PD_SD_FILE: glob patterns (absolute) ending in .json, .yml or .yaml;
@@ -175,6 +195,15 @@ typedef struct pd_sd_config {
     int dns_type; /* PD_SD_DNS: ns_t_srv (default), ns_t_a, ns_t_aaaa */
     int port;     /* PD_SD_DNS: for A/AAAA (required there), 0 for SRV */
     int64_t refresh_ms; /* default 5m (file), 60s (http), 30s (dns) */
+    pd_scrape_client client; /* PD_SD_HTTP, PD_SD_K8S: HTTP client options (auth, TLS) */
+    /* PD_SD_K8S (kubernetes_sd_configs): role, api_server (NULL: kubeconfig_file
+     * or in-cluster), kubeconfig_file (absolute), namespaces.names in files/n_files
+     * (none: all namespaces), namespaces.own_namespace, selectors. */
+    pd_k8s_role role;
+    char *api_server, *kubeconfig_file;
+    bool own_namespace;
+    pd_k8s_selector *selectors;
+    size_t n_selectors;
 } pd_sd_config;
 
 typedef struct pd_scrape_job {
@@ -196,7 +225,7 @@ typedef struct pd_scrape_job {
     pd_scrape_client client;
     pd_relabel_rule *relabel; /* relabel_configs, compiled */
     size_t n_relabel;
-    pd_sd_config *sd; /* file_sd_configs, http_sd_configs, dns_sd_configs */
+    pd_sd_config *sd; /* file_sd_configs, http_sd_configs, dns_sd_configs, kubernetes_sd_configs */
     size_t n_sd;
 } pd_scrape_job;
 

@@ -83,13 +83,51 @@ static void print_job(FILE *f, const pd_scrape_job *j)
     if (!c->follow_redirects || !c->enable_http2)
         fprintf(f, "  follow_redirects %s, enable_http2 %s\n",
                 c->follow_redirects ? "true" : "false", c->enable_http2 ? "true" : "false");
+    if (c->oauth2_token_url)
+        fprintf(f, "  oauth2: token_url %s, client_id %s, scopes \"%s\"\n", c->oauth2_token_url,
+                c->oauth2_client_id ? c->oauth2_client_id : "",
+                c->oauth2_scopes ? c->oauth2_scopes : "");
+    static const char *const roles[] = {"pod", "service", "endpoints", "node"};
+    static const char *const kinds[] = {"file_sd", "http_sd", "dns_sd", "kubernetes_sd"};
+    for (size_t i = 0; i < j->n_sd; i++) {
+        const pd_sd_config *sd = &j->sd[i];
+        fprintf(f, "  %s[%zu]:", kinds[sd->kind], i);
+        if (sd->kind == PD_SD_K8S) {
+            fprintf(f, " role %s, %s%s", roles[sd->role],
+                    sd->api_server ? "api_server " : sd->kubeconfig_file ? "kubeconfig " : "in-cluster",
+                    sd->api_server ? sd->api_server : sd->kubeconfig_file ? sd->kubeconfig_file : "");
+            fprintf(f, ", namespaces %s", sd->n_files || sd->own_namespace ? "" : "all");
+            for (size_t k = 0; k < sd->n_files; k++)
+                fprintf(f, "%s%s", k ? " " : "", sd->files[k]);
+            if (sd->own_namespace)
+                fprintf(f, "%sown", sd->n_files ? " " : "");
+            fprintf(f, ", %zu selectors\n", sd->n_selectors);
+            continue;
+        }
+        if (sd->url)
+            fprintf(f, " %s", sd->url);
+        for (size_t k = 0; k < sd->n_files; k++)
+            fprintf(f, " %s", sd->files[k]);
+        fprintf(f, ", refresh %s\n", dur(sd->refresh_ms, a, sizeof a));
+    }
     for (size_t e = 0; e < j->n_endpoints; e++) {
         const pd_pprof_endpoint *ep = &j->endpoints[e];
         fprintf(f, "  profile %s: %s", ep->name, ep->path);
         if (ep->seconds > 0)
             fprintf(f, "?seconds=%" PRId64, ep->seconds);
-        fprintf(f, ", timeout %s%s%s\n", dur(ep->timeout_ms, a, sizeof a),
+        fprintf(f, ", timeout %s%s%s", dur(ep->timeout_ms, a, sizeof a),
                 ep->delta ? ", delta" : "", ep->enabled ? "" : ", disabled");
+        if (ep->keep_sample_types) {
+            fprintf(f, ", keep_sample_type");
+            for (const char *l = ep->keep_sample_types; *l;) {
+                const char *nl = strchr(l, '\n'), *tab = strchr(l, '\t');
+                if (!nl || !tab || tab > nl)
+                    break;
+                fprintf(f, " %.*s/%.*s", (int)(tab - l), l, (int)(nl - tab - 1), tab + 1);
+                l = nl + 1;
+            }
+        }
+        fprintf(f, "\n");
     }
 }
 

@@ -8,12 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "scrape/config_int.h"
+#include "scrape/scrape_int.h"
 
 const char *const pd__cfg_client_keys[PD_CFG_CL_N + 1] = {
     "basic_auth", "authorization", "bearer_token",     "bearer_token_file",
     "tls_config", "proxy_url",     "follow_redirects", "enable_http2",
-    NULL,
+    "oauth2",     NULL,
 };
 
 void pd_scrape_client_release(pd_scrape_client *c)
@@ -29,6 +31,12 @@ void pd_scrape_client_release(pd_scrape_client *c)
     free(c->key_file);
     free(c->server_name);
     free(c->proxy_url);
+    free(c->oauth2_token_url);
+    free(c->oauth2_client_id);
+    free(c->oauth2_client_secret);
+    free(c->oauth2_client_secret_file);
+    free(c->oauth2_scopes);
+    free(c->oauth2_params);
     memset(c, 0, sizeof *c);
 }
 
@@ -52,18 +60,28 @@ int pd_scrape_client_copy(pd_scrape_client *d, const pd_scrape_client *s)
         dup_opt(&d->auth_credentials_file, s->auth_credentials_file) ||
         dup_opt(&d->ca_file, s->ca_file) || dup_opt(&d->cert_file, s->cert_file) ||
         dup_opt(&d->key_file, s->key_file) || dup_opt(&d->server_name, s->server_name) ||
-        dup_opt(&d->proxy_url, s->proxy_url)) {
+        dup_opt(&d->proxy_url, s->proxy_url) ||
+        dup_opt(&d->oauth2_token_url, s->oauth2_token_url) ||
+        dup_opt(&d->oauth2_client_id, s->oauth2_client_id) ||
+        dup_opt(&d->oauth2_client_secret, s->oauth2_client_secret) ||
+        dup_opt(&d->oauth2_client_secret_file, s->oauth2_client_secret_file) ||
+        dup_opt(&d->oauth2_scopes, s->oauth2_scopes) ||
+        dup_opt(&d->oauth2_params, s->oauth2_params)) {
         /* pointers not yet duplicated still alias s: clear them before release */
         pd_scrape_client t = *d;
         memset(d, 0, sizeof *d);
         char **from[] = {&t.basic_username,     &t.basic_password,   &t.basic_password_file,
                          &t.auth_type,          &t.auth_credentials, &t.auth_credentials_file,
                          &t.ca_file,            &t.cert_file,        &t.key_file,
-                         &t.server_name,        &t.proxy_url};
+                         &t.server_name,        &t.proxy_url,        &t.oauth2_token_url,
+                         &t.oauth2_client_id,   &t.oauth2_client_secret,
+                         &t.oauth2_client_secret_file, &t.oauth2_scopes, &t.oauth2_params};
         char *const orig[] = {s->basic_username, s->basic_password,   s->basic_password_file,
                               s->auth_type,      s->auth_credentials, s->auth_credentials_file,
                               s->ca_file,        s->cert_file,        s->key_file,
-                              s->server_name,    s->proxy_url};
+                              s->server_name,    s->proxy_url,        s->oauth2_token_url,
+                              s->oauth2_client_id, s->oauth2_client_secret,
+                              s->oauth2_client_secret_file, s->oauth2_scopes, s->oauth2_params};
         for (size_t i = 0; i < sizeof from / sizeof *from; i++)
             if (*from[i] != orig[i])
                 free(*from[i]);
@@ -167,6 +185,80 @@ static int parse_tls(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
     return 0;
 }
 
+/* oauth2: client_id, client_secret | client_secret_file, token_url,
+ * scopes, endpoint_params (Prometheus' common OAuth2 config; its own
+ * tls_config and proxy_url are refused: the job's are used). */
+static int parse_oauth2(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
+{
+    static const char *const keys[] = {"client_id",       "client_secret", "client_secret_file",
+                                       "token_url",       "scopes",        "endpoint_params",
+                                       "tls_config",      "proxy_url",     NULL};
+    yaml_node_t *v[8];
+    int rc = pd__cfg_map_keys(c, n, "oauth2", keys, v);
+    if (rc)
+        return rc;
+    for (int i = 6; i < 8; i++)
+        if (v[i])
+            return pd__cfg_fail(c, v[i], PD_EINVAL,
+                                "oauth2.%s is not supported: the job's %s is used for the token "
+                                "request",
+                                keys[i], keys[i]);
+    if (!v[3])
+        return pd__cfg_fail(c, n, PD_EINVAL, "oauth2 needs a token_url");
+    if (v[1] && v[2])
+        return pd__cfg_fail(c, v[2], PD_EINVAL,
+                            "at most one of oauth2 client_secret & client_secret_file must be "
+                            "configured");
+    if ((v[0] && (rc = pd__cfg_want_dup(c, v[0], "oauth2.client_id", &o->oauth2_client_id))) ||
+        (v[1] && (rc = pd__cfg_want_dup(c, v[1], "oauth2.client_secret", &o->oauth2_client_secret))) ||
+        (v[2] && (rc = pd__cfg_want_path(c, v[2], "oauth2.client_secret_file",
+                                         &o->oauth2_client_secret_file))) ||
+        (rc = pd__cfg_want_dup(c, v[3], "oauth2.token_url", &o->oauth2_token_url)))
+        return rc;
+    if (strncmp(o->oauth2_token_url, "http://", 7) && strncmp(o->oauth2_token_url, "https://", 8))
+        return pd__cfg_fail(c, v[3], PD_EINVAL, "oauth2.token_url \"%.128s\": want http(s)://",
+                            o->oauth2_token_url);
+    pd_buf b;
+    pd_buf_init(&b, 65536);
+    bool empty = true;
+    if (v[4] && (rc = pd__cfg_want_seq(c, v[4], "oauth2.scopes", &empty)))
+        return rc;
+    for (yaml_node_item_t *it = empty ? NULL : v[4]->data.sequence.items.start;
+         it && it < v[4]->data.sequence.items.top; it++) {
+        const char *sc;
+        if ((rc = pd__cfg_want_str(c, pd__cfg_node(c, *it), "oauth2.scopes item", &sc)) ||
+            (rc = pd_buf_printf(&b, "%s%s", b.len ? " " : "", sc))) {
+            pd_buf_release(&b);
+            return rc == PD_ETOOBIG ? pd__cfg_fail(c, v[4], rc, "oauth2.scopes: over 64 KiB") : rc;
+        }
+    }
+    if (b.len && (rc = pd_buf_append(&b, "", 1) ? PD_ENOMEM : 0) == 0 &&
+        !(o->oauth2_scopes = strdup(b.data)))
+        rc = PD_ENOMEM;
+    pd_buf_release(&b);
+    if (rc)
+        return rc;
+    pd_buf_init(&b, 65536);
+    if (v[5]) {
+        if ((rc = pd__cfg_want_map(c, v[5], "oauth2.endpoint_params", &empty)))
+            return rc;
+        for (yaml_node_pair_t *p = empty ? NULL : v[5]->data.mapping.pairs.start;
+             p && p < v[5]->data.mapping.pairs.top && !rc; p++) {
+            const char *k, *val;
+            if ((rc = pd__cfg_free_key(c, v[5], p, "oauth2.endpoint_params", &k)) ||
+                (rc = pd__cfg_want_str(c, pd__cfg_node(c, p->value), "endpoint_params value", &val)))
+                break;
+            if (!(rc = pd_buf_append(&b, "&", 1)) && !(rc = pd__scrape_put_escaped(&b, k)) &&
+                !(rc = pd_buf_append(&b, "=", 1)))
+                rc = pd__scrape_put_escaped(&b, val);
+        }
+        if (!rc && b.len && !(rc = pd_buf_append(&b, "", 1)) && !(o->oauth2_params = strdup(b.data)))
+            rc = PD_ENOMEM;
+    }
+    pd_buf_release(&b);
+    return rc;
+}
+
 int pd__cfg_parse_client(pd__cfg_ctx *c, yaml_node_t *const *v, const yaml_node_t *job_node,
                          pd_scrape_client *o)
 {
@@ -176,21 +268,24 @@ int pd__cfg_parse_client(pd__cfg_ctx *c, yaml_node_t *const *v, const yaml_node_
     (void)job_node;
     if (v[PD_CFG_CL_BASIC_AUTH] && (rc = parse_basic(c, v[PD_CFG_CL_BASIC_AUTH], o)))
         return rc;
-    /* as Prometheus: at most one of basic_auth, authorization, bearer_token(_file) */
+    /* as Prometheus: at most one of basic_auth, authorization, oauth2, bearer_token(_file) */
     const yaml_node_t *auths[] = {v[PD_CFG_CL_BASIC_AUTH], v[PD_CFG_CL_AUTHORIZATION],
-                                  v[PD_CFG_CL_BEARER_TOKEN], v[PD_CFG_CL_BEARER_TOKEN_FILE]};
+                                  v[PD_CFG_CL_BEARER_TOKEN], v[PD_CFG_CL_BEARER_TOKEN_FILE],
+                                  v[PD_CFG_CL_OAUTH2]};
     int na = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         na += auths[i] != NULL;
     if (na > 1) {
         const yaml_node_t *second = NULL;
-        for (int i = 0, seen = 0; i < 4; i++)
+        for (int i = 0, seen = 0; i < 5; i++)
             if (auths[i] && ++seen == 2)
                 second = auths[i];
         return pd__cfg_fail(c, second, PD_EINVAL,
-                            "at most one of basic_auth, authorization, bearer_token & "
+                            "at most one of basic_auth, authorization, oauth2, bearer_token & "
                             "bearer_token_file must be configured");
     }
+    if (v[PD_CFG_CL_OAUTH2] && (rc = parse_oauth2(c, v[PD_CFG_CL_OAUTH2], o)))
+        return rc;
     if (v[PD_CFG_CL_AUTHORIZATION] && (rc = parse_authz(c, v[PD_CFG_CL_AUTHORIZATION], o)))
         return rc;
     if (v[PD_CFG_CL_BEARER_TOKEN] || v[PD_CFG_CL_BEARER_TOKEN_FILE]) {
@@ -410,16 +505,165 @@ static int parse_dns_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
     return 0;
 }
 
+static int parse_role(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, pd_k8s_role *out)
+{
+    const char *r;
+    int rc = pd__cfg_want_str(c, n, what, &r);
+    if (rc)
+        return rc;
+    static const char *const names[] = {"pod", "service", "endpoints", "node"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(r, names[i])) {
+            *out = (pd_k8s_role)i;
+            return 0;
+        }
+    if (!strcmp(r, "endpointslice") || !strcmp(r, "ingress"))
+        return pd__cfg_fail(c, n, PD_EINVAL,
+                            "kubernetes_sd_configs role \"%s\" is not supported (pod, service, "
+                            "endpoints and node are)",
+                            r);
+    return pd__cfg_fail(c, n, PD_EINVAL, "unknown Kubernetes SD role \"%.64s\"", r);
+}
+
+/* kubernetes_sd_configs entry: role, api_server, kubeconfig_file,
+ * namespaces {names, own_namespace}, selectors [{role, label, field}], and
+ * the HTTP client keys (Prometheus' SDConfig rules: kubeconfig_file excludes
+ * api_server and the client keys; each selector's role must be usable by
+ * the entry's role). */
+static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
+{
+    enum { K_ROLE, K_API, K_KUBECONFIG, K_NS, K_SEL, K_ATTACH, K_CL, K_N = K_CL + PD_CFG_CL_N };
+    const char *keys[K_N + 1] = {"role", "api_server", "kubeconfig_file", "namespaces",
+                                 "selectors", "attach_metadata"};
+    for (int i = 0; i < PD_CFG_CL_N; i++)
+        keys[K_CL + i] = pd__cfg_client_keys[i];
+    keys[K_N] = NULL;
+    yaml_node_t *v[K_N];
+    int rc = pd__cfg_map_keys(c, n, "kubernetes_sd_configs entry", keys, v);
+    if (rc)
+        return rc;
+    sd->kind = PD_SD_K8S;
+    if (!v[K_ROLE])
+        return pd__cfg_fail(c, n, PD_EINVAL, "role missing (one of: pod, service, endpoints, node)");
+    if ((rc = parse_role(c, v[K_ROLE], "role", &sd->role)))
+        return rc;
+    if (v[K_API] && (rc = pd__cfg_want_dup(c, v[K_API], "api_server", &sd->api_server)))
+        return rc;
+    if (sd->api_server && strncmp(sd->api_server, "http://", 7) &&
+        strncmp(sd->api_server, "https://", 8))
+        return pd__cfg_fail(c, v[K_API], PD_EINVAL,
+                            "api_server \"%.128s\": want an http:// or https:// URL",
+                            sd->api_server);
+    if (v[K_KUBECONFIG] &&
+        (rc = pd__cfg_want_path(c, v[K_KUBECONFIG], "kubeconfig_file", &sd->kubeconfig_file)))
+        return rc;
+    if (sd->kubeconfig_file && sd->api_server)
+        return pd__cfg_fail(c, v[K_API], PD_EINVAL,
+                            "cannot use 'kubeconfig_file' and 'api_server' simultaneously");
+    bool has_client = false;
+    for (int i = 0; i < PD_CFG_CL_N; i++)
+        if (i != PD_CFG_CL_FOLLOW_REDIRECTS && i != PD_CFG_CL_ENABLE_HTTP2 && v[K_CL + i])
+            has_client = true;
+    if (sd->kubeconfig_file && has_client)
+        return pd__cfg_fail(c, n, PD_EINVAL,
+                            "cannot use a custom HTTP client configuration together with "
+                            "'kubeconfig_file'");
+    if (!sd->api_server && !sd->kubeconfig_file && has_client)
+        return pd__cfg_fail(c, n, PD_EINVAL,
+                            "to use custom HTTP client configuration please provide the "
+                            "'api_server' URL explicitly");
+    if (v[K_ATTACH])
+        pd__cfg_warn(c, v[K_ATTACH], "attach_metadata ignored: node metadata is not attached");
+    if (v[K_NS]) {
+        static const char *const nkeys[] = {"names", "own_namespace", NULL};
+        yaml_node_t *nv[2];
+        if ((rc = pd__cfg_map_keys(c, v[K_NS], "namespaces", nkeys, nv)))
+            return rc;
+        if (nv[1] && (rc = pd__cfg_want_bool(c, nv[1], "own_namespace", &sd->own_namespace)))
+            return rc;
+        bool empty = true;
+        if (nv[0] && (rc = pd__cfg_want_seq(c, nv[0], "namespaces.names", &empty)))
+            return rc;
+        size_t cnt =
+            empty ? 0 : (size_t)(nv[0]->data.sequence.items.top - nv[0]->data.sequence.items.start);
+        if (cnt > 1000)
+            return pd__cfg_fail(c, nv[0], PD_ETOOBIG, "%zu namespaces, over the limit of 1000", cnt);
+        if (cnt && !(sd->files = calloc(cnt, sizeof *sd->files)))
+            return PD_ENOMEM;
+        for (size_t i = 0; i < cnt; i++) {
+            yaml_node_t *f = pd__cfg_node(c, nv[0]->data.sequence.items.start[i]);
+            if (!f)
+                return pd__cfg_fail(c, nv[0], PD_EPARSE, "names: broken YAML node");
+            if ((rc = pd__cfg_want_dup(c, f, "namespaces.names item", &sd->files[i])))
+                return rc;
+            sd->n_files++;
+            if (!sd->files[i][0] || strlen(sd->files[i]) > 253 ||
+                strspn(sd->files[i], "abcdefghijklmnopqrstuvwxyz0123456789-.") !=
+                    strlen(sd->files[i]))
+                return pd__cfg_fail(c, f, PD_EINVAL, "invalid namespace \"%.64s\"", sd->files[i]);
+        }
+    }
+    if (v[K_SEL]) {
+        bool empty = true;
+        if ((rc = pd__cfg_want_seq(c, v[K_SEL], "selectors", &empty)))
+            return rc;
+        size_t cnt =
+            empty ? 0 : (size_t)(v[K_SEL]->data.sequence.items.top - v[K_SEL]->data.sequence.items.start);
+        if (cnt > 16)
+            return pd__cfg_fail(c, v[K_SEL], PD_ETOOBIG, "%zu selectors, over the limit of 16", cnt);
+        if (cnt && !(sd->selectors = calloc(cnt, sizeof *sd->selectors)))
+            return PD_ENOMEM;
+        for (size_t i = 0; i < cnt; i++) {
+            static const char *const skeys[] = {"role", "label", "field", NULL};
+            yaml_node_t *sv[3], *e = pd__cfg_node(c, v[K_SEL]->data.sequence.items.start[i]);
+            if (!e)
+                return pd__cfg_fail(c, v[K_SEL], PD_EPARSE, "selectors: broken YAML node");
+            pd_k8s_selector *s = &sd->selectors[sd->n_selectors++];
+            if ((rc = pd__cfg_map_keys(c, e, "selectors entry", skeys, sv)))
+                return rc;
+            if (!sv[0])
+                return pd__cfg_fail(c, e, PD_EINVAL, "selectors entry needs a role");
+            if ((rc = parse_role(c, sv[0], "selectors role", &s->role)) ||
+                (sv[1] && (rc = pd__cfg_want_dup(c, sv[1], "selectors label", &s->label))) ||
+                (sv[2] && (rc = pd__cfg_want_dup(c, sv[2], "selectors field", &s->field))))
+                return rc;
+            for (size_t k = 0; k + 1 < sd->n_selectors; k++)
+                if (sd->selectors[k].role == s->role)
+                    return pd__cfg_fail(c, sv[0], PD_EINVAL,
+                                        "duplicated selector role: %s",
+                                        pd__cfg_sval(sv[0]));
+            bool ok = s->role == sd->role ||
+                      (sd->role == PD_K8S_ENDPOINTS &&
+                       (s->role == PD_K8S_POD || s->role == PD_K8S_SERVICE));
+            if (!ok)
+                return pd__cfg_fail(c, sv[0], PD_EINVAL,
+                                    "selector role \"%s\" is not usable with the role of this "
+                                    "kubernetes_sd_configs entry",
+                                    pd__cfg_sval(sv[0]));
+        }
+    }
+    return pd__cfg_parse_client(c, &v[K_CL], n, &sd->client);
+}
+
 static int parse_one_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_sd_config *sd)
 {
     if (kind == PD_SD_DNS)
         return parse_dns_sd(c, n, sd);
+    if (kind == PD_SD_K8S)
+        return parse_k8s_sd(c, n, sd);
+    enum { K_URL, K_REFRESH, K_CL, K_N = K_CL + PD_CFG_CL_N };
     static const char *const fkeys[] = {"files", "refresh_interval", NULL};
-    static const char *const hkeys[] = {"url", "refresh_interval", NULL};
-    yaml_node_t *v[2];
+    const char *hkeys[K_N + 1] = {"url", "refresh_interval"};
+    for (int i = 0; i < PD_CFG_CL_N; i++)
+        hkeys[K_CL + i] = pd__cfg_client_keys[i];
+    hkeys[K_N] = NULL;
+    yaml_node_t *v[K_N];
+    memset(v, 0, sizeof v);
     const char *what = kind == PD_SD_FILE ? "file_sd_configs entry" : "http_sd_configs entry";
     int rc = pd__cfg_map_keys(c, n, what, kind == PD_SD_FILE ? fkeys : hkeys, v);
     if (rc)
+        return rc;
+    if (kind == PD_SD_HTTP && (rc = pd__cfg_parse_client(c, &v[K_CL], n, &sd->client)))
         return rc;
     sd->kind = kind;
     sd->refresh_ms = kind == PD_SD_FILE ? 5 * 60 * 1000 : 60 * 1000;
@@ -465,6 +709,7 @@ int pd__cfg_parse_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_s
     bool empty;
     const char *what = kind == PD_SD_FILE   ? "file_sd_configs"
                        : kind == PD_SD_HTTP ? "http_sd_configs"
+                       : kind == PD_SD_K8S  ? "kubernetes_sd_configs"
                                             : "dns_sd_configs";
     int rc = pd__cfg_want_seq(c, n, what, &empty);
     if (rc || empty)

@@ -83,6 +83,7 @@ enum {
     PD_CFG_CL_PROXY_URL,
     PD_CFG_CL_FOLLOW_REDIRECTS,
     PD_CFG_CL_ENABLE_HTTP2,
+    PD_CFG_CL_OAUTH2,
     PD_CFG_CL_N
 };
 extern const char *const pd__cfg_client_keys[PD_CFG_CL_N + 1];

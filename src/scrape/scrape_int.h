@@ -90,4 +90,56 @@ int pd__sd_parse_groups(const char *text, size_t len, const char *name, const ch
  * can drop the target. Set it only while no manager runs. */
 extern void (*pd__scrape_before_record)(const char *url);
 
+/* ---- keep_sample_type (keep.c) ---- */
+#include "pprof/pprof.h"
+/* Keeps only the sample types of p listed in keep ("type\tunit\n"...,
+ * an empty unit matches any) — samples' values follow — and appends p's
+ * gzip encoding to out. Errors: PD_EINVAL naming the profile's types when
+ * none is listed (p unchanged) or a sample's value count is wrong;
+ * PD_ENOMEM, PD_ETOOBIG (out's cap). */
+int pd__scrape_keep_types(pd_profile *p, const char *keep, pd_buf *out, pd_err *err);
+
+/* ---- HTTP client options for discovery requests (client.c) ---- */
+#include <curl/curl.h>
+/* Sets c's auth (basic_auth, authorization/bearer: secret files read now,
+ * whitespace-trimmed as Prometheus), TLS, proxy, redirect and HTTP version
+ * options on e. An Authorization header is appended to *hdrs (the caller
+ * sets CURLOPT_HTTPHEADER and frees the list). false with msg set when a
+ * secret file cannot be read or memory runs out. */
+bool pd__client_setopt(const pd_scrape_client *c, CURL *e, struct curl_slist **hdrs, char *msg,
+                       size_t msg_cap);
+/* client_oauth2.c: the "Authorization: TYPE TOKEN" header line of c's
+ * oauth2 (c->oauth2_token_url set), from the cache or a token request
+ * (client credentials). false with msg set ("oauth2: ..."). Thread-safe. */
+bool pd__oauth2_header(const pd_scrape_client *c, char *hdr, size_t cap, char *msg, size_t msg_cap);
+/* Reads a secret file into out (cap bytes with the NUL), trimmed. false with msg set. */
+bool pd__client_read_secret(const char *path, char *out, size_t cap, char *msg, size_t msg_cap);
+
+/* ---- kubernetes_sd_configs (sd_kubernetes.c) ----
+ * One discovery: a thread lists and then watches the role's objects on the
+ * API server (pods; services; endpoints with their services and pods;
+ * nodes), per namespace or in all namespaces, and keeps the target groups
+ * Prometheus' discovery/kubernetes would make of them, one pd_static_config
+ * per target (group labels and the target's own labels merged). */
+typedef struct pd__k8s pd__k8s;
+/* Starts the discovery of cfg (borrowed: it must outlive the discovery).
+ * The API server, credentials and namespace come from cfg->api_server and
+ * cfg->client, cfg->kubeconfig_file, or in-cluster (KUBERNETES_SERVICE_HOST,
+ * KUBERNETES_SERVICE_PORT and the service account directory,
+ * /var/run/secrets/kubernetes.io/serviceaccount unless
+ * PROFD_K8S_SERVICEACCOUNT_DIR names another). Errors (PD_EINVAL with err:
+ * no API server, unreadable kubeconfig; PD_ENOMEM) leave *out NULL. */
+int pd__k8s_start(const pd_sd_config *cfg, pd__k8s **out, pd_err *err);
+/* When the groups changed since *seen (a counter, 0 at first): *v, *n get a
+ * copy of them, *seen is updated, returns 1. 0: no change. PD_ENOMEM. */
+int pd__k8s_groups(pd__k8s *k, uint64_t *seen, pd_static_config **v, size_t *n);
+/* sd_kubeconfig.c: the current context of a kubeconfig file: *cl (auth,
+ * TLS), *server and *ns (the context's namespace, NULL if none), all owned
+ * by the caller. Errors name the file and the key: PD_EINVAL, PD_EPARSE,
+ * PD_ETOOBIG (over 1 MiB), PD_ENOMEM. */
+int pd__k8s_kubeconfig(const char *path, pd_scrape_client *cl, char **server, char **ns,
+                       pd_err *err);
+/* Stops the thread and frees k (NULL is fine). */
+void pd__k8s_stop(pd__k8s *k);
+
 #endif

@@ -1,6 +1,8 @@
 /*
- * scrape/sd.c — service discovery: file_sd_configs and http_sd_configs
- * (contract in scrape_int.h).
+ * scrape/sd.c — service discovery: file_sd_configs, http_sd_configs,
+ * dns_sd_configs, and kubernetes_sd_configs whose watchers
+ * (sd_kubernetes.c) run their own threads and are polled here (contract in
+ * scrape_int.h).
  *
  * State: the manager's own parse of the configuration (its source text, so
  * that discovery can rebuild the targets later without the caller's copy),
@@ -68,6 +70,8 @@ typedef struct sd_state {
     size_t n_files;
     groups g;        /* http SD */
     int64_t next_ms; /* monotonic ms of the next refresh */
+    pd__k8s *k8s;    /* kubernetes SD: its watcher (NULL: it could not start) */
+    uint64_t k8s_seen;
     uint64_t hash;   /* of the groups' text, to see a change */
 } sd_state;
 
@@ -107,6 +111,7 @@ static void groups_free(groups *g)
 
 static void state_free(sd_state *s)
 {
+    pd__k8s_stop(s->k8s);
     for (size_t i = 0; i < s->n_files; i++) {
         free(s->files[i].path);
         groups_free(&s->files[i].g);
@@ -391,8 +396,10 @@ static size_t on_http_body(char *p, size_t size, size_t nmemb, void *ud)
 }
 
 /* GETs url; on success parses the groups into out. Failures are logged and counted. */
-static int fetch_http(const char *url, groups *out)
+static int fetch_http(const char *url, const pd_scrape_client *cl, groups *out)
 {
+    struct curl_slist *hdrs = NULL;
+    char cmsg[512] = "";
     pd_buf b;
     pd_buf_init(&b, SD_MAX_BODY);
     CURL *e = curl_easy_init();
@@ -409,14 +416,19 @@ static int fetch_http(const char *url, groups *out)
     curl_easy_setopt(e, CURLOPT_PROXY, "");
     curl_easy_setopt(e, CURLOPT_USERAGENT, "profd/0.1");
     curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)SD_MAX_BODY);
-    CURLcode cr = curl_easy_perform(e);
+    bool client_ok = pd__client_setopt(cl, e, &hdrs, cmsg, sizeof cmsg);
+    if (hdrs)
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+    CURLcode cr = client_ok ? curl_easy_perform(e) : CURLE_OK;
     long status = 0;
     char *ctype = NULL;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(e, CURLINFO_CONTENT_TYPE, &ctype);
     pd_err err;
     pd_err_clear(&err);
-    if (cr != CURLE_OK) {
+    if (!client_ok) {
+        pd_err_set(&err, PD_EPARSE, "%s", cmsg);
+    } else if (cr != CURLE_OK) {
         pd_err_set(&err, PD_EPARSE, "%s", errbuf[0] ? errbuf : curl_easy_strerror(cr));
     } else if (status != 200) {
         pd_err_set(&err, PD_EPARSE, "server returned HTTP status %ld", status);
@@ -434,6 +446,7 @@ static int fetch_http(const char *url, groups *out)
 out:
     if (e)
         curl_easy_cleanup(e);
+    curl_slist_free_all(hdrs);
     pd_buf_release(&b);
     return rc;
 }
@@ -699,6 +712,20 @@ int pd__sd_set(pd__sd *sd, const pd_config *cfg, const pd_config **use, pd_err *
                         goto fail;
                     s->next_ms = now + s->cfg->refresh_ms;
                 }
+                if (s->cfg->kind == PD_SD_K8S) {
+                    pd_err ke;
+                    pd_err_clear(&ke);
+                    int kr = pd__k8s_start(s->cfg, &s->k8s, &ke);
+                    if (kr == PD_ENOMEM) {
+                        rc = kr;
+                        goto fail;
+                    }
+                    if (kr) { /* as Prometheus: logged, the job gets no targets from it */
+                        count_failure("kubernetes");
+                        pd_log_warn("kubernetes_sd: cannot start, no targets from it",
+                                    "job=\"%s\" err=\"%s\"", own->jobs[j].job_name, ke.msg);
+                    }
+                }
                 s->hash = state_hash(s);
             }
     }
@@ -780,22 +807,27 @@ static void *sd_loop(void *arg)
         /* HTTP SDs due: fetched without the lock */
         for (size_t i = 0; i < sd->n; i++) {
             sd_state *s = &sd->v[i];
-            if (s->cfg->kind == PD_SD_FILE || now < s->next_ms)
+            if (s->cfg->kind == PD_SD_FILE || s->cfg->kind == PD_SD_K8S || now < s->next_ms)
                 continue;
             s->next_ms = now + s->cfg->refresh_ms;
             char *url = NULL;
             dns_req dr = {0};
             uint64_t gen = sd->gen;
-            if (s->cfg->kind == PD_SD_HTTP ? !(url = strdup(s->cfg->url))
-                                           : dns_req_copy(&dr, s->cfg) != 0)
+            pd_scrape_client cl = {0};
+            if (s->cfg->kind == PD_SD_HTTP
+                    ? (!(url = strdup(s->cfg->url)) || pd_scrape_client_copy(&cl, &s->cfg->client))
+                    : dns_req_copy(&dr, s->cfg) != 0) {
+                free(url);
                 continue;
+            }
             pthread_mutex_unlock(&sd->mu);
             groups g = {0};
             bool *failed = dr.n ? calloc(dr.n, sizeof *failed) : NULL;
-            int rc = url ? fetch_http(url, &g)
+            int rc = url ? fetch_http(url, &cl, &g)
                      : failed ? fetch_dns(&dr, &g, failed)
                               : PD_ENOMEM;
             free(url);
+            pd_scrape_client_release(&cl);
             pthread_mutex_lock(&sd->mu);
             if (sd->stop || gen != sd->gen) { /* a reload came: its state is new */
                 groups_free(&g);
@@ -831,6 +863,18 @@ static void *sd_loop(void *arg)
         }
         for (size_t i = 0; i < sd->n; i++) {
             sd_state *s = &sd->v[i];
+            if (s->cfg->kind == PD_SD_K8S && s->k8s) {
+                pd_static_config *kv;
+                size_t kn;
+                int kr = pd__k8s_groups(s->k8s, &s->k8s_seen, &kv, &kn);
+                if (kr == 1) {
+                    groups_free(&s->g);
+                    s->g.v = kv;
+                    s->g.n = kn;
+                } else if (kr) {
+                    pd_log_warn("kubernetes_sd: out of memory taking the targets", "job=%zu", s->job);
+                }
+            }
             if (s->cfg->kind == PD_SD_FILE && (fs_event || now >= s->next_ms)) {
                 s->next_ms = now + s->cfg->refresh_ms;
                 if (refresh_files(s))

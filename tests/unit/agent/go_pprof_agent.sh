@@ -38,6 +38,9 @@ if [ "$cpu_top" != demo_hot_spin ]; then
     echo "FAIL: CPU profile top is '$cpu_top', want demo_hot_spin"; exit 1
 fi
 grep -q 'Type: cpu' "$tmp/cpu.txt" || { echo "FAIL: not a cpu profile"; exit 1; }
+# a static function (no dynamic symbol) is named from the executable's .symtab
+grep -q ' demo_static_mix$' "$tmp/cpu.txt" || {
+    echo "FAIL: the static function demo_static_mix is not named in the CPU profile"; exit 1; }
 if [ "$heap" = on ]; then
     go tool pprof -symbolize=none -top -nodecount=8 -sample_index=inuse_space \
         "http://127.0.0.1:$port/debug/pprof/heap" >"$tmp/heap.txt" 2>"$tmp/heap.err" || {

@@ -15,8 +15,8 @@
 #include "agent/profd_agent.h"
 #include "pprof/pprof.h"
 
-static volatile int g_stop;
-volatile uint64_t g_sink;
+static _Atomic int g_stop; /* atomics: the test runs under TSan too */
+_Atomic uint64_t g_sink;
 
 __attribute__((noipa)) uint64_t test_cpu_burn(uint64_t n)
 {

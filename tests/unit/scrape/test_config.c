@@ -402,10 +402,13 @@ static void test_prometheus_example(void **state)
     assert_non_null(ep(j, "cpu"));
     assert_int_equal(ep(j, "cpu")->seconds, 4);
     assert_int_equal(job(&c, "node")->interval_ms, 15000);
-    assert_int_equal(job(&c, "node")->n_sd, 1);
     assert_int_equal(job(&c, "node")->sd[0].kind, PD_SD_FILE);
     assert_string_equal(job(&c, "node")->sd[0].files[0], "targets/*.json");
     assert_int_equal(job(&c, "node")->sd[0].refresh_ms, 300000);
+    assert_int_equal(job(&c, "node")->n_sd, 2); /* kubernetes_sd_configs, in-cluster */
+    assert_int_equal(job(&c, "node")->sd[1].kind, PD_SD_K8S);
+    assert_int_equal(job(&c, "node")->sd[1].role, PD_K8S_POD);
+    assert_null(job(&c, "node")->sd[1].api_server);
 
     static const char *const want[] = {
         "cfg.yaml:7:1: the top level: \"alerting\" ignored: profd sends no alerts",
@@ -415,9 +418,6 @@ static void test_prometheus_example(void **state)
         "cfg.yaml:20:37: duplicate target \"localhost:9090\" in this static_configs entry dropped",
         "cfg.yaml:24:5: scrape_configs entry: \"metric_relabel_configs\" ignored: profiles have no "
         "metric series to relabel",
-        "cfg.yaml:27:5: scrape_configs entry: \"kubernetes_sd_configs\" ignored: this service "
-        "discovery is not implemented (file_sd_configs, http_sd_configs and dns_sd_configs are): no "
-        "targets from it",
     };
     check_warnings(&c, want, sizeof want / sizeof *want);
     pd_config_release(&c);
@@ -470,6 +470,7 @@ static void test_parca_example(void **state)
                     "          keep_sample_type:\n"
                     "            - type: inuse_space\n"
                     "              unit: bytes\n"
+                    "            - type: alloc_objects\n"
                     "        process_cpu:\n"
                     "          enabled: false\n"
                     "        fgprof:\n"
@@ -499,9 +500,9 @@ static void test_parca_example(void **state)
     static const char *const want[] = {
         "cfg.yaml:1:1: the top level: \"object_storage\" ignored: Parca's block storage: profd "
         "stores under --storage.path",
-        "cfg.yaml:25:13: pprof_config.memory.keep_sample_type ignored: every sample type is "
-        "stored (select one at query time with sample_index)",
     };
+    assert_string_equal(ep(a, "memory")->keep_sample_types, "inuse_space\tbytes\nalloc_objects\t\n");
+    assert_null(ep(a, "fgprof")->keep_sample_types);
     check_warnings(&c, want, sizeof want / sizeof *want);
     pd_config_release(&c);
 
@@ -584,11 +585,17 @@ static void test_client_options(void **state)
                     "      server_name: example\n"
                     "      insecure_skip_verify: true\n"
                     "      min_version: TLS12\n"
-                    "    oauth2: {client_id: x}\n"
                     "  - job_name: b\n"
                     "    bearer_token_file: /run/token\n"
                     "  - job_name: c\n"
-                    "    authorization: {type: Token, credentials: s3cret}\n";
+                    "    authorization: {type: Token, credentials: s3cret}\n"
+                    "  - job_name: d\n"
+                    "    oauth2:\n"
+                    "      client_id: x\n"
+                    "      client_secret_file: sec\n"
+                    "      token_url: https://auth.example/token\n"
+                    "      scopes: [a, b c]\n"
+                    "      endpoint_params: {audience: 'p&q'}\n";
     pd_config c;
     pd_err e;
     pd_err_clear(&e);
@@ -612,16 +619,38 @@ static void test_client_options(void **state)
     const pd_scrape_client *cc = &job(&c, "c")->client;
     assert_string_equal(cc->auth_type, "Token");
     assert_string_equal(cc->auth_credentials, "s3cret");
-    static const char *const want[] = {
-        "/etc/profd/cfg.yaml:18:5: scrape_configs entry: \"oauth2\" ignored: not supported: "
-        "scrapes go without it",
-    };
-    check_warnings(&c, want, 1);
+    const pd_scrape_client *d = &job(&c, "d")->client;
+    assert_string_equal(d->oauth2_client_id, "x");
+    assert_string_equal(d->oauth2_client_secret_file, "/etc/profd/sec");
+    assert_string_equal(d->oauth2_token_url, "https://auth.example/token");
+    assert_string_equal(d->oauth2_scopes, "a b c");
+    assert_string_equal(d->oauth2_params, "&audience=p%26q");
+    pd_scrape_client dc;
+    assert_int_equal(pd_scrape_client_copy(&dc, d), 0);
+    assert_string_equal(dc.oauth2_params, d->oauth2_params);
+    pd_scrape_client_release(&dc);
+    check_warnings(&c, NULL, 0);
     pd_config_release(&c);
 
     static const bad_case bad[] = {
         {"scrape_configs:\n  - job_name: a\n    basic_auth: {username: u}\n    bearer_token: t\n",
          4, "at most one of basic_auth"},
+        {"scrape_configs:\n  - job_name: a\n    basic_auth: {username: u}\n    oauth2: {token_url: "
+         "'http://x/t'}\n",
+         4, "at most one of basic_auth, authorization, oauth2"},
+        {"scrape_configs:\n  - job_name: a\n    oauth2: {client_id: x}\n", 3,
+         "oauth2 needs a token_url"},
+        {"scrape_configs:\n  - job_name: a\n    kubernetes_sd_configs: [{role: pods}]\n", 3,
+         "unknown Kubernetes SD role \"pods\""},
+        {"scrape_configs:\n  - job_name: a\n    kubernetes_sd_configs:\n      - role: pod\n"
+         "        selectors: [{role: node}]\n",
+         5, "selector role \"node\" is not usable"},
+        {"scrape_configs:\n  - job_name: a\n    kubernetes_sd_configs:\n      - role: pod\n"
+         "        bearer_token: t\n",
+         4, "please provide the 'api_server'"},
+        {"scrape_configs:\n  - job_name: a\n    kubernetes_sd_configs:\n      - role: node\n"
+         "        api_server: http://x\n        kubeconfig_file: k\n",
+         5, "'kubeconfig_file' and 'api_server'"},
         {"scrape_configs:\n  - job_name: a\n    authorization: {type: Basic}\n", 3,
          "use \"basic_auth\""},
         {"scrape_configs:\n  - job_name: a\n    tls_config: {cert_file: c}\n", 3,
