@@ -9,7 +9,8 @@ libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev libzstd-dev lib
 libjansson-dev libpcre2-dev libxxhash-dev libcmocka-dev libelf-dev \
 protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev \
 golang-go graphviz chromium linux-perf curl jq ca-certificates \
-prometheus openssl dnsmasq-base openjdk-17-jdk-headless"
+prometheus openssl dnsmasq-base openjdk-17-jdk-headless \
+libgnutls28-dev libcrypt-dev"
 
 missing=""
 for p in $PKGS; do

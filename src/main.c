@@ -37,6 +37,7 @@
 #include "agent/profd_agent.h"
 #include "base/time.h"
 #include "http/server.h"
+#include "http/auth.h"
 #include "pprof/pprof.h"
 #include "scrape/config.h"
 #include "scrape/manager.h"
@@ -70,6 +71,7 @@ typedef struct flags {
     size_t retention_bytes;   /* --storage.retention.size (0: no limit) */
     size_t segment_bytes;     /* --storage.wal.segment-size (0: storage default, 32 MiB) */
     int enable_pprof;         /* --web.enable-pprof: 1 on, 0 off, -1 default (on for loopback) */
+    const char *web_config;   /* --web.config.file (issue 20): TLS, basic auth, ... */
 } flags;
 
 static void usage(FILE *f)
@@ -79,6 +81,7 @@ static void usage(FILE *f)
             "       profd convert --from=folded|lines|perf-script [--sample-rate=HZ] [--type=cpu] IN OUT.pb.gz\n"
             "       profd tsdb import|analyze|check ...  (profd tsdb --help)\n"
             "       profd check config FILE...           (what a config file means, its warnings)\n"
+            "       profd check web-config FILE...       (a --web.config.file: exit 0 ok, 2 bad)\n"
             "       profd push --service=NAME [--url=URL] [--type=T] [--label k=v ...] [--format=F] FILE...\n"
             "       profd --help | --version\n"
             "\n"
@@ -107,6 +110,8 @@ static void usage(FILE *f)
             "                                  default 30s)\n"
             "  --web.max-connections=N         open connections at most (default 4096)\n"
             "  --web.max-connections-per-ip=N  per client address (default 0: no cap)\n"
+            "  --web.config.file=FILE          TLS, basic auth, headers, rate limit: Prometheus'\n"
+            "                                  web config format (README: Exposing profd)\n"
             "  --[no-]web.enable-pprof         serve profd's own /debug/pprof/profile and /heap\n"
             "                                  (default: on when listening on loopback)\n"
             "  --query.timeout=DURATION        merge/diff queries stop after it (default 2m)\n"
@@ -203,7 +208,7 @@ static int parse_flags(int argc, char **argv, flags *f)
             "--query.timeout",     "--query.max-samples",     "--storage.block-duration",
             "--storage.retention.time", "--storage.retention.size", "--storage.wal.segment-size",
             "--storage.future-grace", "--query.max-concurrency", "--web.read-timeout",
-            "--web.max-connections", "--web.max-connections-per-ip"};
+            "--web.max-connections", "--web.max-connections-per-ip", "--web.config.file"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -265,6 +270,10 @@ static int parse_flags(int argc, char **argv, flags *f)
                 f->max_conns_ip = (unsigned)t;
             else
                 f->max_conns = (unsigned)t;
+        } else if (strcmp(name, "--web.config.file") == 0) {
+            if (!*val)
+                return usage_error("flag %s needs a file name", name);
+            f->web_config = val;
         } else if (strcmp(name, "--web.read-timeout") == 0) {
             pd_err derr = {{0}};
             if (pd_parse_duration(val, &f->read_timeout_ms, &derr) < 0 || f->read_timeout_ms < 100)
@@ -383,9 +392,18 @@ static int serve(const flags *f)
     pd_scrape_manager *sm = NULL;
     pd_api *api = NULL;
     pd_http_server *srv = NULL;
+    pd_http_gate *gate = NULL;
     app a = {.config_file = f->config_file};
     pthread_mutex_init(&a.mu, NULL);
 
+    if (f->web_config) { /* issue 20 */
+        int rc = pd_http_gate_new(f->web_config, &gate, &err);
+        if (rc < 0) {
+            fprintf(stderr, "profd: bad web config: %s\n", err.msg[0] ? err.msg : pd_strerror(rc));
+            code = EXIT_USAGE;
+            goto out;
+        }
+    }
     if (f->config_file) {
         int rc = pd_config_load_file(f->config_file, &cfg, &err);
         if (rc < 0) {
@@ -459,11 +477,13 @@ static int serve(const flags *f)
                             "query.timeout",        "query.max-samples",
                             "scrape.max-body-bytes", "log.level", "web.enable-pprof",
                             "query.max-concurrency", "web.read-timeout",
-                            "web.max-connections", "web.max-connections-per-ip"};
+                            "web.max-connections", "web.max-connections-per-ip",
+                            "web.config.file"};
     const char *fvalues[] = {f->config_file ? f->config_file : "", f->storage_path, f->fsync,
                              v_seg, v_block, v_ret, v_retsz, v_grace, f->listen, v_threads,
                              v_qt, v_qms, v_body, f->log_level,
-                             enable_pprof ? "true" : "false", v_qconc, v_rto, v_mc, v_mcip};
+                             enable_pprof ? "true" : "false", v_qconc, v_rto, v_mc, v_mcip,
+                             f->web_config ? f->web_config : ""};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,
@@ -487,7 +507,9 @@ static int serve(const flags *f)
                                  .read_timeout_ms = f->read_timeout_ms,
                                  .max_connections = f->max_conns,
                                  .max_connections_per_ip = f->max_conns_ip,
-                                 .classify = pd_api_classify};
+                                 .classify = pd_api_classify,
+                                 .gate = gate,
+                                 .group = pd_api_access_group};
     rc = pd_http_server_start_opts(&ho, pd_api_handle, api, &srv, &err);
     if (rc < 0) {
         fprintf(stderr, "profd: cannot listen on %s: %s\n", f->listen,
@@ -506,7 +528,9 @@ static int serve(const flags *f)
             snprintf(host, sizeof host, "127.0.0.1");
         else if (strcmp(host, "[::]") == 0)
             snprintf(host, sizeof host, "[::1]");
-        pd_log(PD_LOG_INFO, "profd listening", "url=http://%s:%u/ storage=%s version=%s", host,
+        bool tls = gate && pd_http_gate_config(gate)->tls_enabled;
+        pd_log(PD_LOG_INFO, "profd listening", "url=%s://%s:%u/ storage=%s version=%s",
+               tls ? "https" : "http", host,
                (unsigned)pd_http_server_port(srv), f->storage_path, PD_VERSION);
     }
 
@@ -556,6 +580,7 @@ static int serve(const flags *f)
     code = 0;
 out:
     pd_http_server_stop(srv);
+    pd_http_gate_free(gate);
     pd_scrape_manager_free(sm);
     pd_api_free(api);
     pd_storage_close(st);
@@ -582,6 +607,8 @@ int main(int argc, char **argv)
         return pd_ingest_convert_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "push") == 0)
         return pd_ingest_push_main(argc - 1, argv + 1);
+    if (argc > 2 && strcmp(argv[1], "check") == 0 && strcmp(argv[2], "web-config") == 0)
+        return pd_webcfg_check_main(argc - 2, argv + 2);
     if (argc > 1 && strcmp(argv[1], "check") == 0)
         return pd_config_check_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "tsdb") == 0)

@@ -1205,6 +1205,19 @@ pd_http_pool pd_api_classify(void *ctx, const char *method, const char *path)
     return PD_HTTP_POOL_INGEST;
 }
 
+int pd_api_access_group(const char *method, const char *path)
+{
+    bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if ((!get && (strcmp(path, "/api/0/profiles") == 0 || strcmp(path, "/api/0/profiles/") == 0)) ||
+        strcmp(path, "/ingest") == 0 || strncmp(path, "/push.v1.", 9) == 0 ||
+        strcmp(path, "/v1development/profiles") == 0)
+        return 1; /* PD_ACCESS_PUSH */
+    if (strcmp(path, "/-/reload") == 0 || strcmp(path, "/-/quit") == 0 ||
+        strncmp(path, "/debug/pprof/", 13) == 0)
+        return 2; /* PD_ACCESS_ADMIN */
+    return 0; /* PD_ACCESS_QUERY */
+}
+
 void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp)
 {
     pd_api *api = ctx;

@@ -148,6 +148,14 @@ void pd_api_free(pd_api *api);
  *     /api/0/profiles, OTLP, ...), POST /-/reload, GET /metrics. */
 pd_http_pool pd_api_classify(void *ctx, const char *method, const char *path);
 
+/* issue 20: the access group of a request for --web.config.file's
+ * profd_access_control (a pd_access_group of http/webconfig.h):
+ *   push (1):  POST /api/0/profiles, /ingest, /push.v1.*,
+ *              /v1development/profiles (OTLP)
+ *   admin (2): /-/reload, /-/quit, profd's own /debug/pprof/
+ *   query (0): everything else (queries, UI, /metrics, /-/healthy) */
+int pd_api_access_group(const char *method, const char *path);
+
 /* Records the configuration file as last loaded (text: its bytes, len;
  * copied) for /api/v1/status/config, and the outcome of that (re)load
  * (ok false: text is ignored and the previous text kept) with the time

@@ -76,6 +76,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/time.h"
+#include "http/auth.h" /* issue 20: --web.config.file */
 
 #define PD_HTTP_DEFAULT_THREADS 4
 #define PD_HTTP_CONN_MEMORY (640 * 1024) /* per connection: request line + headers + args */
@@ -117,6 +118,9 @@ struct pd_http_server {
     pthread_t reaper;
     pthread_cond_t reaper_cv;
     bool reaper_stop, reaper_started;
+    struct pd_http_gate *gate; /* issue 20: TLS + auth gate, or NULL */
+    int (*group)(const char *method, const char *path);
+    char *tls_prio;
 };
 
 /* One TCP connection (MHD's socket context). */
@@ -492,6 +496,12 @@ static void notify_conn_cb(void *cls, struct MHD_Connection *conn, void **socket
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         hc->fd = ci ? ci->connect_fd : -1;
+        if (srv->gate) { /* issue 20: client_auth_type for this TLS session */
+            const union MHD_ConnectionInfo *ti =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+            if (ti)
+                pd_http_gate_tls_session(srv->gate, ti->tls_session);
+        }
         hc->reading = true;
         hc->phase_start_ns = pd_mono_ns();
         pthread_mutex_lock(&srv->conns_mu);
@@ -673,6 +683,12 @@ static void run_handler(http_req *r)
     r->resp.content_type = NULL;
     r->resp.headers = NULL;
     pd_buf_init(&r->resp.body, 0);
+    /* issue 20: --web.config.file's rate limit, headers, basic auth, groups */
+    if (r->srv->gate &&
+        !pd_http_gate_check(r->srv->gate, &req,
+                            r->srv->group ? r->srv->group(r->method, r->url) : PD_ACCESS_QUERY,
+                            &r->resp))
+        return;
     r->srv->handler(r->srv->ctx, &req, &r->resp);
 }
 
@@ -829,6 +845,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     r->method = method;
     r->url = url;
     pd_http_pool pool = srv->classify ? srv->classify(srv->ctx, method, url) : PD_HTTP_POOL_INGEST;
+    if (pool == PD_HTTP_POOL_INLINE && srv->gate)
+        pool = PD_HTTP_POOL_INGEST; /* issue 20: bcrypt never on the epoll thread */
     if (pool == PD_HTTP_POOL_INLINE) {
         run_handler(r);
         return queue_handler_response(r);
@@ -922,6 +940,7 @@ static void server_free(pd_http_server *srv)
     }
     pthread_cond_destroy(&srv->reaper_cv);
     pthread_mutex_destroy(&srv->conns_mu);
+    free(srv->tls_prio);
     free(srv);
 }
 
@@ -1012,13 +1031,40 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
         flags |= MHD_USE_IPv6;
     /* inactivity, only a backstop: the reaper (which counts) comes first */
     unsigned conn_timeout_s = (unsigned)((2 * rt + 999) / 1000) + 5;
-    srv->d = MHD_start_daemon(
-        flags, 0, NULL, NULL, access_cb, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_URI_LOG_CALLBACK, uri_log_cb, srv,
-        MHD_OPTION_NOTIFY_COMPLETED, completed_cb, srv, MHD_OPTION_NOTIFY_CONNECTION,
-        notify_conn_cb, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PD_HTTP_CONN_MEMORY,
-        MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        o->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, conn_timeout_s, MHD_OPTION_END);
+    srv->gate = o->gate;
+    srv->group = o->group;
+    struct MHD_OptionItem opts[24];
+    size_t no = 0;
+#define OPT(k, v, p) (opts[no++] = (struct MHD_OptionItem){(k), (intptr_t)(v), (p)})
+    OPT(MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL);
+    OPT(MHD_OPTION_LISTEN_SOCKET, fd, NULL);
+    OPT(MHD_OPTION_URI_LOG_CALLBACK, uri_log_cb, srv);
+    OPT(MHD_OPTION_NOTIFY_COMPLETED, completed_cb, srv);
+    OPT(MHD_OPTION_NOTIFY_CONNECTION, notify_conn_cb, srv);
+    OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PD_HTTP_CONN_MEMORY, NULL);
+    OPT(MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL);
+    OPT(MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_connections_per_ip, NULL);
+    OPT(MHD_OPTION_CONNECTION_TIMEOUT, conn_timeout_s, NULL);
+    const pd_webcfg *wc = srv->gate ? pd_http_gate_config(srv->gate) : NULL;
+    if (wc && wc->tls_enabled) { /* issue 20: TLS through MHD's GnuTLS */
+        char prio[1024];
+        if (pd_webcfg_tls_priorities(wc, prio, sizeof prio) < 0 || !(srv->tls_prio = strdup(prio))) {
+            close(fd);
+            server_free(srv);
+            return pd_err_set(err, PD_EINVAL, "web config: too many cipher suites or curves");
+        }
+        flags |= MHD_USE_TLS;
+        /* one-pointer options travel in ptr_value (MHD's MHD_OPTION_ARRAY) */
+        OPT(MHD_OPTION_HTTPS_MEM_CERT, 0, wc->cert_pem);
+        OPT(MHD_OPTION_HTTPS_MEM_KEY, 0, wc->key_pem);
+        OPT(MHD_OPTION_HTTPS_PRIORITIES, 0, srv->tls_prio);
+        if (wc->client_ca_pem)
+            OPT(MHD_OPTION_HTTPS_MEM_TRUST, 0, wc->client_ca_pem);
+    }
+    OPT(MHD_OPTION_END, 0, NULL);
+#undef OPT
+    srv->d = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, srv, MHD_OPTION_ARRAY, opts,
+                              MHD_OPTION_END);
     if (!srv->d) {
         /* whether MHD closed the socket on failure is not documented */
         if (fcntl(fd, F_GETFD) != -1)

@@ -89,6 +89,11 @@ typedef struct pd_http_server_options {
     unsigned max_connections;     /* 0: 4096 (clamped to RLIMIT_NOFILE - 64) */
     unsigned max_connections_per_ip; /* 0: no per-IP cap */
     pd_http_classify_fn classify; /* NULL: everything in the ingest pool */
+    /* issue 20 (--web.config.file): TLS and the per-request gate of
+     * http/auth.h (NULL: plain HTTP, no gate); group gives the
+     * pd_access_group of a request (NULL: every request is a query). */
+    struct pd_http_gate *gate;
+    int (*group)(const char *method, const char *path);
 } pd_http_server_options;
 
 /* Starts a server with options o (see pd_http_server_options; the handler

@@ -79,6 +79,18 @@ static const char usage_text[] =
     "  --created-at      RFC 3339 or Unix seconds; default: the profile's time, else\n"
     "                    the file's modification time\n"
     "  --timeout         per request, a duration like 30s (default 30s)\n"
+    "  TLS and authentication (a profd behind --web.config.file, or a proxy):\n"
+    "  --tls.ca-file=FILE        CA certificates (PEM) the server's must chain to\n"
+    "                            (default: the system's)\n"
+    "  --tls.cert-file=FILE      client certificate (PEM), with --tls.key-file\n"
+    "  --tls.key-file=FILE       its private key (PEM, not encrypted)\n"
+    "  --tls.server-name=NAME    name to check the server's certificate against\n"
+    "                            (default: the URL's host)\n"
+    "  --tls.insecure-skip-verify  do not check the server's certificate\n"
+    "  --basic-auth.username=U   basic auth user; the password from\n"
+    "  --basic-auth.password-file=FILE  (first line; trailing whitespace dropped)\n"
+    "  --bearer-token-file=FILE  \"Authorization: Bearer\" with the token in FILE\n"
+    "  (user:password@ in --url works too; prefer the file: argv is visible in ps)\n"
     "  Exit: 0 all pushed, 1 some file failed (one message per file), 2 usage.\n";
 
 static const char *const PROFEFE_TYPES[] = {"cpu",       "heap",         "block", "mutex",
@@ -96,6 +108,11 @@ typedef struct push_cfg {
     bool have_created;
     int64_t created_ms;
     int64_t timeout_ms;
+    /* issue 20: TLS and authentication */
+    const char *ca_file, *cert_file, *key_file, *server_name;
+    bool insecure;
+    const char *username, *password_file, *bearer_file;
+    char *password, *bearer; /* read from the files, malloc'd */
 } push_cfg;
 
 static int usage(const char *fmt, const char *arg)
@@ -538,6 +555,40 @@ static int add_label(push_cfg *cfg, pd_labels *seen, const char *kv)
     return 0;
 }
 
+/* The first line of a secret file (at most 64 KiB), trailing whitespace
+ * dropped, as Prometheus' password_file and bearer_token_file. NULL after
+ * a message on stderr. */
+static char *read_secret(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "profd push: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char *b = calloc(1, 65537);
+    size_t n = b ? fread(b, 1, 65536, f) : 0;
+    bool more = b && fgetc(f) != EOF;
+    fclose(f);
+    if (!b || more) {
+        fprintf(stderr, "profd push: %s: %s\n", path, b ? "larger than 64 KiB" : "out of memory");
+        free(b);
+        return NULL;
+    }
+    b[n] = 0;
+    char *nl = strpbrk(b, "\r\n");
+    if (nl)
+        *nl = 0;
+    n = strlen(b);
+    while (n && (b[n - 1] == ' ' || b[n - 1] == '\t'))
+        b[--n] = 0;
+    if (!n) {
+        fprintf(stderr, "profd push: %s: empty\n", path);
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
 /* Parses argv into cfg and the file list. -1 to go on, else an exit code. */
 static int parse_args(int argc, char **argv, push_cfg *cfg, pd_labels *seen, const char **files,
                       int *n_files)
@@ -589,12 +640,38 @@ static int parse_args(int argc, char **argv, push_cfg *cfg, pd_labels *seen, con
             created = v;
         else if (r == 0 && (r = opt_value(argc, argv, &i, "--timeout", &v)) > 0)
             timeout = v;
+        else if (r == 0 && (r = opt_value(argc, argv, &i, "--tls.ca-file", &v)) > 0)
+            cfg->ca_file = v;
+        else if (r == 0 && (r = opt_value(argc, argv, &i, "--tls.cert-file", &v)) > 0)
+            cfg->cert_file = v;
+        else if (r == 0 && (r = opt_value(argc, argv, &i, "--tls.key-file", &v)) > 0)
+            cfg->key_file = v;
+        else if (r == 0 && (r = opt_value(argc, argv, &i, "--tls.server-name", &v)) > 0)
+            cfg->server_name = v;
+        else if (r == 0 && !strcmp(a, "--tls.insecure-skip-verify"))
+            cfg->insecure = true, r = 1;
+        else if (r == 0 && (r = opt_value(argc, argv, &i, "--basic-auth.username", &v)) > 0)
+            cfg->username = v;
+        else if (r == 0 && (r = opt_value(argc, argv, &i, "--basic-auth.password-file", &v)) > 0)
+            cfg->password_file = v;
+        else if (r == 0 && (r = opt_value(argc, argv, &i, "--bearer-token-file", &v)) > 0)
+            cfg->bearer_file = v;
         if (r < 0)
             return usage("flag '%s' needs a value", a);
         if (r == 0)
             return usage("unknown flag '%s'", a);
     }
 
+    if (!cfg->cert_file != !cfg->key_file)
+        return usage("--tls.cert-file and --tls.key-file go together%s", "");
+    if (cfg->password_file && !cfg->username)
+        return usage("--basic-auth.password-file needs --basic-auth.username%s", "");
+    if (cfg->bearer_file && cfg->username)
+        return usage("--bearer-token-file and --basic-auth.username exclude each other%s", "");
+    if (cfg->password_file && !(cfg->password = read_secret(cfg->password_file)))
+        return 2;
+    if (cfg->bearer_file && !(cfg->bearer = read_secret(cfg->bearer_file)))
+        return 2;
     const char *why;
     if (!cfg->service)
         return usage("--service is required (or --label service=NAME)%s", "");
@@ -666,6 +743,7 @@ int pd_ingest_push_main(int argc, char **argv)
     pd_labels_init(&seen);
     const char **files = calloc(argc > 0 ? (size_t)argc : 1, sizeof *files);
     int n_files = 0, ret = 1, failed = 0;
+    struct curl_slist *resolve = NULL; /* --tls.server-name */
     CURL *c = NULL;
     struct curl_slist *hdr = NULL;
     bool curl_up = false;
@@ -702,6 +780,57 @@ int pd_ingest_push_main(int argc, char **argv)
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                      (long)(cfg.timeout_ms < 10000 ? cfg.timeout_ms : 10000));
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* issue 20: TLS and authentication */
+    if (cfg.ca_file)
+        curl_easy_setopt(c, CURLOPT_CAINFO, cfg.ca_file);
+    if (cfg.cert_file) {
+        curl_easy_setopt(c, CURLOPT_SSLCERT, cfg.cert_file);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, cfg.key_file);
+    }
+    if (cfg.insecure) {
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (cfg.username) {
+        curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(c, CURLOPT_USERNAME, cfg.username);
+        curl_easy_setopt(c, CURLOPT_PASSWORD, cfg.password ? cfg.password : "");
+    }
+    if (cfg.bearer) {
+        curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+        curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, cfg.bearer);
+    }
+    if (cfg.server_name) {
+        /* connect to the URL's address, check the certificate against
+         * server_name: curl has no such option, so the URL's host is
+         * rewritten to server_name and server_name resolved to the URL's
+         * host with CURLOPT_CONNECT_TO */
+        char *host = NULL, *port = NULL;
+        CURLU *u = curl_url();
+        if (u && curl_url_set(u, CURLUPART_URL, cfg.url, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+            char line[600];
+            snprintf(line, sizeof line, "%s:%s:%s:%s", cfg.server_name, port, host, port);
+            char *nurl = NULL;
+            if (curl_url_set(u, CURLUPART_HOST, cfg.server_name, 0) == CURLUE_OK &&
+                curl_url_get(u, CURLUPART_URL, &nurl, 0) == CURLUE_OK) {
+                free(cfg.url);
+                cfg.url = strdup(nurl);
+                resolve = curl_slist_append(NULL, line);
+                curl_easy_setopt(c, CURLOPT_CONNECT_TO, resolve);
+            }
+            curl_free(nurl);
+        }
+        curl_free(host);
+        curl_free(port);
+        curl_url_cleanup(u);
+        if (!cfg.url || !resolve) {
+            fputs("profd push: --tls.server-name: cannot rewrite the URL\n", stderr);
+            ret = 2;
+            goto out;
+        }
+    }
 
     for (int i = 0; i < n_files; i++)
         failed += push_file(c, &cfg, files[i]);
@@ -709,6 +838,7 @@ int pd_ingest_push_main(int argc, char **argv)
         fprintf(stderr, "profd push: %d of %d files not pushed\n", failed, n_files);
     ret = failed ? 1 : 0;
 out:
+    curl_slist_free_all(resolve);
     curl_slist_free_all(hdr);
     if (c)
         curl_easy_cleanup(c);
@@ -716,6 +846,10 @@ out:
         curl_global_cleanup();
     free(cfg.url);
     pd_buf_release(&cfg.labels);
+    if (cfg.password)
+        explicit_bzero(cfg.password, strlen(cfg.password));
+    free(cfg.password);
+    free(cfg.bearer);
     pd_labels_release(&seen);
     free(files);
     return ret;

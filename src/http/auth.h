@@ -1,0 +1,72 @@
+/*
+ * http/auth.h — the gate every request passes when profd runs with
+ * `--web.config.file` (http/webconfig.h): what Prometheus' exporter-toolkit
+ * web.webHandler does, in its order, plus profd's path groups.
+ *
+ * Per request (pd_http_gate_check, on a worker thread, before the handler):
+ *   1. the web config file is stat(2)ed; when its inode, size, mtime or
+ *      ctime changed it is read again (the toolkit reads it on every
+ *      request; profd on change — same effect, no parse per request). If it
+ *      no longer loads: 500 to every request until it is fixed (fail closed,
+ *      as the toolkit), the error logged once per change;
+ *   2. rate_limit: one token bucket for the server (rate 1/interval, depth
+ *      burst, made at start from the file as read then, as the toolkit's
+ *      limiter): none left -> 429 "Too Many Requests";
+ *   3. http_server_config.headers go on the reply (401 and 403 included);
+ *   4. no basic_auth_users: the request goes on. A path listed in
+ *      profd_access_control.unauthenticated_paths goes on;
+ *   5. "Authorization: Basic" checked with bcrypt (libcrypt crypt_rn), an
+ *      unknown user against a dummy hash of the highest cost in the file
+ *      (so an unknown and a known user with a wrong password cost the same;
+ *      the toolkit uses a fixed cost-10 hash), one bcrypt at a time, results
+ *      cached as the toolkit's cache.go (100 entries of user:hash:password,
+ *      random eviction). Failure -> 401 with "WWW-Authenticate: Basic";
+ *   6. the request's group (push, query, admin: the pd_http_group_fn given
+ *      to the server) is checked against profd_access_control; a valid user
+ *      outside the group -> 403.
+ * Counted in profd_http_auth_failures_total{reason="missing_credentials" |
+ * "wrong_credentials" | "forbidden" | "client_certificate" | "config_error"}
+ * and profd_http_rejected_total{reason="rate_limited"}.
+ *
+ * TLS (libmicrohttpd + GnuTLS) is set up from the file as read at start;
+ * changing TLS settings needs a restart (the toolkit re-reads them per
+ * connection). client_auth_type is applied per session at the handshake:
+ * Require* modes make GnuTLS refuse a client without a certificate, the
+ * Verify* modes and client_allowed_sans verify it during the handshake.
+ */
+#ifndef PD_HTTP_AUTH_H
+#define PD_HTTP_AUTH_H
+
+#include <stdbool.h>
+#include "base/error.h"
+#include "http/server.h"
+#include "http/webconfig.h"
+
+typedef struct pd_http_gate pd_http_gate;
+
+/* Loads the web config at path (pd_webcfg_load) and checks that its
+ * certificate and key form a pair. Returns 0 and *out, or an error of
+ * pd_webcfg_load / PD_EINVAL (err names the file). */
+int pd_http_gate_new(const char *path, pd_http_gate **out /* OUT */, pd_err *err);
+/* Frees the gate. NULL is fine. */
+void pd_http_gate_free(pd_http_gate *g);
+
+/* The configuration as read at start (TLS settings). Borrowed. */
+const pd_webcfg *pd_http_gate_config(const pd_http_gate *g);
+
+/* Steps 1-6 above for req of group `group` (pd_access_group). true: go on
+ * (resp may have headers added); false: resp holds the refusal. */
+bool pd_http_gate_check(pd_http_gate *g, const pd_http_request *req, int group,
+                        pd_http_response *resp);
+
+/* Applies client_auth_type to a new GnuTLS session (a gnutls_session_t). */
+void pd_http_gate_tls_session(pd_http_gate *g, void *session);
+
+/* Checks that cert_pem and key_pem form a pair (and client_ca_pem, when
+ * set, parses). 0 or PD_EINVAL with err. */
+int pd_webcfg_check_tls(const pd_webcfg *cfg, pd_err *err);
+
+/* Verifies password against a bcrypt hash with libcrypt. true on a match. */
+bool pd_http_bcrypt_ok(const char *hash, const char *password);
+
+#endif

@@ -1,0 +1,280 @@
+/*
+ * Tests of http/auth.c: a real server on 127.0.0.1 (port 0) with a gate
+ * from a web config file, driven with libcurl — basic auth (right, wrong,
+ * unknown, malformed headers), WWW-Authenticate, the configured headers,
+ * path groups (403), unauthenticated paths, the rate limit (429), the file
+ * re-read on change and a broken file answered 500; bcrypt through libcrypt.
+ */
+#include <crypt.h>
+#include <curl/curl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "../pd_test.h"
+
+#include "base/metrics.h"
+#include "http/auth.h"
+#include "http/server.h"
+
+static char dir[] = "/tmp/pd-auth-XXXXXX";
+static char file[300];
+static char hash[128];
+
+static void ok_handler(void *ctx, const pd_http_request *req, pd_http_response *resp)
+{
+    (void)ctx;
+    pd_buf_printf(&resp->body, "ok %s\n", req->path);
+}
+
+/* "/push..." is the push group, "/admin" admin, the rest query. */
+static int group_of(const char *method, const char *path)
+{
+    (void)method;
+    return strncmp(path, "/push", 5) == 0 ? PD_ACCESS_PUSH
+           : strcmp(path, "/admin") == 0  ? PD_ACCESS_ADMIN
+                                          : PD_ACCESS_QUERY;
+}
+
+static void write_config(const char *extra)
+{
+    char tmp[320];
+    snprintf(tmp, sizeof tmp, "%s.tmp", file);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "http_server_config:\n  headers:\n    X-Frame-Options: deny\n"
+            "basic_auth_users:\n  alice: %s\n  bob: %s\n"
+            "profd_access_control:\n  push_users: [bob]\n  query_users: [alice]\n"
+            "  unauthenticated_paths: [/open]\n%s",
+            hash, hash, extra);
+    fclose(f);
+    assert_int_equal(rename(tmp, file), 0);
+}
+
+typedef struct reply {
+    long status;
+    char headers[4096];
+    size_t hl;
+} reply;
+
+static size_t on_header(char *b, size_t sz, size_t n, void *ud)
+{
+    reply *r = ud;
+    size_t l = sz * n;
+    if (r->hl + l < sizeof r->headers) {
+        memcpy(r->headers + r->hl, b, l);
+        r->hl += l;
+        r->headers[r->hl] = 0;
+    }
+    return l;
+}
+
+static size_t drop(char *b, size_t sz, size_t n, void *ud)
+{
+    (void)b, (void)ud;
+    return sz * n;
+}
+
+static reply get(uint16_t port, const char *path, const char *authz)
+{
+    reply r;
+    memset(&r, 0, sizeof r);
+    char url[200];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, path);
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    if (authz) {
+        char line[300];
+        snprintf(line, sizeof line, "Authorization: %s", authz);
+        h = curl_slist_append(h, line);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, drop);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return r;
+}
+
+/* "Basic " + base64("user:pass") */
+static const char *basic(const char *userpass, char *out)
+{
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t n = strlen(userpass), o = 6;
+    memcpy(out, "Basic ", 6);
+    const unsigned char *s = (const unsigned char *)userpass;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)s[i] << 16 | (i + 1 < n ? (unsigned)s[i + 1] << 8 : 0) |
+                     (i + 2 < n ? s[i + 2] : 0);
+        out[o++] = t[v >> 18 & 63];
+        out[o++] = t[v >> 12 & 63];
+        out[o++] = i + 1 < n ? t[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? t[v & 63] : '=';
+    }
+    out[o] = 0;
+    return out;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(file, sizeof file, "%s/web.yml", dir);
+    char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+    if (!crypt_gensalt_rn("$2y$", 4, NULL, 0, salt, sizeof salt))
+        return -1;
+    struct crypt_data cd;
+    memset(&cd, 0, sizeof cd);
+    const char *h = crypt_rn("pw", salt, &cd, sizeof cd);
+    if (!h || h[0] == '*')
+        return -1;
+    snprintf(hash, sizeof hash, "%s", h);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    curl_global_cleanup();
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void start(pd_http_gate **g, pd_http_server **srv)
+{
+    pd_err err;
+    pd_err_clear(&err);
+    PD_ASSERT_OK(pd_http_gate_new(file, g, &err), &err);
+    pd_http_server_options o = {.listen_addr = "127.0.0.1:0", .gate = *g, .group = group_of};
+    PD_ASSERT_OK(pd_http_server_start_opts(&o, ok_handler, NULL, srv, &err), &err);
+}
+
+static void test_bcrypt(void **state)
+{
+    (void)state;
+    assert_true(pd_http_bcrypt_ok(hash, "pw"));
+    assert_false(pd_http_bcrypt_ok(hash, "pW"));
+    assert_false(pd_http_bcrypt_ok(hash, ""));
+    assert_false(pd_http_bcrypt_ok("$2y$04$tooshort", "pw"));
+}
+
+static void test_basic_auth_and_groups(void **state)
+{
+    (void)state;
+    write_config("");
+    pd_http_gate *g;
+    pd_http_server *srv;
+    start(&g, &srv);
+    uint16_t port = pd_http_server_port(srv);
+    char b[200];
+    double wrong0 = pd_metrics_get("profd_http_auth_failures_total", "reason=\"wrong_credentials\"");
+    reply r = get(port, "/q", NULL);
+    assert_int_equal(r.status, 401);
+    assert_non_null(strstr(r.headers, "WWW-Authenticate: Basic\r\n"));
+    assert_non_null(strstr(r.headers, "X-Frame-Options: deny"));
+    assert_int_equal(get(port, "/q", basic("alice:pw", b)).status, 200);
+    assert_int_equal(get(port, "/q", basic("alice:px", b)).status, 401);
+    assert_int_equal(get(port, "/q", basic("carol:pw", b)).status, 401);
+    /* Go's BasicAuth: the scheme in any case; malformed ones are no credentials */
+    char lower[200];
+    basic("alice:pw", lower);
+    memcpy(lower, "bAsIc", 5);
+    assert_int_equal(get(port, "/q", lower).status, 200);
+    assert_int_equal(get(port, "/q", "Basic !!!!").status, 401);
+    assert_int_equal(get(port, "/q", "Basic YWxpY2U=").status, 401); /* "alice", no ':' */
+    assert_int_equal(get(port, "/q", "Bearer abc").status, 401);
+    assert_int_equal(get(port, "/q", "Basic YWxpY2U6cHc").status, 401); /* unpadded */
+    /* the groups */
+    assert_int_equal(get(port, "/q", basic("bob:pw", b)).status, 403);
+    assert_int_equal(get(port, "/push", basic("bob:pw", b)).status, 200);
+    assert_int_equal(get(port, "/push", basic("alice:pw", b)).status, 403);
+    assert_int_equal(get(port, "/admin", basic("bob:pw", b)).status, 200); /* no admin_users */
+    assert_int_equal(get(port, "/open", NULL).status, 200);
+    assert_int_equal(get(port, "/open/x", NULL).status, 401); /* exact paths only */
+    assert_true(pd_metrics_get("profd_http_auth_failures_total", "reason=\"wrong_credentials\"") >=
+                wrong0 + 2);
+    /* the file changes: carol added, admin restricted to alice */
+    sleep(1); /* a new mtime even on coarse clocks */
+    char extra[300];
+    snprintf(extra, sizeof extra, "  admin_users: [alice]\n");
+    write_config(extra);
+    assert_int_equal(get(port, "/admin", basic("bob:pw", b)).status, 403);
+    assert_int_equal(get(port, "/admin", basic("alice:pw", b)).status, 200);
+    /* broken: every request 500 (fail closed), until fixed */
+    FILE *f = fopen(file, "a");
+    fputs("bogus: 1\n", f);
+    fclose(f);
+    assert_int_equal(get(port, "/q", basic("alice:pw", b)).status, 500);
+    assert_int_equal(get(port, "/open", NULL).status, 500);
+    write_config("");
+    assert_int_equal(get(port, "/q", basic("alice:pw", b)).status, 200);
+    pd_http_server_stop(srv);
+    pd_http_gate_free(g);
+}
+
+static void test_rate_limit(void **state)
+{
+    (void)state;
+    write_config("rate_limit:\n  interval: 1h\n  burst: 2\n");
+    pd_http_gate *g;
+    pd_http_server *srv;
+    start(&g, &srv);
+    uint16_t port = pd_http_server_port(srv);
+    assert_int_equal(get(port, "/open", NULL).status, 200);
+    assert_int_equal(get(port, "/open", NULL).status, 200);
+    reply r = get(port, "/open", NULL);
+    assert_int_equal(r.status, 429);
+    assert_int_equal(get(port, "/open", NULL).status, 429);
+    assert_true(pd_metrics_get("profd_http_rejected_total", "reason=\"rate_limited\"") >= 2);
+    pd_http_server_stop(srv);
+    pd_http_gate_free(g);
+}
+
+static void test_bad_file(void **state)
+{
+    (void)state;
+    pd_http_gate *g = NULL;
+    pd_err err;
+    pd_err_clear(&err);
+    char p[400];
+    snprintf(p, sizeof p, "%s/bad.yml", dir);
+    FILE *f = fopen(p, "w");
+    fputs("basic_auth_users:\n  a: x\n", f);
+    fclose(f);
+    assert_true(pd_http_gate_new(p, &g, &err) < 0);
+    assert_null(g);
+    assert_non_null(strstr(err.msg, "bad.yml:2:6"));
+    /* a TLS key that is not the certificate's: refused at load */
+    f = fopen(p, "w");
+    fputs("tls_server_config:\n  cert: junk\n  key: junk\n", f);
+    fclose(f);
+    pd_err_clear(&err);
+    assert_true(pd_http_gate_new(p, &g, &err) < 0);
+    assert_non_null(strstr(err.msg, "certificate and key"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bcrypt),
+        cmocka_unit_test(test_basic_auth_and_groups),
+        cmocka_unit_test(test_rate_limit),
+        cmocka_unit_test(test_bad_file),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
