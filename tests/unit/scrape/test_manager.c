@@ -100,8 +100,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return rc;
     }
     const char *name = NULL;
-    if (!strcmp(url, "/late")) { /* 1.1 s, over test_slot_met_busy's 1 s interval */
-        for (int i = 0; i < 110 && !server_stopping; i++)
+    if (!strcmp(url, "/late")) { /* test_slot_met_busy (1 s interval): 1.1 s, 0.5 s, ... */
+        static atomic_int late_n;
+        int ticks = atomic_fetch_add(&late_n, 1) % 2 ? 50 : 110;
+        for (int i = 0; i < ticks && !server_stopping; i++)
             usleep(10000);
         name = "profile";
     } else if (!strcmp(url, "/slow")) {
@@ -884,8 +886,8 @@ static void test_target_up_series(void **state)
 }
 
 /* A windowed profile (seconds: a CPU profile) whose answer comes after its
- * interval (1.1 s for 1 s) runs the slot it met busy as soon as it ends:
- * its scrapes come back to back, no slot is missed
+ * interval (answers of 1.1 s and 0.5 s in turn at 1 s) runs the slot it met
+ * busy as soon as it ends: no slot is missed
  * (profd_scrape_slots_missed_total stays 0) and the schedule keeps its
  * phase. Every windowed profile does so now (pd__scrape_catch_up): before,
  * only windows within 1 s of the interval, so a 9 s CPU profile at 10 s
@@ -927,9 +929,9 @@ static void test_slot_met_busy(void **state)
     double ok = scrapes("lateness", "windowed", "success");
     pd_scrape_manager_free(f->m);
     f->m = NULL;
-    print_message("windowed, 1.1 s answers at 1 s: %g scrapes in 10 s, %g slots missed\n", ok,
+    print_message("windowed, 1.1 s / 0.5 s answers at 1 s: %g scrapes in 10 s, %g slots missed\n", ok,
                   missed);
-    assert_true(ok >= 7);
+    assert_true(ok >= 8); /* skipping made ~6 */
     assert_true(missed == 0);
     /* the rule: every windowed profile catches up (the fleet bench's 9 s of 10 s) */
     assert_true(pd__scrape_catch_up(9, 10000));
