@@ -89,6 +89,12 @@ typedef struct pd_http_server_options {
     unsigned max_connections;     /* 0: 4096 (clamped to RLIMIT_NOFILE - 64) */
     unsigned max_connections_per_ip; /* 0: no per-IP cap */
     pd_http_classify_fn classify; /* NULL: everything in the ingest pool */
+    /* issue 20 item 4: Host/Origin/fetch-metadata rules checked when a
+     * request's headers have arrived (http/guard.h); borrowed, must outlive
+     * the server; NULL: none. Refusals are counted like the others above
+     * (host_not_allowed, cross_origin, cross_site, browser_simple_write).
+     * Every reply carries guard.h's security headers either way. */
+    const struct pd_http_guard *guard;
 } pd_http_server_options;
 
 /* Starts a server with options o (see pd_http_server_options; the handler
