@@ -16,6 +16,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { spawn } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -86,6 +87,15 @@ function underAsan() {
   return /libasan/.test(fs.readFileSync(`/proc/${profd.pid}/maps`, 'utf8'));
 }
 
+// Runs health_probe.mjs (a process of its own) for ms; resolves {ms, bad}.
+function probeHealth(ms) {
+  const prober = spawn(process.execPath, [path.join(path.dirname(new URL(import.meta.url).pathname), 'health_probe.mjs'),
+    String(profd.port), String(ms), '25'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  prober.stdout.on('data', (d) => { out += d; });
+  return new Promise((resolve) => prober.on('close', () => resolve(JSON.parse(out))));
+}
+
 const pct = (xs, p) => { const v = [...xs].sort((a, b) => a - b); return v[Math.min(v.length - 1, Math.floor(v.length * p))]; };
 
 before(async () => {
@@ -108,6 +118,10 @@ test('slowloris, idle connections, 1 byte/s bodies and catastrophic regexes: hea
   const idle0 = await metric('profd_http_cut_off_total', 'reason="idle"');
   const slow0 = await metric('profd_http_cut_off_total', 'reason="read_timeout"');
   const rss0 = rssBytes();
+  // the same prober before the attack: this machine's latency at its
+  // present load (the bound below is relative to it)
+  const base = await probeHealth(3000);
+  const baseP99 = pct(base.ms, 0.99);
   const attackers = [];
   const timers = [];
 
@@ -148,37 +162,39 @@ test('slowloris, idle connections, 1 byte/s bodies and catastrophic regexes: hea
     }
   });
 
-  // the well-behaved client: health every 50 ms, a push every 250 ms
-  const health = [];
+  // the well-behaved clients: health every 25 ms from a process of its own
+  // (so its latencies are profd's, not this event loop's, busy with 2,220
+  // attacker sockets and the regex loops), a push every 250 ms from here
   const pushes = [];
-  const until = performance.now() + (READ_TIMEOUT_S + 6) * 1000;
+  const durationMs = (READ_TIMEOUT_S + 6) * 1000;
+  const until = performance.now() + durationMs;
+  const probeDone = probeHealth(durationMs);
   let n = 0;
-  const pushLoop = (async () => {
-    while (performance.now() < until) {
-      pushes.push(await push(`wb${n++}`));
-      await sleep(250);
-    }
-  })();
   while (performance.now() < until) {
-    health.push(await request('GET', '/-/healthy', null, 10000));
-    await sleep(50);
+    pushes.push(await push(`wb${n++}`));
+    await sleep(250);
   }
-  await pushLoop;
+  const probed = await probeDone;
+  const health = probed.ms.map((ms) => ({ ms }));
   regexDone = true;
   await Promise.all(regexLoops);
   for (const t of timers) clearInterval(t);
 
-  const bad = health.filter((h) => h.status !== 200);
-  assert.equal(bad.length, 0, `health probes failed: ${JSON.stringify(bad.slice(0, 3))}`);
+  assert.equal(probed.bad.length, 0, `health probes failed: ${JSON.stringify(probed.bad.slice(0, 3))}`);
   const p99 = pct(health.map((h) => h.ms), 0.99);
   console.log(`health: ${health.length} probes, p50 ${pct(health.map((h) => h.ms), 0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${Math.max(...health.map((h) => h.ms)).toFixed(1)} ms`);
-  // The issue asks p99 < 100 ms: measured 23-240 ms on this 2-core machine
-  // at load average ~20, up to 894 ms with ctest -j2 beside a build; this
-  // client shares its event loop with the regex loops and 2,220 attacker
-  // sockets. The bound asserted is looser so the test is not flaky; before
-  // the epoll server every probe timed out (status 0 above), which still
-  // fails. The figure is printed above.
-  assert.ok(p99 < 1500, `/-/healthy p99 ${p99.toFixed(1)} ms under attack (want < 1500 ms)`);
+  console.log(`health before the attack: ${base.ms.length} probes, p99 ${baseP99.toFixed(1)} ms`);
+  // The issue asks p99 < 100 ms. Issue 20's earlier figures (23-240 ms, up
+  // to 894 ms) were this test's own event loop — the probes shared it with
+  // 2,220 attacker sockets and the regex loops; from a process of their own
+  // they measure profd: 26-140 ms p99 at load average 7-11 from other
+  // builds on this 2-core machine, where the same prober sees 5-60 ms
+  // without the attack. So: under 100 ms, or within 4x of the same prober's
+  // p99 before the attack when the machine itself is slower than that; never
+  // past 1 s (before the epoll server every probe timed out).
+  assert.equal(base.bad.length, 0, JSON.stringify(base.bad.slice(0, 3)));
+  const bound = Math.min(1000, Math.max(100, 4 * baseP99));
+  assert.ok(p99 < bound, `/-/healthy p99 ${p99.toFixed(1)} ms under attack (want < ${bound.toFixed(0)} ms: 100, or 4x the ${baseP99.toFixed(1)} ms before it)`);
   const badPush = pushes.filter((p) => p.status !== 200);
   assert.equal(badPush.length, 0, `pushes failed: ${JSON.stringify(badPush.slice(0, 3))}`);
   console.log(`pushes: ${pushes.length}, p99 ${pct(pushes.map((p) => p.ms), 0.99).toFixed(1)} ms`);
