@@ -294,3 +294,27 @@ test('100 unfinished over-cap bodies: RSS growth < 50 MB, nothing stored, refuse
   assert.ok(!/"service":"big"/.test(r.body), r.body.slice(0, 300));
   assert.ok((await metric('profd_http_rejected_total', 'reason="body_too_large"')) >= 50);
 });
+
+test('focus=, ignore=, hide= regexes under the PCRE2 limits: a catastrophic one is 422 fast', { timeout: 120000 }, async () => {
+  // a frame name of 4,000 "a"s and a "!" (Pyroscope's folded format)
+  const name = 'a'.repeat(4000) + '!';
+  const up = await request('POST', '/ingest?name=longframe.cpu&format=folded&from=now-1m&until=now', Buffer.from(`main;${name} 100\nmain;other 50\n`));
+  assert.equal(up.status, 200, up.body);
+  const sel = encodeURIComponent('{service_name="longframe"}');
+  const now = Math.floor(Date.now() / 1000);
+  const q = (extra) => `/api/v1/query?mode=merge&query=${sel}&from=${now - 600}&to=${now + 60}&report=top&${extra}`;
+  // a harmless focus works: the long frame is there
+  const okr = await request('GET', q('focus=main'));
+  assert.equal(okr.status, 200, okr.body);
+  assert.ok(okr.body.includes(name.slice(0, 100)), okr.body.slice(0, 300));
+  for (const param of ['focus', 'ignore', 'hide']) {
+    const r = await request('GET', q(`${param}=${encodeURIComponent('(a+)+$')}`), null, 60000);
+    assert.equal(r.status, 422, `${param}: ${r.status} ${r.body.slice(0, 300)}`);
+    assert.match(r.body, new RegExp(`${param} regex`));
+    assert.match(r.body, /backtracking limit/);
+    // before the limits one such regex took 1.7 s per profile; now the limit
+    // stops it in milliseconds (bound generous for a loaded machine)
+    assert.ok(r.ms < 10000, `${param}: ${r.ms.toFixed(0)} ms`);
+    console.log(`${param}=(a+)+$: 422 in ${r.ms.toFixed(1)} ms`);
+  }
+});
