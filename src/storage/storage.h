@@ -8,7 +8,7 @@
  * one profile per (series, timestamp) — a second append at the same time
  * replaces nothing and fails with PD_EEXIST.
  *
- * On disk (tsdb/head.c): PATH/wal/ (the log), PATH/<ULID>/ (immutable blocks,
+ * On disk (tsdb/db.c): PATH/wal/ (the log), PATH/<ULID>/ (immutable blocks,
  * e.g. written by `profd tsdb import` or cut from the head), PATH/series
  * (series refs). Reads merge the head and the blocks transparently.
  *

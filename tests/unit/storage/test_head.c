@@ -1,5 +1,5 @@
-/* Unit tests of src/storage/tsdb/head.c (the storage.h implementation) with
- * the real profiles of PD_TESTDATA/pprof, in temp directories.
+/* Unit tests of src/storage/tsdb/ (db.c, head.c, replay.c, querier.c: the
+ * storage.h implementation) with the real profiles of PD_TESTDATA/pprof, in temp directories.
  *
  * The store under test (fill_store):
  *   S0 heap{instance="a", job="demo"}  heap-0001..0030 at 1000, 2000, ..., 30000

@@ -1,5 +1,5 @@
-/* Unit tests of the block life cycle of src/storage/tsdb/head.c: head cut
- * into blocks, WAL checkpoint, compaction, retention by time and size, the
+/* Unit tests of the block life cycle of src/storage/tsdb/ (compact.c,
+ * retention.c, db.c): head cut into blocks, WAL checkpoint, compaction, retention by time and size, the
  * crash left-overs of each step, damaged block files, and kill -9 of a
  * writing child at random moments while it ingests, cuts and compacts.
  *

@@ -1,0 +1,212 @@
+/*
+ * storage/tsdb/db_int.h — the types the files of the embedded store share
+ * (db.c, head.c, replay.c, compact.c, retention.c, querier.c) and their
+ * internal functions, grouped by the file that defines them. Private to
+ * src/storage/tsdb. The design: top of db.c and of each file.
+ */
+#ifndef PD_STORAGE_TSDB_DB_INT_H
+#define PD_STORAGE_TSDB_DB_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "storage/storage.h"
+#include "storage/tsdb/block_int.h"
+#include "storage/tsdb/head_int.h"
+#include "storage/tsdb/headmem_int.h"
+#include "storage/tsdb/postings_int.h"
+#include "storage/tsdb/wal_int.h"
+
+#define MAX_SAMPLE_TYPES 1024 /* per profile, at append and replay */
+#define MAX_STR (1u << 20)    /* a label or sample type string read back */
+
+typedef struct typeset {
+    size_t n;
+    pd_sample_type_desc *d; /* n; strings malloc'ed */
+} typeset;
+
+typedef struct point {
+    int64_t ts;
+    uint64_t off;      /* record header offset in the segment */
+    uint32_t seg;      /* segment number */
+    uint32_t len;      /* record payload length */
+    uint32_t body_off; /* body offset inside the payload */
+    uint32_t body_len;
+    uint32_t tset; /* index into series.tsets */
+    uint32_t tot;  /* index into series.totals (tsets[tset].n values) */
+    uint32_t gid, gpos; /* the decomposed profile: group and position (headmem_int.h);
+                           gid WAL_ONLY: replayed, not decomposed yet (read from the WAL) */
+} point;
+
+#define WAL_ONLY UINT32_MAX
+
+/* An open block of the store. refs: 1 for the store's list (s->blocks) plus
+ * one per reader doing I/O on it outside the idx lock (hb_get/hb_put); the
+ * last put closes it. A block removed by compaction or retention leaves the
+ * list (and every bref) under app_mu + the idx write lock; its directory is
+ * deleted at once (an open fd keeps its chunks readable) and the pd_block
+ * closed when its last reader is done. */
+typedef struct hblock {
+    pd_block *b;
+    int refs; /* __atomic */
+    unsigned char *bad; /* per series id: non-zero once a read found its data
+                           damaged (__atomic; reported once, then skipped by
+                           select and read_points); 2 while why[id] is set, then 1 */
+    char **why;         /* per series id: the first error (file and offset) */
+} hblock;
+
+/* A series' part in one block. */
+typedef struct bref {
+    hblock *hb;
+    uint32_t id;          /* series id in b */
+    int64_t mint, maxt;   /* of the series in b */
+    uint64_t n;           /* profiles of the series in b */
+} bref;
+
+typedef struct series {
+    uint64_t ref, hash;
+    bref *brefs; /* ascending mint; changed under the idx write lock */
+    size_t n_brefs, cap_brefs;
+    point *cpts; /* ascending ts: profiles already in a block whose WAL record still
+                    exists (raw bytes of read_profile); pruned at checkpoints */
+    size_t n_cpts, cap_cpts;
+    pd_labels labels;
+    struct series *hnext;
+    point *pts;
+    size_t n_pts, cap_pts;
+    typeset *tsets;
+    size_t n_tsets, cap_tsets;
+    int64_t *totals;
+    size_t n_tot, cap_tot;
+    pd_hchunks hc; /* the head profiles, decomposed */
+    size_t n_wal_only; /* points with gid WAL_ONLY */
+} series;
+
+struct pd_storage {
+    char *path;
+    char waldir[4096];
+    pd_pprof_limits limits;
+    int lock_fd;
+    pd_wal *wal;
+
+    pthread_mutex_t app_mu;
+    pthread_rwlock_t idx;
+    pd_hmem hm; /* symbols and value groups of the head (headmem_int.h) */
+    pd_postings post; /* label pair -> refs of every series (postings_int.h) */
+    uint64_t n_wal_only; /* head points not decomposed yet (replayed) */
+    bool post_broken; /* out of memory adding to post: select scans every series */
+    series **by_ref; /* ascending ref */
+    size_t n_series, cap_series;
+    series **buckets; /* n_buckets, power of two */
+    size_t n_buckets;
+    uint64_t next_ref;
+    uint64_t n_profiles;
+    uint64_t replay_corrupt; /* malformed payloads met on replay */
+
+    hblock **blocks; /* changed under app_mu + idx write lock */
+    size_t n_blocks, cap_blocks;
+    int64_t block_ms;          /* <= 0: no head cut */
+    int64_t cut_retry_after;   /* monotonic ms: no cut attempt before */
+    uint64_t n_cuts; /* __atomic: stats read it under the idx read lock only */
+    const char *replay_file; /* set while PATH/series is replayed */
+    bool hr_valid, hr_any;     /* head_range's cache (under app_mu) */
+    int64_t hr_min, hr_max;
+
+    /* maintenance (compaction, retention): rounds serialised by maint_mu */
+    pthread_mutex_t maint_mu;
+    int64_t retention_ms;      /* <= 0: no time retention (nor lower bound on appends) */
+    int64_t grace_ms;          /* <= 0: no upper bound on appends */
+    int64_t (*clock)(void);    /* wall clock, Unix ms */
+    uint64_t retention_bytes;  /* 0: no size retention */
+    int64_t maint_ms;          /* <= 0: no thread */
+    uint64_t n_compactions, n_ret_deletes; /* __atomic */
+    int64_t compact_retry_after; /* monotonic ms */
+    pthread_t maint_thread;
+    bool maint_running;
+    pthread_mutex_t stop_mu;
+    pthread_cond_t stop_cv;
+    bool stopping;
+    bool kicked; /* a head cut is due: run now (under stop_mu) */
+};
+
+typedef struct reader {
+    const uint8_t *p;
+    size_t len, pos;
+    bool bad;
+} reader;
+
+typedef pd_profile_rec profile_rec;
+
+
+/* ---- db.c ---- */
+int pd__tsdb_check_time(int64_t retention_ms, int64_t grace_ms, int64_t now, int64_t ts,
+                      pd_err *err);
+void pd__tsdb_update_gauges(pd_storage *s);
+int64_t pd__tsdb_now_mono_ms(void);
+void pd__tsdb_hb_get(hblock *hb);
+void pd__tsdb_hb_put(hblock *hb);
+bool pd__tsdb_hb_bad(const hblock *hb, uint32_t id);
+void pd__tsdb_hb_damaged(hblock *hb, uint32_t id, const pd_err *e);
+void pd__tsdb_hb_warn_known(const hblock *hb, uint32_t id, uint64_t ref);
+void pd__tsdb_hb_read_failed(hblock *hb, uint32_t id, int rc, const pd_err *e);
+int pd__tsdb_add_block(pd_storage *s, pd_block *b, bool *added);
+void pd__tsdb_unlink_block(pd_storage *s, hblock *hb);
+void pd__tsdb_remove_block_dir(const char *dir);
+bool pd__tsdb_blocks_have(const series *se, int64_t ts);
+void pd__tsdb_prune_stash(series *se, uint32_t keep);
+size_t pd__tsdb_drop_points(pd_storage *s, series *se, const int64_t *ts, size_t n);
+int pd__tsdb_write_full_fd(int fd, const uint8_t *p, size_t n);
+int pd__tsdb_fsync_path(const char *path);
+int pd__tsdb_load_blocks(pd_storage *s, bool *added, pd_err *err);
+void pd__tsdb_kick_maintenance(pd_storage *s);
+
+/* ---- head.c ---- */
+void pd__tsdb_series_free(pd_storage *s, series *se);
+series *pd__tsdb_find_by_ref(const pd_storage *s, uint64_t ref);
+series *pd__tsdb_find_by_labels(const pd_storage *s, const pd_labels *ls, uint64_t hash);
+int pd__tsdb_reserve_series(pd_storage *s);
+void pd__tsdb_insert_series(pd_storage *s, series *se);
+size_t pd__tsdb_lower_bound(const series *se, int64_t t);
+bool pd__tsdb_has_ts(const series *se, int64_t ts);
+int pd__tsdb_intern_tset(series *se, size_t k, const char *const *types, const size_t *tlen,
+                       const char *const *units, const size_t *ulen, uint32_t *idx /* OUT */);
+int pd__tsdb_reserve_point(series *se, size_t k);
+void pd__tsdb_insert_point(series *se, point p, const int64_t *totals, size_t k);
+int pd__tsdb_buf_put_u64le(pd_buf *b, uint64_t v);
+int pd__tsdb_buf_put_str(pd_buf *b, const char *s, size_t len);
+uint64_t pd__tsdb_rd_u64le(reader *r);
+uint64_t pd__tsdb_rd_varint(reader *r);
+const char *pd__tsdb_rd_str(reader *r, size_t *len);
+
+/* ---- replay.c ---- */
+void pd__tsdb_compress_sealed(pd_storage *s, series *se);
+void pd__tsdb_seg_name(const pd_storage *s, uint32_t seg, char *buf, size_t n);
+int pd__tsdb_replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, const uint8_t *payload,
+                     uint32_t len);
+int pd__tsdb_write_series_file(pd_storage *s, pd_err *err);
+int pd__tsdb_read_series_file(pd_storage *s);
+bool pd__tsdb_decompose_replayed(pd_storage *s, int64_t budget_ms);
+
+/* ---- compact.c ---- */
+void pd__tsdb_head_range_add(pd_storage *s, int64_t ts);
+bool pd__tsdb_cut_due(pd_storage *s, int64_t *start /* OUT */);
+void pd__tsdb_maybe_cut(pd_storage *s, bool locked);
+bool pd__tsdb_newest_ts(pd_storage *s, int64_t *out);
+int pd__tsdb_snapshot_blocks(pd_storage *s, hblock ***out, size_t *n);
+void pd__tsdb_put_blocks(hblock **v, size_t n);
+int pd__tsdb_cmp_hb_mint(const void *a, const void *b);
+bool pd__tsdb_plan_compaction(const pd_storage *s, hblock **v, size_t n, int64_t newest,
+                            size_t *first, size_t *count);
+int pd__tsdb_compact_blocks(pd_storage *s, hblock **v, size_t n, size_t *bad_src, pd_err *err);
+
+/* ---- retention.c ---- */
+void pd__tsdb_apply_retention(pd_storage *s);
+
+/* ---- querier.c ---- */
+int pd__tsdb_wal_profile(pd_storage *s, uint64_t ref, const point *pt, pd_profile *out,
+                       pd_buf *raw, pd_err *err);
+
+#endif

@@ -1,0 +1,595 @@
+/*
+ * storage/tsdb/querier.c — the read side of storage.h (as Prometheus'
+ * tsdb/querier.go): series selection (postings intersected, then matchers
+ * tested on the candidates), timestamps + totals (no profile decode), one
+ * profile (from the head, the WAL or a block). Readers take idx for reading
+ * and rebuild a head profile under it (CPU only); block reads and the WAL
+ * read of raw bytes run after releasing it, holding a reference on the
+ * block. A damaged block part is skipped with a warning (warnings.c).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/arena.h"
+#include "base/crc32c.h"
+#include "base/log.h"
+#include "base/metrics.h"
+#include "base/time.h"
+#include "base/varint.h"
+#include "storage/storage.h"
+#include "storage/tsdb/block_int.h"
+#include "storage/tsdb/head_int.h"
+#include "storage/tsdb/headmem_int.h"
+#include "storage/tsdb/postings_int.h"
+#include "storage/tsdb/wal_int.h"
+#include "storage/tsdb/warnings_int.h"
+#include "storage/tsdb/db_int.h"
+
+/* ---- querier ---- */
+
+static int cmp_series_info(const void *a, const void *b)
+{
+    return pd_labels_cmp(&((const pd_series_info *)a)->labels,
+                         &((const pd_series_info *)b)->labels);
+}
+
+/* select's test of one series: appends it to out (capacity *cap) when it has
+ * profiles in [mint, maxt] and matches. 0 or PD_ENOMEM. idx read lock. */
+static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t mint,
+                      int64_t maxt, pd_series_set *out, size_t *cap)
+{
+    bool matched = false;
+    size_t cnt = 0;
+    int64_t mn = 0, mx = 0;
+    if (se->n_pts) {
+        size_t lo = pd__tsdb_lower_bound(se, mint);
+        if (lo < se->n_pts && se->pts[lo].ts <= maxt) {
+            size_t hi = lo;
+            if (se->pts[se->n_pts - 1].ts <= maxt) {
+                hi = se->n_pts;
+            } else {
+                hi = pd__tsdb_lower_bound(se, maxt);
+                if (hi < se->n_pts && se->pts[hi].ts == maxt)
+                    hi++;
+            }
+            cnt = hi - lo;
+            mn = se->pts[lo].ts;
+            mx = se->pts[hi - 1].ts;
+        }
+    }
+    for (size_t k = 0; k < se->n_brefs; k++) {
+        const bref *r = &se->brefs[k];
+        if (r->maxt < mint || r->mint > maxt || !r->n)
+            continue;
+        if (!matched) { /* matchers before any block I/O */
+            if (!pd_matchers_match(ms, n, &se->labels))
+                return 0;
+            matched = true;
+        }
+        if (pd__tsdb_hb_bad(r->hb, r->id)) {
+            pd__tsdb_hb_warn_known(r->hb, r->id, se->ref);
+            continue;
+        }
+        int64_t bmn = r->mint, bmx = r->maxt;
+        size_t bn = (size_t)r->n;
+        if (r->mint < mint || r->maxt > maxt) {
+            pd_points pts;
+            pd_err e;
+            pd_err_clear(&e);
+            int brc = pd__block_read_points(r->hb->b, r->id, mint, maxt, &pts, &e);
+            if (brc == PD_ENOMEM)
+                return brc;
+            if (brc < 0) {
+                pd__tsdb_hb_read_failed(r->hb, r->id, brc, &e);
+                continue;
+            }
+            bn = pts.n;
+            if (pts.n) {
+                bmn = pts.v[0].ts_ms;
+                bmx = pts.v[pts.n - 1].ts_ms;
+            }
+            pd_points_release(&pts);
+        }
+        if (!bn)
+            continue;
+        if (!cnt || bmn < mn)
+            mn = bmn;
+        if (!cnt || bmx > mx)
+            mx = bmx;
+        cnt += bn;
+    }
+    if (!cnt)
+        return 0;
+    if (!matched && !pd_matchers_match(ms, n, &se->labels))
+        return 0;
+    if (out->n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        pd_series_info *nv = realloc(out->v, nc * sizeof *nv);
+        if (!nv)
+            return PD_ENOMEM;
+        out->v = nv;
+        *cap = nc;
+    }
+    pd_series_info *si = &out->v[out->n];
+    if (pd_labels_copy(&si->labels, &se->labels) < 0)
+        return PD_ENOMEM;
+    si->ref = se->ref;
+    si->n_profiles = cnt;
+    si->min_ts = mn;
+    si->max_ts = mx;
+    out->n++;
+    return 0;
+}
+
+int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                      pd_series_set *out, pd_err *err)
+{
+    out->v = NULL;
+    out->n = 0;
+    if (mint > maxt)
+        return 0;
+    int rc = 0;
+    size_t cap = 0;
+    pthread_rwlock_rdlock(&s->idx);
+    /* candidates from the postings (a superset: select_one applies every matcher) */
+    uint64_t *refs = NULL;
+    size_t n_refs = 0;
+    bool all = true;
+    if (!s->post_broken)
+        rc = pd__postings_select(&s->post, ms, n, &refs, &n_refs, &all);
+    if (rc == 0 && all) {
+        for (size_t i = 0; i < s->n_series && rc == 0; i++)
+            rc = select_one(s->by_ref[i], ms, n, mint, maxt, out, &cap);
+    } else {
+        for (size_t i = 0; i < n_refs && rc == 0; i++) {
+            const series *se = pd__tsdb_find_by_ref(s, refs[i]);
+            if (se)
+                rc = select_one(se, ms, n, mint, maxt, out, &cap);
+        }
+    }
+    free(refs);
+    pthread_rwlock_unlock(&s->idx);
+    if (rc < 0) {
+        pd_series_set_release(out);
+        return pd_err_set(err, rc, "select series: out of memory");
+    }
+    if (out->n > 1)
+        qsort(out->v, out->n, sizeof *out->v, cmp_series_info);
+    return 0;
+}
+
+void pd_series_set_release(pd_series_set *set)
+{
+    if (!set)
+        return;
+    for (size_t i = 0; i < set->n; i++)
+        pd_labels_release(&set->v[i].labels);
+    free(set->v);
+    set->v = NULL;
+    set->n = 0;
+}
+
+static int cmp_point_ts(const void *a, const void *b)
+{
+    int64_t x = ((const pd_point *)a)->ts_ms, y = ((const pd_point *)b)->ts_ms;
+    return x < y ? -1 : x > y;
+}
+
+/* Appends copies (into arena a) of the points of bp to *v. 0 or PD_ENOMEM. */
+static int copy_block_points(pd_arena *a, const pd_points *bp, pd_point **v, size_t *n,
+                             size_t *cap)
+{
+    const pd_sample_type_desc *src = NULL;
+    pd_sample_type_desc *dst = NULL;
+    size_t src_n = 0;
+    for (size_t i = 0; i < bp->n; i++) {
+        const pd_point *p = &bp->v[i];
+        if (*n == *cap) {
+            size_t nc = *cap ? *cap * 2 : 64;
+            pd_point *nv = realloc(*v, nc * sizeof *nv);
+            if (!nv)
+                return PD_ENOMEM;
+            *v = nv;
+            *cap = nc;
+        }
+        pd_point *q = &(*v)[*n];
+        q->ts_ms = p->ts_ms;
+        q->n_types = p->n_types;
+        q->types = NULL;
+        q->totals = NULL;
+        if (p->n_types) {
+            if (p->types != src || p->n_types != src_n) {
+                dst = pd_arena_calloc(a, p->n_types, sizeof *dst);
+                if (!dst)
+                    return PD_ENOMEM;
+                for (size_t j = 0; j < p->n_types; j++) {
+                    dst[j].type = pd_arena_strdup(a, p->types[j].type ? p->types[j].type : "");
+                    dst[j].unit = pd_arena_strdup(a, p->types[j].unit ? p->types[j].unit : "");
+                    if (!dst[j].type || !dst[j].unit)
+                        return PD_ENOMEM;
+                }
+                src = p->types;
+                src_n = p->n_types;
+            }
+            q->types = dst;
+            q->totals = pd_arena_alloc(a, p->n_types * sizeof *q->totals);
+            if (!q->totals)
+                return PD_ENOMEM;
+            memcpy(q->totals, p->totals, p->n_types * sizeof *q->totals);
+        }
+        (*n)++;
+    }
+    return 0;
+}
+
+int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
+                           pd_err *err)
+{
+    out->v = NULL;
+    out->n = 0;
+    out->priv = NULL;
+    pd_arena *a = malloc(sizeof *a);
+    if (!a)
+        return pd_err_set(err, PD_ENOMEM, "read points: out of memory");
+    pd_arena_init(a);
+    int rc = 0;
+    pd_sample_type_desc **copied = NULL;
+    pd_point *v = NULL;
+    size_t nv = 0, cap = 0;
+    bref *brs = NULL;
+    size_t n_brs = 0;
+    pthread_rwlock_rdlock(&s->idx);
+    const series *se = pd__tsdb_find_by_ref(s, ref);
+    if (!se) {
+        pthread_rwlock_unlock(&s->idx);
+        rc = pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
+        goto out;
+    }
+    if (mint > maxt) {
+        pthread_rwlock_unlock(&s->idx);
+        goto out;
+    }
+    /* the blocks' parts to read after the lock (blocks stay open until close) */
+    if (se->n_brefs && !(brs = malloc(se->n_brefs * sizeof *brs))) {
+        pthread_rwlock_unlock(&s->idx);
+        rc = PD_ENOMEM;
+        goto out;
+    }
+    for (size_t k = 0; k < se->n_brefs; k++)
+        if (se->brefs[k].maxt >= mint && se->brefs[k].mint <= maxt) {
+            pd__tsdb_hb_get(se->brefs[k].hb);
+            brs[n_brs++] = se->brefs[k];
+        }
+    size_t lo = pd__tsdb_lower_bound(se, mint), hi = lo;
+    while (hi < se->n_pts && se->pts[hi].ts <= maxt)
+        hi++;
+    if (hi > lo) {
+        /* each sample-type set is copied once and shared by its points */
+        copied = calloc(se->n_tsets, sizeof *copied);
+        cap = hi - lo;
+        v = malloc(cap * sizeof *v);
+        if (!copied || !v) {
+            rc = PD_ENOMEM;
+            goto unlock;
+        }
+        for (size_t i = lo; i < hi; i++) {
+            const point *p = &se->pts[i];
+            const typeset *t = &se->tsets[p->tset];
+            pd_point *q = &v[nv++];
+            memset(q, 0, sizeof *q);
+            q->ts_ms = p->ts;
+            q->n_types = t->n;
+            if (!copied[p->tset] && t->n) {
+                pd_sample_type_desc *d = pd_arena_calloc(a, t->n, sizeof *d);
+                if (!d) {
+                    rc = PD_ENOMEM;
+                    goto unlock;
+                }
+                for (size_t j = 0; j < t->n; j++) {
+                    d[j].type = pd_arena_strdup(a, t->d[j].type);
+                    d[j].unit = pd_arena_strdup(a, t->d[j].unit);
+                    if (!d[j].type || !d[j].unit) {
+                        rc = PD_ENOMEM;
+                        goto unlock;
+                    }
+                }
+                copied[p->tset] = d;
+            }
+            q->types = copied[p->tset];
+            if (t->n) {
+                q->totals = pd_arena_alloc(a, t->n * sizeof *q->totals);
+                if (!q->totals) {
+                    rc = PD_ENOMEM;
+                    goto unlock;
+                }
+                memcpy(q->totals, se->totals + p->tot, t->n * sizeof *q->totals);
+            }
+        }
+    }
+unlock:
+    pthread_rwlock_unlock(&s->idx);
+    if (rc < 0)
+        goto out;
+    for (size_t k = 0; k < n_brs; k++) {
+        pd_points bp;
+        if (pd__tsdb_hb_bad(brs[k].hb, brs[k].id)) {
+            pd__tsdb_hb_warn_known(brs[k].hb, brs[k].id, ref);
+            continue;
+        }
+        pd_err be;
+        pd_err_clear(&be);
+        if ((rc = pd__block_read_points(brs[k].hb->b, brs[k].id, mint, maxt, &bp, &be)) < 0) {
+            if (rc == PD_ENOMEM) {
+                if (err)
+                    *err = be;
+                goto out;
+            }
+            pd__tsdb_hb_read_failed(brs[k].hb, brs[k].id, rc, &be); /* the rest is served */
+            rc = 0;
+            continue;
+        }
+        rc = copy_block_points(a, &bp, &v, &nv, &cap);
+        pd_points_release(&bp);
+        if (rc < 0)
+            goto out;
+    }
+    if (nv == 0)
+        goto out;
+    bool sorted = true;
+    for (size_t i = 1; i < nv && sorted; i++)
+        sorted = v[i - 1].ts_ms < v[i].ts_ms;
+    if (!sorted) {
+        qsort(v, nv, sizeof *v, cmp_point_ts);
+        size_t w = 1; /* (series, ts) is unique; drop a duplicate defensively */
+        for (size_t i = 1; i < nv; i++)
+            if (v[i].ts_ms != v[w - 1].ts_ms)
+                v[w++] = v[i];
+        nv = w;
+    }
+    out->v = pd_arena_alloc(a, nv * sizeof *out->v);
+    if (!out->v) {
+        rc = PD_ENOMEM;
+        goto out;
+    }
+    memcpy(out->v, v, nv * sizeof *v);
+    out->n = nv;
+out:
+    free(copied);
+    free(v);
+    for (size_t k = 0; k < n_brs; k++)
+        pd__tsdb_hb_put(brs[k].hb);
+    free(brs);
+    if (rc == PD_ENOMEM)
+        pd_err_set(err, rc, "read points of series %llu: out of memory", (unsigned long long)ref);
+    if (rc < 0 || out->n == 0) {
+        pd_arena_release(a);
+        free(a);
+        out->v = NULL;
+        out->n = 0;
+        return rc;
+    }
+    out->priv = a;
+    return 0;
+}
+
+void pd_points_release(pd_points *pts)
+{
+    if (!pts)
+        return;
+    if (pts->priv) {
+        pd_arena_release(pts->priv);
+        free(pts->priv);
+    }
+    pts->v = NULL;
+    pts->n = 0;
+    pts->priv = NULL;
+}
+
+/* Appends the body of the WAL record of pt (series ref at ts_ms) to raw:
+ * the producer's bytes. PD_ENOTFOUND when its segment is gone (checkpointed
+ * meanwhile), PD_ECORRUPT (err: file and offset), -errno, PD_ENOMEM. */
+static int wal_body(pd_storage *s, uint64_t ref, int64_t ts_ms, const point *pt, pd_buf *raw,
+                    pd_err *err)
+{
+    pd_buf rec;
+    pd_buf_init(&rec, (size_t)PD_WAL_MAX_RECORD + 1);
+    int rc = pd__wal_read(s->wal, pt->seg, pt->off, PD_WAL_REC_PROFILE, pt->len, &rec, err);
+    if (rc < 0)
+        goto out;
+    char name[4200];
+    pd__tsdb_seg_name(s, pt->seg, name, sizeof name);
+    /* the record passed its CRC; still check it is the one the index means */
+    profile_rec pr;
+    const char *why = NULL;
+    rc = pd__profile_rec_parse((const uint8_t *)rec.data, rec.len, &pr, &why);
+    if (rc == PD_ECORRUPT ||
+        (rc == 0 && (pr.ref != ref || pr.ts != ts_ms || pr.body_off != pt->body_off ||
+                     pr.body_len != pt->body_len))) {
+        if (rc == 0)
+            pd__profile_rec_release(&pr);
+        rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: %s", name, (unsigned long long)pt->off,
+                        why ? why : "record is not the indexed profile");
+        goto out;
+    }
+    if (rc < 0) {
+        pd_err_set(err, rc, "read profile: out of memory");
+        goto out;
+    }
+    pd__profile_rec_release(&pr);
+    if ((rc = pd_buf_append(raw, (const uint8_t *)rec.data + pt->body_off, pt->body_len)) < 0)
+        pd_err_set(err, rc, "read profile: no room for the %u-byte body", pt->body_len);
+out:
+    pd_buf_release(&rec);
+    return rc;
+}
+
+/* The profile of WAL-only head point pt of series ref, decoded from its
+ * record into out (and its body appended to raw if not NULL). Errors as
+ * wal_body, and PD_ECORRUPT when the body does not decode (err: file,
+ * offset). */
+int pd__tsdb_wal_profile(pd_storage *s, uint64_t ref, const point *pt, pd_profile *out,
+                       pd_buf *raw, pd_err *err)
+{
+    memset(out, 0, sizeof *out);
+    pd_buf body;
+    pd_buf_init(&body, 0);
+    int rc = wal_body(s, ref, pt->ts, pt, &body, err);
+    if (rc == 0) {
+        pd_err derr;
+        pd_err_clear(&derr);
+        rc = pd_profile_decode(out, (const uint8_t *)body.data, body.len, &s->limits, &derr);
+        if (rc < 0) {
+            memset(out, 0, sizeof *out);
+            if (rc == PD_EPARSE || rc == PD_EINVAL)
+                rc = PD_ECORRUPT;
+            char name[4200];
+            pd__tsdb_seg_name(s, pt->seg, name, sizeof name);
+            pd_err_set(err, rc, "%s offset %llu: stored profile does not decode: %s", name,
+                       (unsigned long long)pt->off, derr.msg);
+        } else if (raw && (rc = pd_buf_append(raw, body.data, body.len)) < 0) {
+            pd_profile_release(out);
+            memset(out, 0, sizeof *out);
+            pd_err_set(err, rc, "read profile: out of memory");
+        }
+    }
+    pd_buf_release(&body);
+    return rc;
+}
+
+/* raw for a profile read into out: the producer's bytes from the WAL while
+ * its record exists (pt != NULL), else out re-encoded. */
+static int read_raw(pd_storage *s, uint64_t ref, int64_t ts_ms, const point *pt,
+                    const pd_profile *out, pd_buf *raw, pd_err *err)
+{
+    size_t len0 = raw->len;
+    if (pt) {
+        pd_err e;
+        pd_err_clear(&e);
+        int rc = wal_body(s, ref, ts_ms, pt, raw, &e);
+        if (rc == 0)
+            return 0;
+        raw->len = len0;
+        if (rc != PD_ENOTFOUND) { /* the record is damaged: the profile itself is not */
+            pd_log_warn("storage: cannot read a profile's original bytes; re-encoding it",
+                        "err=\"%s\"", e.msg);
+            pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+        }
+    }
+    int rc = pd_profile_encode(out, true, raw);
+    if (rc < 0) {
+        raw->len = len0;
+        return pd_err_set(err, rc, "read profile: cannot re-encode the profile");
+    }
+    return 0;
+}
+
+#define RETRY_READ (-99999) /* read_profile_once: a WAL-only point's segment vanished */
+
+/* One lookup and read for pd_storage_read_profile. */
+static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
+                             pd_buf *raw, pd_err *err)
+{
+    memset(out, 0, sizeof *out);
+    pthread_rwlock_rdlock(&s->idx);
+    series *se = pd__tsdb_find_by_ref(s, ref);
+    point pt, cpt;
+    bool in_head = false, has_cpt = false;
+    bref brs[8];
+    size_t n_brs = 0;
+    int rc = PD_ENOTFOUND;
+    if (se) {
+        size_t i = pd__tsdb_lower_bound(se, ts_ms);
+        if (i < se->n_pts && se->pts[i].ts == ts_ms) {
+            pt = se->pts[i];
+            in_head = true;
+            /* decoded from the head's groups, under the read lock (a replayed
+               point not decomposed yet is read from the WAL below) */
+            if (pt.gid != WAL_ONLY)
+                rc = pd__hmem_read(&se->hc, pt.gid, pt.gpos, ts_ms, out, err);
+        }
+        /* moved into a block, but its WAL record is still there: raw can be
+           the producer's bytes */
+        size_t lo = 0, hi = se->n_cpts;
+        while (!in_head && raw && lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (se->cpts[mid].ts < ts_ms)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (!in_head && raw && lo < se->n_cpts && se->cpts[lo].ts == ts_ms) {
+            cpt = se->cpts[lo];
+            has_cpt = true;
+        }
+        for (size_t k = 0; !in_head && k < se->n_brefs && n_brs < 8; k++)
+            if (se->brefs[k].mint <= ts_ms && ts_ms <= se->brefs[k].maxt) {
+                pd__tsdb_hb_get(se->brefs[k].hb);
+                brs[n_brs++] = se->brefs[k];
+            }
+    }
+    pthread_rwlock_unlock(&s->idx);
+    if (!se)
+        return pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
+    if (in_head && pt.gid == WAL_ONLY) {
+        /* a head cut may have moved it into a block and removed its segment
+           since the lookup: look again */
+        int wrc = pd__tsdb_wal_profile(s, ref, &pt, out, raw, err);
+        return wrc == PD_ENOTFOUND ? RETRY_READ : wrc;
+    }
+    if (in_head) {
+        if (rc < 0) {
+            memset(out, 0, sizeof *out);
+            return rc;
+        }
+        if (raw && (rc = read_raw(s, ref, ts_ms, &pt, out, raw, err)) < 0) {
+            pd_profile_release(out);
+            memset(out, 0, sizeof *out);
+        }
+        return rc;
+    }
+    for (size_t k = 0; k < n_brs && rc == PD_ENOTFOUND; k++) {
+        rc = pd__block_read_profile(brs[k].hb->b, brs[k].id, ts_ms, out, err);
+        if (rc < 0 && rc != PD_ENOTFOUND)
+            memset(out, 0, sizeof *out);
+        if (rc == PD_ECORRUPT)
+            pd__tsdb_hb_damaged(brs[k].hb, brs[k].id, err);
+    }
+    for (size_t k = 0; k < n_brs; k++)
+        pd__tsdb_hb_put(brs[k].hb);
+    if (rc == PD_ENOTFOUND)
+        return pd_err_set(err, PD_ENOTFOUND, "series %llu has no profile at %lld ms",
+                          (unsigned long long)ref, (long long)ts_ms);
+    if (rc == 0 && raw &&
+        (rc = read_raw(s, ref, ts_ms, has_cpt ? &cpt : NULL, out, raw, err)) < 0) {
+        pd_profile_release(out);
+        memset(out, 0, sizeof *out);
+    }
+    return rc;
+}
+
+int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
+                            pd_buf *raw, pd_err *err)
+{
+    size_t len0 = raw ? raw->len : 0;
+    int rc = read_profile_once(s, ref, ts_ms, out, raw, err);
+    if (rc == RETRY_READ) {
+        if (raw)
+            raw->len = len0;
+        rc = read_profile_once(s, ref, ts_ms, out, raw, err);
+        if (rc == RETRY_READ)
+            rc = pd_err_set(err, PD_ENOTFOUND, "series %llu: the profile at %lld ms moved twice",
+                            (unsigned long long)ref, (long long)ts_ms);
+    }
+    return rc;
+}
+
