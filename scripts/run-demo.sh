@@ -54,7 +54,7 @@ if [ "$demo_listen" != "127.0.0.1:6060" ] || [ "$profd_listen" != "127.0.0.1:109
 fi
 
 "$profd" serve --config.file="$config" --storage.path="$data" \
-    --web.listen-address="$profd_listen" &
+    --web.listen-address="$profd_listen" --web.enable-lifecycle &
 profd_pid=$!
 
 sleep 1

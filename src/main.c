@@ -36,6 +36,7 @@
 #include "base/log.h"
 #include "agent/profd_agent.h"
 #include "base/time.h"
+#include "http/guard.h"
 #include "http/server.h"
 #include "http/auth.h"
 #include "pprof/pprof.h"
@@ -72,6 +73,8 @@ typedef struct flags {
     size_t segment_bytes;     /* --storage.wal.segment-size (0: storage default, 32 MiB) */
     int enable_pprof;         /* --web.enable-pprof: 1 on, 0 off, -1 default (on for loopback) */
     const char *web_config;   /* --web.config.file (issue 20): TLS, basic auth, ... */
+    bool enable_lifecycle;    /* --web.enable-lifecycle: POST /-/reload (issue 20 item 4) */
+    const char *allowed_hosts; /* --web.allowed-hosts (http/guard.h; NULL: the default rule) */
 } flags;
 
 static void usage(FILE *f)
@@ -112,6 +115,10 @@ static void usage(FILE *f)
             "  --web.max-connections-per-ip=N  per client address (default 0: no cap)\n"
             "  --web.config.file=FILE          TLS, basic auth, headers, rate limit: Prometheus'\n"
             "                                  web config format (README: Exposing profd)\n"
+            "  --web.enable-lifecycle          allow POST /-/reload (off: 403, as Prometheus)\n"
+            "  --web.allowed-hosts=H1,H2       Host names served (DNS rebinding protection);\n"
+            "                                  default: the listen host, plus localhost,\n"
+            "                                  127.0.0.1 and [::1] on loopback; any on 0.0.0.0\n"
             "  --[no-]web.enable-pprof         serve profd's own /debug/pprof/profile and /heap\n"
             "                                  (default: on when listening on loopback)\n"
             "  --query.timeout=DURATION        merge/diff queries stop after it (default 2m)\n"
@@ -192,6 +199,16 @@ static int parse_flags(int argc, char **argv, flags *f)
             f->enable_pprof = strstr(a, "true") || strcmp(a, "--web.enable-pprof") == 0;
             continue;
         }
+        /* issue 20 item 4: --web.enable-lifecycle[=true|false], as Prometheus */
+        if (strcmp(a, "--web.enable-lifecycle") == 0 ||
+            strcmp(a, "--web.enable-lifecycle=true") == 0 ||
+            strcmp(a, "--web.enable-lifecycle=false") == 0 ||
+            strcmp(a, "--no-web.enable-lifecycle") == 0) {
+            f->enable_lifecycle = strstr(a, "false") == NULL && strncmp(a, "--no-", 5) != 0;
+            continue;
+        }
+        if (strncmp(a, "--web.enable-lifecycle=", 23) == 0)
+            return usage_error("--web.enable-lifecycle: \"%s\" is not true or false", a + 23);
         if (strncmp(a, "--web.enable-pprof=", 19) == 0)
             return usage_error("--web.enable-pprof: \"%s\" is not true or false", a + 19);
         char name[64];
@@ -208,7 +225,8 @@ static int parse_flags(int argc, char **argv, flags *f)
             "--query.timeout",     "--query.max-samples",     "--storage.block-duration",
             "--storage.retention.time", "--storage.retention.size", "--storage.wal.segment-size",
             "--storage.future-grace", "--query.max-concurrency", "--web.read-timeout",
-            "--web.max-connections", "--web.max-connections-per-ip", "--web.config.file"};
+            "--web.max-connections", "--web.max-connections-per-ip", "--web.config.file",
+            "--web.allowed-hosts"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -231,6 +249,8 @@ static int parse_flags(int argc, char **argv, flags *f)
             f->storage_path = val;
         } else if (strcmp(name, "--web.listen-address") == 0) {
             f->listen = val;
+        } else if (strcmp(name, "--web.allowed-hosts") == 0) {
+            f->allowed_hosts = val;
         } else if (strcmp(name, "--log.level") == 0) {
             if (strcmp(val, "debug") && strcmp(val, "info") && strcmp(val, "warn") &&
                 strcmp(val, "error"))
@@ -393,6 +413,7 @@ static int serve(const flags *f)
     pd_api *api = NULL;
     pd_http_server *srv = NULL;
     pd_http_gate *gate = NULL;
+    pd_http_guard *guard = NULL; /* issue 20 item 4 */
     app a = {.config_file = f->config_file};
     pthread_mutex_init(&a.mu, NULL);
 
@@ -469,6 +490,14 @@ static int serve(const flags *f)
                         (f->enable_pprof < 0 && (strncmp(f->listen, "127.", 4) == 0 ||
                                                  strncmp(f->listen, "localhost:", 10) == 0 ||
                                                  strncmp(f->listen, "[::1]:", 6) == 0));
+    /* issue 20 item 4: the Host names served (http/guard.h) */
+    char v_hosts[1024];
+    if (pd_http_guard_new(f->listen, f->allowed_hosts, &guard, &err) < 0) {
+        fprintf(stderr, "profd: %s\n", err.msg);
+        code = EXIT_USAGE;
+        goto out;
+    }
+    pd_http_guard_describe(guard, v_hosts, sizeof v_hosts);
     const char *fnames[] = {"config.file",          "storage.path",
                             "storage.wal.fsync",    "storage.wal.segment-size",
                             "storage.block-duration", "storage.retention.time",
@@ -478,17 +507,20 @@ static int serve(const flags *f)
                             "scrape.max-body-bytes", "log.level", "web.enable-pprof",
                             "query.max-concurrency", "web.read-timeout",
                             "web.max-connections", "web.max-connections-per-ip",
-                            "web.config.file"};
+                            "web.config.file", "web.enable-lifecycle",
+                            "web.allowed-hosts"};
     const char *fvalues[] = {f->config_file ? f->config_file : "", f->storage_path, f->fsync,
                              v_seg, v_block, v_ret, v_retsz, v_grace, f->listen, v_threads,
                              v_qt, v_qms, v_body, f->log_level,
                              enable_pprof ? "true" : "false", v_qconc, v_rto, v_mc, v_mcip,
-                             f->web_config ? f->web_config : ""};
+                             f->web_config ? f->web_config : "",
+                             f->enable_lifecycle ? "true" : "false", v_hosts};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,
         .flag_names = fnames, .flag_values = fvalues, .n_flags = sizeof fnames / sizeof *fnames};
     ao.enable_pprof = enable_pprof;
+    ao.enable_lifecycle = f->enable_lifecycle;
     /* nobody can read profd's heap profile: do not sample its allocations
        (the interposed malloc then only counts down nothing) */
     if (!ao.enable_pprof)
@@ -509,7 +541,8 @@ static int serve(const flags *f)
                                  .max_connections_per_ip = f->max_conns_ip,
                                  .classify = pd_api_classify,
                                  .gate = gate,
-                                 .group = pd_api_access_group};
+                                 .group = pd_api_access_group,
+                                 .guard = guard};
     rc = pd_http_server_start_opts(&ho, pd_api_handle, api, &srv, &err);
     if (rc < 0) {
         fprintf(stderr, "profd: cannot listen on %s: %s\n", f->listen,
@@ -583,6 +616,7 @@ out:
     pd_http_gate_free(gate);
     pd_scrape_manager_free(sm);
     pd_api_free(api);
+    pd_http_guard_free(guard);
     pd_storage_close(st);
     pd_config_release(&cfg);
     pthread_mutex_destroy(&a.mu);

@@ -1142,6 +1142,11 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
     if (strcmp(path, "/-/reload") == 0) {
         if (!method_is(req, "POST") && !method_is(req, "PUT")) {
             bad_method(resp, "POST, PUT", false);
+        } else if (!api->o.enable_lifecycle) { /* issue 20 item 4, as Prometheus */
+            pd_metrics_add("profd_http_rejected_total", "reason=\"lifecycle_disabled\"", 1);
+            reply_text(resp, 403,
+                       "Lifecycle API is not enabled: start profd with --web.enable-lifecycle "
+                       "to use /-/reload (SIGHUP reloads too)\n");
         } else if (!api->o.reload) {
             reply_text(resp, 500, "reload is not available\n");
         } else {

@@ -64,7 +64,9 @@
  *            /pyroscope/render-diff, flamebearer JSON (querier_render.c).
  *            querier_int.h says how profd's series look through it.
  *   GET      /-/healthy, /-/ready (200 text), POST|PUT /-/reload (the reload
- *            callback; 200, or 500 with the error).
+ *            callback; 200, or 500 with the error; 403 naming
+ *            --web.enable-lifecycle unless enable_lifecycle, counted in
+ *            profd_http_rejected_total{reason="lifecycle_disabled"}).
  *   GET      /metrics  Prometheus text format 0.0.4: the pd_metrics registry
  *            plus process_* (CPU, RSS, start time, open fds) and
  *            profd_storage_* gauges, refreshed at each scrape.
@@ -118,6 +120,9 @@ typedef struct pd_api_options {
     const char *const *flag_names, *const *flag_values;
     size_t n_flags;
     bool enable_pprof; /* --web.enable-pprof: profd's own /debug/pprof (libprofd-agent) */
+    /* --web.enable-lifecycle (issue 20 item 4): without it POST /-/reload
+     * answers 403 naming the flag, as Prometheus (SIGHUP still reloads) */
+    bool enable_lifecycle;
 } pd_api_options;
 
 /* Creates the API over st (borrowed, must outlive the api) and sm (borrowed,

@@ -94,6 +94,12 @@ typedef struct pd_http_server_options {
      * pd_access_group of a request (NULL: every request is a query). */
     struct pd_http_gate *gate;
     int (*group)(const char *method, const char *path);
+    /* issue 20 item 4: Host/Origin/fetch-metadata rules checked when a
+     * request's headers have arrived (http/guard.h); borrowed, must outlive
+     * the server; NULL: none. Refusals are counted like the others above
+     * (host_not_allowed, cross_origin, cross_site, browser_simple_write).
+     * Every reply carries guard.h's security headers either way. */
+    const struct pd_http_guard *guard;
 } pd_http_server_options;
 
 /* Starts a server with options o (see pd_http_server_options; the handler

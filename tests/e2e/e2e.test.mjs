@@ -130,7 +130,7 @@ before(async () => {
   deadPort = await freePort();
   configPath = path.join(dir, 'profd.yaml');
   writeConfig(configPath, demo.addr, `127.0.0.1:${deadPort}`);
-  profd = await startProfd({ storage, config: configPath });
+  profd = await startProfd({ storage, config: configPath, extraArgs: ['--web.enable-lifecycle'] });
 });
 
 after(async () => {

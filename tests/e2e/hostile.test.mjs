@@ -16,6 +16,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { spawn } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -86,6 +87,15 @@ function underAsan() {
   return /libasan/.test(fs.readFileSync(`/proc/${profd.pid}/maps`, 'utf8'));
 }
 
+// Runs health_probe.mjs (a process of its own) for ms; resolves {ms, bad}.
+function probeHealth(ms) {
+  const prober = spawn(process.execPath, [path.join(path.dirname(new URL(import.meta.url).pathname), 'health_probe.mjs'),
+    String(profd.port), String(ms), '25'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  prober.stdout.on('data', (d) => { out += d; });
+  return new Promise((resolve) => prober.on('close', () => resolve(JSON.parse(out))));
+}
+
 const pct = (xs, p) => { const v = [...xs].sort((a, b) => a - b); return v[Math.min(v.length - 1, Math.floor(v.length * p))]; };
 
 before(async () => {
@@ -108,6 +118,10 @@ test('slowloris, idle connections, 1 byte/s bodies and catastrophic regexes: hea
   const idle0 = await metric('profd_http_cut_off_total', 'reason="idle"');
   const slow0 = await metric('profd_http_cut_off_total', 'reason="read_timeout"');
   const rss0 = rssBytes();
+  // the same prober before the attack: this machine's latency at its
+  // present load (the bound below is relative to it)
+  const base = await probeHealth(3000);
+  const baseP99 = pct(base.ms, 0.99);
   const attackers = [];
   const timers = [];
 
@@ -148,37 +162,40 @@ test('slowloris, idle connections, 1 byte/s bodies and catastrophic regexes: hea
     }
   });
 
-  // the well-behaved client: health every 50 ms, a push every 250 ms
-  const health = [];
+  // the well-behaved clients: health every 25 ms from a process of its own
+  // (so its latencies are profd's, not this event loop's, busy with 2,220
+  // attacker sockets and the regex loops), a push every 250 ms from here
   const pushes = [];
-  const until = performance.now() + (READ_TIMEOUT_S + 6) * 1000;
+  const durationMs = (READ_TIMEOUT_S + 6) * 1000;
+  const until = performance.now() + durationMs;
+  const probeDone = probeHealth(durationMs);
   let n = 0;
-  const pushLoop = (async () => {
-    while (performance.now() < until) {
-      pushes.push(await push(`wb${n++}`));
-      await sleep(250);
-    }
-  })();
   while (performance.now() < until) {
-    health.push(await request('GET', '/-/healthy', null, 10000));
-    await sleep(50);
+    pushes.push(await push(`wb${n++}`));
+    await sleep(250);
   }
-  await pushLoop;
+  const probed = await probeDone;
+  const health = probed.ms.map((ms) => ({ ms }));
   regexDone = true;
   await Promise.all(regexLoops);
   for (const t of timers) clearInterval(t);
 
-  const bad = health.filter((h) => h.status !== 200);
-  assert.equal(bad.length, 0, `health probes failed: ${JSON.stringify(bad.slice(0, 3))}`);
+  assert.equal(probed.bad.length, 0, `health probes failed: ${JSON.stringify(probed.bad.slice(0, 3))}`);
   const p99 = pct(health.map((h) => h.ms), 0.99);
   console.log(`health: ${health.length} probes, p50 ${pct(health.map((h) => h.ms), 0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${Math.max(...health.map((h) => h.ms)).toFixed(1)} ms`);
-  // The issue asks p99 < 100 ms: measured 23-240 ms on this 2-core machine
-  // at load average ~20, up to 894 ms with ctest -j2 beside a build; this
-  // client shares its event loop with the regex loops and 2,220 attacker
-  // sockets. The bound asserted is looser so the test is not flaky; before
-  // the epoll server every probe timed out (status 0 above), which still
-  // fails. The figure is printed above.
-  assert.ok(p99 < 1500, `/-/healthy p99 ${p99.toFixed(1)} ms under attack (want < 1500 ms)`);
+  console.log(`health before the attack: ${base.ms.length} probes, p99 ${baseP99.toFixed(1)} ms`);
+  // The issue asks p99 < 100 ms. Issue 20's earlier figures (23-240 ms, up
+  // to 894 ms) were partly this test's own event loop — the probes shared it
+  // with 2,220 attacker sockets and the regex loops. From a process of their
+  // own they measure profd plus this machine's scheduler: 26-97 ms p99 at
+  // load average 7-9 (other engineers' builds on 2 cores), 106-181 ms at
+  // load 14-15, against 5-65 ms from the same prober just before the
+  // attack. The bound asserted is 1 s so the test does not flake on a
+  // saturated machine (before the epoll server every probe timed out); a
+  // p99 over 100 ms is reported.
+  assert.equal(base.bad.length, 0, JSON.stringify(base.bad.slice(0, 3)));
+  if (p99 >= 100) console.log(`NOTE: health p99 ${p99.toFixed(1)} ms >= 100 ms (load average ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')})`);
+  assert.ok(p99 < 1000, `/-/healthy p99 ${p99.toFixed(1)} ms under attack (want < 1000 ms; 100 ms on an idle machine)`);
   const badPush = pushes.filter((p) => p.status !== 200);
   assert.equal(badPush.length, 0, `pushes failed: ${JSON.stringify(badPush.slice(0, 3))}`);
   console.log(`pushes: ${pushes.length}, p99 ${pct(pushes.map((p) => p.ms), 0.99).toFixed(1)} ms`);
@@ -277,4 +294,28 @@ test('100 unfinished over-cap bodies: RSS growth < 50 MB, nothing stored, refuse
   const r = await request('GET', '/api/0/profiles?service=big&type=heap&from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z');
   assert.ok(!/"service":"big"/.test(r.body), r.body.slice(0, 300));
   assert.ok((await metric('profd_http_rejected_total', 'reason="body_too_large"')) >= 50);
+});
+
+test('focus=, ignore=, hide= regexes under the PCRE2 limits: a catastrophic one is 422 fast', { timeout: 120000 }, async () => {
+  // a frame name of 4,000 "a"s and a "!" (Pyroscope's folded format)
+  const name = 'a'.repeat(4000) + '!';
+  const up = await request('POST', '/ingest?name=longframe.cpu&format=folded&from=now-1m&until=now', Buffer.from(`main;${name} 100\nmain;other 50\n`));
+  assert.equal(up.status, 200, up.body);
+  const sel = encodeURIComponent('{service_name="longframe"}');
+  const now = Math.floor(Date.now() / 1000);
+  const q = (extra) => `/api/v1/query?mode=merge&query=${sel}&from=${now - 600}&to=${now + 60}&report=top&${extra}`;
+  // a harmless focus works: the long frame is there
+  const okr = await request('GET', q('focus=main'));
+  assert.equal(okr.status, 200, okr.body);
+  assert.ok(okr.body.includes(name.slice(0, 100)), okr.body.slice(0, 300));
+  for (const param of ['focus', 'ignore', 'hide']) {
+    const r = await request('GET', q(`${param}=${encodeURIComponent('(a+)+$')}`), null, 60000);
+    assert.equal(r.status, 422, `${param}: ${r.status} ${r.body.slice(0, 300)}`);
+    assert.match(r.body, new RegExp(`${param} regex`));
+    assert.match(r.body, /backtracking limit/);
+    // before the limits one such regex took 1.7 s per profile; now the limit
+    // stops it in milliseconds (bound generous for a loaded machine)
+    assert.ok(r.ms < 10000, `${param}: ${r.ms.toFixed(0)} ms`);
+    console.log(`${param}=(a+)+$: 422 in ${r.ms.toFixed(1)} ms`);
+  }
 });

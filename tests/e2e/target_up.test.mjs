@@ -106,7 +106,7 @@ before(async () => {
   brokenAddr = `127.0.0.1:${broken.address().port}`;
   configPath = path.join(dir, 'profd.yaml');
   writeConfig();
-  profd = await startProfd({ storage: path.join(dir, 'data'), config: configPath });
+  profd = await startProfd({ storage: path.join(dir, 'data'), config: configPath, extraArgs: ['--web.enable-lifecycle'] });
 });
 
 after(async () => {

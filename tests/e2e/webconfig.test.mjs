@@ -66,7 +66,9 @@ async function startWith(name, yml) {
   fs.writeFileSync(file, yml);
   const port = await freePort();
   const p = new Proc(name, profdBin(), ['serve', `--storage.path=${path.join(dir, name + '-data')}`,
-    `--web.listen-address=127.0.0.1:${port}`, `--web.config.file=${file}`]);
+    `--web.listen-address=127.0.0.1:${port}`, `--web.config.file=${file}`,
+    // /-/reload is an admin endpoint only with the lifecycle flag (issue 20 item 4)
+    '--web.enable-lifecycle']);
   p.port = port;
   p.file = file;
   await waitFor(`${name} to listen`, async () => {

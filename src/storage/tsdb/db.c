@@ -840,7 +840,17 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     s->limits = opts->limits;
     s->block_ms = opts->block_duration_ms ? opts->block_duration_ms : 2 * 3600 * 1000;
     pthread_mutex_init(&s->app_mu, NULL);
-    pthread_rwlock_init(&s->idx, NULL);
+    {
+        /* issue 20: writers first — glibc's default prefers readers, so
+           back-to-back merges (each a stream of short read holds) kept a
+           push's write lock waiting for seconds. No thread takes s->idx for
+           reading twice (the non-recursive kind would deadlock then). */
+        pthread_rwlockattr_t ra;
+        pthread_rwlockattr_init(&ra);
+        pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&s->idx, &ra);
+        pthread_rwlockattr_destroy(&ra);
+    }
     pthread_mutex_init(&s->maint_mu, NULL);
     pthread_mutex_init(&s->stop_mu, NULL);
     pthread_cond_init(&s->stop_cv, NULL);

@@ -278,7 +278,7 @@ static int setup(void **state)
         fprintf(stderr, "storage open: %s\n", err.msg);
         return -1;
     }
-    pd_api_options ao = {.reload = reload_cb, .version = "test"};
+    pd_api_options ao = {.reload = reload_cb, .version = "test", .enable_lifecycle = true};
     if (pd_api_new(st, NULL, &ao, &api, &err) != 0)
         return -1;
     if (pd_http_server_start("127.0.0.1:0", 4, 8 << 20, pd_api_handle, api, &srv, &err) != 0) {
@@ -842,6 +842,23 @@ static void test_metrics_health(void **state)
     req(NULL, "/-/reload", NULL, 0, NULL, &r); /* GET is not a reload */
     assert_int_equal(r.status, 405);
     pd_buf_release(&r.body);
+    assert_int_equal(__atomic_load_n(&reload_calls, __ATOMIC_SEQ_CST), c0 + 2);
+
+    /* issue 20 item 4: without --web.enable-lifecycle, 403 naming the flag
+       and no reload (as Prometheus) */
+    __atomic_store_n(&reload_fail, 0, __ATOMIC_SEQ_CST);
+    pd_api *off = NULL;
+    pd_err oerr = {{0}};
+    pd_api_options oo = {.reload = reload_cb, .version = "test"};
+    assert_int_equal(pd_api_new(st, NULL, &oo, &off, &oerr), 0);
+    pd_http_request hr = {.method = "POST", .path = "/-/reload", .body = (const uint8_t *)""};
+    pd_http_response hresp = {0};
+    pd_api_handle(off, &hr, &hresp);
+    assert_int_equal(hresp.status, 403);
+    assert_non_null(strstr(hresp.body.data, "--web.enable-lifecycle"));
+    pd_buf_release(&hresp.body);
+    free(hresp.headers);
+    pd_api_free(off);
     assert_int_equal(__atomic_load_n(&reload_calls, __ATOMIC_SEQ_CST), c0 + 2);
 
     /* the UI page */

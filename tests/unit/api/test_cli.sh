@@ -55,7 +55,7 @@ scrape_configs:
       - targets: ["127.0.0.1:1"]
 EOF
 cp "$T/good.yaml" "$T/live.yaml"
-"$PROFD" serve --storage.path "$T/d1" --web.listen-address 127.0.0.1:0 \
+"$PROFD" serve --storage.path "$T/d1" --web.listen-address 127.0.0.1:0 --web.enable-lifecycle \
     --config.file "$T/live.yaml" --log.level debug 2>"$T/log" &
 PID=$!
 PIDS+=("$PID")
