@@ -1,6 +1,6 @@
 // bench/ingest_under_query/load.mjs — the load of issue 20's "Must show":
 // PUSHERS clients each pushing real heap profiles (testdata go-demo-series,
-// cycled) to profefe's API at RATE pushes/s, while MERGERS clients merge
+// or the heap-*.pb.gz of $PD_IUQ_PROFILES, cycled) to profefe's API at RATE pushes/s, while MERGERS clients merge
 // every heap profile stored since the start (mode=merge over the whole run),
 // back to back, for SECONDS. Reports per 10 s window the push latency
 // (p50/p99/max), the longest gap between two acknowledgements (any pusher),
@@ -21,7 +21,9 @@ if (!base || !pidArg) {
 const url = new URL(base);
 const SECONDS = Number(secArg), PUSHERS = Number(pushArg), MERGERS = Number(mergeArg), RATE = Number(rateArg);
 const TESTDATA = process.env.PD_TESTDATA || '/work/shared/testdata';
-const dir = path.join(TESTDATA, 'pprof', 'go-demo-series');
+// PD_IUQ_PROFILES: another directory of heap-*.pb.gz (e.g. bigger profiles
+// collected from a real Go program: bench/ingest_under_query/biggo/)
+const dir = process.env.PD_IUQ_PROFILES || path.join(TESTDATA, 'pprof', 'go-demo-series');
 const bodies = fs.readdirSync(dir).filter((f) => f.startsWith('heap-')).sort().map((f) => fs.readFileSync(path.join(dir, f)));
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
