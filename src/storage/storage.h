@@ -64,6 +64,10 @@ typedef struct pd_storage_options {
     int64_t maintenance_ms;    /* period of the background thread that compacts blocks and
                                   applies retention; 0 = 60 s, < 0 = no thread (only
                                   pd_storage_maintain) */
+    int64_t aggregate_slice_ns; /* pd_storage_aggregate holds the head's index read lock
+                                   for slices of about this many nanoseconds, then lets
+                                   writers in (the lock prefers them) and resumes;
+                                   0 = 1 ms (tests set 1 to slice as often as possible) */
 } pd_storage_options;
 
 /* Defaults for the options above with path "./data". */
@@ -184,6 +188,11 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
  * Memory: one entry per distinct (stack, label set) of one group in one
  * block, never per profile. n_series (may be NULL) receives how many refs
  * have a block part or head profiles in the range.
+ * Concurrency: appends go on during the walk — the head is walked holding
+ * the index read lock for slices of aggregate_slice_ns (a push waits at
+ * most about that long), the profiles appended meanwhile inside the range
+ * may or may not be summed; a head cut during the walk waits for its end,
+ * so every profile stored in the range before the call is summed once.
  * poll (may be NULL) is called with ctx at the start, every 16 profiles
  * summed and at the end (deadlines, a client gone): a negative code stops
  * the walk and is returned.
@@ -253,6 +262,8 @@ typedef struct pd_storage_stats {
     uint64_t n_blocks;      /* immutable blocks open */
     uint64_t n_head_profiles; /* profiles in the head (not yet in a block) */
     uint64_t n_cuts, n_compactions, n_retention_deletes; /* since open */
+    uint64_t n_aggregate_slices; /* since open: times an aggregation released the head's
+                                    index lock mid-walk to let writers in */
 } pd_storage_stats;
 
 /* One round of maintenance, as the background thread runs it: cuts the head

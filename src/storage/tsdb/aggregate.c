@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/time.h"
 #include "base/u64map.h"
 #include "storage/storage.h"
 #include "storage/tsdb/chunks_int.h"
@@ -289,7 +290,17 @@ static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, 
  * no pd_profile per input) summed under the idx read lock, a new part when
  * the symbol generation changes (a head cut started a new one); fn is
  * called under that lock (it must not call the store). Replayed points not
- * decomposed yet (WAL_ONLY) are collected in wal_i/wal_ts for head_parts. */
+ * decomposed yet (WAL_ONLY) are collected in wal_i/wal_ts for head_parts.
+ *
+ * The lock is held for slices of about s->agg_slice_ns (storage.h
+ * aggregate_slice_ns; the lock prefers writers, so a push waits at most
+ * about this long behind a merge of the whole head): at the end of one the
+ * part's symbol generation is pinned (pd__hmem_pin: a head cut meanwhile
+ * must not free the symbols its stack ids refer to), the lock released and
+ * taken again, and the walk resumes at the same series (found again by its
+ * ref: it may have moved or gone) at the first point not summed. The part
+ * is symbolized (agg_flush) only under the lock, once per group or
+ * generation, as without slices. */
 static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, size_t n,
                     int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t **wal_i,
@@ -298,66 +309,95 @@ static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, s
     agg a = {.fn = fn, .poll = poll, .ctx = ctx, .err = err};
     pd_u64map_init(&a.map);
     int rc = 0;
-    size_t cap_wal = 0;
+    size_t cap_wal = 0, n_slice = 0;
+    pd_hsyms *pin = NULL; /* a.sym's generation, while a slice ended in the part */
     pthread_rwlock_rdlock(&s->idx);
+    int64_t slice_end = pd_mono_ns() + s->agg_slice_ns;
     for (size_t g = 0; g < n && rc >= 0; g++) {
         if (gfirst[g] != g)
             continue;
         a.part.series = g;
         for (size_t i = g; i < n && rc >= 0; i++) {
-            const series *se = gfirst[i] == g ? pd__tsdb_find_by_ref(s, refs[i]) : NULL;
-            if (!se || mint > maxt)
+            if (gfirst[i] != g || mint > maxt)
                 continue;
-            for (size_t k = pd__tsdb_lower_bound(se, mint); k < se->n_pts && rc >= 0; k++) {
-                const point *pt = &se->pts[k];
-                if (pt->ts > maxt)
+            int64_t from = mint; /* where the walk of series i resumes */
+            for (;;) {
+                const series *se = pd__tsdb_find_by_ref(s, refs[i]);
+                if (!se)
                     break;
-                if (pt->gid == WAL_ONLY) {
-                    if (*n_wal == cap_wal) {
-                        size_t nc = cap_wal ? 2 * cap_wal : 64;
-                        size_t *ni = realloc(*wal_i, nc * sizeof *ni);
-                        if (ni)
-                            *wal_i = ni;
-                        int64_t *nt = realloc(*wal_ts, nc * sizeof *nt);
-                        if (nt)
-                            *wal_ts = nt;
-                        if (!ni || !nt) {
-                            rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
-                            break;
-                        }
-                        cap_wal = nc;
-                    }
-                    (*wal_i)[*n_wal] = i;
-                    (*wal_ts)[(*n_wal)++] = pt->ts;
-                    continue;
-                }
-                const pd_dprof *d;
-                const pd_symbols *sym;
-                pd_err he;
-                int r = pd__hmem_read_dprof(&se->hc, pt->gid, pt->gpos, pt->ts, &d, &sym, &he);
-                if (r == PD_ENOTFOUND || r == PD_ECORRUPT)
-                    continue; /* as pd_storage_read_profile's callers skip it */
-                if (r < 0) {
-                    rc = pd_err_set(err, r, "aggregate: %s", he.msg);
-                    break;
-                }
-                if (a.part.n_profiles && a.sym != sym) {
-                    if ((rc = agg_flush(&a)) < 0)
+                bool sliced = false;
+                for (size_t k = pd__tsdb_lower_bound(se, from); k < se->n_pts && rc >= 0; k++) {
+                    const point *pt = &se->pts[k];
+                    if (pt->ts > maxt)
                         break;
-                    a.part.series = i;
+                    if ((++n_slice & 15) == 0 && pd_mono_ns() >= slice_end) {
+                        /* let writers in, then find the series again */
+                        if (a.part.n_profiles && !pin)
+                            pin = pd__hmem_pin(a.sym);
+                        pthread_rwlock_unlock(&s->idx);
+                        pthread_rwlock_rdlock(&s->idx);
+                        slice_end = pd_mono_ns() + s->agg_slice_ns;
+                        __atomic_add_fetch(&s->n_agg_slices, 1, __ATOMIC_RELAXED);
+                        from = pt->ts;
+                        sliced = true;
+                        break;
+                    }
+                    if (pt->gid == WAL_ONLY) {
+                        if (*n_wal == cap_wal) {
+                            size_t nc = cap_wal ? 2 * cap_wal : 64;
+                            size_t *ni = realloc(*wal_i, nc * sizeof *ni);
+                            if (ni)
+                                *wal_i = ni;
+                            int64_t *nt = realloc(*wal_ts, nc * sizeof *nt);
+                            if (nt)
+                                *wal_ts = nt;
+                            if (!ni || !nt) {
+                                rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+                                break;
+                            }
+                            cap_wal = nc;
+                        }
+                        (*wal_i)[*n_wal] = i;
+                        (*wal_ts)[(*n_wal)++] = pt->ts;
+                        continue;
+                    }
+                    const pd_dprof *d;
+                    const pd_symbols *sym;
+                    pd_err he;
+                    int r =
+                        pd__hmem_read_dprof(&se->hc, pt->gid, pt->gpos, pt->ts, &d, &sym, &he);
+                    if (r == PD_ENOTFOUND || r == PD_ECORRUPT)
+                        continue; /* as pd_storage_read_profile's callers skip it */
+                    if (r < 0) {
+                        rc = pd_err_set(err, r, "aggregate: %s", he.msg);
+                        break;
+                    }
+                    if (a.part.n_profiles && a.sym != sym) {
+                        rc = agg_flush(&a);
+                        pd__hmem_unpin(pin);
+                        pin = NULL;
+                        if (rc < 0)
+                            break;
+                        a.part.series = i;
+                    }
+                    a.sym = sym;
+                    if (a.last_i != i + 1) {
+                        a.part.n_series++;
+                        a.last_i = i + 1;
+                    }
+                    rc = agg_add(&a, d);
                 }
-                a.sym = sym;
-                if (a.last_i != i + 1) {
-                    a.part.n_series++;
-                    a.last_i = i + 1;
-                }
-                rc = agg_add(&a, d);
+                if (!sliced || rc < 0)
+                    break;
             }
         }
         if (rc >= 0)
             rc = agg_flush(&a);
+        pd__hmem_unpin(pin);
+        pin = NULL;
     }
     pthread_rwlock_unlock(&s->idx);
+    pd__hmem_unpin(pin);
     agg_release(&a);
     return rc;
 }
@@ -392,6 +432,7 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     if (n_series)
         *n_series = 0;
     int rc = 0;
+    bool cut_locked = false;
     entry *es = NULL;
     size_t n_es = 0, cap_es = 0;
     size_t *gfirst = malloc((n ? n : 1) * sizeof *gfirst);
@@ -408,6 +449,10 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
         else if (pd_u64map_put(&gm, group[i], (gfirst[i] = i)) < 0)
             goto nomem;
     }
+    /* no head cut moves profiles into a block this snapshot misses before
+       the head walk below has seen them */
+    pthread_rwlock_rdlock(&s->cut_rw);
+    cut_locked = true;
     pthread_rwlock_rdlock(&s->idx);
     for (size_t i = 0; i < n && rc >= 0; i++) {
         const series *se = pd__tsdb_find_by_ref(s, refs[i]);
@@ -482,6 +527,8 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     int64_t *wal_ts = NULL;
     if (rc >= 0)
         rc = head_sum(s, refs, gfirst, n, mint, maxt, fn, poll, ctx, &wal_i, &wal_ts, &n_wal, err);
+    pthread_rwlock_unlock(&s->cut_rw);
+    cut_locked = false;
     for (size_t k = 0; k < n_wal && rc >= 0; k++)
         rc = head_parts(s, refs[wal_i[k]], wal_i[k], wal_ts + k, 1, fn, ctx, err);
     free(wal_i);
@@ -492,6 +539,8 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
 nomem:
     rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
 out:
+    if (cut_locked)
+        pthread_rwlock_unlock(&s->cut_rw);
     for (size_t k = 0; k < n_es; k++)
         pd__tsdb_hb_put(es[k].hb);
     free(es);

@@ -231,7 +231,9 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
             goto out;
         }
     }
-    /* 3. swap: the block in, its points out of the head */
+    /* 3. swap: the block in, its points out of the head (cut_rw: not while
+       an aggregation walks the head between its block snapshot and its end) */
+    pthread_rwlock_wrlock(&s->cut_rw);
     if (!locked)
         pthread_mutex_lock(&s->app_mu);
     bool added = false;
@@ -248,6 +250,7 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
     if (n && pd__hmem_new_generation(&s->hm) < 0)
         pd_log_warn("storage: out of memory starting a new head symbol generation", "%s", "");
     pthread_rwlock_unlock(&s->idx);
+    pthread_rwlock_unlock(&s->cut_rw);
     if (rc < 0) {
         /* the block is on disk and complete; the next open maps it fully */
         pd_log_error("storage: out of memory mapping a new block", "block=%s", id);

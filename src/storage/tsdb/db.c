@@ -849,6 +849,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         pthread_rwlockattr_init(&ra);
         pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
         pthread_rwlock_init(&s->idx, &ra);
+        pthread_rwlock_init(&s->cut_rw, &ra); /* a cut is not starved by merges */
         pthread_rwlockattr_destroy(&ra);
     }
     pthread_mutex_init(&s->maint_mu, NULL);
@@ -857,6 +858,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     s->retention_ms = opts->retention_ms ? opts->retention_ms : 15ll * 24 * 3600 * 1000;
     s->grace_ms = opts->future_grace_ms ? opts->future_grace_ms : 10 * 60 * 1000;
     s->clock = opts->clock_ms ? opts->clock_ms : pd_now_ms;
+    s->agg_slice_ns = opts->aggregate_slice_ns > 0 ? opts->aggregate_slice_ns : HEAD_SLICE_NS;
     s->retention_bytes = opts->retention_bytes;
     s->maint_ms = opts->maintenance_ms ? opts->maintenance_ms : 60 * 1000;
     if (!(s->path = strdup(path)) || pd__hmem_init(&s->hm) < 0) {
@@ -970,6 +972,7 @@ void pd_storage_close(pd_storage *s)
         close(s->lock_fd); /* releases the flock */
     free(s->path);
     pthread_rwlock_destroy(&s->idx);
+    pthread_rwlock_destroy(&s->cut_rw);
     pthread_mutex_destroy(&s->app_mu);
     pthread_mutex_destroy(&s->maint_mu);
     pthread_mutex_destroy(&s->stop_mu);
@@ -1009,6 +1012,7 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
     out->n_head_profiles = s->n_profiles;
     out->n_cuts = __atomic_load_n(&s->n_cuts, __ATOMIC_RELAXED);
     out->n_compactions = __atomic_load_n(&s->n_compactions, __ATOMIC_RELAXED);
+    out->n_aggregate_slices = __atomic_load_n(&s->n_agg_slices, __ATOMIC_RELAXED);
     out->n_retention_deletes = __atomic_load_n(&s->n_ret_deletes, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&s->idx);
 }

@@ -42,6 +42,8 @@ typedef struct point {
 } point;
 
 #define WAL_ONLY UINT32_MAX
+/* aggregate.c: default slice of the head walk under the idx read lock */
+#define HEAD_SLICE_NS ((int64_t)1000 * 1000)
 
 /* An open block of the store. refs: 1 for the store's list (s->blocks) plus
  * one per reader doing I/O on it outside the idx lock (hb_get/hb_put); the
@@ -94,6 +96,11 @@ struct pd_storage {
 
     pthread_mutex_t app_mu;
     pthread_rwlock_t idx;
+    pthread_rwlock_t cut_rw; /* held for reading by pd_storage_aggregate from its block
+                                snapshot to the end of its head walk (which releases
+                                idx between slices), for writing by a head cut's swap:
+                                no profile moves from the head into a block the
+                                aggregation did not see. Order: cut_rw, app_mu, idx */
     pd_hmem hm; /* symbols and value groups of the head (headmem_int.h) */
     pd_postings post; /* label pair -> refs of every series (postings_int.h) */
     uint64_t n_wal_only; /* head points not decomposed yet (replayed) */
@@ -118,6 +125,8 @@ struct pd_storage {
     /* maintenance (compaction, retention): rounds serialised by maint_mu */
     pthread_mutex_t maint_mu;
     int64_t retention_ms;      /* <= 0: no time retention (nor lower bound on appends) */
+    int64_t agg_slice_ns;      /* aggregate.c: head walk slices (storage.h) */
+    uint64_t n_agg_slices;     /* their count (atomic) */
     int64_t grace_ms;          /* <= 0: no upper bound on appends */
     int64_t (*clock)(void);    /* wall clock, Unix ms */
     uint64_t retention_bytes;  /* 0: no size retention */

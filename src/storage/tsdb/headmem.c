@@ -37,14 +37,26 @@ static pd_hsyms *hsyms_new(void)
     return h;
 }
 
+/* refs change under the idx write lock (groups, generations) or, for the
+ * aggregation's pins, under the read lock by several readers at once: so
+ * atomically. The last put frees: nothing can reach a generation then. */
 static void hsyms_put(pd_hsyms *h)
 {
-    if (h && --h->refs == 0) {
+    if (h && __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         pd__symbols_release(&h->sym);
         free(h);
         __atomic_sub_fetch(&g_gens, 1, __ATOMIC_RELAXED);
     }
 }
+
+pd_hsyms *pd__hmem_pin(const pd_symbols *sym)
+{
+    pd_hsyms *h = (pd_hsyms *)((char *)(uintptr_t)sym - offsetof(pd_hsyms, sym));
+    __atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
+    return h;
+}
+
+void pd__hmem_unpin(pd_hsyms *h) { hsyms_put(h); }
 
 int pd__hmem_init(pd_hmem *m)
 {
@@ -183,7 +195,7 @@ int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_m
     }
     pd__dprof_release(&d); /* (the encoder keeps what the next delta needs) */
     if (u->new_group) {
-        g->syms->refs++;
+        __atomic_add_fetch(&g->syms->refs, 1, __ATOMIC_ACQ_REL);
         c->g[c->n_g++] = g;
     }
     u->g = g;

@@ -134,6 +134,17 @@ int pd__hmem_read_dprof(const pd_hchunks *c, uint32_t gid, uint32_t pos, int64_t
                         const pd_dprof **out /* OUT */, const pd_symbols **sym /* OUT */,
                         pd_err *err);
 
+/* Keeps the generation whose table sym is (as pd__hmem_read_dprof gave it)
+ * alive after the idx read lock is released, so stack ids read under it
+ * stay meaningful across the lock's release (aggregate.c's slices). Call
+ * under the idx read lock; the table may only be read under that lock while
+ * it is current (appends intern into it). Never fails. */
+pd_hsyms *pd__hmem_pin(const pd_symbols *sym);
+
+/* Undoes pd__hmem_pin (any lock or none): the generation is freed if it
+ * was its last reference. NULL is ignored. */
+void pd__hmem_unpin(pd_hsyms *h);
+
 /* One profile of group gid left the head (cut into a block): the group is
  * freed with its last profile unless it is still open in the current
  * generation (idx write lock). */

@@ -150,8 +150,10 @@ static void load_inputs(void)
     assert_true(N_INPUTS >= 40);
 }
 
-typedef enum { ST_HEAD, ST_BLOCKS, ST_MIXED, ST_COMPACTED } store_kind;
-static const char *KIND[] = {"head", "blocks", "mixed", "compacted"};
+/* ST_HEAD_SLICED: the head only, its walk sliced (lock released and taken
+ * again, the part handed over) every 16 profiles */
+typedef enum { ST_HEAD, ST_BLOCKS, ST_MIXED, ST_COMPACTED, ST_HEAD_SLICED } store_kind;
+static const char *KIND[] = {"head", "blocks", "mixed", "compacted", "head (sliced)"};
 
 typedef struct fixture {
     char dir[256];
@@ -171,7 +173,9 @@ static void open_store(fixture *fx, store_kind kind)
     o.retention_ms = 7LL * 24 * 3600 * 1000;
     o.future_grace_ms = -1;
     o.maintenance_ms = -1; /* pd_storage_maintain below */
-    o.block_duration_ms = kind == ST_HEAD ? -1 : DUR;
+    o.block_duration_ms = kind == ST_HEAD || kind == ST_HEAD_SLICED ? -1 : DUR;
+    if (kind == ST_HEAD_SLICED)
+        o.aggregate_slice_ns = 1;
     NOW = T_END + 1000;
     pd_err err = {{0}};
     if (pd_storage_open(&o, &fx->st, &err))
@@ -202,13 +206,14 @@ static void open_store(fixture *fx, store_kind kind)
         if (rc)
             fail_msg("append pusher: %s", err.msg);
     }
-    for (int k = 0; k < 8 && kind != ST_HEAD; k++)
+    for (int k = 0; k < 8 && kind != ST_HEAD && kind != ST_HEAD_SLICED; k++)
         if (pd_storage_maintain(fx->st, &err))
             fail_msg("maintain: %s", err.msg);
     pd_storage_stats s;
     pd_storage_stats_get(fx->st, &s);
     switch (kind) {
     case ST_HEAD:
+    case ST_HEAD_SLICED:
         assert_int_equal(s.n_blocks, 0);
         break;
     case ST_BLOCKS:
@@ -528,6 +533,12 @@ static void check_store(store_kind kind)
     pd_profile_release(&b);
     pd_series_set_release(&set);
     pd_matchers_free(ms, n);
+    pd_storage_stats ss;
+    pd_storage_stats_get(fx.st, &ss);
+    if (kind == ST_HEAD_SLICED) /* the walks above were sliced, and still equal */
+        assert_true(ss.n_aggregate_slices > 10);
+    else if (kind == ST_HEAD) /* 10 ms slices: this store's walks are shorter */
+        assert_int_equal(ss.n_aggregate_slices, 0);
     close_store(&fx);
 }
 
@@ -612,6 +623,11 @@ static void test_head(void **state)
     (void)state;
     check_store(ST_HEAD);
 }
+static void test_head_sliced(void **state)
+{
+    (void)state;
+    check_store(ST_HEAD_SLICED);
+}
 static void test_blocks(void **state)
 {
     (void)state;
@@ -632,7 +648,8 @@ int main(void)
 {
     load_inputs();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_head),     cmocka_unit_test(test_blocks),
+        cmocka_unit_test(test_head),     cmocka_unit_test(test_head_sliced),
+        cmocka_unit_test(test_blocks),
         cmocka_unit_test(test_mixed),    cmocka_unit_test(test_compacted),
         cmocka_unit_test(test_diff_avg),
     };
