@@ -421,6 +421,40 @@ static void refuse(pd_http_response *resp, int status, const char *text, const c
     }
 }
 
+bool pd_http_gate_precheck(pd_http_gate *g, const char *path, const char *authorization,
+                           pd_http_response *resp)
+{
+    maybe_reload(g);
+    pthread_rwlock_rdlock(&g->mu);
+    bool go = true;
+    if (g->broken) {
+        refuse(resp, 500, "Internal Server Error", "config_error");
+        go = false;
+        goto out;
+    }
+    for (size_t i = 0; i < g->cur.n_headers; i++) /* step 3: on refusals too */
+        pd_http_add_header(resp, g->cur.header_names[i], g->cur.header_values[i]);
+    if (!rate_allow(g)) {
+        refuse(resp, 429, "Too Many Requests", NULL);
+        pd_metrics_add("profd_http_rejected_total", "reason=\"rate_limited\"", 1);
+        go = false;
+    } else if (g->cur.n_users) {
+        bool open = false;
+        for (size_t i = 0; i < g->cur.open_paths.n && !open; i++)
+            open = strcmp(g->cur.open_paths.v[i], path) == 0;
+        char cred[MAX_CRED_BYTES + 1], *pass = NULL;
+        if (!open && !parse_basic(authorization, cred, &pass)) {
+            refuse(resp, 401, "Unauthorized", "missing_credentials");
+            pd_http_add_header(resp, "WWW-Authenticate", "Basic");
+            go = false;
+        }
+        explicit_bzero(cred, sizeof cred);
+    }
+out:
+    pthread_rwlock_unlock(&g->mu);
+    return go;
+}
+
 bool pd_http_gate_check(pd_http_gate *g, const pd_http_request *req, int group,
                         pd_http_response *resp)
 {
@@ -429,11 +463,6 @@ bool pd_http_gate_check(pd_http_gate *g, const pd_http_request *req, int group,
     bool go = false;
     if (g->broken) {
         refuse(resp, 500, "Internal Server Error", "config_error");
-        goto out;
-    }
-    if (!rate_allow(g)) {
-        refuse(resp, 429, "Too Many Requests", NULL);
-        pd_metrics_add("profd_http_rejected_total", "reason=\"rate_limited\"", 1);
         goto out;
     }
     for (size_t i = 0; i < g->cur.n_headers; i++)
@@ -523,11 +552,15 @@ static int verify_cb(gnutls_session_t s)
     const pd_webcfg *w = &g->start;
     unsigned n = 0;
     const gnutls_datum_t *certs = gnutls_certificate_get_peers(s, &n);
-    if (!certs || n == 0)
-        return 0; /* none given: Require* modes are refused by GnuTLS itself */
     const char *why = NULL;
-    if (w->client_auth == PD_CLIENT_AUTH_VERIFY_IF_GIVEN ||
-        w->client_auth == PD_CLIENT_AUTH_REQUIRE_VERIFY) {
+    if (!certs || n == 0) {
+        if (w->client_auth != PD_CLIENT_AUTH_REQUIRE_ANY &&
+            w->client_auth != PD_CLIENT_AUTH_REQUIRE_VERIFY)
+            return 0;
+        why = "none given"; /* Require*: refused here (see pd_http_gate_tls_session) */
+    }
+    if (!why && (w->client_auth == PD_CLIENT_AUTH_VERIFY_IF_GIVEN ||
+                 w->client_auth == PD_CLIENT_AUTH_REQUIRE_VERIFY)) {
         unsigned status = 0;
         if (gnutls_certificate_verify_peers2(s, &status) < 0 || status != 0)
             why = "does not chain to client_ca_file";
@@ -559,11 +592,12 @@ void pd_http_gate_tls_session(pd_http_gate *g, void *session)
         return;
     case PD_CLIENT_AUTH_REQUEST:
     case PD_CLIENT_AUTH_VERIFY_IF_GIVEN:
-        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUEST);
-        break;
     case PD_CLIENT_AUTH_REQUIRE_ANY:
     case PD_CLIENT_AUTH_REQUIRE_VERIFY:
-        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
+        /* Require* too: GnuTLS' own GNUTLS_CERT_REQUIRE refuses a client
+           without a certificate before verify_cb runs, uncounted; verify_cb
+           refuses it instead (same handshake failure, counted) */
+        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUEST);
         break;
     }
     gnutls_session_set_verify_function(s, verify_cb);

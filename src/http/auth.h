@@ -3,7 +3,10 @@
  * `--web.config.file` (http/webconfig.h): what Prometheus' exporter-toolkit
  * web.webHandler does, in its order, plus profd's path groups.
  *
- * Per request (pd_http_gate_check, on a worker thread, before the handler):
+ * Per request, steps 1-3 and 5's "no credentials at all" as soon as its
+ * headers have arrived (pd_http_gate_precheck, on the event thread: before
+ * any byte of its body is received), the rest on a worker thread before the
+ * handler (pd_http_gate_check):
  *   1. the web config file is stat(2)ed; when its inode, size, mtime or
  *      ctime changed it is read again (the toolkit reads it on every
  *      request; profd on change — same effect, no parse per request). If it
@@ -54,10 +57,24 @@ void pd_http_gate_free(pd_http_gate *g);
 /* The configuration as read at start (TLS settings). Borrowed. */
 const pd_webcfg *pd_http_gate_config(const pd_http_gate *g);
 
-/* Steps 1-6 above for req of group `group` (pd_access_group). true: go on
- * (resp may have headers added); false: resp holds the refusal. */
+/* Steps 1 and 3-6 above for req of group `group` (pd_access_group), after
+ * pd_http_gate_precheck let it in. true: go on (resp may have headers
+ * added); false: resp holds the refusal. */
 bool pd_http_gate_check(pd_http_gate *g, const pd_http_request *req, int group,
                         pd_http_response *resp);
+
+/* Steps 1-3 above and the cheap part of 5, for a request whose body has not
+ * been read yet (the server calls it once per request on its event thread
+ * when the headers have arrived): false, with resp holding the refusal
+ * (the configured headers on it), when the config is broken (500), the rate
+ * limit is exhausted (429), or users are configured, path is not an
+ * unauthenticated path, and `authorization` (the header's value, or NULL)
+ * carries no Basic credentials (401 + WWW-Authenticate) — so an anonymous
+ * client cannot make profd receive a body. Counted as above. The password
+ * and the group are left to pd_http_gate_check (bcrypt never runs on the
+ * event thread). */
+bool pd_http_gate_precheck(pd_http_gate *g, const char *path, const char *authorization,
+                           pd_http_response *resp);
 
 /* Applies client_auth_type to a new GnuTLS session (a gnutls_session_t). */
 void pd_http_gate_tls_session(pd_http_gate *g, void *session);

@@ -827,6 +827,22 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             if (guard_check(srv, conn, method, &v))
                 return reject(r, (unsigned)v.status, v.reason, v.msg);
         }
+        if (srv->gate) { /* issue 20: no credentials, no body received */
+            pd_buf_init(&r->resp.body, 0);
+            r->resp.headers = NULL;
+            r->resp.content_type = NULL;
+            const char *q = strchr(url, '?');
+            char path[1024];
+            snprintf(path, sizeof path, "%.*s", (int)(q ? (size_t)(q - url) : strlen(url)), url);
+            if (!pd_http_gate_precheck(
+                    srv->gate, path,
+                    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"),
+                    &r->resp))
+                return queue_handler_response(r);
+            pd_buf_release(&r->resp.body); /* let in: the worker answers */
+            free(r->resp.headers);
+            r->resp.headers = NULL;
+        }
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
