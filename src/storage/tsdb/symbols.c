@@ -145,6 +145,8 @@ void pd__symbols_release(pd_symbols *s)
     free(s->line);
     free(s->parent);
     free(s->node_loc);
+    free(s->stack_hi);
+    pd_u64map_release(&s->stack_cache);
     free(s->list_off);
     free(s->list_locs);
     free(s->lset_off);
@@ -311,7 +313,20 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
         if (n > s->max_depth)
             s->max_depth = n;
         uint32_t sid = 0;
+        XXH128_hash_t hh = {0, 0};
+        uint64_t lo = 0, hi = 0, cv;
         if (n && s->stack_format == PD_STACKS_TREE) {
+            /* a stack seen before: one lookup (see stack_cache) */
+            hh = XXH3_128bits(tmp, n * sizeof *tmp);
+            lo = hh.low64 == UINT64_MAX ? 0 : hh.low64;
+            hi = hh.high64 ? hh.high64 : 1;
+            if (pd_u64map_get(&s->stack_cache, lo, &cv) && cv < s->cap_hi && s->stack_hi[cv] == hi)
+                sid = (uint32_t)cv;
+        }
+        if (sid) {
+            /* cached (prev_loc/prev_node keep the last walked path: still
+               a path of the tree, so the next walk may start from it) */
+        } else if (n && s->stack_format == PD_STACKS_TREE) {
             uint32_t parent = 0;
             /* the root path shared with the previous sample needs no lookup */
             size_t c = 0;
@@ -372,6 +387,20 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
                 prev_node[r] = node;
             }
             sid = parent;
+            if (sid >= s->cap_hi) {
+                size_t nc = s->cap_stack > sid ? s->cap_stack : (size_t)sid + 1;
+                uint64_t *nh = realloc(s->stack_hi, nc * sizeof *nh);
+                if (!nh) {
+                    rc = PD_ENOMEM;
+                    goto out;
+                }
+                memset(nh + s->cap_hi, 0, (nc - s->cap_hi) * sizeof *nh);
+                s->stack_hi = nh;
+                s->cap_hi = nc;
+            }
+            if ((rc = pd_u64map_put(&s->stack_cache, lo, sid)))
+                goto out;
+            s->stack_hi[sid] = hi;
         } else if (n) {
             if ((rc = dict_intern(&s->d_stack, tmp, n * sizeof *tmp, &sid, &added)))
                 goto out;

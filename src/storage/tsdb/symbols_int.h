@@ -106,6 +106,13 @@ typedef struct pd_symbols {
     bool writable;
     pd_sym_dict d_str, d_map, d_fn, d_loc, d_stack, d_lset; /* d_stack: LIST only */
     pd_u64map tree; /* TREE: (parent << 32 | location) -> node */
+    /* TREE: a whole stack's locations (XXH3-128 of the ids, leaf first) ->
+       its node, so a stack seen before costs one lookup, not one per frame:
+       low 64 bits -> node here, the high 64 bits in stack_hi[node] (0 = none
+       cached; a mismatch walks the tree) */
+    pd_u64map stack_cache;
+    uint64_t *stack_hi;
+    size_t cap_hi;
     size_t cap_str, cap_map, cap_fn, cap_loc, cap_line, cap_stack, cap_list, cap_lset, cap_lab, cap_list_locs;
     /* reader state */
     uint8_t *raw; /* decoded payload the strings point into */
