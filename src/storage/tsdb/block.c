@@ -39,6 +39,7 @@
 #include "base/arena.h"
 #include "base/crc32c.h"
 #include "base/varint.h"
+#include "storage/tsdb/block_index_int.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/chunks_int.h"
 
@@ -62,19 +63,6 @@ static uint32_t get_u32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* ---- writer ---- */
 
 /* A closed value group of a streamed series, compressed. */
@@ -136,6 +124,8 @@ int pd__block_writer_new(const pd_block_writer_opts *opts, pd_block_writer **out
         w->o.zstd_level = PD_BLOCK_DEFAULT_LEVEL;
     if (!w->o.stack_format)
         w->o.stack_format = PD_STACKS_TREE;
+    if (w->o.version != 1)
+        w->o.version = PD_BLOCK_VERSION;
     pd_u64map_init(&w->by_hash);
     if (pd__symbols_init(&w->sym, w->o.stack_format, true)) {
         free(w);
@@ -479,122 +469,50 @@ static void make_ulid(char id[27])
     id[26] = 0;
 }
 
-static int label_sym_cmp(const void *a, const void *b)
+static int u32_cmp(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
 }
 
-/* Index of s in the sorted syms (present by construction). */
-static uint32_t sym_find(char **syms, size_t n, const char *s)
+/* The index file of w's series in `order` (block_index.c). */
+static int index_bytes(pd_block_writer *w, const uint32_t *order, pd_buf *out)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(syms[mid], s);
-        if (!c)
-            return (uint32_t)mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return 0;
-}
-
-typedef struct pair {
-    uint32_t name, value, series;
-} pair;
-
-static int pair_cmp(const void *a, const void *b)
-{
-    const pair *x = a, *y = b;
-    if (x->name != y->name)
-        return x->name < y->name ? -1 : 1;
-    if (x->value != y->value)
-        return x->value < y->value ? -1 : 1;
-    return x->series < y->series ? -1 : x->series > y->series;
-}
-
-static int build_index(pd_block_writer *w, const uint32_t *order, pd_buf *out)
-{
-    int rc = PD_ENOMEM;
-    size_t n_lab = 0;
-    for (size_t i = 0; i < w->n; i++)
-        n_lab += w->s[i].labels.n;
-    char **syms = malloc((2 * n_lab + 1) * sizeof *syms);
-    pair *pairs = malloc((n_lab + 1) * sizeof *pairs);
-    if (!syms || !pairs)
-        goto out;
-    size_t ns = 0;
-    for (size_t i = 0; i < w->n; i++)
-        for (size_t j = 0; j < w->s[i].labels.n; j++) {
-            syms[ns++] = w->s[i].labels.v[j].name;
-            syms[ns++] = w->s[i].labels.v[j].value;
-        }
-    qsort(syms, ns, sizeof *syms, label_sym_cmp);
-    size_t u = 0;
-    for (size_t i = 0; i < ns; i++)
-        if (!u || strcmp(syms[u - 1], syms[i]))
-            syms[u++] = syms[i];
-    ns = u;
-    uint8_t hdr[HDR] = {'P', 'D', 'I', 'X', PD_BLOCK_VERSION, 0, 0, 0};
-    if ((rc = pd_buf_append(out, hdr, HDR)))
-        goto out;
-#define PUT(v)                                                                                     \
-    do {                                                                                           \
-        if ((rc = pd_buf_put_varint(out, (uint64_t)(v))))                                          \
-            goto out;                                                                              \
-    } while (0)
-    PUT(ns);
-    for (size_t i = 0; i < ns; i++) {
-        size_t l = strlen(syms[i]);
-        PUT(l);
-        if ((rc = pd_buf_append(out, syms[i], l)))
-            goto out;
-    }
-    PUT(w->n);
-    size_t np = 0;
-    for (size_t k = 0; k < w->n; k++) {
+    pd_ixw_series *v = calloc(w->n + 1, sizeof *v);
+    uint32_t **ids = calloc(w->n + 1, sizeof *ids);
+    int rc = v && ids ? 0 : PD_ENOMEM;
+    for (size_t k = 0; !rc && k < w->n; k++) {
         const wseries *s = &w->s[order[k]];
-        PUT(s->labels.n);
-        for (size_t j = 0; j < s->labels.n; j++) {
-            uint32_t a = sym_find(syms, ns, s->labels.v[j].name);
-            uint32_t b = sym_find(syms, ns, s->labels.v[j].value);
-            PUT(a);
-            PUT(b);
-            pairs[np++] = (pair){a, b, (uint32_t)k};
+        v[k] = (pd_ixw_series){&s->labels, s->min_t, s->max_t, s->n, s->tref, s->tbytes,
+                               s->vbytes, NULL, 0};
+        if (w->o.version == 1)
+            continue;
+        /* the distinct strings its time chunk names (sample types and units) */
+        size_t m = 0;
+        for (size_t j = 0; j < s->n; j++)
+            m += 2 * (size_t)s->p[j].n_types;
+        if (!(ids[k] = malloc((m + 1) * sizeof **ids))) {
+            rc = PD_ENOMEM;
+            break;
         }
-        PUT(pd_zigzag_enc(s->min_t));
-        PUT(pd_zigzag_enc(s->max_t));
-        PUT(s->n);
-        PUT(s->tref);
-        PUT(s->tbytes);
-        PUT(s->vbytes);
+        m = 0;
+        for (size_t j = 0; j < s->n; j++)
+            for (uint32_t t = 0; t < 2 * s->p[j].n_types; t++)
+                ids[k][m++] = s->p[j].types[t];
+        qsort(ids[k], m, sizeof **ids, u32_cmp);
+        size_t u = 0;
+        for (size_t j = 0; j < m; j++)
+            if (!u || ids[k][u - 1] != ids[k][j])
+                ids[k][u++] = ids[k][j];
+        v[k].tstr = ids[k];
+        v[k].n_tstr = u;
     }
-    qsort(pairs, np, sizeof *pairs, pair_cmp);
-    size_t n_post = 0;
-    for (size_t i = 0; i < np; i++)
-        if (!i || pairs[i].name != pairs[i - 1].name || pairs[i].value != pairs[i - 1].value)
-            n_post++;
-    PUT(n_post);
-    for (size_t i = 0; i < np;) {
-        size_t j = i;
-        while (j < np && pairs[j].name == pairs[i].name && pairs[j].value == pairs[i].value)
-            j++;
-        PUT(pairs[i].name);
-        PUT(pairs[i].value);
-        PUT(j - i);
-        for (size_t x = i; x < j; x++)
-            PUT(pairs[x].series - (x > i ? pairs[x - 1].series : 0));
-        i = j;
-    }
-#undef PUT
-    uint8_t crc[4];
-    put_u32(crc, pd_crc32c(0, out->data, out->len));
-    rc = pd_buf_append(out, crc, 4);
-out:
-    free(syms);
-    free(pairs);
+    if (!rc)
+        rc = pd__index_encode(w->o.version, v, w->n, &w->sym, out);
+    for (size_t k = 0; ids && k < w->n; k++)
+        free(ids[k]);
+    free(ids);
+    free(v);
     return rc;
 }
 
@@ -737,33 +655,18 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
     uint64_t chunks_bytes = off;
 
     /* symbols */
-    pd_buf_reset(&raw);
-    if ((rc = pd__symbols_encode(&w->sym, &raw)) ||
-        (rc = zstd_into(&z, raw.data, raw.len, w->o.zstd_level)))
-        goto out;
     {
-        pd_buf f;
-        pd_buf_init(&f, 0);
-        uint8_t h[HDR + 8] = {'P', 'D', 'S', 'Y', PD_BLOCK_VERSION, 0, 0, 0};
-        put_u64(h + HDR, raw.len);
-        uint8_t crc[4];
-        if ((rc = pd_buf_append(&f, h, sizeof h)) || (rc = pd_buf_append(&f, z.data, z.len))) {
-            pd_buf_release(&f);
+        int ver = w->o.version;
+        pd_buf_reset(&raw);
+        if ((rc = pd__symbols_file_encode(&w->sym, ver, w->o.zstd_level, w->o.sym_frame_bytes,
+                                          &raw)))
             goto out;
-        }
-        put_u32(crc, pd_crc32c(0, f.data, f.len));
-        if ((rc = pd_buf_append(&f, crc, 4))) {
-            pd_buf_release(&f);
-            goto out;
-        }
         snprintf(path, sizeof path, "%s/symbols", tmp);
-        rc = write_file(path, f.data, f.len);
-        size_t sl = f.len;
-        pd_buf_release(&f);
-        if (rc)
+        if ((rc = write_file(path, raw.data, raw.len)))
             goto werr;
+        size_t sl = raw.len;
         /* index */
-        if ((rc = build_index(w, order, &idx)))
+        if ((rc = index_bytes(w, order, &idx)))
             goto out;
         snprintf(path, sizeof path, "%s/index", tmp);
         if ((rc = write_file(path, idx.data, idx.len)))
@@ -783,7 +686,7 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
         meta = json_pack(
             "{s:s, s:i, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s, s:I, "
             "s:{s:I, s:I, s:I}, s:{s:i, s:o}}",
-            "ulid", id, "version", PD_BLOCK_VERSION, "minTime", (json_int_t)min_t, "maxTime",
+            "ulid", id, "version", w->o.version, "minTime", (json_int_t)min_t, "maxTime",
             (json_int_t)max_t, "stats", "numSeries", (json_int_t)w->n, "numProfiles",
             (json_int_t)w->n_prof, "numSamples", (json_int_t)w->n_samples, "numStrings",
             (json_int_t)w->sym.n_str, "numMappings", (json_int_t)w->sym.n_map, "numFunctions",
@@ -855,17 +758,7 @@ out:
 
 /* ---- reader ---- */
 
-typedef struct rseries {
-    pd_labels labels;
-    int64_t min_t, max_t;
-    uint64_t n, tref, tbytes, vbytes;
-} rseries;
-
-typedef struct post {
-    uint32_t name, value;
-    uint32_t *ids;
-    size_t n;
-} post;
+typedef pd_ix_series rseries;
 
 struct pd_block {
     char *dir;
@@ -874,16 +767,13 @@ struct pd_block {
     uint64_t chunks_size;
     pd_block_meta meta;
     pd_symbols sym;
-    char **lsym;
-    size_t n_lsym;
-    rseries *s;
-    size_t n_series;
-    post *post;
-    size_t n_post;
+    pd_index ix; /* series and postings */
     char (*sources)[27]; /* meta.json compaction.sources */
     size_t n_sources;
     uint64_t gen; /* open generation, for the group cache */
     bool meta_rebuilt; /* meta.json did not read: meta derived from the other files */
+    char *sect_damage; /* malloc'ed; NULL when index and symbols verify: what did not
+                          (file and offset), what it costs */
     char damage[sizeof(((pd_err *)0)->msg)]; /* why meta.json did not read; "" = intact */
 };
 
@@ -1041,161 +931,6 @@ out:
     return rc;
 }
 
-/* Checks magic+version and the trailing CRC of a whole file. */
-static int check_file(const char *path, const uint8_t *b, size_t len, const char *magic,
-                      size_t min, pd_err *err)
-{
-    if (len < min + 4 || memcmp(b, magic, 4))
-        return pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic or file too short (%zu bytes)",
-                          path, len);
-    if (b[4] != PD_BLOCK_VERSION)
-        return pd_err_set(err, PD_ECORRUPT, "%s offset 4: unknown version %u", path, b[4]);
-    uint32_t want = get_u32(b + len - 4), got = pd_crc32c(0, b, len - 4);
-    if (want != got)
-        return pd_err_set(err, PD_ECORRUPT, "%s offset %zu: crc32c mismatch (stored %08x, computed %08x)",
-                          path, len - 4, want, got);
-    return 0;
-}
-
-typedef struct ird {
-    const uint8_t *p;
-    size_t len, off;
-    const char *path;
-    pd_err *err;
-    int bad;
-} ird;
-
-static uint64_t iget(ird *r, const char *what)
-{
-    uint64_t v = 0;
-    if (r->bad)
-        return 0;
-    size_t k = pd_varint_get(r->p + r->off, r->len - r->off, &v);
-    if (!k)
-        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s offset %zu: bad varint (%s)", r->path,
-                            r->off, what);
-    r->off += k;
-    return v;
-}
-
-static uint64_t iref(ird *r, uint64_t lim, const char *what)
-{
-    size_t at = r->off;
-    uint64_t v = iget(r, what);
-    if (!r->bad && v >= lim)
-        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s offset %zu: %s %llu out of range", r->path,
-                            at, what, (unsigned long long)v);
-    return r->bad ? 0 : v;
-}
-
-static int parse_index(pd_block *b, const char *path, const uint8_t *p, size_t len, pd_err *err)
-{
-    ird r = {p, len - 4, HDR, path, err, 0};
-    b->n_lsym = iref(&r, len, "symbol count");
-    if (r.bad)
-        return r.bad;
-    if (!(b->lsym = calloc(b->n_lsym + 1, sizeof *b->lsym)))
-        return PD_ENOMEM;
-    for (size_t i = 0; i < b->n_lsym && !r.bad; i++) {
-        uint64_t l = iref(&r, r.len - r.off + 1, "symbol length");
-        if (r.bad)
-            break;
-        if (!(b->lsym[i] = malloc(l + 1)))
-            return PD_ENOMEM;
-        memcpy(b->lsym[i], p + r.off, l);
-        b->lsym[i][l] = 0;
-        if (memchr(b->lsym[i], 0, l))
-            r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: NUL in a label symbol", path, r.off);
-        r.off += l;
-    }
-    b->n_series = iref(&r, r.len - r.off + 1, "series count");
-    if (r.bad)
-        return r.bad;
-    if (!(b->s = calloc(b->n_series + 1, sizeof *b->s)))
-        return PD_ENOMEM;
-    pd_err e2;
-    for (size_t i = 0; i < b->n_series && !r.bad; i++) {
-        rseries *s = &b->s[i];
-        size_t nl = iref(&r, PD_LABEL_MAX_COUNT + 1, "label count");
-        for (size_t j = 0; j < nl && !r.bad; j++) {
-            size_t at = r.off;
-            uint64_t a = iref(&r, b->n_lsym, "label name"), v = iref(&r, b->n_lsym, "label value");
-            if (r.bad)
-                break;
-            int rc = pd_labels_set(&s->labels, b->lsym[a], b->lsym[v], &e2);
-            if (rc == PD_ENOMEM)
-                return rc;
-            if (rc || s->labels.n != j + 1)
-                r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: series %zu: bad label (%s)",
-                                   path, at, i, rc ? e2.msg : "duplicate or empty");
-        }
-        s->min_t = pd_zigzag_dec(iget(&r, "min time"));
-        s->max_t = pd_zigzag_dec(iget(&r, "max time"));
-        s->n = iget(&r, "profile count");
-        s->tref = iget(&r, "time chunk offset");
-        s->tbytes = iget(&r, "time chunk bytes");
-        s->vbytes = iget(&r, "value chunk bytes");
-        if (!r.bad && (s->min_t > s->max_t || !s->n || s->tref < HDR ||
-                       s->tref + s->tbytes > b->chunks_size || s->vbytes > b->chunks_size))
-            r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: series %zu: bad time range or chunk ref",
-                               path, r.off, i);
-        if (!r.bad && i && pd_labels_cmp(&b->s[i - 1].labels, &s->labels) >= 0)
-            r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: series %zu out of order", path,
-                               r.off, i);
-    }
-    b->n_post = iref(&r, r.len - r.off + 1, "postings count");
-    if (r.bad)
-        return r.bad;
-    if (!(b->post = calloc(b->n_post + 1, sizeof *b->post)))
-        return PD_ENOMEM;
-    for (size_t i = 0; i < b->n_post && !r.bad; i++) {
-        post *q = &b->post[i];
-        q->name = (uint32_t)iref(&r, b->n_lsym, "postings name");
-        q->value = (uint32_t)iref(&r, b->n_lsym, "postings value");
-        q->n = iref(&r, b->n_series + 1, "postings length");
-        if (r.bad)
-            break;
-        if (!(q->ids = malloc((q->n + 1) * sizeof *q->ids)))
-            return PD_ENOMEM;
-        uint64_t prev = 0;
-        for (size_t j = 0; j < q->n && !r.bad; j++) {
-            uint64_t d = iget(&r, "postings id");
-            uint64_t v = prev + d;
-            if (!r.bad && (v >= b->n_series || (j && d == 0) || v < prev))
-                r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: postings id out of range", path,
-                                   r.off);
-            q->ids[j] = (uint32_t)v;
-            prev = v;
-        }
-    }
-    if (!r.bad && r.off != r.len)
-        r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: trailing bytes", path, r.off);
-    return r.bad;
-}
-
-static int parse_symbols(pd_block *b, const char *path, const uint8_t *p, size_t len, pd_err *err)
-{
-    uint64_t raw_len = get_u64(p + HDR);
-    size_t zl = len - HDR - 8 - 4;
-    unsigned long long fc = ZSTD_getFrameContentSize(p + HDR + 8, zl);
-    if (raw_len > MAX_FILE * 4 || fc != raw_len)
-        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: payload length %llu does not match its zstd frame",
-                          path, HDR, (unsigned long long)raw_len);
-    uint8_t *raw = malloc(raw_len + 1);
-    if (!raw)
-        return PD_ENOMEM;
-    size_t got = ZSTD_decompress(raw, raw_len, p + HDR + 8, zl);
-    if (ZSTD_isError(got) || got != raw_len) {
-        free(raw);
-        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: zstd: %s", path, HDR + 8,
-                          ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short payload");
-    }
-    int rc = pd__symbols_decode(&b->sym, raw, raw_len, err);
-    if (rc)
-        pd_err_prefix(err, "%s", path);
-    return rc;
-}
-
 static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *err)
 {
     json_error_t je;
@@ -1227,7 +962,7 @@ static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *e
                         base);
         goto out;
     }
-    if (ver != PD_BLOCK_VERSION || gs < 1 || lvl < 1 ||
+    if (ver < 1 || ver > PD_BLOCK_VERSION || gs < 1 || lvl < 1 ||
         (strcmp(sf, "tree") && strcmp(sf, "list"))) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s: unsupported version, group size, level or stack format",
                         path);
@@ -1292,6 +1027,62 @@ static int stat_size(const char *path, uint64_t want, uint64_t *got, pd_err *err
                           (unsigned long long)(*got < want ? *got : want),
                           (unsigned long long)*got, (unsigned long long)want);
     return 0;
+}
+
+/* After index and symbols are read: strings of damaged symbols frames that
+ * an index entry holds inline are restored, the damage is propagated
+ * (symbols_int.h) and b->sect_damage says what is lost. 0 or PD_ENOMEM. */
+static int settle_damage(pd_block *b)
+{
+    pd_symbols *S = &b->sym;
+    for (size_t i = 0; S->n_bad_frames && i < b->ix.n_series; i++) {
+        const rseries *r = &b->ix.s[i];
+        for (size_t j = 0; j < r->n_tstr; j++)
+            pd__symbols_restore_string(S, r->tstr_id[j], r->tstr[j], r->tstr_len[j]);
+    }
+    size_t lost = pd__symbols_settle_damage(S);
+    if (!S->damage && !b->ix.damage)
+        return 0;
+    char m[1400];
+    int k = 0;
+    if (b->ix.damage)
+        k = snprintf(m, sizeof m, "%.600s (%zu series lost%s)", b->ix.damage, b->ix.n_lost,
+                     b->ix.postings_rebuilt ? ", postings rebuilt" : "");
+    if (S->damage)
+        snprintf(m + k, sizeof m - (size_t)k, "%s%.600s (%zu of %zu frames lost: %zu stacks and "
+                 "label sets, and the profiles that use them)",
+                 k ? "; " : "", S->damage, S->n_bad_frames, S->n_frames, lost);
+    return (b->sect_damage = strdup(m)) ? 0 : PD_ENOMEM;
+}
+
+/* Whether profile d references a symbol of a damaged symbols frame. */
+static bool dprof_lost(const pd_symbols *S, const pd_dprof *d)
+{
+    if (!S->n_bad_frames)
+        return false;
+    const uint8_t *sb = S->str_bad;
+#define SB(x) ((x) < S->n_str && sb[(x)])
+    for (uint32_t t = 0; t < 2 * d->n_types; t++)
+        if (SB(d->types[t]))
+            return true;
+    if (SB(d->period_type) || SB(d->period_unit) || SB(d->drop_frames) || SB(d->keep_frames) ||
+        SB(d->default_sample_type) || SB(d->doc_url))
+        return true;
+    for (uint32_t c = 0; c < d->n_comment; c++)
+        if (SB(d->comment[c]))
+            return true;
+#undef SB
+    for (uint32_t i = 0; i < d->n_sample; i++)
+        if (S->stack_bad[d->stack[i]] || S->lset_bad[d->lset[i]])
+            return true;
+    return false;
+}
+
+/* PD_ECORRUPT for the profile at ts of b that dprof_lost. */
+static int lost_err(const pd_block *b, int64_t ts, pd_err *err)
+{
+    return pd_err_set(err, PD_ECORRUPT, "profile at %lld ms references a damaged symbols frame: %s",
+                      (long long)ts, b->sym.damage ? b->sym.damage : "?");
 }
 
 /* pd__block_open. why != NULL: meta.json read but disagreed with the other
@@ -1391,9 +1182,9 @@ static int block_open(const char *dir, const char *why, pd_block **out, pd_err *
         *mismatch = rc == PD_ECORRUPT && access(path, F_OK) == 0;
         goto fail;
     }
+    int sym_version = 0;
     if ((rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
-        (rc = check_file(path, buf, len, "PDSY", HDR + 8, err)) ||
-        (rc = parse_symbols(b, path, buf, len, err)))
+        (rc = pd__symbols_file_decode(&b->sym, path, buf, len, &sym_version, err)))
         goto fail;
     free(buf);
     buf = NULL;
@@ -1425,30 +1216,35 @@ static int block_open(const char *dir, const char *why, pd_block **out, pd_err *
         goto fail;
     }
     if ((rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
-        (rc = check_file(path, buf, len, "PDIX", HDR, err)) ||
-        (rc = parse_index(b, path, buf, len, err)))
+        (rc = pd__index_decode(&b->ix, path, buf, len, b->chunks_size, err)))
         goto fail;
     free(buf);
     buf = NULL;
+    if ((rc = settle_damage(b)))
+        goto fail;
+    bool ix_lost = b->ix.n_lost > 0;
     uint64_t np = 0;
     int64_t mint = INT64_MAX, maxt = INT64_MIN;
-    for (size_t i = 0; i < b->n_series; i++) {
-        np += b->s[i].n;
-        b->meta.time_bytes += b->s[i].tbytes;
-        b->meta.value_bytes += b->s[i].vbytes;
-        if (b->s[i].min_t < mint)
-            mint = b->s[i].min_t;
-        if (b->s[i].max_t > maxt)
-            maxt = b->s[i].max_t;
+    for (size_t i = 0; i < b->ix.n_series; i++) {
+        np += b->ix.s[i].n;
+        b->meta.time_bytes += b->ix.s[i].tbytes;
+        b->meta.value_bytes += b->ix.s[i].vbytes;
+        if (b->ix.s[i].min_t < mint)
+            mint = b->ix.s[i].min_t;
+        if (b->ix.s[i].max_t > maxt)
+            maxt = b->ix.s[i].max_t;
     }
     if (b->meta_rebuilt) {
-        b->meta.n_series = b->n_series;
+        b->meta.n_series = b->ix.n_series;
         b->meta.n_profiles = np;
         b->meta.min_t = mint;
         b->meta.max_t = maxt;
+        b->meta.version = b->ix.version;
     }
-    if (b->n_series != b->meta.n_series || np != b->meta.n_profiles || !b->n_series ||
-        mint != b->meta.min_t || maxt != b->meta.max_t) {
+    /* entries of the index that did not verify are not counted here: meta.json
+       keeps the block's numbers (a v2 index loses only those series) */
+    if (!ix_lost && (b->ix.n_series != b->meta.n_series || np != b->meta.n_profiles ||
+                     !b->ix.n_series || mint != b->meta.min_t || maxt != b->meta.max_t)) {
         rc = pd_err_set(err, PD_ECORRUPT,
                         "%s/meta.json: series, profile counts or time range do not match the index",
                         b->dir);
@@ -1499,15 +1295,8 @@ void pd__block_close(pd_block *b)
     if (b->fd >= 0)
         close(b->fd);
     pd__symbols_release(&b->sym);
-    for (size_t i = 0; i < b->n_lsym; i++)
-        free(b->lsym[i]);
-    free(b->lsym);
-    for (size_t i = 0; i < b->n_series; i++)
-        pd_labels_release(&b->s[i].labels);
-    free(b->s);
-    for (size_t i = 0; i < b->n_post; i++)
-        free(b->post[i].ids);
-    free(b->post);
+    pd__index_release(&b->ix);
+    free(b->sect_damage);
     free(b->sources);
     free(b->dir);
     free(b);
@@ -1515,6 +1304,7 @@ void pd__block_close(pd_block *b)
 
 const pd_block_meta *pd__block_meta(const pd_block *b) { return &b->meta; }
 const char *pd__block_damage(const pd_block *b) { return b->meta_rebuilt ? b->damage : NULL; }
+const char *pd__block_section_damage(const pd_block *b) { return b->sect_damage; }
 
 int pd__block_mark_failed(pd_block *b, pd_err *err)
 {
@@ -1554,7 +1344,7 @@ int pd__block_mark_failed(pd_block *b, pd_err *err)
 }
 void pd__block_series_extent(const pd_block *b, uint32_t id, uint64_t *start, uint64_t *end)
 {
-    const rseries *r = &b->s[id];
+    const rseries *r = &b->ix.s[id];
     *start = r->tref >= r->vbytes ? r->tref - r->vbytes : 0;
     *end = r->tref + r->tbytes;
 }
@@ -1565,15 +1355,15 @@ const char (*pd__block_sources(const pd_block *b, size_t *n))[27]
 }
 const char *pd__block_dir(const pd_block *b) { return b->dir; }
 const pd_symbols *pd__block_symbols(const pd_block *b) { return &b->sym; }
-size_t pd__block_n_series(const pd_block *b) { return b->n_series; }
+size_t pd__block_n_series(const pd_block *b) { return b->ix.n_series; }
 const pd_labels *pd__block_series_labels(const pd_block *b, uint32_t id)
 {
-    return id < b->n_series ? &b->s[id].labels : NULL;
+    return id < b->ix.n_series ? &b->ix.s[id].labels : NULL;
 }
 void pd__block_series_info(const pd_block *b, uint32_t id, int64_t *min_t, int64_t *max_t,
                            uint64_t *n, uint64_t *tb, uint64_t *vb)
 {
-    const rseries *s = &b->s[id];
+    const rseries *s = &b->ix.s[id];
     *min_t = s->min_t;
     *max_t = s->max_t;
     *n = s->n;
@@ -1584,7 +1374,7 @@ void pd__block_series_info(const pd_block *b, uint32_t id, int64_t *min_t, int64
 int pd__block_select(const pd_block *b, const pd_matcher *ms, size_t n, uint32_t **ids,
                      size_t *n_ids, pd_err *err)
 {
-    uint8_t *acc = malloc(b->n_series + 1), *in = malloc(b->n_series + 1);
+    uint8_t *acc = malloc(b->ix.n_series + 1), *in = malloc(b->ix.n_series + 1);
     *ids = NULL;
     *n_ids = 0;
     if (!acc || !in) {
@@ -1592,28 +1382,28 @@ int pd__block_select(const pd_block *b, const pd_matcher *ms, size_t n, uint32_t
         free(in);
         return pd_err_set(err, PD_ENOMEM, "out of memory selecting series");
     }
-    memset(acc, 1, b->n_series);
+    memset(acc, 1, b->ix.n_series);
     for (size_t k = 0; k < n; k++) {
         const pd_matcher *m = &ms[k];
         /* A matcher that matches "" also selects series without the label:
            start from all and remove the postings of values it rejects. */
         bool empty = pd_matcher_matches(m, "");
-        memset(in, empty, b->n_series);
-        for (size_t i = 0; i < b->n_post; i++) {
-            const post *q = &b->post[i];
-            if (strcmp(b->lsym[q->name], m->name))
+        memset(in, empty, b->ix.n_series);
+        for (size_t i = 0; i < b->ix.n_post; i++) {
+            const pd_ix_post *q = &b->ix.post[i];
+            if (strcmp(b->ix.lsym[q->name], m->name))
                 continue;
-            bool mv = pd_matcher_matches(m, b->lsym[q->value]);
+            bool mv = pd_matcher_matches(m, b->ix.lsym[q->value]);
             if (mv == empty)
                 continue;
             for (size_t j = 0; j < q->n; j++)
                 in[q->ids[j]] = mv;
         }
-        for (size_t i = 0; i < b->n_series; i++)
+        for (size_t i = 0; i < b->ix.n_series; i++)
             acc[i] &= in[i];
     }
     size_t c = 0;
-    for (size_t i = 0; i < b->n_series; i++)
+    for (size_t i = 0; i < b->ix.n_series; i++)
         c += acc[i];
     uint32_t *v = malloc((c + 1) * sizeof *v);
     if (!v) {
@@ -1622,7 +1412,7 @@ int pd__block_select(const pd_block *b, const pd_matcher *ms, size_t n, uint32_t
         return pd_err_set(err, PD_ENOMEM, "out of memory selecting series");
     }
     c = 0;
-    for (size_t i = 0; i < b->n_series; i++)
+    for (size_t i = 0; i < b->ix.n_series; i++)
         if (acc[i])
             v[c++] = (uint32_t)i;
     free(acc);
@@ -1693,7 +1483,7 @@ static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err)
 {
     pd_buf f, raw;
     uint8_t kind;
-    const rseries *s = &b->s[id];
+    const rseries *s = &b->ix.s[id];
     pd_buf_init(&f, 0);
     pd_buf_init(&raw, 0);
     int rc = read_frame(b, s->tref, &kind, &f, err);
@@ -1731,7 +1521,7 @@ int pd__block_read_points(pd_block *b, uint32_t id, int64_t mint, int64_t maxt, 
                           pd_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (id >= b->n_series)
+    if (id >= b->ix.n_series)
         return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
     pd_tchunk t;
     int rc = load_tchunk(b, id, &t, err);
@@ -1884,9 +1674,9 @@ static int tcache_get(pd_block *b, uint32_t id, pd_tchunk **out, pd_err *err)
 int pd__block_read_profile(pd_block *b, uint32_t id, int64_t ts_ms, pd_profile *out, pd_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (id >= b->n_series)
+    if (id >= b->ix.n_series)
         return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
-    if (ts_ms < b->s[id].min_t || ts_ms > b->s[id].max_t)
+    if (ts_ms < b->ix.s[id].min_t || ts_ms > b->ix.s[id].max_t)
         return pd_err_set(err, PD_ENOTFOUND, "no profile at %lld ms", (long long)ts_ms);
     pd_tchunk *tp = NULL;
     int rc = tcache_get(b, id, &tp, err);
@@ -1922,9 +1712,9 @@ int pd__block_read_profile(pd_block *b, uint32_t id, int64_t ts_ms, pd_profile *
         if (k >= e->n)
             rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: group holds %zu profiles",
                             b->chunks_path, (unsigned long long)t.g_off[g], e->n);
-        else
-            rc = pd__dprof_to_profile(&b->sym, &e->d[k], out, err);
-        if (rc == PD_ECORRUPT)
+        else if (dprof_lost(&b->sym, &e->d[k]))
+            rc = lost_err(b, e->d[k].ts, err);
+        else if ((rc = pd__dprof_to_profile(&b->sym, &e->d[k], out, err)) == PD_ECORRUPT)
             pd_err_prefix(err, "%s offset %llu", b->chunks_path, (unsigned long long)t.g_off[g]);
         gcache_release(e);
     }
@@ -1935,7 +1725,7 @@ int pd__block_series_foreach(pd_block *b, uint32_t id,
                              int (*fn)(void *ctx, int64_t ts_ms, const pd_profile *p),
                              void *ctx, pd_err *err)
 {
-    if (id >= b->n_series)
+    if (id >= b->ix.n_series)
         return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
     pd_tchunk t;
     int rc = load_tchunk(b, id, &t, err);
@@ -1948,6 +1738,8 @@ int pd__block_series_foreach(pd_block *b, uint32_t id,
             break;
         for (size_t i = 0; i < n; i++) {
             pd_profile p;
+            if (!rc && dprof_lost(&b->sym, &d[i]))
+                rc = lost_err(b, d[i].ts, err);
             if (!rc) {
                 rc = pd__dprof_to_profile(&b->sym, &d[i], &p, err);
                 if (rc == PD_ECORRUPT)
@@ -1970,7 +1762,7 @@ int pd__block_series_foreach_dprof(pd_block *b, uint32_t id, int64_t mint, int64
                                    int (*fn)(void *ctx, const pd_dprof *d), void *ctx,
                                    pd_err *err)
 {
-    if (id >= b->n_series)
+    if (id >= b->ix.n_series)
         return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
     pd_tchunk t;
     int rc = load_tchunk(b, id, &t, err), bad = 0;
@@ -1997,7 +1789,11 @@ int pd__block_series_foreach_dprof(pd_block *b, uint32_t id, int64_t mint, int64
             continue;
         }
         for (size_t i = 0; i < n; i++) {
-            if (!rc && d[i].ts >= mint && d[i].ts <= maxt)
+            if (!rc && d[i].ts >= mint && d[i].ts <= maxt && dprof_lost(&b->sym, &d[i])) {
+                if (!bad && err) /* reported once; the other profiles are read */
+                    lost_err(b, d[i].ts, err);
+                bad = PD_ECORRUPT;
+            } else if (!rc && d[i].ts >= mint && d[i].ts <= maxt)
                 rc = fn(ctx, &d[i]);
             pd__dprof_release(&d[i]);
         }
@@ -2015,13 +1811,13 @@ int pd__block_check(const char *dir, pd_block_meta *meta, pd_err *err)
         return rc;
     if (meta)
         *meta = b->meta;
-    if (b->meta_rebuilt) {
-        rc = pd_err_set(err, PD_ECORRUPT, "%s", b->damage);
+    if (b->meta_rebuilt || b->sect_damage) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s", b->meta_rebuilt ? b->damage : b->sect_damage);
         pd__block_close(b);
         return rc;
     }
     uint64_t samples = 0;
-    for (uint32_t id = 0; id < b->n_series && !rc; id++) {
+    for (uint32_t id = 0; id < b->ix.n_series && !rc; id++) {
         pd_tchunk t;
         if ((rc = load_tchunk(b, id, &t, err)))
             break;
