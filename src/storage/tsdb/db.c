@@ -630,6 +630,12 @@ int pd__tsdb_load_blocks(pd_storage *s, bool *added, pd_err *err)
                          "dir=%s err=\"%s\"", dir, pd__block_damage(b));
             pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
         }
+        if (pd__block_section_damage(b)) { /* format 2: served minus what is lost */
+            pd_log_error("storage: block index or symbols damaged; serving what verifies "
+                         "(`profd tsdb repair` rewrites it)",
+                         "dir=%s err=\"%s\"", dir, pd__block_section_damage(b));
+            pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+        }
         opened[n_opened++] = b;
     }
     bool *repl = calloc(n_opened + 1, sizeof *repl);
