@@ -9,6 +9,7 @@
  *
  *   bench_storage_size DATA_DIR OUT_DIR [--group N] [--group-bytes B] [--stacks tree|list]
  *                      [--format 1|2]   block format version (default: the one written)
+ *                      [--sym-frame B]  format 2: raw bytes per symbols frame
  *                      [--level L] [--sweep] [--verify]
  *
  * DATA_DIR holds one sub-directory per profile type (heap, allocs, goroutine,
@@ -385,6 +386,8 @@ int main(int argc, char **argv)
             o.group = (size_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--group-bytes") && i + 1 < argc)
             o.group_bytes = (size_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sym-frame") && i + 1 < argc)
+            o.sym_frame_bytes = (size_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--format") && i + 1 < argc)
             o.version = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--level") && i + 1 < argc)

@@ -4,14 +4,14 @@
  *
  * Files (all integers little endian; varint/zz as protobuf):
  *
- *   index:          "PDIX" | u8 version 1 | 3 x 0 | body | u32 crc32c(all before)
- *     body: n_sym | n_sym x (len, bytes)              label symbols, sorted
- *           n_series | n_series x (n_labels, n_labels x (name sym, value sym),
- *                      zz min_t, zz max_t, n_profiles, time chunk offset,
- *                      time chunk bytes, value chunk bytes)   sorted by labels
- *           n_post | n_post x (name sym, value sym, n, n x id delta)
- *   symbols:        "PDSY" | u8 version 1 | 3 x 0 | u64 payload length |
- *                   zstd frame of the payload (symbols.c) | u32 crc32c(all before)
+ *   index:          version 2 (written): one CRC'd section per series entry
+ *                   (labels and sample-type strings inline), the postings under
+ *                   their own CRC, a toc and a footer; version 1 (read): one body,
+ *                   one CRC. Both: block_index_int.h, code block_index.c.
+ *   symbols:        version 2 (written): a CRC'd directory, then each table cut
+ *                   into zstd frames of ~16 KiB raw, each with its own CRC;
+ *                   version 1 (read): one zstd frame, one CRC. Both:
+ *                   symbols_int.h, code symbols.c (pd__symbols_file_*).
  *   chunks/000001:  "PDCH" | u8 version 2 (PD_CHUNKS_VERSION) | 3 x 0 | frames...
  *     frame: u32 data length | u8 kind | data | u32 crc32c(kind + data)
  *     kind 1: time chunk (raw payload), 2: time chunk (zstd), 3: value group (zstd)

@@ -176,7 +176,7 @@ int pd__symbols_decode(pd_symbols *s /* OUT */, uint8_t *raw, size_t len, pd_err
 /* Appends the whole `symbols` file of s, in version (1 or 2), to out.
  * zstd_level: as ZSTD_compress; frame_bytes: version 2's raw bytes per frame
  * (0 = PD_SYMBOLS_FRAME_BYTES). PD_ENOMEM, PD_ETOOBIG. */
-#define PD_SYMBOLS_FRAME_BYTES (64u << 10) /* bench/storage_size/RESULTS.md */
+#define PD_SYMBOLS_FRAME_BYTES (16u << 10) /* bench/storage_size/RESULTS.md, "format 2" */
 int pd__symbols_file_encode(const pd_symbols *s, int version, int zstd_level, size_t frame_bytes,
                             pd_buf *out);
 
