@@ -914,7 +914,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     if (added) {
         pd_err e;
         pd_err_clear(&e);
-        if (pd__tsdb_write_series_file(s, &e) < 0) /* refs hold for this run anyway */
+        if (pd__tsdb_write_series_file(s, s->series_first_seg, &e) < 0) /* refs hold for this run anyway */
             pd_log_warn("storage: cannot persist the refs of block series", "err=\"%s\"", e.msg);
     }
     /* A head cut due at open (the WAL spans more than 1.5 block durations,

@@ -15,10 +15,11 @@
  *   - `profd tsdb repair` exits 0, then the store opens and still serves
  *     every intact profile, and the blocks pass check.
  * Not detectable (no check/count required): CRC-fixed edits that still
- * decode, a WAL or series file truncated exactly at a record boundary or the
- * last segment truncated (indistinguishable from a torn write), the first or
- * the last WAL segment deleted (the numbering stays contiguous), a zeroed
- * range that was zero already. */
+ * decode, the newest WAL segment or the series file truncated exactly at a
+ * record boundary or the newest segment truncated (indistinguishable from a
+ * torn write), a zeroed range that was zero already. Detectable since WAL
+ * format 2: the first or the last segment deleted, an older segment cut at a
+ * record boundary. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -378,13 +379,16 @@ static bool touched(const mcase *c, const dmg *d, const fx_exp *e)
     }
 }
 
-/* Whether check must find case c (d: what it did). */
+/* Whether check must find case c (d: what it did). WAL continuity (format
+ * version 2): the first segment deleted shows against the series file's
+ * CHECKPOINT record, the last one deleted by the END record its predecessor
+ * ends with, an older segment cut at a record boundary by its missing END. */
 static bool detectable(const mcase *c, const dmg *d)
 {
-    if (!d->changed || c->op == OP_CRCFIX || d->boundary)
+    if (!d->changed || c->op == OP_CRCFIX)
         return false;
-    if (c->kind == K_WAL && c->op == OP_DELETE && (c->target == 0 || c->target == 2))
-        return false; /* numbering stays contiguous */
+    if (d->boundary && !(c->kind == K_WAL && c->target != 2))
+        return false; /* the newest segment or the series file cut between records */
     if (c->kind == K_WAL && c->op == OP_TRUNC && c->target == 2)
         return false; /* a torn tail: named (TORN) but not an error */
     return true;

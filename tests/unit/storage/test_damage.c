@@ -129,34 +129,54 @@ static void pristine_refs(const char *dir, uint64_t refs[FX_NSERIES])
     pd_storage_close(st);
 }
 
-/* A middle WAL segment deleted: the gap is logged and counted at open, the
- * profiles of the other segments and the blocks are served, and tsdb check
- * fails naming the missing segment. */
-static void test_wal_gap(void **state)
+/* One WAL segment lost or cut short: which = 0 the first, 1 a middle one,
+ * 2 the newest; cut: truncated exactly at the record boundary before its
+ * last PROFILE record (else deleted). Open logs and counts it and serves
+ * every profile but the lost records'; `tsdb check` fails naming the
+ * segment (want, a printf format taking the segment number). Continuity
+ * (WAL format 2): a middle gap by the numbering, the first segment by the
+ * series file's CHECKPOINT record, the newest by the END record its
+ * predecessor ends with, a cut by the missing END record. */
+static void wal_segment_lost(tfx *f, int which, bool cut, const char *want_fmt)
 {
-    tfx *f = *state;
     uint64_t refs[FX_NSERIES];
     pristine_refs(f->dir, refs);
     uint32_t nums[64];
     size_t n = fx_segments(f->dir, nums, 64);
     assert_true(n >= 3);
-    uint32_t victim = nums[n / 2];
+    uint32_t victim = nums[which == 0 ? 0 : which == 1 ? n / 2 : n - 1];
     char path[700];
     snprintf(path, sizeof path, "%s/wal/%08u", f->dir, victim);
     fx_rec recs[256];
     size_t nr = fx_records(path, recs, 256);
+    uint64_t from = 0; /* records at or past this offset are lost */
+    if (cut) {
+        for (size_t i = 0; i < nr; i++)
+            if (recs[i].type == 2)
+                from = recs[i].off;
+        assert_true(from > 8);
+    }
     size_t lost_n = 0;
     int64_t lost_ts[256];
     int lost_s[256];
     for (size_t i = 0; i < nr; i++)
-        if (recs[i].type == 2)
+        if (recs[i].type == 2 && recs[i].off >= from)
             for (int s = 0; s < FX_NSERIES; s++)
                 if (recs[i].ref == refs[s]) {
                     lost_s[lost_n] = s;
                     lost_ts[lost_n++] = recs[i].ts;
                 }
     assert_true(lost_n > 0);
-    assert_int_equal(unlink(path), 0);
+    if (cut)
+        assert_int_equal(truncate(path, (off_t)from), 0);
+    else
+        assert_int_equal(unlink(path), 0);
+    /* check before any open (an open seals what it found) */
+    char out[16384], want[128];
+    assert_int_equal(run_tsdb(out, sizeof out, "check", f->dir), 1);
+    snprintf(want, sizeof want, want_fmt, victim);
+    if (!strstr(out, want))
+        fail_msg("check does not say \"%s\":\n%s", want, out);
     double c0 = fx_corruptions();
     f->st = fx_open(f->dir, -1);
     assert_true(fx_corruptions() >= c0 + 1);
@@ -178,10 +198,27 @@ static void test_wal_gap(void **state)
     assert_int_equal(served, FX_NE - lost_n);
     pd_storage_close(f->st);
     f->st = NULL;
-    char out[16384], want[64];
-    assert_int_equal(run_tsdb(out, sizeof out, "check", f->dir), 1);
-    snprintf(want, sizeof want, "wal/%08u: missing segment", victim);
-    assert_non_null(strstr(out, want));
+}
+
+static void test_wal_gap(void **state)
+{
+    wal_segment_lost(*state, 1, false, "wal/%08u: missing segment");
+}
+static void test_wal_first_segment_deleted(void **state)
+{
+    wal_segment_lost(*state, 0, false, "wal/%08u: missing segment (the oldest");
+}
+static void test_wal_last_segment_deleted(void **state)
+{
+    wal_segment_lost(*state, 2, false, "wal/%08u: missing segment (the newest");
+}
+static void test_wal_cut_at_record_boundary(void **state)
+{
+    wal_segment_lost(*state, 1, true, "wal/%08u offset");
+}
+static void test_wal_first_segment_cut_at_record_boundary(void **state)
+{
+    wal_segment_lost(*state, 0, true, "wal/%08u offset");
 }
 
 /* DIR/series deleted after a checkpoint removed segment 1: open logs and
@@ -334,6 +371,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_one_byte_chunk_flip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_json_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_gap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_first_segment_deleted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_last_segment_deleted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_cut_at_record_boundary, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_first_segment_cut_at_record_boundary, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_series_file_deleted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compaction_around_failed_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tsdb_repair, setup, teardown),
