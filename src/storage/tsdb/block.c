@@ -367,7 +367,7 @@ static bool dprof_lost(const pd_symbols *S, const pd_dprof *d)
 /* PD_ECORRUPT for the profile at ts of b that dprof_lost. */
 static int lost_err(const pd_block *b, int64_t ts, pd_err *err)
 {
-    return pd_err_set(err, PD_ECORRUPT, "profile at %lld ms references a damaged symbols frame: %s",
+    return pd_err_set(err, PD_ECORRUPT, "profile at %lld ms " PD_BLOCK_LOST_PROFILE ": %s",
                       (long long)ts, b->sym.damage ? b->sym.damage : "?");
 }
 

@@ -135,6 +135,13 @@ const pd_block_meta *pd__block_meta(const pd_block *b);
 /* NULL for an intact block; else why its meta.json was rebuilt (file and
  * offset; borrowed from b). */
 const char *pd__block_damage(const pd_block *b);
+/* The error of a read refused because the profile references a damaged
+ * symbols frame (pd__block_read_profile, pd__block_series_foreach*) is
+ * PD_ECORRUPT with this text in its message: only that profile is lost, the
+ * series' other profiles read, so callers must not skip the series for it
+ * (db.c pd__tsdb_hb_damaged). */
+#define PD_BLOCK_LOST_PROFILE "references a damaged symbols frame"
+
 /* NULL when the block's index and symbols verify whole; else what did not
  * (file and offset) and what it costs (series and stacks lost), borrowed
  * from b. Such a block is served minus what is lost; pd__block_check fails

@@ -237,11 +237,19 @@ bool pd__tsdb_hb_bad(const hblock *hb, uint32_t id)
 /* A read of series id of hb failed with PD_ECORRUPT (e: file and offset):
  * the first time, logged and counted in profd_storage_corruptions_total;
  * every time, a warning for the calling thread's answer (storage.h). From
- * then on select and read_points skip this block part. */
+ * then on select and read_points skip this block part. A profile lost to a
+ * damaged symbols frame (PD_BLOCK_LOST_PROFILE in e; block_int.h) gives the
+ * warning only: the part's other profiles still read. */
 void pd__tsdb_hb_damaged(hblock *hb, uint32_t id, const pd_err *e)
 {
     const char *ulid = pd__block_meta(hb->b)->ulid;
     const char *msg = e && e->msg[0] ? e->msg : "damaged";
+    if (strstr(msg, PD_BLOCK_LOST_PROFILE)) {
+        /* one profile lost to a damaged symbols frame (logged and counted when
+           the block opened): the series' other profiles there still read */
+        pd__storage_warn("block %s: %s; that profile is left out", ulid, msg);
+        return;
+    }
     if (!__atomic_exchange_n(&hb->bad[id], 2, __ATOMIC_ACQ_REL)) {
         hb->why[id] = strdup(msg); /* NULL: the generic warning below */
         __atomic_store_n(&hb->bad[id], 1, __ATOMIC_RELEASE);

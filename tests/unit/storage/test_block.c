@@ -34,6 +34,7 @@
 #include "../pd_test.h"
 
 #include "base/varint.h"
+#include "storage/storage.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/chunks_int.h"
 
@@ -891,6 +892,127 @@ static void test_v2_damage_costs_only_what_it_touches(void **state)
     free(tmp);
 }
 
+/* The store over a block with a damaged symbols frame: reading a lost
+ * profile through pd_storage (PD_ECORRUPT, a warning) does not make the
+ * store skip the rest of that series in that block — every untouched
+ * profile is still served, also on a second pass, and select lists every
+ * series. */
+static void test_store_serves_around_lost_profiles(void **state)
+{
+    (void)state;
+    char *tmp = mktmp(), id[27], dir[4200], path[4300];
+    pd_err err;
+    pd_block_writer_opts o = {.sym_frame_bytes = 2048};
+    write_all(tmp, &o, id);
+    snprintf(dir, sizeof dir, "%s/%s", tmp, id);
+    pd_block *b;
+    PD_ASSERT_OK(pd__block_open(dir, &b, &err), &err);
+    const pd_symbols *S = pd__block_symbols(b);
+    uses_ctx c = {S, calloc(g_n + 1, sizeof(uses)), 0, 0, calloc(S->n_str + 1, 1)};
+    for (uint32_t k = 0; k < pd__block_n_series(b); k++) {
+        c.series = k;
+        PD_ASSERT_OK(pd__block_series_foreach_dprof(b, k, INT64_MIN, INT64_MAX, collect_uses, &c, &err), &err);
+    }
+    for (size_t i = 0; i < c.n; i++)
+        c.v[i].tp = tprof_of(b, c.v[i].series, c.v[i].ts);
+    snprintf(path, sizeof path, "%s/symbols", dir);
+    size_t len;
+    uint8_t *orig = read_file(path, &len);
+    static vframe fr[4096];
+    size_t nf = sym_frames(orig, len, fr, 4096);
+    /* a frame that loses some, not all, profiles of one series */
+    bool *lost = calloc(g_n + 1, sizeof *lost);
+    size_t pick = nf;
+    for (size_t k = 0; k < nf && pick == nf; k++) {
+        for (uint32_t sid = 0; sid < pd__block_n_series(b) && pick == nf; sid++) {
+            size_t nl = 0, nk = 0;
+            for (size_t i = 0; i < c.n; i++)
+                if (c.v[i].series == sid) {
+                    bool t = frame_touches(&c.v[i], &fr[k], c.type_str);
+                    nl += t;
+                    nk += !t;
+                }
+            if (nl && nk)
+                pick = k;
+        }
+    }
+    assert_true(pick < nf);
+    for (size_t i = 0; i < c.n; i++)
+        lost[c.v[i].tp] = frame_touches(&c.v[i], &fr[pick], c.type_str);
+    pd__block_close(b);
+    orig[fr[pick].off + fr[pick].zlen / 2] ^= 0x5a;
+    put_file(path, orig, len);
+    free(orig);
+
+    pd_storage_options so = pd_storage_options_default();
+    so.path = tmp;
+    so.fsync = PD_FSYNC_NEVER;
+    so.retention_ms = -1;
+    so.maintenance_ms = -1;
+    pd_storage *st = NULL;
+    PD_ASSERT_OK(pd_storage_open(&so, &st, &err), &err);
+    pd_series_set set;
+    PD_ASSERT_OK(pd_storage_select(st, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
+    size_t n_lost = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < g_n; i++) {
+            pd_labels l;
+            labels_of(&g_profs[i], &l);
+            uint64_t ref = 0;
+            for (size_t k = 0; k < set.n; k++)
+                if (!pd_labels_cmp(&set.v[k].labels, &l))
+                    ref = set.v[k].ref;
+            pd_labels_release(&l);
+            if (!ref)
+                fail_msg("%s/%s: its series is not selected", g_profs[i].dir, g_profs[i].name);
+            pd_profile p;
+            int rc = pd_storage_read_profile(st, ref, g_profs[i].ts, &p, NULL, &err);
+            if (lost[i]) {
+                assert_int_equal(rc, PD_ECORRUPT);
+                n_lost += !pass;
+                continue;
+            }
+            if (rc)
+                fail_msg("pass %d: %s/%s not served: %s", pass, g_profs[i].dir, g_profs[i].name,
+                         err.msg);
+            assert_true(pd_profile_equal(&g_profs[i].p, &p, NULL));
+            pd_profile_release(&p);
+        }
+    assert_true(n_lost > 0 && n_lost < g_n);
+    /* the timelines and the selection still hold every untouched profile */
+    pd_series_set set2;
+    PD_ASSERT_OK(pd_storage_select(st, NULL, 0, INT64_MIN, INT64_MAX, &set2, &err), &err);
+    assert_int_equal(set2.n, set.n);
+    pd_series_set_release(&set2);
+    for (size_t i = 0; i < g_n; i++) {
+        if (lost[i])
+            continue;
+        pd_labels l;
+        labels_of(&g_profs[i], &l);
+        uint64_t ref = 0;
+        for (size_t k = 0; k < set.n; k++)
+            if (!pd_labels_cmp(&set.v[k].labels, &l))
+                ref = set.v[k].ref;
+        pd_labels_release(&l);
+        pd_points pts;
+        PD_ASSERT_OK(pd_storage_read_points(st, ref, g_profs[i].ts, g_profs[i].ts, &pts, &err), &err);
+        if (pts.n != 1)
+            fail_msg("%s/%s: no point in the timeline after a lost neighbour was read",
+                     g_profs[i].dir, g_profs[i].name);
+        pd_points_release(&pts);
+    }
+    pd_series_set_release(&set);
+    pd_storage_close(st);
+    for (size_t i = 0; i < c.n; i++)
+        for (int t = 1; t < TT_N; t++)
+            free(c.v[i].u[t]);
+    free(c.v);
+    free(c.type_str);
+    free(lost);
+    rm_rf(tmp);
+    free(tmp);
+}
+
 /* Version 1 blocks (written before v2) are still read whole. */
 static void test_lossless_v1(void **state)
 {
@@ -1376,6 +1498,7 @@ int main(void)
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_v2_damage_costs_only_what_it_touches),
         cmocka_unit_test(test_lossless_v1),
+        cmocka_unit_test(test_store_serves_around_lost_profiles),
         cmocka_unit_test(test_vgroup_roundtrip),
         cmocka_unit_test(test_vgroup_heap_model),
         cmocka_unit_test(test_vgroup_corrupt),
