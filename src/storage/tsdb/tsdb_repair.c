@@ -185,6 +185,20 @@ static int repair_block(repair *r, const char *name, const char *why)
         pd_points_release(&pts);
     }
     pd_buf_release(&lb);
+    /* series whose index entry was lost (format 2): meta.json still counts them */
+    uint64_t listed = 0;
+    for (uint32_t id = 0; id < pd__block_n_series(b); id++) {
+        int64_t mn, mx;
+        uint64_t np, tb, vb;
+        pd__block_series_info(b, id, &mn, &mx, &np, &tb, &vb);
+        listed += np;
+    }
+    if (!fail && !pd__block_damage(b) && m->n_profiles > listed) {
+        printf("dropped %llu profiles of %llu series the damaged index no longer lists\n",
+               (unsigned long long)(m->n_profiles - listed),
+               (unsigned long long)(m->n_series - pd__block_n_series(b)));
+        dropped += m->n_profiles - listed;
+    }
     pd__block_close(b);
     if (fail) {
         pd__block_writer_free(w);
