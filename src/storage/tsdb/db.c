@@ -643,6 +643,13 @@ int pd__tsdb_load_blocks(pd_storage *s, bool *added, pd_err *err)
                          "(`profd tsdb repair` rewrites it)",
                          "dir=%s err=\"%s\"", dir, pd__block_section_damage(b));
             pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+            /* a compaction would carry only what verifies and delete the rest:
+               leave the block out of plans (`profd tsdb repair` rewrites it) */
+            pd_err me;
+            pd_err_clear(&me);
+            if (!pd__block_meta(b)->compaction_failed && pd__block_mark_failed(b, &me) < 0)
+                pd_log_warn("storage: cannot mark a damaged block failed", "err=\"%s\"",
+                            me.msg);
         }
         opened[n_opened++] = b;
     }

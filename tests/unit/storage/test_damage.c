@@ -302,6 +302,84 @@ static void test_compaction_around_failed_block(void **state)
     assert_int_equal(ss.n_blocks, nb - 1);
 }
 
+/* A byte flipped in one series entry of the middle block's index (format 2):
+ * the block opens without that series (logged, counted), is marked
+ * compaction.failed at once — a compaction would keep only what verifies and
+ * delete the rest — and the other blocks of its range compact without it;
+ * its other series are still served. */
+static void test_compaction_around_damaged_index_entry(void **state)
+{
+    tfx *f = *state;
+    f->st = fx_open(f->dir, FX_DUR);
+    for (int i = FX_NSTEP; i < 45; i++) { /* blocks [20 s, 30 s), [30 s, 40 s) */
+        int64_t ts = (int64_t)(i + 1) * FX_STEP;
+        pd_err err = {{0}};
+        const fx_prof *t = &FX_HEAP[i % FX_NHEAP];
+        assert_int_equal(pd_storage_append(f->st, &FX_L[0], ts, t->body, t->len, &t->p, &err), 0);
+    }
+    pd_storage_close(f->st);
+    f->st = NULL;
+    char names[8][27];
+    int64_t mint[8];
+    size_t nb = fx_blocks(f->dir, names, mint, 8);
+    assert_true(nb >= 3);
+    assert_int_equal(mint[1], 10000);
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", f->dir, names[1]);
+    pd_block *b;
+    pd_err err = {{0}};
+    if (pd__block_open(path, &b, &err))
+        fail_msg("open %s: %s", path, err.msg);
+    assert_int_equal(pd__block_meta(b)->version, 2);
+    pd_labels gone;
+    pd_labels_init(&gone);
+    const pd_labels *l0 = pd__block_series_labels(b, 0);
+    for (size_t j = 0; j < l0->n; j++)
+        assert_int_equal(pd_labels_set(&gone, l0->v[j].name, l0->v[j].value, NULL), 0);
+    pd__block_close(b);
+    snprintf(path, sizeof path, "%s/%s/index", f->dir, names[1]);
+    flip(path, 8 + 5 + 3); /* inside entry 0's body */
+    double c0 = fx_corruptions();
+    f->st = fx_open(f->dir, FX_DUR);
+    assert_true(fx_corruptions() >= c0 + 1);
+    assert_int_equal(pd_storage_maintain(f->st, &err), 0);
+    pd_storage_stats ss;
+    pd_storage_stats_get(f->st, &ss);
+    assert_int_equal(ss.n_compactions, 1); /* [0,10 s) + [20 s,30 s) */
+    snprintf(path, sizeof path, "%s/%s/meta.json", f->dir, names[1]);
+    FILE *mf = fopen(path, "r");
+    assert_non_null(mf);
+    char meta[8192];
+    size_t ml = fread(meta, 1, sizeof meta - 1, mf);
+    meta[ml] = 0;
+    fclose(mf);
+    assert_non_null(strstr(meta, "\"failed\": true"));
+    uint64_t refs[FX_NSERIES];
+    for (int s = 0; s < FX_NSERIES; s++)
+        refs[s] = fx_ref(f->st, s);
+    size_t kept = 0, lost = 0;
+    for (size_t k = 0; k < FX_NE; k++) {
+        const fx_exp *e = &FX_E[k];
+        bool in_block = e->ts >= 10000 && e->ts < 20000;
+        if (in_block && !pd_labels_cmp(&FX_L[e->s], &gone)) {
+            assert_false(fx_served(f->st, refs, e));
+            lost++;
+        } else {
+            assert_true(fx_served(f->st, refs, e));
+            kept += in_block;
+        }
+    }
+    assert_true(lost > 0 && kept > 0);
+    pd_labels_release(&gone);
+    char out[16384];
+    pd_storage_close(f->st);
+    f->st = NULL;
+    assert_int_equal(run_tsdb(out, sizeof out, "check", f->dir), 1);
+    snprintf(path, sizeof path, "%s/index offset", names[1]);
+    if (!strstr(out, path))
+        fail_msg("check does not name %s:\n%s", path, out);
+}
+
 /* profd tsdb repair: block 0 with a flipped byte in S0's value group, block
  * 1 without meta.json. Repair rewrites both from what verifies, moves the
  * originals aside, reports the dropped profiles; afterwards check passes and
@@ -378,6 +456,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_series_file_deleted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compaction_around_failed_block, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compaction_around_damaged_index_entry, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_tsdb_repair, setup, teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
