@@ -24,11 +24,15 @@ trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tm
 export GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" HOME="${HOME:-$tmp}"
 (cd examples/demo && go build -o "$tmp/demo" .)
 (cd bench/storage_size/loadgen && go build -o "$tmp/loadgen" .)
-port=$((20000 + RANDOM % 10000))
+port=${PORT:-$((20000 + RANDOM % 10000))} # PORT: a fixed loopback port
 "$tmp/demo" -listen=127.0.0.1:$port >/dev/null 2>&1 &
 for _ in $(seq 50); do curl -fsS -o /dev/null "http://127.0.0.1:$port/debug/pprof/" 2>/dev/null && break; sleep 0.1; done
-[ "${LOAD_RATE:-150}" = 0 ] || "$tmp/loadgen" -target=http://127.0.0.1:$port \
-    -workers=${LOAD_WORKERS:-8} -rate=${LOAD_RATE:-150} >/dev/null 2>&1 &
+# (an `if`, not `[ ] || cmd &`: that backgrounds a subshell, and the EXIT trap
+# killed the subshell but left loadgen running)
+if [ "${LOAD_RATE:-150}" != 0 ]; then
+    "$tmp/loadgen" -target=http://127.0.0.1:$port \
+        -workers=${LOAD_WORKERS:-8} -rate=${LOAD_RATE:-150} >/dev/null 2>&1 &
+fi
 mkdir -p "$OUT"/{heap,allocs,goroutine,cpu}
 sleep 2 # let the demo warm up
 scrape() { # type path

@@ -8,6 +8,8 @@
  *       and one block holding all types together (as one store would).
  *
  *   bench_storage_size DATA_DIR OUT_DIR [--group N] [--group-bytes B] [--stacks tree|list]
+ *                      [--format 1|2]   block format version (default: the one written)
+ *                      [--sym-frame B]  format 2: raw bytes per symbols frame
  *                      [--level L] [--sweep] [--verify]
  *
  * DATA_DIR holds one sub-directory per profile type (heap, allocs, goroutine,
@@ -384,6 +386,10 @@ int main(int argc, char **argv)
             o.group = (size_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--group-bytes") && i + 1 < argc)
             o.group_bytes = (size_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sym-frame") && i + 1 < argc)
+            o.sym_frame_bytes = (size_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--format") && i + 1 < argc)
+            o.version = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--level") && i + 1 < argc)
             o.zstd_level = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--stacks") && i + 1 < argc)

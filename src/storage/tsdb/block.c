@@ -1,26 +1,24 @@
 /*
- * storage/tsdb/block.c — writing, opening, reading and checking immutable
- * blocks (API: block_int.h). Formats: docs/format/{index,symbols,chunks}.md.
+ * storage/tsdb/block.c — opening, reading and checking immutable blocks
+ * (API: block_int.h; the writer is block_write.c, the index file
+ * block_index.c, the symbols file symbols.c). Formats:
+ * docs/format/{index,symbols,chunks}.md.
  *
  * Files (all integers little endian; varint/zz as protobuf):
  *
- *   index:          "PDIX" | u8 version 1 | 3 x 0 | body | u32 crc32c(all before)
- *     body: n_sym | n_sym x (len, bytes)              label symbols, sorted
- *           n_series | n_series x (n_labels, n_labels x (name sym, value sym),
- *                      zz min_t, zz max_t, n_profiles, time chunk offset,
- *                      time chunk bytes, value chunk bytes)   sorted by labels
- *           n_post | n_post x (name sym, value sym, n, n x id delta)
- *   symbols:        "PDSY" | u8 version 1 | 3 x 0 | u64 payload length |
- *                   zstd frame of the payload (symbols.c) | u32 crc32c(all before)
+ *   index:          version 2 (written): one CRC'd section per series entry
+ *                   (labels and sample-type strings inline), the postings under
+ *                   their own CRC, a toc and a footer; version 1 (read): one body,
+ *                   one CRC. Both: block_index_int.h, code block_index.c.
+ *   symbols:        version 2 (written): a CRC'd directory, then each table cut
+ *                   into zstd frames of ~16 KiB raw, each with its own CRC;
+ *                   version 1 (read): one zstd frame, one CRC. Both:
+ *                   symbols_int.h, code symbols.c (pd__symbols_file_*).
  *   chunks/000001:  "PDCH" | u8 version 2 (PD_CHUNKS_VERSION) | 3 x 0 | frames...
  *     frame: u32 data length | u8 kind | data | u32 crc32c(kind + data)
  *     kind 1: time chunk (raw payload), 2: time chunk (zstd), 3: value group (zstd)
  *     For each series (in index order): its value groups, then its time chunk.
  *   meta.json:      jansson; cross-checked against the other files on open.
- *
- * Writer: profiles are decomposed on add (symbols interned into one
- * pd_symbols, samples kept as sorted id/value arrays); write sorts series by
- * labels and each series by time, and streams the chunk file.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -39,833 +37,14 @@
 #include "base/arena.h"
 #include "base/crc32c.h"
 #include "base/varint.h"
+#include "storage/tsdb/block_file_int.h"
+#include "storage/tsdb/block_index_int.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/chunks_int.h"
 
-#define HDR 8
-/* chunks/000001 has its own version: 2 = value groups of sparse residuals
- * (chunks.c); version 1 (dense value deltas) is refused. */
-#define PD_CHUNKS_VERSION 2
-#define FRAME_HDR 5
-#define MAX_FILE (4ull << 30)       /* index/symbols files read whole: cap */
-#define MAX_GROUP_RAW (1ull << 31)  /* a value group's decompressed payload */
-#define CHUNKS_NAME "chunks/000001"
-
-enum { K_TIME = 1, K_TIME_ZSTD = 2, K_VALUE = 3 };
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* ---- writer ---- */
-
-/* A closed value group of a streamed series, compressed. */
-typedef struct zgroup {
-    uint8_t *z;
-    size_t len;
-    uint32_t first; /* its first profile */
-} zgroup;
-
-/* A series of the writer. Streamed (the default, while its profiles come in
- * ascending time): each profile is encoded into the open value group as it
- * is added and only its time-chunk fields stay in p[] (ts, sample types,
- * totals: the samples are freed); full groups are compressed at once. So a
- * head cut or a compaction holds the block compressed, not decoded.
- * Buffered (after a profile older than the last one: imports, overlapping
- * compaction sources): the groups are decoded back into p[] and the series
- * is sorted and encoded by pd__block_writer_write, as every series was
- * before. Both give the same bytes. */
-typedef struct wseries {
-    pd_labels labels;
-    pd_dprof *p;
-    size_t n, cap;
-    pd_u64map ts; /* ts -> 1, duplicates */
-    uint64_t tref, tbytes, vbytes;
-    int64_t min_t, max_t;
-    bool buffered;
-    pd_vgroup_enc enc; /* streamed: the open group's encoder */
-    pd_buf raw;        /* streamed: the open group's encoding */
-    size_t g_a;        /* streamed: first profile of the open group */
-    zgroup *zg;        /* streamed: the closed groups */
-    size_t n_zg, cap_zg;
-} wseries;
-
-struct pd_block_writer {
-    pd_block_writer_opts o;
-    pd_symbols sym;
-    wseries *s;
-    size_t n, cap;
-    pd_u64map by_hash; /* labels hash -> index of first series */
-    uint32_t *next;    /* collision chain */
-    size_t n_prof;
-    uint64_t n_samples;
-    int failed; /* an encoder ran out of memory: its group is unusable; write fails */
-};
-
-int pd__block_writer_new(const pd_block_writer_opts *opts, pd_block_writer **out)
-{
-    pd_block_writer *w = calloc(1, sizeof *w);
-    *out = NULL;
-    if (!w)
-        return PD_ENOMEM;
-    if (opts)
-        w->o = *opts;
-    if (!w->o.group)
-        w->o.group = PD_BLOCK_DEFAULT_GROUP;
-    if (!w->o.group_bytes)
-        w->o.group_bytes = PD_BLOCK_DEFAULT_GROUP_BYTES;
-    if (!w->o.zstd_level)
-        w->o.zstd_level = PD_BLOCK_DEFAULT_LEVEL;
-    if (!w->o.stack_format)
-        w->o.stack_format = PD_STACKS_TREE;
-    pd_u64map_init(&w->by_hash);
-    if (pd__symbols_init(&w->sym, w->o.stack_format, true)) {
-        free(w);
-        return PD_ENOMEM;
-    }
-    *out = w;
-    return 0;
-}
-
-void pd__block_writer_free(pd_block_writer *w)
-{
-    if (!w)
-        return;
-    for (size_t i = 0; i < w->n; i++) {
-        wseries *s = &w->s[i];
-        pd_labels_release(&s->labels);
-        for (size_t j = 0; j < s->n; j++)
-            pd__dprof_release(&s->p[j]);
-        free(s->p);
-        pd_u64map_release(&s->ts);
-        pd__vgroup_enc_release(&s->enc);
-        pd_buf_release(&s->raw);
-        for (size_t j = 0; j < s->n_zg; j++)
-            free(s->zg[j].z);
-        free(s->zg);
-    }
-    free(w->s);
-    free(w->next);
-    pd_u64map_release(&w->by_hash);
-    pd__symbols_release(&w->sym);
-    free(w);
-}
-
-size_t pd__block_writer_count(const pd_block_writer *w) { return w->n_prof; }
-
-static int find_series(pd_block_writer *w, const pd_labels *l, wseries **out)
-{
-    uint64_t h = pd_labels_hash(l), first;
-    if (h == UINT64_MAX)
-        h = 0;
-    bool have = pd_u64map_get(&w->by_hash, h, &first);
-    if (have)
-        for (uint32_t j = (uint32_t)first; j != UINT32_MAX; j = w->next[j])
-            if (!pd_labels_cmp(&w->s[j].labels, l)) {
-                *out = &w->s[j];
-                return 0;
-            }
-    if (w->n == w->cap) {
-        size_t nc = w->cap ? 2 * w->cap : 16;
-        wseries *ns = realloc(w->s, nc * sizeof *ns);
-        if (ns)
-            w->s = ns;
-        uint32_t *nx = realloc(w->next, nc * sizeof *nx);
-        if (nx)
-            w->next = nx;
-        if (!ns || !nx)
-            return PD_ENOMEM;
-        w->cap = nc;
-    }
-    wseries *s = &w->s[w->n];
-    memset(s, 0, sizeof *s);
-    pd_u64map_init(&s->ts);
-    pd__vgroup_enc_init(&s->enc);
-    pd_buf_init(&s->raw, 0);
-    if (pd_labels_copy(&s->labels, l))
-        return PD_ENOMEM;
-    if (pd_u64map_put(&w->by_hash, h, w->n)) {
-        pd_labels_release(&s->labels);
-        return PD_ENOMEM;
-    }
-    w->next[w->n] = have ? (uint32_t)first : UINT32_MAX;
-    w->n++;
-    *out = s;
-    return 0;
-}
-
-static int zstd_into(pd_buf *out, const void *src, size_t len, int level);
-
-/* Streamed series: compresses the open group into s->zg. */
-static int close_group(pd_block_writer *w, wseries *s)
-{
-    if (s->n == s->g_a)
-        return 0;
-    if (s->n_zg == s->cap_zg) {
-        size_t nc = s->cap_zg ? 2 * s->cap_zg : 4;
-        zgroup *v = realloc(s->zg, nc * sizeof *v);
-        if (!v)
-            return PD_ENOMEM;
-        s->zg = v;
-        s->cap_zg = nc;
-    }
-    pd_buf z;
-    pd_buf_init(&z, 0);
-    int rc = zstd_into(&z, s->raw.data, s->raw.len, w->o.zstd_level);
-    if (rc) {
-        pd_buf_release(&z);
-        return rc;
-    }
-    size_t len = z.len;
-    uint8_t *b = (uint8_t *)pd_buf_detach(&z, NULL);
-    if (!b)
-        return PD_ENOMEM;
-    s->zg[s->n_zg++] = (zgroup){b, len, (uint32_t)s->g_a};
-    pd__vgroup_enc_reset(&s->enc);
-    pd_buf_reset(&s->raw);
-    s->g_a = s->n;
-    return 0;
-}
-
-/* Streamed series: encodes d (the profile at index s->n) into the open
- * group, closing the group first where pd__block_writer_write would end it
- * (G profiles, group_bytes of raw encoding, PD_VGROUP_GROUP_VALUES values),
- * then frees d's samples (the time chunk needs only its ts, types, totals). */
-static int stream_append(pd_block_writer *w, wseries *s, pd_dprof *d)
-{
-    uint64_t dv = (uint64_t)d->n_sample * d->n_types;
-    size_t in_group = s->n - s->g_a;
-    int rc;
-    if (in_group && (in_group >= w->o.group || s->raw.len >= w->o.group_bytes ||
-                     s->enc.n_values + dv > PD_VGROUP_GROUP_VALUES) &&
-        (rc = close_group(w, s)))
-        return rc;
-    size_t len0 = s->raw.len;
-    if ((rc = pd__vgroup_enc_append(&s->enc, d, &s->raw))) {
-        s->raw.len = len0;
-        return rc;
-    }
-    free(d->stack);
-    free(d->lset);
-    free(d->value);
-    d->stack = d->lset = NULL;
-    d->value = NULL;
-    return 0;
-}
-
-/* Turns streamed series s into a buffered one: its groups are decoded back
- * into s->p[0 .. s->n) (the profile at s->n, just added, is whole). */
-static int to_buffered(pd_block_writer *w, wseries *s, pd_err *err)
-{
-    int rc = close_group(w, s);
-    if (rc)
-        return pd_err_set(err, rc, "out of memory");
-    pd_buf raw;
-    pd_buf_init(&raw, 0);
-    for (size_t k = 0; k < s->n_zg && !rc; k++) {
-        const zgroup *g = &s->zg[k];
-        size_t first = g->first, n = (k + 1 < s->n_zg ? s->zg[k + 1].first : s->n) - first;
-        unsigned long long fc = ZSTD_getFrameContentSize(g->z, g->len);
-        pd_dprof *tmp = calloc(n + 1, sizeof *tmp);
-        if (!tmp || fc == ZSTD_CONTENTSIZE_UNKNOWN || fc == ZSTD_CONTENTSIZE_ERROR ||
-            pd_buf_reserve(&raw, (size_t)fc + 1)) {
-            free(tmp);
-            rc = pd_err_set(err, PD_ENOMEM, "out of memory");
-            break;
-        }
-        size_t got = ZSTD_decompress(raw.data, (size_t)fc + 1, g->z, g->len);
-        for (size_t j = 0; j < n; j++)
-            tmp[j].ts = s->p[first + j].ts;
-        if (ZSTD_isError(got) || got != fc)
-            rc = pd_err_set(err, PD_ECORRUPT, "a value group the writer made does not decompress");
-        else
-            rc = pd__vgroup_decode(&w->sym, (const uint8_t *)raw.data, got, n, tmp, err);
-        for (size_t j = 0; j < n; j++) {
-            if (rc == 0) {
-                pd__dprof_release(&s->p[first + j]);
-                s->p[first + j] = tmp[j];
-            } else
-                pd__dprof_release(&tmp[j]);
-        }
-        free(tmp);
-    }
-    pd_buf_release(&raw);
-    if (rc)
-        return rc; /* (groups decoded so far are whole in p[]; the rest stay
-                      streamed: the caller gives up on this writer) */
-    for (size_t k = 0; k < s->n_zg; k++)
-        free(s->zg[k].z);
-    free(s->zg);
-    s->zg = NULL;
-    s->n_zg = s->cap_zg = 0;
-    pd__vgroup_enc_release(&s->enc);
-    pd_buf_release(&s->raw);
-    pd_buf_init(&s->raw, 0);
-    s->buffered = true;
-    return 0;
-}
-
-int pd__block_writer_add(pd_block_writer *w, const pd_labels *labels, int64_t ts_ms,
-                         const pd_profile *p, pd_err *err)
-{
-    int rc;
-    wseries *s;
-    if (!pd_labels_get(labels, "__name__"))
-        return pd_err_set(err, PD_EINVAL, "labels have no __name__ (the profile type)");
-    if ((rc = find_series(w, labels, &s)))
-        return rc;
-    uint64_t key = (uint64_t)ts_ms == UINT64_MAX ? 0x7fffffffffffffffULL : (uint64_t)ts_ms;
-    uint64_t seen = 0;
-    if (pd_u64map_get(&s->ts, key, &seen) && seen)
-        return pd_err_set(err, PD_EEXIST, "a profile of this series at %lld ms was already added",
-                          (long long)ts_ms);
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? 2 * s->cap : 16;
-        pd_dprof *np = realloc(s->p, nc * sizeof *np);
-        if (!np)
-            return PD_ENOMEM;
-        s->p = np;
-        s->cap = nc;
-    }
-    if ((rc = pd__dprof_from_profile(&w->sym, p, ts_ms, &s->p[s->n], err)))
-        return rc;
-    if ((rc = pd_u64map_put(&s->ts, key, 1))) {
-        pd__dprof_release(&s->p[s->n]);
-        return rc;
-    }
-    if (!s->buffered && s->n && ts_ms < s->p[s->n - 1].ts && (rc = to_buffered(w, s, err)) < 0)
-        goto undo;
-    uint64_t n_samples = s->p[s->n].n_sample;
-    if (!s->buffered && (rc = stream_append(w, s, &s->p[s->n])) < 0) {
-        if (rc != PD_ETOOBIG) /* (too big: nothing was appended, the group is fine) */
-            w->failed = rc;
-        pd_err_set(err, rc, "%s", rc == PD_ETOOBIG ? "the profile has too many values for a "
-                                                     "value group" : "out of memory");
-        goto undo;
-    }
-    w->n_samples += n_samples;
-    s->n++;
-    w->n_prof++;
-    return 0;
-undo:
-    pd__dprof_release(&s->p[s->n]);
-    pd_u64map_put(&s->ts, key, 0); /* (a value of 0: no longer a duplicate) */
-    return rc;
-}
-
-static int dprof_ts_cmp(const void *a, const void *b)
-{
-    const pd_dprof *x = a, *y = b;
-    return x->ts < y->ts ? -1 : x->ts > y->ts;
-}
-
-static const pd_block_writer *g_sort_w; /* qsort has no context argument in C11 */
-static int series_cmp(const void *a, const void *b)
-{
-    const uint32_t *x = a, *y = b;
-    return pd_labels_cmp(&g_sort_w->s[*x].labels, &g_sort_w->s[*y].labels);
-}
-
-/* write(2) all of it */
-static int write_all(int fd, const void *p, size_t len)
-{
-    const uint8_t *b = p;
-    while (len) {
-        ssize_t k = write(fd, b, len);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        b += k;
-        len -= (size_t)k;
-    }
-    return 0;
-}
-
-/* Writes a frame (kind, data) at the end of fd (whose size is *off). */
-static int write_frame(int fd, uint64_t *off, uint8_t kind, const void *data, size_t len)
-{
-    uint8_t h[FRAME_HDR], t[4];
-    if (len > UINT32_MAX)
-        return PD_ETOOBIG;
-    put_u32(h, (uint32_t)len);
-    h[4] = kind;
-    put_u32(t, pd_crc32c(pd_crc32c(0, &kind, 1), data, len));
-    int rc;
-    if ((rc = write_all(fd, h, FRAME_HDR)) || (rc = write_all(fd, data, len)) ||
-        (rc = write_all(fd, t, 4)))
-        return rc;
-    *off += FRAME_HDR + len + 4;
-    return 0;
-}
-
-static int zstd_into(pd_buf *out, const void *src, size_t len, int level)
-{
-    size_t bound = ZSTD_compressBound(len);
-    pd_buf_reset(out);
-    int rc = pd_buf_reserve(out, bound);
-    if (rc)
-        return rc;
-    size_t z = ZSTD_compress(out->data, bound, src, len, level);
-    if (ZSTD_isError(z))
-        return PD_ENOMEM;
-    out->len = z;
-    return 0;
-}
-
-static int fsync_path(const char *path, bool dir)
-{
-    int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int rc = fsync(fd) ? -errno : 0;
-    close(fd);
-    return rc;
-}
-
-static int write_file(const char *path, const void *data, size_t len)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
-    int rc = write_all(fd, data, len);
-    if (!rc && fsync(fd))
-        rc = -errno;
-    close(fd);
-    return rc;
-}
-
-static void make_ulid(char id[27])
-{
-    static const char A[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-    uint8_t b[16];
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
-    for (int i = 0; i < 6; i++)
-        b[i] = (uint8_t)(ms >> (8 * (5 - i)));
-    if (getrandom(b + 6, 10, 0) != 10)
-        for (int i = 6; i < 16; i++)
-            b[i] = (uint8_t)(rand() & 0xff);
-    /* 128 bits -> 26 base32 digits, most significant first (2 leading pad bits) */
-    for (int c = 0; c < 26; c++) {
-        int v = 0;
-        for (int k = 0; k < 5; k++) {
-            int bit = c * 5 + k - 2; /* bit index from the top of the 128 */
-            int x = bit < 0 ? 0 : (b[bit / 8] >> (7 - bit % 8)) & 1;
-            v = v << 1 | x;
-        }
-        id[c] = A[v];
-    }
-    id[26] = 0;
-}
-
-static int label_sym_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Index of s in the sorted syms (present by construction). */
-static uint32_t sym_find(char **syms, size_t n, const char *s)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(syms[mid], s);
-        if (!c)
-            return (uint32_t)mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return 0;
-}
-
-typedef struct pair {
-    uint32_t name, value, series;
-} pair;
-
-static int pair_cmp(const void *a, const void *b)
-{
-    const pair *x = a, *y = b;
-    if (x->name != y->name)
-        return x->name < y->name ? -1 : 1;
-    if (x->value != y->value)
-        return x->value < y->value ? -1 : 1;
-    return x->series < y->series ? -1 : x->series > y->series;
-}
-
-static int build_index(pd_block_writer *w, const uint32_t *order, pd_buf *out)
-{
-    int rc = PD_ENOMEM;
-    size_t n_lab = 0;
-    for (size_t i = 0; i < w->n; i++)
-        n_lab += w->s[i].labels.n;
-    char **syms = malloc((2 * n_lab + 1) * sizeof *syms);
-    pair *pairs = malloc((n_lab + 1) * sizeof *pairs);
-    if (!syms || !pairs)
-        goto out;
-    size_t ns = 0;
-    for (size_t i = 0; i < w->n; i++)
-        for (size_t j = 0; j < w->s[i].labels.n; j++) {
-            syms[ns++] = w->s[i].labels.v[j].name;
-            syms[ns++] = w->s[i].labels.v[j].value;
-        }
-    qsort(syms, ns, sizeof *syms, label_sym_cmp);
-    size_t u = 0;
-    for (size_t i = 0; i < ns; i++)
-        if (!u || strcmp(syms[u - 1], syms[i]))
-            syms[u++] = syms[i];
-    ns = u;
-    uint8_t hdr[HDR] = {'P', 'D', 'I', 'X', PD_BLOCK_VERSION, 0, 0, 0};
-    if ((rc = pd_buf_append(out, hdr, HDR)))
-        goto out;
-#define PUT(v)                                                                                     \
-    do {                                                                                           \
-        if ((rc = pd_buf_put_varint(out, (uint64_t)(v))))                                          \
-            goto out;                                                                              \
-    } while (0)
-    PUT(ns);
-    for (size_t i = 0; i < ns; i++) {
-        size_t l = strlen(syms[i]);
-        PUT(l);
-        if ((rc = pd_buf_append(out, syms[i], l)))
-            goto out;
-    }
-    PUT(w->n);
-    size_t np = 0;
-    for (size_t k = 0; k < w->n; k++) {
-        const wseries *s = &w->s[order[k]];
-        PUT(s->labels.n);
-        for (size_t j = 0; j < s->labels.n; j++) {
-            uint32_t a = sym_find(syms, ns, s->labels.v[j].name);
-            uint32_t b = sym_find(syms, ns, s->labels.v[j].value);
-            PUT(a);
-            PUT(b);
-            pairs[np++] = (pair){a, b, (uint32_t)k};
-        }
-        PUT(pd_zigzag_enc(s->min_t));
-        PUT(pd_zigzag_enc(s->max_t));
-        PUT(s->n);
-        PUT(s->tref);
-        PUT(s->tbytes);
-        PUT(s->vbytes);
-    }
-    qsort(pairs, np, sizeof *pairs, pair_cmp);
-    size_t n_post = 0;
-    for (size_t i = 0; i < np; i++)
-        if (!i || pairs[i].name != pairs[i - 1].name || pairs[i].value != pairs[i - 1].value)
-            n_post++;
-    PUT(n_post);
-    for (size_t i = 0; i < np;) {
-        size_t j = i;
-        while (j < np && pairs[j].name == pairs[i].name && pairs[j].value == pairs[i].value)
-            j++;
-        PUT(pairs[i].name);
-        PUT(pairs[i].value);
-        PUT(j - i);
-        for (size_t x = i; x < j; x++)
-            PUT(pairs[x].series - (x > i ? pairs[x - 1].series : 0));
-        i = j;
-    }
-#undef PUT
-    uint8_t crc[4];
-    put_u32(crc, pd_crc32c(0, out->data, out->len));
-    rc = pd_buf_append(out, crc, 4);
-out:
-    free(syms);
-    free(pairs);
-    return rc;
-}
-
-int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], pd_err *err)
-{
-    int rc = 0, fd = -1;
-    char tmp[4096], fin[4096], path[4200];
-    pd_buf raw, z, idx;
-    pd_vgroup_enc venc;
-    uint32_t *order = NULL, *g_first = NULL;
-    uint64_t *g_off = NULL;
-    const pd_dprof **ptrs = NULL;
-    json_t *meta = NULL;
-    char *js = NULL;
-    pd_buf_init(&raw, 0);
-    pd_buf_init(&z, 0);
-    pd_buf_init(&idx, 0);
-    pd__vgroup_enc_init(&venc);
-    if (w->failed)
-        return pd_err_set(err, w->failed, "the block writer ran out of memory earlier");
-    if (!w->n_prof)
-        return pd_err_set(err, PD_EINVAL, "no profiles to write into a block");
-    make_ulid(id);
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp", parent, id);
-    snprintf(fin, sizeof fin, "%s/%s", parent, id);
-    if (mkdir(tmp, 0755)) {
-        rc = pd_err_set(err, -errno, "mkdir %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    snprintf(path, sizeof path, "%s/chunks", tmp);
-    if (mkdir(path, 0755)) {
-        rc = pd_err_set(err, -errno, "mkdir %s: %s", path, strerror(errno));
-        goto out;
-    }
-
-    /* chunks */
-    snprintf(path, sizeof path, "%s/" CHUNKS_NAME, tmp);
-    if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-        rc = pd_err_set(err, -errno, "open %s: %s", path, strerror(errno));
-        goto out;
-    }
-    uint8_t ch[HDR] = {'P', 'D', 'C', 'H', PD_CHUNKS_VERSION, 0, 0, 0};
-    uint64_t off = HDR;
-    if ((rc = write_all(fd, ch, HDR)))
-        goto werr;
-    rc = PD_ENOMEM;
-    if (!(order = malloc(w->n * sizeof *order)))
-        goto out;
-    for (size_t i = 0; i < w->n; i++)
-        order[i] = (uint32_t)i;
-    g_sort_w = w;
-    qsort(order, w->n, sizeof *order, series_cmp);
-    int64_t min_t = INT64_MAX, max_t = INT64_MIN;
-    uint64_t time_bytes = 0, value_bytes = 0;
-    for (size_t k = 0; k < w->n; k++) {
-        wseries *s = &w->s[order[k]];
-        if (!s->buffered && (rc = close_group(w, s)))
-            goto out;
-        if (s->buffered)
-            qsort(s->p, s->n, sizeof *s->p, dprof_ts_cmp);
-        s->min_t = s->p[0].ts;
-        s->max_t = s->p[s->n - 1].ts;
-        if (s->min_t < min_t)
-            min_t = s->min_t;
-        if (s->max_t > max_t)
-            max_t = s->max_t;
-        size_t G = w->o.group, ng = 0;
-        free(ptrs);
-        free(g_first);
-        free(g_off);
-        ptrs = malloc(s->n * sizeof *ptrs);
-        g_first = malloc((s->n + 1) * sizeof *g_first);
-        g_off = malloc((s->n + 1) * sizeof *g_off);
-        if (!ptrs || !g_first || !g_off) {
-            rc = PD_ENOMEM;
-            goto out;
-        }
-        for (size_t i = 0; i < s->n; i++)
-            ptrs[i] = &s->p[i];
-        uint64_t before = off;
-        /* a group ends after G profiles, once its raw encoding reaches
-           group_bytes, or before its decoded values would pass
-           PD_VGROUP_GROUP_VALUES (unchanged samples cost no raw byte),
-           whichever comes first */
-        pd_buf_reset(&raw);
-        pd__vgroup_enc_reset(&venc);
-        for (size_t j = 0; !s->buffered && j < s->n_zg; j++) { /* encoded while added */
-            g_first[ng] = s->zg[j].first;
-            g_off[ng] = off;
-            ng++;
-            if ((rc = write_frame(fd, &off, K_VALUE, s->zg[j].z, s->zg[j].len)))
-                goto werr;
-        }
-        for (size_t i = 0, a = 0; s->buffered && i < s->n; i++) {
-            if ((rc = pd__vgroup_enc_append(&venc, ptrs[i], &raw))) {
-                if (rc == PD_ETOOBIG)
-                    pd_err_set(err, rc,
-                               "writing block %s: the profile at %lld ms (%u samples x %u "
-                               "types) does not fit a value group (at most %llu values)",
-                               tmp, (long long)ptrs[i]->ts, ptrs[i]->n_sample, ptrs[i]->n_types,
-                               (unsigned long long)PD_VGROUP_MAX_VALUES);
-                goto out;
-            }
-            if (i + 1 < s->n && i + 1 - a < G && raw.len < w->o.group_bytes &&
-                venc.n_values + (uint64_t)ptrs[i + 1]->n_sample * ptrs[i + 1]->n_types <=
-                    PD_VGROUP_GROUP_VALUES)
-                continue;
-            pd__vgroup_enc_reset(&venc);
-            g_first[ng] = (uint32_t)a;
-            g_off[ng] = off;
-            ng++;
-            if ((rc = zstd_into(&z, raw.data, raw.len, w->o.zstd_level)))
-                goto out;
-            if ((rc = write_frame(fd, &off, K_VALUE, z.data, z.len)))
-                goto werr;
-            pd_buf_reset(&raw);
-            a = i + 1;
-        }
-        g_first[ng] = (uint32_t)s->n;
-        s->vbytes = off - before;
-        pd_buf_reset(&raw);
-        if ((rc = pd__tchunk_encode(ptrs, s->n, g_first, g_off, ng, &raw)) ||
-            (rc = zstd_into(&z, raw.data, raw.len, w->o.zstd_level)))
-            goto out;
-        s->tref = off;
-        bool zz = z.len < raw.len;
-        if ((rc = write_frame(fd, &off, zz ? K_TIME_ZSTD : K_TIME, zz ? z.data : raw.data,
-                              zz ? z.len : raw.len)))
-            goto werr;
-        s->tbytes = off - s->tref;
-        time_bytes += s->tbytes;
-        value_bytes += s->vbytes;
-    }
-    if (fsync(fd))
-        rc = -errno;
-    close(fd);
-    fd = -1;
-    if (rc)
-        goto werr;
-    uint64_t chunks_bytes = off;
-
-    /* symbols */
-    pd_buf_reset(&raw);
-    if ((rc = pd__symbols_encode(&w->sym, &raw)) ||
-        (rc = zstd_into(&z, raw.data, raw.len, w->o.zstd_level)))
-        goto out;
-    {
-        pd_buf f;
-        pd_buf_init(&f, 0);
-        uint8_t h[HDR + 8] = {'P', 'D', 'S', 'Y', PD_BLOCK_VERSION, 0, 0, 0};
-        put_u64(h + HDR, raw.len);
-        uint8_t crc[4];
-        if ((rc = pd_buf_append(&f, h, sizeof h)) || (rc = pd_buf_append(&f, z.data, z.len))) {
-            pd_buf_release(&f);
-            goto out;
-        }
-        put_u32(crc, pd_crc32c(0, f.data, f.len));
-        if ((rc = pd_buf_append(&f, crc, 4))) {
-            pd_buf_release(&f);
-            goto out;
-        }
-        snprintf(path, sizeof path, "%s/symbols", tmp);
-        rc = write_file(path, f.data, f.len);
-        size_t sl = f.len;
-        pd_buf_release(&f);
-        if (rc)
-            goto werr;
-        /* index */
-        if ((rc = build_index(w, order, &idx)))
-            goto out;
-        snprintf(path, sizeof path, "%s/index", tmp);
-        if ((rc = write_file(path, idx.data, idx.len)))
-            goto werr;
-        /* meta.json */
-        const char *sf = w->sym.stack_format == PD_STACKS_TREE ? "tree" : "list";
-        json_t *srcs = json_array();
-        for (size_t i = 0; srcs && i < w->o.n_sources; i++)
-            if (json_array_append_new(srcs, json_string(w->o.sources[i]))) {
-                json_decref(srcs);
-                srcs = NULL;
-            }
-        if (!srcs) {
-            rc = PD_ENOMEM;
-            goto out;
-        }
-        meta = json_pack(
-            "{s:s, s:i, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s, s:I, "
-            "s:{s:I, s:I, s:I}, s:{s:i, s:o}}",
-            "ulid", id, "version", PD_BLOCK_VERSION, "minTime", (json_int_t)min_t, "maxTime",
-            (json_int_t)max_t, "stats", "numSeries", (json_int_t)w->n, "numProfiles",
-            (json_int_t)w->n_prof, "numSamples", (json_int_t)w->n_samples, "numStrings",
-            (json_int_t)w->sym.n_str, "numMappings", (json_int_t)w->sym.n_map, "numFunctions",
-            (json_int_t)w->sym.n_fn, "numLocations", (json_int_t)w->sym.n_loc, "numStacks",
-            (json_int_t)w->sym.n_stack, "numLabelSets", (json_int_t)w->sym.n_lset, "stackFormat",
-            sf, "groupSize", (json_int_t)w->o.group, "files", "index", (json_int_t)idx.len,
-            "symbols", (json_int_t)sl, CHUNKS_NAME, (json_int_t)chunks_bytes, "compaction",
-            "level", w->o.level > 0 ? w->o.level : 1, "sources", srcs);
-        srcs = NULL; /* stolen by json_pack ("o"), even on failure */
-        (void)time_bytes;
-        (void)value_bytes;
-        if (!meta || !(js = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER))) {
-            rc = PD_ENOMEM;
-            goto out;
-        }
-        snprintf(path, sizeof path, "%s/meta.json", tmp);
-        if ((rc = write_file(path, js, strlen(js))))
-            goto werr;
-    }
-    snprintf(path, sizeof path, "%s/chunks", tmp);
-    if ((rc = fsync_path(path, true)) || (rc = fsync_path(tmp, true)))
-        goto werr;
-    if (rename(tmp, fin)) {
-        rc = -errno;
-        snprintf(path, sizeof path, "%s", fin);
-        goto werr;
-    }
-    if ((rc = fsync_path(parent, true))) {
-        snprintf(path, sizeof path, "%s", parent);
-        goto werr;
-    }
-    rc = 0;
-    goto out;
-werr:
-    if (rc < 0 && rc > -1000)
-        pd_err_set(err, rc, "writing %s: %s", path, strerror(-rc));
-    else
-        pd_err_set(err, rc, "writing %s: %s", path, pd_strerror(rc));
-out:
-    if (rc == PD_ENOMEM)
-        pd_err_set(err, rc, "out of memory writing block %s", tmp);
-    if (fd >= 0)
-        close(fd);
-    if (rc && tmp[0]) { /* leave no half-written block: remove tmp */
-        char p2[4200];
-        snprintf(p2, sizeof p2, "%s/" CHUNKS_NAME, tmp);
-        unlink(p2);
-        snprintf(p2, sizeof p2, "%s/chunks", tmp);
-        rmdir(p2);
-        const char *fs[] = {"index", "symbols", "meta.json"};
-        for (int i = 0; i < 3; i++) {
-            snprintf(p2, sizeof p2, "%s/%s", tmp, fs[i]);
-            unlink(p2);
-        }
-        rmdir(tmp);
-    }
-    json_decref(meta);
-    free(js);
-    free(order);
-    free(ptrs);
-    free(g_first);
-    free(g_off);
-    pd_buf_release(&raw);
-    pd_buf_release(&z);
-    pd_buf_release(&idx);
-    pd__vgroup_enc_release(&venc);
-    return rc;
-}
-
 /* ---- reader ---- */
 
-typedef struct rseries {
-    pd_labels labels;
-    int64_t min_t, max_t;
-    uint64_t n, tref, tbytes, vbytes;
-} rseries;
-
-typedef struct post {
-    uint32_t name, value;
-    uint32_t *ids;
-    size_t n;
-} post;
+typedef pd_ix_series rseries;
 
 struct pd_block {
     char *dir;
@@ -874,16 +53,13 @@ struct pd_block {
     uint64_t chunks_size;
     pd_block_meta meta;
     pd_symbols sym;
-    char **lsym;
-    size_t n_lsym;
-    rseries *s;
-    size_t n_series;
-    post *post;
-    size_t n_post;
+    pd_index ix; /* series and postings */
     char (*sources)[27]; /* meta.json compaction.sources */
     size_t n_sources;
     uint64_t gen; /* open generation, for the group cache */
     bool meta_rebuilt; /* meta.json did not read: meta derived from the other files */
+    char *sect_damage; /* malloc'ed; NULL when index and symbols verify: what did not
+                          (file and offset), what it costs */
     char damage[sizeof(((pd_err *)0)->msg)]; /* why meta.json did not read; "" = intact */
 };
 
@@ -1041,161 +217,6 @@ out:
     return rc;
 }
 
-/* Checks magic+version and the trailing CRC of a whole file. */
-static int check_file(const char *path, const uint8_t *b, size_t len, const char *magic,
-                      size_t min, pd_err *err)
-{
-    if (len < min + 4 || memcmp(b, magic, 4))
-        return pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic or file too short (%zu bytes)",
-                          path, len);
-    if (b[4] != PD_BLOCK_VERSION)
-        return pd_err_set(err, PD_ECORRUPT, "%s offset 4: unknown version %u", path, b[4]);
-    uint32_t want = get_u32(b + len - 4), got = pd_crc32c(0, b, len - 4);
-    if (want != got)
-        return pd_err_set(err, PD_ECORRUPT, "%s offset %zu: crc32c mismatch (stored %08x, computed %08x)",
-                          path, len - 4, want, got);
-    return 0;
-}
-
-typedef struct ird {
-    const uint8_t *p;
-    size_t len, off;
-    const char *path;
-    pd_err *err;
-    int bad;
-} ird;
-
-static uint64_t iget(ird *r, const char *what)
-{
-    uint64_t v = 0;
-    if (r->bad)
-        return 0;
-    size_t k = pd_varint_get(r->p + r->off, r->len - r->off, &v);
-    if (!k)
-        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s offset %zu: bad varint (%s)", r->path,
-                            r->off, what);
-    r->off += k;
-    return v;
-}
-
-static uint64_t iref(ird *r, uint64_t lim, const char *what)
-{
-    size_t at = r->off;
-    uint64_t v = iget(r, what);
-    if (!r->bad && v >= lim)
-        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s offset %zu: %s %llu out of range", r->path,
-                            at, what, (unsigned long long)v);
-    return r->bad ? 0 : v;
-}
-
-static int parse_index(pd_block *b, const char *path, const uint8_t *p, size_t len, pd_err *err)
-{
-    ird r = {p, len - 4, HDR, path, err, 0};
-    b->n_lsym = iref(&r, len, "symbol count");
-    if (r.bad)
-        return r.bad;
-    if (!(b->lsym = calloc(b->n_lsym + 1, sizeof *b->lsym)))
-        return PD_ENOMEM;
-    for (size_t i = 0; i < b->n_lsym && !r.bad; i++) {
-        uint64_t l = iref(&r, r.len - r.off + 1, "symbol length");
-        if (r.bad)
-            break;
-        if (!(b->lsym[i] = malloc(l + 1)))
-            return PD_ENOMEM;
-        memcpy(b->lsym[i], p + r.off, l);
-        b->lsym[i][l] = 0;
-        if (memchr(b->lsym[i], 0, l))
-            r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: NUL in a label symbol", path, r.off);
-        r.off += l;
-    }
-    b->n_series = iref(&r, r.len - r.off + 1, "series count");
-    if (r.bad)
-        return r.bad;
-    if (!(b->s = calloc(b->n_series + 1, sizeof *b->s)))
-        return PD_ENOMEM;
-    pd_err e2;
-    for (size_t i = 0; i < b->n_series && !r.bad; i++) {
-        rseries *s = &b->s[i];
-        size_t nl = iref(&r, PD_LABEL_MAX_COUNT + 1, "label count");
-        for (size_t j = 0; j < nl && !r.bad; j++) {
-            size_t at = r.off;
-            uint64_t a = iref(&r, b->n_lsym, "label name"), v = iref(&r, b->n_lsym, "label value");
-            if (r.bad)
-                break;
-            int rc = pd_labels_set(&s->labels, b->lsym[a], b->lsym[v], &e2);
-            if (rc == PD_ENOMEM)
-                return rc;
-            if (rc || s->labels.n != j + 1)
-                r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: series %zu: bad label (%s)",
-                                   path, at, i, rc ? e2.msg : "duplicate or empty");
-        }
-        s->min_t = pd_zigzag_dec(iget(&r, "min time"));
-        s->max_t = pd_zigzag_dec(iget(&r, "max time"));
-        s->n = iget(&r, "profile count");
-        s->tref = iget(&r, "time chunk offset");
-        s->tbytes = iget(&r, "time chunk bytes");
-        s->vbytes = iget(&r, "value chunk bytes");
-        if (!r.bad && (s->min_t > s->max_t || !s->n || s->tref < HDR ||
-                       s->tref + s->tbytes > b->chunks_size || s->vbytes > b->chunks_size))
-            r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: series %zu: bad time range or chunk ref",
-                               path, r.off, i);
-        if (!r.bad && i && pd_labels_cmp(&b->s[i - 1].labels, &s->labels) >= 0)
-            r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: series %zu out of order", path,
-                               r.off, i);
-    }
-    b->n_post = iref(&r, r.len - r.off + 1, "postings count");
-    if (r.bad)
-        return r.bad;
-    if (!(b->post = calloc(b->n_post + 1, sizeof *b->post)))
-        return PD_ENOMEM;
-    for (size_t i = 0; i < b->n_post && !r.bad; i++) {
-        post *q = &b->post[i];
-        q->name = (uint32_t)iref(&r, b->n_lsym, "postings name");
-        q->value = (uint32_t)iref(&r, b->n_lsym, "postings value");
-        q->n = iref(&r, b->n_series + 1, "postings length");
-        if (r.bad)
-            break;
-        if (!(q->ids = malloc((q->n + 1) * sizeof *q->ids)))
-            return PD_ENOMEM;
-        uint64_t prev = 0;
-        for (size_t j = 0; j < q->n && !r.bad; j++) {
-            uint64_t d = iget(&r, "postings id");
-            uint64_t v = prev + d;
-            if (!r.bad && (v >= b->n_series || (j && d == 0) || v < prev))
-                r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: postings id out of range", path,
-                                   r.off);
-            q->ids[j] = (uint32_t)v;
-            prev = v;
-        }
-    }
-    if (!r.bad && r.off != r.len)
-        r.bad = pd_err_set(err, PD_ECORRUPT, "%s offset %zu: trailing bytes", path, r.off);
-    return r.bad;
-}
-
-static int parse_symbols(pd_block *b, const char *path, const uint8_t *p, size_t len, pd_err *err)
-{
-    uint64_t raw_len = get_u64(p + HDR);
-    size_t zl = len - HDR - 8 - 4;
-    unsigned long long fc = ZSTD_getFrameContentSize(p + HDR + 8, zl);
-    if (raw_len > MAX_FILE * 4 || fc != raw_len)
-        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: payload length %llu does not match its zstd frame",
-                          path, HDR, (unsigned long long)raw_len);
-    uint8_t *raw = malloc(raw_len + 1);
-    if (!raw)
-        return PD_ENOMEM;
-    size_t got = ZSTD_decompress(raw, raw_len, p + HDR + 8, zl);
-    if (ZSTD_isError(got) || got != raw_len) {
-        free(raw);
-        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: zstd: %s", path, HDR + 8,
-                          ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short payload");
-    }
-    int rc = pd__symbols_decode(&b->sym, raw, raw_len, err);
-    if (rc)
-        pd_err_prefix(err, "%s", path);
-    return rc;
-}
-
 static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *err)
 {
     json_error_t je;
@@ -1227,7 +248,7 @@ static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *e
                         base);
         goto out;
     }
-    if (ver != PD_BLOCK_VERSION || gs < 1 || lvl < 1 ||
+    if (ver < 1 || ver > PD_BLOCK_VERSION || gs < 1 || lvl < 1 ||
         (strcmp(sf, "tree") && strcmp(sf, "list"))) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s: unsupported version, group size, level or stack format",
                         path);
@@ -1292,6 +313,62 @@ static int stat_size(const char *path, uint64_t want, uint64_t *got, pd_err *err
                           (unsigned long long)(*got < want ? *got : want),
                           (unsigned long long)*got, (unsigned long long)want);
     return 0;
+}
+
+/* After index and symbols are read: strings of damaged symbols frames that
+ * an index entry holds inline are restored, the damage is propagated
+ * (symbols_int.h) and b->sect_damage says what is lost. 0 or PD_ENOMEM. */
+static int settle_damage(pd_block *b)
+{
+    pd_symbols *S = &b->sym;
+    for (size_t i = 0; S->n_bad_frames && i < b->ix.n_series; i++) {
+        const rseries *r = &b->ix.s[i];
+        for (size_t j = 0; j < r->n_tstr; j++)
+            pd__symbols_restore_string(S, r->tstr_id[j], r->tstr[j], r->tstr_len[j]);
+    }
+    size_t lost = pd__symbols_settle_damage(S);
+    if (!S->damage && !b->ix.damage)
+        return 0;
+    char m[1400];
+    int k = 0;
+    if (b->ix.damage)
+        k = snprintf(m, sizeof m, "%.600s (%zu series lost%s)", b->ix.damage, b->ix.n_lost,
+                     b->ix.postings_rebuilt ? ", postings rebuilt" : "");
+    if (S->damage)
+        snprintf(m + k, sizeof m - (size_t)k, "%s%.600s (%zu of %zu frames lost: %zu stacks and "
+                 "label sets, and the profiles that use them)",
+                 k ? "; " : "", S->damage, S->n_bad_frames, S->n_frames, lost);
+    return (b->sect_damage = strdup(m)) ? 0 : PD_ENOMEM;
+}
+
+/* Whether profile d references a symbol of a damaged symbols frame. */
+static bool dprof_lost(const pd_symbols *S, const pd_dprof *d)
+{
+    if (!S->n_bad_frames)
+        return false;
+    const uint8_t *sb = S->str_bad;
+#define SB(x) ((x) < S->n_str && sb[(x)])
+    for (uint32_t t = 0; t < 2 * d->n_types; t++)
+        if (SB(d->types[t]))
+            return true;
+    if (SB(d->period_type) || SB(d->period_unit) || SB(d->drop_frames) || SB(d->keep_frames) ||
+        SB(d->default_sample_type) || SB(d->doc_url))
+        return true;
+    for (uint32_t c = 0; c < d->n_comment; c++)
+        if (SB(d->comment[c]))
+            return true;
+#undef SB
+    for (uint32_t i = 0; i < d->n_sample; i++)
+        if (S->stack_bad[d->stack[i]] || S->lset_bad[d->lset[i]])
+            return true;
+    return false;
+}
+
+/* PD_ECORRUPT for the profile at ts of b that dprof_lost. */
+static int lost_err(const pd_block *b, int64_t ts, pd_err *err)
+{
+    return pd_err_set(err, PD_ECORRUPT, "profile at %lld ms " PD_BLOCK_LOST_PROFILE ": %s",
+                      (long long)ts, b->sym.damage ? b->sym.damage : "?");
 }
 
 /* pd__block_open. why != NULL: meta.json read but disagreed with the other
@@ -1391,9 +468,9 @@ static int block_open(const char *dir, const char *why, pd_block **out, pd_err *
         *mismatch = rc == PD_ECORRUPT && access(path, F_OK) == 0;
         goto fail;
     }
+    int sym_version = 0;
     if ((rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
-        (rc = check_file(path, buf, len, "PDSY", HDR + 8, err)) ||
-        (rc = parse_symbols(b, path, buf, len, err)))
+        (rc = pd__symbols_file_decode(&b->sym, path, buf, len, &sym_version, err)))
         goto fail;
     free(buf);
     buf = NULL;
@@ -1425,30 +502,35 @@ static int block_open(const char *dir, const char *why, pd_block **out, pd_err *
         goto fail;
     }
     if ((rc = read_whole(path, MAX_FILE, &buf, &len, err)) ||
-        (rc = check_file(path, buf, len, "PDIX", HDR, err)) ||
-        (rc = parse_index(b, path, buf, len, err)))
+        (rc = pd__index_decode(&b->ix, path, buf, len, b->chunks_size, err)))
         goto fail;
     free(buf);
     buf = NULL;
+    if ((rc = settle_damage(b)))
+        goto fail;
+    bool ix_lost = b->ix.n_lost > 0;
     uint64_t np = 0;
     int64_t mint = INT64_MAX, maxt = INT64_MIN;
-    for (size_t i = 0; i < b->n_series; i++) {
-        np += b->s[i].n;
-        b->meta.time_bytes += b->s[i].tbytes;
-        b->meta.value_bytes += b->s[i].vbytes;
-        if (b->s[i].min_t < mint)
-            mint = b->s[i].min_t;
-        if (b->s[i].max_t > maxt)
-            maxt = b->s[i].max_t;
+    for (size_t i = 0; i < b->ix.n_series; i++) {
+        np += b->ix.s[i].n;
+        b->meta.time_bytes += b->ix.s[i].tbytes;
+        b->meta.value_bytes += b->ix.s[i].vbytes;
+        if (b->ix.s[i].min_t < mint)
+            mint = b->ix.s[i].min_t;
+        if (b->ix.s[i].max_t > maxt)
+            maxt = b->ix.s[i].max_t;
     }
     if (b->meta_rebuilt) {
-        b->meta.n_series = b->n_series;
+        b->meta.n_series = b->ix.n_series;
         b->meta.n_profiles = np;
         b->meta.min_t = mint;
         b->meta.max_t = maxt;
+        b->meta.version = b->ix.version;
     }
-    if (b->n_series != b->meta.n_series || np != b->meta.n_profiles || !b->n_series ||
-        mint != b->meta.min_t || maxt != b->meta.max_t) {
+    /* entries of the index that did not verify are not counted here: meta.json
+       keeps the block's numbers (a v2 index loses only those series) */
+    if (!ix_lost && (b->ix.n_series != b->meta.n_series || np != b->meta.n_profiles ||
+                     !b->ix.n_series || mint != b->meta.min_t || maxt != b->meta.max_t)) {
         rc = pd_err_set(err, PD_ECORRUPT,
                         "%s/meta.json: series, profile counts or time range do not match the index",
                         b->dir);
@@ -1499,15 +581,8 @@ void pd__block_close(pd_block *b)
     if (b->fd >= 0)
         close(b->fd);
     pd__symbols_release(&b->sym);
-    for (size_t i = 0; i < b->n_lsym; i++)
-        free(b->lsym[i]);
-    free(b->lsym);
-    for (size_t i = 0; i < b->n_series; i++)
-        pd_labels_release(&b->s[i].labels);
-    free(b->s);
-    for (size_t i = 0; i < b->n_post; i++)
-        free(b->post[i].ids);
-    free(b->post);
+    pd__index_release(&b->ix);
+    free(b->sect_damage);
     free(b->sources);
     free(b->dir);
     free(b);
@@ -1515,6 +590,7 @@ void pd__block_close(pd_block *b)
 
 const pd_block_meta *pd__block_meta(const pd_block *b) { return &b->meta; }
 const char *pd__block_damage(const pd_block *b) { return b->meta_rebuilt ? b->damage : NULL; }
+const char *pd__block_section_damage(const pd_block *b) { return b->sect_damage; }
 
 int pd__block_mark_failed(pd_block *b, pd_err *err)
 {
@@ -1539,12 +615,12 @@ int pd__block_mark_failed(pd_block *b, pd_err *err)
                  : 0;
     json_decref(m);
     if (!rc)
-        rc = write_file(tmp, js, strlen(js));
+        rc = pd__block_write_file(tmp, js, strlen(js));
     free(js);
     if (!rc && rename(tmp, path) < 0)
         rc = -errno;
     if (!rc)
-        rc = fsync_path(b->dir, true);
+        rc = pd__block_fsync_path(b->dir, true);
     if (rc) {
         unlink(tmp);
         return pd_err_set(err, rc, "mark %s failed: %s", path, pd_strerror(rc));
@@ -1554,7 +630,7 @@ int pd__block_mark_failed(pd_block *b, pd_err *err)
 }
 void pd__block_series_extent(const pd_block *b, uint32_t id, uint64_t *start, uint64_t *end)
 {
-    const rseries *r = &b->s[id];
+    const rseries *r = &b->ix.s[id];
     *start = r->tref >= r->vbytes ? r->tref - r->vbytes : 0;
     *end = r->tref + r->tbytes;
 }
@@ -1565,15 +641,15 @@ const char (*pd__block_sources(const pd_block *b, size_t *n))[27]
 }
 const char *pd__block_dir(const pd_block *b) { return b->dir; }
 const pd_symbols *pd__block_symbols(const pd_block *b) { return &b->sym; }
-size_t pd__block_n_series(const pd_block *b) { return b->n_series; }
+size_t pd__block_n_series(const pd_block *b) { return b->ix.n_series; }
 const pd_labels *pd__block_series_labels(const pd_block *b, uint32_t id)
 {
-    return id < b->n_series ? &b->s[id].labels : NULL;
+    return id < b->ix.n_series ? &b->ix.s[id].labels : NULL;
 }
 void pd__block_series_info(const pd_block *b, uint32_t id, int64_t *min_t, int64_t *max_t,
                            uint64_t *n, uint64_t *tb, uint64_t *vb)
 {
-    const rseries *s = &b->s[id];
+    const rseries *s = &b->ix.s[id];
     *min_t = s->min_t;
     *max_t = s->max_t;
     *n = s->n;
@@ -1584,7 +660,7 @@ void pd__block_series_info(const pd_block *b, uint32_t id, int64_t *min_t, int64
 int pd__block_select(const pd_block *b, const pd_matcher *ms, size_t n, uint32_t **ids,
                      size_t *n_ids, pd_err *err)
 {
-    uint8_t *acc = malloc(b->n_series + 1), *in = malloc(b->n_series + 1);
+    uint8_t *acc = malloc(b->ix.n_series + 1), *in = malloc(b->ix.n_series + 1);
     *ids = NULL;
     *n_ids = 0;
     if (!acc || !in) {
@@ -1592,28 +668,28 @@ int pd__block_select(const pd_block *b, const pd_matcher *ms, size_t n, uint32_t
         free(in);
         return pd_err_set(err, PD_ENOMEM, "out of memory selecting series");
     }
-    memset(acc, 1, b->n_series);
+    memset(acc, 1, b->ix.n_series);
     for (size_t k = 0; k < n; k++) {
         const pd_matcher *m = &ms[k];
         /* A matcher that matches "" also selects series without the label:
            start from all and remove the postings of values it rejects. */
         bool empty = pd_matcher_matches(m, "");
-        memset(in, empty, b->n_series);
-        for (size_t i = 0; i < b->n_post; i++) {
-            const post *q = &b->post[i];
-            if (strcmp(b->lsym[q->name], m->name))
+        memset(in, empty, b->ix.n_series);
+        for (size_t i = 0; i < b->ix.n_post; i++) {
+            const pd_ix_post *q = &b->ix.post[i];
+            if (strcmp(b->ix.lsym[q->name], m->name))
                 continue;
-            bool mv = pd_matcher_matches(m, b->lsym[q->value]);
+            bool mv = pd_matcher_matches(m, b->ix.lsym[q->value]);
             if (mv == empty)
                 continue;
             for (size_t j = 0; j < q->n; j++)
                 in[q->ids[j]] = mv;
         }
-        for (size_t i = 0; i < b->n_series; i++)
+        for (size_t i = 0; i < b->ix.n_series; i++)
             acc[i] &= in[i];
     }
     size_t c = 0;
-    for (size_t i = 0; i < b->n_series; i++)
+    for (size_t i = 0; i < b->ix.n_series; i++)
         c += acc[i];
     uint32_t *v = malloc((c + 1) * sizeof *v);
     if (!v) {
@@ -1622,7 +698,7 @@ int pd__block_select(const pd_block *b, const pd_matcher *ms, size_t n, uint32_t
         return pd_err_set(err, PD_ENOMEM, "out of memory selecting series");
     }
     c = 0;
-    for (size_t i = 0; i < b->n_series; i++)
+    for (size_t i = 0; i < b->ix.n_series; i++)
         if (acc[i])
             v[c++] = (uint32_t)i;
     free(acc);
@@ -1693,7 +769,7 @@ static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err)
 {
     pd_buf f, raw;
     uint8_t kind;
-    const rseries *s = &b->s[id];
+    const rseries *s = &b->ix.s[id];
     pd_buf_init(&f, 0);
     pd_buf_init(&raw, 0);
     int rc = read_frame(b, s->tref, &kind, &f, err);
@@ -1731,7 +807,7 @@ int pd__block_read_points(pd_block *b, uint32_t id, int64_t mint, int64_t maxt, 
                           pd_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (id >= b->n_series)
+    if (id >= b->ix.n_series)
         return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
     pd_tchunk t;
     int rc = load_tchunk(b, id, &t, err);
@@ -1884,9 +960,9 @@ static int tcache_get(pd_block *b, uint32_t id, pd_tchunk **out, pd_err *err)
 int pd__block_read_profile(pd_block *b, uint32_t id, int64_t ts_ms, pd_profile *out, pd_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (id >= b->n_series)
+    if (id >= b->ix.n_series)
         return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
-    if (ts_ms < b->s[id].min_t || ts_ms > b->s[id].max_t)
+    if (ts_ms < b->ix.s[id].min_t || ts_ms > b->ix.s[id].max_t)
         return pd_err_set(err, PD_ENOTFOUND, "no profile at %lld ms", (long long)ts_ms);
     pd_tchunk *tp = NULL;
     int rc = tcache_get(b, id, &tp, err);
@@ -1922,9 +998,9 @@ int pd__block_read_profile(pd_block *b, uint32_t id, int64_t ts_ms, pd_profile *
         if (k >= e->n)
             rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: group holds %zu profiles",
                             b->chunks_path, (unsigned long long)t.g_off[g], e->n);
-        else
-            rc = pd__dprof_to_profile(&b->sym, &e->d[k], out, err);
-        if (rc == PD_ECORRUPT)
+        else if (dprof_lost(&b->sym, &e->d[k]))
+            rc = lost_err(b, e->d[k].ts, err);
+        else if ((rc = pd__dprof_to_profile(&b->sym, &e->d[k], out, err)) == PD_ECORRUPT)
             pd_err_prefix(err, "%s offset %llu", b->chunks_path, (unsigned long long)t.g_off[g]);
         gcache_release(e);
     }
@@ -1935,7 +1011,7 @@ int pd__block_series_foreach(pd_block *b, uint32_t id,
                              int (*fn)(void *ctx, int64_t ts_ms, const pd_profile *p),
                              void *ctx, pd_err *err)
 {
-    if (id >= b->n_series)
+    if (id >= b->ix.n_series)
         return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
     pd_tchunk t;
     int rc = load_tchunk(b, id, &t, err);
@@ -1948,6 +1024,8 @@ int pd__block_series_foreach(pd_block *b, uint32_t id,
             break;
         for (size_t i = 0; i < n; i++) {
             pd_profile p;
+            if (!rc && dprof_lost(&b->sym, &d[i]))
+                rc = lost_err(b, d[i].ts, err);
             if (!rc) {
                 rc = pd__dprof_to_profile(&b->sym, &d[i], &p, err);
                 if (rc == PD_ECORRUPT)
@@ -1970,7 +1048,7 @@ int pd__block_series_foreach_dprof(pd_block *b, uint32_t id, int64_t mint, int64
                                    int (*fn)(void *ctx, const pd_dprof *d), void *ctx,
                                    pd_err *err)
 {
-    if (id >= b->n_series)
+    if (id >= b->ix.n_series)
         return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
     pd_tchunk t;
     int rc = load_tchunk(b, id, &t, err), bad = 0;
@@ -1997,7 +1075,11 @@ int pd__block_series_foreach_dprof(pd_block *b, uint32_t id, int64_t mint, int64
             continue;
         }
         for (size_t i = 0; i < n; i++) {
-            if (!rc && d[i].ts >= mint && d[i].ts <= maxt)
+            if (!rc && d[i].ts >= mint && d[i].ts <= maxt && dprof_lost(&b->sym, &d[i])) {
+                if (!bad && err) /* reported once; the other profiles are read */
+                    lost_err(b, d[i].ts, err);
+                bad = PD_ECORRUPT;
+            } else if (!rc && d[i].ts >= mint && d[i].ts <= maxt)
                 rc = fn(ctx, &d[i]);
             pd__dprof_release(&d[i]);
         }
@@ -2015,13 +1097,13 @@ int pd__block_check(const char *dir, pd_block_meta *meta, pd_err *err)
         return rc;
     if (meta)
         *meta = b->meta;
-    if (b->meta_rebuilt) {
-        rc = pd_err_set(err, PD_ECORRUPT, "%s", b->damage);
+    if (b->meta_rebuilt || b->sect_damage) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s", b->meta_rebuilt ? b->damage : b->sect_damage);
         pd__block_close(b);
         return rc;
     }
     uint64_t samples = 0;
-    for (uint32_t id = 0; id < b->n_series && !rc; id++) {
+    for (uint32_t id = 0; id < b->ix.n_series && !rc; id++) {
         pd_tchunk t;
         if ((rc = load_tchunk(b, id, &t, err)))
             break;

@@ -32,7 +32,11 @@
 #include "storage/storage.h"
 #include "storage/tsdb/symbols_int.h"
 
-#define PD_BLOCK_VERSION 1
+/* Block format written (meta.json "version", the index and symbols headers):
+ * 2 = index entries and symbols frames each under their own CRC, so damage
+ * costs only what it touches (block_index_int.h, symbols_int.h). Version 1
+ * blocks are still read. */
+#define PD_BLOCK_VERSION 2
 #define PD_BLOCK_DEFAULT_GROUP 256 /* max profiles per value group (bench/storage_size) */
 #define PD_BLOCK_DEFAULT_GROUP_BYTES (1u << 20) /* raw bytes that end a value group:
                                                   bench/storage_size/RESULTS.md */
@@ -51,6 +55,9 @@ typedef struct pd_block_writer_opts {
                                     one replaces (compaction); borrowed until
                                     pd__block_writer_write returns; may be NULL */
     size_t n_sources;
+    int version;                 /* block format to write: 1 or 2; else PD_BLOCK_VERSION */
+    size_t sym_frame_bytes;      /* version 2: raw bytes per symbols frame;
+                                    0 = PD_SYMBOLS_FRAME_BYTES */
 } pd_block_writer_opts;
 
 typedef struct pd_block_writer pd_block_writer;
@@ -112,9 +119,13 @@ typedef struct pd_block_meta {
  * when read). A meta.json that is missing, does not verify or disagrees with
  * the other files (sizes, counts, time range) does not hide the block: its
  * meta is rebuilt from index, symbols and the file sizes
- * (level 1, no sources, numSamples 0) and pd__block_damage says why; every
- * read needs the index and the symbols (series, strings of the time chunks),
- * so either of them damaged fails the open. dir's last component must be the
+ * (level 1, no sources, numSamples 0) and pd__block_damage says why.
+ * Version 2 blocks: an index entry that does not verify loses its series
+ * only (the postings are rebuilt from the others); a symbols frame that does
+ * not verify loses the profiles that reference its entries (reads of them
+ * give PD_ECORRUPT; merges skip them); pd__block_section_damage says what.
+ * Version 1 (and a version 2 index header, toc-less first entry or symbols
+ * directory damaged) fails the open. dir's last component must be the
  * 26-char ULID. Errors: PD_ECORRUPT (err: file and offset), -errno, PD_ENOMEM. */
 int pd__block_open(const char *dir, pd_block **out /* OUT */, pd_err *err);
 /* Closes and frees. NULL is a no-op. */
@@ -124,6 +135,18 @@ const pd_block_meta *pd__block_meta(const pd_block *b);
 /* NULL for an intact block; else why its meta.json was rebuilt (file and
  * offset; borrowed from b). */
 const char *pd__block_damage(const pd_block *b);
+/* The error of a read refused because the profile references a damaged
+ * symbols frame (pd__block_read_profile, pd__block_series_foreach*) is
+ * PD_ECORRUPT with this text in its message: only that profile is lost, the
+ * series' other profiles read, so callers must not skip the series for it
+ * (db.c pd__tsdb_hb_damaged). */
+#define PD_BLOCK_LOST_PROFILE "references a damaged symbols frame"
+
+/* NULL when the block's index and symbols verify whole; else what did not
+ * (file and offset) and what it costs (series and stacks lost), borrowed
+ * from b. Such a block is served minus what is lost; pd__block_check fails
+ * on it and `profd tsdb repair` rewrites it. */
+const char *pd__block_section_damage(const pd_block *b);
 
 /* Sets compaction.failed = true in b's meta (pd__block_meta) and persists it
  * in meta.json (rewritten via meta.json.tmp, renamed, directory fsynced), as

@@ -270,7 +270,7 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
     for (size_t i = 0; i < s->n_series; i++)
         pd__tsdb_prune_stash(s->by_ref[i], keep);
     pthread_rwlock_unlock(&s->idx);
-    if ((rc = pd__tsdb_write_series_file(s, err)) < 0 ||
+    if ((rc = pd__tsdb_write_series_file(s, keep, err)) < 0 ||
         (rc = pd__wal_remove_before(s->wal, keep, err)) < 0) {
         pd_log_warn("storage: wal checkpoint failed (retried at the next cut)", "err=\"%s\"",
                     err->msg);

@@ -237,11 +237,19 @@ bool pd__tsdb_hb_bad(const hblock *hb, uint32_t id)
 /* A read of series id of hb failed with PD_ECORRUPT (e: file and offset):
  * the first time, logged and counted in profd_storage_corruptions_total;
  * every time, a warning for the calling thread's answer (storage.h). From
- * then on select and read_points skip this block part. */
+ * then on select and read_points skip this block part. A profile lost to a
+ * damaged symbols frame (PD_BLOCK_LOST_PROFILE in e; block_int.h) gives the
+ * warning only: the part's other profiles still read. */
 void pd__tsdb_hb_damaged(hblock *hb, uint32_t id, const pd_err *e)
 {
     const char *ulid = pd__block_meta(hb->b)->ulid;
     const char *msg = e && e->msg[0] ? e->msg : "damaged";
+    if (strstr(msg, PD_BLOCK_LOST_PROFILE)) {
+        /* one profile lost to a damaged symbols frame (logged and counted when
+           the block opened): the series' other profiles there still read */
+        pd__storage_warn("block %s: %s; that profile is left out", ulid, msg);
+        return;
+    }
     if (!__atomic_exchange_n(&hb->bad[id], 2, __ATOMIC_ACQ_REL)) {
         hb->why[id] = strdup(msg); /* NULL: the generic warning below */
         __atomic_store_n(&hb->bad[id], 1, __ATOMIC_RELEASE);
@@ -630,6 +638,19 @@ int pd__tsdb_load_blocks(pd_storage *s, bool *added, pd_err *err)
                          "dir=%s err=\"%s\"", dir, pd__block_damage(b));
             pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
         }
+        if (pd__block_section_damage(b)) { /* format 2: served minus what is lost */
+            pd_log_error("storage: block index or symbols damaged; serving what verifies "
+                         "(`profd tsdb repair` rewrites it)",
+                         "dir=%s err=\"%s\"", dir, pd__block_section_damage(b));
+            pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+            /* a compaction would carry only what verifies and delete the rest:
+               leave the block out of plans (`profd tsdb repair` rewrites it) */
+            pd_err me;
+            pd_err_clear(&me);
+            if (!pd__block_meta(b)->compaction_failed && pd__block_mark_failed(b, &me) < 0)
+                pd_log_warn("storage: cannot mark a damaged block failed", "err=\"%s\"",
+                            me.msg);
+        }
         opened[n_opened++] = b;
     }
     bool *repl = calloc(n_opened + 1, sizeof *repl);
@@ -910,7 +931,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     if (added) {
         pd_err e;
         pd_err_clear(&e);
-        if (pd__tsdb_write_series_file(s, &e) < 0) /* refs hold for this run anyway */
+        if (pd__tsdb_write_series_file(s, s->series_first_seg, &e) < 0) /* refs hold for this run anyway */
             pd_log_warn("storage: cannot persist the refs of block series", "err=\"%s\"", e.msg);
     }
     /* A head cut due at open (the WAL spans more than 1.5 block durations,

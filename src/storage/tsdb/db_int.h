@@ -93,6 +93,8 @@ struct pd_storage {
     pd_pprof_limits limits;
     int lock_fd;
     pd_wal *wal;
+    uint32_t series_first_seg; /* PATH/series' CHECKPOINT: the first WAL segment the
+                                  last checkpoint kept (0: unknown) */
 
     pthread_mutex_t app_mu;
     pthread_rwlock_t idx;
@@ -195,7 +197,9 @@ void pd__tsdb_compress_sealed(pd_storage *s, series *se);
 void pd__tsdb_seg_name(const pd_storage *s, uint32_t seg, char *buf, size_t n);
 int pd__tsdb_replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, const uint8_t *payload,
                      uint32_t len);
-int pd__tsdb_write_series_file(pd_storage *s, pd_err *err);
+/* Writes PATH/series: a CHECKPOINT record naming first_seg (the first WAL
+ * segment kept; 0 = none written), then every series. */
+int pd__tsdb_write_series_file(pd_storage *s, uint32_t first_seg, pd_err *err);
 int pd__tsdb_read_series_file(pd_storage *s);
 bool pd__tsdb_decompose_replayed(pd_storage *s, int64_t budget_ms);
 

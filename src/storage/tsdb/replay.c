@@ -221,7 +221,7 @@ int pd__tsdb_replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, cons
 
 /* Writes every series (ref, labels) to PATH/series: tmp file, fsync,
  * rename, fsync PATH. With app_mu held (or during open). */
-int pd__tsdb_write_series_file(pd_storage *s, pd_err *err)
+int pd__tsdb_write_series_file(pd_storage *s, uint32_t first_seg, pd_err *err)
 {
     char name[4200], tmp[4200];
     snprintf(name, sizeof name, "%s/series", s->path);
@@ -233,6 +233,11 @@ int pd__tsdb_write_series_file(pd_storage *s, pd_err *err)
     memcpy(hdr, PD_WAL_MAGIC, 5);
     hdr[5] = PD_WAL_VERSION;
     int rc = pd_buf_append(&out, hdr, sizeof hdr);
+    if (rc == 0 && first_seg) { /* the first segment the WAL must still have */
+        uint8_t f[4] = {(uint8_t)first_seg, (uint8_t)(first_seg >> 8), (uint8_t)(first_seg >> 16),
+                        (uint8_t)(first_seg >> 24)};
+        rc = pd__wal_frame(&out, PD_WAL_REC_CHECKPOINT, f, 4);
+    }
     for (size_t i = 0; rc == 0 && i < s->n_series; i++) {
         const series *se = s->by_ref[i];
         pd_buf_reset(&payload);
@@ -269,7 +274,8 @@ int pd__tsdb_write_series_file(pd_storage *s, pd_err *err)
     if (rc < 0) {
         pd_err_set(err, rc, "write %s: %s", name, strerror(-rc));
         unlink(tmp);
-    }
+    } else
+        s->series_first_seg = first_seg;
 out:
     pd_buf_release(&out);
     pd_buf_release(&payload);
@@ -347,7 +353,8 @@ int pd__tsdb_read_series_file(pd_storage *s)
     }
     size = got;
     s->replay_file = name;
-    if (size < PD_WAL_SEG_HDR || memcmp(data, PD_WAL_MAGIC, 5) || data[5] != PD_WAL_VERSION) {
+    if (size < PD_WAL_SEG_HDR || memcmp(data, PD_WAL_MAGIC, 5) || data[5] < 1 ||
+        data[5] > PD_WAL_VERSION) {
         replay_bad(s, 0, 0, "bad series file header");
         goto out;
     }
@@ -362,10 +369,27 @@ int pd__tsdb_read_series_file(pd_storage *s)
                        (uint32_t)h[4] << 24;
         uint32_t crc = (uint32_t)h[5] | (uint32_t)h[6] << 8 | (uint32_t)h[7] << 16 |
                        (uint32_t)h[8] << 24;
-        if (h[0] != PD_WAL_REC_SERIES || len > size - off - PD_WAL_REC_HDR ||
+        bool ckpt = off == PD_WAL_SEG_HDR && h[0] == PD_WAL_REC_CHECKPOINT && len == 4;
+        if ((h[0] != PD_WAL_REC_SERIES && !ckpt) || len > size - off - PD_WAL_REC_HDR ||
             pd_crc32c(pd_crc32c(0, h, 1), h + PD_WAL_REC_HDR, len) != crc) {
             replay_bad(s, 0, off, "bad series record");
             break;
+        }
+        if (ckpt) {
+            const uint8_t *q = h + PD_WAL_REC_HDR;
+            s->series_first_seg = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+                                  (uint32_t)q[3] << 24;
+            /* the checkpoint removed only the segments before it: the WAL
+               starting later means its oldest segments were lost */
+            uint32_t first = first_wal_segment(s->waldir);
+            if (first > s->series_first_seg || (!first && s->series_first_seg)) {
+                pd_log_error("wal: the oldest segments are missing; their records are lost",
+                             "first_missing=%s/%08u first_present=%08u (0: none)", s->waldir,
+                             s->series_first_seg, first);
+                pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
+            }
+            off += PD_WAL_REC_HDR + 4;
+            continue;
         }
         if ((rc = replay_series(s, 0, off, h + PD_WAL_REC_HDR, len)) < 0)
             break;

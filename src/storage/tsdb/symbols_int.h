@@ -116,6 +116,15 @@ typedef struct pd_symbols {
     size_t cap_str, cap_map, cap_fn, cap_loc, cap_line, cap_stack, cap_list, cap_lset, cap_lab, cap_list_locs;
     /* reader state */
     uint8_t *raw; /* decoded payload the strings point into */
+    /* damage of a version-2 file (pd__symbols_file_decode): the entries of
+       the frames that did not verify, then (pd__symbols_settle_damage)
+       every entry that references one. All NULL when n_bad_frames == 0.
+       str_bad/map_bad/fn_bad/loc_bad are 0-based; stack_bad/lset_bad are
+       1-based like the ids (index 0, the empty stack/set, is never bad). */
+    uint8_t *str_bad, *map_bad, *fn_bad, *loc_bad, *stack_bad, *lset_bad;
+    size_t n_bad_frames, n_frames;
+    char *damage; /* malloc'ed, NULL when intact: the first bad frame or the
+                     trailing bytes, naming the file and its offset */
 } pd_symbols;
 
 /* Sets up empty tables. writable: a writer (dedup dictionaries kept).
@@ -146,6 +155,61 @@ int pd__symbols_encode(const pd_symbols *s, pd_buf *out);
  * also on failure. Every reference is checked. Errors: PD_ECORRUPT (err says
  * what and at which payload offset), PD_ENOMEM. */
 int pd__symbols_decode(pd_symbols *s /* OUT */, uint8_t *raw, size_t len, pd_err *err);
+
+/* ---- the `symbols` file (docs/format/symbols.md) ----
+ *
+ * Version 1: "PDSY" | u8 1 | 3 x 0 | u64 payload length | one zstd frame of
+ * pd__symbols_encode's payload | u32 crc32c(all before). One bad byte loses
+ * the whole file.
+ *
+ * Version 2: every table is cut into ranges of consecutive entries of about
+ * frame_bytes raw bytes; each range is its own zstd frame with its own
+ * crc32c, listed in a directory (under its own crc32c) at the head:
+ *
+ *   "PDSY" | u8 2 | 3 x 0 | u32 D | directory (D bytes) | u32 crc32c(bytes 0..12+D) |
+ *   frames, back to back
+ *   directory: u8 stack format | varint n_str, n_map, n_fn, n_loc, n_stack, n_lset |
+ *              varint n_frames | n_frames x (u8 table, varint count, varint zstd
+ *              bytes, varint raw bytes, u32 crc32c of the zstd bytes)
+ *   table 1 strings, 2 mappings, 3 functions, 4 locations, 5 stacks, 6 label sets;
+ *   the frames of a table come in id order and cover it exactly.
+ *   A frame's raw bytes are its entries, each encoded as in version 1 but
+ *   row-wise: strings (len, bytes); tree stacks (i - parent, location); list
+ *   stacks (depth, locations leaf first); the rest as version 1.
+ * A frame that does not verify (crc, zstd, a reference out of range, past
+ * the end of a truncated file) marks its entries bad; every other frame is
+ * served. The directory itself is small; damage there loses the file. */
+
+/* Appends the whole `symbols` file of s, in version (1 or 2), to out.
+ * zstd_level: as ZSTD_compress; frame_bytes: version 2's raw bytes per frame
+ * (0 = PD_SYMBOLS_FRAME_BYTES). PD_ENOMEM, PD_ETOOBIG. */
+#define PD_SYMBOLS_FRAME_BYTES (16u << 10) /* bench/storage_size/RESULTS.md, "format 2" */
+int pd__symbols_file_encode(const pd_symbols *s, int version, int zstd_level, size_t frame_bytes,
+                            pd_buf *out);
+
+/* Parses the `symbols` file p[0..len) (path: for messages) into s (released
+ * first by the caller; release with pd__symbols_release). Version 1: any
+ * damage is PD_ECORRUPT. Version 2: PD_ECORRUPT only when the header or the
+ * directory does not verify; a damaged frame is returned as 0 with
+ * s->n_bad_frames > 0, its entries in the *_bad arrays and s->damage naming
+ * the file and offset; the caller then calls pd__symbols_settle_damage
+ * (after restoring strings it has other copies of: pd__symbols_restore_string).
+ * *version receives the file's version. Errors: PD_ECORRUPT (err: file and
+ * offset), PD_ENOMEM. */
+int pd__symbols_file_decode(pd_symbols *s /* OUT */, const char *path, const uint8_t *p,
+                            size_t len, int *version /* OUT */, pd_err *err);
+
+/* String id of a damaged frame whose bytes are known from elsewhere (the
+ * index keeps the sample-type names of each series): str[id] points at
+ * bytes (borrowed: must outlive s) and it is no longer bad. Returns true if
+ * id was bad; false (nothing done) otherwise. */
+bool pd__symbols_restore_string(pd_symbols *s, uint32_t id, const char *bytes, uint32_t len);
+
+/* Propagates damage: a mapping, function or label set naming a bad string,
+ * a location naming a bad mapping or function, a stack holding a bad
+ * location (or, tree, under a bad node) becomes bad. No-op when intact.
+ * Returns the number of bad stacks + bad label sets. */
+size_t pd__symbols_settle_damage(pd_symbols *s);
 
 /* Writes the locations of stack id (0 = empty) into out[0..cap), leaf first,
  * as location indexes; returns the depth, or PD_ECORRUPT when id is out of

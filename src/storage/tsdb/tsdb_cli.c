@@ -472,8 +472,23 @@ static bool vget(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return n > 0;
 }
 
-static int check_wal_file(const char *path, bool last, uint64_t *n_prof)
+/* wi (may be NULL) receives what continuity needs: the header version, whether
+ * the last record is an END (segments) and the CHECKPOINT's first segment
+ * (the series file; 0 = none). series_file: the file is PATH/series. */
+typedef struct wal_file_info {
+    int version;
+    bool ended;
+    uint32_t first_seg;
+    uint64_t size;
+} wal_file_info;
+
+static int check_wal_file(const char *path, bool last, bool series_file, uint64_t *n_prof,
+                          wal_file_info *wi)
 {
+    wal_file_info dummy;
+    if (!wi)
+        wi = &dummy;
+    memset(wi, 0, sizeof *wi);
     FILE *f = fopen(path, "rb");
     if (!f) {
         printf("CORRUPT %s: %s\n", path, strerror(errno));
@@ -481,12 +496,14 @@ static int check_wal_file(const char *path, bool last, uint64_t *n_prof)
     }
     uint8_t hdr[PD_WAL_SEG_HDR];
     size_t got = fread(hdr, 1, sizeof hdr, f);
-    if (got != sizeof hdr || memcmp(hdr, PD_WAL_MAGIC, 5) || hdr[5] != PD_WAL_VERSION) {
+    if (got != sizeof hdr || memcmp(hdr, PD_WAL_MAGIC, 5) || hdr[5] < 1 ||
+        hdr[5] > PD_WAL_VERSION) {
         printf("%s %s offset 0: bad segment header\n", last && got < sizeof hdr ? "TORN" : "CORRUPT",
                path);
         fclose(f);
         return last && got < sizeof hdr ? 0 : 1;
     }
+    wi->version = hdr[5];
     uint64_t off = PD_WAL_SEG_HDR;
     uint8_t *buf = NULL;
     size_t cap = 0;
@@ -503,8 +520,13 @@ static int check_wal_file(const char *path, bool last, uint64_t *n_prof)
         const char *why = NULL;
         if (r < sizeof rh)
             why = "truncated record header";
-        else if (rh[0] == 0 || rh[0] > PD_WAL_REC_MAX)
+        else if (rh[0] == 0 || (series_file ? rh[0] != PD_WAL_REC_SERIES &&
+                                                  !(rh[0] == PD_WAL_REC_CHECKPOINT &&
+                                                    off == PD_WAL_SEG_HDR)
+                                            : rh[0] > PD_WAL_REC_MAX))
             why = "bad record type";
+        else if (wi->ended)
+            why = "record after the segment's end record";
         else if (len > PD_WAL_MAX_RECORD)
             why = "record length over the cap";
         if (!why && len + 1 > cap) {
@@ -541,7 +563,17 @@ static int check_wal_file(const char *path, bool last, uint64_t *n_prof)
         /* payload */
         const uint8_t *p = buf + 1, *end = buf + 1 + len;
         uint64_t v = 0, k = 0;
-        if (rh[0] == PD_WAL_REC_PROFILE) {
+        if (rh[0] == PD_WAL_REC_END || rh[0] == PD_WAL_REC_CHECKPOINT) {
+            uint32_t x = len == 4 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                                        (uint32_t)p[3] << 24
+                                  : 0;
+            if (!x)
+                why = rh[0] == PD_WAL_REC_END ? "bad end record" : "bad checkpoint record";
+            else if (rh[0] == PD_WAL_REC_END)
+                wi->ended = true;
+            else
+                wi->first_seg = x;
+        } else if (rh[0] == PD_WAL_REC_PROFILE) {
             (*n_prof)++;
             pd_profile_rec pr;
             int prc = pd__profile_rec_parse(buf + 1, len, &pr, &why);
@@ -589,6 +621,7 @@ static int check_wal_file(const char *path, bool last, uint64_t *n_prof)
         }
         off += PD_WAL_REC_HDR + len;
     }
+    wi->size = off;
     free(buf);
     fclose(f);
     return bad;
@@ -603,8 +636,9 @@ static int check_wal(const char *dir)
     snprintf(path, sizeof path, "%s/series", dir);
     struct stat st;
     bool have_series = stat(path, &st) == 0;
+    wal_file_info si = {0};
     if (have_series)
-        bad |= check_wal_file(path, false, &n_prof);
+        bad |= check_wal_file(path, false, true, &n_prof, &si);
     snprintf(path, sizeof path, "%s/wal", dir);
     DIR *d = opendir(path);
     if (!d)
@@ -648,13 +682,45 @@ static int check_wal(const char *dir)
         }
         prev = v;
     }
+    /* the checkpoint removed only the segments before si.first_seg */
+    unsigned long lowest = n && names[0] ? strtoul(names[0], NULL, 10) : 0;
+    if (si.first_seg && (!lowest || lowest > si.first_seg)) {
+        printf("CORRUPT %s/wal/%08u: missing segment (the oldest %lu segments are gone: "
+               "%s/series offset %d says the WAL starts at %08u); their records are lost\n",
+               dir, si.first_seg, lowest ? lowest - si.first_seg : 1, dir, PD_WAL_SEG_HDR,
+               si.first_seg);
+        bad = 1;
+    }
     n_prof = 0;
+    wal_file_info prev_wi = {0};
     for (size_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/wal/%s", dir, names[i] ? names[i] : "");
-        if (names[i])
-            bad |= check_wal_file(path, i + 1 == n, &n_prof);
-        free(names[i]);
+        wal_file_info wi = {0};
+        int fb = names[i] ? check_wal_file(path, i + 1 == n, false, &n_prof, &wi) : 0;
+        bad |= fb;
+        if (fb)
+            wi.ended = true; /* its damage is reported: no second line about its end */
+        /* version 2: every segment but the newest ends with its END record */
+        if (i > 0 && prev_wi.version >= 2 && !prev_wi.ended &&
+            !(i + 1 == n && wi.size <= PD_WAL_SEG_HDR)) {
+            printf("CORRUPT %s/wal/%s offset %llu: the segment does not end with its end "
+                   "record (cut at a record boundary); the rest of its records are lost\n",
+                   dir, names[i - 1] ? names[i - 1] : "", (unsigned long long)prev_wi.size);
+            bad = 1;
+        }
+        if (i + 1 == n && wi.version >= 2 && wi.ended) {
+            unsigned long v = names[i] ? strtoul(names[i], NULL, 10) : 0;
+            printf("CORRUPT %s/wal/%08lu: missing segment (the newest: %s offset %llu ends "
+                   "with its end record naming it); its records are lost\n",
+                   dir, v + 1, path, (unsigned long long)(wi.size - PD_WAL_REC_HDR - 4));
+            bad = 1;
+        }
+        prev_wi = wi;
+        if (i > 0)
+            free(names[i - 1]);
     }
+    if (n)
+        free(names[n - 1]);
     free(names);
     printf("%s %s/wal: %zu segments, %llu profile records\n", bad ? "CORRUPT" : "ok", dir, n,
            (unsigned long long)n_prof);

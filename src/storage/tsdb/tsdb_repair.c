@@ -13,8 +13,12 @@
  * ULID as its compaction source), the rest is reported as dropped. The new
  * block is durable before the original moves aside, so a crash in between
  * leaves the new block naming the old as a source: the next open removes
- * the old one and nothing is served twice. A block that does not open at all
- * (index or symbols damaged, chunks missing) is moved aside whole.
+ * the old one and nothing is served twice. A format-2 block whose index
+ * entries or symbols frames are partly damaged opens without them: the
+ * series and profiles they held are reported as dropped, the rest is kept.
+ * A block that does not open at all (format 1 index or symbols damaged, a
+ * symbols directory or index header damaged, chunks missing) is moved aside
+ * whole.
  *
  * The WAL and DIR/series are not rewritten: open replays what verifies and
  * skips the rest (logged, counted); `tsdb check` still names their damage.
@@ -112,6 +116,9 @@ static int repair_block(repair *r, const char *name, const char *why)
                err.msg[0] ? err.msg : pd_strerror(rc));
         return move_aside(r, name) ? 1 : 0;
     }
+    if (pd__block_section_damage(b)) /* format 2: what did not verify is lost */
+        printf("dropped what %s/index and %s/symbols do not verify: %s\n", bdir, bdir,
+               pd__block_section_damage(b));
     const pd_block_meta *m = pd__block_meta(b);
     char src[1][27];
     memcpy(src[0], m->ulid, 27);
@@ -178,6 +185,20 @@ static int repair_block(repair *r, const char *name, const char *why)
         pd_points_release(&pts);
     }
     pd_buf_release(&lb);
+    /* series whose index entry was lost (format 2): meta.json still counts them */
+    uint64_t listed = 0;
+    for (uint32_t id = 0; id < pd__block_n_series(b); id++) {
+        int64_t mn, mx;
+        uint64_t np, tb, vb;
+        pd__block_series_info(b, id, &mn, &mx, &np, &tb, &vb);
+        listed += np;
+    }
+    if (!fail && !pd__block_damage(b) && m->n_profiles > listed) {
+        printf("dropped %llu profiles of %llu series the damaged index no longer lists\n",
+               (unsigned long long)(m->n_profiles - listed),
+               (unsigned long long)(m->n_series - pd__block_n_series(b)));
+        dropped += m->n_profiles - listed;
+    }
     pd__block_close(b);
     if (fail) {
         pd__block_writer_free(w);

@@ -301,8 +301,9 @@ static int list_segments(const char *dir, uint32_t **nums /* OUT */, size_t *n /
  * intact part ends. */
 static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool last,
                           pd_wal_replay_fn fn, void *ctx, pd_buf *payload, uint64_t *valid_end,
-                          pd_err *err)
+                          bool *ended, pd_err *err)
 {
+    *ended = false;
     char name[4096];
     pd__wal_seg_name(w, num, name, sizeof name);
     uint64_t off = PD_WAL_SEG_HDR;
@@ -359,6 +360,19 @@ static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool l
             why = "checksum mismatch";
             break;
         }
+        if (*ended) { /* nothing follows the END record */
+            why = "record after the segment's end record";
+            break;
+        }
+        if (type == PD_WAL_REC_END) {
+            if (len != 4 || get_u32le((const uint8_t *)payload->data) != num + 1) {
+                why = "bad end record";
+                break;
+            }
+            *ended = true;
+            off += PD_WAL_REC_HDR + (uint64_t)len;
+            continue;
+        }
         rc = fn(ctx, num, off, type, (const uint8_t *)payload->data, len);
         if (rc < 0) {
             if (err && !err->msg[0])
@@ -383,6 +397,7 @@ static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool l
                               (unsigned long long)off, strerror(-e));
         }
     } else {
+        *ended = true; /* its END is in the skipped rest: reported here, not again */
         pd_log_warn("wal: corrupt record, skipping the rest of the segment",
                     "file=%s offset=%llu reason=\"%s\" bytes_skipped=%llu", name,
                     (unsigned long long)off, why, (unsigned long long)(size - off));
@@ -424,6 +439,42 @@ static void *flusher_main(void *arg)
 
 /* ---- open / close ---- */
 
+/* Whether segment num of w's dir holds its header only (or less). */
+static bool newest_empty(const pd_wal *w, uint32_t num)
+{
+    char name[4096];
+    pd__wal_seg_name(w, num, name, sizeof name);
+    struct stat st;
+    return stat(name, &st) == 0 && (uint64_t)st.st_size <= PD_WAL_SEG_HDR;
+}
+
+/* Appends the END record naming next to segment sg (sealing it), fsynced
+ * per policy. A failure is logged (the next open then reports the segment
+ * as cut short) but is not an error of the append that rolled. */
+static void write_end(pd_wal *w, wal_seg *sg, uint32_t next)
+{
+    uint8_t rec[PD_WAL_REC_HDR + 4], pl[4];
+    put_u32le(pl, next);
+    rec[0] = PD_WAL_REC_END;
+    put_u32le(rec + 1, 4);
+    uint8_t t = PD_WAL_REC_END;
+    put_u32le(rec + 5, pd_crc32c(pd_crc32c(0, &t, 1), pl, 4));
+    memcpy(rec + PD_WAL_REC_HDR, pl, 4);
+    int rc = write_full(sg->fd, rec, sizeof rec);
+    if (rc == 0 && w->fsync != PD_FSYNC_NEVER && fdatasync(sg->fd) < 0)
+        rc = -errno;
+    if (rc < 0) {
+        char name[4096];
+        pd__wal_seg_name(w, sg->num, name, sizeof name);
+        pd_log_error("wal: cannot write a segment's end record", "file=%s err=\"%s\"", name,
+                     strerror(-rc));
+        return;
+    }
+    pthread_rwlock_wrlock(&w->segs_lock);
+    sg->size += sizeof rec;
+    pthread_rwlock_unlock(&w->segs_lock);
+}
+
 int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal **out, pd_err *err)
 {
     *out = NULL;
@@ -451,6 +502,7 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
     }
     if ((rc = list_segments(w->dir, &nums, &n_nums, err)) < 0)
         goto fail;
+    bool sealed = false, end_pending = false;
 
     for (size_t i = 0; i < n_nums; i++) {
         bool last = i + 1 == n_nums;
@@ -504,8 +556,8 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
                 goto fail;
             }
             size = PD_WAL_SEG_HDR;
-        } else if (r < PD_WAL_SEG_HDR || memcmp(hdr, PD_WAL_MAGIC, 5) != 0 ||
-                   hdr[5] != PD_WAL_VERSION) {
+        } else if (r < PD_WAL_SEG_HDR || memcmp(hdr, PD_WAL_MAGIC, 5) != 0 || hdr[5] < 1 ||
+                   hdr[5] > PD_WAL_VERSION) {
             pd_log_warn("wal: segment has a bad header, skipping it",
                         "file=%s offset=0 reason=\"%s\"", name,
                         r < PD_WAL_SEG_HDR                  ? "short header"
@@ -514,15 +566,36 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
             count_corruption();
             bad = true;
         }
+        bool ended = false;
         if (!bad) {
             uint64_t end = size;
-            if ((rc = replay_segment(w, nums[i], fd, size, last, fn, ctx, &payload, &end, err)) <
-                0) {
+            if ((rc = replay_segment(w, nums[i], fd, size, last, fn, ctx, &payload, &end, &ended,
+                                     err)) < 0) {
                 close(fd);
                 goto fail;
             }
             if (last)
                 size = end; /* truncated there */
+        }
+        /* continuity of version-2 segments (their END records) */
+        if (!bad && hdr[5] >= 2 && last && ended) {
+            char miss[4096];
+            pd__wal_seg_name(w, nums[i] + 1, miss, sizeof miss);
+            pd_log_error("wal: the newest segment is missing; its records are lost",
+                         "missing=%s ended=%s", miss, name);
+            count_corruption();
+            w->n_gaps++;
+            sealed = true;
+        } else if (!bad && hdr[5] >= 2 && !last && !ended) {
+            if (i + 2 == n_nums && newest_empty(w, nums[i + 1])) {
+                end_pending = true; /* crashed while rolling: ended below */
+            } else {
+                pd_log_error("wal: segment does not end with its end record: cut at a record "
+                             "boundary, the rest of its records are lost",
+                             "file=%s offset=%llu", name, (unsigned long long)size);
+                count_corruption();
+                w->n_gaps++;
+            }
         }
         if ((rc = segs_push(w, nums[i], fd, size, bad)) < 0) {
             pd_err_set(err, rc, "open wal %s: out of memory", w->dir);
@@ -531,8 +604,10 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
         }
     }
 
-    /* the append target */
-    if (w->n_segs == 0 || w->segs[w->n_segs - 1].bad ||
+    if (end_pending && w->n_segs >= 2) /* the roll the crash interrupted */
+        write_end(w, &w->segs[w->n_segs - 2], w->segs[w->n_segs - 1].num);
+    /* the append target (a segment that ends with its END record is sealed) */
+    if (w->n_segs == 0 || w->segs[w->n_segs - 1].bad || sealed ||
         w->segs[w->n_segs - 1].size >= w->segment_bytes) {
         uint32_t num = w->n_segs ? w->segs[w->n_segs - 1].num + 1 : 1;
         if (num == 0) {
@@ -616,6 +691,9 @@ int pd__wal_append(pd_wal *w, const uint8_t *recs, size_t len, uint32_t *seg, ui
         }
         if ((rc = seg_create(w, cur.num + 1, err)) < 0)
             goto out;
+        /* the new segment is durable: seal the old one (a crash before this
+           leaves it without END and the new one empty: see pd__wal_open) */
+        write_end(w, &w->segs[w->n_segs - 2], cur.num + 1);
         w->dirty = false;
         w->last_sync_ms = mono_ms();
         cur = w->segs[w->n_segs - 1];

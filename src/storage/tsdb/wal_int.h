@@ -21,13 +21,28 @@
 #include "storage/storage.h"
 
 #define PD_WAL_MAGIC "PDWAL"
-#define PD_WAL_VERSION 1
+/* Segment (and series file) header version written: 2 = a segment that is
+ * not the newest ends with an END record naming the next one (so a lost
+ * newest segment or a cut at a record boundary shows); 1 (still read): no
+ * END records. */
+#define PD_WAL_VERSION 2
 #define PD_WAL_SEG_HDR 8               /* magic 5 + version 1 + reserved 2 */
 #define PD_WAL_REC_HDR 9               /* type 1 + length 4 + crc32c 4 */
 #define PD_WAL_MAX_RECORD (256u << 20) /* payload cap, bytes: bigger is corruption */
 
-/* Record types. 0 is never valid (a zero-filled tail is not a record). */
-enum { PD_WAL_REC_SERIES = 1, PD_WAL_REC_PROFILE = 2, PD_WAL_REC_MAX = 2 };
+/* Record types. 0 is never valid (a zero-filled tail is not a record).
+ * END (payload: u32 LE number of the next segment) is written by the WAL
+ * itself as the last record of a segment once the next one exists; it is
+ * never passed to the replay callback. CHECKPOINT (payload: u32 LE the
+ * first segment the WAL must still have) is the first record of PATH/series
+ * (replay.c), never of a segment. */
+enum {
+    PD_WAL_REC_SERIES = 1,
+    PD_WAL_REC_PROFILE = 2,
+    PD_WAL_REC_END = 3,
+    PD_WAL_REC_MAX = 3, /* in a segment */
+    PD_WAL_REC_CHECKPOINT = 4,
+};
 
 typedef struct pd_wal pd_wal;
 
@@ -50,7 +65,11 @@ typedef int (*pd_wal_replay_fn)(void *ctx, uint32_t seg, uint64_t off, uint8_t t
 /* Opens the log in o->dir: replays every segment in number order through fn
  * (segment numbers must be contiguous: a gap is logged with the first
  * missing segment's name, counted in profd_storage_corruptions_total and in
- * pd__wal_gaps, and replay goes on after it),
+ * pd__wal_gaps, and replay goes on after it; likewise, for version-2
+ * segments, an older segment that does not end with its END record (cut at
+ * a record boundary) and a newest segment that does (the segment after it
+ * was deleted) — except the crash window of a roll, an older segment without
+ * END followed by an empty newest one, which gets its END written now),
  * truncating a torn or corrupt tail of the last segment (logged with file and
  * offset) and skipping the rest of an earlier segment at a corrupt record or
  * a segment with a bad header (logged, counted in

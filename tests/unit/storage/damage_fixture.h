@@ -299,11 +299,13 @@ static size_t fx_records(const char *path, fx_rec *v, size_t max)
     while (off + 9 <= len && n < max) {
         uint32_t l = (uint32_t)buf[off + 1] | (uint32_t)buf[off + 2] << 8 |
                      (uint32_t)buf[off + 3] << 16 | (uint32_t)buf[off + 4] << 24;
-        if (l > len - off - 9 || l < 8)
+        /* (an END record of a segment or the CHECKPOINT of the series file:
+           4 bytes, no ref) */
+        if (l > len - off - 9 || (l < 8 && l != 4))
             break;
         fx_rec r = {.off = off, .end = off + 9 + l, .type = buf[off]};
         const uint8_t *p = buf + off + 9;
-        for (int i = 0; i < 8; i++)
+        for (int i = 0; i < 8 && l >= 8; i++)
             r.ref |= (uint64_t)p[i] << (8 * i);
         uint64_t t = 0;
         for (int i = 0; i < 8 && l >= 16; i++)

@@ -34,8 +34,10 @@
 #include "../pd_test.h"
 
 #include "base/varint.h"
+#include "storage/storage.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/chunks_int.h"
+#include "sym_closure.h"
 
 typedef struct tprof {
     char name[256]; /* file stem, e.g. heap-0001 */
@@ -564,6 +566,324 @@ static void test_corruption(void **state)
     free(tmp);
 }
 
+/* ---- block format v2: damage costs only what it touches ----
+ * A block of every test profile is written with small symbols frames. For
+ * each index section and each symbols frame in turn, one byte in it is
+ * flipped; the block must still open, serve every profile the damage did not
+ * touch (equal to the original) and refuse exactly the others
+ * (PD_ECORRUPT), and check must name the file and offset. Which profiles a
+ * symbols frame touches is computed here from the intact block: the closure
+ * of a profile's stacks, label sets and strings down to every table entry,
+ * against the frame's entry range (strings a series' time chunk names are
+ * kept inline by the index and restored from there). */
+
+static size_t tprof_of(const pd_block *b, uint32_t series, int64_t ts)
+{
+    for (size_t i = 0; i < g_n; i++) {
+        pd_labels l;
+        labels_of(&g_profs[i], &l);
+        bool same = g_profs[i].ts == ts && !pd_labels_cmp(&l, pd__block_series_labels(b, series));
+        pd_labels_release(&l);
+        if (same)
+            return i;
+    }
+    fail_msg("profile %u@%lld not among the test profiles", series, (long long)ts);
+    return 0;
+}
+
+/* Opens dir and checks that exactly the profiles not in lost[] are served. */
+static size_t expect_served(const char *dir, const bool *lost, const char *what)
+{
+    pd_block *b;
+    pd_err err;
+    if (pd__block_open(dir, &b, &err))
+        fail_msg("%s: the block does not open: %s", what, err.msg);
+    size_t n_lost = 0;
+    for (size_t i = 0; i < g_n; i++) {
+        pd_labels l;
+        labels_of(&g_profs[i], &l);
+        uint32_t id = UINT32_MAX;
+        for (uint32_t k = 0; k < pd__block_n_series(b); k++)
+            if (!pd_labels_cmp(pd__block_series_labels(b, k), &l))
+                id = k;
+        /* the postings agree with the series (rebuilt when damaged) */
+        pd_matcher m[2];
+        assert_int_equal(pd_matcher_init(&m[0], PD_MATCH_EQ, "__name__", pd_labels_get(&l, "__name__"), &err), 0);
+        assert_int_equal(pd_matcher_init(&m[1], PD_MATCH_EQ, "job", pd_labels_get(&l, "job"), &err), 0);
+        uint32_t *ids;
+        size_t n_ids;
+        assert_int_equal(pd__block_select(b, m, 2, &ids, &n_ids, &err), 0);
+        assert_int_equal(n_ids, id == UINT32_MAX ? 0 : 1);
+        if (n_ids)
+            assert_int_equal(ids[0], id);
+        free(ids);
+        pd_matcher_release(&m[0]);
+        pd_matcher_release(&m[1]);
+        pd_labels_release(&l);
+        pd_profile p;
+        int rc = id == UINT32_MAX ? PD_ENOTFOUND : pd__block_read_profile(b, id, g_profs[i].ts, &p, &err);
+        if (lost[i]) {
+            if (rc != PD_ECORRUPT && rc != PD_ENOTFOUND)
+                fail_msg("%s: %s/%s is served, but the damage touches it (rc %d)", what,
+                         g_profs[i].dir, g_profs[i].name, rc);
+            if (!rc)
+                pd_profile_release(&p);
+            n_lost++;
+            continue;
+        }
+        if (rc)
+            fail_msg("%s: %s/%s not served: %s", what, g_profs[i].dir, g_profs[i].name, err.msg);
+        if (!pd_profile_equal(&g_profs[i].p, &p, &err))
+            fail_msg("%s: %s/%s differs: %s", what, g_profs[i].dir, g_profs[i].name, err.msg);
+        pd_profile_release(&p);
+    }
+    pd__block_close(b);
+    return n_lost;
+}
+
+static void test_v2_damage_costs_only_what_it_touches(void **state)
+{
+    (void)state;
+    char *tmp = mktmp(), id[27], dir[4200], path[4300];
+    pd_err err;
+    pd_block_writer_opts o = {.sym_frame_bytes = 2048};
+    write_all(tmp, &o, id);
+    snprintf(dir, sizeof dir, "%s/%s", tmp, id);
+    PD_ASSERT_OK(pd__block_check(dir, NULL, &err), &err);
+    pd_block *b;
+    PD_ASSERT_OK(pd__block_open(dir, &b, &err), &err);
+    assert_int_equal(pd__block_meta(b)->version, 2);
+    assert_null(pd__block_section_damage(b));
+    const pd_symbols *S = pd__block_symbols(b);
+    uses_ctx c = {S, calloc(g_n + 1, sizeof(uses)), 0, 0, calloc(S->n_str + 1, 1)};
+    size_t n_series = pd__block_n_series(b);
+    for (uint32_t k = 0; k < n_series; k++) {
+        c.series = k;
+        PD_ASSERT_OK(pd__block_series_foreach_dprof(b, k, INT64_MIN, INT64_MAX, collect_uses, &c, &err), &err);
+    }
+    assert_int_equal(c.n, g_n);
+    for (size_t i = 0; i < c.n; i++)
+        c.v[i].tp = tprof_of(b, c.v[i].series, c.v[i].ts);
+    bool *lost = calloc(g_n + 1, sizeof *lost);
+
+    /* symbols: every frame */
+    snprintf(path, sizeof path, "%s/symbols", dir);
+    size_t len;
+    uint8_t *orig = read_file(path, &len), *buf = malloc(len);
+    static vframe fr[4096];
+    size_t nf = sym_frames(orig, len, fr, 4096);
+    assert_true(nf >= 12); /* several frames per big table */
+    size_t cases = 0, partial = 0, lost_total = 0;
+    for (size_t k = 0; k < nf; k++) {
+        memcpy(buf, orig, len);
+        uint64_t at = fr[k].off + fr[k].zlen / 2;
+        buf[at] ^= 0x5a;
+        put_file(path, buf, len);
+        size_t want = 0;
+        for (size_t i = 0; i < c.n; i++)
+            want += lost[c.v[i].tp] = frame_touches(&c.v[i], &fr[k], c.type_str);
+        char what[200];
+        snprintf(what, sizeof what, "symbols frame %zu (table %d, entries %llu+%llu) flipped at %llu",
+                 k, fr[k].t, (unsigned long long)fr[k].first, (unsigned long long)fr[k].count,
+                 (unsigned long long)at);
+        size_t got = expect_served(dir, lost, what);
+        assert_int_equal(got, want);
+        char off[64];
+        snprintf(off, sizeof off, "offset %llu", (unsigned long long)fr[k].off);
+        err.msg[0] = 0;
+        assert_int_equal(pd__block_check(dir, NULL, &err), PD_ECORRUPT);
+        if (!strstr(err.msg, "symbols") || !strstr(err.msg, off))
+            fail_msg("%s: check does not name the file and %s: %s", what, off, err.msg);
+        cases++;
+        partial += want > 0 && want < g_n;
+        lost_total += want;
+    }
+    put_file(path, orig, len);
+    free(orig);
+    free(buf);
+    /* a truncation keeps the frames before the cut */
+    print_message("symbols: %zu frames damaged one at a time, %zu lost some but not all of the "
+                  "%zu profiles (%zu lost in all)\n", cases, partial, g_n, lost_total);
+    assert_true(partial > 0);
+
+    /* index: every series entry, the postings, the toc */
+    snprintf(path, sizeof path, "%s/index", dir);
+    orig = read_file(path, &len);
+    buf = malloc(len);
+    uint64_t toc = 0;
+    for (int i = 7; i >= 0; i--)
+        toc = toc << 8 | orig[len - 12 + i];
+    uint32_t nt = (uint32_t)orig[toc] | (uint32_t)orig[toc + 1] << 8 |
+                  (uint32_t)orig[toc + 2] << 16 | (uint32_t)orig[toc + 3] << 24;
+    assert_int_equal(nt, n_series);
+    for (uint32_t k = 0; k <= nt + 1; k++) {
+        uint64_t at;
+        if (k <= nt) { /* entry k, or (k == nt) the postings */
+            uint64_t eo = 0;
+            for (int i = 7; i >= 0; i--)
+                eo = eo << 8 | orig[toc + 4 + 8 * (uint64_t)k + (uint64_t)i];
+            uint32_t L = (uint32_t)orig[eo] | (uint32_t)orig[eo + 1] << 8 |
+                         (uint32_t)orig[eo + 2] << 16 | (uint32_t)orig[eo + 3] << 24;
+            at = eo + 4 + L / 2;
+        } else
+            at = toc + 2; /* the toc: entries found by a walk */
+        memcpy(buf, orig, len);
+        buf[at] ^= 0x5a;
+        put_file(path, buf, len);
+        for (size_t i = 0; i < c.n; i++)
+            lost[c.v[i].tp] = k < nt && c.v[i].series == k;
+        char what[200];
+        snprintf(what, sizeof what, "index %s %u flipped at %llu",
+                 k < nt ? "entry" : k == nt ? "postings" : "toc", k, (unsigned long long)at);
+        expect_served(dir, lost, what);
+        err.msg[0] = 0;
+        assert_int_equal(pd__block_check(dir, NULL, &err), PD_ECORRUPT);
+        if (!strstr(err.msg, "index offset"))
+            fail_msg("%s: check does not name the file and offset: %s", what, err.msg);
+    }
+    put_file(path, orig, len);
+    free(orig);
+    free(buf);
+    PD_ASSERT_OK(pd__block_check(dir, NULL, &err), &err);
+    for (size_t i = 0; i < c.n; i++)
+        for (int t = 1; t < TT_N; t++)
+            free(c.v[i].u[t]);
+    free(c.v);
+    free(c.type_str);
+    free(lost);
+    pd__block_close(b);
+    rm_rf(tmp);
+    free(tmp);
+}
+
+/* The store over a block with a damaged symbols frame: reading a lost
+ * profile through pd_storage (PD_ECORRUPT, a warning) does not make the
+ * store skip the rest of that series in that block — every untouched
+ * profile is still served, also on a second pass, and select lists every
+ * series. */
+static void test_store_serves_around_lost_profiles(void **state)
+{
+    (void)state;
+    char *tmp = mktmp(), id[27], dir[4200], path[4300];
+    pd_err err;
+    pd_block_writer_opts o = {.sym_frame_bytes = 2048};
+    write_all(tmp, &o, id);
+    snprintf(dir, sizeof dir, "%s/%s", tmp, id);
+    pd_block *b;
+    PD_ASSERT_OK(pd__block_open(dir, &b, &err), &err);
+    const pd_symbols *S = pd__block_symbols(b);
+    uses_ctx c = {S, calloc(g_n + 1, sizeof(uses)), 0, 0, calloc(S->n_str + 1, 1)};
+    for (uint32_t k = 0; k < pd__block_n_series(b); k++) {
+        c.series = k;
+        PD_ASSERT_OK(pd__block_series_foreach_dprof(b, k, INT64_MIN, INT64_MAX, collect_uses, &c, &err), &err);
+    }
+    for (size_t i = 0; i < c.n; i++)
+        c.v[i].tp = tprof_of(b, c.v[i].series, c.v[i].ts);
+    snprintf(path, sizeof path, "%s/symbols", dir);
+    size_t len;
+    uint8_t *orig = read_file(path, &len);
+    static vframe fr[4096];
+    size_t nf = sym_frames(orig, len, fr, 4096);
+    /* a frame that loses some, not all, profiles of one series */
+    bool *lost = calloc(g_n + 1, sizeof *lost);
+    size_t pick = nf;
+    for (size_t k = 0; k < nf && pick == nf; k++) {
+        for (uint32_t sid = 0; sid < pd__block_n_series(b) && pick == nf; sid++) {
+            size_t nl = 0, nk = 0;
+            for (size_t i = 0; i < c.n; i++)
+                if (c.v[i].series == sid) {
+                    bool t = frame_touches(&c.v[i], &fr[k], c.type_str);
+                    nl += t;
+                    nk += !t;
+                }
+            if (nl && nk)
+                pick = k;
+        }
+    }
+    assert_true(pick < nf);
+    for (size_t i = 0; i < c.n; i++)
+        lost[c.v[i].tp] = frame_touches(&c.v[i], &fr[pick], c.type_str);
+    pd__block_close(b);
+    orig[fr[pick].off + fr[pick].zlen / 2] ^= 0x5a;
+    put_file(path, orig, len);
+    free(orig);
+
+    pd_storage_options so = pd_storage_options_default();
+    so.path = tmp;
+    so.fsync = PD_FSYNC_NEVER;
+    so.retention_ms = -1;
+    so.maintenance_ms = -1;
+    pd_storage *st = NULL;
+    PD_ASSERT_OK(pd_storage_open(&so, &st, &err), &err);
+    pd_series_set set;
+    PD_ASSERT_OK(pd_storage_select(st, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
+    size_t n_lost = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < g_n; i++) {
+            pd_labels l;
+            labels_of(&g_profs[i], &l);
+            uint64_t ref = 0;
+            for (size_t k = 0; k < set.n; k++)
+                if (!pd_labels_cmp(&set.v[k].labels, &l))
+                    ref = set.v[k].ref;
+            pd_labels_release(&l);
+            if (!ref)
+                fail_msg("%s/%s: its series is not selected", g_profs[i].dir, g_profs[i].name);
+            pd_profile p;
+            int rc = pd_storage_read_profile(st, ref, g_profs[i].ts, &p, NULL, &err);
+            if (lost[i]) {
+                assert_int_equal(rc, PD_ECORRUPT);
+                n_lost += !pass;
+                continue;
+            }
+            if (rc)
+                fail_msg("pass %d: %s/%s not served: %s", pass, g_profs[i].dir, g_profs[i].name,
+                         err.msg);
+            assert_true(pd_profile_equal(&g_profs[i].p, &p, NULL));
+            pd_profile_release(&p);
+        }
+    assert_true(n_lost > 0 && n_lost < g_n);
+    /* the timelines and the selection still hold every untouched profile */
+    pd_series_set set2;
+    PD_ASSERT_OK(pd_storage_select(st, NULL, 0, INT64_MIN, INT64_MAX, &set2, &err), &err);
+    assert_int_equal(set2.n, set.n);
+    pd_series_set_release(&set2);
+    for (size_t i = 0; i < g_n; i++) {
+        if (lost[i])
+            continue;
+        pd_labels l;
+        labels_of(&g_profs[i], &l);
+        uint64_t ref = 0;
+        for (size_t k = 0; k < set.n; k++)
+            if (!pd_labels_cmp(&set.v[k].labels, &l))
+                ref = set.v[k].ref;
+        pd_labels_release(&l);
+        pd_points pts;
+        PD_ASSERT_OK(pd_storage_read_points(st, ref, g_profs[i].ts, g_profs[i].ts, &pts, &err), &err);
+        if (pts.n != 1)
+            fail_msg("%s/%s: no point in the timeline after a lost neighbour was read",
+                     g_profs[i].dir, g_profs[i].name);
+        pd_points_release(&pts);
+    }
+    pd_series_set_release(&set);
+    pd_storage_close(st);
+    for (size_t i = 0; i < c.n; i++)
+        for (int t = 1; t < TT_N; t++)
+            free(c.v[i].u[t]);
+    free(c.v);
+    free(c.type_str);
+    free(lost);
+    rm_rf(tmp);
+    free(tmp);
+}
+
+/* Version 1 blocks (written before v2) are still read whole. */
+static void test_lossless_v1(void **state)
+{
+    pd_block_writer_opts o = {.version = 1};
+    check_lossless(&o);
+}
+
 /* ---- value groups (chunks.c) on synthetic series ----
  * The value model predicts each changed sample from its previous values, a
  * per-sample quantum learnt in the group and the ratio of the sample's pair of
@@ -1040,6 +1360,9 @@ int main(void)
         cmocka_unit_test(test_writer_errors),
         cmocka_unit_test(test_writer_streamed_equals_buffered),
         cmocka_unit_test(test_corruption),
+        cmocka_unit_test(test_v2_damage_costs_only_what_it_touches),
+        cmocka_unit_test(test_lossless_v1),
+        cmocka_unit_test(test_store_serves_around_lost_profiles),
         cmocka_unit_test(test_vgroup_roundtrip),
         cmocka_unit_test(test_vgroup_heap_model),
         cmocka_unit_test(test_vgroup_corrupt),

@@ -15,10 +15,11 @@
  *   - `profd tsdb repair` exits 0, then the store opens and still serves
  *     every intact profile, and the blocks pass check.
  * Not detectable (no check/count required): CRC-fixed edits that still
- * decode, a WAL or series file truncated exactly at a record boundary or the
- * last segment truncated (indistinguishable from a torn write), the first or
- * the last WAL segment deleted (the numbering stays contiguous), a zeroed
- * range that was zero already. */
+ * decode, the newest WAL segment or the series file truncated exactly at a
+ * record boundary or the newest segment truncated (indistinguishable from a
+ * torn write), a zeroed range that was zero already. Detectable since WAL
+ * format 2: the first or the last segment deleted, an older segment cut at a
+ * record boundary. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@
 
 #include "base/crc32c.h"
 #include "damage_fixture.h"
+#include "sym_closure.h"
 
 enum { K_META, K_INDEX, K_SYMBOLS, K_CHUNKS, K_WAL, K_SERIES, NKIND };
 enum { OP_FLIP, OP_TRUNC, OP_ZERO, OP_DELETE, OP_CRCFIX, NOP };
@@ -46,6 +48,17 @@ typedef struct layout {
     uint64_t refs[FX_NSERIES];
     char blocks[2][27];
     uint64_t ext[2][FX_NSERIES][2]; /* series byte range in chunks/000001 */
+    uint64_t ient[2][FX_NSERIES][2]; /* series entry byte range in the index (format 2) */
+    uint64_t itoc[2];                /* the index's toc offset */
+    /* symbols (format 2): frames, where the directory ends, and what each
+       profile uses (sym_closure.h); uses_of[k]: of FX_E[k], NULL in the head */
+    vframe sfr[2][512];
+    size_t n_sfr[2];
+    uint64_t sdir_end[2];
+    uses *su[2];
+    size_t n_su[2];
+    uint8_t *type_str[2];
+    const uses *uses_of[FX_MAXEXP];
     uint32_t segs[64];
     size_t n_segs;
     int wal_t[3]; /* indexes into segs: first, middle, last */
@@ -56,6 +69,21 @@ typedef struct layout {
 } layout;
 
 static layout L;
+
+static uint8_t *slurp(const char *p, size_t *len)
+{
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)n + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
 
 static int group_setup(void **state)
 {
@@ -77,10 +105,54 @@ static int group_setup(void **state)
         pd_block *blk;
         pd_err err = {{0}};
         assert_int_equal(pd__block_open(bdir, &blk, &err), 0);
+        /* the index (format 2): footer -> toc -> entry k at offs[k], u32 length L,
+           L + 8 bytes (block_index_int.h); entry k is series id k */
+        assert_int_equal(pd__block_meta(blk)->version, 2);
+        char ip[700];
+        snprintf(ip, sizeof ip, "%s/index", bdir);
+        size_t il;
+        uint8_t *ib = slurp(ip, &il);
+        uint64_t toc = 0;
+        for (int i = 7; i >= 0; i--)
+            toc = toc << 8 | ib[il - 12 + i];
+        L.itoc[b] = toc;
         for (uint32_t id = 0; id < pd__block_n_series(blk); id++)
             for (int s = 0; s < FX_NSERIES; s++)
-                if (!pd_labels_cmp(pd__block_series_labels(blk, id), &FX_L[s]))
+                if (!pd_labels_cmp(pd__block_series_labels(blk, id), &FX_L[s])) {
                     pd__block_series_extent(blk, id, &L.ext[b][s][0], &L.ext[b][s][1]);
+                    uint64_t eo = 0;
+                    for (int i = 7; i >= 0; i--)
+                        eo = eo << 8 | ib[toc + 4 + 8 * (uint64_t)id + (uint64_t)i];
+                    uint32_t el = (uint32_t)ib[eo] | (uint32_t)ib[eo + 1] << 8 |
+                                  (uint32_t)ib[eo + 2] << 16 | (uint32_t)ib[eo + 3] << 24;
+                    L.ient[b][s][0] = eo;
+                    L.ient[b][s][1] = eo + el + 8;
+                }
+        free(ib);
+        /* the symbols: frames, and the closure of every profile */
+        snprintf(ip, sizeof ip, "%s/symbols", bdir);
+        ib = slurp(ip, &il);
+        L.n_sfr[b] = sym_frames(ib, il, L.sfr[b], 512);
+        uint32_t dl = (uint32_t)ib[8] | (uint32_t)ib[9] << 8 | (uint32_t)ib[10] << 16 |
+                      (uint32_t)ib[11] << 24;
+        L.sdir_end[b] = 12 + (uint64_t)dl + 4;
+        free(ib);
+        const pd_symbols *S = pd__block_symbols(blk);
+        uses_ctx uc = {S, calloc(FX_MAXEXP + 1, sizeof(uses)), 0, 0, calloc(S->n_str + 1, 1)};
+        for (uint32_t id = 0; id < pd__block_n_series(blk); id++) {
+            uc.series = id;
+            assert_int_equal(pd__block_series_foreach_dprof(blk, id, INT64_MIN, INT64_MAX,
+                                                            collect_uses, &uc, &err),
+                             0);
+        }
+        for (size_t i = 0; i < uc.n; i++)
+            for (size_t k = 0; k < FX_NE; k++)
+                if (FX_E[k].ts == uc.v[i].ts &&
+                    !pd_labels_cmp(&FX_L[FX_E[k].s], pd__block_series_labels(blk, uc.v[i].series)))
+                    L.uses_of[k] = &uc.v[i];
+        L.su[b] = uc.v;
+        L.n_su[b] = uc.n;
+        L.type_str[b] = uc.type_str;
         pd__block_close(blk);
     }
     L.n_segs = fx_segments(L.dir, L.segs, 64);
@@ -102,6 +174,13 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
+    for (int b = 0; b < 2; b++) {
+        for (size_t i = 0; i < L.n_su[b]; i++)
+            for (int t = 1; t < TT_N; t++)
+                free(L.su[b][i].u[t]);
+        free(L.su[b]);
+        free(L.type_str[b]);
+    }
     fx_rm_rf(L.dir);
     return fx_group_teardown(state);
 }
@@ -145,21 +224,6 @@ static void case_path(const mcase *c, const char *dir, char *p, size_t n)
     default:
         snprintf(p, n, "%s/series", dir);
     }
-}
-
-static uint8_t *slurp(const char *p, size_t *len)
-{
-    FILE *f = fopen(p, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
 }
 
 static void spit(const char *p, const uint8_t *b, size_t len)
@@ -312,9 +376,41 @@ static bool touched(const mcase *c, const dmg *d, const fx_exp *e)
     switch (c->kind) {
     case K_META:
         return false; /* rebuilt from the other files */
-    case K_INDEX:
-    case K_SYMBOLS:
-        return blk == c->target;
+    case K_INDEX: {
+        /* format 2: a damaged series entry loses its series; when the toc or
+           the footer is gone too (truncation, the end zeroed, a CRC-fixed
+           edit rewrote the last 4 bytes) entries are found by a walk from
+           the start, which ends at the first damaged one */
+        if (blk != c->target)
+            return false;
+        if (c->op == OP_DELETE || d->lo < 8)
+            return true;
+        const uint64_t *en = L.ient[blk][e->s];
+        bool walk = d->hi > L.itoc[blk] || c->op == OP_TRUNC || c->op == OP_CRCFIX;
+        return walk ? en[1] > d->lo : en[0] < d->hi && d->lo < en[1];
+    }
+    case K_SYMBOLS: {
+        /* format 2: the frames the damage reaches lose the profiles whose
+           closure uses one of their entries (sym_closure.h); damage to the
+           header or the directory loses the block. A CRC-fixed edit rewrote
+           the last 4 bytes: the last frame too. */
+        if (blk != c->target)
+            return false;
+        if (c->op == OP_DELETE || d->lo < L.sdir_end[blk])
+            return true;
+        const uses *u = L.uses_of[e - FX_E];
+        assert_non_null(u);
+        for (size_t k = 0; k < L.n_sfr[blk]; k++) {
+            const vframe *f = &L.sfr[blk][k];
+            uint64_t fe = f->off + f->zlen;
+            bool hit = c->op == OP_TRUNC ? fe > d->lo : f->off < d->hi && d->lo < fe;
+            if (c->op == OP_CRCFIX && k + 1 == L.n_sfr[blk])
+                hit = true;
+            if (hit && frame_touches(u, f, L.type_str[blk]))
+                return true;
+        }
+        return false;
+    }
     case K_CHUNKS:
         if (blk != c->target)
             return false;
@@ -343,20 +439,23 @@ static bool touched(const mcase *c, const dmg *d, const fx_exp *e)
     }
 }
 
-/* Whether check must find case c (d: what it did). */
+/* Whether check must find case c (d: what it did). WAL continuity (format
+ * version 2): the first segment deleted shows against the series file's
+ * CHECKPOINT record, the last one deleted by the END record its predecessor
+ * ends with, an older segment cut at a record boundary by its missing END. */
 static bool detectable(const mcase *c, const dmg *d)
 {
-    if (!d->changed || c->op == OP_CRCFIX || d->boundary)
+    if (!d->changed || c->op == OP_CRCFIX)
         return false;
-    if (c->kind == K_WAL && c->op == OP_DELETE && (c->target == 0 || c->target == 2))
-        return false; /* numbering stays contiguous */
+    if (d->boundary && !(c->kind == K_WAL && c->target != 2))
+        return false; /* the newest segment or the series file cut between records */
     if (c->kind == K_WAL && c->op == OP_TRUNC && c->target == 2)
         return false; /* a torn tail: named (TORN) but not an error */
     return true;
 }
 
 static void served_all(const char *dir, const mcase *c, const dmg *d, const char *what,
-                       size_t *lost)
+                       size_t *lost, bool exact)
 {
     pd_storage *st = fx_open(dir, -1);
     uint64_t refs[FX_NSERIES];
@@ -367,6 +466,13 @@ static void served_all(const char *dir, const mcase *c, const dmg *d, const char
         const fx_exp *e = &FX_E[k];
         bool t = touched(c, d, e);
         bool ok = fx_served(st, refs, e);
+        /* index and symbols (format 2): the test knows exactly what is lost */
+        if (exact && t && ok)
+            fail_msg("%s %s (target %d, at %g, bytes %llu..%llu): series %d at %lld ms is "
+                     "served, but the damage touches it %s",
+                     OP_NAME[c->op], KIND_NAME[c->kind], c->target, c->at,
+                     (unsigned long long)d->lo, (unsigned long long)d->hi, e->s,
+                     (long long)e->ts, what);
         if (!t && (!ok || !fx_has_point(st, refs[e->s], e->ts)))
             fail_msg("%s %s of %s (target %d, at %g, bytes %llu..%llu): series %d at %lld ms "
                      "not served %s",
@@ -389,7 +495,8 @@ static void test_matrix(void **state)
         add_cases(K_WAL, t);
     add_cases(K_SERIES, 0);
     assert_true(N_CASES >= 200);
-    size_t n_detect = 0, n_lost_cases = 0, n_lost = 0;
+    size_t n_detect = 0, n_lost_cases = 0, n_lost = 0, lost_by_kind[NKIND] = {0},
+           cases_by_kind[NKIND] = {0};
     static char out[1 << 16];
     for (size_t ci = 0; ci < N_CASES; ci++) {
         const mcase *c = &CASES[ci];
@@ -419,18 +526,25 @@ static void test_matrix(void **state)
         }
         double c0 = fx_corruptions();
         size_t lost;
-        served_all(dir, c, &d, "after open", &lost);
+        /* exact (lost <=> touched) for index and symbols damage that changed
+           bytes, before repair (a zeroed range may leave a frame's bytes as
+           they were: one way only) */
+        bool exact = (c->kind == K_INDEX || c->kind == K_SYMBOLS) && d.changed &&
+                     c->op != OP_ZERO;
+        served_all(dir, c, &d, "after open", &lost, exact);
         if (lost && det && fx_corruptions() <= c0)
             fail_msg("case %zu (%s %s, target %d, at %g): %zu profiles lost, nothing counted", ci,
                      OP_NAME[c->op], KIND_NAME[c->kind], c->target, c->at, lost);
         n_lost += lost;
         n_lost_cases += lost > 0;
+        lost_by_kind[c->kind] += lost;
+        cases_by_kind[c->kind]++;
         /* repair keeps every intact profile; its blocks pass check */
         rc = run_tsdb(out, sizeof out, "repair", dir);
         if (rc != 0)
             fail_msg("case %zu (%s %s): repair rc %d:\n%s", ci, OP_NAME[c->op],
                      KIND_NAME[c->kind], rc, out);
-        served_all(dir, c, &d, "after repair", &lost);
+        served_all(dir, c, &d, "after repair", &lost, false);
         if (c->kind <= K_CHUNKS) {
             run_tsdb(out, sizeof out, "check", dir);
             if (strstr(out, "CORRUPT"))
@@ -443,6 +557,12 @@ static void test_matrix(void **state)
     print_message("corruption matrix: %zu cases, %zu detectable, %zu with profiles lost "
                   "(%zu profiles in all); every untouched profile served\n",
                   N_CASES, n_detect, n_lost_cases, n_lost);
+    print_message("  (blocks of %zu and %zu symbols frames; index and symbols cases checked "
+                  "exactly: a profile is lost if and only if the damage touches it)\n",
+                  L.n_sfr[0], L.n_sfr[1]);
+    for (int k = 0; k < NKIND; k++)
+        print_message("  %-9s %3zu cases, %4zu profiles not served after open (of %zu per case)\n",
+                      KIND_NAME[k], cases_by_kind[k], lost_by_kind[k], FX_NE);
 }
 
 int main(void)

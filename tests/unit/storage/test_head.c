@@ -248,7 +248,7 @@ static size_t parse_seg(const char *path, drec *out, size_t max)
     size_t len;
     load_file(path, &data, &len);
     assert_true(len >= 8);
-    assert_memory_equal(data, "PDWAL\x01\0\0", 8);
+    assert_memory_equal(data, "PDWAL\x02\0\0", 8); /* WAL format 2 */
     size_t off = 8, n = 0;
     while (off < len) {
         assert_true(len - off >= 9);
@@ -257,6 +257,12 @@ static size_t parse_seg(const char *path, drec *out, size_t max)
         assert_true(len - off - 9 >= r.len);
         uint32_t c = pd_crc32c(pd_crc32c(0, &r.type, 1), data + off + 9, r.len);
         assert_int_equal(c, crc);
+        if (r.type == 3) { /* END: the segment rolled; the last record */
+            assert_int_equal(r.len, 4);
+            assert_int_equal(off + 13, len);
+            off += 13;
+            continue;
+        }
         assert_true(r.type == 1 || r.type == 2);
         assert_true(r.len >= 16);
         r.ref = le64(data + off + 9);

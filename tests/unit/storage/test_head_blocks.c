@@ -894,9 +894,12 @@ static void test_retention_size(void **state)
     verify_steps(f->st, 9, 45);
 }
 
-/* Damaged block files: a block whose index or symbols do not check is
- * skipped at open (counted, left on disk), the rest is served; a damaged
- * value chunk fails only the reads of the profiles in it. */
+/* Damaged block files (format 2): a flipped byte in one series entry of a
+ * block's index loses that series of that block only; a truncated symbols
+ * file loses the profiles that reference its frames past the cut, and what is
+ * still served is the original (never a wrong profile); both are counted and
+ * left on disk for tsdb check/repair; a damaged value chunk fails only the
+ * reads of the profiles in it. */
 static void flip_byte(const char *path, off_t off)
 {
     int fd = open(path, O_RDWR);
@@ -925,10 +928,40 @@ static void test_damaged_blocks(void **state)
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(truncate(path, st.st_size / 2), 0);
+    double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
     f->st = open_opts(f->dir, -1, -1, 0);
     pd_storage_stats ss = stats(f->st);
-    assert_int_equal(ss.n_blocks, 2);
-    verify_steps(f->st, 19, 45); /* blocks 2, 3 and the head */
+    assert_int_equal(ss.n_blocks, 4);
+    assert_true(pd_metrics_get("profd_storage_corruptions_total", NULL) >= c0 + 2); /* both blocks reported */
+    {
+        uint64_t refs[2] = {ref_of(f->st, "heap"), ref_of(f->st, "cpu")};
+        int served[2] = {0, 0}, want[2] = {0, 0};
+        for (int i = 0; i < 45; i++)
+            for (int k = 0; k < 2; k++) {
+                if (k == 1 && (i + 1) % 3)
+                    continue;
+                const tprof *t = k == 0 ? heap_at(i) : cpu_at((i + 1) / 3 - 1);
+                pd_profile got;
+                pd_err err = {{0}};
+                int rc = pd_storage_read_profile(f->st, refs[k], (int64_t)(i + 1) * STEP, &got,
+                                                 NULL, &err);
+                if (i >= 19 && rc)
+                    fail_msg("step %d of an intact block or the head not served: %s", i,
+                             err.msg);
+                if (rc == 0) { /* whatever is served is the original */
+                    assert_true(pd_profile_equal(&t->p, &got, NULL));
+                    pd_profile_release(&got);
+                }
+                if (i < 9) { /* block 0 */
+                    want[k]++;
+                    served[k] += rc == 0;
+                }
+            }
+        /* exactly one series of block 0 is lost: the one whose entry was hit */
+        if (!((served[0] == want[0] && served[1] == 0) || (served[1] == want[1] && served[0] == 0)))
+            fail_msg("block 0 with one index entry damaged: heap %d of %d, cpu %d of %d served",
+                     served[0], want[0], served[1], want[1]);
+    }
     pd_storage_close(f->st);
     f->st = NULL;
     assert_int_equal(list_blocks(f->dir, names, 16), 4); /* left for tsdb check */
@@ -943,7 +976,7 @@ static void test_damaged_blocks(void **state)
     assert_true(pd__block_check(dir, NULL, &err) == PD_ECORRUPT);
     assert_non_null(strstr(err.msg, "chunks/000001"));
     f->st = open_opts(f->dir, -1, -1, 0);
-    assert_int_equal(stats(f->st).n_blocks, 2); /* opens: chunks are checked when read */
+    assert_int_equal(stats(f->st).n_blocks, 4); /* opens: chunks are checked when read */
     /* the profiles of the head and block 3 still read; some of block 2's
        fail cleanly, naming the file */
     uint64_t refs[2] = {ref_of(f->st, "heap"), ref_of(f->st, "cpu")};

@@ -146,7 +146,7 @@ static void test_frame_layout(void **state)
     pd__wal_close(f->w);
     f->w = NULL;
     /* the bytes on disk, built by hand from docs/format/wal.md */
-    uint8_t want[8 + 9 + 5] = {'P', 'D', 'W', 'A', 'L', 1, 0, 0, 2, 5, 0, 0, 0};
+    uint8_t want[8 + 9 + 5] = {'P', 'D', 'W', 'A', 'L', 2, 0, 0, 2, 5, 0, 0, 0};
     uint8_t type = 2, payload[5] = {7, 7, 7, 7, 7};
     uint32_t crc = pd_crc32c(pd_crc32c(0, &type, 1), payload, 5);
     for (int i = 0; i < 4; i++)
@@ -457,6 +457,73 @@ static void test_frame_cap(void **state)
     pd_buf_release(&b);
 }
 
+/* WAL format 2 continuity: a segment the log rolled from ends with an END
+ * record naming the next one. A crash between creating the next segment and
+ * writing the END (the roll's window) is not damage: open writes the END,
+ * counts nothing, and later opens stay quiet. The same segment without END
+ * once the next one holds records is a cut (counted); a newest segment that
+ * ends with END means the one after it was deleted (counted, and appends go
+ * to a new segment after it, never after the END). */
+static void test_end_records(void **state)
+{
+    fx *f = *state;
+    wal_open(f, 200);
+    uint32_t seg;
+    uint64_t off[4];
+    for (int i = 0; i < 4; i++)
+        append(f, i, 50, &seg, &off[i]); /* 3 per segment: the 4th rolled to segment 2 */
+    assert_int_equal(seg, 2);
+    pd__wal_close(f->w);
+    f->w = NULL;
+    char p1[512], p2[512];
+    seg_path(f, 1, p1, sizeof p1);
+    seg_path(f, 2, p2, sizeof p2);
+    off_t s1 = fsize(p1);
+    assert_int_equal(s1, (off_t)(off[2] + PD_WAL_REC_HDR + 50 + PD_WAL_REC_HDR + 4)); /* + END */
+    /* the roll's crash window: segment 2 empty, segment 1 without its END */
+    assert_int_equal(truncate(p2, PD_WAL_SEG_HDR), 0);
+    assert_int_equal(truncate(p1, s1 - PD_WAL_REC_HDR - 4), 0);
+    double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
+    wal_open(f, 200);
+    assert_int_equal(f->log.n, 3);
+    assert_int_equal(pd_metrics_get("profd_storage_corruptions_total", NULL), c0);
+    assert_int_equal(fsize(p1), s1); /* sealed now */
+    append(f, 9, 10, &seg, &off[0]);
+    assert_int_equal(seg, 2);
+    wal_reopen(f, 200);
+    assert_int_equal(f->log.n, 4);
+    assert_int_equal(pd_metrics_get("profd_storage_corruptions_total", NULL), c0);
+    pd__wal_close(f->w);
+    f->w = NULL;
+    /* segment 1 cut at its last record boundary (its END gone) while segment 2
+       holds a record: counted */
+    assert_int_equal(truncate(p1, s1 - PD_WAL_REC_HDR - 4), 0);
+    wal_open(f, 200);
+    assert_int_equal(f->log.n, 4);
+    assert_int_equal(pd_metrics_get("profd_storage_corruptions_total", NULL), c0 + 1);
+    assert_int_equal(pd__wal_gaps(f->w), 1);
+    pd__wal_close(f->w);
+    f->w = NULL;
+    /* the newest segment deleted: segment 1 (sealed again by hand) ends with
+       its END naming segment 2 */
+    char p3[512];
+    seg_path(f, 3, p3, sizeof p3);
+    assert_int_equal(unlink(p2), 0);
+    uint8_t end[PD_WAL_REC_HDR + 4] = {PD_WAL_REC_END, 4, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0};
+    uint32_t crc = pd_crc32c(pd_crc32c(0, end, 1), end + PD_WAL_REC_HDR, 4);
+    for (int i = 0; i < 4; i++)
+        end[5 + i] = (uint8_t)(crc >> (8 * i));
+    int fd = open(p1, O_WRONLY | O_APPEND);
+    assert_int_equal(write(fd, end, sizeof end), (ssize_t)sizeof end);
+    close(fd);
+    wal_open(f, 200);
+    assert_int_equal(f->log.n, 3);
+    assert_int_equal(pd_metrics_get("profd_storage_corruptions_total", NULL), c0 + 2);
+    append(f, 10, 10, &seg, &off[0]);
+    assert_int_equal(seg, 2); /* a new segment 2, not after segment 1's END */
+    assert_int_equal(fsize(p1), s1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -465,6 +532,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_torn_tail_every_offset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_earlier_segment_damage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_headerless_last_segment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_end_records, setup, teardown),
         cmocka_unit_test(test_frame_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
