@@ -887,3 +887,80 @@ test('timeline zoom (Alt+drag) and pan', { timeout: 40000 }, async (t) => {
   await page.waitForFunction((f) => Date.parse(new URL(location.href).searchParams.get('to')) < f, Date.parse(u2.searchParams.get('to')));
   await shot(t, '16-zoom');
 });
+
+// Issue 15 "no calendar, no time zone shown (local/UTC toggle)": the picker
+// takes an absolute window in the zone shown; the zone switch rewrites every
+// time (the picker's fields, the axis) without moving the window, and the
+// choice is in the URL. The browser runs in Asia/Kolkata (UTC+05:30) so that
+// local and UTC differ.
+test('calendar picker: an absolute window in local time or UTC', { timeout: 40000 }, async (t) => {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Asia/Kolkata' });
+  const p = await ctx.newPage();
+  const errs = [];
+  p.on('pageerror', (e) => errs.push(e.message));
+  try {
+    await p.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
+    await p.waitForSelector('#timeline circle.pt');
+    assert.match(await p.locator('#tz').innerText(), /Asia\/(Kolkata|Calcutta).*UTC\+05:30/);
+    await p.click('#pick-window');
+    await p.waitForSelector('#window-picker:not([hidden])');
+    assert.equal(await p.locator('#pick-window').getAttribute('aria-expanded'), 'true');
+    assert.match(await p.locator("#pick-zone").innerText(), /Asia\/(Kolkata|Calcutta)/);
+    // Kolkata wall-clock text of an instant, as a person would type it
+    const ist = (ms) => new Date(ms + 5.5 * 3600e3).toISOString().slice(0, 19);
+    const utc = (ms) => new Date(ms).toISOString().slice(0, 19);
+    const f = heapTimes[1] - 10000, to = heapTimes[3] + 10000;
+    // To before From is refused with a message, nothing changes
+    await p.fill('#pick-from', ist(to));
+    await p.fill('#pick-to', ist(f));
+    await p.click('#pick-apply');
+    assert.match(await p.locator('#pick-error').innerText(), /To must be after From/);
+    assert.equal(new URL(p.url()).searchParams.get('from'), null);
+    await p.fill('#pick-from', ist(f));
+    await p.fill('#pick-to', ist(to));
+    await p.click('#pick-apply');
+    await p.waitForFunction(() => new URL(location.href).searchParams.get('from'));
+    const u = new URL(p.url());
+    assert.equal(Date.parse(u.searchParams.get('from')), f, 'from = the instant typed in local time');
+    assert.equal(Date.parse(u.searchParams.get('to')), to);
+    await p.waitForFunction(() => document.querySelectorAll('#timeline circle.pt').length === 3);
+    assert.ok(await p.locator('#window-picker').isHidden());
+    assert.ok(await p.locator('#back-to-now').isVisible());
+    const ticks = () => p.locator('#timeline svg text').evaluateAll((els) => els.map((e) => e.textContent).filter((x) => /\d\d:\d\d/.test(x)));
+    const ticksLocal = await ticks();
+    assert.ok(ticksLocal.length > 0, 'time ticks');
+    // UTC: same window, other wall-clock text
+    await p.click('#tz');
+    await p.waitForFunction(() => new URL(location.href).searchParams.get('tz') === 'utc');
+    assert.equal(await p.locator('#tz').getAttribute('aria-pressed'), 'true');
+    assert.match(await p.locator('#tz').innerText(), /UTC/);
+    assert.equal(Date.parse(new URL(p.url()).searchParams.get('from')), f, 'the window did not move');
+    const ticksUTC = await ticks();
+    assert.notDeepEqual(ticksUTC, ticksLocal, 'the axis is rewritten');
+    await p.click('#pick-window');
+    assert.equal(await p.inputValue('#pick-from'), utc(f), 'the picker shows the window in UTC');
+    assert.equal(await p.inputValue('#pick-to'), utc(to));
+    assert.match(await p.locator('#pick-zone').innerText(), /UTC/);
+    await p.screenshot({ path: path.join(shots, '17-calendar.png'), fullPage: true });
+    t.diagnostic(`screenshot: ${path.join(shots, '17-calendar.png')}`);
+    // typed in UTC now: a window one minute wider at each end
+    await p.fill('#pick-from', utc(f - 60000));
+    await p.fill('#pick-to', utc(to + 60000));
+    await p.keyboard.press('Tab');
+    await p.click('#pick-apply');
+    await p.waitForFunction((v) => Date.parse(new URL(location.href).searchParams.get('from')) === v, f - 60000);
+    // reload: UTC and the window come back
+    await p.reload();
+    await p.waitForSelector('#timeline circle.pt');
+    assert.equal(await p.locator('#tz').getAttribute('aria-pressed'), 'true');
+    assert.equal(await p.locator('#timeline circle.pt').count(), 5, 'the window typed in UTC holds 5 points');
+    // toggling the picker's zone while it is open keeps the instants
+    await p.click('#pick-window');
+    await p.click('#tz');
+    assert.equal(await p.inputValue('#pick-from'), ist(f - 60000), 'the same instant in Kolkata time');
+    await p.keyboard.press('Escape');
+    assert.deepEqual(errs, []);
+  } finally {
+    await ctx.close();
+  }
+});

@@ -49,6 +49,7 @@
     focus: '', ignore: '',    // pprof's -focus/-ignore regexps on the profile shown (the API's filters)
     flameUp: false,           // flame (root at the bottom) instead of icicle
     cb: false,                // colour-blind-safe diff palette (blue grew / orange shrank)
+    utc: false,               // times shown (and typed in the picker) in UTC, not the browser's zone
     zoomPath: '',             // the zoomed frame: names from the root, joined by "\n"
     search: '',               // the flame graph search
     sel: null,          // {from, to} ms: the merged range
@@ -159,11 +160,32 @@
     return (Math.abs(p) >= 10 ? p.toFixed(1) : p.toFixed(2)) + '%';
   }
 
+  // The wall-clock parts of ms in the zone shown: UTC (tz=utc) or the browser's.
+  function dateParts(ms) {
+    const d = new Date(ms), u = state.utc;
+    return {
+      Y: u ? d.getUTCFullYear() : d.getFullYear(), M: (u ? d.getUTCMonth() : d.getMonth()) + 1,
+      D: u ? d.getUTCDate() : d.getDate(), h: u ? d.getUTCHours() : d.getHours(),
+      m: u ? d.getUTCMinutes() : d.getMinutes(), s: u ? d.getUTCSeconds() : d.getSeconds(),
+    };
+  }
+  const p2 = (n) => String(n).padStart(2, '0');
   function fmtTime(ms) {
-    const d = new Date(ms);
-    const p = (n) => String(n).padStart(2, '0');
-    return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + ' ' +
-      p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
+    const d = dateParts(ms);
+    return d.Y + '-' + p2(d.M) + '-' + p2(d.D) + ' ' + p2(d.h) + ':' + p2(d.m) + ':' + p2(d.s);
+  }
+  // ms → the value of an <input type="datetime-local"> in the zone shown, and back
+  // (null when the text is not a complete date and time).
+  function toInputTime(ms) {
+    const d = dateParts(ms);
+    return d.Y + '-' + p2(d.M) + '-' + p2(d.D) + 'T' + p2(d.h) + ':' + p2(d.m) + ':' + p2(d.s);
+  }
+  function fromInputTime(v) {
+    const m = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)(?::(\d\d)(?:\.\d+)?)?$/.exec(v || '');
+    if (!m) return null;
+    const a = [+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +(m[6] || 0)];
+    const t = state.utc ? Date.UTC(...a) : new Date(...a).getTime();
+    return isNaN(t) ? null : t;
   }
 
   function fmtAgo(ms) {
@@ -211,7 +233,7 @@
     const steps = [1e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3,
       7200e3, 10800e3, 21600e3, 43200e3, 86400e3];
     const step = steps.find((s) => span / s <= 8) || 86400e3;
-    const tzOff = new Date(from).getTimezoneOffset() * 60e3;
+    const tzOff = state.utc ? 0 : new Date(from).getTimezoneOffset() * 60e3;
     const ticks = [];
     let t = Math.ceil((from - tzOff) / step) * step + tzOff;
     for (; t <= to; t += step) ticks.push(t);
@@ -219,11 +241,10 @@
   }
 
   function fmtTick(ms, step) {
-    const d = new Date(ms);
-    const p = (n) => String(n).padStart(2, '0');
-    const hm = p(d.getHours()) + ':' + p(d.getMinutes());
-    if (step < 60e3) return hm + ':' + p(d.getSeconds());
-    if (step >= 86400e3 || (d.getHours() === 0 && d.getMinutes() === 0 && step >= 3600e3)) return (d.getMonth() + 1) + '/' + d.getDate() + (step < 86400e3 ? ' ' + hm : '');
+    const d = dateParts(ms);
+    const hm = p2(d.h) + ':' + p2(d.m);
+    if (step < 60e3) return hm + ':' + p2(d.s);
+    if (step >= 86400e3 || (d.h === 0 && d.m === 0 && step >= 3600e3)) return d.M + '/' + d.D + (step < 86400e3 ? ' ' + hm : '');
     return hm;
   }
 
@@ -246,6 +267,7 @@
     state.focus = q.get('focus') || '';
     state.flameUp = q.get('flame') === 'up';
     state.cb = q.get('palette') === 'cb';
+    state.utc = q.get('tz') === 'utc';
     state.zoomPath = q.get('zoom') || '';
     state.search = q.get('search') || '';
     state.ignore = q.get('ignore') || '';
@@ -299,6 +321,7 @@
     if (state.focus) q.set('focus', state.focus);
     if (state.flameUp) q.set('flame', 'up');
     if (state.cb) q.set('palette', 'cb');
+    if (state.utc) q.set('tz', 'utc');
     if (state.zoomPath) q.set('zoom', state.zoomPath);
     if (state.search) q.set('search', state.search);
     if (state.ignore) q.set('ignore', state.ignore);
@@ -455,6 +478,61 @@
   }
   $('back-to-now').addEventListener('click', backToNow);
 
+  // The time zone toggle: local ↔ UTC for every time shown (axis, titles,
+  // tooltips, the picker); kept in the URL (tz=utc).
+  $('tz').addEventListener('click', () => {
+    const picking = !$('window-picker').hidden;
+    const w = picking ? [fromInputTime($('pick-from').value), fromInputTime($('pick-to').value)] : null;
+    state.utc = !state.utc;
+    writeURL(false);
+    showRange(); showSelection();
+    if (lastRange) drawTimeline();
+    if (picking) { // the same instants, written in the other zone
+      if (w[0] !== null) $('pick-from').value = toInputTime(w[0]);
+      if (w[1] !== null) $('pick-to').value = toInputTime(w[1]);
+      showPickerZone();
+    }
+    const v = viewSpec();
+    if (v && !$('profile-panel').hidden) $('profile-title').textContent = v.title;
+  });
+
+  // The calendar picker: an absolute window typed or picked with the
+  // browser's date-time control, in the zone shown (local or UTC).
+  function showPickerZone() { $('pick-zone').textContent = tzName().replace(/^times in /, ''); }
+  function openPicker() {
+    const w = window_();
+    $('pick-from').value = toInputTime(w.from);
+    $('pick-to').value = toInputTime(w.to);
+    $('pick-error').textContent = '';
+    showPickerZone();
+    $('window-picker').hidden = false;
+    $('pick-window').setAttribute('aria-expanded', 'true');
+    $('pick-from').focus();
+  }
+  function closePicker() {
+    $('window-picker').hidden = true;
+    $('pick-window').setAttribute('aria-expanded', 'false');
+  }
+  $('pick-window').addEventListener('click', () => ($('window-picker').hidden ? openPicker() : closePicker()));
+  $('pick-cancel').addEventListener('click', () => { closePicker(); $('pick-window').focus(); });
+  $('window-picker').addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.stopPropagation(); closePicker(); $('pick-window').focus(); } });
+  $('pick-apply').addEventListener('click', () => {
+    const f = fromInputTime($('pick-from').value), t = fromInputTime($('pick-to').value);
+    const bad = f === null ? 'From is not a date and time.' : t === null ? 'To is not a date and time.' :
+      t <= f ? 'To must be after From.' : '';
+    $('pick-error').textContent = bad;
+    $('pick-from').setAttribute('aria-invalid', String(f === null || (t !== null && t <= f)));
+    $('pick-to').setAttribute('aria-invalid', String(t === null));
+    if (bad) return;
+    closePicker();
+    // a new window: what was chosen in the old one goes with it
+    state.series = ''; state.t = 0; state.sel = null; state.a = state.b = null;
+    tl.next = 'a'; tl.anchor = null;
+    $('profile-panel').hidden = true;
+    showSelection();
+    zoomWindow(f, t);
+  });
+
   // The range box: "last 1h", or the pinned window (with the time zone).
   function showRange() {
     const sel = $('range');
@@ -472,8 +550,11 @@
     $('back-to-now').hidden = !pin;
     $('pan-right').disabled = !pin;
     $('tz').textContent = tzName();
+    $('tz').setAttribute('aria-pressed', String(state.utc));
+    $('tz').title = state.utc ? 'Times are in UTC: click for the browser\'s time zone' : 'Times are in the browser\'s time zone: click for UTC';
   }
   function tzName() {
+    if (state.utc) return 'times in UTC';
     const off = -new Date().getTimezoneOffset();
     const hh = String(Math.floor(Math.abs(off) / 60)).padStart(2, '0'), mm = String(Math.abs(off) % 60).padStart(2, '0');
     let zone = '';
