@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { clickFrame, frameNames, hoverFrame, kbdName, matchCount, pixelAt, rectBox, waitFrame, waitMatches, zoomName } from './flamelib.mjs';
 import { TESTDATA, apiData, freePort, http, killAll, qs, startProfd, tempDir, waitFor } from '../e2e/lib.mjs';
 
 const CHROMIUM = process.env.PD_CHROMIUM || '/usr/bin/chromium';
@@ -144,7 +145,7 @@ test('a click on a point shows its flame graph and top table', { timeout: 40000 
   const i = N_HEAP - 2;
   const when = heapTimes[i];
   await page.locator(`#timeline circle.pt[data-ts="${when}"]`).click();
-  await page.waitForSelector('#flamegraph .frame');
+  await waitFrame(page);
   await page.waitForSelector('#top-table tbody tr[data-fn]');
 
   // What the API says this profile's top functions are (not hard-coded).
@@ -154,9 +155,7 @@ test('a click on a point shows its flame graph and top table', { timeout: 40000 
   }));
   assert.ok(top.rows.length > 0, 'the API top has rows');
   const expected = top.rows[0].function;
-  const frame = page.locator('#flamegraph .frame').filter({ hasText: new RegExp('^' + expected.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$') });
-  assert.ok(await frame.count() >= 1, `the flame graph has a frame "${expected}"`);
-  assert.equal((await frame.first().textContent()).trim(), expected);
+  assert.ok((await frameNames(page)).includes(expected), `the flame graph has a frame "${expected}"`);
 
   const rows = page.locator('#top-table tbody tr[data-fn]');
   assert.equal(await rows.count(), Math.min(top.rows.length, 200), 'one table row per function');
@@ -173,25 +172,24 @@ test('a click on a point shows its flame graph and top table', { timeout: 40000 
   assert.match(await page.locator('#pprof-cmd').innerText(), /^go tool pprof .*report=proto/);
 
   // Hover shows a tooltip with value and percentage.
-  await frame.first().hover();
+  await hoverFrame(page, expected);
   await page.waitForSelector('#tooltip:not([hidden])');
   assert.match(await page.locator('#tooltip').innerText(), /% of total/);
   await shot(t, '4-profile');
 
   // Click to zoom: the clicked frame becomes full width.
-  await frame.first().click();
+  await clickFrame(page, expected);
   await page.waitForSelector('#flame-reset:not([hidden])');
-  const zoomed = page.locator('#flamegraph .frame:not(.ancestor)').first();
-  assert.equal(await zoomed.getAttribute('data-name'), expected);
-  assert.equal(parseFloat(await zoomed.evaluate((e) => e.style.width)), 100);
+  assert.equal(await zoomName(page), expected);
+  const zw = await page.evaluate(() => { const f = document.getElementById('flamegraph').flame; return [f.rects.find((r) => r.node === f.zoom).w, f.canvas.clientWidth]; });
+  assert.equal(zw[0], zw[1], 'the zoomed frame spans the whole width');
   await page.click('#flame-reset');
 
   // The URL opens the same profile again (shareable).
   const url = page.url();
   assert.match(url, /series=.*&t=\d+/);
   await page.goto(url);
-  await page.waitForSelector('#flamegraph .frame');
-  assert.ok(await page.locator('#flamegraph .frame').filter({ hasText: expected }).count() >= 1, 'reloaded URL shows the profile');
+  await waitFrame(page, expected); // reloaded URL shows the profile
 });
 
 // Issue 15 "the table and the flame graph each run their own merge": a view
@@ -202,7 +200,8 @@ test('a merged view is one request and one merge', { timeout: 40000 }, async (t)
   page.on('request', onReq);
   try {
     await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}', sel: `${heapTimes[1]}-${heapTimes[3]}` }));
-    await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden]) #flamegraph .frame');
+    await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+    await waitFrame(page);
     await page.waitForSelector('#top-table tbody tr[data-fn]');
     const merges = urls.filter((u) => /mode=merge/.test(u) && !/report=proto/.test(u));
     assert.equal(merges.length, 1, merges.join('\n'));
@@ -302,7 +301,8 @@ test('a drag on the timeline shows the merged flame graph and top table of the r
   await page.waitForSelector('#timeline circle.pt');
   assert.equal(await page.locator('#sample-type').inputValue(), 'inuse_space');
   await dragPoints(1, 3);
-  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden]) #flamegraph .frame');
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  await waitFrame(page);
   await page.waitForSelector('#top-table tbody tr[data-fn]');
   await page.waitForFunction(() => !document.getElementById('profile-panel').classList.contains('loading'));
 
@@ -341,7 +341,8 @@ test('a drag on the timeline shows the merged flame graph and top table of the r
 
   // Reloading the URL shows the same merge.
   await page.goto(page.url());
-  await page.waitForSelector('#profile-panel[data-kind="merge"] #flamegraph .frame');
+  await page.waitForSelector('#profile-panel[data-kind="merge"]');
+  await waitFrame(page);
   await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === v, String(exp.sum));
 
   // Issue 15 "shared links rot": the link pins the window it was made in
@@ -356,7 +357,8 @@ test('a drag on the timeline shows the merged flame graph and top table of the r
     await later.goto(link);
     await later.waitForSelector('#timeline circle.pt');
     assert.equal(await later.locator('#timeline circle.pt').count(), N_HEAP, 'every point of the window, a day later');
-    await later.waitForSelector('#profile-panel[data-kind="merge"] #flamegraph .frame');
+    await later.waitForSelector('#profile-panel[data-kind="merge"]');
+    await waitFrame(later);
     await later.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === v, String(exp.sum));
     assert.match(await later.locator('#selection').innerText(), /3 profiles/);
     assert.equal(await later.locator('#range').inputValue(), 'custom', 'the range box shows the pinned window');
@@ -401,7 +403,8 @@ test('compare mode shows the diff of two ranges: red and green frames, base/new/
   await page.waitForSelector('#timeline rect.sel-a');
   await dragPoints(4, 5); // B: two profiles
   await page.waitForSelector('#timeline rect.sel-b');
-  await page.waitForSelector('#profile-panel[data-kind="diff"] #flamegraph .frame');
+  await page.waitForSelector('#profile-panel[data-kind="diff"]');
+  await waitFrame(page);
   await page.waitForFunction(() => !document.getElementById('profile-panel').classList.contains('loading'));
   const u = new URL(page.url());
   assert.equal(u.searchParams.get('cmp'), '1');
@@ -426,15 +429,23 @@ test('compare mode shows the diff of two ranges: red and green frames, base/new/
   assert.equal(fg.new, b.sum, 'diff new = sum of B');
 
   // Grown frames are red, shrunk ones green.
-  const red = page.locator('#flamegraph .frame.grew'), green = page.locator('#flamegraph .frame.shrank');
-  assert.ok(await red.count() > 0, 'red frames');
-  assert.ok(await green.count() > 0, 'green frames');
-  const rgb = async (loc) => (await loc.first().evaluate((e) => getComputedStyle(e).backgroundColor)).match(/\d+/g).map(Number);
-  const [rr, rg] = await rgb(red), [gr, gg] = await rgb(green);
-  assert.ok(rr > rg, `grown frame is red (${rr},${rg})`);
-  assert.ok(gg > gr, `shrunk frame is green (${gr},${gg})`);
-  for (const el of await red.evaluateAll((els) => els.map((e) => e.getAttribute('data-name')))) assert.ok(grew.has(el), `${el} grew`);
-  for (const el of await green.evaluateAll((els) => els.map((e) => e.getAttribute('data-name')))) assert.ok(shrank.has(el), `${el} shrank`);
+  // (the canvas' pixels read back at each frame)
+  const painted = await page.evaluate(() => document.getElementById('flamegraph').flame.rects
+    .map((r, i) => ({ i, name: r.name, w: r.w, d: r.node ? r.node.new - r.node.base : 0, node: !!r.node }))
+    .filter((r) => r.node && r.name !== 'root' && r.w >= 3));
+  const red = painted.filter((r) => r.d > 0), green = painted.filter((r) => r.d < 0);
+  assert.ok(red.length > 0, 'red frames');
+  assert.ok(green.length > 0, 'green frames');
+  for (const r of red) {
+    const [pr, pg] = await pixelAt(page, r.i);
+    assert.ok(pr > pg, `grown frame ${r.name} is red (${pr},${pg})`);
+    assert.ok(grew.has(r.name), `${r.name} grew`);
+  }
+  for (const r of green) {
+    const [pr, pg] = await pixelAt(page, r.i);
+    assert.ok(pg > pr, `shrunk frame ${r.name} is green (${pr},${pg})`);
+    assert.ok(shrank.has(r.name), `${r.name} shrank`);
+  }
 
   // The top table shows base, new and delta.
   const keys = await page.locator('#top-table thead th').evaluateAll((els) => els.map((e) => e.getAttribute('data-key')));
@@ -457,7 +468,8 @@ test('compare mode shows the diff of two ranges: red and green frames, base/new/
   assert.equal(dl.headers.get('x-profd-profiles'), '5');
 
   // Hover on a red frame tells A, B and the delta.
-  await red.first().hover();
+  const rb = await rectBox(page, red[0].i);
+  await page.mouse.move(rb.x + Math.min(rb.w / 2, 20), rb.y + 8);
   await page.waitForSelector('#tooltip:not([hidden])');
   assert.match(await page.locator('#tooltip').innerText(), /A \(base\)[\s\S]*B[\s\S]*Δ \+/);
   await page.mouse.move(5, 5);
@@ -531,7 +543,8 @@ test('the legend names only the labels that differ; 24 series get 24 colours', {
   await page.mouse.down();
   await page.mouse.move(b.x + 30, y, { steps: 5 });
   await page.mouse.up();
-  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden]) #flamegraph .frame');
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  await waitFrame(page);
   assert.match(await page.locator('#selection').innerText(), /20 profiles/);
   const href = await page.locator('#download').getAttribute('href');
   assert.equal((href.match(/exclude=/g) || []).length, 4);
@@ -571,28 +584,47 @@ test('flame graph frames are never drawn wider than their value; a bad search re
   try {
     const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
     await narrow.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
-    await narrow.waitForSelector('#flamegraph .frame[data-i]');
+    await waitFrame(narrow);
+    // The API's tree of this profile: what each frame's width must be.
+    const fg = await apiData(profd.base, '/api/v1/query?' + qs({ query: series, time: String(cpuTimes[0] / 1000), report: 'flamegraph' }));
+    const want = new Map();
+    (function walk(n, pth) { want.set(pth, n.value); (n.children || []).forEach((c) => walk(c, pth + '\n' + c.name)); })(fg, 'root');
     const r = await narrow.evaluate(() => {
-      const box = document.getElementById('flamegraph');
-      const W = box.clientWidth;
-      let worst = 0, thin = 0, n = 0;
-      for (const el of box.querySelectorAll('.frame')) {
-        const model = parseFloat(el.style.width) / 100 * W;
-        const drawn = el.getBoundingClientRect().width;
-        if (model < 7) thin++;
-        worst = Math.max(worst, drawn - model);
-        n++;
+      const f = document.getElementById('flamegraph').flame;
+      const W = f.canvas.clientWidth, dpr = window.devicePixelRatio || 1;
+      const pathOf = (n) => { const a = []; for (; n; n = n.parent) a.unshift(n.name); return a.join('\n'); };
+      const rects = f.rects.map((q) => ({ path: q.node ? pathOf(q.node) : null, x: q.x, w: q.w, y: q.y, value: q.value, more: q.kind === 'more', count: q.count }));
+      // every pixel column of each row that no rect covers must be blank
+      const img = f.ctx.getImageData(0, 0, f.canvas.width, f.canvas.height).data;
+      let spill = 0, where = '';
+      for (let row = 0; row <= f.maxRow; row++) {
+        const y = Math.floor((row * 18 + 8) * dpr);
+        const iv = f.rects.filter((q) => q.y === row * 18).map((q) => [Math.floor(q.x * dpr), Math.ceil((q.x + q.w) * dpr)]);
+        for (let x = 0; x < f.canvas.width; x++) {
+          if (img[(y * f.canvas.width + x) * 4 + 3] === 0) continue;
+          if (!iv.some(([a, b]) => x >= a && x < b)) { spill++; where = where || ('row ' + row + ' x ' + x); }
+        }
       }
-      return { worst, thin, n };
+      return { W, rects, spill, where };
     });
-    assert.ok(r.thin > 0, `some frames are under 7 px here (${r.n} frames): the case is exercised`);
-    assert.ok(r.worst <= 0.5, `a frame is drawn ${r.worst.toFixed(2)} px wider than its value`);
+    let thin = 0, worst = 0, more = 0;
+    for (const q of r.rects) {
+      if (q.more) { more++; continue; }
+      assert.ok(want.has(q.path), `painted frame ${q.path.replace(/\n/g, ' > ')} is in the API's tree`);
+      const exp = want.get(q.path) / fg.value * r.W;
+      if (exp < 7) thin++;
+      worst = Math.max(worst, q.w - exp);
+    }
+    assert.ok(thin > 0, `some frames are under 7 px here (${r.rects.length} painted): the case is exercised`);
+    assert.ok(worst <= 0.01, `a frame is laid out ${worst.toFixed(3)} px wider than its value`);
+    assert.equal(r.spill, 0, `pixels painted outside every frame (${r.where})`);
+    t.diagnostic(`${r.rects.length} rects painted at ${r.W} px, ${thin} under 7 px, ${more} "…" runs`);
     await narrow.fill('#flame-search', 'main.(fib');
     await narrow.waitForFunction(() => /not a regular expression/.test(document.getElementById('flame-match').textContent));
     assert.equal(await narrow.locator('#flame-search').getAttribute('aria-invalid'), 'true');
     await narrow.fill('#flame-search', 'main\\.fib');
     await narrow.waitForFunction(() => /^matched /.test(document.getElementById('flame-match').textContent));
-    assert.ok(await narrow.locator('#flamegraph .frame.match').count() >= 1);
+    assert.ok(await matchCount(narrow) >= 1);
     await narrow.screenshot({ path: path.join(shots, '9-flame-narrow.png'), fullPage: true });
     t.diagnostic(`screenshot: ${path.join(shots, '9-flame-narrow.png')}`);
   } finally {
@@ -604,17 +636,17 @@ test('flame graph frames are never drawn wider than their value; a bad search re
 test('keyboard: "/" searches, Esc resets; the call graph tab shows the API\'s SVG', { timeout: 40000 }, async (t) => {
   const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
   await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
-  await page.waitForSelector('#flamegraph .frame[data-i]');
+  await waitFrame(page);
   await page.locator('body').click({ position: { x: 5, y: 5 } });
   await page.keyboard.press('/');
   assert.equal(await page.evaluate(() => document.activeElement.id), 'flame-search');
   await page.keyboard.type('fib');
-  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  await waitMatches(page);
   await page.keyboard.press('Escape');
   assert.equal(await page.locator('#flame-search').inputValue(), '');
   await page.waitForFunction(() => !document.getElementById('flamegraph').classList.contains('searching'));
   // zoom with a click, back with Esc
-  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click();
+  await clickFrame(page, 'main.fib');
   await page.waitForSelector('#flame-reset:not([hidden])');
   await page.locator('body').click({ position: { x: 5, y: 5 } });
   await page.keyboard.press('Escape');
@@ -680,11 +712,11 @@ test('label explorer: a label of 30 values broken down, a click narrows the sele
 test('sandwich view: callers and callees of a function over every call site', { timeout: 40000 }, async (t) => {
   const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
   await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
-  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await waitFrame(page, 'main.fib');
   const top = await apiData(profd.base, '/api/v1/query?' + qs({ query: series, time: String(cpuTimes[0] / 1000), report: 'top', limit: '0' }));
   const fib = top.rows.find((r) => r.function === 'main.fib');
   assert.ok(fib && fib.cum > 0);
-  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
+  await clickFrame(page, 'main.fib', { button: 'right' });
   await page.waitForSelector('#sandwich:not([hidden])');
   assert.equal(await page.locator('#sandwich-fn').innerText(), 'main.fib');
   assert.equal(+(await page.locator('#sandwich').getAttribute('data-value')), fib.cum, "the function's cum, as the API's top says");
@@ -708,15 +740,15 @@ test('sandwich view: callers and callees of a function over every call site', { 
   assert.match(await page.locator('#filters').innerText(), /focus on/);
   await page.click('#filters button[data-clear="focus"]');
   await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), full);
-  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
+  await clickFrame(page, 'main.fib', { button: 'right' });
   await page.click('#sandwich-ignore');
   await page.waitForFunction((v) => +document.getElementById('flamegraph').getAttribute('data-total') === v, full - fib.cum);
   await page.click('#filters button[data-clear="ignore"]');
   await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), full);
 
   // from the top table too
-  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
-  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
+  await waitFrame(page, 'main.fib');
+  await clickFrame(page, 'main.fib', { button: 'right' });
   await page.click('#sandwich-close');
   await page.locator('#top-table tbody tr[data-fn="main.burner"]').hover();
   await page.locator('#top-table tbody tr[data-fn="main.burner"] .sw-open').click();
@@ -789,28 +821,29 @@ test('autocomplete is scoped to the profile type typed so far', { timeout: 30000
 test('flame graph zoom and search survive a reload; breadcrumbs; flame/icicle toggle', { timeout: 40000 }, async (t) => {
   const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
   await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
-  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
-  await page.locator('#flamegraph .frame[data-name="main.burner"]').first().click();
+  await waitFrame(page, 'main.fib');
+  await clickFrame(page, 'main.burner');
   await page.waitForSelector('#flame-crumbs a');
   await page.fill('#flame-search', 'fib');
   await page.waitForFunction(() => new URL(location.href).searchParams.get('search') === 'fib');
   const u = new URL(page.url());
   assert.equal(u.searchParams.get('zoom'), 'main.burner');
   await page.reload();
-  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await waitFrame(page, 'main.fib');
   await page.waitForSelector('#flame-reset:not([hidden])');
-  assert.equal(await page.locator('#flamegraph .frame:not(.ancestor)').first().getAttribute('data-name'), 'main.burner', 'the zoom is back');
+  assert.equal(await zoomName(page), 'main.burner', 'the zoom is back');
   assert.equal(await page.locator('#flame-search').inputValue(), 'fib');
-  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  await waitMatches(page);
   assert.match(await page.locator('#flame-crumbs').innerText(), /all › main\.burner/);
   await page.click('#flame-crumbs a[data-depth="0"]');
   await page.waitForSelector('#flame-reset', { state: 'hidden' });
   assert.equal(new URL(page.url()).searchParams.get('zoom'), null);
   // flame: the root row at the bottom
-  const rootTop = async () => page.locator('#flamegraph .frame[data-name="root"]').evaluate((e) => parseFloat(e.style.top));
+  const rootTop = async () => page.evaluate(() => document.getElementById('flamegraph').flame.rects.find((r) => r.name === 'root').y);
   assert.equal(await rootTop(), 0);
   await page.click('#flame-up');
-  const maxTop = await page.locator('#flamegraph .frame').evaluateAll((els) => Math.max(...els.map((e) => parseFloat(e.style.top))));
+  const maxTop = await page.evaluate(() => Math.max(...document.getElementById('flamegraph').flame.rects.map((r) => r.y)));
+  assert.ok(maxTop > 0);
   assert.equal(await rootTop(), maxTop, 'the root is the lowest row');
   assert.equal(new URL(page.url()).searchParams.get('flame'), 'up');
   await shot(t, '14-flame-up');
@@ -829,26 +862,26 @@ test('keyboard-only walk: open a profile, search, zoom, sandwich, back', { timeo
   await page.keyboard.press('ArrowRight');
   await page.keyboard.press('Enter');
   await page.waitForFunction((ts) => new URL(location.href).searchParams.get('t') === String(ts), cpuTimes[1]);
-  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await waitFrame(page, 'main.fib');
   await page.focus('#flamegraph');
   await page.keyboard.press('/');
   await page.keyboard.type('fib');
-  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  await waitMatches(page);
   await page.keyboard.press('Escape');
   await page.focus('#flamegraph');
   await page.keyboard.press('ArrowDown'); // the first callee of the root
   let name = '';
   for (let i = 0; i < 6 && name !== 'main.burner'; i++) {
-    name = await page.locator('#flamegraph .frame.kbd').getAttribute('data-name');
+    name = await kbdName(page);
     if (name !== 'main.burner') await page.keyboard.press('ArrowRight');
   }
   assert.equal(name, 'main.burner');
   assert.match(await page.locator('#flame-live').innerText(), /main\.burner/);
   await page.keyboard.press('Enter');
   await page.waitForSelector('#flame-reset:not([hidden])');
-  assert.equal(await page.locator('#flamegraph .frame:not(.ancestor)').first().getAttribute('data-name'), 'main.burner');
+  assert.equal(await zoomName(page), 'main.burner');
   await page.keyboard.press('ArrowDown');
-  assert.equal(await page.locator('#flamegraph .frame.kbd').getAttribute('data-name'), 'main.fib');
+  assert.equal(await kbdName(page), 'main.fib');
   await page.keyboard.press('s');
   await page.waitForSelector('#sandwich:not([hidden])');
   assert.equal(await page.locator('#sandwich-fn').innerText(), 'main.fib');

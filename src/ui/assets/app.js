@@ -32,10 +32,11 @@
  *                 &from_a=&to_a=&from_b=&to_b=&report=…
  *   /api/v1/labels, /api/v1/label/NAME/values, /api/v1/targets
  */
-'use strict';
+import { FlameCanvas, frameColor } from './flame.js';
 
 (function () {
   const $ = (id) => document.getElementById(id);
+  const FG_NODES = 100000; // flame graph nodes asked for (the canvas paints 50k in well under 300 ms)
   const RANGES = { '5m': 300, '15m': 900, '1h': 3600, '6h': 21600, '24h': 86400, '7d': 604800 };
   // 24 distinct colours (no repeat within 24 series): Tableau 10, then
   // darker and lighter variants of hues it lacks, each readable on white.
@@ -1153,7 +1154,8 @@
     try {
       const si = v.kind === 'single' ? v.fixedIdx : state.type;
       // one request, one merge on the server, for the table and the flame graph
-      const both = async (idx) => { const d = await api(v.url('view', idx) + topQuery() + '&fg_nodes=4000'); return [d.top, d.flamegraph]; };
+      // the canvas draws large trees at once: up to FG_NODES nodes (the API keeps the largest)
+      const both = async (idx) => { const d = await api(v.url('view', idx) + topQuery() + '&fg_nodes=' + FG_NODES); return [d.top, d.flamegraph]; };
       let top, fg;
       profile.view = v;
       profile.idx = si;
@@ -1185,8 +1187,11 @@
       }
       $('top-table').setAttribute('data-total', String(top.total));
       drawTop();
+      const t0 = performance.now();
       flame.root = prepareFlame(fg, diff);
+      fc.setTree(flame.root, diff);
       flame.zoom = flame.root;
+      flame.cur = null;
       // the zoom of the URL, when the same path exists in this profile
       if (state.zoomPath) {
         let n = flame.root;
@@ -1200,6 +1205,9 @@
       $('flame-legend').hidden = !diff;
       $('sandwich').hidden = true;
       drawFlame();
+      // what the first paint cost (tree + layout + paint), for tools and tests
+      fc.timing.firstPaint = performance.now() - t0;
+      $('flamegraph').setAttribute('data-paint-ms', fc.timing.firstPaint.toFixed(1));
       if ($('view-callgraph').getAttribute('aria-pressed') === 'true') showCallgraph(true);
     } catch (e) {
       if (seq !== profileSeq) return;
@@ -1365,12 +1373,17 @@
 
   /* ------------------------------------------------------------ flame graph */
 
-  // Icicle layout: the root on top, callees below; width ∝ value.
-  const ROW = 18;
+  // The flame graph is painted on a canvas by flame.js (FlameCanvas: exact
+  // widths, "…" for runs under a pixel, hit-testing); this part keeps the
+  // page around it: zoom (breadcrumbs, the URL), tooltip, keyboard, search.
   // A diff's frames are as wide as A and B together (so a frame that
   // vanished in B still shows, and children fit in their parent), colored by
   // the change: red grew, green shrank, grey unchanged.
-  const flame = { root: null, zoom: null, unit: '', nodes: [], diff: false };
+  const fc = new FlameCanvas($('flamegraph'));
+  const flame = {
+    root: null, zoom: null, unit: '', diff: false, cur: null,
+    get nodes() { return fc.rects.filter((r) => r.node).map((r) => r.node); },
+  };
 
   function prepareFlame(tree, diff) {
     const walk = (n, parent, depth) => {
@@ -1380,86 +1393,24 @@
         node.base_self = n.base_self || 0; node.new_self = n.new_self || 0;
         node.size = node.base + node.new;
       } else node.size = node.value;
-      for (const c of n.children || []) node.children.push(walk(c, node, depth + 1));
+      const ch = n.children;
+      if (ch) for (let i = 0; i < ch.length; i++) node.children.push(walk(ch[i], node, depth + 1));
       return node;
     };
     return walk(tree || { name: 'root', value: 0 }, null, 0);
   }
 
-  // Red for growth, green for shrinkage; the stronger, the larger the change
-  // relative to the frame's larger side.
-  function diffColor(n) {
-    const d = n.new - n.base;
-    if (d === 0 || n.name === 'root') return n.name === 'root' ? '#c7cbd1' : '#d9dbe0';
-    const rel = Math.min(1, Math.abs(d) / Math.max(Math.abs(n.base), Math.abs(n.new), 1));
-    const light = Math.round(88 - 36 * Math.sqrt(rel));
-    if (state.cb) return d > 0 ? 'hsl(214,80%,' + light + '%)' : 'hsl(30,90%,' + light + '%)'; // Okabe-Ito-like blue/orange
-    return d > 0 ? 'hsl(2,85%,' + light + '%)' : 'hsl(140,60%,' + light + '%)';
-  }
-  const diffClass = (n) => (n.name === 'root' ? '' : n.new > n.base ? 'grew' : n.new < n.base ? 'shrank' : 'same');
-
-  // Color by package (the text before the last "." of the function name).
-  function frameColor(name) {
-    if (name === 'root') return '#c7cbd1';
-    const m = name.match(/^(.*?)\.[^./]*(\(|$)/);
-    const pkg = m ? m[1].replace(/\(.*$/, '') : name;
-    let h = 2166136261;
-    for (let i = 0; i < pkg.length; i++) { h ^= pkg.charCodeAt(i); h = Math.imul(h, 16777619); }
-    h >>>= 0;
-    if (/^runtime\b|^runtime\./.test(name)) return 'hsl(' + (200 + (h % 30)) + ',35%,' + (72 + (h >> 8) % 10) + '%)';
-    return 'hsl(' + (10 + (h % 40)) + ',' + (75 + (h >> 8) % 20) + '%,' + (60 + (h >> 16) % 14) + '%)';
-  }
-
   function drawFlame() {
     const box = $('flamegraph');
-    const W = box.clientWidth || 1000;
     const zoom = flame.zoom, root = flame.root;
     const total = root.size || 0;
-    const nodes = [];
-    // Ancestors of the zoomed frame: full width, dimmed.
-    const chain = [];
-    for (let a = zoom.parent; a; a = a.parent) chain.unshift(a);
-    let html = '';
-    let maxDepth = zoom.depth;
-    chain.forEach((a) => {
-      nodes.push(a);
-      html += frameHTML(a, nodes.length - 1, 0, 100, a.depth, 'ancestor', W);
-    });
-    const zv = zoom.size || 0;
-    // Exact widths: a frame is as wide as its value, never wider (no
-    // minimum: padding and border are inside the width, box-sizing). Children
-    // under a pixel each are merged into one "…" frame of their total width
-    // (at most as wide as they are together); their own children are not drawn.
-    const place = (n, left, width) => {
-      nodes.push(n);
-      if (n.depth > maxDepth) maxDepth = n.depth;
-      html += frameHTML(n, nodes.length - 1, left, width, n.depth, '', W);
-      let x = left, thinW = 0, thinN = 0, thinX = null, thinV = 0;
-      for (const c of n.children) {
-        const cw = zv ? (width * c.size) / (n.size || 1) : 0;
-        if (cw * W / 100 < 1) {
-          if (thinX === null) thinX = x;
-          thinW += cw; thinN++; thinV += c.size;
-        } else {
-          if (thinN) { html += moreHTML(thinX, thinW, n.depth + 1, thinN, thinV); thinX = null; thinW = thinN = thinV = 0; }
-          place(c, x, cw);
-        }
-        x += cw;
-      }
-      if (thinN && thinW * W / 100 >= 0.5) html += moreHTML(thinX, thinW, n.depth + 1, thinN, thinV);
-    };
-    const moreHTML = (left, width, depth, count, value) => {
-      if (depth > maxDepth) maxDepth = depth;
-      return '<div class="frame more" data-more="' + count + '" data-value="' + value + '" title="' + count + ' frames under a pixel each" style="left:' +
-        left.toFixed(4) + '%;width:' + width.toFixed(4) + '%;top:' + depth * ROW + 'px"></div>';
-    };
-    place(zoom, 0, 100);
-    flame.nodes = nodes;
-    if (state.flameUp) { // flame: the root at the bottom (rows mirrored)
-      html = html.replace(/top:(\d+)px/g, (m, y) => 'top:' + (maxDepth * ROW - +y) + 'px');
+    if (!total) {
+      box.innerHTML = '<p class="muted" style="padding:8px">' + (flame.diff ? 'Neither selection has samples of this type.' : 'This profile has no samples of this type.') + '</p>';
+      fc.rects = [];
+    } else {
+      fc.zoom = zoom; fc.up = state.flameUp; fc.cb = state.cb; fc.diff = flame.diff;
+      fc.draw();
     }
-    box.innerHTML = html;
-    box.style.height = (maxDepth + 1) * ROW + 2 + 'px';
     // breadcrumbs of the zoom, and the zoom in the URL
     const crumbs = [];
     for (let a = zoom; a; a = a.parent) crumbs.unshift(a);
@@ -1469,38 +1420,34 @@
     const zp = zoom === root ? '' : crumbs.slice(1).map((c) => c.name).join('\n');
     if (zp !== state.zoomPath) { state.zoomPath = zp; writeURL(false); }
     $('flame-reset').hidden = zoom === root;
-    if (!total) box.innerHTML = '<p class="muted" style="padding:8px">' + (flame.diff ? 'Neither selection has samples of this type.' : 'This profile has no samples of this type.') + '</p>', box.style.height = 'auto';
+    box.setAttribute('data-zoom', zoom === root ? '' : zoom.name);
     highlightFlame();
   }
-
-  function frameHTML(n, i, left, width, depth, cls, W) {
-    const px = width * W / 100;
-    const label = px > 28 ? esc(n.name === 'root' ? 'all' : n.name) : '';
-    const dc = flame.diff ? ' ' + diffClass(n) : '';
-    return '<div class="frame ' + cls + dc + (px < 8 ? ' thin' : '') + '" data-i="' + i + '" data-name="' + esc(n.name) + '"' + (flame.diff ? ' data-delta="' + (n.new - n.base) + '"' : '') +
-      ' style="left:' + left.toFixed(4) + '%;width:' + width.toFixed(4) + '%;top:' + depth * ROW + 'px;background:' +
-      (flame.diff ? diffColor(n) : frameColor(n.name)) + '">' + label + '</div>';
-  }
+  // the canvas follows the box's width
+  let flameWidth = 0;
+  new ResizeObserver(() => {
+    const w = $('flamegraph').clientWidth;
+    if (w && w !== flameWidth && flame.root && fc.rects.length) { flameWidth = w; fc.draw(); }
+    else flameWidth = w;
+  }).observe($('flamegraph'));
 
   $('flamegraph').addEventListener('click', (e) => {
-    const el = e.target.closest('.frame[data-i]');
-    if (!el) return;
-    const n = flame.nodes[+el.getAttribute('data-i')];
-    if (!n) return;
-    flame.zoom = n;
+    const r = fc.hit(e);
+    if (!r || !r.node) return;
+    flame.zoom = r.node;
     drawFlame();
   });
   $('flamegraph').addEventListener('mousemove', (e) => {
-    const more = e.target.closest('.frame.more');
-    if (more) {
-      showTip(e, '<b>' + more.getAttribute('data-more') + ' frames</b> under a pixel each<br>' +
-        esc(fmtValue(+more.getAttribute('data-value'), flame.unit)) + ' together<br><i>zoom into the caller to see them</i>');
+    const r = fc.hit(e);
+    fc.setHover(r);
+    $('flamegraph').style.cursor = r && r.node ? 'pointer' : '';
+    if (!r) { hideTip(); return; }
+    if (r.kind === 'more') {
+      showTip(e, '<b>' + r.count + ' frames</b> under a pixel each<br>' +
+        esc(fmtValue(r.value, flame.unit)) + ' together<br><i>zoom into the caller to see them</i>');
       return;
     }
-    const el = e.target.closest('.frame[data-i]');
-    if (!el) { hideTip(); return; }
-    const n = flame.nodes[+el.getAttribute('data-i')];
-    if (!n) return;
+    const n = r.node;
     const total = flame.root.value;
     const nm = '<b>' + esc(n.name === 'root' ? 'all samples' : n.name) + '</b><br>';
     if (flame.diff) {
@@ -1512,28 +1459,22 @@
       return;
     }
     const parentPct = n.parent ? ' · ' + fmtPct(n.value, n.parent.value) + ' of caller' : '';
-    showTip(e, '<b>' + esc(n.name === 'root' ? 'all samples' : n.name) + '</b><br>' +
-      esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
+    showTip(e, nm + esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
       (n.self ? '<br>self ' + esc(fmtValue(n.self, flame.unit)) + ' (' + fmtPct(n.self, total) + ')' : '') +
       '<br><i>click to zoom · right-click: callers and callees</i>');
   });
-  $('flamegraph').addEventListener('mouseleave', hideTip);
+  $('flamegraph').addEventListener('mouseleave', () => { fc.setHover(null); hideTip(); });
   $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
 
   // Keyboard on the flame graph (it takes the focus): arrows move over the
   // frames drawn (Up/Down: caller/first callee as drawn, Left/Right: the
   // neighbours of the same caller), Enter zooms, "s" opens the sandwich view.
   function markKbd(n) {
-    flame.cur = n;
-    $('flamegraph').querySelectorAll('.frame.kbd').forEach((el) => el.classList.remove('kbd'));
-    const i = flame.nodes.indexOf(n);
-    const el = i >= 0 && $('flamegraph').querySelector('.frame[data-i="' + i + '"]');
-    if (el) {
-      el.classList.add('kbd');
-      $('flamegraph').setAttribute('aria-activedescendant', '');
-      $('flame-live').textContent = (n.name === 'root' ? 'all samples' : n.name) + ': ' + fmtValue(n.value, flame.unit) +
-        ' (' + fmtPct(n.value, flame.root.value) + ' of total); Enter zooms, s shows callers and callees';
-    }
+    flame.cur = fc.cur = n;
+    fc.paint();
+    $('flamegraph').setAttribute('data-current', n.name);
+    $('flame-live').textContent = (n.name === 'root' ? 'all samples' : n.name) + ': ' + fmtValue(n.value, flame.unit) +
+      ' (' + fmtPct(n.value, flame.root.value) + ' of total); Enter zooms, s shows callers and callees';
   }
   $('flamegraph').addEventListener('keydown', (e) => {
     if (!flame.root) return;
@@ -1617,23 +1558,28 @@
     drawFlame();
   });
 
+  // The search: frames whose name matches the regexp stay bright (the rest
+  // dimmed), and the outermost matches' share is shown. Names are tested once
+  // each per regexp; fc.timing.search is the last one's cost (ms).
   function highlightFlame() {
     const box = $('flamegraph');
     const q = $('flame-search').value.trim();
     let re = null, bad = '';
     if (q) { try { re = new RegExp(q); } catch (e) { bad = e.message; } }
-    box.classList.toggle('searching', !!re);
     $('flame-search').setAttribute('aria-invalid', bad ? 'true' : 'false');
     $('flame-match').classList.toggle('bad', !!bad);
-    if (bad) { $('flame-match').textContent = 'not a regular expression: ' + bad; return; }
-    if (!re || !flame.root) { $('flame-match').textContent = ''; return; }
-    box.querySelectorAll('.frame[data-i]').forEach((el) => el.classList.toggle('match', re.test(el.getAttribute('data-name'))));
-    // Matched share: the value of the outermost matching frames.
-    let sum = 0, sa = 0, sb = 0;
-    const walk = (n) => { if (n !== flame.root && re.test(n.name)) { sum += n.value; sa += n.base || 0; sb += n.new || 0; return; } n.children.forEach(walk); };
-    walk(flame.root);
-    $('flame-match').textContent = flame.diff ? 'matched: A ' + fmtValue(sa, flame.unit) + ' → B ' + fmtValue(sb, flame.unit) + ' (Δ ' + signed(sb - sa, flame.unit) + ')' :
-      'matched ' + fmtValue(sum, flame.unit) + ' (' + fmtPct(sum, flame.root.value) + ')';
+    if (bad) { $('flame-match').textContent = 'not a regular expression: ' + bad; re = null; }
+    box.classList.toggle('searching', !!re);
+    if (!flame.root || !fc.rects.length) { if (!bad) $('flame-match').textContent = ''; return; }
+    const t0 = performance.now();
+    const m = fc.search(re);
+    fc.timing.search = performance.now() - t0;
+    if (bad) return;
+    if (!m) { $('flame-match').textContent = ''; return; }
+    const drawn = fc.rects.reduce((k, r) => k + (r.match ? 1 : 0), 0);
+    box.setAttribute('data-matches', String(drawn));
+    $('flame-match').textContent = (flame.diff ? 'matched: A ' + fmtValue(m.base, flame.unit) + ' → B ' + fmtValue(m.new, flame.unit) + ' (Δ ' + signed(m.new - m.base, flame.unit) + ')' :
+      'matched ' + fmtValue(m.sum, flame.unit) + ' (' + fmtPct(m.sum, flame.root.value) + ')') + ' · ' + drawn + ' frames drawn';
   }
 
   /* ------------------------------------------------------------ focus / ignore */
@@ -1706,8 +1652,8 @@
   $('sandwich-close').addEventListener('click', () => { $('sandwich').hidden = true; });
   // right-click a frame (or "s" on a focused table row) opens its sandwich
   $('flamegraph').addEventListener('contextmenu', (e) => {
-    const el = e.target.closest('.frame[data-i]');
-    const n = el && flame.nodes[+el.getAttribute('data-i')];
+    const r = fc.hit(e);
+    const n = r && r.node;
     if (!n || n === flame.root) return;
     e.preventDefault();
     openSandwich(n.name);
