@@ -997,3 +997,68 @@ test('calendar picker: an absolute window in local time or UTC', { timeout: 4000
     await ctx.close();
   }
 });
+
+// Issue 15 "State: everything in the URL (… sort, aggregation, view); back/
+// forward work; reload restores the same view": the top table's column,
+// direction, filter and "show all", the call graph tab and the aggregation
+// (sum or average of the merged profiles) are in the URL and come back; Back
+// and Forward walk the views chosen.
+test('state in the URL: sort, filter, show all, call graph tab, aggregation; back and forward', { timeout: 60000 }, async (t) => {
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
+  await page.waitForSelector('#timeline circle.pt');
+  const start = page.url();
+  await dragPoints(1, 3);
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  await waitFrame(page);
+  const merged = page.url();
+  assert.notEqual(merged, start);
+  // averaged: the API's agg=avg total
+  await page.selectOption('#agg', 'avg');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('agg') === 'avg');
+  const avg = await apiData(profd.base, '/api/v1/query?' + qs({
+    mode: 'merge', query: 'heap{service="uitest"}', from: String(heapTimes[1] / 1000), to: String(heapTimes[3] / 1000),
+    report: 'top', sample_index: 'inuse_space', agg: 'avg', limit: '1',
+  }));
+  const sum = await rangeTotal(heapTimes[1], heapTimes[3]);
+  assert.ok(avg.total < sum.sum, `the average (${avg.total}) is less than the sum (${sum.sum})`);
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), avg.total);
+  assert.match(await page.locator('#pprof-cmd').innerText(), /agg=avg/, 'the pprof command gets the same average');
+  // cum ascending, a name filter, every row
+  await page.click('#top-table th[data-key="cum"]');
+  await page.click('#top-table th[data-key="cum"]');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('order') === 'asc');
+  await page.fill('#top-filter', 'runtime');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('tfilter') === 'runtime');
+  await page.waitForFunction(() => [...document.querySelectorAll('#top-table tbody tr[data-fn]')].every((r) => /runtime/.test(r.getAttribute('data-fn'))));
+  await page.click('#view-callgraph');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('view') === 'callgraph');
+  const u = new URL(page.url());
+  assert.equal(u.searchParams.get('sort'), 'cum');
+  // reload: the same view
+  const rowsBefore = await page.locator('#top-table tbody tr[data-fn]').evaluateAll((els) => els.map((e) => e.getAttribute('data-fn')));
+  await page.reload();
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  await page.waitForFunction(() => { const i = document.querySelector('#callgraph img'); return i && i.complete && i.naturalWidth > 0; }, null, { timeout: 20000 });
+  assert.equal(await page.locator('#view-callgraph').getAttribute('aria-pressed'), 'true');
+  assert.match(await page.locator('#callgraph img').getAttribute('src'), /agg=avg/);
+  assert.equal(await page.inputValue('#agg'), 'avg');
+  assert.equal(await page.inputValue('#top-filter'), 'runtime');
+  assert.equal(await page.locator('#top-table th[data-key="cum"]').getAttribute('aria-sort'), 'ascending');
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), avg.total);
+  assert.deepEqual(await page.locator('#top-table tbody tr[data-fn]').evaluateAll((els) => els.map((e) => e.getAttribute('data-fn'))), rowsBefore);
+  // the server's order: ascending cum among the matching rows
+  const top = await apiData(profd.base, '/api/v1/query?' + qs({
+    mode: 'merge', query: 'heap{service="uitest"}', from: String(heapTimes[1] / 1000), to: String(heapTimes[3] / 1000),
+    report: 'top', sample_index: 'inuse_space', agg: 'avg', sort: 'cum', order: 'asc', filter: 'runtime', limit: '100',
+  }));
+  assert.deepEqual(rowsBefore, top.rows.map((r) => r.function));
+  // Back: the timeline without a merge; Forward: the merge again
+  await page.goBack();
+  await page.waitForFunction(() => !new URL(location.href).searchParams.get('sel'));
+  await page.waitForSelector('#profile-panel', { state: 'hidden' });
+  await page.goForward();
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('sel'));
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  assert.match(await page.locator('#selection').innerText(), /3 profiles/);
+  await shot(t, '18-state');
+});

@@ -51,6 +51,8 @@ import { FlameCanvas, frameColor } from './flame.js';
     flameUp: false,           // flame (root at the bottom) instead of icicle
     cb: false,                // colour-blind-safe diff palette (blue grew / orange shrank)
     utc: false,               // times shown (and typed in the picker) in UTC, not the browser's zone
+    agg: '',                  // merges and diffs: '' sums the profiles, 'avg' averages them (the API's agg=)
+    view: '',                 // 'callgraph': the call graph tab instead of the flame graph
     zoomPath: '',             // the zoomed frame: names from the root, joined by "\n"
     search: '',               // the flame graph search
     sel: null,          // {from, to} ms: the merged range
@@ -269,6 +271,13 @@ import { FlameCanvas, frameColor } from './flame.js';
     state.flameUp = q.get('flame') === 'up';
     state.cb = q.get('palette') === 'cb';
     state.utc = q.get('tz') === 'utc';
+    state.agg = q.get('agg') === 'avg' ? 'avg' : '';
+    state.view = q.get('view') === 'callgraph' ? 'callgraph' : '';
+    // the top table: column and direction (the server sorts), name filter, every row
+    profile.sortKey = q.get('sort') || 'flat';
+    profile.asc = q.get('order') === 'asc';
+    profile.filter = q.get('tfilter') || '';
+    profile.limit = q.get('all') === '1' ? Infinity : 100;
     state.zoomPath = q.get('zoom') || '';
     state.search = q.get('search') || '';
     state.ignore = q.get('ignore') || '';
@@ -323,6 +332,12 @@ import { FlameCanvas, frameColor } from './flame.js';
     if (state.flameUp) q.set('flame', 'up');
     if (state.cb) q.set('palette', 'cb');
     if (state.utc) q.set('tz', 'utc');
+    if (state.agg) q.set('agg', state.agg);
+    if (state.view) q.set('view', state.view);
+    if (profile.sortKey !== 'flat') q.set('sort', profile.sortKey);
+    if (profile.asc) q.set('order', 'asc');
+    if (profile.filter) q.set('tfilter', profile.filter);
+    if (profile.limit === Infinity) q.set('all', '1');
     if (state.zoomPath) q.set('zoom', state.zoomPath);
     if (state.search) q.set('search', state.search);
     if (state.ignore) q.set('ignore', state.ignore);
@@ -371,6 +386,11 @@ import { FlameCanvas, frameColor } from './flame.js';
       $('flame-up').setAttribute('aria-pressed', String(state.flameUp));
       $('flame-up').textContent = state.flameUp ? 'Icicle' : 'Flame';
       $('diff-palette').checked = state.cb;
+      $('agg').value = state.agg || 'sum';
+      $('top-filter').value = profile.filter;
+      $('view-callgraph').setAttribute('aria-pressed', String(state.view === 'callgraph'));
+      $('view-callgraph').classList.toggle('on', state.view === 'callgraph');
+      if (state.view !== 'callgraph') showCallgraph(false);
       document.body.classList.toggle('cb', state.cb);
       loadView();
     }
@@ -1091,7 +1111,7 @@ import { FlameCanvas, frameColor } from './flame.js';
       (idx && report !== 'proto' ? '&sample_index=' + encodeURIComponent(idx) : '') +
       (report === 'flamegraph' ? '&nodes=4000' : '') + filterQuery();
     // hidden legend entries are left out of merges and diffs (exclude=)
-    const excl = [...hidden].map((k) => '&exclude=' + encodeURIComponent(k)).join('');
+    const excl = [...hidden].map((k) => '&exclude=' + encodeURIComponent(k)).join('') + (state.agg ? '&agg=' + state.agg : '');
     const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl;
     const range = (r) => fmtTime(r.from) + (r.from === r.to ? '' : ' – ' + fmtTime(r.to));
     if (state.cmp && state.a && state.b) {
@@ -1142,6 +1162,7 @@ import { FlameCanvas, frameColor } from './flame.js';
     if (!v) { panel.hidden = true; return; }
     panel.hidden = false;
     panel.setAttribute('data-kind', v.kind);
+    $('agg-field').hidden = v.kind === 'single';
     $('profile-heading').textContent = v.heading;
     $('profile-title').textContent = v.title;
     const dl = $('download');
@@ -1339,6 +1360,7 @@ import { FlameCanvas, frameColor } from './flame.js';
     if (!profile.top) return;
     if (profile.sortKey === key) profile.asc = !profile.asc;
     else { profile.sortKey = key; profile.asc = key === 'function'; }
+    writeURL(false);
     if (SERVER_SORT[key]) refetchTop(); else drawTop();
   }
   $('top-table').tHead.addEventListener('click', (e) => {
@@ -1352,12 +1374,13 @@ import { FlameCanvas, frameColor } from './flame.js';
   let filterTimer = null;
   $('top-filter').addEventListener('input', () => {
     clearTimeout(filterTimer);
-    filterTimer = setTimeout(() => { profile.filter = $('top-filter').value.trim(); refetchTop(); }, 200);
+    filterTimer = setTimeout(() => { profile.filter = $('top-filter').value.trim(); writeURL(false); refetchTop(); }, 200);
   });
   $('top-more').addEventListener('click', (e) => {
     if (e.target.id !== 'top-all') return;
     e.preventDefault();
     profile.limit = Infinity;
+    writeURL(false);
     refetchTop();
   });
   // A click on a row highlights that function in the flame graph.
@@ -1366,7 +1389,8 @@ import { FlameCanvas, frameColor } from './flame.js';
     if (!tr) return;
     if (e.target.closest('.sw-open')) { openSandwich(tr.getAttribute('data-fn')); return; }
     const fn = tr.getAttribute('data-fn');
-    $('flame-search').value = '^' + fn.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
+    $('flame-search').value = state.search = '^' + fn.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
+    writeURL(false);
     highlightFlame();
     $('flamegraph').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
   });
@@ -1515,7 +1539,14 @@ import { FlameCanvas, frameColor } from './flame.js';
     img.onerror = () => { cg.innerHTML = '<p class="error">The call graph could not be drawn (is Graphviz installed on the server?).</p>'; };
     img.src = url;
   }
-  $('view-callgraph').addEventListener('click', () => showCallgraph($('view-callgraph').getAttribute('aria-pressed') !== 'true'));
+  $('view-callgraph').addEventListener('click', () => {
+    const on = $('view-callgraph').getAttribute('aria-pressed') !== 'true';
+    state.view = on ? 'callgraph' : '';
+    writeURL(false);
+    showCallgraph(on);
+  });
+  // merges and diffs: the sum of the profiles or their average (a gauge's meaning)
+  $('agg').addEventListener('change', () => { state.agg = $('agg').value === 'avg' ? 'avg' : ''; writeURL(false); loadView(); });
 
   // Keys: "/" searches the flame graph, Esc resets its zoom and search.
   document.addEventListener('keydown', (e) => {
