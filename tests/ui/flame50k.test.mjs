@@ -16,7 +16,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { apiData, goEnv, http, killAll, qs, run, startProfd, tempDir } from '../e2e/lib.mjs';
-import { clickFrame, waitFrame, zoomName } from './flamelib.mjs';
+import { clickFrame, rectBox, waitFrame, zoomName } from './flamelib.mjs';
+import { clickPoint, waitPoints } from './timelib.mjs';
 
 const CHROMIUM = process.env.PD_CHROMIUM || '/usr/bin/chromium';
 const HERE = path.dirname(new URL(import.meta.url).pathname);
@@ -64,9 +65,9 @@ test('a 50k-node flame graph: painted in < 300 ms, no frame wider than its value
   assert.ok(nodes >= 50000, `the real profile's tree has ${nodes} nodes (>= 50,000)`);
   // open it from the timeline, as a person would
   await page.goto(profd.base + '/?' + qs({ query: 'heap{service="bigflame"}', type: 'inuse_space' }));
-  await page.waitForSelector('#timeline circle.pt');
+  await waitPoints(page);
   const t0 = Date.now();
-  await page.locator('#timeline circle.pt').first().click();
+  await clickPoint(page, { index: 0 });
   await waitFrame(page, 'main.a');
   const clickToPaint = Date.now() - t0;
   const m = await page.evaluate(() => {
@@ -125,7 +126,11 @@ test('a 50k-node flame graph: painted in < 300 ms, no frame wider than its value
   // zoomed two levels down (main.a, then its callee main.b): every frame still exact
   await clickFrame(page, 'main.a', { notAncestor: true });
   await page.waitForFunction(() => document.getElementById('flamegraph').flame.zoom.name === 'main.a');
-  await clickFrame(page, 'main.b', { notAncestor: true });
+  // main.a's callee main.b (a quarter of the stacks below it)
+  const bi = await page.evaluate(() => { const f = document.getElementById('flamegraph').flame; return f.rects.findIndex((r) => r.node && r.node.parent === f.zoom && r.name === 'main.b'); });
+  assert.ok(bi >= 0, "main.a's callee main.b is painted");
+  const bb = await rectBox(page, bi);
+  await page.mouse.click(bb.x + Math.min(bb.w / 2, 40), bb.y + 8);
   await page.waitForFunction(() => document.getElementById('flamegraph').flame.zoom.name === 'main.b');
   assert.equal(await zoomName(page), 'main.b');
   const c2 = await check();

@@ -12,17 +12,19 @@ export async function waitFrame(page, name = null) {
 }
 
 // The first painted frame named `name` (layout order: ancestors, then depth
-// first), scrolled into view; its box in viewport px: {x, y, w, h}.
+// first; opts.notAncestor: not one of the zoom's ancestors; opts.widest: the
+// widest of them), scrolled into view; its box in viewport px: {x, y, w, h}.
 export async function frameBox(page, name, opts = {}) {
-  const b = await page.evaluate(([nm, notAncestor]) => {
+  const b = await page.evaluate(([nm, notAncestor, widest]) => {
     const box = document.getElementById('flamegraph'), f = box.flame;
-    const r = f.rects.find((q) => q.node && q.name === nm && (!notAncestor || q.kind !== 'ancestor'));
+    const all = f.rects.filter((q) => q.node && q.name === nm && (!notAncestor || q.kind !== 'ancestor'));
+    const r = widest ? all.reduce((a, q) => (!a || q.w > a.w ? q : a), null) : all[0];
     if (!r) return null;
     const c = f.canvas.getBoundingClientRect();
     window.scrollTo(0, Math.max(0, c.top + window.scrollY + r.y - window.innerHeight / 2));
     const c2 = f.canvas.getBoundingClientRect();
     return { x: c2.left + r.x, y: c2.top + r.y, w: r.w, h: 17 };
-  }, [name, !!opts.notAncestor]);
+  }, [name, !!opts.notAncestor, !!opts.widest]);
   if (!b) throw new Error(`no frame "${name}" is painted`);
   return b;
 }
@@ -30,7 +32,7 @@ export async function frameBox(page, name, opts = {}) {
 // Clicks (opts: {button: 'right'}) or hovers a frame at its middle.
 export async function clickFrame(page, name, opts = {}) {
   const b = await frameBox(page, name, opts);
-  await page.mouse.click(b.x + Math.min(b.w / 2, 40), b.y + b.h / 2, opts);
+  await page.mouse.click(b.x + Math.min(b.w / 2, 40), b.y + b.h / 2, { button: opts.button || 'left' });
 }
 export async function hoverFrame(page, name) {
   const b = await frameBox(page, name);

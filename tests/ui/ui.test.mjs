@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { axisLabels, clickPoint, pointCount, profiles, pointXY as pointAt, waitPoints } from './timelib.mjs';
 import { clickFrame, frameNames, hoverFrame, kbdName, matchCount, pixelAt, rectBox, waitFrame, waitMatches, zoomName } from './flamelib.mjs';
 import { TESTDATA, apiData, freePort, http, killAll, qs, startProfd, tempDir, waitFor } from '../e2e/lib.mjs';
 
@@ -119,32 +120,32 @@ test('the selector box suggests label names and values', { timeout: 30000 }, asy
 
 test('a query draws one point per stored profile', { timeout: 30000 }, async (t) => {
   await page.click('#run');
-  await page.waitForSelector('#timeline circle.pt');
-  assert.equal(await page.locator('#timeline circle.pt').count(), N_HEAP);
-  const ts = await page.locator('#timeline circle.pt').evaluateAll((els) => els.map((e) => +e.getAttribute('data-ts')));
+  await waitPoints(page);
+  assert.equal(await pointCount(page), N_HEAP);
+  const ts = (await profiles(page)).map((p) => p.ts);
   assert.deepEqual(ts, heapTimes, 'points at the pushed created_at times');
   // Heap's default sample type (Go puts it last) is chosen, with its unit.
   assert.equal(await page.locator('#sample-type').inputValue(), 'inuse_space');
   assert.match(await page.locator('#legend').innerText(), /service="uitest"/);
-  assert.match(await page.locator('#timeline svg').innerHTML(), /[KM]iB/, 'y axis in bytes units');
+  assert.match((await axisLabels(page)).y.join(' '), /[KM]iB/, 'y axis in bytes units');
   // The state is in the URL.
   const u = new URL(page.url());
   assert.equal(u.searchParams.get('query'), 'heap{service="uitest"}');
   await shot(t, '3-timeline');
 
   // Another sample type redraws the same points with other values.
-  const ys = async () => page.locator('#timeline circle.pt').evaluateAll((els) => els.map((e) => e.getAttribute('cy')).join());
+  const ys = async () => (await profiles(page)).map((p) => p.py.toFixed(1)).join();
   const y1 = await ys();
   await page.selectOption('#sample-type', 'alloc_objects');
-  await page.waitForFunction((prev) => [...document.querySelectorAll('#timeline circle.pt')].map((e) => e.getAttribute('cy')).join() !== prev, y1);
-  assert.equal(await page.locator('#timeline circle.pt').count(), N_HEAP);
+  await page.waitForFunction((prev) => document.getElementById('timeline').timeline.profiles.map((p) => p.py.toFixed(1)).join() !== prev, y1);
+  assert.equal(await pointCount(page), N_HEAP);
   await page.selectOption('#sample-type', 'inuse_space');
 });
 
 test('a click on a point shows its flame graph and top table', { timeout: 40000 }, async (t) => {
   const i = N_HEAP - 2;
   const when = heapTimes[i];
-  await page.locator(`#timeline circle.pt[data-ts="${when}"]`).click();
+  await clickPoint(page, when);
   await waitFrame(page);
   await page.waitForSelector('#top-table tbody tr[data-fn]');
 
@@ -262,8 +263,7 @@ test('the top table is sorted and filtered by the server', { timeout: 40000 }, a
 
 // Centre of timeline point i (page coordinates).
 async function pointXY(i) {
-  const b = await page.locator(`#timeline circle.pt[data-ts="${heapTimes[i]}"]`).boundingBox();
-  return { x: b.x + b.width / 2, y: b.y + b.height / 2 };
+  return pointAt(page, heapTimes[i]);
 }
 
 // Drags across the timeline from halfway between points i-1 and i to
@@ -298,7 +298,7 @@ async function rangeTotal(from, to) {
 
 test('a drag on the timeline shows the merged flame graph and top table of the range', { timeout: 40000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
-  await page.waitForSelector('#timeline circle.pt');
+  await waitPoints(page);
   assert.equal(await page.locator('#sample-type').inputValue(), 'inuse_space');
   await dragPoints(1, 3);
   await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
@@ -355,8 +355,8 @@ test('a drag on the timeline shows the merged flame graph and top table of the r
   try {
     await later.clock.setFixedTime(new Date(Date.now() + 86400e3));
     await later.goto(link);
-    await later.waitForSelector('#timeline circle.pt');
-    assert.equal(await later.locator('#timeline circle.pt').count(), N_HEAP, 'every point of the window, a day later');
+    await waitPoints(later);
+    assert.equal(await pointCount(later), N_HEAP, 'every point of the window, a day later');
     await later.waitForSelector('#profile-panel[data-kind="merge"]');
     await waitFrame(later);
     await later.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === v, String(exp.sum));
@@ -370,7 +370,7 @@ test('a drag on the timeline shows the merged flame graph and top table of the r
     await later.click('#back-to-now');
     await later.waitForFunction(() => !new URL(location.href).searchParams.get('from'));
     assert.equal(new URL(later.url()).searchParams.get('sel'), null);
-    await later.waitForFunction(() => document.querySelectorAll('#timeline circle.pt').length === 0);
+    await later.waitForFunction(() => document.getElementById('timeline').timeline.profiles.length === 0);
   } finally {
     await later.close();
   }
@@ -396,7 +396,7 @@ test('shift-click on two points merges the range between them', { timeout: 30000
 
 test('compare mode shows the diff of two ranges: red and green frames, base/new/delta columns', { timeout: 40000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
-  await page.waitForSelector('#timeline circle.pt');
+  await waitPoints(page);
   await page.click('#compare');
   assert.equal(await page.locator('#compare').getAttribute('aria-pressed'), 'true');
   await dragPoints(0, 2); // A: three profiles
@@ -483,10 +483,10 @@ test('compare mode shows the diff of two ranges: red and green frames, base/new/
 
 test('the CPU series shows time units', { timeout: 30000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}' }));
-  await page.waitForSelector('#timeline circle.pt');
-  assert.equal(await page.locator('#timeline circle.pt').count(), N_CPU);
+  await waitPoints(page);
+  assert.equal(await pointCount(page), N_CPU);
   assert.equal(await page.locator('#sample-type').inputValue(), 'cpu');
-  await page.locator('#timeline circle.pt').last().click();
+  await clickPoint(page, { index: -1 });
   await page.waitForSelector('#top-table tbody tr[data-fn]');
   assert.match(await page.locator('#top-table tbody tr').first().innerText(), /\d(ms|s|µs)\b/);
   await shot(t, '7-cpu');
@@ -536,7 +536,7 @@ test('the legend names only the labels that differ; 24 series get 24 colours', {
   for (let i = 0; i < 4; i++) await entries.nth(i).click();
   await page.waitForFunction(() => document.querySelectorAll('#legend li.off').length === 4);
   assert.equal(new URL(page.url()).searchParams.getAll('hide').length, 4, 'hidden series are in the URL');
-  const b = await page.locator('#timeline circle.pt').first().boundingBox();
+  const b = await pointAt(page, { index: 0 });
   const box = await page.locator('#timeline svg').boundingBox();
   const y = box.y + box.height - 40;
   await page.mouse.move(b.x - 30, y);
@@ -690,7 +690,7 @@ test('label explorer: a label of 30 values broken down, a click narrows the sele
   const want = sums.slice(0, 8).map((x) => x[0]);
 
   await page.goto(profd.base + '/?' + qs({ query: sel }));
-  await page.waitForSelector('#timeline circle.pt');
+  await waitPoints(page);
   await page.click('#explore');
   await page.waitForSelector('#explorer-names button[data-name="pod"]');
   assert.match(await page.locator('#explorer-names button[data-name="pod"]').innerText(), /pod\s+30/);
@@ -855,7 +855,7 @@ test('flame graph zoom and search survive a reload; breadcrumbs; flame/icicle to
 // timeline, search, zoom, open the sandwich view, back.
 test('keyboard-only walk: open a profile, search, zoom, sandwich, back', { timeout: 40000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}' }));
-  await page.waitForSelector('#timeline circle.pt');
+  await waitPoints(page);
   await page.focus('#timeline'); // as Tab would
   await page.keyboard.press('ArrowRight');
   assert.match(await page.locator('#timeline-live').innerText(), /point 1 of 4/);
@@ -895,8 +895,8 @@ test('keyboard-only walk: open a profile, search, zoom, sandwich, back', { timeo
 // zooms the window (pinned in the URL), − zooms out, ◀ ▶ pan.
 test('timeline zoom (Alt+drag) and pan', { timeout: 40000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
-  await page.waitForSelector('#timeline circle.pt');
-  assert.equal(await page.locator('#timeline circle.pt').count(), N_HEAP);
+  await waitPoints(page);
+  assert.equal(await pointCount(page), N_HEAP);
   const p1 = await pointXY(1), p3 = await pointXY(3);
   const box = await page.locator('#timeline svg').boundingBox();
   const y = box.y + box.height - 40;
@@ -910,7 +910,7 @@ test('timeline zoom (Alt+drag) and pan', { timeout: 40000 }, async (t) => {
   const u = new URL(page.url());
   const from = Date.parse(u.searchParams.get('from')), to = Date.parse(u.searchParams.get('to'));
   assert.ok(from > heapTimes[0] && from <= heapTimes[1] && to >= heapTimes[3] && to < heapTimes[4], `zoomed to ${u.searchParams.get('from')} – ${u.searchParams.get('to')}`);
-  await page.waitForFunction(() => document.querySelectorAll('#timeline circle.pt').length === 3);
+  await waitPoints(page, 3);
   assert.equal(new URL(page.url()).searchParams.get('sel'), null, 'a zoom is not a merge');
   await page.click('#zoom-out');
   await page.waitForFunction((f) => Date.parse(new URL(location.href).searchParams.get('from')) < f, from);
@@ -933,7 +933,7 @@ test('calendar picker: an absolute window in local time or UTC', { timeout: 4000
   p.on('pageerror', (e) => errs.push(e.message));
   try {
     await p.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
-    await p.waitForSelector('#timeline circle.pt');
+    await waitPoints(p);
     assert.match(await p.locator('#tz').innerText(), /Asia\/(Kolkata|Calcutta).*UTC\+05:30/);
     await p.click('#pick-window');
     await p.waitForSelector('#window-picker:not([hidden])');
@@ -956,10 +956,10 @@ test('calendar picker: an absolute window in local time or UTC', { timeout: 4000
     const u = new URL(p.url());
     assert.equal(Date.parse(u.searchParams.get('from')), f, 'from = the instant typed in local time');
     assert.equal(Date.parse(u.searchParams.get('to')), to);
-    await p.waitForFunction(() => document.querySelectorAll('#timeline circle.pt').length === 3);
+    await waitPoints(p, 3);
     assert.ok(await p.locator('#window-picker').isHidden());
     assert.ok(await p.locator('#back-to-now').isVisible());
-    const ticks = () => p.locator('#timeline svg text').evaluateAll((els) => els.map((e) => e.textContent).filter((x) => /\d\d:\d\d/.test(x)));
+    const ticks = async () => (await axisLabels(p)).x.filter((x) => /\d\d:\d\d/.test(x));
     const ticksLocal = await ticks();
     assert.ok(ticksLocal.length > 0, 'time ticks');
     // UTC: same window, other wall-clock text
@@ -984,9 +984,9 @@ test('calendar picker: an absolute window in local time or UTC', { timeout: 4000
     await p.waitForFunction((v) => Date.parse(new URL(location.href).searchParams.get('from')) === v, f - 60000);
     // reload: UTC and the window come back
     await p.reload();
-    await p.waitForSelector('#timeline circle.pt');
+    await waitPoints(p);
     assert.equal(await p.locator('#tz').getAttribute('aria-pressed'), 'true');
-    assert.equal(await p.locator('#timeline circle.pt').count(), 5, 'the window typed in UTC holds 5 points');
+    assert.equal(await pointCount(p), 5, 'the window typed in UTC holds 5 points');
     // toggling the picker's zone while it is open keeps the instants
     await p.click('#pick-window');
     await p.click('#tz');
@@ -1005,7 +1005,7 @@ test('calendar picker: an absolute window in local time or UTC', { timeout: 4000
 // and Forward walk the views chosen.
 test('state in the URL: sort, filter, show all, call graph tab, aggregation; back and forward', { timeout: 60000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
-  await page.waitForSelector('#timeline circle.pt');
+  await waitPoints(page);
   const start = page.url();
   await dragPoints(1, 3);
   await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');

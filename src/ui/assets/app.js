@@ -33,6 +33,7 @@
  *   /api/v1/labels, /api/v1/label/NAME/values, /api/v1/targets
  */
 import { FlameCanvas, frameColor } from './flame.js';
+import { TimelineChart } from './chart.js';
 
 (function () {
   const $ = (id) => document.getElementById(id);
@@ -655,16 +656,25 @@ import { FlameCanvas, frameColor } from './flame.js';
     justDragged: false,     // swallow the click that ends a drag
   };
 
+  // The chart (chart.js: uPlot under an SVG overlay). Its layers, drawn over
+  // the series in this order: the merge/compare selections, the brush, the
+  // selected and hovered point. A new layer (e.g. event markers) is one
+  // chart.addLayer(name, ctx => svg) here, and chart.redrawLayer(name) when
+  // its data arrives.
+  const chart = new TimelineChart($('timeline'));
+  chart.addLayer('sels', () => selectionRects());
+  chart.addLayer('brush', (c) => '<rect class="brush" x="-99" y="' + c.plot.t + '" width="0" height="' + (c.plot.b - c.plot.t) + '"/>');
+  chart.addLayer('marks', () => '<circle class="selected" r="7" cx="-99" cy="-99"/><circle class="hover" r="6" cx="-99" cy="-99"/>');
+
   function drawTimeline() {
     const box = $('timeline');
     const legend = $('legend');
     const series = lastRange ? lastRange.series : [];
     const type = state.type;
     const W = Math.max(320, box.clientWidth || 800), H = box.clientHeight || 260;
-    const M = { l: 70, r: 16, t: 10, b: 26 };
     const from = lastRange.from, to = lastRange.to;
     let unit = '';
-    let max = 0, npts = 0;
+    let npts = 0;
     const drawn = [];
     series.forEach((s, i) => {
       const key = exactSelector(s.labels);
@@ -674,54 +684,26 @@ import { FlameCanvas, frameColor } from './flame.js';
       drawn.push(entry);
       if (idx < 0 || entry.off) return;
       unit = unit || s.sample_types[idx].unit;
-      s.timestamps.forEach((ts, j) => { const v = s.totals[j][idx]; if (v > max) max = v; npts++; });
+      npts += s.timestamps.length;
     });
     tl.unit = unit;
-    const vt = valueTicks(max || 1, unit);
-    const ticks = vt.ticks;
-    const ymax = ticks[ticks.length - 1] || 1;
-    const x = (t) => M.l + ((t - from) / (to - from)) * (W - M.l - M.r);
-    const y = (v) => H - M.b - (v / ymax) * (H - M.t - M.b);
-    tl.x = x; tl.y = y;
-    tl.inv = (px) => from + ((px - M.l) / (W - M.l - M.r)) * (to - from);
-    tl.plot = { l: M.l, r: W - M.r, t: M.t, b: H - M.b };
-
-    let svg = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ' + W + ' ' + H + '" preserveAspectRatio="none">';
-    svg += '<g class="grid">';
-    for (const v of ticks) svg += '<line x1="' + M.l + '" x2="' + (W - M.r) + '" y1="' + y(v) + '" y2="' + y(v) + '"/>';
-    svg += '</g><g class="axis">';
-    for (const v of ticks) svg += '<text x="' + (M.l - 6) + '" y="' + (y(v) + 4) + '" text-anchor="end">' + esc(vt.fmt(v)) + '</text>';
-    const tt = timeTicks(from, to);
-    for (const t of tt.ticks) svg += '<text x="' + x(t) + '" y="' + (H - 8) + '" text-anchor="middle">' + esc(fmtTick(t, tt.step)) + '</text>';
-    svg += '</g><g class="sels">' + selectionRects() + '</g><rect class="brush" x="-99" y="' + M.t + '" width="0" height="' + (H - M.t - M.b) + '"/>';
-
-    tl.pts = [];
-    const showDots = npts <= 3000;
-    for (const d of drawn) {
-      if (d.idx < 0 || d.off) continue;
-      const s = d.s;
-      let path = '';
-      let dots = '';
-      s.timestamps.forEach((ts, j) => {
-        const v = s.totals[j][d.idx];
-        const px = x(ts), py = y(v);
-        path += (j ? 'L' : 'M') + px.toFixed(1) + ' ' + py.toFixed(1);
-        tl.pts.push({ px, py, ts, v, d });
-        if (showDots) dots += '<circle class="pt" r="3.2" cx="' + px.toFixed(1) + '" cy="' + py.toFixed(1) + '" fill="' + d.color + '" data-ts="' + ts + '" data-series="' + d.i + '"/>';
-      });
-      svg += '<g class="series"><path d="' + path + '" stroke="' + d.color + '"/>' + dots + '</g>';
-    }
-    if (!npts) {
-      const why = !series.length ? 'No series match this selector in the selected range.' :
-        'No series has the sample type "' + type + '".';
-      svg += '<text class="empty" x="' + (W / 2) + '" y="' + (H / 2) + '" text-anchor="middle">' + esc(why) + '</text>';
-    }
-    svg += '<circle class="selected" r="7" cx="-99" cy="-99"/><circle class="hover" r="6" cx="-99" cy="-99"/></svg>';
-    box.innerHTML = svg;
-    tl.svg = box.firstChild;
-    tl.hoverEl = box.querySelector('circle.hover');
-    tl.selEl = box.querySelector('circle.selected');
-    tl.brushEl = box.querySelector('rect.brush');
+    const shown = drawn.filter((d) => d.idx >= 0 && !d.off);
+    const why = npts ? '' : !series.length ? 'No series match this selector in the selected range.' :
+      'No series has the sample type "' + esc(type) + '".';
+    const r = chart.draw({
+      from, to, W, H, unit, mode: state.chart || 'lines',
+      series: shown.map((d) => ({ color: d.color, label: d.key, ts: d.s.timestamps, vs: d.s.timestamps.map((_, j) => d.s.totals[j][d.idx]) })),
+      yTicks: (max) => valueTicks(max, unit), xTicks: timeTicks, xFmt: fmtTick, empty: why,
+    });
+    tl.x = r.x; tl.y = r.y; tl.inv = r.inv; tl.plot = r.plot;
+    // one point per stored profile (lines mode): what clicks, keys and tooltips use
+    tl.pts = r.points.map((q) => { const d = shown[q.si]; return { px: q.px, py: q.py, ts: d.s.timestamps[q.j], v: d.s.totals[q.j][d.idx], d }; });
+    box.setAttribute('data-points', String(tl.pts.length));
+    chart.profiles = tl.pts.map((p) => ({ ts: p.ts, px: p.px, py: p.py, v: p.v, series: p.d.i }));
+    tl.svg = chart.svg;
+    tl.hoverEl = tl.svg.querySelector('circle.hover');
+    tl.selEl = tl.svg.querySelector('circle.selected');
+    tl.brushEl = tl.svg.querySelector('rect.brush');
     markSelected();
 
     // Labels every series shares are shown once, above the entries; each
@@ -778,8 +760,7 @@ import { FlameCanvas, frameColor } from './flame.js';
   }
 
   function redrawSelections() {
-    const g = tl.svg && tl.svg.querySelector('g.sels');
-    if (g) g.innerHTML = selectionRects();
+    chart.redrawLayer('sels');
     markSelected();
   }
 
@@ -840,7 +821,7 @@ import { FlameCanvas, frameColor } from './flame.js';
   }
 
   $('timeline').addEventListener('mousedown', (e) => {
-    if (e.button !== 0 || !tl.svg || !tl.pts.length) return;
+    if (e.button !== 0 || !tl.svg || !lastRange || !lastRange.series.length) return;
     e.preventDefault();
     const x = svgX(e);
     // Alt+drag zooms the window to the dragged time (a zoom brush apart

@@ -76,7 +76,21 @@ export class FlameCanvas {
 
   // The tree to show (nodes of prepareFlame: name, size, value, children,
   // parent, depth; a diff's also base/new).
-  setTree(root, diff) { this.root = root; this.zoom = root; this.diff = diff; this.cur = null; this.hover = null; this.matchCache = null; }
+  // Each node gets nid, the index of its name in this.names, so that a
+  // search tests each distinct name once and then reads a byte per node.
+  setTree(root, diff) {
+    this.root = root; this.zoom = root; this.diff = diff; this.cur = null; this.hover = null; this.matchCache = null;
+    const ids = new Map(), names = [];
+    const stack = root ? [root] : [];
+    while (stack.length) {
+      const n = stack.pop();
+      let id = ids.get(n.name);
+      if (id === undefined) { id = names.length; names.push(n.name); ids.set(n.name, id); }
+      n.nid = id;
+      for (let i = 0; i < n.children.length; i++) stack.push(n.children[i]);
+    }
+    this.names = names;
+  }
 
   // Lays out and paints; returns the number of rectangles drawn.
   draw() {
@@ -133,14 +147,17 @@ export class FlameCanvas {
   markMatches() {
     const re = this.re;
     if (!re) { for (const r of this.rects) r.match = false; return; }
-    const cache = this.matchCache && this.matchCache.re === re ? this.matchCache : (this.matchCache = { re, map: new Map() });
-    for (const r of this.rects) r.match = r.node ? this.test(r.node.name, cache) : false;
+    const hit = this.matchesOf(re);
+    for (const r of this.rects) r.match = r.node ? hit[r.node.nid] === 1 : false;
   }
 
-  test(name, cache) {
-    let v = cache.map.get(name);
-    if (v === undefined) { v = cache.re.test(name); cache.map.set(name, v); }
-    return v;
+  // Per name id: 1 when re matches the name (each name tested once per regexp).
+  matchesOf(re) {
+    if (this.matchCache && this.matchCache.re === re) return this.matchCache.hit;
+    const hit = new Uint8Array(this.names.length);
+    for (let i = 0; i < this.names.length; i++) { re.lastIndex = 0; hit[i] = re.test(this.names[i]) ? 1 : 0; }
+    this.matchCache = { re, hit };
+    return hit;
   }
 
   // The search: re (a RegExp or null). Returns the outermost matching frames'
@@ -150,13 +167,14 @@ export class FlameCanvas {
     this.markMatches();
     this.paint();
     if (!re || !this.root) return null;
-    const cache = this.matchCache;
+    const hit = this.matchesOf(re);
     let sum = 0, sa = 0, sb = 0, frames = 0;
     const stack = [this.root];
     while (stack.length) {
       const n = stack.pop();
-      if (n !== this.root && this.test(n.name, cache)) { sum += n.value; sa += n.base || 0; sb += n.new || 0; frames++; continue; }
-      for (let i = n.children.length - 1; i >= 0; i--) stack.push(n.children[i]);
+      if (n !== this.root && hit[n.nid] === 1) { sum += n.value; sa += n.base || 0; sb += n.new || 0; frames++; continue; }
+      const ch = n.children;
+      for (let i = 0; i < ch.length; i++) stack.push(ch[i]);
     }
     return { sum, base: sa, new: sb, frames };
   }
