@@ -1062,3 +1062,59 @@ test('state in the URL: sort, filter, show all, call graph tab, aggregation; bac
   assert.match(await page.locator('#selection').innerText(), /3 profiles/);
   await shot(t, '18-state');
 });
+
+// Issue 15 "Timeline: a charting library made for it … per-series lines,
+// stacked/sum mode": three series with profiles at the same four times;
+// stacked, the top edge is their sum at each time (the API's query_range
+// totals, added here), sum mode draws that one line, a hidden series leaves
+// both, and the mode is in the URL.
+test('timeline stacked and sum modes add the series shown', { timeout: 60000 }, async (t) => {
+  const t0 = Math.floor((Date.now() - 20 * 60e3) / 60000) * 60000;
+  for (let k = 0; k < 3; k++) {
+    for (let i = 0; i < 4; i++) {
+      const body = fs.readFileSync(path.join(SERIES_DIR, `heap-${String(1 + ((i + 2 * k) % N_HEAP)).padStart(4, '0')}.pb.gz`));
+      const r = await http(`${profd.base}/api/0/profiles?` + qs({
+        service: 'stack', type: 'heap', instance_id: `s-${k}`, created_at: new Date(t0 + i * 60000).toISOString().replace(/\.\d+Z$/, 'Z'),
+      }), { method: 'POST', body, headers: { 'Content-Type': 'application/octet-stream' } });
+      assert.ok(r.status >= 200 && r.status < 300, r.text);
+    }
+  }
+  const range = await apiData(profd.base, '/api/v1/query_range?' + qs({ query: 'heap{service="stack"}', from: String(t0 / 1000 - 60), to: String(t0 / 1000 + 300) }));
+  assert.equal(range.length, 3);
+  const sumAt = (skip) => [0, 1, 2, 3].map((i) => range.reduce((a, s) => {
+    if (skip && s.labels.instance_id === skip) return a;
+    const x = s.sample_types.findIndex((st) => st.type === 'inuse_space');
+    return a + s.totals[s.timestamps.indexOf(t0 + i * 60000)][x];
+  }, 0));
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="stack"}' }));
+  await waitPoints(page, 12);
+  await page.selectOption('#chart-mode', 'stacked');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('chart') === 'stacked');
+  const top = () => page.evaluate(() => { const c = document.getElementById('timeline').timeline; return c.stack[c.stack.length - 1].filter((v) => v !== null); });
+  const near = (a, b) => a.length === b.length && a.every((v, i) => Math.abs(v - b[i]) < 1e-6 * Math.max(1, b[i]));
+  const want = sumAt(null);
+  assert.ok(near(await top(), want), `stack top ${await top()} = sums ${want}`);
+  assert.equal(await pointCount(page), 0, 'no per-profile points when stacked');
+  await shot(t, '19-stacked');
+  // the tooltip names the bucket's sum
+  const box = await page.locator('#timeline svg').boundingBox();
+  const c = await page.evaluate((ts) => { const m = document.getElementById('timeline').timeline; return m.ctx.x(ts); }, t0 + 60000);
+  await page.mouse.move(box.x + c, box.y + box.height / 2);
+  await page.waitForSelector('#tooltip:not([hidden])');
+  assert.match(await page.locator('#tooltip').innerText(), /over the series shown/);
+  // reload keeps the mode
+  await page.reload();
+  await page.waitForFunction(() => { const c = document.getElementById('timeline').timeline; return c && c.mode === 'stacked' && c.stack; });
+  assert.equal(await page.inputValue('#chart-mode'), 'stacked');
+  // a hidden series leaves the stack
+  await page.locator('#legend li[data-key*="s-1"]').click();
+  await page.waitForFunction(() => document.getElementById('timeline').timeline.stack.length === 2);
+  assert.ok(near(await top(), sumAt('s-1')), 'the stack without the hidden series');
+  // sum: one line, the same values
+  await page.selectOption('#chart-mode', 'sum');
+  await page.waitForFunction(() => document.getElementById('timeline').timeline.mode === 'sum');
+  assert.ok(near(await top(), sumAt('s-1')), 'the sum line');
+  await page.selectOption('#chart-mode', 'lines');
+  await waitPoints(page, 8);
+  assert.equal(new URL(page.url()).searchParams.get('chart'), null);
+});

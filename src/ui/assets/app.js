@@ -54,6 +54,7 @@ import { TimelineChart } from './chart.js';
     utc: false,               // times shown (and typed in the picker) in UTC, not the browser's zone
     agg: '',                  // merges and diffs: '' sums the profiles, 'avg' averages them (the API's agg=)
     view: '',                 // 'callgraph': the call graph tab instead of the flame graph
+    chart: '',                // the timeline: '' one line per series, 'stacked' or 'sum' (chart.js)
     zoomPath: '',             // the zoomed frame: names from the root, joined by "\n"
     search: '',               // the flame graph search
     sel: null,          // {from, to} ms: the merged range
@@ -274,6 +275,7 @@ import { TimelineChart } from './chart.js';
     state.utc = q.get('tz') === 'utc';
     state.agg = q.get('agg') === 'avg' ? 'avg' : '';
     state.view = q.get('view') === 'callgraph' ? 'callgraph' : '';
+    state.chart = ['stacked', 'sum'].includes(q.get('chart')) ? q.get('chart') : '';
     // the top table: column and direction (the server sorts), name filter, every row
     profile.sortKey = q.get('sort') || 'flat';
     profile.asc = q.get('order') === 'asc';
@@ -335,6 +337,7 @@ import { TimelineChart } from './chart.js';
     if (state.utc) q.set('tz', 'utc');
     if (state.agg) q.set('agg', state.agg);
     if (state.view) q.set('view', state.view);
+    if (state.chart) q.set('chart', state.chart);
     if (profile.sortKey !== 'flat') q.set('sort', profile.sortKey);
     if (profile.asc) q.set('order', 'asc');
     if (profile.filter) q.set('tfilter', profile.filter);
@@ -388,6 +391,7 @@ import { TimelineChart } from './chart.js';
       $('flame-up').textContent = state.flameUp ? 'Icicle' : 'Flame';
       $('diff-palette').checked = state.cb;
       $('agg').value = state.agg || 'sum';
+      $('chart-mode').value = state.chart || 'lines';
       $('top-filter').value = profile.filter;
       $('view-callgraph').setAttribute('aria-pressed', String(state.view === 'callgraph'));
       $('view-callgraph').classList.toggle('on', state.view === 'callgraph');
@@ -502,6 +506,11 @@ import { TimelineChart } from './chart.js';
 
   // The time zone toggle: local ↔ UTC for every time shown (axis, titles,
   // tooltips, the picker); kept in the URL (tz=utc).
+  $('chart-mode').addEventListener('change', () => {
+    state.chart = $('chart-mode').value === 'lines' ? '' : $('chart-mode').value;
+    writeURL(false);
+    if (lastRange) drawTimeline();
+  });
   $('tz').addEventListener('click', () => {
     const picking = !$('window-picker').hidden;
     const w = picking ? [fromInputTime($('pick-from').value), fromInputTime($('pick-to').value)] : null;
@@ -866,6 +875,14 @@ import { TimelineChart } from './chart.js';
 
   $('timeline').addEventListener('mousemove', (e) => {
     if (tl.drag && tl.drag.moved) return;
+    if (state.chart && chart.buckets && tl.svg) { // stacked or sum: the bucket under the mouse
+      const t = tl.inv(svgX(e)), bm = chart.buckets, b = Math.floor((t - bm.starts[0]) / bm.step);
+      const top = chart.stack && chart.stack.length ? chart.stack[chart.stack.length - 1][b] : null;
+      if (b < 0 || b >= bm.starts.length || top === null || top === undefined) { hideTip(); return; }
+      showTip(e, esc(fmtTime(bm.starts[b])) + ' – ' + esc(fmtTime(bm.starts[b] + bm.step)) + '<br><b>' + esc(fmtValue(top, tl.unit)) + '</b> ' +
+        esc(state.type) + ' over the series shown<br><i>drag to merge a range</i>');
+      return;
+    }
     const p = nearest(e);
     if (!p) { hideTip(); if (tl.hoverEl) tl.hoverEl.setAttribute('cx', -99); return; }
     tl.hoverEl.setAttribute('cx', p.px);

@@ -21,6 +21,12 @@
  * redrawLayer(name) repaints one layer alone (e.g. when markers arrive).
  */
 
+// #rrggbb mixed 55 % with white, opaque
+function tint(hex) {
+  const v = parseInt(hex.slice(1), 16), mix = (c) => Math.round(c + (255 - c) * 0.55);
+  return 'rgb(' + mix(v >> 16) + ',' + mix((v >> 8) & 255) + ',' + mix(v & 255) + ')';
+}
+
 // buckets of a stacked or summed chart: [from, to) ms each
 function buckets(series, from, to) {
   const gaps = [];
@@ -113,7 +119,8 @@ export class TimelineChart {
         data = [xv];
         for (let i = cum.length - 1; i >= 0; i--) {
           data.push(cum[i]);
-          uSeries.push({ label: series[i].label, stroke: series[i].color, width: 1, fill: series[i].color + '55', spanGaps: false, points: { show: false } });
+          // an opaque tint: each band fills down to 0 and the lower ones paint over it
+          uSeries.push({ label: series[i].label, stroke: series[i].color, width: 1, fill: tint(series[i].color), spanGaps: false, points: { show: false } });
         }
         this.stack = cum;
       }
