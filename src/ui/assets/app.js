@@ -34,9 +34,11 @@
  */
 import { FlameCanvas, frameColor } from './flame.js';
 import { TimelineChart } from './chart.js';
+import { state } from './state.js';
+import { $, TIME_UNITS, api, axisScale, dateParts, esc, exactSelector, fmtAgo, fmtBytes, fmtCount, fmtNanos, fmtPct, fmtTick, fmtTime, fmtValue, fromInputTime, labelName, p2, quote, seriesName, timeTicks, toInputTime, trimNum, valueTicks } from './util.js';
+import { loadStatus, loadTargets } from './pages.js';
 
 (function () {
-  const $ = (id) => document.getElementById(id);
   const FG_NODES = 100000; // flame graph nodes asked for (the canvas paints 50k in well under 300 ms)
   const RANGES = { '5m': 300, '15m': 900, '1h': 3600, '6h': 21600, '24h': 86400, '7d': 604800 };
   // 24 distinct colours (no repeat within 24 series): Tableau 10, then
@@ -45,213 +47,12 @@ import { TimelineChart } from './chart.js';
     '#db2777', '#4b5563', '#65a30d', '#7c3aed', '#0d9488', '#1e3a8a', '#9a3412', '#14532d', '#581c87',
     '#991b1b', '#155e75', '#854d0e', '#9d174d', '#111827', '#3f6212', '#4338ca', '#be185d'];
 
-  const state = {
-    query: '', range: '1h', type: '', refresh: 0, series: '', t: 0,
-    fromText: '', toText: '', // from=/to= of the URL ('' = the relative range)
-    focus: '', ignore: '',    // pprof's -focus/-ignore regexps on the profile shown (the API's filters)
-    flameUp: false,           // flame (root at the bottom) instead of icicle
-    cb: false,                // colour-blind-safe diff palette (blue grew / orange shrank)
-    utc: false,               // times shown (and typed in the picker) in UTC, not the browser's zone
-    agg: '',                  // merges and diffs: '' sums the profiles, 'avg' averages them (the API's agg=)
-    view: '',                 // 'callgraph': the call graph tab instead of the flame graph
-    chart: '',                // the timeline: '' one line per series, 'stacked' or 'sum' (chart.js)
-    zoomPath: '',             // the zoomed frame: names from the root, joined by "\n"
-    search: '',               // the flame graph search
-    sel: null,          // {from, to} ms: the merged range
-    cmp: false,         // compare mode
-    a: null, b: null,   // {from, to} ms: compare's base (A) and new (B) selections
-  };
+  // state: state.js; helpers and units: util.js; targets and status: pages.js
   let lastRange = null;      // {from, to, series: [...]} of the last query_range
   let hidden = new Set();    // legend keys switched off
   let refreshTimer = null;
   let targetsTimer = null;
   let runSeq = 0, profileSeq = 0;
-
-  /* ------------------------------------------------------------ helpers */
-
-  function esc(s) {
-    return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
-  }
-
-  // GET an API path; resolves to `data` or throws an Error with the API's message.
-  async function api(path) {
-    let resp;
-    try {
-      resp = await fetch(path, { headers: { Accept: 'application/json' } });
-    } catch (e) {
-      throw new Error('profd is not reachable: ' + e.message);
-    }
-    const text = await resp.text();
-    let body = null;
-    try { body = JSON.parse(text); } catch (e) { /* not JSON */ }
-    if (!resp.ok || !body || body.status !== 'success') {
-      const msg = body && body.error ? body.error : (text.slice(0, 300) || resp.statusText);
-      const kind = body && body.errorType ? body.errorType + ': ' : '';
-      throw new Error(kind + msg + ' (HTTP ' + resp.status + ')');
-    }
-    return body.data;
-  }
-
-  // A selector string value, Go/PromQL-escaped.
-  function quote(v) {
-    return '"' + String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') + '"';
-  }
-
-  // A label name as a selector writes it: classic names bare, any other
-  // UTF-8 name quoted (Prometheus 3: {"otel.scope.name"="x"}).
-  function labelName(n) {
-    return /^[a-zA-Z_][a-zA-Z0-9_]*$/.test(n) ? n : quote(n);
-  }
-
-  // The selector that matches exactly this label set.
-  function exactSelector(labels) {
-    const names = Object.keys(labels).sort((a, b) => (a === '__name__' ? -1 : b === '__name__' ? 1 : a < b ? -1 : a > b ? 1 : 0));
-    return '{' + names.map((n) => labelName(n) + '=' + quote(labels[n])).join(', ') + '}';
-  }
-
-  // Display form: name{a="b", …} without __name__ inside the braces.
-  function seriesName(labels) {
-    const names = Object.keys(labels).filter((n) => n !== '__name__').sort();
-    return (labels.__name__ || '') + '{' + names.map((n) => labelName(n) + '=' + quote(labels[n])).join(', ') + '}';
-  }
-
-  /* ------------------------------------------------------------ units */
-
-  const TIME_UNITS = { nanoseconds: 1, microseconds: 1e3, milliseconds: 1e6, seconds: 1e9 };
-
-  function trimNum(x, digits) {
-    const s = x.toFixed(digits);
-    return s.indexOf('.') >= 0 ? s.replace(/\.?0+$/, '') : s;
-  }
-
-  function fmtBytes(v) {
-    const a = Math.abs(v);
-    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-    let i = 0, x = a;
-    while (x >= 1024 && i < units.length - 1) { x /= 1024; i++; }
-    return (v < 0 ? '-' : '') + (i === 0 ? String(Math.round(x)) : trimNum(x, x < 10 ? 2 : x < 100 ? 1 : 0)) + ' ' + units[i];
-  }
-
-  function fmtNanos(ns) {
-    const a = Math.abs(ns), sign = ns < 0 ? '-' : '';
-    if (a === 0) return '0';
-    if (a < 1e3) return sign + trimNum(a, 0) + 'ns';
-    if (a < 1e6) return sign + trimNum(a / 1e3, a < 1e4 ? 2 : 1) + 'µs';
-    if (a < 1e9) return sign + trimNum(a / 1e6, a < 1e7 ? 2 : 1) + 'ms';
-    if (a < 60e9) return sign + trimNum(a / 1e9, a < 1e10 ? 2 : 1) + 's';
-    if (a < 3600e9) return sign + trimNum(a / 60e9, a < 600e9 ? 2 : 1) + 'min';
-    if (a < 86400e9) return sign + trimNum(a / 3600e9, 2) + 'h';
-    return sign + trimNum(a / 86400e9, 2) + 'd';
-  }
-
-  function fmtCount(v) {
-    const a = Math.abs(v);
-    if (a < 1e4) return String(Math.round(v * 100) / 100);
-    if (a < 1e6) return trimNum(v / 1e3, 1) + 'k';
-    if (a < 1e9) return trimNum(v / 1e6, 2) + 'M';
-    return trimNum(v / 1e9, 2) + 'G';
-  }
-
-  function fmtValue(v, unit) {
-    if (v === null || v === undefined || isNaN(v)) return '–';
-    if (unit === 'bytes') return fmtBytes(v);
-    if (TIME_UNITS[unit]) return fmtNanos(v * TIME_UNITS[unit]);
-    return fmtCount(v);
-  }
-
-  function fmtPct(v, total) {
-    if (!total) return '0%';
-    const p = (100 * v) / total;
-    return (Math.abs(p) >= 10 ? p.toFixed(1) : p.toFixed(2)) + '%';
-  }
-
-  // The wall-clock parts of ms in the zone shown: UTC (tz=utc) or the browser's.
-  function dateParts(ms) {
-    const d = new Date(ms), u = state.utc;
-    return {
-      Y: u ? d.getUTCFullYear() : d.getFullYear(), M: (u ? d.getUTCMonth() : d.getMonth()) + 1,
-      D: u ? d.getUTCDate() : d.getDate(), h: u ? d.getUTCHours() : d.getHours(),
-      m: u ? d.getUTCMinutes() : d.getMinutes(), s: u ? d.getUTCSeconds() : d.getSeconds(),
-    };
-  }
-  const p2 = (n) => String(n).padStart(2, '0');
-  function fmtTime(ms) {
-    const d = dateParts(ms);
-    return d.Y + '-' + p2(d.M) + '-' + p2(d.D) + ' ' + p2(d.h) + ':' + p2(d.m) + ':' + p2(d.s);
-  }
-  // ms → the value of an <input type="datetime-local"> in the zone shown, and back
-  // (null when the text is not a complete date and time).
-  function toInputTime(ms) {
-    const d = dateParts(ms);
-    return d.Y + '-' + p2(d.M) + '-' + p2(d.D) + 'T' + p2(d.h) + ':' + p2(d.m) + ':' + p2(d.s);
-  }
-  function fromInputTime(v) {
-    const m = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)(?::(\d\d)(?:\.\d+)?)?$/.exec(v || '');
-    if (!m) return null;
-    const a = [+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +(m[6] || 0)];
-    const t = state.utc ? Date.UTC(...a) : new Date(...a).getTime();
-    return isNaN(t) ? null : t;
-  }
-
-  function fmtAgo(ms) {
-    if (!ms) return 'never';
-    const s = Math.round((Date.now() - ms) / 1000);
-    if (s < 2) return 'just now';
-    if (s < 90) return s + 's ago';
-    if (s < 5400) return Math.round(s / 60) + 'm ago';
-    return Math.round(s / 3600) + 'h ago';
-  }
-
-  // The scale of a value axis: values are shown as v/base + suffix, one
-  // suffix for the whole axis so that the ticks read alike.
-  function axisScale(max, unit) {
-    let steps;
-    if (unit === 'bytes') steps = [[1, ' B'], [1024, ' KiB'], [1024 ** 2, ' MiB'], [1024 ** 3, ' GiB'], [1024 ** 4, ' TiB']];
-    else if (TIME_UNITS[unit]) {
-      const ns = TIME_UNITS[unit];
-      steps = [[1, 'ns'], [1e3, 'µs'], [1e6, 'ms'], [1e9, 's'], [60e9, 'min'], [3600e9, 'h'], [86400e9, 'd']].map(([b, s]) => [b / ns, s]);
-    } else steps = [[1, ''], [1e3, 'k'], [1e6, 'M'], [1e9, 'G']];
-    let pick = steps[0];
-    for (const st of steps) if (max >= st[0]) pick = st;
-    return { base: pick[0], suffix: pick[1] };
-  }
-
-  // Nice axis ticks for [0, max]: {ticks, fmt}.
-  function valueTicks(max, unit) {
-    const sc = axisScale(max, unit);
-    const m = max / sc.base || 1;
-    const raw = m / 4;
-    const mag = Math.pow(10, Math.floor(Math.log10(raw)));
-    let step = [1, 2, 2.5, 5, 10].map((k) => k * mag).find((k) => k >= raw * 0.999999);
-    if (unit !== 'bytes' && !TIME_UNITS[unit] && sc.base === 1) step = Math.max(1, Math.round(step)); // whole counts
-    const ticks = [];
-    for (let i = 0; i <= 12; i++) {
-      ticks.push(i * step * sc.base);
-      if (i * step >= m * 0.999999) break;
-    }
-    const fmt = (v) => (v === 0 ? '0' : trimNum(v / sc.base, 3) + sc.suffix);
-    return { ticks, fmt };
-  }
-
-  function timeTicks(from, to) {
-    const span = to - from;
-    const steps = [1e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3,
-      7200e3, 10800e3, 21600e3, 43200e3, 86400e3];
-    const step = steps.find((s) => span / s <= 8) || 86400e3;
-    const tzOff = state.utc ? 0 : new Date(from).getTimezoneOffset() * 60e3;
-    const ticks = [];
-    let t = Math.ceil((from - tzOff) / step) * step + tzOff;
-    for (; t <= to; t += step) ticks.push(t);
-    return { ticks, step };
-  }
-
-  function fmtTick(ms, step) {
-    const d = dateParts(ms);
-    const hm = p2(d.h) + ':' + p2(d.m);
-    if (step < 60e3) return hm + ':' + p2(d.s);
-    if (step >= 86400e3 || (d.h === 0 && d.m === 0 && step >= 3600e3)) return d.M + '/' + d.D + (step < 86400e3 ? ' ' + hm : '');
-    return hm;
-  }
 
   /* ------------------------------------------------------------ URL state */
 
@@ -1980,88 +1781,6 @@ import { TimelineChart } from './chart.js';
     e.preventDefault();
     acceptSuggest(+li.getAttribute('data-i'));
   });
-
-  /* ------------------------------------------------------------ targets */
-
-  /* ------------------------------------------------------------ status */
-
-  async function loadStatus() {
-    const kv = (obj, fmt) => Object.entries(obj).map(([k, v]) => '<tr><th>' + esc(k) + '</th><td>' + esc(fmt ? fmt(k, v) : v) + '</td></tr>').join('');
-    try {
-      const [build, rt, tsdb, flags, cfg] = await Promise.all(['buildinfo', 'runtimeinfo', 'tsdb', 'flags', 'config'].map((n) => api('/api/v1/status/' + n)));
-      $('status-error').hidden = true;
-      $('status-runtime').innerHTML = kv({ version: build.version, ...rt });
-      const st = tsdb.storage || {};
-      $('status-storage').innerHTML = kv({ ...st, oldest: tsdb.headStats && tsdb.headStats.minTime, newest: tsdb.headStats && tsdb.headStats.maxTime },
-        (k, v) => (k === 'bytes' ? fmtBytes(v) : k === 'oldest' || k === 'newest' ? (v ? fmtTime(v) : '–') : String(v)));
-      $('status-flags').innerHTML = kv(Object.fromEntries(Object.entries(flags).map(([k, v]) => ['--' + k, v])));
-      $('status-config').textContent = cfg.yaml || '(no --config.file: profd only serves stored data and takes pushes)';
-    } catch (e) {
-      $('status-error').textContent = e.message;
-      $('status-error').hidden = false;
-    }
-  }
-  $('status-refresh').addEventListener('click', loadStatus);
-
-  async function loadTargets() {
-    const box = $('targets');
-    try {
-      const data = await api('/api/v1/targets');
-      $('targets-error').hidden = true;
-      const list = (data && data.activeTargets) || [];
-      const jobs = new Map();
-      for (const t of list) {
-        const job = t.scrapePool || (t.labels && t.labels.job) || '(no job)';
-        const inst = (t.labels && t.labels.instance) || t.scrapeUrl || '';
-        if (!jobs.has(job)) jobs.set(job, new Map());
-        const insts = jobs.get(job);
-        if (!insts.has(inst)) insts.set(inst, []);
-        insts.get(inst).push(t);
-      }
-      let up = 0;
-      for (const t of list) if (t.health === 'up') up++;
-      $('targets-summary').textContent = list.length ? up + ' of ' + list.length + ' endpoints up' : '';
-      if (!list.length) {
-        box.innerHTML = '<p class="muted">No scrape targets. Give profd a <code>--config.file</code> with <code>scrape_configs</code> (see examples/profd.yaml), or push profiles to <code>POST /api/0/profiles</code>.</p>';
-        return;
-      }
-      let html = '';
-      // Jobs with a failing endpoint first (that is what someone on call looks for), then by name.
-      const failing = (insts) => [...insts.values()].some((ts) => ts.some((t) => t.health === 'down'));
-      const order = [...jobs.entries()].sort((a, b) => (failing(b[1]) - failing(a[1])) || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-      for (const [job, insts] of order) {
-        let jn = 0, ju = 0;
-        for (const ts of insts.values()) for (const t of ts) { jn++; if (t.health === 'up') ju++; }
-        const jh = ju === jn ? 'up' : ju === 0 ? 'down' : 'unknown';
-        html += '<div class="job" data-job="' + esc(job) + '"><div class="job-head"><h3>' + esc(job) + '</h3>' +
-          '<span class="badge ' + jh + '">' + ju + '/' + jn + ' up</span></div>' +
-          '<table class="targets"><colgroup><col class="c-type"><col class="c-health"><col class="c-last"><col class="c-dur"><col class="c-url"><col></colgroup><thead><tr><th>Profile</th><th>Health</th><th>Last scrape</th><th>Duration</th><th>Endpoint</th><th>Error</th></tr></thead><tbody>';
-        for (const [inst, ts] of [...insts.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
-          const labels = ts[0].labels || {};
-          const extra = Object.keys(labels).filter((k) => k !== 'job' && k !== 'instance' && k !== '__name__').sort()
-            .map((k) => labelName(k) + '=' + quote(labels[k])).join(', ');
-          html += '<tr class="instance"><td colspan="6">' + esc(inst) + (extra ? ' <span class="muted">{' + esc(extra) + '}</span>' : '') + '</td></tr>';
-          ts.sort((a, b) => (a.profileType < b.profileType ? -1 : 1));
-          for (const t of ts) {
-            const h = t.health === 'up' || t.health === 'down' ? t.health : 'unknown';
-            const q = (t.profileType || '') + '{job=' + quote(job) + ', instance=' + quote(inst) + '}';
-            html += '<tr data-health="' + h + '"><td><a href="/?query=' + encodeURIComponent(q) + '">' + esc(t.profileType || '') + '</a></td>' +
-              '<td><span class="badge ' + h + '">' + esc(t.health || 'unknown') + '</span></td>' +
-              '<td title="' + (t.lastScrape ? esc(fmtTime(t.lastScrape)) : '') + '">' + esc(fmtAgo(t.lastScrape)) + '</td>' +
-              '<td>' + (t.lastScrape ? esc(fmtNanos((t.lastScrapeDuration || 0) * 1e9)) : '–') + '</td>' +
-              '<td class="url"><a href="' + esc(t.scrapeUrl || '') + '" target="_blank" rel="noopener">' + esc(t.scrapeUrl || '') + '</a></td>' +
-              '<td class="err">' + esc(t.lastError || '') + '</td></tr>';
-          }
-        }
-        html += '</tbody></table></div>';
-      }
-      box.innerHTML = html;
-    } catch (e) {
-      $('targets-error').textContent = e.message;
-      $('targets-error').hidden = false;
-    }
-  }
-  $('targets-refresh').addEventListener('click', loadTargets);
 
   route();
 })();
