@@ -91,6 +91,18 @@ test('the page loads from the binary and lists the stored profile types', { time
     const r = await http(profd.base + asset);
     assert.equal(r.status, 200, asset);
   }
+  // Page weight (issue 15: < 150 KB compressed): the page and every asset it
+  // loaded, as chromium received them (gzip from profd)
+  const w = await page.evaluate(() => {
+    const nav = performance.getEntriesByType('navigation')[0];
+    const res = performance.getEntriesByType('resource').filter((e) => /\/static\//.test(e.name));
+    return { n: res.length, wire: nav.encodedBodySize + res.reduce((a, e) => a + e.encodedBodySize, 0),
+      raw: nav.decodedBodySize + res.reduce((a, e) => a + e.decodedBodySize, 0), names: res.map((e) => e.name.replace(/^.*\/static\//, '')) };
+  });
+  t.diagnostic(`page weight: ${w.wire} B compressed (${w.raw} B) in ${w.n + 1} files: ${w.names.join(' ')}`);
+  assert.ok(w.names.includes('vendor/uplot/uPlot.iife.min.js') && w.names.includes('flame.js'), 'the modules were loaded');
+  assert.ok(w.wire < 150 * 1024, `page weight ${w.wire} B compressed (goal < 150 KB)`);
+  assert.ok(w.wire < w.raw / 2, 'the assets came compressed');
   await shot(t, '1-start');
 });
 

@@ -1,5 +1,16 @@
 /*
- * profd web UI — plain JavaScript, no build step, no dependencies.
+ * profd web UI — plain JavaScript ES modules, no build step. The modules:
+ *   app.js    this file: routing, the URL, the profiles view (query, timeline
+ *             interaction, profile panel, top table, flame graph page parts,
+ *             sandwich, focus/ignore, label explorer, autocomplete)
+ *   state.js  the view's state (what the URL holds)
+ *   util.js   API call, escaping, selectors, units, times in the zone shown
+ *   chart.js  the timeline's chart: uPlot (vendor/uplot, loaded by index.html
+ *             as window.uPlot) under an SVG overlay of named layers — the
+ *             place for a new layer over the timeline (event markers):
+ *             chart.addLayer(name, ctx => svg) next to the others in app.js
+ *   flame.js  the flame graph on a canvas: layout, paint, hit-testing
+ *   pages.js  the Targets and Status pages
  *
  * Views (client-side routes; the server returns index.html for each):
  *   /  (or /graph)  selector box → timeline of the matching series (one point
@@ -23,6 +34,10 @@
  *   sel=FROM-TO (ms, a merged range)   cmp=1 a=FROM-TO b=FROM-TO (compare)
  *   hide=EXACT_SELECTOR (repeated: legend entries switched off; left out of
  *                merges and diffs by the API's exclude=)
+ *   tz=utc (times in UTC)  chart=stacked|sum  agg=avg (merges averaged)
+ *   zoom=NAMES (the flame graph's zoom path, "\n"-joined)  search=REGEXP
+ *   flame=up  palette=cb  focus=RE ignore=RE  view=callgraph
+ *   sort=COLUMN order=asc tfilter=TEXT all=1 (the top table)
  *
  * API (Prometheus envelope {"status":"success","data":…}):
  *   /api/v1/query_range?query=&from=&to=     → [{labels, sample_types, timestamps, totals}]
