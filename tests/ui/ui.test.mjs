@@ -15,6 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { axisLabels, clickPoint, pointCount, profiles, pointXY as pointAt, waitPoints } from './timelib.mjs';
+import { contrastFailures } from './contrast.mjs';
 import { clickFrame, frameNames, hoverFrame, kbdName, matchCount, pixelAt, rectBox, waitFrame, waitMatches, zoomName } from './flamelib.mjs';
 import { TESTDATA, apiData, freePort, http, killAll, qs, startProfd, tempDir, waitFor } from '../e2e/lib.mjs';
 
@@ -1129,4 +1130,55 @@ test('timeline stacked and sum modes add the series shown', { timeout: 60000 }, 
   await page.selectOption('#chart-mode', 'lines');
   await waitPoints(page, 8);
   assert.equal(new URL(page.url()).searchParams.get('chart'), null);
+});
+
+// Issue 15 "colour by package with a legend": the packages drawn widest, each
+// with the colour its frames are painted in (read back from the canvas); a
+// click highlights that package's functions.
+test('flame graph colour legend by package', { timeout: 40000 }, async (t) => {
+  const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+  await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
+  await waitFrame(page, 'main.fib');
+  await page.waitForSelector('#flame-pkgs:not([hidden]) button[data-pkg="main"]');
+  const pkgs = await page.locator('#flame-pkgs button[data-pkg]').evaluateAll((els) => els.map((e) => [e.getAttribute('data-pkg'), getComputedStyle(e.querySelector('.sw')).backgroundColor]));
+  assert.ok(pkgs.length >= 2, JSON.stringify(pkgs));
+  assert.ok(pkgs.some(([p]) => p === 'runtime'), 'runtime is among the widest packages');
+  for (const [pkg, css] of pkgs.slice(0, 3)) {
+    // a frame of that package, at least 3 px wide: its painted pixel is the swatch's colour
+    const i = await page.evaluate((p) => document.getElementById('flamegraph').flame.rects.findIndex((r) => r.node && r.w >= 3 && r.kind !== 'ancestor' &&
+      (r.name === p || r.name.startsWith(p + '.'))), pkg);
+    assert.ok(i >= 0, `a frame of ${pkg}`);
+    const px = await pixelAt(page, i);
+    const want = css.match(/\d+/g).map(Number);
+    assert.ok(px.every((v, k) => Math.abs(v - want[k]) <= 2), `${pkg}: painted ${px} vs legend ${want}`);
+  }
+  await page.click('#flame-pkgs button[data-pkg="main"]');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('search') === '^main\\.');
+  await waitMatches(page);
+  const names = await page.evaluate(() => document.getElementById('flamegraph').flame.rects.filter((r) => r.match).map((r) => r.name));
+  assert.ok(names.length > 0 && names.every((n) => n.startsWith('main.')), names.join());
+  await shot(t, '20-packages');
+});
+
+// Issue 15 "WCAG AA contrast in light and dark": every visible text of the
+// profiles view (timeline, legend, profile panel, flame graph head, top
+// table), the targets and the status page, in the light and the dark scheme.
+test('WCAG AA contrast of every text, light and dark', { timeout: 60000 }, async (t) => {
+  const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+  const pages = [['/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }), '#top-table tbody tr[data-fn]'],
+    ['/targets', '#targets > *'], ['/status', '#status-flags tr']];
+  const all = [];
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const [u, sel] of pages) {
+      await page.goto(profd.base + u);
+      await page.waitForSelector(sel);
+      await page.waitForFunction(() => !document.querySelector('.loading'));
+      const f = await page.evaluate(`(${contrastFailures.toString()})()`);
+      for (const x of f) all.push(`${scheme} ${u.slice(0, 10)}: "${x.text}" ${x.sel} ${x.fg} on ${x.bg}: ${x.ratio} < ${x.need}`);
+    }
+    if (scheme === 'dark') await shot(t, '21-dark');
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  assert.deepEqual(all, [], all.join('\n'));
 });

@@ -1259,6 +1259,13 @@ import { loadStatus, loadTargets } from './pages.js';
     if (zp !== state.zoomPath) { state.zoomPath = zp; writeURL(false); }
     $('flame-reset').hidden = zoom === root;
     box.setAttribute('data-zoom', zoom === root ? '' : zoom.name);
+    // the colour legend: the packages drawn widest (a click searches the package)
+    const pk = flame.diff || !total ? [] : fc.packages(10);
+    $('flame-pkgs').hidden = !pk.length;
+    $('flame-pkgs').innerHTML = pk.length ? '<span class="muted">colour by package:</span> ' + pk.map((e) =>
+      '<button type="button" class="pkg" data-pkg="' + esc(e.pkg) + '" title="highlight the functions of ' + esc(e.pkg) + '">' +
+      '<span class="sw" data-color="' + esc(e.color) + '"></span>' + esc(e.pkg) + '</button>').join('') : '';
+    $('flame-pkgs').querySelectorAll('.sw').forEach((el) => { el.style.background = el.getAttribute('data-color'); });
     highlightFlame();
   }
   // the canvas follows the box's width
@@ -1378,6 +1385,13 @@ import { loadStatus, loadTargets } from './pages.js';
   $('flame-search').addEventListener('input', () => {
     clearTimeout(searchTimer);
     searchTimer = setTimeout(() => { state.search = $('flame-search').value.trim(); writeURL(false); highlightFlame(); }, 120);
+  });
+  $('flame-pkgs').addEventListener('click', (e) => {
+    const b = e.target.closest('button[data-pkg]');
+    if (!b) return;
+    $('flame-search').value = state.search = '^' + b.getAttribute('data-pkg').replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '\\.';
+    writeURL(false);
+    highlightFlame();
   });
   $('flame-crumbs').addEventListener('click', (e) => {
     const a = e.target.closest('a[data-depth]');

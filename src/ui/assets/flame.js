@@ -31,12 +31,19 @@
 export const ROW = 18;         // CSS px per row (the frame is ROW - 1 high)
 const TEXT_MIN = 28;           // a name is written in frames at least this wide (px)
 
-// Colour by package (the text before the last "." of the function name);
-// runtime frames in blues, the rest in warm hues.
+// The package of a function name: the text before its last "." (Go's
+// "net/http.(*conn).serve" → "net/http", a closure's "runtime.goready.func1"
+// → "runtime"); the name itself when it has none.
+export function packageOf(name) {
+  name = name.replace(/(\.(func|gowrap)\d+)+(\.\d+)*$/, ''); // Go closures: runtime.goready.func1
+  const m = name.match(/^(.*?)\.[^./]*(\(|$)/);
+  return m ? m[1].replace(/\(.*$/, '') : name;
+}
+
+// Colour by package; runtime frames in blues, the rest in warm hues.
 export function frameColor(name) {
   if (name === 'root') return '#c7cbd1';
-  const m = name.match(/^(.*?)\.[^./]*(\(|$)/);
-  const pkg = m ? m[1].replace(/\(.*$/, '') : name;
+  const pkg = packageOf(name);
   let h = 2166136261;
   for (let i = 0; i < pkg.length; i++) { h ^= pkg.charCodeAt(i); h = Math.imul(h, 16777619); }
   h >>>= 0;
@@ -218,6 +225,20 @@ export class FlameCanvas {
     const cur = this.cur && this.rects.find((r) => r.node === this.cur);
     if (cur) { ctx.strokeStyle = getComputedStyle(this.box).getPropertyValue('--kbd').trim() || '#111827'; ctx.lineWidth = 2; ctx.strokeRect(cur.x + 1, cur.y + 1, Math.max(0, cur.w - 2), ROW - 3); }
     if (this.onPainted) this.onPainted(ctx, this);
+  }
+
+  // The packages of the frames drawn, widest first: [{pkg, color, w (px)}]
+  // (at most max of them) — the colour legend.
+  packages(max) {
+    const by = new Map();
+    for (const r of this.rects) {
+      if (!r.node || r.name === 'root' || r.kind === 'ancestor') continue;
+      const pkg = packageOf(r.name);
+      const e = by.get(pkg) || { pkg, color: frameColor(r.name), w: 0 };
+      e.w += r.w;
+      by.set(pkg, e);
+    }
+    return [...by.values()].sort((a, b) => b.w - a.w).slice(0, max);
   }
 
   // The rectangle at (x, y), CSS px relative to the canvas, or null.
