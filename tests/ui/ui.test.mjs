@@ -1182,3 +1182,43 @@ test('WCAG AA contrast of every text, light and dark', { timeout: 60000 }, async
   await page.emulateMedia({ colorScheme: 'light' });
   assert.deepEqual(all, [], all.join('\n'));
 });
+
+// Issue 15 "a drag over mixed profile types fails with a banner far from the
+// empty panel": a selector matching heap and cpu series; the timeline draws
+// the chosen sample type's series, and a drag merges exactly those (the
+// others are left out, as they are not drawn). An error of the view is said
+// inside the profile panel, with nothing of an older view beside it.
+test('a drag over mixed profile types merges the type shown; view errors stay in the panel', { timeout: 60000 }, async (t) => {
+  const sent = [];
+  const onReq = (r) => { if (/mode=merge/.test(r.url())) sent.push(decodeURIComponent(r.url())); };
+  page.on('request', onReq);
+  try {
+    await page.goto(profd.base + '/?' + qs({ query: '{service="uitest"}', type: 'inuse_space' }));
+    await waitPoints(page, N_HEAP);
+    await dragPoints(0, N_HEAP - 1);
+    await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+    await waitFrame(page);
+    const exp = await rangeTotal(heapTimes[0], heapTimes[N_HEAP - 1]);
+    await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), exp.sum);
+    assert.ok(await page.locator('#error').isHidden(), 'no error banner');
+    assert.ok(await page.locator('#profile-error').isHidden());
+    assert.match(await page.locator('#selection').innerText(), new RegExp(N_HEAP + ' profiles'));
+    assert.ok(sent.some((u) => /exclude=\{__name__="cpu"/.test(u)), 'the cpu series is left out: ' + sent.join('\n'));
+    // reload: the same merge (the series left out are known once the timeline is in)
+    await page.reload();
+    await waitFrame(page);
+    await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), exp.sum);
+  } finally {
+    page.off('request', onReq);
+  }
+  // a bad focus regexp in the link: the API's 400, said in the panel
+  const u = new URL(page.url());
+  u.searchParams.set('focus', 'main.(fib');
+  await page.goto(u.toString());
+  await page.waitForSelector('#profile-error:not([hidden])');
+  assert.match(await page.locator('#profile-error').innerText(), /failed: .*focus/i);
+  assert.ok(await page.locator('#error').isHidden(), 'not in the banner at the top');
+  assert.equal(await page.evaluate(() => document.getElementById('flamegraph').flame.rects.length), 0, 'no flame graph of an older view');
+  assert.equal(await page.locator('#top-table tbody tr').count(), 0, 'no table of an older view');
+  await shot(t, '22-view-error');
+});

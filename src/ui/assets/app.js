@@ -199,8 +199,8 @@ import { loadStatus, loadTargets } from './pages.js';
       readURL();
       applyStateToForm();
       loadTypeChips();
-      if (state.query) run(false);
-      else { $('timeline-panel').hidden = true; $('intro').hidden = false; }
+      const ran = state.query ? run(false) : null;
+      if (!ran) { $('timeline-panel').hidden = true; $('intro').hidden = false; }
       showSelection();
       showFilters();
       $('flame-up').setAttribute('aria-pressed', String(state.flameUp));
@@ -213,7 +213,9 @@ import { loadStatus, loadTargets } from './pages.js';
       $('view-callgraph').classList.toggle('on', state.view === 'callgraph');
       if (state.view !== 'callgraph') showCallgraph(false);
       document.body.classList.toggle('cb', state.cb);
-      loadView();
+      // a merge or diff leaves out the series without the sample type shown:
+      // which those are, the timeline's query tells
+      if (ran && (state.sel || state.cmp)) ran.then(() => loadView()); else loadView();
     }
   }
 
@@ -627,10 +629,17 @@ import { loadStatus, loadTargets } from './pages.js';
 
   // Stored profiles in [from, to] ms, over every series of the query (a
   // merge takes them all, also the series switched off in the legend).
+  // Series a merge or diff leaves out: switched off in the legend, or without
+  // the sample type shown (not drawn either; merged, a mix of profile types
+  // would fail: heap and cpu under one selector).
+  function leftOut(s) {
+    return hidden.has(exactSelector(s.labels)) || (!!state.type && !(s.sample_types || []).some((st) => st.type === state.type));
+  }
+
   function countIn(r) {
     let n = 0;
     for (const s of (lastRange ? lastRange.series : [])) {
-      if (hidden.has(exactSelector(s.labels))) continue; // hidden series are not merged
+      if (leftOut(s)) continue; // not merged
       for (const ts of s.timestamps) if (ts >= r.from && ts <= r.to) n++;
     }
     return n;
@@ -641,7 +650,10 @@ import { loadStatus, loadTargets } from './pages.js';
   function dragRange(x0, x1) {
     const t0 = tl.inv(Math.min(x0, x1)), t1 = tl.inv(Math.max(x0, x1));
     let lo = Infinity, hi = -Infinity;
-    for (const s of lastRange.series) for (const ts of s.timestamps) if (ts >= t0 && ts <= t1) { lo = Math.min(lo, ts); hi = Math.max(hi, ts); }
+    for (const s of lastRange.series) {
+      if (leftOut(s)) continue;
+      for (const ts of s.timestamps) if (ts >= t0 && ts <= t1) { lo = Math.min(lo, ts); hi = Math.max(hi, ts); }
+    }
     return lo <= hi ? { from: lo, to: hi } : null;
   }
 
@@ -925,7 +937,9 @@ import { loadStatus, loadTargets } from './pages.js';
       (idx && report !== 'proto' ? '&sample_index=' + encodeURIComponent(idx) : '') +
       (report === 'flamegraph' ? '&nodes=4000' : '') + filterQuery();
     // hidden legend entries are left out of merges and diffs (exclude=)
-    const excl = [...hidden].map((k) => '&exclude=' + encodeURIComponent(k)).join('') + (state.agg ? '&agg=' + state.agg : '');
+    const out = new Set(hidden);
+    for (const s of (lastRange ? lastRange.series : [])) if (leftOut(s)) out.add(exactSelector(s.labels));
+    const excl = [...out].map((k) => '&exclude=' + encodeURIComponent(k)).join('') + (state.agg ? '&agg=' + state.agg : '');
     const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl;
     const range = (r) => fmtTime(r.from) + (r.from === r.to ? '' : ' – ' + fmtTime(r.to));
     if (state.cmp && state.a && state.b) {
@@ -1006,6 +1020,7 @@ import { loadStatus, loadTargets } from './pages.js';
       }
       if (seq !== profileSeq) return;
       showError('');
+      $('profile-error').hidden = true;
       const st = top.sample_type || {};
       const diff = v.kind === 'diff';
       profile.top = top;
@@ -1046,8 +1061,13 @@ import { loadStatus, loadTargets } from './pages.js';
       if ($('view-callgraph').getAttribute('aria-pressed') === 'true') showCallgraph(true);
     } catch (e) {
       if (seq !== profileSeq) return;
+      // said where it happened, and nothing of an older view left beside it
       $('profile-summary').textContent = '';
-      showError('Loading the ' + (v.kind === 'single' ? 'profile' : v.kind) + ' failed: ' + e.message);
+      $('profile-error').textContent = 'Loading the ' + (v.kind === 'single' ? 'profile' : v.kind) + ' failed: ' + e.message;
+      $('profile-error').hidden = false;
+      flame.root = null; fc.rects = []; fc.rows = []; $('flamegraph').textContent = ''; $('flamegraph').removeAttribute('data-total');
+      $('flame-crumbs').textContent = ''; $('flame-pkgs').hidden = true; $('flame-match').textContent = '';
+      $('top-table').tBodies[0].innerHTML = ''; $('top-table').removeAttribute('data-total'); $('top-more').hidden = true;
     } finally {
       if (seq === profileSeq) panel.classList.remove('loading');
     }
