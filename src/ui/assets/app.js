@@ -2,14 +2,16 @@
  * profd web UI — plain JavaScript ES modules, no build step. The modules:
  *   app.js    this file: routing, the URL, the profiles view (query, timeline
  *             interaction, profile panel, top table, flame graph page parts,
- *             sandwich, focus/ignore, label explorer, autocomplete)
- *   state.js  the view's state (what the URL holds)
+ *             sandwich, focus/ignore)
+ *   state.js  the view's state (what the URL holds) and what views share
  *   util.js   API call, escaping, selectors, units, times in the zone shown
  *   chart.js  the timeline's chart: uPlot (vendor/uplot, loaded by index.html
  *             as window.uPlot) under an SVG overlay of named layers — the
  *             place for a new layer over the timeline (event markers):
  *             chart.addLayer(name, ctx => svg) next to the others in app.js
  *   flame.js  the flame graph on a canvas: layout, paint, hit-testing
+ *   explorer.js  the label explorer
+ *   suggest.js   the selector box's autocomplete
  *   pages.js  the Targets and Status pages
  *
  * Views (client-side routes; the server returns index.html for each):
@@ -49,22 +51,16 @@
  */
 import { FlameCanvas, frameColor } from './flame.js';
 import { TimelineChart } from './chart.js';
-import { state } from './state.js';
-import { $, TIME_UNITS, api, axisScale, dateParts, esc, exactSelector, fmtAgo, fmtBytes, fmtCount, fmtNanos, fmtPct, fmtTick, fmtTime, fmtValue, fromInputTime, labelName, p2, quote, seriesName, timeTicks, toInputTime, trimNum, valueTicks } from './util.js';
+import { state, ui } from './state.js';
+import { $, COLORS, RANGES, api, esc, exactSelector, fmtAgo, fmtPct, fmtTick, fmtTime, fmtValue, fromInputTime, parseTime, secs, seriesName, timeTicks, toInputTime, valueTicks, window_ } from './util.js';
 import { loadStatus, loadTargets } from './pages.js';
+import { explorer, loadExplorer, miniFlame } from './explorer.js';
+import { closeSuggest } from './suggest.js';
 
 (function () {
   const FG_NODES = 100000; // flame graph nodes asked for (the canvas paints 50k in well under 300 ms)
-  const RANGES = { '5m': 300, '15m': 900, '1h': 3600, '6h': 21600, '24h': 86400, '7d': 604800 };
-  // 24 distinct colours (no repeat within 24 series): Tableau 10, then
-  // darker and lighter variants of hues it lacks, each readable on white.
-  const COLORS = ['#2563eb', '#ea580c', '#16a34a', '#9333ea', '#dc2626', '#0891b2', '#ca8a04',
-    '#db2777', '#4b5563', '#65a30d', '#7c3aed', '#0d9488', '#1e3a8a', '#9a3412', '#14532d', '#581c87',
-    '#991b1b', '#155e75', '#854d0e', '#9d174d', '#111827', '#3f6212', '#4338ca', '#be185d'];
 
   // state: state.js; helpers and units: util.js; targets and status: pages.js
-  let lastRange = null;      // {from, to, series: [...]} of the last query_range
-  let hidden = new Set();    // legend keys switched off
   let refreshTimer = null;
   let targetsTimer = null;
   let runSeq = 0, profileSeq = 0;
@@ -83,7 +79,7 @@ import { loadStatus, loadTargets } from './pages.js';
     state.series = q.get('series') || '';
     state.t = parseInt(q.get('t') || '0', 10) || 0;
     state.cmp = q.get('cmp') === '1';
-    hidden = new Set(q.getAll('hide'));
+    ui.hidden = new Set(q.getAll('hide'));
     state.sel = state.cmp ? null : parseSpan(q.get('sel'));
     state.focus = q.get('focus') || '';
     state.flameUp = q.get('flame') === 'up';
@@ -105,30 +101,10 @@ import { loadStatus, loadTargets } from './pages.js';
     tl.next = state.a && !state.b ? 'b' : state.a ? 'b' : 'a';
   }
 
-  // A time of the URL → ms: RFC 3339, Unix seconds (decimals allowed) or ms
-  // (13+ digits), "now", "now-90s"/"now-15m"/"now-1h"/"now-2d"/"now-1w". null if none.
-  function parseTime(v, now) {
-    v = String(v || '').trim();
-    let m = /^now(?:-(\d+(?:\.\d+)?)(ms|s|m|h|d|w))?$/.exec(v);
-    if (m) return m[1] ? now - +m[1] * { ms: 1, s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 604800e3 }[m[2]] : now;
-    if (/^\d{13,}$/.test(v)) return +v;
-    if (/^\d+(\.\d+)?$/.test(v)) return Math.round(+v * 1000);
-    if (/^\d{4}-\d\d-\d\dT/.test(v)) { const t = Date.parse(v); return isNaN(t) ? null : t; }
-    return null;
-  }
   const isRelative = (v) => /^now/.test(String(v || '').trim());
   const pinned = () => !!state.fromText && !(isRelative(state.fromText) && isRelative(state.toText));
   const iso = (ms) => new Date(ms).toISOString().replace('.000Z', 'Z');
 
-  // The window a query covers now: from=/to= when given, else the last `range`.
-  function window_() {
-    const now = Date.now();
-    if (state.fromText) {
-      const f = parseTime(state.fromText, now), t = parseTime(state.toText, now);
-      if (f !== null && t !== null && t > f) return { from: f, to: t };
-    }
-    return { from: now - RANGES[state.range] * 1000, to: now };
-  }
 
   // "FROM-TO" (ms) → {from, to}, or null.
   function parseSpan(v) {
@@ -144,9 +120,9 @@ import { loadStatus, loadTargets } from './pages.js';
     if (state.range !== '1h') q.set('range', state.range);
     // a chosen profile, merge or comparison pins the window it was chosen in
     const chosen = (state.series && state.t) || state.sel || (state.cmp && (state.a || state.b));
-    if (chosen && !pinned() && lastRange) { state.fromText = iso(lastRange.from); state.toText = iso(lastRange.to); showRange(); }
+    if (chosen && !pinned() && ui.lastRange) { state.fromText = iso(ui.lastRange.from); state.toText = iso(ui.lastRange.to); showRange(); }
     if (state.fromText) { q.set('from', state.fromText); q.set('to', state.toText); }
-    for (const k of hidden) q.append('hide', k);
+    for (const k of ui.hidden) q.append('hide', k);
     if (state.focus) q.set('focus', state.focus);
     if (state.flameUp) q.set('flame', 'up');
     if (state.cb) q.set('palette', 'cb');
@@ -281,7 +257,7 @@ import { loadStatus, loadTargets } from './pages.js';
     tl.anchor = null;
     $('profile-panel').hidden = true;
     showSelection();
-    hidden = new Set();
+    ui.hidden = new Set();
     writeURL(true);
     run(true);
   }
@@ -327,7 +303,7 @@ import { loadStatus, loadTargets } from './pages.js';
   $('chart-mode').addEventListener('change', () => {
     state.chart = $('chart-mode').value === 'lines' ? '' : $('chart-mode').value;
     writeURL(false);
-    if (lastRange) drawTimeline();
+    if (ui.lastRange) drawTimeline();
   });
   $('tz').addEventListener('click', () => {
     const picking = !$('window-picker').hidden;
@@ -335,7 +311,7 @@ import { loadStatus, loadTargets } from './pages.js';
     state.utc = !state.utc;
     writeURL(false);
     showRange(); showSelection();
-    if (lastRange) drawTimeline();
+    if (ui.lastRange) drawTimeline();
     if (picking) { // the same instants, written in the other zone
       if (w[0] !== null) $('pick-from').value = toInputTime(w[0]);
       if (w[1] !== null) $('pick-to').value = toInputTime(w[1]);
@@ -436,7 +412,7 @@ import { loadStatus, loadTargets } from './pages.js';
         '&from=' + (from / 1000).toFixed(3) + '&to=' + (to / 1000).toFixed(3));
       if (seq !== runSeq) return;
       showError('');
-      lastRange = { from, to, series: Array.isArray(data) ? data : [] };
+      ui.lastRange = { from, to, series: Array.isArray(data) ? data : [] };
       $('intro').hidden = true;
       $('timeline-panel').hidden = false;
       fillSampleTypes();
@@ -458,12 +434,12 @@ import { loadStatus, loadTargets } from './pages.js';
   function fillSampleTypes() {
     const sel = $('sample-type');
     const seen = new Map();
-    for (const s of lastRange.series) for (const st of s.sample_types || []) if (!seen.has(st.type)) seen.set(st.type, st.unit);
+    for (const s of ui.lastRange.series) for (const st of s.sample_types || []) if (!seen.has(st.type)) seen.set(st.type, st.unit);
     const types = [...seen.keys()];
     // The default: Go puts the default sample type last (inuse_space, cpu, delay).
     let chosen = state.type && seen.has(state.type) ? state.type : '';
-    if (!chosen && lastRange.series.length) {
-      const st = lastRange.series[0].sample_types || [];
+    if (!chosen && ui.lastRange.series.length) {
+      const st = ui.lastRange.series[0].sample_types || [];
       chosen = st.length ? st[st.length - 1].type : '';
     }
     sel.innerHTML = types.map((t) => '<option value="' + esc(t) + '">' + esc(t) + ' (' + esc(seen.get(t)) + ')</option>').join('');
@@ -496,10 +472,10 @@ import { loadStatus, loadTargets } from './pages.js';
   function drawTimeline() {
     const box = $('timeline');
     const legend = $('legend');
-    const series = lastRange ? lastRange.series : [];
+    const series = ui.lastRange ? ui.lastRange.series : [];
     const type = state.type;
     const W = Math.max(320, box.clientWidth || 800), H = box.clientHeight || 260;
-    const from = lastRange.from, to = lastRange.to;
+    const from = ui.lastRange.from, to = ui.lastRange.to;
     let unit = '';
     let npts = 0;
     const drawn = [];
@@ -507,7 +483,7 @@ import { loadStatus, loadTargets } from './pages.js';
       const key = exactSelector(s.labels);
       const idx = (s.sample_types || []).findIndex((st) => st.type === type);
       const color = COLORS[i % COLORS.length];
-      const entry = { s, i, key, idx, color, off: hidden.has(key) };
+      const entry = { s, i, key, idx, color, off: ui.hidden.has(key) };
       drawn.push(entry);
       if (idx < 0 || entry.off) return;
       unit = unit || s.sample_types[idx].unit;
@@ -562,8 +538,8 @@ import { loadStatus, loadTargets } from './pages.js';
     const li = e.target.closest('li[data-key]');
     if (!li) return;
     const k = li.getAttribute('data-key');
-    if (hidden.has(k)) hidden.delete(k); else hidden.add(k);
-    li.setAttribute('aria-pressed', hidden.has(k) ? 'false' : 'true');
+    if (ui.hidden.has(k)) ui.hidden.delete(k); else ui.hidden.add(k);
+    li.setAttribute('aria-pressed', ui.hidden.has(k) ? 'false' : 'true');
     writeURL(false);
     drawTimeline();
     // a merge or comparison on screen is redone without (or with) that series
@@ -633,12 +609,12 @@ import { loadStatus, loadTargets } from './pages.js';
   // the sample type shown (not drawn either; merged, a mix of profile types
   // would fail: heap and cpu under one selector).
   function leftOut(s) {
-    return hidden.has(exactSelector(s.labels)) || (!!state.type && !(s.sample_types || []).some((st) => st.type === state.type));
+    return ui.hidden.has(exactSelector(s.labels)) || (!!state.type && !(s.sample_types || []).some((st) => st.type === state.type));
   }
 
   function countIn(r) {
     let n = 0;
-    for (const s of (lastRange ? lastRange.series : [])) {
+    for (const s of (ui.lastRange ? ui.lastRange.series : [])) {
       if (leftOut(s)) continue; // not merged
       for (const ts of s.timestamps) if (ts >= r.from && ts <= r.to) n++;
     }
@@ -650,7 +626,7 @@ import { loadStatus, loadTargets } from './pages.js';
   function dragRange(x0, x1) {
     const t0 = tl.inv(Math.min(x0, x1)), t1 = tl.inv(Math.max(x0, x1));
     let lo = Infinity, hi = -Infinity;
-    for (const s of lastRange.series) {
+    for (const s of ui.lastRange.series) {
       if (leftOut(s)) continue;
       for (const ts of s.timestamps) if (ts >= t0 && ts <= t1) { lo = Math.min(lo, ts); hi = Math.max(hi, ts); }
     }
@@ -658,7 +634,7 @@ import { loadStatus, loadTargets } from './pages.js';
   }
 
   $('timeline').addEventListener('mousedown', (e) => {
-    if (e.button !== 0 || !tl.svg || !lastRange || !lastRange.series.length) return;
+    if (e.button !== 0 || !tl.svg || !ui.lastRange || !ui.lastRange.series.length) return;
     e.preventDefault();
     const x = svgX(e);
     // Alt+drag zooms the window to the dragged time (a zoom brush apart
@@ -888,7 +864,7 @@ import { loadStatus, loadTargets } from './pages.js';
     showSelection();
     loadView();
   });
-  window.addEventListener('resize', () => { if (lastRange && !$('timeline-panel').hidden) drawTimeline(); if (flame.root) drawFlame(); });
+  window.addEventListener('resize', () => { if (ui.lastRange && !$('timeline-panel').hidden) drawTimeline(); if (flame.root) drawFlame(); });
 
   /* ------------------------------------------------------------ tooltip */
 
@@ -920,12 +896,11 @@ import { loadStatus, loadTargets } from './pages.js';
   // it (or when the timeline does not know the series), else its default.
   function sampleIndexFor(series) {
     if (!state.type) return '';
-    const s = lastRange && lastRange.series.find((x) => exactSelector(x.labels) === series);
+    const s = ui.lastRange && ui.lastRange.series.find((x) => exactSelector(x.labels) === series);
     if (!s) return state.type;
     return (s.sample_types || []).some((st) => st.type === state.type) ? state.type : '';
   }
 
-  const secs = (ms) => (ms / 1000).toFixed(3);
 
   // What the profile panel shows, from the state: one profile, the merge of
   // a range, or the diff of two ranges (A = base). null: nothing.
@@ -937,8 +912,8 @@ import { loadStatus, loadTargets } from './pages.js';
       (idx && report !== 'proto' ? '&sample_index=' + encodeURIComponent(idx) : '') +
       (report === 'flamegraph' ? '&nodes=4000' : '') + filterQuery();
     // hidden legend entries are left out of merges and diffs (exclude=)
-    const out = new Set(hidden);
-    for (const s of (lastRange ? lastRange.series : [])) if (leftOut(s)) out.add(exactSelector(s.labels));
+    const out = new Set(ui.hidden);
+    for (const s of (ui.lastRange ? ui.lastRange.series : [])) if (leftOut(s)) out.add(exactSelector(s.labels));
     const excl = [...out].map((k) => '&exclude=' + encodeURIComponent(k)).join('') + (state.agg ? '&agg=' + state.agg : '');
     const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl;
     const range = (r) => fmtTime(r.from) + (r.from === r.to ? '' : ' – ' + fmtTime(r.to));
@@ -1536,299 +1511,6 @@ import { loadStatus, loadTargets } from './pages.js';
     if (!n || n === flame.root) return;
     e.preventDefault();
     openSandwich(n.name);
-  });
-
-  /* ------------------------------------------------------------ label explorer */
-
-  // For the current selector and window: every label name with its number of
-  // values; a name picked → the values' small timelines (the top 8 by total of
-  // the chosen sample type, from the query_range already loaded) and the
-  // merged flame graph of each side by side; a value clicked → its matcher is
-  // added to the selector.
-  const explorer = { on: false, name: '', seq: 0 };
-  const TOPK = 8;
-
-  // The selector with one more matcher: name="value".
-  function withMatcher(q, name, value) {
-    const m = labelName(name) + '=' + quote(value);
-    const i = q.lastIndexOf('}');
-    if (i < 0) return q.trim() + '{' + m + '}';
-    const inner = q.slice(q.indexOf('{') + 1, i).trim();
-    return q.slice(0, i).replace(/\s*,?\s*$/, '') + (inner ? ', ' : '') + m + q.slice(i);
-  }
-
-  $('explore').addEventListener('click', () => {
-    explorer.on = !explorer.on;
-    $('explore').setAttribute('aria-pressed', explorer.on ? 'true' : 'false');
-    $('explore').classList.toggle('on', explorer.on);
-    $('explorer-panel').hidden = !explorer.on;
-    if (explorer.on) loadExplorer();
-  });
-
-  async function loadExplorer() {
-    if (!explorer.on || !lastRange) return;
-    const seq = ++explorer.seq;
-    const w = { from: lastRange.from, to: lastRange.to };
-    const qp = '&match[]=' + encodeURIComponent(state.query) + '&start=' + secs(w.from) + '&end=' + secs(w.to);
-    $('explorer-summary').textContent = 'loading…';
-    try {
-      const names = (await api('/api/v1/labels?' + qp.slice(1))).filter((n) => n !== '__name__');
-      const counts = await Promise.all(names.map((n) => api('/api/v1/label/' + encodeURIComponent(n) + '/values?' + qp.slice(1)).then((v) => v.length)));
-      if (seq !== explorer.seq) return;
-      const order = names.map((n, i) => [n, counts[i]]).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
-      $('explorer-summary').textContent = order.length + ' label' + (order.length === 1 ? '' : 's') + ' on ' + lastRange.series.length + ' series · pick one to break the selection down';
-      $('explorer-names').innerHTML = order.map(([n, c]) => '<li><button type="button" class="chip' + (n === explorer.name ? ' on' : '') +
-        '" data-name="' + esc(n) + '" aria-pressed="' + (n === explorer.name) + '">' + esc(n) + ' <span class="muted">' + c + '</span></button></li>').join('');
-      if (explorer.name && order.some(([n]) => n === explorer.name)) showValues(explorer.name);
-      else $('explorer-values').innerHTML = '';
-    } catch (e) {
-      if (seq === explorer.seq) $('explorer-summary').textContent = e.message;
-    }
-  }
-
-  $('explorer-names').addEventListener('click', (e) => {
-    const b = e.target.closest('button[data-name]');
-    if (!b) return;
-    explorer.name = b.getAttribute('data-name');
-    $('explorer-names').querySelectorAll('button').forEach((x) => { const on = x === b; x.classList.toggle('on', on); x.setAttribute('aria-pressed', String(on)); });
-    showValues(explorer.name);
-  });
-
-  async function showValues(name) {
-    const seq = ++explorer.seq;
-    const type = state.type;
-    // per value: the series' totals of the chosen sample type, summed per timestamp
-    const byValue = new Map();
-    let unit = '';
-    for (const s of lastRange.series) {
-      const v = s.labels[name];
-      if (v === undefined) continue;
-      const idx = (s.sample_types || []).findIndex((st) => st.type === type);
-      if (idx < 0) continue;
-      unit = unit || s.sample_types[idx].unit;
-      const e = byValue.get(v) || { value: v, pts: new Map(), sum: 0 };
-      s.timestamps.forEach((ts, j) => { const x = s.totals[j][idx]; e.pts.set(ts, (e.pts.get(ts) || 0) + x); e.sum += x; });
-      byValue.set(v, e);
-    }
-    const top = [...byValue.values()].sort((a, b) => b.sum - a.sum).slice(0, TOPK);
-    const max = Math.max(1, ...top.flatMap((e) => [...e.pts.values()]));
-    const W = 260, H = 48;
-    const x = (t) => 2 + ((t - lastRange.from) / (lastRange.to - lastRange.from)) * (W - 4);
-    const y = (v) => H - 2 - (v / max) * (H - 6);
-    $('explorer-values').innerHTML = '<p class="muted">' + esc(name) + ': ' + byValue.size + ' value' + (byValue.size === 1 ? '' : 's') +
-      (byValue.size > TOPK ? ', the ' + TOPK + ' largest by total ' + esc(type) : '') + '. Click one to add it to the selector.</p>' +
-      '<div class="explorer-grid">' + top.map((e, i) => {
-        const pts = [...e.pts.entries()].sort((a, b) => a[0] - b[0]);
-        const path = pts.map(([t, v], j) => (j ? 'L' : 'M') + x(t).toFixed(1) + ' ' + y(v).toFixed(1)).join('');
-        return '<figure class="explorer-card" data-value="' + esc(e.value) + '" tabindex="0" role="button" aria-label="' + esc(name + '=' + e.value) + ': add to the selector">' +
-          '<figcaption><b>' + esc(e.value) + '</b> <span class="muted">' + esc(fmtValue(e.sum / Math.max(1, pts.length), unit)) + ' avg</span></figcaption>' +
-          '<svg viewBox="0 0 ' + W + ' ' + H + '" class="spark"><path d="' + path + '" stroke="' + COLORS[i % COLORS.length] + '"/></svg>' +
-          '<div class="mini-flame" data-i="' + i + '"><span class="muted">loading…</span></div></figure>';
-      }).join('') + '</div>';
-    // each value's merged flame graph over the window (its top frames)
-    await Promise.all(top.map(async (e, i) => {
-      const q = withMatcher(state.query, name, e.value);
-      const u = '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(lastRange.from) + '&to=' + secs(lastRange.to) +
-        '&report=flamegraph&nodes=300' + (type ? '&sample_index=' + encodeURIComponent(type) : '');
-      let html;
-      try { html = miniFlame(await api(u), unit); } catch (err) { html = '<span class="error">' + esc(err.message) + '</span>'; }
-      if (seq !== explorer.seq) return;
-      const el = $('explorer-values').querySelector('.mini-flame[data-i="' + i + '"]');
-      if (el) el.innerHTML = html;
-    }));
-  }
-
-  // A small icicle of a flame graph JSON tree: 6 levels (24 with the root
-  // drawn, for the sandwich), frames under 0.8% of the width left out.
-  function miniFlame(tree, unit, withRoot) {
-    const total = tree.value || 0;
-    if (!total) return '<span class="muted">no samples</span>';
-    let html = '';
-    const top0 = withRoot ? 0 : 1, maxDepth = withRoot ? 24 : 6;
-    const walk = (n, left, width, depth) => {
-      if (depth > maxDepth || width < 0.8) return;
-      if (depth >= top0) {
-        html += '<div class="mf" data-name="' + esc(n.name) + '" data-value="' + n.value + '" style="left:' + left.toFixed(3) + '%;width:' + width.toFixed(3) + '%;top:' + (depth - top0) * 13 + 'px;background:' +
-          frameColor(n.name) + '" title="' + esc(n.name + ' · ' + fmtValue(n.value, unit) + ' (' + fmtPct(n.value, total) + ')') + '">' +
-          (width > 14 ? esc(n.name) : '') + '</div>';
-      }
-      let x = left;
-      for (const c of (n.children || []).slice().sort((a, b) => b.value - a.value)) {
-        const cw = width * (c.value / (n.value || 1));
-        walk(c, x, cw, depth + 1);
-        x += cw;
-      }
-    };
-    walk(tree, 0, 100, 0);
-    return html;
-  }
-
-  $('explorer-values').addEventListener('click', (e) => pickValue(e.target.closest('.explorer-card')));
-  $('explorer-values').addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pickValue(e.target.closest('.explorer-card')); } });
-  function pickValue(card) {
-    if (!card || !explorer.name) return;
-    $('selector').value = withMatcher(state.query, explorer.name, card.getAttribute('data-value'));
-    explorer.name = '';
-    submit();
-  }
-
-  /* ------------------------------------------------------------ suggestions */
-
-  const cache = { names: null, values: new Map() };
-  let sugg = { items: [], active: -1, ctx: null };
-
-  // Suggestions are scoped like Grafana's: to the series the text typed so
-  // far selects (its profile type and its complete matchers, not the one being
-  // typed) and to the window on screen (rounded to the minute for the cache).
-  function scopeParams(text, upto, except) {
-    const name = (text.match(/^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)/) || [])[1] || '';
-    const inner = text.indexOf('{') >= 0 ? text.slice(text.indexOf('{') + 1, upto) : '';
-    const ms = [];
-    const re = /([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"/g;
-    let m;
-    while ((m = re.exec(inner))) if (m[1] !== except) ms.push(m[1] + m[2] + '"' + m[3] + '"');
-    const w = window_();
-    const round = (t) => Math.floor(t / 60000) * 60;
-    let q = 'start=' + round(w.from) + '&end=' + (round(w.to) + 60);
-    if (name || ms.length) q += '&match[]=' + encodeURIComponent(name + '{' + ms.join(',') + '}');
-    return q;
-  }
-  async function labelNames(scope) {
-    const k = 'names?' + scope;
-    if (!cache.values.has(k)) cache.values.set(k, api('/api/v1/labels?' + scope).catch(() => { cache.values.delete(k); return []; }));
-    return cache.values.get(k);
-  }
-  async function labelValues(name, scope) {
-    const k = name + '?' + scope;
-    if (!cache.values.has(k)) cache.values.set(k, api('/api/v1/label/' + encodeURIComponent(name) + '/values?' + scope).catch(() => { cache.values.delete(k); return []; }));
-    return cache.values.get(k);
-  }
-
-  // What the text before the caret is in the middle of:
-  //   {kind:'metric', prefix, start}           outside braces: a profile type
-  //   {kind:'name', prefix, start}             inside braces, a label name
-  //   {kind:'value', name, prefix, start, q}   inside a quoted value of label `name`
-  function context(text, caret) {
-    const s = text.slice(0, caret);
-    let inBraces = false, closed = false, quote = null, tokStart = 0, lastName = '', valStart = -1, lastQuoted = null;
-    let i = 0;
-    for (; i < s.length; i++) {
-      const c = s[i];
-      if (quote) {
-        if (c === '\\') { i++; continue; }
-        if (c === quote) { lastQuoted = s.slice(valStart, i).replace(/\\(.)/g, '$1'); quote = null; tokStart = i + 1; }
-        continue;
-      }
-      if (c === '{') { inBraces = true; tokStart = i + 1; }
-      else if (c === '}') { inBraces = false; closed = true; tokStart = i + 1; }
-      else if (c === ',' ) tokStart = i + 1;
-      else if (c === '"' || c === "'" || c === '`') {
-        quote = c; valStart = i + 1;
-        // a classic name before the operator, or a quoted one ({"k8s.pod"="…)
-        const seg = s.slice(tokStart, i);
-        const m = seg.match(/([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*$/);
-        lastName = m ? m[1] : /^\s*(=~|!~|!=|=)\s*$/.test(seg) && lastQuoted !== null ? lastQuoted : '';
-      }
-    }
-    if (quote) return inBraces && lastName ? { kind: 'value', name: lastName, prefix: s.slice(valStart), start: valStart, q: quote } : null;
-    const tok = s.slice(tokStart);
-    if (!inBraces) {
-      if (closed) return null;
-      const m = tok.match(/^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)?$/);
-      return m ? { kind: 'metric', prefix: m[1] || '', start: caret - (m[1] || '').length } : null;
-    }
-    const m = tok.match(/^\s*([a-zA-Z_][a-zA-Z0-9_]*)?$/);
-    return m ? { kind: 'name', prefix: m[1] || '', start: caret - (m[1] || '').length } : null;
-  }
-
-  async function updateSuggest() {
-    const input = $('selector');
-    const ctx = context(input.value, input.selectionStart);
-    if (!ctx) { closeSuggest(); return; }
-    let list = [];
-    const w = window_();
-    const round = (t) => Math.floor(t / 60000) * 60;
-    const timeOnly = 'start=' + round(w.from) + '&end=' + (round(w.to) + 60);
-    if (ctx.kind === 'metric') list = (await labelValues('__name__', timeOnly)).map((v) => ({ text: v, kind: 'profile type' }));
-    else if (ctx.kind === 'name') list = (await labelNames(scopeParams(input.value, ctx.start, ''))).filter((v) => v !== '__name__').map((v) => ({ text: v, kind: 'label' }));
-    else list = (await labelValues(ctx.name, scopeParams(input.value, ctx.start, ctx.name))).map((v) => ({ text: v, kind: ctx.name }));
-    // The input may have changed while we waited.
-    const now = context(input.value, input.selectionStart);
-    if (!now || now.kind !== ctx.kind || now.start !== ctx.start) return;
-    const p = now.prefix.toLowerCase();
-    list = list.filter((it) => it.text.toLowerCase().startsWith(p) && it.text !== now.prefix)
-      .concat(list.filter((it) => !it.text.toLowerCase().startsWith(p) && it.text.toLowerCase().includes(p)));
-    if (document.activeElement !== input || !list.length) { closeSuggest(); return; }
-    sugg = { items: list.slice(0, 50), active: 0, ctx: now };
-    const ul = $('suggest');
-    ul.innerHTML = sugg.items.map((it, i) => '<li role="option" data-i="' + i + '" class="' + (i === 0 ? 'active' : '') + '">' +
-      esc(it.text) + '<span class="kind">' + esc(it.kind) + '</span></li>').join('');
-    ul.hidden = false;
-    input.setAttribute('aria-expanded', 'true');
-  }
-
-  function closeSuggest() {
-    $('suggest').hidden = true;
-    $('selector').setAttribute('aria-expanded', 'false');
-    sugg = { items: [], active: -1, ctx: null };
-  }
-
-  function acceptSuggest(i) {
-    const it = sugg.items[i], ctx = sugg.ctx;
-    if (!it || !ctx) return;
-    const input = $('selector');
-    const v = input.value, caret = input.selectionStart;
-    let ins, after = v.slice(caret);
-    if (ctx.kind === 'metric') ins = it.text;
-    else if (ctx.kind === 'name') {
-      ins = labelName(it.text) + '="';
-      if (/^\s*(=~|!~|!=|=)/.test(after)) ins = labelName(it.text);
-      // close what was opened: the quote, and the brace when none follows
-      else if (!/^[^{]*\}/.test(after)) after = '"}' + after;
-      else after = '"' + after;
-    } else {
-      const escd = it.text.replace(/\\/g, '\\\\').replace(new RegExp(ctx.q === '`' ? '(?!)' : ctx.q, 'g'), '\\' + ctx.q);
-      ins = escd;
-      // Swallow the rest of an existing value up to its closing quote.
-      const close = after.indexOf(ctx.q);
-      if (close >= 0 && !after.slice(0, close).includes(',')) after = after.slice(close);
-      else ins += ctx.q;
-    }
-    input.value = v.slice(0, ctx.start) + ins + after;
-    const pos = ctx.start + ins.length + (ctx.kind === 'value' && after.startsWith(ctx.q) ? 1 : 0);
-    input.setSelectionRange(pos, pos);
-    closeSuggest();
-    input.focus();
-    if (ctx.kind === 'name') updateSuggest();
-  }
-
-  $('selector').addEventListener('input', updateSuggest);
-  $('selector').addEventListener('focus', updateSuggest);
-  $('selector').addEventListener('click', updateSuggest);
-  $('selector').addEventListener('blur', () => setTimeout(closeSuggest, 150));
-  $('selector').addEventListener('keydown', (e) => {
-    const open = !$('suggest').hidden && sugg.items.length;
-    if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
-      if (!open) { updateSuggest(); e.preventDefault(); return; }
-      e.preventDefault();
-      sugg.active = (sugg.active + (e.key === 'ArrowDown' ? 1 : -1) + sugg.items.length) % sugg.items.length;
-      $('suggest').querySelectorAll('li').forEach((li, i) => li.classList.toggle('active', i === sugg.active));
-      const a = $('suggest').querySelector('li.active');
-      if (a) a.scrollIntoView({ block: 'nearest' });
-    } else if ((e.key === 'Tab' || (e.key === 'Enter' && sugg.ctx && sugg.ctx.kind !== 'metric')) && open) {
-      e.preventDefault();
-      acceptSuggest(sugg.active);
-    } else if (e.key === 'Escape') {
-      closeSuggest();
-    } else if (e.key === 'Enter') {
-      closeSuggest();
-    }
-  });
-  $('suggest').addEventListener('mousedown', (e) => {
-    const li = e.target.closest('li[data-i]');
-    if (!li) return;
-    e.preventDefault();
-    acceptSuggest(+li.getAttribute('data-i'));
   });
 
   route();

@@ -18,3 +18,7 @@ export const state = {
   cmp: false,         // compare mode
   a: null, b: null,   // {from, to} ms: compare's base (A) and new (B) selections
 };
+
+// What the views share besides the URL's state: the last query_range of the
+// timeline ({from, to, series: [...]}) and the legend entries switched off.
+export const ui = { lastRange: null, hidden: new Set() };

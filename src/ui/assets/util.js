@@ -191,3 +191,33 @@ export function fmtTick(ms, step) {
   if (step >= 86400e3 || (d.h === 0 && d.m === 0 && step >= 3600e3)) return d.M + '/' + d.D + (step < 86400e3 ? ' ' + hm : '');
   return hm;
 }
+
+/* ------------------------------------------------------------ time window */
+
+export const RANGES = { '5m': 300, '15m': 900, '1h': 3600, '6h': 21600, '24h': 86400, '7d': 604800 };
+// 24 distinct colours (no repeat within 24 series): Tableau 10, then
+// darker and lighter variants of hues it lacks, each readable on white.
+export const COLORS = ['#2563eb', '#ea580c', '#16a34a', '#9333ea', '#dc2626', '#0891b2', '#ca8a04',
+  '#db2777', '#4b5563', '#65a30d', '#7c3aed', '#0d9488', '#1e3a8a', '#9a3412', '#14532d', '#581c87',
+  '#991b1b', '#155e75', '#854d0e', '#9d174d', '#111827', '#3f6212', '#4338ca', '#be185d'];
+// A time of the URL → ms: RFC 3339, Unix seconds (decimals allowed) or ms
+// (13+ digits), "now", "now-90s"/"now-15m"/"now-1h"/"now-2d"/"now-1w". null if none.
+export function parseTime(v, now) {
+  v = String(v || '').trim();
+  let m = /^now(?:-(\d+(?:\.\d+)?)(ms|s|m|h|d|w))?$/.exec(v);
+  if (m) return m[1] ? now - +m[1] * { ms: 1, s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 604800e3 }[m[2]] : now;
+  if (/^\d{13,}$/.test(v)) return +v;
+  if (/^\d+(\.\d+)?$/.test(v)) return Math.round(+v * 1000);
+  if (/^\d{4}-\d\d-\d\dT/.test(v)) { const t = Date.parse(v); return isNaN(t) ? null : t; }
+  return null;
+}
+// The window a query covers now: from=/to= when given, else the last `range`.
+export function window_() {
+  const now = Date.now();
+  if (state.fromText) {
+    const f = parseTime(state.fromText, now), t = parseTime(state.toText, now);
+    if (f !== null && t !== null && t > f) return { from: f, to: t };
+  }
+  return { from: now - RANGES[state.range] * 1000, to: now };
+}
+export const secs = (ms) => (ms / 1000).toFixed(3);
