@@ -1115,6 +1115,17 @@ test('timeline stacked and sum modes add the series shown', { timeout: 60000 }, 
   await page.mouse.move(box.x + c, box.y + box.height / 2);
   await page.waitForSelector('#tooltip:not([hidden])');
   assert.match(await page.locator('#tooltip').innerText(), /over the series shown/);
+  // a click merges that bucket: the three series' profiles at that time
+  // (clicked in the bucket's middle: its edge may fall within a pixel of the profiles)
+  const mid = await page.evaluate((ts) => {
+    const m = document.getElementById('timeline').timeline, bm = m.buckets, k = Math.floor((ts - bm.starts[0]) / bm.step);
+    return m.ctx.x(bm.starts[k] + bm.step / 2);
+  }, t0 + 60000);
+  await page.mouse.click(box.x + mid, box.y + box.height / 2);
+  await page.waitForFunction((v) => new URL(location.href).searchParams.get('sel') === v, `${t0 + 60000}-${t0 + 60000}`);
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  assert.match(await page.locator('#selection').innerText(), /3 profiles/);
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), want[1]);
   // reload keeps the mode
   await page.reload();
   await page.waitForFunction(() => { const c = document.getElementById('timeline').timeline; return c && c.mode === 'stacked' && c.stack; });

@@ -684,7 +684,7 @@ import { closeSuggest } from './suggest.js';
       const top = chart.stack && chart.stack.length ? chart.stack[chart.stack.length - 1][b] : null;
       if (b < 0 || b >= bm.starts.length || top === null || top === undefined) { hideTip(); return; }
       showTip(e, esc(fmtTime(bm.starts[b])) + ' – ' + esc(fmtTime(bm.starts[b] + bm.step)) + '<br><b>' + esc(fmtValue(top, tl.unit)) + '</b> ' +
-        esc(state.type) + ' over the series shown<br><i>drag to merge a range</i>');
+        esc(state.type) + ' over the series shown<br><i>click to merge these profiles · drag to merge a range</i>');
       return;
     }
     const p = nearest(e);
@@ -700,6 +700,13 @@ import { closeSuggest } from './suggest.js';
   $('timeline').addEventListener('mouseleave', () => { if (!tl.drag) hideTip(); if (tl.hoverEl) tl.hoverEl.setAttribute('cx', -99); });
   $('timeline').addEventListener('click', (e) => {
     if (tl.justDragged) return;
+    if (state.chart && chart.buckets && tl.svg) { // stacked or sum: a click merges the bucket's profiles
+      const bm = chart.buckets, b = Math.floor((tl.inv(svgX(e)) - bm.starts[0]) / bm.step);
+      if (b < 0 || b >= bm.starts.length) return;
+      const r = dragRange(tl.x(bm.starts[b]), tl.x(bm.starts[b] + bm.step) - 0.01);
+      if (r) select(r);
+      return;
+    }
     const p = nearest(e);
     if (!p) return;
     if (e.shiftKey) {
