@@ -1306,7 +1306,10 @@ import { closeSuggest } from './suggest.js';
       return;
     }
     const parentPct = n.parent ? ' · ' + fmtPct(n.value, n.parent.value) + ' of caller' : '';
-    showTip(e, nm + esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
+    // the function's source file, when the top table has its row
+    const row = profile.top && (profile.top.rows || []).find((q) => q.function === n.name);
+    showTip(e, nm + (row && row.file ? '<span class="tl">' + esc(row.file) + '</span><br>' : '') +
+      esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
       (n.self ? '<br>self ' + esc(fmtValue(n.self, flame.unit)) + ' (' + fmtPct(n.self, total) + ')' : '') +
       '<br><i>click to zoom · right-click: callers and callees</i>');
   });

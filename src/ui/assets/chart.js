@@ -126,7 +126,10 @@ export class TimelineChart {
       }
     }
     const vt = m.yTicks(max || 1);
-    this.axisLabels = { x: [], y: [] }; // the text written on the axes (for tools and tests)
+    // the text written on the axes (for tools and tests; uPlot writes the same
+    // strings from the same ticks when it paints, which may be a frame later)
+    const xt = m.xTicks(m.from, m.to);
+    this.axisLabels = { x: xt.ticks.map((t) => m.xFmt(t, xt.step)), y: vt.ticks.map((v) => vt.fmt(v)) };
     const ymax = vt.ticks[vt.ticks.length - 1] || 1;
     const css = getComputedStyle(this.box);
     const fg = css.getPropertyValue('--muted').trim() || '#6b7280', grid = css.getPropertyValue('--grid').trim() || '#e5e7eb';
@@ -138,9 +141,9 @@ export class TimelineChart {
       axes: [
         { stroke: fg, font: axisFont, grid: { show: false }, ticks: { show: false }, size: 26,
           splits: () => m.xTicks(m.from, m.to).ticks,
-          values: (u, sp) => { const st = m.xTicks(m.from, m.to).step; return (this.axisLabels.x = sp.map((t) => m.xFmt(t, st))); } },
+          values: (u, sp) => { const st = m.xTicks(m.from, m.to).step; return sp.map((t) => m.xFmt(t, st)); } },
         { stroke: fg, font: axisFont, grid: { stroke: grid, width: 1 }, ticks: { show: false }, size: 64,
-          splits: () => vt.ticks, values: (u, sp) => (this.axisLabels.y = sp.map((v) => vt.fmt(v))) },
+          splits: () => vt.ticks, values: (u, sp) => sp.map((v) => vt.fmt(v)) },
       ],
       series: uSeries,
     };
