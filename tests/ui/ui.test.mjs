@@ -104,6 +104,10 @@ test('the page loads from the binary and lists the stored profile types', { time
   assert.ok(w.names.includes('vendor/uplot/uPlot.iife.min.js') && w.names.includes('flame.js'), 'the modules were loaded');
   assert.ok(w.wire < 150 * 1024, `page weight ${w.wire} B compressed (goal < 150 KB)`);
   assert.ok(w.wire < w.raw / 2, 'the assets came compressed');
+  // the vendored uPlot is the npm package's file, byte for byte (package.json pins its version)
+  const vendored = await http(profd.base + '/static/vendor/uplot/uPlot.iife.min.js');
+  const npmFile = fs.readFileSync(path.join(path.dirname(new URL(import.meta.url).pathname), 'node_modules', 'uplot', 'dist', 'uPlot.iife.min.js'));
+  assert.ok(Buffer.compare(vendored.buf, npmFile) === 0, 'src/ui/assets/vendor/uplot/uPlot.iife.min.js is npm uplot\'s dist file');
   await shot(t, '1-start');
 });
 
