@@ -16,6 +16,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { clickPoint, waitPoints } from './timelib.mjs';
+import { waitFrame } from './flamelib.mjs';
 import { TESTDATA, freePort, http as get, killAll, qs, startProfd, tempDir, waitFor } from '../e2e/lib.mjs';
 
 const CHROMIUM = process.env.PD_CHROMIUM || '/usr/bin/chromium';
@@ -197,9 +199,9 @@ test('the UI under its CSP: no violation, security headers on every reply', { ti
   // timeline, a merge of the range (flame graph, top table), the call graph,
   // the label explorer, targets and status pages
   await page.goto(`${profd.base}/?` + qs({ query: 'heap{service="csp"}' }));
-  await page.waitForSelector('#timeline circle.pt');
-  await page.locator('#timeline circle.pt').first().click();
-  await page.waitForSelector('#flamegraph .frame'); // frames placed with style attributes
+  await waitPoints(page);
+  await clickPoint(page, { index: 0 });
+  await waitFrame(page);
   await page.waitForSelector('#top-table tbody tr[data-fn]');
   const midViolations = await page.evaluate(() => window.cspViolations);
   assert.deepEqual(midViolations, [], 'no CSP violation on the profile view');

@@ -14,6 +14,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { axisLabels, clickPoint, pointCount, profiles, pointXY as pointAt, waitPoints } from './timelib.mjs';
+import { contrastFailures } from './contrast.mjs';
+import { clickFrame, frameNames, hoverFrame, kbdName, matchCount, pixelAt, rectBox, waitFrame, waitMatches, zoomName } from './flamelib.mjs';
 import { TESTDATA, apiData, freePort, http, killAll, qs, startProfd, tempDir, waitFor } from '../e2e/lib.mjs';
 
 const CHROMIUM = process.env.PD_CHROMIUM || '/usr/bin/chromium';
@@ -89,6 +92,22 @@ test('the page loads from the binary and lists the stored profile types', { time
     const r = await http(profd.base + asset);
     assert.equal(r.status, 200, asset);
   }
+  // Page weight (issue 15: < 150 KB compressed): the page and every asset it
+  // loaded, as chromium received them (gzip from profd)
+  const w = await page.evaluate(() => {
+    const nav = performance.getEntriesByType('navigation')[0];
+    const res = performance.getEntriesByType('resource').filter((e) => /\/static\//.test(e.name));
+    return { n: res.length, wire: nav.encodedBodySize + res.reduce((a, e) => a + e.encodedBodySize, 0),
+      raw: nav.decodedBodySize + res.reduce((a, e) => a + e.decodedBodySize, 0), names: res.map((e) => e.name.replace(/^.*\/static\//, '')) };
+  });
+  t.diagnostic(`page weight: ${w.wire} B compressed (${w.raw} B) in ${w.n + 1} files: ${w.names.join(' ')}`);
+  assert.ok(w.names.includes('vendor/uplot/uPlot.iife.min.js') && w.names.includes('flame.js'), 'the modules were loaded');
+  assert.ok(w.wire < 150 * 1024, `page weight ${w.wire} B compressed (goal < 150 KB)`);
+  assert.ok(w.wire < w.raw / 2, 'the assets came compressed');
+  // the vendored uPlot is the npm package's file, byte for byte (package.json pins its version)
+  const vendored = await http(profd.base + '/static/vendor/uplot/uPlot.iife.min.js');
+  const npmFile = fs.readFileSync(path.join(path.dirname(new URL(import.meta.url).pathname), 'node_modules', 'uplot', 'dist', 'uPlot.iife.min.js'));
+  assert.ok(Buffer.compare(vendored.buf, npmFile) === 0, 'src/ui/assets/vendor/uplot/uPlot.iife.min.js is npm uplot\'s dist file');
   await shot(t, '1-start');
 });
 
@@ -118,33 +137,33 @@ test('the selector box suggests label names and values', { timeout: 30000 }, asy
 
 test('a query draws one point per stored profile', { timeout: 30000 }, async (t) => {
   await page.click('#run');
-  await page.waitForSelector('#timeline circle.pt');
-  assert.equal(await page.locator('#timeline circle.pt').count(), N_HEAP);
-  const ts = await page.locator('#timeline circle.pt').evaluateAll((els) => els.map((e) => +e.getAttribute('data-ts')));
+  await waitPoints(page);
+  assert.equal(await pointCount(page), N_HEAP);
+  const ts = (await profiles(page)).map((p) => p.ts);
   assert.deepEqual(ts, heapTimes, 'points at the pushed created_at times');
   // Heap's default sample type (Go puts it last) is chosen, with its unit.
   assert.equal(await page.locator('#sample-type').inputValue(), 'inuse_space');
   assert.match(await page.locator('#legend').innerText(), /service="uitest"/);
-  assert.match(await page.locator('#timeline svg').innerHTML(), /[KM]iB/, 'y axis in bytes units');
+  assert.match((await axisLabels(page)).y.join(' '), /[KM]iB/, 'y axis in bytes units');
   // The state is in the URL.
   const u = new URL(page.url());
   assert.equal(u.searchParams.get('query'), 'heap{service="uitest"}');
   await shot(t, '3-timeline');
 
   // Another sample type redraws the same points with other values.
-  const ys = async () => page.locator('#timeline circle.pt').evaluateAll((els) => els.map((e) => e.getAttribute('cy')).join());
+  const ys = async () => (await profiles(page)).map((p) => p.py.toFixed(1)).join();
   const y1 = await ys();
   await page.selectOption('#sample-type', 'alloc_objects');
-  await page.waitForFunction((prev) => [...document.querySelectorAll('#timeline circle.pt')].map((e) => e.getAttribute('cy')).join() !== prev, y1);
-  assert.equal(await page.locator('#timeline circle.pt').count(), N_HEAP);
+  await page.waitForFunction((prev) => document.getElementById('timeline').timeline.profiles.map((p) => p.py.toFixed(1)).join() !== prev, y1);
+  assert.equal(await pointCount(page), N_HEAP);
   await page.selectOption('#sample-type', 'inuse_space');
 });
 
 test('a click on a point shows its flame graph and top table', { timeout: 40000 }, async (t) => {
   const i = N_HEAP - 2;
   const when = heapTimes[i];
-  await page.locator(`#timeline circle.pt[data-ts="${when}"]`).click();
-  await page.waitForSelector('#flamegraph .frame');
+  await clickPoint(page, when);
+  await waitFrame(page);
   await page.waitForSelector('#top-table tbody tr[data-fn]');
 
   // What the API says this profile's top functions are (not hard-coded).
@@ -154,9 +173,7 @@ test('a click on a point shows its flame graph and top table', { timeout: 40000 
   }));
   assert.ok(top.rows.length > 0, 'the API top has rows');
   const expected = top.rows[0].function;
-  const frame = page.locator('#flamegraph .frame').filter({ hasText: new RegExp('^' + expected.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$') });
-  assert.ok(await frame.count() >= 1, `the flame graph has a frame "${expected}"`);
-  assert.equal((await frame.first().textContent()).trim(), expected);
+  assert.ok((await frameNames(page)).includes(expected), `the flame graph has a frame "${expected}"`);
 
   const rows = page.locator('#top-table tbody tr[data-fn]');
   assert.equal(await rows.count(), Math.min(top.rows.length, 200), 'one table row per function');
@@ -173,25 +190,25 @@ test('a click on a point shows its flame graph and top table', { timeout: 40000 
   assert.match(await page.locator('#pprof-cmd').innerText(), /^go tool pprof .*report=proto/);
 
   // Hover shows a tooltip with value and percentage.
-  await frame.first().hover();
+  await hoverFrame(page, expected);
   await page.waitForSelector('#tooltip:not([hidden])');
   assert.match(await page.locator('#tooltip').innerText(), /% of total/);
+  if (top.rows[0].file) assert.ok((await page.locator('#tooltip').innerText()).includes(top.rows[0].file), 'the tooltip names the source file');
   await shot(t, '4-profile');
 
   // Click to zoom: the clicked frame becomes full width.
-  await frame.first().click();
+  await clickFrame(page, expected);
   await page.waitForSelector('#flame-reset:not([hidden])');
-  const zoomed = page.locator('#flamegraph .frame:not(.ancestor)').first();
-  assert.equal(await zoomed.getAttribute('data-name'), expected);
-  assert.equal(parseFloat(await zoomed.evaluate((e) => e.style.width)), 100);
+  assert.equal(await zoomName(page), expected);
+  const zw = await page.evaluate(() => { const f = document.getElementById('flamegraph').flame; return [f.rects.find((r) => r.node === f.zoom).w, f.canvas.clientWidth]; });
+  assert.equal(zw[0], zw[1], 'the zoomed frame spans the whole width');
   await page.click('#flame-reset');
 
   // The URL opens the same profile again (shareable).
   const url = page.url();
   assert.match(url, /series=.*&t=\d+/);
   await page.goto(url);
-  await page.waitForSelector('#flamegraph .frame');
-  assert.ok(await page.locator('#flamegraph .frame').filter({ hasText: expected }).count() >= 1, 'reloaded URL shows the profile');
+  await waitFrame(page, expected); // reloaded URL shows the profile
 });
 
 // Issue 15 "the table and the flame graph each run their own merge": a view
@@ -202,7 +219,8 @@ test('a merged view is one request and one merge', { timeout: 40000 }, async (t)
   page.on('request', onReq);
   try {
     await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}', sel: `${heapTimes[1]}-${heapTimes[3]}` }));
-    await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden]) #flamegraph .frame');
+    await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+    await waitFrame(page);
     await page.waitForSelector('#top-table tbody tr[data-fn]');
     const merges = urls.filter((u) => /mode=merge/.test(u) && !/report=proto/.test(u));
     assert.equal(merges.length, 1, merges.join('\n'));
@@ -263,8 +281,7 @@ test('the top table is sorted and filtered by the server', { timeout: 40000 }, a
 
 // Centre of timeline point i (page coordinates).
 async function pointXY(i) {
-  const b = await page.locator(`#timeline circle.pt[data-ts="${heapTimes[i]}"]`).boundingBox();
-  return { x: b.x + b.width / 2, y: b.y + b.height / 2 };
+  return pointAt(page, heapTimes[i]);
 }
 
 // Drags across the timeline from halfway between points i-1 and i to
@@ -299,10 +316,11 @@ async function rangeTotal(from, to) {
 
 test('a drag on the timeline shows the merged flame graph and top table of the range', { timeout: 40000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
-  await page.waitForSelector('#timeline circle.pt');
+  await waitPoints(page);
   assert.equal(await page.locator('#sample-type').inputValue(), 'inuse_space');
   await dragPoints(1, 3);
-  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden]) #flamegraph .frame');
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  await waitFrame(page);
   await page.waitForSelector('#top-table tbody tr[data-fn]');
   await page.waitForFunction(() => !document.getElementById('profile-panel').classList.contains('loading'));
 
@@ -341,7 +359,8 @@ test('a drag on the timeline shows the merged flame graph and top table of the r
 
   // Reloading the URL shows the same merge.
   await page.goto(page.url());
-  await page.waitForSelector('#profile-panel[data-kind="merge"] #flamegraph .frame');
+  await page.waitForSelector('#profile-panel[data-kind="merge"]');
+  await waitFrame(page);
   await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === v, String(exp.sum));
 
   // Issue 15 "shared links rot": the link pins the window it was made in
@@ -354,9 +373,10 @@ test('a drag on the timeline shows the merged flame graph and top table of the r
   try {
     await later.clock.setFixedTime(new Date(Date.now() + 86400e3));
     await later.goto(link);
-    await later.waitForSelector('#timeline circle.pt');
-    assert.equal(await later.locator('#timeline circle.pt').count(), N_HEAP, 'every point of the window, a day later');
-    await later.waitForSelector('#profile-panel[data-kind="merge"] #flamegraph .frame');
+    await waitPoints(later);
+    assert.equal(await pointCount(later), N_HEAP, 'every point of the window, a day later');
+    await later.waitForSelector('#profile-panel[data-kind="merge"]');
+    await waitFrame(later);
     await later.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === v, String(exp.sum));
     assert.match(await later.locator('#selection').innerText(), /3 profiles/);
     assert.equal(await later.locator('#range').inputValue(), 'custom', 'the range box shows the pinned window');
@@ -368,7 +388,7 @@ test('a drag on the timeline shows the merged flame graph and top table of the r
     await later.click('#back-to-now');
     await later.waitForFunction(() => !new URL(location.href).searchParams.get('from'));
     assert.equal(new URL(later.url()).searchParams.get('sel'), null);
-    await later.waitForFunction(() => document.querySelectorAll('#timeline circle.pt').length === 0);
+    await later.waitForFunction(() => document.getElementById('timeline').timeline.profiles.length === 0);
   } finally {
     await later.close();
   }
@@ -394,14 +414,15 @@ test('shift-click on two points merges the range between them', { timeout: 30000
 
 test('compare mode shows the diff of two ranges: red and green frames, base/new/delta columns', { timeout: 40000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
-  await page.waitForSelector('#timeline circle.pt');
+  await waitPoints(page);
   await page.click('#compare');
   assert.equal(await page.locator('#compare').getAttribute('aria-pressed'), 'true');
   await dragPoints(0, 2); // A: three profiles
   await page.waitForSelector('#timeline rect.sel-a');
   await dragPoints(4, 5); // B: two profiles
   await page.waitForSelector('#timeline rect.sel-b');
-  await page.waitForSelector('#profile-panel[data-kind="diff"] #flamegraph .frame');
+  await page.waitForSelector('#profile-panel[data-kind="diff"]');
+  await waitFrame(page);
   await page.waitForFunction(() => !document.getElementById('profile-panel').classList.contains('loading'));
   const u = new URL(page.url());
   assert.equal(u.searchParams.get('cmp'), '1');
@@ -426,15 +447,23 @@ test('compare mode shows the diff of two ranges: red and green frames, base/new/
   assert.equal(fg.new, b.sum, 'diff new = sum of B');
 
   // Grown frames are red, shrunk ones green.
-  const red = page.locator('#flamegraph .frame.grew'), green = page.locator('#flamegraph .frame.shrank');
-  assert.ok(await red.count() > 0, 'red frames');
-  assert.ok(await green.count() > 0, 'green frames');
-  const rgb = async (loc) => (await loc.first().evaluate((e) => getComputedStyle(e).backgroundColor)).match(/\d+/g).map(Number);
-  const [rr, rg] = await rgb(red), [gr, gg] = await rgb(green);
-  assert.ok(rr > rg, `grown frame is red (${rr},${rg})`);
-  assert.ok(gg > gr, `shrunk frame is green (${gr},${gg})`);
-  for (const el of await red.evaluateAll((els) => els.map((e) => e.getAttribute('data-name')))) assert.ok(grew.has(el), `${el} grew`);
-  for (const el of await green.evaluateAll((els) => els.map((e) => e.getAttribute('data-name')))) assert.ok(shrank.has(el), `${el} shrank`);
+  // (the canvas' pixels read back at each frame)
+  const painted = await page.evaluate(() => document.getElementById('flamegraph').flame.rects
+    .map((r, i) => ({ i, name: r.name, w: r.w, d: r.node ? r.node.new - r.node.base : 0, node: !!r.node }))
+    .filter((r) => r.node && r.name !== 'root' && r.w >= 3));
+  const red = painted.filter((r) => r.d > 0), green = painted.filter((r) => r.d < 0);
+  assert.ok(red.length > 0, 'red frames');
+  assert.ok(green.length > 0, 'green frames');
+  for (const r of red) {
+    const [pr, pg] = await pixelAt(page, r.i);
+    assert.ok(pr > pg, `grown frame ${r.name} is red (${pr},${pg})`);
+    assert.ok(grew.has(r.name), `${r.name} grew`);
+  }
+  for (const r of green) {
+    const [pr, pg] = await pixelAt(page, r.i);
+    assert.ok(pg > pr, `shrunk frame ${r.name} is green (${pr},${pg})`);
+    assert.ok(shrank.has(r.name), `${r.name} shrank`);
+  }
 
   // The top table shows base, new and delta.
   const keys = await page.locator('#top-table thead th').evaluateAll((els) => els.map((e) => e.getAttribute('data-key')));
@@ -457,7 +486,8 @@ test('compare mode shows the diff of two ranges: red and green frames, base/new/
   assert.equal(dl.headers.get('x-profd-profiles'), '5');
 
   // Hover on a red frame tells A, B and the delta.
-  await red.first().hover();
+  const rb = await rectBox(page, red[0].i);
+  await page.mouse.move(rb.x + Math.min(rb.w / 2, 20), rb.y + 8);
   await page.waitForSelector('#tooltip:not([hidden])');
   assert.match(await page.locator('#tooltip').innerText(), /A \(base\)[\s\S]*B[\s\S]*Δ \+/);
   await page.mouse.move(5, 5);
@@ -471,10 +501,10 @@ test('compare mode shows the diff of two ranges: red and green frames, base/new/
 
 test('the CPU series shows time units', { timeout: 30000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}' }));
-  await page.waitForSelector('#timeline circle.pt');
-  assert.equal(await page.locator('#timeline circle.pt').count(), N_CPU);
+  await waitPoints(page);
+  assert.equal(await pointCount(page), N_CPU);
   assert.equal(await page.locator('#sample-type').inputValue(), 'cpu');
-  await page.locator('#timeline circle.pt').last().click();
+  await clickPoint(page, { index: -1 });
   await page.waitForSelector('#top-table tbody tr[data-fn]');
   assert.match(await page.locator('#top-table tbody tr').first().innerText(), /\d(ms|s|µs)\b/);
   await shot(t, '7-cpu');
@@ -498,10 +528,12 @@ test('the targets page shows health per job and profile type', { timeout: 30000 
 // palette repeated after 12 series.
 test('the legend names only the labels that differ; 24 series get 24 colours', { timeout: 60000 }, async (t) => {
   const body = fs.readFileSync(path.join(SERIES_DIR, 'heap-0001.pb.gz'));
+  const when = new Date(Math.floor((Date.now() - 600000) / 1000) * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
   for (let i = 0; i < 24; i++) {
+    // one time for all 24 (pushes straddling a second made the drag's range miss a hidden one)
     const r = await http(`${profd.base}/api/0/profiles?` + qs({
       service: 'palette', type: 'heap', instance_id: `p-${String(i).padStart(2, '0')}`, labels: 'zone=eu-2',
-      created_at: new Date(Math.floor((Date.now() - 600000) / 1000) * 1000).toISOString().replace(/\.\d+Z$/, 'Z'),
+      created_at: when,
     }), { method: 'POST', body, headers: { 'Content-Type': 'application/octet-stream' } });
     assert.ok(r.status >= 200 && r.status < 300, r.text);
   }
@@ -524,14 +556,15 @@ test('the legend names only the labels that differ; 24 series get 24 colours', {
   for (let i = 0; i < 4; i++) await entries.nth(i).click();
   await page.waitForFunction(() => document.querySelectorAll('#legend li.off').length === 4);
   assert.equal(new URL(page.url()).searchParams.getAll('hide').length, 4, 'hidden series are in the URL');
-  const b = await page.locator('#timeline circle.pt').first().boundingBox();
+  const b = await pointAt(page, { index: 0 });
   const box = await page.locator('#timeline svg').boundingBox();
   const y = box.y + box.height - 40;
   await page.mouse.move(b.x - 30, y);
   await page.mouse.down();
   await page.mouse.move(b.x + 30, y, { steps: 5 });
   await page.mouse.up();
-  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden]) #flamegraph .frame');
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  await waitFrame(page);
   assert.match(await page.locator('#selection').innerText(), /20 profiles/);
   const href = await page.locator('#download').getAttribute('href');
   assert.equal((href.match(/exclude=/g) || []).length, 4);
@@ -571,28 +604,47 @@ test('flame graph frames are never drawn wider than their value; a bad search re
   try {
     const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
     await narrow.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
-    await narrow.waitForSelector('#flamegraph .frame[data-i]');
+    await waitFrame(narrow);
+    // The API's tree of this profile: what each frame's width must be.
+    const fg = await apiData(profd.base, '/api/v1/query?' + qs({ query: series, time: String(cpuTimes[0] / 1000), report: 'flamegraph' }));
+    const want = new Map();
+    (function walk(n, pth) { want.set(pth, n.value); (n.children || []).forEach((c) => walk(c, pth + '\n' + c.name)); })(fg, 'root');
     const r = await narrow.evaluate(() => {
-      const box = document.getElementById('flamegraph');
-      const W = box.clientWidth;
-      let worst = 0, thin = 0, n = 0;
-      for (const el of box.querySelectorAll('.frame')) {
-        const model = parseFloat(el.style.width) / 100 * W;
-        const drawn = el.getBoundingClientRect().width;
-        if (model < 7) thin++;
-        worst = Math.max(worst, drawn - model);
-        n++;
+      const f = document.getElementById('flamegraph').flame;
+      const W = f.canvas.clientWidth, dpr = window.devicePixelRatio || 1;
+      const pathOf = (n) => { const a = []; for (; n; n = n.parent) a.unshift(n.name); return a.join('\n'); };
+      const rects = f.rects.map((q) => ({ path: q.node ? pathOf(q.node) : null, x: q.x, w: q.w, y: q.y, value: q.value, more: q.kind === 'more', count: q.count }));
+      // every pixel column of each row that no rect covers must be blank
+      const img = f.ctx.getImageData(0, 0, f.canvas.width, f.canvas.height).data;
+      let spill = 0, where = '';
+      for (let row = 0; row <= f.maxRow; row++) {
+        const y = Math.floor((row * 18 + 8) * dpr);
+        const iv = f.rects.filter((q) => q.y === row * 18).map((q) => [Math.floor(q.x * dpr), Math.ceil((q.x + q.w) * dpr)]);
+        for (let x = 0; x < f.canvas.width; x++) {
+          if (img[(y * f.canvas.width + x) * 4 + 3] === 0) continue;
+          if (!iv.some(([a, b]) => x >= a && x < b)) { spill++; where = where || ('row ' + row + ' x ' + x); }
+        }
       }
-      return { worst, thin, n };
+      return { W, rects, spill, where };
     });
-    assert.ok(r.thin > 0, `some frames are under 7 px here (${r.n} frames): the case is exercised`);
-    assert.ok(r.worst <= 0.5, `a frame is drawn ${r.worst.toFixed(2)} px wider than its value`);
+    let thin = 0, worst = 0, more = 0;
+    for (const q of r.rects) {
+      if (q.more) { more++; continue; }
+      assert.ok(want.has(q.path), `painted frame ${q.path.replace(/\n/g, ' > ')} is in the API's tree`);
+      const exp = want.get(q.path) / fg.value * r.W;
+      if (exp < 7) thin++;
+      worst = Math.max(worst, q.w - exp);
+    }
+    assert.ok(thin > 0, `some frames are under 7 px here (${r.rects.length} painted): the case is exercised`);
+    assert.ok(worst <= 0.01, `a frame is laid out ${worst.toFixed(3)} px wider than its value`);
+    assert.equal(r.spill, 0, `pixels painted outside every frame (${r.where})`);
+    t.diagnostic(`${r.rects.length} rects painted at ${r.W} px, ${thin} under 7 px, ${more} "…" runs`);
     await narrow.fill('#flame-search', 'main.(fib');
     await narrow.waitForFunction(() => /not a regular expression/.test(document.getElementById('flame-match').textContent));
     assert.equal(await narrow.locator('#flame-search').getAttribute('aria-invalid'), 'true');
     await narrow.fill('#flame-search', 'main\\.fib');
     await narrow.waitForFunction(() => /^matched /.test(document.getElementById('flame-match').textContent));
-    assert.ok(await narrow.locator('#flamegraph .frame.match').count() >= 1);
+    assert.ok(await matchCount(narrow) >= 1);
     await narrow.screenshot({ path: path.join(shots, '9-flame-narrow.png'), fullPage: true });
     t.diagnostic(`screenshot: ${path.join(shots, '9-flame-narrow.png')}`);
   } finally {
@@ -604,17 +656,17 @@ test('flame graph frames are never drawn wider than their value; a bad search re
 test('keyboard: "/" searches, Esc resets; the call graph tab shows the API\'s SVG', { timeout: 40000 }, async (t) => {
   const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
   await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
-  await page.waitForSelector('#flamegraph .frame[data-i]');
+  await waitFrame(page);
   await page.locator('body').click({ position: { x: 5, y: 5 } });
   await page.keyboard.press('/');
   assert.equal(await page.evaluate(() => document.activeElement.id), 'flame-search');
   await page.keyboard.type('fib');
-  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  await waitMatches(page);
   await page.keyboard.press('Escape');
   assert.equal(await page.locator('#flame-search').inputValue(), '');
   await page.waitForFunction(() => !document.getElementById('flamegraph').classList.contains('searching'));
   // zoom with a click, back with Esc
-  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click();
+  await clickFrame(page, 'main.fib');
   await page.waitForSelector('#flame-reset:not([hidden])');
   await page.locator('body').click({ position: { x: 5, y: 5 } });
   await page.keyboard.press('Escape');
@@ -658,7 +710,7 @@ test('label explorer: a label of 30 values broken down, a click narrows the sele
   const want = sums.slice(0, 8).map((x) => x[0]);
 
   await page.goto(profd.base + '/?' + qs({ query: sel }));
-  await page.waitForSelector('#timeline circle.pt');
+  await waitPoints(page);
   await page.click('#explore');
   await page.waitForSelector('#explorer-names button[data-name="pod"]');
   assert.match(await page.locator('#explorer-names button[data-name="pod"]').innerText(), /pod\s+30/);
@@ -680,11 +732,11 @@ test('label explorer: a label of 30 values broken down, a click narrows the sele
 test('sandwich view: callers and callees of a function over every call site', { timeout: 40000 }, async (t) => {
   const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
   await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
-  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await waitFrame(page, 'main.fib');
   const top = await apiData(profd.base, '/api/v1/query?' + qs({ query: series, time: String(cpuTimes[0] / 1000), report: 'top', limit: '0' }));
   const fib = top.rows.find((r) => r.function === 'main.fib');
   assert.ok(fib && fib.cum > 0);
-  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
+  await clickFrame(page, 'main.fib', { button: 'right' });
   await page.waitForSelector('#sandwich:not([hidden])');
   assert.equal(await page.locator('#sandwich-fn').innerText(), 'main.fib');
   assert.equal(+(await page.locator('#sandwich').getAttribute('data-value')), fib.cum, "the function's cum, as the API's top says");
@@ -708,15 +760,15 @@ test('sandwich view: callers and callees of a function over every call site', { 
   assert.match(await page.locator('#filters').innerText(), /focus on/);
   await page.click('#filters button[data-clear="focus"]');
   await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), full);
-  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
+  await clickFrame(page, 'main.fib', { button: 'right' });
   await page.click('#sandwich-ignore');
   await page.waitForFunction((v) => +document.getElementById('flamegraph').getAttribute('data-total') === v, full - fib.cum);
   await page.click('#filters button[data-clear="ignore"]');
   await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), full);
 
   // from the top table too
-  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
-  await page.locator('#flamegraph .frame[data-name="main.fib"]').first().click({ button: 'right' });
+  await waitFrame(page, 'main.fib');
+  await clickFrame(page, 'main.fib', { button: 'right' });
   await page.click('#sandwich-close');
   await page.locator('#top-table tbody tr[data-fn="main.burner"]').hover();
   await page.locator('#top-table tbody tr[data-fn="main.burner"] .sw-open').click();
@@ -789,28 +841,29 @@ test('autocomplete is scoped to the profile type typed so far', { timeout: 30000
 test('flame graph zoom and search survive a reload; breadcrumbs; flame/icicle toggle', { timeout: 40000 }, async (t) => {
   const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
   await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
-  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
-  await page.locator('#flamegraph .frame[data-name="main.burner"]').first().click();
+  await waitFrame(page, 'main.fib');
+  await clickFrame(page, 'main.burner');
   await page.waitForSelector('#flame-crumbs a');
   await page.fill('#flame-search', 'fib');
   await page.waitForFunction(() => new URL(location.href).searchParams.get('search') === 'fib');
   const u = new URL(page.url());
   assert.equal(u.searchParams.get('zoom'), 'main.burner');
   await page.reload();
-  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await waitFrame(page, 'main.fib');
   await page.waitForSelector('#flame-reset:not([hidden])');
-  assert.equal(await page.locator('#flamegraph .frame:not(.ancestor)').first().getAttribute('data-name'), 'main.burner', 'the zoom is back');
+  assert.equal(await zoomName(page), 'main.burner', 'the zoom is back');
   assert.equal(await page.locator('#flame-search').inputValue(), 'fib');
-  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  await waitMatches(page);
   assert.match(await page.locator('#flame-crumbs').innerText(), /all › main\.burner/);
   await page.click('#flame-crumbs a[data-depth="0"]');
   await page.waitForSelector('#flame-reset', { state: 'hidden' });
   assert.equal(new URL(page.url()).searchParams.get('zoom'), null);
   // flame: the root row at the bottom
-  const rootTop = async () => page.locator('#flamegraph .frame[data-name="root"]').evaluate((e) => parseFloat(e.style.top));
+  const rootTop = async () => page.evaluate(() => document.getElementById('flamegraph').flame.rects.find((r) => r.name === 'root').y);
   assert.equal(await rootTop(), 0);
   await page.click('#flame-up');
-  const maxTop = await page.locator('#flamegraph .frame').evaluateAll((els) => Math.max(...els.map((e) => parseFloat(e.style.top))));
+  const maxTop = await page.evaluate(() => Math.max(...document.getElementById('flamegraph').flame.rects.map((r) => r.y)));
+  assert.ok(maxTop > 0);
   assert.equal(await rootTop(), maxTop, 'the root is the lowest row');
   assert.equal(new URL(page.url()).searchParams.get('flame'), 'up');
   await shot(t, '14-flame-up');
@@ -822,33 +875,33 @@ test('flame graph zoom and search survive a reload; breadcrumbs; flame/icicle to
 // timeline, search, zoom, open the sandwich view, back.
 test('keyboard-only walk: open a profile, search, zoom, sandwich, back', { timeout: 40000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}' }));
-  await page.waitForSelector('#timeline circle.pt');
+  await waitPoints(page);
   await page.focus('#timeline'); // as Tab would
   await page.keyboard.press('ArrowRight');
   assert.match(await page.locator('#timeline-live').innerText(), /point 1 of 4/);
   await page.keyboard.press('ArrowRight');
   await page.keyboard.press('Enter');
   await page.waitForFunction((ts) => new URL(location.href).searchParams.get('t') === String(ts), cpuTimes[1]);
-  await page.waitForSelector('#flamegraph .frame[data-name="main.fib"]');
+  await waitFrame(page, 'main.fib');
   await page.focus('#flamegraph');
   await page.keyboard.press('/');
   await page.keyboard.type('fib');
-  await page.waitForFunction(() => document.querySelectorAll('#flamegraph .frame.match').length > 0);
+  await waitMatches(page);
   await page.keyboard.press('Escape');
   await page.focus('#flamegraph');
   await page.keyboard.press('ArrowDown'); // the first callee of the root
   let name = '';
   for (let i = 0; i < 6 && name !== 'main.burner'; i++) {
-    name = await page.locator('#flamegraph .frame.kbd').getAttribute('data-name');
+    name = await kbdName(page);
     if (name !== 'main.burner') await page.keyboard.press('ArrowRight');
   }
   assert.equal(name, 'main.burner');
   assert.match(await page.locator('#flame-live').innerText(), /main\.burner/);
   await page.keyboard.press('Enter');
   await page.waitForSelector('#flame-reset:not([hidden])');
-  assert.equal(await page.locator('#flamegraph .frame:not(.ancestor)').first().getAttribute('data-name'), 'main.burner');
+  assert.equal(await zoomName(page), 'main.burner');
   await page.keyboard.press('ArrowDown');
-  assert.equal(await page.locator('#flamegraph .frame.kbd').getAttribute('data-name'), 'main.fib');
+  assert.equal(await kbdName(page), 'main.fib');
   await page.keyboard.press('s');
   await page.waitForSelector('#sandwich:not([hidden])');
   assert.equal(await page.locator('#sandwich-fn').innerText(), 'main.fib');
@@ -862,8 +915,8 @@ test('keyboard-only walk: open a profile, search, zoom, sandwich, back', { timeo
 // zooms the window (pinned in the URL), − zooms out, ◀ ▶ pan.
 test('timeline zoom (Alt+drag) and pan', { timeout: 40000 }, async (t) => {
   await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
-  await page.waitForSelector('#timeline circle.pt');
-  assert.equal(await page.locator('#timeline circle.pt').count(), N_HEAP);
+  await waitPoints(page);
+  assert.equal(await pointCount(page), N_HEAP);
   const p1 = await pointXY(1), p3 = await pointXY(3);
   const box = await page.locator('#timeline svg').boundingBox();
   const y = box.y + box.height - 40;
@@ -877,7 +930,7 @@ test('timeline zoom (Alt+drag) and pan', { timeout: 40000 }, async (t) => {
   const u = new URL(page.url());
   const from = Date.parse(u.searchParams.get('from')), to = Date.parse(u.searchParams.get('to'));
   assert.ok(from > heapTimes[0] && from <= heapTimes[1] && to >= heapTimes[3] && to < heapTimes[4], `zoomed to ${u.searchParams.get('from')} – ${u.searchParams.get('to')}`);
-  await page.waitForFunction(() => document.querySelectorAll('#timeline circle.pt').length === 3);
+  await waitPoints(page, 3);
   assert.equal(new URL(page.url()).searchParams.get('sel'), null, 'a zoom is not a merge');
   await page.click('#zoom-out');
   await page.waitForFunction((f) => Date.parse(new URL(location.href).searchParams.get('from')) < f, from);
@@ -886,4 +939,305 @@ test('timeline zoom (Alt+drag) and pan', { timeout: 40000 }, async (t) => {
   await page.click('#pan-left');
   await page.waitForFunction((f) => Date.parse(new URL(location.href).searchParams.get('to')) < f, Date.parse(u2.searchParams.get('to')));
   await shot(t, '16-zoom');
+});
+
+// Issue 15 "no calendar, no time zone shown (local/UTC toggle)": the picker
+// takes an absolute window in the zone shown; the zone switch rewrites every
+// time (the picker's fields, the axis) without moving the window, and the
+// choice is in the URL. The browser runs in Asia/Kolkata (UTC+05:30) so that
+// local and UTC differ.
+test('calendar picker: an absolute window in local time or UTC', { timeout: 40000 }, async (t) => {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Asia/Kolkata' });
+  const p = await ctx.newPage();
+  const errs = [];
+  p.on('pageerror', (e) => errs.push(e.message));
+  try {
+    await p.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
+    await waitPoints(p);
+    assert.match(await p.locator('#tz').innerText(), /Asia\/(Kolkata|Calcutta).*UTC\+05:30/);
+    await p.click('#pick-window');
+    await p.waitForSelector('#window-picker:not([hidden])');
+    assert.equal(await p.locator('#pick-window').getAttribute('aria-expanded'), 'true');
+    assert.match(await p.locator("#pick-zone").innerText(), /Asia\/(Kolkata|Calcutta)/);
+    // Kolkata wall-clock text of an instant, as a person would type it
+    // (Chrome writes a datetime-local value without ":00" seconds: typed and read so)
+    const ist = (ms) => new Date(ms + 5.5 * 3600e3).toISOString().slice(0, 19).replace(/:00$/, '');
+    const utc = (ms) => new Date(ms).toISOString().slice(0, 19).replace(/:00$/, '');
+    const f = heapTimes[1] - 10000, to = heapTimes[3] + 10000;
+    // To before From is refused with a message, nothing changes
+    await p.fill('#pick-from', ist(to));
+    await p.fill('#pick-to', ist(f));
+    await p.click('#pick-apply');
+    assert.match(await p.locator('#pick-error').innerText(), /To must be after From/);
+    assert.equal(new URL(p.url()).searchParams.get('from'), null);
+    await p.fill('#pick-from', ist(f));
+    await p.fill('#pick-to', ist(to));
+    await p.click('#pick-apply');
+    await p.waitForFunction(() => new URL(location.href).searchParams.get('from'));
+    const u = new URL(p.url());
+    assert.equal(Date.parse(u.searchParams.get('from')), f, 'from = the instant typed in local time');
+    assert.equal(Date.parse(u.searchParams.get('to')), to);
+    await waitPoints(p, 3);
+    assert.ok(await p.locator('#window-picker').isHidden());
+    assert.ok(await p.locator('#back-to-now').isVisible());
+    const ticks = async () => (await axisLabels(p)).x.filter((x) => /\d\d:\d\d/.test(x));
+    const ticksLocal = await ticks();
+    assert.ok(ticksLocal.length > 0, 'time ticks');
+    // UTC: same window, other wall-clock text
+    await p.click('#tz');
+    await p.waitForFunction(() => new URL(location.href).searchParams.get('tz') === 'utc');
+    assert.equal(await p.locator('#tz').getAttribute('aria-pressed'), 'true');
+    assert.match(await p.locator('#tz').innerText(), /UTC/);
+    assert.equal(Date.parse(new URL(p.url()).searchParams.get('from')), f, 'the window did not move');
+    const ticksUTC = await ticks();
+    assert.notDeepEqual(ticksUTC, ticksLocal, 'the axis is rewritten');
+    await p.click('#pick-window');
+    assert.equal(await p.inputValue('#pick-from'), utc(f), 'the picker shows the window in UTC');
+    assert.equal(await p.inputValue('#pick-to'), utc(to));
+    assert.match(await p.locator('#pick-zone').innerText(), /UTC/);
+    await p.screenshot({ path: path.join(shots, '17-calendar.png'), fullPage: true });
+    t.diagnostic(`screenshot: ${path.join(shots, '17-calendar.png')}`);
+    // typed in UTC now: a window one minute wider at each end
+    await p.fill('#pick-from', utc(f - 60000));
+    await p.fill('#pick-to', utc(to + 60000));
+    await p.keyboard.press('Tab');
+    await p.click('#pick-apply');
+    await p.waitForFunction((v) => Date.parse(new URL(location.href).searchParams.get('from')) === v, f - 60000);
+    // reload: UTC and the window come back
+    await p.reload();
+    await waitPoints(p);
+    assert.equal(await p.locator('#tz').getAttribute('aria-pressed'), 'true');
+    assert.equal(await pointCount(p), 5, 'the window typed in UTC holds 5 points');
+    // toggling the picker's zone while it is open keeps the instants
+    await p.click('#pick-window');
+    await p.click('#tz');
+    assert.equal(await p.inputValue('#pick-from'), ist(f - 60000), 'the same instant in Kolkata time');
+    await p.keyboard.press('Escape');
+    assert.deepEqual(errs, []);
+  } finally {
+    await ctx.close();
+  }
+});
+
+// Issue 15 "State: everything in the URL (… sort, aggregation, view); back/
+// forward work; reload restores the same view": the top table's column,
+// direction, filter and "show all", the call graph tab and the aggregation
+// (sum or average of the merged profiles) are in the URL and come back; Back
+// and Forward walk the views chosen.
+test('state in the URL: sort, filter, show all, call graph tab, aggregation; back and forward', { timeout: 60000 }, async (t) => {
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
+  await waitPoints(page);
+  const start = page.url();
+  await dragPoints(1, 3);
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  await waitFrame(page);
+  const merged = page.url();
+  assert.notEqual(merged, start);
+  // averaged: the API's agg=avg total
+  await page.selectOption('#agg', 'avg');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('agg') === 'avg');
+  const avg = await apiData(profd.base, '/api/v1/query?' + qs({
+    mode: 'merge', query: 'heap{service="uitest"}', from: String(heapTimes[1] / 1000), to: String(heapTimes[3] / 1000),
+    report: 'top', sample_index: 'inuse_space', agg: 'avg', limit: '1',
+  }));
+  const sum = await rangeTotal(heapTimes[1], heapTimes[3]);
+  assert.ok(avg.total < sum.sum, `the average (${avg.total}) is less than the sum (${sum.sum})`);
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), avg.total);
+  assert.match(await page.locator('#pprof-cmd').innerText(), /agg=avg/, 'the pprof command gets the same average');
+  // cum ascending, a name filter, every row
+  await page.click('#top-table th[data-key="cum"]');
+  await page.click('#top-table th[data-key="cum"]');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('order') === 'asc');
+  await page.fill('#top-filter', 'runtime');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('tfilter') === 'runtime');
+  await page.waitForFunction(() => [...document.querySelectorAll('#top-table tbody tr[data-fn]')].every((r) => /runtime/.test(r.getAttribute('data-fn'))));
+  await page.click('#view-callgraph');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('view') === 'callgraph');
+  const u = new URL(page.url());
+  assert.equal(u.searchParams.get('sort'), 'cum');
+  // reload: the same view
+  const rowsBefore = await page.locator('#top-table tbody tr[data-fn]').evaluateAll((els) => els.map((e) => e.getAttribute('data-fn')));
+  await page.reload();
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  await page.waitForFunction(() => { const i = document.querySelector('#callgraph img'); return i && i.complete && i.naturalWidth > 0; }, null, { timeout: 20000 });
+  assert.equal(await page.locator('#view-callgraph').getAttribute('aria-pressed'), 'true');
+  assert.match(await page.locator('#callgraph img').getAttribute('src'), /agg=avg/);
+  assert.equal(await page.inputValue('#agg'), 'avg');
+  assert.equal(await page.inputValue('#top-filter'), 'runtime');
+  assert.equal(await page.locator('#top-table th[data-key="cum"]').getAttribute('aria-sort'), 'ascending');
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), avg.total);
+  assert.deepEqual(await page.locator('#top-table tbody tr[data-fn]').evaluateAll((els) => els.map((e) => e.getAttribute('data-fn'))), rowsBefore);
+  // the server's order: ascending cum among the matching rows
+  const top = await apiData(profd.base, '/api/v1/query?' + qs({
+    mode: 'merge', query: 'heap{service="uitest"}', from: String(heapTimes[1] / 1000), to: String(heapTimes[3] / 1000),
+    report: 'top', sample_index: 'inuse_space', agg: 'avg', sort: 'cum', order: 'asc', filter: 'runtime', limit: '100',
+  }));
+  assert.deepEqual(rowsBefore, top.rows.map((r) => r.function));
+  // Back: the timeline without a merge; Forward: the merge again
+  await page.goBack();
+  await page.waitForFunction(() => !new URL(location.href).searchParams.get('sel'));
+  await page.waitForSelector('#profile-panel', { state: 'hidden' });
+  await page.goForward();
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('sel'));
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  assert.match(await page.locator('#selection').innerText(), /3 profiles/);
+  await shot(t, '18-state');
+});
+
+// Issue 15 "Timeline: a charting library made for it … per-series lines,
+// stacked/sum mode": three series with profiles at the same four times;
+// stacked, the top edge is their sum at each time (the API's query_range
+// totals, added here), sum mode draws that one line, a hidden series leaves
+// both, and the mode is in the URL.
+test('timeline stacked and sum modes add the series shown', { timeout: 60000 }, async (t) => {
+  const t0 = Math.floor((Date.now() - 20 * 60e3) / 60000) * 60000;
+  for (let k = 0; k < 3; k++) {
+    for (let i = 0; i < 4; i++) {
+      const body = fs.readFileSync(path.join(SERIES_DIR, `heap-${String(1 + ((i + 2 * k) % N_HEAP)).padStart(4, '0')}.pb.gz`));
+      const r = await http(`${profd.base}/api/0/profiles?` + qs({
+        service: 'stack', type: 'heap', instance_id: `s-${k}`, created_at: new Date(t0 + i * 60000).toISOString().replace(/\.\d+Z$/, 'Z'),
+      }), { method: 'POST', body, headers: { 'Content-Type': 'application/octet-stream' } });
+      assert.ok(r.status >= 200 && r.status < 300, r.text);
+    }
+  }
+  const range = await apiData(profd.base, '/api/v1/query_range?' + qs({ query: 'heap{service="stack"}', from: String(t0 / 1000 - 60), to: String(t0 / 1000 + 300) }));
+  assert.equal(range.length, 3);
+  const sumAt = (skip) => [0, 1, 2, 3].map((i) => range.reduce((a, s) => {
+    if (skip && s.labels.instance_id === skip) return a;
+    const x = s.sample_types.findIndex((st) => st.type === 'inuse_space');
+    return a + s.totals[s.timestamps.indexOf(t0 + i * 60000)][x];
+  }, 0));
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="stack"}' }));
+  await waitPoints(page, 12);
+  await page.selectOption('#chart-mode', 'stacked');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('chart') === 'stacked');
+  const top = () => page.evaluate(() => { const c = document.getElementById('timeline').timeline; return c.stack[c.stack.length - 1].filter((v) => v !== null); });
+  const near = (a, b) => a.length === b.length && a.every((v, i) => Math.abs(v - b[i]) < 1e-6 * Math.max(1, b[i]));
+  const want = sumAt(null);
+  assert.ok(near(await top(), want), `stack top ${await top()} = sums ${want}`);
+  assert.equal(await pointCount(page), 0, 'no per-profile points when stacked');
+  await shot(t, '19-stacked');
+  // the tooltip names the bucket's sum
+  const box = await page.locator('#timeline svg').boundingBox();
+  const c = await page.evaluate((ts) => { const m = document.getElementById('timeline').timeline; return m.ctx.x(ts); }, t0 + 60000);
+  await page.mouse.move(box.x + c, box.y + box.height / 2);
+  await page.waitForSelector('#tooltip:not([hidden])');
+  assert.match(await page.locator('#tooltip').innerText(), /over the series shown/);
+  // a click merges that bucket: the three series' profiles at that time
+  // (clicked in the bucket's middle: its edge may fall within a pixel of the profiles)
+  const mid = await page.evaluate((ts) => {
+    const m = document.getElementById('timeline').timeline, bm = m.buckets, k = Math.floor((ts - bm.starts[0]) / bm.step);
+    return m.ctx.x(bm.starts[k] + bm.step / 2);
+  }, t0 + 60000);
+  await page.mouse.click(box.x + mid, box.y + box.height / 2);
+  await page.waitForFunction((v) => new URL(location.href).searchParams.get('sel') === v, `${t0 + 60000}-${t0 + 60000}`);
+  await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+  assert.match(await page.locator('#selection').innerText(), /3 profiles/);
+  await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), want[1]);
+  // reload keeps the mode
+  await page.reload();
+  await page.waitForFunction(() => { const c = document.getElementById('timeline').timeline; return c && c.mode === 'stacked' && c.stack; });
+  assert.equal(await page.inputValue('#chart-mode'), 'stacked');
+  // a hidden series leaves the stack
+  await page.locator('#legend li[data-key*="s-1"]').click();
+  await page.waitForFunction(() => document.getElementById('timeline').timeline.stack.length === 2);
+  assert.ok(near(await top(), sumAt('s-1')), 'the stack without the hidden series');
+  // sum: one line, the same values
+  await page.selectOption('#chart-mode', 'sum');
+  await page.waitForFunction(() => document.getElementById('timeline').timeline.mode === 'sum');
+  assert.ok(near(await top(), sumAt('s-1')), 'the sum line');
+  await page.selectOption('#chart-mode', 'lines');
+  await waitPoints(page, 8);
+  assert.equal(new URL(page.url()).searchParams.get('chart'), null);
+});
+
+// Issue 15 "colour by package with a legend": the packages drawn widest, each
+// with the colour its frames are painted in (read back from the canvas); a
+// click highlights that package's functions.
+test('flame graph colour legend by package', { timeout: 40000 }, async (t) => {
+  const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+  await page.goto(profd.base + '/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }));
+  await waitFrame(page, 'main.fib');
+  await page.waitForSelector('#flame-pkgs:not([hidden]) button[data-pkg="main"]');
+  const pkgs = await page.locator('#flame-pkgs button[data-pkg]').evaluateAll((els) => els.map((e) => [e.getAttribute('data-pkg'), getComputedStyle(e.querySelector('.sw')).backgroundColor]));
+  assert.ok(pkgs.length >= 2, JSON.stringify(pkgs));
+  assert.ok(pkgs.some(([p]) => p === 'runtime'), 'runtime is among the widest packages');
+  for (const [pkg, css] of pkgs.slice(0, 3)) {
+    // a frame of that package, at least 3 px wide: its painted pixel is the swatch's colour
+    const i = await page.evaluate((p) => document.getElementById('flamegraph').flame.rects.findIndex((r) => r.node && r.w >= 3 && r.kind !== 'ancestor' &&
+      (r.name === p || r.name.startsWith(p + '.'))), pkg);
+    assert.ok(i >= 0, `a frame of ${pkg}`);
+    const px = await pixelAt(page, i);
+    const want = css.match(/\d+/g).map(Number);
+    assert.ok(px.every((v, k) => Math.abs(v - want[k]) <= 2), `${pkg}: painted ${px} vs legend ${want}`);
+  }
+  await page.click('#flame-pkgs button[data-pkg="main"]');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('search') === '^main\\.');
+  await waitMatches(page);
+  const names = await page.evaluate(() => document.getElementById('flamegraph').flame.rects.filter((r) => r.match).map((r) => r.name));
+  assert.ok(names.length > 0 && names.every((n) => n.startsWith('main.')), names.join());
+  await shot(t, '20-packages');
+});
+
+// Issue 15 "WCAG AA contrast in light and dark": every visible text of the
+// profiles view (timeline, legend, profile panel, flame graph head, top
+// table), the targets and the status page, in the light and the dark scheme.
+test('WCAG AA contrast of every text, light and dark', { timeout: 60000 }, async (t) => {
+  const series = '{__name__="cpu", instance_id="ui-1", service="uitest", zone="eu-1"}';
+  const pages = [['/?' + qs({ query: 'cpu{service="uitest"}', series, t: String(cpuTimes[0]) }), '#top-table tbody tr[data-fn]'],
+    ['/targets', '#targets > *'], ['/status', '#status-flags tr']];
+  const all = [];
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const [u, sel] of pages) {
+      await page.goto(profd.base + u);
+      await page.waitForSelector(sel);
+      await page.waitForFunction(() => !document.querySelector('.loading'));
+      const f = await page.evaluate(`(${contrastFailures.toString()})()`);
+      for (const x of f) all.push(`${scheme} ${u.slice(0, 10)}: "${x.text}" ${x.sel} ${x.fg} on ${x.bg}: ${x.ratio} < ${x.need}`);
+    }
+    if (scheme === 'dark') await shot(t, '21-dark');
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  assert.deepEqual(all, [], all.join('\n'));
+});
+
+// Issue 15 "a drag over mixed profile types fails with a banner far from the
+// empty panel": a selector matching heap and cpu series; the timeline draws
+// the chosen sample type's series, and a drag merges exactly those (the
+// others are left out, as they are not drawn). An error of the view is said
+// inside the profile panel, with nothing of an older view beside it.
+test('a drag over mixed profile types merges the type shown; view errors stay in the panel', { timeout: 60000 }, async (t) => {
+  const sent = [];
+  const onReq = (r) => { if (/mode=merge/.test(r.url())) sent.push(decodeURIComponent(r.url())); };
+  page.on('request', onReq);
+  try {
+    await page.goto(profd.base + '/?' + qs({ query: '{service="uitest"}', type: 'inuse_space' }));
+    await waitPoints(page, N_HEAP);
+    await dragPoints(0, N_HEAP - 1);
+    await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
+    await waitFrame(page);
+    const exp = await rangeTotal(heapTimes[0], heapTimes[N_HEAP - 1]);
+    await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), exp.sum);
+    assert.ok(await page.locator('#error').isHidden(), 'no error banner');
+    assert.ok(await page.locator('#profile-error').isHidden());
+    assert.match(await page.locator('#selection').innerText(), new RegExp(N_HEAP + ' profiles'));
+    assert.ok(sent.some((u) => /exclude=\{__name__="cpu"/.test(u)), 'the cpu series is left out: ' + sent.join('\n'));
+    // reload: the same merge (the series left out are known once the timeline is in)
+    await page.reload();
+    await waitFrame(page);
+    await page.waitForFunction((v) => document.getElementById('flamegraph').getAttribute('data-total') === String(v), exp.sum);
+  } finally {
+    page.off('request', onReq);
+  }
+  // a bad focus regexp in the link: the API's 400, said in the panel
+  const u = new URL(page.url());
+  u.searchParams.set('focus', 'main.(fib');
+  await page.goto(u.toString());
+  await page.waitForSelector('#profile-error:not([hidden])');
+  assert.match(await page.locator('#profile-error').innerText(), /failed: .*focus/i);
+  assert.ok(await page.locator('#error').isHidden(), 'not in the banner at the top');
+  assert.equal(await page.evaluate(() => document.getElementById('flamegraph').flame.rects.length), 0, 'no flame graph of an older view');
+  assert.equal(await page.locator('#top-table tbody tr').count(), 0, 'no table of an older view');
+  await shot(t, '22-view-error');
 });

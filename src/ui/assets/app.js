@@ -1,5 +1,18 @@
 /*
- * profd web UI — plain JavaScript, no build step, no dependencies.
+ * profd web UI — plain JavaScript ES modules, no build step. The modules:
+ *   app.js    this file: routing, the URL, the profiles view (query, timeline
+ *             interaction, profile panel, top table, flame graph page parts,
+ *             sandwich, focus/ignore)
+ *   state.js  the view's state (what the URL holds) and what views share
+ *   util.js   API call, escaping, selectors, units, times in the zone shown
+ *   chart.js  the timeline's chart: uPlot (vendor/uplot, loaded by index.html
+ *             as window.uPlot) under an SVG overlay of named layers — the
+ *             place for a new layer over the timeline (event markers):
+ *             chart.addLayer(name, ctx => svg) next to the others in app.js
+ *   flame.js  the flame graph on a canvas: layout, paint, hit-testing
+ *   explorer.js  the label explorer
+ *   suggest.js   the selector box's autocomplete
+ *   pages.js  the Targets and Status pages
  *
  * Views (client-side routes; the server returns index.html for each):
  *   /  (or /graph)  selector box → timeline of the matching series (one point
@@ -23,6 +36,10 @@
  *   sel=FROM-TO (ms, a merged range)   cmp=1 a=FROM-TO b=FROM-TO (compare)
  *   hide=EXACT_SELECTOR (repeated: legend entries switched off; left out of
  *                merges and diffs by the API's exclude=)
+ *   tz=utc (times in UTC)  chart=stacked|sum  agg=avg (merges averaged)
+ *   zoom=NAMES (the flame graph's zoom path, "\n"-joined)  search=REGEXP
+ *   flame=up  palette=cb  focus=RE ignore=RE  view=callgraph
+ *   sort=COLUMN order=asc tfilter=TEXT all=1 (the top table)
  *
  * API (Prometheus envelope {"status":"success","data":…}):
  *   /api/v1/query_range?query=&from=&to=     → [{labels, sample_types, timestamps, totals}]
@@ -32,200 +49,21 @@
  *                 &from_a=&to_a=&from_b=&to_b=&report=…
  *   /api/v1/labels, /api/v1/label/NAME/values, /api/v1/targets
  */
-'use strict';
+import { FlameCanvas, frameColor } from './flame.js';
+import { TimelineChart } from './chart.js';
+import { state, ui } from './state.js';
+import { $, COLORS, RANGES, api, esc, exactSelector, fmtAgo, fmtPct, fmtTick, fmtTime, fmtValue, fromInputTime, parseTime, secs, seriesName, timeTicks, toInputTime, valueTicks, window_ } from './util.js';
+import { loadStatus, loadTargets } from './pages.js';
+import { explorer, loadExplorer, miniFlame } from './explorer.js';
+import { closeSuggest } from './suggest.js';
 
 (function () {
-  const $ = (id) => document.getElementById(id);
-  const RANGES = { '5m': 300, '15m': 900, '1h': 3600, '6h': 21600, '24h': 86400, '7d': 604800 };
-  // 24 distinct colours (no repeat within 24 series): Tableau 10, then
-  // darker and lighter variants of hues it lacks, each readable on white.
-  const COLORS = ['#2563eb', '#ea580c', '#16a34a', '#9333ea', '#dc2626', '#0891b2', '#ca8a04',
-    '#db2777', '#4b5563', '#65a30d', '#7c3aed', '#0d9488', '#1e3a8a', '#9a3412', '#14532d', '#581c87',
-    '#991b1b', '#155e75', '#854d0e', '#9d174d', '#111827', '#3f6212', '#4338ca', '#be185d'];
+  const FG_NODES = 100000; // flame graph nodes asked for (the canvas paints 50k in well under 300 ms)
 
-  const state = {
-    query: '', range: '1h', type: '', refresh: 0, series: '', t: 0,
-    fromText: '', toText: '', // from=/to= of the URL ('' = the relative range)
-    focus: '', ignore: '',    // pprof's -focus/-ignore regexps on the profile shown (the API's filters)
-    flameUp: false,           // flame (root at the bottom) instead of icicle
-    cb: false,                // colour-blind-safe diff palette (blue grew / orange shrank)
-    zoomPath: '',             // the zoomed frame: names from the root, joined by "\n"
-    search: '',               // the flame graph search
-    sel: null,          // {from, to} ms: the merged range
-    cmp: false,         // compare mode
-    a: null, b: null,   // {from, to} ms: compare's base (A) and new (B) selections
-  };
-  let lastRange = null;      // {from, to, series: [...]} of the last query_range
-  let hidden = new Set();    // legend keys switched off
+  // state: state.js; helpers and units: util.js; targets and status: pages.js
   let refreshTimer = null;
   let targetsTimer = null;
   let runSeq = 0, profileSeq = 0;
-
-  /* ------------------------------------------------------------ helpers */
-
-  function esc(s) {
-    return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
-  }
-
-  // GET an API path; resolves to `data` or throws an Error with the API's message.
-  async function api(path) {
-    let resp;
-    try {
-      resp = await fetch(path, { headers: { Accept: 'application/json' } });
-    } catch (e) {
-      throw new Error('profd is not reachable: ' + e.message);
-    }
-    const text = await resp.text();
-    let body = null;
-    try { body = JSON.parse(text); } catch (e) { /* not JSON */ }
-    if (!resp.ok || !body || body.status !== 'success') {
-      const msg = body && body.error ? body.error : (text.slice(0, 300) || resp.statusText);
-      const kind = body && body.errorType ? body.errorType + ': ' : '';
-      throw new Error(kind + msg + ' (HTTP ' + resp.status + ')');
-    }
-    return body.data;
-  }
-
-  // A selector string value, Go/PromQL-escaped.
-  function quote(v) {
-    return '"' + String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') + '"';
-  }
-
-  // A label name as a selector writes it: classic names bare, any other
-  // UTF-8 name quoted (Prometheus 3: {"otel.scope.name"="x"}).
-  function labelName(n) {
-    return /^[a-zA-Z_][a-zA-Z0-9_]*$/.test(n) ? n : quote(n);
-  }
-
-  // The selector that matches exactly this label set.
-  function exactSelector(labels) {
-    const names = Object.keys(labels).sort((a, b) => (a === '__name__' ? -1 : b === '__name__' ? 1 : a < b ? -1 : a > b ? 1 : 0));
-    return '{' + names.map((n) => labelName(n) + '=' + quote(labels[n])).join(', ') + '}';
-  }
-
-  // Display form: name{a="b", …} without __name__ inside the braces.
-  function seriesName(labels) {
-    const names = Object.keys(labels).filter((n) => n !== '__name__').sort();
-    return (labels.__name__ || '') + '{' + names.map((n) => labelName(n) + '=' + quote(labels[n])).join(', ') + '}';
-  }
-
-  /* ------------------------------------------------------------ units */
-
-  const TIME_UNITS = { nanoseconds: 1, microseconds: 1e3, milliseconds: 1e6, seconds: 1e9 };
-
-  function trimNum(x, digits) {
-    const s = x.toFixed(digits);
-    return s.indexOf('.') >= 0 ? s.replace(/\.?0+$/, '') : s;
-  }
-
-  function fmtBytes(v) {
-    const a = Math.abs(v);
-    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-    let i = 0, x = a;
-    while (x >= 1024 && i < units.length - 1) { x /= 1024; i++; }
-    return (v < 0 ? '-' : '') + (i === 0 ? String(Math.round(x)) : trimNum(x, x < 10 ? 2 : x < 100 ? 1 : 0)) + ' ' + units[i];
-  }
-
-  function fmtNanos(ns) {
-    const a = Math.abs(ns), sign = ns < 0 ? '-' : '';
-    if (a === 0) return '0';
-    if (a < 1e3) return sign + trimNum(a, 0) + 'ns';
-    if (a < 1e6) return sign + trimNum(a / 1e3, a < 1e4 ? 2 : 1) + 'µs';
-    if (a < 1e9) return sign + trimNum(a / 1e6, a < 1e7 ? 2 : 1) + 'ms';
-    if (a < 60e9) return sign + trimNum(a / 1e9, a < 1e10 ? 2 : 1) + 's';
-    if (a < 3600e9) return sign + trimNum(a / 60e9, a < 600e9 ? 2 : 1) + 'min';
-    if (a < 86400e9) return sign + trimNum(a / 3600e9, 2) + 'h';
-    return sign + trimNum(a / 86400e9, 2) + 'd';
-  }
-
-  function fmtCount(v) {
-    const a = Math.abs(v);
-    if (a < 1e4) return String(Math.round(v * 100) / 100);
-    if (a < 1e6) return trimNum(v / 1e3, 1) + 'k';
-    if (a < 1e9) return trimNum(v / 1e6, 2) + 'M';
-    return trimNum(v / 1e9, 2) + 'G';
-  }
-
-  function fmtValue(v, unit) {
-    if (v === null || v === undefined || isNaN(v)) return '–';
-    if (unit === 'bytes') return fmtBytes(v);
-    if (TIME_UNITS[unit]) return fmtNanos(v * TIME_UNITS[unit]);
-    return fmtCount(v);
-  }
-
-  function fmtPct(v, total) {
-    if (!total) return '0%';
-    const p = (100 * v) / total;
-    return (Math.abs(p) >= 10 ? p.toFixed(1) : p.toFixed(2)) + '%';
-  }
-
-  function fmtTime(ms) {
-    const d = new Date(ms);
-    const p = (n) => String(n).padStart(2, '0');
-    return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + ' ' +
-      p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
-  }
-
-  function fmtAgo(ms) {
-    if (!ms) return 'never';
-    const s = Math.round((Date.now() - ms) / 1000);
-    if (s < 2) return 'just now';
-    if (s < 90) return s + 's ago';
-    if (s < 5400) return Math.round(s / 60) + 'm ago';
-    return Math.round(s / 3600) + 'h ago';
-  }
-
-  // The scale of a value axis: values are shown as v/base + suffix, one
-  // suffix for the whole axis so that the ticks read alike.
-  function axisScale(max, unit) {
-    let steps;
-    if (unit === 'bytes') steps = [[1, ' B'], [1024, ' KiB'], [1024 ** 2, ' MiB'], [1024 ** 3, ' GiB'], [1024 ** 4, ' TiB']];
-    else if (TIME_UNITS[unit]) {
-      const ns = TIME_UNITS[unit];
-      steps = [[1, 'ns'], [1e3, 'µs'], [1e6, 'ms'], [1e9, 's'], [60e9, 'min'], [3600e9, 'h'], [86400e9, 'd']].map(([b, s]) => [b / ns, s]);
-    } else steps = [[1, ''], [1e3, 'k'], [1e6, 'M'], [1e9, 'G']];
-    let pick = steps[0];
-    for (const st of steps) if (max >= st[0]) pick = st;
-    return { base: pick[0], suffix: pick[1] };
-  }
-
-  // Nice axis ticks for [0, max]: {ticks, fmt}.
-  function valueTicks(max, unit) {
-    const sc = axisScale(max, unit);
-    const m = max / sc.base || 1;
-    const raw = m / 4;
-    const mag = Math.pow(10, Math.floor(Math.log10(raw)));
-    let step = [1, 2, 2.5, 5, 10].map((k) => k * mag).find((k) => k >= raw * 0.999999);
-    if (unit !== 'bytes' && !TIME_UNITS[unit] && sc.base === 1) step = Math.max(1, Math.round(step)); // whole counts
-    const ticks = [];
-    for (let i = 0; i <= 12; i++) {
-      ticks.push(i * step * sc.base);
-      if (i * step >= m * 0.999999) break;
-    }
-    const fmt = (v) => (v === 0 ? '0' : trimNum(v / sc.base, 3) + sc.suffix);
-    return { ticks, fmt };
-  }
-
-  function timeTicks(from, to) {
-    const span = to - from;
-    const steps = [1e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3,
-      7200e3, 10800e3, 21600e3, 43200e3, 86400e3];
-    const step = steps.find((s) => span / s <= 8) || 86400e3;
-    const tzOff = new Date(from).getTimezoneOffset() * 60e3;
-    const ticks = [];
-    let t = Math.ceil((from - tzOff) / step) * step + tzOff;
-    for (; t <= to; t += step) ticks.push(t);
-    return { ticks, step };
-  }
-
-  function fmtTick(ms, step) {
-    const d = new Date(ms);
-    const p = (n) => String(n).padStart(2, '0');
-    const hm = p(d.getHours()) + ':' + p(d.getMinutes());
-    if (step < 60e3) return hm + ':' + p(d.getSeconds());
-    if (step >= 86400e3 || (d.getHours() === 0 && d.getMinutes() === 0 && step >= 3600e3)) return (d.getMonth() + 1) + '/' + d.getDate() + (step < 86400e3 ? ' ' + hm : '');
-    return hm;
-  }
 
   /* ------------------------------------------------------------ URL state */
 
@@ -241,11 +79,20 @@
     state.series = q.get('series') || '';
     state.t = parseInt(q.get('t') || '0', 10) || 0;
     state.cmp = q.get('cmp') === '1';
-    hidden = new Set(q.getAll('hide'));
+    ui.hidden = new Set(q.getAll('hide'));
     state.sel = state.cmp ? null : parseSpan(q.get('sel'));
     state.focus = q.get('focus') || '';
     state.flameUp = q.get('flame') === 'up';
     state.cb = q.get('palette') === 'cb';
+    state.utc = q.get('tz') === 'utc';
+    state.agg = q.get('agg') === 'avg' ? 'avg' : '';
+    state.view = q.get('view') === 'callgraph' ? 'callgraph' : '';
+    state.chart = ['stacked', 'sum'].includes(q.get('chart')) ? q.get('chart') : '';
+    // the top table: column and direction (the server sorts), name filter, every row
+    profile.sortKey = q.get('sort') || 'flat';
+    profile.asc = q.get('order') === 'asc';
+    profile.filter = q.get('tfilter') || '';
+    profile.limit = q.get('all') === '1' ? Infinity : 100;
     state.zoomPath = q.get('zoom') || '';
     state.search = q.get('search') || '';
     state.ignore = q.get('ignore') || '';
@@ -254,30 +101,10 @@
     tl.next = state.a && !state.b ? 'b' : state.a ? 'b' : 'a';
   }
 
-  // A time of the URL → ms: RFC 3339, Unix seconds (decimals allowed) or ms
-  // (13+ digits), "now", "now-90s"/"now-15m"/"now-1h"/"now-2d"/"now-1w". null if none.
-  function parseTime(v, now) {
-    v = String(v || '').trim();
-    let m = /^now(?:-(\d+(?:\.\d+)?)(ms|s|m|h|d|w))?$/.exec(v);
-    if (m) return m[1] ? now - +m[1] * { ms: 1, s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 604800e3 }[m[2]] : now;
-    if (/^\d{13,}$/.test(v)) return +v;
-    if (/^\d+(\.\d+)?$/.test(v)) return Math.round(+v * 1000);
-    if (/^\d{4}-\d\d-\d\dT/.test(v)) { const t = Date.parse(v); return isNaN(t) ? null : t; }
-    return null;
-  }
   const isRelative = (v) => /^now/.test(String(v || '').trim());
   const pinned = () => !!state.fromText && !(isRelative(state.fromText) && isRelative(state.toText));
   const iso = (ms) => new Date(ms).toISOString().replace('.000Z', 'Z');
 
-  // The window a query covers now: from=/to= when given, else the last `range`.
-  function window_() {
-    const now = Date.now();
-    if (state.fromText) {
-      const f = parseTime(state.fromText, now), t = parseTime(state.toText, now);
-      if (f !== null && t !== null && t > f) return { from: f, to: t };
-    }
-    return { from: now - RANGES[state.range] * 1000, to: now };
-  }
 
   // "FROM-TO" (ms) → {from, to}, or null.
   function parseSpan(v) {
@@ -293,12 +120,20 @@
     if (state.range !== '1h') q.set('range', state.range);
     // a chosen profile, merge or comparison pins the window it was chosen in
     const chosen = (state.series && state.t) || state.sel || (state.cmp && (state.a || state.b));
-    if (chosen && !pinned() && lastRange) { state.fromText = iso(lastRange.from); state.toText = iso(lastRange.to); showRange(); }
+    if (chosen && !pinned() && ui.lastRange) { state.fromText = iso(ui.lastRange.from); state.toText = iso(ui.lastRange.to); showRange(); }
     if (state.fromText) { q.set('from', state.fromText); q.set('to', state.toText); }
-    for (const k of hidden) q.append('hide', k);
+    for (const k of ui.hidden) q.append('hide', k);
     if (state.focus) q.set('focus', state.focus);
     if (state.flameUp) q.set('flame', 'up');
     if (state.cb) q.set('palette', 'cb');
+    if (state.utc) q.set('tz', 'utc');
+    if (state.agg) q.set('agg', state.agg);
+    if (state.view) q.set('view', state.view);
+    if (state.chart) q.set('chart', state.chart);
+    if (profile.sortKey !== 'flat') q.set('sort', profile.sortKey);
+    if (profile.asc) q.set('order', 'asc');
+    if (profile.filter) q.set('tfilter', profile.filter);
+    if (profile.limit === Infinity) q.set('all', '1');
     if (state.zoomPath) q.set('zoom', state.zoomPath);
     if (state.search) q.set('search', state.search);
     if (state.ignore) q.set('ignore', state.ignore);
@@ -340,15 +175,23 @@
       readURL();
       applyStateToForm();
       loadTypeChips();
-      if (state.query) run(false);
-      else { $('timeline-panel').hidden = true; $('intro').hidden = false; }
+      const ran = state.query ? run(false) : null;
+      if (!ran) { $('timeline-panel').hidden = true; $('intro').hidden = false; }
       showSelection();
       showFilters();
       $('flame-up').setAttribute('aria-pressed', String(state.flameUp));
       $('flame-up').textContent = state.flameUp ? 'Icicle' : 'Flame';
       $('diff-palette').checked = state.cb;
+      $('agg').value = state.agg || 'sum';
+      $('chart-mode').value = state.chart || 'lines';
+      $('top-filter').value = profile.filter;
+      $('view-callgraph').setAttribute('aria-pressed', String(state.view === 'callgraph'));
+      $('view-callgraph').classList.toggle('on', state.view === 'callgraph');
+      if (state.view !== 'callgraph') showCallgraph(false);
       document.body.classList.toggle('cb', state.cb);
-      loadView();
+      // a merge or diff leaves out the series without the sample type shown:
+      // which those are, the timeline's query tells
+      if (ran && (state.sel || state.cmp)) ran.then(() => loadView()); else loadView();
     }
   }
 
@@ -414,7 +257,7 @@
     tl.anchor = null;
     $('profile-panel').hidden = true;
     showSelection();
-    hidden = new Set();
+    ui.hidden = new Set();
     writeURL(true);
     run(true);
   }
@@ -455,6 +298,66 @@
   }
   $('back-to-now').addEventListener('click', backToNow);
 
+  // The time zone toggle: local ↔ UTC for every time shown (axis, titles,
+  // tooltips, the picker); kept in the URL (tz=utc).
+  $('chart-mode').addEventListener('change', () => {
+    state.chart = $('chart-mode').value === 'lines' ? '' : $('chart-mode').value;
+    writeURL(false);
+    if (ui.lastRange) drawTimeline();
+  });
+  $('tz').addEventListener('click', () => {
+    const picking = !$('window-picker').hidden;
+    const w = picking ? [fromInputTime($('pick-from').value), fromInputTime($('pick-to').value)] : null;
+    state.utc = !state.utc;
+    writeURL(false);
+    showRange(); showSelection();
+    if (ui.lastRange) drawTimeline();
+    if (picking) { // the same instants, written in the other zone
+      if (w[0] !== null) $('pick-from').value = toInputTime(w[0]);
+      if (w[1] !== null) $('pick-to').value = toInputTime(w[1]);
+      showPickerZone();
+    }
+    const v = viewSpec();
+    if (v && !$('profile-panel').hidden) $('profile-title').textContent = v.title;
+  });
+
+  // The calendar picker: an absolute window typed or picked with the
+  // browser's date-time control, in the zone shown (local or UTC).
+  function showPickerZone() { $('pick-zone').textContent = tzName().replace(/^times in /, ''); }
+  function openPicker() {
+    const w = window_();
+    $('pick-from').value = toInputTime(w.from);
+    $('pick-to').value = toInputTime(w.to);
+    $('pick-error').textContent = '';
+    showPickerZone();
+    $('window-picker').hidden = false;
+    $('pick-window').setAttribute('aria-expanded', 'true');
+    $('pick-from').focus();
+  }
+  function closePicker() {
+    $('window-picker').hidden = true;
+    $('pick-window').setAttribute('aria-expanded', 'false');
+  }
+  $('pick-window').addEventListener('click', () => ($('window-picker').hidden ? openPicker() : closePicker()));
+  $('pick-cancel').addEventListener('click', () => { closePicker(); $('pick-window').focus(); });
+  $('window-picker').addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.stopPropagation(); closePicker(); $('pick-window').focus(); } });
+  $('pick-apply').addEventListener('click', () => {
+    const f = fromInputTime($('pick-from').value), t = fromInputTime($('pick-to').value);
+    const bad = f === null ? 'From is not a date and time.' : t === null ? 'To is not a date and time.' :
+      t <= f ? 'To must be after From.' : '';
+    $('pick-error').textContent = bad;
+    $('pick-from').setAttribute('aria-invalid', String(f === null || (t !== null && t <= f)));
+    $('pick-to').setAttribute('aria-invalid', String(t === null));
+    if (bad) return;
+    closePicker();
+    // a new window: what was chosen in the old one goes with it
+    state.series = ''; state.t = 0; state.sel = null; state.a = state.b = null;
+    tl.next = 'a'; tl.anchor = null;
+    $('profile-panel').hidden = true;
+    showSelection();
+    zoomWindow(f, t);
+  });
+
   // The range box: "last 1h", or the pinned window (with the time zone).
   function showRange() {
     const sel = $('range');
@@ -472,8 +375,11 @@
     $('back-to-now').hidden = !pin;
     $('pan-right').disabled = !pin;
     $('tz').textContent = tzName();
+    $('tz').setAttribute('aria-pressed', String(state.utc));
+    $('tz').title = state.utc ? 'Times are in UTC: click for the browser\'s time zone' : 'Times are in the browser\'s time zone: click for UTC';
   }
   function tzName() {
+    if (state.utc) return 'times in UTC';
     const off = -new Date().getTimezoneOffset();
     const hh = String(Math.floor(Math.abs(off) / 60)).padStart(2, '0'), mm = String(Math.abs(off) % 60).padStart(2, '0');
     let zone = '';
@@ -506,7 +412,7 @@
         '&from=' + (from / 1000).toFixed(3) + '&to=' + (to / 1000).toFixed(3));
       if (seq !== runSeq) return;
       showError('');
-      lastRange = { from, to, series: Array.isArray(data) ? data : [] };
+      ui.lastRange = { from, to, series: Array.isArray(data) ? data : [] };
       $('intro').hidden = true;
       $('timeline-panel').hidden = false;
       fillSampleTypes();
@@ -528,12 +434,12 @@
   function fillSampleTypes() {
     const sel = $('sample-type');
     const seen = new Map();
-    for (const s of lastRange.series) for (const st of s.sample_types || []) if (!seen.has(st.type)) seen.set(st.type, st.unit);
+    for (const s of ui.lastRange.series) for (const st of s.sample_types || []) if (!seen.has(st.type)) seen.set(st.type, st.unit);
     const types = [...seen.keys()];
     // The default: Go puts the default sample type last (inuse_space, cpu, delay).
     let chosen = state.type && seen.has(state.type) ? state.type : '';
-    if (!chosen && lastRange.series.length) {
-      const st = lastRange.series[0].sample_types || [];
+    if (!chosen && ui.lastRange.series.length) {
+      const st = ui.lastRange.series[0].sample_types || [];
       chosen = st.length ? st[st.length - 1].type : '';
     }
     sel.innerHTML = types.map((t) => '<option value="' + esc(t) + '">' + esc(t) + ' (' + esc(seen.get(t)) + ')</option>').join('');
@@ -553,73 +459,54 @@
     justDragged: false,     // swallow the click that ends a drag
   };
 
+  // The chart (chart.js: uPlot under an SVG overlay). Its layers, drawn over
+  // the series in this order: the merge/compare selections, the brush, the
+  // selected and hovered point. A new layer (e.g. event markers) is one
+  // chart.addLayer(name, ctx => svg) here, and chart.redrawLayer(name) when
+  // its data arrives.
+  const chart = new TimelineChart($('timeline'));
+  chart.addLayer('sels', () => selectionRects());
+  chart.addLayer('brush', (c) => '<rect class="brush" x="-99" y="' + c.plot.t + '" width="0" height="' + (c.plot.b - c.plot.t) + '"/>');
+  chart.addLayer('marks', () => '<circle class="selected" r="7" cx="-99" cy="-99"/><circle class="hover" r="6" cx="-99" cy="-99"/>');
+
   function drawTimeline() {
     const box = $('timeline');
     const legend = $('legend');
-    const series = lastRange ? lastRange.series : [];
+    const series = ui.lastRange ? ui.lastRange.series : [];
     const type = state.type;
     const W = Math.max(320, box.clientWidth || 800), H = box.clientHeight || 260;
-    const M = { l: 70, r: 16, t: 10, b: 26 };
-    const from = lastRange.from, to = lastRange.to;
+    const from = ui.lastRange.from, to = ui.lastRange.to;
     let unit = '';
-    let max = 0, npts = 0;
+    let npts = 0;
     const drawn = [];
     series.forEach((s, i) => {
       const key = exactSelector(s.labels);
       const idx = (s.sample_types || []).findIndex((st) => st.type === type);
       const color = COLORS[i % COLORS.length];
-      const entry = { s, i, key, idx, color, off: hidden.has(key) };
+      const entry = { s, i, key, idx, color, off: ui.hidden.has(key) };
       drawn.push(entry);
       if (idx < 0 || entry.off) return;
       unit = unit || s.sample_types[idx].unit;
-      s.timestamps.forEach((ts, j) => { const v = s.totals[j][idx]; if (v > max) max = v; npts++; });
+      npts += s.timestamps.length;
     });
     tl.unit = unit;
-    const vt = valueTicks(max || 1, unit);
-    const ticks = vt.ticks;
-    const ymax = ticks[ticks.length - 1] || 1;
-    const x = (t) => M.l + ((t - from) / (to - from)) * (W - M.l - M.r);
-    const y = (v) => H - M.b - (v / ymax) * (H - M.t - M.b);
-    tl.x = x; tl.y = y;
-    tl.inv = (px) => from + ((px - M.l) / (W - M.l - M.r)) * (to - from);
-    tl.plot = { l: M.l, r: W - M.r, t: M.t, b: H - M.b };
-
-    let svg = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ' + W + ' ' + H + '" preserveAspectRatio="none">';
-    svg += '<g class="grid">';
-    for (const v of ticks) svg += '<line x1="' + M.l + '" x2="' + (W - M.r) + '" y1="' + y(v) + '" y2="' + y(v) + '"/>';
-    svg += '</g><g class="axis">';
-    for (const v of ticks) svg += '<text x="' + (M.l - 6) + '" y="' + (y(v) + 4) + '" text-anchor="end">' + esc(vt.fmt(v)) + '</text>';
-    const tt = timeTicks(from, to);
-    for (const t of tt.ticks) svg += '<text x="' + x(t) + '" y="' + (H - 8) + '" text-anchor="middle">' + esc(fmtTick(t, tt.step)) + '</text>';
-    svg += '</g><g class="sels">' + selectionRects() + '</g><rect class="brush" x="-99" y="' + M.t + '" width="0" height="' + (H - M.t - M.b) + '"/>';
-
-    tl.pts = [];
-    const showDots = npts <= 3000;
-    for (const d of drawn) {
-      if (d.idx < 0 || d.off) continue;
-      const s = d.s;
-      let path = '';
-      let dots = '';
-      s.timestamps.forEach((ts, j) => {
-        const v = s.totals[j][d.idx];
-        const px = x(ts), py = y(v);
-        path += (j ? 'L' : 'M') + px.toFixed(1) + ' ' + py.toFixed(1);
-        tl.pts.push({ px, py, ts, v, d });
-        if (showDots) dots += '<circle class="pt" r="3.2" cx="' + px.toFixed(1) + '" cy="' + py.toFixed(1) + '" fill="' + d.color + '" data-ts="' + ts + '" data-series="' + d.i + '"/>';
-      });
-      svg += '<g class="series"><path d="' + path + '" stroke="' + d.color + '"/>' + dots + '</g>';
-    }
-    if (!npts) {
-      const why = !series.length ? 'No series match this selector in the selected range.' :
-        'No series has the sample type "' + type + '".';
-      svg += '<text class="empty" x="' + (W / 2) + '" y="' + (H / 2) + '" text-anchor="middle">' + esc(why) + '</text>';
-    }
-    svg += '<circle class="selected" r="7" cx="-99" cy="-99"/><circle class="hover" r="6" cx="-99" cy="-99"/></svg>';
-    box.innerHTML = svg;
-    tl.svg = box.firstChild;
-    tl.hoverEl = box.querySelector('circle.hover');
-    tl.selEl = box.querySelector('circle.selected');
-    tl.brushEl = box.querySelector('rect.brush');
+    const shown = drawn.filter((d) => d.idx >= 0 && !d.off);
+    const why = npts ? '' : !series.length ? 'No series match this selector in the selected range.' :
+      'No series has the sample type "' + esc(type) + '".';
+    const r = chart.draw({
+      from, to, W, H, unit, mode: state.chart || 'lines',
+      series: shown.map((d) => ({ color: d.color, label: d.key, ts: d.s.timestamps, vs: d.s.timestamps.map((_, j) => d.s.totals[j][d.idx]) })),
+      yTicks: (max) => valueTicks(max, unit), xTicks: timeTicks, xFmt: fmtTick, empty: why,
+    });
+    tl.x = r.x; tl.y = r.y; tl.inv = r.inv; tl.plot = r.plot;
+    // one point per stored profile (lines mode): what clicks, keys and tooltips use
+    tl.pts = r.points.map((q) => { const d = shown[q.si]; return { px: q.px, py: q.py, ts: d.s.timestamps[q.j], v: d.s.totals[q.j][d.idx], d }; });
+    box.setAttribute('data-points', String(tl.pts.length));
+    chart.profiles = tl.pts.map((p) => ({ ts: p.ts, px: p.px, py: p.py, v: p.v, series: p.d.i }));
+    tl.svg = chart.svg;
+    tl.hoverEl = tl.svg.querySelector('circle.hover');
+    tl.selEl = tl.svg.querySelector('circle.selected');
+    tl.brushEl = tl.svg.querySelector('rect.brush');
     markSelected();
 
     // Labels every series shares are shown once, above the entries; each
@@ -651,8 +538,8 @@
     const li = e.target.closest('li[data-key]');
     if (!li) return;
     const k = li.getAttribute('data-key');
-    if (hidden.has(k)) hidden.delete(k); else hidden.add(k);
-    li.setAttribute('aria-pressed', hidden.has(k) ? 'false' : 'true');
+    if (ui.hidden.has(k)) ui.hidden.delete(k); else ui.hidden.add(k);
+    li.setAttribute('aria-pressed', ui.hidden.has(k) ? 'false' : 'true');
     writeURL(false);
     drawTimeline();
     // a merge or comparison on screen is redone without (or with) that series
@@ -676,8 +563,7 @@
   }
 
   function redrawSelections() {
-    const g = tl.svg && tl.svg.querySelector('g.sels');
-    if (g) g.innerHTML = selectionRects();
+    chart.redrawLayer('sels');
     markSelected();
   }
 
@@ -719,10 +605,17 @@
 
   // Stored profiles in [from, to] ms, over every series of the query (a
   // merge takes them all, also the series switched off in the legend).
+  // Series a merge or diff leaves out: switched off in the legend, or without
+  // the sample type shown (not drawn either; merged, a mix of profile types
+  // would fail: heap and cpu under one selector).
+  function leftOut(s) {
+    return ui.hidden.has(exactSelector(s.labels)) || (!!state.type && !(s.sample_types || []).some((st) => st.type === state.type));
+  }
+
   function countIn(r) {
     let n = 0;
-    for (const s of (lastRange ? lastRange.series : [])) {
-      if (hidden.has(exactSelector(s.labels))) continue; // hidden series are not merged
+    for (const s of (ui.lastRange ? ui.lastRange.series : [])) {
+      if (leftOut(s)) continue; // not merged
       for (const ts of s.timestamps) if (ts >= r.from && ts <= r.to) n++;
     }
     return n;
@@ -733,12 +626,15 @@
   function dragRange(x0, x1) {
     const t0 = tl.inv(Math.min(x0, x1)), t1 = tl.inv(Math.max(x0, x1));
     let lo = Infinity, hi = -Infinity;
-    for (const s of lastRange.series) for (const ts of s.timestamps) if (ts >= t0 && ts <= t1) { lo = Math.min(lo, ts); hi = Math.max(hi, ts); }
+    for (const s of ui.lastRange.series) {
+      if (leftOut(s)) continue;
+      for (const ts of s.timestamps) if (ts >= t0 && ts <= t1) { lo = Math.min(lo, ts); hi = Math.max(hi, ts); }
+    }
     return lo <= hi ? { from: lo, to: hi } : null;
   }
 
   $('timeline').addEventListener('mousedown', (e) => {
-    if (e.button !== 0 || !tl.svg || !tl.pts.length) return;
+    if (e.button !== 0 || !tl.svg || !ui.lastRange || !ui.lastRange.series.length) return;
     e.preventDefault();
     const x = svgX(e);
     // Alt+drag zooms the window to the dragged time (a zoom brush apart
@@ -783,6 +679,14 @@
 
   $('timeline').addEventListener('mousemove', (e) => {
     if (tl.drag && tl.drag.moved) return;
+    if (state.chart && chart.buckets && tl.svg) { // stacked or sum: the bucket under the mouse
+      const t = tl.inv(svgX(e)), bm = chart.buckets, b = Math.floor((t - bm.starts[0]) / bm.step);
+      const top = chart.stack && chart.stack.length ? chart.stack[chart.stack.length - 1][b] : null;
+      if (b < 0 || b >= bm.starts.length || top === null || top === undefined) { hideTip(); return; }
+      showTip(e, esc(fmtTime(bm.starts[b])) + ' – ' + esc(fmtTime(bm.starts[b] + bm.step)) + '<br><b>' + esc(fmtValue(top, tl.unit)) + '</b> ' +
+        esc(state.type) + ' over the series shown<br><i>click to merge these profiles · drag to merge a range</i>');
+      return;
+    }
     const p = nearest(e);
     if (!p) { hideTip(); if (tl.hoverEl) tl.hoverEl.setAttribute('cx', -99); return; }
     tl.hoverEl.setAttribute('cx', p.px);
@@ -796,6 +700,13 @@
   $('timeline').addEventListener('mouseleave', () => { if (!tl.drag) hideTip(); if (tl.hoverEl) tl.hoverEl.setAttribute('cx', -99); });
   $('timeline').addEventListener('click', (e) => {
     if (tl.justDragged) return;
+    if (state.chart && chart.buckets && tl.svg) { // stacked or sum: a click merges the bucket's profiles
+      const bm = chart.buckets, b = Math.floor((tl.inv(svgX(e)) - bm.starts[0]) / bm.step);
+      if (b < 0 || b >= bm.starts.length) return;
+      const r = dragRange(tl.x(bm.starts[b]), tl.x(bm.starts[b] + bm.step) - 0.01);
+      if (r) select(r);
+      return;
+    }
     const p = nearest(e);
     if (!p) return;
     if (e.shiftKey) {
@@ -960,7 +871,7 @@
     showSelection();
     loadView();
   });
-  window.addEventListener('resize', () => { if (lastRange && !$('timeline-panel').hidden) drawTimeline(); if (flame.root) drawFlame(); });
+  window.addEventListener('resize', () => { if (ui.lastRange && !$('timeline-panel').hidden) drawTimeline(); if (flame.root) drawFlame(); });
 
   /* ------------------------------------------------------------ tooltip */
 
@@ -992,12 +903,11 @@
   // it (or when the timeline does not know the series), else its default.
   function sampleIndexFor(series) {
     if (!state.type) return '';
-    const s = lastRange && lastRange.series.find((x) => exactSelector(x.labels) === series);
+    const s = ui.lastRange && ui.lastRange.series.find((x) => exactSelector(x.labels) === series);
     if (!s) return state.type;
     return (s.sample_types || []).some((st) => st.type === state.type) ? state.type : '';
   }
 
-  const secs = (ms) => (ms / 1000).toFixed(3);
 
   // What the profile panel shows, from the state: one profile, the merge of
   // a range, or the diff of two ranges (A = base). null: nothing.
@@ -1009,7 +919,9 @@
       (idx && report !== 'proto' ? '&sample_index=' + encodeURIComponent(idx) : '') +
       (report === 'flamegraph' ? '&nodes=4000' : '') + filterQuery();
     // hidden legend entries are left out of merges and diffs (exclude=)
-    const excl = [...hidden].map((k) => '&exclude=' + encodeURIComponent(k)).join('');
+    const out = new Set(ui.hidden);
+    for (const s of (ui.lastRange ? ui.lastRange.series : [])) if (leftOut(s)) out.add(exactSelector(s.labels));
+    const excl = [...out].map((k) => '&exclude=' + encodeURIComponent(k)).join('') + (state.agg ? '&agg=' + state.agg : '');
     const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl;
     const range = (r) => fmtTime(r.from) + (r.from === r.to ? '' : ' – ' + fmtTime(r.to));
     if (state.cmp && state.a && state.b) {
@@ -1060,6 +972,7 @@
     if (!v) { panel.hidden = true; return; }
     panel.hidden = false;
     panel.setAttribute('data-kind', v.kind);
+    $('agg-field').hidden = v.kind === 'single';
     $('profile-heading').textContent = v.heading;
     $('profile-title').textContent = v.title;
     const dl = $('download');
@@ -1072,7 +985,8 @@
     try {
       const si = v.kind === 'single' ? v.fixedIdx : state.type;
       // one request, one merge on the server, for the table and the flame graph
-      const both = async (idx) => { const d = await api(v.url('view', idx) + topQuery() + '&fg_nodes=4000'); return [d.top, d.flamegraph]; };
+      // the canvas draws large trees at once: up to FG_NODES nodes (the API keeps the largest)
+      const both = async (idx) => { const d = await api(v.url('view', idx) + topQuery() + '&fg_nodes=' + FG_NODES); return [d.top, d.flamegraph]; };
       let top, fg;
       profile.view = v;
       profile.idx = si;
@@ -1088,6 +1002,7 @@
       }
       if (seq !== profileSeq) return;
       showError('');
+      $('profile-error').hidden = true;
       const st = top.sample_type || {};
       const diff = v.kind === 'diff';
       profile.top = top;
@@ -1104,8 +1019,11 @@
       }
       $('top-table').setAttribute('data-total', String(top.total));
       drawTop();
+      const t0 = performance.now();
       flame.root = prepareFlame(fg, diff);
+      fc.setTree(flame.root, diff);
       flame.zoom = flame.root;
+      flame.cur = null;
       // the zoom of the URL, when the same path exists in this profile
       if (state.zoomPath) {
         let n = flame.root;
@@ -1119,11 +1037,19 @@
       $('flame-legend').hidden = !diff;
       $('sandwich').hidden = true;
       drawFlame();
+      // what the first paint cost (tree + layout + paint), for tools and tests
+      fc.timing.firstPaint = performance.now() - t0;
+      $('flamegraph').setAttribute('data-paint-ms', fc.timing.firstPaint.toFixed(1));
       if ($('view-callgraph').getAttribute('aria-pressed') === 'true') showCallgraph(true);
     } catch (e) {
       if (seq !== profileSeq) return;
+      // said where it happened, and nothing of an older view left beside it
       $('profile-summary').textContent = '';
-      showError('Loading the ' + (v.kind === 'single' ? 'profile' : v.kind) + ' failed: ' + e.message);
+      $('profile-error').textContent = 'Loading the ' + (v.kind === 'single' ? 'profile' : v.kind) + ' failed: ' + e.message;
+      $('profile-error').hidden = false;
+      flame.root = null; fc.rects = []; fc.rows = []; $('flamegraph').textContent = ''; $('flamegraph').removeAttribute('data-total');
+      $('flame-crumbs').textContent = ''; $('flame-pkgs').hidden = true; $('flame-match').textContent = '';
+      $('top-table').tBodies[0].innerHTML = ''; $('top-table').removeAttribute('data-total'); $('top-more').hidden = true;
     } finally {
       if (seq === profileSeq) panel.classList.remove('loading');
     }
@@ -1250,6 +1176,7 @@
     if (!profile.top) return;
     if (profile.sortKey === key) profile.asc = !profile.asc;
     else { profile.sortKey = key; profile.asc = key === 'function'; }
+    writeURL(false);
     if (SERVER_SORT[key]) refetchTop(); else drawTop();
   }
   $('top-table').tHead.addEventListener('click', (e) => {
@@ -1263,12 +1190,13 @@
   let filterTimer = null;
   $('top-filter').addEventListener('input', () => {
     clearTimeout(filterTimer);
-    filterTimer = setTimeout(() => { profile.filter = $('top-filter').value.trim(); refetchTop(); }, 200);
+    filterTimer = setTimeout(() => { profile.filter = $('top-filter').value.trim(); writeURL(false); refetchTop(); }, 200);
   });
   $('top-more').addEventListener('click', (e) => {
     if (e.target.id !== 'top-all') return;
     e.preventDefault();
     profile.limit = Infinity;
+    writeURL(false);
     refetchTop();
   });
   // A click on a row highlights that function in the flame graph.
@@ -1277,19 +1205,25 @@
     if (!tr) return;
     if (e.target.closest('.sw-open')) { openSandwich(tr.getAttribute('data-fn')); return; }
     const fn = tr.getAttribute('data-fn');
-    $('flame-search').value = '^' + fn.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
+    $('flame-search').value = state.search = '^' + fn.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
+    writeURL(false);
     highlightFlame();
     $('flamegraph').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
   });
 
   /* ------------------------------------------------------------ flame graph */
 
-  // Icicle layout: the root on top, callees below; width ∝ value.
-  const ROW = 18;
+  // The flame graph is painted on a canvas by flame.js (FlameCanvas: exact
+  // widths, "…" for runs under a pixel, hit-testing); this part keeps the
+  // page around it: zoom (breadcrumbs, the URL), tooltip, keyboard, search.
   // A diff's frames are as wide as A and B together (so a frame that
   // vanished in B still shows, and children fit in their parent), colored by
   // the change: red grew, green shrank, grey unchanged.
-  const flame = { root: null, zoom: null, unit: '', nodes: [], diff: false };
+  const fc = new FlameCanvas($('flamegraph'));
+  const flame = {
+    root: null, zoom: null, unit: '', diff: false, cur: null,
+    get nodes() { return fc.rects.filter((r) => r.node).map((r) => r.node); },
+  };
 
   function prepareFlame(tree, diff) {
     const walk = (n, parent, depth) => {
@@ -1299,86 +1233,24 @@
         node.base_self = n.base_self || 0; node.new_self = n.new_self || 0;
         node.size = node.base + node.new;
       } else node.size = node.value;
-      for (const c of n.children || []) node.children.push(walk(c, node, depth + 1));
+      const ch = n.children;
+      if (ch) for (let i = 0; i < ch.length; i++) node.children.push(walk(ch[i], node, depth + 1));
       return node;
     };
     return walk(tree || { name: 'root', value: 0 }, null, 0);
   }
 
-  // Red for growth, green for shrinkage; the stronger, the larger the change
-  // relative to the frame's larger side.
-  function diffColor(n) {
-    const d = n.new - n.base;
-    if (d === 0 || n.name === 'root') return n.name === 'root' ? '#c7cbd1' : '#d9dbe0';
-    const rel = Math.min(1, Math.abs(d) / Math.max(Math.abs(n.base), Math.abs(n.new), 1));
-    const light = Math.round(88 - 36 * Math.sqrt(rel));
-    if (state.cb) return d > 0 ? 'hsl(214,80%,' + light + '%)' : 'hsl(30,90%,' + light + '%)'; // Okabe-Ito-like blue/orange
-    return d > 0 ? 'hsl(2,85%,' + light + '%)' : 'hsl(140,60%,' + light + '%)';
-  }
-  const diffClass = (n) => (n.name === 'root' ? '' : n.new > n.base ? 'grew' : n.new < n.base ? 'shrank' : 'same');
-
-  // Color by package (the text before the last "." of the function name).
-  function frameColor(name) {
-    if (name === 'root') return '#c7cbd1';
-    const m = name.match(/^(.*?)\.[^./]*(\(|$)/);
-    const pkg = m ? m[1].replace(/\(.*$/, '') : name;
-    let h = 2166136261;
-    for (let i = 0; i < pkg.length; i++) { h ^= pkg.charCodeAt(i); h = Math.imul(h, 16777619); }
-    h >>>= 0;
-    if (/^runtime\b|^runtime\./.test(name)) return 'hsl(' + (200 + (h % 30)) + ',35%,' + (72 + (h >> 8) % 10) + '%)';
-    return 'hsl(' + (10 + (h % 40)) + ',' + (75 + (h >> 8) % 20) + '%,' + (60 + (h >> 16) % 14) + '%)';
-  }
-
   function drawFlame() {
     const box = $('flamegraph');
-    const W = box.clientWidth || 1000;
     const zoom = flame.zoom, root = flame.root;
     const total = root.size || 0;
-    const nodes = [];
-    // Ancestors of the zoomed frame: full width, dimmed.
-    const chain = [];
-    for (let a = zoom.parent; a; a = a.parent) chain.unshift(a);
-    let html = '';
-    let maxDepth = zoom.depth;
-    chain.forEach((a) => {
-      nodes.push(a);
-      html += frameHTML(a, nodes.length - 1, 0, 100, a.depth, 'ancestor', W);
-    });
-    const zv = zoom.size || 0;
-    // Exact widths: a frame is as wide as its value, never wider (no
-    // minimum: padding and border are inside the width, box-sizing). Children
-    // under a pixel each are merged into one "…" frame of their total width
-    // (at most as wide as they are together); their own children are not drawn.
-    const place = (n, left, width) => {
-      nodes.push(n);
-      if (n.depth > maxDepth) maxDepth = n.depth;
-      html += frameHTML(n, nodes.length - 1, left, width, n.depth, '', W);
-      let x = left, thinW = 0, thinN = 0, thinX = null, thinV = 0;
-      for (const c of n.children) {
-        const cw = zv ? (width * c.size) / (n.size || 1) : 0;
-        if (cw * W / 100 < 1) {
-          if (thinX === null) thinX = x;
-          thinW += cw; thinN++; thinV += c.size;
-        } else {
-          if (thinN) { html += moreHTML(thinX, thinW, n.depth + 1, thinN, thinV); thinX = null; thinW = thinN = thinV = 0; }
-          place(c, x, cw);
-        }
-        x += cw;
-      }
-      if (thinN && thinW * W / 100 >= 0.5) html += moreHTML(thinX, thinW, n.depth + 1, thinN, thinV);
-    };
-    const moreHTML = (left, width, depth, count, value) => {
-      if (depth > maxDepth) maxDepth = depth;
-      return '<div class="frame more" data-more="' + count + '" data-value="' + value + '" title="' + count + ' frames under a pixel each" style="left:' +
-        left.toFixed(4) + '%;width:' + width.toFixed(4) + '%;top:' + depth * ROW + 'px"></div>';
-    };
-    place(zoom, 0, 100);
-    flame.nodes = nodes;
-    if (state.flameUp) { // flame: the root at the bottom (rows mirrored)
-      html = html.replace(/top:(\d+)px/g, (m, y) => 'top:' + (maxDepth * ROW - +y) + 'px');
+    if (!total) {
+      box.innerHTML = '<p class="muted" style="padding:8px">' + (flame.diff ? 'Neither selection has samples of this type.' : 'This profile has no samples of this type.') + '</p>';
+      fc.rects = [];
+    } else {
+      fc.zoom = zoom; fc.up = state.flameUp; fc.cb = state.cb; fc.diff = flame.diff;
+      fc.draw();
     }
-    box.innerHTML = html;
-    box.style.height = (maxDepth + 1) * ROW + 2 + 'px';
     // breadcrumbs of the zoom, and the zoom in the URL
     const crumbs = [];
     for (let a = zoom; a; a = a.parent) crumbs.unshift(a);
@@ -1388,38 +1260,41 @@
     const zp = zoom === root ? '' : crumbs.slice(1).map((c) => c.name).join('\n');
     if (zp !== state.zoomPath) { state.zoomPath = zp; writeURL(false); }
     $('flame-reset').hidden = zoom === root;
-    if (!total) box.innerHTML = '<p class="muted" style="padding:8px">' + (flame.diff ? 'Neither selection has samples of this type.' : 'This profile has no samples of this type.') + '</p>', box.style.height = 'auto';
+    box.setAttribute('data-zoom', zoom === root ? '' : zoom.name);
+    // the colour legend: the packages drawn widest (a click searches the package)
+    const pk = flame.diff || !total ? [] : fc.packages(10);
+    $('flame-pkgs').hidden = !pk.length;
+    $('flame-pkgs').innerHTML = pk.length ? '<span class="muted">colour by package:</span> ' + pk.map((e) =>
+      '<button type="button" class="pkg" data-pkg="' + esc(e.pkg) + '" title="highlight the functions of ' + esc(e.pkg) + '">' +
+      '<span class="sw" data-color="' + esc(e.color) + '"></span>' + esc(e.pkg) + '</button>').join('') : '';
+    $('flame-pkgs').querySelectorAll('.sw').forEach((el) => { el.style.background = el.getAttribute('data-color'); });
     highlightFlame();
   }
-
-  function frameHTML(n, i, left, width, depth, cls, W) {
-    const px = width * W / 100;
-    const label = px > 28 ? esc(n.name === 'root' ? 'all' : n.name) : '';
-    const dc = flame.diff ? ' ' + diffClass(n) : '';
-    return '<div class="frame ' + cls + dc + (px < 8 ? ' thin' : '') + '" data-i="' + i + '" data-name="' + esc(n.name) + '"' + (flame.diff ? ' data-delta="' + (n.new - n.base) + '"' : '') +
-      ' style="left:' + left.toFixed(4) + '%;width:' + width.toFixed(4) + '%;top:' + depth * ROW + 'px;background:' +
-      (flame.diff ? diffColor(n) : frameColor(n.name)) + '">' + label + '</div>';
-  }
+  // the canvas follows the box's width
+  let flameWidth = 0;
+  new ResizeObserver(() => {
+    const w = $('flamegraph').clientWidth;
+    if (w && w !== flameWidth && flame.root && fc.rects.length) { flameWidth = w; fc.draw(); }
+    else flameWidth = w;
+  }).observe($('flamegraph'));
 
   $('flamegraph').addEventListener('click', (e) => {
-    const el = e.target.closest('.frame[data-i]');
-    if (!el) return;
-    const n = flame.nodes[+el.getAttribute('data-i')];
-    if (!n) return;
-    flame.zoom = n;
+    const r = fc.hit(e);
+    if (!r || !r.node) return;
+    flame.zoom = r.node;
     drawFlame();
   });
   $('flamegraph').addEventListener('mousemove', (e) => {
-    const more = e.target.closest('.frame.more');
-    if (more) {
-      showTip(e, '<b>' + more.getAttribute('data-more') + ' frames</b> under a pixel each<br>' +
-        esc(fmtValue(+more.getAttribute('data-value'), flame.unit)) + ' together<br><i>zoom into the caller to see them</i>');
+    const r = fc.hit(e);
+    fc.setHover(r);
+    $('flamegraph').style.cursor = r && r.node ? 'pointer' : '';
+    if (!r) { hideTip(); return; }
+    if (r.kind === 'more') {
+      showTip(e, '<b>' + r.count + ' frames</b> under a pixel each<br>' +
+        esc(fmtValue(r.value, flame.unit)) + ' together<br><i>zoom into the caller to see them</i>');
       return;
     }
-    const el = e.target.closest('.frame[data-i]');
-    if (!el) { hideTip(); return; }
-    const n = flame.nodes[+el.getAttribute('data-i')];
-    if (!n) return;
+    const n = r.node;
     const total = flame.root.value;
     const nm = '<b>' + esc(n.name === 'root' ? 'all samples' : n.name) + '</b><br>';
     if (flame.diff) {
@@ -1431,28 +1306,25 @@
       return;
     }
     const parentPct = n.parent ? ' · ' + fmtPct(n.value, n.parent.value) + ' of caller' : '';
-    showTip(e, '<b>' + esc(n.name === 'root' ? 'all samples' : n.name) + '</b><br>' +
+    // the function's source file, when the top table has its row
+    const row = profile.top && (profile.top.rows || []).find((q) => q.function === n.name);
+    showTip(e, nm + (row && row.file ? '<span class="tl">' + esc(row.file) + '</span><br>' : '') +
       esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
       (n.self ? '<br>self ' + esc(fmtValue(n.self, flame.unit)) + ' (' + fmtPct(n.self, total) + ')' : '') +
       '<br><i>click to zoom · right-click: callers and callees</i>');
   });
-  $('flamegraph').addEventListener('mouseleave', hideTip);
+  $('flamegraph').addEventListener('mouseleave', () => { fc.setHover(null); hideTip(); });
   $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
 
   // Keyboard on the flame graph (it takes the focus): arrows move over the
   // frames drawn (Up/Down: caller/first callee as drawn, Left/Right: the
   // neighbours of the same caller), Enter zooms, "s" opens the sandwich view.
   function markKbd(n) {
-    flame.cur = n;
-    $('flamegraph').querySelectorAll('.frame.kbd').forEach((el) => el.classList.remove('kbd'));
-    const i = flame.nodes.indexOf(n);
-    const el = i >= 0 && $('flamegraph').querySelector('.frame[data-i="' + i + '"]');
-    if (el) {
-      el.classList.add('kbd');
-      $('flamegraph').setAttribute('aria-activedescendant', '');
-      $('flame-live').textContent = (n.name === 'root' ? 'all samples' : n.name) + ': ' + fmtValue(n.value, flame.unit) +
-        ' (' + fmtPct(n.value, flame.root.value) + ' of total); Enter zooms, s shows callers and callees';
-    }
+    flame.cur = fc.cur = n;
+    fc.paint();
+    $('flamegraph').setAttribute('data-current', n.name);
+    $('flame-live').textContent = (n.name === 'root' ? 'all samples' : n.name) + ': ' + fmtValue(n.value, flame.unit) +
+      ' (' + fmtPct(n.value, flame.root.value) + ' of total); Enter zooms, s shows callers and callees';
   }
   $('flamegraph').addEventListener('keydown', (e) => {
     if (!flame.root) return;
@@ -1493,7 +1365,14 @@
     img.onerror = () => { cg.innerHTML = '<p class="error">The call graph could not be drawn (is Graphviz installed on the server?).</p>'; };
     img.src = url;
   }
-  $('view-callgraph').addEventListener('click', () => showCallgraph($('view-callgraph').getAttribute('aria-pressed') !== 'true'));
+  $('view-callgraph').addEventListener('click', () => {
+    const on = $('view-callgraph').getAttribute('aria-pressed') !== 'true';
+    state.view = on ? 'callgraph' : '';
+    writeURL(false);
+    showCallgraph(on);
+  });
+  // merges and diffs: the sum of the profiles or their average (a gauge's meaning)
+  $('agg').addEventListener('change', () => { state.agg = $('agg').value === 'avg' ? 'avg' : ''; writeURL(false); loadView(); });
 
   // Keys: "/" searches the flame graph, Esc resets its zoom and search.
   document.addEventListener('keydown', (e) => {
@@ -1511,6 +1390,13 @@
   $('flame-search').addEventListener('input', () => {
     clearTimeout(searchTimer);
     searchTimer = setTimeout(() => { state.search = $('flame-search').value.trim(); writeURL(false); highlightFlame(); }, 120);
+  });
+  $('flame-pkgs').addEventListener('click', (e) => {
+    const b = e.target.closest('button[data-pkg]');
+    if (!b) return;
+    $('flame-search').value = state.search = '^' + b.getAttribute('data-pkg').replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '\\.';
+    writeURL(false);
+    highlightFlame();
   });
   $('flame-crumbs').addEventListener('click', (e) => {
     const a = e.target.closest('a[data-depth]');
@@ -1536,23 +1422,28 @@
     drawFlame();
   });
 
+  // The search: frames whose name matches the regexp stay bright (the rest
+  // dimmed), and the outermost matches' share is shown. Names are tested once
+  // each per regexp; fc.timing.search is the last one's cost (ms).
   function highlightFlame() {
     const box = $('flamegraph');
     const q = $('flame-search').value.trim();
     let re = null, bad = '';
     if (q) { try { re = new RegExp(q); } catch (e) { bad = e.message; } }
-    box.classList.toggle('searching', !!re);
     $('flame-search').setAttribute('aria-invalid', bad ? 'true' : 'false');
     $('flame-match').classList.toggle('bad', !!bad);
-    if (bad) { $('flame-match').textContent = 'not a regular expression: ' + bad; return; }
-    if (!re || !flame.root) { $('flame-match').textContent = ''; return; }
-    box.querySelectorAll('.frame[data-i]').forEach((el) => el.classList.toggle('match', re.test(el.getAttribute('data-name'))));
-    // Matched share: the value of the outermost matching frames.
-    let sum = 0, sa = 0, sb = 0;
-    const walk = (n) => { if (n !== flame.root && re.test(n.name)) { sum += n.value; sa += n.base || 0; sb += n.new || 0; return; } n.children.forEach(walk); };
-    walk(flame.root);
-    $('flame-match').textContent = flame.diff ? 'matched: A ' + fmtValue(sa, flame.unit) + ' → B ' + fmtValue(sb, flame.unit) + ' (Δ ' + signed(sb - sa, flame.unit) + ')' :
-      'matched ' + fmtValue(sum, flame.unit) + ' (' + fmtPct(sum, flame.root.value) + ')';
+    if (bad) { $('flame-match').textContent = 'not a regular expression: ' + bad; re = null; }
+    box.classList.toggle('searching', !!re);
+    if (!flame.root || !fc.rects.length) { if (!bad) $('flame-match').textContent = ''; return; }
+    const t0 = performance.now();
+    const m = fc.search(re);
+    fc.timing.search = performance.now() - t0;
+    if (bad) return;
+    if (!m) { $('flame-match').textContent = ''; return; }
+    const drawn = fc.rects.reduce((k, r) => k + (r.match ? 1 : 0), 0);
+    box.setAttribute('data-matches', String(drawn));
+    $('flame-match').textContent = (flame.diff ? 'matched: A ' + fmtValue(m.base, flame.unit) + ' → B ' + fmtValue(m.new, flame.unit) + ' (Δ ' + signed(m.new - m.base, flame.unit) + ')' :
+      'matched ' + fmtValue(m.sum, flame.unit) + ' (' + fmtPct(m.sum, flame.root.value) + ')') + ' · ' + drawn + ' frames drawn';
   }
 
   /* ------------------------------------------------------------ focus / ignore */
@@ -1625,387 +1516,12 @@
   $('sandwich-close').addEventListener('click', () => { $('sandwich').hidden = true; });
   // right-click a frame (or "s" on a focused table row) opens its sandwich
   $('flamegraph').addEventListener('contextmenu', (e) => {
-    const el = e.target.closest('.frame[data-i]');
-    const n = el && flame.nodes[+el.getAttribute('data-i')];
+    const r = fc.hit(e);
+    const n = r && r.node;
     if (!n || n === flame.root) return;
     e.preventDefault();
     openSandwich(n.name);
   });
-
-  /* ------------------------------------------------------------ label explorer */
-
-  // For the current selector and window: every label name with its number of
-  // values; a name picked → the values' small timelines (the top 8 by total of
-  // the chosen sample type, from the query_range already loaded) and the
-  // merged flame graph of each side by side; a value clicked → its matcher is
-  // added to the selector.
-  const explorer = { on: false, name: '', seq: 0 };
-  const TOPK = 8;
-
-  // The selector with one more matcher: name="value".
-  function withMatcher(q, name, value) {
-    const m = labelName(name) + '=' + quote(value);
-    const i = q.lastIndexOf('}');
-    if (i < 0) return q.trim() + '{' + m + '}';
-    const inner = q.slice(q.indexOf('{') + 1, i).trim();
-    return q.slice(0, i).replace(/\s*,?\s*$/, '') + (inner ? ', ' : '') + m + q.slice(i);
-  }
-
-  $('explore').addEventListener('click', () => {
-    explorer.on = !explorer.on;
-    $('explore').setAttribute('aria-pressed', explorer.on ? 'true' : 'false');
-    $('explore').classList.toggle('on', explorer.on);
-    $('explorer-panel').hidden = !explorer.on;
-    if (explorer.on) loadExplorer();
-  });
-
-  async function loadExplorer() {
-    if (!explorer.on || !lastRange) return;
-    const seq = ++explorer.seq;
-    const w = { from: lastRange.from, to: lastRange.to };
-    const qp = '&match[]=' + encodeURIComponent(state.query) + '&start=' + secs(w.from) + '&end=' + secs(w.to);
-    $('explorer-summary').textContent = 'loading…';
-    try {
-      const names = (await api('/api/v1/labels?' + qp.slice(1))).filter((n) => n !== '__name__');
-      const counts = await Promise.all(names.map((n) => api('/api/v1/label/' + encodeURIComponent(n) + '/values?' + qp.slice(1)).then((v) => v.length)));
-      if (seq !== explorer.seq) return;
-      const order = names.map((n, i) => [n, counts[i]]).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
-      $('explorer-summary').textContent = order.length + ' label' + (order.length === 1 ? '' : 's') + ' on ' + lastRange.series.length + ' series · pick one to break the selection down';
-      $('explorer-names').innerHTML = order.map(([n, c]) => '<li><button type="button" class="chip' + (n === explorer.name ? ' on' : '') +
-        '" data-name="' + esc(n) + '" aria-pressed="' + (n === explorer.name) + '">' + esc(n) + ' <span class="muted">' + c + '</span></button></li>').join('');
-      if (explorer.name && order.some(([n]) => n === explorer.name)) showValues(explorer.name);
-      else $('explorer-values').innerHTML = '';
-    } catch (e) {
-      if (seq === explorer.seq) $('explorer-summary').textContent = e.message;
-    }
-  }
-
-  $('explorer-names').addEventListener('click', (e) => {
-    const b = e.target.closest('button[data-name]');
-    if (!b) return;
-    explorer.name = b.getAttribute('data-name');
-    $('explorer-names').querySelectorAll('button').forEach((x) => { const on = x === b; x.classList.toggle('on', on); x.setAttribute('aria-pressed', String(on)); });
-    showValues(explorer.name);
-  });
-
-  async function showValues(name) {
-    const seq = ++explorer.seq;
-    const type = state.type;
-    // per value: the series' totals of the chosen sample type, summed per timestamp
-    const byValue = new Map();
-    let unit = '';
-    for (const s of lastRange.series) {
-      const v = s.labels[name];
-      if (v === undefined) continue;
-      const idx = (s.sample_types || []).findIndex((st) => st.type === type);
-      if (idx < 0) continue;
-      unit = unit || s.sample_types[idx].unit;
-      const e = byValue.get(v) || { value: v, pts: new Map(), sum: 0 };
-      s.timestamps.forEach((ts, j) => { const x = s.totals[j][idx]; e.pts.set(ts, (e.pts.get(ts) || 0) + x); e.sum += x; });
-      byValue.set(v, e);
-    }
-    const top = [...byValue.values()].sort((a, b) => b.sum - a.sum).slice(0, TOPK);
-    const max = Math.max(1, ...top.flatMap((e) => [...e.pts.values()]));
-    const W = 260, H = 48;
-    const x = (t) => 2 + ((t - lastRange.from) / (lastRange.to - lastRange.from)) * (W - 4);
-    const y = (v) => H - 2 - (v / max) * (H - 6);
-    $('explorer-values').innerHTML = '<p class="muted">' + esc(name) + ': ' + byValue.size + ' value' + (byValue.size === 1 ? '' : 's') +
-      (byValue.size > TOPK ? ', the ' + TOPK + ' largest by total ' + esc(type) : '') + '. Click one to add it to the selector.</p>' +
-      '<div class="explorer-grid">' + top.map((e, i) => {
-        const pts = [...e.pts.entries()].sort((a, b) => a[0] - b[0]);
-        const path = pts.map(([t, v], j) => (j ? 'L' : 'M') + x(t).toFixed(1) + ' ' + y(v).toFixed(1)).join('');
-        return '<figure class="explorer-card" data-value="' + esc(e.value) + '" tabindex="0" role="button" aria-label="' + esc(name + '=' + e.value) + ': add to the selector">' +
-          '<figcaption><b>' + esc(e.value) + '</b> <span class="muted">' + esc(fmtValue(e.sum / Math.max(1, pts.length), unit)) + ' avg</span></figcaption>' +
-          '<svg viewBox="0 0 ' + W + ' ' + H + '" class="spark"><path d="' + path + '" stroke="' + COLORS[i % COLORS.length] + '"/></svg>' +
-          '<div class="mini-flame" data-i="' + i + '"><span class="muted">loading…</span></div></figure>';
-      }).join('') + '</div>';
-    // each value's merged flame graph over the window (its top frames)
-    await Promise.all(top.map(async (e, i) => {
-      const q = withMatcher(state.query, name, e.value);
-      const u = '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(lastRange.from) + '&to=' + secs(lastRange.to) +
-        '&report=flamegraph&nodes=300' + (type ? '&sample_index=' + encodeURIComponent(type) : '');
-      let html;
-      try { html = miniFlame(await api(u), unit); } catch (err) { html = '<span class="error">' + esc(err.message) + '</span>'; }
-      if (seq !== explorer.seq) return;
-      const el = $('explorer-values').querySelector('.mini-flame[data-i="' + i + '"]');
-      if (el) el.innerHTML = html;
-    }));
-  }
-
-  // A small icicle of a flame graph JSON tree: 6 levels (24 with the root
-  // drawn, for the sandwich), frames under 0.8% of the width left out.
-  function miniFlame(tree, unit, withRoot) {
-    const total = tree.value || 0;
-    if (!total) return '<span class="muted">no samples</span>';
-    let html = '';
-    const top0 = withRoot ? 0 : 1, maxDepth = withRoot ? 24 : 6;
-    const walk = (n, left, width, depth) => {
-      if (depth > maxDepth || width < 0.8) return;
-      if (depth >= top0) {
-        html += '<div class="mf" data-name="' + esc(n.name) + '" data-value="' + n.value + '" style="left:' + left.toFixed(3) + '%;width:' + width.toFixed(3) + '%;top:' + (depth - top0) * 13 + 'px;background:' +
-          frameColor(n.name) + '" title="' + esc(n.name + ' · ' + fmtValue(n.value, unit) + ' (' + fmtPct(n.value, total) + ')') + '">' +
-          (width > 14 ? esc(n.name) : '') + '</div>';
-      }
-      let x = left;
-      for (const c of (n.children || []).slice().sort((a, b) => b.value - a.value)) {
-        const cw = width * (c.value / (n.value || 1));
-        walk(c, x, cw, depth + 1);
-        x += cw;
-      }
-    };
-    walk(tree, 0, 100, 0);
-    return html;
-  }
-
-  $('explorer-values').addEventListener('click', (e) => pickValue(e.target.closest('.explorer-card')));
-  $('explorer-values').addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pickValue(e.target.closest('.explorer-card')); } });
-  function pickValue(card) {
-    if (!card || !explorer.name) return;
-    $('selector').value = withMatcher(state.query, explorer.name, card.getAttribute('data-value'));
-    explorer.name = '';
-    submit();
-  }
-
-  /* ------------------------------------------------------------ suggestions */
-
-  const cache = { names: null, values: new Map() };
-  let sugg = { items: [], active: -1, ctx: null };
-
-  // Suggestions are scoped like Grafana's: to the series the text typed so
-  // far selects (its profile type and its complete matchers, not the one being
-  // typed) and to the window on screen (rounded to the minute for the cache).
-  function scopeParams(text, upto, except) {
-    const name = (text.match(/^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)/) || [])[1] || '';
-    const inner = text.indexOf('{') >= 0 ? text.slice(text.indexOf('{') + 1, upto) : '';
-    const ms = [];
-    const re = /([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"/g;
-    let m;
-    while ((m = re.exec(inner))) if (m[1] !== except) ms.push(m[1] + m[2] + '"' + m[3] + '"');
-    const w = window_();
-    const round = (t) => Math.floor(t / 60000) * 60;
-    let q = 'start=' + round(w.from) + '&end=' + (round(w.to) + 60);
-    if (name || ms.length) q += '&match[]=' + encodeURIComponent(name + '{' + ms.join(',') + '}');
-    return q;
-  }
-  async function labelNames(scope) {
-    const k = 'names?' + scope;
-    if (!cache.values.has(k)) cache.values.set(k, api('/api/v1/labels?' + scope).catch(() => { cache.values.delete(k); return []; }));
-    return cache.values.get(k);
-  }
-  async function labelValues(name, scope) {
-    const k = name + '?' + scope;
-    if (!cache.values.has(k)) cache.values.set(k, api('/api/v1/label/' + encodeURIComponent(name) + '/values?' + scope).catch(() => { cache.values.delete(k); return []; }));
-    return cache.values.get(k);
-  }
-
-  // What the text before the caret is in the middle of:
-  //   {kind:'metric', prefix, start}           outside braces: a profile type
-  //   {kind:'name', prefix, start}             inside braces, a label name
-  //   {kind:'value', name, prefix, start, q}   inside a quoted value of label `name`
-  function context(text, caret) {
-    const s = text.slice(0, caret);
-    let inBraces = false, closed = false, quote = null, tokStart = 0, lastName = '', valStart = -1, lastQuoted = null;
-    let i = 0;
-    for (; i < s.length; i++) {
-      const c = s[i];
-      if (quote) {
-        if (c === '\\') { i++; continue; }
-        if (c === quote) { lastQuoted = s.slice(valStart, i).replace(/\\(.)/g, '$1'); quote = null; tokStart = i + 1; }
-        continue;
-      }
-      if (c === '{') { inBraces = true; tokStart = i + 1; }
-      else if (c === '}') { inBraces = false; closed = true; tokStart = i + 1; }
-      else if (c === ',' ) tokStart = i + 1;
-      else if (c === '"' || c === "'" || c === '`') {
-        quote = c; valStart = i + 1;
-        // a classic name before the operator, or a quoted one ({"k8s.pod"="…)
-        const seg = s.slice(tokStart, i);
-        const m = seg.match(/([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*$/);
-        lastName = m ? m[1] : /^\s*(=~|!~|!=|=)\s*$/.test(seg) && lastQuoted !== null ? lastQuoted : '';
-      }
-    }
-    if (quote) return inBraces && lastName ? { kind: 'value', name: lastName, prefix: s.slice(valStart), start: valStart, q: quote } : null;
-    const tok = s.slice(tokStart);
-    if (!inBraces) {
-      if (closed) return null;
-      const m = tok.match(/^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)?$/);
-      return m ? { kind: 'metric', prefix: m[1] || '', start: caret - (m[1] || '').length } : null;
-    }
-    const m = tok.match(/^\s*([a-zA-Z_][a-zA-Z0-9_]*)?$/);
-    return m ? { kind: 'name', prefix: m[1] || '', start: caret - (m[1] || '').length } : null;
-  }
-
-  async function updateSuggest() {
-    const input = $('selector');
-    const ctx = context(input.value, input.selectionStart);
-    if (!ctx) { closeSuggest(); return; }
-    let list = [];
-    const w = window_();
-    const round = (t) => Math.floor(t / 60000) * 60;
-    const timeOnly = 'start=' + round(w.from) + '&end=' + (round(w.to) + 60);
-    if (ctx.kind === 'metric') list = (await labelValues('__name__', timeOnly)).map((v) => ({ text: v, kind: 'profile type' }));
-    else if (ctx.kind === 'name') list = (await labelNames(scopeParams(input.value, ctx.start, ''))).filter((v) => v !== '__name__').map((v) => ({ text: v, kind: 'label' }));
-    else list = (await labelValues(ctx.name, scopeParams(input.value, ctx.start, ctx.name))).map((v) => ({ text: v, kind: ctx.name }));
-    // The input may have changed while we waited.
-    const now = context(input.value, input.selectionStart);
-    if (!now || now.kind !== ctx.kind || now.start !== ctx.start) return;
-    const p = now.prefix.toLowerCase();
-    list = list.filter((it) => it.text.toLowerCase().startsWith(p) && it.text !== now.prefix)
-      .concat(list.filter((it) => !it.text.toLowerCase().startsWith(p) && it.text.toLowerCase().includes(p)));
-    if (document.activeElement !== input || !list.length) { closeSuggest(); return; }
-    sugg = { items: list.slice(0, 50), active: 0, ctx: now };
-    const ul = $('suggest');
-    ul.innerHTML = sugg.items.map((it, i) => '<li role="option" data-i="' + i + '" class="' + (i === 0 ? 'active' : '') + '">' +
-      esc(it.text) + '<span class="kind">' + esc(it.kind) + '</span></li>').join('');
-    ul.hidden = false;
-    input.setAttribute('aria-expanded', 'true');
-  }
-
-  function closeSuggest() {
-    $('suggest').hidden = true;
-    $('selector').setAttribute('aria-expanded', 'false');
-    sugg = { items: [], active: -1, ctx: null };
-  }
-
-  function acceptSuggest(i) {
-    const it = sugg.items[i], ctx = sugg.ctx;
-    if (!it || !ctx) return;
-    const input = $('selector');
-    const v = input.value, caret = input.selectionStart;
-    let ins, after = v.slice(caret);
-    if (ctx.kind === 'metric') ins = it.text;
-    else if (ctx.kind === 'name') {
-      ins = labelName(it.text) + '="';
-      if (/^\s*(=~|!~|!=|=)/.test(after)) ins = labelName(it.text);
-      // close what was opened: the quote, and the brace when none follows
-      else if (!/^[^{]*\}/.test(after)) after = '"}' + after;
-      else after = '"' + after;
-    } else {
-      const escd = it.text.replace(/\\/g, '\\\\').replace(new RegExp(ctx.q === '`' ? '(?!)' : ctx.q, 'g'), '\\' + ctx.q);
-      ins = escd;
-      // Swallow the rest of an existing value up to its closing quote.
-      const close = after.indexOf(ctx.q);
-      if (close >= 0 && !after.slice(0, close).includes(',')) after = after.slice(close);
-      else ins += ctx.q;
-    }
-    input.value = v.slice(0, ctx.start) + ins + after;
-    const pos = ctx.start + ins.length + (ctx.kind === 'value' && after.startsWith(ctx.q) ? 1 : 0);
-    input.setSelectionRange(pos, pos);
-    closeSuggest();
-    input.focus();
-    if (ctx.kind === 'name') updateSuggest();
-  }
-
-  $('selector').addEventListener('input', updateSuggest);
-  $('selector').addEventListener('focus', updateSuggest);
-  $('selector').addEventListener('click', updateSuggest);
-  $('selector').addEventListener('blur', () => setTimeout(closeSuggest, 150));
-  $('selector').addEventListener('keydown', (e) => {
-    const open = !$('suggest').hidden && sugg.items.length;
-    if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
-      if (!open) { updateSuggest(); e.preventDefault(); return; }
-      e.preventDefault();
-      sugg.active = (sugg.active + (e.key === 'ArrowDown' ? 1 : -1) + sugg.items.length) % sugg.items.length;
-      $('suggest').querySelectorAll('li').forEach((li, i) => li.classList.toggle('active', i === sugg.active));
-      const a = $('suggest').querySelector('li.active');
-      if (a) a.scrollIntoView({ block: 'nearest' });
-    } else if ((e.key === 'Tab' || (e.key === 'Enter' && sugg.ctx && sugg.ctx.kind !== 'metric')) && open) {
-      e.preventDefault();
-      acceptSuggest(sugg.active);
-    } else if (e.key === 'Escape') {
-      closeSuggest();
-    } else if (e.key === 'Enter') {
-      closeSuggest();
-    }
-  });
-  $('suggest').addEventListener('mousedown', (e) => {
-    const li = e.target.closest('li[data-i]');
-    if (!li) return;
-    e.preventDefault();
-    acceptSuggest(+li.getAttribute('data-i'));
-  });
-
-  /* ------------------------------------------------------------ targets */
-
-  /* ------------------------------------------------------------ status */
-
-  async function loadStatus() {
-    const kv = (obj, fmt) => Object.entries(obj).map(([k, v]) => '<tr><th>' + esc(k) + '</th><td>' + esc(fmt ? fmt(k, v) : v) + '</td></tr>').join('');
-    try {
-      const [build, rt, tsdb, flags, cfg] = await Promise.all(['buildinfo', 'runtimeinfo', 'tsdb', 'flags', 'config'].map((n) => api('/api/v1/status/' + n)));
-      $('status-error').hidden = true;
-      $('status-runtime').innerHTML = kv({ version: build.version, ...rt });
-      const st = tsdb.storage || {};
-      $('status-storage').innerHTML = kv({ ...st, oldest: tsdb.headStats && tsdb.headStats.minTime, newest: tsdb.headStats && tsdb.headStats.maxTime },
-        (k, v) => (k === 'bytes' ? fmtBytes(v) : k === 'oldest' || k === 'newest' ? (v ? fmtTime(v) : '–') : String(v)));
-      $('status-flags').innerHTML = kv(Object.fromEntries(Object.entries(flags).map(([k, v]) => ['--' + k, v])));
-      $('status-config').textContent = cfg.yaml || '(no --config.file: profd only serves stored data and takes pushes)';
-    } catch (e) {
-      $('status-error').textContent = e.message;
-      $('status-error').hidden = false;
-    }
-  }
-  $('status-refresh').addEventListener('click', loadStatus);
-
-  async function loadTargets() {
-    const box = $('targets');
-    try {
-      const data = await api('/api/v1/targets');
-      $('targets-error').hidden = true;
-      const list = (data && data.activeTargets) || [];
-      const jobs = new Map();
-      for (const t of list) {
-        const job = t.scrapePool || (t.labels && t.labels.job) || '(no job)';
-        const inst = (t.labels && t.labels.instance) || t.scrapeUrl || '';
-        if (!jobs.has(job)) jobs.set(job, new Map());
-        const insts = jobs.get(job);
-        if (!insts.has(inst)) insts.set(inst, []);
-        insts.get(inst).push(t);
-      }
-      let up = 0;
-      for (const t of list) if (t.health === 'up') up++;
-      $('targets-summary').textContent = list.length ? up + ' of ' + list.length + ' endpoints up' : '';
-      if (!list.length) {
-        box.innerHTML = '<p class="muted">No scrape targets. Give profd a <code>--config.file</code> with <code>scrape_configs</code> (see examples/profd.yaml), or push profiles to <code>POST /api/0/profiles</code>.</p>';
-        return;
-      }
-      let html = '';
-      // Jobs with a failing endpoint first (that is what someone on call looks for), then by name.
-      const failing = (insts) => [...insts.values()].some((ts) => ts.some((t) => t.health === 'down'));
-      const order = [...jobs.entries()].sort((a, b) => (failing(b[1]) - failing(a[1])) || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-      for (const [job, insts] of order) {
-        let jn = 0, ju = 0;
-        for (const ts of insts.values()) for (const t of ts) { jn++; if (t.health === 'up') ju++; }
-        const jh = ju === jn ? 'up' : ju === 0 ? 'down' : 'unknown';
-        html += '<div class="job" data-job="' + esc(job) + '"><div class="job-head"><h3>' + esc(job) + '</h3>' +
-          '<span class="badge ' + jh + '">' + ju + '/' + jn + ' up</span></div>' +
-          '<table class="targets"><colgroup><col class="c-type"><col class="c-health"><col class="c-last"><col class="c-dur"><col class="c-url"><col></colgroup><thead><tr><th>Profile</th><th>Health</th><th>Last scrape</th><th>Duration</th><th>Endpoint</th><th>Error</th></tr></thead><tbody>';
-        for (const [inst, ts] of [...insts.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
-          const labels = ts[0].labels || {};
-          const extra = Object.keys(labels).filter((k) => k !== 'job' && k !== 'instance' && k !== '__name__').sort()
-            .map((k) => labelName(k) + '=' + quote(labels[k])).join(', ');
-          html += '<tr class="instance"><td colspan="6">' + esc(inst) + (extra ? ' <span class="muted">{' + esc(extra) + '}</span>' : '') + '</td></tr>';
-          ts.sort((a, b) => (a.profileType < b.profileType ? -1 : 1));
-          for (const t of ts) {
-            const h = t.health === 'up' || t.health === 'down' ? t.health : 'unknown';
-            const q = (t.profileType || '') + '{job=' + quote(job) + ', instance=' + quote(inst) + '}';
-            html += '<tr data-health="' + h + '"><td><a href="/?query=' + encodeURIComponent(q) + '">' + esc(t.profileType || '') + '</a></td>' +
-              '<td><span class="badge ' + h + '">' + esc(t.health || 'unknown') + '</span></td>' +
-              '<td title="' + (t.lastScrape ? esc(fmtTime(t.lastScrape)) : '') + '">' + esc(fmtAgo(t.lastScrape)) + '</td>' +
-              '<td>' + (t.lastScrape ? esc(fmtNanos((t.lastScrapeDuration || 0) * 1e9)) : '–') + '</td>' +
-              '<td class="url"><a href="' + esc(t.scrapeUrl || '') + '" target="_blank" rel="noopener">' + esc(t.scrapeUrl || '') + '</a></td>' +
-              '<td class="err">' + esc(t.lastError || '') + '</td></tr>';
-          }
-        }
-        html += '</tbody></table></div>';
-      }
-      box.innerHTML = html;
-    } catch (e) {
-      $('targets-error').textContent = e.message;
-      $('targets-error').hidden = false;
-    }
-  }
-  $('targets-refresh').addEventListener('click', loadTargets);
 
   route();
 })();

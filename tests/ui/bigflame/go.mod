@@ -1,0 +1,3 @@
+module bigflame
+
+go 1.19
