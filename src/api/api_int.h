@@ -102,6 +102,12 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
 const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req,
                               pd_http_response *resp);
 
+/* POST /api/v1/alerts (Alertmanager's webhook) and GET /api/v1/events
+ * (alerts.c; rules there and in scrape/adaptive.h). Reply through resp and
+ * return the handler name. */
+const char *pd__api_alerts(pd_api *api, const pd_http_request *req, pd_http_response *resp);
+const char *pd__api_events(pd_api *api, const pd_http_request *req, pd_http_response *resp);
+
 /* ---- shared helpers (profefe.c) ---- */
 
 /* True when s is valid UTF-8 (no overlongs, surrogates or code points past
