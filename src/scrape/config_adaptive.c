@@ -215,7 +215,7 @@ int pd__cfg_parse_adaptive(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *
             yaml_node_t *vn = pd__cfg_node(c, p->value);
             if ((rc = pd__cfg_want_str(c, vn, "adaptive_capture.alert_labels value", &val)))
                 return rc;
-            if (!pd_label_name_valid(name) || !pd_label_name_valid(val))
+            if (!pd_label_name_classic(name) || !pd_label_name_classic(val))
                 return pd__cfg_fail(c, vn, PD_EINVAL,
                                     "adaptive_capture.alert_labels: \"%.64s: %.64s\" is not an "
                                     "alert label name mapped to a target label name",

@@ -664,7 +664,7 @@ static int apply_targets(pd_scrape_manager *m, const pd_config *cfg, pd_err *err
         if (!job->adaptive.enabled)
             continue;
         if (!(nv[i]->bs = pd__adaptive_ref(m->ad, job, &nv[i]->labels))) {
-            pd__adaptive_end_apply(m->ad);
+            /* no end_apply: the running targets keep their bursts */
             pthread_mutex_unlock(&m->mu);
             rc = PD_ENOMEM;
             goto fail;
