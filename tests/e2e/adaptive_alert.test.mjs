@@ -108,6 +108,32 @@ async function heapTimes() {
   return data.length ? data[0].timestamps : [];
 }
 
+test('a body that is not an Alertmanager message is refused, named and counted; nothing applied', async () => {
+  const post = (body) => http(profd.base + '/api/v1/alerts', { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+  const cases = [
+    ['{"alerts": [', /not JSON/],
+    ['[]', /want a JSON object/],
+    ['{"version": "3", "alerts": []}', /"version" must be "4"/],
+    ['{"version": "4"}', /"alerts" must be an array/],
+    ['{"version": "4", "alerts": [{"status": "pending", "labels": {"job": "leaky"}}]}', /alerts\[0\]: want an object with "status" firing or resolved/],
+    [`{"version": "4", "alerts": [{"status": "firing", "labels": {"job": "leaky"}}, {"status": "firing", "labels": {"job": 7}}]}`, /alerts\[1\]\.labels\.job: want a string/],
+    ['{"version": "4", "alerts": [{"status": "firing", "labels": {"job": "leaky"}, "startsAt": "yesterday"}]}', /alerts\[0\]\.startsAt: want an RFC 3339 time/],
+  ];
+  for (const [body, want] of cases) {
+    const r = await post(body);
+    assert.equal(r.status, 400, body);
+    assert.match(r.json.error, want, body);
+  }
+  const m = await metrics();
+  assert.equal(metric(m, 'profd_rejected_input_total', { reason: 'bad_alert' }), cases.length);
+  // the second alert of a refused message was valid and matched: nothing was applied
+  assert.equal(metric(m, 'profd_adaptive_bursts_started_total', {}), 0);
+  assert.equal(metric(m, 'profd_alerts_received_total', {}), 0);
+  const r = await http(profd.base + '/api/v1/events?kind=nosuch');
+  assert.equal(r.status, 400);
+  assert.match(r.json.error, /invalid kind/);
+});
+
 test('an Alertmanager alert starts a burst and its resolution ends it', { timeout: 240000 }, async () => {
   await waitFor('the alert to start a burst', async () => {
     if (prom.exited) throw new Error(`prometheus exited\n${prom.tail()}`);
