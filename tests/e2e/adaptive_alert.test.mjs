@@ -179,3 +179,9 @@ test('an Alertmanager alert starts a burst and its resolution ends it', { timeou
   const after = ts.filter((t) => t > endedAt + 500);
   assert.ok(after.length >= 1 && after.length <= 2, `heap profiles in 16.5 s after the end: ${after.length}`);
 });
+
+test('profd stops cleanly: exit 0, no sanitizer report', { timeout: 30000 }, async () => {
+  const ex = await profd.stop(15000);
+  assert.equal(ex.code, 0, `profd exit ${JSON.stringify(ex)}\n${profd.tail()}`);
+  assert.doesNotMatch(profd.out, /Sanitizer|runtime error:/, profd.tail(20000));
+});

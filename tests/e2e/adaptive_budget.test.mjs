@@ -119,3 +119,9 @@ test('50 targets climbing with max_targets: 5 -> 5 in burst; the byte budget hol
   console.log(`# profd CPU: ${(normal * 100).toFixed(1)} % of one core with 51 targets x 2 profile types at 5 s (load ${l0}); ` +
     `${(burst * 100).toFixed(1)} % with 5 + 1 of them in 1 s bursts (load ${l1}); machine: ${fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/)[1]}`);
 });
+
+test('profd stops cleanly: exit 0, no sanitizer report', { timeout: 30000 }, async () => {
+  const ex = await profd.stop(15000);
+  assert.equal(ex.code, 0, `profd exit ${JSON.stringify(ex)}\n${profd.tail()}`);
+  assert.doesNotMatch(profd.out, /Sanitizer|runtime error:/, profd.tail(20000));
+});

@@ -124,3 +124,9 @@ test('the UI timeline shows the event marker', { timeout: 90000 }, async () => {
   console.log(`# screenshot ${shot}`);
   assert.deepEqual(errors, []);
 });
+
+test('profd stops cleanly: exit 0, no sanitizer report', { timeout: 30000 }, async () => {
+  const ex = await profd.stop(15000);
+  assert.equal(ex.code, 0, `profd exit ${JSON.stringify(ex)}\n${profd.tail()}`);
+  assert.doesNotMatch(profd.out, /Sanitizer|runtime error:/, profd.tail(20000));
+});
