@@ -1,6 +1,8 @@
 /*
  * scrape/adaptive.c — the state of adaptive capture (rules in adaptive.h).
  *
+ * Events: events.c (the ring and its file).
+ *
  * State, all under the manager's lock:
  *   pd__adaptive   the bursts (one per target of an adaptive job: job +
  *                  labels without __name__; the manager's per-profile-type
@@ -11,6 +13,7 @@
  *                  why, the alerts holding it, the last stored profile.
  *   job_state      the job's adaptive_capture (a copy), how many targets are
  *                  in burst, and the burst bytes of the current minute.
+ *   the events     pd__events (events.c).
  *
  * The manager's loop asks pd__burst_interval() of each target whose profile
  * type is a burst type and switches its schedule when the answer changes;
@@ -70,25 +73,10 @@ struct pd__burst {
     bool down; /* target_down recorded, waiting for a success */
 };
 
-typedef struct event {
-    uint64_t id;
-    const char *kind;
-    int64_t time_ms;
-    char *job;
-    char *labels_json; /* {"k":"v",...} */
-    const char *reason;
-    char *message;
-    int64_t last_profile_ms; /* 0: none / not a target_down */
-    char last_type[64];
-    char *error;
-} event;
-
 struct pd__adaptive {
     pd__burst *bursts;
     job_state *jobs;
-    event ev[PD_ADAPTIVE_MAX_EVENTS];
-    size_t ev_n, ev_head;
-    uint64_t next_id;
+    pd__events *events; /* events.c */
 };
 
 static void describe(void)
@@ -111,6 +99,10 @@ static void describe(void)
                         "Burst scrapes skipped because the job's byte_budget_per_minute was spent.");
     pd_metrics_describe("profd_adaptive_events_total", PD_METRIC_COUNTER,
                         "Events recorded (/api/v1/events), by kind.");
+    pd_metrics_describe("profd_adaptive_events_file_errors_total", PD_METRIC_COUNTER,
+                        "Events that could not be appended to the events file (kept in memory).");
+    pd_metrics_describe("profd_adaptive_events_file_damaged_total", PD_METRIC_COUNTER,
+                        "Opens of the events file that dropped a damaged tail.");
 }
 
 int pd__adaptive_new(pd__adaptive **out)
@@ -118,17 +110,18 @@ int pd__adaptive_new(pd__adaptive **out)
     *out = calloc(1, sizeof **out);
     if (!*out)
         return PD_ENOMEM;
+    if (pd__events_new(&(*out)->events)) {
+        free(*out);
+        *out = NULL;
+        return PD_ENOMEM;
+    }
     describe();
     return 0;
 }
 
-static void event_release(event *e)
+int pd__adaptive_events_open(pd__adaptive *a, const char *path, pd_err *err)
 {
-    free(e->job);
-    free(e->labels_json);
-    free(e->message);
-    free(e->error);
-    memset(e, 0, sizeof *e);
+    return pd__events_open(a->events, path, err);
 }
 
 static void burst_free(pd__burst *b)
@@ -163,8 +156,7 @@ void pd__adaptive_free(pd__adaptive *a)
         a->jobs = j->next;
         job_free(j);
     }
-    for (size_t i = 0; i < PD_ADAPTIVE_MAX_EVENTS; i++)
-        event_release(&a->ev[i]);
+    pd__events_free(a->events);
     free(a);
 }
 
@@ -202,45 +194,13 @@ static void count(const job_state *j, const char *family, const char *name, cons
     free(l);
 }
 
-static void labels_json(const pd_labels *ls, pd_buf *b)
-{
-    pd_buf_putc(b, '{');
-    for (size_t i = 0; i < ls->n; i++) {
-        if (i)
-            pd_buf_putc(b, ',');
-        pd_buf_put_json_string(b, ls->v[i].name, strlen(ls->v[i].name));
-        pd_buf_putc(b, ':');
-        pd_buf_put_json_string(b, ls->v[i].value, strlen(ls->v[i].value));
-    }
-    pd_buf_putc(b, '}');
-}
-
 /* Records an event of b's target (kind and reason static strings). */
 static void record_event(pd__adaptive *a, const pd__burst *b, const char *kind, int64_t time_ms,
                          const char *reason, const char *message, int64_t last_profile_ms,
                          const char *error)
 {
-    event *e = &a->ev[a->ev_head];
-    event_release(e);
-    pd_buf lb;
-    pd_buf_init(&lb, 0);
-    labels_json(&b->labels, &lb);
-    e->id = ++a->next_id;
-    e->kind = kind;
-    e->time_ms = time_ms;
-    e->job = strdup(b->js->name);
-    e->labels_json = pd_buf_detach(&lb, NULL);
-    e->reason = reason;
-    e->message = strdup(message);
-    e->last_profile_ms = last_profile_ms;
-    snprintf(e->last_type, sizeof e->last_type, "%s", b->last_type);
-    e->error = error ? strdup(error) : NULL;
-    a->ev_head = (a->ev_head + 1) % PD_ADAPTIVE_MAX_EVENTS;
-    if (a->ev_n < PD_ADAPTIVE_MAX_EVENTS)
-        a->ev_n++;
-    char l[64];
-    snprintf(l, sizeof l, "kind=\"%s\"", kind);
-    pd_metrics_add("profd_adaptive_events_total", l, 1);
+    pd__events_add(a->events, kind, time_ms, b->js->name, &b->labels, reason, message,
+                   last_profile_ms, b->last_type, error);
     pd_log_info("adaptive capture", "event=%s job=\"%s\" instance=\"%s\" reason=\"%s\"", kind,
                 b->js->name, b->instance, reason);
 }
@@ -617,35 +577,5 @@ size_t pd__adaptive_alert(pd__adaptive *a, const pd_scrape_alert *al, int64_t no
 int pd__adaptive_events_json(pd__adaptive *a, int64_t from_ms, int64_t to_ms, const char *kind,
                              pd_buf *out)
 {
-    int rc = pd_buf_putc(out, '[');
-    bool first = true;
-    size_t start = (a->ev_head + PD_ADAPTIVE_MAX_EVENTS - a->ev_n) % PD_ADAPTIVE_MAX_EVENTS;
-    for (size_t k = 0; k < a->ev_n && !rc; k++) {
-        const event *e = &a->ev[(start + k) % PD_ADAPTIVE_MAX_EVENTS];
-        if (e->time_ms < from_ms || e->time_ms > to_ms || (kind && strcmp(kind, e->kind)))
-            continue;
-        if (!e->job || !e->labels_json || !e->message)
-            continue; /* recorded while out of memory */
-        if ((!first && (rc = pd_buf_putc(out, ','))) ||
-            (rc = pd_buf_printf(out, "{\"id\":%llu,\"kind\":\"%s\",\"time\":%lld,\"job\":",
-                                (unsigned long long)e->id, e->kind, (long long)e->time_ms)) ||
-            (rc = pd_buf_put_json_string(out, e->job, strlen(e->job))) ||
-            (rc = pd_buf_printf(out, ",\"labels\":%s,\"reason\":\"%s\",\"message\":", e->labels_json,
-                                e->reason)) ||
-            (rc = pd_buf_put_json_string(out, e->message, strlen(e->message))))
-            break;
-        first = false;
-        if (!strcmp(e->kind, "target_down")) {
-            if (e->last_profile_ms &&
-                ((rc = pd_buf_printf(out, ",\"lastProfile\":%lld,\"lastProfileType\":",
-                                     (long long)e->last_profile_ms)) ||
-                 (rc = pd_buf_put_json_string(out, e->last_type, strlen(e->last_type)))))
-                break;
-            if (e->error && ((rc = pd_buf_puts(out, ",\"error\":")) ||
-                             (rc = pd_buf_put_json_string(out, e->error, strlen(e->error)))))
-                break;
-        }
-        rc = pd_buf_putc(out, '}');
-    }
-    return rc ? rc : pd_buf_putc(out, ']');
+    return pd__events_json(a->events, from_ms, to_ms, kind, out);
 }

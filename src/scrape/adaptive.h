@@ -27,9 +27,11 @@
  *     target scraped less than scrape_interval ago is skipped
  *     (profd_adaptive_slots_over_budget_total): the normal cadence holds.
  *
- * Events (kinds burst_started, burst_ended, target_down) are kept in memory
- * in a ring of PD_ADAPTIVE_MAX_EVENTS per process: a restart of profd loses
- * them (the profiles themselves are stored as any others). target_down is
+ * Events (kinds burst_started, burst_ended, target_down) are kept in a ring
+ * of the last PD_ADAPTIVE_MAX_EVENTS in memory and, after
+ * pd_scrape_manager_events_open, in a file beside the storage
+ * (events.c, docs/format/events.md) that a restart reads back: a restart
+ * keeps them all but a record torn by a crash. target_down is
  * recorded once per down transition of a target in a burst or within twice
  * its scrape_interval after one: its time is the start of the first failed
  * scrape, with the timestamp of the target's last stored profile.
@@ -44,6 +46,8 @@
  *   profd_adaptive_burst_bytes_total{job}            counter
  *   profd_adaptive_slots_over_budget_total{job}      counter
  *   profd_adaptive_events_total{kind}                counter
+ *   profd_adaptive_events_file_errors_total, profd_adaptive_events_file_damaged_total
+ *       counters: failed appends; files opened with a damaged tail
  *   profd_alerts_received_total{status,matched}      counter (api/alerts.c)
  */
 #ifndef PD_SCRAPE_ADAPTIVE_H
@@ -87,6 +91,13 @@ int pd_scrape_manager_alerts(pd_scrape_manager *m, const pd_scrape_alert *alerts
  * "timeout", "connection reset" or "error"; lastProfile (target_down): the
  * target's last stored profile's timestamp, absent when none. m NULL: [].
  * Thread-safe. 0, PD_ENOMEM, PD_ETOOBIG (out's cap). */
+/* Keeps the events in the file path (profd: STORAGE/events.log): loads the
+ * events it holds (a damaged tail is dropped and logged, a file with a bad
+ * header set aside as path.corrupt) and appends each new one, fdatasync'd.
+ * Call before pd_scrape_manager_start. Errors (-errno, PD_ENOMEM) name the
+ * file; events then stay in memory only. */
+int pd_scrape_manager_events_open(pd_scrape_manager *m, const char *path, pd_err *err);
+
 int pd_scrape_manager_events_json(pd_scrape_manager *m, int64_t from_ms, int64_t to_ms,
                                   const char *kind, pd_buf *out);
 

@@ -1233,6 +1233,14 @@ int pd_scrape_manager_alerts(pd_scrape_manager *m, const pd_scrape_alert *alerts
     return 0;
 }
 
+int pd_scrape_manager_events_open(pd_scrape_manager *m, const char *path, pd_err *err)
+{
+    pthread_mutex_lock(&m->mu);
+    int rc = pd__adaptive_events_open(m->ad, path, err);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
 int pd_scrape_manager_events_json(pd_scrape_manager *m, int64_t from_ms, int64_t to_ms,
                                   const char *kind, pd_buf *out)
 {

@@ -187,7 +187,28 @@ void pd__burst_observe(pd__burst *b, int64_t ts_ms, int64_t inuse, int64_t now_m
 size_t pd__adaptive_alert(pd__adaptive *a, const pd_scrape_alert *al, int64_t now_mono);
 int pd__adaptive_events_json(pd__adaptive *a, int64_t from_ms, int64_t to_ms, const char *kind,
                              pd_buf *out);
+/* pd_scrape_manager_events_open under the lock. */
+int pd__adaptive_events_open(pd__adaptive *a, const char *path, pd_err *err);
 /* The sum of the inuse_space sample type of p (bytes), or -1 when p has none. */
 int64_t pd__adaptive_heap_inuse(const pd_profile *p);
+
+/* ---- events (events.c; format in the file's header comment and
+ * docs/format/events.md). Under the manager's lock. ---- */
+typedef struct pd__events pd__events;
+int pd__events_new(pd__events **out /* OUT */);
+void pd__events_free(pd__events *ev);
+/* Loads the events of path (creating it when absent; a damaged tail is
+ * truncated, a bad header set aside as path.corrupt) and appends every
+ * later event to it. Errors: -errno, PD_ENOMEM, with err naming the file;
+ * the events then stay in memory only. */
+int pd__events_open(pd__events *ev, const char *path, pd_err *err);
+/* Records an event (strings copied; error may be NULL) and counts it in
+ * profd_adaptive_events_total{kind}. A failed write is logged and counted
+ * (profd_adaptive_events_file_errors_total); the event stays in memory. */
+void pd__events_add(pd__events *ev, const char *kind, int64_t time_ms, const char *job,
+                    const pd_labels *labels, const char *reason, const char *message,
+                    int64_t last_profile_ms, const char *last_type, const char *error);
+/* The JSON array of pd_scrape_manager_events_json. */
+int pd__events_json(pd__events *ev, int64_t from_ms, int64_t to_ms, const char *kind, pd_buf *out);
 
 #endif

@@ -125,8 +125,17 @@ test('the UI timeline shows the event marker', { timeout: 90000 }, async () => {
   assert.deepEqual(errors, []);
 });
 
-test('profd stops cleanly: exit 0, no sanitizer report', { timeout: 30000 }, async () => {
+test('profd stops cleanly (exit 0, no sanitizer report); a restart keeps the events', { timeout: 60000 }, async () => {
+  const before = await apiData(profd.base, '/api/v1/events?' + qs({ start: '0' }));
+  assert.ok(before.some((e) => e.kind === 'target_down'));
   const ex = await profd.stop(15000);
   assert.equal(ex.code, 0, `profd exit ${JSON.stringify(ex)}\n${profd.tail()}`);
+  assert.doesNotMatch(profd.out, /Sanitizer|runtime error:/, profd.tail(20000));
+  // STORAGE/events.log is read back
+  profd = await startProfd({ storage: path.join(dir, 'data'), config: path.join(dir, 'profd.yaml'), name: 'profd-restarted' });
+  const again = await apiData(profd.base, '/api/v1/events?' + qs({ start: '0' }));
+  assert.deepEqual(again, before);
+  const ex2 = await profd.stop(15000);
+  assert.equal(ex2.code, 0);
   assert.doesNotMatch(profd.out, /Sanitizer|runtime error:/, profd.tail(20000));
 });
