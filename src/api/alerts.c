@@ -30,7 +30,9 @@ static void reply_json_error(pd_http_response *resp, int status, const char *msg
     resp->status = status;
     resp->content_type = "application/json";
     pd_buf_printf(&resp->body, "{\"status\":\"error\",\"errorType\":\"%s\",\"error\":",
-                  status == 405 ? "method_not_allowed" : status >= 500 ? "internal" : "bad_data");
+                  status == 405   ? "method_not_allowed"
+                  : status >= 500 ? "internal"
+                                  : "bad_data");
     pd_buf_put_json_string(&resp->body, msg, strlen(msg));
     pd_buf_puts(&resp->body, "}");
 }
@@ -98,8 +100,7 @@ const char *pd__api_events(pd_api *api, const pd_http_request *req, pd_http_resp
     if (kind && strcmp(kind, "target_down") && strcmp(kind, "burst_started") &&
         strcmp(kind, "burst_ended")) {
         pd__api_count_rejected("bad_query");
-        reply_json_error(resp, 400,
-                         "invalid kind: want target_down, burst_started or burst_ended");
+        reply_json_error(resp, 400, "invalid kind: want target_down, burst_started or burst_ended");
         return "/api/v1/events";
     }
     pd_buf_reset(&resp->body);

@@ -40,8 +40,7 @@ void pd__alert_msg_release(pd__alert_msg *m)
     memset(m, 0, sizeof *m);
 }
 
-int pd__alert_msg_parse(const uint8_t *body, size_t len, pd__alert_msg *out, char *msg,
-                        size_t cap)
+int pd__alert_msg_parse(const uint8_t *body, size_t len, pd__alert_msg *out, char *msg, size_t cap)
 {
     memset(out, 0, sizeof *out);
     json_error_t je;
@@ -83,7 +82,8 @@ int pd__alert_msg_parse(const uint8_t *body, size_t len, pd__alert_msg *out, cha
         pd_labels_init(&out->labels[i]);
         out->n = i + 1;
         if (!json_is_object(a) || !json_is_string(st) ||
-            (strcmp(json_string_value(st), "firing") && strcmp(json_string_value(st), "resolved"))) {
+            (strcmp(json_string_value(st), "firing") &&
+             strcmp(json_string_value(st), "resolved"))) {
             snprintf(msg, cap, "alerts[%zu]: want an object with \"status\" firing or resolved", i);
             goto out;
         }

@@ -39,8 +39,8 @@ struct job_state {
     pd_adaptive_config cfg;
     int64_t normal_interval_ms;
     size_t in_burst;
-    int64_t minute;       /* wall minute of bytes */
-    uint64_t bytes;       /* burst bytes in that minute */
+    int64_t minute; /* wall minute of bytes */
+    uint64_t bytes; /* burst bytes in that minute */
     bool seen;
 };
 
@@ -54,9 +54,9 @@ struct pd__burst {
     pd__burst *next;
     pd__adaptive *a;
     job_state *js;
-    char *ident; /* job \n labels */
+    char *ident;      /* job \n labels */
     pd_labels labels; /* without __name__ */
-    char *instance; /* for messages */
+    char *instance;   /* for messages */
     bool seen;
     /* heap samples */
     int64_t ts[HEAP_SAMPLES], v[HEAP_SAMPLES];
@@ -95,8 +95,9 @@ static void describe(void)
                         "Profiles stored by burst scrapes, by job and profile type.");
     pd_metrics_describe("profd_adaptive_burst_bytes_total", PD_METRIC_COUNTER,
                         "Bytes of profiles stored by burst scrapes, by job.");
-    pd_metrics_describe("profd_adaptive_slots_over_budget_total", PD_METRIC_COUNTER,
-                        "Burst scrapes skipped because the job's byte_budget_per_minute was spent.");
+    pd_metrics_describe(
+        "profd_adaptive_slots_over_budget_total", PD_METRIC_COUNTER,
+        "Burst scrapes skipped because the job's byte_budget_per_minute was spent.");
     pd_metrics_describe("profd_adaptive_events_total", PD_METRIC_COUNTER,
                         "Events recorded (/api/v1/events), by kind.");
     pd_metrics_describe("profd_adaptive_events_file_errors_total", PD_METRIC_COUNTER,
@@ -164,8 +165,8 @@ static int put_escaped(pd_buf *b, const char *s)
 {
     int rc = 0;
     for (; *s && !rc; s++)
-        rc = *s == '\\' ? pd_buf_puts(b, "\\\\")
-             : *s == '"' ? pd_buf_puts(b, "\\\"")
+        rc = *s == '\\'   ? pd_buf_puts(b, "\\\\")
+             : *s == '"'  ? pd_buf_puts(b, "\\\"")
              : *s == '\n' ? pd_buf_puts(b, "\\n")
                           : pd_buf_putc(b, *s);
     return rc;
@@ -473,8 +474,8 @@ void pd__burst_observe(pd__burst *b, int64_t ts_ms, int64_t inuse, int64_t now_m
     bool have = growth(b, &bpm, &pct);
     bool grows = have && ((c->growth_bytes_per_min && bpm >= (double)c->growth_bytes_per_min) ||
                           (c->growth_percent_per_min > 0 && pct >= c->growth_percent_per_min));
-    bool near = c->heap_limit_bytes &&
-                (double)inuse >= c->limit_fraction * (double)c->heap_limit_bytes;
+    bool near =
+        c->heap_limit_bytes && (double)inuse >= c->limit_fraction * (double)c->heap_limit_bytes;
     char detail[300];
     if (!b->active && (grows || near)) {
         if (near)
@@ -483,8 +484,9 @@ void pd__burst_observe(pd__burst *b, int64_t ts_ms, int64_t inuse, int64_t now_m
                      (double)inuse / 1048576, c->limit_fraction * 100,
                      (double)c->heap_limit_bytes / 1048576);
         else
-            snprintf(detail, sizeof detail, "heap in use grows %.1f MiB/min (%.0f %%/min), at %.1f MiB",
-                     bpm / 1048576, pct, (double)inuse / 1048576);
+            snprintf(detail, sizeof detail,
+                     "heap in use grows %.1f MiB/min (%.0f %%/min), at %.1f MiB", bpm / 1048576,
+                     pct, (double)inuse / 1048576);
         start_burst(b->a, b, near ? "limit" : "growth", now_mono, detail);
     } else if (b->active && !grows && !near && b->n_alerts == 0 &&
                (!strcmp(b->reason, "growth") || !strcmp(b->reason, "limit")) &&

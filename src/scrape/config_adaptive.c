@@ -62,8 +62,8 @@ static int want_size(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, uin
     if (rc)
         return rc;
     if (pd_config_parse_size(s, &v))
-        return pd__cfg_fail(c, n, PD_EINVAL, "%s \"%.64s\": want a size such as 0, 512KB, 64MiB, 1GB",
-                            what, s);
+        return pd__cfg_fail(c, n, PD_EINVAL,
+                            "%s \"%.64s\": want a size such as 0, 512KB, 64MiB, 1GB", what, s);
     *out = v;
     return 0;
 }
@@ -102,12 +102,19 @@ int pd__cfg_parse_adaptive(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *
         K_ALERT_LABELS,
         K_N
     };
-    static const char *const keys[K_N + 1] = {
-        "enabled",      "scrape_interval",        "profiles",
-        "heap_growth_bytes_per_minute", "heap_growth_percent_per_minute", "growth_window",
-        "heap_limit",   "limit_fraction",         "max_duration",
-        "max_targets",  "byte_budget_per_minute", "alert_labels",
-        NULL};
+    static const char *const keys[K_N + 1] = {"enabled",
+                                              "scrape_interval",
+                                              "profiles",
+                                              "heap_growth_bytes_per_minute",
+                                              "heap_growth_percent_per_minute",
+                                              "growth_window",
+                                              "heap_limit",
+                                              "limit_fraction",
+                                              "max_duration",
+                                              "max_targets",
+                                              "byte_budget_per_minute",
+                                              "alert_labels",
+                                              NULL};
     pd_adaptive_config *a = &job->adaptive;
     yaml_node_t *v[K_N];
     bool empty;
@@ -124,20 +131,21 @@ int pd__cfg_parse_adaptive(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *
     a->max_targets = 5;
     a->byte_budget_per_min = 64u << 20;
     pd_labels_init(&a->alert_labels);
-    if (v[K_ENABLED] && (rc = pd__cfg_want_bool(c, v[K_ENABLED], "adaptive_capture.enabled",
-                                                &a->enabled)))
+    if (v[K_ENABLED] &&
+        (rc = pd__cfg_want_bool(c, v[K_ENABLED], "adaptive_capture.enabled", &a->enabled)))
         return rc;
-    if ((v[K_INTERVAL] && (rc = pd__cfg_want_duration(c, v[K_INTERVAL],
-                                                      "adaptive_capture.scrape_interval",
-                                                      &a->interval_ms))) ||
-        (v[K_WINDOW] && (rc = pd__cfg_want_duration(c, v[K_WINDOW], "adaptive_capture.growth_window",
-                                                    &a->growth_window_ms))) ||
+    if ((v[K_INTERVAL] &&
+         (rc = pd__cfg_want_duration(c, v[K_INTERVAL], "adaptive_capture.scrape_interval",
+                                     &a->interval_ms))) ||
+        (v[K_WINDOW] &&
+         (rc = pd__cfg_want_duration(c, v[K_WINDOW], "adaptive_capture.growth_window",
+                                     &a->growth_window_ms))) ||
         (v[K_MAX_DURATION] &&
          (rc = pd__cfg_want_duration(c, v[K_MAX_DURATION], "adaptive_capture.max_duration",
                                      &a->max_duration_ms))) ||
-        (v[K_MAX_TARGETS] && (rc = pd__cfg_want_int(c, v[K_MAX_TARGETS],
-                                                    "adaptive_capture.max_targets", 1, 1000000,
-                                                    &a->max_targets))) ||
+        (v[K_MAX_TARGETS] &&
+         (rc = pd__cfg_want_int(c, v[K_MAX_TARGETS], "adaptive_capture.max_targets", 1, 1000000,
+                                &a->max_targets))) ||
         (v[K_GROWTH_BYTES] &&
          (rc = want_size(c, v[K_GROWTH_BYTES], "adaptive_capture.heap_growth_bytes_per_minute",
                          &a->growth_bytes_per_min))) ||
@@ -164,7 +172,8 @@ int pd__cfg_parse_adaptive(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *
         const yaml_node_t *s = v[K_PROFILES];
         if ((rc = pd__cfg_want_seq(c, s, "adaptive_capture.profiles", &empty)))
             return rc;
-        size_t cnt = empty ? 0 : (size_t)(s->data.sequence.items.top - s->data.sequence.items.start);
+        size_t cnt =
+            empty ? 0 : (size_t)(s->data.sequence.items.top - s->data.sequence.items.start);
         if (!cnt)
             return pd__cfg_fail(c, s, PD_EINVAL,
                                 "adaptive_capture.profiles is empty: name the profile types to "
@@ -207,8 +216,8 @@ int pd__cfg_parse_adaptive(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *
         const yaml_node_t *m = v[K_ALERT_LABELS];
         if ((rc = pd__cfg_want_map(c, m, "adaptive_capture.alert_labels", &empty)))
             return rc;
-        for (yaml_node_pair_t *p = m->data.mapping.pairs.start; !empty && p < m->data.mapping.pairs.top;
-             p++) {
+        for (yaml_node_pair_t *p = m->data.mapping.pairs.start;
+             !empty && p < m->data.mapping.pairs.top; p++) {
             const char *name, *val;
             if ((rc = pd__cfg_free_key(c, m, p, "adaptive_capture.alert_labels", &name)))
                 return rc;

@@ -92,7 +92,10 @@ void pd__events_free(pd__events *ev)
 
 /* ---- encoding ---- */
 
-static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
+static void put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8);
+}
 static void put_u32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
@@ -103,7 +106,10 @@ static void put_u64(uint8_t *p, uint64_t v)
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
-static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint16_t get_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
 static uint32_t get_u32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -370,7 +376,8 @@ void pd__events_add(pd__events *ev, const char *kind, int64_t time_ms, const cha
     e->id = ++ev->next_id;
     e->time_ms = time_ms;
     e->last_profile_ms = last_profile_ms;
-    const char *src[N_STR] = {kind, job, labels_text ? labels_text : "", reason, message, last_type};
+    const char *src[N_STR] = {kind,   job,     labels_text ? labels_text : "",
+                              reason, message, last_type};
     for (int k = 0; k < N_STR; k++)
         e->s[k] = strdup(src[k] ? src[k] : "");
     free(labels_text);
@@ -390,8 +397,9 @@ void pd__events_add(pd__events *ev, const char *kind, int64_t time_ms, const cha
         rc = -errno;
     free(buf);
     if (rc) {
-        pd_log_warn("events file: cannot append an event (kept in memory)", "path=\"%s\" err=\"%s\"",
-                    ev->path, rc == PD_ENOMEM ? "out of memory or too large" : strerror(-rc));
+        pd_log_warn("events file: cannot append an event (kept in memory)",
+                    "path=\"%s\" err=\"%s\"", ev->path,
+                    rc == PD_ENOMEM ? "out of memory or too large" : strerror(-rc));
         pd_metrics_add("profd_adaptive_events_file_errors_total", NULL, 1);
         return;
     }
@@ -417,8 +425,8 @@ static int put_labels(pd_buf *out, const char *t)
         if (!ve)
             ve = v + strlen(v);
         if ((!first && (rc = pd_buf_putc(out, ','))) ||
-            (rc = pd_buf_put_json_string(out, n, (size_t)(ne - n))) || (rc = pd_buf_putc(out, ':')) ||
-            (rc = pd_buf_put_json_string(out, v, (size_t)(ve - v))))
+            (rc = pd_buf_put_json_string(out, n, (size_t)(ne - n))) ||
+            (rc = pd_buf_putc(out, ':')) || (rc = pd_buf_put_json_string(out, v, (size_t)(ve - v))))
             break;
         first = false;
         t = *ve ? ve + 1 : ve;

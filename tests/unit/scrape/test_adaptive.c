@@ -229,8 +229,10 @@ static void test_growth_max_targets_calm(void **state)
     assert_int_equal(pd__burst_interval(f.b[1]), 1000);
     assert_int_equal(pd__burst_interval(f.b[2]), 0); /* max_targets: 2 */
     assert_true(metric("profd_adaptive_targets_in_burst", "job=\"app\"") == 2);
-    assert_true(metric("profd_adaptive_bursts_started_total", "job=\"app\",reason=\"growth\"") == 2);
-    assert_true(metric("profd_adaptive_bursts_refused_total", "job=\"app\",reason=\"max_targets\"") == 1);
+    assert_true(metric("profd_adaptive_bursts_started_total", "job=\"app\",reason=\"growth\"") ==
+                2);
+    assert_true(
+        metric("profd_adaptive_bursts_refused_total", "job=\"app\",reason=\"max_targets\"") == 1);
 
     /* b0 stops growing: not calm before growth_window of burst, calm after */
     for (int k = 1; k <= 40; k++)
@@ -242,7 +244,8 @@ static void test_growth_max_targets_calm(void **state)
     assert_int_equal(pd__burst_interval(f.b[1]), 1000);
     pd__adaptive_tick(f.a, t + 120000);
     assert_int_equal(pd__burst_interval(f.b[1]), 0);
-    assert_true(metric("profd_adaptive_bursts_ended_total", "job=\"app\",reason=\"max_duration\"") == 1);
+    assert_true(
+        metric("profd_adaptive_bursts_ended_total", "job=\"app\",reason=\"max_duration\"") == 1);
     assert_true(metric("profd_adaptive_targets_in_burst", "job=\"app\"") == 0);
 
     json_t *ev = events(&f, NULL);
@@ -250,8 +253,8 @@ static void test_growth_max_targets_calm(void **state)
     json_t *e0 = json_array_get(ev, 0);
     assert_string_equal(json_string_value(json_object_get(e0, "kind")), "burst_started");
     assert_string_equal(json_string_value(json_object_get(e0, "reason")), "growth");
-    assert_string_equal(json_string_value(json_object_get(json_object_get(e0, "labels"), "instance")),
-                        "a:1");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(e0, "labels"), "instance")), "a:1");
     assert_null(json_object_get(json_object_get(e0, "labels"), "__name__"));
     json_decref(ev);
     teardown_fixture(&f);
@@ -286,12 +289,14 @@ static void test_alerts(void **state)
     assert_int_equal(pd__burst_interval(f.b[2]), 1000);
     pd__burst_scraped(f.b[0], true, 2000, 100, true, "job=\"app\",profile_type=\"heap\"", "heap",
                       false, NULL, NULL, 2000);
-    assert_true(metric("profd_adaptive_burst_profiles_total", "job=\"app\",profile_type=\"heap\"") == 1);
+    assert_true(
+        metric("profd_adaptive_burst_profiles_total", "job=\"app\",profile_type=\"heap\"") == 1);
     /* resolved */
     a.firing = false;
     assert_int_equal(pd__adaptive_alert(f.a, &a, 3000), 3);
     assert_int_equal(pd__burst_interval(f.b[0]), 0);
-    assert_true(metric("profd_adaptive_bursts_ended_total", "job=\"app\",reason=\"resolved\"") == 3);
+    assert_true(metric("profd_adaptive_bursts_ended_total", "job=\"app\",reason=\"resolved\"") ==
+                3);
 
     /* job + instance; a wrong instance matches nothing; no mapped label: nothing */
     assert_int_equal(pd_labels_set(&al, "instance", "b:1", NULL), 0);
@@ -340,7 +345,7 @@ static void test_budget(void **state)
     pd__burst_scraped(f.b[2], true, wall + 2000, 5000, false, "job=\"app\",profile_type=\"heap\"",
                       "heap", false, NULL, NULL, 1);
     assert_false(pd__burst_budget_ok(f.b[0], wall + 54999)); /* still minute 100 */
-    assert_true(pd__burst_budget_ok(f.b[0], wall + 55000)); /* the next minute */
+    assert_true(pd__burst_budget_ok(f.b[0], wall + 55000));  /* the next minute */
     assert_true(metric("profd_adaptive_burst_bytes_total", "job=\"app\"") == 1200);
     teardown_fixture(&f);
 }
@@ -351,10 +356,11 @@ static void test_target_down(void **state)
     fixture f;
     setup_fixture(&f, "      heap_limit: 10MiB\n");
     /* down outside any burst: no event */
-    pd__burst_scraped(f.b[1], false, 500, 0, false, "", "heap", true, "connection refused", "x", 500);
+    pd__burst_scraped(f.b[1], false, 500, 0, false, "", "heap", true, "connection refused", "x",
+                      500);
     pd__burst_observe(f.b[0], 1000, 20 * MIB, 1000); /* limit: burst */
-    pd__burst_scraped(f.b[0], true, 5000, 10, true, "job=\"app\",profile_type=\"heap\"", "heap", false,
-                      NULL, NULL, 5000);
+    pd__burst_scraped(f.b[0], true, 5000, 10, true, "job=\"app\",profile_type=\"heap\"", "heap",
+                      false, NULL, NULL, 5000);
     pd__burst_scraped(f.b[0], true, 5200, 10, true, "job=\"app\",profile_type=\"goroutine\"",
                       "goroutine", false, NULL, NULL, 5200);
     /* an HTTP 500 is an answer: not the end */
@@ -365,7 +371,8 @@ static void test_target_down(void **state)
     pd__burst_scraped(f.b[0], false, 6100, 0, false, "", "goroutine", true, "connection refused",
                       "Failed to connect", 6100);
     assert_int_equal(pd__burst_interval(f.b[0]), 0);
-    assert_true(metric("profd_adaptive_bursts_ended_total", "job=\"app\",reason=\"target_down\"") == 1);
+    assert_true(metric("profd_adaptive_bursts_ended_total", "job=\"app\",reason=\"target_down\"") ==
+                1);
     json_t *ev = events(&f, "target_down");
     assert_int_equal(json_array_size(ev), 1);
     json_t *e = json_array_get(ev, 0);

@@ -106,13 +106,13 @@ static void test_restart_keeps(void **state)
     assert_int_equal(json_integer_value(json_object_get(e, "id")), 1);
     assert_string_equal(json_string_value(json_object_get(e, "kind")), "target_down");
     assert_string_equal(json_string_value(json_object_get(e, "job")), "api \"x\"");
-    assert_string_equal(json_string_value(json_object_get(json_object_get(e, "labels"), "instance")),
-                        "api-1:6060");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(e, "labels"), "instance")), "api-1:6060");
     assert_string_equal(json_string_value(json_object_get(e, "error")), "Failed to connect");
     assert_int_equal(json_integer_value(json_object_get(e, "lastProfile")), 901);
     assert_string_equal(json_string_value(json_object_get(e, "message")), "a \\ message");
     assert_null(json_object_get(json_array_get(after, 1), "error")); /* burst_started */
-    add(ev, 4); /* ids go on */
+    add(ev, 4);                                                      /* ids go on */
     json_t *more = all(ev);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(more, 3), "id")), 4);
     json_decref(before);
@@ -198,7 +198,9 @@ static void test_compaction(void **state)
     ev = reopen();
     json_t *j = all(ev);
     assert_int_equal(json_array_size(j), PD_ADAPTIVE_MAX_EVENTS);
-    assert_int_equal(json_integer_value(json_object_get(json_array_get(j, PD_ADAPTIVE_MAX_EVENTS - 1), "id")), n);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_array_get(j, PD_ADAPTIVE_MAX_EVENTS - 1), "id")),
+        n);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(j, 0), "id")),
                      n - PD_ADAPTIVE_MAX_EVENTS + 1);
     json_decref(j);
