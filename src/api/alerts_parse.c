@@ -13,7 +13,10 @@
  * PD_ALERTS_MAX) and per alert status (firing or resolved), labels (a
  * non-empty object of strings, each a valid label: base/labels.h), startsAt
  * (RFC 3339, optional) and fingerprint (a string, optional). Other keys are
- * ignored, as Alertmanager's own receivers ignore what they do not use. The
+ * ignored, as Alertmanager's own receivers ignore what they do not use (its
+ * main branch of 2026-08 adds notification_reason and routeLabels, still
+ * version "4": read from github:prometheus/alertmanager notify/webhook/webhook.go
+ * and template/template.go). The
  * whole message is refused on the first fault, naming it.
  */
 #include <jansson.h>
