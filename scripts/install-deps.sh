@@ -9,7 +9,7 @@ libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev libzstd-dev lib
 libjansson-dev libpcre2-dev libxxhash-dev libcmocka-dev libelf-dev \
 protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev \
 golang-go graphviz chromium linux-perf curl jq ca-certificates \
-prometheus openssl dnsmasq-base openjdk-17-jdk-headless \
+prometheus prometheus-alertmanager openssl dnsmasq-base openjdk-17-jdk-headless \
 libgnutls28-dev libcrypt-dev"
 
 missing=""
@@ -64,6 +64,13 @@ if [ -n "$missing" ]; then
     *" prometheus "*)
         if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
             $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+        fi ;;
+    esac
+    # the same for Alertmanager (tests/e2e/adaptive_alert.test.mjs runs its own; :9093)
+    case " $missing " in
+    *" prometheus-alertmanager "*)
+        if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+            $SUDO systemctl disable --now prometheus-alertmanager >/dev/null 2>&1 || true
         fi ;;
     esac
 fi

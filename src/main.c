@@ -41,6 +41,7 @@
 #include "http/auth.h"
 #include "pprof/pprof.h"
 #include "scrape/config.h"
+#include "scrape/adaptive.h"
 #include "scrape/manager.h"
 #include "storage/storage.h"
 #include "storage/tsdb/tsdb_cli_int.h"
@@ -578,8 +579,15 @@ static int serve(const flags *f)
     }
 
     if (f->config_file) {
-        if ((rc = pd_scrape_manager_new(st, &lim, &sm, &err)) < 0 ||
-            (rc = pd_scrape_manager_apply(sm, &cfg, &err)) < 0 ||
+        char evpath[4096];
+        snprintf(evpath, sizeof evpath, "%s/events.log", f->storage_path);
+        /* issue 18: adaptive capture's events beside the storage */
+        if ((rc = pd_scrape_manager_new(st, &lim, &sm, &err)) == 0 &&
+            pd_scrape_manager_events_open(sm, evpath, &err) < 0) {
+            pd_log(PD_LOG_WARN, "events kept in memory only", "err=\"%s\"", err.msg);
+            pd_err_clear(&err);
+        }
+        if (rc < 0 || (rc = pd_scrape_manager_apply(sm, &cfg, &err)) < 0 ||
             (rc = pd_scrape_manager_start(sm, &err)) < 0) {
             fprintf(stderr, "profd: cannot start scraping: %s\n",
                     err.msg[0] ? err.msg : pd_strerror(rc));

@@ -1100,6 +1100,10 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             h_targets(api, req, resp);
             return "/api/v1/targets";
         }
+        if (strcmp(r, "alerts") == 0) /* issue 18: capture on alert */
+            return pd__api_alerts(api, req, resp);
+        if (strcmp(r, "events") == 0)
+            return pd__api_events(api, req, resp);
         if (strncmp(r, "status/", 7) == 0 && (h = pd__api_status_route(api, r + 7, resp)))
             return h;
         reply_error(resp, 404, "unknown API endpoint %.200s", path);
@@ -1215,7 +1219,8 @@ int pd_api_access_group(const char *method, const char *path)
     bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     if ((!get && (strcmp(path, "/api/0/profiles") == 0 || strcmp(path, "/api/0/profiles/") == 0)) ||
         strcmp(path, "/ingest") == 0 || strncmp(path, "/push.v1.", 9) == 0 ||
-        strcmp(path, "/v1development/profiles") == 0)
+        strcmp(path, "/v1development/profiles") == 0 ||
+        (!get && strcmp(path, "/api/v1/alerts") == 0))
         return 1; /* PD_ACCESS_PUSH */
     if (strcmp(path, "/-/reload") == 0 || strcmp(path, "/-/quit") == 0 ||
         strncmp(path, "/debug/pprof/", 13) == 0)

@@ -102,6 +102,28 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
 const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req,
                               pd_http_response *resp);
 
+/* POST /api/v1/alerts (Alertmanager's webhook) and GET /api/v1/events
+ * (alerts.c; rules there and in scrape/adaptive.h). Reply through resp and
+ * return the handler name. */
+const char *pd__api_alerts(pd_api *api, const pd_http_request *req, pd_http_response *resp);
+const char *pd__api_events(pd_api *api, const pd_http_request *req, pd_http_response *resp);
+
+/* An Alertmanager webhook message (alerts_parse.c): n alerts, each with its
+ * labels and fingerprint owned by the message. */
+#include "scrape/adaptive.h"
+typedef struct pd__alert_msg {
+    pd_scrape_alert *alerts;
+    pd_labels *labels;
+    char **keys;
+    size_t n;
+} pd__alert_msg;
+/* Reads body[0..len) as prometheus/alertmanager's notify/webhook Message
+ * (rules in alerts_parse.c). 0 (release *out), PD_EINVAL with msg naming what
+ * is wrong ("alerts[3].labels.job: want a string"; *out empty), PD_ENOMEM. */
+int pd__alert_msg_parse(const uint8_t *body, size_t len, pd__alert_msg *out /* OUT */, char *msg,
+                        size_t msg_cap);
+void pd__alert_msg_release(pd__alert_msg *m);
+
 /* ---- shared helpers (profefe.c) ---- */
 
 /* True when s is valid UTF-8 (no overlongs, surrogates or code points past

@@ -108,6 +108,7 @@ static void job_release(pd_scrape_job *j)
         free(j->sd[i].selectors);
     }
     free(j->sd);
+    pd_adaptive_config_release(&j->adaptive);
     memset(j, 0, sizeof *j);
 }
 
@@ -696,6 +697,7 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         K_HTTP_SD,
         K_DNS_SD,
         K_K8S_SD,
+        K_ADAPTIVE,
         K_CLIENT, /* PD_CFG_CL_N keys from here */
         K_N = K_CLIENT + PD_CFG_CL_N
     };
@@ -704,7 +706,7 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
                                  "profiling_config", "metrics_path",     "honor_labels",
                                  "honor_timestamps", "body_size_limit",  "relabel_configs",
                                  "file_sd_configs",  "http_sd_configs",  "dns_sd_configs",
-                                 "kubernetes_sd_configs"};
+                                 "kubernetes_sd_configs", "adaptive_capture"};
     for (int i = 0; i < PD_CFG_CL_N; i++)
         keys[K_CLIENT + i] = pd__cfg_client_keys[i];
     keys[K_N] = NULL;
@@ -816,7 +818,10 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
             }
         }
     }
-    return parse_profiling(c, v[K_PROFILING], j, cfg->dialect);
+    if ((rc = parse_profiling(c, v[K_PROFILING], j, cfg->dialect)))
+        return rc;
+    /* after the endpoints: adaptive_capture.profiles names them */
+    return v[K_ADAPTIVE] ? pd__cfg_parse_adaptive(c, v[K_ADAPTIVE], j) : 0;
 }
 
 /* Size as Prometheus' body_size_limit (units.Base2Bytes): a number with an

@@ -206,6 +206,44 @@ typedef struct pd_sd_config {
     size_t n_selectors;
 } pd_sd_config;
 
+/* adaptive_capture of a job (issue 18; parsed by config_adaptive.c, used by
+ * adaptive.c). Off unless the job has the block (enabled defaults to true
+ * inside it). Keys and defaults:
+ *   enabled: bool (true)
+ *   scrape_interval: duration (1s), the burst interval
+ *   profiles: [names] (heap, memory, goroutine): the job's pprof endpoints
+ *       scraped at that interval during a burst
+ *   heap_growth_bytes_per_minute: size (unset = off)
+ *   heap_growth_percent_per_minute: number > 0 (unset = off)
+ *   growth_window: duration (1m): the growth is measured between the newest
+ *       heap profile and the oldest one of the target not older than this
+ *   heap_limit: size (unset = off) and limit_fraction: number in (0, 1] (0.8):
+ *       a burst starts when heap in use >= fraction x limit
+ *   max_duration: duration (5m), max_targets: int >= 1 (5),
+ *   byte_budget_per_minute: size (64MiB, 0 = no budget)
+ *   alert_labels: map alert label -> target label ({job: job, instance: instance})
+ * Heap in use = the sum of the inuse_space sample type of a scraped profile
+ * (Go's heap profile). */
+typedef struct pd_adaptive_config {
+    bool enabled;
+    int64_t interval_ms;
+    char **profiles;
+    size_t n_profiles;
+    uint64_t growth_bytes_per_min; /* 0 = off */
+    double growth_percent_per_min; /* 0 = off */
+    int64_t growth_window_ms;
+    uint64_t heap_limit_bytes; /* 0 = off */
+    double limit_fraction;
+    int64_t max_duration_ms;
+    int64_t max_targets;
+    uint64_t byte_budget_per_min; /* 0 = none */
+    pd_labels alert_labels; /* alert label name -> target label name */
+} pd_adaptive_config;
+
+/* Deep copy (0 or PD_ENOMEM, dst left empty) and release. */
+int pd_adaptive_config_copy(pd_adaptive_config *dst, const pd_adaptive_config *src);
+void pd_adaptive_config_release(pd_adaptive_config *a);
+
 typedef struct pd_scrape_job {
     char *job_name;
     int64_t interval_ms, timeout_ms;
@@ -227,6 +265,7 @@ typedef struct pd_scrape_job {
     size_t n_relabel;
     pd_sd_config *sd; /* file_sd_configs, http_sd_configs, dns_sd_configs, kubernetes_sd_configs */
     size_t n_sd;
+    pd_adaptive_config adaptive; /* adaptive_capture (enabled false when absent) */
 } pd_scrape_job;
 
 typedef struct pd_config {

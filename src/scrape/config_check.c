@@ -129,6 +129,22 @@ static void print_job(FILE *f, const pd_scrape_job *j)
         }
         fprintf(f, "\n");
     }
+    const pd_adaptive_config *ad = &j->adaptive;
+    if (ad->enabled) {
+        char bi[32], w[32], md[32];
+        fprintf(f, "  adaptive_capture: every %s for", dur(ad->interval_ms, bi, sizeof bi));
+        for (size_t i = 0; i < ad->n_profiles; i++)
+            fprintf(f, " %s", ad->profiles[i]);
+        fprintf(f, "; growth %" PRIu64 " bytes/min, %g %%/min over %s; limit %" PRIu64
+                   " bytes x %g; max_duration %s, max_targets %" PRId64
+                   ", byte_budget_per_minute %" PRIu64 "; alert_labels",
+                ad->growth_bytes_per_min, ad->growth_percent_per_min,
+                dur(ad->growth_window_ms, w, sizeof w), ad->heap_limit_bytes, ad->limit_fraction,
+                dur(ad->max_duration_ms, md, sizeof md), ad->max_targets, ad->byte_budget_per_min);
+        for (size_t i = 0; i < ad->alert_labels.n; i++)
+            fprintf(f, " %s->%s", ad->alert_labels.v[i].name, ad->alert_labels.v[i].value);
+        fprintf(f, "\n");
+    }
 }
 
 int pd_config_check_main(int argc, char **argv)

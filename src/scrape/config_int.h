@@ -95,4 +95,7 @@ int pd__cfg_parse_relabel(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *j
 /* config_client.c: file_sd_configs / http_sd_configs (a list) appended to job->sd. */
 int pd__cfg_parse_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, pd_scrape_job *job);
 
+/* config_adaptive.c: a job's adaptive_capture block into job->adaptive. */
+int pd__cfg_parse_adaptive(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_job *job);
+
 #endif

@@ -114,6 +114,13 @@ struct target {
     bool late; /* a slot came while busy (catch_up targets start again when done) */
     int64_t resume_ms; /* a catch-up run is due: the slot after it (monotonic ms), else 0 */
     bool retired; /* dropped by a reload: its metrics are no longer updated */
+    /* adaptive capture (adaptive.c), under m->mu: the target's burst state
+     * (NULL: its job has no adaptive_capture, or retired), whether its
+     * profile type is a burst type, whether it runs on the burst schedule,
+     * whether the scrape in flight is a burst scrape */
+    pd__burst *bs;
+    bool burstable, in_burst, burst_scrape;
+    const pd_scrape_job *apply_job; /* during apply_targets only */
     /* transfer in flight: loop thread only */
     CURL *easy;
     struct curl_slist *hdrs; /* the transfer's extra headers */
@@ -136,6 +143,7 @@ struct pd_scrape_manager {
     bool running;
     pthread_t thread;
     pd__sd *sd; /* service discovery; its lock serialises apply and rebuilds */
+    pd__adaptive *ad; /* adaptive capture state, under mu */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -345,6 +353,7 @@ static target *target_new(pd_scrape_manager *m, const pd_config *cfg, const pd_s
     if (!(t = calloc(1, sizeof *t)))
         goto out;
     t->m = m;
+    t->apply_job = job;
     t->max_body = job->body_size_limit && job->body_size_limit < m->lim.max_body_bytes
                       ? job->body_size_limit
                       : m->lim.max_body_bytes;
@@ -538,7 +547,8 @@ int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_
         return pd_err_set(err, PD_ENOMEM, "out of memory creating the curl multi handle");
     }
     pthread_mutex_init(&m->mu, NULL);
-    if (pd__sd_new(rebuild_cb, m, &m->sd)) {
+    if (pd__sd_new(rebuild_cb, m, &m->sd) || pd__adaptive_new(&m->ad)) {
+        pd__sd_free(m->sd);
         curl_multi_cleanup(m->multi);
         pthread_mutex_destroy(&m->mu);
         free(m);
@@ -647,6 +657,20 @@ static int apply_targets(pd_scrape_manager *m, const pd_config *cfg, pd_err *err
     }
     int64_t now_mono = mono_ms(), now_wall = pd_now_ms();
     size_t kept = 0;
+    pd__adaptive_begin_apply(m->ad);
+    for (size_t i = 0; i < nn; i++) {
+        const pd_scrape_job *job = nv[i]->apply_job;
+        nv[i]->apply_job = NULL;
+        if (!job->adaptive.enabled)
+            continue;
+        if (!(nv[i]->bs = pd__adaptive_ref(m->ad, job, &nv[i]->labels))) {
+            /* no end_apply: the running targets keep their bursts */
+            pthread_mutex_unlock(&m->mu);
+            rc = PD_ENOMEM;
+            goto fail;
+        }
+        nv[i]->burstable = pd__burst_profile(nv[i]->bs, nv[i]->name);
+    }
     for (size_t i = 0; i < nn; i++) {
         uint64_t idx;
         target *o = NULL;
@@ -658,6 +682,12 @@ static int apply_targets(pd_scrape_manager *m, const pd_config *cfg, pd_err *err
             bool resched = o->interval_ms != nv[i]->interval_ms;
             o->interval_ms = nv[i]->interval_ms;
             o->timeout_ms = nv[i]->timeout_ms;
+            o->bs = nv[i]->bs;
+            o->burstable = nv[i]->burstable;
+            if (o->in_burst && !(o->bs && o->burstable)) {
+                o->in_burst = false;
+                resched = true;
+            }
             if (resched)
                 schedule_first(o, now_mono, now_wall);
             target_free(nv[i]);
@@ -672,6 +702,7 @@ static int apply_targets(pd_scrape_manager *m, const pd_config *cfg, pd_err *err
         if (!o)
             continue;
         o->retired = true;
+        o->bs = NULL;
         forget_series(o, nv, &by_target, &by_job);
         if (o->busy || o->easy) {
             o->next_retired = m->retired;
@@ -683,6 +714,7 @@ static int apply_targets(pd_scrape_manager *m, const pd_config *cfg, pd_err *err
     free(m->tv);
     m->tv = nv;
     m->tn = nn;
+    pd__adaptive_end_apply(m->ad); /* bursts of targets gone end ("reload") */
     pthread_mutex_unlock(&m->mu);
     nv = NULL;
     curl_multi_wakeup(m->multi);
@@ -915,6 +947,7 @@ static void record(const target *t, const char *outcome, double dur_s)
 static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
 {
     long status = 0;
+    int64_t inuse = -1; /* heap in use of the stored profile (adaptive capture) */
     const char *outcome = "success";
     char msg[sizeof t->last_error];
     msg[0] = '\0';
@@ -967,6 +1000,8 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
                 rc = pd_storage_append(m->st, &t->labels, t->start_ms,
                                        (const uint8_t *)t->body.data, t->body.len, &p, &e);
             pd_buf_release(&kept);
+            if (!rc)
+                inuse = pd__adaptive_heap_inuse(&p);
             pd_profile_release(&p);
             if (rc == PD_EEXIST) {
                 /* this series already has a profile at this ms (two targets
@@ -987,7 +1022,8 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
             }
         }
     }
-stored:
+stored:;
+    size_t body_len = t->body.len;
     /* keep the memory of small bodies for the next scrape, not of big ones */
     if (t->body.cap > (1u << 20))
         pd_buf_release(&t->body);
@@ -1011,6 +1047,19 @@ stored:
     if (!t->retired) { /* apply() has removed the series of a retired target */
         record(t, outcome, dur);
         set_target_gauges(t, !msg[0], dur);
+    }
+    if (t->bs) { /* adaptive capture: profiles taken, the end, heap growth */
+        bool conn = !t->too_large && !t->oom && res != CURLE_OK;
+        const char *why = res == CURLE_COULDNT_CONNECT     ? "connection refused"
+                          : res == CURLE_OPERATION_TIMEDOUT ? "timeout"
+                          : res == CURLE_RECV_ERROR || res == CURLE_GOT_NOTHING ||
+                                  res == CURLE_PARTIAL_FILE || res == CURLE_SEND_ERROR
+                              ? "connection reset"
+                              : "error";
+        pd__burst_scraped(t->bs, !strcmp(outcome, "success"), t->start_ms, body_len,
+                          t->burst_scrape, t->metric_labels, t->name, conn, why, msg, mono_ms());
+        if (inuse >= 0 && t->bs)
+            pd__burst_observe(t->bs, t->start_ms, inuse, mono_ms());
     }
     pthread_mutex_unlock(&m->mu);
     if (msg[0] && was != HEALTH_DOWN)
@@ -1036,18 +1085,44 @@ static void *loop(void *arg)
             target_free(r);
         }
         int64_t now = mono_ms(), wait = MAX_WAIT_MS;
+        pd__adaptive_tick(m->ad, now);
         for (size_t i = 0; i < m->tn; i++) {
             target *t = m->tv[i];
+            int64_t iv = t->interval_ms;
+            if (t->bs && t->burstable) {
+                int64_t biv = pd__burst_interval(t->bs);
+                if ((biv > 0) != t->in_burst) {
+                    t->in_burst = biv > 0;
+                    t->late = false;
+                    t->resume_ms = 0;
+                    int64_t wall = pd_now_ms();
+                    if (t->in_burst) /* the burst grid, spread as normal scrapes */
+                        t->next_ms = now + ((pd__scrape_offset_ms(t->job, t->url, biv) - wall % biv) %
+                                                biv + biv) % biv;
+                    else
+                        schedule_first(t, now, wall);
+                }
+                if (t->in_burst)
+                    iv = biv;
+            }
             if (t->next_ms <= now) {
-                int64_t passed = (now - t->next_ms) / t->interval_ms + 1; /* slots due */
-                if (!t->busy) {
+                int64_t passed = (now - t->next_ms) / iv + 1; /* slots due */
+                bool over = false;
+                if (!t->busy && t->in_burst && !pd__burst_budget_ok(t->bs, pd_now_ms()) &&
+                    pd_now_ms() - t->last_scrape_ms < t->interval_ms) {
+                    over = true; /* the budget is spent: only the normal cadence */
+                    pd__burst_over_budget(t->bs);
+                    passed--;
+                }
+                if (!t->busy && !over) {
+                    t->burst_scrape = t->in_burst;
                     start_scrape(m, t);
                     passed--; /* the slot taken now */
                 } else if (t->catch_up && !t->late) {
                     t->late = true;
                     passed--; /* runs when the scrape ends */
                 }
-                if (passed > 0 && !t->retired)
+                if (passed > 0 && !t->retired && !t->in_burst)
                     pd_metrics_add("profd_scrape_slots_missed_total", t->metric_labels,
                                    (double)passed);
                 if (t->resume_ms) { /* a catch-up run: back to the schedule's phase */
@@ -1057,7 +1132,7 @@ static void *loop(void *arg)
                 /* next slot after now; skipped slots are not queued */
                 if (t->next_ms <= now) {
                     int64_t behind = now - t->next_ms;
-                    t->next_ms += (behind / t->interval_ms + 1) * t->interval_ms;
+                    t->next_ms += (behind / iv + 1) * iv;
                 }
             }
             if (t->next_ms - now < wait)
@@ -1138,9 +1213,43 @@ void pd_scrape_manager_free(pd_scrape_manager *m)
         target_abort(m, r);
         target_free(r);
     }
+    pd__adaptive_free(m->ad);
     curl_multi_cleanup(m->multi);
     pthread_mutex_destroy(&m->mu);
     free(m);
+}
+
+int pd_scrape_manager_alerts(pd_scrape_manager *m, const pd_scrape_alert *alerts, size_t n,
+                             size_t *matched)
+{
+    *matched = 0;
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n; i++)
+        *matched += pd__adaptive_alert(m->ad, &alerts[i], mono_ms());
+    pthread_mutex_unlock(&m->mu);
+    curl_multi_wakeup(m->multi); /* the loop switches the schedules now */
+    return 0;
+}
+
+int pd_scrape_manager_events_open(pd_scrape_manager *m, const char *path, pd_err *err)
+{
+    pthread_mutex_lock(&m->mu);
+    int rc = pd__adaptive_events_open(m->ad, path, err);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+int pd_scrape_manager_events_json(pd_scrape_manager *m, int64_t from_ms, int64_t to_ms,
+                                  const char *kind, pd_buf *out)
+{
+    if (!m)
+        return pd_buf_puts(out, "[]");
+    pthread_mutex_lock(&m->mu);
+    int rc = pd__adaptive_events_json(m->ad, from_ms, to_ms, kind, out);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
 }
 
 int pd_scrape_manager_targets_json(pd_scrape_manager *m, pd_buf *out)

@@ -52,6 +52,10 @@
  *   A reload that drops a target removes its T series, and the
  *   {job,profile_type} counters once no target of that pair is left. A
  *   scrape that finishes after its target was dropped is not counted.
+ * Adaptive capture (issue 18): a job with adaptive_capture has bursts of
+ * fast scrapes of some profile types, its ends recorded as events, and
+ * bursts on Alertmanager alerts: rules, metrics and the events and alerts
+ * functions in adaptive.h.
  * Health "lastError" texts: curl's error text (e.g. "Failed to connect to
  * 127.0.0.1 port 1 after 0 ms: Couldn't connect to server", "Operation timed
  * out after ..."), "HTTP 404", "body exceeds N bytes", the decoder's message,

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "base/buf.h"
+#include "scrape/adaptive.h"
 #include "scrape/config.h"
 
 /* The offset (ms, in [0, interval_ms)) of a target inside its interval:
@@ -148,5 +149,66 @@ int pd__k8s_kubeconfig(const char *path, pd_scrape_client *cl, char **server, ch
                        pd_err *err);
 /* Stops the thread and frees k (NULL is fine). */
 void pd__k8s_stop(pd__k8s *k);
+
+/* ---- adaptive capture (adaptive.c; rules in adaptive.h) ----
+ * Every function runs under the manager's lock (m->mu). */
+typedef struct pd__adaptive pd__adaptive;
+typedef struct pd__burst pd__burst; /* one target (job + labels without __name__) */
+int pd__adaptive_new(pd__adaptive **out /* OUT */);
+void pd__adaptive_free(pd__adaptive *a);
+/* Apply: begin, ref each target of an adaptive job (find or create its
+ * burst; job copied into the burst's job state), end (bursts not ref'd are
+ * ended with reason "reload" and freed). NULL from ref: out of memory. */
+void pd__adaptive_begin_apply(pd__adaptive *a);
+pd__burst *pd__adaptive_ref(pd__adaptive *a, const pd_scrape_job *job, const pd_labels *labels);
+void pd__adaptive_end_apply(pd__adaptive *a);
+/* Whether profile type name is scraped fast during b's bursts. */
+bool pd__burst_profile(const pd__burst *b, const char *name);
+/* Ends bursts past max_duration. now: monotonic ms. */
+void pd__adaptive_tick(pd__adaptive *a, int64_t now_mono);
+/* 0 when b is not in burst, else the burst scrape interval (ms). */
+int64_t pd__burst_interval(const pd__burst *b);
+/* Whether the job's byte budget of the current minute has room. */
+bool pd__burst_budget_ok(pd__burst *b, int64_t now_wall);
+/* A burst slot skipped for the budget (counted). */
+void pd__burst_over_budget(pd__burst *b);
+/* A finished scrape of b's target: ok (stored), start_ms (its wall ms),
+ * bytes stored, in_burst (it was a burst scrape), metric_labels
+ * (job=..,profile_type=..), profile type name; when !ok and conn_failed
+ * (the target did not answer), reason ("connection refused", "timeout",
+ * "connection reset", "error") and the error text. */
+void pd__burst_scraped(pd__burst *b, bool ok, int64_t start_ms, size_t bytes, bool in_burst,
+                       const char *metric_labels, const char *name, bool conn_failed,
+                       const char *reason, const char *error, int64_t now_mono);
+/* A heap profile of b's target: heap in use (bytes) at ts_ms. May start a
+ * growth/limit burst or end one (calm). */
+void pd__burst_observe(pd__burst *b, int64_t ts_ms, int64_t inuse, int64_t now_mono);
+/* pd_scrape_manager_alerts / _events_json under the lock. */
+size_t pd__adaptive_alert(pd__adaptive *a, const pd_scrape_alert *al, int64_t now_mono);
+int pd__adaptive_events_json(pd__adaptive *a, int64_t from_ms, int64_t to_ms, const char *kind,
+                             pd_buf *out);
+/* pd_scrape_manager_events_open under the lock. */
+int pd__adaptive_events_open(pd__adaptive *a, const char *path, pd_err *err);
+/* The sum of the inuse_space sample type of p (bytes), or -1 when p has none. */
+int64_t pd__adaptive_heap_inuse(const pd_profile *p);
+
+/* ---- events (events.c; format in the file's header comment and
+ * docs/format/events.md). Under the manager's lock. ---- */
+typedef struct pd__events pd__events;
+int pd__events_new(pd__events **out /* OUT */);
+void pd__events_free(pd__events *ev);
+/* Loads the events of path (creating it when absent; a damaged tail is
+ * truncated, a bad header set aside as path.corrupt) and appends every
+ * later event to it. Errors: -errno, PD_ENOMEM, with err naming the file;
+ * the events then stay in memory only. */
+int pd__events_open(pd__events *ev, const char *path, pd_err *err);
+/* Records an event (strings copied; error may be NULL) and counts it in
+ * profd_adaptive_events_total{kind}. A failed write is logged and counted
+ * (profd_adaptive_events_file_errors_total); the event stays in memory. */
+void pd__events_add(pd__events *ev, const char *kind, int64_t time_ms, const char *job,
+                    const pd_labels *labels, const char *reason, const char *message,
+                    int64_t last_profile_ms, const char *last_type, const char *error);
+/* The JSON array of pd_scrape_manager_events_json. */
+int pd__events_json(pd__events *ev, int64_t from_ms, int64_t to_ms, const char *kind, pd_buf *out);
 
 #endif

@@ -508,6 +508,8 @@ import { closeSuggest } from './suggest.js';
     tl.selEl = tl.svg.querySelector('circle.selected');
     tl.brushEl = tl.svg.querySelector('rect.brush');
     markSelected();
+    // issue 18: events.js draws event markers (target went down) over this drawing
+    box.dispatchEvent(new CustomEvent('pd:timeline', { detail: { from, to, x: tl.x, plot: tl.plot, series: series.map((s) => s.labels) } }));
 
     // Labels every series shares are shown once, above the entries; each
     // entry names only the labels that tell it apart.

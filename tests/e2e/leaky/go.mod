@@ -1,0 +1,3 @@
+module profd.example/leaky
+
+go 1.19
