@@ -17,6 +17,7 @@ import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { apiData, freePort, goEnv, killAll, qs, run, startProfd, tempDir, waitFor } from '../e2e/lib.mjs';
 import { buildLeaky, startLeaky, watchdog } from '../e2e/leaky.mjs';
+import { profiles, waitPoints } from './timelib.mjs';
 
 const CHROMIUM = process.env.PD_CHROMIUM || '/usr/bin/chromium';
 const LIMIT = 450 * 1024 * 1024;
@@ -109,14 +110,14 @@ test('the UI timeline shows the event marker', { timeout: 90000 }, async () => {
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
   await page.goto(profd.base + '/?' + qs({ query: 'heap{job="leaky"}' }));
-  await page.waitForSelector('#timeline circle.pt', { timeout: 30000 });
+  await waitPoints(page); // the chart's points (timelib.mjs: uPlot draws on a canvas)
   const marker = page.locator('#timeline g.event-marker[data-kind="target_down"]');
   await marker.first().waitFor({ timeout: 20000 });
   assert.equal(await marker.count(), 1);
   const title = await marker.locator('title').textContent();
   assert.match(title, /^last profile \d+\.\d s before 127\.0\.0\.1:\d+ went down/);
   // the marker sits right of the last point (the last profile came before the death)
-  const xs = await page.locator('#timeline circle.pt').evaluateAll((els) => els.map((e) => +e.getAttribute('cx')));
+  const xs = (await profiles(page)).map((q) => q.px);
   const mx = +(await marker.locator('line').getAttribute('x1'));
   assert.ok(mx >= Math.max(...xs) - 1, `marker x ${mx} after the last point ${Math.max(...xs)}`);
   const shot = path.join(dir, 'timeline.png');
