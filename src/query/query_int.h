@@ -5,9 +5,11 @@
 #ifndef PD_QUERY_QUERY_INT_H
 #define PD_QUERY_QUERY_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "base/buf.h"
+#include "query/query.h"
 #include "storage/storage.h"
 
 /* Appends s[0..len) as a JSON string literal, quotes included. Unlike
@@ -34,5 +36,15 @@ void pd__query_buf_truncate(pd_buf *b, size_t len);
  * series can be summed together). 0 or PD_ENOMEM. */
 int pd__query_groups(const pd_series_info *const *v, size_t n, const char *by,
                      uint32_t *group /* OUT */);
+
+/* Timeline of deltas (delta.c): turns pts in place into the deltas of the
+ * cumulative types in mask (pd_query_range_ex's rule) and drops the first
+ * point (the baseline). mask 0: pts unchanged. */
+void pd__query_points_delta(pd_points *pts, uint64_t mask);
+
+/* With deltas the inputs a merger counts (for agg=avg and its stats) are
+ * deltas, not profiles: the last `counted` inputs of one side (base or
+ * not) folded in count as n instead. */
+void pd__merge_recount(pd_merge *m, bool base, size_t counted, size_t n);
 
 #endif
