@@ -1633,7 +1633,11 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
         }
         pd_points_release(&pts);
     }
-    bool delta = delta_mode == PD_DELTA_ON || (delta_mode == PD_DELTA_AUTO && auto_cum);
+    bool any_mask = false;
+    for (size_t i = 0; i < nv; i++)
+        any_mask = any_mask || mask[i] != 0;
+    bool delta =
+        any_mask && (delta_mode == PD_DELTA_ON || (delta_mode == PD_DELTA_AUTO && auto_cum));
     size_t n_count = 0; /* what the side counts as inputs: deltas for served-cumulative series */
     for (size_t i = 0; i < nv; i++)
         n_count += delta && mask[i] ? npts[i] - 1 : npts[i];
