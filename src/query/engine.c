@@ -37,8 +37,7 @@ static int put_labels(pd_buf *out, const pd_labels *ls)
     return rc;
 }
 
-static int put_series_range(pd_buf *out, const pd_series_info *si, const pd_points *pts,
-                            bool delta)
+static int put_series_range(pd_buf *out, const pd_series_info *si, const pd_points *pts, bool delta)
 {
     int rc = pd_buf_puts(out, "{\"labels\":");
     if (!rc)

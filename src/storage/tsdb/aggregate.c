@@ -481,8 +481,7 @@ static int cmp_entry_order(const void *x, const void *y)
  * weighted walk of pd_storage_aggregate_delta. */
 static int aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, const agg_w *wt,
                      size_t n, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
-                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
-                     pd_err *err)
+                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series, pd_err *err)
 {
     pd_err_clear(err);
     if (n_series)
@@ -689,8 +688,8 @@ static int delta_weights(pd_storage *s, uint64_t ref, uint64_t mask, int64_t min
 
 int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                               void *ctx, size_t *n_series, pd_err *err)
+                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                               size_t *n_series, pd_err *err)
 {
     pd_err_clear(err);
     if (!cum_mask)

@@ -31,9 +31,10 @@
 #define NSTACK 12
 #define NT 4 /* alloc_objects, alloc_space, inuse_objects, inuse_space */
 
-static const char *TYPES[NT][2] = {
-    {"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"},
-    {"inuse_space", "bytes"}};
+static const char *TYPES[NT][2] = {{"alloc_objects", "count"},
+                                   {"alloc_space", "bytes"},
+                                   {"inuse_objects", "count"},
+                                   {"inuse_space", "bytes"}};
 
 /* the generated truth */
 static int64_t VAL[NS][NP][NSTACK][NT];
@@ -126,10 +127,9 @@ static void build_profile(size_t i, size_t k, pd_profile *out, pd_buf *body)
             uint64_t fid;
             assert_int_equal(pd_profile_builder_function(b, f[q], f[q], "x.go", 1, &fid, &err), 0);
             pd_pprof_line ln = {.function_id = fid, .line = 10};
-            assert_int_equal(
-                pd_profile_builder_location(b, 0, 0x1000 + 16 * (uint64_t)(s * 4 + q), &ln, 1,
-                                            &loc[q], &err),
-                0);
+            assert_int_equal(pd_profile_builder_location(b, 0, 0x1000 + 16 * (uint64_t)(s * 4 + q),
+                                                         &ln, 1, &loc[q], &err),
+                             0);
         }
         assert_int_equal(pd_profile_builder_sample(b, loc, d, VAL[i][k][s], NULL, 0, &err), 0);
     }
@@ -262,8 +262,10 @@ static int64_t round_div(int64_t v, size_t n)
  * raw merge, against the arithmetic here; and the timeline. */
 static void check_range(pd_storage *st, const char *kind, size_t a, size_t b)
 {
-    pd_query_side q = {.selector = "allocs", .mode = PD_QUERY_MODE_MERGE,
-                       .from = T0 + (int64_t)a * STEP, .to = T0 + (int64_t)b * STEP};
+    pd_query_side q = {.selector = "allocs",
+                       .mode = PD_QUERY_MODE_MERGE,
+                       .from = T0 + (int64_t)a * STEP,
+                       .to = T0 + (int64_t)b * STEP};
     int64_t want[NSTACK][NT] = {{0}}, raw[NSTACK][NT] = {{0}}, got[NSTACK][NT];
     for (size_t i = 0; i < NS; i++)
         for (size_t s = 0; s < NSTACK; s++)
@@ -292,8 +294,8 @@ static void check_range(pd_storage *st, const char *kind, size_t a, size_t b)
         for (size_t s = 0; s < NSTACK; s++)
             for (size_t t = 0; t < NT; t++)
                 if (got[s][t] != want[s][t])
-                    fail_msg("%s [%zu,%zu] stack %s %s: got %" PRId64 ", want %" PRId64, kind, a,
-                             b, STACK_NAME[s], TYPES[t][0], got[s][t], want[s][t]);
+                    fail_msg("%s [%zu,%zu] stack %s %s: got %" PRId64 ", want %" PRId64, kind, a, b,
+                             STACK_NAME[s], TYPES[t][0], got[s][t], want[s][t]);
         pd_profile_release(&p);
         /* agg=avg divides by the number of deltas */
         o.agg = PD_MERGE_AVG;
@@ -356,8 +358,7 @@ static void check_range(pd_storage *st, const char *kind, size_t a, size_t b)
                     w += t < 2 ? delta_of(i, k, s, t) : VAL[i][k][s][t];
                 int64_t g = json_integer_value(json_array_get(json_array_get(tot, j), t));
                 if (g != w)
-                    fail_msg("%s timeline series %zu point %zu %s: got %" PRId64
-                             ", want %" PRId64,
+                    fail_msg("%s timeline series %zu point %zu %s: got %" PRId64 ", want %" PRId64,
                              kind, i, k, TYPES[t][0], g, w);
             }
         }
@@ -388,8 +389,8 @@ static void test_reset_rule(void **state)
     pd_sample_type_desc t2[2] = {{"alloc_space", "bytes"}, {"inuse_space", "bytes"}};
     pd_sample_type_desc t2b[2] = {{"alloc_space", "bytes"}, {"inuse_objects", "count"}};
     int64_t a[2] = {100, 50}, up[2] = {120, 10}, down[2] = {90, 70};
-    pd_point p0 = {1, 2, t2, a}, p1 = {2, 2, t2, up}, p2 = {3, 2, t2, down},
-             p3 = {4, 2, t2b, up}, p4 = {5, 1, t2, up};
+    pd_point p0 = {1, 2, t2, a}, p1 = {2, 2, t2, up}, p2 = {3, 2, t2, down}, p3 = {4, 2, t2b, up},
+             p4 = {5, 1, t2, up};
     uint64_t m = 1; /* alloc_space cumulative, inuse_space a gauge */
     assert_false(pd_point_is_reset(NULL, &p0, m));
     assert_false(pd_point_is_reset(&p0, &p1, m)); /* a gauge going down is no restart */
@@ -421,7 +422,7 @@ static void run_kind(store_kind kind)
     open_store(&fx, kind);
     /* whole range; mid-lifetime start; start at series 0's restart (10);
        ends before it; one profile; two */
-    static const size_t r[][2] = {{0, NP - 1}, {3, 27}, {10, 30}, {1, 9},
+    static const size_t r[][2] = {{0, NP - 1}, {3, 27},  {10, 30},    {1, 9},
                                   {9, 10},     {17, 17}, {25, NP - 1}};
     for (size_t k = 0; k < sizeof r / sizeof *r; k++)
         check_range(fx.st, KIND[kind], r[k][0], r[k][1]);

@@ -56,8 +56,9 @@ static void test_defaults(void **state)
                                            ep(j, "heap"), &s, &e),
                      0);
     assert_true(s.keep);
-    assert_string_equal(labels_str(&s.labels),
-                        "__delta__=false,__name__=heap,env=prod,instance=h1:6060,job=api,region=eu");
+    assert_string_equal(
+        labels_str(&s.labels),
+        "__delta__=false,__name__=heap,env=prod,instance=h1:6060,job=api,region=eu");
     assert_string_equal(s.url.data, "http://h1:6060/debug/pprof/heap?a=1&a=2&b=x");
     assert_string_equal(labels_str(&s.discovered),
                         "__address__=h1:6060,__metrics_path__=/metrics,__name__=heap,__param_a=1,"
@@ -159,9 +160,9 @@ static void test_cumulative_mark(void **state)
     load(&c, "scrape_configs:\n  - job_name: api\n    static_configs: [{targets: ['h:1']}]\n"
              "    params: {seconds: ['10']}\n");
     j = &c.jobs[0];
-    assert_int_equal(pd__scrape_spec_build(&c, j, "h:1", &j->static_configs[0].labels,
-                                           ep(j, "allocs"), &s, &e),
-                     0);
+    assert_int_equal(
+        pd__scrape_spec_build(&c, j, "h:1", &j->static_configs[0].labels, ep(j, "allocs"), &s, &e),
+        0);
     assert_null(pd_labels_get(&s.labels, "__delta__"));
     pd__scrape_spec_release(&s);
     pd_config_release(&c);
