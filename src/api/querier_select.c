@@ -258,10 +258,13 @@ int pd__vmerge(const pd__querier_env *env, const pd__vselection *base, int64_t b
         .timeout_ms = timeout,
         .deadline_ns = pd_mono_ns() + timeout * 1000000,
     };
+    /* cumulative types (Go's allocs, block, mutex scraped as served) are
+       merged as deltas, as Pyroscope stores them (query.h: PD_DELTA_AUTO) */
+    const pd_point *pt = &cur->v[0].pts->v[0];
+    o.sample_type = pt->types[cur->v[0].type_idx].type;
     if ((rc = pd_query_merge_refs(env->st, base ? &br : NULL, &cr, &o, out, NULL, err)) < 0)
         goto out;
     /* the selection's sample type, by name, in the merged profile */
-    const pd_point *pt = &cur->v[0].pts->v[0];
     const char *ty = pt->types[cur->v[0].type_idx].type, *un = pt->types[cur->v[0].type_idx].unit;
     *type_idx = 0;
     for (size_t i = 0; i < out->n_sample_type; i++) {

@@ -1522,9 +1522,10 @@ static int exclude_series(const pd_query_side *q, pd_series_set *set, pd_err *er
  * (options sample_type: a name or an index; else the default_sample_type of
  * series ref's profile at pt, else the last type, pprof's rule) is one of
  * the cumulative types in mask. */
-static bool shown_type_cumulative(run *r, uint64_t ref, const pd_point *pt, uint64_t mask)
+bool pd__query_shown_cumulative(pd_storage *st, const pd_merge_options *o, uint64_t ref,
+                                const pd_point *pt, uint64_t mask)
 {
-    const char *want = r->o ? r->o->sample_type : NULL;
+    const char *want = o ? o->sample_type : NULL;
     size_t idx = pt->n_types ? pt->n_types - 1 : 0;
     pd_profile p;
     bool have_p = false;
@@ -1542,7 +1543,7 @@ static bool shown_type_cumulative(run *r, uint64_t ref, const pd_point *pt, uint
     } else {
         pd_err e;
         pd_err_clear(&e);
-        have_p = pd_storage_read_profile(r->st, ref, pt->ts_ms, &p, NULL, &e) == 0;
+        have_p = pd_storage_read_profile(st, ref, pt->ts_ms, &p, NULL, &e) == 0;
         if (have_p && p.default_sample_type) {
             const char *d = pd_profile_str(&p, p.default_sample_type);
             for (size_t t = 0; t < pt->n_types && pt->types; t++)
@@ -1625,7 +1626,8 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
             mask[nv] = pd_query_cumulative_mask(&set.v[i].labels, &pts.v[0]);
             if (mask[nv] && delta_mode == PD_DELTA_AUTO && !auto_decided) {
                 auto_decided = true;
-                auto_cum = shown_type_cumulative(r, set.v[i].ref, &pts.v[0], mask[nv]);
+                auto_cum =
+                    pd__query_shown_cumulative(r->st, r->o, set.v[i].ref, &pts.v[0], mask[nv]);
             }
             npts[nv] = pts.n;
             refs[nv] = set.v[i].ref;

@@ -391,7 +391,9 @@ typedef struct pd_query_refs {
 } pd_query_refs;
 
 /* Merges every profile of cur's series in cur's range (series in the given
- * order, profiles in time order) into *out; with base != NULL, base's
+ * order, profiles in time order) into *out — series served cumulative as
+ * deltas per o->delta and o->sample_type, as pd_query_merge does (stats->delta
+ * says so); with base != NULL, base's
  * profiles are added as the diff base (values negated, pprof::base=true) as
  * pd_query_diff does. Errors: PD_ENOTFOUND (no profile at all on the cur
  * side), PD_EINVAL (sample types differ; err names both), PD_ETOOBIG,

@@ -47,4 +47,12 @@ void pd__query_points_delta(pd_points *pts, uint64_t mask);
  * not) folded in count as n instead. */
 void pd__merge_recount(pd_merge *m, bool base, size_t counted, size_t n);
 
+/* PD_DELTA_AUTO's choice (pd_merge_options.delta): whether the sample
+ * type the answer is read for (o->sample_type, a name or an index; NULL:
+ * the default_sample_type of series ref's profile at pt, read from the
+ * store, else the last type — pprof's rule) is in mask (cumulative types
+ * of pt's sample types). */
+bool pd__query_shown_cumulative(pd_storage *st, const pd_merge_options *o, uint64_t ref,
+                                const pd_point *pt, uint64_t mask);
+
 #endif

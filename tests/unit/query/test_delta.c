@@ -297,6 +297,30 @@ static void check_range(pd_storage *st, const char *kind, size_t a, size_t b)
                     fail_msg("%s [%zu,%zu] stack %s %s: got %" PRId64 ", want %" PRId64, kind, a, b,
                              STACK_NAME[s], TYPES[t][0], got[s][t], want[s][t]);
         pd_profile_release(&p);
+        /* the same through pd_query_merge_refs (the Connect querier's path) */
+        pd_matcher *ms;
+        size_t nm;
+        pd_series_set set;
+        assert_int_equal(pd_selector_parse("allocs", &ms, &nm, &err), 0);
+        assert_int_equal(pd_storage_select(st, ms, nm, q.from, q.to, &set, &err), 0);
+        assert_int_equal(set.n, NS);
+        pd_query_refs qr = {set.v, set.n, q.from, q.to};
+        if (pd_query_merge_refs(st, NULL, &qr, &o, &p, &stats, &err))
+            fail_msg("%s refs: %s", kind, err.msg);
+        assert_true(stats.delta);
+        assert_int_equal(stats.profiles, n_deltas);
+        per_stack(&p, got);
+        assert_memory_equal(got, want, sizeof want);
+        pd_profile_release(&p);
+        o.delta = PD_DELTA_RAW;
+        assert_int_equal(pd_query_merge_refs(st, NULL, &qr, &o, &p, &stats, &err), 0);
+        assert_false(stats.delta);
+        per_stack(&p, got);
+        assert_memory_equal(got, raw, sizeof raw);
+        pd_profile_release(&p);
+        o.delta = PD_DELTA_AUTO;
+        pd_series_set_release(&set);
+        pd_matchers_free(ms, nm);
         /* agg=avg divides by the number of deltas */
         o.agg = PD_MERGE_AVG;
         assert_int_equal(pd_query_merge(st, &q, &o, &p, &stats, &err), 0);
