@@ -20,10 +20,12 @@
  * The reset rule is storage.h's pd_point_is_reset.
  *
  * Timeline of deltas: point k shows totals[k] - totals[k-1] for the
- * cumulative types (totals[k] itself after a reset); the gauge types keep
- * their level. The range's first profile is the baseline and is not a
- * point (only samples inside the range count, as Prometheus' increase()),
- * so the points of a timeline sum to what a merge with delta gives.
+ * cumulative types (totals[k] itself after a reset), where point k-1 may
+ * lie before the range (the series' previous stored profile); the series'
+ * first stored profile shows 0 (nothing is known before it). Gauge types
+ * keep their level. So the points of a timeline add up to what a merge of
+ * the same range with deltas gives (storage.h, pd_storage_aggregate_delta),
+ * and adjacent ranges add up.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -68,20 +70,20 @@ const char *pd_query_sample_kind(const pd_labels *series, const char *type)
     return "delta";
 }
 
-void pd__query_points_delta(pd_points *pts, uint64_t mask)
+void pd__query_points_delta(pd_points *pts, const pd_point *prev, uint64_t mask)
 {
     if (!mask || !pts->n)
         return;
     /* backwards, so that each step still sees the raw totals before it */
-    for (size_t k = pts->n - 1; k >= 1; k--) {
+    for (size_t k = pts->n; k-- > 0;) {
         pd_point *cur = &pts->v[k];
-        const pd_point *prev = &pts->v[k - 1];
-        if (pd_point_is_reset(prev, cur, mask))
+        const pd_point *before = k ? &pts->v[k - 1] : prev;
+        if (before && pd_point_is_reset(before, cur, mask))
             continue; /* counts from 0: the profile itself */
         for (size_t v = 0; v < cur->n_types && v < 64; v++)
             if (mask >> v & 1)
-                cur->totals[v] = (int64_t)((uint64_t)cur->totals[v] - (uint64_t)prev->totals[v]);
+                cur->totals[v] = before ? (int64_t)((uint64_t)cur->totals[v] -
+                                                    (uint64_t)before->totals[v])
+                                        : 0; /* the first stored profile: no delta */
     }
-    memmove(pts->v, pts->v + 1, (pts->n - 1) * sizeof *pts->v);
-    pts->n--;
 }

@@ -118,9 +118,20 @@ int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_
         if (rc < 0)
             goto out;
         uint64_t mask = delta && pts.n ? pd_query_cumulative_mask(&set.v[i].labels, &pts.v[0]) : 0;
-        pd__query_points_delta(&pts, mask); /* delta.c: the baseline is not a point */
-        if (!pts.n) { /* its points were in a damaged block part (a warning), or
-                         a served-cumulative series had only its baseline */
+        if (mask) { /* delta.c: each point against the one before, also before from */
+            pd_points prev = {0};
+            rc = pd_storage_read_point_before(st, set.v[i].ref, pts.v[0].ts_ms, &prev, err);
+            if (rc == PD_ENOTFOUND)
+                rc = 0;
+            if (rc >= 0)
+                pd__query_points_delta(&pts, prev.n ? &prev.v[0] : NULL, mask);
+            pd_points_release(&prev);
+            if (rc < 0) {
+                pd_points_release(&pts);
+                goto out;
+            }
+        }
+        if (!pts.n) { /* its points were in a damaged block part (a warning) */
             pd_points_release(&pts);
             continue;
         }

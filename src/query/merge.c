@@ -1642,31 +1642,32 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
         any_mask && (delta_mode == PD_DELTA_ON || (delta_mode == PD_DELTA_AUTO && auto_cum));
     size_t n_count = 0; /* what the side counts as inputs: deltas for served-cumulative series */
     for (size_t i = 0; i < nv; i++)
-        n_count += delta && mask[i] ? npts[i] - 1 : npts[i];
-    if (rc >= 0 && nv && delta && n_count == 0) {
-        rc = pd_err_set(err, PD_ENOTFOUND,
-                        "no delta: every series matching %.200s has a single profile between "
-                        "%" PRId64 " and %" PRId64 " ms (the baseline a delta starts from)%s%s%s; "
-                        "widen the range, or ask delta=false for the stored counters",
-                        q->selector, q->from, q->to, side ? " (" : "", side ? side : "",
-                        side ? ")" : "");
-    }
+        n_count += delta && mask[i] ? 0 : npts[i];
     if (rc >= 0 && nv) {
         /* summed inside the store by stack id, per block and group of
            series (pd_storage_aggregate; with deltas, each profile times its
            weight: pd_storage_aggregate_delta) */
         part_ctx c = {r, v, base, side};
+        size_t n_deltas = 0;
         pd_merge_stats before;
         pd_merge_get_stats(r->m, &before);
         if ((rc = pd__query_groups(v, nv, r->by, group)) < 0)
             pd_err_set(err, rc, "merge: out of memory");
         else
             rc = pd_storage_aggregate_delta(r->st, refs, group, delta ? mask : NULL, nv, q->from,
-                                            q->to, add_part, poll_part, &c, NULL, err);
+                                            q->to, add_part, poll_part, &c, NULL, &n_deltas, err);
+        if (rc >= 0 && delta && n_count + n_deltas == 0)
+            rc = pd_err_set(err, PD_ENOTFOUND,
+                            "no delta: every series matching %.200s between %" PRId64 " and %" PRId64
+                            " ms has only its first stored profile there (the baseline deltas "
+                            "start from)%s%s%s; widen the range, or ask delta=false for the "
+                            "stored counters",
+                            q->selector, q->from, q->to, side ? " (" : "", side ? side : "",
+                            side ? ")" : "");
         if (rc >= 0 && delta) {
             pd_merge_stats after;
             pd_merge_get_stats(r->m, &after);
-            pd__merge_recount(r->m, base, after.profiles - before.profiles, n_count);
+            pd__merge_recount(r->m, base, after.profiles - before.profiles, n_count + n_deltas);
             r->delta = true;
         }
     }

@@ -56,10 +56,11 @@ int pd_query_range(pd_storage *st, const char *selector, int64_t from, int64_t t
  * series served cumulative (pd_query_cumulative_mask != 0) shows deltas
  * (delta.c): the element gets "delta":true, point k's totals of the
  * cumulative types are totals[k] - totals[k-1] (totals[k] itself after a
- * reset, storage.h's pd_point_is_reset), gauge types keep their level,
- * and the range's first profile, the baseline, is not a point (a series
- * with one profile in the range is left out). Without delta (raw) every
- * series shows its stored totals. Errors as pd_query_range. */
+ * reset, storage.h's pd_point_is_reset), where k-1 is the series' previous
+ * stored profile even before `from` (pd_storage_read_point_before); the
+ * series' first stored profile shows 0 there. Gauge types keep their
+ * level. Every point is shown. Without delta (raw) every series shows its
+ * stored totals. Errors as pd_query_range. */
 int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_t to, bool delta,
                       pd_buf *out, pd_err *err);
 
@@ -257,16 +258,18 @@ typedef struct pd_merge_options {
     enum { PD_MERGE_SUM = 0, PD_MERGE_AVG = 1 } agg;
     /* Deltas of cumulative profiles (issue 12; rule: pd_query_cumulative_mask,
      * arithmetic: storage.h pd_storage_aggregate_delta). For a merge over a
-     * range, each series served cumulative contributes the sum of its
-     * deltas — per lifetime last - first (the range's first profile is the
-     * baseline), reset-aware — instead of the sum of its running counters;
+     * range, each series served cumulative contributes the sum of the
+     * deltas of its profiles in the range (each against the previous stored
+     * profile, also one before the range; per lifetime last - that
+     * baseline, reset-aware) instead of the sum of its running counters;
      * other series are summed as they are. PD_DELTA_AUTO (the default):
      * deltas when the sample type the answer is read for (sample_type
      * below) is cumulative in a selected series; PD_DELTA_RAW: never (the
      * stored counters summed); PD_DELTA_ON: for every series served
      * cumulative. With deltas, agg=avg divides by the number of deltas (a
-     * series' profiles in the range minus one) and stats.profiles counts
-     * deltas. A single selection (mode single) is never differenced. */
+     * series' profiles in the range, less its first stored profile) and
+     * stats.profiles counts deltas; PD_ENOTFOUND when there is none. A
+     * single selection (mode single) is never differenced. */
     enum { PD_DELTA_AUTO = 0, PD_DELTA_RAW = 1, PD_DELTA_ON = 2 } delta;
     /* For PD_DELTA_AUTO: the sample type the report shows, a name
      * ("alloc_space") or an index ("1") into the series' types, as the

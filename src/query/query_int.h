@@ -38,9 +38,10 @@ int pd__query_groups(const pd_series_info *const *v, size_t n, const char *by,
                      uint32_t *group /* OUT */);
 
 /* Timeline of deltas (delta.c): turns pts in place into the deltas of the
- * cumulative types in mask (pd_query_range_ex's rule) and drops the first
- * point (the baseline). mask 0: pts unchanged. */
-void pd__query_points_delta(pd_points *pts, uint64_t mask);
+ * cumulative types in mask (pd_query_range_ex's rule); prev is the series'
+ * point before pts' first (NULL: none, that first is the series' first and
+ * shows 0). mask 0: pts unchanged. */
+void pd__query_points_delta(pd_points *pts, const pd_point *prev, uint64_t mask);
 
 /* With deltas the inputs a merger counts (for agg=avg and its stats) are
  * deltas, not profiles: the last `counted` inputs of one side (base or

@@ -122,10 +122,10 @@ static int poll_part(void *ctx, pd_err *err) { return pd_merge_check(((refs_ctx 
 
 /* Deltas of cumulative series (pd_merge_options.delta, as pd_query_merge
  * takes them): mask[i] the cumulative types of series i (0: summed as is),
- * *n_count the inputs the side then counts (deltas of those series,
- * profiles of the others); *delta whether deltas apply at all. Reads the
- * series' points (no profile body, but one for PD_DELTA_AUTO without a
- * sample type). */
+ * *n_count the profiles of the series summed as is (their inputs; those
+ * with a mask count their deltas); *delta whether deltas apply at all.
+ * Reads the series' points (no profile body, but one for PD_DELTA_AUTO
+ * without a sample type). */
 static int delta_plan(pd_storage *st, const pd_merge_options *o, const pd_query_refs *q,
                       uint64_t *mask, size_t *n_count, bool *delta, pd_err *err)
 {
@@ -136,9 +136,6 @@ static int delta_plan(pd_storage *st, const pd_merge_options *o, const pd_query_
     memset(mask, 0, (q->n ? q->n : 1) * sizeof *mask);
     if (mode == PD_DELTA_RAW)
         return 0;
-    size_t *npts = calloc(q->n ? q->n : 1, sizeof *npts);
-    if (!npts)
-        return pd_err_set(err, PD_ENOMEM, "merge: out of memory");
     int rc = 0;
     for (size_t i = 0; i < q->n && rc >= 0; i++) {
         if (!pd_query_served_cumulative(&q->series[i].labels))
@@ -155,7 +152,6 @@ static int delta_plan(pd_storage *st, const pd_merge_options *o, const pd_query_
             continue;
         }
         mask[i] = pd_query_cumulative_mask(&q->series[i].labels, &pts.v[0]);
-        npts[i] = pts.n;
         any = any || mask[i];
         if (mask[i] && mode == PD_DELTA_AUTO && !decided) {
             decided = true;
@@ -165,10 +161,8 @@ static int delta_plan(pd_storage *st, const pd_merge_options *o, const pd_query_
     }
     *delta = rc >= 0 && any && (mode == PD_DELTA_ON || cum);
     for (size_t i = 0; i < q->n && *delta && rc >= 0; i++) {
-        if (mask[i]) {
-            *n_count += npts[i] - 1;
+        if (mask[i])
             continue;
-        }
         pd_points pts = {0}; /* a series summed as is counts its profiles */
         rc = pd_storage_read_points(st, q->series[i].ref, q->from, q->to, &pts, err);
         if (rc == PD_ENOTFOUND) {
@@ -178,7 +172,6 @@ static int delta_plan(pd_storage *st, const pd_merge_options *o, const pd_query_
         *n_count += pts.n;
         pd_points_release(&pts);
     }
-    free(npts);
     return rc;
 }
 
@@ -209,11 +202,12 @@ static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, const p
     } else if ((rc = delta_plan(st, o, q, mask, &n_count, delta, err)) >= 0) {
         pd_merge_stats before, after;
         pd_merge_get_stats(m, &before);
+        size_t n_deltas = 0;
         rc = pd_storage_aggregate_delta(st, refs, group, *delta ? mask : NULL, q->n, q->from,
-                                        q->to, add_part, poll_part, &c, &c.series, err);
+                                        q->to, add_part, poll_part, &c, &c.series, &n_deltas, err);
         if (rc >= 0 && *delta) {
             pd_merge_get_stats(m, &after);
-            pd__merge_recount(m, base, after.profiles - before.profiles, n_count);
+            pd__merge_recount(m, base, after.profiles - before.profiles, n_count + n_deltas);
         }
     }
     *series += c.series; /* series with profiles in the range */

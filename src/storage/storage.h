@@ -240,33 +240,44 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
  * the cumulative sample types (bit v = type v of cur). prev == NULL: false. */
 bool pd_point_is_reset(const pd_point *prev, const pd_point *cur, uint64_t cum_mask);
 
+/* The newest point of series ref strictly before t (ms): out->n is 1 with
+ * it, or 0 when the series has none (release with pd_points_release).
+ * Reads timestamps and totals only, of at most the one block part (or the
+ * head) where it lies. Errors as pd_storage_read_points. */
+int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_points *out /* OUT */,
+                                 pd_err *err);
+
 /* pd_storage_aggregate with deltas: for each refs[i] with cum_mask[i] != 0,
- * its profiles in [mint, maxt] are combined as the sum of their deltas
- * (each profile minus the previous one of the series, reset-aware by the
- * rule above), where only profiles inside the range count — the range's
- * first profile is the baseline and has no delta of its own, as Prometheus
- * uses only samples inside the range. That sum is computed without any
- * delta materialized: per lifetime (the profiles between two resets),
- * + its last profile, and for the range's first lifetime - its first
- * profile (the baseline); later lifetimes start from 0. Every other
- * profile adds nothing (it is still decoded, the value chunks being encoded
- * against the previous profile, but not summed). Every sample type of a
- * profile is differenced that way (as `go tool pprof -base` and Go's own
- * ?seconds= profiles do), so a gauge type in the same profile (inuse_* of
- * a heap) gives its change over the range. Per-stack values may be negative
- * (a stack whose count went down without a total going down): they are
- * kept, so that the sum stays exactly last - first, as pprof -base shows it.
- * A series with one profile in the range adds nothing. Refs with
- * cum_mask[i] == 0 (or cum_mask NULL) are summed as pd_storage_aggregate
- * does. The deltas are taken from the stored points as read at the start
- * (pd_storage_read_points); a profile appended later adds nothing.
- * part.n_profiles counts the profiles summed, a subtracted baseline too.
- * Everything else (order of parts, fn, poll, memory, errors) as
+ * its profiles in [mint, maxt] are combined as the sum of their deltas. The
+ * delta of a profile is it minus the series' previous stored profile —
+ * also when that one lies before mint (so the deltas of [a, b] and of
+ * [b', c] add up to those of [a, c]) — reset-aware by the rule above; the
+ * series' first stored profile has no delta (nothing is known before it:
+ * it is the baseline). That sum is computed without any delta materialized:
+ * per lifetime (the profiles between two resets) + its last profile, and
+ * for the first lifetime - the baseline b (the previous profile, or the
+ * series' first); later lifetimes start from 0. Every other profile adds
+ * nothing (it is still decoded, the value chunks being encoded against the
+ * previous profile, but not summed). Every sample type of a profile is
+ * differenced that way (as `go tool pprof -base` and Go's own ?seconds=
+ * profiles do), so a gauge type in the same profile (inuse_* of a heap)
+ * gives its change. Per-stack values may be negative (a stack whose count
+ * went down without a total going down): they are kept, so that the sum
+ * stays exactly last - b, as pprof -base shows it. Refs with cum_mask[i]
+ * == 0 (or cum_mask NULL) are summed over [mint, maxt] as
+ * pd_storage_aggregate does. The deltas are taken from the stored points
+ * as read at the start (pd_storage_read_points); a profile appended later
+ * adds nothing. n_deltas (may be NULL) receives the number of deltas summed
+ * (profiles in the range with a previous one, over the refs with a mask).
+ * part.n_profiles counts the profiles summed, a subtracted baseline too;
+ * parts come in pd_storage_aggregate's order, with the baselines' time
+ * (possibly before mint) in min_ts. fn, poll, memory, errors as
  * pd_storage_aggregate. */
 int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
-                               size_t *n_series /* OUT, may be NULL */, pd_err *err);
+                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                               void *ctx, size_t *n_series /* OUT, may be NULL */,
+                               size_t *n_deltas /* OUT, may be NULL */, pd_err *err);
 
 /* ---- warnings: damage a read skipped (the answer is partial) ----
  *

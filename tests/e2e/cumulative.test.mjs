@@ -11,10 +11,12 @@
 //    here);
 //  - the default timeline shows deltas, and equals the difference of
 //    consecutive raw totals, except the first profile after the restart,
-//    which counts from 0 (the test knows when it restarted the target);
-//  - a merge over a range inside one process lifetime (default: deltas)
-//    equals `go tool pprof -proto -base FIRST LAST`, stack by stack; a merge
-//    across the restart equals `go tool pprof -proto -base FIRST1 LAST1 LAST2`;
+//    which counts from 0 (the test knows when it restarted the target), and
+//    the series' first profile, which has none (0);
+//  - a merge over a range inside one process lifetime (default: deltas;
+//    each profile against the one before, also before the range) equals
+//    `go tool pprof -proto -base BEFORE LAST`, stack by stack; a merge
+//    across the restart equals `go tool pprof -proto -base FIRST LAST1 LAST2`;
 //    delta=false gives the plain sum of the raw profiles.
 //
 //   PROFD_BIN=build/profd node --test tests/e2e/cumulative.test.mjs
@@ -234,14 +236,19 @@ test('allocs, block and mutex of a Go target scraped across a restart: delta tim
     const dl = (await apiData(profd.base, '/api/v1/query_range?' +
       qs({ query: `${type}{job="demo"}`, from: String(startMs / 1000), to: String(to / 1000) })))[0];
     assert.equal(dl.delta, true);
-    assert.deepEqual(dl.timestamps, ts.slice(1), `${type}: every profile but the baseline`);
-    for (let k = 1; k < ts.length; k++) {
+    assert.deepEqual(dl.timestamps, ts, `${type}: every profile`);
+    for (let k = 0; k < ts.length; k++) {
       const want = profs[k].totals.map((x, v) => {
         if (!cum[v]) return x; // a gauge keeps its level
+        if (k === 0) return 0n; // the series' first profile: no delta
         return k === first2 ? x : x - profs[k - 1].totals[v];
       });
-      assert.deepEqual(dl.totals[k - 1].map(String), want.map(String), `${type} delta at ${ts[k]} (k=${k}, restart at ${first2})`);
+      assert.deepEqual(dl.totals[k].map(String), want.map(String), `${type} delta at ${ts[k]} (k=${k}, restart at ${first2})`);
     }
+    // a window starting mid-series: its first point against the profile before it
+    const mid = (await apiData(profd.base, '/api/v1/query_range?' +
+      qs({ query: `${type}{job="demo"}`, from: (ts[2] / 1000).toFixed(3), to: (to / 1000).toFixed(3) })))[0];
+    assert.deepEqual(mid.totals[0].map(String), dl.totals[2].map(String), `${type}: lookback before the window`);
 
     // merges checked against go tool pprof -base on the raw profiles
     const file = (name, buf) => { const f = path.join(dir, name); fs.writeFileSync(f, buf); return f; };
@@ -257,18 +264,19 @@ test('allocs, block and mutex of a Go target scraped across a restart: delta tim
       return { p: decodeProfile(r.buf), delta: r.headers.get('x-profd-delta'), n: r.headers.get('x-profd-profiles') };
     };
     const raws = [];
-    for (const k of [1, first2 - 1, first2 + 1, ts.length - 1]) raws[k] = file(`${type}-${k}.pb.gz`, await rawProfile(type, ts[k]));
-    // one lifetime (after the restart): last - first
+    for (const k of [0, first2 - 1, first2, ts.length - 1]) raws[k] = file(`${type}-${k}.pb.gz`, await rawProfile(type, ts[k]));
+    // one lifetime (after the restart): last - the profile before the range
     let got = await merge(ts[first2 + 1], ts[ts.length - 1]);
     assert.equal(got.delta, 'true', `${type}: a merge of a cumulative type defaults to deltas`);
-    assert.equal(Number(got.n), ts.length - 1 - (first2 + 1), `${type}: deltas counted`);
-    let want = await pprofBase(path.join(dir, `${type}-want1.pb.gz`), raws[first2 + 1], raws[ts.length - 1]);
-    assert.deepEqual(stackMap(got.p), stackMap(want), `${type}: merge of deltas in one lifetime = pprof -base first last`);
+    assert.equal(Number(got.n), ts.length - 1 - first2, `${type}: deltas counted`);
+    let want = await pprofBase(path.join(dir, `${type}-want1.pb.gz`), raws[first2], raws[ts.length - 1]);
+    assert.deepEqual(stackMap(got.p), stackMap(want), `${type}: merge of deltas in one lifetime = pprof -base before last`);
     assert.deepEqual(got.p.totals.map(String), want.totals.map(String));
-    // across the restart: (last1 - first1) + last2
-    got = await merge(ts[1], ts[ts.length - 1]);
+    // across the restart, from the series' first profile: (last1 - first) + last2
+    got = await merge(ts[0], ts[ts.length - 1]);
     assert.equal(got.delta, 'true');
-    want = await pprofBase(path.join(dir, `${type}-want2.pb.gz`), raws[1], raws[first2 - 1], raws[ts.length - 1]);
+    assert.equal(Number(got.n), ts.length - 1, `${type}: every profile but the first is a delta`);
+    want = await pprofBase(path.join(dir, `${type}-want2.pb.gz`), raws[0], raws[first2 - 1], raws[ts.length - 1]);
     assert.deepEqual(stackMap(got.p), stackMap(want), `${type}: merge of deltas across the restart`);
     // raw stays available: the plain sum of the stored profiles
     got = await merge(ts[first2 + 1], ts[ts.length - 1], { delta: 'false' });

@@ -3,9 +3,10 @@
 // its allocs profile (served cumulative: marked __delta__="false"); Debian's
 // chromium (headless, playwright-core) opens the timeline:
 //  - the Counters toggle is shown (a cumulative sample type is loaded), the
-//    timeline asks for deltas (no delta=false) and draws one point fewer than
-//    the raw timeline (the range's first profile is the baseline);
-//  - "raw" asks delta=false, puts it in the URL and draws every profile;
+//    timeline asks for deltas (no delta=false): its first point (the
+//    series' first profile) sits at 0;
+//  - "raw" asks delta=false, puts it in the URL and draws the counters
+//    (the first point is no longer at 0);
 //  - a merge shown as a gauge type (inuse_space) asks agg=avg, as
 //    alloc_space (cumulative) it asks no agg (sum) — the API then answers
 //    with deltas (X-Profd-Delta) — and Merge: sum overrides the default.
@@ -67,14 +68,18 @@ test('cumulative allocs: deltas by default, a raw toggle, avg for gauges in merg
   assert.equal(await page.locator('#counters-field').isVisible(), true, 'the toggle shows for a cumulative type');
   assert.equal(await page.locator('#counters').inputValue(), 'delta');
   assert.ok(!/delta=false/.test(last(/query_range/)), 'the default timeline asks for deltas');
-  await waitFor('n - 1 points', async () => (await page.locator('#timeline circle.pt').count()) === n - 1, 10000);
+  await waitFor('n points', async () => (await page.locator('#timeline circle.pt').count()) === n, 10000);
+  // y of the first point: the axis' 0 for deltas (no delta before the first profile)
+  const y0 = async () => page.locator('#timeline circle.pt').first().getAttribute('cy');
+  const yDelta = await y0();
 
   await page.selectOption('#counters', 'raw');
-  await waitFor('n points', async () => (await page.locator('#timeline circle.pt').count()) === n, 10000);
+  await waitFor('the raw counters drawn', async () => (await y0()) !== yDelta, 10000);
+  assert.equal(await page.locator('#timeline circle.pt').count(), n);
   assert.match(last(/query_range/), /delta=false/);
   assert.equal(new URL(page.url()).searchParams.get('delta'), 'false');
   await page.selectOption('#counters', 'delta');
-  await waitFor('n - 1 points again', async () => (await page.locator('#timeline circle.pt').count()) === n - 1, 10000);
+  await waitFor('deltas again', async () => (await y0()) === yDelta, 10000);
   assert.equal(new URL(page.url()).searchParams.get('delta'), null);
 
   // a merge of the whole window, shown as alloc_space (cumulative): sum (no

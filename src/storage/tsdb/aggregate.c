@@ -75,10 +75,12 @@ typedef struct agg {
 } agg;
 
 /* The weights of one series' profiles in a delta aggregation: on == false
- * (a series summed as is) adds every profile; else the profile at ts[k]
+ * (a series summed as is) adds every profile in [lo, hi] (the walk may
+ * start earlier, at another series' baseline); else the profile at ts[k]
  * adds w[k] times (+1 or -1) and any profile not listed adds nothing. */
 typedef struct agg_w {
     bool on;
+    int64_t lo, hi;
     int64_t *ts; /* ascending */
     int8_t *w;
     size_t n;
@@ -87,8 +89,10 @@ typedef struct agg_w {
 /* The weight of series i's profile at ts (1 when a has no weights). */
 static int agg_weight(const agg *a, size_t i, int64_t ts)
 {
-    if (!a->wt || !a->wt[i].on)
+    if (!a->wt)
         return 1;
+    if (!a->wt[i].on)
+        return ts >= a->wt[i].lo && ts <= a->wt[i].hi;
     const agg_w *w = &a->wt[i];
     size_t lo = 0, hi = w->n;
     while (lo < hi) {
@@ -616,13 +620,16 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
 
 /* ---- deltas of cumulative profiles (storage.h: pd_storage_aggregate_delta) ----
  *
- * The sum of the deltas of a series over a range telescopes: within one
- * lifetime (profiles between two resets) d_2 + ... + d_k = p_k - p_1, and a
- * reset's delta is the new profile itself. So per series only the last
- * profile of each lifetime adds (+1) and the range's first profile, the
- * baseline, is subtracted (-1); the weights are taken from the stored
+ * The sum of the deltas of a series' profiles in a range telescopes: with
+ * b the profile before the range's first (the series' previous stored
+ * profile, or the range's first itself when there is none: the series'
+ * first profile has no delta), within one lifetime (profiles between two
+ * resets) d_1 + ... + d_k = p_k - b, and a reset's delta is the new
+ * profile itself. So per series only the last profile of each lifetime
+ * adds (+1) and b is subtracted (-1); the weights come from the stored
  * points (timestamps and totals, no profile read) and the walk above sums
- * each profile times its weight on the store's own ids. */
+ * each profile times its weight on the store's own ids, from the earliest
+ * b on (series summed as is keep to [mint, maxt]). */
 
 static bool same_types(const pd_point *a, const pd_point *b)
 {
@@ -649,60 +656,129 @@ bool pd_point_is_reset(const pd_point *prev, const pd_point *cur, uint64_t cum_m
     return false;
 }
 
-/* The weights of series ref over [mint, maxt] (see above) into *w. */
-static int delta_weights(pd_storage *s, uint64_t ref, uint64_t mask, int64_t mint, int64_t maxt,
-                         agg_w *w, pd_err *err)
+int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_points *out,
+                                 pd_err *err)
 {
-    pd_points pts = {0};
-    w->on = true;
-    int rc = pd_storage_read_points(s, ref, mint, maxt, &pts, err);
-    if (rc == PD_ENOTFOUND) { /* gone since selected: adds nothing */
-        pd_err_clear(err);
+    memset(out, 0, sizeof *out);
+    if (t == INT64_MIN)
         return 0;
+    /* the newest candidate start: the head's last point before t, the end
+       of each block part wholly before t, the start of one spanning t */
+    int64_t lo = INT64_MIN;
+    bool any = false;
+    pthread_rwlock_rdlock(&s->idx);
+    const series *se = pd__tsdb_find_by_ref(s, ref);
+    if (!se) {
+        pthread_rwlock_unlock(&s->idx);
+        return pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
     }
+    size_t k = pd__tsdb_lower_bound(se, t);
+    if (k > 0) {
+        lo = se->pts[k - 1].ts;
+        any = true;
+    }
+    for (size_t j = 0; j < se->n_brefs; j++) {
+        const bref *br = &se->brefs[j];
+        if (br->mint >= t)
+            continue;
+        int64_t c = br->maxt < t ? br->maxt : br->mint;
+        if (!any || c > lo)
+            lo = c;
+        any = true;
+    }
+    pthread_rwlock_unlock(&s->idx);
+    if (!any)
+        return 0;
+    pd_points pts;
+    int rc = pd_storage_read_points(s, ref, lo, t - 1, &pts, err);
     if (rc < 0)
         return rc;
-    if (pts.n >= 2) {
-        w->ts = malloc(pts.n * sizeof *w->ts);
-        w->w = malloc(pts.n * sizeof *w->w);
-        if (!w->ts || !w->w) {
-            pd_points_release(&pts);
-            return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
-        }
-        /* k = 0 is the baseline (-1); the last of each lifetime adds */
-        int8_t acc = -1;
-        for (size_t k = 0; k < pts.n; k++) {
-            bool last = k + 1 == pts.n || pd_point_is_reset(&pts.v[k], &pts.v[k + 1], mask);
-            if (last)
-                acc++;
-            if (acc) {
-                w->ts[w->n] = pts.v[k].ts_ms;
-                w->w[w->n++] = acc;
-            }
-            acc = 0;
-        }
+    if (pts.n > 1) { /* keep the last */
+        pts.v[0] = pts.v[pts.n - 1];
+        pts.n = 1;
     }
-    pd_points_release(&pts);
+    *out = pts;
     return 0;
+}
+
+/* The weights of series ref over [mint, maxt] (see above) into *w;
+ * *n_deltas += its profiles in the range that have a delta; *b_ts the
+ * baseline's time (lowered, never raised). */
+static int delta_weights(pd_storage *s, uint64_t ref, uint64_t mask, int64_t mint, int64_t maxt,
+                         agg_w *w, size_t *n_deltas, int64_t *b_ts, pd_err *err)
+{
+    pd_points prev = {0}, pts = {0};
+    w->on = true;
+    int rc = pd_storage_read_point_before(s, ref, mint, &prev, err);
+    if (rc >= 0)
+        rc = pd_storage_read_points(s, ref, mint, maxt, &pts, err);
+    if (rc == PD_ENOTFOUND) { /* gone since selected: adds nothing */
+        pd_err_clear(err);
+        rc = 0;
+        goto out;
+    }
+    if (rc < 0)
+        goto out;
+    size_t n = prev.n + pts.n;
+    if (pts.n)
+        *n_deltas += n - 1;
+    if (n < 2 || !pts.n)
+        goto out;
+    w->ts = malloc(n * sizeof *w->ts);
+    w->w = malloc(n * sizeof *w->w);
+    if (!w->ts || !w->w) {
+        rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+        goto out;
+    }
+    /* the sequence b, points in range: b (k = 0) is subtracted, the last
+       of each lifetime adds */
+    int8_t acc = -1;
+    for (size_t k = 0; k < n; k++) {
+        const pd_point *p = k < prev.n ? &prev.v[0] : &pts.v[k - prev.n];
+        const pd_point *nx =
+            k + 1 < n ? (k + 1 < prev.n ? &prev.v[0] : &pts.v[k + 1 - prev.n]) : NULL;
+        if (!nx || pd_point_is_reset(p, nx, mask))
+            acc++;
+        if (acc) {
+            w->ts[w->n] = p->ts_ms;
+            w->w[w->n++] = acc;
+        }
+        acc = 0;
+    }
+    if (w->n && w->ts[0] < *b_ts)
+        *b_ts = w->ts[0];
+out:
+    pd_points_release(&prev);
+    pd_points_release(&pts);
+    return rc;
 }
 
 int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
-                               size_t *n_series, pd_err *err)
+                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                               void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err)
 {
     pd_err_clear(err);
+    if (n_deltas)
+        *n_deltas = 0;
     if (!cum_mask)
         return aggregate(s, refs, group, NULL, n, mint, maxt, fn, poll, ctx, n_series, err);
     agg_w *wt = calloc(n ? n : 1, sizeof *wt);
     if (!wt)
         return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
     int rc = 0;
-    for (size_t i = 0; i < n && rc >= 0; i++)
+    size_t nd = 0;
+    int64_t walk_min = mint;
+    for (size_t i = 0; i < n && rc >= 0; i++) {
+        wt[i].lo = mint;
+        wt[i].hi = maxt;
         if (cum_mask[i] && mint <= maxt)
-            rc = delta_weights(s, refs[i], cum_mask[i], mint, maxt, &wt[i], err);
+            rc = delta_weights(s, refs[i], cum_mask[i], mint, maxt, &wt[i], &nd, &walk_min, err);
+    }
     if (rc >= 0)
-        rc = aggregate(s, refs, group, wt, n, mint, maxt, fn, poll, ctx, n_series, err);
+        rc = aggregate(s, refs, group, wt, n, walk_min, maxt, fn, poll, ctx, n_series, err);
+    if (n_deltas)
+        *n_deltas = nd;
     for (size_t i = 0; i < n; i++) {
         free(wt[i].ts);
         free(wt[i].w);
