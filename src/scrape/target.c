@@ -231,8 +231,7 @@ int pd__scrape_spec_build(const pd_config *cfg, const pd_scrape_job *job, const 
         rc = pd_err_set(err, PD_EINVAL, "relabeling removed __name__ (the profile type)");
         goto fail;
     }
-    if (cumulative && (rc = pd_labels_set(ls, PD_LABEL_DELTA, "false", err)))
-        goto fail;
+    out->cumulative = cumulative;
     for (size_t i = 0; i < cfg->external_labels.n; i++)
         if ((rc = set_if_absent(ls, cfg->external_labels.v[i].name,
                                 cfg->external_labels.v[i].value, err)))

@@ -56,9 +56,9 @@ static void test_defaults(void **state)
                                            ep(j, "heap"), &s, &e),
                      0);
     assert_true(s.keep);
-    assert_string_equal(
-        labels_str(&s.labels),
-        "__delta__=false,__name__=heap,env=prod,instance=h1:6060,job=api,region=eu");
+    assert_string_equal(labels_str(&s.labels),
+                        "__name__=heap,env=prod,instance=h1:6060,job=api,region=eu");
+    assert_true(s.cumulative); /* stored with __delta__="false", not a target label */
     assert_string_equal(s.url.data, "http://h1:6060/debug/pprof/heap?a=1&a=2&b=x");
     assert_string_equal(labels_str(&s.discovered),
                         "__address__=h1:6060,__metrics_path__=/metrics,__name__=heap,__param_a=1,"
@@ -100,8 +100,7 @@ static void test_relabel_targets(void **state)
     pd_err_clear(&e);
     assert_int_equal(pd__scrape_spec_build(&c, j, "h1:6060", g, ep(j, "heap"), &s, &e), 0);
     assert_string_equal(s.url.data, "https://h1:7070/custom/heap?a=9&a=2"); /* the first value replaced */
-    assert_string_equal(labels_str(&s.labels),
-                        "__delta__=false,__name__=heap,instance=h1:7070,job=api,meta=y");
+    assert_string_equal(labels_str(&s.labels), "__name__=heap,instance=h1:7070,job=api,meta=y");
     pd__scrape_spec_release(&s);
     assert_int_equal(pd__scrape_spec_build(&c, j, "h1:6060", g, ep(j, "mutex"), &s, &e), 0);
     assert_false(s.keep);
@@ -122,9 +121,9 @@ static void test_relabel_targets(void **state)
 }
 
 /* Issue 12: series scraped as served from Go's allocs/heap/block/mutex are
- * marked __delta__="false" (cumulative since process start); a ?seconds=
- * window (seconds:, delta: true, or a seconds param) or another endpoint is
- * not. */
+ * marked cumulative (stored with __delta__="false"; the target's labels do
+ * not show it); a ?seconds= window (seconds:, delta: true, or a seconds
+ * param) or another endpoint is not. */
 static void test_cumulative_mark(void **state)
 {
     (void)state;
@@ -147,11 +146,10 @@ static void test_cumulative_mark(void **state)
         if (!p)
             fail_msg("no endpoint %s", want[i].name);
         assert_int_equal(pd__scrape_spec_build(&c, j, "h:1", g, p, &s, &e), 0);
-        const char *d = pd_labels_get(&s.labels, "__delta__");
-        if (want[i].marked)
-            assert_string_equal(d ? d : "(none)", "false");
-        else if (d)
-            fail_msg("%s: __delta__=%s, want none (url %s)", want[i].name, d, s.url.data);
+        assert_null(pd_labels_get(&s.labels, "__delta__"));
+        if (s.cumulative != want[i].marked)
+            fail_msg("%s: cumulative %d, want %d (url %s)", want[i].name, s.cumulative,
+                     want[i].marked, s.url.data);
         pd__scrape_spec_release(&s);
     }
     pd_config_release(&c);
@@ -163,7 +161,7 @@ static void test_cumulative_mark(void **state)
     assert_int_equal(
         pd__scrape_spec_build(&c, j, "h:1", &j->static_configs[0].labels, ep(j, "allocs"), &s, &e),
         0);
-    assert_null(pd_labels_get(&s.labels, "__delta__"));
+    assert_false(s.cumulative);
     pd__scrape_spec_release(&s);
     pd_config_release(&c);
 }
