@@ -131,6 +131,11 @@ int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, 
             rc = 0;
             continue;
         }
+        /* Go's allocs/block/mutex scraped as served count since process
+           start: SelectSeries shows per-profile deltas, as Pyroscope
+           stores them (query.h: pd_query_points_delta) */
+        if (rc >= 0)
+            rc = pd_query_points_delta(st, &out->set.v[i], &out->pts[i], NULL, err);
         if (rc < 0)
             goto out;
         if (out->pts[i].n)

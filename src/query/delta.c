@@ -70,6 +70,29 @@ const char *pd_query_sample_kind(const pd_labels *series, const char *type)
     return "delta";
 }
 
+int pd_query_points_delta(pd_storage *st, const pd_series_info *si, pd_points *pts, bool *applied,
+                          pd_err *err)
+{
+    if (applied)
+        *applied = false;
+    uint64_t mask = pts->n ? pd_query_cumulative_mask(&si->labels, &pts->v[0]) : 0;
+    if (!mask)
+        return 0;
+    pd_points prev = {0};
+    int rc = pd_storage_read_point_before(st, si->ref, pts->v[0].ts_ms, &prev, err);
+    if (rc == PD_ENOTFOUND) { /* deleted since: as if it had no earlier profile */
+        pd_err_clear(err);
+        rc = 0;
+    }
+    if (rc >= 0) {
+        pd__query_points_delta(pts, prev.n ? &prev.v[0] : NULL, mask);
+        if (applied)
+            *applied = true;
+    }
+    pd_points_release(&prev);
+    return rc;
+}
+
 void pd__query_points_delta(pd_points *pts, const pd_point *prev, uint64_t mask)
 {
     if (!mask || !pts->n)
@@ -82,8 +105,8 @@ void pd__query_points_delta(pd_points *pts, const pd_point *prev, uint64_t mask)
             continue; /* counts from 0: the profile itself */
         for (size_t v = 0; v < cur->n_types && v < 64; v++)
             if (mask >> v & 1)
-                cur->totals[v] = before ? (int64_t)((uint64_t)cur->totals[v] -
-                                                    (uint64_t)before->totals[v])
-                                        : 0; /* the first stored profile: no delta */
+                cur->totals[v] =
+                    before ? (int64_t)((uint64_t)cur->totals[v] - (uint64_t)before->totals[v])
+                           : 0; /* the first stored profile: no delta */
     }
 }

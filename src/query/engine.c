@@ -117,19 +117,10 @@ int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_
         }
         if (rc < 0)
             goto out;
-        uint64_t mask = delta && pts.n ? pd_query_cumulative_mask(&set.v[i].labels, &pts.v[0]) : 0;
-        if (mask) { /* delta.c: each point against the one before, also before from */
-            pd_points prev = {0};
-            rc = pd_storage_read_point_before(st, set.v[i].ref, pts.v[0].ts_ms, &prev, err);
-            if (rc == PD_ENOTFOUND)
-                rc = 0;
-            if (rc >= 0)
-                pd__query_points_delta(&pts, prev.n ? &prev.v[0] : NULL, mask);
-            pd_points_release(&prev);
-            if (rc < 0) {
-                pd_points_release(&pts);
-                goto out;
-            }
+        bool applied = false; /* delta.c: each point against the one before, also before from */
+        if (delta && (rc = pd_query_points_delta(st, &set.v[i], &pts, &applied, err)) < 0) {
+            pd_points_release(&pts);
+            goto out;
         }
         if (!pts.n) { /* its points were in a damaged block part (a warning) */
             pd_points_release(&pts);
@@ -139,7 +130,7 @@ int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_
             rc = pd_buf_putc(out, ',');
         first = false;
         if (!rc)
-            rc = put_series_range(out, &set.v[i], &pts, mask != 0);
+            rc = put_series_range(out, &set.v[i], &pts, applied);
         pd_points_release(&pts);
         if (rc < 0)
             goto out;

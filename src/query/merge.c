@@ -1657,13 +1657,13 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
             rc = pd_storage_aggregate_delta(r->st, refs, group, delta ? mask : NULL, nv, q->from,
                                             q->to, add_part, poll_part, &c, NULL, &n_deltas, err);
         if (rc >= 0 && delta && n_count + n_deltas == 0)
-            rc = pd_err_set(err, PD_ENOTFOUND,
-                            "no delta: every series matching %.200s between %" PRId64 " and %" PRId64
-                            " ms has only its first stored profile there (the baseline deltas "
-                            "start from)%s%s%s; widen the range, or ask delta=false for the "
-                            "stored counters",
-                            q->selector, q->from, q->to, side ? " (" : "", side ? side : "",
-                            side ? ")" : "");
+            rc = pd_err_set(
+                err, PD_ENOTFOUND,
+                "no delta: every series matching %.200s between %" PRId64 " and %" PRId64
+                " ms has only its first stored profile there (the baseline deltas "
+                "start from)%s%s%s; widen the range, or ask delta=false for the "
+                "stored counters",
+                q->selector, q->from, q->to, side ? " (" : "", side ? side : "", side ? ")" : "");
         if (rc >= 0 && delta) {
             pd_merge_stats after;
             pd_merge_get_stats(r->m, &after);

@@ -67,6 +67,17 @@ int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_
 /* ---- cumulative sample types (delta.c; the rule is documented there and
  * in README "Cumulative profiles") ---- */
 
+/* Turns pts (the points of series si read with pd_storage_read_points,
+ * ascending) in place into the timeline of deltas of pd_query_range_ex:
+ * for a series served cumulative, each point's cumulative totals minus
+ * those of the point before (the series' previous stored profile for the
+ * first, pd_storage_read_point_before; 0 for the series' first profile;
+ * the point itself after a reset); gauges and other series unchanged.
+ * *applied (may be NULL) says whether deltas were taken. Errors: storage
+ * errors, PD_ENOMEM; pts is then unchanged. */
+int pd_query_points_delta(pd_storage *st, const pd_series_info *si, pd_points *pts,
+                          bool *applied /* OUT, may be NULL */, pd_err *err);
+
 /* True when the series carries the stored mark PD_LABEL_DELTA="false"
  * (storage.h): its profiles were scraped as served, counters since process
  * start. NULL: false. */

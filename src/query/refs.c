@@ -203,8 +203,8 @@ static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, const p
         pd_merge_stats before, after;
         pd_merge_get_stats(m, &before);
         size_t n_deltas = 0;
-        rc = pd_storage_aggregate_delta(st, refs, group, *delta ? mask : NULL, q->n, q->from,
-                                        q->to, add_part, poll_part, &c, &c.series, &n_deltas, err);
+        rc = pd_storage_aggregate_delta(st, refs, group, *delta ? mask : NULL, q->n, q->from, q->to,
+                                        add_part, poll_part, &c, &c.series, &n_deltas, err);
         if (rc >= 0 && *delta) {
             pd_merge_get_stats(m, &after);
             pd__merge_recount(m, base, after.profiles - before.profiles, n_count + n_deltas);

@@ -275,8 +275,8 @@ int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_poin
  * pd_storage_aggregate. */
 int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                               void *ctx, size_t *n_series /* OUT, may be NULL */,
+                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                               size_t *n_series /* OUT, may be NULL */,
                                size_t *n_deltas /* OUT, may be NULL */, pd_err *err);
 
 /* ---- warnings: damage a read skipped (the answer is partial) ----

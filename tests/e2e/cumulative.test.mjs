@@ -284,6 +284,21 @@ test('allocs, block and mutex of a Go target scraped across a restart: delta tim
     const sum = profs.slice(first2 + 1).reduce((acc, p) => acc.map((x, v) => x + p.totals[v]), profs[0].totals.map(() => 0n));
     assert.deepEqual(got.p.totals.map(String), sum.map(String), `${type}: delta=false sums the counters`);
   }
+  // Grafana's path (Pyroscope's Connect querier): SelectSeries of
+  // memory:alloc_space shows the same per-profile deltas as query_range
+  const dl = (await apiData(profd.base, '/api/v1/query_range?' +
+    qs({ query: 'allocs{job="demo"}', from: String(startMs / 1000), to: String(to / 1000) })))[0];
+  const ai = dl.sample_types.findIndex((st) => st.type === 'alloc_space');
+  const ss = await http(`${profd.base}/querier.v1.QuerierService/SelectSeries`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ profileTypeID: 'memory:alloc_space:bytes:space:bytes', labelSelector: '{job="demo"}',
+      start: String(startMs), end: String(to), step: 0.1 }),
+  });
+  assert.equal(ss.status, 200, ss.text.slice(0, 300));
+  assert.equal(ss.json.series.length, 1, ss.text.slice(0, 300));
+  const pts = ss.json.series[0].points.map((p) => [Number(p.timestamp || 0), Number(p.value || 0)]).sort((x, y) => x[0] - y[0]);
+  assert.deepEqual(pts.map((p) => p[1]), dl.totals.map((row) => Number(row[ai])), 'SelectSeries = the delta timeline');
+
   // allocs shown as inuse_space (a gauge): no deltas unless asked
   const r = await http(`${profd.base}/api/v1/query?` + qs({ query: 'allocs{job="demo"}', mode: 'merge',
     from: String(startMs / 1000), to: String(to / 1000), report: 'top', sample_index: 'inuse_space' }));

@@ -755,8 +755,8 @@ out:
 
 int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                               void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err)
+                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                               size_t *n_series, size_t *n_deltas, pd_err *err)
 {
     pd_err_clear(err);
     if (n_deltas)

@@ -503,20 +503,24 @@
     const btn = $('run');
     btn.disabled = true;
     try {
-      const data = await api('/api/v1/query_range?query=' + encodeURIComponent(state.query) +
-        '&from=' + (from / 1000).toFixed(3) + '&to=' + (to / 1000).toFixed(3) + rangeCounterParams());
-      if (seq !== runSeq) return;
-      showError('');
-      lastRange = { from, to, series: Array.isArray(data) ? data : [] };
-      $('intro').hidden = true;
-      $('timeline-panel').hidden = false;
-      fillSampleTypes();
-      showCounters();
-      drawTimeline();
-      showSelection();
-      if (explorer.on) loadExplorer();
-      const v = viewSpec();
-      if (v && !$('profile-panel').hidden) $('profile-title').textContent = v.title;
+        const data = await api('/api/v1/query_range?query=' + encodeURIComponent(state.query) +
+                               '&from=' + (from / 1000).toFixed(3) +
+                               '&to=' + (to / 1000).toFixed(3) + rangeCounterParams());
+        if (seq !== runSeq)
+            return;
+        showError('');
+        lastRange = {from, to, series : Array.isArray(data) ? data : []};
+        $('intro').hidden = true;
+        $('timeline-panel').hidden = false;
+        fillSampleTypes();
+        showCounters();
+        drawTimeline();
+        showSelection();
+        if (explorer.on)
+            loadExplorer();
+        const v = viewSpec();
+        if (v && !$('profile-panel').hidden)
+            $('profile-title').textContent = v.title;
     } catch (e) {
       if (seq !== runSeq) return;
       showError(e.message);
@@ -1012,12 +1016,16 @@
       (report === 'flamegraph' ? '&nodes=4000' : '') + filterQuery();
     // hidden legend entries are left out of merges and diffs (exclude=)
     const excl = [...hidden].map((k) => '&exclude=' + encodeURIComponent(k)).join('');
-    const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl + mergeCounterParams();
+    const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) +
+                            '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl +
+                            mergeCounterParams();
     const range = (r) => fmtTime(r.from) + (r.from === r.to ? '' : ' – ' + fmtTime(r.to));
     if (state.cmp && state.a && state.b) {
       const a = state.a, b = state.b;
-      const base = '/api/v1/query?mode=diff&query_a=' + encodeURIComponent(q) + '&query_b=' + encodeURIComponent(q) +
-        '&mode_a=merge&mode_b=merge&from_a=' + secs(a.from) + '&to_a=' + secs(a.to) + '&from_b=' + secs(b.from) + '&to_b=' + secs(b.to) + excl + mergeCounterParams();
+      const base = '/api/v1/query?mode=diff&query_a=' + encodeURIComponent(q) +
+                   '&query_b=' + encodeURIComponent(q) +
+                   '&mode_a=merge&mode_b=merge&from_a=' + secs(a.from) + '&to_a=' + secs(a.to) +
+                   '&from_b=' + secs(b.from) + '&to_b=' + secs(b.to) + excl + mergeCounterParams();
       return {
         kind: 'diff', heading: 'Comparison',
         title: q + ' · B ' + range(b) + ' (' + countIn(b) + ') vs A ' + range(a) + ' (' + countIn(a) + ', base)',
@@ -2017,49 +2025,66 @@
   // Merges of a gauge type (kind "gauge": inuse_*, goroutine) default to
   // agg=avg, the profile on average over the range; else sum. URL: delta=false, agg=.
   // (read lazily from the URL: writeURL may run before this part of the file)
-  function counterState() {
-    if (!counterState.v) {
-      const q = new URLSearchParams(location.search);
-      counterState.v = { raw: q.get('delta') === 'false', agg: ['sum', 'avg'].includes(q.get('agg')) ? q.get('agg') : '' };
-    }
-    return counterState.v;
+  function counterState()
+  {
+      if (!counterState.v) {
+          const q = new URLSearchParams(location.search);
+          counterState.v = {
+              raw : q.get('delta') === 'false',
+              agg : [ 'sum', 'avg' ].includes(q.get('agg')) ? q.get('agg') : ''
+          };
+      }
+      return counterState.v;
   }
 
   // The kind of sample type `type` in the loaded series ('' when unknown).
-  function kindOf(type) {
-    for (const s of (lastRange && lastRange.series) || []) {
-      for (const st of s.sample_types || []) if (st.type === type && st.kind) return st.kind;
-    }
-    return '';
+  function kindOf(type)
+  {
+      for (const s of (lastRange && lastRange.series) || []) {
+          for (const st of s.sample_types || [])
+              if (st.type === type && st.kind)
+                  return st.kind;
+      }
+      return '';
   }
-  function anyCumulative() {
-    return ((lastRange && lastRange.series) || []).some((s) => (s.sample_types || []).some((st) => st.kind === 'cumulative'));
+  function anyCumulative()
+  {
+      return ((lastRange && lastRange.series) || [])
+          .some((s) => (s.sample_types || []).some((st) => st.kind === 'cumulative'));
   }
-  function rangeCounterParams() { return counterState().raw ? '&delta=false' : ''; }
-  function mergeCounterParams() {
-    const agg = counterState().agg || (kindOf(state.type) === 'gauge' ? 'avg' : '');
-    return (counterState().raw ? '&delta=false' : '') + (agg ? '&agg=' + agg : '');
+  function rangeCounterParams()
+  {
+      return counterState().raw ? '&delta=false' : '';
   }
-  function addCounterParams(q) {
-    if (counterState().raw) q.set('delta', 'false');
-    if (counterState().agg) q.set('agg', counterState().agg);
+  function mergeCounterParams()
+  {
+      const agg = counterState().agg || (kindOf(state.type) === 'gauge' ? 'avg' : '');
+      return (counterState().raw ? '&delta=false' : '') + (agg ? '&agg=' + agg : '');
   }
-  function showCounters() {
-    $('counters-field').hidden = !anyCumulative() && !counterState().raw;
-    $('counters').value = counterState().raw ? 'raw' : 'delta';
-    $('agg').value = counterState().agg;
-    const gauge = kindOf(state.type) === 'gauge';
-    $('agg').options[0].textContent = 'auto (' + (gauge ? 'avg' : 'sum') + ')';
+  function addCounterParams(q)
+  {
+      if (counterState().raw)
+          q.set('delta', 'false');
+      if (counterState().agg)
+          q.set('agg', counterState().agg);
+  }
+  function showCounters()
+  {
+      $('counters-field').hidden = !anyCumulative() && !counterState().raw;
+      $('counters').value = counterState().raw ? 'raw' : 'delta';
+      $('agg').value = counterState().agg;
+      const gauge = kindOf(state.type) === 'gauge';
+      $('agg').options[0].textContent = 'auto (' + (gauge ? 'avg' : 'sum') + ')';
   }
   $('counters').addEventListener('change', () => {
-    counterState().raw = $('counters').value === 'raw';
-    writeURL(false);
-    run(false).then(() => loadView());
+      counterState().raw = $('counters').value === 'raw';
+      writeURL(false);
+      run(false).then(() => loadView());
   });
   $('agg').addEventListener('change', () => {
-    counterState().agg = $('agg').value;
-    writeURL(false);
-    loadView();
+      counterState().agg = $('agg').value;
+      writeURL(false);
+      loadView();
   });
   $('sample-type').addEventListener('change', showCounters);
 
