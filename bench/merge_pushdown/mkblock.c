@@ -5,7 +5,10 @@
  *
  * Series i (0-based) is {__name__=NAME, job="bench", instance="iNNNN"};
  * profile j of series i is FILE[(i * PER_SERIES + j) % n_files] at
- * T0_MS + j * STEP_MS. Prints the block's ULID. Exit 1 on any error. */
+ * T0_MS + j * STEP_MS. Prints the block's ULID. Exit 1 on any error.
+ * With MKBLOCK_CUMULATIVE=1 in the environment the series also carry
+ * __delta__="false", as profd's scraper stores Go's allocs/heap/block/mutex
+ * scraped as served (issue 12; bench/merge_pushdown/delta.sh). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +65,8 @@ int main(int argc, char **argv)
         pd_labels_set(&ls, "__name__", name, NULL);
         pd_labels_set(&ls, "job", "bench", NULL);
         pd_labels_set(&ls, "instance", inst, NULL);
+        if (getenv("MKBLOCK_CUMULATIVE") && !strcmp(getenv("MKBLOCK_CUMULATIVE"), "1"))
+            pd_labels_set(&ls, "__delta__", "false", NULL);
         for (long j = 0; j < per; j++) {
             const pd_profile *p = &ps[(i * per + j) % nf];
             if (pd__block_writer_add(w, &ls, t0 + j * step, p, &err) < 0) {

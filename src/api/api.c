@@ -291,6 +291,26 @@ static int top_params(const pd_http_request *req, pd_http_response *resp, pd_rep
 
 /* ---- /api/v1 ---- */
 
+/* delta= (issue 12): "true"/"1", "false"/"0"/"raw", absent = def (-1 when
+ * the caller's default is "auto"). Replies 400 and returns -2 on anything
+ * else. */
+static int delta_param(const pd_http_request *req, pd_http_response *resp, int def)
+{
+    const char *d = pd_http_arg(req, "delta");
+    if (!d)
+        return def;
+    if (!strcmp(d, "true") || !strcmp(d, "1"))
+        return 1;
+    if (!strcmp(d, "false") || !strcmp(d, "0") || !strcmp(d, "raw"))
+        return 0;
+    pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
+    reply_error(resp, 400,
+                "invalid parameter \"delta\": \"%.64s\" (true: each profile of a cumulative "
+                "series minus the one before; false: the stored counters)",
+                d);
+    return -2;
+}
+
 static void h_query_range(pd_api *api, const pd_http_request *req, pd_http_response *resp)
 {
     const char *q = pd_http_arg(req, "query");
@@ -311,10 +331,13 @@ static void h_query_range(pd_api *api, const pd_http_request *req, pd_http_respo
     }
     if (check_selector(resp, "query", q) < 0)
         return;
+    int delta = delta_param(req, resp, 1);
+    if (delta < 0)
+        return;
     pd_err err = {{0}};
     int rc = pd__api_begin_success(resp);
     if (rc == 0)
-        rc = pd_query_range(api->st, q, from, to, &resp->body, &err);
+        rc = pd_query_range_ex(api->st, q, from, to, delta == 1, &resp->body, &err);
     finish_query(resp, rc, &err, "query_range");
 }
 
@@ -523,6 +546,11 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         return;
     }
     mo.agg = agg && !strcmp(agg, "avg") ? PD_MERGE_AVG : PD_MERGE_SUM;
+    int delta = delta_param(req, resp, -1);
+    if (delta == -2)
+        return;
+    mo.delta = delta < 0 ? PD_DELTA_AUTO : delta ? PD_DELTA_ON : PD_DELTA_RAW;
+    mo.sample_type = arg_any(req, "sample_index", NULL);
     mo.normalize = norm && (!strcmp(norm, "true") || !strcmp(norm, "1"));
     pd_profile p;
     memset(&p, 0, sizeof p);
@@ -540,6 +568,7 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     pd_http_add_header(resp, "X-Profd-Profiles", num);
     snprintf(num, sizeof num, "%zu", stats.series);
     pd_http_add_header(resp, "X-Profd-Series-Count", num);
+    pd_http_add_header(resp, "X-Profd-Delta", stats.delta ? "true" : "false");
 
     size_t si = 0;
     const char *sis = arg_any(req, "sample_index", NULL);

@@ -131,6 +131,11 @@ int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, 
             rc = 0;
             continue;
         }
+        /* Go's allocs/block/mutex scraped as served count since process
+           start: SelectSeries shows per-profile deltas, as Pyroscope
+           stores them (query.h: pd_query_points_delta) */
+        if (rc >= 0)
+            rc = pd_query_points_delta(st, &out->set.v[i], &out->pts[i], NULL, err);
         if (rc < 0)
             goto out;
         if (out->pts[i].n)
@@ -258,10 +263,13 @@ int pd__vmerge(const pd__querier_env *env, const pd__vselection *base, int64_t b
         .timeout_ms = timeout,
         .deadline_ns = pd_mono_ns() + timeout * 1000000,
     };
+    /* cumulative types (Go's allocs, block, mutex scraped as served) are
+       merged as deltas, as Pyroscope stores them (query.h: PD_DELTA_AUTO) */
+    const pd_point *pt = &cur->v[0].pts->v[0];
+    o.sample_type = pt->types[cur->v[0].type_idx].type;
     if ((rc = pd_query_merge_refs(env->st, base ? &br : NULL, &cr, &o, out, NULL, err)) < 0)
         goto out;
     /* the selection's sample type, by name, in the merged profile */
-    const pd_point *pt = &cur->v[0].pts->v[0];
     const char *ty = pt->types[cur->v[0].type_idx].type, *un = pt->types[cur->v[0].type_idx].unit;
     *type_idx = 0;
     for (size_t i = 0; i < out->n_sample_type; i++) {

@@ -37,7 +37,7 @@ static int put_labels(pd_buf *out, const pd_labels *ls)
     return rc;
 }
 
-static int put_series_range(pd_buf *out, const pd_series_info *si, const pd_points *pts)
+static int put_series_range(pd_buf *out, const pd_series_info *si, const pd_points *pts, bool delta)
 {
     int rc = pd_buf_puts(out, "{\"labels\":");
     if (!rc)
@@ -58,10 +58,17 @@ static int put_series_range(pd_buf *out, const pd_series_info *si, const pd_poin
             if (!rc)
                 rc = pd__query_json_cstr(out, p0->types ? p0->types[t].unit : "");
             if (!rc)
+                rc = pd_buf_puts(out, ",\"kind\":");
+            if (!rc)
+                rc = pd__query_json_cstr(
+                    out, pd_query_sample_kind(&si->labels, p0->types ? p0->types[t].type : NULL));
+            if (!rc)
                 rc = pd_buf_putc(out, '}');
         }
     }
-    if (!rc)
+    if (!rc && delta)
+        rc = pd_buf_puts(out, "],\"delta\":true,\"timestamps\":[");
+    else if (!rc)
         rc = pd_buf_puts(out, "],\"timestamps\":[");
     for (size_t i = 0; i < pts->n && !rc; i++)
         rc = pd_buf_printf(out, i ? ",%lld" : "%lld", (long long)pts->v[i].ts_ms);
@@ -82,6 +89,12 @@ static int put_series_range(pd_buf *out, const pd_series_info *si, const pd_poin
 
 int pd_query_range(pd_storage *st, const char *selector, int64_t from, int64_t to, pd_buf *out,
                    pd_err *err)
+{
+    return pd_query_range_ex(st, selector, from, to, true, out, err);
+}
+
+int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_t to, bool delta,
+                      pd_buf *out, pd_err *err)
 {
     pd_matcher *ms = NULL;
     size_t n = 0, start = out->len;
@@ -104,6 +117,11 @@ int pd_query_range(pd_storage *st, const char *selector, int64_t from, int64_t t
         }
         if (rc < 0)
             goto out;
+        bool applied = false; /* delta.c: each point against the one before, also before from */
+        if (delta && (rc = pd_query_points_delta(st, &set.v[i], &pts, &applied, err)) < 0) {
+            pd_points_release(&pts);
+            goto out;
+        }
         if (!pts.n) { /* its points were in a damaged block part (a warning) */
             pd_points_release(&pts);
             continue;
@@ -112,7 +130,7 @@ int pd_query_range(pd_storage *st, const char *selector, int64_t from, int64_t t
             rc = pd_buf_putc(out, ',');
         first = false;
         if (!rc)
-            rc = put_series_range(out, &set.v[i], &pts);
+            rc = put_series_range(out, &set.v[i], &pts, applied);
         pd_points_release(&pts);
         if (rc < 0)
             goto out;

@@ -1200,6 +1200,17 @@ static void scale_sides(pd_merge *m)
     }
 }
 
+void pd__merge_recount(pd_merge *m, bool base, size_t counted, size_t n)
+{
+    if (counted > m->n_inputs)
+        counted = m->n_inputs;
+    m->n_inputs = m->n_inputs - counted + n;
+    if (base) {
+        size_t c = counted < m->n_base_inputs ? counted : m->n_base_inputs;
+        m->n_base_inputs = m->n_base_inputs - c + n;
+    }
+}
+
 int pd_merge_finish(pd_merge *m, pd_profile *out, pd_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -1380,6 +1391,8 @@ typedef struct run {
     pd_buf types, name;
     size_t series;
     const char *by; /* the merge option by (groups of series, pd__query_groups) */
+    const pd_merge_options *o; /* may be NULL */
+    bool delta;                /* deltas were taken on some side */
 } run;
 
 static void source_name(const pd_labels *ls, int64_t ts, const char *side, pd_buf *b)
@@ -1505,15 +1518,56 @@ static int exclude_series(const pd_query_side *q, pd_series_set *set, pd_err *er
     return 0;
 }
 
+/* PD_DELTA_AUTO: whether the sample type the answer is read for
+ * (options sample_type: a name or an index; else the default_sample_type of
+ * series ref's profile at pt, else the last type, pprof's rule) is one of
+ * the cumulative types in mask. */
+bool pd__query_shown_cumulative(pd_storage *st, const pd_merge_options *o, uint64_t ref,
+                                const pd_point *pt, uint64_t mask)
+{
+    const char *want = o ? o->sample_type : NULL;
+    size_t idx = pt->n_types ? pt->n_types - 1 : 0;
+    pd_profile p;
+    bool have_p = false;
+    if (want && *want) {
+        char *end;
+        unsigned long u = strtoul(want, &end, 10);
+        if (*end == 0 && want[0] >= '0' && want[0] <= '9') {
+            idx = (size_t)u;
+        } else {
+            idx = SIZE_MAX;
+            for (size_t t = 0; t < pt->n_types && pt->types; t++)
+                if (pt->types[t].type && !strcmp(pt->types[t].type, want))
+                    idx = t;
+        }
+    } else {
+        pd_err e;
+        pd_err_clear(&e);
+        have_p = pd_storage_read_profile(st, ref, pt->ts_ms, &p, NULL, &e) == 0;
+        if (have_p && p.default_sample_type) {
+            const char *d = pd_profile_str(&p, p.default_sample_type);
+            for (size_t t = 0; t < pt->n_types && pt->types; t++)
+                if (pt->types[t].type && d && !strcmp(pt->types[t].type, d))
+                    idx = t;
+        }
+    }
+    if (have_p)
+        pd_profile_release(&p);
+    return idx < 64 && (mask >> idx & 1);
+}
+
 static int add_side(run *r, const pd_query_side *q, bool base, const char *side, pd_err *err)
 {
     pd_matcher *ms = NULL;
     size_t n = 0;
     pd_series_set set = {0};
     const pd_series_info **v = NULL;
-    uint64_t *refs = NULL;
+    uint64_t *refs = NULL, *mask = NULL;
     uint32_t *group = NULL;
+    size_t *npts = NULL;
     size_t nv = 0;
+    int delta_mode = r->o ? (int)r->o->delta : PD_DELTA_AUTO;
+    bool auto_decided = false, auto_cum = false;
     int rc;
     if (!q->selector)
         return pd_err_set(err, PD_EINVAL, "no selector given%s%s%s", side ? " (" : "",
@@ -1549,7 +1603,9 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
     v = malloc(set.n * sizeof *v);
     refs = malloc(set.n * sizeof *refs);
     group = malloc(set.n * sizeof *group);
-    if (!v || !refs || !group) {
+    mask = malloc(set.n * sizeof *mask);
+    npts = malloc(set.n * sizeof *npts);
+    if (!v || !refs || !group || !mask || !npts) {
         rc = pd_err_set(err, PD_ENOMEM, "merge: out of memory");
         goto out;
     }
@@ -1565,27 +1621,62 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
         /* all sample types first: a mismatch fails before any body is read */
         for (size_t j = 0; j < pts.n && rc >= 0; j++)
             rc = check_point(r, &set.v[i].labels, &pts.v[j], side, err);
-        if (pts.n) {
+        if (pts.n && rc >= 0) {
             r->series++;
+            mask[nv] = pd_query_cumulative_mask(&set.v[i].labels, &pts.v[0]);
+            if (mask[nv] && delta_mode == PD_DELTA_AUTO && !auto_decided) {
+                auto_decided = true;
+                auto_cum =
+                    pd__query_shown_cumulative(r->st, r->o, set.v[i].ref, &pts.v[0], mask[nv]);
+            }
+            npts[nv] = pts.n;
             refs[nv] = set.v[i].ref;
             v[nv++] = &set.v[i];
         }
         pd_points_release(&pts);
     }
+    bool any_mask = false;
+    for (size_t i = 0; i < nv; i++)
+        any_mask = any_mask || mask[i] != 0;
+    bool delta =
+        any_mask && (delta_mode == PD_DELTA_ON || (delta_mode == PD_DELTA_AUTO && auto_cum));
+    size_t n_count = 0; /* what the side counts as inputs: deltas for served-cumulative series */
+    for (size_t i = 0; i < nv; i++)
+        n_count += delta && mask[i] ? 0 : npts[i];
     if (rc >= 0 && nv) {
         /* summed inside the store by stack id, per block and group of
-           series (pd_storage_aggregate) */
+           series (pd_storage_aggregate; with deltas, each profile times its
+           weight: pd_storage_aggregate_delta) */
         part_ctx c = {r, v, base, side};
+        size_t n_deltas = 0;
+        pd_merge_stats before;
+        pd_merge_get_stats(r->m, &before);
         if ((rc = pd__query_groups(v, nv, r->by, group)) < 0)
             pd_err_set(err, rc, "merge: out of memory");
         else
-            rc = pd_storage_aggregate(r->st, refs, group, nv, q->from, q->to, add_part, poll_part,
-                                      &c, NULL, err);
+            rc = pd_storage_aggregate_delta(r->st, refs, group, delta ? mask : NULL, nv, q->from,
+                                            q->to, add_part, poll_part, &c, NULL, &n_deltas, err);
+        if (rc >= 0 && delta && n_count + n_deltas == 0)
+            rc = pd_err_set(
+                err, PD_ENOTFOUND,
+                "no delta: every series matching %.200s between %" PRId64 " and %" PRId64
+                " ms has only its first stored profile there (the baseline deltas "
+                "start from)%s%s%s; widen the range, or ask delta=false for the "
+                "stored counters",
+                q->selector, q->from, q->to, side ? " (" : "", side ? side : "", side ? ")" : "");
+        if (rc >= 0 && delta) {
+            pd_merge_stats after;
+            pd_merge_get_stats(r->m, &after);
+            pd__merge_recount(r->m, base, after.profiles - before.profiles, n_count + n_deltas);
+            r->delta = true;
+        }
     }
 out:
     free(v);
     free(refs);
     free(group);
+    free(mask);
+    free(npts);
     pd_series_set_release(&set);
     pd_matchers_free(ms, n);
     return rc;
@@ -1594,7 +1685,7 @@ out:
 static int run_query(pd_storage *st, const pd_query_side *base, const pd_query_side *cur,
                      const pd_merge_options *o, pd_profile *out, pd_merge_stats *stats, pd_err *err)
 {
-    run r = {.st = st, .by = o ? o->by : NULL};
+    run r = {.st = st, .by = o ? o->by : NULL, .o = o};
     pd_buf_init(&r.first_types, 0);
     pd_buf_init(&r.types, 0);
     pd_buf_init(&r.name, 0);
@@ -1615,6 +1706,7 @@ static int run_query(pd_storage *st, const pd_query_side *base, const pd_query_s
     if (stats) {
         pd_merge_get_stats(r.m, stats);
         stats->series = r.series;
+        stats->delta = r.delta;
     }
     rc = pd_merge_finish(r.m, out, err);
 out:

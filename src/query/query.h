@@ -50,6 +50,52 @@ void pd_matchers_free(pd_matcher *ms, size_t n);
 int pd_query_range(pd_storage *st, const char *selector, int64_t from, int64_t to, pd_buf *out,
                    pd_err *err);
 
+/* pd_query_range with the choice of deltas (pd_query_range is this with
+ * delta true). Each element of "sample_types" also has "kind":
+ * "cumulative", "gauge" or "delta" (pd_query_sample_kind). With delta, a
+ * series served cumulative (pd_query_cumulative_mask != 0) shows deltas
+ * (delta.c): the element gets "delta":true, point k's totals of the
+ * cumulative types are totals[k] - totals[k-1] (totals[k] itself after a
+ * reset, storage.h's pd_point_is_reset), where k-1 is the series' previous
+ * stored profile even before `from` (pd_storage_read_point_before); the
+ * series' first stored profile shows 0 there. Gauge types keep their
+ * level. Every point is shown. Without delta (raw) every series shows its
+ * stored totals. Errors as pd_query_range. */
+int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_t to, bool delta,
+                      pd_buf *out, pd_err *err);
+
+/* ---- cumulative sample types (delta.c; the rule is documented there and
+ * in README "Cumulative profiles") ---- */
+
+/* Turns pts (the points of series si read with pd_storage_read_points,
+ * ascending) in place into the timeline of deltas of pd_query_range_ex:
+ * for a series served cumulative, each point's cumulative totals minus
+ * those of the point before (the series' previous stored profile for the
+ * first, pd_storage_read_point_before; 0 for the series' first profile;
+ * the point itself after a reset); gauges and other series unchanged.
+ * *applied (may be NULL) says whether deltas were taken. Errors: storage
+ * errors, PD_ENOMEM; pts is then unchanged. */
+int pd_query_points_delta(pd_storage *st, const pd_series_info *si, pd_points *pts,
+                          bool *applied /* OUT, may be NULL */, pd_err *err);
+
+/* True when the series carries the stored mark PD_LABEL_DELTA="false"
+ * (storage.h): its profiles were scraped as served, counters since process
+ * start. NULL: false. */
+bool pd_query_served_cumulative(const pd_labels *series);
+
+/* The cumulative sample types of a profile of `series` with pt's sample
+ * types, as a mask (bit v = pt->types[v]; storage.h's cum_mask): in a
+ * series served cumulative, alloc_objects, alloc_space, contentions and
+ * delay. 0 for any other series, or pt NULL. */
+uint64_t pd_query_cumulative_mask(const pd_labels *series, const pd_point *pt);
+
+/* The kind of sample type `type` (may be NULL) in `series`, a static
+ * string: "cumulative" (as pd_query_cumulative_mask), "gauge" (inuse_*,
+ * goroutine, threadcreate: a level at the profile's time; averaged, not
+ * summed, over a range) or "delta" (a window's worth: cpu, a delta
+ * scrape, pushes). */
+const char *pd_query_sample_kind(const pd_labels *series, const char *type);
+
 /* The profile of the one series matching `selector` nearest to time t (ms):
  * the latest at or before t, else the earliest after. On success, *out holds
  * the profile, *labels (overwritten) the series, *ts_ms its timestamp.
@@ -221,6 +267,27 @@ typedef struct pd_merge_options {
      * like, whatever the number of profiles on each side). Values are
      * rounded to the nearest integer. */
     enum { PD_MERGE_SUM = 0, PD_MERGE_AVG = 1 } agg;
+    /* Deltas of cumulative profiles (issue 12; rule: pd_query_cumulative_mask,
+     * arithmetic: storage.h pd_storage_aggregate_delta). For a merge over a
+     * range, each series served cumulative contributes the sum of the
+     * deltas of its profiles in the range (each against the previous stored
+     * profile, also one before the range; per lifetime last - that
+     * baseline, reset-aware) instead of the sum of its running counters;
+     * other series are summed as they are. PD_DELTA_AUTO (the default):
+     * deltas when the sample type the answer is read for (sample_type
+     * below) is cumulative in a selected series; PD_DELTA_RAW: never (the
+     * stored counters summed); PD_DELTA_ON: for every series served
+     * cumulative. With deltas, agg=avg divides by the number of deltas (a
+     * series' profiles in the range, less its first stored profile) and
+     * stats.profiles counts deltas; PD_ENOTFOUND when there is none. A
+     * single selection (mode single) is never differenced. */
+    enum { PD_DELTA_AUTO = 0, PD_DELTA_RAW = 1, PD_DELTA_ON = 2 } delta;
+    /* For PD_DELTA_AUTO: the sample type the report shows, a name
+     * ("alloc_space") or an index ("1") into the series' types, as the
+     * sample_index parameter; NULL = the profile's default_sample_type, else
+     * its last (pprof's rule; one profile of the first served-cumulative
+     * series is read to know it). */
+    const char *sample_type;
     /* A diff only: `go tool pprof -normalize` — the new side is scaled so
      * that each sample type's total equals the base side's (after agg), so
      * the diff shows shifts of shares, not of volume. */
@@ -237,6 +304,7 @@ typedef struct pd_merge_stats {
     size_t series;      /* series they came from (query functions only) */
     size_t samples_in;  /* non-zero input samples folded in */
     size_t samples_out; /* distinct samples held (before zero-sum and filters) */
+    bool delta;         /* deltas of cumulative series were taken (pd_merge_options.delta) */
 } pd_merge_stats;
 
 typedef struct pd_merge pd_merge;
@@ -337,7 +405,9 @@ typedef struct pd_query_refs {
 } pd_query_refs;
 
 /* Merges every profile of cur's series in cur's range (series in the given
- * order, profiles in time order) into *out; with base != NULL, base's
+ * order, profiles in time order) into *out — series served cumulative as
+ * deltas per o->delta and o->sample_type, as pd_query_merge does (stats->delta
+ * says so); with base != NULL, base's
  * profiles are added as the diff base (values negated, pprof::base=true) as
  * pd_query_diff does. Errors: PD_ENOTFOUND (no profile at all on the cur
  * side), PD_EINVAL (sample types differ; err names both), PD_ETOOBIG,

@@ -5,9 +5,11 @@
 #ifndef PD_QUERY_QUERY_INT_H
 #define PD_QUERY_QUERY_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "base/buf.h"
+#include "query/query.h"
 #include "storage/storage.h"
 
 /* Appends s[0..len) as a JSON string literal, quotes included. Unlike
@@ -34,5 +36,24 @@ void pd__query_buf_truncate(pd_buf *b, size_t len);
  * series can be summed together). 0 or PD_ENOMEM. */
 int pd__query_groups(const pd_series_info *const *v, size_t n, const char *by,
                      uint32_t *group /* OUT */);
+
+/* Timeline of deltas (delta.c): turns pts in place into the deltas of the
+ * cumulative types in mask (pd_query_range_ex's rule); prev is the series'
+ * point before pts' first (NULL: none, that first is the series' first and
+ * shows 0). mask 0: pts unchanged. */
+void pd__query_points_delta(pd_points *pts, const pd_point *prev, uint64_t mask);
+
+/* With deltas the inputs a merger counts (for agg=avg and its stats) are
+ * deltas, not profiles: the last `counted` inputs of one side (base or
+ * not) folded in count as n instead. */
+void pd__merge_recount(pd_merge *m, bool base, size_t counted, size_t n);
+
+/* PD_DELTA_AUTO's choice (pd_merge_options.delta): whether the sample
+ * type the answer is read for (o->sample_type, a name or an index; NULL:
+ * the default_sample_type of series ref's profile at pt, read from the
+ * store, else the last type — pprof's rule) is in mask (cumulative types
+ * of pt's sample types). */
+bool pd__query_shown_cumulative(pd_storage *st, const pd_merge_options *o, uint64_t ref,
+                                const pd_point *pt, uint64_t mask);
 
 #endif

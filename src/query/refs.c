@@ -120,33 +120,101 @@ static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile
 /* pd_storage_aggregate's poll: the merge's deadline and cancel. */
 static int poll_part(void *ctx, pd_err *err) { return pd_merge_check(((refs_ctx *)ctx)->m, err); }
 
-/* Sums q's profiles inside the store (pd_storage_aggregate: by stack id,
- * per block and group of series as by= allows) and folds the sums into m. */
-static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, const char *by,
-                    bool base, size_t *series, pd_err *err)
+/* Deltas of cumulative series (pd_merge_options.delta, as pd_query_merge
+ * takes them): mask[i] the cumulative types of series i (0: summed as is),
+ * *n_count the profiles of the series summed as is (their inputs; those
+ * with a mask count their deltas); *delta whether deltas apply at all.
+ * Reads the series' points (no profile body, but one for PD_DELTA_AUTO
+ * without a sample type). */
+static int delta_plan(pd_storage *st, const pd_merge_options *o, const pd_query_refs *q,
+                      uint64_t *mask, size_t *n_count, bool *delta, pd_err *err)
 {
+    int mode = o ? (int)o->delta : PD_DELTA_AUTO;
+    bool decided = false, cum = false, any = false;
+    *delta = false;
+    *n_count = 0;
+    memset(mask, 0, (q->n ? q->n : 1) * sizeof *mask);
+    if (mode == PD_DELTA_RAW)
+        return 0;
+    int rc = 0;
+    for (size_t i = 0; i < q->n && rc >= 0; i++) {
+        if (!pd_query_served_cumulative(&q->series[i].labels))
+            continue;
+        pd_points pts = {0};
+        rc = pd_storage_read_points(st, q->series[i].ref, q->from, q->to, &pts, err);
+        if (rc == PD_ENOTFOUND) {
+            pd_err_clear(err);
+            rc = 0;
+            continue;
+        }
+        if (rc < 0 || !pts.n) {
+            pd_points_release(&pts);
+            continue;
+        }
+        mask[i] = pd_query_cumulative_mask(&q->series[i].labels, &pts.v[0]);
+        any = any || mask[i];
+        if (mask[i] && mode == PD_DELTA_AUTO && !decided) {
+            decided = true;
+            cum = pd__query_shown_cumulative(st, o, q->series[i].ref, &pts.v[0], mask[i]);
+        }
+        pd_points_release(&pts);
+    }
+    *delta = rc >= 0 && any && (mode == PD_DELTA_ON || cum);
+    for (size_t i = 0; i < q->n && *delta && rc >= 0; i++) {
+        if (mask[i])
+            continue;
+        pd_points pts = {0}; /* a series summed as is counts its profiles */
+        rc = pd_storage_read_points(st, q->series[i].ref, q->from, q->to, &pts, err);
+        if (rc == PD_ENOTFOUND) {
+            pd_err_clear(err);
+            rc = 0;
+        }
+        *n_count += pts.n;
+        pd_points_release(&pts);
+    }
+    return rc;
+}
+
+/* Sums q's profiles inside the store (pd_storage_aggregate: by stack id,
+ * per block and group of series as by= allows; with deltas,
+ * pd_storage_aggregate_delta) and folds the sums into m. */
+static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, const pd_merge_options *o,
+                    bool base, size_t *series, bool *delta, pd_err *err)
+{
+    const char *by = o ? o->by : NULL;
     refs_ctx c = {.m = m, .q = q, .base = base};
     pd_buf_init(&c.name, 4096);
     size_t n1 = q->n ? q->n : 1;
     uint64_t *refs = malloc(n1 * sizeof *refs);
     uint32_t *group = malloc(n1 * sizeof *group);
     const pd_series_info **v = malloc(n1 * sizeof *v);
-    int rc = refs && group && v ? 0 : PD_ENOMEM;
+    uint64_t *mask = malloc(n1 * sizeof *mask);
+    size_t n_count = 0;
+    int rc = refs && group && v && mask ? 0 : PD_ENOMEM;
     for (size_t i = 0; !rc && i < q->n; i++) {
         refs[i] = q->series[i].ref;
         v[i] = &q->series[i];
     }
     if (!rc)
         rc = pd__query_groups(v, q->n, by, group);
-    if (rc == PD_ENOMEM)
+    if (rc == PD_ENOMEM) {
         pd_err_set(err, rc, "merge: out of memory");
-    else
-        rc = pd_storage_aggregate(st, refs, group, q->n, q->from, q->to, add_part, poll_part, &c,
-                                  &c.series, err);
+    } else if ((rc = delta_plan(st, o, q, mask, &n_count, delta, err)) >= 0) {
+        pd_merge_stats before, after;
+        pd_merge_get_stats(m, &before);
+        size_t n_deltas = 0;
+        rc = pd_storage_aggregate_delta(st, refs, group, *delta ? mask : NULL, q->n, q->from, q->to,
+                                        add_part, poll_part, &c, &c.series, &n_deltas, err);
+        if (rc >= 0 && *delta) {
+            pd_merge_get_stats(m, &after);
+            pd__merge_recount(m, base, after.profiles - before.profiles, n_count + n_deltas);
+        }
+    }
     *series += c.series; /* series with profiles in the range */
     free(refs);
     free(group);
     free(v);
+    free(mask);
     pd_buf_release(&c.name);
     return rc;
 }
@@ -157,18 +225,20 @@ int pd_query_merge_refs(pd_storage *st, const pd_query_refs *base, const pd_quer
 {
     pd_merge *m = NULL;
     size_t series = 0;
+    bool dcur = false, dbase = false;
     memset(out, 0, sizeof *out);
     int rc = pd_merge_new(o, &m, err);
     if (rc < 0)
         return rc;
     /* the new side first, then the base: pprof's order for -diff_base */
-    if ((rc = add_refs(st, m, cur, o ? o->by : NULL, false, &series, err)) < 0)
+    if ((rc = add_refs(st, m, cur, o, false, &series, &dcur, err)) < 0)
         goto out;
-    if (base && (rc = add_refs(st, m, base, o ? o->by : NULL, true, &series, err)) < 0)
+    if (base && (rc = add_refs(st, m, base, o, true, &series, &dbase, err)) < 0)
         goto out;
     if (stats) {
         pd_merge_get_stats(m, stats);
         stats->series = series;
+        stats->delta = dcur || dbase;
     }
     rc = pd_merge_finish(m, out, err);
 out:

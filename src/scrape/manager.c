@@ -96,6 +96,8 @@ struct target {
     struct curl_slist *connect_to;
     char *host_header;
     pd_labels labels;    /* series labels: __name__, job, instance, static labels */
+    pd_labels stored;    /* labels + PD_LABEL_DELTA="false" when served cumulative (issue 12):
+                            what pd_storage_append gets */
     pd_labels discovered; /* labels before relabeling (/api/v1/targets' discoveredLabels) */
     pd_scrape_client client; /* auth, TLS, proxy, redirects, HTTP/2 */
     char *keep;           /* keep_sample_type of the endpoint (keep.c), NULL = all */
@@ -228,6 +230,7 @@ static void target_free(target *t)
     free(t->metric_labels);
     free(t->target_labels);
     pd_labels_release(&t->labels);
+    pd_labels_release(&t->stored);
     pd_labels_release(&t->discovered);
     pd_scrape_client_release(&t->client);
     pd_buf_release(&t->body);
@@ -362,6 +365,10 @@ static target *target_new(pd_scrape_manager *m, const pd_config *cfg, const pd_s
     t->discovered = sp.discovered;
     pd_labels_init(&sp.labels);
     pd_labels_init(&sp.discovered);
+    pd_labels_init(&t->stored);
+    if (pd_labels_copy(&t->stored, &t->labels) ||
+        (sp.cumulative && pd_labels_set(&t->stored, PD_LABEL_DELTA, "false", NULL)))
+        goto fail;
     t->url = pd_buf_detach(&sp.url, NULL);
     t->interval_ms = sp.interval_ms;
     t->timeout_ms = pd_config_endpoint_timeout_ms(sp.timeout_ms, ep->seconds);
@@ -994,10 +1001,10 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
                 goto stored;
             }
             if (t->keep)
-                rc = pd_storage_append(m->st, &t->labels, t->start_ms, (const uint8_t *)kept.data,
+                rc = pd_storage_append(m->st, &t->stored, t->start_ms, (const uint8_t *)kept.data,
                                        kept.len, &p, &e);
             else
-                rc = pd_storage_append(m->st, &t->labels, t->start_ms,
+                rc = pd_storage_append(m->st, &t->stored, t->start_ms,
                                        (const uint8_t *)t->body.data, t->body.len, &p, &e);
             pd_buf_release(&kept);
             if (!rc)

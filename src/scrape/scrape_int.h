@@ -36,6 +36,10 @@ typedef struct pd__scrape_spec {
     pd_buf url;           /* NUL-terminated */
     int64_t interval_ms, timeout_ms; /* from __scrape_interval__ / __scrape_timeout__ */
     bool keep;            /* false: relabeling dropped the target (nothing else set) */
+    bool cumulative;      /* profiles served cumulative (Go's allocs/heap/block/mutex without a
+                             ?seconds= window, issue 12): the stored series also carry
+                             PD_LABEL_DELTA="false" (not a target label: /metrics and
+                             /api/v1/targets show the labels above) */
 } pd__scrape_spec;
 
 /*

@@ -10,6 +10,7 @@
 
 #include "base/time.h"
 #include "scrape/scrape_int.h"
+#include "storage/storage.h"
 
 int pd__scrape_put_escaped(pd_buf *b, const char *s)
 {
@@ -71,6 +72,28 @@ static const char *param_label(const pd_labels *ls, const char *name)
     if (snprintf(ln, sizeof ln, "__param_%s", name) >= (int)sizeof ln)
         return NULL;
     return pd_labels_get(ls, ln);
+}
+
+/* Whether a scrape of `path` with final URL `url` gets profiles counted
+ * since process start (issue 12; the rule: query/delta.c): Go's
+ * net/http/pprof allocs, heap, block and mutex endpoints serve them so
+ * unless asked for a window (?seconds=N: a delta, Parca's and conprof's
+ * delta: true). Such series are marked PD_LABEL_DELTA="false". */
+static bool served_cumulative(const char *path, const char *url)
+{
+    static const char *const names[] = {"allocs", "heap", "block", "mutex"};
+    const char *base = path ? strrchr(path, '/') : NULL;
+    const char *q = url ? strchr(url, '?') : NULL;
+    if (!base)
+        return false;
+    base++;
+    for (const char *p = q; p && *p; p = strchr(p + 1, '&'))
+        if (!strncmp(p + 1, "seconds=", 8))
+            return false;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(base, names[i]))
+            return true;
+    return false;
 }
 
 int pd__scrape_spec_build(const pd_config *cfg, const pd_scrape_job *job, const char *address,
@@ -193,6 +216,7 @@ int pd__scrape_spec_build(const pd_config *cfg, const pd_scrape_job *job, const 
     if (pd_buf_putc(&out->url, '\0'))
         goto fail;
     out->url.len--;
+    bool cumulative = served_cumulative(path, out->url.data);
 
     /* stored labels: no "__" label but __name__; instance defaults to the address */
     if ((rc = set_if_absent(ls, "instance", addr, err)))
@@ -207,6 +231,7 @@ int pd__scrape_spec_build(const pd_config *cfg, const pd_scrape_job *job, const 
         rc = pd_err_set(err, PD_EINVAL, "relabeling removed __name__ (the profile type)");
         goto fail;
     }
+    out->cumulative = cumulative;
     for (size_t i = 0; i < cfg->external_labels.n; i++)
         if ((rc = set_if_absent(ls, cfg->external_labels.v[i].name,
                                 cfg->external_labels.v[i].value, err)))

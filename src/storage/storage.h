@@ -213,6 +213,72 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
                          int (*poll)(void *ctx, pd_err *err), void *ctx,
                          size_t *n_series /* OUT, may be NULL */, pd_err *err);
 
+/* ---- deltas of cumulative profiles (issue 12) ----
+ *
+ * Some sample types count since the process started (Go's alloc_objects,
+ * alloc_space, and the contentions/delay of block and mutex profiles, as
+ * net/http/pprof serves them): the query layer knows which (query.h,
+ * pd_query_cumulative_mask) and says so with a bit mask per series, bit v
+ * for sample type v (types past the 64th are never cumulative). The store
+ * only applies the arithmetic, on its own ids.
+ *
+ * Reset rule, as Prometheus' increase(): between two consecutive profiles
+ * of a series, the process restarted when a cumulative type's total went
+ * down, or when the sample types themselves changed; the new profile then
+ * counts from 0 (its delta is the profile itself). A restart after which
+ * every cumulative total already exceeds the last one before it is not seen
+ * (Prometheus has the same blind spot). */
+
+/* The stored mark of a series whose profiles are served cumulative (Prometheus'
+ * reserved "__" prefix; the name and value Grafana Alloy's pyroscope.scrape
+ * and Pyroscope use): the scrape layer adds PD_LABEL_DELTA="false" to the
+ * series it scrapes as served (no ?seconds= window) from Go's allocs, heap,
+ * block and mutex endpoints; a delta scrape or a push does not carry it. */
+#define PD_LABEL_DELTA "__delta__"
+
+/* True when cur follows prev across a restart by the rule above. cum_mask:
+ * the cumulative sample types (bit v = type v of cur). prev == NULL: false. */
+bool pd_point_is_reset(const pd_point *prev, const pd_point *cur, uint64_t cum_mask);
+
+/* The newest point of series ref strictly before t (ms): out->n is 1 with
+ * it, or 0 when the series has none (release with pd_points_release).
+ * Reads timestamps and totals only, of at most the one block part (or the
+ * head) where it lies. Errors as pd_storage_read_points. */
+int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_points *out /* OUT */,
+                                 pd_err *err);
+
+/* pd_storage_aggregate with deltas: for each refs[i] with cum_mask[i] != 0,
+ * its profiles in [mint, maxt] are combined as the sum of their deltas. The
+ * delta of a profile is it minus the series' previous stored profile —
+ * also when that one lies before mint (so the deltas of [a, b] and of
+ * [b', c] add up to those of [a, c]) — reset-aware by the rule above; the
+ * series' first stored profile has no delta (nothing is known before it:
+ * it is the baseline). That sum is computed without any delta materialized:
+ * per lifetime (the profiles between two resets) + its last profile, and
+ * for the first lifetime - the baseline b (the previous profile, or the
+ * series' first); later lifetimes start from 0. Every other profile adds
+ * nothing (it is still decoded, the value chunks being encoded against the
+ * previous profile, but not summed). Every sample type of a profile is
+ * differenced that way (as `go tool pprof -base` and Go's own ?seconds=
+ * profiles do), so a gauge type in the same profile (inuse_* of a heap)
+ * gives its change. Per-stack values may be negative (a stack whose count
+ * went down without a total going down): they are kept, so that the sum
+ * stays exactly last - b, as pprof -base shows it. Refs with cum_mask[i]
+ * == 0 (or cum_mask NULL) are summed over [mint, maxt] as
+ * pd_storage_aggregate does. The deltas are taken from the stored points
+ * as read at the start (pd_storage_read_points); a profile appended later
+ * adds nothing. n_deltas (may be NULL) receives the number of deltas summed
+ * (profiles in the range with a previous one, over the refs with a mask).
+ * part.n_profiles counts the profiles summed, a subtracted baseline too;
+ * parts come in pd_storage_aggregate's order, with the baselines' time
+ * (possibly before mint) in min_ts. fn, poll, memory, errors as
+ * pd_storage_aggregate. */
+int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
+                               const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                               size_t *n_series /* OUT, may be NULL */,
+                               size_t *n_deltas /* OUT, may be NULL */, pd_err *err);
+
 /* ---- warnings: damage a read skipped (the answer is partial) ----
  *
  * A read meeting damaged stored data that does not stop it (a block series

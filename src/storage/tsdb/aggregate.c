@@ -67,7 +67,43 @@ typedef struct agg {
     int64_t *totals;
     size_t n, cap;
     size_t last_i; /* head: the series last counted in part.n_series, + 1 */
+    /* pd_storage_aggregate_delta: per index of refs, the weights of its
+       profiles (NULL: every profile adds, weight 1); cur_i the series being
+       walked */
+    const struct agg_w *wt;
+    size_t cur_i;
 } agg;
+
+/* The weights of one series' profiles in a delta aggregation: on == false
+ * (a series summed as is) adds every profile in [lo, hi] (the walk may
+ * start earlier, at another series' baseline); else the profile at ts[k]
+ * adds w[k] times (+1 or -1) and any profile not listed adds nothing. */
+typedef struct agg_w {
+    bool on;
+    int64_t lo, hi;
+    int64_t *ts; /* ascending */
+    int8_t *w;
+    size_t n;
+} agg_w;
+
+/* The weight of series i's profile at ts (1 when a has no weights). */
+static int agg_weight(const agg *a, size_t i, int64_t ts)
+{
+    if (!a->wt)
+        return 1;
+    if (!a->wt[i].on)
+        return ts >= a->wt[i].lo && ts <= a->wt[i].hi;
+    const agg_w *w = &a->wt[i];
+    size_t lo = 0, hi = w->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (w->ts[mid] < ts)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < w->n && w->ts[lo] == ts ? w->w[lo] : 0;
+}
 
 static void agg_clear(agg *a)
 {
@@ -158,13 +194,24 @@ static bool same_header(const agg *a, const pd_dprof *d)
            !memcmp(d->types, a->types, 2 * (size_t)d->n_types * sizeof *d->types);
 }
 
-/* pd__block_series_foreach_dprof's callback: folds d into the part. */
+static int agg_add_w(agg *a, const pd_dprof *d, int64_t w);
+
+/* pd__block_series_foreach_dprof's callback: folds d into the part, times
+ * its weight (agg_weight: 1 unless a delta aggregation says otherwise). */
 static int agg_add(void *ctx, const pd_dprof *d)
 {
     agg *a = ctx;
     int rc;
     if (a->poll && (++a->n_added & 15) == 0 && (rc = a->poll(a->ctx, a->err)) < 0)
         return rc;
+    int w = agg_weight(a, a->cur_i, d->ts);
+    return w ? agg_add_w(a, d, w) : 0;
+}
+
+/* Folds d into the part with its values and totals times w (1 or -1). */
+static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
+{
+    int rc;
     if (a->part.n_profiles && !same_header(a, d) && (rc = agg_flush(a)) < 0)
         return rc;
     size_t nt = d->n_types;
@@ -217,7 +264,7 @@ static int agg_add(void *ctx, const pd_dprof *d)
     if (d->ts > a->part.max_ts)
         a->part.max_ts = d->ts;
     for (size_t v = 0; v < nt; v++)
-        a->totals[v] = (int64_t)((uint64_t)a->totals[v] + (uint64_t)d->totals[v]);
+        a->totals[v] = (int64_t)((uint64_t)a->totals[v] + (uint64_t)d->totals[v] * (uint64_t)w);
     for (uint32_t s = 0; s < d->n_sample; s++) {
         const int64_t *sv = d->value + (size_t)s * nt;
         bool zero = true;
@@ -257,16 +304,21 @@ static int agg_add(void *ctx, const pd_dprof *d)
         }
         int64_t *dv = a->val + e * nt;
         for (size_t v = 0; v < nt; v++)
-            dv[v] = (int64_t)((uint64_t)dv[v] + (uint64_t)sv[v]);
+            dv[v] = (int64_t)((uint64_t)dv[v] + (uint64_t)sv[v] * (uint64_t)w);
     }
     return 0;
 }
 
-/* Hands the head profiles of series i at ts[0..n) over one by one. */
+/* Hands the head profiles of series i at ts[0..n) over one by one, each
+ * times its weight in wt (NULL: 1; 0 skips it, -1 negates its values). */
 static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, size_t n,
-                      pd_storage_agg_fn fn, void *ctx, pd_err *err)
+                      const agg_w *wt, pd_storage_agg_fn fn, void *ctx, pd_err *err)
 {
+    const agg wa = {.wt = wt};
     for (size_t k = 0; k < n; k++) {
+        int w = agg_weight(&wa, i, ts[k]);
+        if (!w)
+            continue;
         pd_profile p;
         int rc = pd_storage_read_profile(s, ref, ts[k], &p, NULL, err);
         if (rc == PD_ENOTFOUND || rc == PD_ECORRUPT) { /* gone since, or damaged: skipped */
@@ -275,6 +327,9 @@ static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, 
         }
         if (rc < 0)
             return rc;
+        for (size_t j = 0; w < 0 && j < p.n_sample; j++)
+            for (size_t v = 0; v < p.sample[j].n_value; v++)
+                p.sample[j].value[v] = (int64_t)(0 - (uint64_t)p.sample[j].value[v]);
         pd_storage_agg_part part = {
             .series = i, .n_series = 1, .n_profiles = 1, .min_ts = ts[k], .max_ts = ts[k]};
         rc = fn(ctx, &part, &p, err);
@@ -302,11 +357,11 @@ static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, 
  * is symbolized (agg_flush) only under the lock, once per group or
  * generation, as without slices. */
 static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, size_t n,
-                    int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                    int64_t mint, int64_t maxt, const agg_w *wt, pd_storage_agg_fn fn,
                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t **wal_i,
                     int64_t **wal_ts, size_t *n_wal, pd_err *err)
 {
-    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .err = err};
+    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .err = err, .wt = wt};
     pd_u64map_init(&a.map);
     int rc = 0;
     size_t cap_wal = 0, n_slice = 0;
@@ -342,6 +397,9 @@ static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, s
                         sliced = true;
                         break;
                     }
+                    a.cur_i = i;
+                    if (wt && !agg_weight(&a, i, pt->ts))
+                        continue; /* a delta aggregation's profile that adds nothing */
                     if (pt->gid == WAL_ONLY) {
                         if (*n_wal == cap_wal) {
                             size_t nc = cap_wal ? 2 * cap_wal : 64;
@@ -423,10 +481,11 @@ static int cmp_entry_order(const void *x, const void *y)
     return a->i < b->i ? -1 : a->i > b->i;
 }
 
-int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
-                         int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
-                         int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
-                         pd_err *err)
+/* pd_storage_aggregate, and with wt (per index of refs, may be NULL) the
+ * weighted walk of pd_storage_aggregate_delta. */
+static int aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, const agg_w *wt,
+                     size_t n, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series, pd_err *err)
 {
     pd_err_clear(err);
     if (n_series)
@@ -487,7 +546,7 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     /* blocks in time order; in each, the groups in the order of refs */
     if (n_es)
         qsort(es, n_es, sizeof *es, cmp_entry_order);
-    agg a = {.fn = fn, .poll = poll, .ctx = ctx};
+    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .wt = wt};
     pd_u64map_init(&a.map);
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out;
@@ -506,6 +565,7 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
                 continue;
             }
             a.part.n_series++;
+            a.cur_i = es[j].i;
             rc =
                 pd__block_series_foreach_dprof(es[j].hb->b, es[j].id, mint, maxt, agg_add, &a, &be);
             if (rc == PD_ECORRUPT) { /* what read is summed; the damage is reported */
@@ -526,11 +586,12 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     size_t *wal_i = NULL, n_wal = 0;
     int64_t *wal_ts = NULL;
     if (rc >= 0)
-        rc = head_sum(s, refs, gfirst, n, mint, maxt, fn, poll, ctx, &wal_i, &wal_ts, &n_wal, err);
+        rc = head_sum(s, refs, gfirst, n, mint, maxt, wt, fn, poll, ctx, &wal_i, &wal_ts, &n_wal,
+                      err);
     pthread_rwlock_unlock(&s->cut_rw);
     cut_locked = false;
     for (size_t k = 0; k < n_wal && rc >= 0; k++)
-        rc = head_parts(s, refs[wal_i[k]], wal_i[k], wal_ts + k, 1, fn, ctx, err);
+        rc = head_parts(s, refs[wal_i[k]], wal_i[k], wal_ts + k, 1, wt, fn, ctx, err);
     free(wal_i);
     free(wal_ts);
     if (rc >= 0 && poll)
@@ -546,5 +607,182 @@ out:
     free(es);
     free(gfirst);
     pd_u64map_release(&gm);
+    return rc;
+}
+
+int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
+                         int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                         int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
+                         pd_err *err)
+{
+    return aggregate(s, refs, group, NULL, n, mint, maxt, fn, poll, ctx, n_series, err);
+}
+
+/* ---- deltas of cumulative profiles (storage.h: pd_storage_aggregate_delta) ----
+ *
+ * The sum of the deltas of a series' profiles in a range telescopes: with
+ * b the profile before the range's first (the series' previous stored
+ * profile, or the range's first itself when there is none: the series'
+ * first profile has no delta), within one lifetime (profiles between two
+ * resets) d_1 + ... + d_k = p_k - b, and a reset's delta is the new
+ * profile itself. So per series only the last profile of each lifetime
+ * adds (+1) and b is subtracted (-1); the weights come from the stored
+ * points (timestamps and totals, no profile read) and the walk above sums
+ * each profile times its weight on the store's own ids, from the earliest
+ * b on (series summed as is keep to [mint, maxt]). */
+
+static bool same_types(const pd_point *a, const pd_point *b)
+{
+    if (a->n_types != b->n_types)
+        return false;
+    for (size_t v = 0; v < a->n_types; v++) {
+        const char *ta = a->types ? a->types[v].type : "", *tb = b->types ? b->types[v].type : "";
+        const char *ua = a->types ? a->types[v].unit : "", *ub = b->types ? b->types[v].unit : "";
+        if (strcmp(ta ? ta : "", tb ? tb : "") || strcmp(ua ? ua : "", ub ? ub : ""))
+            return false;
+    }
+    return true;
+}
+
+bool pd_point_is_reset(const pd_point *prev, const pd_point *cur, uint64_t cum_mask)
+{
+    if (!prev)
+        return false;
+    if (!same_types(prev, cur))
+        return true;
+    for (size_t v = 0; v < cur->n_types && v < 64; v++)
+        if ((cum_mask >> v & 1) && cur->totals[v] < prev->totals[v])
+            return true;
+    return false;
+}
+
+int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_points *out,
+                                 pd_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (t == INT64_MIN)
+        return 0;
+    /* the newest candidate start: the head's last point before t, the end
+       of each block part wholly before t, the start of one spanning t */
+    int64_t lo = INT64_MIN;
+    bool any = false;
+    pthread_rwlock_rdlock(&s->idx);
+    const series *se = pd__tsdb_find_by_ref(s, ref);
+    if (!se) {
+        pthread_rwlock_unlock(&s->idx);
+        return pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
+    }
+    size_t k = pd__tsdb_lower_bound(se, t);
+    if (k > 0) {
+        lo = se->pts[k - 1].ts;
+        any = true;
+    }
+    for (size_t j = 0; j < se->n_brefs; j++) {
+        const bref *br = &se->brefs[j];
+        if (br->mint >= t)
+            continue;
+        int64_t c = br->maxt < t ? br->maxt : br->mint;
+        if (!any || c > lo)
+            lo = c;
+        any = true;
+    }
+    pthread_rwlock_unlock(&s->idx);
+    if (!any)
+        return 0;
+    pd_points pts;
+    int rc = pd_storage_read_points(s, ref, lo, t - 1, &pts, err);
+    if (rc < 0)
+        return rc;
+    if (pts.n > 1) { /* keep the last */
+        pts.v[0] = pts.v[pts.n - 1];
+        pts.n = 1;
+    }
+    *out = pts;
+    return 0;
+}
+
+/* The weights of series ref over [mint, maxt] (see above) into *w;
+ * *n_deltas += its profiles in the range that have a delta; *b_ts the
+ * baseline's time (lowered, never raised). */
+static int delta_weights(pd_storage *s, uint64_t ref, uint64_t mask, int64_t mint, int64_t maxt,
+                         agg_w *w, size_t *n_deltas, int64_t *b_ts, pd_err *err)
+{
+    pd_points prev = {0}, pts = {0};
+    w->on = true;
+    int rc = pd_storage_read_point_before(s, ref, mint, &prev, err);
+    if (rc >= 0)
+        rc = pd_storage_read_points(s, ref, mint, maxt, &pts, err);
+    if (rc == PD_ENOTFOUND) { /* gone since selected: adds nothing */
+        pd_err_clear(err);
+        rc = 0;
+        goto out;
+    }
+    if (rc < 0)
+        goto out;
+    size_t n = prev.n + pts.n;
+    if (pts.n)
+        *n_deltas += n - 1;
+    if (n < 2 || !pts.n)
+        goto out;
+    w->ts = malloc(n * sizeof *w->ts);
+    w->w = malloc(n * sizeof *w->w);
+    if (!w->ts || !w->w) {
+        rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+        goto out;
+    }
+    /* the sequence b, points in range: b (k = 0) is subtracted, the last
+       of each lifetime adds */
+    int8_t acc = -1;
+    for (size_t k = 0; k < n; k++) {
+        const pd_point *p = k < prev.n ? &prev.v[0] : &pts.v[k - prev.n];
+        const pd_point *nx =
+            k + 1 < n ? (k + 1 < prev.n ? &prev.v[0] : &pts.v[k + 1 - prev.n]) : NULL;
+        if (!nx || pd_point_is_reset(p, nx, mask))
+            acc++;
+        if (acc) {
+            w->ts[w->n] = p->ts_ms;
+            w->w[w->n++] = acc;
+        }
+        acc = 0;
+    }
+    if (w->n && w->ts[0] < *b_ts)
+        *b_ts = w->ts[0];
+out:
+    pd_points_release(&prev);
+    pd_points_release(&pts);
+    return rc;
+}
+
+int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
+                               const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                               size_t *n_series, size_t *n_deltas, pd_err *err)
+{
+    pd_err_clear(err);
+    if (n_deltas)
+        *n_deltas = 0;
+    if (!cum_mask)
+        return aggregate(s, refs, group, NULL, n, mint, maxt, fn, poll, ctx, n_series, err);
+    agg_w *wt = calloc(n ? n : 1, sizeof *wt);
+    if (!wt)
+        return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+    int rc = 0;
+    size_t nd = 0;
+    int64_t walk_min = mint;
+    for (size_t i = 0; i < n && rc >= 0; i++) {
+        wt[i].lo = mint;
+        wt[i].hi = maxt;
+        if (cum_mask[i] && mint <= maxt)
+            rc = delta_weights(s, refs[i], cum_mask[i], mint, maxt, &wt[i], &nd, &walk_min, err);
+    }
+    if (rc >= 0)
+        rc = aggregate(s, refs, group, wt, n, walk_min, maxt, fn, poll, ctx, n_series, err);
+    if (n_deltas)
+        *n_deltas = nd;
+    for (size_t i = 0; i < n; i++) {
+        free(wt[i].ts);
+        free(wt[i].w);
+    }
+    free(wt);
     return rc;
 }

@@ -85,7 +85,8 @@ import { closeSuggest } from './suggest.js';
     state.flameUp = q.get('flame') === 'up';
     state.cb = q.get('palette') === 'cb';
     state.utc = q.get('tz') === 'utc';
-    state.agg = q.get('agg') === 'avg' ? 'avg' : '';
+    state.agg = ['sum', 'avg'].includes(q.get('agg')) ? q.get('agg') : '';
+    state.raw = q.get('delta') === 'false';
     state.view = q.get('view') === 'callgraph' ? 'callgraph' : '';
     state.chart = ['stacked', 'sum'].includes(q.get('chart')) ? q.get('chart') : '';
     // the top table: column and direction (the server sorts), name filter, every row
@@ -128,6 +129,7 @@ import { closeSuggest } from './suggest.js';
     if (state.cb) q.set('palette', 'cb');
     if (state.utc) q.set('tz', 'utc');
     if (state.agg) q.set('agg', state.agg);
+    if (state.raw) q.set('delta', 'false');
     if (state.view) q.set('view', state.view);
     if (state.chart) q.set('chart', state.chart);
     if (profile.sortKey !== 'flat') q.set('sort', profile.sortKey);
@@ -182,7 +184,7 @@ import { closeSuggest } from './suggest.js';
       $('flame-up').setAttribute('aria-pressed', String(state.flameUp));
       $('flame-up').textContent = state.flameUp ? 'Icicle' : 'Flame';
       $('diff-palette').checked = state.cb;
-      $('agg').value = state.agg || 'sum';
+      $('agg').value = state.agg;
       $('chart-mode').value = state.chart || 'lines';
       $('top-filter').value = profile.filter;
       $('view-callgraph').setAttribute('aria-pressed', String(state.view === 'callgraph'));
@@ -409,13 +411,14 @@ import { closeSuggest } from './suggest.js';
     btn.disabled = true;
     try {
       const data = await api('/api/v1/query_range?query=' + encodeURIComponent(state.query) +
-        '&from=' + (from / 1000).toFixed(3) + '&to=' + (to / 1000).toFixed(3));
+        '&from=' + (from / 1000).toFixed(3) + '&to=' + (to / 1000).toFixed(3) + (state.raw ? '&delta=false' : ''));
       if (seq !== runSeq) return;
       showError('');
       ui.lastRange = { from, to, series: Array.isArray(data) ? data : [] };
       $('intro').hidden = true;
       $('timeline-panel').hidden = false;
       fillSampleTypes();
+      showCounters();
       drawTimeline();
       showSelection();
       if (explorer.on) loadExplorer();
@@ -923,7 +926,7 @@ import { closeSuggest } from './suggest.js';
     // hidden legend entries are left out of merges and diffs (exclude=)
     const out = new Set(ui.hidden);
     for (const s of (ui.lastRange ? ui.lastRange.series : [])) if (leftOut(s)) out.add(exactSelector(s.labels));
-    const excl = [...out].map((k) => '&exclude=' + encodeURIComponent(k)).join('') + (state.agg ? '&agg=' + state.agg : '');
+    const excl = [...out].map((k) => '&exclude=' + encodeURIComponent(k)).join('') + mergeCounterParams();
     const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl;
     const range = (r) => fmtTime(r.from) + (r.from === r.to ? '' : ' – ' + fmtTime(r.to));
     if (state.cmp && state.a && state.b) {
@@ -1374,7 +1377,38 @@ import { closeSuggest } from './suggest.js';
     showCallgraph(on);
   });
   // merges and diffs: the sum of the profiles or their average (a gauge's meaning)
-  $('agg').addEventListener('change', () => { state.agg = $('agg').value === 'avg' ? 'avg' : ''; writeURL(false); loadView(); });
+  $('agg').addEventListener('change', () => { state.agg = ['sum', 'avg'].includes($('agg').value) ? $('agg').value : ''; writeURL(false); loadView(); });
+
+  /* ------------------------------------------------ cumulative types, gauges (issue 12) */
+
+  // Go's allocs/block/mutex as scraped count since the process started: the
+  // API shows them as deltas by default (query_range's sample_types[].kind
+  // says "cumulative"); Counters: raw asks for the stored counters
+  // (delta=false). Merges of a gauge type (kind "gauge": inuse_*, goroutine)
+  // default to agg=avg, the profile on average over the range; else sum.
+  function kindOf(type) {
+    for (const s of (ui.lastRange && ui.lastRange.series) || [])
+      for (const st of s.sample_types || []) if (st.type === type && st.kind) return st.kind;
+    return '';
+  }
+  function anyCumulative() {
+    return ((ui.lastRange && ui.lastRange.series) || []).some((s) => (s.sample_types || []).some((st) => st.kind === 'cumulative'));
+  }
+  function mergeCounterParams() {
+    const agg = state.agg || (kindOf(state.type) === 'gauge' ? 'avg' : '');
+    return (state.raw ? '&delta=false' : '') + (agg ? '&agg=' + agg : '');
+  }
+  function showCounters() {
+    $('counters-field').hidden = !anyCumulative() && !state.raw;
+    $('counters').value = state.raw ? 'raw' : 'delta';
+    $('agg').options[0].textContent = 'auto (' + (kindOf(state.type) === 'gauge' ? 'averaged' : 'summed') + ')';
+  }
+  $('counters').addEventListener('change', () => {
+    state.raw = $('counters').value === 'raw';
+    writeURL(false);
+    run(false).then(() => loadView());
+  });
+  $('sample-type').addEventListener('change', showCounters);
 
   // Keys: "/" searches the flame graph, Esc resets its zoom and search.
   document.addEventListener('keydown', (e) => {

@@ -9,7 +9,9 @@ export const state = {
   flameUp: false,           // flame (root at the bottom) instead of icicle
   cb: false,                // colour-blind-safe diff palette (blue grew / orange shrank)
   utc: false,               // times shown (and typed in the picker) in UTC, not the browser's zone
-  agg: '',                  // merges and diffs: '' sums the profiles, 'avg' averages them (the API's agg=)
+  agg: '',                  // merges and diffs: 'sum' or 'avg' (the API's agg=); '' = auto: avg for a
+                            // gauge type (inuse_*, goroutine), else sum (issue 12)
+  raw: false,               // cumulative types (Go's allocs/block/mutex) as stored counters, not deltas (delta=false)
   view: '',                 // 'callgraph': the call graph tab instead of the flame graph
   chart: '',                // the timeline: '' one line per series, 'stacked' or 'sum' (chart.js)
   zoomPath: '',             // the zoomed frame: names from the root, joined by "\n"

@@ -537,6 +537,8 @@ static void test_scrape(void **state)
     PD_ASSERT_OK(pd_labels_set(&want_ls, "job", "good", &e), &e);
     PD_ASSERT_OK(pd_labels_set(&want_ls, "instance", inst, &e), &e);
     PD_ASSERT_OK(pd_labels_set(&want_ls, "env", "test", &e), &e);
+    /* heap scraped as served counts since process start (issue 12) */
+    PD_ASSERT_OK(pd_labels_set(&want_ls, "__delta__", "false", &e), &e);
     assert_int_equal(pd_labels_cmp(&set.v[0].labels, &want_ls), 0);
     pd_labels_release(&want_ls);
     assert_true(set.v[0].n_profiles >= 3);
@@ -826,6 +828,7 @@ static void test_target_up_series(void **state)
     PD_ASSERT_OK(pd_labels_set(&ls, "__name__", "heap", &e), &e);
     PD_ASSERT_OK(pd_labels_set(&ls, "job", "dup", &e), &e);
     PD_ASSERT_OK(pd_labels_set(&ls, "instance", inst, &e), &e);
+    PD_ASSERT_OK(pd_labels_set(&ls, "__delta__", "false", &e), &e); /* as the scrape stores it */
     int64_t now = pd_now_ms();
     int64_t slot = now - now % 500 + off;
     for (int k = 0; k < 8; k++, slot += 500)

@@ -58,6 +58,7 @@ static void test_defaults(void **state)
     assert_true(s.keep);
     assert_string_equal(labels_str(&s.labels),
                         "__name__=heap,env=prod,instance=h1:6060,job=api,region=eu");
+    assert_true(s.cumulative); /* stored with __delta__="false", not a target label */
     assert_string_equal(s.url.data, "http://h1:6060/debug/pprof/heap?a=1&a=2&b=x");
     assert_string_equal(labels_str(&s.discovered),
                         "__address__=h1:6060,__metrics_path__=/metrics,__name__=heap,__param_a=1,"
@@ -119,11 +120,58 @@ static void test_relabel_targets(void **state)
     pd_config_release(&c);
 }
 
+/* Issue 12: series scraped as served from Go's allocs/heap/block/mutex are
+ * marked cumulative (stored with __delta__="false"; the target's labels do
+ * not show it); a ?seconds= window (seconds:, delta: true, or a seconds
+ * param) or another endpoint is not. */
+static void test_cumulative_mark(void **state)
+{
+    (void)state;
+    pd_config c;
+    pd_err e;
+    pd__scrape_spec s;
+    load(&c, "scrape_configs:\n  - job_name: api\n    static_configs: [{targets: ['h:1']}]\n"
+             "    profiling_config:\n      pprof_config:\n"
+             "        block: {delta: true}\n"
+             "        mem2: {path: /debug/pprof/allocs}\n");
+    const pd_scrape_job *j = &c.jobs[0];
+    const pd_labels *g = &j->static_configs[0].labels;
+    static const struct {
+        const char *name;
+        bool marked;
+    } want[] = {{"allocs", true}, {"heap", true},       {"mutex", true}, {"mem2", true},
+                {"block", false}, {"goroutine", false}, {"cpu", false},  {"threadcreate", false}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const pd_pprof_endpoint *p = ep(j, want[i].name);
+        if (!p)
+            fail_msg("no endpoint %s", want[i].name);
+        assert_int_equal(pd__scrape_spec_build(&c, j, "h:1", g, p, &s, &e), 0);
+        assert_null(pd_labels_get(&s.labels, "__delta__"));
+        if (s.cumulative != want[i].marked)
+            fail_msg("%s: cumulative %d, want %d (url %s)", want[i].name, s.cumulative,
+                     want[i].marked, s.url.data);
+        pd__scrape_spec_release(&s);
+    }
+    pd_config_release(&c);
+
+    /* a seconds parameter of the job asks a window too */
+    load(&c, "scrape_configs:\n  - job_name: api\n    static_configs: [{targets: ['h:1']}]\n"
+             "    params: {seconds: ['10']}\n");
+    j = &c.jobs[0];
+    assert_int_equal(
+        pd__scrape_spec_build(&c, j, "h:1", &j->static_configs[0].labels, ep(j, "allocs"), &s, &e),
+        0);
+    assert_false(s.cumulative);
+    pd__scrape_spec_release(&s);
+    pd_config_release(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_relabel_targets),
+        cmocka_unit_test(test_cumulative_mark),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
