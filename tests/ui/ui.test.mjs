@@ -1108,7 +1108,8 @@ test('timeline stacked and sum modes add the series shown', { timeout: 60000 }, 
     const x = s.sample_types.findIndex((st) => st.type === 'inuse_space');
     return a + s.totals[s.timestamps.indexOf(t0 + i * 60000)][x];
   }, 0));
-  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="stack"}' }));
+  // agg=sum: the bucket's merge is the sum of the series shown (a gauge merges as avg by default)
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="stack"}', agg: 'sum' }));
   await waitPoints(page, 12);
   await page.selectOption('#chart-mode', 'stacked');
   await page.waitForFunction(() => new URL(location.href).searchParams.get('chart') === 'stacked');
@@ -1213,7 +1214,7 @@ test('a drag over mixed profile types merges the type shown; view errors stay in
   const onReq = (r) => { if (/mode=merge/.test(r.url())) sent.push(decodeURIComponent(r.url())); };
   page.on('request', onReq);
   try {
-    await page.goto(profd.base + '/?' + qs({ query: '{service="uitest"}', type: 'inuse_space' }));
+    await page.goto(profd.base + '/?' + qs({ query: '{service="uitest"}', type: 'inuse_space', agg: 'sum' }));
     await waitPoints(page, N_HEAP);
     await dragPoints(0, N_HEAP - 1);
     await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
