@@ -12,8 +12,10 @@
  *        limit (0 or absent: all). service is required; type, when given,
  *        selects one type; labels are equality filters.
  *   GET  /api/0/profiles/merge?service=&type=&from=&to=&labels=
- *        one gzip pprof: the merge (query.h's pd_merge) of every matching
- *        profile; service and type required. 404 when nothing matches.
+ *        one gzip pprof: the merge of every matching profile, pushed down
+ *        into the storage (query.h's pd_query_merge_refs: summed on stack
+ *        ids, symbols resolved once; stored profiles as they are, no
+ *        deltas); service and type required. 404 when nothing matches.
  *   GET  /api/0/profiles/ID  the stored bytes of that profile, as pushed.
  *   GET  /api/0/profiles/ID1+ID2+...  the merge of those (at most
  *        PROFEFE_MAX_IDS), gzip pprof.
@@ -874,14 +876,33 @@ static void h_merge(const pd__api_env *env, const pd_http_request *req, pd_http_
         pf_error(resp, 404, NULL, "nothing found");
         goto done;
     }
-    if (merger_new(env, &m, resp) < 0)
+    /* pushed down into the storage (pd_storage_aggregate via
+       pd_query_merge_refs: summed on stack ids, symbols resolved once), the
+       stored profiles as they are (profefe merges what it stored: no
+       deltas of cumulative types) */
+    pd_merge_options o;
+    memset(&o, 0, sizeof o);
+    o.delta = PD_DELTA_RAW;
+    if (env->limits && env->limits->max_samples)
+        o.max_samples = env->limits->max_samples;
+    pd_query_refs q = {.series = set.v, .n = set.n, .from = f.from, .to = f.to};
+    pd_profile out;
+    pd_err err = {{0}};
+    int rc = pd_query_merge_refs(env->st, NULL, &q, &o, &out, NULL, &err);
+    if (rc < 0) {
+        pf_error(resp,
+                 rc == PD_ENOTFOUND  ? 404
+                 : rc == PD_EINVAL   ? 400
+                 : rc == PD_ETOOBIG  ? 422
+                 : rc == PD_ETIMEOUT ? 503
+                                     : 500,
+                 NULL, "merge: %s", err.msg[0] ? err.msg : pd_strerror(rc));
         goto done;
-    for (size_t i = 0; i < n; i++)
-        if (merge_one(env, m, set.v[v[i].series].ref, v[i].ts, resp) < 0)
-            goto done;
+    }
     char name[64];
     snprintf(name, sizeof name, "%s.pb.gz", f.type);
-    finish_merge(m, name, resp);
+    reply_profile(resp, &out, name);
+    pd_profile_release(&out);
 done:
     pd_merge_free(m);
     free(v);
