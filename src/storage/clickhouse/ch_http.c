@@ -84,8 +84,9 @@ typedef enum { R_OK, R_STMT, R_RETRY, R_AMBIGUOUS, R_TOOBIG, R_NOMEM } result;
 
 /* One attempt against URL u. */
 static result attempt(pd_ch *c, size_t u, const char *sql, const uint8_t *insert, size_t len,
-                      const char *settings, pd_buf *resp, pd_err *err)
+                      const char *settings, pd_buf *resp, bool *srv, pd_err *err)
 {
+    *srv = false;
     CURL *h = curl_easy_init();
     if (!h) {
         pd_err_set(err, PD_ENOMEM, "out of memory (curl)");
@@ -151,6 +152,7 @@ static result attempt(pd_ch *c, size_t u, const char *sql, const uint8_t *insert
         pd_err_set(err, -EIO, "ClickHouse %s: HTTP %ld: %.*s", c->urls[u], status, (int)n,
                    body.len ? (const char *)body.data : "");
         res = (code >= 0 && stmt_error(code)) ? R_STMT : R_RETRY;
+        *srv = true;
     } else if (resp && pd_buf_append(resp, body.data, body.len) < 0) {
         pd_err_set(err, PD_ETOOBIG, "ClickHouse %s: the answer is larger than %zu bytes",
                    c->urls[u], resp->max);
@@ -181,11 +183,19 @@ int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len,
     size_t start = __atomic_load_n(&c->cur, __ATOMIC_RELAXED);
     size_t resp_len0 = resp ? resp->len : 0;
     int64_t backoff = 100;
+    pd_err srv_err; /* a server's own answer names more (e.g. the shard down) than a
+                       connection refused by the next URL */
+    bool have_srv = false;
     for (int a = 0; a < c->retries; a++) {
         size_t u = (start + (size_t)a) % c->n_urls;
         if (resp)
             resp->len = resp_len0;
-        result r = attempt(c, u, sql, insert, len, settings, resp, err);
+        bool srv;
+        result r = attempt(c, u, sql, insert, len, settings, resp, &srv, err);
+        if (r == R_RETRY && srv && !have_srv && err) {
+            srv_err = *err;
+            have_srv = true;
+        }
         if (r == R_OK) {
             __atomic_store_n(&c->cur, u, __ATOMIC_RELAXED);
             return 0;
@@ -197,6 +207,10 @@ int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len,
         pd_metrics_add("profd_clickhouse_errors_total", NULL, 1);
         if (r == R_STMT)
             return -EIO;
+        /* a Distributed INSERT that failed on one shard may have written
+           the others: the caller settles it (count by write_id) */
+        if (r == R_RETRY && insert && ambiguous && c->cluster)
+            r = R_AMBIGUOUS;
         if (r == R_AMBIGUOUS) {
             if (ambiguous)
                 *ambiguous = true;
@@ -209,13 +223,22 @@ int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len,
             backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
         }
     }
+    if (have_srv && err) {
+        pd_err last = *err;
+        *err = srv_err;
+        if (strcmp(last.msg, srv_err.msg) != 0) {
+            size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof err->msg - n, " (then: %s)", last.msg);
+        }
+    }
     return -EIO;
 }
 
 int pd__ch_exec_on(pd_ch *c, size_t url, const char *sql, pd_buf *resp, pd_err *err)
 {
     pthread_once(&g_curl_once, curl_init_once);
-    result r = attempt(c, url, sql, NULL, 0, NULL, resp, err);
+    bool srv;
+    result r = attempt(c, url, sql, NULL, 0, NULL, resp, &srv, err);
     if (r == R_OK)
         return 0;
     return r == R_NOMEM ? PD_ENOMEM : r == R_TOOBIG ? PD_ETOOBIG : -EIO;
@@ -240,11 +263,11 @@ int pd__ch_put_sql_string(pd_buf *b, const char *s, size_t len)
 
 int64_t pd__ch_day(int64_t ts_ms)
 {
-    int64_t d = ts_ms >= 0 ? ts_ms / 86400000 : -((-ts_ms + 86399999) / 86400000);
-    if (d < 0)
-        d = 0;
-    if (d > 49710)
-        d = 49710;
+    if (ts_ms < 0)
+        return 0;
+    int64_t d = ts_ms / 86400000;
+    if (d > 49672)
+        d = 49672;
     return d;
 }
 

@@ -70,7 +70,7 @@ int pd__ch_exec_on(pd_ch *c, size_t url, const char *sql, pd_buf *resp, pd_err *
 int pd__ch_put_sql_string(pd_buf *b, const char *s, size_t len);
 /* Appends the date of day d (days since 1970) as 'YYYY-MM-DD'. */
 int pd__ch_put_sql_day(pd_buf *b, int64_t d);
-/* Day of a Unix ms time, clamped to ClickHouse's Date range [0, 49710]. */
+/* Day of a Unix ms time, clamped to ClickHouse's Date range [0, 49672] (1970-01-01 to 2105-12-31, as 18.16 parses Date). */
 int64_t pd__ch_day(int64_t ts_ms);
 
 /* RowBinary writers (little endian; String = varint length + bytes). */

@@ -267,23 +267,28 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
     char sql[128];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", table);
     const char *settings = c->cluster ? "insert_distributed_sync=1" : NULL;
-    for (int round = 0; round < 2; round++) {
+    int64_t backoff = 100;
+    for (int round = 0;; round++) {
         bool amb = false;
         int rc = pd__ch_exec(c, sql, (const uint8_t *)rows->data, rows->len, settings, NULL,
                              by_write_id ? &amb : NULL, err);
-        if (rc == 0 || !amb)
+        if (rc == 0 || !amb || round + 1 >= c->retries)
             return rc;
         pd_err e2;
         pd_err_clear(&e2);
         int64_t have = count_written(c, b, table, &e2);
         if (have == (int64_t)expect)
             return 0;
-        if (have != 0)
-            return pd_err_set(err, -EIO, "ClickHouse: INSERT INTO %s: outcome unknown (%s) and "
-                                         "%lld of %llu rows found",
-                              table, err->msg, (long long)have, (unsigned long long)expect);
+        if (have != 0) /* some rows landed (or unknown): never sent twice */
+            return have < 0 ? rc
+                            : pd_err_set(err, -EIO, "%s (INSERT INTO %s: %lld of %llu rows "
+                                                    "written; not retried)",
+                                         err->msg, table, (long long)have,
+                                         (unsigned long long)expect);
+        struct timespec ts = {backoff / 1000, (long)(backoff % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
     }
-    return -EIO;
 }
 
 static void flush(pd_ch *c, ch_batch *b)
@@ -618,9 +623,9 @@ int pd__ch_check_time(pd_ch *c, int64_t ts_ms, pd_err *err)
     o.retention_ms = c->retention_ms;
     o.future_grace_ms = c->grace_ms;
     int rc = pd_storage_options_check_time(&o, c->clock(), ts_ms, err);
-    if (rc == 0 && (ts_ms < 0 || ts_ms >= 49710ll * 86400000))
+    if (rc == 0 && (ts_ms < 0 || ts_ms >= 49673ll * 86400000))
         rc = pd_err_set(err, PD_EOUTOFBOUNDS,
-                        "timestamp %lld ms is outside ClickHouse's Date range (1970-2106)",
+                        "timestamp %lld ms is outside ClickHouse's Date range (1970-01-01 to 2105-12-31)",
                         (long long)ts_ms);
     return rc;
 }
