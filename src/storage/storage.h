@@ -61,6 +61,9 @@ typedef struct pd_clickhouse_options {
     int64_t batch_wait_ms;   /* wait this long for more profiles before a flush;
                                 0 = none (group commit: a batch is what queued while
                                 the previous one was in flight) */
+    int64_t flush_interval_ms; /* a batch starts at least this long after the previous
+                                one started (ClickHouse wants few, large inserts: each
+                                makes a part per table); 0 = 100 ms, < 0 = none */
     int64_t timeout_ms;      /* one HTTP request; 0 = 30 s */
     int retries;             /* attempts per statement; 0 = 5 (backoff 100 ms doubling) */
 } pd_clickhouse_options;

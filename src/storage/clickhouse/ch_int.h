@@ -26,9 +26,11 @@ struct pd_ch {
     int retries;
     size_t batch_bytes;
     int64_t batch_wait_ms;
+    int64_t flush_interval_ms;
     pd_pprof_limits limits;
     int64_t retention_ms, grace_ms, maint_ms;
     int64_t (*clock)(void);
+    uint64_t gen; /* appends acknowledged (__atomic): invalidates prefetched points */
 
     /* the write queue (ch_write.c) */
     pthread_mutex_t mu;
@@ -47,6 +49,11 @@ struct pd_ch {
     pthread_mutex_t stop_mu;
     pthread_cond_t stop_cv;
 };
+
+/* ---- ch_read.c ---- */
+
+/* Drops the calling thread's prefetched points if they are c's. */
+void pd__ch_cache_forget(const pd_ch *c);
 
 /* ---- ch_http.c ---- */
 

@@ -14,11 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include "base/log.h"
 #include "storage/clickhouse/ch_int.h"
 
 #define CH_MAX_ANSWER (1024u << 20)
 #define CH_MAX_PART_STACKS (4u << 20)
+#define CH_CACHE_MS 5000            /* prefetched points kept this long (below) */
+#define CH_CACHE_MAX_POINTS 200000  /* and only this many */
+
+static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt);
 
 static int nomem(pd_err *err) { return pd_err_set(err, PD_ENOMEM, "out of memory (ClickHouse read)"); }
 
@@ -211,6 +217,11 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
     if ((rc = pd_matchers_check_limits(ms, n, err)) < 0)
         goto out;
     qsort(out->v, out->n, sizeof *out->v, cmp_info);
+    size_t total = 0;
+    for (size_t i = 0; i < out->n; i++)
+        total += out->v[i].n_profiles;
+    if (out->n > 1 && total <= CH_CACHE_MAX_POINTS)
+        prefetch(c, (const char *)where.data, mint, maxt);
 out:
     if (rc < 0)
         pd_series_set_release(out);
@@ -222,7 +233,229 @@ out:
     return rc;
 }
 
+static char *rd_arena_str(ch_rd *r, pd_arena *a);
+
 /* ---- points ---- */
+
+/* Reads one (ts, sample_types, sample_units, totals) into pt, strings in a.
+ * 0, 1 for a malformed row, PD_ENOMEM. */
+static int parse_point(ch_rd *r, pd_arena *a, pd_point *pt)
+{
+    pt->ts_ms = (int64_t)pd__ch_rd_u64(r);
+    uint64_t nt = pd__ch_rd_varint(r);
+    if (r->bad || nt > r->len)
+        return 1;
+    pt->n_types = (size_t)nt;
+    pt->types = pd_arena_calloc(a, nt ? nt : 1, sizeof *pt->types);
+    pt->totals = pd_arena_calloc(a, nt ? nt : 1, sizeof *pt->totals);
+    if (!pt->types || !pt->totals)
+        return PD_ENOMEM;
+    for (size_t i = 0; i < nt; i++)
+        pt->types[i].type = rd_arena_str(r, a);
+    if (pd__ch_rd_varint(r) != nt)
+        r->bad = true;
+    for (size_t i = 0; i < nt && !r->bad; i++)
+        pt->types[i].unit = rd_arena_str(r, a);
+    if (pd__ch_rd_varint(r) != nt)
+        r->bad = true;
+    for (size_t i = 0; i < nt && !r->bad; i++)
+        pt->totals[i] = (int64_t)pd__ch_rd_u64(r);
+    if (r->bad)
+        return 1;
+    for (size_t i = 0; i < nt; i++)
+        if (!pt->types[i].type || !pt->types[i].unit)
+            return PD_ENOMEM;
+    return 0;
+}
+
+/* The points prefetched by the last pd__ch_select of this thread: the query
+ * layer selects, then reads the points of every series selected (a merge,
+ * query_range): one query for all instead of one per series. Valid for the
+ * store and range it was made for, while no append of this process
+ * happened since (c->gen) and for CH_CACHE_MS. */
+
+typedef struct pcache_ent {
+    size_t off, n; /* into pts */
+} pcache_ent;
+
+typedef struct pcache {
+    const pd_ch *c;
+    uint64_t gen;
+    int64_t mint, maxt, born;
+    pd_u64map idx; /* ref -> index into ents + 1 */
+    pcache_ent *ents;
+    size_t n_ents;
+    pd_point *pts;
+    size_t n_pts, cap_pts;
+    pd_arena a;
+} pcache;
+
+static pthread_key_t g_cache_key;
+static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+
+static void pcache_clear(pcache *pc)
+{
+    pd_u64map_release(&pc->idx);
+    pd_u64map_init(&pc->idx);
+    free(pc->ents);
+    free(pc->pts);
+    pc->ents = NULL;
+    pc->pts = NULL;
+    pc->n_ents = pc->n_pts = pc->cap_pts = 0;
+    pd_arena_release(&pc->a);
+    pd_arena_init(&pc->a);
+    pc->c = NULL;
+}
+
+static void pcache_free(void *p)
+{
+    if (!p)
+        return;
+    pcache_clear(p);
+    pd_u64map_release(&((pcache *)p)->idx);
+    free(p);
+}
+
+static void cache_key_init(void) { (void)pthread_key_create(&g_cache_key, pcache_free); }
+
+static pcache *thread_cache(bool create)
+{
+    pthread_once(&g_cache_once, cache_key_init);
+    pcache *pc = pthread_getspecific(g_cache_key);
+    if (!pc && create) {
+        pc = calloc(1, sizeof *pc);
+        if (!pc)
+            return NULL;
+        pd_u64map_init(&pc->idx);
+        pd_arena_init(&pc->a);
+        if (pthread_setspecific(g_cache_key, pc) != 0) {
+            free(pc);
+            return NULL;
+        }
+    }
+    return pc;
+}
+
+/* Forgets this thread's prefetch if it is of c (a closed store's address
+ * may be reused). */
+void pd__ch_cache_forget(const pd_ch *c)
+{
+    pcache *pc = thread_cache(false);
+    if (pc && pc->c == c)
+        pcache_clear(pc);
+}
+
+/* Prefetches the points of the series matching `where` (select's filter). */
+static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt)
+{
+    pcache *pc = thread_cache(true);
+    if (!pc)
+        return;
+    pcache_clear(pc);
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_err err;
+    uint64_t gen = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+    int64_t born = c->clock();
+    bool ok = pd_buf_printf(&sql, "SELECT fingerprint, ts, sample_types, sample_units, totals FROM "
+                                  "profiles WHERE%s ORDER BY fingerprint, ts LIMIT %d "
+                                  "FORMAT RowBinary",
+                            where, CH_CACHE_MAX_POINTS + 1) == 0 &&
+              query(c, &sql, &resp, &err) == 0;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    uint64_t last = 0;
+    while (ok && pd__ch_rd_more(&r)) {
+        uint64_t fp = pd__ch_rd_u64(&r);
+        if (pc->n_pts == pc->cap_pts) {
+            size_t nc = pc->cap_pts ? 2 * pc->cap_pts : 1024;
+            pd_point *v = realloc(pc->pts, nc * sizeof *v);
+            pcache_ent *e = v ? realloc(pc->ents, nc * sizeof *e) : NULL;
+            if (v)
+                pc->pts = v;
+            if (!e) {
+                ok = false;
+                break;
+            }
+            pc->ents = e;
+            pc->cap_pts = nc;
+        }
+        if (parse_point(&r, &pc->a, &pc->pts[pc->n_pts]) != 0) {
+            ok = false;
+            break;
+        }
+        if (pc->n_ents == 0 || fp != last) {
+            if (pd_u64map_get(&pc->idx, fp, NULL) ||
+                pd_u64map_put(&pc->idx, fp, pc->n_ents + 1) < 0) {
+                ok = false;
+                break;
+            }
+            pc->ents[pc->n_ents++] = (pcache_ent){pc->n_pts, 0};
+            last = fp;
+        }
+        pc->ents[pc->n_ents - 1].n++;
+        pc->n_pts++;
+    }
+    if (ok && pc->n_pts <= CH_CACHE_MAX_POINTS) {
+        pc->c = c;
+        pc->gen = gen;
+        pc->mint = mint;
+        pc->maxt = maxt;
+        pc->born = born;
+    } else {
+        pcache_clear(pc);
+    }
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+}
+
+/* Serves read_points from the prefetch: 1 (served), 0 (not cached), <0. */
+static int from_cache(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
+                      pd_err *err)
+{
+    pcache *pc = thread_cache(false);
+    uint64_t at;
+    if (!pc || pc->c != c || pc->gen != __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) ||
+        c->clock() - pc->born > CH_CACHE_MS || c->clock() < pc->born || mint < pc->mint ||
+        maxt > pc->maxt || !pd_u64map_get(&pc->idx, ref, &at))
+        return 0;
+    const pcache_ent *e = &pc->ents[at - 1];
+    pd_arena *a = malloc(sizeof *a);
+    if (!a)
+        return nomem(err);
+    pd_arena_init(a);
+    out->priv = a;
+    out->v = pd_arena_calloc(a, e->n ? e->n : 1, sizeof *out->v);
+    if (!out->v) {
+        pd_points_release(out);
+        return nomem(err);
+    }
+    for (size_t i = 0; i < e->n; i++) {
+        const pd_point *p = &pc->pts[e->off + i];
+        if (p->ts_ms < mint || p->ts_ms > maxt)
+            continue;
+        pd_point *q = &out->v[out->n];
+        q->ts_ms = p->ts_ms;
+        q->n_types = p->n_types;
+        q->types = pd_arena_calloc(a, p->n_types ? p->n_types : 1, sizeof *q->types);
+        q->totals = pd_arena_calloc(a, p->n_types ? p->n_types : 1, sizeof *q->totals);
+        if (!q->types || !q->totals) {
+            pd_points_release(out);
+            return nomem(err);
+        }
+        for (size_t k = 0; k < p->n_types; k++) {
+            q->types[k].type = pd_arena_strdup(a, p->types[k].type);
+            q->types[k].unit = pd_arena_strdup(a, p->types[k].unit);
+            q->totals[k] = p->totals[k];
+            if (!q->types[k].type || !q->types[k].unit) {
+                pd_points_release(out);
+                return nomem(err);
+            }
+        }
+        out->n++;
+    }
+    return 1;
+}
 
 static int series_exists(pd_ch *c, uint64_t ref, pd_err *err)
 {
@@ -257,11 +490,13 @@ int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_po
     out->v = NULL;
     out->n = 0;
     out->priv = NULL;
+    int rc = from_cache(c, ref, mint, maxt, out, err);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
     pd_buf sql, resp;
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, CH_MAX_ANSWER);
     pd_arena *a = malloc(sizeof *a);
-    int rc = 0;
     if (!a) {
         rc = nomem(err);
         goto out;
@@ -293,34 +528,12 @@ int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_po
             out->v = v;
             cap = nc;
         }
-        pd_point *pt = &out->v[out->n];
-        pt->ts_ms = (int64_t)pd__ch_rd_u64(&r);
-        uint64_t nt = pd__ch_rd_varint(&r);
-        if (r.bad || nt > r.len)
-            break;
-        pt->n_types = (size_t)nt;
-        pt->types = pd_arena_calloc(a, nt ? nt : 1, sizeof *pt->types);
-        pt->totals = pd_arena_calloc(a, nt ? nt : 1, sizeof *pt->totals);
-        if (!pt->types || !pt->totals) {
+        int pr = parse_point(&r, a, &out->v[out->n]);
+        if (pr == PD_ENOMEM) {
             rc = nomem(err);
             goto out;
         }
-        for (size_t i = 0; i < nt; i++)
-            pt->types[i].type = rd_arena_str(&r, a);
-        if (pd__ch_rd_varint(&r) != nt)
-            r.bad = true;
-        for (size_t i = 0; i < nt && !r.bad; i++)
-            pt->types[i].unit = rd_arena_str(&r, a);
-        if (pd__ch_rd_varint(&r) != nt)
-            r.bad = true;
-        for (size_t i = 0; i < nt && !r.bad; i++)
-            pt->totals[i] = (int64_t)pd__ch_rd_u64(&r);
-        for (size_t i = 0; i < nt && !r.bad; i++)
-            if (!pt->types[i].type || !pt->types[i].unit) {
-                rc = nomem(err);
-                goto out;
-            }
-        if (r.bad)
+        if (pr)
             break;
         out->n++;
     }

@@ -431,15 +431,35 @@ out:
     pd_buf_release(&rows);
 }
 
+/* Waits on cv_work until the monotonic time until_ms (or stopping). */
+static void wait_until(pd_ch *c, int64_t until_ms)
+{
+    for (;;) {
+        int64_t now = pd_mono_ns() / 1000000;
+        if (c->stopping || now >= until_ms)
+            return;
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        int64_t ns = dl.tv_nsec + (until_ms - now) * 1000000;
+        dl.tv_sec += ns / 1000000000;
+        dl.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&c->cv_work, &c->mu, &dl);
+    }
+}
+
 static void *writer_main(void *arg)
 {
     pd_ch *c = arg;
+    int64_t last_start = INT64_MIN / 2; /* monotonic ms */
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (!c->pending && !c->stopping)
             pthread_cond_wait(&c->cv_work, &c->mu);
         if (!c->pending)
             break;
+        if (c->flush_interval_ms > 0)
+            wait_until(c, last_start + c->flush_interval_ms);
+        last_start = pd_mono_ns() / 1000000;
         if (c->batch_wait_ms > 0 && !c->stopping && c->pending->bytes < c->batch_bytes) {
             struct timespec dl;
             clock_gettime(CLOCK_REALTIME, &dl);
@@ -698,6 +718,8 @@ int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_
     rc = e->rc;
     if (rc < 0 && err)
         *err = e->err;
+    if (rc == 0)
+        __atomic_add_fetch(&c->gen, 1, __ATOMIC_RELEASE);
     if (--b->refs == 0)
         batch_free(b);
     pthread_mutex_unlock(&c->mu);
@@ -895,6 +917,7 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
     c->retries = o->retries > 0 ? o->retries : 5;
     c->batch_bytes = o->batch_bytes ? o->batch_bytes : 8u << 20;
     c->batch_wait_ms = o->batch_wait_ms > 0 ? o->batch_wait_ms : 0;
+    c->flush_interval_ms = o->flush_interval_ms == 0 ? 100 : o->flush_interval_ms;
     c->limits = opts->limits;
     c->retention_ms = opts->retention_ms == 0 ? 15ll * 24 * 3600 * 1000 : opts->retention_ms;
     c->grace_ms = opts->future_grace_ms == 0 ? 10 * 60 * 1000 : opts->future_grace_ms;
@@ -973,6 +996,7 @@ void pd__ch_close(pd_ch *c)
 {
     if (!c)
         return;
+    pd__ch_cache_forget(c);
     pthread_mutex_lock(&c->mu);
     c->stopping = true;
     pthread_cond_broadcast(&c->cv_work);
