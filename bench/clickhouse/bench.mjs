@@ -4,6 +4,8 @@
 //   PROFD_BIN=build/profd node bench/clickhouse/bench.mjs
 //     env: SERIES=1000 CLIENTS=8 RUNS=5 PORT0=19440 (ports PORT0..PORT0+9,
 //          loopback; the two ClickHouse servers and three profd processes)
+//          WEB_THREADS=32 (--web.threads of every profd: the pushes in
+//          flight, hence the largest insert batch)
 //
 // Data: SERIES series heap{job="bench", instance="sNNNN"} with one real heap
 // profile each (the 30 of shared testdata go-demo-series cycled), pushed
@@ -30,6 +32,7 @@ const SERIES = Number(process.env.SERIES || 1000);
 const CLIENTS = Number(process.env.CLIENTS || 8);
 const RUNS = Number(process.env.RUNS || 5);
 const PORT0 = Number(process.env.PORT0 || 19440);
+const WT = `--web.threads=${Number(process.env.WEB_THREADS || 32)}`;
 const CH_BIN = '/usr/sbin/clickhouse-server';
 const dir = tempDir('pd-chbench-');
 process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
@@ -120,14 +123,14 @@ const out = {};
 console.error(`load before: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}; nproc ${os.cpus().length}; ${os.cpus()[0].model}`);
 
 // (a) embedded
-const tsdb = await startProfd({ storage: path.join(dir, 'tsdb'), port: P(0), name: 'profd-tsdb' });
+const tsdb = await startProfd({ storage: path.join(dir, 'tsdb'), port: P(0), name: 'profd-tsdb', extraArgs: [WT] });
 out.tsdb = { ingest: await ingest(tsdb), ...(await queries(tsdb)) };
 await tsdb.stop();
 
 // (b) one ClickHouse server
 const ch1 = await startCH('ch1', P(1), P(2), P(3), [P(2), P(6)]);
 const chp = await startProfd({ storage: path.join(dir, 'x'), port: P(4), name: 'profd-ch',
-  extraArgs: ['--storage.backend=clickhouse', `--clickhouse.url=${ch1.url}`, '--clickhouse.database=bench'] });
+  extraArgs: [WT, '--storage.backend=clickhouse', `--clickhouse.url=${ch1.url}`, '--clickhouse.database=bench'] });
 out.ch = { ingest: await ingest(chp), ...(await queries(chp)) };
 assert.deepEqual(out.ch.totals, out.tsdb.totals, 'query_range totals equal');
 assert.equal(out.ch.mergeTotal, out.tsdb.mergeTotal, 'merge totals equal');
@@ -143,7 +146,7 @@ out.chBytes = { tables, body };
 // (c) two shards, Distributed: ingest
 const ch2 = await startCH('ch2', P(5), P(6), P(7), [P(2), P(6)]);
 const clu = await startProfd({ storage: path.join(dir, 'y'), port: P(8), name: 'profd-clu',
-  extraArgs: ['--storage.backend=clickhouse', `--clickhouse.url=${ch1.url}`, `--clickhouse.url=${ch2.url}`, '--clickhouse.database=benchclu', '--clickhouse.cluster=pd2'] });
+  extraArgs: [WT, '--storage.backend=clickhouse', `--clickhouse.url=${ch1.url}`, `--clickhouse.url=${ch2.url}`, '--clickhouse.database=benchclu', '--clickhouse.cluster=pd2'] });
 out.cluster = { ingest: await ingest(clu), ...(await queries(clu)) };
 assert.deepEqual(out.cluster.totals, out.tsdb.totals, 'query_range totals equal (cluster)');
 await clu.stop();
@@ -171,7 +174,7 @@ out.sizes = { gz: gz / SERIES, conprof: conprof / SERIES, block: blockBytes / SE
 console.error(`load after: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 
 const f = (x, d = 1) => x.toFixed(d);
-console.log(`\n${SERIES} series x 1 real heap profile, ${CLIENTS} push clients, medians of ${RUNS}\n`);
+console.log(`\n${SERIES} series x 1 real heap profile, ${CLIENTS} push clients, ${WT}, medians of ${RUNS}\n`);
 console.log('| | embedded TSDB | ClickHouse, 1 server | ClickHouse, 2 shards (Distributed) |');
 console.log('|---|---:|---:|---:|');
 console.log(`| ingest, profiles/s | ${f(out.tsdb.ingest.rate)} | ${f(out.ch.ingest.rate)} | ${f(out.cluster.ingest.rate)} |`);

@@ -22,6 +22,7 @@
 
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/time.h"
 #include "base/varint.h"
 #include "storage/clickhouse/ch_int.h"
 
@@ -186,6 +187,7 @@ int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len,
     pd_err srv_err; /* a server's own answer names more (e.g. the shard down) than a
                        connection refused by the next URL */
     bool have_srv = false;
+    int64_t t0 = pd_mono_ns();
     for (int a = 0; a < c->retries; a++) {
         size_t u = (start + (size_t)a) % c->n_urls;
         if (resp)
@@ -198,6 +200,8 @@ int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len,
         }
         if (r == R_OK) {
             __atomic_store_n(&c->cur, u, __ATOMIC_RELAXED);
+            pd_log(PD_LOG_DEBUG, "clickhouse statement", "url=%s seconds=%.3f bytes=%zu sql=\"%.60s\"",
+                   c->urls[u], (double)(pd_mono_ns() - t0) / 1e9, insert ? len : strlen(sql), sql);
             return 0;
         }
         if (r == R_NOMEM)

@@ -291,6 +291,40 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
     }
 }
 
+/* One INSERT of rows that are safe to repeat (ReplacingMergeTree tables), run
+ * on its own thread so that the three of a batch and its PD_EEXIST check go
+ * at once. */
+typedef struct par_insert {
+    pd_ch *c;
+    const char *table;
+    pd_buf rows;
+    int rc;
+    pd_err err;
+    pthread_t th;
+    bool started;
+} par_insert;
+
+static void *par_main(void *arg)
+{
+    par_insert *p = arg;
+    p->rc = insert_rows(p->c, NULL, p->table, &p->rows, false, 0, &p->err);
+    return NULL;
+}
+
+static void par_start(par_insert *p)
+{
+    p->started = pthread_create(&p->th, NULL, par_main, p) == 0;
+    if (!p->started)
+        par_main(p);
+}
+
+static void par_join(par_insert *p)
+{
+    if (p->started)
+        pthread_join(p->th, NULL);
+    p->started = false;
+}
+
 static void flush(pd_ch *c, ch_batch *b)
 {
     pd_err err;
@@ -299,24 +333,68 @@ static void flush(pd_ch *c, ch_batch *b)
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, 64u << 20);
     pd_buf_init(&rows, 0);
-    pd_u64map seen;
+    pd_u64map seen, seen_fp;
     pd_u64map_init(&seen);
+    pd_u64map_init(&seen_fp);
+    par_insert par[3] = {{.c = c, .table = "stacks"}, {.c = c, .table = "series"},
+                         {.c = c, .table = "series_index"}};
+    for (int k = 0; k < 3; k++) {
+        pd_buf_init(&par[k].rows, 0);
+        pd_err_clear(&par[k].err);
+    }
     int rc = 0;
     size_t n_live;
     int64_t t0 = pd_mono_ns();
 
-    /* 1. profiles already stored at the same (series, time): PD_EEXIST */
+    /* stacks not written before; series and their index rows once per
+       series and day (for every entry: rows of one refused below as
+       PD_EEXIST are already there or harmless, as these tables replace) */
+    uint64_t dummy;
+    for (ch_entry *e = b->head; e; e = e->next) {
+        size_t start = 0;
+        for (size_t i = 0; i < e->n_stacks; i++) {
+            uint64_t h = e->stack_hash[i];
+            size_t end = e->stack_end[i];
+            if (!pd_u64map_get(&c->known_stacks, h, &dummy) && !pd_u64map_get(&seen, h, &dummy) &&
+                (pd_u64map_put(&seen, h, 1) < 0 ||
+                 pd_buf_append(&par[0].rows, e->stack_rows.data + start, end - start) < 0)) {
+                rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+                goto fail;
+            }
+            start = end;
+        }
+        uint64_t v;
+        if ((pd_u64map_get(&c->known_series, e->fp, &v) && v == (uint64_t)e->day + 1) ||
+            (pd_u64map_get(&seen_fp, e->fp, &v) && v == (uint64_t)e->day + 1))
+            continue;
+        if (pd_u64map_put(&seen_fp, e->fp, (uint64_t)e->day + 1) < 0 ||
+            pd_buf_append(&par[1].rows, e->series_row.data, e->series_row.len) < 0 ||
+            pd_buf_append(&par[2].rows, e->index_rows.data, e->index_rows.len) < 0) {
+            rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+            goto fail;
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        par_start(&par[k]);
+
+    /* meanwhile: profiles already stored at the same (series, time): PD_EEXIST */
     rc = pd_buf_puts(&sql, "SELECT fingerprint, ts FROM profiles WHERE (fingerprint, ts) IN (");
     for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
         rc = pd_buf_printf(&sql, "%s(%llu,%lld)", e == b->head ? "" : ",",
                            (unsigned long long)e->fp, (long long)e->ts);
     rc = rc ? rc : pd_buf_puts(&sql, ") FORMAT RowBinary");
     rc = rc ? rc : pd_buf_putc(&sql, 0);
-    if (rc < 0) {
+    if (rc < 0)
         rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
-        goto fail;
+    else
+        rc = pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, &resp, NULL, &err);
+    for (int k = 0; k < 3; k++) {
+        par_join(&par[k]);
+        if (rc == 0 && par[k].rc < 0) {
+            rc = par[k].rc;
+            err = par[k].err;
+        }
     }
-    rc = pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, &resp, NULL, &err);
     if (rc < 0)
         goto fail;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
@@ -329,58 +407,6 @@ static void flush(pd_ch *c, ch_batch *b)
                                    "a profile of this series at %lld is already stored",
                                    (long long)ts);
     }
-
-    /* 2. stacks not written before */
-    pd_buf_reset(&rows);
-    pd_u64map_release(&seen);
-    pd_u64map_init(&seen);
-    uint64_t dummy;
-    for (ch_entry *e = b->head; e; e = e->next) {
-        if (e->rc)
-            continue;
-        size_t start = 0;
-        for (size_t i = 0; i < e->n_stacks; i++) {
-            uint64_t h = e->stack_hash[i];
-            size_t end = e->stack_end[i];
-            if (!pd_u64map_get(&c->known_stacks, h, &dummy) &&
-                !pd_u64map_get(&seen, h, &dummy)) {
-                if (pd_u64map_put(&seen, h, 1) < 0 ||
-                    pd_buf_append(&rows, e->stack_rows.data + start, end - start) < 0) {
-                    rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
-                    goto fail;
-                }
-            }
-            start = end;
-        }
-    }
-    rc = insert_rows(c, b, "stacks", &rows, false, 0, &err);
-    if (rc < 0)
-        goto fail;
-
-    /* 3. series and the label index, once per series and day */
-    pd_buf_reset(&rows);
-    pd_buf sidx;
-    pd_buf_init(&sidx, 0);
-    pd_u64map_release(&seen);
-    pd_u64map_init(&seen);
-    for (ch_entry *e = b->head; e; e = e->next) {
-        uint64_t v;
-        if (e->rc || (pd_u64map_get(&c->known_series, e->fp, &v) && v == (uint64_t)e->day + 1) ||
-            (pd_u64map_get(&seen, e->fp, &v) && v == (uint64_t)e->day + 1))
-            continue;
-        if (pd_u64map_put(&seen, e->fp, (uint64_t)e->day + 1) < 0 ||
-            pd_buf_append(&rows, e->series_row.data, e->series_row.len) < 0 ||
-            pd_buf_append(&sidx, e->index_rows.data, e->index_rows.len) < 0) {
-            pd_buf_release(&sidx);
-            rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
-            goto fail;
-        }
-    }
-    rc = insert_rows(c, b, "series", &rows, false, 0, &err);
-    rc = rc ? rc : insert_rows(c, b, "series_index", &sidx, false, 0, &err);
-    pd_buf_release(&sidx);
-    if (rc < 0)
-        goto fail;
 
     /* 4. samples, 5. profiles (the row that makes a profile visible) */
     pd_buf_reset(&rows);
@@ -425,7 +451,10 @@ fail:
     pd_metrics_add("profd_clickhouse_failed_profiles_total", NULL, (double)b->n);
     fail_live(b, rc, &err);
 out:
+    for (int k = 0; k < 3; k++)
+        pd_buf_release(&par[k].rows);
     pd_u64map_release(&seen);
+    pd_u64map_release(&seen_fp);
     pd_buf_release(&sql);
     pd_buf_release(&resp);
     pd_buf_release(&rows);
@@ -830,7 +859,7 @@ void pd__ch_stats_get(pd_ch *c, pd_storage_stats *out)
     pd_err_clear(&err);
     char sql[512];
     snprintf(sql, sizeof sql,
-             "SELECT (SELECT count() FROM series), count(), min(ts), max(ts) FROM profiles "
+             "SELECT (SELECT uniqExact(fingerprint) FROM series), count(), min(ts), max(ts) FROM profiles "
              "FORMAT RowBinary");
     if (pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err) == 0) {
         ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};

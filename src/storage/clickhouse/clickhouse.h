@@ -52,11 +52,13 @@
  * (stacks by stack_hash).
  *
  * Write path and acknowledgement: pd__ch_append encodes the rows and queues
- * them; a writer thread sends what queued as one batch (5 INSERTs: stacks,
- * series, series_index, samples, profiles — in that order, so a profile row
- * is written only when all it refers to is), group commit: while a batch is
- * in flight the next one gathers (or it waits batch_wait_ms; a batch is
- * flushed at batch_bytes). The append returns 0 only after ClickHouse has
+ * them; a writer thread sends what queued as one batch: the INSERTs into
+ * stacks, series and series_index (tables that replace, so repeating rows is
+ * harmless) at once on three threads beside the PD_EEXIST check, then
+ * samples, then profiles — so a profile row is written only when all it
+ * refers to is. Group commit: while a batch is in flight the next one
+ * gathers; batches start at least flush_interval_ms apart (or wait
+ * batch_wait_ms for more; a batch is flushed at batch_bytes). The append returns 0 only after ClickHouse has
  * acknowledged the INSERT of the profile's row (in cluster mode with
  * insert_distributed_sync=1: after every shard wrote it). There is no local
  * WAL: a crash of profd loses only what was not acknowledged; a crash of
