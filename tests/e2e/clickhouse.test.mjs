@@ -378,6 +378,11 @@ test('a shard killed mid-ingest: pushes fail (5xx), reads name it, it recovers, 
     } else failed.push(r);
   }
   assert.ok(failed.length > 0, 'pushes fail while a shard is down');
+  // profd reports it: /metrics counts the failed profiles and the failed requests
+  const metrics = (await http(`${writer.base}/metrics`)).text;
+  const val = (name) => Number((new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics) || [])[1] || 0);
+  assert.ok(val('profd_clickhouse_failed_profiles_total') >= failed.length, `profd_clickhouse_failed_profiles_total counts the refused pushes:\n${metrics.split('\n').filter((l) => l.includes('clickhouse')).join('\n')}`);
+  assert.ok(val('profd_clickhouse_errors_total') > 0, 'profd_clickhouse_errors_total counts failed requests');
   for (const f of failed) assert.ok(f.status >= 500, `a failed push is a 5xx: ${f.status} ${f.text}`);
   // down: a read over the Distributed tables fails naming the shard
   const rd = await http(`${reader.base}/api/v1/query_range?` + qs({ query: 'heap', from: FROM, to: TO }), { timeoutMs: 120000 });

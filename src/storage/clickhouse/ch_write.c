@@ -960,6 +960,16 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
     pthread_mutex_init(&c->stop_mu, NULL);
     pthread_cond_init(&c->stop_cv, NULL);
 
+    pd_metrics_describe("profd_clickhouse_errors_total", PD_METRIC_COUNTER,
+                        "Failed HTTP requests to ClickHouse (each attempt).");
+    pd_metrics_describe("profd_clickhouse_batches_total", PD_METRIC_COUNTER,
+                        "Insert batches written to ClickHouse.");
+    pd_metrics_describe("profd_clickhouse_inserted_profiles_total", PD_METRIC_COUNTER,
+                        "Profiles acknowledged by ClickHouse.");
+    pd_metrics_describe("profd_clickhouse_failed_profiles_total", PD_METRIC_COUNTER,
+                        "Profiles whose insert batch failed (not acknowledged).");
+    pd_metrics_describe("profd_clickhouse_batch_seconds_sum", PD_METRIC_COUNTER,
+                        "Seconds spent writing insert batches.");
     /* the schema on every server that answers; at least one must */
     size_t ok = 0;
     pd_err first;
@@ -993,16 +1003,6 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
         rc = -EIO;
         goto fail;
     }
-    pd_metrics_describe("profd_clickhouse_errors_total", PD_METRIC_COUNTER,
-                        "Failed HTTP requests to ClickHouse (each attempt).");
-    pd_metrics_describe("profd_clickhouse_batches_total", PD_METRIC_COUNTER,
-                        "Insert batches written to ClickHouse.");
-    pd_metrics_describe("profd_clickhouse_inserted_profiles_total", PD_METRIC_COUNTER,
-                        "Profiles acknowledged by ClickHouse.");
-    pd_metrics_describe("profd_clickhouse_failed_profiles_total", PD_METRIC_COUNTER,
-                        "Profiles whose insert batch failed (not acknowledged).");
-    pd_metrics_describe("profd_clickhouse_batch_seconds_sum", PD_METRIC_COUNTER,
-                        "Seconds spent writing insert batches.");
     if (pthread_create(&c->writer, NULL, writer_main, c) != 0) {
         rc = pd_err_set(err, PD_ENOMEM, "cannot start the ClickHouse writer thread");
         goto fail;
