@@ -19,14 +19,14 @@ int pd__tsdb_open(const pd_storage_options *opts, pd__tsdb_storage **out, pd_err
 void pd__tsdb_close(pd__tsdb_storage *s);
 int pd__tsdb_append(pd__tsdb_storage *s, const pd_labels *labels, int64_t ts_ms,
                     const uint8_t *body, size_t len, const pd_profile *profile, pd_err *err);
-int pd__tsdb_select(pd__tsdb_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
-                    int64_t maxt, pd_series_set *out, pd_err *err);
+int pd__tsdb_select(pd__tsdb_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                    pd_series_set *out, pd_err *err);
 int pd__tsdb_read_points(pd__tsdb_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
                          pd_points *out, pd_err *err);
 int pd__tsdb_read_profile(pd__tsdb_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
                           pd_buf *raw, pd_err *err);
-int pd__tsdb_aggregate(pd__tsdb_storage *s, const uint64_t *refs, const uint32_t *group,
-                       size_t n, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+int pd__tsdb_aggregate(pd__tsdb_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
+                       int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
                        int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
                        pd_err *err);
 int pd__tsdb_maintain(pd__tsdb_storage *s, pd_err *err);
@@ -88,8 +88,8 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
     return pd__tsdb_select(s->tsdb, ms, n, mint, maxt, out, err);
 }
 
-int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
-                           pd_points *out, pd_err *err)
+int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
+                           pd_err *err)
 {
     if (s->ch)
         return pd__ch_read_points(s->ch, ref, mint, maxt, out, err);
@@ -110,8 +110,7 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
                          pd_err *err)
 {
     if (s->ch)
-        return pd__ch_aggregate(s->ch, refs, group, n, mint, maxt, fn, poll, ctx, n_series,
-                                err);
+        return pd__ch_aggregate(s->ch, refs, group, n, mint, maxt, fn, poll, ctx, n_series, err);
     return pd__tsdb_aggregate(s->tsdb, refs, group, n, mint, maxt, fn, poll, ctx, n_series, err);
 }
 

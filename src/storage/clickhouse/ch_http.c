@@ -79,7 +79,10 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 }
 
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
 
 typedef enum { R_OK, R_STMT, R_RETRY, R_AMBIGUOUS, R_TOOBIG, R_NOMEM } result;
 
@@ -121,7 +124,8 @@ static result attempt(pd_ch *c, size_t u, const char *sql, const uint8_t *insert
         curl_easy_setopt(h, CURLOPT_PASSWORD, c->password);
     curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->timeout_ms < 5000 ? c->timeout_ms : 5000));
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)(c->timeout_ms < 5000 ? c->timeout_ms : 5000));
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
@@ -175,8 +179,8 @@ static void sleep_ms(int64_t ms)
         ;
 }
 
-int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len,
-                const char *settings, pd_buf *resp, bool *ambiguous, pd_err *err)
+int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len, const char *settings,
+                pd_buf *resp, bool *ambiguous, pd_err *err)
 {
     pthread_once(&g_curl_once, curl_init_once);
     if (ambiguous)
@@ -200,8 +204,9 @@ int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len,
         }
         if (r == R_OK) {
             __atomic_store_n(&c->cur, u, __ATOMIC_RELAXED);
-            pd_log(PD_LOG_DEBUG, "clickhouse statement", "url=%s seconds=%.3f bytes=%zu sql=\"%.60s\"",
-                   c->urls[u], (double)(pd_mono_ns() - t0) / 1e9, insert ? len : strlen(sql), sql);
+            pd_log(PD_LOG_DEBUG, "clickhouse statement",
+                   "url=%s seconds=%.3f bytes=%zu sql=\"%.60s\"", c->urls[u],
+                   (double)(pd_mono_ns() - t0) / 1e9, insert ? len : strlen(sql), sql);
             return 0;
         }
         if (r == R_NOMEM)

@@ -40,8 +40,8 @@ struct pd_ch {
     pthread_t writer;
     bool writer_running;
     /* written successfully before (writer thread only) */
-    pd_u64map known_stacks;       /* stack hash -> 1 */
-    pd_u64map known_series;       /* fingerprint -> day + 1 of its last index rows */
+    pd_u64map known_stacks; /* stack hash -> 1 */
+    pd_u64map known_series; /* fingerprint -> day + 1 of its last index rows */
 
     /* maintenance */
     pthread_t maint;
@@ -66,8 +66,8 @@ void pd__ch_cache_forget(const pd_ch *c);
  * insert is then not retried but failed). Errors: -EIO (err: the URL and
  * ClickHouse's or curl's message), PD_ETOOBIG (answer over the cap of
  * resp), PD_ENOMEM. */
-int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len,
-                const char *settings, pd_buf *resp, bool *ambiguous, pd_err *err);
+int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len, const char *settings,
+                pd_buf *resp, bool *ambiguous, pd_err *err);
 
 /* The same on one URL only, one attempt (schema set-up on every shard). */
 int pd__ch_exec_on(pd_ch *c, size_t url, const char *sql, pd_buf *resp, pd_err *err);
@@ -77,7 +77,8 @@ int pd__ch_exec_on(pd_ch *c, size_t url, const char *sql, pd_buf *resp, pd_err *
 int pd__ch_put_sql_string(pd_buf *b, const char *s, size_t len);
 /* Appends the date of day d (days since 1970) as 'YYYY-MM-DD'. */
 int pd__ch_put_sql_day(pd_buf *b, int64_t d);
-/* Day of a Unix ms time, clamped to ClickHouse's Date range [0, 49672] (1970-01-01 to 2105-12-31, as 18.16 parses Date). */
+/* Day of a Unix ms time, clamped to ClickHouse's Date range [0, 49672] (1970-01-01 to 2105-12-31,
+ * as 18.16 parses Date). */
 int64_t pd__ch_day(int64_t ts_ms);
 
 /* RowBinary writers (little endian; String = varint length + bytes). */
@@ -99,7 +100,10 @@ uint16_t pd__ch_rd_u16(ch_rd *r);
 uint64_t pd__ch_rd_varint(ch_rd *r);
 /* A String: *s points into the answer (not NUL-terminated), *n its length. */
 void pd__ch_rd_str(ch_rd *r, const uint8_t **s, size_t *n);
-static inline bool pd__ch_rd_more(const ch_rd *r) { return !r->bad && r->pos < r->len; }
+static inline bool pd__ch_rd_more(const ch_rd *r)
+{
+    return !r->bad && r->pos < r->len;
+}
 
 /* ---- ch_stack.c: a sample's key resolved to frames ----
  *

@@ -21,12 +21,15 @@
 
 #define CH_MAX_ANSWER (1024u << 20)
 #define CH_MAX_PART_STACKS (4u << 20)
-#define CH_CACHE_MS 5000            /* prefetched points kept this long (below) */
-#define CH_CACHE_MAX_POINTS 200000  /* and only this many */
+#define CH_CACHE_MS 5000           /* prefetched points kept this long (below) */
+#define CH_CACHE_MAX_POINTS 200000 /* and only this many */
 
 static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt);
 
-static int nomem(pd_err *err) { return pd_err_set(err, PD_ENOMEM, "out of memory (ClickHouse read)"); }
+static int nomem(pd_err *err)
+{
+    return pd_err_set(err, PD_ENOMEM, "out of memory (ClickHouse read)");
+}
 
 /* " day BETWEEN 'a' AND 'b' AND ts BETWEEN x AND y" */
 static int put_range(pd_buf *b, int64_t mint, int64_t maxt)
@@ -35,8 +38,8 @@ static int put_range(pd_buf *b, int64_t mint, int64_t maxt)
     rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(mint));
     rc = rc ? rc : pd_buf_puts(b, " AND ");
     rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(maxt));
-    rc = rc ? rc : pd_buf_printf(b, " AND ts BETWEEN %lld AND %lld", (long long)mint,
-                                 (long long)maxt);
+    rc = rc ? rc
+            : pd_buf_printf(b, " AND ts BETWEEN %lld AND %lld", (long long)mint, (long long)maxt);
     return rc;
 }
 
@@ -62,7 +65,8 @@ typedef struct fp_stat {
 
 static int cmp_info(const void *a, const void *b)
 {
-    return pd_labels_cmp(&((const pd_series_info *)a)->labels, &((const pd_series_info *)b)->labels);
+    return pd_labels_cmp(&((const pd_series_info *)a)->labels,
+                         &((const pd_series_info *)b)->labels);
 }
 
 int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
@@ -98,8 +102,9 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
         rc = nomem(err);
         goto out;
     }
-    if (pd_buf_printf(&sql, "SELECT fingerprint, count(), min(ts), max(ts) FROM profiles WHERE%s "
-                            "GROUP BY fingerprint FORMAT RowBinary",
+    if (pd_buf_printf(&sql,
+                      "SELECT fingerprint, count(), min(ts), max(ts) FROM profiles WHERE%s "
+                      "GROUP BY fingerprint FORMAT RowBinary",
                       (const char *)where.data) < 0) {
         rc = nomem(err);
         goto out;
@@ -136,9 +141,10 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
         goto out;
     pd_buf_reset(&sql);
     pd_buf_reset(&resp);
-    if (pd_buf_printf(&sql, "SELECT fingerprint, any(names), any(values) FROM series WHERE "
-                            "fingerprint GLOBAL IN (SELECT fingerprint FROM profiles WHERE%s) "
-                            "GROUP BY fingerprint FORMAT RowBinary",
+    if (pd_buf_printf(&sql,
+                      "SELECT fingerprint, any(names), any(values) FROM series WHERE "
+                      "fingerprint GLOBAL IN (SELECT fingerprint FROM profiles WHERE%s) "
+                      "GROUP BY fingerprint FORMAT RowBinary",
                       (const char *)where.data) < 0) {
         rc = nomem(err);
         goto out;
@@ -316,7 +322,10 @@ static void pcache_free(void *p)
     free(p);
 }
 
-static void cache_key_init(void) { (void)pthread_key_create(&g_cache_key, pcache_free); }
+static void cache_key_init(void)
+{
+    (void)pthread_key_create(&g_cache_key, pcache_free);
+}
 
 static pcache *thread_cache(bool create)
 {
@@ -358,9 +367,10 @@ static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt)
     pd_err err;
     uint64_t gen = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
     int64_t born = c->clock();
-    bool ok = pd_buf_printf(&sql, "SELECT fingerprint, ts, sample_types, sample_units, totals FROM "
-                                  "profiles WHERE%s ORDER BY fingerprint, ts LIMIT %d "
-                                  "FORMAT RowBinary",
+    bool ok = pd_buf_printf(&sql,
+                            "SELECT fingerprint, ts, sample_types, sample_units, totals FROM "
+                            "profiles WHERE%s ORDER BY fingerprint, ts LIMIT %d "
+                            "FORMAT RowBinary",
                             where, CH_CACHE_MAX_POINTS + 1) == 0 &&
               query(c, &sql, &resp, &err) == 0;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
@@ -462,8 +472,10 @@ static int series_exists(pd_ch *c, uint64_t ref, pd_err *err)
     pd_buf sql, resp;
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, 1024);
-    int rc = pd_buf_printf(&sql, "SELECT count() FROM series WHERE fingerprint = %llu "
-                                 "FORMAT RowBinary", (unsigned long long)ref) < 0
+    int rc = pd_buf_printf(&sql,
+                           "SELECT count() FROM series WHERE fingerprint = %llu "
+                           "FORMAT RowBinary",
+                           (unsigned long long)ref) < 0
                  ? nomem(err)
                  : query(c, &sql, &resp, err);
     if (rc == 0) {
@@ -503,8 +515,10 @@ int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_po
     }
     pd_arena_init(a);
     out->priv = a;
-    rc = pd_buf_printf(&sql, "SELECT ts, sample_types, sample_units, totals FROM profiles WHERE "
-                             "fingerprint = %llu AND", (unsigned long long)ref);
+    rc = pd_buf_printf(&sql,
+                       "SELECT ts, sample_types, sample_units, totals FROM profiles WHERE "
+                       "fingerprint = %llu AND",
+                       (unsigned long long)ref);
     rc = rc ? rc : put_range(&sql, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY ts FORMAT RowBinary");
     if (rc < 0) {
@@ -544,8 +558,7 @@ int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_po
     if (out->n == 0) {
         rc = series_exists(c, ref, err);
         if (rc == 0)
-            rc = pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu",
-                            (unsigned long long)ref);
+            rc = pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
         else if (rc > 0)
             rc = 0;
     }
@@ -590,8 +603,8 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
     }
     rc = pd_profile_decode(out, body, len, &c->limits, err);
     if (rc < 0) {
-        pd_err_prefix(err, "ClickHouse profile of series %llu at %lld: ",
-                      (unsigned long long)ref, (long long)ts_ms);
+        pd_err_prefix(err, "ClickHouse profile of series %llu at %lld: ", (unsigned long long)ref,
+                      (long long)ts_ms);
         rc = PD_ECORRUPT;
         goto out;
     }
@@ -833,10 +846,9 @@ out:
 }
 
 /* One group: its refs fps[0..n) (indexes idx[] into the caller's refs). */
-static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx,
-                     int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
-                     int (*poll)(void *ctx, pd_err *err), void *ctx, pd_u64map *all_fps,
-                     pd_err *err)
+static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx, int64_t mint,
+                     int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                     void *ctx, pd_u64map *all_fps, pd_err *err)
 {
     pd_ch *c = g->c;
     pd_buf sql, resp, blobs;
@@ -888,8 +900,9 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     pd_buf_reset(&resp);
     rc = pd_buf_puts(&sql, "SELECT types_hash, stack_hash, sumForEach(values) FROM samples WHERE");
     rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
-    rc = rc ? rc : pd_buf_puts(&sql, " AND (fingerprint, ts, write_id) GLOBAL IN (SELECT "
-                                     "fingerprint, ts, write_id FROM profiles WHERE");
+    rc = rc ? rc
+            : pd_buf_puts(&sql, " AND (fingerprint, ts, write_id) GLOBAL IN (SELECT "
+                                "fingerprint, ts, write_id FROM profiles WHERE");
     rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY types_hash, stack_hash FORMAT RowBinary");
     if (rc < 0) {
@@ -1009,10 +1022,9 @@ out:
     return rc;
 }
 
-int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size_t n,
-                     int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
-                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
-                     pd_err *err)
+int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size_t n, int64_t mint,
+                     int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                     void *ctx, size_t *n_series, pd_err *err)
 {
     if (n_series)
         *n_series = 0;

@@ -19,7 +19,10 @@
 #include "pprof/pprof.h"
 #include "storage/clickhouse/ch_int.h"
 
-static int put_s(pd_buf *b, int64_t v) { return pd_buf_put_varint(b, pd_zigzag_enc(v)); }
+static int put_s(pd_buf *b, int64_t v)
+{
+    return pd_buf_put_varint(b, pd_zigzag_enc(v));
+}
 
 static int put_pstr(pd_buf *b, const pd_profile *p, int64_t idx)
 {
@@ -104,7 +107,10 @@ static const char *rd_cstr(ch_rd *r, scratch *sc)
     return d;
 }
 
-static int64_t rd_s(ch_rd *r) { return pd_zigzag_dec(pd__ch_rd_varint(r)); }
+static int64_t rd_s(ch_rd *r)
+{
+    return pd_zigzag_dec(pd__ch_rd_varint(r));
+}
 
 int pd__ch_stack_add(pd_profile_builder *b, const uint8_t *s, size_t n, const int64_t *value,
                      pd_err *err)

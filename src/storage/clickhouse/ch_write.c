@@ -71,7 +71,10 @@ static void batch_free(ch_batch *b)
 }
 
 /* table name for DDL on one server: in cluster mode the local table */
-static const char *local_suffix(const pd_ch *c) { return c->cluster ? "_local" : ""; }
+static const char *local_suffix(const pd_ch *c)
+{
+    return c->cluster ? "_local" : "";
+}
 
 /* ---- schema ---- */
 
@@ -280,11 +283,12 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
         if (have == (int64_t)expect)
             return 0;
         if (have != 0) /* some rows landed (or unknown): never sent twice */
-            return have < 0 ? rc
-                            : pd_err_set(err, -EIO, "%s (INSERT INTO %s: %lld of %llu rows "
-                                                    "written; not retried)",
-                                         err->msg, table, (long long)have,
-                                         (unsigned long long)expect);
+            return have < 0
+                       ? rc
+                       : pd_err_set(err, -EIO,
+                                    "%s (INSERT INTO %s: %lld of %llu rows "
+                                    "written; not retried)",
+                                    err->msg, table, (long long)have, (unsigned long long)expect);
         struct timespec ts = {backoff / 1000, (long)(backoff % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
@@ -336,7 +340,8 @@ static void flush(pd_ch *c, ch_batch *b)
     pd_u64map seen, seen_fp;
     pd_u64map_init(&seen);
     pd_u64map_init(&seen_fp);
-    par_insert par[3] = {{.c = c, .table = "stacks"}, {.c = c, .table = "series"},
+    par_insert par[3] = {{.c = c, .table = "stacks"},
+                         {.c = c, .table = "series"},
                          {.c = c, .table = "series_index"}};
     for (int k = 0; k < 3; k++) {
         pd_buf_init(&par[k].rows, 0);
@@ -403,9 +408,9 @@ static void flush(pd_ch *c, ch_batch *b)
         int64_t ts = (int64_t)pd__ch_rd_u64(&r);
         for (ch_entry *e = b->head; e; e = e->next)
             if (e->rc == 0 && e->fp == fp && e->ts == ts)
-                e->rc = pd_err_set(&e->err, PD_EEXIST,
-                                   "a profile of this series at %lld is already stored",
-                                   (long long)ts);
+                e->rc =
+                    pd_err_set(&e->err, PD_EEXIST,
+                               "a profile of this series at %lld is already stored", (long long)ts);
     }
 
     /* 4. samples, 5. profiles (the row that makes a profile visible) */
@@ -583,7 +588,8 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
     for (size_t i = 0; rc == 0 && i < labels->n; i++) {
         rc = pd__ch_put_u16(&e->index_rows, (uint16_t)e->day);
         rc = rc ? rc : pd__ch_put_str(&e->index_rows, labels->v[i].name, strlen(labels->v[i].name));
-        rc = rc ? rc : pd__ch_put_str(&e->index_rows, labels->v[i].value, strlen(labels->v[i].value));
+        rc = rc ? rc
+                : pd__ch_put_str(&e->index_rows, labels->v[i].value, strlen(labels->v[i].value));
         rc = rc ? rc : pd__ch_put_u64(&e->index_rows, e->fp);
     }
     if (rc < 0)
@@ -604,8 +610,10 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
         if (pd_u64map_get(&idx, h, &at)) {
             for (size_t k = 0; k < nt && k < sm->n_value; k++)
                 if (__builtin_add_overflow(sums[at * nt + k], sm->value[k], &sums[at * nt + k])) {
-                    rc = pd_err_set(err, PD_EINVAL, "sample %zu: values of one stack overflow "
-                                                    "int64 when summed", i);
+                    rc = pd_err_set(err, PD_EINVAL,
+                                    "sample %zu: values of one stack overflow "
+                                    "int64 when summed",
+                                    i);
                     goto out;
                 }
             continue;
@@ -673,14 +681,15 @@ int pd__ch_check_time(pd_ch *c, int64_t ts_ms, pd_err *err)
     o.future_grace_ms = c->grace_ms;
     int rc = pd_storage_options_check_time(&o, c->clock(), ts_ms, err);
     if (rc == 0 && (ts_ms < 0 || ts_ms >= 49673ll * 86400000))
-        rc = pd_err_set(err, PD_EOUTOFBOUNDS,
-                        "timestamp %lld ms is outside ClickHouse's Date range (1970-01-01 to 2105-12-31)",
-                        (long long)ts_ms);
+        rc = pd_err_set(
+            err, PD_EOUTOFBOUNDS,
+            "timestamp %lld ms is outside ClickHouse's Date range (1970-01-01 to 2105-12-31)",
+            (long long)ts_ms);
     return rc;
 }
 
-int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
-                  size_t len, const pd_profile *profile, pd_err *err)
+int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_t *body, size_t len,
+                  const pd_profile *profile, pd_err *err)
 {
     if (!pd_labels_get(labels, "__name__"))
         return pd_err_set(err, PD_EINVAL, "the series has no __name__ label");
@@ -767,9 +776,11 @@ static int drop_old_on(pd_ch *c, size_t u, int64_t keep_day, pd_err *err)
     int rc = pd_buf_puts(&sql, "SELECT DISTINCT table, partition FROM system.parts WHERE "
                                "active AND database = ");
     rc = rc ? rc : pd__ch_put_sql_string(&sql, c->db, strlen(c->db));
-    rc = rc ? rc : pd_buf_printf(&sql, " AND table IN ('profiles%s','samples%s','series_index%s') "
-                                       "AND partition < ",
-                                 local_suffix(c), local_suffix(c), local_suffix(c));
+    rc = rc ? rc
+            : pd_buf_printf(&sql,
+                            " AND table IN ('profiles%s','samples%s','series_index%s') "
+                            "AND partition < ",
+                            local_suffix(c), local_suffix(c), local_suffix(c));
     rc = rc ? rc : pd__ch_put_sql_day(&sql, keep_day);
     rc = rc ? rc : pd_buf_puts(&sql, " FORMAT RowBinary");
     rc = rc ? rc : exec_on_sql(c, u, &sql, &resp, err);
@@ -789,8 +800,9 @@ static int drop_old_on(pd_ch *c, size_t u, int64_t keep_day, pd_err *err)
         rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
         if (rc < 0)
             goto out;
-        pd_log(PD_LOG_INFO, "clickhouse retention dropped a partition", "url=%s table=%.*s day=%.*s",
-               c->urls[u], (int)tn, (const char *)t, (int)pn, (const char *)pt);
+        pd_log(PD_LOG_INFO, "clickhouse retention dropped a partition",
+               "url=%s table=%.*s day=%.*s", c->urls[u], (int)tn, (const char *)t, (int)pn,
+               (const char *)pt);
         pd_metrics_add("profd_storage_retention_deletes_total", NULL, 1);
     }
 out:
@@ -859,7 +871,8 @@ void pd__ch_stats_get(pd_ch *c, pd_storage_stats *out)
     pd_err_clear(&err);
     char sql[512];
     snprintf(sql, sizeof sql,
-             "SELECT (SELECT uniqExact(fingerprint) FROM series), count(), min(ts), max(ts) FROM profiles "
+             "SELECT (SELECT uniqExact(fingerprint) FROM series), count(), min(ts), max(ts) FROM "
+             "profiles "
              "FORMAT RowBinary");
     if (pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err) == 0) {
         ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
@@ -904,19 +917,26 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
     *out = NULL;
     const pd_clickhouse_options *o = &opts->clickhouse;
     if (o->n_urls == 0)
-        return pd_err_set(err, PD_EINVAL, "--clickhouse.url: at least one URL is needed with "
-                                          "--storage.backend=clickhouse");
+        return pd_err_set(err, PD_EINVAL,
+                          "--clickhouse.url: at least one URL is needed with "
+                          "--storage.backend=clickhouse");
     const char *db = o->database && *o->database ? o->database : "profd";
     if (!name_ok(db))
-        return pd_err_set(err, PD_EINVAL, "--clickhouse.database: \"%s\" is not a name of "
-                                          "letters, digits and _", db);
+        return pd_err_set(err, PD_EINVAL,
+                          "--clickhouse.database: \"%s\" is not a name of "
+                          "letters, digits and _",
+                          db);
     if (o->cluster && !name_ok(o->cluster))
-        return pd_err_set(err, PD_EINVAL, "--clickhouse.cluster: \"%s\" is not a name of "
-                                          "letters, digits and _", o->cluster);
+        return pd_err_set(err, PD_EINVAL,
+                          "--clickhouse.cluster: \"%s\" is not a name of "
+                          "letters, digits and _",
+                          o->cluster);
     for (size_t i = 0; i < o->n_urls; i++)
         if (strncmp(o->urls[i], "http://", 7) != 0 && strncmp(o->urls[i], "https://", 8) != 0)
-            return pd_err_set(err, PD_EINVAL, "--clickhouse.url: \"%s\" is not an http:// or "
-                                              "https:// URL", o->urls[i]);
+            return pd_err_set(err, PD_EINVAL,
+                              "--clickhouse.url: \"%s\" is not an http:// or "
+                              "https:// URL",
+                              o->urls[i]);
     pd_ch *c = calloc(1, sizeof *c);
     if (!c)
         return pd_err_set(err, PD_ENOMEM, "out of memory");

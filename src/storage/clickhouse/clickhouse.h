@@ -58,8 +58,8 @@
  * samples, then profiles — so a profile row is written only when all it
  * refers to is. Group commit: while a batch is in flight the next one
  * gathers; batches start at least flush_interval_ms apart (or wait
- * batch_wait_ms for more; a batch is flushed at batch_bytes). The append returns 0 only after ClickHouse has
- * acknowledged the INSERT of the profile's row (in cluster mode with
+ * batch_wait_ms for more; a batch is flushed at batch_bytes). The append returns 0 only after
+ * ClickHouse has acknowledged the INSERT of the profile's row (in cluster mode with
  * insert_distributed_sync=1: after every shard wrote it). There is no local
  * WAL: a crash of profd loses only what was not acknowledged; a crash of
  * ClickHouse loses what ClickHouse loses (it does not fsync inserts by
@@ -104,18 +104,17 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out /* OUT */, pd_err *e
  * frees. NULL is a no-op. */
 void pd__ch_close(pd_ch *c);
 
-int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
-                  size_t len, const pd_profile *profile, pd_err *err);
+int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_t *body, size_t len,
+                  const pd_profile *profile, pd_err *err);
 int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
                   pd_series_set *out /* OUT */, pd_err *err);
-int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt,
-                       pd_points *out /* OUT */, pd_err *err);
+int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out /* OUT */,
+                       pd_err *err);
 int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out /* OUT */,
                         pd_buf *raw, pd_err *err);
-int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size_t n,
-                     int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
-                     int (*poll)(void *ctx, pd_err *err), void *ctx,
-                     size_t *n_series /* OUT, may be NULL */, pd_err *err);
+int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size_t n, int64_t mint,
+                     int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                     void *ctx, size_t *n_series /* OUT, may be NULL */, pd_err *err);
 /* Drops expired day partitions. -EIO (ClickHouse's message), PD_ENOMEM. */
 int pd__ch_maintain(pd_ch *c, pd_err *err);
 int pd__ch_check_time(pd_ch *c, int64_t ts_ms, pd_err *err);

@@ -51,12 +51,18 @@
 static const char *CH_BIN = "/usr/sbin/clickhouse-server";
 
 static const char *FILES[] = {
-    "go-demo-series/heap-0001.pb.gz", "go-demo-series/heap-0002.pb.gz",
-    "go-demo-series/heap-0003.pb.gz", "go-demo-series/heap-0004.pb.gz",
-    "go-demo-series/cpu-0001.pb.gz",  "go-demo-series/cpu-0002.pb.gz",
-    "go-demo-once/allocs.pb.gz",      "go-demo-once/block.pb.gz",
-    "go-demo-once/goroutine.pb.gz",   "go-demo-once/mutex.pb.gz",
-    "go-demo-once/threadcreate.pb.gz", "go-demo-once/profile.pb.gz",
+    "go-demo-series/heap-0001.pb.gz",
+    "go-demo-series/heap-0002.pb.gz",
+    "go-demo-series/heap-0003.pb.gz",
+    "go-demo-series/heap-0004.pb.gz",
+    "go-demo-series/cpu-0001.pb.gz",
+    "go-demo-series/cpu-0002.pb.gz",
+    "go-demo-once/allocs.pb.gz",
+    "go-demo-once/block.pb.gz",
+    "go-demo-once/goroutine.pb.gz",
+    "go-demo-once/mutex.pb.gz",
+    "go-demo-once/threadcreate.pb.gz",
+    "go-demo-once/profile.pb.gz",
     "node/" /* filled below: the node directory's files */,
 };
 #define N_GO 12
@@ -118,10 +124,11 @@ static void rebuild(const pd_profile *p, pd_profile *out)
     for (size_t i = 0; i < p->n_sample_type; i++)
         PD_ASSERT_OK(pd_profile_builder_sample_type(b, pd_profile_str(p, p->sample_type[i].type),
                                                     pd_profile_str(p, p->sample_type[i].unit),
-                                                    &err) < 0, &err);
+                                                    &err) < 0,
+                     &err);
     PD_ASSERT_OK(pd_profile_builder_period(b, pd_profile_str(p, p->period_type.type),
-                                           pd_profile_str(p, p->period_type.unit), p->period,
-                                           &err), &err);
+                                           pd_profile_str(p, p->period_type.unit), p->period, &err),
+                 &err);
     for (size_t i = 0; i < p->n_comment; i++)
         PD_ASSERT_OK(pd_profile_builder_comment(b, pd_profile_str(p, p->comment[i]), &err), &err);
     pd_profile *h = pd_profile_builder_profile(b);
@@ -137,8 +144,9 @@ static void rebuild(const pd_profile *p, pd_profile *out)
     for (size_t i = 0; i < p->n_sample; i++) {
         pd_buf_reset(&blob);
         assert_int_equal(pd__ch_stack_encode(p, i, &blob), 0);
-        PD_ASSERT_OK(pd__ch_stack_add(b, (const uint8_t *)blob.data, blob.len, p->sample[i].value,
-                                      &err), &err);
+        PD_ASSERT_OK(
+            pd__ch_stack_add(b, (const uint8_t *)blob.data, blob.len, p->sample[i].value, &err),
+            &err);
     }
     pd_buf_release(&blob);
     PD_ASSERT_OK(pd_profile_builder_finish(b, out, &err), &err);
@@ -257,7 +265,10 @@ static char g_dir[256];
 static char g_url[64];
 static int64_t g_now;
 
-static int64_t fake_clock(void) { return __atomic_load_n(&g_now, __ATOMIC_RELAXED); }
+static int64_t fake_clock(void)
+{
+    return __atomic_load_n(&g_now, __ATOMIC_RELAXED);
+}
 
 static int free_port(void)
 {
@@ -283,24 +294,27 @@ static int start_server(void **state)
     char path[512];
     snprintf(path, sizeof path, "%s/config.xml", g_dir);
     FILE *f = fopen(path, "w");
-    fprintf(f,
-            "<?xml version=\"1.0\"?>\n<yandex>\n"
-            "<logger><level>warning</level><log>%s/server.log</log><errorlog>%s/err.log</errorlog>"
-            "<size>10M</size><count>1</count></logger>\n"
-            "<http_port>%d</http_port><tcp_port>%d</tcp_port>"
-            "<interserver_http_port>%d</interserver_http_port>\n"
-            "<listen_host>127.0.0.1</listen_host><path>%s/data/</path><tmp_path>%s/tmp/</tmp_path>\n"
-            "<user_files_path>%s/uf/</user_files_path><format_schema_path>%s/fs/</format_schema_path>\n"
-            "<mark_cache_size>67108864</mark_cache_size><uncompressed_cache_size>0</uncompressed_cache_size>"
-            "<users_config>%s/users.xml</users_config><default_profile>default</default_profile>"
-            "<default_database>default</default_database><timezone>UTC</timezone>\n</yandex>\n",
-            g_dir, g_dir, http, tcp, inter, g_dir, g_dir, g_dir, g_dir, g_dir);
+    fprintf(
+        f,
+        "<?xml version=\"1.0\"?>\n<yandex>\n"
+        "<logger><level>warning</level><log>%s/server.log</log><errorlog>%s/err.log</errorlog>"
+        "<size>10M</size><count>1</count></logger>\n"
+        "<http_port>%d</http_port><tcp_port>%d</tcp_port>"
+        "<interserver_http_port>%d</interserver_http_port>\n"
+        "<listen_host>127.0.0.1</listen_host><path>%s/data/</path><tmp_path>%s/tmp/</tmp_path>\n"
+        "<user_files_path>%s/uf/</user_files_path><format_schema_path>%s/fs/</format_schema_path>\n"
+        "<mark_cache_size>67108864</mark_cache_size><uncompressed_cache_size>0</"
+        "uncompressed_cache_size>"
+        "<users_config>%s/users.xml</users_config><default_profile>default</default_profile>"
+        "<default_database>default</default_database><timezone>UTC</timezone>\n</yandex>\n",
+        g_dir, g_dir, http, tcp, inter, g_dir, g_dir, g_dir, g_dir, g_dir);
     fclose(f);
     snprintf(path, sizeof path, "%s/users.xml", g_dir);
     f = fopen(path, "w");
-    fprintf(f, "<?xml version=\"1.0\"?>\n<yandex><profiles><default/></profiles><users><default>"
-               "<password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile>"
-               "<quota>default</quota></default></users><quotas><default/></quotas></yandex>\n");
+    fprintf(f,
+            "<?xml version=\"1.0\"?>\n<yandex><profiles><default/></profiles><users><default>"
+            "<password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile>"
+            "<quota>default</quota></default></users><quotas><default/></quotas></yandex>\n");
     fclose(f);
     snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", http);
     g_pid = fork();
@@ -454,18 +468,23 @@ static void test_backend(void **state)
     pd_labels odd, old;
     labels(&odd, "cpu", "it's a \\ \"quoted\" ünï", "x'); DROP TABLE samples; --");
     labels(&old, "cpu", "old", NULL);
-    PD_ASSERT_OK(pd_storage_append(s, &odd, g_now - 1000, g_prof[4].body, g_prof[4].len,
-                                   &g_prof[4].p, &err), &err);
+    PD_ASSERT_OK(
+        pd_storage_append(s, &odd, g_now - 1000, g_prof[4].body, g_prof[4].len, &g_prof[4].p, &err),
+        &err);
     PD_ASSERT_OK(pd_storage_append(s, &old, g_now - 2 * DAY - 5000, g_prof[5].body, g_prof[5].len,
-                                   &g_prof[5].p, &err), &err);
+                                   &g_prof[5].p, &err),
+                 &err);
     /* the same series and time again: refused */
-    PD_ASSERT_RC(pd_storage_append(s, &odd, g_now - 1000, g_prof[4].body, g_prof[4].len,
-                                   &g_prof[4].p, &err), PD_EEXIST, &err);
+    PD_ASSERT_RC(
+        pd_storage_append(s, &odd, g_now - 1000, g_prof[4].body, g_prof[4].len, &g_prof[4].p, &err),
+        PD_EEXIST, &err);
     /* out of the accepted window */
     PD_ASSERT_RC(pd_storage_append(s, &odd, g_now - 4 * DAY, g_prof[4].body, g_prof[4].len,
-                                   &g_prof[4].p, &err), PD_EOUTOFBOUNDS, &err);
-    PD_ASSERT_RC(pd_storage_append(s, &odd, g_now + DAY, g_prof[4].body, g_prof[4].len,
-                                   &g_prof[4].p, &err), PD_EOUTOFBOUNDS, &err);
+                                   &g_prof[4].p, &err),
+                 PD_EOUTOFBOUNDS, &err);
+    PD_ASSERT_RC(
+        pd_storage_append(s, &odd, g_now + DAY, g_prof[4].body, g_prof[4].len, &g_prof[4].p, &err),
+        PD_EOUTOFBOUNDS, &err);
 
     /* select: every matcher type */
     pd_matcher m[2];
@@ -489,7 +508,8 @@ static void test_backend(void **state)
     pd_series_set_release(&set);
     pd_matcher_release(&m[1]);
     pd_matcher_release(&m[0]);
-    PD_ASSERT_OK(pd_matcher_init(&m[0], PD_MATCH_EQ, "instance", "it's a \\ \"quoted\" ünï", &err), &err);
+    PD_ASSERT_OK(pd_matcher_init(&m[0], PD_MATCH_EQ, "instance", "it's a \\ \"quoted\" ünï", &err),
+                 &err);
     PD_ASSERT_OK(pd_matcher_init(&m[1], PD_MATCH_NEQ, "note", "", &err), &err);
     PD_ASSERT_OK(pd_storage_select(s, m, 2, INT64_MIN, INT64_MAX, &set, &err), &err);
     assert_int_equal(set.n, 1);
@@ -549,7 +569,8 @@ static void test_backend(void **state)
     memset(&sc, 0, sizeof sc);
     size_t n_series = 0;
     PD_ASSERT_OK(pd_storage_aggregate(s, refs, group, 8, INT64_MIN, INT64_MAX, sum_part, NULL, &sc,
-                                      &n_series, &err), &err);
+                                      &n_series, &err),
+                 &err);
     assert_int_equal(n_series, 8);
     assert_int_equal(sc.parts, 1);
     assert_int_equal(sc.profiles, 80);
@@ -565,7 +586,8 @@ static void test_backend(void **state)
     /* each ref alone: 8 parts */
     memset(&sc, 0, sizeof sc);
     PD_ASSERT_OK(pd_storage_aggregate(s, refs, NULL, 8, INT64_MIN, INT64_MAX, sum_part, NULL, &sc,
-                                      NULL, &err), &err);
+                                      NULL, &err),
+                 &err);
     assert_int_equal(sc.parts, 8);
 
     /* stats */
@@ -602,7 +624,8 @@ static void test_schema_newer_refused_and_dead_url(void **state)
     pd_err err;
     PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
     PD_ASSERT_OK(pd__ch_exec(c, "INSERT INTO schema_version VALUES (99, 0)", NULL, 0, NULL, NULL,
-                             NULL, &err), &err);
+                             NULL, &err),
+                 &err);
     pd__ch_close(c);
     PD_ASSERT_RC(pd_storage_open(&o, &s, &err), PD_ECORRUPT, &err);
     assert_non_null(strstr(err.msg, "99"));
@@ -621,8 +644,8 @@ static void test_schema_newer_refused_and_dead_url(void **state)
     pd_labels ls;
     labels(&ls, "heap", "failover", NULL);
     g_now = 1795710738924;
-    PD_ASSERT_OK(pd_storage_append(s, &ls, g_now, g_prof[0].body, g_prof[0].len, &g_prof[0].p,
-                                   &err), &err);
+    PD_ASSERT_OK(
+        pd_storage_append(s, &ls, g_now, g_prof[0].body, g_prof[0].len, &g_prof[0].p, &err), &err);
     pd_labels_release(&ls);
     pd_storage_close(s);
 }
