@@ -14,15 +14,19 @@
 //      hold part of the data;
 //   3. a shard killed mid-ingest: pushes to it fail (never acknowledged),
 //      the read names it, and after it returns every acknowledged profile
-//      is there.
+//      is there;
+//   4. scraping split across two profd replicas by hashmod relabeling (real
+//      Go targets, examples/demo): each target scraped by the replica the
+//      hash names, every target's series in the one database.
 // Skipped (exit 77, ctest SKIP_RETURN_CODE) where clickhouse-server is not
 // installed: `scripts/install-deps.sh --test` installs it.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
+import crypto from 'node:crypto';
 import {
-  Proc, TESTDATA, apiData, freePort, goEnv, http, killAll, qs, run, startProfd, tempDir, waitFor,
+  Proc, TESTDATA, apiData, buildDemo, freePort, goEnv, http, killAll, qs, run, startDemo, startProfd, tempDir, waitFor,
 } from './lib.mjs';
 
 const CH_BIN = ['/usr/sbin/clickhouse-server', '/usr/bin/clickhouse-server', '/usr/bin/clickhouse']
@@ -407,4 +411,61 @@ test('a shard killed mid-ingest: pushes fail (5xx), reads name it, it recovers, 
   const want = await goRaw(`${tsdbK.base}/api/v1/query?` + qs({ mode: 'merge', query: sel, from: FROM, to: TO, report: 'proto' }));
   const got = await goRaw(`${reader.base}/api/v1/query?` + qs({ mode: 'merge', query: sel, from: FROM, to: TO, report: 'proto' }));
   assert.equal(got, want, 'merge -raw of the acknowledged profiles: ClickHouse cluster = TSDB');
+});
+
+// Prometheus' hashmod: the last 8 bytes of md5(value), big endian, mod N.
+const hashmod = (v, n) => Number(crypto.createHash('md5').update(v).digest().readBigUInt64BE(8) % BigInt(n));
+
+test('scraping split across two profd replicas by hashmod relabeling, one database', { timeout: 300000 }, async () => {
+  const bin = await buildDemo(path.join(dir, 'go'));
+  const demos = [];
+  for (let i = 0; i < 4; i++) demos.push(await startDemo(bin));
+  const addrs = demos.map((d) => d.addr);
+  const replicas = [];
+  for (let r = 0; r < 2; r++) {
+    const cfg = path.join(dir, `scrape-${r}.yml`);
+    fs.writeFileSync(cfg, `global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: demo
+    profiling_config:
+      pprof_config:
+        allocs: {enabled: false}
+        block: {enabled: false}
+        goroutine: {enabled: false}
+        mutex: {enabled: false}
+        threadcreate: {enabled: false}
+        cpu: {enabled: false}
+    static_configs:
+      - targets: [${addrs.map((a) => `"${a}"`).join(', ')}]
+    relabel_configs:
+      - source_labels: [__address__]
+        modulus: 2
+        target_label: __tmp_hash
+        action: hashmod
+      - source_labels: [__tmp_hash]
+        regex: "${r}"
+        action: keep
+`);
+    replicas.push(await startProfd({ storage: path.join(dir, `unused-s${r}`), config: cfg, name: `profd-replica-${r}`,
+      extraArgs: chArgs([ch1.url], 'scrape') }));
+  }
+  // each replica scrapes exactly the targets the hash gives it
+  for (let r = 0; r < 2; r++) {
+    const t = await apiData(replicas[r].base, '/api/v1/targets');
+    const got = [...new Set(t.activeTargets.map((x) => x.labels.instance))].sort();
+    const want = addrs.filter((a) => hashmod(a, 2) === r).sort();
+    assert.deepEqual(got, want, `replica ${r} scrapes the targets with hashmod = ${r}`);
+  }
+  // every target's heap series lands in the one database, readable through either replica
+  const sel = 'heap{job="demo"}';
+  for (const p of replicas) {
+    const got = await waitFor(`${p.name} to see heap series of all 4 targets`, async () => {
+      const d = await apiData(p.base, '/api/v1/series?' + qs({ 'match[]': sel, start: (Date.now() - 600000) / 1000, end: Date.now() / 1000 + 60 }));
+      return d.length === 4 ? d : null;
+    }, 60000, 500);
+    assert.deepEqual(got.map((s) => s.instance).sort(), [...addrs].sort());
+  }
+  for (const d of demos) d.kill();
 });
