@@ -577,13 +577,22 @@ static int serve(const flags *f)
                             "query.max-concurrency", "web.read-timeout",
                             "web.max-connections", "web.max-connections-per-ip",
                             "web.config.file", "web.enable-lifecycle",
-                            "web.allowed-hosts"};
+                            "web.allowed-hosts", "storage.backend", "clickhouse.url",
+                            "clickhouse.database", "clickhouse.user", "clickhouse.cluster"};
+    char v_churls[1024] = "";
+    for (size_t i = 0, o = 0; i < f->n_ch_urls && o < sizeof v_churls; i++)
+        o += (size_t)snprintf(v_churls + o, sizeof v_churls - o, "%s%s", i ? "," : "",
+                              f->ch_urls[i]);
     const char *fvalues[] = {f->config_file ? f->config_file : "", f->storage_path, f->fsync,
                              v_seg, v_block, v_ret, v_retsz, v_grace, f->listen, v_threads,
                              v_qt, v_qms, v_body, f->log_level,
                              enable_pprof ? "true" : "false", v_qconc, v_rto, v_mc, v_mcip,
                              f->web_config ? f->web_config : "",
-                             f->enable_lifecycle ? "true" : "false", v_hosts};
+                             f->enable_lifecycle ? "true" : "false", v_hosts,
+                             f->backend == PD_STORAGE_CLICKHOUSE ? "clickhouse" : "tsdb", v_churls,
+                             f->ch_database ? f->ch_database : "profd",
+                             f->ch_user ? f->ch_user : "default",
+                             f->ch_cluster ? f->ch_cluster : ""};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,

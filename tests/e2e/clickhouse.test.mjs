@@ -309,6 +309,15 @@ test('conformance on one ClickHouse server: the embedded TSDB and ClickHouse ans
   assert.ok(/alloc_space/.test(tsdbAnswers['merge raw heap{service="demo"}']), 'the raw merge has heap samples');
   assertSame(tsdbAnswers, chAnswers, 'TSDB vs ClickHouse');
   await singleProfiles(chp, CORPUS, tsdb);
+  // the status API: the flags in effect and the store's counts from ClickHouse
+  const flags = await apiData(chp.base, '/api/v1/status/flags');
+  assert.equal(flags['storage.backend'], 'clickhouse');
+  assert.equal(flags['clickhouse.url'], ch1.url);
+  assert.equal(flags['clickhouse.database'], 'single');
+  const st = (await apiData(chp.base, '/api/v1/status/tsdb')).storage;
+  const stT = (await apiData(tsdb.base, '/api/v1/status/tsdb')).storage;
+  assert.equal(st.series, stT.series, 'status: series');
+  assert.equal(st.profiles, stT.profiles, 'status: profiles');
   // a restarted profd on the same database answers the same (stateless)
   await chp.stop();
   const again = await startProfd({ storage: path.join(dir, 'unused1'), name: 'profd-ch2', extraArgs: chArgs([ch1.url], 'single') });
