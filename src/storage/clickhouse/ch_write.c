@@ -329,6 +329,38 @@ static void par_join(par_insert *p)
     p->started = false;
 }
 
+/* A failed INSERT of profile rows may have written some (a Distributed
+ * INSERT with one shard down writes the others; an answer lost after the
+ * server wrote): those profiles would be stored but not acknowledged.
+ * Deletes them by write_id on every server that answers (ALTER ... DELETE,
+ * a mutation ClickHouse applies in the background), best effort: logged. */
+static void undo_profiles(pd_ch *c, ch_batch *b)
+{
+    pd_buf sql;
+    pd_buf_init(&sql, 0);
+    int rc = pd_buf_printf(&sql, "ALTER TABLE profiles%s DELETE WHERE write_id IN (",
+                           local_suffix(c));
+    bool first = true;
+    for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
+        if (e->rc == 0) {
+            rc = pd_buf_printf(&sql, "%s%llu", first ? "" : ",", (unsigned long long)e->write_id);
+            first = false;
+        }
+    rc = rc ? rc : pd_buf_putc(&sql, ')');
+    rc = rc ? rc : pd_buf_putc(&sql, 0);
+    pd_err err;
+    pd_err_clear(&err);
+    if (rc == 0 && !c->cluster && /* one server: the others are its failover */
+        pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, NULL, NULL, &err) < 0)
+        pd_log(PD_LOG_WARN, "clickhouse: cannot delete the rows of a failed insert",
+               "err=\"%s\"", err.msg);
+    for (size_t u = 0; rc == 0 && c->cluster && u < c->n_urls; u++) /* every shard */
+        if (pd__ch_exec_on(c, u, (const char *)sql.data, NULL, &err) < 0)
+            pd_log(PD_LOG_WARN, "clickhouse: cannot delete the rows of a failed insert",
+                   "url=%s err=\"%s\"", c->urls[u], err.msg);
+    pd_buf_release(&sql);
+}
+
 static void flush(pd_ch *c, ch_batch *b)
 {
     pd_err err;
@@ -432,8 +464,10 @@ static void flush(pd_ch *c, ch_batch *b)
         goto fail;
     }
     rc = insert_rows(c, b, "profiles", &rows, true, n_live, &err);
-    if (rc < 0)
+    if (rc < 0) {
+        undo_profiles(c, b);
         goto fail;
+    }
 
     /* written: remember stacks and series */
     if (c->known_stacks.len > (4u << 20))
