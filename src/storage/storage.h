@@ -69,6 +69,14 @@ typedef struct pd_clickhouse_options {
 } pd_clickhouse_options;
 
 typedef struct pd_storage_options {
+    /* --storage.backend: where profiles are stored. PD_STORAGE_TSDB (0, the
+     * default) is the embedded TSDB under path; PD_STORAGE_CLICKHOUSE stores
+     * in ClickHouse over its HTTP interface (storage/clickhouse/clickhouse.h
+     * documents the schema, batching and what an acknowledgement means) and
+     * ignores path, segment_bytes, fsync, block_duration_ms and
+     * retention_bytes. */
+    pd_storage_backend backend;
+    pd_clickhouse_options clickhouse; /* used when backend == PD_STORAGE_CLICKHOUSE */
     const char *path;         /* directory; created if missing */
     size_t segment_bytes;     /* log segment size; 0 = 32 MiB (the checkpoint after a head
                                  cut frees whole segments: smaller ones free sooner) */
@@ -96,15 +104,6 @@ typedef struct pd_storage_options {
     int64_t maintenance_ms;    /* period of the background thread that compacts blocks and
                                   applies retention; 0 = 60 s, < 0 = no thread (only
                                   pd_storage_maintain) */
-
-    /* --storage.backend: where profiles are stored. PD_STORAGE_TSDB (0, the
-     * default) is the embedded TSDB under path; PD_STORAGE_CLICKHOUSE stores
-     * in ClickHouse over its HTTP interface (storage/clickhouse/clickhouse.h
-     * documents the schema, batching and what an acknowledgement means) and
-     * ignores path, segment_bytes, fsync, block_duration_ms and
-     * retention_bytes. */
-    pd_storage_backend backend;
-    pd_clickhouse_options clickhouse; /* used when backend == PD_STORAGE_CLICKHOUSE */
 } pd_storage_options;
 
 /* Defaults for the options above with path "./data". */
