@@ -18,6 +18,7 @@
 
 #include "base/log.h"
 #include "storage/clickhouse/ch_int.h"
+#include "storage/tsdb/warnings_int.h"
 
 #define CH_MAX_ANSWER (1024u << 20)
 #define CH_MAX_PART_STACKS (4u << 20)
@@ -826,6 +827,9 @@ static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
         if (!pd_u64map_get(blob_at, p->stack[i], &at)) {
             pd_log(PD_LOG_WARN, "clickhouse stack missing", "stack_hash=%llu",
                    (unsigned long long)p->stack[i]);
+            pd__storage_warn("ClickHouse: stack %llu is missing from table stacks: its "
+                             "samples are left out of the merge",
+                             (unsigned long long)p->stack[i]);
             continue;
         }
         ch_rd r = {(const uint8_t *)blobs->data, blobs->len, (size_t)at, false};

@@ -590,6 +590,29 @@ static void test_backend(void **state)
                  &err);
     assert_int_equal(sc.parts, 8);
 
+    /* stacks gone (a damaged or truncated table): the merge leaves them out
+       and says so in the request's warnings, never a crash */
+    {
+        const char *urls[] = {g_url};
+        pd_storage_options o = ch_opts(urls, 1, "unit");
+        pd_ch *c;
+        PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
+        PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks", NULL, 0, NULL, NULL, NULL, &err), &err);
+        pd__ch_close(c);
+        pd_storage_warnings w;
+        pd_storage_warnings_begin(&w);
+        memset(&sc, 0, sizeof sc);
+        PD_ASSERT_OK(pd_storage_aggregate(s, refs, group, 8, INT64_MIN, INT64_MAX, sum_part, NULL,
+                                          &sc, NULL, &err),
+                     &err);
+        pd_storage_warnings_end();
+        assert_true(w.n > 0);
+        assert_non_null(strstr(w.v[0], "missing from table stacks"));
+        for (size_t k = 0; k < sc.n_types; k++)
+            assert_int_equal(sc.sums[k], 0);
+        pd_storage_warnings_release(&w);
+    }
+
     /* stats */
     pd_storage_stats st;
     pd_storage_stats_get(s, &st);
