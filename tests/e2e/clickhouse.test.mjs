@@ -242,6 +242,14 @@ async function answers(profd) {
   a['merge by instance'] = await apiData(profd.base, '/api/v1/query?' + qs({ mode: 'merge', query: 'heap{service="demo"}', from: FROM, to: TO, report: 'top', limit: 20, by: 'instance_id' }));
   a.diff = await apiData(profd.base, '/api/v1/query?' + qs({ mode: 'diff', query_a: 'heap{instance_id="i0"}', query_b: 'heap{instance_id="i1"}',
     mode_a: 'merge', mode_b: 'merge', from_a: FROM, to_a: TO, from_b: FROM, to_b: TO, report: 'top', limit: 10 }));
+  // profefe's API (ids are each store's own: left out)
+  const noIds = (v) => JSON.parse(JSON.stringify(v, (k, x) => (k === 'id' ? undefined : x)));
+  const pf = { service: 'demo', type: 'heap', from: iso(FROM * 1000), to: iso(TO * 1000) };
+  const list = await http(`${profd.base}/api/0/profiles?` + qs({ ...pf, limit: 1000 }));
+  assert.equal(list.status, 200, `profefe list on ${profd.name}: ${list.text.slice(0, 300)}`);
+  a['profefe list'] = noIds(list.json);
+  a['profefe merge raw'] = await goRaw(`${profd.base}/api/0/profiles/merge?` + qs(pf));
+  a['profefe services'] = (await http(`${profd.base}/api/0/services`)).json;
   // Grafana's Pyroscope API
   const ms = { start: Math.floor(FROM * 1000), end: Math.floor(TO * 1000) };
   const pt = await connectJson(profd, 'ProfileTypes', ms);
@@ -307,6 +315,7 @@ test('conformance on one ClickHouse server: the embedded TSDB and ClickHouse ans
   const chAnswers = await answers(chp);
   assert.ok(tsdbAnswers.series.length >= 12, `series found: ${tsdbAnswers.series.length}`);
   assert.ok(/alloc_space/.test(tsdbAnswers['merge raw heap{service="demo"}']), 'the raw merge has heap samples');
+  assert.ok(tsdbAnswers['profefe list'].body.length >= 30, `profefe's list has the demo heap profiles: ${JSON.stringify(tsdbAnswers['profefe list']).slice(0, 200)}`);
   assertSame(tsdbAnswers, chAnswers, 'TSDB vs ClickHouse');
   await singleProfiles(chp, CORPUS, tsdb);
   // the status API: the flags in effect and the store's counts from ClickHouse
