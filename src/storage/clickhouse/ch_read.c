@@ -830,6 +830,9 @@ static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
             pd__storage_warn("ClickHouse: stack %llu is missing from table stacks: its "
                              "samples are left out of the merge",
                              (unsigned long long)p->stack[i]);
+            /* the writer's "already written" caches are wrong: new appends
+               write their stacks again */
+            __atomic_store_n(&g->c->forget_known, true, __ATOMIC_RELAXED);
             continue;
         }
         ch_rd r = {(const uint8_t *)blobs->data, blobs->len, (size_t)at, false};

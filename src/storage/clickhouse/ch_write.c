@@ -382,6 +382,12 @@ static void flush(pd_ch *c, ch_batch *b)
     int rc = 0;
     size_t n_live;
     int64_t t0 = pd_mono_ns();
+    if (__atomic_exchange_n(&c->forget_known, false, __ATOMIC_RELAXED)) {
+        pd_u64map_release(&c->known_stacks);
+        pd_u64map_init(&c->known_stacks);
+        pd_u64map_release(&c->known_series);
+        pd_u64map_init(&c->known_series);
+    }
 
     /* stacks not written before; series and their index rows once per
        series and day (for every entry: rows of one refused below as

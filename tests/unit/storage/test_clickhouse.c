@@ -611,20 +611,47 @@ static void test_backend(void **state)
         for (size_t k = 0; k < sc.n_types; k++)
             assert_int_equal(sc.sums[k], 0);
         pd_storage_warnings_release(&w);
+        /* and the store writes the stacks of its next appends again: a new
+           series with the same profile merges whole */
+        pd_labels again;
+        labels(&again, "heap", "again", NULL);
+        PD_ASSERT_OK(pd_storage_append(s, &again, g_now - 500, g_prof[0].body, g_prof[0].len,
+                                       &g_prof[0].p, &err),
+                     &err);
+        pd_matcher ma;
+        PD_ASSERT_OK(pd_matcher_init(&ma, PD_MATCH_EQ, "instance", "again", &err), &err);
+        PD_ASSERT_OK(pd_storage_select(s, &ma, 1, INT64_MIN, INT64_MAX, &set, &err), &err);
+        pd_matcher_release(&ma);
+        assert_int_equal(set.n, 1);
+        uint64_t ra = set.v[0].ref;
+        pd_series_set_release(&set);
+        memset(&sc, 0, sizeof sc);
+        pd_storage_warnings_begin(&w);
+        PD_ASSERT_OK(pd_storage_aggregate(s, &ra, NULL, 1, INT64_MIN, INT64_MAX, sum_part, NULL,
+                                          &sc, NULL, &err),
+                     &err);
+        pd_storage_warnings_end();
+        assert_int_equal(w.n, 0);
+        pd_storage_warnings_release(&w);
+        int64_t t0[8];
+        pd_profile_totals(&g_prof[0].p, t0);
+        for (size_t k = 0; k < sc.n_types; k++)
+            assert_int_equal(sc.sums[k], t0[k]);
+        pd_labels_release(&again);
     }
 
     /* stats */
     pd_storage_stats st;
     pd_storage_stats_get(s, &st);
-    assert_int_equal(st.n_profiles, 82);
-    assert_int_equal(st.n_series, 10);
+    assert_int_equal(st.n_profiles, 83);
+    assert_int_equal(st.n_series, 11);
     assert_true(st.bytes_on_disk > 0);
 
     /* retention: 2 days later the old day's partitions go, the rest stays */
     __atomic_store_n(&g_now, g_now + 2 * DAY, __ATOMIC_RELAXED);
     PD_ASSERT_OK(pd_storage_maintain(s, &err), &err);
     PD_ASSERT_OK(pd_storage_select(s, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
-    assert_int_equal(set.n, 9);
+    assert_int_equal(set.n, 10);
     for (size_t i = 0; i < set.n; i++)
         assert_string_not_equal(pd_labels_get(&set.v[i].labels, "instance"), "old");
     pd_series_set_release(&set);
