@@ -42,8 +42,8 @@ struct pd_ch {
     /* written successfully before (writer thread only) */
     pd_u64map known_stacks; /* stack hash -> 1 */
     pd_u64map known_series; /* fingerprint -> day + 1 of its last index rows */
-    bool forget_known; /* a read missed a stack (__atomic): the writer clears the
-                          two maps above before its next batch */
+    bool forget_known;      /* a read missed a stack (__atomic): the writer clears the
+                               two maps above before its next batch */
 
     /* maintenance */
     pthread_t maint;

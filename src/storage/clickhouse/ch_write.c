@@ -109,6 +109,24 @@ static const table_def schema_v1[] = {
      "MergeTree() PARTITION BY day ORDER BY (fingerprint, ts, stack_hash)", "fingerprint"},
 };
 
+/* The migrations, in version order: from a database at version v, every
+ * migration above v runs (its tables created, then its statements), each
+ * recorded in schema_version once done. PD_CH_SCHEMA_VERSION is the last. */
+typedef struct migration {
+    int version;
+    const table_def *tables;
+    size_t n_tables;
+    const char *const *statements;
+    size_t n_statements;
+} migration;
+
+static const migration migrations[] = {
+    {1, schema_v1, sizeof schema_v1 / sizeof schema_v1[0], NULL, 0},
+};
+
+_Static_assert(sizeof migrations / sizeof migrations[0] == PD_CH_SCHEMA_VERSION,
+               "one migration per schema version");
+
 static int exec_on_sql(pd_ch *c, size_t u, pd_buf *sql, pd_buf *resp, pd_err *err)
 {
     if (pd_buf_putc(sql, 0) < 0)
@@ -157,30 +175,47 @@ static int schema_on(pd_ch *c, size_t u, pd_err *err)
     }
     if (have == PD_CH_SCHEMA_VERSION)
         goto out;
-    for (size_t i = 0; i < sizeof schema_v1 / sizeof schema_v1[0]; i++) {
-        const table_def *t = &schema_v1[i];
-        pd_buf_reset(&sql);
-        rc = pd_buf_printf(&sql, "CREATE TABLE IF NOT EXISTS %s%s (%s) ENGINE = %s", t->name,
-                           local_suffix(c), t->columns, t->engine);
-        rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
-        if (rc == 0 && c->cluster) {
+    for (size_t m = 0; m < sizeof migrations / sizeof migrations[0]; m++) {
+        const migration *mg = &migrations[m];
+        if (mg->version <= (int)have)
+            continue;
+        for (size_t i = 0; i < mg->n_tables; i++) {
+            const table_def *t = &mg->tables[i];
             pd_buf_reset(&sql);
-            rc = pd_buf_printf(&sql,
-                               "CREATE TABLE IF NOT EXISTS %s AS %s_local ENGINE = "
-                               "Distributed(%s, %s, %s_local, %s)",
-                               t->name, t->name, c->cluster, c->db, t->name, t->shard_key);
+            rc = pd_buf_printf(&sql, "CREATE TABLE IF NOT EXISTS %s%s (%s) ENGINE = %s", t->name,
+                               local_suffix(c), t->columns, t->engine);
             rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+            if (rc == 0 && c->cluster) {
+                pd_buf_reset(&sql);
+                rc = pd_buf_printf(&sql,
+                                   "CREATE TABLE IF NOT EXISTS %s AS %s_local ENGINE = "
+                                   "Distributed(%s, %s, %s_local, %s)",
+                                   t->name, t->name, c->cluster, c->db, t->name, t->shard_key);
+                rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+            }
+            if (rc < 0)
+                goto out;
         }
+        /* statements of later versions name the table to alter with %1$s (the
+           table suffix, "_local" on a cluster) and must be idempotent
+           (ADD COLUMN IF NOT EXISTS): a migration cut short runs again */
+        for (size_t i = 0; i < mg->n_statements; i++) {
+            pd_buf_reset(&sql);
+            rc = pd_buf_printf(&sql, mg->statements[i], local_suffix(c));
+            rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+            if (rc < 0)
+                goto out;
+        }
+        pd_buf_reset(&sql);
+        rc = pd_buf_printf(&sql, "INSERT INTO schema_version VALUES (%d, %lld)", mg->version,
+                           (long long)pd_now_ms());
+        rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
         if (rc < 0)
             goto out;
-    }
-    pd_buf_reset(&sql);
-    rc = pd_buf_printf(&sql, "INSERT INTO schema_version VALUES (%d, %lld)", PD_CH_SCHEMA_VERSION,
-                       (long long)pd_now_ms());
-    rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
-    if (rc == 0)
         pd_log(PD_LOG_INFO, "clickhouse schema migrated", "url=%s database=%s from=%u to=%d",
-               c->urls[u], c->db, have, PD_CH_SCHEMA_VERSION);
+               c->urls[u], c->db, have, mg->version);
+        have = (uint32_t)mg->version;
+    }
 out:
     pd_buf_release(&sql);
     pd_buf_release(&resp);
@@ -338,8 +373,8 @@ static void undo_profiles(pd_ch *c, ch_batch *b)
 {
     pd_buf sql;
     pd_buf_init(&sql, 0);
-    int rc = pd_buf_printf(&sql, "ALTER TABLE profiles%s DELETE WHERE write_id IN (",
-                           local_suffix(c));
+    int rc =
+        pd_buf_printf(&sql, "ALTER TABLE profiles%s DELETE WHERE write_id IN (", local_suffix(c));
     bool first = true;
     for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
         if (e->rc == 0) {
@@ -352,8 +387,8 @@ static void undo_profiles(pd_ch *c, ch_batch *b)
     pd_err_clear(&err);
     if (rc == 0 && !c->cluster && /* one server: the others are its failover */
         pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, NULL, NULL, &err) < 0)
-        pd_log(PD_LOG_WARN, "clickhouse: cannot delete the rows of a failed insert",
-               "err=\"%s\"", err.msg);
+        pd_log(PD_LOG_WARN, "clickhouse: cannot delete the rows of a failed insert", "err=\"%s\"",
+               err.msg);
     for (size_t u = 0; rc == 0 && c->cluster && u < c->n_urls; u++) /* every shard */
         if (pd__ch_exec_on(c, u, (const char *)sql.data, NULL, &err) < 0)
             pd_log(PD_LOG_WARN, "clickhouse: cannot delete the rows of a failed insert",

@@ -597,7 +597,8 @@ static void test_backend(void **state)
         pd_storage_options o = ch_opts(urls, 1, "unit");
         pd_ch *c;
         PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
-        PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks", NULL, 0, NULL, NULL, NULL, &err), &err);
+        PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks", NULL, 0, NULL, NULL, NULL, &err),
+                     &err);
         pd__ch_close(c);
         pd_storage_warnings w;
         pd_storage_warnings_begin(&w);
