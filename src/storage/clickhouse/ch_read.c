@@ -1044,8 +1044,7 @@ int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size
     pd_u64map_init(&ref_idx);
     pd_u64map_init(&all_fps);
     uint64_t *fps = malloc((n ? n : 1) * sizeof *fps);
-    bool *done = calloc(n ? n : 1, sizeof *done);
-    if (!fps || !done) {
+    if (!fps) {
         rc = nomem(err);
         goto out;
     }
@@ -1056,21 +1055,49 @@ int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size
         }
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out;
-    /* groups in the order of their first ref */
-    for (size_t i = 0; i < n; i++) {
-        if (done[i])
-            continue;
-        size_t k = 0;
-        for (size_t j = i; j < n; j++)
-            if (!done[j] && (group ? group[j] == group[i] : j == i)) {
-                done[j] = true;
-                fps[k++] = refs[j];
-            }
-        rc = agg_group(&g, fps, k, &ref_idx, mint, maxt, fn, poll, ctx, &all_fps, err);
-        agg_release(&g);
-        if (rc < 0)
-            goto out;
+    /* groups in the order of their first ref: ordinal per group value, then
+       the refs of each ordinal in their order (linear) */
+    size_t *ord = malloc((n ? n : 1) * sizeof *ord), *start = calloc(n + 1, sizeof *start);
+    size_t n_groups = 0;
+    pd_u64map gmap;
+    pd_u64map_init(&gmap);
+    if (!ord || !start) {
+        free(ord);
+        free(start);
+        rc = nomem(err);
+        goto out;
     }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t o;
+        if (!group) {
+            o = n_groups++;
+        } else if (!pd_u64map_get(&gmap, group[i], &o)) {
+            o = n_groups++;
+            if (pd_u64map_put(&gmap, group[i], o) < 0) {
+                rc = nomem(err);
+                break;
+            }
+        }
+        ord[i] = (size_t)o;
+        start[o + 1]++;
+    }
+    pd_u64map_release(&gmap);
+    for (size_t k = 0; k < n_groups; k++)
+        start[k + 1] += start[k];
+    for (size_t i = 0; rc == 0 && i < n; i++) /* stable: fps grouped, refs in order */
+        fps[start[ord[i]]++] = refs[i];
+    for (size_t k = n_groups; k > 0; k--) /* start[k] is now the end of group k */
+        start[k] = start[k - 1];
+    start[0] = 0;
+    for (size_t k = 0; rc == 0 && k < n_groups; k++) {
+        rc = agg_group(&g, fps + start[k], start[k + 1] - start[k], &ref_idx, mint, maxt, fn, poll,
+                       ctx, &all_fps, err);
+        agg_release(&g);
+    }
+    free(ord);
+    free(start);
+    if (rc < 0)
+        goto out;
     if (n_series)
         *n_series = all_fps.len;
     if (poll && (rc = poll(ctx, err)) < 0)
@@ -1079,7 +1106,6 @@ out:
     agg_release(&g);
     pd_arena_release(&g.a);
     free(fps);
-    free(done);
     pd_u64map_release(&ref_idx);
     pd_u64map_release(&all_fps);
     return rc;
