@@ -12,6 +12,17 @@ golang-go graphviz chromium linux-perf curl jq ca-certificates \
 prometheus prometheus-alertmanager openssl dnsmasq-base openjdk-17-jdk-headless \
 libgnutls28-dev libcrypt-dev"
 
+# clickhouse-server (18.16 in Debian 12): the ClickHouse backend's tests
+# (tests/e2e/clickhouse.test.mjs, tests/unit/storage/test_clickhouse.c) start
+# their own servers. Debian builds it for amd64 only; elsewhere those tests
+# skip with a message saying so.
+if dpkg-query -W -f='${Status}' clickhouse-server 2>/dev/null | grep -q "install ok installed" ||
+   apt-cache policy clickhouse-server 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+    PKGS="$PKGS clickhouse-server"
+else
+    echo "install-deps: clickhouse-server is not available here; the ClickHouse tests will skip" >&2
+fi
+
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -76,6 +76,11 @@ typedef struct flags {
     const char *web_config;   /* --web.config.file (issue 20): TLS, basic auth, ... */
     bool enable_lifecycle;    /* --web.enable-lifecycle: POST /-/reload (issue 20 item 4) */
     const char *allowed_hosts; /* --web.allowed-hosts (http/guard.h; NULL: the default rule) */
+    /* issue 16: --storage.backend=clickhouse and its --clickhouse.* flags */
+    pd_storage_backend backend;
+    const char *ch_urls[16]; /* --clickhouse.url, repeatable (failover order) */
+    size_t n_ch_urls;
+    const char *ch_user, *ch_password_file, *ch_database, *ch_cluster;
 } flags;
 
 static void usage(FILE *f)
@@ -96,7 +101,15 @@ static void usage(FILE *f)
             "Flags (--flag=value or --flag value):\n"
             "  --config.file=FILE              scrape configuration (YAML); without it profd\n"
             "                                  only serves stored data and takes pushes\n"
+            "  --storage.backend=B             tsdb (embedded, default) or clickhouse\n"
             "  --storage.path=DIR              storage directory (default ./data)\n"
+            "  --clickhouse.url=URL            ClickHouse HTTP interface, e.g.\n"
+            "                                  http://127.0.0.1:8123; repeat for failover\n"
+            "  --clickhouse.database=NAME      database (default profd; created if missing)\n"
+            "  --clickhouse.user=NAME          user (default \"default\")\n"
+            "  --clickhouse.password-file=FILE file holding the user's password\n"
+            "  --clickhouse.cluster=NAME       cluster of remote_servers: Distributed tables\n"
+            "                                  over its shards (README: Running on ClickHouse)\n"
             "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
             "  --storage.wal.segment-size=SIZE WAL segment file size (default 32M)\n"
             "  --storage.block-duration=DUR    head time range cut into a block (default 2h)\n"
@@ -227,7 +240,9 @@ static int parse_flags(int argc, char **argv, flags *f)
             "--storage.retention.time", "--storage.retention.size", "--storage.wal.segment-size",
             "--storage.future-grace", "--query.max-concurrency", "--web.read-timeout",
             "--web.max-connections", "--web.max-connections-per-ip", "--web.config.file",
-            "--web.allowed-hosts"};
+            "--web.allowed-hosts", "--storage.backend", "--clickhouse.url",
+            "--clickhouse.database", "--clickhouse.user", "--clickhouse.password-file",
+            "--clickhouse.cluster"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -252,6 +267,29 @@ static int parse_flags(int argc, char **argv, flags *f)
             f->listen = val;
         } else if (strcmp(name, "--web.allowed-hosts") == 0) {
             f->allowed_hosts = val;
+        } else if (strcmp(name, "--storage.backend") == 0) {
+            if (strcmp(val, "tsdb") == 0)
+                f->backend = PD_STORAGE_TSDB;
+            else if (strcmp(val, "clickhouse") == 0)
+                f->backend = PD_STORAGE_CLICKHOUSE;
+            else
+                return usage_error("--storage.backend: \"%s\" is not one of tsdb, clickhouse",
+                                   val);
+        } else if (strcmp(name, "--clickhouse.url") == 0) {
+            if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
+                return usage_error("--clickhouse.url: \"%s\" is not an http:// or https:// URL",
+                                   val);
+            if (f->n_ch_urls == sizeof f->ch_urls / sizeof f->ch_urls[0])
+                return usage_error("--clickhouse.url: at most 16 URLs (\"%s\" is one more)", val);
+            f->ch_urls[f->n_ch_urls++] = val;
+        } else if (strcmp(name, "--clickhouse.database") == 0) {
+            f->ch_database = val;
+        } else if (strcmp(name, "--clickhouse.user") == 0) {
+            f->ch_user = val;
+        } else if (strcmp(name, "--clickhouse.password-file") == 0) {
+            f->ch_password_file = val;
+        } else if (strcmp(name, "--clickhouse.cluster") == 0) {
+            f->ch_cluster = val;
         } else if (strcmp(name, "--log.level") == 0) {
             if (strcmp(val, "debug") && strcmp(val, "info") && strcmp(val, "warn") &&
                 strcmp(val, "error"))
@@ -465,6 +503,37 @@ static int serve(const flags *f)
     so.retention_bytes = f->retention_bytes;
     if (f->segment_bytes)
         so.segment_bytes = f->segment_bytes;
+    char ch_password[512] = "";
+    so.backend = f->backend;
+    if (f->backend == PD_STORAGE_CLICKHOUSE) {
+        if (f->n_ch_urls == 0) {
+            fprintf(stderr, "profd: --storage.backend=clickhouse needs --clickhouse.url\n"
+                            "See 'profd --help'.\n");
+            code = EXIT_USAGE;
+            goto out;
+        }
+        if (f->ch_password_file) {
+            FILE *pf = fopen(f->ch_password_file, "r");
+            size_t pn = pf ? fread(ch_password, 1, sizeof ch_password - 1, pf) : 0;
+            if (pf)
+                fclose(pf);
+            if (!pf) {
+                fprintf(stderr, "profd: --clickhouse.password-file: cannot read %s: %s\n",
+                        f->ch_password_file, strerror(errno));
+                code = EXIT_USAGE;
+                goto out;
+            }
+            ch_password[pn] = 0;
+            while (pn > 0 && (ch_password[pn - 1] == '\n' || ch_password[pn - 1] == '\r'))
+                ch_password[--pn] = 0;
+        }
+        so.clickhouse.urls = f->ch_urls;
+        so.clickhouse.n_urls = f->n_ch_urls;
+        so.clickhouse.user = f->ch_user;
+        so.clickhouse.password = ch_password;
+        so.clickhouse.database = f->ch_database;
+        so.clickhouse.cluster = f->ch_cluster;
+    }
     /* The listener starts first, as Prometheus does: /-/healthy answers 200
        and /-/ready 503 while the store is opened and its WAL replayed (a due
        head cut then runs in the background, not before the listener). */
@@ -509,13 +578,22 @@ static int serve(const flags *f)
                             "query.max-concurrency", "web.read-timeout",
                             "web.max-connections", "web.max-connections-per-ip",
                             "web.config.file", "web.enable-lifecycle",
-                            "web.allowed-hosts"};
+                            "web.allowed-hosts", "storage.backend", "clickhouse.url",
+                            "clickhouse.database", "clickhouse.user", "clickhouse.cluster"};
+    char v_churls[1024] = "";
+    for (size_t i = 0, o = 0; i < f->n_ch_urls && o < sizeof v_churls; i++)
+        o += (size_t)snprintf(v_churls + o, sizeof v_churls - o, "%s%s", i ? "," : "",
+                              f->ch_urls[i]);
     const char *fvalues[] = {f->config_file ? f->config_file : "", f->storage_path, f->fsync,
                              v_seg, v_block, v_ret, v_retsz, v_grace, f->listen, v_threads,
                              v_qt, v_qms, v_body, f->log_level,
                              enable_pprof ? "true" : "false", v_qconc, v_rto, v_mc, v_mcip,
                              f->web_config ? f->web_config : "",
-                             f->enable_lifecycle ? "true" : "false", v_hosts};
+                             f->enable_lifecycle ? "true" : "false", v_hosts,
+                             f->backend == PD_STORAGE_CLICKHOUSE ? "clickhouse" : "tsdb", v_churls,
+                             f->ch_database ? f->ch_database : "profd",
+                             f->ch_user ? f->ch_user : "default",
+                             f->ch_cluster ? f->ch_cluster : ""};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,

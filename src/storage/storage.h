@@ -9,6 +9,12 @@
  * one profile per (series, timestamp) — a second append at the same time
  * replaces nothing and fails with PD_EEXIST.
  *
+ * Backends: the embedded TSDB (storage/tsdb/, the default) and ClickHouse
+ * (storage/clickhouse/, options.backend); storage.c hands each call to the
+ * backend the store was opened with. What follows about disk, the log and
+ * blocks is the TSDB's; storage/clickhouse/clickhouse.h says the same for
+ * ClickHouse.
+ *
  * On disk (tsdb/db.c): PATH/wal/ (the log), PATH/<ULID>/ (immutable blocks,
  * e.g. written by `profd tsdb import` or cut from the head), PATH/series
  * (series refs). Reads merge the head and the blocks transparently.
@@ -36,7 +42,41 @@ typedef struct pd_storage pd_storage;
 
 typedef enum { PD_FSYNC_ALWAYS, PD_FSYNC_BATCH, PD_FSYNC_NEVER } pd_fsync_policy;
 
+typedef enum { PD_STORAGE_TSDB = 0, PD_STORAGE_CLICKHOUSE = 1 } pd_storage_backend;
+
+/* Options of the ClickHouse backend (--clickhouse.*); zeroes are defaults. */
+typedef struct pd_clickhouse_options {
+    const char *const *urls; /* n_urls base URLs of the HTTP interface, e.g.
+                                "http://127.0.0.1:8123"; tried in order, the next one
+                                after a connection failure or a 5xx (failover) */
+    size_t n_urls;
+    const char *user;        /* NULL: "default" */
+    const char *password;    /* NULL or "": none */
+    const char *database;    /* NULL: "profd"; created if missing */
+    const char *cluster;     /* NULL: single server. Else the name of a cluster in
+                                ClickHouse's remote_servers: every URL gets the local
+                                tables (<table>_local) and Distributed tables over the
+                                cluster's shards under the plain names */
+    size_t batch_bytes;      /* flush a batch of inserts at this size; 0 = 8 MiB */
+    int64_t batch_wait_ms;   /* wait this long for more profiles before a flush;
+                                0 = none (group commit: a batch is what queued while
+                                the previous one was in flight) */
+    int64_t flush_interval_ms; /* a batch starts at least this long after the previous
+                                one started (ClickHouse wants few, large inserts: each
+                                makes a part per table); 0 = 100 ms, < 0 = none */
+    int64_t timeout_ms;      /* one HTTP request; 0 = 30 s */
+    int retries;             /* attempts per statement; 0 = 5 (backoff 100 ms doubling) */
+} pd_clickhouse_options;
+
 typedef struct pd_storage_options {
+    /* --storage.backend: where profiles are stored. PD_STORAGE_TSDB (0, the
+     * default) is the embedded TSDB under path; PD_STORAGE_CLICKHOUSE stores
+     * in ClickHouse over its HTTP interface (storage/clickhouse/clickhouse.h
+     * documents the schema, batching and what an acknowledgement means) and
+     * ignores path, segment_bytes, fsync, block_duration_ms and
+     * retention_bytes. */
+    pd_storage_backend backend;
+    pd_clickhouse_options clickhouse; /* used when backend == PD_STORAGE_CLICKHOUSE */
     const char *path;         /* directory; created if missing */
     size_t segment_bytes;     /* log segment size; 0 = 32 MiB (the checkpoint after a head
                                  cut frees whole segments: smaller ones free sooner) */

@@ -1,0 +1,139 @@
+/*
+ * storage/clickhouse/ch_int.h — private to the ClickHouse backend: the
+ * store's state, the HTTP client (ch_http.c), RowBinary encoding/reading
+ * and the stack codec (ch_stack.c).
+ */
+#ifndef PD_STORAGE_CLICKHOUSE_CH_INT_H
+#define PD_STORAGE_CLICKHOUSE_CH_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/u64map.h"
+#include "storage/clickhouse/clickhouse.h"
+
+typedef struct ch_entry ch_entry;
+typedef struct ch_batch ch_batch;
+
+struct pd_ch {
+    char **urls; /* n_urls, owned, without a trailing '/' */
+    size_t n_urls;
+    size_t cur; /* index of the URL that answered last (__atomic) */
+    char *user, *password, *db, *cluster;
+    int64_t timeout_ms;
+    int retries;
+    size_t batch_bytes;
+    int64_t batch_wait_ms;
+    int64_t flush_interval_ms;
+    pd_pprof_limits limits;
+    int64_t retention_ms, grace_ms, maint_ms;
+    int64_t (*clock)(void);
+    uint64_t gen; /* appends acknowledged (__atomic): invalidates prefetched points */
+
+    /* the write queue (ch_write.c) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    ch_batch *pending; /* gathering; NULL when empty */
+    bool stopping;
+    pthread_t writer;
+    bool writer_running;
+    /* written successfully before (writer thread only) */
+    pd_u64map known_stacks; /* stack hash -> 1 */
+    pd_u64map known_series; /* fingerprint -> day + 1 of its last index rows */
+    bool forget_known;      /* a read missed a stack (__atomic): the writer clears the
+                               two maps above before its next batch */
+
+    /* maintenance */
+    pthread_t maint;
+    bool maint_running;
+    pthread_mutex_t stop_mu;
+    pthread_cond_t stop_cv;
+};
+
+/* ---- ch_read.c ---- */
+
+/* Drops the calling thread's prefetched points if they are c's. */
+void pd__ch_cache_forget(const pd_ch *c);
+
+/* ---- ch_http.c ---- */
+
+/* Runs one statement. insert == NULL: `sql` is a query sent as the POST
+ * body; its answer is appended to resp (may be NULL to discard). insert !=
+ * NULL: `sql` is the INSERT statement (sent as query=) and insert[0..len)
+ * its RowBinary rows (the body). settings: extra URL parameters
+ * ("a=1&b=2") or NULL. Retries and failover as clickhouse.h says; for an
+ * INSERT whose outcome is unknown, *ambiguous is set (may be NULL: such an
+ * insert is then not retried but failed). Errors: -EIO (err: the URL and
+ * ClickHouse's or curl's message), PD_ETOOBIG (answer over the cap of
+ * resp), PD_ENOMEM. */
+int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len, const char *settings,
+                pd_buf *resp, bool *ambiguous, pd_err *err);
+
+/* The same on one URL only, one attempt (schema set-up on every shard). */
+int pd__ch_exec_on(pd_ch *c, size_t url, const char *sql, pd_buf *resp, pd_err *err);
+
+/* Appends s as a quoted SQL string literal ('...' with \\ and \' escaped).
+ * 0 or PD_ENOMEM/PD_ETOOBIG. */
+int pd__ch_put_sql_string(pd_buf *b, const char *s, size_t len);
+/* Appends the date of day d (days since 1970) as 'YYYY-MM-DD'. */
+int pd__ch_put_sql_day(pd_buf *b, int64_t d);
+/* Day of a Unix ms time, clamped to ClickHouse's Date range [0, 49672] (1970-01-01 to 2105-12-31,
+ * as 18.16 parses Date). */
+int64_t pd__ch_day(int64_t ts_ms);
+
+/* RowBinary writers (little endian; String = varint length + bytes). */
+int pd__ch_put_u16(pd_buf *b, uint16_t v);
+int pd__ch_put_u32(pd_buf *b, uint32_t v);
+int pd__ch_put_u64(pd_buf *b, uint64_t v);
+int pd__ch_put_str(pd_buf *b, const char *s, size_t len);
+
+/* RowBinary reader over an answer; any read past the end sets bad. */
+typedef struct ch_rd {
+    const uint8_t *p;
+    size_t len, pos;
+    bool bad;
+} ch_rd;
+
+uint64_t pd__ch_rd_u64(ch_rd *r);
+uint32_t pd__ch_rd_u32(ch_rd *r);
+uint16_t pd__ch_rd_u16(ch_rd *r);
+uint64_t pd__ch_rd_varint(ch_rd *r);
+/* A String: *s points into the answer (not NUL-terminated), *n its length. */
+void pd__ch_rd_str(ch_rd *r, const uint8_t **s, size_t *n);
+static inline bool pd__ch_rd_more(const ch_rd *r)
+{
+    return !r->bad && r->pos < r->len;
+}
+
+/* ---- ch_stack.c: a sample's key resolved to frames ----
+ *
+ * Layout (varints; strings as varint length + bytes; s = zigzag varint):
+ *   n_loc, per location (leaf first):
+ *     has_mapping; if 1: memory_start, memory_limit, file_offset,
+ *       str filename, str build_id, flags (bit 0..3 has_functions,
+ *       has_filenames, has_line_numbers, has_inline_frames)
+ *     address, n_line, per line (innermost first):
+ *       has_function; if 1: str name, str system_name, str filename,
+ *         s start_line
+ *       s line, s column
+ *   n_label, per label: str key, str str, s num, str num_unit
+ */
+
+/* Appends the stack of sample i of p (indexed) to out. 0, PD_ENOMEM,
+ * PD_ETOOBIG. */
+int pd__ch_stack_encode(const pd_profile *p, size_t i, pd_buf *out);
+
+typedef struct pd_profile_builder pd_profile_builder;
+/* Adds a sample with values value[0..n_types) and the stack blob s[0..n)
+ * to b (its locations, functions, mappings and label strings through b's
+ * deduplication). PD_ECORRUPT (a malformed blob; err says so), or the
+ * builder's errors. */
+int pd__ch_stack_add(pd_profile_builder *b, const uint8_t *s, size_t n, const int64_t *value,
+                     pd_err *err);
+
+/* The hash of a sample type set: types/units and period type/unit. */
+uint64_t pd__ch_types_hash(const pd_profile *p);
+
+#endif

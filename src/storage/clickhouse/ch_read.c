@@ -1,0 +1,1112 @@
+/*
+ * storage/clickhouse/ch_read.c — the querier and the aggregation of the
+ * ClickHouse backend, pushed down as clickhouse.h describes: series from
+ * the label index, points from the profiles' totals, a profile from its
+ * stored body, merges as GROUP BY stack hash.
+ *
+ * Every query filters on day (the partition key) as well as ts, so
+ * ClickHouse reads only the days in range. Queries name the plain tables:
+ * on a cluster those are the Distributed ones, and subqueries use GLOBAL IN
+ * (allowed on plain tables too) so one text works in both modes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <pthread.h>
+
+#include "base/log.h"
+#include "storage/clickhouse/ch_int.h"
+#include "storage/tsdb/warnings_int.h"
+
+#define CH_MAX_ANSWER (1024u << 20)
+#define CH_MAX_PART_STACKS (4u << 20)
+#define CH_CACHE_MS 5000           /* prefetched points kept this long (below) */
+#define CH_CACHE_MAX_POINTS 200000 /* and only this many */
+
+static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt);
+
+static int nomem(pd_err *err)
+{
+    return pd_err_set(err, PD_ENOMEM, "out of memory (ClickHouse read)");
+}
+
+/* " day BETWEEN 'a' AND 'b' AND ts BETWEEN x AND y" */
+static int put_range(pd_buf *b, int64_t mint, int64_t maxt)
+{
+    int rc = pd_buf_puts(b, " day BETWEEN ");
+    rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(mint));
+    rc = rc ? rc : pd_buf_puts(b, " AND ");
+    rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(maxt));
+    rc = rc ? rc
+            : pd_buf_printf(b, " AND ts BETWEEN %lld AND %lld", (long long)mint, (long long)maxt);
+    return rc;
+}
+
+static int query(pd_ch *c, pd_buf *sql, pd_buf *resp, pd_err *err)
+{
+    if (pd_buf_putc(sql, 0) < 0)
+        return nomem(err);
+    return pd__ch_exec(c, (const char *)sql->data, NULL, 0, NULL, resp, NULL, err);
+}
+
+static int bad_answer(pd_ch *c, pd_err *err, const char *what)
+{
+    return pd_err_set(err, -EIO, "ClickHouse %s: malformed RowBinary answer to %s",
+                      c->urls[__atomic_load_n(&c->cur, __ATOMIC_RELAXED)], what);
+}
+
+/* ---- select ---- */
+
+typedef struct fp_stat {
+    uint64_t n;
+    int64_t min, max;
+} fp_stat;
+
+static int cmp_info(const void *a, const void *b)
+{
+    return pd_labels_cmp(&((const pd_series_info *)a)->labels,
+                         &((const pd_series_info *)b)->labels);
+}
+
+int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                  pd_series_set *out, pd_err *err)
+{
+    out->v = NULL;
+    out->n = 0;
+    pd_buf where, sql, resp;
+    pd_buf_init(&where, 0);
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_u64map stat_idx;
+    pd_u64map_init(&stat_idx);
+    fp_stat *st = NULL;
+    size_t n_st = 0, cap = 0;
+    int rc = put_range(&where, mint, maxt);
+    /* equality matchers from the inverted index; the rest re-checked below */
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (ms[i].type != PD_MATCH_EQ || !ms[i].value[0])
+            continue;
+        rc = pd_buf_puts(&where, " AND fingerprint GLOBAL IN (SELECT fingerprint FROM "
+                                 "series_index WHERE day BETWEEN ");
+        rc = rc ? rc : pd__ch_put_sql_day(&where, pd__ch_day(mint));
+        rc = rc ? rc : pd_buf_puts(&where, " AND ");
+        rc = rc ? rc : pd__ch_put_sql_day(&where, pd__ch_day(maxt));
+        rc = rc ? rc : pd_buf_puts(&where, " AND name = ");
+        rc = rc ? rc : pd__ch_put_sql_string(&where, ms[i].name, strlen(ms[i].name));
+        rc = rc ? rc : pd_buf_puts(&where, " AND value = ");
+        rc = rc ? rc : pd__ch_put_sql_string(&where, ms[i].value, strlen(ms[i].value));
+        rc = rc ? rc : pd_buf_putc(&where, ')');
+    }
+    if (rc < 0 || pd_buf_putc(&where, 0) < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if (pd_buf_printf(&sql,
+                      "SELECT fingerprint, count(), min(ts), max(ts) FROM profiles WHERE%s "
+                      "GROUP BY fingerprint FORMAT RowBinary",
+                      (const char *)where.data) < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        uint64_t fp = pd__ch_rd_u64(&r);
+        fp_stat s = {pd__ch_rd_u64(&r), (int64_t)pd__ch_rd_u64(&r), (int64_t)pd__ch_rd_u64(&r)};
+        if (r.bad)
+            break;
+        if (n_st == cap) {
+            size_t nc = cap ? 2 * cap : 64;
+            fp_stat *x = realloc(st, nc * sizeof *x);
+            if (!x) {
+                rc = nomem(err);
+                goto out;
+            }
+            st = x;
+            cap = nc;
+        }
+        st[n_st] = s;
+        if (pd_u64map_put(&stat_idx, fp, n_st++) < 0) {
+            rc = nomem(err);
+            goto out;
+        }
+    }
+    if (r.bad) {
+        rc = bad_answer(c, err, "the series' profile counts");
+        goto out;
+    }
+    if (n_st == 0)
+        goto out;
+    pd_buf_reset(&sql);
+    pd_buf_reset(&resp);
+    if (pd_buf_printf(&sql,
+                      "SELECT fingerprint, any(names), any(values) FROM series WHERE "
+                      "fingerprint GLOBAL IN (SELECT fingerprint FROM profiles WHERE%s) "
+                      "GROUP BY fingerprint FORMAT RowBinary",
+                      (const char *)where.data) < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    out->v = calloc(n_st, sizeof *out->v);
+    if (!out->v) {
+        rc = nomem(err);
+        goto out;
+    }
+    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
+    char *tmp = NULL;
+    while (pd__ch_rd_more(&r)) {
+        uint64_t fp = pd__ch_rd_u64(&r), at;
+        uint64_t nn = pd__ch_rd_varint(&r);
+        if (r.bad || nn > r.len)
+            break;
+        const uint8_t **nv = calloc(nn ? 2 * nn : 1, sizeof *nv);
+        size_t *nl = calloc(nn ? 2 * nn : 1, sizeof *nl);
+        if (!nv || !nl) {
+            free(nv);
+            free(nl);
+            rc = nomem(err);
+            goto out;
+        }
+        for (uint64_t i = 0; i < nn; i++)
+            pd__ch_rd_str(&r, &nv[i], &nl[i]);
+        uint64_t nvals = pd__ch_rd_varint(&r);
+        if (nvals != nn)
+            r.bad = true;
+        for (uint64_t i = 0; i < nn && !r.bad; i++)
+            pd__ch_rd_str(&r, &nv[nn + i], &nl[nn + i]);
+        pd_labels ls;
+        pd_labels_init(&ls);
+        for (uint64_t i = 0; i < nn && !r.bad && rc == 0; i++) {
+            char *x = realloc(tmp, nl[i] + nl[nn + i] + 2);
+            if (!x) {
+                rc = nomem(err);
+                break;
+            }
+            tmp = x;
+            memcpy(tmp, nv[i], nl[i]);
+            tmp[nl[i]] = 0;
+            memcpy(tmp + nl[i] + 1, nv[nn + i], nl[nn + i]);
+            tmp[nl[i] + 1 + nl[nn + i]] = 0;
+            pd_err e2;
+            if (pd_labels_set(&ls, tmp, tmp + nl[i] + 1, &e2) < 0)
+                r.bad = true;
+        }
+        free(nv);
+        free(nl);
+        if (rc < 0 || r.bad || !pd_u64map_get(&stat_idx, fp, &at) ||
+            !pd_matchers_match(ms, n, &ls)) {
+            pd_labels_release(&ls);
+            if (rc < 0 || r.bad)
+                break;
+            continue;
+        }
+        pd_series_info *si = &out->v[out->n++];
+        si->ref = fp;
+        si->labels = ls;
+        si->n_profiles = (size_t)st[at].n;
+        si->min_ts = st[at].min;
+        si->max_ts = st[at].max;
+        if (out->n == n_st)
+            break;
+    }
+    free(tmp);
+    if (rc < 0)
+        goto out;
+    if (r.bad) {
+        rc = bad_answer(c, err, "the series' labels");
+        goto out;
+    }
+    if ((rc = pd_matchers_check_limits(ms, n, err)) < 0)
+        goto out;
+    qsort(out->v, out->n, sizeof *out->v, cmp_info);
+    size_t total = 0;
+    for (size_t i = 0; i < out->n; i++)
+        total += out->v[i].n_profiles;
+    if (out->n > 1 && total <= CH_CACHE_MAX_POINTS)
+        prefetch(c, (const char *)where.data, mint, maxt);
+out:
+    if (rc < 0)
+        pd_series_set_release(out);
+    free(st);
+    pd_u64map_release(&stat_idx);
+    pd_buf_release(&where);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
+static char *rd_arena_str(ch_rd *r, pd_arena *a);
+
+/* ---- points ---- */
+
+/* Reads one (ts, sample_types, sample_units, totals) into pt, strings in a.
+ * 0, 1 for a malformed row, PD_ENOMEM. */
+static int parse_point(ch_rd *r, pd_arena *a, pd_point *pt)
+{
+    pt->ts_ms = (int64_t)pd__ch_rd_u64(r);
+    uint64_t nt = pd__ch_rd_varint(r);
+    if (r->bad || nt > r->len)
+        return 1;
+    pt->n_types = (size_t)nt;
+    pt->types = pd_arena_calloc(a, nt ? nt : 1, sizeof *pt->types);
+    pt->totals = pd_arena_calloc(a, nt ? nt : 1, sizeof *pt->totals);
+    if (!pt->types || !pt->totals)
+        return PD_ENOMEM;
+    for (size_t i = 0; i < nt; i++)
+        pt->types[i].type = rd_arena_str(r, a);
+    if (pd__ch_rd_varint(r) != nt)
+        r->bad = true;
+    for (size_t i = 0; i < nt && !r->bad; i++)
+        pt->types[i].unit = rd_arena_str(r, a);
+    if (pd__ch_rd_varint(r) != nt)
+        r->bad = true;
+    for (size_t i = 0; i < nt && !r->bad; i++)
+        pt->totals[i] = (int64_t)pd__ch_rd_u64(r);
+    if (r->bad)
+        return 1;
+    for (size_t i = 0; i < nt; i++)
+        if (!pt->types[i].type || !pt->types[i].unit)
+            return PD_ENOMEM;
+    return 0;
+}
+
+/* The points prefetched by the last pd__ch_select of this thread: the query
+ * layer selects, then reads the points of every series selected (a merge,
+ * query_range): one query for all instead of one per series. Valid for the
+ * store and range it was made for, while no append of this process
+ * happened since (c->gen) and for CH_CACHE_MS. */
+
+typedef struct pcache_ent {
+    size_t off, n; /* into pts */
+} pcache_ent;
+
+typedef struct pcache {
+    const pd_ch *c;
+    uint64_t gen;
+    int64_t mint, maxt, born;
+    pd_u64map idx; /* ref -> index into ents + 1 */
+    pcache_ent *ents;
+    size_t n_ents;
+    pd_point *pts;
+    size_t n_pts, cap_pts;
+    pd_arena a;
+} pcache;
+
+static pthread_key_t g_cache_key;
+static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+
+static void pcache_clear(pcache *pc)
+{
+    pd_u64map_release(&pc->idx);
+    pd_u64map_init(&pc->idx);
+    free(pc->ents);
+    free(pc->pts);
+    pc->ents = NULL;
+    pc->pts = NULL;
+    pc->n_ents = pc->n_pts = pc->cap_pts = 0;
+    pd_arena_release(&pc->a);
+    pd_arena_init(&pc->a);
+    pc->c = NULL;
+}
+
+static void pcache_free(void *p)
+{
+    if (!p)
+        return;
+    pcache_clear(p);
+    pd_u64map_release(&((pcache *)p)->idx);
+    free(p);
+}
+
+static void cache_key_init(void)
+{
+    (void)pthread_key_create(&g_cache_key, pcache_free);
+}
+
+static pcache *thread_cache(bool create)
+{
+    pthread_once(&g_cache_once, cache_key_init);
+    pcache *pc = pthread_getspecific(g_cache_key);
+    if (!pc && create) {
+        pc = calloc(1, sizeof *pc);
+        if (!pc)
+            return NULL;
+        pd_u64map_init(&pc->idx);
+        pd_arena_init(&pc->a);
+        if (pthread_setspecific(g_cache_key, pc) != 0) {
+            free(pc);
+            return NULL;
+        }
+    }
+    return pc;
+}
+
+/* Forgets this thread's prefetch if it is of c (a closed store's address
+ * may be reused). */
+void pd__ch_cache_forget(const pd_ch *c)
+{
+    pcache *pc = thread_cache(false);
+    if (pc && pc->c == c)
+        pcache_clear(pc);
+}
+
+/* Prefetches the points of the series matching `where` (select's filter). */
+static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt)
+{
+    pcache *pc = thread_cache(true);
+    if (!pc)
+        return;
+    pcache_clear(pc);
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_err err;
+    uint64_t gen = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+    int64_t born = c->clock();
+    bool ok = pd_buf_printf(&sql,
+                            "SELECT fingerprint, ts, sample_types, sample_units, totals FROM "
+                            "profiles WHERE%s ORDER BY fingerprint, ts LIMIT %d "
+                            "FORMAT RowBinary",
+                            where, CH_CACHE_MAX_POINTS + 1) == 0 &&
+              query(c, &sql, &resp, &err) == 0;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    uint64_t last = 0;
+    while (ok && pd__ch_rd_more(&r)) {
+        uint64_t fp = pd__ch_rd_u64(&r);
+        if (pc->n_pts == pc->cap_pts) {
+            size_t nc = pc->cap_pts ? 2 * pc->cap_pts : 1024;
+            pd_point *v = realloc(pc->pts, nc * sizeof *v);
+            pcache_ent *e = v ? realloc(pc->ents, nc * sizeof *e) : NULL;
+            if (v)
+                pc->pts = v;
+            if (!e) {
+                ok = false;
+                break;
+            }
+            pc->ents = e;
+            pc->cap_pts = nc;
+        }
+        if (parse_point(&r, &pc->a, &pc->pts[pc->n_pts]) != 0) {
+            ok = false;
+            break;
+        }
+        if (pc->n_ents == 0 || fp != last) {
+            if (pd_u64map_get(&pc->idx, fp, NULL) ||
+                pd_u64map_put(&pc->idx, fp, pc->n_ents + 1) < 0) {
+                ok = false;
+                break;
+            }
+            pc->ents[pc->n_ents++] = (pcache_ent){pc->n_pts, 0};
+            last = fp;
+        }
+        pc->ents[pc->n_ents - 1].n++;
+        pc->n_pts++;
+    }
+    if (ok && pc->n_pts <= CH_CACHE_MAX_POINTS) {
+        pc->c = c;
+        pc->gen = gen;
+        pc->mint = mint;
+        pc->maxt = maxt;
+        pc->born = born;
+    } else {
+        pcache_clear(pc);
+    }
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+}
+
+/* Serves read_points from the prefetch: 1 (served), 0 (not cached), <0. */
+static int from_cache(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
+                      pd_err *err)
+{
+    pcache *pc = thread_cache(false);
+    uint64_t at;
+    if (!pc || pc->c != c || pc->gen != __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) ||
+        c->clock() - pc->born > CH_CACHE_MS || c->clock() < pc->born || mint < pc->mint ||
+        maxt > pc->maxt || !pd_u64map_get(&pc->idx, ref, &at))
+        return 0;
+    const pcache_ent *e = &pc->ents[at - 1];
+    pd_arena *a = malloc(sizeof *a);
+    if (!a)
+        return nomem(err);
+    pd_arena_init(a);
+    out->priv = a;
+    out->v = pd_arena_calloc(a, e->n ? e->n : 1, sizeof *out->v);
+    if (!out->v) {
+        pd_points_release(out);
+        return nomem(err);
+    }
+    for (size_t i = 0; i < e->n; i++) {
+        const pd_point *p = &pc->pts[e->off + i];
+        if (p->ts_ms < mint || p->ts_ms > maxt)
+            continue;
+        pd_point *q = &out->v[out->n];
+        q->ts_ms = p->ts_ms;
+        q->n_types = p->n_types;
+        q->types = pd_arena_calloc(a, p->n_types ? p->n_types : 1, sizeof *q->types);
+        q->totals = pd_arena_calloc(a, p->n_types ? p->n_types : 1, sizeof *q->totals);
+        if (!q->types || !q->totals) {
+            pd_points_release(out);
+            return nomem(err);
+        }
+        for (size_t k = 0; k < p->n_types; k++) {
+            q->types[k].type = pd_arena_strdup(a, p->types[k].type);
+            q->types[k].unit = pd_arena_strdup(a, p->types[k].unit);
+            q->totals[k] = p->totals[k];
+            if (!q->types[k].type || !q->types[k].unit) {
+                pd_points_release(out);
+                return nomem(err);
+            }
+        }
+        out->n++;
+    }
+    return 1;
+}
+
+static int series_exists(pd_ch *c, uint64_t ref, pd_err *err)
+{
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, 1024);
+    int rc = pd_buf_printf(&sql,
+                           "SELECT count() FROM series WHERE fingerprint = %llu "
+                           "FORMAT RowBinary",
+                           (unsigned long long)ref) < 0
+                 ? nomem(err)
+                 : query(c, &sql, &resp, err);
+    if (rc == 0) {
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        uint64_t n = pd__ch_rd_u64(&r);
+        rc = r.bad ? bad_answer(c, err, "count()") : n > 0;
+    }
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
+static char *rd_arena_str(ch_rd *r, pd_arena *a)
+{
+    const uint8_t *s;
+    size_t n;
+    pd__ch_rd_str(r, &s, &n);
+    return pd_arena_strndup(a, (const char *)s, n);
+}
+
+int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
+                       pd_err *err)
+{
+    out->v = NULL;
+    out->n = 0;
+    out->priv = NULL;
+    int rc = from_cache(c, ref, mint, maxt, out, err);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_arena *a = malloc(sizeof *a);
+    if (!a) {
+        rc = nomem(err);
+        goto out;
+    }
+    pd_arena_init(a);
+    out->priv = a;
+    rc = pd_buf_printf(&sql,
+                       "SELECT ts, sample_types, sample_units, totals FROM profiles WHERE "
+                       "fingerprint = %llu AND",
+                       (unsigned long long)ref);
+    rc = rc ? rc : put_range(&sql, mint, maxt);
+    rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY ts FORMAT RowBinary");
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    size_t cap = 0;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        if (out->n == cap) {
+            size_t nc = cap ? 2 * cap : 64;
+            pd_point *v = pd_arena_alloc(a, nc * sizeof *v);
+            if (!v) {
+                rc = nomem(err);
+                goto out;
+            }
+            if (out->n)
+                memcpy(v, out->v, out->n * sizeof *v);
+            out->v = v;
+            cap = nc;
+        }
+        int pr = parse_point(&r, a, &out->v[out->n]);
+        if (pr == PD_ENOMEM) {
+            rc = nomem(err);
+            goto out;
+        }
+        if (pr)
+            break;
+        out->n++;
+    }
+    if (r.bad) {
+        rc = bad_answer(c, err, "the series' points");
+        goto out;
+    }
+    if (out->n == 0) {
+        rc = series_exists(c, ref, err);
+        if (rc == 0)
+            rc = pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
+        else if (rc > 0)
+            rc = 0;
+    }
+out:
+    if (rc < 0)
+        pd_points_release(out);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
+/* ---- one profile ---- */
+
+int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, pd_buf *raw,
+                        pd_err *err)
+{
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, c->limits.max_body_bytes ? c->limits.max_body_bytes + 64 : 0);
+    int rc = pd_buf_printf(&sql, "SELECT body FROM profiles WHERE fingerprint = %llu AND day = ",
+                           (unsigned long long)ref);
+    rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
+    rc = rc ? rc : pd_buf_printf(&sql, " AND ts = %lld LIMIT 1 FORMAT RowBinary", (long long)ts_ms);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    if (resp.len == 0) {
+        rc = pd_err_set(err, PD_ENOTFOUND, "no profile of series %llu at %lld",
+                        (unsigned long long)ref, (long long)ts_ms);
+        goto out;
+    }
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    const uint8_t *body;
+    size_t len;
+    pd__ch_rd_str(&r, &body, &len);
+    if (r.bad) {
+        rc = bad_answer(c, err, "a profile's body");
+        goto out;
+    }
+    rc = pd_profile_decode(out, body, len, &c->limits, err);
+    if (rc < 0) {
+        pd_err_prefix(err, "ClickHouse profile of series %llu at %lld: ", (unsigned long long)ref,
+                      (long long)ts_ms);
+        rc = PD_ECORRUPT;
+        goto out;
+    }
+    if (raw && pd_buf_append(raw, body, len) < 0) {
+        pd_profile_release(out);
+        rc = nomem(err);
+    }
+out:
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
+/* ---- aggregation ---- */
+
+typedef struct part {
+    uint64_t types_hash;
+    pd_storage_agg_part info;
+    size_t first_ref; /* lowest index into refs among its series */
+    pd_u64map fps;    /* distinct fingerprints */
+    /* header (from the first profile, folded) */
+    char **types, **units; /* n_types */
+    size_t n_types;
+    char *period_type, *period_unit, *drop, *keep, *dst, *doc;
+    int64_t period, time_nanos, duration_nanos;
+    char **comments;
+    size_t n_comments;
+    /* sums */
+    uint64_t *stack; /* n_stacks */
+    int64_t *values; /* n_stacks x n_types */
+    size_t n_stacks, cap_stacks;
+} part;
+
+typedef struct agg {
+    pd_ch *c;
+    pd_arena a; /* header strings */
+    part *parts;
+    size_t n_parts;
+} agg;
+
+static void agg_release(agg *g)
+{
+    for (size_t i = 0; i < g->n_parts; i++) {
+        pd_u64map_release(&g->parts[i].fps);
+        free(g->parts[i].stack);
+        free(g->parts[i].values);
+    }
+    free(g->parts);
+    g->parts = NULL;
+    g->n_parts = 0;
+    pd_arena_release(&g->a);
+    pd_arena_init(&g->a);
+}
+
+static part *find_part(agg *g, uint64_t th)
+{
+    for (size_t i = 0; i < g->n_parts; i++)
+        if (g->parts[i].types_hash == th)
+            return &g->parts[i];
+    return NULL;
+}
+
+/* Reads one profiles row of the meta query into its part (new or folded). */
+static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
+{
+    uint64_t th = pd__ch_rd_u64(r), fp = pd__ch_rd_u64(r);
+    int64_t ts = (int64_t)pd__ch_rd_u64(r);
+    uint64_t nt = pd__ch_rd_varint(r);
+    if (r->bad || nt > r->len)
+        return 1;
+    char **types = pd_arena_calloc(&g->a, nt + 1, sizeof *types);
+    char **units = pd_arena_calloc(&g->a, nt + 1, sizeof *units);
+    if (!types || !units)
+        return nomem(err);
+    for (size_t i = 0; i < nt; i++)
+        types[i] = rd_arena_str(r, &g->a);
+    if (pd__ch_rd_varint(r) != nt)
+        return 1;
+    for (size_t i = 0; i < nt; i++)
+        units[i] = rd_arena_str(r, &g->a);
+    char *pt = rd_arena_str(r, &g->a), *pu = rd_arena_str(r, &g->a);
+    int64_t period = (int64_t)pd__ch_rd_u64(r), tn = (int64_t)pd__ch_rd_u64(r),
+            dn = (int64_t)pd__ch_rd_u64(r);
+    uint64_t nc = pd__ch_rd_varint(r);
+    if (r->bad || nc > r->len)
+        return 1;
+    char **cm = pd_arena_calloc(&g->a, nc + 1, sizeof *cm);
+    if (!cm)
+        return nomem(err);
+    for (size_t i = 0; i < nc; i++)
+        cm[i] = rd_arena_str(r, &g->a);
+    char *drop = rd_arena_str(r, &g->a), *keep = rd_arena_str(r, &g->a),
+         *dst = rd_arena_str(r, &g->a), *doc = rd_arena_str(r, &g->a);
+    if (r->bad)
+        return 1;
+    if (!pt || !pu || !drop || !keep || !dst || !doc)
+        return nomem(err);
+    uint64_t ri = 0;
+    (void)pd_u64map_get(ref_idx, fp, &ri);
+
+    part *p = find_part(g, th);
+    if (!p) {
+        part *v = realloc(g->parts, (g->n_parts + 1) * sizeof *v);
+        if (!v)
+            return nomem(err);
+        g->parts = v;
+        p = &g->parts[g->n_parts++];
+        memset(p, 0, sizeof *p);
+        pd_u64map_init(&p->fps);
+        p->types_hash = th;
+        p->types = types;
+        p->units = units;
+        p->n_types = nt;
+        p->period_type = pt;
+        p->period_unit = pu;
+        p->period = period;
+        p->time_nanos = tn;
+        p->duration_nanos = dn;
+        p->drop = drop;
+        p->keep = keep;
+        p->dst = dst;
+        p->doc = doc;
+        p->comments = pd_arena_calloc(&g->a, 64, sizeof *p->comments);
+        if (!p->comments)
+            return nomem(err);
+        p->info.min_ts = p->info.max_ts = ts;
+        p->first_ref = (size_t)ri;
+    } else {
+        /* pprof's header rules (profile.Merge), as tsdb/aggregate.c */
+        if (p->time_nanos == 0 || tn < p->time_nanos)
+            p->time_nanos = tn;
+        if (p->period == 0 || p->period < period)
+            p->period = period;
+        p->duration_nanos = (int64_t)((uint64_t)p->duration_nanos + (uint64_t)dn);
+        if (!p->dst[0])
+            p->dst = dst;
+        if (!p->doc[0])
+            p->doc = doc;
+        if (ts < p->info.min_ts)
+            p->info.min_ts = ts;
+        if (ts > p->info.max_ts)
+            p->info.max_ts = ts;
+        if (ri < p->first_ref)
+            p->first_ref = (size_t)ri;
+    }
+    for (size_t i = 0; i < nc; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < p->n_comments && !seen; j++)
+            seen = strcmp(p->comments[j], cm[i]) == 0;
+        if (seen)
+            continue;
+        if (p->n_comments >= 64 && (p->n_comments & (p->n_comments - 1)) == 0) {
+            char **x = pd_arena_calloc(&g->a, 2 * p->n_comments, sizeof *x);
+            if (!x)
+                return nomem(err);
+            memcpy(x, p->comments, p->n_comments * sizeof *x);
+            p->comments = x;
+        }
+        p->comments[p->n_comments++] = cm[i];
+    }
+    p->info.n_profiles++;
+    if (!pd_u64map_get(&p->fps, fp, NULL)) {
+        if (pd_u64map_put(&p->fps, fp, 1) < 0)
+            return nomem(err);
+        p->info.n_series++;
+    }
+    return 0;
+}
+
+/* " fingerprint IN (a,b,c) AND day ... AND ts ..." */
+static int put_fp_range(pd_buf *b, const uint64_t *fps, size_t n, int64_t mint, int64_t maxt)
+{
+    int rc = pd_buf_puts(b, " fingerprint IN (");
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = pd_buf_printf(b, "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
+    rc = rc ? rc : pd_buf_puts(b, ") AND");
+    return rc ? rc : put_range(b, mint, maxt);
+}
+
+/* Builds part p's profile from its sums and the stack blobs, hands it to fn. */
+static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
+                pd_storage_agg_fn fn, void *ctx, pd_err *err)
+{
+    pd_profile_builder *b = NULL;
+    pd_profile prof;
+    memset(&prof, 0, sizeof prof);
+    int rc = pd_profile_builder_new(&g->c->limits, &b);
+    if (rc < 0)
+        return nomem(err);
+    for (size_t i = 0; i < p->n_types; i++) {
+        int r = pd_profile_builder_sample_type(b, p->types[i], p->units[i], err);
+        if (r < 0) {
+            rc = r;
+            goto out;
+        }
+    }
+    if ((rc = pd_profile_builder_period(b, p->period_type, p->period_unit, p->period, err)) < 0)
+        goto out;
+    for (size_t i = 0; i < p->n_comments; i++)
+        if ((rc = pd_profile_builder_comment(b, p->comments[i], err)) < 0)
+            goto out;
+    pd_profile *hp = pd_profile_builder_profile(b);
+    int64_t s1 = p->drop[0] ? pd_profile_builder_string(b, p->drop, err) : 0;
+    int64_t s2 = p->keep[0] ? pd_profile_builder_string(b, p->keep, err) : 0;
+    int64_t s3 = p->dst[0] ? pd_profile_builder_string(b, p->dst, err) : 0;
+    int64_t s4 = p->doc[0] ? pd_profile_builder_string(b, p->doc, err) : 0;
+    if (s1 < 0 || s2 < 0 || s3 < 0 || s4 < 0) {
+        rc = (int)(s1 < 0 ? s1 : s2 < 0 ? s2 : s3 < 0 ? s3 : s4);
+        goto out;
+    }
+    hp->drop_frames = s1;
+    hp->keep_frames = s2;
+    hp->default_sample_type = s3;
+    hp->doc_url = s4;
+    hp->time_nanos = p->time_nanos;
+    hp->duration_nanos = p->duration_nanos;
+    for (size_t i = 0; i < p->n_stacks; i++) {
+        uint64_t at;
+        if (!pd_u64map_get(blob_at, p->stack[i], &at)) {
+            pd_log(PD_LOG_WARN, "clickhouse stack missing", "stack_hash=%llu",
+                   (unsigned long long)p->stack[i]);
+            pd__storage_warn("ClickHouse: stack %llu is missing from table stacks: its "
+                             "samples are left out of the merge",
+                             (unsigned long long)p->stack[i]);
+            /* the writer's "already written" caches are wrong: new appends
+               write their stacks again */
+            __atomic_store_n(&g->c->forget_known, true, __ATOMIC_RELAXED);
+            continue;
+        }
+        ch_rd r = {(const uint8_t *)blobs->data, blobs->len, (size_t)at, false};
+        const uint8_t *s;
+        size_t n;
+        pd__ch_rd_str(&r, &s, &n);
+        if ((rc = pd__ch_stack_add(b, s, n, &p->values[i * p->n_types], err)) < 0)
+            goto out;
+    }
+    if ((rc = pd_profile_builder_finish(b, &prof, err)) < 0)
+        goto out;
+    p->info.series = p->first_ref;
+    rc = fn(ctx, &p->info, &prof, err);
+    pd_profile_release(&prof);
+out:
+    pd_profile_builder_free(b);
+    return rc;
+}
+
+/* One group: its refs fps[0..n) (indexes idx[] into the caller's refs). */
+static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx, int64_t mint,
+                     int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                     void *ctx, pd_u64map *all_fps, pd_err *err)
+{
+    pd_ch *c = g->c;
+    pd_buf sql, resp, blobs;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_buf_init(&blobs, CH_MAX_ANSWER);
+    pd_u64map blob_at;
+    pd_u64map_init(&blob_at);
+    uint64_t *want = NULL;
+    size_t n_want = 0;
+    int rc;
+
+    /* a) the profiles' headers, in time order */
+    rc = pd_buf_puts(&sql, "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
+                           "period_type, period_unit, period, time_nanos, duration_nanos, "
+                           "comments, drop_frames, keep_frames, default_sample_type, doc_url "
+                           "FROM profiles WHERE");
+    rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
+    rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY ts, fingerprint FORMAT RowBinary");
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        rc = fold_row(g, &r, ref_idx, err);
+        if (rc < 0)
+            goto out;
+        if (rc > 0 || r.bad) {
+            rc = bad_answer(c, err, "the profiles' headers");
+            goto out;
+        }
+    }
+    if (g->n_parts == 0)
+        goto out;
+    for (size_t i = 0; i < g->n_parts; i++)
+        for (size_t k = 0; k < g->parts[i].fps.cap; k++) {
+            uint64_t key = g->parts[i].fps.kv[2 * k];
+            if (key != UINT64_MAX && pd_u64map_get(&g->parts[i].fps, key, NULL))
+                (void)pd_u64map_put(all_fps, key, 1);
+        }
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
+
+    /* b) sums per stack, counting only rows of stored profiles */
+    pd_buf_reset(&sql);
+    pd_buf_reset(&resp);
+    rc = pd_buf_puts(&sql, "SELECT types_hash, stack_hash, sumForEach(values) FROM samples WHERE");
+    rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
+    rc = rc ? rc
+            : pd_buf_puts(&sql, " AND (fingerprint, ts, write_id) GLOBAL IN (SELECT "
+                                "fingerprint, ts, write_id FROM profiles WHERE");
+    rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
+    rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY types_hash, stack_hash FORMAT RowBinary");
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
+    size_t cap_want = 0;
+    while (pd__ch_rd_more(&r)) {
+        uint64_t th = pd__ch_rd_u64(&r), sh = pd__ch_rd_u64(&r);
+        uint64_t nv = pd__ch_rd_varint(&r);
+        part *p = find_part(g, th);
+        if (r.bad || !p || nv != p->n_types) {
+            if (!r.bad && !p) { /* a profile gone meanwhile (retention) */
+                for (uint64_t k = 0; k < nv; k++)
+                    (void)pd__ch_rd_u64(&r);
+                continue;
+            }
+            rc = bad_answer(c, err, "the sums per stack");
+            goto out;
+        }
+        if (p->n_stacks == p->cap_stacks) {
+            size_t nc = p->cap_stacks ? 2 * p->cap_stacks : 256;
+            if (nc > CH_MAX_PART_STACKS) {
+                rc = pd_err_set(err, PD_ETOOBIG, "the merge has more than %u distinct stacks",
+                                CH_MAX_PART_STACKS);
+                goto out;
+            }
+            uint64_t *s = realloc(p->stack, nc * sizeof *s);
+            if (s)
+                p->stack = s;
+            int64_t *v = s ? realloc(p->values, nc * (nv ? nv : 1) * sizeof *v) : NULL;
+            if (!v) {
+                rc = nomem(err);
+                goto out;
+            }
+            p->values = v;
+            p->cap_stacks = nc;
+        }
+        bool zero = true;
+        for (size_t k = 0; k < nv; k++) {
+            int64_t x = (int64_t)pd__ch_rd_u64(&r);
+            p->values[p->n_stacks * nv + k] = x;
+            zero = zero && x == 0;
+        }
+        if (r.bad) {
+            rc = bad_answer(c, err, "the sums per stack");
+            goto out;
+        }
+        if (zero)
+            continue;
+        p->stack[p->n_stacks++] = sh;
+        if (n_want == cap_want) {
+            size_t nc = cap_want ? 2 * cap_want : 256;
+            uint64_t *w = realloc(want, nc * sizeof *w);
+            if (!w) {
+                rc = nomem(err);
+                goto out;
+            }
+            want = w;
+            cap_want = nc;
+        }
+        want[n_want++] = sh;
+    }
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
+
+    /* c) the stacks that survived, resolved with IN (20,000 per query) */
+    for (size_t off = 0; off < n_want; off += 20000) {
+        size_t k = n_want - off < 20000 ? n_want - off : 20000;
+        pd_buf_reset(&sql);
+        pd_buf_reset(&resp);
+        rc = pd_buf_puts(&sql, "SELECT stack_hash, any(stack) FROM stacks WHERE stack_hash IN (");
+        for (size_t i = 0; rc == 0 && i < k; i++)
+            rc = pd_buf_printf(&sql, "%s%llu", i ? "," : "", (unsigned long long)want[off + i]);
+        rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY stack_hash FORMAT RowBinary");
+        if (rc < 0) {
+            rc = nomem(err);
+            goto out;
+        }
+        if ((rc = query(c, &sql, &resp, err)) < 0)
+            goto out;
+        r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
+        while (pd__ch_rd_more(&r)) {
+            uint64_t sh = pd__ch_rd_u64(&r);
+            size_t at = r.pos;
+            const uint8_t *s;
+            size_t sn;
+            pd__ch_rd_str(&r, &s, &sn);
+            if (r.bad) {
+                rc = bad_answer(c, err, "the stacks");
+                goto out;
+            }
+            if (pd_u64map_put(&blob_at, sh, blobs.len) < 0 ||
+                pd_buf_append(&blobs, resp.data + at, r.pos - at) < 0) {
+                rc = nomem(err);
+                goto out;
+            }
+        }
+        if (poll && (rc = poll(ctx, err)) < 0)
+            goto out;
+    }
+
+    /* d) one part per sample-type set */
+    for (size_t i = 0; i < g->n_parts; i++)
+        if ((rc = emit(g, &g->parts[i], &blob_at, &blobs, fn, ctx, err)) < 0)
+            goto out;
+    rc = 0;
+out:
+    free(want);
+    pd_u64map_release(&blob_at);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    pd_buf_release(&blobs);
+    return rc;
+}
+
+int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size_t n, int64_t mint,
+                     int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                     void *ctx, size_t *n_series, pd_err *err)
+{
+    if (n_series)
+        *n_series = 0;
+    int rc = 0;
+    agg g;
+    memset(&g, 0, sizeof g);
+    g.c = c;
+    pd_arena_init(&g.a);
+    pd_u64map ref_idx, all_fps;
+    pd_u64map_init(&ref_idx);
+    pd_u64map_init(&all_fps);
+    uint64_t *fps = malloc((n ? n : 1) * sizeof *fps);
+    if (!fps) {
+        rc = nomem(err);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!pd_u64map_get(&ref_idx, refs[i], NULL) && pd_u64map_put(&ref_idx, refs[i], i) < 0) {
+            rc = nomem(err);
+            goto out;
+        }
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
+    /* groups in the order of their first ref: ordinal per group value, then
+       the refs of each ordinal in their order (linear) */
+    size_t *ord = malloc((n ? n : 1) * sizeof *ord), *start = calloc(n + 1, sizeof *start);
+    size_t n_groups = 0;
+    pd_u64map gmap;
+    pd_u64map_init(&gmap);
+    if (!ord || !start) {
+        free(ord);
+        free(start);
+        rc = nomem(err);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t o;
+        if (!group) {
+            o = n_groups++;
+        } else if (!pd_u64map_get(&gmap, group[i], &o)) {
+            o = n_groups++;
+            if (pd_u64map_put(&gmap, group[i], o) < 0) {
+                rc = nomem(err);
+                break;
+            }
+        }
+        ord[i] = (size_t)o;
+        start[o + 1]++;
+    }
+    pd_u64map_release(&gmap);
+    for (size_t k = 0; k < n_groups; k++)
+        start[k + 1] += start[k];
+    for (size_t i = 0; rc == 0 && i < n; i++) /* stable: fps grouped, refs in order */
+        fps[start[ord[i]]++] = refs[i];
+    for (size_t k = n_groups; k > 0; k--) /* start[k] is now the end of group k */
+        start[k] = start[k - 1];
+    start[0] = 0;
+    for (size_t k = 0; rc == 0 && k < n_groups; k++) {
+        rc = agg_group(&g, fps + start[k], start[k + 1] - start[k], &ref_idx, mint, maxt, fn, poll,
+                       ctx, &all_fps, err);
+        agg_release(&g);
+    }
+    free(ord);
+    free(start);
+    if (rc < 0)
+        goto out;
+    if (n_series)
+        *n_series = all_fps.len;
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
+out:
+    agg_release(&g);
+    pd_arena_release(&g.a);
+    free(fps);
+    pd_u64map_release(&ref_idx);
+    pd_u64map_release(&all_fps);
+    return rc;
+}

@@ -1,0 +1,1151 @@
+/*
+ * storage/clickhouse/ch_write.c — open (schema creation and migration),
+ * the write path (append → queue → writer thread → 5 INSERTs), retention
+ * and stats of the ClickHouse backend. The design (tables, batching, what
+ * an acknowledgement means) is in clickhouse.h.
+ *
+ * Queue: appenders encode their rows without a lock (ch_entry), then add
+ * the entry to c->pending (a ch_batch) and wait for that batch to be done.
+ * The writer thread takes the whole pending batch (the next one starts
+ * gathering at once), sends it, sets every entry's result, marks the batch
+ * done and wakes the appenders; the last appender to leave frees it.
+ * Appenders wait (back-pressure) while the pending batch holds more than
+ * 4 x batch_bytes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "base/log.h"
+#include "base/metrics.h"
+#include "base/time.h"
+#include "base/varint.h"
+#include "storage/clickhouse/ch_int.h"
+
+struct ch_entry {
+    uint64_t fp, write_id;
+    int64_t ts, day;
+    pd_buf prof_row, series_row, index_rows, sample_rows, stack_rows;
+    uint64_t *stack_hash; /* n_stacks, in stack_rows order */
+    size_t *stack_end;    /* end offset of each stack row in stack_rows */
+    size_t n_stacks, n_samples;
+    int rc;
+    pd_err err;
+    ch_entry *next;
+};
+
+struct ch_batch {
+    ch_entry *head, *tail;
+    size_t n, bytes;
+    int refs;
+    bool done;
+};
+
+static void entry_free(ch_entry *e)
+{
+    if (!e)
+        return;
+    pd_buf_release(&e->prof_row);
+    pd_buf_release(&e->series_row);
+    pd_buf_release(&e->index_rows);
+    pd_buf_release(&e->sample_rows);
+    pd_buf_release(&e->stack_rows);
+    free(e->stack_hash);
+    free(e->stack_end);
+    free(e);
+}
+
+static void batch_free(ch_batch *b)
+{
+    for (ch_entry *e = b->head, *n; e; e = n) {
+        n = e->next;
+        entry_free(e);
+    }
+    free(b);
+}
+
+/* table name for DDL on one server: in cluster mode the local table */
+static const char *local_suffix(const pd_ch *c)
+{
+    return c->cluster ? "_local" : "";
+}
+
+/* ---- schema ---- */
+
+typedef struct table_def {
+    const char *name;
+    const char *columns;
+    const char *engine; /* after ENGINE = */
+    const char *shard_key;
+} table_def;
+
+/* Version 1. Every statement is CREATE ... IF NOT EXISTS: re-running is a
+ * no-op. A later version appends its own list (ALTER TABLE ... ADD COLUMN
+ * IF NOT EXISTS, new tables) and migrations run every version between the
+ * database's and PD_CH_SCHEMA_VERSION in order. */
+static const table_def schema_v1[] = {
+    {"series", "fingerprint UInt64, names Array(String), values Array(String)",
+     "ReplacingMergeTree() ORDER BY fingerprint", "fingerprint"},
+    {"series_index", "day Date, name String, value String, fingerprint UInt64",
+     "ReplacingMergeTree() PARTITION BY day ORDER BY (name, value, fingerprint)", "fingerprint"},
+    {"profiles",
+     "day Date, ts Int64, fingerprint UInt64, write_id UInt64, types_hash UInt64, "
+     "sample_types Array(String), sample_units Array(String), totals Array(Int64), "
+     "period_type String, period_unit String, period Int64, time_nanos Int64, "
+     "duration_nanos Int64, comments Array(String), drop_frames String, keep_frames String, "
+     "default_sample_type String, doc_url String, body String",
+     "MergeTree() PARTITION BY day ORDER BY (fingerprint, ts)", "fingerprint"},
+    {"stacks", "stack_hash UInt64, stack String", "ReplacingMergeTree() ORDER BY stack_hash",
+     "stack_hash"},
+    {"samples",
+     "day Date, ts Int64, fingerprint UInt64, write_id UInt64, types_hash UInt64, "
+     "stack_hash UInt64, values Array(Int64)",
+     "MergeTree() PARTITION BY day ORDER BY (fingerprint, ts, stack_hash)", "fingerprint"},
+};
+
+/* The migrations, in version order: from a database at version v, every
+ * migration above v runs (its tables created, then its statements), each
+ * recorded in schema_version once done. PD_CH_SCHEMA_VERSION is the last. */
+typedef struct migration {
+    int version;
+    const table_def *tables;
+    size_t n_tables;
+    const char *const *statements;
+    size_t n_statements;
+} migration;
+
+static const migration migrations[] = {
+    {1, schema_v1, sizeof schema_v1 / sizeof schema_v1[0], NULL, 0},
+};
+
+_Static_assert(sizeof migrations / sizeof migrations[0] == PD_CH_SCHEMA_VERSION,
+               "one migration per schema version");
+
+static int exec_on_sql(pd_ch *c, size_t u, pd_buf *sql, pd_buf *resp, pd_err *err)
+{
+    if (pd_buf_putc(sql, 0) < 0)
+        return pd_err_set(err, PD_ENOMEM, "out of memory");
+    return pd__ch_exec_on(c, u, (const char *)sql->data, resp, err);
+}
+
+/* Creates or migrates the schema on server u. */
+static int schema_on(pd_ch *c, size_t u, pd_err *err)
+{
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, 1 << 20);
+    int rc;
+    /* the database must exist before a request names it */
+    char *db = c->db;
+    c->db = (char *)"default";
+    rc = pd_buf_printf(&sql, "CREATE DATABASE IF NOT EXISTS `%s`", db);
+    rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+    c->db = db;
+    if (rc < 0)
+        goto out;
+    pd_buf_reset(&sql);
+    rc = pd_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS schema_version (version UInt32, "
+                           "applied_ms Int64) ENGINE = MergeTree() ORDER BY version");
+    rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+    if (rc < 0)
+        goto out;
+    pd_buf_reset(&sql);
+    rc = pd_buf_puts(&sql, "SELECT max(version) FROM schema_version FORMAT RowBinary");
+    rc = rc ? rc : exec_on_sql(c, u, &sql, &resp, err);
+    if (rc < 0)
+        goto out;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    uint32_t have = pd__ch_rd_u32(&r);
+    if (r.bad) {
+        rc = pd_err_set(err, -EIO, "ClickHouse %s: unreadable answer to max(version)", c->urls[u]);
+        goto out;
+    }
+    if (have > PD_CH_SCHEMA_VERSION) {
+        rc = pd_err_set(err, PD_ECORRUPT,
+                        "ClickHouse %s: database %s has profd schema version %u, newer than "
+                        "this profd's %d; run a newer profd",
+                        c->urls[u], c->db, have, PD_CH_SCHEMA_VERSION);
+        goto out;
+    }
+    if (have == PD_CH_SCHEMA_VERSION)
+        goto out;
+    for (size_t m = 0; m < sizeof migrations / sizeof migrations[0]; m++) {
+        const migration *mg = &migrations[m];
+        if (mg->version <= (int)have)
+            continue;
+        for (size_t i = 0; i < mg->n_tables; i++) {
+            const table_def *t = &mg->tables[i];
+            pd_buf_reset(&sql);
+            rc = pd_buf_printf(&sql, "CREATE TABLE IF NOT EXISTS %s%s (%s) ENGINE = %s", t->name,
+                               local_suffix(c), t->columns, t->engine);
+            rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+            if (rc == 0 && c->cluster) {
+                pd_buf_reset(&sql);
+                rc = pd_buf_printf(&sql,
+                                   "CREATE TABLE IF NOT EXISTS %s AS %s_local ENGINE = "
+                                   "Distributed(%s, %s, %s_local, %s)",
+                                   t->name, t->name, c->cluster, c->db, t->name, t->shard_key);
+                rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+            }
+            if (rc < 0)
+                goto out;
+        }
+        /* statements of later versions name the table to alter with %1$s (the
+           table suffix, "_local" on a cluster) and must be idempotent
+           (ADD COLUMN IF NOT EXISTS): a migration cut short runs again */
+        for (size_t i = 0; i < mg->n_statements; i++) {
+            pd_buf_reset(&sql);
+            rc = pd_buf_printf(&sql, mg->statements[i], local_suffix(c));
+            rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+            if (rc < 0)
+                goto out;
+        }
+        pd_buf_reset(&sql);
+        rc = pd_buf_printf(&sql, "INSERT INTO schema_version VALUES (%d, %lld)", mg->version,
+                           (long long)pd_now_ms());
+        rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+        if (rc < 0)
+            goto out;
+        pd_log(PD_LOG_INFO, "clickhouse schema migrated", "url=%s database=%s from=%u to=%d",
+               c->urls[u], c->db, have, mg->version);
+        have = (uint32_t)mg->version;
+    }
+out:
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
+/* ---- writer ---- */
+
+static uint64_t new_write_id(void)
+{
+    static uint64_t seed, counter;
+    uint64_t s = __atomic_load_n(&seed, __ATOMIC_RELAXED);
+    if (s == 0) {
+        uint64_t v = 0;
+        if (getrandom(&v, sizeof v, 0) != sizeof v)
+            v = (uint64_t)pd_now_ms() ^ (uint64_t)getpid() << 32;
+        v |= 1;
+        uint64_t z = 0;
+        __atomic_compare_exchange_n(&seed, &z, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        s = __atomic_load_n(&seed, __ATOMIC_RELAXED);
+    }
+    uint64_t n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+    uint64_t in[2] = {s, n};
+    uint64_t id = XXH3_64bits(in, sizeof in);
+    return id ? id : 1;
+}
+
+/* Concatenates the rows of the live entries (rc == 0) chosen by `field`. */
+static int gather(ch_batch *b, size_t off, pd_buf *out, size_t *n_live)
+{
+    *n_live = 0;
+    for (ch_entry *e = b->head; e; e = e->next) {
+        if (e->rc)
+            continue;
+        const pd_buf *src = (const pd_buf *)((const char *)e + off);
+        if (src->len && pd_buf_append(out, src->data, src->len) < 0)
+            return PD_ENOMEM;
+        (*n_live)++;
+    }
+    return 0;
+}
+
+static void fail_live(ch_batch *b, int rc, const pd_err *err)
+{
+    for (ch_entry *e = b->head; e; e = e->next)
+        if (e->rc == 0) {
+            e->rc = rc;
+            e->err = *err;
+        }
+}
+
+/* SELECT count() FROM table WHERE write_id IN (live entries). -1 on error. */
+static int64_t count_written(pd_ch *c, ch_batch *b, const char *table, pd_err *err)
+{
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, 1024);
+    int64_t n = -1;
+    int rc = pd_buf_printf(&sql, "SELECT count() FROM %s WHERE write_id IN (", table);
+    bool first = true;
+    for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
+        if (e->rc == 0) {
+            rc = pd_buf_printf(&sql, "%s%llu", first ? "" : ",", (unsigned long long)e->write_id);
+            first = false;
+        }
+    rc = rc ? rc : pd_buf_puts(&sql, ") FORMAT RowBinary");
+    rc = rc ? rc : pd_buf_putc(&sql, 0);
+    if (rc == 0 && pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, &resp, NULL, err) == 0) {
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        uint64_t v = pd__ch_rd_u64(&r);
+        if (!r.bad)
+            n = (int64_t)v;
+    }
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return n;
+}
+
+/* INSERTs rows into table; an outcome unknown is settled by counting the
+ * live entries' rows (expect of them): all there = done, none = sent
+ * again (once), some = failure. */
+static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *rows,
+                       bool by_write_id, uint64_t expect, pd_err *err)
+{
+    if (rows->len == 0)
+        return 0;
+    char sql[128];
+    snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", table);
+    const char *settings = c->cluster ? "insert_distributed_sync=1" : NULL;
+    int64_t backoff = 100;
+    for (int round = 0;; round++) {
+        bool amb = false;
+        int rc = pd__ch_exec(c, sql, (const uint8_t *)rows->data, rows->len, settings, NULL,
+                             by_write_id ? &amb : NULL, err);
+        if (rc == 0 || !amb || round + 1 >= c->retries)
+            return rc;
+        pd_err e2;
+        pd_err_clear(&e2);
+        int64_t have = count_written(c, b, table, &e2);
+        if (have == (int64_t)expect)
+            return 0;
+        if (have != 0) /* some rows landed (or unknown): never sent twice */
+            return have < 0
+                       ? rc
+                       : pd_err_set(err, -EIO,
+                                    "%s (INSERT INTO %s: %lld of %llu rows "
+                                    "written; not retried)",
+                                    err->msg, table, (long long)have, (unsigned long long)expect);
+        struct timespec ts = {backoff / 1000, (long)(backoff % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+    }
+}
+
+/* One INSERT of rows that are safe to repeat (ReplacingMergeTree tables), run
+ * on its own thread so that the three of a batch and its PD_EEXIST check go
+ * at once. */
+typedef struct par_insert {
+    pd_ch *c;
+    const char *table;
+    pd_buf rows;
+    int rc;
+    pd_err err;
+    pthread_t th;
+    bool started;
+} par_insert;
+
+static void *par_main(void *arg)
+{
+    par_insert *p = arg;
+    p->rc = insert_rows(p->c, NULL, p->table, &p->rows, false, 0, &p->err);
+    return NULL;
+}
+
+static void par_start(par_insert *p)
+{
+    p->started = pthread_create(&p->th, NULL, par_main, p) == 0;
+    if (!p->started)
+        par_main(p);
+}
+
+static void par_join(par_insert *p)
+{
+    if (p->started)
+        pthread_join(p->th, NULL);
+    p->started = false;
+}
+
+/* A failed INSERT of profile rows may have written some (a Distributed
+ * INSERT with one shard down writes the others; an answer lost after the
+ * server wrote): those profiles would be stored but not acknowledged.
+ * Deletes them by write_id on every server that answers (ALTER ... DELETE,
+ * a mutation ClickHouse applies in the background), best effort: logged. */
+static void undo_profiles(pd_ch *c, ch_batch *b)
+{
+    pd_buf sql;
+    pd_buf_init(&sql, 0);
+    int rc =
+        pd_buf_printf(&sql, "ALTER TABLE profiles%s DELETE WHERE write_id IN (", local_suffix(c));
+    bool first = true;
+    for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
+        if (e->rc == 0) {
+            rc = pd_buf_printf(&sql, "%s%llu", first ? "" : ",", (unsigned long long)e->write_id);
+            first = false;
+        }
+    rc = rc ? rc : pd_buf_putc(&sql, ')');
+    rc = rc ? rc : pd_buf_putc(&sql, 0);
+    pd_err err;
+    pd_err_clear(&err);
+    if (rc == 0 && !c->cluster && /* one server: the others are its failover */
+        pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, NULL, NULL, &err) < 0)
+        pd_log(PD_LOG_WARN, "clickhouse: cannot delete the rows of a failed insert", "err=\"%s\"",
+               err.msg);
+    for (size_t u = 0; rc == 0 && c->cluster && u < c->n_urls; u++) /* every shard */
+        if (pd__ch_exec_on(c, u, (const char *)sql.data, NULL, &err) < 0)
+            pd_log(PD_LOG_WARN, "clickhouse: cannot delete the rows of a failed insert",
+                   "url=%s err=\"%s\"", c->urls[u], err.msg);
+    pd_buf_release(&sql);
+}
+
+static void flush(pd_ch *c, ch_batch *b)
+{
+    pd_err err;
+    pd_err_clear(&err);
+    pd_buf sql, resp, rows;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, 64u << 20);
+    pd_buf_init(&rows, 0);
+    pd_u64map seen, seen_fp;
+    pd_u64map_init(&seen);
+    pd_u64map_init(&seen_fp);
+    par_insert par[3] = {{.c = c, .table = "stacks"},
+                         {.c = c, .table = "series"},
+                         {.c = c, .table = "series_index"}};
+    for (int k = 0; k < 3; k++) {
+        pd_buf_init(&par[k].rows, 0);
+        pd_err_clear(&par[k].err);
+    }
+    int rc = 0;
+    size_t n_live;
+    int64_t t0 = pd_mono_ns();
+    if (__atomic_exchange_n(&c->forget_known, false, __ATOMIC_RELAXED)) {
+        pd_u64map_release(&c->known_stacks);
+        pd_u64map_init(&c->known_stacks);
+        pd_u64map_release(&c->known_series);
+        pd_u64map_init(&c->known_series);
+    }
+
+    /* stacks not written before; series and their index rows once per
+       series and day (for every entry: rows of one refused below as
+       PD_EEXIST are already there or harmless, as these tables replace) */
+    uint64_t dummy;
+    for (ch_entry *e = b->head; e; e = e->next) {
+        size_t start = 0;
+        for (size_t i = 0; i < e->n_stacks; i++) {
+            uint64_t h = e->stack_hash[i];
+            size_t end = e->stack_end[i];
+            if (!pd_u64map_get(&c->known_stacks, h, &dummy) && !pd_u64map_get(&seen, h, &dummy) &&
+                (pd_u64map_put(&seen, h, 1) < 0 ||
+                 pd_buf_append(&par[0].rows, e->stack_rows.data + start, end - start) < 0)) {
+                rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+                goto fail;
+            }
+            start = end;
+        }
+        uint64_t v;
+        if ((pd_u64map_get(&c->known_series, e->fp, &v) && v == (uint64_t)e->day + 1) ||
+            (pd_u64map_get(&seen_fp, e->fp, &v) && v == (uint64_t)e->day + 1))
+            continue;
+        if (pd_u64map_put(&seen_fp, e->fp, (uint64_t)e->day + 1) < 0 ||
+            pd_buf_append(&par[1].rows, e->series_row.data, e->series_row.len) < 0 ||
+            pd_buf_append(&par[2].rows, e->index_rows.data, e->index_rows.len) < 0) {
+            rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+            goto fail;
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        par_start(&par[k]);
+
+    /* meanwhile: profiles already stored at the same (series, time): PD_EEXIST */
+    rc = pd_buf_puts(&sql, "SELECT fingerprint, ts FROM profiles WHERE (fingerprint, ts) IN (");
+    for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
+        rc = pd_buf_printf(&sql, "%s(%llu,%lld)", e == b->head ? "" : ",",
+                           (unsigned long long)e->fp, (long long)e->ts);
+    rc = rc ? rc : pd_buf_puts(&sql, ") FORMAT RowBinary");
+    rc = rc ? rc : pd_buf_putc(&sql, 0);
+    if (rc < 0)
+        rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+    else
+        rc = pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, &resp, NULL, &err);
+    for (int k = 0; k < 3; k++) {
+        par_join(&par[k]);
+        if (rc == 0 && par[k].rc < 0) {
+            rc = par[k].rc;
+            err = par[k].err;
+        }
+    }
+    if (rc < 0)
+        goto fail;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        uint64_t fp = pd__ch_rd_u64(&r);
+        int64_t ts = (int64_t)pd__ch_rd_u64(&r);
+        for (ch_entry *e = b->head; e; e = e->next)
+            if (e->rc == 0 && e->fp == fp && e->ts == ts)
+                e->rc =
+                    pd_err_set(&e->err, PD_EEXIST,
+                               "a profile of this series at %lld is already stored", (long long)ts);
+    }
+
+    /* 4. samples, 5. profiles (the row that makes a profile visible) */
+    pd_buf_reset(&rows);
+    uint64_t n_samples = 0;
+    for (ch_entry *e = b->head; e; e = e->next)
+        if (e->rc == 0)
+            n_samples += e->n_samples;
+    if (gather(b, offsetof(ch_entry, sample_rows), &rows, &n_live) < 0) {
+        rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+        goto fail;
+    }
+    rc = insert_rows(c, b, "samples", &rows, true, n_samples, &err);
+    if (rc < 0)
+        goto fail;
+    pd_buf_reset(&rows);
+    if (gather(b, offsetof(ch_entry, prof_row), &rows, &n_live) < 0) {
+        rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+        goto fail;
+    }
+    rc = insert_rows(c, b, "profiles", &rows, true, n_live, &err);
+    if (rc < 0) {
+        undo_profiles(c, b);
+        goto fail;
+    }
+
+    /* written: remember stacks and series */
+    if (c->known_stacks.len > (4u << 20))
+        pd_u64map_release(&c->known_stacks), pd_u64map_init(&c->known_stacks);
+    if (c->known_series.len > (1u << 20))
+        pd_u64map_release(&c->known_series), pd_u64map_init(&c->known_series);
+    for (ch_entry *e = b->head; e; e = e->next) {
+        if (e->rc)
+            continue;
+        for (size_t i = 0; i < e->n_stacks; i++)
+            (void)pd_u64map_put(&c->known_stacks, e->stack_hash[i], 1);
+        (void)pd_u64map_put(&c->known_series, e->fp, (uint64_t)e->day + 1);
+    }
+    pd_metrics_add("profd_clickhouse_batches_total", NULL, 1);
+    pd_metrics_add("profd_clickhouse_inserted_profiles_total", NULL, (double)n_live);
+    pd_metrics_add("profd_clickhouse_batch_seconds_sum", NULL, (double)(pd_mono_ns() - t0) / 1e9);
+    goto out;
+fail:
+    pd_log(PD_LOG_ERROR, "clickhouse batch failed", "profiles=%zu err=\"%s\"", b->n, err.msg);
+    pd_metrics_add("profd_clickhouse_failed_profiles_total", NULL, (double)b->n);
+    fail_live(b, rc, &err);
+out:
+    for (int k = 0; k < 3; k++)
+        pd_buf_release(&par[k].rows);
+    pd_u64map_release(&seen);
+    pd_u64map_release(&seen_fp);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    pd_buf_release(&rows);
+}
+
+/* Waits on cv_work until the monotonic time until_ms (or stopping). */
+static void wait_until(pd_ch *c, int64_t until_ms)
+{
+    for (;;) {
+        int64_t now = pd_mono_ns() / 1000000;
+        if (c->stopping || now >= until_ms)
+            return;
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        int64_t ns = dl.tv_nsec + (until_ms - now) * 1000000;
+        dl.tv_sec += ns / 1000000000;
+        dl.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&c->cv_work, &c->mu, &dl);
+    }
+}
+
+static void *writer_main(void *arg)
+{
+    pd_ch *c = arg;
+    int64_t last_start = INT64_MIN / 2; /* monotonic ms */
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->pending && !c->stopping)
+            pthread_cond_wait(&c->cv_work, &c->mu);
+        if (!c->pending)
+            break;
+        if (c->flush_interval_ms > 0)
+            wait_until(c, last_start + c->flush_interval_ms);
+        last_start = pd_mono_ns() / 1000000;
+        if (c->batch_wait_ms > 0 && !c->stopping && c->pending->bytes < c->batch_bytes) {
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            int64_t ns = dl.tv_nsec + (c->batch_wait_ms % 1000) * 1000000;
+            dl.tv_sec += c->batch_wait_ms / 1000 + ns / 1000000000;
+            dl.tv_nsec = ns % 1000000000;
+            while (!c->stopping && c->pending->bytes < c->batch_bytes &&
+                   pthread_cond_timedwait(&c->cv_work, &c->mu, &dl) == 0)
+                ;
+        }
+        ch_batch *b = c->pending;
+        c->pending = NULL;
+        pthread_cond_broadcast(&c->cv_done); /* back-pressured appenders */
+        pthread_mutex_unlock(&c->mu);
+        flush(c, b);
+        pthread_mutex_lock(&c->mu);
+        b->done = true;
+        pthread_cond_broadcast(&c->cv_done);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* ---- append ---- */
+
+static int put_arr_str_p(pd_buf *b, const pd_profile *p, size_t n, const int64_t *idx,
+                         size_t stride)
+{
+    int rc = pd_buf_put_varint(b, n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int64_t k = *(const int64_t *)((const char *)idx + i * stride);
+        const char *s = pd_profile_str(p, k);
+        rc = pd__ch_put_str(b, s, strlen(s));
+    }
+    return rc;
+}
+
+static int put_pstr(pd_buf *b, const pd_profile *p, int64_t idx)
+{
+    const char *s = pd_profile_str(p, idx);
+    return pd__ch_put_str(b, s, strlen(s));
+}
+
+/* Encodes every row of one append into e. */
+static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *body, size_t len,
+                        const pd_profile *p, pd_err *err)
+{
+    uint64_t th = pd__ch_types_hash(p);
+    size_t nt = p->n_sample_type;
+    int rc = 0;
+    pd_buf blob;
+    pd_buf_init(&blob, 0);
+    pd_u64map idx;
+    pd_u64map_init(&idx);
+    int64_t *sums = NULL, *totals = calloc(nt ? nt : 1, sizeof *totals);
+    size_t n_st = 0, cap_st = 0;
+    if (!totals)
+        goto nomem;
+    pd_profile_totals(p, totals);
+
+    /* profile row */
+    pd_buf *pr = &e->prof_row;
+    rc = pd__ch_put_u16(pr, (uint16_t)e->day);
+    rc = rc ? rc : pd__ch_put_u64(pr, (uint64_t)e->ts);
+    rc = rc ? rc : pd__ch_put_u64(pr, e->fp);
+    rc = rc ? rc : pd__ch_put_u64(pr, e->write_id);
+    rc = rc ? rc : pd__ch_put_u64(pr, th);
+    rc = rc ? rc : put_arr_str_p(pr, p, nt, &p->sample_type[0].type, sizeof p->sample_type[0]);
+    rc = rc ? rc : put_arr_str_p(pr, p, nt, &p->sample_type[0].unit, sizeof p->sample_type[0]);
+    rc = rc ? rc : pd_buf_put_varint(pr, nt);
+    for (size_t i = 0; rc == 0 && i < nt; i++)
+        rc = pd__ch_put_u64(pr, (uint64_t)totals[i]);
+    rc = rc ? rc : put_pstr(pr, p, p->period_type.type);
+    rc = rc ? rc : put_pstr(pr, p, p->period_type.unit);
+    rc = rc ? rc : pd__ch_put_u64(pr, (uint64_t)p->period);
+    rc = rc ? rc : pd__ch_put_u64(pr, (uint64_t)p->time_nanos);
+    rc = rc ? rc : pd__ch_put_u64(pr, (uint64_t)p->duration_nanos);
+    rc = rc ? rc : put_arr_str_p(pr, p, p->n_comment, p->comment, sizeof *p->comment);
+    rc = rc ? rc : put_pstr(pr, p, p->drop_frames);
+    rc = rc ? rc : put_pstr(pr, p, p->keep_frames);
+    rc = rc ? rc : put_pstr(pr, p, p->default_sample_type);
+    rc = rc ? rc : put_pstr(pr, p, p->doc_url);
+    rc = rc ? rc : pd__ch_put_str(pr, (const char *)body, len);
+    /* series row and index rows */
+    rc = rc ? rc : pd__ch_put_u64(&e->series_row, e->fp);
+    rc = rc ? rc : pd_buf_put_varint(&e->series_row, labels->n);
+    for (size_t i = 0; rc == 0 && i < labels->n; i++)
+        rc = pd__ch_put_str(&e->series_row, labels->v[i].name, strlen(labels->v[i].name));
+    rc = rc ? rc : pd_buf_put_varint(&e->series_row, labels->n);
+    for (size_t i = 0; rc == 0 && i < labels->n; i++)
+        rc = pd__ch_put_str(&e->series_row, labels->v[i].value, strlen(labels->v[i].value));
+    for (size_t i = 0; rc == 0 && i < labels->n; i++) {
+        rc = pd__ch_put_u16(&e->index_rows, (uint16_t)e->day);
+        rc = rc ? rc : pd__ch_put_str(&e->index_rows, labels->v[i].name, strlen(labels->v[i].name));
+        rc = rc ? rc
+                : pd__ch_put_str(&e->index_rows, labels->v[i].value, strlen(labels->v[i].value));
+        rc = rc ? rc : pd__ch_put_u64(&e->index_rows, e->fp);
+    }
+    if (rc < 0)
+        goto nomem;
+
+    /* samples summed per stack (a producer may repeat a stack) */
+    for (size_t i = 0; i < p->n_sample; i++) {
+        const pd_pprof_sample *sm = &p->sample[i];
+        bool zero = true;
+        for (size_t k = 0; k < nt && k < sm->n_value; k++)
+            zero = zero && sm->value[k] == 0;
+        if (zero)
+            continue; /* adds nothing to any sum */
+        pd_buf_reset(&blob);
+        if (pd__ch_stack_encode(p, i, &blob) < 0)
+            goto nomem;
+        uint64_t h = XXH3_64bits(blob.data, blob.len), at;
+        if (pd_u64map_get(&idx, h, &at)) {
+            for (size_t k = 0; k < nt && k < sm->n_value; k++)
+                if (__builtin_add_overflow(sums[at * nt + k], sm->value[k], &sums[at * nt + k])) {
+                    rc = pd_err_set(err, PD_EINVAL,
+                                    "sample %zu: values of one stack overflow "
+                                    "int64 when summed",
+                                    i);
+                    goto out;
+                }
+            continue;
+        }
+        if (n_st == cap_st) {
+            size_t nc = cap_st ? cap_st * 2 : 64;
+            int64_t *ns = realloc(sums, nc * (nt ? nt : 1) * sizeof *ns);
+            uint64_t *nh = ns ? realloc(e->stack_hash, nc * sizeof *nh) : NULL;
+            if (ns)
+                sums = ns;
+            if (nh)
+                e->stack_hash = nh;
+            size_t *ne = nh ? realloc(e->stack_end, nc * sizeof *ne) : NULL;
+            if (!ne)
+                goto nomem;
+            e->stack_end = ne;
+            cap_st = nc;
+        }
+        for (size_t k = 0; k < nt; k++)
+            sums[n_st * nt + k] = k < sm->n_value ? sm->value[k] : 0;
+        if (pd_u64map_put(&idx, h, n_st) < 0 || pd__ch_put_u64(&e->stack_rows, h) < 0 ||
+            pd__ch_put_str(&e->stack_rows, (const char *)blob.data, blob.len) < 0)
+            goto nomem;
+        e->stack_hash[n_st] = h;
+        e->stack_end[n_st] = e->stack_rows.len;
+        n_st++;
+    }
+    e->n_stacks = n_st;
+    for (size_t i = 0; i < n_st; i++) {
+        bool zero = true;
+        for (size_t k = 0; k < nt; k++)
+            zero = zero && sums[i * nt + k] == 0;
+        if (zero)
+            continue;
+        pd_buf *sr = &e->sample_rows;
+        rc = pd__ch_put_u16(sr, (uint16_t)e->day);
+        rc = rc ? rc : pd__ch_put_u64(sr, (uint64_t)e->ts);
+        rc = rc ? rc : pd__ch_put_u64(sr, e->fp);
+        rc = rc ? rc : pd__ch_put_u64(sr, e->write_id);
+        rc = rc ? rc : pd__ch_put_u64(sr, th);
+        rc = rc ? rc : pd__ch_put_u64(sr, e->stack_hash[i]);
+        rc = rc ? rc : pd_buf_put_varint(sr, nt);
+        for (size_t k = 0; rc == 0 && k < nt; k++)
+            rc = pd__ch_put_u64(sr, (uint64_t)sums[i * nt + k]);
+        if (rc < 0)
+            goto nomem;
+        e->n_samples++;
+    }
+    rc = 0;
+    goto out;
+nomem:
+    rc = pd_err_set(err, PD_ENOMEM, "out of memory encoding a profile for ClickHouse");
+out:
+    free(sums);
+    free(totals);
+    pd_u64map_release(&idx);
+    pd_buf_release(&blob);
+    return rc;
+}
+
+int pd__ch_check_time(pd_ch *c, int64_t ts_ms, pd_err *err)
+{
+    pd_storage_options o = pd_storage_options_default();
+    o.retention_ms = c->retention_ms;
+    o.future_grace_ms = c->grace_ms;
+    int rc = pd_storage_options_check_time(&o, c->clock(), ts_ms, err);
+    if (rc == 0 && (ts_ms < 0 || ts_ms >= 49673ll * 86400000))
+        rc = pd_err_set(
+            err, PD_EOUTOFBOUNDS,
+            "timestamp %lld ms is outside ClickHouse's Date range (1970-01-01 to 2105-12-31)",
+            (long long)ts_ms);
+    return rc;
+}
+
+int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_t *body, size_t len,
+                  const pd_profile *profile, pd_err *err)
+{
+    if (!pd_labels_get(labels, "__name__"))
+        return pd_err_set(err, PD_EINVAL, "the series has no __name__ label");
+    int rc = pd__ch_check_time(c, ts_ms, err);
+    if (rc < 0)
+        return rc;
+    ch_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return pd_err_set(err, PD_ENOMEM, "out of memory");
+    e->fp = pd_labels_hash(labels);
+    e->ts = ts_ms;
+    e->day = pd__ch_day(ts_ms);
+    e->write_id = new_write_id();
+    pd_buf_init(&e->prof_row, 0);
+    pd_buf_init(&e->series_row, 0);
+    pd_buf_init(&e->index_rows, 0);
+    pd_buf_init(&e->sample_rows, 0);
+    pd_buf_init(&e->stack_rows, 0);
+    rc = encode_entry(e, labels, body, len, profile, err);
+    if (rc < 0) {
+        entry_free(e);
+        return rc;
+    }
+    size_t bytes = e->prof_row.len + e->sample_rows.len + e->stack_rows.len;
+
+    pthread_mutex_lock(&c->mu);
+    while (!c->stopping && c->pending && c->pending->bytes > 4 * c->batch_bytes)
+        pthread_cond_wait(&c->cv_done, &c->mu);
+    if (c->stopping) {
+        pthread_mutex_unlock(&c->mu);
+        entry_free(e);
+        return pd_err_set(err, PD_ECLOSED, "the storage is closing");
+    }
+    ch_batch *b = c->pending;
+    if (b)
+        for (ch_entry *x = b->head; x; x = x->next)
+            if (x->fp == e->fp && x->ts == e->ts) {
+                pthread_mutex_unlock(&c->mu);
+                entry_free(e);
+                return pd_err_set(err, PD_EEXIST,
+                                  "a profile of this series at %lld is already stored",
+                                  (long long)ts_ms);
+            }
+    if (!b) {
+        b = calloc(1, sizeof *b);
+        if (!b) {
+            pthread_mutex_unlock(&c->mu);
+            entry_free(e);
+            return pd_err_set(err, PD_ENOMEM, "out of memory");
+        }
+        c->pending = b;
+    }
+    if (b->tail)
+        b->tail->next = e;
+    else
+        b->head = e;
+    b->tail = e;
+    b->n++;
+    b->bytes += bytes;
+    b->refs++;
+    pthread_cond_signal(&c->cv_work);
+    while (!b->done)
+        pthread_cond_wait(&c->cv_done, &c->mu);
+    rc = e->rc;
+    if (rc < 0 && err)
+        *err = e->err;
+    if (rc == 0)
+        __atomic_add_fetch(&c->gen, 1, __ATOMIC_RELEASE);
+    if (--b->refs == 0)
+        batch_free(b);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* ---- retention ---- */
+
+static const char *const partitioned[] = {"profiles", "samples", "series_index"};
+
+static int drop_old_on(pd_ch *c, size_t u, int64_t keep_day, pd_err *err)
+{
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, 16u << 20);
+    int rc = pd_buf_puts(&sql, "SELECT DISTINCT table, partition FROM system.parts WHERE "
+                               "active AND database = ");
+    rc = rc ? rc : pd__ch_put_sql_string(&sql, c->db, strlen(c->db));
+    rc = rc ? rc
+            : pd_buf_printf(&sql,
+                            " AND table IN ('profiles%s','samples%s','series_index%s') "
+                            "AND partition < ",
+                            local_suffix(c), local_suffix(c), local_suffix(c));
+    rc = rc ? rc : pd__ch_put_sql_day(&sql, keep_day);
+    rc = rc ? rc : pd_buf_puts(&sql, " FORMAT RowBinary");
+    rc = rc ? rc : exec_on_sql(c, u, &sql, &resp, err);
+    if (rc < 0)
+        goto out;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        const uint8_t *t, *pt;
+        size_t tn, pn;
+        pd__ch_rd_str(&r, &t, &tn);
+        pd__ch_rd_str(&r, &pt, &pn);
+        if (r.bad)
+            break;
+        pd_buf_reset(&sql);
+        rc = pd_buf_printf(&sql, "ALTER TABLE %.*s DROP PARTITION ", (int)tn, (const char *)t);
+        rc = rc ? rc : pd__ch_put_sql_string(&sql, (const char *)pt, pn);
+        rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+        if (rc < 0)
+            goto out;
+        pd_log(PD_LOG_INFO, "clickhouse retention dropped a partition",
+               "url=%s table=%.*s day=%.*s", c->urls[u], (int)tn, (const char *)t, (int)pn,
+               (const char *)pt);
+        pd_metrics_add("profd_storage_retention_deletes_total", NULL, 1);
+    }
+out:
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
+int pd__ch_maintain(pd_ch *c, pd_err *err)
+{
+    if (c->retention_ms <= 0)
+        return 0;
+    int64_t limit = c->clock() - c->retention_ms;
+    if (limit <= 0)
+        return 0;
+    /* day d holds [d, d+1) days: dropped once all of it is before limit */
+    int64_t keep_day = limit / 86400000;
+    (void)partitioned;
+    int rc = 0;
+    for (size_t u = 0; u < c->n_urls; u++) {
+        int r = drop_old_on(c, u, keep_day, err);
+        if (r < 0) {
+            rc = r;
+            if (c->cluster)
+                continue; /* every shard must trim its own */
+        } else if (!c->cluster) {
+            return 0; /* one server (the others are its failover) */
+        }
+    }
+    return rc;
+}
+
+static void *maint_main(void *arg)
+{
+    pd_ch *c = arg;
+    pthread_mutex_lock(&c->stop_mu);
+    while (!c->stopping) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += c->maint_ms / 1000;
+        int64_t ns = dl.tv_nsec + (c->maint_ms % 1000) * 1000000;
+        dl.tv_sec += ns / 1000000000;
+        dl.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&c->stop_cv, &c->stop_mu, &dl);
+        if (c->stopping)
+            break;
+        pthread_mutex_unlock(&c->stop_mu);
+        pd_err err;
+        pd_err_clear(&err);
+        if (pd__ch_maintain(c, &err) < 0)
+            pd_log(PD_LOG_WARN, "clickhouse retention failed", "err=\"%s\"", err.msg);
+        pthread_mutex_lock(&c->stop_mu);
+    }
+    pthread_mutex_unlock(&c->stop_mu);
+    return NULL;
+}
+
+/* ---- stats ---- */
+
+void pd__ch_stats_get(pd_ch *c, pd_storage_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    pd_buf resp;
+    pd_buf_init(&resp, 1 << 16);
+    pd_err err;
+    pd_err_clear(&err);
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT (SELECT uniqExact(fingerprint) FROM series), count(), min(ts), max(ts) FROM "
+             "profiles "
+             "FORMAT RowBinary");
+    if (pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err) == 0) {
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        uint64_t ns = pd__ch_rd_u64(&r), np = pd__ch_rd_u64(&r);
+        int64_t mn = (int64_t)pd__ch_rd_u64(&r), mx = (int64_t)pd__ch_rd_u64(&r);
+        if (!r.bad) {
+            out->n_series = ns;
+            out->n_profiles = np;
+            out->min_ts = np ? mn : 0;
+            out->max_ts = np ? mx : 0;
+        }
+    }
+    pd_buf_reset(&resp);
+    snprintf(sql, sizeof sql,
+             "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '%s' "
+             "FORMAT RowBinary",
+             c->db);
+    if (pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err) == 0) {
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        uint64_t v = pd__ch_rd_u64(&r);
+        if (!r.bad)
+            out->bytes_on_disk = v;
+    }
+    pd_buf_release(&resp);
+}
+
+/* ---- open / close ---- */
+
+static bool name_ok(const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
+            return false;
+    return true;
+}
+
+int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
+{
+    *out = NULL;
+    const pd_clickhouse_options *o = &opts->clickhouse;
+    if (o->n_urls == 0)
+        return pd_err_set(err, PD_EINVAL,
+                          "--clickhouse.url: at least one URL is needed with "
+                          "--storage.backend=clickhouse");
+    const char *db = o->database && *o->database ? o->database : "profd";
+    if (!name_ok(db))
+        return pd_err_set(err, PD_EINVAL,
+                          "--clickhouse.database: \"%s\" is not a name of "
+                          "letters, digits and _",
+                          db);
+    if (o->cluster && !name_ok(o->cluster))
+        return pd_err_set(err, PD_EINVAL,
+                          "--clickhouse.cluster: \"%s\" is not a name of "
+                          "letters, digits and _",
+                          o->cluster);
+    for (size_t i = 0; i < o->n_urls; i++)
+        if (strncmp(o->urls[i], "http://", 7) != 0 && strncmp(o->urls[i], "https://", 8) != 0)
+            return pd_err_set(err, PD_EINVAL,
+                              "--clickhouse.url: \"%s\" is not an http:// or "
+                              "https:// URL",
+                              o->urls[i]);
+    pd_ch *c = calloc(1, sizeof *c);
+    if (!c)
+        return pd_err_set(err, PD_ENOMEM, "out of memory");
+    int rc = 0;
+    c->urls = calloc(o->n_urls, sizeof *c->urls);
+    c->n_urls = o->n_urls;
+    c->user = strdup(o->user && *o->user ? o->user : "default");
+    c->password = o->password && *o->password ? strdup(o->password) : NULL;
+    c->db = strdup(db);
+    c->cluster = o->cluster ? strdup(o->cluster) : NULL;
+    if (!c->urls || !c->user || !c->db || (o->password && *o->password && !c->password) ||
+        (o->cluster && !c->cluster)) {
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < o->n_urls; i++) {
+        c->urls[i] = strdup(o->urls[i]);
+        if (!c->urls[i]) {
+            rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+            goto fail;
+        }
+        size_t n = strlen(c->urls[i]);
+        while (n > 0 && c->urls[i][n - 1] == '/')
+            c->urls[i][--n] = 0;
+    }
+    c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
+    c->retries = o->retries > 0 ? o->retries : 5;
+    c->batch_bytes = o->batch_bytes ? o->batch_bytes : 8u << 20;
+    c->batch_wait_ms = o->batch_wait_ms > 0 ? o->batch_wait_ms : 0;
+    c->flush_interval_ms = o->flush_interval_ms == 0 ? 100 : o->flush_interval_ms;
+    c->limits = opts->limits;
+    c->retention_ms = opts->retention_ms == 0 ? 15ll * 24 * 3600 * 1000 : opts->retention_ms;
+    c->grace_ms = opts->future_grace_ms == 0 ? 10 * 60 * 1000 : opts->future_grace_ms;
+    c->maint_ms = opts->maintenance_ms == 0 ? 60000 : opts->maintenance_ms;
+    c->clock = opts->clock_ms ? opts->clock_ms : pd_now_ms;
+    pd_u64map_init(&c->known_stacks);
+    pd_u64map_init(&c->known_series);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv_work, NULL);
+    pthread_cond_init(&c->cv_done, NULL);
+    pthread_mutex_init(&c->stop_mu, NULL);
+    pthread_cond_init(&c->stop_cv, NULL);
+
+    pd_metrics_describe("profd_clickhouse_errors_total", PD_METRIC_COUNTER,
+                        "Failed HTTP requests to ClickHouse (each attempt).");
+    pd_metrics_describe("profd_clickhouse_batches_total", PD_METRIC_COUNTER,
+                        "Insert batches written to ClickHouse.");
+    pd_metrics_describe("profd_clickhouse_inserted_profiles_total", PD_METRIC_COUNTER,
+                        "Profiles acknowledged by ClickHouse.");
+    pd_metrics_describe("profd_clickhouse_failed_profiles_total", PD_METRIC_COUNTER,
+                        "Profiles whose insert batch failed (not acknowledged).");
+    pd_metrics_describe("profd_clickhouse_batch_seconds_sum", PD_METRIC_COUNTER,
+                        "Seconds spent writing insert batches.");
+    /* the schema on every server that answers; at least one must */
+    size_t ok = 0;
+    pd_err first;
+    pd_err_clear(&first);
+    for (size_t u = 0; u < c->n_urls; u++) {
+        pd_err e;
+        pd_err_clear(&e);
+        int r = schema_on(c, u, &e);
+        if (r == PD_ECORRUPT) {
+            *err = e;
+            rc = r;
+            goto fail;
+        }
+        if (r < 0) {
+            pd_log(PD_LOG_WARN, "clickhouse server not ready", "url=%s err=\"%s\"", c->urls[u],
+                   e.msg);
+            if (!first.msg[0])
+                first = e;
+            if (c->cluster) { /* a shard without tables cannot take writes */
+                *err = e;
+                rc = r;
+                goto fail;
+            }
+            continue;
+        }
+        if (ok++ == 0)
+            c->cur = u;
+    }
+    if (ok == 0) {
+        *err = first;
+        rc = -EIO;
+        goto fail;
+    }
+    if (pthread_create(&c->writer, NULL, writer_main, c) != 0) {
+        rc = pd_err_set(err, PD_ENOMEM, "cannot start the ClickHouse writer thread");
+        goto fail;
+    }
+    c->writer_running = true;
+    if (c->maint_ms > 0) {
+        if (pthread_create(&c->maint, NULL, maint_main, c) == 0)
+            c->maint_running = true;
+    }
+    pd_log(PD_LOG_INFO, "clickhouse storage open", "url=%s database=%s cluster=%s urls=%zu",
+           c->urls[c->cur], c->db, c->cluster ? c->cluster : "", c->n_urls);
+    *out = c;
+    return 0;
+fail:
+    pd__ch_close(c);
+    return rc;
+}
+
+void pd__ch_close(pd_ch *c)
+{
+    if (!c)
+        return;
+    pd__ch_cache_forget(c);
+    pthread_mutex_lock(&c->mu);
+    c->stopping = true;
+    pthread_cond_broadcast(&c->cv_work);
+    pthread_cond_broadcast(&c->cv_done);
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->stop_mu);
+    pthread_cond_broadcast(&c->stop_cv);
+    pthread_mutex_unlock(&c->stop_mu);
+    if (c->writer_running)
+        pthread_join(c->writer, NULL);
+    if (c->maint_running)
+        pthread_join(c->maint, NULL);
+    for (size_t i = 0; c->urls && i < c->n_urls; i++)
+        free(c->urls[i]);
+    free(c->urls);
+    free(c->user);
+    free(c->password);
+    free(c->db);
+    free(c->cluster);
+    pd_u64map_release(&c->known_stacks);
+    pd_u64map_release(&c->known_series);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv_work);
+    pthread_cond_destroy(&c->cv_done);
+    pthread_mutex_destroy(&c->stop_mu);
+    pthread_cond_destroy(&c->stop_cv);
+    free(c);
+}

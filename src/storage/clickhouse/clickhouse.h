@@ -1,0 +1,126 @@
+/*
+ * storage/clickhouse/clickhouse.h — the ClickHouse backend of storage.h
+ * (--storage.backend=clickhouse): stateless profd processes in front of one
+ * ClickHouse server or a cluster of shards. storage.c calls these; nothing
+ * else does. Each function has the contract of its storage.h namesake
+ * (pd__ch_X = pd_storage_X); what differs is written here.
+ *
+ * Transport: ClickHouse's HTTP interface through libcurl (POST; SELECTs in
+ * the body with FORMAT RowBinary answers, INSERTs as `query=INSERT ...
+ * FORMAT RowBinary` with the rows in the body), basic auth, the database
+ * given as `database=`. Each statement is tried up to `retries` times with
+ * backoff (100 ms doubling, at most 2 s), moving to the next URL after a
+ * connection failure, a timeout or a server error that is not the
+ * statement's fault (failover). An error ClickHouse gives for the statement
+ * itself (syntax, unknown table, authentication, ...) is not retried. Every
+ * error names the URL and carries ClickHouse's own message (which names the
+ * shard host:port when a shard of a Distributed table is down: reads then
+ * fail with that error, never a silent partial answer).
+ *
+ * Schema (version PD_CH_SCHEMA_VERSION; created, or migrated from an older
+ * version, at open; a newer version in the database refuses to open). Only
+ * SQL that ClickHouse 18.16 (Debian 12) runs and current ClickHouse still
+ * accepts: MergeTree with PARTITION BY/ORDER BY, no codecs, TTL,
+ * LowCardinality, DateTime64 or query parameters.
+ *
+ *   schema_version (version UInt32, applied_ms Int64)       MergeTree
+ *   series       (fingerprint, names Array(String), values Array(String))
+ *                ReplacingMergeTree ORDER BY fingerprint     fingerprint → labels
+ *   series_index (day Date, name, value, fingerprint)
+ *                ReplacingMergeTree PARTITION BY day ORDER BY (name, value, fingerprint)
+ *                the inverted label index, one row per label per series per day
+ *   profiles     (day, ts Int64 ms, fingerprint, write_id, types_hash,
+ *                sample_types, sample_units, totals Array(Int64), period_type,
+ *                period_unit, period, time_nanos, duration_nanos, comments,
+ *                drop_frames, keep_frames, default_sample_type, doc_url,
+ *                body String)
+ *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts)
+ *   stacks       (stack_hash UInt64, stack String)
+ *                ReplacingMergeTree ORDER BY stack_hash — a "stack" is one
+ *                sample's key resolved to frames (ch_stack.c: mappings,
+ *                addresses, functions, files, lines, columns, and the
+ *                sample's labels), stack_hash its XXH3-64
+ *   samples      (day, ts, fingerprint, write_id, types_hash, stack_hash,
+ *                values Array(Int64))
+ *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts, stack_hash)
+ * fingerprint = pd_labels_hash(labels) is also the series ref. types_hash
+ * hashes the sample types/units and the period type/unit: a merge part
+ * never mixes two of them. write_id is random per append: a query counts
+ * samples only of (fingerprint, ts, write_id) present in profiles, so rows
+ * of a failed write are never counted. In cluster mode the tables above
+ * are Distributed over <table>_local on each shard, sharded by fingerprint
+ * (stacks by stack_hash).
+ *
+ * Write path and acknowledgement: pd__ch_append encodes the rows and queues
+ * them; a writer thread sends what queued as one batch: the INSERTs into
+ * stacks, series and series_index (tables that replace, so repeating rows is
+ * harmless) at once on three threads beside the PD_EEXIST check, then
+ * samples, then profiles — so a profile row is written only when all it
+ * refers to is. Group commit: while a batch is in flight the next one
+ * gathers; batches start at least flush_interval_ms apart (or wait
+ * batch_wait_ms for more; a batch is flushed at batch_bytes). The append returns 0 only after
+ * ClickHouse has acknowledged the INSERT of the profile's row (in cluster mode with
+ * insert_distributed_sync=1: after every shard wrote it). There is no local
+ * WAL: a crash of profd loses only what was not acknowledged; a crash of
+ * ClickHouse loses what ClickHouse loses (it does not fsync inserts by
+ * default). A failed batch fails every append in it, with the error; an
+ * INSERT whose outcome is unknown (the connection broke after sending) is
+ * retried only after `SELECT count()` by write_id shows it did not land.
+ * PD_EEXIST: checked per batch against profiles (and within the batch);
+ * two profd processes writing the same series at the same instant at once
+ * could both store it (series are split across writers by hashmod, so one
+ * series has one writer).
+ *
+ * Read path (all pushed down): select = the index (equality matchers as
+ * IN subqueries on series_index) then every matcher re-checked on the
+ * labels (so regex semantics are PCRE2's, as the TSDB's); read_points =
+ * the profiles' totals only; read_profile = the producer's body, byte for
+ * byte (lossless in DESIGN.md §1's sense and more); aggregate = `GROUP BY
+ * types_hash, stack_hash` with sumForEach over samples per group, then the
+ * stacks that did not sum to zero resolved with `stack_hash IN (...)` and
+ * symbolized once, headers folded from the profiles' rows.
+ *
+ * Retention: pd__ch_maintain (and a thread every maintenance_ms) drops
+ * whole day partitions of profiles, samples and series_index older than
+ * retention_ms (on every URL in cluster mode). series and stacks are not
+ * partitioned and not trimmed.
+ */
+#ifndef PD_STORAGE_CLICKHOUSE_CLICKHOUSE_H
+#define PD_STORAGE_CLICKHOUSE_CLICKHOUSE_H
+
+#include "storage/storage.h"
+
+#define PD_CH_SCHEMA_VERSION 1
+
+typedef struct pd_ch pd_ch;
+
+/* Connects (the first URL that answers), creates or migrates the schema,
+ * starts the writer and maintenance threads. Errors: PD_EINVAL (no URL, a
+ * bad URL or database name; err says which), PD_ECORRUPT (the database has
+ * a newer schema), -EIO with ClickHouse's or curl's message naming the URL,
+ * PD_ENOMEM. */
+int pd__ch_open(const pd_storage_options *opts, pd_ch **out /* OUT */, pd_err *err);
+/* Flushes the queue (waiting for the batch in flight), stops the threads,
+ * frees. NULL is a no-op. */
+void pd__ch_close(pd_ch *c);
+
+int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_t *body, size_t len,
+                  const pd_profile *profile, pd_err *err);
+int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                  pd_series_set *out /* OUT */, pd_err *err);
+int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out /* OUT */,
+                       pd_err *err);
+int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out /* OUT */,
+                        pd_buf *raw, pd_err *err);
+int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size_t n, int64_t mint,
+                     int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                     void *ctx, size_t *n_series /* OUT, may be NULL */, pd_err *err);
+/* Drops expired day partitions. -EIO (ClickHouse's message), PD_ENOMEM. */
+int pd__ch_maintain(pd_ch *c, pd_err *err);
+int pd__ch_check_time(pd_ch *c, int64_t ts_ms, pd_err *err);
+/* n_series and n_profiles from ClickHouse (count() of series and profiles),
+ * min/max ts; bytes_on_disk = the tables' active parts (system.parts);
+ * block fields 0. A ClickHouse that does not answer gives zeros. */
+void pd__ch_stats_get(pd_ch *c, pd_storage_stats *out /* OUT */);
+
+#endif

@@ -1,0 +1,720 @@
+/* Unit tests of src/storage/clickhouse/ (the ClickHouse backend of
+ * storage.h) with the real profiles of PD_TESTDATA/pprof.
+ *
+ * Without a server: the stack codec (ch_stack.c) — every sample of every
+ * real profile encoded and rebuilt gives a profile pd_profile_equal to the
+ * original; a truncated or altered blob is PD_ECORRUPT, never a crash; SQL
+ * literals and days.
+ *
+ * With a server (a clickhouse-server this test starts on free loopback
+ * ports, own temp data dir; skipped with a message where it is not
+ * installed): storage.h through pd_storage_open with backend
+ * PD_STORAGE_CLICKHOUSE and a clock the test sets — appends from 8 threads
+ * at once (batched), PD_EEXIST in one batch and across batches, select with
+ * each matcher type and label values that need SQL escaping, points =
+ * pd_profile_totals, profiles = the bytes, aggregate sums = the totals,
+ * retention dropping day partitions, a newer schema refused, a dead URL
+ * named in the error, failover to the second URL.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "../pd_test.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "base/labels.h"
+#include "pprof/pprof.h"
+#include "storage/clickhouse/ch_int.h"
+#include "storage/storage.h"
+
+#ifndef PD_TESTDATA
+#error "PD_TESTDATA must be defined"
+#endif
+
+static const char *CH_BIN = "/usr/sbin/clickhouse-server";
+
+static const char *FILES[] = {
+    "go-demo-series/heap-0001.pb.gz",
+    "go-demo-series/heap-0002.pb.gz",
+    "go-demo-series/heap-0003.pb.gz",
+    "go-demo-series/heap-0004.pb.gz",
+    "go-demo-series/cpu-0001.pb.gz",
+    "go-demo-series/cpu-0002.pb.gz",
+    "go-demo-once/allocs.pb.gz",
+    "go-demo-once/block.pb.gz",
+    "go-demo-once/goroutine.pb.gz",
+    "go-demo-once/mutex.pb.gz",
+    "go-demo-once/threadcreate.pb.gz",
+    "go-demo-once/profile.pb.gz",
+    "node/" /* filled below: the node directory's files */,
+};
+#define N_GO 12
+
+typedef struct tprof {
+    char path[512];
+    uint8_t *body;
+    size_t len;
+    pd_profile p;
+} tprof;
+
+static tprof g_prof[16];
+static size_t g_n;
+
+static int load(const char *path, tprof *t)
+{
+    snprintf(t->path, sizeof t->path, "%s", path);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    t->body = malloc((size_t)n);
+    t->len = fread(t->body, 1, (size_t)n, f);
+    fclose(f);
+    pd_err err;
+    return pd_profile_decode(&t->p, t->body, t->len, NULL, &err);
+}
+
+static int load_all(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_GO; i++) {
+        char p[512];
+        snprintf(p, sizeof p, "%s/pprof/%s", PD_TESTDATA, FILES[i]);
+        if (load(p, &g_prof[g_n]) != 0)
+            fail_msg("cannot load %s", p);
+        g_n++;
+    }
+    const char *node[] = {"node-heap.pb.gz", "node-cpu.pb.gz"};
+    for (size_t i = 0; i < 2; i++) {
+        char p[512];
+        snprintf(p, sizeof p, "%s/pprof/node/%s", PD_TESTDATA, node[i]);
+        if (access(p, R_OK) == 0 && load(p, &g_prof[g_n]) == 0)
+            g_n++;
+    }
+    return 0;
+}
+
+/* ---- the stack codec ---- */
+
+/* Rebuilds p from its samples' blobs (the header copied as strings). */
+static void rebuild(const pd_profile *p, pd_profile *out)
+{
+    pd_profile_builder *b;
+    pd_err err;
+    assert_int_equal(pd_profile_builder_new(NULL, &b), 0);
+    for (size_t i = 0; i < p->n_sample_type; i++)
+        PD_ASSERT_OK(pd_profile_builder_sample_type(b, pd_profile_str(p, p->sample_type[i].type),
+                                                    pd_profile_str(p, p->sample_type[i].unit),
+                                                    &err) < 0,
+                     &err);
+    PD_ASSERT_OK(pd_profile_builder_period(b, pd_profile_str(p, p->period_type.type),
+                                           pd_profile_str(p, p->period_type.unit), p->period, &err),
+                 &err);
+    for (size_t i = 0; i < p->n_comment; i++)
+        PD_ASSERT_OK(pd_profile_builder_comment(b, pd_profile_str(p, p->comment[i]), &err), &err);
+    pd_profile *h = pd_profile_builder_profile(b);
+    h->time_nanos = p->time_nanos;
+    h->duration_nanos = p->duration_nanos;
+    h->drop_frames = pd_profile_builder_string(b, pd_profile_str(p, p->drop_frames), &err);
+    h->keep_frames = pd_profile_builder_string(b, pd_profile_str(p, p->keep_frames), &err);
+    h->default_sample_type =
+        pd_profile_builder_string(b, pd_profile_str(p, p->default_sample_type), &err);
+    h->doc_url = pd_profile_builder_string(b, pd_profile_str(p, p->doc_url), &err);
+    pd_buf blob;
+    pd_buf_init(&blob, 0);
+    for (size_t i = 0; i < p->n_sample; i++) {
+        pd_buf_reset(&blob);
+        assert_int_equal(pd__ch_stack_encode(p, i, &blob), 0);
+        PD_ASSERT_OK(
+            pd__ch_stack_add(b, (const uint8_t *)blob.data, blob.len, p->sample[i].value, &err),
+            &err);
+    }
+    pd_buf_release(&blob);
+    PD_ASSERT_OK(pd_profile_builder_finish(b, out, &err), &err);
+    pd_profile_builder_free(b);
+}
+
+static void test_stack_roundtrip_real_profiles(void **state)
+{
+    (void)state;
+    assert_true(g_n >= N_GO);
+    size_t with_dups = 0;
+    for (size_t k = 0; k < g_n; k++) {
+        const pd_profile *p = &g_prof[k].p;
+        /* samples with equal blobs (equal frames and labels: Go's heap
+           profiles have a few) are one sample rebuilt, values added */
+        pd_u64map distinct;
+        pd_u64map_init(&distinct);
+        pd_buf blob;
+        pd_buf_init(&blob, 0);
+        for (size_t i = 0; i < p->n_sample; i++) {
+            pd_buf_reset(&blob);
+            assert_int_equal(pd__ch_stack_encode(p, i, &blob), 0);
+            pd_u64map_put(&distinct, XXH3_64bits(blob.data, blob.len), 1);
+        }
+        pd_buf_release(&blob);
+        pd_profile q;
+        rebuild(p, &q);
+        pd_err why;
+        if (distinct.len == p->n_sample) {
+            if (!pd_profile_equal(p, &q, &why))
+                fail_msg("%s rebuilt from its stack blobs differs: %s", g_prof[k].path, why.msg);
+        } else {
+            with_dups++;
+            assert_int_equal(q.n_sample, distinct.len);
+            int64_t a[8], b[8];
+            pd_profile_totals(p, a);
+            pd_profile_totals(&q, b);
+            assert_memory_equal(a, b, p->n_sample_type * sizeof a[0]);
+        }
+        pd_u64map_release(&distinct);
+        pd_profile_release(&q);
+    }
+    assert_true(with_dups < g_n); /* most compared sample by sample */
+}
+
+static void test_stack_blob_damage(void **state)
+{
+    (void)state;
+    const pd_profile *p = &g_prof[0].p;
+    pd_buf blob;
+    pd_buf_init(&blob, 0);
+    size_t i = 0;
+    while (i < p->n_sample && p->sample[i].n_location < 3)
+        i++;
+    assert_true(i < p->n_sample);
+    assert_int_equal(pd__ch_stack_encode(p, i, &blob), 0);
+    int64_t v[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    size_t bad = 0;
+    /* every truncation and every single-byte change: an error or a sample, never a crash */
+    for (size_t cut = 0; cut < blob.len; cut++) {
+        pd_profile_builder *b;
+        pd_err err;
+        assert_int_equal(pd_profile_builder_new(NULL, &b), 0);
+        for (size_t t = 0; t < p->n_sample_type; t++)
+            pd_profile_builder_sample_type(b, "t", "u", &err);
+        int rc = pd__ch_stack_add(b, (const uint8_t *)blob.data, cut, v, &err);
+        assert_int_equal(rc, PD_ECORRUPT);
+        pd_profile_builder_free(b);
+    }
+    for (size_t pos = 0; pos < blob.len; pos++) {
+        for (int x = 1; x < 256; x += 37) {
+            pd_profile_builder *b;
+            pd_err err;
+            assert_int_equal(pd_profile_builder_new(NULL, &b), 0);
+            for (size_t t = 0; t < p->n_sample_type; t++)
+                pd_profile_builder_sample_type(b, "t", "u", &err);
+            blob.data[pos] ^= (char)x;
+            int rc = pd__ch_stack_add(b, (const uint8_t *)blob.data, blob.len, v, &err);
+            blob.data[pos] ^= (char)x;
+            assert_true(rc == 0 || rc < 0);
+            bad += rc < 0;
+            pd_profile_builder_free(b);
+        }
+    }
+    assert_true(bad > 0);
+    pd_buf_release(&blob);
+}
+
+static void test_sql_literals(void **state)
+{
+    (void)state;
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    assert_int_equal(pd__ch_put_sql_string(&b, "it's a \\ path", 13), 0);
+    pd_buf_putc(&b, 0);
+    assert_string_equal(b.data, "'it\\'s a \\\\ path'");
+    pd_buf_reset(&b);
+    pd__ch_put_sql_day(&b, pd__ch_day(INT64_MIN));
+    pd_buf_putc(&b, 0);
+    assert_string_equal(b.data, "'1970-01-01'");
+    pd_buf_reset(&b);
+    pd__ch_put_sql_day(&b, pd__ch_day(INT64_MAX));
+    pd_buf_putc(&b, 0);
+    assert_string_equal(b.data, "'2105-12-31'");
+    pd_buf_reset(&b);
+    pd__ch_put_sql_day(&b, pd__ch_day(1795710738924)); /* 2026-11-26T... */
+    pd_buf_putc(&b, 0);
+    assert_string_equal(b.data, "'2026-11-26'");
+    pd_buf_release(&b);
+}
+
+/* ---- a real server ---- */
+
+static pid_t g_pid;
+static char g_dir[256];
+static char g_url[64];
+static int64_t g_now;
+
+static int64_t fake_clock(void)
+{
+    return __atomic_load_n(&g_now, __ATOMIC_RELAXED);
+}
+
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0 ||
+        getsockname(s, (struct sockaddr *)&a, &l) < 0)
+        return -1;
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+static int start_server(void **state)
+{
+    (void)state;
+    if (access(CH_BIN, X_OK) != 0)
+        return 0;
+    snprintf(g_dir, sizeof g_dir, "/tmp/pd-test-ch-XXXXXX");
+    if (!mkdtemp(g_dir))
+        return -1;
+    int http = free_port(), tcp = free_port(), inter = free_port();
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.xml", g_dir);
+    FILE *f = fopen(path, "w");
+    fprintf(
+        f,
+        "<?xml version=\"1.0\"?>\n<yandex>\n"
+        "<logger><level>warning</level><log>%s/server.log</log><errorlog>%s/err.log</errorlog>"
+        "<size>10M</size><count>1</count></logger>\n"
+        "<http_port>%d</http_port><tcp_port>%d</tcp_port>"
+        "<interserver_http_port>%d</interserver_http_port>\n"
+        "<listen_host>127.0.0.1</listen_host><path>%s/data/</path><tmp_path>%s/tmp/</tmp_path>\n"
+        "<user_files_path>%s/uf/</user_files_path><format_schema_path>%s/fs/</format_schema_path>\n"
+        "<mark_cache_size>67108864</mark_cache_size><uncompressed_cache_size>0</"
+        "uncompressed_cache_size>"
+        "<users_config>%s/users.xml</users_config><default_profile>default</default_profile>"
+        "<default_database>default</default_database><timezone>UTC</timezone>\n</yandex>\n",
+        g_dir, g_dir, http, tcp, inter, g_dir, g_dir, g_dir, g_dir, g_dir);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/users.xml", g_dir);
+    f = fopen(path, "w");
+    fprintf(f,
+            "<?xml version=\"1.0\"?>\n<yandex><profiles><default/></profiles><users><default>"
+            "<password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile>"
+            "<quota>default</quota></default></users><quotas><default/></quotas></yandex>\n");
+    fclose(f);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d", http);
+    g_pid = fork();
+    if (g_pid == 0) {
+        char cfg[300];
+        snprintf(cfg, sizeof cfg, "--config-file=%s/config.xml", g_dir);
+        if (chdir(g_dir) != 0)
+            _exit(126);
+        freopen("/dev/null", "w", stdout);
+        freopen("/dev/null", "w", stderr);
+        execl(CH_BIN, CH_BIN, cfg, (char *)NULL);
+        _exit(127);
+    }
+    return 0;
+}
+
+static int stop_server(void **state)
+{
+    (void)state;
+    if (g_pid > 0) {
+        kill(g_pid, SIGKILL);
+        waitpid(g_pid, NULL, 0);
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+        if (!getenv("PD_KEEP") && system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", g_dir);
+    }
+    for (size_t i = 0; i < g_n; i++) {
+        pd_profile_release(&g_prof[i].p);
+        free(g_prof[i].body);
+    }
+    return 0;
+}
+
+static void need_server(void)
+{
+    if (g_pid <= 0) {
+        print_message("SKIP: %s is not installed (Debian 12: apt-get install clickhouse-server)\n",
+                      CH_BIN);
+        skip();
+    }
+}
+
+static pd_storage_options ch_opts(const char *const *urls, size_t n, const char *db)
+{
+    pd_storage_options o = pd_storage_options_default();
+    o.backend = PD_STORAGE_CLICKHOUSE;
+    o.clickhouse.urls = urls;
+    o.clickhouse.n_urls = n;
+    o.clickhouse.database = db;
+    o.clickhouse.retries = 3;
+    o.clock_ms = fake_clock;
+    o.retention_ms = 3ll * 86400000;
+    o.maintenance_ms = -1;
+    return o;
+}
+
+/* Opens, waiting up to 60 s for the server to start. */
+static pd_storage *open_store(const char *db)
+{
+    const char *urls[] = {g_url};
+    pd_storage_options o = ch_opts(urls, 1, db);
+    pd_storage *s = NULL;
+    pd_err err;
+    for (int i = 0; i < 240; i++) {
+        if (pd_storage_open(&o, &s, &err) == 0)
+            return s;
+        usleep(250000);
+    }
+    fail_msg("cannot open ClickHouse storage at %s: %s", g_url, err.msg);
+    return NULL;
+}
+
+static void labels(pd_labels *ls, const char *name, const char *inst, const char *extra)
+{
+    pd_err err;
+    pd_labels_init(ls);
+    PD_ASSERT_OK(pd_labels_set(ls, "__name__", name, &err), &err);
+    PD_ASSERT_OK(pd_labels_set(ls, "instance", inst, &err), &err);
+    if (extra)
+        PD_ASSERT_OK(pd_labels_set(ls, "note", extra, &err), &err);
+}
+
+typedef struct writer_arg {
+    pd_storage *s;
+    int id;
+    int fails;
+} writer_arg;
+
+static const int64_t DAY = 86400000;
+
+static void *writer(void *a)
+{
+    writer_arg *w = a;
+    char inst[32];
+    snprintf(inst, sizeof inst, "w%d", w->id);
+    pd_labels ls;
+    labels(&ls, "heap", inst, NULL);
+    for (int i = 0; i < 10; i++) {
+        const tprof *t = &g_prof[i % 4];
+        pd_err err;
+        if (pd_storage_append(w->s, &ls, g_now - 3600000 + i * 1000, t->body, t->len, &t->p,
+                              &err) != 0) {
+            fprintf(stderr, "writer %d: %s\n", w->id, err.msg);
+            w->fails++;
+        }
+    }
+    pd_labels_release(&ls);
+    return NULL;
+}
+
+typedef struct sum_ctx {
+    int64_t sums[8];
+    size_t n_types, parts, profiles;
+} sum_ctx;
+
+static int sum_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
+{
+    (void)err;
+    sum_ctx *c = ctx;
+    c->parts++;
+    c->profiles += part->n_profiles;
+    c->n_types = p->n_sample_type;
+    int64_t t[8] = {0};
+    pd_profile_totals(p, t);
+    for (size_t i = 0; i < p->n_sample_type && i < 8; i++)
+        c->sums[i] += t[i];
+    return 0;
+}
+
+static void test_backend(void **state)
+{
+    (void)state;
+    need_server();
+    g_now = 1795710738924; /* 2026-11-26 */
+    pd_storage *s = open_store("unit");
+    pd_err err;
+
+    /* 8 writers at once: 80 profiles, batched, all acknowledged */
+    pthread_t th[8];
+    writer_arg wa[8];
+    for (int i = 0; i < 8; i++) {
+        wa[i] = (writer_arg){s, i, 0};
+        pthread_create(&th[i], NULL, writer, &wa[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(wa[i].fails, 0);
+    }
+    /* a label value that needs escaping; an old day (for retention) */
+    pd_labels odd, old;
+    labels(&odd, "cpu", "it's a \\ \"quoted\" ünï", "x'); DROP TABLE samples; --");
+    labels(&old, "cpu", "old", NULL);
+    PD_ASSERT_OK(
+        pd_storage_append(s, &odd, g_now - 1000, g_prof[4].body, g_prof[4].len, &g_prof[4].p, &err),
+        &err);
+    PD_ASSERT_OK(pd_storage_append(s, &old, g_now - 2 * DAY - 5000, g_prof[5].body, g_prof[5].len,
+                                   &g_prof[5].p, &err),
+                 &err);
+    /* the same series and time again: refused */
+    PD_ASSERT_RC(
+        pd_storage_append(s, &odd, g_now - 1000, g_prof[4].body, g_prof[4].len, &g_prof[4].p, &err),
+        PD_EEXIST, &err);
+    /* out of the accepted window */
+    PD_ASSERT_RC(pd_storage_append(s, &odd, g_now - 4 * DAY, g_prof[4].body, g_prof[4].len,
+                                   &g_prof[4].p, &err),
+                 PD_EOUTOFBOUNDS, &err);
+    PD_ASSERT_RC(
+        pd_storage_append(s, &odd, g_now + DAY, g_prof[4].body, g_prof[4].len, &g_prof[4].p, &err),
+        PD_EOUTOFBOUNDS, &err);
+
+    /* select: every matcher type */
+    pd_matcher m[2];
+    pd_series_set set;
+    PD_ASSERT_OK(pd_matcher_init(&m[0], PD_MATCH_EQ, "__name__", "heap", &err), &err);
+    PD_ASSERT_OK(pd_storage_select(s, m, 1, INT64_MIN, INT64_MAX, &set, &err), &err);
+    assert_int_equal(set.n, 8);
+    for (size_t i = 0; i < set.n; i++)
+        assert_int_equal(set.v[i].n_profiles, 10);
+    assert_string_equal(pd_labels_get(&set.v[0].labels, "instance"), "w0");
+    uint64_t w0 = set.v[0].ref;
+    pd_series_set_release(&set);
+    PD_ASSERT_OK(pd_matcher_init(&m[1], PD_MATCH_RE, "instance", "w[0-3]", &err), &err);
+    PD_ASSERT_OK(pd_storage_select(s, m, 2, INT64_MIN, INT64_MAX, &set, &err), &err);
+    assert_int_equal(set.n, 4);
+    pd_series_set_release(&set);
+    pd_matcher_release(&m[1]);
+    PD_ASSERT_OK(pd_matcher_init(&m[1], PD_MATCH_NRE, "instance", "w[0-3]", &err), &err);
+    PD_ASSERT_OK(pd_storage_select(s, m, 2, INT64_MIN, INT64_MAX, &set, &err), &err);
+    assert_int_equal(set.n, 4);
+    pd_series_set_release(&set);
+    pd_matcher_release(&m[1]);
+    pd_matcher_release(&m[0]);
+    PD_ASSERT_OK(pd_matcher_init(&m[0], PD_MATCH_EQ, "instance", "it's a \\ \"quoted\" ünï", &err),
+                 &err);
+    PD_ASSERT_OK(pd_matcher_init(&m[1], PD_MATCH_NEQ, "note", "", &err), &err);
+    PD_ASSERT_OK(pd_storage_select(s, m, 2, INT64_MIN, INT64_MAX, &set, &err), &err);
+    assert_int_equal(set.n, 1);
+    assert_string_equal(pd_labels_get(&set.v[0].labels, "note"), "x'); DROP TABLE samples; --");
+    uint64_t odd_ref = set.v[0].ref;
+    pd_series_set_release(&set);
+    pd_matcher_release(&m[0]);
+    pd_matcher_release(&m[1]);
+    /* a time range selects by the profiles in it */
+    PD_ASSERT_OK(pd_storage_select(s, NULL, 0, g_now - 10000, g_now, &set, &err), &err);
+    assert_int_equal(set.n, 1);
+    pd_series_set_release(&set);
+
+    /* points: the totals of the originals */
+    pd_points pts;
+    PD_ASSERT_OK(pd_storage_read_points(s, w0, INT64_MIN, INT64_MAX, &pts, &err), &err);
+    assert_int_equal(pts.n, 10);
+    for (size_t i = 0; i < pts.n; i++) {
+        const pd_profile *p = &g_prof[i % 4].p;
+        int64_t t[8];
+        pd_profile_totals(p, t);
+        assert_int_equal(pts.v[i].ts_ms, g_now - 3600000 + (int64_t)i * 1000);
+        assert_int_equal(pts.v[i].n_types, p->n_sample_type);
+        for (size_t k = 0; k < p->n_sample_type; k++) {
+            assert_int_equal(pts.v[i].totals[k], t[k]);
+            assert_string_equal(pts.v[i].types[k].type, pd_profile_str(p, p->sample_type[k].type));
+        }
+    }
+    pd_points_release(&pts);
+    PD_ASSERT_RC(pd_storage_read_points(s, 12345, INT64_MIN, INT64_MAX, &pts, &err), PD_ENOTFOUND,
+                 &err);
+
+    /* a profile: the bytes pushed */
+    pd_profile q;
+    pd_buf raw;
+    pd_buf_init(&raw, 0);
+    PD_ASSERT_OK(pd_storage_read_profile(s, odd_ref, g_now - 1000, &q, &raw, &err), &err);
+    assert_int_equal(raw.len, g_prof[4].len);
+    assert_memory_equal(raw.data, g_prof[4].body, raw.len);
+    pd_err why;
+    assert_true(pd_profile_equal(&q, &g_prof[4].p, &why));
+    pd_profile_release(&q);
+    pd_buf_release(&raw);
+    PD_ASSERT_RC(pd_storage_read_profile(s, odd_ref, g_now - 999, &q, NULL, &err), PD_ENOTFOUND,
+                 &err);
+
+    /* aggregate: one group of the 8 heap series sums to their totals */
+    PD_ASSERT_OK(pd_matcher_init(&m[0], PD_MATCH_EQ, "__name__", "heap", &err), &err);
+    PD_ASSERT_OK(pd_storage_select(s, m, 1, INT64_MIN, INT64_MAX, &set, &err), &err);
+    pd_matcher_release(&m[0]);
+    uint64_t refs[8];
+    uint32_t group[8] = {0};
+    for (size_t i = 0; i < 8; i++)
+        refs[i] = set.v[i].ref;
+    pd_series_set_release(&set);
+    sum_ctx sc;
+    memset(&sc, 0, sizeof sc);
+    size_t n_series = 0;
+    PD_ASSERT_OK(pd_storage_aggregate(s, refs, group, 8, INT64_MIN, INT64_MAX, sum_part, NULL, &sc,
+                                      &n_series, &err),
+                 &err);
+    assert_int_equal(n_series, 8);
+    assert_int_equal(sc.parts, 1);
+    assert_int_equal(sc.profiles, 80);
+    int64_t want[8] = {0};
+    for (int i = 0; i < 10; i++) {
+        int64_t t[8];
+        pd_profile_totals(&g_prof[i % 4].p, t);
+        for (size_t k = 0; k < g_prof[0].p.n_sample_type; k++)
+            want[k] += 8 * t[k];
+    }
+    for (size_t k = 0; k < sc.n_types; k++)
+        assert_int_equal(sc.sums[k], want[k]);
+    /* each ref alone: 8 parts */
+    memset(&sc, 0, sizeof sc);
+    PD_ASSERT_OK(pd_storage_aggregate(s, refs, NULL, 8, INT64_MIN, INT64_MAX, sum_part, NULL, &sc,
+                                      NULL, &err),
+                 &err);
+    assert_int_equal(sc.parts, 8);
+
+    /* stacks gone (a damaged or truncated table): the merge leaves them out
+       and says so in the request's warnings, never a crash */
+    {
+        const char *urls[] = {g_url};
+        pd_storage_options o = ch_opts(urls, 1, "unit");
+        pd_ch *c;
+        PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
+        PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks", NULL, 0, NULL, NULL, NULL, &err),
+                     &err);
+        pd__ch_close(c);
+        pd_storage_warnings w;
+        pd_storage_warnings_begin(&w);
+        memset(&sc, 0, sizeof sc);
+        PD_ASSERT_OK(pd_storage_aggregate(s, refs, group, 8, INT64_MIN, INT64_MAX, sum_part, NULL,
+                                          &sc, NULL, &err),
+                     &err);
+        pd_storage_warnings_end();
+        assert_true(w.n > 0);
+        assert_non_null(strstr(w.v[0], "missing from table stacks"));
+        for (size_t k = 0; k < sc.n_types; k++)
+            assert_int_equal(sc.sums[k], 0);
+        pd_storage_warnings_release(&w);
+        /* and the store writes the stacks of its next appends again: a new
+           series with the same profile merges whole */
+        pd_labels again;
+        labels(&again, "heap", "again", NULL);
+        PD_ASSERT_OK(pd_storage_append(s, &again, g_now - 500, g_prof[0].body, g_prof[0].len,
+                                       &g_prof[0].p, &err),
+                     &err);
+        pd_matcher ma;
+        PD_ASSERT_OK(pd_matcher_init(&ma, PD_MATCH_EQ, "instance", "again", &err), &err);
+        PD_ASSERT_OK(pd_storage_select(s, &ma, 1, INT64_MIN, INT64_MAX, &set, &err), &err);
+        pd_matcher_release(&ma);
+        assert_int_equal(set.n, 1);
+        uint64_t ra = set.v[0].ref;
+        pd_series_set_release(&set);
+        memset(&sc, 0, sizeof sc);
+        pd_storage_warnings_begin(&w);
+        PD_ASSERT_OK(pd_storage_aggregate(s, &ra, NULL, 1, INT64_MIN, INT64_MAX, sum_part, NULL,
+                                          &sc, NULL, &err),
+                     &err);
+        pd_storage_warnings_end();
+        assert_int_equal(w.n, 0);
+        pd_storage_warnings_release(&w);
+        int64_t t0[8];
+        pd_profile_totals(&g_prof[0].p, t0);
+        for (size_t k = 0; k < sc.n_types; k++)
+            assert_int_equal(sc.sums[k], t0[k]);
+        pd_labels_release(&again);
+    }
+
+    /* stats */
+    pd_storage_stats st;
+    pd_storage_stats_get(s, &st);
+    assert_int_equal(st.n_profiles, 83);
+    assert_int_equal(st.n_series, 11);
+    assert_true(st.bytes_on_disk > 0);
+
+    /* retention: 2 days later the old day's partitions go, the rest stays */
+    __atomic_store_n(&g_now, g_now + 2 * DAY, __ATOMIC_RELAXED);
+    PD_ASSERT_OK(pd_storage_maintain(s, &err), &err);
+    PD_ASSERT_OK(pd_storage_select(s, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
+    assert_int_equal(set.n, 10);
+    for (size_t i = 0; i < set.n; i++)
+        assert_string_not_equal(pd_labels_get(&set.v[i].labels, "instance"), "old");
+    pd_series_set_release(&set);
+
+    pd_labels_release(&odd);
+    pd_labels_release(&old);
+    pd_storage_close(s);
+}
+
+static void test_schema_newer_refused_and_dead_url(void **state)
+{
+    (void)state;
+    need_server();
+    pd_storage *s = open_store("newer");
+    pd_storage_close(s);
+    /* a newer profd wrote version 99 */
+    const char *urls[] = {g_url};
+    pd_storage_options o = ch_opts(urls, 1, "newer");
+    pd_ch *c;
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
+    PD_ASSERT_OK(pd__ch_exec(c, "INSERT INTO schema_version VALUES (99, 0)", NULL, 0, NULL, NULL,
+                             NULL, &err),
+                 &err);
+    pd__ch_close(c);
+    PD_ASSERT_RC(pd_storage_open(&o, &s, &err), PD_ECORRUPT, &err);
+    assert_non_null(strstr(err.msg, "99"));
+
+    /* a URL nobody listens on: -EIO naming it */
+    char dead[64];
+    snprintf(dead, sizeof dead, "http://127.0.0.1:%d", free_port());
+    const char *d1[] = {dead};
+    o = ch_opts(d1, 1, "unit");
+    PD_ASSERT_RC(pd_storage_open(&o, &s, &err), -EIO, &err);
+    assert_non_null(strstr(err.msg, dead));
+    /* failover: the dead URL first, the live one second */
+    const char *d2[] = {dead, g_url};
+    o = ch_opts(d2, 2, "unit");
+    PD_ASSERT_OK(pd_storage_open(&o, &s, &err), &err);
+    pd_labels ls;
+    labels(&ls, "heap", "failover", NULL);
+    g_now = 1795710738924;
+    PD_ASSERT_OK(
+        pd_storage_append(s, &ls, g_now, g_prof[0].body, g_prof[0].len, &g_prof[0].p, &err), &err);
+    pd_labels_release(&ls);
+    pd_storage_close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stack_roundtrip_real_profiles),
+        cmocka_unit_test(test_stack_blob_damage),
+        cmocka_unit_test(test_sql_literals),
+        cmocka_unit_test(test_backend),
+        cmocka_unit_test(test_schema_newer_refused_and_dead_url),
+    };
+    int rc = load_all(NULL);
+    if (rc == 0)
+        rc = start_server(NULL);
+    if (rc != 0)
+        return 1;
+    rc = cmocka_run_group_tests(tests, NULL, stop_server);
+    return rc;
+}
