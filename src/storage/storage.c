@@ -6,8 +6,15 @@
  * their storage.h functions to pd__tsdb_*; the ClickHouse backend's are
  * pd__ch_* (clickhouse/clickhouse.h). A pd_storage is a tag and the
  * backend's own handle.
+ *
+ * The deltas of cumulative profiles (pd_storage_aggregate_delta,
+ * pd_storage_read_point_before) are the TSDB's own; for ClickHouse they are
+ * made here from its primitives with the same rule (storage.h): the
+ * weights of each series from its points (the last profile of each
+ * lifetime +1, the baseline -1), each weighted profile aggregated alone.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "storage/storage.h"
 #include "storage/clickhouse/clickhouse.h"
@@ -29,6 +36,12 @@ int pd__tsdb_aggregate(pd__tsdb_storage *s, const uint64_t *refs, const uint32_t
                        int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
                        int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
                        pd_err *err);
+int pd__tsdb_aggregate_delta(pd__tsdb_storage *s, const uint64_t *refs, const uint32_t *group,
+                             const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                             pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                             void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err);
+int pd__tsdb_read_point_before(pd__tsdb_storage *s, uint64_t ref, int64_t t, pd_points *out,
+                               pd_err *err);
 int pd__tsdb_maintain(pd__tsdb_storage *s, pd_err *err);
 int pd__tsdb_check_time_store(pd__tsdb_storage *s, int64_t ts_ms, pd_err *err);
 void pd__tsdb_stats_get(pd__tsdb_storage *s, pd_storage_stats *out);
@@ -134,4 +147,127 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
         pd__ch_stats_get(s->ch, out);
     else
         pd__tsdb_stats_get(s->tsdb, out);
+}
+
+int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_points *out,
+                                 pd_err *err)
+{
+    if (!s->ch)
+        return pd__tsdb_read_point_before(s->tsdb, ref, t, out, err);
+    memset(out, 0, sizeof *out);
+    if (t == INT64_MIN)
+        return 0;
+    pd_points pts;
+    int rc = pd__ch_read_points(s->ch, ref, INT64_MIN, t - 1, &pts, err);
+    if (rc < 0)
+        return rc;
+    if (pts.n <= 1) {
+        *out = pts;
+        return 0;
+    }
+    int64_t last = pts.v[pts.n - 1].ts_ms; /* read again alone */
+    pd_points_release(&pts);
+    return pd__ch_read_points(s->ch, ref, last, last, out, err);
+}
+
+/* A weighted profile of one series handed on as a part of refs[i]. */
+typedef struct delta_call {
+    pd_storage_agg_fn fn;
+    void *ctx;
+    size_t i;
+    int64_t w;
+} delta_call;
+
+static int delta_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
+{
+    delta_call *c = ctx;
+    pd_storage_agg_part pt = *part;
+    pt.series = c->i;
+    if (c->w != 1) {
+        /* the backend built p for this call alone and releases it after:
+           scaled in place (values wrap as sums do) */
+        pd_profile *q = (pd_profile *)(uintptr_t)p;
+        for (size_t k = 0; k < q->n_sample; k++)
+            for (size_t v = 0; v < q->sample[k].n_value; v++)
+                q->sample[k].value[v] = (int64_t)((uint64_t)q->sample[k].value[v] * (uint64_t)c->w);
+    }
+    return c->fn(c->ctx, &pt, p, err);
+}
+
+int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
+                               const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                               size_t *n_series, size_t *n_deltas, pd_err *err)
+{
+    if (!s->ch)
+        return pd__tsdb_aggregate_delta(s->tsdb, refs, group, cum_mask, n, mint, maxt, fn, poll,
+                                        ctx, n_series, n_deltas, err);
+    pd_err_clear(err);
+    if (n_deltas)
+        *n_deltas = 0;
+    if (n_series)
+        *n_series = 0;
+    size_t nd = 0, ns = 0;
+    int rc = 0;
+    /* the series summed as they are, in one call */
+    uint64_t *plain = malloc((n ? n : 1) * sizeof *plain);
+    uint32_t *pgroup = malloc((n ? n : 1) * sizeof *pgroup);
+    if (!plain || !pgroup) {
+        free(plain);
+        free(pgroup);
+        return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+    }
+    size_t np = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!cum_mask || !cum_mask[i]) {
+            plain[np] = refs[i];
+            pgroup[np++] = group ? group[i] : (uint32_t)i;
+        }
+    if (np) {
+        size_t k = 0;
+        rc = pd__ch_aggregate(s->ch, plain, pgroup, np, mint, maxt, fn, poll, ctx, &k, err);
+        ns += k;
+    }
+    free(plain);
+    free(pgroup);
+    /* each cumulative series: its weighted profiles (storage.h's rule) */
+    for (size_t i = 0; i < n && rc >= 0 && cum_mask; i++) {
+        if (!cum_mask[i] || mint > maxt)
+            continue;
+        pd_points prev = {0}, pts = {0};
+        rc = pd_storage_read_point_before(s, refs[i], mint, &prev, err);
+        if (rc >= 0)
+            rc = pd__ch_read_points(s->ch, refs[i], mint, maxt, &pts, err);
+        if (rc == PD_ENOTFOUND) { /* gone since selected: adds nothing */
+            pd_err_clear(err);
+            rc = 0;
+        }
+        size_t m = prev.n + pts.n;
+        if (rc >= 0 && pts.n) {
+            nd += m - 1;
+            ns++;
+        }
+        int acc = -1;
+        for (size_t k = 0; rc >= 0 && pts.n && m >= 2 && k < m; k++) {
+            const pd_point *p = k < prev.n ? &prev.v[0] : &pts.v[k - prev.n];
+            const pd_point *nx =
+                k + 1 < m ? (k + 1 < prev.n ? &prev.v[0] : &pts.v[k + 1 - prev.n]) : NULL;
+            if (!nx || pd_point_is_reset(p, nx, cum_mask[i]))
+                acc++;
+            if (acc) {
+                delta_call c = {fn, ctx, i, acc};
+                uint64_t one = refs[i];
+                rc = pd__ch_aggregate(s->ch, &one, NULL, 1, p->ts_ms, p->ts_ms, delta_part, poll,
+                                      &c, NULL, err);
+            }
+            acc = 0;
+        }
+        pd_points_release(&prev);
+        pd_points_release(&pts);
+    }
+    if (n_deltas)
+        *n_deltas = nd;
+    if (n_series)
+        *n_series = ns;
+    return rc;
 }

@@ -22,6 +22,8 @@
 #define pd_storage_read_points pd__tsdb_read_points
 #define pd_storage_read_profile pd__tsdb_read_profile
 #define pd_storage_aggregate pd__tsdb_aggregate
+#define pd_storage_aggregate_delta pd__tsdb_aggregate_delta
+#define pd_storage_read_point_before pd__tsdb_read_point_before
 #define pd_storage_maintain pd__tsdb_maintain
 #define pd_storage_check_time pd__tsdb_check_time_store
 #define pd_storage_stats_get pd__tsdb_stats_get

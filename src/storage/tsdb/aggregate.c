@@ -212,8 +212,15 @@ static int agg_add(void *ctx, const pd_dprof *d)
 static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
 {
     int rc;
-    if (a->part.n_profiles && !same_header(a, d) && (rc = agg_flush(a)) < 0)
-        return rc;
+    if (a->part.n_profiles && !same_header(a, d)) {
+        if ((rc = agg_flush(a)) < 0)
+            return rc;
+        /* the new part starts with the series whose profile differs (the
+           caller's merger names it when it refuses the mismatch) */
+        a->part.series = a->cur_i;
+        a->part.n_series = 1;
+        a->last_i = a->cur_i + 1;
+    }
     size_t nt = d->n_types;
     if (!a->part.n_profiles) {
         a->h = *d;

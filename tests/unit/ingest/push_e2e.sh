@@ -42,7 +42,7 @@ cleanup() {
 trap cleanup EXIT
 
 cc -O0 -g -fno-omit-frame-pointer -o "$T/hot" "$SRC/perf_hot.c" || fail "cannot build perf_hot.c"
-if ! perf record -q -e cpu-clock -F 999 -g -o "$T/hot.data" -- "$T/hot" 20 >/dev/null 2>"$T/perf.err"; then
+if ! perf record -q -e cpu-clock -F 999 -g -o "$T/hot.data" -- "$T/hot" 80 >/dev/null 2>"$T/perf.err"; then
     cat "$T/perf.err"; echo "skip: perf record does not work here"; exit 77
 fi
 perf record -q -e cpu-clock -F 999 -g -o "$T/ls.data" -- \
