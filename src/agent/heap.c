@@ -220,12 +220,14 @@ static void stack_bounds(void)
 
 /* The countdown of this thread passed zero: draws the next distance and,
  * when this allocation of n bytes (aligned to align, 0: malloc's) is
- * sampled, records its stack (unwound from frame fp; ret is the caller's
- * return address when no frame can be walked) and serves it from the
- * region (*zeroed: whether it reads as zero). NULL: not sampled, or no room
- * (counted); the caller serves it from glibc. */
+ * sampled, records its stack and serves it from the region (*zeroed:
+ * whether it reads as zero). The stack: when leaf is non-zero, leaf, then
+ * the frames from fp (the caller's frame: a frameless interposer);
+ * else the frames from fp (the interposer's own frame), or ret - 1 (ret:
+ * its return address) when none can be walked. NULL: not sampled, or no
+ * room (counted); the caller serves it from glibc. */
 __attribute__((noinline)) static void *take_sample(size_t n, size_t align, bool *zeroed,
-                                                   uintptr_t fp, uintptr_t ret)
+                                                   uintptr_t fp, uintptr_t ret, uintptr_t leaf)
 {
     uint64_t rate = atomic_load_explicit(&g_rate, memory_order_relaxed);
     void *p = NULL;
@@ -242,7 +244,7 @@ __attribute__((noinline)) static void *take_sample(size_t n, size_t align, bool 
         stack_bounds();
     uintptr_t pcs[PD__AGENT_MAX_DEPTH];
     uintptr_t lo = fp > t_stack_lo ? fp : t_stack_lo;
-    uint32_t depth = pd__agent_unwind(0, fp, lo, t_stack_hi, pcs, PD__AGENT_MAX_DEPTH);
+    uint32_t depth = pd__agent_unwind(leaf, fp, lo, t_stack_hi, pcs, PD__AGENT_MAX_DEPTH);
     if (depth == 0) {
         pcs[0] = ret - 1;
         depth = 1;
@@ -280,13 +282,14 @@ __attribute__((noinline)) static void free_sampled(void *p)
         pd__agent_region_free(p, cls);
 }
 
-/* malloc's slow path, when the thread's countdown passed zero. Reached by
- * a tail jump from malloc, so its frame's return address is malloc's
- * caller (the unwind starts there). */
-__attribute__((noinline)) static void *malloc_slow(size_t n)
+/* malloc's slow path, when the thread's countdown passed zero. On x86-64
+ * malloc (frameless) hands over its caller's frame pointer and its return
+ * address; elsewhere this is reached by a tail call from malloc, so its own
+ * frame's return address is malloc's caller. */
+__attribute__((noinline)) static void *malloc_slow(size_t n, uintptr_t fp, uintptr_t ret)
 {
     bool z;
-    void *p = take_sample(n, 0, &z, FP(), RET());
+    void *p = fp ? take_sample(n, 0, &z, fp, ret, ret - 1) : take_sample(n, 0, &z, FP(), RET(), 0);
     return p ? p : __libc_malloc(n);
 }
 
@@ -295,7 +298,13 @@ __attribute__((optimize("omit-frame-pointer"))) void *malloc(size_t n)
 {
     if (__builtin_expect(!countdown(n), 1))
         return __libc_malloc(n);
-    return malloc_slow(n);
+#if defined(__x86_64__)
+    uintptr_t fp; /* malloc has no frame: %rbp is still its caller's */
+    __asm__("movq %%rbp, %0" : "=r"(fp));
+    return malloc_slow(n, fp, RET());
+#else
+    return malloc_slow(n, 0, 0);
+#endif
 }
 
 /* free of a pointer below the region's end: NULL, a non-PIE program's
@@ -322,7 +331,7 @@ void *calloc(size_t n, size_t size)
     if (__builtin_mul_overflow(n, size, &total) || __builtin_expect(!countdown(total), 1))
         return __libc_calloc(n, size); /* glibc answers the overflow (ENOMEM) */
     bool z = false;
-    void *p = take_sample(total, 0, &z, FP(), RET());
+    void *p = take_sample(total, 0, &z, FP(), RET(), 0);
     if (!p)
         return __libc_calloc(n, size);
     if (!z)
@@ -348,7 +357,7 @@ __attribute__((noinline)) static void *realloc_sampled(void *old, size_t n, uint
     void *p = NULL;
     bool z;
     if (countdown(n))
-        p = take_sample(n, 0, &z, fp, ret);
+        p = take_sample(n, 0, &z, fp, ret, 0);
     if (!p && !(p = __libc_malloc(n)))
         return NULL; /* old stays */
     memcpy(p, old, have < n ? have : n);
@@ -364,7 +373,7 @@ void *realloc(void *old, size_t n)
         if (__builtin_expect(!countdown(n), 1))
             return __libc_realloc(old, n);
         bool z;
-        void *p = take_sample(n, 0, &z, FP(), RET());
+        void *p = take_sample(n, 0, &z, FP(), RET(), 0);
         if (!p)
             return __libc_realloc(old, n);
         if (old) { /* sampled: the block moves into the region */
@@ -396,7 +405,7 @@ static inline __attribute__((always_inline)) void *aligned(size_t align, size_t 
     if (__builtin_expect(!countdown(n), 1))
         return __libc_memalign(align, n);
     bool z;
-    void *p = take_sample(n, align, &z, fp, ret);
+    void *p = take_sample(n, align, &z, fp, ret, 0);
     return p ? p : __libc_memalign(align, n);
 }
 
