@@ -19,12 +19,17 @@
  * symbols of the executable's own functions: dladdr reads the dynamic
  * symbol table only).
  *
- * Heap: malloc, free, calloc, realloc, posix_memalign, aligned_alloc,
- * memalign and valloc are interposed (the definitions live in the static
- * library and in the shared one: link or LD_PRELOAD). One allocation per
- * 512 KiB on average is sampled (Poisson, as tcmalloc and Go); the profile
- * is Go's heap shape: alloc_objects, alloc_space, inuse_objects,
- * inuse_space, values unsampled as Go does. Under AddressSanitizer (which
+ * Heap: malloc, free, calloc, realloc, reallocarray, posix_memalign,
+ * aligned_alloc, memalign, valloc, pvalloc and malloc_usable_size are
+ * interposed (the definitions live in the static library and in the shared
+ * one: link or LD_PRELOAD). One allocation per 512 KiB on average is
+ * sampled (Poisson, as tcmalloc and Go); the profile is Go's heap shape:
+ * alloc_objects, alloc_space, inuse_objects, inuse_space, values unsampled
+ * as Go does. Sampled blocks are served from the agent's own reserved
+ * address range (64 GiB of address space, at 16 TiB when free; a sampled
+ * block takes at least a 4 KiB page, and malloc_usable_size gives its
+ * power-of-two size), the others by glibc untouched: free() tells them
+ * apart with one compare. A sampled realloc moves the block. Under AddressSanitizer (which
  * owns malloc) the interposers are not compiled: pd_agent_heap_enabled()
  * is false and the heap profile has no samples and says why in a comment.
  *
