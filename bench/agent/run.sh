@@ -87,3 +87,7 @@ pa=$(PRELOAD="$LIB" ir "$tmp/pa" perl "$PL" $pn 2)
 pl=$(fn_ir "$tmp/pa" free_low)
 awk -v o="$po" -v a="$pa" -v l="$pl" -v n=$pn 'BEGIN{
     printf "perl-heap-512KiB instructions (cachegrind Ir, perl %s %d 2): off %d, on %d: %+.2f %% under valgrind; without free_low (native PIE path) %+.2f %%\n", "'"$PL"'", n, o, a, (a/o-1)*100, ((a-l)/o-1)*100}'
+# The fixed cost of loading the shared agent into a process (its libraries'
+# relocation and constructors), with nothing to do: /bin/true.
+so=$(ir "$tmp/so" /bin/true); sa=$(PRELOAD="$LIB" ir "$tmp/sa" /bin/true)
+echo "start-up instructions (cachegrind Ir, /bin/true): plain $so, with $LIB preloaded $sa (+$((sa - so)))"
