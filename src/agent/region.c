@@ -13,10 +13,10 @@
  * and below glibc's mmap'd chunks and arenas (0x7f…), so free()'s first
  * test is a single compare with the range's end (a non-PIE program's heap
  * lies below too: its frees take a second compare). PROT_NONE above a
- * read-write frontier that grows in 4 MiB steps: the reservation does not
- * count as committed memory (vm.overcommit_memory=2 included), only the
- * range below the frontier does (its high-water mark; pages untouched or
- * given back take no RAM). Blocks are power-of-two runs of pages, class
+ * read-write frontier that grows in 4 MiB steps. Committed memory: none
+ * under vm.overcommit_memory 0 and 1 (MAP_NORESERVE: mprotect does not
+ * charge it either); under 2 the range below the frontier, its high-water
+ * mark. Pages untouched or given back take no RAM. Blocks are power-of-two runs of pages, class
  * c = 4 KiB << c bytes, aligned to their size. Free blocks of a class are a
  * LIFO list linked through their first word; new blocks come from a bump
  * offset, and the gap that aligning it leaves is cut into aligned runs for
