@@ -107,7 +107,11 @@ typedef struct pd_agent_server pd_agent_server;
  * IPv4 address, e.g. "127.0.0.1"; port 0 picks a free one) with
  * libmicrohttpd, one thread per connection. Bad parameters get a 400
  * naming the parameter; a second concurrent CPU profile a 500 as Go.
- * *out is NULL on failure. 0, PD_EINVAL (host), PD_ENOMEM, -errno (bind). */
+ * The shared library (libprofd-agent.so) loads libmicrohttpd.so.12 with
+ * dlopen on the first call, so that a process it is preloaded into and
+ * that does not serve never loads it (nor GnuTLS behind it).
+ * *out is NULL on failure. 0, PD_EINVAL (host), PD_ENOMEM, -errno (bind),
+ * -ENOENT when libmicrohttpd cannot be loaded (the message names it). */
 int pd_agent_serve(const char *host, uint16_t port, pd_agent_server **out /* OUT */,
                    pd_err *err);
 
