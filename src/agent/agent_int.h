@@ -86,4 +86,53 @@ int pd__agent_export_pprof(const pd__agent_export *e, pd_buf *out, pd_err *err);
 void pd__agent_enter(void);
 void pd__agent_leave(void);
 
+/* Heap sampling is compiled out where a sanitizer owns malloc. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PD_AGENT_NO_HEAP 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define PD_AGENT_NO_HEAP 1
+#endif
+#endif
+
+#define PD__AGENT_HIDDEN __attribute__((visibility("hidden")))
+
+/* Region (region.c): the reserved address range [lo, hi) sampled heap
+ * blocks are served from. free() tests p < pd__agent_region_hi first (one
+ * compare: the range sits below the program's heap when it can), then
+ * p >= pd__agent_region_lo. Both are read with plain loads (so that they
+ * fold into the compares): each is stored once, atomically, lo first,
+ * before any block of the range exists, and they start as hi 0 and lo the
+ * top, so any pair a racing reader sees is false for a pointer not from the
+ * range. Blocks are 4 KiB << class bytes, aligned to their size. */
+extern PD__AGENT_HIDDEN uintptr_t pd__agent_region_lo;
+extern PD__AGENT_HIDDEN uintptr_t pd__agent_region_hi;
+
+/* Reserves the range (once; concurrent callers get -1 until it is ready).
+ * 0, or -1 when it is not there (every mmap size refused). */
+PD__AGENT_HIDDEN int pd__agent_region_init(void);
+
+/* A block of at least n bytes aligned to align (a power of two, or 0),
+ * *cls set to its class and *zeroed to whether all of it reads as zero;
+ * NULL when the range is not ready, n or align exceeds it, or it is used
+ * up (counted by pd__agent_region_exhausted). Takes a spin lock: not
+ * async-signal-safe. */
+PD__AGENT_HIDDEN void *pd__agent_region_alloc(size_t n, size_t align, unsigned *cls,
+                                              bool *zeroed);
+
+/* Gives back block p of class cls (as returned by pd__agent_region_alloc;
+ * the caller knows the class: heap.c's live table). */
+PD__AGENT_HIDDEN void pd__agent_region_free(void *p, unsigned cls);
+
+/* Bytes of a block of class cls (its usable size). */
+PD__AGENT_HIDDEN size_t pd__agent_region_class_size(unsigned cls);
+
+/* True when p is a block of the region (a sampled allocation); false
+ * where heap sampling is compiled out. For tests. */
+bool pd__agent_region_owns(const void *p);
+
+/* Sampled allocations served by glibc because the range was used up. */
+PD__AGENT_HIDDEN uint64_t pd__agent_region_exhausted(void);
+
 #endif

@@ -19,12 +19,17 @@
  * symbols of the executable's own functions: dladdr reads the dynamic
  * symbol table only).
  *
- * Heap: malloc, free, calloc, realloc, posix_memalign, aligned_alloc,
- * memalign and valloc are interposed (the definitions live in the static
- * library and in the shared one: link or LD_PRELOAD). One allocation per
- * 512 KiB on average is sampled (Poisson, as tcmalloc and Go); the profile
- * is Go's heap shape: alloc_objects, alloc_space, inuse_objects,
- * inuse_space, values unsampled as Go does. Under AddressSanitizer (which
+ * Heap: malloc, free, calloc, realloc, reallocarray, posix_memalign,
+ * aligned_alloc, memalign, valloc, pvalloc and malloc_usable_size are
+ * interposed (the definitions live in the static library and in the shared
+ * one: link or LD_PRELOAD). One allocation per 512 KiB on average is
+ * sampled (Poisson, as tcmalloc and Go); the profile is Go's heap shape:
+ * alloc_objects, alloc_space, inuse_objects, inuse_space, values unsampled
+ * as Go does. Sampled blocks are served from the agent's own reserved
+ * address range (64 GiB of address space, at 16 TiB when free; a sampled
+ * block takes at least a 4 KiB page, and malloc_usable_size gives its
+ * power-of-two size), the others by glibc untouched: free() tells them
+ * apart with one compare. A sampled realloc moves the block. Under AddressSanitizer (which
  * owns malloc) the interposers are not compiled: pd_agent_heap_enabled()
  * is false and the heap profile has no samples and says why in a comment.
  *
@@ -102,7 +107,11 @@ typedef struct pd_agent_server pd_agent_server;
  * IPv4 address, e.g. "127.0.0.1"; port 0 picks a free one) with
  * libmicrohttpd, one thread per connection. Bad parameters get a 400
  * naming the parameter; a second concurrent CPU profile a 500 as Go.
- * *out is NULL on failure. 0, PD_EINVAL (host), PD_ENOMEM, -errno (bind). */
+ * The shared library (libprofd-agent.so) loads libmicrohttpd.so.12 with
+ * dlopen on the first call, so that a process it is preloaded into and
+ * that does not serve never loads it (nor GnuTLS behind it).
+ * *out is NULL on failure. 0, PD_EINVAL (host), PD_ENOMEM, -errno (bind),
+ * -ENOENT when libmicrohttpd cannot be loaded (the message names it). */
 int pd_agent_serve(const char *host, uint16_t port, pd_agent_server **out /* OUT */,
                    pd_err *err);
 

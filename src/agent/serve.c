@@ -2,8 +2,14 @@
  * agent/serve.c — a tiny net/http/pprof on libmicrohttpd: GET
  * /debug/pprof/profile?seconds=N, /debug/pprof/heap, /debug/pprof/allocs
  * (see profd_agent.h), plus the environment hooks read at load time.
+ *
+ * The shared library (PD_AGENT_DLOPEN_MHD) loads libmicrohttpd only when
+ * it first serves: linked, it and GnuTLS behind it were relocated in every
+ * process the agent is preloaded into, 3.7 M instructions (~2 ms of CPU)
+ * per start whether it serves or not (bench/agent/RESULTS.md).
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
@@ -28,6 +34,61 @@ void pd_agent_get_stats(pd_agent_stats *st)
     st->heap_dropped = pd__agent_heap_dropped();
     st->threads_profiled = pd__agent_cpu_threads();
 }
+
+#ifdef PD_AGENT_DLOPEN_MHD
+/* The libmicrohttpd functions used here, resolved by load_mhd(). */
+#define MHD_FUNCS(X)                                                                   \
+    X(MHD_create_response_from_buffer) X(MHD_add_response_header) X(MHD_queue_response) \
+    X(MHD_destroy_response) X(MHD_lookup_connection_value) X(MHD_start_daemon)         \
+    X(MHD_get_daemon_info) X(MHD_stop_daemon)
+#define MHD_SONAME "libmicrohttpd.so.12" /* Debian's libmicrohttpd12, since 0.9.3x */
+#define DECL(f) static __typeof__(&f) p_##f;
+MHD_FUNCS(DECL)
+#undef DECL
+static char g_mhd_error[256];
+
+static void load_mhd_once(void)
+{
+    pd__agent_enter(); /* GnuTLS' constructors allocate: not the program's */
+    void *h = dlopen(MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
+    pd__agent_leave();
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(g_mhd_error, sizeof g_mhd_error, "%s", e ? e : "dlopen failed");
+        return;
+    }
+#define RESOLVE(f)                                                                      \
+    if (!g_mhd_error[0] && !(p_##f = (__typeof__(&f))dlsym(h, #f)))                     \
+        snprintf(g_mhd_error, sizeof g_mhd_error, "%s has no %s", MHD_SONAME, #f);
+    MHD_FUNCS(RESOLVE)
+#undef RESOLVE
+}
+
+/* 0, or an error naming the library when it cannot be loaded. */
+static int load_mhd(pd_err *err)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, load_mhd_once);
+    if (g_mhd_error[0])
+        return pd_err_set(err, -ENOENT, "agent: cannot load %s to serve: %s", MHD_SONAME,
+                          g_mhd_error);
+    return 0;
+}
+#define MHD_create_response_from_buffer (*p_MHD_create_response_from_buffer)
+#define MHD_add_response_header (*p_MHD_add_response_header)
+#define MHD_queue_response (*p_MHD_queue_response)
+#define MHD_destroy_response (*p_MHD_destroy_response)
+#define MHD_lookup_connection_value (*p_MHD_lookup_connection_value)
+#define MHD_start_daemon (*p_MHD_start_daemon)
+#define MHD_get_daemon_info (*p_MHD_get_daemon_info)
+#define MHD_stop_daemon (*p_MHD_stop_daemon)
+#else
+static int load_mhd(pd_err *err)
+{
+    (void)err;
+    return 0;
+}
+#endif
 
 struct pd_agent_server {
     struct MHD_Daemon *d;
@@ -109,6 +170,9 @@ int pd_agent_serve(const char *host, uint16_t port, pd_agent_server **out, pd_er
     if (!host || inet_pton(AF_INET, host, &sa.sin_addr) != 1)
         return pd_err_set(err, PD_EINVAL, "agent: listen host \"%s\" is not an IPv4 address",
                           host ? host : "");
+    int rc = load_mhd(err);
+    if (rc < 0)
+        return rc;
     pd_agent_server *s = calloc(1, sizeof *s);
     if (!s)
         return pd_err_set(err, PD_ENOMEM, "agent: out of memory");
