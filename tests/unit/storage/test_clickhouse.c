@@ -662,6 +662,87 @@ static void test_backend(void **state)
     pd_storage_close(s);
 }
 
+/* The deltas of a cumulative series (storage.h pd_storage_aggregate_delta,
+ * pd_storage_read_point_before), made in storage.c from ClickHouse's
+ * primitives, equal the TSDB's own on the same profiles: heap profiles
+ * whose alloc_* totals go up, then down (a restart), then up again. */
+static void test_deltas_as_tsdb(void **state)
+{
+    (void)state;
+    need_server();
+    g_now = 1795710738924;
+    pd_storage *ch = open_store("deltas");
+    char dir[] = "/tmp/pd_ch_deltas_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    pd_storage_options o = pd_storage_options_default();
+    o.path = dir;
+    o.fsync = PD_FSYNC_NEVER;
+    o.clock_ms = fake_clock;
+    o.maintenance_ms = -1;
+    o.block_duration_ms = -1;
+    pd_storage *ts;
+    pd_err err;
+    PD_ASSERT_OK(pd_storage_open(&o, &ts, &err), &err);
+    static const int seq[] = {0, 1, 2, 3, 1, 2, 3, 0, 3, 3};
+    const size_t n = sizeof seq / sizeof *seq;
+    const int64_t t0 = g_now - 3600000, step = 10000;
+    pd_labels ls;
+    labels(&ls, "heap", "d", NULL);
+    for (size_t k = 0; k < n; k++) {
+        const tprof *t = &g_prof[seq[k]];
+        PD_ASSERT_OK(pd_storage_append(ch, &ls, t0 + (int64_t)k * step, t->body, t->len, &t->p, &err),
+                     &err);
+        PD_ASSERT_OK(pd_storage_append(ts, &ls, t0 + (int64_t)k * step, t->body, t->len, &t->p, &err),
+                     &err);
+    }
+    pd_labels_release(&ls);
+    pd_storage *st[2] = {ts, ch};
+    uint64_t ref[2];
+    for (int b = 0; b < 2; b++) {
+        pd_series_set set;
+        PD_ASSERT_OK(pd_storage_select(st[b], NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
+        assert_int_equal(set.n, 1);
+        ref[b] = set.v[0].ref;
+        pd_series_set_release(&set);
+    }
+    const uint64_t mask = 3; /* alloc_objects, alloc_space */
+    const int64_t ranges[][2] = {{0, 9}, {2, 6}, {4, 8}, {5, 5}, {0, 0}, {7, 9}};
+    for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++) {
+        int64_t a = t0 + ranges[r][0] * step, z = t0 + ranges[r][1] * step;
+        sum_ctx sc[2];
+        size_t nd[2], ns[2];
+        int rc[2];
+        for (int b = 0; b < 2; b++) {
+            memset(&sc[b], 0, sizeof sc[b]);
+            rc[b] = pd_storage_aggregate_delta(st[b], &ref[b], NULL, &mask, 1, a, z, sum_part, NULL,
+                                               &sc[b], &ns[b], &nd[b], &err);
+            assert_int_equal(rc[b], 0);
+        }
+        assert_int_equal(nd[1], nd[0]);
+        assert_int_equal(ns[1], ns[0]);
+        for (int k = 0; k < 4; k++)
+            if (sc[1].sums[k] != sc[0].sums[k])
+                fail_msg("range %zu, type %d: ClickHouse %lld, TSDB %lld", r, k,
+                         (long long)sc[1].sums[k], (long long)sc[0].sums[k]);
+        /* the previous point */
+        pd_points pb[2];
+        for (int b = 0; b < 2; b++)
+            PD_ASSERT_OK(pd_storage_read_point_before(st[b], ref[b], a, &pb[b], &err), &err);
+        assert_int_equal(pb[1].n, pb[0].n);
+        if (pb[0].n) {
+            assert_int_equal(pb[1].v[0].ts_ms, pb[0].v[0].ts_ms);
+            assert_int_equal(pb[1].v[0].totals[1], pb[0].v[0].totals[1]);
+        }
+        pd_points_release(&pb[0]);
+        pd_points_release(&pb[1]);
+    }
+    pd_storage_close(ts);
+    pd_storage_close(ch);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_schema_newer_refused_and_dead_url(void **state)
 {
     (void)state;
@@ -708,6 +789,7 @@ int main(void)
         cmocka_unit_test(test_stack_blob_damage),
         cmocka_unit_test(test_sql_literals),
         cmocka_unit_test(test_backend),
+        cmocka_unit_test(test_deltas_as_tsdb),
         cmocka_unit_test(test_schema_newer_refused_and_dead_url),
     };
     int rc = load_all(NULL);
