@@ -759,8 +759,11 @@ static int series_params(const pd_http_request *req, pd_http_response *resp,
     return (int)k;
 }
 
+/* What h_series lists. */
+typedef enum { LIST_SERIES, LIST_LABEL_NAMES, LIST_LABEL_VALUES, LIST_PROFILE_TYPES } list_kind;
+
 static void h_series(pd_api *api, const pd_http_request *req, pd_http_response *resp,
-                     const char *label /* NULL: series; "": names; else values of label */)
+                     list_kind kind, const char *label /* LIST_LABEL_VALUES: the label */)
 {
     const char *sel[MAX_MATCH_PARAMS];
     int64_t start, end;
@@ -770,15 +773,17 @@ static void h_series(pd_api *api, const pd_http_request *req, pd_http_response *
     pd_err err = {{0}};
     int rc = pd__api_begin_success(resp);
     if (rc == 0) {
-        if (!label)
+        if (kind == LIST_SERIES)
             rc = pd_query_series(api->st, sel, (size_t)n, start, end, &resp->body, &err);
-        else if (!*label)
+        else if (kind == LIST_LABEL_NAMES)
             rc = pd_query_label_names(api->st, sel, (size_t)n, start, end, &resp->body, &err);
+        else if (kind == LIST_PROFILE_TYPES)
+            rc = pd_query_profile_types(api->st, sel, (size_t)n, start, end, &resp->body, &err);
         else
             rc = pd_query_label_values(api->st, label, sel, (size_t)n, start, end, &resp->body,
                                        &err);
     }
-    finish_query(resp, rc, &err, label ? "labels" : "series");
+    finish_query(resp, rc, &err, kind == LIST_SERIES ? "series" : "labels");
 }
 
 static void h_targets(pd_api *api, const pd_http_request *req, pd_http_response *resp)
@@ -1097,12 +1102,16 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             return "/api/v1/query";
         }
         if (strcmp(r, "series") == 0) {
-            h_series(api, req, resp, NULL);
+            h_series(api, req, resp, LIST_SERIES, NULL);
             return "/api/v1/series";
         }
         if (strcmp(r, "labels") == 0) {
-            h_series(api, req, resp, "");
+            h_series(api, req, resp, LIST_LABEL_NAMES, NULL);
             return "/api/v1/labels";
+        }
+        if (strcmp(r, "profile_types") == 0) { /* the UI's type picker */
+            h_series(api, req, resp, LIST_PROFILE_TYPES, NULL);
+            return "/api/v1/profile_types";
         }
         if (strncmp(r, "label/", 6) == 0) {
             const char *name = r + 6, *slash = strchr(name, '/');
@@ -1121,7 +1130,7 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
                                 (int)(nl > 200 ? 200 : nl), name, PD_LABEL_MAX_NAME);
                     return "/api/v1/label/:name/values";
                 }
-                h_series(api, req, resp, lname);
+                h_series(api, req, resp, LIST_LABEL_VALUES, lname);
                 return "/api/v1/label/:name/values";
             }
         }

@@ -397,6 +397,74 @@ int pd_query_label_names(pd_storage *st, const char *const *selectors, size_t n,
     return list_labels(st, NULL, selectors, n, start, end, out, err);
 }
 
+int pd_query_profile_types(pd_storage *st, const char *const *selectors, size_t n, int64_t start,
+                           int64_t end, pd_buf *out, pd_err *err)
+{
+    series_list l = {0};
+    size_t at = out->len;
+    int rc = collect(st, selectors, n, start, end, &l, err);
+    if (rc < 0)
+        return rc;
+    /* l is sorted by labels, __name__ first: one run per profile type */
+    rc = pd_buf_putc(out, '[');
+    bool first = true;
+    for (size_t i = 0; i < l.n && rc >= 0;) {
+        const char *name = pd_labels_get(&l.v[i].labels, "__name__");
+        size_t j = i + 1;
+        while (j < l.n) {
+            const char *nj = pd_labels_get(&l.v[j].labels, "__name__");
+            if ((name == NULL) != (nj == NULL) || (name && strcmp(name, nj)))
+                break;
+            j++;
+        }
+        /* the sample types of the run's newest profile in the range (of its
+           last series: each series of a type has the same ones as a rule) */
+        pd_points pts = {0};
+        rc = pd_storage_read_point_before(st, l.v[j - 1].ref, end == INT64_MAX ? end : end + 1,
+                                          &pts, err);
+        if (rc == PD_ENOTFOUND) {
+            pd_err_clear(err);
+            rc = 0;
+        }
+        if (rc >= 0 && name) {
+            rc = pd_buf_puts(out, first ? "{\"name\":" : ",{\"name\":");
+            first = false;
+            if (!rc)
+                rc = pd__query_json_cstr(out, name);
+            if (!rc)
+                rc = pd_buf_printf(out, ",\"series\":%zu,\"sample_types\":[", j - i);
+            const pd_point *p0 = pts.n ? &pts.v[0] : NULL;
+            for (size_t t = 0; p0 && t < p0->n_types && !rc; t++) {
+                rc = pd_buf_puts(out, t ? ",{\"type\":" : "{\"type\":");
+                if (!rc)
+                    rc = pd__query_json_cstr(out, p0->types ? p0->types[t].type : "");
+                if (!rc)
+                    rc = pd_buf_puts(out, ",\"unit\":");
+                if (!rc)
+                    rc = pd__query_json_cstr(out, p0->types ? p0->types[t].unit : "");
+                if (!rc)
+                    rc = pd_buf_puts(out, ",\"kind\":");
+                if (!rc)
+                    rc = pd__query_json_cstr(
+                        out, pd_query_sample_kind(&l.v[j - 1].labels,
+                                                  p0->types ? p0->types[t].type : NULL));
+                if (!rc)
+                    rc = pd_buf_putc(out, '}');
+            }
+            if (!rc)
+                rc = pd_buf_puts(out, "]}");
+        }
+        pd_points_release(&pts);
+        i = j;
+    }
+    if (rc >= 0)
+        rc = pd_buf_putc(out, ']');
+    if (rc < 0)
+        pd__query_buf_truncate(out, at);
+    series_list_release(&l);
+    return rc;
+}
+
 int pd_query_label_values(pd_storage *st, const char *name, const char *const *selectors, size_t n,
                           int64_t start, int64_t end, pd_buf *out, pd_err *err)
 {

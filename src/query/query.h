@@ -115,6 +115,15 @@ int pd_query_single(pd_storage *st, const char *selector, int64_t t, pd_profile 
  * cap, or over a million series), storage errors; out is then unchanged. */
 int pd_query_series(pd_storage *st, const char *const *selectors, size_t n, int64_t start,
                     int64_t end, pd_buf *out, pd_err *err);
+/* /api/v1/profile_types: the profile types (values of __name__) of the
+ * series matching the selectors in [start, end] (same filters as
+ * pd_query_series), sorted by name, as a JSON array of {"name", "series"
+ * (how many), "sample_types": [{"type", "unit", "kind"}]} — the sample
+ * types of the newest profile in the range of the type's last series
+ * (kind as pd_query_sample_kind). Series without __name__ are left out.
+ * Errors as below. */
+int pd_query_profile_types(pd_storage *st, const char *const *selectors, size_t n, int64_t start,
+                           int64_t end, pd_buf *out, pd_err *err);
 /* /api/v1/labels: sorted JSON array of label names (same filters). */
 int pd_query_label_names(pd_storage *st, const char *const *selectors, size_t n, int64_t start,
                          int64_t end, pd_buf *out, pd_err *err);
@@ -151,7 +160,13 @@ int pd_report_top(const pd_profile *p, size_t sample_index, size_t max_rows, pd_
  * has "self" (the root's is the value of samples without a stack), and
  * value == self + the sum of its children's values.
  * The root also has "nodes" and "nodes_total": the nodes shown and in the
- * tree, the root excluded (equal here; see pd_report_flamegraph_ex).
+ * tree, the root excluded (equal here; see pd_report_flamegraph_ex), and
+ * "functions": {name: {"file", "line", "mapping", "build_id"}} for the
+ * function names drawn (members unknown left out; a name with nothing
+ * known left out): the file and start line of the first function of that
+ * name (the line of its first call site when the profile has no start
+ * line, as Go before 1.20), the mapping's file and build id of the first
+ * location seen — what a tooltip shows, once per name, not per node.
  * Errors: PD_EINVAL (sample_index), PD_ENOMEM, PD_ETOOBIG (out's cap, or more
  * than 8M nodes); on error out is left as it was. */
 int pd_report_flamegraph(const pd_profile *p, size_t sample_index, pd_buf *out);

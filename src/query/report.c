@@ -44,6 +44,9 @@ typedef struct fkey {
     const char *name; /* borrowed from the profile or from keys.arena */
     size_t name_len;
     const char *file; /* of the first function seen with this name */
+    int64_t line;     /* that function's start_line, else the line of that first
+                         location line (Go before 1.20 sets no start_line); 0: unknown */
+    const char *mapping, *build_id; /* the mapping of the first location seen ("" none) */
     int64_t flat, cum;
     int64_t bflat, bcum; /* the base side's part of a diff (pd_report_options.diff) */
     size_t stamp;        /* 1 + index of the last sample that counted cum */
@@ -90,7 +93,8 @@ static int keys_grow_slots(keys *k)
 }
 
 /* Returns the key id of name (adding it), or a negative error. */
-static int64_t keys_intern(keys *k, const char *name, size_t len, const char *file)
+static int64_t keys_intern(keys *k, const char *name, size_t len, const char *file,
+                           int64_t line, const pd_pprof_mapping *m, const pd_profile *p)
 {
     if ((k->n + 1) * 10 >= k->nslots * 7) {
         int rc = keys_grow_slots(k);
@@ -119,18 +123,22 @@ static int64_t keys_intern(keys *k, const char *name, size_t len, const char *fi
     f->name = name;
     f->name_len = len;
     f->file = file;
+    f->line = line;
+    f->mapping = m ? pd_profile_str(p, m->filename) : "";
+    f->build_id = m ? pd_profile_str(p, m->build_id) : "";
     k->slots[h] = (uint32_t)k->n + 1;
     return (int64_t)k->n++;
 }
 
-static int64_t intern_address(keys *k, uint64_t addr)
+static int64_t intern_address(keys *k, uint64_t addr, const pd_pprof_mapping *m,
+                              const pd_profile *p)
 {
     char tmp[32];
     int l = snprintf(tmp, sizeof tmp, "0x%" PRIx64, addr);
     char *s = pd_arena_strndup(&k->arena, tmp, (size_t)l);
     if (!s)
         return PD_ENOMEM;
-    return keys_intern(k, s, (size_t)l, "");
+    return keys_intern(k, s, (size_t)l, "", 0, m, p);
 }
 
 /* Maps every location's frames to key ids. */
@@ -155,9 +163,10 @@ static int keys_build(keys *k, const pd_profile *p)
     uint32_t at = 0;
     for (size_t i = 0; i < p->n_location; i++) {
         const pd_pprof_location *loc = &p->location[i];
+        const pd_pprof_mapping *m = loc->mapping_id ? pd_profile_mapping(p, loc->mapping_id) : NULL;
         k->loc_first[i] = at;
         if (!loc->n_line) {
-            int64_t id = intern_address(k, loc->address);
+            int64_t id = intern_address(k, loc->address, m, p);
             if (id < 0)
                 return (int)id;
             k->loc_keys[at++] = (uint32_t)id;
@@ -170,9 +179,10 @@ static int keys_build(keys *k, const pd_profile *p)
             if (fn && fn->name > 0 && fn->name < (int64_t)p->n_string &&
                 p->string_len[fn->name] > 0) {
                 id = keys_intern(k, p->string_table[fn->name], p->string_len[fn->name],
-                                 pd_profile_str(p, fn->filename));
+                                 pd_profile_str(p, fn->filename),
+                                 fn->start_line > 0 ? fn->start_line : loc->line[j].line, m, p);
             } else {
-                id = intern_address(k, loc->address);
+                id = intern_address(k, loc->address, m, p);
             }
             if (id < 0)
                 return (int)id;
@@ -700,6 +710,63 @@ static int put_node_open(pd_buf *out, const tree *t, const pd_report_options *o,
     return rc;
 }
 
+/* The root's "functions": for each function name drawn (kept nodes), where
+ * it comes from — {"file", "line" (the function's start line, else the line
+ * of the first call site seen), "mapping", "build_id"},
+ * members left out when unknown, names with nothing known left out — so a
+ * tooltip can say file:line and binary without a field per node. */
+static int put_functions(pd_buf *out, const tree *t, const bool *kept)
+{
+    bool *seen = calloc(t->k.n ? t->k.n : 1, sizeof *seen);
+    if (!seen)
+        return PD_ENOMEM;
+    for (size_t i = 1; i < t->nn; i++)
+        if (!kept || kept[i])
+            seen[t->nodes[i].key] = true;
+    int rc = pd_buf_puts(out, ",\"functions\":{");
+    bool any = false;
+    for (size_t i = 0; i < t->k.n && !rc; i++) {
+        const fkey *f = &t->k.v[i];
+        bool has_file = f->file && *f->file, has_map = f->mapping && *f->mapping,
+             has_bid = f->build_id && *f->build_id;
+        if (!seen[i] || (!has_file && !has_map && !has_bid))
+            continue;
+        if (any)
+            rc = pd_buf_putc(out, ',');
+        any = true;
+        bool first = true;
+        if (!rc)
+            rc = pd__query_json_str(out, f->name, f->name_len);
+        if (!rc)
+            rc = pd_buf_puts(out, ":{");
+        if (!rc && has_file) {
+            rc = pd_buf_puts(out, "\"file\":");
+            if (!rc)
+                rc = pd__query_json_cstr(out, f->file);
+            if (!rc && f->line > 0)
+                rc = pd_buf_printf(out, ",\"line\":%" PRId64, f->line);
+            first = false;
+        }
+        if (!rc && has_map) {
+            rc = pd_buf_puts(out, first ? "\"mapping\":" : ",\"mapping\":");
+            if (!rc)
+                rc = pd__query_json_cstr(out, f->mapping);
+            first = false;
+        }
+        if (!rc && has_bid) {
+            rc = pd_buf_puts(out, first ? "\"build_id\":" : ",\"build_id\":");
+            if (!rc)
+                rc = pd__query_json_cstr(out, f->build_id);
+        }
+        if (!rc)
+            rc = pd_buf_putc(out, '}');
+    }
+    if (!rc)
+        rc = pd_buf_putc(out, '}');
+    free(seen);
+    return rc;
+}
+
 int pd_report_flamegraph(const pd_profile *p, size_t sample_index, pd_buf *out)
 {
     pd_report_options o = {.sample_index = sample_index};
@@ -750,7 +817,11 @@ int pd_report_flamegraph_ex(const pd_profile *p, const pd_report_options *o, pd_
                 rc = put_node_open(out, &t, o, c, kept, nkept);
             stack[depth++] = (struct frame){c, 0, false};
         } else {
-            rc = pd_buf_puts(out, "]}");
+            rc = pd_buf_putc(out, ']');
+            if (!rc && depth == 1) /* the root: the functions drawn */
+                rc = put_functions(out, &t, kept);
+            if (!rc)
+                rc = pd_buf_putc(out, '}');
             depth--;
         }
     }

@@ -194,6 +194,17 @@ test('a click on a point shows its flame graph and top table', { timeout: 40000 
   await page.waitForSelector('#tooltip:not([hidden])');
   assert.match(await page.locator('#tooltip').innerText(), /% of total/);
   if (top.rows[0].file) assert.ok((await page.locator('#tooltip').innerText()).includes(top.rows[0].file), 'the tooltip names the source file');
+  // ... and where it comes from: file:line and the binary (issue 15), as the
+  // API's flame graph says ("functions" at its root)
+  const fg = await apiData(profd.base, '/api/v1/query?' + qs({
+    query: '{__name__="heap", instance_id="ui-1", service="uitest", zone="eu-1"}', time: String(when / 1000),
+    report: 'flamegraph', sample_index: 'inuse_space',
+  }));
+  const src = (fg.functions || {})[expected];
+  assert.ok(src && src.file && src.line > 0, `functions[${expected}] has file and line: ${JSON.stringify(src)}`);
+  const tip = await page.locator('#tooltip').innerText();
+  assert.ok(tip.includes(src.file + ':' + src.line), `the tooltip says ${src.file}:${src.line}: ${tip}`);
+  if (src.mapping) assert.ok(tip.includes(src.mapping.split('/').pop()), `the tooltip names the binary ${src.mapping}: ${tip}`);
   await shot(t, '4-profile');
 
   // Click to zoom: the clicked frame becomes full width.
@@ -834,6 +845,29 @@ test('autocomplete is scoped to the profile type typed so far', { timeout: 30000
   await page.waitForSelector('#suggest:not([hidden]) li');
   assert.ok(!(await page.locator('#suggest li').allInnerTexts()).some((x) => /^pod/.test(x)), 'cpu series have no pod label');
   await page.keyboard.press('Escape');
+});
+
+// Issue 15 "a profile type picker showing each type's sample types with
+// units": the picker lists what /api/v1/profile_types says, and picking a
+// type replaces the selector's name, its matchers kept.
+test('profile type picker: each type with its sample types and units; picking one keeps the matchers', { timeout: 30000 }, async (t) => {
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}' }));
+  await waitPoints(page);
+  const api = await apiData(profd.base, '/api/v1/profile_types');
+  const heap = api.find((x) => x.name === 'heap');
+  assert.ok(heap && heap.sample_types.length === 4, JSON.stringify(api));
+  await page.waitForFunction(() => document.querySelectorAll('#profile-type option').length > 2);
+  assert.equal(await page.locator('#profile-type').inputValue(), 'heap');
+  const label = await page.locator('#profile-type option[value="heap"]').innerText();
+  for (const st of heap.sample_types) assert.ok(label.includes(`${st.type} (${st.unit})`), `"${label}" names ${st.type} (${st.unit})`);
+  const cpu = api.find((x) => x.name === 'cpu');
+  assert.ok(cpu, 'a cpu type is stored');
+  assert.match(await page.locator('#profile-type option[value="cpu"]').innerText(), /cpu \(nanoseconds\)/);
+  await page.selectOption('#profile-type', 'cpu');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('query') === 'cpu{service="uitest"}');
+  assert.equal(await page.locator('#selector').inputValue(), 'cpu{service="uitest"}');
+  await waitPoints(page);
+  await shot(t, '23-type-picker');
 });
 
 // Issue 15 "reload loses flame zoom, search ...; icicle only": the zoom path

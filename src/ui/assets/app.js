@@ -178,6 +178,7 @@ import { closeSuggest } from './suggest.js';
       applyStateToForm();
       loadTypeChips();
       const ran = state.query ? run(false) : null;
+      if (!ran) loadProfileTypes();
       if (!ran) { $('timeline-panel').hidden = true; $('intro').hidden = false; }
       showSelection();
       showFilters();
@@ -236,6 +237,29 @@ import { closeSuggest } from './suggest.js';
       el.innerHTML = '<i>' + esc(e.message) + '</i>';
     }
   }
+  // The profile type picker: each type stored in the window with its sample
+  // types and units (/api/v1/profile_types); picking one replaces the
+  // selector's metric name, its label matchers kept.
+  const nameOf = (q) => { const m = /^\s*([A-Za-z_:][A-Za-z0-9_:]*)/.exec(q || ''); return m ? m[1] : ''; };
+  async function loadProfileTypes() {
+    const sel = $('profile-type');
+    let types = [];
+    try {
+      const w = ui.lastRange ? '?start=' + (ui.lastRange.from / 1000).toFixed(3) + '&end=' + (ui.lastRange.to / 1000).toFixed(3) : '';
+      types = await api('/api/v1/profile_types' + w) || [];
+    } catch (e) { return; }
+    const cur = nameOf(state.query);
+    if (cur && !types.some((t) => t.name === cur)) types.push({ name: cur, sample_types: [] });
+    sel.innerHTML = '<option value="">any</option>' + types.map((t) => '<option value="' + esc(t.name) + '">' + esc(t.name) +
+      ((t.sample_types || []).length ? ' — ' + t.sample_types.map((st) => esc(st.type) + ' (' + esc(st.unit) + ')').join(' · ') : '') + '</option>').join('');
+    sel.value = cur;
+  }
+  $('profile-type').addEventListener('change', () => {
+    const name = $('profile-type').value, q = $('selector').value.trim(), cur = nameOf(q);
+    if (!name) return;
+    $('selector').value = cur ? name + q.replace(/^\s*[A-Za-z_:][A-Za-z0-9_:]*/, '') : (q.startsWith('{') ? name + q : name);
+    submit();
+  });
   $('type-chips').addEventListener('click', (e) => {
     const a = e.target.closest('a[data-q]');
     if (!a) return;
@@ -419,6 +443,7 @@ import { closeSuggest } from './suggest.js';
       $('timeline-panel').hidden = false;
       fillSampleTypes();
       showCounters();
+      loadProfileTypes();
       drawTimeline();
       showSelection();
       if (explorer.on) loadExplorer();
@@ -1026,6 +1051,7 @@ import { closeSuggest } from './suggest.js';
       drawTop();
       const t0 = performance.now();
       flame.root = prepareFlame(fg, diff);
+      flame.functions = (fg && fg.functions) || {}; // where each function comes from (the API's root)
       fc.setTree(flame.root, diff);
       flame.zoom = flame.root;
       flame.cur = null;
@@ -1311,14 +1337,22 @@ import { closeSuggest } from './suggest.js';
       return;
     }
     const parentPct = n.parent ? ' · ' + fmtPct(n.value, n.parent.value) + ' of caller' : '';
-    // the function's source file, when the top table has its row
-    const row = profile.top && (profile.top.rows || []).find((q) => q.function === n.name);
-    showTip(e, nm + (row && row.file ? '<span class="tl">' + esc(row.file) + '</span><br>' : '') +
+    showTip(e, nm + sourceTip(n.name) +
       esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
       (n.self ? '<br>self ' + esc(fmtValue(n.self, flame.unit)) + ' (' + fmtPct(n.self, total) + ')' : '') +
       '<br><i>click to zoom · right-click: callers and callees</i>');
   });
   $('flamegraph').addEventListener('mouseleave', () => { fc.setHover(null); hideTip(); });
+
+  // Where a function comes from, for its tooltip: file:line, and the binary
+  // (mapping file and build id) — the flame graph's "functions" of the API.
+  function sourceTip(name) {
+    const f = (flame.functions || {})[name];
+    if (!f) return '';
+    const file = f.file ? esc(f.file) + (f.line ? ':' + f.line : '') : '';
+    const bin = f.mapping ? esc(f.mapping.split('/').pop()) + (f.build_id ? ' <span class="muted">(build id ' + esc(f.build_id.slice(0, 12)) + ')</span>' : '') : '';
+    return (file ? '<span class="tl src-file">' + file + '</span><br>' : '') + (bin ? '<span class="tl src-bin">' + bin + '</span><br>' : '');
+  }
   $('flame-reset').addEventListener('click', () => { flame.zoom = flame.root; drawFlame(); });
 
   // Keyboard on the flame graph (it takes the focus): arrows move over the

@@ -599,6 +599,31 @@ static void test_series_labels(void **state)
         assert_string_equal(json_string_value(json_array_get(d, i)), want[i]);
     json_decref(root);
 
+    /* the profile types with their sample types (the UI's type picker) */
+    d = get_json("/api/v1/profile_types", 200, &root);
+    assert_int_equal(json_array_size(d), 2);
+    json_t *pt = json_array_get(d, 0);
+    assert_string_equal(json_string_value(json_object_get(pt, "name")), "cpu");
+    assert_int_equal(json_integer_value(json_object_get(pt, "series")), 1);
+    json_t *sts = json_object_get(pt, "sample_types");
+    assert_int_equal(json_array_size(sts), 2); /* Go's cpu: samples/count, cpu/nanoseconds */
+    assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 1), "type")), "cpu");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 1), "unit")),
+                        "nanoseconds");
+    pt = json_array_get(d, 1);
+    assert_string_equal(json_string_value(json_object_get(pt, "name")), "heap");
+    assert_int_equal(json_integer_value(json_object_get(pt, "series")), 2);
+    sts = json_object_get(pt, "sample_types");
+    assert_int_equal(json_array_size(sts), 4);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 3), "type")),
+                        "inuse_space");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 3), "unit")), "bytes");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 3), "kind")), "gauge");
+    json_decref(root);
+    d = get_json("/api/v1/profile_types?match[]=heap", 200, &root);
+    assert_int_equal(json_array_size(d), 1);
+    json_decref(root);
+
     d = get_json("/api/v1/label/__name__/values", 200, &root);
     assert_int_equal(json_array_size(d), 2);
     assert_string_equal(json_string_value(json_array_get(d, 0)), "cpu");

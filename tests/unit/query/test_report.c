@@ -301,6 +301,88 @@ static void test_flamegraph_handmade(void **state)
     pd_profile_release(&p);
 }
 
+/* The flame graph root's "functions" (where a frame comes from, for the
+ * UI's tooltip) on a real Go heap profile: every function drawn with a
+ * file is there; each entry's file, line (start line, else the line's) and
+ * mapping are those of a location line of the profile for a function of
+ * that name. */
+static bool source_matches(const pd_profile *p, const char *name, const char *file, int64_t line,
+                           const char *mapping)
+{
+    for (size_t i = 0; i < p->n_location; i++) {
+        const pd_pprof_location *l = &p->location[i];
+        const pd_pprof_mapping *m = l->mapping_id ? pd_profile_mapping(p, l->mapping_id) : NULL;
+        const char *mf = m ? pd_profile_str(p, m->filename) : "";
+        for (size_t j = 0; j < l->n_line; j++) {
+            const pd_pprof_function *f = pd_profile_function(p, l->line[j].function_id);
+            if (f && !strcmp(pd_profile_str(p, f->name), name) &&
+                !strcmp(pd_profile_str(p, f->filename), file) &&
+                (f->start_line > 0 ? f->start_line == line : l->line[j].line == line) &&
+                !strcmp(mf, mapping ? mapping : ""))
+                return true;
+        }
+    }
+    return false;
+}
+
+static void test_flamegraph_functions(void **state)
+{
+    (void)state;
+    pd_profile p;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/pprof/go-demo-once/heap.pb.gz", PD_TESTDATA);
+    load_profile(path, &p);
+    pd_buf out;
+    pd_buf_init(&out, 0);
+    assert_int_equal(pd_report_flamegraph(&p, p.n_sample_type - 1, &out), 0);
+    json_t *j = parse_json(&out);
+    json_t *fns = json_object_get(j, "functions");
+    assert_non_null(fns);
+    /* every function name drawn that has a file is described */
+    size_t drawn = 0, described = 0;
+    json_t *stack[4096];
+    size_t depth = 0;
+    stack[depth++] = j;
+    while (depth) {
+        json_t *n = stack[--depth];
+        json_t *kids = json_object_get(n, "children");
+        size_t i;
+        json_t *c;
+        json_array_foreach(kids, i, c)
+        {
+            if (depth < 4096)
+                stack[depth++] = c;
+            const char *name = json_string_value(json_object_get(c, "name"));
+            drawn++;
+            json_t *e = json_object_get(fns, name);
+            if (!e)
+                continue;
+            described++;
+            const char *file = json_string_value(json_object_get(e, "file"));
+            json_t *ln = json_object_get(e, "line");
+            const char *map = json_string_value(json_object_get(e, "mapping"));
+            if (!source_matches(&p, name, file ? file : "", ln ? json_integer_value(ln) : 0, map))
+                fail_msg("functions[%s] = %s:%lld in %s: no such location line", name, file,
+                         (long long)(ln ? json_integer_value(ln) : 0), map ? map : "-");
+        }
+    }
+    assert_true(drawn > 10);
+    assert_true(described * 10 >= drawn * 9); /* Go profiles name a file for (nearly) every frame */
+    const char *k;
+    json_t *e;
+    bool some_line = false, some_map = false;
+    json_object_foreach(fns, k, e)
+    {
+        some_line |= json_integer_value(json_object_get(e, "line")) > 0;
+        some_map |= json_object_get(e, "mapping") != NULL;
+    }
+    assert_true(some_line);
+    assert_true(some_map);
+    json_decref(j);
+    pd_buf_release(&out);
+    pd_profile_release(&p);
+}
+
 static void test_meta_handmade(void **state)
 {
     (void)state;
@@ -790,6 +872,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_top_handmade),
         cmocka_unit_test(test_flamegraph_handmade),
+        cmocka_unit_test(test_flamegraph_functions),
         cmocka_unit_test(test_meta_handmade),
         cmocka_unit_test(test_invalid_utf8_names),
         cmocka_unit_test(test_real_profiles),
