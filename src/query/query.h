@@ -162,11 +162,13 @@ int pd_report_top(const pd_profile *p, size_t sample_index, size_t max_rows, pd_
  * The root also has "nodes" and "nodes_total": the nodes shown and in the
  * tree, the root excluded (equal here; see pd_report_flamegraph_ex), and
  * "functions": {name: {"file", "line", "mapping", "build_id"}} for the
- * function names drawn (members unknown left out; a name with nothing
- * known left out): the file and start line of the first function of that
- * name (the line of its first call site when the profile has no start
- * line, as Go before 1.20), the mapping's file and build id of the first
- * location seen — what a tooltip shows, once per name, not per node.
+ * function names drawn, sorted by name (members unknown left out; a name
+ * with nothing known left out): of all the frames of that name, the least
+ * by (file, line, mapping, build id) — file of its function, line its start
+ * line (the frame's line when the profile has none, as Go before 1.20),
+ * the mapping's file and build id of the frame's location — so the same
+ * frames give the same answer whatever their order; what a tooltip shows,
+ * once per name, not per node.
  * Errors: PD_EINVAL (sample_index), PD_ENOMEM, PD_ETOOBIG (out's cap, or more
  * than 8M nodes); on error out is left as it was. */
 int pd_report_flamegraph(const pd_profile *p, size_t sample_index, pd_buf *out);

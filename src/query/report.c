@@ -43,10 +43,13 @@
 typedef struct fkey {
     const char *name; /* borrowed from the profile or from keys.arena */
     size_t name_len;
-    const char *file; /* of the first function seen with this name */
-    int64_t line;     /* that function's start_line, else the line of that first
-                         location line (Go before 1.20 sets no start_line); 0: unknown */
-    const char *mapping, *build_id; /* the mapping of the first location seen ("" none) */
+    /* where the name comes from, of all its frames the least by (file, line,
+       mapping, build id): file of its function, line its start_line else the
+       frame's line (Go before 1.20 sets no start_line; 0: unknown), mapping
+       and build id of the frame's location ("" none) */
+    const char *file;
+    int64_t line;
+    const char *mapping, *build_id;
     int64_t flat, cum;
     int64_t bflat, bcum; /* the base side's part of a diff (pd_report_options.diff) */
     size_t stamp;        /* 1 + index of the last sample that counted cum */
@@ -102,10 +105,29 @@ static int64_t keys_intern(keys *k, const char *name, size_t len, const char *fi
             return rc;
     }
     size_t h = (size_t)XXH3_64bits(name, len) & (k->nslots - 1);
+    const char *mf = m ? pd_profile_str(p, m->filename) : "",
+               *mb = m ? pd_profile_str(p, m->build_id) : "";
     while (k->slots[h]) {
         fkey *f = &k->v[k->slots[h] - 1];
-        if (f->name_len == len && memcmp(f->name, name, len) == 0)
+        if (f->name_len == len && memcmp(f->name, name, len) == 0) {
+            /* where it comes from: the least (file, line, mapping, build id)
+               of its frames, so that the answer does not depend on the
+               order of the profile's locations (a merge reorders them) */
+            int c = strcmp(file, f->file);
+            if (!c)
+                c = line < f->line ? -1 : line > f->line;
+            if (!c)
+                c = strcmp(mf, f->mapping);
+            if (!c)
+                c = strcmp(mb, f->build_id);
+            if (c < 0) {
+                f->file = file;
+                f->line = line;
+                f->mapping = mf;
+                f->build_id = mb;
+            }
             return k->slots[h] - 1;
+        }
         h = (h + 1) & (k->nslots - 1);
     }
     if (k->n >= UINT32_MAX / 2)
@@ -124,8 +146,8 @@ static int64_t keys_intern(keys *k, const char *name, size_t len, const char *fi
     f->name_len = len;
     f->file = file;
     f->line = line;
-    f->mapping = m ? pd_profile_str(p, m->filename) : "";
-    f->build_id = m ? pd_profile_str(p, m->build_id) : "";
+    f->mapping = mf;
+    f->build_id = mb;
     k->slots[h] = (uint32_t)k->n + 1;
     return (int64_t)k->n++;
 }
@@ -710,6 +732,16 @@ static int put_node_open(pd_buf *out, const tree *t, const pd_report_options *o,
     return rc;
 }
 
+static __thread const keys *sort_keys;
+
+static int cmp_key_name(const void *a, const void *b)
+{
+    const fkey *x = &sort_keys->v[*(const uint32_t *)a], *y = &sort_keys->v[*(const uint32_t *)b];
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c = memcmp(x->name, y->name, n);
+    return c ? c : x->name_len < y->name_len ? -1 : x->name_len > y->name_len;
+}
+
 /* The root's "functions": for each function name drawn (kept nodes), where
  * it comes from — {"file", "line" (the function's start line, else the line
  * of the first call site seen), "mapping", "build_id"},
@@ -723,13 +755,26 @@ static int put_functions(pd_buf *out, const tree *t, const bool *kept)
     for (size_t i = 1; i < t->nn; i++)
         if (!kept || kept[i])
             seen[t->nodes[i].key] = true;
+    /* by name: the order of first appearance depends on the locations' */
+    uint32_t *ord = malloc((t->k.n ? t->k.n : 1) * sizeof *ord);
+    if (!ord) {
+        free(seen);
+        return PD_ENOMEM;
+    }
+    size_t n_ord = 0;
+    for (size_t i = 0; i < t->k.n; i++)
+        if (seen[i])
+            ord[n_ord++] = (uint32_t)i;
+    sort_keys = &t->k;
+    qsort(ord, n_ord, sizeof *ord, cmp_key_name);
     int rc = pd_buf_puts(out, ",\"functions\":{");
     bool any = false;
-    for (size_t i = 0; i < t->k.n && !rc; i++) {
+    for (size_t o = 0; o < n_ord && !rc; o++) {
+        size_t i = ord[o];
         const fkey *f = &t->k.v[i];
         bool has_file = f->file && *f->file, has_map = f->mapping && *f->mapping,
              has_bid = f->build_id && *f->build_id;
-        if (!seen[i] || (!has_file && !has_map && !has_bid))
+        if (!has_file && !has_map && !has_bid)
             continue;
         if (any)
             rc = pd_buf_putc(out, ',');
@@ -763,6 +808,7 @@ static int put_functions(pd_buf *out, const tree *t, const bool *kept)
     }
     if (!rc)
         rc = pd_buf_putc(out, '}');
+    free(ord);
     free(seen);
     return rc;
 }
