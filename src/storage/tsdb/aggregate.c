@@ -67,6 +67,7 @@ typedef struct agg {
     int64_t *totals;
     size_t n, cap;
     size_t last_i; /* head: the series last counted in part.n_series, + 1 */
+    pthread_rwlock_t *fn_unlock; /* held for reading, released around fn (agg_flush) */
     /* pd_storage_aggregate_delta: per index of refs, the weights of its
        profiles (NULL: every profile adds, weight 1); cur_i the series being
        walked */
@@ -176,7 +177,13 @@ static int agg_flush(agg *a)
     pd_profile p;
     if ((rc = pd__dprof_to_profile(a->sym, &d, &p, a->err)) < 0)
         goto out;
+    /* p owns its strings (pd_profile_intern): the caller's fold needs no
+       lock of the store, and the head walk lets writers in meanwhile */
+    if (a->fn_unlock)
+        pthread_rwlock_unlock(a->fn_unlock);
     rc = a->fn(a->ctx, &a->part, &p, a->err);
+    if (a->fn_unlock)
+        pthread_rwlock_rdlock(a->fn_unlock);
     pd_profile_release(&p);
 out:
     free(ord);
@@ -360,9 +367,11 @@ static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, 
  * part's symbol generation is pinned (pd__hmem_pin: a head cut meanwhile
  * must not free the symbols its stack ids refer to), the lock released and
  * taken again, and the walk resumes at the same series (found again by its
- * ref: it may have moved or gone) at the first point not summed. The part
- * is symbolized (agg_flush) only under the lock, once per group or
- * generation, as without slices. */
+ * ref: it may have moved or gone) at the first point not summed. The clock
+ * is read after every profile (decoding one of 16,384 stacks takes ~1 ms).
+ * The part is symbolized (agg_flush) only under the lock, once per group or
+ * generation, as without slices; the caller's fn then runs with the lock
+ * released at a group's end (the profile it gets owns its strings). */
 static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, size_t n,
                     int64_t mint, int64_t maxt, const agg_w *wt, pd_storage_agg_fn fn,
                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t **wal_i,
@@ -371,7 +380,7 @@ static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, s
     agg a = {.fn = fn, .poll = poll, .ctx = ctx, .err = err, .wt = wt};
     pd_u64map_init(&a.map);
     int rc = 0;
-    size_t cap_wal = 0, n_slice = 0;
+    size_t cap_wal = 0, n_slice = 0; /* profiles walked in this slice */
     pd_hsyms *pin = NULL; /* a.sym's generation, while a slice ended in the part */
     pthread_rwlock_rdlock(&s->idx);
     int64_t slice_end = pd_mono_ns() + s->agg_slice_ns;
@@ -392,13 +401,17 @@ static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, s
                     const point *pt = &se->pts[k];
                     if (pt->ts > maxt)
                         break;
-                    if ((++n_slice & 15) == 0 && pd_mono_ns() >= slice_end) {
+                    /* the clock is read per profile (a decode of a large
+                       profile takes ~1 ms: every 16th let writers wait 20-30
+                       ms); at least one profile per slice, so the walk ends */
+                    if (n_slice++ && pd_mono_ns() >= slice_end) {
                         /* let writers in, then find the series again */
                         if (a.part.n_profiles && !pin)
                             pin = pd__hmem_pin(a.sym);
                         pthread_rwlock_unlock(&s->idx);
                         pthread_rwlock_rdlock(&s->idx);
                         slice_end = pd_mono_ns() + s->agg_slice_ns;
+                        n_slice = 0;
                         __atomic_add_fetch(&s->n_agg_slices, 1, __ATOMIC_RELAXED);
                         from = pt->ts;
                         sliced = true;
@@ -456,8 +469,11 @@ static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, s
                     break;
             }
         }
-        if (rc >= 0)
+        if (rc >= 0) { /* the group's end: no series pointer is held across it */
+            a.fn_unlock = &s->idx;
             rc = agg_flush(&a);
+            a.fn_unlock = NULL;
+        }
         pd__hmem_unpin(pin);
         pin = NULL;
     }

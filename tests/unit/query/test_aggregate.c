@@ -151,7 +151,7 @@ static void load_inputs(void)
 }
 
 /* ST_HEAD_SLICED: the head only, its walk sliced (lock released and taken
- * again, the part handed over) every 16 profiles */
+ * again, the part handed over) after every profile */
 typedef enum { ST_HEAD, ST_BLOCKS, ST_MIXED, ST_COMPACTED, ST_HEAD_SLICED } store_kind;
 static const char *KIND[] = {"head", "blocks", "mixed", "compacted", "head (sliced)"};
 

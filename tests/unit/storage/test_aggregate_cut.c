@@ -4,8 +4,8 @@
  *
  * Each round fills a block range [k*DUR, (k+1)*DUR) of 8 series with a real
  * heap profile (PD_TESTDATA go-demo-series/heap-0001) every STEP, then one
- * thread aggregates that range over and over (the head walk sliced every 16
- * profiles: aggregate_slice_ns = 1) while the main thread appends a profile
+ * thread aggregates that range over and over (the head walk sliced after
+ * every profile: aggregate_slice_ns = 1) while the main thread appends a profile
  * far enough ahead that the maintenance thread cuts the range into a block.
  * Every aggregation must count every profile once: N_PER_RANGE profiles and
  * N_PER_RANGE x the file's totals — before, during and after the cut.
@@ -134,7 +134,7 @@ static void test_aggregate_during_cuts(void **state)
     o.future_grace_ms = -1;
     o.block_duration_ms = DUR;
     o.maintenance_ms = 5;
-    o.aggregate_slice_ns = 1; /* release the lock every 16 profiles */
+    o.aggregate_slice_ns = 1; /* release the lock after every profile */
     pd_storage *st;
     pd_err err = {{0}};
     PD_ASSERT_OK(pd_storage_open(&o, &st, &err), &err);
