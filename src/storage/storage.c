@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "storage/delta_int.h"
 #include "storage/storage.h"
 #include "storage/clickhouse/clickhouse.h"
 
@@ -242,26 +243,25 @@ int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32
             pd_err_clear(err);
             rc = 0;
         }
-        size_t m = prev.n + pts.n;
+        size_t m = prev.n + pts.n, nw = 0;
         if (rc >= 0 && pts.n) {
             nd += m - 1;
             ns++;
         }
-        int acc = -1;
-        for (size_t k = 0; rc >= 0 && pts.n && m >= 2 && k < m; k++) {
-            const pd_point *p = k < prev.n ? &prev.v[0] : &pts.v[k - prev.n];
-            const pd_point *nx =
-                k + 1 < m ? (k + 1 < prev.n ? &prev.v[0] : &pts.v[k + 1 - prev.n]) : NULL;
-            if (!nx || pd_point_is_reset(p, nx, cum_mask[i]))
-                acc++;
-            if (acc) {
-                delta_call c = {fn, ctx, i, acc};
-                uint64_t one = refs[i];
-                rc = pd__ch_aggregate(s->ch, &one, NULL, 1, p->ts_ms, p->ts_ms, delta_part, poll,
-                                      &c, NULL, err);
-            }
-            acc = 0;
+        int64_t *wts = malloc((m ? m : 1) * sizeof *wts);
+        int8_t *ww = malloc((m ? m : 1) * sizeof *ww);
+        if (rc >= 0 && (!wts || !ww))
+            rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+        if (rc >= 0)
+            nw = pd__delta_weights(&prev, &pts, cum_mask[i], wts, ww);
+        for (size_t k = 0; k < nw && rc >= 0; k++) {
+            delta_call c = {fn, ctx, i, ww[k]};
+            uint64_t one = refs[i];
+            rc = pd__ch_aggregate(s->ch, &one, NULL, 1, wts[k], wts[k], delta_part, poll, &c, NULL,
+                                  err);
         }
+        free(wts);
+        free(ww);
         pd_points_release(&prev);
         pd_points_release(&pts);
     }
@@ -270,4 +270,55 @@ int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32
     if (n_series)
         *n_series = ns;
     return rc;
+}
+
+/* ---- the reset rule and the weights of deltas (storage.h, delta_int.h) ---- */
+
+static bool same_types(const pd_point *a, const pd_point *b)
+{
+    if (a->n_types != b->n_types)
+        return false;
+    for (size_t v = 0; v < a->n_types; v++) {
+        const char *ta = a->types ? a->types[v].type : "", *tb = b->types ? b->types[v].type : "";
+        const char *ua = a->types ? a->types[v].unit : "", *ub = b->types ? b->types[v].unit : "";
+        if (strcmp(ta ? ta : "", tb ? tb : "") || strcmp(ua ? ua : "", ub ? ub : ""))
+            return false;
+    }
+    return true;
+}
+
+bool pd_point_is_reset(const pd_point *prev, const pd_point *cur, uint64_t cum_mask)
+{
+    if (!prev)
+        return false;
+    if (!same_types(prev, cur))
+        return true;
+    for (size_t v = 0; v < cur->n_types && v < 64; v++)
+        if ((cum_mask >> v & 1) && cur->totals[v] < prev->totals[v])
+            return true;
+    return false;
+}
+
+size_t pd__delta_weights(const pd_points *prev, const pd_points *pts, uint64_t mask, int64_t *ts,
+                         int8_t *w)
+{
+    size_t n = prev->n + pts->n, k_out = 0;
+    if (!pts->n || n < 2)
+        return 0;
+    /* the sequence b, points in range: b (k = 0) is subtracted, the last
+       of each lifetime adds */
+    int8_t acc = -1;
+    for (size_t k = 0; k < n; k++) {
+        const pd_point *p = k < prev->n ? &prev->v[0] : &pts->v[k - prev->n];
+        const pd_point *nx =
+            k + 1 < n ? (k + 1 < prev->n ? &prev->v[0] : &pts->v[k + 1 - prev->n]) : NULL;
+        if (!nx || pd_point_is_reset(p, nx, mask))
+            acc++;
+        if (acc) {
+            ts[k_out] = p->ts_ms;
+            w[k_out++] = acc;
+        }
+        acc = 0;
+    }
+    return k_out;
 }

@@ -41,6 +41,7 @@
 
 #include "base/time.h"
 #include "base/u64map.h"
+#include "storage/delta_int.h"
 #include "storage/storage.h"
 #include "storage/tsdb/chunks_int.h"
 #include "storage/tsdb/db_int.h"
@@ -649,35 +650,12 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
  * first profile has no delta), within one lifetime (profiles between two
  * resets) d_1 + ... + d_k = p_k - b, and a reset's delta is the new
  * profile itself. So per series only the last profile of each lifetime
- * adds (+1) and b is subtracted (-1); the weights come from the stored
- * points (timestamps and totals, no profile read) and the walk above sums
+ * adds (+1) and b is subtracted (-1); the weights (pd__delta_weights,
+ * storage/delta_int.h, shared with the ClickHouse path of storage.c) come
+ * from the stored points (timestamps and totals, no profile read) and the
+ * walk above sums
  * each profile times its weight on the store's own ids, from the earliest
  * b on (series summed as is keep to [mint, maxt]). */
-
-static bool same_types(const pd_point *a, const pd_point *b)
-{
-    if (a->n_types != b->n_types)
-        return false;
-    for (size_t v = 0; v < a->n_types; v++) {
-        const char *ta = a->types ? a->types[v].type : "", *tb = b->types ? b->types[v].type : "";
-        const char *ua = a->types ? a->types[v].unit : "", *ub = b->types ? b->types[v].unit : "";
-        if (strcmp(ta ? ta : "", tb ? tb : "") || strcmp(ua ? ua : "", ub ? ub : ""))
-            return false;
-    }
-    return true;
-}
-
-bool pd_point_is_reset(const pd_point *prev, const pd_point *cur, uint64_t cum_mask)
-{
-    if (!prev)
-        return false;
-    if (!same_types(prev, cur))
-        return true;
-    for (size_t v = 0; v < cur->n_types && v < 64; v++)
-        if ((cum_mask >> v & 1) && cur->totals[v] < prev->totals[v])
-            return true;
-    return false;
-}
 
 int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_points *out,
                                  pd_err *err)
@@ -753,21 +731,7 @@ static int delta_weights(pd_storage *s, uint64_t ref, uint64_t mask, int64_t min
         rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
         goto out;
     }
-    /* the sequence b, points in range: b (k = 0) is subtracted, the last
-       of each lifetime adds */
-    int8_t acc = -1;
-    for (size_t k = 0; k < n; k++) {
-        const pd_point *p = k < prev.n ? &prev.v[0] : &pts.v[k - prev.n];
-        const pd_point *nx =
-            k + 1 < n ? (k + 1 < prev.n ? &prev.v[0] : &pts.v[k + 1 - prev.n]) : NULL;
-        if (!nx || pd_point_is_reset(p, nx, mask))
-            acc++;
-        if (acc) {
-            w->ts[w->n] = p->ts_ms;
-            w->w[w->n++] = acc;
-        }
-        acc = 0;
-    }
+    w->n = pd__delta_weights(&prev, &pts, mask, w->ts, w->w);
     if (w->n && w->ts[0] < *b_ts)
         *b_ts = w->ts[0];
 out:
