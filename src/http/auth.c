@@ -421,36 +421,55 @@ static void refuse(pd_http_response *resp, int status, const char *text, const c
     }
 }
 
-bool pd_http_gate_precheck(pd_http_gate *g, const char *path, const char *authorization,
-                           pd_http_response *resp)
+/* Steps 1 and 3 (auth.h), shared by both checks: takes g->mu for reading
+ * (the caller releases it); false with resp holding the 500 when the config
+ * is broken, else the configured headers are on resp. */
+static bool gate_begin(pd_http_gate *g, pd_http_response *resp)
 {
     maybe_reload(g);
     pthread_rwlock_rdlock(&g->mu);
-    bool go = true;
     if (g->broken) {
         refuse(resp, 500, "Internal Server Error", "config_error");
-        go = false;
-        goto out;
+        return false;
     }
-    for (size_t i = 0; i < g->cur.n_headers; i++) /* step 3: on refusals too */
+    for (size_t i = 0; i < g->cur.n_headers; i++) /* on refusals too */
         pd_http_add_header(resp, g->cur.header_names[i], g->cur.header_values[i]);
-    if (!rate_allow(g)) {
+    return true;
+}
+
+/* Step 4: no users, or a path of profd_access_control.unauthenticated_paths. */
+static bool needs_no_auth(const pd_http_gate *g, const char *path)
+{
+    if (g->cur.n_users == 0)
+        return true;
+    for (size_t i = 0; i < g->cur.open_paths.n; i++)
+        if (strcmp(g->cur.open_paths.v[i], path) == 0)
+            return true;
+    return false;
+}
+
+static void refuse_401(pd_http_response *resp, const char *reason)
+{
+    refuse(resp, 401, "Unauthorized", reason);
+    pd_http_add_header(resp, "WWW-Authenticate", "Basic");
+}
+
+bool pd_http_gate_precheck(pd_http_gate *g, const char *path, const char *authorization,
+                           pd_http_response *resp)
+{
+    bool go = gate_begin(g, resp);
+    if (go && !rate_allow(g)) {
         refuse(resp, 429, "Too Many Requests", NULL);
         pd_metrics_add("profd_http_rejected_total", "reason=\"rate_limited\"", 1);
         go = false;
-    } else if (g->cur.n_users) {
-        bool open = false;
-        for (size_t i = 0; i < g->cur.open_paths.n && !open; i++)
-            open = strcmp(g->cur.open_paths.v[i], path) == 0;
+    } else if (go && !needs_no_auth(g, path)) {
         char cred[MAX_CRED_BYTES + 1], *pass = NULL;
-        if (!open && !parse_basic(authorization, cred, &pass)) {
-            refuse(resp, 401, "Unauthorized", "missing_credentials");
-            pd_http_add_header(resp, "WWW-Authenticate", "Basic");
+        if (!parse_basic(authorization, cred, &pass)) {
+            refuse_401(resp, "missing_credentials");
             go = false;
         }
         explicit_bzero(cred, sizeof cred);
     }
-out:
     pthread_rwlock_unlock(&g->mu);
     return go;
 }
@@ -458,33 +477,20 @@ out:
 bool pd_http_gate_check(pd_http_gate *g, const pd_http_request *req, int group,
                         pd_http_response *resp)
 {
-    maybe_reload(g);
-    pthread_rwlock_rdlock(&g->mu);
     bool go = false;
-    if (g->broken) {
-        refuse(resp, 500, "Internal Server Error", "config_error");
+    if (!gate_begin(g, resp))
         goto out;
-    }
-    for (size_t i = 0; i < g->cur.n_headers; i++)
-        pd_http_add_header(resp, g->cur.header_names[i], g->cur.header_values[i]);
-    if (g->cur.n_users == 0) {
+    if (needs_no_auth(g, req->path)) {
         go = true;
         goto out;
     }
-    for (size_t i = 0; i < g->cur.open_paths.n; i++)
-        if (strcmp(g->cur.open_paths.v[i], req->path) == 0) {
-            go = true;
-            goto out;
-        }
     char cred[MAX_CRED_BYTES + 1], *pass = NULL;
     if (!parse_basic(pd_http_header(req, "Authorization"), cred, &pass)) {
-        refuse(resp, 401, "Unauthorized", "missing_credentials");
-        pd_http_add_header(resp, "WWW-Authenticate", "Basic");
+        refuse_401(resp, "missing_credentials");
         goto out;
     }
     if (!check_password(g, cred, pass)) {
-        refuse(resp, 401, "Unauthorized", "wrong_credentials");
-        pd_http_add_header(resp, "WWW-Authenticate", "Basic");
+        refuse_401(resp, "wrong_credentials");
         explicit_bzero(cred, sizeof cred);
         goto out;
     }
