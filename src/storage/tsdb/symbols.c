@@ -478,6 +478,7 @@ out:
 int pd__symbols_encode(const pd_symbols *s, pd_buf *o)
 {
     int rc = 0;
+/* (also used by entry_encode below: out o, result rc) */
 #define PUT(v)                                                                                     \
     do {                                                                                           \
         if ((rc = pd_buf_put_varint(o, (uint64_t)(v))))                                            \
@@ -548,8 +549,6 @@ int pd__symbols_encode(const pd_symbols *s, pd_buf *o)
             PUT(s->lab[j].num_unit);
         }
     }
-#undef PUT
-#undef PUTB
     return 0;
 }
 
@@ -844,16 +843,6 @@ static int zstd_append(pd_buf *out, const void *src, size_t len, int level)
 static int entry_encode(const pd_symbols *s, int t, size_t i, pd_buf *o)
 {
     int rc = 0;
-#define PUT(v)                                                                                     \
-    do {                                                                                           \
-        if ((rc = pd_buf_put_varint(o, (uint64_t)(v))))                                            \
-            return rc;                                                                             \
-    } while (0)
-#define PUTB(v)                                                                                    \
-    do {                                                                                           \
-        if ((rc = pd_buf_putc(o, (char)(v))))                                                      \
-            return rc;                                                                             \
-    } while (0)
     switch (t) {
     case T_STR:
         PUT(s->str_len[i]);
