@@ -62,6 +62,7 @@ typedef struct flags {
     size_t max_body;  /* --scrape.max-body-bytes: cap on a profile body (scrape and push) */
     unsigned threads; /* --web.threads */
     unsigned query_threads;   /* --query.max-concurrency */
+    int merge_conc;           /* --query.max-merge-concurrency (0: auto) */
     int64_t read_timeout_ms;  /* --web.read-timeout */
     unsigned max_conns;       /* --web.max-connections */
     unsigned max_conns_ip;    /* --web.max-connections-per-ip */
@@ -122,6 +123,9 @@ static void usage(FILE *f)
             "  --web.listen-address=HOST:PORT  default 127.0.0.1:10902 (port 0: any free port)\n"
             "  --web.threads=N                 HTTP workers for pushes, admin, /metrics (default 4)\n"
             "  --query.max-concurrency=N       HTTP workers for queries and the UI (default 4)\n"
+            "  --query.max-merge-concurrency=N merges computed at once, the others wait their\n"
+            "                                  turn, leaving CPU to ingestion (default 0: half\n"
+            "                                  the CPUs, at least 1)\n"
             "  --web.read-timeout=DURATION     whole-request deadline: headers and body must\n"
             "                                  arrive within it (idle connections closed after it;\n"
             "                                  default 30s)\n"
@@ -242,7 +246,7 @@ static int parse_flags(int argc, char **argv, flags *f)
             "--web.max-connections", "--web.max-connections-per-ip", "--web.config.file",
             "--web.allowed-hosts", "--storage.backend", "--clickhouse.url",
             "--clickhouse.database", "--clickhouse.user", "--clickhouse.password-file",
-            "--clickhouse.cluster"};
+            "--clickhouse.cluster", "--query.max-merge-concurrency"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -329,6 +333,14 @@ static int parse_flags(int argc, char **argv, flags *f)
                 f->max_conns_ip = (unsigned)t;
             else
                 f->max_conns = (unsigned)t;
+        } else if (strcmp(name, "--query.max-merge-concurrency") == 0) {
+            char *end;
+            long t = strtol(val, &end, 10);
+            if (*end || end == val || t < 0 || t > 256)
+                return usage_error("--query.max-merge-concurrency: \"%.64s\" is not a number "
+                                   "from 0 to 256",
+                                   val);
+            f->merge_conc = (int)t;
         } else if (strcmp(name, "--web.config.file") == 0) {
             if (!*val)
                 return usage_error("flag %s needs a file name", name);
@@ -498,6 +510,7 @@ static int serve(const flags *f)
                                                 : PD_FSYNC_BATCH;
     so.limits = lim;
     so.block_duration_ms = f->block_ms;
+    so.max_aggregations = f->merge_conc;
     so.retention_ms = f->retention_ms;
     so.future_grace_ms = f->grace_ms;
     so.retention_bytes = f->retention_bytes;
@@ -555,6 +568,8 @@ static int serve(const flags *f)
     pd_format_duration(f->read_timeout_ms ? f->read_timeout_ms : 30000, v_rto, sizeof v_rto);
     snprintf(v_mc, sizeof v_mc, "%u", f->max_conns ? f->max_conns : 4096);
     snprintf(v_mcip, sizeof v_mcip, "%u", f->max_conns_ip);
+    char v_mmc[16];
+    snprintf(v_mmc, sizeof v_mmc, "%d", f->merge_conc);
     /* issue 17: profd's own /debug/pprof, on by default when only loopback can reach it */
     bool enable_pprof = f->enable_pprof == 1 ||
                         (f->enable_pprof < 0 && (strncmp(f->listen, "127.", 4) == 0 ||
@@ -579,7 +594,8 @@ static int serve(const flags *f)
                             "web.max-connections", "web.max-connections-per-ip",
                             "web.config.file", "web.enable-lifecycle",
                             "web.allowed-hosts", "storage.backend", "clickhouse.url",
-                            "clickhouse.database", "clickhouse.user", "clickhouse.cluster"};
+                            "clickhouse.database", "clickhouse.user", "clickhouse.cluster",
+                            "query.max-merge-concurrency"};
     char v_churls[1024] = "";
     for (size_t i = 0, o = 0; i < f->n_ch_urls && o < sizeof v_churls; i++)
         o += (size_t)snprintf(v_churls + o, sizeof v_churls - o, "%s%s", i ? "," : "",
@@ -593,7 +609,7 @@ static int serve(const flags *f)
                              f->backend == PD_STORAGE_CLICKHOUSE ? "clickhouse" : "tsdb", v_churls,
                              f->ch_database ? f->ch_database : "profd",
                              f->ch_user ? f->ch_user : "default",
-                             f->ch_cluster ? f->ch_cluster : ""};
+                             f->ch_cluster ? f->ch_cluster : "", v_mmc};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,

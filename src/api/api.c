@@ -1375,6 +1375,10 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
                         "Start time of the process since unix epoch in seconds.");
     pd_metrics_describe("process_open_fds", PD_METRIC_GAUGE, "Number of open file descriptors.");
     pd_metrics_describe("profd_storage_series", PD_METRIC_GAUGE, "Series in the storage.");
+    pd_metrics_describe("profd_storage_merges_waiting", PD_METRIC_GAUGE,
+                        "Merges waiting for a turn (--query.max-merge-concurrency).");
+    pd_metrics_describe("profd_storage_merge_wait_seconds_total", PD_METRIC_COUNTER,
+                        "Time merges waited for a turn (--query.max-merge-concurrency).");
     pd_metrics_describe("profd_storage_profiles", PD_METRIC_GAUGE, "Profiles in the storage.");
     pd_metrics_describe("profd_storage_bytes", PD_METRIC_GAUGE,
                         "Bytes of every file under the storage path.");

@@ -13,9 +13,13 @@
  * weights of each series from its points (the last profile of each
  * lifetime +1, the baseline -1), each weighted profile aggregated alone.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "base/metrics.h"
 #include "storage/delta_int.h"
 #include "storage/storage.h"
 #include "storage/clickhouse/clickhouse.h"
@@ -51,7 +55,80 @@ struct pd_storage {
     pd_storage_backend backend;
     pd__tsdb_storage *tsdb;
     pd_ch *ch;
+    /* aggregations walking the store at once (options.max_aggregations) */
+    pthread_mutex_t agg_mu;
+    pthread_cond_t agg_cv; /* CLOCK_MONOTONIC */
+    unsigned agg_max;      /* 0: no limit */
+    unsigned agg_running;
 };
+
+/* ---- turns for aggregations (storage.h, max_aggregations) ---- */
+
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static unsigned agg_limit(int opt)
+{
+    if (opt < 0)
+        return 0;
+    if (opt > 0)
+        return (unsigned)opt;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n >= 4 ? (unsigned)(n / 2) : 1;
+}
+
+/* Waits for a turn (polling every ~20 ms). 0, or poll's negative code. */
+static int agg_enter(pd_storage *s, int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err)
+{
+    if (!s->agg_max)
+        return 0;
+    pthread_mutex_lock(&s->agg_mu);
+    if (s->agg_running < s->agg_max) {
+        s->agg_running++;
+        pthread_mutex_unlock(&s->agg_mu);
+        return 0;
+    }
+    int64_t t0 = mono_ns();
+    int rc = 0;
+    pd_metrics_add("profd_storage_merges_waiting", NULL, 1);
+    while (s->agg_running >= s->agg_max) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 20 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->agg_cv, &s->agg_mu, &ts);
+        if (poll && s->agg_running >= s->agg_max) {
+            pthread_mutex_unlock(&s->agg_mu);
+            rc = poll(ctx, err);
+            pthread_mutex_lock(&s->agg_mu);
+            if (rc < 0)
+                break;
+        }
+    }
+    if (rc >= 0)
+        s->agg_running++;
+    pthread_mutex_unlock(&s->agg_mu);
+    pd_metrics_add("profd_storage_merges_waiting", NULL, -1);
+    pd_metrics_add("profd_storage_merge_wait_seconds_total", NULL, (double)(mono_ns() - t0) / 1e9);
+    return rc < 0 ? rc : 0;
+}
+
+static void agg_leave(pd_storage *s)
+{
+    if (!s->agg_max)
+        return;
+    pthread_mutex_lock(&s->agg_mu);
+    s->agg_running--;
+    pthread_cond_signal(&s->agg_cv);
+    pthread_mutex_unlock(&s->agg_mu);
+}
 
 int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *err)
 {
@@ -71,6 +148,13 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         free(s);
         return rc;
     }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&s->agg_mu, NULL);
+    pthread_cond_init(&s->agg_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    s->agg_max = agg_limit(opts->max_aggregations);
     *out = s;
     return 0;
 }
@@ -83,6 +167,8 @@ void pd_storage_close(pd_storage *s)
         pd__ch_close(s->ch);
     else
         pd__tsdb_close(s->tsdb);
+    pthread_cond_destroy(&s->agg_cv);
+    pthread_mutex_destroy(&s->agg_mu);
     free(s);
 }
 
@@ -123,9 +209,16 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
                          int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
                          pd_err *err)
 {
+    int rc = agg_enter(s, poll, ctx, err);
+    if (rc < 0)
+        return rc;
     if (s->ch)
-        return pd__ch_aggregate(s->ch, refs, group, n, mint, maxt, fn, poll, ctx, n_series, err);
-    return pd__tsdb_aggregate(s->tsdb, refs, group, n, mint, maxt, fn, poll, ctx, n_series, err);
+        rc = pd__ch_aggregate(s->ch, refs, group, n, mint, maxt, fn, poll, ctx, n_series, err);
+    else
+        rc = pd__tsdb_aggregate(s->tsdb, refs, group, n, mint, maxt, fn, poll, ctx, n_series,
+                                err);
+    agg_leave(s);
+    return rc;
 }
 
 int pd_storage_maintain(pd_storage *s, pd_err *err)
@@ -195,10 +288,30 @@ static int delta_part(void *ctx, const pd_storage_agg_part *part, const pd_profi
     return c->fn(c->ctx, &pt, p, err);
 }
 
+static int aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
+                           const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                           pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                           size_t *n_series, size_t *n_deltas, pd_err *err);
+
 int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
                                pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
                                size_t *n_series, size_t *n_deltas, pd_err *err)
+{
+    int rc = agg_enter(s, poll, ctx, err);
+    if (rc < 0)
+        return rc;
+    rc = aggregate_delta(s, refs, group, cum_mask, n, mint, maxt, fn, poll, ctx, n_series,
+                         n_deltas, err);
+    agg_leave(s);
+    return rc;
+}
+
+/* (the turn taken) */
+static int aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
+                           const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                           pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                           size_t *n_series, size_t *n_deltas, pd_err *err)
 {
     if (!s->ch)
         return pd__tsdb_aggregate_delta(s->tsdb, refs, group, cum_mask, n, mint, maxt, fn, poll,

@@ -104,6 +104,13 @@ typedef struct pd_storage_options {
     int64_t maintenance_ms;    /* period of the background thread that compacts blocks and
                                   applies retention; 0 = 60 s, < 0 = no thread (only
                                   pd_storage_maintain) */
+    int max_aggregations;      /* --query.max-merge-concurrency: pd_storage_aggregate and
+                                  pd_storage_aggregate_delta calls computed at once; the
+                                  others wait their turn (polling, so deadlines and
+                                  cancels still apply), so merges leave CPU to appends
+                                  (issue 20: 4 merging clients on 2 cores halved the
+                                  pushes acknowledged); 0 = half the online CPUs, at
+                                  least 1; < 0 = no limit */
     int64_t aggregate_slice_ns; /* pd_storage_aggregate holds the head's index read lock
                                    for slices of about this many nanoseconds, then lets
                                    writers in (the lock prefers them) and resumes;
@@ -235,7 +242,11 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
  * so every profile stored in the range before the call is summed once.
  * poll (may be NULL) is called with ctx at the start, every 16 profiles
  * summed and at the end (deadlines, a client gone): a negative code stops
- * the walk and is returned.
+ * the walk and is returned. At most max_aggregations (options) calls walk
+ * the store at once: a call over the limit waits for a turn, calling poll
+ * about every 20 ms meanwhile (its negative code ends the wait and is
+ * returned); waiting calls are counted in profd_storage_merges_waiting and
+ * their wait in profd_storage_merge_wait_seconds_total.
  * Errors: fn's or poll's negative code (stops the walk, returned), PD_ETOOBIG (more
  * than 4M distinct stacks in one part), -errno, PD_ENOMEM. */
 typedef struct pd_storage_agg_part {

@@ -96,6 +96,12 @@ static int skey_cmp(const void *a, const void *b)
 int pd__dprof_from_profile(pd_symbols *s, const pd_profile *p, int64_t ts_ms, pd_dprof *d,
                            pd_err *err)
 {
+    return pd__dprof_map_profile(s, p, ts_ms, false, d, err);
+}
+
+int pd__dprof_map_profile(pd_symbols *s, const pd_profile *p, int64_t ts_ms, bool find_only,
+                          pd_dprof *d, pd_err *err)
+{
     int rc = PD_ENOMEM;
     uint32_t *sm = malloc((p->n_string + 1) * sizeof *sm);
     uint32_t *st = malloc((p->n_sample + 1) * sizeof *st);
@@ -105,8 +111,8 @@ int pd__dprof_from_profile(pd_symbols *s, const pd_profile *p, int64_t ts_ms, pd
     memset(d, 0, sizeof *d);
     if (!sm || !st || !ls || !k)
         goto out;
-    if ((rc = pd__symbols_add_profile(s, p, sm, st, ls, err)))
-        goto out;
+    if ((rc = pd__symbols_map_profile(s, p, find_only, sm, st, ls, err)))
+        goto out; /* (1: not every symbol is in s yet) */
 #define SID(x) (((x) >= 0 && (size_t)(x) < p->n_string) ? sm[(x)] : sm[0])
     rc = PD_ENOMEM;
     d->ts = ts_ms;

@@ -42,6 +42,11 @@ void pd__dprof_release(pd_dprof *d);
  * d is overwritten. Errors: PD_ENOMEM, PD_EINVAL (unresolvable reference). */
 int pd__dprof_from_profile(pd_symbols *s, const pd_profile *p, int64_t ts_ms, pd_dprof *d /* OUT */,
                            pd_err *err);
+/* pd__dprof_from_profile, or with find_only without interning anything
+ * (pd__symbols_map_profile): returns 1, d empty, when a symbol of p is not
+ * in s yet. */
+int pd__dprof_map_profile(pd_symbols *s, const pd_profile *p, int64_t ts_ms, bool find_only,
+                          pd_dprof *d /* OUT */, pd_err *err);
 
 /* Rebuilds a pd_profile from d and the block's symbols s (d was decoded
  * against s, so its ids are in range). out is overwritten; release it with

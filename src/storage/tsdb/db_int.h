@@ -182,9 +182,16 @@ int pd__tsdb_reserve_series(pd_storage *s);
 void pd__tsdb_insert_series(pd_storage *s, series *se);
 size_t pd__tsdb_lower_bound(const series *se, int64_t t);
 bool pd__tsdb_has_ts(const series *se, int64_t ts);
+/* The index of se's sample-type set (types[k], units[k]), or -1 when se has
+ * none such (reads only: app_mu or the idx lock). */
+int pd__tsdb_find_tset(const series *se, size_t k, const char *const *types, const size_t *tlen,
+                       const char *const *units, const size_t *ulen);
 int pd__tsdb_intern_tset(series *se, size_t k, const char *const *types, const size_t *tlen,
                        const char *const *units, const size_t *ulen, uint32_t *idx /* OUT */);
 int pd__tsdb_reserve_point(series *se, size_t k);
+/* True when se has room for one more point with k totals (no
+ * pd__tsdb_reserve_point needed). */
+bool pd__tsdb_has_room(const series *se, size_t k);
 void pd__tsdb_insert_point(series *se, point p, const int64_t *totals, size_t k);
 int pd__tsdb_buf_put_u64le(pd_buf *b, uint64_t v);
 int pd__tsdb_buf_put_str(pd_buf *b, const char *s, size_t len);

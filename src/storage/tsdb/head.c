@@ -176,8 +176,8 @@ bool pd__tsdb_has_ts(const series *se, int64_t ts)
 /* Finds or adds the sample-type set (types[k], units[k]) of se; *idx is its
  * index. Strings are (ptr, len) pairs. Call under the idx write lock (or
  * during replay). 0 or PD_ENOMEM. */
-int pd__tsdb_intern_tset(series *se, size_t k, const char *const *types, const size_t *tlen,
-                       const char *const *units, const size_t *ulen, uint32_t *idx /* OUT */)
+int pd__tsdb_find_tset(const series *se, size_t k, const char *const *types, const size_t *tlen,
+                       const char *const *units, const size_t *ulen)
 {
     /* newest first: a series' type set rarely changes */
     for (size_t i = se->n_tsets; i-- > 0;) {
@@ -189,10 +189,19 @@ int pd__tsdb_intern_tset(series *se, size_t k, const char *const *types, const s
             if (strlen(t->d[j].type) != tlen[j] || memcmp(t->d[j].type, types[j], tlen[j]) ||
                 strlen(t->d[j].unit) != ulen[j] || memcmp(t->d[j].unit, units[j], ulen[j]))
                 break;
-        if (j == k) {
-            *idx = (uint32_t)i;
-            return 0;
-        }
+        if (j == k)
+            return i > INT32_MAX ? -1 : (int)i;
+    }
+    return -1;
+}
+
+int pd__tsdb_intern_tset(series *se, size_t k, const char *const *types, const size_t *tlen,
+                       const char *const *units, const size_t *ulen, uint32_t *idx /* OUT */)
+{
+    int found = pd__tsdb_find_tset(se, k, types, tlen, units, ulen);
+    if (found >= 0) {
+        *idx = (uint32_t)found;
+        return 0;
     }
     if (se->n_tsets >= UINT32_MAX)
         return PD_ENOMEM;
@@ -248,6 +257,11 @@ int pd__tsdb_reserve_point(series *se, size_t k)
         se->cap_tot = nc;
     }
     return 0;
+}
+
+bool pd__tsdb_has_room(const series *se, size_t k)
+{
+    return se->n_pts < se->cap_pts && se->n_tot + k <= se->cap_tot;
 }
 
 /* Inserts p (ts not present; pd__tsdb_reserve_point done) with its k totals. */
@@ -429,6 +443,16 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
         }
     }
     uint64_t hash = pd_labels_hash(labels);
+    /* the profile's symbols looked up before app_mu: appends do that part
+       in parallel (headmem_int.h) */
+    pd_hmem_dec dec;
+    pd_err herr;
+    pd_err_clear(&herr);
+    if ((rc = pd__hmem_decompose(&s->hm, profile, ts_ms, &dec, &herr)) < 0) {
+        pd__profile_rec_release(&pr);
+        return rc == PD_ENOMEM ? pd_err_set(err, rc, "append: out of memory")
+                               : pd_err_set(err, rc, "append: %s", herr.msg);
+    }
 
     pthread_mutex_lock(&s->app_mu);
     /* appends are serialised by app_mu, the only writer: no idx lock to read */
@@ -494,43 +518,47 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
                             payload.len)) < 0)
         goto nomem;
 
-    /* everything that can fail in the index, before the write; the profile
-       is decomposed into the head here (its symbols interned: the idx write
-       lock), and taken back if the WAL write fails */
-    pd_hmem_undo hu;
-    memset(&hu, 0, sizeof hu);
-    pthread_rwlock_wrlock(&s->idx);
-    rc = 0;
-    if (fresh)
-        rc = pd__tsdb_reserve_series(s);
-    if (rc == 0)
-        rc = pd__tsdb_intern_tset(se, k, pr.types, pr.tlen, pr.units, pr.ulen, &pt.tset);
-    if (rc == 0)
-        rc = pd__tsdb_reserve_point(se, k);
-    pd_err herr;
-    pd_err_clear(&herr);
-    if (rc == 0 && (rc = pd__hmem_append(&s->hm, &se->hc, profile, ts_ms, &pt.gid, &pt.gpos, &hu,
-                                         &herr)) < 0 && rc != PD_ENOMEM) {
-        pthread_rwlock_unlock(&s->idx);
+    /* everything that can fail, before the WAL write; the profile is
+       decomposed and encoded with readers going on (headmem_int.h: what
+       readers see changes only under the idx write lock, taken here when a
+       series, a type set, a symbol or more room is new), and published
+       after the write in one short hold of the write lock */
+    pd_hmem_prep hp;
+    if ((rc = pd__hmem_prepare(&s->hm, &se->hc, profile, ts_ms, &s->idx, &dec, &hp, &herr)) < 0) {
+        if (rc == PD_ENOMEM)
+            goto nomem;
         pd_err_set(err, rc, "append: %s", herr.msg);
         goto out;
     }
-    pthread_rwlock_unlock(&s->idx);
-    if (rc < 0)
-        goto nomem;
+    int tset = pd__tsdb_find_tset(se, k, pr.types, pr.tlen, pr.units, pr.ulen);
+    if (fresh || tset < 0 || !pd__tsdb_has_room(se, k)) {
+        pthread_rwlock_wrlock(&s->idx);
+        rc = 0;
+        if (fresh)
+            rc = pd__tsdb_reserve_series(s);
+        if (rc == 0)
+            rc = pd__tsdb_intern_tset(se, k, pr.types, pr.tlen, pr.units, pr.ulen, &pt.tset);
+        if (rc == 0)
+            rc = pd__tsdb_reserve_point(se, k);
+        pthread_rwlock_unlock(&s->idx);
+        if (rc < 0) {
+            pd__hmem_abandon(&s->hm, &se->hc, &hp);
+            goto nomem;
+        }
+    } else
+        pt.tset = (uint32_t)tset;
 
     uint32_t seg;
     uint64_t off;
     if ((rc = pd__wal_append(s->wal, (const uint8_t *)recs.data, recs.len, &seg, &off, err)) < 0) {
-        pthread_rwlock_wrlock(&s->idx);
-        pd__hmem_undo(&s->hm, &se->hc, &hu);
-        pthread_rwlock_unlock(&s->idx);
+        pd__hmem_abandon(&s->hm, &se->hc, &hp);
         goto out;
     }
     pt.seg = seg;
     pt.off = off + profile_at;
 
     pthread_rwlock_wrlock(&s->idx);
+    pd__hmem_publish(&s->hm, &se->hc, &hp, ts_ms, &pt.gid, &pt.gpos);
     if (fresh) {
         pd__tsdb_insert_series(s, fresh);
         fresh = NULL;
@@ -539,7 +567,6 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
     pd__tsdb_head_range_add(s, ts_ms);
     s->n_profiles++;
     pthread_rwlock_unlock(&s->idx);
-    pd__hmem_commit(&se->hc, &hu);
     pd__tsdb_compress_sealed(s, se);
     int64_t cut_from;
     if (s->maint_ms <= 0) { /* no maintenance thread: cut here, appends wait */
@@ -561,6 +588,7 @@ nomem:
         rc = pd_err_set(err, PD_ENOMEM, "append: out of memory");
 out:
     pthread_mutex_unlock(&s->app_mu);
+    pd__hmem_dec_release(&dec); /* (taken over by a prepare) */
     pd__tsdb_series_free(s, fresh);
     pd_buf_release(&payload);
     pd_buf_release(&recs);

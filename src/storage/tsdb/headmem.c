@@ -23,11 +23,14 @@ uint64_t pd__hmem_generations(void)
     return __atomic_load_n(&g_gens, __ATOMIC_RELAXED);
 }
 
+static uint64_t g_gen; /* __atomic */
+
 static pd_hsyms *hsyms_new(void)
 {
     pd_hsyms *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
+    h->gen = __atomic_add_fetch(&g_gen, 1, __ATOMIC_RELAXED);
     if (pd__symbols_init(&h->sym, PD_STACKS_TREE, true) < 0) {
         free(h);
         return NULL;
@@ -61,13 +64,28 @@ void pd__hmem_unpin(pd_hsyms *h) { hsyms_put(h); }
 int pd__hmem_init(pd_hmem *m)
 {
     memset(m, 0, sizeof *m);
-    return (m->cur = hsyms_new()) ? 0 : PD_ENOMEM;
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    /* an interning appender is not starved by the others' lookups */
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int e = pthread_rwlock_init(&m->sym_rw, &ra);
+    pthread_rwlockattr_destroy(&ra);
+    if (e)
+        return PD_ENOMEM;
+    if (!(m->cur = hsyms_new())) {
+        pthread_rwlock_destroy(&m->sym_rw);
+        return PD_ENOMEM;
+    }
+    return 0;
 }
 
 void pd__hmem_release(pd_hmem *m)
 {
+    if (!m->cur)
+        return;
     hsyms_put(m->cur);
     m->cur = NULL;
+    pthread_rwlock_destroy(&m->sym_rw);
 }
 
 int pd__hmem_new_generation(pd_hmem *m)
@@ -75,8 +93,11 @@ int pd__hmem_new_generation(pd_hmem *m)
     pd_hsyms *h = hsyms_new();
     if (!h)
         return PD_ENOMEM;
-    hsyms_put(m->cur);
+    pthread_rwlock_wrlock(&m->sym_rw);
+    pd_hsyms *old = m->cur;
     m->cur = h;
+    pthread_rwlock_unlock(&m->sym_rw);
+    hsyms_put(old);
     return 0;
 }
 
@@ -137,20 +158,66 @@ static void seal_last(pd_hchunks *c)
     pd__vgroup_enc_release(&c->enc);
 }
 
-int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms, uint32_t *gid,
-                    uint32_t *pos, pd_hmem_undo *u, pd_err *err)
+/* Runs fn(a) with the idx write lock when idx is given (else the caller
+ * holds it). */
+static void wlock(pthread_rwlock_t *idx)
 {
-    memset(u, 0, sizeof *u);
-    if (c->n_g == c->cap_g) { /* room for a new group, before anything changes */
-        size_t cap = c->cap_g ? 2 * c->cap_g : 4;
-        pd_hgroup **v = realloc(c->g, cap * sizeof *v);
-        if (!v)
-            return pd_err_set(err, PD_ENOMEM, "head: out of memory");
-        c->g = v;
-        c->cap_g = cap;
-    }
+    if (idx)
+        pthread_rwlock_wrlock(idx);
+}
+
+static void wunlock(pthread_rwlock_t *idx)
+{
+    if (idx)
+        pthread_rwlock_unlock(idx);
+}
+
+int pd__hmem_decompose(pd_hmem *m, const pd_profile *p, int64_t ts_ms, pd_hmem_dec *dec,
+                       pd_err *err)
+{
+    memset(dec, 0, sizeof *dec);
+    pthread_rwlock_rdlock(&m->sym_rw);
+    dec->gen = m->cur->gen;
+    int rc = pd__dprof_map_profile(&m->cur->sym, p, ts_ms, true, &dec->d, err);
+    pthread_rwlock_unlock(&m->sym_rw);
+    dec->found = rc == 0;
+    return rc < 0 ? rc : 0;
+}
+
+void pd__hmem_dec_release(pd_hmem_dec *dec)
+{
+    pd__dprof_release(&dec->d);
+    memset(dec, 0, sizeof *dec);
+}
+
+int pd__hmem_prepare(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms,
+                     pthread_rwlock_t *idx, pd_hmem_dec *dec, pd_hmem_prep *pp, pd_err *err)
+{
+    memset(pp, 0, sizeof *pp);
+    pd_buf_init(&pp->enc, 0);
     pd_dprof d;
-    int rc = pd__dprof_from_profile(&m->cur->sym, p, ts_ms, &d, err);
+    int rc;
+    if (dec && dec->found && dec->gen == m->cur->gen) {
+        d = dec->d; /* taken over */
+        memset(dec, 0, sizeof *dec);
+        rc = 0;
+    } else {
+        if (dec)
+            pd__hmem_dec_release(dec);
+        /* the symbols: looked up with readers going on (app_mu: no other
+           appender interns meanwhile); interned (which moves what readers
+           and pd__hmem_decompose read) under the write locks only when
+           some are new */
+        rc = pd__dprof_map_profile(&m->cur->sym, p, ts_ms, true, &d, err);
+        if (rc == 1) {
+            wlock(idx);
+            pthread_rwlock_wrlock(&m->sym_rw);
+            rc = pd__dprof_map_profile(&m->cur->sym, p, ts_ms, false, &d, err);
+            pthread_rwlock_unlock(&m->sym_rw);
+            wunlock(idx);
+            pp->interned = true;
+        }
+    }
     if (rc < 0)
         return rc;
     pd_hgroup *g = open_group(m, c);
@@ -164,74 +231,109 @@ int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_m
             pd_buf_init(&g->raw, 0);
             g->syms = m->cur;
             g->uid = next_uid();
-            u->new_group = true;
+            pp->new_group = true;
             pd__vgroup_enc_reset(&c->enc);
         }
-        size_t len0 = g->raw.len, cap0 = g->raw.cap;
-        rc = pd__vgroup_enc_append(&c->enc, &d, &g->raw);
-        m->bytes += g->raw.cap - cap0;
-        if (rc == 0) {
-            u->raw_len_before = len0;
+        /* encoded aside: readers keep reading the group meanwhile */
+        pp->enc.len = 0;
+        rc = pd__vgroup_enc_append(&c->enc, &d, &pp->enc);
+        if (rc == 0)
             break;
-        }
-        g->raw.len = len0;
-        if (u->new_group) {
-            m->bytes -= g->raw.cap;
-            pd_buf_release(&g->raw);
+        if (pp->new_group) {
             free(g);
             g = NULL;
-            u->new_group = false;
+            pp->new_group = false;
         } else if (rc == PD_ETOOBIG && attempt == 0) {
             g = NULL; /* the open group has no room for this one: a new group */
             continue;
         }
         c->open = false; /* the encoder's state is unknown now */
         pd__dprof_release(&d);
-        memset(u, 0, sizeof *u);
+        pd_buf_release(&pp->enc);
+        memset(pp, 0, sizeof *pp);
         if (rc == PD_ETOOBIG)
             return pd_err_set(err, rc, "head: the profile has more than %llu values",
                               (unsigned long long)PD_VGROUP_MAX_VALUES);
         return pd_err_set(err, rc, "head: out of memory encoding the profile");
     }
     pd__dprof_release(&d); /* (the encoder keeps what the next delta needs) */
-    if (u->new_group) {
+    pp->g = g;
+    /* room for the publication, so that it cannot fail: memory readers use
+       moves only under the write lock, and rarely (capacities double) */
+    bool room_g = pp->new_group && c->n_g == c->cap_g;
+    bool room_raw = !pp->new_group && g->raw.cap - g->raw.len < pp->enc.len;
+    if (room_g || room_raw) {
+        rc = 0;
+        wlock(idx);
+        if (room_g) {
+            size_t cap = c->cap_g ? 2 * c->cap_g : 4;
+            pd_hgroup **v = realloc(c->g, cap * sizeof *v);
+            if (v) {
+                c->g = v;
+                c->cap_g = cap;
+            } else
+                rc = PD_ENOMEM;
+        }
+        if (room_raw && rc == 0) {
+            size_t cap0 = g->raw.cap;
+            rc = pd_buf_reserve(&g->raw, pp->enc.len);
+            m->bytes += g->raw.cap - cap0;
+        }
+        wunlock(idx);
+        if (rc < 0) {
+            pd__hmem_abandon(m, c, pp);
+            return pd_err_set(err, PD_ENOMEM, "head: out of memory");
+        }
+    }
+    return 0;
+}
+
+void pd__hmem_publish(pd_hmem *m, pd_hchunks *c, pd_hmem_prep *pp, int64_t ts_ms, uint32_t *gid,
+                      uint32_t *pos)
+{
+    pd_hgroup *g = pp->g;
+    if (pp->new_group) {
+        g->raw = pp->enc; /* moved */
+        pd_buf_init(&pp->enc, 0);
+        m->bytes += g->raw.cap;
         __atomic_add_fetch(&g->syms->refs, 1, __ATOMIC_ACQ_REL);
         c->g[c->n_g++] = g;
+    } else {
+        memcpy(g->raw.data + g->raw.len, pp->enc.data, pp->enc.len); /* room reserved */
+        g->raw.len += pp->enc.len;
     }
-    u->g = g;
     c->open = true;
     *gid = c->base + (uint32_t)(c->n_g - 1);
     *pos = g->n;
     g->ts[g->n] = ts_ms;
     g->n++;
     g->n_live++;
-    return 0;
-}
-
-void pd__hmem_commit(pd_hchunks *c, pd_hmem_undo *u)
-{
-    pd_hgroup *g = u->g;
-    memset(u, 0, sizeof *u);
+    pd_buf_release(&pp->enc);
+    memset(pp, 0, sizeof *pp);
     if (g->n >= PD_HMEM_GROUP || g->raw.len >= PD_HMEM_GROUP_BYTES ||
         c->enc.n_values >= PD_VGROUP_GROUP_VALUES)
         seal_last(c); /* readers never look at `sealed`; appenders hold app_mu */
 }
 
-void pd__hmem_undo(pd_hmem *m, pd_hchunks *c, pd_hmem_undo *u)
+void pd__hmem_abandon(pd_hmem *m, pd_hchunks *c, pd_hmem_prep *pp)
 {
-    pd_hgroup *g = u->g;
-    if (!g)
-        return;
-    g->n--;
-    g->n_live--;
-    g->raw.len = u->raw_len_before;
-    g->uid = next_uid(); /* a cached decode of the undone profile is stale */
-    if (u->new_group) {
-        c->n_g--;
-        group_free(m, g);
-    }
-    seal_last(c); /* the encoder has seen the undone profile: start afresh */
-    memset(u, 0, sizeof *u);
+    (void)m;
+    if (pp->new_group)
+        free(pp->g); /* never seen by anyone (its raw is pp->enc) */
+    pd_buf_release(&pp->enc);
+    memset(pp, 0, sizeof *pp);
+    seal_last(c); /* the encoder has seen the abandoned profile: start afresh */
+}
+
+int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms, uint32_t *gid,
+                    uint32_t *pos, pd_err *err)
+{
+    pd_hmem_prep pp;
+    int rc = pd__hmem_prepare(m, c, p, ts_ms, NULL, NULL, &pp, err);
+    if (rc < 0)
+        return rc;
+    pd__hmem_publish(m, c, &pp, ts_ms, gid, pos);
+    return 0;
 }
 
 int pd__hgroup_compress(const pd_hgroup *g, uint8_t **z, size_t *z_len)

@@ -22,15 +22,19 @@
  *   - a profile is addressed by (group id, position in the group); group ids
  *     grow from 0 per series and are never reused.
  *
- * Locking (head.c): everything that changes a series' groups or the symbols
- * (append, undo, install, drop, new generation) runs under the idx write
- * lock; reads (pd__hmem_read) under the idx read lock. `enc` (the open
- * group's encoder: a copy of its last profile and the value model's state)
- * and `sealed` are touched by appenders only (app_mu). Decoded groups are cached per thread (one group):
- * a read of the next profile of the same group decodes nothing.
+ * Locking (head.c): everything that changes what readers read of a
+ * series' groups or of the symbols (publish, install, drop, new generation,
+ * interning new symbols) runs under app_mu + the idx write lock; reads
+ * (pd__hmem_read) under the idx read lock; an appender (app_mu) reads and
+ * encodes without the idx lock (pd__hmem_prepare). `enc` (the open group's
+ * encoder: a copy of its last profile and the value model's state), the
+ * symbols' dictionaries and `sealed` are touched by appenders only (app_mu).
+ * Decoded groups are cached per thread (one group): a read of the next
+ * profile of the same group decodes nothing.
  */
 #ifndef PD_STORAGE_TSDB_HEADMEM_INT_H
 #define PD_STORAGE_TSDB_HEADMEM_INT_H
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +50,7 @@
 typedef struct pd_hsyms {
     pd_symbols sym; /* writable (interning) */
     size_t refs;    /* groups encoded against it + 1 while current */
+    uint64_t gen;   /* unique over the process */
 } pd_hsyms;
 
 typedef struct pd_hgroup {
@@ -70,16 +75,30 @@ typedef struct pd_hchunks {
 } pd_hchunks;
 
 typedef struct pd_hmem {
+    /* cur and its dictionaries: read (pd__hmem_decompose) under sym_rw's
+       read lock by appenders that do not hold app_mu yet; changed under its
+       write lock (+ app_mu + the idx write lock) */
+    pthread_rwlock_t sym_rw;
     pd_hsyms *cur;
     uint64_t bytes;    /* value groups held (raw + compressed), bytes */
 } pd_hmem;
 
-/* What pd__hmem_append changed, to commit or undo it. */
-typedef struct pd_hmem_undo {
-    pd_hgroup *g;
-    bool new_group;
-    size_t raw_len_before;
-} pd_hmem_undo;
+/* A profile decomposed and encoded for a series' chunks, not yet visible
+ * to readers (pd__hmem_prepare). */
+/* A profile decomposed against a generation by pd__hmem_decompose, before
+ * its append takes app_mu. */
+typedef struct pd_hmem_dec {
+    pd_dprof d;   /* valid when found */
+    uint64_t gen; /* the generation d's ids belong to */
+    bool found;   /* every symbol of the profile was in that generation */
+} pd_hmem_dec;
+
+typedef struct pd_hmem_prep {
+    pd_buf enc;      /* its encoding, appended to g's raw bytes when published */
+    pd_hgroup *g;    /* the open group it extends, or a new one (new_group) */
+    bool new_group;  /* g is private until published */
+    bool interned;   /* some of its symbols were new (interned under the write lock) */
+} pd_hmem_prep;
 
 /* Sets up m with a first symbol generation. 0 or PD_ENOMEM. */
 int pd__hmem_init(pd_hmem *m);
@@ -88,25 +107,56 @@ void pd__hmem_release(pd_hmem *m);
 /* Frees every group of c. */
 void pd__hchunks_release(pd_hmem *m, pd_hchunks *c);
 
-/* Decomposes p (indexed, validated) and appends it to c's open group (a new
- * group when there is none, when it is sealed or full, or when it belongs to
- * an older generation). *gid, *pos: where it went. Exclusive access (idx
- * write lock). Then exactly one of pd__hmem_commit (the WAL write succeeded)
- * or pd__hmem_undo (it failed; the group is then sealed) must follow.
- * Errors: PD_ENOMEM, PD_EINVAL (a reference of p that does not resolve),
- * PD_ETOOBIG (p alone has more than PD_VGROUP_MAX_VALUES values); on error
- * no profile was added (symbols p interned may stay; the open group may be
- * sealed). */
-int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms,
-                    uint32_t *gid /* OUT */, uint32_t *pos /* OUT */, pd_hmem_undo *u /* OUT */,
-                    pd_err *err);
-/* Keeps the append (app_mu is enough: only appenders touch `enc` and
- * `sealed`); seals the group when it is full — PD_HMEM_GROUP profiles,
+/* Locking of an append (the only writer: app_mu held throughout). Readers
+ * hold the idx read lock and read the symbol tables' entries, the groups'
+ * raw bytes up to raw.len and their first n timestamps; an appender may
+ * read anything with app_mu alone, and changes what readers read only
+ * under the idx write lock. So an append is split:
+ *   pd__hmem_prepare   app_mu; the write lock only for new symbols or more
+ *                      room (rare once a series' program is known)
+ *   (the WAL write)    app_mu
+ *   pd__hmem_publish   app_mu + idx write lock: a copy of the encoded bytes
+ *   or pd__hmem_abandon (the WAL write failed)
+ *
+ * pd__hmem_prepare decomposes p (indexed, validated) against the current
+ * generation's symbols — looked up without any lock, interned under idx's
+ * write lock when some are new — and encodes it for c's open group (a new
+ * group when there is none, when it is sealed or full, or when it belongs
+ * to an older generation), reserving (under idx's write lock) what
+ * publishing needs. idx NULL: the caller holds the write lock. On success
+ * exactly one of pd__hmem_publish and pd__hmem_abandon must follow, with
+ * app_mu held since. Errors: PD_ENOMEM, PD_EINVAL (a reference of p that
+ * does not resolve), PD_ETOOBIG (p alone has more than PD_VGROUP_MAX_VALUES
+ * values); on error nothing is to publish (symbols p interned may stay; the
+ * open group may be sealed). */
+int pd__hmem_prepare(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms,
+                     pthread_rwlock_t *idx, pd_hmem_dec *dec, pd_hmem_prep *pp /* OUT */,
+                     pd_err *err);
+/* The part of pd__hmem_prepare that needs no lock of the store, run by an
+ * appender before it takes app_mu so that appends decompose in parallel:
+ * p's samples mapped to the current generation's ids, found (not interned)
+ * under sym_rw's read lock. dec (OUT) is then given to pd__hmem_prepare,
+ * which uses it when dec->found and the generation is still current (else
+ * it maps p again), and releases it in every case (also on its error).
+ * Without a prepare to follow: pd__hmem_dec_release. Errors: PD_ENOMEM,
+ * PD_EINVAL (a reference of p that does not resolve). */
+int pd__hmem_decompose(pd_hmem *m, const pd_profile *p, int64_t ts_ms, pd_hmem_dec *dec /* OUT */,
+                       pd_err *err);
+void pd__hmem_dec_release(pd_hmem_dec *dec);
+/* Makes the prepared profile visible at (*gid, *pos) (idx write lock);
+ * seals the group when it is full — PD_HMEM_GROUP profiles,
  * PD_HMEM_GROUP_BYTES raw, or PD_VGROUP_GROUP_VALUES values (then
- * pd__hchunks_raw_sealed finds it for compression). */
-void pd__hmem_commit(pd_hchunks *c, pd_hmem_undo *u);
-/* Takes the append back (idx write lock). */
-void pd__hmem_undo(pd_hmem *m, pd_hchunks *c, pd_hmem_undo *u);
+ * pd__hchunks_raw_sealed finds it for compression). Cannot fail. */
+void pd__hmem_publish(pd_hmem *m, pd_hchunks *c, pd_hmem_prep *pp, int64_t ts_ms,
+                      uint32_t *gid /* OUT */, uint32_t *pos /* OUT */);
+/* Drops a prepared profile (app_mu; no idx lock: nothing of it is visible);
+ * c's open group is sealed (its encoder has seen the profile). */
+void pd__hmem_abandon(pd_hmem *m, pd_hchunks *c, pd_hmem_prep *pp);
+/* pd__hmem_prepare (no pd__hmem_decompose before) + pd__hmem_publish with
+ * the write lock held by the caller (the replay's decomposition). Errors as
+ * pd__hmem_prepare. */
+int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms,
+                    uint32_t *gid /* OUT */, uint32_t *pos /* OUT */, pd_err *err);
 
 /* zstd-compresses a sealed raw group g (which stays readable meanwhile:
  * run it outside the idx lock, under app_mu). *z: malloc'ed frame. 0 or

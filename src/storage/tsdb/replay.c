@@ -439,10 +439,9 @@ bool pd__tsdb_decompose_replayed(pd_storage *s, int64_t budget_ms)
             bool still = k < se->n_pts && se->pts[k].ts == v[j].ts && se->pts[k].gid == WAL_ONLY;
             int hrc = rc;
             if (still && rc == 0) {
-                pd_hmem_undo u;
                 uint32_t gid, gpos;
                 pthread_rwlock_wrlock(&s->idx);
-                hrc = pd__hmem_append(&s->hm, &se->hc, &p, v[j].ts, &gid, &gpos, &u, &e);
+                hrc = pd__hmem_append(&s->hm, &se->hc, &p, v[j].ts, &gid, &gpos, &e);
                 if (hrc == 0) {
                     se->pts[k].gid = gid;
                     se->pts[k].gpos = gpos;
@@ -451,7 +450,6 @@ bool pd__tsdb_decompose_replayed(pd_storage *s, int64_t budget_ms)
                 }
                 pthread_rwlock_unlock(&s->idx);
                 if (hrc == 0) {
-                    pd__hmem_commit(&se->hc, &u);
                     pd__tsdb_compress_sealed(s, se);
                     done++;
                 }

@@ -51,8 +51,11 @@ static uint64_t key_hash(const void *k, size_t len)
     return h == UINT64_MAX ? 0 : h;
 }
 
-/* Finds or adds key; *id its index; *added true when new. */
-static int dict_intern(pd_sym_dict *d, const void *key, size_t len, uint32_t *id, bool *added)
+/* Finds or adds key; *id its index; *added true when new. find_only: a key
+ * not there is not added and MISS is returned (nothing changes). */
+#define MISS 1
+static int dict_intern_x(pd_sym_dict *d, const void *key, size_t len, uint32_t *id, bool *added,
+                         bool find_only)
 {
     uint64_t h = key_hash(key, len), first;
     bool have = pd_u64map_get(&d->head, h, &first);
@@ -63,6 +66,8 @@ static int dict_intern(pd_sym_dict *d, const void *key, size_t len, uint32_t *id
                 *added = false;
                 return 0;
             }
+    if (find_only)
+        return MISS;
     if (d->n == d->cap) {
         size_t nc = d->cap ? d->cap * 2 : 256;
         uint32_t *nx = realloc(d->next, nc * sizeof *nx);
@@ -91,6 +96,11 @@ static int dict_intern(pd_sym_dict *d, const void *key, size_t len, uint32_t *id
     *id = j;
     *added = true;
     return 0;
+}
+
+static int dict_intern(pd_sym_dict *d, const void *key, size_t len, uint32_t *id, bool *added)
+{
+    return dict_intern_x(d, key, len, id, added, false);
 }
 
 /* Grows *arr (element size el) to hold n+1 entries. */
@@ -200,6 +210,12 @@ static int kput(pd_buf *k, uint64_t v) { return pd_buf_put_varint(k, v); }
 int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_map,
                             uint32_t *stack, uint32_t *lset, pd_err *err)
 {
+    return pd__symbols_map_profile(s, p, false, str_map, stack, lset, err);
+}
+
+int pd__symbols_map_profile(pd_symbols *s, const pd_profile *p, bool find_only,
+                            uint32_t *str_map, uint32_t *stack, uint32_t *lset, pd_err *err)
+{
     int rc = 0;
     uint32_t *fmap = NULL, *mmap = NULL, *lmap = NULL, *tmp = NULL;
     uint32_t *prev_loc = NULL, *prev_node = NULL; /* the previous sample's path, root first */
@@ -208,7 +224,10 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
     bool added;
 
     for (size_t i = 0; i < p->n_string; i++)
-        if ((rc = pd__symbols_string(s, p->string_table[i], p->string_len[i], &str_map[i])))
+        if ((rc = find_only ? dict_intern_x(&s->d_str, p->string_table[i], p->string_len[i],
+                                            &str_map[i], &added, true)
+                            : pd__symbols_string(s, p->string_table[i], p->string_len[i],
+                                                 &str_map[i])))
             goto out;
 #define SID(x) (((x) >= 0 && (size_t)(x) < p->n_string) ? str_map[(x)] : str_map[0])
 
@@ -225,7 +244,7 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
         pd_buf_reset(&k);
         if ((rc = kput(&k, sf.name)) || (rc = kput(&k, sf.system_name)) ||
             (rc = kput(&k, sf.filename)) || (rc = kput(&k, pd_zigzag_enc(sf.start_line))) ||
-            (rc = dict_intern(&s->d_fn, k.data, k.len, &fmap[i], &added)))
+            (rc = dict_intern_x(&s->d_fn, k.data, k.len, &fmap[i], &added, find_only)))
             goto out;
         if (added) {
             if ((rc = grow(&s->fn, &s->cap_fn, s->n_fn, sizeof *s->fn)))
@@ -243,7 +262,7 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
         if ((rc = kput(&k, sm.start)) || (rc = kput(&k, sm.limit)) || (rc = kput(&k, sm.offset)) ||
             (rc = kput(&k, sm.filename)) || (rc = kput(&k, sm.build_id)) ||
             (rc = kput(&k, sm.flags)) ||
-            (rc = dict_intern(&s->d_map, k.data, k.len, &mmap[i], &added)))
+            (rc = dict_intern_x(&s->d_map, k.data, k.len, &mmap[i], &added, find_only)))
             goto out;
         if (added) {
             if ((rc = grow(&s->map, &s->cap_map, s->n_map, sizeof *s->map)))
@@ -283,7 +302,7 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
                 (rc = kput(&k, pd_zigzag_enc(l->line[j].column))))
                 goto out;
         }
-        if ((rc = dict_intern(&s->d_loc, k.data, k.len, &lmap[i], &added)))
+        if ((rc = dict_intern_x(&s->d_loc, k.data, k.len, &lmap[i], &added, find_only)))
             goto out;
         if (added) {
             if ((rc = grow(&s->loc, &s->cap_loc, s->n_loc, sizeof *s->loc)))
@@ -322,7 +341,7 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
             }
             tmp[j] = lmap[l - p->location];
         }
-        if (n > s->max_depth)
+        if (n > s->max_depth && !find_only)
             s->max_depth = n;
         uint32_t sid = 0;
         XXH128_hash_t hh = {0, 0};
@@ -338,6 +357,9 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
         if (sid) {
             /* cached (prev_loc/prev_node keep the last walked path: still
                a path of the tree, so the next walk may start from it) */
+        } else if (n && find_only && s->stack_format == PD_STACKS_TREE) {
+            rc = MISS; /* every stack added is cached: not in the cache, not known */
+            goto out;
         } else if (n && s->stack_format == PD_STACKS_TREE) {
             uint32_t parent = 0;
             /* the root path shared with the previous sample needs no lookup */
@@ -414,7 +436,7 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
                 goto out;
             s->stack_hi[sid] = hi;
         } else if (n) {
-            if ((rc = dict_intern(&s->d_stack, tmp, n * sizeof *tmp, &sid, &added)))
+            if ((rc = dict_intern_x(&s->d_stack, tmp, n * sizeof *tmp, &sid, &added, find_only)))
                 goto out;
             sid += 1;
             if (added) {
@@ -441,7 +463,7 @@ int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_ma
                     (rc = kput(&k, pd_zigzag_enc(lb->num))) || (rc = kput(&k, SID(lb->num_unit))))
                     goto out;
             }
-            if ((rc = dict_intern(&s->d_lset, k.data, k.len, &ls, &added)))
+            if ((rc = dict_intern_x(&s->d_lset, k.data, k.len, &ls, &added, find_only)))
                 goto out;
             ls += 1;
             if (added) {

@@ -145,6 +145,18 @@ int pd__symbols_string(pd_symbols *s, const char *str, size_t len, uint32_t *id 
  * that does not resolve, err says which). */
 int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_map /* OUT */,
                             uint32_t *stack /* OUT */, uint32_t *lset /* OUT */, pd_err *err);
+/* pd__symbols_add_profile, or with find_only the same lookups without any
+ * change to s: returns 1 (and the outputs are incomplete) as soon as one of
+ * p's strings, mappings, functions, locations, stacks (tree stacks: only
+ * through the whole-stack cache, where every stack added is kept) or label
+ * sets is not in s yet; 0 when every one is, with the outputs filled as
+ * pd__symbols_add_profile would. A find_only call only reads the writer's
+ * dictionaries, so it may run while readers read s (the head's appender
+ * under app_mu alone: headmem_int.h); a second writer may not run
+ * meanwhile. Errors as pd__symbols_add_profile. */
+int pd__symbols_map_profile(pd_symbols *s, const pd_profile *p, bool find_only,
+                            uint32_t *str_map /* OUT */, uint32_t *stack /* OUT */,
+                            uint32_t *lset /* OUT */, pd_err *err);
 
 /* Appends the tables' encoding (uncompressed; docs/format/symbols.md) to out.
  * PD_ENOMEM, PD_ETOOBIG. */

@@ -30,6 +30,7 @@
 #include <cmocka.h>
 #include "../pd_test.h"
 
+#include "base/metrics.h"
 #include "storage/storage.h"
 
 #ifndef PD_TESTDATA
@@ -189,6 +190,122 @@ static void test_aggregate_during_cuts(void **state)
     nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+
+/* ---- turns (storage.h: max_aggregations) ----
+ * With max_aggregations = 1 a second aggregation waits while the first
+ * walks, polling meanwhile: its poll's error ends the wait (the walk never
+ * starts), it is counted as waiting, and it runs once the first is done.
+ * With no limit (< 0) both walk at once. */
+typedef struct turn {
+    pd_storage *st;
+    uint64_t ref;
+    _Atomic int entered, release;
+    size_t polls, parts;
+    double waiting_seen;
+    int rc;
+} turn;
+
+static int hold_fn(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
+{
+    (void)part, (void)p, (void)err;
+    turn *t = ctx;
+    atomic_store(&t->entered, 1);
+    while (!atomic_load(&t->release)) {
+        struct timespec ms1 = {0, 1000 * 1000};
+        nanosleep(&ms1, NULL);
+    }
+    return 0;
+}
+
+static void *hold_main(void *arg)
+{
+    turn *t = arg;
+    pd_err err = {{0}};
+    t->rc = pd_storage_aggregate(t->st, &t->ref, NULL, 1, INT64_MIN, INT64_MAX, hold_fn, NULL, t,
+                                 NULL, &err);
+    return NULL;
+}
+
+static int count_fn(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
+{
+    (void)p, (void)err;
+    turn *t = ctx;
+    t->parts += part->n_profiles;
+    return 0;
+}
+
+static int give_up_poll(void *ctx, pd_err *err)
+{
+    turn *t = ctx;
+    t->waiting_seen = pd_metrics_get("profd_storage_merges_waiting", NULL);
+    if (++t->polls == 5)
+        return pd_err_set(err, PD_ETIMEOUT, "test: gave up waiting");
+    return 0;
+}
+
+static void test_turns(void **state)
+{
+    (void)state;
+    for (int limit = 1; limit >= -1; limit -= 2) {
+        char dir[] = "/tmp/pd_aggregate_turns_XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        pd_storage_options o = pd_storage_options_default();
+        o.path = dir;
+        o.fsync = PD_FSYNC_NEVER;
+        o.retention_ms = -1;
+        o.future_grace_ms = -1;
+        o.max_aggregations = limit;
+        pd_storage *st;
+        pd_err err = {{0}};
+        PD_ASSERT_OK(pd_storage_open(&o, &st, &err), &err);
+        for (int64_t ts = 1000; ts <= 4000; ts += 1000)
+            append(st, "heap", 0, ts);
+        pd_series_set set;
+        pd_matcher m;
+        PD_ASSERT_OK(pd_matcher_init(&m, PD_MATCH_EQ, "__name__", "heap", &err), &err);
+        PD_ASSERT_OK(pd_storage_select(st, &m, 1, INT64_MIN, INT64_MAX, &set, &err), &err);
+        pd_matcher_release(&m);
+        assert_int_equal(set.n, 1);
+        turn a = {.st = st, .ref = set.v[0].ref}, b = {.st = st, .ref = set.v[0].ref};
+        pd_series_set_release(&set);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, hold_main, &a), 0);
+        while (!atomic_load(&a.entered)) {
+            struct timespec ms1 = {0, 1000 * 1000};
+            nanosleep(&ms1, NULL);
+        }
+        double w0 = pd_metrics_get("profd_storage_merge_wait_seconds_total", NULL);
+        int rc = pd_storage_aggregate(st, &b.ref, NULL, 1, INT64_MIN, INT64_MAX, count_fn,
+                                      give_up_poll, &b, NULL, &err);
+        if (limit == 1) {
+            /* waited (polled while counted), gave up, never walked */
+            assert_int_equal(rc, PD_ETIMEOUT);
+            assert_int_equal(b.polls, 5);
+            assert_true(b.waiting_seen == 1);
+            assert_int_equal(b.parts, 0);
+            assert_true(pd_metrics_get("profd_storage_merge_wait_seconds_total", NULL) > w0);
+            assert_true(pd_metrics_get("profd_storage_merges_waiting", NULL) == 0);
+        } else {
+            /* no limit: walked beside the first (polled at its start and
+               every 16 profiles and at its end only) */
+            PD_ASSERT_OK(rc, &err);
+            assert_int_equal(b.parts, 4);
+            assert_true(b.polls < 5);
+        }
+        atomic_store(&a.release, 1);
+        pthread_join(th, NULL);
+        PD_ASSERT_OK(a.rc, &err);
+        /* the turn was given back: the next one walks at once */
+        turn c = {.st = st, .ref = b.ref};
+        PD_ASSERT_OK(pd_storage_aggregate(st, &c.ref, NULL, 1, INT64_MIN, INT64_MAX, count_fn,
+                                          give_up_poll, &c, NULL, &err),
+                     &err);
+        assert_int_equal(c.parts, 4);
+        pd_storage_close(st);
+        nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    }
+}
+
 int main(void)
 {
     char path[1024];
@@ -211,7 +328,8 @@ int main(void)
         return 1;
     }
     pd_profile_totals(&PROF, TOTALS);
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_aggregate_during_cuts)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_aggregate_during_cuts),
+                                       cmocka_unit_test(test_turns)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pd_profile_release(&PROF);
     free(BODY);

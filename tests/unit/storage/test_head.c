@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1226,6 +1227,73 @@ static void test_concurrent(void **state)
     pd_series_set_release(&set);
 }
 
+
+/* ---- a WAL write that fails ----
+ * The append decomposes and encodes a profile before its WAL write and
+ * publishes it after (headmem_int.h). A failed write must leave nothing
+ * behind: the profile is not served, and the next one of the series must
+ * not be encoded against it (the encoder saw it). The write is made to fail
+ * with RLIMIT_FSIZE at the segment's current size (write(2): EFBIG). */
+static off_t newest_segment_size(const char *dir)
+{
+    char wd[4200];
+    snprintf(wd, sizeof wd, "%s/wal", dir);
+    DIR *d = opendir(wd);
+    assert_non_null(d);
+    struct dirent *de;
+    char best[256] = "";
+    while ((de = readdir(d)))
+        if (strspn(de->d_name, "0123456789") == strlen(de->d_name) && de->d_name[0] &&
+            strcmp(de->d_name, best) > 0)
+            snprintf(best, sizeof best, "%s", de->d_name);
+    closedir(d);
+    assert_true(best[0]);
+    char p[4500];
+    snprintf(p, sizeof p, "%s/%s", wd, best);
+    struct stat stt;
+    assert_int_equal(stat(p, &stt), 0);
+    return stt.st_size;
+}
+
+static void test_wal_write_fails(void **state)
+{
+    fx *f = *state;
+    build_plan();
+    f->st = open_store(f->dir, 32 << 20, PD_FSYNC_BATCH);
+    /* A and B in one group; C (new stacks: interned first) fails; D follows */
+    entry a = {0, 1000, HEAP0}, b = {0, 2000, HEAP0 + 1}, c = {0, 3000, HEAP0 + 7},
+          d = {0, 4000, HEAP0 + 2};
+    assert_int_equal(append_entry(f->st, &a), 0);
+    assert_int_equal(append_entry(f->st, &b), 0);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = (rlim_t)newest_segment_size(f->dir);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    pd_err err = {{0}};
+    const tprof *t = &PROF[c.prof];
+    int rc = pd_storage_append(f->st, &SER[0], c.ts, t->body, t->len, &t->p, &err);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    assert_true(rc < 0);
+    assert_int_equal(append_entry(f->st, &d), 0);
+    for (int round = 0; round < 2; round++) {
+        uint64_t ref = ref_of(f->st, 0);
+        check_profile(f->st, ref, &a);
+        check_profile(f->st, ref, &b);
+        check_profile(f->st, ref, &d);
+        pd_profile got;
+        assert_int_equal(pd_storage_read_profile(f->st, ref, c.ts, &got, NULL, &err), PD_ENOTFOUND);
+        pd_storage_stats ss;
+        pd_storage_stats_get(f->st, &ss);
+        assert_int_equal(ss.n_profiles, 3);
+        /* and after a reopen (the WAL holds A, B and D only) */
+        pd_storage_close(f->st);
+        f->st = open_store(f->dir, 32 << 20, PD_FSYNC_BATCH);
+    }
+}
+
 /* ---- kill -9 ---- */
 
 static void child_main(const char *dir, int round, int wfd)
@@ -1335,6 +1403,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replay_undecodable_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lost_series_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_write_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill9, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
