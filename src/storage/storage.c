@@ -14,6 +14,7 @@
  * lifetime +1, the baseline -1), each weighted profile aggregated alone.
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -59,7 +60,8 @@ struct pd_storage {
     pthread_mutex_t agg_mu;
     pthread_cond_t agg_cv; /* CLOCK_MONOTONIC */
     unsigned agg_max;      /* 0: no limit */
-    unsigned agg_running;
+    unsigned agg_running;  /* turns held */
+    struct agg_waiter *agg_queue, *agg_tail; /* waiting, in arrival order */
 };
 
 /* ---- turns for aggregations (storage.h, max_aggregations) ---- */
@@ -81,21 +83,47 @@ static unsigned agg_limit(int opt)
     return n >= 4 ? (unsigned)(n / 2) : 1;
 }
 
+/* A call waiting for its turn; turns are handed over in arrival order. */
+typedef struct agg_waiter {
+    struct agg_waiter *next;
+    bool granted;
+} agg_waiter;
+
+/* Gives the turn held to the first waiter, or back (agg_mu held). */
+static void agg_pass_locked(pd_storage *s)
+{
+    agg_waiter *w = s->agg_queue;
+    if (w) {
+        s->agg_queue = w->next;
+        if (!s->agg_queue)
+            s->agg_tail = NULL;
+        w->granted = true; /* the turn goes to it: agg_running unchanged */
+        pthread_cond_broadcast(&s->agg_cv);
+    } else
+        s->agg_running--;
+}
+
 /* Waits for a turn (polling every ~20 ms). 0, or poll's negative code. */
 static int agg_enter(pd_storage *s, int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err)
 {
     if (!s->agg_max)
         return 0;
     pthread_mutex_lock(&s->agg_mu);
-    if (s->agg_running < s->agg_max) {
+    if (s->agg_running < s->agg_max && !s->agg_queue) {
         s->agg_running++;
         pthread_mutex_unlock(&s->agg_mu);
         return 0;
     }
     int64_t t0 = mono_ns();
     int rc = 0;
+    agg_waiter w = {NULL, false};
+    if (s->agg_tail)
+        s->agg_tail->next = &w;
+    else
+        s->agg_queue = &w;
+    s->agg_tail = &w;
     pd_metrics_add("profd_storage_merges_waiting", NULL, 1);
-    while (s->agg_running >= s->agg_max) {
+    while (!w.granted) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 20 * 1000000;
@@ -104,16 +132,28 @@ static int agg_enter(pd_storage *s, int (*poll)(void *ctx, pd_err *err), void *c
             ts.tv_nsec -= 1000000000;
         }
         pthread_cond_timedwait(&s->agg_cv, &s->agg_mu, &ts);
-        if (poll && s->agg_running >= s->agg_max) {
-            pthread_mutex_unlock(&s->agg_mu);
-            rc = poll(ctx, err);
-            pthread_mutex_lock(&s->agg_mu);
-            if (rc < 0)
-                break;
+        if (w.granted || !poll)
+            continue;
+        pthread_mutex_unlock(&s->agg_mu);
+        rc = poll(ctx, err);
+        pthread_mutex_lock(&s->agg_mu);
+        if (rc < 0)
+            break;
+    }
+    if (rc < 0) {
+        if (w.granted) {
+            agg_pass_locked(s); /* granted meanwhile: not used */
+        } else { /* out of the queue */
+            agg_waiter **pp = &s->agg_queue, *prev = NULL;
+            while (*pp != &w) {
+                prev = *pp;
+                pp = &(*pp)->next;
+            }
+            *pp = w.next;
+            if (s->agg_tail == &w)
+                s->agg_tail = prev;
         }
     }
-    if (rc >= 0)
-        s->agg_running++;
     pthread_mutex_unlock(&s->agg_mu);
     pd_metrics_add("profd_storage_merges_waiting", NULL, -1);
     pd_metrics_add("profd_storage_merge_wait_seconds_total", NULL, (double)(mono_ns() - t0) / 1e9);
@@ -125,8 +165,7 @@ static void agg_leave(pd_storage *s)
     if (!s->agg_max)
         return;
     pthread_mutex_lock(&s->agg_mu);
-    s->agg_running--;
-    pthread_cond_signal(&s->agg_cv);
+    agg_pass_locked(s);
     pthread_mutex_unlock(&s->agg_mu);
 }
 
