@@ -721,15 +721,12 @@ int pd__wal_append(pd_wal *w, const uint8_t *recs, size_t len, uint32_t *seg, ui
     if (w->fsync == PD_FSYNC_ALWAYS) {
         w->last_sync_ms = mono_ms();
     } else if (w->fsync == PD_FSYNC_BATCH) {
-        int64_t now = mono_ms();
-        if (now - w->last_sync_ms >= w->batch_ms) {
-            if (fdatasync(cur.fd) < 0)
-                pd_log_error("wal: fsync failed", "file=%s err=\"%s\"", name, strerror(errno));
-            w->last_sync_ms = now;
-            w->dirty = false;
-        } else {
-            w->dirty = true;
-        }
+        /* the flusher syncs, never the append: an fdatasync here holds
+           every append behind it (5-23 ms for a second of 75 KB profiles
+           at 100/s on the bench's VM) */
+        w->dirty = true;
+        if (mono_ms() - w->last_sync_ms >= w->batch_ms)
+            pthread_cond_signal(&w->cond);
     }
 out:
     pthread_mutex_unlock(&w->mu);
