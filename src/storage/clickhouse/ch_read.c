@@ -571,54 +571,6 @@ out:
     return rc;
 }
 
-/* ---- one profile ---- */
-
-int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, pd_buf *raw,
-                        pd_err *err)
-{
-    pd_buf sql, resp;
-    pd_buf_init(&sql, 0);
-    pd_buf_init(&resp, c->limits.max_body_bytes ? c->limits.max_body_bytes + 64 : 0);
-    int rc = pd_buf_printf(&sql, "SELECT body FROM profiles WHERE fingerprint = %llu AND day = ",
-                           (unsigned long long)ref);
-    rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
-    rc = rc ? rc : pd_buf_printf(&sql, " AND ts = %lld LIMIT 1 FORMAT RowBinary", (long long)ts_ms);
-    if (rc < 0) {
-        rc = nomem(err);
-        goto out;
-    }
-    if ((rc = query(c, &sql, &resp, err)) < 0)
-        goto out;
-    if (resp.len == 0) {
-        rc = pd_err_set(err, PD_ENOTFOUND, "no profile of series %llu at %lld",
-                        (unsigned long long)ref, (long long)ts_ms);
-        goto out;
-    }
-    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-    const uint8_t *body;
-    size_t len;
-    pd__ch_rd_str(&r, &body, &len);
-    if (r.bad) {
-        rc = bad_answer(c, err, "a profile's body");
-        goto out;
-    }
-    rc = pd_profile_decode(out, body, len, &c->limits, err);
-    if (rc < 0) {
-        pd_err_prefix(err, "ClickHouse profile of series %llu at %lld: ", (unsigned long long)ref,
-                      (long long)ts_ms);
-        rc = PD_ECORRUPT;
-        goto out;
-    }
-    if (raw && pd_buf_append(raw, body, len) < 0) {
-        pd_profile_release(out);
-        rc = nomem(err);
-    }
-out:
-    pd_buf_release(&sql);
-    pd_buf_release(&resp);
-    return rc;
-}
-
 /* ---- aggregation ---- */
 
 typedef struct part {
@@ -785,16 +737,19 @@ static int put_fp_range(pd_buf *b, const uint64_t *fps, size_t n, int64_t mint, 
     return rc ? rc : put_range(b, mint, maxt);
 }
 
-/* Builds part p's profile from its sums and the stack blobs, hands it to fn. */
-static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
-                pd_storage_agg_fn fn, void *ctx, pd_err *err)
+/* Builds part p's profile from its sums (or, single, one stored profile's
+ * samples rows: repeats kept) and the stack blobs into *out. A stack
+ * missing from the blobs: in a merge, a warning and its samples left out;
+ * for a single profile PD_ECORRUPT (the profile would not be whole). */
+static int build(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs, bool single,
+                 pd_profile *out, pd_err *err)
 {
     pd_profile_builder *b = NULL;
-    pd_profile prof;
-    memset(&prof, 0, sizeof prof);
     int rc = pd_profile_builder_new(&g->c->limits, &b);
     if (rc < 0)
         return nomem(err);
+    if (single)
+        pd_profile_builder_keep_repeats(b);
     for (size_t i = 0; i < p->n_types; i++) {
         int r = pd_profile_builder_sample_type(b, p->types[i], p->units[i], err);
         if (r < 0) {
@@ -824,6 +779,13 @@ static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
     hp->duration_nanos = p->duration_nanos;
     for (size_t i = 0; i < p->n_stacks; i++) {
         uint64_t at;
+        if (!pd_u64map_get(blob_at, p->stack[i], &at) && single) {
+            __atomic_store_n(&g->c->forget_known, true, __ATOMIC_RELAXED);
+            rc = pd_err_set(err, PD_ECORRUPT,
+                            "ClickHouse: stack %llu of the profile is missing from table stacks",
+                            (unsigned long long)p->stack[i]);
+            goto out;
+        }
         if (!pd_u64map_get(blob_at, p->stack[i], &at)) {
             pd_log(PD_LOG_WARN, "clickhouse stack missing", "stack_hash=%llu",
                    (unsigned long long)p->stack[i]);
@@ -842,13 +804,74 @@ static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
         if ((rc = pd__ch_stack_add(b, s, n, &p->values[i * p->n_types], err)) < 0)
             goto out;
     }
-    if ((rc = pd_profile_builder_finish(b, &prof, err)) < 0)
-        goto out;
+    rc = pd_profile_builder_finish(b, out, err);
+out:
+    pd_profile_builder_free(b);
+    return rc;
+}
+
+/* Builds part p's profile (build) and hands it to fn. */
+static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
+                pd_storage_agg_fn fn, void *ctx, pd_err *err)
+{
+    pd_profile prof;
+    memset(&prof, 0, sizeof prof);
+    int rc = build(g, p, blob_at, blobs, false, &prof, err);
+    if (rc < 0)
+        return rc;
     p->info.series = p->first_ref;
     rc = fn(ctx, &p->info, &prof, err);
     pd_profile_release(&prof);
+    return rc;
+}
+
+/* Fetches the stacks want[0..n_want) with `stack_hash IN (...)` (20,000 per
+ * query): blob_at maps each hash found to its String's offset in blobs. */
+static int resolve_stacks(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64map *blob_at,
+                          pd_buf *blobs, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                          pd_err *err)
+{
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    int rc = 0;
+    for (size_t off = 0; off < n_want; off += 20000) {
+        size_t k = n_want - off < 20000 ? n_want - off : 20000;
+        pd_buf_reset(&sql);
+        pd_buf_reset(&resp);
+        rc = pd_buf_puts(&sql, "SELECT stack_hash, any(stack) FROM stacks WHERE stack_hash IN (");
+        for (size_t i = 0; rc == 0 && i < k; i++)
+            rc = pd_buf_printf(&sql, "%s%llu", i ? "," : "", (unsigned long long)want[off + i]);
+        rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY stack_hash FORMAT RowBinary");
+        if (rc < 0) {
+            rc = nomem(err);
+            goto out;
+        }
+        if ((rc = query(c, &sql, &resp, err)) < 0)
+            goto out;
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        while (pd__ch_rd_more(&r)) {
+            uint64_t sh = pd__ch_rd_u64(&r);
+            size_t at = r.pos;
+            const uint8_t *s;
+            size_t sn;
+            pd__ch_rd_str(&r, &s, &sn);
+            if (r.bad) {
+                rc = bad_answer(c, err, "the stacks");
+                goto out;
+            }
+            if (pd_u64map_put(blob_at, sh, blobs->len) < 0 ||
+                pd_buf_append(blobs, resp.data + at, r.pos - at) < 0) {
+                rc = nomem(err);
+                goto out;
+            }
+        }
+        if (poll && (rc = poll(ctx, err)) < 0)
+            goto out;
+    }
 out:
-    pd_profile_builder_free(b);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
     return rc;
 }
 
@@ -979,41 +1002,9 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out;
 
-    /* c) the stacks that survived, resolved with IN (20,000 per query) */
-    for (size_t off = 0; off < n_want; off += 20000) {
-        size_t k = n_want - off < 20000 ? n_want - off : 20000;
-        pd_buf_reset(&sql);
-        pd_buf_reset(&resp);
-        rc = pd_buf_puts(&sql, "SELECT stack_hash, any(stack) FROM stacks WHERE stack_hash IN (");
-        for (size_t i = 0; rc == 0 && i < k; i++)
-            rc = pd_buf_printf(&sql, "%s%llu", i ? "," : "", (unsigned long long)want[off + i]);
-        rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY stack_hash FORMAT RowBinary");
-        if (rc < 0) {
-            rc = nomem(err);
-            goto out;
-        }
-        if ((rc = query(c, &sql, &resp, err)) < 0)
-            goto out;
-        r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
-        while (pd__ch_rd_more(&r)) {
-            uint64_t sh = pd__ch_rd_u64(&r);
-            size_t at = r.pos;
-            const uint8_t *s;
-            size_t sn;
-            pd__ch_rd_str(&r, &s, &sn);
-            if (r.bad) {
-                rc = bad_answer(c, err, "the stacks");
-                goto out;
-            }
-            if (pd_u64map_put(&blob_at, sh, blobs.len) < 0 ||
-                pd_buf_append(&blobs, resp.data + at, r.pos - at) < 0) {
-                rc = nomem(err);
-                goto out;
-            }
-        }
-        if (poll && (rc = poll(ctx, err)) < 0)
-            goto out;
-    }
+    /* c) the stacks that survived, resolved with IN */
+    if ((rc = resolve_stacks(c, want, n_want, &blob_at, &blobs, poll, ctx, err)) < 0)
+        goto out;
 
     /* d) one part per sample-type set */
     for (size_t i = 0; i < g->n_parts; i++)
@@ -1108,5 +1099,149 @@ out:
     free(fps);
     pd_u64map_release(&ref_idx);
     pd_u64map_release(&all_fps);
+    return rc;
+}
+
+/* ---- one profile ----
+ *
+ * A row written by schema v1 holds the producer's body: it is decoded (and
+ * is the raw bytes). A v2 row has an empty body: the profile is rebuilt from
+ * its header (this row), its samples rows (one per sample of the producer's,
+ * of this row's write_id) and their stacks, every sample kept as its own
+ * (DESIGN.md §1's multiset); raw is then that profile re-encoded (gzip), as
+ * the TSDB serves a profile from a block. */
+int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, pd_buf *raw,
+                        pd_err *err)
+{
+    pd_buf sql, resp, blobs;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, c->limits.max_body_bytes ? c->limits.max_body_bytes + 4096 : 0);
+    pd_buf_init(&blobs, CH_MAX_ANSWER);
+    pd_u64map blob_at, none;
+    pd_u64map_init(&blob_at);
+    pd_u64map_init(&none);
+    agg g;
+    memset(&g, 0, sizeof g);
+    g.c = c;
+    pd_arena_init(&g.a);
+    bool built = false;
+    int rc = pd_buf_printf(&sql,
+                           "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
+                           "period_type, period_unit, period, time_nanos, duration_nanos, "
+                           "comments, drop_frames, keep_frames, default_sample_type, doc_url, "
+                           "write_id, body FROM profiles WHERE fingerprint = %llu AND day = ",
+                           (unsigned long long)ref);
+    rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
+    rc = rc ? rc : pd_buf_printf(&sql, " AND ts = %lld LIMIT 1 FORMAT RowBinary", (long long)ts_ms);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    if (resp.len == 0) {
+        rc = pd_err_set(err, PD_ENOTFOUND, "no profile of series %llu at %lld",
+                        (unsigned long long)ref, (long long)ts_ms);
+        goto out;
+    }
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    if ((rc = fold_row(&g, &r, &none, err)) < 0)
+        goto out;
+    uint64_t write_id = pd__ch_rd_u64(&r);
+    const uint8_t *body;
+    size_t len;
+    pd__ch_rd_str(&r, &body, &len);
+    if (rc > 0 || r.bad || g.n_parts != 1) {
+        rc = bad_answer(c, err, "a profile's row");
+        goto out;
+    }
+    if (len) { /* schema v1: the producer's body */
+        rc = pd_profile_decode(out, body, len, &c->limits, err);
+        if (rc < 0) {
+            pd_err_prefix(err, "ClickHouse profile of series %llu at %lld: ",
+                          (unsigned long long)ref, (long long)ts_ms);
+            rc = PD_ECORRUPT;
+            goto out;
+        }
+        built = true;
+        if (raw && pd_buf_append(raw, body, len) < 0)
+            rc = nomem(err);
+        goto out;
+    }
+
+    /* schema v2: its samples rows, then their stacks */
+    part *p = &g.parts[0];
+    pd_buf_reset(&sql);
+    pd_buf_release(&resp); /* the rows may outgrow the body's cap */
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    rc = pd_buf_printf(&sql, "SELECT stack_hash, values FROM samples WHERE fingerprint = %llu AND "
+                             "day = ",
+                       (unsigned long long)ref);
+    rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
+    rc = rc ? rc
+            : pd_buf_printf(&sql, " AND ts = %lld AND write_id = %llu FORMAT RowBinary",
+                            (long long)ts_ms, (unsigned long long)write_id);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
+    size_t nt = p->n_types;
+    while (pd__ch_rd_more(&r)) {
+        uint64_t sh = pd__ch_rd_u64(&r);
+        uint64_t nv = pd__ch_rd_varint(&r);
+        if (r.bad || nv != nt) {
+            rc = bad_answer(c, err, "a profile's samples");
+            goto out;
+        }
+        if (p->n_stacks == p->cap_stacks) {
+            size_t ncap = p->cap_stacks ? 2 * p->cap_stacks : 256;
+            if (ncap > CH_MAX_PART_STACKS) {
+                rc = pd_err_set(err, PD_ETOOBIG, "the profile has more than %u samples",
+                                CH_MAX_PART_STACKS);
+                goto out;
+            }
+            uint64_t *sv = realloc(p->stack, ncap * sizeof *sv);
+            if (sv)
+                p->stack = sv;
+            int64_t *v = sv ? realloc(p->values, ncap * (nt ? nt : 1) * sizeof *v) : NULL;
+            if (!v) {
+                rc = nomem(err);
+                goto out;
+            }
+            p->values = v;
+            p->cap_stacks = ncap;
+        }
+        for (size_t k = 0; k < nt; k++)
+            p->values[p->n_stacks * nt + k] = (int64_t)pd__ch_rd_u64(&r);
+        if (r.bad) {
+            rc = bad_answer(c, err, "a profile's samples");
+            goto out;
+        }
+        p->stack[p->n_stacks++] = sh;
+    }
+    if ((rc = resolve_stacks(c, p->stack, p->n_stacks, &blob_at, &blobs, NULL, NULL, err)) < 0)
+        goto out;
+    if ((rc = build(&g, p, &blob_at, &blobs, true, out, err)) < 0) {
+        pd_err_prefix(err, "ClickHouse profile of series %llu at %lld: ", (unsigned long long)ref,
+                      (long long)ts_ms);
+        goto out;
+    }
+    built = true;
+    if (raw && (rc = pd_profile_encode(out, true, raw)) < 0)
+        rc = pd_err_set(err, rc, "ClickHouse profile of series %llu at %lld: re-encoding: %s",
+                        (unsigned long long)ref, (long long)ts_ms, pd_strerror(rc));
+out:
+    if (rc < 0 && built)
+        pd_profile_release(out);
+    agg_release(&g);
+    pd_arena_release(&g.a);
+    pd_u64map_release(&blob_at);
+    pd_u64map_release(&none);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    pd_buf_release(&blobs);
     return rc;
 }

@@ -33,7 +33,7 @@
  *                sample_types, sample_units, totals Array(Int64), period_type,
  *                period_unit, period, time_nanos, duration_nanos, comments,
  *                drop_frames, keep_frames, default_sample_type, doc_url,
- *                body String)
+ *                body String: '' since v2)
  *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts)
  *   stacks       (stack_hash UInt64, stack String)
  *                ReplacingMergeTree ORDER BY stack_hash — a "stack" is one
@@ -43,6 +43,13 @@
  *   samples      (day, ts, fingerprint, write_id, types_hash, stack_hash,
  *                values Array(Int64))
  *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts, stack_hash)
+ *                since v2 one row per sample of the producer's (a repeated
+ *                stack, a zero-valued sample: a row each); v1 summed the
+ *                samples of one stack and left zero sums out
+ * Versions: v1 kept the producer's body in profiles.body; v2 (no table
+ * changed) writes '' there and a single read rebuilds the profile from
+ * samples + stacks + the profiles row (ch_write.c's migrations say more).
+ * Rows of both versions are read.
  * fingerprint = pd_labels_hash(labels) is also the series ref. types_hash
  * hashes the sample types/units and the period type/unit: a merge part
  * never mixes two of them. write_id is random per append: a query counts
@@ -74,8 +81,10 @@
  * Read path (all pushed down): select = the index (equality matchers as
  * IN subqueries on series_index) then every matcher re-checked on the
  * labels (so regex semantics are PCRE2's, as the TSDB's); read_points =
- * the profiles' totals only; read_profile = the producer's body, byte for
- * byte (lossless in DESIGN.md §1's sense and more); aggregate = `GROUP BY
+ * the profiles' totals only; read_profile = the profile rebuilt from its
+ * profiles row, its samples rows (each a sample, repeats kept) and their
+ * stacks: lossless in DESIGN.md §1's sense, as the TSDB's blocks (raw = it
+ * re-encoded, gzip; a v1 row's stored body, byte for byte); aggregate = `GROUP BY
  * types_hash, stack_hash` with sumForEach over samples per group, then the
  * stacks that did not sum to zero resolved with `stack_hash IN (...)` and
  * symbolized once, headers folded from the profiles' rows.
@@ -90,7 +99,7 @@
 
 #include "storage/storage.h"
 
-#define PD_CH_SCHEMA_VERSION 1
+#define PD_CH_SCHEMA_VERSION 2
 
 typedef struct pd_ch pd_ch;
 

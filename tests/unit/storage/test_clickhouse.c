@@ -547,9 +547,11 @@ static void test_backend(void **state)
     pd_buf raw;
     pd_buf_init(&raw, 0);
     PD_ASSERT_OK(pd_storage_read_profile(s, odd_ref, g_now - 1000, &q, &raw, &err), &err);
-    assert_int_equal(raw.len, g_prof[4].len);
-    assert_memory_equal(raw.data, g_prof[4].body, raw.len);
     pd_err why;
+    assert_true(pd_profile_equal(&q, &g_prof[4].p, &why));
+    pd_profile_release(&q);
+    /* raw: the rebuilt profile re-encoded (schema v2 keeps no body) */
+    PD_ASSERT_OK(pd_profile_decode(&q, (const uint8_t *)raw.data, raw.len, NULL, &err), &err);
     assert_true(pd_profile_equal(&q, &g_prof[4].p, &why));
     pd_profile_release(&q);
     pd_buf_release(&raw);
@@ -782,6 +784,127 @@ static void test_schema_newer_refused_and_dead_url(void **state)
     pd_storage_close(s);
 }
 
+/* Schema v2 keeps no body: every real profile read back alone is rebuilt
+ * from its samples rows and stacks and equals the original as DESIGN.md §1
+ * says (the same multiset of samples: Go heap profiles repeat stacks), the
+ * raw bytes decode to it too; profiles.body is empty; a stack gone is
+ * PD_ECORRUPT, never a partial profile. A database at v1 is migrated to v2
+ * and its rows (the body kept) still read byte for byte. */
+static void test_single_profile_rebuilt(void **state)
+{
+    (void)state;
+    need_server();
+    g_now = 1795710738924;
+    pd_storage *s = open_store("single");
+    pd_err err, why;
+    size_t with_repeats = 0;
+    uint64_t refs[16];
+    for (size_t k = 0; k < g_n; k++) {
+        const pd_profile *p = &g_prof[k].p;
+        char inst[16];
+        snprintf(inst, sizeof inst, "p%zu", k);
+        pd_labels ls;
+        labels(&ls, "any", inst, NULL);
+        refs[k] = pd_labels_hash(&ls);
+        PD_ASSERT_OK(pd_storage_append(s, &ls, g_now - 1000, g_prof[k].body, g_prof[k].len,
+                                       (pd_profile *)p, &err),
+                     &err);
+        pd_labels_release(&ls);
+        /* repeated stacks (equal blobs) in the original? */
+        pd_u64map distinct;
+        pd_u64map_init(&distinct);
+        pd_buf blob;
+        pd_buf_init(&blob, 0);
+        for (size_t i = 0; i < p->n_sample; i++) {
+            pd_buf_reset(&blob);
+            assert_int_equal(pd__ch_stack_encode(p, i, &blob), 0);
+            pd_u64map_put(&distinct, XXH3_64bits(blob.data, blob.len), 1);
+        }
+        with_repeats += distinct.len < p->n_sample;
+        pd_buf_release(&blob);
+        pd_u64map_release(&distinct);
+
+        pd_profile q;
+        pd_buf raw;
+        pd_buf_init(&raw, 0);
+        PD_ASSERT_OK(pd_storage_read_profile(s, refs[k], g_now - 1000, &q, &raw, &err), &err);
+        if (!pd_profile_equal(p, &q, &why))
+            fail_msg("%s read back from ClickHouse differs: %s", g_prof[k].path, why.msg);
+        assert_int_equal(q.n_sample, p->n_sample);
+        pd_profile_release(&q);
+        PD_ASSERT_OK(pd_profile_decode(&q, (const uint8_t *)raw.data, raw.len, NULL, &err), &err);
+        if (!pd_profile_equal(p, &q, &why))
+            fail_msg("%s: raw bytes from ClickHouse differ: %s", g_prof[k].path, why.msg);
+        pd_profile_release(&q);
+        pd_buf_release(&raw);
+    }
+    assert_true(with_repeats > 0); /* the multiset case is exercised */
+
+    const char *urls[] = {g_url};
+    pd_storage_options o = ch_opts(urls, 1, "single");
+    pd_ch *c;
+    PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
+    pd_buf resp;
+    pd_buf_init(&resp, 0);
+    PD_ASSERT_OK(pd__ch_exec(c, "SELECT sum(length(body)), count() FROM profiles FORMAT RowBinary",
+                             NULL, 0, NULL, &resp, NULL, &err),
+                 &err);
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    assert_int_equal(pd__ch_rd_u64(&r), 0);
+    assert_int_equal(pd__ch_rd_u64(&r), g_n);
+
+    /* back to a v1 database: version 1 recorded, a v1 row (body kept) */
+    PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE schema_version", NULL, 0, NULL, NULL, NULL, &err),
+                 &err);
+    PD_ASSERT_OK(pd__ch_exec(c, "INSERT INTO schema_version VALUES (1, 0)", NULL, 0, NULL, NULL,
+                             NULL, &err),
+                 &err);
+    pd_buf sql;
+    pd_buf_init(&sql, 0);
+    assert_int_equal(
+        pd_buf_printf(&sql,
+                      "INSERT INTO profiles SELECT day, ts + 1, fingerprint, write_id, types_hash, "
+                      "sample_types, sample_units, totals, period_type, period_unit, period, "
+                      "time_nanos, duration_nanos, comments, drop_frames, keep_frames, "
+                      "default_sample_type, doc_url, unhex('"),
+        0);
+    for (size_t i = 0; i < g_prof[0].len; i++)
+        assert_int_equal(pd_buf_printf(&sql, "%02x", g_prof[0].body[i]), 0);
+    assert_int_equal(pd_buf_printf(&sql, "') FROM profiles WHERE fingerprint = %llu",
+                                   (unsigned long long)refs[0]),
+                     0);
+    assert_int_equal(pd_buf_putc(&sql, 0), 0);
+    PD_ASSERT_OK(pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, NULL, NULL, &err), &err);
+    pd_buf_release(&sql);
+    pd_storage_close(s);
+    /* reopened: migrated to v2, the v1 row read from its body */
+    s = open_store("single");
+    pd_buf_reset(&resp);
+    PD_ASSERT_OK(pd__ch_exec(c, "SELECT max(version) FROM schema_version FORMAT RowBinary", NULL,
+                             0, NULL, &resp, NULL, &err),
+                 &err);
+    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
+    assert_int_equal(pd__ch_rd_u32(&r), PD_CH_SCHEMA_VERSION);
+    pd_profile q;
+    pd_buf raw;
+    pd_buf_init(&raw, 0);
+    PD_ASSERT_OK(pd_storage_read_profile(s, refs[0], g_now - 999, &q, &raw, &err), &err);
+    assert_int_equal(raw.len, g_prof[0].len);
+    assert_memory_equal(raw.data, g_prof[0].body, raw.len);
+    assert_true(pd_profile_equal(&q, &g_prof[0].p, &why));
+    pd_profile_release(&q);
+    pd_buf_release(&raw);
+
+    /* a stack gone: the v2 profile is refused as corrupt, not served partial */
+    PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks", NULL, 0, NULL, NULL, NULL, &err), &err);
+    PD_ASSERT_RC(pd_storage_read_profile(s, refs[1], g_now - 1000, &q, NULL, &err), PD_ECORRUPT,
+                 &err);
+    assert_non_null(strstr(err.msg, "missing from table stacks"));
+    pd__ch_close(c);
+    pd_buf_release(&resp);
+    pd_storage_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -789,6 +912,7 @@ int main(void)
         cmocka_unit_test(test_stack_blob_damage),
         cmocka_unit_test(test_sql_literals),
         cmocka_unit_test(test_backend),
+        cmocka_unit_test(test_single_profile_rebuilt),
         cmocka_unit_test(test_deltas_as_tsdb),
         cmocka_unit_test(test_schema_newer_refused_and_dead_url),
     };
