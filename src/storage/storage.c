@@ -128,6 +128,50 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     return pd__tsdb_aggregate(s->tsdb, refs, group, n, mint, maxt, fn, poll, ctx, n_series, err);
 }
 
+/* A part of one side of a diff handed on with its side. */
+typedef struct side_call {
+    pd_storage_agg_fn fn;
+    void *ctx;
+    int side;
+} side_call;
+
+static int side_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
+{
+    side_call *c = ctx;
+    pd_storage_agg_part pt = *part;
+    pt.side = c->side;
+    return c->fn(c->ctx, &pt, p, err);
+}
+
+/* One group for all of a side's refs (what a diff without `by` asks). */
+static bool one_group(const pd_storage_agg_side *sd)
+{
+    if (sd->n <= 1)
+        return true;
+    if (!sd->group)
+        return false;
+    for (size_t i = 1; i < sd->n; i++)
+        if (sd->group[i] != sd->group[0])
+            return false;
+    return true;
+}
+
+int pd_storage_aggregate_diff(pd_storage *s, pd_storage_agg_side side[2], pd_storage_agg_fn fn,
+                              int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err)
+{
+    side[0].n_series = side[1].n_series = 0;
+    if (s->ch && one_group(&side[0]) && one_group(&side[1]))
+        return pd__ch_aggregate_diff(s->ch, side, fn, poll, ctx, err);
+    /* the two walks, one side after the other */
+    int rc = 0;
+    for (int k = 0; k < 2 && rc >= 0; k++) {
+        side_call c = {fn, ctx, k};
+        rc = pd_storage_aggregate(s, side[k].refs, side[k].group, side[k].n, side[k].mint,
+                                  side[k].maxt, side_part, poll, &c, &side[k].n_series, err);
+    }
+    return rc;
+}
+
 int pd_storage_maintain(pd_storage *s, pd_err *err)
 {
     if (s->ch)

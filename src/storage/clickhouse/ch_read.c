@@ -1245,3 +1245,233 @@ out:
     pd_buf_release(&blobs);
     return rc;
 }
+
+/* ---- a diff in one pass ---- */
+
+/* Appends one stack's sums (nv values read from r) to part p when they are
+ * not all zero; *want gets the stack hash the first time any side wants it
+ * (seen). nv == 0 is a side without rows for the stack (sumForEachIf of
+ * nothing is []). 0, 1 (malformed), or PD_ETOOBIG/PD_ENOMEM. */
+static int part_push(part *p, uint64_t sh, ch_rd *r, uint64_t nv, pd_u64map *seen,
+                     uint64_t **want, size_t *n_want, size_t *cap_want, pd_err *err)
+{
+    if (nv == 0)
+        return 0;
+    if (nv != p->n_types)
+        return 1;
+    if (p->n_stacks == p->cap_stacks) {
+        size_t nc = p->cap_stacks ? 2 * p->cap_stacks : 256;
+        if (nc > CH_MAX_PART_STACKS)
+            return pd_err_set(err, PD_ETOOBIG, "the merge has more than %u distinct stacks",
+                              CH_MAX_PART_STACKS);
+        uint64_t *s = realloc(p->stack, nc * sizeof *s);
+        if (s)
+            p->stack = s;
+        int64_t *v = s ? realloc(p->values, nc * nv * sizeof *v) : NULL;
+        if (!v)
+            return nomem(err);
+        p->values = v;
+        p->cap_stacks = nc;
+    }
+    bool zero = true;
+    for (size_t k = 0; k < nv; k++) {
+        int64_t x = (int64_t)pd__ch_rd_u64(r);
+        p->values[p->n_stacks * nv + k] = x;
+        zero = zero && x == 0;
+    }
+    if (r->bad)
+        return 1;
+    if (zero)
+        return 0;
+    p->stack[p->n_stacks++] = sh;
+    if (pd_u64map_get(seen, sh, NULL))
+        return 0;
+    if (pd_u64map_put(seen, sh, 1) < 0)
+        return nomem(err);
+    if (*n_want == *cap_want) {
+        size_t nc = *cap_want ? 2 * *cap_want : 256;
+        uint64_t *w = realloc(*want, nc * sizeof *w);
+        if (!w)
+            return nomem(err);
+        *want = w;
+        *cap_want = nc;
+    }
+    (*want)[(*n_want)++] = sh;
+    return 0;
+}
+
+int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_fn fn,
+                          int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err)
+{
+    agg g[2];
+    pd_u64map ref_idx[2], all_fps[2], seen, blob_at;
+    pd_buf cond[2], sql, resp, blobs;
+    for (int k = 0; k < 2; k++) {
+        memset(&g[k], 0, sizeof g[k]);
+        g[k].c = c;
+        pd_arena_init(&g[k].a);
+        pd_u64map_init(&ref_idx[k]);
+        pd_u64map_init(&all_fps[k]);
+        pd_buf_init(&cond[k], 0);
+        side[k].n_series = 0;
+    }
+    pd_u64map_init(&seen);
+    pd_u64map_init(&blob_at);
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_buf_init(&blobs, CH_MAX_ANSWER);
+    uint64_t *want = NULL;
+    size_t n_want = 0, cap_want = 0;
+    int rc = 0;
+
+    /* each side's filter, as pd__ch_aggregate's one group would have it */
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        for (size_t i = 0; i < side[k].n; i++)
+            if (!pd_u64map_get(&ref_idx[k], side[k].refs[i], NULL) &&
+                pd_u64map_put(&ref_idx[k], side[k].refs[i], i) < 0)
+                rc = PD_ENOMEM;
+        if (rc == 0)
+            rc = side[k].n && side[k].mint <= side[k].maxt
+                     ? put_fp_range(&cond[k], side[k].refs, side[k].n, side[k].mint, side[k].maxt)
+                     : pd_buf_puts(&cond[k], " 0");
+        rc = rc ? rc : pd_buf_putc(&cond[k], 0);
+    }
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
+    const char *c0 = (const char *)cond[0].data, *c1 = (const char *)cond[1].data;
+
+    /* a) both sides' headers in one query, in time order; a row may be on
+       both sides */
+    rc = pd_buf_printf(&sql,
+                       "SELECT (%s) AS s0, (%s) AS s1, types_hash, fingerprint, ts, sample_types, "
+                       "sample_units, period_type, period_unit, period, time_nanos, "
+                       "duration_nanos, comments, drop_frames, keep_frames, default_sample_type, "
+                       "doc_url FROM profiles WHERE (%s) OR (%s) ORDER BY ts, fingerprint "
+                       "FORMAT RowBinary",
+                       c0, c1, c0, c1);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        if (r.len - r.pos < 2) {
+            rc = bad_answer(c, err, "the profiles' headers");
+            goto out;
+        }
+        bool on[2] = {r.p[r.pos] != 0, r.p[r.pos + 1] != 0};
+        r.pos += 2;
+        size_t at = r.pos, end = at;
+        if (!on[0] && !on[1]) { /* the WHERE is s0 OR s1 */
+            rc = bad_answer(c, err, "the profiles' headers");
+            goto out;
+        }
+        for (int k = 0; k < 2; k++) {
+            if (!on[k])
+                continue;
+            r.pos = at;
+            if ((rc = fold_row(&g[k], &r, &ref_idx[k], err)) < 0)
+                goto out;
+            if (rc > 0 || r.bad) {
+                rc = bad_answer(c, err, "the profiles' headers");
+                goto out;
+            }
+            end = r.pos;
+        }
+        r.pos = end;
+    }
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < g[k].n_parts; i++)
+            for (size_t j = 0; j < g[k].parts[i].fps.cap; j++) {
+                uint64_t key = g[k].parts[i].fps.kv[2 * j];
+                if (key != UINT64_MAX && pd_u64map_get(&g[k].parts[i].fps, key, NULL) &&
+                    pd_u64map_put(&all_fps[k], key, 1) < 0) {
+                    rc = nomem(err);
+                    goto out;
+                }
+            }
+    if (g[0].n_parts == 0 && g[1].n_parts == 0)
+        goto done;
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
+
+    /* b) one GROUP BY over samples: the sums of each side */
+    pd_buf_reset(&sql);
+    pd_buf_reset(&resp);
+    rc = pd_buf_printf(&sql,
+                       "SELECT types_hash, stack_hash, sumForEachIf(values, %s), "
+                       "sumForEachIf(values, %s) FROM samples WHERE ((%s) OR (%s)) AND "
+                       "(fingerprint, ts, write_id) GLOBAL IN (SELECT fingerprint, ts, write_id "
+                       "FROM profiles WHERE (%s) OR (%s)) GROUP BY types_hash, stack_hash "
+                       "FORMAT RowBinary",
+                       c0, c1, c0, c1, c0, c1);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        uint64_t th = pd__ch_rd_u64(&r), sh = pd__ch_rd_u64(&r);
+        for (int k = 0; k < 2; k++) {
+            uint64_t nv = pd__ch_rd_varint(&r);
+            part *p = r.bad ? NULL : find_part(&g[k], th);
+            if (r.bad || nv > r.len) {
+                rc = bad_answer(c, err, "the sums per stack");
+                goto out;
+            }
+            if (!p) { /* no profile of this side with these types (or gone meanwhile) */
+                for (uint64_t v = 0; v < nv; v++)
+                    (void)pd__ch_rd_u64(&r);
+                continue;
+            }
+            rc = part_push(p, sh, &r, nv, &seen, &want, &n_want, &cap_want, err);
+            if (rc < 0)
+                goto out;
+            if (rc > 0) {
+                rc = bad_answer(c, err, "the sums per stack");
+                goto out;
+            }
+        }
+    }
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
+
+    /* c) the stacks of both sides, once */
+    if ((rc = resolve_stacks(c, want, n_want, &blob_at, &blobs, poll, ctx, err)) < 0)
+        goto out;
+
+    /* d) the new side's parts, then the base's */
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < g[k].n_parts; i++) {
+            g[k].parts[i].info.side = k;
+            if ((rc = emit(&g[k], &g[k].parts[i], &blob_at, &blobs, fn, ctx, err)) < 0)
+                goto out;
+        }
+done:
+    side[0].n_series = all_fps[0].len;
+    side[1].n_series = all_fps[1].len;
+    rc = poll ? poll(ctx, err) : 0;
+out:
+    for (int k = 0; k < 2; k++) {
+        agg_release(&g[k]);
+        pd_arena_release(&g[k].a);
+        pd_u64map_release(&ref_idx[k]);
+        pd_u64map_release(&all_fps[k]);
+        pd_buf_release(&cond[k]);
+    }
+    free(want);
+    pd_u64map_release(&seen);
+    pd_u64map_release(&blob_at);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    pd_buf_release(&blobs);
+    return rc;
+}

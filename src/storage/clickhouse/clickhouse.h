@@ -124,6 +124,11 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out /
 int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size_t n, int64_t mint,
                      int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
                      void *ctx, size_t *n_series /* OUT, may be NULL */, pd_err *err);
+/* pd_storage_aggregate_diff when each side is one group (storage.c
+ * checks): one query for both sides' headers, one GROUP BY over samples
+ * with a sumForEachIf per side, one IN for the stacks of both. */
+int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_fn fn,
+                          int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err);
 /* Drops expired day partitions. -EIO (ClickHouse's message), PD_ENOMEM. */
 int pd__ch_maintain(pd_ch *c, pd_err *err);
 int pd__ch_check_time(pd_ch *c, int64_t ts_ms, pd_err *err);

@@ -905,6 +905,162 @@ static void test_single_profile_rebuilt(void **state)
     pd_storage_close(s);
 }
 
+/* What the parts of an aggregation were: per part its side, series index,
+ * counts, range, and the profile's totals and sample count. */
+typedef struct part_log {
+    struct {
+        pd_storage_agg_part info;
+        int64_t totals[8];
+        size_t n_sample;
+    } v[64];
+    size_t n;
+} part_log;
+
+static int log_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
+{
+    (void)err;
+    part_log *l = ctx;
+    if (l->n == 64)
+        return 0;
+    l->v[l->n].info = *part;
+    memset(l->v[l->n].totals, 0, sizeof l->v[l->n].totals);
+    pd_profile_totals(p, l->v[l->n].totals);
+    l->v[l->n].n_sample = p->n_sample;
+    l->n++;
+    return 0;
+}
+
+static uint64_t select_queries(pd_ch *c)
+{
+    pd_buf resp;
+    pd_buf_init(&resp, 0);
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_exec(c, "SELECT value FROM system.events WHERE event = 'SelectQuery' "
+                                "FORMAT RowBinary",
+                             NULL, 0, NULL, &resp, NULL, &err),
+                 &err);
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    uint64_t v = pd__ch_rd_u64(&r);
+    pd_buf_release(&resp);
+    return v;
+}
+
+/* A diff in one pass (pd_storage_aggregate_diff) hands over exactly the
+ * parts of two pd_storage_aggregate calls (side 0, then side 1), also when
+ * a series is on both sides with overlapping ranges, in 3 SELECTs where
+ * the two calls take 6; the TSDB (two walks) gives the same parts. */
+static void test_diff_one_pass(void **state)
+{
+    (void)state;
+    need_server();
+    g_now = 1795710738924;
+    pd_storage *ch = open_store("diff");
+    char dir[] = "/tmp/pd_ch_diff_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    pd_storage_options o = pd_storage_options_default();
+    o.path = dir;
+    o.fsync = PD_FSYNC_NEVER;
+    o.clock_ms = fake_clock;
+    o.maintenance_ms = -1;
+    o.block_duration_ms = -1;
+    pd_storage *ts;
+    pd_err err;
+    PD_ASSERT_OK(pd_storage_open(&o, &ts, &err), &err);
+    const int64_t t0 = g_now - 3600000;
+    uint64_t ref[2];
+    for (int s = 0; s < 2; s++) {
+        pd_labels ls;
+        labels(&ls, "heap", s ? "b" : "a", NULL);
+        ref[s] = pd_labels_hash(&ls);
+        for (int k = 0; k < 4; k++) {
+            const tprof *t = &g_prof[(k + s) % 4];
+            int64_t at = t0 + k * 1000 + s;
+            PD_ASSERT_OK(pd_storage_append(ch, &ls, at, t->body, t->len, &t->p, &err), &err);
+            PD_ASSERT_OK(pd_storage_append(ts, &ls, at, t->body, t->len, &t->p, &err), &err);
+        }
+        pd_labels_release(&ls);
+    }
+    /* new side: a and b over the first 2.5 s; base: b over the last 3 s */
+    uint64_t r0[2] = {ref[0], ref[1]}, r1[1] = {ref[1]};
+    uint32_t g0[2] = {7, 7};
+    pd_storage_agg_side sd[2] = {{r0, g0, 2, t0, t0 + 2500, 0}, {r1, NULL, 1, t0 + 1000, t0 + 4000, 0}};
+
+    const char *urls[] = {g_url};
+    pd_storage_options co = ch_opts(urls, 1, "diff");
+    pd_ch *c;
+    PD_ASSERT_OK(pd__ch_open(&co, &c, &err), &err);
+    static part_log one, two, tsdb;
+    memset(&one, 0, sizeof one);
+    memset(&two, 0, sizeof two);
+    memset(&tsdb, 0, sizeof tsdb);
+    uint64_t q0 = select_queries(c);
+    PD_ASSERT_OK(pd_storage_aggregate_diff(ch, sd, log_part, NULL, &one, &err), &err);
+    uint64_t q1 = select_queries(c);
+    size_t ns[2] = {sd[0].n_series, sd[1].n_series};
+    assert_int_equal(ns[0], 2);
+    assert_int_equal(ns[1], 1);
+    for (int k = 0; k < 2; k++) {
+        size_t before = two.n;
+        PD_ASSERT_OK(pd_storage_aggregate(ch, sd[k].refs, sd[k].group, sd[k].n, sd[k].mint,
+                                          sd[k].maxt, log_part, NULL, &two, NULL, &err),
+                     &err);
+        for (size_t i = before; i < two.n; i++)
+            two.v[i].info.side = k;
+    }
+    uint64_t q2 = select_queries(c);
+    /* the counter read counts itself the same way each time */
+    assert_int_equal((q2 - q1) - (q1 - q0), 3);
+    /* the TSDB's refs are its own: a and b selected */
+    pd_series_set set;
+    PD_ASSERT_OK(pd_storage_select(ts, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
+    assert_int_equal(set.n, 2);
+    assert_string_equal(pd_labels_get(&set.v[0].labels, "instance"), "a");
+    uint64_t tr0[2] = {set.v[0].ref, set.v[1].ref}, tr1[1] = {set.v[1].ref};
+    pd_series_set_release(&set);
+    sd[0].refs = tr0;
+    sd[1].refs = tr1;
+    PD_ASSERT_OK(pd_storage_aggregate_diff(ts, sd, log_part, NULL, &tsdb, &err), &err);
+    assert_int_equal(sd[0].n_series, 2);
+    assert_int_equal(sd[1].n_series, 1);
+
+    assert_true(one.n >= 2);
+    assert_int_equal(one.n, two.n);
+    int64_t side_tot[2][8] = {{0}}, tsdb_tot[2][8] = {{0}};
+    for (size_t i = 0; i < one.n; i++) {
+        assert_int_equal(one.v[i].info.side, two.v[i].info.side);
+        assert_int_equal(one.v[i].info.series, two.v[i].info.series);
+        assert_int_equal(one.v[i].info.n_series, two.v[i].info.n_series);
+        assert_int_equal(one.v[i].info.n_profiles, two.v[i].info.n_profiles);
+        assert_int_equal(one.v[i].info.min_ts, two.v[i].info.min_ts);
+        assert_int_equal(one.v[i].info.max_ts, two.v[i].info.max_ts);
+        assert_int_equal(one.v[i].n_sample, two.v[i].n_sample);
+        assert_memory_equal(one.v[i].totals, two.v[i].totals, sizeof one.v[i].totals);
+        for (int k = 0; k < 8; k++)
+            side_tot[one.v[i].info.side][k] += one.v[i].totals[k];
+    }
+    assert_int_equal(one.v[0].info.side, 0);
+    assert_int_equal(one.v[one.n - 1].info.side, 1);
+    /* the profiles on each side: a at 0, 1000, 2000 and b at 1, 1001, 2001;
+       b at 1001 .. 3001 */
+    size_t prof[2] = {0, 0};
+    for (size_t i = 0; i < one.n; i++)
+        prof[one.v[i].info.side] += one.v[i].info.n_profiles;
+    assert_int_equal(prof[0], 6);
+    assert_int_equal(prof[1], 3);
+    for (size_t i = 0; i < tsdb.n; i++)
+        for (int k = 0; k < 8; k++)
+            tsdb_tot[tsdb.v[i].info.side][k] += tsdb.v[i].totals[k];
+    assert_memory_equal(side_tot, tsdb_tot, sizeof side_tot);
+    assert_int_not_equal(side_tot[0][0], side_tot[1][0]);
+
+    pd__ch_close(c);
+    pd_storage_close(ch);
+    pd_storage_close(ts);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -914,6 +1070,7 @@ int main(void)
         cmocka_unit_test(test_backend),
         cmocka_unit_test(test_single_profile_rebuilt),
         cmocka_unit_test(test_deltas_as_tsdb),
+        cmocka_unit_test(test_diff_one_pass),
         cmocka_unit_test(test_schema_newer_refused_and_dead_url),
     };
     int rc = load_all(NULL);
