@@ -242,6 +242,15 @@ async function answers(profd) {
   a['merge by instance'] = await apiData(profd.base, '/api/v1/query?' + qs({ mode: 'merge', query: 'heap{service="demo"}', from: FROM, to: TO, report: 'top', limit: 20, by: 'instance_id' }));
   a.diff = await apiData(profd.base, '/api/v1/query?' + qs({ mode: 'diff', query_a: 'heap{instance_id="i0"}', query_b: 'heap{instance_id="i1"}',
     mode_a: 'merge', mode_b: 'merge', from_a: FROM, to_a: TO, from_b: FROM, to_b: TO, report: 'top', limit: 10 }));
+  // diffs (one pass on ClickHouse: pd_storage_aggregate_diff): one series
+  // set over two overlapping ranges, as a flame graph and as the profile
+  // itself under pprof -raw
+  const MID_A = (T0 + 120000) / 1000, MID_B = (T0 + 60000) / 1000;
+  const dr = { mode: 'diff', query_a: 'heap{service="demo"}', query_b: 'heap{service="demo"}', mode_a: 'merge', mode_b: 'merge',
+    from_a: FROM, to_a: MID_A, from_b: MID_B, to_b: TO };
+  a['diff ranges top'] = await apiData(profd.base, '/api/v1/query?' + qs({ ...dr, report: 'top', limit: 0 }));
+  a['diff ranges flamegraph'] = await apiData(profd.base, '/api/v1/query?' + qs({ ...dr, report: 'flamegraph', nodes: 50 }));
+  a['diff ranges raw'] = await goRaw(`${profd.base}/api/v1/query?` + qs({ ...dr, report: 'proto' }));
   // profefe's API (ids are each store's own: left out)
   const noIds = (v) => JSON.parse(JSON.stringify(v, (k, x) => (k === 'id' ? undefined : x)));
   const pf = { service: 'demo', type: 'heap', from: iso(FROM * 1000), to: iso(TO * 1000) };

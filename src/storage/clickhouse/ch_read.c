@@ -44,11 +44,18 @@ static int put_range(pd_buf *b, int64_t mint, int64_t maxt)
     return rc;
 }
 
+/* Queries name their series' fingerprints (IN lists, ~20 bytes and an AST
+ * element each, a diff's six times): ClickHouse's max_query_size (256 KiB)
+ * and max_ast_elements (50,000) would refuse a merge of ~6,000 series; these
+ * let ~500,000 through. */
+#define CH_READ_SETTINGS                                                                           \
+    "max_query_size=67108864&max_ast_elements=10000000&max_expanded_ast_elements=10000000"
+
 static int query(pd_ch *c, pd_buf *sql, pd_buf *resp, pd_err *err)
 {
     if (pd_buf_putc(sql, 0) < 0)
         return nomem(err);
-    return pd__ch_exec(c, (const char *)sql->data, NULL, 0, NULL, resp, NULL, err);
+    return pd__ch_exec(c, (const char *)sql->data, NULL, 0, CH_READ_SETTINGS, resp, NULL, err);
 }
 
 static int bad_answer(pd_ch *c, pd_err *err, const char *what)
@@ -934,7 +941,11 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
             : pd_buf_puts(&sql, " AND (fingerprint, ts, write_id) GLOBAL IN (SELECT "
                                 "fingerprint, ts, write_id FROM profiles WHERE");
     rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
-    rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY types_hash, stack_hash FORMAT RowBinary");
+    /* stacks whose sums are all zero are left out by ClickHouse (the
+       merge drops them, and since schema v2 zero-valued samples have rows) */
+    rc = rc ? rc
+            : pd_buf_puts(&sql, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x != "
+                                "0, sumForEach(values)) FORMAT RowBinary");
     if (rc < 0) {
         rc = nomem(err);
         goto out;
@@ -1248,6 +1259,7 @@ out:
 
 /* ---- a diff in one pass ---- */
 
+
 /* Appends one stack's sums (nv values read from r) to part p when they are
  * not all zero; *want gets the stack hash the first time any side wants it
  * (seen). nv == 0 is a side without rows for the stack (sumForEachIf of
@@ -1405,10 +1417,11 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
     pd_buf_reset(&sql);
     pd_buf_reset(&resp);
     rc = pd_buf_printf(&sql,
-                       "SELECT types_hash, stack_hash, sumForEachIf(values, %s), "
-                       "sumForEachIf(values, %s) FROM samples WHERE ((%s) OR (%s)) AND "
+                       "SELECT types_hash, stack_hash, sumForEachIf(values, %s) AS v0, "
+                       "sumForEachIf(values, %s) AS v1 FROM samples WHERE ((%s) OR (%s)) AND "
                        "(fingerprint, ts, write_id) GLOBAL IN (SELECT fingerprint, ts, write_id "
                        "FROM profiles WHERE (%s) OR (%s)) GROUP BY types_hash, stack_hash "
+                       "HAVING arrayExists(x -> x != 0, v0) OR arrayExists(x -> x != 0, v1) "
                        "FORMAT RowBinary",
                        c0, c1, c0, c1, c0, c1);
     if (rc < 0) {
