@@ -270,6 +270,13 @@ async function answers(profd) {
     a[`SelectMergeStacktraces ${id}`] = await connectJson(profd, 'SelectMergeStacktraces', { profileTypeID: id, labelSelector: '{}', ...ms });
     a[`SelectSeries ${id}`] = await connectJson(profd, 'SelectSeries', { profileTypeID: id, labelSelector: '{}', ...ms, step: 60, groupBy: ['service_name'] });
   }
+  // Grafana's Diff (pd_query_merge_refs: one pass on ClickHouse), two overlapping ranges
+  const half = Math.floor((ms.start + ms.end) / 2);
+  const heapId = 'memory:inuse_space:bytes:space:bytes';
+  a['Diff heap'] = await connectJson(profd, 'Diff', {
+    left: { profileTypeID: heapId, labelSelector: '{service_name="demo"}', start: ms.start, end: half + 60000 },
+    right: { profileTypeID: heapId, labelSelector: '{service_name="demo"}', start: half - 60000, end: ms.end },
+  });
   a.render = (await http(`${profd.base}/pyroscope/render?` + qs({ query: 'memory:inuse_space:bytes:space:bytes{service_name="demo"}', from: String(ms.start), until: String(ms.end), format: 'json' }))).json;
   return a;
 }
@@ -333,6 +340,8 @@ test('conformance on one ClickHouse server: the embedded TSDB and ClickHouse ans
   const chAnswers = await answers(chp);
   assert.ok(tsdbAnswers.series.length >= 12, `series found: ${tsdbAnswers.series.length}`);
   assert.ok(/alloc_space/.test(tsdbAnswers['merge raw heap{service="demo"}']), 'the raw merge has heap samples');
+  assert.ok(tsdbAnswers['Diff heap'].flamegraph && tsdbAnswers['Diff heap'].flamegraph.names.length > 10, `Grafana's Diff answered a flame graph: ${JSON.stringify(tsdbAnswers['Diff heap']).slice(0, 200)}`);
+  assert.ok(tsdbAnswers['diff ranges top'].rows.length > 10, 'the diff over two ranges has rows');
   assert.ok(tsdbAnswers['profefe list'].body.length >= 30, `profefe's list has the demo heap profiles: ${JSON.stringify(tsdbAnswers['profefe list']).slice(0, 200)}`);
   assertSame(tsdbAnswers, chAnswers, 'TSDB vs ClickHouse');
   await singleProfiles(chp, CORPUS, tsdb);

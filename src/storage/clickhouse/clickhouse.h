@@ -86,8 +86,20 @@
  * stacks: lossless in DESIGN.md §1's sense, as the TSDB's blocks (raw = it
  * re-encoded, gzip; a v1 row's stored body, byte for byte); aggregate = `GROUP BY
  * types_hash, stack_hash` with sumForEach over samples per group, then the
- * stacks that did not sum to zero resolved with `stack_hash IN (...)` and
- * symbolized once, headers folded from the profiles' rows.
+ * stacks that did not sum to zero (dropped by ClickHouse: HAVING) resolved
+ * with `stack_hash IN (...)` and symbolized once, headers folded from the
+ * profiles' rows; aggregate_diff (a diff's two sides, pd_query_diff) = one
+ * headers query with a flag per side, one GROUP BY with sumForEachIf per
+ * side, one IN for the stacks of both.
+ *
+ * Not pushed down: a "top N stacks" (ORDER BY ... LIMIT N before the IN).
+ * The reports' nodes/max-nodes cap is on graph nodes (functions for top and
+ * callgraph, call-tree paths for the flame graph, Grafana's levels), and
+ * every figure they show — a kept node's value, the cut beside it, total,
+ * rows_total/nodes_total — sums over every stack through it, so leaving any
+ * non-zero stack unresolved changes the answer; the TSDB's answer is only
+ * reproduced with all of them. Reads pass max_query_size/max_ast_elements
+ * large enough for IN lists of ~500,000 fingerprints.
  *
  * Retention: pd__ch_maintain (and a thread every maintenance_ms) drops
  * whole day partitions of profiles, samples and series_index older than
