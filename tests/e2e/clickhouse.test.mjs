@@ -271,11 +271,10 @@ async function answers(profd) {
     a[`SelectSeries ${id}`] = await connectJson(profd, 'SelectSeries', { profileTypeID: id, labelSelector: '{}', ...ms, step: 60, groupBy: ['service_name'] });
   }
   // Grafana's Diff (pd_query_merge_refs: one pass on ClickHouse), two overlapping ranges
-  const half = Math.floor((ms.start + ms.end) / 2);
-  const heapId = 'memory:inuse_space:bytes:space:bytes';
+  const heapId = ids.find((id) => /:inuse_space:/.test(id));
   a['Diff heap'] = await connectJson(profd, 'Diff', {
-    left: { profileTypeID: heapId, labelSelector: '{service_name="demo"}', start: ms.start, end: half + 60000 },
-    right: { profileTypeID: heapId, labelSelector: '{service_name="demo"}', start: half - 60000, end: ms.end },
+    left: { profileTypeID: heapId, labelSelector: '{service="demo"}', start: ms.start, end: T0 + 100000 },
+    right: { profileTypeID: heapId, labelSelector: '{service="demo"}', start: T0 + 50000, end: ms.end },
   });
   a.render = (await http(`${profd.base}/pyroscope/render?` + qs({ query: 'memory:inuse_space:bytes:space:bytes{service_name="demo"}', from: String(ms.start), until: String(ms.end), format: 'json' }))).json;
   return a;
