@@ -1662,9 +1662,9 @@ static int agg_side(run *r, const pd_query_side *q, bool base, const char *side,
     size_t n_deltas = 0;
     pd_merge_stats before;
     pd_merge_get_stats(r->m, &before);
-    int rc = pd_storage_aggregate_delta(r->st, sp->refs, sp->group, sp->delta ? sp->mask : NULL,
-                                        sp->nv, q->from, q->to, add_part, poll_part, &c, NULL,
-                                        &n_deltas, err);
+    int rc =
+        pd_storage_aggregate_delta(r->st, sp->refs, sp->group, sp->delta ? sp->mask : NULL, sp->nv,
+                                   q->from, q->to, add_part, poll_part, &c, NULL, &n_deltas, err);
     if (rc >= 0 && sp->delta && sp->n_count + n_deltas == 0)
         rc = pd_err_set(err, PD_ENOTFOUND,
                         "no delta: every series matching %.200s between %" PRId64 " and %" PRId64

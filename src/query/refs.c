@@ -262,8 +262,8 @@ static int add_diff_part(void *ctx, const pd_storage_agg_part *part, const pd_pr
  * the store (pd_storage_aggregate_diff: the parts two add_refs give, so the
  * same answer); with deltas on a side, one side after the other. */
 static int add_diff(pd_storage *st, pd_merge *m, const pd_query_refs *base,
-                    const pd_query_refs *cur, const pd_merge_options *o, size_t *series,
-                    bool *dcur, bool *dbase, pd_err *err)
+                    const pd_query_refs *cur, const pd_merge_options *o, size_t *series, bool *dcur,
+                    bool *dbase, pd_err *err)
 {
     refs_plan pc, pb;
     memset(&pb, 0, sizeof pb);
@@ -290,7 +290,11 @@ static int add_diff(pd_storage *st, pd_merge *m, const pd_query_refs *base,
         pd_buf_init(&c[1].name, 4096);
         pd_storage_agg_side sd[2] = {
             {.refs = pc.refs, .group = pc.group, .n = cur->n, .mint = cur->from, .maxt = cur->to},
-            {.refs = pb.refs, .group = pb.group, .n = base->n, .mint = base->from, .maxt = base->to},
+            {.refs = pb.refs,
+             .group = pb.group,
+             .n = base->n,
+             .mint = base->from,
+             .maxt = base->to},
         };
         rc = pd_storage_aggregate_diff(st, sd, add_diff_part, poll_part, c, err);
         *series += sd[0].n_series + sd[1].n_series;

@@ -1169,8 +1169,9 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
     if (len) { /* schema v1: the producer's body */
         rc = pd_profile_decode(out, body, len, &c->limits, err);
         if (rc < 0) {
-            pd_err_prefix(err, "ClickHouse profile of series %llu at %lld: ",
-                          (unsigned long long)ref, (long long)ts_ms);
+            pd_err_prefix(err,
+                          "ClickHouse profile of series %llu at %lld: ", (unsigned long long)ref,
+                          (long long)ts_ms);
             rc = PD_ECORRUPT;
             goto out;
         }
@@ -1185,8 +1186,9 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
     pd_buf_reset(&sql);
     pd_buf_release(&resp); /* the rows may outgrow the body's cap */
     pd_buf_init(&resp, CH_MAX_ANSWER);
-    rc = pd_buf_printf(&sql, "SELECT stack_hash, values FROM samples WHERE fingerprint = %llu AND "
-                             "day = ",
+    rc = pd_buf_printf(&sql,
+                       "SELECT stack_hash, values FROM samples WHERE fingerprint = %llu AND "
+                       "day = ",
                        (unsigned long long)ref);
     rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
     rc = rc ? rc
@@ -1259,13 +1261,12 @@ out:
 
 /* ---- a diff in one pass ---- */
 
-
 /* Appends one stack's sums (nv values read from r) to part p when they are
  * not all zero; *want gets the stack hash the first time any side wants it
  * (seen). nv == 0 is a side without rows for the stack (sumForEachIf of
  * nothing is []). 0, 1 (malformed), or PD_ETOOBIG/PD_ENOMEM. */
-static int part_push(part *p, uint64_t sh, ch_rd *r, uint64_t nv, pd_u64map *seen,
-                     uint64_t **want, size_t *n_want, size_t *cap_want, pd_err *err)
+static int part_push(part *p, uint64_t sh, ch_rd *r, uint64_t nv, pd_u64map *seen, uint64_t **want,
+                     size_t *n_want, size_t *cap_want, pd_err *err)
 {
     if (nv == 0)
         return 0;

@@ -702,10 +702,10 @@ static void test_deltas_as_tsdb(void **state)
     labels(&ls, "heap", "d", NULL);
     for (size_t k = 0; k < n; k++) {
         const tprof *t = &g_prof[seq[k]];
-        PD_ASSERT_OK(pd_storage_append(ch, &ls, t0 + (int64_t)k * step, t->body, t->len, &t->p, &err),
-                     &err);
-        PD_ASSERT_OK(pd_storage_append(ts, &ls, t0 + (int64_t)k * step, t->body, t->len, &t->p, &err),
-                     &err);
+        PD_ASSERT_OK(
+            pd_storage_append(ch, &ls, t0 + (int64_t)k * step, t->body, t->len, &t->p, &err), &err);
+        PD_ASSERT_OK(
+            pd_storage_append(ts, &ls, t0 + (int64_t)k * step, t->body, t->len, &t->p, &err), &err);
     }
     pd_labels_release(&ls);
     pd_storage *st[2] = {ts, ch};
@@ -868,9 +868,9 @@ static void test_single_profile_rebuilt(void **state)
     /* back to a v1 database: version 1 recorded, a v1 row (body kept) */
     PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE schema_version", NULL, 0, NULL, NULL, NULL, &err),
                  &err);
-    PD_ASSERT_OK(pd__ch_exec(c, "INSERT INTO schema_version VALUES (1, 0)", NULL, 0, NULL, NULL,
-                             NULL, &err),
-                 &err);
+    PD_ASSERT_OK(
+        pd__ch_exec(c, "INSERT INTO schema_version VALUES (1, 0)", NULL, 0, NULL, NULL, NULL, &err),
+        &err);
     pd_buf sql;
     pd_buf_init(&sql, 0);
     assert_int_equal(
@@ -892,8 +892,8 @@ static void test_single_profile_rebuilt(void **state)
     /* reopened: migrated to v2, the v1 row read from its body */
     s = open_store("single");
     pd_buf_reset(&resp);
-    PD_ASSERT_OK(pd__ch_exec(c, "SELECT max(version) FROM schema_version FORMAT RowBinary", NULL,
-                             0, NULL, &resp, NULL, &err),
+    PD_ASSERT_OK(pd__ch_exec(c, "SELECT max(version) FROM schema_version FORMAT RowBinary", NULL, 0,
+                             NULL, &resp, NULL, &err),
                  &err);
     r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
     assert_int_equal(pd__ch_rd_u32(&r), PD_CH_SCHEMA_VERSION);
@@ -947,8 +947,9 @@ static uint64_t select_queries(pd_ch *c)
     pd_buf resp;
     pd_buf_init(&resp, 0);
     pd_err err;
-    PD_ASSERT_OK(pd__ch_exec(c, "SELECT value FROM system.events WHERE event = 'SelectQuery' "
-                                "FORMAT RowBinary",
+    PD_ASSERT_OK(pd__ch_exec(c,
+                             "SELECT value FROM system.events WHERE event = 'SelectQuery' "
+                             "FORMAT RowBinary",
                              NULL, 0, NULL, &resp, NULL, &err),
                  &err);
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
@@ -995,7 +996,8 @@ static void test_diff_one_pass(void **state)
     /* new side: a and b over the first 2.5 s; base: b over the last 3 s */
     uint64_t r0[2] = {ref[0], ref[1]}, r1[1] = {ref[1]};
     uint32_t g0[2] = {7, 7};
-    pd_storage_agg_side sd[2] = {{r0, g0, 2, t0, t0 + 2500, 0}, {r1, NULL, 1, t0 + 1000, t0 + 4000, 0}};
+    pd_storage_agg_side sd[2] = {{r0, g0, 2, t0, t0 + 2500, 0},
+                                 {r1, NULL, 1, t0 + 1000, t0 + 4000, 0}};
 
     const char *urls[] = {g_url};
     pd_storage_options co = ch_opts(urls, 1, "diff");
@@ -1077,7 +1079,8 @@ static void test_diff_one_pass(void **state)
         big[i] = i < 2 ? ref[i] : 1000000000000000000ull + i;
     static part_log bigl;
     memset(&bigl, 0, sizeof bigl);
-    pd_storage_agg_side bd[2] = {{big, bg, nbig, t0, t0 + 2500, 0}, {big + 1, bg, nbig - 1, t0 + 1000, t0 + 4000, 0}};
+    pd_storage_agg_side bd[2] = {{big, bg, nbig, t0, t0 + 2500, 0},
+                                 {big + 1, bg, nbig - 1, t0 + 1000, t0 + 4000, 0}};
     PD_ASSERT_OK(pd_storage_aggregate_diff(ch, bd, log_part, NULL, &bigl, &err), &err);
     assert_int_equal(bigl.n, one.n);
     for (size_t i = 0; i < one.n; i++)
