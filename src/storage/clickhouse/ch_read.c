@@ -1337,35 +1337,85 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
     size_t n_want = 0, cap_want = 0;
     int rc = 0;
 
-    /* each side's filter, as pd__ch_aggregate's one group would have it */
+    /* The filter: an envelope the primary key serves (every fingerprint of
+       either side, the time from the first side's start to the last one's
+       end), and per row its side flags s0/s1 from one transform() of the
+       fingerprint (bit k: on side k) and the side's time range — an
+       `fingerprint IN (...)` per side evaluated per row made the pass
+       slower than two. */
+    uint64_t *fps = NULL;
+    size_t n_fps = 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    bool on_side[2];
     for (int k = 0; k < 2 && rc == 0; k++) {
-        for (size_t i = 0; i < side[k].n; i++)
-            if (!pd_u64map_get(&ref_idx[k], side[k].refs[i], NULL) &&
-                pd_u64map_put(&ref_idx[k], side[k].refs[i], i) < 0)
+        on_side[k] = side[k].n && side[k].mint <= side[k].maxt;
+        for (size_t i = 0; i < side[k].n && rc == 0; i++) {
+            uint64_t fp = side[k].refs[i], flags = 0;
+            if (!pd_u64map_get(&ref_idx[k], fp, NULL) && pd_u64map_put(&ref_idx[k], fp, i) < 0)
                 rc = PD_ENOMEM;
-        if (rc == 0)
-            rc = side[k].n && side[k].mint <= side[k].maxt
-                     ? put_fp_range(&cond[k], side[k].refs, side[k].n, side[k].mint, side[k].maxt)
-                     : pd_buf_puts(&cond[k], " 0");
-        rc = rc ? rc : pd_buf_putc(&cond[k], 0);
+            if (!on_side[k])
+                continue;
+            if (!pd_u64map_get(&seen, fp, &flags)) {
+                uint64_t *v = n_fps % 1024 ? fps : realloc(fps, (n_fps + 1024) * sizeof *v);
+                if (!v) {
+                    rc = PD_ENOMEM;
+                    break;
+                }
+                fps = v;
+                fps[n_fps++] = fp;
+            }
+            if (rc == 0 && pd_u64map_put(&seen, fp, flags | (1u << k)) < 0)
+                rc = PD_ENOMEM;
+        }
+        if (on_side[k]) {
+            lo = side[k].mint < lo ? side[k].mint : lo;
+            hi = side[k].maxt > hi ? side[k].maxt : hi;
+        }
     }
+    if (rc == 0 && n_fps == 0) { /* no side has a series and a range */
+        free(fps);
+        goto done;
+    }
+    /* cond[0]: the envelope; cond[1]: the columns pd_f, s0, s1 */
+    rc = rc ? rc : put_fp_range(&cond[0], fps, n_fps, lo, hi);
+    rc = rc ? rc : pd_buf_puts(&cond[1], "transform(fingerprint, CAST([");
+    for (size_t i = 0; rc == 0 && i < n_fps; i++)
+        rc = pd_buf_printf(&cond[1], "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
+    rc = rc ? rc : pd_buf_puts(&cond[1], "] AS Array(UInt64)), [");
+    for (size_t i = 0; rc == 0 && i < n_fps; i++) {
+        uint64_t flags = 0;
+        (void)pd_u64map_get(&seen, fps[i], &flags);
+        rc = pd_buf_printf(&cond[1], "%s%u", i ? "," : "", (unsigned)flags);
+    }
+    rc = rc ? rc : pd_buf_puts(&cond[1], "], 0) AS pd_f");
+    for (int k = 0; k < 2 && rc == 0; k++)
+        rc = on_side[k]
+                 ? pd_buf_printf(&cond[1],
+                                 ", (bitAnd(pd_f, %d) != 0 AND ts BETWEEN %lld AND %lld) AS s%d",
+                                 1 << k, (long long)side[k].mint, (long long)side[k].maxt, k)
+                 : pd_buf_printf(&cond[1], ", 0 AS s%d", k);
+    for (int k = 0; k < 2 && rc == 0; k++)
+        rc = pd_buf_putc(&cond[k], 0);
+    free(fps);
+    pd_u64map_release(&seen);
+    pd_u64map_init(&seen);
     if (rc < 0) {
         rc = nomem(err);
         goto out;
     }
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out;
-    const char *c0 = (const char *)cond[0].data, *c1 = (const char *)cond[1].data;
+    const char *env = (const char *)cond[0].data, *flags_cols = (const char *)cond[1].data;
 
     /* a) both sides' headers in one query, in time order; a row may be on
        both sides */
     rc = pd_buf_printf(&sql,
-                       "SELECT (%s) AS s0, (%s) AS s1, types_hash, fingerprint, ts, sample_types, "
+                       "SELECT s0, s1, types_hash, fingerprint, ts, sample_types, "
                        "sample_units, period_type, period_unit, period, time_nanos, "
                        "duration_nanos, comments, drop_frames, keep_frames, default_sample_type, "
-                       "doc_url FROM profiles WHERE (%s) OR (%s) ORDER BY ts, fingerprint "
-                       "FORMAT RowBinary",
-                       c0, c1, c0, c1);
+                       "doc_url FROM (SELECT *, %s FROM profiles WHERE%s) WHERE s0 OR s1 "
+                       "ORDER BY ts, fingerprint FORMAT RowBinary",
+                       flags_cols, env);
     if (rc < 0) {
         rc = nomem(err);
         goto out;
@@ -1417,14 +1467,15 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
     /* b) one GROUP BY over samples: the sums of each side */
     pd_buf_reset(&sql);
     pd_buf_reset(&resp);
-    rc = pd_buf_printf(&sql,
-                       "SELECT types_hash, stack_hash, sumForEachIf(values, %s) AS v0, "
-                       "sumForEachIf(values, %s) AS v1 FROM samples WHERE ((%s) OR (%s)) AND "
-                       "(fingerprint, ts, write_id) GLOBAL IN (SELECT fingerprint, ts, write_id "
-                       "FROM profiles WHERE (%s) OR (%s)) GROUP BY types_hash, stack_hash "
-                       "HAVING arrayExists(x -> x != 0, v0) OR arrayExists(x -> x != 0, v1) "
-                       "FORMAT RowBinary",
-                       c0, c1, c0, c1, c0, c1);
+    rc =
+        pd_buf_printf(&sql,
+                      "SELECT types_hash, stack_hash, sumForEachIf(values, s0) AS v0, "
+                      "sumForEachIf(values, s1) AS v1 FROM (SELECT types_hash, stack_hash, values, "
+                      "ts, %s FROM samples WHERE%s AND (fingerprint, ts, write_id) GLOBAL IN "
+                      "(SELECT fingerprint, ts, write_id FROM profiles WHERE%s)) GROUP BY "
+                      "types_hash, stack_hash HAVING arrayExists(x -> x != 0, v0) OR "
+                      "arrayExists(x -> x != 0, v1) FORMAT RowBinary",
+                      flags_cols, env, env);
     if (rc < 0) {
         rc = nomem(err);
         goto out;

@@ -138,7 +138,10 @@ int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size
                      void *ctx, size_t *n_series /* OUT, may be NULL */, pd_err *err);
 /* pd_storage_aggregate_diff when each side is one group (storage.c
  * checks): one query for both sides' headers, one GROUP BY over samples
- * with a sumForEachIf per side, one IN for the stacks of both. */
+ * with a sumForEachIf per side, one IN for the stacks of both. Rows are
+ * filtered by an envelope (every fingerprint of either side, the union of
+ * the ranges) and each row's side comes from transform() of its
+ * fingerprint (a bit per side) and the side's range. */
 int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_fn fn,
                           int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err);
 /* Drops expired day partitions. -EIO (ClickHouse's message), PD_ENOMEM. */
