@@ -813,7 +813,7 @@ static void test_single_profile_rebuilt(void **state)
     uint64_t refs[16];
     for (size_t k = 0; k < g_n; k++) {
         const pd_profile *p = &g_prof[k].p;
-        char inst[16];
+        char inst[32];
         snprintf(inst, sizeof inst, "p%zu", k);
         pd_labels ls;
         labels(&ls, "any", inst, NULL);
