@@ -45,6 +45,7 @@ struct pd_profile_builder {
     size_t n_smp, cap_smp;
     size_t n_lines; /* Line entries over all locations */
     dedup d_fn, d_map, d_loc, d_smp;
+    bool keep_repeats; /* pd_profile_builder_keep_repeats: samples never merged */
 };
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)
@@ -89,6 +90,11 @@ static void dd_release(dedup *d)
 {
     pd_u64map_release(&d->head);
     free(d->next);
+}
+
+void pd_profile_builder_keep_repeats(pd_profile_builder *b)
+{
+    b->keep_repeats = true;
 }
 
 int pd_profile_builder_new(const pd_pprof_limits *lim, pd_profile_builder **out)
@@ -374,7 +380,8 @@ int pd_profile_builder_sample(pd_profile_builder *b, const uint64_t *loc, size_t
     uint64_t h = XXH3_64bits_withSeed(label, n_label * sizeof *label,
                                       XXH3_64bits(loc, n_loc * sizeof *loc));
     h = fix_hash(h);
-    for (int64_t j = dd_first(&b->d_smp, h); j >= 0; j = b->d_smp.next[j]) {
+    for (int64_t j = b->keep_repeats ? -1 : dd_first(&b->d_smp, h); j >= 0;
+         j = b->d_smp.next[j]) {
         pd_pprof_sample *g = &b->smp[j];
         if (g->n_location != n_loc || g->n_label != n_label ||
             (n_loc && memcmp(g->location_id, loc, n_loc * sizeof *loc)) ||

@@ -321,11 +321,18 @@ int pd_profile_builder_location(pd_profile_builder *b, uint64_t mapping_id, uint
                                 const pd_pprof_line *line, size_t n_line, uint64_t *id /* OUT */,
                                 pd_err *err);
 
+/* From now on pd_profile_builder_sample appends every sample as its own,
+ * never merging it into an earlier one with the same stack and labels: for
+ * rebuilding one stored profile whose samples are a multiset (DESIGN.md §1
+ * "lossless": a producer may repeat a stack, Go's heap profiles do). */
+void pd_profile_builder_keep_repeats(pd_profile_builder *b);
+
 /* Adds a sample: stack loc[0..n_loc) (leaf first; ids from
  * pd_profile_builder_location), value[0..n_sample_type) and
  * label[0..n_label) (string indexes from pd_profile_builder_string). A
  * sample with the same stack and the same labels in the same order as an
- * earlier one is merged into it (values added). Everything is copied.
+ * earlier one is merged into it (values added), unless
+ * pd_profile_builder_keep_repeats was called. Everything is copied.
  * PD_EINVAL (unknown location id, a string index out of range, no sample
  * types declared, or an added value overflows int64), PD_ETOOBIG
  * (max_samples, max_stack_depth, max_labels_per_sample), PD_ENOMEM. */

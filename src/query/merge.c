@@ -1492,7 +1492,6 @@ static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile
     return pd_merge_add_n(r->m, p, &si->labels, c->base, r->name.data, part->n_profiles, err);
 }
 
-/* Folds one side (single or merge) into r->m. */
 /* Drops from set the series matching any of q's exclude selectors. */
 static int exclude_series(const pd_query_side *q, pd_series_set *set, pd_err *err)
 {
@@ -1556,18 +1555,136 @@ bool pd__query_shown_cumulative(pd_storage *st, const pd_merge_options *o, uint6
     return idx < 64 && (mask >> idx & 1);
 }
 
-static int add_side(run *r, const pd_query_side *q, bool base, const char *side, pd_err *err)
+/* One side of a merge or diff once selected (prep_side), before its sum. */
+typedef struct side_prep {
+    pd_matcher *ms;
+    size_t n;
+    pd_series_set set;
+    const pd_series_info **v; /* nv series with profiles in range (refs' order) */
+    uint64_t *refs, *mask;
+    uint32_t *group;
+    size_t *npts;
+    size_t nv;
+    bool delta;     /* summed as deltas (pd_storage_aggregate_delta) */
+    size_t n_count; /* what the side counts as inputs besides deltas */
+} side_prep;
+
+static void side_prep_release(side_prep *sp)
 {
-    pd_matcher *ms = NULL;
-    size_t n = 0;
-    pd_series_set set = {0};
-    const pd_series_info **v = NULL;
-    uint64_t *refs = NULL, *mask = NULL;
-    uint32_t *group = NULL;
-    size_t *npts = NULL;
-    size_t nv = 0;
+    free(sp->v);
+    free(sp->refs);
+    free(sp->group);
+    free(sp->mask);
+    free(sp->npts);
+    pd_series_set_release(&sp->set);
+    pd_matchers_free(sp->ms, sp->n);
+    memset(sp, 0, sizeof *sp);
+}
+
+/* Selects a merge side's series, checks their sample types (all before any
+ * profile is read), decides deltas and groups. */
+static int prep_side(run *r, const pd_query_side *q, const char *side, side_prep *sp, pd_err *err)
+{
+    memset(sp, 0, sizeof *sp);
     int delta_mode = r->o ? (int)r->o->delta : PD_DELTA_AUTO;
     bool auto_decided = false, auto_cum = false;
+    int rc;
+    if ((rc = pd_selector_parse(q->selector, &sp->ms, &sp->n, err)) < 0)
+        return rc;
+    if ((rc = pd_storage_select(r->st, sp->ms, sp->n, q->from, q->to, &sp->set, err)) < 0 ||
+        (rc = pd_matchers_check_limits(sp->ms, sp->n, err)) < 0)
+        return rc;
+    if ((rc = exclude_series(q, &sp->set, err)) < 0)
+        return rc;
+    if (sp->set.n == 0)
+        return pd_err_set(
+            err, PD_ENOTFOUND,
+            "no series matching %.200s has profiles between %" PRId64 " and %" PRId64 " ms%s%s%s",
+            q->selector, q->from, q->to, side ? " (" : "", side ? side : "", side ? ")" : "");
+    size_t n = sp->set.n;
+    sp->v = malloc(n * sizeof *sp->v);
+    sp->refs = malloc(n * sizeof *sp->refs);
+    sp->group = malloc(n * sizeof *sp->group);
+    sp->mask = malloc(n * sizeof *sp->mask);
+    sp->npts = malloc(n * sizeof *sp->npts);
+    if (!sp->v || !sp->refs || !sp->group || !sp->mask || !sp->npts)
+        return pd_err_set(err, PD_ENOMEM, "merge: out of memory");
+    for (size_t i = 0; i < n && rc >= 0; i++) {
+        pd_points pts = {0};
+        rc = pd_storage_read_points(r->st, sp->set.v[i].ref, q->from, q->to, &pts, err);
+        if (rc == PD_ENOTFOUND) {
+            rc = 0;
+            continue;
+        }
+        if (rc < 0)
+            break;
+        /* all sample types first: a mismatch fails before any body is read */
+        for (size_t j = 0; j < pts.n && rc >= 0; j++)
+            rc = check_point(r, &sp->set.v[i].labels, &pts.v[j], side, err);
+        if (pts.n && rc >= 0) {
+            size_t k = sp->nv;
+            r->series++;
+            sp->mask[k] = pd_query_cumulative_mask(&sp->set.v[i].labels, &pts.v[0]);
+            if (sp->mask[k] && delta_mode == PD_DELTA_AUTO && !auto_decided) {
+                auto_decided = true;
+                auto_cum = pd__query_shown_cumulative(r->st, r->o, sp->set.v[i].ref, &pts.v[0],
+                                                      sp->mask[k]);
+            }
+            sp->npts[k] = pts.n;
+            sp->refs[k] = sp->set.v[i].ref;
+            sp->v[sp->nv++] = &sp->set.v[i];
+        }
+        pd_points_release(&pts);
+    }
+    if (rc < 0)
+        return rc;
+    bool any_mask = false;
+    for (size_t i = 0; i < sp->nv; i++)
+        any_mask = any_mask || sp->mask[i] != 0;
+    sp->delta =
+        any_mask && (delta_mode == PD_DELTA_ON || (delta_mode == PD_DELTA_AUTO && auto_cum));
+    for (size_t i = 0; i < sp->nv; i++)
+        sp->n_count += sp->delta && sp->mask[i] ? 0 : sp->npts[i];
+    if (sp->nv && (rc = pd__query_groups(sp->v, sp->nv, r->by, sp->group)) < 0)
+        return pd_err_set(err, rc, "merge: out of memory");
+    return 0;
+}
+
+/* Sums a prepared side into r->m inside the store (pd_storage_aggregate by
+ * stack id, per block and group of series; with deltas, each profile times
+ * its weight: pd_storage_aggregate_delta). */
+static int agg_side(run *r, const pd_query_side *q, bool base, const char *side, side_prep *sp,
+                    pd_err *err)
+{
+    if (!sp->nv)
+        return 0;
+    part_ctx c = {r, sp->v, base, side};
+    size_t n_deltas = 0;
+    pd_merge_stats before;
+    pd_merge_get_stats(r->m, &before);
+    int rc =
+        pd_storage_aggregate_delta(r->st, sp->refs, sp->group, sp->delta ? sp->mask : NULL, sp->nv,
+                                   q->from, q->to, add_part, poll_part, &c, NULL, &n_deltas, err);
+    if (rc >= 0 && sp->delta && sp->n_count + n_deltas == 0)
+        rc = pd_err_set(err, PD_ENOTFOUND,
+                        "no delta: every series matching %.200s between %" PRId64 " and %" PRId64
+                        " ms has only its first stored profile there (the baseline deltas "
+                        "start from)%s%s%s; widen the range, or ask delta=false for the "
+                        "stored counters",
+                        q->selector, q->from, q->to, side ? " (" : "", side ? side : "",
+                        side ? ")" : "");
+    if (rc >= 0 && sp->delta) {
+        pd_merge_stats after;
+        pd_merge_get_stats(r->m, &after);
+        pd__merge_recount(r->m, base, after.profiles - before.profiles, sp->n_count + n_deltas);
+        r->delta = true;
+    }
+    return rc;
+}
+
+/* Folds one side (single or merge) into r->m. */
+static int add_side(run *r, const pd_query_side *q, bool base, const char *side, pd_err *err)
+{
     int rc;
     if (!q->selector)
         return pd_err_set(err, PD_EINVAL, "no selector given%s%s%s", side ? " (" : "",
@@ -1586,99 +1703,66 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
         pd_labels_release(&ls);
         return rc;
     }
-    if ((rc = pd_selector_parse(q->selector, &ms, &n, err)) < 0)
-        return rc;
-    if ((rc = pd_storage_select(r->st, ms, n, q->from, q->to, &set, err)) < 0 ||
-        (rc = pd_matchers_check_limits(ms, n, err)) < 0)
-        goto out;
-    if ((rc = exclude_series(q, &set, err)) < 0)
-        goto out;
-    if (set.n == 0) {
-        rc = pd_err_set(
-            err, PD_ENOTFOUND,
-            "no series matching %.200s has profiles between %" PRId64 " and %" PRId64 " ms%s%s%s",
-            q->selector, q->from, q->to, side ? " (" : "", side ? side : "", side ? ")" : "");
+    side_prep sp;
+    rc = prep_side(r, q, side, &sp, err);
+    if (rc >= 0)
+        rc = agg_side(r, q, base, side, &sp, err);
+    side_prep_release(&sp);
+    return rc;
+}
+
+/* The parts of a diff in one pass (pd_storage_aggregate_diff): each to its
+ * side's add_part. */
+static int add_diff_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p,
+                         pd_err *err)
+{
+    part_ctx *c = ctx;
+    return add_part(&c[part->side ? 1 : 0], part, p, err);
+}
+
+/* A diff of two merge sides: both selected and checked as add_side does,
+ * then, without deltas, summed in one pass by the store
+ * (pd_storage_aggregate_diff: the same parts as two add_side calls give,
+ * so the same answer); a side with deltas is summed on its own, as
+ * add_side does. 1 when it does not apply (a single side): nothing was
+ * done. */
+static int add_diff(run *r, const pd_query_side *base, const pd_query_side *cur, pd_err *err)
+{
+    if (!base->selector || !cur->selector || base->mode == PD_QUERY_MODE_SINGLE ||
+        cur->mode == PD_QUERY_MODE_SINGLE)
+        return 1;
+    side_prep sc, sb;
+    memset(&sb, 0, sizeof sb);
+    int rc = prep_side(r, cur, "query_b", &sc, err);
+    if (rc >= 0 && sc.delta) { /* the new side first, then the base, as before */
+        rc = agg_side(r, cur, false, "query_b", &sc, err);
+        /* each side's sample types are checked alone; the merger checks
+         * the two sides against each other */
+        pd_buf_reset(&r->first_types);
+        if (rc >= 0)
+            rc = add_side(r, base, true, "query_a", err);
         goto out;
     }
-    v = malloc(set.n * sizeof *v);
-    refs = malloc(set.n * sizeof *refs);
-    group = malloc(set.n * sizeof *group);
-    mask = malloc(set.n * sizeof *mask);
-    npts = malloc(set.n * sizeof *npts);
-    if (!v || !refs || !group || !mask || !npts) {
-        rc = pd_err_set(err, PD_ENOMEM, "merge: out of memory");
+    pd_buf_reset(&r->first_types);
+    if (rc >= 0)
+        rc = prep_side(r, base, "query_a", &sb, err);
+    if (rc >= 0 && (sb.delta || !sc.nv || !sb.nv)) {
+        rc = agg_side(r, cur, false, "query_b", &sc, err);
+        if (rc >= 0)
+            rc = agg_side(r, base, true, "query_a", &sb, err);
         goto out;
     }
-    for (size_t i = 0; i < set.n && rc >= 0; i++) {
-        pd_points pts = {0};
-        rc = pd_storage_read_points(r->st, set.v[i].ref, q->from, q->to, &pts, err);
-        if (rc == PD_ENOTFOUND) {
-            rc = 0;
-            continue;
-        }
-        if (rc < 0)
-            break;
-        /* all sample types first: a mismatch fails before any body is read */
-        for (size_t j = 0; j < pts.n && rc >= 0; j++)
-            rc = check_point(r, &set.v[i].labels, &pts.v[j], side, err);
-        if (pts.n && rc >= 0) {
-            r->series++;
-            mask[nv] = pd_query_cumulative_mask(&set.v[i].labels, &pts.v[0]);
-            if (mask[nv] && delta_mode == PD_DELTA_AUTO && !auto_decided) {
-                auto_decided = true;
-                auto_cum =
-                    pd__query_shown_cumulative(r->st, r->o, set.v[i].ref, &pts.v[0], mask[nv]);
-            }
-            npts[nv] = pts.n;
-            refs[nv] = set.v[i].ref;
-            v[nv++] = &set.v[i];
-        }
-        pd_points_release(&pts);
-    }
-    bool any_mask = false;
-    for (size_t i = 0; i < nv; i++)
-        any_mask = any_mask || mask[i] != 0;
-    bool delta =
-        any_mask && (delta_mode == PD_DELTA_ON || (delta_mode == PD_DELTA_AUTO && auto_cum));
-    size_t n_count = 0; /* what the side counts as inputs: deltas for served-cumulative series */
-    for (size_t i = 0; i < nv; i++)
-        n_count += delta && mask[i] ? 0 : npts[i];
-    if (rc >= 0 && nv) {
-        /* summed inside the store by stack id, per block and group of
-           series (pd_storage_aggregate; with deltas, each profile times its
-           weight: pd_storage_aggregate_delta) */
-        part_ctx c = {r, v, base, side};
-        size_t n_deltas = 0;
-        pd_merge_stats before;
-        pd_merge_get_stats(r->m, &before);
-        if ((rc = pd__query_groups(v, nv, r->by, group)) < 0)
-            pd_err_set(err, rc, "merge: out of memory");
-        else
-            rc = pd_storage_aggregate_delta(r->st, refs, group, delta ? mask : NULL, nv, q->from,
-                                            q->to, add_part, poll_part, &c, NULL, &n_deltas, err);
-        if (rc >= 0 && delta && n_count + n_deltas == 0)
-            rc = pd_err_set(
-                err, PD_ENOTFOUND,
-                "no delta: every series matching %.200s between %" PRId64 " and %" PRId64
-                " ms has only its first stored profile there (the baseline deltas "
-                "start from)%s%s%s; widen the range, or ask delta=false for the "
-                "stored counters",
-                q->selector, q->from, q->to, side ? " (" : "", side ? side : "", side ? ")" : "");
-        if (rc >= 0 && delta) {
-            pd_merge_stats after;
-            pd_merge_get_stats(r->m, &after);
-            pd__merge_recount(r->m, base, after.profiles - before.profiles, n_count + n_deltas);
-            r->delta = true;
-        }
+    if (rc >= 0) {
+        part_ctx c[2] = {{r, sc.v, false, "query_b"}, {r, sb.v, true, "query_a"}};
+        pd_storage_agg_side sd[2] = {
+            {.refs = sc.refs, .group = sc.group, .n = sc.nv, .mint = cur->from, .maxt = cur->to},
+            {.refs = sb.refs, .group = sb.group, .n = sb.nv, .mint = base->from, .maxt = base->to},
+        };
+        rc = pd_storage_aggregate_diff(r->st, sd, add_diff_part, poll_part, c, err);
     }
 out:
-    free(v);
-    free(refs);
-    free(group);
-    free(mask);
-    free(npts);
-    pd_series_set_release(&set);
-    pd_matchers_free(ms, n);
+    side_prep_release(&sc);
+    side_prep_release(&sb);
     return rc;
 }
 
@@ -1693,6 +1777,9 @@ static int run_query(pd_storage *st, const pd_query_side *base, const pd_query_s
     int rc = pd_merge_new(o, &r.m, err);
     if (rc < 0)
         goto out;
+    /* a diff of two merges: one pass in the store when it can */
+    if (base && (rc = add_diff(&r, base, cur, err)) <= 0)
+        goto stats;
     /* the new side first, then the base: pprof's order for -diff_base */
     if ((rc = add_side(&r, cur, false, base ? "query_b" : NULL, err)) < 0)
         goto out;
@@ -1703,6 +1790,9 @@ static int run_query(pd_storage *st, const pd_query_side *base, const pd_query_s
         if ((rc = add_side(&r, base, true, "query_a", err)) < 0)
             goto out;
     }
+stats:
+    if (rc < 0)
+        goto out;
     if (stats) {
         pd_merge_get_stats(r.m, stats);
         stats->series = r.series;

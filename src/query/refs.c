@@ -175,47 +175,135 @@ static int delta_plan(pd_storage *st, const pd_merge_options *o, const pd_query_
     return rc;
 }
 
+/* What add_refs sums: q's refs, groups (by=) and delta plan. */
+typedef struct refs_plan {
+    uint64_t *refs, *mask;
+    uint32_t *group;
+    const pd_series_info **v;
+    size_t n_count;
+    bool delta;
+} refs_plan;
+
+static void refs_plan_release(refs_plan *pl)
+{
+    free(pl->refs);
+    free(pl->group);
+    free(pl->v);
+    free(pl->mask);
+    memset(pl, 0, sizeof *pl);
+}
+
+static int plan_refs(pd_storage *st, const pd_query_refs *q, const pd_merge_options *o,
+                     refs_plan *pl, pd_err *err)
+{
+    memset(pl, 0, sizeof *pl);
+    const char *by = o ? o->by : NULL;
+    size_t n1 = q->n ? q->n : 1;
+    pl->refs = malloc(n1 * sizeof *pl->refs);
+    pl->group = malloc(n1 * sizeof *pl->group);
+    pl->v = malloc(n1 * sizeof *pl->v);
+    pl->mask = malloc(n1 * sizeof *pl->mask);
+    int rc = pl->refs && pl->group && pl->v && pl->mask ? 0 : PD_ENOMEM;
+    for (size_t i = 0; !rc && i < q->n; i++) {
+        pl->refs[i] = q->series[i].ref;
+        pl->v[i] = &q->series[i];
+    }
+    if (!rc)
+        rc = pd__query_groups(pl->v, q->n, by, pl->group);
+    if (rc == PD_ENOMEM)
+        return pd_err_set(err, rc, "merge: out of memory");
+    return delta_plan(st, o, q, pl->mask, &pl->n_count, &pl->delta, err);
+}
+
 /* Sums q's profiles inside the store (pd_storage_aggregate: by stack id,
  * per block and group of series as by= allows; with deltas,
  * pd_storage_aggregate_delta) and folds the sums into m. */
+static int sum_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, bool base,
+                    const refs_plan *pl, size_t *series, pd_err *err)
+{
+    refs_ctx c = {.m = m, .q = q, .base = base};
+    pd_buf_init(&c.name, 4096);
+    pd_merge_stats before, after;
+    pd_merge_get_stats(m, &before);
+    size_t n_deltas = 0;
+    int rc = pd_storage_aggregate_delta(st, pl->refs, pl->group, pl->delta ? pl->mask : NULL, q->n,
+                                        q->from, q->to, add_part, poll_part, &c, &c.series,
+                                        &n_deltas, err);
+    if (rc >= 0 && pl->delta) {
+        pd_merge_get_stats(m, &after);
+        pd__merge_recount(m, base, after.profiles - before.profiles, pl->n_count + n_deltas);
+    }
+    *series += c.series; /* series with profiles in the range */
+    pd_buf_release(&c.name);
+    return rc;
+}
+
 static int add_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, const pd_merge_options *o,
                     bool base, size_t *series, bool *delta, pd_err *err)
 {
-    const char *by = o ? o->by : NULL;
-    refs_ctx c = {.m = m, .q = q, .base = base};
-    pd_buf_init(&c.name, 4096);
-    size_t n1 = q->n ? q->n : 1;
-    uint64_t *refs = malloc(n1 * sizeof *refs);
-    uint32_t *group = malloc(n1 * sizeof *group);
-    const pd_series_info **v = malloc(n1 * sizeof *v);
-    uint64_t *mask = malloc(n1 * sizeof *mask);
-    size_t n_count = 0;
-    int rc = refs && group && v && mask ? 0 : PD_ENOMEM;
-    for (size_t i = 0; !rc && i < q->n; i++) {
-        refs[i] = q->series[i].ref;
-        v[i] = &q->series[i];
+    refs_plan pl;
+    int rc = plan_refs(st, q, o, &pl, err);
+    *delta = pl.delta;
+    if (rc >= 0)
+        rc = sum_refs(st, m, q, base, &pl, series, err);
+    refs_plan_release(&pl);
+    return rc;
+}
+
+/* The parts of a diff in one pass: each to its side's add_part. */
+static int add_diff_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p,
+                         pd_err *err)
+{
+    refs_ctx *c = ctx;
+    return add_part(&c[part->side ? 1 : 0], part, p, err);
+}
+
+/* A diff: both sides planned, then, without deltas, summed in one pass by
+ * the store (pd_storage_aggregate_diff: the parts two add_refs give, so the
+ * same answer); with deltas on a side, one side after the other. */
+static int add_diff(pd_storage *st, pd_merge *m, const pd_query_refs *base,
+                    const pd_query_refs *cur, const pd_merge_options *o, size_t *series, bool *dcur,
+                    bool *dbase, pd_err *err)
+{
+    refs_plan pc, pb;
+    memset(&pb, 0, sizeof pb);
+    int rc = plan_refs(st, cur, o, &pc, err);
+    *dcur = pc.delta;
+    if (rc >= 0 && pc.delta) { /* the new side first, then the base, as before */
+        rc = sum_refs(st, m, cur, false, &pc, series, err);
+        if (rc >= 0)
+            rc = add_refs(st, m, base, o, true, series, dbase, err);
+        goto out;
     }
-    if (!rc)
-        rc = pd__query_groups(v, q->n, by, group);
-    if (rc == PD_ENOMEM) {
-        pd_err_set(err, rc, "merge: out of memory");
-    } else if ((rc = delta_plan(st, o, q, mask, &n_count, delta, err)) >= 0) {
-        pd_merge_stats before, after;
-        pd_merge_get_stats(m, &before);
-        size_t n_deltas = 0;
-        rc = pd_storage_aggregate_delta(st, refs, group, *delta ? mask : NULL, q->n, q->from, q->to,
-                                        add_part, poll_part, &c, &c.series, &n_deltas, err);
-        if (rc >= 0 && *delta) {
-            pd_merge_get_stats(m, &after);
-            pd__merge_recount(m, base, after.profiles - before.profiles, n_count + n_deltas);
-        }
+    if (rc >= 0)
+        rc = plan_refs(st, base, o, &pb, err);
+    *dbase = pb.delta;
+    if (rc >= 0 && pb.delta) {
+        rc = sum_refs(st, m, cur, false, &pc, series, err);
+        if (rc >= 0)
+            rc = sum_refs(st, m, base, true, &pb, series, err);
+        goto out;
     }
-    *series += c.series; /* series with profiles in the range */
-    free(refs);
-    free(group);
-    free(v);
-    free(mask);
-    pd_buf_release(&c.name);
+    if (rc >= 0) {
+        refs_ctx c[2] = {{.m = m, .q = cur, .base = false}, {.m = m, .q = base, .base = true}};
+        pd_buf_init(&c[0].name, 4096);
+        pd_buf_init(&c[1].name, 4096);
+        pd_storage_agg_side sd[2] = {
+            {.refs = pc.refs, .group = pc.group, .n = cur->n, .mint = cur->from, .maxt = cur->to},
+            {.refs = pb.refs,
+             .group = pb.group,
+             .n = base->n,
+             .mint = base->from,
+             .maxt = base->to},
+        };
+        rc = pd_storage_aggregate_diff(st, sd, add_diff_part, poll_part, c, err);
+        *series += sd[0].n_series + sd[1].n_series;
+        pd_buf_release(&c[0].name);
+        pd_buf_release(&c[1].name);
+    }
+out:
+    refs_plan_release(&pc);
+    refs_plan_release(&pb);
     return rc;
 }
 
@@ -230,11 +318,12 @@ int pd_query_merge_refs(pd_storage *st, const pd_query_refs *base, const pd_quer
     int rc = pd_merge_new(o, &m, err);
     if (rc < 0)
         return rc;
-    /* the new side first, then the base: pprof's order for -diff_base */
-    if ((rc = add_refs(st, m, cur, o, false, &series, &dcur, err)) < 0)
+    if (base) {
+        if ((rc = add_diff(st, m, base, cur, o, &series, &dcur, &dbase, err)) < 0)
+            goto out;
+    } else if ((rc = add_refs(st, m, cur, o, false, &series, &dcur, err)) < 0) {
         goto out;
-    if (base && (rc = add_refs(st, m, base, o, true, &series, &dbase, err)) < 0)
-        goto out;
+    }
     if (stats) {
         pd_merge_get_stats(m, stats);
         stats->series = series;

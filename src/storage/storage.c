@@ -260,6 +260,59 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     return rc;
 }
 
+/* A part of one side of a diff handed on with its side (poll: the
+ * caller's, on the caller's ctx). */
+typedef struct side_call {
+    pd_storage_agg_fn fn;
+    int (*poll)(void *ctx, pd_err *err);
+    void *ctx;
+    int side;
+} side_call;
+
+static int side_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
+{
+    side_call *c = ctx;
+    pd_storage_agg_part pt = *part;
+    pt.side = c->side;
+    return c->fn(c->ctx, &pt, p, err);
+}
+
+static int side_poll(void *ctx, pd_err *err)
+{
+    side_call *c = ctx;
+    return c->poll(c->ctx, err);
+}
+
+/* One group for all of a side's refs (what a diff without `by` asks). */
+static bool one_group(const pd_storage_agg_side *sd)
+{
+    if (sd->n <= 1)
+        return true;
+    if (!sd->group)
+        return false;
+    for (size_t i = 1; i < sd->n; i++)
+        if (sd->group[i] != sd->group[0])
+            return false;
+    return true;
+}
+
+int pd_storage_aggregate_diff(pd_storage *s, pd_storage_agg_side side[2], pd_storage_agg_fn fn,
+                              int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err)
+{
+    side[0].n_series = side[1].n_series = 0;
+    if (s->ch && one_group(&side[0]) && one_group(&side[1]))
+        return pd__ch_aggregate_diff(s->ch, side, fn, poll, ctx, err);
+    /* the two walks, one side after the other */
+    int rc = 0;
+    for (int k = 0; k < 2 && rc >= 0; k++) {
+        side_call c = {fn, poll, ctx, k};
+        rc = pd_storage_aggregate(s, side[k].refs, side[k].group, side[k].n, side[k].mint,
+                                  side[k].maxt, side_part, poll ? side_poll : NULL, &c,
+                                  &side[k].n_series, err);
+    }
+    return rc;
+}
+
 int pd_storage_maintain(pd_storage *s, pd_err *err)
 {
     if (s->ch)
@@ -306,10 +359,18 @@ int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_poin
 /* A weighted profile of one series handed on as a part of refs[i]. */
 typedef struct delta_call {
     pd_storage_agg_fn fn;
+    int (*poll)(void *ctx, pd_err *err);
     void *ctx;
     size_t i;
     int64_t w;
 } delta_call;
+
+/* The caller's poll on the caller's ctx (not on the delta_call). */
+static int delta_poll(void *ctx, pd_err *err)
+{
+    delta_call *c = ctx;
+    return c->poll(c->ctx, err);
+}
 
 static int delta_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
 {
@@ -407,10 +468,10 @@ static int aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *
         if (rc >= 0)
             nw = pd__delta_weights(&prev, &pts, cum_mask[i], wts, ww);
         for (size_t k = 0; k < nw && rc >= 0; k++) {
-            delta_call c = {fn, ctx, i, ww[k]};
+            delta_call c = {fn, poll, ctx, i, ww[k]};
             uint64_t one = refs[i];
-            rc = pd__ch_aggregate(s->ch, &one, NULL, 1, wts[k], wts[k], delta_part, poll, &c, NULL,
-                                  err);
+            rc = pd__ch_aggregate(s->ch, &one, NULL, 1, wts[k], wts[k], delta_part,
+                                  poll ? delta_poll : NULL, &c, NULL, err);
         }
         free(wts);
         free(ww);

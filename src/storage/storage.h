@@ -254,6 +254,8 @@ typedef struct pd_storage_agg_part {
     size_t n_series;        /* series summed into this part (>= 1) */
     size_t n_profiles;      /* profiles summed into this part (>= 1) */
     int64_t min_ts, max_ts; /* of those profiles, ms (inputs in time order per series) */
+    int side;               /* pd_storage_aggregate_diff: 0 the new side, 1 the base;
+                               0 from every other call */
 } pd_storage_agg_part;
 
 typedef int (*pd_storage_agg_fn)(void *ctx, const pd_storage_agg_part *part,
@@ -263,6 +265,34 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
                          int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
                          int (*poll)(void *ctx, pd_err *err), void *ctx,
                          size_t *n_series /* OUT, may be NULL */, pd_err *err);
+
+/* ---- a diff in one pass (issue 16) ----
+ *
+ * The two sides of a diff (`go tool pprof -diff_base`: pd_query_diff), each
+ * a pd_storage_aggregate of its own refs, groups and range, summed in one
+ * call so that a backend can read both in one pass: ClickHouse runs one
+ * GROUP BY over samples with the sums of each side (sumForEachIf) and
+ * resolves the stacks of both sides with one IN. side[0] is the new side,
+ * side[1] the base (pprof's order). fn receives every part of side[0],
+ * then every part of side[1], with part->side = 0 or 1 and part->series an
+ * index into that side's refs — the parts, their order and contents are
+ * those of pd_storage_aggregate(side[0]) then pd_storage_aggregate(side[1])
+ * (so the answers are identical). A series may be on both sides (ranges
+ * may overlap): its profiles count on each side whose range holds them.
+ * side[k].n_series (OUT) as pd_storage_aggregate's n_series. The TSDB (and
+ * ClickHouse when a side has more than one group, a `by`) runs the two
+ * aggregations one after the other. poll, ctx, errors as
+ * pd_storage_aggregate. */
+typedef struct pd_storage_agg_side {
+    const uint64_t *refs;  /* n series */
+    const uint32_t *group; /* as pd_storage_aggregate's group (NULL: each ref alone) */
+    size_t n;
+    int64_t mint, maxt;    /* ms, inclusive */
+    size_t n_series;       /* OUT: refs with profiles in the range */
+} pd_storage_agg_side;
+
+int pd_storage_aggregate_diff(pd_storage *s, pd_storage_agg_side side[2], pd_storage_agg_fn fn,
+                              int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err);
 
 /* ---- deltas of cumulative profiles (issue 12) ----
  *

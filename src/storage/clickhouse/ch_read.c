@@ -44,11 +44,18 @@ static int put_range(pd_buf *b, int64_t mint, int64_t maxt)
     return rc;
 }
 
+/* Queries name their series' fingerprints (IN lists, ~20 bytes and an AST
+ * element each, a diff's six times): ClickHouse's max_query_size (256 KiB)
+ * and max_ast_elements (50,000) would refuse a merge of ~6,000 series; these
+ * let ~500,000 through. */
+#define CH_READ_SETTINGS                                                                           \
+    "max_query_size=67108864&max_ast_elements=10000000&max_expanded_ast_elements=10000000"
+
 static int query(pd_ch *c, pd_buf *sql, pd_buf *resp, pd_err *err)
 {
     if (pd_buf_putc(sql, 0) < 0)
         return nomem(err);
-    return pd__ch_exec(c, (const char *)sql->data, NULL, 0, NULL, resp, NULL, err);
+    return pd__ch_exec(c, (const char *)sql->data, NULL, 0, CH_READ_SETTINGS, resp, NULL, err);
 }
 
 static int bad_answer(pd_ch *c, pd_err *err, const char *what)
@@ -571,54 +578,6 @@ out:
     return rc;
 }
 
-/* ---- one profile ---- */
-
-int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, pd_buf *raw,
-                        pd_err *err)
-{
-    pd_buf sql, resp;
-    pd_buf_init(&sql, 0);
-    pd_buf_init(&resp, c->limits.max_body_bytes ? c->limits.max_body_bytes + 64 : 0);
-    int rc = pd_buf_printf(&sql, "SELECT body FROM profiles WHERE fingerprint = %llu AND day = ",
-                           (unsigned long long)ref);
-    rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
-    rc = rc ? rc : pd_buf_printf(&sql, " AND ts = %lld LIMIT 1 FORMAT RowBinary", (long long)ts_ms);
-    if (rc < 0) {
-        rc = nomem(err);
-        goto out;
-    }
-    if ((rc = query(c, &sql, &resp, err)) < 0)
-        goto out;
-    if (resp.len == 0) {
-        rc = pd_err_set(err, PD_ENOTFOUND, "no profile of series %llu at %lld",
-                        (unsigned long long)ref, (long long)ts_ms);
-        goto out;
-    }
-    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-    const uint8_t *body;
-    size_t len;
-    pd__ch_rd_str(&r, &body, &len);
-    if (r.bad) {
-        rc = bad_answer(c, err, "a profile's body");
-        goto out;
-    }
-    rc = pd_profile_decode(out, body, len, &c->limits, err);
-    if (rc < 0) {
-        pd_err_prefix(err, "ClickHouse profile of series %llu at %lld: ", (unsigned long long)ref,
-                      (long long)ts_ms);
-        rc = PD_ECORRUPT;
-        goto out;
-    }
-    if (raw && pd_buf_append(raw, body, len) < 0) {
-        pd_profile_release(out);
-        rc = nomem(err);
-    }
-out:
-    pd_buf_release(&sql);
-    pd_buf_release(&resp);
-    return rc;
-}
-
 /* ---- aggregation ---- */
 
 typedef struct part {
@@ -785,16 +744,19 @@ static int put_fp_range(pd_buf *b, const uint64_t *fps, size_t n, int64_t mint, 
     return rc ? rc : put_range(b, mint, maxt);
 }
 
-/* Builds part p's profile from its sums and the stack blobs, hands it to fn. */
-static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
-                pd_storage_agg_fn fn, void *ctx, pd_err *err)
+/* Builds part p's profile from its sums (or, single, one stored profile's
+ * samples rows: repeats kept) and the stack blobs into *out. A stack
+ * missing from the blobs: in a merge, a warning and its samples left out;
+ * for a single profile PD_ECORRUPT (the profile would not be whole). */
+static int build(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs, bool single,
+                 pd_profile *out, pd_err *err)
 {
     pd_profile_builder *b = NULL;
-    pd_profile prof;
-    memset(&prof, 0, sizeof prof);
     int rc = pd_profile_builder_new(&g->c->limits, &b);
     if (rc < 0)
         return nomem(err);
+    if (single)
+        pd_profile_builder_keep_repeats(b);
     for (size_t i = 0; i < p->n_types; i++) {
         int r = pd_profile_builder_sample_type(b, p->types[i], p->units[i], err);
         if (r < 0) {
@@ -824,6 +786,13 @@ static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
     hp->duration_nanos = p->duration_nanos;
     for (size_t i = 0; i < p->n_stacks; i++) {
         uint64_t at;
+        if (!pd_u64map_get(blob_at, p->stack[i], &at) && single) {
+            __atomic_store_n(&g->c->forget_known, true, __ATOMIC_RELAXED);
+            rc = pd_err_set(err, PD_ECORRUPT,
+                            "ClickHouse: stack %llu of the profile is missing from table stacks",
+                            (unsigned long long)p->stack[i]);
+            goto out;
+        }
         if (!pd_u64map_get(blob_at, p->stack[i], &at)) {
             pd_log(PD_LOG_WARN, "clickhouse stack missing", "stack_hash=%llu",
                    (unsigned long long)p->stack[i]);
@@ -842,13 +811,74 @@ static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
         if ((rc = pd__ch_stack_add(b, s, n, &p->values[i * p->n_types], err)) < 0)
             goto out;
     }
-    if ((rc = pd_profile_builder_finish(b, &prof, err)) < 0)
-        goto out;
+    rc = pd_profile_builder_finish(b, out, err);
+out:
+    pd_profile_builder_free(b);
+    return rc;
+}
+
+/* Builds part p's profile (build) and hands it to fn. */
+static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
+                pd_storage_agg_fn fn, void *ctx, pd_err *err)
+{
+    pd_profile prof;
+    memset(&prof, 0, sizeof prof);
+    int rc = build(g, p, blob_at, blobs, false, &prof, err);
+    if (rc < 0)
+        return rc;
     p->info.series = p->first_ref;
     rc = fn(ctx, &p->info, &prof, err);
     pd_profile_release(&prof);
+    return rc;
+}
+
+/* Fetches the stacks want[0..n_want) with `stack_hash IN (...)` (20,000 per
+ * query): blob_at maps each hash found to its String's offset in blobs. */
+static int resolve_stacks(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64map *blob_at,
+                          pd_buf *blobs, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                          pd_err *err)
+{
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    int rc = 0;
+    for (size_t off = 0; off < n_want; off += 20000) {
+        size_t k = n_want - off < 20000 ? n_want - off : 20000;
+        pd_buf_reset(&sql);
+        pd_buf_reset(&resp);
+        rc = pd_buf_puts(&sql, "SELECT stack_hash, any(stack) FROM stacks WHERE stack_hash IN (");
+        for (size_t i = 0; rc == 0 && i < k; i++)
+            rc = pd_buf_printf(&sql, "%s%llu", i ? "," : "", (unsigned long long)want[off + i]);
+        rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY stack_hash FORMAT RowBinary");
+        if (rc < 0) {
+            rc = nomem(err);
+            goto out;
+        }
+        if ((rc = query(c, &sql, &resp, err)) < 0)
+            goto out;
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        while (pd__ch_rd_more(&r)) {
+            uint64_t sh = pd__ch_rd_u64(&r);
+            size_t at = r.pos;
+            const uint8_t *s;
+            size_t sn;
+            pd__ch_rd_str(&r, &s, &sn);
+            if (r.bad) {
+                rc = bad_answer(c, err, "the stacks");
+                goto out;
+            }
+            if (pd_u64map_put(blob_at, sh, blobs->len) < 0 ||
+                pd_buf_append(blobs, resp.data + at, r.pos - at) < 0) {
+                rc = nomem(err);
+                goto out;
+            }
+        }
+        if (poll && (rc = poll(ctx, err)) < 0)
+            goto out;
+    }
 out:
-    pd_profile_builder_free(b);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
     return rc;
 }
 
@@ -911,7 +941,11 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
             : pd_buf_puts(&sql, " AND (fingerprint, ts, write_id) GLOBAL IN (SELECT "
                                 "fingerprint, ts, write_id FROM profiles WHERE");
     rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
-    rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY types_hash, stack_hash FORMAT RowBinary");
+    /* stacks whose sums are all zero are left out by ClickHouse (the
+       merge drops them, and since schema v2 zero-valued samples have rows) */
+    rc = rc ? rc
+            : pd_buf_puts(&sql, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x != "
+                                "0, sumForEach(values)) FORMAT RowBinary");
     if (rc < 0) {
         rc = nomem(err);
         goto out;
@@ -979,41 +1013,9 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out;
 
-    /* c) the stacks that survived, resolved with IN (20,000 per query) */
-    for (size_t off = 0; off < n_want; off += 20000) {
-        size_t k = n_want - off < 20000 ? n_want - off : 20000;
-        pd_buf_reset(&sql);
-        pd_buf_reset(&resp);
-        rc = pd_buf_puts(&sql, "SELECT stack_hash, any(stack) FROM stacks WHERE stack_hash IN (");
-        for (size_t i = 0; rc == 0 && i < k; i++)
-            rc = pd_buf_printf(&sql, "%s%llu", i ? "," : "", (unsigned long long)want[off + i]);
-        rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY stack_hash FORMAT RowBinary");
-        if (rc < 0) {
-            rc = nomem(err);
-            goto out;
-        }
-        if ((rc = query(c, &sql, &resp, err)) < 0)
-            goto out;
-        r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
-        while (pd__ch_rd_more(&r)) {
-            uint64_t sh = pd__ch_rd_u64(&r);
-            size_t at = r.pos;
-            const uint8_t *s;
-            size_t sn;
-            pd__ch_rd_str(&r, &s, &sn);
-            if (r.bad) {
-                rc = bad_answer(c, err, "the stacks");
-                goto out;
-            }
-            if (pd_u64map_put(&blob_at, sh, blobs.len) < 0 ||
-                pd_buf_append(&blobs, resp.data + at, r.pos - at) < 0) {
-                rc = nomem(err);
-                goto out;
-            }
-        }
-        if (poll && (rc = poll(ctx, err)) < 0)
-            goto out;
-    }
+    /* c) the stacks that survived, resolved with IN */
+    if ((rc = resolve_stacks(c, want, n_want, &blob_at, &blobs, poll, ctx, err)) < 0)
+        goto out;
 
     /* d) one part per sample-type set */
     for (size_t i = 0; i < g->n_parts; i++)
@@ -1108,5 +1110,433 @@ out:
     free(fps);
     pd_u64map_release(&ref_idx);
     pd_u64map_release(&all_fps);
+    return rc;
+}
+
+/* ---- one profile ----
+ *
+ * A row written by schema v1 holds the producer's body: it is decoded (and
+ * is the raw bytes). A v2 row has an empty body: the profile is rebuilt from
+ * its header (this row), its samples rows (one per sample of the producer's,
+ * of this row's write_id) and their stacks, every sample kept as its own
+ * (DESIGN.md §1's multiset); raw is then that profile re-encoded (gzip), as
+ * the TSDB serves a profile from a block. */
+int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, pd_buf *raw,
+                        pd_err *err)
+{
+    pd_buf sql, resp, blobs;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, c->limits.max_body_bytes ? c->limits.max_body_bytes + 4096 : 0);
+    pd_buf_init(&blobs, CH_MAX_ANSWER);
+    pd_u64map blob_at, none;
+    pd_u64map_init(&blob_at);
+    pd_u64map_init(&none);
+    agg g;
+    memset(&g, 0, sizeof g);
+    g.c = c;
+    pd_arena_init(&g.a);
+    bool built = false;
+    int rc = pd_buf_printf(&sql,
+                           "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
+                           "period_type, period_unit, period, time_nanos, duration_nanos, "
+                           "comments, drop_frames, keep_frames, default_sample_type, doc_url, "
+                           "write_id, body FROM profiles WHERE fingerprint = %llu AND day = ",
+                           (unsigned long long)ref);
+    rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
+    rc = rc ? rc : pd_buf_printf(&sql, " AND ts = %lld LIMIT 1 FORMAT RowBinary", (long long)ts_ms);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    if (resp.len == 0) {
+        rc = pd_err_set(err, PD_ENOTFOUND, "no profile of series %llu at %lld",
+                        (unsigned long long)ref, (long long)ts_ms);
+        goto out;
+    }
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    if ((rc = fold_row(&g, &r, &none, err)) < 0)
+        goto out;
+    uint64_t write_id = pd__ch_rd_u64(&r);
+    const uint8_t *body;
+    size_t len;
+    pd__ch_rd_str(&r, &body, &len);
+    if (rc > 0 || r.bad || g.n_parts != 1) {
+        rc = bad_answer(c, err, "a profile's row");
+        goto out;
+    }
+    if (len) { /* schema v1: the producer's body */
+        rc = pd_profile_decode(out, body, len, &c->limits, err);
+        if (rc < 0) {
+            pd_err_prefix(err,
+                          "ClickHouse profile of series %llu at %lld: ", (unsigned long long)ref,
+                          (long long)ts_ms);
+            rc = PD_ECORRUPT;
+            goto out;
+        }
+        built = true;
+        if (raw && pd_buf_append(raw, body, len) < 0)
+            rc = nomem(err);
+        goto out;
+    }
+
+    /* schema v2: its samples rows, then their stacks */
+    part *p = &g.parts[0];
+    pd_buf_reset(&sql);
+    pd_buf_release(&resp); /* the rows may outgrow the body's cap */
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    rc = pd_buf_printf(&sql,
+                       "SELECT stack_hash, values FROM samples WHERE fingerprint = %llu AND "
+                       "day = ",
+                       (unsigned long long)ref);
+    rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
+    rc = rc ? rc
+            : pd_buf_printf(&sql, " AND ts = %lld AND write_id = %llu FORMAT RowBinary",
+                            (long long)ts_ms, (unsigned long long)write_id);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
+    size_t nt = p->n_types;
+    while (pd__ch_rd_more(&r)) {
+        uint64_t sh = pd__ch_rd_u64(&r);
+        uint64_t nv = pd__ch_rd_varint(&r);
+        if (r.bad || nv != nt) {
+            rc = bad_answer(c, err, "a profile's samples");
+            goto out;
+        }
+        if (p->n_stacks == p->cap_stacks) {
+            size_t ncap = p->cap_stacks ? 2 * p->cap_stacks : 256;
+            if (ncap > CH_MAX_PART_STACKS) {
+                rc = pd_err_set(err, PD_ETOOBIG, "the profile has more than %u samples",
+                                CH_MAX_PART_STACKS);
+                goto out;
+            }
+            uint64_t *sv = realloc(p->stack, ncap * sizeof *sv);
+            if (sv)
+                p->stack = sv;
+            int64_t *v = sv ? realloc(p->values, ncap * (nt ? nt : 1) * sizeof *v) : NULL;
+            if (!v) {
+                rc = nomem(err);
+                goto out;
+            }
+            p->values = v;
+            p->cap_stacks = ncap;
+        }
+        for (size_t k = 0; k < nt; k++)
+            p->values[p->n_stacks * nt + k] = (int64_t)pd__ch_rd_u64(&r);
+        if (r.bad) {
+            rc = bad_answer(c, err, "a profile's samples");
+            goto out;
+        }
+        p->stack[p->n_stacks++] = sh;
+    }
+    if ((rc = resolve_stacks(c, p->stack, p->n_stacks, &blob_at, &blobs, NULL, NULL, err)) < 0)
+        goto out;
+    if ((rc = build(&g, p, &blob_at, &blobs, true, out, err)) < 0) {
+        pd_err_prefix(err, "ClickHouse profile of series %llu at %lld: ", (unsigned long long)ref,
+                      (long long)ts_ms);
+        goto out;
+    }
+    built = true;
+    if (raw && (rc = pd_profile_encode(out, true, raw)) < 0)
+        rc = pd_err_set(err, rc, "ClickHouse profile of series %llu at %lld: re-encoding: %s",
+                        (unsigned long long)ref, (long long)ts_ms, pd_strerror(rc));
+out:
+    if (rc < 0 && built)
+        pd_profile_release(out);
+    agg_release(&g);
+    pd_arena_release(&g.a);
+    pd_u64map_release(&blob_at);
+    pd_u64map_release(&none);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    pd_buf_release(&blobs);
+    return rc;
+}
+
+/* ---- a diff in one pass ---- */
+
+/* Appends one stack's sums (nv values read from r) to part p when they are
+ * not all zero; *want gets the stack hash the first time any side wants it
+ * (seen). nv == 0 is a side without rows for the stack (sumForEachIf of
+ * nothing is []). 0, 1 (malformed), or PD_ETOOBIG/PD_ENOMEM. */
+static int part_push(part *p, uint64_t sh, ch_rd *r, uint64_t nv, pd_u64map *seen, uint64_t **want,
+                     size_t *n_want, size_t *cap_want, pd_err *err)
+{
+    if (nv == 0)
+        return 0;
+    if (nv != p->n_types)
+        return 1;
+    if (p->n_stacks == p->cap_stacks) {
+        size_t nc = p->cap_stacks ? 2 * p->cap_stacks : 256;
+        if (nc > CH_MAX_PART_STACKS)
+            return pd_err_set(err, PD_ETOOBIG, "the merge has more than %u distinct stacks",
+                              CH_MAX_PART_STACKS);
+        uint64_t *s = realloc(p->stack, nc * sizeof *s);
+        if (s)
+            p->stack = s;
+        int64_t *v = s ? realloc(p->values, nc * nv * sizeof *v) : NULL;
+        if (!v)
+            return nomem(err);
+        p->values = v;
+        p->cap_stacks = nc;
+    }
+    bool zero = true;
+    for (size_t k = 0; k < nv; k++) {
+        int64_t x = (int64_t)pd__ch_rd_u64(r);
+        p->values[p->n_stacks * nv + k] = x;
+        zero = zero && x == 0;
+    }
+    if (r->bad)
+        return 1;
+    if (zero)
+        return 0;
+    p->stack[p->n_stacks++] = sh;
+    if (pd_u64map_get(seen, sh, NULL))
+        return 0;
+    if (pd_u64map_put(seen, sh, 1) < 0)
+        return nomem(err);
+    if (*n_want == *cap_want) {
+        size_t nc = *cap_want ? 2 * *cap_want : 256;
+        uint64_t *w = realloc(*want, nc * sizeof *w);
+        if (!w)
+            return nomem(err);
+        *want = w;
+        *cap_want = nc;
+    }
+    (*want)[(*n_want)++] = sh;
+    return 0;
+}
+
+int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_fn fn,
+                          int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err)
+{
+    agg g[2];
+    pd_u64map ref_idx[2], all_fps[2], seen, blob_at;
+    pd_buf cond[2], sql, resp, blobs;
+    for (int k = 0; k < 2; k++) {
+        memset(&g[k], 0, sizeof g[k]);
+        g[k].c = c;
+        pd_arena_init(&g[k].a);
+        pd_u64map_init(&ref_idx[k]);
+        pd_u64map_init(&all_fps[k]);
+        pd_buf_init(&cond[k], 0);
+        side[k].n_series = 0;
+    }
+    pd_u64map_init(&seen);
+    pd_u64map_init(&blob_at);
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_buf_init(&blobs, CH_MAX_ANSWER);
+    uint64_t *want = NULL;
+    size_t n_want = 0, cap_want = 0;
+    int rc = 0;
+
+    /* The filter: an envelope the primary key serves (every fingerprint of
+       either side, the time from the first side's start to the last one's
+       end), and per row its side flags s0/s1 from one transform() of the
+       fingerprint (bit k: on side k) and the side's time range — an
+       `fingerprint IN (...)` per side evaluated per row made the pass
+       slower than two. */
+    uint64_t *fps = NULL;
+    size_t n_fps = 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    bool on_side[2];
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        on_side[k] = side[k].n && side[k].mint <= side[k].maxt;
+        for (size_t i = 0; i < side[k].n && rc == 0; i++) {
+            uint64_t fp = side[k].refs[i], flags = 0;
+            if (!pd_u64map_get(&ref_idx[k], fp, NULL) && pd_u64map_put(&ref_idx[k], fp, i) < 0)
+                rc = PD_ENOMEM;
+            if (!on_side[k])
+                continue;
+            if (!pd_u64map_get(&seen, fp, &flags)) {
+                uint64_t *v = n_fps % 1024 ? fps : realloc(fps, (n_fps + 1024) * sizeof *v);
+                if (!v) {
+                    rc = PD_ENOMEM;
+                    break;
+                }
+                fps = v;
+                fps[n_fps++] = fp;
+            }
+            if (rc == 0 && pd_u64map_put(&seen, fp, flags | (1u << k)) < 0)
+                rc = PD_ENOMEM;
+        }
+        if (on_side[k]) {
+            lo = side[k].mint < lo ? side[k].mint : lo;
+            hi = side[k].maxt > hi ? side[k].maxt : hi;
+        }
+    }
+    if (rc == 0 && n_fps == 0) { /* no side has a series and a range */
+        free(fps);
+        goto done;
+    }
+    /* cond[0]: the envelope; cond[1]: the columns pd_f, s0, s1 */
+    rc = rc ? rc : put_fp_range(&cond[0], fps, n_fps, lo, hi);
+    rc = rc ? rc : pd_buf_puts(&cond[1], "transform(fingerprint, CAST([");
+    for (size_t i = 0; rc == 0 && i < n_fps; i++)
+        rc = pd_buf_printf(&cond[1], "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
+    rc = rc ? rc : pd_buf_puts(&cond[1], "] AS Array(UInt64)), [");
+    for (size_t i = 0; rc == 0 && i < n_fps; i++) {
+        uint64_t flags = 0;
+        (void)pd_u64map_get(&seen, fps[i], &flags);
+        rc = pd_buf_printf(&cond[1], "%s%u", i ? "," : "", (unsigned)flags);
+    }
+    rc = rc ? rc : pd_buf_puts(&cond[1], "], 0) AS pd_f");
+    for (int k = 0; k < 2 && rc == 0; k++)
+        rc = on_side[k]
+                 ? pd_buf_printf(&cond[1],
+                                 ", (bitAnd(pd_f, %d) != 0 AND ts BETWEEN %lld AND %lld) AS s%d",
+                                 1 << k, (long long)side[k].mint, (long long)side[k].maxt, k)
+                 : pd_buf_printf(&cond[1], ", 0 AS s%d", k);
+    for (int k = 0; k < 2 && rc == 0; k++)
+        rc = pd_buf_putc(&cond[k], 0);
+    free(fps);
+    pd_u64map_release(&seen);
+    pd_u64map_init(&seen);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
+    const char *env = (const char *)cond[0].data, *flags_cols = (const char *)cond[1].data;
+
+    /* a) both sides' headers in one query, in time order; a row may be on
+       both sides */
+    rc = pd_buf_printf(&sql,
+                       "SELECT s0, s1, types_hash, fingerprint, ts, sample_types, "
+                       "sample_units, period_type, period_unit, period, time_nanos, "
+                       "duration_nanos, comments, drop_frames, keep_frames, default_sample_type, "
+                       "doc_url FROM (SELECT *, %s FROM profiles WHERE%s) WHERE s0 OR s1 "
+                       "ORDER BY ts, fingerprint FORMAT RowBinary",
+                       flags_cols, env);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        if (r.len - r.pos < 2) {
+            rc = bad_answer(c, err, "the profiles' headers");
+            goto out;
+        }
+        bool on[2] = {r.p[r.pos] != 0, r.p[r.pos + 1] != 0};
+        r.pos += 2;
+        size_t at = r.pos, end = at;
+        if (!on[0] && !on[1]) { /* the WHERE is s0 OR s1 */
+            rc = bad_answer(c, err, "the profiles' headers");
+            goto out;
+        }
+        for (int k = 0; k < 2; k++) {
+            if (!on[k])
+                continue;
+            r.pos = at;
+            if ((rc = fold_row(&g[k], &r, &ref_idx[k], err)) < 0)
+                goto out;
+            if (rc > 0 || r.bad) {
+                rc = bad_answer(c, err, "the profiles' headers");
+                goto out;
+            }
+            end = r.pos;
+        }
+        r.pos = end;
+    }
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < g[k].n_parts; i++)
+            for (size_t j = 0; j < g[k].parts[i].fps.cap; j++) {
+                uint64_t key = g[k].parts[i].fps.kv[2 * j];
+                if (key != UINT64_MAX && pd_u64map_get(&g[k].parts[i].fps, key, NULL) &&
+                    pd_u64map_put(&all_fps[k], key, 1) < 0) {
+                    rc = nomem(err);
+                    goto out;
+                }
+            }
+    if (g[0].n_parts == 0 && g[1].n_parts == 0)
+        goto done;
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
+
+    /* b) one GROUP BY over samples: the sums of each side */
+    pd_buf_reset(&sql);
+    pd_buf_reset(&resp);
+    rc =
+        pd_buf_printf(&sql,
+                      "SELECT types_hash, stack_hash, sumForEachIf(values, s0) AS v0, "
+                      "sumForEachIf(values, s1) AS v1 FROM (SELECT types_hash, stack_hash, values, "
+                      "ts, %s FROM samples WHERE%s AND (fingerprint, ts, write_id) GLOBAL IN "
+                      "(SELECT fingerprint, ts, write_id FROM profiles WHERE%s)) GROUP BY "
+                      "types_hash, stack_hash HAVING arrayExists(x -> x != 0, v0) OR "
+                      "arrayExists(x -> x != 0, v1) FORMAT RowBinary",
+                      flags_cols, env, env);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    if ((rc = query(c, &sql, &resp, err)) < 0)
+        goto out;
+    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        uint64_t th = pd__ch_rd_u64(&r), sh = pd__ch_rd_u64(&r);
+        for (int k = 0; k < 2; k++) {
+            uint64_t nv = pd__ch_rd_varint(&r);
+            part *p = r.bad ? NULL : find_part(&g[k], th);
+            if (r.bad || nv > r.len) {
+                rc = bad_answer(c, err, "the sums per stack");
+                goto out;
+            }
+            if (!p) { /* no profile of this side with these types (or gone meanwhile) */
+                for (uint64_t v = 0; v < nv; v++)
+                    (void)pd__ch_rd_u64(&r);
+                continue;
+            }
+            rc = part_push(p, sh, &r, nv, &seen, &want, &n_want, &cap_want, err);
+            if (rc < 0)
+                goto out;
+            if (rc > 0) {
+                rc = bad_answer(c, err, "the sums per stack");
+                goto out;
+            }
+        }
+    }
+    if (poll && (rc = poll(ctx, err)) < 0)
+        goto out;
+
+    /* c) the stacks of both sides, once */
+    if ((rc = resolve_stacks(c, want, n_want, &blob_at, &blobs, poll, ctx, err)) < 0)
+        goto out;
+
+    /* d) the new side's parts, then the base's */
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < g[k].n_parts; i++) {
+            g[k].parts[i].info.side = k;
+            if ((rc = emit(&g[k], &g[k].parts[i], &blob_at, &blobs, fn, ctx, err)) < 0)
+                goto out;
+        }
+done:
+    side[0].n_series = all_fps[0].len;
+    side[1].n_series = all_fps[1].len;
+    rc = poll ? poll(ctx, err) : 0;
+out:
+    for (int k = 0; k < 2; k++) {
+        agg_release(&g[k]);
+        pd_arena_release(&g[k].a);
+        pd_u64map_release(&ref_idx[k]);
+        pd_u64map_release(&all_fps[k]);
+        pd_buf_release(&cond[k]);
+    }
+    free(want);
+    pd_u64map_release(&seen);
+    pd_u64map_release(&blob_at);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    pd_buf_release(&blobs);
     return rc;
 }

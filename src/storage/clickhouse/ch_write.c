@@ -120,8 +120,16 @@ typedef struct migration {
     size_t n_statements;
 } migration;
 
+/* Version 2 changes no table, only what rows mean: profiles.body is ''
+ * (a single read rebuilds the profile from its samples rows, one per
+ * sample of the producer's, zero-valued and repeated stacks included) where
+ * v1 kept the producer's body (and summed repeated stacks into one row);
+ * rows written by v1 (a body present) are still read from their body. The
+ * version keeps a v1 profd (which would read an empty body as an empty
+ * profile) from opening a database a v2 profd writes into. */
 static const migration migrations[] = {
     {1, schema_v1, sizeof schema_v1 / sizeof schema_v1[0], NULL, 0},
+    {2, NULL, 0, NULL, 0},
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == PD_CH_SCHEMA_VERSION,
@@ -624,7 +632,7 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
     pd_u64map idx;
     pd_u64map_init(&idx);
     int64_t *sums = NULL, *totals = calloc(nt ? nt : 1, sizeof *totals);
-    size_t n_st = 0, cap_st = 0;
+    size_t n_st = 0, cap_st = 0, *sidx = NULL;
     if (!totals)
         goto nomem;
     pd_profile_totals(p, totals);
@@ -651,7 +659,11 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
     rc = rc ? rc : put_pstr(pr, p, p->keep_frames);
     rc = rc ? rc : put_pstr(pr, p, p->default_sample_type);
     rc = rc ? rc : put_pstr(pr, p, p->doc_url);
-    rc = rc ? rc : pd__ch_put_str(pr, (const char *)body, len);
+    /* schema v2: no body; a single read rebuilds the profile from its
+       samples rows, their stacks and this row's header (clickhouse.h) */
+    (void)body;
+    (void)len;
+    rc = rc ? rc : pd__ch_put_str(pr, "", 0);
     /* series row and index rows */
     rc = rc ? rc : pd__ch_put_u64(&e->series_row, e->fp);
     rc = rc ? rc : pd_buf_put_varint(&e->series_row, labels->n);
@@ -670,14 +682,15 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
     if (rc < 0)
         goto nomem;
 
-    /* samples summed per stack (a producer may repeat a stack) */
+    /* one samples row per sample, in the profile's order: a producer may
+       repeat a stack (Go's heap profiles do) and a single read rebuilds the
+       multiset (schema v2); the stack of each is written once per append.
+       The values of one stack are still summed here, only to refuse a
+       profile whose per-stack sums overflow int64 (as merges would) */
+    if (p->n_sample && !(sidx = malloc(p->n_sample * sizeof *sidx)))
+        goto nomem;
     for (size_t i = 0; i < p->n_sample; i++) {
         const pd_pprof_sample *sm = &p->sample[i];
-        bool zero = true;
-        for (size_t k = 0; k < nt && k < sm->n_value; k++)
-            zero = zero && sm->value[k] == 0;
-        if (zero)
-            continue; /* adds nothing to any sum */
         pd_buf_reset(&blob);
         if (pd__ch_stack_encode(p, i, &blob) < 0)
             goto nomem;
@@ -691,6 +704,7 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
                                     i);
                     goto out;
                 }
+            sidx[i] = (size_t)at;
             continue;
         }
         if (n_st == cap_st) {
@@ -714,25 +728,22 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
             goto nomem;
         e->stack_hash[n_st] = h;
         e->stack_end[n_st] = e->stack_rows.len;
+        sidx[i] = n_st;
         n_st++;
     }
     e->n_stacks = n_st;
-    for (size_t i = 0; i < n_st; i++) {
-        bool zero = true;
-        for (size_t k = 0; k < nt; k++)
-            zero = zero && sums[i * nt + k] == 0;
-        if (zero)
-            continue;
+    for (size_t i = 0; i < p->n_sample; i++) {
+        const pd_pprof_sample *sm = &p->sample[i];
         pd_buf *sr = &e->sample_rows;
         rc = pd__ch_put_u16(sr, (uint16_t)e->day);
         rc = rc ? rc : pd__ch_put_u64(sr, (uint64_t)e->ts);
         rc = rc ? rc : pd__ch_put_u64(sr, e->fp);
         rc = rc ? rc : pd__ch_put_u64(sr, e->write_id);
         rc = rc ? rc : pd__ch_put_u64(sr, th);
-        rc = rc ? rc : pd__ch_put_u64(sr, e->stack_hash[i]);
+        rc = rc ? rc : pd__ch_put_u64(sr, e->stack_hash[sidx[i]]);
         rc = rc ? rc : pd_buf_put_varint(sr, nt);
         for (size_t k = 0; rc == 0 && k < nt; k++)
-            rc = pd__ch_put_u64(sr, (uint64_t)sums[i * nt + k]);
+            rc = pd__ch_put_u64(sr, k < sm->n_value ? (uint64_t)sm->value[k] : 0);
         if (rc < 0)
             goto nomem;
         e->n_samples++;
@@ -743,6 +754,7 @@ nomem:
     rc = pd_err_set(err, PD_ENOMEM, "out of memory encoding a profile for ClickHouse");
 out:
     free(sums);
+    free(sidx);
     free(totals);
     pd_u64map_release(&idx);
     pd_buf_release(&blob);

@@ -33,7 +33,7 @@
  *                sample_types, sample_units, totals Array(Int64), period_type,
  *                period_unit, period, time_nanos, duration_nanos, comments,
  *                drop_frames, keep_frames, default_sample_type, doc_url,
- *                body String)
+ *                body String: '' since v2)
  *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts)
  *   stacks       (stack_hash UInt64, stack String)
  *                ReplacingMergeTree ORDER BY stack_hash — a "stack" is one
@@ -43,6 +43,13 @@
  *   samples      (day, ts, fingerprint, write_id, types_hash, stack_hash,
  *                values Array(Int64))
  *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts, stack_hash)
+ *                since v2 one row per sample of the producer's (a repeated
+ *                stack, a zero-valued sample: a row each); v1 summed the
+ *                samples of one stack and left zero sums out
+ * Versions: v1 kept the producer's body in profiles.body; v2 (no table
+ * changed) writes '' there and a single read rebuilds the profile from
+ * samples + stacks + the profiles row (ch_write.c's migrations say more).
+ * Rows of both versions are read.
  * fingerprint = pd_labels_hash(labels) is also the series ref. types_hash
  * hashes the sample types/units and the period type/unit: a merge part
  * never mixes two of them. write_id is random per append: a query counts
@@ -74,11 +81,25 @@
  * Read path (all pushed down): select = the index (equality matchers as
  * IN subqueries on series_index) then every matcher re-checked on the
  * labels (so regex semantics are PCRE2's, as the TSDB's); read_points =
- * the profiles' totals only; read_profile = the producer's body, byte for
- * byte (lossless in DESIGN.md §1's sense and more); aggregate = `GROUP BY
+ * the profiles' totals only; read_profile = the profile rebuilt from its
+ * profiles row, its samples rows (each a sample, repeats kept) and their
+ * stacks: lossless in DESIGN.md §1's sense, as the TSDB's blocks (raw = it
+ * re-encoded, gzip; a v1 row's stored body, byte for byte); aggregate = `GROUP BY
  * types_hash, stack_hash` with sumForEach over samples per group, then the
- * stacks that did not sum to zero resolved with `stack_hash IN (...)` and
- * symbolized once, headers folded from the profiles' rows.
+ * stacks that did not sum to zero (dropped by ClickHouse: HAVING) resolved
+ * with `stack_hash IN (...)` and symbolized once, headers folded from the
+ * profiles' rows; aggregate_diff (a diff's two sides, pd_query_diff) = one
+ * headers query with a flag per side, one GROUP BY with sumForEachIf per
+ * side, one IN for the stacks of both.
+ *
+ * Not pushed down: a "top N stacks" (ORDER BY ... LIMIT N before the IN).
+ * The reports' nodes/max-nodes cap is on graph nodes (functions for top and
+ * callgraph, call-tree paths for the flame graph, Grafana's levels), and
+ * every figure they show — a kept node's value, the cut beside it, total,
+ * rows_total/nodes_total — sums over every stack through it, so leaving any
+ * non-zero stack unresolved changes the answer; the TSDB's answer is only
+ * reproduced with all of them. Reads pass max_query_size/max_ast_elements
+ * large enough for IN lists of ~500,000 fingerprints.
  *
  * Retention: pd__ch_maintain (and a thread every maintenance_ms) drops
  * whole day partitions of profiles, samples and series_index older than
@@ -90,7 +111,7 @@
 
 #include "storage/storage.h"
 
-#define PD_CH_SCHEMA_VERSION 1
+#define PD_CH_SCHEMA_VERSION 2
 
 typedef struct pd_ch pd_ch;
 
@@ -115,6 +136,14 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out /
 int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size_t n, int64_t mint,
                      int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
                      void *ctx, size_t *n_series /* OUT, may be NULL */, pd_err *err);
+/* pd_storage_aggregate_diff when each side is one group (storage.c
+ * checks): one query for both sides' headers, one GROUP BY over samples
+ * with a sumForEachIf per side, one IN for the stacks of both. Rows are
+ * filtered by an envelope (every fingerprint of either side, the union of
+ * the ranges) and each row's side comes from transform() of its
+ * fingerprint (a bit per side) and the side's range. */
+int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_fn fn,
+                          int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err);
 /* Drops expired day partitions. -EIO (ClickHouse's message), PD_ENOMEM. */
 int pd__ch_maintain(pd_ch *c, pd_err *err);
 int pd__ch_check_time(pd_ch *c, int64_t ts_ms, pd_err *err);

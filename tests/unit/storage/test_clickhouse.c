@@ -428,7 +428,7 @@ static void *writer(void *a)
 
 typedef struct sum_ctx {
     int64_t sums[8];
-    size_t n_types, parts, profiles;
+    size_t n_types, parts, profiles, polls;
 } sum_ctx;
 
 static int sum_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
@@ -442,6 +442,16 @@ static int sum_part(void *ctx, const pd_storage_agg_part *part, const pd_profile
     pd_profile_totals(p, t);
     for (size_t i = 0; i < p->n_sample_type && i < 8; i++)
         c->sums[i] += t[i];
+    return 0;
+}
+
+/* A poll that checks it gets the caller's ctx (regression: the ClickHouse
+ * deltas handed poll their own wrapper's ctx: the query layer's poll read
+ * garbage). */
+static int poll_sum(void *ctx, pd_err *err)
+{
+    (void)err;
+    ((sum_ctx *)ctx)->polls++;
     return 0;
 }
 
@@ -547,9 +557,11 @@ static void test_backend(void **state)
     pd_buf raw;
     pd_buf_init(&raw, 0);
     PD_ASSERT_OK(pd_storage_read_profile(s, odd_ref, g_now - 1000, &q, &raw, &err), &err);
-    assert_int_equal(raw.len, g_prof[4].len);
-    assert_memory_equal(raw.data, g_prof[4].body, raw.len);
     pd_err why;
+    assert_true(pd_profile_equal(&q, &g_prof[4].p, &why));
+    pd_profile_release(&q);
+    /* raw: the rebuilt profile re-encoded (schema v2 keeps no body) */
+    PD_ASSERT_OK(pd_profile_decode(&q, (const uint8_t *)raw.data, raw.len, NULL, &err), &err);
     assert_true(pd_profile_equal(&q, &g_prof[4].p, &why));
     pd_profile_release(&q);
     pd_buf_release(&raw);
@@ -690,10 +702,10 @@ static void test_deltas_as_tsdb(void **state)
     labels(&ls, "heap", "d", NULL);
     for (size_t k = 0; k < n; k++) {
         const tprof *t = &g_prof[seq[k]];
-        PD_ASSERT_OK(pd_storage_append(ch, &ls, t0 + (int64_t)k * step, t->body, t->len, &t->p, &err),
-                     &err);
-        PD_ASSERT_OK(pd_storage_append(ts, &ls, t0 + (int64_t)k * step, t->body, t->len, &t->p, &err),
-                     &err);
+        PD_ASSERT_OK(
+            pd_storage_append(ch, &ls, t0 + (int64_t)k * step, t->body, t->len, &t->p, &err), &err);
+        PD_ASSERT_OK(
+            pd_storage_append(ts, &ls, t0 + (int64_t)k * step, t->body, t->len, &t->p, &err), &err);
     }
     pd_labels_release(&ls);
     pd_storage *st[2] = {ts, ch};
@@ -714,9 +726,11 @@ static void test_deltas_as_tsdb(void **state)
         int rc[2];
         for (int b = 0; b < 2; b++) {
             memset(&sc[b], 0, sizeof sc[b]);
-            rc[b] = pd_storage_aggregate_delta(st[b], &ref[b], NULL, &mask, 1, a, z, sum_part, NULL,
-                                               &sc[b], &ns[b], &nd[b], &err);
+            rc[b] = pd_storage_aggregate_delta(st[b], &ref[b], NULL, &mask, 1, a, z, sum_part,
+                                               poll_sum, &sc[b], &ns[b], &nd[b], &err);
             assert_int_equal(rc[b], 0);
+            if (sc[b].parts)
+                assert_true(sc[b].polls > 0); /* on this ctx */
         }
         assert_int_equal(nd[1], nd[0]);
         assert_int_equal(ns[1], ns[0]);
@@ -782,6 +796,306 @@ static void test_schema_newer_refused_and_dead_url(void **state)
     pd_storage_close(s);
 }
 
+/* Schema v2 keeps no body: every real profile read back alone is rebuilt
+ * from its samples rows and stacks and equals the original as DESIGN.md §1
+ * says (the same multiset of samples: Go heap profiles repeat stacks), the
+ * raw bytes decode to it too; profiles.body is empty; a stack gone is
+ * PD_ECORRUPT, never a partial profile. A database at v1 is migrated to v2
+ * and its rows (the body kept) still read byte for byte. */
+static void test_single_profile_rebuilt(void **state)
+{
+    (void)state;
+    need_server();
+    g_now = 1795710738924;
+    pd_storage *s = open_store("single");
+    pd_err err, why;
+    size_t with_repeats = 0;
+    uint64_t refs[16];
+    for (size_t k = 0; k < g_n; k++) {
+        const pd_profile *p = &g_prof[k].p;
+        char inst[32];
+        snprintf(inst, sizeof inst, "p%zu", k);
+        pd_labels ls;
+        labels(&ls, "any", inst, NULL);
+        refs[k] = pd_labels_hash(&ls);
+        PD_ASSERT_OK(pd_storage_append(s, &ls, g_now - 1000, g_prof[k].body, g_prof[k].len,
+                                       (pd_profile *)p, &err),
+                     &err);
+        pd_labels_release(&ls);
+        /* repeated stacks (equal blobs) in the original? */
+        pd_u64map distinct;
+        pd_u64map_init(&distinct);
+        pd_buf blob;
+        pd_buf_init(&blob, 0);
+        for (size_t i = 0; i < p->n_sample; i++) {
+            pd_buf_reset(&blob);
+            assert_int_equal(pd__ch_stack_encode(p, i, &blob), 0);
+            pd_u64map_put(&distinct, XXH3_64bits(blob.data, blob.len), 1);
+        }
+        with_repeats += distinct.len < p->n_sample;
+        pd_buf_release(&blob);
+        pd_u64map_release(&distinct);
+
+        pd_profile q;
+        pd_buf raw;
+        pd_buf_init(&raw, 0);
+        PD_ASSERT_OK(pd_storage_read_profile(s, refs[k], g_now - 1000, &q, &raw, &err), &err);
+        if (!pd_profile_equal(p, &q, &why))
+            fail_msg("%s read back from ClickHouse differs: %s", g_prof[k].path, why.msg);
+        assert_int_equal(q.n_sample, p->n_sample);
+        pd_profile_release(&q);
+        PD_ASSERT_OK(pd_profile_decode(&q, (const uint8_t *)raw.data, raw.len, NULL, &err), &err);
+        if (!pd_profile_equal(p, &q, &why))
+            fail_msg("%s: raw bytes from ClickHouse differ: %s", g_prof[k].path, why.msg);
+        pd_profile_release(&q);
+        pd_buf_release(&raw);
+    }
+    assert_true(with_repeats > 0); /* the multiset case is exercised */
+
+    const char *urls[] = {g_url};
+    pd_storage_options o = ch_opts(urls, 1, "single");
+    pd_ch *c;
+    PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
+    pd_buf resp;
+    pd_buf_init(&resp, 0);
+    PD_ASSERT_OK(pd__ch_exec(c, "SELECT sum(length(body)), count() FROM profiles FORMAT RowBinary",
+                             NULL, 0, NULL, &resp, NULL, &err),
+                 &err);
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    assert_int_equal(pd__ch_rd_u64(&r), 0);
+    assert_int_equal(pd__ch_rd_u64(&r), g_n);
+
+    /* back to a v1 database: version 1 recorded, a v1 row (body kept) */
+    PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE schema_version", NULL, 0, NULL, NULL, NULL, &err),
+                 &err);
+    PD_ASSERT_OK(
+        pd__ch_exec(c, "INSERT INTO schema_version VALUES (1, 0)", NULL, 0, NULL, NULL, NULL, &err),
+        &err);
+    pd_buf sql;
+    pd_buf_init(&sql, 0);
+    assert_int_equal(
+        pd_buf_printf(&sql,
+                      "INSERT INTO profiles SELECT day, ts + 1, fingerprint, write_id, types_hash, "
+                      "sample_types, sample_units, totals, period_type, period_unit, period, "
+                      "time_nanos, duration_nanos, comments, drop_frames, keep_frames, "
+                      "default_sample_type, doc_url, unhex('"),
+        0);
+    for (size_t i = 0; i < g_prof[0].len; i++)
+        assert_int_equal(pd_buf_printf(&sql, "%02x", g_prof[0].body[i]), 0);
+    assert_int_equal(pd_buf_printf(&sql, "') FROM profiles WHERE fingerprint = %llu",
+                                   (unsigned long long)refs[0]),
+                     0);
+    assert_int_equal(pd_buf_putc(&sql, 0), 0);
+    PD_ASSERT_OK(pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, NULL, NULL, &err), &err);
+    pd_buf_release(&sql);
+    pd_storage_close(s);
+    /* reopened: migrated to v2, the v1 row read from its body */
+    s = open_store("single");
+    pd_buf_reset(&resp);
+    PD_ASSERT_OK(pd__ch_exec(c, "SELECT max(version) FROM schema_version FORMAT RowBinary", NULL, 0,
+                             NULL, &resp, NULL, &err),
+                 &err);
+    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
+    assert_int_equal(pd__ch_rd_u32(&r), PD_CH_SCHEMA_VERSION);
+    pd_profile q;
+    pd_buf raw;
+    pd_buf_init(&raw, 0);
+    PD_ASSERT_OK(pd_storage_read_profile(s, refs[0], g_now - 999, &q, &raw, &err), &err);
+    assert_int_equal(raw.len, g_prof[0].len);
+    assert_memory_equal(raw.data, g_prof[0].body, raw.len);
+    assert_true(pd_profile_equal(&q, &g_prof[0].p, &why));
+    pd_profile_release(&q);
+    pd_buf_release(&raw);
+
+    /* a stack gone: the v2 profile is refused as corrupt, not served partial */
+    PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks", NULL, 0, NULL, NULL, NULL, &err), &err);
+    PD_ASSERT_RC(pd_storage_read_profile(s, refs[1], g_now - 1000, &q, NULL, &err), PD_ECORRUPT,
+                 &err);
+    assert_non_null(strstr(err.msg, "missing from table stacks"));
+    pd__ch_close(c);
+    pd_buf_release(&resp);
+    pd_storage_close(s);
+}
+
+/* What the parts of an aggregation were: per part its side, series index,
+ * counts, range, and the profile's totals and sample count. */
+typedef struct part_log {
+    struct {
+        pd_storage_agg_part info;
+        int64_t totals[8];
+        size_t n_sample;
+    } v[64];
+    size_t n;
+} part_log;
+
+static int log_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
+{
+    (void)err;
+    part_log *l = ctx;
+    if (l->n == 64)
+        return 0;
+    l->v[l->n].info = *part;
+    memset(l->v[l->n].totals, 0, sizeof l->v[l->n].totals);
+    pd_profile_totals(p, l->v[l->n].totals);
+    l->v[l->n].n_sample = p->n_sample;
+    l->n++;
+    return 0;
+}
+
+static uint64_t select_queries(pd_ch *c)
+{
+    pd_buf resp;
+    pd_buf_init(&resp, 0);
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_exec(c,
+                             "SELECT value FROM system.events WHERE event = 'SelectQuery' "
+                             "FORMAT RowBinary",
+                             NULL, 0, NULL, &resp, NULL, &err),
+                 &err);
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    uint64_t v = pd__ch_rd_u64(&r);
+    pd_buf_release(&resp);
+    return v;
+}
+
+/* A diff in one pass (pd_storage_aggregate_diff) hands over exactly the
+ * parts of two pd_storage_aggregate calls (side 0, then side 1), also when
+ * a series is on both sides with overlapping ranges, in 3 SELECTs where
+ * the two calls take 6; the TSDB (two walks) gives the same parts. */
+static void test_diff_one_pass(void **state)
+{
+    (void)state;
+    need_server();
+    g_now = 1795710738924;
+    pd_storage *ch = open_store("diff");
+    char dir[] = "/tmp/pd_ch_diff_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    pd_storage_options o = pd_storage_options_default();
+    o.path = dir;
+    o.fsync = PD_FSYNC_NEVER;
+    o.clock_ms = fake_clock;
+    o.maintenance_ms = -1;
+    o.block_duration_ms = -1;
+    pd_storage *ts;
+    pd_err err;
+    PD_ASSERT_OK(pd_storage_open(&o, &ts, &err), &err);
+    const int64_t t0 = g_now - 3600000;
+    uint64_t ref[2];
+    for (int s = 0; s < 2; s++) {
+        pd_labels ls;
+        labels(&ls, "heap", s ? "b" : "a", NULL);
+        ref[s] = pd_labels_hash(&ls);
+        for (int k = 0; k < 4; k++) {
+            const tprof *t = &g_prof[(k + s) % 4];
+            int64_t at = t0 + k * 1000 + s;
+            PD_ASSERT_OK(pd_storage_append(ch, &ls, at, t->body, t->len, &t->p, &err), &err);
+            PD_ASSERT_OK(pd_storage_append(ts, &ls, at, t->body, t->len, &t->p, &err), &err);
+        }
+        pd_labels_release(&ls);
+    }
+    /* new side: a and b over the first 2.5 s; base: b over the last 3 s */
+    uint64_t r0[2] = {ref[0], ref[1]}, r1[1] = {ref[1]};
+    uint32_t g0[2] = {7, 7};
+    pd_storage_agg_side sd[2] = {{r0, g0, 2, t0, t0 + 2500, 0},
+                                 {r1, NULL, 1, t0 + 1000, t0 + 4000, 0}};
+
+    const char *urls[] = {g_url};
+    pd_storage_options co = ch_opts(urls, 1, "diff");
+    pd_ch *c;
+    PD_ASSERT_OK(pd__ch_open(&co, &c, &err), &err);
+    static part_log one, two, tsdb;
+    memset(&one, 0, sizeof one);
+    memset(&two, 0, sizeof two);
+    memset(&tsdb, 0, sizeof tsdb);
+    uint64_t q0 = select_queries(c);
+    PD_ASSERT_OK(pd_storage_aggregate_diff(ch, sd, log_part, NULL, &one, &err), &err);
+    uint64_t q1 = select_queries(c);
+    size_t ns[2] = {sd[0].n_series, sd[1].n_series};
+    assert_int_equal(ns[0], 2);
+    assert_int_equal(ns[1], 1);
+    for (int k = 0; k < 2; k++) {
+        size_t before = two.n;
+        PD_ASSERT_OK(pd_storage_aggregate(ch, sd[k].refs, sd[k].group, sd[k].n, sd[k].mint,
+                                          sd[k].maxt, log_part, NULL, &two, NULL, &err),
+                     &err);
+        for (size_t i = before; i < two.n; i++)
+            two.v[i].info.side = k;
+    }
+    uint64_t q2 = select_queries(c);
+    /* the counter read counts itself the same way each time */
+    assert_int_equal((q2 - q1) - (q1 - q0), 3);
+    /* the TSDB's refs are its own: a and b selected */
+    pd_series_set set;
+    PD_ASSERT_OK(pd_storage_select(ts, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
+    assert_int_equal(set.n, 2);
+    assert_string_equal(pd_labels_get(&set.v[0].labels, "instance"), "a");
+    uint64_t tr0[2] = {set.v[0].ref, set.v[1].ref}, tr1[1] = {set.v[1].ref};
+    pd_series_set_release(&set);
+    sd[0].refs = tr0;
+    sd[1].refs = tr1;
+    PD_ASSERT_OK(pd_storage_aggregate_diff(ts, sd, log_part, NULL, &tsdb, &err), &err);
+    assert_int_equal(sd[0].n_series, 2);
+    assert_int_equal(sd[1].n_series, 1);
+
+    assert_true(one.n >= 2);
+    assert_int_equal(one.n, two.n);
+    int64_t side_tot[2][8] = {{0}}, tsdb_tot[2][8] = {{0}};
+    for (size_t i = 0; i < one.n; i++) {
+        assert_int_equal(one.v[i].info.side, two.v[i].info.side);
+        assert_int_equal(one.v[i].info.series, two.v[i].info.series);
+        assert_int_equal(one.v[i].info.n_series, two.v[i].info.n_series);
+        assert_int_equal(one.v[i].info.n_profiles, two.v[i].info.n_profiles);
+        assert_int_equal(one.v[i].info.min_ts, two.v[i].info.min_ts);
+        assert_int_equal(one.v[i].info.max_ts, two.v[i].info.max_ts);
+        assert_int_equal(one.v[i].n_sample, two.v[i].n_sample);
+        assert_memory_equal(one.v[i].totals, two.v[i].totals, sizeof one.v[i].totals);
+        for (int k = 0; k < 8; k++)
+            side_tot[one.v[i].info.side][k] += one.v[i].totals[k];
+    }
+    assert_int_equal(one.v[0].info.side, 0);
+    assert_int_equal(one.v[one.n - 1].info.side, 1);
+    /* the profiles on each side: a at 0, 1000, 2000 and b at 1, 1001, 2001;
+       b at 1001 .. 3001 */
+    size_t prof[2] = {0, 0};
+    for (size_t i = 0; i < one.n; i++)
+        prof[one.v[i].info.side] += one.v[i].info.n_profiles;
+    assert_int_equal(prof[0], 6);
+    assert_int_equal(prof[1], 3);
+    for (size_t i = 0; i < tsdb.n; i++)
+        for (int k = 0; k < 8; k++)
+            tsdb_tot[tsdb.v[i].info.side][k] += tsdb.v[i].totals[k];
+    assert_memory_equal(side_tot, tsdb_tot, sizeof side_tot);
+    assert_int_not_equal(side_tot[0][0], side_tot[1][0]);
+
+    /* 20,000 refs (unknown ones add nothing): the IN lists pass
+       ClickHouse's default max_query_size of 256 KiB (regression: a merge
+       of ~6,000 series was refused "Max query size exceeded") */
+    size_t nbig = 20000;
+    uint64_t *big = malloc(nbig * sizeof *big);
+    uint32_t *bg = calloc(nbig, sizeof *bg);
+    assert_non_null(big);
+    assert_non_null(bg);
+    for (size_t i = 0; i < nbig; i++)
+        big[i] = i < 2 ? ref[i] : 1000000000000000000ull + i;
+    static part_log bigl;
+    memset(&bigl, 0, sizeof bigl);
+    pd_storage_agg_side bd[2] = {{big, bg, nbig, t0, t0 + 2500, 0},
+                                 {big + 1, bg, nbig - 1, t0 + 1000, t0 + 4000, 0}};
+    PD_ASSERT_OK(pd_storage_aggregate_diff(ch, bd, log_part, NULL, &bigl, &err), &err);
+    assert_int_equal(bigl.n, one.n);
+    for (size_t i = 0; i < one.n; i++)
+        assert_memory_equal(bigl.v[i].totals, one.v[i].totals, sizeof one.v[i].totals);
+    free(big);
+    free(bg);
+
+    pd__ch_close(c);
+    pd_storage_close(ch);
+    pd_storage_close(ts);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -789,7 +1103,9 @@ int main(void)
         cmocka_unit_test(test_stack_blob_damage),
         cmocka_unit_test(test_sql_literals),
         cmocka_unit_test(test_backend),
+        cmocka_unit_test(test_single_profile_rebuilt),
         cmocka_unit_test(test_deltas_as_tsdb),
+        cmocka_unit_test(test_diff_one_pass),
         cmocka_unit_test(test_schema_newer_refused_and_dead_url),
     };
     int rc = load_all(NULL);

@@ -1,0 +1,160 @@
+// Bytes per profile in ClickHouse (schema v2, no body; optionally v1 with
+// the body, from an older profd) vs the embedded blocks vs conprof's zstd
+// groups, on the same real consecutive profiles (issue 16, item "Size").
+// Run by hand (not in ctest):
+//
+//   PROFD_BIN=build/profd [PROFD_BIN_BASE=/path/to/profd-of-schema-v1] \
+//     node bench/clickhouse/size.mjs DATA_DIR
+//
+// DATA_DIR/<type>/NNNNNN.pb.gz as bench/storage_size/collect.sh writes them
+// (consecutive profiles of one real Go process per type). env: PORT0=19470
+// (ports PORT0..PORT0+9, loopback), N (profiles per type; default all).
+//
+// Each type is one series, its profiles pushed in order through profefe's
+// API 1 s apart to profd on a fresh ClickHouse database (one per profd
+// binary), then every table is OPTIMIZE FINAL'd and measured: bytes on disk
+// of its active parts (system.parts) and, for profiles, the compressed bytes
+// of the body column apart (system.columns). Beside it: the embedded block
+// `profd tsdb import` writes from the same files (du of the block dirs),
+// conprof (the gunzipped profiles in consecutive groups of 12, `zstd -3`
+// each), and what a zstd-compressed body would add per profile (each
+// gunzipped profile alone through `zstd -3`: the v2 + zstd-body option).
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { Proc, http, killAll, qs, startProfd, tempDir, waitFor } from '../../tests/e2e/lib.mjs';
+
+const DATA = process.argv[2];
+if (!DATA) {
+  console.error('usage: node bench/clickhouse/size.mjs DATA_DIR  (DATA_DIR/<type>/*.pb.gz)');
+  process.exit(2);
+}
+const PORT0 = Number(process.env.PORT0 || 19470);
+const N = Number(process.env.N || 0);
+const CH_BIN = '/usr/sbin/clickhouse-server';
+const dir = tempDir('pd-chsize-');
+process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
+
+// profefe type names for the push (allocs is pushed as heap, as net/http/pprof serves it)
+const TYPES = { heap: 'heap', allocs: 'heap', goroutine: 'goroutine', cpu: 'cpu' };
+const sets = {};
+for (const t of Object.keys(TYPES)) {
+  const d = path.join(DATA, t);
+  if (!fs.existsSync(d)) continue;
+  let files = fs.readdirSync(d).filter((f) => f.endsWith('.pb.gz')).sort().map((f) => path.join(d, f));
+  if (N) files = files.slice(0, N);
+  sets[t] = files;
+}
+assert.ok(Object.keys(sets).length, `no profiles under ${DATA}/{heap,allocs,goroutine,cpu}`);
+
+async function startCH(name, http_, tcp, inter) {
+  const d = path.join(dir, name);
+  fs.mkdirSync(d, { recursive: true });
+  fs.writeFileSync(path.join(d, 'config.xml'), `<?xml version="1.0"?><yandex>
+<logger><level>warning</level><log>${d}/server.log</log><errorlog>${d}/err.log</errorlog><size>10M</size><count>1</count></logger>
+<http_port>${http_}</http_port><tcp_port>${tcp}</tcp_port><interserver_http_port>${inter}</interserver_http_port>
+<listen_host>127.0.0.1</listen_host><path>${d}/data/</path><tmp_path>${d}/tmp/</tmp_path>
+<user_files_path>${d}/uf/</user_files_path><format_schema_path>${d}/fs/</format_schema_path>
+<mark_cache_size>67108864</mark_cache_size><uncompressed_cache_size>0</uncompressed_cache_size>
+<users_config>${d}/users.xml</users_config><default_profile>default</default_profile><default_database>default</default_database>
+<timezone>UTC</timezone></yandex>`);
+  fs.writeFileSync(path.join(d, 'users.xml'), `<?xml version="1.0"?><yandex><profiles><default/></profiles><users><default>
+<password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
+<quotas><default/></quotas></yandex>`);
+  const p = new Proc(name, 'nice', [CH_BIN, `--config-file=${d}/config.xml`], { cwd: d });
+  p.url = `http://127.0.0.1:${http_}`;
+  await waitFor(name, async () => (await http(`${p.url}/?query=SELECT%201`, { timeoutMs: 2000 }).catch(() => ({}))).status === 200, 60000);
+  return p;
+}
+
+async function chq(server, sql) {
+  const r = await http(`${server.url}/`, { method: 'POST', body: sql, timeoutMs: 600000 });
+  if (r.status !== 200) throw new Error(`${sql}: ${r.text}`);
+  return r.text.trim();
+}
+
+const P = (i) => PORT0 + i;
+console.error(`load before: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}; nproc ${os.cpus().length}; ${os.cpus()[0].model}`);
+const ch = await startCH('ch', P(1), P(2), P(3));
+const T0 = Date.now() - 3 * 3600 * 1000;
+
+// One database per (profd binary, type): bytes per type apart.
+async function clickhouseBytes(bin, label, port) {
+  const out = {};
+  process.env.PROFD_BIN_SAVED = process.env.PROFD_BIN_SAVED || process.env.PROFD_BIN;
+  process.env.PROFD_BIN = bin;
+  for (const [t, files] of Object.entries(sets)) {
+    const db = `size_${label}_${t}`;
+    const p = await startProfd({ storage: path.join(dir, `x-${db}`), port, name: `profd-${db}`,
+      extraArgs: ['--storage.backend=clickhouse', `--clickhouse.url=${ch.url}`, `--clickhouse.database=${db}`] });
+    for (let k = 0; k < files.length; k++) {
+      const r = await http(`${p.base}/api/0/profiles?` + qs({ service: 'size', type: TYPES[t], instance_id: t, created_at: new Date(T0 + k * 1000).toISOString() }),
+        { method: 'POST', body: fs.readFileSync(files[k]), timeoutMs: 120000 });
+      assert.equal(r.status, 200, `${label} ${files[k]}: ${r.text}`);
+    }
+    await p.stop();
+    const tables = {};
+    for (const tb of ['profiles', 'samples', 'stacks', 'series', 'series_index']) {
+      await chq(ch, `OPTIMIZE TABLE ${db}.${tb} FINAL`);
+      tables[tb] = Number(await chq(ch, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='${db}' AND table='${tb}'`));
+    }
+    const body = Number(await chq(ch, `SELECT sum(data_compressed_bytes) FROM system.columns WHERE database='${db}' AND table='profiles' AND name='body'`));
+    const rows = Number(await chq(ch, `SELECT count() FROM ${db}.samples`));
+    const n = Number(await chq(ch, `SELECT count() FROM ${db}.profiles`));
+    assert.equal(n, files.length, `${label} ${t}: every profile stored`);
+    out[t] = { tables, body, rows, n };
+  }
+  process.env.PROFD_BIN = process.env.PROFD_BIN_SAVED;
+  return out;
+}
+
+const v2 = await clickhouseBytes(process.env.PROFD_BIN, 'v2', P(4));
+const v1 = process.env.PROFD_BIN_BASE ? await clickhouseBytes(process.env.PROFD_BIN_BASE, 'v1', P(5)) : null;
+
+// the embedded block, conprof's groups and a zstd body, per type
+const other = {};
+for (const [t, files] of Object.entries(sets)) {
+  const imp = path.join(dir, `imp-${t}`);
+  const blk = path.join(dir, `blk-${t}`);
+  fs.mkdirSync(imp);
+  files.forEach((f, i) => fs.copyFileSync(f, path.join(imp, `p${String(i).padStart(6, '0')}.pb.gz`)));
+  execFileSync(process.env.PROFD_BIN, ['tsdb', 'import', '--storage.path', blk, '--storage.retention.time=10000d', '--label', 'job=size', imp], { stdio: 'ignore' });
+  let block = 0;
+  for (const e of fs.readdirSync(blk, { withFileTypes: true })) {
+    if (e.isDirectory() && /^[0-9A-Z]{26}$/.test(e.name)) block += Number(execFileSync('du', ['-sb', path.join(blk, e.name)]).toString().split('\t')[0]);
+  }
+  const raws = files.map((f) => zlib.gunzipSync(fs.readFileSync(f)));
+  let conprof = 0;
+  for (let i = 0; i < raws.length; i += 12) conprof += execFileSync('zstd', ['-3', '-c', '-q'], { input: Buffer.concat(raws.slice(i, i + 12)), maxBuffer: 1 << 30 }).length;
+  let zbody = 0;
+  for (const r of raws) zbody += execFileSync('zstd', ['-3', '-c', '-q'], { input: r, maxBuffer: 1 << 30 }).length;
+  const gz = files.reduce((s, f) => s + fs.statSync(f).size, 0);
+  other[t] = { n: files.length, gz, block, conprof, zbody, samples: 0 };
+}
+console.error(`load after: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+await killAll();
+
+const f = (x) => Math.round(x).toLocaleString('en-US');
+const tot = (o) => Object.values(o.tables).reduce((a, b) => a + b, 0);
+console.log('\nBytes per profile (B/p), the same files per row:\n');
+console.log('| type | n | gzip as served | conprof (zstd -3, groups of 12) | embedded block | ClickHouse v2 (no body) | of which profiles / samples / stacks / series+index | samples rows/p |' +
+  (v1 ? ' ClickHouse v1 (body kept) | of which body |' : '') + ' v2 + zstd body |');
+console.log('|---|---:|---:|---:|---:|---:|---|---:|' + (v1 ? '---:|---:|' : '') + '---:|');
+const sum = { n: 0, gz: 0, block: 0, conprof: 0, zbody: 0, v2: 0, v1: 0, v1body: 0, rows: 0, tb: {} };
+for (const t of Object.keys(sets)) {
+  const o = other[t];
+  const a = v2[t];
+  const n = o.n;
+  const tb = a.tables;
+  sum.n += n; sum.gz += o.gz; sum.block += o.block; sum.conprof += o.conprof; sum.zbody += o.zbody; sum.v2 += tot(a); sum.rows += a.rows;
+  for (const [k, v] of Object.entries(tb)) sum.tb[k] = (sum.tb[k] || 0) + v;
+  if (v1) { sum.v1 += tot(v1[t]); sum.v1body += v1[t].body; }
+  console.log(`| ${t} | ${n} | ${f(o.gz / n)} | ${f(o.conprof / n)} | ${(o.block / n).toFixed(1)} | **${f(tot(a) / n)}** | ${f(tb.profiles / n)} / ${f(tb.samples / n)} / ${f(tb.stacks / n)} / ${f((tb.series + tb.series_index) / n)} | ${(a.rows / n).toFixed(0)} |` +
+    (v1 ? ` ${f(tot(v1[t]) / n)} | ${f(v1[t].body / n)} |` : '') + ` ${f((tot(a) + o.zbody) / n)} |`);
+}
+const n = sum.n;
+console.log(`| ALL | ${n} | ${f(sum.gz / n)} | ${f(sum.conprof / n)} | ${(sum.block / n).toFixed(1)} | **${f(sum.v2 / n)}** | ${f(sum.tb.profiles / n)} / ${f(sum.tb.samples / n)} / ${f(sum.tb.stacks / n)} / ${f((sum.tb.series + sum.tb.series_index) / n)} | ${(sum.rows / n).toFixed(0)} |` +
+  (v1 ? ` ${f(sum.v1 / n)} | ${f(sum.v1body / n)} |` : '') + ` ${f((sum.v2 + sum.zbody) / n)} |`);
