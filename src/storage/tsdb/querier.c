@@ -338,6 +338,19 @@ unlock:
             rc = 0;
             continue;
         }
+        if (nv == 0 && k == n_brs - 1) {
+            /* the only source with points (a range within one block, the
+               common case of a timeline): handed over as read, no copy */
+            if (!bp.n) {
+                pd_points_release(&bp);
+                goto out;
+            }
+            pd_arena_release(a);
+            free(a);
+            a = NULL;
+            *out = bp;
+            goto out;
+        }
         rc = copy_block_points(a, &bp, &v, &nv, &cap);
         pd_points_release(&bp);
         if (rc < 0)
@@ -371,6 +384,8 @@ out:
     free(brs);
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "read points of series %llu: out of memory", (unsigned long long)ref);
+    if (!a) /* out holds a block's points (above) */
+        return 0;
     if (rc < 0 || out->n == 0) {
         pd_arena_release(a);
         free(a);

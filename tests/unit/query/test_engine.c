@@ -242,6 +242,30 @@ static void test_range(void **state)
     pd_buf_release(&out);
 }
 
+/* The answer's numbers are reserved for in one piece (an overestimate):
+ * a response cap exactly the answer's size still gives the whole answer
+ * (the exact path), one byte less gives PD_ETOOBIG and an empty buffer. */
+static void test_range_cap(void **state)
+{
+    fixture *fx = *state;
+    pd_buf full, capped;
+    pd_err err = {{0}};
+    pd_buf_init(&full, 0);
+    assert_int_equal(pd_query_range(fx->st, "{job=~\".+\"}", 0, 10000, &full, &err), 0);
+    assert_true(full.len > 100);
+    pd_buf_init(&capped, full.len);
+    assert_int_equal(pd_query_range(fx->st, "{job=~\".+\"}", 0, 10000, &capped, &err), 0);
+    assert_int_equal(capped.len, full.len);
+    assert_memory_equal(capped.data, full.data, full.len);
+    pd_buf_release(&capped);
+    pd_buf_init(&capped, full.len - 1);
+    assert_int_equal(pd_query_range(fx->st, "{job=~\".+\"}", 0, 10000, &capped, &err),
+                     PD_ETOOBIG);
+    assert_int_equal(capped.len, 0);
+    pd_buf_release(&capped);
+    pd_buf_release(&full);
+}
+
 static void check_single(fixture *fx, const char *sel, int64_t t, size_t want_idx)
 {
     pd_profile p;
@@ -367,6 +391,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_range),
+        cmocka_unit_test(test_range_cap),
         cmocka_unit_test(test_single),
         cmocka_unit_test(test_series),
         cmocka_unit_test(test_labels),
