@@ -108,7 +108,15 @@ typedef struct pd_storage_options {
                                    for slices of about this many nanoseconds, then lets
                                    writers in (the lock prefers them) and resumes;
                                    0 = 1 ms (tests set 1 to slice as often as possible) */
+    int aggregate_workers;      /* --storage.aggregate-workers: threads pd_storage_aggregate
+                                   walks a query's blocks on (one (block, group) at a time
+                                   each; the parts still reach fn in order); 1 = the
+                                   calling thread walks them one after another; 0 = the
+                                   number of online cores, at most 4; capped at
+                                   PD_STORAGE_MAX_AGG_WORKERS */
 } pd_storage_options;
+
+#define PD_STORAGE_MAX_AGG_WORKERS 16
 
 /* Defaults for the options above with path "./data". */
 pd_storage_options pd_storage_options_default(void);
@@ -370,6 +378,8 @@ typedef struct pd_storage_stats {
     uint64_t n_cuts, n_compactions, n_retention_deletes; /* since open */
     uint64_t n_aggregate_slices; /* since open: times an aggregation released the head's
                                     index lock mid-walk to let writers in */
+    uint64_t n_aggregate_parallel; /* since open: aggregations whose blocks were walked by
+                                      more than one worker thread (aggregate_workers) */
 } pd_storage_stats;
 
 /* One round of maintenance, as the background thread runs it: cuts the head

@@ -129,6 +129,8 @@ struct pd_storage {
     int64_t retention_ms;      /* <= 0: no time retention (nor lower bound on appends) */
     int64_t agg_slice_ns;      /* aggregate.c: head walk slices (storage.h) */
     uint64_t n_agg_slices;     /* their count (atomic) */
+    int agg_workers;           /* aggregate.c: block walk threads (storage.h), >= 1 */
+    uint64_t n_agg_parallel;   /* walks that used more than one (atomic) */
     int64_t grace_ms;          /* <= 0: no upper bound on appends */
     int64_t (*clock)(void);    /* wall clock, Unix ms */
     uint64_t retention_bytes;  /* 0: no size retention */
@@ -217,6 +219,12 @@ int pd__tsdb_compact_blocks(pd_storage *s, hblock **v, size_t n, size_t *bad_src
 
 /* ---- retention.c ---- */
 void pd__tsdb_apply_retention(pd_storage *s);
+
+/* ---- aggregate.c ---- */
+/* The block walk threads for the option aggregate_workers (storage.h): n
+ * capped at PD_STORAGE_MAX_AGG_WORKERS, 0 or less = the online cores, at
+ * most 4. Always >= 1. */
+int pd__tsdb_agg_workers(int n);
 
 /* ---- querier.c ---- */
 int pd__tsdb_wal_profile(pd_storage *s, uint64_t ref, const point *pt, pd_profile *out,
