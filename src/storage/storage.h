@@ -118,6 +118,11 @@ typedef struct pd_storage_options {
 
 #define PD_STORAGE_MAX_AGG_WORKERS 16
 
+/* The threads pd_storage_aggregate uses for the option value n
+ * (aggregate_workers): n capped at PD_STORAGE_MAX_AGG_WORKERS; n <= 0: the
+ * online cores (sysconf), at most 4. Always >= 1. Never fails. */
+int pd_storage_aggregate_workers(int n);
+
 /* Defaults for the options above with path "./data". */
 pd_storage_options pd_storage_options_default(void);
 
@@ -224,8 +229,8 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
  * and drop/keep frames from the first). So folding every part into a
  * pd_merge (query/query.h) gives the merge of the inputs one by one (up to
  * the order of samples, ids and of comments from different parts).
- * Order: the blocks in ascending time, in each the groups in the order of
- * their first ref; then the head, group by group (summed the same way on
+ * Order: the blocks in ascending time (blocks of equal start by block id),
+ * in each the groups in the order of their first ref; then the head, group by group (summed the same way on
  * the head's ids, a part per symbol generation; profiles replayed from the
  * log and not decomposed yet are handed over one per part). fn may be
  * called with the store's index read-locked: it must not call the store.
@@ -236,14 +241,22 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
  * Memory: one entry per distinct (stack, label set) of one group in one
  * block, never per profile. n_series (may be NULL) receives how many refs
  * have a block part or head profiles in the range.
+ * Threads: with aggregate_workers > 1 (options) and more than one (block,
+ * group) to sum, those are summed and symbolized on up to that many
+ * threads started for the call, and the calling thread hands the parts to
+ * fn in the order above (fn, poll and the warnings stay on the calling
+ * thread). Memory is then bounded by 2 x workers (block, group) sums held
+ * at once (parts ready, not yet handed over) plus one sum per worker.
  * Concurrency: appends go on during the walk — the head is walked holding
  * the index read lock for slices of aggregate_slice_ns (a push waits at
  * most about that long), the profiles appended meanwhile inside the range
  * may or may not be summed; a head cut during the walk waits for its end,
  * so every profile stored in the range before the call is summed once.
  * poll (may be NULL) is called with ctx at the start, every 16 profiles
- * summed and at the end (deadlines, a client gone): a negative code stops
- * the walk and is returned.
+ * summed and at the end (deadlines, a client gone) — on worker threads'
+ * walks: every 10 ms while waiting for them and after each (block, group)
+ * handed over: a negative code stops the walk (every worker stops before
+ * its next profile and is joined) and is returned.
  * Errors: fn's or poll's negative code (stops the walk, returned), PD_ETOOBIG (more
  * than 4M distinct stacks in one part), -errno, PD_ENOMEM. */
 typedef struct pd_storage_agg_part {

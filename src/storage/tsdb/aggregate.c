@@ -35,6 +35,10 @@
  * when the symbol generation changes; replayed profiles not decomposed yet
  * (WAL_ONLY) are read one by one (pd_storage_read_profile). Blocks come
  * first, in ascending time, then the head.
+ *
+ * The blocks' sums may run on a pool of threads (aggregate_workers; "the
+ * blocks walked on worker threads" below), handed to the caller in the
+ * same order as the one-by-one walk.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -801,7 +805,7 @@ out:
     return rc;
 }
 
-int pd__tsdb_agg_workers(int n)
+int pd_storage_aggregate_workers(int n)
 {
     if (n > 0)
         return n < PD_STORAGE_MAX_AGG_WORKERS ? n : PD_STORAGE_MAX_AGG_WORKERS;

@@ -880,7 +880,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     s->grace_ms = opts->future_grace_ms ? opts->future_grace_ms : 10 * 60 * 1000;
     s->clock = opts->clock_ms ? opts->clock_ms : pd_now_ms;
     s->agg_slice_ns = opts->aggregate_slice_ns > 0 ? opts->aggregate_slice_ns : HEAD_SLICE_NS;
-    s->agg_workers = pd__tsdb_agg_workers(opts->aggregate_workers);
+    s->agg_workers = pd_storage_aggregate_workers(opts->aggregate_workers);
     s->retention_bytes = opts->retention_bytes;
     s->maint_ms = opts->maintenance_ms ? opts->maintenance_ms : 60 * 1000;
     if (!(s->path = strdup(path)) || pd__hmem_init(&s->hm) < 0) {

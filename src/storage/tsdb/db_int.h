@@ -220,12 +220,6 @@ int pd__tsdb_compact_blocks(pd_storage *s, hblock **v, size_t n, size_t *bad_src
 /* ---- retention.c ---- */
 void pd__tsdb_apply_retention(pd_storage *s);
 
-/* ---- aggregate.c ---- */
-/* The block walk threads for the option aggregate_workers (storage.h): n
- * capped at PD_STORAGE_MAX_AGG_WORKERS, 0 or less = the online cores, at
- * most 4. Always >= 1. */
-int pd__tsdb_agg_workers(int n);
-
 /* ---- querier.c ---- */
 int pd__tsdb_wal_profile(pd_storage *s, uint64_t ref, const point *pt, pd_profile *out,
                        pd_buf *raw, pd_err *err);
