@@ -11,8 +11,10 @@
 #include "query/query.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "base/u64map.h"
 #include "query/query_int.h"
 
@@ -105,6 +107,32 @@ static int put_numbers(pd_buf *out, const pd_points *pts)
     return 0;
 }
 
+/* Room for a query_range answer over set, reserved at once: the answer
+ * (~70 bytes per point with 4 sample types: 33 MB for 1,000 series x 720)
+ * would otherwise grow by doubling, each realloc copying what was written
+ * and touching fresh pages (a third of the request's CPU, perf). Sized for
+ * 8 sample types per point and capped by out's limit; untouched pages cost
+ * no memory. Large answers are marked for transparent huge pages (a page
+ * fault per 2 MiB instead of per 4 KiB where the kernel's THP mode is
+ * "madvise"). A hint: a failure changes nothing. */
+static void reserve_answer(pd_buf *out, const pd_series_set *set)
+{
+    size_t need = 64;
+    for (size_t i = 0; i < set->n; i++)
+        need += 512 + set->v[i].n_profiles * (8 * 12 + 24);
+    size_t room = out->max > out->len ? out->max - out->len : 0;
+    if (out->max && need > room)
+        need = room;
+    if (need < ((size_t)4 << 20) || pd_buf_reserve(out, need) < 0)
+        return;
+#ifdef MADV_HUGEPAGE
+    uintptr_t a = ((uintptr_t)out->data + out->len + ((size_t)2 << 20) - 1) & ~(((uintptr_t)2 << 20) - 1);
+    uintptr_t e = ((uintptr_t)out->data + out->cap) & ~(((uintptr_t)2 << 20) - 1);
+    if (e > a)
+        madvise((void *)a, e - a, MADV_HUGEPAGE);
+#endif
+}
+
 static int put_series_range(pd_buf *out, const pd_series_info *si, const pd_points *pts, bool delta)
 {
     int rc = pd_buf_puts(out, "{\"labels\":");
@@ -163,6 +191,7 @@ int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_
     if ((rc = pd_storage_select(st, ms, n, from, to, &set, err)) < 0 ||
         (rc = pd_matchers_check_limits(ms, n, err)) < 0)
         goto out;
+    reserve_answer(out, &set);
     if ((rc = pd_buf_putc(out, '[')) < 0)
         goto out;
     bool first = true;
