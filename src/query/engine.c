@@ -10,6 +10,7 @@
  */
 #include "query/query.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -115,10 +116,10 @@ static int put_numbers(pd_buf *out, const pd_points *pts)
  * no memory. Large answers are marked for transparent huge pages (a page
  * fault per 2 MiB instead of per 4 KiB where the kernel's THP mode is
  * "madvise"). A hint: a failure changes nothing. */
-static void reserve_answer(pd_buf *out, const pd_series_set *set)
+static void reserve_answer(pd_buf *out, const pd_series_set *set, size_t lo, size_t hi)
 {
     size_t need = 64;
-    for (size_t i = 0; i < set->n; i++)
+    for (size_t i = lo; i < hi; i++)
         need += 512 + set->v[i].n_profiles * (8 * 12 + 24);
     size_t room = out->max > out->len ? out->max - out->len : 0;
     if (out->max && need > room)
@@ -179,51 +180,141 @@ int pd_query_range(pd_storage *st, const char *selector, int64_t from, int64_t t
     return pd_query_range_ex(st, selector, from, to, true, out, err);
 }
 
+/* The series set->v[lo, hi) of a query_range answer appended to out,
+ * separated by commas (none before the first); *any: whether one was
+ * written. Errors as pd_query_range_ex (out then holds a partial text). */
+static int range_series(pd_storage *st, const pd_series_set *set, size_t lo, size_t hi,
+                        int64_t from, int64_t to, bool delta, pd_buf *out, bool *any, pd_err *err)
+{
+    int rc = 0;
+    *any = false;
+    for (size_t i = lo; i < hi; i++) {
+        pd_points pts = {0};
+        rc = pd_storage_read_points(st, set->v[i].ref, from, to, &pts, err);
+        if (rc == PD_ENOTFOUND) { /* gone since the select (retention) */
+            rc = 0;
+            continue;
+        }
+        if (rc < 0)
+            return rc;
+        bool applied = false; /* delta.c: each point against the one before, also before from */
+        if (delta && (rc = pd_query_points_delta(st, &set->v[i], &pts, &applied, err)) < 0) {
+            pd_points_release(&pts);
+            return rc;
+        }
+        if (!pts.n) { /* its points were in a damaged block part (a warning) */
+            pd_points_release(&pts);
+            continue;
+        }
+        if (*any)
+            rc = pd_buf_putc(out, ',');
+        *any = true;
+        if (!rc)
+            rc = put_series_range(out, &set->v[i], &pts, applied);
+        pd_points_release(&pts);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* A share of the series of a query_range answer, written on its own thread
+ * into its own buffer (with its own storage warnings collector). */
+typedef struct range_share {
+    pd_storage *st;
+    const pd_series_set *set;
+    size_t lo, hi;
+    int64_t from, to;
+    bool delta, any;
+    pd_buf out;
+    int rc;
+    pd_err err;
+    pd_storage_warnings w;
+    pthread_t tid;
+    bool started;
+} range_share;
+
+static void *range_share_main(void *arg)
+{
+    range_share *r = arg;
+    pd_storage_warnings_begin(&r->w);
+    reserve_answer(&r->out, r->set, r->lo, r->hi);
+    r->rc = range_series(r->st, r->set, r->lo, r->hi, r->from, r->to, r->delta, &r->out, &r->any,
+                         &r->err);
+    pd_storage_warnings_end();
+    return NULL;
+}
+
+/* Series per share at least: fewer are not worth a thread. */
+#define RANGE_SHARE_MIN 64
+
 int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_t to, bool delta,
                       pd_buf *out, pd_err *err)
 {
     pd_matcher *ms = NULL;
-    size_t n = 0, start = out->len;
+    size_t n = 0, start = out->len, n_sh = 0;
     pd_series_set set = {0};
+    range_share *sh = NULL;
     int rc = pd_selector_parse(selector, &ms, &n, err);
     if (rc < 0)
         return rc;
     if ((rc = pd_storage_select(st, ms, n, from, to, &set, err)) < 0 ||
         (rc = pd_matchers_check_limits(ms, n, err)) < 0)
         goto out;
-    reserve_answer(out, &set);
+    /* the series in contiguous shares: the first on this thread, straight
+       into out, the others on threads of their own (pd_storage_workers),
+       appended after it in order: the same bytes as one thread writes */
+    size_t threads = (size_t)pd_storage_workers(st);
+    if (threads > set.n / RANGE_SHARE_MIN)
+        threads = set.n / RANGE_SHARE_MIN;
+    if (threads > 1 && (sh = calloc(threads, sizeof *sh))) {
+        n_sh = threads;
+        for (size_t t = 0; t < n_sh; t++) {
+            sh[t] = (range_share){.st = st, .set = &set, .lo = set.n * t / n_sh,
+                                  .hi = set.n * (t + 1) / n_sh, .from = from, .to = to,
+                                  .delta = delta};
+            pd_buf_init(&sh[t].out, out->max);
+            pd_err_clear(&sh[t].err);
+        }
+        for (size_t t = 1; t < n_sh; t++)
+            sh[t].started = pthread_create(&sh[t].tid, NULL, range_share_main, &sh[t]) == 0;
+    }
+    reserve_answer(out, &set, 0, set.n);
     if ((rc = pd_buf_putc(out, '[')) < 0)
         goto out;
-    bool first = true;
-    for (size_t i = 0; i < set.n; i++) {
-        pd_points pts = {0};
-        rc = pd_storage_read_points(st, set.v[i].ref, from, to, &pts, err);
-        if (rc == PD_ENOTFOUND) { /* gone since the select (retention) */
-            rc = 0;
+    bool any = false;
+    rc = range_series(st, &set, 0, n_sh ? sh[0].hi : set.n, from, to, delta, out, &any, err);
+    for (size_t t = 1; t < n_sh; t++) {
+        if (sh[t].started)
+            pthread_join(sh[t].tid, NULL);
+        else /* no thread: this one writes the share */
+            range_share_main(&sh[t]);
+        sh[t].started = false;
+        pd_storage_warnings_add(&sh[t].w); /* to this thread's collector, in order */
+        if (rc < 0)
+            continue; /* an earlier share failed: that is the answer */
+        if ((rc = sh[t].rc) < 0) {
+            if (err)
+                *err = sh[t].err;
             continue;
         }
-        if (rc < 0)
-            goto out;
-        bool applied = false; /* delta.c: each point against the one before, also before from */
-        if (delta && (rc = pd_query_points_delta(st, &set.v[i], &pts, &applied, err)) < 0) {
-            pd_points_release(&pts);
-            goto out;
-        }
-        if (!pts.n) { /* its points were in a damaged block part (a warning) */
-            pd_points_release(&pts);
+        if (sh[t].any && any && (rc = pd_buf_putc(out, ',')) < 0)
             continue;
-        }
-        if (!first)
-            rc = pd_buf_putc(out, ',');
-        first = false;
-        if (!rc)
-            rc = put_series_range(out, &set.v[i], &pts, applied);
-        pd_points_release(&pts);
-        if (rc < 0)
-            goto out;
+        if (sh[t].any && (rc = pd_buf_append(out, sh[t].out.data, sh[t].out.len)) < 0)
+            continue;
+        any = any || sh[t].any;
+        pd_buf_release(&sh[t].out); /* early: the answer holds it now */
     }
-    rc = pd_buf_putc(out, ']');
+    if (rc >= 0)
+        rc = pd_buf_putc(out, ']');
 out:
+    for (size_t t = 0; t < n_sh; t++) {
+        if (sh[t].started) /* left before its turn (the '[' failed) */
+            pthread_join(sh[t].tid, NULL);
+        pd_buf_release(&sh[t].out);
+        pd_storage_warnings_release(&sh[t].w);
+    }
+    free(sh);
     if (rc < 0) {
         pd__query_buf_truncate(out, start);
         if (rc == PD_ETOOBIG && err && !err->msg[0])

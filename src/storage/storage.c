@@ -46,6 +46,7 @@ int pd__tsdb_read_point_before(pd__tsdb_storage *s, uint64_t ref, int64_t t, pd_
 int pd__tsdb_maintain(pd__tsdb_storage *s, pd_err *err);
 int pd__tsdb_check_time_store(pd__tsdb_storage *s, int64_t ts_ms, pd_err *err);
 void pd__tsdb_stats_get(pd__tsdb_storage *s, pd_storage_stats *out);
+int pd__tsdb_workers(pd__tsdb_storage *s);
 
 struct pd_storage {
     pd_storage_backend backend;
@@ -140,6 +141,11 @@ int pd_storage_check_time(pd_storage *s, int64_t ts_ms, pd_err *err)
     if (s->ch)
         return pd__ch_check_time(s->ch, ts_ms, err);
     return pd__tsdb_check_time_store(s->tsdb, ts_ms, err);
+}
+
+int pd_storage_workers(pd_storage *s)
+{
+    return s->ch ? 1 : pd__tsdb_workers(s->tsdb);
 }
 
 void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)

@@ -123,6 +123,12 @@ typedef struct pd_storage_options {
  * online cores (sysconf), at most 4. Always >= 1. Never fails. */
 int pd_storage_aggregate_workers(int n);
 
+/* The threads a caller may spread the reads of one query over (the query
+ * layer's query_range: a share of the series each): the TSDB's
+ * aggregate_workers as opened; 1 for ClickHouse (its reads are prefetched
+ * per thread by the select). Never fails. */
+int pd_storage_workers(pd_storage *s);
+
 /* Defaults for the options above with path "./data". */
 pd_storage_options pd_storage_options_default(void);
 
@@ -377,6 +383,10 @@ typedef struct pd_storage_warnings {
 void pd_storage_warnings_begin(pd_storage_warnings *w /* OUT */);
 /* Stops collecting on the calling thread (w keeps its messages). */
 void pd_storage_warnings_end(void);
+/* Adds the messages of from (collected on another thread that read for the
+ * same answer) and its dropped count to the calling thread's collector, if
+ * one is active, with the rules above (identical ones once, the cap). */
+void pd_storage_warnings_add(const pd_storage_warnings *from);
 /* Frees the messages (and ends collection if w is still active). NULL is a
  * no-op. */
 void pd_storage_warnings_release(pd_storage_warnings *w);

@@ -805,6 +805,13 @@ out:
     return rc;
 }
 
+/* storage.c's pd_storage_workers for this backend */
+int pd__tsdb_workers(pd_storage *s);
+int pd__tsdb_workers(pd_storage *s)
+{
+    return s->agg_workers;
+}
+
 int pd_storage_aggregate_workers(int n)
 {
     if (n > 0)

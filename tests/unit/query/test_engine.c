@@ -266,6 +266,112 @@ static void test_range_cap(void **state)
     pd_buf_release(&full);
 }
 
+/* query_range spread over threads (a share of the series each, appended in
+ * order): the same bytes as one thread, in a store of 300 series (every
+ * third served cumulative, so with deltas) partly cut into blocks, for
+ * 1 worker and 4 (reopened), with and without deltas, and the response cap
+ * still exact. */
+static pd_storage *open_many(const char *dir, int workers)
+{
+    pd_storage_options o = pd_storage_options_default();
+    o.path = dir;
+    o.fsync = PD_FSYNC_NEVER;
+    o.retention_ms = -1;
+    o.maintenance_ms = -1;
+    o.block_duration_ms = 2000;
+    o.aggregate_workers = workers;
+    pd_storage *st;
+    pd_err err = {{0}};
+    if (pd_storage_open(&o, &st, &err))
+        fail_msg("open %s: %s", dir, err.msg);
+    return st;
+}
+
+static void range_text(pd_storage *st, bool delta, pd_buf *out)
+{
+    pd_err err = {{0}};
+    pd_buf_init(out, 0);
+    assert_int_equal(pd_query_range_ex(st, "{job=\"many\"}", 0, 100000, delta, out, &err), 0);
+}
+
+static void test_range_shares(void **state)
+{
+    (void)state;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/pd_query_shares_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    pd_storage *st = open_many(dir, 1);
+    pd_buf body[4];
+    pd_profile p[4];
+    pd_err err = {{0}};
+    for (int k = 0; k < 4; k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/pprof/%s", PD_TESTDATA, STORED[k].file);
+        pd_buf_init(&body[k], 0);
+        read_file(path, &body[k]);
+        assert_int_equal(pd_profile_decode(&p[k], (const uint8_t *)body[k].data, body[k].len,
+                                           NULL, &err), 0);
+    }
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 300; j++) {
+            pd_labels ls;
+            char inst[16];
+            snprintf(inst, sizeof inst, "i%03d", j);
+            pd_labels_init(&ls);
+            pd_labels_set(&ls, "__name__", "heap", NULL);
+            pd_labels_set(&ls, "job", "many", NULL);
+            pd_labels_set(&ls, "instance", inst, NULL);
+            if (j % 3 == 0)
+                pd_labels_set(&ls, PD_LABEL_DELTA, "false", NULL);
+            int kk = (k + j) % 4; /* totals going up and down: resets too */
+            if (pd_storage_append(st, &ls, 1000 * (k + 1) + j, (const uint8_t *)body[kk].data,
+                                  body[kk].len, &p[kk], &err))
+                fail_msg("append: %s", err.msg);
+            pd_labels_release(&ls);
+        }
+    assert_int_equal(pd_storage_maintain(st, &err), 0);
+    pd_storage_stats ss;
+    pd_storage_stats_get(st, &ss);
+    assert_true(ss.n_blocks > 0 && ss.n_head_profiles > 0);
+    pd_buf one[2], four[2];
+    for (int d = 0; d < 2; d++)
+        range_text(st, d, &one[d]);
+    pd_storage_close(st);
+    st = open_many(dir, 4);
+    for (int d = 0; d < 2; d++) {
+        range_text(st, d, &four[d]);
+        assert_int_equal(four[d].len, one[d].len);
+        assert_memory_equal(four[d].data, one[d].data, one[d].len);
+        json_t *j = parse_json(&four[d]);
+        assert_int_equal(json_array_size(j), 300);
+        json_decref(j);
+    }
+    assert_true(strstr(one[1].data, "\"delta\":true") != NULL);
+    /* the cap: exactly the answer's size fits, a byte less fails whole */
+    pd_buf capped;
+    pd_buf_init(&capped, one[1].len);
+    assert_int_equal(pd_query_range_ex(st, "{job=\"many\"}", 0, 100000, true, &capped, &err), 0);
+    assert_int_equal(capped.len, one[1].len);
+    pd_buf_release(&capped);
+    pd_buf_init(&capped, one[1].len - 1);
+    assert_int_equal(pd_query_range_ex(st, "{job=\"many\"}", 0, 100000, true, &capped, &err),
+                     PD_ETOOBIG);
+    assert_int_equal(capped.len, 0);
+    pd_buf_release(&capped);
+    pd_storage_close(st);
+    for (int d = 0; d < 2; d++) {
+        pd_buf_release(&one[d]);
+        pd_buf_release(&four[d]);
+    }
+    for (int k = 0; k < 4; k++) {
+        pd_buf_release(&body[k]);
+        pd_profile_release(&p[k]);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void check_single(fixture *fx, const char *sel, int64_t t, size_t want_idx)
 {
     pd_profile p;
@@ -392,6 +498,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_range),
         cmocka_unit_test(test_range_cap),
+        cmocka_unit_test(test_range_shares),
         cmocka_unit_test(test_single),
         cmocka_unit_test(test_series),
         cmocka_unit_test(test_labels),
