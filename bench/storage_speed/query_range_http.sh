@@ -13,7 +13,11 @@
 # Per build: the median wall time of RUNS requests (curl's time_total, the
 # whole answer received), the profd process's CPU per request (utime+stime
 # from /proc/PID/stat, 10 ms ticks, over the RUNS), the answer's size, and
-# whether the answers of all builds are byte-identical (cmp). Loopback only.
+# whether the answers of all builds are byte-identical (cmp); then the
+# storage part alone (pd_storage_select + pd_storage_read_points of every
+# series, no JSON): BUILD/tests/unit/storage/bench_storage_speed
+# --query-store on a copy of the same block (skipped for a build whose
+# bench does not know the flag). Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SERIES=${SERIES:-1000}
@@ -79,5 +83,11 @@ for B in "$@"; do
         -v l="$lat" -v t=$((c1 - c0)) -v hz="$hz" -v r="$RUNS" -v s="$size" -v same="$same" \
         'BEGIN{printf "  %-24s %8.1f ms median wall  %7.1f ms CPU/request  %.1f MB of JSON%s\n", b, l*1000, t*1000/hz/r, s/1e6, same}'
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+    BSS=$B/tests/unit/storage/bench_storage_speed
+    if [ -x "$BSS" ] && grep -qa -- --query-store "$BSS"; then
+        rm -rf "$tmp/store"; cp -r "$DATA/store" "$tmp/store"
+        "$BSS" --out "$tmp/bss" --query-store "$tmp/store" --series "$SERIES" --points "$PER" \
+            --reps "$RUNS" | sed -n 's/^  query_range block */    storage part: /p'
+    fi
 done
 echo "load at end $(cut -d' ' -f1-3 /proc/loadavg)"
