@@ -372,6 +372,30 @@ static void test_range_shares(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The warnings a share's thread collected reach the request's collector
+ * (pd_storage_warnings_add): once each, under the cap, dropped ones counted;
+ * without an active collector nothing happens. */
+static void test_warnings_add(void **state)
+{
+    (void)state;
+    char *msgs[3] = {strdup("block X offset 1: bad"), strdup("block X offset 2: bad"),
+                     strdup("block X offset 1: bad")};
+    pd_storage_warnings from = {.v = msgs, .n = 3, .dropped = 2};
+    pd_storage_warnings_add(&from); /* no collector: a no-op */
+    pd_storage_warnings w;
+    pd_storage_warnings_begin(&w);
+    pd_storage_warnings_add(&from);
+    pd_storage_warnings_add(&from); /* again: no repeats, dropped counts add */
+    pd_storage_warnings_end();
+    assert_int_equal(w.n, 2);
+    assert_string_equal(w.v[0], "block X offset 1: bad");
+    assert_string_equal(w.v[1], "block X offset 2: bad");
+    assert_int_equal(w.dropped, 4);
+    pd_storage_warnings_release(&w);
+    for (int i = 0; i < 3; i++)
+        free(msgs[i]);
+}
+
 static void check_single(fixture *fx, const char *sel, int64_t t, size_t want_idx)
 {
     pd_profile p;
@@ -499,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_range),
         cmocka_unit_test(test_range_cap),
         cmocka_unit_test(test_range_shares),
+        cmocka_unit_test(test_warnings_add),
         cmocka_unit_test(test_single),
         cmocka_unit_test(test_series),
         cmocka_unit_test(test_labels),
