@@ -258,7 +258,9 @@ int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_
     int rc = pd_selector_parse(selector, &ms, &n, err);
     if (rc < 0)
         return rc;
-    if ((rc = pd_storage_select(st, ms, n, from, to, &set, err)) < 0 ||
+    /* every series' points are read below: a block cut by the range is
+       not decoded twice (once to count, once to read) */
+    if ((rc = pd_storage_select_overlapping(st, ms, n, from, to, &set, err)) < 0 ||
         (rc = pd_matchers_check_limits(ms, n, err)) < 0)
         goto out;
     /* the series in contiguous shares: the first on this thread, straight

@@ -29,6 +29,8 @@ int pd__tsdb_append(pd__tsdb_storage *s, const pd_labels *labels, int64_t ts_ms,
                     const uint8_t *body, size_t len, const pd_profile *profile, pd_err *err);
 int pd__tsdb_select(pd__tsdb_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
                     pd_series_set *out, pd_err *err);
+int pd__tsdb_select_overlapping(pd__tsdb_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+                                int64_t maxt, pd_series_set *out, pd_err *err);
 int pd__tsdb_read_points(pd__tsdb_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
                          pd_points *out, pd_err *err);
 int pd__tsdb_read_profile(pd__tsdb_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
@@ -101,6 +103,14 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
     if (s->ch)
         return pd__ch_select(s->ch, ms, n, mint, maxt, out, err);
     return pd__tsdb_select(s->tsdb, ms, n, mint, maxt, out, err);
+}
+
+int pd_storage_select_overlapping(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+                                  int64_t maxt, pd_series_set *out, pd_err *err)
+{
+    if (s->ch)
+        return pd__ch_select(s->ch, ms, n, mint, maxt, out, err);
+    return pd__tsdb_select_overlapping(s->tsdb, ms, n, mint, maxt, out, err);
 }
 
 int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,

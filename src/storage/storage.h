@@ -182,6 +182,17 @@ typedef struct pd_series_set {
  * series). Errors: PD_ENOMEM. out is overwritten. */
 int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
                       pd_series_set *out /* OUT */, pd_err *err);
+
+/* pd_storage_select for a caller that reads the points of every series
+ * selected anyway (query_range): the embedded store takes a block part
+ * that overlaps [mint, maxt] without reading its time chunk to count the
+ * profiles inside — so a series may be selected with no profile in the
+ * range (its points then come back empty), and n_profiles, min_ts, max_ts
+ * count such parts whole (an upper bound; the head's are exact). A range
+ * that cuts blocks costs one decode of each series' time chunk instead of
+ * two. ClickHouse: pd_storage_select. Errors as pd_storage_select. */
+int pd_storage_select_overlapping(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+                                  int64_t maxt, pd_series_set *out /* OUT */, pd_err *err);
 void pd_series_set_release(pd_series_set *set);
 
 typedef struct pd_point {
