@@ -73,6 +73,7 @@ typedef struct flags {
     int64_t grace_ms;         /* --storage.future-grace (0: storage default, 10m) */
     size_t retention_bytes;   /* --storage.retention.size (0: no limit) */
     size_t segment_bytes;     /* --storage.wal.segment-size (0: storage default, 32 MiB) */
+    int agg_workers;          /* --storage.aggregate-workers (0: storage default, the cores <= 4) */
     int enable_pprof;         /* --web.enable-pprof: 1 on, 0 off, -1 default (on for loopback) */
     const char *web_config;   /* --web.config.file (issue 20): TLS, basic auth, ... */
     bool enable_lifecycle;    /* --web.enable-lifecycle: POST /-/reload (issue 20 item 4) */
@@ -117,6 +118,8 @@ static void usage(FILE *f)
             "  --storage.retention.time=DUR    delete blocks older than this (default 15d)\n"
             "  --storage.retention.size=SIZE   delete oldest blocks while the store is larger\n"
             "                                  (e.g. 10GB; default: no limit)\n"
+            "  --storage.aggregate-workers=N   threads a merge sums its blocks on, 1 to 16\n"
+            "                                  (default: the cores, at most 4; 1: one by one)\n"
             "  --storage.future-grace=DUR      refuse profiles dated more than this after the\n"
             "                                  clock (default 10m); profiles older than the\n"
             "                                  retention time are refused too\n"
@@ -246,7 +249,8 @@ static int parse_flags(int argc, char **argv, flags *f)
             "--web.max-connections", "--web.max-connections-per-ip", "--web.config.file",
             "--web.allowed-hosts", "--storage.backend", "--clickhouse.url",
             "--clickhouse.database", "--clickhouse.user", "--clickhouse.password-file",
-            "--clickhouse.cluster", "--query.max-merge-concurrency"};
+            "--clickhouse.cluster", "--query.max-merge-concurrency",
+            "--storage.aggregate-workers"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -378,6 +382,14 @@ static int parse_flags(int argc, char **argv, flags *f)
                 return usage_error("--storage.wal.segment-size: \"%s\" is not a size from 64K to "
                                    "4G (e.g. 32M)",
                                    val);
+        } else if (strcmp(name, "--storage.aggregate-workers") == 0) {
+            char *end;
+            long v = strtol(val, &end, 10);
+            if (*end || end == val || v < 1 || v > PD_STORAGE_MAX_AGG_WORKERS)
+                return usage_error("--storage.aggregate-workers: \"%s\" is not a number from 1 "
+                                   "to 16",
+                                   val);
+            f->agg_workers = (int)v;
         } else if (strcmp(name, "--storage.retention.size") == 0) {
             if (parse_size(val, &f->retention_bytes) < 0)
                 return usage_error("--storage.retention.size: \"%s\" is not a size (e.g. 10GB)",
@@ -514,6 +526,7 @@ static int serve(const flags *f)
     so.retention_ms = f->retention_ms;
     so.future_grace_ms = f->grace_ms;
     so.retention_bytes = f->retention_bytes;
+    so.aggregate_workers = f->agg_workers;
     if (f->segment_bytes)
         so.segment_bytes = f->segment_bytes;
     char ch_password[512] = "";
@@ -564,6 +577,8 @@ static int serve(const flags *f)
     snprintf(v_qms, sizeof v_qms, "%zu", f->query_max_samples ? f->query_max_samples : 1000000);
     snprintf(v_body, sizeof v_body, "%zu", lim.max_body_bytes);
     char v_qconc[16], v_rto[32], v_mc[16], v_mcip[16]; /* the server's defaults when 0 */
+    char v_aggw[16];
+    snprintf(v_aggw, sizeof v_aggw, "%d", pd_storage_aggregate_workers(f->agg_workers));
     snprintf(v_qconc, sizeof v_qconc, "%u", f->query_threads ? f->query_threads : 4);
     pd_format_duration(f->read_timeout_ms ? f->read_timeout_ms : 30000, v_rto, sizeof v_rto);
     snprintf(v_mc, sizeof v_mc, "%u", f->max_conns ? f->max_conns : 4096);
@@ -595,7 +610,7 @@ static int serve(const flags *f)
                             "web.config.file", "web.enable-lifecycle",
                             "web.allowed-hosts", "storage.backend", "clickhouse.url",
                             "clickhouse.database", "clickhouse.user", "clickhouse.cluster",
-                            "query.max-merge-concurrency"};
+                            "query.max-merge-concurrency", "storage.aggregate-workers"};
     char v_churls[1024] = "";
     for (size_t i = 0, o = 0; i < f->n_ch_urls && o < sizeof v_churls; i++)
         o += (size_t)snprintf(v_churls + o, sizeof v_churls - o, "%s%s", i ? "," : "",
@@ -609,7 +624,7 @@ static int serve(const flags *f)
                              f->backend == PD_STORAGE_CLICKHOUSE ? "clickhouse" : "tsdb", v_churls,
                              f->ch_database ? f->ch_database : "profd",
                              f->ch_user ? f->ch_user : "default",
-                             f->ch_cluster ? f->ch_cluster : "", v_mmc};
+                             f->ch_cluster ? f->ch_cluster : "", v_mmc, v_aggw};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,

@@ -23,6 +23,8 @@
  *   bench_storage_speed --out DIR [--data DIR] [--testdata DIR] [--series S]
  *       [--points P] [--append-n N] [--wal-mb W] [--cut-instances K] [--mem-series M]
  *       [--reps R] [--query-seq NAME] [--only append,cut,query,replay,memory]
+ *       [--query-store DIR]  (only: query_range over a store bench_mkblock wrote,
+ *                             job="bench", S x P; see query_range_http.sh)
  *
  * Profiles: every *.pb.gz under --testdata (default PD_TESTDATA/pprof) and
  * under --data (bench/storage_size/collect.sh output, one directory per
@@ -613,12 +615,14 @@ static void read_lat(pd_storage *s, const pd_series_set *set, int64_t lo, size_t
     free(med), free(p99), free(v), free(cpu);
 }
 
+static const char *g_qjob = "query"; /* the job label of the series queried */
+
 static void query_range(pd_storage *s, int64_t lo, int64_t hi, size_t S, size_t P,
                         const char *what, pd_series_set *keep /* OUT */)
 {
     pd_matcher m;
     pd_err err;
-    pd_matcher_init(&m, PD_MATCH_EQ, "job", "query", &err);
+    pd_matcher_init(&m, PD_MATCH_EQ, "job", g_qjob, &err);
     double *v = calloc(g_reps + 2, sizeof *v), *sel = calloc(g_reps + 2, sizeof *sel),
            *cpu = calloc(g_reps + 2, sizeof *cpu);
     size_t runs = g_reps + 2;
@@ -662,6 +666,22 @@ static void query_range(pd_storage *s, int64_t lo, int64_t hi, size_t S, size_t 
     printf(")\n");
     pd_matcher_release(&m);
     free(v), free(sel), free(cpu);
+}
+
+/* --query-store DIR: query_range over the store at DIR as written by
+ * bench_mkblock (bench/storage_speed/query_range_http.sh: S series x P
+ * profiles of job="bench" in a block), without filling one here. */
+static void bench_query_store(const char *dir, size_t S, size_t P)
+{
+    pd_storage *s = open_store(dir, PD_FSYNC_NEVER, 0, NULL);
+    pd_storage_stats st;
+    pd_storage_stats_get(s, &st);
+    printf("query: the store at %s: %llu blocks, %llu profiles, [%lld, %lld]\n", dir,
+           (unsigned long long)st.n_blocks, (unsigned long long)st.n_profiles,
+           (long long)st.min_ts, (long long)st.max_ts);
+    g_qjob = "bench";
+    query_range(s, st.min_ts, st.max_ts, S, P, "block", NULL);
+    pd_storage_close(s);
 }
 
 static void bench_query(size_t S, size_t P, const char *qseq)
@@ -931,7 +951,7 @@ static bool want(const char *only, const char *what)
 
 int main(int argc, char **argv)
 {
-    const char *data = NULL, *testdata = PD_TESTDATA "/pprof", *only = NULL, *qseq = NULL;
+    const char *data = NULL, *testdata = PD_TESTDATA "/pprof", *only = NULL, *qseq = NULL, *qstore = NULL;
     size_t S = 1000, P = 720, n_append = 50000, wal_mb = 1024, inst = 4, mem_series = 10000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -964,6 +984,8 @@ int main(int argc, char **argv)
             only = v;
         else if (!strcmp(a, "--query-seq"))
             qseq = v;
+        else if (!strcmp(a, "--query-store"))
+            qstore = v;
         else {
             fprintf(stderr, "unknown argument %s\n", a);
             return 2;
@@ -972,12 +994,16 @@ int main(int argc, char **argv)
     if (!g_out || !S || !P || !g_reps) {
         fprintf(stderr, "usage: %s --out DIR [--data DIR] [--testdata DIR] [--series S] "
                         "[--points P] [--append-n N] [--wal-mb W] [--cut-instances K] "
-                        "[--mem-series M] [--reps R] [--query-seq NAME] "
+                        "[--mem-series M] [--reps R] [--query-seq NAME] [--query-store DIR] "
                         "[--only append,cut,query,replay,memory]\n",
                 argv[0]);
         return 2;
     }
     pd_log_set_level("warn");
+    if (qstore) {
+        bench_query_store(qstore, S, P);
+        return 0;
+    }
     mkdir(g_out, 0755);
     load_dir(testdata);
     if (data)

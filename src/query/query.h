@@ -45,8 +45,16 @@ void pd_matchers_free(pd_matcher *ms, size_t n);
  * sorted by labels, timestamps ascending, totals[i] the totals of point i.
  * sample_types are those of the first point (a series whose type list
  * changes over time keeps each point's totals as stored).
- * Reads no profile body. Errors: PD_EPARSE/PD_EINVAL (selector), PD_ENOMEM,
- * PD_ETOOBIG (out's cap), storage errors; on error out is left as it was. */
+ * Reads no profile body. With 128 series or more the series are read and
+ * written in contiguous shares (at least 64 each) on up to
+ * pd_storage_workers(st) threads, the first on the calling thread; the
+ * bytes are those of one thread, and the storage warnings of every share
+ * reach the calling thread's collector. Numbers are written as printf's
+ * "%lld" would (pd__query_fmt_i64). Room for the answer is reserved at once
+ * (about 120 bytes per profile, within out's cap).
+ * Errors: PD_EPARSE/PD_EINVAL (selector), PD_ENOMEM, PD_ETOOBIG (out's cap:
+ * only when the answer itself does not fit), storage errors (the first
+ * share's in series order); on error out is left as it was. */
 int pd_query_range(pd_storage *st, const char *selector, int64_t from, int64_t to, pd_buf *out,
                    pd_err *err);
 

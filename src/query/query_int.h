@@ -25,6 +25,18 @@ int pd__query_json_cstr(pd_buf *b, const char *s);
  * Returns 0, PD_ENOMEM or PD_ETOOBIG. */
 int pd__query_json_double(pd_buf *b, double v);
 
+/* The longest decimal int64_t: "-9223372036854775808". */
+#define PD_QUERY_I64_MAX 20
+
+/* Writes v in decimal to dst (no NUL; room for PD_QUERY_I64_MAX bytes):
+ * exactly what printf's "%lld" writes (tests/unit/query/test_json.c checks
+ * it on edge and random values). Returns the number of bytes written. */
+size_t pd__query_fmt_i64(char *dst, int64_t v);
+
+/* Appends v as a JSON integer, as pd__query_fmt_i64. 0, PD_ENOMEM or
+ * PD_ETOOBIG (b's cap). */
+int pd__query_json_i64(pd_buf *b, int64_t v);
+
 /* Cuts b back to `len` bytes (used to undo a partial append on failure). */
 void pd__query_buf_truncate(pd_buf *b, size_t len);
 

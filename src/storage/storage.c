@@ -34,6 +34,8 @@ int pd__tsdb_append(pd__tsdb_storage *s, const pd_labels *labels, int64_t ts_ms,
                     const uint8_t *body, size_t len, const pd_profile *profile, pd_err *err);
 int pd__tsdb_select(pd__tsdb_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
                     pd_series_set *out, pd_err *err);
+int pd__tsdb_select_overlapping(pd__tsdb_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+                                int64_t maxt, pd_series_set *out, pd_err *err);
 int pd__tsdb_read_points(pd__tsdb_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
                          pd_points *out, pd_err *err);
 int pd__tsdb_read_profile(pd__tsdb_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
@@ -51,6 +53,7 @@ int pd__tsdb_read_point_before(pd__tsdb_storage *s, uint64_t ref, int64_t t, pd_
 int pd__tsdb_maintain(pd__tsdb_storage *s, pd_err *err);
 int pd__tsdb_check_time_store(pd__tsdb_storage *s, int64_t ts_ms, pd_err *err);
 void pd__tsdb_stats_get(pd__tsdb_storage *s, pd_storage_stats *out);
+int pd__tsdb_workers(pd__tsdb_storage *s);
 
 struct pd_storage {
     pd_storage_backend backend;
@@ -227,6 +230,14 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
     return pd__tsdb_select(s->tsdb, ms, n, mint, maxt, out, err);
 }
 
+int pd_storage_select_overlapping(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+                                  int64_t maxt, pd_series_set *out, pd_err *err)
+{
+    if (s->ch)
+        return pd__ch_select(s->ch, ms, n, mint, maxt, out, err);
+    return pd__tsdb_select_overlapping(s->tsdb, ms, n, mint, maxt, out, err);
+}
+
 int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
                            pd_err *err)
 {
@@ -300,8 +311,14 @@ int pd_storage_aggregate_diff(pd_storage *s, pd_storage_agg_side side[2], pd_sto
                               int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err)
 {
     side[0].n_series = side[1].n_series = 0;
-    if (s->ch && one_group(&side[0]) && one_group(&side[1]))
-        return pd__ch_aggregate_diff(s->ch, side, fn, poll, ctx, err);
+    if (s->ch && one_group(&side[0]) && one_group(&side[1])) {
+        int rc = agg_enter(s, poll, ctx, err); /* one turn for the one pass */
+        if (rc < 0)
+            return rc;
+        rc = pd__ch_aggregate_diff(s->ch, side, fn, poll, ctx, err);
+        agg_leave(s);
+        return rc;
+    }
     /* the two walks, one side after the other */
     int rc = 0;
     for (int k = 0; k < 2 && rc >= 0; k++) {
@@ -325,6 +342,11 @@ int pd_storage_check_time(pd_storage *s, int64_t ts_ms, pd_err *err)
     if (s->ch)
         return pd__ch_check_time(s->ch, ts_ms, err);
     return pd__tsdb_check_time_store(s->tsdb, ts_ms, err);
+}
+
+int pd_storage_workers(pd_storage *s)
+{
+    return s->ch ? 1 : pd__tsdb_workers(s->tsdb);
 }
 
 void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)

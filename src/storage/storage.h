@@ -115,7 +115,26 @@ typedef struct pd_storage_options {
                                    for slices of about this many nanoseconds, then lets
                                    writers in (the lock prefers them) and resumes;
                                    0 = 1 ms (tests set 1 to slice as often as possible) */
+    int aggregate_workers;      /* --storage.aggregate-workers: threads pd_storage_aggregate
+                                   walks a query's blocks on (one (block, group) at a time
+                                   each; the parts still reach fn in order); 1 = the
+                                   calling thread walks them one after another; 0 = the
+                                   number of online cores, at most 4; capped at
+                                   PD_STORAGE_MAX_AGG_WORKERS */
 } pd_storage_options;
+
+#define PD_STORAGE_MAX_AGG_WORKERS 16
+
+/* The threads pd_storage_aggregate uses for the option value n
+ * (aggregate_workers): n capped at PD_STORAGE_MAX_AGG_WORKERS; n <= 0: the
+ * online cores (sysconf), at most 4. Always >= 1. Never fails. */
+int pd_storage_aggregate_workers(int n);
+
+/* The threads a caller may spread the reads of one query over (the query
+ * layer's query_range: a share of the series each): the TSDB's
+ * aggregate_workers as opened; 1 for ClickHouse (its reads are prefetched
+ * per thread by the select). Never fails. */
+int pd_storage_workers(pd_storage *s);
 
 /* Defaults for the options above with path "./data". */
 pd_storage_options pd_storage_options_default(void);
@@ -170,6 +189,17 @@ typedef struct pd_series_set {
  * series). Errors: PD_ENOMEM. out is overwritten. */
 int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
                       pd_series_set *out /* OUT */, pd_err *err);
+
+/* pd_storage_select for a caller that reads the points of every series
+ * selected anyway (query_range): the embedded store takes a block part
+ * that overlaps [mint, maxt] without reading its time chunk to count the
+ * profiles inside — so a series may be selected with no profile in the
+ * range (its points then come back empty), and n_profiles, min_ts, max_ts
+ * count such parts whole (an upper bound; the head's are exact). A range
+ * that cuts blocks costs one decode of each series' time chunk instead of
+ * two. ClickHouse: pd_storage_select. Errors as pd_storage_select. */
+int pd_storage_select_overlapping(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+                                  int64_t maxt, pd_series_set *out /* OUT */, pd_err *err);
 void pd_series_set_release(pd_series_set *set);
 
 typedef struct pd_point {
@@ -223,8 +253,8 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
  * and drop/keep frames from the first). So folding every part into a
  * pd_merge (query/query.h) gives the merge of the inputs one by one (up to
  * the order of samples, ids and of comments from different parts).
- * Order: the blocks in ascending time, in each the groups in the order of
- * their first ref; then the head, group by group (summed the same way on
+ * Order: the blocks in ascending time (blocks of equal start by block id),
+ * in each the groups in the order of their first ref; then the head, group by group (summed the same way on
  * the head's ids, a part per symbol generation; profiles replayed from the
  * log and not decomposed yet are handed over one per part). fn may be
  * called with the store's index read-locked: it must not call the store.
@@ -235,18 +265,27 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
  * Memory: one entry per distinct (stack, label set) of one group in one
  * block, never per profile. n_series (may be NULL) receives how many refs
  * have a block part or head profiles in the range.
+ * Threads: with aggregate_workers > 1 (options) and more than one (block,
+ * group) to sum, those are summed and symbolized on up to that many
+ * threads started for the call, and the calling thread hands the parts to
+ * fn in the order above (fn, poll and the warnings stay on the calling
+ * thread). Memory is then bounded by 2 x workers (block, group) sums held
+ * at once (parts ready, not yet handed over) plus one sum per worker.
  * Concurrency: appends go on during the walk — the head is walked holding
  * the index read lock for slices of aggregate_slice_ns (a push waits at
  * most about that long), the profiles appended meanwhile inside the range
  * may or may not be summed; a head cut during the walk waits for its end,
  * so every profile stored in the range before the call is summed once.
  * poll (may be NULL) is called with ctx at the start, every 16 profiles
- * summed and at the end (deadlines, a client gone): a negative code stops
- * the walk and is returned. At most max_aggregations (options) calls walk
- * the store at once: a call over the limit waits for a turn, calling poll
- * about every 20 ms meanwhile (its negative code ends the wait and is
- * returned); waiting calls are counted in profd_storage_merges_waiting and
- * their wait in profd_storage_merge_wait_seconds_total.
+ * summed and at the end (deadlines, a client gone) — on worker threads'
+ * walks: every 10 ms while waiting for them and after each (block, group)
+ * handed over: a negative code stops the walk (every worker stops before
+ * its next profile and is joined) and is returned. At most max_aggregations
+ * (options) calls walk the store at once: a call over the limit waits for a
+ * turn (turns go in arrival order), calling poll about every 20 ms
+ * meanwhile (its negative code ends the wait and is returned); waiting
+ * calls are counted in profd_storage_merges_waiting and their wait in
+ * profd_storage_merge_wait_seconds_total.
  * Errors: fn's or poll's negative code (stops the walk, returned), PD_ETOOBIG (more
  * than 4M distinct stacks in one part), -errno, PD_ENOMEM. */
 typedef struct pd_storage_agg_part {
@@ -397,6 +436,10 @@ typedef struct pd_storage_warnings {
 void pd_storage_warnings_begin(pd_storage_warnings *w /* OUT */);
 /* Stops collecting on the calling thread (w keeps its messages). */
 void pd_storage_warnings_end(void);
+/* Adds the messages of from (collected on another thread that read for the
+ * same answer) and its dropped count to the calling thread's collector, if
+ * one is active, with the rules above (identical ones once, the cap). */
+void pd_storage_warnings_add(const pd_storage_warnings *from);
 /* Frees the messages (and ends collection if w is still active). NULL is a
  * no-op. */
 void pd_storage_warnings_release(pd_storage_warnings *w);
@@ -411,6 +454,8 @@ typedef struct pd_storage_stats {
     uint64_t n_cuts, n_compactions, n_retention_deletes; /* since open */
     uint64_t n_aggregate_slices; /* since open: times an aggregation released the head's
                                     index lock mid-walk to let writers in */
+    uint64_t n_aggregate_parallel; /* since open: aggregations whose blocks were walked by
+                                      more than one worker thread (aggregate_workers) */
 } pd_storage_stats;
 
 /* One round of maintenance, as the background thread runs it: cuts the head

@@ -19,6 +19,7 @@
 #define pd_storage_close pd__tsdb_close
 #define pd_storage_append pd__tsdb_append
 #define pd_storage_select pd__tsdb_select
+#define pd_storage_select_overlapping pd__tsdb_select_overlapping
 #define pd_storage_read_points pd__tsdb_read_points
 #define pd_storage_read_profile pd__tsdb_read_profile
 #define pd_storage_aggregate pd__tsdb_aggregate

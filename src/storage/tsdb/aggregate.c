@@ -35,9 +35,16 @@
  * when the symbol generation changes; replayed profiles not decomposed yet
  * (WAL_ONLY) are read one by one (pd_storage_read_profile). Blocks come
  * first, in ascending time, then the head.
+ *
+ * The blocks' sums may run on a pool of threads (aggregate_workers; "the
+ * blocks walked on worker threads" below), handed to the caller in the
+ * same order as the one-by-one walk.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/time.h"
 #include "base/u64map.h"
@@ -74,6 +81,11 @@ typedef struct agg {
        walked */
     const struct agg_w *wt;
     size_t cur_i;
+    /* a block walk on a worker thread (walk_pool below): take receives each
+       part's profile (and owns it) instead of fn; the walk stops (PD_ECANCELED)
+       once *stop is set; poll is NULL there */
+    int (*take)(void *ctx, const pd_storage_agg_part *part, pd_profile *p, pd_err *err);
+    const int *stop;
 } agg;
 
 /* The weights of one series' profiles in a delta aggregation: on == false
@@ -178,6 +190,10 @@ static int agg_flush(agg *a)
     pd_profile p;
     if ((rc = pd__dprof_to_profile(a->sym, &d, &p, a->err)) < 0)
         goto out;
+    if (a->take) { /* a worker's part: kept for the calling thread's fn, in order */
+        rc = a->take(a->ctx, &a->part, &p, a->err);
+        goto out;
+    }
     /* p owns its strings (pd_profile_intern): the caller's fold needs no
        lock of the store, and the head walk lets writers in meanwhile */
     if (a->fn_unlock)
@@ -212,6 +228,8 @@ static int agg_add(void *ctx, const pd_dprof *d)
     int rc;
     if (a->poll && (++a->n_added & 15) == 0 && (rc = a->poll(a->ctx, a->err)) < 0)
         return rc;
+    if (a->stop && __atomic_load_n(a->stop, __ATOMIC_RELAXED))
+        return PD_ECANCELED;
     int w = agg_weight(a, a->cur_i, d->ts);
     return w ? agg_add_w(a, d, w) : 0;
 }
@@ -498,11 +516,309 @@ static int cmp_entry_order(const void *x, const void *y)
     const entry *a = x, *b = y;
     if (a->bmint != b->bmint)
         return a->bmint < b->bmint ? -1 : 1;
-    if (a->hb != b->hb)
-        return (uintptr_t)a->hb < (uintptr_t)b->hb ? -1 : 1;
+    if (a->hb != b->hb) /* blocks of equal start (cut apart): by id, the same every run */
+        return strcmp(pd__block_meta(a->hb->b)->ulid, pd__block_meta(b->hb->b)->ulid) < 0 ? -1 : 1;
     if (a->gfirst != b->gfirst)
         return a->gfirst < b->gfirst ? -1 : 1;
     return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* ---- the blocks walked on worker threads ----
+ *
+ * A query's block work is a list of *units*: the entries of one block and
+ * one group ([k, e) of the sorted entries), each summed into one or more
+ * parts. With aggregate_workers > 1 (storage.h) and two units or more,
+ * walk_pool starts min(workers, units) threads for the call; each takes the
+ * next unit not yet taken, sums it with its own agg (its own hash map),
+ * symbolizes its parts (pd__dprof_to_profile, reading the block's symbols,
+ * which are immutable) and keeps them in the unit. The calling thread hands
+ * the units' parts to fn strictly in unit order — the order of the one-by-
+ * one walk — and, for the damage a worker met, calls the hblock's reporting
+ * (pd__tsdb_hb_damaged, _warn_known) there too, so that the warnings reach
+ * the caller's collector (a per-thread one) in the same order.
+ *
+ * Memory: a worker takes unit u only while u < delivered + window, window =
+ * 2 x threads: at most `window` units' parts are held at once (each one
+ * entry per distinct (stack, label set) of one group in one block,
+ * symbolized), plus one sum map per thread — never per profile.
+ *
+ * Stopping: the calling thread calls poll at least every POOL_POLL_MS while
+ * it waits and after each unit handed over; a negative code (a deadline, a
+ * client gone), an error of fn or of a unit (the first in unit order) sets
+ * stop, which every worker sees before its next profile (PD_ECANCELED), and
+ * the call returns after joining them. Errors of units after the first
+ * failed one are dropped with their parts, as the one-by-one walk would
+ * never have reached them. */
+
+#define POOL_POLL_MS 10
+
+typedef struct wpart {
+    pd_storage_agg_part part;
+    pd_profile p; /* owned */
+} wpart;
+
+typedef struct wdmg { /* damage met by a worker, reported by the calling thread */
+    size_t j;         /* the entry */
+    bool known;       /* already known damaged: pd__tsdb_hb_warn_known */
+    pd_err e;         /* else what the read said: pd__tsdb_hb_damaged */
+} wdmg;
+
+typedef struct wunit {
+    size_t k, e; /* its entries */
+    int state;   /* 0 to walk, 1 being walked, 2 walked (pool mu) */
+    int rc;
+    pd_err err;
+    wpart *parts;
+    size_t n_parts, cap_parts;
+    wdmg *dmg;
+    size_t n_dmg, cap_dmg;
+} wunit;
+
+typedef struct wpool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv_done; /* a unit was walked (CLOCK_MONOTONIC) */
+    pthread_cond_t cv_work; /* delivered moved, or stop */
+    wunit *u;
+    size_t n_u, next, delivered, window;
+    int stop; /* __atomic; written under mu */
+    const entry *es;
+    const agg_w *wt;
+    int64_t mint, maxt;
+} wpool;
+
+static void unit_release(wunit *u)
+{
+    for (size_t i = 0; i < u->n_parts; i++)
+        pd_profile_release(&u->parts[i].p);
+    free(u->parts);
+    free(u->dmg);
+    u->parts = NULL;
+    u->dmg = NULL;
+    u->n_parts = u->n_dmg = 0;
+}
+
+/* agg.take of a worker: keeps the part in its unit (a->ctx). */
+static int take_part(void *ctx, const pd_storage_agg_part *part, pd_profile *p, pd_err *err)
+{
+    wunit *u = ctx;
+    if (u->n_parts == u->cap_parts) {
+        size_t nc = u->cap_parts ? 2 * u->cap_parts : 4;
+        wpart *np = realloc(u->parts, nc * sizeof *np);
+        if (!np) {
+            pd_profile_release(p);
+            return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+        }
+        u->parts = np;
+        u->cap_parts = nc;
+    }
+    u->parts[u->n_parts].part = *part;
+    u->parts[u->n_parts++].p = *p; /* moved */
+    return 0;
+}
+
+static int add_dmg(wunit *u, size_t j, bool known, const pd_err *e)
+{
+    if (u->n_dmg == u->cap_dmg) {
+        size_t nc = u->cap_dmg ? 2 * u->cap_dmg : 4;
+        wdmg *nd = realloc(u->dmg, nc * sizeof *nd);
+        if (!nd)
+            return PD_ENOMEM;
+        u->dmg = nd;
+        u->cap_dmg = nc;
+    }
+    wdmg *d = &u->dmg[u->n_dmg++];
+    d->j = j;
+    d->known = known;
+    if (e)
+        d->e = *e;
+    else
+        pd_err_clear(&d->e);
+    return 0;
+}
+
+/* Sums unit u's entries with a (a worker's), as the one-by-one loop of
+ * aggregate() does, into u's parts and damage list. */
+static void walk_unit(wpool *w, wunit *u, agg *a)
+{
+    const entry *es = w->es;
+    pd_err_clear(&u->err);
+    a->sym = pd__block_symbols(es[u->k].hb->b);
+    a->part = (pd_storage_agg_part){.series = es[u->k].i};
+    a->ctx = u;
+    a->err = &u->err;
+    int rc = 0;
+    for (size_t j = u->k; j < u->e && rc >= 0; j++) {
+        if (pd__tsdb_hb_bad(es[j].hb, es[j].id)) {
+            if (add_dmg(u, j, true, NULL) < 0)
+                rc = pd_err_set(&u->err, PD_ENOMEM, "aggregate: out of memory");
+            continue;
+        }
+        a->part.n_series++;
+        a->cur_i = es[j].i;
+        rc = pd__block_series_foreach_dprof(es[j].hb->b, es[j].id, w->mint, w->maxt, agg_add, a,
+                                            &u->err);
+        if (rc == PD_ECORRUPT) { /* what read is summed; the damage is reported */
+            if (add_dmg(u, j, false, &u->err) < 0)
+                rc = pd_err_set(&u->err, PD_ENOMEM, "aggregate: out of memory");
+            else
+                rc = 0;
+            pd_err_clear(&u->err);
+        }
+    }
+    if (rc >= 0)
+        rc = agg_flush(a);
+    else
+        agg_clear(a); /* the next unit starts empty */
+    u->rc = rc;
+}
+
+static void *pool_worker(void *arg)
+{
+    wpool *w = arg;
+    pthread_setname_np(pthread_self(), "pd-aggregate"); /* in top -H, perf */
+    agg a = {.wt = w->wt, .take = take_part, .stop = &w->stop};
+    pd_u64map_init(&a.map);
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->stop && w->next < w->n_u && w->next >= w->delivered + w->window)
+            pthread_cond_wait(&w->cv_work, &w->mu);
+        if (w->stop || w->next >= w->n_u)
+            break;
+        wunit *u = &w->u[w->next++];
+        u->state = 1;
+        pthread_mutex_unlock(&w->mu);
+        walk_unit(w, u, &a);
+        pthread_mutex_lock(&w->mu);
+        u->state = 2;
+        pthread_cond_broadcast(&w->cv_done);
+    }
+    pthread_mutex_unlock(&w->mu);
+    agg_release(&a);
+    return NULL;
+}
+
+/* The block part of aggregate() on a pool of threads (see above): es[0..n_es)
+ * sorted, units = runs of equal (hb, gfirst). Returns fn's, poll's or the
+ * first failed unit's code, or 0; *started = false (nothing done) when
+ * there is a single unit or no thread could be started, so the caller
+ * walks one by one. */
+static int walk_pool(pd_storage *s, const entry *es, size_t n_es, const uint64_t *refs,
+                     const agg_w *wt, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t threads,
+                     bool *started, pd_err *err)
+{
+    *started = false;
+    size_t n_u = 0;
+    for (size_t k = 0; k < n_es; k++)
+        n_u += !k || es[k].hb != es[k - 1].hb || es[k].gfirst != es[k - 1].gfirst;
+    if (n_u < 2)
+        return 0; /* nothing to share: the one-by-one walk */
+    wpool w = {.es = es, .wt = wt, .mint = mint, .maxt = maxt, .n_u = n_u};
+    if (!(w.u = calloc(n_u, sizeof *w.u)))
+        return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
+    for (size_t k = 0, x = 0; k < n_es; x++) {
+        size_t e = k;
+        while (e < n_es && es[e].hb == es[k].hb && es[e].gfirst == es[k].gfirst)
+            e++;
+        w.u[x].k = k;
+        w.u[x].e = e;
+        k = e;
+    }
+    if (threads > n_u)
+        threads = n_u;
+    w.window = 2 * threads;
+    pthread_t *tid = calloc(threads, sizeof *tid);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv_done, &ca);
+    pthread_cond_init(&w.cv_work, NULL);
+    pthread_condattr_destroy(&ca);
+    size_t n_t = 0;
+    while (tid && n_t < threads && pthread_create(&tid[n_t], NULL, pool_worker, &w) == 0)
+        n_t++;
+    int rc = 0;
+    if (!n_t)
+        goto out;
+    *started = true;
+    if (n_t > 1)
+        __atomic_add_fetch(&s->n_agg_parallel, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&w.mu);
+    for (size_t x = 0; x < n_u && rc >= 0; x++) {
+        wunit *u = &w.u[x];
+        while (u->state != 2 && rc >= 0) {
+            if (poll) {
+                pthread_mutex_unlock(&w.mu);
+                rc = poll(ctx, err);
+                pthread_mutex_lock(&w.mu);
+                if (rc < 0)
+                    break;
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += POOL_POLL_MS * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            if (u->state != 2)
+                pthread_cond_timedwait(&w.cv_done, &w.mu, &ts);
+        }
+        if (rc < 0)
+            break;
+        pthread_mutex_unlock(&w.mu);
+        /* in the order of the one-by-one walk: damage, then the parts */
+        for (size_t d = 0; d < u->n_dmg; d++) {
+            const entry *en = &es[u->dmg[d].j];
+            if (u->dmg[d].known)
+                pd__tsdb_hb_warn_known(en->hb, en->id, refs[en->i]);
+            else
+                pd__tsdb_hb_damaged(en->hb, en->id, &u->dmg[d].e);
+        }
+        for (size_t i = 0; i < u->n_parts && rc >= 0; i++) /* those flushed before a failure too */
+            rc = fn(ctx, &u->parts[i].part, &u->parts[i].p, err);
+        if (u->rc < 0 && rc >= 0) {
+            rc = u->rc;
+            if (err)
+                *err = u->err;
+        }
+        unit_release(u);
+        if (rc >= 0 && poll)
+            rc = poll(ctx, err);
+        pthread_mutex_lock(&w.mu);
+        w.delivered = x + 1;
+        pthread_cond_broadcast(&w.cv_work);
+    }
+    __atomic_store_n(&w.stop, 1, __ATOMIC_RELAXED);
+    pthread_cond_broadcast(&w.cv_work);
+    pthread_mutex_unlock(&w.mu);
+    for (size_t t = 0; t < n_t; t++)
+        pthread_join(tid[t], NULL);
+out:
+    for (size_t x = 0; x < n_u; x++)
+        unit_release(&w.u[x]);
+    free(w.u);
+    free(tid);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv_done);
+    pthread_cond_destroy(&w.cv_work);
+    return rc;
+}
+
+/* storage.c's pd_storage_workers for this backend */
+int pd__tsdb_workers(pd_storage *s);
+int pd__tsdb_workers(pd_storage *s)
+{
+    return s->agg_workers;
+}
+
+int pd_storage_aggregate_workers(int n)
+{
+    if (n > 0)
+        return n < PD_STORAGE_MAX_AGG_WORKERS ? n : PD_STORAGE_MAX_AGG_WORKERS;
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c < 1 ? 1 : c > 4 ? 4 : (int)c;
 }
 
 /* pd_storage_aggregate, and with wt (per index of refs, may be NULL) the
@@ -574,7 +890,11 @@ static int aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group,
     pd_u64map_init(&a.map);
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out;
-    for (size_t k = 0; k < n_es && rc >= 0;) {
+    bool pooled = false;
+    if (s->agg_workers > 1 && n_es > 1)
+        rc = walk_pool(s, es, n_es, refs, wt, mint, maxt, fn, poll, ctx, (size_t)s->agg_workers,
+                       &pooled, err);
+    for (size_t k = 0; k < n_es && rc >= 0 && !pooled;) {
         size_t e = k;
         while (e < n_es && es[e].hb == es[k].hb && es[e].gfirst == es[k].gfirst)
             e++;

@@ -837,16 +837,23 @@ int pd__block_read_points(pd_block *b, uint32_t id, int64_t mint, int64_t maxt, 
                 goto nomem;
         }
     }
-    for (size_t i = 0; i < t.n; i++) {
-        if (t.ts[i] < mint || t.ts[i] > maxt)
-            continue;
+    /* the totals of the points in range, in one piece (no allocation per point) */
+    size_t lo = 0, hi = t.n;
+    while (lo < t.n && t.ts[lo] < mint)
+        lo++;
+    while (hi > lo && t.ts[hi - 1] > maxt)
+        hi--;
+    size_t n_tot = (size_t)(t.tot_off[hi] - t.tot_off[lo]);
+    int64_t *tot = pd_arena_alloc(a, (n_tot + 1) * sizeof *tot);
+    if (!tot)
+        goto nomem;
+    memcpy(tot, t.totals + t.tot_off[lo], n_tot * sizeof *tot);
+    for (size_t i = lo; i < hi; i++) { /* ts ascending: [lo, hi) is the range */
         pd_point *pt = &out->v[out->n++];
         pt->ts_ms = t.ts[i];
         pt->n_types = (size_t)(t.tot_off[i + 1] - t.tot_off[i]);
         pt->types = sets[t.tset[i]];
-        if (!(pt->totals = pd_arena_calloc(a, pt->n_types + 1, sizeof *pt->totals)))
-            goto nomem;
-        memcpy(pt->totals, t.totals + t.tot_off[i], pt->n_types * sizeof *pt->totals);
+        pt->totals = tot + (t.tot_off[i] - t.tot_off[lo]);
     }
     pd__tchunk_release(&t);
     return 0;

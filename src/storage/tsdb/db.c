@@ -880,6 +880,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     s->grace_ms = opts->future_grace_ms ? opts->future_grace_ms : 10 * 60 * 1000;
     s->clock = opts->clock_ms ? opts->clock_ms : pd_now_ms;
     s->agg_slice_ns = opts->aggregate_slice_ns > 0 ? opts->aggregate_slice_ns : HEAD_SLICE_NS;
+    s->agg_workers = pd_storage_aggregate_workers(opts->aggregate_workers);
     s->retention_bytes = opts->retention_bytes;
     s->maint_ms = opts->maintenance_ms ? opts->maintenance_ms : 60 * 1000;
     if (!(s->path = strdup(path)) || pd__hmem_init(&s->hm) < 0) {
@@ -1034,6 +1035,7 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
     out->n_cuts = __atomic_load_n(&s->n_cuts, __ATOMIC_RELAXED);
     out->n_compactions = __atomic_load_n(&s->n_compactions, __ATOMIC_RELAXED);
     out->n_aggregate_slices = __atomic_load_n(&s->n_agg_slices, __ATOMIC_RELAXED);
+    out->n_aggregate_parallel = __atomic_load_n(&s->n_agg_parallel, __ATOMIC_RELAXED);
     out->n_retention_deletes = __atomic_load_n(&s->n_ret_deletes, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&s->idx);
 }

@@ -129,6 +129,8 @@ struct pd_storage {
     int64_t retention_ms;      /* <= 0: no time retention (nor lower bound on appends) */
     int64_t agg_slice_ns;      /* aggregate.c: head walk slices (storage.h) */
     uint64_t n_agg_slices;     /* their count (atomic) */
+    int agg_workers;           /* aggregate.c: block walk threads (storage.h), >= 1 */
+    uint64_t n_agg_parallel;   /* walks that used more than one (atomic) */
     int64_t grace_ms;          /* <= 0: no upper bound on appends */
     int64_t (*clock)(void);    /* wall clock, Unix ms */
     uint64_t retention_bytes;  /* 0: no size retention */

@@ -44,9 +44,10 @@ static int cmp_series_info(const void *a, const void *b)
 }
 
 /* select's test of one series: appends it to out (capacity *cap) when it has
- * profiles in [mint, maxt] and matches. 0 or PD_ENOMEM. idx read lock. */
+ * profiles in [mint, maxt] and matches (!exact: a block part overlapping
+ * the range counts whole, unread). 0 or PD_ENOMEM. idx read lock. */
 static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t mint,
-                      int64_t maxt, pd_series_set *out, size_t *cap)
+                      int64_t maxt, bool exact, pd_series_set *out, size_t *cap)
 {
     bool matched = false;
     size_t cnt = 0;
@@ -82,7 +83,7 @@ static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t 
         }
         int64_t bmn = r->mint, bmx = r->maxt;
         size_t bn = (size_t)r->n;
-        if (r->mint < mint || r->maxt > maxt) {
+        if (exact && (r->mint < mint || r->maxt > maxt)) {
             pd_points pts;
             pd_err e;
             pd_err_clear(&e);
@@ -131,8 +132,8 @@ static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t 
     return 0;
 }
 
-int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
-                      pd_series_set *out, pd_err *err)
+static int select_series(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+                         int64_t maxt, bool exact, pd_series_set *out, pd_err *err)
 {
     out->v = NULL;
     out->n = 0;
@@ -149,12 +150,12 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
         rc = pd__postings_select(&s->post, ms, n, &refs, &n_refs, &all);
     if (rc == 0 && all) {
         for (size_t i = 0; i < s->n_series && rc == 0; i++)
-            rc = select_one(s->by_ref[i], ms, n, mint, maxt, out, &cap);
+            rc = select_one(s->by_ref[i], ms, n, mint, maxt, exact, out, &cap);
     } else {
         for (size_t i = 0; i < n_refs && rc == 0; i++) {
             const series *se = pd__tsdb_find_by_ref(s, refs[i]);
             if (se)
-                rc = select_one(se, ms, n, mint, maxt, out, &cap);
+                rc = select_one(se, ms, n, mint, maxt, exact, out, &cap);
         }
     }
     free(refs);
@@ -166,6 +167,18 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
     if (out->n > 1)
         qsort(out->v, out->n, sizeof *out->v, cmp_series_info);
     return 0;
+}
+
+int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                      pd_series_set *out, pd_err *err)
+{
+    return select_series(s, ms, n, mint, maxt, true, out, err);
+}
+
+int pd_storage_select_overlapping(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+                                  int64_t maxt, pd_series_set *out, pd_err *err)
+{
+    return select_series(s, ms, n, mint, maxt, false, out, err);
 }
 
 void pd_series_set_release(pd_series_set *set)
@@ -338,6 +351,19 @@ unlock:
             rc = 0;
             continue;
         }
+        if (nv == 0 && k == n_brs - 1) {
+            /* the only source with points (a range within one block, the
+               common case of a timeline): handed over as read, no copy */
+            if (!bp.n) {
+                pd_points_release(&bp);
+                goto out;
+            }
+            pd_arena_release(a);
+            free(a);
+            a = NULL;
+            *out = bp;
+            goto out;
+        }
         rc = copy_block_points(a, &bp, &v, &nv, &cap);
         pd_points_release(&bp);
         if (rc < 0)
@@ -371,6 +397,8 @@ out:
     free(brs);
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "read points of series %llu: out of memory", (unsigned long long)ref);
+    if (!a) /* out holds a block's points (above) */
+        return 0;
     if (rc < 0 || out->n == 0) {
         pd_arena_release(a);
         free(a);

@@ -22,6 +22,15 @@ void pd_storage_warnings_begin(pd_storage_warnings *w)
 
 void pd_storage_warnings_end(void) { g_sink = NULL; }
 
+void pd_storage_warnings_add(const pd_storage_warnings *from)
+{
+    if (!g_sink || !from || from == g_sink)
+        return;
+    for (size_t i = 0; i < from->n; i++)
+        pd__storage_warn("%s", from->v[i]);
+    g_sink->dropped += from->dropped;
+}
+
 void pd_storage_warnings_release(pd_storage_warnings *w)
 {
     if (!w)

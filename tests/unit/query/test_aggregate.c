@@ -12,6 +12,10 @@
  *             series pushes the head past them);
  *   mixed     the older part in blocks, the newer in the head;
  *   compacted blocks, then compacted (checked: compactions > 0).
+ * The stores walk their blocks on the default number of worker threads
+ * (storage.h aggregate_workers); test_blocks_pool checks that 3 workers hand
+ * over exactly the parts, in the same order, that 1 does (several blocks,
+ * groups, deltas), and that a poll's or fn's error stops the workers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -161,6 +165,8 @@ typedef struct fixture {
     store_kind kind;
 } fixture;
 
+static int g_workers; /* aggregate_workers of the stores opened (0: the default) */
+
 static void open_store(fixture *fx, store_kind kind)
 {
     fx->kind = kind;
@@ -176,6 +182,7 @@ static void open_store(fixture *fx, store_kind kind)
     o.block_duration_ms = kind == ST_HEAD || kind == ST_HEAD_SLICED ? -1 : DUR;
     if (kind == ST_HEAD_SLICED)
         o.aggregate_slice_ns = 1;
+    o.aggregate_workers = g_workers;
     NOW = T_END + 1000;
     pd_err err = {{0}};
     if (pd_storage_open(&o, &fx->st, &err))
@@ -206,7 +213,8 @@ static void open_store(fixture *fx, store_kind kind)
         if (rc)
             fail_msg("append pusher: %s", err.msg);
     }
-    for (int k = 0; k < 8 && kind != ST_HEAD && kind != ST_HEAD_SLICED; k++)
+    /* the pool test keeps the blocks the cuts wrote (compaction would leave few) */
+    for (int k = 0; k < 8 && kind != ST_HEAD && kind != ST_HEAD_SLICED && !g_workers; k++)
         if (pd_storage_maintain(fx->st, &err))
             fail_msg("maintain: %s", err.msg);
     pd_storage_stats s;
@@ -616,6 +624,185 @@ static void test_diff_avg(void **state)
     close_store(&fx);
 }
 
+/* ---- the block walk on worker threads against the one-by-one walk ---- */
+
+typedef struct recorder {
+    pd_buf out;    /* every part: its pd_storage_agg_part, then canonical() */
+    size_t n_fn;   /* fn calls */
+    size_t fail_at; /* fn returns PD_EINVAL at this call (0: never) */
+    size_t n_poll;
+    size_t poll_fail_at; /* poll returns PD_ETIMEOUT at this call (0: never) */
+} recorder;
+
+static int record_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p,
+                       pd_err *err)
+{
+    recorder *r = ctx;
+    if (++r->n_fn == r->fail_at)
+        return pd_err_set(err, PD_EINVAL, "fn gave up");
+    pd_buf_printf(&r->out, "part series=%zu n_series=%zu n_profiles=%zu [%" PRId64 ", %" PRId64
+                           "]\n",
+                  part->series, part->n_series, part->n_profiles, part->min_ts - T0,
+                  part->max_ts - T0);
+    canonical(p, &r->out);
+    return 0;
+}
+
+static int record_poll(void *ctx, pd_err *err)
+{
+    recorder *r = ctx;
+    if (++r->n_poll == r->poll_fail_at)
+        return pd_err_set(err, PD_ETIMEOUT, "deadline");
+    return 0;
+}
+
+/* Every aggregation of the store's series (each selector, all together and
+ * by instance, plain and with deltas) recorded in order into r->out. */
+static void record_all(fixture *fx, recorder *r)
+{
+    static const char *sels[] = {"heap", "cpu", "allocs", "goroutine", "{job=\"demo\"}"};
+    pd_err err = {{0}};
+    for (size_t k = 0; k < sizeof sels / sizeof *sels; k++) {
+        pd_matcher *ms;
+        size_t n;
+        pd_series_set set;
+        assert_int_equal(pd_selector_parse(sels[k], &ms, &n, &err), 0);
+        assert_int_equal(pd_storage_select(fx->st, ms, n, T0, T_END, &set, &err), 0);
+        uint64_t *refs = calloc(set.n + 1, sizeof *refs), *mask = calloc(set.n + 1, sizeof *mask);
+        uint32_t *by = calloc(set.n + 1, sizeof *by);
+        for (size_t i = 0; i < set.n; i++) {
+            refs[i] = set.v[i].ref;
+            by[i] = (uint32_t)(pd_labels_get(&set.v[i].labels, "instance")[1] - '0');
+            mask[i] = i % 2 ? ~(uint64_t)0 : 0; /* every other series as deltas */
+        }
+        for (int g = 0; g < 2; g++) {
+            pd_buf_printf(&r->out, "== %s %s\n", sels[k], g ? "by instance" : "all");
+            size_t ns = 0;
+            int rc = pd_storage_aggregate(fx->st, refs, g ? by : NULL, set.n, T0, T_END,
+                                          record_part, record_poll, r, &ns, &err);
+            if (rc)
+                fail_msg("aggregate %s: %s", sels[k], err.msg);
+            size_t nd = 0;
+            pd_buf_printf(&r->out, "series %zu\n== deltas\n", ns);
+            rc = pd_storage_aggregate_delta(fx->st, refs, g ? by : NULL, mask, set.n,
+                                            T0 + 2 * STEP, T_END, record_part, record_poll, r,
+                                            &ns, &nd, &err);
+            if (rc)
+                fail_msg("aggregate_delta %s: %s", sels[k], err.msg);
+            pd_buf_printf(&r->out, "series %zu deltas %zu\n", ns, nd);
+        }
+        free(refs);
+        free(mask);
+        free(by);
+        pd_series_set_release(&set);
+        pd_matchers_free(ms, n);
+    }
+}
+
+/* One aggregation of every series with r's failure points; its code. */
+static int aggregate_all(fixture *fx, recorder *r, pd_err *err)
+{
+    pd_series_set set;
+    assert_int_equal(pd_storage_select(fx->st, NULL, 0, T0, T_END, &set, err), 0);
+    uint64_t *refs = calloc(set.n + 1, sizeof *refs);
+    uint32_t *by = calloc(set.n + 1, sizeof *by);
+    for (size_t i = 0; i < set.n; i++) {
+        refs[i] = set.v[i].ref;
+        by[i] = (uint32_t)i; /* each series alone: many units per block */
+    }
+    int rc = pd_storage_aggregate(fx->st, refs, by, set.n, T0, T_END, record_part, record_poll,
+                                  r, NULL, err);
+    free(refs);
+    free(by);
+    pd_series_set_release(&set);
+    return rc;
+}
+
+/* Closes fx's store and opens its directory again with `workers` threads
+ * (the same blocks, ids and head: the parts' order is the same). */
+static void reopen(fixture *fx, int workers)
+{
+    pd_storage_close(fx->st);
+    pd_storage_options o = pd_storage_options_default();
+    o.path = fx->dir;
+    o.fsync = PD_FSYNC_NEVER;
+    o.clock_ms = test_clock;
+    o.retention_ms = 7LL * 24 * 3600 * 1000;
+    o.future_grace_ms = -1;
+    o.maintenance_ms = -1;
+    o.block_duration_ms = DUR;
+    o.aggregate_workers = workers;
+    pd_err err = {{0}};
+    if (pd_storage_open(&o, &fx->st, &err))
+        fail_msg("reopen %s: %s", fx->dir, err.msg);
+}
+
+static void check_pool(store_kind kind)
+{
+    recorder one = {0}, three = {0};
+    pd_buf_init(&one.out, 0);
+    pd_buf_init(&three.out, 0);
+    fixture fx;
+    pd_storage_stats ss;
+    g_workers = 1;
+    open_store(&fx, kind);
+    pd_storage_stats_get(fx.st, &ss);
+    printf("%s store: %llu blocks, %llu head profiles\n", KIND[kind],
+           (unsigned long long)ss.n_blocks, (unsigned long long)ss.n_head_profiles);
+    assert_true(ss.n_blocks >= 3);
+    reopen(&fx, 1); /* both recordings after an open: the head replayed alike */
+    record_all(&fx, &one);
+    pd_storage_stats_get(fx.st, &ss);
+    assert_int_equal(ss.n_aggregate_parallel, 0);
+    recorder r1 = {0};
+    pd_buf_init(&r1.out, 0);
+    pd_err err = {{0}};
+    assert_int_equal(aggregate_all(&fx, &r1, &err), 0);
+    reopen(&fx, 3);
+    record_all(&fx, &three);
+    pd_storage_stats_get(fx.st, &ss);
+    assert_true(ss.n_aggregate_parallel >= 10); /* the walks above ran on the pool */
+    same_text(KIND[kind], &one.out, &three.out);
+    assert_true(one.out.len > 10000);
+
+    /* each series alone (many units per block): the same parts in order */
+    recorder r = {0};
+    pd_buf_init(&r.out, 0);
+    assert_int_equal(aggregate_all(&fx, &r, &err), 0);
+    same_text("each series alone", &r1.out, &r.out);
+    printf("each series alone: %zu parts\n", r.n_fn);
+    assert_true(r.n_fn > 12); /* more parts than blocks: a unit per series and block */
+    pd_buf_release(&r.out);
+    pd_buf_release(&r1.out);
+
+    /* errors stop the walk and are returned: fn's, at its 3rd part */
+    r = (recorder){.fail_at = 3};
+    pd_buf_init(&r.out, 0);
+    assert_int_equal(aggregate_all(&fx, &r, &err), PD_EINVAL);
+    assert_string_equal(err.msg, "fn gave up");
+    assert_int_equal(r.n_fn, 3);
+    pd_buf_release(&r.out);
+    /* poll's (a deadline), at its 4th call: no part handed over after it
+       (the pool polls after each unit handed over and while it waits) */
+    r = (recorder){.poll_fail_at = 4};
+    pd_buf_init(&r.out, 0);
+    assert_int_equal(aggregate_all(&fx, &r, &err), PD_ETIMEOUT);
+    assert_string_equal(err.msg, "deadline");
+    assert_true(r.n_fn < 4);
+    pd_buf_release(&r.out);
+    close_store(&fx);
+    g_workers = 0;
+    pd_buf_release(&one.out);
+    pd_buf_release(&three.out);
+}
+
+static void test_blocks_pool(void **state)
+{
+    (void)state;
+    check_pool(ST_BLOCKS);
+    check_pool(ST_MIXED);
+}
+
 static void test_head(void **state)
 {
     (void)state;
@@ -649,7 +836,7 @@ int main(void)
         cmocka_unit_test(test_head),     cmocka_unit_test(test_head_sliced),
         cmocka_unit_test(test_blocks),
         cmocka_unit_test(test_mixed),    cmocka_unit_test(test_compacted),
-        cmocka_unit_test(test_diff_avg),
+        cmocka_unit_test(test_diff_avg), cmocka_unit_test(test_blocks_pool),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (size_t i = 0; i < N_INPUTS; i++) {

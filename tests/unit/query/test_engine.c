@@ -242,6 +242,201 @@ static void test_range(void **state)
     pd_buf_release(&out);
 }
 
+/* The answer's numbers are reserved for in one piece (an overestimate):
+ * a response cap exactly the answer's size still gives the whole answer
+ * (the exact path), one byte less gives PD_ETOOBIG and an empty buffer. */
+static void test_range_cap(void **state)
+{
+    fixture *fx = *state;
+    pd_buf full, capped;
+    pd_err err = {{0}};
+    pd_buf_init(&full, 0);
+    assert_int_equal(pd_query_range(fx->st, "{job=~\".+\"}", 0, 10000, &full, &err), 0);
+    assert_true(full.len > 100);
+    pd_buf_init(&capped, full.len);
+    assert_int_equal(pd_query_range(fx->st, "{job=~\".+\"}", 0, 10000, &capped, &err), 0);
+    assert_int_equal(capped.len, full.len);
+    assert_memory_equal(capped.data, full.data, full.len);
+    pd_buf_release(&capped);
+    pd_buf_init(&capped, full.len - 1);
+    assert_int_equal(pd_query_range(fx->st, "{job=~\".+\"}", 0, 10000, &capped, &err),
+                     PD_ETOOBIG);
+    assert_int_equal(capped.len, 0);
+    pd_buf_release(&capped);
+    pd_buf_release(&full);
+}
+
+/* query_range spread over threads (a share of the series each, appended in
+ * order): the same bytes as one thread, in a store of 300 series (every
+ * third served cumulative, so with deltas) partly cut into blocks, for
+ * 1 worker and 4 (reopened), with and without deltas, and the response cap
+ * still exact. */
+static pd_storage *open_many(const char *dir, int workers)
+{
+    pd_storage_options o = pd_storage_options_default();
+    o.path = dir;
+    o.fsync = PD_FSYNC_NEVER;
+    o.retention_ms = -1;
+    o.maintenance_ms = -1;
+    o.block_duration_ms = 2000;
+    o.aggregate_workers = workers;
+    pd_storage *st;
+    pd_err err = {{0}};
+    if (pd_storage_open(&o, &st, &err))
+        fail_msg("open %s: %s", dir, err.msg);
+    return st;
+}
+
+static void range_text(pd_storage *st, bool delta, pd_buf *out)
+{
+    pd_err err = {{0}};
+    pd_buf_init(out, 0);
+    assert_int_equal(pd_query_range_ex(st, "{job=\"many\"}", 0, 100000, delta, out, &err), 0);
+}
+
+static void test_range_shares(void **state)
+{
+    (void)state;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/pd_query_shares_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    pd_storage *st = open_many(dir, 1);
+    pd_buf body[4];
+    pd_profile p[4];
+    pd_err err = {{0}};
+    for (int k = 0; k < 4; k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/pprof/%s", PD_TESTDATA, STORED[k].file);
+        pd_buf_init(&body[k], 0);
+        read_file(path, &body[k]);
+        assert_int_equal(pd_profile_decode(&p[k], (const uint8_t *)body[k].data, body[k].len,
+                                           NULL, &err), 0);
+    }
+    for (int k = 0; k < 8; k++) /* 2 s blocks: 2 profiles per series and block */
+        for (int j = 0; j < 300; j++) {
+            pd_labels ls;
+            char inst[16];
+            snprintf(inst, sizeof inst, "i%03d", j);
+            pd_labels_init(&ls);
+            pd_labels_set(&ls, "__name__", "heap", NULL);
+            pd_labels_set(&ls, "job", "many", NULL);
+            pd_labels_set(&ls, "instance", inst, NULL);
+            if (j % 3 == 0)
+                pd_labels_set(&ls, PD_LABEL_DELTA, "false", NULL);
+            int kk = (k + j) % 4; /* totals going up and down: resets too */
+            if (pd_storage_append(st, &ls, 1000 * (k + 1) + j, (const uint8_t *)body[kk].data,
+                                  body[kk].len, &p[kk], &err))
+                fail_msg("append: %s", err.msg);
+            pd_labels_release(&ls);
+        }
+    for (int k = 0; k < 4; k++) /* a cut per round */
+        assert_int_equal(pd_storage_maintain(st, &err), 0);
+    pd_storage_stats ss;
+    pd_storage_stats_get(st, &ss);
+    printf("shares store: %llu blocks, %llu head profiles\n", (unsigned long long)ss.n_blocks,
+           (unsigned long long)ss.n_head_profiles);
+    assert_true(ss.n_blocks >= 1 && ss.n_head_profiles > 0);
+    pd_buf one[2], four[2];
+    for (int d = 0; d < 2; d++)
+        range_text(st, d, &one[d]);
+    pd_storage_close(st);
+    st = open_many(dir, 4);
+    for (int d = 0; d < 2; d++) {
+        range_text(st, d, &four[d]);
+        assert_int_equal(four[d].len, one[d].len);
+        assert_memory_equal(four[d].data, one[d].data, one[d].len);
+        json_t *j = parse_json(&four[d]);
+        assert_int_equal(json_array_size(j), 300);
+        json_decref(j);
+    }
+    assert_true(strstr(one[1].data, "\"delta\":true") != NULL);
+    /* ranges cutting the blocks (the select takes an overlapping block part
+       unread): the series listed and their points are exactly those of the
+       exact select and read_points; a range in a gap lists none */
+    static const int64_t R[][2] = {{1500, 2600}, {2100, 2100}, {2400, 2999}, {3150, 3299},
+                                   {2500, 5100}, {0, 100000}};
+    for (size_t r = 0; r < sizeof R / sizeof *R; r++) {
+        pd_buf got;
+        pd_buf_init(&got, 0);
+        assert_int_equal(
+            pd_query_range_ex(st, "{job=\"many\"}", R[r][0], R[r][1], false, &got, &err), 0);
+        json_t *j = parse_json(&got);
+        pd_matcher *ms;
+        size_t nm;
+        pd_series_set set;
+        assert_int_equal(pd_selector_parse("{job=\"many\"}", &ms, &nm, &err), 0);
+        assert_int_equal(pd_storage_select(st, ms, nm, R[r][0], R[r][1], &set, &err), 0);
+        if (json_array_size(j) != set.n)
+            fail_msg("range [%lld, %lld]: %zu series, the exact select %zu", (long long)R[r][0],
+                     (long long)R[r][1], json_array_size(j), set.n);
+        for (size_t i = 0; i < set.n; i++) {
+            json_t *e = json_array_get(j, i);
+            assert_string_equal(
+                json_string_value(json_object_get(json_object_get(e, "labels"), "instance")),
+                pd_labels_get(&set.v[i].labels, "instance"));
+            pd_points pts;
+            assert_int_equal(
+                pd_storage_read_points(st, set.v[i].ref, R[r][0], R[r][1], &pts, &err), 0);
+            assert_int_equal(json_array_size(json_object_get(e, "timestamps")), pts.n);
+            assert_int_equal(pts.n, set.v[i].n_profiles);
+            pd_points_release(&pts);
+        }
+        if (R[r][0] == 2400) /* between two profiles of every series, inside its block part */
+            assert_int_equal(set.n, 0);
+        json_decref(j);
+        pd_series_set_release(&set);
+        pd_matchers_free(ms, nm);
+        pd_buf_release(&got);
+    }
+    /* the cap: exactly the answer's size fits, a byte less fails whole */
+    pd_buf capped;
+    pd_buf_init(&capped, one[1].len);
+    assert_int_equal(pd_query_range_ex(st, "{job=\"many\"}", 0, 100000, true, &capped, &err), 0);
+    assert_int_equal(capped.len, one[1].len);
+    pd_buf_release(&capped);
+    pd_buf_init(&capped, one[1].len - 1);
+    assert_int_equal(pd_query_range_ex(st, "{job=\"many\"}", 0, 100000, true, &capped, &err),
+                     PD_ETOOBIG);
+    assert_int_equal(capped.len, 0);
+    pd_buf_release(&capped);
+    pd_storage_close(st);
+    for (int d = 0; d < 2; d++) {
+        pd_buf_release(&one[d]);
+        pd_buf_release(&four[d]);
+    }
+    for (int k = 0; k < 4; k++) {
+        pd_buf_release(&body[k]);
+        pd_profile_release(&p[k]);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* The warnings a share's thread collected reach the request's collector
+ * (pd_storage_warnings_add): once each, under the cap, dropped ones counted;
+ * without an active collector nothing happens. */
+static void test_warnings_add(void **state)
+{
+    (void)state;
+    char *msgs[3] = {strdup("block X offset 1: bad"), strdup("block X offset 2: bad"),
+                     strdup("block X offset 1: bad")};
+    pd_storage_warnings from = {.v = msgs, .n = 3, .dropped = 2};
+    pd_storage_warnings_add(&from); /* no collector: a no-op */
+    pd_storage_warnings w;
+    pd_storage_warnings_begin(&w);
+    pd_storage_warnings_add(&from);
+    pd_storage_warnings_add(&from); /* again: no repeats, dropped counts add */
+    pd_storage_warnings_end();
+    assert_int_equal(w.n, 2);
+    assert_string_equal(w.v[0], "block X offset 1: bad");
+    assert_string_equal(w.v[1], "block X offset 2: bad");
+    assert_int_equal(w.dropped, 4);
+    pd_storage_warnings_release(&w);
+    for (int i = 0; i < 3; i++)
+        free(msgs[i]);
+}
+
 static void check_single(fixture *fx, const char *sel, int64_t t, size_t want_idx)
 {
     pd_profile p;
@@ -367,6 +562,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_range),
+        cmocka_unit_test(test_range_cap),
+        cmocka_unit_test(test_range_shares),
+        cmocka_unit_test(test_warnings_add),
         cmocka_unit_test(test_single),
         cmocka_unit_test(test_series),
         cmocka_unit_test(test_labels),
