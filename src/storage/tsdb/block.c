@@ -452,11 +452,11 @@ static int block_open(const char *dir, const char *why, pd_block **out, pd_err *
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic", b->chunks_path);
         goto fail;
     }
-    if (ch[4] != PD_CHUNKS_VERSION) {
+    if (ch[4] < PD_CHUNKS_VERSION_MIN || ch[4] > PD_CHUNKS_VERSION) {
         rc = pd_err_set(err, PD_ECORRUPT,
-                        "%s offset 4: chunks version %u, this build reads version %u only "
+                        "%s offset 4: chunks version %u, this build reads versions %u to %u "
                         "(value groups of version 1 are not read any more)",
-                        b->chunks_path, ch[4], PD_CHUNKS_VERSION);
+                        b->chunks_path, ch[4], PD_CHUNKS_VERSION_MIN, PD_CHUNKS_VERSION);
         goto fail;
     }
 
@@ -868,9 +868,19 @@ static int load_group(pd_block *b, uint32_t id, const pd_tchunk *t, size_t g, pd
     *out = calloc(*n + 1, sizeof **out);
     if (!*out)
         return PD_ENOMEM;
-    for (size_t i = 0; i < *n; i++)
-        (*out)[i].ts = t->ts[t->g_first[g] + i];
-    int rc = read_frame(b, t->g_off[g], &kind, &f, err);
+    int rc = 0;
+    for (size_t i = 0; i < *n; i++) { /* ts and totals: the reader needs both (chunks.c) */
+        size_t p = t->g_first[g] + i, m = (size_t)(t->tot_off[p + 1] - t->tot_off[p]);
+        (*out)[i].ts = t->ts[p];
+        if (!((*out)[i].totals = malloc((m + 1) * sizeof *(*out)[i].totals))) {
+            rc = pd_err_set(err, PD_ENOMEM, "out of memory reading a value group");
+            break;
+        }
+        memcpy((*out)[i].totals, t->totals + t->tot_off[p], m * sizeof *(*out)[i].totals);
+        (*out)[i].n_types = (uint32_t)m;
+    }
+    if (!rc)
+        rc = read_frame(b, t->g_off[g], &kind, &f, err);
     if (!rc && kind != K_VALUE)
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: not a value chunk (kind %u)",
                         b->chunks_path, (unsigned long long)t->g_off[g], kind);

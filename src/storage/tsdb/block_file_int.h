@@ -12,9 +12,12 @@
 #include <stdint.h>
 
 #define HDR 8 /* magic 4 + version 1 + reserved 3, every block file */
-/* chunks/000001 has its own version: 2 = value groups of sparse residuals
- * (chunks.c); version 1 (dense value deltas) is refused. */
-#define PD_CHUNKS_VERSION 2
+/* chunks/000001 has its own version: 3 = value groups of sparse residuals
+ * whose profiles may repeat the previous header and leave the last listed
+ * sample to the totals (chunks.c; written), 2 = the same without those two
+ * (read), version 1 (dense value deltas) is refused. */
+#define PD_CHUNKS_VERSION 3
+#define PD_CHUNKS_VERSION_MIN 2
 #define FRAME_HDR 5                /* chunk frame: u32 length + u8 kind */
 #define MAX_FILE (4ull << 30)      /* index/symbols files read whole: cap */
 #define MAX_GROUP_RAW (1ull << 31) /* a value group's decompressed payload */

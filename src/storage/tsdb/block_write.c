@@ -155,6 +155,7 @@ static int find_series(pd_block_writer *w, const pd_labels *l, wseries **out)
     memset(s, 0, sizeof *s);
     pd_u64map_init(&s->ts);
     pd__vgroup_enc_init(&s->enc);
+    s->enc.derive = true; /* the time chunk holds the totals */
     pd_buf_init(&s->raw, 0);
     if (pd_labels_copy(&s->labels, l))
         return PD_ENOMEM;
@@ -248,9 +249,18 @@ static int to_buffered(pd_block_writer *w, wseries *s, pd_err *err)
             break;
         }
         size_t got = ZSTD_decompress(raw.data, (size_t)fc + 1, g->z, g->len);
-        for (size_t j = 0; j < n; j++)
-            tmp[j].ts = s->p[first + j].ts;
-        if (ZSTD_isError(got) || got != fc)
+        for (size_t j = 0; j < n && !rc; j++) { /* ts and totals: the reader needs both */
+            const pd_dprof *o = &s->p[first + j];
+            tmp[j].ts = o->ts;
+            if (!(tmp[j].totals = malloc((o->n_types + 1) * sizeof *tmp[j].totals)))
+                rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+            else
+                memcpy(tmp[j].totals, o->totals, o->n_types * sizeof *tmp[j].totals);
+            tmp[j].n_types = o->n_types;
+        }
+        if (rc)
+            ;
+        else if (ZSTD_isError(got) || got != fc)
             rc = pd_err_set(err, PD_ECORRUPT, "a value group the writer made does not decompress");
         else
             rc = pd__vgroup_decode(&w->sym, (const uint8_t *)raw.data, got, n, tmp, err);
@@ -497,6 +507,7 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
     pd_buf_init(&z, 0);
     pd_buf_init(&idx, 0);
     pd__vgroup_enc_init(&venc);
+    venc.derive = true; /* the time chunk holds the totals */
     if (w->failed)
         return pd_err_set(err, w->failed, "the block writer ran out of memory earlier");
     if (!w->n_prof)

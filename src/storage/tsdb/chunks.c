@@ -584,24 +584,20 @@ static void vres_dec(const int64_t *P, const int64_t *e, size_t nt, uint64_t *q,
     *q = qn;
 }
 
-/* One profile c against pv (NULL: none) whose samples' quanta are pq (NULL:
- * all unknown, written as a reset); c's quanta go to cq[0..c->n_sample). */
-static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c, uint64_t *cq,
-                       pd_buf *out)
+/* The header fields of c other than time_nanos, as the payload writes them
+ * (both parts, without the time between them) into h: what flag bit 1
+ * compares with the previous profile's. *split: where the time goes. */
+static int enc_header(const pd_dprof *c, pd_buf *out, size_t *split)
 {
     int rc = 0;
-    int64_t *match = NULL; /* per cur sample: matched prev index or -1 */
-    int64_t *e = NULL; /* one sample's residuals */
-    uint32_t *chg = NULL;
-    size_t nt = c->n_types, ne_max = n_res(nt, 1) > nt ? n_res(nt, 1) : nt;
-    PUT(pq ? 0 : 1); /* flags: bit 0 = quanta reset */
+    pd_buf_reset(out);
     PUT(c->n_types);
     for (size_t i = 0; i < 2u * c->n_types; i++)
         PUT(c->types[i]);
     PUT(c->period_type);
     PUT(c->period_unit);
     PUTZ(c->period);
-    PUTZ((uint64_t)c->time_nanos - (uint64_t)c->ts * 1000000u);
+    *split = out->len;
     PUTZ(c->duration_nanos);
     PUT(c->n_comment);
     for (size_t i = 0; i < c->n_comment; i++)
@@ -610,6 +606,36 @@ static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c
     PUT(c->keep_frames);
     PUT(c->default_sample_type);
     PUT(c->doc_url);
+out:
+    return rc;
+}
+
+/* One profile c against pv (NULL: none) whose samples' quanta are pq (NULL:
+ * all unknown, written as a reset); c's quanta go to cq[0..c->n_sample).
+ * ph: pv's header bytes (enc_header; NULL: not known, c's header is written
+ * whole); c's go to ch (NULL: not wanted). derive: the last listed sample's
+ * values are left out (flag bit 2) when c has totals. */
+static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c, uint64_t *cq,
+                       const pd_buf *ph, pd_buf *ch, bool derive, pd_buf *out)
+{
+    int rc = 0;
+    int64_t *match = NULL; /* per cur sample: matched prev index or -1 */
+    int64_t *e = NULL; /* one sample's residuals */
+    uint32_t *chg = NULL;
+    size_t nt = c->n_types, ne_max = n_res(nt, 1) > nt ? n_res(nt, 1) : nt, split = 0;
+    pd_buf hb;
+    pd_buf_init(&hb, 0);
+    pd_buf *h = ch ? ch : &hb;
+    if ((rc = enc_header(c, h, &split)))
+        goto out;
+    bool same_hdr = pv && ph && ph->len == h->len && !memcmp(ph->data, h->data, h->len);
+    size_t flags_at = out->len; /* flags (< 128: one byte) are known after the samples */
+    PUT(0);
+    if (!same_hdr && (rc = pd_buf_append(out, h->data, split)))
+        goto out;
+    PUTZ((uint64_t)c->time_nanos - (uint64_t)c->ts * 1000000u);
+    if (!same_hdr && (rc = pd_buf_append(out, h->data + split, h->len - split)))
+        goto out;
     PUT(c->n_sample);
     size_t np = pv ? pv->n_sample : 0, nc = c->n_sample, i = 0, j = 0;
     if (!(match = malloc((nc + 1) * sizeof *match)) || !(chg = malloc((nc + 1) * sizeof *chg)) ||
@@ -665,12 +691,25 @@ static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c
         PUT(chg[k] - at);
         at = chg[k] + 1;
     }
+    /* the last listed sample (unmatched or changed): with derive its values
+       are the totals minus the other samples' (the time chunk holds the
+       totals), so it costs no residual byte */
+    size_t dx = SIZE_MAX;
+    for (size_t x = nc; x-- > 0;)
+        if (!(same && match[x] >= 0) || (n_chg && chg[n_chg - 1] == x)) {
+            dx = x;
+            break;
+        }
+    bool drv = derive && c->totals && dx != SIZE_MAX;
+    ((uint8_t *)out->data)[flags_at] = (uint8_t)((pq ? 0 : 1) | (same_hdr ? 2 : 0) | (drv ? 4 : 0));
     /* residuals of the unmatched samples and of the changed ones, in order */
     for (size_t x = 0, k = 0; x < nc; x++) {
         const int64_t *P = same && match[x] >= 0 ? pv->value + (size_t)match[x] * nt : NULL;
         if (P && (k == n_chg || chg[k] != x))
             continue;
         k += P != NULL;
+        if (drv && x == dx)
+            break;
         uint64_t q = P && pq ? pq[match[x]] : 0;
         size_t ne = vres_enc(P, c->value + x * nt, nt, &q, e);
         if (ne > 1 && ne <= MAX_MASK) {
@@ -691,10 +730,16 @@ out:
     free(match);
     free(chg);
     free(e);
+    pd_buf_release(&hb);
     return rc;
 }
 
-void pd__vgroup_enc_init(pd_vgroup_enc *e) { memset(e, 0, sizeof *e); }
+void pd__vgroup_enc_init(pd_vgroup_enc *e)
+{
+    memset(e, 0, sizeof *e);
+    pd_buf_init(&e->hdr, 0);
+    pd_buf_init(&e->hdr_next, 0);
+}
 
 void pd__vgroup_enc_reset(pd_vgroup_enc *e)
 {
@@ -709,7 +754,11 @@ void pd__vgroup_enc_release(pd_vgroup_enc *e)
     free(e->value);
     free(e->q);
     free(e->q_next);
+    pd_buf_release(&e->hdr);
+    pd_buf_release(&e->hdr_next);
     memset(e, 0, sizeof *e);
+    pd_buf_init(&e->hdr, 0);
+    pd_buf_init(&e->hdr_next, 0);
 }
 
 int pd__vgroup_enc_append(pd_vgroup_enc *e, const pd_dprof *c, pd_buf *out)
@@ -728,7 +777,8 @@ int pd__vgroup_enc_append(pd_vgroup_enc *e, const pd_dprof *c, pd_buf *out)
     pd_dprof pv = {.n_types = e->n_types, .n_sample = e->n_sample,
                    .stack = e->stack, .lset = e->lset, .value = e->value};
     size_t len0 = out->len;
-    int rc = enc_profile(e->n ? &pv : NULL, e->n ? e->q : NULL, c, e->q_next, out);
+    int rc = enc_profile(e->n ? &pv : NULL, e->n ? e->q : NULL, c, e->q_next,
+                         e->n ? &e->hdr : NULL, &e->hdr_next, e->derive, out);
     if (rc) {
         out->len = len0; /* e unchanged: c may be appended again */
         return rc;
@@ -763,6 +813,9 @@ int pd__vgroup_enc_append(pd_vgroup_enc *e, const pd_dprof *c, pd_buf *out)
     uint64_t *t = e->q;
     e->q = e->q_next;
     e->q_next = t;
+    pd_buf th = e->hdr;
+    e->hdr = e->hdr_next;
+    e->hdr_next = th;
     e->n_sample = c->n_sample;
     e->n_types = c->n_types;
     e->n++;
@@ -781,7 +834,7 @@ int pd__vgroup_encode_one(const pd_dprof *prev, const pd_dprof *c, pd_buf *out)
     uint64_t *cq = malloc((c->n_sample + 1) * sizeof *cq);
     if (!cq)
         return PD_ENOMEM;
-    int rc = enc_profile(prev, NULL, c, cq, out);
+    int rc = enc_profile(prev, NULL, c, cq, NULL, NULL, false, out);
     free(cq);
     return rc;
 }
@@ -857,34 +910,65 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
         pd_dprof *c = &out[k];
         const pd_dprof *pv = k ? &out[k - 1] : NULL;
         size_t at = r.off;
+        /* the caller's totals for this profile (from the time chunk), if any:
+           kept in c->totals until this profile's own are summed */
+        uint32_t given_nt = c->totals ? c->n_types : 0;
         uint64_t flags = get(&r, "flags");
-        if (!r.bad && flags > 1)
+        if (!r.bad && (flags > 7 || ((flags & 2) && !pv)))
             r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: flags %llu",
                                at, (unsigned long long)flags);
-        c->n_types = (uint32_t)getn(&r, 2, MAX_TYPES, "sample types");
         if (r.bad)
             break;
-        if (!(c->types = malloc((2 * c->n_types + 1) * sizeof *c->types)) ||
-            !(c->totals = calloc(c->n_types + 1, sizeof *c->totals)))
-            goto nomem;
-        for (size_t i = 0; i < 2u * c->n_types; i++)
-            c->types[i] = getref(&r, NS, "sample type string");
-        c->period_type = getref(&r, NS, "period type");
-        c->period_unit = getref(&r, NS, "period unit");
-        c->period = getz(&r, "period");
-        c->time_nanos = (int64_t)((uint64_t)getz(&r, "time") + (uint64_t)c->ts * 1000000u);
-        c->duration_nanos = getz(&r, "duration");
-        c->n_comment = (uint32_t)getn(&r, 1, SIZE_MAX, "comments");
+        if (flags & 2) { /* the header of the previous profile */
+            c->n_types = pv->n_types;
+            c->period_type = pv->period_type;
+            c->period_unit = pv->period_unit;
+            c->period = pv->period;
+            c->n_comment = pv->n_comment;
+            if (!(c->types = malloc((2 * c->n_types + 1) * sizeof *c->types)) ||
+                !(c->comment = malloc((c->n_comment + 1) * sizeof *c->comment)))
+                goto nomem;
+            memcpy(c->types, pv->types, 2 * c->n_types * sizeof *c->types);
+            memcpy(c->comment, pv->comment, c->n_comment * sizeof *c->comment);
+            c->time_nanos = (int64_t)((uint64_t)getz(&r, "time") + (uint64_t)c->ts * 1000000u);
+            c->duration_nanos = pv->duration_nanos;
+            c->drop_frames = pv->drop_frames;
+            c->keep_frames = pv->keep_frames;
+            c->default_sample_type = pv->default_sample_type;
+            c->doc_url = pv->doc_url;
+        } else {
+            c->n_types = (uint32_t)getn(&r, 2, MAX_TYPES, "sample types");
+            if (r.bad)
+                break;
+            if (!(c->types = malloc((2 * c->n_types + 1) * sizeof *c->types)))
+                goto nomem;
+            for (size_t i = 0; i < 2u * c->n_types; i++)
+                c->types[i] = getref(&r, NS, "sample type string");
+            c->period_type = getref(&r, NS, "period type");
+            c->period_unit = getref(&r, NS, "period unit");
+            c->period = getz(&r, "period");
+            c->time_nanos = (int64_t)((uint64_t)getz(&r, "time") + (uint64_t)c->ts * 1000000u);
+            c->duration_nanos = getz(&r, "duration");
+            c->n_comment = (uint32_t)getn(&r, 1, SIZE_MAX, "comments");
+            if (r.bad)
+                break;
+            if (!(c->comment = malloc((c->n_comment + 1) * sizeof *c->comment)))
+                goto nomem;
+            for (size_t i = 0; i < c->n_comment; i++)
+                c->comment[i] = getref(&r, NS, "comment");
+            c->drop_frames = getref(&r, NS, "drop frames");
+            c->keep_frames = getref(&r, NS, "keep frames");
+            c->default_sample_type = getref(&r, NS, "default sample type");
+            c->doc_url = getref(&r, NS, "doc url");
+        }
+        if (!r.bad && (flags & 4) && (!c->totals || given_nt != c->n_types))
+            r.bad = pd_err_set(err, PD_ECORRUPT,
+                               "value group payload offset %zu: values derived from totals, "
+                               "but %s",
+                               at, c->totals ? "the time chunk has another number of types"
+                                             : "no totals given");
         if (r.bad)
             break;
-        if (!(c->comment = malloc((c->n_comment + 1) * sizeof *c->comment)))
-            goto nomem;
-        for (size_t i = 0; i < c->n_comment; i++)
-            c->comment[i] = getref(&r, NS, "comment");
-        c->drop_frames = getref(&r, NS, "drop frames");
-        c->keep_frames = getref(&r, NS, "keep frames");
-        c->default_sample_type = getref(&r, NS, "default sample type");
-        c->doc_url = getref(&r, NS, "doc url");
         /* a kept key costs no byte (nor do its values if unchanged), an added
            one at least 2: n_sample is bounded by prev + the bytes left */
         at = r.off;
@@ -991,6 +1075,19 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
             chg[kk] = (uint32_t)(next + gap);
             next = chg[kk] + 1;
         }
+        /* the last listed sample (unmatched or changed): derived from the
+           totals when flag bit 2 is set */
+        size_t dx = SIZE_MAX;
+        for (size_t x = nc; (flags & 4) && x-- > 0;)
+            if (!(same && match[x] >= 0) || (n_chg && chg[n_chg - 1] == x)) {
+                dx = x;
+                break;
+            }
+        if (!r.bad && (flags & 4) && dx == SIZE_MAX)
+            r.bad = pd_err_set(err, PD_ECORRUPT,
+                               "value group payload offset %zu: values derived from totals, "
+                               "but no sample changed",
+                               r.off);
         for (size_t x = 0, kk = 0; x < nc && !r.bad; x++) {
             int64_t *C = c->value + x * nt;
             bool matched = same && match[x] >= 0;
@@ -1000,6 +1097,8 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
                 continue;
             }
             kk += matched;
+            if (x == dx) /* derived below, once the others are known */
+                continue;
             size_t ne = matched ? n_res(nt, q[x]) : nt;
             if (ne > 1 && ne <= MAX_MASK) {
                 at = r.off;
@@ -1022,9 +1121,35 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
         }
         if (r.bad)
             break;
+        int64_t *tot = calloc(nt + 1, sizeof *tot);
+        if (!tot)
+            goto nomem;
         for (size_t y = 0; y < nc; y++)
+            if (y != dx)
+                for (size_t t = 0; t < nt; t++)
+                    tot[t] = wadd(tot[t], c->value[y * nt + t]);
+        if (dx != SIZE_MAX) { /* C = totals - the other samples */
+            int64_t *C = c->value + dx * nt;
             for (size_t t = 0; t < nt; t++)
-                c->totals[t] = wadd(c->totals[t], c->value[y * nt + t]);
+                C[t] = wsub(c->totals[t], tot[t]);
+            bool matched = same && match[dx] >= 0;
+            if (matched) { /* a changed sample: its quantum learns from it too */
+                const int64_t *P = pv->value + (size_t)match[dx] * nt;
+                if (!memcmp(P, C, nt * sizeof *C)) {
+                    free(tot);
+                    r.bad = pd_err_set(err, PD_ECORRUPT,
+                                       "value group payload offset %zu: sample %zu listed as "
+                                       "changed, but its derived values are unchanged",
+                                       r.off, dx);
+                    break;
+                }
+                vres_enc(P, C, nt, &q[dx], e);
+            }
+            for (size_t t = 0; t < nt; t++)
+                tot[t] = wadd(tot[t], C[t]);
+        }
+        free(c->totals);
+        c->totals = tot;
     }
     if (!r.bad && r.off != r.len)
         r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: %zu trailing bytes",

@@ -81,6 +81,13 @@ typedef struct pd_vgroup_enc {
     int64_t *value;
     uint64_t *q, *q_next;
     size_t cap, vcap;
+    pd_buf hdr, hdr_next; /* the last profile's header bytes (flag bit 1), the next one's */
+    /* Set by the caller after init: leave out the values of each profile's
+     * last listed sample (flag bit 2), which the reader derives from the
+     * profile's totals — only for groups whose reader is given the totals
+     * (a block's time chunk holds them; the head's groups do not). Off after
+     * init. */
+    bool derive;
 } pd_vgroup_enc;
 
 void pd__vgroup_enc_init(pd_vgroup_enc *e);
@@ -108,8 +115,13 @@ int pd__vgroup_encode_one(const pd_dprof *prev, const pd_dprof *c, pd_buf *out);
 
 /* Decodes a value group of exactly n profiles into out[0..n) (zeroed by the
  * caller except for out[i].ts, which must hold each profile's timestamp from
- * the time chunk; release each with pd__dprof_release, also on failure).
- * Every id is checked against s.
+ * the time chunk, and optionally out[i].totals + out[i].n_types: the
+ * profile's totals from the time chunk, malloc'd, owned by out[i] from then
+ * on — a profile written with derive (flag bit 2) needs them, else
+ * PD_ECORRUPT; release each with pd__dprof_release, also on failure). On
+ * success out[i].totals are the sums of the decoded values (equal to the
+ * given ones for a derived profile by construction; the caller compares the
+ * others). Every id is checked against s.
  * Errors: PD_ECORRUPT (err: what and at which payload offset), PD_ENOMEM. */
 int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t n,
                       pd_dprof *out /* OUT */, pd_err *err);
