@@ -51,6 +51,7 @@ struct pd_block {
     char chunks_path[4200];
     int fd;
     uint64_t chunks_size;
+    int chunks_version; /* PD_CHUNKS_VERSION_MIN .. PD_CHUNKS_VERSION */
     pd_block_meta meta;
     pd_symbols sym;
     pd_index ix; /* series and postings */
@@ -459,6 +460,7 @@ static int block_open(const char *dir, const char *why, pd_block **out, pd_err *
                         b->chunks_path, ch[4], PD_CHUNKS_VERSION_MIN, PD_CHUNKS_VERSION);
         goto fail;
     }
+    b->chunks_version = ch[4];
 
     snprintf(path, sizeof path, "%s/symbols", b->dir);
     uint64_t sz;
@@ -779,7 +781,8 @@ static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err)
     if (!rc && kind == K_TIME_ZSTD)
         rc = unzstd(b->chunks_path, s->tref, &f, &raw, err);
     const pd_buf *p = kind == K_TIME_ZSTD ? &raw : &f;
-    if (!rc && (rc = pd__tchunk_decode((const uint8_t *)p->data, p->len, b->sym.n_str, t, err)))
+    if (!rc && (rc = pd__tchunk_decode((const uint8_t *)p->data, p->len, b->sym.n_str,
+                                        b->chunks_version, t, err)))
         pd_err_prefix(err, "%s offset %llu", b->chunks_path, (unsigned long long)s->tref);
     if (!rc && (t->n != s->n || t->ts[0] != s->min_t || t->ts[t->n - 1] != s->max_t)) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: time chunk disagrees with the index",
@@ -878,6 +881,8 @@ static int load_group(pd_block *b, uint32_t id, const pd_tchunk *t, size_t g, pd
         }
         memcpy((*out)[i].totals, t->totals + t->tot_off[p], m * sizeof *(*out)[i].totals);
         (*out)[i].n_types = (uint32_t)m;
+        if (t->time_nanos)
+            (*out)[i].time_nanos = t->time_nanos[p];
     }
     if (!rc)
         rc = read_frame(b, t->g_off[g], &kind, &f, err);

@@ -257,6 +257,7 @@ static int to_buffered(pd_block_writer *w, wseries *s, pd_err *err)
             else
                 memcpy(tmp[j].totals, o->totals, o->n_types * sizeof *tmp[j].totals);
             tmp[j].n_types = o->n_types;
+            tmp[j].time_nanos = o->time_nanos;
         }
         if (rc)
             ;

@@ -633,7 +633,8 @@ static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c
     PUT(0);
     if (!same_hdr && (rc = pd_buf_append(out, h->data, split)))
         goto out;
-    PUTZ((uint64_t)c->time_nanos - (uint64_t)c->ts * 1000000u);
+    if (!derive) /* else the time chunk holds it */
+        PUTZ((uint64_t)c->time_nanos - (uint64_t)c->ts * 1000000u);
     if (!same_hdr && (rc = pd_buf_append(out, h->data + split, h->len - split)))
         goto out;
     PUT(c->n_sample);
@@ -701,7 +702,8 @@ static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c
             break;
         }
     bool drv = derive && c->totals && dx != SIZE_MAX;
-    ((uint8_t *)out->data)[flags_at] = (uint8_t)((pq ? 0 : 1) | (same_hdr ? 2 : 0) | (drv ? 4 : 0));
+    ((uint8_t *)out->data)[flags_at] =
+        (uint8_t)((pq ? 0 : 1) | (same_hdr ? 2 : 0) | (drv ? 4 : 0) | (derive ? 8 : 0));
     /* residuals of the unmatched samples and of the changed ones, in order */
     for (size_t x = 0, k = 0; x < nc; x++) {
         const int64_t *P = same && match[x] >= 0 ? pv->value + (size_t)match[x] * nt : NULL;
@@ -913,8 +915,9 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
         /* the caller's totals for this profile (from the time chunk), if any:
            kept in c->totals until this profile's own are summed */
         uint32_t given_nt = c->totals ? c->n_types : 0;
+        int64_t given_time = c->time_nanos;
         uint64_t flags = get(&r, "flags");
-        if (!r.bad && (flags > 7 || ((flags & 2) && !pv)))
+        if (!r.bad && (flags > 15 || ((flags & 2) && !pv)))
             r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: flags %llu",
                                at, (unsigned long long)flags);
         if (r.bad)
@@ -930,7 +933,9 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
                 goto nomem;
             memcpy(c->types, pv->types, 2 * c->n_types * sizeof *c->types);
             memcpy(c->comment, pv->comment, c->n_comment * sizeof *c->comment);
-            c->time_nanos = (int64_t)((uint64_t)getz(&r, "time") + (uint64_t)c->ts * 1000000u);
+            c->time_nanos = flags & 8 ? given_time
+                                      : (int64_t)((uint64_t)getz(&r, "time") +
+                                                  (uint64_t)c->ts * 1000000u);
             c->duration_nanos = pv->duration_nanos;
             c->drop_frames = pv->drop_frames;
             c->keep_frames = pv->keep_frames;
@@ -947,7 +952,9 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
             c->period_type = getref(&r, NS, "period type");
             c->period_unit = getref(&r, NS, "period unit");
             c->period = getz(&r, "period");
-            c->time_nanos = (int64_t)((uint64_t)getz(&r, "time") + (uint64_t)c->ts * 1000000u);
+            c->time_nanos = flags & 8 ? given_time
+                                      : (int64_t)((uint64_t)getz(&r, "time") +
+                                                  (uint64_t)c->ts * 1000000u);
             c->duration_nanos = getz(&r, "duration");
             c->n_comment = (uint32_t)getn(&r, 1, SIZE_MAX, "comments");
             if (r.bad)
@@ -961,10 +968,10 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
             c->default_sample_type = getref(&r, NS, "default sample type");
             c->doc_url = getref(&r, NS, "doc url");
         }
-        if (!r.bad && (flags & 4) && (!c->totals || given_nt != c->n_types))
+        if (!r.bad && (flags & 12) && (!c->totals || given_nt != c->n_types))
             r.bad = pd_err_set(err, PD_ECORRUPT,
-                               "value group payload offset %zu: values derived from totals, "
-                               "but %s",
+                               "value group payload offset %zu: values or time from the time "
+                               "chunk, but %s",
                                at, c->totals ? "the time chunk has another number of types"
                                              : "no totals given");
         if (r.bad)
@@ -1171,10 +1178,63 @@ nomem:
 
 /* ---- time chunks ---- */
 
+/* v[0..n) (signed, as uint64) as a column: g = the gcd of their magnitudes
+ * (0: all 0), then z = zigzag(v / g) in byte planes: the bit length B of the
+ * largest z, then byte 0 of every z, byte 1 of every z, ... up to the last
+ * byte that holds bits, which is bit-packed: its k = B - 8 x (planes before)
+ * bits of every z, LSB first. A column of nanosecond offsets or of large
+ * counter deltas is random in its low bytes and near constant in its high
+ * ones: as varints zstd saw one mixed byte stream (and gained nothing on the
+ * offsets, whose random bytes flatten the one literal table of the chunk);
+ * as planes it codes the high bytes apart, and the top one costs its bits.
+ * The gcd takes out a common quantum (cpu nanoseconds = samples x period;
+ * Go scales mutex contentions by the sampling fraction). */
+static uint64_t col_z(uint64_t v, uint64_t g)
+{
+    return pd_zigzag_enc(g > 1 ? (int64_t)v / (int64_t)g : (int64_t)v);
+}
+
+static int put_planes(pd_buf *out, const uint64_t *v, size_t n)
+{
+    uint64_t g = 0, all = 0;
+    for (size_t i = 0; i < n && g != 1; i++) {
+        uint64_t a = v[i] >> 63 ? 0 - v[i] : v[i];
+        while (a) {
+            uint64_t t = g % a;
+            g = a;
+            a = t;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        all |= col_z(v[i], g);
+    size_t B = 0;
+    while (B < 64 && all >> B)
+        B++;
+    size_t full = B ? (B - 1) / 8 : 0, k = B - 8 * full; /* planes before the top one */
+    int rc = pd_buf_put_varint(out, g);
+    if (rc || (rc = pd_buf_put_varint(out, B)) ||
+        (rc = pd_buf_reserve(out, full * n + (k * n + 7) / 8)))
+        return rc;
+    uint8_t *o = (uint8_t *)out->data + out->len;
+    for (size_t b = 0; b < full; b++)
+        for (size_t i = 0; i < n; i++)
+            *o++ = (uint8_t)(col_z(v[i], g) >> (8 * b));
+    size_t top = (k * n + 7) / 8;
+    memset(o, 0, top);
+    for (size_t i = 0, bit = 0; k && i < n; i++, bit += k) {
+        uint64_t t = col_z(v[i], g) >> (8 * full); /* < 2^k */
+        for (size_t j = 0; j < k; j++)
+            o[(bit + j) / 8] |= (uint8_t)(((t >> j) & 1) << ((bit + j) % 8));
+    }
+    out->len += full * n + top;
+    return 0;
+}
+
 int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_first,
                       const uint64_t *g_off, size_t n_group, pd_buf *out)
 {
     int rc = 0;
+    uint64_t *col = NULL; /* one column */
     uint32_t *tset = malloc((n + 1) * sizeof *tset);
     size_t n_tset = 0;
     if (!tset)
@@ -1202,22 +1262,46 @@ int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_firs
         for (size_t i = 0; i < 2u * rep[k]->n_types; i++)
             PUT(rep[k]->types[i]);
     }
-    int64_t pts = 0, pdelta = 0;
+    size_t n_tot = 0, max_k = 0;
     for (size_t i = 0; i < n; i++) {
-        int64_t delta = (int64_t)((uint64_t)d[i]->ts - (uint64_t)pts);
-        if (i == 0)
-            PUTZ(d[i]->ts);
-        else if (i == 1)
-            PUTZ(delta);
-        else
-            PUTZ((uint64_t)delta - (uint64_t)pdelta);
-        pdelta = delta;
-        pts = d[i]->ts;
-        PUT(tset[i]);
-        bool same = i && tset[i] == tset[i - 1];
-        for (size_t t = 0; t < d[i]->n_types; t++)
-            PUTZ((uint64_t)d[i]->totals[t] - (uint64_t)(same ? d[i - 1]->totals[t] : 0));
+        n_tot += d[i]->n_types;
+        if (d[i]->n_types > max_k)
+            max_k = d[i]->n_types;
     }
+    /* columns (version 3): zstd finds each column's regularity (a regular
+       scrape interval, one sample-type set, totals that move alike) where
+       interleaved rows broke its matches every few bytes */
+    if (!(col = malloc((n_tot + n + 1) * sizeof *col))) {
+        rc = PD_ENOMEM;
+        goto out;
+    }
+    if (n > 0)
+        PUTZ(d[0]->ts);
+    if (n > 1)
+        PUTZ((uint64_t)d[1]->ts - (uint64_t)d[0]->ts);
+    for (size_t i = 2; i < n; i++) /* delta of delta */
+        col[i - 2] = ((uint64_t)d[i]->ts - (uint64_t)d[i - 1]->ts) -
+                     ((uint64_t)d[i - 1]->ts - (uint64_t)d[i - 2]->ts);
+    if (n > 2 && (rc = put_planes(out, col, n - 2)))
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        PUT(tset[i]);
+    /* totals, type by type (all profiles' first type, then their second...),
+       and time_nanos: zigzag values in byte planes (put_planes) */
+    for (size_t t = 0; t < max_k; t++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            bool same = i && tset[i] == tset[i - 1];
+            if (t < d[i]->n_types)
+                col[m++] = (uint64_t)d[i]->totals[t] - (uint64_t)(same ? d[i - 1]->totals[t] : 0);
+        }
+        if ((rc = put_planes(out, col, m)))
+            goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        col[i] = (uint64_t)d[i]->time_nanos - (uint64_t)d[i]->ts * 1000000u;
+    if ((rc = put_planes(out, col, n)))
+        goto out;
     PUT(n_group);
     for (size_t g = 0; g < n_group; g++) {
         PUT(g_first[g + 1] - g_first[g]);
@@ -1226,12 +1310,14 @@ int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_firs
 out:
     free(tset);
     free(rep);
+    free(col);
     return rc;
 }
 
 void pd__tchunk_release(pd_tchunk *t)
 {
     free(t->ts);
+    free(t->time_nanos);
     free(t->tset);
     free(t->tot_off);
     free(t->totals);
@@ -1242,11 +1328,97 @@ void pd__tchunk_release(pd_tchunk *t)
     memset(t, 0, sizeof *t);
 }
 
-int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, pd_tchunk *t, pd_err *err)
+/* One profile's totals (m of them) at t->tot_off[i], as deltas from the
+ * previous profile's when it has the same sample-type set. */
+static int tchunk_totals(rd *r, pd_tchunk *t, size_t i, size_t *tot_cap)
+{
+    size_t m = (size_t)(t->tset_off[t->tset[i] + 1] - t->tset_off[t->tset[i]]);
+    t->tot_off[i + 1] = t->tot_off[i] + m;
+    if (t->tot_off[i + 1] > *tot_cap) {
+        *tot_cap = 2 * t->tot_off[i + 1] + 16;
+        int64_t *nt = realloc(t->totals, *tot_cap * sizeof *nt);
+        if (!nt)
+            return PD_ENOMEM;
+        t->totals = nt;
+    }
+    bool same = i && t->tset[i] == t->tset[i - 1];
+    for (size_t x = 0; x < m; x++) {
+        int64_t base = same ? t->totals[t->tot_off[i - 1] + x] : 0;
+        t->totals[t->tot_off[i] + x] = (int64_t)((uint64_t)getz(r, "total") + (uint64_t)base);
+    }
+    return 0;
+}
+
+/* Reads n values written by put_planes into v (as uint64: two's complement). */
+static void get_planes(rd *r, uint64_t *v, size_t n, const char *what)
+{
+    size_t at = r->off;
+    uint64_t g = get(r, what), B = get(r, what);
+    size_t full = B ? (size_t)(B - 1) / 8 : 0, k = (size_t)B - 8 * full;
+    if (!r->bad && (B > 64 || (n && (full > (r->len - r->off) / n ||
+                                     (k * n + 7) / 8 > r->len - r->off - full * n))))
+        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: %s: %llu bits "
+                            "of %zu values", r->what, at, what, (unsigned long long)B, n);
+    if (r->bad)
+        return;
+    memset(v, 0, n * sizeof *v);
+    for (size_t b = 0; b < full; b++)
+        for (size_t i = 0; i < n; i++)
+            v[i] |= (uint64_t)r->p[r->off++] << (8 * b);
+    const uint8_t *o = r->p + r->off;
+    for (size_t i = 0, bit = 0; k && i < n; i++, bit += k)
+        for (size_t j = 0; j < k; j++)
+            v[i] |= (uint64_t)((o[(bit + j) / 8] >> ((bit + j) % 8)) & 1) << (8 * full + j);
+    r->off += (k * n + 7) / 8;
+    for (size_t i = 0; i < n; i++) /* wraps like the writer's division undone */
+        v[i] = (uint64_t)pd_zigzag_dec(v[i]) * (g > 1 ? g : 1);
+}
+
+/* Version 3: the totals (type by type, as deltas from the previous profile's
+ * of the same sample-type set) and time_nanos columns, after the set column.
+ * PD_ENOMEM (r->bad on a corrupt payload). */
+static int tchunk_columns(rd *r, pd_tchunk *t)
+{
+    size_t max_k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        size_t k = (size_t)(t->tset_off[t->tset[i] + 1] - t->tset_off[t->tset[i]]);
+        t->tot_off[i + 1] = t->tot_off[i] + k;
+        if (k > max_k)
+            max_k = k;
+    }
+    size_t m = (size_t)t->tot_off[t->n];
+    uint64_t *col = malloc((m > t->n ? m : t->n) * sizeof *col + 1);
+    if (!col || !(t->totals = malloc((m + 1) * sizeof *t->totals))) {
+        free(col);
+        return PD_ENOMEM;
+    }
+    for (size_t tt = 0; !r->bad && tt < max_k; tt++) {
+        size_t mt = 0, j = 0; /* the profiles with a type tt */
+        for (size_t i = 0; i < t->n; i++)
+            mt += t->tot_off[i] + tt < t->tot_off[i + 1];
+        get_planes(r, col, mt, "totals");
+        for (size_t i = 0; !r->bad && i < t->n; i++) {
+            if (t->tot_off[i] + tt >= t->tot_off[i + 1])
+                continue;
+            bool same = i && t->tset[i] == t->tset[i - 1];
+            int64_t base = same ? t->totals[t->tot_off[i - 1] + tt] : 0;
+            t->totals[t->tot_off[i] + tt] = (int64_t)(col[j++] + (uint64_t)base);
+        }
+    }
+    get_planes(r, col, t->n, "time");
+    for (size_t i = 0; !r->bad && i < t->n; i++)
+        t->time_nanos[i] = (int64_t)(col[i] + (uint64_t)t->ts[i] * 1000000u);
+    free(col);
+    return 0;
+}
+
+int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, int version, pd_tchunk *t,
+                      pd_err *err)
 {
     rd r = {p, len, 0, err, 0, "time chunk"};
     memset(t, 0, sizeof *t);
     size_t tot_cap = 0, str_cap = 0;
+    uint64_t *dod = NULL; /* version 3: the delta-of-delta column */
     t->n = getn(&r, 2, SIZE_MAX / 16, "profiles");
     t->n_tset = getn(&r, 1, SIZE_MAX / 16, "sample type sets");
     if (r.bad)
@@ -1254,7 +1426,8 @@ int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, pd_tchunk *t, 
     if (!(t->ts = malloc((t->n + 1) * sizeof *t->ts)) ||
         !(t->tset = malloc((t->n + 1) * sizeof *t->tset)) ||
         !(t->tot_off = calloc(t->n + 1, sizeof *t->tot_off)) ||
-        !(t->tset_off = calloc(t->n_tset + 1, sizeof *t->tset_off)))
+        !(t->tset_off = calloc(t->n_tset + 1, sizeof *t->tset_off)) ||
+        (version >= 3 && !(t->time_nanos = malloc((t->n + 1) * sizeof *t->time_nanos))))
         goto nomem;
     for (size_t k = 0; k < t->n_tset && !r.bad; k++) {
         size_t m = getn(&r, 2, MAX_TYPES, "sample types");
@@ -1269,8 +1442,27 @@ int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, pd_tchunk *t, 
         for (size_t i = 2 * t->tset_off[k]; i < 2 * t->tset_off[k + 1]; i++)
             t->tset_str[i] = getref(&r, n_str, "sample type string");
     }
+    /* version 2: rows (ts, tset, totals); version 3: a column of each, then
+       time_nanos */
+    if (version >= 3) {
+        if (!(dod = malloc(t->n * sizeof *dod)))
+            goto nomem;
+        t->ts[0] = getz(&r, "timestamp");
+        int64_t delta = t->n > 1 ? getz(&r, "timestamp") : 0;
+        if (t->n > 2)
+            get_planes(&r, dod, t->n - 2, "timestamps");
+        for (size_t i = 1; i < t->n && !r.bad; i++) {
+            if (i > 1)
+                delta = (int64_t)((uint64_t)delta + dod[i - 2]);
+            t->ts[i] = (int64_t)((uint64_t)t->ts[i - 1] + (uint64_t)delta);
+            if (t->ts[i] <= t->ts[i - 1])
+                r.bad = pd_err_set(err, PD_ECORRUPT,
+                                   "time chunk payload offset %zu: timestamps not ascending",
+                                   r.off);
+        }
+    }
     int64_t pts = 0, pdelta = 0;
-    for (size_t i = 0; i < t->n && !r.bad; i++) {
+    for (size_t i = 0; version < 3 && i < t->n && !r.bad; i++) {
         int64_t v = getz(&r, "timestamp"), delta;
         if (i == 0)
             delta = v, pts = 0;
@@ -1285,24 +1477,13 @@ int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, pd_tchunk *t, 
         pdelta = delta;
         pts = t->ts[i];
         t->tset[i] = getref(&r, t->n_tset, "sample type set");
-        if (r.bad)
-            break;
-        size_t m = (size_t)(t->tset_off[t->tset[i] + 1] - t->tset_off[t->tset[i]]);
-        t->tot_off[i + 1] = t->tot_off[i] + m;
-        if (t->tot_off[i + 1] > tot_cap) {
-            tot_cap = 2 * t->tot_off[i + 1] + 16;
-            int64_t *nt = realloc(t->totals, tot_cap * sizeof *nt);
-            if (!nt)
-                goto nomem;
-            t->totals = nt;
-        }
-        bool same = i && t->tset[i] == t->tset[i - 1];
-        for (size_t x = 0; x < m; x++) {
-            int64_t base = same ? t->totals[t->tot_off[i - 1] + x] : 0;
-            t->totals[t->tot_off[i] + x] =
-                (int64_t)((uint64_t)getz(&r, "total") + (uint64_t)base);
-        }
+        if (!r.bad && tchunk_totals(&r, t, i, &tot_cap))
+            goto nomem;
     }
+    for (size_t i = 0; version >= 3 && i < t->n && !r.bad; i++)
+        t->tset[i] = getref(&r, t->n_tset, "sample type set");
+    if (version >= 3 && !r.bad && tchunk_columns(&r, t))
+        goto nomem;
     t->n_group = getn(&r, 2, t->n, "groups");
     if (r.bad)
         goto fail;
@@ -1325,11 +1506,14 @@ int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, pd_tchunk *t, 
                            r.off);
     if (r.bad)
         goto fail;
+    free(dod);
     return 0;
 nomem:
+    free(dod);
     pd__tchunk_release(t);
     return pd_err_set(err, PD_ENOMEM, "out of memory decoding a time chunk");
 fail:
+    free(dod);
     pd__tchunk_release(t);
     return r.bad;
 }

@@ -130,6 +130,8 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
 typedef struct pd_tchunk {
     size_t n;          /* profiles */
     int64_t *ts;       /* n, ascending */
+    int64_t *time_nanos; /* n: each profile's time_nanos (version 3; NULL in version 2,
+                            whose value groups hold it) */
     uint32_t *tset;    /* n: index of the profile's sample-type set */
     uint64_t *tot_off; /* n + 1: totals of profile i are totals[tot_off[i] .. tot_off[i+1]) */
     int64_t *totals;
@@ -141,15 +143,17 @@ typedef struct pd_tchunk {
     uint64_t *g_off;   /* n_group: offset of the group's chunk in the chunks file */
 } pd_tchunk;
 
-/* Appends the time chunk of profiles d[0..n) (ascending ts) with the value
- * groups given as (first profile, chunk offset) pairs. PD_ENOMEM, PD_ETOOBIG. */
+/* Appends the time chunk (version 3) of profiles d[0..n) (ascending ts) with
+ * the value groups given as (first profile, chunk offset) pairs. PD_ENOMEM,
+ * PD_ETOOBIG. */
 int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_first,
                       const uint64_t *g_off, size_t n_group, pd_buf *out);
 
-/* Decodes a time chunk; string ids checked against n_str.
+/* Decodes a time chunk of chunks-file version 2 (rows of ts, set, totals) or
+ * 3 (columns, then time_nanos); string ids checked against n_str.
  * Errors: PD_ECORRUPT, PD_ENOMEM. out is overwritten. */
-int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, pd_tchunk *out /* OUT */,
-                      pd_err *err);
+int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, int version,
+                      pd_tchunk *out /* OUT */, pd_err *err);
 void pd__tchunk_release(pd_tchunk *t);
 
 #endif
