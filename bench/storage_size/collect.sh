@@ -24,7 +24,7 @@ IV=${3:-0.5}
 CPUS=${4:-1}
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
-export GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" HOME="${HOME:-$tmp}"
+export GOCACHE="${GOCACHE:-$tmp/gocache}" GOPATH="$tmp/gopath" HOME="${HOME:-$tmp}"
 (cd examples/demo && go build -o "$tmp/demo" .)
 (cd bench/storage_size/loadgen && go build -o "$tmp/loadgen" .)
 port=${PORT:-$((20000 + RANDOM % 10000))} # PORT: a fixed loopback port
