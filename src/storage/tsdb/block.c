@@ -14,7 +14,7 @@
  *                   into zstd frames of ~16 KiB raw, each with its own CRC;
  *                   version 1 (read): one zstd frame, one CRC. Both:
  *                   symbols_int.h, code symbols.c (pd__symbols_file_*).
- *   chunks/000001:  "PDCH" | u8 version 2 (PD_CHUNKS_VERSION) | 3 x 0 | frames...
+ *   chunks/000001:  "PDCH" | u8 version 3 (PD_CHUNKS_VERSION; 2 read) | 3 x 0 | frames...
  *     frame: u32 data length | u8 kind | data | u32 crc32c(kind + data)
  *     kind 1: time chunk (raw payload), 2: time chunk (zstd), 3: value group (zstd)
  *     For each series (in index order): its value groups, then its time chunk.
@@ -872,7 +872,7 @@ static int load_group(pd_block *b, uint32_t id, const pd_tchunk *t, size_t g, pd
     if (!*out)
         return PD_ENOMEM;
     int rc = 0;
-    for (size_t i = 0; i < *n; i++) { /* ts and totals: the reader needs both (chunks.c) */
+    for (size_t i = 0; i < *n; i++) { /* ts, totals, time: the reader needs them (chunks_int.h) */
         size_t p = t->g_first[g] + i, m = (size_t)(t->tot_off[p + 1] - t->tot_off[p]);
         (*out)[i].ts = t->ts[p];
         if (!((*out)[i].totals = malloc((m + 1) * sizeof *(*out)[i].totals))) {

@@ -249,21 +249,20 @@ static int to_buffered(pd_block_writer *w, wseries *s, pd_err *err)
             break;
         }
         size_t got = ZSTD_decompress(raw.data, (size_t)fc + 1, g->z, g->len);
-        for (size_t j = 0; j < n && !rc; j++) { /* ts and totals: the reader needs both */
+        /* what the time chunk will hold: ts, totals, time (chunks_int.h) */
+        for (size_t j = 0; j < n && !rc; j++) {
             const pd_dprof *o = &s->p[first + j];
             tmp[j].ts = o->ts;
+            tmp[j].n_types = o->n_types;
+            tmp[j].time_nanos = o->time_nanos;
             if (!(tmp[j].totals = malloc((o->n_types + 1) * sizeof *tmp[j].totals)))
                 rc = pd_err_set(err, PD_ENOMEM, "out of memory");
             else
                 memcpy(tmp[j].totals, o->totals, o->n_types * sizeof *tmp[j].totals);
-            tmp[j].n_types = o->n_types;
-            tmp[j].time_nanos = o->time_nanos;
         }
-        if (rc)
-            ;
-        else if (ZSTD_isError(got) || got != fc)
+        if (!rc && (ZSTD_isError(got) || got != fc))
             rc = pd_err_set(err, PD_ECORRUPT, "a value group the writer made does not decompress");
-        else
+        if (!rc)
             rc = pd__vgroup_decode(&w->sym, (const uint8_t *)raw.data, got, n, tmp, err);
         for (size_t j = 0; j < n; j++) {
             if (rc == 0) {

@@ -3,14 +3,21 @@
  * (API: chunks_int.h; layout: docs/format/chunks.md). varint = unsigned
  * LEB128, zz = zigzag varint; "string" = block string id (symbols).
  *
- * Value group payload (chunks file version 2; before zstd), for each of its n
- * profiles in time order, "prev" being the previous profile of the group (none
- * for the first, so a group decodes on its own):
+ * Value group payload (chunks file version 3, and 2 without flag bits 1-3;
+ * before zstd), for each of its n profiles in time order, "prev" being the
+ * previous profile of the group (none for the first, so a group decodes on
+ * its own):
  *
- *   flags (bit 0: quanta reset — every sample's quantum starts unknown)
- *   n_types | n_types x (type, unit) | period_type | period_unit | zz period
- *   zz (time_nanos - ts_ms x 1e6) | zz duration_nanos
- *   n_comment | comments | drop_frames | keep_frames | default_sample_type | doc_url
+ *   flags: bit 0 quanta reset (every sample's quantum starts unknown), bit 1
+ *     same header as prev (the fields in [1] are not written), bit 2 the last
+ *     listed sample's values are the profile's totals minus the other
+ *     samples' (not written), bit 3 time_nanos from the time chunk (not
+ *     written); bits 2-3 need the time chunk's totals and time (the block
+ *     writer sets them, pd_vgroup_enc.derive; the head does not)
+ *   [1] n_types | n_types x (type, unit) | period_type | period_unit | zz period
+ *   [3] zz (time_nanos - ts_ms x 1e6)
+ *   [1] zz duration_nanos | n_comment | comments | drop_frames | keep_frames |
+ *       default_sample_type | doc_url
  *   n_sample
  *   edit script turning prev's keys into this profile's keys — repeated
  *   (keep, del, add, add x (zz stack delta, lset)) until both lists are used;
@@ -20,7 +27,8 @@
  *   n_changed | n_changed x gap: the *matched* samples (a prev sample with
  *     the same key, prev with the same n_types) whose residuals are not all 0,
  *     ascending, each as (index - index after the previous one)
- *   for each sample, in order, that is unmatched or changed: [mask] residuals
+ *   for each sample, in order, that is unmatched or changed (but the last of
+ *   them when bit 2 is set): [mask] residuals
  *     — mask: a varint whose bit z says residual z is non-zero (only when the
  *     sample has 2..63 residuals; non-zero for a changed sample), then the
  *     non-zero residuals, zz each (all of them when no mask).
@@ -52,11 +60,19 @@
  * So an unchanged sample costs nothing, a changed Go heap sample ~4 bytes
  * (mask, m, rounding, follower), which zstd (block.c) reduces further.
  *
- * Time chunk payload:
+ * Time chunk payload, version 3 (columns):
  *   n | n_tset | n_tset x (k, k x (type, unit))
- *   n x (zz ts dod, tset, k x zz (total - prev total of the same tset, else total))
+ *   zz ts0 | zz (ts1 - ts0) | column of n-2 delta-of-delta of ts
+ *   n x tset
+ *   per type position t: column of the totals t (of the profiles with a type
+ *     t), each minus the previous profile's when it has the same set
+ *   column of n x (time_nanos - ts x 1e6)
  *   n_group | n_group x (profiles in group, chunk offset delta from previous group)
- * ts dod: the first is ts, the second ts - ts0, then (ts_i - ts_i-1) - (ts_i-1 - ts_i-2).
+ * column (put_planes): g = gcd of the magnitudes | B = bits of the largest
+ *   zigzag(v / g) | byte planes of zigzag(v / g), the top one bit-packed.
+ * Version 2 (read): n | n_tset | sets | n x (zz ts dod, tset, k x zz total
+ *   delta) | groups; ts dod: the first is ts, the second ts - ts0, then
+ *   (ts_i - ts_i-1) - (ts_i-1 - ts_i-2).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -1270,7 +1286,7 @@ int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_firs
     }
     /* columns (version 3): zstd finds each column's regularity (a regular
        scrape interval, one sample-type set, totals that move alike) where
-       interleaved rows broke its matches every few bytes */
+       interleaved rows broke its matches every few bytes; the ts dod */
     if (!(col = malloc((n_tot + n + 1) * sizeof *col))) {
         rc = PD_ENOMEM;
         goto out;
