@@ -5,7 +5,11 @@
  *   (b) conprof's scheme: raw (gunzipped) profiles in consecutive groups of 12,
  *       each group compressed with zstd level 3 (libzstd),
  *   (c) profd blocks (src/storage/tsdb/block.c): one block per profile type,
- *       and one block holding all types together (as one store would).
+ *       and one block holding all types together (as one store would),
+ *   (d) "zstd-long": each type's whole series of raw profiles concatenated,
+ *       compressed as `zstd -19 --long` does (libzstd: level 19, long-distance
+ *       matching, window 2^27) — what a general compressor that sees the whole
+ *       series reaches (issue 12 item 6: tiny profiles must not cost more).
  *
  *   bench_storage_size DATA_DIR OUT_DIR [--group N] [--group-bytes B] [--stacks tree|list]
  *                      [--format 1|2]   block format version (default: the one written)
