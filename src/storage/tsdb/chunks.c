@@ -68,8 +68,9 @@
  *     t), each minus the previous profile's when it has the same set
  *   column of n x (time_nanos - ts x 1e6)
  *   n_group | n_group x (profiles in group, chunk offset delta from previous group)
- * column (put_planes): g = gcd of the magnitudes | B = bits of the largest
- *   zigzag(v / g) | byte planes of zigzag(v / g), the top one bit-packed.
+ * column (put_column): mode | 0: g = gcd of the magnitudes | B = bits of the
+ *   largest zigzag(v / g) | byte planes of zigzag(v / g), the top one
+ *   bit-packed (put_planes); 1: k | exp-Golomb codes of order k (put_golomb).
  * Version 2 (read): n | n_tset | sets | n x (zz ts dod, tset, k x zz total
  *   delta) | groups; ts dod: the first is ts, the second ts - ts0, then
  *   (ts_i - ts_i-1) - (ts_i-1 - ts_i-2).
@@ -1246,6 +1247,61 @@ static int put_planes(pd_buf *out, const uint64_t *v, size_t n)
     return 0;
 }
 
+/* Largest zigzag value written as exp-Golomb (its code then fits 2 x 64 bits). */
+#define EG_MAX ((uint64_t)1 << 56)
+
+/* v[0..n) (signed) as exp-Golomb codes of order k of zigzag(v), MSB first:
+ * x = z + 2^k has b bits; b - 1 - k zero bits, then x's b bits. The cheaper
+ * k is chosen (written first). For a column of small values with a peaked
+ * distribution — the scrape jitter in a ts delta-of-delta (~5.6 bits of
+ * entropy; a byte plane and zstd took ~9.5) — it takes ~6.3 bits. */
+static int put_golomb(pd_buf *out, const uint64_t *v, size_t n)
+{
+    size_t best = 0;
+    uint64_t best_bits = UINT64_MAX;
+    for (size_t k = 0; k < 16; k++) {
+        uint64_t bits = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t x = pd_zigzag_enc((int64_t)v[i]) + ((uint64_t)1 << k), w = 0;
+            while (x >> w)
+                w++;
+            bits += 2 * w - 1 - k;
+        }
+        if (bits < best_bits)
+            best_bits = bits, best = k;
+    }
+    int rc = pd_buf_put_varint(out, best);
+    size_t len = (size_t)((best_bits + 7) / 8);
+    if (rc || (rc = pd_buf_reserve(out, len)))
+        return rc;
+    uint8_t *o = (uint8_t *)out->data + out->len;
+    memset(o, 0, len);
+    uint64_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x = pd_zigzag_enc((int64_t)v[i]) + ((uint64_t)1 << best), w = 0;
+        while (x >> w)
+            w++;
+        at += w - 1 - best; /* the zeros */
+        for (uint64_t j = w; j-- > 0; at++)
+            o[at / 8] |= (uint8_t)(((x >> j) & 1) << (7 - at % 8));
+    }
+    out->len += len;
+    return 0;
+}
+
+/* A column: a varint mode, then 0: put_planes, 1: put_golomb. Exp-Golomb is
+ * taken when asked (golomb) and every zigzag value is below EG_MAX. */
+static int put_column(pd_buf *out, const uint64_t *v, size_t n, bool golomb)
+{
+    for (size_t i = 0; golomb && i < n; i++)
+        if (pd_zigzag_enc((int64_t)v[i]) >= EG_MAX)
+            golomb = false;
+    int rc = pd_buf_put_varint(out, golomb ? 1 : 0);
+    if (rc)
+        return rc;
+    return golomb ? put_golomb(out, v, n) : put_planes(out, v, n);
+}
+
 int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_first,
                       const uint64_t *g_off, size_t n_group, pd_buf *out)
 {
@@ -1298,7 +1354,7 @@ int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_firs
     for (size_t i = 2; i < n; i++) /* delta of delta */
         col[i - 2] = ((uint64_t)d[i]->ts - (uint64_t)d[i - 1]->ts) -
                      ((uint64_t)d[i - 1]->ts - (uint64_t)d[i - 2]->ts);
-    if (n > 2 && (rc = put_planes(out, col, n - 2)))
+    if (n > 2 && (rc = put_column(out, col, n - 2, true)))
         goto out;
     for (size_t i = 0; i < n; i++)
         PUT(tset[i]);
@@ -1311,12 +1367,12 @@ int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_firs
             if (t < d[i]->n_types)
                 col[m++] = (uint64_t)d[i]->totals[t] - (uint64_t)(same ? d[i - 1]->totals[t] : 0);
         }
-        if ((rc = put_planes(out, col, m)))
+        if ((rc = put_column(out, col, m, false)))
             goto out;
     }
     for (size_t i = 0; i < n; i++)
         col[i] = (uint64_t)d[i]->time_nanos - (uint64_t)d[i]->ts * 1000000u;
-    if ((rc = put_planes(out, col, n)))
+    if ((rc = put_column(out, col, n, false)))
         goto out;
     PUT(n_group);
     for (size_t g = 0; g < n_group; g++) {
@@ -1390,6 +1446,54 @@ static void get_planes(rd *r, uint64_t *v, size_t n, const char *what)
         v[i] = (uint64_t)pd_zigzag_dec(v[i]) * (g > 1 ? g : 1);
 }
 
+/* Reads n values written by put_golomb into v. */
+static void get_golomb(rd *r, uint64_t *v, size_t n, const char *what)
+{
+    size_t at0 = r->off;
+    uint64_t k = get(r, what);
+    if (!r->bad && k >= 16)
+        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: %s: exp-Golomb order "
+                            "%llu", r->what, at0, what, (unsigned long long)k);
+    if (r->bad)
+        return;
+    const uint8_t *o = r->p + r->off;
+    uint64_t nbits = (uint64_t)(r->len - r->off) * 8, at = 0;
+#define BIT() ((o[at / 8] >> (7 - at % 8)) & 1)
+    for (size_t i = 0; i < n; i++) {
+        uint64_t zeros = 0;
+        while (at < nbits && !BIT() && zeros <= 56)
+            at++, zeros++;
+        uint64_t w = zeros + 1 + k;
+        if (w > 57 || nbits - at < w) {
+            r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: %s: bad "
+                                "exp-Golomb code %zu", r->what, r->off + (size_t)(at / 8), what, i);
+            return;
+        }
+        uint64_t x = 0;
+        for (uint64_t j = 0; j < w; j++, at++)
+            x = (x << 1) | BIT();
+        v[i] = (uint64_t)pd_zigzag_dec(x - ((uint64_t)1 << k));
+    }
+#undef BIT
+    r->off += (size_t)((at + 7) / 8);
+}
+
+/* Reads a column (put_column) of n values into v. */
+static void get_column(rd *r, uint64_t *v, size_t n, const char *what)
+{
+    size_t at = r->off;
+    uint64_t mode = get(r, what);
+    if (!r->bad && mode > 1)
+        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: %s: column mode %llu",
+                            r->what, at, what, (unsigned long long)mode);
+    if (r->bad)
+        return;
+    if (mode == 1)
+        get_golomb(r, v, n, what);
+    else
+        get_planes(r, v, n, what);
+}
+
 /* Version 3: the totals (type by type, as deltas from the previous profile's
  * of the same sample-type set) and time_nanos columns, after the set column.
  * PD_ENOMEM (r->bad on a corrupt payload). */
@@ -1412,7 +1516,7 @@ static int tchunk_columns(rd *r, pd_tchunk *t)
         size_t mt = 0, j = 0; /* the profiles with a type tt */
         for (size_t i = 0; i < t->n; i++)
             mt += t->tot_off[i] + tt < t->tot_off[i + 1];
-        get_planes(r, col, mt, "totals");
+        get_column(r, col, mt, "totals");
         for (size_t i = 0; !r->bad && i < t->n; i++) {
             if (t->tot_off[i] + tt >= t->tot_off[i + 1])
                 continue;
@@ -1421,7 +1525,7 @@ static int tchunk_columns(rd *r, pd_tchunk *t)
             t->totals[t->tot_off[i] + tt] = (int64_t)(col[j++] + (uint64_t)base);
         }
     }
-    get_planes(r, col, t->n, "time");
+    get_column(r, col, t->n, "time");
     for (size_t i = 0; !r->bad && i < t->n; i++)
         t->time_nanos[i] = (int64_t)(col[i] + (uint64_t)t->ts[i] * 1000000u);
     free(col);
@@ -1466,7 +1570,7 @@ int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, int version, p
         t->ts[0] = getz(&r, "timestamp");
         int64_t delta = t->n > 1 ? getz(&r, "timestamp") : 0;
         if (t->n > 2)
-            get_planes(&r, dod, t->n - 2, "timestamps");
+            get_column(&r, dod, t->n - 2, "timestamps");
         for (size_t i = 1; i < t->n && !r.bad; i++) {
             if (i > 1)
                 delta = (int64_t)((uint64_t)delta + dod[i - 2]);
