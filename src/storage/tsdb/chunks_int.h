@@ -3,7 +3,8 @@
  * per series a *time chunk* (timestamps delta-of-delta, sample-type sets,
  * totals, and the table of value groups) and *value groups* (G consecutive
  * profiles of the series, each encoded against the previous one of the
- * group, zstd-compressed together by block.c). Private to src/storage.
+ * group, zstd-compressed together by block.c). Code: chunks.c (decomposed
+ * profiles, value groups), tchunk.c (time chunks). Private to src/storage.
  *
  * A profile is handled here in decomposed form (pd_dprof): its scalar fields
  * and strings as block string ids, and its samples as (stack id, label-set
