@@ -25,7 +25,9 @@
  * blocks and checks pd_profile_equal with the original. --analyze: per type,
  * what the series is made of (samples per profile, how many of them change
  * from one profile to the next, distinct stacks over the series, raw size):
- * the entropy the value chunks and symbols have to hold.
+ * the entropy the value chunks and symbols have to hold. Last, what each
+ * type's series adds to the all-types block (that block minus the same block
+ * without the type): a series' cost where the block's fixed parts are shared.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -493,6 +495,27 @@ int main(int argc, char **argv)
            "%7.1f | %8.2f\n",
            "ALL(1blk)", an, ag / n, ac / n, "", r.total / n, (double)ag / r.total, (double)ac / r.total,
            r.index / n, r.symbols / n, r.time / n, r.value / n, r.meta / n, r.write_s);
+    /* what each type's series adds to the all-types block (as a store keeps
+       them: one block of every series, whose meta.json and file frames are
+       shared): the block's bytes minus those of the same block without it */
+    printf("\nin the all-types block: bytes a type's series adds (all minus all without it)\n");
+    uint64_t all_total = r.total;
+    for (size_t k = 0; nt > 1 && k < nt; k++) {
+        ptype rest[8];
+        size_t m = 0;
+        for (size_t j = 0; j < nt; j++)
+            if (j != k)
+                rest[m++] = types[j];
+        result rk;
+        if (write_block(rest, m, &o, out, false, &rk)) {
+            rc = 1;
+            continue;
+        }
+        printf("%-12s %6zu | %10.1f B/p (%llu bytes), zstd-long %.1f B/p\n", types[k].name,
+               types[k].n, (double)(all_total - rk.total) / (double)types[k].n,
+               (unsigned long long)(all_total - rk.total),
+               (double)zstd_long_bytes(&types[k]) / (double)types[k].n);
+    }
     if (sweep) {
         printf("\nsweep (all types in one block): group size x stack format -> bytes/profile, x conprof\n");
         size_t gs[] = {1, 16, 64, 128, 256, 512, 1024};
