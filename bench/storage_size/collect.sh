@@ -12,6 +12,9 @@
 # per type, in parallel) until each has N consecutive profiles, while a fourth
 # loop takes cpu profiles (/debug/pprof/profile?seconds=CPU_SECONDS) back to
 # back until it also has N (and the others are done).
+# TYPES (default "heap allocs goroutine cpu"): which of heap, allocs,
+# goroutine, mutex, block, threadcreate (each scraped every INTERVAL_S) and cpu
+# to collect; e.g. TYPES="mutex block threadcreate" for the tiny cumulative ones.
 # Files: OUT_DIR/<type>/NNNNNN.pb.gz, exactly as served.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,7 +24,7 @@ IV=${3:-0.5}
 CPUS=${4:-1}
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
-export GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" HOME="${HOME:-$tmp}"
+export GOCACHE="${GOCACHE:-$tmp/gocache}" GOPATH="$tmp/gopath" HOME="${HOME:-$tmp}"
 (cd examples/demo && go build -o "$tmp/demo" .)
 (cd bench/storage_size/loadgen && go build -o "$tmp/loadgen" .)
 port=${PORT:-$((20000 + RANDOM % 10000))} # PORT: a fixed loopback port
@@ -33,7 +36,7 @@ if [ "${LOAD_RATE:-150}" != 0 ]; then
     "$tmp/loadgen" -target=http://127.0.0.1:$port \
         -workers=${LOAD_WORKERS:-8} -rate=${LOAD_RATE:-150} >/dev/null 2>&1 &
 fi
-mkdir -p "$OUT"/{heap,allocs,goroutine,cpu}
+TYPES=${TYPES:-heap allocs goroutine cpu}
 sleep 2 # let the demo warm up
 scrape() { # type path
     local t=$1 p=$2 i
@@ -42,12 +45,21 @@ scrape() { # type path
         sleep "$IV"
     done
 }
-scrape heap /debug/pprof/heap & a=$!
-scrape allocs /debug/pprof/allocs & b=$!
-scrape goroutine /debug/pprof/goroutine & c=$!
-(i=0; while [ $i -lt "$N" ] || kill -0 $a 2>/dev/null || kill -0 $b 2>/dev/null || kill -0 $c 2>/dev/null; do
-    i=$((i + 1)); curl -fsS -o "$OUT/cpu/$(printf %06d $i).pb.gz" \
-        "http://127.0.0.1:$port/debug/pprof/profile?seconds=$CPUS"
-done) & d=$!
-wait $a $b $c $d
-for t in heap allocs goroutine cpu; do echo "$t: $(ls "$OUT/$t" | wc -l) profiles"; done
+pids=()
+for t in $TYPES; do
+    mkdir -p "$OUT/$t"
+    case $t in
+    heap | allocs | goroutine | mutex | block | threadcreate) scrape "$t" "/debug/pprof/$t" & pids+=($!) ;;
+    cpu) ;;
+    *) echo "collect.sh: unknown type $t in TYPES" >&2; exit 2 ;;
+    esac
+done
+alive() { local p; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+if [[ " $TYPES " == *" cpu "* ]]; then
+    (i=0; while [ $i -lt "$N" ] || alive; do
+        i=$((i + 1)); curl -fsS -o "$OUT/cpu/$(printf %06d $i).pb.gz" \
+            "http://127.0.0.1:$port/debug/pprof/profile?seconds=$CPUS"
+    done) & pids+=($!)
+fi
+wait "${pids[@]}"
+for t in $TYPES; do echo "$t: $(ls "$OUT/$t" | wc -l) profiles"; done

@@ -2,7 +2,7 @@
 # Storage size benchmark: collects real series from examples/demo (unless
 # bench/out/storage_size/data exists), then prints bytes per profile of
 # (a) gzip bodies as served, (b) conprof's raw-groups-of-12 + zstd -3,
-# (c) profd blocks, per type and all types in one block, with the split
+# (d) zstd -19 --long of each whole series of raw profiles, (c) profd blocks, per type and all types in one block, with the split
 # index / symbols / time / values, reading every profile back (--verify).
 #
 #   bench/storage_size/run.sh [BUILD_DIR=build] [N=700] [INTERVAL_S=1] [--sweep]

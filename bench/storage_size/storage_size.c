@@ -5,7 +5,11 @@
  *   (b) conprof's scheme: raw (gunzipped) profiles in consecutive groups of 12,
  *       each group compressed with zstd level 3 (libzstd),
  *   (c) profd blocks (src/storage/tsdb/block.c): one block per profile type,
- *       and one block holding all types together (as one store would).
+ *       and one block holding all types together (as one store would),
+ *   (d) "zstd-long": each type's whole series of raw profiles concatenated,
+ *       compressed as `zstd -19 --long` does (libzstd: level 19, long-distance
+ *       matching, window 2^27) — what a general compressor that sees the whole
+ *       series reaches (issue 12 item 6: tiny profiles must not cost more).
  *
  *   bench_storage_size DATA_DIR OUT_DIR [--group N] [--group-bytes B] [--stacks tree|list]
  *                      [--format 1|2]   block format version (default: the one written)
@@ -21,7 +25,9 @@
  * blocks and checks pd_profile_equal with the original. --analyze: per type,
  * what the series is made of (samples per profile, how many of them change
  * from one profile to the next, distinct stacks over the series, raw size):
- * the entropy the value chunks and symbols have to hold.
+ * the entropy the value chunks and symbols have to hold. Last, what each
+ * type's series adds to the all-types block (that block minus the same block
+ * without the type): a series' cost where the block's fixed parts are shared.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -115,6 +121,33 @@ static int load_type(const char *dir, const char *name, ptype *t)
     }
     free(names);
     return 0;
+}
+
+/* (d) the whole series as one stream: the raw (gunzipped) profiles
+ * concatenated in scrape order, compressed as `zstd -19 --long` does (level
+ * 19, long-distance matching, window 2^27): the size a general-purpose
+ * compressor reaches when it sees every profile of the series at once. */
+static uint64_t zstd_long_bytes(const ptype *t)
+{
+    pd_buf raw;
+    pd_buf_init(&raw, 0);
+    for (size_t j = 0; j < t->n; j++) {
+        pd_err err;
+        if (pd_gunzip(t->v[j].body, t->v[j].len, 1u << 30, &raw, &err))
+            pd_buf_append(&raw, t->v[j].body, t->v[j].len); /* raw already */
+    }
+    ZSTD_CCtx *cx = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cx, ZSTD_c_compressionLevel, 19);
+    ZSTD_CCtx_setParameter(cx, ZSTD_c_enableLongDistanceMatching, 1);
+    ZSTD_CCtx_setParameter(cx, ZSTD_c_windowLog, 27);
+    size_t bound = ZSTD_compressBound(raw.len);
+    void *z = malloc(bound);
+    size_t zl = ZSTD_compress2(cx, z, bound, raw.data, raw.len);
+    uint64_t total = ZSTD_isError(zl) ? raw.len : zl;
+    free(z);
+    ZSTD_freeCCtx(cx);
+    pd_buf_release(&raw);
+    return total;
 }
 
 static uint64_t conprof_bytes(const ptype *t)
@@ -429,9 +462,9 @@ int main(int argc, char **argv)
             analyze(&types[k]);
         printf("\n");
     }
-    printf("%-10s %6s | %10s %10s %10s | %9s %9s | %7s %7s %7s %7s %7s | %8s\n", "type",
-           "n", "gzip B/p", "conprof", "profd B/p", "x gzip", "x conprof", "index", "symbols",
-           "time", "values", "meta", "write s");
+    printf("%-10s %6s | %10s %10s %10s %10s | %9s %9s | %7s %7s %7s %7s %7s | %8s\n", "type",
+           "n", "gzip B/p", "conprof", "zstd-long", "profd B/p", "x gzip", "x conprof", "index",
+           "symbols", "time", "values", "meta", "write s");
     uint64_t ag = 0, ac = 0;
     size_t an = 0;
     int rc = 0;
@@ -440,7 +473,7 @@ int main(int argc, char **argv)
         uint64_t g = 0;
         for (size_t i = 0; i < t->n; i++)
             g += t->v[i].len;
-        uint64_t c = conprof_bytes(t);
+        uint64_t c = conprof_bytes(t), zl = zstd_long_bytes(t);
         ag += g;
         ac += c;
         an += t->n;
@@ -448,9 +481,9 @@ int main(int argc, char **argv)
         if (write_block(t, 1, &o, out, verify, &r))
             rc = 1;
         double n = (double)t->n;
-        printf("%-10s %6zu | %10.0f %10.0f %10.1f | %9.1f %9.1f | %7.1f %7.1f %7.1f %7.1f %7.1f | "
-               "%8.2f\n",
-               t->name, t->n, g / n, c / n, r.total / n, (double)g / r.total,
+        printf("%-10s %6zu | %10.0f %10.0f %10.1f %10.1f | %9.1f %9.1f | %7.1f %7.1f %7.1f %7.1f "
+               "%7.1f | %8.2f\n",
+               t->name, t->n, g / n, c / n, zl / n, r.total / n, (double)g / r.total,
                (double)c / r.total, r.index / n, r.symbols / n, r.time / n, r.value / n,
                r.meta / n, r.write_s);
     }
@@ -458,10 +491,31 @@ int main(int argc, char **argv)
     if (write_block(types, nt, &o, out, verify, &r))
         rc = 1;
     double n = (double)an;
-    printf("%-10s %6zu | %10.0f %10.0f %10.1f | %9.1f %9.1f | %7.1f %7.1f %7.1f %7.1f %7.1f | "
-           "%8.2f\n",
-           "ALL(1blk)", an, ag / n, ac / n, r.total / n, (double)ag / r.total, (double)ac / r.total,
+    printf("%-10s %6zu | %10.0f %10.0f %10s %10.1f | %9.1f %9.1f | %7.1f %7.1f %7.1f %7.1f "
+           "%7.1f | %8.2f\n",
+           "ALL(1blk)", an, ag / n, ac / n, "", r.total / n, (double)ag / r.total, (double)ac / r.total,
            r.index / n, r.symbols / n, r.time / n, r.value / n, r.meta / n, r.write_s);
+    /* what each type's series adds to the all-types block (as a store keeps
+       them: one block of every series, whose meta.json and file frames are
+       shared): the block's bytes minus those of the same block without it */
+    printf("\nin the all-types block: bytes a type's series adds (all minus all without it)\n");
+    uint64_t all_total = r.total;
+    for (size_t k = 0; nt > 1 && k < nt; k++) {
+        ptype rest[8];
+        size_t m = 0;
+        for (size_t j = 0; j < nt; j++)
+            if (j != k)
+                rest[m++] = types[j];
+        result rk;
+        if (write_block(rest, m, &o, out, false, &rk)) {
+            rc = 1;
+            continue;
+        }
+        printf("%-12s %6zu | %10.1f B/p (%llu bytes), zstd-long %.1f B/p\n", types[k].name,
+               types[k].n, (double)(all_total - rk.total) / (double)types[k].n,
+               (unsigned long long)(all_total - rk.total),
+               (double)zstd_long_bytes(&types[k]) / (double)types[k].n);
+    }
     if (sweep) {
         printf("\nsweep (all types in one block): group size x stack format -> bytes/profile, x conprof\n");
         size_t gs[] = {1, 16, 64, 128, 256, 512, 1024};

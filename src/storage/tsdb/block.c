@@ -14,7 +14,7 @@
  *                   into zstd frames of ~16 KiB raw, each with its own CRC;
  *                   version 1 (read): one zstd frame, one CRC. Both:
  *                   symbols_int.h, code symbols.c (pd__symbols_file_*).
- *   chunks/000001:  "PDCH" | u8 version 2 (PD_CHUNKS_VERSION) | 3 x 0 | frames...
+ *   chunks/000001:  "PDCH" | u8 version 3 (PD_CHUNKS_VERSION; 2 read) | 3 x 0 | frames...
  *     frame: u32 data length | u8 kind | data | u32 crc32c(kind + data)
  *     kind 1: time chunk (raw payload), 2: time chunk (zstd), 3: value group (zstd)
  *     For each series (in index order): its value groups, then its time chunk.
@@ -51,6 +51,7 @@ struct pd_block {
     char chunks_path[4200];
     int fd;
     uint64_t chunks_size;
+    int chunks_version; /* PD_CHUNKS_VERSION_MIN .. PD_CHUNKS_VERSION */
     pd_block_meta meta;
     pd_symbols sym;
     pd_index ix; /* series and postings */
@@ -452,13 +453,14 @@ static int block_open(const char *dir, const char *why, pd_block **out, pd_err *
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic", b->chunks_path);
         goto fail;
     }
-    if (ch[4] != PD_CHUNKS_VERSION) {
+    if (ch[4] < PD_CHUNKS_VERSION_MIN || ch[4] > PD_CHUNKS_VERSION) {
         rc = pd_err_set(err, PD_ECORRUPT,
-                        "%s offset 4: chunks version %u, this build reads version %u only "
+                        "%s offset 4: chunks version %u, this build reads versions %u to %u "
                         "(value groups of version 1 are not read any more)",
-                        b->chunks_path, ch[4], PD_CHUNKS_VERSION);
+                        b->chunks_path, ch[4], PD_CHUNKS_VERSION_MIN, PD_CHUNKS_VERSION);
         goto fail;
     }
+    b->chunks_version = ch[4];
 
     snprintf(path, sizeof path, "%s/symbols", b->dir);
     uint64_t sz;
@@ -779,7 +781,8 @@ static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err)
     if (!rc && kind == K_TIME_ZSTD)
         rc = unzstd(b->chunks_path, s->tref, &f, &raw, err);
     const pd_buf *p = kind == K_TIME_ZSTD ? &raw : &f;
-    if (!rc && (rc = pd__tchunk_decode((const uint8_t *)p->data, p->len, b->sym.n_str, t, err)))
+    if (!rc && (rc = pd__tchunk_decode((const uint8_t *)p->data, p->len, b->sym.n_str,
+                                        b->chunks_version, t, err)))
         pd_err_prefix(err, "%s offset %llu", b->chunks_path, (unsigned long long)s->tref);
     if (!rc && (t->n != s->n || t->ts[0] != s->min_t || t->ts[t->n - 1] != s->max_t)) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: time chunk disagrees with the index",
@@ -875,9 +878,21 @@ static int load_group(pd_block *b, uint32_t id, const pd_tchunk *t, size_t g, pd
     *out = calloc(*n + 1, sizeof **out);
     if (!*out)
         return PD_ENOMEM;
-    for (size_t i = 0; i < *n; i++)
-        (*out)[i].ts = t->ts[t->g_first[g] + i];
-    int rc = read_frame(b, t->g_off[g], &kind, &f, err);
+    int rc = 0;
+    for (size_t i = 0; i < *n; i++) { /* ts, totals, time: the reader needs them (chunks_int.h) */
+        size_t p = t->g_first[g] + i, m = (size_t)(t->tot_off[p + 1] - t->tot_off[p]);
+        (*out)[i].ts = t->ts[p];
+        if (!((*out)[i].totals = malloc((m + 1) * sizeof *(*out)[i].totals))) {
+            rc = pd_err_set(err, PD_ENOMEM, "out of memory reading a value group");
+            break;
+        }
+        memcpy((*out)[i].totals, t->totals + t->tot_off[p], m * sizeof *(*out)[i].totals);
+        (*out)[i].n_types = (uint32_t)m;
+        if (t->time_nanos)
+            (*out)[i].time_nanos = t->time_nanos[p];
+    }
+    if (!rc)
+        rc = read_frame(b, t->g_off[g], &kind, &f, err);
     if (!rc && kind != K_VALUE)
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: not a value chunk (kind %u)",
                         b->chunks_path, (unsigned long long)t->g_off[g], kind);

@@ -12,9 +12,14 @@
 #include <stdint.h>
 
 #define HDR 8 /* magic 4 + version 1 + reserved 3, every block file */
-/* chunks/000001 has its own version: 2 = value groups of sparse residuals
- * (chunks.c); version 1 (dense value deltas) is refused. */
-#define PD_CHUNKS_VERSION 2
+/* chunks/000001 has its own version (docs/format/chunks.md): 3 = time
+ * chunks of columns holding time_nanos, value groups of sparse residuals
+ * whose profiles may repeat the previous header and take time_nanos and
+ * their last listed sample's values from the time chunk (written); 2 = time
+ * chunks of rows, value groups without those (read); 1 (dense value deltas)
+ * is refused. */
+#define PD_CHUNKS_VERSION 3
+#define PD_CHUNKS_VERSION_MIN 2
 #define FRAME_HDR 5                /* chunk frame: u32 length + u8 kind */
 #define MAX_FILE (4ull << 30)      /* index/symbols files read whole: cap */
 #define MAX_GROUP_RAW (1ull << 31) /* a value group's decompressed payload */

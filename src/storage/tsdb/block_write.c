@@ -155,6 +155,7 @@ static int find_series(pd_block_writer *w, const pd_labels *l, wseries **out)
     memset(s, 0, sizeof *s);
     pd_u64map_init(&s->ts);
     pd__vgroup_enc_init(&s->enc);
+    s->enc.derive = true; /* the time chunk holds the totals */
     pd_buf_init(&s->raw, 0);
     if (pd_labels_copy(&s->labels, l))
         return PD_ENOMEM;
@@ -248,11 +249,20 @@ static int to_buffered(pd_block_writer *w, wseries *s, pd_err *err)
             break;
         }
         size_t got = ZSTD_decompress(raw.data, (size_t)fc + 1, g->z, g->len);
-        for (size_t j = 0; j < n; j++)
-            tmp[j].ts = s->p[first + j].ts;
-        if (ZSTD_isError(got) || got != fc)
+        /* what the time chunk will hold: ts, totals, time (chunks_int.h) */
+        for (size_t j = 0; j < n && !rc; j++) {
+            const pd_dprof *o = &s->p[first + j];
+            tmp[j].ts = o->ts;
+            tmp[j].n_types = o->n_types;
+            tmp[j].time_nanos = o->time_nanos;
+            if (!(tmp[j].totals = malloc((o->n_types + 1) * sizeof *tmp[j].totals)))
+                rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+            else
+                memcpy(tmp[j].totals, o->totals, o->n_types * sizeof *tmp[j].totals);
+        }
+        if (!rc && (ZSTD_isError(got) || got != fc))
             rc = pd_err_set(err, PD_ECORRUPT, "a value group the writer made does not decompress");
-        else
+        if (!rc)
             rc = pd__vgroup_decode(&w->sym, (const uint8_t *)raw.data, got, n, tmp, err);
         for (size_t j = 0; j < n; j++) {
             if (rc == 0) {
@@ -497,6 +507,7 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
     pd_buf_init(&z, 0);
     pd_buf_init(&idx, 0);
     pd__vgroup_enc_init(&venc);
+    venc.derive = true; /* the time chunk holds the totals */
     if (w->failed)
         return pd_err_set(err, w->failed, "the block writer ran out of memory earlier");
     if (!w->n_prof)

@@ -3,14 +3,21 @@
  * (API: chunks_int.h; layout: docs/format/chunks.md). varint = unsigned
  * LEB128, zz = zigzag varint; "string" = block string id (symbols).
  *
- * Value group payload (chunks file version 2; before zstd), for each of its n
- * profiles in time order, "prev" being the previous profile of the group (none
- * for the first, so a group decodes on its own):
+ * Value group payload (chunks file version 3, and 2 without flag bits 1-3;
+ * before zstd), for each of its n profiles in time order, "prev" being the
+ * previous profile of the group (none for the first, so a group decodes on
+ * its own):
  *
- *   flags (bit 0: quanta reset — every sample's quantum starts unknown)
- *   n_types | n_types x (type, unit) | period_type | period_unit | zz period
- *   zz (time_nanos - ts_ms x 1e6) | zz duration_nanos
- *   n_comment | comments | drop_frames | keep_frames | default_sample_type | doc_url
+ *   flags: bit 0 quanta reset (every sample's quantum starts unknown), bit 1
+ *     same header as prev (the fields in [1] are not written), bit 2 the last
+ *     listed sample's values are the profile's totals minus the other
+ *     samples' (not written), bit 3 time_nanos from the time chunk (not
+ *     written); bits 2-3 need the time chunk's totals and time (the block
+ *     writer sets them, pd_vgroup_enc.derive; the head does not)
+ *   [1] n_types | n_types x (type, unit) | period_type | period_unit | zz period
+ *   [3] zz (time_nanos - ts_ms x 1e6)
+ *   [1] zz duration_nanos | n_comment | comments | drop_frames | keep_frames |
+ *       default_sample_type | doc_url
  *   n_sample
  *   edit script turning prev's keys into this profile's keys — repeated
  *   (keep, del, add, add x (zz stack delta, lset)) until both lists are used;
@@ -20,7 +27,8 @@
  *   n_changed | n_changed x gap: the *matched* samples (a prev sample with
  *     the same key, prev with the same n_types) whose residuals are not all 0,
  *     ascending, each as (index - index after the previous one)
- *   for each sample, in order, that is unmatched or changed: [mask] residuals
+ *   for each sample, in order, that is unmatched or changed (but the last of
+ *   them when bit 2 is set): [mask] residuals
  *     — mask: a varint whose bit z says residual z is non-zero (only when the
  *     sample has 2..63 residuals; non-zero for a changed sample), then the
  *     non-zero residuals, zz each (all of them when no mask).
@@ -52,11 +60,7 @@
  * So an unchanged sample costs nothing, a changed Go heap sample ~4 bytes
  * (mask, m, rounding, follower), which zstd (block.c) reduces further.
  *
- * Time chunk payload:
- *   n | n_tset | n_tset x (k, k x (type, unit))
- *   n x (zz ts dod, tset, k x zz (total - prev total of the same tset, else total))
- *   n_group | n_group x (profiles in group, chunk offset delta from previous group)
- * ts dod: the first is ts, the second ts - ts0, then (ts_i - ts_i-1) - (ts_i-1 - ts_i-2).
+ * Time chunks: tchunk.c.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -64,8 +68,8 @@
 
 #include "base/varint.h"
 #include "storage/tsdb/chunks_int.h"
+#include "storage/tsdb/payload_int.h"
 
-#define MAX_TYPES 1024
 #define MAX_MASK 63 /* residuals of a sample covered by a mask varint */
 
 void pd__dprof_release(pd_dprof *d)
@@ -447,12 +451,6 @@ static int keycmp(uint32_t s1, uint32_t l1, uint32_t s2, uint32_t l2)
     return 0;
 }
 
-#define PUT(v)                                                                                     \
-    do {                                                                                           \
-        if ((rc = pd_buf_put_varint(out, (uint64_t)(v))))                                          \
-            goto out;                                                                              \
-    } while (0)
-#define PUTZ(v) PUT(pd_zigzag_enc((int64_t)(v)))
 
 /* ---- the value model (see the top of the file) ---- */
 
@@ -590,24 +588,20 @@ static void vres_dec(const int64_t *P, const int64_t *e, size_t nt, uint64_t *q,
     *q = qn;
 }
 
-/* One profile c against pv (NULL: none) whose samples' quanta are pq (NULL:
- * all unknown, written as a reset); c's quanta go to cq[0..c->n_sample). */
-static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c, uint64_t *cq,
-                       pd_buf *out)
+/* The header fields of c other than time_nanos, as the payload writes them
+ * (both parts, without the time between them) into h: what flag bit 1
+ * compares with the previous profile's. *split: where the time goes. */
+static int enc_header(const pd_dprof *c, pd_buf *out, size_t *split)
 {
     int rc = 0;
-    int64_t *match = NULL; /* per cur sample: matched prev index or -1 */
-    int64_t *e = NULL; /* one sample's residuals */
-    uint32_t *chg = NULL;
-    size_t nt = c->n_types, ne_max = n_res(nt, 1) > nt ? n_res(nt, 1) : nt;
-    PUT(pq ? 0 : 1); /* flags: bit 0 = quanta reset */
+    pd_buf_reset(out);
     PUT(c->n_types);
     for (size_t i = 0; i < 2u * c->n_types; i++)
         PUT(c->types[i]);
     PUT(c->period_type);
     PUT(c->period_unit);
     PUTZ(c->period);
-    PUTZ((uint64_t)c->time_nanos - (uint64_t)c->ts * 1000000u);
+    *split = out->len;
     PUTZ(c->duration_nanos);
     PUT(c->n_comment);
     for (size_t i = 0; i < c->n_comment; i++)
@@ -616,6 +610,37 @@ static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c
     PUT(c->keep_frames);
     PUT(c->default_sample_type);
     PUT(c->doc_url);
+out:
+    return rc;
+}
+
+/* One profile c against pv (NULL: none) whose samples' quanta are pq (NULL:
+ * all unknown, written as a reset); c's quanta go to cq[0..c->n_sample).
+ * ph: pv's header bytes (enc_header; NULL: not known, c's header is written
+ * whole); c's go to ch (NULL: not wanted). derive: the last listed sample's
+ * values are left out (flag bit 2) when c has totals. */
+static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c, uint64_t *cq,
+                       const pd_buf *ph, pd_buf *ch, bool derive, pd_buf *out)
+{
+    int rc = 0;
+    int64_t *match = NULL; /* per cur sample: matched prev index or -1 */
+    int64_t *e = NULL; /* one sample's residuals */
+    uint32_t *chg = NULL;
+    size_t nt = c->n_types, ne_max = n_res(nt, 1) > nt ? n_res(nt, 1) : nt, split = 0;
+    pd_buf hb;
+    pd_buf_init(&hb, 0);
+    pd_buf *h = ch ? ch : &hb;
+    if ((rc = enc_header(c, h, &split)))
+        goto out;
+    bool same_hdr = pv && ph && ph->len == h->len && !memcmp(ph->data, h->data, h->len);
+    size_t flags_at = out->len; /* flags (< 128: one byte) are known after the samples */
+    PUT(0);
+    if (!same_hdr && (rc = pd_buf_append(out, h->data, split)))
+        goto out;
+    if (!derive) /* else the time chunk holds it */
+        PUTZ((uint64_t)c->time_nanos - (uint64_t)c->ts * 1000000u);
+    if (!same_hdr && (rc = pd_buf_append(out, h->data + split, h->len - split)))
+        goto out;
     PUT(c->n_sample);
     size_t np = pv ? pv->n_sample : 0, nc = c->n_sample, i = 0, j = 0;
     if (!(match = malloc((nc + 1) * sizeof *match)) || !(chg = malloc((nc + 1) * sizeof *chg)) ||
@@ -671,12 +696,26 @@ static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c
         PUT(chg[k] - at);
         at = chg[k] + 1;
     }
+    /* the last listed sample (unmatched or changed): with derive its values
+       are the totals minus the other samples' (the time chunk holds the
+       totals), so it costs no residual byte */
+    size_t dx = SIZE_MAX;
+    for (size_t x = nc; x-- > 0;)
+        if (!(same && match[x] >= 0) || (n_chg && chg[n_chg - 1] == x)) {
+            dx = x;
+            break;
+        }
+    bool drv = derive && c->totals && dx != SIZE_MAX;
+    ((uint8_t *)out->data)[flags_at] =
+        (uint8_t)((pq ? 0 : 1) | (same_hdr ? 2 : 0) | (drv ? 4 : 0) | (derive ? 8 : 0));
     /* residuals of the unmatched samples and of the changed ones, in order */
     for (size_t x = 0, k = 0; x < nc; x++) {
         const int64_t *P = same && match[x] >= 0 ? pv->value + (size_t)match[x] * nt : NULL;
         if (P && (k == n_chg || chg[k] != x))
             continue;
         k += P != NULL;
+        if (drv && x == dx)
+            break;
         uint64_t q = P && pq ? pq[match[x]] : 0;
         size_t ne = vres_enc(P, c->value + x * nt, nt, &q, e);
         if (ne > 1 && ne <= MAX_MASK) {
@@ -697,10 +736,16 @@ out:
     free(match);
     free(chg);
     free(e);
+    pd_buf_release(&hb);
     return rc;
 }
 
-void pd__vgroup_enc_init(pd_vgroup_enc *e) { memset(e, 0, sizeof *e); }
+void pd__vgroup_enc_init(pd_vgroup_enc *e)
+{
+    memset(e, 0, sizeof *e);
+    pd_buf_init(&e->hdr, 0);
+    pd_buf_init(&e->hdr_next, 0);
+}
 
 void pd__vgroup_enc_reset(pd_vgroup_enc *e)
 {
@@ -715,7 +760,11 @@ void pd__vgroup_enc_release(pd_vgroup_enc *e)
     free(e->value);
     free(e->q);
     free(e->q_next);
+    pd_buf_release(&e->hdr);
+    pd_buf_release(&e->hdr_next);
     memset(e, 0, sizeof *e);
+    pd_buf_init(&e->hdr, 0);
+    pd_buf_init(&e->hdr_next, 0);
 }
 
 int pd__vgroup_enc_append(pd_vgroup_enc *e, const pd_dprof *c, pd_buf *out)
@@ -734,7 +783,8 @@ int pd__vgroup_enc_append(pd_vgroup_enc *e, const pd_dprof *c, pd_buf *out)
     pd_dprof pv = {.n_types = e->n_types, .n_sample = e->n_sample,
                    .stack = e->stack, .lset = e->lset, .value = e->value};
     size_t len0 = out->len;
-    int rc = enc_profile(e->n ? &pv : NULL, e->n ? e->q : NULL, c, e->q_next, out);
+    int rc = enc_profile(e->n ? &pv : NULL, e->n ? e->q : NULL, c, e->q_next,
+                         e->n ? &e->hdr : NULL, &e->hdr_next, e->derive, out);
     if (rc) {
         out->len = len0; /* e unchanged: c may be appended again */
         return rc;
@@ -769,6 +819,9 @@ int pd__vgroup_enc_append(pd_vgroup_enc *e, const pd_dprof *c, pd_buf *out)
     uint64_t *t = e->q;
     e->q = e->q_next;
     e->q_next = t;
+    pd_buf th = e->hdr;
+    e->hdr = e->hdr_next;
+    e->hdr_next = th;
     e->n_sample = c->n_sample;
     e->n_types = c->n_types;
     e->n++;
@@ -787,7 +840,7 @@ int pd__vgroup_encode_one(const pd_dprof *prev, const pd_dprof *c, pd_buf *out)
     uint64_t *cq = malloc((c->n_sample + 1) * sizeof *cq);
     if (!cq)
         return PD_ENOMEM;
-    int rc = enc_profile(prev, NULL, c, cq, out);
+    int rc = enc_profile(prev, NULL, c, cq, NULL, NULL, false, out);
     free(cq);
     return rc;
 }
@@ -803,53 +856,6 @@ int pd__vgroup_encode(const pd_dprof *const *d, size_t n, pd_buf *out)
     return rc;
 }
 
-typedef struct rd {
-    const uint8_t *p;
-    size_t len, off;
-    pd_err *err;
-    int bad;
-    const char *what;
-} rd;
-
-static uint64_t get(rd *r, const char *what)
-{
-    uint64_t v = 0;
-    if (r->bad)
-        return 0;
-    size_t k = pd_varint_get(r->p + r->off, r->len - r->off, &v);
-    if (!k) {
-        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: bad varint (%s)",
-                            r->what, r->off, what);
-        return 0;
-    }
-    r->off += k;
-    return v;
-}
-
-static int64_t getz(rd *r, const char *what) { return pd_zigzag_dec(get(r, what)); }
-
-/* A value < limit. */
-static uint32_t getref(rd *r, uint64_t limit, const char *what)
-{
-    size_t at = r->off;
-    uint64_t v = get(r, what);
-    if (!r->bad && v >= limit)
-        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: %s %llu out of range",
-                            r->what, at, what, (unsigned long long)v);
-    return r->bad ? 0 : (uint32_t)v;
-}
-
-/* A count whose entries take at least min bytes each. */
-static size_t getn(rd *r, size_t min, size_t cap, const char *what)
-{
-    size_t at = r->off;
-    uint64_t v = get(r, what);
-    if (!r->bad && (v > cap || v > (r->len - r->off) / min + 1))
-        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: %s count %llu too big",
-                            r->what, at, what, (unsigned long long)v);
-    return r->bad ? 0 : (size_t)v;
-}
-
 int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t n, pd_dprof *out,
                       pd_err *err)
 {
@@ -863,34 +869,70 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
         pd_dprof *c = &out[k];
         const pd_dprof *pv = k ? &out[k - 1] : NULL;
         size_t at = r.off;
+        /* the caller's totals for this profile (from the time chunk), if any:
+           kept in c->totals until this profile's own are summed */
+        uint32_t given_nt = c->totals ? c->n_types : 0;
+        int64_t given_time = c->time_nanos;
         uint64_t flags = get(&r, "flags");
-        if (!r.bad && flags > 1)
+        if (!r.bad && (flags > 15 || ((flags & 2) && !pv)))
             r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: flags %llu",
                                at, (unsigned long long)flags);
-        c->n_types = (uint32_t)getn(&r, 2, MAX_TYPES, "sample types");
         if (r.bad)
             break;
-        if (!(c->types = malloc((2 * c->n_types + 1) * sizeof *c->types)) ||
-            !(c->totals = calloc(c->n_types + 1, sizeof *c->totals)))
-            goto nomem;
-        for (size_t i = 0; i < 2u * c->n_types; i++)
-            c->types[i] = getref(&r, NS, "sample type string");
-        c->period_type = getref(&r, NS, "period type");
-        c->period_unit = getref(&r, NS, "period unit");
-        c->period = getz(&r, "period");
-        c->time_nanos = (int64_t)((uint64_t)getz(&r, "time") + (uint64_t)c->ts * 1000000u);
-        c->duration_nanos = getz(&r, "duration");
-        c->n_comment = (uint32_t)getn(&r, 1, SIZE_MAX, "comments");
+        if (flags & 2) { /* the header of the previous profile */
+            c->n_types = pv->n_types;
+            c->period_type = pv->period_type;
+            c->period_unit = pv->period_unit;
+            c->period = pv->period;
+            c->n_comment = pv->n_comment;
+            if (!(c->types = malloc((2 * c->n_types + 1) * sizeof *c->types)) ||
+                !(c->comment = malloc((c->n_comment + 1) * sizeof *c->comment)))
+                goto nomem;
+            memcpy(c->types, pv->types, 2 * c->n_types * sizeof *c->types);
+            memcpy(c->comment, pv->comment, c->n_comment * sizeof *c->comment);
+            c->time_nanos = flags & 8 ? given_time
+                                      : (int64_t)((uint64_t)getz(&r, "time") +
+                                                  (uint64_t)c->ts * 1000000u);
+            c->duration_nanos = pv->duration_nanos;
+            c->drop_frames = pv->drop_frames;
+            c->keep_frames = pv->keep_frames;
+            c->default_sample_type = pv->default_sample_type;
+            c->doc_url = pv->doc_url;
+        } else {
+            c->n_types = (uint32_t)getn(&r, 2, MAX_TYPES, "sample types");
+            if (r.bad)
+                break;
+            if (!(c->types = malloc((2 * c->n_types + 1) * sizeof *c->types)))
+                goto nomem;
+            for (size_t i = 0; i < 2u * c->n_types; i++)
+                c->types[i] = getref(&r, NS, "sample type string");
+            c->period_type = getref(&r, NS, "period type");
+            c->period_unit = getref(&r, NS, "period unit");
+            c->period = getz(&r, "period");
+            c->time_nanos = flags & 8 ? given_time
+                                      : (int64_t)((uint64_t)getz(&r, "time") +
+                                                  (uint64_t)c->ts * 1000000u);
+            c->duration_nanos = getz(&r, "duration");
+            c->n_comment = (uint32_t)getn(&r, 1, SIZE_MAX, "comments");
+            if (r.bad)
+                break;
+            if (!(c->comment = malloc((c->n_comment + 1) * sizeof *c->comment)))
+                goto nomem;
+            for (size_t i = 0; i < c->n_comment; i++)
+                c->comment[i] = getref(&r, NS, "comment");
+            c->drop_frames = getref(&r, NS, "drop frames");
+            c->keep_frames = getref(&r, NS, "keep frames");
+            c->default_sample_type = getref(&r, NS, "default sample type");
+            c->doc_url = getref(&r, NS, "doc url");
+        }
+        if (!r.bad && (flags & 12) && (!c->totals || given_nt != c->n_types))
+            r.bad = pd_err_set(err, PD_ECORRUPT,
+                               "value group payload offset %zu: values or time from the time "
+                               "chunk, but %s",
+                               at, c->totals ? "the time chunk has another number of types"
+                                             : "no totals given");
         if (r.bad)
             break;
-        if (!(c->comment = malloc((c->n_comment + 1) * sizeof *c->comment)))
-            goto nomem;
-        for (size_t i = 0; i < c->n_comment; i++)
-            c->comment[i] = getref(&r, NS, "comment");
-        c->drop_frames = getref(&r, NS, "drop frames");
-        c->keep_frames = getref(&r, NS, "keep frames");
-        c->default_sample_type = getref(&r, NS, "default sample type");
-        c->doc_url = getref(&r, NS, "doc url");
         /* a kept key costs no byte (nor do its values if unchanged), an added
            one at least 2: n_sample is bounded by prev + the bytes left */
         at = r.off;
@@ -997,6 +1039,19 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
             chg[kk] = (uint32_t)(next + gap);
             next = chg[kk] + 1;
         }
+        /* the last listed sample (unmatched or changed): derived from the
+           totals when flag bit 2 is set */
+        size_t dx = SIZE_MAX;
+        for (size_t x = nc; (flags & 4) && x-- > 0;)
+            if (!(same && match[x] >= 0) || (n_chg && chg[n_chg - 1] == x)) {
+                dx = x;
+                break;
+            }
+        if (!r.bad && (flags & 4) && dx == SIZE_MAX)
+            r.bad = pd_err_set(err, PD_ECORRUPT,
+                               "value group payload offset %zu: values derived from totals, "
+                               "but no sample changed",
+                               r.off);
         for (size_t x = 0, kk = 0; x < nc && !r.bad; x++) {
             int64_t *C = c->value + x * nt;
             bool matched = same && match[x] >= 0;
@@ -1006,6 +1061,8 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
                 continue;
             }
             kk += matched;
+            if (x == dx) /* derived below, once the others are known */
+                continue;
             size_t ne = matched ? n_res(nt, q[x]) : nt;
             if (ne > 1 && ne <= MAX_MASK) {
                 at = r.off;
@@ -1028,9 +1085,35 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
         }
         if (r.bad)
             break;
+        int64_t *tot = calloc(nt + 1, sizeof *tot);
+        if (!tot)
+            goto nomem;
         for (size_t y = 0; y < nc; y++)
+            if (y != dx)
+                for (size_t t = 0; t < nt; t++)
+                    tot[t] = wadd(tot[t], c->value[y * nt + t]);
+        if (dx != SIZE_MAX) { /* C = totals - the other samples */
+            int64_t *C = c->value + dx * nt;
             for (size_t t = 0; t < nt; t++)
-                c->totals[t] = wadd(c->totals[t], c->value[y * nt + t]);
+                C[t] = wsub(c->totals[t], tot[t]);
+            bool matched = same && match[dx] >= 0;
+            if (matched) { /* a changed sample: its quantum learns from it too */
+                const int64_t *P = pv->value + (size_t)match[dx] * nt;
+                if (!memcmp(P, C, nt * sizeof *C)) {
+                    free(tot);
+                    r.bad = pd_err_set(err, PD_ECORRUPT,
+                                       "value group payload offset %zu: sample %zu listed as "
+                                       "changed, but its derived values are unchanged",
+                                       r.off, dx);
+                    break;
+                }
+                vres_enc(P, C, nt, &q[dx], e);
+            }
+            for (size_t t = 0; t < nt; t++)
+                tot[t] = wadd(tot[t], C[t]);
+        }
+        free(c->totals);
+        c->totals = tot;
     }
     if (!r.bad && r.off != r.len)
         r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: %zu trailing bytes",
@@ -1048,169 +1131,4 @@ nomem:
     free(q);
     free(pq);
     return pd_err_set(err, PD_ENOMEM, "out of memory decoding a value group");
-}
-
-/* ---- time chunks ---- */
-
-int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_first,
-                      const uint64_t *g_off, size_t n_group, pd_buf *out)
-{
-    int rc = 0;
-    uint32_t *tset = malloc((n + 1) * sizeof *tset);
-    size_t n_tset = 0;
-    if (!tset)
-        return PD_ENOMEM;
-    /* sample-type sets: the distinct (types) of the series, in first-use order */
-    const pd_dprof **rep = malloc((n + 1) * sizeof *rep);
-    if (!rep) {
-        free(tset);
-        return PD_ENOMEM;
-    }
-    for (size_t i = 0; i < n; i++) {
-        size_t k;
-        for (k = 0; k < n_tset; k++)
-            if (rep[k]->n_types == d[i]->n_types &&
-                !memcmp(rep[k]->types, d[i]->types, 2 * d[i]->n_types * sizeof *d[i]->types))
-                break;
-        if (k == n_tset)
-            rep[n_tset++] = d[i];
-        tset[i] = (uint32_t)k;
-    }
-    PUT(n);
-    PUT(n_tset);
-    for (size_t k = 0; k < n_tset; k++) {
-        PUT(rep[k]->n_types);
-        for (size_t i = 0; i < 2u * rep[k]->n_types; i++)
-            PUT(rep[k]->types[i]);
-    }
-    int64_t pts = 0, pdelta = 0;
-    for (size_t i = 0; i < n; i++) {
-        int64_t delta = (int64_t)((uint64_t)d[i]->ts - (uint64_t)pts);
-        if (i == 0)
-            PUTZ(d[i]->ts);
-        else if (i == 1)
-            PUTZ(delta);
-        else
-            PUTZ((uint64_t)delta - (uint64_t)pdelta);
-        pdelta = delta;
-        pts = d[i]->ts;
-        PUT(tset[i]);
-        bool same = i && tset[i] == tset[i - 1];
-        for (size_t t = 0; t < d[i]->n_types; t++)
-            PUTZ((uint64_t)d[i]->totals[t] - (uint64_t)(same ? d[i - 1]->totals[t] : 0));
-    }
-    PUT(n_group);
-    for (size_t g = 0; g < n_group; g++) {
-        PUT(g_first[g + 1] - g_first[g]);
-        PUT(g_off[g] - (g ? g_off[g - 1] : 0));
-    }
-out:
-    free(tset);
-    free(rep);
-    return rc;
-}
-
-void pd__tchunk_release(pd_tchunk *t)
-{
-    free(t->ts);
-    free(t->tset);
-    free(t->tot_off);
-    free(t->totals);
-    free(t->tset_off);
-    free(t->tset_str);
-    free(t->g_first);
-    free(t->g_off);
-    memset(t, 0, sizeof *t);
-}
-
-int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, pd_tchunk *t, pd_err *err)
-{
-    rd r = {p, len, 0, err, 0, "time chunk"};
-    memset(t, 0, sizeof *t);
-    size_t tot_cap = 0, str_cap = 0;
-    t->n = getn(&r, 2, SIZE_MAX / 16, "profiles");
-    t->n_tset = getn(&r, 1, SIZE_MAX / 16, "sample type sets");
-    if (r.bad)
-        goto fail;
-    if (!(t->ts = malloc((t->n + 1) * sizeof *t->ts)) ||
-        !(t->tset = malloc((t->n + 1) * sizeof *t->tset)) ||
-        !(t->tot_off = calloc(t->n + 1, sizeof *t->tot_off)) ||
-        !(t->tset_off = calloc(t->n_tset + 1, sizeof *t->tset_off)))
-        goto nomem;
-    for (size_t k = 0; k < t->n_tset && !r.bad; k++) {
-        size_t m = getn(&r, 2, MAX_TYPES, "sample types");
-        t->tset_off[k + 1] = t->tset_off[k] + m;
-        if (2 * t->tset_off[k + 1] > str_cap) {
-            str_cap = 2 * t->tset_off[k + 1] + 16;
-            uint32_t *ns = realloc(t->tset_str, str_cap * sizeof *ns);
-            if (!ns)
-                goto nomem;
-            t->tset_str = ns;
-        }
-        for (size_t i = 2 * t->tset_off[k]; i < 2 * t->tset_off[k + 1]; i++)
-            t->tset_str[i] = getref(&r, n_str, "sample type string");
-    }
-    int64_t pts = 0, pdelta = 0;
-    for (size_t i = 0; i < t->n && !r.bad; i++) {
-        int64_t v = getz(&r, "timestamp"), delta;
-        if (i == 0)
-            delta = v, pts = 0;
-        else if (i == 1)
-            delta = v;
-        else
-            delta = (int64_t)((uint64_t)pdelta + (uint64_t)v);
-        t->ts[i] = i == 0 ? v : (int64_t)((uint64_t)pts + (uint64_t)delta);
-        if (!r.bad && i && t->ts[i] <= t->ts[i - 1])
-            r.bad = pd_err_set(err, PD_ECORRUPT,
-                               "time chunk payload offset %zu: timestamps not ascending", r.off);
-        pdelta = delta;
-        pts = t->ts[i];
-        t->tset[i] = getref(&r, t->n_tset, "sample type set");
-        if (r.bad)
-            break;
-        size_t m = (size_t)(t->tset_off[t->tset[i] + 1] - t->tset_off[t->tset[i]]);
-        t->tot_off[i + 1] = t->tot_off[i] + m;
-        if (t->tot_off[i + 1] > tot_cap) {
-            tot_cap = 2 * t->tot_off[i + 1] + 16;
-            int64_t *nt = realloc(t->totals, tot_cap * sizeof *nt);
-            if (!nt)
-                goto nomem;
-            t->totals = nt;
-        }
-        bool same = i && t->tset[i] == t->tset[i - 1];
-        for (size_t x = 0; x < m; x++) {
-            int64_t base = same ? t->totals[t->tot_off[i - 1] + x] : 0;
-            t->totals[t->tot_off[i] + x] =
-                (int64_t)((uint64_t)getz(&r, "total") + (uint64_t)base);
-        }
-    }
-    t->n_group = getn(&r, 2, t->n, "groups");
-    if (r.bad)
-        goto fail;
-    if (!(t->g_first = calloc(t->n_group + 1, sizeof *t->g_first)) ||
-        !(t->g_off = calloc(t->n_group + 1, sizeof *t->g_off)))
-        goto nomem;
-    for (size_t g = 0; g < t->n_group && !r.bad; g++) {
-        uint64_t m = get(&r, "group size");
-        if (!r.bad && (m == 0 || m > t->n - t->g_first[g]))
-            r.bad = pd_err_set(err, PD_ECORRUPT, "time chunk payload offset %zu: group size %llu",
-                               r.off, (unsigned long long)m);
-        t->g_first[g + 1] = (uint32_t)(t->g_first[g] + m);
-        t->g_off[g] = (g ? t->g_off[g - 1] : 0) + get(&r, "group offset");
-    }
-    if (!r.bad && t->n_group && t->g_first[t->n_group] != t->n)
-        r.bad = pd_err_set(err, PD_ECORRUPT, "time chunk: groups cover %u of %zu profiles",
-                           t->g_first[t->n_group], t->n);
-    if (!r.bad && r.off != r.len)
-        r.bad = pd_err_set(err, PD_ECORRUPT, "time chunk payload offset %zu: trailing bytes",
-                           r.off);
-    if (r.bad)
-        goto fail;
-    return 0;
-nomem:
-    pd__tchunk_release(t);
-    return pd_err_set(err, PD_ENOMEM, "out of memory decoding a time chunk");
-fail:
-    pd__tchunk_release(t);
-    return r.bad;
 }

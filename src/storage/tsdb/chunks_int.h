@@ -3,7 +3,8 @@
  * per series a *time chunk* (timestamps delta-of-delta, sample-type sets,
  * totals, and the table of value groups) and *value groups* (G consecutive
  * profiles of the series, each encoded against the previous one of the
- * group, zstd-compressed together by block.c). Private to src/storage.
+ * group, zstd-compressed together by block.c). Code: chunks.c (decomposed
+ * profiles, value groups), tchunk.c (time chunks). Private to src/storage.
  *
  * A profile is handled here in decomposed form (pd_dprof): its scalar fields
  * and strings as block string ids, and its samples as (stack id, label-set
@@ -86,6 +87,13 @@ typedef struct pd_vgroup_enc {
     int64_t *value;
     uint64_t *q, *q_next;
     size_t cap, vcap;
+    pd_buf hdr, hdr_next; /* the last profile's header bytes (flag bit 1), the next one's */
+    /* Set by the caller after init: leave out the values of each profile's
+     * last listed sample (flag bit 2), which the reader derives from the
+     * profile's totals — only for groups whose reader is given the totals
+     * (a block's time chunk holds them; the head's groups do not). Off after
+     * init. */
+    bool derive;
 } pd_vgroup_enc;
 
 void pd__vgroup_enc_init(pd_vgroup_enc *e);
@@ -113,8 +121,13 @@ int pd__vgroup_encode_one(const pd_dprof *prev, const pd_dprof *c, pd_buf *out);
 
 /* Decodes a value group of exactly n profiles into out[0..n) (zeroed by the
  * caller except for out[i].ts, which must hold each profile's timestamp from
- * the time chunk; release each with pd__dprof_release, also on failure).
- * Every id is checked against s.
+ * the time chunk, and optionally out[i].totals + out[i].n_types: the
+ * profile's totals from the time chunk, malloc'd, owned by out[i] from then
+ * on — a profile written with derive (flag bit 2) needs them, else
+ * PD_ECORRUPT; release each with pd__dprof_release, also on failure). On
+ * success out[i].totals are the sums of the decoded values (equal to the
+ * given ones for a derived profile by construction; the caller compares the
+ * others). Every id is checked against s.
  * Errors: PD_ECORRUPT (err: what and at which payload offset), PD_ENOMEM. */
 int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t n,
                       pd_dprof *out /* OUT */, pd_err *err);
@@ -123,6 +136,8 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
 typedef struct pd_tchunk {
     size_t n;          /* profiles */
     int64_t *ts;       /* n, ascending */
+    int64_t *time_nanos; /* n: each profile's time_nanos (version 3; NULL in version 2,
+                            whose value groups hold it) */
     uint32_t *tset;    /* n: index of the profile's sample-type set */
     uint64_t *tot_off; /* n + 1: totals of profile i are totals[tot_off[i] .. tot_off[i+1]) */
     int64_t *totals;
@@ -134,15 +149,17 @@ typedef struct pd_tchunk {
     uint64_t *g_off;   /* n_group: offset of the group's chunk in the chunks file */
 } pd_tchunk;
 
-/* Appends the time chunk of profiles d[0..n) (ascending ts) with the value
- * groups given as (first profile, chunk offset) pairs. PD_ENOMEM, PD_ETOOBIG. */
+/* Appends the time chunk (version 3) of profiles d[0..n) (ascending ts) with
+ * the value groups given as (first profile, chunk offset) pairs. PD_ENOMEM,
+ * PD_ETOOBIG. */
 int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_first,
                       const uint64_t *g_off, size_t n_group, pd_buf *out);
 
-/* Decodes a time chunk; string ids checked against n_str.
+/* Decodes a time chunk of chunks-file version 2 (rows of ts, set, totals) or
+ * 3 (columns, then time_nanos); string ids checked against n_str.
  * Errors: PD_ECORRUPT, PD_ENOMEM. out is overwritten. */
-int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, pd_tchunk *out /* OUT */,
-                      pd_err *err);
+int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, int version,
+                      pd_tchunk *out /* OUT */, pd_err *err);
 void pd__tchunk_release(pd_tchunk *t);
 
 #endif
