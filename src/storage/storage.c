@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/metrics.h"
+#include "base/time.h"
 #include "storage/delta_int.h"
 #include "storage/storage.h"
 #include "storage/clickhouse/clickhouse.h"
@@ -69,13 +70,6 @@ struct pd_storage {
 
 /* ---- turns for aggregations (storage.h, max_aggregations) ---- */
 
-static int64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static unsigned agg_limit(int opt)
 {
     if (opt < 0)
@@ -117,7 +111,7 @@ static int agg_enter(pd_storage *s, int (*poll)(void *ctx, pd_err *err), void *c
         pthread_mutex_unlock(&s->agg_mu);
         return 0;
     }
-    int64_t t0 = mono_ns();
+    int64_t t0 = pd_mono_ns();
     int rc = 0;
     agg_waiter w = {NULL, false};
     if (s->agg_tail)
@@ -159,7 +153,7 @@ static int agg_enter(pd_storage *s, int (*poll)(void *ctx, pd_err *err), void *c
     }
     pthread_mutex_unlock(&s->agg_mu);
     pd_metrics_add("profd_storage_merges_waiting", NULL, -1);
-    pd_metrics_add("profd_storage_merge_wait_seconds_total", NULL, (double)(mono_ns() - t0) / 1e9);
+    pd_metrics_add("profd_storage_merge_wait_seconds_total", NULL, (double)(pd_mono_ns() - t0) / 1e9);
     return rc < 0 ? rc : 0;
 }
 

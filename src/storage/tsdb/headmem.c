@@ -215,7 +215,6 @@ int pd__hmem_prepare(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_
             rc = pd__dprof_map_profile(&m->cur->sym, p, ts_ms, false, &d, err);
             pthread_rwlock_unlock(&m->sym_rw);
             wunlock(idx);
-            pp->interned = true;
         }
     }
     if (rc < 0)
@@ -261,7 +260,7 @@ int pd__hmem_prepare(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_
     /* room for the publication, so that it cannot fail: memory readers use
        moves only under the write lock, and rarely (capacities double) */
     bool room_g = pp->new_group && c->n_g == c->cap_g;
-    bool room_raw = !pp->new_group && g->raw.cap - g->raw.len < pp->enc.len;
+    bool room_raw = !pp->new_group && g->raw.cap - g->raw.len <= pp->enc.len; /* (+ NUL) */
     if (room_g || room_raw) {
         rc = 0;
         wlock(idx);
@@ -301,6 +300,7 @@ void pd__hmem_publish(pd_hmem *m, pd_hchunks *c, pd_hmem_prep *pp, int64_t ts_ms
     } else {
         memcpy(g->raw.data + g->raw.len, pp->enc.data, pp->enc.len); /* room reserved */
         g->raw.len += pp->enc.len;
+        g->raw.data[g->raw.len] = 0; /* as pd_buf keeps it */
     }
     c->open = true;
     *gid = c->base + (uint32_t)(c->n_g - 1);

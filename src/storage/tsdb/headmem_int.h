@@ -97,7 +97,6 @@ typedef struct pd_hmem_prep {
     pd_buf enc;      /* its encoding, appended to g's raw bytes when published */
     pd_hgroup *g;    /* the open group it extends, or a new one (new_group) */
     bool new_group;  /* g is private until published */
-    bool interned;   /* some of its symbols were new (interned under the write lock) */
 } pd_hmem_prep;
 
 /* Sets up m with a first symbol generation. 0 or PD_ENOMEM. */
