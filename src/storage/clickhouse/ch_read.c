@@ -598,6 +598,28 @@ typedef struct part {
     size_t n_stacks, cap_stacks;
 } part;
 
+/* Room for one more stack of nv values in p's sums (capped at
+ * CH_MAX_PART_STACKS: PD_ETOOBIG naming `subject` and `unit`). 0,
+ * PD_ETOOBIG, PD_ENOMEM. */
+static int part_room(part *p, size_t nv, const char *subject, const char *unit, pd_err *err)
+{
+    if (p->n_stacks < p->cap_stacks)
+        return 0;
+    size_t nc = p->cap_stacks ? 2 * p->cap_stacks : 256;
+    if (nc > CH_MAX_PART_STACKS)
+        return pd_err_set(err, PD_ETOOBIG, "%s has more than %u %s", subject, CH_MAX_PART_STACKS,
+                          unit);
+    uint64_t *s = realloc(p->stack, nc * sizeof *s);
+    if (s)
+        p->stack = s;
+    int64_t *v = s ? realloc(p->values, nc * (nv ? nv : 1) * sizeof *v) : NULL;
+    if (!v)
+        return nomem(err);
+    p->values = v;
+    p->cap_stacks = nc;
+    return 0;
+}
+
 typedef struct agg {
     pd_ch *c;
     pd_arena a; /* header strings */
@@ -967,24 +989,8 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
             rc = bad_answer(c, err, "the sums per stack");
             goto out;
         }
-        if (p->n_stacks == p->cap_stacks) {
-            size_t nc = p->cap_stacks ? 2 * p->cap_stacks : 256;
-            if (nc > CH_MAX_PART_STACKS) {
-                rc = pd_err_set(err, PD_ETOOBIG, "the merge has more than %u distinct stacks",
-                                CH_MAX_PART_STACKS);
-                goto out;
-            }
-            uint64_t *s = realloc(p->stack, nc * sizeof *s);
-            if (s)
-                p->stack = s;
-            int64_t *v = s ? realloc(p->values, nc * (nv ? nv : 1) * sizeof *v) : NULL;
-            if (!v) {
-                rc = nomem(err);
-                goto out;
-            }
-            p->values = v;
-            p->cap_stacks = nc;
-        }
+        if ((rc = part_room(p, nv, "the merge", "distinct stacks", err)) < 0)
+            goto out;
         bool zero = true;
         for (size_t k = 0; k < nv; k++) {
             int64_t x = (int64_t)pd__ch_rd_u64(&r);
@@ -1209,24 +1215,8 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
             rc = bad_answer(c, err, "a profile's samples");
             goto out;
         }
-        if (p->n_stacks == p->cap_stacks) {
-            size_t ncap = p->cap_stacks ? 2 * p->cap_stacks : 256;
-            if (ncap > CH_MAX_PART_STACKS) {
-                rc = pd_err_set(err, PD_ETOOBIG, "the profile has more than %u samples",
-                                CH_MAX_PART_STACKS);
-                goto out;
-            }
-            uint64_t *sv = realloc(p->stack, ncap * sizeof *sv);
-            if (sv)
-                p->stack = sv;
-            int64_t *v = sv ? realloc(p->values, ncap * (nt ? nt : 1) * sizeof *v) : NULL;
-            if (!v) {
-                rc = nomem(err);
-                goto out;
-            }
-            p->values = v;
-            p->cap_stacks = ncap;
-        }
+        if ((rc = part_room(p, nt, "the profile", "samples", err)) < 0)
+            goto out;
         for (size_t k = 0; k < nt; k++)
             p->values[p->n_stacks * nt + k] = (int64_t)pd__ch_rd_u64(&r);
         if (r.bad) {
@@ -1272,20 +1262,9 @@ static int part_push(part *p, uint64_t sh, ch_rd *r, uint64_t nv, pd_u64map *see
         return 0;
     if (nv != p->n_types)
         return 1;
-    if (p->n_stacks == p->cap_stacks) {
-        size_t nc = p->cap_stacks ? 2 * p->cap_stacks : 256;
-        if (nc > CH_MAX_PART_STACKS)
-            return pd_err_set(err, PD_ETOOBIG, "the merge has more than %u distinct stacks",
-                              CH_MAX_PART_STACKS);
-        uint64_t *s = realloc(p->stack, nc * sizeof *s);
-        if (s)
-            p->stack = s;
-        int64_t *v = s ? realloc(p->values, nc * nv * sizeof *v) : NULL;
-        if (!v)
-            return nomem(err);
-        p->values = v;
-        p->cap_stacks = nc;
-    }
+    int rc = part_room(p, nv, "the merge", "distinct stacks", err);
+    if (rc < 0)
+        return rc;
     bool zero = true;
     for (size_t k = 0; k < nv; k++) {
         int64_t x = (int64_t)pd__ch_rd_u64(r);
