@@ -13,9 +13,12 @@
  *     every 250 ms it shuts down (shutdown(2), MHD then closes) connections
  *     whose current request has not been fully received in time.
  *
- * The listen socket is created, bound and put in listen state here (so a
+ * The listen sockets are created, bound and put in listen state here (so a
  * bind failure is a precise -errno naming the address, and port 0 can be
- * read back with getsockname) and handed to MHD with MHD_OPTION_LISTEN_SOCKET.
+ * read back with getsockname), one per address the listen address resolves
+ * to ("localhost" is 127.0.0.1 and ::1 on Debian: a client may pick either),
+ * each handed to its own MHD daemon with MHD_OPTION_LISTEN_SOCKET; the
+ * daemons share everything else (pools, connections, callbacks).
  *
  * Per-connection state `http_conn` is made by notify_conn_cb(STARTED) and
  * freed by notify_conn_cb(CLOSED), which MHD always calls (before it closes
@@ -86,6 +89,7 @@
 #define PD_HTTP_QUEUE_MAX 1024 /* requests waiting for a worker, per pool */
 #define PD_HTTP_QUERY_NICE 10 /* added to the query workers' nice value (see pool_main) */
 #define PD_HTTP_BODY_BUDGET_MIN ((size_t)64 << 20)
+#define PD_HTTP_MAX_LISTEN 8 /* addresses one listen address may resolve to */
 
 typedef struct http_req http_req;
 typedef struct http_conn http_conn;
@@ -103,8 +107,13 @@ typedef struct http_pool {
 } http_pool;
 
 struct pd_http_server {
-    struct MHD_Daemon *d;
-    int fd;
+    /* one MHD daemon per listening socket (listen_all): they share the
+     * pools, the connections list and the callbacks */
+    struct MHD_Daemon *d[PD_HTTP_MAX_LISTEN];
+    int fd[PD_HTTP_MAX_LISTEN];
+    size_t n_listen;
+    unsigned max_conn;  /* over all daemons (accept_cb) */
+    unsigned n_conns;   /* open connections, all daemons (conns_mu) */
     uint16_t port;
     size_t max_body;
     size_t body_budget;   /* bytes of body buffers all requests may hold */
@@ -208,11 +217,70 @@ static int split_addr(const char *addr, char *host, size_t hostcap, unsigned *po
     return 0;
 }
 
-/* Creates a listening socket for addr. Returns the fd, or a negative error. */
-static int listen_on(const char *addr, uint16_t *bound_port, bool *ipv6, pd_err *err)
+/* Binds and listens on one resolved address. Returns the fd or -errno. For
+ * IPv6 it sets IPV6_V6ONLY, so "::" and "0.0.0.0" (and "::1" beside
+ * "127.0.0.1") are separate sockets on one port. */
+static int bind_one(const struct addrinfo *ai, const char *addr, pd_err *err)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+        int rc = -errno;
+        pd_err_set(err, rc, "listen address \"%s\": socket: %s", addr, strerror(errno));
+        return rc;
+    }
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ai->ai_family == AF_INET6)
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    const char *what = "bind";
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0)
+        goto fail;
+    what = "listen";
+    if (listen(fd, 4096) != 0) /* many clients at once: idle ones too */
+        goto fail;
+    return fd;
+fail:;
+    int rc = -errno;
+    char num[NI_MAXHOST] = "?";
+    (void)getnameinfo(ai->ai_addr, ai->ai_addrlen, num, sizeof num, NULL, 0, NI_NUMERICHOST);
+    pd_err_set(err, rc, "listen address \"%s\" (%s): %s: %s", addr, num, what, strerror(-rc));
+    close(fd);
+    return rc;
+}
+
+static uint16_t fd_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return 0;
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* Sets the port of a resolved address (for the addresses after the first
+ * when port 0 picked one). */
+static void ai_set_port(struct addrinfo *ai, uint16_t port)
+{
+    if (ai->ai_family == AF_INET6)
+        ((struct sockaddr_in6 *)ai->ai_addr)->sin6_port = htons(port);
+    else
+        ((struct sockaddr_in *)ai->ai_addr)->sin_port = htons(port);
+}
+
+/* Creates the listening sockets for addr: one per distinct address the host
+ * resolves to ("localhost" -> 127.0.0.1 and ::1 on Debian; "" -> 0.0.0.0
+ * and ::), all on one port (port 0: the one the first bind picked). An
+ * address of a family this host cannot bind (EADDRNOTAVAIL, EAFNOSUPPORT:
+ * no IPv6) is skipped when another one is bound. Fills fds[0..*n) with
+ * ipv6[i]; returns 0 or a negative error (err names the address). */
+static int listen_all(const char *addr, int fds[PD_HTTP_MAX_LISTEN], bool ipv6[PD_HTTP_MAX_LISTEN],
+                      size_t *n, uint16_t *bound_port, pd_err *err)
 {
     char host[NI_MAXHOST], portstr[8];
     unsigned port = 0;
+    *n = 0;
     int rc = split_addr(addr, host, sizeof host, &port, err);
     if (rc)
         return rc;
@@ -227,50 +295,65 @@ static int listen_on(const char *addr, uint16_t *bound_port, bool *ipv6, pd_err 
     if (gai != 0)
         return pd_err_set(err, PD_EINVAL, "listen address \"%s\": %s", addr, gai_strerror(gai));
 
-    /* Prefer IPv4 when a name resolves to both (localhost), as loopback
-     * clients most often use 127.0.0.1. For an empty host, AI_PASSIVE gives
-     * 0.0.0.0 (and ::): take IPv4 any as well. */
-    struct addrinfo *ai = res;
-    for (struct addrinfo *it = res; it; it = it->ai_next)
-        if (it->ai_family == AF_INET) {
-            ai = it;
+    /* IPv4 first (the port of a port-0 bind is picked there), then the rest
+     * in resolver order, each distinct address once */
+    struct addrinfo *order[PD_HTTP_MAX_LISTEN];
+    size_t no = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (struct addrinfo *it = res; it && no < PD_HTTP_MAX_LISTEN; it = it->ai_next) {
+            if ((pass == 0) != (it->ai_family == AF_INET) ||
+                (it->ai_family != AF_INET && it->ai_family != AF_INET6))
+                continue;
+            bool dup = false;
+            for (size_t k = 0; k < no && !dup; k++)
+                dup = order[k]->ai_addrlen == it->ai_addrlen &&
+                      memcmp(order[k]->ai_addr, it->ai_addr, it->ai_addrlen) == 0;
+            if (!dup)
+                order[no++] = it;
+        }
+    if (no == 0) {
+        freeaddrinfo(res);
+        return pd_err_set(err, PD_EINVAL, "listen address \"%s\": no IPv4 or IPv6 address", addr);
+    }
+    /* with port 0 another process may take the picked port on the other
+     * family between the two binds: pick again a few times */
+    for (int attempt = 0; attempt < 8; attempt++) {
+        rc = 0;
+        *n = 0;
+        uint16_t p = (uint16_t)port;
+        for (size_t k = 0; k < no; k++) {
+            if (port == 0)
+                ai_set_port(order[k], p);
+            int fd = bind_one(order[k], addr, err);
+            if (fd < 0) {
+                if ((fd == -EADDRNOTAVAIL || fd == -EAFNOSUPPORT) && (k > 0 || no > 1)) {
+                    pd_log(PD_LOG_WARN, "http server",
+                           "msg=\"an address of the listen address cannot be bound here; "
+                           "serving on the others\" %s",
+                           err && err->msg[0] ? err->msg : "");
+                    continue;
+                }
+                rc = fd;
+                break;
+            }
+            if (*n == 0)
+                p = fd_port(fd);
+            ipv6[*n] = order[k]->ai_family == AF_INET6;
+            fds[(*n)++] = fd;
+        }
+        if (rc == 0 && *n == 0)
+            rc = pd_err_set(err, PD_EINVAL, "listen address \"%s\": no address could be bound",
+                            addr);
+        if (rc == 0) {
+            *bound_port = p;
             break;
         }
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-        rc = -errno;
-        pd_err_set(err, rc, "listen address \"%s\": socket: %s", addr, strerror(errno));
-        goto out;
+        for (size_t k = 0; k < *n; k++)
+            close(fds[k]);
+        *n = 0;
+        if (!(port == 0 && rc == -EADDRINUSE))
+            break;
     }
-    int one = 1;
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        rc = -errno;
-        pd_err_set(err, rc, "listen address \"%s\": bind: %s", addr, strerror(errno));
-        goto fail;
-    }
-    if (listen(fd, 4096) != 0) { /* many clients at once: idle ones too */
-        rc = -errno;
-        pd_err_set(err, rc, "listen address \"%s\": listen: %s", addr, strerror(errno));
-        goto fail;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
-        rc = -errno;
-        pd_err_set(err, rc, "listen address \"%s\": getsockname: %s", addr, strerror(errno));
-        goto fail;
-    }
-    if (ss.ss_family == AF_INET6)
-        *bound_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    else
-        *bound_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    *ipv6 = ss.ss_family == AF_INET6;
-    rc = fd;
-    goto out;
-fail:
-    close(fd);
-out:
     freeaddrinfo(res);
     return rc;
 }
@@ -511,6 +594,7 @@ static void notify_conn_cb(void *cls, struct MHD_Connection *conn, void **socket
         if (srv->conns)
             srv->conns->prev = hc;
         srv->conns = hc;
+        srv->n_conns++;
         pthread_mutex_unlock(&srv->conns_mu);
         return;
     }
@@ -524,6 +608,7 @@ static void notify_conn_cb(void *cls, struct MHD_Connection *conn, void **socket
         srv->conns = hc->next;
     if (hc->next)
         hc->next->prev = hc->prev;
+    srv->n_conns--;
     pthread_mutex_unlock(&srv->conns_mu);
     req_free(hc->req); /* a request MHD dropped without completed_cb */
     free(hc);
@@ -990,6 +1075,38 @@ static void pool_stop(http_pool *p)
 }
 
 /* Everything but the daemon: pools, reaper, socket. */
+/* Undoes a failed start: stops daemons [0, started) (MHD closes nothing
+ * it was given: MHD_quiesce_daemon hands the socket back) and closes the
+ * listening sockets of those not started. */
+static void close_listeners(pd_http_server *srv, size_t started)
+{
+    for (size_t i = 0; i < srv->n_listen; i++) {
+        if (i < started && srv->d[i]) {
+            MHD_socket ls = MHD_quiesce_daemon(srv->d[i]);
+            MHD_stop_daemon(srv->d[i]);
+            srv->d[i] = NULL;
+            if (ls != MHD_INVALID_SOCKET)
+                close(ls);
+        } else if (fcntl(srv->fd[i], F_GETFD) != -1) {
+            close(srv->fd[i]);
+        }
+    }
+}
+
+/* MHD's accept policy: refuses a connection past the cap of all daemons
+ * together (each daemon's own MHD_OPTION_CONNECTION_LIMIT is the same cap,
+ * so one address alone behaves as before). */
+static enum MHD_Result accept_cb(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void)addr;
+    (void)addrlen;
+    pd_http_server *srv = cls;
+    pthread_mutex_lock(&srv->conns_mu);
+    bool ok = srv->n_listen < 2 || srv->n_conns < srv->max_conn;
+    pthread_mutex_unlock(&srv->conns_mu);
+    return ok ? MHD_YES : MHD_NO;
+}
+
 static void server_free(pd_http_server *srv)
 {
     pool_stop(&srv->pools[0]);
@@ -1083,59 +1200,63 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
         server_free(srv);
         return pd_err_set(err, rc, "http server: cannot start threads: %s", pd_strerror(rc));
     }
-    bool ipv6 = false;
-    int fd = listen_on(o->listen_addr, &srv->port, &ipv6, err);
-    if (fd < 0) {
+    bool ipv6[PD_HTTP_MAX_LISTEN];
+    rc = listen_all(o->listen_addr, srv->fd, ipv6, &srv->n_listen, &srv->port, err);
+    if (rc) {
         server_free(srv);
-        return fd;
+        return rc;
     }
-    srv->fd = fd;
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (ipv6)
-        flags |= MHD_USE_IPv6;
+    srv->max_conn = max_conn;
     /* inactivity, only a backstop: the reaper (which counts) comes first */
     unsigned conn_timeout_s = (unsigned)((2 * rt + 999) / 1000) + 5;
     srv->gate = o->gate;
     srv->group = o->group;
-    struct MHD_OptionItem opts[24];
-    size_t no = 0;
-#define OPT(k, v, p) (opts[no++] = (struct MHD_OptionItem){(k), (intptr_t)(v), (p)})
-    OPT(MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL);
-    OPT(MHD_OPTION_LISTEN_SOCKET, fd, NULL);
-    OPT(MHD_OPTION_URI_LOG_CALLBACK, uri_log_cb, srv);
-    OPT(MHD_OPTION_NOTIFY_COMPLETED, completed_cb, srv);
-    OPT(MHD_OPTION_NOTIFY_CONNECTION, notify_conn_cb, srv);
-    OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PD_HTTP_CONN_MEMORY, NULL);
-    OPT(MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL);
-    OPT(MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_connections_per_ip, NULL);
-    OPT(MHD_OPTION_CONNECTION_TIMEOUT, conn_timeout_s, NULL);
     const pd_webcfg *wc = srv->gate ? pd_http_gate_config(srv->gate) : NULL;
-    if (wc && wc->tls_enabled) { /* issue 20: TLS through MHD's GnuTLS */
+    if (wc && wc->tls_enabled) {
         char prio[1024];
         if (pd_webcfg_tls_priorities(wc, prio, sizeof prio) < 0 || !(srv->tls_prio = strdup(prio))) {
-            close(fd);
+            close_listeners(srv, 0);
             server_free(srv);
             return pd_err_set(err, PD_EINVAL, "web config: too many cipher suites or curves");
         }
-        flags |= MHD_USE_TLS;
-        /* one-pointer options travel in ptr_value (MHD's MHD_OPTION_ARRAY) */
-        OPT(MHD_OPTION_HTTPS_MEM_CERT, 0, wc->cert_pem);
-        OPT(MHD_OPTION_HTTPS_MEM_KEY, 0, wc->key_pem);
-        OPT(MHD_OPTION_HTTPS_PRIORITIES, 0, srv->tls_prio);
-        if (wc->client_ca_pem)
-            OPT(MHD_OPTION_HTTPS_MEM_TRUST, 0, wc->client_ca_pem);
     }
-    OPT(MHD_OPTION_END, 0, NULL);
+    for (size_t i = 0; i < srv->n_listen; i++) {
+        unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+        if (ipv6[i])
+            flags |= MHD_USE_IPv6;
+        struct MHD_OptionItem opts[24];
+        size_t no = 0;
+#define OPT(k, v, p) (opts[no++] = (struct MHD_OptionItem){(k), (intptr_t)(v), (p)})
+        OPT(MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL);
+        OPT(MHD_OPTION_LISTEN_SOCKET, srv->fd[i], NULL);
+        OPT(MHD_OPTION_URI_LOG_CALLBACK, uri_log_cb, srv);
+        OPT(MHD_OPTION_NOTIFY_COMPLETED, completed_cb, srv);
+        OPT(MHD_OPTION_NOTIFY_CONNECTION, notify_conn_cb, srv);
+        OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PD_HTTP_CONN_MEMORY, NULL);
+        OPT(MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL);
+        OPT(MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_connections_per_ip, NULL);
+        OPT(MHD_OPTION_CONNECTION_TIMEOUT, conn_timeout_s, NULL);
+        if (wc && wc->tls_enabled) { /* issue 20: TLS through MHD's GnuTLS */
+            flags |= MHD_USE_TLS;
+            /* one-pointer options travel in ptr_value (MHD's MHD_OPTION_ARRAY) */
+            OPT(MHD_OPTION_HTTPS_MEM_CERT, 0, wc->cert_pem);
+            OPT(MHD_OPTION_HTTPS_MEM_KEY, 0, wc->key_pem);
+            OPT(MHD_OPTION_HTTPS_PRIORITIES, 0, srv->tls_prio);
+            if (wc->client_ca_pem)
+                OPT(MHD_OPTION_HTTPS_MEM_TRUST, 0, wc->client_ca_pem);
+        }
+        OPT(MHD_OPTION_END, 0, NULL);
 #undef OPT
-    srv->d = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, srv, MHD_OPTION_ARRAY, opts,
-                              MHD_OPTION_END);
-    if (!srv->d) {
-        /* whether MHD closed the socket on failure is not documented */
-        if (fcntl(fd, F_GETFD) != -1)
-            close(fd);
-        server_free(srv);
-        return pd_err_set(err, PD_EINVAL, "listen address \"%s\": libmicrohttpd failed to start",
-                          o->listen_addr);
+        /* the connection cap counts all daemons' connections together */
+        srv->d[i] = MHD_start_daemon(flags, 0, accept_cb, srv, access_cb, srv, MHD_OPTION_ARRAY,
+                                     opts, MHD_OPTION_END);
+        if (!srv->d[i]) {
+            /* whether MHD closed the socket on failure is not documented */
+            close_listeners(srv, i);
+            server_free(srv);
+            return pd_err_set(err, PD_EINVAL,
+                              "listen address \"%s\": libmicrohttpd failed to start", o->listen_addr);
+        }
     }
     *out = srv;
     return 0;
@@ -1160,11 +1281,15 @@ void pd_http_server_stop(pd_http_server *srv)
         return;
     /* stop accepting; workers finish what is queued and resume those
      * connections; then MHD closes everything */
-    MHD_socket ls = MHD_quiesce_daemon(srv->d); /* the listen socket is ours again */
+    MHD_socket ls[PD_HTTP_MAX_LISTEN];
+    for (size_t i = 0; i < srv->n_listen; i++)
+        ls[i] = MHD_quiesce_daemon(srv->d[i]); /* the listen socket is ours again */
     pool_stop(&srv->pools[0]);
     pool_stop(&srv->pools[1]);
-    MHD_stop_daemon(srv->d);
-    if (ls != MHD_INVALID_SOCKET)
-        close(ls);
+    for (size_t i = 0; i < srv->n_listen; i++) {
+        MHD_stop_daemon(srv->d[i]);
+        if (ls[i] != MHD_INVALID_SOCKET)
+            close(ls[i]);
+    }
     server_free(srv);
 }

@@ -109,7 +109,12 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
                               pd_http_server **out /* OUT */, pd_err *err);
 
 /* Starts listening on listen_addr ("host:port"; host may be an IPv4 address,
- * "[::1]", "localhost" or empty for all interfaces; port 0 picks a free one)
+ * "[::1]", a name such as "localhost", or empty for all interfaces; port 0
+ * picks a free one). A name or an empty host is served on every address it
+ * resolves to, on one port: "localhost" on 127.0.0.1 and ::1 (as Debian's
+ * /etc/hosts maps it), "" on 0.0.0.0 and ::; an address of a family the
+ * host cannot bind (no IPv6) is skipped with a warning when another is bound.
+ * max_connections caps the connections of all these addresses together.
  * with `threads` worker threads (every request in that one pool, other
  * options at their defaults). Errors: PD_EINVAL (bad address, err says
  * which), -errno (bind failed: err names the address), PD_ENOMEM. */
