@@ -5,8 +5,10 @@
  * and pd__block_check (value groups, profile rebuild).
  *
  * A valid block is written once at start-up from the real profiles of
- * PD_FUZZ_TESTDATA (default ../shared/testdata/pprof/go-demo-once and
- * go-demo-series, two series). Each input replaces one of its files:
+ * PD_FUZZ_TESTDATA/go-demo-once and PD_FUZZ_TESTDATA/go-demo-series, two
+ * series (PD_FUZZ_TESTDATA: a testdata/pprof folder; default
+ * ../shared/testdata/pprof, i.e. run from the repository root). Each input
+ * replaces one of its files:
  *   byte 0, bits 0-1: which file — 0 index, 1 symbols, 2 chunks/000001,
  *                     3 meta.json
  *   byte 0, bit 2:    fix checksums — the trailing CRC-32C of index and
