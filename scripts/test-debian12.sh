@@ -10,12 +10,14 @@
 #                   it is then stopped.
 # Prints pass/fail and the elapsed time of each; exits 0 only if both passed.
 #
-# Usage: scripts/test-debian12.sh [-r ROOT] [-b BRANCH] [-k] [REPO]
+# Usage: scripts/test-debian12.sh [-r ROOT] [-b BRANCH] [-s N] [-k] [REPO]
 #   REPO    the git repository to clone (default: the one holding this script);
 #           its ../shared is copied beside the clone
 #   -b      branch to clone (default: REPO's current branch)
 #   -r      where to build the root (default ${TMPDIR:-/var/tmp}/profd-debian12);
 #           an existing root there is reused (debootstrap skipped), its clone replaced
+#   -s N    keep the machine busy during `make test`: N `stress-ng --cpu 2`
+#           beside it on the host (installed if missing); default 0
 #   -k      keep the root afterwards (default: kept too; delete it with rm -rf
 #           once unmounted; this flag only silences the hint)
 # Environment: RUN_TIMEOUT (seconds, default 60), MAKE_RUN_DEMO_LISTEN and
@@ -29,10 +31,12 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 root=${TMPDIR:-/var/tmp}/profd-debian12
 branch=""
 keep_hint=1
-while getopts "r:b:k" opt; do
+stress=0
+while getopts "r:b:s:k" opt; do
     case $opt in
     r) root=$OPTARG ;;
     b) branch=$OPTARG ;;
+    s) stress=$OPTARG ;;
     k) keep_hint=0 ;;
     *) sed -n '2,25p' "$0" >&2; exit 2 ;;
     esac
@@ -88,8 +92,13 @@ fi
 
 mounted=()
 make_run_pid=""
+stress_pids=()
+load_pid=""
 cleanup() {
     local i
+    for i in "${stress_pids[@]}" $load_pid; do kill "$i" 2>/dev/null || true; done
+    stress_pids=()
+    load_pid=""
     if [ -n "$make_run_pid" ]; then kill -TERM -- "-$make_run_pid" 2>/dev/null || true; sleep 2; kill -KILL -- "-$make_run_pid" 2>/dev/null || true; fi
     for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
         umount "${mounted[i]}" 2>/dev/null || umount -l "${mounted[i]}" 2>/dev/null || echo "test-debian12: could not unmount ${mounted[i]}" >&2
@@ -154,11 +163,30 @@ in_root() {
 }
 
 log="$root.make-test.log"
-say "make test in the chroot (log: $log)"
+if [ "$stress" -gt 0 ]; then
+    command -v stress-ng >/dev/null 2>&1 || { apt-get update -q >/dev/null; DEBIAN_FRONTEND=noninteractive apt-get install -y -q stress-ng >/dev/null; } ||
+        die "could not install stress-ng"
+    for ((i = 0; i < stress; i++)); do
+        stress-ng --cpu 2 --timeout 3h >/dev/null 2>&1 &
+        stress_pids+=($!)
+    done
+    say "$stress x stress-ng --cpu 2 running beside make test"
+fi
+# the load average every 30 s while make test runs (the 1-minute figure)
+loadlog="$root.load.log"
+: >"$loadlog"
+(while :; do cut -d' ' -f1 /proc/loadavg >>"$loadlog"; sleep 30; done) &
+load_pid=$!
+say "make test in the chroot (log: $log); load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
 t1=$(date +%s)
 test_rc=0
 in_root /bin/sh -c 'cd /src/profd && make test' >"$log" 2>&1 || test_rc=$?
 t2=$(date +%s)
+kill "$load_pid" 2>/dev/null || true
+load_pid=""
+for p in "${stress_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+stress_pids=()
+say "load average during make test (1 min, every 30 s): mean $(awk '{ s += $1; n++ } END { if (n) printf "%.2f", s / n }' "$loadlog"), max $(sort -g "$loadlog" | tail -1), at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 sed -n '/==== make test summary ====/,$p' "$log"
 if [ "$test_rc" = 0 ]; then test_result=PASS; else test_result="FAIL (exit $test_rc)"; tail -n 40 "$log" >&2; fi
 say "make test: $test_result in $((t2 - t1)) s ($(((t2 - t1) / 60)) min)"
@@ -193,6 +221,6 @@ case $run_result in PASS*) ;; *) tail -n 30 "$runlog" >&2 ;; esac
 say "make run: $run_result"
 
 cleanup
-say "RESULT: make test $test_result in $((t2 - t1)) s; make run $run_result; total $(($(date +%s) - t0)) s"
+say "RESULT: make test $test_result in $((t2 - t1)) s (stress-ng x$stress); make run $run_result; total $(($(date +%s) - t0)) s"
 [ "$keep_hint" = 0 ] || say "the root stays in $root (rm -rf it when done; nothing is mounted there now)"
 [ "$test_rc" = 0 ] && case $run_result in PASS*) true ;; *) false ;; esac
