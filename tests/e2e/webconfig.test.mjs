@@ -66,7 +66,10 @@ async function startWith(name, yml) {
   fs.writeFileSync(file, yml);
   const port = await freePort();
   const p = new Proc(name, profdBin(), ['serve', `--storage.path=${path.join(dir, name + '-data')}`,
-    `--web.listen-address=127.0.0.1:${port}`, `--web.config.file=${file}`,
+    // localhost, as a user with a certificate for "localhost" would: on a
+    // stock Debian 12 it resolves to ::1 first, and Node 18 connects to the
+    // first answer only (issue 34: profd serves both families)
+    `--web.listen-address=localhost:${port}`, `--web.config.file=${file}`,
     // /-/reload is an admin endpoint only with the lifecycle flag (issue 20 item 4)
     '--web.enable-lifecycle']);
   p.port = port;
