@@ -230,3 +230,28 @@ test('child spans, unknown and no ids: empty; a bad id: invalid_argument', { tim
     }
   }
 });
+
+test('stored losslessly: go tool pprof -tags shows the span labels; /api/v1/query?span_id= narrows', { timeout: 90000 }, async () => {
+  const s = spans();
+  const a = s.filter((x) => x.root && x.name === 'spanA').map((x) => x.id);
+  const b = s.filter((x) => x.root && x.name === 'spanB').map((x) => x.id);
+  const range = { query: 'cpu{job="spanapp"}', mode: 'merge', from: String(from / 1000), to: String(to / 1000) };
+  const gd = path.join(dir, 'gotool');
+  fs.mkdirSync(gd, { recursive: true });
+  const genv = { ...process.env, HOME: gd, GOCACHE: path.join(gd, 'cache'), PPROF_TMPDIR: path.join(gd, 'pprof'), GOFLAGS: '' };
+  const tags = await run('go', ['tool', 'pprof', '-tags', `${profd.base}/api/v1/query?` + qs({ ...range, report: 'proto' })],
+    { env: genv, cwd: gd }, 60000);
+  assert.equal(tags.code, 0, tags.stderr);
+  assert.match(tags.stdout, /span_id:/, tags.stdout.slice(0, 2000));
+  assert.match(tags.stdout, /span_name:.*\n(.*\n)*.*spanA/, tags.stdout.slice(0, 2000));
+  const shown = [...tags.stdout.matchAll(/\b([0-9a-f]{16})\b/g)].map((m) => m[1]);
+  assert.ok(shown.some((id) => a.includes(id)) && shown.some((id) => b.includes(id)),
+    `spanA and spanB ids among the tags:\n${tags.stdout.slice(0, 2000)}`);
+  // profd's own API takes the same filter
+  const top = await apiData(profd.base, '/api/v1/query?' + qs({ ...range, report: 'top', span_id: a.join(',') }));
+  const names = JSON.stringify(top);
+  assert.ok(names.includes('main.funcA') && !names.includes('main.funcB'), names.slice(0, 2000));
+  const bad = await http(`${profd.base}/api/v1/query?` + qs({ ...range, report: 'top', span_id: 'nothex' }));
+  assert.equal(bad.status, 400);
+  assert.match(bad.text, /span_id.*nothex/);
+});
