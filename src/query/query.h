@@ -321,7 +321,7 @@ typedef struct pd_merge_options {
      * pd_storage_sample_filter: span profiles, by their span_id sample
      * label), inside the store's aggregation. NULL = every sample. A single
      * selection (mode single) is filtered the same way. Borrowed for the
-     * call. ClickHouse refuses a filter (PD_EINVAL). */
+     * call. */
     const pd_storage_sample_filter *sample_filter;
     int64_t deadline_ns; /* pd_mono_ns() value after which work stops; 0 = none */
     int64_t timeout_ms;  /* the timeout that set deadline_ns, for the message */

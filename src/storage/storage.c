@@ -409,10 +409,11 @@ static int delta_part(void *ctx, const pd_storage_agg_part *part, const pd_profi
     return c->fn(c->ctx, &pt, p, err);
 }
 
-static int aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
-                           const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                           pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
-                           size_t *n_series, size_t *n_deltas, pd_err *err);
+static int aggregate_delta(pd_storage *s, const pd_storage_sample_filter *f,
+                           const uint64_t *refs, const uint32_t *group, const uint64_t *cum_mask,
+                           size_t n, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                           int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
+                           size_t *n_deltas, pd_err *err);
 
 int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
@@ -422,7 +423,7 @@ int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32
     int rc = agg_enter(s, poll, ctx, err);
     if (rc < 0)
         return rc;
-    rc = aggregate_delta(s, refs, group, cum_mask, n, mint, maxt, fn, poll, ctx, n_series,
+    rc = aggregate_delta(s, NULL, refs, group, cum_mask, n, mint, maxt, fn, poll, ctx, n_series,
                          n_deltas, err);
     agg_leave(s);
     return rc;
@@ -493,32 +494,25 @@ int pd_storage_aggregate_filtered(pd_storage *s, const pd_storage_sample_filter 
                                   pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
                                   void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err)
 {
-    if (!f)
-        return pd_storage_aggregate_delta(s, refs, group, cum_mask, n, mint, maxt, fn, poll, ctx,
-                                          n_series, n_deltas, err);
-    if (s->ch)
-        return pd_err_set(err, PD_EINVAL,
-                          "span profiles (a filter on the span_id sample label) are not "
-                          "supported by the ClickHouse backend: it keeps sample labels inside "
-                          "its stack blobs; use --storage.backend=tsdb for traces to profiles");
     int rc = agg_enter(s, poll, ctx, err);
     if (rc < 0)
         return rc;
-    rc = pd__tsdb_aggregate_filtered(s->tsdb, f, refs, group, cum_mask, n, mint, maxt, fn, poll,
-                                     ctx, n_series, n_deltas, err);
+    rc = aggregate_delta(s, f, refs, group, cum_mask, n, mint, maxt, fn, poll, ctx, n_series,
+                         n_deltas, err);
     agg_leave(s);
     return rc;
 }
 
 /* (the turn taken) */
-static int aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
-                           const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                           pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
-                           size_t *n_series, size_t *n_deltas, pd_err *err)
+static int aggregate_delta(pd_storage *s, const pd_storage_sample_filter *f,
+                           const uint64_t *refs, const uint32_t *group, const uint64_t *cum_mask,
+                           size_t n, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                           int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
+                           size_t *n_deltas, pd_err *err)
 {
     if (!s->ch)
-        return pd__tsdb_aggregate_delta(s->tsdb, refs, group, cum_mask, n, mint, maxt, fn, poll,
-                                        ctx, n_series, n_deltas, err);
+        return pd__tsdb_aggregate_filtered(s->tsdb, f, refs, group, cum_mask, n, mint, maxt, fn,
+                                           poll, ctx, n_series, n_deltas, err);
     pd_err_clear(err);
     if (n_deltas)
         *n_deltas = 0;
@@ -542,7 +536,8 @@ static int aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *
         }
     if (np) {
         size_t k = 0;
-        rc = pd__ch_aggregate(s->ch, plain, pgroup, np, mint, maxt, fn, poll, ctx, &k, err);
+        rc = pd__ch_aggregate_filtered(s->ch, f, plain, pgroup, np, mint, maxt, fn, poll, ctx, &k,
+                                       err);
         ns += k;
     }
     free(plain);
@@ -573,8 +568,8 @@ static int aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *
         for (size_t k = 0; k < nw && rc >= 0; k++) {
             delta_call c = {fn, poll, ctx, i, ww[k]};
             uint64_t one = refs[i];
-            rc = pd__ch_aggregate(s->ch, &one, NULL, 1, wts[k], wts[k], delta_part,
-                                  poll ? delta_poll : NULL, &c, NULL, err);
+            rc = pd__ch_aggregate_filtered(s->ch, f, &one, NULL, 1, wts[k], wts[k], delta_part,
+                                           poll ? delta_poll : NULL, &c, NULL, err);
         }
         free(wts);
         free(ww);

@@ -441,10 +441,11 @@ bool pd_storage_sample_passes(const pd_storage_sample_filter *f, const pd_profil
  * whose samples pass still counts in its part (which may then hold no
  * sample). The TSDB decides per label set once per part (block and group,
  * or head generation), so a span costs no more than the merge it narrows.
- * ClickHouse: refused with PD_EINVAL (its stacks table keeps a sample's
- * labels inside the stack blob, which the GROUP BY does not open; the
- * message says so) unless f == NULL. Other errors as
- * pd_storage_aggregate_delta. */
+ * ClickHouse keeps a sample's labels inside its stack blob: the GROUP BY
+ * runs as without the filter (samples of two spans never share a stack
+ * hash) and each stack that survives it is checked on its blob before it
+ * is symbolized — a span's merge costs ClickHouse as much as the whole
+ * merge. Errors as pd_storage_aggregate_delta. */
 int pd_storage_aggregate_filtered(pd_storage *s, const pd_storage_sample_filter *f,
                                   const uint64_t *refs, const uint32_t *group,
                                   const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
