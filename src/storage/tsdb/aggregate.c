@@ -39,6 +39,13 @@
  * The blocks' sums may run on a pool of threads (aggregate_workers; "the
  * blocks walked on worker threads" below), handed to the caller in the
  * same order as the one-by-one walk.
+ *
+ * A sample filter (pd_storage_aggregate_filtered: span profiles) is
+ * decided per label-set id of the part's symbols, the first time the id is
+ * met in the part, from the set's labels (lset_passes: a byte per id,
+ * cleared with the part); a sample whose set does not pass is never added,
+ * so the sum, and the symbolization after it, hold only the span's stacks.
+ * Replayed head profiles (WAL_ONLY) are filtered on their decoded labels.
  */
 #include <pthread.h>
 #include <stdlib.h>
