@@ -13,9 +13,10 @@
 // when a span starts with no local root span in its context (the first
 // span of a trace in this process), the goroutine's pprof labels get
 // span_id = the span's id as 16 hex digits (SpanID.String()) and
-// span_name = its name (runtime/pprof.SetGoroutineLabels); child spans
-// inherit the root's labels; when the root span ends, the goroutine's
-// labels from before it come back.
+// span_name = its name (runtime/pprof.SetGoroutineLabels), and the span
+// gets the attribute pyroscope.profile.id = that id (what makes Grafana
+// offer "Profiles for this span"); child spans inherit the root's labels;
+// when the root span ends, the goroutine's labels from before it come back.
 //
 // The program serves net/http/pprof on -listen (profd scrapes its CPU
 // profile) and runs, over and over, a root span "spanA" spinning in
@@ -36,6 +37,7 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -44,8 +46,9 @@ import (
 // ---- the labels (what otel-profiling-go does, written anew) ----
 
 const (
-	spanIDLabel   = "span_id"
-	spanNameLabel = "span_name"
+	spanIDLabel      = "span_id"
+	spanNameLabel    = "span_name"
+	profileIDAttrKey = "pyroscope.profile.id"
 )
 
 type spanLabels struct{ tp trace.TracerProvider }
@@ -64,10 +67,10 @@ func (t labelTracer) Start(ctx context.Context, name string, opts ...trace.SpanS
 	if ctx.Value(rootKey{}) != nil || !span.SpanContext().IsSampled() {
 		return ctx, span // a child span: the root's labels stay
 	}
+	id := span.SpanContext().SpanID().String()
+	span.SetAttributes(attribute.String(profileIDAttrKey, id))
 	ctx = context.WithValue(ctx, rootKey{}, true)
-	ctx = pprof.WithLabels(ctx, pprof.Labels(
-		spanIDLabel, span.SpanContext().SpanID().String(),
-		spanNameLabel, name))
+	ctx = pprof.WithLabels(ctx, pprof.Labels(spanIDLabel, id, spanNameLabel, name))
 	pprof.SetGoroutineLabels(ctx)
 	return ctx, restoreOnEnd{span, before}
 }
