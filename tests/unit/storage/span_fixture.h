@@ -169,9 +169,7 @@ static void span_check_cases(pd_storage *st, const uint64_t *refs, const uint32_
                                                    n_series, INT64_MIN, INT64_MAX, sum_fn, NULL,
                                                    &s, &got_series, NULL, &err),
                      &err);
-        int64_t want = fc->per_prof * n_prof * n_series, want_names = fc->per_prof;
-        if (fc->all)
-            want = (ALL_BITS - V_UNIQUE) * n_prof * n_series + V_UNIQUE * n_prof * n_series;
+        int64_t want = fc->per_prof * n_prof * (int64_t)n_series, want_names = fc->per_prof;
         if (fc->unique_of >= 0) {
             want += V_UNIQUE * n_series;
             want_names |= V_UNIQUE;
