@@ -10,7 +10,11 @@ libjansson-dev libpcre2-dev libxxhash-dev libcmocka-dev libelf-dev \
 protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev \
 golang-go graphviz chromium linux-perf curl jq ca-certificates \
 prometheus prometheus-alertmanager openssl dnsmasq-base openjdk-17-jdk-headless \
-libgnutls28-dev libcrypt-dev"
+libgnutls28-dev libcrypt-dev \
+golang-opentelemetry-otel-dev"
+# golang-opentelemetry-otel-dev: tests only — the OpenTelemetry Go API, SDK
+# and stdout exporter (source under /usr/share/gocode) that
+# tests/e2e/grafana/spanapp is built against, offline (traces to profiles).
 
 # clickhouse-server (18.16 in Debian 12): the ClickHouse backend's tests
 # (tests/e2e/clickhouse.test.mjs, tests/unit/storage/test_clickhouse.c) start

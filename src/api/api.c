@@ -350,7 +350,7 @@ static bool wants_many(const pd_http_request *req)
     const char *mode = arg_any(req, "mode", NULL), *report = arg_any(req, "report", NULL);
     return (mode && strcmp(mode, "single") != 0) || pd_http_arg(req, "by") ||
            arg_any(req, "focus", NULL) || arg_any(req, "ignore", NULL) ||
-           arg_any(req, "hide", NULL) ||
+           arg_any(req, "hide", NULL) || arg_any(req, "span_id", NULL) ||
            (report && (!strcmp(report, "folded") || !strcmp(report, "callgraph")));
 }
 
@@ -478,6 +478,59 @@ static int render_callgraph(const pd_profile *p, const pd_report_options *o,
     return 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The span_id parameter (traces to profiles): a comma-separated list of
+ * span ids, 16 hex digits each (storage.h, pd_storage_sample_filter), into
+ * *ids (malloc'ed, sorted, unique; NULL with *n = 0 when absent). 0, or
+ * replies 400 naming the bad id. */
+static int span_param(const pd_http_request *req, pd_http_response *resp, uint64_t **ids,
+                      size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    const char *v = arg_any(req, "span_id", NULL);
+    if (!v)
+        return 0;
+    size_t cap = 1;
+    for (const char *p = v; *p; p++)
+        cap += *p == ',';
+    if (!(*ids = malloc(cap * sizeof **ids))) {
+        reply_error(resp, 500, "out of memory");
+        return -1;
+    }
+    for (const char *p = v;;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (!pd_storage_span_id_parse(p, len, &(*ids)[*n])) {
+            pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
+            reply_error(resp, 400,
+                        "invalid parameter \"span_id\": \"%.*s\" is not a span id (16 hex "
+                        "digits; several: comma-separated)",
+                        (int)(len < 64 ? len : 64), p);
+            free(*ids);
+            *ids = NULL;
+            *n = 0;
+            return -1;
+        }
+        (*n)++;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    qsort(*ids, *n, sizeof **ids, cmp_u64);
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (!k || (*ids)[i] != (*ids)[k - 1])
+            (*ids)[k++] = (*ids)[i];
+    *n = k;
+    return 0;
+}
+
 static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_response *resp)
 {
     const char *mode = arg_any(req, "mode", NULL);
@@ -552,6 +605,13 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     mo.delta = delta < 0 ? PD_DELTA_AUTO : delta ? PD_DELTA_ON : PD_DELTA_RAW;
     mo.sample_type = arg_any(req, "sample_index", NULL);
     mo.normalize = norm && (!strcmp(norm, "true") || !strcmp(norm, "1"));
+    uint64_t *span_ids;
+    size_t n_span;
+    if (span_param(req, resp, &span_ids, &n_span) < 0)
+        return;
+    pd_storage_sample_filter sf = {.span_ids = span_ids, .n_span_ids = n_span};
+    if (span_ids)
+        mo.sample_filter = &sf;
     pd_profile p;
     memset(&p, 0, sizeof p);
     pd_merge_stats stats;
@@ -559,6 +619,7 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     pd_err err = {{0}};
     int rc = diff ? pd_query_diff(api->st, &a, &b, &mo, &p, &stats, &err)
                   : pd_query_merge(api->st, &b, &mo, &p, &stats, &err);
+    free(span_ids);
     if (rc < 0) {
         reply_error(resp, status_of(rc), "%s", err.msg[0] ? err.msg : pd_strerror(rc));
         return;

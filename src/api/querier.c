@@ -464,20 +464,109 @@ static void m_select_merge_profile(ctx *c, const pd_http_request *req)
     protobuf_c_message_free_unpacked(&in->base, NULL);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* SelectMergeSpanProfile (Tempo -> Pyroscope, Grafana's "Profiles for this
+ * span"): the merge of select_merge narrowed to the samples whose span_id
+ * sample label is one of span_selector (storage.h, pd_storage_sample_filter:
+ * the filter runs inside the store's aggregation). As Pyroscope: each id is
+ * 16 hex digits (else invalid_argument naming it), no id selects nothing,
+ * the answer is a flame graph cut at max_nodes. */
 static void m_select_merge_span_profile(ctx *c, const pd_http_request *req)
 {
-    ProtobufCMessage *in = NULL;
-    if (pd_connect_decode(req, &querier__v1__select_merge_span_profile_request__descriptor, &in, &c->call,
-                          c->resp) < 0)
+    Querier__V1__SelectMergeSpanProfileRequest *in = NULL;
+    pd__vselection s = {0};
+    pd_profile p = {0};
+    uint64_t *ids = NULL;
+    if (pd_connect_decode(req, &querier__v1__select_merge_span_profile_request__descriptor,
+                          (ProtobufCMessage **)&in, &c->call, c->resp) < 0)
         return;
-    /* profd stores no span ids: the empty flame graph */
-    Querier__V1__SelectMergeSpanProfileResponse out = QUERIER__V1__SELECT_MERGE_SPAN_PROFILE_RESPONSE__INIT;
-    out.flamegraph = empty_flamegraph(c);
-    if (out.flamegraph)
-        pd_connect_reply(c->resp, &c->call, &out.base);
-    else
+    int rc = 0;
+    if (in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED &&
+        in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH) {
+        pd_connect_error(c->resp, PD_CONNECT_UNIMPLEMENTED,
+                         "SelectMergeSpanProfile: format %d is not supported; use "
+                         "PROFILE_FORMAT_FLAMEGRAPH",
+                         (int)in->format);
+        goto out;
+    }
+    size_t n = in->n_span_selector;
+    if (!(ids = malloc((n ? n : 1) * sizeof *ids))) {
         pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
-    protobuf_c_message_free_unpacked(in, NULL);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *t = in->span_selector[i] ? in->span_selector[i] : "";
+        if (!pd_storage_span_id_parse(t, strlen(t), &ids[i])) {
+            pd__api_count_rejected("querier_invalid_argument");
+            pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT,
+                             "SelectMergeSpanProfile: span_selector[%zu] \"%.64s\" is not a span "
+                             "id (16 hex digits, as OpenTelemetry writes a span id)",
+                             i, t);
+            goto out;
+        }
+    }
+    if (n)
+        qsort(ids, n, sizeof *ids, cmp_u64);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!k || ids[i] != ids[k - 1])
+            ids[k++] = ids[i];
+    pd_storage_sample_filter f = {.span_ids = ids, .n_span_ids = k};
+    if (!in->profile_typeid || !*in->profile_typeid) {
+        rc = pd_err_set(&c->err, PD_EINVAL, "profile_typeID is required");
+        fail(c, rc);
+        goto out;
+    }
+    int64_t s0, e0;
+    range_of(in->start, in->end, &s0, &e0);
+    const char *sels[1] = {in->label_selector ? in->label_selector : ""};
+    size_t ti = 0;
+    bool empty = k == 0; /* no span: nothing passes (Pyroscope's answer too) */
+    if (!empty && (rc = pd__vselect(c->env->st, in->profile_typeid, sels, 1, s0, e0, &s, &c->err)) < 0) {
+        fail(c, rc);
+        goto out;
+    }
+    empty = empty || !s.n;
+    if (!empty) {
+        rc = pd__vmerge_filtered(c->env, &f, NULL, 0, 0, &s, s0, e0, &p, &ti, &c->err);
+        if (rc == PD_ENOTFOUND) { /* nothing in the range */
+            pd_err_clear(&c->err);
+            empty = true;
+        } else if (rc < 0) {
+            fail(c, rc);
+            goto out;
+        }
+        empty = empty || !p.n_sample;
+    }
+    Querier__V1__FlameGraph *fg;
+    if (empty) {
+        fg = empty_flamegraph(c);
+    } else {
+        pd__levels lv;
+        if ((rc = pd__levels_build(&p, ti, in->max_nodes > 0 ? (size_t)in->max_nodes : 0, false,
+                                   &c->a, &lv, &c->err)) < 0) {
+            fail(c, rc);
+            goto out;
+        }
+        fg = flamegraph_msg(c, &lv);
+    }
+    if (!fg) {
+        pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+        goto out;
+    }
+    Querier__V1__SelectMergeSpanProfileResponse r = QUERIER__V1__SELECT_MERGE_SPAN_PROFILE_RESPONSE__INIT;
+    r.flamegraph = fg;
+    pd_connect_reply(c->resp, &c->call, &r.base);
+out:
+    free(ids);
+    pd_profile_release(&p);
+    pd__vselection_release(&s);
+    protobuf_c_message_free_unpacked(&in->base, NULL);
 }
 
 static void m_diff(ctx *c, const pd_http_request *req)

@@ -81,6 +81,13 @@ int pd__vmerge(const pd__querier_env *env, const pd__vselection *base, int64_t b
                int64_t bend, const pd__vselection *cur, int64_t start, int64_t end,
                pd_profile *out /* OUT */, size_t *type_idx /* OUT */, pd_err *err);
 
+/* pd__vmerge of only the samples filter passes (storage.h,
+ * pd_storage_sample_filter; NULL: pd__vmerge): SelectMergeSpanProfile. */
+int pd__vmerge_filtered(const pd__querier_env *env, const pd_storage_sample_filter *filter,
+                        const pd__vselection *base, int64_t bstart, int64_t bend,
+                        const pd__vselection *cur, int64_t start, int64_t end,
+                        pd_profile *out /* OUT */, size_t *type_idx /* OUT */, pd_err *err);
+
 /* A flame graph in Pyroscope's levels format, built from the tree of
  * pd_report_flamegraph_ex (so max_nodes cuts as the native report does; the
  * cut children of a node become one "other" node). names[0] is "total".

@@ -247,6 +247,15 @@ int pd__vmerge(const pd__querier_env *env, const pd__vselection *base, int64_t b
                int64_t bend, const pd__vselection *cur, int64_t start, int64_t end,
                pd_profile *out, size_t *type_idx, pd_err *err)
 {
+    return pd__vmerge_filtered(env, NULL, base, bstart, bend, cur, start, end, out, type_idx,
+                               err);
+}
+
+int pd__vmerge_filtered(const pd__querier_env *env, const pd_storage_sample_filter *filter,
+                        const pd__vselection *base, int64_t bstart, int64_t bend,
+                        const pd__vselection *cur, int64_t start, int64_t end, pd_profile *out,
+                        size_t *type_idx, pd_err *err)
+{
     pd_series_info *ca = NULL, *ba = NULL;
     pd_query_refs cr, br;
     int rc;
@@ -262,6 +271,7 @@ int pd__vmerge(const pd__querier_env *env, const pd__vselection *base, int64_t b
         .max_samples = env->max_samples,
         .timeout_ms = timeout,
         .deadline_ns = pd_mono_ns() + timeout * 1000000,
+        .sample_filter = filter,
     };
     /* cumulative types (Go's allocs, block, mutex scraped as served) are
        merged as deltas, as Pyroscope stores them (query.h: PD_DELTA_AUTO) */

@@ -1662,9 +1662,9 @@ static int agg_side(run *r, const pd_query_side *q, bool base, const char *side,
     size_t n_deltas = 0;
     pd_merge_stats before;
     pd_merge_get_stats(r->m, &before);
-    int rc =
-        pd_storage_aggregate_delta(r->st, sp->refs, sp->group, sp->delta ? sp->mask : NULL, sp->nv,
-                                   q->from, q->to, add_part, poll_part, &c, NULL, &n_deltas, err);
+    int rc = pd_storage_aggregate_filtered(r->st, r->o ? r->o->sample_filter : NULL, sp->refs,
+                                           sp->group, sp->delta ? sp->mask : NULL, sp->nv, q->from,
+                                           q->to, add_part, poll_part, &c, NULL, &n_deltas, err);
     if (rc >= 0 && sp->delta && sp->n_count + n_deltas == 0)
         rc = pd_err_set(err, PD_ENOTFOUND,
                         "no delta: every series matching %.200s between %" PRId64 " and %" PRId64
@@ -1698,6 +1698,10 @@ static int add_side(run *r, const pd_query_side *q, bool base, const char *side,
             return rc;
         r->series++;
         source_name(&ls, ts, side, &r->name);
+        const pd_storage_sample_filter *f = r->o ? r->o->sample_filter : NULL;
+        for (size_t j = 0; f && j < p.n_sample; j++) /* zero sums are dropped */
+            if (!pd_storage_sample_passes(f, &p, p.sample[j].label, p.sample[j].n_label))
+                memset(p.sample[j].value, 0, p.sample[j].n_value * sizeof *p.sample[j].value);
         rc = pd_merge_add(r->m, &p, &ls, base, r->name.data, err);
         pd_profile_release(&p);
         pd_labels_release(&ls);
@@ -1746,7 +1750,7 @@ static int add_diff(run *r, const pd_query_side *base, const pd_query_side *cur,
     pd_buf_reset(&r->first_types);
     if (rc >= 0)
         rc = prep_side(r, base, "query_a", &sb, err);
-    if (rc >= 0 && (sb.delta || !sc.nv || !sb.nv)) {
+    if (rc >= 0 && (sb.delta || !sc.nv || !sb.nv || (r->o && r->o->sample_filter))) {
         rc = agg_side(r, cur, false, "query_b", &sc, err);
         if (rc >= 0)
             rc = agg_side(r, base, true, "query_a", &sb, err);

@@ -317,6 +317,12 @@ typedef struct pd_merge_options {
      * that each sample type's total equals the base side's (after agg), so
      * the diff shows shifts of shares, not of volume. */
     bool normalize;
+    /* Only the samples this filter passes are merged (storage.h,
+     * pd_storage_sample_filter: span profiles, by their span_id sample
+     * label), inside the store's aggregation. NULL = every sample. A single
+     * selection (mode single) is filtered the same way. Borrowed for the
+     * call. */
+    const pd_storage_sample_filter *sample_filter;
     int64_t deadline_ns; /* pd_mono_ns() value after which work stops; 0 = none */
     int64_t timeout_ms;  /* the timeout that set deadline_ns, for the message */
     /* Polled every ~1000 samples; true stops with PD_ECANCELED. May be NULL. */

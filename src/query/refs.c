@@ -182,6 +182,7 @@ typedef struct refs_plan {
     const pd_series_info **v;
     size_t n_count;
     bool delta;
+    const pd_storage_sample_filter *filter; /* o->sample_filter */
 } refs_plan;
 
 static void refs_plan_release(refs_plan *pl)
@@ -198,6 +199,7 @@ static int plan_refs(pd_storage *st, const pd_query_refs *q, const pd_merge_opti
 {
     memset(pl, 0, sizeof *pl);
     const char *by = o ? o->by : NULL;
+    pl->filter = o ? o->sample_filter : NULL;
     size_t n1 = q->n ? q->n : 1;
     pl->refs = malloc(n1 * sizeof *pl->refs);
     pl->group = malloc(n1 * sizeof *pl->group);
@@ -216,8 +218,8 @@ static int plan_refs(pd_storage *st, const pd_query_refs *q, const pd_merge_opti
 }
 
 /* Sums q's profiles inside the store (pd_storage_aggregate: by stack id,
- * per block and group of series as by= allows; with deltas,
- * pd_storage_aggregate_delta) and folds the sums into m. */
+ * per block and group of series as by= allows; with deltas and/or a sample
+ * filter, pd_storage_aggregate_filtered) and folds the sums into m. */
 static int sum_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, bool base,
                     const refs_plan *pl, size_t *series, pd_err *err)
 {
@@ -226,9 +228,9 @@ static int sum_refs(pd_storage *st, pd_merge *m, const pd_query_refs *q, bool ba
     pd_merge_stats before, after;
     pd_merge_get_stats(m, &before);
     size_t n_deltas = 0;
-    int rc = pd_storage_aggregate_delta(st, pl->refs, pl->group, pl->delta ? pl->mask : NULL, q->n,
-                                        q->from, q->to, add_part, poll_part, &c, &c.series,
-                                        &n_deltas, err);
+    int rc = pd_storage_aggregate_filtered(st, pl->filter, pl->refs, pl->group,
+                                           pl->delta ? pl->mask : NULL, q->n, q->from, q->to,
+                                           add_part, poll_part, &c, &c.series, &n_deltas, err);
     if (rc >= 0 && pl->delta) {
         pd_merge_get_stats(m, &after);
         pd__merge_recount(m, base, after.profiles - before.profiles, pl->n_count + n_deltas);
@@ -278,7 +280,7 @@ static int add_diff(pd_storage *st, pd_merge *m, const pd_query_refs *base,
     if (rc >= 0)
         rc = plan_refs(st, base, o, &pb, err);
     *dbase = pb.delta;
-    if (rc >= 0 && pb.delta) {
+    if (rc >= 0 && (pb.delta || pb.filter)) { /* (the one pass has no sample filter) */
         rc = sum_refs(st, m, cur, false, &pc, series, err);
         if (rc >= 0)
             rc = sum_refs(st, m, base, true, &pb, series, err);

@@ -3,10 +3,12 @@
  * (storage.h: "deltas of cumulative profiles"), shared by the backends:
  * the TSDB sums each profile times its weight on its own ids
  * (tsdb/aggregate.c), the ClickHouse dispatcher aggregates each weighted
- * profile alone (storage.c). Private to src/storage.
+ * profile alone (storage.c); and the span filter's label rule, which the
+ * same two files share. Private to src/storage.
  */
 #ifndef PD_STORAGE_DELTA_INT_H
 #define PD_STORAGE_DELTA_INT_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "storage/storage.h"
@@ -23,5 +25,13 @@
  * is a single point (no delta). Never fails. */
 size_t pd__delta_weights(const pd_points *prev, const pd_points *pts, uint64_t mask,
                          int64_t *ts /* OUT */, int8_t *w /* OUT */);
+
+/* The span filter's rule (storage.h, pd_storage_sample_filter) for one
+ * label: true when key[0..key_len) is "span_id" or "profile_id" and
+ * val[0..val_len) is 16 hex digits of a non-zero id in f->span_ids.
+ * Shared by storage.c (decoded profiles) and tsdb/aggregate.c (label sets
+ * of the symbols). Never fails. */
+bool pd__storage_span_label_passes(const pd_storage_sample_filter *f, const char *key,
+                                   size_t key_len, const char *val, size_t val_len);
 
 #endif

@@ -49,6 +49,11 @@ int pd__tsdb_aggregate_delta(pd__tsdb_storage *s, const uint64_t *refs, const ui
                              const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
                              pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
                              void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err);
+int pd__tsdb_aggregate_filtered(pd__tsdb_storage *s, const pd_storage_sample_filter *f,
+                                const uint64_t *refs, const uint32_t *group,
+                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                                pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                                void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err);
 int pd__tsdb_read_point_before(pd__tsdb_storage *s, uint64_t ref, int64_t t, pd_points *out,
                                pd_err *err);
 int pd__tsdb_maintain(pd__tsdb_storage *s, pd_err *err);
@@ -404,10 +409,11 @@ static int delta_part(void *ctx, const pd_storage_agg_part *part, const pd_profi
     return c->fn(c->ctx, &pt, p, err);
 }
 
-static int aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
-                           const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                           pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
-                           size_t *n_series, size_t *n_deltas, pd_err *err);
+static int aggregate_delta(pd_storage *s, const pd_storage_sample_filter *f,
+                           const uint64_t *refs, const uint32_t *group, const uint64_t *cum_mask,
+                           size_t n, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                           int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
+                           size_t *n_deltas, pd_err *err);
 
 int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
@@ -417,21 +423,96 @@ int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32
     int rc = agg_enter(s, poll, ctx, err);
     if (rc < 0)
         return rc;
-    rc = aggregate_delta(s, refs, group, cum_mask, n, mint, maxt, fn, poll, ctx, n_series,
+    rc = aggregate_delta(s, NULL, refs, group, cum_mask, n, mint, maxt, fn, poll, ctx, n_series,
+                         n_deltas, err);
+    agg_leave(s);
+    return rc;
+}
+
+bool pd_storage_span_id_parse(const char *s, size_t len, uint64_t *out)
+{
+    if (len != 16)
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < 16; i++) {
+        char ch = s[i];
+        unsigned d;
+        if (ch >= '0' && ch <= '9')
+            d = (unsigned)(ch - '0');
+        else if (ch >= 'a' && ch <= 'f')
+            d = (unsigned)(ch - 'a' + 10);
+        else if (ch >= 'A' && ch <= 'F')
+            d = (unsigned)(ch - 'A' + 10);
+        else
+            return false;
+        v = v << 4 | d;
+    }
+    *out = v;
+    return true;
+}
+
+bool pd__storage_span_label_passes(const pd_storage_sample_filter *f, const char *key,
+                                   size_t key_len, const char *val, size_t val_len)
+{
+    if (!((key_len == 7 && !memcmp(key, "span_id", 7)) ||
+          (key_len == 10 && !memcmp(key, "profile_id", 10))))
+        return false;
+    uint64_t id;
+    if (!pd_storage_span_id_parse(val, val_len, &id) || id == 0)
+        return false;
+    size_t lo = 0, hi = f->n_span_ids;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->span_ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < f->n_span_ids && f->span_ids[lo] == id;
+}
+
+bool pd_storage_sample_passes(const pd_storage_sample_filter *f, const pd_profile *p,
+                              const pd_pprof_label *label, size_t n_label)
+{
+    if (!f)
+        return true;
+    for (size_t j = 0; j < n_label; j++) {
+        const pd_pprof_label *lb = &label[j];
+        if (lb->key <= 0 || (size_t)lb->key >= p->n_string || lb->str <= 0 ||
+            (size_t)lb->str >= p->n_string)
+            continue;
+        if (pd__storage_span_label_passes(f, p->string_table[lb->key], p->string_len[lb->key],
+                                          p->string_table[lb->str], p->string_len[lb->str]))
+            return true;
+    }
+    return false;
+}
+
+int pd_storage_aggregate_filtered(pd_storage *s, const pd_storage_sample_filter *f,
+                                  const uint64_t *refs, const uint32_t *group,
+                                  const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                                  pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                                  void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err)
+{
+    int rc = agg_enter(s, poll, ctx, err);
+    if (rc < 0)
+        return rc;
+    rc = aggregate_delta(s, f, refs, group, cum_mask, n, mint, maxt, fn, poll, ctx, n_series,
                          n_deltas, err);
     agg_leave(s);
     return rc;
 }
 
 /* (the turn taken) */
-static int aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
-                           const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                           pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
-                           size_t *n_series, size_t *n_deltas, pd_err *err)
+static int aggregate_delta(pd_storage *s, const pd_storage_sample_filter *f,
+                           const uint64_t *refs, const uint32_t *group, const uint64_t *cum_mask,
+                           size_t n, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                           int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
+                           size_t *n_deltas, pd_err *err)
 {
     if (!s->ch)
-        return pd__tsdb_aggregate_delta(s->tsdb, refs, group, cum_mask, n, mint, maxt, fn, poll,
-                                        ctx, n_series, n_deltas, err);
+        return pd__tsdb_aggregate_filtered(s->tsdb, f, refs, group, cum_mask, n, mint, maxt, fn,
+                                           poll, ctx, n_series, n_deltas, err);
     pd_err_clear(err);
     if (n_deltas)
         *n_deltas = 0;
@@ -455,7 +536,8 @@ static int aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *
         }
     if (np) {
         size_t k = 0;
-        rc = pd__ch_aggregate(s->ch, plain, pgroup, np, mint, maxt, fn, poll, ctx, &k, err);
+        rc = pd__ch_aggregate_filtered(s->ch, f, plain, pgroup, np, mint, maxt, fn, poll, ctx, &k,
+                                       err);
         ns += k;
     }
     free(plain);
@@ -486,8 +568,8 @@ static int aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *
         for (size_t k = 0; k < nw && rc >= 0; k++) {
             delta_call c = {fn, poll, ctx, i, ww[k]};
             uint64_t one = refs[i];
-            rc = pd__ch_aggregate(s->ch, &one, NULL, 1, wts[k], wts[k], delta_part,
-                                  poll ? delta_poll : NULL, &c, NULL, err);
+            rc = pd__ch_aggregate_filtered(s->ch, f, &one, NULL, 1, wts[k], wts[k], delta_part,
+                                           poll ? delta_poll : NULL, &c, NULL, err);
         }
         free(wts);
         free(ww);

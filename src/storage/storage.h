@@ -399,6 +399,60 @@ int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32
                                size_t *n_series /* OUT, may be NULL */,
                                size_t *n_deltas /* OUT, may be NULL */, pd_err *err);
 
+/* ---- a filter on the samples summed: span profiles (issue 26) ----
+ *
+ * Traces to profiles (Grafana's "Profiles for this span", Pyroscope's
+ * SelectMergeSpanProfile): a program instrumented with OpenTelemetry and
+ * grafana/otel-profiling-go (Go) or pyroscope-otel (Java) labels the
+ * samples taken while a (root) span runs with the pprof sample label
+ * `span_id` = the span's id as 16 hex digits (OpenTelemetry's
+ * SpanID.String(), e.g. "9a517183f26a089d"); Pyroscope's older SDKs named
+ * it `profile_id` (Pyroscope's ingester renames it to span_id). The store
+ * keeps sample labels as they came (DESIGN.md §1), so a span's samples are
+ * the ones carrying its id; the filter picks them inside the aggregation,
+ * on the store's own label-set ids, before anything is symbolized.
+ *
+ * A sample passes when one of its labels has the key "span_id" or
+ * "profile_id", a string value of exactly 16 hex digits (either case), and
+ * that value (pd_storage_span_id_parse) is in span_ids; id 0 ("0000...")
+ * never passes (OpenTelemetry's invalid span id; Pyroscope stores it as
+ * "no span"). A sample without such a label never passes. */
+typedef struct pd_storage_sample_filter {
+    const uint64_t *span_ids; /* n_span_ids ids, ascending, no repeats (borrowed for
+                                 the call); n_span_ids == 0: no sample passes */
+    size_t n_span_ids;
+} pd_storage_sample_filter;
+
+/* Parses a span id as the filter reads it: s[0..len) must be exactly 16 hex
+ * digits (0-9, a-f, A-F); *out is their value read as a big-endian number
+ * (a one-to-one mapping of the 8 bytes: only equality matters). Returns
+ * false (and leaves *out alone) for any other text. */
+bool pd_storage_span_id_parse(const char *s, size_t len, uint64_t *out /* OUT */);
+
+/* True when a sample with labels label[0..n_label) of profile p passes f
+ * (the rule above); f == NULL passes everything. For a whole profile (the
+ * head's replayed profiles, which are handed over undecomposed). */
+bool pd_storage_sample_passes(const pd_storage_sample_filter *f, const pd_profile *p,
+                              const pd_pprof_label *label, size_t n_label);
+
+/* pd_storage_aggregate_delta summing only the samples f passes (f == NULL:
+ * exactly pd_storage_aggregate_delta). Parts, their order, headers,
+ * n_series and n_deltas are as without the filter — a profile none of
+ * whose samples pass still counts in its part (which may then hold no
+ * sample). The TSDB decides per label set once per part (block and group,
+ * or head generation), so a span costs no more than the merge it narrows.
+ * ClickHouse keeps a sample's labels inside its stack blob: the GROUP BY
+ * runs as without the filter (samples of two spans never share a stack
+ * hash) and each stack that survives it is checked on its blob before it
+ * is symbolized — a span's merge costs ClickHouse as much as the whole
+ * merge. Errors as pd_storage_aggregate_delta. */
+int pd_storage_aggregate_filtered(pd_storage *s, const pd_storage_sample_filter *f,
+                                  const uint64_t *refs, const uint32_t *group,
+                                  const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                                  pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                                  void *ctx, size_t *n_series /* OUT, may be NULL */,
+                                  size_t *n_deltas /* OUT, may be NULL */, pd_err *err);
+
 /* ---- warnings: damage a read skipped (the answer is partial) ----
  *
  * A read meeting damaged stored data that does not stop it (a block series

@@ -24,6 +24,7 @@
 #define pd_storage_read_profile pd__tsdb_read_profile
 #define pd_storage_aggregate pd__tsdb_aggregate
 #define pd_storage_aggregate_delta pd__tsdb_aggregate_delta
+#define pd_storage_aggregate_filtered pd__tsdb_aggregate_filtered
 #define pd_storage_read_point_before pd__tsdb_read_point_before
 #define pd_storage_maintain pd__tsdb_maintain
 #define pd_storage_check_time pd__tsdb_check_time_store

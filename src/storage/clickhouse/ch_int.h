@@ -133,6 +133,12 @@ typedef struct pd_profile_builder pd_profile_builder;
 int pd__ch_stack_add(pd_profile_builder *b, const uint8_t *s, size_t n, const int64_t *value,
                      pd_err *err);
 
+/* Whether the sample whose stack blob is s[0..n) passes f (storage.h's
+ * span rule on the blob's labels; the frames are skipped, not decoded). A
+ * malformed blob does not pass (pd__ch_stack_add then names it, if it is
+ * ever built). Never fails. */
+bool pd__ch_stack_passes(const uint8_t *s, size_t n, const pd_storage_sample_filter *f);
+
 /* The hash of a sample type set: types/units and period type/unit. */
 uint64_t pd__ch_types_hash(const pd_profile *p);
 

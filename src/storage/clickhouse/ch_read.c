@@ -622,6 +622,7 @@ static int part_room(part *p, size_t nv, const char *subject, const char *unit, 
 
 typedef struct agg {
     pd_ch *c;
+    const pd_storage_sample_filter *flt; /* pd__ch_aggregate_filtered's; NULL: none */
     pd_arena a; /* header strings */
     part *parts;
     size_t n_parts;
@@ -830,6 +831,8 @@ static int build(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
         const uint8_t *s;
         size_t n;
         pd__ch_rd_str(&r, &s, &n);
+        if (g->flt && !pd__ch_stack_passes(s, n, g->flt))
+            continue; /* a sample of another span (or of none) */
         if ((rc = pd__ch_stack_add(b, s, n, &p->values[i * p->n_types], err)) < 0)
             goto out;
     }
@@ -1041,12 +1044,22 @@ int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size
                      int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
                      void *ctx, size_t *n_series, pd_err *err)
 {
+    return pd__ch_aggregate_filtered(c, NULL, refs, group, n, mint, maxt, fn, poll, ctx, n_series,
+                                     err);
+}
+
+int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const uint64_t *refs,
+                              const uint32_t *group, size_t n, int64_t mint, int64_t maxt,
+                              pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                              void *ctx, size_t *n_series, pd_err *err)
+{
     if (n_series)
         *n_series = 0;
     int rc = 0;
     agg g;
     memset(&g, 0, sizeof g);
     g.c = c;
+    g.flt = f;
     pd_arena_init(&g.a);
     pd_u64map ref_idx, all_fps;
     pd_u64map_init(&ref_idx);

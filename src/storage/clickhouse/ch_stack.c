@@ -18,6 +18,7 @@
 #include "base/varint.h"
 #include "pprof/pprof.h"
 #include "storage/clickhouse/ch_int.h"
+#include "storage/delta_int.h"
 
 static int put_s(pd_buf *b, int64_t v)
 {
@@ -218,6 +219,52 @@ out:
     free(lines);
     free(labels);
     return rc;
+}
+
+bool pd__ch_stack_passes(const uint8_t *s, size_t n, const pd_storage_sample_filter *f)
+{
+    ch_rd r = {s, n, 0, false};
+    const uint8_t *x;
+    size_t xn;
+    uint64_t n_loc = pd__ch_rd_varint(&r);
+    if (r.bad || n_loc > n)
+        return false;
+    for (uint64_t k = 0; k < n_loc && !r.bad; k++) {
+        if (pd__ch_rd_varint(&r)) { /* the mapping */
+            for (int i = 0; i < 3; i++)
+                (void)pd__ch_rd_varint(&r);
+            pd__ch_rd_str(&r, &x, &xn);
+            pd__ch_rd_str(&r, &x, &xn);
+            (void)pd__ch_rd_varint(&r);
+        }
+        (void)pd__ch_rd_varint(&r); /* address */
+        uint64_t n_line = pd__ch_rd_varint(&r);
+        if (r.bad || n_line > n)
+            return false;
+        for (uint64_t l = 0; l < n_line && !r.bad; l++) {
+            if (pd__ch_rd_varint(&r)) { /* the function */
+                for (int i = 0; i < 3; i++)
+                    pd__ch_rd_str(&r, &x, &xn);
+                (void)pd__ch_rd_varint(&r);
+            }
+            (void)pd__ch_rd_varint(&r);
+            (void)pd__ch_rd_varint(&r);
+        }
+    }
+    uint64_t n_label = pd__ch_rd_varint(&r);
+    if (r.bad || n_label > n)
+        return false;
+    for (uint64_t k = 0; k < n_label && !r.bad; k++) {
+        const uint8_t *key, *str, *unit;
+        size_t kn, sn, un;
+        pd__ch_rd_str(&r, &key, &kn);
+        pd__ch_rd_str(&r, &str, &sn);
+        (void)pd__ch_rd_varint(&r);
+        pd__ch_rd_str(&r, &unit, &un);
+        if (!r.bad && pd__storage_span_label_passes(f, (const char *)key, kn, (const char *)str, sn))
+            return true;
+    }
+    return false;
 }
 
 uint64_t pd__ch_types_hash(const pd_profile *p)

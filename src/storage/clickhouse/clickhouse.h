@@ -136,6 +136,16 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out /
 int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size_t n, int64_t mint,
                      int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
                      void *ctx, size_t *n_series /* OUT, may be NULL */, pd_err *err);
+/* pd__ch_aggregate summing only the samples f passes (storage.h,
+ * pd_storage_sample_filter; NULL: everything): the GROUP BY is the same
+ * (a sample's labels are part of its stack blob, so samples of different
+ * spans never share a stack_hash), and each stack that survived it is
+ * checked against f on its blob's labels (pd__ch_stack_passes) before it
+ * is symbolized; a stack that does not pass adds nothing. */
+int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const uint64_t *refs,
+                              const uint32_t *group, size_t n, int64_t mint, int64_t maxt,
+                              pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                              void *ctx, size_t *n_series /* OUT, may be NULL */, pd_err *err);
 /* pd_storage_aggregate_diff when each side is one group (storage.c
  * checks): one query for both sides' headers, one GROUP BY over samples
  * with a sumForEachIf per side, one IN for the stacks of both. Rows are

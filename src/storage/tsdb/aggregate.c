@@ -39,6 +39,13 @@
  * The blocks' sums may run on a pool of threads (aggregate_workers; "the
  * blocks walked on worker threads" below), handed to the caller in the
  * same order as the one-by-one walk.
+ *
+ * A sample filter (pd_storage_aggregate_filtered: span profiles) is
+ * decided per label-set id of the part's symbols, the first time the id is
+ * met in the part, from the set's labels (lset_passes: a byte per id,
+ * cleared with the part); a sample whose set does not pass is never added,
+ * so the sum, and the symbolization after it, hold only the span's stacks.
+ * Replayed head profiles (WAL_ONLY) are filtered on their decoded labels.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -94,6 +101,13 @@ typedef struct agg {
        once *stop is set; poll is NULL there */
     int (*take)(void *ctx, const pd_storage_agg_part *part, pd_profile *p, pd_err *err);
     const int *stop;
+    /* pd_storage_aggregate_filtered: only samples whose label set passes
+       flt are summed (NULL: all). lok[ls] caches the answer for label set
+       ls of a->sym (0 not known yet, 1 passes, 2 does not), cleared with
+       the part (a part has one a->sym) */
+    const pd_storage_sample_filter *flt;
+    uint8_t *lok;
+    size_t n_lok;
 } agg;
 
 /* The weights of one series' profiles in a delta aggregation: on == false
@@ -129,6 +143,8 @@ static int agg_weight(const agg *a, size_t i, int64_t ts)
 
 static void agg_clear(agg *a)
 {
+    if (a->n_lok)
+        memset(a->lok, 0, a->n_lok); /* the next part may read other symbols */
     pd_u64map_release(&a->map);
     pd_u64map_init(&a->map);
     a->n = 0;
@@ -154,6 +170,44 @@ static void agg_release(agg *a)
     free(a->cur_stack);
     free(a->cur_lset);
     free(a->cur_e);
+    free(a->lok);
+}
+
+/* Whether label set ls of sym passes f (storage.h's rule, label by label). A
+ * damaged label set (a block's frame that did not verify) never does. */
+static bool lset_passes_sym(const pd_symbols *sym, const pd_storage_sample_filter *f, uint32_t ls)
+{
+    if (ls == 0 || ls > sym->n_lset || (sym->lset_bad && sym->lset_bad[ls]))
+        return false;
+    for (uint64_t j = sym->lset_off[ls - 1]; j < sym->lset_off[ls]; j++) {
+        const pd_sym_label *lb = &sym->lab[j];
+        if (lb->key >= sym->n_str || lb->str >= sym->n_str)
+            continue;
+        if (pd__storage_span_label_passes(f, sym->str[lb->key], sym->str_len[lb->key],
+                                          sym->str[lb->str], sym->str_len[lb->str]))
+            return true;
+    }
+    return false;
+}
+
+/* Whether the samples of label set ls pass a's filter (true without one),
+ * decided once per label set and part. */
+static bool lset_passes(agg *a, uint32_t ls)
+{
+    if (!a->flt)
+        return true;
+    if (ls >= a->n_lok) {
+        size_t nc = (size_t)ls + 1 > 2 * a->n_lok ? (size_t)ls + 1 : 2 * a->n_lok;
+        uint8_t *nl = realloc(a->lok, nc);
+        if (!nl) /* out of memory: decided each time */
+            return lset_passes_sym(a->sym, a->flt, ls);
+        memset(nl + a->n_lok, 0, nc - a->n_lok);
+        a->lok = nl;
+        a->n_lok = nc;
+    }
+    if (!a->lok[ls])
+        a->lok[ls] = lset_passes_sym(a->sym, a->flt, ls) ? 1 : 2;
+    return a->lok[ls] == 1;
 }
 
 static __thread const agg *sort_agg;
@@ -350,6 +404,8 @@ static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
             a->cur_lset[s] = d->lset[s];
             a->cur_e[s] = known;
         }
+        if (a->flt && !lset_passes(a, d->lset[s]))
+            continue; /* (never gets an entry: its memo stays UINT32_MAX) */
         bool zero = true;
         for (size_t v = 0; v < nt && zero; v++)
             zero = sv[v] == 0;
@@ -407,9 +463,12 @@ static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
 }
 
 /* Hands the head profiles of series i at ts[0..n) over one by one, each
- * times its weight in wt (NULL: 1; 0 skips it, -1 negates its values). */
+ * times its weight in wt (NULL: 1; 0 skips it, -1 negates its values); with
+ * a filter flt, the samples it does not pass are zeroed (the merger drops
+ * samples that sum to zero). */
 static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, size_t n,
-                      const agg_w *wt, pd_storage_agg_fn fn, void *ctx, pd_err *err)
+                      const agg_w *wt, const pd_storage_sample_filter *flt, pd_storage_agg_fn fn,
+                      void *ctx, pd_err *err)
 {
     const agg wa = {.wt = wt};
     for (size_t k = 0; k < n; k++) {
@@ -427,6 +486,9 @@ static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, 
         for (size_t j = 0; w < 0 && j < p.n_sample; j++)
             for (size_t v = 0; v < p.sample[j].n_value; v++)
                 p.sample[j].value[v] = (int64_t)(0 - (uint64_t)p.sample[j].value[v]);
+        for (size_t j = 0; flt && j < p.n_sample; j++)
+            if (!pd_storage_sample_passes(flt, &p, p.sample[j].label, p.sample[j].n_label))
+                memset(p.sample[j].value, 0, p.sample[j].n_value * sizeof *p.sample[j].value);
         pd_storage_agg_part part = {
             .series = i, .n_series = 1, .n_profiles = 1, .min_ts = ts[k], .max_ts = ts[k]};
         rc = fn(ctx, &part, &p, err);
@@ -456,11 +518,12 @@ static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, 
  * generation, as without slices; the caller's fn then runs with the lock
  * released at a group's end (the profile it gets owns its strings). */
 static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, size_t n,
-                    int64_t mint, int64_t maxt, const agg_w *wt, pd_storage_agg_fn fn,
+                    int64_t mint, int64_t maxt, const agg_w *wt,
+                    const pd_storage_sample_filter *flt, pd_storage_agg_fn fn,
                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t **wal_i,
                     int64_t **wal_ts, size_t *n_wal, pd_err *err)
 {
-    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .err = err, .wt = wt};
+    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .err = err, .wt = wt, .flt = flt};
     pd_u64map_init(&a.map);
     int rc = 0;
     size_t cap_wal = 0, n_slice = 0; /* profiles walked in this slice */
@@ -647,6 +710,7 @@ typedef struct wpool {
     int stop; /* __atomic; written under mu */
     const entry *es;
     const agg_w *wt;
+    const pd_storage_sample_filter *flt;
     int64_t mint, maxt;
 } wpool;
 
@@ -740,7 +804,7 @@ static void *pool_worker(void *arg)
 {
     wpool *w = arg;
     pthread_setname_np(pthread_self(), "pd-aggregate"); /* in top -H, perf */
-    agg a = {.wt = w->wt, .take = take_part, .stop = &w->stop};
+    agg a = {.wt = w->wt, .take = take_part, .stop = &w->stop, .flt = w->flt};
     pd_u64map_init(&a.map);
     pthread_mutex_lock(&w->mu);
     for (;;) {
@@ -767,7 +831,8 @@ static void *pool_worker(void *arg)
  * there is a single unit or no thread could be started, so the caller
  * walks one by one. */
 static int walk_pool(pd_storage *s, const entry *es, size_t n_es, const uint64_t *refs,
-                     const agg_w *wt, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                     const agg_w *wt, const pd_storage_sample_filter *flt, int64_t mint,
+                     int64_t maxt, pd_storage_agg_fn fn,
                      int (*poll)(void *ctx, pd_err *err), void *ctx, size_t threads,
                      bool *started, pd_err *err)
 {
@@ -777,7 +842,7 @@ static int walk_pool(pd_storage *s, const entry *es, size_t n_es, const uint64_t
         n_u += !k || es[k].hb != es[k - 1].hb || es[k].gfirst != es[k - 1].gfirst;
     if (n_u < 2)
         return 0; /* nothing to share: the one-by-one walk */
-    wpool w = {.es = es, .wt = wt, .mint = mint, .maxt = maxt, .n_u = n_u};
+    wpool w = {.es = es, .wt = wt, .flt = flt, .mint = mint, .maxt = maxt, .n_u = n_u};
     if (!(w.u = calloc(n_u, sizeof *w.u)))
         return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
     for (size_t k = 0, x = 0; k < n_es; x++) {
@@ -886,9 +951,11 @@ int pd_storage_aggregate_workers(int n)
 }
 
 /* pd_storage_aggregate, and with wt (per index of refs, may be NULL) the
- * weighted walk of pd_storage_aggregate_delta. */
+ * weighted walk of pd_storage_aggregate_delta; with flt (may be NULL) only
+ * the samples it passes (pd_storage_aggregate_filtered). */
 static int aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, const agg_w *wt,
-                     size_t n, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                     const pd_storage_sample_filter *flt, size_t n, int64_t mint, int64_t maxt,
+                     pd_storage_agg_fn fn,
                      int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series, pd_err *err)
 {
     pd_err_clear(err);
@@ -950,13 +1017,14 @@ static int aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group,
     /* blocks in time order; in each, the groups in the order of refs */
     if (n_es)
         qsort(es, n_es, sizeof *es, cmp_entry_order);
-    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .wt = wt};
+    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .wt = wt, .flt = flt};
     pd_u64map_init(&a.map);
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out;
     bool pooled = false;
     if (s->agg_workers > 1 && n_es > 1)
-        rc = walk_pool(s, es, n_es, refs, wt, mint, maxt, fn, poll, ctx, (size_t)s->agg_workers,
+        rc = walk_pool(s, es, n_es, refs, wt, flt, mint, maxt, fn, poll, ctx,
+                       (size_t)s->agg_workers,
                        &pooled, err);
     for (size_t k = 0; k < n_es && rc >= 0 && !pooled;) {
         size_t e = k;
@@ -994,12 +1062,12 @@ static int aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group,
     size_t *wal_i = NULL, n_wal = 0;
     int64_t *wal_ts = NULL;
     if (rc >= 0)
-        rc = head_sum(s, refs, gfirst, n, mint, maxt, wt, fn, poll, ctx, &wal_i, &wal_ts, &n_wal,
-                      err);
+        rc = head_sum(s, refs, gfirst, n, mint, maxt, wt, flt, fn, poll, ctx, &wal_i, &wal_ts,
+                      &n_wal, err);
     pthread_rwlock_unlock(&s->cut_rw);
     cut_locked = false;
     for (size_t k = 0; k < n_wal && rc >= 0; k++)
-        rc = head_parts(s, refs[wal_i[k]], wal_i[k], wal_ts + k, 1, wt, fn, ctx, err);
+        rc = head_parts(s, refs[wal_i[k]], wal_i[k], wal_ts + k, 1, wt, flt, fn, ctx, err);
     free(wal_i);
     free(wal_ts);
     if (rc >= 0 && poll)
@@ -1023,7 +1091,7 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
                          int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
                          pd_err *err)
 {
-    return aggregate(s, refs, group, NULL, n, mint, maxt, fn, poll, ctx, n_series, err);
+    return aggregate(s, refs, group, NULL, NULL, n, mint, maxt, fn, poll, ctx, n_series, err);
 }
 
 /* ---- deltas of cumulative profiles (storage.h: pd_storage_aggregate_delta) ----
@@ -1129,11 +1197,21 @@ int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32
                                pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
                                size_t *n_series, size_t *n_deltas, pd_err *err)
 {
+    return pd_storage_aggregate_filtered(s, NULL, refs, group, cum_mask, n, mint, maxt, fn, poll,
+                                         ctx, n_series, n_deltas, err);
+}
+
+int pd_storage_aggregate_filtered(pd_storage *s, const pd_storage_sample_filter *flt,
+                                  const uint64_t *refs, const uint32_t *group,
+                                  const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                                  pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                                  void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err)
+{
     pd_err_clear(err);
     if (n_deltas)
         *n_deltas = 0;
     if (!cum_mask)
-        return aggregate(s, refs, group, NULL, n, mint, maxt, fn, poll, ctx, n_series, err);
+        return aggregate(s, refs, group, NULL, flt, n, mint, maxt, fn, poll, ctx, n_series, err);
     agg_w *wt = calloc(n ? n : 1, sizeof *wt);
     if (!wt)
         return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
@@ -1147,7 +1225,7 @@ int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32
             rc = delta_weights(s, refs[i], cum_mask[i], mint, maxt, &wt[i], &nd, &walk_min, err);
     }
     if (rc >= 0)
-        rc = aggregate(s, refs, group, wt, n, walk_min, maxt, fn, poll, ctx, n_series, err);
+        rc = aggregate(s, refs, group, wt, flt, n, walk_min, maxt, fn, poll, ctx, n_series, err);
     if (n_deltas)
         *n_deltas = nd;
     for (size_t i = 0; i < n; i++) {

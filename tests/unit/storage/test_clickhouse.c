@@ -43,6 +43,7 @@
 #include "pprof/pprof.h"
 #include "storage/clickhouse/ch_int.h"
 #include "storage/storage.h"
+#include "span_fixture.h"
 
 #ifndef PD_TESTDATA
 #error "PD_TESTDATA must be defined"
@@ -1096,6 +1097,70 @@ static void test_diff_one_pass(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The span filter (storage.h, pd_storage_sample_filter) on ClickHouse:
+ * every case of span_fixture.h as the TSDB answers it (each stack that
+ * survives the GROUP BY checked on its blob's labels), for plain series,
+ * one group, and a cumulative series (storage.c's weighted profiles). */
+static void test_span_filter(void **state)
+{
+    (void)state;
+    need_server();
+    g_now = 1795710738924;
+    pd_storage *ch = open_store("spans");
+    enum { NP = 4, NS = 2 };
+    pd_err err;
+    for (int j = 0; j < NP; j++)
+        for (int i = 0; i < NS; i++) {
+            for (int cum = 0; cum < 2; cum++) {
+                pd_profile p;
+                span_build(j, &p);
+                for (size_t k = 0; cum && k < p.n_sample; k++)
+                    p.sample[k].value[0] *= j + 1; /* a counter: profile j holds (j+1) x */
+                pd_buf body;
+                pd_buf_init(&body, 0);
+                assert_int_equal(pd_profile_encode(&p, true, &body), 0);
+                pd_labels ls;
+                labels(&ls, cum ? "allocs" : "cpu", i ? "i1" : "i0", NULL);
+                PD_ASSERT_OK(pd_storage_append(ch, &ls, g_now - 3600000 + j * 1000,
+                                               (const uint8_t *)body.data, body.len, &p, &err),
+                             &err);
+                pd_labels_release(&ls);
+                pd_buf_release(&body);
+                pd_profile_release(&p);
+            }
+        }
+    uint64_t refs[NS], crefs[NS];
+    for (int cum = 0; cum < 2; cum++) {
+        pd_matcher m;
+        PD_ASSERT_OK(pd_matcher_init(&m, PD_MATCH_EQ, "__name__", cum ? "allocs" : "cpu", &err),
+                     &err);
+        pd_series_set set;
+        PD_ASSERT_OK(pd_storage_select(ch, &m, 1, INT64_MIN, INT64_MAX, &set, &err), &err);
+        pd_matcher_release(&m);
+        assert_int_equal(set.n, NS);
+        for (size_t i = 0; i < set.n; i++)
+            (cum ? crefs : refs)[i] = set.v[i].ref;
+        pd_series_set_release(&set);
+    }
+    static const uint32_t one_group[NS] = {0, 0};
+    span_check_cases(ch, refs, NULL, NS, NP, "ClickHouse");
+    span_check_cases(ch, refs, one_group, NS, NP, "ClickHouse, one group");
+    uint64_t ids[] = {SB}, mask[NS] = {1, 1};
+    pd_storage_sample_filter f = {.span_ids = ids, .n_span_ids = 1};
+    sum s = {0};
+    size_t n_deltas = 0;
+    PD_ASSERT_OK(pd_storage_aggregate_filtered(ch, &f, crefs, NULL, mask, NS, INT64_MIN, INT64_MAX,
+                                               sum_fn, NULL, &s, NULL, &n_deltas, &err),
+                 &err);
+    assert_int_equal(n_deltas, (NP - 1) * NS);
+    assert_int_equal(s.value, (int64_t)V_B * (NP - 1) * NS);
+    assert_int_equal(s.names, V_B);
+    /* the blob check alone: a malformed blob passes nothing */
+    static const uint8_t junk[] = {0xff, 0xff, 0xff};
+    assert_false(pd__ch_stack_passes(junk, sizeof junk, &f));
+    pd_storage_close(ch);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1106,6 +1171,7 @@ int main(void)
         cmocka_unit_test(test_single_profile_rebuilt),
         cmocka_unit_test(test_deltas_as_tsdb),
         cmocka_unit_test(test_diff_one_pass),
+        cmocka_unit_test(test_span_filter),
         cmocka_unit_test(test_schema_newer_refused_and_dead_url),
     };
     int rc = load_all(NULL);
