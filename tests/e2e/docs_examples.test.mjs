@@ -217,6 +217,43 @@ test('docs/flags.md lists exactly the flags of each command\'s --help', async ()
   assert.equal(diffs.length, 0, diffs.join('\n'));
 });
 
+/* ------------------------------------------------------------ links */
+
+// GitHub's anchors of a markdown file: heading slugs and <a id="...">.
+function anchorsOf(file) {
+  const a = new Set();
+  let inFence = false;
+  for (const l of fs.readFileSync(file, 'utf8').split('\n')) {
+    if (/^\s*`{3,}/.test(l)) { inFence = !inFence; continue; }
+    if (inFence) continue;
+    const h = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(l);
+    if (h) a.add(h[1].toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-'));
+    for (const m of l.matchAll(/<a id="([^"]+)"/g)) a.add(m[1]);
+  }
+  return a;
+}
+
+test('every relative link of the docs points at a file and anchor that exist', () => {
+  const bad = [];
+  for (const page of [...docPages(), path.join(SRC, 'CONTRIBUTING.md')]) {
+    let inFence = false;
+    fs.readFileSync(page, 'utf8').split('\n').forEach((l, i) => {
+      if (/^\s*`{3,}/.test(l)) { inFence = !inFence; return; }
+      if (inFence) return;
+      for (const m of l.replace(/`[^`]*`/g, '').matchAll(/\]\(([^)\s]+)\)/g)) {
+        const t = m[1];
+        if (/^[a-z]+:/.test(t)) continue;
+        const [f, anchor] = t.split('#');
+        const target = f ? path.resolve(path.dirname(page), f) : page;
+        const where = `${path.relative(SRC, page)}:${i + 1}: ${t}`;
+        if (!fs.existsSync(target)) { bad.push(`${where}: no such file`); continue; }
+        if (anchor && target.endsWith('.md') && !anchorsOf(target).has(anchor)) bad.push(`${where}: no such anchor`);
+      }
+    });
+  }
+  assert.deepEqual(bad, []);
+});
+
 /* ------------------------------------------------------------ runnable examples */
 
 // A profd seeded with real profiles: {service="api"} heap and cpu, two of
