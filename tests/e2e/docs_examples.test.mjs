@@ -307,6 +307,7 @@ async function makeCert(work) {
     '-keyout', 'server.key', '-out', 'server.crt', '-days', '2', '-subj', '/CN=127.0.0.1',
     '-addext', 'subjectAltName=IP:127.0.0.1'], { cwd: work });
   assert.equal(r.code, 0, `openssl: ${r.stderr}`);
+  fs.copyFileSync(path.join(work, 'server.crt'), path.join(work, 'ca.crt')); // a client CA for the examples
 }
 
 const SHELL_PRELUDE = `set -e -o pipefail
