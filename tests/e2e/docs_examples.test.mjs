@@ -254,6 +254,22 @@ test('every relative link of the docs points at a file and anchor that exist', (
   assert.deepEqual(bad, []);
 });
 
+/* ------------------------------------------------------------ endpoints */
+
+test('every route of src/api is in docs/api.md', () => {
+  const api = fs.readFileSync(path.join(SRC, 'docs', 'api.md'), 'utf8');
+  const missing = [];
+  for (const f of fs.readdirSync(path.join(SRC, 'src', 'api')).filter((n) => n.endsWith('.c'))) {
+    const src = fs.readFileSync(path.join(SRC, 'src', 'api', f), 'utf8');
+    for (const m of src.matchAll(/return "(\/[^"]+)";/g)) {
+      const route = m[1].replace(':id', 'ID').replace(':name', 'NAME');
+      if (route === '/api/v1' || route === '/debug/pprof') continue; // prefixes (errors)
+      if (!api.includes(route) && !api.includes(route.replace(/^\/api\/v1/, ''))) missing.push(`${route} (src/api/${f})`);
+    }
+  }
+  assert.deepEqual(missing, [], 'routes the HTTP API page does not name');
+});
+
 /* ------------------------------------------------------------ runnable examples */
 
 // A profd seeded with real profiles: {service="api"} heap and cpu, two of
