@@ -5,7 +5,7 @@
  *               &units=&aggregationType=&format=
  *
  * Read input by input as grafana/pyroscope's server reads it (the ingest
- * handler, labelset.Parse, the pprof and Put adapters); README's
+ * handler, labelset.Parse, the pprof and Put adapters); docs/push.md's
  * "Pyroscope's /ingest" lists each rule.
  * name: parse_name (labelset.Parse). APP ending in ".TYPE" with TYPE in
  *   KNOWN_TYPES is split; else pprof bodies get the type from their sample

@@ -73,7 +73,7 @@ int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_
                       pd_buf *out, pd_err *err);
 
 /* ---- cumulative sample types (delta.c; the rule is documented there and
- * in README "Cumulative profiles") ---- */
+ * in docs/api.md "Cumulative profiles") ---- */
 
 /* Turns pts (the points of series si read with pd_storage_read_points,
  * ascending) in place into the timeline of deltas of pd_query_range_ex:

@@ -2,7 +2,7 @@
  * scrape/sd_kubernetes.c — kubernetes_sd_configs: list + watch of the API
  * server's pods, services, endpoints and nodes, turned into target groups
  * with the __meta_kubernetes_* labels of Prometheus' discovery/kubernetes
- * (contract in scrape_int.h, behaviour in README "Kubernetes").
+ * (contract in scrape_int.h, behaviour in docs/configuration.md "Kubernetes").
  *
  * One thread per discovery. Per (resource, namespace) a stream: a LIST
  * (GET /api/v1[/namespaces/NS]/RES?labelSelector=&fieldSelector=) fills the

@@ -161,7 +161,7 @@ async function startDemoOn(port) {
   // GOGC the demo's growing heap makes GCs seconds apart, its counters lag,
   // and a fresh process may show more than the old one did — a restart
   // that no total shows (the reset rule's blind spot, as Prometheus'; see
-  // README "Cumulative profiles"). GOGC=5 keeps the counters current.
+  // docs/api.md "Cumulative profiles"). GOGC=5 keeps the counters current.
   const p = new Proc('demo', demoBin, [`-listen=127.0.0.1:${port}`],
     { env: { ...process.env, GOGC: '5' } });
   p.port = port;
