@@ -168,7 +168,7 @@ static void test_nesting_and_caps(void **state)
     assert_int_equal(pd_otlp_convert(req, req_len, &lim, &r, &err), 0);
     assert_int_equal(r.n, 0);
     assert_int_equal(r.rejected, 1);
-    assert_non_null(strstr(r.first_error, "resource 0 scope 0 profile 0"));
+    assert_non_null(strstr(r.first_error, "resource 0 scope 0: profile 0: "));
     pd_otlp_result_release(&r);
 }
 
