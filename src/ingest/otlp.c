@@ -2,8 +2,11 @@
  * ingest/otlp.c — OTLP profiles into pprof (see otlp.h). The request is
  * first walked on the wire to bound message nesting (protobuf-c's unpack
  * recurses; AnyValue nests without limit), then unpacked by the code
- * protoc-c generates from the vendored .proto files, then each profile is
- * rebuilt with the pprof builder, every index checked against its table.
+ * protoc-c generates from the vendored .proto files (the walk also checks
+ * Sample's wire types, which tell a request of an older release apart),
+ * then the profiles of each scope are grouped (same time, duration and
+ * period: one pprof with several sample types) and each group is rebuilt
+ * with the pprof builder, every index checked against its table (otlp.h).
  */
 #include "ingest/otlp.h"
 
