@@ -7,7 +7,9 @@
  *                      store (profile type IDs, service_name, __profile_type__)
  *                      and the flame graph levels format
  *   querier_render.c   GET /pyroscope/render and /pyroscope/render-diff
- *                      (flamebearer JSON)
+ *                      (flamebearer JSON with its timeline; format=dot)
+ *   querier_stack.c    StackTraceSelector (call site, Go PGO) on a merged
+ *                      profile
  *   push_connect.c     POST /push.v1.PusherService/Push
  *
  * Virtual series. Pyroscope names a profile type by five parts,
@@ -131,6 +133,24 @@ typedef struct pd__levels {
  * all); diff: p is a diff (pd_query_diff). Errors: PD_ENOMEM, PD_ETOOBIG. */
 int pd__levels_build(const pd_profile *p, size_t type_idx, size_t max_nodes, bool diff,
                      pd_arena *a, pd__levels *out /* OUT */, pd_err *err);
+
+/* Pyroscope's types.v1.StackTraceSelector, decoded (borrowed strings). */
+typedef struct pd__stack_selector {
+    const char *const *call_site; /* function names, root first */
+    size_t n_call_site;
+    bool go_pgo;              /* set: call_site is ignored */
+    uint32_t keep_locations;  /* go_pgo: leaf-most locations kept; 0 = all */
+    bool aggregate_callees;   /* go_pgo: the leaf location's line set to 0 */
+} pd__stack_selector;
+
+/* True when s selects anything (NULL, no call site and no go_pgo: no). */
+bool pd__stack_selector_active(const pd__stack_selector *s);
+
+/* Applies s to *p (querier_stack.c documents the rules): p is replaced by
+ * the rebuilt profile (held to lim; NULL: defaults), or left as it was
+ * when s is not active or on error. Errors: PD_ENOMEM, PD_ETOOBIG (a cap
+ * of lim), PD_EINVAL (p is inconsistent). */
+int pd__stack_select(pd_profile *p, const pd__stack_selector *s, const pd_pprof_limits *lim, pd_err *err);
 
 /* Parses a time of Pyroscope's HTTP API: "now", "now-1h" (s, m, h, d),
  * Unix seconds, milliseconds or nanoseconds (told apart by size), RFC 3339.
