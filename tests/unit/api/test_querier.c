@@ -54,7 +54,7 @@ static void build_l(pd_profile *out, bool label)
     assert_int_equal(pd_profile_builder_location(b, 0, 0x30, lbc, 2, &l[2], &err), 0);
     assert_int_equal(pd_profile_builder_location(b, 0, 0x40, &lx, 1, &l[3], &err), 0);
     assert_int_equal(pd_profile_builder_location(b, 0, 0x50, &ld7, 1, &l[4], &err), 0);
-    assert_int_equal(pd_profile_builder_location(b, 0, 0x58, &ld9, 1, &l[5], &err), 0);
+    assert_int_equal(pd_profile_builder_location(b, 0, 0x50, &ld9, 1, &l[5], &err), 0); /* same address, another line */
     uint64_t s1[] = {l[2], l[1], l[0]}, s2[] = {l[3], l[0]}, s3[] = {l[4], l[1], l[0]}, s4[] = {l[5], l[1], l[0]};
     int64_t v10 = 10, v20 = 20, v1 = 1, v2 = 2;
     pd_pprof_label lab = {0};
