@@ -16,7 +16,9 @@
  *                           (0: all); aggregate_callees sets the line
  *                           numbers of the leaf location's innermost line to
  *                           0 (a variant location), so the callee's samples
- *                           are joined whatever line they were at
+ *                           are joined whatever line they were at (at one
+ *                           address: locations at different addresses stay
+ *                           apart, as pprof's Merge keeps them upstream)
  * Sample labels, sample types, period, times, comments and the other
  * profile fields are kept.
  */
