@@ -16,7 +16,8 @@
  *
  * stack_trace_selector (types.v1.StackTraceSelector: call site prefix, or
  * Go PGO's keep_locations/aggregate_callees) is applied to the merged
- * profile of SelectMergeStacktraces and SelectMergeProfile, and in
+ * profile of SelectMergeStacktraces and SelectMergeProfile, to each side
+ * of a Diff (left's to the base, right's to the other), and in
  * SelectSeries to each profile before its value is summed (querier_stack.c;
  * SelectSeries then reads the profiles, not only the stored totals; a
  * series stored cumulative, e.g. a scraped Go mutex profile, then shows
@@ -556,7 +557,11 @@ static void m_diff(ctx *c, const pd_http_request *req)
                          !ls.n ? "left" : "right");
         goto out;
     }
-    if ((rc = pd__vmerge(c->env, &ls, ls0, le0, &rs, rs0, re0, &p, &ti, &c->err)) < 0) {
+    pd__stack_selector lss, rss;
+    if ((rc = stack_sel_of(c, l->stack_trace_selector, &lss)) < 0 ||
+        (rc = stack_sel_of(c, r->stack_trace_selector, &rss)) < 0 ||
+        (rc = pd__vmerge(c->env, &ls, ls0, le0, &rs, rs0, re0, &p, &ti, &c->err)) < 0 ||
+        (rc = pd__stack_select_diff(&p, &lss, &rss, c->env->limits, &c->err)) < 0) {
         fail(c, rc);
         goto out;
     }

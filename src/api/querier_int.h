@@ -152,6 +152,12 @@ bool pd__stack_selector_active(const pd__stack_selector *s);
  * of lim), PD_EINVAL (p is inconsistent). */
 int pd__stack_select(pd_profile *p, const pd__stack_selector *s, const pd_pprof_limits *lim, pd_err *err);
 
+/* The same on a diff (pd__vmerge with a base): samples labelled
+ * pprof::base=true get base, the others cur; an inactive one (NULL) leaves
+ * its side's samples as they are. Errors as pd__stack_select. */
+int pd__stack_select_diff(pd_profile *p, const pd__stack_selector *base, const pd__stack_selector *cur,
+                          const pd_pprof_limits *lim, pd_err *err);
+
 /* Parses a time of Pyroscope's HTTP API: "now", "now-1h" (s, m, h, d),
  * Unix seconds, milliseconds or nanoseconds (told apart by size), RFC 3339.
  * Result in ms. PD_EPARSE naming the text. */

@@ -20,7 +20,9 @@
  *                           address: locations at different addresses stay
  *                           apart, as pprof's Merge keeps them upstream)
  * Sample labels, sample types, period, times, comments and the other
- * profile fields are kept.
+ * profile fields are kept. In a diff (pd_query_diff's shape: base samples
+ * labelled pprof::base=true) each side gets its own selector, as
+ * Pyroscope's Diff selects each side with its own request.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -135,10 +137,29 @@ static int loc_of(rb *r, uint64_t id, bool leaf_variant, uint64_t *out)
     return 0;
 }
 
+/* Whether s carries the diff base label pprof::base=true. */
+static bool is_base(const pd_profile *p, const pd_pprof_sample *s)
+{
+    for (size_t i = 0; i < s->n_label; i++)
+        if (!strcmp(pd_profile_str(p, s->label[i].key), "pprof::base") &&
+            !strcmp(pd_profile_str(p, s->label[i].str), "true"))
+            return true;
+    return false;
+}
+
 int pd__stack_select(pd_profile *p, const pd__stack_selector *sel, const pd_pprof_limits *lim, pd_err *err)
 {
-    if (!pd__stack_selector_active(sel))
+    return pd__stack_select_diff(p, sel, sel, lim, err);
+}
+
+int pd__stack_select_diff(pd_profile *p, const pd__stack_selector *base, const pd__stack_selector *cur,
+                          const pd_pprof_limits *lim, pd_err *err)
+{
+    static const pd__stack_selector none;
+    if (!pd__stack_selector_active(base) && !pd__stack_selector_active(cur))
         return 0;
+    base = pd__stack_selector_active(base) ? base : &none;
+    cur = pd__stack_selector_active(cur) ? cur : &none;
     rb r = {.p = p, .err = err};
     pd_u64map_init(&r.loc);
     pd_u64map_init(&r.fn);
@@ -170,7 +191,8 @@ int pd__stack_select(pd_profile *p, const pd__stack_selector *sel, const pd_ppro
         goto out;
     for (size_t si = 0; si < p->n_sample; si++) {
         const pd_pprof_sample *s = &p->sample[si];
-        if (!sel->go_pgo && !call_site_match(p, s, sel))
+        const pd__stack_selector *sel = base == cur ? cur : is_base(p, s) ? base : cur;
+        if (!sel->go_pgo && sel->n_call_site && !call_site_match(p, s, sel))
             continue;
         size_t n = s->n_location;
         if (sel->go_pgo && sel->keep_locations && n > sel->keep_locations)

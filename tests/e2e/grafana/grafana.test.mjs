@@ -419,6 +419,10 @@ test('stack_trace_selector: a call site selects the stacks under it in SelectMer
   const mp = rootFirst(await both('SelectMergeProfile', { ...req, stackTraceSelector: sel }));
   assert.ok(mp.length > 0 && mp.every(starts), 'every sample of the selected profile starts with the call site');
   assert.equal(mp.reduce((a, s) => a + s.value, 0), want);
+  // Diff: each side with its own selector (left: the call site, right: none)
+  const d = (await both('Diff', { left: { ...req, stackTraceSelector: sel }, right: req })).flamegraph;
+  assert.equal(num(d.leftTicks), want);
+  assert.equal(num(d.rightTicks), total);
   const ss = await both('SelectSeries', { ...req, step: 3600, stackTraceSelector: sel });
   assert.equal(ss.series.length, 1);
   assert.equal(ss.series[0].points.reduce((a, p) => a + p.value, 0), want);
