@@ -11,14 +11,22 @@
  * attributes, __name__ from the sample type) at its time_unix_nano (now
  * when unset).
  *
- * Replies (OTLP/HTTP): 200 with an ExportProfilesServiceResponse protobuf;
- * when some profiles were refused (bad indices, a duplicate, out of
- * bounds), partial_success carries rejected_profiles and the first error.
- * A request that is not one (bad protobuf, nesting or a table over its cap,
- * gzip bomb) answers 400/413 with a text message naming the problem,
- * counted in profd_rejected_input_total{reason}; nothing of it is stored.
- * Content-Type application/json: OTLP/JSON (ingest/otlp_json.c turns it into
- * the same protobuf first), answered in JSON.
+ * Several profiles of one scope at one time (a pprof with n sample types
+ * converted the standard way) are stored as one profile with n sample types
+ * (ingest/otlp.h).
+ *
+ * Replies (OTLP/HTTP, opentelemetry-proto docs/specification.md "OTLP/HTTP
+ * Response"): 200 with an ExportProfilesServiceResponse; when some
+ * profiles were refused (bad indices, a sample with neither values nor
+ * timestamps, out of bounds), partial_success carries rejected_profiles (in
+ * OTLP profiles, i.e. sample types) and the first error. A request that is
+ * not one (bad protobuf, a request of another opentelemetry-proto release,
+ * nesting or a table over its cap, gzip bomb) answers 400/413 (405 for a
+ * wrong method, 500 out of memory) with a google.rpc.Status {code,
+ * message} naming the problem, counted in profd_rejected_input_total{reason};
+ * nothing of it is stored. Content-Type application/json: OTLP/JSON
+ * (ingest/otlp_json.c turns it into the same protobuf first), answered in
+ * JSON (the response and the Status alike); otherwise protobuf.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -31,13 +39,41 @@
 #include "base/time.h"
 #include "ingest/otlp.h"
 
+/* Refuses the request: status with a google.rpc.Status (gRPC code from the
+ * HTTP status, as the OTLP/HTTP spec maps them) in the request's encoding;
+ * reason counted as pd__api_text_error does. */
+static void otlp_fail(pd_http_response *resp, bool json, int status, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void otlp_fail(pd_http_response *resp, bool json, int status, const char *reason, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pd__api_text_error(resp, status, reason, "%s", msg); /* counts and logs */
+    int code = status == 400 ? 3 /* INVALID_ARGUMENT */
+               : status == 413 ? 8 /* RESOURCE_EXHAUSTED */
+               : status == 405 ? 12 /* UNIMPLEMENTED */
+                               : 13; /* INTERNAL */
+    pd_buf_reset(&resp->body);
+    if (pd_otlp_status(code, msg, json, &resp->body) < 0) {
+        pd_buf_reset(&resp->body);
+        return; /* empty body, status kept */
+    }
+    resp->content_type = json ? "application/json" : "application/x-protobuf";
+}
+
 const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req,
                               pd_http_response *resp)
 {
     static const char H[] = "/v1development/profiles";
+    const char *ct = pd_http_header(req, "Content-Type");
+    bool json = ct && !strncasecmp(ct, "application/json", 16);
     if (strcmp(req->method, "POST") != 0) {
         pd_http_add_header(resp, "Allow", "POST");
-        pd__api_text_error(resp, 405, NULL, "method not allowed; use POST");
+        otlp_fail(resp, json, 405, NULL, "method not allowed; use POST");
         return H;
     }
     pd_pprof_limits lim = env->limits ? *env->limits : pd_pprof_limits_default();
@@ -46,10 +82,8 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
         lim.max_body_bytes = dl.max_body_bytes;
     if (!lim.max_decompressed_bytes)
         lim.max_decompressed_bytes = dl.max_decompressed_bytes;
-    const char *ct = pd_http_header(req, "Content-Type");
-    bool json = ct && !strncasecmp(ct, "application/json", 16);
     if (req->body_len > lim.max_body_bytes) {
-        pd__api_text_error(resp, 413, "too_large", "body is %zu bytes, over max_body_bytes=%zu",
+        otlp_fail(resp, json, 413, "too_large", "body is %zu bytes, over max_body_bytes=%zu",
                            req->body_len, lim.max_body_bytes);
         return H;
     }
@@ -64,7 +98,7 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
     int rc;
     if (pd_is_gzip(b, n)) {
         if ((rc = pd_gunzip(b, n, lim.max_decompressed_bytes, &plain, &err)) < 0) {
-            pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : 400,
+            otlp_fail(resp, json, rc == PD_ETOOBIG ? 413 : 400,
                                rc == PD_ETOOBIG ? "too_large" : "bad_profile", "gzip body: %s",
                                err.msg[0] ? err.msg : pd_strerror(rc));
             goto out;
@@ -77,7 +111,7 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
     if (json) {
         if ((rc = pd_otlp_json_to_protobuf((const char *)b, n, 0, &pb, &err)) < 0) {
             pd_buf_release(&pb);
-            pd__api_text_error(resp,
+            otlp_fail(resp, json,
                                rc == PD_ETOOBIG  ? 413
                                : rc == PD_ENOMEM ? 500
                                                  : 400,
@@ -95,7 +129,7 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
     rc = pd_otlp_convert(b, n, &ol, &r, &err);
     pd_buf_release(&pb);
     if (rc < 0) {
-        pd__api_text_error(resp,
+        otlp_fail(resp, json,
                            rc == PD_ETOOBIG  ? 413
                            : rc == PD_ENOMEM ? 500
                                              : 400,
@@ -128,16 +162,16 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
         else if (rc != PD_EOUTOFBOUNDS) /* that one is counted by pd__api_store */
             pd_log(PD_LOG_ERROR, "otlp: storage append failed", "err=\"%s\"", err.msg);
         if (!rejected)
-            snprintf(first, sizeof first, "profile %zu: %s", i,
+            snprintf(first, sizeof first, "profile %zu (%zu sample types): %s", i, r.p[i].n_joined,
                      rc == PD_EEXIST ? "a profile of this series at this time is already stored"
                      : err.msg[0]    ? err.msg
                                      : pd_strerror(rc));
-        rejected++;
+        rejected += (int64_t)(r.p[i].n_joined ? r.p[i].n_joined : 1);
     }
     pd_buf_release(&enc);
     if ((json ? pd_otlp_json_response(rejected, first, &reply)
               : pd_otlp_response(rejected, first, &reply)) < 0) {
-        pd__api_text_error(resp, 500, NULL, "out of memory");
+        otlp_fail(resp, json, 500, NULL, "out of memory");
         goto out;
     }
     pd_buf_reset(&resp->body);

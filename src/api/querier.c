@@ -13,6 +13,16 @@
  * profiles with start + k*step <= t < start + (k+1)*step and is reported at
  * start + k*step, the sum (or average) of their totals of the type; empty
  * buckets are left out.
+ *
+ * stack_trace_selector (types.v1.StackTraceSelector: call site prefix, or
+ * Go PGO's keep_locations/aggregate_callees) is applied to the merged
+ * profile of SelectMergeStacktraces and SelectMergeProfile, to each side
+ * of a Diff (left's to the base, right's to the other), and in
+ * SelectSeries to each profile before its value is summed (querier_stack.c;
+ * SelectSeries then reads the profiles, not only the stored totals; a
+ * series stored cumulative, e.g. a scraped Go mutex profile, then shows
+ * its running counters of the selected stacks, not per-profile deltas).
+ * A malformed profile type ID is invalid_argument (pd__ptid_check).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -339,8 +349,34 @@ static Querier__V1__FlameGraph *empty_flamegraph(ctx *c)
     return flamegraph_msg(c, &lv);
 }
 
+/* The request's StackTraceSelector as pd__stack_selector (names in the
+ * request message, array in the arena). PD_ENOMEM. */
+static int stack_sel_of(ctx *c, const Types__V1__StackTraceSelector *in, pd__stack_selector *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!in)
+        return 0;
+    if (in->go_pgo) {
+        out->go_pgo = true;
+        out->keep_locations = in->go_pgo->keep_locations;
+        out->aggregate_callees = in->go_pgo->aggregate_callees;
+        return 0;
+    }
+    if (!in->n_call_site)
+        return 0;
+    const char **names = pd_arena_calloc(&c->a, in->n_call_site, sizeof *names);
+    if (!names)
+        return pd_err_set(&c->err, PD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < in->n_call_site; i++)
+        names[i] = in->call_site[i] && in->call_site[i]->name ? in->call_site[i]->name : "";
+    out->call_site = names;
+    out->n_call_site = in->n_call_site;
+    return 0;
+}
+
 static int select_merge(ctx *c, const char *ptid, const char *selector, int64_t start, int64_t end,
-                        pd__vselection *s, pd_profile *p, size_t *type_idx, bool *empty)
+                        const Types__V1__StackTraceSelector *sts, pd__vselection *s, pd_profile *p,
+                        size_t *type_idx, bool *empty)
 {
     *empty = false;
     if (!ptid || !*ptid)
@@ -355,7 +391,11 @@ static int select_merge(ctx *c, const char *ptid, const char *selector, int64_t 
         *empty = true;
         return 0;
     }
-    return pd__vmerge(c->env, NULL, 0, 0, s, s0, e0, p, type_idx, &c->err);
+    pd__stack_selector ss;
+    if ((rc = stack_sel_of(c, sts, &ss)) < 0 ||
+        (rc = pd__vmerge(c->env, NULL, 0, 0, s, s0, e0, p, type_idx, &c->err)) < 0)
+        return rc;
+    return pd__stack_select(p, &ss, c->env->limits, &c->err);
 }
 
 /* Replies with p's type_idx as a google.v1.Profile (alone or in PprofProfile). */
@@ -403,7 +443,8 @@ static void m_select_merge_stacktraces(ctx *c, const pd_http_request *req)
     if (pd_connect_decode(req, &querier__v1__select_merge_stacktraces_request__descriptor,
                           (ProtobufCMessage **)&in, &c->call, c->resp) < 0)
         return;
-    int rc = select_merge(c, in->profile_typeid, in->label_selector, in->start, in->end, &s, &p, &ti, &empty);
+    int rc = select_merge(c, in->profile_typeid, in->label_selector, in->start, in->end,
+                          in->stack_trace_selector, &s, &p, &ti, &empty);
     if (rc < 0) {
         fail(c, rc);
         goto out;
@@ -454,7 +495,8 @@ static void m_select_merge_profile(ctx *c, const pd_http_request *req)
     if (pd_connect_decode(req, &querier__v1__select_merge_profile_request__descriptor,
                           (ProtobufCMessage **)&in, &c->call, c->resp) < 0)
         return;
-    int rc = select_merge(c, in->profile_typeid, in->label_selector, in->start, in->end, &s, &p, &ti, &empty);
+    int rc = select_merge(c, in->profile_typeid, in->label_selector, in->start, in->end,
+                          in->stack_trace_selector, &s, &p, &ti, &empty);
     if (rc < 0)
         fail(c, rc);
     else
@@ -604,7 +646,11 @@ static void m_diff(ctx *c, const pd_http_request *req)
                          !ls.n ? "left" : "right");
         goto out;
     }
-    if ((rc = pd__vmerge(c->env, &ls, ls0, le0, &rs, rs0, re0, &p, &ti, &c->err)) < 0) {
+    pd__stack_selector lss, rss;
+    if ((rc = stack_sel_of(c, l->stack_trace_selector, &lss)) < 0 ||
+        (rc = stack_sel_of(c, r->stack_trace_selector, &rss)) < 0 ||
+        (rc = pd__vmerge(c->env, &ls, ls0, le0, &rs, rs0, re0, &p, &ti, &c->err)) < 0 ||
+        (rc = pd__stack_select_diff(&p, &lss, &rss, c->env->limits, &c->err)) < 0) {
         fail(c, rc);
         goto out;
     }
@@ -692,6 +738,32 @@ static int cmp_group_labels(const void *a, const void *b)
     return pd_labels_cmp(&((const group *)a)->key, &((const group *)b)->key);
 }
 
+/* The value of type ty/un of vs's stored profile at ts_ms after the stack
+ * selector (0 when the profile has no such type). */
+static int selected_value(ctx *c, const pd__vseries *vs, int64_t ts_ms, const char *ty, const char *un,
+                          const pd__stack_selector *ss, int64_t *out)
+{
+    pd_profile p;
+    *out = 0;
+    int rc = pd_storage_read_profile(c->env->st, vs->si->ref, ts_ms, &p, NULL, &c->err);
+    if (rc == PD_ENOTFOUND)
+        return 0;
+    if (rc < 0)
+        return rc;
+    if ((rc = pd__stack_select(&p, ss, c->env->limits, &c->err)) == 0) {
+        for (size_t t = 0; t < p.n_sample_type; t++) {
+            if (strcmp(pd_profile_str(&p, p.sample_type[t].type), ty) ||
+                strcmp(pd_profile_str(&p, p.sample_type[t].unit), un))
+                continue;
+            for (size_t i = 0; i < p.n_sample; i++)
+                *out += p.sample[i].value[t];
+            break;
+        }
+    }
+    pd_profile_release(&p);
+    return rc;
+}
+
 static void m_select_series(ctx *c, const pd_http_request *req)
 {
     Querier__V1__SelectSeriesRequest *in = NULL;
@@ -725,7 +797,9 @@ static void m_select_series(ctx *c, const pd_http_request *req)
     }
     int64_t step = (int64_t)stepd;
     const char *sels[1] = {in->label_selector ? in->label_selector : ""};
-    if ((rc = pd__vselect(c->env->st, in->profile_typeid, sels, 1, start, end, &s, &c->err)) < 0) {
+    pd__stack_selector ss;
+    if ((rc = stack_sel_of(c, in->stack_trace_selector, &ss)) < 0 ||
+        (rc = pd__vselect(c->env->st, in->profile_typeid, sels, 1, start, end, &s, &c->err)) < 0) {
         fail(c, rc);
         goto out;
     }
@@ -766,6 +840,14 @@ static void m_select_series(ctx *c, const pd_http_request *req)
                     continue;
             }
             double v = (double)pt->totals[t];
+            if (pd__stack_selector_active(&ss)) {
+                int64_t sv;
+                if ((rc = selected_value(c, vs, pt->ts_ms, ty, un, &ss, &sv)) < 0) {
+                    fail(c, rc);
+                    goto out;
+                }
+                v = (double)sv;
+            }
             if (add_point(gr, (pt->ts_ms - start) / step, v) < 0)
                 goto nomem;
             gr->total += v;

@@ -7,7 +7,9 @@
  *                      store (profile type IDs, service_name, __profile_type__)
  *                      and the flame graph levels format
  *   querier_render.c   GET /pyroscope/render and /pyroscope/render-diff
- *                      (flamebearer JSON)
+ *                      (flamebearer JSON with its timeline; format=dot)
+ *   querier_stack.c    StackTraceSelector (call site, Go PGO) on a merged
+ *                      profile
  *   push_connect.c     POST /push.v1.PusherService/Push
  *
  * Virtual series. Pyroscope names a profile type by five parts,
@@ -24,8 +26,31 @@
  *   service_name      the stored service_name, else the series' job (a
  *                     scraped target), else "unknown_service"
  * Period type/unit come from a table for Go's types (process_cpu cpu/
- * nanoseconds, memory space/bytes, goroutines goroutine/count, mutex
- * contentions/count, block contentions/count), else from the latest profile.
+ * nanoseconds, memory space/bytes, goroutines goroutine/count), else from
+ * the latest profile (mutex and block: Go's contentions/count, JFR's
+ * mutex/count and block/count).
+ *
+ * JFR (api/ingest_jfr.c stores each event kind as its own series, named
+ * as ingest/jfr.h says) is seen under grafana/jfr-parser's IDs, as
+ * Pyroscope serves a Java agent's upload:
+ *   cpu                process_cpu:cpu:nanoseconds:cpu:nanoseconds
+ *   wall               wall:wall:nanoseconds:wall:nanoseconds
+ *   alloc_in_new_tlab  memory:alloc_in_new_tlab_objects:count:space:bytes,
+ *                      memory:alloc_in_new_tlab_bytes:bytes:space:bytes
+ *   alloc_outside_tlab memory:alloc_outside_tlab_{objects:count,bytes:bytes}:space:bytes
+ *   alloc_sample       memory:alloc_sample_{objects:count,bytes:bytes}:space:bytes
+ *   live               memory:live:count:objects:count
+ *   mutex              mutex:contentions:count:mutex:count, mutex:delay:nanoseconds:mutex:count
+ *   block              block:contentions:count:block:count, block:delay:nanoseconds:block:count
+ * Those IDs are canonical (ProfileTypes lists them, __profile_type__ holds
+ * them). profd's own ID of a virtual series — its stored __name__ and the
+ * table's period, e.g. alloc_in_new_tlab:alloc_in_new_tlab_bytes:bytes:
+ * space:bytes or mutex:contentions:count:contentions:count (what profd
+ * answered before) — is accepted as an alias wherever an ID selects.
+ * The delay values are nanoseconds (profd converts JFR's ticks with the
+ * chunk's ticksPerSecond; jfr-parser passes the ticks through, so
+ * Pyroscope's delay of the same recording is ticksPerSecond/1e9 times
+ * larger: ingest/jfr.h).
  * Both Go's heap and allocs carry the four memory types: when both kinds of
  * series exist, alloc_* types are taken from allocs and inuse_* from heap
  * only, so a memory type is never counted twice.
@@ -64,8 +89,16 @@ typedef struct pd__vselection {
     size_t n;
 } pd__vselection;
 
+/* Checks a profile type ID as Pyroscope's ParseProfileTypeSelector does:
+ * five parts name:sample_type:sample_unit:period_type:period_unit, or six
+ * (a trailing ":delta" or other sixth part, ignored). *match_len is the
+ * length of the five-part prefix. PD_EINVAL with upstream's message
+ * ("profile-type selection must be of the form ..., got(N): ...") else. */
+int pd__ptid_check(const char *ptid, size_t *match_len /* OUT */, pd_err *err);
+
 /* Selects the virtual series in [start, end] ms whose __profile_type__ is
- * ptid (NULL or "": any) and whose labels match any of the n selectors (n ==
+ * ptid or whose profd alias is (NULL or "": any; a malformed ID is
+ * PD_EINVAL as pd__ptid_check) and whose labels match any of the n selectors (n ==
  * 0, or a selector "" or "{}": all). Errors: PD_EPARSE/PD_EINVAL naming the
  * bad selector, storage errors, PD_ENOMEM. Release with
  * pd__vselection_release (also after an error). */
@@ -107,6 +140,30 @@ typedef struct pd__levels {
  * all); diff: p is a diff (pd_query_diff). Errors: PD_ENOMEM, PD_ETOOBIG. */
 int pd__levels_build(const pd_profile *p, size_t type_idx, size_t max_nodes, bool diff,
                      pd_arena *a, pd__levels *out /* OUT */, pd_err *err);
+
+/* Pyroscope's types.v1.StackTraceSelector, decoded (borrowed strings). */
+typedef struct pd__stack_selector {
+    const char *const *call_site; /* function names, root first */
+    size_t n_call_site;
+    bool go_pgo;              /* set: call_site is ignored */
+    uint32_t keep_locations;  /* go_pgo: leaf-most locations kept; 0 = all */
+    bool aggregate_callees;   /* go_pgo: the leaf location's line set to 0 */
+} pd__stack_selector;
+
+/* True when s selects anything (NULL, no call site and no go_pgo: no). */
+bool pd__stack_selector_active(const pd__stack_selector *s);
+
+/* Applies s to *p (querier_stack.c documents the rules): p is replaced by
+ * the rebuilt profile (held to lim; NULL: defaults), or left as it was
+ * when s is not active or on error. Errors: PD_ENOMEM, PD_ETOOBIG (a cap
+ * of lim), PD_EINVAL (p is inconsistent). */
+int pd__stack_select(pd_profile *p, const pd__stack_selector *s, const pd_pprof_limits *lim, pd_err *err);
+
+/* The same on a diff (pd__vmerge with a base): samples labelled
+ * pprof::base=true get base, the others cur; an inactive one (NULL) leaves
+ * its side's samples as they are. Errors as pd__stack_select. */
+int pd__stack_select_diff(pd_profile *p, const pd__stack_selector *base, const pd__stack_selector *cur,
+                          const pd_pprof_limits *lim, pd_err *err);
 
 /* Parses a time of Pyroscope's HTTP API: "now", "now-1h" (s, m, h, d),
  * Unix seconds, milliseconds or nanoseconds (told apart by size), RFC 3339.

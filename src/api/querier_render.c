@@ -3,10 +3,22 @@
  * Drilldown app and older clients read), answered in flamebearer JSON:
  *
  *   GET /pyroscope/render?query=PTID{SELECTOR}&from=T&until=T[&max-nodes=N]
+ *       [&aggregation=sum|avg][&format=dot]
  *     {"version":1,"flamebearer":{"names":[..],"levels":[[..]],
  *      "numTicks":N,"maxSelf":N},"metadata":{"format":"single",
  *      "spyName":"","sampleRate":R,"units":U,"name":PTID},
- *      "timeline":null}  (no timeline yet)
+ *      "timeline":{"startTime":S,"samples":[..],"durationDelta":D}}
+ *   The timeline as Pyroscope's (pkg/querier/timeline): D seconds per
+ *   sample, chosen from the range as Grafana picks an interval (about 1,500
+ *   points, at least 15 s, rounded to 1/2/5/10/15/20/30 s, 1/2/5/10/15/20/30
+ *   min, 1/2/3/6/12/24 h, 1 week, 30 days, 1 year); S is from= snapped down
+ *   to a multiple of D, in seconds; samples[i] is the sum (aggregation=avg:
+ *   the mean) of the type's per-profile values of the selected series in
+ *   [S + i*D, S + (i+1)*D), 0 where there are none, up to until= snapped
+ *   down the same way.
+ *   format=dot: the merged profile as Graphviz DOT text (text/plain, as
+ *   Pyroscope's dot writer answers; query.h pd_report_dot), at most
+ *   max-nodes boxes (default 100); an empty body when nothing matched.
  *   GET /pyroscope/render-diff?leftQuery=&leftFrom=&leftUntil=&rightQuery=
  *       &rightFrom=&rightUntil=[&max-nodes=N]
  *     the same with "format":"double", levels of 7, "leftTicks",
@@ -19,6 +31,7 @@
  * Errors: 400 {"code":"invalid_argument","message":..} naming the parameter.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "api/querier_int.h"
@@ -85,6 +98,78 @@ static void bad(pd_http_response *resp, int rc, const pd_err *err)
     pd_connect_error(resp, pd_connect_code_of(rc), "%s", err->msg);
 }
 
+/* Grafana's interval rounding (Pyroscope's timeline.CalcPointInterval):
+ * (until - from) / 1500 rounded up to the next nice step, at least 15 s.
+ * Seconds. */
+static int64_t point_interval_s(int64_t from_ms, int64_t until_ms)
+{
+    static const struct {
+        int64_t upto_ms, step_ms;
+    } T[] = {
+        {17500, 15000},        {25000, 20000},       {45000, 30000},
+        {90000, 60000},       {210000, 120000},      {450000, 300000},     {750000, 600000},
+        {1050000, 900000},    {1500000, 1200000},    {2700000, 1800000},   {5400000, 3600000},
+        {9000000, 7200000},   {16200000, 10800000},  {32400000, 21600000}, {86400000, 43200000},
+        {172800000, 86400000}, {604800000, 86400000}, {1814400000, 604800000},
+    };
+    int64_t iv = (until_ms - from_ms) / 1500;
+    if (iv < 15000)
+        return 15;
+    for (size_t i = 0; i < sizeof T / sizeof *T; i++)
+        if (iv <= T[i].upto_ms)
+            return T[i].step_ms / 1000;
+    return iv < 3628800000LL ? 2592000 : 31536000;
+}
+
+/* The timeline of selection s over [f, u) ms as JSON. */
+static int put_timeline(pd_buf *b, const pd__vselection *s, int64_t f, int64_t u, bool avg)
+{
+    int64_t d = point_interval_s(f, u), dms = d * 1000;
+    int64_t S = f / dms * dms, E = u / dms * dms;
+    size_t n = E > S ? (size_t)((E / 1000 - S / 1000) / d) : 0;
+    if (n > 100000) /* cannot happen with the interval table; a bound all the same */
+        n = 100000;
+    double *sum = calloc(n ? n : 1, sizeof *sum);
+    int64_t *cnt = calloc(n ? n : 1, sizeof *cnt);
+    if (!sum || !cnt) {
+        free(sum);
+        free(cnt);
+        return PD_ENOMEM;
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        const pd__vseries *vs = &s->v[i];
+        if (!vs->pts->n || !vs->pts->v[0].types)
+            continue;
+        const char *ty = vs->pts->v[0].types[vs->type_idx].type, *un = vs->pts->v[0].types[vs->type_idx].unit;
+        for (size_t j = 0; j < vs->pts->n; j++) {
+            const pd_point *pt = &vs->pts->v[j];
+            if (pt->ts_ms < S || pt->ts_ms >= E || !pt->types)
+                continue;
+            size_t t;
+            for (t = 0; t < pt->n_types; t++)
+                if (!strcmp(pt->types[t].type, ty) && !strcmp(pt->types[t].unit, un))
+                    break;
+            if (t == pt->n_types)
+                continue;
+            size_t k = (size_t)((pt->ts_ms / 1000 - S / 1000) / d);
+            if (k >= n)
+                continue;
+            sum[k] += (double)pt->totals[t];
+            cnt[k]++;
+        }
+    }
+    int rc = pd_buf_printf(b, "{\"startTime\":%" PRId64 ",\"samples\":[", S / 1000);
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        double v = avg && cnt[k] ? sum[k] / (double)cnt[k] : sum[k];
+        rc = pd_buf_printf(b, "%s%.0f", k ? "," : "", v < 0 ? 0 : v);
+    }
+    if (rc == 0)
+        rc = pd_buf_printf(b, "],\"durationDelta\":%" PRId64 "}", d);
+    free(sum);
+    free(cnt);
+    return rc;
+}
+
 /* One side: parse, select, merge. *have false when nothing matched. */
 static int side(const pd__querier_env *env, const char *q, const char *from, const char *until,
                 char *ptid, pd__vselection *s, pd_profile *p, size_t *ti, bool *have, pd_err *err)
@@ -143,11 +228,27 @@ const char *pd__querier_render(const pd__querier_env *env, const pd_http_request
         const char *q = pd_http_arg(req, "query");
         if (!q)
             q = pd_http_arg(req, "name");
+        const char *fmt = pd_http_arg(req, "format"), *agg = pd_http_arg(req, "aggregation");
         if ((rc = side(env, q, pd_http_arg(req, "from"), pd_http_arg(req, "until"), lid, &ls, &lp,
                        &lti, &lhave, &err)) < 0) {
             bad(resp, rc, &err);
             goto out;
         }
+        if (fmt && !strcmp(fmt, "dot")) {
+            pd_buf_reset(b);
+            pd_report_options o = {.sample_index = lti, .max_nodes = max_nodes ? max_nodes : 100};
+            if (lhave && (rc = pd_report_dot(&lp, &o, b)) < 0) {
+                pd_err_set(&err, rc, "dot: %s", pd_strerror(rc));
+                bad(resp, rc, &err);
+                goto out;
+            }
+            resp->status = 200;
+            resp->content_type = "text/plain; charset=utf-8";
+            goto out;
+        }
+        int64_t now = pd_now_ms(), tf, tu;
+        pd__pyro_time(pd_http_arg(req, "from") ? pd_http_arg(req, "from") : "now-1h", now, &tf, &err);
+        pd__pyro_time(pd_http_arg(req, "until") ? pd_http_arg(req, "until") : "now", now, &tu, &err);
         memset(&lv, 0, sizeof lv);
         if (lhave && (rc = pd__levels_build(&lp, lti, max_nodes, false, &a, &lv, &err)) < 0) {
             bad(resp, rc, &err);
@@ -167,7 +268,13 @@ const char *pd__querier_render(const pd__querier_env *env, const pd_http_request
                          "\"units\":\"%s\",\"name\":",
                       rate_of(lid), units_of(lid));
         pd_buf_put_json_string(b, lid, strlen(lid));
-        pd_buf_puts(b, "},\"timeline\":null}");
+        pd_buf_puts(b, "},\"timeline\":");
+        if (put_timeline(b, &ls, tf, tu, agg && !strcmp(agg, "avg")) < 0) {
+            pd_err_set(&err, PD_ENOMEM, "out of memory");
+            bad(resp, PD_ENOMEM, &err);
+            goto out;
+        }
+        pd_buf_puts(b, "}");
     } else {
         if ((rc = side(env, pd_http_arg(req, "leftQuery"), pd_http_arg(req, "leftFrom"),
                        pd_http_arg(req, "leftUntil"), lid, &ls, &lp, &lti, &lhave, &err)) < 0 ||

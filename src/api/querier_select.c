@@ -14,20 +14,48 @@
 #include "api/querier_int.h"
 #include "base/time.h"
 
+/* profd's stored __name__ -> Pyroscope's name and period type/unit.
+ * period_stored: the period type/unit is the latest stored profile's when
+ * it has one, the table's otherwise (mutex and block: Go's are
+ * contentions/count, a JFR recording's mutex/count and block/count, as
+ * grafana/jfr-parser's pprof converter names them). Go's names first, then
+ * the JFR kinds of ingest/jfr.h. */
 static const struct {
     const char *stored, *pyro, *ptype, *punit;
+    bool period_stored;
 } names[] = {
-    {"cpu", "process_cpu", "cpu", "nanoseconds"},
-    {"process_cpu", "process_cpu", "cpu", "nanoseconds"},
-    {"heap", "memory", "space", "bytes"},
-    {"allocs", "memory", "space", "bytes"},
-    {"memory", "memory", "space", "bytes"},
-    {"goroutine", "goroutines", "goroutine", "count"},
-    {"goroutines", "goroutines", "goroutine", "count"},
-    {"mutex", "mutex", "contentions", "count"},
-    {"block", "block", "contentions", "count"},
-    {"threadcreate", "threadcreate", "threadcreate", "count"},
+    {"cpu", "process_cpu", "cpu", "nanoseconds", false},
+    {"process_cpu", "process_cpu", "cpu", "nanoseconds", false},
+    {"heap", "memory", "space", "bytes", false},
+    {"allocs", "memory", "space", "bytes", false},
+    {"memory", "memory", "space", "bytes", true},
+    {"goroutine", "goroutines", "goroutine", "count", false},
+    {"goroutines", "goroutines", "goroutine", "count", false},
+    {"mutex", "mutex", "contentions", "count", true},
+    {"block", "block", "contentions", "count", true},
+    {"threadcreate", "threadcreate", "threadcreate", "count", false},
+    /* JFR (api/ingest_jfr.c stores each kind under these names) */
+    {"wall", "wall", "wall", "nanoseconds", false},
+    {"alloc_in_new_tlab", "memory", "space", "bytes", false},
+    {"alloc_outside_tlab", "memory", "space", "bytes", false},
+    {"alloc_sample", "memory", "space", "bytes", false},
+    {"live", "memory", "objects", "count", false},
 };
+
+int pd__ptid_check(const char *ptid, size_t *match_len, pd_err *err)
+{
+    size_t parts = 1, n = strlen(ptid), five = n;
+    for (size_t i = 0; i < n; i++)
+        if (ptid[i] == ':' && ++parts == 6)
+            five = i;
+    if (parts != 5 && parts != 6)
+        return pd_err_set(err, PD_EINVAL,
+                          "profile-type selection must be of the form "
+                          "<name>:<sample-type>:<sample-unit>:<period-type>:<period-unit>(:delta), got(%zu): \"%.300s\"",
+                          parts, ptid);
+    *match_len = five;
+    return 0;
+}
 
 /* Period type/unit of a series not in the table: from its latest profile. */
 static void period_of(pd_storage *st, const pd_series_info *si, const pd_points *pts,
@@ -90,6 +118,9 @@ int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, 
                 int64_t start, int64_t end, pd__vselection *out, pd_err *err)
 {
     memset(out, 0, sizeof *out);
+    size_t plen = 0;
+    if (ptid && *ptid && pd__ptid_check(ptid, &plen, err) < 0)
+        return PD_EINVAL;
     sel *sels = calloc(n ? n : 1, sizeof *sels);
     size_t nsel = 0;
     bool all = n == 0;
@@ -153,19 +184,27 @@ int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, 
             continue;
         const char *stored = pd_labels_get(&si->labels, "__name__");
         stored = stored ? stored : "";
-        const char *pyro = stored, *ptype = NULL, *punit = NULL;
+        const char *pyro = stored, *ptype = NULL, *punit = NULL, *aptype = NULL, *apunit = NULL;
+        bool from_profile = true;
         for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
             if (!strcmp(names[k].stored, stored)) {
                 pyro = names[k].pyro;
-                ptype = names[k].ptype;
-                punit = names[k].punit;
+                ptype = aptype = names[k].ptype;
+                punit = apunit = names[k].punit;
+                from_profile = names[k].period_stored;
                 break;
             }
         char ptb[128], pub[128];
-        if (!ptype) {
+        if (from_profile) {
             period_of(st, si, pts, ptb, pub, sizeof ptb);
-            ptype = ptb;
-            punit = pub;
+            if (!ptype || strcmp(ptb, "unknown")) {
+                ptype = ptb;
+                punit = pub;
+            }
+        }
+        if (!aptype) {
+            aptype = ptype;
+            apunit = punit;
         }
         const char *svc = pd_labels_get(&si->labels, "service_name");
         if (!svc)
@@ -181,9 +220,13 @@ int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, 
                 continue;
             if (!strcmp(stored, "allocs") && inuse && has_heap)
                 continue;
-            char id[600];
+            /* the canonical ID is Pyroscope's; profd's own (its stored name,
+               and the table's period: what profd answered before) is an alias */
+            char id[600], alias[600];
             snprintf(id, sizeof id, "%s:%s:%s:%s:%s", pyro, ty, un, ptype, punit);
-            if (ptid && *ptid && strcmp(ptid, id) != 0)
+            snprintf(alias, sizeof alias, "%s:%s:%s:%s:%s", *stored ? stored : pyro, ty, un, aptype, apunit);
+            if (ptid && *ptid && !(strlen(id) == plen && !strncmp(ptid, id, plen)) &&
+                !(strlen(alias) == plen && !strncmp(ptid, alias, plen)))
                 continue;
             pd__vseries *vs = &out->v[out->n];
             if ((rc = pd_labels_copy(&vs->vl, &si->labels)) < 0) {

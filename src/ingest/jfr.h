@@ -31,7 +31,23 @@
  *   jdk.JavaMonitorEnter                  mutex              contentions/count, delay/nanoseconds
  *   jdk.ThreadPark                        block              contentions/count, delay/nanoseconds
  *   profiler.LiveObject                   live               live/count
- * Durations are converted from ticks with the chunk's ticks per second.
+ * Period types are jfr-parser's (cpu/nanoseconds, wall/nanoseconds,
+ * space/bytes for the three allocation kinds, mutex/count, block/count,
+ * objects/count), so the querier names each sample type by Pyroscope's
+ * profile type ID (api/querier_int.h: memory:alloc_in_new_tlab_bytes:bytes:
+ * space:bytes, mutex:contentions:count:mutex:count, ...).
+ *
+ * Delay unit. The duration of jdk.JavaMonitorEnter and jdk.ThreadPark is
+ * a Timespan in ticks (the metadata's @Timespan("TICKS")); profd divides it
+ * by the chunk header's ticks per second, so "delay nanoseconds" is
+ * nanoseconds and equals what `jfr print` shows. grafana/jfr-parser
+ * (pprof/parser.go at 1d06ce3: values[1] = JavaMonitorEnter.Duration,
+ * ThreadPark.Duration) stores the raw ticks under the same
+ * delay/nanoseconds name, so Pyroscope's delay of one recording is
+ * ticksPerSecond / 1e9 times profd's: on HotSpot, which counts ticks with
+ * the invariant TSC on x86-64 (a 2.8 GHz TSC: 2.8e9 ticks per second),
+ * 2.8x; where the JVM's ticks are nanoseconds (ticksPerSecond 1e9), equal.
+ * Other durations (event start times) are converted the same way.
  * Frames are named as Pyroscope names Java frames, "pkg/Class.method"
  * (the JVM's internal class name, '.', the method name); a location is one
  * (method, line number). A truncated stack trace gets a root frame

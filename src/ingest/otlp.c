@@ -2,8 +2,11 @@
  * ingest/otlp.c — OTLP profiles into pprof (see otlp.h). The request is
  * first walked on the wire to bound message nesting (protobuf-c's unpack
  * recurses; AnyValue nests without limit), then unpacked by the code
- * protoc-c generates from the vendored .proto files, then each profile is
- * rebuilt with the pprof builder, every index checked against its table.
+ * protoc-c generates from the vendored .proto files (the walk also checks
+ * Sample's wire types, which tell a request of an older release apart),
+ * then the profiles of each scope are grouped (same time, duration and
+ * period: one pprof with several sample types) and each group is rebuilt
+ * with the pprof builder, every index checked against its table (otlp.h).
  */
 #include "ingest/otlp.h"
 
@@ -45,7 +48,7 @@ void pd_otlp_result_release(pd_otlp_result *r)
 
 /* ---- nesting walk over the wire ---- */
 
-enum { T_NONE, T_REQ, T_RP, T_RES, T_SP, T_SCOPE, T_KV, T_AV, T_ARR, T_KVL, T_DICT, T_KVU };
+enum { T_NONE, T_REQ, T_RP, T_RES, T_SP, T_SCOPE, T_KV, T_AV, T_ARR, T_KVL, T_DICT, T_KVU, T_PROF, T_SAMPLE };
 
 /* The message type of field f of a message of type t (T_NONE: not a
  * message that can nest). */
@@ -55,7 +58,8 @@ static int child(int t, uint64_t f)
     case T_REQ: return f == 1 ? T_RP : f == 2 ? T_DICT : T_NONE;
     case T_RP: return f == 1 ? T_RES : f == 2 ? T_SP : T_NONE;
     case T_RES: return f == 1 ? T_KV : T_NONE;
-    case T_SP: return f == 1 ? T_SCOPE : T_NONE;
+    case T_SP: return f == 1 ? T_SCOPE : f == 2 ? T_PROF : T_NONE;
+    case T_PROF: return f == 2 ? T_SAMPLE : T_NONE;
     case T_SCOPE: return f == 3 ? T_KV : T_NONE;
     case T_KV: return f == 2 ? T_AV : T_NONE;
     case T_AV: return f == 5 ? T_ARR : f == 6 ? T_KVL : T_NONE;
@@ -83,7 +87,27 @@ static int varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *v)
     return -1;
 }
 
-/* 0, PD_EPARSE (malformed wire data at *at), PD_ETOOBIG (too deep). */
+/* Whether wire type wt is what v1.11.0's Sample declares for field f
+ * (1 stack_index int32, 2 attribute_indices repeated int32, 3 link_index
+ * int32, 4 values repeated int64, 5 timestamps_unix_nano repeated fixed64;
+ * repeated scalars packed or not). Releases before v1.10 numbered them
+ * differently (v1.9.0: 2 values, 3 attribute_indices, 4 link_index), so a
+ * packed field 3 is the mark of an older request, which v1.11.0's decoder
+ * would otherwise misread (its values taken for attribute indices). */
+static bool sample_wire_ok(uint64_t f, unsigned wt)
+{
+    switch (f) {
+    case 1: case 3: return wt == 0;
+    case 2: case 4: return wt == 0 || wt == 2;
+    case 5: return wt == 1 || wt == 2;
+    default: return true; /* unknown fields are skipped, as protobuf says */
+    }
+}
+
+/* 0, PD_EPARSE (malformed wire data at *at), PD_ETOOBIG (too deep),
+ * W_RELEASE (a Sample field of the wrong wire type at *at: a request of
+ * another release of opentelemetry-proto). */
+enum { W_RELEASE = -2 };
 static int walk(const uint8_t *p, size_t len, int t, size_t depth, size_t max, size_t base, size_t *at)
 {
     size_t pos = 0;
@@ -97,6 +121,10 @@ static int walk(const uint8_t *p, size_t len, int t, size_t depth, size_t max, s
         if (varint(p, len, &pos, &key) < 0) {
             *at = base + start;
             return PD_EPARSE;
+        }
+        if (t == T_SAMPLE && !sample_wire_ok(key >> 3, (unsigned)(key & 7))) {
+            *at = base + start;
+            return W_RELEASE;
         }
         switch (key & 7) {
         case 0:
@@ -189,6 +217,7 @@ static void label_name(const char *key, char *out, size_t cap)
 
 typedef struct conv {
     const Dict *d;
+    const size_t *ix; /* the group's profiles' indexes in their scope, for messages */
     const pd_otlp_limits *lim;
     char msg[400];
 } conv;
@@ -206,166 +235,341 @@ static int cfail(conv *c, int code, const char *fmt, ...)
 
 #define IDX_OK(i, n) ((i) >= 0 && (size_t)(i) < (n))
 
-static int one_profile(conv *c, const Prof *pr, pd_profile *out)
+typedef Opentelemetry__Proto__Profiles__V1development__Sample Sample;
+typedef Opentelemetry__Proto__Profiles__V1development__KeyValueAndUnit KVU;
+
+/* The attribute at index ax of the dictionary with its key, or NULL with
+ * c->msg set (index or key string out of range, or an empty key: index 0
+ * is the table's zero value and names nothing). */
+static const KVU *attr_at(conv *c, int32_t ax, const char *what, const char **key)
+{
+    const Dict *d = c->d;
+    if (!IDX_OK(ax, d->n_attribute_table)) {
+        cfail(c, PD_EINVAL, "%s: attribute index %d out of range (%zu attributes)", what, ax,
+              d->n_attribute_table);
+        return NULL;
+    }
+    const KVU *kv = d->attribute_table[ax];
+    *key = dstr(d, kv->key_strindex);
+    if (!*key || !dstr(d, kv->unit_strindex)) {
+        cfail(c, PD_EINVAL, "%s: attribute %d: string index out of range", what, ax);
+        return NULL;
+    }
+    if (!**key) {
+        cfail(c, PD_EINVAL, "%s: attribute %d has no key (attribute_table[0] is the zero value, not an attribute)",
+              what, ax);
+        return NULL;
+    }
+    return kv;
+}
+
+static bool any_true(const AnyValue *v)
+{
+    return v && v->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE && v->bool_value;
+}
+
+/* The value of a sample (OTLP's three shapes, profiles.proto "Sample"): the
+ * sum of values when given (one aggregated value, or one per timestamp, in
+ * which case there must be as many as timestamps), else the number of
+ * timestamps (each worth 1). Neither is refused: the spec says a Sample MUST
+ * have one of them. */
+static int sample_value(conv *c, size_t k, size_t si, const Sample *s, int64_t *v)
+{
+    if (!s->n_values && !s->n_timestamps_unix_nano)
+        return cfail(c, PD_EINVAL,
+                     "profile %zu sample %zu has neither values nor timestamps_unix_nano (a Sample MUST have at "
+                     "least one of them; a request of opentelemetry-proto v1.9.0 or older carries its values in "
+                     "field 2, which v1.11.0 reads as attribute_indices)",
+                     k, si);
+    if (s->n_values && s->n_timestamps_unix_nano && s->n_values != s->n_timestamps_unix_nano)
+        return cfail(c, PD_EINVAL,
+                     "profile %zu sample %zu has %zu values and %zu timestamps_unix_nano (when both are given "
+                     "they MUST have the same number of elements)",
+                     k, si, s->n_values, s->n_timestamps_unix_nano);
+    if (!s->n_values) {
+        *v = (int64_t)s->n_timestamps_unix_nano;
+        return 0;
+    }
+    int64_t sum = 0;
+    for (size_t i = 0; i < s->n_values; i++)
+        if (__builtin_add_overflow(sum, s->values[i], &sum))
+            return cfail(c, PD_EINVAL, "profile %zu sample %zu: the sum of its values overflows int64", k, si);
+    *v = sum;
+    return 0;
+}
+
+/* The pprof mapping of m: its has_* flags and build id come from its
+ * attributes as the OpenTelemetry pprof conversion writes them
+ * (pprof.mapping.has_functions, .has_filenames, .has_line_numbers,
+ * .has_inline_frames: bool true; process.executable.build_id.gnu,
+ * .build_id.htlhash, .build_id.go: the build id string). */
+static int mapping_of(conv *c, pd_profile_builder *b, int32_t mi, uint64_t *mid, pd_err *err)
+{
+    const Dict *d = c->d;
+    if (!IDX_OK(mi, d->n_mapping_table))
+        return cfail(c, PD_EINVAL, "mapping index %d out of range (%zu mappings)", mi, d->n_mapping_table);
+    const Opentelemetry__Proto__Profiles__V1development__Mapping *m = d->mapping_table[mi];
+    const char *fn = dstr(d, m->filename_strindex);
+    if (!fn)
+        return cfail(c, PD_EINVAL, "mapping %d: filename index out of range", mi);
+    pd_pprof_mapping pm;
+    memset(&pm, 0, sizeof pm);
+    pm.memory_start = m->memory_start;
+    pm.memory_limit = m->memory_limit;
+    pm.file_offset = m->file_offset;
+    const char *build_id = NULL;
+    char what[64];
+    snprintf(what, sizeof what, "mapping %d", mi);
+    for (size_t i = 0; i < m->n_attribute_indices; i++) {
+        const char *key;
+        const KVU *kv = attr_at(c, m->attribute_indices[i], what, &key);
+        if (!kv)
+            return PD_EINVAL;
+        if (!strcmp(key, "pprof.mapping.has_functions"))
+            pm.has_functions = any_true(kv->value);
+        else if (!strcmp(key, "pprof.mapping.has_filenames"))
+            pm.has_filenames = any_true(kv->value);
+        else if (!strcmp(key, "pprof.mapping.has_line_numbers"))
+            pm.has_line_numbers = any_true(kv->value);
+        else if (!strcmp(key, "pprof.mapping.has_inline_frames"))
+            pm.has_inline_frames = any_true(kv->value);
+        else if (!strncmp(key, "process.executable.build_id.", 28) && !build_id) {
+            char tb[64];
+            const char *t = any_text(d, kv->value, tb, sizeof tb);
+            if (t && *t && t != tb)
+                build_id = t;
+        }
+    }
+    return pd_profile_builder_mapping(b, &pm, fn, build_id, mid, err);
+}
+
+/* Profile-level attributes of the pprof conversion back into pprof's
+ * fields: pprof.profile.comment, doc_url / pprof.profile.doc_url,
+ * drop_frames / keep_frames (and their pprof.profile. names). Others are
+ * left out. */
+static int profile_attrs(conv *c, const Prof *pr, pd_profile_builder *b, pd_err *err)
+{
+    pd_profile *bp = pd_profile_builder_profile(b);
+    for (size_t i = 0; i < pr->n_attribute_indices; i++) {
+        const char *key;
+        const KVU *kv = attr_at(c, pr->attribute_indices[i], "profile", &key);
+        if (!kv)
+            return PD_EINVAL;
+        char tb[64];
+        const char *t = any_text(c->d, kv->value, tb, sizeof tb);
+        if (!t || !*t)
+            continue;
+        if (!strncmp(key, "pprof.profile.", 14))
+            key += 14;
+        int64_t *field = !strcmp(key, "doc_url")       ? &bp->doc_url
+                         : !strcmp(key, "drop_frames") ? &bp->drop_frames
+                         : !strcmp(key, "keep_frames") ? &bp->keep_frames
+                                                       : NULL;
+        if (field) {
+            int64_t si = pd_profile_builder_string(b, t, err);
+            if (si < 0)
+                return (int)si;
+            *field = si;
+        } else if (!strcmp(key, "comment")) {
+            int rc = pd_profile_builder_comment(b, t, err);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static bool vt_eq(const Opentelemetry__Proto__Profiles__V1development__ValueType *a,
+                  const Opentelemetry__Proto__Profiles__V1development__ValueType *b)
+{
+    int32_t at = a ? a->type_strindex : 0, au = a ? a->unit_strindex : 0;
+    int32_t bt = b ? b->type_strindex : 0, bu = b ? b->unit_strindex : 0;
+    return at == bt && au == bu;
+}
+
+/* Whether profile q joins the group led by profile k (grp[0..n) so far):
+ * same time, duration, period type and period, and a sample type the
+ * group does not have yet. */
+static bool same_group(const Prof *k, const Prof *q, const Prof *const *grp, size_t n)
+{
+    if (k->time_unix_nano != q->time_unix_nano || k->duration_nano != q->duration_nano ||
+        k->period != q->period || !vt_eq(k->period_type, q->period_type))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (vt_eq(grp[i]->sample_type, q->sample_type))
+            return false;
+    return true;
+}
+
+/* Converts the n profiles pr[0..n) of one scope, which share time,
+ * duration and period (the standard conversion of one pprof with n sample
+ * types), into one pprof profile with n sample types in their order. A
+ * sample of profile k has value k set and the others 0; samples with the
+ * same stack and attributes are joined into one (values added). */
+static int one_group(conv *c, const Prof *const *pr, size_t n, pd_profile *out)
 {
     const Dict *d = c->d;
     pd_profile_builder *b = NULL;
     pd_err err = {{0}};
+    uint64_t *locs = NULL;
+    int64_t *vals = NULL;
+    size_t nloc_cap = 0, cur = c->ix[0];
     int rc = pd_profile_builder_new(&c->lim->pprof, &b);
     if (rc < 0)
         return cfail(c, rc, "out of memory");
-    const char *st = pr->sample_type ? dstr(d, pr->sample_type->type_strindex) : "";
-    const char *su = pr->sample_type ? dstr(d, pr->sample_type->unit_strindex) : "";
-    const char *pt = pr->period_type ? dstr(d, pr->period_type->type_strindex) : "";
-    const char *pu = pr->period_type ? dstr(d, pr->period_type->unit_strindex) : "";
-    if (!st || !su || !pt || !pu) {
-        rc = cfail(c, PD_EINVAL, "sample or period type string index out of range");
+    vals = calloc(n, sizeof *vals);
+    if (!vals) {
+        rc = cfail(c, PD_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rc = pd_profile_builder_sample_type(b, st, su, &err)) < 0 ||
-        (rc = pd_profile_builder_period(b, pt, pu, pr->period, &err)) < 0)
+    const Prof *p0 = pr[0];
+    const char *pt = p0->period_type ? dstr(d, p0->period_type->type_strindex) : "";
+    const char *pu = p0->period_type ? dstr(d, p0->period_type->unit_strindex) : "";
+    if (!pt || !pu) {
+        rc = cfail(c, PD_EINVAL, "period type string index out of range");
+        goto fail;
+    }
+    for (size_t k = 0; k < n; k++) {
+        const char *st = pr[k]->sample_type ? dstr(d, pr[k]->sample_type->type_strindex) : "";
+        const char *su = pr[k]->sample_type ? dstr(d, pr[k]->sample_type->unit_strindex) : "";
+        if (!st || !su) {
+            rc = cfail(c, PD_EINVAL, "profile %zu: sample type string index out of range", c->ix[k]);
+            goto fail;
+        }
+        if ((rc = pd_profile_builder_sample_type(b, st, su, &err)) < 0)
+            goto failerr;
+    }
+    if ((rc = pd_profile_builder_period(b, pt, pu, p0->period, &err)) < 0 ||
+        (rc = profile_attrs(c, p0, b, &err)) < 0)
         goto failerr;
     pd_profile *bp = pd_profile_builder_profile(b);
-    bp->time_nanos = (int64_t)pr->time_unix_nano;
-    bp->duration_nanos = (int64_t)pr->duration_nano;
-    size_t nloc_cap = 0;
-    uint64_t *locs = NULL;
-    for (size_t si = 0; si < pr->n_samples; si++) {
-        const Opentelemetry__Proto__Profiles__V1development__Sample *s = pr->samples[si];
-        if (!IDX_OK(s->stack_index, d->n_stack_table)) {
-            rc = cfail(c, PD_EINVAL, "sample %zu: stack_index %d out of range (%zu stacks)", si,
-                       s->stack_index, d->n_stack_table);
-            goto fail_locs;
+    bp->time_nanos = (int64_t)p0->time_unix_nano;
+    bp->duration_nanos = (int64_t)p0->duration_nano;
+    for (size_t k = 0; k < n; k++) {
+        cur = c->ix[k];
+        for (size_t si = 0; si < pr[k]->n_samples; si++) {
+            const Sample *s = pr[k]->samples[si];
+            if ((rc = sample_value(c, c->ix[k], si, s, &vals[k])) < 0)
+                goto fail;
+            if (!IDX_OK(s->stack_index, d->n_stack_table)) {
+                rc = cfail(c, PD_EINVAL, "profile %zu sample %zu: stack_index %d out of range (%zu stacks)", c->ix[k], si,
+                           s->stack_index, d->n_stack_table);
+                goto fail;
+            }
+            const Opentelemetry__Proto__Profiles__V1development__Stack *stk = d->stack_table[s->stack_index];
+            if (stk->n_location_indices > nloc_cap) {
+                uint64_t *nl = realloc(locs, stk->n_location_indices * sizeof *nl);
+                if (!nl) {
+                    rc = cfail(c, PD_ENOMEM, "out of memory");
+                    goto fail;
+                }
+                locs = nl;
+                nloc_cap = stk->n_location_indices;
+            }
+            for (size_t li = 0; li < stk->n_location_indices; li++) {
+                int32_t lx = stk->location_indices[li];
+                if (!IDX_OK(lx, d->n_location_table)) {
+                    rc = cfail(c, PD_EINVAL, "profile %zu sample %zu: location index %d out of range (%zu locations)",
+                               c->ix[k], si, lx, d->n_location_table);
+                    goto fail;
+                }
+                const Opentelemetry__Proto__Profiles__V1development__Location *l = d->location_table[lx];
+                uint64_t mid = 0;
+                if (l->mapping_index != 0 && (rc = mapping_of(c, b, l->mapping_index, &mid, &err)) < 0) {
+                    if (rc == PD_EINVAL && c->msg[0])
+                        goto fail;
+                    goto failerr;
+                }
+                pd_pprof_line lines[64];
+                size_t nl = l->n_lines < 64 ? l->n_lines : 64;
+                for (size_t q = 0; q < nl; q++) {
+                    const Opentelemetry__Proto__Profiles__V1development__Line *ln = l->lines[q];
+                    if (!IDX_OK(ln->function_index, d->n_function_table)) {
+                        rc = cfail(c, PD_EINVAL, "location %d: function index %d out of range", lx,
+                                   ln->function_index);
+                        goto fail;
+                    }
+                    const Opentelemetry__Proto__Profiles__V1development__Function *f = d->function_table[ln->function_index];
+                    const char *nm = dstr(d, f->name_strindex), *sn = dstr(d, f->system_name_strindex),
+                               *fl = dstr(d, f->filename_strindex);
+                    if (!nm || !sn || !fl) {
+                        rc = cfail(c, PD_EINVAL, "function %d: string index out of range", ln->function_index);
+                        goto fail;
+                    }
+                    memset(&lines[q], 0, sizeof lines[q]);
+                    if ((rc = pd_profile_builder_function(b, nm, sn, fl, f->start_line, &lines[q].function_id, &err)) < 0)
+                        goto failerr;
+                    lines[q].line = ln->line;
+                    lines[q].column = ln->column;
+                }
+                if ((rc = pd_profile_builder_location(b, mid, l->address, lines, nl, &locs[li], &err)) < 0)
+                    goto failerr;
+            }
+            /* sample attributes -> pprof labels */
+            pd_pprof_label lab[64];
+            size_t nlab = 0;
+            char what[64];
+            snprintf(what, sizeof what, "profile %zu sample %zu", c->ix[k], si);
+            for (size_t ai = 0; ai < s->n_attribute_indices && nlab < 64; ai++) {
+                const char *key;
+                const KVU *kv = attr_at(c, s->attribute_indices[ai], what, &key);
+                if (!kv) {
+                    rc = PD_EINVAL;
+                    goto fail;
+                }
+                const char *unit = dstr(d, kv->unit_strindex);
+                memset(&lab[nlab], 0, sizeof lab[nlab]);
+                if ((lab[nlab].key = pd_profile_builder_string(b, key, &err)) < 0) {
+                    rc = (int)lab[nlab].key;
+                    goto failerr;
+                }
+                if (kv->value && kv->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE) {
+                    lab[nlab].num = kv->value->int_value;
+                    if (*unit && (lab[nlab].num_unit = pd_profile_builder_string(b, unit, &err)) < 0) {
+                        rc = (int)lab[nlab].num_unit;
+                        goto failerr;
+                    }
+                } else {
+                    char tb[64];
+                    const char *t = any_text(d, kv->value, tb, sizeof tb);
+                    if (!t) {
+                        rc = cfail(c, PD_EINVAL, "%s: attribute %d (%s): value is not a scalar", what,
+                                   s->attribute_indices[ai], key);
+                        goto fail;
+                    }
+                    if ((lab[nlab].str = pd_profile_builder_string(b, t, &err)) < 0) {
+                        rc = (int)lab[nlab].str;
+                        goto failerr;
+                    }
+                }
+                nlab++;
+            }
+            rc = pd_profile_builder_sample(b, locs, stk->n_location_indices, vals, lab, nlab, &err);
+            vals[k] = 0;
+            if (rc < 0)
+                goto failerr;
         }
-        const Opentelemetry__Proto__Profiles__V1development__Stack *stk = d->stack_table[s->stack_index];
-        if (stk->n_location_indices > nloc_cap) {
-            uint64_t *nl = realloc(locs, stk->n_location_indices * sizeof *nl);
-            if (!nl) {
-                rc = cfail(c, PD_ENOMEM, "out of memory");
-                goto fail_locs;
-            }
-            locs = nl;
-            nloc_cap = stk->n_location_indices;
-        }
-        for (size_t li = 0; li < stk->n_location_indices; li++) {
-            int32_t lx = stk->location_indices[li];
-            if (!IDX_OK(lx, d->n_location_table)) {
-                rc = cfail(c, PD_EINVAL, "sample %zu: location index %d out of range (%zu locations)", si,
-                           lx, d->n_location_table);
-                goto fail_locs;
-            }
-            const Opentelemetry__Proto__Profiles__V1development__Location *l = d->location_table[lx];
-            uint64_t mid = 0;
-            if (l->mapping_index != 0) {
-                if (!IDX_OK(l->mapping_index, d->n_mapping_table)) {
-                    rc = cfail(c, PD_EINVAL, "location %d: mapping index %d out of range", lx, l->mapping_index);
-                    goto fail_locs;
-                }
-                const Opentelemetry__Proto__Profiles__V1development__Mapping *m = d->mapping_table[l->mapping_index];
-                const char *fn = dstr(d, m->filename_strindex);
-                if (!fn) {
-                    rc = cfail(c, PD_EINVAL, "mapping %d: filename index out of range", l->mapping_index);
-                    goto fail_locs;
-                }
-                pd_pprof_mapping pm;
-                memset(&pm, 0, sizeof pm);
-                pm.memory_start = m->memory_start;
-                pm.memory_limit = m->memory_limit;
-                pm.file_offset = m->file_offset;
-                if ((rc = pd_profile_builder_mapping(b, &pm, fn, NULL, &mid, &err)) < 0)
-                    goto failerr_locs;
-            }
-            pd_pprof_line lines[64];
-            size_t nl = l->n_lines < 64 ? l->n_lines : 64;
-            for (size_t k = 0; k < nl; k++) {
-                const Opentelemetry__Proto__Profiles__V1development__Line *ln = l->lines[k];
-                if (!IDX_OK(ln->function_index, d->n_function_table)) {
-                    rc = cfail(c, PD_EINVAL, "location %d: function index %d out of range", lx,
-                               ln->function_index);
-                    goto fail_locs;
-                }
-                const Opentelemetry__Proto__Profiles__V1development__Function *f = d->function_table[ln->function_index];
-                const char *nm = dstr(d, f->name_strindex), *sn = dstr(d, f->system_name_strindex),
-                           *fl = dstr(d, f->filename_strindex);
-                if (!nm || !sn || !fl) {
-                    rc = cfail(c, PD_EINVAL, "function %d: string index out of range", ln->function_index);
-                    goto fail_locs;
-                }
-                memset(&lines[k], 0, sizeof lines[k]);
-                if ((rc = pd_profile_builder_function(b, nm, sn, fl, f->start_line, &lines[k].function_id, &err)) < 0)
-                    goto failerr_locs;
-                lines[k].line = ln->line;
-                lines[k].column = ln->column;
-            }
-            if ((rc = pd_profile_builder_location(b, mid, l->address, lines, nl, &locs[li], &err)) < 0)
-                goto failerr_locs;
-        }
-        /* sample attributes -> labels */
-        pd_pprof_label lab[64];
-        size_t nlab = 0;
-        for (size_t ai = 0; ai < s->n_attribute_indices && nlab < 64; ai++) {
-            int32_t ax = s->attribute_indices[ai];
-            if (!IDX_OK(ax, d->n_attribute_table)) {
-                rc = cfail(c, PD_EINVAL, "sample %zu: attribute index %d out of range", si, ax);
-                goto fail_locs;
-            }
-            const Opentelemetry__Proto__Profiles__V1development__KeyValueAndUnit *kv = d->attribute_table[ax];
-            const char *key = dstr(d, kv->key_strindex), *unit = dstr(d, kv->unit_strindex);
-            if (!key || !unit) {
-                rc = cfail(c, PD_EINVAL, "attribute %d: string index out of range", ax);
-                goto fail_locs;
-            }
-            memset(&lab[nlab], 0, sizeof lab[nlab]);
-            if ((lab[nlab].key = pd_profile_builder_string(b, key, &err)) < 0) {
-                rc = (int)lab[nlab].key;
-                goto failerr_locs;
-            }
-            if (kv->value && kv->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE) {
-                lab[nlab].num = kv->value->int_value;
-                if (*unit && (lab[nlab].num_unit = pd_profile_builder_string(b, unit, &err)) < 0) {
-                    rc = (int)lab[nlab].num_unit;
-                    goto failerr_locs;
-                }
-            } else {
-                char tb[64];
-                const char *t = any_text(d, kv->value, tb, sizeof tb);
-                if (!t) {
-                    rc = cfail(c, PD_EINVAL, "attribute %d (%s): value is not a scalar", ax, key);
-                    goto fail_locs;
-                }
-                if ((lab[nlab].str = pd_profile_builder_string(b, t, &err)) < 0) {
-                    rc = (int)lab[nlab].str;
-                    goto failerr_locs;
-                }
-            }
-            nlab++;
-        }
-        int64_t v = s->n_values ? s->values[0] : (int64_t)s->n_timestamps_unix_nano;
-        if ((rc = pd_profile_builder_sample(b, locs, stk->n_location_indices, &v, lab, nlab, &err)) < 0)
-            goto failerr_locs;
     }
     free(locs);
+    free(vals);
     rc = pd_profile_builder_finish(b, out, &err);
     pd_profile_builder_free(b);
     if (rc < 0)
         return cfail(c, rc, "%s", err.msg);
     return 0;
-failerr_locs:
-    free(locs);
 failerr:
-    cfail(c, rc, "%s", err.msg[0] ? err.msg : pd_strerror(rc));
-    pd_profile_builder_free(b);
-    return rc;
-fail_locs:
-    free(locs);
+    cfail(c, rc, "profile %zu: %s", cur, err.msg[0] ? err.msg : pd_strerror(rc));
 fail:
+    free(locs);
+    free(vals);
     pd_profile_builder_free(b);
     return rc;
 }
 
-/* Series labels of a resource (+ __name__ from the profile's types). */
-static int series_labels(conv *c, const Opentelemetry__Proto__Resource__V1__Resource *res, const Prof *pr,
-                         pd_labels *ls)
+/* Series labels of a resource (+ __name__ from the types of the group's n
+ * profiles pr[0..n), otlp.h). */
+static int series_labels(conv *c, const Opentelemetry__Proto__Resource__V1__Resource *res,
+                         const Prof *const *pr, size_t n, pd_labels *ls)
 {
     pd_err err = {{0}};
     pd_labels_init(ls);
@@ -388,9 +592,11 @@ static int series_labels(conv *c, const Opentelemetry__Proto__Resource__V1__Reso
             }
         }
     }
-    const char *st = pr->sample_type ? dstr(c->d, pr->sample_type->type_strindex) : NULL;
-    const char *pt = pr->period_type ? dstr(c->d, pr->period_type->type_strindex) : NULL;
+    const char *st = pr[0]->sample_type ? dstr(c->d, pr[0]->sample_type->type_strindex) : NULL;
+    const char *pt = pr[0]->period_type ? dstr(c->d, pr[0]->period_type->type_strindex) : NULL;
     const char *nm = st && *st && strcmp(st, "samples") ? st : pt && *pt ? pt : st && *st ? st : "unknown";
+    if (n > 1 && pt && *pt) /* one pprof with several types: named by its period type */
+        nm = strcmp(pt, "space") ? pt : "memory";
     char name[PD_LABEL_MAX_NAME + 1];
     label_name(nm, name, sizeof name);
     if (!*name || pd_labels_set(ls, "__name__", name, &err) < 0) {
@@ -418,6 +624,13 @@ int pd_otlp_convert(const uint8_t *body, size_t len, const pd_otlp_limits *lim_i
     int rc = walk(body, len, T_REQ, 0, lim.max_nesting, 0, &at);
     if (rc == PD_ETOOBIG)
         return pd_err_set(err, rc, "messages nest deeper than %zu at byte %zu", lim.max_nesting, at);
+    if (rc == W_RELEASE)
+        return pd_err_set(err, PD_EPARSE,
+                          "not an opentelemetry-proto v1.11.0 ExportProfilesServiceRequest: a Sample field at "
+                          "byte %zu has the wire type of another release (v1.9.0 and older number Sample's "
+                          "values 2, attribute_indices 3, link_index 4; v1.11.0 numbers them 4, 2, 3); "
+                          "re-encode the request with v1.11.0's profiles.proto",
+                          at);
     if (rc < 0)
         return pd_err_set(err, PD_EPARSE, "not an ExportProfilesServiceRequest: bad protobuf at byte %zu", at);
     Req *req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
@@ -460,36 +673,65 @@ int pd_otlp_convert(const uint8_t *body, size_t len, const pd_otlp_limits *lim_i
         goto done;
     }
     conv c = {.d = dict, .lim = &lim};
+    const Prof **grp = calloc(nprof ? nprof : 1, sizeof *grp);
+    size_t *gix = calloc(nprof ? nprof : 1, sizeof *gix);
+    bool *used = calloc(nprof ? nprof : 1, sizeof *used);
+    if (!grp || !gix || !used) {
+        free(grp);
+        free(gix);
+        free(used);
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+        pd_otlp_result_release(out);
+        goto done;
+    }
     for (size_t i = 0; i < req->n_resource_profiles; i++) {
         const Opentelemetry__Proto__Profiles__V1development__ResourceProfiles *rp = req->resource_profiles[i];
         for (size_t j = 0; j < rp->n_scope_profiles; j++) {
-            for (size_t k = 0; k < rp->scope_profiles[j]->n_profiles; k++) {
-                const Prof *pr = rp->scope_profiles[j]->profiles[k];
+            const Opentelemetry__Proto__Profiles__V1development__ScopeProfiles *sp = rp->scope_profiles[j];
+            memset(used, 0, sp->n_profiles * sizeof *used);
+            for (size_t k = 0; k < sp->n_profiles; k++) {
+                if (used[k])
+                    continue;
+                size_t n = 0;
+                for (size_t q = k; q < sp->n_profiles; q++)
+                    if (!used[q] && (q == k || same_group(sp->profiles[k], sp->profiles[q], grp, n))) {
+                        used[q] = true;
+                        grp[n] = sp->profiles[q];
+                        gix[n++] = q;
+                    }
                 pd_otlp_profile *o = &out->p[out->n];
                 c.msg[0] = 0;
-                int r2 = series_labels(&c, rp->resource, pr, &o->labels);
+                c.ix = gix;
+                int r2 = series_labels(&c, rp->resource, grp, n, &o->labels);
                 if (r2 == 0) {
-                    r2 = one_profile(&c, pr, &o->profile);
+                    r2 = one_group(&c, grp, n, &o->profile);
                     if (r2 < 0)
                         pd_labels_release(&o->labels);
                 }
                 if (r2 == PD_ENOMEM) {
+                    free(grp);
+                    free(gix);
+                    free(used);
                     rc = pd_err_set(err, PD_ENOMEM, "out of memory");
                     pd_otlp_result_release(out);
                     goto done;
                 }
                 if (r2 < 0) {
                     if (!out->rejected)
-                        snprintf(out->first_error, sizeof out->first_error,
-                                 "resource %zu scope %zu profile %zu: %s", i, j, k, c.msg);
-                    out->rejected++;
+                        snprintf(out->first_error, sizeof out->first_error, "resource %zu scope %zu: %s%s", i, j,
+                                 n > 1 ? "profiles joined with it refused too: " : "", c.msg);
+                    out->rejected += n;
                     continue;
                 }
-                o->time_ms = (int64_t)(pr->time_unix_nano / 1000000);
+                o->time_ms = (int64_t)(grp[0]->time_unix_nano / 1000000);
+                o->n_joined = n;
                 out->n++;
             }
         }
     }
+    free(grp);
+    free(gix);
+    free(used);
     rc = 0;
 done:
     opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(req, NULL);
@@ -513,5 +755,40 @@ int pd_otlp_response(int64_t rejected, const char *msg, pd_buf *out)
     opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__pack(
         &r, (uint8_t *)out->data + out->len);
     out->len += n;
+    return 0;
+}
+
+/* google.rpc.Status on the wire (googleapis google/rpc/status.proto):
+ * 1 code (int32, varint), 2 message (string). Two fields, so written here
+ * rather than vendoring googleapis and google/protobuf/any.proto for it. */
+static int put_varint(pd_buf *out, uint64_t v)
+{
+    uint8_t b[10];
+    size_t n = 0;
+    do {
+        b[n++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return pd_buf_append(out, b, n);
+}
+
+int pd_otlp_status(int code, const char *msg, bool json, pd_buf *out)
+{
+    msg = msg ? msg : "";
+    size_t n = strlen(msg);
+    int rc;
+    if (json) {
+        rc = pd_buf_printf(out, "{\"code\":%d,\"message\":", code);
+        if (rc == 0)
+            rc = pd_buf_put_json_string(out, msg, n);
+        if (rc == 0)
+            rc = pd_buf_puts(out, "}");
+        return rc;
+    }
+    if (code && ((rc = put_varint(out, 1 << 3 | 0)) < 0 || (rc = put_varint(out, (uint64_t)(int64_t)code)) < 0))
+        return rc;
+    if (n && ((rc = put_varint(out, 2 << 3 | 2)) < 0 || (rc = put_varint(out, n)) < 0 ||
+              (rc = pd_buf_append(out, msg, n)) < 0))
+        return rc;
     return 0;
 }

@@ -386,3 +386,141 @@ window.renderFlamegraph = (profile) => createRoot(document.getElementById('root'
     await browser.close();
   }
 });
+
+// Root-first frame names of each sample of a google.v1.Profile object
+// (inlined frames expanded: a location's lines outermost first).
+function rootFirst(p, vi = 0) {
+  const fn = new Map(p.function.map((f) => [String(f.id), p.stringTable[num(f.name)]]));
+  const loc = new Map(p.location.map((l) => [String(l.id), l]));
+  return p.sample.map((s) => {
+    const names = [];
+    for (const id of [...s.locationId].reverse()) {
+      const l = loc.get(String(id));
+      for (const ln of [...(l.line || [])].reverse()) names.push(fn.get(String(ln.functionId)));
+    }
+    return { names, value: num(s.value[vi]), locs: s.locationId.map(String) };
+  });
+}
+
+test('stack_trace_selector: a call site selects the stacks under it in SelectMergeStacktraces, SelectMergeProfile and SelectSeries', { timeout: 90000 }, async () => {
+  const req = { profileTypeID: CPU, labelSelector: '{service_name="demo"}', start: from, end: to };
+  const full = rootFirst((await both('SelectMergeProfile', req)));
+  const total = full.reduce((a, s) => a + s.value, 0);
+  assert.ok(full.some((s) => s.names.includes(BURNER)), `${BURNER} is in the merged profile`);
+  // the shortest root prefix through the burner that leaves something out
+  // (the demo's stacks vary from run to run)
+  const sumOf = (site) => full.filter((s) => site.every((n, i) => s.names[i] === n)).reduce((a, s) => a + s.value, 0);
+  let site = null;
+  for (const s of full.filter((x) => x.names.includes(BURNER)))
+    for (let k = s.names.indexOf(BURNER) + 1; k <= s.names.length && !site; k++)
+      if (sumOf(s.names.slice(0, k)) < total) site = s.names.slice(0, k);
+  assert.ok(site, 'some call site through the burner is a real cut');
+  const starts = (s) => site.every((n, i) => s.names[i] === n);
+  const want = sumOf(site);
+  assert.ok(want > 0 && want < total, `the call site ${site.join(';')} holds ${want} of ${total}: a real cut`);
+  const sel = { callSite: site.map((name) => ({ name })) };
+  const fg = (await both('SelectMergeStacktraces', { ...req, stackTraceSelector: sel })).flamegraph;
+  assert.equal(num(fg.total), want);
+  assert.ok(fg.names.includes(BURNER));
+  const mp = rootFirst(await both('SelectMergeProfile', { ...req, stackTraceSelector: sel }));
+  assert.ok(mp.length > 0 && mp.every(starts), 'every sample of the selected profile starts with the call site');
+  assert.equal(mp.reduce((a, s) => a + s.value, 0), want);
+  // Diff: each side with its own selector (left: the call site, right: none)
+  const d = (await both('Diff', { left: { ...req, stackTraceSelector: sel }, right: req })).flamegraph;
+  assert.equal(num(d.leftTicks), want);
+  assert.equal(num(d.rightTicks), total);
+  // SelectSeries filters each stored profile: compare with each stored
+  // profile (native single-profile read) filtered here
+  const Prof = root.lookupType('google.v1.Profile');
+  let perProfile = 0;
+  for (const ts of (await nativeCpu())[0].timestamps) {
+    const r = await http(profd.base + '/api/v1/query?' + qs({ query: 'cpu{job="demo"}', time: ts / 1000, report: 'proto' }));
+    assert.equal(r.status, 200, r.text);
+    const po = Prof.toObject(Prof.decode(zlib.gunzipSync(r.buf)), OBJ);
+    const one = rootFirst(po, po.sampleType.findIndex((t) => po.stringTable[num(t.type)] === 'cpu'));
+    perProfile += one.filter(starts).reduce((a, x) => a + x.value, 0);
+  }
+  assert.ok(perProfile > 0);
+  const ss = await both('SelectSeries', { ...req, step: 3600, stackTraceSelector: sel });
+  assert.equal(ss.series.length, 1);
+  assert.equal(ss.series[0].points.reduce((a, p) => a + p.value, 0), perProfile);
+  // a call site nothing has: empty
+  const none = await both('SelectMergeStacktraces', { ...req, stackTraceSelector: { callSite: [{ name: 'no.such.function' }] } });
+  assert.equal(num(none.flamegraph.total), 0);
+});
+
+test('stack_trace_selector go_pgo: keep_locations leaf locations, aggregate_callees drops the leaf line', { timeout: 90000 }, async () => {
+  const req = { profileTypeID: CPU, labelSelector: '{service_name="demo"}', start: from, end: to };
+  const full = await both('SelectMergeProfile', req);
+  const total = full.sample.reduce((a, s) => a + num(s.value[0]), 0);
+  const p = await both('SelectMergeProfile', { ...req, stackTraceSelector: { goPgo: { keepLocations: 2, aggregateCallees: true } } });
+  assert.ok(full.sample.some((s) => s.locationId.length > 2), 'the demo has deeper stacks: a real cut');
+  assert.ok(p.sample.length > 0 && p.sample.length <= full.sample.length, `${p.sample.length} of ${full.sample.length} samples`);
+  assert.ok(p.sample.every((s) => s.locationId.length <= 2));
+  assert.equal(p.sample.reduce((a, s) => a + num(s.value[0]), 0), total, 'nothing lost, only joined');
+  const loc = new Map(p.location.map((l) => [String(l.id), l]));
+  for (const s of p.sample) assert.equal(num(loc.get(String(s.locationId[0])).line[0].line), 0, 'leaf line number cleared');
+  // go tool pprof reads it
+  const file = path.join(dir, 'pgo.pb');
+  fs.writeFileSync(file, (await connect('querier.v1.QuerierService', 'SelectMergeProfile',
+    { ...req, stackTraceSelector: { goPgo: { keepLocations: 5 } } }, 'proto')).raw);
+  const top = await run('go', ['tool', 'pprof', '-top', file], { env: goEnv(dir) }, 60000);
+  assert.equal(top.code, 0, top.stderr);
+});
+
+test('malformed profile type IDs are invalid_argument, as Pyroscope\'s parser says', { timeout: 30000 }, async () => {
+  for (const id of ['nonsense', 'process_cpu:cpu', 'a:b:c:d:e:f:g']) {
+    for (const [method, extra] of [['SelectMergeStacktraces', {}], ['SelectMergeProfile', {}], ['SelectSeries', { step: 15 }]]) {
+      for (const codec of ['proto', 'json']) {
+        const r = await connect('querier.v1.QuerierService', method, { profileTypeID: id, labelSelector: '{}', start: from, end: to, ...extra }, codec);
+        assert.equal(r.status, 400, `${method} ${id}`);
+        assert.equal(r.error.code, 'invalid_argument');
+        assert.match(r.error.message, /profile-type selection must be of the form <name>:<sample-type>:<sample-unit>:<period-type>:<period-unit>\(:delta\), got\(\d\)/);
+        assert.ok(r.error.message.includes(id));
+      }
+    }
+    const rr = await http(profd.base + '/pyroscope/render?' + qs({ query: `${id}{}`, from: String(from), until: String(to) }));
+    assert.equal(rr.status, 400, rr.text);
+    assert.equal(rr.json.code, 'invalid_argument');
+  }
+  // a sixth part (":delta") is accepted, as upstream's
+  const ok = await both('SelectMergeStacktraces', { profileTypeID: CPU + ':delta', labelSelector: '{}', start: from, end: to });
+  assert.ok(num(ok.flamegraph.total) > 0);
+});
+
+test('/pyroscope/render fills timeline (startTime, samples, durationDelta) and serves format=dot', { timeout: 60000 }, async () => {
+  const native = await nativeCpu();
+  const ti = native[0].sample_types.findIndex((t) => t.type === 'cpu');
+  // until is snapped down to a step, as Pyroscope's timeline: one step more covers every profile
+  const until = to + 15000;
+  const rr = await http(profd.base + '/pyroscope/render?' + qs({ query: `${CPU}{service_name="demo"}`, from: String(from), until: String(until) }));
+  assert.equal(rr.status, 200, rr.text.slice(0, 300));
+  const tl = rr.json.timeline;
+  assert.ok(tl, 'timeline is there');
+  assert.equal(tl.durationDelta, 15, 'a ~1 min range: 15 s steps (the minimum)');
+  const S = Math.floor(from / 15000) * 15, E = Math.floor(until / 15000) * 15;
+  assert.equal(tl.startTime, S);
+  assert.equal(tl.samples.length, (E - S) / 15);
+  const want = new Array(tl.samples.length).fill(0);
+  native[0].timestamps.forEach((ts, i) => {
+    const k = Math.floor((Math.floor(ts / 1000) - S) / 15);
+    if (k >= 0 && k < want.length) want[k] += native[0].totals[i][ti];
+  });
+  assert.deepEqual(tl.samples, want);
+  assert.equal(want.reduce((a, v) => a + v, 0), native[0].totals.reduce((a, row) => a + row[ti], 0), 'every profile is in the timeline');
+  // format=dot: Graphviz text that dot(1) renders
+  const dot = await http(profd.base + '/pyroscope/render?' + qs({ query: `${CPU}{service_name="demo"}`, from: String(from), until: String(to), format: 'dot', 'max-nodes': 20 }));
+  assert.equal(dot.status, 200, dot.text.slice(0, 300));
+  assert.match(dot.headers.get('content-type'), /^text\/plain/);
+  assert.match(dot.text, /^digraph /);
+  assert.ok(dot.text.includes(BURNER));
+  const dotFile = path.join(dir, 'render.dot');
+  fs.writeFileSync(dotFile, dot.text);
+  const svg = await run('dot', ['-Tsvg', dotFile], {}, 30000);
+  assert.equal(svg.code, 0, svg.stderr);
+  assert.match(svg.stdout, /<svg/);
+  // nothing selected: an empty body
+  const empty = await http(profd.base + '/pyroscope/render?' + qs({ query: `${CPU}{service_name="nobody"}`, from: String(from), until: String(to), format: 'dot' }));
+  assert.equal(empty.status, 200);
+  assert.equal(empty.text, '');
+});

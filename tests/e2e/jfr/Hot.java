@@ -1,5 +1,7 @@
 // A CPU- and allocation-heavy program for the JFR end-to-end test:
-// burnCpu() spins on arithmetic, allocate() makes many short-lived arrays.
+// burnCpu() spins on arithmetic, allocate() makes many short-lived arrays,
+// contend() blocks on a monitor another thread holds (jdk.JavaMonitorEnter)
+// and parks (jdk.ThreadPark), each past settings=profile's 10 ms threshold.
 // Run: java -XX:StartFlightRecording=filename=out.jfr,settings=profile Hot SECONDS
 public class Hot {
     static volatile long sink;
@@ -19,12 +21,34 @@ public class Hot {
         }
     }
 
+    static final Object lock = new Object();
+
+    static void contend() throws InterruptedException {
+        Thread holder = new Thread(() -> {
+            synchronized (lock) {
+                try {
+                    Thread.sleep(40);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        });
+        holder.start();
+        Thread.sleep(5);
+        synchronized (lock) {
+            sink++;
+        }
+        holder.join();
+        java.util.concurrent.locks.LockSupport.parkNanos(25_000_000L);
+    }
+
     public static void main(String[] args) throws Exception {
         long seconds = args.length > 0 ? Long.parseLong(args[0]) : 3;
         long end = System.nanoTime() + seconds * 1_000_000_000L;
         while (System.nanoTime() < end) {
             sink += burnCpu(20_000_000L);
             allocate(3_000);
+            contend();
         }
     }
 }

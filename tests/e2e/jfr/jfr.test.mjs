@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { goEnv, http, killAll, profdBin, qs, run, startProfd, tempDir } from '../lib.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-let dir, profd, jfr, from;
+let dir, profd, jfr, jfrFile, from;
 
 before(async () => {
   profdBin();
@@ -29,10 +29,12 @@ before(async () => {
   let r = await run('javac', ['-d', cls, path.join(here, 'Hot.java')], {}, 120000);
   assert.equal(r.code, 0, `javac failed (is openjdk-17-jdk-headless installed? scripts/install-deps.sh)\n${r.stdout}${r.stderr}`);
   const out = path.join(dir, 'hot.jfr');
-  r = await run('java', [`-XX:StartFlightRecording=filename=${out},settings=profile`, '-cp', cls, 'Hot', '3'],
+  // settings=profile plus the TLAB allocation events (off in JDK 17's profile.jfc)
+  r = await run('java', [`-XX:StartFlightRecording=filename=${out},settings=profile,+jdk.ObjectAllocationInNewTLAB#enabled=true,+jdk.ObjectAllocationOutsideTLAB#enabled=true`, '-cp', cls, 'Hot', '3'],
     { cwd: dir }, 120000);
   assert.equal(r.code, 0, `java failed\n${r.stdout}${r.stderr}`);
   jfr = fs.readFileSync(out);
+  jfrFile = out;
   assert.equal(jfr.subarray(0, 4).toString('latin1'), 'FLR\0');
   profd = await startProfd({ storage: path.join(dir, 'data') });
   from = Math.floor(Date.now() / 1000) - 60;
@@ -91,6 +93,67 @@ test('a JFR pushed as the Java agent does comes back per profile type, hot metho
   // raw body (no multipart), another time: stored too
   const raw = await http(`${profd.base}/ingest?` + qs({ name: 'app', from: from + 20, format: 'jfr' }), { method: 'POST', body: jfr });
   assert.equal(raw.status, 200, raw.text);
+});
+
+// Connect JSON call to Pyroscope's querier (what Grafana's data source calls).
+async function querier(method, body) {
+  const r = await http(`${profd.base}/querier.v1.QuerierService/${method}`, {
+    method: 'POST', body: JSON.stringify(body), headers: { 'Content-Type': 'application/json' },
+  });
+  assert.equal(r.status, 200, r.text);
+  return r.json;
+}
+
+// Sum of the durations of `jfr print` (the JDK's own reader) for an event type, in ns.
+async function jfrPrintNanos(event) {
+  const r = await run('jfr', ['print', '--json', '--events', event, jfrFile], {}, 60000);
+  assert.equal(r.code, 0, r.stderr);
+  const evs = JSON.parse(r.stdout).recording.events;
+  let ns = 0n;
+  for (const e of evs) {
+    const m = /^PT(?:(\d+)M)?(\d+)(?:\.(\d+))?S$/.exec(e.values.duration);
+    assert.ok(m, e.values.duration);
+    ns += BigInt(m[1] || 0) * 60000000000n + BigInt(m[2]) * 1000000000n + BigInt((m[3] || '').padEnd(9, '0').slice(0, 9));
+  }
+  return { ns, n: evs.length };
+}
+
+test('Java types under Pyroscope\'s profile type IDs (grafana/jfr-parser\'s names), profd\'s names as aliases; delay is jfr print\'s nanoseconds', async () => {
+  const r = await pushAgent(jfr, { name: 'appq' });
+  assert.equal(r.status, 200, r.text);
+  const range = { start: (from - 3600) * 1000, end: (from + 3600) * 1000 };
+  const types = (await querier('ProfileTypes', range)).profileTypes.map((t) => t.ID);
+  for (const id of ['process_cpu:cpu:nanoseconds:cpu:nanoseconds',
+    'memory:alloc_in_new_tlab_objects:count:space:bytes', 'memory:alloc_in_new_tlab_bytes:bytes:space:bytes',
+    'memory:alloc_sample_objects:count:space:bytes', 'memory:alloc_sample_bytes:bytes:space:bytes',
+    'mutex:contentions:count:mutex:count', 'mutex:delay:nanoseconds:mutex:count',
+    'block:contentions:count:block:count', 'block:delay:nanoseconds:block:count'])
+    assert.ok(types.includes(id), `${id} not in ${types.join(' ')}`);
+  assert.ok(!types.some((t) => /^(alloc_in_new_tlab|alloc_sample):/.test(t) || t === 'mutex:contentions:count:contentions:count'), types.join(' '));
+  const total = async (id) => {
+    const fg = (await querier('SelectMergeStacktraces', { profileTypeID: id, labelSelector: '{service_name="appq"}', ...range })).flamegraph;
+    return BigInt(fg.total || 0);
+  };
+  // each canonical ID and profd's own name (the alias) select the same data
+  for (const [id, alias] of [
+    ['memory:alloc_in_new_tlab_bytes:bytes:space:bytes', 'alloc_in_new_tlab:alloc_in_new_tlab_bytes:bytes:space:bytes'],
+    ['memory:alloc_sample_bytes:bytes:space:bytes', 'alloc_sample:alloc_sample_bytes:bytes:space:bytes'],
+    ['mutex:contentions:count:mutex:count', 'mutex:contentions:count:contentions:count'],
+    ['block:delay:nanoseconds:block:count', 'block:delay:nanoseconds:contentions:count'],
+  ]) {
+    const a = await total(id);
+    assert.ok(a > 0n, `${id}: empty`);
+    assert.equal(await total(alias), a, `${alias} vs ${id}`);
+  }
+  // delay: nanoseconds as the JDK's jfr print shows them (Pyroscope's own
+  // converter keeps the raw ticks: ticksPerSecond/1e9 times these)
+  for (const [id, ev] of [['mutex:delay:nanoseconds:mutex:count', 'jdk.JavaMonitorEnter'], ['block:delay:nanoseconds:block:count', 'jdk.ThreadPark']]) {
+    const want = await jfrPrintNanos(ev);
+    assert.ok(want.n > 0, `no ${ev} events in the recording`);
+    const got = await total(id);
+    const diff = got > want.ns ? got - want.ns : want.ns - got;
+    assert.ok(diff <= BigInt(want.n), `${id}: ${got} ns, jfr print ${want.ns} ns over ${want.n} events`);
+  }
 });
 
 test('hostile JFR and labels: 4xx naming the problem, counted, store unchanged', async () => {
