@@ -150,6 +150,11 @@ static const pd__cfg_ignored global_ignored[] = {
     {"label_value_length_limit", "a limit on metric labels"},
     {"keep_dropped_targets", "dropped targets are not listed"},
     {"metric_name_validation_scheme", "profd scrapes pprof, not metrics"},
+    {"metric_name_escaping_scheme", "profd scrapes pprof, not metrics"},
+    {"scrape_native_histograms", "profd scrapes pprof, not metrics"},
+    {"always_scrape_classic_histograms", "profd scrapes pprof, not metrics"},
+    {"convert_classic_histograms_to_nhcb", "profd scrapes pprof, not metrics"},
+    {"extra_scrape_metrics", "profd scrapes pprof, not metrics"},
     {NULL, NULL},
 };
 
@@ -657,6 +662,10 @@ static const pd__cfg_ignored job_ignored[] = {
     {"label_name_length_limit", "a limit on metric labels"},
     {"label_value_length_limit", "a limit on metric labels"},
     {"scrape_protocols", "profd scrapes pprof, not metrics"},
+    {"fallback_scrape_protocol", "profd scrapes pprof, not metrics"},
+    {"scrape_native_histograms", "profd scrapes pprof, not metrics"},
+    {"metric_name_escaping_scheme", "profd scrapes pprof, not metrics"},
+    {"extra_scrape_metrics", "profd scrapes pprof, not metrics"},
     {"keep_dropped_targets", "dropped targets are not listed"},
     {"track_timestamps_staleness", "profiles have no staleness markers"},
     {"enable_compression", "libcurl asks for gzip as it sees fit"},

@@ -179,6 +179,8 @@ typedef enum {
     PD_K8S_SERVICE,
     PD_K8S_ENDPOINTS,
     PD_K8S_NODE,
+    PD_K8S_ENDPOINTSLICE, /* discovery.k8s.io/v1 EndpointSlices */
+    PD_K8S_INGRESS,       /* networking.k8s.io/v1 Ingresses */
 } pd_k8s_role;
 /* One kubernetes_sd_configs selectors entry: label and field selectors
  * passed to the API server's list and watch of that role's objects. */

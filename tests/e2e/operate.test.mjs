@@ -2,6 +2,8 @@
 //  - file_sd watching bounded: a broken SD file with profd's own log in the
 //    same folder is logged and counted once, not once per log line; other
 //    files of the folder wake nothing; the SD file's own changes still do.
+//  - Prometheus 3.x configuration keys: understood or warned about, never
+//    refused; kubernetes_sd roles endpointslice and ingress accepted.
 //
 //   PROFD_BIN=build/profd node --test tests/e2e/operate.test.mjs
 import { test, before, after } from 'node:test';
@@ -9,7 +11,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  Proc, apiData, freePort, http, killAll, profdBin, sleep, tempDir, waitFor,
+  Proc, apiData, freePort, http, killAll, profdBin, run, sleep, tempDir, waitFor,
 } from './lib.mjs';
 
 let dir;
@@ -115,4 +117,178 @@ ${noProfiles}`);
   const ts = (await apiData(profd.base, '/api/v1/targets')).activeTargets;
   assert.ok(ts.some((t) => t.labels.env === 'fixed'), 'the targets of the last good read stay');
   await profd.stop();
+});
+
+// Every key of Prometheus 3.x's config/config.go GlobalConfig and
+// ScrapeConfig (up to 3.14), the sections profd has no use for, and the
+// kubernetes_sd roles endpointslice and ingress: written here in the shape
+// of upstream's documentation/examples/prometheus.yml, prometheus-kubernetes.yml
+// and config/testdata/conf.good.yml (not copied).
+const PROM3_JOB_IGNORED = ['scrape_protocols', 'fallback_scrape_protocol', 'scrape_native_histograms',
+  'always_scrape_classic_histograms', 'convert_classic_histograms_to_nhcb', 'scrape_failure_log_file',
+  'enable_compression', 'track_timestamps_staleness', 'sample_limit', 'target_limit', 'label_limit',
+  'label_name_length_limit', 'label_value_length_limit', 'native_histogram_bucket_limit',
+  'native_histogram_min_bucket_factor', 'metric_name_validation_scheme', 'metric_name_escaping_scheme',
+  'extra_scrape_metrics', 'metric_relabel_configs'];
+const PROM3_GLOBAL_IGNORED = ['evaluation_interval', 'rule_query_offset', 'query_log_file',
+  'scrape_failure_log_file', 'scrape_protocols', 'sample_limit', 'target_limit', 'label_limit',
+  'label_name_length_limit', 'label_value_length_limit', 'metric_name_validation_scheme',
+  'metric_name_escaping_scheme', 'scrape_native_histograms', 'always_scrape_classic_histograms',
+  'convert_classic_histograms_to_nhcb', 'extra_scrape_metrics'];
+const PROM3_TOP_IGNORED = ['runtime', 'alerting', 'rule_files', 'storage', 'tracing', 'remote_write',
+  'remote_read', 'otlp'];
+
+function prometheus3Config(tokenFile) {
+  return `global:
+  scrape_interval: 15s
+  scrape_timeout: 10s
+  evaluation_interval: 30s
+  rule_query_offset: 10s
+  query_log_file: /tmp/query.log
+  scrape_failure_log_file: /tmp/fail.log
+  scrape_protocols: [PrometheusProto, OpenMetricsText1.0.0, PrometheusText0.0.4]
+  body_size_limit: 15MB
+  sample_limit: 1500
+  target_limit: 30
+  label_limit: 30
+  label_name_length_limit: 200
+  label_value_length_limit: 200
+  metric_name_validation_scheme: utf8
+  metric_name_escaping_scheme: allow-utf-8
+  scrape_native_histograms: true
+  always_scrape_classic_histograms: true
+  convert_classic_histograms_to_nhcb: false
+  extra_scrape_metrics: true
+  external_labels: {monitor: codelab, foo: bar}
+runtime:
+  gogc: 42
+rule_files: [first.rules, my/*.rules]
+remote_write:
+  - url: http://remote1/push
+    name: drop_expensive
+    protobuf_message: io.prometheus.write.v2.Request
+    write_relabel_configs:
+      - source_labels: [__name__]
+        regex: expensive.*
+        action: drop
+    oauth2: {client_id: "123", client_secret: "456", token_url: "http://remote1/auth"}
+remote_read:
+  - url: http://remote1/read
+    read_recent: true
+    required_matchers: {job: special}
+otlp:
+  promote_resource_attributes: [k8s.cluster.name, service.instance.id]
+  translation_strategy: NoUTF8EscapingWithSuffixes
+  keep_identifying_resource_attributes: true
+storage:
+  tsdb:
+    out_of_order_time_window: 30m
+  exemplars:
+    max_exemplars: 100000
+tracing:
+  endpoint: localhost:4317
+  client_type: grpc
+alerting:
+  alertmanagers:
+    - scheme: https
+      static_configs:
+        - targets: [1.2.3.4:9093]
+scrape_configs:
+  - job_name: prometheus
+    honor_labels: true
+    honor_timestamps: true
+    track_timestamps_staleness: true
+    scrape_interval: 15s
+    scrape_timeout: 5s
+    scrape_protocols: [PrometheusProto, OpenMetricsText1.0.0]
+    fallback_scrape_protocol: PrometheusText0.0.4
+    scrape_native_histograms: true
+    always_scrape_classic_histograms: false
+    convert_classic_histograms_to_nhcb: true
+    scrape_failure_log_file: fail_prom.log
+    enable_compression: false
+    body_size_limit: 10MB
+    sample_limit: 1000
+    target_limit: 35
+    label_limit: 35
+    label_name_length_limit: 210
+    label_value_length_limit: 210
+    native_histogram_bucket_limit: 160
+    native_histogram_min_bucket_factor: 1.1
+    keep_dropped_targets: 10
+    metric_name_validation_scheme: legacy
+    metric_name_escaping_scheme: underscores
+    extra_scrape_metrics: false
+    static_configs:
+      - targets: ['localhost:9090', 'localhost:9191']
+        labels: {my: label, your: label}
+    relabel_configs:
+      - source_labels: [job, __meta_dns_name]
+        regex: (.*)some-[regex]
+        target_label: job
+        replacement: foo-\${1}
+    metric_relabel_configs:
+      - source_labels: [__name__]
+        regex: expensive_metric.*
+        action: drop
+    authorization: {credentials_file: ${tokenFile}}
+    follow_redirects: true
+    enable_http2: true
+  - job_name: kubernetes-endpointslices
+    kubernetes_sd_configs:
+      - role: endpointslice
+        api_server: https://localhost:1234
+        namespaces: {names: [default]}
+        selectors:
+          - role: endpointslice
+            label: app=web
+          - role: pod
+            field: spec.nodeName=n1
+    tls_config: {insecure_skip_verify: true}
+    relabel_configs:
+      - source_labels: [__meta_kubernetes_service_annotation_prometheus_io_scrape]
+        action: keep
+        regex: true
+  - job_name: kubernetes-ingresses
+    metrics_path: /probe
+    params: {module: [http_2xx]}
+    kubernetes_sd_configs:
+      - role: ingress
+        api_server: https://localhost:1234
+    relabel_configs:
+      - source_labels: [__meta_kubernetes_ingress_scheme, __address__, __meta_kubernetes_ingress_path]
+        regex: (.+);(.+);(.+)
+        replacement: \${1}://\${2}\${3}
+        target_label: __param_target
+      - target_label: __address__
+        replacement: blackbox-exporter.example.com:9115
+  - job_name: service-consul
+    consul_sd_configs:
+      - server: localhost:1234
+        services: [nginx]
+`;
+}
+
+test('Prometheus 3.x configuration: every key understood or warned about, roles endpointslice and ingress', async () => {
+  const token = write('token', 'secret\n');
+  const cfg = write('prom3.yml', prometheus3Config(token));
+  const r = await run(profdBin(), ['check', 'config', cfg]);
+  assert.equal(r.code, 0, `profd check config refused a Prometheus 3 file\n${r.stdout}${r.stderr}`);
+  const out = r.stdout + r.stderr;
+  assert.match(out, /dialect prometheus/);
+  const warned = (where, key) => new RegExp(`${where}: "${key}" ignored`).test(out);
+  for (const k of PROM3_JOB_IGNORED) assert.ok(warned('scrape_configs entry', k), `job key ${k} not warned about\n${out}`);
+  for (const k of PROM3_GLOBAL_IGNORED) assert.ok(warned('global', k), `global key ${k} not warned about\n${out}`);
+  for (const k of PROM3_TOP_IGNORED) assert.ok(warned('the top level', k), `section ${k} not warned about\n${out}`);
+  assert.ok(warned('scrape_configs entry', 'consul_sd_configs'));
+  // serve loads it too (a reload path would refuse what check refuses)
+  const profd = await startLoggingProfd({ storage: path.join(dir, 'data-prom3'), config: cfg, logPath: path.join(dir, 'prom3.log') });
+  await profd.stop();
+
+  // Debian's prometheus package ships its example configuration: it loads too
+  for (const f of ['/usr/share/doc/prometheus/examples/prometheus.yml', '/etc/prometheus/prometheus.yml']) {
+    if (!fs.existsSync(f)) continue;
+    const d = await run(profdBin(), ['check', 'config', f]);
+    assert.equal(d.code, 0, `${f}\n${d.stdout}${d.stderr}`);
+  }
 });
