@@ -791,9 +791,11 @@ static void h_targets(pd_api *api, const pd_http_request *req, pd_http_response 
     int rc = pd__api_begin_success(resp);
     if (rc == 0) {
         if (api->sm)
-            rc = pd_scrape_manager_targets_json(api->sm, &resp->body);
+            rc = pd_scrape_manager_targets_json(api->sm, pd_http_arg(req, "state"),
+                                                pd_http_arg(req, "scrapePool"), &resp->body);
         else
-            rc = pd_buf_puts(&resp->body, "{\"activeTargets\":[],\"droppedTargets\":[]}");
+            rc = pd_buf_puts(&resp->body, "{\"activeTargets\":[],\"droppedTargets\":[],"
+                                          "\"droppedTargetCounts\":{}}");
     }
     pd_err err = {{0}};
     finish_query(resp, rc, &err, "targets");

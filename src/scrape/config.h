@@ -262,6 +262,8 @@ typedef struct pd_scrape_job {
     bool honor_labels;      /* accepted; pprof bodies carry no target labels to honor */
     bool honor_timestamps;  /* accepted (default true); profiles are stored at scrape start */
     size_t body_size_limit; /* bytes, 0 = only --scrape.max-body-bytes */
+    uint64_t keep_dropped_targets; /* dropped targets listed by /api/v1/targets, 0 = all
+                                      (Prometheus' keep_dropped_targets; global's by default) */
     pd_scrape_client client;
     pd_relabel_rule *relabel; /* relabel_configs, compiled */
     size_t n_relabel;
@@ -272,6 +274,7 @@ typedef struct pd_scrape_job {
 
 typedef struct pd_config {
     int64_t scrape_interval_ms, scrape_timeout_ms;
+    uint64_t keep_dropped_targets; /* global.keep_dropped_targets, 0 = all */
     pd_scrape_job *jobs;
     size_t n_jobs;
     pd_config_dialect dialect;

@@ -4,6 +4,9 @@
 //    files of the folder wake nothing; the SD file's own changes still do.
 //  - Prometheus 3.x configuration keys: understood or warned about, never
 //    refused; kubernetes_sd roles endpointslice and ingress accepted.
+//  - /api/v1/targets: droppedTargets with their discoveredLabels, state=,
+//    scrapePool=, droppedTargetCounts and keep_dropped_targets, compared with
+//    Debian's Prometheus 2.42 on the same config.
 //
 //   PROFD_BIN=build/profd node --test tests/e2e/operate.test.mjs
 import { test, before, after } from 'node:test';
@@ -281,6 +284,7 @@ test('Prometheus 3.x configuration: every key understood or warned about, roles 
   for (const k of PROM3_GLOBAL_IGNORED) assert.ok(warned('global', k), `global key ${k} not warned about\n${out}`);
   for (const k of PROM3_TOP_IGNORED) assert.ok(warned('the top level', k), `section ${k} not warned about\n${out}`);
   assert.ok(warned('scrape_configs entry', 'consul_sd_configs'));
+  assert.doesNotMatch(out, /"keep_dropped_targets" ignored/, 'keep_dropped_targets is honoured');
   // serve loads it too (a reload path would refuse what check refuses)
   const profd = await startLoggingProfd({ storage: path.join(dir, 'data-prom3'), config: cfg, logPath: path.join(dir, 'prom3.log') });
   await profd.stop();
@@ -291,4 +295,91 @@ test('Prometheus 3.x configuration: every key understood or warned about, roles 
     const d = await run(profdBin(), ['check', 'config', f]);
     assert.equal(d.code, 0, `${f}\n${d.stdout}${d.stderr}`);
   }
+});
+
+// A Prometheus 2.42 config (no keep_dropped_targets, no profiling_config:
+// 2.42 refuses both) whose relabel rules drop some static and file_sd targets.
+function droppingConfig(sdFile) {
+  return `global:
+  scrape_interval: 1h
+scrape_configs:
+  - job_name: keepers
+    static_configs:
+      - targets: ['127.0.0.1:1', '127.0.0.1:2', '127.0.0.1:3']
+        labels: {env: prod}
+      - targets: ['127.0.0.1:4']
+        labels: {env: dev}
+    relabel_configs:
+      - source_labels: [env]
+        regex: dev
+        action: drop
+      - source_labels: [__address__]
+        regex: '.*:3'
+        action: drop
+  - job_name: filed
+    file_sd_configs:
+      - files: ['${sdFile}']
+    relabel_configs:
+      - source_labels: [__meta_filepath, team]
+        regex: '.*;(web|db)'
+        action: keep
+`;
+}
+
+test('/api/v1/targets: droppedTargets and their discoveredLabels as Debian\'s Prometheus 2.42 lists them; state; keep_dropped_targets', async () => {
+  const sdFile = write('drop-sd/t.json', JSON.stringify([
+    { targets: ['127.0.0.1:10', '127.0.0.1:11'], labels: { team: 'web' } },
+    { targets: ['127.0.0.1:12'], labels: { team: 'batch', 'x_y': 'z' } },
+  ]));
+  const cfg = write('drop.yml', droppingConfig(sdFile));
+  const promPort = await freePort();
+  const prom = new Proc('prometheus', 'prometheus', [`--config.file=${cfg}`,
+    `--web.listen-address=127.0.0.1:${promPort}`, `--storage.tsdb.path=${path.join(dir, 'prom')}`]);
+  const profd = await startLoggingProfd({ storage: path.join(dir, 'data-drop'), config: cfg, logPath: path.join(dir, 'drop.log') });
+  // profd's own per-profile-type labels (__name__, __profile_path__) aside
+  const key = (ls) => JSON.stringify(Object.entries(ls).filter(([k]) => k !== '__name__' && k !== '__profile_path__').sort());
+  const promData = await waitFor('Prometheus to list its dropped targets', async () => {
+    if (prom.exited) throw new Error(`prometheus exited\n${prom.tail()}`);
+    const r = await http(`http://127.0.0.1:${promPort}/api/v1/targets`, { timeoutMs: 3000 }).catch(() => null);
+    const d = r && r.json && r.json.data;
+    return d && d.droppedTargets && d.droppedTargets.length === 3 && d.activeTargets.length === 4 ? d : null;
+  }, 60000, 500);
+  const want = [...new Set(promData.droppedTargets.map((t) => key(t.discoveredLabels)))].sort();
+  const ours = await waitFor('profd to list its dropped targets', async () => {
+    const d = await apiData(profd.base, '/api/v1/targets');
+    return d.droppedTargets.length ? d : null;
+  }, 20000);
+  const got = [...new Set(ours.droppedTargets.map((t) => key(t.discoveredLabels)))].sort();
+  assert.deepEqual(got, want, 'the same dropped targets with the same discovered labels');
+  // a target per profile type (7 defaults): each dropped pair listed and counted
+  assert.equal(ours.droppedTargets.length, 3 * 7);
+  assert.deepEqual(ours.droppedTargetCounts, { keepers: 2 * 7, filed: 1 * 7 });
+  for (const t of ours.droppedTargets) {
+    assert.ok(['keepers', 'filed'].includes(t.scrapePool));
+    assert.equal(t.discoveredLabels.job, t.scrapePool);
+  }
+  // active targets: the same label sets too
+  const wantActive = [...new Set(promData.activeTargets.map((t) => key(t.discoveredLabels)))].sort();
+  const gotActive = [...new Set(ours.activeTargets.map((t) => key(t.discoveredLabels)))].sort();
+  assert.deepEqual(gotActive, wantActive);
+  // state= and scrapePool= as Prometheus answers them
+  for (const q of ['state=active', 'state=dropped', 'state=any', 'scrapePool=filed', 'state=dropped&scrapePool=keepers']) {
+    const p = (await http(`http://127.0.0.1:${promPort}/api/v1/targets?${q}`)).json.data;
+    const o = await apiData(profd.base, `/api/v1/targets?${q}`);
+    assert.deepEqual([...new Set(o.droppedTargets.map((t) => key(t.discoveredLabels)))].sort(),
+      [...new Set(p.droppedTargets.map((t) => key(t.discoveredLabels)))].sort(), q);
+    assert.deepEqual([...new Set(o.activeTargets.map((t) => key(t.discoveredLabels)))].sort(),
+      [...new Set(p.activeTargets.map((t) => key(t.discoveredLabels)))].sort(), q);
+  }
+  await prom.stop();
+  await profd.stop();
+
+  // keep_dropped_targets (Prometheus 2.47+): listed up to the limit, all counted
+  const cfg2 = write('drop2.yml', droppingConfig(sdFile).replace('  - job_name: keepers\n', '  - job_name: keepers\n    keep_dropped_targets: 3\n'));
+  const p2 = await startLoggingProfd({ storage: path.join(dir, 'data-drop2'), config: cfg2, logPath: path.join(dir, 'drop2.log') });
+  const d2 = await apiData(p2.base, '/api/v1/targets?state=dropped');
+  assert.equal(d2.droppedTargets.filter((t) => t.scrapePool === 'keepers').length, 3);
+  assert.equal(d2.droppedTargetCounts.keepers, 2 * 7);
+  assert.equal(d2.activeTargets.length, 0);
+  await p2.stop();
 });
