@@ -1059,6 +1059,7 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
     curl_slist_free_all(t->hdrs);
     t->hdrs = NULL;
     double dur = (double)(pd_mono_ns() - t->start_ns) / 1e9;
+    int64_t end_wall = pd_now_ms(); /* the attempt ended: a target_down event's time */
 
     if (t->too_large || res == CURLE_FILESIZE_EXCEEDED) {
         outcome = "too_large";
@@ -1157,7 +1158,7 @@ stored:;
                                   res == CURLE_PARTIAL_FILE || res == CURLE_SEND_ERROR
                               ? "connection reset"
                               : "error";
-        pd__burst_scraped(t->bs, !strcmp(outcome, "success"), t->start_ms, body_len,
+        pd__burst_scraped(t->bs, !strcmp(outcome, "success"), t->start_ms, end_wall, body_len,
                           t->burst_scrape, t->metric_labels, t->name, conn, why, msg, mono_ms());
         if (inuse >= 0 && t->bs)
             pd__burst_observe(t->bs, t->start_ms, inuse, mono_ms());

@@ -7,6 +7,7 @@
 //  - /api/v1/targets: droppedTargets with their discoveredLabels, state=,
 //    scrapePool=, droppedTargetCounts and keep_dropped_targets, compared with
 //    Debian's Prometheus 2.42 on the same config.
+//  - events: served after a restart without --config.file.
 //
 //   PROFD_BIN=build/profd node --test tests/e2e/operate.test.mjs
 import { test, before, after } from 'node:test';
@@ -381,5 +382,48 @@ test('/api/v1/targets: droppedTargets and their discoveredLabels as Debian\'s Pr
   assert.equal(d2.droppedTargets.filter((t) => t.scrapePool === 'keepers').length, 3);
   assert.equal(d2.droppedTargetCounts.keepers, 2 * 7);
   assert.equal(d2.activeTargets.length, 0);
+  await p2.stop();
+});
+
+test('events: a burst and a target_down logged with a configuration are served after a restart without --config.file', async () => {
+  const dead = await freePort(); // nobody listens: each burst scrape is refused
+  const cfg = write('events.yml', `scrape_configs:
+  - job_name: app
+    scrape_interval: 1h
+    static_configs: [{targets: ['127.0.0.1:${dead}']}]
+    profiling_config:
+      pprof_config:
+        allocs: {enabled: false}
+        block: {enabled: false}
+        mutex: {enabled: false}
+        threadcreate: {enabled: false}
+        cpu: {enabled: false}
+    adaptive_capture:
+      scrape_interval: 1s
+      max_duration: 10m
+`);
+  const storage = path.join(dir, 'data-events');
+  const p1 = await startLoggingProfd({ storage, config: cfg, logPath: path.join(dir, 'events1.log') });
+  const r = await http(p1.base + '/api/v1/alerts', {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ version: '4', alerts: [{ status: 'firing', labels: { alertname: 'HeapHigh', job: 'app' } }] }),
+  });
+  assert.equal(r.status, 200, r.text);
+  const evs = await waitFor('burst_started and target_down', async () => {
+    const e = await apiData(p1.base, '/api/v1/events?start=0');
+    return e.some((x) => x.kind === 'target_down') ? e : null;
+  }, 30000);
+  const down = evs.find((x) => x.kind === 'target_down');
+  assert.equal(down.reason, 'connection refused');
+  assert.ok(evs.some((x) => x.kind === 'burst_started'));
+  await p1.stop();
+
+  // the same storage, no configuration: the events are still listed
+  const p2 = await startLoggingProfd({ storage, logPath: path.join(dir, 'events2.log') });
+  const again = await apiData(p2.base, '/api/v1/events?start=0');
+  assert.deepEqual(again.map((e) => `${e.id} ${e.kind} ${e.time}`), evs.map((e) => `${e.id} ${e.kind} ${e.time}`));
+  // and the targets list is Prometheus' empty one
+  const t = await apiData(p2.base, '/api/v1/targets');
+  assert.deepEqual(t, { activeTargets: [], droppedTargets: [], droppedTargetCounts: {} });
   await p2.stop();
 });
