@@ -1354,6 +1354,7 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
     }
     api->o.flag_names = api->o.flag_values = NULL;
 
+    pd__api_metrics_catalog_init();
     pd_metrics_describe("profd_http_requests_total", PD_METRIC_COUNTER,
                         "HTTP requests answered, by handler and status code.");
     pd_metrics_describe("profd_http_request_duration_seconds_total", PD_METRIC_COUNTER,

@@ -8,6 +8,8 @@
 //    scrapePool=, droppedTargetCounts and keep_dropped_targets, compared with
 //    Debian's Prometheus 2.42 on the same config.
 //  - events: served after a restart without --config.file.
+//  - /metrics of a fresh profd: every documented metric named, zero values
+//    where the label values are known.
 //
 //   PROFD_BIN=build/profd node --test tests/e2e/operate.test.mjs
 import { test, before, after } from 'node:test';
@@ -15,7 +17,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  Proc, apiData, freePort, http, killAll, profdBin, run, sleep, tempDir, waitFor,
+  SRC, Proc, apiData, freePort, http, killAll, profdBin, run, sleep, tempDir, waitFor,
 } from './lib.mjs';
 
 let dir;
@@ -426,4 +428,44 @@ test('events: a burst and a target_down logged with a configuration are served a
   const t = await apiData(p2.base, '/api/v1/targets');
   assert.deepEqual(t, { activeTargets: [], droppedTargets: [], droppedTargetCounts: {} });
   await p2.stop();
+});
+
+// Metric names the documentation mentions: docs/operations.md (where the
+// docs move the metrics list), else README.md; names followed by "(" (C
+// functions) and the non-metric profd_* words are left out.
+const NOT_METRICS = new Set(['profd_access_control']);
+// (process_* names are left out too: "process_cpu" is also a profile type.)
+function documentedMetrics() {
+  const ops = path.join(SRC, 'docs', 'operations.md');
+  const file = fs.existsSync(ops) ? ops : path.join(SRC, 'README.md');
+  const text = fs.readFileSync(file, 'utf8');
+  const names = new Set();
+  for (const m of text.matchAll(/\b(profd_[a-z0-9_]*[a-z0-9])\b(\()?/g)) {
+    if (m[2] || NOT_METRICS.has(m[1]) || m[1].startsWith('profd_agent')) continue;
+    names.add(m[1]);
+  }
+  return { file, names, complete: file === ops };
+}
+
+test('/metrics of a fresh profd names every documented metric (zero values where the labels are known)', async () => {
+  const p = await startLoggingProfd({ storage: path.join(dir, 'data-fresh'), logPath: path.join(dir, 'fresh.log') });
+  const text = (await http(p.base + '/metrics')).text;
+  await p.stop();
+  const typed = new Set([...text.matchAll(/^# TYPE (\S+) (counter|gauge)$/gm)].map((m) => m[1]));
+  const { file, names, complete } = documentedMetrics();
+  assert.ok(names.size > 20, `only ${names.size} metric names found in ${file}`);
+  const missing = [...names].filter((n) => !typed.has(n)).sort();
+  assert.deepEqual(missing, [], `documented in ${path.basename(file)} but not in /metrics of a fresh profd`);
+  // no family without HELP and TYPE (every family is in the catalog)
+  assert.doesNotMatch(text, /^# TYPE \S+ untyped$/m);
+  if (complete) { // the operations page lists every metric profd exposes
+    const undocumented = [...typed].filter((n) => !names.has(n)).sort();
+    assert.deepEqual(undocumented, [], `in /metrics but not in ${path.basename(file)}`);
+  }
+  // zero values where the label values are known from the start
+  for (const line of ['profd_storage_merges_waiting 0', 'profd_storage_merge_wait_seconds_total 0',
+    'profd_scrape_targets 0', 'profd_sd_refresh_failures_total{mechanism="file"} 0',
+    'profd_adaptive_events_total{kind="target_down"} 0', 'profd_alerts_received_total{status="firing",matched="true"} 0']) {
+    assert.ok(text.split('\n').includes(line), `no "${line}" in /metrics of a fresh profd`);
+  }
 });
