@@ -10,11 +10,14 @@
 //  - events: served after a restart without --config.file.
 //  - /metrics of a fresh profd: every documented metric named, zero values
 //    where the label values are known.
+//  - 2,000 idle kept-alive connections that made a request each: profd's
+//    RSS grows < 64 MiB (it keeps 64, closes the longest idle).
 //
 //   PROFD_BIN=build/profd node --test tests/e2e/operate.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import {
   SRC, Proc, apiData, freePort, http, killAll, profdBin, run, sleep, tempDir, waitFor,
@@ -468,4 +471,63 @@ test('/metrics of a fresh profd names every documented metric (zero values where
     'profd_adaptive_events_total{kind="target_down"} 0', 'profd_alerts_received_total{status="firing",matched="true"} 0']) {
     assert.ok(text.split('\n').includes(line), `no "${line}" in /metrics of a fresh profd`);
   }
+});
+
+function rssBytes(pid) {
+  const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
+  return Number(m[1]) * 1024;
+}
+
+// One kept-alive connection that made one request: resolves {sock, status}.
+function oneRequest(port) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let buf = '';
+    sock.setEncoding('latin1');
+    sock.on('error', reject);
+    sock.on('connect', () => sock.write('GET /api/v1/status/buildinfo HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'));
+    const onData = (d) => {
+      buf += d;
+      const h = buf.indexOf('\r\n\r\n');
+      if (h < 0) return;
+      const len = Number((buf.slice(0, h).match(/content-length: *(\d+)/i) || [0, 0])[1]);
+      if (buf.length < h + 4 + len) return;
+      sock.off('data', onData);
+      sock.off('error', reject);
+      sock.on('error', () => {}); // closed by profd later: expected
+      resolve({ sock, status: Number(buf.split(' ')[1]) });
+    };
+    sock.on('data', onData);
+  });
+}
+
+test('2,000 idle kept-alive connections after one request each: RSS growth < 64 MiB, the longest idle closed', { timeout: 240000 }, async () => {
+  const p = await startLoggingProfd({ storage: path.join(dir, 'data-idle'), logPath: path.join(dir, 'idle.log') });
+  const cut = () => metric(p.base, 'profd_http_cut_off_total', 'reason="idle_budget"');
+  for (let i = 0; i < 20; i++) await oneRequest(p.port).then(({ sock }) => sock.destroy()); // warm up
+  const rss0 = rssBytes(p.pid);
+  const socks = [];
+  for (let b = 0; b < 20; b++) { // 20 x 100 at once
+    const got = await Promise.all(Array.from({ length: 100 }, () => oneRequest(p.port)));
+    for (const g of got) { assert.equal(g.status, 200); socks.push(g.sock); }
+  }
+  // profd keeps at most 64 of them: the others are closed (the longest idle first)
+  await waitFor('the idle budget to close the excess', async () => (await cut()) >= 2000 - 64, 60000, 250);
+  const closed = await waitFor('the clients to see the closes', async () => {
+    const n = socks.filter((s) => s.destroyed || s.readyState !== 'open').length;
+    return n >= 2000 - 64 ? n : null;
+  }, 30000, 250);
+  const rss1 = rssBytes(p.pid);
+  console.log(`2,000 idle kept-alive connections: RSS ${(rss0 / 1048576).toFixed(1)} -> ${(rss1 / 1048576).toFixed(1)} MiB, ${closed} closed by profd`);
+  assert.ok(rss1 - rss0 < 64 * 1048576, `RSS grew ${((rss1 - rss0) / 1048576).toFixed(1)} MiB`);
+  // the connections kept still serve
+  const kept = socks.filter((s) => !s.destroyed && s.readyState === 'open');
+  assert.ok(kept.length > 0 && kept.length <= 64, `${kept.length} kept`);
+  const again = await new Promise((resolve) => {
+    kept[0].once('data', (d) => resolve(String(d).split(' ')[1]));
+    kept[0].write('GET /-/healthy HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  });
+  assert.equal(again, '200');
+  for (const s of socks) s.destroy();
+  await p.stop();
 });
