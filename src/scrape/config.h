@@ -182,6 +182,7 @@ typedef enum {
     PD_K8S_ENDPOINTSLICE, /* discovery.k8s.io/v1 EndpointSlices */
     PD_K8S_INGRESS,       /* networking.k8s.io/v1 Ingresses */
 } pd_k8s_role;
+#define PD_K8S_N_ROLES 6
 /* One kubernetes_sd_configs selectors entry: label and field selectors
  * passed to the API server's list and watch of that role's objects. */
 typedef struct pd_k8s_selector {

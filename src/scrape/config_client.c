@@ -12,6 +12,9 @@
 #include "scrape/config_int.h"
 #include "scrape/scrape_int.h"
 
+const char *const pd__k8s_role_names[PD_K8S_N_ROLES] = {"pod",  "service",       "endpoints",
+                                                        "node", "endpointslice", "ingress"};
+
 const char *const pd__cfg_client_keys[PD_CFG_CL_N + 1] = {
     "basic_auth", "authorization", "bearer_token",     "bearer_token_file",
     "tls_config", "proxy_url",     "follow_redirects", "enable_http2",
@@ -511,10 +514,8 @@ static int parse_role(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, pd
     int rc = pd__cfg_want_str(c, n, what, &r);
     if (rc)
         return rc;
-    static const char *const names[] = {"pod",  "service",       "endpoints",
-                                        "node", "endpointslice", "ingress"};
-    for (int i = 0; i < 6; i++)
-        if (!strcmp(r, names[i])) {
+    for (int i = 0; i < PD_K8S_N_ROLES; i++)
+        if (!strcmp(r, pd__k8s_role_names[i])) {
             *out = (pd_k8s_role)i;
             return 0;
         }
