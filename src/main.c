@@ -690,16 +690,23 @@ static int serve(const flags *f)
         goto out;
     }
 
+    /* issue 18: adaptive capture's events beside the storage; issue 28: the
+     * manager exists without --config.file too, so /api/v1/events serves the
+     * events a run with a configuration logged (its thread starts only with
+     * a configuration) */
+    char evpath[4096];
+    snprintf(evpath, sizeof evpath, "%s/events.log", f->storage_path);
+    if ((rc = pd_scrape_manager_new(st, &lim, &sm, &err)) < 0) {
+        fprintf(stderr, "profd: cannot start scraping: %s\n",
+                err.msg[0] ? err.msg : pd_strerror(rc));
+        goto out;
+    }
+    if (pd_scrape_manager_events_open(sm, evpath, &err) < 0) {
+        pd_log(PD_LOG_WARN, "events kept in memory only", "err=\"%s\"", err.msg);
+        pd_err_clear(&err);
+    }
     if (f->config_file) {
-        char evpath[4096];
-        snprintf(evpath, sizeof evpath, "%s/events.log", f->storage_path);
-        /* issue 18: adaptive capture's events beside the storage */
-        if ((rc = pd_scrape_manager_new(st, &lim, &sm, &err)) == 0 &&
-            pd_scrape_manager_events_open(sm, evpath, &err) < 0) {
-            pd_log(PD_LOG_WARN, "events kept in memory only", "err=\"%s\"", err.msg);
-            pd_err_clear(&err);
-        }
-        if (rc < 0 || (rc = pd_scrape_manager_apply(sm, &cfg, &err)) < 0 ||
+        if ((rc = pd_scrape_manager_apply(sm, &cfg, &err)) < 0 ||
             (rc = pd_scrape_manager_start(sm, &err)) < 0) {
             fprintf(stderr, "profd: cannot start scraping: %s\n",
                     err.msg[0] ? err.msg : pd_strerror(rc));

@@ -852,9 +852,11 @@ static void h_targets(pd_api *api, const pd_http_request *req, pd_http_response 
     int rc = pd__api_begin_success(resp);
     if (rc == 0) {
         if (api->sm)
-            rc = pd_scrape_manager_targets_json(api->sm, &resp->body);
+            rc = pd_scrape_manager_targets_json(api->sm, pd_http_arg(req, "state"),
+                                                pd_http_arg(req, "scrapePool"), &resp->body);
         else
-            rc = pd_buf_puts(&resp->body, "{\"activeTargets\":[],\"droppedTargets\":[]}");
+            rc = pd_buf_puts(&resp->body, "{\"activeTargets\":[],\"droppedTargets\":[],"
+                                          "\"droppedTargetCounts\":{}}");
     }
     pd_err err = {{0}};
     finish_query(resp, rc, &err, "targets");
@@ -1413,6 +1415,7 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
     }
     api->o.flag_names = api->o.flag_values = NULL;
 
+    pd__api_metrics_catalog_init();
     pd_metrics_describe("profd_http_requests_total", PD_METRIC_COUNTER,
                         "HTTP requests answered, by handler and status code.");
     pd_metrics_describe("profd_http_request_duration_seconds_total", PD_METRIC_COUNTER,

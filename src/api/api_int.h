@@ -51,6 +51,10 @@ struct pd_api {
  * pd__api_begin_success writes '{"status":"success","data":' (and sets the
  * JSON content type), pd__api_end_success the storage warnings of the
  * request, if any, and '}'. 0 or PD_ENOMEM / PD_ETOOBIG (the reply cap). */
+/* Describes every metric family profd exposes (metrics_catalog.c) and
+ * creates the series of closed label sets at 0, so /metrics of a fresh
+ * profd names every family. Idempotent; called by pd_api_new. */
+void pd__api_metrics_catalog_init(void);
 int pd__api_begin_success(pd_http_response *resp);
 int pd__api_end_success(pd_http_response *resp);
 

@@ -225,6 +225,17 @@ static int cmp_series(const void *a, const void *b)
     return c ? c : strcmp(x->labels, y->labels);
 }
 
+static int cmp_family(const void *a, const void *b)
+{
+    return strcmp(((const family *)a)->name, ((const family *)b)->name);
+}
+
+static int put_meta(pd_buf *out, const family *f)
+{
+    return pd_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name,
+                         f->kind == PD_METRIC_COUNTER ? "counter" : "gauge");
+}
+
 int pd_metrics_write(pd_buf *out)
 {
     int rc = 0;
@@ -232,18 +243,21 @@ int pd_metrics_write(pd_buf *out)
     qsort(ss, n_ss, sizeof *ss, cmp_series);
     for (size_t i = 0; i < n_ss; i++)
         ss[i]->pos = i;
+    qsort(fs, n_fs, sizeof *fs, cmp_family);
+    /* merge the two sorted lists: a described family with no series gets
+     * its HELP and TYPE alone (its name is in every scrape) */
+    size_t j = 0;
     const char *last = NULL;
     for (size_t i = 0; i < n_ss && !rc; i++) {
         const series *s = ss[i];
         if (!last || strcmp(last, s->family) != 0) {
             last = s->family;
-            const family *f = NULL;
-            for (size_t j = 0; j < n_fs; j++)
-                if (strcmp(fs[j].name, last) == 0)
-                    f = &fs[j];
-            if (f)
-                rc = pd_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name,
-                                   f->kind == PD_METRIC_COUNTER ? "counter" : "gauge");
+            while (j < n_fs && strcmp(fs[j].name, last) < 0 && !rc)
+                rc = put_meta(out, &fs[j++]);
+            if (rc)
+                break;
+            if (j < n_fs && strcmp(fs[j].name, last) == 0)
+                rc = put_meta(out, &fs[j++]);
             else
                 rc = pd_buf_printf(out, "# TYPE %s untyped\n", last);
         }
@@ -254,6 +268,8 @@ int pd_metrics_write(pd_buf *out)
                 rc = pd_buf_printf(out, "%s %.17g\n", s->family, s->v);
         }
     }
+    while (j < n_fs && !rc)
+        rc = put_meta(out, &fs[j++]);
     pthread_mutex_unlock(&mu);
     return rc;
 }

@@ -45,7 +45,9 @@ int pd_metrics_remove(const char *family, const char *labels);
  * {job="a"} and {job="a",x="y"} but not {job="ab"}); labels NULL or ""
  * removes every series of the family. Returns how many were removed. */
 size_t pd_metrics_remove_prefix(const char *family, const char *labels);
-/* Appends every family in the text format, families sorted by name.
+/* Appends every family in the text format, families sorted by name; a
+ * described family with no series yet is written as its HELP and TYPE lines
+ * alone (valid text format: the name is there before its first event).
  * PD_ENOMEM, PD_ETOOBIG. */
 int pd_metrics_write(pd_buf *out);
 /* Forgets every series (tests). Descriptions are kept. */

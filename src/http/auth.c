@@ -7,7 +7,14 @@
  * (`st`), the token bucket (`rl_*`, under `rl_mu`), the bcrypt result cache
  * (`cache`, under `cache_mu`) and `bcrypt_mu`, which lets one bcrypt run at
  * a time (the toolkit's bcryptMtx: a flood of wrong passwords costs one
- * core, not all of them).
+ * core, not all of them). Issue 28: the checks waiting for bcrypt are
+ * bounded too (`bcrypt_queued`, under `cache_mu`): past BCRYPT_MAX_QUEUED
+ * running or waiting, a check that needs bcrypt (a cache miss: a wrong or
+ * new password) is answered 429 with Retry-After at once instead of holding
+ * a worker thread, so a flood of wrong passwords cannot take every worker
+ * from users whose credentials are cached (those never wait for bcrypt).
+ * The decision does not depend on whether the user exists: unknown and
+ * known users still cost the same.
  */
 #include "http/auth.h"
 
@@ -28,6 +35,9 @@
 
 #define CACHE_SIZE 100      /* the toolkit's cacheSize */
 #define MAX_CRED_BYTES 4096 /* decoded user:password */
+#define BCRYPT_MAX_QUEUED 3 /* password checks running or waiting for bcrypt */
+
+void (*pd__http_bcrypt_hook)(void);
 
 typedef struct cache_ent {
     char *key; /* hex(user):hex(hash):hex(password), the toolkit's key */
@@ -49,6 +59,7 @@ struct pd_http_gate {
     cache_ent cache[CACHE_SIZE];
     size_t n_cache;
     unsigned rnd;
+    unsigned bcrypt_queued; /* checks running or waiting for bcrypt (cache_mu) */
     pthread_mutex_t bcrypt_mu;
 };
 
@@ -358,8 +369,12 @@ static char *hexjoin(const char *a, const char *b, const char *c)
     return k;
 }
 
-/* Step 5 for user/pass against the current config (mu held shared). */
-static bool check_password(pd_http_gate *g, const char *user, const char *pass)
+enum { CHECK_BAD, CHECK_OK, CHECK_BUSY };
+
+/* Step 5 for user/pass against the current config (mu held shared):
+ * CHECK_OK, CHECK_BAD, or CHECK_BUSY when bcrypt is needed and
+ * BCRYPT_MAX_QUEUED checks already run or wait for it. */
+static int check_password(pd_http_gate *g, const char *user, const char *pass)
 {
     const char *hash = NULL;
     for (size_t i = 0; i < g->cur.n_users; i++)
@@ -370,8 +385,8 @@ static bool check_password(pd_http_gate *g, const char *user, const char *pass)
         hash = g->dummy_hash;
     char *key = hexjoin(user, hash, pass);
     if (!key)
-        return false;
-    bool ok = false, hit = false;
+        return CHECK_BAD;
+    bool ok = false, hit = false, busy = false;
     pthread_mutex_lock(&g->cache_mu);
     for (size_t i = 0; i < g->n_cache; i++)
         if (strcmp(g->cache[i].key, key) == 0) {
@@ -379,13 +394,18 @@ static bool check_password(pd_http_gate *g, const char *user, const char *pass)
             hit = true;
             break;
         }
+    if (!hit && !(busy = g->bcrypt_queued >= BCRYPT_MAX_QUEUED))
+        g->bcrypt_queued++;
     pthread_mutex_unlock(&g->cache_mu);
-    if (!hit) {
+    if (!hit && !busy) {
         pthread_mutex_lock(&g->bcrypt_mu);
+        if (pd__http_bcrypt_hook)
+            pd__http_bcrypt_hook();
         bool match = pd_http_bcrypt_ok(hash, pass);
         pthread_mutex_unlock(&g->bcrypt_mu);
         ok = valid_user && match;
         pthread_mutex_lock(&g->cache_mu);
+        g->bcrypt_queued--;
         if (g->n_cache == CACHE_SIZE) { /* random eviction, as cache.go */
             size_t v = (size_t)rand_r(&g->rnd) % CACHE_SIZE;
             explicit_bzero(g->cache[v].key, strlen(g->cache[v].key));
@@ -402,7 +422,15 @@ static bool check_password(pd_http_gate *g, const char *user, const char *pass)
         explicit_bzero(key, strlen(key));
         free(key);
     }
-    return ok && valid_user;
+    return busy ? CHECK_BUSY : ok && valid_user ? CHECK_OK : CHECK_BAD;
+}
+
+unsigned pd__http_gate_bcrypt_queued(pd_http_gate *g)
+{
+    pthread_mutex_lock(&g->cache_mu);
+    unsigned n = g->bcrypt_queued;
+    pthread_mutex_unlock(&g->cache_mu);
+    return n;
 }
 
 static void refuse(pd_http_response *resp, int status, const char *text, const char *reason)
@@ -489,7 +517,15 @@ bool pd_http_gate_check(pd_http_gate *g, const pd_http_request *req, int group,
         refuse_401(resp, "missing_credentials");
         goto out;
     }
-    if (!check_password(g, cred, pass)) {
+    int ck = check_password(g, cred, pass);
+    if (ck == CHECK_BUSY) { /* issue 28: a worker is not held waiting for bcrypt */
+        refuse(resp, 429, "Too Many Requests: password checks are busy, retry later", NULL);
+        pd_http_add_header(resp, "Retry-After", "1");
+        pd_metrics_add("profd_http_rejected_total", "reason=\"auth_busy\"", 1);
+        explicit_bzero(cred, sizeof cred);
+        goto out;
+    }
+    if (ck != CHECK_OK) {
         refuse_401(resp, "wrong_credentials");
         explicit_bzero(cred, sizeof cred);
         goto out;

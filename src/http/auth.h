@@ -23,13 +23,17 @@
  *      (so an unknown and a known user with a wrong password cost the same;
  *      the toolkit uses a fixed cost-10 hash), one bcrypt at a time, results
  *      cached as the toolkit's cache.go (100 entries of user:hash:password,
- *      random eviction). Failure -> 401 with "WWW-Authenticate: Basic";
+ *      random eviction). Failure -> 401 with "WWW-Authenticate: Basic".
+ *      A check that needs bcrypt (not cached) while 3 already run or wait
+ *      for it -> 429 "Retry-After: 1" at once (profd_http_rejected_total
+ *      {reason="auth_busy"}): a flood of wrong passwords holds no worker,
+ *      cached users never wait;
  *   6. the request's group (push, query, admin: the pd_http_group_fn given
  *      to the server) is checked against profd_access_control; a valid user
  *      outside the group -> 403.
  * Counted in profd_http_auth_failures_total{reason="missing_credentials" |
  * "wrong_credentials" | "forbidden" | "client_certificate" | "config_error"}
- * and profd_http_rejected_total{reason="rate_limited"}.
+ * and profd_http_rejected_total{reason="rate_limited" | "auth_busy"}.
  *
  * TLS (libmicrohttpd + GnuTLS) is set up from the file as read at start;
  * changing TLS settings needs a restart (the toolkit re-reads them per
@@ -85,5 +89,10 @@ int pd_webcfg_check_tls(const pd_webcfg *cfg, pd_err *err);
 
 /* Verifies password against a bcrypt hash with libcrypt. true on a match. */
 bool pd_http_bcrypt_ok(const char *hash, const char *password);
+
+/* Tests only: called with the bcrypt lock held before each bcrypt (NULL:
+ * none), and how many checks run or wait for bcrypt now. */
+extern void (*pd__http_bcrypt_hook)(void);
+unsigned pd__http_gate_bcrypt_queued(pd_http_gate *g);
 
 #endif

@@ -11,7 +11,15 @@
  *     bounded (503 past it);
  *   - a reaper thread enforces the whole-request deadline (read_timeout):
  *     every 250 ms it shuts down (shutdown(2), MHD then closes) connections
- *     whose current request has not been fully received in time.
+ *     whose current request has not been fully received in time; and it
+ *     bounds the memory of idle kept-alive connections: MHD zeroes a
+ *     connection's whole pool (PD_HTTP_CONN_MEMORY, mmap'ed) after each
+ *     request, so a connection that has served one holds ~640 KiB of RSS
+ *     while it waits for the next; past PD_HTTP_IDLE_KEEP such idle
+ *     connections the longest idle are shut down (HTTP lets a server close
+ *     an idle kept-alive connection; clients open a new one), counted in
+ *     profd_http_cut_off_total{reason="idle_budget"}. A connection that has
+ *     served nothing yet holds untouched pages (a few KiB).
  *
  * The listen sockets are created, bound and put in listen state here (so a
  * bind failure is a precise -errno naming the address, and port 0 can be
@@ -90,6 +98,9 @@
 #define PD_HTTP_QUERY_NICE 10 /* added to the query workers' nice value (see pool_main) */
 #define PD_HTTP_BODY_BUDGET_MIN ((size_t)64 << 20)
 #define PD_HTTP_MAX_LISTEN 8 /* addresses one listen address may resolve to */
+/* idle kept-alive connections that served a request, kept at most (each
+ * holds a zeroed PD_HTTP_CONN_MEMORY pool: 64 x 640 KiB = 40 MiB) */
+#define PD_HTTP_IDLE_KEEP 64
 
 typedef struct http_req http_req;
 typedef struct http_conn http_conn;
@@ -141,6 +152,7 @@ struct http_conn {
     int64_t phase_start_ns; /* start of the current read phase (conns_mu) */
     bool reading;           /* waiting for / receiving a request (conns_mu) */
     bool cut;               /* shut down by the reaper (conns_mu) */
+    bool served;            /* a request completed: MHD's pool is resident (conns_mu) */
     http_req *req;          /* the current request, owned (epoll thread) */
 };
 
@@ -631,14 +643,33 @@ static void *reaper_main(void *arg)
         if (srv->reaper_stop)
             break;
         int64_t now = pd_mono_ns();
+        unsigned idle = 0;
         for (http_conn *hc = srv->conns; hc; hc = hc->next) {
-            if (!hc->reading || hc->cut || hc->fd < 0 ||
-                now - hc->phase_start_ns < srv->read_timeout_ns)
+            if (!hc->reading || hc->cut || hc->fd < 0)
                 continue;
+            if (now - hc->phase_start_ns < srv->read_timeout_ns) {
+                idle += hc->served && !hc->req;
+                continue;
+            }
             hc->cut = true;
             (void)shutdown(hc->fd, SHUT_RDWR); /* MHD sees EOF/error and closes */
             pd_metrics_add("profd_http_cut_off_total",
                            hc->req ? "reason=\"read_timeout\"" : "reason=\"idle\"", 1);
+        }
+        /* over the idle budget: shut the longest idle down, one scan per
+         * excess connection (O(excess x conns): a few ms for 2,000) */
+        while (idle > PD_HTTP_IDLE_KEEP) {
+            http_conn *old = NULL;
+            for (http_conn *hc = srv->conns; hc; hc = hc->next)
+                if (hc->reading && !hc->cut && hc->fd >= 0 && hc->served && !hc->req &&
+                    (!old || hc->phase_start_ns < old->phase_start_ns))
+                    old = hc;
+            if (!old)
+                break;
+            old->cut = true;
+            (void)shutdown(old->fd, SHUT_RDWR);
+            pd_metrics_add("profd_http_cut_off_total", "reason=\"idle_budget\"", 1);
+            idle--;
         }
     }
     pthread_mutex_unlock(&srv->conns_mu);
@@ -692,6 +723,9 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
         pd_metrics_add("profd_http_cut_off_total", "reason=\"read_timeout\"", 1);
     if (hc) {
         hc->req = NULL;
+        pthread_mutex_lock(&srv->conns_mu);
+        hc->served = true;
+        pthread_mutex_unlock(&srv->conns_mu);
         set_reading(srv, hc, true); /* the next request's deadline starts now */
     }
     req_free(r);
@@ -1151,6 +1185,7 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
                         "within --web.read-timeout, by reason (idle, read_timeout).");
     pd_metrics_add("profd_http_cut_off_total", "reason=\"idle\"", 0);
     pd_metrics_add("profd_http_cut_off_total", "reason=\"read_timeout\"", 0);
+    pd_metrics_add("profd_http_cut_off_total", "reason=\"idle_budget\"", 0);
     *out = NULL;
     if (!o || !o->listen_addr || !handler)
         return pd_err_set(err, PD_EINVAL, "http server: missing listen address or handler");

@@ -25,6 +25,10 @@
  *                       read_timeout of the connection's start or of the end
  *                       of its previous reply (a whole-request deadline, not
  *                       an inactivity timeout: slowloris and 1 byte/s bodies)
+ *   idle_budget         an idle kept-alive connection that has served a
+ *                       request, closed because more than 64 such were open
+ *                       (the longest idle first; each holds MHD's zeroed
+ *                       640 KiB pool, so idle clients cost at most ~40 MiB)
  */
 #ifndef PD_HTTP_SERVER_H
 #define PD_HTTP_SERVER_H

@@ -397,7 +397,8 @@ void pd__burst_over_budget(pd__burst *b)
     pd_metrics_add("profd_adaptive_slots_over_budget_total", b->js->mlabels, 1);
 }
 
-void pd__burst_scraped(pd__burst *b, bool ok, int64_t start_ms, size_t bytes, bool in_burst,
+void pd__burst_scraped(pd__burst *b, bool ok, int64_t start_ms, int64_t end_ms, size_t bytes,
+                       bool in_burst,
                        const char *metric_labels, const char *name, bool conn_failed,
                        const char *reason, const char *error, int64_t now_mono)
 {
@@ -425,14 +426,18 @@ void pd__burst_scraped(pd__burst *b, bool ok, int64_t start_ms, size_t bytes, bo
     if (!b->active && !in_burst && !just_after)
         return;
     b->down = true;
+    /* dated when the failing attempt ended (a 9 s CPU scrape in flight at the
+     * death started before profiles taken meanwhile), never before the last
+     * profile (a wall clock stepped back) */
+    int64_t down_ms = end_ms > b->last_profile_ms ? end_ms : b->last_profile_ms;
     char msg[700];
     if (b->last_profile_ms)
         snprintf(msg, sizeof msg, "last profile %.1f s before %s went down (%s)",
-                 (double)(start_ms - b->last_profile_ms) / 1000, b->instance, reason);
+                 (double)(down_ms - b->last_profile_ms) / 1000, b->instance, reason);
     else
         snprintf(msg, sizeof msg, "%s went down (%s) before any profile was stored", b->instance,
                  reason);
-    record_event(b->a, b, "target_down", start_ms, reason, msg, b->last_profile_ms, error);
+    record_event(b->a, b, "target_down", down_ms, reason, msg, b->last_profile_ms, error);
     end_burst(b->a, b, "target_down", now_mono);
 }
 

@@ -148,8 +148,12 @@ static const pd__cfg_ignored global_ignored[] = {
     {"label_limit", "a limit on metric labels"},
     {"label_name_length_limit", "a limit on metric labels"},
     {"label_value_length_limit", "a limit on metric labels"},
-    {"keep_dropped_targets", "dropped targets are not listed"},
     {"metric_name_validation_scheme", "profd scrapes pprof, not metrics"},
+    {"metric_name_escaping_scheme", "profd scrapes pprof, not metrics"},
+    {"scrape_native_histograms", "profd scrapes pprof, not metrics"},
+    {"always_scrape_classic_histograms", "profd scrapes pprof, not metrics"},
+    {"convert_classic_histograms_to_nhcb", "profd scrapes pprof, not metrics"},
+    {"extra_scrape_metrics", "profd scrapes pprof, not metrics"},
     {NULL, NULL},
 };
 
@@ -159,8 +163,8 @@ static int parse_labels_map(pd__cfg_ctx *c, const yaml_node_t *m, const char *wh
 static int parse_global(pd__cfg_ctx *c, const yaml_node_t *g, pd_config *cfg)
 {
     static const char *const keys[] = {"scrape_interval", "scrape_timeout", "external_labels",
-                                       NULL};
-    yaml_node_t *v[3];
+                                       "keep_dropped_targets", NULL};
+    yaml_node_t *v[4];
     int rc = pd__cfg_map_keys_ign(c, g, "global", keys, v, global_ignored);
     if (rc)
         return rc;
@@ -184,6 +188,11 @@ static int parse_global(pd__cfg_ctx *c, const yaml_node_t *g, pd_config *cfg)
     }
     if (v[2] && (rc = parse_labels_map(c, v[2], "external_labels", true, &cfg->external_labels)))
         return rc;
+    int64_t kd;
+    if (v[3] && (rc = pd__cfg_want_int(c, v[3], "global.keep_dropped_targets", 0, INT64_MAX, &kd)))
+        return rc;
+    if (v[3])
+        cfg->keep_dropped_targets = (uint64_t)kd;
     return 0;
 }
 
@@ -657,7 +666,10 @@ static const pd__cfg_ignored job_ignored[] = {
     {"label_name_length_limit", "a limit on metric labels"},
     {"label_value_length_limit", "a limit on metric labels"},
     {"scrape_protocols", "profd scrapes pprof, not metrics"},
-    {"keep_dropped_targets", "dropped targets are not listed"},
+    {"fallback_scrape_protocol", "profd scrapes pprof, not metrics"},
+    {"scrape_native_histograms", "profd scrapes pprof, not metrics"},
+    {"metric_name_escaping_scheme", "profd scrapes pprof, not metrics"},
+    {"extra_scrape_metrics", "profd scrapes pprof, not metrics"},
     {"track_timestamps_staleness", "profiles have no staleness markers"},
     {"enable_compression", "libcurl asks for gzip as it sees fit"},
     {"native_histogram_bucket_limit", "profd scrapes pprof, not metrics"},
@@ -692,6 +704,7 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         K_HONOR_LABELS,
         K_HONOR_TS,
         K_BODY_LIMIT,
+        K_KEEP_DROPPED,
         K_RELABEL,
         K_FILE_SD,
         K_HTTP_SD,
@@ -704,7 +717,8 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
     const char *keys[K_N + 1] = {"job_name",         "scrape_interval",  "scrape_timeout",
                                  "scheme",           "params",           "static_configs",
                                  "profiling_config", "metrics_path",     "honor_labels",
-                                 "honor_timestamps", "body_size_limit",  "relabel_configs",
+                                 "honor_timestamps", "body_size_limit",  "keep_dropped_targets",
+                                 "relabel_configs",
                                  "file_sd_configs",  "http_sd_configs",  "dns_sd_configs",
                                  "kubernetes_sd_configs", "adaptive_capture"};
     for (int i = 0; i < PD_CFG_CL_N; i++)
@@ -789,6 +803,14 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
             return pd__cfg_fail(c, v[K_BODY_LIMIT], PD_EINVAL,
                                 "body_size_limit \"%.64s\": want a size such as 0, 512KB, 16MB, 1GB",
                                 s);
+    }
+    j->keep_dropped_targets = cfg->keep_dropped_targets;
+    if (v[K_KEEP_DROPPED]) {
+        int64_t kd;
+        if ((rc = pd__cfg_want_int(c, v[K_KEEP_DROPPED], "keep_dropped_targets", 0, INT64_MAX, &kd)))
+            return rc;
+        if (kd)
+            j->keep_dropped_targets = (uint64_t)kd;
     }
     if (v[K_RELABEL] && (rc = pd__cfg_parse_relabel(c, v[K_RELABEL], j)))
         return rc;

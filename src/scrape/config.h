@@ -179,7 +179,10 @@ typedef enum {
     PD_K8S_SERVICE,
     PD_K8S_ENDPOINTS,
     PD_K8S_NODE,
+    PD_K8S_ENDPOINTSLICE, /* discovery.k8s.io/v1 EndpointSlices */
+    PD_K8S_INGRESS,       /* networking.k8s.io/v1 Ingresses */
 } pd_k8s_role;
+#define PD_K8S_N_ROLES 6
 /* One kubernetes_sd_configs selectors entry: label and field selectors
  * passed to the API server's list and watch of that role's objects. */
 typedef struct pd_k8s_selector {
@@ -260,6 +263,8 @@ typedef struct pd_scrape_job {
     bool honor_labels;      /* accepted; pprof bodies carry no target labels to honor */
     bool honor_timestamps;  /* accepted (default true); profiles are stored at scrape start */
     size_t body_size_limit; /* bytes, 0 = only --scrape.max-body-bytes */
+    uint64_t keep_dropped_targets; /* dropped targets listed by /api/v1/targets, 0 = all
+                                      (Prometheus' keep_dropped_targets; global's by default) */
     pd_scrape_client client;
     pd_relabel_rule *relabel; /* relabel_configs, compiled */
     size_t n_relabel;
@@ -270,6 +275,7 @@ typedef struct pd_scrape_job {
 
 typedef struct pd_config {
     int64_t scrape_interval_ms, scrape_timeout_ms;
+    uint64_t keep_dropped_targets; /* global.keep_dropped_targets, 0 = all */
     pd_scrape_job *jobs;
     size_t n_jobs;
     pd_config_dialect dialect;

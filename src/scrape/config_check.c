@@ -10,6 +10,7 @@
 
 #include "base/time.h"
 #include "scrape/config.h"
+#include "scrape/config_int.h"
 
 static void put_labels(FILE *f, const pd_labels *ls)
 {
@@ -87,13 +88,12 @@ static void print_job(FILE *f, const pd_scrape_job *j)
         fprintf(f, "  oauth2: token_url %s, client_id %s, scopes \"%s\"\n", c->oauth2_token_url,
                 c->oauth2_client_id ? c->oauth2_client_id : "",
                 c->oauth2_scopes ? c->oauth2_scopes : "");
-    static const char *const roles[] = {"pod", "service", "endpoints", "node"};
     static const char *const kinds[] = {"file_sd", "http_sd", "dns_sd", "kubernetes_sd"};
     for (size_t i = 0; i < j->n_sd; i++) {
         const pd_sd_config *sd = &j->sd[i];
         fprintf(f, "  %s[%zu]:", kinds[sd->kind], i);
         if (sd->kind == PD_SD_K8S) {
-            fprintf(f, " role %s, %s%s", roles[sd->role],
+            fprintf(f, " role %s, %s%s", pd__k8s_role_names[sd->role],
                     sd->api_server ? "api_server " : sd->kubeconfig_file ? "kubeconfig " : "in-cluster",
                     sd->api_server ? sd->api_server : sd->kubeconfig_file ? sd->kubeconfig_file : "");
             fprintf(f, ", namespaces %s", sd->n_files || sd->own_namespace ? "" : "all");

@@ -12,6 +12,9 @@
 #include "scrape/config_int.h"
 #include "scrape/scrape_int.h"
 
+const char *const pd__k8s_role_names[PD_K8S_N_ROLES] = {"pod",  "service",       "endpoints",
+                                                        "node", "endpointslice", "ingress"};
+
 const char *const pd__cfg_client_keys[PD_CFG_CL_N + 1] = {
     "basic_auth", "authorization", "bearer_token",     "bearer_token_file",
     "tls_config", "proxy_url",     "follow_redirects", "enable_http2",
@@ -511,17 +514,11 @@ static int parse_role(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, pd
     int rc = pd__cfg_want_str(c, n, what, &r);
     if (rc)
         return rc;
-    static const char *const names[] = {"pod", "service", "endpoints", "node"};
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(r, names[i])) {
+    for (int i = 0; i < PD_K8S_N_ROLES; i++)
+        if (!strcmp(r, pd__k8s_role_names[i])) {
             *out = (pd_k8s_role)i;
             return 0;
         }
-    if (!strcmp(r, "endpointslice") || !strcmp(r, "ingress"))
-        return pd__cfg_fail(c, n, PD_EINVAL,
-                            "kubernetes_sd_configs role \"%s\" is not supported (pod, service, "
-                            "endpoints and node are)",
-                            r);
     return pd__cfg_fail(c, n, PD_EINVAL, "unknown Kubernetes SD role \"%.64s\"", r);
 }
 
@@ -544,7 +541,8 @@ static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
         return rc;
     sd->kind = PD_SD_K8S;
     if (!v[K_ROLE])
-        return pd__cfg_fail(c, n, PD_EINVAL, "role missing (one of: pod, service, endpoints, node)");
+        return pd__cfg_fail(c, n, PD_EINVAL, "role missing (one of: pod, service, endpoints, "
+                                                "endpointslice, node, ingress)");
     if ((rc = parse_role(c, v[K_ROLE], "role", &sd->role)))
         return rc;
     if (v[K_API] && (rc = pd__cfg_want_dup(c, v[K_API], "api_server", &sd->api_server)))
@@ -633,7 +631,7 @@ static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
                                         "duplicated selector role: %s",
                                         pd__cfg_sval(sv[0]));
             bool ok = s->role == sd->role ||
-                      (sd->role == PD_K8S_ENDPOINTS &&
+                      ((sd->role == PD_K8S_ENDPOINTS || sd->role == PD_K8S_ENDPOINTSLICE) &&
                        (s->role == PD_K8S_POD || s->role == PD_K8S_SERVICE));
             if (!ok)
                 return pd__cfg_fail(c, sv[0], PD_EINVAL,

@@ -86,6 +86,8 @@ enum {
     PD_CFG_CL_OAUTH2,
     PD_CFG_CL_N
 };
+/* The kubernetes_sd_configs role names, by pd_k8s_role (Prometheus' spelling). */
+extern const char *const pd__k8s_role_names[PD_K8S_N_ROLES];
 extern const char *const pd__cfg_client_keys[PD_CFG_CL_N + 1];
 int pd__cfg_parse_client(pd__cfg_ctx *c, yaml_node_t *const *v, const yaml_node_t *job_node,
                          pd_scrape_client *out);

@@ -64,6 +64,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <xxhash.h>
 
@@ -132,6 +133,23 @@ struct target {
     char errbuf[CURL_ERROR_SIZE];
 };
 
+/* A (target, endpoint) relabeling dropped: /api/v1/targets' droppedTargets. */
+typedef struct dropped_target {
+    size_t job; /* index in the dropped job names */
+    char *name; /* the endpoint (profile type) */
+    pd_labels discovered;
+} dropped_target;
+
+/* The dropped targets of one apply: those kept (per job at most its
+ * keep_dropped_targets, 0 = all) and how many each job dropped in all. */
+typedef struct dropped_set {
+    dropped_target *v;
+    size_t n, cap;
+    char **jobs;     /* job names, configuration order */
+    uint64_t *count; /* per job: every target dropped, kept or not */
+    size_t n_jobs;
+} dropped_set;
+
 struct pd_scrape_manager {
     int64_t round_ms; /* loop thread: monotonic ms the last round started polling */
     pd_storage *st;
@@ -141,6 +159,7 @@ struct pd_scrape_manager {
     target **tv; /* under mu */
     size_t tn;
     target *retired; /* under mu */
+    dropped_set dropped; /* under mu */
     bool stop;       /* under mu */
     bool running;
     pthread_t thread;
@@ -337,11 +356,11 @@ oom:
 }
 
 /* A target for (job, address, group labels, endpoint), or NULL: with *rc 0
- * when relabeling dropped it, PD_EINVAL (err says why; the target is
- * skipped) or PD_ENOMEM. */
+ * when relabeling dropped it (its labels before relabeling moved to
+ * *dropped), PD_EINVAL (err says why; the target is skipped) or PD_ENOMEM. */
 static target *target_new(pd_scrape_manager *m, const pd_config *cfg, const pd_scrape_job *job,
                           const char *tgt, const pd_labels *group, const pd_pprof_endpoint *ep,
-                          int *rcp, pd_err *err)
+                          pd_labels *dropped, int *rcp, pd_err *err)
 {
     int rc = PD_ENOMEM;
     pd_buf b;
@@ -350,8 +369,11 @@ static target *target_new(pd_scrape_manager *m, const pd_config *cfg, const pd_s
     target *t = NULL;
     if ((rc = pd__scrape_spec_build(cfg, job, tgt, group, ep, &sp, err)))
         goto out;
-    if (!sp.keep)
+    if (!sp.keep) {
+        *dropped = sp.discovered;
+        pd_labels_init(&sp.discovered);
         goto out;
+    }
     rc = PD_ENOMEM;
     if (!(t = calloc(1, sizeof *t)))
         goto out;
@@ -571,7 +593,66 @@ typedef struct tvec {
     target **v;
     size_t n, cap;
     pd_u64map seen;
+    dropped_set dropped;
 } tvec;
+
+static void dropped_release(dropped_set *d)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        free(d->v[i].name);
+        pd_labels_release(&d->v[i].discovered);
+    }
+    free(d->v);
+    for (size_t i = 0; i < d->n_jobs; i++)
+        free(d->jobs[i]);
+    free(d->jobs);
+    free(d->count);
+    memset(d, 0, sizeof *d);
+}
+
+/* Counts a target of the last job of d dropped, keeps its labels (moved
+ * from *ls) within keep (0: all). 0 or PD_ENOMEM. */
+static int dropped_add(dropped_set *d, uint64_t keep, const char *name, pd_labels *ls)
+{
+    size_t j = d->n_jobs - 1;
+    if (keep && d->count[j]++ >= keep)
+        return 0;
+    if (!keep)
+        d->count[j]++;
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 16;
+        dropped_target *v = realloc(d->v, nc * sizeof *v);
+        if (!v)
+            return PD_ENOMEM;
+        d->v = v;
+        d->cap = nc;
+    }
+    dropped_target *t = &d->v[d->n];
+    if (!(t->name = strdup(name)))
+        return PD_ENOMEM;
+    t->job = j;
+    t->discovered = *ls;
+    pd_labels_init(ls);
+    d->n++;
+    return 0;
+}
+
+/* Starts job's entry in d. 0 or PD_ENOMEM. */
+static int dropped_job(dropped_set *d, const char *job)
+{
+    char **jv = realloc(d->jobs, (d->n_jobs + 1) * sizeof *jv);
+    if (!jv)
+        return PD_ENOMEM;
+    d->jobs = jv;
+    uint64_t *cv = realloc(d->count, (d->n_jobs + 1) * sizeof *cv);
+    if (!cv)
+        return PD_ENOMEM;
+    d->count = cv;
+    if (!(d->jobs[d->n_jobs] = strdup(job)))
+        return PD_ENOMEM;
+    d->count[d->n_jobs++] = 0;
+    return 0;
+}
 
 /* Adds the targets of one group (static or discovered) of job. 0, PD_ENOMEM. */
 static int add_group(pd_scrape_manager *m, const pd_config *cfg, const pd_scrape_job *job,
@@ -582,8 +663,10 @@ static int add_group(pd_scrape_manager *m, const pd_config *cfg, const pd_scrape
             if (!job->endpoints[e].enabled)
                 continue;
             int trc;
-            target *t =
-                target_new(m, cfg, job, sc->targets[k], &sc->labels, &job->endpoints[e], &trc, err);
+            pd_labels dl;
+            pd_labels_init(&dl);
+            target *t = target_new(m, cfg, job, sc->targets[k], &sc->labels, &job->endpoints[e],
+                                   &dl, &trc, err);
             if (!t && trc == PD_EINVAL) {
                 pd_log_warn("scrape target skipped",
                             "job=\"%s\" target=\"%s\" profile_type=%s err=\"%s\"",
@@ -593,8 +676,14 @@ static int add_group(pd_scrape_manager *m, const pd_config *cfg, const pd_scrape
             }
             if (!t && trc)
                 return trc;
-            if (!t)
-                continue; /* dropped by relabeling */
+            if (!t) { /* dropped by relabeling */
+                int drc = dropped_add(&tv->dropped, job->keep_dropped_targets,
+                                      job->endpoints[e].name, &dl);
+                pd_labels_release(&dl);
+                if (drc)
+                    return drc;
+                continue;
+            }
             /* the same target twice (same key): keep the first, as Prometheus */
             uint64_t idx;
             if (pd_u64map_get(&tv->seen, t->key_hash, &idx) && !strcmp(tv->v[idx]->key, t->key)) {
@@ -635,6 +724,7 @@ static int apply_targets(pd_scrape_manager *m, const pd_config *cfg, pd_err *err
 
     for (size_t j = 0; j < cfg->n_jobs && !rc; j++) {
         const pd_scrape_job *job = &cfg->jobs[j];
+        rc = dropped_job(&tv.dropped, job->job_name);
         for (size_t s = 0; s < job->n_static_configs && !rc; s++)
             rc = add_group(m, cfg, job, &job->static_configs[s], &tv, err);
         size_t ng = pd__sd_config(m->sd) == cfg ? pd__sd_group_count(m->sd, j) : 0;
@@ -721,6 +811,9 @@ static int apply_targets(pd_scrape_manager *m, const pd_config *cfg, pd_err *err
     free(m->tv);
     m->tv = nv;
     m->tn = nn;
+    dropped_release(&m->dropped);
+    m->dropped = tv.dropped;
+    memset(&tv.dropped, 0, sizeof tv.dropped);
     pd__adaptive_end_apply(m->ad); /* bursts of targets gone end ("reload") */
     pthread_mutex_unlock(&m->mu);
     nv = NULL;
@@ -735,6 +828,7 @@ fail:
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "out of memory applying the scrape configuration");
 out:
+    dropped_release(&tv.dropped);
     pd_u64map_release(&tv.seen);
     pd_u64map_release(&old);
     pd_u64map_release(&by_target);
@@ -965,6 +1059,7 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
     curl_slist_free_all(t->hdrs);
     t->hdrs = NULL;
     double dur = (double)(pd_mono_ns() - t->start_ns) / 1e9;
+    int64_t end_wall = pd_now_ms(); /* the attempt ended: a target_down event's time */
 
     if (t->too_large || res == CURLE_FILESIZE_EXCEEDED) {
         outcome = "too_large";
@@ -1063,7 +1158,7 @@ stored:;
                                   res == CURLE_PARTIAL_FILE || res == CURLE_SEND_ERROR
                               ? "connection reset"
                               : "error";
-        pd__burst_scraped(t->bs, !strcmp(outcome, "success"), t->start_ms, body_len,
+        pd__burst_scraped(t->bs, !strcmp(outcome, "success"), t->start_ms, end_wall, body_len,
                           t->burst_scrape, t->metric_labels, t->name, conn, why, msg, mono_ms());
         if (inuse >= 0 && t->bs)
             pd__burst_observe(t->bs, t->start_ms, inuse, mono_ms());
@@ -1223,6 +1318,7 @@ void pd_scrape_manager_free(pd_scrape_manager *m)
     pd__adaptive_free(m->ad);
     curl_multi_cleanup(m->multi);
     pthread_mutex_destroy(&m->mu);
+    dropped_release(&m->dropped);
     free(m);
 }
 
@@ -1259,53 +1355,93 @@ int pd_scrape_manager_events_json(pd_scrape_manager *m, int64_t from_ms, int64_t
     return rc;
 }
 
-int pd_scrape_manager_targets_json(pd_scrape_manager *m, pd_buf *out)
+static int put_labels_json(pd_buf *out, const pd_labels *ls)
 {
+    int rc = pd_buf_putc(out, '{');
+    for (size_t k = 0; k < ls->n && !rc; k++) {
+        const pd_label *l = &ls->v[k];
+        if ((k && (rc = pd_buf_putc(out, ','))) ||
+            (rc = pd_buf_put_json_string(out, l->name, strlen(l->name))) ||
+            (rc = pd_buf_putc(out, ':')))
+            break;
+        rc = pd_buf_put_json_string(out, l->value, strlen(l->value));
+    }
+    return rc ? rc : pd_buf_putc(out, '}');
+}
+
+static int put_active(pd_buf *out, const target *t, bool first)
+{
+    char iv[32], to[32];
+    pd_format_duration(t->interval_ms, iv, sizeof iv);
+    pd_format_duration(t->timeout_ms, to, sizeof to);
+    int rc;
+    if ((rc = pd_buf_puts(out, first ? "{\"labels\":" : ",{\"labels\":")) ||
+        (rc = put_labels_json(out, &t->labels)) ||
+        (rc = pd_buf_puts(out, ",\"discoveredLabels\":")) ||
+        (rc = put_labels_json(out, &t->discovered)) ||
+        (rc = pd_buf_puts(out, ",\"scrapePool\":")) ||
+        (rc = pd_buf_put_json_string(out, t->job, strlen(t->job))) ||
+        (rc = pd_buf_puts(out, ",\"scrapeUrl\":")) ||
+        (rc = pd_buf_put_json_string(out, t->url, strlen(t->url))) ||
+        (rc = pd_buf_puts(out, ",\"profileType\":")) ||
+        (rc = pd_buf_put_json_string(out, t->name, strlen(t->name))) ||
+        (rc = pd_buf_printf(out, ",\"health\":\"%s\",\"lastError\":",
+                            t->health == HEALTH_UP     ? "up"
+                            : t->health == HEALTH_DOWN ? "down"
+                                                       : "unknown")) ||
+        (rc = pd_buf_put_json_string(out, t->last_error, strlen(t->last_error))))
+        return rc;
+    return pd_buf_printf(out,
+                         ",\"lastScrape\":%lld,\"lastScrapeDuration\":%.6f,"
+                         "\"scrapeInterval\":\"%s\",\"scrapeTimeout\":\"%s\"}",
+                         (long long)t->last_scrape_ms, t->last_duration_s, iv, to);
+}
+
+int pd_scrape_manager_targets_json(pd_scrape_manager *m, const char *state, const char *pool,
+                                   pd_buf *out)
+{
+    bool any = !state || !*state || !strcasecmp(state, "any");
+    bool active = any || !strcasecmp(state, "active");
+    bool dropped = any || !strcasecmp(state, "dropped");
+    if (pool && !*pool)
+        pool = NULL;
     int rc = pd_buf_puts(out, "{\"activeTargets\":[");
     pthread_mutex_lock(&m->mu);
-    for (size_t i = 0; i < m->tn && !rc; i++) {
-        const target *t = m->tv[i];
-        char iv[32], to[32];
-        pd_format_duration(t->interval_ms, iv, sizeof iv);
-        pd_format_duration(t->timeout_ms, to, sizeof to);
-        rc = pd_buf_puts(out, i ? ",{\"labels\":{" : "{\"labels\":{");
-        for (size_t k = 0; k < t->labels.n && !rc; k++) {
-            const pd_label *l = &t->labels.v[k];
-            if ((k && (rc = pd_buf_putc(out, ','))) ||
-                (rc = pd_buf_put_json_string(out, l->name, strlen(l->name))) ||
-                (rc = pd_buf_putc(out, ':')))
-                break;
-            rc = pd_buf_put_json_string(out, l->value, strlen(l->value));
-        }
-        if (!rc)
-            rc = pd_buf_puts(out, "},\"discoveredLabels\":{");
-        for (size_t k = 0; k < t->discovered.n && !rc; k++) {
-            const pd_label *l = &t->discovered.v[k];
-            if ((k && (rc = pd_buf_putc(out, ','))) ||
-                (rc = pd_buf_put_json_string(out, l->name, strlen(l->name))) ||
-                (rc = pd_buf_putc(out, ':')))
-                break;
-            rc = pd_buf_put_json_string(out, l->value, strlen(l->value));
-        }
-        if (rc || (rc = pd_buf_puts(out, "},\"scrapePool\":")) ||
-            (rc = pd_buf_put_json_string(out, t->job, strlen(t->job))) ||
-            (rc = pd_buf_puts(out, ",\"scrapeUrl\":")) ||
-            (rc = pd_buf_put_json_string(out, t->url, strlen(t->url))) ||
+    bool first = true;
+    for (size_t i = 0; active && i < m->tn && !rc; i++) {
+        if (pool && strcmp(m->tv[i]->job, pool) != 0)
+            continue;
+        rc = put_active(out, m->tv[i], first);
+        first = false;
+    }
+    if (!rc)
+        rc = pd_buf_puts(out, "],\"droppedTargets\":[");
+    const dropped_set *d = &m->dropped;
+    first = true;
+    for (size_t i = 0; dropped && i < d->n && !rc; i++) {
+        const char *job = d->jobs[d->v[i].job];
+        if (pool && strcmp(job, pool) != 0)
+            continue;
+        if ((rc = pd_buf_puts(out, first ? "{\"discoveredLabels\":" : ",{\"discoveredLabels\":")) ||
+            (rc = put_labels_json(out, &d->v[i].discovered)) ||
+            (rc = pd_buf_puts(out, ",\"scrapePool\":")) ||
+            (rc = pd_buf_put_json_string(out, job, strlen(job))) ||
             (rc = pd_buf_puts(out, ",\"profileType\":")) ||
-            (rc = pd_buf_put_json_string(out, t->name, strlen(t->name))) ||
-            (rc = pd_buf_printf(out, ",\"health\":\"%s\",\"lastError\":",
-                                t->health == HEALTH_UP     ? "up"
-                                : t->health == HEALTH_DOWN ? "down"
-                                                           : "unknown")) ||
-            (rc = pd_buf_put_json_string(out, t->last_error, strlen(t->last_error))))
+            (rc = pd_buf_put_json_string(out, d->v[i].name, strlen(d->v[i].name))))
             break;
-        rc = pd_buf_printf(out,
-                           ",\"lastScrape\":%lld,\"lastScrapeDuration\":%.6f,"
-                           "\"scrapeInterval\":\"%s\",\"scrapeTimeout\":\"%s\"}",
-                           (long long)t->last_scrape_ms, t->last_duration_s, iv, to);
+        rc = pd_buf_putc(out, '}');
+        first = false;
+    }
+    if (!rc)
+        rc = pd_buf_puts(out, dropped ? "],\"droppedTargetCounts\":{" : "],\"droppedTargetCounts\":null");
+    for (size_t j = 0; dropped && j < d->n_jobs && !rc; j++) {
+        if ((j && (rc = pd_buf_putc(out, ','))) ||
+            (rc = pd_buf_put_json_string(out, d->jobs[j], strlen(d->jobs[j]))))
+            break;
+        rc = pd_buf_printf(out, ":%llu", (unsigned long long)d->count[j]);
     }
     pthread_mutex_unlock(&m->mu);
     if (!rc)
-        rc = pd_buf_puts(out, "]}");
+        rc = pd_buf_puts(out, dropped ? "}}" : "}");
     return rc;
 }

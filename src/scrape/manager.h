@@ -86,17 +86,28 @@ int pd_scrape_manager_start(pd_scrape_manager *m, pd_err *err);
  * targets' series from /metrics, as a reload to no targets would.
  * NULL is a no-op. */
 void pd_scrape_manager_free(pd_scrape_manager *m);
-/* Appends the targets as JSON, the "data" of /api/v1/targets:
+/* Appends the targets as JSON, the "data" of /api/v1/targets, in the shape
+ * of Prometheus' (web/api/v1 TargetDiscovery, 2.47+ for the counts):
  * {"activeTargets":[{"labels":{...},"discoveredLabels":{...},"scrapePool":job,"scrapeUrl":url,
  *   "profileType":name,"health":"up"|"down"|"unknown","lastError":"",
  *   "lastScrape":ms,"lastScrapeDuration":seconds,
- *   "scrapeInterval":"10s","scrapeTimeout":"10s"}]}
+ *   "scrapeInterval":"10s","scrapeTimeout":"10s"}],
+ *  "droppedTargets":[{"discoveredLabels":{...},"scrapePool":job,"profileType":name}],
+ *  "droppedTargetCounts":{job: n, ...}}
  * labels: the series labels profiles are stored under, __name__ included;
  * discoveredLabels: the labels before relabeling (as Prometheus).
  * lastScrape: Unix ms of the last finished scrape's start, 0 before the
  * first; lastScrapeDuration: seconds (float); lastError: "" when up.
  * Targets in configuration order (job, static config, target, endpoint).
+ * droppedTargets: the (target, profile type) pairs relabeling dropped at the
+ * last apply or discovery change, per job at most its keep_dropped_targets
+ * (0: all); droppedTargetCounts: every job with how many it dropped in all.
+ * state (NULL, "" or "any": both; "active"; "dropped"; case-insensitive;
+ * anything else: neither, as Prometheus) leaves the other list empty
+ * (droppedTargetCounts null without dropped); pool (NULL or "": all) keeps
+ * one job's targets.
  * Errors: PD_ENOMEM, PD_ETOOBIG (out's cap). */
-int pd_scrape_manager_targets_json(pd_scrape_manager *m, pd_buf *out);
+int pd_scrape_manager_targets_json(pd_scrape_manager *m, const char *state, const char *pool,
+                                   pd_buf *out);
 
 #endif

@@ -176,12 +176,14 @@ int64_t pd__burst_interval(const pd__burst *b);
 bool pd__burst_budget_ok(pd__burst *b, int64_t now_wall);
 /* A burst slot skipped for the budget (counted). */
 void pd__burst_over_budget(pd__burst *b);
-/* A finished scrape of b's target: ok (stored), start_ms (its wall ms),
- * bytes stored, in_burst (it was a burst scrape), metric_labels
+/* A finished scrape of b's target: ok (stored), start_ms (its wall ms: the
+ * time a stored profile gets), end_ms (wall ms the attempt ended: the time of
+ * a target_down event, never before the last stored profile), bytes stored, in_burst (it was a burst scrape), metric_labels
  * (job=..,profile_type=..), profile type name; when !ok and conn_failed
  * (the target did not answer), reason ("connection refused", "timeout",
  * "connection reset", "error") and the error text. */
-void pd__burst_scraped(pd__burst *b, bool ok, int64_t start_ms, size_t bytes, bool in_burst,
+void pd__burst_scraped(pd__burst *b, bool ok, int64_t start_ms, int64_t end_ms, size_t bytes,
+                       bool in_burst,
                        const char *metric_labels, const char *name, bool conn_failed,
                        const char *reason, const char *error, int64_t now_mono);
 /* A heap profile of b's target: heap in use (bytes) at ts_ms. May start a

@@ -11,8 +11,16 @@
  * list for HTTP SD (a failed refresh keeps the previous list).
  *
  * Thread: wakes on inotify events in the directories of the file patterns
- * and at least every 500 ms; refreshes the file SDs on an event or when
- * their refresh_interval is due, the HTTP and DNS SDs when due (the GET or
+ * and at least every 500 ms. An event counts only when its name matches a
+ * file pattern of that directory (fnmatch of the pattern's last segment, as
+ * glob sees it): profd's own log, an editor's swap file or any other file
+ * beside the SD files wakes nothing. A file SD is re-read when such an event
+ * marked it and SD_FILE_MIN_GAP_MS passed since its last read (events in
+ * between leave it marked: a burst of writes costs two reads), or when its
+ * refresh_interval is due. A file that fails to read or parse is logged and
+ * counted once per distinct failure (hash of its bytes, or of the error when
+ * unreadable): re-reading the same broken bytes is silent. The
+ * HTTP and DNS SDs refresh when due the HTTP and DNS SDs when due (the GET or
  * the lookups run without the lock, their result is dropped if a reload
  * came meanwhile); if a
  * discovery's groups changed (hash of their text), calls the manager's
@@ -26,6 +34,7 @@
 #include <resolv.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <glob.h>
 #include <limits.h>
 #include <netdb.h>
@@ -52,6 +61,7 @@
 #define SD_MAX_GROUPS 100000      /* groups per file or response */
 #define SD_MAX_WATCHES 1024
 #define SD_HTTP_TIMEOUT_MS 10000
+#define SD_FILE_MIN_GAP_MS 1000 /* least time between two event-driven reads of a file SD */
 
 typedef struct groups {
     pd_static_config *v;
@@ -61,6 +71,7 @@ typedef struct groups {
 typedef struct sd_file {
     char *path;
     groups g;
+    uint64_t fail_hash; /* of the bytes (or error) of its last failed read; 0: last read was good */
 } sd_file;
 
 typedef struct sd_state {
@@ -73,6 +84,8 @@ typedef struct sd_state {
     pd__k8s *k8s;    /* kubernetes SD: its watcher (NULL: it could not start) */
     uint64_t k8s_seen;
     uint64_t hash;   /* of the groups' text, to see a change */
+    bool dirty;      /* file SD: an event named one of its files since its last read */
+    int64_t read_ms; /* file SD: monotonic ms of its last read */
 } sd_state;
 
 struct pd__sd {
@@ -84,6 +97,7 @@ struct pd__sd {
     int ifd;      /* inotify, -1 when unavailable */
     int wake;     /* eventfd: stop wakes the thread at once (-1: polls every 500 ms) */
     int wd[SD_MAX_WATCHES];
+    char *wdir[SD_MAX_WATCHES]; /* the directory of wd[i] as the patterns spell it */
     size_t n_wd;
     int (*rebuild)(void *arg, pd_err *err);
     void *arg;
@@ -354,18 +368,29 @@ static int refresh_files(sd_state *s)
         if (!r)
             r = pd__sd_parse_groups(b.data ? b.data : "", b.len, f->path, "__meta_filepath",
                                     f->path, &f->g.v, &f->g.n, &e);
+        uint64_t fh = 0;
+        if (r && r != PD_ENOMEM) { /* what failed: these bytes, or this error */
+            fh = b.len ? XXH3_64bits(b.data, b.len) : XXH3_64bits(e.msg, strlen(e.msg));
+            fh |= 1; /* never 0 */
+        }
         pd_buf_release(&b);
         if (r == PD_ENOMEM) {
             rc = r;
         } else if (r) { /* keep what this file gave before */
-            count_failure("file");
-            pd_log_warn("file_sd: keeping the previous targets of a file", "err=\"%s\"", e.msg);
+            bool again = false;
             for (size_t k = 0; k < s->n_files; k++)
                 if (!strcmp(s->files[k].path, f->path)) {
+                    again = s->files[k].fail_hash == fh;
                     f->g = s->files[k].g;
                     s->files[k].g.v = NULL;
                     s->files[k].g.n = 0;
                 }
+            f->fail_hash = fh;
+            if (!again) { /* once per distinct failure, not once per read */
+                count_failure("file");
+                pd_log_warn("file_sd: keeping the previous targets of a file", "err=\"%s\"",
+                            e.msg);
+            }
         }
     }
     for (size_t i = 0; i < np; i++)
@@ -617,33 +642,95 @@ out:
 
 /* ---- inotify ---- */
 
+/* The directory of a pattern as the watch names it ("." when it has none). */
+static void pattern_dir(const char *pattern, char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s", pattern);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, cap, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+}
+
+/* Whether the file `name` in directory `dir` is one that pattern matches. */
+static bool pattern_matches(const char *pattern, const char *dir, const char *name)
+{
+    char pdir[PATH_MAX];
+    pattern_dir(pattern, pdir, sizeof pdir);
+    if (strcmp(pdir, dir) != 0)
+        return false;
+    const char *slash = strrchr(pattern, '/');
+    const char *base = slash ? slash + 1 : pattern;
+    return fnmatch(base, name, FNM_PERIOD) == 0;
+}
+
 static void watch_dirs(pd__sd *sd)
 {
     if (sd->ifd < 0)
         return;
-    for (size_t i = 0; i < sd->n_wd; i++)
+    for (size_t i = 0; i < sd->n_wd; i++) {
         inotify_rm_watch(sd->ifd, sd->wd[i]);
+        free(sd->wdir[i]);
+    }
     sd->n_wd = 0;
     for (size_t i = 0; i < sd->n; i++) {
         const pd_sd_config *c = sd->v[i].cfg;
         for (size_t k = 0; k < c->n_files && sd->n_wd < SD_MAX_WATCHES; k++) {
             char dir[PATH_MAX];
-            snprintf(dir, sizeof dir, "%s", c->files[k]);
-            char *slash = strrchr(dir, '/');
-            if (!slash)
-                snprintf(dir, sizeof dir, ".");
-            else if (slash == dir)
-                dir[1] = '\0';
-            else
-                *slash = '\0';
+            pattern_dir(c->files[k], dir, sizeof dir);
+            bool have = false;
+            for (size_t w = 0; w < sd->n_wd && !have; w++)
+                have = !strcmp(sd->wdir[w], dir);
+            if (have)
+                continue;
             int wd = inotify_add_watch(sd->ifd, dir,
                                        IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOSE_WRITE |
                                            IN_MOVED_TO | IN_MOVED_FROM);
-            if (wd >= 0)
-                sd->wd[sd->n_wd++] = wd;
-            else
+            if (wd < 0) {
                 pd_log_warn("file_sd: cannot watch a directory (refresh_interval still applies)",
                             "dir=\"%s\" err=\"%s\"", dir, strerror(errno));
+                continue;
+            }
+            char *d = strdup(dir);
+            if (!d) {
+                inotify_rm_watch(sd->ifd, wd);
+                continue;
+            }
+            sd->wd[sd->n_wd] = wd;
+            sd->wdir[sd->n_wd++] = d;
+        }
+    }
+}
+
+/* Marks the file SDs a batch of inotify events names (a queue overflow marks
+ * them all). Called under sd->mu. */
+static void mark_events(pd__sd *sd, const char *buf, size_t len)
+{
+    for (size_t off = 0; off + sizeof(struct inotify_event) <= len;) {
+        const struct inotify_event *ev = (const void *)(buf + off);
+        off += sizeof *ev + ev->len;
+        if (ev->mask & IN_Q_OVERFLOW) {
+            for (size_t i = 0; i < sd->n; i++)
+                sd->v[i].dirty = sd->v[i].cfg->kind == PD_SD_FILE;
+            continue;
+        }
+        if (!ev->len || !ev->name[0])
+            continue;
+        const char *dir = NULL;
+        for (size_t w = 0; w < sd->n_wd && !dir; w++)
+            if (sd->wd[w] == ev->wd)
+                dir = sd->wdir[w];
+        if (!dir)
+            continue;
+        for (size_t i = 0; i < sd->n; i++) {
+            sd_state *s = &sd->v[i];
+            if (s->cfg->kind != PD_SD_FILE || s->dirty)
+                continue;
+            for (size_t k = 0; k < s->cfg->n_files && !s->dirty; k++)
+                s->dirty = pattern_matches(s->cfg->files[k], dir, ev->name);
         }
     }
 }
@@ -708,9 +795,11 @@ int pd__sd_set(pd__sd *sd, const pd_config *cfg, const pd_config **use, pd_err *
                 s->cfg = &own->jobs[j].sd[k];
                 s->next_ms = now; /* HTTP, DNS: at once, in the thread */
                 if (s->cfg->kind == PD_SD_FILE) {
+                    /* a reload re-reads: the same broken file is logged again */
                     if ((rc = refresh_files(s)))
                         goto fail;
                     s->next_ms = now + s->cfg->refresh_ms;
+                    s->read_ms = now;
                 }
                 if (s->cfg->kind == PD_SD_K8S) {
                     pd_err ke;
@@ -792,16 +881,15 @@ static void *sd_loop(void *arg)
     pd__sd *sd = arg;
     char evbuf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
     for (;;) {
-        bool fs_event = false;
         struct pollfd p[2] = {{.fd = sd->ifd, .events = POLLIN}, {.fd = sd->wake, .events = POLLIN}};
-        if (poll(p, 2, 500) > 0 && sd->ifd >= 0 && (p[0].revents & POLLIN))
-            while (read(sd->ifd, evbuf, sizeof evbuf) > 0)
-                fs_event = true;
+        bool readable = poll(p, 2, 500) > 0 && sd->ifd >= 0 && (p[0].revents & POLLIN);
         pthread_mutex_lock(&sd->mu);
         if (sd->stop) {
             pthread_mutex_unlock(&sd->mu);
             break;
         }
+        for (ssize_t r; readable && (r = read(sd->ifd, evbuf, sizeof evbuf)) > 0;)
+            mark_events(sd, evbuf, (size_t)r);
         int64_t now = mono_ms();
         bool changed = false;
         /* HTTP SDs due: fetched without the lock */
@@ -875,8 +963,11 @@ static void *sd_loop(void *arg)
                     pd_log_warn("kubernetes_sd: out of memory taking the targets", "job=%zu", s->job);
                 }
             }
-            if (s->cfg->kind == PD_SD_FILE && (fs_event || now >= s->next_ms)) {
+            if (s->cfg->kind == PD_SD_FILE &&
+                ((s->dirty && now - s->read_ms >= SD_FILE_MIN_GAP_MS) || now >= s->next_ms)) {
                 s->next_ms = now + s->cfg->refresh_ms;
+                s->read_ms = now;
+                s->dirty = false;
                 if (refresh_files(s))
                     pd_log_warn("file_sd: out of memory refreshing", "job=%zu", s->job);
             }
@@ -939,6 +1030,8 @@ void pd__sd_free(pd__sd *sd)
         pd_config_release(sd->own);
         free(sd->own);
     }
+    for (size_t i = 0; i < sd->n_wd; i++)
+        free(sd->wdir[i]);
     if (sd->ifd >= 0)
         close(sd->ifd);
     if (sd->wake >= 0)

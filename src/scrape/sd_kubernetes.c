@@ -1,11 +1,13 @@
 /*
  * scrape/sd_kubernetes.c — kubernetes_sd_configs: list + watch of the API
- * server's pods, services, endpoints and nodes, turned into target groups
+ * server's pods, services, endpoints, endpointslices (discovery.k8s.io/v1),
+ * nodes and ingresses (networking.k8s.io/v1), turned into target groups
  * with the __meta_kubernetes_* labels of Prometheus' discovery/kubernetes
  * (contract in scrape_int.h, behaviour in docs/configuration.md "Kubernetes").
  *
  * One thread per discovery. Per (resource, namespace) a stream: a LIST
- * (GET /api/v1[/namespaces/NS]/RES?labelSelector=&fieldSelector=) fills the
+ * (GET /api/v1[/namespaces/NS]/RES?labelSelector=&fieldSelector=, or
+ * /apis/GROUP/v1/... for a resource of an API group) fills the
  * stream's store (JSON objects by "namespace/name") and gives the
  * resourceVersion; then a WATCH (the same URL with watch=1,
  * resourceVersion, allowWatchBookmarks, timeoutSeconds=300) runs in a curl
@@ -39,8 +41,24 @@
 #define K8S_LIST_TIMEOUT_MS 30000
 #define K8S_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
-typedef enum { RES_PODS, RES_SERVICES, RES_ENDPOINTS, RES_NODES } k8s_res;
-static const char *const res_name[] = {"pods", "services", "endpoints", "nodes"};
+typedef enum {
+    RES_PODS,
+    RES_SERVICES,
+    RES_ENDPOINTS,
+    RES_NODES,
+    RES_ENDPOINTSLICES,
+    RES_INGRESSES,
+    RES_N
+} k8s_res;
+static const char *const res_name[RES_N] = {"pods",  "services",       "endpoints",
+                                            "nodes", "endpointslices", "ingresses"};
+/* the API path of each resource's group and version */
+static const char *const res_api[RES_N] = {"api/v1", "api/v1", "api/v1", "api/v1",
+                                           "apis/discovery.k8s.io/v1",
+                                           "apis/networking.k8s.io/v1"};
+/* the role whose selectors apply to each resource's list and watch */
+static const pd_k8s_role res_role[RES_N] = {PD_K8S_POD,  PD_K8S_SERVICE,       PD_K8S_ENDPOINTS,
+                                            PD_K8S_NODE, PD_K8S_ENDPOINTSLICE, PD_K8S_INGRESS};
 
 typedef enum { ST_LIST, ST_WATCH, ST_WATCHING, ST_WAIT } stream_state;
 
@@ -556,6 +574,258 @@ out:
     return rc;
 }
 
+static const char *bool_str(const json_t *v)
+{
+    return json_is_true(v) ? "true" : "false";
+}
+
+/* Prometheus' nonPrimaryIPFamilySlice: a dual-stack service's slice of its
+ * second address family gives no targets. */
+static bool non_primary_family(const json_t *svc, const json_t *eps)
+{
+    const json_t *spec = json_object_get(svc, "spec");
+    const char *policy = jstr(spec, "ipFamilyPolicy");
+    const json_t *fams = json_object_get(spec, "ipFamilies");
+    if (!svc || (strcmp(policy, "PreferDualStack") && strcmp(policy, "RequireDualStack")) ||
+        !json_array_size(fams))
+        return false;
+    const char *first = json_string_value(json_array_get(fams, 0));
+    return first && strcmp(jstr(eps, "addressType"), first) != 0;
+}
+
+/* Prometheus' endpointslice role (discovery/kubernetes/endpointslice.go): a
+ * target per endpoint address x port with the slice's, its service's
+ * (label kubernetes.io/service-name) and (targetRef Pod) its pod's labels;
+ * then the container ports of those pods the slice does not list. */
+static int build_endpointslice(gl *g, const json_t *eps, json_t *services, json_t *pods)
+{
+    const json_t *md = json_object_get(eps, "metadata");
+    const char *ns = jstr(md, "namespace");
+    pd_labels base = {0}, own = {0};
+    json_t *seen = json_object(); /* "ns/pod" -> {"port": true} */
+    int rc = seen ? 0 : PD_ENOMEM;
+    if (!rc && !(rc = put(&base, "__meta_kubernetes_namespace", ns)) &&
+        !(rc = put(&base, "__meta_kubernetes_endpointslice_address_type", jstr(eps, "addressType"))) &&
+        !(rc = put(&base, "__meta_kubernetes_endpointslice_name", jstr(md, "name"))))
+        rc = put_meta(&base, "endpointslice", eps);
+    const json_t *svc = NULL;
+    const char *svc_name =
+        json_string_value(json_object_get(json_object_get(md, "labels"), "kubernetes.io/service-name"));
+    if (svc_name) {
+        char key[600];
+        snprintf(key, sizeof key, "%s/%s", ns, svc_name);
+        svc = json_object_get(services, key);
+    }
+    if (!rc && svc)
+        rc = service_labels(&base, svc);
+    if (rc || non_primary_family(svc, eps))
+        goto built;
+    size_t ei, pi, ai;
+    json_t *ep, *port, *a;
+    json_array_foreach(json_object_get(eps, "endpoints"), ei, ep)
+    {
+        json_array_foreach(json_object_get(eps, "ports"), pi, port)
+        {
+            json_array_foreach(json_object_get(ep, "addresses"), ai, a)
+            {
+                const json_t *pv = json_object_get(port, "port");
+                long long pn = (long long)json_integer_value(pv);
+                char addr[300], pns[24];
+                const char *ip = json_string_value(a) ? json_string_value(a) : "";
+                if (json_is_integer(pv))
+                    join_host_port(addr, sizeof addr, ip, pn);
+                else
+                    snprintf(addr, sizeof addr, "%s", ip);
+                snprintf(pns, sizeof pns, "%lld", pn);
+                pd_labels_release(&own);
+                const json_t *cond = json_object_get(ep, "conditions");
+                static const char *const conds[3][2] = {
+                    {"ready", "__meta_kubernetes_endpointslice_endpoint_conditions_ready"},
+                    {"serving", "__meta_kubernetes_endpointslice_endpoint_conditions_serving"},
+                    {"terminating",
+                     "__meta_kubernetes_endpointslice_endpoint_conditions_terminating"}};
+                static const char *const strs[4][2] = {
+                    {"hostname", "__meta_kubernetes_endpointslice_endpoint_hostname"},
+                    {"nodeName", "__meta_kubernetes_endpointslice_endpoint_node_name"},
+                    {"zone", "__meta_kubernetes_endpointslice_endpoint_zone"},
+                    {NULL, NULL}};
+                if (json_is_string(json_object_get(port, "name")) &&
+                    (rc = put(&own, "__meta_kubernetes_endpointslice_port_name", jstr(port, "name"))))
+                    goto built;
+                if (json_is_string(json_object_get(port, "protocol")) &&
+                    (rc = put(&own, "__meta_kubernetes_endpointslice_port_protocol",
+                              jstr(port, "protocol"))))
+                    goto built;
+                if (json_is_integer(pv) && (rc = put(&own, "__meta_kubernetes_endpointslice_port", pns)))
+                    goto built;
+                if (json_is_string(json_object_get(port, "appProtocol")) &&
+                    (rc = put(&own, "__meta_kubernetes_endpointslice_port_app_protocol",
+                              jstr(port, "appProtocol"))))
+                    goto built;
+                for (int i = 0; i < 3; i++) {
+                    const json_t *b = json_object_get(cond, conds[i][0]);
+                    if (json_is_boolean(b) && (rc = put(&own, conds[i][1], bool_str(b))))
+                        goto built;
+                }
+                for (int i = 0; strs[i][0]; i++)
+                    if (json_is_string(json_object_get(ep, strs[i][0])) &&
+                        (rc = put(&own, strs[i][1], jstr(ep, strs[i][0]))))
+                        goto built;
+                const json_t *ref = json_object_get(ep, "targetRef");
+                if (ref && ((rc = put(&own, "__meta_kubernetes_endpointslice_address_target_kind",
+                                      jstr(ref, "kind"))) ||
+                            (rc = put(&own, "__meta_kubernetes_endpointslice_address_target_name",
+                                      jstr(ref, "name")))))
+                    goto built;
+                const char *tk;
+                json_t *tv;
+                json_object_foreach(json_object_get(ep, "deprecatedTopology"), tk, tv)
+                {
+                    char n1[PD_LABEL_MAX_NAME + 64], n2[PD_LABEL_MAX_NAME + 64];
+                    snprintf(n1, sizeof n1, "__meta_kubernetes_endpointslice_endpoint_topology_%s", tk);
+                    snprintf(n2, sizeof n2,
+                             "__meta_kubernetes_endpointslice_endpoint_topology_present_%s", tk);
+                    sanitize(n1);
+                    sanitize(n2);
+                    if ((rc = put(&own, n1, json_string_value(tv))) || (rc = put(&own, n2, "true")))
+                        goto built;
+                }
+                const json_t *pod = NULL;
+                char pk[600];
+                if (ref && !strcmp(jstr(ref, "kind"), "Pod")) {
+                    snprintf(pk, sizeof pk, "%s/%s", jstr(ref, "namespace"), jstr(ref, "name"));
+                    pod = json_object_get(pods, pk);
+                }
+                if (pod) {
+                    json_t *ps = json_object_get(seen, pk);
+                    if (!ps && (!(ps = json_object()) || json_object_set_new(seen, pk, ps))) {
+                        rc = PD_ENOMEM;
+                        goto built;
+                    }
+                    if (json_is_integer(pv))
+                        json_object_set_new(ps, pns, json_true());
+                    if ((rc = pod_labels(&own, pod)))
+                        goto built;
+                    const json_t *c;
+                    bool init;
+                    bool found = false;
+                    FOREACH_CONTAINER(pod, c, init)
+                    {
+                        size_t k;
+                        json_t *cp;
+                        json_array_foreach(json_object_get(c, "ports"), k, cp)
+                        {
+                            if (found || !json_is_integer(pv) ||
+                                json_integer_value(json_object_get(cp, "containerPort")) != pn)
+                                continue;
+                            found = true;
+                            if ((rc = container_labels(&own, c, cp, init)))
+                                goto built;
+                        }
+                    }
+                }
+                if ((rc = add_target(g, &base, &own, addr)))
+                    goto built;
+            }
+        }
+    }
+    /* the ports of those pods' containers not listed */
+    const char *pk;
+    json_t *ps;
+    json_object_foreach(seen, pk, ps)
+    {
+        const json_t *pod = json_object_get(pods, pk);
+        const char *ip = jstr(json_object_get(pod, "status"), "podIP");
+        const json_t *c;
+        bool init;
+        if (!*ip)
+            continue;
+        FOREACH_CONTAINER(pod, c, init)
+        {
+            size_t i;
+            json_t *p;
+            json_array_foreach(json_object_get(c, "ports"), i, p)
+            {
+                long long pn = (long long)json_integer_value(json_object_get(p, "containerPort"));
+                char pns[24], addr[300];
+                snprintf(pns, sizeof pns, "%lld", pn);
+                if (json_object_get(ps, pns))
+                    continue;
+                join_host_port(addr, sizeof addr, ip, pn);
+                pd_labels_release(&own);
+                if ((rc = pod_labels(&own, pod)) || (rc = container_labels(&own, c, p, init)) ||
+                    (rc = add_target(g, &base, &own, addr)))
+                    goto built;
+            }
+        }
+    }
+built:
+    json_decref(seen);
+    pd_labels_release(&base);
+    pd_labels_release(&own);
+    return rc;
+}
+
+/* Prometheus' matchesHostnamePattern: equal, or "*.rest" matching one
+ * first label of host with the same rest. */
+static bool host_matches(const char *pattern, const char *host)
+{
+    if (!strcmp(pattern, host))
+        return true;
+    if (strncmp(pattern, "*.", 2) != 0)
+        return false;
+    const char *dot = strchr(host, '.');
+    return dot && !strcmp(pattern + 1, dot);
+}
+
+/* Prometheus' ingress role (discovery/kubernetes/ingress.go): a target per
+ * rule x path, __address__ the rule's host, scheme https when a TLS entry
+ * names the host. */
+static int build_ingress(gl *g, const json_t *ing)
+{
+    const json_t *md = json_object_get(ing, "metadata"), *spec = json_object_get(ing, "spec");
+    pd_labels base = {0}, own = {0};
+    int rc = put(&base, "__meta_kubernetes_namespace", jstr(md, "namespace"));
+    if (!rc && json_is_string(json_object_get(spec, "ingressClassName")))
+        rc = put(&base, "__meta_kubernetes_ingress_class_name", jstr(spec, "ingressClassName"));
+    if (!rc && !(rc = put(&base, "__meta_kubernetes_ingress_name", jstr(md, "name"))))
+        rc = put_meta(&base, "ingress", ing);
+    size_t ri;
+    json_t *rule;
+    json_array_foreach(json_object_get(spec, "rules"), ri, rule)
+    {
+        if (rc)
+            break;
+        const char *host = jstr(rule, "host"), *scheme = "http";
+        size_t ti, hi;
+        json_t *tls, *h;
+        json_array_foreach(json_object_get(spec, "tls"), ti, tls)
+        {
+            json_array_foreach(json_object_get(tls, "hosts"), hi, h)
+            {
+                if (json_is_string(h) && host_matches(json_string_value(h), host))
+                    scheme = "https";
+            }
+        }
+        const json_t *http = json_object_get(rule, "http");
+        if (!json_is_object(http))
+            http = NULL; /* no HTTP rule: one target, path "/" */
+        const json_t *paths = json_object_get(http, "paths");
+        size_t np = http ? json_array_size(paths) : 0;
+        for (size_t pi = 0; pi < (http ? np : 1) && !rc; pi++) {
+            const char *path = http ? jstr(json_array_get(paths, pi), "path") : "/";
+            pd_labels_release(&own);
+            if (!(rc = put(&own, "__meta_kubernetes_ingress_scheme", scheme)) &&
+                !(rc = put(&own, "__meta_kubernetes_ingress_host", host)) &&
+                !(rc = put(&own, "__meta_kubernetes_ingress_path", *path ? path : "/")))
+                rc = add_target(g, &base, &own, host);
+        }
+    }
+    pd_labels_release(&base);
+    pd_labels_release(&own);
+    return rc;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -579,10 +849,12 @@ static const char **sorted_keys(json_t *obj, size_t *n)
 /* Groups of role from the objects of stores[RES_*] (objects by "ns/name"). */
 static int build_role(pd_k8s_role role, json_t *const *stores, gl *g)
 {
-    k8s_res main_res = role == PD_K8S_POD       ? RES_PODS
-                       : role == PD_K8S_SERVICE ? RES_SERVICES
-                       : role == PD_K8S_NODE    ? RES_NODES
-                                                : RES_ENDPOINTS;
+    k8s_res main_res = role == PD_K8S_POD             ? RES_PODS
+                       : role == PD_K8S_SERVICE       ? RES_SERVICES
+                       : role == PD_K8S_NODE          ? RES_NODES
+                       : role == PD_K8S_ENDPOINTSLICE ? RES_ENDPOINTSLICES
+                       : role == PD_K8S_INGRESS       ? RES_INGRESSES
+                                                      : RES_ENDPOINTS;
     size_t n;
     const char **keys = sorted_keys(stores[main_res], &n);
     if (!keys)
@@ -597,6 +869,10 @@ static int build_role(pd_k8s_role role, json_t *const *stores, gl *g)
         case PD_K8S_ENDPOINTS:
             rc = build_endpoints(g, o, stores[RES_SERVICES], stores[RES_PODS]);
             break;
+        case PD_K8S_ENDPOINTSLICE:
+            rc = build_endpointslice(g, o, stores[RES_SERVICES], stores[RES_PODS]);
+            break;
+        case PD_K8S_INGRESS: rc = build_ingress(g, o); break;
         }
     }
     free(keys);
@@ -635,9 +911,10 @@ static void url_of(const pd__k8s *k, const stream *s, bool watch, pd_buf *u)
 {
     pd_buf_reset(u);
     if (s->ns)
-        pd_buf_printf(u, "%s/api/v1/namespaces/%s/%s?", k->server, s->ns, res_name[s->res]);
+        pd_buf_printf(u, "%s/%s/namespaces/%s/%s?", k->server, res_api[s->res], s->ns,
+                      res_name[s->res]);
     else
-        pd_buf_printf(u, "%s/api/v1/%s?", k->server, res_name[s->res]);
+        pd_buf_printf(u, "%s/%s/%s?", k->server, res_api[s->res], res_name[s->res]);
     pd_buf_printf(u, "limit=0%s", s->selector_q);
     if (watch) {
         pd_buf_printf(u, "&watch=1&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=");
@@ -882,10 +1159,10 @@ static void end_watch(pd__k8s *k, stream *s, CURLcode res)
 
 static int publish(pd__k8s *k)
 {
-    json_t *stores[4] = {json_object(), json_object(), json_object(), json_object()};
+    json_t *stores[RES_N];
     int rc = 0;
-    for (int r = 0; r < 4; r++)
-        if (!stores[r])
+    for (int r = 0; r < RES_N; r++)
+        if (!(stores[r] = json_object()))
             rc = PD_ENOMEM;
     for (size_t i = 0; i < k->ns && !rc; i++)
         if (k->sv[i].store && json_object_update(stores[k->sv[i].res], k->sv[i].store))
@@ -893,7 +1170,7 @@ static int publish(pd__k8s *k)
     gl g = {0};
     if (!rc)
         rc = build_role(k->cfg->role, stores, &g);
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < RES_N; r++)
         json_decref(stores[r]);
     if (rc) {
         gl_free(g.v, g.n);
@@ -1043,10 +1320,9 @@ static int add_stream(pd__k8s *k, k8s_res res, const char *ns)
     k->ns++;
     pd_buf q;
     pd_buf_init(&q, 0);
-    static const pd_k8s_role of[] = {PD_K8S_POD, PD_K8S_SERVICE, PD_K8S_ENDPOINTS, PD_K8S_NODE};
     for (size_t i = 0; i < k->cfg->n_selectors; i++) {
         const pd_k8s_selector *sel = &k->cfg->selectors[i];
-        if (sel->role != of[res])
+        if (sel->role != res_role[res])
             continue;
         if (sel->label) {
             pd_buf_printf(&q, "&labelSelector=");
@@ -1085,8 +1361,10 @@ int pd__k8s_start(const pd_sd_config *cfg, pd__k8s **out, pd_err *err)
     case PD_K8S_POD: res[nr++] = RES_PODS; break;
     case PD_K8S_SERVICE: res[nr++] = RES_SERVICES; break;
     case PD_K8S_NODE: res[nr++] = RES_NODES; break;
+    case PD_K8S_INGRESS: res[nr++] = RES_INGRESSES; break;
     case PD_K8S_ENDPOINTS:
-        res[nr++] = RES_ENDPOINTS;
+    case PD_K8S_ENDPOINTSLICE:
+        res[nr++] = cfg->role == PD_K8S_ENDPOINTS ? RES_ENDPOINTS : RES_ENDPOINTSLICES;
         res[nr++] = RES_SERVICES;
         res[nr++] = RES_PODS;
         break;

@@ -6,8 +6,8 @@
 // events one per line), and requiring the bearer token given by
 // authorization.credentials_file. The pods point at real Go targets
 // (tests/e2e/collect/target) on loopback, so their profiles are scraped.
-//  - roles pod (namespaces.names, a label selector), service, endpoints and
-//    node: each target's __meta_kubernetes_* labels as Prometheus'
+//  - roles pod (namespaces.names, a label selector), service, endpoints,
+//    endpointslice, node and ingress: each target's __meta_kubernetes_* labels as Prometheus'
 //    discovery/kubernetes sets them (Debian's Prometheus 2.42 is built
 //    without Kubernetes discovery, so no side-by-side run);
 //  - a watch event adding a pod and one deleting a pod: targets appear and
@@ -75,8 +75,9 @@ class FakeApi {
   constructor(tls = null) {
     this.tls = tls;
     this.rv = 100;
-    this.objs = { pods: new Map(), services: new Map(), endpoints: new Map(), nodes: new Map() };
-    this.watchers = { pods: [], services: [], endpoints: [], nodes: [] };
+    this.objs = { pods: new Map(), services: new Map(), endpoints: new Map(), nodes: new Map(),
+      endpointslices: new Map(), ingresses: new Map() };
+    this.watchers = { pods: [], services: [], endpoints: [], nodes: [], endpointslices: [], ingresses: [] };
     this.requests = [];
     this.srv = tls ? nodeHttps.createServer(tls, (req, res) => this.handle(req, res))
       : nodeHttp.createServer((req, res) => this.handle(req, res));
@@ -124,7 +125,9 @@ class FakeApi {
       res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'Unauthorized', reason: 'Unauthorized', code: 401 }));
       return;
     }
-    const m = u.pathname.match(/^\/api\/v1\/(?:namespaces\/([^/]+)\/)?(pods|services|endpoints|nodes)$/);
+    const m = u.pathname.match(/^\/api\/v1\/(?:namespaces\/([^/]+)\/)?(pods|services|endpoints|nodes)$/) ||
+      u.pathname.match(/^\/apis\/discovery\.k8s\.io\/v1\/(?:namespaces\/([^/]+)\/)?(endpointslices)$/) ||
+      u.pathname.match(/^\/apis\/networking\.k8s\.io\/v1\/(?:namespaces\/([^/]+)\/)?(ingresses)$/);
     if (!m) {
       res.writeHead(404, { 'Content-Type': 'application/json' });
       res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 }));
@@ -147,7 +150,8 @@ class FakeApi {
       req.on('close', () => { this.watchers[kind] = this.watchers[kind].filter((x) => x !== entry); });
       return;
     }
-    const kinds = { pods: 'PodList', services: 'ServiceList', endpoints: 'EndpointsList', nodes: 'NodeList' };
+    const kinds = { pods: 'PodList', services: 'ServiceList', endpoints: 'EndpointsList', nodes: 'NodeList',
+      endpointslices: 'EndpointSliceList', ingresses: 'IngressList' };
     res.writeHead(200, { 'Content-Type': 'application/json' });
     res.end(JSON.stringify({ kind: kinds[kind], apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) },
       items: [...this.objs[kind].values()].filter(match) }));
@@ -209,6 +213,30 @@ test('kubernetes_sd: pods listed and watched; an added pod appears, a deleted on
       daemonEndpoints: { kubeletEndpoint: { Port: t3.port } },
     },
   });
+  // discovery.k8s.io/v1: one ready endpoint backed by demo-a, one terminating
+  api.put('endpointslices', {
+    kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', addressType: 'IPv4',
+    metadata: { name: 'demo-x1', namespace: 'demo', labels: { 'kubernetes.io/service-name': 'demo' }, annotations: { 'a.b/c': 'd' } },
+    endpoints: [
+      { addresses: ['127.0.0.1'], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'node-1', zone: 'z1',
+        targetRef: { kind: 'Pod', name: 'demo-a', namespace: 'demo', uid: 'uid-demo-a' } },
+      { addresses: ['127.0.0.3'], conditions: { ready: false, terminating: true }, hostname: 'h3' },
+    ],
+    ports: [{ name: 'http', port: t1.port, protocol: 'TCP', appProtocol: 'http' }],
+  });
+  // networking.k8s.io/v1: two rules, one under TLS by a wildcard, one with two paths
+  api.put('ingresses', {
+    kind: 'Ingress', apiVersion: 'networking.k8s.io/v1',
+    metadata: { name: 'web', namespace: 'demo', labels: { app: 'web' } },
+    spec: {
+      ingressClassName: 'nginx',
+      tls: [{ hosts: ['*.example.com'] }],
+      rules: [
+        { host: 'a.example.com', http: { paths: [{ path: '/debug', pathType: 'Prefix' }] } },
+        { host: 'plain.test', http: { paths: [{ path: '', pathType: 'Prefix' }, { path: '/x', pathType: 'Exact' }] } },
+      ],
+    },
+  });
   const tokenFile = path.join(dir, 'token');
   fs.writeFileSync(tokenFile, TOKEN + '\n');
   const k8s = (role, more = '') => `    kubernetes_sd_configs:
@@ -231,7 +259,9 @@ ${k8s('pod', `        namespaces: {names: [demo]}
   - job_name: services
 ${k8s('service')}  - job_name: endpoints
 ${k8s('endpoints', '        namespaces: {names: [demo]}\n')}  - job_name: nodes
-${k8s('node')}`;
+${k8s('node')}  - job_name: slices
+${k8s('endpointslice', '        namespaces: {names: [demo]}\n')}  - job_name: ingresses
+${k8s('ingress')}`;
   const cfg = path.join(dir, 'k8s.yml');
   fs.writeFileSync(cfg, cfgText);
   const profd = await startProfd({ storage: path.join(dir, 'data'), config: cfg });
@@ -294,6 +324,49 @@ ${k8s('node')}`;
   assert.equal(node.labels.instance, 'node-1');
   assert.equal(node.discoveredLabels.__meta_kubernetes_node_address_InternalIP, '127.0.0.1');
   assert.equal(node.discoveredLabels.__meta_kubernetes_node_label_topology_kubernetes_io_zone, 'z1');
+
+  // endpointslice: the labels of discovery/kubernetes/endpointslice.go
+  const sl = Object.fromEntries((await ofJob('slices')).map((t) => [t.discoveredLabels.__address__, t.discoveredLabels]));
+  const s1 = sl[`127.0.0.1:${t1.port}`], s3 = sl[`127.0.0.3:${t1.port}`];
+  assert.ok(s1 && s3, `endpointslice targets: ${Object.keys(sl)}`);
+  const wantSlice = {
+    __meta_kubernetes_namespace: 'demo',
+    __meta_kubernetes_endpointslice_name: 'demo-x1',
+    __meta_kubernetes_endpointslice_address_type: 'IPv4',
+    __meta_kubernetes_endpointslice_label_kubernetes_io_service_name: 'demo',
+    __meta_kubernetes_endpointslice_annotation_a_b_c: 'd',
+    __meta_kubernetes_endpointslice_port_name: 'http',
+    __meta_kubernetes_endpointslice_port: String(t1.port),
+    __meta_kubernetes_endpointslice_port_protocol: 'TCP',
+    __meta_kubernetes_endpointslice_port_app_protocol: 'http',
+    __meta_kubernetes_endpointslice_endpoint_conditions_ready: 'true',
+    __meta_kubernetes_endpointslice_endpoint_conditions_serving: 'true',
+    __meta_kubernetes_endpointslice_endpoint_conditions_terminating: 'false',
+    __meta_kubernetes_endpointslice_endpoint_node_name: 'node-1',
+    __meta_kubernetes_endpointslice_endpoint_zone: 'z1',
+    __meta_kubernetes_endpointslice_address_target_kind: 'Pod',
+    __meta_kubernetes_endpointslice_address_target_name: 'demo-a',
+    __meta_kubernetes_service_name: 'demo',
+    __meta_kubernetes_pod_name: 'demo-a',
+    __meta_kubernetes_pod_container_name: 'app',
+  };
+  for (const [k, v] of Object.entries(wantSlice)) assert.equal(s1[k], v, k);
+  assert.equal(s3.__meta_kubernetes_endpointslice_endpoint_conditions_ready, 'false');
+  assert.equal(s3.__meta_kubernetes_endpointslice_endpoint_hostname, 'h3');
+  assert.equal(s3.__meta_kubernetes_endpointslice_endpoint_conditions_serving, undefined, 'unset condition, no label');
+  assert.equal(s3.__meta_kubernetes_pod_name, undefined);
+  assert.ok(api.requests.some((r) => r.path === '/apis/discovery.k8s.io/v1/namespaces/demo/endpointslices'));
+  // ingress: a target per rule x path, https where a TLS host matches
+  const ing = (await ofJob('ingresses')).map((t) => t.discoveredLabels)
+    .map((d) => `${d.__address__} ${d.__meta_kubernetes_ingress_scheme} ${d.__meta_kubernetes_ingress_host} ${d.__meta_kubernetes_ingress_path}`).sort();
+  // plain.test's two paths give one target: same labels after relabeling (as
+  // Prometheus, which keys its targets by their labels' hash)
+  assert.deepEqual(ing, ['a.example.com https a.example.com /debug', 'plain.test http plain.test /']);
+  const [i0] = await ofJob('ingresses');
+  assert.equal(i0.discoveredLabels.__meta_kubernetes_ingress_name, 'web');
+  assert.equal(i0.discoveredLabels.__meta_kubernetes_ingress_class_name, 'nginx');
+  assert.equal(i0.discoveredLabels.__meta_kubernetes_ingress_label_app, 'web');
+  assert.equal(i0.discoveredLabels.__meta_kubernetes_namespace, 'demo');
 
   // No comparison with Prometheus here: Debian's prometheus 2.42 is built
   // without Kubernetes discovery (it refuses the file: "field

@@ -81,8 +81,8 @@ export class Proc {
       this.out += d.toString();
       if (this.out.length > 262144) this.out = this.out.slice(-131072);
     };
-    this.child.stdout.on('data', keep);
-    this.child.stderr.on('data', keep);
+    if (this.child.stdout) this.child.stdout.on('data', keep); // null when stdio redirects to a file
+    if (this.child.stderr) this.child.stderr.on('data', keep);
     this.exitPromise = new Promise((resolve) => {
       this.child.on('exit', (code, signal) => {
         this.exited = { code, signal };

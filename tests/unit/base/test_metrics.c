@@ -98,10 +98,12 @@ static void test_remove_one(void **state)
     assert_non_null(strstr(b.data, "t_up{job=\"a\",instance=\"x:2\"} 0\n"));
     pd_buf_release(&b);
 
-    /* the last series of a family: the family disappears from the text */
+    /* the last series of a family: its samples leave the text, its HELP and
+     * TYPE stay (issue 28: a described family is named in every scrape) */
     assert_int_equal(pd_metrics_remove("t_up", "job=\"a\",instance=\"x:2\""), 1);
     text(&b);
-    assert_null(strstr(b.data, "t_up"));
+    assert_null(strstr(b.data, "t_up{"));
+    assert_non_null(strstr(b.data, "# TYPE t_up "));
     pd_buf_release(&b);
 
     /* created again: starts from 0, described again */

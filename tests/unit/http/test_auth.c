@@ -6,6 +6,7 @@
  * re-read on change and a broken file answered 500; bcrypt through libcrypt.
  */
 #include <crypt.h>
+#include <pthread.h>
 #include <curl/curl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -245,6 +246,81 @@ static void test_rate_limit(void **state)
     pd_http_gate_free(g);
 }
 
+/* Issue 28: a flood of wrong passwords cannot hold every worker. bcrypt is
+ * held (the hook blocks the first one) while two more wrong passwords wait:
+ * a fourth is 429 with Retry-After at once, a cached valid user is 200, an
+ * unknown user is treated as a wrong password (429 too); released, the
+ * waiting ones get 401. */
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static bool holding;
+
+static void hold_hook(void)
+{
+    pthread_mutex_lock(&hold_mu);
+    while (holding)
+        pthread_cond_wait(&hold_cv, &hold_mu);
+    pthread_mutex_unlock(&hold_mu);
+}
+
+typedef struct flood_arg {
+    uint16_t port;
+    char cred[64];
+    long status;
+} flood_arg;
+
+static void *flood_one(void *p)
+{
+    flood_arg *a = p;
+    char b[200];
+    a->status = get(a->port, "/q", basic(a->cred, b)).status;
+    return NULL;
+}
+
+static void test_bcrypt_flood_bounded(void **state)
+{
+    (void)state;
+    write_config("");
+    pd_http_gate *g;
+    pd_http_server *srv;
+    start(&g, &srv);
+    uint16_t port = pd_http_server_port(srv);
+    char b[200];
+    assert_int_equal(get(port, "/q", basic("alice:pw", b)).status, 200); /* cached now */
+    double busy0 = pd_metrics_get("profd_http_rejected_total", "reason=\"auth_busy\"");
+    holding = true;
+    pd__http_bcrypt_hook = hold_hook;
+    flood_arg fa[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        fa[i].port = port;
+        snprintf(fa[i].cred, sizeof fa[i].cred, "alice:wrong%d", i);
+        assert_int_equal(pthread_create(&th[i], NULL, flood_one, &fa[i]), 0);
+    }
+    for (int i = 0; i < 3000 && pd__http_gate_bcrypt_queued(g) < 3; i++)
+        usleep(1000);
+    assert_int_equal(pd__http_gate_bcrypt_queued(g), 3);
+    reply r = get(port, "/q", basic("alice:wrong9", b));
+    assert_int_equal(r.status, 429);
+    assert_non_null(strstr(r.headers, "Retry-After: 1\r\n"));
+    assert_int_equal(get(port, "/q", basic("carol:x", b)).status, 429); /* same for unknown users */
+    assert_int_equal(get(port, "/q", basic("alice:pw", b)).status, 200); /* cached: no wait */
+    assert_true(pd_metrics_get("profd_http_rejected_total", "reason=\"auth_busy\"") == busy0 + 2);
+    pthread_mutex_lock(&hold_mu);
+    holding = false;
+    pthread_cond_broadcast(&hold_cv);
+    pthread_mutex_unlock(&hold_mu);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(fa[i].status, 401);
+    }
+    pd__http_bcrypt_hook = NULL;
+    assert_int_equal(pd__http_gate_bcrypt_queued(g), 0);
+    assert_int_equal(get(port, "/q", basic("alice:wrong9", b)).status, 401); /* not busy now */
+    pd_http_server_stop(srv);
+    pd_http_gate_free(g);
+}
+
 static void test_bad_file(void **state)
 {
     (void)state;
@@ -272,6 +348,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bcrypt),
+        cmocka_unit_test(test_bcrypt_flood_bounded),
         cmocka_unit_test(test_basic_auth_and_groups),
         cmocka_unit_test(test_rate_limit),
         cmocka_unit_test(test_bad_file),

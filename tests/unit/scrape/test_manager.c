@@ -225,7 +225,7 @@ static json_t *targets(pd_scrape_manager *m)
 {
     pd_buf b;
     pd_buf_init(&b, 0);
-    assert_int_equal(pd_scrape_manager_targets_json(m, &b), 0);
+    assert_int_equal(pd_scrape_manager_targets_json(m, NULL, NULL, &b), 0);
     json_error_t je;
     json_t *j = json_loads(b.data, 0, &je);
     if (!j)
@@ -688,12 +688,13 @@ static void test_apply_before_start_and_empty(void **state)
     PD_ASSERT_OK(pd_scrape_manager_start(f->m, &e), &e);
     pd_buf b;
     pd_buf_init(&b, 0);
-    assert_int_equal(pd_scrape_manager_targets_json(f->m, &b), 0);
-    assert_string_equal(b.data, "{\"activeTargets\":[]}");
+    assert_int_equal(pd_scrape_manager_targets_json(f->m, NULL, NULL, &b), 0);
+    assert_string_equal(b.data,
+                        "{\"activeTargets\":[],\"droppedTargets\":[],\"droppedTargetCounts\":{}}");
     pd_buf_release(&b);
     /* a tiny output cap is an error, not a crash */
     pd_buf_init(&b, 8);
-    assert_int_equal(pd_scrape_manager_targets_json(f->m, &b), PD_ETOOBIG);
+    assert_int_equal(pd_scrape_manager_targets_json(f->m, NULL, NULL, &b), PD_ETOOBIG);
     pd_buf_release(&b);
     /* freed without stopping first, no targets: prompt */
     int64_t t1 = pd_mono_ns();
@@ -747,6 +748,115 @@ static void test_target_labels(void **state)
     assert_string_equal(str(l2, "x"), "y");
     assert_string_equal(str(json_array_get(a, 2), "health"), "unknown");
     json_decref(a);
+    pd_scrape_manager_free(m);
+}
+
+/* The JSON of pd_scrape_manager_targets_json(m, state, pool). */
+static json_t *targets_doc(pd_scrape_manager *m, const char *state, const char *pool)
+{
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    assert_int_equal(pd_scrape_manager_targets_json(m, state, pool, &b), 0);
+    json_error_t je;
+    json_t *j = json_loads(b.data, 0, &je);
+    if (!j)
+        fail_msg("targets JSON does not parse: %s: %s", je.text, b.data);
+    pd_buf_release(&b);
+    return j;
+}
+
+/* Dropped targets as Prometheus lists them: discoveredLabels (before
+ * relabeling) and scrapePool, per job at most keep_dropped_targets (job's,
+ * else global's), droppedTargetCounts counting every one; state and
+ * scrapePool filter. */
+static void test_dropped_targets(void **state)
+{
+    (void)state;
+    static const char *const heap_only = "    profiling_config:\n"
+                                         "      pprof_config:\n"
+                                         "        allocs: {enabled: false}\n"
+                                         "        block: {enabled: false}\n"
+                                         "        goroutine: {enabled: false}\n"
+                                         "        mutex: {enabled: false}\n"
+                                         "        threadcreate: {enabled: false}\n"
+                                         "        cpu: {enabled: false}\n";
+    char yaml[4096];
+    snprintf(yaml, sizeof yaml,
+             "global: {keep_dropped_targets: 2}\n"
+             "scrape_configs:\n"
+             "  - job_name: a\n%s"
+             "    static_configs:\n"
+             "      - targets: ['k:1', 'd1:1', 'd2:1', 'd3:1']\n"
+             "        labels: {team: x}\n"
+             "    relabel_configs:\n"
+             "      - source_labels: [__address__]\n"
+             "        regex: 'd.*'\n"
+             "        action: drop\n"
+             "  - job_name: b\n%s"
+             "    keep_dropped_targets: 1\n"
+             "    static_configs: [{targets: ['e1:1', 'e2:1']}]\n"
+             "    relabel_configs: [{action: drop, source_labels: [job], regex: b}]\n"
+             "  - job_name: c\n%s"
+             "    static_configs: [{targets: ['c:1']}]\n",
+             heap_only, heap_only, heap_only);
+    pd_config c;
+    load(&c, yaml);
+    pd_scrape_manager *m;
+    pd_err e;
+    PD_ASSERT_OK(pd_scrape_manager_new(NULL, NULL, &m, &e), &e);
+    PD_ASSERT_OK(pd_scrape_manager_apply(m, &c, &e), &e);
+    pd_config_release(&c);
+
+    json_t *j = targets_doc(m, NULL, NULL);
+    assert_int_equal(json_array_size(json_object_get(j, "activeTargets")), 2); /* k, c */
+    json_t *d = json_object_get(j, "droppedTargets");
+    assert_int_equal(json_array_size(d), 3); /* a: 2 of 3 (global), b: 1 of 2 (job's) */
+    json_t *d0 = json_array_get(d, 0);
+    assert_string_equal(str(d0, "scrapePool"), "a");
+    json_t *dl = json_object_get(d0, "discoveredLabels");
+    assert_string_equal(str(dl, "__address__"), "d1:1");
+    assert_string_equal(str(dl, "job"), "a");
+    assert_string_equal(str(dl, "team"), "x");
+    assert_string_equal(str(dl, "__metrics_path__"), "/metrics");
+    assert_string_equal(str(dl, "__scheme__"), "http");
+    assert_true(strlen(str(dl, "__scrape_interval__")) > 0);
+    assert_string_equal(str(json_object_get(json_array_get(d, 1), "discoveredLabels"), "__address__"),
+                        "d2:1");
+    assert_string_equal(str(json_array_get(d, 2), "scrapePool"), "b");
+    json_t *counts = json_object_get(j, "droppedTargetCounts");
+    assert_int_equal(json_integer_value(json_object_get(counts, "a")), 3);
+    assert_int_equal(json_integer_value(json_object_get(counts, "b")), 2);
+    assert_int_equal(json_integer_value(json_object_get(counts, "c")), 0);
+    json_decref(j);
+
+    j = targets_doc(m, "dropped", NULL);
+    assert_int_equal(json_array_size(json_object_get(j, "activeTargets")), 0);
+    assert_int_equal(json_array_size(json_object_get(j, "droppedTargets")), 3);
+    json_decref(j);
+    j = targets_doc(m, "Active", NULL);
+    assert_int_equal(json_array_size(json_object_get(j, "activeTargets")), 2);
+    assert_int_equal(json_array_size(json_object_get(j, "droppedTargets")), 0);
+    assert_true(json_is_null(json_object_get(j, "droppedTargetCounts")));
+    json_decref(j);
+    j = targets_doc(m, "any", "b");
+    assert_int_equal(json_array_size(json_object_get(j, "activeTargets")), 0);
+    assert_int_equal(json_array_size(json_object_get(j, "droppedTargets")), 1);
+    json_decref(j);
+    j = targets_doc(m, "bogus", NULL); /* as Prometheus: neither list */
+    assert_int_equal(json_array_size(json_object_get(j, "activeTargets")), 0);
+    assert_int_equal(json_array_size(json_object_get(j, "droppedTargets")), 0);
+    json_decref(j);
+
+    /* a reload that drops nothing empties the list */
+    snprintf(yaml, sizeof yaml, "scrape_configs:\n  - job_name: c\n%s"
+             "    static_configs: [{targets: ['c:1']}]\n", heap_only);
+    load(&c, yaml);
+    PD_ASSERT_OK(pd_scrape_manager_apply(m, &c, &e), &e);
+    pd_config_release(&c);
+    j = targets_doc(m, NULL, NULL);
+    assert_int_equal(json_array_size(json_object_get(j, "droppedTargets")), 0);
+    assert_int_equal(json_object_size(json_object_get(j, "droppedTargetCounts")), 1);
+    json_decref(j);
     pd_scrape_manager_free(m);
 }
 
@@ -948,6 +1058,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_and_offset),
         cmocka_unit_test(test_target_labels),
+        cmocka_unit_test(test_dropped_targets),
         cmocka_unit_test_setup_teardown(test_scrape, setup, teardown),
         cmocka_unit_test_setup_teardown(test_apply_before_start_and_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_target_up_series, setup, teardown),
