@@ -33,6 +33,7 @@
 
 #include "ingest/ingest.h"
 #include "api/api.h"
+#include "base/buildinfo.h"
 #include "base/log.h"
 #include "agent/profd_agent.h"
 #include "base/time.h"
@@ -46,9 +47,7 @@
 #include "storage/storage.h"
 #include "storage/tsdb/tsdb_cli_int.h"
 
-#ifndef PD_VERSION
-#define PD_VERSION "0.1.0"
-#endif
+#define PD_VERSION (pd_build_info_profd.version)
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -154,6 +153,21 @@ static void usage(FILE *f)
             "Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.\n");
 }
 
+/* `profd --version`: Prometheus' layout (base/buildinfo.h). */
+static int print_version(void)
+{
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    if (pd_build_info_write_text(&pd_build_info_profd, "profd", &b) < 0) {
+        pd_buf_release(&b);
+        fprintf(stderr, "profd: out of memory\n");
+        return EXIT_RUNTIME;
+    }
+    fwrite(b.data, 1, b.len, stdout);
+    pd_buf_release(&b);
+    return 0;
+}
+
 static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "profd: ");
@@ -208,10 +222,8 @@ static int parse_flags(int argc, char **argv, flags *f)
             usage(stdout);
             return 0;
         }
-        if (strcmp(a, "--version") == 0) {
-            printf("profd, version %s\n", PD_VERSION);
-            return 0;
-        }
+        if (strcmp(a, "--version") == 0)
+            return print_version();
         if (strncmp(a, "--", 2) != 0)
             return usage_error("unexpected argument \"%s\"", a);
         /* issue 17: --web.enable-pprof[=true|false], --no-web.enable-pprof */
@@ -627,6 +639,7 @@ static int serve(const flags *f)
                              f->ch_cluster ? f->ch_cluster : "", v_mmc, v_aggw};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
+        .build = &pd_build_info_profd,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,
         .flag_names = fnames, .flag_values = fvalues, .n_flags = sizeof fnames / sizeof *fnames};
     ao.enable_pprof = enable_pprof;
