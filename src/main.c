@@ -4,8 +4,12 @@
  *   profd [serve] [flags]   run the server (the default command)
  *   profd convert ...       convert folded stacks / perf script text to pprof (ingest/)
  *   profd push ...          validate profiles locally and push them (profefe API)
- *   profd tsdb import|analyze|check ...   block tools (storage/tsdb/tsdb_cli.c)
- *   profd --help | -h       usage on stdout, exit 0
+ *   profd tsdb import|analyze|check|repair ...   block tools (storage/tsdb/tsdb_cli.c)
+ *   profd check config|web-config FILE...        configuration checks
+ *   profd --help | -h       usage on stdout, exit 0 (every command and
+ *                           subcommand takes -h/--help too: its own usage on
+ *                           stdout, exit 0)
+ *   an unknown command      one line naming it and pointing to --help, exit 2
  *   profd --version         version on stdout, exit 0
  *
  * Flags take `--flag=value` or `--flag value` (Prometheus' names).
@@ -88,12 +92,19 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: profd [serve] [flags]\n"
-            "       profd convert --from=folded|lines|perf-script [--sample-rate=HZ] [--type=cpu] IN OUT.pb.gz\n"
-            "       profd tsdb import|analyze|check ...  (profd tsdb --help)\n"
-            "       profd check config FILE...           (what a config file means, its warnings)\n"
-            "       profd check web-config FILE...       (a --web.config.file: exit 0 ok, 2 bad)\n"
-            "       profd push --service=NAME [--url=URL] [--type=T] [--label k=v ...] [--format=F] FILE...\n"
+            "       profd COMMAND [flags] [ARGS]\n"
             "       profd --help | --version\n"
+            "\n"
+            "Commands (each takes -h/--help for its own usage):\n"
+            "  serve                  run the server (the default: flags below)\n"
+            "  push                   validate profiles locally and push them to a profd\n"
+            "  convert                folded stacks / perf script text to pprof\n"
+            "  check config           what a scrape configuration means, its warnings\n"
+            "  check web-config       check a --web.config.file (TLS, auth)\n"
+            "  tsdb import            write pprof files into a store as one block\n"
+            "  tsdb analyze           blocks, series and bytes of a store\n"
+            "  tsdb check             verify a store's checksums, name any damage\n"
+            "  tsdb repair            rebuild a store's damaged blocks\n"
             "\n"
             "profd collects pprof profiles (scraped per --config.file, or pushed to\n"
             "POST /api/0/profiles), stores them under --storage.path, and serves queries,\n"
@@ -168,6 +179,34 @@ static int print_version(void)
     return 0;
 }
 
+static bool is_help(const char *a)
+{
+    return !strcmp(a, "-h") || !strcmp(a, "--help") || !strcmp(a, "-help");
+}
+
+/* `profd check`: its two commands, or one line for an unknown one. */
+static int check_main(int argc, char **argv)
+{
+    static const char text[] =
+        "usage: profd check config FILE...       what a scrape configuration means\n"
+        "       profd check web-config FILE...   check a --web.config.file\n"
+        "Each takes -h/--help: profd check COMMAND --help.\n";
+    if (argc < 2) {
+        fputs(text, stderr);
+        return EXIT_USAGE;
+    }
+    if (is_help(argv[1])) {
+        fputs(text, stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "web-config"))
+        return pd_webcfg_check_main(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "config"))
+        return pd_config_check_main(argc, argv);
+    fprintf(stderr, "profd check: unknown command \"%s\"; see 'profd check --help'\n", argv[1]);
+    return EXIT_USAGE;
+}
+
 static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "profd: ");
@@ -212,13 +251,15 @@ static int parse_flags(int argc, char **argv, flags *f)
 {
     int i = 1;
     if (i < argc && argv[i][0] != '-') {
-        if (strcmp(argv[i], "serve") != 0)
-            return usage_error("unknown command \"%s\"", argv[i]);
+        if (strcmp(argv[i], "serve") != 0) { /* one line, as git and promtool */
+            fprintf(stderr, "profd: unknown command \"%s\"; see 'profd --help'\n", argv[i]);
+            return EXIT_USAGE;
+        }
         i++;
     }
     for (; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 || strcmp(a, "-help") == 0) {
+        if (is_help(a)) {
             usage(stdout);
             return 0;
         }
@@ -771,10 +812,12 @@ int main(int argc, char **argv)
         return pd_ingest_convert_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "push") == 0)
         return pd_ingest_push_main(argc - 1, argv + 1);
-    if (argc > 2 && strcmp(argv[1], "check") == 0 && strcmp(argv[2], "web-config") == 0)
-        return pd_webcfg_check_main(argc - 2, argv + 2);
     if (argc > 1 && strcmp(argv[1], "check") == 0)
-        return pd_config_check_main(argc - 1, argv + 1);
+        return check_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "help") == 0) { /* `profd help`, as promtool */
+        usage(stdout);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "tsdb") == 0)
         return pd_tsdb_cli_main(argc - 1, argv + 1);
     int rc = parse_flags(argc, argv, &f);
