@@ -142,7 +142,7 @@ say "root: $(in_root dpkg-query -W -f='.\n' | wc -l) packages, $(du -sxm "$root"
 snapshot() {
     (cd "$root" && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev -o -path ./tmp \
         -o -path ./var/lib/dpkg -o -path ./var/lib/apt -o -path ./var/cache -o -path ./var/log \
-        -o -path ./run -o -path ./etc/ld.so.cache \) -prune -o -printf '%p %u:%g %m\n' | sort)
+        -o -path ./run -o -path ./etc/ld.so.cache \) -prune -o -printf '%p %U:%G %m\n' | sort)
 }
 snapshot >"$work/before.txt"
 
@@ -151,8 +151,9 @@ in_root sh -c "cd /tmp && apt-get install -y ./$(basename "$deb1")" >"$work/inst
     || { tail -n 30 "$work/install1.log" >&2; die "apt-get install ./$(basename "$deb1")"; }
 pass "apt-get install ./$(basename "$deb1") into the bare root ($(grep -oE '[0-9]+ newly installed' "$work/install1.log"))"
 in_root getent passwd profd >/dev/null || die "no profd user after the install"
-[ "$(stat -c %U:%G "$root/var/lib/profd")" = profd:profd ] || die "/var/lib/profd is not profd's"
-pass "user $(in_root getent passwd profd); /var/lib/profd $(stat -c '%U:%G %a' "$root/var/lib/profd")"
+# names resolved in the root (the host's passwd may give uid 100 another name)
+[ "$(in_root stat -c %U:%G /var/lib/profd)" = profd:profd ] || die "/var/lib/profd is not profd's"
+pass "user $(in_root getent passwd profd); /var/lib/profd $(in_root stat -c '%U:%G %a' /var/lib/profd)"
 [ -f "$root/usr/share/man/man1/profd.1.gz" ] || die "no man page"
 in_root dpkg-query -W -f='${Conffiles}\n' profd | sed 's/^/    conffile:/'
 
@@ -180,6 +181,7 @@ u_env=$(unit_get EnvironmentFile)
 u_exec=$(unit_get ExecStart)
 u_state=$(unit_get StateDirectory)
 say "unit: User=$u_user Group=${u_group:-} EnvironmentFile=$u_env StateDirectory=$u_state"
+u_uid=$(in_root id -u "$u_user")
 say "unit: ExecStart=$u_exec"
 [ -d "$root/var/lib/$u_state" ] || die "StateDirectory /var/lib/$u_state does not exist"
 start_profd() { # $1: log file
@@ -214,8 +216,8 @@ points() {
 }
 start_profd "$work/run1.log"
 [ "$(ps -o comm= -p "$profd_pid")" = profd ] || die "the unit's process is $(ps -o comm= -p "$profd_pid"), not profd"
-[ "$(ps -o user= -p "$profd_pid" | tr -d ' ')" = "$u_user" ] || die "profd runs as $(ps -o user= -p "$profd_pid"), not $u_user"
-pass "profd runs as $(ps -o user=,group= -p "$profd_pid" | tr -s ' '), serving http://127.0.0.1:$port/"
+[ "$(ps -o uid= -p "$profd_pid" | tr -d ' ')" = "$u_uid" ] || die "profd runs as uid $(ps -o uid= -p "$profd_pid"), not $u_user's $u_uid"
+pass "profd (pid $profd_pid) runs as uid/gid $(ps -o uid=,gid= -p "$profd_pid" | tr -s ' ') = $u_user in the root, serving http://127.0.0.1:$port/"
 curl -fsS "http://127.0.0.1:$port/api/v1/status/flags" | jq -c '.data | {"config.file":."config.file","storage.path":."storage.path","web.listen-address":."web.listen-address"}'
 ver_line=$(in_root /usr/bin/profd --version | head -n 1)
 say "installed: $ver_line"
@@ -234,7 +236,7 @@ pass "profd stored its own profiles: $p"
 stop_profd
 t_stop=$(($(date +%s) * 1000))
 stored=$(find "$root/var/lib/profd" -type f | wc -l)
-[ -z "$(find "$root/var/lib/profd" ! -user "$u_user")" ] || die "files under /var/lib/profd not owned by $u_user"
+[ -z "$(find "$root/var/lib/profd" ! -uid "$u_uid")" ] || die "files under /var/lib/profd not owned by $u_user"
 pass "/var/lib/profd: $stored files, $(du -sk "$root/var/lib/profd" | cut -f1) KiB, all owned by $u_user; stopped by SIGTERM: $(grep -c 'profd stopped' "$work/run1.log") clean stop"
 before_points=$(points "$t_stop" 2>/dev/null || true)
 
