@@ -233,12 +233,12 @@ for _ in $(seq 1 90); do
 done
 [ -n "$ok" ] || { tail -n 20 "$work/run1.log" >&2; die "profd did not store its own profiles in 180 s: $p"; }
 pass "profd stored its own profiles: $p"
-stop_profd
 t_stop=$(($(date +%s) * 1000))
+before_points=$(points "$t_stop")
+stop_profd
 stored=$(find "$root/var/lib/profd" -type f | wc -l)
 [ -z "$(find "$root/var/lib/profd" ! -uid "$u_uid")" ] || die "files under /var/lib/profd not owned by $u_user"
 pass "/var/lib/profd: $stored files, $(du -sk "$root/var/lib/profd" | cut -f1) KiB, all owned by $u_user; stopped by SIGTERM: $(grep -c 'profd stopped' "$work/run1.log") clean stop"
-before_points=$(points "$t_stop" 2>/dev/null || true)
 
 # ---- 5. systemd-analyze verify on the host ----
 # The host's systemd-analyze checks the installed unit against a root that
@@ -272,7 +272,7 @@ in_root sh -c "cd /tmp && apt-get install -y ./$(basename "$deb2")" >"$work/inst
 pass "upgraded to $v2 with apt-get install ./$(basename "$deb2")"
 [ "$(md5sum <"$root/etc/profd/profd.yml")" = "$cfg_sum" ] || die "/etc/profd/profd.yml changed by the upgrade"
 [ "$(md5sum <"$root/etc/default/profd")" = "$def_sum" ] || die "/etc/default/profd changed by the upgrade"
-pass "edited /etc/profd/profd.yml and /etc/default/profd kept (no prompt, no .dpkg-new: $(ls "$root/etc/profd")))"
+pass "edited /etc/profd/profd.yml and /etc/default/profd kept (no prompt, /etc/profd holds: $(ls "$root/etc/profd"))"
 start_profd "$work/run2.log"
 after_ver=$(curl -fsS "http://127.0.0.1:$port/api/v1/status/buildinfo" | jq -r '.data.version + " " + .data.revision')
 [ "$after_ver" = "$v2 $rev2" ] || die "after the upgrade profd says $after_ver, not $v2 $rev2"
