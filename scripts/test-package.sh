@@ -20,9 +20,11 @@
 #   6. upgrades to the newer package with apt-get: the edited conffiles and
 #      the stored profiles must stay (the same points answered by query_range
 #      after a restart of the new binary, which must say the new version);
-#   7. `dpkg --purge profd` and `apt-get autoremove --purge`: every file of
-#      the root must be as before the install (dpkg/apt state and logs
-#      aside), the profd user aside (kept on purge by design: debian/profd.postrm).
+#   7. `dpkg --purge profd` and `apt-get autoremove --purge` (its
+#      dependencies): every path of the root must be as before the install,
+#      with the same owner and mode (dpkg/apt state, caches and logs aside);
+#      /etc/passwd and /etc/group differ by the profd lines only (the user is
+#      kept on purge by design: debian/profd.postrm).
 # Prints each step; exits 0 only if every check passed.
 #
 # Usage: scripts/test-package.sh [-B BASE] [-w WORK] [-b BRANCH] [REPO]
@@ -142,9 +144,12 @@ say "root: $(in_root dpkg-query -W -f='.\n' | wc -l) packages, $(du -sxm "$root"
 snapshot() {
     (cd "$root" && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev -o -path ./tmp \
         -o -path ./var/lib/dpkg -o -path ./var/lib/apt -o -path ./var/cache -o -path ./var/log \
-        -o -path ./run -o -path ./etc/ld.so.cache \) -prune -o -printf '%p %U:%G %m\n' | sort)
+        -o -path ./run -o -path ./etc/ld.so.cache -o -path ./etc/passwd- -o -path ./etc/group- \
+        -o -path ./etc/shadow- -o -path ./etc/gshadow- \) -prune -o -printf '%p %U:%G %m\n' | sort)
 }
 snapshot >"$work/before.txt"
+cp "$root/etc/passwd" "$work/passwd.before"
+cp "$root/etc/group" "$work/group.before"
 
 cp "$deb1" "$deb2" "$root/tmp/"
 in_root sh -c "cd /tmp && apt-get install -y ./$(basename "$deb1")" >"$work/install1.log" 2>&1 \
@@ -287,11 +292,20 @@ stop_profd
 
 # ---- 7. purge ----
 in_root dpkg --purge profd >"$work/purge.log" 2>&1 || { cat "$work/purge.log" >&2; die "dpkg --purge profd"; }
-in_root apt-get autoremove --purge -y >"$work/autoremove.log" 2>&1 || { tail "$work/autoremove.log" >&2; die "apt-get autoremove"; }
+# the dependencies apt installed for profd (Recommends of its Depends too:
+# ca-certificates and openssl recommend each other, so they go only when
+# Recommends do not keep packages)
+in_root apt-get autoremove --purge -y -o APT::AutoRemove::RecommendsImportant=false >"$work/autoremove.log" 2>&1 || { tail "$work/autoremove.log" >&2; die "apt-get autoremove"; }
 pass "dpkg --purge profd; apt-get autoremove --purge: $(grep -oE '[0-9]+ to remove' "$work/autoremove.log" || echo '0 to remove')"
 snapshot >"$work/after.txt"
-# /etc/passwd, group, shadow, gshadow and their "-" backups change in content
-# (the profd user stays by design), not in the list; their mode/owner is compared too
+# /etc/passwd, group, shadow and gshadow change in content (the profd user
+# stays by design: debian/profd.postrm), not in the list, and their "-"
+# backups are written by adduser: left out of the snapshots; passwd and group
+# must differ by the profd lines only
+[ "$(diff "$work/passwd.before" "$root/etc/passwd" | grep '^[<>]' | cut -d: -f1)" = "> profd" ] ||
+    die "/etc/passwd after the purge: $(diff "$work/passwd.before" "$root/etc/passwd")"
+[ "$(diff "$work/group.before" "$root/etc/group" | grep '^[<>]' | cut -d: -f1)" = "> profd" ] ||
+    die "/etc/group after the purge: $(diff "$work/group.before" "$root/etc/group")"
 if ! diff "$work/before.txt" "$work/after.txt" >"$work/left.diff"; then
     cat "$work/left.diff" >&2
     die "the root after the purge differs from the root before the install (above)"
