@@ -9,7 +9,7 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps deps-test build build-asan run test test-plain test-asan test-fuzz fuzz clean format
+.PHONY: all deps deps-test deps-deb deb build build-asan run test test-plain test-asan test-fuzz fuzz clean format
 
 all: build
 
@@ -18,6 +18,14 @@ deps:
 
 deps-test:
 	./scripts/install-deps.sh --test
+
+deps-deb:
+	./scripts/install-deps.sh --deb
+
+# The Debian package $(BUILD)/profd_<version>_<arch>.deb (dpkg-buildpackage
+# from a copy of the tree, then lintian): scripts/build-deb.sh
+deb: deps-deb
+	./scripts/build-deb.sh $(BUILD)
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

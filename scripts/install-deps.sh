@@ -1,5 +1,11 @@
 #!/bin/sh
 # Installs the Debian 12 packages profd needs to build, run and test.
+#   install-deps.sh          build and run (make build, make run)
+#   install-deps.sh --test   also the npm packages of the tests (make test)
+#   install-deps.sh --deb    only what the Debian package needs (make deb):
+#                            debian/control's Build-Depends, Debian's packaging
+#                            tools and lintian, and debootstrap for
+#                            scripts/test-package.sh
 # Idempotent: packages already present are skipped; apt-get update runs only
 # when something is missing. Needs root (or sudo) when it has to install.
 set -eu
@@ -16,11 +22,22 @@ golang-opentelemetry-otel-dev"
 # and stdout exporter (source under /usr/share/gocode) that
 # tests/e2e/grafana/spanapp is built against, offline (traces to profiles).
 
+# make deb: Build-Depends of debian/control (keep the two lists equal) and the tools
+PKGS_DEB="build-essential debhelper dpkg-dev fakeroot help2man lintian debootstrap git \
+cmake pkg-config libcrypt-dev libcurl4-openssl-dev libdeflate-dev libelf-dev libgnutls28-dev \
+libjansson-dev libmicrohttpd-dev libpcre2-dev libprotobuf-c-dev libprotobuf-dev libxxhash-dev \
+libyaml-dev libzstd-dev protobuf-c-compiler zlib1g-dev"
+if [ "${1:-}" = "--deb" ]; then
+    PKGS="$PKGS_DEB"
+fi
+
 # clickhouse-server (18.16 in Debian 12): the ClickHouse backend's tests
 # (tests/e2e/clickhouse.test.mjs, tests/unit/storage/test_clickhouse.c) start
 # their own servers. Debian builds it for amd64 only; elsewhere those tests
 # skip with a message saying so.
-if dpkg-query -W -f='${Status}' clickhouse-server 2>/dev/null | grep -q "install ok installed" ||
+if [ "${1:-}" = "--deb" ]; then
+    :
+elif dpkg-query -W -f='${Status}' clickhouse-server 2>/dev/null | grep -q "install ok installed" ||
    apt-cache policy clickhouse-server 2>/dev/null | grep -q 'Candidate: [0-9]'; then
     PKGS="$PKGS clickhouse-server"
 else
@@ -35,8 +52,10 @@ for p in $PKGS; do
 done
 
 # Node.js: any node >= 18 with npm will do (a machine may carry its own build).
-if ! command -v node >/dev/null 2>&1; then missing="$missing nodejs"; fi
-if ! command -v npm >/dev/null 2>&1; then missing="$missing npm"; fi
+if [ "${1:-}" = "--deb" ]; then
+    :
+elif ! command -v node >/dev/null 2>&1; then missing="$missing nodejs"; fi
+if [ "${1:-}" != "--deb" ] && ! command -v npm >/dev/null 2>&1; then missing="$missing npm"; fi
 
 # Runs "$@", its output to a log; on failure prints the log's tail and what failed.
 run_logged() {

@@ -4,8 +4,12 @@
  *   profd [serve] [flags]   run the server (the default command)
  *   profd convert ...       convert folded stacks / perf script text to pprof (ingest/)
  *   profd push ...          validate profiles locally and push them (profefe API)
- *   profd tsdb import|analyze|check ...   block tools (storage/tsdb/tsdb_cli.c)
- *   profd --help | -h       usage on stdout, exit 0
+ *   profd tsdb import|analyze|check|repair ...   block tools (storage/tsdb/tsdb_cli.c)
+ *   profd check config|web-config FILE...        configuration checks
+ *   profd --help | -h       usage on stdout, exit 0 (every command and
+ *                           subcommand takes -h/--help too: its own usage on
+ *                           stdout, exit 0)
+ *   an unknown command      one line naming it and pointing to --help, exit 2
  *   profd --version         version on stdout, exit 0
  *
  * Flags take `--flag=value` or `--flag value` (Prometheus' names).
@@ -33,6 +37,7 @@
 
 #include "ingest/ingest.h"
 #include "api/api.h"
+#include "base/buildinfo.h"
 #include "base/log.h"
 #include "agent/profd_agent.h"
 #include "base/time.h"
@@ -46,9 +51,7 @@
 #include "storage/storage.h"
 #include "storage/tsdb/tsdb_cli_int.h"
 
-#ifndef PD_VERSION
-#define PD_VERSION "0.1.0"
-#endif
+#define PD_VERSION (pd_build_info_profd.version)
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -89,12 +92,19 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: profd [serve] [flags]\n"
-            "       profd convert --from=folded|lines|perf-script [--sample-rate=HZ] [--type=cpu] IN OUT.pb.gz\n"
-            "       profd tsdb import|analyze|check ...  (profd tsdb --help)\n"
-            "       profd check config FILE...           (what a config file means, its warnings)\n"
-            "       profd check web-config FILE...       (a --web.config.file: exit 0 ok, 2 bad)\n"
-            "       profd push --service=NAME [--url=URL] [--type=T] [--label k=v ...] [--format=F] FILE...\n"
+            "       profd COMMAND [flags] [ARGS]\n"
             "       profd --help | --version\n"
+            "\n"
+            "Commands (each takes -h/--help for its own usage):\n"
+            "  serve                  run the server (the default: flags below)\n"
+            "  push                   validate profiles locally and push them to a profd\n"
+            "  convert                folded stacks / perf script text to pprof\n"
+            "  check config           what a scrape configuration means, its warnings\n"
+            "  check web-config       check a --web.config.file (TLS, auth)\n"
+            "  tsdb import            write pprof files into a store as one block\n"
+            "  tsdb analyze           blocks, series and bytes of a store\n"
+            "  tsdb check             verify a store's checksums, name any damage\n"
+            "  tsdb repair            rebuild a store's damaged blocks\n"
             "\n"
             "profd collects pprof profiles (scraped per --config.file, or pushed to\n"
             "POST /api/0/profiles), stores them under --storage.path, and serves queries,\n"
@@ -157,6 +167,49 @@ static void usage(FILE *f)
             "Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.\n");
 }
 
+/* `profd --version`: Prometheus' layout (base/buildinfo.h). */
+static int print_version(void)
+{
+    pd_buf b;
+    pd_buf_init(&b, 0);
+    if (pd_build_info_write_text(&pd_build_info_profd, "profd", &b) < 0) {
+        pd_buf_release(&b);
+        fprintf(stderr, "profd: out of memory\n");
+        return EXIT_RUNTIME;
+    }
+    fwrite(b.data, 1, b.len, stdout);
+    pd_buf_release(&b);
+    return 0;
+}
+
+static bool is_help(const char *a)
+{
+    return !strcmp(a, "-h") || !strcmp(a, "--help") || !strcmp(a, "-help");
+}
+
+/* `profd check`: its two commands, or one line for an unknown one. */
+static int check_main(int argc, char **argv)
+{
+    static const char text[] =
+        "usage: profd check config FILE...       what a scrape configuration means\n"
+        "       profd check web-config FILE...   check a --web.config.file\n"
+        "Each takes -h/--help: profd check COMMAND --help.\n";
+    if (argc < 2) {
+        fputs(text, stderr);
+        return EXIT_USAGE;
+    }
+    if (is_help(argv[1])) {
+        fputs(text, stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "web-config"))
+        return pd_webcfg_check_main(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "config"))
+        return pd_config_check_main(argc, argv);
+    fprintf(stderr, "profd check: unknown command \"%s\"; see 'profd check --help'\n", argv[1]);
+    return EXIT_USAGE;
+}
+
 static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "profd: ");
@@ -201,20 +254,20 @@ static int parse_flags(int argc, char **argv, flags *f)
 {
     int i = 1;
     if (i < argc && argv[i][0] != '-') {
-        if (strcmp(argv[i], "serve") != 0)
-            return usage_error("unknown command \"%s\"", argv[i]);
+        if (strcmp(argv[i], "serve") != 0) { /* one line, as git and promtool */
+            fprintf(stderr, "profd: unknown command \"%s\"; see 'profd --help'\n", argv[i]);
+            return EXIT_USAGE;
+        }
         i++;
     }
     for (; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 || strcmp(a, "-help") == 0) {
+        if (is_help(a)) {
             usage(stdout);
             return 0;
         }
-        if (strcmp(a, "--version") == 0) {
-            printf("profd, version %s\n", PD_VERSION);
-            return 0;
-        }
+        if (strcmp(a, "--version") == 0)
+            return print_version();
         if (strncmp(a, "--", 2) != 0)
             return usage_error("unexpected argument \"%s\"", a);
         /* issue 17: --web.enable-pprof[=true|false], --no-web.enable-pprof */
@@ -630,6 +683,7 @@ static int serve(const flags *f)
                              f->ch_cluster ? f->ch_cluster : "", v_mmc, v_aggw};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
+        .build = &pd_build_info_profd,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,
         .flag_names = fnames, .flag_values = fvalues, .n_flags = sizeof fnames / sizeof *fnames};
     ao.enable_pprof = enable_pprof;
@@ -768,10 +822,12 @@ int main(int argc, char **argv)
         return pd_ingest_convert_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "push") == 0)
         return pd_ingest_push_main(argc - 1, argv + 1);
-    if (argc > 2 && strcmp(argv[1], "check") == 0 && strcmp(argv[2], "web-config") == 0)
-        return pd_webcfg_check_main(argc - 2, argv + 2);
     if (argc > 1 && strcmp(argv[1], "check") == 0)
-        return pd_config_check_main(argc - 1, argv + 1);
+        return check_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "help") == 0) { /* `profd help`, as promtool */
+        usage(stdout);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "tsdb") == 0)
         return pd_tsdb_cli_main(argc - 1, argv + 1);
     int rc = parse_flags(argc, argv, &f);

@@ -1211,7 +1211,7 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
         return "other";
     }
     if (strncmp(path, "/api/0/", 7) == 0) {
-        pd__api_env env = {api->st, &api->o.limits, api->version};
+        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build};
         return pd__profefe_route(&env, req, resp);
     }
     if (strncmp(path, "/querier.v1.QuerierService/", 27) == 0 ||
@@ -1224,15 +1224,15 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             return pd__querier_render(&qenv, req, resp);
     }
     if (strcmp(path, "/push.v1.PusherService/Push") == 0) {
-        pd__api_env env = {api->st, &api->o.limits, api->version};
+        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build};
         return pd__push_connect(&env, req, resp);
     }
     if (strcmp(path, "/ingest") == 0) {
-        pd__api_env env = {api->st, &api->o.limits, api->version};
+        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build};
         return pd__pyroscope_ingest(&env, req, resp);
     }
     if (strcmp(path, "/v1development/profiles") == 0) {
-        pd__api_env env = {api->st, &api->o.limits, api->version};
+        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build};
         return pd__otlp_profiles(&env, req, resp);
     }
     if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
@@ -1396,8 +1396,17 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
         api->o.query_timeout_ms = DEFAULT_QUERY_TIMEOUT_MS;
     if (!api->o.query_max_samples)
         api->o.query_max_samples = PD_MERGE_DEFAULT_MAX_SAMPLES;
-    snprintf(api->version, sizeof api->version, "%s", api->o.version ? api->o.version : "unknown");
+    snprintf(api->version, sizeof api->version, "%s",
+             api->o.build ? api->o.build->version : api->o.version ? api->o.version : "unknown");
     api->o.version = NULL;
+    if (api->o.build)
+        api->build = *api->o.build;
+    else
+        api->build = (pd_build_info){.revision = "unknown", .branch = "unknown",
+                                     .build_user = "unknown", .build_date = "unknown",
+                                     .compiler = "unknown", .platform = "unknown"};
+    api->build.version = api->version;
+    api->o.build = NULL;
     api->start_time_s = (double)pd_now_ms() / 1000.0;
     pthread_mutex_init(&api->cfg_mu, NULL);
     if (opts && opts->n_flags) {
@@ -1438,6 +1447,17 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
     pd_metrics_describe("process_start_time_seconds", PD_METRIC_GAUGE,
                         "Start time of the process since unix epoch in seconds.");
     pd_metrics_describe("process_open_fds", PD_METRIC_GAUGE, "Number of open file descriptors.");
+    /* as prometheus_build_info: one series at 1, the build in its labels */
+    pd_metrics_describe("profd_build_info", PD_METRIC_GAUGE,
+                        "A metric with a constant '1' value labeled by version, revision, "
+                        "branch, compiler and platform from which profd was built.");
+    {
+        char labels[1024];
+        if (pd_build_info_labels(&api->build, labels, sizeof labels) < sizeof labels) {
+            pd_metrics_remove_prefix("profd_build_info", NULL);
+            pd_metrics_set("profd_build_info", labels, 1);
+        }
+    }
     pd_metrics_describe("profd_storage_series", PD_METRIC_GAUGE, "Series in the storage.");
     pd_metrics_describe("profd_storage_merges_waiting", PD_METRIC_GAUGE,
                         "Merges waiting for a turn (--query.max-merge-concurrency).");

@@ -47,7 +47,8 @@
  *            (default: all time).
  *   GET      /api/v1/targets  pd_scrape_manager_targets_json, or no targets
  *            when there is no scrape manager.
- *   GET      /api/v1/status/buildinfo  {"version":..}
+ *   GET      /api/v1/status/buildinfo  {"version","revision","branch","buildUser",
+ *                                      "buildDate","compiler","platform"}
  *   /api/0/...  profefe's API, whole (profefe.c): POST /api/0/profiles
  *            (push), GET /api/0/profiles (list metas), /api/0/profiles/merge,
  *            /api/0/profiles/ID[+ID...], /api/0/services, /api/0/version;
@@ -97,6 +98,7 @@
 #include "base/error.h"
 #include "http/server.h"
 #include "pprof/pprof.h"
+#include "base/buildinfo.h"
 #include "scrape/manager.h"
 #include "storage/storage.h"
 
@@ -112,7 +114,12 @@ typedef struct pd_api_options {
     size_t top_default_rows;   /* report=top rows without limit=; 0 = 100 */
     pd_api_reload_fn reload;   /* may be NULL: /-/reload then answers 500 */
     void *reload_ctx;
-    const char *version; /* shown in buildinfo; NULL = "unknown" */
+    const char *version; /* shown in buildinfo; NULL = "unknown" (build->version wins) */
+    /* The binary's build facts (base/buildinfo.h), borrowed: must outlive
+     * the api (profd passes its static pd_build_info_profd). NULL: every
+     * field "unknown" but the version. Shown by /api/v1/status/buildinfo,
+     * /api/0/version and the gauge profd_build_info{...} 1 on /metrics. */
+    const pd_build_info *build;
     int64_t query_timeout_ms; /* --query.timeout: merge/diff deadline; 0 = 2 min */
     size_t query_max_samples; /* --query.max-samples: distinct samples of a merge; 0 = 1M */
     /* /api/v1/status/flags, as Prometheus: every flag's name (without "--")

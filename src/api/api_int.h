@@ -38,6 +38,7 @@ struct pd_api {
     bool ready;            /* __atomic: st and sm are set (release/acquire) */
     pd_api_options o;
     char version[64];
+    pd_build_info build; /* strings borrowed (options' build) or static "unknown" */
     double start_time_s; /* fallback for process_start_time_seconds */
     char **flags;        /* n_flags x (name, value), owned */
     size_t n_flags;
@@ -80,6 +81,7 @@ typedef struct pd__api_env {
     pd_storage *st;
     const pd_pprof_limits *limits; /* caps for bodies (0 fields = defaults) */
     const char *version;           /* shown by /api/0/version */
+    const pd_build_info *build;    /* its commit and build time */
 } pd__api_env;
 
 /* Routes every path under /api/0/ (profefe's API, see profefe.c for the

@@ -1039,7 +1039,14 @@ static void h_version(const pd__api_env *env, pd_http_response *resp)
     int rc = ok_begin(resp);
     rc = rc ? rc : pd_buf_puts(&resp->body, "{\"version\":");
     rc = rc ? rc : pd_buf_put_json_string(&resp->body, v, strlen(v));
-    rc = rc ? rc : pd_buf_puts(&resp->body, ",\"commit\":\"\",\"build_time\":\"\"}");
+    /* profefe's version.go: commit and build_time as its ldflags set them */
+    const char *commit = env->build ? env->build->revision : "unknown";
+    const char *when = env->build ? env->build->build_date : "unknown";
+    rc = rc ? rc : pd_buf_puts(&resp->body, ",\"commit\":");
+    rc = rc ? rc : pd_buf_put_json_string(&resp->body, commit, strlen(commit));
+    rc = rc ? rc : pd_buf_puts(&resp->body, ",\"build_time\":");
+    rc = rc ? rc : pd_buf_put_json_string(&resp->body, when, strlen(when));
+    rc = rc ? rc : pd_buf_puts(&resp->body, "}");
     ok_end(resp, rc);
 }
 

@@ -15,18 +15,30 @@
 #include "base/buf.h"
 #include "base/time.h"
 
-static void h_buildinfo(const pd_api *api, pd_http_response *resp)
-{
-    pd__api_begin_success(resp);
-    pd_buf_puts(&resp->body, "{\"version\":");
-    pd_buf_put_json_string(&resp->body, api->version, strlen(api->version));
-    pd_buf_puts(&resp->body, "}");
-    pd__api_end_success(resp);
-}
-
 static void put_jstr(pd_buf *b, const char *s)
 {
     pd_buf_put_json_string(b, s, strlen(s));
+}
+
+/* Prometheus' PrometheusVersion JSON (version, revision, branch, buildUser,
+ * buildDate, goVersion), with "compiler" where Go has goVersion and the
+ * platform added (base/buildinfo.h). */
+static void h_buildinfo(const pd_api *api, pd_http_response *resp)
+{
+    const pd_build_info *b = &api->build;
+    const char *k[] = {"version", "revision", "branch", "buildUser", "buildDate", "compiler",
+                       "platform"};
+    const char *v[] = {b->version,    b->revision, b->branch,  b->build_user,
+                       b->build_date, b->compiler, b->platform};
+    pd__api_begin_success(resp);
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+        pd_buf_putc(&resp->body, i ? ',' : '{');
+        put_jstr(&resp->body, k[i]);
+        pd_buf_putc(&resp->body, ':');
+        put_jstr(&resp->body, v[i]);
+    }
+    pd_buf_puts(&resp->body, "}");
+    pd__api_end_success(resp);
 }
 
 static void h_status_flags(pd_api *api, pd_http_response *resp)

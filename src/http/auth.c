@@ -649,13 +649,16 @@ void pd_http_gate_tls_session(pd_http_gate *g, void *session)
 
 int pd_webcfg_check_main(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help")) {
-        fprintf(argc >= 2 ? stdout : stderr,
+    bool help = false;
+    for (int i = 1; i < argc; i++)
+        help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") || !strcmp(argv[i], "-help");
+    if (argc < 2 || help) {
+        fprintf(help ? stdout : stderr,
                 "usage: profd check web-config FILE...\n"
                 "Reads each --web.config.file as `profd serve` would (Prometheus'\n"
                 "exporter-toolkit format; README: Exposing profd), with its certificate, key\n"
                 "and client CA. Exit 0 when all load, 2 otherwise (FILE:LINE:COL on stderr).\n");
-        return argc >= 2 ? 0 : 2;
+        return help ? 0 : 2;
     }
     int status = 0;
     for (int i = 1; i < argc; i++) {

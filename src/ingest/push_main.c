@@ -14,9 +14,10 @@
  *      pd_pprof_limits_default(), the caps the server applies by default,
  *      and its sample labels held to the server's PUSH_MAX_SAMPLE_LABEL_BYTES,
  *      so a file the server would refuse is refused here without a request;
- *   4. its profefe type (--type, else guessed from the sample types: see
- *      guess_type) and its time (--created-at, else the profile's
- *      time_nanos, else the file's mtime, else now for stdin) are fixed;
+ *   4. its profefe type (--type, else guessed from the sample types:
+ *      pd_profile_guess_type in pprof.h, the rule `tsdb import` uses too)
+ *      and its time (--created-at, else the profile's time_nanos, else the
+ *      file's mtime, else now for stdin) are fixed;
  *   5. POST URL/api/0/profiles?service=&type=&instance_id=&labels=&created_at=
  *      with the body (one libcurl handle, so one kept-alive connection).
  * A file that fails any step is reported on stderr as "profd push: FILE:
@@ -202,46 +203,6 @@ static bool type_valid(const char *t)
         if (!strcmp(t, PROFEFE_TYPES[i]))
             return true;
     return false;
-}
-
-/* The profefe type of p, from its sample type names (Go's runtime/pprof,
- * @datadog/pprof and profd's converters name them):
- *   cpu                                      -> cpu
- *   inuse_space/inuse_objects/alloc_space/alloc_objects -> heap
- *   contentions/delay -> mutex or block: Go writes both profiles with the
- *     same sample and period types, so the file's name decides ("mutex" or
- *     "block" in its base name), else other
- *   goroutine -> goroutine, threadcreate -> threadcreate
- *   anything else (e.g. wall, perf events) -> other */
-static const char *guess_type(const pd_profile *p, const char *path)
-{
-    bool cpu = false, heap = false, contention = false, goroutine = false, threadcreate = false;
-    for (size_t i = 0; i < p->n_sample_type; i++) {
-        const char *t = pd_profile_str(p, p->sample_type[i].type);
-        cpu |= !strcmp(t, "cpu");
-        heap |= !strcmp(t, "inuse_space") || !strcmp(t, "inuse_objects") ||
-                !strcmp(t, "alloc_space") || !strcmp(t, "alloc_objects");
-        contention |= !strcmp(t, "contentions") || !strcmp(t, "delay");
-        goroutine |= !strcmp(t, "goroutine");
-        threadcreate |= !strcmp(t, "threadcreate");
-    }
-    if (cpu)
-        return "cpu";
-    if (heap)
-        return "heap";
-    if (contention) {
-        const char *base = strrchr(path, '/');
-        base = base ? base + 1 : path;
-        bool mutex = strstr(base, "mutex") != NULL, block = strstr(base, "block") != NULL;
-        if (mutex != block)
-            return mutex ? "mutex" : "block";
-        return "other";
-    }
-    if (goroutine)
-        return "goroutine";
-    if (threadcreate)
-        return "threadcreate";
-    return "other";
 }
 
 /* Appends the whole of path ("-": stdin) to b, which caps the size
@@ -465,7 +426,7 @@ static int push_file(CURL *c, const push_cfg *cfg, const char *path)
         goto out;
     }
 
-    const char *type = cfg->type ? cfg->type : guess_type(&p, path);
+    const char *type = cfg->type ? cfg->type : pd_profile_guess_type(&p, path);
     int64_t created = cfg->have_created    ? cfg->created_ms
                       : p.time_nanos > 0 ? p.time_nanos / 1000000
                       : mtime_ms > 0     ? mtime_ms

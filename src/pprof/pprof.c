@@ -15,6 +15,7 @@
 #include "pprof/pprof_int.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -481,4 +482,36 @@ int64_t pd_profile_intern(pd_profile *p, const char *s, size_t len)
         return PD_ENOMEM;
     }
     return (int64_t)i;
+}
+
+const char *pd_profile_guess_type(const pd_profile *p, const char *path)
+{
+    bool cpu = false, heap = false, contention = false, goroutine = false, threadcreate = false;
+    for (size_t i = 0; i < p->n_sample_type; i++) {
+        const char *t = pd_profile_str(p, p->sample_type[i].type);
+        cpu |= !strcmp(t, "cpu") ||
+               (!strcmp(t, "samples") && !strcmp(pd_profile_str(p, p->period_type.type), "cpu"));
+        heap |= !strcmp(t, "inuse_space") || !strcmp(t, "inuse_objects") ||
+                !strcmp(t, "alloc_space") || !strcmp(t, "alloc_objects");
+        contention |= !strcmp(t, "contentions") || !strcmp(t, "delay");
+        goroutine |= !strcmp(t, "goroutine");
+        threadcreate |= !strcmp(t, "threadcreate");
+    }
+    if (cpu)
+        return "cpu";
+    if (heap)
+        return "heap";
+    if (contention) {
+        const char *base = path ? strrchr(path, '/') : NULL;
+        base = base ? base + 1 : path ? path : "";
+        bool mutex = strstr(base, "mutex") != NULL, block = strstr(base, "block") != NULL;
+        if (mutex != block)
+            return mutex ? "mutex" : "block";
+        return "other";
+    }
+    if (goroutine)
+        return "goroutine";
+    if (threadcreate)
+        return "threadcreate";
+    return "other";
 }

@@ -216,6 +216,22 @@ static inline const pd_pprof_mapping *pd_profile_mapping(const pd_profile *p, ui
 /* The string at idx, or "" when out of range. Borrowed from p. */
 const char *pd_profile_str(const pd_profile *p, int64_t idx);
 
+/* The profile type (profefe's `type`, profd's __name__) of p when nobody
+ * named it, from its sample type names as Go's runtime/pprof, @datadog/pprof
+ * and profd's converters write them; the one rule of `profd push` and
+ * `profd tsdb import`:
+ *   cpu (or "samples" with period type cpu)              -> "cpu"
+ *   inuse_space/inuse_objects/alloc_space/alloc_objects  -> "heap" (Go's heap
+ *     and allocs profiles carry the same four)
+ *   contentions/delay -> "mutex" or "block": Go writes both profiles with the
+ *     same sample and period types, so the base name of `path` decides (it
+ *     holds "mutex" or "block", not both), else "other"
+ *   goroutine -> "goroutine", threadcreate -> "threadcreate"
+ *   anything else (wall, perf events, ...) -> "other"
+ * path may be NULL (no file name: contention profiles are "other"). Returns
+ * a static string. */
+const char *pd_profile_guess_type(const pd_profile *p, const char *path);
+
 /* Writes the sum of each sample type's values over all samples into
  * totals[0..n_sample_type). */
 void pd_profile_totals(const pd_profile *p, int64_t *totals /* OUT */);

@@ -4,6 +4,7 @@
  * job's targets, relabeling, client options and profile endpoints) and every
  * warning, like `promtool check config`.
  */
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -149,12 +150,15 @@ static void print_job(FILE *f, const pd_scrape_job *j)
 
 int pd_config_check_main(int argc, char **argv)
 {
-    if (argc < 3 || strcmp(argv[1], "config") != 0 || !strcmp(argv[2], "--help")) {
-        fprintf(argc >= 3 && !strcmp(argv[2], "--help") ? stdout : stderr,
+    bool help = false;
+    for (int i = 2; i < argc; i++)
+        help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") || !strcmp(argv[i], "-help");
+    if (argc < 3 || strcmp(argv[1], "config") != 0 || help) {
+        fprintf(help ? stdout : stderr,
                 "usage: profd check config FILE...\n"
                 "Reads each scrape configuration as `profd serve --config.file` would, prints\n"
                 "what was understood and every warning. Exit 0 when all load, 2 otherwise.\n");
-        return argc >= 3 && !strcmp(argv[2], "--help") ? 0 : 2;
+        return help ? 0 : 2;
     }
     int status = 0;
     for (int i = 2; i < argc; i++) {

@@ -807,6 +807,30 @@ static void *maint_main(void *arg)
     return NULL;
 }
 
+int pd__tsdb_lock_store(const char *dir, int *fd_out, pd_err *err)
+{
+    char lockname[4096];
+    *fd_out = -1;
+    if (snprintf(lockname, sizeof lockname, "%s/lock", dir) >= (int)sizeof lockname)
+        return pd_err_set(err, PD_EINVAL, "storage path \"%s\" is too long", dir);
+    int fd = open(lockname, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int rc = -errno;
+        return pd_err_set(err, rc, "open lock file %s: %s", lockname, strerror(-rc));
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int rc = -errno;
+        close(fd);
+        if (rc == -EWOULDBLOCK)
+            return pd_err_set(err, PD_EEXIST,
+                              "storage %s is in use by another process (lock file %s is held)",
+                              dir, lockname);
+        return pd_err_set(err, rc, "lock %s: %s", lockname, strerror(-rc));
+    }
+    *fd_out = fd;
+    return 0;
+}
+
 int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *err)
 {
     *out = NULL;
@@ -847,8 +871,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     pd_metrics_add("profd_storage_retention_deletes_total", NULL, 0);
     const char *path = opts->path && opts->path[0] ? opts->path : "./data";
     char s_waldir[4096];
-    char lockname[4096];
-    if (snprintf(lockname, sizeof lockname, "%s/lock", path) >= (int)sizeof lockname ||
+    if (strlen(path) + sizeof "/lock" > 4096 ||
         snprintf(s_waldir, sizeof s_waldir, "%s/wal", path) >= (int)sizeof s_waldir)
         return pd_err_set(err, PD_EINVAL, "storage path \"%s\" is too long", path);
     int rc;
@@ -889,22 +912,8 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     }
     if ((rc = mkdirs(path, err)) < 0)
         goto fail;
-    s->lock_fd = open(lockname, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (s->lock_fd < 0) {
-        rc = -errno;
-        pd_err_set(err, rc, "open lock file %s: %s", lockname, strerror(-rc));
+    if ((rc = pd__tsdb_lock_store(path, &s->lock_fd, err)) < 0)
         goto fail;
-    }
-    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-        rc = -errno;
-        if (rc == -EWOULDBLOCK)
-            rc = pd_err_set(err, PD_EEXIST,
-                            "storage %s is in use by another process (lock file %s is held)", path,
-                            lockname);
-        else
-            pd_err_set(err, rc, "lock %s: %s", lockname, strerror(-rc));
-        goto fail;
-    }
     if (mkdir(s->waldir, 0755) < 0 && errno != EEXIST) {
         rc = -errno;
         pd_err_set(err, rc, "create wal directory %s: %s", s->waldir, strerror(-rc));

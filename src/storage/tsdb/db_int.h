@@ -173,6 +173,14 @@ void pd__tsdb_prune_stash(series *se, uint32_t keep);
 size_t pd__tsdb_drop_points(pd_storage *s, series *se, const int64_t *ts, size_t n);
 int pd__tsdb_write_full_fd(int fd, const uint8_t *p, size_t n);
 int pd__tsdb_fsync_path(const char *path);
+/* Takes the store's lock: an exclusive flock(2) on DIR/lock (created if
+ * missing), held until *fd_out is closed. The server holds it while the store
+ * is open (pd_storage_open); the offline tools that write into a store
+ * (`profd tsdb import`, `tsdb repair`) take it too, so neither writes under a
+ * running server. Returns 0; PD_EEXIST when another process holds it (err
+ * names the store and the lock file); -errno when DIR/lock cannot be opened;
+ * PD_EINVAL when the path is too long. */
+int pd__tsdb_lock_store(const char *dir, int *fd_out /* OUT */, pd_err *err);
 int pd__tsdb_load_blocks(pd_storage *s, bool *added, pd_err *err);
 void pd__tsdb_kick_maintenance(pd_storage *s);
 

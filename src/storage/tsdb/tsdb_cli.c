@@ -1,7 +1,9 @@
 /*
  * storage/tsdb/tsdb_cli.c — `profd tsdb import|analyze|check|repair` (usage in
- * tsdb_cli_int.h). Works on block directories (block_int.h) directly; no
- * running store is needed or locked.
+ * tsdb_cli_int.h). Works on block directories (block_int.h) directly, with
+ * no running store. The commands that write into a store (import, repair)
+ * take its lock (DIR/lock, pd__tsdb_lock_store) as the server does, so they
+ * refuse a store a running profd has open; analyze and check only read.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -10,64 +12,79 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/crc32c.h"
 #include "base/labels.h"
 #include "base/time.h"
 #include "base/varint.h"
 #include "storage/tsdb/block_int.h"
+#include "storage/tsdb/db_int.h"
 #include "storage/tsdb/head_int.h"
 #include "storage/tsdb/tsdb_cli_int.h"
 #include "storage/tsdb/wal_int.h"
 
 #define MAX_FILE_BYTES (64u << 20)
 
-static int usage(void)
+static const char usage_tsdb[] =
+    "usage: profd tsdb COMMAND [flags] ...   tools for the embedded store, offline\n"
+    "  import   write pprof files into a store as one block\n"
+    "  analyze  blocks, series, profiles and bytes by part of a store or block\n"
+    "  check    verify every checksum and reference; name each damaged file\n"
+    "  repair   rebuild damaged blocks from what verifies\n"
+    "Each takes -h/--help: profd tsdb COMMAND --help.\n";
+
+static const char usage_import[] =
+    "usage: profd tsdb import --storage.path=DIR [--label k=v ...]\n"
+    "                         [--storage.retention.time=15d] [--storage.future-grace=10m]\n"
+    "                         FILE|DIR...\n"
+    "  Decodes every pprof file (directories: every file below them) and writes\n"
+    "  them as one block into the store at DIR. A profile's time is its\n"
+    "  time_nanos, else the file's modification time; its type (__name__), unless\n"
+    "  --label __name__=T, is guessed as `profd push` guesses it (block and mutex\n"
+    "  profiles told apart by the file name). Profiles outside the retention\n"
+    "  window the server keeps are refused: give it the server's flags.\n"
+    "  The store must not be open: a running profd holds DIR/lock and import\n"
+    "  refuses it (exit 1); stop profd, or push the files with `profd push`.\n"
+    "  Exit: 0 imported, 1 nothing imported or the store is locked, 2 usage.\n";
+
+static const char usage_analyze[] =
+    "usage: profd tsdb analyze DIR\n"
+    "  DIR is a storage path or one block directory: blocks, series, profiles,\n"
+    "  bytes by part (index, symbols, time chunks, value chunks), bytes per\n"
+    "  profile, the largest series. Reads only (a running profd may hold DIR).\n";
+
+static const char usage_check[] =
+    "usage: profd tsdb check DIR\n"
+    "  Verifies every checksum and reference of every block, every WAL segment\n"
+    "  and DIR/series; names the file and offset of each corruption. Reads only.\n"
+    "  Exit: 0 no corruption, 1 corruption found, 2 usage.\n";
+
+static const char usage_repair[] =
+    "usage: profd tsdb repair DIR\n"
+    "  Rewrites every block that fails `profd tsdb check` (or is marked\n"
+    "  compaction.failed) from what verifies, moves the originals to\n"
+    "  DIR/repair-<UTC time>/ and prints every dropped series and profile.\n"
+    "  Takes the store's lock: stop profd first (exit 1 while it runs).\n";
+
+/* A usage error: what was wrong (when given), the command's usage, exit 2. */
+static int usage_to(const char *text)
 {
-    fprintf(stderr,
-            "usage: profd tsdb import --storage.path DIR [--label k=v ...]\n"
-            "                         [--storage.retention.time=15d] [--storage.future-grace=10m]\n"
-            "                         FILE|DIR...   (profiles outside the retention window the\n"
-            "                         server keeps are refused: give it the server's flags)\n"
-            "       profd tsdb analyze DIR\n"
-            "       profd tsdb check DIR\n"
-            "       profd tsdb repair DIR\n");
+    fputs(text, stderr);
     return 2;
 }
 
-/* ---- import ---- */
-
-/* The profile type by its sample types, as net/http/pprof names endpoints. */
-static const char *guess_type(const pd_profile *p)
+static int usage(void)
 {
-    for (size_t i = 0; i < p->n_sample_type; i++) {
-        const char *t = pd_profile_str(p, p->sample_type[i].type);
-        if (!strcmp(t, "inuse_space") || !strcmp(t, "inuse_objects"))
-            return "heap";
-    }
-    for (size_t i = 0; i < p->n_sample_type; i++) {
-        const char *t = pd_profile_str(p, p->sample_type[i].type);
-        const char *u = pd_profile_str(p, p->sample_type[i].unit);
-        if (!strcmp(t, "alloc_space") || !strcmp(t, "alloc_objects"))
-            return "allocs";
-        if (!strcmp(t, "goroutine"))
-            return "goroutine";
-        if (!strcmp(t, "threadcreate"))
-            return "threadcreate";
-        if (!strcmp(t, "cpu") || (!strcmp(t, "samples") && p->n_sample_type == 2 &&
-                                  !strcmp(pd_profile_str(p, p->period_type.type), "cpu")))
-            return "cpu";
-        if (!strcmp(t, "wall"))
-            return "wall";
-        if (!strcmp(t, "delay") && !strcmp(u, "nanoseconds"))
-            return strcmp(pd_profile_str(p, p->period_type.type), "contentions") ? "block"
-                                                                                   : "mutex";
-    }
-    for (size_t i = 0; i < p->n_sample_type; i++)
-        if (!strcmp(pd_profile_str(p, p->sample_type[i].type), "contentions"))
-            return "mutex";
-    return "unknown";
+    return usage_to(usage_import);
 }
+
+static bool is_help(const char *a)
+{
+    return !strcmp(a, "-h") || !strcmp(a, "--help") || !strcmp(a, "-help");
+}
+
+/* ---- import ---- */
 
 typedef struct import_ctx {
     pd_block_writer *w;
@@ -122,7 +139,7 @@ static int import_file(import_ctx *c, const char *path, const struct stat *st)
     pd_labels l;
     int rc = pd_labels_copy(&l, c->labels);
     if (!rc && !pd_labels_get(&l, "__name__"))
-        rc = pd_labels_set(&l, "__name__", guess_type(&p), &err);
+        rc = pd_labels_set(&l, "__name__", pd_profile_guess_type(&p, path), &err);
     if (!rc) {
         rc = pd__block_writer_add(c->w, &l, ts, &p, &err);
         if (rc == PD_EEXIST || rc == PD_EINVAL) {
@@ -257,11 +274,21 @@ static int cmd_import(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    int lock_fd = -1;
+    if (pd__tsdb_lock_store(out, &lock_fd, &err) < 0) {
+        fprintf(stderr, "profd tsdb import: %s%s\n", err.msg,
+                strstr(err.msg, "in use") ? ": stop the profd serving it first, or push the "
+                                            "profiles to it with `profd push`"
+                                          : "");
+        rc = 1;
+        goto out;
+    }
     import_ctx c = {0};
     c.labels = &labels;
     c.bounds = bounds;
     c.now_ms = pd_now_ms();
     if (pd__block_writer_new(NULL, &c.w)) {
+        close(lock_fd);
         rc = 1;
         goto out;
     }
@@ -284,6 +311,7 @@ static int cmd_import(int argc, char **argv)
     pd__block_writer_free(c.w);
     if (rc < 0)
         rc = 1;
+    close(lock_fd); /* releases the lock */
 out:
     pd_labels_release(&labels);
     return rc;
@@ -373,7 +401,7 @@ static double per(uint64_t a, uint64_t n) { return n ? (double)a / (double)n : 0
 static int cmd_analyze(int argc, char **argv)
 {
     if (argc != 3)
-        return usage();
+        return usage_to(usage_analyze);
     char **blocks;
     size_t nb;
     int rc = list_blocks(argv[2], &blocks, &nb);
@@ -730,7 +758,7 @@ static int check_wal(const char *dir)
 static int cmd_check(int argc, char **argv)
 {
     if (argc != 3)
-        return usage();
+        return usage_to(usage_check);
     char **blocks;
     size_t nb;
     int rc = list_blocks(argv[2], &blocks, &nb);
@@ -765,14 +793,38 @@ static int cmd_check(int argc, char **argv)
 int pd_tsdb_cli_main(int argc, char **argv)
 {
     if (argc < 2)
-        return usage();
+        return usage_to(usage_tsdb);
+    if (is_help(argv[1])) {
+        fputs(usage_tsdb, stdout);
+        return 0;
+    }
+    static const struct {
+        const char *name, *usage;
+    } cmds[] = {{"import", usage_import},
+                {"analyze", usage_analyze},
+                {"check", usage_check},
+                {"repair", usage_repair}};
+    const char *text = NULL;
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        if (!strcmp(argv[1], cmds[i].name))
+            text = cmds[i].usage;
+    if (!text) {
+        fprintf(stderr, "profd tsdb: unknown command \"%s\"; see 'profd tsdb --help'\n", argv[1]);
+        return 2;
+    }
+    /* -h/--help anywhere before "--": the command's usage on stdout */
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+        if (is_help(argv[i])) {
+            fputs(text, stdout);
+            return 0;
+        }
     if (!strcmp(argv[1], "import"))
         return cmd_import(argc, argv);
+    if (argc != 3 || argv[2][0] == '-')
+        return usage_to(text);
     if (!strcmp(argv[1], "analyze"))
         return cmd_analyze(argc, argv);
     if (!strcmp(argv[1], "check"))
         return cmd_check(argc, argv);
-    if (!strcmp(argv[1], "repair"))
-        return argc == 3 ? pd__tsdb_repair(argv[2]) : usage();
-    return usage();
+    return pd__tsdb_repair(argv[2]);
 }

@@ -11,8 +11,10 @@
  *   import --storage.path DIR [--label k=v ...] FILE|DIR...
  *       decodes every pprof file (directories: every file below them), with
  *       timestamp = the profile's time_nanos, else the file's mtime, and the
- *       labels given (no __name__: guessed from the sample types, e.g. heap,
- *       cpu, goroutine), and writes them as one block into DIR.
+ *       labels given (no __name__: pd_profile_guess_type, the rule of
+ *       `profd push`), and writes them as one block into DIR. Takes the
+ *       store's lock (pd__tsdb_lock_store): a store a running profd has open
+ *       is refused (exit 1, the lock file named).
  *   analyze DIR     DIR is a storage path or one block directory: blocks,
  *       series, profiles, bytes by part (index, symbols, time chunks, value
  *       chunks), bytes per profile, top series by size.
@@ -24,6 +26,8 @@
  *       lock) rewrites every block that fails check or is marked
  *       compaction.failed from what verifies, moves the originals to
  *       DIR/repair-<UTC time>/, prints every dropped series/profile.
+ * `tsdb --help`, `tsdb -h` and `tsdb COMMAND --help|-h` print the usage on
+ * stdout (exit 0); an unknown COMMAND is one line on stderr (exit 2).
  * Prints to stdout (errors to stderr). Returns the exit code: 0 ok, 1 a
  * runtime failure or (check) corruption found, 2 usage error. */
 int pd_tsdb_cli_main(int argc, char **argv);

@@ -37,6 +37,7 @@
 
 #include "base/labels.h"
 #include "storage/tsdb/block_int.h"
+#include "storage/tsdb/db_int.h"
 #include "storage/tsdb/tsdb_cli_int.h"
 
 static bool is_ulid(const char *s)
@@ -230,17 +231,11 @@ static int repair_block(repair *r, const char *name, const char *why)
 
 int pd__tsdb_repair(const char *dir)
 {
-    char lockname[4200];
-    snprintf(lockname, sizeof lockname, "%s/lock", dir);
-    int lfd = open(lockname, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lfd < 0) {
-        fprintf(stderr, "%s: %s\n", lockname, strerror(errno));
-        return 1;
-    }
-    if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
-        fprintf(stderr, "%s: the store is open in another process (stop profd first): %s\n",
-                lockname, strerror(errno));
-        close(lfd);
+    int lfd;
+    pd_err lerr = {{0}};
+    if (pd__tsdb_lock_store(dir, &lfd, &lerr) < 0) {
+        fprintf(stderr, "profd tsdb repair: %s%s\n", lerr.msg,
+                strstr(lerr.msg, "in use") ? ": stop the profd serving it first" : "");
         return 1;
     }
     struct dirent **names = NULL;

@@ -19,6 +19,46 @@ static void mini(pd_profile *p, const mini_opts *o)
     pd_buf_release(&b);
 }
 
+/* pd_profile_guess_type on Go's own profiles (go-demo-once, runtime/pprof):
+ * the rule `profd push` and `profd tsdb import` share. Go's block and mutex
+ * profiles have the same sample and period types: the file name decides. */
+static void test_guess_type(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file, *as, *want;
+    } cases[] = {
+        {"profile.pb.gz", "x/profile.pb.gz", "cpu"},
+        {"heap.pb.gz", "heap.pb.gz", "heap"},
+        {"allocs.pb.gz", "allocs.pb.gz", "heap"}, /* Go's heap and allocs: the same types */
+        {"goroutine.pb.gz", "g.pb.gz", "goroutine"},
+        {"threadcreate.pb.gz", "t.pb.gz", "threadcreate"},
+        {"block.pb.gz", "/tmp/d/block.pb.gz", "block"},
+        {"mutex.pb.gz", "/tmp/d/mutex.pb.gz", "mutex"},
+        {"block.pb.gz", "/tmp/mutex/block.pb.gz", "block"}, /* the base name only */
+        {"mutex.pb.gz", "contention.pb.gz", "other"},
+        {"mutex.pb.gz", "block-and-mutex.pb.gz", "other"},
+        {"block.pb.gz", NULL, "other"},
+        {"heap.pb.gz", NULL, "heap"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[4096];
+        pd_buf b;
+        pd_profile p;
+        pd_err err = {{0}};
+        pd_buf_init(&b, 0);
+        snprintf(path, sizeof path, "%s/pprof/go-demo-once/%s", PD_TESTDATA, cases[i].file);
+        assert_int_equal(read_whole(path, &b), 0);
+        PD_ASSERT_OK(pd_profile_decode(&p, (const uint8_t *)b.data, b.len, NULL, &err), &err);
+        const char *got = pd_profile_guess_type(&p, cases[i].as);
+        if (strcmp(got, cases[i].want))
+            fail_msg("%s as %s: %s, want %s", cases[i].file, cases[i].as ? cases[i].as : "(no name)",
+                     got, cases[i].want);
+        pd_profile_release(&p);
+        pd_buf_release(&b);
+    }
+}
+
 static void expect_invalid(const pd_profile *p, const char *msg)
 {
     pd_err err = {{0}};
@@ -274,6 +314,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_validate_broken_references),
+        cmocka_unit_test(test_guess_type),
         cmocka_unit_test(test_index_rejects_bad_ids),
         cmocka_unit_test(test_lookups_and_str),
         cmocka_unit_test(test_totals),
