@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -1267,6 +1268,23 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             }
         }
         return "/-/reload";
+    }
+    if (strcmp(path, "/-/quit") == 0) { /* Prometheus' graceful shutdown */
+        if (!method_is(req, "POST") && !method_is(req, "PUT")) {
+            bad_method(resp, "POST, PUT", false);
+        } else if (!api->o.enable_lifecycle) {
+            pd_metrics_add("profd_http_rejected_total", "reason=\"lifecycle_disabled\"", 1);
+            reply_text(resp, 403,
+                       "Lifecycle API is not enabled: start profd with --web.enable-lifecycle "
+                       "to use /-/quit (SIGTERM shuts down too)\n");
+        } else {
+            /* the main thread sigwaits for SIGTERM (every thread blocks it) and
+             * shuts down as for a signal: this reply is sent before the HTTP
+             * server stops */
+            reply_text(resp, 200, "Requesting termination... Goodbye!\n");
+            kill(getpid(), SIGTERM);
+        }
+        return "/-/quit";
     }
     /* issue 17: profd profiles itself (libprofd-agent), also while the WAL replays */
     if (strncmp(path, "/debug/pprof/", 13) == 0 && api->o.enable_pprof)

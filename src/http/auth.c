@@ -656,7 +656,7 @@ int pd_webcfg_check_main(int argc, char **argv)
         fprintf(help ? stdout : stderr,
                 "usage: profd check web-config FILE...\n"
                 "Reads each --web.config.file as `profd serve` would (Prometheus'\n"
-                "exporter-toolkit format; README: Exposing profd), with its certificate, key\n"
+                "exporter-toolkit format; docs/security.md), with its certificate, key\n"
                 "and client CA. Exit 0 when all load, 2 otherwise (FILE:LINE:COL on stderr).\n");
         return help ? 0 : 2;
     }
