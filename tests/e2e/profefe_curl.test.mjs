@@ -7,7 +7,9 @@
 // curl sends it as application/x-www-form-urlencoded; profd must read the raw
 // body whatever the Content-Type (main parsed it as a form: "400 too many
 // query arguments"). The profile is stored and GET /api/0/profiles/ID gives
-// back the same bytes; Prometheus' API still takes a form POST.
+// back the same bytes; so is its uncompressed form (10 MB of protobuf with
+// 250,000 '&' bytes: main refused it as a form of too many arguments even
+// where the gzip one passed by luck); Prometheus' API still takes a form POST.
 //
 //   PROFD_BIN=build/profd node --test tests/e2e/profefe_curl.test.mjs
 import { test, before, after } from 'node:test';
@@ -15,6 +17,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { SRC, goEnv, http, killAll, profdBin, run, startProfd, tempDir } from './lib.mjs';
 
 let dir, profd, big;
@@ -55,6 +58,22 @@ test('curl --data-binary @big.pb.gz (over 1 MB, gzip level 1) to profefe\'s push
   assert.equal(got.status, 200, got.text.slice(0, 300));
   const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
   assert.equal(sha(got.buf), sha(body), 'the stored profile is the pushed bytes');
+});
+
+test('the same profile uncompressed (10 MB of protobuf, 250,000 \'&\' bytes) is stored too', { timeout: 120000 }, async () => {
+  const raw = zlib.gunzipSync(fs.readFileSync(big));
+  const rawFile = path.join(dir, 'big.pb');
+  fs.writeFileSync(rawFile, raw);
+  assert.ok(raw.filter((b) => b === 0x26).length > 4096, 'more \'&\' than a form may have arguments');
+  const r = await run('curl', ['-sS', '-X', 'POST', `${profd.base}/api/0/profiles?service=apid-raw&type=heap`,
+    '--data-binary', `@${rawFile}`, '-w', '\n%{http_code}'], {}, 60000);
+  assert.equal(r.code, 0, `curl: ${r.stderr}`);
+  const lines = r.stdout.trim().split('\n');
+  assert.equal(lines.pop(), '200', r.stdout.slice(0, 300));
+  const ans = JSON.parse(lines.join('\n'));
+  const got = await http(`${profd.base}/api/0/profiles/${ans.body.id}`, { timeoutMs: 60000 });
+  assert.equal(got.status, 200, got.text.slice(0, 300));
+  assert.ok(got.buf.equals(raw), 'the stored profile is the pushed bytes');
 });
 
 test('Prometheus\' API still reads a form POST', async () => {
