@@ -8,7 +8,7 @@
  *    SDKs sending whole seconds) are both kept: the second at the next free
  *    ms (pd_storage_append_shift, storage.h's duplicate rule).
  * 2. Dynamic labels become series: a profile whose samples carry pprof
- *    string labels is split by them (ingest/split.h: which labels, which
+ *    string labels is split by them (pprof/split.h: which labels, which
  *    are kept on the samples); each part is stored under the push's labels
  *    plus its samples' labels, as one profile, gzip pprof.
  *
@@ -40,7 +40,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/u64map.h"
-#include "ingest/split.h"
+#include "pprof/split.h"
 
 typedef struct svc {
     char *name;
@@ -135,7 +135,7 @@ static int find_svc(pd__series_cap *c, pd_storage *st, const char *name, svc **o
 /* Admits the n label sets ls[i] (or, with sets, sets[i].labels) under the
  * cap: PD_ELIMIT when the new ones would take a service past it (none is
  * added then). */
-static int admit(pd__series_cap *c, pd_storage *st, const pd_labels *one, const pd_split *sp,
+static int admit(pd__series_cap *c, pd_storage *st, const pd_labels *one, const pd_pprof_split *sp,
                  pd_err *err)
 {
     if (!c || !c->max)
@@ -195,9 +195,9 @@ int pd__api_store_exact(pd_storage *st, const pd_labels *ls, int64_t ts_ms, cons
 int pd__api_store(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, const uint8_t *body,
                   size_t len, const pd_profile *p, const char *source, pd_err *err)
 {
-    pd_split sp;
+    pd_pprof_split sp;
     size_t max = env->cap ? pd__series_cap_max(env->cap) : 0;
-    int rc = pd_ingest_split(p, ls, max, &sp, err);
+    int rc = pd_pprof_split_by_labels(p, ls, max, &sp, err);
     if (rc == PD_ETOOBIG) {
         pd__api_count_rejected("series_limit");
         return pd_err_set(err, PD_ELIMIT,
@@ -244,7 +244,7 @@ int pd__api_store(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, co
 out:
     if (rc == PD_EOUTOFBOUNDS)
         pd__api_count_rejected("out_of_bounds");
-    pd_split_release(&sp);
+    pd_pprof_split_release(&sp);
     return rc;
 }
 

@@ -1,11 +1,15 @@
 /*
- * ingest/split.h — dynamic labels become series labels (issue 26): a
+ * pprof/split.h — dynamic labels become series labels (issue 26): a
  * pushed profile whose samples carry pprof string labels (Go's
  * pprof.Do / the Pyroscope Go SDK's TagWrapper, Node's wrapWithLabels, Java's
  * contextId labels, OTLP sample attributes converted to pprof labels) is
  * cut into one profile per distinct set of those labels, each to be stored
  * under the push's labels plus that set — as Pyroscope's distributor does
- * with pkg/model/pprofsplit (VisitSampleSeries).
+ * with pkg/model/pprofsplit (VisitSampleSeries). Used by every push
+ * dialect (api/push_store.c) and by scrapes (scrape/manager.c): Grafana
+ * Alloy's pyroscope.scrape sends what it scrapes to Pyroscope's push, which
+ * splits, so a scraped Go CPU profile with pprof.Do labels gives the same
+ * series either way.
  *
  * The rules (Pyroscope's, with the differences marked):
  *   - A sample label takes part when it is a string label (str != 0;
@@ -35,8 +39,8 @@
  * doc URL), only the locations, functions and mappings its samples use,
  * and the source's string table whole (shared, not copied).
  */
-#ifndef PD_INGEST_SPLIT_H
-#define PD_INGEST_SPLIT_H
+#ifndef PD_PPROF_SPLIT_H
+#define PD_PPROF_SPLIT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -44,24 +48,24 @@
 #include "base/labels.h"
 #include "pprof/pprof.h"
 
-typedef struct pd_split_group {
+typedef struct pd_pprof_split_group {
     pd_labels labels;  /* the push's labels + this group's sample labels (owned) */
     size_t n_split;    /* how many of labels came from the samples (0: the group
                           of samples with none) */
     pd_profile view;   /* indexed and valid; borrows the source's strings, lines
                           and sample values: read-only, valid while the source
-                          lives; freed by pd_split_release (never
+                          lives; freed by pd_pprof_split_release (never
                           pd_profile_release it) */
-} pd_split_group;
+} pd_pprof_split_group;
 
-typedef struct pd_split {
-    pd_split_group *v; /* n groups, in the order of their first sample */
+typedef struct pd_pprof_split {
+    pd_pprof_split_group *v; /* n groups, in the order of their first sample */
     size_t n;          /* 0: nothing to split, store the source as it is */
-} pd_split;
+} pd_pprof_split;
 
 /* True for the sample label keys that never become series labels (the
  * per-request ids listed above). */
-bool pd_split_excluded(const char *key);
+bool pd_pprof_split_excluded(const char *key);
 
 /* Splits p (indexed, validated: what pd_profile_decode gives) by its sample
  * labels under the rules above; base is the push's labels. *out is
@@ -69,10 +73,10 @@ bool pd_split_excluded(const char *key);
  * sets than that is PD_ETOOBIG with err naming the count (nothing in out).
  * Errors: PD_ETOOBIG, PD_EINVAL (a group's labels over PD_LABEL_MAX_COUNT;
  * err names it), PD_ENOMEM. */
-int pd_ingest_split(const pd_profile *p, const pd_labels *base, size_t max_groups,
-                    pd_split *out /* OUT */, pd_err *err);
+int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t max_groups,
+                    pd_pprof_split *out /* OUT */, pd_err *err);
 
-/* Frees what pd_ingest_split made. Safe on a zeroed or released split. */
-void pd_split_release(pd_split *s);
+/* Frees what pd_pprof_split made. Safe on a zeroed or released split. */
+void pd_pprof_split_release(pd_pprof_split *s);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * ingest/split.c — a pushed profile cut by its samples' labels into one
+ * pprof/split.c — a pushed profile cut by its samples' labels into one
  * profile per series (split.h has the rules).
  *
  * One pass over the samples gives each its key: the sample's labels that
@@ -19,12 +19,12 @@
 
 #include "base/buf.h"
 #include "base/u64map.h"
-#include "ingest/split.h"
+#include "pprof/split.h"
 
 static const char *const EXCLUDED[] = {"span_id", "trace_id", "profile_id",
                                        "pyroscope.profile.id"};
 
-bool pd_split_excluded(const char *key)
+bool pd_pprof_split_excluded(const char *key)
 {
     for (size_t i = 0; i < sizeof EXCLUDED / sizeof *EXCLUDED; i++)
         if (strcmp(key, EXCLUDED[i]) == 0)
@@ -74,7 +74,7 @@ static bool takes_part(const pd_profile *p, const pd_labels *base, const pd_ppro
     const char *k = pd_profile_str(p, l->key);
     size_t kl = p->string_len[l->key];
     if (strlen(k) != kl || !pd_label_name_valid(k) || (k[0] == '_' && k[1] == '_') ||
-        pd_split_excluded(k) || pd_labels_get(base, k))
+        pd_pprof_split_excluded(k) || pd_labels_get(base, k))
         return false;
     const char *v = pd_profile_str(p, l->str);
     size_t vl = p->string_len[l->str];
@@ -104,12 +104,12 @@ static int cmp_label_key(const void *a, const void *b)
     return strcmp(pd_profile_str(tl_p, x->key), pd_profile_str(tl_p, y->key));
 }
 
-void pd_split_release(pd_split *s)
+void pd_pprof_split_release(pd_pprof_split *s)
 {
     if (!s)
         return;
     for (size_t g = 0; g < s->n; g++) {
-        pd_split_group *sg = &s->v[g];
+        pd_pprof_split_group *sg = &s->v[g];
         pd_labels_release(&sg->labels);
         pd_profile *v = &sg->view;
         for (size_t i = 0; i < v->n_sample; i++)
@@ -210,7 +210,7 @@ nomem:
     return pd_err_set(err, PD_ENOMEM, "split: out of memory");
 }
 
-int pd_ingest_split(const pd_profile *p, const pd_labels *base, size_t max_groups, pd_split *out,
+int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t max_groups, pd_pprof_split *out,
                     pd_err *err)
 {
     int rc = PD_ENOMEM;
@@ -318,7 +318,7 @@ int pd_ingest_split(const pd_profile *p, const pd_labels *base, size_t max_group
         !(map_st = calloc(p->n_mapping ? p->n_mapping : 1, sizeof *map_st)))
         goto nomem;
     for (size_t g = 0; g < n_g; g++) {
-        pd_split_group *sg = &out->v[g];
+        pd_pprof_split_group *sg = &out->v[g];
         out->n = g + 1;
         if ((rc = pd_labels_copy(&sg->labels, base)) < 0)
             goto nomem;
@@ -340,7 +340,7 @@ int pd_ingest_split(const pd_profile *p, const pd_labels *base, size_t max_group
 nomem:
     rc = pd_err_set(err, PD_ENOMEM, "split: out of memory");
 fail:
-    pd_split_release(out);
+    pd_pprof_split_release(out);
 out:
     tl_p = NULL;
     free(gidx);

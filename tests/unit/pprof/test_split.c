@@ -1,5 +1,5 @@
-/* Unit tests of src/ingest/split.c (issue 26 item 2): a profile cut by its
- * samples' labels into series, with Pyroscope's rules (ingest/split.h):
+/* Unit tests of src/pprof/split.c (issue 26 item 2): a profile cut by its
+ * samples' labels into series, with Pyroscope's rules (pprof/split.h):
  * which labels split, which stay on the samples (span_id, trace_id,
  * profile_id, pyroscope.profile.id, "__" names, numeric labels, names the
  * push already has, a key twice in a sample), samples without labels, the
@@ -16,7 +16,7 @@
 #include <cmocka.h>
 #include "../pd_test.h"
 
-#include "ingest/split.h"
+#include "pprof/split.h"
 
 typedef struct lab {
     const char *k, *v;
@@ -118,9 +118,9 @@ static void test_split_rules(void **state)
     pd_profile p;
     build(ss, sizeof ss / sizeof *ss, &p);
     pd_labels base = base_labels();
-    pd_split sp;
+    pd_pprof_split sp;
     pd_err err = {{0}};
-    PD_ASSERT_OK(pd_ingest_split(&p, &base, 0, &sp, &err), &err);
+    PD_ASSERT_OK(pd_pprof_split_by_labels(&p, &base, 0, &sp, &err), &err);
     assert_int_equal(sp.n, 4);
     /* groups in the order of their first sample */
     struct {
@@ -136,7 +136,7 @@ static void test_split_rules(void **state)
     };
     int64_t all = 0;
     for (size_t g = 0; g < sp.n; g++) {
-        const pd_split_group *sg = &sp.v[g];
+        const pd_pprof_split_group *sg = &sp.v[g];
         const pd_profile *v = &sg->view;
         assert_string_equal(pd_labels_get(&sg->labels, "service_name"), "shop");
         assert_string_equal(pd_labels_get(&sg->labels, "__name__"), "cpu");
@@ -200,16 +200,16 @@ static void test_split_rules(void **state)
         pd_profile_release(&back);
         pd_buf_release(&enc);
     }
-    pd_split_release(&sp);
-    pd_split_release(&sp); /* twice is safe */
+    pd_pprof_split_release(&sp);
+    pd_pprof_split_release(&sp); /* twice is safe */
 
     /* the cap on groups */
-    PD_ASSERT_RC(pd_ingest_split(&p, &base, 3, &sp, &err), PD_ETOOBIG, &err);
+    PD_ASSERT_RC(pd_pprof_split_by_labels(&p, &base, 3, &sp, &err), PD_ETOOBIG, &err);
     assert_non_null(strstr(err.msg, "3"));
     assert_int_equal(sp.n, 0);
-    PD_ASSERT_OK(pd_ingest_split(&p, &base, 4, &sp, &err), &err);
+    PD_ASSERT_OK(pd_pprof_split_by_labels(&p, &base, 4, &sp, &err), &err);
     assert_int_equal(sp.n, 4);
-    pd_split_release(&sp);
+    pd_pprof_split_release(&sp);
     pd_profile_release(&p);
     pd_labels_release(&base);
 }
@@ -230,16 +230,16 @@ static void test_split_nothing(void **state)
     for (int c = 0; c < 2; c++) {
         pd_profile p;
         build(c ? kept : none, c ? 4 : 2, &p);
-        pd_split sp;
-        PD_ASSERT_OK(pd_ingest_split(&p, &base, 1, &sp, &err), &err);
+        pd_pprof_split sp;
+        PD_ASSERT_OK(pd_pprof_split_by_labels(&p, &base, 1, &sp, &err), &err);
         assert_int_equal(sp.n, 0);
         assert_null(sp.v);
         pd_profile_release(&p);
     }
-    assert_true(pd_split_excluded("span_id"));
-    assert_true(pd_split_excluded("pyroscope.profile.id"));
-    assert_false(pd_split_excluded("span_name"));
-    assert_false(pd_split_excluded("endpoint"));
+    assert_true(pd_pprof_split_excluded("span_id"));
+    assert_true(pd_pprof_split_excluded("pyroscope.profile.id"));
+    assert_false(pd_pprof_split_excluded("span_name"));
+    assert_false(pd_pprof_split_excluded("endpoint"));
     pd_labels_release(&base);
 }
 
@@ -252,14 +252,14 @@ static void test_split_one_set(void **state)
     pd_profile p;
     build(ss, 2, &p);
     pd_labels base = base_labels();
-    pd_split sp;
+    pd_pprof_split sp;
     pd_err err = {{0}};
-    PD_ASSERT_OK(pd_ingest_split(&p, &base, 0, &sp, &err), &err);
+    PD_ASSERT_OK(pd_pprof_split_by_labels(&p, &base, 0, &sp, &err), &err);
     assert_int_equal(sp.n, 1);
     assert_string_equal(pd_labels_get(&sp.v[0].labels, "endpoint"), "/checkout");
     assert_int_equal(sp.v[0].view.n_sample, 2);
     assert_int_equal(sp.v[0].view.sample[0].n_label, 0);
-    pd_split_release(&sp);
+    pd_pprof_split_release(&sp);
     pd_profile_release(&p);
     pd_labels_release(&base);
 }
