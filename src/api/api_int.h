@@ -175,8 +175,7 @@ void pd__api_count_rejected(const char *reason);
  * plus the profd_ingested_* counters of source. body/len (the producer's
  * bytes) are stored when nothing is split; split parts are stored
  * re-encoded (gzip pprof). Returns 0 or an error with err saying what:
- * PD_ELIMIT (the cap; nothing stored), PD_EINVAL (a part's labels over
- * PD_LABEL_MAX_COUNT; nothing stored), PD_EOUTOFBOUNDS (a time outside
+ * PD_ELIMIT (the cap; nothing stored), PD_EOUTOFBOUNDS (a time outside
  * retention or the future grace), a storage error (err says how many of
  * the parts were stored before it). PD_ELIMIT and PD_EOUTOFBOUNDS are
  * already counted in profd_rejected_input_total (series_limit,

@@ -253,6 +253,10 @@ int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t 
                 split_lab[off + j] = 1;
                 tmp[nk++] = &s->label[j];
             }
+        if (nk && base->n + nk > PD_LABEL_MAX_COUNT) { /* would pass the series' label cap: */
+            memset(split_lab + off, 0, s->n_label);     /* they stay on the sample */
+            nk = 0;
+        }
         off += s->n_label;
         if (nk)
             any = true;

@@ -26,7 +26,8 @@
  *   - A key the push's own labels already name stays on the sample (the
  *     series labels take precedence, as Pyroscope's; Pyroscope drops the
  *     sample's value, profd keeps it on the sample: lossless). So does a key
- *     repeated within one sample's labels.
+ *     repeated within one sample's labels, and every label of a sample whose
+ *     labels would take the series past PD_LABEL_MAX_COUNT labels.
  *   - Samples with no such label form the group with the empty set: stored
  *     under the push's labels alone.
  *   - The labels that became series labels are removed from the group's
@@ -71,8 +72,8 @@ bool pd_pprof_split_excluded(const char *key);
  * labels under the rules above; base is the push's labels. *out is
  * overwritten; max_groups caps the groups (0: none): more distinct label
  * sets than that is PD_ETOOBIG with err naming the count (nothing in out).
- * Errors: PD_ETOOBIG, PD_EINVAL (a group's labels over PD_LABEL_MAX_COUNT;
- * err names it), PD_ENOMEM. */
+ * Errors: PD_ETOOBIG, PD_ENOMEM (PD_EINVAL only if base itself is not a
+ * valid label set). */
 int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t max_groups,
                     pd_pprof_split *out /* OUT */, pd_err *err);
 

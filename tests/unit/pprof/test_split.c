@@ -236,6 +236,26 @@ static void test_split_nothing(void **state)
         assert_null(sp.v);
         pd_profile_release(&p);
     }
+    /* a push with 63 labels: a sample's 2 labels would make 65, they stay */
+    pd_labels wide = base_labels();
+    for (int i = 0; wide.n < PD_LABEL_MAX_COUNT - 1; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "l%d", i);
+        PD_ASSERT_OK(pd_labels_set(&wide, k, "v", &err), &err);
+    }
+    const smp two[] = {{{1}, 1, {S("endpoint", "/a"), S("region", "eu")}}, {{2}, 2, {S("zone", "z")}}};
+    pd_profile pw;
+    build(two, 2, &pw);
+    pd_pprof_split sw;
+    PD_ASSERT_OK(pd_pprof_split_by_labels(&pw, &wide, 0, &sw, &err), &err);
+    assert_int_equal(sw.n, 2); /* zone=z fits: {zone} and {} (the sample keeping its 2) */
+    assert_int_equal(sw.v[0].n_split, 0);
+    assert_int_equal(sw.v[0].view.sample[0].n_label, 2);
+    assert_string_equal(pd_labels_get(&sw.v[1].labels, "zone"), "z");
+    pd_pprof_split_release(&sw);
+    pd_profile_release(&pw);
+    pd_labels_release(&wide);
+
     assert_true(pd_pprof_split_excluded("span_id"));
     assert_true(pd_pprof_split_excluded("pyroscope.profile.id"));
     assert_false(pd_pprof_split_excluded("span_name"));
