@@ -19,11 +19,16 @@
  * refused whole (PD_ELIMIT -> 429 naming the service, the cap and the
  * flag, counted in profd_rejected_input_total{reason="series_limit"});
  * nothing is stored, so nothing is lost silently and a retry after the
- * cap is raised stores it. The series a service has are learnt from the
- * store once (pd_storage_select of service_name, all time) the first time
- * the service pushes, then kept in memory (a series stored by a push is
- * added when admitted: a store failure afterwards leaves it counted).
- * Scrapes are not counted (a scrape config names its targets).
+ * cap is raised stores it. A series counts while it is active: pushed
+ * within the last CAP_WINDOW_MS (an hour), as Mimir's and Pyroscope's
+ * series limits count the series in their heads — so labels that churn
+ * (a pod name per restart) free their budget an hour after their last push.
+ * The active series of a service are learnt from the store once
+ * (pd_storage_select of service_name over the last hour) the first time
+ * the service pushes, then kept in memory with their last push time (a
+ * series is stamped when admitted: a store failure afterwards leaves it
+ * counted for the hour). Scrapes are not counted (a scrape config names its
+ * targets).
  *
  * profefe's API stores with pd__api_store_exact: its own rules (its ids are
  * series + ms; no split).
@@ -39,12 +44,15 @@
 #include "api/api_int.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/time.h"
 #include "base/u64map.h"
 #include "pprof/split.h"
 
+#define CAP_WINDOW_MS (3600 * 1000)
+
 typedef struct svc {
     char *name;
-    pd_u64map series; /* pd_labels_hash -> 1 */
+    pd_u64map series; /* pd_labels_hash -> Unix ms of its last push */
 } svc;
 
 struct pd__series_cap {
@@ -114,10 +122,12 @@ static int find_svc(pd__series_cap *c, pd_storage *st, const char *name, svc **o
         return rc;
     }
     pd_series_set set = {0};
-    rc = pd_storage_select(st, &m, 1, INT64_MIN, INT64_MAX, &set, err);
+    int64_t now = pd_now_ms();
+    rc = pd_storage_select(st, &m, 1, now - CAP_WINDOW_MS, INT64_MAX, &set, err);
     pd_matcher_release(&m);
     for (size_t i = 0; rc == 0 && i < set.n; i++)
-        if (pd_u64map_put(&s->series, key_of(pd_labels_hash(&set.v[i].labels)), 1) < 0)
+        if (pd_u64map_put(&s->series, key_of(pd_labels_hash(&set.v[i].labels)), (uint64_t)now) <
+            0)
             rc = pd_err_set(err, PD_ENOMEM, "out of memory");
     pd_series_set_release(&set);
     if (rc == 0 && pd_u64map_put(&c->by_name, h, c->n) < 0)
@@ -129,6 +139,24 @@ static int find_svc(pd__series_cap *c, pd_storage *st, const char *name, svc **o
     }
     c->n++;
     *out = s;
+    return 0;
+}
+
+/* Drops the series of s not pushed since before = now - CAP_WINDOW_MS (the
+ * map has no delete: rebuilt). 0 or PD_ENOMEM (s unchanged). */
+static int sweep(svc *s, int64_t now)
+{
+    pd_u64map kept;
+    pd_u64map_init(&kept);
+    for (size_t i = 0; i < s->series.cap; i++) {
+        uint64_t k = s->series.kv[2 * i], v = s->series.kv[2 * i + 1];
+        if (k != UINT64_MAX && (int64_t)v >= now - CAP_WINDOW_MS && pd_u64map_put(&kept, k, v) < 0) {
+            pd_u64map_release(&kept);
+            return PD_ENOMEM;
+        }
+    }
+    pd_u64map_release(&s->series);
+    s->series = kept;
     return 0;
 }
 
@@ -148,22 +176,35 @@ static int admit(pd__series_cap *c, pd_storage *st, const pd_labels *one, const 
     svc *s = NULL;
     if ((rc = find_svc(c, st, name ? name : "", &s, err)) < 0)
         goto out;
+    int64_t now = pd_now_ms();
     size_t fresh = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!pd_u64map_get(&s->series, key_of(pd_labels_hash(sp->n ? &sp->v[i].labels : one)),
-                           NULL))
-            fresh++;
+    for (int round = 0; round < 2; round++) {
+        fresh = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t at;
+            if (!pd_u64map_get(&s->series, key_of(pd_labels_hash(sp->n ? &sp->v[i].labels : one)),
+                               &at) ||
+                (int64_t)at < now - CAP_WINDOW_MS)
+                fresh++;
+        }
+        if (!fresh || s->series.len + fresh <= c->max || round == 1)
+            break;
+        if (sweep(s, now) < 0) { /* past the cap with stale ones counted: drop them, recount */
+            rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
     if (fresh && s->series.len + fresh > c->max) {
         rc = pd_err_set(err, PD_ELIMIT,
-                        "service \"%.200s\" has %zu series; this push would add %zu, past the "
-                        "cap of %zu (--ingest.max-series-per-service; its samples' labels "
-                        "make %zu series): nothing was stored",
+                        "service \"%.200s\" has %zu series pushed in the last hour; this push "
+                        "would add %zu, past the cap of %zu (--ingest.max-series-per-service; its "
+                        "samples' labels make %zu series): nothing was stored",
                         s->name, s->series.len, fresh, c->max, n);
         goto out;
     }
-    for (size_t i = 0; i < n && fresh; i++)
+    for (size_t i = 0; i < n; i++) /* stamped: active for the next hour */
         if (pd_u64map_put(&s->series, key_of(pd_labels_hash(sp->n ? &sp->v[i].labels : one)),
-                          1) < 0) {
+                          (uint64_t)now) < 0) {
             rc = pd_err_set(err, PD_ENOMEM, "out of memory");
             goto out;
         }
