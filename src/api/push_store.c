@@ -160,9 +160,10 @@ static int sweep(svc *s, int64_t now)
     return 0;
 }
 
-/* Admits the n label sets ls[i] (or, with sets, sets[i].labels) under the
- * cap: PD_ELIMIT when the new ones would take a service past it (none is
- * added then). */
+/* Admits the series of one push — `one` when nothing was split (sp->n == 0),
+ * else the label sets of sp's groups — under the cap of their service:
+ * PD_ELIMIT when the ones not active would take it past the cap (none is
+ * stamped then); else every one is stamped active now. */
 static int admit(pd__series_cap *c, pd_storage *st, const pd_labels *one, const pd_pprof_split *sp,
                  pd_err *err)
 {
