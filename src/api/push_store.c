@@ -57,7 +57,7 @@ typedef struct svc {
 
 struct pd__series_cap {
     pthread_mutex_t mu;
-    size_t max; /* 0: no cap */
+    size_t max;        /* 0: no cap */
     pd_u64map by_name; /* XXH3 of the name -> index in v */
     svc *v;
     size_t n, cap;
@@ -126,8 +126,7 @@ static int find_svc(pd__series_cap *c, pd_storage *st, const char *name, svc **o
     rc = pd_storage_select(st, &m, 1, now - CAP_WINDOW_MS, INT64_MAX, &set, err);
     pd_matcher_release(&m);
     for (size_t i = 0; rc == 0 && i < set.n; i++)
-        if (pd_u64map_put(&s->series, key_of(pd_labels_hash(&set.v[i].labels)), (uint64_t)now) <
-            0)
+        if (pd_u64map_put(&s->series, key_of(pd_labels_hash(&set.v[i].labels)), (uint64_t)now) < 0)
             rc = pd_err_set(err, PD_ENOMEM, "out of memory");
     pd_series_set_release(&set);
     if (rc == 0 && pd_u64map_put(&c->by_name, h, c->n) < 0)
@@ -150,7 +149,8 @@ static int sweep(svc *s, int64_t now)
     pd_u64map_init(&kept);
     for (size_t i = 0; i < s->series.cap; i++) {
         uint64_t k = s->series.kv[2 * i], v = s->series.kv[2 * i + 1];
-        if (k != UINT64_MAX && (int64_t)v >= now - CAP_WINDOW_MS && pd_u64map_put(&kept, k, v) < 0) {
+        if (k != UINT64_MAX && (int64_t)v >= now - CAP_WINDOW_MS &&
+            pd_u64map_put(&kept, k, v) < 0) {
             pd_u64map_release(&kept);
             return PD_ENOMEM;
         }
@@ -274,8 +274,7 @@ int pd__api_store(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, co
         if (rc < 0) {
             if (i) /* say what is stored: a retry would store those again */
                 snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
-                         " (%zu of the %zu series its samples' labels make were stored)", i,
-                         sp.n);
+                         " (%zu of the %zu series its samples' labels make were stored)", i, sp.n);
             break;
         }
         count_stored(source, enc.len);

@@ -21,8 +21,7 @@
 #include "base/u64map.h"
 #include "pprof/split.h"
 
-static const char *const EXCLUDED[] = {"span_id", "trace_id", "profile_id",
-                                       "pyroscope.profile.id"};
+static const char *const EXCLUDED[] = {"span_id", "trace_id", "profile_id", "pyroscope.profile.id"};
 
 bool pd_pprof_split_excluded(const char *key)
 {
@@ -210,8 +209,8 @@ nomem:
     return pd_err_set(err, PD_ENOMEM, "split: out of memory");
 }
 
-int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t max_groups, pd_pprof_split *out,
-                    pd_err *err)
+int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t max_groups,
+                             pd_pprof_split *out, pd_err *err)
 {
     int rc = PD_ENOMEM;
     memset(out, 0, sizeof *out);
@@ -254,7 +253,7 @@ int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t 
                 tmp[nk++] = &s->label[j];
             }
         if (nk && base->n + nk > PD_LABEL_MAX_COUNT) { /* would pass the series' label cap: */
-            memset(split_lab + off, 0, s->n_label);     /* they stay on the sample */
+            memset(split_lab + off, 0, s->n_label);    /* they stay on the sample */
             nk = 0;
         }
         off += s->n_label;
@@ -335,8 +334,8 @@ int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t 
             sg->n_split++;
             k = v + strlen(v) + 1;
         }
-        if ((rc = build_view(p, gidx, split_lab, lab_off, g, gs[g].n_samples, loc_st, fn_st,
-                             map_st, &sg->view, err)) < 0)
+        if ((rc = build_view(p, gidx, split_lab, lab_off, g, gs[g].n_samples, loc_st, fn_st, map_st,
+                             &sg->view, err)) < 0)
             goto fail;
     }
     rc = 0;

@@ -50,18 +50,18 @@
 #include "pprof/pprof.h"
 
 typedef struct pd_pprof_split_group {
-    pd_labels labels;  /* the push's labels + this group's sample labels (owned) */
-    size_t n_split;    /* how many of labels came from the samples (0: the group
-                          of samples with none) */
-    pd_profile view;   /* indexed and valid; borrows the source's strings, lines
-                          and sample values: read-only, valid while the source
-                          lives; freed by pd_pprof_split_release (never
-                          pd_profile_release it) */
+    pd_labels labels; /* the push's labels + this group's sample labels (owned) */
+    size_t n_split;   /* how many of labels came from the samples (0: the group
+                         of samples with none) */
+    pd_profile view;  /* indexed and valid; borrows the source's strings, lines
+                         and sample values: read-only, valid while the source
+                         lives; freed by pd_pprof_split_release (never
+                         pd_profile_release it) */
 } pd_pprof_split_group;
 
 typedef struct pd_pprof_split {
     pd_pprof_split_group *v; /* n groups, in the order of their first sample */
-    size_t n;          /* 0: nothing to split, store the source as it is */
+    size_t n;                /* 0: nothing to split, store the source as it is */
 } pd_pprof_split;
 
 /* True for the sample label keys that never become series labels (the
@@ -75,7 +75,7 @@ bool pd_pprof_split_excluded(const char *key);
  * Errors: PD_ETOOBIG, PD_ENOMEM (PD_EINVAL only if base itself is not a
  * valid label set). */
 int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t max_groups,
-                    pd_pprof_split *out /* OUT */, pd_err *err);
+                             pd_pprof_split *out /* OUT */, pd_err *err);
 
 /* Frees what pd_pprof_split made. Safe on a zeroed or released split. */
 void pd_pprof_split_release(pd_pprof_split *s);

@@ -23,8 +23,14 @@ typedef struct lab {
     int64_t num; /* v NULL: numeric */
 } lab;
 
-#define S(k, v) {(k), (v), 0}  /* a string label */
-#define N(k, n) {(k), NULL, (n)} /* a numeric label */
+#define S(k, v)                                                                                    \
+    {                                                                                              \
+        (k), (v), 0                                                                                \
+    } /* a string label */
+#define N(k, n)                                                                                    \
+    {                                                                                              \
+        (k), NULL, (n)                                                                             \
+    } /* a numeric label */
 
 typedef struct smp {
     int loc[3]; /* 1-based function/location numbers, 0 ends */
@@ -243,7 +249,8 @@ static void test_split_nothing(void **state)
         snprintf(k, sizeof k, "l%d", i);
         PD_ASSERT_OK(pd_labels_set(&wide, k, "v", &err), &err);
     }
-    const smp two[] = {{{1}, 1, {S("endpoint", "/a"), S("region", "eu")}}, {{2}, 2, {S("zone", "z")}}};
+    const smp two[] = {{{1}, 1, {S("endpoint", "/a"), S("region", "eu")}},
+                       {{2}, 2, {S("zone", "z")}}};
     pd_profile pw;
     build(two, 2, &pw);
     pd_pprof_split sw;

@@ -40,7 +40,10 @@ typedef struct tprof {
 #define NPROF 4
 static tprof PROF[NPROF];
 static int64_t g_now = 100000;
-static int64_t test_clock(void) { return g_now; }
+static int64_t test_clock(void)
+{
+    return g_now;
+}
 
 static void load(tprof *t, int i)
 {
@@ -145,9 +148,9 @@ static void assert_merge_holds(fx *f, int64_t mint, int64_t maxt, const int *wan
         for (size_t v = 0; v < PROF[want[k]].p.n_sample_type; v++)
             exp[v] += PROF[want[k]].totals[v];
     pd_err err = {{0}};
-    PD_ASSERT_OK(pd_storage_aggregate(f->st, &ref, NULL, 1, mint, maxt, sum_fn, NULL, sum, NULL,
-                                      &err),
-                 &err);
+    PD_ASSERT_OK(
+        pd_storage_aggregate(f->st, &ref, NULL, 1, mint, maxt, sum_fn, NULL, sum, NULL, &err),
+        &err);
     for (size_t v = 0; v < PROF[0].p.n_sample_type; v++)
         assert_int_equal(sum[v], exp[v]);
 }
@@ -179,14 +182,14 @@ static void test_shift_head_replay_block(void **state)
     pd_err err = {{0}};
     const int64_t T = 1000;
     int64_t at = 0;
-    PD_ASSERT_OK(pd_storage_append_shift(f->st, &f->ls, T, PROF[0].body, PROF[0].len, &PROF[0].p,
-                                         &at, &err),
-                 &err);
+    PD_ASSERT_OK(
+        pd_storage_append_shift(f->st, &f->ls, T, PROF[0].body, PROF[0].len, &PROF[0].p, &at, &err),
+        &err);
     assert_int_equal(at, T);
     /* the second replica, same series, same ms: kept, at the next ms */
-    PD_ASSERT_OK(pd_storage_append_shift(f->st, &f->ls, T, PROF[1].body, PROF[1].len, &PROF[1].p,
-                                         &at, &err),
-                 &err);
+    PD_ASSERT_OK(
+        pd_storage_append_shift(f->st, &f->ls, T, PROF[1].body, PROF[1].len, &PROF[1].p, &at, &err),
+        &err);
     assert_int_equal(at, T + 1);
     /* the scrape/profefe rule is unchanged: a plain append of a taken ms */
     PD_ASSERT_RC(pd_storage_append(f->st, &f->ls, T, PROF[2].body, PROF[2].len, &PROF[2].p, &err),
@@ -202,9 +205,9 @@ static void test_shift_head_replay_block(void **state)
     assert_points(f, ts2, f2, 2);
     assert_merge_holds(f, 0, 1999, f2, 2);
     /* and knows both ms: a third replica goes to T + 2 */
-    PD_ASSERT_OK(pd_storage_append_shift(f->st, &f->ls, T, PROF[2].body, PROF[2].len, &PROF[2].p,
-                                         &at, &err),
-                 &err);
+    PD_ASSERT_OK(
+        pd_storage_append_shift(f->st, &f->ls, T, PROF[2].body, PROF[2].len, &PROF[2].p, &at, &err),
+        &err);
     assert_int_equal(at, T + 2);
 
     /* a block written with all three: cut the head (newest profile past
@@ -223,9 +226,9 @@ static void test_shift_head_replay_block(void **state)
     assert_points(f, ts4, f4, 4);
     assert_merge_holds(f, 0, 1999, f4, 3);
     /* a fourth replica of T: the block holds T..T+2, so T + 3 */
-    PD_ASSERT_OK(pd_storage_append_shift(f->st, &f->ls, T, PROF[3].body, PROF[3].len, &PROF[3].p,
-                                         &at, &err),
-                 &err);
+    PD_ASSERT_OK(
+        pd_storage_append_shift(f->st, &f->ls, T, PROF[3].body, PROF[3].len, &PROF[3].p, &at, &err),
+        &err);
     assert_int_equal(at, T + 3);
     int f5[] = {0, 1, 2, 3};
     assert_merge_holds(f, 0, 1999, f5, 4);
@@ -287,12 +290,11 @@ static void test_shift_window_full(void **state)
     fx *f = *state;
     pd_err err = {{0}};
     for (int64_t t = 7000; t <= 7000 + PD_STORAGE_MAX_SHIFT_MS; t++)
-        PD_ASSERT_OK(pd_storage_append(f->st, &f->ls, t, PROF[0].body, PROF[0].len, &PROF[0].p,
-                                       &err),
-                     &err);
+        PD_ASSERT_OK(
+            pd_storage_append(f->st, &f->ls, t, PROF[0].body, PROF[0].len, &PROF[0].p, &err), &err);
     int64_t at = -1;
-    PD_ASSERT_RC(pd_storage_append_shift(f->st, &f->ls, 7000, PROF[1].body, PROF[1].len,
-                                         &PROF[1].p, &at, &err),
+    PD_ASSERT_RC(pd_storage_append_shift(f->st, &f->ls, 7000, PROF[1].body, PROF[1].len, &PROF[1].p,
+                                         &at, &err),
                  PD_EEXIST, &err);
     assert_non_null(strstr(err.msg, "every ms"));
     assert_int_equal(at, -1);
