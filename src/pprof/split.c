@@ -7,9 +7,9 @@
  * by the key's XXH3 (a hash map to the first group of that hash, groups of
  * equal hash chained and compared byte for byte). Then each group's view
  * is built alone: its samples (label arrays without the split labels), and
- * the locations, functions and mappings they reach, collected with one
- * stamp array per kind over the source's arrays (stamp = group + 1), so the
- * memory is the source's sizes once, not per group.
+ * the locations, functions, mappings and strings they reach, collected
+ * with one stamp array per kind over the source's arrays (stamp = group +
+ * 1), so the memory is the source's sizes once, not per group.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -114,6 +114,10 @@ void pd_pprof_split_release(pd_pprof_split *s)
         for (size_t i = 0; i < v->n_sample; i++)
             free(v->sample[i].label);
         free(v->sample);
+        free((void *)v->string_table);
+        free(v->string_len);
+        free(v->sample_type);
+        free(v->comment);
         free(v->location);
         free(v->function);
         free(v->mapping);
@@ -127,26 +131,95 @@ void pd_pprof_split_release(pd_pprof_split *s)
 
 /* Builds group g's view: its samples without the split labels, and what
  * they reach. stamp arrays are the source's sizes, stamped with g + 1. */
+/* The strings of one view: the source's strings it uses, renumbered in
+ * order of first use (0 stays ""). st/idx are the source's sizes: st[i] ==
+ * stamp when string i is in, idx[i] its new index. */
+typedef struct strs {
+    uint32_t *st, *idx, stamp;
+    uint32_t *order; /* source indexes in new order */
+    size_t n;
+} strs;
+
+static int64_t use_str(strs *t, int64_t i)
+{
+    if (i <= 0)
+        return 0;
+    if (t->st[i] != t->stamp) {
+        t->st[i] = t->stamp;
+        t->idx[i] = (uint32_t)t->n;
+        t->order[t->n++] = (uint32_t)i;
+    }
+    return t->idx[i];
+}
+
+/* Gives v a string table of only the strings it uses (pointing into p's)
+ * and renumbers every string index of v (v's arrays are its own copies).
+ * 0 or PD_ENOMEM. */
+static int prune_strings(const pd_profile *p, pd_profile *v, strs *t)
+{
+    t->n = 1;
+    t->order[0] = 0;
+    if (!(v->sample_type =
+              malloc((p->n_sample_type ? p->n_sample_type : 1) * sizeof *v->sample_type)) ||
+        !(v->comment = malloc((p->n_comment ? p->n_comment : 1) * sizeof *v->comment)))
+        return PD_ENOMEM;
+    for (size_t i = 0; i < p->n_sample_type; i++) {
+        v->sample_type[i].type = use_str(t, p->sample_type[i].type);
+        v->sample_type[i].unit = use_str(t, p->sample_type[i].unit);
+    }
+    v->n_sample_type = p->n_sample_type;
+    for (size_t i = 0; i < p->n_comment; i++)
+        v->comment[i] = use_str(t, p->comment[i]);
+    v->n_comment = p->n_comment;
+    v->period_type.type = use_str(t, p->period_type.type);
+    v->period_type.unit = use_str(t, p->period_type.unit);
+    v->drop_frames = use_str(t, p->drop_frames);
+    v->keep_frames = use_str(t, p->keep_frames);
+    v->default_sample_type = use_str(t, p->default_sample_type);
+    v->doc_url = use_str(t, p->doc_url);
+    for (size_t i = 0; i < v->n_sample; i++)
+        for (size_t j = 0; j < v->sample[i].n_label; j++) {
+            pd_pprof_label *l = &v->sample[i].label[j];
+            l->key = use_str(t, l->key);
+            l->str = use_str(t, l->str);
+            l->num_unit = use_str(t, l->num_unit);
+        }
+    for (size_t i = 0; i < v->n_function; i++) {
+        pd_pprof_function *f = &v->function[i];
+        f->name = use_str(t, f->name);
+        f->system_name = use_str(t, f->system_name);
+        f->filename = use_str(t, f->filename);
+    }
+    for (size_t i = 0; i < v->n_mapping; i++) {
+        v->mapping[i].filename = use_str(t, v->mapping[i].filename);
+        v->mapping[i].build_id = use_str(t, v->mapping[i].build_id);
+    }
+    const char **tab = malloc(t->n * sizeof *tab);
+    size_t *len = malloc(t->n * sizeof *len);
+    if (!tab || !len) {
+        free(tab);
+        free(len);
+        return PD_ENOMEM;
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        tab[i] = p->string_table[t->order[i]];
+        len[i] = p->string_len[t->order[i]];
+    }
+    v->string_table = tab;
+    v->string_len = len;
+    v->n_string = t->n;
+    return 0;
+}
+
 static int build_view(const pd_profile *p, const size_t *gidx, const uint8_t *split_lab,
                       const size_t *lab_off, size_t g, size_t n_samples, uint32_t *loc_st,
-                      uint32_t *fn_st, uint32_t *map_st, pd_profile *v, pd_err *err)
+                      uint32_t *fn_st, uint32_t *map_st, strs *t, pd_profile *v, pd_err *err)
 {
     memset(v, 0, sizeof *v);
-    v->sample_type = p->sample_type;
-    v->n_sample_type = p->n_sample_type;
-    v->string_table = p->string_table;
-    v->string_len = p->string_len;
-    v->n_string = p->n_string;
-    v->drop_frames = p->drop_frames;
     v->keep_frames = p->keep_frames;
     v->time_nanos = p->time_nanos;
     v->duration_nanos = p->duration_nanos;
-    v->period_type = p->period_type;
     v->period = p->period;
-    v->comment = p->comment;
-    v->n_comment = p->n_comment;
-    v->default_sample_type = p->default_sample_type;
-    v->doc_url = p->doc_url;
     uint32_t stamp = (uint32_t)g + 1;
     if (!(v->sample = calloc(n_samples ? n_samples : 1, sizeof *v->sample)))
         goto nomem;
@@ -204,6 +277,9 @@ static int build_view(const pd_profile *p, const size_t *gidx, const uint8_t *sp
     for (size_t i = 0; i < p->n_mapping; i++)
         if (map_st[i] == stamp)
             v->mapping[v->n_mapping++] = p->mapping[i];
+    t->stamp = stamp;
+    if (prune_strings(p, v, t) < 0)
+        goto nomem;
     return pd_profile_index(v, err);
 nomem:
     return pd_err_set(err, PD_ENOMEM, "split: out of memory");
@@ -228,6 +304,7 @@ int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t 
     group *gs = NULL;
     size_t n_g = 0, cap_g = 0;
     uint32_t *loc_st = NULL, *fn_st = NULL, *map_st = NULL;
+    strs t = {0};
     pd_buf keys;
     pd_buf_init(&keys, 0);
     pd_u64map first;
@@ -318,7 +395,10 @@ int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t 
     if (!(out->v = calloc(n_g, sizeof *out->v)) ||
         !(loc_st = calloc(p->n_location ? p->n_location : 1, sizeof *loc_st)) ||
         !(fn_st = calloc(p->n_function ? p->n_function : 1, sizeof *fn_st)) ||
-        !(map_st = calloc(p->n_mapping ? p->n_mapping : 1, sizeof *map_st)))
+        !(map_st = calloc(p->n_mapping ? p->n_mapping : 1, sizeof *map_st)) ||
+        !(t.st = calloc(p->n_string ? p->n_string : 1, sizeof *t.st)) ||
+        !(t.idx = malloc((p->n_string ? p->n_string : 1) * sizeof *t.idx)) ||
+        !(t.order = malloc((p->n_string ? p->n_string : 1) * sizeof *t.order)))
         goto nomem;
     for (size_t g = 0; g < n_g; g++) {
         pd_pprof_split_group *sg = &out->v[g];
@@ -335,7 +415,7 @@ int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t 
             k = v + strlen(v) + 1;
         }
         if ((rc = build_view(p, gidx, split_lab, lab_off, g, gs[g].n_samples, loc_st, fn_st, map_st,
-                             &sg->view, err)) < 0)
+                             &t, &sg->view, err)) < 0)
             goto fail;
     }
     rc = 0;
@@ -354,6 +434,9 @@ out:
     free(loc_st);
     free(fn_st);
     free(map_st);
+    free(t.st);
+    free(t.idx);
+    free(t.order);
     pd_buf_release(&keys);
     pd_u64map_release(&first);
     return rc;

@@ -38,7 +38,9 @@
  * Each group's profile keeps the header of the source (sample types,
  * period, time, duration, comments, drop/keep frames, default sample type,
  * doc URL), only the locations, functions and mappings its samples use,
- * and the source's string table whole (shared, not copied).
+ * and only the strings those and the header use (renumbered; the bytes are
+ * the source's, not copied): a part encodes to about its share of the
+ * source, so N parts cost the WAL about one source, not N.
  */
 #ifndef PD_PPROF_SPLIT_H
 #define PD_PPROF_SPLIT_H

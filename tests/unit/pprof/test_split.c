@@ -9,6 +9,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -171,6 +172,16 @@ static void test_split_rules(void **state)
         }
         assert_int_equal(v->n_location, want[g].n_loc);
         assert_int_equal(v->n_function, want[g].n_loc);
+        /* only the strings it uses: no function name of another group's */
+        for (size_t k = 0; k < v->n_string; k++)
+            if (v->string_table[k][0] == 'f' && v->string_table[k][1] >= '1' &&
+                v->string_table[k][1] <= '6' && !v->string_table[k][2]) {
+                bool used = false;
+                for (size_t q = 0; q < v->n_function; q++)
+                    used |= strcmp(pd_profile_str(v, v->function[q].name), v->string_table[k]) == 0;
+                assert_true(used);
+            }
+        assert_true(v->n_string < p.n_string);
         /* the header is the source's */
         assert_int_equal(v->time_nanos, p.time_nanos);
         assert_int_equal(v->duration_nanos, p.duration_nanos);
