@@ -354,7 +354,8 @@ int pd_pprof_split_by_labels(const pd_profile *p, const pd_labels *base, size_t 
         if (pd_u64map_get(&first, h, &at))
             for (size_t gi = (size_t)at; gi != SIZE_MAX;) {
                 if (gs[gi].key_len == key_len &&
-                    memcmp(keys.data + gs[gi].key_off, keys.data + key_off, key_len) == 0) {
+                    (key_len == 0 || /* (keys.data may still be NULL) */
+                     memcmp(keys.data + gs[gi].key_off, keys.data + key_off, key_len) == 0)) {
                     found = gi;
                     break;
                 }
