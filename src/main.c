@@ -71,6 +71,7 @@ typedef struct flags {
     unsigned max_conns_ip;    /* --web.max-connections-per-ip */
     int64_t query_timeout_ms; /* --query.timeout (0: the api's default, 2m) */
     size_t query_max_samples; /* --query.max-samples (0: the api's default, 1M) */
+    size_t max_series_svc;    /* --ingest.max-series-per-service (0: the api's default) */
     int64_t block_ms;         /* --storage.block-duration (0: storage default, 2h) */
     int64_t retention_ms;     /* --storage.retention.time (0: storage default, 15d) */
     int64_t grace_ms;         /* --storage.future-grace (0: storage default, 10m) */
@@ -157,6 +158,9 @@ static void usage(FILE *f)
             "                                  (default: on when listening on loopback)\n"
             "  --query.timeout=DURATION        merge/diff queries stop after it (default 2m)\n"
             "  --query.max-samples=N           distinct samples a merge may hold (default 1000000)\n"
+            "  --ingest.max-series-per-service=N  series one service_name may have through the\n"
+            "                                  push APIs, dynamic labels included; a push past it\n"
+            "                                  is refused with 429 (default 10000, 0 = no cap)\n"
             "  --scrape.max-body-bytes=SIZE    largest profile body accepted, scraped or\n"
             "                                  pushed; bytes or with K/M/G suffix (default 16M)\n"
             "  --log.level=LEVEL               debug|info|warn|error (default info)\n"
@@ -300,6 +304,7 @@ static int parse_flags(int argc, char **argv, flags *f)
             "--config.file",       "--storage.path",          "--web.listen-address", "--log.level",
             "--storage.wal.fsync", "--scrape.max-body-bytes", "--web.threads",
             "--query.timeout",     "--query.max-samples",     "--storage.block-duration",
+            "--ingest.max-series-per-service",
             "--storage.retention.time", "--storage.retention.size", "--storage.wal.segment-size",
             "--storage.future-grace", "--query.max-concurrency", "--web.read-timeout",
             "--web.max-connections", "--web.max-connections-per-ip", "--web.config.file",
@@ -456,6 +461,13 @@ static int parse_flags(int argc, char **argv, flags *f)
             if (*end || end == val || *val == '-' || v == 0)
                 return usage_error("--query.max-samples: \"%s\" is not a positive number", val);
             f->query_max_samples = (size_t)v;
+        } else if (strcmp(name, "--ingest.max-series-per-service") == 0) {
+            char *end;
+            unsigned long long v = strtoull(val, &end, 10);
+            if (*end || end == val || *val == '-')
+                return usage_error("--ingest.max-series-per-service: \"%s\" is not a number "
+                                   "(0: no cap)", val);
+            f->max_series_svc = v == 0 ? SIZE_MAX : (size_t)v;
         }
     }
     return -1;
@@ -631,6 +643,11 @@ static int serve(const flags *f)
     snprintf(v_threads, sizeof v_threads, "%u", f->threads);
     pd_format_duration(f->query_timeout_ms ? f->query_timeout_ms : 120000, v_qt, sizeof v_qt);
     snprintf(v_qms, sizeof v_qms, "%zu", f->query_max_samples ? f->query_max_samples : 1000000);
+    char v_msvc[32];
+    snprintf(v_msvc, sizeof v_msvc, "%zu",
+             f->max_series_svc == SIZE_MAX ? 0
+             : f->max_series_svc          ? f->max_series_svc
+                                          : (size_t)PD_API_DEFAULT_MAX_SERIES_PER_SERVICE);
     snprintf(v_body, sizeof v_body, "%zu", lim.max_body_bytes);
     char v_qconc[16], v_rto[32], v_mc[16], v_mcip[16]; /* the server's defaults when 0 */
     char v_aggw[16];
@@ -666,7 +683,8 @@ static int serve(const flags *f)
                             "web.config.file", "web.enable-lifecycle",
                             "web.allowed-hosts", "storage.backend", "clickhouse.url",
                             "clickhouse.database", "clickhouse.user", "clickhouse.cluster",
-                            "query.max-merge-concurrency", "storage.aggregate-workers"};
+                            "query.max-merge-concurrency", "storage.aggregate-workers",
+                            "ingest.max-series-per-service"};
     char v_churls[1024] = "";
     for (size_t i = 0, o = 0; i < f->n_ch_urls && o < sizeof v_churls; i++)
         o += (size_t)snprintf(v_churls + o, sizeof v_churls - o, "%s%s", i ? "," : "",
@@ -680,11 +698,12 @@ static int serve(const flags *f)
                              f->backend == PD_STORAGE_CLICKHOUSE ? "clickhouse" : "tsdb", v_churls,
                              f->ch_database ? f->ch_database : "profd",
                              f->ch_user ? f->ch_user : "default",
-                             f->ch_cluster ? f->ch_cluster : "", v_mmc, v_aggw};
+                             f->ch_cluster ? f->ch_cluster : "", v_mmc, v_aggw, v_msvc};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .build = &pd_build_info_profd,
         .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,
+        .max_series_per_service = f->max_series_svc,
         .flag_names = fnames, .flag_values = fvalues, .n_flags = sizeof fnames / sizeof *fnames};
     ao.enable_pprof = enable_pprof;
     ao.enable_lifecycle = f->enable_lifecycle;
@@ -709,6 +728,7 @@ static int serve(const flags *f)
                                  .classify = pd_api_classify,
                                  .gate = gate,
                                  .group = pd_api_access_group,
+                                 .form = pd_api_form_route,
                                  .guard = guard};
     rc = pd_http_server_start_opts(&ho, pd_api_handle, api, &srv, &err);
     if (rc < 0) {

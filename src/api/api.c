@@ -1212,7 +1212,7 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
         return "other";
     }
     if (strncmp(path, "/api/0/", 7) == 0) {
-        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build};
+        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build, api->series_cap};
         return pd__profefe_route(&env, req, resp);
     }
     if (strncmp(path, "/querier.v1.QuerierService/", 27) == 0 ||
@@ -1225,15 +1225,15 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             return pd__querier_render(&qenv, req, resp);
     }
     if (strcmp(path, "/push.v1.PusherService/Push") == 0) {
-        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build};
+        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build, api->series_cap};
         return pd__push_connect(&env, req, resp);
     }
     if (strcmp(path, "/ingest") == 0) {
-        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build};
+        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build, api->series_cap};
         return pd__pyroscope_ingest(&env, req, resp);
     }
     if (strcmp(path, "/v1development/profiles") == 0) {
-        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build};
+        pd__api_env env = {api->st, &api->o.limits, api->version, &api->build, api->series_cap};
         return pd__otlp_profiles(&env, req, resp);
     }
     if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
@@ -1313,6 +1313,12 @@ static void logfmt_value(const char *s, char *out, size_t cap)
     }
     out[o++] = '"';
     out[o] = 0;
+}
+
+bool pd_api_form_route(const char *method, const char *path)
+{
+    (void)method;
+    return strncmp(path, "/api/v1/", 8) == 0;
 }
 
 pd_http_pool pd_api_classify(void *ctx, const char *method, const char *path)
@@ -1414,6 +1420,14 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
         api->o.query_timeout_ms = DEFAULT_QUERY_TIMEOUT_MS;
     if (!api->o.query_max_samples)
         api->o.query_max_samples = PD_MERGE_DEFAULT_MAX_SAMPLES;
+    if (!api->o.max_series_per_service)
+        api->o.max_series_per_service = PD_API_DEFAULT_MAX_SERIES_PER_SERVICE;
+    if (pd__series_cap_new(api->o.max_series_per_service == SIZE_MAX ? 0
+                                                                     : api->o.max_series_per_service,
+                           &api->series_cap) < 0) {
+        free(api);
+        return pd_err_set(err, PD_ENOMEM, "api: out of memory");
+    }
     snprintf(api->version, sizeof api->version, "%s",
              api->o.build ? api->o.build->version : api->o.version ? api->o.version : "unknown");
     api->o.version = NULL;
@@ -1453,6 +1467,10 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
                         "Bytes of profiles stored as received, by source (scrape or push).");
     pd_metrics_describe("profd_rejected_input_total", PD_METRIC_COUNTER,
                         "Pushed profiles refused, by reason.");
+    pd_metrics_describe("profd_ingested_split_series_total", PD_METRIC_COUNTER,
+                        "Series stored from pushed profiles split by their samples' labels.");
+    pd_metrics_add("profd_ingested_split_series_total", NULL, 0);
+    pd_metrics_add("profd_rejected_input_total", "reason=\"series_limit\"", 0);
     pd_metrics_describe("profd_partial_answers_total", PD_METRIC_COUNTER,
                         "Answers that left out damaged stored data (they carry warnings).");
     pd_metrics_add("profd_partial_answers_total", NULL, 0);
@@ -1503,6 +1521,7 @@ void pd_api_free(pd_api *api)
         free(api->flags[i]);
     free(api->flags);
     free(api->config_text);
+    pd__series_cap_free(api->series_cap);
     pthread_mutex_destroy(&api->cfg_mu);
     free(api);
 }

@@ -108,6 +108,8 @@ typedef struct pd_api pd_api;
  * error with err saying what was wrong (sent back with HTTP 500). */
 typedef int (*pd_api_reload_fn)(void *ctx, pd_err *err);
 
+#define PD_API_DEFAULT_MAX_SERIES_PER_SERVICE 10000
+
 typedef struct pd_api_options {
     pd_pprof_limits limits;    /* caps for pushed bodies (0 fields = defaults) */
     size_t max_response_bytes; /* cap on one reply body; 0 = 256 MiB */
@@ -122,6 +124,11 @@ typedef struct pd_api_options {
     const pd_build_info *build;
     int64_t query_timeout_ms; /* --query.timeout: merge/diff deadline; 0 = 2 min */
     size_t query_max_samples; /* --query.max-samples: distinct samples of a merge; 0 = 1M */
+    /* --ingest.max-series-per-service (issue 26): series a service (its
+     * service_name) may have through the push APIs, dynamic labels
+     * included; a push past it is refused whole with 429.
+     * 0 = PD_API_DEFAULT_MAX_SERIES_PER_SERVICE, SIZE_MAX = no cap */
+    size_t max_series_per_service;
     /* /api/v1/status/flags, as Prometheus: every flag's name (without "--")
      * and value as in effect; n_flags pairs, copied by pd_api_new. */
     const char *const *flag_names, *const *flag_values;
@@ -167,6 +174,13 @@ pd_http_pool pd_api_classify(void *ctx, const char *method, const char *path);
  *   admin (2): /-/reload, /-/quit, profd's own /debug/pprof/
  *   query (0): everything else (queries, UI, /metrics, /-/healthy) */
 int pd_api_access_group(const char *method, const char *path);
+
+/* issue 26 item 7: the routes whose POST body is a form when its
+ * Content-Type says application/x-www-form-urlencoded (http/server.h's form
+ * option): Prometheus' API under /api/v1/ only. Every push (profefe's
+ * /api/0/profiles, /ingest, Connect, OTLP) reads its raw body whatever the
+ * Content-Type, as profefe and Pyroscope do. */
+bool pd_api_form_route(const char *method, const char *path);
 
 /* Records the configuration file as last loaded (text: its bytes, len;
  * copied) for /api/v1/status/config, and the outcome of that (re)load

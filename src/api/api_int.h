@@ -46,6 +46,7 @@ struct pd_api {
     char *config_text;      /* as last loaded (pd_api_set_config), or NULL */
     bool config_ok;
     int64_t config_when_ms;
+    struct pd__series_cap *series_cap; /* --ingest.max-series-per-service (push_store.c) */
 };
 
 /* A Prometheus success envelope around data appended in between:
@@ -76,12 +77,23 @@ void pd__api_serve_asset(const pd_http_request *req, pd_http_response *resp,
  * left as they are. On any failure the reply goes out uncompressed. */
 void pd__api_maybe_gzip(const pd_http_request *req, pd_http_response *resp);
 
+/* The series each service has, against --ingest.max-series-per-service
+ * (push_store.c). Thread-safe. */
+typedef struct pd__series_cap pd__series_cap;
+/* New tracker capping each service at max series (0: no cap). 0 or PD_ENOMEM. */
+int pd__series_cap_new(size_t max, pd__series_cap **out /* OUT */);
+/* Frees it. NULL is a no-op. */
+void pd__series_cap_free(pd__series_cap *c);
+/* The cap (0: none; NULL: 0). */
+size_t pd__series_cap_max(const pd__series_cap *c);
+
 /* What the push/interop handlers use of the api (all borrowed). */
 typedef struct pd__api_env {
     pd_storage *st;
     const pd_pprof_limits *limits; /* caps for bodies (0 fields = defaults) */
     const char *version;           /* shown by /api/0/version */
     const pd_build_info *build;    /* its commit and build time */
+    pd__series_cap *cap;           /* series per service; NULL: no cap */
 } pd__api_env;
 
 /* Routes every path under /api/0/ (profefe's API, see profefe.c for the
@@ -162,13 +174,31 @@ void pd__api_text_error(pd_http_response *resp, int status, const char *reason, 
 /* Counts one refused input in profd_rejected_input_total{reason}. */
 void pd__api_count_rejected(const char *reason);
 
-/* Stores a decoded, validated profile: pd_storage_append plus the
- * profd_ingested_* counters of source. Returns 0 or the storage error (err
- * says what). PD_EOUTOFBOUNDS (a time outside retention or the future
- * grace: answer 400 with err's message) is already counted in
- * profd_rejected_input_total{reason="out_of_bounds"}. */
-int pd__api_store(pd_storage *st, const pd_labels *ls, int64_t ts_ms, const uint8_t *body,
+/* Stores a decoded, validated pushed profile (push_store.c has the rules):
+ * split by its samples' labels into series (ingest/split.h), held to the
+ * cap of series per service (env->cap), each part stored with the push
+ * duplicate rule (pd_storage_append_shift: a taken ms is never refused),
+ * plus the profd_ingested_* counters of source. body/len (the producer's
+ * bytes) are stored when nothing is split; split parts are stored
+ * re-encoded (gzip pprof). Returns 0 or an error with err saying what:
+ * PD_ELIMIT (the cap; nothing stored), PD_EOUTOFBOUNDS (a time outside
+ * retention or the future grace), a storage error (err says how many of
+ * the parts were stored before it). PD_ELIMIT and PD_EOUTOFBOUNDS are
+ * already counted in profd_rejected_input_total (series_limit,
+ * out_of_bounds). pd__api_store_status maps the code to the HTTP status. */
+int pd__api_store(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, const uint8_t *body,
                   size_t len, const pd_profile *p, const char *source, pd_err *err);
+
+/* The HTTP status for an error of pd__api_store: 400 (PD_EOUTOFBOUNDS,
+ * PD_EINVAL), 429 (PD_ELIMIT, as Pyroscope's and Mimir's series limits),
+ * 413 (PD_ETOOBIG), else 500. */
+int pd__api_store_status(int rc);
+
+/* profefe's store (its own rules, profefe.c): pd_storage_append as it is
+ * (a taken ms is PD_EEXIST), no split, plus the counters of source.
+ * PD_EOUTOFBOUNDS is counted as in pd__api_store. */
+int pd__api_store_exact(pd_storage *st, const pd_labels *ls, int64_t ts_ms, const uint8_t *body,
+                        size_t len, const pd_profile *p, const char *source, pd_err *err);
 
 /* ---- merge (merge.c) ----
  *

@@ -55,6 +55,7 @@ pd_connect_code pd_connect_code_of(int rc)
         return PD_CONNECT_NOT_FOUND;
     case PD_ETOOBIG:
     case PD_ENOMEM:
+    case PD_ELIMIT:
         return PD_CONNECT_RESOURCE_EXHAUSTED;
     case PD_ETIMEOUT:
         return PD_CONNECT_DEADLINE_EXCEEDED;

@@ -188,17 +188,13 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
         }
         rc = pd_labels_set(&sl, "__name__", pd_jfr_kind_name((pd_jfr_kind)k), &err);
         if (rc == 0)
-            rc = pd__api_store(env->st, &sl, ts_ms, (const uint8_t *)enc.data + off[k],
+            rc = pd__api_store(env, &sl, ts_ms, (const uint8_t *)enc.data + off[k],
                                off[k + 1] - off[k], &r.profile[k], "pyroscope", &err);
         pd_labels_release(&sl);
-        if (rc == PD_EOUTOFBOUNDS) { /* counted by pd__api_store */
-            pd__api_text_error(resp, 400, NULL, "%s", err.msg);
-            goto out;
-        }
-        if (rc == PD_EEXIST) {
-            pd__api_text_error(resp, 409, "duplicate",
-                               "a %s profile of this series at %" PRId64 " ms is already stored",
-                               pd_jfr_kind_name((pd_jfr_kind)k), ts_ms);
+        if (rc == PD_EOUTOFBOUNDS || rc == PD_ELIMIT) { /* counted by pd__api_store */
+            pd__api_text_error(resp, pd__api_store_status(rc), NULL,
+                               "%s profile (%zu of this recording's kinds stored before it): %s",
+                               pd_jfr_kind_name((pd_jfr_kind)k), stored, err.msg);
             goto out;
         }
         if (rc < 0) {

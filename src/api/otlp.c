@@ -18,7 +18,7 @@
  * Replies (OTLP/HTTP, opentelemetry-proto docs/specification.md "OTLP/HTTP
  * Response"): 200 with an ExportProfilesServiceResponse; when some
  * profiles were refused (bad indices, a sample with neither values nor
- * timestamps, out of bounds), partial_success carries rejected_profiles (in
+ * timestamps, the series cap, out of bounds), partial_success carries rejected_profiles (in
  * OTLP profiles, i.e. sample types) and the first error. A request that is
  * not one (bad protobuf, a request of another opentelemetry-proto release,
  * nesting or a table over its cap, gzip bomb) answers 400/413 (405 for a
@@ -153,19 +153,15 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
         pd_err_clear(&err);
         rc = pd_profile_encode(&r.p[i].profile, true, &enc);
         if (rc == 0)
-            rc = pd__api_store(env->st, &r.p[i].labels, ts, (const uint8_t *)enc.data, enc.len,
+            rc = pd__api_store(env, &r.p[i].labels, ts, (const uint8_t *)enc.data, enc.len,
                                &r.p[i].profile, "otlp", &err);
         if (rc == 0)
             continue;
-        if (rc == PD_EEXIST)
-            pd__api_count_rejected("duplicate");
-        else if (rc != PD_EOUTOFBOUNDS) /* that one is counted by pd__api_store */
+        if (rc != PD_EOUTOFBOUNDS && rc != PD_ELIMIT) /* those are counted by pd__api_store */
             pd_log(PD_LOG_ERROR, "otlp: storage append failed", "err=\"%s\"", err.msg);
         if (!rejected)
             snprintf(first, sizeof first, "profile %zu (%zu sample types): %s", i, r.p[i].n_joined,
-                     rc == PD_EEXIST ? "a profile of this series at this time is already stored"
-                     : err.msg[0]    ? err.msg
-                                     : pd_strerror(rc));
+                     err.msg[0] ? err.msg : pd_strerror(rc));
         rejected += (int64_t)(r.p[i].n_joined ? r.p[i].n_joined : 1);
     }
     pd_buf_release(&enc);

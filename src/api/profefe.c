@@ -159,21 +159,6 @@ void pd__api_count_rejected(const char *reason)
     pd_metrics_add("profd_rejected_input_total", lbl, 1);
 }
 
-int pd__api_store(pd_storage *st, const pd_labels *ls, int64_t ts_ms, const uint8_t *body,
-                  size_t len, const pd_profile *p, const char *source, pd_err *err)
-{
-    int rc = pd_storage_append(st, ls, ts_ms, body, len, p, err);
-    if (rc == PD_EOUTOFBOUNDS)
-        pd__api_count_rejected("out_of_bounds");
-    if (rc < 0)
-        return rc;
-    char lbl[96];
-    snprintf(lbl, sizeof lbl, "source=\"%s\"", source);
-    pd_metrics_add("profd_ingested_profiles_total", lbl, 1);
-    pd_metrics_add("profd_ingested_bytes_total", lbl, (double)len);
-    return 0;
-}
-
 /* ---- replies ---- */
 
 static const char *error_type(int status)
@@ -573,11 +558,11 @@ static void h_push(const pd__api_env *env, const pd_http_request *req, pd_http_r
     /* profefe stores every push under a new id: a push landing on a
      * millisecond this series already holds goes to the next free one
      * (its id, which is series + ms, is new) */
-    rc = pd__api_store(env->st, &ls, ts, req->body, req->body_len, &p, "push", &err);
+    rc = pd__api_store_exact(env->st, &ls, ts, req->body, req->body_len, &p, "push", &err);
     for (int tries = 0; rc == PD_EEXIST && tries < PROFEFE_MAX_BUMP; tries++) {
         ts++;
         pd_err_clear(&err);
-        rc = pd__api_store(env->st, &ls, ts, req->body, req->body_len, &p, "push", &err);
+        rc = pd__api_store_exact(env->st, &ls, ts, req->body, req->body_len, &p, "push", &err);
     }
     if (rc == PD_EOUTOFBOUNDS) { /* counted by pd__api_store */
         pf_error(resp, 400, NULL, "%s", err.msg);

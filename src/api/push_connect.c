@@ -107,13 +107,9 @@ const char *pd__push_connect(const pd__api_env *env, const pd_http_request *req,
                 } else {
                     if (pass == 1) {
                         int64_t ts = p.time_nanos > 0 ? p.time_nanos / 1000000 : pd_now_ms();
-                        rc = pd__api_store(env->st, &ls, ts, b, n, &p, "connect_push", &e2);
-                        if (rc < 0) {
+                        rc = pd__api_store(env, &ls, ts, b, n, &p, "connect_push", &e2);
+                        if (rc < 0) /* out_of_bounds and series_limit: counted there */
                             pd_err_set(&err, rc, "series %zu sample %zu: %s", i, j, e2.msg);
-                            reason = rc == PD_EEXIST         ? "connect_push_duplicate"
-                                     : rc == PD_EOUTOFBOUNDS ? "connect_push_out_of_bounds"
-                                                             : NULL;
-                        }
                     }
                     pd_profile_release(&p);
                 }

@@ -65,7 +65,7 @@
  * of samples/locations/functions/stack depth in the decoder or converter);
  * a cap answers 413, anything malformed 400, both as text naming the
  * problem, counted in profd_rejected_input_total{reason} (bad_request,
- * bad_labels, bad_profile, too_large, duplicate). Nothing is stored unless
+ * bad_labels, bad_profile, too_large, series_limit). Nothing is stored unless
  * everything passed. Success: 200 with an empty body (as Pyroscope),
  * counted in profd_ingested_*{source="pyroscope"}.
  */
@@ -765,16 +765,11 @@ static void ingest_speedscope(const pd__api_env *env, const pd_pprof_limits *lim
             goto out;
         }
         pd_err_clear(&err);
-        rc = pd__api_store(env->st, &ls[i], ts, (const uint8_t *)enc.data, enc.len, &ps[i].profile,
+        rc = pd__api_store(env, &ls[i], ts, (const uint8_t *)enc.data, enc.len, &ps[i].profile,
                            "pyroscope", &err);
-        if (rc == PD_EOUTOFBOUNDS) { /* counted by pd__api_store */
-            pd__api_text_error(resp, 400, NULL, "%s", err.msg);
-            goto out;
-        }
-        if (rc == PD_EEXIST) {
-            pd__api_text_error(resp, 409, "duplicate",
-                               "profile %zu (\"%.100s\"): a profile of this series at %" PRId64
-                               " ms is already stored%s", i, ps[i].name, ts,
+        if (rc == PD_EOUTOFBOUNDS || rc == PD_ELIMIT) { /* counted by pd__api_store */
+            pd__api_text_error(resp, pd__api_store_status(rc), NULL, "profile %zu: %s%s", i,
+                               err.msg,
                                i ? " (the profiles before it in the file were stored)" : "");
             goto out;
         }
@@ -1121,14 +1116,10 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     }
 
     pd_err_clear(&err);
-    rc = pd__api_store(env->st, &ls, ts, store, store_len, stored, "pyroscope", &err);
-    if (rc == PD_EOUTOFBOUNDS) { /* counted by pd__api_store */
-        pd__api_text_error(resp, 400, NULL, "%s", err.msg);
-        goto out;
-    }
-    if (rc == PD_EEXIST) {
-        pd__api_text_error(resp, 409, "duplicate",
-                           "a profile of this series at %" PRId64 " ms is already stored", ts);
+    rc = pd__api_store(env, &ls, ts, store, store_len, stored, "pyroscope", &err);
+    if (rc == PD_EOUTOFBOUNDS || rc == PD_ELIMIT || rc == PD_EINVAL) { /* counted there, but */
+        pd__api_text_error(resp, pd__api_store_status(rc), rc == PD_EINVAL ? "bad_labels" : NULL,
+                           "%s", err.msg);
         goto out;
     }
     if (rc < 0) {

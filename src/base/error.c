@@ -20,6 +20,7 @@ const char *pd_strerror(int code)
     case PD_EAMBIGUOUS: return "ambiguous";
     case PD_ECLOSED: return "closed";
     case PD_EOUTOFBOUNDS: return "out of bounds";
+    case PD_ELIMIT: return "limit reached";
     default:
         if (code < 0 && code > -1000)
             return strerror(-code);

@@ -29,6 +29,8 @@ enum {
     PD_ECLOSED = -1011,    /* the object is closed or shutting down */
     PD_EOUTOFBOUNDS = -1012, /* a timestamp outside the window the store accepts (too far in
                                 the future, or older than retention keeps) */
+    PD_ELIMIT = -1013,     /* a configured limit on what is stored is reached (series per
+                              service, issue 26) */
 };
 
 /* A message for a person. Always NUL-terminated; empty when unset. */

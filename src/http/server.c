@@ -46,7 +46,8 @@
  *                                   rest dropped (it never grows past
  *                                   max_body + 1); 413 once the body ends
  *   access_cb(final, no data)    -> parse the query string (and a form POST
- *                                   body) into pairs (400 past the cap);
+ *                                   body, on the routes the form option
+ *                                   names) into pairs (400 past the cap);
  *                                   the deadline stops; classify: inline ->
  *                                   handler now; else suspend + enqueue
  *   worker                       -> handler, response kept in req, resume
@@ -142,6 +143,7 @@ struct pd_http_server {
     bool reaper_stop, reaper_started;
     struct pd_http_gate *gate; /* issue 20: TLS + auth gate, or NULL */
     int (*group)(const char *method, const char *path);
+    bool (*form)(const char *method, const char *path); /* NULL: every POST */
     char *tls_prio;
 };
 
@@ -1010,7 +1012,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     if (r->query)
         rc = parse_pairs(r, r->query, strlen(r->query));
     if (rc == 0 && strcmp(method, "POST") == 0 &&
-        is_form(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
+        is_form(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)) &&
+        (!srv->form || srv->form(method, url)))
         rc = parse_pairs(r, r->body.data ? r->body.data : "", r->body.len);
     if (rc == PD_ETOOBIG) {
         char msg[120];
@@ -1246,6 +1249,7 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
     unsigned conn_timeout_s = (unsigned)((2 * rt + 999) / 1000) + 5;
     srv->gate = o->gate;
     srv->group = o->group;
+    srv->form = o->form;
     const pd_webcfg *wc = srv->gate ? pd_http_gate_config(srv->gate) : NULL;
     if (wc && wc->tls_enabled) {
         char prio[1024];

@@ -104,6 +104,13 @@ typedef struct pd_http_server_options {
      * (host_not_allowed, cross_origin, cross_site, browser_simple_write).
      * Every reply carries guard.h's security headers either way. */
     const struct pd_http_guard *guard;
+    /* issue 26 item 7: whether a POST to path with an
+     * application/x-www-form-urlencoded body has that body parsed into the
+     * request's args (as Prometheus' API takes forms). NULL: every such
+     * POST. A route answered false gets its body untouched whatever the
+     * Content-Type (curl --data-binary sends a form type with a gzip
+     * profile). */
+    bool (*form)(const char *method, const char *path);
 } pd_http_server_options;
 
 /* Starts a server with options o (see pd_http_server_options; the handler

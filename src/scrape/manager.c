@@ -50,6 +50,16 @@
  * a clock jump); error (connection failures, HTTP status other than
  * 200, storage failures). success and duplicate make the target up.
  *
+ * Dynamic labels (issue 26): a scraped profile whose samples carry pprof
+ * string labels (Go's pprof.Do / runtime/pprof labels in a CPU or goroutine
+ * profile) is stored as one profile per label set, each under the target's
+ * series labels plus that set (pprof/split.h, the rules of pushes): what
+ * Grafana Alloy's pyroscope.scrape + Pyroscope give for the same target, so
+ * {endpoint="/checkout"} selects the same thing however the profile came.
+ * At most SCRAPE_MAX_SPLIT label sets per profile: past that the profile is
+ * stored whole (its labels stay on the samples, nothing lost), logged and
+ * counted in profd_scrape_split_skipped_total.
+ *
  * Metrics are updated under m->mu (lock order: m->mu, then the registry's
  * own lock) and only for targets that are not retired, so that the series a
  * reload removes stay removed (see forget_series).
@@ -72,6 +82,7 @@
 #include "base/metrics.h"
 #include "base/time.h"
 #include "base/u64map.h"
+#include "pprof/split.h"
 #include "scrape/scrape_int.h"
 
 #define MAX_WAIT_MS 1000 /* the loop wakes at least this often */
@@ -456,6 +467,10 @@ out:
 
 static void describe_metrics(void)
 {
+    pd_metrics_describe("profd_scrape_split_skipped_total", PD_METRIC_COUNTER,
+                        "Scraped profiles stored whole because their samples' labels make more "
+                        "label sets than one profile may be split into.");
+    pd_metrics_add("profd_scrape_split_skipped_total", NULL, 0);
     pd_metrics_describe("profd_scrapes_total", PD_METRIC_COUNTER,
                         "Scrapes finished, by job, profile type and outcome "
                         "(success, error, timeout, bad_profile, too_large).");
@@ -1045,6 +1060,43 @@ static void record(const target *t, const char *outcome, double dur_s)
 }
 
 /* Loop thread, no lock held on entry: finishes t's transfer. */
+
+/* Most label sets one scraped profile is split into (see the top). */
+#define SCRAPE_MAX_SPLIT 1000
+
+/* Stores the scraped profile p (its bytes body/len) at ts under ls, split by
+ * its samples' labels (pprof/split.h): 0 or the storage's error (the label
+ * sets before a failing one are stored). */
+static int store_scrape(pd_storage *st, const pd_labels *ls, int64_t ts, const uint8_t *body,
+                        size_t len, const pd_profile *p, pd_err *e)
+{
+    pd_pprof_split sp;
+    int rc = pd_pprof_split_by_labels(p, ls, SCRAPE_MAX_SPLIT, &sp, e);
+    if (rc == PD_ETOOBIG) {
+        pd_log(PD_LOG_WARN, "scrape: profile not split by its labels", "err=\"%s\"", e->msg);
+        pd_metrics_add("profd_scrape_split_skipped_total", NULL, 1);
+        pd_err_clear(e);
+        rc = 0;
+    }
+    if (rc < 0)
+        return rc;
+    if (sp.n == 0)
+        return pd_storage_append(st, ls, ts, body, len, p, e);
+    pd_buf enc;
+    pd_buf_init(&enc, 0);
+    for (size_t i = 0; i < sp.n && rc == 0; i++) {
+        pd_buf_reset(&enc);
+        if ((rc = pd_profile_encode(&sp.v[i].view, true, &enc)) < 0)
+            pd_err_set(e, rc, "encoding the profile of label set %zu: %s", i + 1, pd_strerror(rc));
+        else
+            rc = pd_storage_append(st, &sp.v[i].labels, ts, (const uint8_t *)enc.data, enc.len,
+                                   &sp.v[i].view, e);
+    }
+    pd_buf_release(&enc);
+    pd_pprof_split_release(&sp);
+    return rc;
+}
+
 static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
 {
     long status = 0;
@@ -1096,11 +1148,11 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
                 goto stored;
             }
             if (t->keep)
-                rc = pd_storage_append(m->st, &t->stored, t->start_ms, (const uint8_t *)kept.data,
-                                       kept.len, &p, &e);
+                rc = store_scrape(m->st, &t->stored, t->start_ms, (const uint8_t *)kept.data,
+                                  kept.len, &p, &e);
             else
-                rc = pd_storage_append(m->st, &t->stored, t->start_ms,
-                                       (const uint8_t *)t->body.data, t->body.len, &p, &e);
+                rc = store_scrape(m->st, &t->stored, t->start_ms, (const uint8_t *)t->body.data,
+                                  t->body.len, &p, &e);
             pd_buf_release(&kept);
             if (!rc)
                 inuse = pd__adaptive_heap_inuse(&p);

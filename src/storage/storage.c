@@ -33,6 +33,9 @@ int pd__tsdb_open(const pd_storage_options *opts, pd__tsdb_storage **out, pd_err
 void pd__tsdb_close(pd__tsdb_storage *s);
 int pd__tsdb_append(pd__tsdb_storage *s, const pd_labels *labels, int64_t ts_ms,
                     const uint8_t *body, size_t len, const pd_profile *profile, pd_err *err);
+int pd__tsdb_append_shift(pd__tsdb_storage *s, const pd_labels *labels, int64_t ts_ms,
+                          const uint8_t *body, size_t len, const pd_profile *profile,
+                          int64_t *stored_ts, pd_err *err);
 int pd__tsdb_select(pd__tsdb_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
                     pd_series_set *out, pd_err *err);
 int pd__tsdb_select_overlapping(pd__tsdb_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
@@ -219,6 +222,24 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
     if (s->ch)
         return pd__ch_append(s->ch, labels, ts_ms, body, len, profile, err);
     return pd__tsdb_append(s->tsdb, labels, ts_ms, body, len, profile, err);
+}
+
+int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_ms,
+                            const uint8_t *body, size_t len, const pd_profile *profile,
+                            int64_t *stored_ts, pd_err *err)
+{
+    if (!s->ch)
+        return pd__tsdb_append_shift(s->tsdb, labels, ts_ms, body, len, profile, stored_ts, err);
+    /* ClickHouse finds a taken ms only when the batch is checked (its
+       PD_EEXIST, clickhouse.h): the next ms is tried then, one append each */
+    int rc = PD_EEXIST;
+    for (int64_t d = 0; rc == PD_EEXIST && d <= PD_STORAGE_MAX_SHIFT_MS; d++) {
+        pd_err_clear(err);
+        rc = pd__ch_append(s->ch, labels, ts_ms + d, body, len, profile, err);
+        if (rc == 0 && stored_ts)
+            *stored_ts = ts_ms + d;
+    }
+    return rc;
 }
 
 int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,

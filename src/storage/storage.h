@@ -6,8 +6,22 @@
  *
  * A *series* is a label set (base/labels.h) whose __name__ is the profile
  * type. A series holds profiles at int64 Unix-millisecond timestamps; at most
- * one profile per (series, timestamp) — a second append at the same time
- * replaces nothing and fails with PD_EEXIST.
+ * one profile per (series, timestamp) — a second pd_storage_append at the
+ * same time replaces nothing and fails with PD_EEXIST.
+ *
+ * Duplicates and replicas (issue 26): the push paths store with
+ * pd_storage_append_shift instead, which never refuses a taken ms: a
+ * second profile of a series at a ms already stored goes side by side, at
+ * the next free ms after it (two replicas of one app with identical labels
+ * pushing the same whole second: ts and ts + 1). Both are then ordinary
+ * profiles of the series — written to the log as such (a replay restores
+ * both), cut into blocks and compacted as such, summed by every merge
+ * over a range holding them, listed as two points. Pyroscope keeps them the
+ * same way (two profiles of one series and time); profd's points being
+ * keyed by ms, the second sits 1 ms later. ClickHouse honours the same
+ * rule (storage.c tries the next ms when a batch finds the ms taken).
+ * Scrapes and profefe's API keep their own rules (one scrape per target
+ * and time; profefe's push moves forward itself).
  *
  * Backends: the embedded TSDB (storage/tsdb/, the default) and ClickHouse
  * (storage/clickhouse/, options.backend); storage.c hands each call to the
@@ -164,6 +178,21 @@ void pd_storage_close(pd_storage *s);
  * flag), -errno writing the log (err names the file), PD_ENOMEM, PD_ECLOSED. */
 int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
                       size_t len, const pd_profile *profile, pd_err *err);
+
+/* The most a pushed profile is moved forward by pd_storage_append_shift, ms. */
+#define PD_STORAGE_MAX_SHIFT_MS 999
+
+/* pd_storage_append with the push rule for a taken time (top of this
+ * file): when the series already has a profile at ts_ms, the profile is
+ * stored at the first free ms of (ts_ms, ts_ms + PD_STORAGE_MAX_SHIFT_MS]
+ * (the search and the append are one step under the store's append lock:
+ * two pushes racing for one ms both find theirs). *stored_ts (may be NULL)
+ * receives the ms used. The shifted time is held to the same bounds.
+ * Errors as pd_storage_append; PD_EEXIST only when every ms of that window
+ * is taken (a thousand identical replicas in one ms). */
+int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_ms,
+                            const uint8_t *body, size_t len, const pd_profile *profile,
+                            int64_t *stored_ts /* OUT, may be NULL */, pd_err *err);
 
 /* ---- querier ---- */
 

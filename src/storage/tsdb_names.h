@@ -18,6 +18,7 @@
 #define pd_storage_open pd__tsdb_open
 #define pd_storage_close pd__tsdb_close
 #define pd_storage_append pd__tsdb_append
+#define pd_storage_append_shift pd__tsdb_append_shift
 #define pd_storage_select pd__tsdb_select
 #define pd_storage_select_overlapping pd__tsdb_select_overlapping
 #define pd_storage_read_points pd__tsdb_read_points

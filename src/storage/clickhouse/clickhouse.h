@@ -74,6 +74,9 @@
  * INSERT whose outcome is unknown (the connection broke after sending) is
  * retried only after `SELECT count()` by write_id shows it did not land.
  * PD_EEXIST: checked per batch against profiles (and within the batch);
+ * pd_storage_append_shift (the push rule, storage.h) then tries the next ms
+ * (storage.c: one append per ms tried, so a taken ms found by a batch costs
+ * that batch's round trip);
  * two profd processes writing the same series at the same instant at once
  * could both store it (series are split across writers by hashmod, so one
  * series has one writer).

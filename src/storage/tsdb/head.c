@@ -401,8 +401,37 @@ int pd__profile_rec_parse(const uint8_t *p, size_t len, profile_rec *pr /* OUT *
 
 /* ---- append ---- */
 
+/* The append of both storage.h entry points: max_shift 0 is
+ * pd_storage_append's rule (a taken (series, ms) is PD_EEXIST); > 0 is
+ * pd_storage_append_shift's (the next free ms up to ts_ms + max_shift,
+ * looked for under app_mu so that two appends racing for one ms both find
+ * theirs; *stored_ts receives the ms used). */
+static int append_at(pd_storage *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
+                     size_t len, const pd_profile *profile, int64_t max_shift,
+                     int64_t *stored_ts, pd_err *err);
+
 int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
                       size_t len, const pd_profile *profile, pd_err *err)
+{
+    return append_at(s, labels, ts_ms, body, len, profile, 0, NULL, err);
+}
+
+int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_ms,
+                            const uint8_t *body, size_t len, const pd_profile *profile,
+                            int64_t *stored_ts, pd_err *err)
+{
+    return append_at(s, labels, ts_ms, body, len, profile, PD_STORAGE_MAX_SHIFT_MS, stored_ts,
+                     err);
+}
+
+static bool ts_taken(const series *se, int64_t ts)
+{
+    return pd__tsdb_has_ts(se, ts) || pd__tsdb_blocks_have(se, ts);
+}
+
+static int append_at(pd_storage *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
+                     size_t len, const pd_profile *profile, int64_t max_shift,
+                     int64_t *stored_ts, pd_err *err)
 {
     const char *name = pd_labels_get(labels, "__name__");
     if (!name || !name[0])
@@ -457,12 +486,25 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
     pthread_mutex_lock(&s->app_mu);
     /* appends are serialised by app_mu, the only writer: no idx lock to read */
     series *se = pd__tsdb_find_by_labels(s, labels, hash);
-    if (se && (pd__tsdb_has_ts(se, ts_ms) || pd__tsdb_blocks_have(se, ts_ms))) {
+    if (se && max_shift > 0 && ts_taken(se, ts_ms)) { /* the push rule: the next free ms */
+        int64_t t = ts_ms + 1;
+        while (t - ts_ms < max_shift && ts_taken(se, t))
+            t++;
+        if (!ts_taken(se, t)) {
+            if ((rc = pd__tsdb_check_time(s->retention_ms, s->grace_ms, s->clock(), t, err)) < 0)
+                goto out;
+            ts_ms = t;
+            if (dec.found)
+                dec.d.ts = t;
+        }
+    }
+    if (se && ts_taken(se, ts_ms)) {
         pd_buf fmt;
         pd_buf_init(&fmt, 4096);
         pd_labels_format(labels, &fmt);
-        rc = pd_err_set(err, PD_EEXIST, "a profile of %s at %lld ms is already stored",
-                        fmt.data ? fmt.data : name, (long long)ts_ms);
+        rc = pd_err_set(err, PD_EEXIST, "a profile of %s at %lld ms is already stored%s",
+                        fmt.data ? fmt.data : name, (long long)ts_ms,
+                        max_shift > 0 ? " (as is every ms of the next 999)" : "");
         pd_buf_release(&fmt);
         goto out;
     }
@@ -579,6 +621,8 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
     else if (pd__tsdb_cut_due(s, &cut_from)) /* wake the thread: it cuts while appends go on */
         pd__tsdb_kick_maintenance(s);
     pd__tsdb_update_gauges(s);
+    if (stored_ts)
+        *stored_ts = ts_ms;
     rc = 0;
     goto out;
 nomem:

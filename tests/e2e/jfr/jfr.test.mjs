@@ -87,9 +87,18 @@ test('a JFR pushed as the Java agent does comes back per profile type, hot metho
   assert.equal(cpu[0], 'Hot.burnCpu', cpu.slice(0, 5).join('\n'));
   const alloc = await pprofTop(url('alloc_sample{service_name="app"}'), ['-sample_index=alloc_sample_bytes']);
   assert.equal(alloc[0], 'Hot.allocate', alloc.slice(0, 5).join('\n'));
-  // the same push again is a duplicate, not a second copy
+  // issue 26: the same recording again at the same second (a second JVM of
+  // the app with the same labels, or the agent's next upload within the
+  // second) is kept too, every event kind of it, side by side at the next ms
   const again = await pushAgent(jfr);
-  assert.equal(again.status, 409, again.text);
+  assert.equal(again.status, 200, again.text);
+  const rr = await http(`${profd.base}/api/v1/query_range?` + qs({ query: '{service_name="app"}', from: from - 1, to: from + 1 }));
+  assert.equal(rr.status, 200, rr.text);
+  assert.ok(rr.json.data.length >= 2, `several event kinds: ${rr.text.slice(0, 300)}`);
+  for (const s of rr.json.data) {
+    assert.deepEqual(s.timestamps, [from * 1000, from * 1000 + 1], `${s.labels.__name__}: both uploads`);
+    assert.deepEqual(s.totals[1], s.totals[0], `${s.labels.__name__}: the same recording twice`);
+  }
   // raw body (no multipart), another time: stored too
   const raw = await http(`${profd.base}/ingest?` + qs({ name: 'app', from: from + 20, format: 'jfr' }), { method: 'POST', body: jfr });
   assert.equal(raw.status, 200, raw.text);

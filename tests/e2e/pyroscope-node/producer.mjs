@@ -37,6 +37,36 @@ globalThis.fetch = async (url, opts) => {
 
 const Pyroscope = (await import('@pyroscope/nodejs')).default;
 
+// Replicas (issue 26, replicas_labels.test.mjs): START_AT (Unix ms) makes
+// two producers start their SDKs at the same instant, so their first
+// uploads carry the same whole-second `from`; REPLICA=a|b adds busy work in
+// a function of that replica's own name (the merged profile must show
+// both); LABELS=1 runs part of the work under the SDK's
+// wrapWithLabels({endpoint: '/checkout'}).
+const startAt = Number(process.env.START_AT || 0);
+if (startAt) await new Promise((r) => setTimeout(r, Math.max(0, startAt - Date.now())));
+// (each its own loop: a wrapper around profdPyroBusyWork could be inlined away)
+function profdReplicaWorkA(ms) {
+  const end = Date.now() + ms;
+  let x = 0;
+  while (Date.now() < end) for (let i = 1; i < 100000; i++) x = (x + Math.sqrt(i) * 17) % 1000003;
+  return x;
+}
+function profdReplicaWorkB(ms) {
+  const end = Date.now() + ms;
+  let x = 0;
+  while (Date.now() < end) for (let i = 1; i < 100000; i++) x = (x + Math.sqrt(i) * 19) % 1000033;
+  return x;
+}
+function profdPyroCheckout(ms) {
+  const end = Date.now() + ms;
+  let x = 0;
+  while (Date.now() < end) for (let i = 1; i < 100000; i++) x = (x + Math.sqrt(i) * 23) % 1000037;
+  return x;
+}
+const replicaWork = { a: profdReplicaWorkA, b: profdReplicaWorkB }[process.env.REPLICA || ''];
+const labelled = process.env.LABELS === '1';
+
 // The busy function the test looks for on top of the merged wall profile.
 function profdPyroBusyWork(ms) {
   const end = Date.now() + ms;
@@ -66,6 +96,8 @@ const deadline = Date.now() + 120000;
 while ((wallN < flushes || heapN < flushes) && Date.now() < deadline) {
   profdPyroAllocator(1000);
   profdPyroBusyWork(100);
+  if (replicaWork) replicaWork(60);
+  if (labelled) Pyroscope.wrapWithLabels({ endpoint: '/checkout' }, () => profdPyroCheckout(60));
   await new Promise((r) => setTimeout(r, 20)); // let the SDK's timers run
 }
 await Pyroscope.stop();

@@ -3,7 +3,10 @@
 // its own call stack of depth 8 through four functions (a, b, c, e: the
 // base-4 digits of n pick the next one), every allocation sampled
 // (MemProfileRate 1) and kept, then the heap profile written by
-// runtime/pprof as net/http/pprof would serve it.
+// runtime/pprof as net/http/pprof would serve it (gzip level 1, as Go's
+// runtime/pprof writes every profile). tests/e2e/profefe_curl.test.mjs
+// makes a larger one (-n 300000 -depth 10: over 1 MB gzip) for profefe's
+// curl --data-binary.
 //
 //	bigflame -n 30000 -o heap.pb.gz
 package main
@@ -94,10 +97,11 @@ func e(n, d int) {
 func main() {
 	n := flag.Int("n", 30000, "distinct call stacks")
 	out := flag.String("o", "heap.pb.gz", "output file")
+	depth := flag.Int("depth", 8, "call depth above leaf: 4^depth distinct stacks at most")
 	flag.Parse()
 	runtime.MemProfileRate = 1
 	for i := 0; i < *n; i++ {
-		a(i, 8)
+		a(i, *depth)
 	}
 	runtime.GC()
 	f, err := os.Create(*out)

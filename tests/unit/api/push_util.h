@@ -89,6 +89,7 @@ static __attribute__((unused)) void label_profile(size_t n_labels, size_t value_
 #define TEST_MAX_DECOMPRESSED (16u << 20)
 
 static char tmpdir[256];
+static size_t g_max_series_svc; /* --ingest.max-series-per-service of start_all (0: default) */
 static pd_storage *st;
 static pd_api *api;
 static pd_http_server *srv;
@@ -115,7 +116,7 @@ static int start_all(void)
         fprintf(stderr, "storage open: %s\n", err.msg);
         return -1;
     }
-    pd_api_options ao = {.version = "test-1.2.3"};
+    pd_api_options ao = {.version = "test-1.2.3", .max_series_per_service = g_max_series_svc};
     ao.limits.max_body_bytes = TEST_MAX_BODY;
     ao.limits.max_decompressed_bytes = TEST_MAX_DECOMPRESSED;
     if (pd_api_new(st, NULL, &ao, &api, &err) != 0)
@@ -232,7 +233,7 @@ static void req(const char *method, const char *pathq, const void *body, size_t 
 
 /* A raw HTTP/1.1 POST of pathq (any length) with body; returns the status
  * code of the reply (0 when the server closed without one). */
-static long raw_post(const char *pathq, const void *body, size_t len)
+static __attribute__((unused)) long raw_post(const char *pathq, const void *body, size_t len)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
@@ -375,7 +376,7 @@ static void ss_add(stack_set *s, const char *stack, int64_t v)
  * the stack is "root;...;leaf" of function names (inlined frames expanded),
  * plus "|k=v" for each string label. Stacks with value 0 are dropped at
  * compare time. */
-static void ss_add_profile(stack_set *s, const pd_profile *p, const char *type, int64_t k)
+static __attribute__((unused)) void ss_add_profile(stack_set *s, const pd_profile *p, const char *type, int64_t k)
 {
     size_t t = SIZE_MAX;
     for (size_t i = 0; i < p->n_sample_type; i++)
@@ -409,7 +410,7 @@ static void ss_add_profile(stack_set *s, const pd_profile *p, const char *type, 
     pd_buf_release(&b);
 }
 
-static void ss_release(stack_set *s)
+static __attribute__((unused)) void ss_release(stack_set *s)
 {
     for (size_t i = 0; i < s->n; i++)
         free(s->v[i].stack);
@@ -418,7 +419,7 @@ static void ss_release(stack_set *s)
 }
 
 /* Fails unless a and b hold the same non-zero (stack, value) pairs. */
-static void ss_assert_equal(stack_set *a, stack_set *b, const char *what)
+static __attribute__((unused)) void ss_assert_equal(stack_set *a, stack_set *b, const char *what)
 {
     stack_set *x[2] = {a, b};
     for (int k = 0; k < 2; k++) {
@@ -445,7 +446,7 @@ static void ss_assert_equal(stack_set *a, stack_set *b, const char *what)
 /* ---- state of the store and counters ---- */
 
 /* Everything stored, as query_range JSON over all time plus the profile count. */
-static void snapshot(pd_buf *out)
+static __attribute__((unused)) void snapshot(pd_buf *out)
 {
     reply r;
     req(NULL, "/api/v1/query_range?query=%7B__name__%3D~%22.%2B%22%7D&from=0&to=9000000000", NULL,
@@ -475,7 +476,7 @@ static __attribute__((unused)) double http_rejected(const char *reason)
 }
 
 /* The value of a metric line "name{labels} v" in /metrics, or -1. */
-static double scrape_metric(const char *line_prefix)
+static __attribute__((unused)) double scrape_metric(const char *line_prefix)
 {
     reply r;
     req(NULL, "/metrics", NULL, 0, NULL, &r);
@@ -496,7 +497,7 @@ static double scrape_metric(const char *line_prefix)
 }
 
 /* gzip of n zero bytes (a gzip bomb when n is large). */
-static void gzip_zeros(size_t n, pd_buf *out)
+static __attribute__((unused)) void gzip_zeros(size_t n, pd_buf *out)
 {
     uint8_t *z = calloc(1, n);
     pd_buf_init(out, 0);

@@ -679,6 +679,81 @@ static void test_backend(void **state)
  * pd_storage_read_point_before), made in storage.c from ClickHouse's
  * primitives, equal the TSDB's own on the same profiles: heap profiles
  * whose alloc_* totals go up, then down (a restart), then up again. */
+typedef struct shift_arg {
+    pd_storage *s;
+    const pd_labels *ls;
+    int which;
+    int64_t got[4];
+    int rc;
+} shift_arg;
+
+static void *shifter(void *arg)
+{
+    shift_arg *a = arg;
+    pd_err err;
+    for (int i = 0; i < 4 && a->rc == 0; i++)
+        a->rc = pd_storage_append_shift(a->s, a->ls, g_now - 3000, g_prof[a->which].body,
+                                        g_prof[a->which].len, &g_prof[a->which].p, &a->got[i],
+                                        &err);
+    return NULL;
+}
+
+/* issue 26 item 1 on ClickHouse: the push duplicate rule as the TSDB's
+ * (storage.h) — a taken ms in the table or in the same batch moves the
+ * profile to the next free one; two writers racing for one ms, 8 profiles,
+ * 8 distinct ms; a merge over the second holds all of them. */
+static void test_push_duplicates(void **state)
+{
+    (void)state;
+    need_server();
+    g_now = 1795710738924;
+    pd_storage *s = open_store("dups");
+    pd_labels ls;
+    labels(&ls, "heap", "replica", NULL);
+    shift_arg a[2] = {{s, &ls, 0, {0}, 0}, {s, &ls, 1, {0}, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, shifter, &a[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(a[0].rc, 0);
+    assert_int_equal(a[1].rc, 0);
+    char seen[8] = {0};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 4; k++) {
+            int64_t d = a[i].got[k] - (g_now - 3000);
+            assert_true(d >= 0 && d < 8);
+            assert_int_equal(seen[d], 0);
+            seen[d] = 1;
+        }
+    pd_err err;
+    pd_series_set set;
+    PD_ASSERT_OK(pd_storage_select(s, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
+    assert_int_equal(set.n, 1);
+    assert_int_equal(set.v[0].n_profiles, 8);
+    uint64_t ref = set.v[0].ref;
+    pd_series_set_release(&set);
+    int64_t want[8] = {0}, got[8] = {0};
+    for (int k = 0; k < 2; k++) {
+        int64_t t[64];
+        assert_true(g_prof[k].p.n_sample_type <= 8);
+        pd_profile_totals(&g_prof[k].p, t);
+        for (size_t v = 0; v < g_prof[k].p.n_sample_type; v++)
+            want[v] += 4 * t[v];
+    }
+    pd_points pts;
+    PD_ASSERT_OK(pd_storage_read_points(s, ref, g_now - 3000, g_now - 2001, &pts, &err), &err);
+    assert_int_equal(pts.n, 8);
+    for (size_t i = 0; i < pts.n; i++)
+        for (size_t v = 0; v < pts.v[i].n_types && v < 8; v++)
+            got[v] += pts.v[i].totals[v];
+    pd_points_release(&pts);
+    for (size_t v = 0; v < 8; v++)
+        assert_int_equal(got[v], want[v]);
+    pd_labels_release(&ls);
+    pd_storage_close(s);
+}
+
 static void test_deltas_as_tsdb(void **state)
 {
     (void)state;
@@ -1170,6 +1245,7 @@ int main(void)
         cmocka_unit_test(test_backend),
         cmocka_unit_test(test_single_profile_rebuilt),
         cmocka_unit_test(test_deltas_as_tsdb),
+        cmocka_unit_test(test_push_duplicates),
         cmocka_unit_test(test_diff_one_pass),
         cmocka_unit_test(test_span_filter),
         cmocka_unit_test(test_schema_newer_refused_and_dead_url),

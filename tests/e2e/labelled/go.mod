@@ -1,0 +1,3 @@
+module profd.example/labelled
+
+go 1.19
