@@ -10,6 +10,7 @@
  * core, not all of them).
  */
 #include "http/auth.h"
+#include "http/auth_int.h"
 
 #include <crypt.h>
 #include <gnutls/gnutls.h>
@@ -358,6 +359,8 @@ static char *hexjoin(const char *a, const char *b, const char *c)
     return k;
 }
 
+void (*pd__http_bcrypt_hook)(const char *hash);
+
 /* Step 5 for user/pass against the current config (mu held shared). */
 static bool check_password(pd_http_gate *g, const char *user, const char *pass)
 {
@@ -382,6 +385,8 @@ static bool check_password(pd_http_gate *g, const char *user, const char *pass)
     pthread_mutex_unlock(&g->cache_mu);
     if (!hit) {
         pthread_mutex_lock(&g->bcrypt_mu);
+        if (pd__http_bcrypt_hook)
+            pd__http_bcrypt_hook(hash);
         bool match = pd_http_bcrypt_ok(hash, pass);
         pthread_mutex_unlock(&g->bcrypt_mu);
         ok = valid_user && match;
