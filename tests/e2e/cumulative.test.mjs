@@ -167,7 +167,7 @@ async function startDemoOn(port) {
   p.port = port;
   await waitFor('the Go demo to serve /debug/pprof/', async () => {
     if (p.exited) throw new Error(`demo exited early\n${p.tail()}`);
-    const r = await http(`http://127.0.0.1:${port}/debug/pprof/`, { timeoutMs: 2000 }).catch(() => null);
+    const r = await http(`http://127.0.0.1:${port}/debug/pprof/`, { timeoutMs: 30000 }).catch(() => null);
     return r && r.status === 200;
   }, 20000, 100);
   return p;

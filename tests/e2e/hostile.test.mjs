@@ -262,7 +262,7 @@ test('2,000 requests with 5,000 query arguments: 400 each, RSS flat', { timeout:
   if (!underAsan()) assert.ok(rss1 - rss0 < 20 * 1048576, `RSS grew by ${((rss1 - rss0) / 1048576).toFixed(1)} MiB`);
 });
 
-test('100 unfinished over-cap bodies: RSS growth < 50 MB, nothing stored, refused', { timeout: 120000 }, async () => {
+test('100 unfinished over-cap bodies: RSS growth < 50 MB, nothing stored, refused', { timeout: 180000 }, async () => {
   const rss0 = rssBytes();
   const chunk = Buffer.alloc(64 * 1024, 0x61);
   const socks = [];
@@ -295,7 +295,7 @@ test('100 unfinished over-cap bodies: RSS growth < 50 MB, nothing stored, refuse
   assert.ok((await metric('profd_http_rejected_total', 'reason="body_too_large"')) >= 50);
 });
 
-test('focus=, ignore=, hide= regexes under the PCRE2 limits: a catastrophic one is 422', { timeout: 120000 }, async () => {
+test('focus=, ignore=, hide= regexes under the PCRE2 limits: a catastrophic one is 422', { timeout: 180000 }, async () => {
   // a frame name of 4,000 "a"s and a "!" (Pyroscope's folded format)
   const name = 'a'.repeat(4000) + '!';
   const up = await request('POST', '/ingest?name=longframe.cpu&format=folded&from=now-1m&until=now', Buffer.from(`main;${name} 100\nmain;other 50\n`));

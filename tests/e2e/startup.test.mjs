@@ -36,10 +36,10 @@ async function spawnTimed(storage, port, extra) {
   let healthyMs = null, readyAtHealthy = null;
   await waitFor('/-/healthy', async () => {
     if (proc.exited) throw new Error(`profd exited\n${proc.tail()}`);
-    const r = await http(proc.base + '/-/healthy', { timeoutMs: 1000 }).catch(() => null);
+    const r = await http(proc.base + '/-/healthy', { timeoutMs: 30000 }).catch(() => null);
     if (!r || r.status !== 200) return false;
     healthyMs = Date.now() - t0;
-    const ready = await http(proc.base + '/-/ready', { timeoutMs: 1000 }).catch(() => null);
+    const ready = await http(proc.base + '/-/ready', { timeoutMs: 30000 }).catch(() => null);
     readyAtHealthy = ready && ready.status;
     return true;
   }, 120000, 10); // a hang guard

@@ -115,7 +115,7 @@ after(async () => {
   if (dir && !process.env.PD_KEEP_TMP) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-test('profd_target_up is 1 for a live target, 0 for a 500, a garbage body and a dead port', { timeout: 60000 }, async () => {
+test('profd_target_up is 1 for a live target, 0 for a 500, a garbage body and a dead port', { timeout: 180000 }, async () => {
   const ms = await waitFor('a profd_target_up series for every target', async () => {
     const m = await metrics();
     return pick(m, 'profd_target_up').length >= 5 ? m : null;
@@ -161,7 +161,7 @@ test('profd_target_up is 1 for a live target, 0 for a 500, a garbage body and a 
   }
 });
 
-test('a reload that drops targets removes their series from /metrics', { timeout: 60000 }, async () => {
+test('a reload that drops targets removes their series from /metrics', { timeout: 180000 }, async () => {
   // POST /-/reload: job "dead" and the broken target go
   writeConfig({ broken: false, dead: false });
   let r = await get(profd.base + '/-/reload', { method: 'POST' });

@@ -48,10 +48,10 @@ before(async () => {
     executablePath: CHROMIUM,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    timeout: 30000,
+    timeout: 120000,
   });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  page.setDefaultTimeout(30000);
+  page.setDefaultTimeout(120000);
   page.on('pageerror', (e) => pageErrors.push(e.message));
 });
 
@@ -64,7 +64,7 @@ after(async () => {
 const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
 const countNodes = (n) => 1 + (n.children || []).reduce((k, c) => k + countNodes(c), 0);
 
-test('a 50k-node flame graph: every node, no frame wider than its value, search marks the matching frames', { timeout: 170000 }, async (t) => {
+test('a 50k-node flame graph: every node, no frame wider than its value, search marks the matching frames', { timeout: 180000 }, async (t) => {
   const nodes = countNodes(tree);
   assert.ok(nodes >= 50000, `the real profile's tree has ${nodes} nodes (>= 50,000)`);
   // open it from the timeline, as a person would
