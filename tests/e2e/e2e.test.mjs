@@ -372,8 +372,10 @@ test('profiles survive a restart (SIGTERM)', { timeout: 180000 }, async () => {
 });
 
 test('acknowledged profiles survive kill -9', { timeout: 180000 }, async () => {
-  // Let a few more scrapes land in the restarted process first.
-  await sleep(4500);
+  // Let scrapes land in the restarted process first (waited for, not slept:
+  // a busy machine only makes them later).
+  await waitFor('a scrape by the restarted process', async () =>
+    (await metricSum('profd_scrapes_total', { job: 'demo', outcome: 'success' })) >= 2, 120000, 250);
   const before = await seriesMap('{__name__=~".+"}');
 
   // Pushes in flight when the process dies: every one answered 2xx must be

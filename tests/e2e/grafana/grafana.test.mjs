@@ -130,7 +130,12 @@ before(async () => {
     return cpu.length && cpu[0].timestamps.length >= 4 && heap.length && heap[0].timestamps.length >= 2;
   }, 90000, 500);
   demo.kill(); // no more profiles: every answer below sees the same data
-  await new Promise((r) => setTimeout(r, 2500));
+  // once every target of the demo is down, each has had a scrape fail after
+  // the kill: the scrapes before it are stored (waited for, not slept)
+  await waitFor('the demo\'s targets to be down', async () => {
+    const ts = (await apiData(profd.base, '/api/v1/targets')).activeTargets.filter((t) => t.scrapePool === 'demo');
+    return ts.length > 0 && ts.every((t) => t.health === 'down');
+  }, 120000, 250);
   to = Date.now() + 1000;
 });
 
