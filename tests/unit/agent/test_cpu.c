@@ -153,7 +153,7 @@ static void one_profile_at_a_time(void **st)
         if (rc2 != 0)
             break;
         clock_gettime(CLOCK_MONOTONIC, &t);
-        if (t.tv_sec - t0.tv_sec > 60) /* a hang guard: the first never started */
+        if (t.tv_sec - t0.tv_sec > 120) /* a hang guard: the first never started */
             break;
         sched_yield();
     }
