@@ -4,7 +4,7 @@
 # tries of each must be alike (ratio within 0.5-2), and both must cost a
 # bcrypt (well above a cached right password), so timing does not tell
 # whether a user name exists. tests/e2e/webconfig.test.mjs's "timing" test
-# makes the tries (the real profd, bcrypt cost 6, node's https client) and
+# makes the tries (PD_AUTH_TRIES=200 here; the real profd, bcrypt cost 6) and
 # prints the medians; the unit test http_auth (test_unknown_user_costs_a_bcrypt)
 # asserts the behaviour without a clock. This runs the e2e test RUNS times and
 # prints its figures with the load average.
@@ -19,7 +19,7 @@ echo "machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p'); load aver
 i=1
 while [ "$i" -le "$runs" ]; do
     out=$(PROFD_BIN="$bin" PD_SRC="$src" PD_TESTDATA="${PD_TESTDATA:-$src/../shared/testdata}" \
-        node --test --test-reporter=spec --test-name-pattern='^timing' \
+        PD_AUTH_TRIES=200 node --test --test-reporter=spec --test-name-pattern='^timing' \
         "$src/tests/e2e/webconfig.test.mjs" 2>&1) || {
         echo "$out" | tail -40
         echo "run $i: the webconfig test failed" >&2
