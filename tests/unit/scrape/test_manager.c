@@ -156,7 +156,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     } else if (!strcmp(url, "/slow") || !strcmp(url, "/hold")) {
         if (!strcmp(url, "/hold"))
             hold_requests++;
-        for (int i = 0; i < 12000 && !server_stopping; i++) /* until the server stops (120 s) */
+        for (int i = 0; i < 30000 && !server_stopping; i++) /* until the server stops (300 s) */
             usleep(10000);
         name = "heap";
     } else if (!strncmp(url, "/debug/pprof/", 13)) {
@@ -465,7 +465,7 @@ static void test_scrape(void **state)
     fixture *f = *state;
     char yaml[4096];
     snprintf(yaml, sizeof yaml,
-             "global: {scrape_interval: 10s, scrape_timeout: 10s}\n"
+             "global: {scrape_interval: 60s, scrape_timeout: 60s}\n"
              "scrape_configs:\n"
              "  - job_name: good\n"
              "    static_configs:\n"
@@ -517,8 +517,10 @@ static void test_scrape(void **state)
     assert_string_equal(str(find_target(a, "good", "heap"), "health"), "unknown");
     json_decref(a);
 
-    /* four intervals of the test's clock (10 s): every target's four slots */
-    enum { IV = 10000, SLOTS = 4 };
+    /* four intervals of the test's clock (60 s): every target's four slots.
+     * Scrape timeouts are real time: 60 s (a hang guard) for the targets
+     * that answer, 250 ms for those the server never answers */
+    enum { IV = 60000, SLOTS = 4 };
     run_until(f->m, from + SLOTS * IV - 1);
 
     a = targets(f->m);
@@ -541,13 +543,13 @@ static void test_scrape(void **state)
         assert_string_equal(str(labels, "env"), "test");
         assert_true(json_real_value(json_object_get(t, "lastScrapeDuration")) >= 0);
     }
-    /* the cpu profile is asked for with the seconds of the rule (timeout 10s -> 9) */
+    /* the cpu profile is asked for with the seconds of the rule (timeout 60s -> 54) */
     assert_int_equal(cpu_requests, SLOTS);
     pthread_mutex_lock(&server_mu);
-    assert_string_equal(cpu_seconds, "9");
+    assert_string_equal(cpu_seconds, "54");
     pthread_mutex_unlock(&server_mu);
     char want_url[128];
-    snprintf(want_url, sizeof want_url, "http://127.0.0.1:%d/debug/pprof/profile?seconds=9",
+    snprintf(want_url, sizeof want_url, "http://127.0.0.1:%d/debug/pprof/profile?seconds=54",
              f->port);
     assert_string_equal(str(find_target(a, "good", "cpu"), "scrapeUrl"), want_url);
 
@@ -706,7 +708,7 @@ static void test_scrape(void **state)
               (pd__scrape_offset_ms("bad", slow_url, IV) - wall_of(from) % IV + IV) % IV;
     pd__scrape_round(f->m, 0, NULL);
     snprintf(yaml, sizeof yaml,
-             "global: {scrape_interval: 10s, scrape_timeout: 10s}\n"
+             "global: {scrape_interval: 60s, scrape_timeout: 60s}\n"
              "scrape_configs:\n"
              "  - job_name: good\n"
              "    static_configs:\n"
@@ -897,7 +899,7 @@ static void test_target_up_series(void **state)
              "    static_configs: [{targets: ['127.0.0.1:%d'],"
              " labels: {profile_type: custom, exported_profile_type: taken}}]\n"
              "  - job_name: dup\n"
-             "    scrape_interval: 20s\n%s"
+             "    scrape_interval: 120s\n%s"
              "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
              heap_only, f->port, heap_only, f->port, heap_only, f->port);
     snprintf(gone, sizeof gone,
@@ -906,12 +908,12 @@ static void test_target_up_series(void **state)
              "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
              heap_only, f->port);
     snprintf(yaml, sizeof yaml,
-             "global: {scrape_interval: 10s, scrape_timeout: 10s}\nscrape_configs:\n%s%s", stay,
+             "global: {scrape_interval: 60s, scrape_timeout: 60s}\nscrape_configs:\n%s%s", stay,
              gone);
     pd_config c;
     load(&c, yaml);
     snprintf(yaml, sizeof yaml,
-             "global: {scrape_interval: 10s, scrape_timeout: 10s}\nscrape_configs:\n%s", stay);
+             "global: {scrape_interval: 60s, scrape_timeout: 60s}\nscrape_configs:\n%s", stay);
     load(&hook_cfg, yaml);
     pd_err e;
     pd_err_clear(&e);
@@ -922,12 +924,12 @@ static void test_target_up_series(void **state)
     pd_config_release(&c);
 
     /* job "dup": its series already holds a profile at each of its next
-     * slots (t mod 20 s == offset), so its scrapes, stamped with the slot's
+     * slots (t mod 120 s == offset), so its scrapes, stamped with the slot's
      * start, find their timestamp taken */
     char url[128], path[512], *data;
     size_t len;
     snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/heap", f->port);
-    int64_t off = pd__scrape_offset_ms("dup", url, 20000);
+    int64_t off = pd__scrape_offset_ms("dup", url, 120000);
     snprintf(path, sizeof path, "%s/pprof/go-demo-once/heap.pb.gz", PD_TESTDATA);
     assert_int_equal(read_file(path, &data, &len), 0);
     pd_pprof_limits lim = pd_pprof_limits_default();
@@ -942,10 +944,10 @@ static void test_target_up_series(void **state)
     PD_ASSERT_OK(pd_labels_set(&ls, "instance", inst, &e), &e);
     PD_ASSERT_OK(pd_labels_set(&ls, "__delta__", "false", &e), &e); /* as the scrape stores it */
     int64_t now = fake_wall(NULL);
-    int64_t slot = now - now % 20000 + off;
+    int64_t slot = now - now % 120000 + off;
     if (slot < now)
-        slot += 20000;
-    for (int k = 0; k < 8; k++, slot += 20000)
+        slot += 120000;
+    for (int k = 0; k < 8; k++, slot += 120000)
         assert_int_equal(pd_storage_append(f->st, &ls, slot, (const uint8_t *)data, len, &p, &e),
                          0);
     pd_labels_release(&ls);
@@ -955,7 +957,7 @@ static void test_target_up_series(void **state)
     hook_m = f->m;
     hook_reloads = 0;
     pd__scrape_before_record = reload_in_finish;
-    int64_t until = from + 36000;
+    int64_t until = from + 216000;
     run_until(f->m, until);
 
     /* the reload happened while gone's scrape was being finished: that scrape
@@ -969,7 +971,7 @@ static void test_target_up_series(void **state)
     assert_true(scrapes("gone", "heap", "success") == 0);
     assert_true(gauge("profd_target_up", tl("stay", f->port, "heap"), &v) && v == 1);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/heap", f->port);
-    assert_true(scrapes("stay", "heap", "success") == slots_in("stay", url, 10000, from, until));
+    assert_true(scrapes("stay", "heap", "success") == slots_in("stay", url, 60000, from, until));
 
     /* a static label named profile_type does not clash with ours: it moves
      * to exported_profile_type, taken here, so exported_exported_... */
@@ -986,8 +988,8 @@ static void test_target_up_series(void **state)
     }
 
     /* a scrape whose profile is already stored keeps the target up: every
-     * scrape of dup (two slots in 36 s at 20 s) found its timestamp taken */
-    int64_t n_dup = slots_in("dup", url, 20000, from, until);
+     * scrape of dup (one or two slots in 216 s at 120 s) found its timestamp taken */
+    int64_t n_dup = slots_in("dup", url, 120000, from, until);
     assert_true(n_dup >= 1);
     if (scrapes("dup", "heap", "duplicate") != n_dup)
         fail_msg("%g duplicate scrapes of job dup, want %lld: %g success, %g error",
@@ -1157,7 +1159,7 @@ static bool hold_arrived(void)
  * it (the thread woken), stamped with the slot's start; a reload adds a
  * target whose server never answers; pd_scrape_manager_free with that
  * transfer in flight aborts it (its scrape never finishes) instead of
- * waiting for it (a 60 s timeout). */
+ * waiting for it (a 120 s timeout). */
 static void test_thread_clock(void **state)
 {
     fixture *f = *state;
@@ -1171,7 +1173,7 @@ static void test_thread_clock(void **state)
                                          "        cpu: {enabled: false}\n";
     char yaml[2048];
     snprintf(yaml, sizeof yaml,
-             "global: {scrape_interval: 10s, scrape_timeout: 10s}\n"
+             "global: {scrape_interval: 60s, scrape_timeout: 60s}\n"
              "scrape_configs:\n"
              "  - job_name: t\n%s"
              "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
@@ -1191,9 +1193,9 @@ static void test_thread_clock(void **state)
 
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/heap", f->port);
-    int64_t s0 = first_slot("t", url, 10000, from);
+    int64_t s0 = first_slot("t", url, 60000, from);
     for (int k = 0; k < 2; k++) {
-        fake_ms = s0 + k * 10000;
+        fake_ms = s0 + k * 60000;
         pd_scrape_manager_wake(f->m);
         want_finished = k + 1;
         wait_until(finished_reached, "a scrape at its slot");
@@ -1205,19 +1207,19 @@ static void test_thread_clock(void **state)
     PD_ASSERT_OK(pd_storage_read_points(f->st, set.v[0].ref, 0, INT64_MAX, &pts, &e), &e);
     assert_int_equal(pts.n, 2);
     assert_int_equal(pts.v[0].ts_ms, wall_of(s0));
-    assert_int_equal(pts.v[1].ts_ms, wall_of(s0) + 10000);
+    assert_int_equal(pts.v[1].ts_ms, wall_of(s0) + 60000);
     pd_points_release(&pts);
     pd_series_set_release(&set);
 
-    /* reload: a target the server holds (up to 120 s; its timeout is 60 s) */
+    /* reload: a target the server holds (until it stops; its timeout is 120 s) */
     snprintf(yaml, sizeof yaml,
-             "global: {scrape_interval: 10s, scrape_timeout: 10s}\n"
+             "global: {scrape_interval: 60s, scrape_timeout: 60s}\n"
              "scrape_configs:\n"
              "  - job_name: t\n%s"
              "    static_configs: [{targets: ['127.0.0.1:%d']}]\n"
              "  - job_name: held\n"
-             "    scrape_interval: 60s\n"
-             "    scrape_timeout: 60s\n"
+             "    scrape_interval: 120s\n"
+             "    scrape_timeout: 120s\n"
              "    profiling_config:\n"
              "      pprof_config:\n"
              "        allocs: {enabled: false}\n"
@@ -1235,7 +1237,7 @@ static void test_thread_clock(void **state)
     PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
     pd_config_release(&c);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/hold", f->port);
-    fake_ms = first_slot("held", url, 60000, at);
+    fake_ms = first_slot("held", url, 120000, at);
     pd_scrape_manager_wake(f->m);
     wait_until(hold_arrived, "the held target's request");
     pd_scrape_manager_free(f->m);
