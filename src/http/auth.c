@@ -17,6 +17,7 @@
  * known users still cost the same.
  */
 #include "http/auth.h"
+#include "http/auth_int.h"
 
 #include <crypt.h>
 #include <gnutls/gnutls.h>
@@ -37,7 +38,7 @@
 #define MAX_CRED_BYTES 4096 /* decoded user:password */
 #define BCRYPT_MAX_QUEUED 3 /* password checks running or waiting for bcrypt */
 
-void (*pd__http_bcrypt_hook)(void);
+void (*pd__http_bcrypt_hook)(const char *hash); /* auth_int.h */
 
 typedef struct cache_ent {
     char *key; /* hex(user):hex(hash):hex(password), the toolkit's key */
@@ -400,7 +401,7 @@ static int check_password(pd_http_gate *g, const char *user, const char *pass)
     if (!hit && !busy) {
         pthread_mutex_lock(&g->bcrypt_mu);
         if (pd__http_bcrypt_hook)
-            pd__http_bcrypt_hook();
+            pd__http_bcrypt_hook(hash);
         bool match = pd_http_bcrypt_ok(hash, pass);
         pthread_mutex_unlock(&g->bcrypt_mu);
         ok = valid_user && match;

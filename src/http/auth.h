@@ -90,9 +90,8 @@ int pd_webcfg_check_tls(const pd_webcfg *cfg, pd_err *err);
 /* Verifies password against a bcrypt hash with libcrypt. true on a match. */
 bool pd_http_bcrypt_ok(const char *hash, const char *password);
 
-/* Tests only: called with the bcrypt lock held before each bcrypt (NULL:
- * none), and how many checks run or wait for bcrypt now. */
-extern void (*pd__http_bcrypt_hook)(void);
+/* Tests only: how many checks run or wait for bcrypt now (the bcrypt hook
+ * is in auth_int.h; it runs with the bcrypt lock held). */
 unsigned pd__http_gate_bcrypt_queued(pd_http_gate *g);
 
 #endif

@@ -20,6 +20,13 @@
  * machine) costs lateness, not a missed profile; the schedule's phase
  * stays. Other targets skip such a slot, as Prometheus does.
  *
+ * Clock. The schedule reads time only through m->clock (the system's unless
+ * pd_scrape_manager_set_clock gave another): slots, catch-up runs, burst ends
+ * and the stored timestamp. Tests move their own clock and step the loop
+ * (pd__scrape_round, the same loop_round the thread runs), so what they
+ * assert does not depend on how busy the machine is. Durations and curl's
+ * timeouts are real time.
+ *
  * Threads and locking. One thread runs the loop over one curl multi handle:
  *
  *     lock: free retired targets; start due transfers; compute the wait
@@ -162,7 +169,8 @@ typedef struct dropped_set {
 } dropped_set;
 
 struct pd_scrape_manager {
-    int64_t round_ms; /* loop thread: monotonic ms the last round started polling */
+    int64_t round_ms; /* loop thread: real monotonic ms the last round started polling */
+    pd_scrape_clock clock; /* the schedule's time source (pd_scrape_manager_set_clock) */
     pd_storage *st;
     pd_pprof_limits lim;
     CURLM *multi;
@@ -190,6 +198,29 @@ static void curl_init(void)
 static int64_t mono_ms(void)
 {
     return pd_mono_ns() / 1000000;
+}
+
+static int64_t sys_mono_ms(void *arg)
+{
+    (void)arg;
+    return mono_ms();
+}
+
+static int64_t sys_wall_ms(void *arg)
+{
+    (void)arg;
+    return pd_now_ms();
+}
+
+/* The schedule's clocks (the system's unless a test set its own). */
+static int64_t clk_mono(const pd_scrape_manager *m)
+{
+    return m->clock.mono_ms(m->clock.arg);
+}
+
+static int64_t clk_wall(const pd_scrape_manager *m)
+{
+    return m->clock.wall_ms(m->clock.arg);
 }
 
 int64_t pd__scrape_offset_ms(const char *job, const char *url, int64_t interval_ms)
@@ -582,6 +613,7 @@ int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_
     if (!m)
         return pd_err_set(err, PD_ENOMEM, "out of memory creating the scrape manager");
     m->st = st;
+    m->clock = (pd_scrape_clock){sys_mono_ms, sys_wall_ms, NULL};
     m->lim = lim ? *lim : pd_pprof_limits_default();
     if (m->lim.max_body_bytes == 0)
         m->lim.max_body_bytes = pd_pprof_limits_default().max_body_bytes;
@@ -767,7 +799,7 @@ static int apply_targets(pd_scrape_manager *m, const pd_config *cfg, pd_err *err
             goto fail;
         }
     }
-    int64_t now_mono = mono_ms(), now_wall = pd_now_ms();
+    int64_t now_mono = clk_mono(m), now_wall = clk_wall(m);
     size_t kept = 0;
     pd__adaptive_begin_apply(m->ad);
     for (size_t i = 0; i < nn; i++) {
@@ -1007,7 +1039,7 @@ static void start_scrape(pd_scrape_manager *m, target *t)
     t->too_large = t->oom = false;
     t->errbuf[0] = '\0';
     pd_buf_reset(&t->body);
-    t->start_ms = pd_now_ms();
+    t->start_ms = clk_wall(m);
     t->start_ns = pd_mono_ns();
     if (!e)
         goto fail;
@@ -1111,7 +1143,7 @@ static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
     curl_slist_free_all(t->hdrs);
     t->hdrs = NULL;
     double dur = (double)(pd_mono_ns() - t->start_ns) / 1e9;
-    int64_t end_wall = pd_now_ms(); /* the attempt ended: a target_down event's time */
+    int64_t end_wall = clk_wall(m); /* the attempt ended: a target_down event's time */
 
     if (t->too_large || res == CURLE_FILESIZE_EXCEEDED) {
         outcome = "too_large";
@@ -1196,7 +1228,7 @@ stored:;
     if (t->late) { /* a slot met busy runs now; the schedule resumes at its next slot */
         t->late = false;
         t->resume_ms = t->next_ms;
-        t->next_ms = mono_ms();
+        t->next_ms = clk_mono(m);
     }
     if (!t->retired) { /* apply() has removed the series of a retired target */
         record(t, outcome, dur);
@@ -1211,9 +1243,9 @@ stored:;
                               ? "connection reset"
                               : "error";
         pd__burst_scraped(t->bs, !strcmp(outcome, "success"), t->start_ms, end_wall, body_len,
-                          t->burst_scrape, t->metric_labels, t->name, conn, why, msg, mono_ms());
+                          t->burst_scrape, t->metric_labels, t->name, conn, why, msg, clk_mono(m));
         if (inuse >= 0 && t->bs)
-            pd__burst_observe(t->bs, t->start_ms, inuse, mono_ms());
+            pd__burst_observe(t->bs, t->start_ms, inuse, clk_mono(m));
     }
     pthread_mutex_unlock(&m->mu);
     if (msg[0] && was != HEALTH_DOWN)
@@ -1223,106 +1255,150 @@ stored:;
         pd_log_info("scrape recovered", "job=\"%s\" url=\"%s\"", t->job, t->url);
 }
 
+/* One round of the loop: frees retired targets, starts the transfers of the
+ * slots due at the clock's now, waits for transfer events (at most the time to
+ * the next slot, max_wait_ms), and finishes the transfers that ended.
+ * Returns false when the manager is stopping. *running: transfers in flight
+ * after the round; *next: ms on the clock until the next slot after the
+ * round (<= 0: one is due, e.g. a catch-up run). */
+static bool loop_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running_out, int64_t *next)
+{
+    pthread_mutex_lock(&m->mu);
+    if (m->stop) {
+        pthread_mutex_unlock(&m->mu);
+        return false;
+    }
+    while (m->retired) {
+        target *r = m->retired;
+        m->retired = r->next_retired;
+        target_abort(m, r);
+        target_free(r);
+    }
+    int64_t now = clk_mono(m), wait = max_wait_ms;
+    pd__adaptive_tick(m->ad, now);
+    for (size_t i = 0; i < m->tn; i++) {
+        target *t = m->tv[i];
+        int64_t iv = t->interval_ms;
+        if (t->bs && t->burstable) {
+            int64_t biv = pd__burst_interval(t->bs);
+            if ((biv > 0) != t->in_burst) {
+                t->in_burst = biv > 0;
+                t->late = false;
+                t->resume_ms = 0;
+                int64_t wall = clk_wall(m);
+                if (t->in_burst) /* the burst grid, spread as normal scrapes */
+                    t->next_ms = now + ((pd__scrape_offset_ms(t->job, t->url, biv) - wall % biv) %
+                                            biv + biv) % biv;
+                else
+                    schedule_first(t, now, wall);
+            }
+            if (t->in_burst)
+                iv = biv;
+        }
+        if (t->next_ms <= now) {
+            int64_t passed = (now - t->next_ms) / iv + 1; /* slots due */
+            bool over = false;
+            if (!t->busy && t->in_burst && !pd__burst_budget_ok(t->bs, clk_wall(m)) &&
+                clk_wall(m) - t->last_scrape_ms < t->interval_ms) {
+                over = true; /* the budget is spent: only the normal cadence */
+                pd__burst_over_budget(t->bs);
+                passed--;
+            }
+            if (!t->busy && !over) {
+                t->burst_scrape = t->in_burst;
+                start_scrape(m, t);
+                passed--; /* the slot taken now */
+            } else if (t->catch_up && !t->late) {
+                t->late = true;
+                passed--; /* runs when the scrape ends */
+            }
+            if (passed > 0 && !t->retired && !t->in_burst)
+                pd_metrics_add("profd_scrape_slots_missed_total", t->metric_labels,
+                               (double)passed);
+            if (t->resume_ms) { /* a catch-up run: back to the schedule's phase */
+                t->next_ms = t->resume_ms;
+                t->resume_ms = 0;
+            }
+            /* next slot after now; skipped slots are not queued */
+            if (t->next_ms <= now) {
+                int64_t behind = now - t->next_ms;
+                t->next_ms += (behind / iv + 1) * iv;
+            }
+        }
+        if (t->next_ms - now < wait)
+            wait = t->next_ms - now;
+    }
+    pthread_mutex_unlock(&m->mu);
+
+    int running = 0;
+    /* Events are taken in batches at most every LOOP_MIN_MS: each
+     * round polls every open transfer's socket and walks every target,
+     * so with a fleet (1,000 targets, ~1,000 CPU profiles open at once)
+     * a round per event cost most of a core (bench/fleet). */
+    int64_t since = mono_ms() - m->round_ms;
+    if (since >= 0 && since < LOOP_MIN_MS && wait > 0) {
+        struct timespec ts = {0, (long)(LOOP_MIN_MS - since) * 1000000L};
+        nanosleep(&ts, NULL);
+        wait = wait > LOOP_MIN_MS - since ? wait - (LOOP_MIN_MS - since) : 0;
+    }
+    m->round_ms = mono_ms();
+    if (wait > 0)
+        curl_multi_poll(m->multi, NULL, 0, (int)wait, NULL);
+    curl_multi_perform(m->multi, &running);
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(m->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        char *priv = NULL;
+        CURLcode res = msg->data.result;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+        target *t = (target *)priv;
+        if (t)
+            finish_scrape(m, t, res);
+    }
+    if (running_out)
+        *running_out = running;
+    if (next) { /* stepped by a test (pd__scrape_round): the loop thread needs no answer */
+        pthread_mutex_lock(&m->mu);
+        int64_t now2 = clk_mono(m);
+        *next = INT64_MAX;
+        for (size_t i = 0; i < m->tn; i++)
+            if (m->tv[i]->next_ms - now2 < *next)
+                *next = m->tv[i]->next_ms - now2;
+        pthread_mutex_unlock(&m->mu);
+    }
+    return true;
+}
+
 static void *loop(void *arg)
 {
     pd_scrape_manager *m = arg;
-    for (;;) {
-        pthread_mutex_lock(&m->mu);
-        if (m->stop) {
-            pthread_mutex_unlock(&m->mu);
-            break;
-        }
-        while (m->retired) {
-            target *r = m->retired;
-            m->retired = r->next_retired;
-            target_abort(m, r);
-            target_free(r);
-        }
-        int64_t now = mono_ms(), wait = MAX_WAIT_MS;
-        pd__adaptive_tick(m->ad, now);
-        for (size_t i = 0; i < m->tn; i++) {
-            target *t = m->tv[i];
-            int64_t iv = t->interval_ms;
-            if (t->bs && t->burstable) {
-                int64_t biv = pd__burst_interval(t->bs);
-                if ((biv > 0) != t->in_burst) {
-                    t->in_burst = biv > 0;
-                    t->late = false;
-                    t->resume_ms = 0;
-                    int64_t wall = pd_now_ms();
-                    if (t->in_burst) /* the burst grid, spread as normal scrapes */
-                        t->next_ms = now + ((pd__scrape_offset_ms(t->job, t->url, biv) - wall % biv) %
-                                                biv + biv) % biv;
-                    else
-                        schedule_first(t, now, wall);
-                }
-                if (t->in_burst)
-                    iv = biv;
-            }
-            if (t->next_ms <= now) {
-                int64_t passed = (now - t->next_ms) / iv + 1; /* slots due */
-                bool over = false;
-                if (!t->busy && t->in_burst && !pd__burst_budget_ok(t->bs, pd_now_ms()) &&
-                    pd_now_ms() - t->last_scrape_ms < t->interval_ms) {
-                    over = true; /* the budget is spent: only the normal cadence */
-                    pd__burst_over_budget(t->bs);
-                    passed--;
-                }
-                if (!t->busy && !over) {
-                    t->burst_scrape = t->in_burst;
-                    start_scrape(m, t);
-                    passed--; /* the slot taken now */
-                } else if (t->catch_up && !t->late) {
-                    t->late = true;
-                    passed--; /* runs when the scrape ends */
-                }
-                if (passed > 0 && !t->retired && !t->in_burst)
-                    pd_metrics_add("profd_scrape_slots_missed_total", t->metric_labels,
-                                   (double)passed);
-                if (t->resume_ms) { /* a catch-up run: back to the schedule's phase */
-                    t->next_ms = t->resume_ms;
-                    t->resume_ms = 0;
-                }
-                /* next slot after now; skipped slots are not queued */
-                if (t->next_ms <= now) {
-                    int64_t behind = now - t->next_ms;
-                    t->next_ms += (behind / iv + 1) * iv;
-                }
-            }
-            if (t->next_ms - now < wait)
-                wait = t->next_ms - now;
-        }
-        pthread_mutex_unlock(&m->mu);
-
-        int running = 0;
-        /* Events are taken in batches at most every LOOP_MIN_MS: each
-         * round polls every open transfer's socket and walks every target,
-         * so with a fleet (1,000 targets, ~1,000 CPU profiles open at once)
-         * a round per event cost most of a core (bench/fleet). */
-        int64_t since = mono_ms() - m->round_ms;
-        if (since >= 0 && since < LOOP_MIN_MS && wait > 0) {
-            struct timespec ts = {0, (long)(LOOP_MIN_MS - since) * 1000000L};
-            nanosleep(&ts, NULL);
-            wait = wait > LOOP_MIN_MS - since ? wait - (LOOP_MIN_MS - since) : 0;
-        }
-        m->round_ms = mono_ms();
-        if (wait > 0)
-            curl_multi_poll(m->multi, NULL, 0, (int)wait, NULL);
-        curl_multi_perform(m->multi, &running);
-        CURLMsg *msg;
-        int left;
-        while ((msg = curl_multi_info_read(m->multi, &left))) {
-            if (msg->msg != CURLMSG_DONE)
-                continue;
-            char *priv = NULL;
-            CURLcode res = msg->data.result;
-            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
-            target *t = (target *)priv;
-            if (t)
-                finish_scrape(m, t, res);
-        }
-    }
+    while (loop_round(m, MAX_WAIT_MS, NULL, NULL))
+        ;
     return NULL;
+}
+
+int64_t pd__scrape_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running)
+{
+    int64_t next = INT64_MAX;
+    int r = 0;
+    loop_round(m, max_wait_ms, &r, &next);
+    if (running)
+        *running = r;
+    return next;
+}
+
+void pd_scrape_manager_set_clock(pd_scrape_manager *m, const pd_scrape_clock *c)
+{
+    pthread_mutex_lock(&m->mu);
+    m->clock = c ? *c : (pd_scrape_clock){sys_mono_ms, sys_wall_ms, NULL};
+    pthread_mutex_unlock(&m->mu);
+}
+
+void pd_scrape_manager_wake(pd_scrape_manager *m)
+{
+    curl_multi_wakeup(m->multi);
 }
 
 int pd_scrape_manager_start(pd_scrape_manager *m, pd_err *err)
@@ -1382,7 +1458,7 @@ int pd_scrape_manager_alerts(pd_scrape_manager *m, const pd_scrape_alert *alerts
         return 0;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n; i++)
-        *matched += pd__adaptive_alert(m->ad, &alerts[i], mono_ms());
+        *matched += pd__adaptive_alert(m->ad, &alerts[i], clk_mono(m));
     pthread_mutex_unlock(&m->mu);
     curl_multi_wakeup(m->multi); /* the loop switches the schedules now */
     return 0;

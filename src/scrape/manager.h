@@ -19,11 +19,12 @@
  * and global.external_labels. Targets with the same job, URL, labels and
  * client options are scraped once (Prometheus drops duplicates). A target
  * relabeling leaves unscrapable (no address, bad scheme) is skipped with a
- * warning in the log. Timestamp: the scrape's start, wall-clock ms. A slot
- * that comes while the previous scrape of the target runs is skipped, except
- * for a profile window as long as the interval (delta profiles,
- * ?seconds=<interval>): that target starts again as soon as the previous
- * scrape ends, as Prometheus' and Parca's loops do. Timeouts:
+ * warning in the log. Timestamp: the scrape's start, wall-clock ms (the
+ * manager's clock: pd_scrape_manager_set_clock). A slot that comes while the
+ * previous scrape of the target runs is skipped (counted in
+ * profd_scrape_slots_missed_total), except for a target with a profile window
+ * (?seconds=: CPU and delta profiles, pd__scrape_catch_up): it runs that one
+ * slot as soon as the previous scrape ends, then keeps its schedule. Timeouts:
  * pd_pprof_endpoint.timeout_ms (config.h). Client options (auth, TLS, proxy,
  * redirects, HTTP/2, body_size_limit) come from the job; secret files are
  * read at each scrape (an unreadable one fails the scrape with its error).
@@ -86,6 +87,32 @@ int pd_scrape_manager_start(pd_scrape_manager *m, pd_err *err);
  * targets' series from /metrics, as a reload to no targets would.
  * NULL is a no-op. */
 void pd_scrape_manager_free(pd_scrape_manager *m);
+/* The time source of a manager's schedule: mono_ms, monotonic ms, says when
+ * slots are due (intervals, catch-up runs, burst ends, the next slot after a
+ * reload); wall_ms, Unix ms, places the first slot on its grid (t mod
+ * interval == the target's offset) and is the timestamp a scraped profile is
+ * stored under (and lastScrape, the burst byte budget's minute). Both are
+ * called with arg, on the scrape thread and in apply(), under the manager's
+ * lock: they must not block nor call back into the manager. What is measured
+ * stays on the real clock: lastScrapeDuration and the duration metrics, and
+ * the scrape timeouts (libcurl's). */
+typedef struct pd_scrape_clock {
+    int64_t (*mono_ms)(void *arg);
+    int64_t (*wall_ms)(void *arg);
+    void *arg;
+} pd_scrape_clock;
+/* Sets m's clock (copied; NULL = the system's: pd_mono_ns()/1e6 and
+ * pd_now_ms(), the default). Call it before the first apply() and start():
+ * the targets' slots are placed on the clock of the apply. A test drives the
+ * schedule with its own clock: it moves the time, then calls
+ * pd_scrape_manager_wake (the scrape thread otherwise sees the new time
+ * within a second: it waits at most 1 s of real time between rounds), or
+ * steps the loop itself without starting the thread (pd__scrape_round in
+ * scrape_int.h). */
+void pd_scrape_manager_set_clock(pd_scrape_manager *m, const pd_scrape_clock *c);
+/* Wakes the scrape thread so that it looks at the clock and the schedule
+ * now (thread-safe; a no-op when the thread is not running). */
+void pd_scrape_manager_wake(pd_scrape_manager *m);
 /* Appends the targets as JSON, the "data" of /api/v1/targets, in the shape
  * of Prometheus' (web/api/v1 TargetDiscovery, 2.47+ for the counts):
  * {"activeTargets":[{"labels":{...},"discoveredLabels":{...},"scrapePool":job,"scrapeUrl":url,

@@ -96,6 +96,19 @@ int pd__sd_parse_groups(const char *text, size_t len, const char *name, const ch
                         const char *meta_value, pd_static_config **out, size_t *n_out,
                         pd_err *err);
 
+/* Test hook: runs one round of the scrape loop on the calling thread, as
+ * the scrape thread does, with m NOT started (pd_scrape_manager_start never
+ * called): starts the transfers of the slots due at the now of m's clock
+ * (pd_scrape_manager_set_clock), waits at most max_wait_ms of real time for
+ * transfer events, and finishes (decodes, stores, records) the transfers that
+ * ended. *running (may be NULL): transfers still in flight. Returns the ms on
+ * m's clock from its now to the next slot after the round: <= 0 when one is
+ * due already (a catch-up run after a scrape that met its next slot busy),
+ * INT64_MAX without targets. A test that moves its clock to an instant and
+ * calls this until nothing runs and the return is > 0 has run every slot up
+ * to that instant. */
+int64_t pd__scrape_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running);
+
 /* Test hook, NULL outside tests: called on the loop thread by every finished
  * scrape after its body was decoded and stored and before its health and
  * metrics are recorded, with the target's URL — the window in which a reload

@@ -6,7 +6,9 @@
 // byte_budget_per_minute of 40 KiB has its burst scrapes skipped once the
 // minute's budget is spent. profd's CPU (utime+stime from /proc) is printed
 // for 20 s before the climb (normal scrapes only) and 30 s during the
-// bursts, side by side.
+// bursts, side by side. No assertion counts what happens in a stretch of
+// wall-clock time (issue 34): counts are compared with what the rules allow
+// at most, and events with the leak's start.
 //
 //   PROFD_BIN=build/profd node --test tests/e2e/adaptive_budget.test.mjs
 import { test, before, after } from 'node:test';
@@ -17,7 +19,7 @@ import { apiData, freePort, http, killAll, qs, sleep, startProfd, tempDir, waitF
 import { buildLeaky, startLeaky } from './leaky.mjs';
 
 const N = 50;
-let dir, profd, leaky, addrs;
+let dir, profd, leaky, addrs, leakFrom;
 
 function metric(text, name, labels) {
   let sum = 0;
@@ -41,6 +43,7 @@ before(async () => {
   while (ports.size <= N) ports.add(await freePort()); // freePort may hand out a port twice
   addrs = [...ports].map((p) => `127.0.0.1:${p}`);
   // leaky listens first, so profd's own free port cannot be one of them
+  leakFrom = Date.now() + 30000; // the leak starts no earlier than this
   leaky = await startLeaky(bin, addrs, ['-rate=4', '-delay=30s']);
   const pprof = `    profiling_config:
       pprof_config:
@@ -79,20 +82,22 @@ after(async () => {
   if (dir && !process.env.PD_KEEP_TMP) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-test('50 targets climbing with max_targets: 5 -> 5 in burst; the byte budget holds', { timeout: 240000 }, async () => {
+test('50 targets climbing with max_targets: 5 -> 5 in burst; the byte budget holds', { timeout: 600000 }, async () => {
   const pid = profd.child.pid;
   await sleep(3000);
   const c0 = cpuSeconds(pid), t0 = Date.now(), l0 = loadavg();
   await sleep(20000); // the leak starts 30 s after leaky: normal scrapes only
   const normal = (cpuSeconds(pid) - c0) / ((Date.now() - t0) / 1000);
-  const early = await apiData(profd.base, '/api/v1/events?' + qs({ kind: 'burst_started', start: '0' }));
-  assert.deepEqual(early.map((e) => e.message), [], 'no burst before the climb (4 MiB/s = 240 MiB/min)');
 
   await waitFor('5 targets in burst', async () =>
-    metric(await metrics(), 'profd_adaptive_targets_in_burst', { job: 'fleet' }) === 5, 60000, 250);
+    metric(await metrics(), 'profd_adaptive_targets_in_burst', { job: 'fleet' }) === 5, 180000, 250);
+  // no burst before the climb (4 MiB/s = 240 MiB/min): every burst started
+  // after the leak could start (leaky's -delay=30s from its spawn)
+  const early = await apiData(profd.base, '/api/v1/events?' + qs({ kind: 'burst_started', start: '0' }));
+  assert.deepEqual(early.filter((e) => e.time < leakFrom).map((e) => e.message), [], 'no burst before the climb');
   // the others climb too and are refused, and stay refused
   await waitFor('refusals', async () =>
-    metric(await metrics(), 'profd_adaptive_bursts_refused_total', { job: 'fleet', reason: 'max_targets' }) >= N - 5, 30000, 250);
+    metric(await metrics(), 'profd_adaptive_bursts_refused_total', { job: 'fleet', reason: 'max_targets' }) >= N - 5, 180000, 250);
   const c1 = cpuSeconds(pid), t1 = Date.now(), l1 = loadavg();
   let maxIn = 0;
   while (Date.now() - t1 < 30000) {
@@ -106,13 +111,18 @@ test('50 targets climbing with max_targets: 5 -> 5 in burst; the byte budget hol
   assert.equal(metric(m, 'profd_adaptive_bursts_started_total', { job: 'fleet' }), 5);
   const started = await apiData(profd.base, '/api/v1/events?' + qs({ kind: 'burst_started', start: '0' }));
   assert.equal(new Set(started.filter((e) => e.job === 'fleet').map((e) => e.labels.instance)).size, 5);
-  // 5 targets x (heap + goroutine) at 1 s for 30 s: about 300 burst profiles
-  assert.ok(metric(m, 'profd_adaptive_burst_profiles_total', { job: 'fleet' }) >= 200);
+  // 5 targets x (heap + goroutine) at 1 s for 30 s: about 300 burst
+  // profiles on an idle machine (printed); at least one of each in burst
+  const burstProfiles = metric(m, 'profd_adaptive_burst_profiles_total', { job: 'fleet' });
+  console.log(`# fleet burst profiles in ${((Date.now() - t1) / 1000).toFixed(0)} s: ${burstProfiles} (load ${loadavg()})`);
+  assert.ok(burstProfiles >= 10, `burst profiles of the fleet: ${burstProfiles}`);
 
   // the budget job: its burst slots are skipped once 40 KiB went in a minute
+  // (a minute of 1 s slots for profiles of several KiB: waited for, not timed)
   assert.equal(metric(m, 'profd_adaptive_targets_in_burst', { job: 'budget' }), 1);
-  assert.ok(metric(m, 'profd_adaptive_slots_over_budget_total', { job: 'budget' }) > 0, 'slots over budget');
-  const bytes = metric(m, 'profd_adaptive_burst_bytes_total', { job: 'budget' });
+  await waitFor('slots over budget', async () =>
+    metric(await metrics(), 'profd_adaptive_slots_over_budget_total', { job: 'budget' }) > 0, 180000, 250);
+  const bytes = metric(await metrics(), 'profd_adaptive_burst_bytes_total', { job: 'budget' });
   const minutes = Math.ceil((Date.now() - t0) / 60000) + 1;
   const maxProfile = 64 * 1024;
   assert.ok(bytes <= minutes * (40 * 1024 + 2 * maxProfile), `budget job burst bytes ${bytes} over ${minutes} minutes`);
@@ -120,7 +130,7 @@ test('50 targets climbing with max_targets: 5 -> 5 in burst; the byte budget hol
     `${(burst * 100).toFixed(1)} % with 5 + 1 of them in 1 s bursts (load ${l1}); machine: ${fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/)[1]}`);
 });
 
-test('profd stops cleanly: exit 0, no sanitizer report', { timeout: 30000 }, async () => {
+test('profd stops cleanly: exit 0, no sanitizer report', { timeout: 180000 }, async () => {
   const ex = await profd.stop(15000);
   assert.equal(ex.code, 0, `profd exit ${JSON.stringify(ex)}\n${profd.tail()}`);
   assert.doesNotMatch(profd.out, /Sanitizer|runtime error:/, profd.tail(20000));

@@ -85,7 +85,7 @@ async function startClickHouse(name, ports, shards) {
   p.dir = d;
   await waitFor(`${name} to answer SELECT 1`, async () => {
     if (p.exited) throw new Error(`${name} exited (${JSON.stringify(p.exited)})\n${p.tail()}`);
-    const r = await http(`${p.url}/?query=SELECT%201`, { timeoutMs: 2000 }).catch(() => null);
+    const r = await http(`${p.url}/?query=SELECT%201`, { timeoutMs: 30000 }).catch(() => null);
     return r && r.status === 200;
   }, 60000, 250);
   return p;
@@ -364,7 +364,7 @@ test('conformance on one ClickHouse server: the embedded TSDB and ClickHouse ans
   await again.stop();
 });
 
-test('bad ClickHouse flags: exit 2 with the flag named; a wrong password: exit 1 naming the URL', { timeout: 60000 }, async () => {
+test('bad ClickHouse flags: exit 2 with the flag named; a wrong password: exit 1 naming the URL', { timeout: 180000 }, async () => {
   const r = await run(process.env.PROFD_BIN, ['--storage.backend=clickhouse']);
   assert.equal(r.code, 2);
   assert.match(r.stderr, /--clickhouse\.url/);

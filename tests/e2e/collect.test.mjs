@@ -140,7 +140,7 @@ scrape_configs:
   const profd = await startProfd({ storage: path.join(dir, 'data-relabel'), config: cfg });
   const promTargets = await waitFor('Prometheus to list its targets', async () => {
     if (prom.exited) throw new Error(`prometheus exited\n${prom.tail()}`);
-    const r = await http(`http://127.0.0.1:${promPort}/api/v1/targets`, { timeoutMs: 3000 }).catch(() => null);
+    const r = await http(`http://127.0.0.1:${promPort}/api/v1/targets`, { timeoutMs: 30000 }).catch(() => null);
     const list = r && r.json && r.json.data && r.json.data.activeTargets;
     return list && list.length ? list : null;
   }, 60000, 500);

@@ -64,7 +64,7 @@ async function startTarget(name) {
   p.port = port;
   await waitFor(`${name} to listen`, async () => {
     if (p.exited) throw new Error(`${name} exited\n${p.tail()}`);
-    const r = await http(`http://127.0.0.1:${port}/metrics`, { timeoutMs: 2000 }).catch(() => null);
+    const r = await http(`http://127.0.0.1:${port}/metrics`, { timeoutMs: 30000 }).catch(() => null);
     return r && r.status === 200;
   }, 30000, 200);
   return p;
@@ -434,7 +434,7 @@ test('oauth2 client credentials for scrapes (token cached until expiry), http_sd
   await t1.stop();
   const p = new Proc('oauth-target2', targetBin, [`-listen=127.0.0.1:${t1.port}`, `-bearer=${TOK}`]);
   await waitFor('the bearer target', async () => {
-    const r = await http(`http://127.0.0.1:${t1.port}/metrics`, { timeoutMs: 2000 }).catch(() => null);
+    const r = await http(`http://127.0.0.1:${t1.port}/metrics`, { timeoutMs: 30000 }).catch(() => null);
     return r && r.status === 401;
   }, 30000, 200);
   // token server: client "profd" with secret "s3cret"; "short" gets tokens of 11 s

@@ -167,7 +167,7 @@ async function startDemoOn(port) {
   p.port = port;
   await waitFor('the Go demo to serve /debug/pprof/', async () => {
     if (p.exited) throw new Error(`demo exited early\n${p.tail()}`);
-    const r = await http(`http://127.0.0.1:${port}/debug/pprof/`, { timeoutMs: 2000 }).catch(() => null);
+    const r = await http(`http://127.0.0.1:${port}/debug/pprof/`, { timeoutMs: 30000 }).catch(() => null);
     return r && r.status === 200;
   }, 20000, 100);
   return p;
@@ -202,7 +202,12 @@ test('allocs, block and mutex of a Go target scraped across a restart: delta tim
     return true;
   }, 60000, 500);
   demo.kill('SIGKILL'); // nothing more comes in: the answers below are stable
-  await sleep(1500);
+  // (once every target of the demo is down, each has had a scrape fail after
+  // the kill, so every scrape before it is stored: waited for, not slept)
+  await waitFor('the demo\'s targets to be down', async () => {
+    const ts = (await apiData(profd.base, '/api/v1/targets')).activeTargets.filter((t) => t.scrapePool === 'demo');
+    return ts.length > 0 && ts.every((t) => t.health === 'down');
+  }, 120000, 250);
   const to = Date.now();
 
   for (const type of TYPES) {

@@ -150,7 +150,7 @@ const BAD_CONFIGS = [
   ['missing file', null, [/no-such-config\.yaml/, /No such file/i]],
 ];
 
-test('a bad config exits 2 with a message naming file, line and problem', { timeout: 60000 }, async () => {
+test('a bad config exits 2 with a message naming file, line and problem', { timeout: 180000 }, async () => {
   for (const [what, yaml, want] of BAD_CONFIGS) {
     const name = what === 'missing file' ? 'no-such-config.yaml' : `bad-${what.replace(/\W+/g, '-')}.yaml`;
     const file = path.join(dir, name);
@@ -167,7 +167,7 @@ test('a bad config exits 2 with a message naming file, line and problem', { time
   }
 });
 
-test('query_range lists all seven profile types with increasing timestamps', { timeout: 60000 }, async () => {
+test('query_range lists all seven profile types with increasing timestamps', { timeout: 180000 }, async () => {
   await waitFor('two scrapes of every profile type', async () => {
     const left = [];
     for (const type of TYPES) {
@@ -198,7 +198,7 @@ test('query_range lists all seven profile types with increasing timestamps', { t
   assert.ok(cpu.totals.some((row) => row[ns] > 0), 'cpu totals are positive');
 });
 
-test('top of the CPU profile has the burner; of the heap the leak', { timeout: 40000 }, async () => {
+test('top of the CPU profile has the burner; of the heap the leak', { timeout: 180000 }, async () => {
   const cpu = await topFunctions('cpu{job="demo"}', Date.now());
   const names = cpu.rows.map((r) => r.function);
   assert.ok(names.includes(BURNER), `cpu top lacks ${BURNER}: ${names.slice(0, 15).join(', ')}`);
@@ -225,7 +225,7 @@ test('top of the CPU profile has the burner; of the heap the leak', { timeout: 4
   assert.ok(fg.value >= found.reduce((a, n) => a + n.value, 0), 'root value covers the burner');
 });
 
-test('go tool pprof -top reads report=proto straight from profd', { timeout: 60000 }, async () => {
+test('go tool pprof -top reads report=proto straight from profd', { timeout: 180000 }, async () => {
   const url = `${profd.base}/api/v1/query?` + qs({ query: 'cpu{job="demo"}', time: String(Date.now() / 1000), report: 'proto' });
   const gd = path.join(dir, 'gotool');
   fs.mkdirSync(gd, { recursive: true });
@@ -235,7 +235,7 @@ test('go tool pprof -top reads report=proto straight from profd', { timeout: 600
   assert.match(r.stdout, /Type: cpu/, `the default sample type is cpu\n${r.stdout}`);
 });
 
-test('a malformed push gets 400 and changes nothing', { timeout: 30000 }, async () => {
+test('a malformed push gets 400 and changes nothing', { timeout: 180000 }, async () => {
   const good = fs.readFileSync(path.join(TESTDATA, 'pprof', 'go-demo-once', 'heap.pb.gz'));
   const created = new Date(Math.floor(Date.now() / 1000) * 1000 - 120000);
   const push = (body, createdAt) => http(`${profd.base}/api/0/profiles?` + qs({
@@ -267,7 +267,7 @@ test('a malformed push gets 400 and changes nothing', { timeout: 30000 }, async 
   assert.equal(all.size, 1, 'no other series appeared');
 });
 
-test('a dead target shows health down with its error', { timeout: 30000 }, async () => {
+test('a dead target shows health down with its error', { timeout: 180000 }, async () => {
   const dead = await waitFor('the dead target to be scraped', async () => {
     const data = await apiData(profd.base, '/api/v1/targets');
     const list = (data.activeTargets || []).filter((t) => t.scrapePool === 'dead');
@@ -288,7 +288,9 @@ test('a dead target shows health down with its error', { timeout: 30000 }, async
   for (const t of up) {
     assert.equal(t.health, 'up', JSON.stringify(t));
     assert.ok(t.lastScrape > t0 - 60000, `lastScrape is Unix ms: ${t.lastScrape}`);
-    assert.ok(t.lastScrapeDuration >= 0 && t.lastScrapeDuration < 30, `duration in seconds: ${t.lastScrapeDuration}`);
+    // seconds: a scrape lasts no longer than this test has run (no constant
+    // bound on a measured duration, issue 34)
+    assert.ok(t.lastScrapeDuration >= 0 && t.lastScrapeDuration * 1000 <= Date.now() - t0, `duration in seconds: ${t.lastScrapeDuration}`);
   }
   const dq = await seriesMap(`{job="dead"}`);
   assert.equal(dq.size, 0, 'nothing stored for the dead target');
@@ -298,14 +300,14 @@ test('a dead target shows health down with its error', { timeout: 30000 }, async
     'no successful scrape of the dead target');
 });
 
-test('/metrics counts scrapes', { timeout: 15000 }, async () => {
+test('/metrics counts scrapes', { timeout: 180000 }, async () => {
   const r = await http(profd.base + '/metrics');
   assert.equal(r.status, 200);
   assert.match(r.text, /^profd_scrapes_total\{[^}]*\} \d+/m, 'profd_scrapes_total with labels');
   assert.match(r.text, /# TYPE profd_scrapes_total counter/);
 });
 
-test('POST /-/reload and SIGHUP reload the config; stored data is untouched', { timeout: 90000 }, async () => {
+test('POST /-/reload and SIGHUP reload the config; stored data is untouched', { timeout: 180000 }, async () => {
   const pools = async () => (await apiData(profd.base, '/api/v1/targets')).activeTargets;
   const poolNames = (ts) => [...new Set(ts.map((t) => t.scrapePool))].sort();
   const before = await seriesMap('{__name__=~".+"}');
@@ -356,7 +358,7 @@ test('POST /-/reload and SIGHUP reload the config; stored data is untouched', { 
 
 let p2Spawn = 0; // when the profd of the restart test was started
 
-test('profiles survive a restart (SIGTERM)', { timeout: 60000 }, async () => {
+test('profiles survive a restart (SIGTERM)', { timeout: 180000 }, async () => {
   const before = await seriesMap('{__name__=~".+"}');
   assert.ok(before.size >= TYPES.length + 1, `series before: ${before.size}`);
   const cpuBefore = [...before.values()].find((s) => s.labels.__name__ === 'cpu');
@@ -371,9 +373,11 @@ test('profiles survive a restart (SIGTERM)', { timeout: 60000 }, async () => {
   assert.ok(top.rows.some((r) => r.function === BURNER), 'oldest cpu profile still has the burner');
 });
 
-test('acknowledged profiles survive kill -9', { timeout: 90000 }, async () => {
-  // Let a few more scrapes land in the restarted process first.
-  await sleep(4500);
+test('acknowledged profiles survive kill -9', { timeout: 180000 }, async () => {
+  // Let scrapes land in the restarted process first (waited for, not slept:
+  // a busy machine only makes them later).
+  await waitFor('a scrape by the restarted process', async () =>
+    (await metricSum('profd_scrapes_total', { job: 'demo', outcome: 'success' })) >= 2, 120000, 250);
   const before = await seriesMap('{__name__=~".+"}');
 
   // Pushes in flight when the process dies: every one answered 2xx must be

@@ -20,7 +20,7 @@ export async function startLeaky(bin, addrs, args = [], name = 'leaky') {
   await waitFor(`${name} to serve /debug/pprof/`, async () => {
     if (p.exited) throw new Error(`${name} exited early\n${p.tail()}`);
     for (const a of addrs) {
-      const r = await http(`http://${a}/debug/pprof/`, { timeoutMs: 2000 }).catch(() => null);
+      const r = await http(`http://${a}/debug/pprof/`, { timeoutMs: 30000 }).catch(() => null);
       if (!r || r.status !== 200) return false;
     }
     return true;

@@ -86,7 +86,7 @@ function flatRow(top, fn) {
   return top.split('\n').find((l) => l.trim().split(/\s+/).pop() === fn);
 }
 
-test('go tool pprof -top on profefe\'s /merge URL shows the busy function on top', { timeout: 90000 }, async () => {
+test('go tool pprof -top on profefe\'s /merge URL shows the busy function on top', { timeout: 180000 }, async () => {
   const url = `${profd.base}/api/0/profiles/merge?` + qs({ service: 'node-e2e', type: 'other' });
   const top = await pprofTop(url);
   assert.match(top, /Type: wall/, top);
@@ -113,7 +113,7 @@ test('go tool pprof -top on profefe\'s /merge URL shows the busy function on top
   assert.ok(Math.abs(merged - sum) <= 0.01 * sum + 1, `merged ${merged} ms vs the rounds' sum ${sum} ms`);
 });
 
-test('the heap /merge shows the allocating function', { timeout: 90000 }, async () => {
+test('the heap /merge shows the allocating function', { timeout: 180000 }, async () => {
   const url = `${profd.base}/api/0/profiles/merge?` + qs({ service: 'node-e2e', type: 'heap' });
   const top = await pprofTop(url, ['-sample_index=inuse_space']);
   assert.match(top, /Type: inuse_space/, top);

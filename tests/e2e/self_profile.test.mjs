@@ -32,7 +32,7 @@ after(async () => {
 // that thread wait with it, new ones are accepted by the other threads.
 function postFresh(url, body) {
   return new Promise((resolve) => {
-    const req = nodeHttp.request(url, { method: 'POST', agent: false, timeout: 30000 }, (res) => {
+    const req = nodeHttp.request(url, { method: 'POST', agent: false, timeout: 120000 }, (res) => { // a hang guard
       let text = '';
       res.on('data', (d) => { text += d; });
       res.on('end', () => resolve({ status: res.statusCode, text }));
@@ -58,7 +58,8 @@ test('profd CPU profile under a push load shows the ingest path', async () => {
   let stop = false, pushed = 0;
   const failures = [];
   const pusher = async (k) => {
-    for (let i = 0; !stop; i++) {
+    // until told to stop and at least 10 pushes went (however slow the machine)
+    for (let i = 0; !stop || pushed <= 10; i++) {
       const type = ['cpu', 'heap', 'other', 'other'][i % 4];
       // one series per push: the testdata profiles carry fixed timestamps
       const r = await postFresh(`${profd.base}/api/0/profiles?` + qs({ service: `self-${k}-${i}`, type }), bodies[i % 4]);
@@ -67,18 +68,24 @@ test('profd CPU profile under a push load shows the ingest path', async () => {
     }
   };
   const load = [0, 1, 2, 3].map(pusher);
-  const prof = await http(`${profd.base}/debug/pprof/profile?seconds=6`, { timeoutMs: 120000 });
+  // profd's own 6 s CPU profile under the push load; on a busy machine profd
+  // may get too little CPU in 6 s for its ingest path to show: profiled again
+  // (10 tries are a hang guard), not judged on one window (issue 34)
+  let top = '', ours = [];
+  for (let tries = 0; tries < 10 && ours.length < 2; tries++) {
+    const prof = await http(`${profd.base}/debug/pprof/profile?seconds=6`, { timeoutMs: 120000 });
+    assert.equal(prof.status, 200, prof.text);
+    const file = path.join(dir, 'profd-cpu.pb.gz');
+    fs.writeFileSync(file, prof.buf);
+    top = await pprofTop(file, ['-cum', '-nodecount=400']);
+    assert.match(top, /Type: cpu/, top);
+    const names = top.split('\n').map((l) => l.trim().split(/\s+/).pop());
+    ours = names.filter((n) => /^pd_(profile_decode|gunzip|storage_|profile_|api_handle|http_)/.test(n));
+  }
   stop = true;
   await Promise.all(load);
   assert.deepEqual(failures.slice(0, 3), [], 'every push is stored');
-  assert.equal(prof.status, 200, prof.text);
   assert.ok(pushed > 10, `only ${pushed} pushes`);
-  const file = path.join(dir, 'profd-cpu.pb.gz');
-  fs.writeFileSync(file, prof.buf);
-  const top = await pprofTop(file, ['-cum', '-nodecount=400']);
-  assert.match(top, /Type: cpu/, top);
-  const names = top.split('\n').map((l) => l.trim().split(/\s+/).pop());
-  const ours = names.filter((n) => /^pd_(profile_decode|gunzip|storage_|profile_|api_handle|http_)/.test(n));
   assert.ok(ours.length >= 2, `profd's ingest functions are in its own CPU profile (${pushed} pushes)\n${top}`);
 });
 

@@ -7,6 +7,11 @@
 // of 1000h) holding 4 hours of heap profiles; the next runs use 1h blocks, so
 // at open three ranges of about 370 profiles each are due — seconds of work
 // that the old code did before listening.
+//
+// What is asserted is the order (profd's log: listening, then the store
+// opened, then the cut; /-/healthy 200 served by the listener while the
+// store opens), not how soon: "healthy within 1 s of the start" is
+// bench/startup's figure (issue 34: a duration fails on a busy machine).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -31,13 +36,13 @@ async function spawnTimed(storage, port, extra) {
   let healthyMs = null, readyAtHealthy = null;
   await waitFor('/-/healthy', async () => {
     if (proc.exited) throw new Error(`profd exited\n${proc.tail()}`);
-    const r = await http(proc.base + '/-/healthy', { timeoutMs: 1000 }).catch(() => null);
+    const r = await http(proc.base + '/-/healthy', { timeoutMs: 30000 }).catch(() => null);
     if (!r || r.status !== 200) return false;
     healthyMs = Date.now() - t0;
-    const ready = await http(proc.base + '/-/ready', { timeoutMs: 1000 }).catch(() => null);
+    const ready = await http(proc.base + '/-/ready', { timeoutMs: 30000 }).catch(() => null);
     readyAtHealthy = ready && ready.status;
     return true;
-  }, 30000, 10);
+  }, 120000, 10); // a hang guard
   return { proc, healthyMs, readyAtHealthy };
 }
 
@@ -54,7 +59,7 @@ async function metric(base, name) {
   return m ? Number(m[1]) : null;
 }
 
-test('a head cut due at open runs in the background: healthy within 1 s, kill -9 during the cut loses nothing', { timeout: 240000 }, async () => {
+test('a head cut due at open runs in the background: healthy before the store opens, kill -9 during the cut loses nothing', { timeout: 280000 }, async () => {
   const dir = tempDir('profd-startup-');
   const storage = path.join(dir, 'data');
   // 1. a store whose WAL holds 4 h of profiles, never cut
@@ -83,15 +88,21 @@ test('a head cut due at open runs in the background: healthy within 1 s, kill -9
   const port = await freePort();
   let { proc, healthyMs, readyAtHealthy } = await spawnTimed(storage, port, ['--storage.block-duration=1h']);
   t_diag(`healthy after ${healthyMs} ms (ready: ${readyAtHealthy})`);
-  assert.ok(healthyMs < 1000, `/-/healthy answered after ${healthyMs} ms: the listener must start before the store is opened and the due cut must not hold it\n${proc.tail()}`);
   // the order in the log: listening, then the store opened, then the cut done
   // (the old code cut inside the open, before listening: seconds for a busy head)
-  await waitFor('the first head cut to finish', async () => /msg="storage: head cut" /.test(proc.out), 60000, 5);
-  const at = (re) => proc.out.search(re);
-  assert.ok(at(/msg="profd listening"/) >= 0 && at(/msg="profd listening"/) < at(/msg="storage opened"/),
-    `listening before the store is opened\n${proc.tail()}`);
-  assert.ok(at(/msg="storage opened"/) < at(/msg="storage: head cut" /),
-    `the due cut runs after the open returned, in the background\n${proc.tail()}`);
+  // (after 2b's kill a cut may or may not still be due: withCut false)
+  const inOrder = async (p, withCut) => {
+    if (withCut) await waitFor('the first head cut to finish', async () => /msg="storage: head cut" /.test(p.out), 120000, 5);
+    else await waitFor('the store to open', async () => /msg="storage opened"/.test(p.out), 120000, 5);
+    const at = (re) => p.out.search(re);
+    assert.ok(at(/msg="profd listening"/) >= 0 && at(/msg="profd listening"/) < at(/msg="storage opened"/),
+      `listening before the store is opened\n${p.tail()}`);
+    if (withCut) {
+      assert.ok(at(/msg="storage opened"/) < at(/msg="storage: head cut" /),
+        `the due cut runs after the open returned, in the background\n${p.tail()}`);
+    }
+  };
+  await inOrder(proc, true);
   proc.kill('SIGKILL');
   await proc.wait(30000);
 
@@ -104,10 +115,11 @@ test('a head cut due at open runs in the background: healthy within 1 s, kill -9
 
   // 3. again: healthy within 1 s, every acknowledged profile there once the cuts are done
   ({ proc, healthyMs } = await spawnTimed(storage, port, ['--storage.block-duration=1h']));
-  assert.ok(healthyMs < 1000, `after kill -9 during a cut, /-/healthy answered after ${healthyMs} ms\n${proc.tail()}`);
-  await waitFor('profd ready', async () => (await http(proc.base + '/-/ready').catch(() => ({ status: 0 }))).status === 200, 60000, 20);
+  t_diag(`after kill -9 during a cut: healthy after ${healthyMs} ms`);
+  await inOrder(proc, false);
+  await waitFor('profd ready', async () => (await http(proc.base + '/-/ready').catch(() => ({ status: 0 }))).status === 200, 120000, 20);
   await waitFor('the due cuts to finish', async () => (await metric(proc.base, 'profd_storage_blocks')) >= 1 &&
-    (await countProfiles(proc.base)) === N, 120000, 200)
+    (await countProfiles(proc.base)) === N, 180000, 200)
     .catch((e) => { throw new Error(`${e.message}\n${proc.tail(6000)}`); });
   const n = await countProfiles(proc.base);
   assert.equal(n, N, `${N} profiles acknowledged, ${n} served after kill -9 during the background cut (lost or phantom)`);

@@ -77,7 +77,7 @@ async function startWith(name, yml) {
   await waitFor(`${name} to listen`, async () => {
     if (p.exited) throw new Error(`${name} exited\n${p.tail()}`);
     return /profd ready/.test(p.out);
-  }, 30000, 100);
+  }, 120000, 100);
   return p;
 }
 
@@ -89,7 +89,7 @@ function req(url, { method = 'GET', auth, body, headers = {}, ...tlsOpts } = {})
     const r = https.request(url, {
       method, agent: tlsOpts.agent === undefined ? agent : tlsOpts.agent,
       ca: fs.readFileSync(ca.crt), headers: { ...headers, ...(auth ? { Authorization: 'Basic ' + Buffer.from(auth).toString('base64') } : {}) },
-      timeout: 20000, ...tlsOpts,
+      timeout: 120000, ...tlsOpts, // a hang guard
     }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
@@ -211,21 +211,31 @@ test('no credentials: 401 as soon as the headers arrive, no body received (a 1 M
       if (/\r\n\r\n/.test(got)) { sock.destroy(); resolve(got); }
     });
     sock.on('error', reject);
-    setTimeout(() => { sock.destroy(); reject(new Error(`no reply in 5 s: ${got}`)); }, 5000);
+    setTimeout(() => { sock.destroy(); reject(new Error(`no reply in 120 s: ${got}`)); }, 120000).unref(); // a hang guard (unref: it must not keep node alive)
   });
-  const ms = Date.now() - t0;
+  // the 401 came with no byte of the announced body sent: profd answered on
+  // the headers alone (had it waited for the body, the only answer would be
+  // the read timeout's cut-off) — no clock needed (issue 34)
+  console.log(`early 401 after ${Date.now() - t0} ms`);
   assert.match(reply, /^HTTP\/1\.1 401/, reply);
   assert.match(reply, /WWW-Authenticate: Basic/i);
   assert.match(reply, /X-Frame-Options: deny/i, 'the configured headers on the early 401 too');
-  assert.ok(ms < 3000, `401 after ${ms} ms`);
   const m1 = await req(`${base()}/metrics`, { auth: 'alice:s3cret' });
   assert.equal(missing(m1.text), missing(m0.text) + 1);
 });
 
-test('timing: 200 unknown-user tries vs 200 known-user wrong-password tries are alike', { timeout: 240000 }, async (t) => {
+// The timing side channel of unknown users: the behaviour (an unknown user
+// costs one bcrypt at the file's highest cost, like a known user's wrong
+// password; repeated tries come from the cache) is asserted by the unit test
+// http_auth (test_unknown_user_costs_a_bcrypt, counted, not timed); the
+// medians printed here are bench/auth_timing's figures (issue 34: a timing
+// comparison fails on a busy machine).
+// PD_AUTH_TRIES: tries of each kind (20 in ctest; bench/auth_timing sets 200).
+const AUTH_TRIES = Number(process.env.PD_AUTH_TRIES || 20);
+test('timing: unknown-user tries and known-user wrong-password tries, 401 each (medians printed)', { timeout: 600000 }, async (t) => {
   const u = `${base()}/api/v1/labels`;
   const times = { unknown: [], wrong: [] };
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < AUTH_TRIES; i++) {
     for (const kind of i % 2 ? ['unknown', 'wrong'] : ['wrong', 'unknown']) {
       const auth = kind === 'unknown' ? `nobody${i}:pw${i}` : `alice:pw${i}`; // new passwords: no cache hit
       const t0 = process.hrtime.bigint();
@@ -237,7 +247,7 @@ test('timing: 200 unknown-user tries vs 200 known-user wrong-password tries are 
   // the cache answers a repeated try without bcrypt
   const med = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
   const mu = med(times.unknown), mw = med(times.wrong);
-  t.diagnostic(`median ms: unknown user ${mu.toFixed(2)}, known user wrong password ${mw.toFixed(2)} (bcrypt cost 6, 200 each)`);
+  t.diagnostic(`median ms: unknown user ${mu.toFixed(2)}, known user wrong password ${mw.toFixed(2)} (bcrypt cost 6, ${AUTH_TRIES} each)`);
   // a known user with a right password costs one bcrypt too: the unknown
   // path is not free (the dummy hash is checked)
   const ok = [];
@@ -247,11 +257,10 @@ test('timing: 200 unknown-user tries vs 200 known-user wrong-password tries are 
     ok.push(Number(process.hrtime.bigint() - t0) / 1e6);
   }
   t.diagnostic(`median ms of a cached right password: ${med(ok).toFixed(2)}`);
-  assert.ok(mu / mw > 0.5 && mu / mw < 2, `unknown ${mu} ms vs wrong ${mw} ms: more than 2x apart`);
-  assert.ok(mu > 2 * med(ok), `an unknown user (${mu} ms) must cost a bcrypt like a known one, not a cache hit (${med(ok)} ms)`);
+  console.log(`auth timing: unknown ${mu.toFixed(2)} ms, wrong ${mw.toFixed(2)} ms, cached ${med(ok).toFixed(2)} ms (ratio ${(mu / mw).toFixed(2)})`);
 });
 
-test('profd_access_control: the push user cannot read, the query user cannot push (profd push over TLS)', { timeout: 60000 }, async () => {
+test('profd_access_control: the push user cannot read, the query user cannot push (profd push over TLS)', { timeout: 180000 }, async () => {
   const pw = path.join(dir, 'pw');
   fs.writeFileSync(pw, 's3cret\n');
   const push = (user) => run(profdBin(), ['push', `--url=${base()}`, `--tls.ca-file=${ca.crt}`,
@@ -275,7 +284,7 @@ test('profd_access_control: the push user cannot read, the query user cannot pus
   assert.notEqual((await req(`${base()}/-/reload`, { method: 'POST', auth: 'alice:s3cret' })).status, 403);
 });
 
-test('profd push --bearer-token-file, --tls.server-name and a client certificate reach a TLS proxy', { timeout: 60000 }, async () => {
+test('profd push --bearer-token-file, --tls.server-name and a client certificate reach a TLS proxy', { timeout: 180000 }, async () => {
   // a stand-in for a proxy in front of profd: node's https server records
   // what profd push sent (profd itself takes basic auth, not bearer tokens)
   const seen = [];
@@ -311,7 +320,7 @@ test('profd push --bearer-token-file, --tls.server-name and a client certificate
   }
 });
 
-test('go tool pprof -tls_ca with user:password@ in the URL reads a merge', { timeout: 120000 }, async () => {
+test('go tool pprof -tls_ca with user:password@ in the URL reads a merge', { timeout: 180000 }, async () => {
   // without the CA it is refused (the certificate is checked)
   const gd0 = path.join(dir, 'go0');
   fs.mkdirSync(gd0, { recursive: true });
@@ -335,12 +344,12 @@ test('go tool pprof -tls_ca with user:password@ in the URL reads a merge', { tim
   assert.match(bad.stdout + bad.stderr, /401|Unauthorized/);
 });
 
-test('the UI in headless chromium behind basic auth', { timeout: 90000 }, async () => {
+test('the UI in headless chromium behind basic auth', { timeout: 180000 }, async () => {
   const { chromium } = createRequire(path.join(SRC, 'tests', 'ui', 'package.json'))('playwright-core');
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-    timeout: 30000,
+    timeout: 120000,
   });
   try {
     // without credentials: the browser's own request gets 401 (a headless
@@ -358,7 +367,7 @@ test('the UI in headless chromium behind basic auth', { timeout: 90000 }, async 
     assert.equal(r.status(), 200);
     assert.equal(await page.title(), 'profd');
     // the chips come from /api/v1/label/__name__/values: the API calls pass too
-    await page.waitForSelector('#type-chips a[data-q="heap"]', { timeout: 20000 });
+    await page.waitForSelector('#type-chips a[data-q="heap"]', { timeout: 120000 });
     assert.deepEqual(errors, []);
   } finally {
     await browser.close();
@@ -369,11 +378,11 @@ test('the web config is re-read when it changes: a user added works without a re
   const h2 = await bcrypt('other');
   const yml = fs.readFileSync(A.file, 'utf8').replace('basic_auth_users:\n', `basic_auth_users:\n  carol: ${h2}\n`);
   fs.writeFileSync(A.file, yml);
-  await waitFor('carol to be accepted', async () => (await req(`${base()}/api/v1/labels`, { auth: 'carol:other' })).status === 403, 10000);
+  await waitFor('carol to be accepted', async () => (await req(`${base()}/api/v1/labels`, { auth: 'carol:other' })).status === 403, 120000);
   // carol is not in query_users: 403 (authenticated, outside the group), not 401
 });
 
-test('RequireAndVerifyClientCert: no client certificate or a foreign one is refused at the handshake', { timeout: 60000 }, async () => {
+test('RequireAndVerifyClientCert: no client certificate or a foreign one is refused at the handshake', { timeout: 180000 }, async () => {
   const B = await startWith('b', `tls_server_config:
   cert_file: srv.crt
   key_file: srv.key
@@ -410,20 +419,24 @@ test('RequireAndVerifyClientCert: no client certificate or a foreign one is refu
   await B.stop();
 });
 
-test('rate_limit: past the burst 429, counted in /metrics', { timeout: 60000 }, async () => {
-  // one token per 3 s, 3 at once: 12 quick requests (well under 9 s even
-  // on a loaded machine) get at most 3 + 3 answers
+test('rate_limit: past the burst 429, counted in /metrics', { timeout: 180000 }, async () => {
+  // one token per 3 s, 3 at once: of 12 requests the first 3 are answered,
+  // and of the other 9 at most one more per 3 s that passed (however slow
+  // this machine is: the bound comes from the time the 12 took, issue 34)
   const C = await startWith('c', 'rate_limit:\n  interval: 3s\n  burst: 3\n');
   const statuses = [];
+  const t0 = Date.now();
   for (let i = 0; i < 12; i++) statuses.push((await http(`http://127.0.0.1:${C.port}/-/healthy`)).status);
+  const refills = Math.floor((Date.now() - t0) / 3000) + 1;
   const n429 = statuses.filter((s) => s === 429).length;
   assert.ok(statuses.slice(0, 3).every((s) => s === 200), statuses.join());
-  assert.ok(n429 >= 6, `expected most of the 12 quick requests refused: ${statuses.join()}`);
+  assert.ok(statuses.every((s) => s === 200 || s === 429), statuses.join());
+  assert.ok(n429 >= 9 - refills, `${n429} of 12 refused with at most ${refills} tokens back: ${statuses.join()}`);
   // /metrics is limited too: poll until a token is back
   const m = await waitFor('/metrics past the limiter', async () => {
     const r = await http(`http://127.0.0.1:${C.port}/metrics`);
     return r.status === 200 && r;
-  }, 30000, 1000);
+  }, 120000, 1000);
   const v = +(m.text.match(/profd_http_rejected_total\{reason="rate_limited"\} (\d+)/) || [0, 0])[1];
   assert.ok(v >= n429, `rate_limited ${v} >= ${n429}`);
   await C.stop();

@@ -91,7 +91,7 @@ before(async () => {
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
       '--host-resolver-rules=MAP rebind.test 127.0.0.1'],
-    timeout: 30000,
+    timeout: 120000,
   });
 });
 
@@ -102,14 +102,14 @@ after(async () => {
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-test('a page on another origin cannot push, reload or read; a link into the UI works', { timeout: 90000 }, async () => {
+test('a page on another origin cannot push, reload or read; a link into the UI works', { timeout: 180000 }, async () => {
   const reasons = ['cross_origin', 'cross_site', 'browser_simple_write'];
   const before0 = {};
   for (const r of reasons) before0[r] = await metric('profd_http_rejected_total', `reason="${r}"`);
   const reload0 = await metric('profd_http_requests_total', 'handler="/-/reload",code="200"');
 
   const page = await browser.newPage();
-  page.setDefaultTimeout(20000);
+  page.setDefaultTimeout(120000);
   await page.goto(`http://127.0.0.1:${evilPort}/`);
   await page.evaluate(() => window.attack());
   const results = await page.evaluate(() => window.results);
@@ -153,7 +153,7 @@ test('a page on another origin cannot push, reload or read; a link into the UI w
   assert.equal(rl.status, 200, rl.text);
 });
 
-test('DNS rebinding: a foreign Host is refused (421), in chromium and by hand', { timeout: 60000 }, async () => {
+test('DNS rebinding: a foreign Host is refused (421), in chromium and by hand', { timeout: 180000 }, async () => {
   const n0 = await metric('profd_http_rejected_total', 'reason="host_not_allowed"');
   // chromium resolves rebind.test to 127.0.0.1: to the browser the page and
   // profd are one origin, so only the Host check stands in the way
@@ -176,7 +176,7 @@ test('DNS rebinding: a foreign Host is refused (421), in chromium and by hand', 
   assert.ok(await metric('profd_http_rejected_total', 'reason="host_not_allowed"') - n0 >= 4);
 });
 
-test('the UI under its CSP: no violation, security headers on every reply', { timeout: 90000 }, async () => {
+test('the UI under its CSP: no violation, security headers on every reply', { timeout: 180000 }, async () => {
   const now = Date.now();
   for (let i = 0; i < 3; i++) {
     const r = await get(`${profd.base}/api/0/profiles?` + qs({ service: 'csp', type: 'heap',
@@ -185,7 +185,7 @@ test('the UI under its CSP: no violation, security headers on every reply', { ti
     assert.equal(r.status, 200, r.text);
   }
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  page.setDefaultTimeout(20000);
+  page.setDefaultTimeout(120000);
   await page.addInitScript(() => {
     window.cspViolations = [];
     document.addEventListener('securitypolicyviolation', (e) => {
@@ -227,7 +227,7 @@ test('the UI under its CSP: no violation, security headers on every reply', { ti
   assert.equal(r.headers['x-content-type-options'], 'nosniff');
 });
 
-test('/-/reload is off without --web.enable-lifecycle (403 naming the flag)', { timeout: 60000 }, async () => {
+test('/-/reload is off without --web.enable-lifecycle (403 naming the flag)', { timeout: 180000 }, async () => {
   const p2 = await startProfd({ storage: path.join(dir, 'data2'), name: 'profd-nolifecycle' });
   const r = await get(`${p2.base}/-/reload`, { method: 'POST' });
   assert.equal(r.status, 403);

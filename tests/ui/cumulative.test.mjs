@@ -42,10 +42,10 @@ before(async () => {
     executablePath: CHROMIUM,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    timeout: 30000,
+    timeout: 120000,
   });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  page.setDefaultTimeout(15000);
+  page.setDefaultTimeout(120000);
   page.on('request', (r) => requests.push(r.url()));
   page.on('pageerror', (e) => pageErrors.push(e.message));
   page.on('console', (m) => { if (m.type() === 'error') pageErrors.push('console: ' + m.text()); });
@@ -59,7 +59,7 @@ after(async () => {
 
 const last = (re) => [...requests].reverse().find((u) => re.test(u));
 
-test('cumulative allocs: deltas by default, a raw toggle, avg for gauges in merges', { timeout: 90000 }, async () => {
+test('cumulative allocs: deltas by default, a raw toggle, avg for gauges in merges', { timeout: 180000 }, async () => {
   const raw = (await apiData(profd.base, '/api/v1/query_range?' + qs({ query: 'allocs', delta: 'false' })))[0];
   const n = raw.timestamps.length;
   const from = raw.timestamps[0] - 500, to = raw.timestamps[n - 1] + 500;

@@ -1,12 +1,16 @@
-// Issue 15 "Flame graph of a real 50k-node profile: first paint < 300 ms in
-// chromium; no frame drawn wider than its value (checked from the canvas
-// model); search of a common name < 50 ms per keystroke".
+// Issue 15 "Flame graph of a real 50k-node profile: no frame drawn wider
+// than its value (checked from the canvas model); search of a common name".
 //
 // A real Go program (tests/ui/bigflame: 30,000 allocations from 30,000
 // distinct stacks, MemProfileRate 1) writes its heap profile with
 // runtime/pprof; profd stores it (profefe push); Debian's chromium opens it
-// in the UI. The figures (tree + layout + paint; the whole click-to-pixels
-// time; each search) are printed as test diagnostics with the load average.
+// in the UI. The test asserts what is drawn: every node in the UI's tree, no
+// frame wider than its value (unzoomed and zoomed), nothing painted outside
+// the frames, and each keystroke's search marks exactly the frames whose name
+// matches, with the API's total. How fast (issue 15's goals: first paint
+// < 300 ms, a search < 50 ms a keystroke) is measured by bench/ui_flame, not
+// here (issue 34: a timing goal fails on a busy machine); the figures are
+// still printed as diagnostics with the load average.
 //
 //   PROFD_BIN=build/profd node --test tests/ui/flame50k.test.mjs
 import { test, before, after } from 'node:test';
@@ -44,10 +48,10 @@ before(async () => {
     executablePath: CHROMIUM,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    timeout: 30000,
+    timeout: 120000,
   });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  page.setDefaultTimeout(30000);
+  page.setDefaultTimeout(120000);
   page.on('pageerror', (e) => pageErrors.push(e.message));
 });
 
@@ -60,7 +64,7 @@ after(async () => {
 const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
 const countNodes = (n) => 1 + (n.children || []).reduce((k, c) => k + countNodes(c), 0);
 
-test('a 50k-node flame graph: painted in < 300 ms, no frame wider than its value, search < 50 ms a keystroke', { timeout: 120000 }, async (t) => {
+test('a 50k-node flame graph: every node, no frame wider than its value, search marks the matching frames', { timeout: 180000 }, async (t) => {
   const nodes = countNodes(tree);
   assert.ok(nodes >= 50000, `the real profile's tree has ${nodes} nodes (>= 50,000)`);
   // open it from the timeline, as a person would
@@ -82,7 +86,7 @@ test('a 50k-node flame graph: painted in < 300 ms, no frame wider than its value
     `tree+layout+paint ${m.timing.firstPaint.toFixed(1)} ms (layout ${m.timing.layout.toFixed(1)}, paint ${m.timing.paint.toFixed(1)}); ` +
     `view request ${m.fetchMs.toFixed(0)} ms (${m.size} B gzip, ${m.raw} B JSON); click to painted ${clickToPaint} ms`);
   assert.equal(m.nodes, nodes, 'the UI has every node of the profile');
-  assert.ok(m.timing.firstPaint < 300, `first paint ${m.timing.firstPaint.toFixed(1)} ms (goal < 300 ms)`);
+  assert.ok(m.rects > 0, 'frames are painted');
 
   // No frame wider than its value: each painted rect against the API's tree
   // (by path), and no pixel painted outside the rects.
@@ -145,9 +149,16 @@ test('a 50k-node flame graph: painted in < 300 ms, no frame wider than its value
     await page.fill('#flame-search', text);
     await page.waitForFunction((q) => new URL(location.href).searchParams.get('search') === q && /^matched /.test(document.getElementById('flame-match').textContent), text);
     times.push(await page.evaluate(() => document.getElementById('flamegraph').flame.timing.search));
+    // the frames marked are exactly the painted frames whose name matches
+    const marks = await page.evaluate((q) => {
+      const f = document.getElementById('flamegraph').flame, re = new RegExp(q);
+      const drawn = f.rects.filter((r) => r.node);
+      return { drawn: drawn.length, matched: drawn.filter((r) => r.match).length, wrong: drawn.filter((r) => r.match !== re.test(r.node.name)).map((r) => r.node.name).slice(0, 5) };
+    }, text);
+    assert.deepEqual(marks.wrong, [], `search "${text}": frames marked that do not match, or matching and not marked`);
+    assert.ok(marks.matched > 0, `search "${text}" marks some of the ${marks.drawn} frames`);
   }
-  t.diagnostic(`load ${load()}: search per keystroke (ms): ${times.map((x) => x.toFixed(1)).join(', ')}`);
-  assert.ok(Math.max(...times) < 50, `a search took ${Math.max(...times).toFixed(1)} ms (goal < 50 ms)`);
+  t.diagnostic(`load ${load()}: search per keystroke (ms): ${times.map((x) => x.toFixed(1)).join(', ')} (goal in bench/ui_flame)`);
   // the match total is the API's: main.e's outermost occurrences
   let sum = 0;
   (function walk(n) { if (n.name !== 'root' && /main.e/.test(n.name)) { sum += n.value; return; } (n.children || []).forEach(walk); })(tree);

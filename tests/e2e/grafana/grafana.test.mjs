@@ -130,7 +130,12 @@ before(async () => {
     return cpu.length && cpu[0].timestamps.length >= 4 && heap.length && heap[0].timestamps.length >= 2;
   }, 90000, 500);
   demo.kill(); // no more profiles: every answer below sees the same data
-  await new Promise((r) => setTimeout(r, 2500));
+  // once every target of the demo is down, each has had a scrape fail after
+  // the kill: the scrapes before it are stored (waited for, not slept)
+  await waitFor('the demo\'s targets to be down', async () => {
+    const ts = (await apiData(profd.base, '/api/v1/targets')).activeTargets.filter((t) => t.scrapePool === 'demo');
+    return ts.length > 0 && ts.every((t) => t.health === 'down');
+  }, 120000, 250);
   to = Date.now() + 1000;
 });
 
@@ -139,7 +144,7 @@ after(async () => {
   if (dir && !process.env.PD_KEEP_TMP) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-test('ProfileTypes, LabelNames, LabelValues, Series, GetProfileStats in both codecs', { timeout: 60000 }, async () => {
+test('ProfileTypes, LabelNames, LabelValues, Series, GetProfileStats in both codecs', { timeout: 180000 }, async () => {
   const pt = await both('ProfileTypes', { start: from, end: to });
   const ids = pt.profileTypes.map((t) => t.ID);
   for (const want of [CPU, 'process_cpu:samples:count:cpu:nanoseconds', 'memory:inuse_space:bytes:space:bytes',
@@ -165,7 +170,7 @@ test('ProfileTypes, LabelNames, LabelValues, Series, GetProfileStats in both cod
   assert.ok(num(st.oldestProfileTime) >= from && num(st.newestProfileTime) <= to, JSON.stringify(st));
 });
 
-test('SelectMergeStacktraces: total = sum of native totals, same top nodes as the native flame graph', { timeout: 90000 }, async () => {
+test('SelectMergeStacktraces: total = sum of native totals, same top nodes as the native flame graph', { timeout: 180000 }, async () => {
   const native = await nativeCpu();
   assert.equal(native.length, 1);
   const ti = native[0].sample_types.findIndex((t) => t.type === 'cpu');
@@ -209,7 +214,7 @@ test('SelectMergeStacktraces: total = sum of native totals, same top nodes as th
   assert.equal(rd.json.rightTicks, sum);
 });
 
-test('SelectMergeStacktraces PPROF and SelectMergeProfile are read by go tool pprof', { timeout: 90000 }, async () => {
+test('SelectMergeStacktraces PPROF and SelectMergeProfile are read by go tool pprof', { timeout: 180000 }, async () => {
   const req = { profileTypeID: CPU, labelSelector: '{service_name="demo"}', start: from, end: to };
   const r = await connect('querier.v1.QuerierService', 'SelectMergeProfile', req, 'proto');
   assert.equal(r.status, 200, JSON.stringify(r.error));
@@ -224,7 +229,7 @@ test('SelectMergeStacktraces PPROF and SelectMergeProfile are read by go tool pp
   assert.ok(pp.pprof && pp.pprof.profile && pp.pprof.profile.sample.length > 0, 'PPROF format carries the profile');
 });
 
-test('SelectSeries points equal the native totals per step', { timeout: 60000 }, async () => {
+test('SelectSeries points equal the native totals per step', { timeout: 180000 }, async () => {
   const native = await nativeCpu();
   const ti = native[0].sample_types.findIndex((t) => t.type === 'cpu');
   const step = 3; // seconds
@@ -246,7 +251,7 @@ test('SelectSeries points equal the native totals per step', { timeout: 60000 },
   assert.ok(Math.abs(avg.series[0].points[0].value - total / native[0].timestamps.length) < 1e-6 * total);
 });
 
-test('Diff and SelectMergeSpanProfile', { timeout: 60000 }, async () => {
+test('Diff and SelectMergeSpanProfile', { timeout: 180000 }, async () => {
   const side = { profileTypeID: CPU, labelSelector: '{}', start: from, end: to };
   const d = await both('Diff', { left: side, right: side });
   const fg = d.flamegraph;
@@ -257,7 +262,7 @@ test('Diff and SelectMergeSpanProfile', { timeout: 60000 }, async () => {
   assert.deepEqual(sp.flamegraph.names, ['total']);
 });
 
-test('a bad selector gives invalid_argument (both codecs), counted in /metrics', { timeout: 30000 }, async () => {
+test('a bad selector gives invalid_argument (both codecs), counted in /metrics', { timeout: 180000 }, async () => {
   const before0 = await metric('profd_rejected_input_total', 'querier_invalid_argument');
   for (const codec of ['proto', 'json']) {
     const r = await connect('querier.v1.QuerierService', 'SelectMergeStacktraces',
@@ -273,7 +278,7 @@ test('a bad selector gives invalid_argument (both codecs), counted in /metrics',
   assert.equal(bad.json.code, 'invalid_argument');
 });
 
-test('Connect Push of a real pprof comes back equal (go tool pprof -raw)', { timeout: 90000 }, async () => {
+test('Connect Push of a real pprof comes back equal (go tool pprof -raw)', { timeout: 180000 }, async () => {
   // the shared CPU profile with time_nanos set to now (the store refuses
   // times outside its retention window), re-encoded by protobufjs with
   // google.v1.Profile; that file is the original compared against below
@@ -313,7 +318,7 @@ test('Connect Push of a real pprof comes back equal (go tool pprof -raw)', { tim
   assert.equal(table(tb.stdout), table(ta.stdout), 'pprof -top of SelectMergeProfile equals the original');
 });
 
-test('a bad Connect Push is refused with Connect error JSON, counted, nothing stored', { timeout: 60000 }, async () => {
+test('a bad Connect Push is refused with Connect error JSON, counted, nothing stored', { timeout: 180000 }, async () => {
   const Push = root.lookupType('push.v1.PushRequest');
   const raw = fs.readFileSync(path.join(TESTDATA, 'pprof', 'go-demo-once', 'heap.pb.gz'));
   const good = { labels: [{ name: '__name__', value: 'memory' }, { name: 'service_name', value: 'bad-push' }], samples: [{ rawProfile: raw }] };
@@ -341,7 +346,7 @@ test('a bad Connect Push is refused with Connect error JSON, counted, nothing st
   assert.ok((await http(profd.base + '/-/healthy')).status === 200);
 });
 
-test('/pyroscope/render is drawn by @pyroscope/flamegraph in headless chromium, busy function shown', { timeout: 120000 }, async () => {
+test('/pyroscope/render is drawn by @pyroscope/flamegraph in headless chromium, busy function shown', { timeout: 180000 }, async () => {
   const rr = await http(profd.base + '/pyroscope/render?' + qs({ query: `${CPU}{service_name="demo"}`, from: String(from), until: String(to) }));
   assert.equal(rr.status, 200, rr.text.slice(0, 300));
   const entry = path.join(dir, 'fg-entry.jsx');
@@ -368,9 +373,9 @@ window.renderFlamegraph = (profile) => createRoot(document.getElementById('root'
     await page.setContent(`<!doctype html><html><head><style>${css}</style></head><body><div id="root"></div></body></html>`);
     await page.addScriptTag({ content: js });
     await page.evaluate((p) => window.renderFlamegraph(p), rr.json);
-    await page.waitForSelector('canvas', { timeout: 30000 });
+    await page.waitForSelector('canvas', { timeout: 120000 });
     // the table beside the flame graph lists functions with their values
-    await page.waitForFunction((f) => document.body.innerText.includes(f), BURNER, { timeout: 30000 });
+    await page.waitForFunction((f) => document.body.innerText.includes(f), BURNER, { timeout: 120000 });
     const shot = path.join(dir, 'flamegraph.png');
     await page.screenshot({ path: shot });
     assert.deepEqual(errors, [], 'no page errors while drawing');

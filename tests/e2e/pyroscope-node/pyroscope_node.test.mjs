@@ -91,7 +91,7 @@ async function pprofTop(url, extra = []) {
   return r.stdout;
 }
 
-test('the busy function is on top of the merged wall profile (go tool pprof)', { timeout: 90000 }, async () => {
+test('the busy function is on top of the merged wall profile (go tool pprof)', { timeout: 180000 }, async () => {
   const url = `${profd.base}/api/v1/query?` +
     qs({ mode: 'merge', query: `wall{service_name="${APP}"}`, from: t0, to: t1, report: 'proto' });
   const top = await pprofTop(url);
@@ -102,7 +102,7 @@ test('the busy function is on top of the merged wall profile (go tool pprof)', {
   assert.equal(fnOf(rows[0]), BUSY, `the hottest function is ${BUSY}\n${top}`);
 });
 
-test('the merged heap shows the allocating function', { timeout: 90000 }, async () => {
+test('the merged heap shows the allocating function', { timeout: 180000 }, async () => {
   const url = `${profd.base}/api/v1/query?` +
     qs({ mode: 'merge', query: `memory{service_name="${APP}"}`, from: t0, to: t1, report: 'proto' });
   const top = await pprofTop(url);

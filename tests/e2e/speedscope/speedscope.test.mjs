@@ -71,8 +71,8 @@ before(async () => {
     const prof = `http://127.0.0.1:${port}/busy.cpuprofile`;
     await page.goto(`http://127.0.0.1:${port}/index.html#profileURL=${encodeURIComponent(prof)}&title=busy`);
     const exportButton = page.getByText('Export', { exact: false }).first();
-    await exportButton.waitFor({ timeout: 30000 });
-    const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 30000 }), exportButton.click()]);
+    await exportButton.waitFor({ timeout: 120000 });
+    const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 120000 }), exportButton.click()]);
     file = path.join(dir, 'busy.speedscope.json');
     await dl.saveAs(file);
   } finally {
@@ -145,7 +145,7 @@ test('every nanosecond the file charges is stored', async () => {
   assert.ok(Math.abs(r.total - total) <= parts, `stored ${r.total} ns, the file charges ${total} ns`);
 });
 
-test('go tool pprof reads the merge and the hot function is on top', { timeout: 90000 }, async () => {
+test('go tool pprof reads the merge and the hot function is on top', { timeout: 180000 }, async () => {
   const url = `${profd.base}/api/v1/query?` +
     qs({ mode: 'merge', query: `cpu{service_name="${APP}"}`, from: t0, to: t1, report: 'proto' });
   const gd = path.join(dir, 'gotool');

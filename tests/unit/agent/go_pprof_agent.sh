@@ -20,7 +20,7 @@ pid=$!
 i=0
 while ! grep -q '^port ' "$tmp/out"; do
     i=$((i + 1))
-    if [ $i -gt 300 ]; then echo "hot did not start:"; cat "$tmp/err"; exit 1; fi
+    if [ $i -gt 1200 ]; then echo "hot did not start (120 s):"; cat "$tmp/err"; exit 1; fi
     sleep 0.1
 done
 port=$(awk '/^port /{print $2}' "$tmp/out")

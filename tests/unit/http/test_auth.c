@@ -3,7 +3,10 @@
  * from a web config file, driven with libcurl — basic auth (right, wrong,
  * unknown, malformed headers), WWW-Authenticate, the configured headers,
  * path groups (403), unauthenticated paths, the rate limit (429), the file
- * re-read on change and a broken file answered 500; bcrypt through libcrypt.
+ * re-read on change and a broken file answered 500; bcrypt through libcrypt;
+ * an unknown user costs one bcrypt against a dummy hash of the file's highest
+ * cost, as a known user's wrong password costs one against its own hash
+ * (counted through pd__http_bcrypt_hook, not timed: issue 34).
  */
 #include <crypt.h>
 #include <pthread.h>
@@ -22,6 +25,7 @@
 
 #include "base/metrics.h"
 #include "http/auth.h"
+#include "http/auth_int.h"
 #include "http/server.h"
 
 static char dir[] = "/tmp/pd-auth-XXXXXX";
@@ -228,6 +232,67 @@ static void test_basic_auth_and_groups(void **state)
     pd_http_gate_free(g);
 }
 
+/* Each bcrypt verification the gate runs, with the hash it runs against. */
+static _Atomic int bcrypt_runs;
+static char bcrypt_last[128];
+static void on_bcrypt(const char *h)
+{
+    snprintf(bcrypt_last, sizeof bcrypt_last, "%s", h);
+    bcrypt_runs++;
+}
+
+/* The timing side channel the dummy hash closes, as behaviour: a try with an
+ * unknown user name runs one bcrypt, at the cost of the file's costliest
+ * hash, as a known user's wrong password runs one against that user's hash;
+ * a repeated try is answered from the cache in both cases (no bcrypt). The
+ * e2e test webconfig.test.mjs prints the timings; bench/auth_timing has them. */
+static void test_unknown_user_costs_a_bcrypt(void **state)
+{
+    (void)state;
+    char salt[CRYPT_GENSALT_OUTPUT_SIZE], hash6[128];
+    assert_non_null(crypt_gensalt_rn("$2y$", 6, NULL, 0, salt, sizeof salt));
+    struct crypt_data cd;
+    memset(&cd, 0, sizeof cd);
+    const char *h = crypt_rn("pw", salt, &cd, sizeof cd);
+    assert_true(h && h[0] != '*');
+    snprintf(hash6, sizeof hash6, "%s", h);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fprintf(f, "basic_auth_users:\n  alice: %s\n  bob: %s\n", hash, hash6); /* costs 4 and 6 */
+    fclose(f);
+    pd_http_gate *g;
+    pd_http_server *srv;
+    start(&g, &srv);
+    uint16_t port = pd_http_server_port(srv);
+    char b[200];
+    pd__http_bcrypt_hook = on_bcrypt;
+
+    bcrypt_runs = 0; /* unknown user: one bcrypt, against the dummy (cost 6, no user's) */
+    assert_int_equal(get(port, "/q", basic("carol:x1", b)).status, 401);
+    assert_int_equal(bcrypt_runs, 1);
+    assert_memory_equal(bcrypt_last, "$2y$06$", 7);
+    assert_true(strcmp(bcrypt_last, hash6) != 0 && strcmp(bcrypt_last, hash) != 0);
+    bcrypt_runs = 0; /* known user, wrong password: one bcrypt, against alice's hash */
+    assert_int_equal(get(port, "/q", basic("alice:x1", b)).status, 401);
+    assert_int_equal(bcrypt_runs, 1);
+    assert_string_equal(bcrypt_last, hash);
+    bcrypt_runs = 0; /* and bob's at cost 6 */
+    assert_int_equal(get(port, "/q", basic("bob:x1", b)).status, 401);
+    assert_int_equal(bcrypt_runs, 1);
+    assert_string_equal(bcrypt_last, hash6);
+    bcrypt_runs = 0; /* repeated tries: the cache answers both kinds */
+    assert_int_equal(get(port, "/q", basic("carol:x1", b)).status, 401);
+    assert_int_equal(get(port, "/q", basic("alice:x1", b)).status, 401);
+    assert_int_equal(bcrypt_runs, 0);
+    bcrypt_runs = 0; /* a new password is a new bcrypt for either */
+    assert_int_equal(get(port, "/q", basic("carol:x2", b)).status, 401);
+    assert_int_equal(get(port, "/q", basic("alice:pw", b)).status, 200);
+    assert_int_equal(bcrypt_runs, 2);
+    pd__http_bcrypt_hook = NULL;
+    pd_http_server_stop(srv);
+    pd_http_gate_free(g);
+}
+
 static void test_rate_limit(void **state)
 {
     (void)state;
@@ -255,8 +320,9 @@ static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
 static bool holding;
 
-static void hold_hook(void)
+static void hold_hook(const char *hash)
 {
+    (void)hash;
     pthread_mutex_lock(&hold_mu);
     while (holding)
         pthread_cond_wait(&hold_cv, &hold_mu);
@@ -350,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_bcrypt),
         cmocka_unit_test(test_bcrypt_flood_bounded),
         cmocka_unit_test(test_basic_auth_and_groups),
+        cmocka_unit_test(test_unknown_user_costs_a_bcrypt),
         cmocka_unit_test(test_rate_limit),
         cmocka_unit_test(test_bad_file),
     };

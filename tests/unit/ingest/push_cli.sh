@@ -35,7 +35,7 @@ command -v curl >/dev/null || { echo "curl missing: skipped"; exit 77; }
     --storage.retention.time=100y 2>"$T/log" &
 PID=$!
 URL=
-for _ in $(seq 200); do
+for _ in $(seq 1200); do
     URL=$(grep -o 'msg="profd listening" url=http://127\.0\.0\.1:[0-9]*/' "$T/log" | grep -o 'http://.*')
     [ -n "$URL" ] && break
     kill -0 "$PID" 2>/dev/null || { cat "$T/log"; fail "profd serve exited"; }

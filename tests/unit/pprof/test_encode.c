@@ -223,7 +223,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void test_large_profile_is_fast(void **state)
+static void test_large_profile(void **state)
 {
     (void)state;
     pd_buf raw, gz, out;
@@ -245,8 +245,9 @@ static void test_large_profile_is_fast(void **state)
     double t2 = now_s();
     print_message("large profile: %zu bytes raw, %zu gzip; decode %.3f s; encode+decode+equal %.3f s\n",
                   raw.len, gz.len, t1 - t0, t2 - t1);
-    /* linear time: well under a second of CPU in a normal build; generous for sanitizers */
-    assert_true(t1 - t0 < 5.0);
+    /* linear time, "well under a second of CPU in a normal build", is
+     * bench/pprof_codec's figure: no test compares a measured time with a
+     * constant (issue 34) */
     pd_profile_release(&a);
     pd_profile_release(&b);
     pd_buf_release(&raw);
@@ -262,7 +263,7 @@ int main(void)
         cmocka_unit_test(test_negative_values_roundtrip),
         cmocka_unit_test(test_encode_respects_out_cap),
         cmocka_unit_test(test_encode_empty_profile),
-        cmocka_unit_test(test_large_profile_is_fast),
+        cmocka_unit_test(test_large_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -726,7 +726,7 @@ static void test_reopen(void **state)
     assert_memory_equal(&before, &after, sizeof before);
     /* the maintenance thread decomposes the replayed profiles into the head
        (kicked by the open); reads give the same before and after */
-    for (int w = 0; w < 500 && pd_metrics_get("profd_storage_head_wal_only_profiles", NULL) > 0;
+    for (int w = 0; w < 6000 && pd_metrics_get("profd_storage_head_wal_only_profiles", NULL) > 0;
          w++)
         usleep(20 * 1000);
     assert_int_equal(pd_metrics_get("profd_storage_head_wal_only_profiles", NULL), 0);

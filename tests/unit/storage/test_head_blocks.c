@@ -537,7 +537,7 @@ static void *bg_reader(void *arg)
             if (!pd_profile_equal(&heap_at(i)->p, &p, &why))
                 fail_msg("heap at %lld differs during cuts: %s", (long long)ts, why.msg);
             pd_profile_release(&p);
-            c->reads++;
+            __atomic_fetch_add(&c->reads, 1, __ATOMIC_RELAXED);
         }
         pd_points_release(&pts);
         pd_series_set_release(&set);
@@ -575,7 +575,13 @@ static void test_background_cuts_with_readers(void **state)
             usleep(20 * 1000); /* let the thread cut while reads go on */
     }
     /* wait for the cuts the appends made due */
-    for (int w = 0; w < 200 && (int64_t)stats(f->st).n_head_profiles > heap_steps_profiles(STEPS - 25, STEPS); w++)
+    /* and for a read of the readers beside them (waited for: 120 s is a hang guard) */
+    for (int w = 0; w < 6000 && ((int64_t)stats(f->st).n_head_profiles >
+                                     heap_steps_profiles(STEPS - 25, STEPS) ||
+                                 __atomic_load_n(&c[0].reads, __ATOMIC_RELAXED) +
+                                         __atomic_load_n(&c[1].reads, __ATOMIC_RELAXED) ==
+                                     0);
+         w++)
         usleep(20 * 1000);
     __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < 2; i++)
