@@ -320,9 +320,9 @@ static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
 static bool holding;
 
-static void hold_hook(const char *hash)
+static void hold_hook(const char *h)
 {
-    (void)hash;
+    (void)h;
     pthread_mutex_lock(&hold_mu);
     while (holding)
         pthread_cond_wait(&hold_cv, &hold_mu);
