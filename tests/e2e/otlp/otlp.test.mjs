@@ -281,12 +281,12 @@ test('OTLP sample shapes: per-timestamp values are summed, timestamps alone coun
   ], { timeSec: at + 100 })));
   assert.equal(r.status, 200, r.text);
   assert.ok(!respOf(r).partialSuccess, JSON.stringify(respOf(r)));
-  const pp = await servedPprof('samples{service_name="otlp-shape"}', at + 100);
+  // the thread attribute is a sample label, so it became a series label
+  // (docs/push.md, dynamic labels): one series per thread value
   const byThread = {};
-  for (const s of pp.sample) {
-    const l = s.label.find((x) => pp.stringTable[x.key] === 'thread');
-    const k = l ? pp.stringTable[l.str] : '-';
-    byThread[k] = (byThread[k] || 0) + s.value[0];
+  for (const [k, sel] of [['-', 'samples{service_name="otlp-shape",thread=""}'], ['w1', 'samples{service_name="otlp-shape",thread="w1"}']]) {
+    const pp = await servedPprof(sel, at + 100);
+    for (const s of pp.sample) byThread[k] = (byThread[k] || 0) + s.value[0];
   }
   assert.deepEqual(byThread, { '-': 10, w1: 10 });
 });
