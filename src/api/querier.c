@@ -349,6 +349,29 @@ static Querier__V1__FlameGraph *empty_flamegraph(ctx *c)
     return flamegraph_msg(c, &lv);
 }
 
+/* The flame graph of merged profile p's sample type ti cut at max_nodes (<= 0:
+ * all), or the empty one. NULL when it failed: the error is replied. */
+static Querier__V1__FlameGraph *merged_flamegraph(ctx *c, const pd_profile *p, size_t ti,
+                                                  bool empty, int64_t max_nodes)
+{
+    Querier__V1__FlameGraph *fg;
+    if (empty) {
+        fg = empty_flamegraph(c);
+    } else {
+        pd__levels lv;
+        int rc = pd__levels_build(p, ti, max_nodes > 0 ? (size_t)max_nodes : 0, false, &c->a, &lv,
+                                  &c->err);
+        if (rc < 0) {
+            fail(c, rc);
+            return NULL;
+        }
+        fg = flamegraph_msg(c, &lv);
+    }
+    if (!fg)
+        pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+    return fg;
+}
+
 /* The request's StackTraceSelector as pd__stack_selector (names in the
  * request message, array in the arena). PD_ENOMEM. */
 static int stack_sel_of(ctx *c, const Types__V1__StackTraceSelector *in, pd__stack_selector *out)
@@ -460,22 +483,9 @@ static void m_select_merge_stacktraces(ctx *c, const pd_http_request *req)
                          (int)in->format);
         goto out;
     }
-    Querier__V1__FlameGraph *fg;
-    if (empty) {
-        fg = empty_flamegraph(c);
-    } else {
-        pd__levels lv;
-        if ((rc = pd__levels_build(&p, ti, in->max_nodes > 0 ? (size_t)in->max_nodes : 0, false, &c->a,
-                                   &lv, &c->err)) < 0) {
-            fail(c, rc);
-            goto out;
-        }
-        fg = flamegraph_msg(c, &lv);
-    }
-    if (!fg) {
-        pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+    Querier__V1__FlameGraph *fg = merged_flamegraph(c, &p, ti, empty, in->max_nodes);
+    if (!fg)
         goto out;
-    }
     Querier__V1__SelectMergeStacktracesResponse out = QUERIER__V1__SELECT_MERGE_STACKTRACES_RESPONSE__INIT;
     out.flamegraph = fg;
     pd_connect_reply(c->resp, &c->call, &out.base);
@@ -585,22 +595,9 @@ static void m_select_merge_span_profile(ctx *c, const pd_http_request *req)
         }
         empty = empty || !p.n_sample;
     }
-    Querier__V1__FlameGraph *fg;
-    if (empty) {
-        fg = empty_flamegraph(c);
-    } else {
-        pd__levels lv;
-        if ((rc = pd__levels_build(&p, ti, in->max_nodes > 0 ? (size_t)in->max_nodes : 0, false,
-                                   &c->a, &lv, &c->err)) < 0) {
-            fail(c, rc);
-            goto out;
-        }
-        fg = flamegraph_msg(c, &lv);
-    }
-    if (!fg) {
-        pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+    Querier__V1__FlameGraph *fg = merged_flamegraph(c, &p, ti, empty, in->max_nodes);
+    if (!fg)
         goto out;
-    }
     Querier__V1__SelectMergeSpanProfileResponse r = QUERIER__V1__SELECT_MERGE_SPAN_PROFILE_RESPONSE__INIT;
     r.flamegraph = fg;
     pd_connect_reply(c->resp, &c->call, &r.base);
