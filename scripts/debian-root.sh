@@ -25,3 +25,30 @@ host_sources() {
                    if (S[b] ~ /^bookworm(-updates|-security)?$/) print U[a], S[b] }' "$f"
     done
 }
+
+# Mounts /proc, /sys, /dev, /dev/pts and /dev/shm into the root $1 and
+# appends each to the caller's array `mounted` (unmount_all undoes them);
+# the /dev mounts are bind mounts made slaves, so that nothing done under the
+# root reaches the host's /dev.
+mount_root_fs() {
+    local m
+    for m in proc sys dev dev/pts dev/shm; do
+        mkdir -p "$1/$m"
+        case $m in
+        proc) mount -t proc proc "$1/proc" ;;
+        sys) mount -t sysfs sysfs "$1/sys" ;;
+        *) mount --bind "/$m" "$1/$m"; mount --make-rslave "$1/$m" ;;
+        esac
+        mounted+=("$1/$m")
+    done
+}
+
+# Unmounts what the caller's array `mounted` holds, newest first (lazily when
+# busy), and empties it; $1 names the caller in the message of one that stays.
+unmount_all() {
+    local i
+    for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+        umount "${mounted[i]}" 2>/dev/null || umount -l "${mounted[i]}" 2>/dev/null || echo "$1: could not unmount ${mounted[i]}" >&2
+    done
+    mounted=()
+}

@@ -79,10 +79,7 @@ cleanup() {
     stress_pids=()
     load_pid=""
     if [ -n "$make_run_pid" ]; then kill -TERM -- "-$make_run_pid" 2>/dev/null || true; sleep 2; kill -KILL -- "-$make_run_pid" 2>/dev/null || true; fi
-    for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
-        umount "${mounted[i]}" 2>/dev/null || umount -l "${mounted[i]}" 2>/dev/null || echo "test-debian12: could not unmount ${mounted[i]}" >&2
-    done
-    mounted=()
+    unmount_all test-debian12
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -122,16 +119,7 @@ git clone -q --branch "$branch" "$repo" "$root/src/profd"
 cp -a "$shared" "$root/src/shared"
 say "cloned $(git -C "$root/src/profd" log -1 --format='%h %s')"
 
-for m in proc sys dev dev/pts dev/shm; do
-    mkdir -p "$root/$m"
-    case $m in
-    proc) mount -t proc proc "$root/proc" ;;
-    sys) mount -t sysfs sysfs "$root/sys" ;;
-    # bind mounts, made slaves so that nothing done under the root reaches the host's /dev
-    *) mount --bind "/$m" "$root/$m"; mount --make-rslave "$root/$m" ;;
-    esac
-    mounted+=("$root/$m")
-done
+mount_root_fs "$root"
 
 # Node.js reads extra CAs only from NODE_EXTRA_CA_CERTS: passed on when the host sets it.
 extra_env=()

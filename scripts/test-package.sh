@@ -71,12 +71,8 @@ root="$work/root"
 mounted=()
 profd_pid=""
 cleanup() {
-    local i
     if [ -n "$profd_pid" ]; then kill -TERM "$profd_pid" 2>/dev/null || true; wait "$profd_pid" 2>/dev/null || true; fi
-    for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
-        umount "${mounted[i]}" 2>/dev/null || umount -l "${mounted[i]}" 2>/dev/null || echo "test-package: could not unmount ${mounted[i]}" >&2
-    done
-    mounted=()
+    unmount_all test-package
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -124,15 +120,7 @@ cp -a "$base" "$root"
 echo "$sources" | awk '{ print "deb", $1, $2, "main" }' >"$root/etc/apt/sources.list"
 printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
-for m in proc sys dev dev/pts dev/shm; do
-    mkdir -p "$root/$m"
-    case $m in
-    proc) mount -t proc proc "$root/proc" ;;
-    sys) mount -t sysfs sysfs "$root/sys" ;;
-    *) mount --bind "/$m" "$root/$m"; mount --make-rslave "$root/$m" ;;
-    esac
-    mounted+=("$root/$m")
-done
+mount_root_fs "$root"
 in_root() {
     chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
