@@ -307,7 +307,9 @@ static int fill(jctx *c, const ProtobufCMessageDescriptor *d, const json_t *obj,
                 *(protobuf_c_boolean *)(base + f->quantifier_offset) = 1;
             }
             void *slot = base + f->offset;
+            /* the same field twice (e.g. "spanId" and "span_id"): the first wins */
             if ((f->type == PROTOBUF_C_TYPE_MESSAGE && *(void **)slot) ||
+                (f->type == PROTOBUF_C_TYPE_BYTES && ((ProtobufCBinaryData *)slot)->data) ||
                 (f->type == PROTOBUF_C_TYPE_STRING && *(char **)slot && *(char **)slot != f->default_value))
                 continue;
             if (f->type == PROTOBUF_C_TYPE_STRING)
