@@ -147,7 +147,7 @@ static void usage(FILE *f)
             "                                  arrive within it (idle connections closed after it;\n"
             "                                  default 30s)\n"
             "  --web.max-connections=N         open connections at most (default 4096)\n"
-            "  --web.max-connections-per-ip=N  per client address (default 0: no cap)\n"
+            "  --web.max-connections-per-ip=N  per client address (default 512; 0: no cap)\n"
             "  --web.config.file=FILE          TLS, basic auth, headers, rate limit: Prometheus'\n"
             "                                  web config format (docs/security.md)\n"
             "  --web.enable-lifecycle          allow POST /-/reload (off: 403, as Prometheus)\n"
@@ -837,6 +837,7 @@ int main(int argc, char **argv)
         .fsync = "batch",
         .max_body = 0,
         .threads = 4,
+        .max_conns_ip = 512,
     };
     if (argc > 1 && strcmp(argv[1], "convert") == 0)
         return pd_ingest_convert_main(argc - 1, argv + 1);

@@ -107,7 +107,12 @@ static const catalog_entry catalog[] = {
      NULL},
     {"profd_http_rejected_total", PD_METRIC_COUNTER,
      "HTTP requests refused by the server before any handler ran, by reason.",
-     (const char *const[]){"reason=\"connection_limit\"", NULL}},
+     (const char *const[]){"reason=\"connection_limit\"", "reason=\"per_ip_limit\"",
+                           "reason=\"bodies_in_flight\"", "reason=\"auth_backoff\"", NULL}},
+    {"profd_http_request_body_bytes", PD_METRIC_GAUGE,
+     "Bytes of request body buffers held now (the budget: max(64 MiB, 4 x "
+         "--scrape.max-body-bytes)).",
+     (const char *const[]){"", NULL}},
     {"profd_http_request_duration_seconds_total", PD_METRIC_COUNTER,
      "Time spent answering HTTP requests, by handler.",
      NULL},

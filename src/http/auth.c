@@ -15,6 +15,13 @@
  * from users whose credentials are cached (those never wait for bcrypt).
  * The decision does not depend on whether the user exists: unknown and
  * known users still cost the same.
+ * Issue 28 too: per client address, failed logins that ran bcrypt (new
+ * passwords: what a brute force sends) are counted in a row (`fails`, under
+ * cache_mu); from the FAIL_FREE-th on, the address waits 1, 2, 4 ...
+ * FAIL_MAX_WAIT_S seconds after each, and while it waits a check that would
+ * need bcrypt is answered 429 with Retry-After. Cached answers (valid or
+ * not) cost nothing and are given as before: a user behind the same address
+ * who logged in before is not locked out by a flooder.
  */
 #include "http/auth.h"
 #include "http/auth_int.h"
@@ -37,8 +44,21 @@
 #define CACHE_SIZE 100      /* the toolkit's cacheSize */
 #define MAX_CRED_BYTES 4096 /* decoded user:password */
 #define BCRYPT_MAX_QUEUED 3 /* password checks running or waiting for bcrypt */
+#define FAIL_FREE 5         /* failed logins in a row from one address before it waits */
+#define FAIL_MAX_WAIT_S 60
+#define FAIL_FORGET_NS (600LL * 1000000000LL) /* a count left alone this long is cleared */
+#define FAIL_TABLE 256      /* addresses tracked; the least recently failed is replaced */
 
 void (*pd__http_bcrypt_hook)(const char *hash); /* auth_int.h */
+int64_t (*pd__http_auth_clock)(void);            /* auth_int.h */
+
+/* failed logins of one client address (pd_http_request.client) */
+typedef struct fail_ent {
+    char addr[64];
+    unsigned fails;  /* in a row */
+    int64_t last_ns; /* of the last failure */
+    int64_t until_ns; /* the address waits until then (0: it does not) */
+} fail_ent;
 
 typedef struct cache_ent {
     char *key; /* hex(user):hex(hash):hex(password), the toolkit's key */
@@ -61,6 +81,7 @@ struct pd_http_gate {
     size_t n_cache;
     unsigned rnd;
     unsigned bcrypt_queued; /* checks running or waiting for bcrypt (cache_mu) */
+    fail_ent fails[FAIL_TABLE]; /* (cache_mu) */
     pthread_mutex_t bcrypt_mu;
 };
 
@@ -372,6 +393,65 @@ static char *hexjoin(const char *a, const char *b, const char *c)
 
 enum { CHECK_BAD, CHECK_OK, CHECK_BUSY };
 
+static int64_t auth_now(void)
+{
+    return pd__http_auth_clock ? pd__http_auth_clock() : pd_mono_ns();
+}
+
+/* The entry of addr (cache_mu held), or NULL; with make, a new or the least
+ * recently failed one, reset for addr. */
+static fail_ent *fail_find(pd_http_gate *g, const char *addr, bool make)
+{
+    fail_ent *old = &g->fails[0];
+    for (size_t i = 0; i < FAIL_TABLE; i++) {
+        fail_ent *e = &g->fails[i];
+        if (e->addr[0] && strcmp(e->addr, addr) == 0)
+            return e;
+        if (!e->addr[0] || (old->addr[0] && e->last_ns < old->last_ns))
+            old = e;
+    }
+    if (!make)
+        return NULL;
+    memset(old, 0, sizeof *old);
+    snprintf(old->addr, sizeof old->addr, "%s", addr);
+    return old;
+}
+
+/* Nanoseconds addr must still wait (0: none). */
+static int64_t fail_wait(pd_http_gate *g, const char *addr)
+{
+    int64_t now = auth_now(), left = 0;
+    pthread_mutex_lock(&g->cache_mu);
+    fail_ent *e = fail_find(g, addr, false);
+    if (e && e->until_ns > now)
+        left = e->until_ns - now;
+    pthread_mutex_unlock(&g->cache_mu);
+    return left;
+}
+
+/* Counts a failed (ok false) or a passed login of addr. */
+static void fail_note(pd_http_gate *g, const char *addr, bool ok)
+{
+    int64_t now = auth_now();
+    pthread_mutex_lock(&g->cache_mu);
+    fail_ent *e = fail_find(g, addr, !ok);
+    if (e && ok) {
+        if (e->until_ns <= now) /* not while it waits: a flooder's neighbour does not clear it */
+            memset(e, 0, sizeof *e);
+    } else if (e) {
+        if (now - e->last_ns > FAIL_FORGET_NS)
+            e->fails = 0;
+        e->fails++;
+        e->last_ns = now;
+        if (e->fails >= FAIL_FREE) {
+            unsigned sh = e->fails - FAIL_FREE;
+            int64_t s = sh >= 6 ? FAIL_MAX_WAIT_S : (int64_t)1 << sh;
+            e->until_ns = now + (s > FAIL_MAX_WAIT_S ? FAIL_MAX_WAIT_S : s) * 1000000000LL;
+        }
+    }
+    pthread_mutex_unlock(&g->cache_mu);
+}
+
 /* Step 5 for user/pass against the current config (mu held shared):
  * CHECK_OK, CHECK_BAD, or CHECK_BUSY when bcrypt is needed and
  * BCRYPT_MAX_QUEUED checks already run or wait for it. */
@@ -424,6 +504,27 @@ static int check_password(pd_http_gate *g, const char *user, const char *pass)
         free(key);
     }
     return busy ? CHECK_BUSY : ok && valid_user ? CHECK_OK : CHECK_BAD;
+}
+
+/* Whether user/pass has a cached answer, valid or not (mu held shared):
+ * checking it costs no bcrypt. */
+static bool cached(pd_http_gate *g, const char *user, const char *pass)
+{
+    const char *hash = g->dummy_hash;
+    for (size_t i = 0; i < g->cur.n_users; i++)
+        if (strcmp(g->cur.user_names[i], user) == 0)
+            hash = g->cur.user_hashes[i];
+    char *key = hexjoin(user, hash, pass);
+    if (!key)
+        return false;
+    bool hit = false;
+    pthread_mutex_lock(&g->cache_mu);
+    for (size_t i = 0; i < g->n_cache && !hit; i++)
+        hit = strcmp(g->cache[i].key, key) == 0;
+    pthread_mutex_unlock(&g->cache_mu);
+    explicit_bzero(key, strlen(key));
+    free(key);
+    return hit;
 }
 
 unsigned pd__http_gate_bcrypt_queued(pd_http_gate *g)
@@ -518,7 +619,26 @@ bool pd_http_gate_check(pd_http_gate *g, const pd_http_request *req, int group,
         refuse_401(resp, "missing_credentials");
         goto out;
     }
+    const char *addr = req->client && req->client[0] ? req->client : NULL;
+    int64_t wait_ns = addr ? fail_wait(g, addr) : 0;
+    bool hit = cached(g, cred, pass);
+    if (wait_ns > 0 && !hit) {
+        /* issue 28: this address failed FAIL_FREE+ times in a row; it waits
+         * (whether or not the user exists: the same answer either way) */
+        char msg[160], ra[24];
+        long long s = (wait_ns + 999999999LL) / 1000000000LL;
+        snprintf(msg, sizeof msg,
+                 "Too Many Requests: too many failed logins from %s, retry in %lld s", addr, s);
+        snprintf(ra, sizeof ra, "%lld", s);
+        refuse(resp, 429, msg, NULL);
+        pd_http_add_header(resp, "Retry-After", ra);
+        pd_metrics_add("profd_http_rejected_total", "reason=\"auth_backoff\"", 1);
+        explicit_bzero(cred, sizeof cred);
+        goto out;
+    }
     int ck = check_password(g, cred, pass);
+    if (addr && ck != CHECK_BUSY && !hit) /* only checks that ran bcrypt count */
+        fail_note(g, addr, ck == CHECK_OK);
     if (ck == CHECK_BUSY) { /* issue 28: a worker is not held waiting for bcrypt */
         refuse(resp, 429, "Too Many Requests: password checks are busy, retry later", NULL);
         pd_http_add_header(resp, "Retry-After", "1");

@@ -27,13 +27,19 @@
  *      A check that needs bcrypt (not cached) while 3 already run or wait
  *      for it -> 429 "Retry-After: 1" at once (profd_http_rejected_total
  *      {reason="auth_busy"}): a flood of wrong passwords holds no worker,
- *      cached users never wait;
+ *      cached users never wait. Per client address (req->client): after 5
+ *      failed checks in a row that ran bcrypt (not cached), each such
+ *      failure makes the address wait 1, 2, 4 ... 60 s; while it waits, a
+ *      check that is not cached (valid or not) -> 429 "Retry-After: N"
+ *      (reason="auth_backoff"), whether or not the user exists; a pass
+ *      while it does not wait, or 10 minutes without a failure, clears the
+ *      count;
  *   6. the request's group (push, query, admin: the pd_http_group_fn given
  *      to the server) is checked against profd_access_control; a valid user
  *      outside the group -> 403.
  * Counted in profd_http_auth_failures_total{reason="missing_credentials" |
  * "wrong_credentials" | "forbidden" | "client_certificate" | "config_error"}
- * and profd_http_rejected_total{reason="rate_limited" | "auth_busy"}.
+ * and profd_http_rejected_total{reason="rate_limited" | "auth_busy" | "auth_backoff"}.
  *
  * TLS (libmicrohttpd + GnuTLS) is set up from the file as read at start;
  * changing TLS settings needs a restart (the toolkit re-reads them per

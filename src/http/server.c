@@ -553,6 +553,7 @@ static int body_append(http_req *r, const char *data, size_t n)
         }
         b->data = d;
         b->cap = cap;
+        pd_metrics_add("profd_http_request_body_bytes", NULL, (double)grow);
     }
     memcpy(b->data + b->len, data, n);
     b->len += n;
@@ -565,6 +566,8 @@ static void req_free(http_req *r)
     if (!r)
         return;
     __atomic_sub_fetch(&r->srv->body_bytes, r->body.cap, __ATOMIC_RELAXED);
+    if (r->body.cap)
+        pd_metrics_add("profd_http_request_body_bytes", NULL, -(double)r->body.cap);
     pd_buf_release(&r->body);
     pd_buf_release(&r->resp.body);
     free(r->resp.headers);
@@ -752,6 +755,8 @@ static enum MHD_Result queue_text(struct MHD_Connection *conn, unsigned status, 
         return MHD_NO;
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
     add_security_headers(mr);
+    if (status == 503 || status == 429) /* a refusal that passes: say when to retry (RFC 9110 10.2.3) */
+        MHD_add_response_header(mr, "Retry-After", "1");
     if (status >= 400 && status != 404 && status != 405)
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, status, mr);
@@ -828,7 +833,18 @@ static bool is_form(const char *ct)
 /* Runs the handler of r (any thread); the response is kept in r->resp. */
 static void run_handler(http_req *r)
 {
+    char client[INET6_ADDRSTRLEN] = "";
+    const union MHD_ConnectionInfo *ci =
+        r->conn ? MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, client, sizeof client);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, client, sizeof client);
+    }
     pd_http_request req = {
+        .client = client,
         .method = r->method,
         .path = r->url,
         .body = (const uint8_t *)(r->body.data ? r->body.data : ""),
@@ -991,6 +1007,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             if (rc) {
                 r->body_error = rc;
                 __atomic_sub_fetch(&srv->body_bytes, r->body.cap, __ATOMIC_RELAXED);
+                if (r->body.cap)
+                    pd_metrics_add("profd_http_request_body_bytes", NULL, -(double)r->body.cap);
                 pd_buf_release(&r->body);
             }
         }
@@ -1063,8 +1081,16 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
      * a request line or headers over the connection memory get 414/431, a
      * malformed request 400. MHD reports them only through this log, as
      * "Error processing request (HTTP response code is NNN (...)". */
-    if (strstr(line, "limit") && strstr(line, "connection"))
-        pd_metrics_add("profd_http_rejected_total", "reason=\"connection_limit\"", 1);
+    if (strstr(line, "limit") && strstr(line, "connection")) {
+        /* MHD says the same for its total and its per-IP cap: below the
+         * total, it was the client's address that was over its cap */
+        pd_http_server *srv = cls;
+        pthread_mutex_lock(&srv->conns_mu);
+        bool total = srv->n_conns + 1 >= srv->max_conn;
+        pthread_mutex_unlock(&srv->conns_mu);
+        pd_metrics_add("profd_http_rejected_total",
+                       total ? "reason=\"connection_limit\"" : "reason=\"per_ip_limit\"", 1);
+    }
     const char *code = strstr(line, "HTTP response code is ");
     if (code) {
         int status = atoi(code + strlen("HTTP response code is "));
@@ -1186,6 +1212,10 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
     pd_metrics_describe("profd_http_cut_off_total", PD_METRIC_COUNTER,
                         "Connections closed by the server because a request was not received "
                         "within --web.read-timeout, by reason (idle, read_timeout).");
+    pd_metrics_describe("profd_http_request_body_bytes", PD_METRIC_GAUGE,
+                        "Bytes of request body buffers held now (the budget: max(64 MiB, 4 x "
+                        "--scrape.max-body-bytes)).");
+    pd_metrics_add("profd_http_request_body_bytes", NULL, 0);
     pd_metrics_add("profd_http_cut_off_total", "reason=\"idle\"", 0);
     pd_metrics_add("profd_http_cut_off_total", "reason=\"read_timeout\"", 0);
     pd_metrics_add("profd_http_cut_off_total", "reason=\"idle_budget\"", 0);
@@ -1209,8 +1239,9 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
     srv->ctx = ctx;
     srv->guard = o->guard;
     srv->max_body = o->max_body_bytes ? o->max_body_bytes : (size_t)16 << 20;
-    srv->body_budget = srv->max_body * 4 > PD_HTTP_BODY_BUDGET_MIN ? srv->max_body * 4
-                                                                   : PD_HTTP_BODY_BUDGET_MIN;
+    srv->body_budget = o->body_budget_bytes ? o->body_budget_bytes
+                       : srv->max_body * 4 > PD_HTTP_BODY_BUDGET_MIN ? srv->max_body * 4
+                                                                     : PD_HTTP_BODY_BUDGET_MIN;
     int64_t rt = o->read_timeout_ms > 0 ? o->read_timeout_ms : PD_HTTP_READ_TIMEOUT_MS;
     srv->read_timeout_ns = rt * 1000000;
     unsigned max_conn = o->max_connections ? o->max_connections : PD_HTTP_CONN_LIMIT;
@@ -1266,7 +1297,7 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
         struct MHD_OptionItem opts[24];
         size_t no = 0;
 #define OPT(k, v, p) (opts[no++] = (struct MHD_OptionItem){(k), (intptr_t)(v), (p)})
-        OPT(MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL);
+        OPT(MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv);
         OPT(MHD_OPTION_LISTEN_SOCKET, srv->fd[i], NULL);
         OPT(MHD_OPTION_URI_LOG_CALLBACK, uri_log_cb, srv);
         OPT(MHD_OPTION_NOTIFY_COMPLETED, completed_cb, srv);

@@ -47,6 +47,9 @@ typedef struct pd_http_request {
     const uint8_t *body;
     size_t body_len;
     void *priv; /* server-private (the MHD connection) */
+    /* the client's numeric address ("127.0.0.1", "::1"; "" when unknown),
+     * as the server saw it (no X-Forwarded-For): what per-client limits key on */
+    const char *client;
 } pd_http_request;
 
 typedef struct pd_http_response {
@@ -89,6 +92,10 @@ typedef struct pd_http_server_options {
     unsigned threads;             /* ingest pool workers; 0: 4 */
     unsigned query_threads;       /* query pool workers; 0: 4 */
     size_t max_body_bytes;        /* 0: 16 MiB */
+    /* bytes of request bodies all requests may hold at once; past it a
+     * request is answered 503 with Retry-After: 1 (reason="bodies_in_flight").
+     * 0: max(64 MiB, 4 x max_body_bytes) */
+    size_t body_budget_bytes;
     int64_t read_timeout_ms;      /* whole-request deadline; 0: 30 s */
     unsigned max_connections;     /* 0: 4096 (clamped to RLIMIT_NOFILE - 64) */
     unsigned max_connections_per_ip; /* 0: no per-IP cap */

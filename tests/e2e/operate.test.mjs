@@ -479,9 +479,11 @@ function rssBytes(pid) {
 }
 
 // One kept-alive connection that made one request: resolves {sock, status}.
-function oneRequest(port) {
+// from: the local address (every 127/8 address is the loopback's), so many
+// clients can be told apart by profd's per-address cap.
+function oneRequest(port, from = '127.0.0.1') {
   return new Promise((resolve, reject) => {
-    const sock = net.connect(port, '127.0.0.1');
+    const sock = net.connect({ port, host: '127.0.0.1', localAddress: from });
     let buf = '';
     sock.setEncoding('latin1');
     sock.on('error', reject);
@@ -507,8 +509,9 @@ test('2,000 idle kept-alive connections after one request each: RSS growth < 64 
   for (let i = 0; i < 20; i++) await oneRequest(p.port).then(({ sock }) => sock.destroy()); // warm up
   const rss0 = rssBytes(p.pid);
   const socks = [];
-  for (let b = 0; b < 20; b++) { // 20 x 100 at once
-    const got = await Promise.all(Array.from({ length: 100 }, () => oneRequest(p.port)));
+  for (let b = 0; b < 20; b++) { // 20 x 100 at once, from 8 client addresses (250 each:
+    // under the default --web.max-connections-per-ip=512)
+    const got = await Promise.all(Array.from({ length: 100 }, (_, i) => oneRequest(p.port, `127.0.0.${2 + (b * 100 + i) % 8}`)));
     for (const g of got) { assert.equal(g.status, 200); socks.push(g.sock); }
   }
   // profd keeps at most 64 of them: the others are closed (the longest idle first)
@@ -529,5 +532,40 @@ test('2,000 idle kept-alive connections after one request each: RSS growth < 64 
   });
   assert.equal(again, '200');
   for (const s of socks) s.destroy();
+  await p.stop();
+});
+
+// Issue 28 item 1: the default per-address cap. 600 connections from one
+// address that send nothing: 512 are kept, the rest closed at accept and
+// counted (per_ip_limit); another address is still served, and so is the
+// first once its connections are gone.
+test('default --web.max-connections-per-ip=512: one address cannot take every connection', { timeout: 240000 }, async () => {
+  // a long read timeout: the silent connections are closed by the cap only
+  const p = await startLoggingProfd({ storage: path.join(dir, 'data-perip'), logPath: path.join(dir, 'perip.log'),
+    extraArgs: ['--web.read-timeout=10m'] });
+  const refused = () => metric(p.base, 'profd_http_rejected_total', 'reason="per_ip_limit"');
+  const r0 = await refused();
+  const socks = [];
+  for (let i = 0; i < 600; i++) {
+    const s = net.connect({ port: p.port, host: '127.0.0.1', localAddress: '127.0.0.20' });
+    s.on('error', () => {});
+    socks.push(s);
+  }
+  await waitFor('profd to refuse the connections past 512', async () => (await refused()) - r0 >= 600 - 512, 120000, 250);
+  const closed = await waitFor('the clients to see the closes', async () => {
+    const n = socks.filter((s) => s.destroyed || s.readyState !== 'open').length;
+    return n >= 600 - 512 ? n : null;
+  }, 60000, 250);
+  assert.ok(closed <= 600 - 512 + 5, `${closed} of 600 closed: the cap is 512`);
+  const other = await oneRequest(p.port, '127.0.0.21');
+  assert.equal(other.status, 200);
+  other.sock.destroy();
+  for (const s of socks) s.destroy();
+  const again = await waitFor('the address to be served again', async () => {
+    const r = await oneRequest(p.port, '127.0.0.20').catch(() => null);
+    if (r) r.sock.destroy();
+    return r && r.status === 200 ? r : null;
+  }, 60000, 250);
+  assert.equal(again.status, 200);
   await p.stop();
 });

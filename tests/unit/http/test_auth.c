@@ -87,7 +87,16 @@ static size_t drop(char *b, size_t sz, size_t n, void *ud)
     return sz * n;
 }
 
+static reply get_from(uint16_t port, const char *path, const char *authz, const char *from);
+
 static reply get(uint16_t port, const char *path, const char *authz)
+{
+    return get_from(port, path, authz, NULL);
+}
+
+/* GET from local address `from` (e.g. "127.0.0.2": every 127/8 address is
+ * the loopback's), NULL: the default one. */
+static reply get_from(uint16_t port, const char *path, const char *authz, const char *from)
 {
     reply r;
     memset(&r, 0, sizeof r);
@@ -106,6 +115,8 @@ static reply get(uint16_t port, const char *path, const char *authz)
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, drop);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    if (from)
+        curl_easy_setopt(c, CURLOPT_INTERFACE, from);
     assert_int_equal(curl_easy_perform(c), CURLE_OK);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
     curl_slist_free_all(h);
@@ -311,6 +322,79 @@ static void test_rate_limit(void **state)
     pd_http_gate_free(g);
 }
 
+static int64_t fake_ns = 1000000000000LL;
+static int64_t fake_clock(void)
+{
+    return fake_ns;
+}
+
+static bool retry_after_is(const reply *r, const char *v)
+{
+    char want[64];
+    snprintf(want, sizeof want, "Retry-After: %s\r\n", v);
+    return strstr(r->headers, want) != NULL;
+}
+
+/* Issue 28 item 2: per-address backoff after failed logins. Five new wrong
+ * passwords from 127.0.0.1 make it wait 1 s: a sixth new password (known or
+ * unknown user alike) is 429 with Retry-After: 1 and runs no bcrypt, while
+ * cached answers still come (a wrong one 401, a valid one 200) and another
+ * address (127.0.0.2) is untouched. Past the wait, one more failure doubles
+ * it (Retry-After: 2); a valid login that ran bcrypt clears the count. The
+ * clock is the test's (pd__http_auth_clock). */
+static void test_login_backoff(void **state)
+{
+    (void)state;
+    write_config("");
+    pd_http_gate *g;
+    pd_http_server *srv;
+    start(&g, &srv);
+    pd__http_auth_clock = fake_clock;
+    pd__http_bcrypt_hook = on_bcrypt;
+    uint16_t port = pd_http_server_port(srv);
+    char b[200], up[64];
+    assert_int_equal(get(port, "/q", basic("alice:pw", b)).status, 200); /* cached valid */
+    for (int i = 1; i <= 5; i++) {
+        snprintf(up, sizeof up, "alice:w%d", i);
+        assert_int_equal(get(port, "/q", basic(up, b)).status, 401);
+    }
+    double backoff0 = pd_metrics_get("profd_http_rejected_total", "reason=\"auth_backoff\"");
+    bcrypt_runs = 0;
+    reply r = get(port, "/q", basic("carol:w6", b));
+    assert_int_equal(r.status, 429);
+    assert_true(retry_after_is(&r, "1"));
+    r = get(port, "/q", basic("alice:w7", b));
+    assert_int_equal(r.status, 429);
+    assert_true(retry_after_is(&r, "1"));
+    assert_int_equal(bcrypt_runs, 0);
+    assert_true(pd_metrics_get("profd_http_rejected_total", "reason=\"auth_backoff\"") ==
+                backoff0 + 2);
+    assert_int_equal(get(port, "/q", basic("alice:w1", b)).status, 401); /* cached wrong */
+    assert_int_equal(get(port, "/q", basic("alice:pw", b)).status, 200); /* cached valid */
+    assert_int_equal(bcrypt_runs, 0);
+    assert_int_equal(get_from(port, "/q", basic("alice:w8", b), "127.0.0.2").status, 401);
+    assert_int_equal(bcrypt_runs, 1);
+    /* the wait passes; a sixth failure doubles it */
+    fake_ns += 1500000000LL;
+    assert_int_equal(get(port, "/q", basic("alice:w9", b)).status, 401);
+    r = get(port, "/q", basic("alice:w10", b));
+    assert_int_equal(r.status, 429);
+    assert_true(retry_after_is(&r, "2"));
+    /* past it, a valid login that ran bcrypt (bob: push only, so 403) clears the count */
+    fake_ns += 2500000000LL;
+    assert_int_equal(get(port, "/q", basic("bob:pw", b)).status, 403);
+    for (int i = 11; i <= 14; i++) {
+        snprintf(up, sizeof up, "alice:w%d", i);
+        assert_int_equal(get(port, "/q", basic(up, b)).status, 401);
+    }
+    assert_int_equal(get(port, "/q", basic("alice:w15", b)).status, 401); /* the 5th: no wait yet */
+    assert_int_equal(get(port, "/q", basic("alice:w16", b)).status, 429);
+    pd__http_bcrypt_hook = NULL;
+    pd__http_auth_clock = NULL;
+    pd_http_server_stop(srv);
+    pd_http_gate_free(g);
+}
+
 /* Issue 28: a flood of wrong passwords cannot hold every worker. bcrypt is
  * held (the hook blocks the first one) while two more wrong passwords wait:
  * a fourth is 429 with Retry-After at once, a cached valid user is 200, an
@@ -418,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_basic_auth_and_groups),
         cmocka_unit_test(test_unknown_user_costs_a_bcrypt),
         cmocka_unit_test(test_rate_limit),
+        cmocka_unit_test(test_login_backoff),
         cmocka_unit_test(test_bad_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
