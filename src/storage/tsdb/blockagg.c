@@ -72,8 +72,14 @@ void pd__bagg_free(pd_bagg *g)
     free(g);
 }
 
-size_t pd__bagg_n_records(const pd_bagg *g) { return g ? g->n_rec : 0; }
-size_t pd__bagg_file_bytes(const pd_bagg *g) { return g ? g->n_file : 0; }
+size_t pd__bagg_n_records(const pd_bagg *g)
+{
+    return g ? g->n_rec : 0;
+}
+size_t pd__bagg_file_bytes(const pd_bagg *g)
+{
+    return g ? g->n_file : 0;
+}
 
 void pd__bagg_scratch_release(pd_bagg_scratch *sc)
 {
@@ -105,7 +111,10 @@ static uint64_t rd_u(rd *r)
     r->i += k;
     return v;
 }
-static int64_t rd_z(rd *r) { return pd_zigzag_dec(rd_u(r)); }
+static int64_t rd_z(rd *r)
+{
+    return pd_zigzag_dec(rd_u(r));
+}
 
 static bool grow(void **p, size_t *cap, size_t n, size_t elem)
 {
@@ -201,7 +210,7 @@ static int rec_decode(rd *r, const pd_symbols *sym, pd_bagg_rec *o, pd_bagg_scra
     h->value = sc->value;
     if (sym) { /* every id in the block's symbols */
         *why = "string id out of range";
-        uint32_t ids[6] = {h->period_type, h->period_unit, h->drop_frames,
+        uint32_t ids[6] = {h->period_type, h->period_unit,         h->drop_frames,
                            h->keep_frames, h->default_sample_type, h->doc_url};
         for (int i = 0; i < 6; i++)
             if (ids[i] >= sym->n_str)
@@ -303,8 +312,8 @@ int pd__bagg_load(pd_block *b, pd_bagg **out, pd_err *err)
     snprintf(path, sizeof path, "%s/%s", pd__block_dir(b), PD_BAGG_FILE);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return errno == ENOENT ? PD_ENOTFOUND : pd_err_set(err, -errno, "open %s: %s", path,
-                                                           strerror(errno));
+        return errno == ENOENT ? PD_ENOTFOUND
+                               : pd_err_set(err, -errno, "open %s: %s", path, strerror(errno));
     uint8_t *buf = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
@@ -356,9 +365,11 @@ int pd__bagg_load(pd_block *b, pd_bagg **out, pd_err *err)
         plen = plen << 8 | buf[42 + i];
     }
     if (nser != pd__block_n_series(b) || plen > BAGG_MAX_PAYLOAD) {
-        rc = pd_err_set(err, PD_ECORRUPT, "%s offset 34: %llu series or %llu payload bytes "
-                        "(the block has %zu series)", path, (unsigned long long)nser,
-                        (unsigned long long)plen, pd__block_n_series(b));
+        rc = pd_err_set(err, PD_ECORRUPT,
+                        "%s offset 34: %llu series or %llu payload bytes "
+                        "(the block has %zu series)",
+                        path, (unsigned long long)nser, (unsigned long long)plen,
+                        pd__block_n_series(b));
         goto out;
     }
     pd_bagg *g = calloc(1, sizeof *g);
@@ -370,8 +381,10 @@ int pd__bagg_load(pd_block *b, pd_bagg **out, pd_err *err)
     size_t z = ZSTD_decompress(g->raw, plen, buf + BAGG_HDR, n - 4 - BAGG_HDR);
     if (ZSTD_isError(z) || z != plen) {
         pd__bagg_free(g);
-        rc = pd_err_set(err, PD_ECORRUPT, "%s offset %d: payload does not decompress to %llu "
-                        "bytes", path, BAGG_HDR, (unsigned long long)plen);
+        rc = pd_err_set(err, PD_ECORRUPT,
+                        "%s offset %d: payload does not decompress to %llu "
+                        "bytes",
+                        path, BAGG_HDR, (unsigned long long)plen);
         goto out;
     }
     g->n_raw = plen;
@@ -596,8 +609,8 @@ static int bs_encode(const bstate *s, pd_buf *out)
     return rc;
 }
 
-int pd__bagg_build(pd_block *b, bool (*skip)(void *ctx, uint32_t id), void *ctx,
-                   pd_bagg **out, pd_err *err)
+int pd__bagg_build(pd_block *b, bool (*skip)(void *ctx, uint32_t id), void *ctx, pd_bagg **out,
+                   pd_err *err)
 {
     *out = NULL;
     size_t ns = pd__block_n_series(b);
@@ -718,7 +731,10 @@ int pd__bagg_write(const pd_block *b, const pd_bagg *g, pd_err *err)
 
 /* ---- the maintenance round's part ---- */
 
-static bool skip_bad(void *ctx, uint32_t id) { return pd__tsdb_hb_bad(ctx, id); }
+static bool skip_bad(void *ctx, uint32_t id)
+{
+    return pd__tsdb_hb_bad(ctx, id);
+}
 
 bool pd__bagg_maintain(pd_storage *s, int64_t budget_ms)
 {

@@ -37,7 +37,7 @@
 
 #define PD_BAGG_FILE "aggregates"
 #define PD_BAGG_VERSION 1
-#define PD_BAGG_MAX_TYPES 256            /* sample types per record */
+#define PD_BAGG_MAX_TYPES 256                 /* sample types per record */
 #define PD_BAGG_MAX_ENTRIES ((size_t)1 << 22) /* (stack, label set) per record */
 
 /* One block's aggregates (opaque): the decompressed records and, per series

@@ -37,7 +37,10 @@
 
 static int64_t T0;
 static int64_t now_ms;
-static int64_t test_clock(void) { return now_ms; }
+static int64_t test_clock(void)
+{
+    return now_ms;
+}
 
 static void append(pd_storage *st, const char *name, const char *inst, int64_t ts, int j, int mul)
 {
@@ -96,9 +99,9 @@ static int record(void *ctx, const pd_storage_agg_part *part, const pd_profile *
     pd_buf b;
     pd_buf_init(&b, 0);
     assert_int_equal(pd_profile_encode(p, false, &b), 0);
-    pd_buf_printf(out, "%zu bytes, %zu samples, time %" PRId64 " period %" PRId64
-                       " duration %" PRId64 "\n",
-                  b.len, p->n_sample, p->time_nanos, p->period, p->duration_nanos);
+    pd_buf_printf(
+        out, "%zu bytes, %zu samples, time %" PRId64 " period %" PRId64 " duration %" PRId64 "\n",
+        b.len, p->n_sample, p->time_nanos, p->period, p->duration_nanos);
     pd_buf_append(out, b.data, b.len);
     pd_buf_release(&b);
     return 0;
@@ -120,8 +123,8 @@ static void record_all(pd_storage *st, pd_buf *out)
             mask[i] = ~(uint64_t)0;
     }
     const int64_t ranges[][2] = {
-        {INT64_MIN, T0 + 10 * DUR}, /* every block whole (not the head: a replayed
-                                        profile is symbolized in another order) */
+        {INT64_MIN, T0 + 10 * DUR},             /* every block whole (not the head: a replayed
+                                                    profile is symbolized in another order) */
         {T0 + DUR / 2, T0 + 4 * DUR + DUR / 3}, /* cut at both ends */
         {T0 + DUR, T0 + 4 * DUR - 1},           /* on block bounds */
         {T0 + DUR + 1, T0 + DUR + 2},           /* inside one block, no profile */
@@ -135,20 +138,20 @@ static void record_all(pd_storage *st, pd_buf *out)
         for (int g = 0; g < 3; g++) {
             size_t ns = 0, nd = 0;
             pd_buf_printf(out, "== range %zu group %d\n", r, g);
-            PD_ASSERT_OK(pd_storage_aggregate(st, refs, groups[g], set.n, lo, hi, record, NULL,
-                                              out, &ns, &err),
+            PD_ASSERT_OK(pd_storage_aggregate(st, refs, groups[g], set.n, lo, hi, record, NULL, out,
+                                              &ns, &err),
                          &err);
             pd_buf_printf(out, "series %zu\n== deltas\n", ns);
             PD_ASSERT_OK(pd_storage_aggregate_delta(st, refs, groups[g], mask, set.n, lo, hi,
                                                     record, NULL, out, &ns, &nd, &err),
                          &err);
             pd_buf_printf(out, "series %zu deltas %zu\n== span filter\n", ns, nd);
-            PD_ASSERT_OK(pd_storage_aggregate_filtered(st, &f, refs, groups[g], NULL, set.n, lo,
-                                                       hi, record, NULL, out, &ns, &nd, &err),
+            PD_ASSERT_OK(pd_storage_aggregate_filtered(st, &f, refs, groups[g], NULL, set.n, lo, hi,
+                                                       record, NULL, out, &ns, &nd, &err),
                          &err);
             pd_buf_printf(out, "== span filter, deltas\n");
-            PD_ASSERT_OK(pd_storage_aggregate_filtered(st, &f, refs, groups[g], mask, set.n, lo,
-                                                       hi, record, NULL, out, &ns, &nd, &err),
+            PD_ASSERT_OK(pd_storage_aggregate_filtered(st, &f, refs, groups[g], mask, set.n, lo, hi,
+                                                       record, NULL, out, &ns, &nd, &err),
                          &err);
             pd_buf_printf(out, "series %zu deltas %zu\n", ns, nd);
         }
@@ -162,7 +165,8 @@ static void same(const pd_buf *a, const pd_buf *b, const char *what)
         size_t i = 0;
         while (i < a->len && i < b->len && a->data[i] == b->data[i])
             i++;
-        FILE *fa = fopen("/tmp/pd_blockagg_a.out", "wb"), *fb = fopen("/tmp/pd_blockagg_b.out", "wb");
+        FILE *fa = fopen("/tmp/pd_blockagg_a.out", "wb"),
+             *fb = fopen("/tmp/pd_blockagg_b.out", "wb");
         if (fa && fb) {
             fwrite(a->data, 1, a->len, fa);
             fwrite(b->data, 1, b->len, fb);
