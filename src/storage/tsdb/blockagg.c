@@ -16,7 +16,10 @@
  * Payload: n_records (uvarint), then per record, ascending series id:
  *   id delta from the previous record's id + 1 (uvarint), record bytes
  *   (uvarint), the record:
- *     n_profiles, min_ts (zigzag), max_ts - min_ts, flags (bit 0: tn_reset),
+ *     CRC-32C of the series' bytes in chunks/000001 (its extent: value
+ *     groups and time chunk) when summed, checked at a record's first use
+ *     (a record whose chunks changed is not used: the decode reports the
+ *     damage), n_profiles, min_ts (zigzag), max_ts - min_ts, flags (bit 0: tn_reset),
  *     n_types, types (2 x n_types string ids), period_type, period_unit,
  *     period, time_nanos, duration_nanos (zigzag), n_comment, comments,
  *     drop_frames, keep_frames, default_sample_type, doc_url (string ids),
@@ -54,6 +57,9 @@
 #define BAGG_MAX_PAYLOAD ((uint64_t)1 << 32) /* decompressed: 4 GiB */
 
 struct pd_bagg {
+    const pd_block *b; /* borrowed: the hblock's, which outlives g */
+    uint8_t *chk;      /* n_series, __atomic: 0 record not checked against the chunks
+                          yet, 1 it matches them, 2 it does not (decode the series) */
     uint8_t *raw; /* the payload */
     size_t n_raw;
     uint64_t *off; /* n_series: where series id's record starts in raw, + 1 (0: none) */
@@ -67,6 +73,7 @@ void pd__bagg_free(pd_bagg *g)
     if (!g)
         return;
     free(g->raw);
+    free(g->chk);
     free(g->off);
     free(g->file);
     free(g);
@@ -137,6 +144,8 @@ static int rec_decode(rd *r, const pd_symbols *sym, pd_bagg_rec *o, pd_bagg_scra
 {
     memset(o, 0, sizeof *o);
     *why = "truncated record";
+    uint64_t crc = rd_u(r);
+    o->chunks_crc = (uint32_t)crc;
     o->n_profiles = rd_u(r);
     o->min_ts = rd_z(r);
     o->max_ts = (int64_t)((uint64_t)o->min_ts + rd_u(r));
@@ -145,7 +154,7 @@ static int rec_decode(rd *r, const pd_symbols *sym, pd_bagg_rec *o, pd_bagg_scra
     uint64_t nt = rd_u(r);
     if (r->bad)
         return PD_ECORRUPT;
-    if (nt > PD_BAGG_MAX_TYPES || flags > 1 || o->max_ts < o->min_ts || !o->n_profiles) {
+    if (nt > PD_BAGG_MAX_TYPES || flags > 1 || crc > UINT32_MAX || o->max_ts < o->min_ts || !o->n_profiles) {
         *why = "record header out of range";
         return PD_ECORRUPT;
     }
@@ -242,7 +251,17 @@ int pd__bagg_get(const pd_bagg *g, uint32_t id, pd_bagg_rec *r, pd_bagg_scratch 
     rd x = {.p = g->raw, .n = g->n_raw, .i = (size_t)(g->off[id] - 1)};
     const char *why;
     int rc = rec_decode(&x, NULL, r, sc, &why);
-    return rc < 0 ? (rc == PD_ENOMEM ? rc : 0) : 1; /* verified at load: no PD_ECORRUPT */
+    if (rc < 0)
+        return rc == PD_ENOMEM ? rc : 0; /* verified at load: no PD_ECORRUPT */
+    /* the first use: do the chunks still hold what was summed? (a byte
+       flipped since must cost what it touches, reported by the decode) */
+    uint8_t c = __atomic_load_n(&g->chk[id], __ATOMIC_ACQUIRE);
+    if (!c) {
+        uint32_t crc;
+        c = pd__block_series_crc(g->b, id, &crc) == 0 && crc == r->chunks_crc ? 1 : 2;
+        __atomic_store_n(&g->chk[id], c, __ATOMIC_RELEASE);
+    }
+    return c == 1;
 }
 
 /* Indexes payload raw (owned by g from now on) into g, verifying every
@@ -251,7 +270,9 @@ static int index_payload(pd_block *b, pd_bagg *g, const char *path, pd_err *err)
 {
     const pd_symbols *sym = pd__block_symbols(b);
     g->n_series = pd__block_n_series(b);
-    if (!(g->off = calloc(g->n_series + 1, sizeof *g->off)))
+    g->b = b;
+    if (!(g->off = calloc(g->n_series + 1, sizeof *g->off)) ||
+        !(g->chk = calloc(g->n_series + 1, 1)))
         return PD_ENOMEM;
     rd r = {.p = g->raw, .n = g->n_raw};
     uint64_t n = rd_u(&r), id = 0;
@@ -553,7 +574,7 @@ static int cmp_e(const void *x, const void *y)
 }
 
 /* Appends s's record to out. 0, PD_ENOMEM, PD_ETOOBIG. */
-static int bs_encode(const bstate *s, pd_buf *out)
+static int bs_encode(const bstate *s, uint32_t chunks_crc, pd_buf *out)
 {
     size_t nt = s->h.n_types, k = 0;
     uint32_t *ord = malloc((s->n_e ? s->n_e : 1) * sizeof *ord);
@@ -572,6 +593,7 @@ static int bs_encode(const bstate *s, pd_buf *out)
     int rc = 0;
 #define PU(x) (rc = rc < 0 ? rc : pd_buf_put_varint(out, (uint64_t)(x)))
 #define PZ(x) PU(pd_zigzag_enc((int64_t)(x)))
+    PU(chunks_crc);
     PU(s->n);
     PZ(s->min_ts);
     PU((uint64_t)s->max_ts - (uint64_t)s->min_ts);
@@ -623,9 +645,10 @@ int pd__bagg_build(pd_block *b, bool (*skip)(void *ctx, uint32_t id), void *ctx,
     int rc = 0;
     size_t n_rec = 0;
     uint64_t prev_id = 0;
-    if (!g || !(g->off = calloc(ns + 1, sizeof *g->off)))
+    if (!g || !(g->off = calloc(ns + 1, sizeof *g->off)) || !(g->chk = calloc(ns + 1, 1)))
         goto nomem;
     g->n_series = ns;
+    g->b = b;
     pd_buf body; /* one record at a time */
     pd_buf_init(&body, 0);
     for (uint32_t id = 0; id < ns; id++) {
@@ -647,8 +670,12 @@ int pd__bagg_build(pd_block *b, bool (*skip)(void *ctx, uint32_t id), void *ctx,
         }
         if (s.bad || !s.n)
             continue;
+        uint32_t crc;
+        if (pd__block_series_crc(b, id, &crc) < 0)
+            continue; /* read again when decoded */
+        g->chk[id] = 1;
         pd_buf_reset(&body);
-        if ((rc = bs_encode(&s, &body)) < 0) {
+        if ((rc = bs_encode(&s, crc, &body)) < 0) {
             pd_buf_release(&body);
             goto nomem;
         }

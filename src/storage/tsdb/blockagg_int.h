@@ -53,6 +53,7 @@ typedef struct pd_bagg_rec {
     pd_dprof h;
     uint64_t n_profiles;
     int64_t min_ts, max_ts; /* ms, of the series' first and last profile in the block */
+    uint32_t chunks_crc;    /* of the series' chunk bytes when summed */
     bool tn_reset;          /* a profile had time_nanos 0: h.time_nanos replaces the
                                fold so far instead of joining it (aggregate.c) */
 } pd_bagg_rec;
@@ -67,9 +68,10 @@ typedef struct pd_bagg_scratch {
 void pd__bagg_scratch_release(pd_bagg_scratch *sc);
 
 /* Decodes series id's record of g into *r (arrays in sc). Returns 1 when
- * there is one, 0 when the series has none (not aggregable, or damaged when
- * built: decode it), PD_ENOMEM. g was verified when loaded, so no other
- * error is possible. */
+ * there is one, 0 when the series has none (not aggregable, damaged when
+ * built, or its chunk bytes no longer have the CRC they had when summed —
+ * checked at the record's first use, by reading them: decode it),
+ * PD_ENOMEM. g was verified when loaded, so no other error is possible. */
 int pd__bagg_get(const pd_bagg *g, uint32_t id, pd_bagg_rec *r /* OUT */, pd_bagg_scratch *sc);
 
 /* Reads and verifies b's aggregates file into *out. Errors: PD_ENOTFOUND (no
