@@ -95,6 +95,16 @@ start_profd() { # DIR PORT [PROFD [FLAGS...]]
     pid=$!
     for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$port/-/ready" 2>/dev/null && break; sleep 0.1; done
     sleep 3 # the maintenance round at open is done
+    # and it has loaded or built every block's aggregates file (issue 35;
+    # docs/format/aggregates.md): the merges below measure the steady state
+    local nb na
+    for _ in $(seq 600); do
+        nb=$(find "$d" -name meta.json | wc -l)
+        na=$(find "$d" -name aggregates | wc -l)
+        [ "$na" -ge "$nb" ] && break
+        sleep 0.5
+    done
+    echo "   (blocks: $nb, with their aggregates file: $na)"
 }
 cpu_ticks() { awk '{print $14 + $15}' /proc/$pid/stat; }
 profd_req() { # URL -> "median_ms cpu_ms_per_req best_ms"
@@ -139,6 +149,43 @@ if cmp -s "$tmp/a.txt" "$tmp/b.txt"; then
     echo "   samples identical (go tool pprof -raw, normalized): $(wc -l <"$tmp/a.txt") distinct stacks"
 else
     echo "   SAMPLES DIFFER (go tool pprof -raw, normalized):"; diff "$tmp/a.txt" "$tmp/b.txt" | head -5; exit 1
+fi
+kill "$pid"; wait "$pid" 2>/dev/null || true
+fi
+
+if [[ " $PARTS " == *" 3 "* ]]; then
+# 3. the same N profiles pushed over HTTP as the last N x 7 s (~100 minutes
+#    for 858): all in the head, none cut into a block yet
+mkdir -p "$tmp/d3"
+start_profd "$tmp/d3" $PORT_P "$PROFD" --storage.block-duration=4h
+T3=$(( $(date +%s) - N * 7 ))
+i=0
+for f in $FILES; do
+    i=$((i + 1))
+    curl -fsS -o /dev/null --data-binary @"$f" \
+        "http://127.0.0.1:$PORT_P/api/0/profiles?service=bench&type=heap&instance_id=a&created_at=$((T3 + i * 7))"
+done
+q3="%7Bservice%3D%22bench%22%2C__name__%3D%22heap%22%7D"
+url="http://127.0.0.1:$PORT_P/api/v1/query?mode=merge&query=$q3&from=$T3&to=$((T3 + N * 7 + 1))&report=proto"
+got=$(curl -fsS -D - -o "$tmp/profd3.pb.gz" "$url" | awk 'tolower($1)=="x-profd-profiles:"{print $2+0}')
+[ "$got" = "$N" ] || { echo "profd merged $got profiles from the head, want $N" >&2; exit 1; }
+read -r pl pc _ <<<"$(profd_req "$url")"
+[ -s "$tmp/pp.txt" ] || for _ in 1 2 3; do
+    /usr/bin/time -f '%e %U %S %M' -o "$tmp/time.txt" go tool pprof -proto $FILES >"$tmp/pprof.pb.gz" 2>/dev/null
+    cat "$tmp/time.txt"
+done | awk '{print $1*1000, ($2+$3)*1000, $4/1024}' | sort -g | awk '{a[NR]=$0} END{print a[int((NR+1)/2)]}' >"$tmp/pp.txt"
+read -r gl gc gr <"$tmp/pp.txt"
+echo
+echo "3. the same $N profiles pushed as the last $((N * 7 / 60)) minutes: merged from the head"
+printf '   %-34s %10.1f %10.1f\n' "profd over HTTP (report=proto)" "$pl" "$pc"
+printf '   %-34s %10.1f %10.1f\n' "go tool pprof -proto (same files)" "$gl" "$gc"
+awk -v a="$gl" -v b="$pl" 'BEGIN{printf "   speedup: wall %.0fx\n", a/b}'
+go tool pprof -raw "$tmp/profd3.pb.gz" 2>/dev/null | python3 bench/merge_pushdown/normalize_raw.py >"$tmp/a3.txt"
+go tool pprof -raw "$tmp/pprof.pb.gz" 2>/dev/null | python3 bench/merge_pushdown/normalize_raw.py >"$tmp/b3.txt"
+if cmp -s "$tmp/a3.txt" "$tmp/b3.txt"; then
+    echo "   samples identical (go tool pprof -raw, normalized): $(wc -l <"$tmp/a3.txt") distinct stacks"
+else
+    echo "   SAMPLES DIFFER (go tool pprof -raw, normalized):"; diff "$tmp/a3.txt" "$tmp/b3.txt" | head -5; exit 1
 fi
 kill "$pid"; wait "$pid" 2>/dev/null || true
 fi

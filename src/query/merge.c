@@ -1383,6 +1383,24 @@ static void point_types(const pd_point *pt, pd_buf *b)
     pd_buf_putc(b, ']');
 }
 
+/* Whether a and b have the same sample types (type and unit, in order):
+ * check_point's answer for b is then a's, with no formatting (a merge of N
+ * profiles checks N points; consecutive ones of a series mostly share them). */
+static bool same_types(const pd_point *a, const pd_point *b)
+{
+    if (a->n_types != b->n_types || !a->types != !b->types)
+        return false;
+    if (a->types == b->types)
+        return true;
+    for (size_t i = 0; i < a->n_types; i++)
+        if (strcmp(a->types[i].type ? a->types[i].type : "",
+                   b->types[i].type ? b->types[i].type : "") ||
+            strcmp(a->types[i].unit ? a->types[i].unit : "",
+                   b->types[i].unit ? b->types[i].unit : ""))
+            return false;
+    return true;
+}
+
 typedef struct run {
     pd_storage *st;
     pd_merge *m;
@@ -1620,7 +1638,8 @@ static int prep_side(run *r, const pd_query_side *q, const char *side, side_prep
             break;
         /* all sample types first: a mismatch fails before any body is read */
         for (size_t j = 0; j < pts.n && rc >= 0; j++)
-            rc = check_point(r, &sp->set.v[i].labels, &pts.v[j], side, err);
+            if (!j || !same_types(&pts.v[j], &pts.v[j - 1])) /* equal to one checked: passes */
+                rc = check_point(r, &sp->set.v[i].labels, &pts.v[j], side, err);
         if (pts.n && rc >= 0) {
             size_t k = sp->nv;
             r->series++;

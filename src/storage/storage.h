@@ -539,13 +539,19 @@ typedef struct pd_storage_stats {
                                     index lock mid-walk to let writers in */
     uint64_t n_aggregate_parallel; /* since open: aggregations whose blocks were walked by
                                       more than one worker thread (aggregate_workers) */
+    uint64_t n_aggregates_built; /* since open: blocks whose aggregates file
+                                    (docs/format/aggregates.md) was built from their chunks */
+    uint64_t n_aggregate_records; /* since open: series' parts in a block that a merge added
+                                     as one pre-summed record instead of decoding them */
 } pd_storage_stats;
 
 /* One round of maintenance, as the background thread runs it: cuts the head
  * when due (block_duration_ms), compacts adjacent blocks into larger ones
  * (time ranges block_duration x 3^k, up to 10% of the retention time, as
  * Prometheus; a group is compacted once the store's newest profile is past
- * its range), then applies retention. Safe to call from any thread; rounds
+ * its range), then applies retention, and loads (or builds and writes) the
+ * aggregates of blocks that have none in memory yet (at most ~2 s of building
+ * per round; docs/format/aggregates.md). Safe to call from any thread; rounds
  * are serialized. Readers and appenders keep going meanwhile (appends wait
  * only during a head cut). A failure leaves the data as it was (a failed
  * compaction keeps its sources). A source block that does not read is marked

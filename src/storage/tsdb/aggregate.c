@@ -57,6 +57,7 @@
 #include "base/u64map.h"
 #include "storage/delta_int.h"
 #include "storage/storage.h"
+#include "storage/tsdb/blockagg_int.h"
 #include "storage/tsdb/chunks_int.h"
 #include "storage/tsdb/db_int.h"
 
@@ -108,6 +109,10 @@ typedef struct agg {
     const pd_storage_sample_filter *flt;
     uint8_t *lok;
     size_t n_lok;
+    /* a block's pre-summed records (blockagg_int.h): decoded into sc;
+       n_rec counts those added (the store's n_agg_records) */
+    pd_bagg_scratch sc;
+    uint64_t *n_rec;
 } agg;
 
 /* The weights of one series' profiles in a delta aggregation: on == false
@@ -171,6 +176,7 @@ static void agg_release(agg *a)
     free(a->cur_lset);
     free(a->cur_e);
     free(a->lok);
+    pd__bagg_scratch_release(&a->sc);
 }
 
 /* Whether label set ls of sym passes f (storage.h's rule, label by label). A
@@ -636,6 +642,7 @@ typedef struct entry {
     size_t i;      /* index into refs */
     size_t gfirst; /* first index of refs in i's group */
     int64_t bmint; /* the block's min time */
+    int64_t smint, smaxt; /* of the series in the block */
 } entry;
 
 static int cmp_entry_order(const void *x, const void *y)
@@ -648,6 +655,187 @@ static int cmp_entry_order(const void *x, const void *y)
     if (a->gfirst != b->gfirst)
         return a->gfirst < b->gfirst ? -1 : 1;
     return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* ---- a block's pre-summed records (blockagg_int.h) ----
+ *
+ * A series whose whole part in a block lies inside the walk's range (and
+ * inside its weight window: a series summed as is in a delta aggregation)
+ * is added from the block's record — the sum of its profiles there, with
+ * the header folded by the same rules — instead of decoding each profile:
+ * agg_add_rec is agg_add_w for a run of profiles at once, in the same order
+ * (blockagg.c says why each header rule combines). A cumulative series'
+ * deltas add only a few of its profiles (the last of each lifetime, the
+ * baseline): those are read alone, a value group each, when few; a part the
+ * range cuts, or one without a record, is decoded as before. */
+
+/* Folds record r (series a->cur_i's whole part in a block) into the part. */
+static int agg_add_rec(agg *a, const pd_bagg_rec *r)
+{
+    const pd_dprof *d = &r->h;
+    int rc;
+    if (a->poll && (rc = a->poll(a->ctx, a->err)) < 0)
+        return rc;
+    if (a->stop && __atomic_load_n(a->stop, __ATOMIC_RELAXED))
+        return PD_ECANCELED;
+    if (a->part.n_profiles && !same_header(a, d)) {
+        if ((rc = agg_flush(a)) < 0)
+            return rc;
+        a->part.series = a->cur_i;
+        a->part.n_series = 1;
+        a->last_i = a->cur_i + 1;
+    }
+    size_t nt = d->n_types;
+    if (!a->part.n_profiles) {
+        a->h = *d;
+        a->h.n_comment = 0;
+        uint32_t *t = realloc(a->types, (2 * nt + 1) * sizeof *t);
+        int64_t *tot = realloc(a->totals, (nt + 1) * sizeof *tot);
+        if (t)
+            a->types = t;
+        if (tot)
+            a->totals = tot;
+        if (!t || !tot)
+            return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+        memcpy(a->types, d->types, 2 * nt * sizeof *t);
+        memset(a->totals, 0, nt * sizeof *tot);
+        a->part.min_ts = r->min_ts;
+        a->part.max_ts = r->max_ts;
+    } else {
+        if (r->tn_reset || a->h.time_nanos == 0 || d->time_nanos < a->h.time_nanos)
+            a->h.time_nanos = d->time_nanos;
+        if (a->h.period == 0 || a->h.period < d->period)
+            a->h.period = d->period;
+        a->h.duration_nanos =
+            (int64_t)((uint64_t)a->h.duration_nanos + (uint64_t)d->duration_nanos);
+        if (!a->h.default_sample_type)
+            a->h.default_sample_type = d->default_sample_type;
+        if (!a->h.doc_url)
+            a->h.doc_url = d->doc_url;
+    }
+    for (size_t i = 0; i < d->n_comment; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < a->h.n_comment && !seen; j++)
+            seen = a->comment[j] == d->comment[i];
+        if (seen)
+            continue;
+        if (a->h.n_comment == a->cap_comment) {
+            size_t nc = a->cap_comment ? 2 * a->cap_comment : 8;
+            uint32_t *c = realloc(a->comment, nc * sizeof *c);
+            if (!c)
+                return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+            a->comment = c;
+            a->cap_comment = nc;
+        }
+        a->comment[a->h.n_comment++] = d->comment[i];
+    }
+    a->part.n_profiles += r->n_profiles;
+    if (r->min_ts < a->part.min_ts)
+        a->part.min_ts = r->min_ts;
+    if (r->max_ts > a->part.max_ts)
+        a->part.max_ts = r->max_ts;
+    for (size_t v = 0; v < nt; v++)
+        a->totals[v] = (int64_t)((uint64_t)a->totals[v] + (uint64_t)d->totals[v]);
+    for (uint32_t s = 0; s < d->n_sample; s++) {
+        if (a->flt && !lset_passes(a, d->lset[s]))
+            continue;
+        const int64_t *sv = d->value + (size_t)s * nt;
+        uint64_t key = (uint64_t)d->stack[s] << 32 | d->lset[s], e;
+        if (!pd_u64map_get(&a->map, key, &e)) {
+            if (a->n == a->cap) {
+                size_t nc = a->cap ? 2 * a->cap : 1024;
+                if (nc > AGG_MAX_ENTRIES)
+                    return pd_err_set(a->err, PD_ETOOBIG,
+                                      "aggregate: more than %zu distinct stacks in one block",
+                                      AGG_MAX_ENTRIES);
+                uint32_t *st = realloc(a->stack, nc * sizeof *st);
+                if (st)
+                    a->stack = st;
+                uint32_t *ls = realloc(a->lset, nc * sizeof *ls);
+                if (ls)
+                    a->lset = ls;
+                int64_t *va = realloc(a->val, nc * (nt ? nt : 1) * sizeof *va);
+                if (va)
+                    a->val = va;
+                if (!st || !ls || !va)
+                    return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+                a->cap = nc;
+            }
+            e = a->n++;
+            a->stack[e] = d->stack[s];
+            a->lset[e] = d->lset[s];
+            memset(a->val + e * nt, 0, nt * sizeof *a->val);
+            if (pd_u64map_put(&a->map, key, e) < 0)
+                return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+        }
+        int64_t *dv = a->val + e * nt;
+        for (size_t v = 0; v < nt; v++)
+            dv[v] = (int64_t)((uint64_t)dv[v] + (uint64_t)sv[v]);
+    }
+    if (a->n_rec)
+        __atomic_add_fetch(a->n_rec, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+#define SPARSE_MAX 8 /* weighted profiles of a part read one group each, at most */
+
+/* Sums entry en's series in its block over [mint, maxt] into a (a->cur_i
+ * set): from the block's record when the range holds the whole part, the
+ * weighted profiles alone when a delta aggregation adds few of them, else
+ * every profile decoded. Returns as pd__block_series_foreach_dprof. */
+static int walk_series(agg *a, const entry *en, int64_t mint, int64_t maxt, pd_err *err)
+{
+    pd_block *b = en->hb->b;
+    const agg_w *w = a->wt ? &a->wt[a->cur_i] : NULL;
+    int64_t lo = mint, hi = maxt;
+    if (w && !w->on) {
+        lo = lo > w->lo ? lo : w->lo;
+        hi = hi < w->hi ? hi : w->hi;
+    }
+    const pd_bagg *g = __atomic_load_n(&en->hb->agg, __ATOMIC_ACQUIRE);
+    if (g && (!w || !w->on) && en->smint >= lo && en->smaxt <= hi) {
+        pd_bagg_rec r;
+        int rc = pd__bagg_get(g, en->id, &r, &a->sc);
+        if (rc < 0)
+            return pd_err_set(err, rc, "aggregate: out of memory");
+        if (rc > 0 && r.min_ts == en->smint && r.max_ts == en->smaxt)
+            return agg_add_rec(a, &r);
+    }
+    if (w && w->on) { /* the weighted profiles in the part, when few: one by one */
+        size_t k0 = 0, k1;
+        while (k0 < w->n && w->ts[k0] < en->smint)
+            k0++;
+        for (k1 = k0; k1 < w->n && w->ts[k1] <= en->smaxt; k1++)
+            ;
+        if (k1 - k0 <= SPARSE_MAX) {
+            int bad = 0;
+            pd_err be;
+            pd_err_clear(&be);
+            for (size_t k = k0; k < k1; k++) {
+                if (w->ts[k] < mint || w->ts[k] > maxt)
+                    continue;
+                pd_err e1;
+                pd_err_clear(&e1);
+                int rc = pd__block_series_foreach_dprof(b, en->id, w->ts[k], w->ts[k], agg_add, a,
+                                                        &e1);
+                if (rc == PD_ECORRUPT) { /* as the full walk: skipped, reported at the end */
+                    if (!bad)
+                        be = e1;
+                    bad = PD_ECORRUPT;
+                    continue;
+                }
+                if (rc < 0) {
+                    if (err)
+                        *err = e1;
+                    return rc;
+                }
+            }
+            if (bad && err)
+                *err = be;
+            return bad;
+        }
+    }
+    return pd__block_series_foreach_dprof(b, en->id, mint, maxt, agg_add, a, err);
 }
 
 /* ---- the blocks walked on worker threads ----
@@ -712,6 +900,7 @@ typedef struct wpool {
     const agg_w *wt;
     const pd_storage_sample_filter *flt;
     int64_t mint, maxt;
+    uint64_t *n_rec;
 } wpool;
 
 static void unit_release(wunit *u)
@@ -783,8 +972,7 @@ static void walk_unit(wpool *w, wunit *u, agg *a)
         }
         a->part.n_series++;
         a->cur_i = es[j].i;
-        rc = pd__block_series_foreach_dprof(es[j].hb->b, es[j].id, w->mint, w->maxt, agg_add, a,
-                                            &u->err);
+        rc = walk_series(a, &es[j], w->mint, w->maxt, &u->err);
         if (rc == PD_ECORRUPT) { /* what read is summed; the damage is reported */
             if (add_dmg(u, j, false, &u->err) < 0)
                 rc = pd_err_set(&u->err, PD_ENOMEM, "aggregate: out of memory");
@@ -804,7 +992,7 @@ static void *pool_worker(void *arg)
 {
     wpool *w = arg;
     pthread_setname_np(pthread_self(), "pd-aggregate"); /* in top -H, perf */
-    agg a = {.wt = w->wt, .take = take_part, .stop = &w->stop, .flt = w->flt};
+    agg a = {.wt = w->wt, .take = take_part, .stop = &w->stop, .flt = w->flt, .n_rec = w->n_rec};
     pd_u64map_init(&a.map);
     pthread_mutex_lock(&w->mu);
     for (;;) {
@@ -842,7 +1030,8 @@ static int walk_pool(pd_storage *s, const entry *es, size_t n_es, const uint64_t
         n_u += !k || es[k].hb != es[k - 1].hb || es[k].gfirst != es[k - 1].gfirst;
     if (n_u < 2)
         return 0; /* nothing to share: the one-by-one walk */
-    wpool w = {.es = es, .wt = wt, .flt = flt, .mint = mint, .maxt = maxt, .n_u = n_u};
+    wpool w = {.es = es, .wt = wt, .flt = flt, .mint = mint, .maxt = maxt, .n_u = n_u,
+               .n_rec = &s->n_agg_records};
     if (!(w.u = calloc(n_u, sizeof *w.u)))
         return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
     for (size_t k = 0, x = 0; k < n_es; x++) {
@@ -1003,7 +1192,8 @@ static int aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group,
                 cap_es = nc;
             }
             pd__tsdb_hb_get(br->hb);
-            es[n_es++] = (entry){br->hb, br->id, i, gfirst[i], pd__block_meta(br->hb->b)->min_t};
+            es[n_es++] = (entry){br->hb, br->id, i, gfirst[i], pd__block_meta(br->hb->b)->min_t,
+                                br->mint, br->maxt};
         }
         size_t lo = pd__tsdb_lower_bound(se, mint);
         bool in_head = lo < se->n_pts && se->pts[lo].ts <= maxt;
@@ -1017,7 +1207,7 @@ static int aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group,
     /* blocks in time order; in each, the groups in the order of refs */
     if (n_es)
         qsort(es, n_es, sizeof *es, cmp_entry_order);
-    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .wt = wt, .flt = flt};
+    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .wt = wt, .flt = flt, .n_rec = &s->n_agg_records};
     pd_u64map_init(&a.map);
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out;
@@ -1042,8 +1232,7 @@ static int aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group,
             }
             a.part.n_series++;
             a.cur_i = es[j].i;
-            rc =
-                pd__block_series_foreach_dprof(es[j].hb->b, es[j].id, mint, maxt, agg_add, &a, &be);
+            rc = walk_series(&a, &es[j], mint, maxt, &be);
             if (rc == PD_ECORRUPT) { /* what read is summed; the damage is reported */
                 pd__tsdb_hb_damaged(es[j].hb, es[j].id, &be);
                 pd_err_clear(&be);

@@ -630,6 +630,23 @@ int pd__block_mark_failed(pd_block *b, pd_err *err)
     /* meta.json's size changed: files.* does not list it, nothing else to do */
     return 0;
 }
+int pd__block_series_crc(const pd_block *b, uint32_t id, uint32_t *crc)
+{
+    uint64_t start, end;
+    pd__block_series_extent(b, id, &start, &end);
+    uint8_t buf[65536];
+    uint32_t c = 0;
+    while (start < end) {
+        size_t want = end - start < sizeof buf ? (size_t)(end - start) : sizeof buf;
+        ssize_t k = pread(b->fd, buf, want, (off_t)start);
+        if (k <= 0)
+            return k < 0 ? -errno : PD_ECORRUPT;
+        c = pd_crc32c(c, buf, (size_t)k);
+        start += (uint64_t)k;
+    }
+    *crc = c;
+    return 0;
+}
 void pd__block_series_extent(const pd_block *b, uint32_t id, uint64_t *start, uint64_t *end)
 {
     const rseries *r = &b->ix.s[id];

@@ -203,6 +203,10 @@ void pd__block_series_info(const pd_block *b, uint32_t id, int64_t *min_t /* OUT
 
 /* The byte range [*start, *end) of chunks/000001 holding series id: its value
  * groups, then its time chunk (docs/format/chunks.md). For damage reports. */
+/* CRC-32C of the bytes of chunks/000001 that series id's extent (below)
+ * covers, read now: the aggregates file (blockagg.c) checks its records
+ * against the chunks they sum. 0, -errno, PD_ECORRUPT (file too short). */
+int pd__block_series_crc(const pd_block *b, uint32_t id, uint32_t *crc /* OUT */);
 void pd__block_series_extent(const pd_block *b, uint32_t id, uint64_t *start /* OUT */,
                              uint64_t *end /* OUT */);
 

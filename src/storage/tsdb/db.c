@@ -64,6 +64,7 @@
 #include "base/varint.h"
 #include "storage/storage.h"
 #include "storage/tsdb/block_int.h"
+#include "storage/tsdb/blockagg_int.h"
 #include "storage/tsdb/head_int.h"
 #include "storage/tsdb/headmem_int.h"
 #include "storage/tsdb/postings_int.h"
@@ -222,6 +223,7 @@ void pd__tsdb_hb_put(hblock *hb)
             for (size_t i = 0; i < pd__block_n_series(hb->b); i++)
                 free(hb->why[i]);
         pd__block_close(hb->b);
+        pd__bagg_free(hb->agg);
         free(hb->bad);
         free(hb->why);
         free(hb);
@@ -752,6 +754,8 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
     /* replayed profiles: after the cut (which reads those it takes from the
        WAL), in slices of 2 s so that a due cut is not held up long */
     bool more = pd__tsdb_decompose_replayed(s, 2000);
+    /* blocks' aggregates (blockagg.c): loaded, or built once per new block */
+    more |= pd__bagg_maintain(s, 2000);
     pthread_mutex_lock(&s->app_mu);
     pd__tsdb_update_gauges(s);
     pthread_mutex_unlock(&s->app_mu);
@@ -963,8 +967,9 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         pthread_mutex_lock(&s->app_mu);
         bool due = pd__tsdb_cut_due(s, &cut_from);
         pthread_mutex_unlock(&s->app_mu);
-        if (s->n_wal_only || due)
-            pd__tsdb_kick_maintenance(s); /* cut, then decompose the replayed profiles, now */
+        if (s->n_wal_only || due || s->n_blocks)
+            pd__tsdb_kick_maintenance(s); /* cut, then decompose the replayed profiles and
+                                             load the blocks' aggregates, now */
     }
     pd_log_info("storage opened",
                 "path=%s series=%zu profiles=%llu blocks=%zu segments=%zu bytes=%llu", path,
@@ -1045,6 +1050,8 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
     out->n_compactions = __atomic_load_n(&s->n_compactions, __ATOMIC_RELAXED);
     out->n_aggregate_slices = __atomic_load_n(&s->n_agg_slices, __ATOMIC_RELAXED);
     out->n_aggregate_parallel = __atomic_load_n(&s->n_agg_parallel, __ATOMIC_RELAXED);
+    out->n_aggregates_built = __atomic_load_n(&s->n_agg_built, __ATOMIC_RELAXED);
+    out->n_aggregate_records = __atomic_load_n(&s->n_agg_records, __ATOMIC_RELAXED);
     out->n_retention_deletes = __atomic_load_n(&s->n_ret_deletes, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&s->idx);
 }

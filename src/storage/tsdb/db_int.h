@@ -58,6 +58,9 @@ typedef struct hblock {
                            damaged (__atomic; reported once, then skipped by
                            select and read_points); 2 while why[id] is set, then 1 */
     char **why;         /* per series id: the first error (file and offset) */
+    struct pd_bagg *agg; /* its aggregates (blockagg_int.h), NULL: none (yet);
+                            published once by the maintenance thread (__atomic) */
+    int agg_tried;       /* __atomic: agg loaded or built (or that failed) */
 } hblock;
 
 /* A series' part in one block. */
@@ -131,6 +134,8 @@ struct pd_storage {
     uint64_t n_agg_slices;     /* their count (atomic) */
     int agg_workers;           /* aggregate.c: block walk threads (storage.h), >= 1 */
     uint64_t n_agg_parallel;   /* walks that used more than one (atomic) */
+    uint64_t n_agg_built;      /* block aggregates built (blockagg.c, atomic) */
+    uint64_t n_agg_records;    /* block parts a merge added as one record (atomic) */
     int64_t grace_ms;          /* <= 0: no upper bound on appends */
     int64_t (*clock)(void);    /* wall clock, Unix ms */
     uint64_t retention_bytes;  /* 0: no size retention */

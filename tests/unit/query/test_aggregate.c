@@ -545,6 +545,10 @@ static void check_store(store_kind kind)
     pd_storage_stats_get(fx.st, &ss);
     if (kind == ST_HEAD_SLICED) /* the walks above were sliced, and still equal */
         assert_true(ss.n_aggregate_slices > 10);
+    if (kind != ST_HEAD && kind != ST_HEAD_SLICED) { /* blocks' parts added pre-summed */
+        assert_true(ss.n_aggregates_built >= ss.n_blocks);
+        assert_true(ss.n_aggregate_records > 0);
+    }
     close_store(&fx);
 }
 
