@@ -7,7 +7,7 @@
  */
 import { state, ui } from './state.js';
 import { frameColor } from './flame.js';
-import { $, COLORS, api, esc, fmtPct, fmtValue, labelName, quote, secs } from './util.js';
+import { $, COLORS, api, esc, fmtPct, fmtValue, isInternal, labelName, quote, secs } from './util.js';
 
 /* ------------------------------------------------------------ label explorer */
 
@@ -43,7 +43,7 @@ export async function loadExplorer() {
   const qp = '&match[]=' + encodeURIComponent(state.query) + '&start=' + secs(w.from) + '&end=' + secs(w.to);
   $('explorer-summary').textContent = 'loading…';
   try {
-    const names = (await api('/api/v1/labels?' + qp.slice(1))).filter((n) => n !== '__name__');
+    const names = (await api('/api/v1/labels?' + qp.slice(1))).filter((n) => !isInternal(n));
     const counts = await Promise.all(names.map((n) => api('/api/v1/label/' + encodeURIComponent(n) + '/values?' + qp.slice(1)).then((v) => v.length)));
     if (seq !== explorer.seq) return;
     const order = names.map((n, i) => [n, counts[i]]).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
