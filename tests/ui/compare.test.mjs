@@ -301,6 +301,10 @@ const visibleInternal = (p) => p.evaluate(() => {
 test('no label starting with "__" is visible: autocomplete, label explorer, legends, titles', { timeout: 180000 }, async (t) => {
   const labels = await apiData(profd.base, '/api/v1/labels');
   t.diagnostic('label names stored: ' + labels.join(', '));
+  assert.ok(labels.some((n) => n.startsWith('__') && n !== '__name__'), 'there is an internal label to hide');
+  await page.goto(profd.base + '/');
+  await page.waitForSelector('#fleet-body tr[data-service]');
+  assert.deepEqual(await visibleInternal(page), [], 'the first screen');
   await page.goto(profd.base + '/?' + qs({ query: 'heap' }));
   await waitPoints(page);
   assert.deepEqual(await visibleInternal(page), [], 'the timeline and its legend');

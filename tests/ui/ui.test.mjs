@@ -425,7 +425,8 @@ test('shift-click on two points merges the range between them', { timeout: 18000
 });
 
 test('compare mode shows the diff of two ranges: red and green frames, base/new/delta columns', { timeout: 180000 }, async (t) => {
-  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}', agg: 'sum' }));
+  // absolute (diff=abs): the sums of each side; shares, the default, are compare.test.mjs' (issue 31)
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}', agg: 'sum', diff: 'abs' }));
   await waitPoints(page);
   await page.click('#compare');
   assert.equal(await page.locator('#compare').getAttribute('aria-pressed'), 'true');
@@ -461,9 +462,11 @@ test('compare mode shows the diff of two ranges: red and green frames, base/new/
   // Grown frames are red, shrunk ones green.
   // (the canvas' pixels read back at each frame)
   const painted = await page.evaluate(() => document.getElementById('flamegraph').flame.rects
-    .map((r, i) => ({ i, name: r.name, w: r.w, d: r.node ? r.node.new - r.node.base : 0, node: !!r.node }))
+    .map((r, i) => ({ i, name: r.name, w: r.w, d: r.node ? r.node.new - r.node.base : 0, node: !!r.node,
+      rel: r.node ? Math.abs(r.node.new - r.node.base) / Math.max(Math.abs(r.node.base), Math.abs(r.node.new), 1) : 0 }))
     .filter((r) => r.node && r.name !== 'root' && r.w >= 3));
-  const red = painted.filter((r) => r.d > 0), green = painted.filter((r) => r.d < 0);
+  // a change under 0.05% of a frame is drawn unchanged (flame.js SAME)
+  const red = painted.filter((r) => r.d > 0 && r.rel >= 0.0005), green = painted.filter((r) => r.d < 0 && r.rel >= 0.0005);
   assert.ok(red.length > 0, 'red frames');
   assert.ok(green.length > 0, 'green frames');
   for (const r of red) {

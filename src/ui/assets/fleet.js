@@ -73,14 +73,14 @@ function cost(row, t) {
 function spark(c) {
   const W = 120, H = 24;
   const max = Math.max(1, ...c.b.map((v) => v || 0));
-  let d = '', pen = 'M';
+  // the buckets with profiles, joined (a bucket without one is no zero)
+  let d = '';
   c.b.forEach((v, i) => {
-    if (v === null) { pen = 'M'; return; }
-    d += pen + (2 + (i / (BUCKETS - 1)) * (W - 4)).toFixed(1) + ' ' + (H - 2 - (v / max) * (H - 5)).toFixed(1);
-    pen = 'L';
+    if (v === null) return;
+    d += (d ? 'L' : 'M') + (2 + (i / (BUCKETS - 1)) * (W - 4)).toFixed(1) + ' ' + (H - 2 - (v / max) * (H - 5)).toFixed(1);
   });
   // a lone point still shows
-  return '<svg class="spark" viewBox="0 0 ' + W + ' ' + H + '" aria-hidden="true"><path d="' + d + '" stroke="currentColor"/>' +
+  return '<svg class="spark" viewBox="0 0 ' + W + ' ' + H + '" aria-hidden="true"><path d="' + d + '" stroke="currentColor" fill="none"/>' +
     c.b.map((v, i) => (v === null ? '' : '<circle r="1.5" cx="' + (2 + (i / (BUCKETS - 1)) * (W - 4)).toFixed(1) + '" cy="' +
       (H - 2 - (v / max) * (H - 5)).toFixed(1) + '"/>')).join('') + '</svg>';
 }
