@@ -13,6 +13,7 @@
  *   explorer.js  the label explorer
  *   suggest.js   the selector box's autocomplete
  *   pages.js  the Targets and Status pages
+ *   fleet.js  the first screen: every service, a sparkline per profile type
  *
  * Views (client-side routes; the server returns index.html for each):
  *   /  (or /graph)  selector box → timeline of the matching series (one point
@@ -34,6 +35,9 @@
  *                window and the same profiles days later)
  *   series=EXACT_SELECTOR  t=MS (the opened profile)
  *   sel=FROM-TO (ms, a merged range)   cmp=1 a=FROM-TO b=FROM-TO (compare)
+ *   query_a=SEL query_b=SEL (compare: each side's selector)  diff=abs (a
+ *                diff of the sums, not of shares of each side's total)
+ *   maxnodes=N (the flame graph's most nodes, 0 = all; default 100000)
  *   hide=EXACT_SELECTOR (repeated: legend entries switched off; left out of
  *                merges and diffs by the API's exclude=)
  *   tz=utc (times in UTC)  chart=stacked|sum  agg=avg (merges averaged)
@@ -1592,8 +1596,24 @@ import { loadFleet } from './fleet.js';
     const img = new Image();
     img.alt = 'call graph of ' + $('profile-title').textContent;
     img.onload = () => { cg.innerHTML = ''; cg.appendChild(img); };
-    img.onerror = () => { cg.innerHTML = '<p class="error">The call graph could not be drawn (is Graphviz installed on the server?).</p>'; };
-    img.src = url;
+    const failed = () => { cg.innerHTML = '<p class="error">The call graph could not be drawn (is Graphviz installed on the server?).</p>'; };
+    img.onerror = failed;
+    // the API's SVG writes raw values ("76340000000"): its labels get human
+    // units (76.34s) here, then the image is the rewritten SVG
+    const unit = profile.unit;
+    fetch(url).then((r) => (r.ok ? r.text() : Promise.reject(new Error('HTTP ' + r.status)))).then((svg) => {
+      if (cg.getAttribute('data-url') !== url) return;
+      const human = svg.replace(/(<text[^>]*>)([^<]*)(<\/text>)/g, (m, open, txt, close) => open + humanLabel(txt, unit) + close);
+      cg.svg = human; // the SVG shown, for tools and tests
+      if (cg.blobURL) URL.revokeObjectURL(cg.blobURL);
+      img.src = cg.blobURL = URL.createObjectURL(new Blob([human], { type: 'image/svg+xml' }));
+    }).catch(failed);
+  }
+  // A call graph label with its values in units: "2688 (0.04%)", "of 6557184
+  // (99.98%)", " 3276800" (an edge), "Total: 6558496"; other text unchanged.
+  function humanLabel(txt, unit) {
+    const m = /^(\s*)(of |Total: )?(-?\d+)( \(.*\))?(\s*)$/.exec(txt);
+    return m ? m[1] + (m[2] || '') + esc(fmtValue(+m[3], unit)) + (m[4] || '') + m[5] : txt;
   }
   $('view-callgraph').addEventListener('click', () => {
     const on = $('view-callgraph').getAttribute('aria-pressed') !== 'true';
