@@ -218,6 +218,24 @@ test('two selectors compared ({env="a"} vs {env="b"}), reloaded from the copied 
   await p2.close();
 });
 
+test('compare versions from a label: the explorer compares two values of env', { timeout: 180000 }, async (t) => {
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="envsvc"}' }));
+  await waitPoints(page, 4);
+  await page.click('#explore');
+  await page.click('#explorer-names button[data-name="env"]');
+  await page.waitForSelector('#xcmp-go');
+  await page.selectOption('#xcmp-a', 'a');
+  await page.selectOption('#xcmp-b', 'b');
+  await page.click('#xcmp-go');
+  await waitDiff(page);
+  const q = new URL(page.url()).searchParams;
+  assert.equal(q.get('query_a'), 'heap{service="envsvc", env="a"}');
+  assert.equal(q.get('query_b'), 'heap{service="envsvc", env="b"}');
+  assert.equal((await rowCells(page, 'main.foo'))[3], '+100%');
+  assert.equal((await rowCells(page, 'main.bar'))[3], '0%');
+  await shot(t, 'compare-versions');
+});
+
 test('compare with previous period: A the window before, B this window', { timeout: 180000 }, async (t) => {
   // the window holds B's 3 profiles; the one before it A's 4
   await page.goto(profd.base + '/?' + qs({ query: 'heap{service="diffsvc"}', from: iso(now - 25 * MIN), to: iso(now - 15 * MIN) }));

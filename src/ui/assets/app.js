@@ -946,6 +946,14 @@ import { loadFleet } from './fleet.js';
     writeURL(true); redrawSelections(); showSelection(); loadView(); revealProfile();
   }
   $('cmp-apply').addEventListener('click', applySides);
+  // "compare versions" from the label explorer: two values of a label, each
+  // side's selector, over the whole window
+  document.addEventListener('pd:compare', (e) => {
+    state.cmp = true; state.sel = null; state.series = ''; state.t = 0;
+    state.a = state.b = null; tl.next = 'a'; tl.anchor = null;
+    $('cmp-qa').value = e.detail.a; $('cmp-qb').value = e.detail.b;
+    applySides();
+  });
   for (const id of ['cmp-qa', 'cmp-qb']) $(id).addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); applySides(); } });
   $('cmp-prev').addEventListener('click', () => {
     const w = ui.lastRange || window_(), len = w.to - w.from;
@@ -1106,7 +1114,7 @@ import { loadFleet } from './fleet.js';
     fold.href = v.url('folded', v.kind === 'single' ? v.fixedIdx : state.type);
     fold.setAttribute('download', v.file.replace(/\.pb\.gz$/, '.folded.txt'));
     $('profile-summary').textContent = 'loading…';
-    panel.classList.add('loading');
+    busy(panel, true);
     try {
       const si = v.kind === 'single' ? v.fixedIdx : state.type;
       // one request, one merge on the server, for the table and the flame graph
@@ -1186,7 +1194,7 @@ import { loadFleet } from './fleet.js';
       $('flame-crumbs').textContent = ''; $('flame-pkgs').hidden = true; $('flame-match').textContent = '';
       $('top-table').tBodies[0].innerHTML = ''; $('top-table').removeAttribute('data-total'); $('top-more').hidden = true;
     } finally {
-      if (seq === profileSeq) panel.classList.remove('loading');
+      if (seq === profileSeq) busy(panel, false);
     }
   }
 
