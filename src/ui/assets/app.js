@@ -902,7 +902,7 @@ import { loadFleet } from './fleet.js';
       const chip = (k, label) => {
         const r = state[k];
         return '<span class="chip sel-' + k + (tl.next === k ? ' next' : '') + '" data-pick="' + k + '" title="click, then drag on the timeline to choose ' + label + ' again">' +
-          '<b>' + label + '</b> ' + (r ? span(r) : '<span class="muted">' + (tl.next === k ? 'drag on the timeline (or click a point)' : 'not chosen') + '</span>') + '</span>';
+          '<b>' + label + '</b> ' + (r ? span(r) : '<span class="muted">' + (qA() !== qB() ? 'the whole window' : tl.next === k ? 'drag on the timeline (or click a point)' : 'not chosen') + '</span>') + '</span>';
       };
       html = chip('a', 'A (base)') + '<span class="vs">vs</span>' + chip('b', 'B') +
         (state.a && state.b ? ' <button type="button" class="small" id="sel-swap">Swap</button>' : '') +
@@ -1379,12 +1379,14 @@ import { loadFleet } from './fleet.js';
     });
     const u = profile.unit;
     const sgn = (v) => (v > 0 ? 'pos' : v < 0 ? 'neg' : 'zero');
+    // a change the Δ% rounds to 0% is not coloured (as the flame graph's grey)
+    const fsgn = (r) => (relChange(r.base_flat, r.new_flat) === '0%' ? 'zero' : sgn(r.flat));
     const rowHTML = profile.diff ? (r) =>
       '<tr data-fn="' + esc(r.function) + '">' +
       '<td class="num">' + esc(fmtValue(r.base_flat, u)) + '</td>' +
       '<td class="num">' + esc(fmtValue(r.new_flat, u)) + '</td>' +
-      '<td class="num delta ' + sgn(r.flat) + '">' + esc(signed(r.flat, u)) + '</td>' +
-      '<td class="num delta ' + sgn(r.flat) + '">' + esc(relChange(r.base_flat, r.new_flat)) + '</td>' +
+      '<td class="num delta ' + fsgn(r) + '">' + esc(signed(r.flat, u)) + '</td>' +
+      '<td class="num delta ' + fsgn(r) + '">' + esc(relChange(r.base_flat, r.new_flat)) + '</td>' +
       '<td class="num delta ' + sgn(r.cum) + '">' + esc(signed(r.cum, u)) + '</td>' +
       '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + '</td></tr>'
       : (r) =>
