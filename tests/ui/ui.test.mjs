@@ -425,7 +425,8 @@ test('shift-click on two points merges the range between them', { timeout: 18000
 });
 
 test('compare mode shows the diff of two ranges: red and green frames, base/new/delta columns', { timeout: 180000 }, async (t) => {
-  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}', agg: 'sum' }));
+  // absolute (diff=abs): the sums of each side; shares, the default, are compare.test.mjs' (issue 31)
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="uitest"}', agg: 'sum', diff: 'abs' }));
   await waitPoints(page);
   await page.click('#compare');
   assert.equal(await page.locator('#compare').getAttribute('aria-pressed'), 'true');
@@ -461,9 +462,11 @@ test('compare mode shows the diff of two ranges: red and green frames, base/new/
   // Grown frames are red, shrunk ones green.
   // (the canvas' pixels read back at each frame)
   const painted = await page.evaluate(() => document.getElementById('flamegraph').flame.rects
-    .map((r, i) => ({ i, name: r.name, w: r.w, d: r.node ? r.node.new - r.node.base : 0, node: !!r.node }))
+    .map((r, i) => ({ i, name: r.name, w: r.w, d: r.node ? r.node.new - r.node.base : 0, node: !!r.node,
+      rel: r.node ? Math.abs(r.node.new - r.node.base) / Math.max(Math.abs(r.node.base), Math.abs(r.node.new), 1) : 0 }))
     .filter((r) => r.node && r.name !== 'root' && r.w >= 3));
-  const red = painted.filter((r) => r.d > 0), green = painted.filter((r) => r.d < 0);
+  // a change under 0.05% of a frame is drawn unchanged (flame.js SAME)
+  const red = painted.filter((r) => r.d > 0 && r.rel >= 0.0005), green = painted.filter((r) => r.d < 0 && r.rel >= 0.0005);
   assert.ok(red.length > 0, 'red frames');
   assert.ok(green.length > 0, 'green frames');
   for (const r of red) {
@@ -687,12 +690,18 @@ test('keyboard: "/" searches, Esc resets; the call graph tab shows the API\'s SV
   await page.click('#view-callgraph');
   await page.waitForFunction(() => { const i = document.querySelector('#callgraph img'); return i && i.complete && i.naturalWidth > 0; }, null, { timeout: 120000 });
   assert.ok(await page.locator('#flamegraph').isHidden());
-  const src = await page.locator('#callgraph img').getAttribute('src');
+  const src = await page.locator('#callgraph').getAttribute('data-url');
   assert.match(src, /report=callgraph/);
   const svg = await http(profd.base + src);
   assert.equal(svg.status, 200);
   assert.match(svg.text, /<svg/);
   assert.match(svg.text, /main\.fib/, 'the hot function is a box of the call graph');
+  // issue 31: what the page shows has human units, not the API's raw nanoseconds
+  const shown = await page.evaluate(() => document.getElementById('callgraph').svg);
+  const texts = [...shown.matchAll(/<text[^>]*>([^<]*)<\/text>/g)].map((m) => m[1]);
+  assert.ok(texts.some((x) => /^Total: [\d.]+(ns|µs|ms|s|min)$/.test(x)), 'Total in units: ' + texts.slice(0, 4).join(' | '));
+  assert.ok(texts.some((x) => /^[\d.]+(ns|µs|ms|s|min) \([\d.]+%\)$/.test(x)), 'a node value in units');
+  assert.deepEqual(texts.filter((x) => /^\s*(of )?-?\d{4,}( \(|\s*$)/.test(x)), [], 'no raw value left');
   await shot(t, '10-callgraph');
   await page.click('#view-callgraph');
   assert.ok(await page.locator('#flamegraph').isVisible());
@@ -1096,7 +1105,7 @@ test('state in the URL: sort, filter, show all, call graph tab, aggregation; bac
   await page.waitForSelector('#profile-panel[data-kind="merge"]:not([hidden])');
   await page.waitForFunction(() => { const i = document.querySelector('#callgraph img'); return i && i.complete && i.naturalWidth > 0; }, null, { timeout: 120000 });
   assert.equal(await page.locator('#view-callgraph').getAttribute('aria-pressed'), 'true');
-  assert.match(await page.locator('#callgraph img').getAttribute('src'), /agg=avg/);
+  assert.match(await page.locator('#callgraph').getAttribute('data-url'), /agg=avg/);
   assert.equal(await page.inputValue('#agg'), 'avg');
   assert.equal(await page.inputValue('#top-filter'), 'runtime');
   assert.equal(await page.locator('#top-table th[data-key="cum"]').getAttribute('aria-sort'), 'ascending');

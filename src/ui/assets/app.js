@@ -13,6 +13,7 @@
  *   explorer.js  the label explorer
  *   suggest.js   the selector box's autocomplete
  *   pages.js  the Targets and Status pages
+ *   fleet.js  the first screen: every service, a sparkline per profile type
  *
  * Views (client-side routes; the server returns index.html for each):
  *   /  (or /graph)  selector box → timeline of the matching series (one point
@@ -34,6 +35,9 @@
  *                window and the same profiles days later)
  *   series=EXACT_SELECTOR  t=MS (the opened profile)
  *   sel=FROM-TO (ms, a merged range)   cmp=1 a=FROM-TO b=FROM-TO (compare)
+ *   query_a=SEL query_b=SEL (compare: each side's selector)  diff=abs (a
+ *                diff of the sums, not of shares of each side's total)
+ *   maxnodes=N (the flame graph's most nodes, 0 = all; default 100000)
  *   hide=EXACT_SELECTOR (repeated: legend entries switched off; left out of
  *                merges and diffs by the API's exclude=)
  *   tz=utc (times in UTC)  chart=stacked|sum  agg=avg (merges averaged)
@@ -56,6 +60,7 @@ import { $, COLORS, RANGES, api, esc, exactSelector, fmtAgo, fmtPct, fmtTick, fm
 import { loadStatus, loadTargets } from './pages.js';
 import { explorer, loadExplorer, miniFlame } from './explorer.js';
 import { closeSuggest } from './suggest.js';
+import { loadFleet } from './fleet.js';
 
 (function () {
   const FG_NODES = 100000; // flame graph nodes asked for (the canvas paints 50k in well under 300 ms)
@@ -98,10 +103,19 @@ import { closeSuggest } from './suggest.js';
     state.search = q.get('search') || '';
     state.ignore = q.get('ignore') || '';
     state.a = state.cmp ? parseSpan(q.get('a')) : null;
+    // issue 31: a diff is of shares (each side by its own total) unless diff=abs;
+    // each side of a comparison has its own selector (query_a / query_b)
+    state.diffAbs = q.get('diff') === 'abs';
+    state.qa = state.cmp ? (q.get('query_a') || '') : '';
+    state.qb = state.cmp ? (q.get('query_b') || '') : '';
+    const mn = parseInt(q.get('maxnodes') || '', 10);
+    state.maxNodes = mn >= 0 ? mn : FG_NODES;
     state.b = state.cmp ? parseSpan(q.get('b')) : null;
     tl.next = state.a && !state.b ? 'b' : state.a ? 'b' : 'a';
   }
 
+  // each side's selector of a comparison (the main one unless set)
+  const qA = () => state.qa || state.query, qB = () => state.qb || state.query;
   const isRelative = (v) => /^now/.test(String(v || '').trim());
   const pinned = () => !!state.fromText && !(isRelative(state.fromText) && isRelative(state.toText));
   const iso = (ms) => new Date(ms).toISOString().replace('.000Z', 'Z');
@@ -120,7 +134,7 @@ import { closeSuggest } from './suggest.js';
     if (state.query) q.set('query', state.query);
     if (state.range !== '1h') q.set('range', state.range);
     // a chosen profile, merge or comparison pins the window it was chosen in
-    const chosen = (state.series && state.t) || state.sel || (state.cmp && (state.a || state.b));
+    const chosen = (state.series && state.t) || state.sel || (state.cmp && (state.a || state.b || qA() !== qB()));
     if (chosen && !pinned() && ui.lastRange) { state.fromText = iso(ui.lastRange.from); state.toText = iso(ui.lastRange.to); showRange(); }
     if (state.fromText) { q.set('from', state.fromText); q.set('to', state.toText); }
     for (const k of ui.hidden) q.append('hide', k);
@@ -147,7 +161,11 @@ import { closeSuggest } from './suggest.js';
       q.set('cmp', '1');
       if (state.a) q.set('a', spanText(state.a));
       if (state.b) q.set('b', spanText(state.b));
+      q.set('query_a', qA());
+      q.set('query_b', qB());
     }
+    if (state.diffAbs) q.set('diff', 'abs');
+    if (state.maxNodes !== FG_NODES) q.set('maxnodes', String(state.maxNodes));
     const path = location.pathname === '/targets' ? '/' : location.pathname;
     const url = path + (q.toString() ? '?' + q.toString() : '');
     if (url !== location.pathname + location.search) history[push ? 'pushState' : 'replaceState'](null, '', url);
@@ -179,7 +197,7 @@ import { closeSuggest } from './suggest.js';
       loadTypeChips();
       const ran = state.query ? run(false) : null;
       if (!ran) loadProfileTypes();
-      if (!ran) { $('timeline-panel').hidden = true; $('intro').hidden = false; }
+      if (!ran) { $('timeline-panel').hidden = true; $('intro').hidden = false; loadFleet(); }
       showSelection();
       showFilters();
       $('flame-up').setAttribute('aria-pressed', String(state.flameUp));
@@ -248,6 +266,14 @@ import { closeSuggest } from './suggest.js';
       const w = ui.lastRange ? '?start=' + (ui.lastRange.from / 1000).toFixed(3) + '&end=' + (ui.lastRange.to / 1000).toFixed(3) : '';
       types = await api('/api/v1/profile_types' + w) || [];
     } catch (e) { return; }
+    // one entry per type (issue 31: heap came twice, once per run of its series)
+    const byName = new Map();
+    for (const t of types) {
+      const have = byName.get(t.name);
+      if (!have) { byName.set(t.name, { ...t, sample_types: (t.sample_types || []).slice() }); continue; }
+      for (const st of t.sample_types || []) if (!have.sample_types.some((x) => x.type === st.type)) have.sample_types.push(st);
+    }
+    types = [...byName.values()];
     const cur = nameOf(state.query);
     if (cur && !types.some((t) => t.name === cur)) types.push({ name: cur, sample_types: [] });
     sel.innerHTML = '<option value="">any</option>' + types.map((t) => '<option value="' + esc(t.name) + '">' + esc(t.name) +
@@ -271,7 +297,10 @@ import { closeSuggest } from './suggest.js';
   /* ------------------------------------------------------------ query */
 
   function submit() {
-    state.query = $('selector').value.trim();
+    const q = $('selector').value.trim();
+    if (nameOf(q) !== nameOf(state.query)) state.type = ''; // another profile type opens on its own default
+    state.query = q;
+    state.qa = state.qb = '';
     if ($('range').value !== 'custom') { state.range = $('range').value; state.fromText = state.toText = ''; }
     state.series = '';
     state.t = 0;
@@ -433,14 +462,18 @@ import { closeSuggest } from './suggest.js';
     const { from, to } = window_();
     const btn = $('run');
     btn.disabled = true;
+    // issue 31: the panel says it is loading (shown at once, not after the answer)
+    busy($('timeline-panel'), true);
+    $('intro').hidden = true;
+    $('timeline-panel').hidden = false;
     try {
       const data = await api('/api/v1/query_range?query=' + encodeURIComponent(state.query) +
         '&from=' + (from / 1000).toFixed(3) + '&to=' + (to / 1000).toFixed(3) + (state.raw ? '&delta=false' : ''));
       if (seq !== runSeq) return;
-      showError('');
       ui.lastRange = { from, to, series: Array.isArray(data) ? data : [] };
-      $('intro').hidden = true;
-      $('timeline-panel').hidden = false;
+      if (!state.type) await defaultSampleType();
+      if (seq !== runSeq) return;
+      showError('');
       fillSampleTypes();
       showCounters();
       loadProfileTypes();
@@ -454,8 +487,29 @@ import { closeSuggest } from './suggest.js';
       showError(e.message);
       if (userAction) { $('timeline-panel').hidden = true; }
     } finally {
-      if (seq === runSeq) btn.disabled = false;
+      if (seq === runSeq) { btn.disabled = false; busy($('timeline-panel'), false); }
     }
+  }
+
+  // A panel's loading state: a "loading…" badge (CSS .loading) and aria-busy.
+  function busy(el, on) {
+    el.classList.toggle('loading', on);
+    el.setAttribute('aria-busy', String(on));
+  }
+
+  // The sample type a profile opens on (issue 31): its default_sample_type
+  // (report=meta of the newest profile of the first series: Go's allocs says
+  // alloc_space), else pprof's rule, the last sample type (fillSampleTypes).
+  // Sets ui.defaultType ('' when the profile names none).
+  async function defaultSampleType() {
+    ui.defaultType = '';
+    const s = ui.lastRange.series.find((x) => x.timestamps && x.timestamps.length);
+    if (!s) return;
+    try {
+      const m = await api('/api/v1/query?query=' + encodeURIComponent(exactSelector(s.labels)) + '&time=' +
+        (s.timestamps[s.timestamps.length - 1] / 1000).toFixed(3) + '&report=meta');
+      ui.defaultType = (m && m.default_sample_type) || '';
+    } catch (e) { /* pprof's rule then */ }
   }
 
   // Sample types of every returned series, in order of first appearance.
@@ -464,8 +518,10 @@ import { closeSuggest } from './suggest.js';
     const seen = new Map();
     for (const s of ui.lastRange.series) for (const st of s.sample_types || []) if (!seen.has(st.type)) seen.set(st.type, st.unit);
     const types = [...seen.keys()];
-    // The default: Go puts the default sample type last (inuse_space, cpu, delay).
+    // The default: the profile's default_sample_type, else pprof's rule: the
+    // last sample type (Go's inuse_space, cpu, delay).
     let chosen = state.type && seen.has(state.type) ? state.type : '';
+    if (!chosen && ui.defaultType && seen.has(ui.defaultType)) chosen = ui.defaultType;
     if (!chosen && ui.lastRange.series.length) {
       const st = ui.lastRange.series[0].sample_types || [];
       chosen = st.length ? st[st.length - 1].type : '';
@@ -846,7 +902,7 @@ import { closeSuggest } from './suggest.js';
       const chip = (k, label) => {
         const r = state[k];
         return '<span class="chip sel-' + k + (tl.next === k ? ' next' : '') + '" data-pick="' + k + '" title="click, then drag on the timeline to choose ' + label + ' again">' +
-          '<b>' + label + '</b> ' + (r ? span(r) : '<span class="muted">' + (tl.next === k ? 'drag on the timeline (or click a point)' : 'not chosen') + '</span>') + '</span>';
+          '<b>' + label + '</b> ' + (r ? span(r) : '<span class="muted">' + (qA() !== qB() ? 'the whole window' : tl.next === k ? 'drag on the timeline (or click a point)' : 'not chosen') + '</span>') + '</span>';
       };
       html = chip('a', 'A (base)') + '<span class="vs">vs</span>' + chip('b', 'B') +
         (state.a && state.b ? ' <button type="button" class="small" id="sel-swap">Swap</button>' : '') +
@@ -858,6 +914,9 @@ import { closeSuggest } from './suggest.js';
     }
     bar.innerHTML = html;
     bar.hidden = !html;
+    // each side's selector (issue 31), kept while one is being typed
+    $('cmp-bar').hidden = !state.cmp;
+    if (!$('cmp-bar').contains(document.activeElement)) { $('cmp-qa').value = qA(); $('cmp-qb').value = qB(); }
     $('timeline-hint').textContent = state.cmp ?
       'Compare: drag across the timeline (or click a point) to choose A, the base, then again for B. Frames that grew from A to B are red, those that shrank green.' :
       'Click a point to open that profile. Drag across the timeline, or shift-click two points, to merge every profile in between. Alt+drag zooms into a window.';
@@ -879,6 +938,31 @@ import { closeSuggest } from './suggest.js';
     if (c) { tl.next = c.getAttribute('data-pick'); showSelection(); }
   });
 
+  // The two selectors of a comparison, and "compare with previous period".
+  function applySides() {
+    const a = $('cmp-qa').value.trim(), b = $('cmp-qb').value.trim();
+    state.qa = a && a !== state.query ? a : '';
+    state.qb = b && b !== state.query ? b : '';
+    writeURL(true); redrawSelections(); showSelection(); loadView(); revealProfile();
+  }
+  $('cmp-apply').addEventListener('click', applySides);
+  // "compare versions" from the label explorer: two values of a label, each
+  // side's selector, over the whole window
+  document.addEventListener('pd:compare', (e) => {
+    state.cmp = true; state.sel = null; state.series = ''; state.t = 0;
+    state.a = state.b = null; tl.next = 'a'; tl.anchor = null;
+    $('cmp-qa').value = e.detail.a; $('cmp-qb').value = e.detail.b;
+    applySides();
+  });
+  for (const id of ['cmp-qa', 'cmp-qb']) $(id).addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); applySides(); } });
+  $('cmp-prev').addEventListener('click', () => {
+    const w = ui.lastRange || window_(), len = w.to - w.from;
+    state.a = { from: w.from - len, to: w.from - 1 };
+    state.b = { from: w.from, to: w.to };
+    tl.next = 'a';
+    writeURL(true); redrawSelections(); showSelection(); loadView(); revealProfile();
+  });
+
   $('compare').addEventListener('click', () => {
     tl.anchor = null;
     if (!state.cmp) {
@@ -890,6 +974,7 @@ import { closeSuggest } from './suggest.js';
       tl.next = state.a ? 'b' : 'a';
     } else {
       state.cmp = false;
+      state.qa = state.qb = '';
       state.sel = state.b || state.a;
       state.a = state.b = null;
       tl.next = 'a';
@@ -939,6 +1024,12 @@ import { closeSuggest } from './suggest.js';
   }
 
 
+  // A series' exact selector as shown: name{labels} without internal labels.
+  function shownSeries(series) {
+    const s = ui.lastRange && ui.lastRange.series.find((x) => exactSelector(x.labels) === series);
+    return s ? seriesName(s.labels) : series.replace(/(\{|, )__[A-Za-z0-9_]*__="(?:[^"\\]|\\.)*"/g, '$1').replace(/\{, /, '{');
+  }
+
   // What the profile panel shows, from the state: one profile, the merge of
   // a range, or the diff of two ranges (A = base). null: nothing.
   function viewSpec() {
@@ -952,19 +1043,28 @@ import { closeSuggest } from './suggest.js';
     const out = new Set(ui.hidden);
     for (const s of (ui.lastRange ? ui.lastRange.series : [])) if (leftOut(s)) out.add(exactSelector(s.labels));
     const excl = [...out].map((k) => '&exclude=' + encodeURIComponent(k)).join('') + mergeCounterParams();
-    const mergeURL = (r) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(q) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl;
+    const mergeURL = (r, sel = q) => '/api/v1/query?mode=merge&query=' + encodeURIComponent(sel) + '&from=' + secs(r.from) + '&to=' + secs(r.to) + excl;
     const range = (r) => fmtTime(r.from) + (r.from === r.to ? '' : ' – ' + fmtTime(r.to));
-    if (state.cmp && state.a && state.b) {
-      const a = state.a, b = state.b;
-      const base = '/api/v1/query?mode=diff&query_a=' + encodeURIComponent(q) + '&query_b=' + encodeURIComponent(q) +
-        '&mode_a=merge&mode_b=merge&from_a=' + secs(a.from) + '&to_a=' + secs(a.to) + '&from_b=' + secs(b.from) + '&to_b=' + secs(b.to) + excl;
+    // a comparison: two ranges of the timeline, or two selectors (issue 31:
+    // query_a/query_b) over their ranges (the whole window when not chosen)
+    const twoSel = state.cmp && qA() !== qB();
+    if (state.cmp && ((state.a && state.b) || twoSel)) {
+      const whole = ui.lastRange ? { from: ui.lastRange.from, to: ui.lastRange.to } : window_();
+      const a = state.a || whole, b = state.b || whole, sa = qA(), sb = qB();
+      const norm = state.diffAbs ? '' : '&normalize=true';
+      const base = '/api/v1/query?mode=diff&query_a=' + encodeURIComponent(sa) + '&query_b=' + encodeURIComponent(sb) +
+        '&mode_a=merge&mode_b=merge&from_a=' + secs(a.from) + '&to_a=' + secs(a.to) + '&from_b=' + secs(b.from) + '&to_b=' + secs(b.to) + excl + norm;
+      const side = (sel) => (twoSel ? sel + ' · ' : '');
       return {
         kind: 'diff', heading: 'Comparison',
-        title: q + ' · B ' + range(b) + ' (' + countIn(b) + ') vs A ' + range(a) + ' (' + countIn(a) + ', base)',
+        title: (twoSel ? '' : q + ' · ') + 'B ' + side(sb) + range(b) + (twoSel ? '' : ' (' + countIn(b) + ')') +
+          ' vs A ' + side(sa) + range(a) + (twoSel ? ' (base)' : ' (' + countIn(a) + ', base)'),
         url: (report, idx) => withIdx(base, report, idx),
+        sides: { a: (report, idx) => withIdx(mergeURL(a, sa), report, idx), b: (report, idx) => withIdx(mergeURL(b, sb), report, idx) },
         proto: withIdx(base, 'proto'),
         file: file + '-diff-' + b.from + '.pb.gz',
-        cmd: "go tool pprof -http=: -diff_base='" + location.origin + withIdx(mergeURL(a), 'proto') + "' '" + location.origin + withIdx(mergeURL(b), 'proto') + "'",
+        cmd: 'go tool pprof -http=:' + (state.diffAbs ? '' : ' -normalize') + " -diff_base='" + location.origin + withIdx(mergeURL(a, sa), 'proto') +
+          "' '" + location.origin + withIdx(mergeURL(b, sb), 'proto') + "'",
         dlText: 'Download diff (pprof)',
       };
     }
@@ -984,7 +1084,7 @@ import { closeSuggest } from './suggest.js';
     if (state.series && state.t && !state.cmp) {
       const series = state.series, t = state.t, si = sampleIndexFor(series);
       return {
-        kind: 'single', heading: 'Profile', title: series + ' @ ' + fmtTime(t), fixedIdx: si,
+        kind: 'single', heading: 'Profile', title: shownSeries(series) + ' @ ' + fmtTime(t), fixedIdx: si,
         url: (report, idx) => profileURL(series, t, report, idx),
         proto: profileURL(series, t, 'proto'),
         file: file + '-' + t + '.pb.gz',
@@ -1010,13 +1110,16 @@ import { closeSuggest } from './suggest.js';
     dl.textContent = v.dlText;
     dl.setAttribute('download', v.file);
     $('pprof-cmd').textContent = v.cmd;
+    const fold = $('export-folded');
+    fold.href = v.url('folded', v.kind === 'single' ? v.fixedIdx : state.type);
+    fold.setAttribute('download', v.file.replace(/\.pb\.gz$/, '.folded.txt'));
     $('profile-summary').textContent = 'loading…';
-    panel.classList.add('loading');
+    busy(panel, true);
     try {
       const si = v.kind === 'single' ? v.fixedIdx : state.type;
       // one request, one merge on the server, for the table and the flame graph
       // the canvas draws large trees at once: up to FG_NODES nodes (the API keeps the largest)
-      const both = async (idx) => { const d = await api(v.url('view', idx) + topQuery() + '&fg_nodes=' + FG_NODES); return [d.top, d.flamegraph]; };
+      const both = async (idx) => { const d = await api(v.url('view', idx) + topQuery() + '&fg_nodes=' + state.maxNodes); return [d.top, d.flamegraph]; };
       let top, fg;
       profile.view = v;
       profile.idx = si;
@@ -1039,9 +1142,12 @@ import { closeSuggest } from './suggest.js';
       profile.unit = st.unit || '';
       profile.diff = diff;
       const n = (top.rows_total !== undefined ? top.rows_total : (top.rows || []).length);
-      if (diff) {
+      if (diff && !state.diffAbs) {
+        $('profile-summary').innerHTML = esc(st.type || '') + ' · <b>share of each side\'s total</b> (B scaled to A\'s total ' +
+          esc(fmtValue(top.base_total, st.unit)) + ', as pprof -normalize): a change is a change of share, whatever the number of profiles on each side · ' + n + ' functions';
+      } else if (diff) {
         const d = top.total || 0;
-        $('profile-summary').innerHTML = esc(st.type || '') + ' · A (base) ' + esc(fmtValue(top.base_total, st.unit)) +
+        $('profile-summary').innerHTML = esc(st.type || '') + ' · <b>absolute</b> · A (base) ' + esc(fmtValue(top.base_total, st.unit)) +
           ' → B ' + esc(fmtValue(top.new_total, st.unit)) + ' · <span class="' + (d > 0 ? 'pos' : d < 0 ? 'neg' : '') + '">Δ ' +
           esc(signed(d, st.unit)) + (top.base_total ? ' (' + relChange(top.base_total, top.new_total) + ')' : '') + '</span> · ' + n + ' functions';
       } else {
@@ -1066,8 +1172,14 @@ import { closeSuggest } from './suggest.js';
       flame.diff = diff;
       $('flamegraph').setAttribute('data-total', String(fg.value || 0));
       $('flame-legend').hidden = !diff;
+      $('diff-field').hidden = !diff;
+      $('diff-norm').value = state.diffAbs ? 'abs' : '';
+      $('flame-measure').textContent = state.diffAbs ? 'colour: absolute change B − A (width: A + B)' :
+        'colour: change of share of each side\'s total (width: A + B, B scaled to A\'s total)';
       $('sandwich').hidden = true;
+      showTrimmed(fg);
       drawFlame();
+      loadSides(v, seq);
       // what the first paint cost (tree + layout + paint), for tools and tests
       fc.timing.firstPaint = performance.now() - t0;
       $('flamegraph').setAttribute('data-paint-ms', fc.timing.firstPaint.toFixed(1));
@@ -1082,8 +1194,82 @@ import { closeSuggest } from './suggest.js';
       $('flame-crumbs').textContent = ''; $('flame-pkgs').hidden = true; $('flame-match').textContent = '';
       $('top-table').tBodies[0].innerHTML = ''; $('top-table').removeAttribute('data-total'); $('top-more').hidden = true;
     } finally {
-      if (seq === profileSeq) panel.classList.remove('loading');
+      if (seq === profileSeq) busy(panel, false);
     }
+  }
+
+  // "N nodes trimmed (max M)" when the API kept fewer nodes than the tree has
+  // (the flame graph root's nodes / nodes_total), with the max as a setting.
+  function showTrimmed(fg) {
+    const el = $('flame-trimmed');
+    const kept = fg && fg.nodes, all = fg && fg.nodes_total;
+    const cut = kept !== undefined && all !== undefined ? all - kept : 0;
+    el.hidden = !(cut > 0) && state.maxNodes === FG_NODES;
+    $('trimmed-text').textContent = cut > 0 ? cut.toLocaleString('en-US') + ' nodes trimmed (max ' + kept.toLocaleString('en-US') + ')' :
+      'all ' + (all || 0).toLocaleString('en-US') + ' nodes drawn';
+    el.classList.toggle('cut', cut > 0);
+    $('max-nodes').value = String(state.maxNodes);
+  }
+  $('max-nodes').addEventListener('change', () => {
+    const v = parseInt($('max-nodes').value, 10);
+    state.maxNodes = v >= 0 ? v : FG_NODES;
+    writeURL(false);
+    loadView();
+  });
+  $('diff-norm').addEventListener('change', () => {
+    state.diffAbs = $('diff-norm').value === 'abs';
+    writeURL(false);
+    loadView();
+  });
+
+  // A comparison's two sides, side by side (each its own flame graph, the
+  // same zoom path in both: a click in either zooms both).
+  const sideFc = { a: null, b: null, roots: { a: null, b: null } };
+  async function loadSides(v, seq) {
+    const box = $('side-by-side');
+    box.hidden = !v.sides;
+    if (!v.sides) return;
+    if (!sideFc.a) { sideFc.a = new FlameCanvas($('flame-a')); sideFc.b = new FlameCanvas($('flame-b')); }
+    busy(box, true);
+    try {
+      const [fa, fb] = await Promise.all(['a', 'b'].map((k) => api(v.sides[k]('flamegraph', state.type).replace('&nodes=4000', '&nodes=2000'))));
+      if (seq !== profileSeq) return;
+      sideFc.roots.a = prepareFlame(fa, false);
+      sideFc.roots.b = prepareFlame(fb, false);
+      for (const k of ['a', 'b']) {
+        $('side-' + k + '-total').textContent = fmtValue(sideFc.roots[k].value, flame.unit);
+        sideFc[k].setTree(sideFc.roots[k], false);
+      }
+      drawSides();
+    } catch (e) {
+      if (seq === profileSeq) $('flame-a').textContent = $('flame-b').textContent = e.message;
+    } finally { busy(box, false); }
+  }
+  function drawSides() {
+    if (!sideFc.roots.a || $('side-by-side').hidden) return;
+    const path = state.zoomPath ? state.zoomPath.split('\n') : [];
+    for (const k of ['a', 'b']) {
+      const root = sideFc.roots[k];
+      if (!root.value) { $('flame-' + k).innerHTML = '<p class="muted">no samples</p>'; continue; }
+      let n = root;
+      for (const name of path) { const c = n.children.find((x) => x.name === name); if (!c) break; n = c; }
+      const f = sideFc[k];
+      if (!f.canvas.isConnected) { $('flame-' + k).textContent = ''; $('flame-' + k).appendChild(f.canvas); }
+      f.zoom = n; f.up = state.flameUp; f.diff = false;
+      f.draw();
+    }
+  }
+  for (const k of ['a', 'b']) {
+    $('flame-' + k).addEventListener('click', (e) => {
+      const r = sideFc[k] && sideFc[k].hit(e);
+      if (!r || !r.node) return;
+      // the linked zoom: the same path in the diff and in both sides
+      const names = [];
+      for (let x = r.node; x && x.parent; x = x.parent) names.unshift(x.name);
+      let n = flame.root;
+      for (const name of names) { const c = n && n.children.find((x) => x.name === name); if (!c) break; n = c; }
+      if (n) { flame.zoom = n; drawFlame(); }
+    });
   }
 
   function signed(v, unit) { return (v > 0 ? '+' : '') + fmtValue(v, unit); }
@@ -1091,8 +1277,24 @@ import { closeSuggest } from './suggest.js';
   function relChange(a, b) {
     if (!a) return b ? 'new' : '0%';
     const p = (100 * (b - a)) / Math.abs(a);
+    if (Math.abs(p) < 0.05) return '0%'; // unchanged (a scaled side rounds by a unit)
     return (p > 0 ? '+' : '') + (Math.abs(p) >= 10 ? p.toFixed(0) : p.toFixed(1)) + '%';
   }
+
+  // The flame graph as drawn, as a PNG (the canvas' pixels).
+  $('export-png').addEventListener('click', () => {
+    if (!fc.canvas || !fc.rects.length) return;
+    const v = profile.view;
+    fc.canvas.toBlob((blob) => {
+      if (!blob) return;
+      const a = document.createElement('a');
+      a.href = URL.createObjectURL(blob);
+      a.download = (v ? v.file.replace(/\.pb\.gz$/, '') : 'flamegraph') + '.png';
+      document.body.appendChild(a);
+      a.click();
+      setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+    }, 'image/png');
+  });
 
   $('copy-cmd').addEventListener('click', async () => {
     const text = $('pprof-cmd').textContent;
@@ -1177,12 +1379,14 @@ import { closeSuggest } from './suggest.js';
     });
     const u = profile.unit;
     const sgn = (v) => (v > 0 ? 'pos' : v < 0 ? 'neg' : 'zero');
+    // a change the Δ% rounds to 0% is not coloured (as the flame graph's grey)
+    const fsgn = (r) => (relChange(r.base_flat, r.new_flat) === '0%' ? 'zero' : sgn(r.flat));
     const rowHTML = profile.diff ? (r) =>
       '<tr data-fn="' + esc(r.function) + '">' +
       '<td class="num">' + esc(fmtValue(r.base_flat, u)) + '</td>' +
       '<td class="num">' + esc(fmtValue(r.new_flat, u)) + '</td>' +
-      '<td class="num delta ' + sgn(r.flat) + '">' + esc(signed(r.flat, u)) + '</td>' +
-      '<td class="num delta ' + sgn(r.flat) + '">' + esc(relChange(r.base_flat, r.new_flat)) + '</td>' +
+      '<td class="num delta ' + fsgn(r) + '">' + esc(signed(r.flat, u)) + '</td>' +
+      '<td class="num delta ' + fsgn(r) + '">' + esc(relChange(r.base_flat, r.new_flat)) + '</td>' +
       '<td class="num delta ' + sgn(r.cum) + '">' + esc(signed(r.cum, u)) + '</td>' +
       '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + '</td></tr>'
       : (r) =>
@@ -1290,6 +1494,7 @@ import { closeSuggest } from './suggest.js';
       '<a href="#" data-depth="' + i + '">' + esc(c.name === 'root' ? 'all' : c.name) + '</a>').join(' › ');
     const zp = zoom === root ? '' : crumbs.slice(1).map((c) => c.name).join('\n');
     if (zp !== state.zoomPath) { state.zoomPath = zp; writeURL(false); }
+    if (flame.diff) drawSides();
     $('flame-reset').hidden = zoom === root;
     box.setAttribute('data-zoom', zoom === root ? '' : zoom.name);
     // the colour legend: the packages drawn widest (a click searches the package)
@@ -1401,8 +1606,24 @@ import { closeSuggest } from './suggest.js';
     const img = new Image();
     img.alt = 'call graph of ' + $('profile-title').textContent;
     img.onload = () => { cg.innerHTML = ''; cg.appendChild(img); };
-    img.onerror = () => { cg.innerHTML = '<p class="error">The call graph could not be drawn (is Graphviz installed on the server?).</p>'; };
-    img.src = url;
+    const failed = () => { cg.innerHTML = '<p class="error">The call graph could not be drawn (is Graphviz installed on the server?).</p>'; };
+    img.onerror = failed;
+    // the API's SVG writes raw values ("76340000000"): its labels get human
+    // units (76.34s) here, then the image is the rewritten SVG
+    const unit = profile.unit;
+    fetch(url).then((r) => (r.ok ? r.text() : Promise.reject(new Error('HTTP ' + r.status)))).then((svg) => {
+      if (cg.getAttribute('data-url') !== url) return;
+      const human = svg.replace(/(<text[^>]*>)([^<]*)(<\/text>)/g, (m, open, txt, close) => open + humanLabel(txt, unit) + close);
+      cg.svg = human; // the SVG shown, for tools and tests
+      if (cg.blobURL) URL.revokeObjectURL(cg.blobURL);
+      img.src = cg.blobURL = URL.createObjectURL(new Blob([human], { type: 'image/svg+xml' }));
+    }).catch(failed);
+  }
+  // A call graph label with its values in units: "2688 (0.04%)", "of 6557184
+  // (99.98%)", " 3276800" (an edge), "Total: 6558496"; other text unchanged.
+  function humanLabel(txt, unit) {
+    const m = /^(\s*)(of |Total: )?(-?\d+)( \(.*\))?(\s*)$/.exec(txt);
+    return m ? m[1] + (m[2] || '') + esc(fmtValue(+m[3], unit)) + (m[4] || '') + m[5] : txt;
   }
   $('view-callgraph').addEventListener('click', () => {
     const on = $('view-callgraph').getAttribute('aria-pressed') !== 'true';

@@ -7,7 +7,7 @@
  */
 import { state, ui } from './state.js';
 import { frameColor } from './flame.js';
-import { $, COLORS, api, esc, fmtPct, fmtValue, labelName, quote, secs } from './util.js';
+import { $, COLORS, api, esc, fmtPct, fmtValue, isInternal, labelName, quote, secs } from './util.js';
 
 /* ------------------------------------------------------------ label explorer */
 
@@ -42,8 +42,10 @@ export async function loadExplorer() {
   const w = { from: ui.lastRange.from, to: ui.lastRange.to };
   const qp = '&match[]=' + encodeURIComponent(state.query) + '&start=' + secs(w.from) + '&end=' + secs(w.to);
   $('explorer-summary').textContent = 'loading…';
+  $('explorer-panel').classList.add('loading');
+  $('explorer-panel').setAttribute('aria-busy', 'true');
   try {
-    const names = (await api('/api/v1/labels?' + qp.slice(1))).filter((n) => n !== '__name__');
+    const names = (await api('/api/v1/labels?' + qp.slice(1))).filter((n) => !isInternal(n));
     const counts = await Promise.all(names.map((n) => api('/api/v1/label/' + encodeURIComponent(n) + '/values?' + qp.slice(1)).then((v) => v.length)));
     if (seq !== explorer.seq) return;
     const order = names.map((n, i) => [n, counts[i]]).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
@@ -54,6 +56,8 @@ export async function loadExplorer() {
     else $('explorer-values').innerHTML = '';
   } catch (e) {
     if (seq === explorer.seq) $('explorer-summary').textContent = e.message;
+  } finally {
+    if (seq === explorer.seq) { $('explorer-panel').classList.remove('loading'); $('explorer-panel').setAttribute('aria-busy', 'false'); }
   }
 }
 
@@ -88,6 +92,11 @@ async function showValues(name) {
   const y = (v) => H - 2 - (v / max) * (H - 6);
   $('explorer-values').innerHTML = '<p class="muted">' + esc(name) + ': ' + byValue.size + ' value' + (byValue.size === 1 ? '' : 's') +
     (byValue.size > TOPK ? ', the ' + TOPK + ' largest by total ' + esc(type) : '') + '. Click one to add it to the selector.</p>' +
+    // compare two values of the label (releases, versions, zones): A vs B
+    (top.length > 1 ? '<p class="explorer-compare">Compare ' + esc(name) + ' <select id="xcmp-a" aria-label="A (base): a value of ' + esc(name) + '">' +
+      top.map((e, i) => '<option' + (i === 1 ? ' selected' : '') + '>' + esc(e.value) + '</option>').join('') + '</select> vs <select id="xcmp-b" aria-label="B: a value of ' +
+      esc(name) + '">' + top.map((e, i) => '<option' + (i === 0 ? ' selected' : '') + '>' + esc(e.value) + '</option>').join('') +
+      '</select> <button type="button" class="small" id="xcmp-go">Compare</button></p>' : '') +
     '<div class="explorer-grid">' + top.map((e, i) => {
       const pts = [...e.pts.entries()].sort((a, b) => a[0] - b[0]);
       const path = pts.map(([t, v], j) => (j ? 'L' : 'M') + x(t).toFixed(1) + ' ' + y(v).toFixed(1)).join('');
@@ -134,7 +143,14 @@ export function miniFlame(tree, unit, withRoot) {
   return html;
 }
 
-$('explorer-values').addEventListener('click', (e) => pickValue(e.target.closest('.explorer-card')));
+$('explorer-values').addEventListener('click', (e) => {
+  if (e.target.id === 'xcmp-go') { // app.js compares the two selectors (pd:compare)
+    const sel = (id) => withMatcher(state.query, explorer.name, $(id).value);
+    document.dispatchEvent(new CustomEvent('pd:compare', { detail: { a: sel('xcmp-a'), b: sel('xcmp-b') } }));
+    return;
+  }
+  pickValue(e.target.closest('.explorer-card'));
+});
 $('explorer-values').addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pickValue(e.target.closest('.explorer-card')); } });
 function pickValue(card) {
   if (!card || !explorer.name) return;

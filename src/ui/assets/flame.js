@@ -54,15 +54,19 @@ export function frameColor(name) {
 // A diff's colour: red grew, green shrank (cb: blue grew, orange shrank — the
 // Okabe-Ito pair, for red-green colour blindness); the stronger, the larger
 // the change relative to the frame's larger side; grey unchanged.
+// A change under 0.05% of the frame (what the table rounds to 0%: a side
+// scaled to the other's total moves by a unit) is drawn unchanged.
+const SAME = 0.0005;
+const relDiff = (n) => Math.abs(n.new - n.base) / Math.max(Math.abs(n.base), Math.abs(n.new), 1);
 export function diffColor(n, cb) {
   const d = n.new - n.base;
-  if (d === 0 || n.name === 'root') return n.name === 'root' ? '#c7cbd1' : '#d9dbe0';
-  const rel = Math.min(1, Math.abs(d) / Math.max(Math.abs(n.base), Math.abs(n.new), 1));
+  if (d === 0 || n.name === 'root' || relDiff(n) < SAME) return n.name === 'root' ? '#c7cbd1' : '#d9dbe0';
+  const rel = Math.min(1, relDiff(n));
   const light = Math.round(88 - 36 * Math.sqrt(rel));
   if (cb) return d > 0 ? 'hsl(214,80%,' + light + '%)' : 'hsl(30,90%,' + light + '%)';
   return d > 0 ? 'hsl(2,85%,' + light + '%)' : 'hsl(140,60%,' + light + '%)';
 }
-export const diffKind = (n) => (n.name === 'root' ? '' : n.new > n.base ? 'grew' : n.new < n.base ? 'shrank' : 'same');
+export const diffKind = (n) => (n.name === 'root' ? '' : relDiff(n) < SAME ? 'same' : n.new > n.base ? 'grew' : 'shrank');
 
 export class FlameCanvas {
   // box: the element the canvas goes in (its width is the graph's width).

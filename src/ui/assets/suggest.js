@@ -5,7 +5,7 @@
  * braces.
  */
 import { state, ui } from './state.js';
-import { $, api, esc, labelName, quote, window_ } from './util.js';
+import { $, api, esc, isInternal, labelName, quote, window_ } from './util.js';
 
 /* ------------------------------------------------------------ suggestions */
 
@@ -85,7 +85,7 @@ export async function updateSuggest() {
   const round = (t) => Math.floor(t / 60000) * 60;
   const timeOnly = 'start=' + round(w.from) + '&end=' + (round(w.to) + 60);
   if (ctx.kind === 'metric') list = (await labelValues('__name__', timeOnly)).map((v) => ({ text: v, kind: 'profile type' }));
-  else if (ctx.kind === 'name') list = (await labelNames(scopeParams(input.value, ctx.start, ''))).filter((v) => v !== '__name__').map((v) => ({ text: v, kind: 'label' }));
+  else if (ctx.kind === 'name') list = (await labelNames(scopeParams(input.value, ctx.start, ''))).filter((v) => !isInternal(v)).map((v) => ({ text: v, kind: 'label' }));
   else list = (await labelValues(ctx.name, scopeParams(input.value, ctx.start, ctx.name))).map((v) => ({ text: v, kind: ctx.name }));
   // The input may have changed while we waited.
   const now = context(input.value, input.selectionStart);

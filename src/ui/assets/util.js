@@ -48,9 +48,14 @@ export function exactSelector(labels) {
   return '{' + names.map((n) => labelName(n) + '=' + quote(labels[n])).join(', ') + '}';
 }
 
-// Display form: name{a="b", …} without __name__ inside the braces.
+// Internal labels (issue 31): names starting "__" (__name__, __delta__, …)
+// are profd's and Prometheus' own; they are never offered or shown (a
+// selector typed with them still works).
+export const isInternal = (n) => String(n).startsWith('__');
+
+// Display form: name{a="b", …} without the internal labels inside the braces.
 export function seriesName(labels) {
-  const names = Object.keys(labels).filter((n) => n !== '__name__').sort();
+  const names = Object.keys(labels).filter((n) => !isInternal(n)).sort();
   return (labels.__name__ || '') + '{' + names.map((n) => labelName(n) + '=' + quote(labels[n])).join(', ') + '}';
 }
 

@@ -1,0 +1,3 @@
+module diffapp
+
+go 1.19
