@@ -41,6 +41,7 @@
 #include "storage/tsdb/block_index_int.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/chunks_int.h"
+#include "storage/tsdb/warnings_int.h"
 
 /* ---- reader ---- */
 
@@ -806,6 +807,9 @@ static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err)
     return rc;
 }
 
+static int load_group(pd_block *b, uint32_t id, const pd_tchunk *t, size_t g, pd_dprof **out,
+                      size_t *n, pd_err *err);
+
 int pd__block_read_points(pd_block *b, uint32_t id, int64_t mint, int64_t maxt, pd_points *out,
                           pd_err *err)
 {
@@ -851,13 +855,56 @@ int pd__block_read_points(pd_block *b, uint32_t id, int64_t mint, int64_t maxt, 
     if (!tot)
         goto nomem;
     memcpy(tot, t.totals + t.tot_off[lo], n_tot * sizeof *tot);
+    /* a block with damaged symbols frames: a profile that references one
+       cannot be read, so it is not a point either (issue 27: a timeline
+       point that 404s when clicked); only then are the groups decoded */
+    uint8_t *lost = NULL;
+    if (b->sym.n_bad_frames && hi > lo) {
+        if (!(lost = calloc(hi - lo, 1)))
+            goto nomem;
+        size_t n_lost = 0;
+        for (size_t g = 0; g < t.n_group; g++) {
+            size_t f = t.g_first[g], l = t.g_first[g + 1];
+            if (l <= lo || f >= hi)
+                continue;
+            pd_dprof *d = NULL;
+            size_t nd = 0;
+            pd_err ge;
+            pd_err_clear(&ge);
+            int grc = load_group(b, id, &t, g, &d, &nd, &ge);
+            if (grc == PD_ENOMEM) {
+                free(lost);
+                goto nomem;
+            }
+            for (size_t i = f; i < l; i++) {
+                if (i < lo || i >= hi)
+                    continue;
+                bool bad = grc < 0 || i - f >= nd || dprof_lost(&b->sym, &d[i - f]);
+                if (bad && !lost[i - lo]) {
+                    lost[i - lo] = 1;
+                    n_lost++;
+                }
+            }
+            if (grc == 0) {
+                for (size_t i = 0; i < nd; i++)
+                    pd__dprof_release(&d[i]);
+                free(d);
+            }
+        }
+        if (n_lost)
+            pd__storage_warn("block %s: %zu profiles " PD_BLOCK_LOST_PROFILE " (%s); left out",
+                             b->meta.ulid, n_lost, b->sym.damage ? b->sym.damage : "?");
+    }
     for (size_t i = lo; i < hi; i++) { /* ts ascending: [lo, hi) is the range */
+        if (lost && lost[i - lo])
+            continue;
         pd_point *pt = &out->v[out->n++];
         pt->ts_ms = t.ts[i];
         pt->n_types = (size_t)(t.tot_off[i + 1] - t.tot_off[i]);
         pt->types = sets[t.tset[i]];
         pt->totals = tot + (t.tot_off[i] - t.tot_off[lo]);
     }
+    free(lost);
     pd__tchunk_release(&t);
     return 0;
 nomem:

@@ -714,6 +714,18 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
                 pd__tsdb_hb_put(v[i]);
         n = nok;
         bool due = pd__tsdb_plan_compaction(s, v, n, newest, &first, &count);
+        if (due && s->retention_bytes) {
+            /* the result is written beside its sources: only when both fit
+               under --storage.retention.size (issue 27: the store's bound) */
+            uint64_t src = 0;
+            for (size_t i = first; i < first + count; i++) {
+                const pd_block_meta *m = pd__block_meta(v[i]->b);
+                src += m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes;
+            }
+            pd_storage_stats st;
+            pd_storage_stats_get(s, &st);
+            due = st.bytes_on_disk + src <= s->retention_bytes;
+        }
         size_t bad = count;
         if (due && (rc = pd__tsdb_compact_blocks(s, v + first, count, &bad, err)) < 0) {
             if (bad < count) {
@@ -919,9 +931,21 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         pd_err_set(err, rc, "create wal directory %s: %s", s->waldir, strerror(-rc));
         goto fail;
     }
+    size_t seg_bytes = opts->segment_bytes ? opts->segment_bytes : 32u << 20;
+    if (s->retention_bytes) {
+        /* the size limit covers the WAL (issue 27): the head is cut once the
+           WAL passes a quarter of the limit, and segments of at most an
+           eighth (64 KiB at least) let the checkpoint free them */
+        uint64_t cap = s->retention_bytes / 8 > (64u << 10) ? s->retention_bytes / 8 : 64u << 10;
+        if (seg_bytes > cap)
+            seg_bytes = (size_t)cap;
+        s->wal_budget = s->retention_bytes / 4 > 2 * (uint64_t)seg_bytes
+                            ? s->retention_bytes / 4
+                            : 2 * (uint64_t)seg_bytes;
+    }
     pd_wal_options wo = {
         .dir = s->waldir,
-        .segment_bytes = opts->segment_bytes ? opts->segment_bytes : 32u << 20,
+        .segment_bytes = seg_bytes,
         .fsync = opts->fsync,
         .batch_ms = opts->fsync_batch_ms > 0 ? opts->fsync_batch_ms : 1000,
     };

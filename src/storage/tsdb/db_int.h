@@ -134,6 +134,8 @@ struct pd_storage {
     int64_t grace_ms;          /* <= 0: no upper bound on appends */
     int64_t (*clock)(void);    /* wall clock, Unix ms */
     uint64_t retention_bytes;  /* 0: no size retention */
+    uint64_t wal_budget;       /* with retention_bytes: WAL bytes past which the head is
+                                  cut early (retention_bytes / 4; compact.c) */
     int64_t maint_ms;          /* <= 0: no thread */
     uint64_t n_compactions, n_ret_deletes; /* __atomic */
     int64_t compact_retry_after; /* monotonic ms */
