@@ -243,6 +243,50 @@ fail:
     return rc;
 }
 
+/* ---- finding records after damage ---- */
+
+size_t pd__wal_resync(const uint8_t *buf, size_t len, size_t from, bool series_file)
+{
+    for (size_t p = from; p + PD_WAL_REC_HDR <= len; p++) {
+        uint8_t type = buf[p];
+        if (series_file ? type != PD_WAL_REC_SERIES
+                        : (type == 0 || type > PD_WAL_REC_MAX))
+            continue;
+        uint32_t l = get_u32le(buf + p + 1);
+        /* what each type's payload must be at least: cheap filters before the CRC */
+        if (l > PD_WAL_MAX_RECORD || l > len - p - PD_WAL_REC_HDR ||
+            (type == PD_WAL_REC_END ? l != 4 : l < 9))
+            continue;
+        if (pd_crc32c(pd_crc32c(0, &type, 1), buf + p + PD_WAL_REC_HDR, l) ==
+            get_u32le(buf + p + 5))
+            return p;
+    }
+    return len;
+}
+
+/* Reads [off, size) of fd and finds the first valid record after off (not
+ * at it); *next = its offset, or size when none. 0 or -errno / PD_ENOMEM. */
+static int resync_segment(int fd, uint64_t off, uint64_t size, uint64_t *next)
+{
+    *next = size;
+    if (size - off <= PD_WAL_REC_HDR)
+        return 0;
+    size_t n = (size_t)(size - off);
+    uint8_t *b = malloc(n);
+    if (!b)
+        return PD_ENOMEM;
+    ssize_t r = pread_full(fd, b, n, off);
+    if (r < 0) {
+        free(b);
+        return (int)r;
+    }
+    size_t at = pd__wal_resync(b, (size_t)r, 1, false);
+    if (at < (size_t)r)
+        *next = off + at;
+    free(b);
+    return 0;
+}
+
 /* ---- replay ---- */
 
 static int cmp_u32(const void *a, const void *b)
@@ -309,12 +353,34 @@ static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool l
     uint64_t off = PD_WAL_SEG_HDR;
     const char *why = NULL;
     bool torn = false;
-    while (off < size) {
+    for (;;) {
+        if (why) {
+            /* damage, or a torn tail: a valid record after it means damage
+               in the middle (issue 27: the records after it are kept) */
+            uint64_t next;
+            int rrc = resync_segment(fd, off, size, &next);
+            if (rrc < 0)
+                return pd_err_set(err, rrc, "read wal segment %s at offset %llu: %s", name,
+                                  (unsigned long long)off, pd_strerror(rrc));
+            if (next >= size)
+                break;
+            pd_log_warn("wal: corrupt record skipped; replay resumes at the next valid record",
+                        "file=%s offset=%llu reason=\"%s\" bytes_skipped=%llu next=%llu", name,
+                        (unsigned long long)off, why, (unsigned long long)(next - off),
+                        (unsigned long long)next);
+            count_corruption();
+            why = NULL;
+            torn = false;
+            off = next;
+            *ended = false;
+        }
+        if (off >= size)
+            break;
         uint8_t hdr[PD_WAL_REC_HDR];
         if (size - off < PD_WAL_REC_HDR) {
             why = "short record header";
             torn = true;
-            break;
+            continue;
         }
         ssize_t r = pread_full(fd, hdr, sizeof hdr, off);
         if (r < 0)
@@ -323,22 +389,22 @@ static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool l
         if ((size_t)r < sizeof hdr) {
             why = "short record header";
             torn = true;
-            break;
+            continue;
         }
         uint8_t type = hdr[0];
         uint32_t len = get_u32le(hdr + 1), crc = get_u32le(hdr + 5);
         if (type == 0 || type > PD_WAL_REC_MAX) {
             why = "unknown record type";
-            break;
+            continue;
         }
         if (len > PD_WAL_MAX_RECORD) {
             why = "record length over the cap";
-            break;
+            continue;
         }
         if (size - off - PD_WAL_REC_HDR < len) {
             why = "short record payload";
             torn = true;
-            break;
+            continue;
         }
         pd_buf_reset(payload);
         int rc = pd_buf_reserve(payload, len);
@@ -351,23 +417,23 @@ static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool l
         if ((size_t)r < len) {
             why = "short record payload";
             torn = true;
-            break;
+            continue;
         }
         payload->len = len;
         payload->data[len] = 0;
         uint32_t c = pd_crc32c(pd_crc32c(0, &type, 1), payload->data, len);
         if (c != crc) {
             why = "checksum mismatch";
-            break;
+            continue;
         }
         if (*ended) { /* nothing follows the END record */
             why = "record after the segment's end record";
-            break;
+            continue;
         }
         if (type == PD_WAL_REC_END) {
             if (len != 4 || get_u32le((const uint8_t *)payload->data) != num + 1) {
                 why = "bad end record";
-                break;
+                continue;
             }
             *ended = true;
             off += PD_WAL_REC_HDR + (uint64_t)len;
