@@ -955,6 +955,10 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     }
     if ((rc = pd__wal_open(&wo, pd__tsdb_replay_fn, s, &s->wal, err)) < 0)
         goto fail;
+    if ((rc = pd__tsdb_replay_orphans(s)) < 0) {
+        pd_err_set(err, rc, "open storage %s: out of memory", path);
+        goto fail;
+    }
     bool added = false;
     if ((rc = pd__tsdb_load_blocks(s, &added, err)) < 0)
         goto fail;
@@ -998,6 +1002,8 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     *out = s;
     return 0;
 fail:
+    free(s->orphans); /* a replay that failed */
+    s->orphans = NULL;
     pd_storage_close(s);
     return rc;
 }

@@ -423,19 +423,26 @@ static bool touched(const mcase *c, const dmg *d, const fx_exp *e)
         const fx_rec *r = L.recs[c->target];
         for (size_t i = 0; i < L.n_recs[c->target]; i++)
             if (r[i].type == 2 && r[i].ref == L.refs[e->s] && r[i].ts == e->ts)
+                /* issue 27: replay finds the next valid record after damage,
+                   so a flip or a zeroed range costs the records it overlaps;
+                   a truncation everything after it */
                 return c->op == OP_DELETE || d->lo < 8 ||
-                       (c->op == OP_CRCFIX ? r[i].off == d->lo : r[i].end > d->lo);
+                       (c->op == OP_CRCFIX  ? r[i].off == d->lo
+                        : c->op == OP_TRUNC ? r[i].end > d->lo
+                                            : r[i].off < d->hi && d->lo < r[i].end);
         return false;
     }
-    default: /* K_SERIES: a lost SERIES record loses the head profiles of its ref */
-        if (blk >= 0)
+    default: /* K_SERIES: every WAL segment names the series of its profiles
+                again (issue 27), so no damage to the series file, its
+                header included, nor deleting it, costs a profile; only
+                an edit that still verifies (CRC fixed) can give the
+                series of that record other labels */
+        if (blk >= 0 || c->op != OP_CRCFIX)
             return false;
-        if (c->op == OP_DELETE || d->lo < 8)
-            return true;
         for (size_t i = 0; i < L.n_srecs; i++)
-            if (L.srecs[i].ref == L.refs[e->s])
-                return L.srecs[i].end > d->lo;
-        return true;
+            if (L.srecs[i].off == d->lo)
+                return L.srecs[i].ref == L.refs[e->s];
+        return false;
     }
 }
 
