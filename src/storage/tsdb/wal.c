@@ -34,11 +34,15 @@
  * - Segment fds stay open until close; the table of segments is guarded by
  *   w->segs_lock (rwlock) so readers find an fd quickly and pread outside
  *   every lock.
- * - Replay (pd__wal_open) never trusts the disk: a short header, a short
+ * - Replay (pd__wal_open) never trusts the disk: at a short header, a short
  *   payload, an unknown type, a length over PD_WAL_MAX_RECORD or a CRC
- *   mismatch ends the valid part of a segment. In the last segment the file
- *   is truncated there (logged); in an earlier one the rest of the segment is
- *   skipped (logged, counted in profd_storage_corruptions_total).
+ *   mismatch it looks for the next record that verifies (pd__wal_resync:
+ *   type, length and CRC at each following offset) and goes on there
+ *   (logged, counted in profd_storage_corruptions_total): one damaged byte
+ *   costs the record it is in (issue 27). With no valid record after it,
+ *   it is the tail: in the last segment the file is truncated there
+ *   (logged); in an earlier one the rest of the segment is skipped (logged,
+ *   counted).
  */
 #include <dirent.h>
 #include <errno.h>
