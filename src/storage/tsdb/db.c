@@ -855,6 +855,11 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
                         "Corrupt records or segments met in the store's files (skipped or cut "
                         "off).");
     pd_metrics_add("profd_storage_corruptions_total", NULL, 0); /* exposed from 0 */
+    pd_metrics_describe("profd_storage_wal_truncations_total", PD_METRIC_COUNTER,
+                        "Times the newest WAL segment was found shorter than what was "
+                        "fsync'd (PATH/wal/synced): acknowledged records lost to a "
+                        "truncation, not a torn append.");
+    pd_metrics_add("profd_storage_wal_truncations_total", NULL, 0);
     pd_metrics_describe("profd_storage_blocks", PD_METRIC_GAUGE, "Immutable blocks open.");
     pd_metrics_describe("profd_storage_head_chunk_bytes", PD_METRIC_GAUGE,
                         "Bytes of value groups held in memory by the head (raw and "

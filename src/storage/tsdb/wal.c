@@ -88,6 +88,9 @@ struct pd_wal {
     bool stopping;
     pthread_cond_t cond;
     size_t n_gaps; /* gaps in the segment numbers found at open */
+    int64_t last_marker_ms; /* when PATH/wal/synced was last written (marker_mu) */
+    pthread_mutex_t marker_mu; /* one writer of PATH/wal/synced at a time */
+    bool opened;               /* the open completed: close may write the marker */
 };
 
 static int64_t mono_ms(void)
@@ -245,6 +248,56 @@ fail:
     close(fd);
     unlink(name);
     return rc;
+}
+
+/* ---- the synced marker (PATH/wal/synced) ---- */
+
+bool pd__wal_synced_read(const char *dir, uint32_t *seg, uint64_t *size)
+{
+    char name[4200];
+    snprintf(name, sizeof name, "%s/%s", dir, PD_WAL_SYNCED_NAME);
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    uint8_t b[PD_WAL_SYNCED_BYTES];
+    ssize_t r = pread_full(fd, b, sizeof b, 0);
+    close(fd);
+    if (r != (ssize_t)sizeof b || memcmp(b, "PDWS", 4) != 0 ||
+        pd_crc32c(0, b, 16) != get_u32le(b + 16))
+        return false;
+    *seg = get_u32le(b + 4);
+    *size = (uint64_t)get_u32le(b + 8) | (uint64_t)get_u32le(b + 12) << 32;
+    return true;
+}
+
+/* Records that segment seg durably holds size bytes: tmp file, fsync,
+ * rename (policy never: no fsync). Best effort: a failure is logged (the
+ * marker then lags, which only weakens the check at open). */
+static void synced_write(pd_wal *w, uint32_t seg, uint64_t size)
+{
+    char name[4200], tmp[4300];
+    snprintf(name, sizeof name, "%s/%s", w->dir, PD_WAL_SYNCED_NAME);
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    uint8_t b[PD_WAL_SYNCED_BYTES];
+    memcpy(b, "PDWS", 4);
+    put_u32le(b + 4, seg);
+    put_u32le(b + 8, (uint32_t)size);
+    put_u32le(b + 12, (uint32_t)(size >> 32));
+    put_u32le(b + 16, pd_crc32c(0, b, 16));
+    pthread_mutex_lock(&w->marker_mu);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = fd < 0 ? -errno : write_full(fd, b, sizeof b);
+    if (rc == 0 && w->fsync != PD_FSYNC_NEVER && fdatasync(fd) < 0)
+        rc = -errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0 && rename(tmp, name) < 0)
+        rc = -errno;
+    if (rc < 0)
+        pd_log_warn("wal: cannot write the synced marker", "file=%s err=\"%s\"", name,
+                    strerror(-rc));
+    w->last_marker_ms = mono_ms();
+    pthread_mutex_unlock(&w->marker_mu);
 }
 
 /* ---- finding records after damage ---- */
@@ -493,6 +546,8 @@ static void *flusher_main(void *arg)
             continue;
         pthread_rwlock_rdlock(&w->segs_lock);
         int fd = w->segs[w->n_segs - 1].fd;
+        uint32_t num = w->segs[w->n_segs - 1].num;
+        uint64_t size = w->segs[w->n_segs - 1].size;
         pthread_rwlock_unlock(&w->segs_lock);
         w->dirty = false;
         w->last_sync_ms = mono_ms();
@@ -501,6 +556,8 @@ static void *flusher_main(void *arg)
         if (fdatasync(fd) < 0)
             pd_log_error("wal: background fsync failed", "dir=%s err=\"%s\"", w->dir,
                          strerror(errno));
+        else
+            synced_write(w, num, size); /* size: written before the fsync */
         pthread_mutex_lock(&w->mu);
     }
     pthread_mutex_unlock(&w->mu);
@@ -560,6 +617,7 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
     w->fsync = o->fsync;
     w->batch_ms = o->batch_ms > 0 ? o->batch_ms : 1000;
     pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->marker_mu, NULL);
     pthread_rwlock_init(&w->segs_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -573,6 +631,9 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
     if ((rc = list_segments(w->dir, &nums, &n_nums, err)) < 0)
         goto fail;
     bool sealed = false, end_pending = false;
+    uint32_t mk_seg = 0;
+    uint64_t mk_size = 0;
+    bool mk = pd__wal_synced_read(w->dir, &mk_seg, &mk_size);
 
     for (size_t i = 0; i < n_nums; i++) {
         bool last = i + 1 == n_nums;
@@ -646,6 +707,18 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
             }
             if (last)
                 size = end; /* truncated there */
+            if (last && mk && mk_seg == nums[i] && end < mk_size) {
+                /* shorter than what was durably written: acknowledged
+                   records are gone (a truncation, not a torn append) */
+                pd_log_error("wal: the newest segment is shorter than what was fsync'd; "
+                             "acknowledged records are lost",
+                             "file=%s offset=%llu synced=%llu bytes_lost=%llu", name,
+                             (unsigned long long)end, (unsigned long long)mk_size,
+                             (unsigned long long)(mk_size - end));
+                count_corruption();
+                pd_metrics_add("profd_storage_wal_truncations_total", NULL, 1);
+                w->n_gaps++;
+            }
         }
         /* continuity of version-2 segments (their END records) */
         if (!bad && hdr[5] >= 2 && last && ended) {
@@ -688,6 +761,9 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
             goto fail;
     }
     w->last_sync_ms = mono_ms();
+    /* what the newest segment holds now is the base of the next check */
+    synced_write(w, w->segs[w->n_segs - 1].num, w->segs[w->n_segs - 1].size);
+    w->opened = true;
     if (w->fsync == PD_FSYNC_BATCH) {
         if ((rc = pthread_create(&w->flusher, NULL, flusher_main, w)) != 0) {
             rc = pd_err_set(err, -rc, "open wal %s: cannot start the flusher thread", w->dir);
@@ -718,15 +794,20 @@ void pd__wal_close(pd_wal *w)
         pthread_join(w->flusher, NULL);
     }
     for (size_t i = 0; i < w->n_segs; i++) {
-        if (i + 1 == w->n_segs && !w->segs[i].bad && fdatasync(w->segs[i].fd) < 0)
-            pd_log_error("wal: fsync on close failed", "dir=%s err=\"%s\"", w->dir,
-                         strerror(errno));
+        if (i + 1 == w->n_segs && !w->segs[i].bad) {
+            if (fdatasync(w->segs[i].fd) < 0)
+                pd_log_error("wal: fsync on close failed", "dir=%s err=\"%s\"", w->dir,
+                             strerror(errno));
+            else if (w->opened)
+                synced_write(w, w->segs[i].num, w->segs[i].size);
+        }
         close(w->segs[i].fd);
     }
     free(w->segs);
     free(w->dir);
     pthread_cond_destroy(&w->cond);
     pthread_rwlock_destroy(&w->segs_lock);
+    pthread_mutex_destroy(&w->marker_mu);
     pthread_mutex_destroy(&w->mu);
     free(w);
 }
@@ -764,6 +845,7 @@ int pd__wal_append(pd_wal *w, const uint8_t *recs, size_t len, uint32_t *seg, ui
         /* the new segment is durable: seal the old one (a crash before this
            leaves it without END and the new one empty: see pd__wal_open) */
         write_end(w, &w->segs[w->n_segs - 2], cur.num + 1);
+        synced_write(w, cur.num + 1, PD_WAL_SEG_HDR);
         w->dirty = false;
         w->last_sync_ms = mono_ms();
         cur = w->segs[w->n_segs - 1];
@@ -790,6 +872,8 @@ int pd__wal_append(pd_wal *w, const uint8_t *recs, size_t len, uint32_t *seg, ui
     pthread_rwlock_unlock(&w->segs_lock);
     if (w->fsync == PD_FSYNC_ALWAYS) {
         w->last_sync_ms = mono_ms();
+        if (w->last_sync_ms - w->last_marker_ms >= w->batch_ms)
+            synced_write(w, cur.num, cur.size + len);
     } else if (w->fsync == PD_FSYNC_BATCH) {
         /* the flusher syncs, never the append: an fdatasync here holds
            every append behind it (5-23 ms for a second of 75 KB profiles
@@ -878,6 +962,7 @@ int pd__wal_sync(pd_wal *w)
     if (rc == 0) {
         w->dirty = false;
         w->last_sync_ms = mono_ms();
+        synced_write(w, w->segs[w->n_segs - 1].num, w->segs[w->n_segs - 1].size);
     }
     pthread_mutex_unlock(&w->mu);
     return rc;

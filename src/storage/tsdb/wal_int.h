@@ -29,6 +29,17 @@
 #define PD_WAL_SEG_HDR 8               /* magic 5 + version 1 + reserved 2 */
 #define PD_WAL_REC_HDR 9               /* type 1 + length 4 + crc32c 4 */
 #define PD_WAL_MAX_RECORD (256u << 20) /* payload cap, bytes: bigger is corruption */
+/* PATH/wal/synced: what the newest segment durably held (issue 27):
+ * "PDWS" | segment u32 LE | size u64 LE | crc32c u32 LE of the 16 bytes
+ * before it. Rewritten after each background fsync (policy batch), at most
+ * every batch window after an fsync'ed append (policy always), at a roll
+ * and at close. A newest segment found shorter than it lost acknowledged
+ * records (a truncation, not a torn append): docs/format/wal.md. */
+#define PD_WAL_SYNCED_NAME "synced"
+#define PD_WAL_SYNCED_BYTES 20
+
+/* Reads dir's marker: true and *seg, *size when it verifies. */
+bool pd__wal_synced_read(const char *dir, uint32_t *seg /* OUT */, uint64_t *size /* OUT */);
 
 /* Record types. 0 is never valid (a zero-filled tail is not a record).
  * END (payload: u32 LE number of the next segment) is written by the WAL

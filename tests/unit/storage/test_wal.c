@@ -267,6 +267,64 @@ static void test_roll_replay_read(void **state)
     assert_int_equal(o2, offs[59] + PD_WAL_REC_HDR + lens[59]);
 }
 
+/* Removes PATH/wal/synced (a crash before the marker recorded the latest
+ * appends). */
+static void unlink_marker(fx *f)
+{
+    char p[600];
+    seg_path(f, 1, p, sizeof p);
+    char *slash = strrchr(p, '/');
+    snprintf(slash + 1, sizeof p - (size_t)(slash + 1 - p), "%s", PD_WAL_SYNCED_NAME);
+    unlink(p);
+}
+
+/* Issue 27: the newest segment cut short — at a record boundary or inside a
+ * record — after its bytes were fsync'd (the marker PATH/wal/synced says
+ * how many): not a torn append but lost acknowledged records, logged and
+ * counted (profd_storage_wal_truncations_total). */
+static void test_truncation_against_marker(void **state)
+{
+    fx *f = *state;
+    wal_open(f, 0);
+    uint32_t seg;
+    uint64_t off[4];
+    for (int i = 0; i < 4; i++)
+        append(f, i, 40, &seg, &off[i]);
+    assert_int_equal(pd__wal_sync(f->w), 0);
+    pd__wal_close(f->w);
+    f->w = NULL;
+    char path[512];
+    seg_path(f, 1, path, sizeof path);
+    char wd[600];
+    snprintf(wd, sizeof wd, "%s", path);
+    *strrchr(wd, '/') = 0;
+    uint32_t ms;
+    uint64_t msz;
+    assert_true(pd__wal_synced_read(wd, &ms, &msz));
+    assert_int_equal(ms, 1);
+    assert_int_equal(msz, (uint64_t)fsize(path));
+    /* at a record boundary, then inside a record */
+    const off_t cuts[2] = {(off_t)off[2], (off_t)off[1] + 5};
+    for (int k = 0; k < 2; k++) {
+        pd__wal_synced_read(wd, &ms, &msz);
+        assert_int_equal(truncate(path, cuts[k]), 0);
+        double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
+        double t0 = pd_metrics_get("profd_storage_wal_truncations_total", NULL);
+        wal_open(f, 0);
+        assert_int_equal(f->log.n, k == 0 ? 2 : 1);
+        assert_true(pd_metrics_get("profd_storage_corruptions_total", NULL) >= c0 + 1);
+        assert_int_equal(pd_metrics_get("profd_storage_wal_truncations_total", NULL), t0 + 1);
+        assert_int_equal(pd__wal_gaps(f->w), 1);
+        pd__wal_close(f->w);
+        f->w = NULL;
+        /* reported once: the marker now says what is there */
+        wal_open(f, 0);
+        assert_int_equal(pd_metrics_get("profd_storage_wal_truncations_total", NULL), t0 + 1);
+        pd__wal_close(f->w);
+        f->w = NULL;
+    }
+}
+
 /* Every cut inside the last record, and garbage after it: replay keeps the
  * records before, the file is cut back to the record boundary, appends work. */
 static void test_torn_tail_every_offset(void **state)
@@ -288,6 +346,8 @@ static void test_torn_tail_every_offset(void **state)
     assert_int_equal(read(fd, orig, sizeof orig), full);
     close(fd);
     double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
+    /* a crash mid-append: the synced marker never saw the torn record */
+    unlink_marker(f);
     for (off_t cut = (off_t)off[3] + 1; cut < full; cut++) {
         fd = open(path, O_WRONLY | O_TRUNC);
         assert_int_equal(write(fd, orig, (size_t)cut), cut);
@@ -533,9 +593,11 @@ static void test_end_records(void **state)
     seg_path(f, 2, p2, sizeof p2);
     off_t s1 = fsize(p1);
     assert_int_equal(s1, (off_t)(off[2] + PD_WAL_REC_HDR + 50 + PD_WAL_REC_HDR + 4)); /* + END */
-    /* the roll's crash window: segment 2 empty, segment 1 without its END */
+    /* the roll's crash window: segment 2 empty, segment 1 without its END
+       (the synced marker, written after the END, not there yet) */
     assert_int_equal(truncate(p2, PD_WAL_SEG_HDR), 0);
     assert_int_equal(truncate(p1, s1 - PD_WAL_REC_HDR - 4), 0);
+    unlink_marker(f);
     double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
     wal_open(f, 200);
     assert_int_equal(f->log.n, 3);
@@ -585,6 +647,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_torn_tail_every_offset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_earlier_segment_damage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_last_segment_middle_damage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncation_against_marker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_headerless_last_segment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_end_records, setup, teardown),
         cmocka_unit_test(test_frame_cap),
