@@ -39,7 +39,7 @@ static const char *OP_NAME[NOP] = {"flip", "truncate", "zero", "delete", "crc-fi
 /* Offsets: >= 0 a fraction of the size, < 0 -(absolute offset + 1); LAST the
  * last byte (or the last 64 for zero). */
 #define LAST 2.0
-static const double FLIP_AT[] = {-1, -6, 0.25, 0.5, 0.75, LAST};
+static const double FLIP_AT[] = {-1, -5, -6, 0.25, 0.5, 0.75, LAST};
 static const double TRUNC_AT[] = {-1, -9, 0.33, 0.66, LAST};
 static const double ZERO_AT[] = {-1, 0.33, 0.66, LAST};
 static const double CRC_AT[] = {0.25, 0.5, 0.75};
@@ -385,7 +385,9 @@ static bool touched(const mcase *c, const dmg *d, const fx_exp *e)
            the start, which ends at the first damaged one */
         if (blk != c->target)
             return false;
-        if (c->op == OP_DELETE || d->lo < 8)
+        /* issue 27: a damaged header is read past (version 2: the footer,
+           toc and entries verify on their own) */
+        if (c->op == OP_DELETE || (d->lo < 8 && c->op == OP_TRUNC))
             return true;
         const uint64_t *en = L.ient[blk][e->s];
         bool walk = d->hi > L.itoc[blk] || c->op == OP_TRUNC || c->op == OP_CRCFIX;
@@ -416,7 +418,9 @@ static bool touched(const mcase *c, const dmg *d, const fx_exp *e)
     case K_CHUNKS:
         if (blk != c->target)
             return false;
-        if (c->op == OP_DELETE || c->op == OP_TRUNC || d->lo < 8)
+        /* issue 27: the header is redundant (constants; the version found
+           again from the first time chunk): only the frames it overlaps */
+        if (c->op == OP_DELETE || c->op == OP_TRUNC)
             return true;
         return L.ext[blk][e->s][0] < d->hi && d->lo < L.ext[blk][e->s][1];
     case K_WAL: {
