@@ -400,7 +400,13 @@ static bool touched(const mcase *c, const dmg *d, const fx_exp *e)
            the last 4 bytes: the last frame too. */
         if (blk != c->target)
             return false;
-        if (c->op == OP_DELETE || d->lo < L.sdir_end[blk])
+        if (c->op == OP_DELETE || (c->op == OP_TRUNC && d->lo < L.sdir_end[blk]))
+            return true;
+        /* issue 27: the header (its CRC is checked against the header as
+           written) and the directory's stored CRC (every frame then checked
+           by its own) cost nothing; the directory itself the block */
+        if (d->lo < L.sdir_end[blk] && !(d->hi <= 8) &&
+            !(d->lo >= L.sdir_end[blk] - 4 && d->hi <= L.sdir_end[blk]))
             return true;
         const uses *u = L.uses_of[e - FX_E];
         assert_non_null(u);
@@ -507,6 +513,9 @@ static void test_matrix(void **state)
     for (int t = 0; t < 3; t++)
         add_cases(K_WAL, t);
     add_cases(K_SERIES, 0);
+    /* issue 27: a byte of the symbols directory's stored CRC */
+    for (int b = 0; b < 2; b++)
+        CASES[N_CASES++] = (mcase){K_SYMBOLS, b, OP_FLIP, -(double)(L.sdir_end[b] - 2) - 1};
     assert_true(N_CASES >= 200);
     size_t n_detect = 0, n_lost_cases = 0, n_lost = 0, lost_by_kind[NKIND] = {0},
            cases_by_kind[NKIND] = {0};
