@@ -565,6 +565,16 @@ static void test_matrix(void **state)
         if (rc != 0)
             fail_msg("case %zu (%s %s): repair rc %d:\n%s", ci, OP_NAME[c->op],
                      KIND_NAME[c->kind], rc, out);
+        if (c->kind == K_SERIES) { /* issue 27: repair rebuilds the series file */
+            char sp[800];
+            snprintf(sp, sizeof sp, "CORRUPT %s/series", dir);
+            static char out2[1 << 16];
+            run_tsdb(out2, sizeof out2, "check", dir);
+            if (strstr(out2, sp))
+                fail_msg("case %zu (%s series, at %g): series file still damaged after "
+                         "repair:\n%s\nrepair said:\n%s",
+                         ci, OP_NAME[c->op], c->at, out2, out);
+        }
         served_all(dir, c, &d, "after repair", &lost, false);
         if (c->kind <= K_CHUNKS) {
             run_tsdb(out, sizeof out, "check", dir);
