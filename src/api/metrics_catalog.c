@@ -224,6 +224,11 @@ static const catalog_entry catalog[] = {
     {"profd_storage_series", PD_METRIC_GAUGE,
      "Series in the storage.",
      NULL},
+    {"profd_storage_wal_truncations_total", PD_METRIC_COUNTER,
+     "Times the newest WAL segment was found shorter than what was fsync'd "
+         "(PATH/wal/synced): acknowledged records lost to a truncation, not a "
+         "torn append.",
+     NULL},
     {"profd_target_up", PD_METRIC_GAUGE,
      "1 if the last scrape of the target's profile type succeeded (HTTP "
          "200, a profile that decoded and was stored or already stored), 0 if "

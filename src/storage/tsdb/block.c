@@ -41,6 +41,7 @@
 #include "storage/tsdb/block_index_int.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/chunks_int.h"
+#include "storage/tsdb/warnings_int.h"
 
 /* ---- reader ---- */
 
@@ -59,6 +60,8 @@ struct pd_block {
     size_t n_sources;
     uint64_t gen; /* open generation, for the group cache */
     bool meta_rebuilt; /* meta.json did not read: meta derived from the other files */
+    char ch_damage[512]; /* "" or the chunks file header's damage (issue 27: reported, the
+                            frames still read; check/repair see it in sect_damage) */
     char *sect_damage; /* malloc'ed; NULL when index and symbols verify: what did not
                           (file and offset), what it costs */
     char damage[sizeof(((pd_err *)0)->msg)]; /* why meta.json did not read; "" = intact */
@@ -316,6 +319,32 @@ static int stat_size(const char *path, uint64_t want, uint64_t *got, pd_err *err
     return 0;
 }
 
+static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err);
+
+/* The chunks version when its header byte was damaged: the first series
+ * whose time chunk reads as one version (newest first) sets it. 0, or
+ * PD_ECORRUPT when none reads (err names the file). */
+static int probe_chunks_version(pd_block *b, pd_err *err)
+{
+    for (int v = PD_CHUNKS_VERSION; v >= PD_CHUNKS_VERSION_MIN; v--) {
+        b->chunks_version = v;
+        for (uint32_t id = 0; id < b->ix.n_series && id < 8; id++) {
+            pd_tchunk t;
+            pd_err e;
+            pd_err_clear(&e);
+            int rc = load_tchunk(b, id, &t, &e);
+            if (rc == PD_ENOMEM)
+                return rc;
+            if (rc == 0) {
+                pd__tchunk_release(&t);
+                return 0;
+            }
+        }
+    }
+    b->chunks_version = 0;
+    return pd_err_set(err, PD_ECORRUPT, "%s", b->ch_damage);
+}
+
 /* After index and symbols are read: strings of damaged symbols frames that
  * an index entry holds inline are restored, the damage is propagated
  * (symbols_int.h) and b->sect_damage says what is lost. 0 or PD_ENOMEM. */
@@ -328,13 +357,15 @@ static int settle_damage(pd_block *b)
             pd__symbols_restore_string(S, r->tstr_id[j], r->tstr[j], r->tstr_len[j]);
     }
     size_t lost = pd__symbols_settle_damage(S);
-    if (!S->damage && !b->ix.damage)
+    if (!S->damage && !b->ix.damage && !b->ch_damage[0])
         return 0;
     char m[1400];
     int k = 0;
+    if (b->ch_damage[0])
+        k = snprintf(m, sizeof m, "%.500s%s", b->ch_damage, S->damage || b->ix.damage ? "; " : "");
     if (b->ix.damage)
-        k = snprintf(m, sizeof m, "%.600s (%zu series lost%s)", b->ix.damage, b->ix.n_lost,
-                     b->ix.postings_rebuilt ? ", postings rebuilt" : "");
+        k += snprintf(m + k, sizeof m - (size_t)k, "%.500s (%zu series lost%s)", b->ix.damage,
+                      b->ix.n_lost, b->ix.postings_rebuilt ? ", postings rebuilt" : "");
     if (S->damage)
         snprintf(m + k, sizeof m - (size_t)k, "%s%.600s (%zu of %zu frames lost: %zu stacks and "
                  "label sets, and the profiles that use them)",
@@ -448,12 +479,27 @@ static int block_open(const char *dir, const char *why, pd_block **out, pd_err *
         goto fail;
     }
     uint8_t ch[HDR];
-    if (b->chunks_size < HDR || pread(b->fd, ch, HDR, 0) != HDR || memcmp(ch, "PDCH", 4) ||
-        ch[5] || ch[6] || ch[7]) {
-        rc = pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic", b->chunks_path);
+    if (b->chunks_size < HDR || pread(b->fd, ch, HDR, 0) != HDR) {
+        rc = pd_err_set(err, PD_ECORRUPT, "%s offset 0: file too short", b->chunks_path);
         goto fail;
     }
-    if (ch[4] < PD_CHUNKS_VERSION_MIN || ch[4] > PD_CHUNKS_VERSION) {
+    /* issue 27: the header is redundant — the magic and the reserved bytes
+       are constants and every frame carries its own CRC, so a damaged one
+       is reported, not fatal; a version byte that is neither one this build
+       reads nor a real other one (1, or up to 8 past ours: refused below)
+       is damage too, and the version is found again by reading the first
+       time chunk (probe_chunks_version) */
+    bool ch_bad = memcmp(ch, "PDCH", 4) || ch[5] || ch[6] || ch[7];
+    bool ver_ok = ch[4] >= PD_CHUNKS_VERSION_MIN && ch[4] <= PD_CHUNKS_VERSION;
+    bool ver_other = ch[4] == 1 || (ch[4] > PD_CHUNKS_VERSION && ch[4] <= PD_CHUNKS_VERSION + 8);
+    if (ch_bad || (!ver_ok && !ver_other)) {
+        int at = memcmp(ch, "PDCH", 4) ? 0 : !ver_ok ? 4 : 5;
+        snprintf(b->ch_damage, sizeof b->ch_damage,
+                 "%.400s offset %d: bad header (the frames verify on their own)",
+                 b->chunks_path, at);
+        if (!ver_ok)
+            ch[4] = 0; /* probed once the index is read */
+    } else if (!ver_ok) {
         rc = pd_err_set(err, PD_ECORRUPT,
                         "%s offset 4: chunks version %u, this build reads versions %u to %u "
                         "(value groups of version 1 are not read any more)",
@@ -508,6 +554,8 @@ static int block_open(const char *dir, const char *why, pd_block **out, pd_err *
         goto fail;
     free(buf);
     buf = NULL;
+    if (!b->chunks_version && (rc = probe_chunks_version(b, err)))
+        goto fail;
     if ((rc = settle_damage(b)))
         goto fail;
     bool ix_lost = b->ix.n_lost > 0;
@@ -823,6 +871,9 @@ static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err)
     return rc;
 }
 
+static int load_group(pd_block *b, uint32_t id, const pd_tchunk *t, size_t g, pd_dprof **out,
+                      size_t *n, pd_err *err);
+
 int pd__block_read_points(pd_block *b, uint32_t id, int64_t mint, int64_t maxt, pd_points *out,
                           pd_err *err)
 {
@@ -868,13 +919,56 @@ int pd__block_read_points(pd_block *b, uint32_t id, int64_t mint, int64_t maxt, 
     if (!tot)
         goto nomem;
     memcpy(tot, t.totals + t.tot_off[lo], n_tot * sizeof *tot);
+    /* a block with damaged symbols frames: a profile that references one
+       cannot be read, so it is not a point either (issue 27: a timeline
+       point that 404s when clicked); only then are the groups decoded */
+    uint8_t *lost = NULL;
+    if (b->sym.n_bad_frames && hi > lo) {
+        if (!(lost = calloc(hi - lo, 1)))
+            goto nomem;
+        size_t n_lost = 0;
+        for (size_t g = 0; g < t.n_group; g++) {
+            size_t f = t.g_first[g], l = t.g_first[g + 1];
+            if (l <= lo || f >= hi)
+                continue;
+            pd_dprof *d = NULL;
+            size_t nd = 0;
+            pd_err ge;
+            pd_err_clear(&ge);
+            int grc = load_group(b, id, &t, g, &d, &nd, &ge);
+            if (grc == PD_ENOMEM) {
+                free(lost);
+                goto nomem;
+            }
+            for (size_t i = f; i < l; i++) {
+                if (i < lo || i >= hi)
+                    continue;
+                bool bad = grc < 0 || i - f >= nd || dprof_lost(&b->sym, &d[i - f]);
+                if (bad && !lost[i - lo]) {
+                    lost[i - lo] = 1;
+                    n_lost++;
+                }
+            }
+            if (grc == 0) {
+                for (size_t i = 0; i < nd; i++)
+                    pd__dprof_release(&d[i]);
+                free(d);
+            }
+        }
+        if (n_lost)
+            pd__storage_warn("block %s: %zu profiles " PD_BLOCK_LOST_PROFILE " (%s); left out",
+                             b->meta.ulid, n_lost, b->sym.damage ? b->sym.damage : "?");
+    }
     for (size_t i = lo; i < hi; i++) { /* ts ascending: [lo, hi) is the range */
+        if (lost && lost[i - lo])
+            continue;
         pd_point *pt = &out->v[out->n++];
         pt->ts_ms = t.ts[i];
         pt->n_types = (size_t)(t.tot_off[i + 1] - t.tot_off[i]);
         pt->types = sets[t.tset[i]];
         pt->totals = tot + (t.tot_off[i] - t.tot_off[lo]);
     }
+    free(lost);
     pd__tchunk_release(&t);
     return 0;
 nomem:

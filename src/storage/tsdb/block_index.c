@@ -815,9 +815,26 @@ int pd__index_decode(pd_index *ix, const char *path, const uint8_t *p, size_t le
                      uint64_t chunks_size, pd_err *err)
 {
     memset(ix, 0, sizeof *ix);
-    if (len < HDR || memcmp(p, "PDIX", 4) || p[5] || p[6] || p[7])
-        return pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic or file too short (%zu bytes)",
-                          path, len);
+    if (len < HDR)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset 0: file too short (%zu bytes)", path, len);
+    if (memcmp(p, "PDIX", 4) || p[5] || p[6] || (p[4] != 1 && p[4] != 2) || p[7]) {
+        /* issue 27: the header is constant; version 1 is covered by its file
+           CRC (so a damaged one never reads), version 2 by its footer, toc
+           and entries: read as version 2, the header reported as damaged */
+        size_t at = memcmp(p, "PDIX", 4) ? 0 : p[4] != 1 && p[4] != 2 ? 4 : 5;
+        int rc = decode_v2(ix, path, p, len, chunks_size, err);
+        if (rc == 0) {
+            ix->version = 2;
+            if (!ix->damage)
+                set_damage(ix, "%s offset %zu: bad header (read as version 2: the entries verify)",
+                           path, at);
+            return 0;
+        }
+        if (rc == PD_ENOMEM)
+            return rc;
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %zu: bad header (%s)", path, at,
+                          at == 4 ? "unknown version" : "bad magic");
+    }
     ix->version = p[4];
     if (p[4] == 1)
         return decode_v1(ix, path, p, len, chunks_size, err);

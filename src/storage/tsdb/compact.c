@@ -6,7 +6,8 @@
  *
  * Head cut (cut_head): after an append (and at open), with d =
  * block_duration_ms and a = floor(head min ts / d) * d, when the head's max
- * ts >= a + 1.5 d, every head profile in [a, a + d) is rebuilt from the
+ * ts >= a + 1.5 d (or, with --storage.retention.size, when the WAL is past
+ * wal_budget: a quarter of the limit), every head profile in [a, a + d) is rebuilt from the
  * head's value groups and written as a block (tmp dir, fsync, rename:
  * block.c, which re-interns the symbols and recompresses at zstd 19); the
  * block is opened, its series mapped onto the head's refs and the cut
@@ -109,7 +110,15 @@ bool pd__tsdb_cut_due(pd_storage *s, int64_t *start /* OUT */)
     int64_t a = mn / d * d;
     if (mn < 0 && a != mn)
         a -= d;
-    if (mx - a < d + d / 2 || a > INT64_MAX - 2 * d)
+    if (a > INT64_MAX - 2 * d)
+        return false;
+    /* with --storage.retention.size the WAL counts (issue 27): past its
+       budget the oldest range is cut now, so the checkpoint frees its
+       segments, even before the head spans 1.5 block durations (appends
+       into that range later go into a block of their own; compaction
+       merges the two) */
+    bool over = s->wal_budget && pd__wal_bytes(s->wal) > s->wal_budget;
+    if (mx - a < d + d / 2 && !over)
         return false;
     *start = a;
     return true;

@@ -716,6 +716,18 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
                 pd__tsdb_hb_put(v[i]);
         n = nok;
         bool due = pd__tsdb_plan_compaction(s, v, n, newest, &first, &count);
+        if (due && s->retention_bytes) {
+            /* the result is written beside its sources: only when both fit
+               under --storage.retention.size (issue 27: the store's bound) */
+            uint64_t src = 0;
+            for (size_t i = first; i < first + count; i++) {
+                const pd_block_meta *m = pd__block_meta(v[i]->b);
+                src += m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes;
+            }
+            pd_storage_stats st;
+            pd_storage_stats_get(s, &st);
+            due = st.bytes_on_disk + src <= s->retention_bytes;
+        }
         size_t bad = count;
         if (due && (rc = pd__tsdb_compact_blocks(s, v + first, count, &bad, err)) < 0) {
             if (bad < count) {
@@ -847,6 +859,11 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
                         "Corrupt records or segments met in the store's files (skipped or cut "
                         "off).");
     pd_metrics_add("profd_storage_corruptions_total", NULL, 0); /* exposed from 0 */
+    pd_metrics_describe("profd_storage_wal_truncations_total", PD_METRIC_COUNTER,
+                        "Times the newest WAL segment was found shorter than what was "
+                        "fsync'd (PATH/wal/synced): acknowledged records lost to a "
+                        "truncation, not a torn append.");
+    pd_metrics_add("profd_storage_wal_truncations_total", NULL, 0);
     pd_metrics_describe("profd_storage_blocks", PD_METRIC_GAUGE, "Immutable blocks open.");
     pd_metrics_describe("profd_storage_head_chunk_bytes", PD_METRIC_GAUGE,
                         "Bytes of value groups held in memory by the head (raw and "
@@ -923,9 +940,21 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         pd_err_set(err, rc, "create wal directory %s: %s", s->waldir, strerror(-rc));
         goto fail;
     }
+    size_t seg_bytes = opts->segment_bytes ? opts->segment_bytes : 32u << 20;
+    if (s->retention_bytes) {
+        /* the size limit covers the WAL (issue 27): the head is cut once the
+           WAL passes a quarter of the limit, and segments of at most an
+           eighth (64 KiB at least) let the checkpoint free them */
+        uint64_t cap = s->retention_bytes / 8 > (64u << 10) ? s->retention_bytes / 8 : 64u << 10;
+        if (seg_bytes > cap)
+            seg_bytes = (size_t)cap;
+        s->wal_budget = s->retention_bytes / 4 > 2 * (uint64_t)seg_bytes
+                            ? s->retention_bytes / 4
+                            : 2 * (uint64_t)seg_bytes;
+    }
     pd_wal_options wo = {
         .dir = s->waldir,
-        .segment_bytes = opts->segment_bytes ? opts->segment_bytes : 32u << 20,
+        .segment_bytes = seg_bytes,
         .fsync = opts->fsync,
         .batch_ms = opts->fsync_batch_ms > 0 ? opts->fsync_batch_ms : 1000,
     };
@@ -935,6 +964,10 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     }
     if ((rc = pd__wal_open(&wo, pd__tsdb_replay_fn, s, &s->wal, err)) < 0)
         goto fail;
+    if ((rc = pd__tsdb_replay_orphans(s)) < 0) {
+        pd_err_set(err, rc, "open storage %s: out of memory", path);
+        goto fail;
+    }
     bool added = false;
     if ((rc = pd__tsdb_load_blocks(s, &added, err)) < 0)
         goto fail;
@@ -979,6 +1012,8 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     *out = s;
     return 0;
 fail:
+    free(s->orphans); /* a replay that failed */
+    s->orphans = NULL;
     pd_storage_close(s);
     return rc;
 }

@@ -88,6 +88,9 @@ typedef struct series {
     size_t n_tot, cap_tot;
     pd_hchunks hc; /* the head profiles, decomposed */
     size_t n_wal_only; /* points with gid WAL_ONLY */
+    uint32_t series_seg; /* the WAL segment holding this series' latest SERIES record
+                            (0: none): an append into another one logs it again, so
+                            every segment names the series its PROFILEs use (issue 27) */
 } series;
 
 struct pd_storage {
@@ -124,6 +127,12 @@ struct pd_storage {
     int64_t cut_retry_after;   /* monotonic ms: no cut attempt before */
     uint64_t n_cuts; /* __atomic: stats read it under the idx read lock only */
     const char *replay_file; /* set while PATH/series is replayed */
+    struct orphan {          /* replayed PROFILE records of a ref not known yet: */
+        uint32_t seg, len;   /* resolved after the whole WAL is read (a later */
+        uint64_t off;        /* segment's SERIES record; issue 27) */
+    } *orphans;
+    size_t n_orphans, cap_orphans;
+    bool replay_final;       /* pd__tsdb_replay_orphans: unknown refs are damage now */
     bool hr_valid, hr_any;     /* head_range's cache (under app_mu) */
     int64_t hr_min, hr_max;
 
@@ -139,6 +148,8 @@ struct pd_storage {
     int64_t grace_ms;          /* <= 0: no upper bound on appends */
     int64_t (*clock)(void);    /* wall clock, Unix ms */
     uint64_t retention_bytes;  /* 0: no size retention */
+    uint64_t wal_budget;       /* with retention_bytes: WAL bytes past which the head is
+                                  cut early (retention_bytes / 4; compact.c) */
     int64_t maint_ms;          /* <= 0: no thread */
     uint64_t n_compactions, n_ret_deletes; /* __atomic */
     int64_t compact_retry_after; /* monotonic ms */
@@ -223,6 +234,12 @@ int pd__tsdb_replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, cons
  * segment kept; 0 = none written), then every series. */
 int pd__tsdb_write_series_file(pd_storage *s, uint32_t first_seg, pd_err *err);
 int pd__tsdb_read_series_file(pd_storage *s);
+/* After the WAL replay: replays the PROFILE records whose ref was unknown
+ * when met (their SERIES record came later: the append that rolled a
+ * segment, or the record was damaged and a later segment names the series
+ * again); one still unknown is logged and counted. Frees the list. 0 or
+ * PD_ENOMEM. */
+int pd__tsdb_replay_orphans(pd_storage *s);
 bool pd__tsdb_decompose_replayed(pd_storage *s, int64_t budget_ms);
 
 /* ---- compact.c ---- */

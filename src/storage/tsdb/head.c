@@ -508,6 +508,9 @@ static int append_at(pd_storage *s, const pd_labels *labels, int64_t ts_ms, cons
         pd_buf_release(&fmt);
         goto out;
     }
+    /* a series' SERIES record is in every segment that holds its profiles:
+       a damaged `series` file or SERIES record costs no profile (issue 27) */
+    bool relog = se && se->series_seg != pd__wal_current(s->wal);
     if (!se) {
         if (s->next_ref == UINT64_MAX) {
             rc = pd_err_set(err, PD_EINVAL, "append: series refs exhausted");
@@ -520,6 +523,9 @@ static int append_at(pd_storage *s, const pd_labels *labels, int64_t ts_ms, cons
         fresh->ref = s->next_ref;
         fresh->hash = hash;
         se = fresh;
+        relog = true;
+    }
+    if (relog) {
         /* SERIES record */
         if ((rc = pd__tsdb_buf_put_u64le(&payload, se->ref)) < 0 ||
             (rc = pd_buf_put_varint(&payload, labels->n)) < 0)
@@ -598,6 +604,8 @@ static int append_at(pd_storage *s, const pd_labels *labels, int64_t ts_ms, cons
     }
     pt.seg = seg;
     pt.off = off + profile_at;
+    if (relog)
+        se->series_seg = seg;
 
     pthread_rwlock_wrlock(&s->idx);
     pd__hmem_publish(&s->hm, &se->hc, &hp, ts_ms, &pt.gid, &pt.gpos);

@@ -133,6 +133,8 @@ static int replay_series(pd_storage *s, uint32_t seg, uint64_t off, const uint8_
     if (old) {
         if (pd_labels_cmp(&old->labels, &ls) != 0)
             replay_bad(s, seg, off, "series ref reused for other labels");
+        else if (!s->replay_file)
+            old->series_seg = seg;
         goto out;
     }
     if (pd__tsdb_find_by_labels(s, &ls, hash)) {
@@ -147,6 +149,7 @@ static int replay_series(pd_storage *s, uint32_t seg, uint64_t off, const uint8_
     }
     se->ref = ref;
     se->hash = hash;
+    se->series_seg = s->replay_file ? 0 : seg;
     se->labels = ls;
     pd_labels_init(&ls);
     pd__tsdb_insert_series(s, se);
@@ -170,6 +173,20 @@ static int replay_profile(pd_storage *s, uint32_t seg, uint64_t off, const uint8
     if (pr.ref >= s->next_ref && pr.ref < UINT64_MAX)
         s->next_ref = pr.ref + 1;
     series *se = pd__tsdb_find_by_ref(s, pr.ref);
+    if (!se && !s->replay_final) { /* its SERIES record may come later */
+        if (s->n_orphans == s->cap_orphans) {
+            size_t nc = s->cap_orphans ? 2 * s->cap_orphans : 64;
+            struct orphan *no = realloc(s->orphans, nc * sizeof *no);
+            if (!no) {
+                rc = PD_ENOMEM;
+                goto out;
+            }
+            s->orphans = no;
+            s->cap_orphans = nc;
+        }
+        s->orphans[s->n_orphans++] = (struct orphan){.seg = seg, .len = len, .off = off};
+        goto out;
+    }
     if (!se) {
         replay_bad(s, seg, off, "profile of an unknown series ref");
         goto out;
@@ -217,6 +234,33 @@ int pd__tsdb_replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, cons
         replay_bad(s, seg, off, "unknown record type");
         return 0;
     }
+}
+
+int pd__tsdb_replay_orphans(pd_storage *s)
+{
+    int rc = 0;
+    pd_buf b;
+    pd_buf_init(&b, (size_t)PD_WAL_MAX_RECORD + 1);
+    s->replay_final = true;
+    for (size_t i = 0; i < s->n_orphans && rc == 0; i++) {
+        const struct orphan *o = &s->orphans[i];
+        pd_err e;
+        pd_err_clear(&e);
+        pd_buf_reset(&b);
+        int r = pd__wal_read(s->wal, o->seg, o->off, PD_WAL_REC_PROFILE, o->len, &b, &e);
+        if (r == PD_ENOMEM)
+            rc = r;
+        else if (r < 0)
+            replay_bad(s, o->seg, o->off, "profile record unreadable on a second read");
+        else
+            rc = replay_profile(s, o->seg, o->off, (const uint8_t *)b.data, o->len);
+    }
+    s->replay_final = false;
+    free(s->orphans);
+    s->orphans = NULL;
+    s->n_orphans = s->cap_orphans = 0;
+    pd_buf_release(&b);
+    return rc;
 }
 
 /* Writes every series (ref, labels) to PATH/series: tmp file, fsync,
@@ -353,12 +397,16 @@ int pd__tsdb_read_series_file(pd_storage *s)
     }
     size = got;
     s->replay_file = name;
-    if (size < PD_WAL_SEG_HDR || memcmp(data, PD_WAL_MAGIC, 5) || data[5] < 1 ||
-        data[5] > PD_WAL_VERSION) {
+    if (size < PD_WAL_SEG_HDR) {
         replay_bad(s, 0, 0, "bad series file header");
         goto out;
     }
     size_t off = PD_WAL_SEG_HDR;
+    if (memcmp(data, PD_WAL_MAGIC, 5) || data[5] < 1 || data[5] > PD_WAL_VERSION) {
+        /* the records verify on their own (CRC each): a damaged header
+           costs nothing more (issue 27) */
+        replay_bad(s, 0, 0, "bad series file header; reading the records that verify");
+    }
     while (off < size) {
         if (size - off < PD_WAL_REC_HDR) {
             replay_bad(s, 0, off, "short record header");
@@ -372,8 +420,10 @@ int pd__tsdb_read_series_file(pd_storage *s)
         bool ckpt = off == PD_WAL_SEG_HDR && h[0] == PD_WAL_REC_CHECKPOINT && len == 4;
         if ((h[0] != PD_WAL_REC_SERIES && !ckpt) || len > size - off - PD_WAL_REC_HDR ||
             pd_crc32c(pd_crc32c(0, h, 1), h + PD_WAL_REC_HDR, len) != crc) {
+            /* the record is lost, not the ones after it (issue 27) */
             replay_bad(s, 0, off, "bad series record");
-            break;
+            off = pd__wal_resync(data, size, off + 1, true);
+            continue;
         }
         if (ckpt) {
             const uint8_t *q = h + PD_WAL_REC_HDR;

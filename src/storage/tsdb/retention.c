@@ -5,8 +5,16 @@
  * Retention: blocks whose max time is older than the wall clock minus
  * retention_ms are deleted (never measured against the newest profile: one
  * profile dated in the future would age out every other); then, while
- * blocks + WAL exceed retention_bytes, the oldest block (by min time) is
- * deleted. Whole blocks only; the head is never touched by retention. A
+ * blocks + WAL + the series file exceed retention_bytes, the oldest block
+ * (by max time, then min time) is deleted — never the newest one: data is
+ * given up oldest first, so the newest block goes only with the store's
+ * last older data (issue 27). The WAL counts at least at its budget
+ * (wal_budget, a quarter of the limit: compact.c cuts the head once the WAL
+ * passes it and the checkpoint then frees its segments), so the room the
+ * WAL grows into before the next cut is kept free. Bound, at any instant:
+ * limit + one WAL segment (appends while a cut runs) + the block being
+ * written (docs/operations.md). Whole blocks only; the head is never
+ * touched by retention. A
  * deleted block leaves the list under app_mu + the idx write lock; its
  * directory is removed at once and the block closed by its last reader.
  */
@@ -37,6 +45,16 @@
 #include "storage/tsdb/wal_int.h"
 #include "storage/tsdb/warnings_int.h"
 #include "storage/tsdb/db_int.h"
+
+/* Oldest data first: ascending max time, then min time. */
+static int cmp_hb_maxt(const void *a, const void *b)
+{
+    const pd_block_meta *x = pd__block_meta((*(hblock *const *)a)->b),
+                        *y = pd__block_meta((*(hblock *const *)b)->b);
+    if (x->max_t != y->max_t)
+        return x->max_t < y->max_t ? -1 : 1;
+    return x->min_t < y->min_t ? -1 : x->min_t > y->min_t;
+}
 
 /* Deletes block hb (retention). With maint_mu held; hb has a snapshot ref. */
 static void delete_block(pd_storage *s, hblock *hb, const char *why)
@@ -81,8 +99,17 @@ void pd__tsdb_apply_retention(pd_storage *s)
     if (s->retention_bytes) {
         pd_storage_stats st;
         pd_storage_stats_get(s, &st);
-        uint64_t total = st.bytes_on_disk;
-        for (size_t i = 0; i < n && total > s->retention_bytes; i++) {
+        uint64_t total = st.bytes_on_disk, wal = pd__wal_bytes(s->wal);
+        if (wal < s->wal_budget)
+            total += s->wal_budget - wal;
+        /* oldest data first: by max time (overlapping blocks of one range,
+           cut early by size, end in order), and never the newest block */
+        qsort(v, n, sizeof *v, cmp_hb_maxt);
+        memset(gone, 0, n * sizeof *gone);
+        for (size_t i = 0; i < n; i++)
+            gone[i] = pd__block_meta(v[i]->b)->max_t < now - s->retention_ms &&
+                      s->retention_ms > 0 && now > INT64_MIN + s->retention_ms;
+        for (size_t i = 0; i + 1 < n && total > s->retention_bytes; i++) {
             if (gone[i])
                 continue;
             const pd_block_meta *m = pd__block_meta(v[i]->b);

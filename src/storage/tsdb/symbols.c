@@ -1211,11 +1211,16 @@ static int file_decode_v2(pd_symbols *s, const char *path, const uint8_t *p, siz
         return pd_err_set(err, PD_ECORRUPT, "%s offset %d: directory length %u past the end",
                           path, SF_HDR, dl);
     size_t dend = SF_HDR + 4 + (size_t)dl;
-    uint32_t want = sget_u32(p + dend), got = pd_crc32c(0, p, dend);
-    if (want != got)
-        return pd_err_set(err, PD_ECORRUPT,
-                          "%s offset %zu: directory crc32c mismatch (stored %08x, computed %08x)",
-                          path, dend, want, got);
+    /* issue 27: the header is constant: the CRC is computed over the header
+       as written, so a damaged header byte costs nothing */
+    static const uint8_t canon[SF_HDR] = {'P', 'D', 'S', 'Y', 2, 0, 0, 0};
+    uint32_t want = sget_u32(p + dend),
+             got = pd_crc32c(pd_crc32c(0, canon, SF_HDR), p + SF_HDR, dend - SF_HDR);
+    /* a mismatch is either the directory or its stored CRC: the directory is
+       then read and kept only if it decodes, covers every table exactly and
+       every frame verifies by its own CRC (a damaged directory shifts or
+       miscounts frames, which then fail) */
+    bool dir_crc_bad = want != got;
     int rc = pd__symbols_init(s, PD_STACKS_TREE, false);
     if (rc)
         return rc;
@@ -1352,6 +1357,20 @@ static int file_decode_v2(pd_symbols *s, const char *path, const uint8_t *p, siz
         }
         free(depth);
     }
+    if (dir_crc_bad && s->n_bad_frames) { /* the directory itself is not trusted */
+        free(fr);
+        free(soff);
+        pd_buf_release(&sb);
+        pd__symbols_release(s);
+        return pd_err_set(err, PD_ECORRUPT,
+                          "%s offset %zu: directory crc32c mismatch (stored %08x, computed %08x)",
+                          path, dend, want, got);
+    }
+    if (dir_crc_bad)
+        set_damage(s, "%s offset %zu: directory crc32c mismatch (every frame verifies: the "
+                   "stored CRC was damaged)", path, dend);
+    else if (memcmp(p, canon, SF_HDR))
+        set_damage(s, "%s offset 0: bad header (the directory verifies)", path);
     s->raw = (uint8_t *)pd_buf_detach(&sb, NULL);
     for (size_t i = 0; i < s->n_str; i++)
         s->str[i] = (const char *)s->raw + soff[i];
@@ -1386,9 +1405,19 @@ int pd__symbols_file_decode(pd_symbols *s, const char *path, const uint8_t *p, s
                             int *version, pd_err *err)
 {
     memset(s, 0, sizeof *s);
-    if (len < SF_HDR || memcmp(p, "PDSY", 4) || p[5] || p[6] || p[7])
-        return pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad magic or file too short (%zu bytes)",
-                          path, len);
+    if (len < SF_HDR)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset 0: file too short (%zu bytes)", path, len);
+    if (memcmp(p, "PDSY", 4) || p[5] || p[6] || p[7] || (p[4] != 1 && p[4] != 2)) {
+        /* issue 27: version 1's file CRC covers its header (never read when
+           damaged); version 2's directory CRC is checked against the header
+           as written: read as version 2 */
+        *version = 2;
+        int rc = file_decode_v2(s, path, p, len, err);
+        if (rc == 0 || rc == PD_ENOMEM)
+            return rc;
+        return pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad header (%s)", path,
+                          memcmp(p, "PDSY", 4) ? "bad magic" : "unknown version");
+    }
     *version = p[4];
     if (p[4] == 1)
         return file_decode_v1(s, path, p, len, err);

@@ -736,6 +736,18 @@ static int check_wal(const char *dir)
                    dir, names[i - 1] ? names[i - 1] : "", (unsigned long long)prev_wi.size);
             bad = 1;
         }
+        uint32_t mk_seg;
+        uint64_t mk_size;
+        char wd[4200];
+        snprintf(wd, sizeof wd, "%s/wal", dir);
+        if (i + 1 == n && names[i] && !fb && pd__wal_synced_read(wd, &mk_seg, &mk_size) &&
+            mk_seg == (uint32_t)strtoul(names[i], NULL, 10) && wi.size < mk_size) {
+            /* issue 27: shorter than what was fsync'd: not a torn append */
+            printf("CORRUPT %s offset %llu: the newest segment ends here but %llu bytes were "
+                   "fsync'd (wal/synced): acknowledged records were cut off\n",
+                   path, (unsigned long long)wi.size, (unsigned long long)mk_size);
+            bad = 1;
+        }
         if (i + 1 == n && wi.version >= 2 && wi.ended) {
             unsigned long v = names[i] ? strtoul(names[i], NULL, 10) : 0;
             printf("CORRUPT %s/wal/%08lu: missing segment (the newest: %s offset %llu ends "

@@ -20,8 +20,11 @@
  * symbols directory or index header damaged, chunks missing) is moved aside
  * whole.
  *
- * The WAL and DIR/series are not rewritten: open replays what verifies and
- * skips the rest (logged, counted); `tsdb check` still names their damage.
+ * DIR/series, when damaged (or missing while the WAL starts past segment
+ * 1), is rebuilt from its records that verify and the SERIES records of
+ * the WAL (issue 27); the old file is kept as DIR/series.damaged. The WAL
+ * is not rewritten: open replays what verifies and skips the rest (logged,
+ * counted); `tsdb check` still names its damage.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,10 +38,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/crc32c.h"
 #include "base/labels.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/db_int.h"
 #include "storage/tsdb/tsdb_cli_int.h"
+#include "storage/tsdb/wal_int.h"
 
 static bool is_ulid(const char *s)
 {
@@ -229,6 +234,217 @@ static int repair_block(repair *r, const char *name, const char *why)
     return move_aside(r, name) ? 1 : 0;
 }
 
+/* ---- DIR/series (issue 27: rebuildable from what verifies and the WAL) ---- */
+
+static uint8_t *slurp(const char *path, size_t cap, size_t *len)
+{
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    uint8_t *b = NULL;
+    size_t n = 0, c = 0;
+    for (;;) {
+        if (n == c) {
+            size_t nc = c ? 2 * c : 1 << 16;
+            uint8_t *nb = nc <= cap ? realloc(b, nc) : NULL;
+            if (!nb) {
+                free(b);
+                fclose(f);
+                return NULL;
+            }
+            b = nb;
+            c = nc;
+        }
+        size_t r = fread(b + n, 1, c - n, f);
+        if (r == 0)
+            break;
+        n += r;
+    }
+    fclose(f);
+    *len = n;
+    return b ? b : malloc(1);
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Adds the SERIES records of buf[8..len) that verify (found past damage by
+ * pd__wal_resync) to out, framed, skipping refs already in refs[0..*n). */
+static int collect_series(const uint8_t *buf, size_t len, pd_buf *out, uint64_t **refs,
+                          size_t *n, size_t *cap)
+{
+    size_t off = PD_WAL_SEG_HDR;
+    while (off < len) {
+        size_t at = pd__wal_resync(buf, len, off, false);
+        if (at >= len)
+            break;
+        uint8_t type = buf[at];
+        uint32_t l = rd32(buf + at + 1);
+        const uint8_t *pl = buf + at + PD_WAL_REC_HDR;
+        off = at + PD_WAL_REC_HDR + l;
+        if (type != PD_WAL_REC_SERIES || l < 9)
+            continue;
+        uint64_t ref = 0;
+        for (int i = 7; i >= 0; i--)
+            ref = ref << 8 | pl[i];
+        bool seen = false;
+        for (size_t i = 0; i < *n && !seen; i++)
+            seen = (*refs)[i] == ref;
+        if (seen)
+            continue;
+        if (*n == *cap) {
+            size_t nc = *cap ? 2 * *cap : 256;
+            uint64_t *nr = realloc(*refs, nc * sizeof *nr);
+            if (!nr)
+                return PD_ENOMEM;
+            *refs = nr;
+            *cap = nc;
+        }
+        (*refs)[(*n)++] = ref;
+        int rc = pd__wal_frame(out, PD_WAL_REC_SERIES, pl, l);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Rewrites DIR/series when it is damaged or missing while the WAL starts
+ * past segment 1: from its records that verify, then the SERIES records of
+ * every WAL segment (first seen wins, as at open). The old file is kept as
+ * DIR/series.damaged. 0, or 1 on failure (printed). */
+static int repair_series_file(const char *dir)
+{
+    char path[4200], wal[4200], tmp[4300], old[4300];
+    snprintf(path, sizeof path, "%s/series", dir);
+    snprintf(wal, sizeof wal, "%s/wal", dir);
+    size_t len = 0;
+    uint8_t *buf = slurp(path, (size_t)1 << 32, &len);
+    /* intact: the header, then records that verify back to back */
+    bool intact = buf && len >= PD_WAL_SEG_HDR && !memcmp(buf, PD_WAL_MAGIC, 5) &&
+                  buf[5] >= 1 && buf[5] <= PD_WAL_VERSION && !buf[6] && !buf[7];
+    uint32_t ckpt = 0;
+    for (size_t off = PD_WAL_SEG_HDR; intact && off < len;) {
+        if (pd__wal_resync(buf, len, off, false) != off && !(off == PD_WAL_SEG_HDR &&
+                                                            buf[off] == PD_WAL_REC_CHECKPOINT))
+            intact = false;
+        else if (len - off < PD_WAL_REC_HDR)
+            intact = false;
+        else {
+            uint32_t l = rd32(buf + off + 1);
+            if (buf[off] == PD_WAL_REC_CHECKPOINT) {
+                if (l != 4 || len - off - PD_WAL_REC_HDR < 4 ||
+                    pd_crc32c(pd_crc32c(0, buf + off, 1), buf + off + PD_WAL_REC_HDR, 4) !=
+                        rd32(buf + off + 5))
+                    intact = false;
+                else
+                    ckpt = rd32(buf + off + PD_WAL_REC_HDR);
+            } else if (buf[off] != PD_WAL_REC_SERIES)
+                intact = false;
+            off += PD_WAL_REC_HDR + (size_t)l;
+        }
+    }
+    DIR *d = opendir(wal);
+    uint32_t first = 0;
+    struct dirent *e;
+    uint32_t *segs = NULL;
+    size_t n_segs = 0, cap_segs = 0;
+    while (d && (e = readdir(d))) {
+        if (strlen(e->d_name) != 8 || strspn(e->d_name, "0123456789") != 8)
+            continue;
+        uint32_t v = (uint32_t)strtoul(e->d_name, NULL, 10);
+        if (!v)
+            continue;
+        if (n_segs == cap_segs) {
+            size_t nc = cap_segs ? 2 * cap_segs : 64;
+            uint32_t *ns = realloc(segs, nc * sizeof *ns);
+            if (!ns)
+                break;
+            segs = ns;
+            cap_segs = nc;
+        }
+        segs[n_segs++] = v;
+        if (!first || v < first)
+            first = v;
+    }
+    if (d)
+        closedir(d);
+    if (intact || (!buf && first <= 1)) {
+        free(buf);
+        free(segs);
+        return 0; /* intact, or not needed */
+    }
+    if (!ckpt && buf && len > PD_WAL_SEG_HDR + PD_WAL_REC_HDR + 4 &&
+        buf[PD_WAL_SEG_HDR] == PD_WAL_REC_CHECKPOINT && rd32(buf + PD_WAL_SEG_HDR + 1) == 4 &&
+        pd_crc32c(pd_crc32c(0, buf + PD_WAL_SEG_HDR, 1), buf + PD_WAL_SEG_HDR + PD_WAL_REC_HDR,
+                  4) == rd32(buf + PD_WAL_SEG_HDR + 5))
+        ckpt = rd32(buf + PD_WAL_SEG_HDR + PD_WAL_REC_HDR);
+    if (!ckpt)
+        ckpt = first;
+    pd_buf out;
+    pd_buf_init(&out, 0);
+    uint8_t hdr[PD_WAL_SEG_HDR] = {0};
+    memcpy(hdr, PD_WAL_MAGIC, 5);
+    hdr[5] = PD_WAL_VERSION;
+    uint8_t c4[4] = {(uint8_t)ckpt, (uint8_t)(ckpt >> 8), (uint8_t)(ckpt >> 16),
+                     (uint8_t)(ckpt >> 24)};
+    uint64_t *refs = NULL;
+    size_t n_refs = 0, cap_refs = 0, from_file = 0;
+    int rc = pd_buf_append(&out, hdr, sizeof hdr);
+    if (rc == 0 && ckpt)
+        rc = pd__wal_frame(&out, PD_WAL_REC_CHECKPOINT, c4, 4);
+    if (rc == 0 && buf)
+        rc = collect_series(buf, len, &out, &refs, &n_refs, &cap_refs);
+    from_file = n_refs;
+    free(buf);
+    buf = NULL;
+    for (size_t i = 0; rc == 0 && i < n_segs; i++) {
+        char sp[4300];
+        snprintf(sp, sizeof sp, "%s/%08u", wal, segs[i]);
+        size_t sl;
+        uint8_t *sb = slurp(sp, (size_t)1 << 32, &sl);
+        if (sb)
+            rc = collect_series(sb, sl, &out, &refs, &n_refs, &cap_refs);
+        free(sb);
+    }
+    free(segs);
+    free(refs);
+    int bad = 0;
+    if (rc < 0) {
+        fprintf(stderr, "%s: out of memory rebuilding it\n", path);
+        bad = 1;
+        goto out;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(old, sizeof old, "%s.damaged", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    rc = fd < 0 ? -errno : pd__tsdb_write_full_fd(fd, (const uint8_t *)out.data, out.len);
+    if (rc == 0 && fsync(fd) < 0)
+        rc = -errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0 && access(path, F_OK) == 0 && rename(path, old) < 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = -errno;
+    if (rc == 0)
+        rc = pd__tsdb_fsync_path(dir);
+    if (rc < 0) {
+        fprintf(stderr, "%s: cannot rewrite it: %s\n", path, strerror(-rc));
+        unlink(tmp);
+        bad = 1;
+        goto out;
+    }
+    printf("rewrote %s: %zu series (%zu from its records that verify, %zu from the WAL); the "
+           "old file kept as %s\n",
+           path, n_refs, from_file, n_refs - from_file, old);
+out:
+    pd_buf_release(&out);
+    return bad;
+}
+
 int pd__tsdb_repair(const char *dir)
 {
     int lfd;
@@ -278,9 +494,8 @@ int pd__tsdb_repair(const char *dir)
     printf("%lu blocks intact, %lu rewritten, %lu moved aside%s%s; %lu profiles kept, %lu "
            "dropped\n",
            intact, r.rewritten, r.moved, r.aside[0] ? " to " : "", r.aside, r.kept, r.dropped);
-    printf("the WAL and %s/series are not rewritten: profd replays what verifies (see `profd "
-           "tsdb check`)\n",
-           dir);
+    bad |= repair_series_file(dir);
+    printf("the WAL is not rewritten: profd replays what verifies (see `profd tsdb check`)\n");
     close(lfd);
     return bad;
 }

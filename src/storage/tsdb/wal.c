@@ -34,11 +34,15 @@
  * - Segment fds stay open until close; the table of segments is guarded by
  *   w->segs_lock (rwlock) so readers find an fd quickly and pread outside
  *   every lock.
- * - Replay (pd__wal_open) never trusts the disk: a short header, a short
+ * - Replay (pd__wal_open) never trusts the disk: at a short header, a short
  *   payload, an unknown type, a length over PD_WAL_MAX_RECORD or a CRC
- *   mismatch ends the valid part of a segment. In the last segment the file
- *   is truncated there (logged); in an earlier one the rest of the segment is
- *   skipped (logged, counted in profd_storage_corruptions_total).
+ *   mismatch it looks for the next record that verifies (pd__wal_resync:
+ *   type, length and CRC at each following offset) and goes on there
+ *   (logged, counted in profd_storage_corruptions_total): one damaged byte
+ *   costs the record it is in (issue 27). With no valid record after it,
+ *   it is the tail: in the last segment the file is truncated there
+ *   (logged); in an earlier one the rest of the segment is skipped (logged,
+ *   counted).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -84,6 +88,9 @@ struct pd_wal {
     bool stopping;
     pthread_cond_t cond;
     size_t n_gaps; /* gaps in the segment numbers found at open */
+    int64_t last_marker_ms; /* when PATH/wal/synced was last written (marker_mu) */
+    pthread_mutex_t marker_mu; /* one writer of PATH/wal/synced at a time */
+    bool opened;               /* the open completed: close may write the marker */
 };
 
 static int64_t mono_ms(void)
@@ -243,6 +250,100 @@ fail:
     return rc;
 }
 
+/* ---- the synced marker (PATH/wal/synced) ---- */
+
+bool pd__wal_synced_read(const char *dir, uint32_t *seg, uint64_t *size)
+{
+    char name[4200];
+    snprintf(name, sizeof name, "%s/%s", dir, PD_WAL_SYNCED_NAME);
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    uint8_t b[PD_WAL_SYNCED_BYTES];
+    ssize_t r = pread_full(fd, b, sizeof b, 0);
+    close(fd);
+    if (r != (ssize_t)sizeof b || memcmp(b, "PDWS", 4) != 0 ||
+        pd_crc32c(0, b, 16) != get_u32le(b + 16))
+        return false;
+    *seg = get_u32le(b + 4);
+    *size = (uint64_t)get_u32le(b + 8) | (uint64_t)get_u32le(b + 12) << 32;
+    return true;
+}
+
+/* Records that segment seg durably holds size bytes: tmp file, fsync,
+ * rename (policy never: no fsync). Best effort: a failure is logged (the
+ * marker then lags, which only weakens the check at open). */
+static void synced_write(pd_wal *w, uint32_t seg, uint64_t size)
+{
+    char name[4200], tmp[4300];
+    snprintf(name, sizeof name, "%s/%s", w->dir, PD_WAL_SYNCED_NAME);
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    uint8_t b[PD_WAL_SYNCED_BYTES];
+    memcpy(b, "PDWS", 4);
+    put_u32le(b + 4, seg);
+    put_u32le(b + 8, (uint32_t)size);
+    put_u32le(b + 12, (uint32_t)(size >> 32));
+    put_u32le(b + 16, pd_crc32c(0, b, 16));
+    pthread_mutex_lock(&w->marker_mu);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = fd < 0 ? -errno : write_full(fd, b, sizeof b);
+    if (rc == 0 && w->fsync != PD_FSYNC_NEVER && fdatasync(fd) < 0)
+        rc = -errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0 && rename(tmp, name) < 0)
+        rc = -errno;
+    if (rc < 0)
+        pd_log_warn("wal: cannot write the synced marker", "file=%s err=\"%s\"", name,
+                    strerror(-rc));
+    w->last_marker_ms = mono_ms();
+    pthread_mutex_unlock(&w->marker_mu);
+}
+
+/* ---- finding records after damage ---- */
+
+size_t pd__wal_resync(const uint8_t *buf, size_t len, size_t from, bool series_file)
+{
+    for (size_t p = from; p + PD_WAL_REC_HDR <= len; p++) {
+        uint8_t type = buf[p];
+        if (series_file ? type != PD_WAL_REC_SERIES
+                        : (type == 0 || type > PD_WAL_REC_MAX))
+            continue;
+        uint32_t l = get_u32le(buf + p + 1);
+        /* what each type's payload must be at least: cheap filters before the CRC */
+        if (l > PD_WAL_MAX_RECORD || l > len - p - PD_WAL_REC_HDR ||
+            (type == PD_WAL_REC_END ? l != 4 : l < 9))
+            continue;
+        if (pd_crc32c(pd_crc32c(0, &type, 1), buf + p + PD_WAL_REC_HDR, l) ==
+            get_u32le(buf + p + 5))
+            return p;
+    }
+    return len;
+}
+
+/* Reads [off, size) of fd and finds the first valid record after off (not
+ * at it); *next = its offset, or size when none. 0 or -errno / PD_ENOMEM. */
+static int resync_segment(int fd, uint64_t off, uint64_t size, uint64_t *next)
+{
+    *next = size;
+    if (size - off <= PD_WAL_REC_HDR)
+        return 0;
+    size_t n = (size_t)(size - off);
+    uint8_t *b = malloc(n);
+    if (!b)
+        return PD_ENOMEM;
+    ssize_t r = pread_full(fd, b, n, off);
+    if (r < 0) {
+        free(b);
+        return (int)r;
+    }
+    size_t at = pd__wal_resync(b, (size_t)r, 1, false);
+    if (at < (size_t)r)
+        *next = off + at;
+    free(b);
+    return 0;
+}
+
 /* ---- replay ---- */
 
 static int cmp_u32(const void *a, const void *b)
@@ -309,12 +410,34 @@ static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool l
     uint64_t off = PD_WAL_SEG_HDR;
     const char *why = NULL;
     bool torn = false;
-    while (off < size) {
+    for (;;) {
+        if (why) {
+            /* damage, or a torn tail: a valid record after it means damage
+               in the middle (issue 27: the records after it are kept) */
+            uint64_t next;
+            int rrc = resync_segment(fd, off, size, &next);
+            if (rrc < 0)
+                return pd_err_set(err, rrc, "read wal segment %s at offset %llu: %s", name,
+                                  (unsigned long long)off, pd_strerror(rrc));
+            if (next >= size)
+                break;
+            pd_log_warn("wal: corrupt record skipped; replay resumes at the next valid record",
+                        "file=%s offset=%llu reason=\"%s\" bytes_skipped=%llu next=%llu", name,
+                        (unsigned long long)off, why, (unsigned long long)(next - off),
+                        (unsigned long long)next);
+            count_corruption();
+            why = NULL;
+            torn = false;
+            off = next;
+            *ended = false;
+        }
+        if (off >= size)
+            break;
         uint8_t hdr[PD_WAL_REC_HDR];
         if (size - off < PD_WAL_REC_HDR) {
             why = "short record header";
             torn = true;
-            break;
+            continue;
         }
         ssize_t r = pread_full(fd, hdr, sizeof hdr, off);
         if (r < 0)
@@ -323,22 +446,22 @@ static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool l
         if ((size_t)r < sizeof hdr) {
             why = "short record header";
             torn = true;
-            break;
+            continue;
         }
         uint8_t type = hdr[0];
         uint32_t len = get_u32le(hdr + 1), crc = get_u32le(hdr + 5);
         if (type == 0 || type > PD_WAL_REC_MAX) {
             why = "unknown record type";
-            break;
+            continue;
         }
         if (len > PD_WAL_MAX_RECORD) {
             why = "record length over the cap";
-            break;
+            continue;
         }
         if (size - off - PD_WAL_REC_HDR < len) {
             why = "short record payload";
             torn = true;
-            break;
+            continue;
         }
         pd_buf_reset(payload);
         int rc = pd_buf_reserve(payload, len);
@@ -351,23 +474,23 @@ static int replay_segment(pd_wal *w, uint32_t num, int fd, uint64_t size, bool l
         if ((size_t)r < len) {
             why = "short record payload";
             torn = true;
-            break;
+            continue;
         }
         payload->len = len;
         payload->data[len] = 0;
         uint32_t c = pd_crc32c(pd_crc32c(0, &type, 1), payload->data, len);
         if (c != crc) {
             why = "checksum mismatch";
-            break;
+            continue;
         }
         if (*ended) { /* nothing follows the END record */
             why = "record after the segment's end record";
-            break;
+            continue;
         }
         if (type == PD_WAL_REC_END) {
             if (len != 4 || get_u32le((const uint8_t *)payload->data) != num + 1) {
                 why = "bad end record";
-                break;
+                continue;
             }
             *ended = true;
             off += PD_WAL_REC_HDR + (uint64_t)len;
@@ -423,6 +546,8 @@ static void *flusher_main(void *arg)
             continue;
         pthread_rwlock_rdlock(&w->segs_lock);
         int fd = w->segs[w->n_segs - 1].fd;
+        uint32_t num = w->segs[w->n_segs - 1].num;
+        uint64_t size = w->segs[w->n_segs - 1].size;
         pthread_rwlock_unlock(&w->segs_lock);
         w->dirty = false;
         w->last_sync_ms = mono_ms();
@@ -431,6 +556,8 @@ static void *flusher_main(void *arg)
         if (fdatasync(fd) < 0)
             pd_log_error("wal: background fsync failed", "dir=%s err=\"%s\"", w->dir,
                          strerror(errno));
+        else
+            synced_write(w, num, size); /* size: written before the fsync */
         pthread_mutex_lock(&w->mu);
     }
     pthread_mutex_unlock(&w->mu);
@@ -490,6 +617,7 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
     w->fsync = o->fsync;
     w->batch_ms = o->batch_ms > 0 ? o->batch_ms : 1000;
     pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->marker_mu, NULL);
     pthread_rwlock_init(&w->segs_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -503,6 +631,9 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
     if ((rc = list_segments(w->dir, &nums, &n_nums, err)) < 0)
         goto fail;
     bool sealed = false, end_pending = false;
+    uint32_t mk_seg = 0;
+    uint64_t mk_size = 0;
+    bool mk = pd__wal_synced_read(w->dir, &mk_seg, &mk_size);
 
     for (size_t i = 0; i < n_nums; i++) {
         bool last = i + 1 == n_nums;
@@ -576,6 +707,18 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
             }
             if (last)
                 size = end; /* truncated there */
+            if (last && mk && mk_seg == nums[i] && end < mk_size) {
+                /* shorter than what was durably written: acknowledged
+                   records are gone (a truncation, not a torn append) */
+                pd_log_error("wal: the newest segment is shorter than what was fsync'd; "
+                             "acknowledged records are lost",
+                             "file=%s offset=%llu synced=%llu bytes_lost=%llu", name,
+                             (unsigned long long)end, (unsigned long long)mk_size,
+                             (unsigned long long)(mk_size - end));
+                count_corruption();
+                pd_metrics_add("profd_storage_wal_truncations_total", NULL, 1);
+                w->n_gaps++;
+            }
         }
         /* continuity of version-2 segments (their END records) */
         if (!bad && hdr[5] >= 2 && last && ended) {
@@ -618,6 +761,9 @@ int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal
             goto fail;
     }
     w->last_sync_ms = mono_ms();
+    /* what the newest segment holds now is the base of the next check */
+    synced_write(w, w->segs[w->n_segs - 1].num, w->segs[w->n_segs - 1].size);
+    w->opened = true;
     if (w->fsync == PD_FSYNC_BATCH) {
         if ((rc = pthread_create(&w->flusher, NULL, flusher_main, w)) != 0) {
             rc = pd_err_set(err, -rc, "open wal %s: cannot start the flusher thread", w->dir);
@@ -648,15 +794,20 @@ void pd__wal_close(pd_wal *w)
         pthread_join(w->flusher, NULL);
     }
     for (size_t i = 0; i < w->n_segs; i++) {
-        if (i + 1 == w->n_segs && !w->segs[i].bad && fdatasync(w->segs[i].fd) < 0)
-            pd_log_error("wal: fsync on close failed", "dir=%s err=\"%s\"", w->dir,
-                         strerror(errno));
+        if (i + 1 == w->n_segs && !w->segs[i].bad) {
+            if (fdatasync(w->segs[i].fd) < 0)
+                pd_log_error("wal: fsync on close failed", "dir=%s err=\"%s\"", w->dir,
+                             strerror(errno));
+            else if (w->opened)
+                synced_write(w, w->segs[i].num, w->segs[i].size);
+        }
         close(w->segs[i].fd);
     }
     free(w->segs);
     free(w->dir);
     pthread_cond_destroy(&w->cond);
     pthread_rwlock_destroy(&w->segs_lock);
+    pthread_mutex_destroy(&w->marker_mu);
     pthread_mutex_destroy(&w->mu);
     free(w);
 }
@@ -694,6 +845,7 @@ int pd__wal_append(pd_wal *w, const uint8_t *recs, size_t len, uint32_t *seg, ui
         /* the new segment is durable: seal the old one (a crash before this
            leaves it without END and the new one empty: see pd__wal_open) */
         write_end(w, &w->segs[w->n_segs - 2], cur.num + 1);
+        synced_write(w, cur.num + 1, PD_WAL_SEG_HDR);
         w->dirty = false;
         w->last_sync_ms = mono_ms();
         cur = w->segs[w->n_segs - 1];
@@ -720,6 +872,8 @@ int pd__wal_append(pd_wal *w, const uint8_t *recs, size_t len, uint32_t *seg, ui
     pthread_rwlock_unlock(&w->segs_lock);
     if (w->fsync == PD_FSYNC_ALWAYS) {
         w->last_sync_ms = mono_ms();
+        if (w->last_sync_ms - w->last_marker_ms >= w->batch_ms)
+            synced_write(w, cur.num, cur.size + len);
     } else if (w->fsync == PD_FSYNC_BATCH) {
         /* the flusher syncs, never the append: an fdatasync here holds
            every append behind it (5-23 ms for a second of 75 KB profiles
@@ -808,6 +962,7 @@ int pd__wal_sync(pd_wal *w)
     if (rc == 0) {
         w->dirty = false;
         w->last_sync_ms = mono_ms();
+        synced_write(w, w->segs[w->n_segs - 1].num, w->segs[w->n_segs - 1].size);
     }
     pthread_mutex_unlock(&w->mu);
     return rc;

@@ -29,6 +29,17 @@
 #define PD_WAL_SEG_HDR 8               /* magic 5 + version 1 + reserved 2 */
 #define PD_WAL_REC_HDR 9               /* type 1 + length 4 + crc32c 4 */
 #define PD_WAL_MAX_RECORD (256u << 20) /* payload cap, bytes: bigger is corruption */
+/* PATH/wal/synced: what the newest segment durably held (issue 27):
+ * "PDWS" | segment u32 LE | size u64 LE | crc32c u32 LE of the 16 bytes
+ * before it. Rewritten after each background fsync (policy batch), at most
+ * every batch window after an fsync'ed append (policy always), at a roll
+ * and at close. A newest segment found shorter than it lost acknowledged
+ * records (a truncation, not a torn append): docs/format/wal.md. */
+#define PD_WAL_SYNCED_NAME "synced"
+#define PD_WAL_SYNCED_BYTES 20
+
+/* Reads dir's marker: true and *seg, *size when it verifies. */
+bool pd__wal_synced_read(const char *dir, uint32_t *seg /* OUT */, uint64_t *size /* OUT */);
 
 /* Record types. 0 is never valid (a zero-filled tail is not a record).
  * END (payload: u32 LE number of the next segment) is written by the WAL
@@ -70,14 +81,26 @@ typedef int (*pd_wal_replay_fn)(void *ctx, uint32_t seg, uint64_t off, uint8_t t
  * a record boundary) and a newest segment that does (the segment after it
  * was deleted) — except the crash window of a roll, an older segment without
  * END followed by an empty newest one, which gets its END written now),
- * truncating a torn or corrupt tail of the last segment (logged with file and
- * offset) and skipping the rest of an earlier segment at a corrupt record or
- * a segment with a bad header (logged, counted in
+ * skipping a corrupt record to the next valid one (pd__wal_resync; logged
+ * with file and offset, counted), truncating a torn or corrupt tail of the
+ * last segment (no valid record after it; logged with file and offset),
+ * skipping the rest of an earlier segment with no valid record after the
+ * damage, and a segment with a bad header (logged, counted in
  * profd_storage_corruptions_total). Then opens the append target: the end of
  * the last segment if it is intact and not full, else a new segment.
  * Errors: -errno (err names the file), PD_ENOMEM, or fn's code. */
 int pd__wal_open(const pd_wal_options *o, pd_wal_replay_fn fn, void *ctx, pd_wal **out /* OUT */,
                  pd_err *err);
+
+/* Where the next record that verifies starts in buf[from..len) (a WAL
+ * segment's or the series file's bytes): the first offset p >= from holding
+ * a record header of a known type (series_file: SERIES only) whose length
+ * fits in buf and whose CRC-32C matches its payload; len when none. Records
+ * carry no sync marker: the CRC is what finds them after damage (a false
+ * match needs a 32-bit CRC collision on top of the type and length
+ * filters). O(len) tries, each CRC only over candidates that pass the
+ * filters. */
+size_t pd__wal_resync(const uint8_t *buf, size_t len, size_t from, bool series_file);
 
 /* Appends one framed record (pd__wal_frame) to buf. Errors: PD_ETOOBIG
  * (payload over PD_WAL_MAX_RECORD), PD_ENOMEM. */

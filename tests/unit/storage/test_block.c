@@ -849,8 +849,6 @@ static void test_store_serves_around_lost_profiles(void **state)
     assert_int_equal(set2.n, set.n);
     pd_series_set_release(&set2);
     for (size_t i = 0; i < g_n; i++) {
-        if (lost[i])
-            continue;
         pd_labels l;
         labels_of(&g_profs[i], &l);
         uint64_t ref = 0;
@@ -859,7 +857,21 @@ static void test_store_serves_around_lost_profiles(void **state)
                 ref = set.v[k].ref;
         pd_labels_release(&l);
         pd_points pts;
+        pd_storage_warnings w;
+        pd_storage_warnings_begin(&w);
         PD_ASSERT_OK(pd_storage_read_points(st, ref, g_profs[i].ts, g_profs[i].ts, &pts, &err), &err);
+        pd_storage_warnings_end();
+        if (lost[i]) {
+            /* issue 27: an unreadable profile is missing from the timeline,
+               with a warning, not a point that fails when clicked */
+            if (pts.n != 0 || w.n == 0 || !strstr(w.v[0], PD_BLOCK_LOST_PROFILE))
+                fail_msg("%s/%s: unreadable, yet %zu points and %zu warnings (%s)",
+                         g_profs[i].dir, g_profs[i].name, pts.n, w.n, w.n ? w.v[0] : "");
+            pd_storage_warnings_release(&w);
+            pd_points_release(&pts);
+            continue;
+        }
+        pd_storage_warnings_release(&w);
         if (pts.n != 1)
             fail_msg("%s/%s: no point in the timeline after a lost neighbour was read",
                      g_profs[i].dir, g_profs[i].name);

@@ -267,6 +267,64 @@ static void test_roll_replay_read(void **state)
     assert_int_equal(o2, offs[59] + PD_WAL_REC_HDR + lens[59]);
 }
 
+/* Removes PATH/wal/synced (a crash before the marker recorded the latest
+ * appends). */
+static void unlink_marker(fx *f)
+{
+    char p[600];
+    seg_path(f, 1, p, sizeof p);
+    char *slash = strrchr(p, '/');
+    snprintf(slash + 1, sizeof p - (size_t)(slash + 1 - p), "%s", PD_WAL_SYNCED_NAME);
+    unlink(p);
+}
+
+/* Issue 27: the newest segment cut short — at a record boundary or inside a
+ * record — after its bytes were fsync'd (the marker PATH/wal/synced says
+ * how many): not a torn append but lost acknowledged records, logged and
+ * counted (profd_storage_wal_truncations_total). */
+static void test_truncation_against_marker(void **state)
+{
+    fx *f = *state;
+    wal_open(f, 0);
+    uint32_t seg;
+    uint64_t off[4];
+    for (int i = 0; i < 4; i++)
+        append(f, i, 40, &seg, &off[i]);
+    assert_int_equal(pd__wal_sync(f->w), 0);
+    pd__wal_close(f->w);
+    f->w = NULL;
+    char path[512];
+    seg_path(f, 1, path, sizeof path);
+    char wd[600];
+    snprintf(wd, sizeof wd, "%s", path);
+    *strrchr(wd, '/') = 0;
+    uint32_t ms;
+    uint64_t msz;
+    assert_true(pd__wal_synced_read(wd, &ms, &msz));
+    assert_int_equal(ms, 1);
+    assert_int_equal(msz, (uint64_t)fsize(path));
+    /* at a record boundary, then inside a record */
+    const off_t cuts[2] = {(off_t)off[2], (off_t)off[1] + 5};
+    for (int k = 0; k < 2; k++) {
+        pd__wal_synced_read(wd, &ms, &msz);
+        assert_int_equal(truncate(path, cuts[k]), 0);
+        double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
+        double t0 = pd_metrics_get("profd_storage_wal_truncations_total", NULL);
+        wal_open(f, 0);
+        assert_int_equal(f->log.n, k == 0 ? 2 : 1);
+        assert_true(pd_metrics_get("profd_storage_corruptions_total", NULL) >= c0 + 1);
+        assert_int_equal(pd_metrics_get("profd_storage_wal_truncations_total", NULL), t0 + 1);
+        assert_int_equal(pd__wal_gaps(f->w), 1);
+        pd__wal_close(f->w);
+        f->w = NULL;
+        /* reported once: the marker now says what is there */
+        wal_open(f, 0);
+        assert_int_equal(pd_metrics_get("profd_storage_wal_truncations_total", NULL), t0 + 1);
+        pd__wal_close(f->w);
+        f->w = NULL;
+    }
+}
+
 /* Every cut inside the last record, and garbage after it: replay keeps the
  * records before, the file is cut back to the record boundary, appends work. */
 static void test_torn_tail_every_offset(void **state)
@@ -288,6 +346,8 @@ static void test_torn_tail_every_offset(void **state)
     assert_int_equal(read(fd, orig, sizeof orig), full);
     close(fd);
     double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
+    /* a crash mid-append: the synced marker never saw the torn record */
+    unlink_marker(f);
     for (off_t cut = (off_t)off[3] + 1; cut < full; cut++) {
         fd = open(path, O_WRONLY | O_TRUNC);
         assert_int_equal(write(fd, orig, (size_t)cut), cut);
@@ -332,8 +392,59 @@ static void test_torn_tail_every_offset(void **state)
     assert_int_equal(f->log.v[4].first, 9);
 }
 
-/* An earlier segment with a corrupt record: the rest of it is skipped, later
- * segments replay; one with a bad header is skipped whole. */
+/* Issue 27: one damaged byte in the middle of the newest segment costs the
+ * record it is in, not the rest of the segment: the later records replay,
+ * nothing is truncated, the damage is counted, appends go on at the end. At
+ * every byte of record 2 (header and payload). */
+static void test_last_segment_middle_damage(void **state)
+{
+    fx *f = *state;
+    wal_open(f, 0);
+    uint32_t seg[6];
+    uint64_t off[6];
+    for (int i = 0; i < 6; i++)
+        append(f, i, 40 + (size_t)i, &seg[i], &off[i]);
+    assert_int_equal(seg[5], 1);
+    pd__wal_close(f->w);
+    f->w = NULL;
+    char path[512];
+    seg_path(f, 1, path, sizeof path);
+    off_t full = fsize(path);
+    uint8_t orig[1024];
+    int fd = open(path, O_RDONLY);
+    assert_int_equal(read(fd, orig, sizeof orig), full);
+    close(fd);
+    for (uint64_t at = off[2]; at < off[3]; at++) {
+        uint8_t b[1024];
+        memcpy(b, orig, (size_t)full);
+        b[at] ^= 0x5a;
+        fd = open(path, O_WRONLY | O_TRUNC);
+        assert_int_equal(write(fd, b, (size_t)full), full);
+        close(fd);
+        double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
+        wal_open(f, 0);
+        if (f->log.n != 5)
+            fail_msg("byte %llu of record 2 flipped: %zu records replayed, want 5",
+                     (unsigned long long)at, f->log.n);
+        for (size_t k = 0; k < 5; k++)
+            assert_int_equal(f->log.v[k].first, k < 2 ? (int)k : (int)k + 1);
+        assert_int_equal(fsize(path), full); /* nothing cut off */
+        assert_true(pd_metrics_get("profd_storage_corruptions_total", NULL) > c0);
+        uint32_t s;
+        uint64_t o;
+        append(f, 7, 10, &s, &o);
+        assert_int_equal(o, (uint64_t)full);
+        wal_reopen(f, 0);
+        assert_int_equal(f->log.n, 6);
+        assert_int_equal(f->log.v[5].first, 7);
+        pd__wal_close(f->w);
+        f->w = NULL;
+    }
+}
+
+/* An earlier segment with a corrupt record: that record is skipped, the
+ * next valid one found and replayed, later segments replay; one with a bad
+ * header is skipped whole. */
 static void test_earlier_segment_damage(void **state)
 {
     fx *f = *state;
@@ -357,10 +468,12 @@ static void test_earlier_segment_damage(void **state)
     double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
     wal_open(f, 200);
     assert_int_equal(pd_metrics_get("profd_storage_corruptions_total", NULL), c0 + 1);
-    assert_int_equal(f->log.n, 10); /* 4 and 5 skipped */
+    /* only 4 skipped: 5 is found after it (issue 27: records findable
+       after damage by their CRC) */
+    assert_int_equal(f->log.n, 11);
     int k = 0;
     for (int i = 0; i < 12; i++) {
-        if (i == 4 || i == 5)
+        if (i == 4)
             continue;
         assert_int_equal(f->log.v[k].first, i);
         k++;
@@ -374,7 +487,7 @@ static void test_earlier_segment_damage(void **state)
     assert_int_equal(pwrite(fd, &x, 1, 5), 1);
     close(fd);
     wal_open(f, 200);
-    assert_int_equal(f->log.n, 7);
+    assert_int_equal(f->log.n, 8);
     /* the last segment with a bad magic: skipped, and appends go to a new one */
     pd__wal_close(f->w);
     f->w = NULL;
@@ -384,7 +497,7 @@ static void test_earlier_segment_damage(void **state)
     close(fd);
     off_t bad_size = fsize(path);
     wal_open(f, 200);
-    assert_int_equal(f->log.n, 4);
+    assert_int_equal(f->log.n, 5);
     uint32_t s;
     uint64_t o;
     append(f, 42, 10, &s, &o);
@@ -396,8 +509,8 @@ static void test_earlier_segment_damage(void **state)
     assert_int_equal(pd__wal_read(f->w, 4, PD_WAL_SEG_HDR, 1, 50, &b, NULL), PD_ENOTFOUND);
     pd_buf_release(&b);
     wal_reopen(f, 200);
-    assert_int_equal(f->log.n, 5);
-    assert_int_equal(f->log.v[4].first, 42);
+    assert_int_equal(f->log.n, 6);
+    assert_int_equal(f->log.v[5].first, 42);
 }
 
 /* A crash between creating a segment and writing its header. */
@@ -480,9 +593,11 @@ static void test_end_records(void **state)
     seg_path(f, 2, p2, sizeof p2);
     off_t s1 = fsize(p1);
     assert_int_equal(s1, (off_t)(off[2] + PD_WAL_REC_HDR + 50 + PD_WAL_REC_HDR + 4)); /* + END */
-    /* the roll's crash window: segment 2 empty, segment 1 without its END */
+    /* the roll's crash window: segment 2 empty, segment 1 without its END
+       (the synced marker, written after the END, not there yet) */
     assert_int_equal(truncate(p2, PD_WAL_SEG_HDR), 0);
     assert_int_equal(truncate(p1, s1 - PD_WAL_REC_HDR - 4), 0);
+    unlink_marker(f);
     double c0 = pd_metrics_get("profd_storage_corruptions_total", NULL);
     wal_open(f, 200);
     assert_int_equal(f->log.n, 3);
@@ -531,6 +646,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_roll_replay_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_tail_every_offset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_earlier_segment_damage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_last_segment_middle_damage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncation_against_marker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_headerless_last_segment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_end_records, setup, teardown),
         cmocka_unit_test(test_frame_cap),
