@@ -7,7 +7,9 @@
  * library keeps its exported functions there). A symbol of size 0 (hand
  * written assembly) ends where the next one starts. Sorted by address;
  * symbols at the same address keep the first (global before local is not
- * guaranteed; either name is right). A bad section is skipped, never
+ * guaranteed; either name is right). A symbol at the last address or whose
+ * size passes the end of the address space (corrupt files) is clipped or
+ * skipped, so every symbol covers [lo, hi) with lo < hi. A bad section is skipped, never
  * trusted: every index is checked against its table's size by libelf.
  */
 #include "symbolize/elf.h"
@@ -107,7 +109,7 @@ static int read_syms(Elf *e, pd_elf_info *info, Elf64_Word want)
                 break;
             int t = GELF_ST_TYPE(s.st_info);
             if ((t != STT_FUNC && t != STT_GNU_IFUNC) || s.st_value == 0 ||
-                s.st_shndx == SHN_UNDEF)
+                s.st_value == UINT64_MAX || s.st_shndx == SHN_UNDEF)
                 continue;
             const char *name = elf_strptr(e, sh.sh_link, s.st_name);
             if (!name || !*name)
@@ -117,7 +119,8 @@ static int read_syms(Elf *e, pd_elf_info *info, Elf64_Word want)
             if (!copy)
                 return PD_ENOMEM;
             syms[k].lo = s.st_value;
-            syms[k].hi = s.st_value + s.st_size;
+            /* a size past the address space (a corrupt file) ends there */
+            syms[k].hi = s.st_value + s.st_size < s.st_value ? UINT64_MAX : s.st_value + s.st_size;
             syms[k].name = copy;
             k++;
         }
@@ -236,14 +239,23 @@ int pd_elf_build_id_mem(const void *data, size_t len, char *out, size_t cap, pd_
     out[0] = 0;
     if (elf_version(EV_CURRENT) == EV_NONE)
         return pd_err_set(err, PD_EINVAL, "libelf: %s", elf_errmsg(-1));
-    Elf *e = elf_memory((char *)data, len);
+    /* libelf converts a file of the other byte order in place: on a copy,
+     * so that the caller's bytes (an upload about to be stored) stay as
+     * received */
+    char *copy = malloc(len ? len : 1);
+    if (!copy)
+        return pd_err_set(err, PD_ENOMEM, "out of memory");
+    memcpy(copy, data, len);
+    Elf *e = elf_memory(copy, len);
     if (!e || elf_kind(e) != ELF_K_ELF) {
         if (e)
             elf_end(e);
+        free(copy);
         return pd_err_set(err, PD_EPARSE, "not an ELF file");
     }
     find_build_id(e, out, cap);
     elf_end(e);
+    free(copy);
     if (!out[0])
         return pd_err_set(err, PD_ENOTFOUND, "the ELF file has no GNU build ID note");
     return 0;

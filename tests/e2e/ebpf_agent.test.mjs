@@ -230,3 +230,22 @@ test('dd reading /dev/zero: kernel frames (vfs_read) under the user stack', asyn
     return tr.some((fns) => fns.includes('vfs_read') && fns.indexOf('vfs_read') < fns.length - 1);
   }, 240000, 2000).catch((e) => { throw new Error(`${e.message}\n${last}`); });
 });
+
+test('without privileges: exit 1 naming CAP_BPF, CAP_PERFMON and kernel.perf_event_paranoid', async (t) => {
+  if (process.getuid() !== 0) return t.skip('needs root to drop to another user (setpriv)');
+  const r = await run('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', agentBin(),
+    '--server=http://127.0.0.1:1']);
+  assert.equal(r.code, 1, r.stdout + r.stderr);
+  assert.match(r.stderr, /CAP_BPF/);
+  assert.match(r.stderr, /CAP_PERFMON/);
+  assert.match(r.stderr, /kernel\.perf_event_paranoid/);
+});
+
+test('bad flags: exit 2 naming the flag', async () => {
+  for (const [arg, what] of [['--frequency=0', /--frequency=0/], ['--upload-interval=soon', /--upload-interval=soon/],
+    ['--server=ftp://x', /--server=ftp:\/\/x/], ['--bogus', /unknown argument --bogus/]]) {
+    const r = await run(agentBin(), [arg]);
+    assert.equal(r.code, 2, `${arg}: ${r.stderr}`);
+    assert.match(r.stderr, what);
+  }
+});
