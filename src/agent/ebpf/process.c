@@ -390,7 +390,7 @@ static proc *get_proc(pd_ebpf_procs *p, uint32_t pid, const char *comm)
         fclose(cf);
         cbuf[strcspn(cbuf, "\n")] = 0;
     }
-    snprintf(pr->comm, sizeof pr->comm, "%s", cbuf[0] ? cbuf : comm);
+    snprintf(pr->comm, sizeof pr->comm, "%.16s", cbuf[0] ? cbuf : comm);
     pd_err err;
     if (pd_profile_builder_new(NULL, &pr->b) < 0 ||
         pd_profile_builder_sample_type(pr->b, "cpu", "nanoseconds", &err) < 0 ||
