@@ -156,6 +156,8 @@ before(async () => {
     agent.exited || /msg="?upload/.test(agent.out), 120000, 250);
   if (agent.exited) {
     assert.equal(agent.exited.code, 1, `profd-agent exited ${JSON.stringify(agent.exited)}\n${agent.tail()}`);
+    // a refusal comes before "profd-agent started"; anything after it is a bug
+    assert.doesNotMatch(agent.out, /profd-agent started/, `profd-agent failed after starting\n${agent.tail()}`);
     skipWhy = `the kernel refused profd-agent's BPF program or perf events: ${agent.out.trim().slice(0, 400)}`;
   }
 });

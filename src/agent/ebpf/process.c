@@ -136,6 +136,7 @@ static void read_kallsyms(pd_ebpf_procs *p)
         p->ksyms[p->n_ksyms++] = (kallsym){a, copy};
     }
     fclose(f);
+    if (p->n_ksyms) /* none: p->ksyms is NULL */
     qsort(p->ksyms, p->n_ksyms, sizeof *p->ksyms, ksym_cmp);
 }
 
@@ -235,6 +236,7 @@ static void read_maps(proc *pr)
         }
     }
     fclose(f);
+    if (pr->n_maps) /* none: pr->maps is NULL */
     qsort(pr->maps, pr->n_maps, sizeof *pr->maps, vmap_cmp);
 }
 
@@ -295,6 +297,7 @@ static void read_perf_map(proc *pr)
         pr->perf[pr->n_perf++] = (perf_sym){lo, lo + sz, copy};
     }
     fclose(f);
+    if (pr->n_perf) /* none: pr->perf is NULL */
     qsort(pr->perf, pr->n_perf, sizeof *pr->perf, perf_cmp);
 }
 
