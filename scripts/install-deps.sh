@@ -17,7 +17,14 @@ protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev \
 golang-go graphviz chromium linux-perf curl jq ca-certificates \
 prometheus prometheus-alertmanager openssl dnsmasq-base openjdk-17-jdk-headless \
 libgnutls28-dev libcrypt-dev \
+libbpf-dev bpftool libdw-dev libdebuginfod-dev debuginfod \
 golang-opentelemetry-otel-dev"
+# libbpf-dev, bpftool (with clang above): profd-agent, the eBPF host profiler
+# (its BPF program is compiled by clang -target bpf and turned into a libbpf
+# skeleton by bpftool at build time; without them the build skips it).
+# libdw-dev, libdebuginfod-dev: profd's symbolizer (DWARF lines, debug info
+# by build ID from DEBUGINFOD_URLS). debuginfod: tests only (the e2e test of
+# the agent serves a .debug file from a local debuginfod).
 # golang-opentelemetry-otel-dev: tests only — the OpenTelemetry Go API, SDK
 # and stdout exporter (source under /usr/share/gocode) that
 # tests/e2e/grafana/spanapp is built against, offline (traces to profiles).
@@ -26,7 +33,8 @@ golang-opentelemetry-otel-dev"
 PKGS_DEB="build-essential debhelper dpkg-dev fakeroot help2man lintian debootstrap git \
 cmake pkg-config libcrypt-dev libcurl4-openssl-dev libdeflate-dev libelf-dev libgnutls28-dev \
 libjansson-dev libmicrohttpd-dev libpcre2-dev libprotobuf-c-dev libprotobuf-dev libxxhash-dev \
-libyaml-dev libzstd-dev protobuf-c-compiler zlib1g-dev"
+libyaml-dev libzstd-dev protobuf-c-compiler zlib1g-dev \
+clang libbpf-dev bpftool libdw-dev libdebuginfod-dev"
 if [ "${1:-}" = "--deb" ]; then
     PKGS="$PKGS_DEB"
 fi

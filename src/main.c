@@ -4,6 +4,7 @@
  *   profd [serve] [flags]   run the server (the default command)
  *   profd convert ...       convert folded stacks / perf script text to pprof (ingest/)
  *   profd push ...          validate profiles locally and push them (profefe API)
+ *   profd debuginfo upload FILE...   debug files to a profd (symbolize/upload_main.c)
  *   profd tsdb import|analyze|check|repair ...   block tools (storage/tsdb/tsdb_cli.c)
  *   profd check config|web-config FILE...        configuration checks
  *   profd --help | -h       usage on stdout, exit 0 (every command and
@@ -49,6 +50,7 @@
 #include "scrape/adaptive.h"
 #include "scrape/manager.h"
 #include "storage/storage.h"
+#include "symbolize/symbolize.h"
 #include "storage/tsdb/tsdb_cli_int.h"
 
 #define PD_VERSION (pd_build_info_profd.version)
@@ -100,6 +102,7 @@ static void usage(FILE *f)
             "  serve                  run the server (the default: flags below)\n"
             "  push                   validate profiles locally and push them to a profd\n"
             "  convert                folded stacks / perf script text to pprof\n"
+            "  debuginfo upload       send debug files (by build ID) for symbolization\n"
             "  check config           what a scrape configuration means, its warnings\n"
             "  check web-config       check a --web.config.file (TLS, auth)\n"
             "  tsdb import            write pprof files into a store as one block\n"
@@ -542,6 +545,7 @@ static int serve(const flags *f)
     pd_storage *st = NULL;
     pd_scrape_manager *sm = NULL;
     pd_api *api = NULL;
+    pd_symbolizer *sym = NULL;
     pd_http_server *srv = NULL;
     pd_http_gate *gate = NULL;
     pd_http_guard *guard = NULL; /* issue 20 item 4 */
@@ -711,6 +715,20 @@ static int serve(const flags *f)
        (the interposed malloc then only counts down nothing) */
     if (!ao.enable_pprof)
         pd_agent_heap_set_rate(0);
+    /* issue 29: names for address-only frames, debug files under the store */
+    {
+        char dbgdir[4200];
+        snprintf(dbgdir, sizeof dbgdir, "%s/debuginfo", f->storage_path);
+        pd_symbolizer_opts sopt = {.cache_dir = dbgdir, .use_debuginfod = true,
+                                   .max_upload_bytes = lim.max_body_bytes};
+        pd_symbolizer_describe_metrics();
+        if (pd_symbolizer_new(&sopt, &sym, &err) < 0) {
+            pd_log(PD_LOG_WARN, "symbolization off", "err=\"%s\"", err.msg);
+            pd_err_clear(&err);
+        } else {
+            pd_symbolizer_set_global(sym);
+        }
+    }
     int rc = pd_api_new(NULL, NULL, &ao, &api, &err);
     if (rc < 0) {
         fprintf(stderr, "profd: %s\n", err.msg);
@@ -817,6 +835,7 @@ out:
     pd_http_gate_free(gate);
     pd_scrape_manager_free(sm);
     pd_api_free(api);
+    pd_symbolizer_free(sym);
     pd_http_guard_free(guard);
     pd_storage_close(st);
     pd_config_release(&cfg);
@@ -843,6 +862,8 @@ int main(int argc, char **argv)
         return pd_ingest_convert_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "push") == 0)
         return pd_ingest_push_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "debuginfo") == 0)
+        return pd_debuginfo_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "check") == 0)
         return check_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "help") == 0) { /* `profd help`, as promtool */

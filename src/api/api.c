@@ -32,6 +32,8 @@
 #include "base/metrics.h"
 #include "base/time.h"
 #include "query/query.h"
+#include "symbolize/elf.h"
+#include "symbolize/symbolize.h"
 #include "ui/ui.h"
 #include "base/parse.h"
 
@@ -1144,6 +1146,48 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
     return "starting";
 }
 
+/* POST /api/v1/debuginfo/{build_id}: the body is an ELF file (a .debug file
+ * or an unstripped binary) whose GNU build ID is build_id; stored for the
+ * symbolizer (symbolize/symbolize.h) under <storage.path>/debuginfo, where
+ * it names the address-only frames of every answer from then on, old
+ * profiles' too. 200 {"build_id","bytes"}; 400 bad build ID / not ELF /
+ * another build ID (counted as debuginfo_bad_file); 413 too large. */
+static const char *h_debuginfo(const pd_http_request *req, pd_http_response *resp, const char *bid)
+{
+    const char *h = "/api/v1/debuginfo/:build_id";
+    if (!method_is(req, "POST") && !method_is(req, "PUT")) {
+        bad_method(resp, "POST, PUT", true);
+        return h;
+    }
+    pd_symbolizer *sym = pd_symbolizer_global();
+    if (!sym) {
+        reply_error(resp, 503, "symbolization is not available in this profd");
+        return h;
+    }
+    if (!pd_elf_build_id_valid(bid)) {
+        pd__api_count_rejected("debuginfo_bad_file");
+        reply_error(resp, 400,
+                    "bad build ID \"%.140s\" in the path: want an even number (2 to 128) of hex "
+                    "digits, e.g. b8b4927d225506efc8179ba514ad29366628bc8d",
+                    bid);
+        return h;
+    }
+    pd_err err = {{0}};
+    int rc = pd_symbolizer_store(sym, bid, req->body, req->body_len, &err);
+    if (rc < 0) {
+        if (rc == PD_EINVAL || rc == PD_ETOOBIG)
+            pd__api_count_rejected(rc == PD_ETOOBIG ? "too_large" : "debuginfo_bad_file");
+        reply_error(resp, rc == PD_EINVAL ? 400 : rc == PD_ETOOBIG ? 413 : 500, "%s", err.msg);
+        return h;
+    }
+    pd__api_begin_success(resp);
+    pd_buf_puts(&resp->body, "{\"build_id\":");
+    pd_buf_put_json_string(&resp->body, bid, strlen(bid));
+    pd_buf_printf(&resp->body, ",\"bytes\":%zu}", req->body_len);
+    pd__api_end_success(resp);
+    return h;
+}
+
 static const char *route(pd_api *api, const pd_http_request *req, pd_http_response *resp)
 {
     const char *path = req->path, *h;
@@ -1198,6 +1242,8 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
                 return "/api/v1/label/:name/values";
             }
         }
+        if (strncmp(r, "debuginfo/", 10) == 0)
+            return h_debuginfo(req, resp, r + 10);
         if (strcmp(r, "targets") == 0) {
             h_targets(api, req, resp);
             return "/api/v1/targets";
@@ -1318,7 +1364,8 @@ static void logfmt_value(const char *s, char *out, size_t cap)
 bool pd_api_form_route(const char *method, const char *path)
 {
     (void)method;
-    return strncmp(path, "/api/v1/", 8) == 0;
+    /* a debug file upload is a binary body whatever its Content-Type */
+    return strncmp(path, "/api/v1/", 8) == 0 && strncmp(path, "/api/v1/debuginfo/", 18) != 0;
 }
 
 pd_http_pool pd_api_classify(void *ctx, const char *method, const char *path)
@@ -1327,6 +1374,8 @@ pd_http_pool pd_api_classify(void *ctx, const char *method, const char *path)
     bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     if (get && (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0))
         return PD_HTTP_POOL_INLINE;
+    if (!get && strncmp(path, "/api/v1/debuginfo/", 18) == 0)
+        return PD_HTTP_POOL_INGEST;
     if (strncmp(path, "/api/v1/", 8) == 0 || strncmp(path, "/querier.v1.", 12) == 0 ||
         strncmp(path, "/pyroscope/render", 17) == 0)
         return PD_HTTP_POOL_QUERY;
@@ -1345,7 +1394,8 @@ int pd_api_access_group(const char *method, const char *path)
     if ((!get && (strcmp(path, "/api/0/profiles") == 0 || strcmp(path, "/api/0/profiles/") == 0)) ||
         strcmp(path, "/ingest") == 0 || strncmp(path, "/push.v1.", 9) == 0 ||
         strcmp(path, "/v1development/profiles") == 0 ||
-        (!get && strcmp(path, "/api/v1/alerts") == 0))
+        (!get && strcmp(path, "/api/v1/alerts") == 0) ||
+        (!get && strncmp(path, "/api/v1/debuginfo/", 18) == 0))
         return 1; /* PD_ACCESS_PUSH */
     if (strcmp(path, "/-/reload") == 0 || strcmp(path, "/-/quit") == 0 ||
         strncmp(path, "/debug/pprof/", 13) == 0)

@@ -129,12 +129,22 @@ static const catalog_entry catalog[] = {
      "OAuth2 client-credentials token requests (scrapes and discovery), by "
          "outcome.",
      (const char *const[]){"outcome=\"success\"", "outcome=\"failure\"", NULL}},
+    {"profd_debuginfo_uploads_total", PD_METRIC_COUNTER,
+     "Debug files uploaded (POST /api/v1/debuginfo/{build_id}), stored or rejected.",
+     (const char *const[]){"result=\"stored\"", "result=\"rejected\"", NULL}},
+    {"profd_debuginfod_fetches_total", PD_METRIC_COUNTER,
+     "Debug info asked of the DEBUGINFOD_URLS servers by build ID, by result.",
+     (const char *const[]){"result=\"found\"", "result=\"missing\"", NULL}},
     {"profd_partial_answers_total", PD_METRIC_COUNTER,
      "Answers that left out damaged stored data (they carry warnings).",
      NULL},
     {"profd_rejected_input_total", PD_METRIC_COUNTER,
      "Pushed profiles refused, by reason.",
      NULL},
+    {"profd_symbolize_frames_total", PD_METRIC_COUNTER,
+     "Address-only frames of answers named from debug info (result=named) or "
+         "shown as binary+offset (result=unnamed).",
+     (const char *const[]){"result=\"named\"", "result=\"unnamed\"", NULL}},
     {"profd_scrape_duration_seconds_total", PD_METRIC_COUNTER,
      "Sum of the wall time of finished scrapes, by job and profile type "
          "(divide by profd_scrapes_total for the mean).",

@@ -399,6 +399,7 @@ int pd_query_single(pd_storage *st, const char *selector, int64_t t, pd_profile 
     }
     if ((rc = pd_storage_read_profile(st, si->ref, ts, out, NULL, err)) < 0)
         goto out;
+    pd__query_symbolize(out); /* issue 29: answers are named, the store keeps addresses */
     if ((rc = pd_labels_copy(labels, &si->labels)) < 0) {
         pd_profile_release(out);
         goto out;

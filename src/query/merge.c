@@ -1822,6 +1822,8 @@ stats:
         stats->delta = r.delta;
     }
     rc = pd_merge_finish(r.m, out, err);
+    if (rc == 0)
+        pd__query_symbolize(out);
 out:
     pd_merge_free(r.m);
     pd_buf_release(&r.first_types);

@@ -68,4 +68,10 @@ void pd__merge_recount(pd_merge *m, bool base, size_t counted, size_t n);
 bool pd__query_shown_cumulative(pd_storage *st, const pd_merge_options *o, uint64_t ref,
                                 const pd_point *pt, uint64_t mask);
 
+/* Names the address-only frames of a merged answer in place through the
+ * process-wide symbolizer (symbolize/symbolize.h; none set: no-op). Stored
+ * profiles keep their addresses: this runs on answers only. Out of memory
+ * leaves frames unnamed (the answer stays valid). */
+void pd__query_symbolize(pd_profile *p);
+
 #endif

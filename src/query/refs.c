@@ -13,6 +13,8 @@
 #include <string.h>
 #include "query/query.h"
 #include "query/query_int.h"
+#include "base/log.h"
+#include "symbolize/symbolize.h"
 
 typedef struct gkey {
     char *key;
@@ -332,6 +334,8 @@ int pd_query_merge_refs(pd_storage *st, const pd_query_refs *base, const pd_quer
         stats->delta = dcur || dbase;
     }
     rc = pd_merge_finish(m, out, err);
+    if (rc == 0)
+        pd__query_symbolize(out);
 out:
     pd_merge_free(m);
     return rc;
@@ -352,4 +356,14 @@ int pd_query_keep_sample_type(pd_profile *p, size_t index, pd_err *err)
     p->n_sample_type = 1;
     p->default_sample_type = 0;
     return 0;
+}
+
+void pd__query_symbolize(pd_profile *p)
+{
+    pd_symbolizer *s = pd_symbolizer_global();
+    if (!s)
+        return;
+    pd_err err;
+    if (pd_symbolizer_profile(s, p, &err) < 0)
+        pd_log_warn("symbolization failed", "err=\"%s\"", err.msg);
 }

@@ -19,7 +19,8 @@
 // Two more checks, on every fenced block and inline code span (marked or
 // not): each `profd ...` command line only uses flags its command's --help
 // prints, and docs/flags.md lists exactly the flags of `profd --help`,
-// `profd push --help`, `profd convert --help` and `profd tsdb import`.
+// `profd push --help`, `profd convert --help`, `profd debuginfo upload --help`
+// and `profd tsdb import`.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -137,6 +138,7 @@ async function commandOf(argv) {
   const a = argv.slice(1);
   if (a[0] === 'push') return { name: 'push', known: helpFlags(await helpText(['push', '--help'])) };
   if (a[0] === 'convert') return { name: 'convert', known: helpFlags(await helpText(['convert', '--help'])) };
+  if (a[0] === 'debuginfo') return { name: 'debuginfo upload', known: helpFlags(await helpText(['debuginfo', 'upload', '--help'])) };
   if (a[0] === 'check' && a[1] === 'web-config') return { name: 'check web-config', known: new Set() };
   if (a[0] === 'check') return { name: 'check config', known: new Set() };
   if (a[0] === 'tsdb' && a[1] === 'import') return { name: 'tsdb import', known: helpFlags(await tsdbImportHelp()) };
@@ -210,6 +212,8 @@ test('docs/flags.md lists exactly the flags of each command\'s --help', async ()
   compare('profd serve', await serveFlags(), flagsOfSection(md, 'profd serve'));
   compare('profd push', helpFlags(await helpText(['push', '--help'])), flagsOfSection(md, 'profd push'));
   compare('profd convert', helpFlags(await helpText(['convert', '--help'])), flagsOfSection(md, 'profd convert'));
+  compare('profd debuginfo upload', helpFlags(await helpText(['debuginfo', 'upload', '--help'])),
+    flagsOfSection(md, 'profd debuginfo upload'));
   const imp = md.split('\n').find((l) => l.startsWith('| `profd tsdb import'));
   assert.ok(imp, 'docs/flags.md has no `profd tsdb import` row');
   const impHelp = (await tsdbImportHelp()).split('\n').filter((l) => !/tsdb (analyze|check|repair)/.test(l)).join('\n');

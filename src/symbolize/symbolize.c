@@ -1,0 +1,514 @@
+/*
+ * symbolize/symbolize.c — see symbolize.h for where debug info comes from
+ * and what a frame gets.
+ *
+ * Memory: one entry per build ID asked about (at most MAX_ENTRIES; when
+ * full, the least recently used entry with no pending use is closed), each
+ * holding the file's symbols (pd_elf_info) and, when it has DWARF, an open
+ * libdw handle for lines. Entries that found nothing remember when to ask
+ * again (RETRY_MS).
+ *
+ * Addresses: a location's file offset is address - memory_start +
+ * file_offset of its mapping; the symbol table's address is that offset
+ * through the debug file's PT_LOAD segments (objcopy --only-keep-debug and
+ * Debian's dh_strip keep the program headers of the binary).
+ */
+#include "symbolize/symbolize.h"
+
+#include <elfutils/debuginfod.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/metrics.h"
+#include "base/time.h"
+#include "base/u64map.h"
+#include "symbolize/elf.h"
+
+#define MAX_ENTRIES 256
+#define RETRY_MS (5 * 60 * 1000)
+#define DEFAULT_MAX_UPLOAD ((size_t)1 << 30)
+
+typedef struct entry {
+    char build_id[129];
+    bool found;
+    int64_t retry_at_ms; /* !found: ask again after */
+    pd_elf_info info;
+    int fd;       /* for libdw, -1 when none */
+    Dwarf *dw;    /* NULL when the file has no DWARF */
+    int64_t used; /* LRU clock */
+} entry;
+
+struct pd_symbolizer {
+    char *cache_dir;
+    char *debug_dir;
+    bool use_debuginfod;
+    size_t max_upload;
+    pthread_mutex_t mu;
+    entry *ents[MAX_ENTRIES];
+    size_t n_ents;
+    int64_t clock;
+};
+
+static pd_symbolizer *global_sym;
+
+void pd_symbolizer_set_global(pd_symbolizer *s) { global_sym = s; }
+pd_symbolizer *pd_symbolizer_global(void) { return global_sym; }
+
+static int mkdir_p(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+int pd_symbolizer_new(const pd_symbolizer_opts *o, pd_symbolizer **out, pd_err *err)
+{
+    *out = NULL;
+    int rc = mkdir_p(o->cache_dir);
+    if (rc < 0)
+        return pd_err_set(err, rc, "debug info cache %s: %s", o->cache_dir, strerror(-rc));
+    pd_symbolizer *s = calloc(1, sizeof *s);
+    if (!s)
+        return PD_ENOMEM;
+    s->cache_dir = strdup(o->cache_dir);
+    s->debug_dir = strdup(o->debug_dir ? o->debug_dir : "/usr/lib/debug");
+    if (!s->cache_dir || !s->debug_dir) {
+        free(s->cache_dir);
+        free(s->debug_dir);
+        free(s);
+        return PD_ENOMEM;
+    }
+    s->use_debuginfod = o->use_debuginfod;
+    s->max_upload = o->max_upload_bytes ? o->max_upload_bytes : DEFAULT_MAX_UPLOAD;
+    pthread_mutex_init(&s->mu, NULL);
+    if (!getenv("DEBUGINFOD_CACHE_PATH")) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/.debuginfod-client", s->cache_dir);
+        setenv("DEBUGINFOD_CACHE_PATH", p, 0);
+    }
+    *out = s;
+    return 0;
+}
+
+static void entry_free(entry *e)
+{
+    if (!e)
+        return;
+    if (e->dw)
+        dwarf_end(e->dw);
+    if (e->fd >= 0)
+        close(e->fd);
+    pd_elf_info_release(&e->info);
+    free(e);
+}
+
+void pd_symbolizer_free(pd_symbolizer *s)
+{
+    if (!s)
+        return;
+    if (global_sym == s)
+        global_sym = NULL;
+    for (size_t i = 0; i < s->n_ents; i++)
+        entry_free(s->ents[i]);
+    pthread_mutex_destroy(&s->mu);
+    free(s->cache_dir);
+    free(s->debug_dir);
+    free(s);
+}
+
+void pd_symbolizer_describe_metrics(void)
+{
+    pd_metrics_describe("profd_symbolize_frames_total", PD_METRIC_COUNTER,
+                        "Address-only frames of answers named from debug info (result=named) or "
+                        "shown as binary+offset (result=unnamed).");
+    pd_metrics_describe("profd_debuginfod_fetches_total", PD_METRIC_COUNTER,
+                        "Debug info asked of the DEBUGINFOD_URLS servers by build ID, by result.");
+    pd_metrics_describe("profd_debuginfo_uploads_total", PD_METRIC_COUNTER,
+                        "Debug files uploaded (POST /api/v1/debuginfo/{build_id}), stored or "
+                        "rejected.");
+}
+
+static void lower(char *s)
+{
+    for (; *s; s++)
+        if (*s >= 'A' && *s <= 'F')
+            *s = (char)(*s - 'A' + 'a');
+}
+
+/* Opens path as e's debug file when it is ELF with build ID e->build_id. */
+static bool try_file(entry *e, const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    pd_elf_info info;
+    if (pd_elf_read_fd(fd, path, true, &info, NULL) < 0) {
+        close(fd);
+        return false;
+    }
+    if (strcmp(info.build_id, e->build_id) != 0 || (!info.n_syms)) {
+        pd_elf_info_release(&info);
+        close(fd);
+        return false;
+    }
+    e->info = info;
+    e->fd = fd;
+    e->dw = dwarf_begin(fd, DWARF_C_READ); /* NULL: no DWARF, names only */
+    e->found = true;
+    return true;
+}
+
+/* Copies fd's file into dst (temp file, fsync, rename). */
+static int copy_into(int fd, const char *dst)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", dst, (int)getpid());
+    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0)
+        return -errno;
+    char buf[65536];
+    ssize_t n;
+    off_t off = 0;
+    int rc = 0;
+    while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
+        if (write(out, buf, (size_t)n) != n) {
+            rc = -EIO;
+            break;
+        }
+        off += n;
+    }
+    if (n < 0)
+        rc = -errno;
+    if (!rc && fsync(out) < 0)
+        rc = -errno;
+    close(out);
+    if (!rc && rename(tmp, dst) < 0)
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+static int hexval(char c)
+{
+    return c <= '9' ? c - '0' : c - 'a' + 10;
+}
+
+static void lookup(pd_symbolizer *s, entry *e, const char *local_file)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s/debuginfo", s->cache_dir, e->build_id);
+    if (try_file(e, path))
+        return;
+    snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", s->debug_dir, e->build_id,
+             e->build_id + 2);
+    if (try_file(e, path))
+        return;
+    if (!s->use_debuginfod || !getenv("DEBUGINFOD_URLS") || !*getenv("DEBUGINFOD_URLS"))
+        return;
+    debuginfod_client *c = debuginfod_begin();
+    if (!c)
+        return;
+    unsigned char bid[64];
+    size_t n = strlen(e->build_id) / 2;
+    for (size_t i = 0; i < n; i++)
+        bid[i] = (unsigned char)(hexval(e->build_id[2 * i]) << 4 | hexval(e->build_id[2 * i + 1]));
+    char *got = NULL;
+    int fd = debuginfod_find_debuginfo(c, bid, (int)n, &got);
+    debuginfod_end(c);
+    if (fd < 0) {
+        pd_metrics_add("profd_debuginfod_fetches_total", "result=\"missing\"", 1);
+        pd_log_debug("debuginfod has no debug info", "build_id=%s err=\"%s\"", e->build_id,
+                     strerror(-fd));
+        free(got);
+        return;
+    }
+    pd_metrics_add("profd_debuginfod_fetches_total", "result=\"found\"", 1);
+    snprintf(path, sizeof path, "%s/%s", s->cache_dir, e->build_id);
+    int rc = mkdir_p(path);
+    snprintf(path, sizeof path, "%s/%s/debuginfo", s->cache_dir, e->build_id);
+    if (rc == 0)
+        rc = copy_into(fd, path);
+    close(fd);
+    if (rc == 0 ? try_file(e, path) : try_file(e, got))
+        pd_log_info("debug info fetched from debuginfod", "build_id=%s", e->build_id);
+    free(got);
+}
+
+/* lookup, then the mapping's own file on this host when it has a .symtab
+ * and the build ID (a stripped file's .dynsym alone would hide a later
+ * debuginfod answer) */
+static void lookup_all(pd_symbolizer *s, entry *e, const char *local_file)
+{
+    lookup(s, e, local_file);
+    if (e->found || !local_file || local_file[0] != '/')
+        return;
+    if (try_file(e, local_file) && !e->info.from_symtab) {
+        if (e->dw)
+            dwarf_end(e->dw);
+        close(e->fd);
+        pd_elf_info_release(&e->info);
+        e->dw = NULL;
+        e->fd = -1;
+        e->found = false;
+    }
+}
+
+/* The entry of build_id (looked up now when new or due again). */
+static entry *get_entry(pd_symbolizer *s, const char *build_id, const char *local_file)
+{
+    char bid[129];
+    snprintf(bid, sizeof bid, "%s", build_id);
+    lower(bid);
+    int64_t now = pd_now_ms();
+    entry *e = NULL;
+    for (size_t i = 0; i < s->n_ents; i++)
+        if (!strcmp(s->ents[i]->build_id, bid)) {
+            e = s->ents[i];
+            break;
+        }
+    if (e) {
+        e->used = ++s->clock;
+        if (e->found || now < e->retry_at_ms)
+            return e;
+        lookup_all(s, e, local_file);
+        if (!e->found)
+            e->retry_at_ms = now + RETRY_MS;
+        return e;
+    }
+    if (s->n_ents == MAX_ENTRIES) { /* close the least recently used */
+        size_t lru = 0;
+        for (size_t i = 1; i < s->n_ents; i++)
+            if (s->ents[i]->used < s->ents[lru]->used)
+                lru = i;
+        entry_free(s->ents[lru]);
+        s->ents[lru] = s->ents[--s->n_ents];
+    }
+    e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    memcpy(e->build_id, bid, sizeof bid);
+    e->fd = -1;
+    e->used = ++s->clock;
+    lookup_all(s, e, local_file);
+    if (!e->found)
+        e->retry_at_ms = now + RETRY_MS;
+    s->ents[s->n_ents++] = e;
+    return e;
+}
+
+/* Forgets what build_id's entry knew (an upload). */
+static void forget(pd_symbolizer *s, const char *bid)
+{
+    for (size_t i = 0; i < s->n_ents; i++)
+        if (!strcmp(s->ents[i]->build_id, bid)) {
+            entry_free(s->ents[i]);
+            s->ents[i] = s->ents[--s->n_ents];
+            return;
+        }
+}
+
+/* File and line of vaddr from DWARF; false when unknown. */
+static bool dwarf_line(entry *e, uint64_t vaddr, const char **file, int *line)
+{
+    if (!e->dw)
+        return false;
+    Dwarf_Die cu;
+    if (!dwarf_addrdie(e->dw, vaddr, &cu))
+        return false;
+    Dwarf_Line *l = dwarf_getsrc_die(&cu, vaddr);
+    if (!l)
+        return false;
+    const char *f = dwarf_linesrc(l, NULL, NULL);
+    int ln = 0;
+    if (!f || dwarf_lineno(l, &ln) != 0)
+        return false;
+    *file = f;
+    *line = ln;
+    return true;
+}
+
+typedef struct fn_key {
+    int64_t name, file;
+} fn_key;
+
+int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
+{
+    /* which locations need a name */
+    size_t need = 0;
+    for (size_t i = 0; i < p->n_location; i++)
+        if (p->location[i].n_line == 0 && p->location[i].mapping_id)
+            need++;
+    if (!need)
+        return 0;
+    pd_pprof_function *fns = pd_arena_calloc(&p->arena, p->n_function + need, sizeof *fns);
+    pd_pprof_line *lines = pd_arena_calloc(&p->arena, need, sizeof *lines);
+    if (!fns || !lines)
+        return pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
+    if (p->n_function)
+        memcpy(fns, p->function, p->n_function * sizeof *fns);
+    size_t n_fn = p->n_function;
+    uint64_t next_id = 0;
+    for (size_t i = 0; i < p->n_function; i++)
+        if (p->function[i].id > next_id)
+            next_id = p->function[i].id;
+    pd_u64map by_name; /* (name string index << 32 | file string index) -> function index */
+    pd_u64map_init(&by_name);
+    size_t k = 0;
+    int rc = 0;
+    uint64_t named = 0, unnamed = 0;
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < p->n_location && rc == 0; i++) {
+        pd_pprof_location *l = &p->location[i];
+        if (l->n_line || !l->mapping_id)
+            continue;
+        const pd_pprof_mapping *m = pd_profile_mapping(p, l->mapping_id);
+        if (!m || l->address < m->memory_start)
+            continue;
+        uint64_t off = l->address - m->memory_start + m->file_offset;
+        const char *bid = pd_profile_str(p, m->build_id);
+        const char *file = pd_profile_str(p, m->filename);
+        char name_buf[512];
+        const char *name = NULL, *src = NULL;
+        int line = 0;
+        if (pd_elf_build_id_valid(bid)) {
+            entry *e = get_entry(s, bid, file);
+            if (e && e->found) {
+                uint64_t va = pd_elf_offset_to_vaddr(&e->info, off);
+                const pd_elf_sym *sym = pd_elf_lookup(&e->info, va);
+                if (sym) {
+                    name = sym->name;
+                    dwarf_line(e, va, &src, &line);
+                }
+            }
+        }
+        if (name) {
+            named++;
+        } else {
+            unnamed++;
+            const char *base = strrchr(file, '/');
+            base = base ? base + 1 : file;
+            snprintf(name_buf, sizeof name_buf, "%s+0x%" PRIx64, *base ? base : "[unknown]", off);
+            name = name_buf;
+        }
+        int64_t ni = pd_profile_intern(p, name, strlen(name));
+        int64_t fi = src ? pd_profile_intern(p, src, strlen(src)) : 0;
+        if (ni < 0 || fi < 0) {
+            rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
+            break;
+        }
+        uint64_t key = (uint64_t)ni << 32 | (uint64_t)fi, idx;
+        if (!pd_u64map_get(&by_name, key, &idx)) {
+            idx = n_fn;
+            fns[n_fn] = (pd_pprof_function){.id = ++next_id, .name = ni, .system_name = ni,
+                                            .filename = fi};
+            n_fn++;
+            if (pd_u64map_put(&by_name, key, idx) < 0) {
+                rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
+                break;
+            }
+        }
+        lines[k] = (pd_pprof_line){.function_id = fns[idx].id, .line = line};
+        l->line = &lines[k];
+        l->n_line = 1;
+        k++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (named)
+        pd_metrics_add("profd_symbolize_frames_total", "result=\"named\"", (double)named);
+    if (unnamed)
+        pd_metrics_add("profd_symbolize_frames_total", "result=\"unnamed\"", (double)unnamed);
+    pd_u64map_release(&by_name);
+    p->function = fns;
+    p->n_function = n_fn;
+    int rc2 = pd_profile_index(p, err);
+    return rc ? rc : rc2;
+}
+
+int pd_symbolizer_store(pd_symbolizer *s, const char *build_id, const void *data, size_t len,
+                        pd_err *err)
+{
+    if (!pd_elf_build_id_valid(build_id))
+        return pd_err_set(err, PD_EINVAL,
+                          "bad build ID \"%.140s\": want 2 to 128 hex digits, an even number",
+                          build_id);
+    if (len > s->max_upload) {
+        pd_metrics_add("profd_debuginfo_uploads_total", "result=\"rejected\"", 1);
+        return pd_err_set(err, PD_ETOOBIG, "debug file of %zu bytes: at most %zu", len,
+                          s->max_upload);
+    }
+    char bid[129], got[129];
+    snprintf(bid, sizeof bid, "%s", build_id);
+    lower(bid);
+    pd_err e2;
+    int rc = pd_elf_build_id_mem(data, len, got, sizeof got, &e2);
+    if (rc == 0 && strcmp(got, bid) != 0)
+        rc = pd_err_set(&e2, PD_EINVAL, "the file's build ID is %s, not %s", got, bid);
+    if (rc < 0) {
+        pd_metrics_add("profd_debuginfo_uploads_total", "result=\"rejected\"", 1);
+        return pd_err_set(err, PD_EINVAL, "debug file for build ID %s: %s", bid, e2.msg);
+    }
+    char dir[4400], path[4500], tmp[4600];
+    snprintf(dir, sizeof dir, "%s/%s", s->cache_dir, bid);
+    if ((rc = mkdir_p(dir)) < 0)
+        return pd_err_set(err, rc, "%s: %s", dir, strerror(-rc));
+    snprintf(path, sizeof path, "%s/debuginfo", dir);
+    snprintf(tmp, sizeof tmp, "%s/debuginfo.tmp.%lx", dir, (unsigned long)pthread_self());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = -errno;
+        return pd_err_set(err, rc, "%s: %s", tmp, strerror(-rc));
+    }
+    const char *d = data;
+    size_t left = len;
+    while (left) {
+        ssize_t w = write(fd, d, left);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        d += w;
+        left -= (size_t)w;
+    }
+    if (!rc && fsync(fd) < 0)
+        rc = -errno;
+    close(fd);
+    if (!rc && rename(tmp, path) < 0)
+        rc = -errno;
+    if (rc) {
+        unlink(tmp);
+        return pd_err_set(err, rc, "%s: %s", path, strerror(-rc));
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    pthread_mutex_lock(&s->mu);
+    forget(s, bid);
+    pthread_mutex_unlock(&s->mu);
+    pd_metrics_add("profd_debuginfo_uploads_total", "result=\"stored\"", 1);
+    pd_log_info("debug info uploaded", "build_id=%s bytes=%zu", bid, len);
+    return 0;
+}

@@ -1,0 +1,78 @@
+/*
+ * symbolize/symbolize.h — names for frames that reach profd as addresses
+ * (profd-agent's frames of stripped files, any pprof whose locations have
+ * a mapping with a build ID but no lines). A query-side service (DESIGN.md
+ * §2): stored profiles keep their addresses; answers are named when they
+ * are made, so debug info that arrives later names old profiles too.
+ *
+ * Where debug info for a build ID comes from, first found wins:
+ *   1. <cache dir>/<build id>/debuginfo — uploaded (POST
+ *      /api/v1/debuginfo/{build_id}, `profd debuginfo upload`) or fetched
+ *      earlier from debuginfod;
+ *   2. /usr/lib/debug/.build-id/<xx>/<rest>.debug (Debian's -dbgsym);
+ *   3. the mapping's own file on this host, when its build ID matches;
+ *   4. debuginfod servers (libdebuginfod, $DEBUGINFOD_URLS, elfutils'
+ *      convention; none set: skipped), the file copied into 1.
+ * From the file: the function from .symtab/.dynsym (symbolize/elf.h), the
+ * source file and line from DWARF (libdw) when present. A build ID found
+ * nowhere is asked again after RETRY_MS (5 minutes) or after an upload.
+ * A frame that cannot be named is named "<file base name>+0x<offset>"
+ * (offset in the file), never left empty.
+ * Thread-safe (one mutex; a debuginfod fetch holds it).
+ */
+#ifndef PD_SYMBOLIZE_SYMBOLIZE_H
+#define PD_SYMBOLIZE_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "base/error.h"
+#include "pprof/pprof.h"
+
+typedef struct pd_symbolizer pd_symbolizer;
+
+typedef struct pd_symbolizer_opts {
+    const char *cache_dir;  /* created when missing (required) */
+    bool use_debuginfod;    /* ask $DEBUGINFOD_URLS (when set) */
+    const char *debug_dir;  /* NULL: /usr/lib/debug */
+    size_t max_upload_bytes; /* 0: 1 GiB */
+} pd_symbolizer_opts;
+
+/* Creates the cache directory and the symbolizer. Errors: -errno (the
+ * directory; err names it), PD_ENOMEM. Also sets DEBUGINFOD_CACHE_PATH to
+ * <cache dir>/.debuginfod-client when unset (call before threads start). */
+int pd_symbolizer_new(const pd_symbolizer_opts *o, pd_symbolizer **out /* OUT */, pd_err *err);
+void pd_symbolizer_free(pd_symbolizer *s);
+
+/* Names, in place, every location of p that has no line and whose mapping
+ * (with a build ID, or a file) covers it: a function (and file/line when
+ * DWARF has them) from the debug info, else "<file>+0x<off>". p must be
+ * indexed; it is re-indexed. 0, PD_ENOMEM (p is then still valid, maybe
+ * partly named). */
+int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err);
+
+/* Stores data[0..len) (an ELF file: a .debug file or an unstripped
+ * binary) as the debug info of build_id. Checked: an ELF file whose GNU
+ * build ID equals build_id (case-insensitive); written to a temporary file,
+ * fsynced, renamed. Errors: PD_EINVAL (bad build ID, not ELF, no or another
+ * build ID: err says which), PD_ETOOBIG (max_upload_bytes), -errno. */
+int pd_symbolizer_store(pd_symbolizer *s, const char *build_id, const void *data, size_t len,
+                        pd_err *err);
+
+/* Describes the symbolizer's /metrics families (base/metrics.h):
+ * profd_symbolize_frames_total{result="named"|"unnamed"},
+ * profd_debuginfod_fetches_total{result="found"|"missing"},
+ * profd_debuginfo_uploads_total{result="stored"|"rejected"}. */
+void pd_symbolizer_describe_metrics(void);
+
+/* The process-wide symbolizer the query layer's answers go through (set by
+ * `profd serve` at start; NULL: no symbolization). */
+void pd_symbolizer_set_global(pd_symbolizer *s);
+pd_symbolizer *pd_symbolizer_global(void);
+
+/* `profd debuginfo upload [--url=URL] FILE...` (upload_main.c): argv[0]
+ * is "debuginfo". Returns the exit code: 0 all uploaded, 1 some file
+ * failed, 2 usage. */
+int pd_debuginfo_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,3 @@
+module hotloop
+
+go 1.19

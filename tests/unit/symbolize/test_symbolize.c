@@ -1,0 +1,191 @@
+/* tests/unit/symbolize: symbolize/elf.c and symbolize/symbolize.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../pd_test.h"
+#include "pprof/pprof.h"
+#include "symbolize/elf.h"
+#include "symbolize/symbolize.h"
+
+__attribute__((noinline)) int pd_test_marker_fn(int x)
+{
+    return x * 7 + 1;
+}
+
+static char exe[PATH_MAX];
+
+/* the executable mapping of this binary holding pd_test_marker_fn */
+static void self_map(uint64_t *start, uint64_t *end, uint64_t *off)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    char line[PATH_MAX + 200];
+    uint64_t a = (uint64_t)(uintptr_t)&pd_test_marker_fn;
+    bool found = false;
+    while (fgets(line, sizeof line, f)) {
+        uint64_t s, e, o;
+        char perms[8];
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64, &s, &e, perms, &o) == 4 &&
+            a >= s && a < e) {
+            *start = s;
+            *end = e;
+            *off = o;
+            found = true;
+        }
+    }
+    fclose(f);
+    assert_true(found);
+}
+
+static void test_elf_self(void **state)
+{
+    (void)state;
+    pd_elf_info info;
+    pd_err err = {{0}};
+    PD_ASSERT_OK(pd_elf_read(exe, true, &info, &err), &err);
+    assert_true(pd_elf_build_id_valid(info.build_id));
+    assert_true(info.from_symtab);
+    const pd_elf_sym *mine = NULL;
+    for (size_t i = 0; i < info.n_syms; i++)
+        if (!strcmp(info.syms[i].name, "pd_test_marker_fn"))
+            mine = &info.syms[i];
+    assert_non_null(mine);
+    const pd_elf_sym *s = pd_elf_lookup(&info, mine->lo + 1);
+    assert_non_null(s);
+    assert_string_equal(s->name, "pd_test_marker_fn");
+    assert_null(pd_elf_lookup(&info, 0));
+    pd_elf_info_release(&info);
+    PD_ASSERT_RC(pd_elf_read("/nonexistent/x", true, &info, &err), -2,
+                 &err); /* -ENOENT */
+    assert_false(pd_elf_build_id_valid("abc"));
+    assert_false(pd_elf_build_id_valid("zz"));
+    assert_true(pd_elf_build_id_valid("AB12"));
+}
+
+static pd_symbolizer *new_sym(char *dir, size_t cap)
+{
+    snprintf(dir, cap, "/tmp/pd-test-symbolize-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    char cache[PATH_MAX];
+    snprintf(cache, sizeof cache, "%s/cache/debuginfo", dir);
+    pd_symbolizer_opts o = {.cache_dir = cache, .use_debuginfod = false,
+                            .debug_dir = "/nonexistent", .max_upload_bytes = 64 << 20};
+    pd_symbolizer *s = NULL;
+    pd_err err = {{0}};
+    PD_ASSERT_OK(pd_symbolizer_new(&o, &s, &err), &err);
+    return s;
+}
+
+static void test_profile_named(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX];
+    pd_symbolizer *sym = new_sym(dir, sizeof dir);
+    pd_elf_info info;
+    pd_err err = {{0}};
+    PD_ASSERT_OK(pd_elf_read(exe, false, &info, &err), &err);
+    uint64_t start = 0, end = 0, off = 0;
+    self_map(&start, &end, &off);
+
+    pd_profile_builder *b;
+    PD_ASSERT_OK(pd_profile_builder_new(NULL, &b), &err);
+    assert_true(pd_profile_builder_sample_type(b, "samples", "count", &err) >= 0);
+    pd_pprof_mapping m1 = {.memory_start = start, .memory_limit = end, .file_offset = off};
+    pd_pprof_mapping m2 = {.memory_start = 0x10000, .memory_limit = 0x20000, .file_offset = 0x1000};
+    uint64_t mid1, mid2, l1, l2;
+    PD_ASSERT_OK(pd_profile_builder_mapping(b, &m1, exe, info.build_id, &mid1, &err), &err);
+    PD_ASSERT_OK(pd_profile_builder_mapping(b, &m2, "/nope/libgone.so", "abcdef0123", &mid2, &err),
+                 &err);
+    PD_ASSERT_OK(pd_profile_builder_location(b, mid1, (uint64_t)(uintptr_t)&pd_test_marker_fn + 2,
+                                             NULL, 0, &l1, &err), &err);
+    PD_ASSERT_OK(pd_profile_builder_location(b, mid2, 0x10010, NULL, 0, &l2, &err), &err);
+    uint64_t stack[2] = {l1, l2};
+    int64_t v = 5;
+    PD_ASSERT_OK(pd_profile_builder_sample(b, stack, 2, &v, NULL, 0, &err), &err);
+    pd_profile p;
+    PD_ASSERT_OK(pd_profile_builder_finish(b, &p, &err), &err);
+    pd_profile_builder_free(b);
+
+    PD_ASSERT_OK(pd_symbolizer_profile(sym, &p, &err), &err);
+    PD_ASSERT_OK(pd_profile_validate(&p, &err), &err);
+    const pd_pprof_location *a = pd_profile_location(&p, l1), *c = pd_profile_location(&p, l2);
+    assert_int_equal(a->n_line, 1);
+    assert_string_equal(pd_profile_str(&p, pd_profile_function(&p, a->line[0].function_id)->name),
+                        "pd_test_marker_fn");
+    assert_int_equal(c->n_line, 1);
+    assert_string_equal(pd_profile_str(&p, pd_profile_function(&p, c->line[0].function_id)->name),
+                        "libgone.so+0x1010");
+    /* the stack and values are those of the input */
+    assert_int_equal(p.n_sample, 1);
+    assert_int_equal(p.sample[0].value[0], 5);
+    pd_profile_release(&p);
+    pd_elf_info_release(&info);
+    pd_symbolizer_free(sym);
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_store_checks(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX];
+    pd_symbolizer *sym = new_sym(dir, sizeof dir);
+    pd_err err = {{0}};
+    pd_elf_info info;
+    PD_ASSERT_OK(pd_elf_read(exe, false, &info, &err), &err);
+    /* the whole binary as the upload */
+    FILE *f = fopen(exe, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc((size_t)n);
+    assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+
+    PD_ASSERT_RC(pd_symbolizer_store(sym, "xyz", data, (size_t)n, &err), PD_EINVAL, &err);
+    assert_non_null(strstr(err.msg, "bad build ID"));
+    PD_ASSERT_RC(pd_symbolizer_store(sym, "abcd", "hello", 5, &err), PD_EINVAL, &err);
+    assert_non_null(strstr(err.msg, "not an ELF file"));
+    PD_ASSERT_RC(pd_symbolizer_store(sym, "abcd", data, (size_t)n, &err), PD_EINVAL, &err);
+    assert_non_null(strstr(err.msg, "the file's build ID is"));
+    PD_ASSERT_OK(pd_symbolizer_store(sym, info.build_id, data, (size_t)n, &err), &err);
+    char path[PATH_MAX * 2];
+    snprintf(path, sizeof path, "%s/cache/debuginfo/%s/debuginfo", dir, info.build_id);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, n);
+    free(data);
+    pd_elf_info_release(&info);
+    pd_symbolizer_free(sym);
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0)
+        return 1;
+    exe[k] = 0;
+    (void)pd_test_marker_fn(1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_elf_self),
+        cmocka_unit_test(test_profile_named),
+        cmocka_unit_test(test_store_checks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
