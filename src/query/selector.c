@@ -26,8 +26,11 @@
  *
  * Semantics (Prometheus 3, promql/parser generated_parser.y): a metric name
  * (bare before the braces, or quoted alone inside them) becomes the matcher
- * __name__="name"; giving the metric name twice (bare and quoted, two
- * quoted, or either and a __name__ matcher) is an error; a quoted label name
+ * __name__="name"; a bare name and a __name__ matcher or quoted name inside
+ * the braces is an error ("must not be set twice"), while inside the braces
+ * several are matchers like any other ({"a", __name__="b"} and
+ * {__name__="a", __name__="b"} parse, and match nothing); invalid UTF-8
+ * anywhere is an error (Prometheus' lexer: "invalid UTF-8 rune"); a quoted label name
  * must be valid per pd_label_name_valid (non-empty UTF-8); at least one matcher must not match the empty string. Regex
  * matchers are fully anchored (pd_matcher_init compiles ^(?:re)$).
  *
@@ -52,6 +55,7 @@ typedef struct parser {
     pd_matcher *ms;
     size_t n, cap;
     char *metric; /* the metric name once given (bare or quoted), owned */
+    bool outside; /* metric was given before the braces (foo{...}) */
 } parser;
 
 /* 1-based character number of byte offset off (UTF-8 continuation bytes are
@@ -329,7 +333,7 @@ static int parse_matchers(parser *p)
             skip_ws(p);
             char nx = p->pos < p->len ? p->s[p->pos] : 0;
             if (nx == ',' || nx == '}') { /* the quoted metric name */
-                if (p->metric) {
+                if (p->metric && p->outside) {
                     rc = fail_at(p, moff,
                                  "metric name must not be set twice: \"%.100s\" or \"%.100s\"",
                                  p->metric, qs);
@@ -341,7 +345,10 @@ static int parse_matchers(parser *p)
                     free(qs);
                     return rc;
                 }
-                p->metric = qs;
+                if (p->metric)
+                    free(qs); /* {"a", "b"}: both matchers kept, as Prometheus 3 */
+                else
+                    p->metric = qs;
                 if (nx == '}') {
                     p->pos++;
                     return 0;
@@ -405,7 +412,7 @@ static int parse_matchers(parser *p)
         int rc = parse_string(p, &value);
         if (rc < 0)
             return rc;
-        if (p->metric && strcmp(name, "__name__") == 0) {
+        if (p->metric && p->outside && strcmp(name, "__name__") == 0) {
             rc = fail_at(p, moff, "metric name must not be set twice: \"%.100s\" or \"%.100s\"",
                          p->metric, value);
             free(value);
@@ -450,6 +457,9 @@ int pd_selector_parse(const char *s, pd_matcher **ms, size_t *n, pd_err *err)
     *ms = NULL;
     *n = 0;
     p.len = strlen(p.s);
+    /* Prometheus' lexer reads runes: an invalid UTF-8 byte anywhere fails */
+    if (!pd_label_value_valid(p.s))
+        return pd_err_set(err, PD_EPARSE, "invalid UTF-8 rune in the selector");
     if (p.len > PD_SELECTOR_MAX_BYTES)
         return pd_err_set(err, PD_EPARSE, "selector of %zu bytes is over the limit of %d bytes",
                           p.len, PD_SELECTOR_MAX_BYTES);
@@ -476,6 +486,7 @@ int pd_selector_parse(const char *s, pd_matcher **ms, size_t *n, pd_err *err)
         }
         memcpy(p.metric, p.s + ns, nl);
         p.metric[nl] = '\0';
+        p.outside = true;
         if ((rc = add_matcher(&p, ns, PD_MATCH_EQ, "__name__", p.metric)) < 0)
             goto fail;
         skip_ws(&p);
