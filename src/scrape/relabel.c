@@ -53,12 +53,14 @@ int pd_relabel_rule_init(pd_relabel_rule *r)
 int pd_relabel_rule_compile(pd_relabel_rule *r, pd_err *err)
 {
     size_t n = strlen(r->regex);
-    char *pat = malloc(n + 8);
+    char *pat = malloc(n + 9);
     if (!pat)
         return PD_ENOMEM;
-    memcpy(pat, "^(?:", 4);
-    memcpy(pat + 4, r->regex, n);
-    memcpy(pat + 4 + n, ")$", 3);
+    /* Prometheus 3 (model/relabel NewRegexp): "^(?s:" + regex + ")$", so
+     * '.' matches a newline too (values may hold newlines) */
+    memcpy(pat, "^(?s:", 5);
+    memcpy(pat + 5, r->regex, n);
+    memcpy(pat + 5 + n, ")$", 3);
     int ec;
     PCRE2_SIZE off;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
