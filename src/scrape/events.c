@@ -359,8 +359,8 @@ int pd__events_open(pd__events *ev, const char *path, pd_err *err)
     return 0;
 }
 
-/* A label value into the US-separated labels text: a value may hold any
- * character (Prometheus' rule), so its rare US bytes become spaces here. */
+/* A label value into the US-separated labels text (pd_labels_set refuses
+ * US in values already; kept as a guard: a US byte becomes a space). */
 static int put_value(pd_buf *b, const char *v)
 {
     int rc = 0;

@@ -259,9 +259,9 @@ static void test_matchers_match_set(void **state)
     pd_labels_release(&ls);
 }
 
-/* Issue 32: a value holds any text Prometheus takes (newlines, tabs and
- * other control characters: relabel_test.go's "foo\nbar"); only invalid
- * UTF-8 is refused. */
+/* Issue 32: a value holds newlines, tabs and carriage returns as Prometheus
+ * (relabel_test.go's "foo\nbar"); invalid UTF-8 and the other control
+ * bytes (issue 19) are refused. */
 static void test_value_control_bytes_refused(void **state)
 {
     (void)state;
@@ -274,7 +274,13 @@ static void test_value_control_bytes_refused(void **state)
         assert_non_null(strstr(err.msg, "not valid UTF-8"));
     }
     assert_int_equal(ls.n, 0);
-    const char *ok[] = {"a\x01b", "tab\there", "line1\nline2", "del\x7f", "caf\xc3\xa9 \"1.0\""};
+    /* the other control bytes stay refused (issue 19: logs, terminals) */
+    const char *ctl[] = {"a\x01b", "del\x7f", "\x1b[31m"};
+    for (size_t i = 0; i < sizeof ctl / sizeof *ctl; i++) {
+        assert_int_equal(pd_labels_set(&ls, "service", ctl[i], &err), PD_EINVAL);
+        assert_non_null(strstr(err.msg, "control byte"));
+    }
+    const char *ok[] = {"tab\there", "line1\nline2", "cr\r\n", "caf\xc3\xa9 \"1.0\""};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         PD_ASSERT_OK(pd_labels_set(&ls, "service", ok[i], &err), &err);
         assert_string_equal(pd_labels_get(&ls, "service"), ok[i]);
