@@ -53,9 +53,11 @@ static void check(const pd_config *c)
             for (size_t t = 0; t < sc->n_targets; t++)
                 if (!sc->targets[t] || !sc->targets[t][0] || strchr(sc->targets[t], '/'))
                     die("bad target", i);
-            /* "__" names are allowed (they feed relabeling), __name__ is not */
+            /* Prometheus 3's UTF-8 names (issue 32), "__" names allowed (they
+             * feed relabeling), __name__ is not; values well-formed UTF-8 */
             for (size_t l = 0; l < sc->labels.n; l++)
-                if (!pd_label_name_classic(sc->labels.v[l].name) || !sc->labels.v[l].value[0] ||
+                if (!pd_label_name_valid(sc->labels.v[l].name) || !sc->labels.v[l].value[0] ||
+                    !pd_label_value_valid(sc->labels.v[l].value) ||
                     !strcmp(sc->labels.v[l].name, "__name__"))
                     die("bad static label", i);
         }

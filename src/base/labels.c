@@ -42,6 +42,19 @@ bool pd_label_name_classic(const char *name)
     return true;
 }
 
+bool pd_label_value_valid(const char *value)
+{
+    if (!value)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)value; *p;) {
+        size_t k = utf8_seq(p);
+        if (!k)
+            return false;
+        p += k;
+    }
+    return true;
+}
+
 bool pd_label_name_valid(const char *name)
 {
     if (!name || !name[0])
@@ -87,12 +100,22 @@ int pd_labels_set(pd_labels *ls, const char *name, const char *value, pd_err *er
     if (vlen > PD_LABEL_MAX_VALUE)
         return pd_err_set(err, PD_EINVAL, "label %s: value of %zu bytes is over the limit of %d",
                           name, vlen, PD_LABEL_MAX_VALUE);
-    for (size_t i = 0; i < vlen; i++) {
+    /* Prometheus takes any text as a value: newlines, tabs and carriage
+     * returns are taken (relabel_test.go's "foo\nbar"); invalid UTF-8 is
+     * refused, and so are the other control bytes (NUL, ESC, ...: issue 19,
+     * a pushed "adm\x01in" or a terminal escape is refused, not stored). */
+    for (size_t i = 0; i < vlen;) {
         unsigned char c = (unsigned char)value[i];
-        if (c < 0x20 || c == 0x7f) /* no control bytes: logs, JSON, selectors */
+        if ((c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f)
             return pd_err_set(err, PD_EINVAL,
                               "label %s: value has the control byte 0x%02x at offset %zu", name,
                               c, i);
+        size_t k = utf8_seq((const unsigned char *)value + i);
+        if (!k)
+            return pd_err_set(err, PD_EINVAL,
+                              "label %s: value is not valid UTF-8 (byte 0x%02x at offset %zu)", name,
+                              (unsigned char)value[i], i);
+        i += k;
     }
     size_t i = 0;
     while (i < ls->n && strcmp(ls->v[i].name, name) < 0)

@@ -39,6 +39,10 @@ typedef struct pd_labels {
  * control character (bytes < 0x20, 0x7f): Prometheus 3's rule plus profd's
  * length cap. NULL or "" is invalid. */
 bool pd_label_name_valid(const char *name);
+/* True when value is well-formed UTF-8 (Prometheus' rule for label
+ * values; pd_labels_set also refuses control bytes but \n \t \r); NULL is
+ * invalid. */
+bool pd_label_value_valid(const char *value);
 /* True when name matches the classic [a-zA-Z_][a-zA-Z0-9_]* (written
  * unquoted in a selector). */
 bool pd_label_name_classic(const char *name);
@@ -50,8 +54,9 @@ void pd_labels_release(pd_labels *ls);
 /* Sets name=value (copied), replacing an existing value; keeps the set sorted.
  * An empty value removes the label (Prometheus: empty means absent).
  * Returns 0, PD_ENOMEM, or PD_EINVAL (invalid name, or value over
- * PD_LABEL_MAX_VALUE bytes or holding a control byte (< 0x20, 0x7f), or more
- * than PD_LABEL_MAX_COUNT labels) with err. */
+ * PD_LABEL_MAX_VALUE bytes or not valid UTF-8 or holding a control byte
+ * other than \n, \t, \r, or more than PD_LABEL_MAX_COUNT labels) with err.
+ * A value may hold newlines, tabs and carriage returns (as Prometheus). */
 int pd_labels_set(pd_labels *ls, const char *name, const char *value, pd_err *err);
 /* Returns the value of name, or NULL when absent. Borrowed from ls. */
 const char *pd_labels_get(const pd_labels *ls, const char *name);

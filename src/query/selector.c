@@ -26,8 +26,11 @@
  *
  * Semantics (Prometheus 3, promql/parser generated_parser.y): a metric name
  * (bare before the braces, or quoted alone inside them) becomes the matcher
- * __name__="name"; giving the metric name twice (bare and quoted, two
- * quoted, or either and a __name__ matcher) is an error; a quoted label name
+ * __name__="name"; a bare name and a __name__ matcher or quoted name inside
+ * the braces is an error ("must not be set twice"), while inside the braces
+ * several are matchers like any other ({"a", __name__="b"} and
+ * {__name__="a", __name__="b"} parse, and match nothing); invalid UTF-8
+ * anywhere is an error (Prometheus' lexer: "invalid UTF-8 rune"); a quoted label name
  * must be valid per pd_label_name_valid (non-empty UTF-8); at least one matcher must not match the empty string. Regex
  * matchers are fully anchored (pd_matcher_init compiles ^(?:re)$).
  *
@@ -52,6 +55,7 @@ typedef struct parser {
     pd_matcher *ms;
     size_t n, cap;
     char *metric; /* the metric name once given (bare or quoted), owned */
+    bool outside; /* metric was given before the braces (foo{...}) */
 } parser;
 
 /* 1-based character number of byte offset off (UTF-8 continuation bytes are
@@ -80,6 +84,24 @@ static void describe(const parser *p, size_t off, char *out, size_t sz)
         snprintf(out, sz, "character 0x%02x", c);
     else
         snprintf(out, sz, "\"%.*s\"", (int)l, p->s + off);
+}
+
+/* Length of the well-formed UTF-8 sequence at p (1..4), or 0 (overlong,
+ * surrogate, past U+10FFFF, truncated): Go's utf8 rules, as the lexer's. */
+static size_t utf8_seq_len(const unsigned char *p)
+{
+    unsigned c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? (c <= 0xef ? 3 : 0) : c >= 0xc2 ? 2 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if (n == 3 && ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0)))
+        return 0;
+    if (n == 4 && ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90)))
+        return 0;
+    return n;
 }
 
 static int fail_at(parser *p, size_t off, const char *fmt, ...)
@@ -329,7 +351,7 @@ static int parse_matchers(parser *p)
             skip_ws(p);
             char nx = p->pos < p->len ? p->s[p->pos] : 0;
             if (nx == ',' || nx == '}') { /* the quoted metric name */
-                if (p->metric) {
+                if (p->metric && p->outside) {
                     rc = fail_at(p, moff,
                                  "metric name must not be set twice: \"%.100s\" or \"%.100s\"",
                                  p->metric, qs);
@@ -341,7 +363,10 @@ static int parse_matchers(parser *p)
                     free(qs);
                     return rc;
                 }
-                p->metric = qs;
+                if (p->metric)
+                    free(qs); /* {"a", "b"}: both matchers kept, as Prometheus 3 */
+                else
+                    p->metric = qs;
                 if (nx == '}') {
                     p->pos++;
                     return 0;
@@ -405,7 +430,7 @@ static int parse_matchers(parser *p)
         int rc = parse_string(p, &value);
         if (rc < 0)
             return rc;
-        if (p->metric && strcmp(name, "__name__") == 0) {
+        if (p->metric && p->outside && strcmp(name, "__name__") == 0) {
             rc = fail_at(p, moff, "metric name must not be set twice: \"%.100s\" or \"%.100s\"",
                          p->metric, value);
             free(value);
@@ -450,6 +475,13 @@ int pd_selector_parse(const char *s, pd_matcher **ms, size_t *n, pd_err *err)
     *ms = NULL;
     *n = 0;
     p.len = strlen(p.s);
+    /* Prometheus' lexer reads runes: an invalid UTF-8 byte anywhere fails */
+    for (size_t i = 0; i < p.len;) {
+        size_t k = utf8_seq_len((const unsigned char *)p.s + i);
+        if (!k)
+            return fail_at(&p, i, "invalid UTF-8 rune");
+        i += k;
+    }
     if (p.len > PD_SELECTOR_MAX_BYTES)
         return pd_err_set(err, PD_EPARSE, "selector of %zu bytes is over the limit of %d bytes",
                           p.len, PD_SELECTOR_MAX_BYTES);
@@ -476,6 +508,7 @@ int pd_selector_parse(const char *s, pd_matcher **ms, size_t *n, pd_err *err)
         }
         memcpy(p.metric, p.s + ns, nl);
         p.metric[nl] = '\0';
+        p.outside = true;
         if ((rc = add_matcher(&p, ns, PD_MATCH_EQ, "__name__", p.metric)) < 0)
             goto fail;
         skip_ws(&p);

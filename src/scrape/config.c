@@ -304,10 +304,12 @@ static int parse_labels_map(pd__cfg_ctx *c, const yaml_node_t *m, const char *wh
         if ((rc = pd__cfg_free_key(c, m, p, what, &name)))
             return rc;
         yaml_node_t *k = pd__cfg_node(c, p->key);
-        if (!pd_label_name_classic(name))
+        /* one label-name rule: Prometheus 3's UTF-8 names (pd_label_name_valid) */
+        if (!pd_label_name_valid(name))
             return pd__cfg_fail(c, k, PD_EINVAL,
-                                "invalid label name \"%.64s\": must match [a-zA-Z_][a-zA-Z0-9_]*",
-                                name);
+                                "%s: \"%.64s\" is not a valid label name (1..%d bytes of UTF-8 "
+                                "without control characters)",
+                                what, name, PD_LABEL_MAX_NAME);
         if (!strcmp(name, "__name__") || (reserved && name[0] == '_' && name[1] == '_'))
             return pd__cfg_fail(c, k, PD_EINVAL,
                                 "label name \"%.64s\" is reserved in %s (%s)", name, what,
@@ -315,6 +317,9 @@ static int parse_labels_map(pd__cfg_ctx *c, const yaml_node_t *m, const char *wh
                                                           : "names starting with \"__\" are internal");
         if ((rc = pd__cfg_want_str(c, pd__cfg_node(c, p->value), "label value", &val)))
             return rc;
+        if (!pd_label_value_valid(val))
+            return pd__cfg_fail(c, pd__cfg_node(c, p->value), PD_EINVAL,
+                                "%s: \"%.64s\" is not a valid label value (not UTF-8)", what, val);
         pd_err e;
         pd_err_clear(&e);
         if ((rc = pd_labels_set(out, name, val, &e)))
@@ -657,6 +662,10 @@ out:
     return rc;
 }
 
+#define SD_NOT_IMPLEMENTED                                                                 \
+    "this service discovery is not implemented (file_sd_configs, http_sd_configs, "          \
+    "dns_sd_configs and kubernetes_sd_configs are): no targets from it"
+
 /* Job keys profd accepts and ignores, with why. */
 static const pd__cfg_ignored job_ignored[] = {
     {"metric_relabel_configs", "profiles have no metric series to relabel"},
@@ -684,9 +693,40 @@ static const pd__cfg_ignored job_ignored[] = {
     {"proxy_from_environment", "not supported: give proxy_url"},
     {"proxy_connect_header", "not supported"},
     {"http_headers", "not supported"},
-    {"*_sd_configs", "this service discovery is not implemented (file_sd_configs, "
-                     "http_sd_configs, dns_sd_configs and kubernetes_sd_configs are): no "
-                     "targets from it"},
+    /* Prometheus 3.14's other service discoveries (discovery/): warned, no
+     * targets; a name not on this list (consult_sd_configs) is refused */
+    {"aws_sd_configs", SD_NOT_IMPLEMENTED},
+    {"azure_sd_configs", SD_NOT_IMPLEMENTED},
+    {"consul_sd_configs", SD_NOT_IMPLEMENTED},
+    {"digitalocean_sd_configs", SD_NOT_IMPLEMENTED},
+    {"docker_sd_configs", SD_NOT_IMPLEMENTED},
+    {"dockerswarm_sd_configs", SD_NOT_IMPLEMENTED},
+    {"ec2_sd_configs", SD_NOT_IMPLEMENTED},
+    {"ecs_sd_configs", SD_NOT_IMPLEMENTED},
+    {"elasticache_sd_configs", SD_NOT_IMPLEMENTED},
+    {"eureka_sd_configs", SD_NOT_IMPLEMENTED},
+    {"gce_sd_configs", SD_NOT_IMPLEMENTED},
+    {"hetzner_sd_configs", SD_NOT_IMPLEMENTED},
+    {"ionos_sd_configs", SD_NOT_IMPLEMENTED},
+    {"kuma_sd_configs", SD_NOT_IMPLEMENTED},
+    {"lightsail_sd_configs", SD_NOT_IMPLEMENTED},
+    {"linode_sd_configs", SD_NOT_IMPLEMENTED},
+    {"marathon_sd_configs", SD_NOT_IMPLEMENTED},
+    {"msk_sd_configs", SD_NOT_IMPLEMENTED},
+    {"nerve_sd_configs", SD_NOT_IMPLEMENTED},
+    {"nomad_sd_configs", SD_NOT_IMPLEMENTED},
+    {"oci_sd_configs", SD_NOT_IMPLEMENTED},
+    {"openstack_sd_configs", SD_NOT_IMPLEMENTED},
+    {"outscale_sd_configs", SD_NOT_IMPLEMENTED},
+    {"ovhcloud_sd_configs", SD_NOT_IMPLEMENTED},
+    {"puppetdb_sd_configs", SD_NOT_IMPLEMENTED},
+    {"rds_sd_configs", SD_NOT_IMPLEMENTED},
+    {"scaleway_sd_configs", SD_NOT_IMPLEMENTED},
+    {"serverset_sd_configs", SD_NOT_IMPLEMENTED},
+    {"stackit_sd_configs", SD_NOT_IMPLEMENTED},
+    {"triton_sd_configs", SD_NOT_IMPLEMENTED},
+    {"uyuni_sd_configs", SD_NOT_IMPLEMENTED},
+    {"vultr_sd_configs", SD_NOT_IMPLEMENTED},
     {NULL, NULL},
 };
 
@@ -799,9 +839,11 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         const char *s;
         if ((rc = pd__cfg_want_str(c, v[K_BODY_LIMIT], "body_size_limit", &s)))
             return rc;
-        if (pd_config_parse_size(s, &j->body_size_limit))
+        /* Prometheus (units.ParseBase2Bytes): a bare number only as "0" */
+        if (pd_config_parse_size(s, &j->body_size_limit) ||
+            (strspn(s, "0123456789") == strlen(s) && strcmp(s, "0")))
             return pd__cfg_fail(c, v[K_BODY_LIMIT], PD_EINVAL,
-                                "body_size_limit \"%.64s\": want a size such as 0, 512KB, 16MB, 1GB",
+                                "body_size_limit \"%.64s\": unknown unit: want a size with a unit such as 512KB, 16MB, 1GB, or 0",
                                 s);
     }
     j->keep_dropped_targets = cfg->keep_dropped_targets;
@@ -972,6 +1014,52 @@ static pd_config_dialect detect_dialect(pd__cfg_ctx *c, const yaml_node_t *root)
 
 /* ---- entry points ---- */
 
+/* YAML's !!binary scalars (base64, as Go's yaml reads them): decoded in
+ * place (the bytes are never longer than their base64), so "/w==" is the
+ * byte 0xff that the label checks then refuse, like Prometheus. */
+static int decode_binary(pd__cfg_ctx *c)
+{
+    for (yaml_node_t *n = c->doc.nodes.start; n < c->doc.nodes.top; n++) {
+        if (n->type != YAML_SCALAR_NODE || !n->tag ||
+            strcmp((const char *)n->tag, "tag:yaml.org,2002:binary"))
+            continue;
+        unsigned char *s = n->data.scalar.value;
+        size_t len = n->data.scalar.length, o = 0;
+        uint32_t acc = 0;
+        int bits = 0;
+        bool pad = false;
+        for (size_t i = 0; i < len; i++) {
+            unsigned char ch = s[i];
+            if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t')
+                continue;
+            if (ch == '=') {
+                pad = true;
+                continue;
+            }
+            int v = ch >= 'A' && ch <= 'Z'   ? ch - 'A'
+                    : ch >= 'a' && ch <= 'z' ? ch - 'a' + 26
+                    : ch >= '0' && ch <= '9' ? ch - '0' + 52
+                    : ch == '+'              ? 62
+                    : ch == '/'              ? 63
+                                             : -1;
+            if (v < 0 || pad)
+                return pd__cfg_fail(c, n, PD_EINVAL,
+                                    "!!binary value contains invalid base64 data");
+            acc = (acc << 6) | (uint32_t)v;
+            bits += 6;
+            if (bits >= 8) {
+                bits -= 8;
+                s[o++] = (unsigned char)(acc >> bits);
+            }
+        }
+        if (memchr(s, 0, o))
+            return pd__cfg_fail(c, n, PD_EINVAL, "!!binary value holds a NUL byte");
+        s[o] = 0;
+        n->data.scalar.length = o;
+    }
+    return 0;
+}
+
 int pd_config_parse(const char *text, size_t len, const char *name, pd_config *out, pd_err *err)
 {
     pd__cfg_ctx c;
@@ -999,6 +1087,8 @@ int pd_config_parse(const char *text, size_t len, const char *name, pd_config *o
         return rc;
     }
     yaml_parser_delete(&parser);
+    if ((rc = decode_binary(&c)))
+        goto out;
     const char *slash = strrchr(c.name, '/');
     c.dir = slash ? strndup(c.name, (size_t)(slash - c.name) + (slash == c.name)) : strdup("");
     if (!c.dir) {

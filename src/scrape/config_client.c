@@ -354,7 +354,7 @@ static int parse_rule(pd__cfg_ctx *c, const yaml_node_t *n, pd_relabel_rule *r)
             if ((rc = pd__cfg_want_dup(c, it, "source_labels item", &r->source_labels[i])))
                 return rc;
             r->n_source++;
-            if (!pd_label_name_classic(r->source_labels[i]))
+            if (!pd_label_name_valid(r->source_labels[i]))
                 return pd__cfg_fail(c, it, PD_EINVAL, "\"%.64s\" is not a valid label name",
                                     r->source_labels[i]);
         }
@@ -522,6 +522,43 @@ static int parse_role(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, pd
     return pd__cfg_fail(c, n, PD_EINVAL, "unknown Kubernetes SD role \"%.64s\"", r);
 }
 
+/* Kubernetes' field selector grammar (fields.ParseSelector): terms split
+ * by unescaped ',', each key=value, key==value or key!=value with a
+ * non-empty key. Returns the first term it cannot read (a static buffer),
+ * or NULL when the selector is well formed ("" is). */
+static const char *field_selector_bad_term(const char *sel)
+{
+    static _Thread_local char term[256];
+    const char *p = sel;
+    while (*p) {
+        const char *st = p;
+        while (*p && *p != ',') {
+            if (*p == '\\' && p[1])
+                p++;
+            p++;
+        }
+        size_t n = (size_t)(p - st);
+        const char *op = NULL;
+        for (const char *q = st; q < p; q++) {
+            if (*q == '\\' && q + 1 < p) {
+                q++;
+                continue;
+            }
+            if (*q == '=' || (*q == '!' && q + 1 < p && q[1] == '=')) {
+                op = q;
+                break;
+            }
+        }
+        if (n && (!op || op == st)) {
+            snprintf(term, sizeof term, "%.*s", (int)(n < 200 ? n : 200), st);
+            return term;
+        }
+        if (*p == ',')
+            p++;
+    }
+    return NULL;
+}
+
 /* kubernetes_sd_configs entry: role, api_server, kubeconfig_file,
  * namespaces {names, own_namespace}, selectors [{role, label, field}], and
  * the HTTP client keys (Prometheus' SDConfig rules: kubeconfig_file excludes
@@ -601,6 +638,15 @@ static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
                 return pd__cfg_fail(c, f, PD_EINVAL, "invalid namespace \"%.64s\"", sd->files[i]);
         }
     }
+    /* Prometheus: own_namespace is the pod's own namespace, which only the
+     * in-cluster configuration knows */
+    if (sd->own_namespace && sd->api_server)
+        return pd__cfg_fail(c, v[K_NS], PD_EINVAL,
+                            "cannot use 'api_server' and 'namespaces.own_namespace' simultaneously");
+    if (sd->own_namespace && sd->kubeconfig_file)
+        return pd__cfg_fail(c, v[K_NS], PD_EINVAL,
+                            "cannot use 'kubeconfig_file' and 'namespaces.own_namespace' "
+                            "simultaneously");
     if (v[K_SEL]) {
         bool empty = true;
         if ((rc = pd__cfg_want_seq(c, v[K_SEL], "selectors", &empty)))
@@ -625,6 +671,11 @@ static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
                 (sv[1] && (rc = pd__cfg_want_dup(c, sv[1], "selectors label", &s->label))) ||
                 (sv[2] && (rc = pd__cfg_want_dup(c, sv[2], "selectors field", &s->field))))
                 return rc;
+            const char *bad = s->field ? field_selector_bad_term(s->field) : NULL;
+            if (bad)
+                return pd__cfg_fail(c, sv[2], PD_EINVAL,
+                                    "invalid selector: '%.128s'; can't understand '%.128s'",
+                                    s->field, bad);
             for (size_t k = 0; k + 1 < sd->n_selectors; k++)
                 if (sd->selectors[k].role == s->role)
                     return pd__cfg_fail(c, sv[0], PD_EINVAL,

@@ -47,7 +47,7 @@ typedef struct event {
     char *s[N_STR]; /* the strings below; the error is err_text[] */
 } event;
 /* labels: name US value US name US value ... (US = 0x1f, which no label
- * name or value holds: pd_labels_set refuses control bytes) */
+ * name holds; a value's own US bytes are written as spaces, see put_value) */
 enum { S_KIND, S_JOB, S_LABELS, S_REASON, S_MESSAGE, S_LAST_TYPE };
 
 struct pd__events {
@@ -359,6 +359,16 @@ int pd__events_open(pd__events *ev, const char *path, pd_err *err)
     return 0;
 }
 
+/* A label value into the US-separated labels text (pd_labels_set refuses
+ * US in values already; kept as a guard: a US byte becomes a space). */
+static int put_value(pd_buf *b, const char *v)
+{
+    int rc = 0;
+    for (; *v && !rc; v++)
+        rc = pd_buf_putc(b, *v == 0x1f ? ' ' : *v);
+    return rc;
+}
+
 void pd__events_add(pd__events *ev, const char *kind, int64_t time_ms, const char *job,
                     const pd_labels *labels, const char *reason, const char *message,
                     int64_t last_profile_ms, const char *last_type, const char *error)
@@ -367,7 +377,7 @@ void pd__events_add(pd__events *ev, const char *kind, int64_t time_ms, const cha
     pd_buf_init(&lb, 0);
     for (size_t k = 0; k < labels->n; k++)
         if ((k && pd_buf_putc(&lb, 0x1f)) || pd_buf_puts(&lb, labels->v[k].name) ||
-            pd_buf_putc(&lb, 0x1f) || pd_buf_puts(&lb, labels->v[k].value))
+            pd_buf_putc(&lb, 0x1f) || put_value(&lb, labels->v[k].value))
             break;
     char *labels_text = pd_buf_detach(&lb, NULL);
     size_t i = ev->head;

@@ -53,12 +53,14 @@ int pd_relabel_rule_init(pd_relabel_rule *r)
 int pd_relabel_rule_compile(pd_relabel_rule *r, pd_err *err)
 {
     size_t n = strlen(r->regex);
-    char *pat = malloc(n + 8);
+    char *pat = malloc(n + 9);
     if (!pat)
         return PD_ENOMEM;
-    memcpy(pat, "^(?:", 4);
-    memcpy(pat + 4, r->regex, n);
-    memcpy(pat + 4 + n, ")$", 3);
+    /* Prometheus 3 (model/relabel NewRegexp): "^(?s:" + regex + ")$", so
+     * '.' matches a newline too (values may hold newlines) */
+    memcpy(pat, "^(?s:", 5);
+    memcpy(pat + 5, r->regex, n);
+    memcpy(pat + 5 + n, ")$", 3);
     int ec;
     PCRE2_SIZE off;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
@@ -119,39 +121,6 @@ oom:
     return PD_ENOMEM;
 }
 
-/* Prometheus' relabelTarget: names made of letters, digits, '_' and $refs. */
-static bool target_template_valid(const char *s)
-{
-    if (!*s)
-        return false;
-    for (const char *p = s; *p;) {
-        if (*p == '$') {
-            p++;
-            if (*p == '{') {
-                const char *q = ++p;
-                while (isalnum((unsigned char)*p) || *p == '_')
-                    p++;
-                if (p == q || *p != '}')
-                    return false;
-                p++;
-            } else {
-                const char *q = p;
-                while (isalnum((unsigned char)*p) || *p == '_')
-                    p++;
-                if (p == q)
-                    return false;
-            }
-        } else if (isalnum((unsigned char)*p) || *p == '_') {
-            if (p == s && isdigit((unsigned char)*p))
-                return false;
-            p++;
-        } else {
-            return false;
-        }
-    }
-    return true;
-}
-
 int pd_relabel_rule_validate(const pd_relabel_rule *r, pd_err *err)
 {
     const char *an = pd_relabel_action_name(r->action);
@@ -164,15 +133,21 @@ int pd_relabel_rule_validate(const pd_relabel_rule *r, pd_err *err)
         !r->target_label[0])
         return pd_err_set(err, PD_EINVAL,
                           "relabel configuration for %s action requires 'target_label' value", an);
-    if (a == PD_RELABEL_REPLACE && !target_template_valid(r->target_label))
+    /* one label-name rule (Prometheus 3's UTF-8 names, pd_label_name_valid)
+     * for target_label, templates included ($1 and ${1} are UTF-8 too) */
+    if (a == PD_RELABEL_REPLACE && !pd_label_name_valid(r->target_label))
         return pd_err_set(err, PD_EINVAL, "\"%.128s\" is invalid 'target_label' for %s action",
                           r->target_label, an);
     if ((a == PD_RELABEL_LOWERCASE || a == PD_RELABEL_UPPERCASE || a == PD_RELABEL_HASHMOD ||
          a == PD_RELABEL_KEEPEQUAL || a == PD_RELABEL_DROPEQUAL) &&
-        !pd_label_name_classic(r->target_label))
+        !pd_label_name_valid(r->target_label))
         return pd_err_set(err, PD_EINVAL, "\"%.128s\" is invalid 'target_label' for %s action",
                           r->target_label, an);
-    if (a == PD_RELABEL_LABELMAP && !target_template_valid(r->replacement))
+    if ((a == PD_RELABEL_LOWERCASE || a == PD_RELABEL_UPPERCASE || a == PD_RELABEL_KEEPEQUAL ||
+         a == PD_RELABEL_DROPEQUAL) &&
+        strcmp(r->replacement, "$1"))
+        return pd_err_set(err, PD_EINVAL, "'replacement' can not be set for %s action", an);
+    if (a == PD_RELABEL_LABELMAP && !pd_label_name_valid(r->replacement))
         return pd_err_set(err, PD_EINVAL, "\"%.128s\" is invalid 'replacement' for %s action",
                           r->replacement, an);
     if (a == PD_RELABEL_LABELDROP || a == PD_RELABEL_LABELKEEP) {
@@ -439,7 +414,7 @@ static int apply_one(const pd_relabel_rule *r, size_t idx, pd_labels *ls, bool *
             break;
         if ((rc = expand(r, r->target_label, V, &m, &tb)) || (rc = pd_buf_putc(&tb, '\0')))
             break;
-        if (!pd_label_name_classic(tb.data))
+        if (!pd_label_name_valid(tb.data))
             break;
         if ((rc = expand(r, r->replacement, V, &m, &vb)) || (rc = pd_buf_putc(&vb, '\0')))
             break;
@@ -483,7 +458,7 @@ static int apply_one(const pd_relabel_rule *r, size_t idx, pd_labels *ls, bool *
                 if ((rc = expand(r, r->replacement, l->name, &m, &tb)) ||
                     (rc = pd_buf_putc(&tb, '\0')))
                     break;
-                if (pd_label_name_classic(tb.data))
+                if (pd_label_name_valid(tb.data))
                     rc = set_label(ls, tb.data, l->value, idx, err);
             } else {
                 bool mt = matches(r, l->name);

@@ -230,12 +230,13 @@ int pd__sd_parse_groups(const char *text, size_t len, const char *name, const ch
                         goto out;
                     pd_err e;
                     pd_err_clear(&e);
-                    /* Prometheus 2's rule for target labels (as the relabeling here) */
-                    if (!pd_label_name_classic(ln)) {
+                    /* Prometheus 3's UTF-8 names, the one rule of static labels
+                     * and relabeling too (pd_label_name_valid) */
+                    if (!pd_label_name_valid(ln)) {
                         rc = pd__cfg_fail(&c, pd__cfg_node(&c, p->key), PD_EINVAL,
-                                          "invalid label name \"%.64s\": must match "
-                                          "[a-zA-Z_][a-zA-Z0-9_]*",
-                                          ln);
+                                          "\"%.64s\" is not a valid label name (1..%d bytes of "
+                                          "UTF-8 without control characters)",
+                                          ln, PD_LABEL_MAX_NAME);
                         goto out;
                     }
                     if ((rc = pd_labels_set(&sc->labels, ln, lv, &e))) {

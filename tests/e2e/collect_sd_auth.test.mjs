@@ -31,7 +31,7 @@ import nodeHttp from 'node:http';
 import nodeHttps from 'node:https';
 import path from 'node:path';
 import {
-  SRC, Proc, apiData, freePort, goEnv, http, killAll, run, startProfd, tempDir, waitFor,
+  SRC, Proc, apiData, profdBin, freePort, goEnv, http, killAll, run, startProfd, tempDir, waitFor,
 } from './lib.mjs';
 
 let dir, targetBin;
@@ -534,7 +534,7 @@ ${only}`);
   await p.stop();
 });
 
-test('kubernetes_sd: kubeconfig_file (current context, tokenFile relative to it) and own_namespace from its context', async () => {
+test('kubernetes_sd: kubeconfig_file (current context, tokenFile relative to it); own_namespace with it refused as Prometheus', async () => {
   const api = new FakeApi();
   await api.listen();
   api.put('pods', pod('demo-a', 6060));
@@ -566,8 +566,15 @@ contexts:
     kubernetes_sd_configs:
       - role: pod
         kubeconfig_file: kube/config
-        namespaces: {own_namespace: true}
+        namespaces: {names: [demo]}
 `);
+  // Prometheus (and profd since issue 32): own_namespace is the in-cluster pod's
+  // namespace, so it is refused with kubeconfig_file
+  const bad = path.join(dir, 'k8s-kubeconfig-own.yml');
+  fs.writeFileSync(bad, fs.readFileSync(cfg, 'utf8').replace('{names: [demo]}', '{own_namespace: true}'));
+  const chk = await run(path.resolve(profdBin()), ['check', 'config', bad]);
+  assert.notEqual(chk.code, 0, chk.stdout + chk.stderr);
+  assert.match(chk.stdout + chk.stderr, /cannot use 'kubeconfig_file' and 'namespaces.own_namespace' simultaneously/);
   const profd = await startProfd({ storage: path.join(dir, 'data-kubeconfig'), config: cfg });
   const pods = async () => [...new Set((await apiData(profd.base, '/api/v1/targets')).activeTargets
     .map((t) => t.discoveredLabels.__meta_kubernetes_pod_name))].sort();

@@ -26,6 +26,11 @@ typedef struct valid_case {
 } valid_case;
 
 static const valid_case VALID[] = {
+    /* Prometheus 3 (parse_test.go): several metric names inside the braces
+     * are matchers like any other (they match nothing together) */
+    {"{\"a\", \"b\"}", 2, {{"__name__", PD_MATCH_EQ, "a"}, {"__name__", PD_MATCH_EQ, "b"}}},
+    {"{\"a\", __name__=\"b\"}", 2, {{"__name__", PD_MATCH_EQ, "a"}, {"__name__", PD_MATCH_EQ, "b"}}},
+    {"{__name__=\"a\", __name__=\"b\"}", 2, {{"__name__", PD_MATCH_EQ, "a"}, {"__name__", PD_MATCH_EQ, "b"}}},
     {"heap", 1, {{"__name__", PD_MATCH_EQ, "heap"}}},
     {"heap{job=\"api\"}", 2, {{"__name__", PD_MATCH_EQ, "heap"}, {"job", PD_MATCH_EQ, "api"}}},
     {"{__name__=\"heap\", instance=~\"10\\\\..*\"}",
@@ -147,8 +152,8 @@ static const invalid_case INVALID[] = {
     {"{job!~\"x\", a=~\"b?\"}", PD_EINVAL, 0, "at least one non-empty matcher"},
     /* quoted forms (Prometheus 3) */
     {"cpu{\"heap\"}", PD_EPARSE, 5, "metric name must not be set twice"},
-    {"{\"a\", \"b\"}", PD_EPARSE, 7, "metric name must not be set twice"},
-    {"{\"a\", __name__=\"b\"}", PD_EPARSE, 7, "metric name must not be set twice"},
+    /* Prometheus 3 (parse_test.go): invalid UTF-8 anywhere is refused */
+    {"heap{a=\"\xff\"}", PD_EPARSE, 9, "invalid UTF-8 rune"},
     {"{\"\"=\"x\"}", PD_EPARSE, 2, "invalid label name"},
     {"{\"a\\tb\"=\"x\"}", PD_EPARSE, 2, "invalid label name"},
     {"{\"a\\xff\"=\"x\"}", PD_EPARSE, 2, "invalid label name"},

@@ -265,7 +265,7 @@ static void test_errors(void **state)
          "invalid target"},
         {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: ['h:1']\n"
          "        labels:\n          \"bad\\tname\": x\n",
-         6, "invalid label name"},
+         6, "not a valid label name"},
         {"scrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: ['h:1']\n"
          "        labels:\n          __name__: x\n",
          6, "reserved"},
@@ -667,7 +667,7 @@ static void test_client_options(void **state)
         {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      - regex: 'a('\n"
          "        target_label: x\n",
          4, "invalid regex"},
-        {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      - source_labels: [a-b]\n", 4,
+        {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      - source_labels: [\"a\\tb\"]\n", 4,
          "not a valid label name"},
         {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      -\n", 4,
          "empty or null relabeling rule"},

@@ -132,7 +132,7 @@ static void test_replace(void **state)
         {"a=some-name-value", {"replace", "a", NULL, "${1}", "some-([^-]+)-([^,]+)", "${2}", 0},
          "a=some-name-value,name=value"},
         {"a=some-1bad-value", {"replace", "a", NULL, "${1}", "some-([^-]+)-([^,]+)", "${2}", 0},
-         "a=some-1bad-value"},
+         "1bad=value,a=some-1bad-value"}, /* Prometheus 3: "1bad" is a UTF-8 name */
         /* Go's Expand: $1x names group "1x" (empty); $$ is a $; a lone $ stays */
         {"a=foo", {"replace", "a", NULL, "d", "(f)(o+)", "$1x|${1}x|$$|$", 0},
          "a=foo,d=|fx|$|$"},
@@ -287,11 +287,12 @@ static void test_validate(void **state)
     } bad[] = {
         {{"hashmod", "a", NULL, "h", NULL, NULL, 0}, "non-zero modulus"},
         {{"replace", "a", NULL, "", NULL, NULL, 0}, "requires 'target_label'"},
-        {{"replace", "a", NULL, "1bad", NULL, NULL, 0}, "invalid 'target_label'"},
-        {{"lowercase", "a", NULL, "${1}", NULL, NULL, 0}, "invalid 'target_label'"},
+        {{"replace", "a", NULL, "a\tb", NULL, NULL, 0}, "invalid 'target_label'"},
+        {{"lowercase", "a", NULL, "b", NULL, "x", 0}, "'replacement' can not be set"},
+        {{"lowercase", "a", NULL, "\xff", NULL, NULL, 0}, "invalid 'target_label'"},
         {{"labeldrop", "a", NULL, NULL, "x", NULL, 0}, "requires only 'regex'"},
         {{"keepequal", "a", NULL, "b", "x", NULL, 0}, "requires only 'source_labels'"},
-        {{"labelmap", NULL, NULL, NULL, "x", "a-b", 0}, "invalid 'replacement'"},
+        {{"labelmap", NULL, NULL, NULL, "x", "a\xff", 0}, "invalid 'replacement'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         pd_relabel_rule r;

@@ -63,7 +63,8 @@ static void test_errors(void **state)
         const char *doc, *err;
     } bad[] = {
         {"{\"targets\": []}", "f:1:1: target groups: expected a list"},
-        {"[{\"targets\": [\"a:1\"], \"labels\": {\"bad-name\": \"x\"}}]", "f:1:34: invalid label name"},
+        /* Prometheus 3's UTF-8 names ("bad-name" is one): a control character is not */
+        {"[{\"targets\": [\"a:1\"], \"labels\": {\"bad\\tname\": \"x\"}}]", "f:1:34: \"bad\tname\" is not a valid label name"},
         {"[{\"targets\": [[1]]}]", "f:1:15: target: expected a string"},
         {"[{\"target\": [\"a:1\"]}]", "f:1:3: unknown key \"target\" in target group"},
         {"[{\"targets\": [\"\"]}]", "invalid target"},
