@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/log.h"
 #include "base/time.h"
 
 static _Atomic int shutting_down;
@@ -78,6 +79,7 @@ bool pd_cancel_test_hold(void)
 {
     if (!getenv("PROFD_TEST_QUERY_HOLD"))
         return false;
+    pd_log(PD_LOG_INFO, "test hook: query held until cancelled", NULL);
     struct timespec ts = {0, 5000000};
     while (!pd_cancel_requested())
         nanosleep(&ts, NULL);
