@@ -202,7 +202,7 @@ static void m_label_names(ctx *c, const pd_http_request *req, bool values)
     int rc = pd__vselect_ex(c->env->st, NULL, (const char *const *)matchers, nm, start, end, true,
                             &s, &c->err);
     if (rc == 0 && pd_cancel_test_hold())
-        rc = pd_err_set(&c->err, PD_ECANCELED, "query canceled");
+        rc = pd_err_set(&c->err, PD_ECANCELED, "%s", pd_cancel_message());
     if (rc < 0) {
         fail(c, rc);
         goto out;
@@ -347,7 +347,7 @@ static void m_series(ctx *c, const pd_http_request *req)
     int rc = pd__vselect_ex(c->env->st, NULL, (const char *const *)in->matchers, in->n_matchers,
                             start, end, true, &s, &c->err);
     if (rc == 0 && pd_cancel_test_hold())
-        rc = pd_err_set(&c->err, PD_ECANCELED, "query canceled");
+        rc = pd_err_set(&c->err, PD_ECANCELED, "%s", pd_cancel_message());
     if (rc < 0) {
         fail(c, rc);
         goto out;

@@ -217,7 +217,7 @@ int pd__vselect_ex(pd_storage *st, const char *ptid, const char *const *selector
         has_heap |= nm && !strcmp(nm, "heap");
         has_allocs |= nm && !strcmp(nm, "allocs");
         if (pd_cancel_requested()) {
-            rc = pd_err_set(err, PD_ECANCELED, "query canceled");
+            rc = pd_err_set(err, PD_ECANCELED, "%s", pd_cancel_message());
             goto out;
         }
         if (meta) {

@@ -70,6 +70,13 @@ pd_cancel_reason pd_cancel_reason_of(const pd_cancel *c)
     return c ? (pd_cancel_reason)atomic_load(&c->reason) : PD_CANCEL_NONE;
 }
 
+const char *pd_cancel_message(void)
+{
+    return pd_cancel_reason_of(current) == PD_CANCEL_SHUTDOWN || atomic_load(&shutting_down)
+               ? "query canceled: profd is shutting down"
+               : "query canceled by the client";
+}
+
 void pd_cancel_shutdown(void)
 {
     atomic_store(&shutting_down, 1);

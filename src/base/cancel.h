@@ -48,6 +48,10 @@ bool pd_cancel_check(pd_cancel *c);
 bool pd_cancel_requested(void);
 /* Why c tripped (PD_CANCEL_NONE: it has not). */
 pd_cancel_reason pd_cancel_reason_of(const pd_cancel *c);
+/* The message for a query stopped by the current token: "query canceled
+ * by the client" (as merges say it) or "query canceled: profd is shutting
+ * down". Static. */
+const char *pd_cancel_message(void);
 /* Trips every token, present and future (process shutdown). */
 void pd_cancel_shutdown(void);
 /* Test hook (PROFD_TEST_QUERY_HOLD set in the environment): blocks until

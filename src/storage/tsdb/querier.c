@@ -172,8 +172,8 @@ static int select_series(pd_storage *s, const pd_matcher *ms, size_t n, int64_t 
     pthread_rwlock_unlock(&s->idx);
     if (rc < 0) {
         pd_series_set_release(out);
-        return pd_err_set(err, rc, rc == PD_ECANCELED ? "select series: query canceled"
-                                                      : "select series: out of memory");
+        return pd_err_set(err, rc, "%s", rc == PD_ECANCELED ? pd_cancel_message()
+                                                            : "select series: out of memory");
     }
     if (out->n > 1)
         qsort(out->v, out->n, sizeof *out->v, cmp_series_info);
