@@ -39,6 +39,7 @@
 #include "ingest/ingest.h"
 #include "api/api.h"
 #include "base/buildinfo.h"
+#include "base/cancel.h"
 #include "base/log.h"
 #include "agent/profd_agent.h"
 #include "base/time.h"
@@ -831,6 +832,7 @@ static int serve(const flags *f)
     }
     code = 0;
 out:
+    pd_cancel_shutdown(); /* running queries stop now, not when they end */
     pd_http_server_stop(srv);
     pd_http_gate_free(gate);
     pd_scrape_manager_free(sm);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent/profd_agent.h"
+#include "base/cancel.h"
 #include "base/labels.h"
 #include "base/log.h"
 #include "base/metrics.h"
@@ -357,10 +358,11 @@ static bool wants_many(const pd_http_request *req)
            (report && (!strcmp(report, "folded") || !strcmp(report, "callgraph")));
 }
 
-/* pd_merge_options.cancelled: the client hung up (ctx: the request). */
+/* pd_merge_options.cancelled: the client hung up or profd stops (ctx: the
+ * request's token, base/cancel.h). */
 static bool client_gone(void *ctx)
 {
-    return pd_http_client_gone(ctx);
+    return pd_cancel_check(ctx);
 }
 
 /* Reads one side's parameters: `query<sfx>` (else `query`), `mode<sfx>`,
@@ -586,7 +588,7 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         .timeout_ms = api->o.query_timeout_ms,
         .deadline_ns = pd_mono_ns() + api->o.query_timeout_ms * 1000000,
         .cancelled = client_gone,
-        .cancel_ctx = (void *)req,
+        .cancel_ctx = pd_cancel_current(),
     };
     const char *agg = pd_http_arg(req, "agg"), *norm = pd_http_arg(req, "normalize");
     if (agg && strcmp(agg, "sum") && strcmp(agg, "avg")) {

@@ -138,6 +138,10 @@ static const catalog_entry catalog[] = {
     {"profd_partial_answers_total", PD_METRIC_COUNTER,
      "Answers that left out damaged stored data (they carry warnings).",
      NULL},
+    {"profd_queries_cancelled_total", PD_METRIC_COUNTER,
+     "Queries stopped before their end, by reason: client_gone (the client "
+         "closed its connection) or shutdown (SIGINT/SIGTERM).",
+     (const char *const[]){"reason=\"client_gone\"", "reason=\"shutdown\"", NULL}},
     {"profd_rejected_input_total", PD_METRIC_COUNTER,
      "Pushed profiles refused, by reason.",
      NULL},

@@ -77,12 +77,14 @@ typedef struct pd__querier_env {
 typedef struct pd__vseries {
     const pd_series_info *si; /* the stored series (in the selection's set) */
     size_t type_idx;          /* its sample type */
-    pd_labels vl;             /* stored + virtual labels */
+    pd_labels vl;             /* stored + virtual labels (read only: the
+                                 selection's arena, never pd_labels_release) */
     const char *ptid;         /* __profile_type__ (in vl) */
     const pd_points *pts;     /* the stored series' points in range */
 } pd__vseries;
 
 typedef struct pd__vselection {
+    pd_arena a;     /* every v[i].vl (its array; strings borrowed from set or a) */
     pd_series_set set;
     pd_points *pts; /* set.n */
     pd__vseries *v;
@@ -104,6 +106,13 @@ int pd__ptid_check(const char *ptid, size_t *match_len /* OUT */, pd_err *err);
  * pd__vselection_release (also after an error). */
 int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, size_t n,
                 int64_t start, int64_t end, pd__vselection *out /* OUT */, pd_err *err);
+/* pd__vselect; meta: for label listings only (Series, LabelNames,
+ * LabelValues, ProfileTypes): each v[i].pts holds the series' newest point
+ * in range alone (its sample types), never a delta. PD_ECANCELED when the
+ * query is cancelled (base/cancel.h). */
+int pd__vselect_ex(pd_storage *st, const char *ptid, const char *const *selectors, size_t n,
+                   int64_t start, int64_t end, bool meta, pd__vselection *out /* OUT */,
+                   pd_err *err);
 void pd__vselection_release(pd__vselection *s);
 
 /* Merges the profiles of the selection (all of one profile type) in [start,

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "api/querier_int.h"
+#include "base/cancel.h"
 #include "base/time.h"
 
 /* profd's stored __name__ -> Pyroscope's name and period type/unit.
@@ -98,8 +99,7 @@ static bool is_empty_selector(const char *s)
 
 void pd__vselection_release(pd__vselection *s)
 {
-    for (size_t i = 0; i < s->n; i++)
-        pd_labels_release(&s->v[i].vl);
+    pd_arena_release(&s->a); /* every vl */
     free(s->v);
     if (s->pts)
         for (size_t i = 0; i < s->set.n; i++)
@@ -114,10 +114,69 @@ typedef struct sel {
     size_t n;
 } sel;
 
+/* A virtual label's value is kept when pd_labels_set would take it (no
+ * control byte, within PD_LABEL_MAX_VALUE); "" removes the label. */
+static bool vvalue_ok(const char *v)
+{
+    size_t n = strlen(v);
+    if (n > PD_LABEL_MAX_VALUE)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+            return false;
+    return true;
+}
+
+/* out = the stored labels st (sorted) with the NV virtual pairs vn/vv
+ * (sorted by name) set over them, as pd_labels_set would one by one (an
+ * invalid value keeps the stored one, "" removes it, new names past
+ * PD_LABEL_MAX_COUNT are left out): one arena array, the strings borrowed
+ * (from st and vv: they outlive out). 0 or PD_ENOMEM. This replaced a
+ * pd_labels_copy and 7 pd_labels_set per virtual series (~25 mallocs each:
+ * the bulk of a Series/LabelNames answer over 50k series). */
+#define NV 7
+static int virtual_labels(pd_arena *a, const pd_labels *st, const char *const vn[NV],
+                          const char *const vv[NV], pd_labels *out)
+{
+    pd_label *v = pd_arena_alloc(a, (st->n + NV) * sizeof *v);
+    if (!v)
+        return PD_ENOMEM;
+    size_t i = 0, j = 0, k = 0, added = 0;
+    while (i < st->n || j < NV) {
+        int c = i == st->n ? 1 : j == NV ? -1 : strcmp(st->v[i].name, vn[j]);
+        if (c < 0) {
+            v[k++] = st->v[i++];
+            continue;
+        }
+        bool ok = vvalue_ok(vv[j]);
+        if (c == 0) {
+            if (!ok)
+                v[k++] = st->v[i];
+            else if (vv[j][0])
+                v[k++] = (pd_label){st->v[i].name, (char *)vv[j]};
+            i++;
+        } else if (ok && vv[j][0] && st->n + added < PD_LABEL_MAX_COUNT) {
+            v[k++] = (pd_label){(char *)vn[j], (char *)vv[j]};
+            added++;
+        }
+        j++;
+    }
+    out->v = v;
+    out->n = k;
+    return 0;
+}
+
 int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, size_t n,
                 int64_t start, int64_t end, pd__vselection *out, pd_err *err)
 {
+    return pd__vselect_ex(st, ptid, selectors, n, start, end, false, out, err);
+}
+
+int pd__vselect_ex(pd_storage *st, const char *ptid, const char *const *selectors, size_t n,
+                   int64_t start, int64_t end, bool meta, pd__vselection *out, pd_err *err)
+{
     memset(out, 0, sizeof *out);
+    pd_arena_init(&out->a);
     size_t plen = 0;
     if (ptid && *ptid && pd__ptid_check(ptid, &plen, err) < 0)
         return PD_EINVAL;
@@ -157,6 +216,23 @@ int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, 
         const char *nm = pd_labels_get(&out->set.v[i].labels, "__name__");
         has_heap |= nm && !strcmp(nm, "heap");
         has_allocs |= nm && !strcmp(nm, "allocs");
+        if (pd_cancel_requested()) {
+            rc = pd_err_set(err, PD_ECANCELED, "%s", pd_cancel_message());
+            goto out;
+        }
+        if (meta) {
+            /* labels only: the newest point in range (the series has one)
+               gives the sample types; no totals, no deltas */
+            rc = pd_storage_read_point_before(st, out->set.v[i].ref,
+                                              end == INT64_MAX ? end : end + 1, &out->pts[i], err);
+            if (rc == PD_ENOTFOUND)
+                rc = 0;
+            if (rc < 0)
+                goto out;
+            if (out->pts[i].n)
+                total_types += out->pts[i].v[0].n_types;
+            continue;
+        }
         rc = pd_storage_read_points(st, out->set.v[i].ref, start, end, &out->pts[i], err);
         if (rc == PD_ENOTFOUND) {
             rc = 0;
@@ -229,28 +305,33 @@ int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, 
                 !(strlen(alias) == plen && !strncmp(ptid, alias, plen)))
                 continue;
             pd__vseries *vs = &out->v[out->n];
-            if ((rc = pd_labels_copy(&vs->vl, &si->labels)) < 0) {
+            /* a set at its label cap keeps what fits: virtual labels are best
+               effort (names sorted, as virtual_labels needs) */
+            char *aid = pd_arena_strdup(&out->a, id);
+            if (!aid) {
                 rc = pd_err_set(err, PD_ENOMEM, "out of memory");
                 goto out;
             }
-            out->n++; /* released from here on */
-            /* a set at its label cap keeps what fits: virtual labels are best effort */
-            pd_err ignored;
-            pd_labels_set(&vs->vl, "__name__", pyro, &ignored);
-            pd_labels_set(&vs->vl, "__profile_type__", id, &ignored);
-            pd_labels_set(&vs->vl, "__type__", ty, &ignored);
-            pd_labels_set(&vs->vl, "__unit__", un, &ignored);
-            pd_labels_set(&vs->vl, "__period_type__", ptype, &ignored);
-            pd_labels_set(&vs->vl, "__period_unit__", punit, &ignored);
-            pd_labels_set(&vs->vl, "service_name", svc, &ignored);
+            const char *vn[NV] = {"__name__", "__period_type__", "__period_unit__",
+                                  "__profile_type__", "__type__", "__unit__", "service_name"};
+            const char *vv[NV] = {pyro, ptype, punit, aid, ty, un, svc};
+            if (from_profile) { /* ptb/pub are this loop's: copy them */
+                if (!(vv[1] = pd_arena_strdup(&out->a, ptype)) ||
+                    !(vv[2] = pd_arena_strdup(&out->a, punit))) {
+                    rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+                    goto out;
+                }
+            }
+            if ((rc = virtual_labels(&out->a, &si->labels, vn, vv, &vs->vl)) < 0) {
+                rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+                goto out;
+            }
             bool match = all;
             for (size_t s = 0; s < nsel && !match; s++)
                 match = pd_matchers_match(sels[s].ms, sels[s].n, &vs->vl);
-            if (!match) {
-                pd_labels_release(&vs->vl);
-                out->n--;
+            if (!match)
                 continue;
-            }
+            out->n++;
             vs->si = si;
             vs->type_idx = t;
             vs->pts = pts;
@@ -264,6 +345,12 @@ out:
     return rc;
 }
 
+/* pd_merge_options.cancelled: the request's token (base/cancel.h). */
+static bool cancel_cb(void *tok)
+{
+    return pd_cancel_check(tok);
+}
+
 /* The stored series of a selection as refs (each series once). */
 static int refs_of(const pd__vselection *s, int64_t from, int64_t to, pd_series_info **arr,
                    pd_query_refs *r)
@@ -273,10 +360,9 @@ static int refs_of(const pd__vselection *s, int64_t from, int64_t to, pd_series_
         return PD_ENOMEM;
     size_t k = 0;
     for (size_t i = 0; i < s->n; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < k && !seen; j++)
-            seen = (*arr)[j].ref == s->v[i].si->ref;
-        if (!seen)
+        /* a stored series' virtual series are neighbours (pd__vselect makes
+           them in set order), so comparing with the last one kept is enough */
+        if (!k || (*arr)[k - 1].ref != s->v[i].si->ref)
             (*arr)[k++] = *s->v[i].si; /* shallow: labels stay the set's */
     }
     r->series = *arr;
@@ -315,6 +401,8 @@ int pd__vmerge_filtered(const pd__querier_env *env, const pd_storage_sample_filt
         .timeout_ms = timeout,
         .deadline_ns = pd_mono_ns() + timeout * 1000000,
         .sample_filter = filter,
+        .cancelled = cancel_cb, /* the client left, or profd stops */
+        .cancel_ctx = pd_cancel_current(),
     };
     /* cumulative types (Go's allocs, block, mutex scraped as served) are
        merged as deltas, as Pyroscope stores them (query.h: PD_DELTA_AUTO) */

@@ -17,6 +17,13 @@ void pd_arena_init(pd_arena *a)
     a->head = NULL;
     a->used = 0;
     a->total = 0;
+    a->chunk = 0;
+}
+
+void pd_arena_init_small(pd_arena *a, size_t first)
+{
+    pd_arena_init(a);
+    a->chunk = first < 64 ? 64 : first > PD_ARENA_CHUNK ? PD_ARENA_CHUNK : first;
 }
 
 void pd_arena_release(pd_arena *a)
@@ -27,7 +34,9 @@ void pd_arena_release(pd_arena *a)
         free(c);
         c = n;
     }
+    size_t chunk = a->chunk;
     pd_arena_init(a);
+    a->chunk = chunk;
 }
 
 void *pd_arena_alloc(pd_arena *a, size_t size)
@@ -36,7 +45,8 @@ void *pd_arena_alloc(pd_arena *a, size_t size)
     if (size == 0)
         size = 16;
     if (!a->head || a->head->size - a->used < size) {
-        size_t csize = size > PD_ARENA_CHUNK / 4 ? size : PD_ARENA_CHUNK;
+        size_t cs = a->chunk ? a->chunk : PD_ARENA_CHUNK;
+        size_t csize = size > cs / 4 ? size : cs;
         if (csize > SIZE_MAX - sizeof(pd_arena_chunk))
             return NULL;
         pd_arena_chunk *c = malloc(sizeof *c + csize);
@@ -44,7 +54,9 @@ void *pd_arena_alloc(pd_arena *a, size_t size)
             return NULL;
         c->size = csize;
         a->total += csize;
-        if (csize != PD_ARENA_CHUNK && a->head) {
+        if (a->chunk && a->chunk < PD_ARENA_CHUNK)
+            a->chunk *= 2;
+        if (csize != cs && a->head) {
             /* big one-off: link behind head so the current chunk stays usable */
             c->next = a->head->next;
             a->head->next = c;

@@ -215,7 +215,8 @@ typedef struct pd_series_set {
 
 /* Selects the series matching every matcher that have at least one profile in
  * [mint, maxt] (ms, inclusive), sorted by labels. n matchers may be 0 (all
- * series). Errors: PD_ENOMEM. out is overwritten. */
+ * series). Errors: PD_ENOMEM, PD_ECANCELED (the calling thread's query was
+ * cancelled, base/cancel.h). out is overwritten. */
 int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
                       pd_series_set *out /* OUT */, pd_err *err);
 

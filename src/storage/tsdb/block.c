@@ -889,7 +889,7 @@ int pd__block_read_points(pd_block *b, uint32_t id, int64_t mint, int64_t maxt, 
         pd__tchunk_release(&t);
         return PD_ENOMEM;
     }
-    pd_arena_init(a);
+    pd_arena_init_small(a, 1024); /* one per series a query holds */
     out->priv = a;
     size_t n = 0;
     for (size_t i = 0; i < t.n; i++)

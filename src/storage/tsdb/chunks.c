@@ -759,7 +759,6 @@ void pd__vgroup_enc_release(pd_vgroup_enc *e)
     free(e->lset);
     free(e->value);
     free(e->q);
-    free(e->q_next);
     pd_buf_release(&e->hdr);
     pd_buf_release(&e->hdr_next);
     memset(e, 0, sizeof *e);
@@ -767,46 +766,50 @@ void pd__vgroup_enc_release(pd_vgroup_enc *e)
     pd_buf_init(&e->hdr_next, 0);
 }
 
+/* A capacity for n items kept per series between appends: n plus an
+ * eighth (issue 35: doubling kept ~2x each series' last profile, ~6 KiB of
+ * the ~9.6 KiB an active series cost). */
+static size_t keep_cap(size_t n)
+{
+    return n + n / 8 + 8;
+}
+
 int pd__vgroup_enc_append(pd_vgroup_enc *e, const pd_dprof *c, pd_buf *out)
 {
     size_t nc = c->n_sample, nt = c->n_types;
     if ((uint64_t)nc * nt > PD_VGROUP_MAX_VALUES - (e->n ? e->n_values : 0))
         return PD_ETOOBIG; /* a reader would refuse the group */
-    if (nc + 1 > e->cap) {
-        size_t cap = 2 * (nc + 1);
-        uint64_t *nq = realloc(e->q_next, cap * sizeof *nq);
-        if (!nq)
-            return PD_ENOMEM;
-        e->q_next = nq;
-    }
+    /* this profile's quanta: kept as e->q once encoded (the previous q is
+       freed then, so a series holds one set of quanta between appends) */
+    uint64_t *qn = malloc((nc + 1) * sizeof *qn);
+    if (!qn)
+        return PD_ENOMEM;
     /* the previous profile as a pd_dprof view of what we kept of it */
     pd_dprof pv = {.n_types = e->n_types, .n_sample = e->n_sample,
                    .stack = e->stack, .lset = e->lset, .value = e->value};
     size_t len0 = out->len;
-    int rc = enc_profile(e->n ? &pv : NULL, e->n ? e->q : NULL, c, e->q_next,
+    int rc = enc_profile(e->n ? &pv : NULL, e->n ? e->q : NULL, c, qn,
                          e->n ? &e->hdr : NULL, &e->hdr_next, e->derive, out);
     if (rc) {
+        free(qn);
         out->len = len0; /* e unchanged: c may be appended again */
         return rc;
     }
     /* keep c (keys, values, quanta) for the next append */
     if (nc + 1 > e->cap) {
-        size_t cap = 2 * (nc + 1);
+        size_t cap = keep_cap(nc + 1);
         uint32_t *ns = realloc(e->stack, cap * sizeof *ns), *nl;
         if (ns)
             e->stack = ns;
         nl = ns ? realloc(e->lset, cap * sizeof *nl) : NULL;
         if (nl)
             e->lset = nl;
-        uint64_t *nq = nl ? realloc(e->q, cap * sizeof *nq) : NULL;
-        if (nq)
-            e->q = nq;
-        if (!ns || !nl || !nq)
+        if (!ns || !nl)
             goto nomem;
         e->cap = cap;
     }
     if ((size_t)nc * nt + 1 > e->vcap) {
-        size_t vcap = 2 * ((size_t)nc * nt + 1);
+        size_t vcap = keep_cap((size_t)nc * nt + 1);
         int64_t *nv = realloc(e->value, vcap * sizeof *nv);
         if (!nv)
             goto nomem;
@@ -816,18 +819,19 @@ int pd__vgroup_enc_append(pd_vgroup_enc *e, const pd_dprof *c, pd_buf *out)
     memcpy(e->stack, c->stack, nc * sizeof *e->stack);
     memcpy(e->lset, c->lset, nc * sizeof *e->lset);
     memcpy(e->value, c->value, (size_t)nc * nt * sizeof *e->value);
-    uint64_t *t = e->q;
-    e->q = e->q_next;
-    e->q_next = t;
+    free(e->q);
+    e->q = qn;
     pd_buf th = e->hdr;
     e->hdr = e->hdr_next;
     e->hdr_next = th;
+    pd_buf_release(&e->hdr_next); /* (rebuilt by the next append) */
     e->n_sample = c->n_sample;
     e->n_types = c->n_types;
     e->n++;
     e->n_values += (uint64_t)nc * nt;
     return 0;
 nomem:
+    free(qn);
     out->len = len0;
     e->n = 0; /* what we kept is incomplete: the next profile starts a group */
     return PD_ENOMEM;

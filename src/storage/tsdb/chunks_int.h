@@ -85,8 +85,8 @@ typedef struct pd_vgroup_enc {
     uint32_t n_types, n_sample;
     uint32_t *stack, *lset;
     int64_t *value;
-    uint64_t *q, *q_next;
-    size_t cap, vcap;
+    uint64_t *q;       /* n_sample + 1 */
+    size_t cap, vcap;  /* of stack and lset; of value */
     pd_buf hdr, hdr_next; /* the last profile's header bytes (flag bit 1), the next one's */
     /* Set by the caller after init: leave out the values of each profile's
      * last listed sample (flag bit 2), which the reader derives from the

@@ -190,6 +190,36 @@ void pd__hmem_dec_release(pd_hmem_dec *dec)
     memset(dec, 0, sizeof *dec);
 }
 
+/* Room for `extra` more bytes (and pd_buf's NUL) in an open group's raw
+ * encoding, growing by a quarter (at least 256 bytes) instead of doubling:
+ * doubling from 64 left most series' one group at 16 KiB for a 9 KiB
+ * profile (issue 35: head_chunk_bytes = 16,384 x series). extra 0 trims
+ * the capacity to the length. 0, PD_ETOOBIG (pd_buf's max) or PD_ENOMEM. */
+static int fit(pd_buf *b, size_t extra)
+{
+    size_t max = b->max ? b->max : SIZE_MAX / 2;
+    if (extra > max || b->len > max - extra)
+        return PD_ETOOBIG;
+    size_t need = b->len + extra + 1, cap;
+    if (extra == 0) {
+        if (!b->data || b->cap <= need)
+            return 0;
+        cap = need;
+    } else {
+        if (need <= b->cap)
+            return 0;
+        cap = b->cap + (b->cap / 4 > 256 ? b->cap / 4 : 256);
+        if (cap < need)
+            cap = need;
+    }
+    char *d = realloc(b->data, cap);
+    if (!d)
+        return extra ? PD_ENOMEM : 0; /* (a failed trim keeps the buffer) */
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
 int pd__hmem_prepare(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms,
                      pthread_rwlock_t *idx, pd_hmem_dec *dec, pd_hmem_prep *pp, pd_err *err)
 {
@@ -256,6 +286,8 @@ int pd__hmem_prepare(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_
         return pd_err_set(err, rc, "head: out of memory encoding the profile");
     }
     pd__dprof_release(&d); /* (the encoder keeps what the next delta needs) */
+    if (pp->new_group)
+        fit(&pp->enc, 0); /* a group starts at its first profile's size */
     pp->g = g;
     /* room for the publication, so that it cannot fail: memory readers use
        moves only under the write lock, and rarely (capacities double) */
@@ -275,7 +307,7 @@ int pd__hmem_prepare(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_
         }
         if (room_raw && rc == 0) {
             size_t cap0 = g->raw.cap;
-            rc = pd_buf_reserve(&g->raw, pp->enc.len);
+            rc = fit(&g->raw, pp->enc.len);
             m->bytes += g->raw.cap - cap0;
         }
         wunlock(idx);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/arena.h"
+#include "base/cancel.h"
 #include "base/crc32c.h"
 #include "base/log.h"
 #include "base/metrics.h"
@@ -148,11 +149,20 @@ static int select_series(pd_storage *s, const pd_matcher *ms, size_t n, int64_t 
     bool all = true;
     if (!s->post_broken)
         rc = pd__postings_select(&s->post, ms, n, &refs, &n_refs, &all);
+    /* (a cancelled query stops: base/cancel.h, polled every 4,096 series) */
     if (rc == 0 && all) {
-        for (size_t i = 0; i < s->n_series && rc == 0; i++)
-            rc = select_one(s->by_ref[i], ms, n, mint, maxt, exact, out, &cap);
+        for (size_t i = 0; i < s->n_series && rc == 0; i++) {
+            if (!(i & 4095) && pd_cancel_requested())
+                rc = PD_ECANCELED;
+            else
+                rc = select_one(s->by_ref[i], ms, n, mint, maxt, exact, out, &cap);
+        }
     } else {
         for (size_t i = 0; i < n_refs && rc == 0; i++) {
+            if (!(i & 4095) && pd_cancel_requested()) {
+                rc = PD_ECANCELED;
+                break;
+            }
             const series *se = pd__tsdb_find_by_ref(s, refs[i]);
             if (se)
                 rc = select_one(se, ms, n, mint, maxt, exact, out, &cap);
@@ -162,7 +172,8 @@ static int select_series(pd_storage *s, const pd_matcher *ms, size_t n, int64_t 
     pthread_rwlock_unlock(&s->idx);
     if (rc < 0) {
         pd_series_set_release(out);
-        return pd_err_set(err, rc, "select series: out of memory");
+        return pd_err_set(err, rc, "%s", rc == PD_ECANCELED ? pd_cancel_message()
+                                                            : "select series: out of memory");
     }
     if (out->n > 1)
         qsort(out->v, out->n, sizeof *out->v, cmp_series_info);
@@ -254,7 +265,7 @@ int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t ma
     pd_arena *a = malloc(sizeof *a);
     if (!a)
         return pd_err_set(err, PD_ENOMEM, "read points: out of memory");
-    pd_arena_init(a);
+    pd_arena_init_small(a, 1024); /* one per series a query holds */
     int rc = 0;
     pd_sample_type_desc **copied = NULL;
     pd_point *v = NULL;
