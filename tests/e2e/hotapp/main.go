@@ -3,9 +3,10 @@
 // "endpoint" label (two endpoints, /checkout twice the work of /search),
 // plus untagged work in main.coldWork, so a recording rule "CPU in
 // main.hotTagged by endpoint" has something to count. -factor multiplies
-// hotTagged's work (the regression report test builds "versions" by it).
+// hotTagged's work; its default is set at build time (the regression report
+// test builds two versions: go build -ldflags "-X main.defaultFactor=2").
 //
-//	hotapp -listen 127.0.0.1:PORT [-factor 1]
+//	hotapp -listen 127.0.0.1:PORT [-factor N]
 package main
 
 import (
@@ -16,10 +17,14 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"runtime/pprof"
+	"strconv"
 	"time"
 )
 
 var sink float64
+
+// defaultFactor is -factor's default, set by -ldflags "-X main.defaultFactor=N".
+var defaultFactor = "1"
 
 //go:noinline
 func hotTagged(n int) {
@@ -56,7 +61,11 @@ func work(f func()) {
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:6061", "address of net/http/pprof")
-	factor := flag.Int("factor", 1, "multiplies main.hotTagged's work")
+	def, err := strconv.Atoi(defaultFactor)
+	if err != nil {
+		log.Fatalf("bad main.defaultFactor %q", defaultFactor)
+	}
+	factor := flag.Int("factor", def, "multiplies main.hotTagged's work")
 	flag.Parse()
 	n := 200000 * *factor
 	go pprof.Do(context.Background(), pprof.Labels("endpoint", "/checkout"), func(context.Context) {
