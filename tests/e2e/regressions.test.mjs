@@ -89,7 +89,6 @@ test('v1 -> v2: main.hotTagged, whose work doubled, is ranked first, grown', asy
   assert.equal(c.from, 'v1');
   assert.equal(c.to, 'v2');
   assert.ok(c.functions.length >= 1, JSON.stringify(c));
-  console.log(JSON.stringify(d, null, 1).slice(0, 3000));
   assert.equal(c.functions[0].function, 'main.hotTagged', JSON.stringify(c.functions.slice(0, 3)));
   assert.equal(c.functions[0].direction, 'grew');
   assert.ok(c.functions[0].change > 4 * c.functions[0].noise, JSON.stringify(c.functions[0]));
