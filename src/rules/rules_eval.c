@@ -26,6 +26,7 @@
 #include "base/time.h"
 #include "query/query.h"
 #include "rules/rules.h"
+#include "rules/rules_int.h"
 
 #define BUCKETS 1024
 
@@ -67,7 +68,17 @@ struct pd_rules {
     pd_remote **remotes;
     pd_remote_write_config *rcfg; /* as started, to tell an unchanged remote */
     size_t n_remotes;
+    pd__rules_sink_fn sink; /* tests (rules_int.h) */
+    void *sink_ctx;
 };
+
+void pd__rules_set_sink(pd_rules *r, pd__rules_sink_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&r->mu);
+    r->sink = fn;
+    r->sink_ctx = ctx;
+    pthread_mutex_unlock(&r->mu);
+}
 
 static void groups_free(group *g, size_t n)
 {
@@ -368,6 +379,8 @@ static int emit(pd_rules *r, rule_rt *rt, const char *key, int64_t ts, double v,
         }
         for (size_t i = 0; i < r->n_remotes; i++)
             pd_remote_enqueue(r->remotes[i], &out, ts, v);
+        if (r->sink)
+            r->sink(r->sink_ctx, &out, ts, v);
         rt->samples++;
         pd_metrics_add("profd_rule_samples_total", NULL, 1);
     }
