@@ -151,6 +151,14 @@ static size_t discard_body(char *p, size_t sz, size_t n, void *ud)
     return len;
 }
 
+/* Aborts a transfer under way when the remote is being stopped. */
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt, (void)dn, (void)ut, (void)un;
+    pd_remote *rm = ud;
+    return __atomic_load_n(&rm->stop, __ATOMIC_ACQUIRE) ? 1 : 0;
+}
+
 /* POSTs one compressed body. Returns the HTTP status, or 0 when no answer
  * came (connection refused, timeout); msg gets a short reason. */
 static long post(pd_remote *rm, const char *body, size_t len, char *msg, size_t msgsz)
@@ -177,6 +185,9 @@ static long post(pd_remote *rm, const char *body, size_t len, char *msg, size_t 
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, rm);
     if (rm->cfg.username) {
         curl_easy_setopt(h, CURLOPT_USERNAME, rm->cfg.username);
         curl_easy_setopt(h, CURLOPT_PASSWORD, rm->cfg.password ? rm->cfg.password : "");
@@ -439,7 +450,7 @@ void pd_remote_stop(pd_remote *rm)
     if (!rm)
         return;
     pthread_mutex_lock(&rm->mu);
-    rm->stop = true;
+    __atomic_store_n(&rm->stop, true, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&rm->cv);
     pthread_mutex_unlock(&rm->mu);
     pthread_join(rm->th, NULL);

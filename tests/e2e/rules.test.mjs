@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { Proc, apiData, freePort, goEnv, http, killAll, profdBin, qs, run, sleep, startProfd, tempDir, waitFor } from './lib.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-let dir, profd, app, prom, promPort, t0;
+let dir, profd, app, prom, promPort, t0, cfgPath, cfgText;
 const RULE = 'profd_hot_tagged_cpu_nanoseconds';
 
 export async function buildHotapp(dir) {
@@ -76,8 +76,8 @@ before(async () => {
   promPort = await freePort();
   fs.writeFileSync(path.join(dir, 'prometheus.yml'), 'global:\n  scrape_interval: 1h\n');
   await startProm();
-  const cfg = path.join(dir, 'profd.yml');
-  fs.writeFileSync(cfg, `global:
+  const cfg = cfgPath = path.join(dir, 'profd.yml');
+  fs.writeFileSync(cfg, cfgText = `global:
   scrape_interval: 2s
   scrape_timeout: 2s
 scrape_configs:
@@ -167,6 +167,30 @@ test('the rule\'s series arrive in Prometheus; Prometheus down 30 s then back lo
   }
   // /checkout does twice /search's work: the ratio shows through
   assert.ok(got['/checkout'] > got['/search'], JSON.stringify(got));
+});
+
+test('SIGHUP reloads the rules: an unchanged rule keeps its state, a new one is listed; a bad file keeps them', async () => {
+  const before = (await apiData(profd.base, '/api/v1/rules')).groups[0].rules[0];
+  fs.writeFileSync(cfgPath, cfgText.replace('remote_write:', `  - record: profd_cold_cpu_nanoseconds
+    selector: 'cpu{job="hot"}'
+    sample_type: cpu
+    function: 'main\\.coldWork'
+remote_write:`));
+  process.kill(profd.pid, 'SIGHUP');
+  let rules;
+  await waitFor('the new rule listed', async () => {
+    rules = (await apiData(profd.base, '/api/v1/rules')).groups[0].rules;
+    return rules.length === 2;
+  }, 60000, 200);
+  assert.equal(rules[0].name, RULE);
+  assert.ok(rules[0].evaluations >= before.evaluations, 'the unchanged rule keeps its history');
+  assert.equal(rules[1].name, 'profd_cold_cpu_nanoseconds');
+  assert.equal(rules[1].health, 'unknown');
+  fs.writeFileSync(cfgPath, cfgText.replace("sample_type: cpu\n", "sample_type: cpu\n    function_match: leaf\n"));
+  process.kill(profd.pid, 'SIGHUP');
+  await waitFor('the failed reload logged', async () => /reload failed, keeping the old configuration/.test(profd.out), 60000, 200);
+  assert.match(profd.out, /function_match: \\?'leaf\\?'|function_match: .leaf./);
+  assert.equal((await apiData(profd.base, '/api/v1/rules')).groups[0].rules.length, 2);
 });
 
 test('profd check config names a bad rule by file, line and key; exit 2', async () => {
