@@ -12,7 +12,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev libzstd-dev libyaml-dev \
-libjansson-dev libpcre2-dev libxxhash-dev libcmocka-dev libelf-dev \
+libjansson-dev libpcre2-dev libxxhash-dev libcmocka-dev libelf-dev libsnappy-dev \
 protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev \
 golang-go graphviz chromium linux-perf curl jq ca-certificates \
 prometheus prometheus-alertmanager openssl dnsmasq-base openjdk-17-jdk-headless \
@@ -32,7 +32,7 @@ golang-opentelemetry-otel-dev"
 # make deb: Build-Depends of debian/control (keep the two lists equal) and the tools
 PKGS_DEB="build-essential debhelper dpkg-dev fakeroot help2man lintian debootstrap git \
 cmake pkg-config libcrypt-dev libcurl4-openssl-dev libdeflate-dev libelf-dev libgnutls28-dev \
-libjansson-dev libmicrohttpd-dev libpcre2-dev libprotobuf-c-dev libprotobuf-dev libxxhash-dev \
+libjansson-dev libmicrohttpd-dev libpcre2-dev libprotobuf-c-dev libprotobuf-dev libsnappy-dev libxxhash-dev \
 libyaml-dev libzstd-dev protobuf-c-compiler zlib1g-dev \
 clang libbpf-dev bpftool libdw-dev libdebuginfod-dev"
 if [ "${1:-}" = "--deb" ]; then

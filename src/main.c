@@ -47,6 +47,7 @@
 #include "http/server.h"
 #include "http/auth.h"
 #include "pprof/pprof.h"
+#include "rules/rules.h"
 #include "scrape/config.h"
 #include "scrape/adaptive.h"
 #include "scrape/manager.h"
@@ -212,8 +213,29 @@ static int check_main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "web-config"))
         return pd_webcfg_check_main(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "config"))
-        return pd_config_check_main(argc, argv);
+    if (!strcmp(argv[1], "config")) {
+        int status = pd_config_check_main(argc, argv);
+        /* issue 30: the recording rules and remote_write of each file */
+        bool help = false;
+        for (int i = 2; i < argc; i++)
+            help |= argv[i][0] == '-';
+        for (int i = 2; !help && i < argc; i++) {
+            pd_rules_config rc;
+            pd_err err = {{0}};
+            if (pd_rules_config_load_file(argv[i], &rc, &err) < 0) {
+                fprintf(stderr, "FAILED: %s\n", err.msg[0] ? err.msg : "cannot read the rules");
+                status = EXIT_USAGE;
+                continue;
+            }
+            if (rc.n_rules || rc.n_remotes || rc.n_warnings) {
+                printf("%s: %zu recording rule%s, %zu remote_write\n", argv[i], rc.n_rules,
+                       rc.n_rules == 1 ? "" : "s", rc.n_remotes);
+                pd_rules_config_print(&rc, stdout);
+            }
+            pd_rules_config_release(&rc);
+        }
+        return status;
+    }
     fprintf(stderr, "profd check: unknown command \"%s\"; see 'profd check --help'\n", argv[1]);
     return EXIT_USAGE;
 }
@@ -482,6 +504,7 @@ static int parse_flags(int argc, char **argv, flags *f)
 typedef struct app {
     const char *config_file;
     pd_scrape_manager *sm;
+    pd_rules *rules; /* issue 30: recording rules and remote write */
     pd_api *api; /* for /api/v1/status/config: the text as last loaded */
     pthread_mutex_t mu;
 } app;
@@ -514,10 +537,17 @@ static int do_reload(void *ctx, pd_err *err)
     pthread_mutex_lock(&a->mu);
     pd_config cfg;
     pd_config_init(&cfg);
+    pd_rules_config rcfg;
+    pd_rules_config_init(&rcfg);
     int rc = pd_config_load_file(a->config_file, &cfg, err);
+    if (rc == 0) /* both parts load before either applies */
+        rc = pd_rules_config_load_file(a->config_file, &rcfg, err);
     if (rc == 0)
         rc = pd_scrape_manager_apply(a->sm, &cfg, err);
+    if (rc == 0 && a->rules)
+        rc = pd_rules_apply(a->rules, &rcfg, err);
     pd_config_release(&cfg);
+    pd_rules_config_release(&rcfg);
     pthread_mutex_unlock(&a->mu);
     if (rc < 0) {
         char q[600];
@@ -543,6 +573,9 @@ static int serve(const flags *f)
     pd_err err = {{0}};
     pd_config cfg;
     pd_config_init(&cfg);
+    pd_rules_config rcfg;
+    pd_rules_config_init(&rcfg);
+    pd_rules *rules = NULL;
     pd_storage *st = NULL;
     pd_scrape_manager *sm = NULL;
     pd_api *api = NULL;
@@ -563,6 +596,8 @@ static int serve(const flags *f)
     }
     if (f->config_file) {
         int rc = pd_config_load_file(f->config_file, &cfg, &err);
+        if (rc == 0)
+            rc = pd_rules_config_load_file(f->config_file, &rcfg, &err);
         if (rc < 0) {
             fprintf(stderr, "profd: bad configuration: %s\n",
                     err.msg[0] ? err.msg : pd_strerror(rc));
@@ -783,6 +818,18 @@ static int serve(const flags *f)
         goto out;
     }
 
+    /* issue 30: recording rules see every profile stored, from now on */
+    if ((rc = pd_rules_new(st, &rules, &err)) < 0 || (rc = pd_rules_apply(rules, &rcfg, &err)) < 0) {
+        fprintf(stderr, "profd: cannot start recording rules: %s\n",
+                err.msg[0] ? err.msg : pd_strerror(rc));
+        goto out;
+    }
+    for (size_t i = 0; i < rcfg.n_warnings; i++)
+        pd_log(PD_LOG_WARN, "configuration warning", "msg=\"%s\"", rcfg.warnings[i]);
+    pd_storage_on_append(st, pd_rules_observe, rules);
+    pd_api_set_rules(api, rules);
+    a.rules = rules;
+
     /* issue 18: adaptive capture's events beside the storage; issue 28: the
      * manager exists without --config.file too, so /api/v1/events serves the
      * events a run with a configuration logged (its thread starts only with
@@ -836,8 +883,12 @@ out:
     pd_http_server_stop(srv);
     pd_http_gate_free(gate);
     pd_scrape_manager_free(sm);
+    if (st)
+        pd_storage_on_append(st, NULL, NULL);
     pd_api_free(api);
     pd_symbolizer_free(sym);
+    pd_rules_free(rules);
+    pd_rules_config_release(&rcfg);
     pd_http_guard_free(guard);
     pd_storage_close(st);
     pd_config_release(&cfg);

@@ -1254,6 +1254,10 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             return pd__api_alerts(api, req, resp);
         if (strcmp(r, "events") == 0)
             return pd__api_events(api, req, resp);
+        if (strcmp(r, "rules") == 0) /* issue 30 */
+            return pd__api_rules(api, req, resp);
+        if (strcmp(r, "regressions") == 0)
+            return pd__api_regressions(api, req, resp);
         if (strncmp(r, "status/", 7) == 0 && (h = pd__api_status_route(api, r + 7, resp)))
             return h;
         reply_error(resp, 404, "unknown API endpoint %.200s", path);
@@ -1444,6 +1448,11 @@ void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp
 }
 
 /* ---- lifecycle ---- */
+
+void pd_api_set_rules(pd_api *api, struct pd_rules *rules)
+{
+    __atomic_store_n(&api->rules, rules, __ATOMIC_RELEASE);
+}
 
 void pd_api_set_ready(pd_api *api, pd_storage *st, pd_scrape_manager *sm)
 {

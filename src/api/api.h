@@ -153,6 +153,10 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
  * endpoint answers over st and sm (borrowed as in pd_api_new; sm may be NULL).
  * Safe while requests are being served; call once. */
 void pd_api_set_ready(pd_api *api, pd_storage *st, pd_scrape_manager *sm);
+/* issue 30: the recording rules engine GET /api/v1/rules lists (borrowed,
+ * must outlive the api; NULL: no rules). Thread-safe. */
+struct pd_rules;
+void pd_api_set_rules(pd_api *api, struct pd_rules *rules);
 /* Frees the api. The HTTP server using it must be stopped first. NULL is a no-op. */
 void pd_api_free(pd_api *api);
 

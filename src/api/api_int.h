@@ -47,6 +47,7 @@ struct pd_api {
     bool config_ok;
     int64_t config_when_ms;
     struct pd__series_cap *series_cap; /* --ingest.max-series-per-service (push_store.c) */
+    struct pd_rules *rules; /* issue 30: recording rules (pd_api_set_rules), __atomic, or NULL */
 };
 
 /* A Prometheus success envelope around data appended in between:
@@ -125,6 +126,10 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
  * return the handler name. */
 const char *pd__api_alerts(pd_api *api, const pd_http_request *req, pd_http_response *resp);
 const char *pd__api_events(pd_api *api, const pd_http_request *req, pd_http_response *resp);
+/* GET /api/v1/rules (rules.c, issue 30). */
+const char *pd__api_rules(pd_api *api, const pd_http_request *req, pd_http_response *resp);
+/* GET /api/v1/regressions (regressions.c, issue 30). */
+const char *pd__api_regressions(pd_api *api, const pd_http_request *req, pd_http_response *resp);
 
 /* An Alertmanager webhook message (alerts_parse.c): n alerts, each with its
  * labels and fingerprint owned by the message. */

@@ -453,4 +453,21 @@ int pd_query_merge_refs(pd_storage *st, const pd_query_refs *base, const pd_quer
  * n_sample_type. */
 int pd_query_keep_sample_type(pd_profile *p, size_t index, pd_err *err);
 
+/* The regression report (regress.c, issue 30; the method is documented
+ * there): the series matching selector in [from, to] ms, grouped by the
+ * value of label `by` (series without it left out), versions ordered by
+ * their first profile; for each version against the previous one the
+ * functions whose share of sample_type (NULL/"": the first) changed by at
+ * least min_change (a fraction) and by more than 4 standard errors of the
+ * per-profile spread, largest change first, at most limit. At most
+ * max_profiles newest profiles per version are decoded (0: all). Appends
+ * {"by","versions":[{"version","firstSeen","profiles"}],"comparisons":
+ * [{"from","to","compare":{"query","query_b"},"functions":[{"function",
+ * "direction","shareBefore","shareAfter","change","spreadBefore",
+ * "spreadAfter","noise"}],"reported"}]} to out. Errors: PD_EPARSE/PD_EINVAL
+ * (selector), storage errors, PD_ENOMEM, PD_ETOOBIG (out's cap). */
+int pd_query_regressions(pd_storage *st, const char *selector, const char *by, int64_t from,
+                         int64_t to, const char *sample_type, size_t limit, double min_change,
+                         size_t max_profiles, pd_buf *out, pd_err *err);
+
 #endif

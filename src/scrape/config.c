@@ -1099,11 +1099,17 @@ int pd_config_parse(const char *text, size_t len, const char *name, pd_config *o
     yaml_node_t *root = yaml_document_get_root_node(&c.doc);
     if (!root || pd__cfg_is_null(root))
         goto out; /* empty file: no jobs */
-    static const char *const keys[] = {"global", "scrape_configs", NULL};
+    /* recording_rules, recording_rule_files and remote_write are read by
+       rules/ (issue 30); remote_write only along with rules (else, as in a
+       Prometheus file, it is ignored with the warning below) */
+    static const char *const keys[] = {"global", "scrape_configs", "recording_rules",
+                                       "recording_rule_files", NULL, NULL};
+    static const char *const keys_rw[] = {"global", "scrape_configs", "recording_rules",
+                                          "recording_rule_files", "remote_write", NULL};
     static const pd__cfg_ignored top_ignored[] = {
+        {"remote_write", "profd writes no metrics remotely"}, /* first: see keys_rw */
         {"alerting", "profd sends no alerts"},
         {"rule_files", "profd evaluates no rules"},
-        {"remote_write", "profd writes no metrics remotely"},
         {"remote_read", "profd reads no metrics remotely"},
         {"storage", "profd's storage is set by --storage.* flags"},
         {"tracing", "profd exports no traces"},
@@ -1113,9 +1119,19 @@ int pd_config_parse(const char *text, size_t len, const char *name, pd_config *o
         {"object_storage", "Parca's block storage: profd stores under --storage.path"},
         {NULL, NULL},
     };
-    yaml_node_t *v[2];
+    yaml_node_t *v[5];
     out->dialect = detect_dialect(&c, root);
-    if ((rc = pd__cfg_map_keys_ign(&c, root, "the top level", keys, v, top_ignored)))
+    bool rules = false;
+    if (root->type == YAML_MAPPING_NODE)
+        for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
+             p < root->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = pd__cfg_node(&c, p->key);
+            rules |= k && k->type == YAML_SCALAR_NODE &&
+                     (!strcmp(pd__cfg_sval(k), "recording_rules") ||
+                      !strcmp(pd__cfg_sval(k), "recording_rule_files"));
+        }
+    if ((rc = pd__cfg_map_keys_ign(&c, root, "the top level", rules ? keys_rw : keys, v,
+                                   rules ? top_ignored + 1 : top_ignored)))
         goto out;
     if (v[0] && out->dialect == PD_DIALECT_PARCA &&
         (rc = pd__cfg_warn(&c, v[0], "global: Parca has no global section; read as Prometheus' "

@@ -74,7 +74,16 @@ struct pd_storage {
     unsigned agg_max;      /* 0: no limit */
     unsigned agg_running;  /* turns held */
     struct agg_waiter *agg_queue, *agg_tail; /* waiting, in arrival order */
+    struct append_observer *observer;         /* pd_storage_on_append, __atomic */
 };
+
+/* pd_storage_on_append's pair; replaced ones are kept until close (an
+ * append may still be calling one). */
+typedef struct append_observer {
+    pd_storage_append_fn fn;
+    void *ctx;
+    struct append_observer *prev;
+} append_observer;
 
 /* ---- turns for aggregations (storage.h, max_aggregations) ---- */
 
@@ -213,23 +222,55 @@ void pd_storage_close(pd_storage *s)
         pd__tsdb_close(s->tsdb);
     pthread_cond_destroy(&s->agg_cv);
     pthread_mutex_destroy(&s->agg_mu);
+    for (append_observer *o = s->observer, *p; o; o = p) {
+        p = o->prev;
+        free(o);
+    }
     free(s);
+}
+
+void pd_storage_on_append(pd_storage *s, pd_storage_append_fn fn, void *ctx)
+{
+    append_observer *o = calloc(1, sizeof *o);
+    if (!o)
+        return;
+    o->fn = fn;
+    o->ctx = ctx;
+    o->prev = __atomic_load_n(&s->observer, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&s->observer, o, __ATOMIC_RELEASE);
+}
+
+static void notify_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms,
+                          const pd_profile *profile)
+{
+    append_observer *o = __atomic_load_n(&s->observer, __ATOMIC_ACQUIRE);
+    if (o && o->fn && profile)
+        o->fn(o->ctx, labels, ts_ms, profile);
 }
 
 int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
                       size_t len, const pd_profile *profile, pd_err *err)
 {
-    if (s->ch)
-        return pd__ch_append(s->ch, labels, ts_ms, body, len, profile, err);
-    return pd__tsdb_append(s->tsdb, labels, ts_ms, body, len, profile, err);
+    int rc = s->ch ? pd__ch_append(s->ch, labels, ts_ms, body, len, profile, err)
+                   : pd__tsdb_append(s->tsdb, labels, ts_ms, body, len, profile, err);
+    if (rc == 0)
+        notify_append(s, labels, ts_ms, profile);
+    return rc;
 }
 
 int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_ms,
                             const uint8_t *body, size_t len, const pd_profile *profile,
                             int64_t *stored_ts, pd_err *err)
 {
-    if (!s->ch)
-        return pd__tsdb_append_shift(s->tsdb, labels, ts_ms, body, len, profile, stored_ts, err);
+    if (!s->ch) {
+        int64_t at = ts_ms;
+        int rc = pd__tsdb_append_shift(s->tsdb, labels, ts_ms, body, len, profile, &at, err);
+        if (stored_ts && rc == 0)
+            *stored_ts = at;
+        if (rc == 0)
+            notify_append(s, labels, at, profile);
+        return rc;
+    }
     /* ClickHouse finds a taken ms only when the batch is checked (its
        PD_EEXIST, clickhouse.h): the next ms is tried then, one append each */
     int rc = PD_EEXIST;
@@ -238,6 +279,8 @@ int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_m
         rc = pd__ch_append(s->ch, labels, ts_ms + d, body, len, profile, err);
         if (rc == 0 && stored_ts)
             *stored_ts = ts_ms + d;
+        if (rc == 0)
+            notify_append(s, labels, ts_ms + d, profile);
     }
     return rc;
 }

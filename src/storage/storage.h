@@ -194,6 +194,19 @@ int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_m
                             const uint8_t *body, size_t len, const pd_profile *profile,
                             int64_t *stored_ts /* OUT, may be NULL */, pd_err *err);
 
+/* Called after each profile a pd_storage_append or pd_storage_append_shift
+ * stored (rc 0), with the series, the time it was stored at and the decoded
+ * profile (borrowed for the call). Runs on the appender's thread, outside the
+ * store's locks, so it may read the store; it must not keep the pointers.
+ * This is how rules/ (recording rules, DESIGN.md §2) sees profiles arrive
+ * from every ingest path without knowing them. */
+typedef void (*pd_storage_append_fn)(void *ctx, const pd_labels *labels, int64_t ts_ms,
+                                     const pd_profile *profile);
+/* Sets the one observer (fn NULL: none). Set it before appends start (the
+ * pointers are published atomically, but an append already running may
+ * still see the previous observer). */
+void pd_storage_on_append(pd_storage *s, pd_storage_append_fn fn, void *ctx);
+
 /* ---- querier ---- */
 
 typedef struct pd_sample_type_desc {

@@ -1,0 +1,3 @@
+module profd.test/hotapp
+
+go 1.19
