@@ -8,9 +8,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-/* Length of the UTF-8 sequence at p (1..4) when it is well formed (no
- * overlong forms, no surrogates, at most U+10FFFF), else 0. */
-static size_t utf8_seq(const unsigned char *p)
+size_t pd_utf8_seq_len(const unsigned char *p)
 {
     unsigned c = p[0];
     if (c < 0x80)
@@ -47,7 +45,7 @@ bool pd_label_value_valid(const char *value)
     if (!value)
         return false;
     for (const unsigned char *p = (const unsigned char *)value; *p;) {
-        size_t k = utf8_seq(p);
+        size_t k = pd_utf8_seq_len(p);
         if (!k)
             return false;
         p += k;
@@ -64,7 +62,7 @@ bool pd_label_name_valid(const char *name)
     while (p[n]) {
         if (p[n] < 0x20 || p[n] == 0x7f)
             return false;
-        size_t k = utf8_seq(p + n);
+        size_t k = pd_utf8_seq_len(p + n);
         if (!k)
             return false;
         n += k;
@@ -110,7 +108,7 @@ int pd_labels_set(pd_labels *ls, const char *name, const char *value, pd_err *er
             return pd_err_set(err, PD_EINVAL,
                               "label %s: value has the control byte 0x%02x at offset %zu", name,
                               c, i);
-        size_t k = utf8_seq((const unsigned char *)value + i);
+        size_t k = pd_utf8_seq_len((const unsigned char *)value + i);
         if (!k)
             return pd_err_set(err, PD_EINVAL,
                               "label %s: value is not valid UTF-8 (byte 0x%02x at offset %zu)", name,

@@ -35,6 +35,11 @@ typedef struct pd_labels {
 #define PD_LABEL_MAX_NAME 256
 #define PD_LABEL_MAX_VALUE 4096
 
+/* Length of the UTF-8 sequence at p (1..4) when it is well formed (Go's
+ * utf8 rules: no overlong forms, no surrogates, at most U+10FFFF), else 0.
+ * p must be NUL-terminated or hold the whole sequence: a truncated one is 0. */
+size_t pd_utf8_seq_len(const unsigned char *p);
+
 /* True when name is 1..PD_LABEL_MAX_NAME bytes of well-formed UTF-8 with no
  * control character (bytes < 0x20, 0x7f): Prometheus 3's rule plus profd's
  * length cap. NULL or "" is invalid. */

@@ -86,24 +86,6 @@ static void describe(const parser *p, size_t off, char *out, size_t sz)
         snprintf(out, sz, "\"%.*s\"", (int)l, p->s + off);
 }
 
-/* Length of the well-formed UTF-8 sequence at p (1..4), or 0 (overlong,
- * surrogate, past U+10FFFF, truncated): Go's utf8 rules, as the lexer's. */
-static size_t utf8_seq_len(const unsigned char *p)
-{
-    unsigned c = p[0];
-    if (c < 0x80)
-        return 1;
-    size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? (c <= 0xef ? 3 : 0) : c >= 0xc2 ? 2 : 0;
-    for (size_t i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    if (n == 3 && ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0)))
-        return 0;
-    if (n == 4 && ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90)))
-        return 0;
-    return n;
-}
-
 static int fail_at(parser *p, size_t off, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail_at(parser *p, size_t off, const char *fmt, ...)
@@ -477,7 +459,7 @@ int pd_selector_parse(const char *s, pd_matcher **ms, size_t *n, pd_err *err)
     p.len = strlen(p.s);
     /* Prometheus' lexer reads runes: an invalid UTF-8 byte anywhere fails */
     for (size_t i = 0; i < p.len;) {
-        size_t k = utf8_seq_len((const unsigned char *)p.s + i);
+        size_t k = pd_utf8_seq_len((const unsigned char *)p.s + i);
         if (!k)
             return fail_at(&p, i, "invalid UTF-8 rune");
         i += k;

@@ -293,6 +293,39 @@ static bool same_header(const agg *a, const pd_dprof *d)
            !memcmp(d->types, a->types, 2 * (size_t)d->n_types * sizeof *d->types);
 }
 
+/* A new zeroed entry of nt values for (stack, lset) under key in a->map: its index in *e.
+ * PD_ETOOBIG past AGG_MAX_ENTRIES, PD_ENOMEM (a->err set). */
+static int agg_new_entry(agg *a, size_t nt, uint64_t key, uint32_t stack, uint32_t lset,
+                         uint64_t *e)
+{
+    if (a->n == a->cap) {
+        size_t nc = a->cap ? 2 * a->cap : 1024;
+        if (nc > AGG_MAX_ENTRIES)
+            return pd_err_set(a->err, PD_ETOOBIG,
+                              "aggregate: more than %zu distinct stacks in one block",
+                              AGG_MAX_ENTRIES);
+        uint32_t *st = realloc(a->stack, nc * sizeof *st);
+        if (st)
+            a->stack = st;
+        uint32_t *ls = realloc(a->lset, nc * sizeof *ls);
+        if (ls)
+            a->lset = ls;
+        int64_t *va = realloc(a->val, nc * (nt ? nt : 1) * sizeof *va);
+        if (va)
+            a->val = va;
+        if (!st || !ls || !va)
+            return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+        a->cap = nc;
+    }
+    *e = a->n++;
+    a->stack[*e] = stack;
+    a->lset[*e] = lset;
+    memset(a->val + *e * nt, 0, nt * sizeof *a->val);
+    if (pd_u64map_put(&a->map, key, *e) < 0)
+        return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+    return 0;
+}
+
 static int agg_add_w(agg *a, const pd_dprof *d, int64_t w);
 
 /* Room for n keys in the memo's two sets; false when out of memory (the
@@ -426,31 +459,9 @@ static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
         if (key == UINT64_MAX)
             return pd_err_set(a->err, PD_ECORRUPT, "aggregate: stack id out of range");
         if (!pd_u64map_get(&a->map, key, &e)) {
-            if (a->n == a->cap) {
-                size_t nc = a->cap ? 2 * a->cap : 1024;
-                if (nc > AGG_MAX_ENTRIES)
-                    return pd_err_set(a->err, PD_ETOOBIG,
-                                      "aggregate: more than %zu distinct stacks in one block",
-                                      AGG_MAX_ENTRIES);
-                uint32_t *st = realloc(a->stack, nc * sizeof *st);
-                if (st)
-                    a->stack = st;
-                uint32_t *ls = realloc(a->lset, nc * sizeof *ls);
-                if (ls)
-                    a->lset = ls;
-                int64_t *va = realloc(a->val, nc * (nt ? nt : 1) * sizeof *va);
-                if (va)
-                    a->val = va;
-                if (!st || !ls || !va)
-                    return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
-                a->cap = nc;
-            }
-            e = a->n++;
-            a->stack[e] = d->stack[s];
-            a->lset[e] = d->lset[s];
-            memset(a->val + e * nt, 0, nt * sizeof *a->val);
-            if (pd_u64map_put(&a->map, key, e) < 0)
-                return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+            int erc = agg_new_entry(a, nt, key, d->stack[s], d->lset[s], &e);
+            if (erc < 0)
+                return erc;
         }
         if (memo)
             a->cur_e[s] = (uint32_t)e; /* < AGG_MAX_ENTRIES */
@@ -742,31 +753,9 @@ static int agg_add_rec(agg *a, const pd_bagg_rec *r)
         const int64_t *sv = d->value + (size_t)s * nt;
         uint64_t key = (uint64_t)d->stack[s] << 32 | d->lset[s], e;
         if (!pd_u64map_get(&a->map, key, &e)) {
-            if (a->n == a->cap) {
-                size_t nc = a->cap ? 2 * a->cap : 1024;
-                if (nc > AGG_MAX_ENTRIES)
-                    return pd_err_set(a->err, PD_ETOOBIG,
-                                      "aggregate: more than %zu distinct stacks in one block",
-                                      AGG_MAX_ENTRIES);
-                uint32_t *st = realloc(a->stack, nc * sizeof *st);
-                if (st)
-                    a->stack = st;
-                uint32_t *ls = realloc(a->lset, nc * sizeof *ls);
-                if (ls)
-                    a->lset = ls;
-                int64_t *va = realloc(a->val, nc * (nt ? nt : 1) * sizeof *va);
-                if (va)
-                    a->val = va;
-                if (!st || !ls || !va)
-                    return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
-                a->cap = nc;
-            }
-            e = a->n++;
-            a->stack[e] = d->stack[s];
-            a->lset[e] = d->lset[s];
-            memset(a->val + e * nt, 0, nt * sizeof *a->val);
-            if (pd_u64map_put(&a->map, key, e) < 0)
-                return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+            int erc = agg_new_entry(a, nt, key, d->stack[s], d->lset[s], &e);
+            if (erc < 0)
+                return erc;
         }
         int64_t *dv = a->val + e * nt;
         for (size_t v = 0; v < nt; v++)
