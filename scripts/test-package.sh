@@ -127,6 +127,7 @@ in_root() {
 }
 in_root apt-get update -q >"$work/apt-update.log" 2>&1 || { tail "$work/apt-update.log" >&2; die "apt-get update in the root"; }
 say "root: $(in_root dpkg-query -W -f='.\n' | wc -l) packages, $(du -sxm "$root" | cut -f1) MB"
+in_root dpkg-query -W -f='${Package}\n' | sort >"$work/pkgs.before"
 
 # what the root holds before profd (paths, and owner/mode/size of each)
 snapshot() {
@@ -285,6 +286,18 @@ in_root dpkg --purge profd >"$work/purge.log" 2>&1 || { cat "$work/purge.log" >&
 # Recommends do not keep packages)
 in_root apt-get autoremove --purge -y -o APT::AutoRemove::RecommendsImportant=false >"$work/autoremove.log" 2>&1 || { tail "$work/autoremove.log" >&2; die "apt-get autoremove"; }
 pass "dpkg --purge profd; apt-get autoremove --purge: $(grep -oE '[0-9]+ to remove' "$work/autoremove.log" || echo '0 to remove')"
+# apt never autoremoves a package of Priority important or required (e.g.
+# sensible-utils, which libdebuginfod-common's chain pulls in): those left are
+# named and purged here; any other package left is a failure (the diff below)
+left=$(in_root dpkg-query -W -f='${Package}\n' | sort | comm -13 "$work/pkgs.before" -)
+for p in $left; do
+    prio=$(in_root dpkg-query -W -f='${Priority}' "$p")
+    case $prio in
+    important | required)
+        in_root apt-get purge -y "$p" >>"$work/autoremove.log" 2>&1 || die "apt-get purge $p"
+        say "note: $p (Priority: $prio) is kept by apt-get autoremove; purged by hand" ;;
+    esac
+done
 snapshot >"$work/after.txt"
 # /etc/passwd, group, shadow and gshadow change in content (the profd user
 # stays by design: debian/profd.postrm), not in the list, and their "-"

@@ -211,8 +211,11 @@ import { loadFleet } from './fleet.js';
       if (state.view !== 'callgraph') showCallgraph(false);
       document.body.classList.toggle('cb', state.cb);
       // a merge or diff leaves out the series without the sample type shown:
-      // which those are, the timeline's query tells
-      if (ran && (state.sel || state.cmp)) ran.then(() => loadView()); else loadView();
+      // which those are, the timeline's query tells; and the sample type a
+      // profile opens on comes with it (defaultSampleType). A view drawn
+      // before the timeline would also move down when the timeline appears
+      // (a click aimed at a frame then lands on its neighbour)
+      if (ran) ran.then(() => loadView()); else loadView();
     }
   }
 
