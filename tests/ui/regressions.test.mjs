@@ -10,7 +10,7 @@
 //  - two runs of one version: "nothing above the noise"; a bad selector: the
 //    API's error said on the page; a loading badge while the API answers
 //
-//   PROFD_BIN=build/profd node --test tests/ui/regressions.test.mjs
+//   PROFD_BIN=build/profd PD_UI_SHOTS=shots node --test tests/ui/regressions.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -103,6 +103,10 @@ test('v1 → v2: main.foo, whose share doubled, is listed first as grown; its li
   assert.match(r[0].cells[4], /^\+(9\.9\d|10\.0\d) pp$/, r[0].cells[4]);
   assert.ok(r.some((x) => x.fn === 'main.bar' && x.direction === 'shrank'), 'main.bar shrank');
   assert.equal(await page.textContent('#reg-error'), '');
+  if (process.env.PD_UI_SHOTS) {
+    fs.mkdirSync(process.env.PD_UI_SHOTS, { recursive: true });
+    await page.screenshot({ path: path.join(process.env.PD_UI_SHOTS, '30-regressions.png'), fullPage: true });
+  }
 
   // the comparison's link: the compare view, each side its selector
   await page.click('.reg-cmp[data-from="v1"] a.reg-compare');

@@ -36,7 +36,7 @@ function table(c, p) {
     esc(c.compare.query_b) + '">Compare ' + esc(c.from) + ' with ' + esc(c.to) + '</a></div>';
   if (!c.functions.length) return head + '<p class="muted reg-none">No function changed its share above the noise.</p>';
   return head + '<div class="table-wrap"><table class="top reg-table"><thead><tr><th>function</th><th></th><th class="num">share before</th>' +
-    '<th class="num">share after</th><th class="num">change</th><th class="num" title="4 standard errors of the two versions\' spreads over their profiles">noise</th></tr></thead><tbody>' +
+    '<th class="num">share after</th><th class="num">change</th><th class="num" title="the standard error of the change (from each version\'s spread over its profiles); a function is listed when its change is more than 4 times it">noise</th></tr></thead><tbody>' +
     c.functions.map((f) => '<tr data-fn="' + esc(f.function) + '" data-direction="' + esc(f.direction) + '"><td class="fn">' + esc(f.function) +
       '</td><td class="' + (f.direction === 'grew' ? 'reg-grew' : 'reg-shrank') + '">' + esc(f.direction) + '</td><td class="num">' + pct(f.shareBefore) +
       '</td><td class="num">' + pct(f.shareAfter) + '</td><td class="num delta">' + signed(f.change) + '</td><td class="num">±' +
