@@ -13,6 +13,7 @@
  *   explorer.js  the label explorer
  *   suggest.js   the selector box's autocomplete
  *   pages.js  the Targets and Status pages
+ *   regress.js /?view=regressions&query=&by=: the regression report per version
  *   fleet.js  the first screen: every service, a sparkline per profile type
  *
  * Views (client-side routes; the server returns index.html for each):
@@ -61,6 +62,7 @@ import { loadStatus, loadTargets } from './pages.js';
 import { explorer, loadExplorer, miniFlame } from './explorer.js';
 import { closeSuggest } from './suggest.js';
 import { loadFleet } from './fleet.js';
+import { loadRegressions } from './regress.js';
 
 (function () {
   const FG_NODES = 100000; // flame graph nodes asked for (the canvas paints 50k in well under 300 ms)
@@ -175,15 +177,21 @@ import { loadFleet } from './fleet.js';
 
   function route() {
     const targets = location.pathname === '/targets', status = location.pathname === '/status';
-    $('view-profiles').hidden = targets || status;
+    const regress = !targets && !status && new URLSearchParams(location.search).get('view') === 'regressions';
+    $('view-profiles').hidden = targets || status || regress;
+    $('view-regressions').hidden = !regress;
+    $('nav-regressions').classList.toggle('active', regress);
     $('view-targets').hidden = !targets;
     $('view-status').hidden = !status;
-    $('nav-profiles').classList.toggle('active', !targets && !status);
+    $('nav-profiles').classList.toggle('active', !targets && !status && !regress);
     $('nav-targets').classList.toggle('active', targets);
     $('nav-status').classList.toggle('active', status);
     clearInterval(targetsTimer);
     targetsTimer = null;
-    if (status) {
+    if (regress) {
+      document.title = 'Regressions · profd';
+      loadRegressions();
+    } else if (status) {
       document.title = 'Status · profd';
       loadStatus();
     } else if (targets) {
@@ -225,6 +233,7 @@ import { loadFleet } from './fleet.js';
     e.preventDefault();
     const to = a.getAttribute('data-nav');
     if (to === '/targets' || to === '/status') history.pushState(null, '', to);
+    else if (to === 'regressions') history.pushState(null, '', '/?view=regressions');
     else history.pushState(null, '', '/' + (location.pathname === '/targets' || location.pathname === '/status' ? sessionStorage.getItem('pd-last-search') || '' : ''));
     route();
   });
