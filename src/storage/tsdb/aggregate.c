@@ -293,6 +293,56 @@ static bool same_header(const agg *a, const pd_dprof *d)
            !memcmp(d->types, a->types, 2 * (size_t)d->n_types * sizeof *d->types);
 }
 
+/* Folds d's header into the part's (first: d's header starts it, with nt
+ * sample types and zero totals; else pprof's header rules, profile.Merge, as
+ * query/merge.c; tn_reset: d's time_nanos replaces the part's) and adds d's
+ * comments not seen yet. PD_ENOMEM (a->err set). */
+static int agg_fold_header(agg *a, const pd_dprof *d, size_t nt, bool first, bool tn_reset)
+{
+    if (first) {
+        a->h = *d;
+        a->h.n_comment = 0;
+        uint32_t *t = realloc(a->types, (2 * nt + 1) * sizeof *t);
+        int64_t *tot = realloc(a->totals, (nt + 1) * sizeof *tot);
+        if (t)
+            a->types = t;
+        if (tot)
+            a->totals = tot;
+        if (!t || !tot)
+            return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+        memcpy(a->types, d->types, 2 * nt * sizeof *t);
+        memset(a->totals, 0, nt * sizeof *tot);
+    } else {
+        if (tn_reset || a->h.time_nanos == 0 || d->time_nanos < a->h.time_nanos)
+            a->h.time_nanos = d->time_nanos;
+        if (a->h.period == 0 || a->h.period < d->period)
+            a->h.period = d->period;
+        a->h.duration_nanos =
+            (int64_t)((uint64_t)a->h.duration_nanos + (uint64_t)d->duration_nanos);
+        if (!a->h.default_sample_type)
+            a->h.default_sample_type = d->default_sample_type;
+        if (!a->h.doc_url)
+            a->h.doc_url = d->doc_url;
+    }
+    for (size_t i = 0; i < d->n_comment; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < a->h.n_comment && !seen; j++)
+            seen = a->comment[j] == d->comment[i];
+        if (seen)
+            continue;
+        if (a->h.n_comment == a->cap_comment) {
+            size_t nc = a->cap_comment ? 2 * a->cap_comment : 8;
+            uint32_t *c = realloc(a->comment, nc * sizeof *c);
+            if (!c)
+                return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
+            a->comment = c;
+            a->cap_comment = nc;
+        }
+        a->comment[a->h.n_comment++] = d->comment[i];
+    }
+    return 0;
+}
+
 /* A new zeroed entry of nt values for (stack, lset) under key in a->map: its index in *e.
  * PD_ETOOBIG past AGG_MAX_ENTRIES, PD_ENOMEM (a->err set). */
 static int agg_new_entry(agg *a, size_t nt, uint64_t key, uint32_t stack, uint32_t lset,
@@ -377,49 +427,11 @@ static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
         a->last_i = a->cur_i + 1;
     }
     size_t nt = d->n_types;
-    if (!a->part.n_profiles) {
-        a->h = *d;
-        a->h.n_comment = 0;
-        uint32_t *t = realloc(a->types, (2 * nt + 1) * sizeof *t);
-        int64_t *tot = realloc(a->totals, (nt + 1) * sizeof *tot);
-        if (t)
-            a->types = t;
-        if (tot)
-            a->totals = tot;
-        if (!t || !tot)
-            return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
-        memcpy(a->types, d->types, 2 * nt * sizeof *t);
-        memset(a->totals, 0, nt * sizeof *tot);
+    bool first = !a->part.n_profiles;
+    if ((rc = agg_fold_header(a, d, nt, first, false)) < 0)
+        return rc;
+    if (first)
         a->part.min_ts = a->part.max_ts = d->ts;
-    } else {
-        /* pprof's header rules (profile.Merge), as query/merge.c */
-        if (a->h.time_nanos == 0 || d->time_nanos < a->h.time_nanos)
-            a->h.time_nanos = d->time_nanos;
-        if (a->h.period == 0 || a->h.period < d->period)
-            a->h.period = d->period;
-        a->h.duration_nanos =
-            (int64_t)((uint64_t)a->h.duration_nanos + (uint64_t)d->duration_nanos);
-        if (!a->h.default_sample_type)
-            a->h.default_sample_type = d->default_sample_type;
-        if (!a->h.doc_url)
-            a->h.doc_url = d->doc_url;
-    }
-    for (size_t i = 0; i < d->n_comment; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < a->h.n_comment && !seen; j++)
-            seen = a->comment[j] == d->comment[i];
-        if (seen)
-            continue;
-        if (a->h.n_comment == a->cap_comment) {
-            size_t nc = a->cap_comment ? 2 * a->cap_comment : 8;
-            uint32_t *c = realloc(a->comment, nc * sizeof *c);
-            if (!c)
-                return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
-            a->comment = c;
-            a->cap_comment = nc;
-        }
-        a->comment[a->h.n_comment++] = d->comment[i];
-    }
     a->part.n_profiles++;
     if (d->ts < a->part.min_ts)
         a->part.min_ts = d->ts;
@@ -697,48 +709,12 @@ static int agg_add_rec(agg *a, const pd_bagg_rec *r)
         a->last_i = a->cur_i + 1;
     }
     size_t nt = d->n_types;
-    if (!a->part.n_profiles) {
-        a->h = *d;
-        a->h.n_comment = 0;
-        uint32_t *t = realloc(a->types, (2 * nt + 1) * sizeof *t);
-        int64_t *tot = realloc(a->totals, (nt + 1) * sizeof *tot);
-        if (t)
-            a->types = t;
-        if (tot)
-            a->totals = tot;
-        if (!t || !tot)
-            return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
-        memcpy(a->types, d->types, 2 * nt * sizeof *t);
-        memset(a->totals, 0, nt * sizeof *tot);
+    bool first = !a->part.n_profiles;
+    if ((rc = agg_fold_header(a, d, nt, first, r->tn_reset)) < 0)
+        return rc;
+    if (first) {
         a->part.min_ts = r->min_ts;
         a->part.max_ts = r->max_ts;
-    } else {
-        if (r->tn_reset || a->h.time_nanos == 0 || d->time_nanos < a->h.time_nanos)
-            a->h.time_nanos = d->time_nanos;
-        if (a->h.period == 0 || a->h.period < d->period)
-            a->h.period = d->period;
-        a->h.duration_nanos =
-            (int64_t)((uint64_t)a->h.duration_nanos + (uint64_t)d->duration_nanos);
-        if (!a->h.default_sample_type)
-            a->h.default_sample_type = d->default_sample_type;
-        if (!a->h.doc_url)
-            a->h.doc_url = d->doc_url;
-    }
-    for (size_t i = 0; i < d->n_comment; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < a->h.n_comment && !seen; j++)
-            seen = a->comment[j] == d->comment[i];
-        if (seen)
-            continue;
-        if (a->h.n_comment == a->cap_comment) {
-            size_t nc = a->cap_comment ? 2 * a->cap_comment : 8;
-            uint32_t *c = realloc(a->comment, nc * sizeof *c);
-            if (!c)
-                return pd_err_set(a->err, PD_ENOMEM, "aggregate: out of memory");
-            a->comment = c;
-            a->cap_comment = nc;
-        }
-        a->comment[a->h.n_comment++] = d->comment[i];
     }
     a->part.n_profiles += r->n_profiles;
     if (r->min_ts < a->part.min_ts)
