@@ -200,7 +200,7 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
         if (rc < 0) {
             pd_log(PD_LOG_ERROR, "ingest: storage append failed", "err=\"%s\"", err.msg);
             pd__api_text_error(
-                resp, rc == PD_EINVAL ? 400 : 500, rc == PD_EINVAL ? "bad_request" : NULL,
+                resp, pd__api_store_status(rc), rc == PD_EINVAL ? "bad_request" : NULL,
                 "storage (%s profile, %zu stored before): %s", pd_jfr_kind_name((pd_jfr_kind)k),
                 stored, err.msg[0] ? err.msg : pd_strerror(rc));
             goto out;

@@ -264,6 +264,12 @@ static const catalog_entry catalog[] = {
     {"profd_storage_series", PD_METRIC_GAUGE,
      "Series in the storage.",
      NULL},
+    {"profd_storage_wal_bound_waits_total", PD_METRIC_COUNTER,
+     "Appends held because the WAL reached its bound under "
+         "--storage.retention.size (a quarter of the limit + one segment) while a "
+         "head cut ran: result=stored once the checkpoint freed it, "
+         "result=refused when it did not within 10 s (503, retry).",
+     (const char *const[]){"result=\"stored\"", "result=\"refused\"", NULL}},
     {"profd_storage_wal_truncations_total", PD_METRIC_COUNTER,
      "Times the newest WAL segment was found shorter than what was fsync'd "
          "(PATH/wal/synced): acknowledged records lost to a truncation, not a "

@@ -576,7 +576,7 @@ static void h_push(const pd__api_env *env, const pd_http_request *req, pd_http_r
     }
     if (rc < 0) {
         pd_log(PD_LOG_ERROR, "push: storage append failed", "err=\"%s\"", err.msg);
-        pf_error(resp, 500, NULL, "storage: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pf_error(resp, pd__api_store_status(rc), NULL, "storage: %s", err.msg[0] ? err.msg : pd_strerror(rc));
         goto out;
     }
     rc = ok_begin(resp);

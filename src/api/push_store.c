@@ -304,6 +304,8 @@ int pd__api_store_status(int rc)
         return 429;
     case PD_ETOOBIG:
         return 413;
+    case PD_ETIMEOUT: /* the WAL at its bound under --storage.retention.size: retry */
+        return 503;
     default:
         return 500;
     }

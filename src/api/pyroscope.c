@@ -775,7 +775,7 @@ static void ingest_speedscope(const pd__api_env *env, const pd_pprof_limits *lim
         }
         if (rc < 0) {
             pd_log(PD_LOG_ERROR, "ingest: storage append failed", "err=\"%s\"", err.msg);
-            pd__api_text_error(resp, 500, NULL, "storage: %s%s",
+            pd__api_text_error(resp, pd__api_store_status(rc), NULL, "storage: %s%s",
                                err.msg[0] ? err.msg : pd_strerror(rc),
                                i ? " (the profiles before it in the file were stored)" : "");
             goto out;
@@ -1124,7 +1124,8 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
     }
     if (rc < 0) {
         pd_log(PD_LOG_ERROR, "ingest: storage append failed", "err=\"%s\"", err.msg);
-        pd__api_text_error(resp, 500, NULL, "storage: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_text_error(resp, pd__api_store_status(rc), NULL, "storage: %s",
+                           err.msg[0] ? err.msg : pd_strerror(rc));
         goto out;
     }
     resp->status = 200;

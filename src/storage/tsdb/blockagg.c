@@ -808,6 +808,7 @@ bool pd__bagg_maintain(pd_storage *s, int64_t budget_ms)
             if (rc == PD_ENOMEM)
                 continue; /* tried again next round */
         }
+        pd__tsdb_hb_stat_agg(hb); /* counted by --storage.retention.size */
         __atomic_store_n(&hb->agg, g, __ATOMIC_RELEASE);
         __atomic_store_n(&hb->agg_tried, 1, __ATOMIC_RELEASE);
     }

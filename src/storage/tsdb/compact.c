@@ -286,6 +286,7 @@ static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
         rc = 0;
     }
     pd__tsdb_update_gauges(s);
+    pthread_cond_broadcast(&s->wal_cv); /* appends held at the WAL's bound (head.c) */
     if (!locked)
         pthread_mutex_unlock(&s->app_mu);
     pd_log_info("storage: head cut",

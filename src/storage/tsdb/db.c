@@ -204,13 +204,27 @@ static uint64_t blocks_profiles(const pd_storage *s)
     return n;
 }
 
+uint64_t pd__tsdb_hb_bytes(const hblock *hb)
+{
+    const pd_block_meta *m = pd__block_meta(hb->b);
+    return m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes +
+           __atomic_load_n(&hb->agg_bytes, __ATOMIC_RELAXED);
+}
+
+void pd__tsdb_hb_stat_agg(hblock *hb)
+{
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", pd__block_dir(hb->b), PD_BAGG_FILE);
+    uint64_t n = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+    __atomic_store_n(&hb->agg_bytes, n, __ATOMIC_RELAXED);
+}
+
 static uint64_t blocks_bytes(const pd_storage *s)
 {
     uint64_t n = 0;
-    for (size_t i = 0; i < s->n_blocks; i++) {
-        const pd_block_meta *m = pd__block_meta(s->blocks[i]->b);
-        n += m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes;
-    }
+    for (size_t i = 0; i < s->n_blocks; i++)
+        n += pd__tsdb_hb_bytes(s->blocks[i]);
     return n;
 }
 
@@ -331,6 +345,7 @@ int pd__tsdb_add_block(pd_storage *s, pd_block *b, bool *added)
     }
     hb->b = b;
     hb->refs = 1;
+    pd__tsdb_hb_stat_agg(hb);
     if (!(hb->bad = calloc(pd__block_n_series(b) + 1, 1)) ||
         !(hb->why = calloc(pd__block_n_series(b) + 1, sizeof *hb->why))) {
         pd__block_close(b);
@@ -720,10 +735,8 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
             /* the result is written beside its sources: only when both fit
                under --storage.retention.size (issue 27: the store's bound) */
             uint64_t src = 0;
-            for (size_t i = first; i < first + count; i++) {
-                const pd_block_meta *m = pd__block_meta(v[i]->b);
-                src += m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes;
-            }
+            for (size_t i = first; i < first + count; i++)
+                src += pd__tsdb_hb_bytes(v[i]);
             pd_storage_stats st;
             pd_storage_stats_get(s, &st);
             due = st.bytes_on_disk + src <= s->retention_bytes;
@@ -767,7 +780,12 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
        WAL), in slices of 2 s so that a due cut is not held up long */
     bool more = pd__tsdb_decompose_replayed(s, 2000);
     /* blocks' aggregates (blockagg.c): loaded, or built once per new block */
+    uint64_t built = __atomic_load_n(&s->n_agg_built, __ATOMIC_RELAXED);
     more |= pd__bagg_maintain(s, 2000);
+    /* a new aggregates file counts under --storage.retention.size like the
+       block's own files: the bound holds again once it is written */
+    if (s->retention_bytes && __atomic_load_n(&s->n_agg_built, __ATOMIC_RELAXED) != built)
+        pd__tsdb_apply_retention(s);
     pthread_mutex_lock(&s->app_mu);
     pd__tsdb_update_gauges(s);
     pthread_mutex_unlock(&s->app_mu);
@@ -864,6 +882,13 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
                         "fsync'd (PATH/wal/synced): acknowledged records lost to a "
                         "truncation, not a torn append.");
     pd_metrics_add("profd_storage_wal_truncations_total", NULL, 0);
+    pd_metrics_describe("profd_storage_wal_bound_waits_total", PD_METRIC_COUNTER,
+                        "Appends held because the WAL reached its bound under "
+                        "--storage.retention.size (a quarter of the limit + one segment) "
+                        "while a head cut ran: result=stored once the checkpoint freed it, "
+                        "result=refused when it did not within 10 s (503, retry).");
+    pd_metrics_add("profd_storage_wal_bound_waits_total", "result=\"stored\"", 0);
+    pd_metrics_add("profd_storage_wal_bound_waits_total", "result=\"refused\"", 0);
     pd_metrics_describe("profd_storage_blocks", PD_METRIC_GAUGE, "Immutable blocks open.");
     pd_metrics_describe("profd_storage_head_chunk_bytes", PD_METRIC_GAUGE,
                         "Bytes of value groups held in memory by the head (raw and "
@@ -920,6 +945,13 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     pthread_mutex_init(&s->maint_mu, NULL);
     pthread_mutex_init(&s->stop_mu, NULL);
     pthread_cond_init(&s->stop_cv, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->wal_cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     s->retention_ms = opts->retention_ms ? opts->retention_ms : 15ll * 24 * 3600 * 1000;
     s->grace_ms = opts->future_grace_ms ? opts->future_grace_ms : 10 * 60 * 1000;
     s->clock = opts->clock_ms ? opts->clock_ms : pd_now_ms;
@@ -951,6 +983,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         s->wal_budget = s->retention_bytes / 4 > 2 * (uint64_t)seg_bytes
                             ? s->retention_bytes / 4
                             : 2 * (uint64_t)seg_bytes;
+        s->wal_hard = s->wal_budget + seg_bytes;
     }
     pd_wal_options wo = {
         .dir = s->waldir,
@@ -1048,6 +1081,7 @@ void pd_storage_close(pd_storage *s)
     pthread_mutex_destroy(&s->maint_mu);
     pthread_mutex_destroy(&s->stop_mu);
     pthread_cond_destroy(&s->stop_cv);
+    pthread_cond_destroy(&s->wal_cv);
     free(s);
 }
 

@@ -61,7 +61,16 @@ typedef struct hblock {
     struct pd_bagg *agg; /* its aggregates (blockagg_int.h), NULL: none (yet);
                             published once by the maintenance thread (__atomic) */
     int agg_tried;       /* __atomic: agg loaded or built (or that failed) */
+    uint64_t agg_bytes;  /* __atomic: bytes of DIR/aggregates on disk (0: none);
+                            counted by --storage.retention.size */
 } hblock;
+
+/* Bytes the block takes on disk: its meta, index, symbols and chunks files
+ * plus its aggregates file (what --storage.retention.size counts). */
+uint64_t pd__tsdb_hb_bytes(const hblock *hb);
+
+/* Records the size of hb's aggregates file (stat; 0 when there is none). */
+void pd__tsdb_hb_stat_agg(hblock *hb);
 
 /* A series' part in one block. */
 typedef struct bref {
@@ -150,6 +159,10 @@ struct pd_storage {
     uint64_t retention_bytes;  /* 0: no size retention */
     uint64_t wal_budget;       /* with retention_bytes: WAL bytes past which the head is
                                   cut early (retention_bytes / 4; compact.c) */
+    uint64_t wal_hard;         /* with retention_bytes and the maintenance thread: WAL
+                                  bytes past which appends wait for the cut's
+                                  checkpoint (wal_budget + one segment; head.c) */
+    pthread_cond_t wal_cv;     /* with app_mu: broadcast after each checkpoint */
     int64_t maint_ms;          /* <= 0: no thread */
     uint64_t n_compactions, n_ret_deletes; /* __atomic */
     int64_t compact_retry_after; /* monotonic ms */

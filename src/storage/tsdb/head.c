@@ -424,6 +424,44 @@ int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_m
                      err);
 }
 
+/* --storage.retention.size bounds the WAL too (issue 27): past wal_hard (a
+ * quarter of the limit + one segment) while the maintenance thread cuts the
+ * head, an append waits (app_mu released) for the cut's checkpoint to free
+ * segments, at most WAL_BOUND_WAIT_MS; then it is refused, nothing stored.
+ * With app_mu held. 0, or PD_ETIMEOUT (the HTTP layers answer 503 with
+ * Retry-After). */
+#define WAL_BOUND_WAIT_MS 10000
+static int wait_wal_bound(pd_storage *s, pd_err *err)
+{
+    if (!s->wal_hard || !s->maint_running || pd__wal_bytes(s->wal) <= s->wal_hard)
+        return 0;
+    int64_t until = pd__tsdb_now_mono_ms() + WAL_BOUND_WAIT_MS;
+    while (pd__wal_bytes(s->wal) > s->wal_hard) {
+        pd__tsdb_kick_maintenance(s); /* (takes stop_mu only) */
+        int64_t now = pd__tsdb_now_mono_ms();
+        if (now >= until || __atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE)) {
+            pd_metrics_add("profd_storage_wal_bound_waits_total", "result=\"refused\"", 1);
+            return pd_err_set(err, PD_ETIMEOUT,
+                              "append: the WAL is at its bound under --storage.retention.size "
+                              "(%llu of %llu bytes) and the head cut freeing it did not finish "
+                              "within %d s: nothing was stored, retry",
+                              (unsigned long long)pd__wal_bytes(s->wal),
+                              (unsigned long long)s->wal_hard, WAL_BOUND_WAIT_MS / 1000);
+        }
+        /* slices of at most 200 ms: a kick lost to a round in progress is
+           sent again */
+        int64_t next = until - now < 200 ? until : now + 200;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t ns = (int64_t)ts.tv_nsec + (next - now) * 1000000;
+        ts.tv_sec += ns / 1000000000;
+        ts.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&s->wal_cv, &s->app_mu, &ts);
+    }
+    pd_metrics_add("profd_storage_wal_bound_waits_total", "result=\"stored\"", 1);
+    return 0;
+}
+
 static bool ts_taken(const series *se, int64_t ts)
 {
     return pd__tsdb_has_ts(se, ts) || pd__tsdb_blocks_have(se, ts);
@@ -484,6 +522,8 @@ static int append_at(pd_storage *s, const pd_labels *labels, int64_t ts_ms, cons
     }
 
     pthread_mutex_lock(&s->app_mu);
+    if ((rc = wait_wal_bound(s, err)) < 0)
+        goto out;
     /* appends are serialised by app_mu, the only writer: no idx lock to read */
     series *se = pd__tsdb_find_by_labels(s, labels, hash);
     if (se && max_shift > 0 && ts_taken(se, ts_ms)) { /* the push rule: the next free ms */

@@ -11,8 +11,9 @@
  * last older data (issue 27). The WAL counts at least at its budget
  * (wal_budget, a quarter of the limit: compact.c cuts the head once the WAL
  * passes it and the checkpoint then frees its segments), so the room the
- * WAL grows into before the next cut is kept free. Bound, at any instant:
- * limit + one WAL segment (appends while a cut runs) + the block being
+ * WAL grows into before the next cut is kept free. A block counts with its
+ * aggregates file (blockagg.c). Bound, at any instant: limit + one WAL
+ * segment (appends while a cut runs) + the block or aggregates file being
  * written (docs/operations.md). Whole blocks only; the head is never
  * touched by retention. A
  * deleted block leaves the list under app_mu + the idx write lock; its
@@ -112,8 +113,7 @@ void pd__tsdb_apply_retention(pd_storage *s)
         for (size_t i = 0; i + 1 < n && total > s->retention_bytes; i++) {
             if (gone[i])
                 continue;
-            const pd_block_meta *m = pd__block_meta(v[i]->b);
-            uint64_t b = m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes;
+            uint64_t b = pd__tsdb_hb_bytes(v[i]);
             delete_block(s, v[i], "size");
             gone[i] = true;
             total = total > b ? total - b : 0;
