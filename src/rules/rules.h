@@ -38,9 +38,10 @@
  * label of that key, else absent. One sample per output series at the
  * profile's time. Cumulative sample types (query/delta.c's rule: a series
  * served cumulative, alloc_*, contentions, delay) give the delta against the
- * previous profile of the same input series seen since profd started (a
- * reset — the profile's total below the previous one — counts from 0; the
- * first profile of a series gives 0). An output series that had a sample
+ * previous profile of the same input series — the one seen last since profd
+ * started, else (after a restart) the one stored before it (a reset — the
+ * profile's total below the previous one — counts from 0; the first profile
+ * of a series, with nothing stored before it, gives 0). An output series that had a sample
  * from an input series' previous profile and none now gets 0 (the function
  * cost nothing in that window). Two input series feeding one output series
  * at one time: the later sample goes 1 ms after the earlier one (a

@@ -388,10 +388,15 @@ static int emit(pd_rules *r, rule_rt *rt, const char *key, int64_t ts, double v,
     return rc;
 }
 
-static int eval_rule(pd_rules *r, rule_rt *rt, const pd_labels *labels, int64_t ts,
-                     const pd_profile *p, pd_err *err)
+/* The groups of profile p of series `labels` by rule ru (its sample type's
+ * values of the samples passing the function filter, summed by the `by`
+ * labels) into *t (empty on entry; the caller frees t->v and t->slot), and
+ * the sample type's total over every sample into *total. 0, PD_EINVAL (p has
+ * no such sample type: err says which it has), PD_ETOOBIG (too many groups),
+ * PD_ENOMEM. */
+static int groups_of(const pd_rule *ru, const pd_labels *labels, const pd_profile *p, gtab *t,
+                     double *total_out, pd_err *err)
 {
-    const pd_rule *ru = &rt->rule;
     size_t vi = p->n_sample_type;
     for (size_t i = 0; i < p->n_sample_type; i++)
         if (!strcmp(pstr(p, p->sample_type[i].type), ru->sample_type)) {
@@ -410,7 +415,6 @@ static int eval_rule(pd_rules *r, rule_rt *rt, const pd_labels *labels, int64_t 
     uint8_t *fm = NULL; /* per function index: 0 unknown, 1 match, 2 not */
     if (ru->function && !(fm = calloc(p->n_function ? p->n_function : 1, 1)))
         return PD_ENOMEM;
-    gtab t = {0};
     pd_buf key;
     pd_buf_init(&key, 0);
     double total = 0;
@@ -454,9 +458,9 @@ static int eval_rule(pd_rules *r, rule_rt *rt, const pd_labels *labels, int64_t 
             pd_buf_putc(&key, '\x1f');
         }
         pd_buf_putc(&key, 0);
-        group *g = gtab_find(&t, (const char *)key.data, t.n < PD_RULES_MAX_SERIES);
+        group *g = gtab_find(t, (const char *)key.data, t->n < PD_RULES_MAX_SERIES);
         if (!g) {
-            rc = t.n >= PD_RULES_MAX_SERIES
+            rc = t->n >= PD_RULES_MAX_SERIES
                      ? pd_err_set(err, PD_ETOOBIG, "more than %d output series in one profile",
                                   PD_RULES_MAX_SERIES)
                      : PD_ENOMEM;
@@ -465,18 +469,94 @@ static int eval_rule(pd_rules *r, rule_rt *rt, const pd_labels *labels, int64_t 
         g->v += v;
     }
 
+out:
+    free(fm);
+    pd_buf_release(&key);
+    *total_out = total;
+    return rc;
+}
+
+/* The stored profile before the one being evaluated, read once per
+ * pd_rules_observe call and only when a cumulative rule has no state for
+ * the input series: after a restart of profd the state in memory is gone,
+ * the store still holds the series' previous profile, so the delta goes on
+ * from it instead of restarting at 0. */
+typedef struct baseline {
+    bool tried, found;
+    pd_profile p;
+} baseline;
+
+static void baseline_load(pd_storage *st, const pd_labels *labels, int64_t ts, baseline *bl)
+{
+    bl->tried = true;
+    if (!st || !labels->n)
+        return;
+    pd_matcher *ms = calloc(labels->n, sizeof *ms);
+    pd_series_set set = {0};
+    pd_points pts = {0};
+    pd_err e = {{0}};
+    size_t n_ms = 0;
+    if (!ms)
+        return;
+    for (; n_ms < labels->n; n_ms++)
+        if (pd_matcher_init(&ms[n_ms], PD_MATCH_EQ, labels->v[n_ms].name, labels->v[n_ms].value,
+                            &e) < 0)
+            goto out;
+    if (pd_storage_select(st, ms, n_ms, INT64_MIN, ts, &set, &e) < 0)
+        goto out;
+    for (size_t i = 0; i < set.n; i++) {
+        if (pd_labels_cmp(&set.v[i].labels, labels)) /* a superset: another series */
+            continue;
+        if (pd_storage_read_point_before(st, set.v[i].ref, ts, &pts, &e) < 0 || !pts.n)
+            break;
+        if (pd_storage_read_profile(st, set.v[i].ref, pts.v[0].ts_ms, &bl->p, NULL, &e) == 0)
+            bl->found = true;
+        break;
+    }
+out:
+    if (e.msg[0])
+        pd_log(PD_LOG_WARN, "recording rules: the stored baseline of a cumulative series "
+                            "cannot be read; its first delta since start is 0",
+               "err=\"%s\"", e.msg);
+    pd_points_release(&pts);
+    pd_series_set_release(&set);
+    for (size_t i = 0; i < n_ms; i++)
+        pd_matcher_release(&ms[i]);
+    free(ms);
+}
+
+static int eval_rule(pd_rules *r, rule_rt *rt, const pd_labels *labels, int64_t ts,
+                     const pd_profile *p, baseline *bl, pd_err *err)
+{
+    const pd_rule *ru = &rt->rule;
+    gtab t = {0}, base = {0};
+    double total = 0, base_total = 0;
+    int rc = groups_of(ru, labels, p, &t, &total, err);
+    if (rc < 0)
+        goto out;
     bool cumulative = !strcmp(pd_query_sample_kind(labels, ru->sample_type), "cumulative");
     uint64_t h = pd_labels_hash(labels);
     in_state *st = in_find(rt, h);
-    bool first = !st;
-    bool reset = st && total < st->total;
+    /* no state for the series (profd started since its last profile): the
+       stored profile before this one is the baseline */
+    bool have_base = false;
+    if (cumulative && !st) {
+        if (!bl->tried)
+            baseline_load(r->st, labels, ts, bl);
+        pd_err be = {{0}};
+        have_base = bl->found && groups_of(ru, labels, &bl->p, &base, &base_total, &be) == 0;
+    }
+    const group *prev = st ? st->prev : base.v;
+    size_t n_prev = st ? st->n_prev : have_base ? base.n : 0;
+    bool first = !st && !have_base;
+    bool reset = st ? total < st->total : have_base && total < base_total;
     for (size_t i = 0; i < t.n; i++) {
         double v = t.v[i].v;
         if (cumulative) {
             double before = 0;
-            for (size_t k = 0; st && k < st->n_prev; k++) /* n_prev is small: by values */
-                if (!strcmp(st->prev[k].key, t.v[i].key)) {
-                    before = st->prev[k].v;
+            for (size_t k = 0; k < n_prev; k++) /* n_prev is small: by values */
+                if (!strcmp(prev[k].key, t.v[i].key)) {
+                    before = prev[k].v;
                     break;
                 }
             v = first ? 0 : reset ? v : v - before;
@@ -486,9 +566,9 @@ static int eval_rule(pd_rules *r, rule_rt *rt, const pd_labels *labels, int64_t 
             rc = e;
     }
     /* output series of the previous profile with nothing now: 0 */
-    for (size_t k = 0; st && k < st->n_prev; k++)
-        if (!gtab_find(&t, st->prev[k].key, false)) {
-            int e = emit(r, rt, st->prev[k].key, ts, 0, err);
+    for (size_t k = 0; k < n_prev; k++)
+        if (!gtab_find(&t, prev[k].key, false)) {
+            int e = emit(r, rt, prev[k].key, ts, 0, err);
             if (e < 0 && rc == 0)
                 rc = e;
         }
@@ -511,8 +591,8 @@ static int eval_rule(pd_rules *r, rule_rt *rt, const pd_labels *labels, int64_t 
 out:
     groups_free(t.v, t.n);
     free(t.slot);
-    free(fm);
-    pd_buf_release(&key);
+    groups_free(base.v, base.n);
+    free(base.slot);
     return rc;
 }
 
@@ -521,6 +601,7 @@ void pd_rules_observe(void *ctx, const pd_labels *labels, int64_t ts_ms, const p
     pd_rules *r = ctx;
     if (!r || !profile)
         return;
+    baseline bl = {0};
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < r->n_rules; i++) {
         rule_rt *rt = r->rules[i];
@@ -528,7 +609,7 @@ void pd_rules_observe(void *ctx, const pd_labels *labels, int64_t ts_ms, const p
             continue;
         int64_t t0 = pd_mono_ns();
         pd_err err = {{0}};
-        int rc = eval_rule(r, rt, labels, ts_ms, profile, &err);
+        int rc = eval_rule(r, rt, labels, ts_ms, profile, &bl, &err);
         rt->evals++;
         rt->last_eval_ms = pd_now_ms();
         rt->last_eval_s = (double)(pd_mono_ns() - t0) / 1e9;
@@ -545,6 +626,8 @@ void pd_rules_observe(void *ctx, const pd_labels *labels, int64_t ts_ms, const p
             rt->last_error[0] = 0;
     }
     pthread_mutex_unlock(&r->mu);
+    if (bl.found)
+        pd_profile_release(&bl.p);
 }
 
 /* ---- GET /api/v1/rules ---- */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/time.h"
 #include "rules/rules.h"
 #include "rules/rules_int.h"
 #include "remote_write.pb-c.h"
@@ -290,6 +291,70 @@ static void test_eval_cumulative(void **state)
     free(g);
 }
 
+/* After a restart of profd (a new engine: no state in memory) the delta of a
+ * cumulative series goes on from the profile stored before, not from 0. */
+static void test_eval_cumulative_restart(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pd-rules-restart-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    pd_storage_options o = pd_storage_options_default();
+    o.path = dir;
+    o.maintenance_ms = 0;
+    pd_storage *st;
+    pd_err e = {{0}};
+    assert_int_equal(pd_storage_open(&o, &st, &e), 0);
+    const char *yaml = "recording_rules:\n"
+                       "  - {record: alloc, selector: allocs, sample_type: alloc_space,"
+                       " function: 'main\\.f', by: [instance]}\n";
+    pd_labels cum, other;
+    labels(&cum, "allocs", "a:1", true);
+    labels(&other, "allocs", "b:1", true); /* never stored: its first profile gives 0 */
+    int64_t t0 = pd_now_ms() - 60000;
+    int64_t vals[] = {100, 160, 190, 50}; /* the last: the program restarted */
+    got *g = calloc(1, sizeof *g);
+    for (int k = 0; k < 4; k++) {
+        /* profd "restarts" before every profile: a new engine (no state in
+           memory), and from the third on the store closed and opened again */
+        pd_rules_config c;
+        pd_rules *r;
+        if (k >= 2) {
+            pd_storage_close(st);
+            assert_int_equal(pd_storage_open(&o, &st, &e), 0);
+        }
+        assert_int_equal(parse(yaml, &c, &e), 0);
+        assert_int_equal(pd_rules_new(st, &r, &e), 0);
+        assert_int_equal(pd_rules_apply(r, &c, &e), 0);
+        pd__rules_set_sink(r, sink, g);
+        const smp s[] = {{{"main.f", NULL}, NULL, vals[k]}, {{"main.g", NULL}, NULL, 1000}};
+        pd_profile p;
+        build(&p, "alloc_space", s, 2);
+        pd_buf enc;
+        pd_buf_init(&enc, 0);
+        assert_int_equal(pd_profile_encode(&p, true, &enc), 0);
+        assert_int_equal(pd_storage_append(st, &cum, t0 + 1000 * k, (const uint8_t *)enc.data, enc.len, &p, &e), 0);
+        pd_rules_observe(r, &cum, t0 + 1000 * k, &p);
+        if (k == 2)
+            pd_rules_observe(r, &other, t0 + 1000 * k, &p);
+        pd_buf_release(&enc);
+        pd_profile_release(&p);
+        pd_rules_free(r);
+        pd_rules_config_release(&c);
+    }
+    assert_true(find(g, "alloc{instance=\"a:1\"}", t0) == 0);          /* nothing before it */
+    assert_true(find(g, "alloc{instance=\"a:1\"}", t0 + 1000) == 60);  /* the store's 100 */
+    assert_true(find(g, "alloc{instance=\"a:1\"}", t0 + 2000) == 30);  /* the store's 160 */
+    assert_true(find(g, "alloc{instance=\"a:1\"}", t0 + 3000) == 50);  /* a reset: from 0 */
+    assert_true(find(g, "alloc{instance=\"b:1\"}", t0 + 2000) == 0);   /* nothing stored */
+    pd_storage_close(st);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    pd_labels_release(&cum);
+    pd_labels_release(&other);
+    free(g);
+}
+
 /* ---- remote write encoding ---- */
 
 static void test_encode(void **state)
@@ -333,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_eval_cpu),
         cmocka_unit_test(test_eval_cumulative),
+        cmocka_unit_test(test_eval_cumulative_restart),
         cmocka_unit_test(test_encode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
