@@ -46,6 +46,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "base/crc32c.h"
 #include "base/log.h"
@@ -304,6 +305,39 @@ nomem:
     rc = pd_err_set(err, PD_ENOMEM, "head snapshot: out of memory");
 out:
     pd__headsnap_free(h);
+    return rc;
+}
+
+int pd__headsnap_verify(const pd_headsnap *h, pd_err *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < h->n_series; i++)
+        for (size_t j = 0; rc == 0 && j < h->series[i].n_g; j++) {
+            const hs_group *g = &h->series[i].g[j];
+            const uint8_t *p = g->raw;
+            uint8_t *tmp = NULL;
+            if (g->z) {
+                if (!(tmp = malloc(g->raw_len)))
+                    return pd_err_set(err, PD_ENOMEM, "head snapshot: out of memory");
+                size_t got = ZSTD_decompress(tmp, g->raw_len, g->z, g->z_len);
+                if (ZSTD_isError(got) || got != g->raw_len) {
+                    free(tmp);
+                    return pd_err_set(err, PD_ECORRUPT,
+                                      "head snapshot: group %zu of series %llu does not "
+                                      "decompress",
+                                      j, (unsigned long long)h->series[i].ref);
+                }
+                p = tmp;
+            }
+            pd_dprof d[PD_HMEM_GROUP];
+            memset(d, 0, sizeof d);
+            for (uint32_t k = 0; k < g->n; k++)
+                d[k].ts = g->ts[k];
+            rc = pd__vgroup_decode(&h->tabs[g->tab]->sym, p, g->raw_len, g->n, d, err);
+            for (uint32_t k = 0; k < g->n; k++)
+                pd__dprof_release(&d[k]);
+            free(tmp);
+        }
     return rc;
 }
 

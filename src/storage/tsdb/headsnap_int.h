@@ -24,6 +24,10 @@ struct pd_storage;
  * meets a bad one gets PD_ECORRUPT from pd__hmem_read). Errors:
  * PD_ECORRUPT (err names what and the file offset), PD_ENOMEM. */
 int pd__headsnap_parse(const uint8_t *p, size_t len, pd_headsnap **out /* OUT */, pd_err *err);
+/* Decodes every group of h against its symbol table (what readers would
+ * do profile by profile): `profd tsdb check`-style verification and the
+ * fuzz target. 0, PD_ECORRUPT (err: the series and group), PD_ENOMEM. */
+int pd__headsnap_verify(const pd_headsnap *h, pd_err *err);
 /* Frees a parsed snapshot (NULL is a no-op). */
 void pd__headsnap_free(pd_headsnap *h);
 /* Positions of h that name a WAL record (profiles it holds). */
