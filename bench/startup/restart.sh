@@ -97,4 +97,4 @@ for how in clean kill9; do
     cmp -s "$tmp/steady.pb.gz" "$tmp/$how.pb.gz" && same=identical || same=differ
     echo "  answer bytes after the $how restart vs steady: $same"
 done
-grep -E 'head snapshot|decomposed|storage opened' "$tmp/profd.log" | sed 's/^/  log: /' | tail -8
+grep -E 'head snapshot|decomposed|storage opened' "$tmp/profd.log" | sed 's/^/  log: /' | tail -12
