@@ -81,6 +81,7 @@ for how in clean kill9; do
     if [ $how = clean ]; then
         t0=$(now_ms); kill -TERM "$pid"; wait "$pid" || true
         stop_ms=$(($(now_ms) - t0))
+        echo "  head snapshot after the clean stop: $(stat -c %s "$tmp/data/head.snapshot" 2>/dev/null || echo none) bytes"
     else
         kill -9 "$pid"; wait "$pid" 2>/dev/null || true
         stop_ms=-
@@ -97,4 +98,5 @@ for how in clean kill9; do
     cmp -s "$tmp/steady.pb.gz" "$tmp/$how.pb.gz" && same=identical || same=differ
     echo "  answer bytes after the $how restart vs steady: $same"
 done
-grep -E 'head snapshot|decomposed|storage opened' "$tmp/profd.log" | sed 's/^/  log: /' | tail -12
+grep -E 'head snapshot' "$tmp/profd.log" | sed 's/^/  log: /'
+grep -E 'decomposed' "$tmp/profd.log" | sed 's/^/  log: /' | tail -2
