@@ -1043,6 +1043,12 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     if (s->maint_ms <= 0)
         pd__tsdb_maybe_cut(s, true);
     pd__tsdb_update_gauges(s);
+    /* /-/ready: at once when nothing is WAL-only (a clean close's snapshot
+       covered the head) or nothing would decompose it; else once the
+       maintenance thread has (pd__tsdb_decompose_replayed). Before the
+       thread starts: it changes n_wal_only under app_mu. */
+    if (!s->n_wal_only || s->maint_ms <= 0)
+        __atomic_store_n(&s->head_ready, true, __ATOMIC_RELEASE);
     if (s->maint_ms > 0) {
         if ((rc = pthread_create(&s->maint_thread, NULL, maint_main, s)) != 0) {
             rc = pd_err_set(err, -rc, "open storage %s: cannot start the maintenance thread",
@@ -1058,11 +1064,6 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
             pd__tsdb_kick_maintenance(s); /* cut, then decompose the replayed profiles and
                                              load the blocks' aggregates, now */
     }
-    /* /-/ready: at once when nothing is WAL-only (a clean close's snapshot
-       covered the head) or nothing would decompose it; else once the
-       maintenance thread has (pd__tsdb_decompose_replayed) */
-    if (!s->n_wal_only || !s->maint_running)
-        __atomic_store_n(&s->head_ready, true, __ATOMIC_RELEASE);
     s->opened = true;
     pd_log_info("storage opened",
                 "path=%s series=%zu profiles=%llu blocks=%zu segments=%zu bytes=%llu", path,

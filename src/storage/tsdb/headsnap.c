@@ -612,6 +612,7 @@ static int encode(const pd_storage *s, pd_buf *o, uint64_t *n_prof)
             }
         }
         memset(seg, 0, c->n_g * sizeof *seg);
+        memset(off, 0, c->n_g * sizeof *off);
         /* each position's WAL record, from the points that use it */
         for (size_t k = 0; k < se->n_pts; k++) {
             const point *pt = &se->pts[k];
