@@ -128,7 +128,10 @@ void pd__headsnap_free(pd_headsnap *h)
     free(h);
 }
 
-uint64_t pd__headsnap_profiles(const pd_headsnap *h) { return h ? h->n_profiles : 0; }
+uint64_t pd__headsnap_profiles(const pd_headsnap *h)
+{
+    return h ? h->n_profiles : 0;
+}
 
 /* ---- parsing ---- */
 
@@ -184,11 +187,12 @@ int pd__headsnap_parse(const uint8_t *p, size_t len, pd_headsnap **out, pd_err *
 {
     *out = NULL;
     if (len < SNAP_HDR + 4 || memcmp(p, SNAP_MAGIC, 4) != 0)
-        return pd_err_set(err, PD_ECORRUPT, "not a head snapshot (bad magic or %zu bytes) at offset 0",
-                          len);
+        return pd_err_set(err, PD_ECORRUPT,
+                          "not a head snapshot (bad magic or %zu bytes) at offset 0", len);
     if (p[4] != SNAP_VERSION)
-        return pd_err_set(err, PD_ECORRUPT, "head snapshot version %u (this profd reads %u) at offset 4",
-                          p[4], SNAP_VERSION);
+        return pd_err_set(err, PD_ECORRUPT,
+                          "head snapshot version %u (this profd reads %u) at offset 4", p[4],
+                          SNAP_VERSION);
     if (pd_crc32c(0, p, 28) != rd32(p + 28))
         return pd_err_set(err, PD_ECORRUPT, "head snapshot header checksum mismatch at offset 28");
     uint64_t plen = rd64(p + 20);
@@ -198,7 +202,8 @@ int pd__headsnap_parse(const uint8_t *p, size_t len, pd_headsnap **out, pd_err *
                           "at offset %d",
                           (unsigned long long)plen, len - SNAP_HDR - 4, SNAP_HDR);
     if (pd_crc32c(0, p + SNAP_HDR, (size_t)plen) != rd32(p + SNAP_HDR + plen))
-        return pd_err_set(err, PD_ECORRUPT, "head snapshot payload checksum mismatch at offset %llu",
+        return pd_err_set(err, PD_ECORRUPT,
+                          "head snapshot payload checksum mismatch at offset %llu",
                           (unsigned long long)(SNAP_HDR + plen));
     pd_headsnap *h = calloc(1, sizeof *h);
     if (!h)
@@ -524,9 +529,9 @@ void pd__headsnap_apply(pd_storage *s, pd_headsnap *h)
         }
     }
     pd_log_info("storage: head snapshot loaded",
-                "profiles=%llu groups=%llu wal_only_left=%llu ms=%lld",
-                (unsigned long long)adopted, (unsigned long long)groups,
-                (unsigned long long)s->n_wal_only, (long long)(pd__tsdb_now_mono_ms() - t0));
+                "profiles=%llu groups=%llu wal_only_left=%llu ms=%lld", (unsigned long long)adopted,
+                (unsigned long long)groups, (unsigned long long)s->n_wal_only,
+                (long long)(pd__tsdb_now_mono_ms() - t0));
     count_load("loaded");
     pd__headsnap_free(h);
 }
@@ -541,8 +546,8 @@ static int put_group(pd_buf *o, const pd_hgroup *g, uint32_t tab, const uint32_t
         rc = pd_buf_put_varint(o, g->n);
     int64_t prev = 0;
     for (uint32_t k = 0; rc == 0 && k < g->n; k++) {
-        if ((rc = pd_buf_put_varint(o, pd_zigzag_enc((int64_t)((uint64_t)g->ts[k] -
-                                                               (uint64_t)prev)))) == 0 &&
+        if ((rc = pd_buf_put_varint(
+                 o, pd_zigzag_enc((int64_t)((uint64_t)g->ts[k] - (uint64_t)prev)))) == 0 &&
             (rc = pd_buf_put_varint(o, seg[k])) == 0)
             rc = pd_buf_put_varint(o, off[k]);
         prev = g->ts[k];
@@ -553,8 +558,7 @@ static int put_group(pd_buf *o, const pd_hgroup *g, uint32_t tab, const uint32_t
         if ((rc = pd_buf_put_varint(o, 1)) == 0 && (rc = pd_buf_put_varint(o, g->raw_len)) == 0 &&
             (rc = pd_buf_put_varint(o, g->z_len)) == 0)
             rc = pd_buf_append(o, g->z, g->z_len);
-    } else if ((rc = pd_buf_put_varint(o, 0)) == 0 &&
-               (rc = pd_buf_put_varint(o, g->raw.len)) == 0)
+    } else if ((rc = pd_buf_put_varint(o, 0)) == 0 && (rc = pd_buf_put_varint(o, g->raw.len)) == 0)
         rc = pd_buf_append(o, g->raw.data, g->raw.len);
     return rc;
 }
@@ -700,8 +704,7 @@ void pd__headsnap_write(pd_storage *s)
     }
     pd__tsdb_fsync_path(s->path);
     pd_log_info("storage: head snapshot written", "file=%s profiles=%llu bytes=%zu ms=%lld", name,
-                (unsigned long long)n_prof, o.len,
-                (long long)(pd__tsdb_now_mono_ms() - t0));
+                (unsigned long long)n_prof, o.len, (long long)(pd__tsdb_now_mono_ms() - t0));
     pd_metrics_add("profd_storage_head_snapshot_writes_total", "result=\"written\"", 1);
 out:
     if (fd >= 0)

@@ -225,9 +225,15 @@ static double loads(const char *result)
     return pd_metrics_get("profd_storage_head_snapshot_loads_total", l);
 }
 
-static double wal_only(void) { return pd_metrics_get("profd_storage_head_wal_only_profiles", NULL); }
+static double wal_only(void)
+{
+    return pd_metrics_get("profd_storage_head_wal_only_profiles", NULL);
+}
 
-static bool exists(const char *p) { return access(p, F_OK) == 0; }
+static bool exists(const char *p)
+{
+    return access(p, F_OK) == 0;
+}
 
 static void test_clean_restart(void **state)
 {
@@ -248,9 +254,9 @@ static void test_clean_restart(void **state)
     for (int k = NPTS - 5; k < NPTS; k++) {
         const tprof *t = &PROF[PTS[k].prof];
         pd_err err = {{0}};
-        PD_ASSERT_OK(pd_storage_append(f->st, &L[PTS[k].ser], PTS[k].ts, t->body, t->len, &t->p,
-                                       &err),
-                     &err);
+        PD_ASSERT_OK(
+            pd_storage_append(f->st, &L[PTS[k].ser], PTS[k].ts, t->body, t->len, &t->p, &err),
+            &err);
     }
     check_all(f->st, NPTS);
     pd_storage_close(f->st);
@@ -318,20 +324,41 @@ static void flip_at(const char *path, double where)
     close(fd);
 }
 
-static void flip_payload(const char *path) { flip_at(path, 0.5); }
-static void flip_header(const char *path) { flip_at(path, -12); } /* the WAL size it names */
+static void flip_payload(const char *path)
+{
+    flip_at(path, 0.5);
+}
+static void flip_header(const char *path)
+{
+    flip_at(path, -12);
+} /* the WAL size it names */
 static void truncate_70(const char *path)
 {
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(truncate(path, st.st_size * 7 / 10), 0);
 }
-static void empty(const char *path) { assert_int_equal(truncate(path, 0), 0); }
+static void empty(const char *path)
+{
+    assert_int_equal(truncate(path, 0), 0);
+}
 
-static void test_damaged_payload(void **state) { damage_and_check(*state, flip_payload); }
-static void test_damaged_header(void **state) { damage_and_check(*state, flip_header); }
-static void test_truncated(void **state) { damage_and_check(*state, truncate_70); }
-static void test_empty(void **state) { damage_and_check(*state, empty); }
+static void test_damaged_payload(void **state)
+{
+    damage_and_check(*state, flip_payload);
+}
+static void test_damaged_header(void **state)
+{
+    damage_and_check(*state, flip_header);
+}
+static void test_truncated(void **state)
+{
+    damage_and_check(*state, truncate_70);
+}
+static void test_empty(void **state)
+{
+    damage_and_check(*state, empty);
+}
 
 static void test_stale(void **state)
 {
