@@ -1291,10 +1291,14 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
     if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
         if (!is_get(req))
             bad_method(resp, "GET", false);
+        else if (strcmp(path, "/-/healthy") == 0)
+            reply_text(resp, 200, "profd is Healthy.\n");
+        else if (!pd_storage_ready(api->st)) /* issue 35: no slow window after a restart */
+            reply_text(resp, 503,
+                       "profd is not ready: loading the head (profiles replayed from the WAL "
+                       "are being decomposed; profd_storage_head_wal_only_profiles).\n");
         else
-            reply_text(resp, 200,
-                       strcmp(path, "/-/healthy") == 0 ? "profd is Healthy.\n"
-                                                       : "profd is Ready.\n");
+            reply_text(resp, 200, "profd is Ready.\n");
         return path;
     }
     if (strcmp(path, "/-/reload") == 0) {

@@ -64,7 +64,9 @@
  *            for Grafana (querier.c); GET /pyroscope/render and
  *            /pyroscope/render-diff, flamebearer JSON (querier_render.c).
  *            querier_int.h says how profd's series look through it.
- *   GET      /-/healthy, /-/ready (200 text), POST|PUT /-/reload (the reload
+ *   GET      /-/healthy, /-/ready (200 text; /-/ready 503 while
+ *            pd_storage_ready is false: the head replayed after a crash
+ *            is still being decomposed), POST|PUT /-/reload (the reload
  *            callback; 200, or 500 with the error; 403 naming
  *            --web.enable-lifecycle unless enable_lifecycle, counted in
  *            profd_http_rejected_total{reason="lifecycle_disabled"}).

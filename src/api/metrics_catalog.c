@@ -239,6 +239,15 @@ static const catalog_entry catalog[] = {
      "Strings, functions, locations and stacks of the head's current symbol "
          "generation.",
      NULL},
+    {"profd_storage_head_snapshot_loads_total", PD_METRIC_COUNTER,
+     "Head snapshots (PATH/head.snapshot, written at a clean stop) met at "
+         "open: result=loaded (its profiles need no WAL read), damaged or stale "
+         "(ignored and removed; the head is rebuilt from the WAL).",
+     (const char *const[]){"result=\"loaded\"", "result=\"damaged\"", "result=\"stale\"", NULL}},
+    {"profd_storage_head_snapshot_writes_total", PD_METRIC_COUNTER,
+     "Head snapshots written at a clean stop: result=written or failed "
+         "(logged; the next start rebuilds the head from the WAL).",
+     (const char *const[]){"result=\"written\"", "result=\"failed\"", NULL}},
     {"profd_storage_head_wal_only_profiles", PD_METRIC_GAUGE,
      "Head profiles replayed from the WAL and not yet decomposed into the "
          "head's value groups (read from the WAL meanwhile).",

@@ -62,6 +62,7 @@ int pd__tsdb_read_point_before(pd__tsdb_storage *s, uint64_t ref, int64_t t, pd_
 int pd__tsdb_maintain(pd__tsdb_storage *s, pd_err *err);
 int pd__tsdb_check_time_store(pd__tsdb_storage *s, int64_t ts_ms, pd_err *err);
 void pd__tsdb_stats_get(pd__tsdb_storage *s, pd_storage_stats *out);
+bool pd__tsdb_ready(pd__tsdb_storage *s);
 int pd__tsdb_workers(pd__tsdb_storage *s);
 
 struct pd_storage {
@@ -418,6 +419,11 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
         pd__ch_stats_get(s->ch, out);
     else
         pd__tsdb_stats_get(s->tsdb, out);
+}
+
+bool pd_storage_ready(pd_storage *s)
+{
+    return s->ch ? true : pd__tsdb_ready(s->tsdb);
 }
 
 int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_points *out,

@@ -135,6 +135,10 @@ typedef struct pd_storage_options {
                                    calling thread walks them one after another; 0 = the
                                    number of online cores, at most 4; capped at
                                    PD_STORAGE_MAX_AGG_WORKERS */
+    bool no_head_snapshot;      /* the TSDB writes the head's decomposed state to
+                                   PATH/head.snapshot at close and adopts it at the next
+                                   open (docs/format/head_snapshot.md); true: neither
+                                   (tests of the WAL-only path) */
 } pd_storage_options;
 
 #define PD_STORAGE_MAX_AGG_WORKERS 16
@@ -588,5 +592,15 @@ int pd_storage_options_check_time(const pd_storage_options *o, int64_t now_ms, i
 
 /* Fills the stats. Never fails. */
 void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out /* OUT */);
+
+/* Whether the store answers at full speed (what /-/ready reports): false
+ * while profiles replayed from the TSDB's WAL at open are still being
+ * decomposed into the head by the maintenance thread (a merge meanwhile
+ * reads and decodes each of them from the WAL); true once none is left
+ * (after a clean close the head snapshot leaves none: true at once), and
+ * from then on. Always true for ClickHouse and for a TSDB opened without
+ * the maintenance thread (maintenance_ms < 0). Lock-free (an atomic load):
+ * callable from the server's event loop. Never fails. */
+bool pd_storage_ready(pd_storage *s);
 
 #endif

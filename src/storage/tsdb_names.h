@@ -30,5 +30,6 @@
 #define pd_storage_maintain pd__tsdb_maintain
 #define pd_storage_check_time pd__tsdb_check_time_store
 #define pd_storage_stats_get pd__tsdb_stats_get
+#define pd_storage_ready pd__tsdb_ready
 
 #endif

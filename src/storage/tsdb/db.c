@@ -67,6 +67,7 @@
 #include "storage/tsdb/blockagg_int.h"
 #include "storage/tsdb/head_int.h"
 #include "storage/tsdb/headmem_int.h"
+#include "storage/tsdb/headsnap_int.h"
 #include "storage/tsdb/postings_int.h"
 #include "storage/tsdb/wal_int.h"
 #include "storage/tsdb/warnings_int.h"
@@ -899,6 +900,18 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     pd_metrics_describe("profd_storage_head_wal_only_profiles", PD_METRIC_GAUGE,
                         "Head profiles replayed from the WAL and not yet decomposed into the "
                         "head's value groups (read from the WAL meanwhile).");
+    pd_metrics_describe("profd_storage_head_snapshot_loads_total", PD_METRIC_COUNTER,
+                        "Head snapshots (PATH/head.snapshot, written at a clean stop) met at "
+                        "open: result=loaded (its profiles need no WAL read), damaged or stale "
+                        "(ignored and removed; the head is rebuilt from the WAL).");
+    pd_metrics_add("profd_storage_head_snapshot_loads_total", "result=\"loaded\"", 0);
+    pd_metrics_add("profd_storage_head_snapshot_loads_total", "result=\"damaged\"", 0);
+    pd_metrics_add("profd_storage_head_snapshot_loads_total", "result=\"stale\"", 0);
+    pd_metrics_describe("profd_storage_head_snapshot_writes_total", PD_METRIC_COUNTER,
+                        "Head snapshots written at a clean stop: result=written or failed "
+                        "(logged; the next start rebuilds the head from the WAL).");
+    pd_metrics_add("profd_storage_head_snapshot_writes_total", "result=\"written\"", 0);
+    pd_metrics_add("profd_storage_head_snapshot_writes_total", "result=\"failed\"", 0);
     pd_metrics_describe("profd_storage_head_symbol_generations", PD_METRIC_GAUGE,
                         "Symbol tables of the head alive: the current one plus those still "
                         "used by head profiles from before the last head cut.");
@@ -921,6 +934,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         snprintf(s_waldir, sizeof s_waldir, "%s/wal", path) >= (int)sizeof s_waldir)
         return pd_err_set(err, PD_EINVAL, "storage path \"%s\" is too long", path);
     int rc;
+    pd_headsnap *snap = NULL;
     pd_storage *s = calloc(1, sizeof *s);
     if (!s)
         return pd_err_set(err, PD_ENOMEM, "open storage %s: out of memory", path);
@@ -995,6 +1009,11 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         pd_err_set(err, rc, "read %s/series: %s", path, pd_strerror(rc));
         goto fail;
     }
+    /* the head snapshot of the last clean close (headsnap.c): checked
+       against the WAL before the WAL's open may roll or cut it */
+    s->snapshot = !opts->no_head_snapshot;
+    if (s->snapshot)
+        pd__headsnap_read(s, &snap);
     if ((rc = pd__wal_open(&wo, pd__tsdb_replay_fn, s, &s->wal, err)) < 0)
         goto fail;
     if ((rc = pd__tsdb_replay_orphans(s)) < 0) {
@@ -1008,6 +1027,8 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         pd_err_set(err, rc, "open storage %s: out of memory", path);
         goto fail;
     }
+    pd__headsnap_apply(s, snap); /* what it covers is not WAL-only any more */
+    snap = NULL;
     if (added) {
         pd_err e;
         pd_err_clear(&e);
@@ -1022,6 +1043,12 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     if (s->maint_ms <= 0)
         pd__tsdb_maybe_cut(s, true);
     pd__tsdb_update_gauges(s);
+    /* /-/ready: at once when nothing is WAL-only (a clean close's snapshot
+       covered the head) or nothing would decompose it; else once the
+       maintenance thread has (pd__tsdb_decompose_replayed). Before the
+       thread starts: it changes n_wal_only under app_mu. */
+    if (!s->n_wal_only || s->maint_ms <= 0)
+        __atomic_store_n(&s->head_ready, true, __ATOMIC_RELEASE);
     if (s->maint_ms > 0) {
         if ((rc = pthread_create(&s->maint_thread, NULL, maint_main, s)) != 0) {
             rc = pd_err_set(err, -rc, "open storage %s: cannot start the maintenance thread",
@@ -1037,6 +1064,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
             pd__tsdb_kick_maintenance(s); /* cut, then decompose the replayed profiles and
                                              load the blocks' aggregates, now */
     }
+    s->opened = true;
     pd_log_info("storage opened",
                 "path=%s series=%zu profiles=%llu blocks=%zu segments=%zu bytes=%llu", path,
                 s->n_series, (unsigned long long)(s->n_profiles + blocks_profiles(s)),
@@ -1045,6 +1073,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     *out = s;
     return 0;
 fail:
+    pd__headsnap_free(snap);
     free(s->orphans); /* a replay that failed */
     s->orphans = NULL;
     pd_storage_close(s);
@@ -1063,6 +1092,11 @@ void pd_storage_close(pd_storage *s)
         pthread_join(s->maint_thread, NULL);
     }
     pd__wal_close(s->wal);
+    s->wal = NULL;
+    /* a clean close: the head's decomposed state for the next open (the WAL,
+       closed above, still has everything; headsnap.c) */
+    if (s->opened && s->snapshot)
+        pd__headsnap_write(s);
     for (size_t i = 0; i < s->n_series; i++)
         pd__tsdb_series_free(s, s->by_ref[i]);
     free(s->by_ref);
@@ -1123,5 +1157,10 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
     out->n_aggregate_records = __atomic_load_n(&s->n_agg_records, __ATOMIC_RELAXED);
     out->n_retention_deletes = __atomic_load_n(&s->n_ret_deletes, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&s->idx);
+}
+
+bool pd_storage_ready(pd_storage *s)
+{
+    return __atomic_load_n(&s->head_ready, __ATOMIC_ACQUIRE);
 }
 

@@ -121,6 +121,9 @@ struct pd_storage {
     pd_hmem hm; /* symbols and value groups of the head (headmem_int.h) */
     pd_postings post; /* label pair -> refs of every series (postings_int.h) */
     uint64_t n_wal_only; /* head points not decomposed yet (replayed) */
+    bool head_ready;     /* __atomic: n_wal_only reached 0 since the open (pd_storage_ready) */
+    bool snapshot;       /* write PATH/head.snapshot at close (headsnap.c) */
+    bool opened;         /* the open succeeded (close may write the snapshot) */
     bool post_broken; /* out of memory adding to post: select scans every series */
     series **by_ref; /* ascending ref */
     size_t n_series, cap_series;

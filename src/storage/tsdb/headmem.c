@@ -427,6 +427,73 @@ void pd__hmem_drop(pd_hmem *m, pd_hchunks *c, uint32_t gid)
     }
 }
 
+/* ---- the head snapshot (headsnap.c) ---- */
+
+pd_hsyms *pd__hmem_adopt_syms(pd_symbols *sym)
+{
+    pd_hsyms *h = calloc(1, sizeof *h);
+    if (!h) {
+        pd__symbols_release(sym);
+        memset(sym, 0, sizeof *sym);
+        return NULL;
+    }
+    h->gen = __atomic_add_fetch(&g_gen, 1, __ATOMIC_RELAXED);
+    h->sym = *sym;
+    memset(sym, 0, sizeof *sym);
+    h->refs = 1; /* the adopter's, until pd__hmem_adopt_done */
+    __atomic_add_fetch(&g_gens, 1, __ATOMIC_RELAXED);
+    return h;
+}
+
+void pd__hmem_adopt_done(pd_hsyms *h) { hsyms_put(h); }
+
+int pd__hmem_adopt_group(pd_hmem *m, pd_hchunks *c, pd_hsyms *h, uint32_t n, uint32_t n_live,
+                         const int64_t *ts, uint8_t *raw, size_t raw_len, uint8_t *z,
+                         size_t z_len, uint32_t *gid)
+{
+    pd_hgroup *g = n && n <= PD_HMEM_GROUP ? calloc(1, sizeof *g) : NULL;
+    if (g && c->n_g == c->cap_g) {
+        size_t cap = c->cap_g ? 2 * c->cap_g : 4;
+        pd_hgroup **v = realloc(c->g, cap * sizeof *v);
+        if (v) {
+            c->g = v;
+            c->cap_g = cap;
+        } else {
+            free(g);
+            g = NULL;
+        }
+    }
+    if (!g) {
+        free(raw);
+        free(z);
+        return PD_ENOMEM;
+    }
+    pd_buf_init(&g->raw, 0);
+    if (z) {
+        free(raw);
+        g->z = z;
+        g->z_len = z_len;
+    } else { /* pd_buf keeps a NUL past the bytes */
+        g->raw.data = (char *)raw;
+        g->raw.data[raw_len] = 0;
+        g->raw.len = raw_len;
+        g->raw.cap = raw_len + 1;
+    }
+    g->raw_len = raw_len;
+    g->syms = h;
+    __atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
+    g->uid = next_uid();
+    g->n = n;
+    g->n_live = n_live;
+    g->sealed = true;
+    memcpy(g->ts, ts, n * sizeof *ts);
+    m->bytes += group_bytes(g);
+    c->g[c->n_g++] = g;
+    c->open = false;
+    *gid = c->base + (uint32_t)(c->n_g - 1);
+    return 0;
+}
+
 /* ---- reading: one decoded group per thread ---- */
 
 typedef struct dcache {

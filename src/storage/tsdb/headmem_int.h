@@ -203,6 +203,27 @@ void pd__hmem_drop(pd_hmem *m, pd_hchunks *c, uint32_t gid);
  * the old one is freed with its last group (idx write lock). 0 or PD_ENOMEM
  * (then the current one stays). */
 int pd__hmem_new_generation(pd_hmem *m);
+/* ---- the head snapshot (headsnap.c) ----
+ *
+ * A generation read back from a head snapshot: sym is a decoded (read-only)
+ * table, moved into the generation (*sym is zeroed). It is never current
+ * (appends intern into m->cur); it lives while groups adopted against it
+ * do. NULL when out of memory (sym is released then). */
+pd_hsyms *pd__hmem_adopt_syms(pd_symbols *sym);
+/* Frees a generation from pd__hmem_adopt_syms that no group was adopted
+ * against (or drops the reference held while adopting). */
+void pd__hmem_adopt_done(pd_hsyms *h);
+/* Appends a sealed group read back from a head snapshot to c (whose groups
+ * the caller is rebuilding: the idx write lock, or no reader yet): n
+ * profiles at ts[0..n) (n <= PD_HMEM_GROUP), n_live of them still in the
+ * head, encoded against h; the encoding is raw (z NULL: raw[0..raw_len)) or
+ * a zstd frame z[0..z_len) of raw_len bytes. Takes ownership of raw
+ * (malloc'ed with raw_len + 1 bytes: pd_buf's NUL) and z (malloc'ed), also
+ * on failure. *gid: the group's id. 0 or PD_ENOMEM. */
+int pd__hmem_adopt_group(pd_hmem *m, pd_hchunks *c, pd_hsyms *h, uint32_t n, uint32_t n_live,
+                         const int64_t *ts, uint8_t *raw, size_t raw_len, uint8_t *z,
+                         size_t z_len, uint32_t *gid /* OUT */);
+
 /* Symbol generations alive in this process (all stores): one per open store
  * plus those still held by groups not yet cut. */
 uint64_t pd__hmem_generations(void);

@@ -533,6 +533,8 @@ bool pd__tsdb_decompose_replayed(pd_storage *s, int64_t budget_ms)
     }
     pthread_mutex_lock(&s->app_mu);
     uint64_t left = s->n_wal_only;
+    if (!left) /* /-/ready (pd_storage_ready) */
+        __atomic_store_n(&s->head_ready, true, __ATOMIC_RELEASE);
     pd__tsdb_update_gauges(s);
     pthread_mutex_unlock(&s->app_mu);
     if (done || bad)
