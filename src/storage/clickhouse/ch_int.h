@@ -28,7 +28,10 @@ struct pd_ch {
     int64_t batch_wait_ms;
     int64_t flush_interval_ms;
     pd_pprof_limits limits;
-    int64_t retention_ms, grace_ms, maint_ms;
+    int64_t retention_ms;      /* the database's (table retention; __atomic) */
+    int64_t flag_retention_ms; /* this profd's --storage.retention.time */
+    bool retention_said;       /* a differing flag was logged (maintenance thread) */
+    int64_t grace_ms, maint_ms;
     int64_t (*clock)(void);
     uint64_t gen; /* appends acknowledged (__atomic): invalidates prefetched points */
 
@@ -40,7 +43,7 @@ struct pd_ch {
     pthread_t writer;
     bool writer_running;
     /* written successfully before (writer thread only) */
-    pd_u64map known_stacks; /* stack hash -> 1 */
+    pd_u64map known_stacks; /* stack hash -> day + 1 of its last row */
     pd_u64map known_series; /* fingerprint -> day + 1 of its last index rows */
     bool forget_known;      /* a read missed a stack (__atomic): the writer clears the
                                two maps above before its next batch */

@@ -96,7 +96,7 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
         if (ms[i].type != PD_MATCH_EQ || !ms[i].value[0])
             continue;
         rc = pd_buf_puts(&where, " AND fingerprint GLOBAL IN (SELECT fingerprint FROM "
-                                 "series_index WHERE day BETWEEN ");
+                                 "series_index_v3 WHERE day BETWEEN ");
         rc = rc ? rc : pd__ch_put_sql_day(&where, pd__ch_day(mint));
         rc = rc ? rc : pd_buf_puts(&where, " AND ");
         rc = rc ? rc : pd__ch_put_sql_day(&where, pd__ch_day(maxt));
@@ -111,7 +111,7 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
         goto out;
     }
     if (pd_buf_printf(&sql,
-                      "SELECT fingerprint, count(), min(ts), max(ts) FROM profiles WHERE%s "
+                      "SELECT fingerprint, count(), min(ts), max(ts) FROM profiles_v3 WHERE%s "
                       "GROUP BY fingerprint FORMAT RowBinary",
                       (const char *)where.data) < 0) {
         rc = nomem(err);
@@ -150,8 +150,8 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
     pd_buf_reset(&sql);
     pd_buf_reset(&resp);
     if (pd_buf_printf(&sql,
-                      "SELECT fingerprint, any(names), any(values) FROM series WHERE "
-                      "fingerprint GLOBAL IN (SELECT fingerprint FROM profiles WHERE%s) "
+                      "SELECT fingerprint, any(names), any(values) FROM series_v3 WHERE "
+                      "fingerprint GLOBAL IN (SELECT fingerprint FROM profiles_v3 WHERE%s) "
                       "GROUP BY fingerprint FORMAT RowBinary",
                       (const char *)where.data) < 0) {
         rc = nomem(err);
@@ -377,7 +377,7 @@ static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt)
     int64_t born = c->clock();
     bool ok = pd_buf_printf(&sql,
                             "SELECT fingerprint, ts, sample_types, sample_units, totals FROM "
-                            "profiles WHERE%s ORDER BY fingerprint, ts LIMIT %d "
+                            "profiles_v3 WHERE%s ORDER BY fingerprint, ts LIMIT %d "
                             "FORMAT RowBinary",
                             where, CH_CACHE_MAX_POINTS + 1) == 0 &&
               query(c, &sql, &resp, &err) == 0;
@@ -481,7 +481,7 @@ static int series_exists(pd_ch *c, uint64_t ref, pd_err *err)
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, 1024);
     int rc = pd_buf_printf(&sql,
-                           "SELECT count() FROM series WHERE fingerprint = %llu "
+                           "SELECT count() FROM series_v3 WHERE fingerprint = %llu "
                            "FORMAT RowBinary",
                            (unsigned long long)ref) < 0
                  ? nomem(err)
@@ -524,7 +524,7 @@ int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_po
     pd_arena_init(a);
     out->priv = a;
     rc = pd_buf_printf(&sql,
-                       "SELECT ts, sample_types, sample_units, totals FROM profiles WHERE "
+                       "SELECT ts, sample_types, sample_units, totals FROM profiles_v3 WHERE "
                        "fingerprint = %llu AND",
                        (unsigned long long)ref);
     rc = rc ? rc : put_range(&sql, mint, maxt);
@@ -623,7 +623,7 @@ static int part_room(part *p, size_t nv, const char *subject, const char *unit, 
 typedef struct agg {
     pd_ch *c;
     const pd_storage_sample_filter *flt; /* pd__ch_aggregate_filtered's; NULL: none */
-    pd_arena a; /* header strings */
+    pd_arena a;                          /* header strings */
     part *parts;
     size_t n_parts;
 } agg;
@@ -812,14 +812,14 @@ static int build(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
         if (!pd_u64map_get(blob_at, p->stack[i], &at) && single) {
             __atomic_store_n(&g->c->forget_known, true, __ATOMIC_RELAXED);
             rc = pd_err_set(err, PD_ECORRUPT,
-                            "ClickHouse: stack %llu of the profile is missing from table stacks",
+                            "ClickHouse: stack %llu of the profile is missing from table stacks_v3",
                             (unsigned long long)p->stack[i]);
             goto out;
         }
         if (!pd_u64map_get(blob_at, p->stack[i], &at)) {
             pd_log(PD_LOG_WARN, "clickhouse stack missing", "stack_hash=%llu",
                    (unsigned long long)p->stack[i]);
-            pd__storage_warn("ClickHouse: stack %llu is missing from table stacks: its "
+            pd__storage_warn("ClickHouse: stack %llu is missing from table stacks_v3: its "
                              "samples are left out of the merge",
                              (unsigned long long)p->stack[i]);
             /* the writer's "already written" caches are wrong: new appends
@@ -871,7 +871,8 @@ static int resolve_stacks(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64m
         size_t k = n_want - off < 20000 ? n_want - off : 20000;
         pd_buf_reset(&sql);
         pd_buf_reset(&resp);
-        rc = pd_buf_puts(&sql, "SELECT stack_hash, any(stack) FROM stacks WHERE stack_hash IN (");
+        rc =
+            pd_buf_puts(&sql, "SELECT stack_hash, any(stack) FROM stacks_v3 WHERE stack_hash IN (");
         for (size_t i = 0; rc == 0 && i < k; i++)
             rc = pd_buf_printf(&sql, "%s%llu", i ? "," : "", (unsigned long long)want[off + i]);
         rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY stack_hash FORMAT RowBinary");
@@ -927,7 +928,7 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     rc = pd_buf_puts(&sql, "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
                            "period_type, period_unit, period, time_nanos, duration_nanos, "
                            "comments, drop_frames, keep_frames, default_sample_type, doc_url "
-                           "FROM profiles WHERE");
+                           "FROM profiles_v3 WHERE");
     rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY ts, fingerprint FORMAT RowBinary");
     if (rc < 0) {
@@ -960,11 +961,12 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     /* b) sums per stack, counting only rows of stored profiles */
     pd_buf_reset(&sql);
     pd_buf_reset(&resp);
-    rc = pd_buf_puts(&sql, "SELECT types_hash, stack_hash, sumForEach(values) FROM samples WHERE");
+    rc = pd_buf_puts(&sql,
+                     "SELECT types_hash, stack_hash, sumForEach(values) FROM samples_v3 WHERE");
     rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
     rc = rc ? rc
             : pd_buf_puts(&sql, " AND (fingerprint, ts, write_id) GLOBAL IN (SELECT "
-                                "fingerprint, ts, write_id FROM profiles WHERE");
+                                "fingerprint, ts, write_id FROM profiles_v3 WHERE");
     rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
     /* stacks whose sums are all zero are left out by ClickHouse (the
        merge drops them, and since schema v2 zero-valued samples have rows) */
@@ -1050,8 +1052,8 @@ int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size
 
 int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const uint64_t *refs,
                               const uint32_t *group, size_t n, int64_t mint, int64_t maxt,
-                              pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                              void *ctx, size_t *n_series, pd_err *err)
+                              pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                              size_t *n_series, pd_err *err)
 {
     if (n_series)
         *n_series = 0;
@@ -1159,7 +1161,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
                            "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
                            "period_type, period_unit, period, time_nanos, duration_nanos, "
                            "comments, drop_frames, keep_frames, default_sample_type, doc_url, "
-                           "write_id, body FROM profiles WHERE fingerprint = %llu AND day = ",
+                           "write_id, body FROM profiles_v3 WHERE fingerprint = %llu AND day = ",
                            (unsigned long long)ref);
     rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
     rc = rc ? rc : pd_buf_printf(&sql, " AND ts = %lld LIMIT 1 FORMAT RowBinary", (long long)ts_ms);
@@ -1206,7 +1208,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
     pd_buf_release(&resp); /* the rows may outgrow the body's cap */
     pd_buf_init(&resp, CH_MAX_ANSWER);
     rc = pd_buf_printf(&sql,
-                       "SELECT stack_hash, values FROM samples WHERE fingerprint = %llu AND "
+                       "SELECT stack_hash, values FROM samples_v3 WHERE fingerprint = %llu AND "
                        "day = ",
                        (unsigned long long)ref);
     rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
@@ -1405,7 +1407,7 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
                        "SELECT s0, s1, types_hash, fingerprint, ts, sample_types, "
                        "sample_units, period_type, period_unit, period, time_nanos, "
                        "duration_nanos, comments, drop_frames, keep_frames, default_sample_type, "
-                       "doc_url FROM (SELECT *, %s FROM profiles WHERE%s) WHERE s0 OR s1 "
+                       "doc_url FROM (SELECT *, %s FROM profiles_v3 WHERE%s) WHERE s0 OR s1 "
                        "ORDER BY ts, fingerprint FORMAT RowBinary",
                        flags_cols, env);
     if (rc < 0) {
@@ -1463,8 +1465,8 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
         pd_buf_printf(&sql,
                       "SELECT types_hash, stack_hash, sumForEachIf(values, s0) AS v0, "
                       "sumForEachIf(values, s1) AS v1 FROM (SELECT types_hash, stack_hash, values, "
-                      "ts, %s FROM samples WHERE%s AND (fingerprint, ts, write_id) GLOBAL IN "
-                      "(SELECT fingerprint, ts, write_id FROM profiles WHERE%s)) GROUP BY "
+                      "ts, %s FROM samples_v3 WHERE%s AND (fingerprint, ts, write_id) GLOBAL IN "
+                      "(SELECT fingerprint, ts, write_id FROM profiles_v3 WHERE%s)) GROUP BY "
                       "types_hash, stack_hash HAVING arrayExists(x -> x != 0, v0) OR "
                       "arrayExists(x -> x != 0, v1) FORMAT RowBinary",
                       flags_cols, env, env);
