@@ -376,12 +376,15 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
     }
 }
 
-/* One INSERT of rows that are safe to repeat (ReplacingMergeTree tables), run
- * on its own thread so that the three of a batch and its PD_EEXIST check go
- * at once. */
+/* One INSERT run on its own thread so that the four of a batch (stacks,
+ * series, series_index: rows safe to repeat, as these tables replace; and
+ * samples, settled by write_id when its outcome is unknown) and its
+ * PD_EEXIST check go at once. */
 typedef struct par_insert {
     pd_ch *c;
     const char *table;
+    ch_batch *b;      /* by write_id (samples): the batch, else NULL */
+    uint64_t expect;  /* by write_id: the rows of the batch */
     pd_buf rows;
     int rc;
     pd_err err;
@@ -392,7 +395,7 @@ typedef struct par_insert {
 static void *par_main(void *arg)
 {
     par_insert *p = arg;
-    p->rc = insert_rows(p->c, NULL, p->table, &p->rows, false, 0, &p->err);
+    p->rc = insert_rows(p->c, p->b, p->table, &p->rows, p->b != NULL, p->expect, &p->err);
     return NULL;
 }
 
@@ -453,10 +456,11 @@ static void flush(pd_ch *c, ch_batch *b)
     pd_u64map seen, seen_fp;
     pd_u64map_init(&seen);
     pd_u64map_init(&seen_fp);
-    par_insert par[3] = {{.c = c, .table = "stacks_v3"},
+    par_insert par[4] = {{.c = c, .table = "stacks_v3"},
                          {.c = c, .table = "series_v3"},
-                         {.c = c, .table = "series_index_v3"}};
-    for (int k = 0; k < 3; k++) {
+                         {.c = c, .table = "series_index_v3"},
+                         {.c = c, .table = "samples_v3", .b = b}};
+    for (int k = 0; k < 4; k++) {
         pd_buf_init(&par[k].rows, 0);
         pd_err_clear(&par[k].err);
     }
@@ -500,11 +504,32 @@ static void flush(pd_ch *c, ch_batch *b)
             goto fail;
         }
     }
-    for (int k = 0; k < 3; k++)
+    /* samples at once with them (2 round trips a batch, not 3): the rows of
+       an entry refused below as PD_EEXIST are then written too, under a
+       write_id no profiles row has, so no query ever counts them (they go
+       with their day) */
+    for (ch_entry *e = b->head; e; e = e->next)
+        par[3].expect += e->n_samples;
+    if (gather(b, offsetof(ch_entry, sample_rows), &par[3].rows, &n_live) < 0) {
+        rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+        goto fail;
+    }
+    for (int k = 0; k < 4; k++)
         par_start(&par[k]);
 
     /* meanwhile: profiles already stored at the same (series, time): PD_EEXIST */
-    rc = pd_buf_puts(&sql, "SELECT fingerprint, ts FROM profiles_v3 WHERE (fingerprint, ts) IN (");
+    /* the fingerprints and days alone too, for the primary key and the
+       partitions (a tuple IN alone scanned the whole table: a batch's CPU
+       in ClickHouse grew with the database) */
+    rc = pd_buf_puts(&sql, "SELECT fingerprint, ts FROM profiles_v3 WHERE fingerprint IN (");
+    for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
+        rc = pd_buf_printf(&sql, "%s%llu", e == b->head ? "" : ",", (unsigned long long)e->fp);
+    rc = rc ? rc : pd_buf_puts(&sql, ") AND day IN (");
+    for (ch_entry *e = b->head; rc == 0 && e; e = e->next) {
+        rc = e == b->head ? 0 : pd_buf_putc(&sql, ',');
+        rc = rc ? rc : pd__ch_put_sql_day(&sql, e->day);
+    }
+    rc = rc ? rc : pd_buf_puts(&sql, ") AND (fingerprint, ts) IN (");
     for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
         rc = pd_buf_printf(&sql, "%s(%llu,%lld)", e == b->head ? "" : ",",
                            (unsigned long long)e->fp, (long long)e->ts);
@@ -514,7 +539,7 @@ static void flush(pd_ch *c, ch_batch *b)
         rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
     else
         rc = pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, &resp, NULL, &err);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         par_join(&par[k]);
         if (rc == 0 && par[k].rc < 0) {
             rc = par[k].rc;
@@ -534,19 +559,7 @@ static void flush(pd_ch *c, ch_batch *b)
                                "a profile of this series at %lld is already stored", (long long)ts);
     }
 
-    /* 4. samples, 5. profiles (the row that makes a profile visible) */
-    pd_buf_reset(&rows);
-    uint64_t n_samples = 0;
-    for (ch_entry *e = b->head; e; e = e->next)
-        if (e->rc == 0)
-            n_samples += e->n_samples;
-    if (gather(b, offsetof(ch_entry, sample_rows), &rows, &n_live) < 0) {
-        rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
-        goto fail;
-    }
-    rc = insert_rows(c, b, "samples_v3", &rows, true, n_samples, &err);
-    if (rc < 0)
-        goto fail;
+    /* then profiles (the row that makes a profile visible) */
     pd_buf_reset(&rows);
     if (gather(b, offsetof(ch_entry, prof_row), &rows, &n_live) < 0) {
         rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
@@ -579,7 +592,7 @@ fail:
     pd_metrics_add("profd_clickhouse_failed_profiles_total", NULL, (double)b->n);
     fail_live(b, rc, &err);
 out:
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         pd_buf_release(&par[k].rows);
     pd_u64map_release(&seen);
     pd_u64map_release(&seen_fp);

@@ -67,11 +67,12 @@
  * (stacks by stack_hash).
  *
  * Write path and acknowledgement: pd__ch_append encodes the rows and queues
- * them; a writer thread sends what queued as one batch: the INSERTs into
- * stacks, series and series_index (tables that replace, so repeating rows is
- * harmless) at once on three threads beside the PD_EEXIST check, then
- * samples, then profiles — so a profile row is written only when all it
- * refers to is. Group commit: while a batch is in flight the next one
+ * them; a writer thread sends what queued as one batch in two round trips:
+ * the INSERTs into stacks, series and series_index (tables that replace, so
+ * repeating rows is harmless) and samples at once on four threads beside
+ * the PD_EEXIST check, then profiles — so a profile row is written only
+ * when all it refers to is (samples rows of an entry refused as PD_EEXIST
+ * are written under a write_id no profiles row has: never counted). Group commit: while a batch is in flight the next one
  * gathers; batches start at least flush_interval_ms apart (or wait
  * batch_wait_ms for more; a batch is flushed at batch_bytes). The append returns 0 only after
  * ClickHouse has acknowledged the INSERT of the profile's row (in cluster mode with

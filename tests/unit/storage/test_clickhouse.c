@@ -450,13 +450,26 @@ static uint64_t ch_u64(pd_ch *c, const char *sql)
 static uint64_t rows_read_since(pd_ch *c, uint64_t since, const char *prefix)
 {
     pd_err err;
-    PD_ASSERT_OK(pd__ch_exec(c, "SYSTEM FLUSH LOGS", NULL, 0, NULL, NULL, NULL, &err), &err);
     char sql[512];
     snprintf(sql, sizeof sql,
-             "SELECT max(read_rows) FROM system.query_log WHERE type = 2 AND "
+             "SELECT count(), max(read_rows) FROM system.query_log WHERE type = 2 AND "
              "toUInt64(event_time) >= %llu AND startsWith(query, '%s') FORMAT RowBinary",
              (unsigned long long)since, prefix);
-    return ch_u64(c, sql);
+    for (int i = 0; i < 100; i++) { /* the log is written asynchronously */
+        PD_ASSERT_OK(pd__ch_exec(c, "SYSTEM FLUSH LOGS", NULL, 0, NULL, NULL, NULL, &err), &err);
+        pd_buf resp;
+        pd_buf_init(&resp, 0);
+        PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err), &err);
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        uint64_t n = pd__ch_rd_u64(&r), v = pd__ch_rd_u64(&r);
+        assert_false(r.bad);
+        pd_buf_release(&resp);
+        if (n > 0)
+            return v;
+        usleep(100000);
+    }
+    fail_msg("no query starting with %s in system.query_log", prefix);
+    return 0;
 }
 
 typedef struct sum_ctx {
