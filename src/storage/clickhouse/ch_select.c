@@ -252,7 +252,6 @@ out:
     return rc;
 }
 
-
 /* ---- points ---- */
 
 /* Reads one (ts, sample_types, sample_units, totals) into pt, strings in a.
@@ -500,7 +499,6 @@ static int series_exists(pd_ch *c, uint64_t ref, pd_err *err)
     return rc;
 }
 
-
 int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
                        pd_err *err)
 {
@@ -574,4 +572,3 @@ out:
     pd_buf_release(&resp);
     return rc;
 }
-

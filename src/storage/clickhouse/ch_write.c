@@ -383,8 +383,8 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
 typedef struct par_insert {
     pd_ch *c;
     const char *table;
-    ch_batch *b;      /* by write_id (samples): the batch, else NULL */
-    uint64_t expect;  /* by write_id: the rows of the batch */
+    ch_batch *b;     /* by write_id (samples): the batch, else NULL */
+    uint64_t expect; /* by write_id: the rows of the batch */
     pd_buf rows;
     int rc;
     pd_err err;
@@ -1228,16 +1228,20 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
         rc = -EIO;
         goto fail;
     }
-    {
-        /* the database's retention (recorded by the first profd, this one if none is) */
+    /* the database's retention (recorded by the first profd, this one if none
+       is), on every server that answers: each shard of a cluster trims itself */
+    for (size_t u = 0; u < c->n_urls; u++) {
         int64_t ret;
         pd_err e;
         pd_err_clear(&e);
-        if ((rc = retention_on(c, c->cur, &ret, &e)) < 0) {
+        int r = retention_on(c, u, &ret, &e);
+        if (r < 0 && (u == c->cur || c->cluster)) {
             *err = e;
+            rc = r;
             goto fail;
         }
-        retention_adopt(c, c->cur, ret);
+        if (r == 0 && u == c->cur)
+            retention_adopt(c, u, ret);
     }
     if (pthread_create(&c->writer, NULL, writer_main, c) != 0) {
         rc = pd_err_set(err, PD_ENOMEM, "cannot start the ClickHouse writer thread");

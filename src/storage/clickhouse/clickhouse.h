@@ -72,11 +72,12 @@
  * repeating rows is harmless) and samples at once on four threads beside
  * the PD_EEXIST check, then profiles — so a profile row is written only
  * when all it refers to is (samples rows of an entry refused as PD_EEXIST
- * are written under a write_id no profiles row has: never counted). Group commit: while a batch is in flight the next one
- * gathers; batches start at least flush_interval_ms apart (or wait
- * batch_wait_ms for more; a batch is flushed at batch_bytes). The append returns 0 only after
- * ClickHouse has acknowledged the INSERT of the profile's row (in cluster mode with
- * insert_distributed_sync=1: after every shard wrote it). There is no local
+ * are written under a write_id no profiles row has: never counted).
+ * Group commit: while a batch is in flight the next one gathers; batches
+ * start at least flush_interval_ms apart (or wait batch_wait_ms for more;
+ * a batch is flushed at batch_bytes). The append returns 0 only after
+ * ClickHouse has acknowledged the INSERT of the profile's row (in cluster
+ * mode with insert_distributed_sync=1: after every shard wrote it). There is no local
  * WAL: a crash of profd loses only what was not acknowledged; a crash of
  * ClickHouse loses what ClickHouse loses (it does not fsync inserts by
  * default). A failed batch fails every append in it, with the error; an
@@ -159,8 +160,8 @@ int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size
  * is symbolized; a stack that does not pass adds nothing. */
 int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const uint64_t *refs,
                               const uint32_t *group, size_t n, int64_t mint, int64_t maxt,
-                              pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                              void *ctx, size_t *n_series /* OUT, may be NULL */, pd_err *err);
+                              pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                              size_t *n_series /* OUT, may be NULL */, pd_err *err);
 /* pd_storage_aggregate_diff when each side is one group (storage.c
  * checks): one query for both sides' headers, one GROUP BY over samples
  * with a sumForEachIf per side, one IN for the stacks of both. Rows are
