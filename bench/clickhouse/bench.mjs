@@ -77,7 +77,15 @@ async function chq(server, sql) {
 const pct = (v, p) => { const s = [...v].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
 const median = (v) => pct(v, 0.5);
 
-async function ingest(profd) {
+// CPU seconds (user + system) a process has used so far (/proc/PID/stat, clock ticks of 1/100 s)
+function cpuSec(pid) {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+async function ingest(profd, servers = []) {
+  const pids = { profd: profd.child.pid, ch: servers.map((s) => s.child.pid) };
+  const cpu0 = { profd: cpuSec(pids.profd), ch: pids.ch.map(cpuSec) };
   const lat = [];
   let next = 0;
   const t0 = performance.now();
@@ -92,7 +100,9 @@ async function ingest(profd) {
     }
   }));
   const wall = (performance.now() - t0) / 1000;
-  return { rate: items.length / wall, p50: pct(lat, 0.5), p99: pct(lat, 0.99), wall };
+  const cpuP = (cpuSec(pids.profd) - cpu0.profd) / items.length * 1000;
+  const cpuC = pids.ch.reduce((a, pid, i) => a + cpuSec(pid) - cpu0.ch[i], 0) / items.length * 1000;
+  return { rate: items.length / wall, p50: pct(lat, 0.5), p99: pct(lat, 0.99), wall, cpuP, cpuC };
 }
 
 const FROM = (T0 - 60000) / 1000;
@@ -131,23 +141,25 @@ await tsdb.stop();
 const ch1 = await startCH('ch1', P(1), P(2), P(3), [P(2), P(6)]);
 const chp = await startProfd({ storage: path.join(dir, 'x'), port: P(4), name: 'profd-ch',
   extraArgs: [WT, '--storage.backend=clickhouse', `--clickhouse.url=${ch1.url}`, '--clickhouse.database=bench'] });
-out.ch = { ingest: await ingest(chp), ...(await queries(chp)) };
+out.ch = { ingest: await ingest(chp, [ch1]), ...(await queries(chp)) };
 assert.deepEqual(out.ch.totals, out.tsdb.totals, 'query_range totals equal');
 assert.equal(out.ch.mergeTotal, out.tsdb.mergeTotal, 'merge totals equal');
 await chp.stop();
 const tables = {};
+// schema v3 (issue 35) writes *_v3 tables; an older profd the plain names
+const sfx = Number(await chq(ch1, "SELECT count() FROM system.tables WHERE database='bench' AND name='profiles_v3'")) ? '_v3' : '';
 for (const t of ['profiles', 'samples', 'stacks', 'series', 'series_index']) {
-  await chq(ch1, `OPTIMIZE TABLE bench.${t} FINAL`);
-  tables[t] = Number(await chq(ch1, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='bench' AND table='${t}'`));
+  await chq(ch1, `OPTIMIZE TABLE bench.${t}${sfx} FINAL`);
+  tables[t] = Number(await chq(ch1, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='bench' AND table='${t}${sfx}'`));
 }
-const body = Number(await chq(ch1, 'SELECT sum(length(body)) FROM bench.profiles'));
+const body = Number(await chq(ch1, `SELECT sum(length(body)) FROM bench.profiles${sfx}`));
 out.chBytes = { tables, body };
 
 // (c) two shards, Distributed: ingest
 const ch2 = await startCH('ch2', P(5), P(6), P(7), [P(2), P(6)]);
 const clu = await startProfd({ storage: path.join(dir, 'y'), port: P(8), name: 'profd-clu',
   extraArgs: [WT, '--storage.backend=clickhouse', `--clickhouse.url=${ch1.url}`, `--clickhouse.url=${ch2.url}`, '--clickhouse.database=benchclu', '--clickhouse.cluster=pd2'] });
-out.cluster = { ingest: await ingest(clu), ...(await queries(clu)) };
+out.cluster = { ingest: await ingest(clu, [ch1, ch2]), ...(await queries(clu)) };
 assert.deepEqual(out.cluster.totals, out.tsdb.totals, 'query_range totals equal (cluster)');
 await clu.stop();
 
@@ -178,6 +190,7 @@ console.log(`\n${SERIES} series x 1 real heap profile, ${CLIENTS} push clients, 
 console.log('| | embedded TSDB | ClickHouse, 1 server | ClickHouse, 2 shards (Distributed) |');
 console.log('|---|---:|---:|---:|');
 console.log(`| ingest, profiles/s | ${f(out.tsdb.ingest.rate)} | ${f(out.ch.ingest.rate)} | ${f(out.cluster.ingest.rate)} |`);
+console.log(`| CPU ms per ingested profile, profd + ClickHouse | ${f(out.tsdb.ingest.cpuP)} | ${f(out.ch.ingest.cpuP)} + ${f(out.ch.ingest.cpuC)} | ${f(out.cluster.ingest.cpuP)} + ${f(out.cluster.ingest.cpuC)} |`);
 console.log(`| push latency p50 / p99, ms | ${f(out.tsdb.ingest.p50)} / ${f(out.tsdb.ingest.p99)} | ${f(out.ch.ingest.p50)} / ${f(out.ch.ingest.p99)} | ${f(out.cluster.ingest.p50)} / ${f(out.cluster.ingest.p99)} |`);
 console.log(`| merge of ${SERIES} profiles, report=top, ms | ${f(out.tsdb.merge, 0)} | ${f(out.ch.merge, 0)} | ${f(out.cluster.merge, 0)} |`);
 console.log(`| merge of ${SERIES} profiles, report=proto, ms | ${f(out.tsdb.mergeProto, 0)} | ${f(out.ch.mergeProto, 0)} | ${f(out.cluster.mergeProto, 0)} |`);

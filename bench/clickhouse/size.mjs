@@ -8,7 +8,8 @@
 //
 // DATA_DIR/<type>/NNNNNN.pb.gz as bench/storage_size/collect.sh writes them
 // (consecutive profiles of one real Go process per type). env: PORT0=19470
-// (ports PORT0..PORT0+9, loopback), N (profiles per type; default all).
+// (ports PORT0..PORT0+9, loopback), N (profiles per type; default all),
+// CH_ZSTD=1 (ClickHouse's server-wide <compression> set to zstd for every part).
 //
 // Each type is one series, its profiles pushed in order through profefe's
 // API 1 s apart to profd on a fresh ClickHouse database (one per profd
@@ -60,7 +61,7 @@ async function startCH(name, http_, tcp, inter) {
 <user_files_path>${d}/uf/</user_files_path><format_schema_path>${d}/fs/</format_schema_path>
 <mark_cache_size>67108864</mark_cache_size><uncompressed_cache_size>0</uncompressed_cache_size>
 <users_config>${d}/users.xml</users_config><default_profile>default</default_profile><default_database>default</default_database>
-<timezone>UTC</timezone></yandex>`);
+<timezone>UTC</timezone>${process.env.CH_ZSTD ? '<compression><case><method>zstd</method></case></compression>' : ''}</yandex>`);
   fs.writeFileSync(path.join(d, 'users.xml'), `<?xml version="1.0"?><yandex><profiles><default/></profiles><users><default>
 <password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
 <quotas><default/></quotas></yandex>`);
@@ -97,13 +98,15 @@ async function clickhouseBytes(bin, label, port) {
     }
     await p.stop();
     const tables = {};
+    // schema v3 (issue 35) writes *_v3 tables; older profds the plain names
+    const sfx = Number(await chq(ch, `SELECT count() FROM system.tables WHERE database='${db}' AND name='profiles_v3'`)) ? '_v3' : '';
     for (const tb of ['profiles', 'samples', 'stacks', 'series', 'series_index']) {
-      await chq(ch, `OPTIMIZE TABLE ${db}.${tb} FINAL`);
-      tables[tb] = Number(await chq(ch, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='${db}' AND table='${tb}'`));
+      await chq(ch, `OPTIMIZE TABLE ${db}.${tb}${sfx} FINAL`);
+      tables[tb] = Number(await chq(ch, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='${db}' AND table='${tb}${sfx}'`));
     }
-    const body = Number(await chq(ch, `SELECT sum(data_compressed_bytes) FROM system.columns WHERE database='${db}' AND table='profiles' AND name='body'`));
-    const rows = Number(await chq(ch, `SELECT count() FROM ${db}.samples`));
-    const n = Number(await chq(ch, `SELECT count() FROM ${db}.profiles`));
+    const body = Number(await chq(ch, `SELECT sum(data_compressed_bytes) FROM system.columns WHERE database='${db}' AND table='profiles${sfx}' AND name='body'`));
+    const rows = Number(await chq(ch, `SELECT count() FROM ${db}.samples${sfx}`));
+    const n = Number(await chq(ch, `SELECT count() FROM ${db}.profiles${sfx}`));
     assert.equal(n, files.length, `${label} ${t}: every profile stored`);
     out[t] = { tables, body, rows, n };
   }
@@ -140,8 +143,8 @@ await killAll();
 const f = (x) => Math.round(x).toLocaleString('en-US');
 const tot = (o) => Object.values(o.tables).reduce((a, b) => a + b, 0);
 console.log('\nBytes per profile (B/p), the same files per row:\n');
-console.log('| type | n | gzip as served | conprof (zstd -3, groups of 12) | embedded block | ClickHouse v2 (no body) | of which profiles / samples / stacks / series+index | samples rows/p |' +
-  (v1 ? ' ClickHouse v1 (body kept) | of which body |' : '') + ' v2 + zstd body |');
+console.log('| type | n | gzip as served | conprof (zstd -3, groups of 12) | embedded block | ClickHouse, PROFD_BIN | of which profiles / samples / stacks / series+index | samples rows/p |' +
+  (v1 ? ' ClickHouse, PROFD_BIN_BASE | of which body |' : '') + ' PROFD_BIN + zstd body |');
 console.log('|---|---:|---:|---:|---:|---:|---|---:|' + (v1 ? '---:|---:|' : '') + '---:|');
 const sum = { n: 0, gz: 0, block: 0, conprof: 0, zbody: 0, v2: 0, v1: 0, v1body: 0, rows: 0, tb: {} };
 for (const t of Object.keys(sets)) {

@@ -320,15 +320,15 @@ test('conformance on one ClickHouse server: the embedded TSDB and ClickHouse ans
   tsdb = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb' });
   const chp = await startProfd({ storage: path.join(dir, 'unused1'), name: 'profd-ch', extraArgs: chArgs([ch1.url], 'single') });
   // the schema is profd's, versioned
-  assert.equal(await chQuery(ch1, 'SELECT max(version) FROM single.schema_version'), '2');
+  assert.equal(await chQuery(ch1, 'SELECT max(version) FROM single.schema_version'), '3');
   await pushAll(tsdb, CORPUS);
   await pushAll(chp, CORPUS);
   // the data is in ClickHouse's tables, decomposed
-  assert.equal(Number(await chQuery(ch1, 'SELECT count() FROM single.profiles')), CORPUS.length);
+  assert.equal(Number(await chQuery(ch1, 'SELECT count() FROM single.profiles_v3')), CORPUS.length);
   // schema v2 keeps no body: single profiles are rebuilt (singleProfiles below)
-  assert.equal(Number(await chQuery(ch1, 'SELECT sum(length(body)) FROM single.profiles')), 0);
-  assert.ok(Number(await chQuery(ch1, 'SELECT uniqExact(stack_hash) FROM single.stacks')) > 100, 'stacks stored');
-  assert.ok(Number(await chQuery(ch1, 'SELECT count() FROM single.samples')) > 100, 'samples stored');
+  assert.equal(Number(await chQuery(ch1, 'SELECT sum(length(body)) FROM single.profiles_v3')), 0);
+  assert.ok(Number(await chQuery(ch1, 'SELECT uniqExact(stack_hash) FROM single.stacks_v3')) > 100, 'stacks stored');
+  assert.ok(Number(await chQuery(ch1, 'SELECT count() FROM single.samples_v3')) > 100, 'samples stored');
   // a second push at the same series and time: profefe's API stores it at the next ms on both
   const dup = CORPUS[0];
   for (const p of [tsdb, chp]) {
@@ -360,7 +360,7 @@ test('conformance on one ClickHouse server: the embedded TSDB and ClickHouse ans
   // bad input stays a 4xx and stores nothing
   const bad = await http(`${again.base}/api/0/profiles?service=demo&type=heap`, { method: 'POST', body: Buffer.from('not a profile') });
   assert.equal(bad.status, 400);
-  assert.equal(Number(await chQuery(ch1, 'SELECT count() FROM single.profiles')), CORPUS.length + 1);
+  assert.equal(Number(await chQuery(ch1, 'SELECT count() FROM single.profiles_v3')), CORPUS.length + 1);
   await again.stop();
 });
 
@@ -392,8 +392,8 @@ test('cluster: Distributed tables over two shards, write through one profd, read
     extraArgs: chArgs([ch2.url, ch1.url], 'clu', ['--clickhouse.cluster=pd2']) });
   await pushAll(writer, CORPUS);
   await push(writer, CORPUS[0]); // the repeated push, as above
-  const n1 = Number(await chQuery(ch1, 'SELECT count() FROM clu.profiles_local'));
-  const n2 = Number(await chQuery(ch2, 'SELECT count() FROM clu.profiles_local'));
+  const n1 = Number(await chQuery(ch1, 'SELECT count() FROM clu.profiles_v3_local'));
+  const n2 = Number(await chQuery(ch2, 'SELECT count() FROM clu.profiles_v3_local'));
   assert.equal(n1 + n2, CORPUS.length + 1, 'every profile on exactly one shard');
   assert.ok(n1 > 0 && n2 > 0, `both shards hold profiles (${n1}, ${n2})`);
   assertSame(tsdbAnswers, await answers(reader), 'TSDB vs ClickHouse cluster (read through the other profd)');

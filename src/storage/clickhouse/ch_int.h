@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/arena.h"
 #include "base/buf.h"
 #include "base/u64map.h"
 #include "storage/clickhouse/clickhouse.h"
@@ -28,7 +29,10 @@ struct pd_ch {
     int64_t batch_wait_ms;
     int64_t flush_interval_ms;
     pd_pprof_limits limits;
-    int64_t retention_ms, grace_ms, maint_ms;
+    int64_t retention_ms;      /* the database's (table retention; __atomic) */
+    int64_t flag_retention_ms; /* this profd's --storage.retention.time */
+    bool retention_said;       /* a differing flag was logged (maintenance thread) */
+    int64_t grace_ms, maint_ms;
     int64_t (*clock)(void);
     uint64_t gen; /* appends acknowledged (__atomic): invalidates prefetched points */
 
@@ -40,7 +44,7 @@ struct pd_ch {
     pthread_t writer;
     bool writer_running;
     /* written successfully before (writer thread only) */
-    pd_u64map known_stacks; /* stack hash -> 1 */
+    pd_u64map known_stacks; /* stack hash -> day + 1 of its last row */
     pd_u64map known_series; /* fingerprint -> day + 1 of its last index rows */
     bool forget_known;      /* a read missed a stack (__atomic): the writer clears the
                                two maps above before its next batch */
@@ -51,11 +55,6 @@ struct pd_ch {
     pthread_mutex_t stop_mu;
     pthread_cond_t stop_cv;
 };
-
-/* ---- ch_read.c ---- */
-
-/* Drops the calling thread's prefetched points if they are c's. */
-void pd__ch_cache_forget(const pd_ch *c);
 
 /* ---- ch_http.c ---- */
 
@@ -106,6 +105,26 @@ static inline bool pd__ch_rd_more(const ch_rd *r)
 {
     return !r->bad && r->pos < r->len;
 }
+
+/* ---- ch_select.c: series, points, and the helpers of every read ---- */
+
+/* Largest answer a read takes (bytes). */
+#define CH_MAX_ANSWER (1024u << 20)
+
+/* Drops the calling thread's prefetched points if they are c's. */
+void pd__ch_cache_forget(const pd_ch *c);
+/* Sets err to "out of memory (ClickHouse read)"; returns PD_ENOMEM. */
+int pd__ch_nomem(pd_err *err);
+/* Appends " day BETWEEN 'a' AND 'b' AND ts BETWEEN x AND y" (the partition
+ * key and the time, ms) to b. 0, PD_ENOMEM/PD_ETOOBIG. */
+int pd__ch_put_range(pd_buf *b, int64_t mint, int64_t maxt);
+/* Runs the SELECT in sql (NUL appended here) with the read settings (large
+ * IN lists allowed), its answer appended to resp. pd__ch_exec's errors. */
+int pd__ch_query(pd_ch *c, pd_buf *sql, pd_buf *resp, pd_err *err);
+/* Sets err to "malformed RowBinary answer to <what>" naming the URL; -EIO. */
+int pd__ch_bad_answer(pd_ch *c, pd_err *err, const char *what);
+/* A String of r copied into a (NUL-terminated); NULL when out of memory. */
+char *pd__ch_rd_arena_str(ch_rd *r, pd_arena *a);
 
 /* ---- ch_stack.c: a sample's key resolved to frames ----
  *

@@ -1,8 +1,9 @@
 /*
- * storage/clickhouse/ch_read.c — the querier and the aggregation of the
- * ClickHouse backend, pushed down as clickhouse.h describes: series from
- * the label index, points from the profiles' totals, a profile from its
- * stored body, merges as GROUP BY stack hash.
+ * storage/clickhouse/ch_read.c — the profile side of the ClickHouse
+ * querier, pushed down as clickhouse.h describes: aggregations (merges as
+ * GROUP BY stack hash with sumForEach, the surviving stacks fetched with
+ * IN), a single profile rebuilt from its samples rows and stacks, and a
+ * diff's two sides in one pass. Series and points are in ch_select.c.
  *
  * Every query filters on day (the partition key) as well as ts, so
  * ClickHouse reads only the days in range. Queries name the plain tables:
@@ -14,569 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <pthread.h>
-
 #include "base/log.h"
 #include "storage/clickhouse/ch_int.h"
 #include "storage/tsdb/warnings_int.h"
 
-#define CH_MAX_ANSWER (1024u << 20)
 #define CH_MAX_PART_STACKS (4u << 20)
-#define CH_CACHE_MS 5000           /* prefetched points kept this long (below) */
-#define CH_CACHE_MAX_POINTS 200000 /* and only this many */
-
-static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt);
-
-static int nomem(pd_err *err)
-{
-    return pd_err_set(err, PD_ENOMEM, "out of memory (ClickHouse read)");
-}
-
-/* " day BETWEEN 'a' AND 'b' AND ts BETWEEN x AND y" */
-static int put_range(pd_buf *b, int64_t mint, int64_t maxt)
-{
-    int rc = pd_buf_puts(b, " day BETWEEN ");
-    rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(mint));
-    rc = rc ? rc : pd_buf_puts(b, " AND ");
-    rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(maxt));
-    rc = rc ? rc
-            : pd_buf_printf(b, " AND ts BETWEEN %lld AND %lld", (long long)mint, (long long)maxt);
-    return rc;
-}
-
-/* Queries name their series' fingerprints (IN lists, ~20 bytes and an AST
- * element each, a diff's six times): ClickHouse's max_query_size (256 KiB)
- * and max_ast_elements (50,000) would refuse a merge of ~6,000 series; these
- * let ~500,000 through. */
-#define CH_READ_SETTINGS                                                                           \
-    "max_query_size=67108864&max_ast_elements=10000000&max_expanded_ast_elements=10000000"
-
-static int query(pd_ch *c, pd_buf *sql, pd_buf *resp, pd_err *err)
-{
-    if (pd_buf_putc(sql, 0) < 0)
-        return nomem(err);
-    return pd__ch_exec(c, (const char *)sql->data, NULL, 0, CH_READ_SETTINGS, resp, NULL, err);
-}
-
-static int bad_answer(pd_ch *c, pd_err *err, const char *what)
-{
-    return pd_err_set(err, -EIO, "ClickHouse %s: malformed RowBinary answer to %s",
-                      c->urls[__atomic_load_n(&c->cur, __ATOMIC_RELAXED)], what);
-}
-
-/* ---- select ---- */
-
-typedef struct fp_stat {
-    uint64_t n;
-    int64_t min, max;
-} fp_stat;
-
-static int cmp_info(const void *a, const void *b)
-{
-    return pd_labels_cmp(&((const pd_series_info *)a)->labels,
-                         &((const pd_series_info *)b)->labels);
-}
-
-int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
-                  pd_series_set *out, pd_err *err)
-{
-    out->v = NULL;
-    out->n = 0;
-    pd_buf where, sql, resp;
-    pd_buf_init(&where, 0);
-    pd_buf_init(&sql, 0);
-    pd_buf_init(&resp, CH_MAX_ANSWER);
-    pd_u64map stat_idx;
-    pd_u64map_init(&stat_idx);
-    fp_stat *st = NULL;
-    size_t n_st = 0, cap = 0;
-    int rc = put_range(&where, mint, maxt);
-    /* equality matchers from the inverted index; the rest re-checked below */
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (ms[i].type != PD_MATCH_EQ || !ms[i].value[0])
-            continue;
-        rc = pd_buf_puts(&where, " AND fingerprint GLOBAL IN (SELECT fingerprint FROM "
-                                 "series_index WHERE day BETWEEN ");
-        rc = rc ? rc : pd__ch_put_sql_day(&where, pd__ch_day(mint));
-        rc = rc ? rc : pd_buf_puts(&where, " AND ");
-        rc = rc ? rc : pd__ch_put_sql_day(&where, pd__ch_day(maxt));
-        rc = rc ? rc : pd_buf_puts(&where, " AND name = ");
-        rc = rc ? rc : pd__ch_put_sql_string(&where, ms[i].name, strlen(ms[i].name));
-        rc = rc ? rc : pd_buf_puts(&where, " AND value = ");
-        rc = rc ? rc : pd__ch_put_sql_string(&where, ms[i].value, strlen(ms[i].value));
-        rc = rc ? rc : pd_buf_putc(&where, ')');
-    }
-    if (rc < 0 || pd_buf_putc(&where, 0) < 0) {
-        rc = nomem(err);
-        goto out;
-    }
-    if (pd_buf_printf(&sql,
-                      "SELECT fingerprint, count(), min(ts), max(ts) FROM profiles WHERE%s "
-                      "GROUP BY fingerprint FORMAT RowBinary",
-                      (const char *)where.data) < 0) {
-        rc = nomem(err);
-        goto out;
-    }
-    if ((rc = query(c, &sql, &resp, err)) < 0)
-        goto out;
-    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-    while (pd__ch_rd_more(&r)) {
-        uint64_t fp = pd__ch_rd_u64(&r);
-        fp_stat s = {pd__ch_rd_u64(&r), (int64_t)pd__ch_rd_u64(&r), (int64_t)pd__ch_rd_u64(&r)};
-        if (r.bad)
-            break;
-        if (n_st == cap) {
-            size_t nc = cap ? 2 * cap : 64;
-            fp_stat *x = realloc(st, nc * sizeof *x);
-            if (!x) {
-                rc = nomem(err);
-                goto out;
-            }
-            st = x;
-            cap = nc;
-        }
-        st[n_st] = s;
-        if (pd_u64map_put(&stat_idx, fp, n_st++) < 0) {
-            rc = nomem(err);
-            goto out;
-        }
-    }
-    if (r.bad) {
-        rc = bad_answer(c, err, "the series' profile counts");
-        goto out;
-    }
-    if (n_st == 0)
-        goto out;
-    pd_buf_reset(&sql);
-    pd_buf_reset(&resp);
-    if (pd_buf_printf(&sql,
-                      "SELECT fingerprint, any(names), any(values) FROM series WHERE "
-                      "fingerprint GLOBAL IN (SELECT fingerprint FROM profiles WHERE%s) "
-                      "GROUP BY fingerprint FORMAT RowBinary",
-                      (const char *)where.data) < 0) {
-        rc = nomem(err);
-        goto out;
-    }
-    if ((rc = query(c, &sql, &resp, err)) < 0)
-        goto out;
-    out->v = calloc(n_st, sizeof *out->v);
-    if (!out->v) {
-        rc = nomem(err);
-        goto out;
-    }
-    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
-    char *tmp = NULL;
-    while (pd__ch_rd_more(&r)) {
-        uint64_t fp = pd__ch_rd_u64(&r), at;
-        uint64_t nn = pd__ch_rd_varint(&r);
-        if (r.bad || nn > r.len)
-            break;
-        const uint8_t **nv = calloc(nn ? 2 * nn : 1, sizeof *nv);
-        size_t *nl = calloc(nn ? 2 * nn : 1, sizeof *nl);
-        if (!nv || !nl) {
-            free(nv);
-            free(nl);
-            rc = nomem(err);
-            goto out;
-        }
-        for (uint64_t i = 0; i < nn; i++)
-            pd__ch_rd_str(&r, &nv[i], &nl[i]);
-        uint64_t nvals = pd__ch_rd_varint(&r);
-        if (nvals != nn)
-            r.bad = true;
-        for (uint64_t i = 0; i < nn && !r.bad; i++)
-            pd__ch_rd_str(&r, &nv[nn + i], &nl[nn + i]);
-        pd_labels ls;
-        pd_labels_init(&ls);
-        for (uint64_t i = 0; i < nn && !r.bad && rc == 0; i++) {
-            char *x = realloc(tmp, nl[i] + nl[nn + i] + 2);
-            if (!x) {
-                rc = nomem(err);
-                break;
-            }
-            tmp = x;
-            memcpy(tmp, nv[i], nl[i]);
-            tmp[nl[i]] = 0;
-            memcpy(tmp + nl[i] + 1, nv[nn + i], nl[nn + i]);
-            tmp[nl[i] + 1 + nl[nn + i]] = 0;
-            pd_err e2;
-            if (pd_labels_set(&ls, tmp, tmp + nl[i] + 1, &e2) < 0)
-                r.bad = true;
-        }
-        free(nv);
-        free(nl);
-        if (rc < 0 || r.bad || !pd_u64map_get(&stat_idx, fp, &at) ||
-            !pd_matchers_match(ms, n, &ls)) {
-            pd_labels_release(&ls);
-            if (rc < 0 || r.bad)
-                break;
-            continue;
-        }
-        pd_series_info *si = &out->v[out->n++];
-        si->ref = fp;
-        si->labels = ls;
-        si->n_profiles = (size_t)st[at].n;
-        si->min_ts = st[at].min;
-        si->max_ts = st[at].max;
-        if (out->n == n_st)
-            break;
-    }
-    free(tmp);
-    if (rc < 0)
-        goto out;
-    if (r.bad) {
-        rc = bad_answer(c, err, "the series' labels");
-        goto out;
-    }
-    if ((rc = pd_matchers_check_limits(ms, n, err)) < 0)
-        goto out;
-    qsort(out->v, out->n, sizeof *out->v, cmp_info);
-    size_t total = 0;
-    for (size_t i = 0; i < out->n; i++)
-        total += out->v[i].n_profiles;
-    if (out->n > 1 && total <= CH_CACHE_MAX_POINTS)
-        prefetch(c, (const char *)where.data, mint, maxt);
-out:
-    if (rc < 0)
-        pd_series_set_release(out);
-    free(st);
-    pd_u64map_release(&stat_idx);
-    pd_buf_release(&where);
-    pd_buf_release(&sql);
-    pd_buf_release(&resp);
-    return rc;
-}
-
-static char *rd_arena_str(ch_rd *r, pd_arena *a);
-
-/* ---- points ---- */
-
-/* Reads one (ts, sample_types, sample_units, totals) into pt, strings in a.
- * 0, 1 for a malformed row, PD_ENOMEM. */
-static int parse_point(ch_rd *r, pd_arena *a, pd_point *pt)
-{
-    pt->ts_ms = (int64_t)pd__ch_rd_u64(r);
-    uint64_t nt = pd__ch_rd_varint(r);
-    if (r->bad || nt > r->len)
-        return 1;
-    pt->n_types = (size_t)nt;
-    pt->types = pd_arena_calloc(a, nt ? nt : 1, sizeof *pt->types);
-    pt->totals = pd_arena_calloc(a, nt ? nt : 1, sizeof *pt->totals);
-    if (!pt->types || !pt->totals)
-        return PD_ENOMEM;
-    for (size_t i = 0; i < nt; i++)
-        pt->types[i].type = rd_arena_str(r, a);
-    if (pd__ch_rd_varint(r) != nt)
-        r->bad = true;
-    for (size_t i = 0; i < nt && !r->bad; i++)
-        pt->types[i].unit = rd_arena_str(r, a);
-    if (pd__ch_rd_varint(r) != nt)
-        r->bad = true;
-    for (size_t i = 0; i < nt && !r->bad; i++)
-        pt->totals[i] = (int64_t)pd__ch_rd_u64(r);
-    if (r->bad)
-        return 1;
-    for (size_t i = 0; i < nt; i++)
-        if (!pt->types[i].type || !pt->types[i].unit)
-            return PD_ENOMEM;
-    return 0;
-}
-
-/* The points prefetched by the last pd__ch_select of this thread: the query
- * layer selects, then reads the points of every series selected (a merge,
- * query_range): one query for all instead of one per series. Valid for the
- * store and range it was made for, while no append of this process
- * happened since (c->gen) and for CH_CACHE_MS. */
-
-typedef struct pcache_ent {
-    size_t off, n; /* into pts */
-} pcache_ent;
-
-typedef struct pcache {
-    const pd_ch *c;
-    uint64_t gen;
-    int64_t mint, maxt, born;
-    pd_u64map idx; /* ref -> index into ents + 1 */
-    pcache_ent *ents;
-    size_t n_ents;
-    pd_point *pts;
-    size_t n_pts, cap_pts;
-    pd_arena a;
-} pcache;
-
-static pthread_key_t g_cache_key;
-static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
-
-static void pcache_clear(pcache *pc)
-{
-    pd_u64map_release(&pc->idx);
-    pd_u64map_init(&pc->idx);
-    free(pc->ents);
-    free(pc->pts);
-    pc->ents = NULL;
-    pc->pts = NULL;
-    pc->n_ents = pc->n_pts = pc->cap_pts = 0;
-    pd_arena_release(&pc->a);
-    pd_arena_init(&pc->a);
-    pc->c = NULL;
-}
-
-static void pcache_free(void *p)
-{
-    if (!p)
-        return;
-    pcache_clear(p);
-    pd_u64map_release(&((pcache *)p)->idx);
-    free(p);
-}
-
-static void cache_key_init(void)
-{
-    (void)pthread_key_create(&g_cache_key, pcache_free);
-}
-
-static pcache *thread_cache(bool create)
-{
-    pthread_once(&g_cache_once, cache_key_init);
-    pcache *pc = pthread_getspecific(g_cache_key);
-    if (!pc && create) {
-        pc = calloc(1, sizeof *pc);
-        if (!pc)
-            return NULL;
-        pd_u64map_init(&pc->idx);
-        pd_arena_init(&pc->a);
-        if (pthread_setspecific(g_cache_key, pc) != 0) {
-            free(pc);
-            return NULL;
-        }
-    }
-    return pc;
-}
-
-/* Forgets this thread's prefetch if it is of c (a closed store's address
- * may be reused). */
-void pd__ch_cache_forget(const pd_ch *c)
-{
-    pcache *pc = thread_cache(false);
-    if (pc && pc->c == c)
-        pcache_clear(pc);
-}
-
-/* Prefetches the points of the series matching `where` (select's filter). */
-static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt)
-{
-    pcache *pc = thread_cache(true);
-    if (!pc)
-        return;
-    pcache_clear(pc);
-    pd_buf sql, resp;
-    pd_buf_init(&sql, 0);
-    pd_buf_init(&resp, CH_MAX_ANSWER);
-    pd_err err;
-    uint64_t gen = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
-    int64_t born = c->clock();
-    bool ok = pd_buf_printf(&sql,
-                            "SELECT fingerprint, ts, sample_types, sample_units, totals FROM "
-                            "profiles WHERE%s ORDER BY fingerprint, ts LIMIT %d "
-                            "FORMAT RowBinary",
-                            where, CH_CACHE_MAX_POINTS + 1) == 0 &&
-              query(c, &sql, &resp, &err) == 0;
-    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-    uint64_t last = 0;
-    while (ok && pd__ch_rd_more(&r)) {
-        uint64_t fp = pd__ch_rd_u64(&r);
-        if (pc->n_pts == pc->cap_pts) {
-            size_t nc = pc->cap_pts ? 2 * pc->cap_pts : 1024;
-            pd_point *v = realloc(pc->pts, nc * sizeof *v);
-            pcache_ent *e = v ? realloc(pc->ents, nc * sizeof *e) : NULL;
-            if (v)
-                pc->pts = v;
-            if (!e) {
-                ok = false;
-                break;
-            }
-            pc->ents = e;
-            pc->cap_pts = nc;
-        }
-        if (parse_point(&r, &pc->a, &pc->pts[pc->n_pts]) != 0) {
-            ok = false;
-            break;
-        }
-        if (pc->n_ents == 0 || fp != last) {
-            if (pd_u64map_get(&pc->idx, fp, NULL) ||
-                pd_u64map_put(&pc->idx, fp, pc->n_ents + 1) < 0) {
-                ok = false;
-                break;
-            }
-            pc->ents[pc->n_ents++] = (pcache_ent){pc->n_pts, 0};
-            last = fp;
-        }
-        pc->ents[pc->n_ents - 1].n++;
-        pc->n_pts++;
-    }
-    if (ok && pc->n_pts <= CH_CACHE_MAX_POINTS) {
-        pc->c = c;
-        pc->gen = gen;
-        pc->mint = mint;
-        pc->maxt = maxt;
-        pc->born = born;
-    } else {
-        pcache_clear(pc);
-    }
-    pd_buf_release(&sql);
-    pd_buf_release(&resp);
-}
-
-/* Serves read_points from the prefetch: 1 (served), 0 (not cached), <0. */
-static int from_cache(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
-                      pd_err *err)
-{
-    pcache *pc = thread_cache(false);
-    uint64_t at;
-    if (!pc || pc->c != c || pc->gen != __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) ||
-        c->clock() - pc->born > CH_CACHE_MS || c->clock() < pc->born || mint < pc->mint ||
-        maxt > pc->maxt || !pd_u64map_get(&pc->idx, ref, &at))
-        return 0;
-    const pcache_ent *e = &pc->ents[at - 1];
-    pd_arena *a = malloc(sizeof *a);
-    if (!a)
-        return nomem(err);
-    pd_arena_init(a);
-    out->priv = a;
-    out->v = pd_arena_calloc(a, e->n ? e->n : 1, sizeof *out->v);
-    if (!out->v) {
-        pd_points_release(out);
-        return nomem(err);
-    }
-    for (size_t i = 0; i < e->n; i++) {
-        const pd_point *p = &pc->pts[e->off + i];
-        if (p->ts_ms < mint || p->ts_ms > maxt)
-            continue;
-        pd_point *q = &out->v[out->n];
-        q->ts_ms = p->ts_ms;
-        q->n_types = p->n_types;
-        q->types = pd_arena_calloc(a, p->n_types ? p->n_types : 1, sizeof *q->types);
-        q->totals = pd_arena_calloc(a, p->n_types ? p->n_types : 1, sizeof *q->totals);
-        if (!q->types || !q->totals) {
-            pd_points_release(out);
-            return nomem(err);
-        }
-        for (size_t k = 0; k < p->n_types; k++) {
-            q->types[k].type = pd_arena_strdup(a, p->types[k].type);
-            q->types[k].unit = pd_arena_strdup(a, p->types[k].unit);
-            q->totals[k] = p->totals[k];
-            if (!q->types[k].type || !q->types[k].unit) {
-                pd_points_release(out);
-                return nomem(err);
-            }
-        }
-        out->n++;
-    }
-    return 1;
-}
-
-static int series_exists(pd_ch *c, uint64_t ref, pd_err *err)
-{
-    pd_buf sql, resp;
-    pd_buf_init(&sql, 0);
-    pd_buf_init(&resp, 1024);
-    int rc = pd_buf_printf(&sql,
-                           "SELECT count() FROM series WHERE fingerprint = %llu "
-                           "FORMAT RowBinary",
-                           (unsigned long long)ref) < 0
-                 ? nomem(err)
-                 : query(c, &sql, &resp, err);
-    if (rc == 0) {
-        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-        uint64_t n = pd__ch_rd_u64(&r);
-        rc = r.bad ? bad_answer(c, err, "count()") : n > 0;
-    }
-    pd_buf_release(&sql);
-    pd_buf_release(&resp);
-    return rc;
-}
-
-static char *rd_arena_str(ch_rd *r, pd_arena *a)
-{
-    const uint8_t *s;
-    size_t n;
-    pd__ch_rd_str(r, &s, &n);
-    return pd_arena_strndup(a, (const char *)s, n);
-}
-
-int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
-                       pd_err *err)
-{
-    out->v = NULL;
-    out->n = 0;
-    out->priv = NULL;
-    int rc = from_cache(c, ref, mint, maxt, out, err);
-    if (rc != 0)
-        return rc < 0 ? rc : 0;
-    pd_buf sql, resp;
-    pd_buf_init(&sql, 0);
-    pd_buf_init(&resp, CH_MAX_ANSWER);
-    pd_arena *a = malloc(sizeof *a);
-    if (!a) {
-        rc = nomem(err);
-        goto out;
-    }
-    pd_arena_init(a);
-    out->priv = a;
-    rc = pd_buf_printf(&sql,
-                       "SELECT ts, sample_types, sample_units, totals FROM profiles WHERE "
-                       "fingerprint = %llu AND",
-                       (unsigned long long)ref);
-    rc = rc ? rc : put_range(&sql, mint, maxt);
-    rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY ts FORMAT RowBinary");
-    if (rc < 0) {
-        rc = nomem(err);
-        goto out;
-    }
-    if ((rc = query(c, &sql, &resp, err)) < 0)
-        goto out;
-    size_t cap = 0;
-    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-    while (pd__ch_rd_more(&r)) {
-        if (out->n == cap) {
-            size_t nc = cap ? 2 * cap : 64;
-            pd_point *v = pd_arena_alloc(a, nc * sizeof *v);
-            if (!v) {
-                rc = nomem(err);
-                goto out;
-            }
-            if (out->n)
-                memcpy(v, out->v, out->n * sizeof *v);
-            out->v = v;
-            cap = nc;
-        }
-        int pr = parse_point(&r, a, &out->v[out->n]);
-        if (pr == PD_ENOMEM) {
-            rc = nomem(err);
-            goto out;
-        }
-        if (pr)
-            break;
-        out->n++;
-    }
-    if (r.bad) {
-        rc = bad_answer(c, err, "the series' points");
-        goto out;
-    }
-    if (out->n == 0) {
-        rc = series_exists(c, ref, err);
-        if (rc == 0)
-            rc = pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
-        else if (rc > 0)
-            rc = 0;
-    }
-out:
-    if (rc < 0)
-        pd_points_release(out);
-    pd_buf_release(&sql);
-    pd_buf_release(&resp);
-    return rc;
-}
 
 /* ---- aggregation ---- */
 
@@ -614,7 +57,7 @@ static int part_room(part *p, size_t nv, const char *subject, const char *unit, 
         p->stack = s;
     int64_t *v = s ? realloc(p->values, nc * (nv ? nv : 1) * sizeof *v) : NULL;
     if (!v)
-        return nomem(err);
+        return pd__ch_nomem(err);
     p->values = v;
     p->cap_stacks = nc;
     return 0;
@@ -623,7 +66,7 @@ static int part_room(part *p, size_t nv, const char *subject, const char *unit, 
 typedef struct agg {
     pd_ch *c;
     const pd_storage_sample_filter *flt; /* pd__ch_aggregate_filtered's; NULL: none */
-    pd_arena a; /* header strings */
+    pd_arena a;                          /* header strings */
     part *parts;
     size_t n_parts;
 } agg;
@@ -661,14 +104,14 @@ static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
     char **types = pd_arena_calloc(&g->a, nt + 1, sizeof *types);
     char **units = pd_arena_calloc(&g->a, nt + 1, sizeof *units);
     if (!types || !units)
-        return nomem(err);
+        return pd__ch_nomem(err);
     for (size_t i = 0; i < nt; i++)
-        types[i] = rd_arena_str(r, &g->a);
+        types[i] = pd__ch_rd_arena_str(r, &g->a);
     if (pd__ch_rd_varint(r) != nt)
         return 1;
     for (size_t i = 0; i < nt; i++)
-        units[i] = rd_arena_str(r, &g->a);
-    char *pt = rd_arena_str(r, &g->a), *pu = rd_arena_str(r, &g->a);
+        units[i] = pd__ch_rd_arena_str(r, &g->a);
+    char *pt = pd__ch_rd_arena_str(r, &g->a), *pu = pd__ch_rd_arena_str(r, &g->a);
     int64_t period = (int64_t)pd__ch_rd_u64(r), tn = (int64_t)pd__ch_rd_u64(r),
             dn = (int64_t)pd__ch_rd_u64(r);
     uint64_t nc = pd__ch_rd_varint(r);
@@ -676,15 +119,15 @@ static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
         return 1;
     char **cm = pd_arena_calloc(&g->a, nc + 1, sizeof *cm);
     if (!cm)
-        return nomem(err);
+        return pd__ch_nomem(err);
     for (size_t i = 0; i < nc; i++)
-        cm[i] = rd_arena_str(r, &g->a);
-    char *drop = rd_arena_str(r, &g->a), *keep = rd_arena_str(r, &g->a),
-         *dst = rd_arena_str(r, &g->a), *doc = rd_arena_str(r, &g->a);
+        cm[i] = pd__ch_rd_arena_str(r, &g->a);
+    char *drop = pd__ch_rd_arena_str(r, &g->a), *keep = pd__ch_rd_arena_str(r, &g->a),
+         *dst = pd__ch_rd_arena_str(r, &g->a), *doc = pd__ch_rd_arena_str(r, &g->a);
     if (r->bad)
         return 1;
     if (!pt || !pu || !drop || !keep || !dst || !doc)
-        return nomem(err);
+        return pd__ch_nomem(err);
     uint64_t ri = 0;
     (void)pd_u64map_get(ref_idx, fp, &ri);
 
@@ -692,7 +135,7 @@ static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
     if (!p) {
         part *v = realloc(g->parts, (g->n_parts + 1) * sizeof *v);
         if (!v)
-            return nomem(err);
+            return pd__ch_nomem(err);
         g->parts = v;
         p = &g->parts[g->n_parts++];
         memset(p, 0, sizeof *p);
@@ -712,7 +155,7 @@ static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
         p->doc = doc;
         p->comments = pd_arena_calloc(&g->a, 64, sizeof *p->comments);
         if (!p->comments)
-            return nomem(err);
+            return pd__ch_nomem(err);
         p->info.min_ts = p->info.max_ts = ts;
         p->first_ref = (size_t)ri;
     } else {
@@ -742,7 +185,7 @@ static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
         if (p->n_comments >= 64 && (p->n_comments & (p->n_comments - 1)) == 0) {
             char **x = pd_arena_calloc(&g->a, 2 * p->n_comments, sizeof *x);
             if (!x)
-                return nomem(err);
+                return pd__ch_nomem(err);
             memcpy(x, p->comments, p->n_comments * sizeof *x);
             p->comments = x;
         }
@@ -751,7 +194,7 @@ static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
     p->info.n_profiles++;
     if (!pd_u64map_get(&p->fps, fp, NULL)) {
         if (pd_u64map_put(&p->fps, fp, 1) < 0)
-            return nomem(err);
+            return pd__ch_nomem(err);
         p->info.n_series++;
     }
     return 0;
@@ -764,7 +207,7 @@ static int put_fp_range(pd_buf *b, const uint64_t *fps, size_t n, int64_t mint, 
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = pd_buf_printf(b, "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
     rc = rc ? rc : pd_buf_puts(b, ") AND");
-    return rc ? rc : put_range(b, mint, maxt);
+    return rc ? rc : pd__ch_put_range(b, mint, maxt);
 }
 
 /* Builds part p's profile from its sums (or, single, one stored profile's
@@ -777,7 +220,7 @@ static int build(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
     pd_profile_builder *b = NULL;
     int rc = pd_profile_builder_new(&g->c->limits, &b);
     if (rc < 0)
-        return nomem(err);
+        return pd__ch_nomem(err);
     if (single)
         pd_profile_builder_keep_repeats(b);
     for (size_t i = 0; i < p->n_types; i++) {
@@ -812,14 +255,14 @@ static int build(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
         if (!pd_u64map_get(blob_at, p->stack[i], &at) && single) {
             __atomic_store_n(&g->c->forget_known, true, __ATOMIC_RELAXED);
             rc = pd_err_set(err, PD_ECORRUPT,
-                            "ClickHouse: stack %llu of the profile is missing from table stacks",
+                            "ClickHouse: stack %llu of the profile is missing from table stacks_v3",
                             (unsigned long long)p->stack[i]);
             goto out;
         }
         if (!pd_u64map_get(blob_at, p->stack[i], &at)) {
             pd_log(PD_LOG_WARN, "clickhouse stack missing", "stack_hash=%llu",
                    (unsigned long long)p->stack[i]);
-            pd__storage_warn("ClickHouse: stack %llu is missing from table stacks: its "
+            pd__storage_warn("ClickHouse: stack %llu is missing from table stacks_v3: its "
                              "samples are left out of the merge",
                              (unsigned long long)p->stack[i]);
             /* the writer's "already written" caches are wrong: new appends
@@ -871,15 +314,16 @@ static int resolve_stacks(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64m
         size_t k = n_want - off < 20000 ? n_want - off : 20000;
         pd_buf_reset(&sql);
         pd_buf_reset(&resp);
-        rc = pd_buf_puts(&sql, "SELECT stack_hash, any(stack) FROM stacks WHERE stack_hash IN (");
+        rc =
+            pd_buf_puts(&sql, "SELECT stack_hash, any(stack) FROM stacks_v3 WHERE stack_hash IN (");
         for (size_t i = 0; rc == 0 && i < k; i++)
             rc = pd_buf_printf(&sql, "%s%llu", i ? "," : "", (unsigned long long)want[off + i]);
         rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY stack_hash FORMAT RowBinary");
         if (rc < 0) {
-            rc = nomem(err);
+            rc = pd__ch_nomem(err);
             goto out;
         }
-        if ((rc = query(c, &sql, &resp, err)) < 0)
+        if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
             goto out;
         ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
         while (pd__ch_rd_more(&r)) {
@@ -889,12 +333,12 @@ static int resolve_stacks(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64m
             size_t sn;
             pd__ch_rd_str(&r, &s, &sn);
             if (r.bad) {
-                rc = bad_answer(c, err, "the stacks");
+                rc = pd__ch_bad_answer(c, err, "the stacks");
                 goto out;
             }
             if (pd_u64map_put(blob_at, sh, blobs->len) < 0 ||
                 pd_buf_append(blobs, resp.data + at, r.pos - at) < 0) {
-                rc = nomem(err);
+                rc = pd__ch_nomem(err);
                 goto out;
             }
         }
@@ -927,14 +371,14 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     rc = pd_buf_puts(&sql, "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
                            "period_type, period_unit, period, time_nanos, duration_nanos, "
                            "comments, drop_frames, keep_frames, default_sample_type, doc_url "
-                           "FROM profiles WHERE");
+                           "FROM profiles_v3 WHERE");
     rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY ts, fingerprint FORMAT RowBinary");
     if (rc < 0) {
-        rc = nomem(err);
+        rc = pd__ch_nomem(err);
         goto out;
     }
-    if ((rc = query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
         goto out;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
@@ -942,7 +386,7 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
         if (rc < 0)
             goto out;
         if (rc > 0 || r.bad) {
-            rc = bad_answer(c, err, "the profiles' headers");
+            rc = pd__ch_bad_answer(c, err, "the profiles' headers");
             goto out;
         }
     }
@@ -960,11 +404,12 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     /* b) sums per stack, counting only rows of stored profiles */
     pd_buf_reset(&sql);
     pd_buf_reset(&resp);
-    rc = pd_buf_puts(&sql, "SELECT types_hash, stack_hash, sumForEach(values) FROM samples WHERE");
+    rc = pd_buf_puts(&sql,
+                     "SELECT types_hash, stack_hash, sumForEach(values) FROM samples_v3 WHERE");
     rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
     rc = rc ? rc
             : pd_buf_puts(&sql, " AND (fingerprint, ts, write_id) GLOBAL IN (SELECT "
-                                "fingerprint, ts, write_id FROM profiles WHERE");
+                                "fingerprint, ts, write_id FROM profiles_v3 WHERE");
     rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
     /* stacks whose sums are all zero are left out by ClickHouse (the
        merge drops them, and since schema v2 zero-valued samples have rows) */
@@ -972,10 +417,10 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
             : pd_buf_puts(&sql, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x != "
                                 "0, sumForEach(values)) FORMAT RowBinary");
     if (rc < 0) {
-        rc = nomem(err);
+        rc = pd__ch_nomem(err);
         goto out;
     }
-    if ((rc = query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
         goto out;
     r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
     size_t cap_want = 0;
@@ -989,7 +434,7 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
                     (void)pd__ch_rd_u64(&r);
                 continue;
             }
-            rc = bad_answer(c, err, "the sums per stack");
+            rc = pd__ch_bad_answer(c, err, "the sums per stack");
             goto out;
         }
         if ((rc = part_room(p, nv, "the merge", "distinct stacks", err)) < 0)
@@ -1001,7 +446,7 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
             zero = zero && x == 0;
         }
         if (r.bad) {
-            rc = bad_answer(c, err, "the sums per stack");
+            rc = pd__ch_bad_answer(c, err, "the sums per stack");
             goto out;
         }
         if (zero)
@@ -1011,7 +456,7 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
             size_t nc = cap_want ? 2 * cap_want : 256;
             uint64_t *w = realloc(want, nc * sizeof *w);
             if (!w) {
-                rc = nomem(err);
+                rc = pd__ch_nomem(err);
                 goto out;
             }
             want = w;
@@ -1050,8 +495,8 @@ int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size
 
 int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const uint64_t *refs,
                               const uint32_t *group, size_t n, int64_t mint, int64_t maxt,
-                              pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                              void *ctx, size_t *n_series, pd_err *err)
+                              pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                              size_t *n_series, pd_err *err)
 {
     if (n_series)
         *n_series = 0;
@@ -1066,12 +511,12 @@ int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const
     pd_u64map_init(&all_fps);
     uint64_t *fps = malloc((n ? n : 1) * sizeof *fps);
     if (!fps) {
-        rc = nomem(err);
+        rc = pd__ch_nomem(err);
         goto out;
     }
     for (size_t i = 0; i < n; i++)
         if (!pd_u64map_get(&ref_idx, refs[i], NULL) && pd_u64map_put(&ref_idx, refs[i], i) < 0) {
-            rc = nomem(err);
+            rc = pd__ch_nomem(err);
             goto out;
         }
     if (poll && (rc = poll(ctx, err)) < 0)
@@ -1085,7 +530,7 @@ int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const
     if (!ord || !start) {
         free(ord);
         free(start);
-        rc = nomem(err);
+        rc = pd__ch_nomem(err);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
@@ -1095,7 +540,7 @@ int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const
         } else if (!pd_u64map_get(&gmap, group[i], &o)) {
             o = n_groups++;
             if (pd_u64map_put(&gmap, group[i], o) < 0) {
-                rc = nomem(err);
+                rc = pd__ch_nomem(err);
                 break;
             }
         }
@@ -1159,15 +604,15 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
                            "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
                            "period_type, period_unit, period, time_nanos, duration_nanos, "
                            "comments, drop_frames, keep_frames, default_sample_type, doc_url, "
-                           "write_id, body FROM profiles WHERE fingerprint = %llu AND day = ",
+                           "write_id, body FROM profiles_v3 WHERE fingerprint = %llu AND day = ",
                            (unsigned long long)ref);
     rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
     rc = rc ? rc : pd_buf_printf(&sql, " AND ts = %lld LIMIT 1 FORMAT RowBinary", (long long)ts_ms);
     if (rc < 0) {
-        rc = nomem(err);
+        rc = pd__ch_nomem(err);
         goto out;
     }
-    if ((rc = query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
         goto out;
     if (resp.len == 0) {
         rc = pd_err_set(err, PD_ENOTFOUND, "no profile of series %llu at %lld",
@@ -1182,7 +627,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
     size_t len;
     pd__ch_rd_str(&r, &body, &len);
     if (rc > 0 || r.bad || g.n_parts != 1) {
-        rc = bad_answer(c, err, "a profile's row");
+        rc = pd__ch_bad_answer(c, err, "a profile's row");
         goto out;
     }
     if (len) { /* schema v1: the producer's body */
@@ -1196,7 +641,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
         }
         built = true;
         if (raw && pd_buf_append(raw, body, len) < 0)
-            rc = nomem(err);
+            rc = pd__ch_nomem(err);
         goto out;
     }
 
@@ -1206,7 +651,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
     pd_buf_release(&resp); /* the rows may outgrow the body's cap */
     pd_buf_init(&resp, CH_MAX_ANSWER);
     rc = pd_buf_printf(&sql,
-                       "SELECT stack_hash, values FROM samples WHERE fingerprint = %llu AND "
+                       "SELECT stack_hash, values FROM samples_v3 WHERE fingerprint = %llu AND "
                        "day = ",
                        (unsigned long long)ref);
     rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
@@ -1214,10 +659,10 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
             : pd_buf_printf(&sql, " AND ts = %lld AND write_id = %llu FORMAT RowBinary",
                             (long long)ts_ms, (unsigned long long)write_id);
     if (rc < 0) {
-        rc = nomem(err);
+        rc = pd__ch_nomem(err);
         goto out;
     }
-    if ((rc = query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
         goto out;
     r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
     size_t nt = p->n_types;
@@ -1225,7 +670,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
         uint64_t sh = pd__ch_rd_u64(&r);
         uint64_t nv = pd__ch_rd_varint(&r);
         if (r.bad || nv != nt) {
-            rc = bad_answer(c, err, "a profile's samples");
+            rc = pd__ch_bad_answer(c, err, "a profile's samples");
             goto out;
         }
         if ((rc = part_room(p, nt, "the profile", "samples", err)) < 0)
@@ -1233,7 +678,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
         for (size_t k = 0; k < nt; k++)
             p->values[p->n_stacks * nt + k] = (int64_t)pd__ch_rd_u64(&r);
         if (r.bad) {
-            rc = bad_answer(c, err, "a profile's samples");
+            rc = pd__ch_bad_answer(c, err, "a profile's samples");
             goto out;
         }
         p->stack[p->n_stacks++] = sh;
@@ -1292,12 +737,12 @@ static int part_push(part *p, uint64_t sh, ch_rd *r, uint64_t nv, pd_u64map *see
     if (pd_u64map_get(seen, sh, NULL))
         return 0;
     if (pd_u64map_put(seen, sh, 1) < 0)
-        return nomem(err);
+        return pd__ch_nomem(err);
     if (*n_want == *cap_want) {
         size_t nc = *cap_want ? 2 * *cap_want : 256;
         uint64_t *w = realloc(*want, nc * sizeof *w);
         if (!w)
-            return nomem(err);
+            return pd__ch_nomem(err);
         *want = w;
         *cap_want = nc;
     }
@@ -1392,7 +837,7 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
     pd_u64map_release(&seen);
     pd_u64map_init(&seen);
     if (rc < 0) {
-        rc = nomem(err);
+        rc = pd__ch_nomem(err);
         goto out;
     }
     if (poll && (rc = poll(ctx, err)) < 0)
@@ -1405,26 +850,26 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
                        "SELECT s0, s1, types_hash, fingerprint, ts, sample_types, "
                        "sample_units, period_type, period_unit, period, time_nanos, "
                        "duration_nanos, comments, drop_frames, keep_frames, default_sample_type, "
-                       "doc_url FROM (SELECT *, %s FROM profiles WHERE%s) WHERE s0 OR s1 "
+                       "doc_url FROM (SELECT *, %s FROM profiles_v3 WHERE%s) WHERE s0 OR s1 "
                        "ORDER BY ts, fingerprint FORMAT RowBinary",
                        flags_cols, env);
     if (rc < 0) {
-        rc = nomem(err);
+        rc = pd__ch_nomem(err);
         goto out;
     }
-    if ((rc = query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
         goto out;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
         if (r.len - r.pos < 2) {
-            rc = bad_answer(c, err, "the profiles' headers");
+            rc = pd__ch_bad_answer(c, err, "the profiles' headers");
             goto out;
         }
         bool on[2] = {r.p[r.pos] != 0, r.p[r.pos + 1] != 0};
         r.pos += 2;
         size_t at = r.pos, end = at;
         if (!on[0] && !on[1]) { /* the WHERE is s0 OR s1 */
-            rc = bad_answer(c, err, "the profiles' headers");
+            rc = pd__ch_bad_answer(c, err, "the profiles' headers");
             goto out;
         }
         for (int k = 0; k < 2; k++) {
@@ -1434,7 +879,7 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
             if ((rc = fold_row(&g[k], &r, &ref_idx[k], err)) < 0)
                 goto out;
             if (rc > 0 || r.bad) {
-                rc = bad_answer(c, err, "the profiles' headers");
+                rc = pd__ch_bad_answer(c, err, "the profiles' headers");
                 goto out;
             }
             end = r.pos;
@@ -1447,7 +892,7 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
                 uint64_t key = g[k].parts[i].fps.kv[2 * j];
                 if (key != UINT64_MAX && pd_u64map_get(&g[k].parts[i].fps, key, NULL) &&
                     pd_u64map_put(&all_fps[k], key, 1) < 0) {
-                    rc = nomem(err);
+                    rc = pd__ch_nomem(err);
                     goto out;
                 }
             }
@@ -1463,16 +908,16 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
         pd_buf_printf(&sql,
                       "SELECT types_hash, stack_hash, sumForEachIf(values, s0) AS v0, "
                       "sumForEachIf(values, s1) AS v1 FROM (SELECT types_hash, stack_hash, values, "
-                      "ts, %s FROM samples WHERE%s AND (fingerprint, ts, write_id) GLOBAL IN "
-                      "(SELECT fingerprint, ts, write_id FROM profiles WHERE%s)) GROUP BY "
+                      "ts, %s FROM samples_v3 WHERE%s AND (fingerprint, ts, write_id) GLOBAL IN "
+                      "(SELECT fingerprint, ts, write_id FROM profiles_v3 WHERE%s)) GROUP BY "
                       "types_hash, stack_hash HAVING arrayExists(x -> x != 0, v0) OR "
                       "arrayExists(x -> x != 0, v1) FORMAT RowBinary",
                       flags_cols, env, env);
     if (rc < 0) {
-        rc = nomem(err);
+        rc = pd__ch_nomem(err);
         goto out;
     }
-    if ((rc = query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
         goto out;
     r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
@@ -1481,7 +926,7 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
             uint64_t nv = pd__ch_rd_varint(&r);
             part *p = r.bad ? NULL : find_part(&g[k], th);
             if (r.bad || nv > r.len) {
-                rc = bad_answer(c, err, "the sums per stack");
+                rc = pd__ch_bad_answer(c, err, "the sums per stack");
                 goto out;
             }
             if (!p) { /* no profile of this side with these types (or gone meanwhile) */
@@ -1493,7 +938,7 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
             if (rc < 0)
                 goto out;
             if (rc > 0) {
-                rc = bad_answer(c, err, "the sums per stack");
+                rc = pd__ch_bad_answer(c, err, "the sums per stack");
                 goto out;
             }
         }

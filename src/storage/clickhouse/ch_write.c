@@ -109,6 +109,43 @@ static const table_def schema_v1[] = {
      "MergeTree() PARTITION BY day ORDER BY (fingerprint, ts, stack_hash)", "fingerprint"},
 };
 
+/* Version 3: new tables (the v1/v2 ones are left as they were; docs/clickhouse.md
+ * says how to copy their rows over). What changed and why:
+ *  - stacks_v3 and series_v3 are partitioned by day, a row written once per
+ *    stack (series) per day of the profiles that use it, so that retention
+ *    drops their old days with the profiles' (a stack still in use has a row
+ *    in a newer day); reads take any() per key, as before;
+ *  - stacks_v3 has index_granularity 64 and samples_v3 1024: a lookup by
+ *    stack_hash or by (fingerprint, ts) reads a few granules, however large
+ *    the table (8,192 rows of stack blobs per granule made `stack_hash IN
+ *    (3 hashes)` read most of the table).
+ * ClickHouse 18.16 has no column codecs, TTL or (without an experimental
+ * setting) LowCardinality: verified on the server (syntax errors), so none
+ * is used; retention is owned by the database (table retention, read by
+ * every profd). */
+static const table_def schema_v3[] = {
+    {"series_v3", "day Date, fingerprint UInt64, names Array(String), values Array(String)",
+     "ReplacingMergeTree() PARTITION BY day ORDER BY fingerprint", "fingerprint"},
+    {"series_index_v3", "day Date, name String, value String, fingerprint UInt64",
+     "ReplacingMergeTree() PARTITION BY day ORDER BY (name, value, fingerprint)", "fingerprint"},
+    {"profiles_v3",
+     "day Date, ts Int64, fingerprint UInt64, write_id UInt64, types_hash UInt64, "
+     "sample_types Array(String), sample_units Array(String), totals Array(Int64), "
+     "period_type String, period_unit String, period Int64, time_nanos Int64, "
+     "duration_nanos Int64, comments Array(String), drop_frames String, keep_frames String, "
+     "default_sample_type String, doc_url String, body String",
+     "MergeTree() PARTITION BY day ORDER BY (fingerprint, ts)", "fingerprint"},
+    {"stacks_v3", "day Date, stack_hash UInt64, stack String",
+     "ReplacingMergeTree() PARTITION BY day ORDER BY stack_hash SETTINGS index_granularity = 64",
+     "stack_hash"},
+    {"samples_v3",
+     "day Date, ts Int64, fingerprint UInt64, write_id UInt64, types_hash UInt64, "
+     "stack_hash UInt64, values Array(Int64)",
+     "MergeTree() PARTITION BY day ORDER BY (fingerprint, ts, stack_hash) SETTINGS "
+     "index_granularity = 1024",
+     "fingerprint"},
+};
+
 /* The migrations, in version order: from a database at version v, every
  * migration above v runs (its tables created, then its statements), each
  * recorded in schema_version once done. PD_CH_SCHEMA_VERSION is the last. */
@@ -130,6 +167,7 @@ typedef struct migration {
 static const migration migrations[] = {
     {1, schema_v1, sizeof schema_v1 / sizeof schema_v1[0], NULL, 0},
     {2, NULL, 0, NULL, 0},
+    {3, schema_v3, sizeof schema_v3 / sizeof schema_v3[0], NULL, 0},
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == PD_CH_SCHEMA_VERSION,
@@ -338,12 +376,15 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
     }
 }
 
-/* One INSERT of rows that are safe to repeat (ReplacingMergeTree tables), run
- * on its own thread so that the three of a batch and its PD_EEXIST check go
- * at once. */
+/* One INSERT run on its own thread so that the four of a batch (stacks,
+ * series, series_index: rows safe to repeat, as these tables replace; and
+ * samples, settled by write_id when its outcome is unknown) and its
+ * PD_EEXIST check go at once. */
 typedef struct par_insert {
     pd_ch *c;
     const char *table;
+    ch_batch *b;     /* by write_id (samples): the batch, else NULL */
+    uint64_t expect; /* by write_id: the rows of the batch */
     pd_buf rows;
     int rc;
     pd_err err;
@@ -354,7 +395,7 @@ typedef struct par_insert {
 static void *par_main(void *arg)
 {
     par_insert *p = arg;
-    p->rc = insert_rows(p->c, NULL, p->table, &p->rows, false, 0, &p->err);
+    p->rc = insert_rows(p->c, p->b, p->table, &p->rows, p->b != NULL, p->expect, &p->err);
     return NULL;
 }
 
@@ -381,8 +422,8 @@ static void undo_profiles(pd_ch *c, ch_batch *b)
 {
     pd_buf sql;
     pd_buf_init(&sql, 0);
-    int rc =
-        pd_buf_printf(&sql, "ALTER TABLE profiles%s DELETE WHERE write_id IN (", local_suffix(c));
+    int rc = pd_buf_printf(&sql, "ALTER TABLE profiles_v3%s DELETE WHERE write_id IN (",
+                           local_suffix(c));
     bool first = true;
     for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
         if (e->rc == 0) {
@@ -415,10 +456,11 @@ static void flush(pd_ch *c, ch_batch *b)
     pd_u64map seen, seen_fp;
     pd_u64map_init(&seen);
     pd_u64map_init(&seen_fp);
-    par_insert par[3] = {{.c = c, .table = "stacks"},
-                         {.c = c, .table = "series"},
-                         {.c = c, .table = "series_index"}};
-    for (int k = 0; k < 3; k++) {
+    par_insert par[4] = {{.c = c, .table = "stacks_v3"},
+                         {.c = c, .table = "series_v3"},
+                         {.c = c, .table = "series_index_v3"},
+                         {.c = c, .table = "samples_v3", .b = b}};
+    for (int k = 0; k < 4; k++) {
         pd_buf_init(&par[k].rows, 0);
         pd_err_clear(&par[k].err);
     }
@@ -432,24 +474,26 @@ static void flush(pd_ch *c, ch_batch *b)
         pd_u64map_init(&c->known_series);
     }
 
-    /* stacks not written before; series and their index rows once per
-       series and day (for every entry: rows of one refused below as
-       PD_EEXIST are already there or harmless, as these tables replace) */
-    uint64_t dummy;
+    /* stacks, series and their index rows once per stack (series) and day
+       of the profiles using them (schema v3: retention drops a stack's old
+       days only; one still used has a newer row). For every entry: rows of
+       one refused below as PD_EEXIST are already there or harmless, as these
+       tables replace */
     for (ch_entry *e = b->head; e; e = e->next) {
         size_t start = 0;
+        uint64_t v, dv = (uint64_t)e->day + 1;
         for (size_t i = 0; i < e->n_stacks; i++) {
             uint64_t h = e->stack_hash[i];
             size_t end = e->stack_end[i];
-            if (!pd_u64map_get(&c->known_stacks, h, &dummy) && !pd_u64map_get(&seen, h, &dummy) &&
-                (pd_u64map_put(&seen, h, 1) < 0 ||
+            if (!(pd_u64map_get(&c->known_stacks, h, &v) && v == dv) &&
+                !(pd_u64map_get(&seen, h, &v) && v == dv) &&
+                (pd_u64map_put(&seen, h, dv) < 0 ||
                  pd_buf_append(&par[0].rows, e->stack_rows.data + start, end - start) < 0)) {
                 rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
                 goto fail;
             }
             start = end;
         }
-        uint64_t v;
         if ((pd_u64map_get(&c->known_series, e->fp, &v) && v == (uint64_t)e->day + 1) ||
             (pd_u64map_get(&seen_fp, e->fp, &v) && v == (uint64_t)e->day + 1))
             continue;
@@ -460,11 +504,32 @@ static void flush(pd_ch *c, ch_batch *b)
             goto fail;
         }
     }
-    for (int k = 0; k < 3; k++)
+    /* samples at once with them (2 round trips a batch, not 3): the rows of
+       an entry refused below as PD_EEXIST are then written too, under a
+       write_id no profiles row has, so no query ever counts them (they go
+       with their day) */
+    for (ch_entry *e = b->head; e; e = e->next)
+        par[3].expect += e->n_samples;
+    if (gather(b, offsetof(ch_entry, sample_rows), &par[3].rows, &n_live) < 0) {
+        rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+        goto fail;
+    }
+    for (int k = 0; k < 4; k++)
         par_start(&par[k]);
 
     /* meanwhile: profiles already stored at the same (series, time): PD_EEXIST */
-    rc = pd_buf_puts(&sql, "SELECT fingerprint, ts FROM profiles WHERE (fingerprint, ts) IN (");
+    /* the fingerprints and days alone too, for the primary key and the
+       partitions (a tuple IN alone scanned the whole table: a batch's CPU
+       in ClickHouse grew with the database) */
+    rc = pd_buf_puts(&sql, "SELECT fingerprint, ts FROM profiles_v3 WHERE fingerprint IN (");
+    for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
+        rc = pd_buf_printf(&sql, "%s%llu", e == b->head ? "" : ",", (unsigned long long)e->fp);
+    rc = rc ? rc : pd_buf_puts(&sql, ") AND day IN (");
+    for (ch_entry *e = b->head; rc == 0 && e; e = e->next) {
+        rc = e == b->head ? 0 : pd_buf_putc(&sql, ',');
+        rc = rc ? rc : pd__ch_put_sql_day(&sql, e->day);
+    }
+    rc = rc ? rc : pd_buf_puts(&sql, ") AND (fingerprint, ts) IN (");
     for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
         rc = pd_buf_printf(&sql, "%s(%llu,%lld)", e == b->head ? "" : ",",
                            (unsigned long long)e->fp, (long long)e->ts);
@@ -474,7 +539,7 @@ static void flush(pd_ch *c, ch_batch *b)
         rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
     else
         rc = pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, &resp, NULL, &err);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         par_join(&par[k]);
         if (rc == 0 && par[k].rc < 0) {
             rc = par[k].rc;
@@ -494,25 +559,13 @@ static void flush(pd_ch *c, ch_batch *b)
                                "a profile of this series at %lld is already stored", (long long)ts);
     }
 
-    /* 4. samples, 5. profiles (the row that makes a profile visible) */
-    pd_buf_reset(&rows);
-    uint64_t n_samples = 0;
-    for (ch_entry *e = b->head; e; e = e->next)
-        if (e->rc == 0)
-            n_samples += e->n_samples;
-    if (gather(b, offsetof(ch_entry, sample_rows), &rows, &n_live) < 0) {
-        rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
-        goto fail;
-    }
-    rc = insert_rows(c, b, "samples", &rows, true, n_samples, &err);
-    if (rc < 0)
-        goto fail;
+    /* then profiles (the row that makes a profile visible) */
     pd_buf_reset(&rows);
     if (gather(b, offsetof(ch_entry, prof_row), &rows, &n_live) < 0) {
         rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
         goto fail;
     }
-    rc = insert_rows(c, b, "profiles", &rows, true, n_live, &err);
+    rc = insert_rows(c, b, "profiles_v3", &rows, true, n_live, &err);
     if (rc < 0) {
         undo_profiles(c, b);
         goto fail;
@@ -527,7 +580,7 @@ static void flush(pd_ch *c, ch_batch *b)
         if (e->rc)
             continue;
         for (size_t i = 0; i < e->n_stacks; i++)
-            (void)pd_u64map_put(&c->known_stacks, e->stack_hash[i], 1);
+            (void)pd_u64map_put(&c->known_stacks, e->stack_hash[i], (uint64_t)e->day + 1);
         (void)pd_u64map_put(&c->known_series, e->fp, (uint64_t)e->day + 1);
     }
     pd_metrics_add("profd_clickhouse_batches_total", NULL, 1);
@@ -539,7 +592,7 @@ fail:
     pd_metrics_add("profd_clickhouse_failed_profiles_total", NULL, (double)b->n);
     fail_live(b, rc, &err);
 out:
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         pd_buf_release(&par[k].rows);
     pd_u64map_release(&seen);
     pd_u64map_release(&seen_fp);
@@ -665,6 +718,7 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
     (void)len;
     rc = rc ? rc : pd__ch_put_str(pr, "", 0);
     /* series row and index rows */
+    rc = rc ? rc : pd__ch_put_u16(&e->series_row, (uint16_t)e->day);
     rc = rc ? rc : pd__ch_put_u64(&e->series_row, e->fp);
     rc = rc ? rc : pd_buf_put_varint(&e->series_row, labels->n);
     for (size_t i = 0; rc == 0 && i < labels->n; i++)
@@ -723,7 +777,9 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
         }
         for (size_t k = 0; k < nt; k++)
             sums[n_st * nt + k] = k < sm->n_value ? sm->value[k] : 0;
-        if (pd_u64map_put(&idx, h, n_st) < 0 || pd__ch_put_u64(&e->stack_rows, h) < 0 ||
+        if (pd_u64map_put(&idx, h, n_st) < 0 ||
+            pd__ch_put_u16(&e->stack_rows, (uint16_t)e->day) < 0 ||
+            pd__ch_put_u64(&e->stack_rows, h) < 0 ||
             pd__ch_put_str(&e->stack_rows, (const char *)blob.data, blob.len) < 0)
             goto nomem;
         e->stack_hash[n_st] = h;
@@ -764,7 +820,7 @@ out:
 int pd__ch_check_time(pd_ch *c, int64_t ts_ms, pd_err *err)
 {
     pd_storage_options o = pd_storage_options_default();
-    o.retention_ms = c->retention_ms;
+    o.retention_ms = __atomic_load_n(&c->retention_ms, __ATOMIC_RELAXED);
     o.future_grace_ms = c->grace_ms;
     int rc = pd_storage_options_check_time(&o, c->clock(), ts_ms, err);
     if (rc == 0 && (ts_ms < 0 || ts_ms >= 49673ll * 86400000))
@@ -851,9 +907,69 @@ int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_
     return rc;
 }
 
-/* ---- retention ---- */
+/* ---- retention ----
+ *
+ * Owned by the database, not by a flag: table `retention` (set_ms, retention_ms; on every
+ * server, like schema_version) holds it, the row with the largest set_ms counting. The
+ * first profd to open a database without a row records its --storage.retention.time
+ * there; every profd then uses the recorded value (re-read at each maintenance run) and
+ * says so in its log when its own flag differs. Changing it is one INSERT (docs/clickhouse.md).
+ * Retention drops the day partitions older than it of every table: profiles, samples,
+ * series_index, and since schema v3 stacks and series (a row each per day of use). */
 
-static const char *const partitioned[] = {"profiles", "samples", "series_index"};
+static const char *const partitioned[] = {"profiles_v3", "samples_v3", "series_index_v3",
+                                          "stacks_v3", "series_v3"};
+
+/* The database's retention on server u into *out (ms; <= 0: none); records
+ * c->flag_retention_ms first when there is none. */
+static int retention_on(pd_ch *c, size_t u, int64_t *out, pd_err *err)
+{
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, 1 << 16);
+    int rc = pd_buf_puts(&sql, "CREATE TABLE IF NOT EXISTS retention (set_ms Int64, retention_ms "
+                               "Int64) ENGINE = MergeTree() ORDER BY set_ms");
+    rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+    if (rc < 0)
+        goto out;
+    pd_buf_reset(&sql);
+    rc = pd_buf_puts(&sql, "SELECT retention_ms FROM retention ORDER BY set_ms DESC LIMIT 1 "
+                           "FORMAT RowBinary");
+    rc = rc ? rc : exec_on_sql(c, u, &sql, &resp, err);
+    if (rc < 0)
+        goto out;
+    if (resp.len >= 8) {
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        *out = (int64_t)pd__ch_rd_u64(&r);
+        goto out;
+    }
+    pd_buf_reset(&sql);
+    rc = pd_buf_printf(&sql, "INSERT INTO retention VALUES (%lld, %lld)", (long long)pd_now_ms(),
+                       (long long)c->flag_retention_ms);
+    rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
+    if (rc == 0) {
+        *out = c->flag_retention_ms;
+        pd_log(PD_LOG_INFO, "clickhouse retention recorded for the database",
+               "url=%s database=%s retention_ms=%lld", c->urls[u], c->db,
+               (long long)c->flag_retention_ms);
+    }
+out:
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
+/* Adopts the database's retention v (read from server u). */
+static void retention_adopt(pd_ch *c, size_t u, int64_t v)
+{
+    int64_t was = __atomic_exchange_n(&c->retention_ms, v, __ATOMIC_RELAXED);
+    if (!__atomic_exchange_n(&c->retention_said, true, __ATOMIC_RELAXED) || was != v) {
+        if (v != c->flag_retention_ms)
+            pd_log(PD_LOG_WARN, "clickhouse retention is the database's, not this profd's flag",
+                   "url=%s database=%s retention_ms=%lld flag_ms=%lld", c->urls[u], c->db,
+                   (long long)v, (long long)c->flag_retention_ms);
+    }
+}
 
 static int drop_old_on(pd_ch *c, size_t u, int64_t keep_day, pd_err *err)
 {
@@ -863,11 +979,10 @@ static int drop_old_on(pd_ch *c, size_t u, int64_t keep_day, pd_err *err)
     int rc = pd_buf_puts(&sql, "SELECT DISTINCT table, partition FROM system.parts WHERE "
                                "active AND database = ");
     rc = rc ? rc : pd__ch_put_sql_string(&sql, c->db, strlen(c->db));
-    rc = rc ? rc
-            : pd_buf_printf(&sql,
-                            " AND table IN ('profiles%s','samples%s','series_index%s') "
-                            "AND partition < ",
-                            local_suffix(c), local_suffix(c), local_suffix(c));
+    rc = rc ? rc : pd_buf_puts(&sql, " AND table IN (");
+    for (size_t i = 0; rc == 0 && i < sizeof partitioned / sizeof partitioned[0]; i++)
+        rc = pd_buf_printf(&sql, "%s'%s%s'", i ? "," : "", partitioned[i], local_suffix(c));
+    rc = rc ? rc : pd_buf_puts(&sql, ") AND partition < ");
     rc = rc ? rc : pd__ch_put_sql_day(&sql, keep_day);
     rc = rc ? rc : pd_buf_puts(&sql, " FORMAT RowBinary");
     rc = rc ? rc : exec_on_sql(c, u, &sql, &resp, err);
@@ -900,17 +1015,19 @@ out:
 
 int pd__ch_maintain(pd_ch *c, pd_err *err)
 {
-    if (c->retention_ms <= 0)
-        return 0;
-    int64_t limit = c->clock() - c->retention_ms;
-    if (limit <= 0)
-        return 0;
-    /* day d holds [d, d+1) days: dropped once all of it is before limit */
-    int64_t keep_day = limit / 86400000;
-    (void)partitioned;
     int rc = 0;
+    bool adopted = false;
     for (size_t u = 0; u < c->n_urls; u++) {
-        int r = drop_old_on(c, u, keep_day, err);
+        int64_t ret;
+        int r = retention_on(c, u, &ret, err);
+        if (r == 0 && !adopted) {
+            retention_adopt(c, u, ret);
+            adopted = true;
+        }
+        int64_t limit = c->clock() - ret;
+        /* day d holds [d, d+1) days: dropped once all of it is before limit */
+        if (r == 0 && ret > 0 && limit > 0)
+            r = drop_old_on(c, u, limit / 86400000, err);
         if (r < 0) {
             rc = r;
             if (c->cluster)
@@ -957,10 +1074,10 @@ void pd__ch_stats_get(pd_ch *c, pd_storage_stats *out)
     pd_err err;
     pd_err_clear(&err);
     char sql[512];
-    snprintf(sql, sizeof sql,
-             "SELECT (SELECT uniqExact(fingerprint) FROM series), count(), min(ts), max(ts) FROM "
-             "profiles "
-             "FORMAT RowBinary");
+    snprintf(
+        sql, sizeof sql,
+        "SELECT (SELECT uniqExact(fingerprint) FROM series_v3), count(), min(ts), max(ts) FROM "
+        "profiles_v3 FORMAT RowBinary");
     if (pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err) == 0) {
         ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
         uint64_t ns = pd__ch_rd_u64(&r), np = pd__ch_rd_u64(&r);
@@ -1056,6 +1173,7 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
     c->flush_interval_ms = o->flush_interval_ms == 0 ? 100 : o->flush_interval_ms;
     c->limits = opts->limits;
     c->retention_ms = opts->retention_ms == 0 ? 15ll * 24 * 3600 * 1000 : opts->retention_ms;
+    c->flag_retention_ms = c->retention_ms;
     c->grace_ms = opts->future_grace_ms == 0 ? 10 * 60 * 1000 : opts->future_grace_ms;
     c->maint_ms = opts->maintenance_ms == 0 ? 60000 : opts->maintenance_ms;
     c->clock = opts->clock_ms ? opts->clock_ms : pd_now_ms;
@@ -1109,6 +1227,21 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
         *err = first;
         rc = -EIO;
         goto fail;
+    }
+    /* the database's retention (recorded by the first profd, this one if none
+       is), on every server that answers: each shard of a cluster trims itself */
+    for (size_t u = 0; u < c->n_urls; u++) {
+        int64_t ret;
+        pd_err e;
+        pd_err_clear(&e);
+        int r = retention_on(c, u, &ret, &e);
+        if (r < 0 && (u == c->cur || c->cluster)) {
+            *err = e;
+            rc = r;
+            goto fail;
+        }
+        if (r == 0 && u == c->cur)
+            retention_adopt(c, u, ret);
     }
     if (pthread_create(&c->writer, NULL, writer_main, c) != 0) {
         rc = pd_err_set(err, PD_ENOMEM, "cannot start the ClickHouse writer thread");

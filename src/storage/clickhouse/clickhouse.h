@@ -20,36 +20,44 @@
  * Schema (version PD_CH_SCHEMA_VERSION; created, or migrated from an older
  * version, at open; a newer version in the database refuses to open). Only
  * SQL that ClickHouse 18.16 (Debian 12) runs and current ClickHouse still
- * accepts: MergeTree with PARTITION BY/ORDER BY, no codecs, TTL,
- * LowCardinality, DateTime64 or query parameters.
+ * accepts: MergeTree with PARTITION BY/ORDER BY and index_granularity; 18.16
+ * has no column codecs and no TTL (syntax errors on the server) and
+ * LowCardinality only behind an experimental setting, so none is used.
  *
- *   schema_version (version UInt32, applied_ms Int64)       MergeTree
- *   series       (fingerprint, names Array(String), values Array(String))
- *                ReplacingMergeTree ORDER BY fingerprint     fingerprint → labels
- *   series_index (day Date, name, value, fingerprint)
+ *   schema_version (version UInt32, applied_ms Int64)       MergeTree, per server
+ *   retention    (set_ms Int64, retention_ms Int64)          MergeTree, per server:
+ *                the database's retention (the row of largest set_ms)
+ *   series_v3    (day Date, fingerprint, names Array(String), values Array(String))
+ *                ReplacingMergeTree PARTITION BY day ORDER BY fingerprint
+ *                fingerprint → labels, a row per series per day it has profiles
+ *   series_index_v3 (day Date, name, value, fingerprint)
  *                ReplacingMergeTree PARTITION BY day ORDER BY (name, value, fingerprint)
  *                the inverted label index, one row per label per series per day
- *   profiles     (day, ts Int64 ms, fingerprint, write_id, types_hash,
+ *   profiles_v3  (day, ts Int64 ms, fingerprint, write_id, types_hash,
  *                sample_types, sample_units, totals Array(Int64), period_type,
  *                period_unit, period, time_nanos, duration_nanos, comments,
  *                drop_frames, keep_frames, default_sample_type, doc_url,
  *                body String: '' since v2)
  *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts)
- *   stacks       (stack_hash UInt64, stack String)
- *                ReplacingMergeTree ORDER BY stack_hash — a "stack" is one
- *                sample's key resolved to frames (ch_stack.c: mappings,
- *                addresses, functions, files, lines, columns, and the
- *                sample's labels), stack_hash its XXH3-64
- *   samples      (day, ts, fingerprint, write_id, types_hash, stack_hash,
+ *   stacks_v3    (day Date, stack_hash UInt64, stack String)
+ *                ReplacingMergeTree PARTITION BY day ORDER BY stack_hash,
+ *                index_granularity 64 — a "stack" is one sample's key
+ *                resolved to frames (ch_stack.c: mappings, addresses,
+ *                functions, files, lines, columns, and the sample's labels),
+ *                stack_hash its XXH3-64; a row per stack per day of the
+ *                profiles that use it
+ *   samples_v3   (day, ts, fingerprint, write_id, types_hash, stack_hash,
  *                values Array(Int64))
- *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts, stack_hash)
- *                since v2 one row per sample of the producer's (a repeated
- *                stack, a zero-valued sample: a row each); v1 summed the
- *                samples of one stack and left zero sums out
- * Versions: v1 kept the producer's body in profiles.body; v2 (no table
- * changed) writes '' there and a single read rebuilds the profile from
- * samples + stacks + the profiles row (ch_write.c's migrations say more).
- * Rows of both versions are read.
+ *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts, stack_hash),
+ *                index_granularity 1024; one row per sample of the producer's
+ *                (a repeated stack, a zero-valued sample: a row each)
+ * Versions: v1 kept the producer's body in profiles.body and summed the
+ * samples of one stack; v2 (no table changed) writes '' there and a single
+ * read rebuilds the profile from samples + stacks + the profiles row; v3
+ * moves to new tables (the *_v3 names; ch_write.c's schema_v3 says why) and
+ * leaves the v1/v2 tables as they are: their rows are read only once copied
+ * over (docs/clickhouse.md gives the INSERT ... SELECT statements). Rows of
+ * v1 (a body) and v2 are read alike.
  * fingerprint = pd_labels_hash(labels) is also the series ref. types_hash
  * hashes the sample types/units and the period type/unit: a merge part
  * never mixes two of them. write_id is random per append: a query counts
@@ -59,15 +67,17 @@
  * (stacks by stack_hash).
  *
  * Write path and acknowledgement: pd__ch_append encodes the rows and queues
- * them; a writer thread sends what queued as one batch: the INSERTs into
- * stacks, series and series_index (tables that replace, so repeating rows is
- * harmless) at once on three threads beside the PD_EEXIST check, then
- * samples, then profiles — so a profile row is written only when all it
- * refers to is. Group commit: while a batch is in flight the next one
- * gathers; batches start at least flush_interval_ms apart (or wait
- * batch_wait_ms for more; a batch is flushed at batch_bytes). The append returns 0 only after
- * ClickHouse has acknowledged the INSERT of the profile's row (in cluster mode with
- * insert_distributed_sync=1: after every shard wrote it). There is no local
+ * them; a writer thread sends what queued as one batch in two round trips:
+ * the INSERTs into stacks, series and series_index (tables that replace, so
+ * repeating rows is harmless) and samples at once on four threads beside
+ * the PD_EEXIST check, then profiles — so a profile row is written only
+ * when all it refers to is (samples rows of an entry refused as PD_EEXIST
+ * are written under a write_id no profiles row has: never counted).
+ * Group commit: while a batch is in flight the next one gathers; batches
+ * start at least flush_interval_ms apart (or wait batch_wait_ms for more;
+ * a batch is flushed at batch_bytes). The append returns 0 only after
+ * ClickHouse has acknowledged the INSERT of the profile's row (in cluster
+ * mode with insert_distributed_sync=1: after every shard wrote it). There is no local
  * WAL: a crash of profd loses only what was not acknowledged; a crash of
  * ClickHouse loses what ClickHouse loses (it does not fsync inserts by
  * default). A failed batch fails every append in it, with the error; an
@@ -104,17 +114,20 @@
  * reproduced with all of them. Reads pass max_query_size/max_ast_elements
  * large enough for IN lists of ~500,000 fingerprints.
  *
- * Retention: pd__ch_maintain (and a thread every maintenance_ms) drops
- * whole day partitions of profiles, samples and series_index older than
- * retention_ms (on every URL in cluster mode). series and stacks are not
- * partitioned and not trimmed.
+ * Retention: owned by the database (table retention): the first profd to
+ * open a database without a row records its --storage.retention.time;
+ * every profd uses the recorded value (re-read by each pd__ch_maintain, at
+ * open for the time check of appends) and logs when its flag differs.
+ * pd__ch_maintain (and a thread every maintenance_ms) drops the whole day
+ * partitions older than it of profiles, samples, series_index, stacks and
+ * series (on every URL in cluster mode, each shard with its own record).
  */
 #ifndef PD_STORAGE_CLICKHOUSE_CLICKHOUSE_H
 #define PD_STORAGE_CLICKHOUSE_CLICKHOUSE_H
 
 #include "storage/storage.h"
 
-#define PD_CH_SCHEMA_VERSION 2
+#define PD_CH_SCHEMA_VERSION 3
 
 typedef struct pd_ch pd_ch;
 
@@ -147,8 +160,8 @@ int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size
  * is symbolized; a stack that does not pass adds nothing. */
 int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const uint64_t *refs,
                               const uint32_t *group, size_t n, int64_t mint, int64_t maxt,
-                              pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                              void *ctx, size_t *n_series /* OUT, may be NULL */, pd_err *err);
+                              pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                              size_t *n_series /* OUT, may be NULL */, pd_err *err);
 /* pd_storage_aggregate_diff when each side is one group (storage.c
  * checks): one query for both sides' headers, one GROUP BY over samples
  * with a sumForEachIf per side, one IN for the stacks of both. Rows are
@@ -157,7 +170,9 @@ int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const
  * fingerprint (a bit per side) and the side's range. */
 int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_fn fn,
                           int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err);
-/* Drops expired day partitions. -EIO (ClickHouse's message), PD_ENOMEM. */
+/* Reads the database's retention (recording this profd's when there is
+ * none) and drops the day partitions older than it. -EIO (ClickHouse's
+ * message), PD_ENOMEM. */
 int pd__ch_maintain(pd_ch *c, pd_err *err);
 int pd__ch_check_time(pd_ch *c, int64_t ts_ms, pd_err *err);
 /* n_series and n_profiles from ClickHouse (count() of series and profiles),

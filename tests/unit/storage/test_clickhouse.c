@@ -40,6 +40,7 @@
 #include <xxhash.h>
 
 #include "base/labels.h"
+#include "base/time.h"
 #include "pprof/pprof.h"
 #include "storage/clickhouse/ch_int.h"
 #include "storage/storage.h"
@@ -306,6 +307,8 @@ static int start_server(void **state)
         "<user_files_path>%s/uf/</user_files_path><format_schema_path>%s/fs/</format_schema_path>\n"
         "<mark_cache_size>67108864</mark_cache_size><uncompressed_cache_size>0</"
         "uncompressed_cache_size>"
+        "<query_log><database>system</database><table>query_log</table>"
+        "<flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log>\n"
         "<users_config>%s/users.xml</users_config><default_profile>default</default_profile>"
         "<default_database>default</default_database><timezone>UTC</timezone>\n</yandex>\n",
         g_dir, g_dir, http, tcp, inter, g_dir, g_dir, g_dir, g_dir, g_dir);
@@ -313,7 +316,8 @@ static int start_server(void **state)
     snprintf(path, sizeof path, "%s/users.xml", g_dir);
     f = fopen(path, "w");
     fprintf(f,
-            "<?xml version=\"1.0\"?>\n<yandex><profiles><default/></profiles><users><default>"
+            "<?xml version=\"1.0\"?>\n<yandex><profiles><default><log_queries>1</log_queries>"
+            "</default></profiles><users><default>"
             "<password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile>"
             "<quota>default</quota></default></users><quotas><default/></quotas></yandex>\n");
     fclose(f);
@@ -425,6 +429,47 @@ static void *writer(void *a)
     }
     pd_labels_release(&ls);
     return NULL;
+}
+
+/* Runs sql (a query answering one UInt64) on the test's server. */
+static uint64_t ch_u64(pd_ch *c, const char *sql)
+{
+    pd_err err;
+    pd_buf resp;
+    pd_buf_init(&resp, 0);
+    PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err), &err);
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    uint64_t v = pd__ch_rd_u64(&r);
+    assert_false(r.bad);
+    pd_buf_release(&resp);
+    return v;
+}
+
+/* The largest read_rows (system.query_log) of the queries starting with
+ * `prefix` that finished after the call to `since` (server seconds). */
+static uint64_t rows_read_since(pd_ch *c, uint64_t since, const char *prefix)
+{
+    pd_err err;
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT count(), max(read_rows) FROM system.query_log WHERE type = 2 AND "
+             "toUInt64(event_time) >= %llu AND startsWith(query, '%s') FORMAT RowBinary",
+             (unsigned long long)since, prefix);
+    for (int i = 0; i < 100; i++) { /* the log is written asynchronously */
+        PD_ASSERT_OK(pd__ch_exec(c, "SYSTEM FLUSH LOGS", NULL, 0, NULL, NULL, NULL, &err), &err);
+        pd_buf resp;
+        pd_buf_init(&resp, 0);
+        PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err), &err);
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        uint64_t n = pd__ch_rd_u64(&r), v = pd__ch_rd_u64(&r);
+        assert_false(r.bad);
+        pd_buf_release(&resp);
+        if (n > 0)
+            return v;
+        usleep(100000);
+    }
+    fail_msg("no query starting with %s in system.query_log", prefix);
+    return 0;
 }
 
 typedef struct sum_ctx {
@@ -610,7 +655,7 @@ static void test_backend(void **state)
         pd_storage_options o = ch_opts(urls, 1, "unit");
         pd_ch *c;
         PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
-        PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks", NULL, 0, NULL, NULL, NULL, &err),
+        PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks_v3", NULL, 0, NULL, NULL, NULL, &err),
                      &err);
         pd__ch_close(c);
         pd_storage_warnings w;
@@ -621,7 +666,7 @@ static void test_backend(void **state)
                      &err);
         pd_storage_warnings_end();
         assert_true(w.n > 0);
-        assert_non_null(strstr(w.v[0], "missing from table stacks"));
+        assert_non_null(strstr(w.v[0], "missing from table stacks_v3"));
         for (size_t k = 0; k < sc.n_types; k++)
             assert_int_equal(sc.sums[k], 0);
         pd_storage_warnings_release(&w);
@@ -669,9 +714,92 @@ static void test_backend(void **state)
     for (size_t i = 0; i < set.n; i++)
         assert_string_not_equal(pd_labels_get(&set.v[i].labels, "instance"), "old");
     pd_series_set_release(&set);
+    {
+        /* schema v3: stacks and series are trimmed with the profiles (their
+           rows of the old day gone), and what stays still resolves: the
+           series written after the truncation above merges whole */
+        const char *urls[] = {g_url};
+        pd_storage_options o = ch_opts(urls, 1, "unit");
+        pd_ch *c;
+        PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
+        char sql[256];
+        int64_t old_day = (g_now - 4 * DAY - 5000) / DAY;
+        snprintf(sql, sizeof sql,
+                 "SELECT (SELECT count() FROM stacks_v3 WHERE day <= toDate(%lld)) + (SELECT "
+                 "count() FROM series_v3 WHERE day <= toDate(%lld)) FORMAT RowBinary",
+                 (long long)old_day, (long long)old_day);
+        assert_int_equal(ch_u64(c, sql), 0);
+        assert_true(ch_u64(c, "SELECT count() FROM stacks_v3 FORMAT RowBinary") > 0);
+        pd__ch_close(c);
+        pd_labels again;
+        labels(&again, "heap", "again", NULL);
+        uint64_t ro = pd_labels_hash(&again);
+        pd_labels_release(&again);
+        sum_ctx s4;
+        memset(&s4, 0, sizeof s4);
+        pd_storage_warnings w4;
+        pd_storage_warnings_begin(&w4);
+        PD_ASSERT_OK(pd_storage_aggregate(s, &ro, NULL, 1, INT64_MIN, INT64_MAX, sum_part, NULL,
+                                          &s4, NULL, &err),
+                     &err);
+        pd_storage_warnings_end();
+        assert_int_equal(w4.n, 0);
+        pd_storage_warnings_release(&w4);
+        int64_t t4[8];
+        pd_profile_totals(&g_prof[0].p, t4);
+        for (size_t k = 0; k < s4.n_types; k++)
+            assert_int_equal(s4.sums[k], t4[k]);
+    }
 
     pd_labels_release(&odd);
     pd_labels_release(&old);
+    pd_storage_close(s);
+}
+
+/* Issue 35 item 4: retention is the database's, set once: the first profd
+ * records its flag (table retention); a profd with a shorter flag keeps
+ * the database's (accepts what it accepts, drops nothing more); one INSERT
+ * into retention changes it for every profd at its next maintenance. */
+static void test_retention_owned_by_database(void **state)
+{
+    (void)state;
+    need_server();
+    g_now = 1795710738924;
+    pd_storage *s = open_store("owner"); /* 3 days, recorded */
+    const char *urls[] = {g_url};
+    pd_storage_options o = ch_opts(urls, 1, "owner");
+    o.retention_ms = DAY; /* a shorter flag: not the database's */
+    pd_storage *s2;
+    pd_err err;
+    PD_ASSERT_OK(pd_storage_open(&o, &s2, &err), &err);
+    pd_labels ls;
+    labels(&ls, "cpu", "r", NULL);
+    PD_ASSERT_OK(pd_storage_append(s2, &ls, g_now - 2 * DAY, g_prof[4].body, g_prof[4].len,
+                                   &g_prof[4].p, &err),
+                 &err);
+    PD_ASSERT_OK(pd_storage_maintain(s2, &err), &err);
+    pd_series_set set;
+    PD_ASSERT_OK(pd_storage_select(s, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
+    assert_int_equal(set.n, 1);
+    pd_series_set_release(&set);
+    /* changed once, in the database: both profds follow */
+    pd_ch *c;
+    PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
+    char sql[200];
+    snprintf(sql, sizeof sql, "INSERT INTO retention VALUES (%lld, %lld)",
+             (long long)pd_now_ms() + 1000, (long long)DAY);
+    PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, NULL, NULL, &err), &err);
+    pd__ch_close(c);
+    PD_ASSERT_OK(pd_storage_maintain(s, &err), &err);
+    PD_ASSERT_OK(pd_storage_select(s2, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
+    assert_int_equal(set.n, 0);
+    pd_series_set_release(&set);
+    PD_ASSERT_OK(pd_storage_maintain(s2, &err), &err);
+    PD_ASSERT_RC(pd_storage_append(s2, &ls, g_now - 2 * DAY + 1000, g_prof[4].body, g_prof[4].len,
+                                   &g_prof[4].p, &err),
+                 PD_EOUTOFBOUNDS, &err);
+    pd_labels_release(&ls);
+    pd_storage_close(s2);
     pd_storage_close(s);
 }
 
@@ -692,9 +820,9 @@ static void *shifter(void *arg)
     shift_arg *a = arg;
     pd_err err;
     for (int i = 0; i < 4 && a->rc == 0; i++)
-        a->rc = pd_storage_append_shift(a->s, a->ls, g_now - 3000, g_prof[a->which].body,
-                                        g_prof[a->which].len, &g_prof[a->which].p, &a->got[i],
-                                        &err);
+        a->rc =
+            pd_storage_append_shift(a->s, a->ls, g_now - 3000, g_prof[a->which].body,
+                                    g_prof[a->which].len, &g_prof[a->which].p, &a->got[i], &err);
     return NULL;
 }
 
@@ -934,7 +1062,8 @@ static void test_single_profile_rebuilt(void **state)
     PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
     pd_buf resp;
     pd_buf_init(&resp, 0);
-    PD_ASSERT_OK(pd__ch_exec(c, "SELECT sum(length(body)), count() FROM profiles FORMAT RowBinary",
+    PD_ASSERT_OK(pd__ch_exec(c,
+                             "SELECT sum(length(body)), count() FROM profiles_v3 FORMAT RowBinary",
                              NULL, 0, NULL, &resp, NULL, &err),
                  &err);
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
@@ -950,15 +1079,15 @@ static void test_single_profile_rebuilt(void **state)
     pd_buf sql;
     pd_buf_init(&sql, 0);
     assert_int_equal(
-        pd_buf_printf(&sql,
-                      "INSERT INTO profiles SELECT day, ts + 1, fingerprint, write_id, types_hash, "
-                      "sample_types, sample_units, totals, period_type, period_unit, period, "
-                      "time_nanos, duration_nanos, comments, drop_frames, keep_frames, "
-                      "default_sample_type, doc_url, unhex('"),
+        pd_buf_printf(
+            &sql, "INSERT INTO profiles_v3 SELECT day, ts + 1, fingerprint, write_id, types_hash, "
+                  "sample_types, sample_units, totals, period_type, period_unit, period, "
+                  "time_nanos, duration_nanos, comments, drop_frames, keep_frames, "
+                  "default_sample_type, doc_url, unhex('"),
         0);
     for (size_t i = 0; i < g_prof[0].len; i++)
         assert_int_equal(pd_buf_printf(&sql, "%02x", g_prof[0].body[i]), 0);
-    assert_int_equal(pd_buf_printf(&sql, "') FROM profiles WHERE fingerprint = %llu",
+    assert_int_equal(pd_buf_printf(&sql, "') FROM profiles_v3 WHERE fingerprint = %llu",
                                    (unsigned long long)refs[0]),
                      0);
     assert_int_equal(pd_buf_putc(&sql, 0), 0);
@@ -984,12 +1113,114 @@ static void test_single_profile_rebuilt(void **state)
     pd_buf_release(&raw);
 
     /* a stack gone: the v2 profile is refused as corrupt, not served partial */
-    PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks", NULL, 0, NULL, NULL, NULL, &err), &err);
+    PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks_v3", NULL, 0, NULL, NULL, NULL, &err), &err);
     PD_ASSERT_RC(pd_storage_read_profile(s, refs[1], g_now - 1000, &q, NULL, &err), PD_ECORRUPT,
                  &err);
-    assert_non_null(strstr(err.msg, "missing from table stacks"));
+    assert_non_null(strstr(err.msg, "missing from table stacks_v3"));
     pd__ch_close(c);
     pd_buf_release(&resp);
+    pd_storage_close(s);
+}
+
+/* A mark for rows_read_since: every query logged before it finished in an
+ * earlier second. */
+static uint64_t log_mark(pd_ch *c)
+{
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_exec(c, "SYSTEM FLUSH LOGS", NULL, 0, NULL, NULL, NULL, &err), &err);
+    usleep(1100000);
+    return ch_u64(c, "SELECT toUInt64(now()) FORMAT RowBinary");
+}
+
+/* Issue 35 item 4: a single-profile read and its stack lookup read rows in
+ * proportion to the profile, not to the tables (schema v3: stacks_v3 in
+ * granules of 64 rows, samples_v3 of 1,024; `stack_hash IN (...)` read most
+ * of stacks before). The tables are then grown 400,000 rows each (other
+ * series, other times of the same series, other stacks) and the same read
+ * reads no more than the granules its own rows are in (system.query_log).
+ * The merge's stack lookup is the same query. */
+static void test_reads_bounded_by_granules(void **state)
+{
+    (void)state;
+    need_server();
+    g_now = 1795710738924;
+    pd_storage *s = open_store("granules");
+    const char *urls[] = {g_url};
+    pd_storage_options o = ch_opts(urls, 1, "granules");
+    pd_ch *c;
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
+    const tprof *t = &g_prof[0]; /* a real heap profile: ~100s of samples and stacks */
+    pd_u64map distinct;
+    pd_u64map_init(&distinct);
+    pd_buf blob;
+    pd_buf_init(&blob, 0);
+    for (size_t i = 0; i < t->p.n_sample; i++) {
+        pd_buf_reset(&blob);
+        assert_int_equal(pd__ch_stack_encode(&t->p, i, &blob), 0);
+        pd_u64map_put(&distinct, XXH3_64bits(blob.data, blob.len), 1);
+    }
+    size_t n_stacks = distinct.len, n_samples = t->p.n_sample;
+    pd_buf_release(&blob);
+    pd_u64map_release(&distinct);
+    pd_labels ls;
+    labels(&ls, "heap", "g", NULL);
+    uint64_t ref = pd_labels_hash(&ls);
+    int64_t ts = g_now - 1000;
+    PD_ASSERT_OK(pd_storage_append(s, &ls, ts, t->body, t->len, &t->p, &err), &err);
+    pd_labels_release(&ls);
+
+    uint64_t rows_stacks[2], rows_samples[2];
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) { /* grow every table the read touches */
+            char sql[1024];
+            snprintf(sql, sizeof sql,
+                     "INSERT INTO stacks_v3 SELECT toDate(%lld), cityHash64(number, 7), "
+                     "toString(number) FROM system.numbers LIMIT 400000",
+                     (long long)(ts / 86400000));
+            PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, NULL, NULL, &err), &err);
+            snprintf(sql, sizeof sql,
+                     "INSERT INTO samples_v3 SELECT toDate(%lld), %lld - 1 - number %% 200000, "
+                     "if(number < 200000, %llu, cityHash64(number)), 1, 1, cityHash64(number, 9), "
+                     "[toInt64(1)] FROM system.numbers LIMIT 400000",
+                     (long long)(ts / 86400000), (long long)ts, (unsigned long long)ref);
+            PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, NULL, NULL, &err), &err);
+            PD_ASSERT_OK(
+                pd__ch_exec(c, "OPTIMIZE TABLE stacks_v3 FINAL", NULL, 0, NULL, NULL, NULL, &err),
+                &err);
+            PD_ASSERT_OK(
+                pd__ch_exec(c, "OPTIMIZE TABLE samples_v3 FINAL", NULL, 0, NULL, NULL, NULL, &err),
+                &err);
+            assert_true(ch_u64(c, "SELECT count() FROM stacks_v3 FORMAT RowBinary") >= 400000);
+            assert_true(ch_u64(c, "SELECT count() FROM samples_v3 FORMAT RowBinary") >= 400000);
+        }
+        uint64_t mark = log_mark(c);
+        pd_profile q;
+        pd_err why;
+        PD_ASSERT_OK(pd_storage_read_profile(s, ref, ts, &q, NULL, &err), &err);
+        if (!pd_profile_equal(&t->p, &q, &why))
+            fail_msg("read back differs: %s", why.msg);
+        pd_profile_release(&q);
+        rows_stacks[round] =
+            rows_read_since(c, mark, "SELECT stack_hash, any(stack) FROM stacks_v3");
+        rows_samples[round] = rows_read_since(c, mark, "SELECT stack_hash, values FROM samples_v3");
+        print_message("round %d: %zu samples, %zu stacks: read %llu rows of samples_v3, %llu of "
+                      "stacks_v3\n",
+                      round, n_samples, n_stacks, (unsigned long long)rows_samples[round],
+                      (unsigned long long)rows_stacks[round]);
+    }
+    /* at most the granules holding the profile's rows: each stack in its
+       own granule of 64 (and the granule next to it), the samples (one
+       series, one ts: contiguous) in whole granules of 1,024 */
+    for (int round = 0; round < 2; round++) {
+        assert_true(rows_stacks[round] > 0 && rows_samples[round] >= n_samples);
+        assert_true(rows_stacks[round] <= 2 * 64 * n_stacks);
+        assert_true(rows_samples[round] <= (n_samples / 1024 + 2) * 1024);
+    }
+    /* and far less than the 400,000 rows each table grew by */
+    assert_true(rows_stacks[1] * 10 < 400000);
+    assert_true(rows_samples[1] * 10 < 400000);
+    pd__ch_close(c);
     pd_storage_close(s);
 }
 
@@ -1248,6 +1479,8 @@ int main(void)
         cmocka_unit_test(test_push_duplicates),
         cmocka_unit_test(test_diff_one_pass),
         cmocka_unit_test(test_span_filter),
+        cmocka_unit_test(test_reads_bounded_by_granules),
+        cmocka_unit_test(test_retention_owned_by_database),
         cmocka_unit_test(test_schema_newer_refused_and_dead_url),
     };
     int rc = load_all(NULL);

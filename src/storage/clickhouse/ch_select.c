@@ -1,0 +1,574 @@
+/*
+ * storage/clickhouse/ch_select.c — the series side of the ClickHouse
+ * querier: select (series from the label index, every matcher re-checked on
+ * the labels) and read_points (the profiles' totals, prefetched for a whole
+ * selection in one query and kept per thread for a few seconds), plus the
+ * read helpers ch_read.c shares (ch_int.h). The design is in clickhouse.h.
+ *
+ * Every query filters on day (the partition key) as well as ts, so
+ * ClickHouse reads only the days in range. Queries name the plain tables:
+ * on a cluster those are the Distributed ones, and subqueries use GLOBAL IN
+ * (allowed on plain tables too) so one text works in both modes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <pthread.h>
+
+#include "base/log.h"
+#include "storage/clickhouse/ch_int.h"
+
+#define CH_CACHE_MS 5000           /* prefetched points kept this long (below) */
+#define CH_CACHE_MAX_POINTS 200000 /* and only this many */
+
+static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt);
+
+int pd__ch_nomem(pd_err *err)
+{
+    return pd_err_set(err, PD_ENOMEM, "out of memory (ClickHouse read)");
+}
+
+int pd__ch_put_range(pd_buf *b, int64_t mint, int64_t maxt)
+{
+    int rc = pd_buf_puts(b, " day BETWEEN ");
+    rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(mint));
+    rc = rc ? rc : pd_buf_puts(b, " AND ");
+    rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(maxt));
+    rc = rc ? rc
+            : pd_buf_printf(b, " AND ts BETWEEN %lld AND %lld", (long long)mint, (long long)maxt);
+    return rc;
+}
+
+/* Queries name their series' fingerprints (IN lists, ~20 bytes and an AST
+ * element each, a diff's six times): ClickHouse's max_query_size (256 KiB)
+ * and max_ast_elements (50,000) would refuse a merge of ~6,000 series; these
+ * let ~500,000 through. */
+#define CH_READ_SETTINGS                                                                           \
+    "max_query_size=67108864&max_ast_elements=10000000&max_expanded_ast_elements=10000000"
+
+int pd__ch_query(pd_ch *c, pd_buf *sql, pd_buf *resp, pd_err *err)
+{
+    if (pd_buf_putc(sql, 0) < 0)
+        return pd__ch_nomem(err);
+    return pd__ch_exec(c, (const char *)sql->data, NULL, 0, CH_READ_SETTINGS, resp, NULL, err);
+}
+
+int pd__ch_bad_answer(pd_ch *c, pd_err *err, const char *what)
+{
+    return pd_err_set(err, -EIO, "ClickHouse %s: malformed RowBinary answer to %s",
+                      c->urls[__atomic_load_n(&c->cur, __ATOMIC_RELAXED)], what);
+}
+
+char *pd__ch_rd_arena_str(ch_rd *r, pd_arena *a)
+{
+    const uint8_t *s;
+    size_t n;
+    pd__ch_rd_str(r, &s, &n);
+    return pd_arena_strndup(a, (const char *)s, n);
+}
+
+/* ---- select ---- */
+
+typedef struct fp_stat {
+    uint64_t n;
+    int64_t min, max;
+} fp_stat;
+
+static int cmp_info(const void *a, const void *b)
+{
+    return pd_labels_cmp(&((const pd_series_info *)a)->labels,
+                         &((const pd_series_info *)b)->labels);
+}
+
+int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                  pd_series_set *out, pd_err *err)
+{
+    out->v = NULL;
+    out->n = 0;
+    pd_buf where, sql, resp;
+    pd_buf_init(&where, 0);
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_u64map stat_idx;
+    pd_u64map_init(&stat_idx);
+    fp_stat *st = NULL;
+    size_t n_st = 0, cap = 0;
+    int rc = pd__ch_put_range(&where, mint, maxt);
+    /* equality matchers from the inverted index; the rest re-checked below */
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (ms[i].type != PD_MATCH_EQ || !ms[i].value[0])
+            continue;
+        rc = pd_buf_puts(&where, " AND fingerprint GLOBAL IN (SELECT fingerprint FROM "
+                                 "series_index_v3 WHERE day BETWEEN ");
+        rc = rc ? rc : pd__ch_put_sql_day(&where, pd__ch_day(mint));
+        rc = rc ? rc : pd_buf_puts(&where, " AND ");
+        rc = rc ? rc : pd__ch_put_sql_day(&where, pd__ch_day(maxt));
+        rc = rc ? rc : pd_buf_puts(&where, " AND name = ");
+        rc = rc ? rc : pd__ch_put_sql_string(&where, ms[i].name, strlen(ms[i].name));
+        rc = rc ? rc : pd_buf_puts(&where, " AND value = ");
+        rc = rc ? rc : pd__ch_put_sql_string(&where, ms[i].value, strlen(ms[i].value));
+        rc = rc ? rc : pd_buf_putc(&where, ')');
+    }
+    if (rc < 0 || pd_buf_putc(&where, 0) < 0) {
+        rc = pd__ch_nomem(err);
+        goto out;
+    }
+    if (pd_buf_printf(&sql,
+                      "SELECT fingerprint, count(), min(ts), max(ts) FROM profiles_v3 WHERE%s "
+                      "GROUP BY fingerprint FORMAT RowBinary",
+                      (const char *)where.data) < 0) {
+        rc = pd__ch_nomem(err);
+        goto out;
+    }
+    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+        goto out;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        uint64_t fp = pd__ch_rd_u64(&r);
+        fp_stat s = {pd__ch_rd_u64(&r), (int64_t)pd__ch_rd_u64(&r), (int64_t)pd__ch_rd_u64(&r)};
+        if (r.bad)
+            break;
+        if (n_st == cap) {
+            size_t nc = cap ? 2 * cap : 64;
+            fp_stat *x = realloc(st, nc * sizeof *x);
+            if (!x) {
+                rc = pd__ch_nomem(err);
+                goto out;
+            }
+            st = x;
+            cap = nc;
+        }
+        st[n_st] = s;
+        if (pd_u64map_put(&stat_idx, fp, n_st++) < 0) {
+            rc = pd__ch_nomem(err);
+            goto out;
+        }
+    }
+    if (r.bad) {
+        rc = pd__ch_bad_answer(c, err, "the series' profile counts");
+        goto out;
+    }
+    if (n_st == 0)
+        goto out;
+    pd_buf_reset(&sql);
+    pd_buf_reset(&resp);
+    if (pd_buf_printf(&sql,
+                      "SELECT fingerprint, any(names), any(values) FROM series_v3 WHERE "
+                      "fingerprint GLOBAL IN (SELECT fingerprint FROM profiles_v3 WHERE%s) "
+                      "GROUP BY fingerprint FORMAT RowBinary",
+                      (const char *)where.data) < 0) {
+        rc = pd__ch_nomem(err);
+        goto out;
+    }
+    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+        goto out;
+    out->v = calloc(n_st, sizeof *out->v);
+    if (!out->v) {
+        rc = pd__ch_nomem(err);
+        goto out;
+    }
+    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
+    char *tmp = NULL;
+    while (pd__ch_rd_more(&r)) {
+        uint64_t fp = pd__ch_rd_u64(&r), at;
+        uint64_t nn = pd__ch_rd_varint(&r);
+        if (r.bad || nn > r.len)
+            break;
+        const uint8_t **nv = calloc(nn ? 2 * nn : 1, sizeof *nv);
+        size_t *nl = calloc(nn ? 2 * nn : 1, sizeof *nl);
+        if (!nv || !nl) {
+            free(nv);
+            free(nl);
+            rc = pd__ch_nomem(err);
+            goto out;
+        }
+        for (uint64_t i = 0; i < nn; i++)
+            pd__ch_rd_str(&r, &nv[i], &nl[i]);
+        uint64_t nvals = pd__ch_rd_varint(&r);
+        if (nvals != nn)
+            r.bad = true;
+        for (uint64_t i = 0; i < nn && !r.bad; i++)
+            pd__ch_rd_str(&r, &nv[nn + i], &nl[nn + i]);
+        pd_labels ls;
+        pd_labels_init(&ls);
+        for (uint64_t i = 0; i < nn && !r.bad && rc == 0; i++) {
+            char *x = realloc(tmp, nl[i] + nl[nn + i] + 2);
+            if (!x) {
+                rc = pd__ch_nomem(err);
+                break;
+            }
+            tmp = x;
+            memcpy(tmp, nv[i], nl[i]);
+            tmp[nl[i]] = 0;
+            memcpy(tmp + nl[i] + 1, nv[nn + i], nl[nn + i]);
+            tmp[nl[i] + 1 + nl[nn + i]] = 0;
+            pd_err e2;
+            if (pd_labels_set(&ls, tmp, tmp + nl[i] + 1, &e2) < 0)
+                r.bad = true;
+        }
+        free(nv);
+        free(nl);
+        if (rc < 0 || r.bad || !pd_u64map_get(&stat_idx, fp, &at) ||
+            !pd_matchers_match(ms, n, &ls)) {
+            pd_labels_release(&ls);
+            if (rc < 0 || r.bad)
+                break;
+            continue;
+        }
+        pd_series_info *si = &out->v[out->n++];
+        si->ref = fp;
+        si->labels = ls;
+        si->n_profiles = (size_t)st[at].n;
+        si->min_ts = st[at].min;
+        si->max_ts = st[at].max;
+        if (out->n == n_st)
+            break;
+    }
+    free(tmp);
+    if (rc < 0)
+        goto out;
+    if (r.bad) {
+        rc = pd__ch_bad_answer(c, err, "the series' labels");
+        goto out;
+    }
+    if ((rc = pd_matchers_check_limits(ms, n, err)) < 0)
+        goto out;
+    qsort(out->v, out->n, sizeof *out->v, cmp_info);
+    size_t total = 0;
+    for (size_t i = 0; i < out->n; i++)
+        total += out->v[i].n_profiles;
+    if (out->n > 1 && total <= CH_CACHE_MAX_POINTS)
+        prefetch(c, (const char *)where.data, mint, maxt);
+out:
+    if (rc < 0)
+        pd_series_set_release(out);
+    free(st);
+    pd_u64map_release(&stat_idx);
+    pd_buf_release(&where);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
+/* ---- points ---- */
+
+/* Reads one (ts, sample_types, sample_units, totals) into pt, strings in a.
+ * 0, 1 for a malformed row, PD_ENOMEM. */
+static int parse_point(ch_rd *r, pd_arena *a, pd_point *pt)
+{
+    pt->ts_ms = (int64_t)pd__ch_rd_u64(r);
+    uint64_t nt = pd__ch_rd_varint(r);
+    if (r->bad || nt > r->len)
+        return 1;
+    pt->n_types = (size_t)nt;
+    pt->types = pd_arena_calloc(a, nt ? nt : 1, sizeof *pt->types);
+    pt->totals = pd_arena_calloc(a, nt ? nt : 1, sizeof *pt->totals);
+    if (!pt->types || !pt->totals)
+        return PD_ENOMEM;
+    for (size_t i = 0; i < nt; i++)
+        pt->types[i].type = pd__ch_rd_arena_str(r, a);
+    if (pd__ch_rd_varint(r) != nt)
+        r->bad = true;
+    for (size_t i = 0; i < nt && !r->bad; i++)
+        pt->types[i].unit = pd__ch_rd_arena_str(r, a);
+    if (pd__ch_rd_varint(r) != nt)
+        r->bad = true;
+    for (size_t i = 0; i < nt && !r->bad; i++)
+        pt->totals[i] = (int64_t)pd__ch_rd_u64(r);
+    if (r->bad)
+        return 1;
+    for (size_t i = 0; i < nt; i++)
+        if (!pt->types[i].type || !pt->types[i].unit)
+            return PD_ENOMEM;
+    return 0;
+}
+
+/* The points prefetched by the last pd__ch_select of this thread: the query
+ * layer selects, then reads the points of every series selected (a merge,
+ * query_range): one query for all instead of one per series. Valid for the
+ * store and range it was made for, while no append of this process
+ * happened since (c->gen) and for CH_CACHE_MS. */
+
+typedef struct pcache_ent {
+    size_t off, n; /* into pts */
+} pcache_ent;
+
+typedef struct pcache {
+    const pd_ch *c;
+    uint64_t gen;
+    int64_t mint, maxt, born;
+    pd_u64map idx; /* ref -> index into ents + 1 */
+    pcache_ent *ents;
+    size_t n_ents;
+    pd_point *pts;
+    size_t n_pts, cap_pts;
+    pd_arena a;
+} pcache;
+
+static pthread_key_t g_cache_key;
+static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+
+static void pcache_clear(pcache *pc)
+{
+    pd_u64map_release(&pc->idx);
+    pd_u64map_init(&pc->idx);
+    free(pc->ents);
+    free(pc->pts);
+    pc->ents = NULL;
+    pc->pts = NULL;
+    pc->n_ents = pc->n_pts = pc->cap_pts = 0;
+    pd_arena_release(&pc->a);
+    pd_arena_init(&pc->a);
+    pc->c = NULL;
+}
+
+static void pcache_free(void *p)
+{
+    if (!p)
+        return;
+    pcache_clear(p);
+    pd_u64map_release(&((pcache *)p)->idx);
+    free(p);
+}
+
+static void cache_key_init(void)
+{
+    (void)pthread_key_create(&g_cache_key, pcache_free);
+}
+
+static pcache *thread_cache(bool create)
+{
+    pthread_once(&g_cache_once, cache_key_init);
+    pcache *pc = pthread_getspecific(g_cache_key);
+    if (!pc && create) {
+        pc = calloc(1, sizeof *pc);
+        if (!pc)
+            return NULL;
+        pd_u64map_init(&pc->idx);
+        pd_arena_init(&pc->a);
+        if (pthread_setspecific(g_cache_key, pc) != 0) {
+            free(pc);
+            return NULL;
+        }
+    }
+    return pc;
+}
+
+/* Forgets this thread's prefetch if it is of c (a closed store's address
+ * may be reused). */
+void pd__ch_cache_forget(const pd_ch *c)
+{
+    pcache *pc = thread_cache(false);
+    if (pc && pc->c == c)
+        pcache_clear(pc);
+}
+
+/* Prefetches the points of the series matching `where` (select's filter). */
+static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt)
+{
+    pcache *pc = thread_cache(true);
+    if (!pc)
+        return;
+    pcache_clear(pc);
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_err err;
+    uint64_t gen = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+    int64_t born = c->clock();
+    bool ok = pd_buf_printf(&sql,
+                            "SELECT fingerprint, ts, sample_types, sample_units, totals FROM "
+                            "profiles_v3 WHERE%s ORDER BY fingerprint, ts LIMIT %d "
+                            "FORMAT RowBinary",
+                            where, CH_CACHE_MAX_POINTS + 1) == 0 &&
+              pd__ch_query(c, &sql, &resp, &err) == 0;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    uint64_t last = 0;
+    while (ok && pd__ch_rd_more(&r)) {
+        uint64_t fp = pd__ch_rd_u64(&r);
+        if (pc->n_pts == pc->cap_pts) {
+            size_t nc = pc->cap_pts ? 2 * pc->cap_pts : 1024;
+            pd_point *v = realloc(pc->pts, nc * sizeof *v);
+            pcache_ent *e = v ? realloc(pc->ents, nc * sizeof *e) : NULL;
+            if (v)
+                pc->pts = v;
+            if (!e) {
+                ok = false;
+                break;
+            }
+            pc->ents = e;
+            pc->cap_pts = nc;
+        }
+        if (parse_point(&r, &pc->a, &pc->pts[pc->n_pts]) != 0) {
+            ok = false;
+            break;
+        }
+        if (pc->n_ents == 0 || fp != last) {
+            if (pd_u64map_get(&pc->idx, fp, NULL) ||
+                pd_u64map_put(&pc->idx, fp, pc->n_ents + 1) < 0) {
+                ok = false;
+                break;
+            }
+            pc->ents[pc->n_ents++] = (pcache_ent){pc->n_pts, 0};
+            last = fp;
+        }
+        pc->ents[pc->n_ents - 1].n++;
+        pc->n_pts++;
+    }
+    if (ok && pc->n_pts <= CH_CACHE_MAX_POINTS) {
+        pc->c = c;
+        pc->gen = gen;
+        pc->mint = mint;
+        pc->maxt = maxt;
+        pc->born = born;
+    } else {
+        pcache_clear(pc);
+    }
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+}
+
+/* Serves read_points from the prefetch: 1 (served), 0 (not cached), <0. */
+static int from_cache(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
+                      pd_err *err)
+{
+    pcache *pc = thread_cache(false);
+    uint64_t at;
+    if (!pc || pc->c != c || pc->gen != __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) ||
+        c->clock() - pc->born > CH_CACHE_MS || c->clock() < pc->born || mint < pc->mint ||
+        maxt > pc->maxt || !pd_u64map_get(&pc->idx, ref, &at))
+        return 0;
+    const pcache_ent *e = &pc->ents[at - 1];
+    pd_arena *a = malloc(sizeof *a);
+    if (!a)
+        return pd__ch_nomem(err);
+    pd_arena_init(a);
+    out->priv = a;
+    out->v = pd_arena_calloc(a, e->n ? e->n : 1, sizeof *out->v);
+    if (!out->v) {
+        pd_points_release(out);
+        return pd__ch_nomem(err);
+    }
+    for (size_t i = 0; i < e->n; i++) {
+        const pd_point *p = &pc->pts[e->off + i];
+        if (p->ts_ms < mint || p->ts_ms > maxt)
+            continue;
+        pd_point *q = &out->v[out->n];
+        q->ts_ms = p->ts_ms;
+        q->n_types = p->n_types;
+        q->types = pd_arena_calloc(a, p->n_types ? p->n_types : 1, sizeof *q->types);
+        q->totals = pd_arena_calloc(a, p->n_types ? p->n_types : 1, sizeof *q->totals);
+        if (!q->types || !q->totals) {
+            pd_points_release(out);
+            return pd__ch_nomem(err);
+        }
+        for (size_t k = 0; k < p->n_types; k++) {
+            q->types[k].type = pd_arena_strdup(a, p->types[k].type);
+            q->types[k].unit = pd_arena_strdup(a, p->types[k].unit);
+            q->totals[k] = p->totals[k];
+            if (!q->types[k].type || !q->types[k].unit) {
+                pd_points_release(out);
+                return pd__ch_nomem(err);
+            }
+        }
+        out->n++;
+    }
+    return 1;
+}
+
+static int series_exists(pd_ch *c, uint64_t ref, pd_err *err)
+{
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, 1024);
+    int rc = pd_buf_printf(&sql,
+                           "SELECT count() FROM series_v3 WHERE fingerprint = %llu "
+                           "FORMAT RowBinary",
+                           (unsigned long long)ref) < 0
+                 ? pd__ch_nomem(err)
+                 : pd__ch_query(c, &sql, &resp, err);
+    if (rc == 0) {
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        uint64_t n = pd__ch_rd_u64(&r);
+        rc = r.bad ? pd__ch_bad_answer(c, err, "count()") : n > 0;
+    }
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
+int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
+                       pd_err *err)
+{
+    out->v = NULL;
+    out->n = 0;
+    out->priv = NULL;
+    int rc = from_cache(c, ref, mint, maxt, out, err);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_arena *a = malloc(sizeof *a);
+    if (!a) {
+        rc = pd__ch_nomem(err);
+        goto out;
+    }
+    pd_arena_init(a);
+    out->priv = a;
+    rc = pd_buf_printf(&sql,
+                       "SELECT ts, sample_types, sample_units, totals FROM profiles_v3 WHERE "
+                       "fingerprint = %llu AND",
+                       (unsigned long long)ref);
+    rc = rc ? rc : pd__ch_put_range(&sql, mint, maxt);
+    rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY ts FORMAT RowBinary");
+    if (rc < 0) {
+        rc = pd__ch_nomem(err);
+        goto out;
+    }
+    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+        goto out;
+    size_t cap = 0;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        if (out->n == cap) {
+            size_t nc = cap ? 2 * cap : 64;
+            pd_point *v = pd_arena_alloc(a, nc * sizeof *v);
+            if (!v) {
+                rc = pd__ch_nomem(err);
+                goto out;
+            }
+            if (out->n)
+                memcpy(v, out->v, out->n * sizeof *v);
+            out->v = v;
+            cap = nc;
+        }
+        int pr = parse_point(&r, a, &out->v[out->n]);
+        if (pr == PD_ENOMEM) {
+            rc = pd__ch_nomem(err);
+            goto out;
+        }
+        if (pr)
+            break;
+        out->n++;
+    }
+    if (r.bad) {
+        rc = pd__ch_bad_answer(c, err, "the series' points");
+        goto out;
+    }
+    if (out->n == 0) {
+        rc = series_exists(c, ref, err);
+        if (rc == 0)
+            rc = pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
+        else if (rc > 0)
+            rc = 0;
+    }
+out:
+    if (rc < 0)
+        pd_points_release(out);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
