@@ -54,6 +54,24 @@ async function agentMetrics(base = metricsBase) {
   return m;
 }
 
+// SIGTERM; when the process has not exited after a hang guard of 120 s,
+// the failure names what each of its threads waits in (kernel stacks)
+async function stopOrExplain(p) {
+  p.kill('SIGTERM');
+  let timer;
+  const hung = new Promise((resolve) => { timer = setTimeout(() => resolve('hung'), 120000); });
+  const r = await Promise.race([p.exitPromise, hung]);
+  clearTimeout(timer);
+  if (r !== 'hung') return r;
+  let stacks = '';
+  for (const t of fs.readdirSync(`/proc/${p.pid}/task`)) {
+    const rd = (f) => { try { return fs.readFileSync(`/proc/${p.pid}/task/${t}/${f}`, 'utf8'); } catch (e) { return `(${e.code})`; } };
+    stacks += `thread ${t} ${rd('comm').trim()} wchan=${rd('wchan')}:\n${rd('stack')}\n`;
+  }
+  p.kill('SIGKILL');
+  throw new Error(`${p.name} did not exit after SIGTERM\n${stacks}\n${p.tail()}`);
+}
+
 // starts an agent; resolves once it has done its first upload (or exited)
 async function startAgent(name, args) {
   const p = new Proc(name, agentBin(), args);
@@ -238,7 +256,7 @@ test('a tiny --buffer.max-bytes with profd unreachable: the oldest are dropped a
   assert.ok(maxSeen > 0, 'nothing was ever buffered');
   // no request passes --upload.max-bytes, so the buffer holds several
   assert.ok(m.profd_agent_buffer_requests >= 1, JSON.stringify(m));
-  const st = await small.stop();
+  const st = await stopOrExplain(small);
   assert.equal(st.code, 0, small.tail());
 });
 

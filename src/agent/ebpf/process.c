@@ -31,6 +31,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -187,7 +188,15 @@ static file_ent *file_get(pd_ebpf_procs *p, uint32_t pid, const vmap *m)
     f->ino = m->ino;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "/proc/%u/root%s", pid, m->path);
-    f->ok = pd_elf_read(path, true, &f->info, NULL) == 0;
+    /* only a regular file, opened without blocking: the name in
+     * /proc/PID/maps may now be another file (a FIFO would block the open,
+     * a device would not be ELF) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        f->ok = pd_elf_read_fd(fd, path, true, &f->info, NULL) == 0;
+    if (fd >= 0)
+        close(fd);
     p->files[p->n_files++] = f;
     return f;
 }
@@ -279,9 +288,17 @@ static void read_perf_map(proc *pr)
     pr->perf_read = true;
     char path[96];
     snprintf(path, sizeof path, "/proc/%u/root/tmp/perf-%u.map", pr->pid, pr->pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
+    /* anyone may create /tmp/perf-PID.map for their process: only a regular
+     * file, opened without blocking (a FIFO there must not stop the agent) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd < 0)
         return;
+    FILE *f = NULL;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(f = fdopen(fd, "r"))) {
+        close(fd);
+        return;
+    }
     char line[4096];
     size_t cap = 0;
     while (fgets(line, sizeof line, f) && pr->n_perf < MAX_PERF_MAP_LINES) {
