@@ -304,8 +304,8 @@ static int fetch(const pd_symbolizer *s, const char *build_id, char **got)
         rc = copy_into(fd, path);
     close(fd);
     if (rc < 0)
-        pd_log_warn("cannot keep debug info fetched from debuginfod", "build_id=%s path=%s err=\"%s\"",
-                    build_id, path, strerror(-rc));
+        pd_log_warn("cannot keep debug info fetched from debuginfod",
+                    "build_id=%s path=%s err=\"%s\"", build_id, path, strerror(-rc));
     return 1;
 }
 
@@ -339,7 +339,8 @@ static entry *get_entry(pd_symbolizer *s, const char *bid, const char *local_fil
         if (s->n_ents == MAX_ENTRIES) { /* close the least recently used not being fetched */
             size_t lru = MAX_ENTRIES;
             for (size_t i = 0; i < s->n_ents; i++)
-                if (!s->ents[i]->fetching && (lru == MAX_ENTRIES || s->ents[i]->used < s->ents[lru]->used))
+                if (!s->ents[i]->fetching &&
+                    (lru == MAX_ENTRIES || s->ents[i]->used < s->ents[lru]->used))
                     lru = i;
             if (lru == MAX_ENTRIES)
                 return NULL;
@@ -457,7 +458,8 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
     /* (1) the build IDs of this profile: local lookups; fetches to make */
     for (size_t i = 0; i < p->n_location; i++) {
         pd_pprof_location *l = &p->location[i];
-        const pd_pprof_mapping *m = l->n_line || !l->mapping_id ? NULL : pd_profile_mapping(p, l->mapping_id);
+        const pd_pprof_mapping *m =
+            l->n_line || !l->mapping_id ? NULL : pd_profile_mapping(p, l->mapping_id);
         const char *bid = m ? pd_profile_str(p, m->build_id) : "";
         if (!m || !pd_elf_build_id_valid(bid))
             continue;

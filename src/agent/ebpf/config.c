@@ -58,8 +58,8 @@ static bool is_null(const yaml_node_t *n)
     if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
         return false;
     const char *v = (const char *)n->data.scalar.value;
-    return !n->data.scalar.length || !strcmp(v, "~") || !strcmp(v, "null") ||
-           !strcmp(v, "Null") || !strcmp(v, "NULL");
+    return !n->data.scalar.length || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") ||
+           !strcmp(v, "NULL");
 }
 
 static const char *kind(const yaml_node_t *n)
@@ -254,8 +254,8 @@ int pd_ebpf_config_parse(const char *text, size_t len, const char *name, pd_ebpf
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     int rc;
     if (!yaml_parser_load(&parser, &c.doc)) {
-        rc = pd_err_set(err, PD_EINVAL, "%s:%zu:%zu: YAML: %s", name,
-                        parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+        rc = pd_err_set(err, PD_EINVAL, "%s:%zu:%zu: YAML: %s", name, parser.problem_mark.line + 1,
+                        parser.problem_mark.column + 1,
                         parser.problem ? parser.problem : "cannot parse");
         yaml_parser_delete(&parser);
         return rc;

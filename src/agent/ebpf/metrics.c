@@ -35,8 +35,8 @@
 
 #include "base/metrics.h"
 
-static const char *const drop_reasons[] = {"relabel",       "buffer_full", "refused",
-                                           "too_large",     "max_processes", "out_of_memory"};
+static const char *const drop_reasons[] = {"relabel",   "buffer_full",   "refused",
+                                           "too_large", "max_processes", "out_of_memory"};
 
 void pd_ebpf_metrics_init(size_t buffer_max_bytes)
 {
@@ -148,8 +148,7 @@ int pd_ebpf_web_start(const char *addr, pd_ebpf_web **out, pd_err *err)
     *out = NULL;
     const char *colon = strrchr(addr, ':');
     if (!colon || !colon[1])
-        return pd_err_set(err, PD_EINVAL, "--web.listen-address=%s: want HOST:PORT or :PORT",
-                          addr);
+        return pd_err_set(err, PD_EINVAL, "--web.listen-address=%s: want HOST:PORT or :PORT", addr);
     char *end;
     errno = 0;
     unsigned long port = strtoul(colon + 1, &end, 10);
@@ -202,8 +201,7 @@ int pd_ebpf_web_start(const char *addr, pd_ebpf_web **out, pd_err *err)
     if (!w->d) {
         int e = errno ? errno : EADDRINUSE;
         free(w);
-        return pd_err_set(err, -e, "--web.listen-address=%s: cannot listen: %s", addr,
-                          strerror(e));
+        return pd_err_set(err, -e, "--web.listen-address=%s: cannot listen: %s", addr, strerror(e));
     }
     *out = w;
     return 0;
