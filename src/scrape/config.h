@@ -106,7 +106,7 @@
 #include <stdint.h>
 #include "base/error.h"
 #include "base/labels.h"
-#include "scrape/relabel.h"
+#include "base/relabel.h"
 
 /* Which project's file this is, from its keys (rules in the comment
  * above). Decides defaults and the timeout-vs-interval rule. */

@@ -3,10 +3,22 @@
  * and what a frame gets.
  *
  * Memory: one entry per build ID asked about (at most MAX_ENTRIES; when
- * full, the least recently used entry with no pending use is closed), each
+ * full, the least recently used entry not being fetched is closed), each
  * holding the file's symbols (pd_elf_info) and, when it has DWARF, an open
  * libdw handle for lines. Entries that found nothing remember when to ask
  * again (RETRY_MS).
+ *
+ * Locking: one mutex over the entries; file lookups on this host run under
+ * it, a debuginfod fetch never does. pd_symbolizer_profile (1) under the
+ * lock finds each build ID's entry from local files and marks the ones due
+ * for a fetch `fetching` (taking them over: no other thread fetches that
+ * build ID meanwhile, and a fetching entry is neither evicted nor freed by
+ * an upload); (2) without the lock fetches those (into the cache
+ * directory); (3) under the lock loads what came, clears `fetching` and
+ * wakes the waiters; (4) waits (condition variable) for the build IDs it
+ * needs that other threads are fetching; (5) names the frames. So an
+ * answer that needs a build ID being fetched waits for that one fetch, and
+ * answers that do not are never held up by it.
  *
  * Addresses: a location's file offset is address - memory_start +
  * file_offset of its mapping; the symbol table's address is that offset
@@ -45,6 +57,7 @@ typedef struct entry {
     int fd;       /* for libdw, -1 when none */
     Dwarf *dw;    /* NULL when the file has no DWARF */
     int64_t used; /* LRU clock */
+    bool fetching; /* a thread fetches it from debuginfod without the lock */
 } entry;
 
 struct pd_symbolizer {
@@ -53,6 +66,7 @@ struct pd_symbolizer {
     bool use_debuginfod;
     size_t max_upload;
     pthread_mutex_t mu;
+    pthread_cond_t fetched; /* broadcast when an entry's fetch ends */
     entry *ents[MAX_ENTRIES];
     size_t n_ents;
     int64_t clock;
@@ -100,6 +114,7 @@ int pd_symbolizer_new(const pd_symbolizer_opts *o, pd_symbolizer **out, pd_err *
     s->use_debuginfod = o->use_debuginfod;
     s->max_upload = o->max_upload_bytes ? o->max_upload_bytes : DEFAULT_MAX_UPLOAD;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->fetched, NULL);
     if (!getenv("DEBUGINFOD_CACHE_PATH")) {
         char p[4200];
         snprintf(p, sizeof p, "%s/.debuginfod-client", s->cache_dir);
@@ -130,6 +145,7 @@ void pd_symbolizer_free(pd_symbolizer *s)
     for (size_t i = 0; i < s->n_ents; i++)
         entry_free(s->ents[i]);
     pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->fetched);
     free(s->cache_dir);
     free(s->debug_dir);
     free(s);
@@ -213,56 +229,33 @@ static int hexval(char c)
     return c <= '9' ? c - '0' : c - 'a' + 10;
 }
 
-static void lookup(pd_symbolizer *s, entry *e, const char *local_file)
+/* The debug files on this host: the cache directory (uploads, earlier
+ * fetches), then debug_dir's .build-id tree. Lock held. */
+static bool lookup_local(pd_symbolizer *s, entry *e)
 {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s/debuginfo", s->cache_dir, e->build_id);
     if (try_file(e, path))
-        return;
+        return true;
     snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", s->debug_dir, e->build_id,
              e->build_id + 2);
-    if (try_file(e, path))
-        return;
-    if (!s->use_debuginfod || !getenv("DEBUGINFOD_URLS") || !*getenv("DEBUGINFOD_URLS"))
-        return;
-    debuginfod_client *c = debuginfod_begin();
-    if (!c)
-        return;
-    unsigned char bid[64];
-    size_t n = strlen(e->build_id) / 2;
-    for (size_t i = 0; i < n; i++)
-        bid[i] = (unsigned char)(hexval(e->build_id[2 * i]) << 4 | hexval(e->build_id[2 * i + 1]));
-    char *got = NULL;
-    int fd = debuginfod_find_debuginfo(c, bid, (int)n, &got);
-    debuginfod_end(c);
-    if (fd < 0) {
-        pd_metrics_add("profd_debuginfod_fetches_total", "result=\"missing\"", 1);
-        pd_log_debug("debuginfod has no debug info", "build_id=%s err=\"%s\"", e->build_id,
-                     strerror(-fd));
-        free(got);
-        return;
-    }
-    pd_metrics_add("profd_debuginfod_fetches_total", "result=\"found\"", 1);
-    snprintf(path, sizeof path, "%s/%s", s->cache_dir, e->build_id);
-    int rc = mkdir_p(path);
-    snprintf(path, sizeof path, "%s/%s/debuginfo", s->cache_dir, e->build_id);
-    if (rc == 0)
-        rc = copy_into(fd, path);
-    close(fd);
-    if (rc == 0 ? try_file(e, path) : try_file(e, got))
-        pd_log_info("debug info fetched from debuginfod", "build_id=%s", e->build_id);
-    free(got);
+    return try_file(e, path);
 }
 
-/* lookup, then the mapping's own file on this host when it has a .symtab
- * and the build ID (a stripped file's .dynsym alone would hide a later
- * debuginfod answer) */
-static void lookup_all(pd_symbolizer *s, entry *e, const char *local_file)
+static bool debuginfod_on(const pd_symbolizer *s)
 {
-    lookup(s, e, local_file);
-    if (e->found || !local_file || local_file[0] != '/')
-        return;
-    if (try_file(e, local_file) && !e->info.from_symtab) {
+    const char *u = getenv("DEBUGINFOD_URLS");
+    return s->use_debuginfod && u && *u;
+}
+
+/* Last resort: the mapping's own file on this host, when it has a .symtab
+ * and the build ID (a stripped file's .dynsym alone would hide a later
+ * debuginfod answer). Then, when still not found, the next try's time.
+ * Lock held. */
+static void lookup_tail(entry *e, const char *local_file, int64_t now)
+{
+    if (!e->found && local_file && local_file[0] == '/' && try_file(e, local_file) &&
+        !e->info.from_symtab) {
         if (e->dw)
             dwarf_end(e->dw);
         close(e->fd);
@@ -271,56 +264,130 @@ static void lookup_all(pd_symbolizer *s, entry *e, const char *local_file)
         e->fd = -1;
         e->found = false;
     }
-}
-
-/* The entry of build_id (looked up now when new or due again). */
-static entry *get_entry(pd_symbolizer *s, const char *build_id, const char *local_file)
-{
-    char bid[129];
-    snprintf(bid, sizeof bid, "%s", build_id);
-    lower(bid);
-    int64_t now = pd_now_ms();
-    entry *e = NULL;
-    for (size_t i = 0; i < s->n_ents; i++)
-        if (!strcmp(s->ents[i]->build_id, bid)) {
-            e = s->ents[i];
-            break;
-        }
-    if (e) {
-        e->used = ++s->clock;
-        if (e->found || now < e->retry_at_ms)
-            return e;
-        lookup_all(s, e, local_file);
-        if (!e->found)
-            e->retry_at_ms = now + RETRY_MS;
-        return e;
-    }
-    if (s->n_ents == MAX_ENTRIES) { /* close the least recently used */
-        size_t lru = 0;
-        for (size_t i = 1; i < s->n_ents; i++)
-            if (s->ents[i]->used < s->ents[lru]->used)
-                lru = i;
-        entry_free(s->ents[lru]);
-        s->ents[lru] = s->ents[--s->n_ents];
-    }
-    e = calloc(1, sizeof *e);
-    if (!e)
-        return NULL;
-    memcpy(e->build_id, bid, sizeof bid);
-    e->fd = -1;
-    e->used = ++s->clock;
-    lookup_all(s, e, local_file);
     if (!e->found)
         e->retry_at_ms = now + RETRY_MS;
-    s->ents[s->n_ents++] = e;
+}
+
+/*
+ * Asks the debuginfod servers for build_id's debug info, WITHOUT the lock
+ * (the slow part: the network). On success the file is copied into the
+ * cache directory (where lookup_local finds it) and 1 is returned with
+ * *got the client's own copy (malloc'd; the fallback when the copy failed);
+ * 0 when no server has it.
+ */
+static int fetch(const pd_symbolizer *s, const char *build_id, char **got)
+{
+    *got = NULL;
+    debuginfod_client *c = debuginfod_begin();
+    if (!c)
+        return 0;
+    unsigned char bid[64];
+    size_t n = strlen(build_id) / 2;
+    for (size_t i = 0; i < n; i++)
+        bid[i] = (unsigned char)(hexval(build_id[2 * i]) << 4 | hexval(build_id[2 * i + 1]));
+    int fd = debuginfod_find_debuginfo(c, bid, (int)n, got);
+    debuginfod_end(c);
+    if (fd < 0) {
+        pd_metrics_add("profd_debuginfod_fetches_total", "result=\"missing\"", 1);
+        pd_log_debug("debuginfod has no debug info", "build_id=%s err=\"%s\"", build_id,
+                     strerror(-fd));
+        free(*got);
+        *got = NULL;
+        return 0;
+    }
+    pd_metrics_add("profd_debuginfod_fetches_total", "result=\"found\"", 1);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", s->cache_dir, build_id);
+    int rc = mkdir_p(path);
+    snprintf(path, sizeof path, "%s/%s/debuginfo", s->cache_dir, build_id);
+    if (rc == 0)
+        rc = copy_into(fd, path);
+    close(fd);
+    if (rc < 0)
+        pd_log_warn("cannot keep debug info fetched from debuginfod",
+                    "build_id=%s path=%s err=\"%s\"", build_id, path, strerror(-rc));
+    return 1;
+}
+
+static entry *find_entry(pd_symbolizer *s, const char *bid)
+{
+    for (size_t i = 0; i < s->n_ents; i++)
+        if (!strcmp(s->ents[i]->build_id, bid))
+            return s->ents[i];
+    return NULL;
+}
+
+/*
+ * The entry of build_id (lowercase), looked up on this host when new or due
+ * again. When a debuginfod fetch is due and may_fetch, the entry is marked
+ * fetching and *fetch_it set: the caller fetches it (without the lock) and
+ * calls fetch_done. An entry another thread is fetching is returned as is
+ * (e->fetching). NULL: out of memory, or every entry is being fetched.
+ * Lock held.
+ */
+static entry *get_entry(pd_symbolizer *s, const char *bid, const char *local_file, bool may_fetch,
+                        bool *fetch_it)
+{
+    int64_t now = pd_now_ms();
+    *fetch_it = false;
+    entry *e = find_entry(s, bid);
+    if (e) {
+        e->used = ++s->clock;
+        if (e->found || e->fetching || now < e->retry_at_ms)
+            return e;
+    } else {
+        if (s->n_ents == MAX_ENTRIES) { /* close the least recently used not being fetched */
+            size_t lru = MAX_ENTRIES;
+            for (size_t i = 0; i < s->n_ents; i++)
+                if (!s->ents[i]->fetching &&
+                    (lru == MAX_ENTRIES || s->ents[i]->used < s->ents[lru]->used))
+                    lru = i;
+            if (lru == MAX_ENTRIES)
+                return NULL;
+            entry_free(s->ents[lru]);
+            s->ents[lru] = s->ents[--s->n_ents];
+        }
+        e = calloc(1, sizeof *e);
+        if (!e)
+            return NULL;
+        snprintf(e->build_id, sizeof e->build_id, "%s", bid);
+        e->fd = -1;
+        e->used = ++s->clock;
+        s->ents[s->n_ents++] = e;
+    }
+    if (lookup_local(s, e))
+        return e;
+    if (may_fetch && debuginfod_on(s)) {
+        e->fetching = true;
+        *fetch_it = true;
+        return e;
+    }
+    lookup_tail(e, local_file, now);
     return e;
 }
 
-/* Forgets what build_id's entry knew (an upload). */
+/* After fetch (lock held again): load what came, clear fetching, wake the
+ * waiters. e cannot have gone: fetching entries are not evicted or freed. */
+static void fetch_done(pd_symbolizer *s, entry *e, int found, const char *got,
+                       const char *local_file)
+{
+    /* the cache directory first: the fetched copy, or an upload made meanwhile */
+    if (lookup_local(s, e) || (found && got && try_file(e, got)))
+        pd_log_info("debug info fetched from debuginfod", "build_id=%s", e->build_id);
+    lookup_tail(e, local_file, pd_now_ms());
+    e->fetching = false;
+    pthread_cond_broadcast(&s->fetched);
+}
+
+/* Forgets what build_id's entry knew (an upload). An entry being fetched is
+ * kept (its fetcher holds it) and looks at the cache directory when the
+ * fetch ends. */
 static void forget(pd_symbolizer *s, const char *bid)
 {
     for (size_t i = 0; i < s->n_ents; i++)
         if (!strcmp(s->ents[i]->build_id, bid)) {
+            if (s->ents[i]->fetching)
+                return;
             entry_free(s->ents[i]);
             s->ents[i] = s->ents[--s->n_ents];
             return;
@@ -347,9 +414,14 @@ static bool dwarf_line(entry *e, uint64_t vaddr, const char **file, int *line)
     return true;
 }
 
-typedef struct fn_key {
-    int64_t name, file;
-} fn_key;
+/* A build ID one answer needs (pd_symbolizer_profile). */
+typedef struct want {
+    char bid[129];    /* lowercase */
+    const char *file; /* the mapping's file (the profile's string) */
+    bool mine;        /* this answer fetches it */
+    int found;        /* the fetch's result */
+    char *got;        /* the debuginfod client's copy */
+} want;
 
 int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
 {
@@ -376,7 +448,61 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
     size_t k = 0;
     int rc = 0;
     uint64_t named = 0, unnamed = 0;
+    want *ws = calloc(need, sizeof *ws);
+    size_t n_ws = 0;
+    if (!ws) {
+        pd_u64map_release(&by_name);
+        return pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
+    }
     pthread_mutex_lock(&s->mu);
+    /* (1) the build IDs of this profile: local lookups; fetches to make */
+    for (size_t i = 0; i < p->n_location; i++) {
+        pd_pprof_location *l = &p->location[i];
+        const pd_pprof_mapping *m =
+            l->n_line || !l->mapping_id ? NULL : pd_profile_mapping(p, l->mapping_id);
+        const char *bid = m ? pd_profile_str(p, m->build_id) : "";
+        if (!m || !pd_elf_build_id_valid(bid))
+            continue;
+        char low[129];
+        snprintf(low, sizeof low, "%s", bid);
+        lower(low);
+        size_t j = 0;
+        while (j < n_ws && strcmp(ws[j].bid, low))
+            j++;
+        if (j < n_ws)
+            continue;
+        want *w = &ws[n_ws++];
+        memcpy(w->bid, low, sizeof low);
+        w->file = pd_profile_str(p, m->filename);
+        get_entry(s, w->bid, w->file, true, &w->mine);
+    }
+    /* (2) fetch without the lock */
+    bool any = false;
+    for (size_t j = 0; j < n_ws; j++)
+        any |= ws[j].mine;
+    if (any) {
+        pthread_mutex_unlock(&s->mu);
+        for (size_t j = 0; j < n_ws; j++)
+            if (ws[j].mine)
+                ws[j].found = fetch(s, ws[j].bid, &ws[j].got);
+        pthread_mutex_lock(&s->mu);
+        /* (3) load what came; wake the waiters */
+        for (size_t j = 0; j < n_ws; j++)
+            if (ws[j].mine) {
+                entry *e = find_entry(s, ws[j].bid);
+                if (e)
+                    fetch_done(s, e, ws[j].found, ws[j].got, ws[j].file);
+                free(ws[j].got);
+            }
+    }
+    /* (4) wait for the fetches other threads make of the build IDs needed */
+    for (size_t j = 0; j < n_ws; j++) {
+        entry *e;
+        while ((e = find_entry(s, ws[j].bid)) && e->fetching)
+            pthread_cond_wait(&s->fetched, &s->mu);
+    }
+    free(ws);
+    /* (5) name the frames */
     for (size_t i = 0; i < p->n_location && rc == 0; i++) {
         pd_pprof_location *l = &p->location[i];
         if (l->n_line || !l->mapping_id)
@@ -391,7 +517,11 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
         const char *name = NULL, *src = NULL;
         int line = 0;
         if (pd_elf_build_id_valid(bid)) {
-            entry *e = get_entry(s, bid, file);
+            char low[129];
+            bool no;
+            snprintf(low, sizeof low, "%s", bid);
+            lower(low);
+            entry *e = get_entry(s, low, file, false, &no);
             if (e && e->found) {
                 uint64_t va = pd_elf_offset_to_vaddr(&e->info, off);
                 const pd_elf_sym *sym = pd_elf_lookup(&e->info, va);

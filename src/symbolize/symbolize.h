@@ -18,7 +18,9 @@
  * nowhere is asked again after RETRY_MS (5 minutes) or after an upload.
  * A frame that cannot be named is named "<file base name>+0x<offset>"
  * (offset in the file), never left empty.
- * Thread-safe (one mutex; a debuginfod fetch holds it).
+ * Thread-safe: one mutex, never held over a debuginfod fetch; an answer
+ * that needs a build ID another is fetching waits for that fetch (one fetch
+ * per build ID at a time), others go on.
  */
 #ifndef PD_SYMBOLIZE_SYMBOLIZE_H
 #define PD_SYMBOLIZE_SYMBOLIZE_H

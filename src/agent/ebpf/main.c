@@ -23,6 +23,7 @@
 #include "agent/ebpf/ebpf_int.h"
 #include "base/buildinfo.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "base/parse.h"
 #include "base/time.h"
 
@@ -37,8 +38,18 @@ static const char usage_text[] =
     "  --server=URL              profd to push to (default " DEFAULT_SERVER ")\n"
     "  --frequency=HZ            samples per second of CPU time (default 19, 1..1000)\n"
     "  --upload-interval=DUR     how often profiles are built and pushed (default 15s)\n"
-    "  --buffer-bytes=N          pushes kept while profd cannot be reached; the\n"
-    "                            oldest are dropped beyond it (default 67108864)\n"
+    "  --buffer.max-bytes=SIZE   push requests kept while profd cannot be reached\n"
+    "                            (bytes, or with a K/M/G suffix); the oldest are\n"
+    "                            dropped beyond it and counted (default 64M; an\n"
+    "                            older name: --buffer-bytes)\n"
+    "  --upload.max-bytes=SIZE   largest push request; an interval's profiles are\n"
+    "                            split into requests of at most this size (default\n"
+    "                            4M; profd takes 16M by default)\n"
+    "  --config.file=FILE        YAML with relabel_configs over the processes'\n"
+    "                            __meta_process_* labels (as Grafana Alloy's\n"
+    "                            discovery.process) to set labels and drop processes\n"
+    "  --web.listen-address=ADDR serve the agent's own /metrics on ADDR\n"
+    "                            (HOST:PORT or :PORT; default: not served)\n"
     "  --timeout=DUR             per push request (default 30s)\n"
     "  --tls.ca-file=FILE        CA certificates (PEM) the server's must chain to\n"
     "  --tls.cert-file=FILE      client certificate (PEM), with --tls.key-file\n"
@@ -49,7 +60,8 @@ static const char usage_text[] =
     "  --bearer-token-file=FILE  \"Authorization: Bearer\" with the token in FILE\n"
     "  --log.level=LEVEL         debug, info, warn or error (default info)\n"
     "  --version                 build facts\n"
-    "  Exit: 0 after SIGINT/SIGTERM, 1 when BPF or perf events are refused, 2 usage.\n";
+    "  Exit: 0 after SIGINT/SIGTERM, 1 when BPF or perf events are refused or\n"
+    "  --web.listen-address cannot listen, 2 on a bad flag or --config.file.\n";
 
 static int usage_err(const char *fmt, const char *arg)
 {
@@ -103,14 +115,46 @@ static int opt(int argc, char **argv, int *i, const char *name, const char **val
     return 1;
 }
 
-static volatile sig_atomic_t stopping;
+/* bytes, or with a K/M/G suffix (KiB, MiB, GiB: powers of 1024) */
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno || *s == '-' || *s == '+' || *s == ' ')
+        return -1;
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1ULL << 10;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1ULL << 20;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1ULL << 30;
+    if (mul != 1) {
+        end++;
+        if (!strcmp(end, "iB") || !strcmp(end, "B"))
+            end += strlen(end);
+    } else if (!strcmp(end, "B")) {
+        end++;
+    }
+    if (*end || v > (1ULL << 40) / mul)
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static void emit(void *ctx, pd_buf *body, size_t n_profiles)
+{
+    pd_ebpf_push_enqueue(ctx, body, n_profiles);
+}
 
 int main(int argc, char **argv)
 {
     pd_ebpf_push_cfg pc = {.url = DEFAULT_SERVER, .timeout_ms = 30000,
                            .max_buffer_bytes = (size_t)64 << 20};
     int64_t hz = 19, interval_ms = 15000;
-    const char *pwfile = NULL, *bearer_file = NULL;
+    size_t max_req_bytes = (size_t)4 << 20;
+    const char *pwfile = NULL, *bearer_file = NULL, *config_file = NULL, *listen = NULL;
     pd_err err = {{0}};
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -150,15 +194,26 @@ int main(int argc, char **argv)
                 return usage_err("--timeout=%s: want a duration like 30s", v);
             continue;
         }
-        OPT("--buffer-bytes") {
-            char *end;
-            errno = 0;
-            unsigned long long n = strtoull(v, &end, 10);
-            if (errno || end == v || *end || n < 1024 || v[0] == '-')
-                return usage_err("--buffer-bytes=%s: want a number of bytes >= 1024", v);
-            pc.max_buffer_bytes = (size_t)n;
+        OPT("--buffer.max-bytes") {
+            if (parse_size(v, &pc.max_buffer_bytes) < 0 || pc.max_buffer_bytes < 1024)
+                return usage_err("--buffer.max-bytes=%s: want a size of at least 1024 bytes, "
+                                 "like 64M", v);
             continue;
         }
+        OPT("--buffer-bytes") {
+            if (parse_size(v, &pc.max_buffer_bytes) < 0 || pc.max_buffer_bytes < 1024)
+                return usage_err("--buffer-bytes=%s: want a size of at least 1024 bytes, "
+                                 "like 64M", v);
+            continue;
+        }
+        OPT("--upload.max-bytes") {
+            if (parse_size(v, &max_req_bytes) < 0 || max_req_bytes < 1024)
+                return usage_err("--upload.max-bytes=%s: want a size of at least 1024 bytes, "
+                                 "like 4M", v);
+            continue;
+        }
+        OPT("--config.file") { config_file = v; continue; }
+        OPT("--web.listen-address") { listen = v; continue; }
         OPT("--tls.ca-file") { pc.ca_file = v; continue; }
         OPT("--tls.cert-file") { pc.cert_file = v; continue; }
         OPT("--tls.key-file") { pc.key_file = v; continue; }
@@ -180,10 +235,18 @@ int main(int argc, char **argv)
                          pc.cert_file ? "--tls.cert-file" : "--tls.key-file");
     if (pwfile && !pc.username)
         return usage_err("%s: --basic-auth.password-file needs --basic-auth.username", pwfile);
-    char *password = NULL, *bearer = NULL;
-    if (pwfile && !(password = read_secret(pwfile)))
+    pd_ebpf_config cfg = {0};
+    if (config_file && pd_ebpf_config_load(config_file, &cfg, &err) < 0) {
+        fprintf(stderr, "profd-agent: --config.file: %s\n", err.msg);
         return 2;
+    }
+    char *password = NULL, *bearer = NULL;
+    if (pwfile && !(password = read_secret(pwfile))) {
+        pd_ebpf_config_release(&cfg);
+        return 2;
+    }
     if (bearer_file && !(bearer = read_secret(bearer_file))) {
+        pd_ebpf_config_release(&cfg);
         free(password);
         return 2;
     }
@@ -201,7 +264,14 @@ int main(int argc, char **argv)
     pd_ebpf_sampler *smp = NULL;
     pd_ebpf_procs *procs = NULL;
     pd_ebpf_push *push = NULL;
+    pd_ebpf_web *web = NULL;
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    pd_ebpf_metrics_init(pc.max_buffer_bytes);
+    if (listen && (rc = pd_ebpf_web_start(listen, &web, &err)) < 0) {
+        fprintf(stderr, "profd-agent: %s\n", err.msg);
+        rc = rc == PD_EINVAL ? 2 : 1;
+        goto out;
+    }
     if ((rc = pd_ebpf_sampler_open((int)hz, &smp, &err)) < 0) {
         fprintf(stderr, "profd-agent: %s\n", err.msg);
         rc = 1;
@@ -213,8 +283,11 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    pd_log_info("profd-agent started", "server=%s frequency_hz=%" PRId64 " upload_interval_ms=%" PRId64,
-                pc.url, hz, interval_ms);
+    pd_ebpf_procs_set_relabel(procs, cfg.relabel, cfg.n_relabel);
+    pd_log_info("profd-agent started",
+                "server=%s frequency_hz=%" PRId64 " upload_interval_ms=%" PRId64
+                " relabel_rules=%zu web=%s",
+                pc.url, hz, interval_ms, cfg.n_relabel, listen ? listen : "off");
     int64_t start_ns = pd_now_ms() * 1000000;
     int64_t next = pd_mono_ns() + interval_ms * 1000000;
     for (;;) {
@@ -234,18 +307,28 @@ int main(int argc, char **argv)
         uint64_t dropped = 0;
         int n = pd_ebpf_sampler_drain(smp, pd_ebpf_procs_add, procs, &dropped);
         int64_t now_ns = pd_now_ms() * 1000000;
-        pd_buf body;
-        pd_buf_init(&body, 0);
-        size_t n_series = 0;
-        if (pd_ebpf_procs_encode(procs, start_ns, now_ns - start_ns, &body, &n_series, &err) == 0 &&
-            n_series > 0)
-            pd_ebpf_push_enqueue(push, &body);
-        pd_buf_release(&body);
+        pd_ebpf_procs_stats ps = {0};
+        if (pd_ebpf_procs_encode(procs, start_ns, now_ns - start_ns, max_req_bytes, emit, push,
+                                 &ps, &err) < 0)
+            pd_log_warn("upload failed", "err=\"%s\"", err.msg);
+        pd_metrics_add("profd_agent_uploads_total", NULL, 1);
+        pd_metrics_add("profd_agent_samples_total", NULL, (double)ps.samples);
+        pd_metrics_add("profd_agent_samples_lost_total", NULL, (double)dropped);
+        pd_metrics_add("profd_agent_processes_seen_total", NULL, (double)ps.processes);
+        pd_metrics_set("profd_agent_processes", NULL, (double)ps.processes);
+        pd_metrics_add("profd_agent_profiles_dropped_total", "reason=\"relabel\"",
+                       (double)ps.dropped_relabel);
+        pd_metrics_add("profd_agent_profiles_dropped_total", "reason=\"too_large\"",
+                       (double)ps.dropped_too_large);
+        pd_metrics_add("profd_agent_profiles_dropped_total", "reason=\"max_processes\"",
+                       (double)ps.dropped_max_procs);
         pd_ebpf_push_stats st;
         pd_ebpf_push_get_stats(push, &st);
-        pd_log_debug("upload", "entries=%d processes=%zu bpf_dropped=%" PRIu64 " sent=%" PRIu64
-                     " dropped=%" PRIu64 " queued=%zu queued_bytes=%zu",
-                     n, n_series, dropped, st.sent, st.dropped, st.queued, st.queued_bytes);
+        pd_log_debug("upload", "entries=%d processes=%" PRIu64 " profiles=%" PRIu64
+                     " requests=%" PRIu64 " relabel_dropped=%" PRIu64 " bpf_dropped=%" PRIu64
+                     " sent=%" PRIu64 " dropped=%" PRIu64 " queued=%zu queued_bytes=%zu",
+                     n, ps.processes, ps.profiles, ps.requests, ps.dropped_relabel, dropped,
+                     st.sent, st.dropped, st.queued, st.queued_bytes);
         start_ns = now_ns;
         if (last)
             break;
@@ -253,6 +336,8 @@ int main(int argc, char **argv)
     pd_log_info("profd-agent stopping", NULL);
 out:
     pd_ebpf_push_stop(push, 5000);
+    pd_ebpf_web_stop(web);
+    pd_ebpf_config_release(&cfg);
     pd_ebpf_procs_free(procs);
     pd_ebpf_sampler_free(smp);
     curl_global_cleanup();

@@ -20,22 +20,28 @@
  *
  * Labels: __name__=process_cpu, service_name = the executable's base name
  * (the comm for kernel threads and processes gone before the drain), pid,
- * comm (/proc/PID/comm: the main thread's name), exe, cgroup (the cgroup v2 path), container_id (64 hex digits in
- * the cgroup path: docker, containerd, cri-o), systemd_unit (the cgroup's
- * last *.service component).
+ * comm (/proc/PID/comm: the main thread's name), exe, cgroup (the cgroup v2
+ * path), container_id (64 hex digits in the cgroup path: docker,
+ * containerd, cri-o), systemd_unit (the cgroup's last *.service component);
+ * with --config.file's relabel_configs applied over them and Grafana
+ * Alloy's discovery.process labels (proc_labels), once per process per
+ * drain, when its first entry arrives: a dropped process costs no profile.
  */
 #include "agent/ebpf/ebpf_int.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "base/u64map.h"
 #include "pprof/pprof.h"
 #include "push/v1/push.pb-c.h"
@@ -80,6 +86,8 @@ typedef struct proc {
     perf_sym *perf;
     size_t n_perf;
     uint64_t samples;
+    pd_labels labels; /* after relabeling, without "__" labels and __name__ */
+    bool dropped;     /* relabeling dropped it: its samples are not kept */
 } proc;
 
 struct pd_ebpf_procs {
@@ -92,6 +100,10 @@ struct pd_ebpf_procs {
     proc *procs;
     size_t n_procs;
     pd_u64map by_pid; /* pid -> index + 1 */
+    pd_u64map over;   /* pids left out: past MAX_PROCS in this drain */
+    const pd_relabel_rule *rules;
+    size_t n_rules;
+    pd_ebpf_procs_stats st;
 };
 
 /* ---- kallsyms ---- */
@@ -176,7 +188,15 @@ static file_ent *file_get(pd_ebpf_procs *p, uint32_t pid, const vmap *m)
     f->ino = m->ino;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "/proc/%u/root%s", pid, m->path);
-    f->ok = pd_elf_read(path, true, &f->info, NULL) == 0;
+    /* only a regular file, opened without blocking: the name in
+     * /proc/PID/maps may now be another file (a FIFO would block the open,
+     * a device would not be ELF) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        f->ok = pd_elf_read_fd(fd, path, true, &f->info, NULL) == 0;
+    if (fd >= 0)
+        close(fd);
     p->files[p->n_files++] = f;
     return f;
 }
@@ -268,9 +288,17 @@ static void read_perf_map(proc *pr)
     pr->perf_read = true;
     char path[96];
     snprintf(path, sizeof path, "/proc/%u/root/tmp/perf-%u.map", pr->pid, pr->pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
+    /* anyone may create /tmp/perf-PID.map for their process: only a regular
+     * file, opened without blocking (a FIFO there must not stop the agent) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd < 0)
         return;
+    FILE *f = NULL;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(f = fdopen(fd, "r"))) {
+        close(fd);
+        return;
+    }
     char line[4096];
     size_t cap = 0;
     while (fgets(line, sizeof line, f) && pr->n_perf < MAX_PERF_MAP_LINES) {
@@ -330,12 +358,14 @@ int pd_ebpf_procs_new(int64_t period_ns, pd_ebpf_procs **out)
         return PD_ENOMEM;
     p->period_ns = period_ns;
     pd_u64map_init(&p->by_pid);
+    pd_u64map_init(&p->over);
     *out = p;
     return 0;
 }
 
 static void proc_release(proc *pr)
 {
+    pd_labels_release(&pr->labels);
     pd_profile_builder_free(pr->b);
     free(pr->maps);
     for (size_t i = 0; i < pr->n_perf; i++)
@@ -352,6 +382,8 @@ static void clear_procs(pd_ebpf_procs *p)
     p->n_procs = 0;
     pd_u64map_release(&p->by_pid);
     pd_u64map_init(&p->by_pid);
+    pd_u64map_release(&p->over);
+    pd_u64map_init(&p->over);
 }
 
 void pd_ebpf_procs_free(pd_ebpf_procs *p)
@@ -368,6 +400,8 @@ void pd_ebpf_procs_free(pd_ebpf_procs *p)
     free(p->ksyms);
     free(p);
 }
+
+static int proc_labels(pd_ebpf_procs *p, proc *pr);
 
 static proc *get_proc(pd_ebpf_procs *p, uint32_t pid, const char *comm)
 {
@@ -395,11 +429,26 @@ static proc *get_proc(pd_ebpf_procs *p, uint32_t pid, const char *comm)
     }
     snprintf(pr->comm, sizeof pr->comm, "%.16s", cbuf[0] ? cbuf : comm);
     pd_err err;
+    pd_labels_init(&pr->labels);
+    p->st.processes++;
+    if (proc_labels(p, pr) < 0) {
+        pd_labels_release(&pr->labels);
+        return NULL;
+    }
+    if (pr->dropped) {
+        p->st.dropped_relabel++;
+        if (pd_u64map_put(&p->by_pid, pid, p->n_procs + 1) < 0) {
+            proc_release(pr);
+            return NULL;
+        }
+        p->n_procs++;
+        return pr;
+    }
     if (pd_profile_builder_new(NULL, &pr->b) < 0 ||
         pd_profile_builder_sample_type(pr->b, "cpu", "nanoseconds", &err) < 0 ||
         pd_profile_builder_sample_type(pr->b, "samples", "count", &err) < 0 ||
         pd_profile_builder_period(pr->b, "cpu", "nanoseconds", p->period_ns, &err) < 0) {
-        pd_profile_builder_free(pr->b);
+        proc_release(pr);
         return NULL;
     }
     read_maps(pr);
@@ -466,8 +515,16 @@ static int user_loc(pd_ebpf_procs *p, proc *pr, uint64_t addr, uint64_t *id)
 void pd_ebpf_procs_add(void *ctx, const pd_ebpf_entry *e)
 {
     pd_ebpf_procs *p = ctx;
+    p->st.samples += e->count;
     proc *pr = get_proc(p, e->pid, e->comm);
-    if (!pr)
+    if (!pr) {
+        uint64_t one;
+        p->st.samples_unkept += e->count;
+        if (!pd_u64map_get(&p->over, e->pid, &one) && pd_u64map_put(&p->over, e->pid, 1) == 0)
+            p->st.dropped_max_procs++;
+        return;
+    }
+    if (pr->dropped)
         return;
     uint64_t locs[2 * PD_EBPF_MAX_DEPTH + 2];
     size_t n = 0;
@@ -501,39 +558,7 @@ void pd_ebpf_procs_add(void *ctx, const pd_ebpf_entry *e)
 
 /* ---- labels ---- */
 
-typedef struct lbl {
-    Types__V1__LabelPair *pairs[16];
-    Types__V1__LabelPair store[16];
-    char *owned[16];
-    size_t n, n_owned;
-} lbl;
-
-static void lbl_add(lbl *l, const char *name, const char *value, bool copy)
-{
-    if (l->n == 16 || !value || !*value)
-        return;
-    Types__V1__LabelPair *lp = &l->store[l->n];
-    types__v1__label_pair__init(lp);
-    lp->name = (char *)name;
-    if (copy) {
-        char *c = strdup(value);
-        if (!c)
-            return;
-        l->owned[l->n_owned++] = c;
-        lp->value = c;
-    } else {
-        lp->value = (char *)value;
-    }
-    l->pairs[l->n++] = lp;
-}
-
-static void lbl_release(lbl *l)
-{
-    for (size_t i = 0; i < l->n_owned; i++)
-        free(l->owned[i]);
-}
-
-static bool utf8ish(const char *s)
+static bool printable(const char *s)
 {
     for (; *s; s++)
         if ((unsigned char)*s < 0x20)
@@ -541,42 +566,137 @@ static bool utf8ish(const char *s)
     return true;
 }
 
-static void proc_labels(const proc *pr, lbl *l)
+/* Sets name=value when the value is a valid label value (too long: cut at
+ * a UTF-8 boundary; invalid: left out). */
+static int put(pd_labels *ls, const char *name, const char *value)
 {
-    char path[64], exe[PATH_MAX], cg[4096], tmp[128];
-    lbl_add(l, "__name__", "process_cpu", false);
+    if (!value || !*value)
+        return 0;
+    char cut[PD_LABEL_MAX_VALUE + 1];
+    if (strlen(value) > PD_LABEL_MAX_VALUE) {
+        size_t n = PD_LABEL_MAX_VALUE;
+        while (n && ((unsigned char)value[n] & 0xc0) == 0x80)
+            n--;
+        memcpy(cut, value, n);
+        cut[n] = 0;
+        value = cut;
+    }
+    pd_err e;
+    int rc = pd_labels_set(ls, name, value, &e);
+    return rc == PD_ENOMEM ? rc : 0;
+}
+
+/* /proc/PID/cmdline's arguments joined by spaces (as gopsutil's Cmdline,
+ * Alloy's __meta_process_commandline). */
+static void read_cmdline(uint32_t pid, char *out, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%u/cmdline", pid);
+    out[0] = 0;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    size_t n = fread(out, 1, cap - 1, f);
+    fclose(f);
+    out[n] = 0;
+    while (n && !out[n - 1])
+        n--;
+    for (size_t i = 0; i < n; i++)
+        if (!out[i])
+            out[i] = ' ';
+    out[n] = 0;
+}
+
+/* The real uid of /proc/PID/status ("Uid:\treal\teffective..."), or -1. */
+static long read_uid(uint32_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%u/status", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    long uid = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "Uid:", 4)) {
+            uid = strtol(line + 4, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return uid;
+}
+
+/*
+ * The labels of a process before relabeling: the visible ones (service_name,
+ * pid, comm, exe, cgroup, container_id, systemd_unit) and the "__" ones of
+ * Grafana Alloy's discovery.process (__process_pid__, __meta_process_exe,
+ * __meta_process_cwd, __meta_process_commandline, __meta_process_username,
+ * __meta_process_uid, __meta_process_cgroup_path: every line of
+ * /proc/PID/cgroup joined by "|", __container_id__), plus
+ * __meta_process_pid and __meta_process_container_id (the same values under
+ * __meta_process_ names). Then relabel_configs; a kept set loses its "__"
+ * labels (as Prometheus' targets). 0 or PD_ENOMEM; pr->dropped is set when
+ * a rule dropped the process (or a rule failed on it: logged at debug).
+ */
+static int proc_labels(pd_ebpf_procs *p, proc *pr)
+{
+    static char exe[PATH_MAX], cwd[PATH_MAX], cg[8192], cgall[8192], cmd[8192];
+    char path[64], tmp[128];
+    pd_labels *ls = &pr->labels;
+    int rc = 0;
     snprintf(path, sizeof path, "/proc/%u/exe", pr->pid);
     ssize_t n = readlink(path, exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     char *del = strstr(exe, " (deleted)");
     if (del && !del[10])
         *del = 0;
+    snprintf(path, sizeof path, "/proc/%u/cwd", pr->pid);
+    n = readlink(path, cwd, sizeof cwd - 1);
+    cwd[n > 0 ? n : 0] = 0;
     const char *base = strrchr(exe, '/');
     base = base ? base + 1 : exe;
-    lbl_add(l, "service_name", *base && utf8ish(base) ? base : pr->comm, true);
-    snprintf(tmp, sizeof tmp, "%u", pr->pid);
-    lbl_add(l, "pid", tmp, true);
-    if (utf8ish(pr->comm))
-        lbl_add(l, "comm", pr->comm, true);
-    if (utf8ish(exe))
-        lbl_add(l, "exe", exe, true);
+    char pid[16];
+    snprintf(pid, sizeof pid, "%u", pr->pid);
+    if ((rc = put(ls, "service_name", *base && printable(base) ? base : pr->comm)) ||
+        (rc = put(ls, "pid", pid)) || (rc = put(ls, "comm", pr->comm)) ||
+        (rc = put(ls, "exe", exe)) || (rc = put(ls, "__process_pid__", pid)) ||
+        (rc = put(ls, "__meta_process_pid", pid)) || (rc = put(ls, "__meta_process_exe", exe)) ||
+        (rc = put(ls, "__meta_process_cwd", cwd)))
+        return rc;
+    if (p->n_rules) { /* costly to read and only for relabeling */
+        read_cmdline(pr->pid, cmd, sizeof cmd);
+        if ((rc = put(ls, "__meta_process_commandline", cmd)))
+            return rc;
+        long uid = read_uid(pr->pid);
+        if (uid >= 0) {
+            snprintf(tmp, sizeof tmp, "%ld", uid);
+            if ((rc = put(ls, "__meta_process_uid", tmp)))
+                return rc;
+            struct passwd pw, *pwp = NULL;
+            char pwbuf[4096];
+            if (getpwuid_r((uid_t)uid, &pw, pwbuf, sizeof pwbuf, &pwp) == 0 && pwp &&
+                (rc = put(ls, "__meta_process_username", pw.pw_name)))
+                return rc;
+        }
+    }
     snprintf(path, sizeof path, "/proc/%u/cgroup", pr->pid);
     FILE *f = fopen(path, "re");
-    cg[0] = 0;
+    cg[0] = cgall[0] = 0;
     if (f) {
         char line[4096];
+        size_t used = 0;
         while (fgets(line, sizeof line, f)) {
-            if (!strncmp(line, "0::", 3)) {
-                line[strcspn(line, "\n")] = 0;
+            line[strcspn(line, "\n")] = 0;
+            if (!strncmp(line, "0::", 3) && !cg[0])
                 snprintf(cg, sizeof cg, "%s", line + 3);
+            int w = snprintf(cgall + used, sizeof cgall - used, "%s%s", used ? "|" : "", line);
+            if (w < 0 || (size_t)w >= sizeof cgall - used)
                 break;
-            }
+            used += (size_t)w;
         }
         fclose(f);
     }
-    if (!cg[0] || !utf8ish(cg))
-        return;
-    lbl_add(l, "cgroup", cg, true);
+    if ((rc = put(ls, "__meta_process_cgroup_path", cgall)) || (rc = put(ls, "cgroup", cg)))
+        return rc;
     /* container ID: a run of 64 hex digits in the path */
     for (const char *s = cg; *s; s++) {
         size_t k = 0;
@@ -586,7 +706,9 @@ static void proc_labels(const proc *pr, lbl *l)
             char id[65];
             memcpy(id, s, 64);
             id[64] = 0;
-            lbl_add(l, "container_id", id, true);
+            if ((rc = put(ls, "container_id", id)) || (rc = put(ls, "__container_id__", id)) ||
+                (rc = put(ls, "__meta_process_container_id", id)))
+                return rc;
             break;
         }
         s += k ? k - 1 : 0;
@@ -598,76 +720,177 @@ static void proc_labels(const proc *pr, lbl *l)
         if (len > 8 && !strcmp(c + len - 8, ".service"))
             unit = c;
     }
-    if (unit)
-        lbl_add(l, "systemd_unit", unit, true);
+    if (unit && (rc = put(ls, "systemd_unit", unit)))
+        return rc;
+    if (p->n_rules) {
+        bool keep = true;
+        pd_err e;
+        pd_err_clear(&e);
+        rc = pd_relabel_process(p->rules, p->n_rules, ls, &keep, &e);
+        if (rc == PD_ENOMEM)
+            return rc;
+        if (rc) {
+            pd_log_debug("relabeling failed, process left out", "pid=%u err=\"%s\"", pr->pid,
+                         e.msg);
+            keep = false;
+        }
+        if (!keep) {
+            pr->dropped = true;
+            return 0;
+        }
+    }
+    /* "__" labels are gone after relabeling (Prometheus' targets) */
+    for (size_t i = ls->n; i-- > 0;)
+        if (!strncmp(ls->v[i].name, "__", 2) && (rc = pd_labels_set(ls, ls->v[i].name, "", NULL)))
+            return rc;
+    return 0;
 }
 
-int pd_ebpf_procs_encode(pd_ebpf_procs *p, int64_t start_ns, int64_t dur_ns, pd_buf *out,
-                         size_t *n_series, pd_err *err)
+/* Bytes of a length-delimited field of len bytes (tag + varint length). */
+static size_t field_size(size_t len)
 {
-    *n_series = 0;
+    size_t n = 1, v = len;
+    do {
+        n++;
+        v >>= 7;
+    } while (v);
+    return n + len;
+}
+
+typedef struct series_ent {
+    Push__V1__RawProfileSeries series;
+    Push__V1__RawSample sample, *samplep;
+    Types__V1__LabelPair **pairs;
+    Types__V1__LabelPair *pair_store;
+    pd_buf body;
+    size_t packed;
+} series_ent;
+
+static int emit(Push__V1__RawProfileSeries **sp, size_t k, pd_ebpf_emit_fn fn, void *ctx)
+{
+    if (!k)
+        return 0;
+    Push__V1__PushRequest req = PUSH__V1__PUSH_REQUEST__INIT;
+    req.series = sp;
+    req.n_series = k;
+    size_t len = push__v1__push_request__get_packed_size(&req);
+    pd_buf out;
+    pd_buf_init(&out, 0);
+    int rc = pd_buf_reserve(&out, len);
+    if (rc < 0)
+        return rc;
+    push__v1__push_request__pack(&req, (uint8_t *)out.data);
+    out.len = len;
+    fn(ctx, &out, k);
+    pd_buf_release(&out);
+    return 0;
+}
+
+int pd_ebpf_procs_encode(pd_ebpf_procs *p, int64_t start_ns, int64_t dur_ns, size_t max_req_bytes,
+                         pd_ebpf_emit_fn fn, void *ctx, pd_ebpf_procs_stats *st, pd_err *err)
+{
     size_t n = p->n_procs;
-    Push__V1__RawProfileSeries *series = calloc(n ? n : 1, sizeof *series);
+    series_ent *ents = calloc(n ? n : 1, sizeof *ents);
     Push__V1__RawProfileSeries **sp = calloc(n ? n : 1, sizeof *sp);
-    Push__V1__RawSample *samples = calloc(n ? n : 1, sizeof *samples);
-    Push__V1__RawSample **smp = calloc(n ? n : 1, sizeof *smp);
-    lbl *labels = calloc(n ? n : 1, sizeof *labels);
-    pd_buf *bodies = calloc(n ? n : 1, sizeof *bodies);
     int rc = 0;
     size_t k = 0;
-    if (!series || !sp || !samples || !smp || !labels || !bodies) {
+    if (!ents || !sp) {
         rc = PD_ENOMEM;
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
         proc *pr = &p->procs[i];
+        if (pr->dropped)
+            continue;
         pd_profile_builder_profile(pr->b)->time_nanos = start_ns;
         pd_profile_builder_profile(pr->b)->duration_nanos = dur_ns;
         pd_profile prof;
         if (pd_profile_builder_finish(pr->b, &prof, err) < 0)
             continue;
-        pd_buf_init(&bodies[k], 0);
-        rc = pd_profile_encode(&prof, true, &bodies[k]);
+        series_ent *se = &ents[k];
+        pd_buf_init(&se->body, 0);
+        rc = pd_profile_encode(&prof, true, &se->body);
         pd_profile_release(&prof);
         if (rc < 0) {
-            pd_buf_release(&bodies[k]);
+            pd_buf_release(&se->body);
             goto out;
         }
-        proc_labels(pr, &labels[k]);
-        push__v1__raw_profile_series__init(&series[k]);
-        push__v1__raw_sample__init(&samples[k]);
-        samples[k].raw_profile.data = (uint8_t *)bodies[k].data;
-        samples[k].raw_profile.len = bodies[k].len;
-        smp[k] = &samples[k];
-        series[k].samples = &smp[k];
-        series[k].n_samples = 1;
-        series[k].labels = labels[k].pairs;
-        series[k].n_labels = labels[k].n;
-        sp[k] = &series[k];
-        k++;
+        size_t nl = pr->labels.n + 1;
+        se->pairs = calloc(nl, sizeof *se->pairs);
+        se->pair_store = calloc(nl, sizeof *se->pair_store);
+        Types__V1__LabelPair **pp = se->pairs;
+        k++; /* se's memory is released at out from here on */
+        if (!se->pairs || !se->pair_store) {
+            rc = PD_ENOMEM;
+            goto out;
+        }
+        types__v1__label_pair__init(&se->pair_store[0]);
+        se->pair_store[0].name = "__name__";
+        se->pair_store[0].value = "process_cpu";
+        pp[0] = &se->pair_store[0];
+        for (size_t j = 0; j < pr->labels.n; j++) {
+            types__v1__label_pair__init(&se->pair_store[j + 1]);
+            se->pair_store[j + 1].name = pr->labels.v[j].name;
+            se->pair_store[j + 1].value = pr->labels.v[j].value;
+            pp[j + 1] = &se->pair_store[j + 1];
+        }
+        push__v1__raw_profile_series__init(&se->series);
+        push__v1__raw_sample__init(&se->sample);
+        se->sample.raw_profile.data = (uint8_t *)se->body.data;
+        se->sample.raw_profile.len = se->body.len;
+        se->samplep = &se->sample;
+        se->series.samples = &se->samplep;
+        se->series.n_samples = 1;
+        se->series.labels = pp;
+        se->series.n_labels = nl;
+        se->packed = field_size(push__v1__raw_profile_series__get_packed_size(&se->series));
     }
-    Push__V1__PushRequest req = PUSH__V1__PUSH_REQUEST__INIT;
-    req.series = sp;
-    req.n_series = k;
-    size_t len = push__v1__push_request__get_packed_size(&req);
-    if ((rc = pd_buf_reserve(out, len)) < 0)
-        goto out;
-    push__v1__push_request__pack(&req, (uint8_t *)out->data + out->len);
-    out->len += len;
-    *n_series = k;
+    /* requests of at most max_req_bytes each, processes in order */
+    size_t first = 0, used = 0, m = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (ents[i].packed > max_req_bytes) {
+            st->dropped_too_large++;
+            continue;
+        }
+        if (used + ents[i].packed > max_req_bytes) {
+            if ((rc = emit(sp + first, m - first, fn, ctx)) < 0)
+                goto out;
+            st->requests++;
+            first = m;
+            used = 0;
+        }
+        sp[m++] = &ents[i].series;
+        used += ents[i].packed;
+        st->profiles++;
+    }
+    if (m > first) {
+        if ((rc = emit(sp + first, m - first, fn, ctx)) < 0)
+            goto out;
+        st->requests++;
+    }
 out:
-    if (bodies)
-        for (size_t i = 0; i < k; i++)
-            pd_buf_release(&bodies[i]);
-    if (labels)
-        for (size_t i = 0; i < k; i++)
-            lbl_release(&labels[i]);
-    free(series);
+    if (ents)
+        for (size_t i = 0; i < k; i++) {
+            pd_buf_release(&ents[i].body);
+            free(ents[i].pairs);
+            free(ents[i].pair_store);
+        }
+    free(ents);
     free(sp);
-    free(samples);
-    free(smp);
-    free(labels);
-    free(bodies);
+    st->processes += p->st.processes;
+    st->dropped_relabel += p->st.dropped_relabel;
+    st->samples += p->st.samples;
+    st->samples_unkept += p->st.samples_unkept;
+    st->dropped_max_procs += p->st.dropped_max_procs;
+    memset(&p->st, 0, sizeof p->st);
     clear_procs(p);
+    if (rc == PD_ENOMEM)
+        pd_err_set(err, rc, "out of memory");
     return rc;
+}
+
+void pd_ebpf_procs_set_relabel(pd_ebpf_procs *p, const pd_relabel_rule *rules, size_t n)
+{
+    p->rules = rules;
+    p->n_rules = n;
 }

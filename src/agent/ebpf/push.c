@@ -8,6 +8,14 @@
  * retried with exponential backoff from 1 s to 30 s. The loop that fills
  * the queue never waits: when a new body would pass the byte bound the
  * oldest bodies are dropped (counted in dropped/dropped_bytes).
+ *
+ * Metrics (metrics.c declares them): profd_agent_pushes_total,
+ * profd_agent_profiles_pushed_total, profd_agent_pushed_bytes_total,
+ * profd_agent_push_failures_total (attempts that will be retried),
+ * profd_agent_profiles_dropped_total{reason="buffer_full"|"refused"} and
+ * profd_agent_dropped_bytes_total{reason}, the gauges
+ * profd_agent_buffer_bytes / _requests (what waits, not counting the
+ * request being sent).
  */
 #include "agent/ebpf/ebpf_int.h"
 
@@ -20,6 +28,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/metrics.h"
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 30000
@@ -27,6 +36,7 @@
 typedef struct item {
     struct item *next;
     pd_buf body;
+    size_t n_profiles;
 } item;
 
 struct pd_ebpf_push {
@@ -40,6 +50,26 @@ struct pd_ebpf_push {
     int64_t stop_deadline_ns;
     pd_ebpf_push_stats st;
 };
+
+/* An item leaves for good without being delivered (p->mu held). */
+static void drop_item(pd_ebpf_push *p, item *it, const char *reason)
+{
+    char lbl[64];
+    snprintf(lbl, sizeof lbl, "reason=\"%s\"", reason);
+    p->st.dropped++;
+    p->st.dropped_bytes += it->body.len;
+    pd_metrics_add("profd_agent_profiles_dropped_total", lbl, (double)it->n_profiles);
+    pd_metrics_add("profd_agent_dropped_bytes_total", lbl, (double)it->body.len);
+    pd_buf_release(&it->body);
+    free(it);
+}
+
+/* The buffer gauges (p->mu held). */
+static void gauges(pd_ebpf_push *p)
+{
+    pd_metrics_set("profd_agent_buffer_bytes", NULL, (double)p->st.queued_bytes);
+    pd_metrics_set("profd_agent_buffer_requests", NULL, (double)p->st.queued);
+}
 
 static int64_t mono_ns(void)
 {
@@ -137,28 +167,31 @@ static void *run(void *arg)
             p->tail = NULL;
         p->st.queued--;
         p->st.queued_bytes -= it->body.len;
+        gauges(p);
         pthread_mutex_unlock(&p->mu);
         int rc = c ? send_one(p, c, &it->body) : 1;
         pthread_mutex_lock(&p->mu);
         if (rc <= 0) {
-            if (rc == 0)
+            if (rc == 0) {
                 p->st.sent++;
-            else {
-                p->st.dropped++;
-                p->st.dropped_bytes += it->body.len;
+                pd_metrics_add("profd_agent_pushes_total", NULL, 1);
+                pd_metrics_add("profd_agent_profiles_pushed_total", NULL, (double)it->n_profiles);
+                pd_metrics_add("profd_agent_pushed_bytes_total", NULL, (double)it->body.len);
+                pd_buf_release(&it->body);
+                free(it);
+            } else {
+                drop_item(p, it, "refused");
             }
-            pd_buf_release(&it->body);
-            free(it);
+            gauges(p);
             backoff = BACKOFF_MIN_MS;
             continue;
         }
         p->st.failed_attempts++;
+        pd_metrics_add("profd_agent_push_failures_total", NULL, 1);
         /* back at the head, unless new bodies pushed it out meanwhile */
         if (p->st.queued_bytes + it->body.len > p->cfg.max_buffer_bytes) {
-            p->st.dropped++;
-            p->st.dropped_bytes += it->body.len;
-            pd_buf_release(&it->body);
-            free(it);
+            drop_item(p, it, "buffer_full");
+            gauges(p);
         } else {
             it->next = p->head;
             p->head = it;
@@ -166,6 +199,7 @@ static void *run(void *arg)
                 p->tail = it;
             p->st.queued++;
             p->st.queued_bytes += it->body.len;
+            gauges(p);
         }
         if (p->stop && mono_ns() >= p->stop_deadline_ns)
             break;
@@ -219,14 +253,17 @@ int pd_ebpf_push_start(const pd_ebpf_push_cfg *cfg, pd_ebpf_push **out)
     return 0;
 }
 
-void pd_ebpf_push_enqueue(pd_ebpf_push *p, pd_buf *body)
+void pd_ebpf_push_enqueue(pd_ebpf_push *p, pd_buf *body, size_t n_profiles)
 {
     item *it = calloc(1, sizeof *it);
     if (!it) {
+        pd_metrics_add("profd_agent_profiles_dropped_total", "reason=\"out_of_memory\"",
+                       (double)n_profiles);
         pd_buf_release(body);
         return;
     }
     it->body = *body;
+    it->n_profiles = n_profiles;
     pd_buf_init(body, body->max);
     pthread_mutex_lock(&p->mu);
     while (p->head && p->st.queued_bytes + it->body.len > p->cfg.max_buffer_bytes) {
@@ -236,16 +273,10 @@ void pd_ebpf_push_enqueue(pd_ebpf_push *p, pd_buf *body)
             p->tail = NULL;
         p->st.queued--;
         p->st.queued_bytes -= old->body.len;
-        p->st.dropped++;
-        p->st.dropped_bytes += old->body.len;
-        pd_buf_release(&old->body);
-        free(old);
+        drop_item(p, old, "buffer_full");
     }
     if (it->body.len > p->cfg.max_buffer_bytes) {
-        p->st.dropped++;
-        p->st.dropped_bytes += it->body.len;
-        pd_buf_release(&it->body);
-        free(it);
+        drop_item(p, it, "buffer_full");
     } else {
         if (p->tail)
             p->tail->next = it;
@@ -256,6 +287,7 @@ void pd_ebpf_push_enqueue(pd_ebpf_push *p, pd_buf *body)
         p->st.queued_bytes += it->body.len;
         pthread_cond_signal(&p->cv);
     }
+    gauges(p);
     pthread_mutex_unlock(&p->mu);
 }
 

@@ -13,6 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <microhttpd.h>
+#include <pthread.h>
+#include <time.h>
+
 #include "../pd_test.h"
 #include "pprof/pprof.h"
 #include "symbolize/elf.h"
@@ -175,6 +179,194 @@ static void test_store_checks(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- debuginfod fetches run without the symbolizer's lock ---- */
+
+/* A debuginfod server (libmicrohttpd, a thread per connection) that holds
+ * every /buildid/<bid>/debuginfo request until released, then answers with
+ * this test's binary (its own debug info). */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int requests;  /* /buildid/<bid>/debuginfo asked */
+    bool released;
+    char bid[129];
+    char *data;
+    size_t len;
+} srv = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static enum MHD_Result srv_handle(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *up,
+                                  size_t *up_len, void **st)
+{
+    (void)cls, (void)method, (void)version, (void)up, (void)up_len, (void)st;
+    char want[200];
+    snprintf(want, sizeof want, "/buildid/%s/debuginfo", srv.bid);
+    struct MHD_Response *r;
+    unsigned status = 404;
+    if (!strcmp(url, want)) {
+        pthread_mutex_lock(&srv.mu);
+        srv.requests++;
+        pthread_cond_broadcast(&srv.cv);
+        while (!srv.released)
+            pthread_cond_wait(&srv.cv, &srv.mu);
+        pthread_mutex_unlock(&srv.mu);
+        r = MHD_create_response_from_buffer(srv.len, srv.data, MHD_RESPMEM_PERSISTENT);
+        status = 200;
+    } else {
+        r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+    }
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* waits (a hang guard of 120 s, not a measure) until *flag or srv.requests >= n */
+static bool srv_wait(int n, const bool *flag)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 120;
+    pthread_mutex_lock(&srv.mu);
+    int rc = 0;
+    while (!(flag ? *flag : srv.requests >= n) && rc == 0)
+        rc = pthread_cond_timedwait(&srv.cv, &srv.mu, &ts);
+    bool ok = flag ? *flag : srv.requests >= n;
+    pthread_mutex_unlock(&srv.mu);
+    return ok;
+}
+
+typedef struct job {
+    pd_symbolizer *sym;
+    pd_profile p;
+    uint64_t loc;
+    int rc;
+    bool done;
+    char name[128];
+} job;
+
+static void *job_run(void *arg)
+{
+    job *j = arg;
+    pd_err err = {{0}};
+    j->rc = pd_symbolizer_profile(j->sym, &j->p, &err);
+    const pd_pprof_location *l = pd_profile_location(&j->p, j->loc);
+    if (j->rc == 0 && l && l->n_line)
+        snprintf(j->name, sizeof j->name, "%s",
+                 pd_profile_str(&j->p, pd_profile_function(&j->p, l->line[0].function_id)->name));
+    pthread_mutex_lock(&srv.mu);
+    j->done = true;
+    pthread_cond_broadcast(&srv.cv);
+    pthread_mutex_unlock(&srv.mu);
+    return NULL;
+}
+
+/* one location in a mapping of `file` with build ID bid ("" none) */
+static void one_loc_profile(const char *file, const char *bid, uint64_t start, uint64_t end,
+                            uint64_t off, uint64_t addr, job *j)
+{
+    pd_err err = {{0}};
+    pd_profile_builder *b;
+    PD_ASSERT_OK(pd_profile_builder_new(NULL, &b), &err);
+    assert_true(pd_profile_builder_sample_type(b, "samples", "count", &err) >= 0);
+    pd_pprof_mapping m = {.memory_start = start, .memory_limit = end, .file_offset = off};
+    uint64_t mid;
+    PD_ASSERT_OK(pd_profile_builder_mapping(b, &m, file, bid, &mid, &err), &err);
+    PD_ASSERT_OK(pd_profile_builder_location(b, mid, addr, NULL, 0, &j->loc, &err), &err);
+    int64_t v = 1;
+    PD_ASSERT_OK(pd_profile_builder_sample(b, &j->loc, 1, &v, NULL, 0, &err), &err);
+    PD_ASSERT_OK(pd_profile_builder_finish(b, &j->p, &err), &err);
+    pd_profile_builder_free(b);
+}
+
+/* Regression: a debuginfod fetch ran under the symbolizer's lock, so one
+ * slow server held up every answer. Now: while A's fetch of build ID X
+ * hangs, B (another answer) completes; C, needing X too, makes no second
+ * request; A and C get the name once the server answers. */
+static void test_fetch_outside_lock(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX], env[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "/tmp/pd-test-symbolize-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    pd_elf_info info;
+    pd_err err = {{0}};
+    PD_ASSERT_OK(pd_elf_read(exe, false, &info, &err), &err);
+    snprintf(srv.bid, sizeof srv.bid, "%s", info.build_id);
+    FILE *f = fopen(exe, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    srv.len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    srv.data = malloc(srv.len);
+    assert_int_equal(fread(srv.data, 1, srv.len, f), srv.len);
+    fclose(f);
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, srv_handle,
+        NULL, MHD_OPTION_SOCK_ADDR, NULL, MHD_OPTION_END);
+    assert_non_null(d);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    assert_non_null(di);
+    snprintf(env, sizeof env, "http://127.0.0.1:%u", (unsigned)di->port);
+    setenv("DEBUGINFOD_URLS", env, 1);
+    setenv("DEBUGINFOD_TIMEOUT", "600", 1);
+    snprintf(env, sizeof env, "%s/debuginfod-client", dir);
+    setenv("DEBUGINFOD_CACHE_PATH", env, 1);
+    char cache[PATH_MAX + 32];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    pd_symbolizer_opts o = {.cache_dir = cache, .use_debuginfod = true,
+                            .debug_dir = "/nonexistent", .max_upload_bytes = 64 << 20};
+    pd_symbolizer *sym = NULL;
+    PD_ASSERT_OK(pd_symbolizer_new(&o, &sym, &err), &err);
+
+    uint64_t start = 0, end = 0, off = 0;
+    self_map(&start, &end, &off);
+    uint64_t addr = (uint64_t)(uintptr_t)&pd_test_marker_fn + 2;
+    job a = {.sym = sym}, b = {.sym = sym}, c = {.sym = sym};
+    /* X only from debuginfod: a file that is not on this host */
+    one_loc_profile("/nonexistent/prog", info.build_id, start, end, off, addr, &a);
+    one_loc_profile("/nonexistent/prog", info.build_id, start, end, off, addr, &c);
+    one_loc_profile("/nonexistent/other", "", 0x10000, 0x20000, 0, 0x10010, &b);
+    pthread_t ta, tb, tc;
+    assert_int_equal(pthread_create(&ta, NULL, job_run, &a), 0);
+    assert_true(srv_wait(1, NULL)); /* A's fetch is in the server, held */
+    assert_int_equal(pthread_create(&tc, NULL, job_run, &c), 0);
+    assert_int_equal(pthread_create(&tb, NULL, job_run, &b), 0);
+    assert_true(srv_wait(0, &b.done)); /* B did not wait for A's fetch */
+    pthread_join(tb, NULL);
+    assert_int_equal(b.rc, 0);
+    assert_string_equal(b.name, "other+0x10");
+    pthread_mutex_lock(&srv.mu);
+    assert_false(a.done);
+    assert_int_equal(srv.requests, 1);
+    srv.released = true;
+    pthread_cond_broadcast(&srv.cv);
+    pthread_mutex_unlock(&srv.mu);
+    pthread_join(ta, NULL);
+    pthread_join(tc, NULL);
+    assert_int_equal(a.rc, 0);
+    assert_int_equal(c.rc, 0);
+    assert_string_equal(a.name, "pd_test_marker_fn");
+    assert_string_equal(c.name, "pd_test_marker_fn");
+    assert_int_equal(srv.requests, 1); /* one fetch of X */
+    /* kept in the cache directory */
+    char path[PATH_MAX * 2];
+    snprintf(path, sizeof path, "%s/%s/debuginfo", cache, info.build_id);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+
+    pd_profile_release(&a.p);
+    pd_profile_release(&b.p);
+    pd_profile_release(&c.p);
+    pd_symbolizer_free(sym);
+    MHD_stop_daemon(d);
+    free(srv.data);
+    pd_elf_info_release(&info);
+    unsetenv("DEBUGINFOD_URLS");
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -186,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_elf_self),
         cmocka_unit_test(test_profile_named),
         cmocka_unit_test(test_store_checks),
+        cmocka_unit_test(test_fetch_outside_lock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

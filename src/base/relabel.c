@@ -1,9 +1,9 @@
 /*
- * scrape/relabel.c — Prometheus' relabeling (semantics in relabel.h), MD5
+ * base/relabel.c — Prometheus' relabeling (semantics in relabel.h), MD5
  * for hashmod (RFC 1321, written from the RFC), Go's Regexp.Expand.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "scrape/relabel.h"
+#include "base/relabel.h"
 
 #include <ctype.h>
 #include <inttypes.h>

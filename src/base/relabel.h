@@ -1,5 +1,5 @@
 /*
- * scrape/relabel.h — Prometheus' target relabeling (model/relabel), rule by
+ * base/relabel.h — Prometheus' target relabeling (model/relabel), rule by
  * rule with the same semantics, on a pd_labels set.
  *
  * Defaults as Prometheus: action replace, separator ";", regex "(.*)",
@@ -25,8 +25,8 @@
  * expand() is Go's Regexp.Expand: $1, ${1}, $name, ${name}; "$$" is "$";
  * "$1x" names group "1x" (empty), as Go; a malformed "$" stays as is.
  */
-#ifndef PD_SCRAPE_RELABEL_H
-#define PD_SCRAPE_RELABEL_H
+#ifndef PD_BASE_RELABEL_H
+#define PD_BASE_RELABEL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Tests of src/scrape/relabel.c: a table per action with Prometheus'
+/* Tests of src/base/relabel.c: a table per action with Prometheus'
  * semantics (model/relabel's cases, written anew), Go's Expand, MD5 test
  * vectors (RFC 1321 A.5) and hashmod values Prometheus computes. */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "scrape/relabel.h"
+#include "base/relabel.h"
 
 /* "a=1,b=2" -> labels */
 static void mk(pd_labels *ls, const char *spec)
