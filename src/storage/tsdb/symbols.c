@@ -950,17 +950,23 @@ int pd__symbols_file_encode(const pd_symbols *s, int version, int level, size_t 
 {
     if (version == 1)
         return file_v1(s, level, out);
+    bool v3 = version >= 3;
     if (!frame_bytes)
         frame_bytes = PD_SYMBOLS_FRAME_BYTES;
-    pd_buf dir, frames, raw;
+    pd_buf dir, frames, raw, parts;
     pd_buf_init(&dir, 0);
     pd_buf_init(&frames, 0);
     pd_buf_init(&raw, 0);
+    pd_buf_init(&parts, 0);
     int rc;
-    size_t n_frames = 0;
+    size_t n_frames = 0, n_parts = 0;
     pd_buf fdir; /* the frame list, counted before it is known */
     pd_buf_init(&fdir, 0);
     size_t count[T_N] = {0, s->n_str, s->n_map, s->n_fn, s->n_loc, s->n_stack, s->n_lset};
+    int last_t = 0; /* the last table with entries */
+    for (int t = T_STR; t < T_N; t++)
+        if (count[t])
+            last_t = t;
     if ((rc = pd_buf_putc(&dir, (char)s->stack_format)))
         goto out;
     for (int t = T_STR; t < T_N; t++)
@@ -972,19 +978,36 @@ int pd__symbols_file_encode(const pd_symbols *s, int version, int level, size_t 
             if ((rc = entry_encode(s, t, base + i, &raw)))
                 goto out;
             in++;
-            if (i + 1 < count[t] && raw.len < frame_bytes)
+            bool tend = i + 1 == count[t];
+            /* version 2: a frame ends with its table; version 3: only once it
+               is full (or at the very end), so the small tables of a block
+               share one frame (its zstd frame header and directory entry) */
+            bool flush = v3 ? raw.len >= frame_bytes || (tend && t == last_t)
+                            : tend || raw.len >= frame_bytes;
+            if (v3 && (flush || tend)) {
+                if ((rc = pd_buf_putc(&parts, (char)t)) || (rc = pd_buf_put_varint(&parts, in)))
+                    goto out;
+                n_parts++;
+                in = 0;
+            }
+            if (!flush)
                 continue;
             size_t z0 = frames.len;
             if ((rc = zstd_append(&frames, raw.data, raw.len, level)))
                 goto out;
             uint8_t crc[4];
             sput_u32(crc, pd_crc32c(0, frames.data + z0, frames.len - z0));
-            if ((rc = pd_buf_putc(&fdir, (char)t)) || (rc = pd_buf_put_varint(&fdir, in)) ||
+            if (v3)
+                rc = pd_buf_put_varint(&fdir, n_parts);
+            else if (!(rc = pd_buf_putc(&fdir, (char)t)))
+                rc = pd_buf_put_varint(&fdir, in);
+            if (rc || (v3 && (rc = pd_buf_append(&fdir, parts.data, parts.len))) ||
                 (rc = pd_buf_put_varint(&fdir, frames.len - z0)) ||
                 (rc = pd_buf_put_varint(&fdir, raw.len)) || (rc = pd_buf_append(&fdir, crc, 4)))
                 goto out;
             n_frames++;
-            in = 0;
+            in = n_parts = 0;
+            pd_buf_reset(&parts);
             pd_buf_reset(&raw);
         }
     }
@@ -996,7 +1019,7 @@ int pd__symbols_file_encode(const pd_symbols *s, int version, int level, size_t 
         goto out;
     }
     size_t start = out->len;
-    uint8_t h[SF_HDR + 4] = {'P', 'D', 'S', 'Y', 2, 0, 0, 0};
+    uint8_t h[SF_HDR + 4] = {'P', 'D', 'S', 'Y', (uint8_t)(v3 ? 3 : 2), 0, 0, 0};
     sput_u32(h + SF_HDR, (uint32_t)dir.len);
     uint8_t crc[4];
     if ((rc = pd_buf_append(out, h, sizeof h)) || (rc = pd_buf_append(out, dir.data, dir.len)))
@@ -1004,11 +1027,17 @@ int pd__symbols_file_encode(const pd_symbols *s, int version, int level, size_t 
     sput_u32(crc, pd_crc32c(0, out->data + start, out->len - start));
     if ((rc = pd_buf_append(out, crc, 4)) || (rc = pd_buf_append(out, frames.data, frames.len)))
         goto out;
+    /* version 3: the directory again at the end (issue 27: a damaged
+       directory costs nothing): directory | crc32c (the same) | D */
+    if (v3 && ((rc = pd_buf_append(out, dir.data, dir.len)) ||
+               (rc = pd_buf_append(out, crc, 4)) || (rc = pd_buf_append(out, h + SF_HDR, 4))))
+        goto out;
 out:
     pd_buf_release(&dir);
     pd_buf_release(&fdir);
     pd_buf_release(&frames);
     pd_buf_release(&raw);
+    pd_buf_release(&parts);
     return rc;
 }
 
@@ -1046,9 +1075,15 @@ static int file_decode_v1(pd_symbols *s, const char *path, const uint8_t *p, siz
     return rc;
 }
 
+/* A frame of version 2 (one part: a range of one table) or 3 (the ranges of
+ * up to T_N - 1 tables, in table order). */
 typedef struct sframe {
-    uint8_t t;
-    uint64_t count, zlen, rlen, off, first;
+    uint8_t np;
+    struct {
+        uint8_t t;
+        uint64_t count, first;
+    } part[T_N];
+    uint64_t zlen, rlen, off;
     uint32_t crc;
 } sframe;
 
@@ -1061,9 +1096,10 @@ static int frame_parse(pd_symbols *s, const sframe *f, const uint8_t *raw, size_
     pd_err e;
     rd r = {raw, rl, 0, &e, 0};
     size_t NS = s->n_str;
-    for (uint64_t k = 0; k < f->count && !r.bad; k++) {
-        size_t i = (size_t)(f->first + k);
-        switch (f->t) {
+    for (uint8_t pi = 0; pi < f->np && !r.bad; pi++)
+    for (uint64_t k = 0; k < f->part[pi].count && !r.bad; k++) {
+        size_t i = (size_t)(f->part[pi].first + k);
+        switch (f->part[pi].t) {
         case T_STR: {
             uint64_t l = get(&r, "string length");
             if (!r.bad && l > r.len - r.off)
@@ -1153,9 +1189,10 @@ static int frame_parse(pd_symbols *s, const sframe *f, const uint8_t *raw, size_
 /* Frame f did not verify: its entries are empty and bad. */
 static void frame_bad(pd_symbols *s, const sframe *f, uint64_t *soff)
 {
-    for (uint64_t k = 0; k < f->count; k++) {
-        size_t i = (size_t)(f->first + k);
-        switch (f->t) {
+    for (uint8_t pi = 0; pi < f->np; pi++)
+    for (uint64_t k = 0; k < f->part[pi].count; k++) {
+        size_t i = (size_t)(f->part[pi].first + k);
+        switch (f->part[pi].t) {
         case T_STR:
             soff[i] = 0; /* sb starts with a NUL: "" */
             s->str_len[i] = 0;
@@ -1201,72 +1238,143 @@ static void set_damage(pd_symbols *s, const char *fmt, ...)
     s->damage = strdup(m);
 }
 
-static int file_decode_v2(pd_symbols *s, const char *path, const uint8_t *p, size_t len,
-                          pd_err *err)
+/* Parses the directory d[0..dl) of a version-2 or -3 file whose frames
+ * start at file offset fstart: the stack format, the table counts, the
+ * frames (malloc'd into *out, *nf of them; freed on failure) and *fend, the
+ * end of the last frame. false when it does not decode or its frames do not
+ * cover every table exactly (*nomem: out of memory). */
+static bool dir_parse(const uint8_t *d, size_t dl, int ver, uint64_t fstart, uint8_t *sf,
+                      uint64_t count[T_N], sframe **out, uint64_t *nf_out, uint64_t *fend,
+                      bool *nomem)
 {
-    if (len < SF_HDR + 8)
-        return pd_err_set(err, PD_ECORRUPT, "%s offset 0: file too short (%zu bytes)", path, len);
-    uint32_t dl = sget_u32(p + SF_HDR);
-    if ((uint64_t)dl > len - SF_HDR - 8)
-        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: directory length %u past the end",
-                          path, SF_HDR, dl);
-    size_t dend = SF_HDR + 4 + (size_t)dl;
-    /* issue 27: the header is constant: the CRC is computed over the header
-       as written, so a damaged header byte costs nothing */
-    static const uint8_t canon[SF_HDR] = {'P', 'D', 'S', 'Y', 2, 0, 0, 0};
-    uint32_t want = sget_u32(p + dend),
-             got = pd_crc32c(pd_crc32c(0, canon, SF_HDR), p + SF_HDR, dend - SF_HDR);
-    /* a mismatch is either the directory or its stored CRC: the directory is
-       then read and kept only if it decodes, covers every table exactly and
-       every frame verifies by its own CRC (a damaged directory shifts or
-       miscounts frames, which then fail) */
-    bool dir_crc_bad = want != got;
-    int rc = pd__symbols_init(s, PD_STACKS_TREE, false);
-    if (rc)
-        return rc;
     pd_err e2;
-    rd r = {p + SF_HDR + 4, dl, 0, &e2, 0};
-    uint8_t sf = getb(&r, "stack format");
-    uint64_t count[T_N] = {0};
+    rd r = {d, dl, 0, &e2, 0};
+    *out = NULL;
+    *sf = getb(&r, "stack format");
     for (int t = T_STR; t < T_N; t++)
         count[t] = get(&r, "count");
     uint64_t nf = getn(&r, 8, "frame");
-    sframe *fr = NULL;
-    uint64_t *soff = NULL;
-    pd_buf sb;
-    pd_buf_init(&sb, 0);
-    if (r.bad || (sf != PD_STACKS_TREE && sf != PD_STACKS_LIST))
-        goto bad_dir;
-    s->stack_format = (pd_stack_format)sf;
-    if (!(fr = calloc(nf + 1, sizeof *fr)))
-        goto nomem;
-    uint64_t off = dend + 4, next[T_N] = {0, 0, 0, 0, 0, 1, 1}, raw_total = 0;
+    if (r.bad || (*sf != PD_STACKS_TREE && *sf != PD_STACKS_LIST))
+        return false;
+    sframe *fr = calloc(nf + 1, sizeof *fr);
+    if (!fr) {
+        *nomem = true;
+        return false;
+    }
+    uint64_t off = fstart, next[T_N] = {0, 0, 0, 0, 0, 1, 1}, raw_total = 0;
     int last_t = T_STR;
     for (uint64_t k = 0; k < nf && !r.bad; k++) {
         sframe *f = &fr[k];
-        f->t = getb(&r, "table");
-        f->count = get(&r, "count");
+        uint64_t np = ver >= 3 ? get(&r, "parts") : 1, sum = 0;
+        if (r.bad || !np || np >= T_N)
+            goto bad;
+        f->np = (uint8_t)np;
+        for (uint8_t pi = 0; pi < f->np; pi++) {
+            uint8_t t = getb(&r, "table");
+            uint64_t c = get(&r, "count");
+            if (r.bad || t < last_t || t >= T_N || (pi && t <= f->part[pi - 1].t) || !c ||
+                c > SF_MAX_RAW)
+                goto bad;
+            last_t = t;
+            f->part[pi].t = t;
+            f->part[pi].count = c;
+            f->part[pi].first = next[t];
+            next[t] += c;
+            sum += c;
+        }
         f->zlen = get(&r, "zstd bytes");
         f->rlen = get(&r, "raw bytes");
         if (r.bad || r.len - r.off < 4)
-            goto bad_dir;
+            goto bad;
         f->crc = sget_u32(r.p + r.off);
         r.off += 4;
-        if (f->t < last_t || f->t >= T_N || !f->count || f->count > f->rlen ||
-            f->rlen > SF_MAX_RAW || f->zlen > SF_MAX_RAW)
-            goto bad_dir;
-        last_t = f->t;
-        f->first = next[f->t];
-        next[f->t] += f->count;
+        if (sum > f->rlen || f->rlen > SF_MAX_RAW || f->zlen > SF_MAX_RAW)
+            goto bad;
         f->off = off;
         off += f->zlen;
         raw_total += f->rlen;
     }
     for (int t = T_STR; t < T_N; t++)
         if (next[t] - (t >= T_STACK) != count[t])
-            goto bad_dir;
+            goto bad;
     if (r.bad || r.off != r.len || raw_total > SF_MAX_RAW)
+        goto bad;
+    *out = fr;
+    *nf_out = nf;
+    *fend = off;
+    return true;
+bad:
+    free(fr);
+    return false;
+}
+
+/* Versions 2 and 3 (ver): the directory at the head, or (3) its copy at the
+ * end when the head's does not verify; then every frame on its own. */
+static int file_decode_framed(pd_symbols *s, const char *path, const uint8_t *p, size_t len,
+                              int ver, pd_err *err)
+{
+    if (len < SF_HDR + 8)
+        return pd_err_set(err, PD_ECORRUPT, "%s offset 0: file too short (%zu bytes)", path, len);
+    /* issue 27: the header is constant: the CRC is computed over the header
+       as written, so a damaged header byte costs nothing */
+    const uint8_t canon[SF_HDR] = {'P', 'D', 'S', 'Y', (uint8_t)ver, 0, 0, 0};
+    uint32_t dl = sget_u32(p + SF_HDR), want = 0, got = 0;
+    bool head_fits = (uint64_t)dl <= len - SF_HDR - 8;
+    size_t dend = SF_HDR + 4 + (size_t)dl;
+    if (head_fits) {
+        want = sget_u32(p + dend);
+        got = pd_crc32c(pd_crc32c(0, canon, SF_HDR), p + SF_HDR, dend - SF_HDR);
+    }
+    /* version 3: the copy at the end, directory | crc32c (as the head's) | D */
+    uint32_t tl = 0;
+    size_t tdir = 0;
+    bool tail_crc = false;
+    if (ver >= 3 && len >= SF_HDR + 16) {
+        tl = sget_u32(p + len - 4);
+        if (2 * (uint64_t)tl + SF_HDR + 16 <= len) {
+            tdir = len - 8 - tl;
+            tail_crc = sget_u32(p + len - 8) ==
+                       pd_crc32c(pd_crc32c(pd_crc32c(0, canon, SF_HDR), p + len - 4, 4),
+                                 p + tdir, tl);
+        }
+    }
+    int rc = pd__symbols_init(s, PD_STACKS_TREE, false);
+    if (rc)
+        return rc;
+    uint8_t sf = 0;
+    uint64_t count[T_N] = {0}, nf = 0, off = 0;
+    sframe *fr = NULL;
+    uint64_t *soff = NULL;
+    pd_buf sb;
+    pd_buf_init(&sb, 0);
+    bool nomem = false, from_tail = false;
+    /* a head directory whose CRC does not match is either damaged or its
+       stored CRC is: without a copy that verifies it is read and kept only if
+       it decodes, covers every table exactly and every frame verifies by its
+       own CRC (a damaged directory shifts or miscounts frames, which then
+       fail) */
+    bool dir_crc_bad = false;
+    if (head_fits && want == got &&
+        dir_parse(p + SF_HDR + 4, dl, ver, dend + 4, &sf, count, &fr, &nf, &off, &nomem)) {
+        /* the head verifies */
+    } else if (!nomem && tail_crc &&
+               dir_parse(p + tdir, tl, ver, SF_HDR + 4 + (uint64_t)tl + 4, &sf, count, &fr, &nf,
+                         &off, &nomem)) {
+        from_tail = true;
+        set_damage(s, "%s offset %d: directory damaged (%s); read from its copy at offset %zu",
+                   path, SF_HDR, head_fits ? "crc32c mismatch" : "length past the end", tdir);
+    } else if (!nomem && head_fits &&
+               dir_parse(p + SF_HDR + 4, dl, ver, dend + 4, &sf, count, &fr, &nf, &off, &nomem)) {
+        dir_crc_bad = true;
+    } else if (nomem) {
+        goto nomem;
+    } else if (!head_fits) {
+        pd__symbols_release(s);
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: directory length %u past the end",
+                          path, SF_HDR, dl);
+    } else
         goto bad_dir;
+    s->stack_format = (pd_stack_format)sf;
     /* tables sized from the directory (verified; every count <= its raw bytes) */
     s->n_str = count[T_STR];
     s->n_map = count[T_MAP];
@@ -1336,13 +1444,24 @@ static int file_decode_v2(pd_symbols *s, const char *path, const uint8_t *p, siz
                                           "stacks", "label sets"};
             frame_bad(s, f, soff);
             s->n_bad_frames++;
-            set_damage(s, "%s offset %llu: %s frame (entries %llu..%llu): %s", path,
-                       (unsigned long long)f->off, TN[f->t], (unsigned long long)f->first,
-                       (unsigned long long)(f->first + f->count - 1), why);
+            set_damage(s, "%s offset %llu: %s%s frame (entries %llu..%llu): %s", path,
+                       (unsigned long long)f->off, TN[f->part[0].t], f->np > 1 ? "+" : "",
+                       (unsigned long long)f->part[0].first,
+                       (unsigned long long)(f->part[0].first + f->part[0].count - 1), why);
         }
     }
     free(raw);
-    if (off < len)
+    if (ver >= 3 && !from_tail) {
+        /* the copy at the end must be the head's directory, byte for byte */
+        if (off + dl + 8 != len || !tail_crc || tl != dl ||
+            memcmp(p + SF_HDR + 4, p + tdir, dl))
+            set_damage(s, "%s offset %llu: the directory's copy at the end is damaged or missing "
+                       "(the directory at the head verifies)", path, (unsigned long long)off);
+    } else if (ver >= 3) {
+        if (off != tdir)
+            set_damage(s, "%s offset %llu: %lld bytes between the last frame and the directory's "
+                       "copy", path, (unsigned long long)off, (long long)(tdir - off));
+    } else if (off < len)
         set_damage(s, "%s offset %llu: %llu trailing bytes after the last frame", path,
                    (unsigned long long)off, (unsigned long long)(len - off));
     /* TREE: the depth of each node bounds the stack walks */
@@ -1407,22 +1526,25 @@ int pd__symbols_file_decode(pd_symbols *s, const char *path, const uint8_t *p, s
     memset(s, 0, sizeof *s);
     if (len < SF_HDR)
         return pd_err_set(err, PD_ECORRUPT, "%s offset 0: file too short (%zu bytes)", path, len);
-    if (memcmp(p, "PDSY", 4) || p[5] || p[6] || p[7] || (p[4] != 1 && p[4] != 2)) {
+    if (memcmp(p, "PDSY", 4) || p[5] || p[6] || p[7] || p[4] < 1 || p[4] > 3) {
         /* issue 27: version 1's file CRC covers its header (never read when
-           damaged); version 2's directory CRC is checked against the header
-           as written: read as version 2 */
-        *version = 2;
-        int rc = file_decode_v2(s, path, p, len, err);
-        if (rc == 0 || rc == PD_ENOMEM)
-            return rc;
+           damaged); the directory CRC of versions 2 and 3 is checked against
+           the header as written: read as version 3, then 2 */
+        for (int v = 3; v >= 2; v--) {
+            *version = v;
+            memset(s, 0, sizeof *s);
+            int rc = file_decode_framed(s, path, p, len, v, err);
+            if (rc == 0 || rc == PD_ENOMEM)
+                return rc;
+        }
         return pd_err_set(err, PD_ECORRUPT, "%s offset 0: bad header (%s)", path,
                           memcmp(p, "PDSY", 4) ? "bad magic" : "unknown version");
     }
     *version = p[4];
     if (p[4] == 1)
         return file_decode_v1(s, path, p, len, err);
-    if (p[4] == 2)
-        return file_decode_v2(s, path, p, len, err);
+    if (p[4] == 2 || p[4] == 3)
+        return file_decode_framed(s, path, p, len, p[4], err);
     return pd_err_set(err, PD_ECORRUPT, "%s offset 4: unknown version %u", path, p[4]);
 }
 
