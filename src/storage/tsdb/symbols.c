@@ -953,6 +953,7 @@ int pd__symbols_file_encode(const pd_symbols *s, int version, int level, size_t 
     bool v3 = version >= 3;
     if (!frame_bytes)
         frame_bytes = PD_SYMBOLS_FRAME_BYTES;
+    size_t share = frame_bytes < PD_SYMBOLS_SHARE_BYTES ? frame_bytes : PD_SYMBOLS_SHARE_BYTES;
     pd_buf dir, frames, raw, parts;
     pd_buf_init(&dir, 0);
     pd_buf_init(&frames, 0);
@@ -979,11 +980,14 @@ int pd__symbols_file_encode(const pd_symbols *s, int version, int level, size_t 
                 goto out;
             in++;
             bool tend = i + 1 == count[t];
-            /* version 2: a frame ends with its table; version 3: only once it
-               is full (or at the very end), so the small tables of a block
-               share one frame (its zstd frame header and directory entry) */
-            bool flush = v3 ? raw.len >= frame_bytes || (tend && t == last_t)
-                            : tend || raw.len >= frame_bytes;
+            /* version 2: a frame ends with its table; version 3: also, but
+               a table that ends with the frame below PD_SYMBOLS_SHARE_BYTES
+               raw leaves it open for the next tables (or at the very end),
+               so the small tables of a block share one frame (its zstd frame
+               header and directory entry) while a bigger table keeps its
+               own frames (damage to one costs only its entries) */
+            bool flush = raw.len >= frame_bytes ||
+                         (tend && (!v3 || t == last_t || raw.len >= share));
             if (v3 && (flush || tend)) {
                 if ((rc = pd_buf_putc(&parts, (char)t)) || (rc = pd_buf_put_varint(&parts, in)))
                     goto out;

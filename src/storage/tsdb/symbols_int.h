@@ -193,9 +193,9 @@ int pd__symbols_decode(pd_symbols *s /* OUT */, uint8_t *raw, size_t len, pd_err
  * served. Damage in the directory loses the file (version 3: its copy).
  *
  * Version 3 (written): as version 2, with two changes (issue 27):
- *   - a frame ends only once it holds frame_bytes raw bytes (or at the end),
- *     not with its table: a frame may hold the ranges of several tables (the
- *     small tables of a block share one), listed as its parts:
+ *   - a frame that ends with its table below PD_SYMBOLS_SHARE_BYTES raw
+ *     stays open for the next table: a frame may hold the ranges of several
+ *     tables (the small tables of a block share one), listed as its parts:
  *     directory frame entry: varint n_parts | n_parts x (u8 table, varint
  *     count) | varint zstd bytes | varint raw bytes | u32 crc32c;
  *     the raw bytes are the parts' entries one after the other;
@@ -210,6 +210,9 @@ int pd__symbols_decode(pd_symbols *s /* OUT */, uint8_t *raw, size_t len, pd_err
  * frame (0 = PD_SYMBOLS_FRAME_BYTES). PD_ENOMEM, PD_ETOOBIG. */
 #define PD_SYMBOLS_FRAME_BYTES (16u << 10) /* bench/storage_size/RESULTS.md, "format 2" */
 #define PD_SYMBOLS_FILE_VERSION 3 /* written in block format 2 */
+/* Version 3: a frame whose tables end below this many raw bytes takes the
+ * next table's entries too (docs/format/symbols.md). */
+#define PD_SYMBOLS_SHARE_BYTES 1024u
 int pd__symbols_file_encode(const pd_symbols *s, int version, int zstd_level, size_t frame_bytes,
                             pd_buf *out);
 

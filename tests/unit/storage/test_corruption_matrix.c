@@ -30,6 +30,7 @@
 #include "base/crc32c.h"
 #include "damage_fixture.h"
 #include "sym_closure.h"
+#include "storage/tsdb/wal_int.h"
 
 enum { K_META, K_INDEX, K_SYMBOLS, K_CHUNKS, K_WAL, K_SERIES, NKIND };
 /* OP_FLIP2 (symbols): a byte of the head's directory and the same byte of
@@ -619,10 +620,80 @@ static void test_matrix(void **state)
                       KIND_NAME[k], cases_by_kind[k], lost_by_kind[k], FX_NE);
 }
 
+/* Issue 27: `profd tsdb check` goes on past a damaged WAL record as replay
+ * does (to the next record that verifies) and lists every damaged record —
+ * file and offset — with the count of good records after it in its file.
+ * Damage: a byte flipped in every other record of the oldest, a middle and
+ * the newest segment (none of them the last of its file). The expected lines are computed from the intact
+ * segments' record list (fx_records), not from the checker. */
+static void test_check_lists_every_damaged_wal_record(void **state)
+{
+    (void)state;
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s.walcheck", L.dir);
+    fx_rm_rf(dir);
+    fx_copy_tree(L.dir, dir);
+    /* in the oldest, middle and newest segments: records k0, k0 + 2, ...
+       before the last (k0 = 1 in the middle one, else 0): not adjacent, so
+       each is its own damage, with a good record after it */
+    size_t expected = 0;
+    static char out[1 << 16];
+    for (int t = 0; t < 3; t++) {
+        char p[800];
+        snprintf(p, sizeof p, "%s/wal/%08u", dir, L.segs[L.wal_t[t]]);
+        size_t len;
+        uint8_t *b = slurp(p, &len);
+        for (size_t k = t == 1; k + 1 < L.n_recs[t]; k += 2) {
+            const fx_rec *r = &L.recs[t][k];
+            b[r->off + PD_WAL_REC_HDR + (r->end - r->off - PD_WAL_REC_HDR) / 2] ^= 0x5a;
+        }
+        spit(p, b, len);
+        free(b);
+    }
+    int rc = run_tsdb(out, sizeof out, "check", dir);
+    assert_int_equal(rc, 1);
+    for (int t = 0; t < 3; t++) {
+        char p[800];
+        snprintf(p, sizeof p, "%s/wal/%08u", dir, L.segs[L.wal_t[t]]);
+        size_t nr = L.n_recs[t], k0 = t == 1;
+        for (size_t k = k0; k + 1 < nr; k += 2) {
+            const fx_rec *r = &L.recs[t][k];
+            /* good records after it: those after it in the file, less the
+               damaged ones among them */
+            size_t damaged_after = 0;
+            for (size_t j = k + 2; j + 1 < nr; j += 2)
+                damaged_after++;
+            size_t after = nr - 1 - k - damaged_after;
+            char want[1000];
+            snprintf(want, sizeof want,
+                     "CORRUPT %s offset %llu: CRC mismatch (%llu bytes skipped to the next valid "
+                     "record at offset %llu; %zu good records after it)",
+                     p, (unsigned long long)r->off, (unsigned long long)(r->end - r->off),
+                     (unsigned long long)r->end, after);
+            if (!strstr(out, want))
+                fail_msg("check does not list\n  %s\noutput:\n%s", want, out);
+            expected++;
+        }
+    }
+    assert_true(expected >= 4);
+    /* nothing else is listed as damaged in the WAL */
+    size_t n_corrupt = 0;
+    char wal[400];
+    snprintf(wal, sizeof wal, "CORRUPT %s/wal/", dir);
+    for (const char *q = out; (q = strstr(q, wal)); q++)
+        n_corrupt++;
+    if (n_corrupt != expected)
+        fail_msg("%zu WAL lines, want %zu:\n%s", n_corrupt, expected, out);
+    print_message("tsdb check: %zu damaged WAL records listed, with the good records after each\n",
+                  expected);
+    fx_rm_rf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matrix),
+        cmocka_unit_test(test_check_lists_every_damaged_wal_record),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
