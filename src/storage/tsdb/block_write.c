@@ -675,7 +675,7 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
         srcs = NULL; /* stolen by json_pack ("o"), even on failure */
         (void)time_bytes;
         (void)value_bytes;
-        if (!meta || !(js = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER))) {
+        if (!meta || !(js = json_dumps(meta, JSON_COMPACT | JSON_PRESERVE_ORDER))) {
             rc = PD_ENOMEM;
             goto out;
         }
