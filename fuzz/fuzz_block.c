@@ -11,8 +11,9 @@
  * replaces one of its files:
  *   byte 0, bits 0-1: which file — 0 index, 1 symbols, 2 chunks/000001,
  *                     3 meta.json
- *   byte 0, bit 2:    fix checksums — the trailing CRC-32C of index and
- *                     symbols, or the CRC of every whole frame of the chunks
+ *   byte 0, bit 2:    fix checksums — the trailing CRC-32C of index, the
+ *                     directory CRCs of symbols (version 3: both copies'),
+ *                     or the CRC of every whole frame of the chunks
  *                     file — so that mutations reach the parsers behind them
  *   byte 0, bit 3:    keep meta.json's recorded file size (else it is set to
  *                     the input's size, so the size check does not stop
@@ -169,7 +170,21 @@ static void put_u32(uint8_t *p, uint32_t v)
 
 static void fix_crcs(int which, uint8_t *p, size_t n)
 {
-    if (which == 0 || which == 1) { /* trailing crc32c of everything before */
+    if (which == 1 && n >= 16 && (p[4] == 2 || p[4] == 3)) {
+        /* symbols v2/v3: the directory's crc32c (over the header as written,
+           D and the directory) and, v3, its copy's at the end
+           (directory | crc32c | D) */
+        uint8_t canon[8] = {'P', 'D', 'S', 'Y', p[4], 0, 0, 0};
+        uint32_t dl = (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 |
+                      (uint32_t)p[11] << 24;
+        if ((uint64_t)dl + 16 <= n)
+            put_u32(p + 12 + dl, pd_crc32c(pd_crc32c(0, canon, 8), p + 8, 4 + (size_t)dl));
+        uint32_t tl = (uint32_t)p[n - 4] | (uint32_t)p[n - 3] << 8 | (uint32_t)p[n - 2] << 16 |
+                      (uint32_t)p[n - 1] << 24;
+        if (p[4] == 3 && 2 * (uint64_t)tl + 24 <= n)
+            put_u32(p + n - 8, pd_crc32c(pd_crc32c(pd_crc32c(0, canon, 8), p + n - 4, 4),
+                                         p + n - 8 - tl, tl));
+    } else if (which == 0 || which == 1) { /* trailing crc32c of everything before */
         if (n >= 4)
             put_u32(p + n - 4, pd_crc32c(0, p, n - 4));
     } else if (which == 2) { /* frames: u32 len | u8 kind | data | u32 crc(kind+data) */

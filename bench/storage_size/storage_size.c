@@ -14,6 +14,7 @@
  *   bench_storage_size DATA_DIR OUT_DIR [--group N] [--group-bytes B] [--stacks tree|list]
  *                      [--format 1|2]   block format version (default: the one written)
  *                      [--sym-frame B]  format 2: raw bytes per symbols frame
+ *                      [--sym-version 2|3] format 2: the symbols file's version
  *                      [--level L] [--sweep] [--verify]
  *
  * DATA_DIR holds one sub-directory per profile type (heap, allocs, goroutine,
@@ -421,6 +422,8 @@ int main(int argc, char **argv)
             o.group_bytes = (size_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sym-frame") && i + 1 < argc)
             o.sym_frame_bytes = (size_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sym-version") && i + 1 < argc)
+            o.sym_version = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--format") && i + 1 < argc)
             o.version = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--level") && i + 1 < argc)
@@ -467,6 +470,7 @@ int main(int argc, char **argv)
            "symbols", "time", "values", "meta", "write s");
     uint64_t ag = 0, ac = 0;
     size_t an = 0;
+    double own[8] = {0}, zlong[8] = {0}, adds[8] = {0};
     int rc = 0;
     for (size_t k = 0; k < nt; k++) {
         ptype *t = &types[k];
@@ -481,6 +485,8 @@ int main(int argc, char **argv)
         if (write_block(t, 1, &o, out, verify, &r))
             rc = 1;
         double n = (double)t->n;
+        own[k] = r.total / n;
+        zlong[k] = zl / n;
         printf("%-10s %6zu | %10.0f %10.0f %10.1f %10.1f | %9.1f %9.1f | %7.1f %7.1f %7.1f %7.1f "
                "%7.1f | %8.2f\n",
                t->name, t->n, g / n, c / n, zl / n, r.total / n, (double)g / r.total,
@@ -511,11 +517,23 @@ int main(int argc, char **argv)
             rc = 1;
             continue;
         }
+        adds[k] = (double)(all_total - rk.total) / (double)types[k].n;
         printf("%-12s %6zu | %10.1f B/p (%llu bytes), zstd-long %.1f B/p\n", types[k].name,
                types[k].n, (double)(all_total - rk.total) / (double)types[k].n,
                (unsigned long long)(all_total - rk.total),
                (double)zstd_long_bytes(&types[k]) / (double)types[k].n);
     }
+    /* issue 27 item 4: each series against zstd -19 --long of the whole
+       series; "shared": what it adds to the block of every series here (as a
+       store keeps them), "own": a block of that series alone (its meta.json,
+       index and symbols headers paid by it alone) */
+    printf("\nper series, B/profile: zstd -19 --long | profd in the shared block | profd alone "
+           "in a block\n");
+    for (size_t k = 0; k < nt; k++)
+        printf("SERIES %-12s %6zu | %8.1f | %8.1f %-5s | %8.1f %s\n", types[k].name, types[k].n,
+               zlong[k], nt > 1 ? adds[k] : own[k],
+               (nt > 1 ? adds[k] : own[k]) <= zlong[k] ? "<=" : "ABOVE", own[k],
+               own[k] <= zlong[k] ? "<=" : "ABOVE");
     if (sweep) {
         printf("\nsweep (all types in one block): group size x stack format -> bytes/profile, x conprof\n");
         size_t gs[] = {1, 16, 64, 128, 256, 512, 1024};

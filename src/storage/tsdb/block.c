@@ -660,7 +660,7 @@ int pd__block_mark_failed(pd_block *b, pd_err *err)
     }
     char *js = NULL;
     int rc = json_object_set_new(c, "failed", json_true()) ||
-                     !(js = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER))
+                     !(js = json_dumps(m, JSON_COMPACT | JSON_PRESERVE_ORDER))
                  ? PD_ENOMEM
                  : 0;
     json_decref(m);

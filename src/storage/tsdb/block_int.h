@@ -58,6 +58,8 @@ typedef struct pd_block_writer_opts {
     int version;                 /* block format to write: 1 or 2; else PD_BLOCK_VERSION */
     size_t sym_frame_bytes;      /* version 2: raw bytes per symbols frame;
                                     0 = PD_SYMBOLS_FRAME_BYTES */
+    int sym_version;             /* version 2: the symbols file's version, 2 or
+                                    3; else PD_SYMBOLS_FILE_VERSION (3) */
 } pd_block_writer_opts;
 
 typedef struct pd_block_writer pd_block_writer;

@@ -633,7 +633,7 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
 
     /* symbols */
     {
-        int ver = w->o.version;
+        int ver = w->o.version == 1 ? 1 : w->o.sym_version == 2 ? 2 : PD_SYMBOLS_FILE_VERSION;
         pd_buf_reset(&raw);
         if ((rc = pd__symbols_file_encode(&w->sym, ver, w->o.zstd_level, w->o.sym_frame_bytes,
                                           &raw)))
@@ -675,7 +675,7 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
         srcs = NULL; /* stolen by json_pack ("o"), even on failure */
         (void)time_bytes;
         (void)value_bytes;
-        if (!meta || !(js = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER))) {
+        if (!meta || !(js = json_dumps(meta, JSON_COMPACT | JSON_PRESERVE_ORDER))) {
             rc = PD_ENOMEM;
             goto out;
         }

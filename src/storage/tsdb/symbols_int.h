@@ -190,19 +190,36 @@ int pd__symbols_decode(pd_symbols *s /* OUT */, uint8_t *raw, size_t len, pd_err
  *   stacks (depth, locations leaf first); the rest as version 1.
  * A frame that does not verify (crc, zstd, a reference out of range, past
  * the end of a truncated file) marks its entries bad; every other frame is
- * served. The directory itself is small; damage there loses the file. */
+ * served. Damage in the directory loses the file (version 3: its copy).
+ *
+ * Version 3 (written): as version 2, with two changes (issue 27):
+ *   - a frame that ends with its table below PD_SYMBOLS_SHARE_BYTES raw
+ *     stays open for the next table: a frame may hold the ranges of several
+ *     tables (the small tables of a block share one), listed as its parts:
+ *     directory frame entry: varint n_parts | n_parts x (u8 table, varint
+ *     count) | varint zstd bytes | varint raw bytes | u32 crc32c;
+ *     the raw bytes are the parts' entries one after the other;
+ *   - the directory again after the frames: directory (D bytes) | u32 crc32c
+ *     (as the head's: over the header as written, D and the directory) |
+ *     u32 D. When the head's directory (or D) does not verify, the copy is
+ *     read: one damaged byte in either costs no profile.
+ */
 
-/* Appends the whole `symbols` file of s, in version (1 or 2), to out.
- * zstd_level: as ZSTD_compress; frame_bytes: version 2's raw bytes per frame
- * (0 = PD_SYMBOLS_FRAME_BYTES). PD_ENOMEM, PD_ETOOBIG. */
+/* Appends the whole `symbols` file of s, in version (1, 2 or 3), to out.
+ * zstd_level: as ZSTD_compress; frame_bytes: versions 2-3's raw bytes per
+ * frame (0 = PD_SYMBOLS_FRAME_BYTES). PD_ENOMEM, PD_ETOOBIG. */
 #define PD_SYMBOLS_FRAME_BYTES (16u << 10) /* bench/storage_size/RESULTS.md, "format 2" */
+#define PD_SYMBOLS_FILE_VERSION 3 /* written in block format 2 */
+/* Version 3: a frame whose tables end below this many raw bytes takes the
+ * next table's entries too (docs/format/symbols.md). */
+#define PD_SYMBOLS_SHARE_BYTES 1024u
 int pd__symbols_file_encode(const pd_symbols *s, int version, int zstd_level, size_t frame_bytes,
                             pd_buf *out);
 
 /* Parses the `symbols` file p[0..len) (path: for messages) into s (released
  * first by the caller; release with pd__symbols_release). Version 1: any
- * damage is PD_ECORRUPT. Version 2: PD_ECORRUPT only when the header or the
- * directory does not verify; a damaged frame is returned as 0 with
+ * damage is PD_ECORRUPT. Versions 2-3: PD_ECORRUPT only when the directory
+ * (version 3: and its copy) does not verify; a damaged frame is returned as 0 with
  * s->n_bad_frames > 0, its entries in the *_bad arrays and s->damage naming
  * the file and offset; the caller then calls pd__symbols_settle_damage
  * (after restoring strings it has other copies of: pd__symbols_restore_string).

@@ -510,6 +510,14 @@ typedef struct wal_file_info {
     uint64_t size;
 } wal_file_info;
 
+/* One damaged record found by check_wal_file. */
+typedef struct wal_damage {
+    uint64_t off, next; /* where it is; where the walk resumed (the file's size: nowhere) */
+    uint64_t good_before; /* records that verified before it */
+    bool content;         /* the record's framing verifies, its payload does not */
+    char why[160];
+} wal_damage;
+
 static int check_wal_file(const char *path, bool last, bool series_file, uint64_t *n_prof,
                           wal_file_info *wi)
 {
@@ -518,140 +526,185 @@ static int check_wal_file(const char *path, bool last, bool series_file, uint64_
         wi = &dummy;
     memset(wi, 0, sizeof *wi);
     FILE *f = fopen(path, "rb");
-    if (!f) {
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) < 0) {
         printf("CORRUPT %s: %s\n", path, strerror(errno));
+        if (f)
+            fclose(f);
         return 1;
     }
-    uint8_t hdr[PD_WAL_SEG_HDR];
-    size_t got = fread(hdr, 1, sizeof hdr, f);
-    if (got != sizeof hdr || memcmp(hdr, PD_WAL_MAGIC, 5) || hdr[5] < 1 ||
-        hdr[5] > PD_WAL_VERSION) {
-        printf("%s %s offset 0: bad segment header\n", last && got < sizeof hdr ? "TORN" : "CORRUPT",
-               path);
+    /* the whole file: damage is skipped as replay skips it, to the next
+       record that verifies (pd__wal_resync), so every damaged record is
+       listed, with the count of good records after it */
+    size_t size = (size_t)st.st_size;
+    uint8_t *data = malloc(size + 1);
+    if (!data || fread(data, 1, size, f) != size) {
+        printf("CORRUPT %s: %s\n", path, data ? "short read" : "out of memory reading it");
+        free(data);
         fclose(f);
-        return last && got < sizeof hdr ? 0 : 1;
+        return 1;
     }
-    wi->version = hdr[5];
-    uint64_t off = PD_WAL_SEG_HDR;
-    uint8_t *buf = NULL;
-    size_t cap = 0;
+    fclose(f);
+    if (size < PD_WAL_SEG_HDR || memcmp(data, PD_WAL_MAGIC, 5) || data[5] < 1 ||
+        data[5] > PD_WAL_VERSION) {
+        bool torn = last && size < PD_WAL_SEG_HDR;
+        printf("%s %s offset 0: bad segment header\n", torn ? "TORN" : "CORRUPT", path);
+        free(data);
+        return torn ? 0 : 1;
+    }
+    wi->version = data[5];
+    uint64_t off = PD_WAL_SEG_HDR, good = 0, end_ok = off;
+    wal_damage *dm = NULL;
+    size_t n_dm = 0, cap_dm = 0;
     int bad = 0;
-    for (;;) {
-        uint8_t rh[PD_WAL_REC_HDR];
-        size_t r = fread(rh, 1, sizeof rh, f);
-        if (r == 0)
-            break;
-        uint32_t len = (uint32_t)rh[1] | (uint32_t)rh[2] << 8 | (uint32_t)rh[3] << 16 |
-                       (uint32_t)rh[4] << 24;
-        uint32_t crc = (uint32_t)rh[5] | (uint32_t)rh[6] << 8 | (uint32_t)rh[7] << 16 |
-                       (uint32_t)rh[8] << 24;
+    bool torn_tail = false;
+    while (off < size) {
+        const uint8_t *rh = data + off;
+        uint32_t len = 0, crc = 0;
         const char *why = NULL;
-        if (r < sizeof rh)
+        char whyb[160];
+        if (size - off < PD_WAL_REC_HDR) {
             why = "truncated record header";
-        else if (rh[0] == 0 || (series_file ? rh[0] != PD_WAL_REC_SERIES &&
-                                                  !(rh[0] == PD_WAL_REC_CHECKPOINT &&
-                                                    off == PD_WAL_SEG_HDR)
-                                            : rh[0] > PD_WAL_REC_MAX))
-            why = "bad record type";
-        else if (wi->ended)
-            why = "record after the segment's end record";
-        else if (len > PD_WAL_MAX_RECORD)
-            why = "record length over the cap";
-        if (!why && len + 1 > cap) {
-            uint8_t *nb = realloc(buf, (size_t)len + 1);
-            if (!nb) {
-                printf("CORRUPT %s offset %llu: out of memory for a %u-byte record\n", path,
-                       (unsigned long long)off, len);
-                bad = 1;
-                break;
-            }
-            buf = nb;
-            cap = (size_t)len + 1;
-        }
-        if (!why) {
-            buf[0] = rh[0];
-            if (fread(buf + 1, 1, len, f) != len)
+        } else {
+            len = (uint32_t)rh[1] | (uint32_t)rh[2] << 8 | (uint32_t)rh[3] << 16 |
+                  (uint32_t)rh[4] << 24;
+            crc = (uint32_t)rh[5] | (uint32_t)rh[6] << 8 | (uint32_t)rh[7] << 16 |
+                  (uint32_t)rh[8] << 24;
+            if (rh[0] == 0 || (series_file ? rh[0] != PD_WAL_REC_SERIES &&
+                                                 !(rh[0] == PD_WAL_REC_CHECKPOINT &&
+                                                   off == PD_WAL_SEG_HDR)
+                                           : rh[0] > PD_WAL_REC_MAX))
+                why = "bad record type";
+            else if (wi->ended)
+                why = "record after the segment's end record";
+            else if (len > PD_WAL_MAX_RECORD)
+                why = "record length over the cap";
+            else if (len > size - off - PD_WAL_REC_HDR)
                 why = "truncated payload";
-            else if (pd_crc32c(0, buf, (size_t)len + 1) != crc)
+            else if (pd_crc32c(pd_crc32c(0, rh, 1), rh + PD_WAL_REC_HDR, len) != crc)
                 why = "CRC mismatch";
         }
+        uint64_t next = 0;
+        bool framing = why != NULL;
         if (why) {
-            /* the end of the newest segment: a torn append, cut at open */
-            long here = ftell(f);
-            bool at_end = fseek(f, 0, SEEK_END) == 0 && (r < sizeof rh || ftell(f) <= here);
-            if (last && at_end && strstr(why, "truncated")) {
+            next = pd__wal_resync(data, size, (size_t)off + 1, series_file);
+            if (next >= size && last && strstr(why, "truncated")) {
+                /* the end of the newest segment: a torn append, cut at open */
                 printf("TORN %s offset %llu: %s (never acknowledged; cut off at open)\n", path,
                        (unsigned long long)off, why);
-            } else {
-                printf("CORRUPT %s offset %llu: %s\n", path, (unsigned long long)off, why);
-                bad = 1;
+                torn_tail = true;
+                break;
             }
-            break;
-        }
-        /* payload */
-        const uint8_t *p = buf + 1, *end = buf + 1 + len;
-        uint64_t v = 0, k = 0;
-        if (rh[0] == PD_WAL_REC_END || rh[0] == PD_WAL_REC_CHECKPOINT) {
-            uint32_t x = len == 4 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                                        (uint32_t)p[3] << 24
-                                  : 0;
-            if (!x)
-                why = rh[0] == PD_WAL_REC_END ? "bad end record" : "bad checkpoint record";
-            else if (rh[0] == PD_WAL_REC_END)
-                wi->ended = true;
-            else
-                wi->first_seg = x;
-        } else if (rh[0] == PD_WAL_REC_PROFILE) {
-            (*n_prof)++;
-            pd_profile_rec pr;
-            int prc = pd__profile_rec_parse(buf + 1, len, &pr, &why);
-            if (prc == PD_ENOMEM)
-                why = "out of memory parsing a PROFILE record";
-            if (prc == 0) {
-                pd_profile prof;
-                pd_err e;
-                e.msg[0] = 0;
-                if (pd_profile_decode(&prof, buf + 1 + pr.body_off, pr.body_len, NULL, &e) < 0) {
-                    printf("CORRUPT %s offset %llu: stored profile does not decode: %s\n", path,
-                           (unsigned long long)off, e.msg);
-                    bad = 1;
-                } else {
-                    if (prof.n_sample_type != pr.k)
-                        why = "sample type count differs from the body";
-                    int64_t *t2 = calloc(pr.k + 1, sizeof *t2);
-                    if (!why && t2) {
-                        pd_profile_totals(&prof, t2);
-                        for (size_t i = 0; i < pr.k && !why; i++)
-                            if (t2[i] != pr.totals[i])
-                                why = "totals differ from the body";
-                    }
-                    free(t2);
-                    pd_profile_release(&prof);
-                }
-                pd__profile_rec_release(&pr);
-            }
-        } else { /* SERIES: ref u64, varint n, n x (str, str) */
-            if (len < 8)
-                why = "bad SERIES record";
-            else
-                p += 8;
-            if (!why && !vget(&p, end, &k))
-                why = "bad SERIES record";
-            for (uint64_t i = 0; !why && i < 2 * k; i++)
-                if (!vget(&p, end, &v) || v > (uint64_t)(end - p))
-                    why = "bad label string in a SERIES record";
+        } else {
+            /* payload */
+            uint8_t *buf = data + off; /* type, then the payload: as the CRC covers it */
+            const uint8_t *p = buf + PD_WAL_REC_HDR, *end = p + len;
+            uint64_t v = 0, k = 0;
+            next = off + PD_WAL_REC_HDR + len;
+            if (rh[0] == PD_WAL_REC_END || rh[0] == PD_WAL_REC_CHECKPOINT) {
+                uint32_t x = len == 4 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                                            (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24
+                                      : 0;
+                if (!x)
+                    why = rh[0] == PD_WAL_REC_END ? "bad end record" : "bad checkpoint record";
+                else if (rh[0] == PD_WAL_REC_END)
+                    wi->ended = true;
                 else
-                    p += v;
+                    wi->first_seg = x;
+            } else if (rh[0] == PD_WAL_REC_PROFILE) {
+                (*n_prof)++;
+                pd_profile_rec pr;
+                int prc = pd__profile_rec_parse(p, len, &pr, &why);
+                if (prc == PD_ENOMEM)
+                    why = "out of memory parsing a PROFILE record";
+                if (prc == 0) {
+                    pd_profile prof;
+                    pd_err e;
+                    e.msg[0] = 0;
+                    if (pd_profile_decode(&prof, p + pr.body_off, pr.body_len, NULL, &e) < 0) {
+                        snprintf(whyb, sizeof whyb, "stored profile does not decode: %.100s",
+                                 e.msg);
+                        why = whyb;
+                    } else {
+                        if (prof.n_sample_type != pr.k)
+                            why = "sample type count differs from the body";
+                        int64_t *t2 = calloc(pr.k + 1, sizeof *t2);
+                        if (!why && t2) {
+                            pd_profile_totals(&prof, t2);
+                            for (size_t i = 0; i < pr.k && !why; i++)
+                                if (t2[i] != pr.totals[i])
+                                    why = "totals differ from the body";
+                        }
+                        free(t2);
+                        pd_profile_release(&prof);
+                    }
+                    pd__profile_rec_release(&pr);
+                }
+            } else { /* SERIES: ref u64, varint n, n x (str, str) */
+                if (len < 8)
+                    why = "bad SERIES record";
+                else
+                    p += 8;
+                if (!why && !vget(&p, end, &k))
+                    why = "bad SERIES record";
+                for (uint64_t i = 0; !why && i < 2 * k; i++)
+                    if (!vget(&p, end, &v) || v > (uint64_t)(end - p))
+                        why = "bad label string in a SERIES record";
+                    else
+                        p += v;
+            }
+            if (!why) {
+                good++;
+                end_ok = next;
+            }
         }
         if (why) {
-            printf("CORRUPT %s offset %llu: %s\n", path, (unsigned long long)off, why);
             bad = 1;
+            if (n_dm == cap_dm) {
+                size_t nc = cap_dm ? 2 * cap_dm : 8;
+                wal_damage *nd = realloc(dm, nc * sizeof *nd);
+                if (!nd) {
+                    printf("CORRUPT %s offset %llu: %s (out of memory listing more)\n", path,
+                           (unsigned long long)off, why);
+                    break;
+                }
+                dm = nd;
+                cap_dm = nc;
+            }
+            wal_damage *d = &dm[n_dm++];
+            d->off = off;
+            d->next = next;
+            d->good_before = good;
+            d->content = !framing;
+            snprintf(d->why, sizeof d->why, "%s", why);
+            if (framing && next >= size)
+                break;
         }
-        off += PD_WAL_REC_HDR + len;
+        off = next;
     }
-    wi->size = off;
-    free(buf);
-    fclose(f);
+    /* every damaged record, and what replay keeps after it */
+    for (size_t i = 0; i < n_dm; i++) {
+        const wal_damage *d = &dm[i];
+        if (d->content)
+            printf("CORRUPT %s offset %llu: %s (the record verifies but its content does not; "
+                   "%llu good records after it)\n",
+                   path, (unsigned long long)d->off, d->why,
+                   (unsigned long long)(good - d->good_before));
+        else if (d->next >= size)
+            printf("CORRUPT %s offset %llu: %s (no valid record after it: the rest of the file, "
+                   "%llu bytes, is lost)\n",
+                   path, (unsigned long long)d->off, d->why,
+                   (unsigned long long)(size - d->off));
+        else
+            printf("CORRUPT %s offset %llu: %s (%llu bytes skipped to the next valid record at "
+                   "offset %llu; %llu good records after it)\n",
+                   path, (unsigned long long)d->off, d->why,
+                   (unsigned long long)(d->next - d->off), (unsigned long long)d->next,
+                   (unsigned long long)(good - d->good_before));
+    }
+    wi->size = torn_tail ? off : end_ok; /* where the intact part ends */
+    free(dm);
+    free(data);
     return bad;
 }
 
@@ -721,15 +774,17 @@ static int check_wal(const char *dir)
     }
     n_prof = 0;
     wal_file_info prev_wi = {0};
+    bool prev_ended_or_reported = false;
     for (size_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/wal/%s", dir, names[i] ? names[i] : "");
         wal_file_info wi = {0};
         int fb = names[i] ? check_wal_file(path, i + 1 == n, false, &n_prof, &wi) : 0;
         bad |= fb;
-        if (fb)
-            wi.ended = true; /* its damage is reported: no second line about its end */
+        /* its damage is reported: no second line about its end (the walk
+           goes on past damage, so wi.ended is what the file holds) */
+        bool ended_or_reported = wi.ended || fb;
         /* version 2: every segment but the newest ends with its END record */
-        if (i > 0 && prev_wi.version >= 2 && !prev_wi.ended &&
+        if (i > 0 && prev_wi.version >= 2 && !prev_ended_or_reported &&
             !(i + 1 == n && wi.size <= PD_WAL_SEG_HDR)) {
             printf("CORRUPT %s/wal/%s offset %llu: the segment does not end with its end "
                    "record (cut at a record boundary); the rest of its records are lost\n",
@@ -756,6 +811,7 @@ static int check_wal(const char *dir)
             bad = 1;
         }
         prev_wi = wi;
+        prev_ended_or_reported = ended_or_reported;
         if (i > 0)
             free(names[i - 1]);
     }

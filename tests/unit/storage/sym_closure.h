@@ -1,6 +1,6 @@
 /* What each profile of a block uses of its symbols, for the damage tests
  * (test_block.c, test_corruption_matrix.c): the frames of a format-2
- * `symbols` file (docs/format/symbols.md) and, per profile, the closure of
+ * `symbols` file (symbols file version 2 or 3) (docs/format/symbols.md) and, per profile, the closure of
  * its stacks, label sets and strings down to every table entry — computed
  * here from the intact block, independently of the reader's propagation
  * (symbols.c pd__symbols_settle_damage). A damaged frame must cost exactly
@@ -20,9 +20,14 @@
 
 enum { TT_STR = 1, TT_MAP, TT_FN, TT_LOC, TT_STACK, TT_LSET, TT_N };
 
+/* A frame: version 2 one part, version 3 the ranges of up to 6 tables. */
 typedef struct vframe {
-    int t;
-    uint64_t first, count, off, zlen;
+    int np;
+    struct {
+        int t;
+        uint64_t first, count;
+    } part[TT_N];
+    uint64_t off, zlen;
 } vframe;
 
 __attribute__((unused)) static uint64_t vget(const uint8_t *p, size_t *off)
@@ -34,10 +39,14 @@ __attribute__((unused)) static uint64_t vget(const uint8_t *p, size_t *off)
     return v;
 }
 
-/* The frames of a v2 symbols file. */
-__attribute__((unused)) static size_t sym_frames(const uint8_t *b, size_t len, vframe *f, size_t cap)
+/* The frames of a v2 or v3 symbols file; *dir_end (may be NULL): where the
+ * head's directory CRC ends, *copy: where the v3 copy of the directory
+ * starts (the file's length in v2). */
+__attribute__((unused)) static size_t sym_frames_at(const uint8_t *b, size_t len, vframe *f,
+                                                    size_t cap, uint64_t *dir_end, uint64_t *copy)
 {
-    assert_true(len > 16 && b[4] == 2);
+    assert_true(len > 16 && (b[4] == 2 || b[4] == 3));
+    int v3 = b[4] == 3;
     uint32_t dl = (uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 | (uint32_t)b[11] << 24;
     size_t off = 12 + 1;
     for (int t = 1; t < TT_N; t++)
@@ -46,18 +55,31 @@ __attribute__((unused)) static size_t sym_frames(const uint8_t *b, size_t len, v
     assert_true(nf <= cap);
     uint64_t at = 12 + dl + 4, next[TT_N] = {0, 0, 0, 0, 0, 1, 1};
     for (size_t k = 0; k < nf; k++) {
-        f[k].t = b[off++];
-        f[k].count = vget(b, &off);
+        f[k].np = v3 ? (int)vget(b, &off) : 1;
+        for (int pi = 0; pi < f[k].np; pi++) {
+            int t = b[off++];
+            f[k].part[pi].t = t;
+            f[k].part[pi].count = vget(b, &off);
+            f[k].part[pi].first = next[t];
+            next[t] += f[k].part[pi].count;
+        }
         f[k].zlen = vget(b, &off);
         vget(b, &off);
         off += 4;
-        f[k].first = next[f[k].t];
-        next[f[k].t] += f[k].count;
         f[k].off = at;
         at += f[k].zlen;
     }
-    assert_int_equal(at, len);
+    if (dir_end)
+        *dir_end = 12 + (uint64_t)dl + 4;
+    if (copy)
+        *copy = at;
+    assert_int_equal(at + (v3 ? dl + 8 : 0), len);
     return nf;
+}
+
+__attribute__((unused)) static size_t sym_frames(const uint8_t *b, size_t len, vframe *f, size_t cap)
+{
+    return sym_frames_at(b, len, f, cap, NULL, NULL);
 }
 
 /* What one profile uses, per table (bitmaps over the intact block's ids). */
@@ -149,9 +171,12 @@ __attribute__((unused)) static int collect_uses(void *ctx, const pd_dprof *d)
 
 __attribute__((unused)) static bool frame_touches(const uses *x, const vframe *f, const uint8_t *type_str)
 {
-    for (uint64_t i = f->first; i < f->first + f->count; i++)
-        if (x->u[f->t][i] && !(f->t == TT_STR && type_str[i]))
-            return true;
+    for (int pi = 0; pi < f->np; pi++) {
+        int t = f->part[pi].t;
+        for (uint64_t i = f->part[pi].first; i < f->part[pi].first + f->part[pi].count; i++)
+            if (x->u[t][i] && !(t == TT_STR && type_str[i]))
+                return true;
+    }
     return false;
 }
 

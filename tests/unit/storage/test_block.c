@@ -641,6 +641,158 @@ static size_t expect_served(const char *dir, const bool *lost, const char *what)
     return n_lost;
 }
 
+/* A block of one series: go-demo-once's threadcreate profile (1 sample) n
+ * times, 10 s apart (time_nanos with it), the symbols file in sym_version.
+ * Returns the block's bytes (meta.json, index, symbols, chunks); *sym: the
+ * symbols file (malloc'd), *sym_len its size. */
+static size_t tiny_block(const char *tmp, size_t n, int sym_version, uint8_t **sym,
+                         size_t *sym_len)
+{
+    tprof *t = NULL;
+    for (size_t i = 0; i < g_n; i++)
+        if (!strcmp(g_profs[i].dir, "go-demo-once") && !strcmp(g_profs[i].name, "threadcreate"))
+            t = &g_profs[i];
+    assert_non_null(t);
+    pd_block_writer_opts o = {.sym_version = sym_version};
+    pd_block_writer *w;
+    pd_err err;
+    assert_int_equal(pd__block_writer_new(&o, &w), 0);
+    pd_labels l;
+    pd_labels_init(&l);
+    assert_int_equal(pd_labels_set(&l, "__name__", "threadcreate", &err), 0);
+    assert_int_equal(pd_labels_set(&l, "job", "tiny", &err), 0);
+    int64_t tn = t->p.time_nanos;
+    for (size_t i = 0; i < n; i++) {
+        int64_t ts = 1700000000000 + 10000 * (int64_t)i;
+        t->p.time_nanos = ts * 1000000 + 123456;
+        PD_ASSERT_OK(pd__block_writer_add(w, &l, ts, &t->p, &err), &err);
+    }
+    t->p.time_nanos = tn;
+    pd_labels_release(&l);
+    char id[27], path[2048];
+    PD_ASSERT_OK(pd__block_writer_write(w, tmp, id, &err), &err);
+    pd__block_writer_free(w);
+    size_t total = 0;
+    const char *files[] = {"meta.json", "index", "symbols", "chunks/000001"};
+    for (size_t k = 0; k < 4; k++) {
+        snprintf(path, sizeof path, "%s/%s/%s", tmp, id, files[k]);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        total += (size_t)st.st_size;
+    }
+    snprintf(path, sizeof path, "%s/%s/symbols", tmp, id);
+    *sym = read_file(path, sym_len);
+    snprintf(path, sizeof path, "%s/%s", tmp, id);
+    rm_rf(path);
+    return total;
+}
+
+/* Issue 27 item 4: what a tiny series costs its block. (1) The symbols file
+ * (version 3) holds a block's small tables in one frame, and is smaller than
+ * the same tables in version 2 (one frame, with its zstd header and
+ * directory entry, per table); (2) a profile identical to the previous one,
+ * 10 s later, costs the block at most a quarter of a byte. */
+static void test_tiny_series_costs(void **state)
+{
+    (void)state;
+    char *tmp = mktmp();
+    uint8_t *s3, *s2, *s3b;
+    size_t l3, l2, l3b;
+    size_t b100 = tiny_block(tmp, 100, 0, &s3, &l3);
+    size_t b200 = tiny_block(tmp, 200, 0, &s3b, &l3b);
+    tiny_block(tmp, 100, 2, &s2, &l2);
+    static vframe fr[16];
+    uint64_t dend, copy;
+    assert_int_equal(s3[4], 3);
+    assert_int_equal(sym_frames_at(s3, l3, fr, 16, &dend, &copy), 1);
+    assert_true(fr[0].np >= 4); /* strings, mappings, functions, locations, stacks */
+    assert_int_equal(s2[4], 2);
+    assert_true(sym_frames(s2, l2, fr, 16) >= 4);
+    print_message("tiny series: symbols v3 %zu B (v2 %zu B); block of 100 profiles %zu B, of 200 "
+                  "%zu B\n", l3, l2, b100, b200);
+    assert_true(l3 < l2);
+    assert_int_equal(l3, l3b); /* the same symbols */
+    assert_true(b200 - b100 <= 25); /* a quarter of a byte per profile */
+    free(s3);
+    free(s3b);
+    free(s2);
+    rm_rf(tmp);
+    free(tmp);
+}
+
+/* Issue 27: a version-3 symbols file keeps its directory twice (at the head
+ * and after the frames): one damaged byte anywhere in the head's directory,
+ * its length or CRC, or in the copy, costs no profile and is reported with
+ * the file and an offset; both copies damaged lose the block. A block whose
+ * symbols file is version 2 (no copy, a frame per table range) still reads
+ * back every profile. */
+static void test_v3_symbols_directory_damage_costs_nothing(void **state)
+{
+    (void)state;
+    char *tmp = mktmp(), id[27], dir[4200], path[4300];
+    pd_err err;
+    pd_block_writer_opts o = {.sym_frame_bytes = 2048};
+    write_all(tmp, &o, id);
+    snprintf(dir, sizeof dir, "%s/%s", tmp, id);
+    snprintf(path, sizeof path, "%s/symbols", dir);
+    size_t len;
+    uint8_t *orig = read_file(path, &len), *buf = malloc(len);
+    assert_int_equal(orig[4], 3);
+    static vframe fr[4096];
+    uint64_t dend, copy;
+    size_t nf = sym_frames_at(orig, len, fr, 4096, &dend, &copy);
+    assert_true(nf >= 4);
+    bool *lost = calloc(g_n + 1, sizeof *lost);
+    const uint64_t range[2][2] = {{8, dend}, {copy, len}};
+    size_t cases = 0;
+    for (int r = 0; r < 2; r++) {
+        uint64_t lo = range[r][0], hi = range[r][1], step = (hi - lo) / 48 + 1;
+        for (uint64_t x = lo; x < hi; x = x + step < hi || x == hi - 1 ? x + step : hi - 1) {
+            memcpy(buf, orig, len);
+            buf[x] ^= 0x5a;
+            put_file(path, buf, len);
+            char what[160];
+            snprintf(what, sizeof what, "symbols %s byte %llu flipped",
+                     r ? "directory copy" : "directory", (unsigned long long)x);
+            assert_int_equal(expect_served(dir, lost, what), 0);
+            err.msg[0] = 0;
+            if (pd__block_check(dir, NULL, &err) != PD_ECORRUPT || !strstr(err.msg, "symbols") ||
+                !strstr(err.msg, "offset"))
+                fail_msg("%s: check does not name the file and an offset: %s", what, err.msg);
+            cases++;
+        }
+    }
+    /* both copies: the block is lost, and says why */
+    memcpy(buf, orig, len);
+    buf[dend - 5] ^= 0x5a;
+    buf[len - 9] ^= 0x5a;
+    put_file(path, buf, len);
+    pd_block *b;
+    err.msg[0] = 0;
+    assert_int_equal(pd__block_open(dir, &b, &err), PD_ECORRUPT);
+    assert_non_null(strstr(err.msg, "symbols"));
+    put_file(path, orig, len);
+    PD_ASSERT_OK(pd__block_check(dir, NULL, &err), &err);
+    print_message("symbols v3: %zu directory bytes flipped (head and copy), every profile served\n",
+                  cases);
+    /* version 2 is still read */
+    o.sym_version = 2;
+    write_all(tmp, &o, id);
+    snprintf(dir, sizeof dir, "%s/%s", tmp, id);
+    snprintf(path, sizeof path, "%s/symbols", dir);
+    size_t len2;
+    uint8_t *v2 = read_file(path, &len2);
+    assert_int_equal(v2[4], 2);
+    assert_int_equal(expect_served(dir, lost, "symbols version 2"), 0);
+    PD_ASSERT_OK(pd__block_check(dir, NULL, &err), &err);
+    free(v2);
+    free(lost);
+    free(buf);
+    free(orig);
+    rm_rf(tmp);
+    free(tmp);
+}
+
 static void test_v2_damage_costs_only_what_it_touches(void **state)
 {
     (void)state;
@@ -683,8 +835,9 @@ static void test_v2_damage_costs_only_what_it_touches(void **state)
         for (size_t i = 0; i < c.n; i++)
             want += lost[c.v[i].tp] = frame_touches(&c.v[i], &fr[k], c.type_str);
         char what[200];
-        snprintf(what, sizeof what, "symbols frame %zu (table %d, entries %llu+%llu) flipped at %llu",
-                 k, fr[k].t, (unsigned long long)fr[k].first, (unsigned long long)fr[k].count,
+        snprintf(what, sizeof what, "symbols frame %zu (%d parts, table %d, entries %llu+%llu) "
+                 "flipped at %llu", k, fr[k].np, fr[k].part[0].t,
+                 (unsigned long long)fr[k].part[0].first, (unsigned long long)fr[k].part[0].count,
                  (unsigned long long)at);
         size_t got = expect_served(dir, lost, what);
         assert_int_equal(got, want);
@@ -1373,6 +1526,8 @@ int main(void)
         cmocka_unit_test(test_writer_streamed_equals_buffered),
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_v2_damage_costs_only_what_it_touches),
+        cmocka_unit_test(test_v3_symbols_directory_damage_costs_nothing),
+        cmocka_unit_test(test_tiny_series_costs),
         cmocka_unit_test(test_lossless_v1),
         cmocka_unit_test(test_store_serves_around_lost_profiles),
         cmocka_unit_test(test_vgroup_roundtrip),

@@ -1,7 +1,7 @@
 /* The corruption matrix of issue 19: every file kind of the store (a
  * block's meta.json, index, symbols, chunks; a WAL segment; the `series`
  * file) x flip / truncate / zero / delete / CRC-fixed edit, at several
- * offsets and in several files (228 cases). For each case, on a copy of the
+ * offsets and in several files (262 cases). For each case, on a copy of the
  * fixture store (damage_fixture.h: real profiles in two blocks and a head):
  *   - the store opens;
  *   - every profile the damage did not touch is served equal to what was
@@ -30,11 +30,15 @@
 #include "base/crc32c.h"
 #include "damage_fixture.h"
 #include "sym_closure.h"
+#include "storage/tsdb/wal_int.h"
 
 enum { K_META, K_INDEX, K_SYMBOLS, K_CHUNKS, K_WAL, K_SERIES, NKIND };
-enum { OP_FLIP, OP_TRUNC, OP_ZERO, OP_DELETE, OP_CRCFIX, NOP };
+/* OP_FLIP2 (symbols): a byte of the head's directory and the same byte of
+   its copy at the end (issue 27: one copy is enough) */
+enum { OP_FLIP, OP_TRUNC, OP_ZERO, OP_DELETE, OP_CRCFIX, OP_FLIP2, NOP };
 static const char *KIND_NAME[NKIND] = {"meta.json", "index", "symbols", "chunks", "wal", "series"};
-static const char *OP_NAME[NOP] = {"flip", "truncate", "zero", "delete", "crc-fixed edit"};
+static const char *OP_NAME[NOP] = {"flip", "truncate", "zero", "delete", "crc-fixed edit",
+                                   "flip in both directories"};
 
 /* Offsets: >= 0 a fraction of the size, < 0 -(absolute offset + 1); LAST the
  * last byte (or the last 64 for zero). */
@@ -56,7 +60,7 @@ typedef struct layout {
        profile uses (sym_closure.h); uses_of[k]: of FX_E[k], NULL in the head */
     vframe sfr[2][512];
     size_t n_sfr[2];
-    uint64_t sdir_end[2];
+    uint64_t sdir_end[2], scopy[2], slen[2]; /* head directory's end, copy's start, size */
     uses *su[2];
     size_t n_su[2];
     uint8_t *type_str[2];
@@ -134,10 +138,9 @@ static int group_setup(void **state)
         /* the symbols: frames, and the closure of every profile */
         snprintf(ip, sizeof ip, "%s/symbols", bdir);
         ib = slurp(ip, &il);
-        L.n_sfr[b] = sym_frames(ib, il, L.sfr[b], 512);
-        uint32_t dl = (uint32_t)ib[8] | (uint32_t)ib[9] << 8 | (uint32_t)ib[10] << 16 |
-                      (uint32_t)ib[11] << 24;
-        L.sdir_end[b] = 12 + (uint64_t)dl + 4;
+        L.n_sfr[b] = sym_frames_at(ib, il, L.sfr[b], 512, &L.sdir_end[b], &L.scopy[b]);
+        L.slen[b] = il;
+        assert_int_equal(ib[4], 3); /* the copy of the directory at the end */
         free(ib);
         const pd_symbols *S = pd__block_symbols(blk);
         uses_ctx uc = {S, calloc(FX_MAXEXP + 1, sizeof(uses)), 0, 0, calloc(S->n_str + 1, 1)};
@@ -290,6 +293,15 @@ static dmg apply(const mcase *c, const char *dir)
         d = (dmg){x, x + 1, true, false};
         spit(p, b, len);
         break;
+    case OP_FLIP2: { /* x in the head's directory; the same byte of the copy */
+        uint64_t y = L.scopy[c->target] + (x - 12);
+        assert_true(x >= 12 && x < L.sdir_end[c->target] - 4 && y < len);
+        b[x] ^= 0x5a;
+        b[y] ^= 0x5a;
+        d = (dmg){x, y + 1, true, false};
+        spit(p, b, len);
+        break;
+    }
     case OP_TRUNC:
         assert_int_equal(truncate(p, (off_t)x), 0);
         d = (dmg){x, UINT64_MAX, true, false};
@@ -395,18 +407,21 @@ static bool touched(const mcase *c, const dmg *d, const fx_exp *e)
     }
     case K_SYMBOLS: {
         /* format 2: the frames the damage reaches lose the profiles whose
-           closure uses one of their entries (sym_closure.h); damage to the
-           header or the directory loses the block. A CRC-fixed edit rewrote
-           the last 4 bytes: the last frame too. */
+           closure uses one of their entries (sym_closure.h). Issue 27: the
+           header costs nothing (its CRC is checked against the header as
+           written), and neither does the directory (its length, bytes or
+           CRC) while its copy at the end verifies (symbols version 3), nor
+           the copy while the head's verifies; both damaged lose the block.
+           A truncation always loses the copy; a CRC-fixed edit rewrote the
+           last 4 bytes (the copy's length). */
         if (blk != c->target)
             return false;
-        if (c->op == OP_DELETE || (c->op == OP_TRUNC && d->lo < L.sdir_end[blk]))
+        if (c->op == OP_DELETE)
             return true;
-        /* issue 27: the header (its CRC is checked against the header as
-           written) and the directory's stored CRC (every frame then checked
-           by its own) cost nothing; the directory itself the block */
-        if (d->lo < L.sdir_end[blk] && !(d->hi <= 8) &&
-            !(d->lo >= L.sdir_end[blk] - 4 && d->hi <= L.sdir_end[blk]))
+        uint64_t dend = L.sdir_end[blk], cp = L.scopy[blk];
+        bool head_hit = c->op == OP_TRUNC ? d->lo < dend : d->lo < dend && d->hi > 8;
+        bool copy_hit = c->op == OP_TRUNC || c->op == OP_CRCFIX || d->hi > cp;
+        if (head_hit && copy_hit)
             return true;
         const uses *u = L.uses_of[e - FX_E];
         assert_non_null(u);
@@ -414,8 +429,6 @@ static bool touched(const mcase *c, const dmg *d, const fx_exp *e)
             const vframe *f = &L.sfr[blk][k];
             uint64_t fe = f->off + f->zlen;
             bool hit = c->op == OP_TRUNC ? fe > d->lo : f->off < d->hi && d->lo < fe;
-            if (c->op == OP_CRCFIX && k + 1 == L.n_sfr[blk])
-                hit = true;
             if (hit && frame_touches(u, f, L.type_str[blk]))
                 return true;
         }
@@ -513,9 +526,20 @@ static void test_matrix(void **state)
     for (int t = 0; t < 3; t++)
         add_cases(K_WAL, t);
     add_cases(K_SERIES, 0);
-    /* issue 27: a byte of the symbols directory's stored CRC */
-    for (int b = 0; b < 2; b++)
-        CASES[N_CASES++] = (mcase){K_SYMBOLS, b, OP_FLIP, -(double)(L.sdir_end[b] - 2) - 1};
+    /* issue 27: a byte of the symbols directory's stored CRC; its length,
+       first, middle and last bytes, zeroed; the same bytes of its copy at the
+       end; a byte in both (the block lost) */
+    for (int b = 0; b < 2; b++) {
+        uint64_t dend = L.sdir_end[b], cp = L.scopy[b], mid = 12 + (dend - 4 - 12) / 2;
+        const uint64_t at[] = {dend - 2, 9, 12, mid, dend - 5};
+        for (size_t i = 0; i < sizeof at / sizeof *at; i++)
+            CASES[N_CASES++] = (mcase){K_SYMBOLS, b, OP_FLIP, -(double)at[i] - 1};
+        CASES[N_CASES++] = (mcase){K_SYMBOLS, b, OP_ZERO, -(double)12 - 1};
+        const uint64_t cat[] = {cp, cp + (mid - 12), L.slen[b] - 6, L.slen[b] - 3};
+        for (size_t i = 0; i < sizeof cat / sizeof *cat; i++)
+            CASES[N_CASES++] = (mcase){K_SYMBOLS, b, OP_FLIP, -(double)cat[i] - 1};
+        CASES[N_CASES++] = (mcase){K_SYMBOLS, b, OP_FLIP2, -(double)mid - 1};
+    }
     assert_true(N_CASES >= 200);
     size_t n_detect = 0, n_lost_cases = 0, n_lost = 0, lost_by_kind[NKIND] = {0},
            cases_by_kind[NKIND] = {0};
@@ -596,10 +620,80 @@ static void test_matrix(void **state)
                       KIND_NAME[k], cases_by_kind[k], lost_by_kind[k], FX_NE);
 }
 
+/* Issue 27: `profd tsdb check` goes on past a damaged WAL record as replay
+ * does (to the next record that verifies) and lists every damaged record —
+ * file and offset — with the count of good records after it in its file.
+ * Damage: a byte flipped in every other record of the oldest, a middle and
+ * the newest segment (none of them the last of its file). The expected lines are computed from the intact
+ * segments' record list (fx_records), not from the checker. */
+static void test_check_lists_every_damaged_wal_record(void **state)
+{
+    (void)state;
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s.walcheck", L.dir);
+    fx_rm_rf(dir);
+    fx_copy_tree(L.dir, dir);
+    /* in the oldest, middle and newest segments: records k0, k0 + 2, ...
+       before the last (k0 = 1 in the middle one, else 0): not adjacent, so
+       each is its own damage, with a good record after it */
+    size_t expected = 0;
+    static char out[1 << 16];
+    for (int t = 0; t < 3; t++) {
+        char p[800];
+        snprintf(p, sizeof p, "%s/wal/%08u", dir, L.segs[L.wal_t[t]]);
+        size_t len;
+        uint8_t *b = slurp(p, &len);
+        for (size_t k = t == 1; k + 1 < L.n_recs[t]; k += 2) {
+            const fx_rec *r = &L.recs[t][k];
+            b[r->off + PD_WAL_REC_HDR + (r->end - r->off - PD_WAL_REC_HDR) / 2] ^= 0x5a;
+        }
+        spit(p, b, len);
+        free(b);
+    }
+    int rc = run_tsdb(out, sizeof out, "check", dir);
+    assert_int_equal(rc, 1);
+    for (int t = 0; t < 3; t++) {
+        char p[800];
+        snprintf(p, sizeof p, "%s/wal/%08u", dir, L.segs[L.wal_t[t]]);
+        size_t nr = L.n_recs[t], k0 = t == 1;
+        for (size_t k = k0; k + 1 < nr; k += 2) {
+            const fx_rec *r = &L.recs[t][k];
+            /* good records after it: those after it in the file, less the
+               damaged ones among them */
+            size_t damaged_after = 0;
+            for (size_t j = k + 2; j + 1 < nr; j += 2)
+                damaged_after++;
+            size_t after = nr - 1 - k - damaged_after;
+            char want[1000];
+            snprintf(want, sizeof want,
+                     "CORRUPT %s offset %llu: CRC mismatch (%llu bytes skipped to the next valid "
+                     "record at offset %llu; %zu good records after it)",
+                     p, (unsigned long long)r->off, (unsigned long long)(r->end - r->off),
+                     (unsigned long long)r->end, after);
+            if (!strstr(out, want))
+                fail_msg("check does not list\n  %s\noutput:\n%s", want, out);
+            expected++;
+        }
+    }
+    assert_true(expected >= 4);
+    /* nothing else is listed as damaged in the WAL */
+    size_t n_corrupt = 0;
+    char wal[400];
+    snprintf(wal, sizeof wal, "CORRUPT %s/wal/", dir);
+    for (const char *q = out; (q = strstr(q, wal)); q++)
+        n_corrupt++;
+    if (n_corrupt != expected)
+        fail_msg("%zu WAL lines, want %zu:\n%s", n_corrupt, expected, out);
+    print_message("tsdb check: %zu damaged WAL records listed, with the good records after each\n",
+                  expected);
+    fx_rm_rf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matrix),
+        cmocka_unit_test(test_check_lists_every_damaged_wal_record),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

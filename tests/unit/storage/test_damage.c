@@ -286,7 +286,7 @@ static void test_compaction_around_failed_block(void **state)
     size_t ml = fread(meta, 1, sizeof meta - 1, mf);
     meta[ml] = 0;
     fclose(mf);
-    assert_non_null(strstr(meta, "\"failed\": true"));
+    assert_non_null(strstr(meta, "\"failed\":true")); /* compact JSON */
     /* every profile outside the damaged block still served */
     uint64_t refs[FX_NSERIES];
     for (int s = 0; s < FX_NSERIES; s++)
@@ -353,7 +353,7 @@ static void test_compaction_around_damaged_index_entry(void **state)
     size_t ml = fread(meta, 1, sizeof meta - 1, mf);
     meta[ml] = 0;
     fclose(mf);
-    assert_non_null(strstr(meta, "\"failed\": true"));
+    assert_non_null(strstr(meta, "\"failed\":true")); /* compact JSON */
     uint64_t refs[FX_NSERIES];
     for (int s = 0; s < FX_NSERIES; s++)
         refs[s] = fx_ref(f->st, s);

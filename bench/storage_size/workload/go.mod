@@ -1,0 +1,3 @@
+module profd/bench/workload
+
+go 1.19
