@@ -25,8 +25,8 @@ OLD=${OLD:-}
 PORT=${PORT:-$((23000 + RANDOM % 1000))}
 PROFD=$(realpath "$B/profd")
 MK=$(realpath "$B/tests/unit/storage/bench_mkblock")
-H=$(realpath bench/out/merge_pushdown/heap-prometheus)
-FILES=$(ls "$H"/*.pb.gz)
+H=$(realpath "${H:-bench/out/merge_pushdown/heap-prometheus}") # or H=DIR of *.pb.gz (e.g. ../shared/testdata/pprof/go-demo-series)
+FILES=$(ls "$H"/${GLOB:-*.pb.gz})
 tmp=$(mktemp -d)
 pid=
 cleanup() {

@@ -1629,7 +1629,8 @@ static int prep_side(run *r, const pd_query_side *q, const char *side, side_prep
         return pd_err_set(err, PD_ENOMEM, "merge: out of memory");
     for (size_t i = 0; i < n && rc >= 0; i++) {
         pd_points pts = {0};
-        rc = pd_storage_read_points(r->st, sp->set.v[i].ref, q->from, q->to, &pts, err);
+        size_t np = 0; /* the profiles; pts holds the first of each run of equal types */
+        rc = pd_storage_read_type_runs(r->st, sp->set.v[i].ref, q->from, q->to, &pts, &np, err);
         if (rc == PD_ENOTFOUND) {
             rc = 0;
             continue;
@@ -1649,7 +1650,7 @@ static int prep_side(run *r, const pd_query_side *q, const char *side, side_prep
                 auto_cum = pd__query_shown_cumulative(r->st, r->o, sp->set.v[i].ref, &pts.v[0],
                                                       sp->mask[k]);
             }
-            sp->npts[k] = pts.n;
+            sp->npts[k] = np;
             sp->refs[k] = sp->set.v[i].ref;
             sp->v[sp->nv++] = &sp->set.v[i];
         }
