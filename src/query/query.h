@@ -1,8 +1,8 @@
 /*
  * query/query.h — the query engine of DESIGN.md §5: PromQL series selectors,
  * range queries (timestamps + totals), single profiles, series/label
- * listings, merges and diffs of many profiles (merge.c, merge_finish.c, merge_store.c), and reports (top,
- * flame graph, folded, meta) of a profile.
+ * listings, merges and diffs of many profiles (merge.c, merge_finish.c,
+ * merge_store.c), and reports (top, flame graph, folded, meta) of a profile.
  *
  * Results are JSON text appended to a pd_buf: the value of the "data" field of
  * Prometheus' envelope (the api layer wraps it). Timestamps in JSON are
