@@ -572,6 +572,8 @@ typedef struct pd_storage_stats {
                                     (docs/format/aggregates.md) was built from their chunks */
     uint64_t n_aggregate_records; /* since open: series' parts in a block that a merge added
                                      as one pre-summed record instead of decoding them */
+    uint64_t n_aggregate_head_groups; /* since open: sealed head groups a merge added as their
+                                         sum (the head's aggregates) instead of decoding them */
 } pd_storage_stats;
 
 /* One round of maintenance, as the background thread runs it: cuts the head

@@ -664,6 +664,33 @@ static int bs_encode(const bstate *s, uint32_t chunks_crc, pd_buf *out)
     return rc;
 }
 
+/* ---- a head group's sum (headmem.c: the head's aggregates) ---- */
+
+int pd__bagg_sum_record(const pd_dprof *d, size_t n, pd_buf *out)
+{
+    bstate s = {0};
+    pd_u64map_init(&s.map);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc >= 0 && !s.bad; i++)
+        rc = bs_add(&s, &d[i]);
+    if (rc >= 0 && !s.bad && s.n) {
+        rc = bs_encode(&s, 0, out);
+        rc = rc == 0 ? 1 : rc == PD_ENOMEM ? rc : 0;
+    }
+    else if (rc >= 0)
+        rc = 0;
+    bs_release(&s);
+    return rc;
+}
+
+int pd__bagg_rec_decode(const uint8_t *p, size_t n, pd_bagg_rec *r, pd_bagg_scratch *sc)
+{
+    rd x = {.p = p, .n = n};
+    const char *why;
+    int rc = rec_decode(&x, NULL, r, sc, &why);
+    return rc == PD_ENOMEM ? rc : rc < 0 ? 0 : 1;
+}
+
 int pd__bagg_build(pd_block *b, bool (*skip)(void *ctx, uint32_t id), void *ctx, pd_bagg **out,
                    pd_err *err)
 {
