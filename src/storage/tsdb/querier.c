@@ -599,6 +599,11 @@ int pd_storage_read_type_runs(pd_storage *s, uint64_t ref, int64_t mint, int64_t
         sorted = r.v[i - 1].ts_ms < r.v[i].ts_ms;
     if (!sorted)
         qsort(r.v, r.n, sizeof *r.v, cmp_point_ts);
+    size_t w = 1; /* runs of the head and of blocks with equal types joined */
+    for (size_t i = 1; i < r.n; i++)
+        if (!same_desc(&r.v[w - 1], &r.v[i]))
+            r.v[w++] = r.v[i];
+    r.n = w;
     if (!(out->v = pd_arena_alloc(r.a, r.n * sizeof *out->v))) {
         rc = PD_ENOMEM;
         goto out;
