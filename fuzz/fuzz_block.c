@@ -18,6 +18,12 @@
  *   byte 0, bit 3:    keep meta.json's recorded file size (else it is set to
  *                     the input's size, so the size check does not stop
  *                     every mutation)
+ *   byte 0, bit 4:    the input is the block's `aggregates` file instead
+ *                     (docs/format/aggregates.md; bits 0-1 and 3 unused, bit
+ *                     2 puts this run's block ULID in it and fixes its
+ *                     trailing CRC-32C): loaded against the
+ *                     valid block (pd__bagg_load), then every series'
+ *                     record read (pd__bagg_get, pd__bagg_get_header)
  *   bytes 1..:        the file's new content
  * Every reader must return 0 or an error code (PD_ECORRUPT with a message
  * naming the file): never crash, hang or leak. When the open succeeds, every
@@ -42,6 +48,7 @@
 #include "base/log.h"
 #include "pprof/pprof.h"
 #include "storage/tsdb/block_int.h"
+#include "storage/tsdb/blockagg_int.h"
 
 static char g_root[256];      /* /dev/shm/pd_fuzz_block_PID */
 static char g_block[400];     /* g_root/<ULID> of the working copy */
@@ -49,6 +56,8 @@ static char g_ulid[27];
 static const char *NAMES[4] = {"index", "symbols", "chunks/000001", "meta.json"};
 static uint8_t *g_orig[4];    /* the valid files */
 static size_t g_orig_len[4];
+static uint8_t *g_agg;        /* the valid aggregates file */
+static size_t g_agg_len;
 
 static void die(const char *what, const char *msg)
 {
@@ -145,6 +154,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         if (read_file(path, &g_orig[i], &g_orig_len[i]) < 0)
             die("read back", path);
     }
+    { /* the block's valid aggregates file (blockagg.c builds and writes it) */
+        pd_block *b = NULL;
+        pd_bagg *g = NULL;
+        if (pd__block_open(g_block, &b, &err) < 0 || pd__bagg_build(b, NULL, NULL, &g, &err) < 0 ||
+            pd__bagg_write(b, g, &err) < 0)
+            die("aggregates of the seed block", err.msg);
+        pd__bagg_free(g);
+        pd__block_close(b);
+        char path[600];
+        snprintf(path, sizeof path, "%s/" PD_BAGG_FILE, g_block);
+        if (read_file(path, &g_agg, &g_agg_len) < 0)
+            die("read back", path);
+        unlink(path); /* only the inputs that say so have one */
+    }
     const char *seeds = getenv("PD_FUZZ_BLOCK_SEEDS");
     if (seeds) {
         mkdir(seeds, 0755);
@@ -158,6 +181,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
             write_file(path, buf, g_orig_len[i] + 1);
             free(buf);
         }
+        char path[1200];
+        snprintf(path, sizeof path, "%s/aggregates", seeds);
+        uint8_t *buf = malloc(g_agg_len + 1);
+        buf[0] = 16 | 4;
+        memcpy(buf + 1, g_agg, g_agg_len);
+        write_file(path, buf, g_agg_len + 1);
+        free(buf);
     }
     return 0;
 }
@@ -216,10 +246,58 @@ static void write_meta(int which, size_t size)
     json_decref(m);
 }
 
+/* The aggregates file replaced by data[0..n) (fix: its CRC made right). */
+static void fuzz_aggregates(const uint8_t *data, size_t n, bool fix)
+{
+    for (int i = 0; i < 4; i++) { /* the valid block */
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", g_block, NAMES[i]);
+        write_file(path, g_orig[i], g_orig_len[i]);
+    }
+    uint8_t *content = malloc(n + 1);
+    if (!content)
+        return;
+    memcpy(content, data, n);
+    if (fix && n >= 8 + 26 + 4) /* this run's block ULID (random per process), then the CRC */
+        memcpy(content + 8, g_ulid, 26);
+    if (fix && n >= 4)
+        put_u32(content + n - 4, pd_crc32c(0, content, n - 4));
+    char path[600];
+    snprintf(path, sizeof path, "%s/" PD_BAGG_FILE, g_block);
+    write_file(path, content, n);
+    free(content);
+    pd_err err = {{0}};
+    pd_block *b = NULL;
+    if (pd__block_open(g_block, &b, &err) < 0)
+        die("the valid block does not open", err.msg);
+    pd_bagg *g = NULL;
+    int rc = pd__bagg_load(b, &g, &err);
+    if (rc == 0) {
+        pd_bagg_scratch sc = {0};
+        for (uint32_t id = 0; id < pd__block_n_series(b) + 1; id++) {
+            pd_bagg_rec r;
+            if (pd__bagg_get_header(g, id, &r, &sc) > 0 && r.h.n_sample)
+                die("a record header with entries", NULL);
+            if (pd__bagg_get(g, id, &r, &sc) < 0)
+                die("pd__bagg_get failed on a verified file", NULL);
+        }
+        pd__bagg_scratch_release(&sc);
+        pd__bagg_free(g);
+    } else if (rc > 0) {
+        die("pd__bagg_load returned a positive code", err.msg);
+    }
+    pd__block_close(b);
+    unlink(path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
+    if (data[0] & 16) {
+        fuzz_aggregates(data + 1, size - 1, data[0] & 4);
+        return 0;
+    }
     int which = data[0] & 3;
     bool fix = data[0] & 4, keep_size = data[0] & 8;
     size_t n = size - 1;

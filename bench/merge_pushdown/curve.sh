@@ -4,6 +4,8 @@
 #
 #   bench/merge_pushdown/curve.sh [BUILD_DIR=build]
 #       env: SHAPES="100x10 100x100 100x1000 10000x10" BLOCKS=5 RUNS=5 OLD=
+#            H=DIR of real *.pb.gz (GLOB='heap-*.pb.gz'), OLD_AGG= (empty: an
+#            OLD without aggregates: not waited for)
 #
 # For each SERIESxPER shape, SERIES x PER real heap profiles (the files
 # run.sh collected in bench/out/merge_pushdown/heap-prometheus, cycled) are
@@ -25,8 +27,8 @@ OLD=${OLD:-}
 PORT=${PORT:-$((23000 + RANDOM % 1000))}
 PROFD=$(realpath "$B/profd")
 MK=$(realpath "$B/tests/unit/storage/bench_mkblock")
-H=$(realpath bench/out/merge_pushdown/heap-prometheus)
-FILES=$(ls "$H"/*.pb.gz)
+H=$(realpath "${H:-bench/out/merge_pushdown/heap-prometheus}") # or H=DIR of *.pb.gz (e.g. ../shared/testdata/pprof/go-demo-series)
+FILES=$(ls "$H"/${GLOB:-*.pb.gz})
 tmp=$(mktemp -d)
 pid=
 cleanup() {
@@ -71,19 +73,27 @@ for shape in $SHAPES; do
     from=$(((T2 - 1000) / 1000)); to=$(((T2 + BLOCKS * 7200000) / 1000 + 1))
     url="http://127.0.0.1:$PORT/api/v1/query?mode=merge&query=$q&from=$from&to=$to"
     ob="-" oc="-" ot="-"; same=${same:-}
-    if [ -n "$OLD" ]; then # first: the old binary never writes aggregates
+    t2=$(date +%s.%N) t3=
+    if [ -n "$OLD" ]; then # first (an old binary with aggregates builds them: waited for, as below)
         start "$d" "$(realpath "$OLD/profd")"
+        if [ -n "${OLD_AGG:-1}" ]; then
+            for _ in $(seq 1200); do
+                [ "$(find "$d" -name aggregates | wc -l)" -ge "$BLOCKS" ] && break
+                sleep 0.25
+            done
+            t3=$(date +%s.%N)
+        fi
         read -r ob oc <<<"$(req "$url&report=proto" "$tmp/old.pb.gz")"
         read -r ot _ <<<"$(req "$url&report=top" "$tmp/old.top")"
         stop
     fi
     start "$d" "$PROFD"
-    t2=$(date +%s.%N)
+    [ -n "$t3" ] || t2=$(date +%s.%N)
     for _ in $(seq 1200); do
         [ "$(find "$d" -name aggregates | wc -l)" -ge "$BLOCKS" ] && break
         sleep 0.25
     done
-    t3=$(date +%s.%N)
+    [ -n "$t3" ] || t3=$(date +%s.%N)
     got=$(curl -fsS -D - -o /dev/null "$url&report=proto" | awk 'tolower($1)=="x-profd-profiles:"{print $2+0}')
     [ "$got" = "$((S * P))" ] || { echo "$shape: profd merged $got profiles, want $((S * P))" >&2; exit 1; }
     read -r nb nc <<<"$(req "$url&report=proto" "$tmp/new.pb.gz")"

@@ -1,8 +1,8 @@
 /*
  * query/query.h — the query engine of DESIGN.md §5: PromQL series selectors,
  * range queries (timestamps + totals), single profiles, series/label
- * listings, merges and diffs of many profiles (merge.c), and reports (top,
- * flame graph, folded, meta) of a profile.
+ * listings, merges and diffs of many profiles (merge.c, merge_finish.c,
+ * merge_store.c), and reports (top, flame graph, folded, meta) of a profile.
  *
  * Results are JSON text appended to a pd_buf: the value of the "data" field of
  * Prometheus' envelope (the api layer wraps it). Timestamps in JSON are
@@ -259,7 +259,7 @@ int pd_report_dot(const pd_profile *p, const pd_report_options *o, pd_buf *out);
  * pd_profile_totals. Errors: PD_ENOMEM, PD_ETOOBIG; out is then unchanged. */
 int pd_report_meta(const pd_profile *p, pd_buf *out);
 
-/* ---- merge and diff (merge.c) ----
+/* ---- merge and diff (merge.c; over the store: merge_store.c) ----
  *
  * Merging follows google/pprof's profile.Merge (what `go tool pprof -proto
  * A B C` writes), diff its -diff_base: see merge.c for the rules. Inputs are

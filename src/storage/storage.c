@@ -42,6 +42,8 @@ int pd__tsdb_select_overlapping(pd__tsdb_storage *s, const pd_matcher *ms, size_
                                 int64_t maxt, pd_series_set *out, pd_err *err);
 int pd__tsdb_read_points(pd__tsdb_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
                          pd_points *out, pd_err *err);
+int pd__tsdb_read_type_runs(pd__tsdb_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
+                            pd_points *out, size_t *n_profiles, pd_err *err);
 int pd__tsdb_read_profile(pd__tsdb_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
                           pd_buf *raw, pd_err *err);
 int pd__tsdb_aggregate(pd__tsdb_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
@@ -308,6 +310,40 @@ int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t ma
     if (s->ch)
         return pd__ch_read_points(s->ch, ref, mint, maxt, out, err);
     return pd__tsdb_read_points(s->tsdb, ref, mint, maxt, out, err);
+}
+
+/* Whether points a and b have the same sample types (type and unit, in order). */
+static bool same_point_types(const pd_point *a, const pd_point *b)
+{
+    if (a->n_types != b->n_types || !a->types != !b->types)
+        return false;
+    for (size_t i = 0; a->types != b->types && i < a->n_types; i++)
+        if (strcmp(a->types[i].type ? a->types[i].type : "",
+                   b->types[i].type ? b->types[i].type : "") ||
+            strcmp(a->types[i].unit ? a->types[i].unit : "",
+                   b->types[i].unit ? b->types[i].unit : ""))
+            return false;
+    return true;
+}
+
+int pd_storage_read_type_runs(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
+                              pd_points *out, size_t *n_profiles, pd_err *err)
+{
+    *n_profiles = 0;
+    if (!s->ch)
+        return pd__tsdb_read_type_runs(s->tsdb, ref, mint, maxt, out, n_profiles, err);
+    int rc = pd__ch_read_points(s->ch, ref, mint, maxt, out, err);
+    if (rc < 0)
+        return rc;
+    *n_profiles = out->n;
+    size_t k = 0; /* the points, compacted to the first of each run */
+    for (size_t i = 0; i < out->n; i++)
+        if (!k || !same_point_types(&out->v[k - 1], &out->v[i])) {
+            out->v[k] = out->v[i];
+            out->v[k++].totals = NULL;
+        }
+    out->n = k;
+    return 0;
 }
 
 int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,

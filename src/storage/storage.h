@@ -270,6 +270,21 @@ int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t ma
                            pd_points *out /* OUT */, pd_err *err);
 void pd_points_release(pd_points *pts);
 
+/* The sample types of series `ref`'s profiles in [mint, maxt] without a
+ * point per profile (a merge's check before any body is read): out holds
+ * the first point of each run of time-consecutive profiles with the same
+ * sample types (ts_ms and types; totals NULL), ascending ts_ms, and
+ * *n_profiles the profiles in the range (as pd_storage_read_points would
+ * count them). The embedded store answers a block part that lies wholly in
+ * the range from its aggregates record (docs/format/aggregates.md: one
+ * record = one set of sample types) without reading its time chunk; a part
+ * whose data later turns out damaged is then counted here and left out by
+ * the aggregation (which reports it). Errors as pd_storage_read_points.
+ * Release out with pd_points_release. */
+int pd_storage_read_type_runs(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
+                              pd_points *out /* OUT */, size_t *n_profiles /* OUT */,
+                              pd_err *err);
+
 /* Reads the profile of series `ref` at exactly ts_ms, decoded into out (which
  * is overwritten; release with pd_profile_release). If raw != NULL, a pprof
  * body is also appended to it: the producer's exact bytes while the
@@ -561,6 +576,8 @@ typedef struct pd_storage_stats {
                                     (docs/format/aggregates.md) was built from their chunks */
     uint64_t n_aggregate_records; /* since open: series' parts in a block that a merge added
                                      as one pre-summed record instead of decoding them */
+    uint64_t n_aggregate_head_groups; /* since open: sealed head groups a merge added as their
+                                         sum (the head's aggregates) instead of decoding them */
 } pd_storage_stats;
 
 /* One round of maintenance, as the background thread runs it: cuts the head

@@ -22,6 +22,7 @@
 #define pd_storage_select pd__tsdb_select
 #define pd_storage_select_overlapping pd__tsdb_select_overlapping
 #define pd_storage_read_points pd__tsdb_read_points
+#define pd_storage_read_type_runs pd__tsdb_read_type_runs
 #define pd_storage_read_profile pd__tsdb_read_profile
 #define pd_storage_aggregate pd__tsdb_aggregate
 #define pd_storage_aggregate_delta pd__tsdb_aggregate_delta

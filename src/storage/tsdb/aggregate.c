@@ -491,6 +491,30 @@ static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
     return 0;
 }
 
+static int agg_add_rec(agg *a, const pd_bagg_rec *r);
+
+/* The head's aggregates: when the point at k of se starts a sealed group
+ * with a sum (pd__hgroup_sum) whose profiles are points k.. k+n-1 — none
+ * dropped, none in between from another group — all at or before maxt and,
+ * with weights w, in a series summed as is (w->on false) inside its window,
+ * returns n (the points the sum stands for), else 0. idx read lock. */
+static size_t head_group_run(const series *se, size_t k, int64_t maxt, const agg_w *w)
+{
+    const point *pt = &se->pts[k];
+    if (pt->gid == WAL_ONLY || pt->gpos != 0 || (w && w->on))
+        return 0;
+    const pd_hgroup *g = pd__hmem_group(&se->hc, pt->gid);
+    if (!g || !g->sum || !g->sealed || g->n_live != g->n || g->ts[0] != pt->ts ||
+        k + g->n > se->n_pts || g->ts[g->n - 1] > maxt)
+        return 0;
+    if (w && (pt->ts < w->lo || g->ts[g->n - 1] > w->hi))
+        return 0;
+    for (uint32_t j = 1; j < g->n; j++)
+        if (se->pts[k + j].gid != pt->gid || se->pts[k + j].gpos != j)
+            return 0;
+    return g->n;
+}
+
 /* Hands the head profiles of series i at ts[0..n) over one by one, each
  * times its weight in wt (NULL: 1; 0 skips it, -1 negates its values); with
  * a filter flt, the samples it does not pass are zeroed (the merger drops
@@ -613,6 +637,39 @@ static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, s
                         (*wal_i)[*n_wal] = i;
                         (*wal_ts)[(*n_wal)++] = pt->ts;
                         continue;
+                    }
+                    /* a sealed group whose profiles are the next ones of
+                       the series, all in range: its sum (the head's
+                       aggregates) instead of each profile */
+                    size_t gn = head_group_run(se, k, maxt, wt ? &wt[i] : NULL);
+                    if (gn) {
+                        const pd_hgroup *hg = pd__hmem_group(&se->hc, pt->gid);
+                        pd_bagg_rec rec;
+                        int r = pd__bagg_rec_decode(hg->sum, hg->sum_len, &rec, &a.sc);
+                        if (r < 0) {
+                            rc = pd_err_set(err, r, "aggregate: out of memory");
+                            break;
+                        }
+                        if (r > 0) {
+                            if (a.part.n_profiles && a.sym != &hg->syms->sym) {
+                                rc = agg_flush(&a);
+                                pd__hmem_unpin(pin);
+                                pin = NULL;
+                                if (rc < 0)
+                                    break;
+                                a.part.series = i;
+                            }
+                            a.sym = &hg->syms->sym;
+                            if (a.last_i != i + 1) {
+                                a.part.n_series++;
+                                a.last_i = i + 1;
+                            }
+                            if ((rc = agg_add_rec(&a, &rec)) < 0)
+                                break;
+                            __atomic_add_fetch(&s->n_agg_head_groups, 1, __ATOMIC_RELAXED);
+                            k += gn - 1;
+                            continue;
+                        }
                     }
                     const pd_dprof *d;
                     const pd_symbols *sym;

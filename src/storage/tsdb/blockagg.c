@@ -109,6 +109,18 @@ typedef struct rd {
 
 static uint64_t rd_u(rd *r)
 {
+    if (!r->bad && r->n - r->i >= 9) { /* inline up to 9 bytes (63 bits): a record is mostly varints */
+        const uint8_t *q = r->p + r->i;
+        uint64_t v = 0;
+        for (int k = 0; k < 9; k++) {
+            v |= (uint64_t)(q[k] & 0x7f) << (7 * k);
+            if (q[k] < 0x80) {
+                r->i += (size_t)k + 1;
+                return v;
+            }
+        }
+        /* 10 bytes: pd_varint_get's rules */
+    }
     uint64_t v = 0;
     size_t k = r->bad ? 0 : pd_varint_get(r->p + r->i, r->n - r->i, &v);
     if (!k) {
@@ -139,8 +151,8 @@ static bool grow(void **p, size_t *cap, size_t n, size_t elem)
 /* Decodes the record at r into *o (arrays in sc). sym non-NULL: every id is
  * checked against it (load); *why names what is wrong. 0, PD_ECORRUPT,
  * PD_ENOMEM. */
-static int rec_decode(rd *r, const pd_symbols *sym, pd_bagg_rec *o, pd_bagg_scratch *sc,
-                      const char **why)
+static int rec_decode_to(rd *r, const pd_symbols *sym, pd_bagg_rec *o, pd_bagg_scratch *sc,
+                         const char **why, bool header_only)
 {
     memset(o, 0, sizeof *o);
     *why = "truncated record";
@@ -187,6 +199,8 @@ static int rec_decode(rd *r, const pd_symbols *sym, pd_bagg_rec *o, pd_bagg_scra
     for (size_t v = 0; v < nt; v++)
         sc->totals[v] = rd_z(r);
     h->totals = sc->totals;
+    if (header_only) /* (pd__bagg_get_header: r was verified at load) */
+        return r->bad ? PD_ECORRUPT : 0;
     uint64_t ne = rd_u(r);
     if (r->bad)
         return PD_ECORRUPT;
@@ -242,6 +256,25 @@ static int rec_decode(rd *r, const pd_symbols *sym, pd_bagg_rec *o, pd_bagg_scra
         }
     }
     return 0;
+}
+
+static int rec_decode(rd *r, const pd_symbols *sym, pd_bagg_rec *o, pd_bagg_scratch *sc,
+                      const char **why)
+{
+    return rec_decode_to(r, sym, o, sc, why, false);
+}
+
+int pd__bagg_get_header(const pd_bagg *g, uint32_t id, pd_bagg_rec *r, pd_bagg_scratch *sc)
+{
+    if (!g || id >= g->n_series || !g->off[id] ||
+        __atomic_load_n(&g->chk[id], __ATOMIC_ACQUIRE) == 2)
+        return 0;
+    rd x = {.p = g->raw, .n = g->n_raw, .i = (size_t)(g->off[id] - 1)};
+    const char *why;
+    int rc = rec_decode_to(&x, NULL, r, sc, &why, true);
+    if (rc < 0)
+        return rc == PD_ENOMEM ? rc : 0;
+    return 1;
 }
 
 int pd__bagg_get(const pd_bagg *g, uint32_t id, pd_bagg_rec *r, pd_bagg_scratch *sc)
@@ -629,6 +662,33 @@ static int bs_encode(const bstate *s, uint32_t chunks_crc, pd_buf *out)
 #undef PZ
     free(ord);
     return rc;
+}
+
+/* ---- a head group's sum (headmem.c: the head's aggregates) ---- */
+
+int pd__bagg_sum_record(const pd_dprof *d, size_t n, pd_buf *out)
+{
+    bstate s = {0};
+    pd_u64map_init(&s.map);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc >= 0 && !s.bad; i++)
+        rc = bs_add(&s, &d[i]);
+    if (rc >= 0 && !s.bad && s.n) {
+        rc = bs_encode(&s, 0, out);
+        rc = rc == 0 ? 1 : rc == PD_ENOMEM ? rc : 0;
+    }
+    else if (rc >= 0)
+        rc = 0;
+    bs_release(&s);
+    return rc;
+}
+
+int pd__bagg_rec_decode(const uint8_t *p, size_t n, pd_bagg_rec *r, pd_bagg_scratch *sc)
+{
+    rd x = {.p = p, .n = n};
+    const char *why;
+    int rc = rec_decode(&x, NULL, r, sc, &why);
+    return rc == PD_ENOMEM ? rc : rc < 0 ? 0 : 1;
 }
 
 int pd__bagg_build(pd_block *b, bool (*skip)(void *ctx, uint32_t id), void *ctx, pd_bagg **out,

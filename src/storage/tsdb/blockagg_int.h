@@ -74,6 +74,25 @@ void pd__bagg_scratch_release(pd_bagg_scratch *sc);
  * PD_ENOMEM. g was verified when loaded, so no other error is possible. */
 int pd__bagg_get(const pd_bagg *g, uint32_t id, pd_bagg_rec *r /* OUT */, pd_bagg_scratch *sc);
 
+/* pd__bagg_get's header only: r->h without its entries (n_sample 0), the
+ * profile count and time range — the sample types of a block part without
+ * reading its time chunk (querier.c: pd_storage_read_type_runs). 1 when the
+ * series has a record not already found stale (no chunk check here: the
+ * aggregation's pd__bagg_get does it), 0 when not, PD_ENOMEM. */
+int pd__bagg_get_header(const pd_bagg *g, uint32_t id, pd_bagg_rec *r /* OUT */,
+                        pd_bagg_scratch *sc);
+
+/* The head's aggregates (headmem.c, aggregate.c): d[0..n) — profiles of one
+ * series in time order, decomposed against one symbol table — summed into
+ * one record of the format above (chunks_crc 0) appended to out. 1 done, 0
+ * when they cannot be one record (sample types or period type differ, a
+ * negative period, too many entries: decode them), PD_ENOMEM. */
+int pd__bagg_sum_record(const pd_dprof *d, size_t n, pd_buf *out);
+/* Decodes a record made by pd__bagg_sum_record (p[0..n), memory of this
+ * process: not checked against symbols) into *r, arrays in sc. 1, 0 when it
+ * does not decode (then not used), PD_ENOMEM. */
+int pd__bagg_rec_decode(const uint8_t *p, size_t n, pd_bagg_rec *r /* OUT */, pd_bagg_scratch *sc);
+
 /* Reads and verifies b's aggregates file into *out. Errors: PD_ENOTFOUND (no
  * file), PD_ECORRUPT (err: the file and offset, or what disagrees with the
  * block), -errno, PD_ENOMEM. */

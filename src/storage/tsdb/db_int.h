@@ -157,6 +157,7 @@ struct pd_storage {
     uint64_t n_agg_parallel;   /* walks that used more than one (atomic) */
     uint64_t n_agg_built;      /* block aggregates built (blockagg.c, atomic) */
     uint64_t n_agg_records;    /* block parts a merge added as one record (atomic) */
+    uint64_t n_agg_head_groups; /* sealed head groups a merge added as their sum (atomic) */
     int64_t grace_ms;          /* <= 0: no upper bound on appends */
     int64_t (*clock)(void);    /* wall clock, Unix ms */
     uint64_t retention_bytes;  /* 0: no size retention */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "storage/tsdb/blockagg_int.h"
 #include "storage/tsdb/headmem_int.h"
 
 static uint64_t g_uid; /* __atomic */
@@ -109,7 +110,7 @@ size_t pd__hmem_symbols_count(const pd_hmem *m)
 
 static size_t group_bytes(const pd_hgroup *g)
 {
-    return g->z ? g->z_len : g->raw.cap;
+    return (g->z ? g->z_len : g->raw.cap) + g->sum_len;
 }
 
 static void group_free(pd_hmem *m, pd_hgroup *g)
@@ -118,6 +119,7 @@ static void group_free(pd_hmem *m, pd_hgroup *g)
     hsyms_put(g->syms);
     pd_buf_release(&g->raw);
     free(g->z);
+    free(g->sum);
     free(g);
 }
 
@@ -394,6 +396,55 @@ void pd__hgroup_install(pd_hmem *m, pd_hgroup *g, uint8_t *z, size_t z_len)
     g->z = z;
     g->z_len = z_len;
     m->bytes += group_bytes(g);
+}
+
+int pd__hgroup_sum(const pd_hgroup *g, uint8_t **sum, size_t *sum_len)
+{
+    *sum = NULL;
+    *sum_len = 0;
+    if (!g->n || g->z)
+        return 0;
+    for (uint32_t i = 1; i < g->n; i++)
+        if (g->ts[i] <= g->ts[i - 1])
+            return 0; /* not in time order: the merge's fold order differs */
+    pd_dprof *d = calloc(g->n, sizeof *d);
+    if (!d)
+        return PD_ENOMEM;
+    for (uint32_t i = 0; i < g->n; i++)
+        d[i].ts = g->ts[i];
+    pd_err e;
+    pd_err_clear(&e);
+    int rc = pd__vgroup_decode(&g->syms->sym, (const uint8_t *)g->raw.data, g->raw.len, g->n, d,
+                               &e);
+    pd_buf out;
+    pd_buf_init(&out, 0);
+    if (rc == 0)
+        rc = pd__bagg_sum_record(d, g->n, &out);
+    for (uint32_t i = 0; i < g->n; i++)
+        pd__dprof_release(&d[i]);
+    free(d);
+    if (rc == 1 && out.len) {
+        uint8_t *t = realloc(out.data, out.len);
+        *sum = t ? t : (uint8_t *)out.data;
+        *sum_len = out.len;
+        return 0;
+    }
+    pd_buf_release(&out);
+    return rc == PD_ENOMEM ? rc : 0;
+}
+
+void pd__hgroup_set_sum(pd_hmem *m, pd_hgroup *g, uint8_t *sum, size_t sum_len)
+{
+    m->bytes -= group_bytes(g);
+    free(g->sum);
+    g->sum = sum;
+    g->sum_len = sum ? sum_len : 0;
+    m->bytes += group_bytes(g);
+}
+
+const pd_hgroup *pd__hmem_group(const pd_hchunks *c, uint32_t gid)
+{
+    return group_at(c, gid);
 }
 
 size_t pd__hchunks_raw_sealed(pd_hchunks *c, pd_hgroup **out, size_t n)

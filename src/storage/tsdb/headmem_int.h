@@ -63,6 +63,10 @@ typedef struct pd_hgroup {
     uint8_t *z;      /* zstd frame once compressed (raw released) */
     size_t z_len, raw_len;
     int64_t ts[PD_HMEM_GROUP]; /* ms, of each profile (the decoder needs them) */
+    uint8_t *sum;    /* the head's aggregates: once sealed, the group's profiles
+                        summed (a blockagg record, pd__bagg_sum_record; NULL:
+                        none — profiles not in time order, or not one record) */
+    size_t sum_len;
 } pd_hgroup;
 
 typedef struct pd_hchunks {
@@ -163,6 +167,18 @@ int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_m
 int pd__hgroup_compress(const pd_hgroup *g, uint8_t **z /* OUT */, size_t *z_len /* OUT */);
 /* Replaces g's raw encoding by z (takes ownership) (idx write lock). */
 void pd__hgroup_install(pd_hmem *m, pd_hgroup *g, uint8_t *z, size_t z_len);
+/* The head's aggregates (issue 35): the sum of sealed raw group g's
+ * profiles — decoded and summed as a block's aggregates record
+ * (blockagg_int.h: pd__bagg_sum_record) — into *sum (malloc'ed; NULL when
+ * g has none: its profiles were not appended in time order, or do not sum
+ * into one record). Derived from the group alone, so rebuilt with it when
+ * the WAL is replayed. Like pd__hgroup_compress: app_mu, outside the idx
+ * lock. 0 or PD_ENOMEM. */
+int pd__hgroup_sum(const pd_hgroup *g, uint8_t **sum /* OUT */, size_t *sum_len /* OUT */);
+/* Attaches sum (ownership taken; NULL: none) to g (idx write lock). */
+void pd__hgroup_set_sum(pd_hmem *m, pd_hgroup *g, uint8_t *sum, size_t sum_len);
+/* Group gid of c, or NULL (freed, or no such group). idx read lock. */
+const pd_hgroup *pd__hmem_group(const pd_hchunks *c, uint32_t gid);
 /* The sealed groups of c still raw (at most n of them into out); returns
  * how many. */
 size_t pd__hchunks_raw_sealed(pd_hchunks *c, pd_hgroup **out, size_t n);

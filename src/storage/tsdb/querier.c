@@ -29,6 +29,7 @@
 #include "base/varint.h"
 #include "storage/storage.h"
 #include "storage/tsdb/block_int.h"
+#include "storage/tsdb/blockagg_int.h"
 #include "storage/tsdb/head_int.h"
 #include "storage/tsdb/headmem_int.h"
 #include "storage/tsdb/postings_int.h"
@@ -432,6 +433,200 @@ void pd_points_release(pd_points *pts)
     pts->v = NULL;
     pts->n = 0;
     pts->priv = NULL;
+}
+
+/* ---- sample-type runs (storage.h: pd_storage_read_type_runs) ----
+ *
+ * A merge checks the sample types of every profile it will add before it
+ * reads any body; with one point per profile that check read every time
+ * chunk of every block part (a pread and a decode per series and block),
+ * most of a merge's time over many small series once the parts themselves
+ * are summed from aggregates. Here a run of profiles with equal types is
+ * one point: the head's points are walked in memory (their typeset index),
+ * a block part wholly in the range with an aggregates record gives its one
+ * set of types from the record's header (no chunk read), and only a part
+ * the range cuts, or one without a record, has its points read. */
+
+typedef struct runs {
+    pd_arena *a;
+    pd_point *v;
+    size_t n, cap;
+} runs;
+
+/* Appends a run starting at ts with types d[0..nt) (copied into the arena
+ * unless owned: already there). 0 or PD_ENOMEM. */
+static int runs_add(runs *r, int64_t ts, size_t nt, const pd_sample_type_desc *d, bool owned)
+{
+    if (r->n == r->cap) {
+        size_t nc = r->cap ? 2 * r->cap : 8;
+        pd_point *nv = realloc(r->v, nc * sizeof *nv);
+        if (!nv)
+            return PD_ENOMEM;
+        r->v = nv;
+        r->cap = nc;
+    }
+    pd_sample_type_desc *c = (pd_sample_type_desc *)(uintptr_t)d;
+    if (!owned && nt) {
+        if (!(c = pd_arena_calloc(r->a, nt, sizeof *c)))
+            return PD_ENOMEM;
+        for (size_t j = 0; j < nt; j++)
+            if (!(c[j].type = pd_arena_strdup(r->a, d[j].type ? d[j].type : "")) ||
+                !(c[j].unit = pd_arena_strdup(r->a, d[j].unit ? d[j].unit : "")))
+                return PD_ENOMEM;
+    }
+    r->v[r->n++] = (pd_point){.ts_ms = ts, .n_types = nt, .types = nt ? c : NULL};
+    return 0;
+}
+
+static bool same_desc(const pd_point *a, const pd_point *b)
+{
+    if (a->n_types != b->n_types)
+        return false;
+    for (size_t j = 0; a->types != b->types && j < a->n_types; j++)
+        if (strcmp(a->types[j].type ? a->types[j].type : "",
+                   b->types[j].type ? b->types[j].type : "") ||
+            strcmp(a->types[j].unit ? a->types[j].unit : "",
+                   b->types[j].unit ? b->types[j].unit : ""))
+            return false;
+    return true;
+}
+
+/* Block part br of series ref into r: from its record when the range holds
+ * it whole, else its points (runs of them). *n += its profiles. 0, or
+ * PD_ENOMEM (err); a damaged part is left out as read_points does. */
+static int part_runs(const bref *br, uint64_t ref, int64_t mint, int64_t maxt,
+                     pd_bagg_scratch *sc, runs *r, size_t *n, pd_err *err)
+{
+    if (pd__tsdb_hb_bad(br->hb, br->id)) {
+        pd__tsdb_hb_warn_known(br->hb, br->id, ref);
+        return 0;
+    }
+    const pd_bagg *g = __atomic_load_n(&br->hb->agg, __ATOMIC_ACQUIRE);
+    if (g && br->mint >= mint && br->maxt <= maxt) {
+        pd_bagg_rec rec;
+        int rc = pd__bagg_get_header(g, br->id, &rec, sc);
+        if (rc < 0)
+            return rc;
+        if (rc > 0 && rec.min_ts == br->mint && rec.max_ts == br->maxt &&
+            rec.n_profiles == br->n) {
+            const pd_symbols *sym = pd__block_symbols(br->hb->b);
+            size_t nt = rec.h.n_types;
+            pd_sample_type_desc *d = nt ? pd_arena_calloc(r->a, nt, sizeof *d) : NULL;
+            if (nt && !d)
+                return PD_ENOMEM;
+            for (size_t j = 0; j < nt; j++) {
+                uint32_t ty = rec.h.types[2 * j], un = rec.h.types[2 * j + 1];
+                if (!(d[j].type = pd_arena_strndup(r->a, sym->str[ty], sym->str_len[ty])) ||
+                    !(d[j].unit = pd_arena_strndup(r->a, sym->str[un], sym->str_len[un])))
+                    return PD_ENOMEM;
+            }
+            *n += (size_t)br->n;
+            return runs_add(r, br->mint, nt, d, true);
+        }
+    }
+    pd_points bp;
+    pd_err be;
+    pd_err_clear(&be);
+    int rc = pd__block_read_points(br->hb->b, br->id, mint, maxt, &bp, &be);
+    if (rc == PD_ENOMEM) {
+        if (err)
+            *err = be;
+        return rc;
+    }
+    if (rc < 0) {
+        pd__tsdb_hb_read_failed(br->hb, br->id, rc, &be); /* the rest is served */
+        return 0;
+    }
+    *n += bp.n;
+    for (size_t i = 0; i < bp.n && rc >= 0; i++)
+        if (!i || !same_desc(&bp.v[i - 1], &bp.v[i]))
+            rc = runs_add(r, bp.v[i].ts_ms, bp.v[i].n_types, bp.v[i].types, false);
+    pd_points_release(&bp);
+    return rc;
+}
+
+int pd_storage_read_type_runs(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
+                              pd_points *out, size_t *n_profiles, pd_err *err)
+{
+    memset(out, 0, sizeof *out);
+    *n_profiles = 0;
+    runs r = {.a = malloc(sizeof *r.a)};
+    if (!r.a)
+        return pd_err_set(err, PD_ENOMEM, "read sample types: out of memory");
+    pd_arena_init_small(r.a, 1024);
+    pd_bagg_scratch sc = {0};
+    bref *brs = NULL;
+    size_t n_brs = 0, n = 0;
+    int rc = 0;
+    pthread_rwlock_rdlock(&s->idx);
+    const series *se = pd__tsdb_find_by_ref(s, ref);
+    if (!se || mint > maxt) {
+        pthread_rwlock_unlock(&s->idx);
+        if (!se)
+            rc = pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
+        goto out;
+    }
+    if (se->n_brefs && !(brs = malloc(se->n_brefs * sizeof *brs))) {
+        pthread_rwlock_unlock(&s->idx);
+        rc = PD_ENOMEM;
+        goto out;
+    }
+    for (size_t k = 0; k < se->n_brefs; k++)
+        if (se->brefs[k].maxt >= mint && se->brefs[k].mint <= maxt) {
+            pd__tsdb_hb_get(se->brefs[k].hb);
+            brs[n_brs++] = se->brefs[k];
+        }
+    /* the head's points: a new run where the typeset changes */
+    size_t lo = pd__tsdb_lower_bound(se, mint);
+    uint32_t last = UINT32_MAX;
+    for (size_t i = lo; i < se->n_pts && se->pts[i].ts <= maxt && rc >= 0; i++, n++) {
+        const point *p = &se->pts[i];
+        if (p->tset == last)
+            continue;
+        const typeset *t = &se->tsets[p->tset];
+        pd_point q = {.n_types = t->n, .types = t->d};
+        if (last == UINT32_MAX || !same_desc(&r.v[r.n - 1], &q))
+            rc = runs_add(&r, p->ts, t->n, t->d, false);
+        last = p->tset;
+    }
+    pthread_rwlock_unlock(&s->idx);
+    for (size_t k = 0; k < n_brs && rc >= 0; k++)
+        rc = part_runs(&brs[k], ref, mint, maxt, &sc, &r, &n, err);
+    if (rc < 0 || !r.n)
+        goto out;
+    bool sorted = true;
+    for (size_t i = 1; i < r.n && sorted; i++)
+        sorted = r.v[i - 1].ts_ms < r.v[i].ts_ms;
+    if (!sorted)
+        qsort(r.v, r.n, sizeof *r.v, cmp_point_ts);
+    size_t w = 1; /* runs of the head and of blocks with equal types joined */
+    for (size_t i = 1; i < r.n; i++)
+        if (!same_desc(&r.v[w - 1], &r.v[i]))
+            r.v[w++] = r.v[i];
+    r.n = w;
+    if (!(out->v = pd_arena_alloc(r.a, r.n * sizeof *out->v))) {
+        rc = PD_ENOMEM;
+        goto out;
+    }
+    memcpy(out->v, r.v, r.n * sizeof *r.v);
+    out->n = r.n;
+    out->priv = r.a;
+    r.a = NULL;
+    *n_profiles = n;
+out:
+    for (size_t k = 0; k < n_brs; k++)
+        pd__tsdb_hb_put(brs[k].hb);
+    free(brs);
+    free(r.v);
+    pd__bagg_scratch_release(&sc);
+    if (r.a) {
+        pd_arena_release(r.a);
+        free(r.a);
+    }
+    if (rc == PD_ENOMEM)
+        pd_err_set(err, rc, "read sample types of series %llu: out of memory",
+                   (unsigned long long)ref);
+    return rc;
 }
 
 /* Appends the body of the WAL record of pt (series ref at ts_ms) to raw:

@@ -55,12 +55,17 @@ void pd__tsdb_compress_sealed(pd_storage *s, series *se)
     pd_hgroup *gs[8];
     size_t n = pd__hchunks_raw_sealed(&se->hc, gs, 8);
     for (size_t i = 0; i < n; i++) {
-        uint8_t *z;
-        size_t zl;
-        if (pd__hgroup_compress(gs[i], &z, &zl) < 0)
+        uint8_t *z, *sum;
+        size_t zl, sl;
+        if (pd__hgroup_sum(gs[i], &sum, &sl) < 0) /* the head's aggregates: without memory, none */
+            sum = NULL;
+        if (pd__hgroup_compress(gs[i], &z, &zl) < 0) {
+            free(sum);
             continue;
+        }
         pthread_rwlock_wrlock(&s->idx);
         pd__hgroup_install(&s->hm, gs[i], z, zl);
+        pd__hgroup_set_sum(&s->hm, gs[i], sum, sl);
         pthread_rwlock_unlock(&s->idx);
     }
 }

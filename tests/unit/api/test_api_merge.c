@@ -8,8 +8,8 @@
  *   cpu{job="demo",instance="a"}   cpu-0001..0010  at 1..10 s
  *   heapbulk{job="bulk",instance="c"}  100 profiles at 1..100 s: point i is
  *                                  heap-00NN with NN = (i-1) % 30 + 1
- *   heapslow{job="slow",instance="d"} 1000 profiles at 1..1000 s, the same way
- *                                  (test_timeout)
+ *   heapslow{job="slow",instance="d"} 1000 profiles at 1..1000 s, the same way,
+ *                                  appended newest first (test_timeout)
  * Expected values come from the files themselves: `go tool pprof -proto`
  * merging / diffing the same files (skipped without go), or their totals
  * (pd_profile_totals of each decoded file), never from profd's own output.
@@ -882,8 +882,10 @@ static int setup(void **state)
         if (append_as("heap", (i - 1) % 30 + 1, "heapbulk", "bulk", "c", (int64_t)i * 1000))
             return -1;
     /* test_timeout: enough profiles that their merge takes well over 1 ms
-       (the merge pushed into storage sums 100 in well under it) */
-    for (int i = 1; i <= 1000; i++)
+       (the merge pushed into storage sums 100 in well under it); appended
+       newest first, so that no head group is in time order and none has a
+       sum (the head's aggregates would add 1,000 as 32 sums, under 1 ms) */
+    for (int i = 1000; i >= 1; i--)
         if (append_as("heap", (i - 1) % 30 + 1, "heapslow", "slow", "d", (int64_t)i * 1000))
             return -1;
     pd_api_options ao = {.version = "test"};

@@ -833,6 +833,163 @@ static void test_compacted(void **state)
     check_store(ST_COMPACTED);
 }
 
+/* ---- the head's aggregates (sealed groups' sums; issue 35 item 2) ----
+ *
+ * The same 3 x HG_N profiles in two head-only stores: appended in time
+ * order (each series' sealed groups of 32 get a sum: merges add it instead
+ * of decoding the group) and in a shuffled order (no group in time order:
+ * no sum, every profile decoded). Every answer must be the same: every
+ * part of pd_storage_aggregate and _delta (every other series as deltas —
+ * a series summed as is in a delta aggregation uses sums inside its window)
+ * recorded part by part, and pd_query_merge's reports with deltas off and
+ * on (go's heap profiles cycled: alloc_* drop at each wrap, a reset), over
+ * the whole range and over ranges that cut a group in the middle. */
+
+#define HG_N 100 /* profiles per series: 3 sealed groups of 32 and an open one */
+
+static void open_head_groups(fixture *fx, bool shuffled)
+{
+    static const char *inst[] = {"i0", "i1", "i2"};
+    input *heaps[16], *cpus[16];
+    size_t nh = 0, nc = 0;
+    for (size_t i = 0; i < N_INPUTS; i++) {
+        if (!strcmp(INPUTS[i].name, "heap") && nh < 16)
+            heaps[nh++] = &INPUTS[i];
+        if (!strcmp(INPUTS[i].name, "cpu") && nc < 16)
+            cpus[nc++] = &INPUTS[i];
+    }
+    assert_true(nh >= 3 && nc >= 3);
+    fx->kind = ST_HEAD;
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/pd_query_aggregate_XXXXXX");
+    assert_non_null(mkdtemp(fx->dir));
+    pd_storage_options o = pd_storage_options_default();
+    o.path = fx->dir;
+    o.fsync = PD_FSYNC_NEVER;
+    o.clock_ms = test_clock;
+    o.retention_ms = 7LL * 24 * 3600 * 1000;
+    o.future_grace_ms = -1;
+    o.maintenance_ms = -1;
+    o.block_duration_ms = -1;
+    NOW = T0 + (HG_N + 10) * STEP;
+    pd_err err = {{0}};
+    if (pd_storage_open(&o, &fx->st, &err))
+        fail_msg("open %s: %s", fx->dir, err.msg);
+    /* order: 4 series (3 heap, 1 cpu) x HG_N, series-interleaved in time;
+       shuffled: a fixed permutation (k * 37 mod HG_N visits all of them) */
+    for (size_t j = 0; j < HG_N; j++) {
+        size_t k = shuffled ? (j * 37) % HG_N : j;
+        for (size_t se = 0; se < 4; se++) {
+            input *in = se < 3 ? heaps[(k + se) % nh] : cpus[k % nc];
+            pd_labels ls;
+            pd_labels_init(&ls);
+            assert_int_equal(pd_labels_set(&ls, "__name__", se < 3 ? "heap" : "cpu", NULL), 0);
+            assert_int_equal(pd_labels_set(&ls, "instance", se < 3 ? inst[se] : "i0", NULL), 0);
+            assert_int_equal(pd_labels_set(&ls, "job", "demo", NULL), 0);
+            int rc = pd_storage_append(fx->st, &ls, T0 + (int64_t)k * STEP,
+                                       (const uint8_t *)in->body.data, in->body.len, &in->p, &err);
+            pd_labels_release(&ls);
+            if (rc)
+                fail_msg("append: %s", err.msg);
+        }
+    }
+}
+
+/* Every aggregation of fx's series over [from, to] recorded into out. */
+static void record_head(fixture *fx, int64_t from, int64_t to, pd_buf *out)
+{
+    static const char *sels[] = {"heap", "cpu"};
+    recorder r = {0};
+    pd_buf_init(&r.out, 0);
+    pd_err err = {{0}};
+    for (size_t k = 0; k < 2; k++) {
+        pd_matcher *ms;
+        size_t n;
+        pd_series_set set;
+        assert_int_equal(pd_selector_parse(sels[k], &ms, &n, &err), 0);
+        assert_int_equal(pd_storage_select(fx->st, ms, n, from, to, &set, &err), 0);
+        uint64_t *refs = calloc(set.n + 1, sizeof *refs), *mask = calloc(set.n + 1, sizeof *mask);
+        for (size_t i = 0; i < set.n; i++) {
+            refs[i] = set.v[i].ref;
+            mask[i] = i % 2 ? ~(uint64_t)0 : 0;
+        }
+        size_t ns = 0, nd = 0;
+        if (pd_storage_aggregate(fx->st, refs, NULL, set.n, from, to, record_part, NULL, &r, &ns,
+                                 &err))
+            fail_msg("aggregate %s: %s", sels[k], err.msg);
+        pd_buf_printf(&r.out, "series %zu\n== deltas\n", ns);
+        if (pd_storage_aggregate_delta(fx->st, refs, NULL, mask, set.n, from, to, record_part,
+                                       NULL, &r, &ns, &nd, &err))
+            fail_msg("aggregate_delta %s: %s", sels[k], err.msg);
+        pd_buf_printf(&r.out, "series %zu deltas %zu\n", ns, nd);
+        free(refs);
+        free(mask);
+        pd_series_set_release(&set);
+        pd_matchers_free(ms, n);
+    }
+    *out = r.out;
+}
+
+static void test_head_groups(void **state)
+{
+    (void)state;
+    fixture fs, fu; /* summed, unsummed */
+    open_head_groups(&fs, false);
+    open_head_groups(&fu, true);
+    /* the whole range; one cutting groups 0 and 2 in the middle; one inside a group */
+    int64_t ranges[][2] = {{T0, T0 + HG_N * STEP},
+                           {T0 + 17 * STEP, T0 + 80 * STEP},
+                           {T0 + 33 * STEP, T0 + 40 * STEP},
+                           {T0 + 32 * STEP, T0 + 63 * STEP}};
+    for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++) {
+        int64_t from = ranges[r][0], to = ranges[r][1];
+        pd_buf a, b;
+        record_head(&fs, from, to, &a);
+        record_head(&fu, from, to, &b);
+        char what[128];
+        snprintf(what, sizeof what, "head groups, parts [%+" PRId64 ", %+" PRId64 "]", from - T0,
+                 to - T0);
+        same_text(what, &a, &b);
+        pd_buf_release(&a);
+        pd_buf_release(&b);
+        static const char *sels[] = {"heap", "cpu", "heap{instance=\"i1\"}"};
+        for (size_t k = 0; k < 3; k++)
+            for (int d = 0; d < 3; d++) {
+                pd_merge_options mo = {.delta = d == 0 ? PD_DELTA_RAW : PD_DELTA_ON,
+                                       .sample_type = d == 2 ? "alloc_space" : NULL};
+                if (d == 2 && k == 1)
+                    continue;
+                pd_query_side q = {
+                    .selector = sels[k], .mode = PD_QUERY_MODE_MERGE, .from = from, .to = to};
+                pd_profile pa, pb;
+                pd_merge_stats sa, sb;
+                pd_err err = {{0}};
+                if (pd_query_merge(fs.st, &q, &mo, &pa, &sa, &err))
+                    fail_msg("merge %s: %s", sels[k], err.msg);
+                if (pd_query_merge(fu.st, &q, &mo, &pb, &sb, &err))
+                    fail_msg("merge %s (shuffled): %s", sels[k], err.msg);
+                assert_int_equal(sa.profiles, sb.profiles);
+                snprintf(what, sizeof what, "head groups, %s delta=%d [%+" PRId64 ", %+" PRId64 "]",
+                         sels[k], d, from - T0, to - T0);
+                same_reports(what, &pa, &pb, false);
+                if (d == 0) { /* and the old merge, one profile at a time */
+                    pd_profile pc;
+                    assert_int_equal(old_merge(fs.st, NULL, sels[k], from, to, &mo, &pc, &err), 0);
+                    same_reports(what, &pa, &pc, false);
+                    pd_profile_release(&pc);
+                }
+                pd_profile_release(&pa);
+                pd_profile_release(&pb);
+            }
+    }
+    pd_storage_stats ss, su;
+    pd_storage_stats_get(fs.st, &ss);
+    pd_storage_stats_get(fu.st, &su);
+    assert_true(ss.n_aggregate_head_groups > 0); /* the sums were used... */
+    assert_int_equal(su.n_aggregate_head_groups, 0); /* ...and not where there are none */
+    close_store(&fs);
+    close_store(&fu);
+}
+
 int main(void)
 {
     load_inputs();
@@ -841,6 +998,7 @@ int main(void)
         cmocka_unit_test(test_blocks),
         cmocka_unit_test(test_mixed),    cmocka_unit_test(test_compacted),
         cmocka_unit_test(test_diff_avg), cmocka_unit_test(test_blocks_pool),
+        cmocka_unit_test(test_head_groups),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (size_t i = 0; i < N_INPUTS; i++) {

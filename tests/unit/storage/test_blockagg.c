@@ -202,6 +202,54 @@ static uint64_t stat_of(pd_storage *st, int which)
     return which ? s.n_aggregate_records : s.n_aggregates_built;
 }
 
+/* pd_storage_read_type_runs (storage.h) against pd_storage_read_points, for
+ * every series over ranges holding whole blocks, cutting blocks and empty:
+ * the same profile count, and the runs are the points' first of each run of
+ * equal sample types (from the records' headers when the store has them). */
+static void check_type_runs(pd_storage *st)
+{
+    pd_err err = {{0}};
+    pd_series_set set;
+    PD_ASSERT_OK(pd_storage_select(st, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
+    int64_t ranges[][2] = {{INT64_MIN, INT64_MAX},
+                           {T0 + DUR / 8, T0 + 3 * DUR - DUR / 8},
+                           {T0 + DUR, T0 + 2 * DUR - 1},
+                           {T0 - 2 * DUR, T0 - DUR}};
+    for (size_t i = 0; i < set.n; i++)
+        for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++) {
+            pd_points pts, runs;
+            size_t np = 99;
+            PD_ASSERT_OK(pd_storage_read_points(st, set.v[i].ref, ranges[r][0], ranges[r][1],
+                                                &pts, &err),
+                         &err);
+            PD_ASSERT_OK(pd_storage_read_type_runs(st, set.v[i].ref, ranges[r][0], ranges[r][1],
+                                                   &runs, &np, &err),
+                         &err);
+            assert_int_equal(np, pts.n);
+            size_t k = 0;
+            for (size_t j = 0; j < pts.n; j++) {
+                bool same_types = j && pts.v[j].n_types == pts.v[j - 1].n_types;
+                for (size_t t = 0; same_types && t < pts.v[j].n_types; t++)
+                    same_types = !strcmp(pts.v[j].types[t].type, pts.v[j - 1].types[t].type) &&
+                                 !strcmp(pts.v[j].types[t].unit, pts.v[j - 1].types[t].unit);
+                if (same_types)
+                    continue;
+                assert_true(k < runs.n);
+                assert_int_equal(runs.v[k].ts_ms, pts.v[j].ts_ms);
+                assert_int_equal(runs.v[k].n_types, pts.v[j].n_types);
+                for (size_t t = 0; t < pts.v[j].n_types; t++) {
+                    assert_string_equal(runs.v[k].types[t].type, pts.v[j].types[t].type);
+                    assert_string_equal(runs.v[k].types[t].unit, pts.v[j].types[t].unit);
+                }
+                k++;
+            }
+            assert_int_equal(k, runs.n);
+            pd_points_release(&pts);
+            pd_points_release(&runs);
+        }
+    pd_series_set_release(&set);
+}
+
 static void run(int workers)
 {
     char dir[] = "/tmp/pd_blockagg_XXXXXX";
@@ -237,12 +285,14 @@ static void run(int workers)
     pd_buf_init(&again, 0);
     record_all(st, &with);
     assert_true(stat_of(st, 1) > 0); /* parts added from records */
+    check_type_runs(st);
 
     /* the same store, no aggregates in memory: every part decoded */
     pd_storage_close(st);
     st = open_store(dir, workers);
     record_all(st, &without);
     assert_int_equal(stat_of(st, 1), 0);
+    check_type_runs(st); /* no records: from the points */
     same(&with, &without, "records vs decoding");
 
     /* damaged files: refused, rebuilt by the maintenance round */
