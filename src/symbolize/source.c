@@ -234,8 +234,8 @@ static int find_local(const pd_source_dir *d, const char *path, size_t max, pd_s
             break;
         if ((size_t)snprintf(cand, sizeof cand, "%s/%s", root, s) < sizeof cand) {
             rc = try_local(cand, root, max, out, tried);
-            if (rc != 0)
-                return rc < 0 ? (rc == PD_ENOMEM ? rc : 0) : rc;
+            if (rc == 1 || rc == PD_ENOMEM)
+                return rc; /* a refusal (-1) goes on with the shorter suffixes */
         }
         const char *slash = strchr(s, '/');
         if (!slash)
