@@ -82,7 +82,7 @@ static void test_suffix_and_prefix(void **state)
     assert_int_equal(find(&any, 1, "/home/ci/build/app/main.go", 0, &f, &tried), 0);
     assert_string_equal(f.text, "package main\n");
     assert_string_equal(f.origin, "directory");
-    char want[PATH_MAX + 20];
+    char want[PATH_MAX + 64];
     snprintf(want, sizeof want, "%s/app/main.go", srcdir);
     char real[PATH_MAX];
     assert_non_null(realpath(want, real));
@@ -115,7 +115,7 @@ static void test_never_outside(void **state)
     pd_source_file f;
     pd_source_dir any = {NULL, srcdir};
     pd_source_dir pre = {"/build", srcdir};
-    char p[PATH_MAX + 40];
+    char p[PATH_MAX + 64];
     /* ".." anywhere in the path: never looked up */
     static const char *const dotdot[] = {"../secret.txt", "/a/../../secret.txt", "..",
                                          "/build/../secret.txt", "app/../../secret.txt"};
