@@ -91,6 +91,11 @@ typedef struct flags {
     const char *ch_urls[16]; /* --clickhouse.url, repeatable (failover order) */
     size_t n_ch_urls;
     const char *ch_user, *ch_password_file, *ch_database, *ch_cluster;
+    /* issue 31 item 7: --ui.source-dir=[PREFIX=]DIR, repeatable; each value
+       copied into src_arg and split there (symbolize/source.h) */
+    char src_arg[16][1024];
+    pd_source_dir src_dirs[16];
+    size_t n_src_dirs;
 } flags;
 
 static void usage(FILE *f)
@@ -168,6 +173,9 @@ static void usage(FILE *f)
             "                                  is refused with 429 (default 10000, 0 = no cap)\n"
             "  --scrape.max-body-bytes=SIZE    largest profile body accepted, scraped or\n"
             "                                  pushed; bytes or with K/M/G suffix (default 16M)\n"
+            "  --ui.source-dir=[PREFIX=]DIR    where the UI's source view reads source files\n"
+            "                                  (after debuginfod); repeatable; PREFIX: only\n"
+            "                                  paths under it, looked up as DIR + the rest\n"
             "  --log.level=LEVEL               debug|info|warn|error (default info)\n"
             "  -h, --help                      this text\n"
             "  --version                       print the version\n"
@@ -337,7 +345,7 @@ static int parse_flags(int argc, char **argv, flags *f)
             "--web.allowed-hosts", "--storage.backend", "--clickhouse.url",
             "--clickhouse.database", "--clickhouse.user", "--clickhouse.password-file",
             "--clickhouse.cluster", "--query.max-merge-concurrency",
-            "--storage.aggregate-workers"};
+            "--storage.aggregate-workers", "--ui.source-dir"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -477,6 +485,18 @@ static int parse_flags(int argc, char **argv, flags *f)
                                    "to 16",
                                    val);
             f->agg_workers = (int)v;
+        } else if (strcmp(name, "--ui.source-dir") == 0) {
+            if (f->n_src_dirs == sizeof f->src_dirs / sizeof f->src_dirs[0])
+                return usage_error("--ui.source-dir: at most 16 (\"%s\" is one more)", val);
+            if (strlen(val) >= sizeof f->src_arg[0])
+                return usage_error("--ui.source-dir: \"%.200s\" is over 1023 bytes", val);
+            char *copy = f->src_arg[f->n_src_dirs];
+            snprintf(copy, sizeof f->src_arg[0], "%s", val);
+            if (pd_source_dir_parse(copy, &f->src_dirs[f->n_src_dirs]) < 0)
+                return usage_error("--ui.source-dir: \"%s\" is not DIR or /PREFIX=DIR (an "
+                                   "absolute prefix, a directory)",
+                                   val);
+            f->n_src_dirs++;
         } else if (strcmp(name, "--storage.retention.size") == 0) {
             if (parse_size(val, &f->retention_bytes) < 0)
                 return usage_error("--storage.retention.size: \"%s\" is not a size (e.g. 10GB)",
@@ -724,11 +744,16 @@ static int serve(const flags *f)
                             "web.allowed-hosts", "storage.backend", "clickhouse.url",
                             "clickhouse.database", "clickhouse.user", "clickhouse.cluster",
                             "query.max-merge-concurrency", "storage.aggregate-workers",
-                            "ingest.max-series-per-service"};
+                            "ingest.max-series-per-service", "ui.source-dir"};
     char v_churls[1024] = "";
     for (size_t i = 0, o = 0; i < f->n_ch_urls && o < sizeof v_churls; i++)
         o += (size_t)snprintf(v_churls + o, sizeof v_churls - o, "%s%s", i ? "," : "",
                               f->ch_urls[i]);
+    char v_srcdirs[2048] = "";
+    for (size_t i = 0, o = 0; i < f->n_src_dirs && o < sizeof v_srcdirs; i++)
+        o += (size_t)snprintf(v_srcdirs + o, sizeof v_srcdirs - o, "%s%s%s%s", i ? "," : "",
+                              f->src_dirs[i].prefix ? f->src_dirs[i].prefix : "",
+                              f->src_dirs[i].prefix ? "=" : "", f->src_dirs[i].dir);
     const char *fvalues[] = {f->config_file ? f->config_file : "", f->storage_path, f->fsync,
                              v_seg, v_block, v_ret, v_retsz, v_grace, f->listen, v_threads,
                              v_qt, v_qms, v_body, f->log_level,
@@ -738,7 +763,8 @@ static int serve(const flags *f)
                              f->backend == PD_STORAGE_CLICKHOUSE ? "clickhouse" : "tsdb", v_churls,
                              f->ch_database ? f->ch_database : "profd",
                              f->ch_user ? f->ch_user : "default",
-                             f->ch_cluster ? f->ch_cluster : "", v_mmc, v_aggw, v_msvc};
+                             f->ch_cluster ? f->ch_cluster : "", v_mmc, v_aggw, v_msvc,
+                             v_srcdirs};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
         .build = &pd_build_info_profd,
@@ -747,6 +773,8 @@ static int serve(const flags *f)
         .flag_names = fnames, .flag_values = fvalues, .n_flags = sizeof fnames / sizeof *fnames};
     ao.enable_pprof = enable_pprof;
     ao.enable_lifecycle = f->enable_lifecycle;
+    ao.source_dirs = f->src_dirs;
+    ao.n_source_dirs = f->n_src_dirs;
     /* nobody can read profd's heap profile: do not sample its allocations
        (the interposed malloc then only counts down nothing) */
     if (!ao.enable_pprof)

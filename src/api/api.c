@@ -536,17 +536,82 @@ static int span_param(const pd_http_request *req, pd_http_response *resp, uint64
     return 0;
 }
 
-static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_response *resp)
+int pd__api_query_profile(pd_api *api, const pd_http_request *req, pd_http_response *resp,
+                          bool allow_diff, pd_profile *p, pd_merge_stats *stats, bool *diff_out)
 {
+    memset(p, 0, sizeof *p);
+    memset(stats, 0, sizeof *stats);
     const char *mode = arg_any(req, "mode", NULL);
     if (!mode)
         mode = "single";
     bool diff = strcmp(mode, "diff") == 0;
-    if (!diff && strcmp(mode, "single") && strcmp(mode, "merge")) {
-        reply_error(resp, 400, "invalid parameter \"mode\": \"%.64s\" is not one of single, merge, diff",
-                    mode);
-        return;
+    if ((diff && !allow_diff) || (!diff && strcmp(mode, "single") && strcmp(mode, "merge"))) {
+        pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
+        reply_error(resp, 400, "invalid parameter \"mode\": \"%.64s\" is not one of single, merge%s",
+                    mode, allow_diff ? ", diff" : "");
+        return -1;
     }
+    *diff_out = diff;
+    pd_query_side a, b;
+    const char *exa[MAX_MATCH_PARAMS], *exb[MAX_MATCH_PARAMS];
+    if (diff) {
+        if (side_params(req, resp, "_a", NULL, &a, exa) < 0 ||
+            side_params(req, resp, "_b", NULL, &b, exb) < 0)
+            return -1;
+    } else if (side_params(req, resp, "", mode, &b, exb) < 0) {
+        return -1;
+    }
+    pd_merge_options mo = {
+        .by = pd_http_arg(req, "by"),
+        .focus = arg_any(req, "focus", NULL),
+        .ignore = arg_any(req, "ignore", NULL),
+        .hide = arg_any(req, "hide", NULL),
+        .max_samples = api->o.query_max_samples,
+        .timeout_ms = api->o.query_timeout_ms,
+        .deadline_ns = pd_mono_ns() + api->o.query_timeout_ms * 1000000,
+        .cancelled = client_gone,
+        .cancel_ctx = pd_cancel_current(),
+    };
+    const char *agg = pd_http_arg(req, "agg"), *norm = pd_http_arg(req, "normalize");
+    if (agg && strcmp(agg, "sum") && strcmp(agg, "avg")) {
+        pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
+        reply_error(resp, 400, "invalid parameter \"agg\": \"%.64s\" (sum or avg)", agg);
+        return -1;
+    }
+    if (norm && strcmp(norm, "true") && strcmp(norm, "false") && strcmp(norm, "1") &&
+        strcmp(norm, "0")) {
+        pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
+        reply_error(resp, 400, "invalid parameter \"normalize\": \"%.64s\" (true or false)",
+                    norm);
+        return -1;
+    }
+    mo.agg = agg && !strcmp(agg, "avg") ? PD_MERGE_AVG : PD_MERGE_SUM;
+    int delta = delta_param(req, resp, -1);
+    if (delta == -2)
+        return -1;
+    mo.delta = delta < 0 ? PD_DELTA_AUTO : delta ? PD_DELTA_ON : PD_DELTA_RAW;
+    mo.sample_type = arg_any(req, "sample_index", NULL);
+    mo.normalize = norm && (!strcmp(norm, "true") || !strcmp(norm, "1"));
+    uint64_t *span_ids;
+    size_t n_span;
+    if (span_param(req, resp, &span_ids, &n_span) < 0)
+        return -1;
+    pd_storage_sample_filter sf = {.span_ids = span_ids, .n_span_ids = n_span};
+    if (span_ids)
+        mo.sample_filter = &sf;
+    pd_err err = {{0}};
+    int rc = diff ? pd_query_diff(api->st, &a, &b, &mo, p, stats, &err)
+                  : pd_query_merge(api->st, &b, &mo, p, stats, &err);
+    free(span_ids);
+    if (rc < 0) {
+        reply_error(resp, status_of(rc), "%s", err.msg[0] ? err.msg : pd_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_response *resp)
+{
     const char *report = arg_any(req, "report", NULL);
     if (!report)
         report = "proto";
@@ -570,65 +635,16 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     if (uint_param(req, resp, "nodes", "limit", def_nodes, &nodes) < 0 ||
         uint_param(req, resp, "fg_nodes", NULL, 0, &fg_nodes) < 0)
         return;
-    pd_query_side a, b;
-    const char *exa[MAX_MATCH_PARAMS], *exb[MAX_MATCH_PARAMS];
-    if (diff) {
-        if (side_params(req, resp, "_a", NULL, &a, exa) < 0 ||
-            side_params(req, resp, "_b", NULL, &b, exb) < 0)
-            return;
-    } else if (side_params(req, resp, "", mode, &b, exb) < 0) {
-        return;
-    }
-    pd_merge_options mo = {
-        .by = pd_http_arg(req, "by"),
-        .focus = arg_any(req, "focus", NULL),
-        .ignore = arg_any(req, "ignore", NULL),
-        .hide = arg_any(req, "hide", NULL),
-        .max_samples = api->o.query_max_samples,
-        .timeout_ms = api->o.query_timeout_ms,
-        .deadline_ns = pd_mono_ns() + api->o.query_timeout_ms * 1000000,
-        .cancelled = client_gone,
-        .cancel_ctx = pd_cancel_current(),
-    };
-    const char *agg = pd_http_arg(req, "agg"), *norm = pd_http_arg(req, "normalize");
-    if (agg && strcmp(agg, "sum") && strcmp(agg, "avg")) {
-        pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
-        reply_error(resp, 400, "invalid parameter \"agg\": \"%.64s\" (sum or avg)", agg);
-        return;
-    }
-    if (norm && strcmp(norm, "true") && strcmp(norm, "false") && strcmp(norm, "1") &&
-        strcmp(norm, "0")) {
-        pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
-        reply_error(resp, 400, "invalid parameter \"normalize\": \"%.64s\" (true or false)",
-                    norm);
-        return;
-    }
-    mo.agg = agg && !strcmp(agg, "avg") ? PD_MERGE_AVG : PD_MERGE_SUM;
-    int delta = delta_param(req, resp, -1);
-    if (delta == -2)
-        return;
-    mo.delta = delta < 0 ? PD_DELTA_AUTO : delta ? PD_DELTA_ON : PD_DELTA_RAW;
-    mo.sample_type = arg_any(req, "sample_index", NULL);
-    mo.normalize = norm && (!strcmp(norm, "true") || !strcmp(norm, "1"));
-    uint64_t *span_ids;
-    size_t n_span;
-    if (span_param(req, resp, &span_ids, &n_span) < 0)
-        return;
-    pd_storage_sample_filter sf = {.span_ids = span_ids, .n_span_ids = n_span};
-    if (span_ids)
-        mo.sample_filter = &sf;
     pd_profile p;
-    memset(&p, 0, sizeof p);
     pd_merge_stats stats;
-    memset(&stats, 0, sizeof stats);
-    pd_err err = {{0}};
-    int rc = diff ? pd_query_diff(api->st, &a, &b, &mo, &p, &stats, &err)
-                  : pd_query_merge(api->st, &b, &mo, &p, &stats, &err);
-    free(span_ids);
-    if (rc < 0) {
-        reply_error(resp, status_of(rc), "%s", err.msg[0] ? err.msg : pd_strerror(rc));
+    bool diff = false;
+    if (pd__api_query_profile(api, req, resp, true, &p, &stats, &diff) < 0)
         return;
-    }
+    const char *mode = arg_any(req, "mode", NULL);
+    if (!mode)
+        mode = "single";
+    int rc;
+    pd_err err = {{0}};
     char num[32];
     snprintf(num, sizeof num, "%zu", stats.profiles);
     pd_http_add_header(resp, "X-Profd-Profiles", num);
@@ -1258,6 +1274,8 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             return pd__api_rules(api, req, resp);
         if (strcmp(r, "regressions") == 0)
             return pd__api_regressions(api, req, resp);
+        if (strcmp(r, "source") == 0) /* issue 31 item 7: the source view */
+            return pd__api_source(api, req, resp);
         if (strncmp(r, "status/", 7) == 0 && (h = pd__api_status_route(api, r + 7, resp)))
             return h;
         reply_error(resp, 404, "unknown API endpoint %.200s", path);

@@ -100,6 +100,7 @@
 #include "base/error.h"
 #include "http/server.h"
 #include "pprof/pprof.h"
+#include "symbolize/source.h"
 #include "base/buildinfo.h"
 #include "scrape/manager.h"
 #include "storage/storage.h"
@@ -139,6 +140,11 @@ typedef struct pd_api_options {
     /* --web.enable-lifecycle (issue 20 item 4): without it POST /-/reload
      * answers 403 naming the flag, as Prometheus (SIGHUP still reloads) */
     bool enable_lifecycle;
+    /* --ui.source-dir (issue 31 item 7): the local directories the source
+     * view (GET /api/v1/source) reads source files from, after debuginfod
+     * (symbolize/source.h has the rules). Borrowed: must outlive the api. */
+    const pd_source_dir *source_dirs;
+    size_t n_source_dirs;
 } pd_api_options;
 
 /* Creates the API over st (borrowed, must outlive the api) and sm (borrowed,

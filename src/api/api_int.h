@@ -128,6 +128,21 @@ const char *pd__api_alerts(pd_api *api, const pd_http_request *req, pd_http_resp
 const char *pd__api_events(pd_api *api, const pd_http_request *req, pd_http_response *resp);
 /* GET /api/v1/rules (rules.c, issue 30). */
 const char *pd__api_rules(pd_api *api, const pd_http_request *req, pd_http_response *resp);
+/* GET /api/v1/source (source.c, issue 31 item 7): a function's source
+ * file with its cost per line. */
+const char *pd__api_source(pd_api *api, const pd_http_request *req, pd_http_response *resp);
+
+/* The profile a merge-path /api/v1/query selects (api.c), for the handlers
+ * that report on it: mode (single, merge, and diff when allow_diff), each
+ * side's query/time/from/to/exclude, by, focus/ignore/hide, agg, delta,
+ * normalize, span_id, and sample_index for the delta rule — the rules and
+ * messages of /api/v1/query. 0 with *p (pd_profile_release it), *stats and
+ * *diff; -1 after replying (400 naming the parameter, or the query's error:
+ * 404 nothing matches, 503 timeout, ...), *p then holds nothing. */
+struct pd_merge_stats;
+int pd__api_query_profile(pd_api *api, const pd_http_request *req, pd_http_response *resp,
+                          bool allow_diff, pd_profile *p, struct pd_merge_stats *stats,
+                          bool *diff /* OUT */);
 /* GET /api/v1/regressions (regressions.c, issue 30). */
 const char *pd__api_regressions(pd_api *api, const pd_http_request *req, pd_http_response *resp);
 

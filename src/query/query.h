@@ -470,4 +470,38 @@ int pd_query_regressions(pd_storage *st, const char *selector, const char *by, i
                          int64_t to, const char *sample_type, size_t limit, double min_change,
                          size_t max_profiles, pd_buf *out, pd_err *err);
 
+/* ---- the cost of one function per source line (lines.c; the UI's source
+ * view, issue 31 item 7) ---- */
+
+typedef struct pd_line_cost {
+    int64_t line;        /* 1-based, as pprof's Line.line */
+    int64_t self, total; /* in the sample type's unit */
+} pd_line_cost;
+
+typedef struct pd_function_lines {
+    char *file;          /* the file shown: Function.filename ("" when none) */
+    pd_line_cost *lines; /* ascending by line; lines with self == total == 0 left out */
+    size_t n_lines;
+    int64_t self, total; /* the function's in that file (total once per sample) */
+    int64_t no_line_self, no_line_total; /* frames without a line number (Line.line 0) */
+    char **files;        /* every file of functions of that name, largest total first */
+    size_t n_files;
+    char **build_ids;    /* of the mappings of the file's frames, most value first, each once */
+    size_t n_build_ids;
+} pd_function_lines;
+
+/* Sums, per source line, the values of sample type sample_index of the
+ * frames of p whose function is named `function` (exactly, as the reports
+ * name frames): self on the leaf frame, total once per sample per line, and
+ * the rule for inlined frames and recursion at the top of lines.c. A
+ * function name can live in several files (static functions, versions):
+ * `file` (NULL: the file with the largest total) picks one; *out (release
+ * with pd_function_lines_release) lists them all. Errors: PD_ENOTFOUND
+ * (no function of that name, or `file` is not one of its files; err says
+ * which), PD_EINVAL (sample_index), PD_ENOMEM; *out is then empty. */
+int pd_query_function_lines(const pd_profile *p, size_t sample_index, const char *function,
+                            const char *file, pd_function_lines *out /* OUT */, pd_err *err);
+/* Frees what f holds (f itself is the caller's). NULL is a no-op. */
+void pd_function_lines_release(pd_function_lines *f);
+
 #endif

@@ -28,6 +28,7 @@
 #include "symbolize/symbolize.h"
 
 #include <elfutils/debuginfod.h>
+#include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -58,7 +59,17 @@ typedef struct entry {
     Dwarf *dw;    /* NULL when the file has no DWARF */
     int64_t used; /* LRU clock */
     bool fetching; /* a thread fetches it from debuginfod without the lock */
+    /* the CUs' address ranges, sorted by lo, built on the first address
+       dwarf_addrdie cannot place (no .debug_aranges: clang's default) */
+    struct cu_range *cus;
+    size_t n_cus;
+    bool cus_built;
 } entry;
+
+typedef struct cu_range {
+    Dwarf_Addr lo, hi; /* [lo, hi) */
+    Dwarf_Die cu;
+} cu_range;
 
 struct pd_symbolizer {
     char *cache_dir;
@@ -133,6 +144,7 @@ static void entry_free(entry *e)
     if (e->fd >= 0)
         close(e->fd);
     pd_elf_info_release(&e->info);
+    free(e->cus);
     free(e);
 }
 
@@ -394,13 +406,83 @@ static void forget(pd_symbolizer *s, const char *bid)
         }
 }
 
-/* File and line of vaddr from DWARF; false when unknown. */
-static bool dwarf_line(entry *e, uint64_t vaddr, const char **file, int *line)
+static int cmp_cu_range(const void *a, const void *b)
+{
+    const cu_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Every CU's ranges (DW_AT_low_pc/high_pc or DW_AT_ranges, through
+ * dwarf_ranges) into e->cus, sorted; once per entry. Files whose linker or
+ * compiler wrote no .debug_aranges (clang does not by default) leave
+ * dwarf_addrdie nothing to look in. At most 1M ranges. */
+static void build_cu_ranges(entry *e)
+{
+    e->cus_built = true;
+    size_t cap = 0;
+    Dwarf_CU *cu = NULL;
+    Dwarf_Die cudie;
+    Dwarf_Half ver;
+    uint8_t ut;
+    while (dwarf_get_units(e->dw, cu, &cu, &ver, &ut, &cudie, NULL) == 0) {
+        Dwarf_Addr base, lo, hi;
+        ptrdiff_t off = 0;
+        while ((off = dwarf_ranges(&cudie, off, &base, &lo, &hi)) > 0) {
+            if (hi <= lo)
+                continue;
+            if (e->n_cus == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                cu_range *nv = nc <= (1u << 20) ? realloc(e->cus, nc * sizeof *nv) : NULL;
+                if (!nv)
+                    goto done;
+                e->cus = nv;
+                cap = nc;
+            }
+            e->cus[e->n_cus++] = (cu_range){lo, hi, cudie};
+        }
+    }
+done:
+    if (e->n_cus)
+        qsort(e->cus, e->n_cus, sizeof *e->cus, cmp_cu_range);
+}
+
+/* The CU holding vaddr: .debug_aranges (dwarf_addrdie), else the CU
+ * ranges. */
+static bool cu_of(entry *e, uint64_t vaddr, Dwarf_Die *cu)
+{
+    if (dwarf_addrdie(e->dw, vaddr, cu))
+        return true;
+    if (!e->cus_built)
+        build_cu_ranges(e);
+    size_t lo = 0, hi = e->n_cus; /* last range with lo <= vaddr, then back over overlaps */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->cus[mid].lo <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i-- > 0;)
+        if (vaddr < e->cus[i].hi) {
+            *cu = e->cus[i].cu;
+            return true;
+        } else if (lo - i > 64) {
+            break;
+        }
+    return false;
+}
+
+/* File and line of vaddr from DWARF; false when unknown. A relative file
+ * name (clang writes directories relative to the CU's DW_AT_comp_dir, and
+ * libdw leaves them so) is made absolute with the comp dir in buf[0..cap),
+ * as addr2line does: the path a debuginfod /source request needs. */
+static bool dwarf_line(entry *e, uint64_t vaddr, const char **file, int *line, char *buf,
+                       size_t cap)
 {
     if (!e->dw)
         return false;
     Dwarf_Die cu;
-    if (!dwarf_addrdie(e->dw, vaddr, &cu))
+    if (!cu_of(e, vaddr, &cu))
         return false;
     Dwarf_Line *l = dwarf_getsrc_die(&cu, vaddr);
     if (!l)
@@ -409,6 +491,12 @@ static bool dwarf_line(entry *e, uint64_t vaddr, const char **file, int *line)
     int ln = 0;
     if (!f || dwarf_lineno(l, &ln) != 0)
         return false;
+    if (f[0] != '/') {
+        Dwarf_Attribute at;
+        const char *dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &at));
+        if (dir && dir[0] == '/' && (size_t)snprintf(buf, cap, "%s/%s", dir, f) < cap)
+            f = buf;
+    }
     *file = f;
     *line = ln;
     return true;
@@ -513,7 +601,7 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
         uint64_t off = l->address - m->memory_start + m->file_offset;
         const char *bid = pd_profile_str(p, m->build_id);
         const char *file = pd_profile_str(p, m->filename);
-        char name_buf[512];
+        char name_buf[512], src_buf[4096];
         const char *name = NULL, *src = NULL;
         int line = 0;
         if (pd_elf_build_id_valid(bid)) {
@@ -527,7 +615,7 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
                 const pd_elf_sym *sym = pd_elf_lookup(&e->info, va);
                 if (sym) {
                     name = sym->name;
-                    dwarf_line(e, va, &src, &line);
+                    dwarf_line(e, va, &src, &line, src_buf, sizeof src_buf);
                 }
             }
         }

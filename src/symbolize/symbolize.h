@@ -14,7 +14,9 @@
  *   4. debuginfod servers (libdebuginfod, $DEBUGINFOD_URLS, elfutils'
  *      convention; none set: skipped), the file copied into 1.
  * From the file: the function from .symtab/.dynsym (symbolize/elf.h), the
- * source file and line from DWARF (libdw) when present. A build ID found
+ * source file and line from DWARF (libdw) when present (the CU found through
+ * .debug_aranges, else through the CUs' own ranges: clang writes no aranges
+ * by default). A build ID found
  * nowhere is asked again after RETRY_MS (5 minutes) or after an upload.
  * A frame that cannot be named is named "<file base name>+0x<offset>"
  * (offset in the file), never left empty.

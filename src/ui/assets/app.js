@@ -63,6 +63,7 @@ import { explorer, loadExplorer, miniFlame } from './explorer.js';
 import { closeSuggest } from './suggest.js';
 import { loadFleet } from './fleet.js';
 import { loadRegressions } from './regress.js';
+import { closeSource, openSource } from './source.js';
 
 (function () {
   const FG_NODES = 100000; // flame graph nodes asked for (the canvas paints 50k in well under 300 ms)
@@ -1189,6 +1190,7 @@ import { loadRegressions } from './regress.js';
       $('flame-measure').textContent = state.diffAbs ? 'colour: absolute change B − A (width: A + B)' :
         'colour: change of share of each side\'s total (width: A + B, B scaled to A\'s total)';
       $('sandwich').hidden = true;
+      closeSource();
       showTrimmed(fg);
       drawFlame();
       loadSides(v, seq);
@@ -1407,7 +1409,8 @@ import { loadRegressions } from './regress.js';
       '<td class="num">' + fmtPct(r.flat, total) + '</td>' +
       '<td class="num">' + esc(fmtValue(r.cum, u)) + '</td>' +
       '<td class="num">' + fmtPct(r.cum, total) + '<span class="bar" style="width:' + Math.round(40 * Math.abs(r.cum) / (Math.abs(total) || 1)) + 'px"></span></td>' +
-      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + ' <button type="button" class="link sw-open" title="callers and callees of this function">sandwich</button></td></tr>';
+      '<td class="fn" title="' + esc(r.file || '') + '">' + esc(r.function) + ' <button type="button" class="link sw-open" title="callers and callees of this function">sandwich</button>' +
+      ' <button type="button" class="link src-open" title="the source file of this function, cost per line">source</button></td></tr>';
     $('top-table').tBodies[0].innerHTML = shown.map(rowHTML).join('') ||
       '<tr><td colspan="' + cols.length + '" class="muted">' + (profile.filter ? 'No function matches the filter.' :
         profile.diff ? 'No differences in this sample type.' : 'This profile has no samples of this type.') + '</td></tr>';
@@ -1451,6 +1454,7 @@ import { loadRegressions } from './regress.js';
     const tr = e.target.closest('tr[data-fn]');
     if (!tr) return;
     if (e.target.closest('.sw-open')) { openSandwich(tr.getAttribute('data-fn')); return; }
+    if (e.target.closest('.src-open')) { showSource(tr.getAttribute('data-fn')); return; }
     const fn = tr.getAttribute('data-fn');
     $('flame-search').value = state.search = '^' + fn.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$';
     writeURL(false);
@@ -1557,7 +1561,7 @@ import { loadRegressions } from './regress.js';
     showTip(e, nm + sourceTip(n.name) +
       esc(fmtValue(n.value, flame.unit)) + ' (' + fmtPct(n.value, total) + ' of total' + parentPct + ')' +
       (n.self ? '<br>self ' + esc(fmtValue(n.self, flame.unit)) + ' (' + fmtPct(n.self, total) + ')' : '') +
-      '<br><i>click to zoom · right-click: callers and callees</i>');
+      '<br><i>click to zoom · right-click: callers and callees (and the source) · v: source</i>');
   });
   $('flamegraph').addEventListener('mouseleave', () => { fc.setHover(null); hideTip(); });
 
@@ -1595,6 +1599,7 @@ import { loadRegressions } from './regress.js';
     else if (e.key === 'ArrowRight') next = sib(1);
     else if (e.key === 'Enter') { e.preventDefault(); flame.zoom = n; drawFlame(); markKbd(n); return; }
     else if (e.key === 's' && n !== flame.root) { e.preventDefault(); openSandwich(n.name); return; }
+    else if (e.key === 'v' && n !== flame.root) { e.preventDefault(); showSource(n.name); return; }
     else return;
     e.preventDefault();
     if (next) markKbd(next);
@@ -1817,6 +1822,18 @@ import { loadRegressions } from './regress.js';
     $('sandwich').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
   }
   $('sandwich-close').addEventListener('click', () => { $('sandwich').hidden = true; });
+
+  /* ------------------------------------------------------------ source view */
+
+  // The source view (source.js) of function fn over the selection shown: the
+  // view's own query parameters on /api/v1/source (a comparison: side B).
+  function showSource(fn) {
+    const v = profile.view;
+    if (!v) return;
+    const u = (v.kind === 'diff' && v.sides ? v.sides.b : v.url)('source', profile.idx);
+    openSource(fn, u.replace('/api/v1/query?', '/api/v1/source?').replace('&report=source', '') + '&function=' + encodeURIComponent(fn));
+  }
+  $('sandwich-source').addEventListener('click', () => showSource($('sandwich-fn').textContent));
   // right-click a frame (or "s" on a focused table row) opens its sandwich
   $('flamegraph').addEventListener('contextmenu', (e) => {
     const r = fc.hit(e);

@@ -1,0 +1,3 @@
+module example.com/srcapp
+
+go 1.19
