@@ -2,10 +2,9 @@
  * storage/storage.c — the storage.h entry points: each call goes to the
  * backend the store was opened with (options.backend).
  *
- * The TSDB's sources are compiled with storage/tsdb_names.h, which renames
- * their storage.h functions to pd__tsdb_*; the ClickHouse backend's are
- * pd__ch_* (clickhouse/clickhouse.h). A pd_storage is a tag and the
- * backend's own handle.
+ * The TSDB's entry points are pd_tsdb_* (tsdb/tsdb.h), the ClickHouse
+ * backend's pd__ch_* (clickhouse/clickhouse.h). A pd_storage is a tag and
+ * the backend's own handle.
  *
  * The deltas of cumulative profiles (pd_storage_aggregate_delta,
  * pd_storage_read_point_before) are the TSDB's own; for ClickHouse they are
@@ -25,51 +24,12 @@
 #include "storage/delta_int.h"
 #include "storage/storage.h"
 #include "storage/clickhouse/clickhouse.h"
+#include "storage/tsdb/tsdb.h"
 
-typedef struct pd__tsdb_storage pd__tsdb_storage;
-
-/* The TSDB's entry points (storage/tsdb/, renamed by tsdb_names.h). */
-int pd__tsdb_open(const pd_storage_options *opts, pd__tsdb_storage **out, pd_err *err);
-void pd__tsdb_close(pd__tsdb_storage *s);
-int pd__tsdb_append(pd__tsdb_storage *s, const pd_labels *labels, int64_t ts_ms,
-                    const uint8_t *body, size_t len, const pd_profile *profile, pd_err *err);
-int pd__tsdb_append_shift(pd__tsdb_storage *s, const pd_labels *labels, int64_t ts_ms,
-                          const uint8_t *body, size_t len, const pd_profile *profile,
-                          int64_t *stored_ts, pd_err *err);
-int pd__tsdb_select(pd__tsdb_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
-                    pd_series_set *out, pd_err *err);
-int pd__tsdb_select_overlapping(pd__tsdb_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
-                                int64_t maxt, pd_series_set *out, pd_err *err);
-int pd__tsdb_read_points(pd__tsdb_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
-                         pd_points *out, pd_err *err);
-int pd__tsdb_read_type_runs(pd__tsdb_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
-                            pd_points *out, size_t *n_profiles, pd_err *err);
-int pd__tsdb_read_profile(pd__tsdb_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
-                          pd_buf *raw, pd_err *err);
-int pd__tsdb_aggregate(pd__tsdb_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
-                       int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
-                       int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
-                       pd_err *err);
-int pd__tsdb_aggregate_delta(pd__tsdb_storage *s, const uint64_t *refs, const uint32_t *group,
-                             const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                             pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                             void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err);
-int pd__tsdb_aggregate_filtered(pd__tsdb_storage *s, const pd_storage_sample_filter *f,
-                                const uint64_t *refs, const uint32_t *group,
-                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                                pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                                void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err);
-int pd__tsdb_read_point_before(pd__tsdb_storage *s, uint64_t ref, int64_t t, pd_points *out,
-                               pd_err *err);
-int pd__tsdb_maintain(pd__tsdb_storage *s, pd_err *err);
-int pd__tsdb_check_time_store(pd__tsdb_storage *s, int64_t ts_ms, pd_err *err);
-void pd__tsdb_stats_get(pd__tsdb_storage *s, pd_storage_stats *out);
-bool pd__tsdb_ready(pd__tsdb_storage *s);
-int pd__tsdb_workers(pd__tsdb_storage *s);
 
 struct pd_storage {
     pd_storage_backend backend;
-    pd__tsdb_storage *tsdb;
+    pd_tsdb *tsdb;
     pd_ch *ch;
     /* aggregations walking the store at once (options.max_aggregations) */
     pthread_mutex_t agg_mu;
@@ -197,7 +157,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
     if (opts->backend == PD_STORAGE_CLICKHOUSE)
         rc = pd__ch_open(opts, &s->ch, err);
     else if (opts->backend == PD_STORAGE_TSDB)
-        rc = pd__tsdb_open(opts, &s->tsdb, err);
+        rc = pd_tsdb_open(opts, &s->tsdb, err);
     else
         rc = pd_err_set(err, PD_EINVAL, "unknown storage backend %d", (int)opts->backend);
     if (rc < 0) {
@@ -222,7 +182,7 @@ void pd_storage_close(pd_storage *s)
     if (s->ch)
         pd__ch_close(s->ch);
     else
-        pd__tsdb_close(s->tsdb);
+        pd_tsdb_close(s->tsdb);
     pthread_cond_destroy(&s->agg_cv);
     pthread_mutex_destroy(&s->agg_mu);
     for (append_observer *o = s->observer, *p; o; o = p) {
@@ -255,7 +215,7 @@ int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, con
                       size_t len, const pd_profile *profile, pd_err *err)
 {
     int rc = s->ch ? pd__ch_append(s->ch, labels, ts_ms, body, len, profile, err)
-                   : pd__tsdb_append(s->tsdb, labels, ts_ms, body, len, profile, err);
+                   : pd_tsdb_append(s->tsdb, labels, ts_ms, body, len, profile, err);
     if (rc == 0)
         notify_append(s, labels, ts_ms, profile);
     return rc;
@@ -267,7 +227,7 @@ int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_m
 {
     if (!s->ch) {
         int64_t at = ts_ms;
-        int rc = pd__tsdb_append_shift(s->tsdb, labels, ts_ms, body, len, profile, &at, err);
+        int rc = pd_tsdb_append_shift(s->tsdb, labels, ts_ms, body, len, profile, &at, err);
         if (stored_ts && rc == 0)
             *stored_ts = at;
         if (rc == 0)
@@ -293,7 +253,7 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
 {
     if (s->ch)
         return pd__ch_select(s->ch, ms, n, mint, maxt, out, err);
-    return pd__tsdb_select(s->tsdb, ms, n, mint, maxt, out, err);
+    return pd_tsdb_select(s->tsdb, ms, n, mint, maxt, out, err);
 }
 
 int pd_storage_select_overlapping(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
@@ -301,7 +261,7 @@ int pd_storage_select_overlapping(pd_storage *s, const pd_matcher *ms, size_t n,
 {
     if (s->ch)
         return pd__ch_select(s->ch, ms, n, mint, maxt, out, err);
-    return pd__tsdb_select_overlapping(s->tsdb, ms, n, mint, maxt, out, err);
+    return pd_tsdb_select_overlapping(s->tsdb, ms, n, mint, maxt, out, err);
 }
 
 int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
@@ -309,7 +269,7 @@ int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t ma
 {
     if (s->ch)
         return pd__ch_read_points(s->ch, ref, mint, maxt, out, err);
-    return pd__tsdb_read_points(s->tsdb, ref, mint, maxt, out, err);
+    return pd_tsdb_read_points(s->tsdb, ref, mint, maxt, out, err);
 }
 
 /* Whether points a and b have the same sample types (type and unit, in order). */
@@ -331,7 +291,7 @@ int pd_storage_read_type_runs(pd_storage *s, uint64_t ref, int64_t mint, int64_t
 {
     *n_profiles = 0;
     if (!s->ch)
-        return pd__tsdb_read_type_runs(s->tsdb, ref, mint, maxt, out, n_profiles, err);
+        return pd_tsdb_read_type_runs(s->tsdb, ref, mint, maxt, out, n_profiles, err);
     int rc = pd__ch_read_points(s->ch, ref, mint, maxt, out, err);
     if (rc < 0)
         return rc;
@@ -351,7 +311,7 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
 {
     if (s->ch)
         return pd__ch_read_profile(s->ch, ref, ts_ms, out, raw, err);
-    return pd__tsdb_read_profile(s->tsdb, ref, ts_ms, out, raw, err);
+    return pd_tsdb_read_profile(s->tsdb, ref, ts_ms, out, raw, err);
 }
 
 int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
@@ -365,7 +325,7 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     if (s->ch)
         rc = pd__ch_aggregate(s->ch, refs, group, n, mint, maxt, fn, poll, ctx, n_series, err);
     else
-        rc = pd__tsdb_aggregate(s->tsdb, refs, group, n, mint, maxt, fn, poll, ctx, n_series,
+        rc = pd_tsdb_aggregate(s->tsdb, refs, group, n, mint, maxt, fn, poll, ctx, n_series,
                                 err);
     agg_leave(s);
     return rc;
@@ -434,19 +394,19 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
 {
     if (s->ch)
         return pd__ch_maintain(s->ch, err);
-    return pd__tsdb_maintain(s->tsdb, err);
+    return pd_tsdb_maintain(s->tsdb, err);
 }
 
 int pd_storage_check_time(pd_storage *s, int64_t ts_ms, pd_err *err)
 {
     if (s->ch)
         return pd__ch_check_time(s->ch, ts_ms, err);
-    return pd__tsdb_check_time_store(s->tsdb, ts_ms, err);
+    return pd_tsdb_check_time(s->tsdb, ts_ms, err);
 }
 
 int pd_storage_workers(pd_storage *s)
 {
-    return s->ch ? 1 : pd__tsdb_workers(s->tsdb);
+    return s->ch ? 1 : pd_tsdb_workers(s->tsdb);
 }
 
 void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
@@ -454,19 +414,19 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
     if (s->ch)
         pd__ch_stats_get(s->ch, out);
     else
-        pd__tsdb_stats_get(s->tsdb, out);
+        pd_tsdb_stats_get(s->tsdb, out);
 }
 
 bool pd_storage_ready(pd_storage *s)
 {
-    return s->ch ? true : pd__tsdb_ready(s->tsdb);
+    return s->ch ? true : pd_tsdb_ready(s->tsdb);
 }
 
 int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_points *out,
                                  pd_err *err)
 {
     if (!s->ch)
-        return pd__tsdb_read_point_before(s->tsdb, ref, t, out, err);
+        return pd_tsdb_read_point_before(s->tsdb, ref, t, out, err);
     memset(out, 0, sizeof *out);
     if (t == INT64_MIN)
         return 0;
@@ -617,7 +577,7 @@ static int aggregate_delta(pd_storage *s, const pd_storage_sample_filter *f,
                            size_t *n_deltas, pd_err *err)
 {
     if (!s->ch)
-        return pd__tsdb_aggregate_filtered(s->tsdb, f, refs, group, cum_mask, n, mint, maxt, fn,
+        return pd_tsdb_aggregate_filtered(s->tsdb, f, refs, group, cum_mask, n, mint, maxt, fn,
                                            poll, ctx, n_series, n_deltas, err);
     pd_err_clear(err);
     if (n_deltas)

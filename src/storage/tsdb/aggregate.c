@@ -1,6 +1,6 @@
 /*
  * storage/tsdb/aggregate.c — the merge pushed down into the embedded store
- * (storage.h: pd_storage_aggregate; DESIGN.md §3 "Aggregation pushed
+ * (storage.h: pd_tsdb_aggregate; DESIGN.md §3 "Aggregation pushed
  * down"), as Parca and Pyroscope merge inside their storage: by stack id,
  * with symbols resolved once at the end.
  *
@@ -26,21 +26,21 @@
  * merger sees the mismatch and names it, as before.
  *
  * Series are summed together per block when the caller puts them in one
- * group (pd_storage_aggregate's group[]: the query layer groups by the
+ * group (pd_tsdb_aggregate's group[]: the query layer groups by the
  * by= labels, all series in one group without them).
  *
  * The head (the recent hours, not yet cut into a block) is summed the same
  * way on its own ids (pd__hmem_read_dprof: its value groups decoded, the
  * symbols of its current generation), under the idx read lock, a new part
  * when the symbol generation changes; replayed profiles not decomposed yet
- * (WAL_ONLY) are read one by one (pd_storage_read_profile). Blocks come
+ * (WAL_ONLY) are read one by one (pd_tsdb_read_profile). Blocks come
  * first, in ascending time, then the head.
  *
  * The blocks' sums may run on a pool of threads (aggregate_workers; "the
  * blocks walked on worker threads" below), handed to the caller in the
  * same order as the one-by-one walk.
  *
- * A sample filter (pd_storage_aggregate_filtered: span profiles) is
+ * A sample filter (pd_tsdb_aggregate_filtered: span profiles) is
  * decided per label-set id of the part's symbols, the first time the id is
  * met in the part, from the set's labels (lset_passes: a byte per id,
  * cleared with the part); a sample whose set does not pass is never added,
@@ -92,7 +92,7 @@ typedef struct agg {
     size_t memo_n, memo_cap;
     size_t last_i; /* head: the series last counted in part.n_series, + 1 */
     pthread_rwlock_t *fn_unlock; /* held for reading, released around fn (agg_flush) */
-    /* pd_storage_aggregate_delta: per index of refs, the weights of its
+    /* pd_tsdb_aggregate_delta: per index of refs, the weights of its
        profiles (NULL: every profile adds, weight 1); cur_i the series being
        walked */
     const struct agg_w *wt;
@@ -102,7 +102,7 @@ typedef struct agg {
        once *stop is set; poll is NULL there */
     int (*take)(void *ctx, const pd_storage_agg_part *part, pd_profile *p, pd_err *err);
     const int *stop;
-    /* pd_storage_aggregate_filtered: only samples whose label set passes
+    /* pd_tsdb_aggregate_filtered: only samples whose label set passes
        flt are summed (NULL: all). lok[ls] caches the answer for label set
        ls of a->sym (0 not known yet, 1 passes, 2 does not), cleared with
        the part (a part has one a->sym) */
@@ -519,7 +519,7 @@ static size_t head_group_run(const series *se, size_t k, int64_t maxt, const agg
  * times its weight in wt (NULL: 1; 0 skips it, -1 negates its values); with
  * a filter flt, the samples it does not pass are zeroed (the merger drops
  * samples that sum to zero). */
-static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, size_t n,
+static int head_parts(pd_tsdb *s, uint64_t ref, size_t i, const int64_t *ts, size_t n,
                       const agg_w *wt, const pd_storage_sample_filter *flt, pd_storage_agg_fn fn,
                       void *ctx, pd_err *err)
 {
@@ -529,7 +529,7 @@ static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, 
         if (!w)
             continue;
         pd_profile p;
-        int rc = pd_storage_read_profile(s, ref, ts[k], &p, NULL, err);
+        int rc = pd_tsdb_read_profile(s, ref, ts[k], &p, NULL, err);
         if (rc == PD_ENOTFOUND || rc == PD_ECORRUPT) { /* gone since, or damaged: skipped */
             pd_err_clear(err);
             continue;
@@ -570,7 +570,7 @@ static int head_parts(pd_storage *s, uint64_t ref, size_t i, const int64_t *ts, 
  * The part is symbolized (agg_flush) only under the lock, once per group or
  * generation, as without slices; the caller's fn then runs with the lock
  * released at a group's end (the profile it gets owns its strings). */
-static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, size_t n,
+static int head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, size_t n,
                     int64_t mint, int64_t maxt, const agg_w *wt,
                     const pd_storage_sample_filter *flt, pd_storage_agg_fn fn,
                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t **wal_i,
@@ -677,7 +677,7 @@ static int head_sum(pd_storage *s, const uint64_t *refs, const size_t *gfirst, s
                     int r =
                         pd__hmem_read_dprof(&se->hc, pt->gid, pt->gpos, pt->ts, &d, &sym, &he);
                     if (r == PD_ENOTFOUND || r == PD_ECORRUPT)
-                        continue; /* as pd_storage_read_profile's callers skip it */
+                        continue; /* as pd_tsdb_read_profile's callers skip it */
                     if (r < 0) {
                         rc = pd_err_set(err, r, "aggregate: %s", he.msg);
                         break;
@@ -1040,7 +1040,7 @@ static void *pool_worker(void *arg)
  * first failed unit's code, or 0; *started = false (nothing done) when
  * there is a single unit or no thread could be started, so the caller
  * walks one by one. */
-static int walk_pool(pd_storage *s, const entry *es, size_t n_es, const uint64_t *refs,
+static int walk_pool(pd_tsdb *s, const entry *es, size_t n_es, const uint64_t *refs,
                      const agg_w *wt, const pd_storage_sample_filter *flt, int64_t mint,
                      int64_t maxt, pd_storage_agg_fn fn,
                      int (*poll)(void *ctx, pd_err *err), void *ctx, size_t threads,
@@ -1147,8 +1147,8 @@ out:
 }
 
 /* storage.c's pd_storage_workers for this backend */
-int pd__tsdb_workers(pd_storage *s);
-int pd__tsdb_workers(pd_storage *s)
+int pd_tsdb_workers(pd_tsdb *s);
+int pd_tsdb_workers(pd_tsdb *s)
 {
     return s->agg_workers;
 }
@@ -1161,10 +1161,10 @@ int pd_storage_aggregate_workers(int n)
     return c < 1 ? 1 : c > 4 ? 4 : (int)c;
 }
 
-/* pd_storage_aggregate, and with wt (per index of refs, may be NULL) the
- * weighted walk of pd_storage_aggregate_delta; with flt (may be NULL) only
- * the samples it passes (pd_storage_aggregate_filtered). */
-static int aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, const agg_w *wt,
+/* pd_tsdb_aggregate, and with wt (per index of refs, may be NULL) the
+ * weighted walk of pd_tsdb_aggregate_delta; with flt (may be NULL) only
+ * the samples it passes (pd_tsdb_aggregate_filtered). */
+static int aggregate(pd_tsdb *s, const uint64_t *refs, const uint32_t *group, const agg_w *wt,
                      const pd_storage_sample_filter *flt, size_t n, int64_t mint, int64_t maxt,
                      pd_storage_agg_fn fn,
                      int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series, pd_err *err)
@@ -1297,7 +1297,7 @@ out:
     return rc;
 }
 
-int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
+int pd_tsdb_aggregate(pd_tsdb *s, const uint64_t *refs, const uint32_t *group, size_t n,
                          int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
                          int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
                          pd_err *err)
@@ -1305,7 +1305,7 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     return aggregate(s, refs, group, NULL, NULL, n, mint, maxt, fn, poll, ctx, n_series, err);
 }
 
-/* ---- deltas of cumulative profiles (storage.h: pd_storage_aggregate_delta) ----
+/* ---- deltas of cumulative profiles (storage.h: pd_tsdb_aggregate_delta) ----
  *
  * The sum of the deltas of a series' profiles in a range telescopes: with
  * b the profile before the range's first (the series' previous stored
@@ -1320,7 +1320,7 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
  * each profile times its weight on the store's own ids, from the earliest
  * b on (series summed as is keep to [mint, maxt]). */
 
-int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_points *out,
+int pd_tsdb_read_point_before(pd_tsdb *s, uint64_t ref, int64_t t, pd_points *out,
                                  pd_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -1354,7 +1354,7 @@ int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_poin
     if (!any)
         return 0;
     pd_points pts;
-    int rc = pd_storage_read_points(s, ref, lo, t - 1, &pts, err);
+    int rc = pd_tsdb_read_points(s, ref, lo, t - 1, &pts, err);
     if (rc < 0)
         return rc;
     if (pts.n > 1) { /* keep the last */
@@ -1368,14 +1368,14 @@ int pd_storage_read_point_before(pd_storage *s, uint64_t ref, int64_t t, pd_poin
 /* The weights of series ref over [mint, maxt] (see above) into *w;
  * *n_deltas += its profiles in the range that have a delta; *b_ts the
  * baseline's time (lowered, never raised). */
-static int delta_weights(pd_storage *s, uint64_t ref, uint64_t mask, int64_t mint, int64_t maxt,
+static int delta_weights(pd_tsdb *s, uint64_t ref, uint64_t mask, int64_t mint, int64_t maxt,
                          agg_w *w, size_t *n_deltas, int64_t *b_ts, pd_err *err)
 {
     pd_points prev = {0}, pts = {0};
     w->on = true;
-    int rc = pd_storage_read_point_before(s, ref, mint, &prev, err);
+    int rc = pd_tsdb_read_point_before(s, ref, mint, &prev, err);
     if (rc >= 0)
-        rc = pd_storage_read_points(s, ref, mint, maxt, &pts, err);
+        rc = pd_tsdb_read_points(s, ref, mint, maxt, &pts, err);
     if (rc == PD_ENOTFOUND) { /* gone since selected: adds nothing */
         pd_err_clear(err);
         rc = 0;
@@ -1403,16 +1403,16 @@ out:
     return rc;
 }
 
-int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
+int pd_tsdb_aggregate_delta(pd_tsdb *s, const uint64_t *refs, const uint32_t *group,
                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
                                pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
                                size_t *n_series, size_t *n_deltas, pd_err *err)
 {
-    return pd_storage_aggregate_filtered(s, NULL, refs, group, cum_mask, n, mint, maxt, fn, poll,
+    return pd_tsdb_aggregate_filtered(s, NULL, refs, group, cum_mask, n, mint, maxt, fn, poll,
                                          ctx, n_series, n_deltas, err);
 }
 
-int pd_storage_aggregate_filtered(pd_storage *s, const pd_storage_sample_filter *flt,
+int pd_tsdb_aggregate_filtered(pd_tsdb *s, const pd_storage_sample_filter *flt,
                                   const uint64_t *refs, const uint32_t *group,
                                   const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
                                   pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),

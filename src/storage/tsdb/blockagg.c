@@ -823,7 +823,7 @@ static bool skip_bad(void *ctx, uint32_t id)
     return pd__tsdb_hb_bad(ctx, id);
 }
 
-bool pd__bagg_maintain(pd_storage *s, int64_t budget_ms)
+bool pd__bagg_maintain(pd_tsdb *s, int64_t budget_ms)
 {
     hblock **v;
     size_t n;

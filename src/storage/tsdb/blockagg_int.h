@@ -76,7 +76,7 @@ int pd__bagg_get(const pd_bagg *g, uint32_t id, pd_bagg_rec *r /* OUT */, pd_bag
 
 /* pd__bagg_get's header only: r->h without its entries (n_sample 0), the
  * profile count and time range — the sample types of a block part without
- * reading its time chunk (querier.c: pd_storage_read_type_runs). 1 when the
+ * reading its time chunk (querier.c: pd_tsdb_read_type_runs). 1 when the
  * series has a record not already found stale (no chunk check here: the
  * aggregation's pd__bagg_get does it), 0 when not, PD_ENOMEM. */
 int pd__bagg_get_header(const pd_bagg *g, uint32_t id, pd_bagg_rec *r /* OUT */,
@@ -116,12 +116,12 @@ size_t pd__bagg_file_bytes(const pd_bagg *g);
 
 void pd__bagg_free(pd_bagg *g);
 
-struct pd_storage;
+struct pd_tsdb;
 /* The maintenance round's part (db.c): for each block without its
  * aggregates in memory, load the file, or build and write it; publishes
  * hblock.agg. Stops after about budget_ms of building; returns true when
  * blocks are left for the next round. Errors are logged (the block is then
  * read by decoding). */
-bool pd__bagg_maintain(struct pd_storage *s, int64_t budget_ms);
+bool pd__bagg_maintain(struct pd_tsdb *s, int64_t budget_ms);
 
 #endif

@@ -65,7 +65,7 @@
  * a scan of every series there cost O(series) per append. Appends widen the
  * cached range; removing head points (cut, open) invalidates it, and the
  * next call scans once. With app_mu held (or during open). */
-static bool head_range(pd_storage *s, int64_t *mn, int64_t *mx)
+static bool head_range(pd_tsdb *s, int64_t *mn, int64_t *mx)
 {
     if (!s->hr_valid) {
         bool any = false;
@@ -88,7 +88,7 @@ static bool head_range(pd_storage *s, int64_t *mn, int64_t *mx)
 }
 
 /* After an append of ts (app_mu held): widens the cached head range. */
-void pd__tsdb_head_range_add(pd_storage *s, int64_t ts)
+void pd__tsdb_head_range_add(pd_tsdb *s, int64_t ts)
 {
     if (!s->hr_valid)
         return;
@@ -99,7 +99,7 @@ void pd__tsdb_head_range_add(pd_storage *s, int64_t ts)
     s->hr_any = true;
 }
 
-bool pd__tsdb_cut_due(pd_storage *s, int64_t *start /* OUT */)
+bool pd__tsdb_cut_due(pd_tsdb *s, int64_t *start /* OUT */)
 {
     if (s->block_ms <= 0 || !s->n_profiles)
         return false;
@@ -149,7 +149,7 @@ static void cut_parts_free(cut_part *v, size_t n)
  * reads, decodes and the block write run while appends go on. Points
  * appended into the range meanwhile stay in the head (the next cut takes
  * them). On failure the head is unchanged (the data stays in the WAL). */
-static int cut_head(pd_storage *s, int64_t a, bool locked, pd_err *err)
+static int cut_head(pd_tsdb *s, int64_t a, bool locked, pd_err *err)
 {
     int64_t b_end = a + s->block_ms;
     pd_block_writer *w = NULL;
@@ -303,7 +303,7 @@ out:
 /* Cuts every due range. With `locked`, the caller holds app_mu (appends of
  * a store without a maintenance thread, and open); else maint_mu is held
  * and app_mu is taken per step. */
-void pd__tsdb_maybe_cut(pd_storage *s, bool locked)
+void pd__tsdb_maybe_cut(pd_tsdb *s, bool locked)
 {
     if (s->block_ms <= 0 || pd__tsdb_now_mono_ms() < s->cut_retry_after)
         return;
@@ -349,7 +349,7 @@ void pd__tsdb_maybe_cut(pd_storage *s, bool locked)
  */
 
 /* The store's newest profile time over head and blocks; false if empty. */
-bool pd__tsdb_newest_ts(pd_storage *s, int64_t *out)
+bool pd__tsdb_newest_ts(pd_tsdb *s, int64_t *out)
 {
     bool any = false;
     pthread_rwlock_rdlock(&s->idx);
@@ -371,7 +371,7 @@ bool pd__tsdb_newest_ts(pd_storage *s, int64_t *out)
 }
 
 /* A snapshot of the store's blocks with a reference each (pd__tsdb_hb_put them). */
-int pd__tsdb_snapshot_blocks(pd_storage *s, hblock ***out, size_t *n)
+int pd__tsdb_snapshot_blocks(pd_tsdb *s, hblock ***out, size_t *n)
 {
     pthread_rwlock_rdlock(&s->idx);
     *n = s->n_blocks;
@@ -405,7 +405,7 @@ static int64_t floor_div(int64_t a, int64_t d) { return a / d - (a % d != 0 && a
 
 /* Picks the next group to compact from v (sorted by min time): its first
  * index and size, or false. */
-bool pd__tsdb_plan_compaction(const pd_storage *s, hblock **v, size_t n, int64_t newest,
+bool pd__tsdb_plan_compaction(const pd_tsdb *s, hblock **v, size_t n, int64_t newest,
                             size_t *first, size_t *count)
 {
     int64_t d = s->block_ms > 0 ? s->block_ms : 2 * 3600 * 1000;
@@ -464,7 +464,7 @@ static int compact_add(void *ctx, int64_t ts_ms, const pd_profile *p)
 /* Compacts v[0..n) into one block and swaps it in. With maint_mu held.
  * A source that does not read (*bad_src = its index, else n) fails the
  * compaction; the caller marks it failed. */
-int pd__tsdb_compact_blocks(pd_storage *s, hblock **v, size_t n, size_t *bad_src, pd_err *err)
+int pd__tsdb_compact_blocks(pd_tsdb *s, hblock **v, size_t n, size_t *bad_src, pd_err *err)
 {
     *bad_src = n;
     int64_t t0 = pd__tsdb_now_mono_ms();

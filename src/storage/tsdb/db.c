@@ -73,8 +73,8 @@
 #include "storage/tsdb/warnings_int.h"
 #include "storage/tsdb/db_int.h"
 
-static uint64_t blocks_profiles(const pd_storage *s);
-static uint64_t blocks_bytes(const pd_storage *s);
+static uint64_t blocks_profiles(const pd_tsdb *s);
+static uint64_t blocks_bytes(const pd_tsdb *s);
 
 pd_storage_options pd_storage_options_default(void)
 {
@@ -95,7 +95,7 @@ pd_storage_options pd_storage_options_default(void)
 
 /* ---- time bounds ---- */
 
-/* The window of accepted profile times (pd_storage_append): with retention r
+/* The window of accepted profile times (pd_tsdb_append): with retention r
  * > 0, ts >= now - r; with grace g > 0, ts <= now + g. */
 int pd__tsdb_check_time(int64_t retention_ms, int64_t grace_ms, int64_t now, int64_t ts,
                       pd_err *err)
@@ -122,7 +122,7 @@ int pd__tsdb_check_time(int64_t retention_ms, int64_t grace_ms, int64_t now, int
     return 0;
 }
 
-int pd_storage_check_time(pd_storage *s, int64_t ts_ms, pd_err *err)
+int pd_tsdb_check_time(pd_tsdb *s, int64_t ts_ms, pd_err *err)
 {
     return pd__tsdb_check_time(s->retention_ms, s->grace_ms, s->clock(), ts_ms, err);
 }
@@ -137,7 +137,7 @@ int pd_storage_options_check_time(const pd_storage_options *o, int64_t now_ms, i
 
 /* ---- open / close ---- */
 
-void pd__tsdb_update_gauges(pd_storage *s)
+void pd__tsdb_update_gauges(pd_tsdb *s)
 {
     pd_metrics_set("profd_storage_series", NULL, (double)s->n_series);
     pd_metrics_set("profd_storage_blocks", NULL, (double)s->n_blocks);
@@ -197,7 +197,7 @@ int64_t pd__tsdb_now_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static uint64_t blocks_profiles(const pd_storage *s)
+static uint64_t blocks_profiles(const pd_tsdb *s)
 {
     uint64_t n = 0;
     for (size_t i = 0; i < s->n_blocks; i++)
@@ -221,7 +221,7 @@ void pd__tsdb_hb_stat_agg(hblock *hb)
     __atomic_store_n(&hb->agg_bytes, n, __ATOMIC_RELAXED);
 }
 
-static uint64_t blocks_bytes(const pd_storage *s)
+static uint64_t blocks_bytes(const pd_tsdb *s)
 {
     uint64_t n = 0;
     for (size_t i = 0; i < s->n_blocks; i++)
@@ -337,7 +337,7 @@ static int add_bref(series *se, hblock *hb, uint32_t id)
  * with new refs (*added = true) for label sets the head does not know. Under
  * the idx write lock (or during open), with app_mu held. 0 or PD_ENOMEM (b is
  * owned by s even then). */
-int pd__tsdb_add_block(pd_storage *s, pd_block *b, bool *added)
+int pd__tsdb_add_block(pd_tsdb *s, pd_block *b, bool *added)
 {
     hblock *hb = calloc(1, sizeof *hb);
     if (!hb) {
@@ -392,7 +392,7 @@ int pd__tsdb_add_block(pd_storage *s, pd_block *b, bool *added)
 /* Takes hb out of the store: out of s->blocks and every series' brefs. The
  * store's reference passes to the caller (pd__tsdb_hb_put it). Under app_mu + the idx
  * write lock (or during open). */
-void pd__tsdb_unlink_block(pd_storage *s, hblock *hb)
+void pd__tsdb_unlink_block(pd_tsdb *s, hblock *hb)
 {
     size_t w = 0;
     for (size_t i = 0; i < s->n_blocks; i++)
@@ -499,7 +499,7 @@ void pd__tsdb_prune_stash(series *se, uint32_t keep)
 
 /* Removes the points of se whose ts is in the ascending list ts[0..n).
  * Returns how many. Under the idx write lock (or during open). */
-size_t pd__tsdb_drop_points(pd_storage *s, series *se, const int64_t *ts, size_t n)
+size_t pd__tsdb_drop_points(pd_tsdb *s, series *se, const int64_t *ts, size_t n)
 {
     size_t w = 0, j = 0;
     for (size_t i = 0; i < se->n_pts; i++) {
@@ -524,7 +524,7 @@ size_t pd__tsdb_drop_points(pd_storage *s, series *se, const int64_t *ts, size_t
 
 /* Open: drops head points (replayed from the WAL) already in a block — a
  * crash between a block's rename and the WAL checkpoint leaves both. */
-static int dedupe_head(pd_storage *s)
+static int dedupe_head(pd_tsdb *s)
 {
     size_t dropped = 0;
     for (size_t i = 0; i < s->n_series; i++) {
@@ -602,7 +602,7 @@ int pd__tsdb_fsync_path(const char *path)
  * crash came before it was deleted): it is deleted now, not loaded, so
  * nothing is seen twice. A block that does not open is logged, counted and
  * left on disk for `profd tsdb check`. */
-int pd__tsdb_load_blocks(pd_storage *s, bool *added, pd_err *err)
+int pd__tsdb_load_blocks(pd_tsdb *s, bool *added, pd_err *err)
 {
     struct dirent **names = NULL;
     int n = scandir(s->path, &names, NULL, alphasort);
@@ -706,7 +706,7 @@ int pd__tsdb_load_blocks(pd_storage *s, bool *added, pd_err *err)
     return rc;
 }
 
-int pd_storage_maintain(pd_storage *s, pd_err *err)
+int pd_tsdb_maintain(pd_tsdb *s, pd_err *err)
 {
     pd_err_clear(err);
     int rc = 0;
@@ -739,7 +739,7 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
             for (size_t i = first; i < first + count; i++)
                 src += pd__tsdb_hb_bytes(v[i]);
             pd_storage_stats st;
-            pd_storage_stats_get(s, &st);
+            pd_tsdb_stats_get(s, &st);
             due = st.bytes_on_disk + src <= s->retention_bytes;
         }
         size_t bad = count;
@@ -797,7 +797,7 @@ int pd_storage_maintain(pd_storage *s, pd_err *err)
 }
 
 /* Wakes the maintenance thread for a round now (a head cut is due). */
-void pd__tsdb_kick_maintenance(pd_storage *s)
+void pd__tsdb_kick_maintenance(pd_tsdb *s)
 {
     pthread_mutex_lock(&s->stop_mu);
     if (!s->kicked) {
@@ -809,14 +809,14 @@ void pd__tsdb_kick_maintenance(pd_storage *s)
 
 static void *maint_main(void *arg)
 {
-    pd_storage *s = arg;
+    pd_tsdb *s = arg;
     pthread_mutex_lock(&s->stop_mu);
     while (!s->stopping) {
         if (s->kicked) {
             s->kicked = false;
             pthread_mutex_unlock(&s->stop_mu);
             pd_err e;
-            pd_storage_maintain(s, &e);
+            pd_tsdb_maintain(s, &e);
             pthread_mutex_lock(&s->stop_mu);
             continue;
         }
@@ -835,7 +835,7 @@ static void *maint_main(void *arg)
             continue;
         pthread_mutex_unlock(&s->stop_mu);
         pd_err e;
-        pd_storage_maintain(s, &e);
+        pd_tsdb_maintain(s, &e);
         pthread_mutex_lock(&s->stop_mu);
     }
     pthread_mutex_unlock(&s->stop_mu);
@@ -866,7 +866,7 @@ int pd__tsdb_lock_store(const char *dir, int *fd_out, pd_err *err)
     return 0;
 }
 
-int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *err)
+int pd_tsdb_open(const pd_storage_options *opts, pd_tsdb **out, pd_err *err)
 {
     *out = NULL;
     pd_err_clear(err);
@@ -935,7 +935,7 @@ int pd_storage_open(const pd_storage_options *opts, pd_storage **out, pd_err *er
         return pd_err_set(err, PD_EINVAL, "storage path \"%s\" is too long", path);
     int rc;
     pd_headsnap *snap = NULL;
-    pd_storage *s = calloc(1, sizeof *s);
+    pd_tsdb *s = calloc(1, sizeof *s);
     if (!s)
         return pd_err_set(err, PD_ENOMEM, "open storage %s: out of memory", path);
     s->lock_fd = -1;
@@ -1076,11 +1076,11 @@ fail:
     pd__headsnap_free(snap);
     free(s->orphans); /* a replay that failed */
     s->orphans = NULL;
-    pd_storage_close(s);
+    pd_tsdb_close(s);
     return rc;
 }
 
-void pd_storage_close(pd_storage *s)
+void pd_tsdb_close(pd_tsdb *s)
 {
     if (!s)
         return;
@@ -1119,7 +1119,7 @@ void pd_storage_close(pd_storage *s)
     free(s);
 }
 
-void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
+void pd_tsdb_stats_get(pd_tsdb *s, pd_storage_stats *out)
 {
     memset(out, 0, sizeof *out);
     pthread_rwlock_rdlock(&s->idx);
@@ -1160,7 +1160,7 @@ void pd_storage_stats_get(pd_storage *s, pd_storage_stats *out)
     pthread_rwlock_unlock(&s->idx);
 }
 
-bool pd_storage_ready(pd_storage *s)
+bool pd_tsdb_ready(pd_tsdb *s)
 {
     return __atomic_load_n(&s->head_ready, __ATOMIC_ACQUIRE);
 }

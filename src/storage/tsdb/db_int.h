@@ -18,6 +18,7 @@
 #include "storage/tsdb/head_int.h"
 #include "storage/tsdb/headmem_int.h"
 #include "storage/tsdb/postings_int.h"
+#include "storage/tsdb/tsdb.h"
 #include "storage/tsdb/wal_int.h"
 
 #define MAX_SAMPLE_TYPES 1024 /* per profile, at append and replay */
@@ -102,7 +103,7 @@ typedef struct series {
                             every segment names the series its PROFILEs use (issue 27) */
 } series;
 
-struct pd_storage {
+struct pd_tsdb {
     char *path;
     char waldir[4096];
     pd_pprof_limits limits;
@@ -113,7 +114,7 @@ struct pd_storage {
 
     pthread_mutex_t app_mu;
     pthread_rwlock_t idx;
-    pthread_rwlock_t cut_rw; /* held for reading by pd_storage_aggregate from its block
+    pthread_rwlock_t cut_rw; /* held for reading by pd_tsdb_aggregate from its block
                                 snapshot to the end of its head walk (which releases
                                 idx between slices), for writing by a head cut's swap:
                                 no profile moves from the head into a block the
@@ -121,7 +122,7 @@ struct pd_storage {
     pd_hmem hm; /* symbols and value groups of the head (headmem_int.h) */
     pd_postings post; /* label pair -> refs of every series (postings_int.h) */
     uint64_t n_wal_only; /* head points not decomposed yet (replayed) */
-    bool head_ready;     /* __atomic: n_wal_only reached 0 since the open (pd_storage_ready) */
+    bool head_ready;     /* __atomic: n_wal_only reached 0 since the open (pd_tsdb_ready) */
     bool snapshot;       /* write PATH/head.snapshot at close (headsnap.c) */
     bool opened;         /* the open succeeded (close may write the snapshot) */
     bool post_broken; /* out of memory adding to post: select scans every series */
@@ -190,7 +191,7 @@ typedef pd_profile_rec profile_rec;
 /* ---- db.c ---- */
 int pd__tsdb_check_time(int64_t retention_ms, int64_t grace_ms, int64_t now, int64_t ts,
                       pd_err *err);
-void pd__tsdb_update_gauges(pd_storage *s);
+void pd__tsdb_update_gauges(pd_tsdb *s);
 int64_t pd__tsdb_now_mono_ms(void);
 void pd__tsdb_hb_get(hblock *hb);
 void pd__tsdb_hb_put(hblock *hb);
@@ -198,31 +199,31 @@ bool pd__tsdb_hb_bad(const hblock *hb, uint32_t id);
 void pd__tsdb_hb_damaged(hblock *hb, uint32_t id, const pd_err *e);
 void pd__tsdb_hb_warn_known(const hblock *hb, uint32_t id, uint64_t ref);
 void pd__tsdb_hb_read_failed(hblock *hb, uint32_t id, int rc, const pd_err *e);
-int pd__tsdb_add_block(pd_storage *s, pd_block *b, bool *added);
-void pd__tsdb_unlink_block(pd_storage *s, hblock *hb);
+int pd__tsdb_add_block(pd_tsdb *s, pd_block *b, bool *added);
+void pd__tsdb_unlink_block(pd_tsdb *s, hblock *hb);
 void pd__tsdb_remove_block_dir(const char *dir);
 bool pd__tsdb_blocks_have(const series *se, int64_t ts);
 void pd__tsdb_prune_stash(series *se, uint32_t keep);
-size_t pd__tsdb_drop_points(pd_storage *s, series *se, const int64_t *ts, size_t n);
+size_t pd__tsdb_drop_points(pd_tsdb *s, series *se, const int64_t *ts, size_t n);
 int pd__tsdb_write_full_fd(int fd, const uint8_t *p, size_t n);
 int pd__tsdb_fsync_path(const char *path);
 /* Takes the store's lock: an exclusive flock(2) on DIR/lock (created if
  * missing), held until *fd_out is closed. The server holds it while the store
- * is open (pd_storage_open); the offline tools that write into a store
+ * is open (pd_tsdb_open); the offline tools that write into a store
  * (`profd tsdb import`, `tsdb repair`) take it too, so neither writes under a
  * running server. Returns 0; PD_EEXIST when another process holds it (err
  * names the store and the lock file); -errno when DIR/lock cannot be opened;
  * PD_EINVAL when the path is too long. */
 int pd__tsdb_lock_store(const char *dir, int *fd_out /* OUT */, pd_err *err);
-int pd__tsdb_load_blocks(pd_storage *s, bool *added, pd_err *err);
-void pd__tsdb_kick_maintenance(pd_storage *s);
+int pd__tsdb_load_blocks(pd_tsdb *s, bool *added, pd_err *err);
+void pd__tsdb_kick_maintenance(pd_tsdb *s);
 
 /* ---- head.c ---- */
-void pd__tsdb_series_free(pd_storage *s, series *se);
-series *pd__tsdb_find_by_ref(const pd_storage *s, uint64_t ref);
-series *pd__tsdb_find_by_labels(const pd_storage *s, const pd_labels *ls, uint64_t hash);
-int pd__tsdb_reserve_series(pd_storage *s);
-void pd__tsdb_insert_series(pd_storage *s, series *se);
+void pd__tsdb_series_free(pd_tsdb *s, series *se);
+series *pd__tsdb_find_by_ref(const pd_tsdb *s, uint64_t ref);
+series *pd__tsdb_find_by_labels(const pd_tsdb *s, const pd_labels *ls, uint64_t hash);
+int pd__tsdb_reserve_series(pd_tsdb *s);
+void pd__tsdb_insert_series(pd_tsdb *s, series *se);
 size_t pd__tsdb_lower_bound(const series *se, int64_t t);
 bool pd__tsdb_has_ts(const series *se, int64_t ts);
 /* The index of se's sample-type set (types[k], units[k]), or -1 when se has
@@ -243,39 +244,39 @@ uint64_t pd__tsdb_rd_varint(reader *r);
 const char *pd__tsdb_rd_str(reader *r, size_t *len);
 
 /* ---- replay.c ---- */
-void pd__tsdb_compress_sealed(pd_storage *s, series *se);
-void pd__tsdb_seg_name(const pd_storage *s, uint32_t seg, char *buf, size_t n);
+void pd__tsdb_compress_sealed(pd_tsdb *s, series *se);
+void pd__tsdb_seg_name(const pd_tsdb *s, uint32_t seg, char *buf, size_t n);
 int pd__tsdb_replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, const uint8_t *payload,
                      uint32_t len);
 /* Writes PATH/series: a CHECKPOINT record naming first_seg (the first WAL
  * segment kept; 0 = none written), then every series. */
-int pd__tsdb_write_series_file(pd_storage *s, uint32_t first_seg, pd_err *err);
-int pd__tsdb_read_series_file(pd_storage *s);
+int pd__tsdb_write_series_file(pd_tsdb *s, uint32_t first_seg, pd_err *err);
+int pd__tsdb_read_series_file(pd_tsdb *s);
 /* After the WAL replay: replays the PROFILE records whose ref was unknown
  * when met (their SERIES record came later: the append that rolled a
  * segment, or the record was damaged and a later segment names the series
  * again); one still unknown is logged and counted. Frees the list. 0 or
  * PD_ENOMEM. */
-int pd__tsdb_replay_orphans(pd_storage *s);
-bool pd__tsdb_decompose_replayed(pd_storage *s, int64_t budget_ms);
+int pd__tsdb_replay_orphans(pd_tsdb *s);
+bool pd__tsdb_decompose_replayed(pd_tsdb *s, int64_t budget_ms);
 
 /* ---- compact.c ---- */
-void pd__tsdb_head_range_add(pd_storage *s, int64_t ts);
-bool pd__tsdb_cut_due(pd_storage *s, int64_t *start /* OUT */);
-void pd__tsdb_maybe_cut(pd_storage *s, bool locked);
-bool pd__tsdb_newest_ts(pd_storage *s, int64_t *out);
-int pd__tsdb_snapshot_blocks(pd_storage *s, hblock ***out, size_t *n);
+void pd__tsdb_head_range_add(pd_tsdb *s, int64_t ts);
+bool pd__tsdb_cut_due(pd_tsdb *s, int64_t *start /* OUT */);
+void pd__tsdb_maybe_cut(pd_tsdb *s, bool locked);
+bool pd__tsdb_newest_ts(pd_tsdb *s, int64_t *out);
+int pd__tsdb_snapshot_blocks(pd_tsdb *s, hblock ***out, size_t *n);
 void pd__tsdb_put_blocks(hblock **v, size_t n);
 int pd__tsdb_cmp_hb_mint(const void *a, const void *b);
-bool pd__tsdb_plan_compaction(const pd_storage *s, hblock **v, size_t n, int64_t newest,
+bool pd__tsdb_plan_compaction(const pd_tsdb *s, hblock **v, size_t n, int64_t newest,
                             size_t *first, size_t *count);
-int pd__tsdb_compact_blocks(pd_storage *s, hblock **v, size_t n, size_t *bad_src, pd_err *err);
+int pd__tsdb_compact_blocks(pd_tsdb *s, hblock **v, size_t n, size_t *bad_src, pd_err *err);
 
 /* ---- retention.c ---- */
-void pd__tsdb_apply_retention(pd_storage *s);
+void pd__tsdb_apply_retention(pd_tsdb *s);
 
 /* ---- querier.c ---- */
-int pd__tsdb_wal_profile(pd_storage *s, uint64_t ref, const point *pt, pd_profile *out,
+int pd__tsdb_wal_profile(pd_tsdb *s, uint64_t ref, const point *pt, pd_profile *out,
                        pd_buf *raw, pd_err *err);
 
 #endif

@@ -59,7 +59,7 @@
 
 /* ---- series and index ---- */
 
-void pd__tsdb_series_free(pd_storage *s, series *se)
+void pd__tsdb_series_free(pd_tsdb *s, series *se)
 {
     if (!se)
         return;
@@ -80,7 +80,7 @@ void pd__tsdb_series_free(pd_storage *s, series *se)
     free(se);
 }
 
-series *pd__tsdb_find_by_ref(const pd_storage *s, uint64_t ref)
+series *pd__tsdb_find_by_ref(const pd_tsdb *s, uint64_t ref)
 {
     size_t lo = 0, hi = s->n_series;
     while (lo < hi) {
@@ -93,7 +93,7 @@ series *pd__tsdb_find_by_ref(const pd_storage *s, uint64_t ref)
     return lo < s->n_series && s->by_ref[lo]->ref == ref ? s->by_ref[lo] : NULL;
 }
 
-series *pd__tsdb_find_by_labels(const pd_storage *s, const pd_labels *ls, uint64_t hash)
+series *pd__tsdb_find_by_labels(const pd_tsdb *s, const pd_labels *ls, uint64_t hash)
 {
     if (!s->n_buckets)
         return NULL;
@@ -105,7 +105,7 @@ series *pd__tsdb_find_by_labels(const pd_storage *s, const pd_labels *ls, uint64
 
 /* Makes room for one more series (by_ref and the hash table). Call under the
  * idx write lock (it moves memory readers use). 0 or PD_ENOMEM. */
-int pd__tsdb_reserve_series(pd_storage *s)
+int pd__tsdb_reserve_series(pd_tsdb *s)
 {
     if (s->n_series == s->cap_series) {
         size_t nc = s->cap_series ? s->cap_series * 2 : 64;
@@ -133,7 +133,7 @@ int pd__tsdb_reserve_series(pd_storage *s)
 }
 
 /* Inserts se (pd__tsdb_reserve_series done). Keeps by_ref sorted. Cannot fail. */
-void pd__tsdb_insert_series(pd_storage *s, series *se)
+void pd__tsdb_insert_series(pd_tsdb *s, series *se)
 {
     size_t i = s->n_series;
     while (i > 0 && s->by_ref[i - 1]->ref > se->ref)
@@ -402,21 +402,21 @@ int pd__profile_rec_parse(const uint8_t *p, size_t len, profile_rec *pr /* OUT *
 /* ---- append ---- */
 
 /* The append of both storage.h entry points: max_shift 0 is
- * pd_storage_append's rule (a taken (series, ms) is PD_EEXIST); > 0 is
- * pd_storage_append_shift's (the next free ms up to ts_ms + max_shift,
+ * pd_tsdb_append's rule (a taken (series, ms) is PD_EEXIST); > 0 is
+ * pd_tsdb_append_shift's (the next free ms up to ts_ms + max_shift,
  * looked for under app_mu so that two appends racing for one ms both find
  * theirs; *stored_ts receives the ms used). */
-static int append_at(pd_storage *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
+static int append_at(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
                      size_t len, const pd_profile *profile, int64_t max_shift,
                      int64_t *stored_ts, pd_err *err);
 
-int pd_storage_append(pd_storage *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
+int pd_tsdb_append(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
                       size_t len, const pd_profile *profile, pd_err *err)
 {
     return append_at(s, labels, ts_ms, body, len, profile, 0, NULL, err);
 }
 
-int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_ms,
+int pd_tsdb_append_shift(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms,
                             const uint8_t *body, size_t len, const pd_profile *profile,
                             int64_t *stored_ts, pd_err *err)
 {
@@ -431,7 +431,7 @@ int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_m
  * With app_mu held. 0, or PD_ETIMEOUT (the HTTP layers answer 503 with
  * Retry-After). */
 #define WAL_BOUND_WAIT_MS 10000
-static int wait_wal_bound(pd_storage *s, pd_err *err)
+static int wait_wal_bound(pd_tsdb *s, pd_err *err)
 {
     if (!s->wal_hard || !s->maint_running || pd__wal_bytes(s->wal) <= s->wal_hard)
         return 0;
@@ -467,7 +467,7 @@ static bool ts_taken(const series *se, int64_t ts)
     return pd__tsdb_has_ts(se, ts) || pd__tsdb_blocks_have(se, ts);
 }
 
-static int append_at(pd_storage *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
+static int append_at(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
                      size_t len, const pd_profile *profile, int64_t max_shift,
                      int64_t *stored_ts, pd_err *err)
 {
@@ -660,7 +660,7 @@ static int append_at(pd_storage *s, const pd_labels *labels, int64_t ts_ms, cons
     pd__tsdb_compress_sealed(s, se);
     int64_t cut_from;
     if (s->maint_ms <= 0) { /* no maintenance thread: cut here, appends wait */
-        /* (unless a pd_storage_maintain round runs: it cuts) */
+        /* (unless a pd_tsdb_maintain round runs: it cuts) */
         if (pthread_mutex_trylock(&s->maint_mu) == 0) {
             pd__tsdb_maybe_cut(s, true);
             pthread_mutex_unlock(&s->maint_mu);

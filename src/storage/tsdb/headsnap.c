@@ -5,7 +5,7 @@
  * At open the WAL is only indexed (replay.c): each head profile is
  * "WAL-only" until the maintenance thread decomposes it into the head's
  * value groups, and a merge meanwhile reads and decodes every such profile
- * from the WAL (8-40x slower). So a clean close (pd_storage_close) writes
+ * from the WAL (8-40x slower). So a clean close (pd_tsdb_close) writes
  * the head's decomposed state — its symbol generations and every series'
  * value groups, as they are in memory — to PATH/head.snapshot, and the next
  * open adopts those groups instead of decomposing the WAL again: nothing is
@@ -36,7 +36,7 @@
  *
  * Who calls what (db.c): pd__headsnap_read before pd__wal_open,
  * pd__headsnap_apply once the WAL is replayed and the blocks loaded,
- * pd__headsnap_write from pd_storage_close after pd__wal_close.
+ * pd__headsnap_write from pd_tsdb_close after pd__wal_close.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -377,7 +377,7 @@ static bool wal_end(const char *waldir, uint32_t *seg, uint64_t *size)
 
 /* ---- reading at open ---- */
 
-static void snap_name(const pd_storage *s, char *buf, size_t n, bool tmp)
+static void snap_name(const pd_tsdb *s, char *buf, size_t n, bool tmp)
 {
     snprintf(buf, n, "%s/%s%s", s->path, PD_HEADSNAP_NAME, tmp ? ".tmp" : "");
 }
@@ -391,7 +391,7 @@ static void count_load(const char *result)
 
 #define SNAP_MAX_FILE ((uint64_t)64 << 30)
 
-void pd__headsnap_read(pd_storage *s, pd_headsnap **out)
+void pd__headsnap_read(pd_tsdb *s, pd_headsnap **out)
 {
     *out = NULL;
     char name[4200], tmp[4200];
@@ -483,7 +483,7 @@ static size_t claim(const series *se, const hs_group *g, uint32_t k)
     return i;
 }
 
-void pd__headsnap_apply(pd_storage *s, pd_headsnap *h)
+void pd__headsnap_apply(pd_tsdb *s, pd_headsnap *h)
 {
     if (!h)
         return;
@@ -564,7 +564,7 @@ static int put_group(pd_buf *o, const pd_hgroup *g, uint32_t tab, const uint32_t
 }
 
 /* The payload: symbol tables, then series and their groups. */
-static int encode(const pd_storage *s, pd_buf *o, uint64_t *n_prof)
+static int encode(const pd_tsdb *s, pd_buf *o, uint64_t *n_prof)
 {
     const pd_hsyms *tabs[SNAP_MAX_TABLES];
     size_t n_tabs = 0, n_series = 0;
@@ -649,7 +649,7 @@ static int encode(const pd_storage *s, pd_buf *o, uint64_t *n_prof)
     return rc;
 }
 
-void pd__headsnap_write(pd_storage *s)
+void pd__headsnap_write(pd_tsdb *s)
 {
     int64_t t0 = pd__tsdb_now_mono_ms();
     char name[4200], tmp[4200];

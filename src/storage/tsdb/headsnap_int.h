@@ -15,7 +15,7 @@
 #define PD_HEADSNAP_NAME "head.snapshot" /* PATH/head.snapshot (+ ".tmp" while written) */
 
 typedef struct pd_headsnap pd_headsnap; /* a parsed snapshot */
-struct pd_storage;
+struct pd_tsdb;
 
 /* Parses a whole snapshot file p[0..len) (untrusted: any byte may be
  * wrong): checks magic, version, both crc32c and every length and count,
@@ -39,17 +39,17 @@ uint64_t pd__headsnap_profiles(const pd_headsnap *h);
  * written; removes the file in every case. *out: the snapshot to apply, or
  * NULL (none, damaged, stale, unreadable: logged and counted in
  * profd_storage_head_snapshot_loads_total{result}). Never fails the open. */
-void pd__headsnap_read(struct pd_storage *s, pd_headsnap **out /* OUT */);
+void pd__headsnap_read(struct pd_tsdb *s, pd_headsnap **out /* OUT */);
 /* At open, after the WAL replay and the blocks' load (no reader, no
  * maintenance thread yet): each group position whose WAL record is a
  * WAL-only point of the same series and time becomes that point's place in
  * the head; the rest stays WAL-only. Frees h (NULL: no-op). */
-void pd__headsnap_apply(struct pd_storage *s, pd_headsnap *h);
+void pd__headsnap_apply(struct pd_tsdb *s, pd_headsnap *h);
 /* At close, after the maintenance thread stopped and the WAL was closed:
  * writes PATH/head.snapshot (tmp, fsync, rename, fsync PATH) when the head
  * holds decomposed profiles. Failures are logged and counted
  * (profd_storage_head_snapshot_writes_total{result="failed"}); nothing
  * depends on the file. */
-void pd__headsnap_write(struct pd_storage *s);
+void pd__headsnap_write(struct pd_tsdb *s);
 
 #endif

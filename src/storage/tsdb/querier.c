@@ -134,7 +134,7 @@ static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t 
     return 0;
 }
 
-static int select_series(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+static int select_series(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint,
                          int64_t maxt, bool exact, pd_series_set *out, pd_err *err)
 {
     out->v = NULL;
@@ -181,13 +181,13 @@ static int select_series(pd_storage *s, const pd_matcher *ms, size_t n, int64_t 
     return 0;
 }
 
-int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+int pd_tsdb_select(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
                       pd_series_set *out, pd_err *err)
 {
     return select_series(s, ms, n, mint, maxt, true, out, err);
 }
 
-int pd_storage_select_overlapping(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+int pd_tsdb_select_overlapping(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint,
                                   int64_t maxt, pd_series_set *out, pd_err *err)
 {
     return select_series(s, ms, n, mint, maxt, false, out, err);
@@ -257,7 +257,7 @@ static int copy_block_points(pd_arena *a, const pd_points *bp, pd_point **v, siz
     return 0;
 }
 
-int pd_storage_read_points(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
+int pd_tsdb_read_points(pd_tsdb *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
                            pd_err *err)
 {
     out->v = NULL;
@@ -435,7 +435,7 @@ void pd_points_release(pd_points *pts)
     pts->priv = NULL;
 }
 
-/* ---- sample-type runs (storage.h: pd_storage_read_type_runs) ----
+/* ---- sample-type runs (storage.h: pd_tsdb_read_type_runs) ----
  *
  * A merge checks the sample types of every profile it will add before it
  * reads any body; with one point per profile that check read every time
@@ -545,7 +545,7 @@ static int part_runs(const bref *br, uint64_t ref, int64_t mint, int64_t maxt,
     return rc;
 }
 
-int pd_storage_read_type_runs(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
+int pd_tsdb_read_type_runs(pd_tsdb *s, uint64_t ref, int64_t mint, int64_t maxt,
                               pd_points *out, size_t *n_profiles, pd_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -632,7 +632,7 @@ out:
 /* Appends the body of the WAL record of pt (series ref at ts_ms) to raw:
  * the producer's bytes. PD_ENOTFOUND when its segment is gone (checkpointed
  * meanwhile), PD_ECORRUPT (err: file and offset), -errno, PD_ENOMEM. */
-static int wal_body(pd_storage *s, uint64_t ref, int64_t ts_ms, const point *pt, pd_buf *raw,
+static int wal_body(pd_tsdb *s, uint64_t ref, int64_t ts_ms, const point *pt, pd_buf *raw,
                     pd_err *err)
 {
     pd_buf rec;
@@ -671,7 +671,7 @@ out:
  * record into out (and its body appended to raw if not NULL). Errors as
  * wal_body, and PD_ECORRUPT when the body does not decode (err: file,
  * offset). */
-int pd__tsdb_wal_profile(pd_storage *s, uint64_t ref, const point *pt, pd_profile *out,
+int pd__tsdb_wal_profile(pd_tsdb *s, uint64_t ref, const point *pt, pd_profile *out,
                        pd_buf *raw, pd_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -702,7 +702,7 @@ int pd__tsdb_wal_profile(pd_storage *s, uint64_t ref, const point *pt, pd_profil
 
 /* raw for a profile read into out: the producer's bytes from the WAL while
  * its record exists (pt != NULL), else out re-encoded. */
-static int read_raw(pd_storage *s, uint64_t ref, int64_t ts_ms, const point *pt,
+static int read_raw(pd_tsdb *s, uint64_t ref, int64_t ts_ms, const point *pt,
                     const pd_profile *out, pd_buf *raw, pd_err *err)
 {
     size_t len0 = raw->len;
@@ -729,8 +729,8 @@ static int read_raw(pd_storage *s, uint64_t ref, int64_t ts_ms, const point *pt,
 
 #define RETRY_READ (-99999) /* read_profile_once: a WAL-only point's segment vanished */
 
-/* One lookup and read for pd_storage_read_profile. */
-static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
+/* One lookup and read for pd_tsdb_read_profile. */
+static int read_profile_once(pd_tsdb *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
                              pd_buf *raw, pd_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -811,7 +811,7 @@ static int read_profile_once(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_prof
     return rc;
 }
 
-int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
+int pd_tsdb_read_profile(pd_tsdb *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
                             pd_buf *raw, pd_err *err)
 {
     size_t len0 = raw ? raw->len : 0;

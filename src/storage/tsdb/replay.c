@@ -50,7 +50,7 @@
 /* Compresses se's sealed raw head groups (appenders only: app_mu held). The
  * raw encoding stays readable while zstd runs outside the idx lock; the swap
  * is under it. Without memory the group simply stays raw. */
-void pd__tsdb_compress_sealed(pd_storage *s, series *se)
+void pd__tsdb_compress_sealed(pd_tsdb *s, series *se)
 {
     pd_hgroup *gs[8];
     size_t n = pd__hchunks_raw_sealed(&se->hc, gs, 8);
@@ -72,12 +72,12 @@ void pd__tsdb_compress_sealed(pd_storage *s, series *se)
 
 
 /* "PATH/wal/NNNNNNNN" (usable during replay, before s->wal is set) */
-void pd__tsdb_seg_name(const pd_storage *s, uint32_t seg, char *buf, size_t n)
+void pd__tsdb_seg_name(const pd_tsdb *s, uint32_t seg, char *buf, size_t n)
 {
     snprintf(buf, n, "%s/%08u", s->waldir, seg);
 }
 
-static void replay_bad(pd_storage *s, uint32_t seg, uint64_t off, const char *why)
+static void replay_bad(pd_tsdb *s, uint32_t seg, uint64_t off, const char *why)
 {
     char name[4200];
     if (s->replay_file)
@@ -90,7 +90,7 @@ static void replay_bad(pd_storage *s, uint32_t seg, uint64_t off, const char *wh
     s->replay_corrupt++;
 }
 
-static int replay_series(pd_storage *s, uint32_t seg, uint64_t off, const uint8_t *p, uint32_t len)
+static int replay_series(pd_tsdb *s, uint32_t seg, uint64_t off, const uint8_t *p, uint32_t len)
 {
     reader r = {.p = p, .len = len};
     uint64_t ref = pd__tsdb_rd_u64le(&r);
@@ -163,7 +163,7 @@ out:
     return rc;
 }
 
-static int replay_profile(pd_storage *s, uint32_t seg, uint64_t off, const uint8_t *p, uint32_t len)
+static int replay_profile(pd_tsdb *s, uint32_t seg, uint64_t off, const uint8_t *p, uint32_t len)
 {
     profile_rec pr;
     const char *why = NULL;
@@ -229,7 +229,7 @@ out:
 int pd__tsdb_replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, const uint8_t *payload,
                      uint32_t len)
 {
-    pd_storage *s = ctx;
+    pd_tsdb *s = ctx;
     switch (type) {
     case PD_WAL_REC_SERIES:
         return replay_series(s, seg, off, payload, len);
@@ -241,7 +241,7 @@ int pd__tsdb_replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, cons
     }
 }
 
-int pd__tsdb_replay_orphans(pd_storage *s)
+int pd__tsdb_replay_orphans(pd_tsdb *s)
 {
     int rc = 0;
     pd_buf b;
@@ -270,7 +270,7 @@ int pd__tsdb_replay_orphans(pd_storage *s)
 
 /* Writes every series (ref, labels) to PATH/series: tmp file, fsync,
  * rename, fsync PATH. With app_mu held (or during open). */
-int pd__tsdb_write_series_file(pd_storage *s, uint32_t first_seg, pd_err *err)
+int pd__tsdb_write_series_file(pd_tsdb *s, uint32_t first_seg, pd_err *err)
 {
     char name[4200], tmp[4200];
     snprintf(name, sizeof name, "%s/series", s->path);
@@ -354,7 +354,7 @@ static uint32_t first_wal_segment(const char *waldir)
     return first;
 }
 
-int pd__tsdb_read_series_file(pd_storage *s)
+int pd__tsdb_read_series_file(pd_tsdb *s)
 {
     char name[4200];
     snprintf(name, sizeof name, "%s/series", s->path);
@@ -464,7 +464,7 @@ out:
  * offset), counted in profd_storage_corruptions_total and dropped from the
  * head, as the replay did when it decoded every body. maint_mu held (no cut
  * runs meanwhile). Returns true when some remain. */
-bool pd__tsdb_decompose_replayed(pd_storage *s, int64_t budget_ms)
+bool pd__tsdb_decompose_replayed(pd_tsdb *s, int64_t budget_ms)
 {
     int64_t t0 = pd__tsdb_now_mono_ms();
     size_t done = 0, bad = 0;
@@ -538,7 +538,7 @@ bool pd__tsdb_decompose_replayed(pd_storage *s, int64_t budget_ms)
     }
     pthread_mutex_lock(&s->app_mu);
     uint64_t left = s->n_wal_only;
-    if (!left) /* /-/ready (pd_storage_ready) */
+    if (!left) /* /-/ready (pd_tsdb_ready) */
         __atomic_store_n(&s->head_ready, true, __ATOMIC_RELEASE);
     pd__tsdb_update_gauges(s);
     pthread_mutex_unlock(&s->app_mu);

@@ -58,7 +58,7 @@ static int cmp_hb_maxt(const void *a, const void *b)
 }
 
 /* Deletes block hb (retention). With maint_mu held; hb has a snapshot ref. */
-static void delete_block(pd_storage *s, hblock *hb, const char *why)
+static void delete_block(pd_tsdb *s, hblock *hb, const char *why)
 {
     const pd_block_meta *m = pd__block_meta(hb->b);
     pd_log_info("storage: retention deletes a block", "block=%s mint=%lld maxt=%lld reason=%s",
@@ -74,7 +74,7 @@ static void delete_block(pd_storage *s, hblock *hb, const char *why)
     pd_metrics_add("profd_storage_retention_deletes_total", NULL, 1);
 }
 
-void pd__tsdb_apply_retention(pd_storage *s)
+void pd__tsdb_apply_retention(pd_tsdb *s)
 {
     hblock **v;
     size_t n;
@@ -99,7 +99,7 @@ void pd__tsdb_apply_retention(pd_storage *s)
             }
     if (s->retention_bytes) {
         pd_storage_stats st;
-        pd_storage_stats_get(s, &st);
+        pd_tsdb_stats_get(s, &st);
         uint64_t total = st.bytes_on_disk, wal = pd__wal_bytes(s->wal);
         if (wal < s->wal_budget)
             total += s->wal_budget - wal;
