@@ -266,10 +266,13 @@ fail:
     return rc;
 }
 
+int64_t (*pd_query_clock_ns)(void) = pd_mono_ns;
+
 /* Checks the deadline and the cancel callback. */
 static int check_time(pd_merge *m, pd_err *err)
 {
-    if (m->o.deadline_ns && pd_mono_ns() > m->o.deadline_ns) {
+    if (m->o.deadline_ns &&
+        __atomic_load_n(&pd_query_clock_ns, __ATOMIC_ACQUIRE)() > m->o.deadline_ns) {
         if (m->o.timeout_ms)
             return pd_err_set(err, PD_ETIMEOUT,
                               "query timed out after %" PRId64

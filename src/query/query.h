@@ -369,6 +369,11 @@ int pd_merge_add_n(pd_merge *m, const pd_profile *p, const pd_labels *series, bo
  * For work done on the merger's behalf (pd_storage_aggregate's poll). */
 int pd_merge_check(pd_merge *m, pd_err *err);
 
+/* The monotonic clock (ns) a merge checks its deadline (deadline_ns) against:
+ * pd_mono_ns unless a test sets another (read and written with __atomic), so
+ * that a test passes a deadline by moving the clock, not by being slow. */
+extern int64_t (*pd_query_clock_ns)(void);
+
 /* Applies the filters, drops samples summing to zero, compacts, and moves
  * the result into *out (indexed; pd_profile_release it). After it the merger
  * can only be freed. Errors: PD_ENOTFOUND (nothing was added), PD_ENOMEM,
