@@ -101,6 +101,10 @@ before(async () => {
   new Proc('dropme', drop, []);
 
   const cfg = path.join(dir, 'agent.yml');
+  // the last rule keeps this test's programs only: the agent sees every
+  // process of the host, also another run's keepme (two make tests at once,
+  // e.g. the host's and a Debian 12 chroot's)
+  const here = dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   fs.writeFileSync(cfg, [
     'relabel_configs:',
     '  - source_labels: [__meta_process_exe]',
@@ -110,6 +114,9 @@ before(async () => {
     '  - source_labels: [__meta_process_exe, __meta_process_commandline]',
     '    regex: .*/dropme;.*',
     '    action: drop',
+    '  - source_labels: [__meta_process_exe]',
+    `    regex: '${here}/.*'`,
+    '    action: keep',
     '',
   ].join('\n'));
   profd = await startProfd({ storage: path.join(dir, 'data') });
