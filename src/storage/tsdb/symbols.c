@@ -492,36 +492,14 @@ int pd__symbols_encode(const pd_symbols *s, pd_buf *o)
     for (size_t i = 0; i < s->n_str; i++)
         if ((rc = pd_buf_append(o, s->str[i], s->str_len[i])))
             return rc;
-    PUT(s->n_map);
-    for (size_t i = 0; i < s->n_map; i++) {
-        const pd_sym_mapping *m = &s->map[i];
-        PUT(m->start);
-        PUT(m->limit);
-        PUT(m->offset);
-        PUT(m->filename);
-        PUT(m->build_id);
-        PUTB(m->flags);
-    }
-    PUT(s->n_fn);
-    for (size_t i = 0; i < s->n_fn; i++) {
-        PUT(s->fn[i].name);
-        PUT(s->fn[i].system_name);
-        PUT(s->fn[i].filename);
-        PUT(pd_zigzag_enc(s->fn[i].start_line));
-    }
-    PUT(s->n_loc);
-    for (size_t i = 0; i < s->n_loc; i++) {
-        const pd_sym_location *l = &s->loc[i];
-        PUT(l->mapping);
-        PUT(l->address);
-        PUTB(l->folded);
-        PUT(l->n_line);
-        for (uint32_t j = 0; j < l->n_line; j++) {
-            const pd_sym_line *ln = &s->line[l->first_line + j];
-            PUT(ln->function);
-            PUT(pd_zigzag_enc(ln->line));
-            PUT(pd_zigzag_enc(ln->column));
-        }
+    /* mappings, functions and locations row by row, as the framed files */
+    static const int rows[] = {T_MAP, T_FN, T_LOC};
+    const size_t n_rows[] = {s->n_map, s->n_fn, s->n_loc};
+    for (int k = 0; k < 3; k++) {
+        PUT(n_rows[k]);
+        for (size_t i = 0; i < n_rows[k]; i++)
+            if ((rc = pd__symbols_entry_encode(s, rows[k], i, o)))
+                return rc;
     }
     PUT(s->n_stack);
     if (s->stack_format == PD_STACKS_TREE) {
@@ -536,15 +514,9 @@ int pd__symbols_encode(const pd_symbols *s, pd_buf *o)
             PUT(s->list_locs[i]);
     }
     PUT(s->n_lset);
-    for (size_t i = 1; i <= s->n_lset; i++) {
-        PUT(s->lset_off[i] - s->lset_off[i - 1]);
-        for (uint64_t j = s->lset_off[i - 1]; j < s->lset_off[i]; j++) {
-            PUT(s->lab[j].key);
-            PUT(s->lab[j].str);
-            PUT(pd_zigzag_enc(s->lab[j].num));
-            PUT(s->lab[j].num_unit);
-        }
-    }
+    for (size_t i = 1; i <= s->n_lset; i++)
+        if ((rc = pd__symbols_entry_encode(s, T_LSET, i, o)))
+            return rc;
     return 0;
 }
 

@@ -21,7 +21,6 @@
 
 /* ---- the `symbols` file: version 1 (one frame) and 2 (framed tables) ---- */
 
-enum { T_STR = 1, T_MAP, T_FN, T_LOC, T_STACK, T_LSET, T_N };
 #define SF_HDR 8
 #define SF_MAX_RAW (16ull << 30) /* decompressed bytes of one file: cap */
 
@@ -48,8 +47,7 @@ static int zstd_append(pd_buf *out, const void *src, size_t len, int level)
     return 0;
 }
 
-/* Entry i of table t, row-wise (the frame encoding of version 2). */
-static int entry_encode(const pd_symbols *s, int t, size_t i, pd_buf *o)
+int pd__symbols_entry_encode(const pd_symbols *s, int t, size_t i, pd_buf *o)
 {
     int rc = 0;
     switch (t) {
@@ -161,7 +159,7 @@ int pd__symbols_file_encode(const pd_symbols *s, int version, int level, size_t 
     for (int t = T_STR; t < T_N; t++) {
         size_t base = t >= T_STACK ? 1 : 0, in = 0;
         for (size_t i = 0; i < count[t]; i++) {
-            if ((rc = entry_encode(s, t, base + i, &raw)))
+            if ((rc = pd__symbols_entry_encode(s, t, base + i, &raw)))
                 goto out;
             in++;
             bool tend = i + 1 == count[t];

@@ -88,6 +88,16 @@ static inline uint32_t getref(rd *r, size_t limit, const char *what)
     return r->bad ? 0 : (uint32_t)v;
 }
 
+/* The tables of a symbols payload, in file order. */
+enum { T_STR = 1, T_MAP, T_FN, T_LOC, T_STACK, T_LSET, T_N };
+
+/* Appends entry i of table t of s to o, row-wise: the encoding of one
+ * mapping, function, location or label set in every version, and of one
+ * string or stack in the framed files (versions 2 and 3; docs/format/
+ * symbols.md). i counts from 0, from 1 for stacks and label sets. 0 or
+ * pd_buf's PD_ENOMEM. (symbols_file.c) */
+int pd__symbols_entry_encode(const pd_symbols *s, int t, size_t i, pd_buf *o);
+
 /* Writers of a payload into pd_buf *o; on failure return rc from the caller. */
 #define PUT(v)                                                                                     \
     do {                                                                                           \
