@@ -70,7 +70,11 @@ int pd_relabel_rule_compile(pd_relabel_rule *r, pd_err *err)
     if (!re) {
         PCRE2_UCHAR msg[200];
         pcre2_get_error_message(ec, msg, sizeof msg);
-        size_t o = off >= 4 ? off - 4 : 0;
+        /* off counts in the wrapped pattern: take away "^(?s:" (5 bytes);
+         * an error found at the closing ")$" is at the end of the regex */
+        size_t o = off >= 5 ? off - 5 : 0;
+        if (o > n)
+            o = n;
         return pd_err_set(err, PD_EINVAL, "invalid regex \"%.200s\": %s at offset %zu", r->regex,
                           (const char *)msg, o);
     }

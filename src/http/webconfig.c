@@ -25,6 +25,7 @@
 #include <yaml.h>
 
 #include "base/time.h"
+#include "base/yaml/yaml_node.h"
 
 typedef struct wc_ctx {
     const char *name; /* file name for messages */
@@ -37,13 +38,11 @@ static int at(wc_ctx *c, const yaml_node_t *n, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int at(wc_ctx *c, const yaml_node_t *n, int code, const char *fmt, ...)
 {
-    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = pd_yaml_vfail(c->err, c->name, n, code, fmt, ap);
     va_end(ap);
-    return pd_err_set(c->err, code, "%s:%zu:%zu: %s", c->name, n ? n->start_mark.line + 1 : 0,
-                      n ? n->start_mark.column + 1 : 0, msg);
+    return rc;
 }
 
 static const char *scalar(const yaml_node_t *n)
@@ -51,14 +50,10 @@ static const char *scalar(const yaml_node_t *n)
     return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
-/* A scalar that is YAML null ("", "~", "null" unquoted). */
+/* A scalar that is YAML null ("", "~", "null" unquoted); no node is not. */
 static bool is_null(const yaml_node_t *n)
 {
-    if (!n || n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return false;
-    const char *s = scalar(n);
-    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
-           !strcmp(s, "NULL");
+    return n && pd_yaml_is_null(n);
 }
 
 static int get_string(wc_ctx *c, const yaml_node_t *n, const char *key, char **out)

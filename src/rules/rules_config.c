@@ -15,6 +15,7 @@
 #include <yaml.h>
 
 #include "base/time.h"
+#include "base/yaml/yaml_node.h"
 #include "query/query.h"
 #include "rules/rules.h"
 
@@ -32,15 +33,11 @@ static int fail(ctx *c, const yaml_node_t *n, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int fail(ctx *c, const yaml_node_t *n, int code, const char *fmt, ...)
 {
-    char msg[500];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = pd_yaml_vfail(c->err, c->name, n, code, fmt, ap);
     va_end(ap);
-    if (n)
-        return pd_err_set(c->err, code, "%s:%zu:%zu: %s", c->name, n->start_mark.line + 1,
-                          n->start_mark.column + 1, msg);
-    return pd_err_set(c->err, code, "%s: %s", c->name, msg);
+    return rc;
 }
 
 static int warn(ctx *c, const yaml_node_t *n, const char *fmt, ...)
@@ -71,19 +68,9 @@ static yaml_node_t *node(ctx *c, int id)
     return yaml_document_get_node(&c->doc, id);
 }
 
-static bool is_null(const yaml_node_t *n)
-{
-    if (!n)
-        return true;
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return false;
-    const char *v = (const char *)n->data.scalar.value;
-    return n->data.scalar.length == 0 || !strcmp(v, "~") || !strcmp(v, "null");
-}
-
 static int want_str(ctx *c, const yaml_node_t *n, const char *what, const char **out)
 {
-    if (!n || n->type != YAML_SCALAR_NODE || is_null(n))
+    if (!n || n->type != YAML_SCALAR_NODE || pd_yaml_is_null(n))
         return fail(c, n, PD_EINVAL, "%s: want a string", what);
     if (strlen((const char *)n->data.scalar.value) != n->data.scalar.length)
         return fail(c, n, PD_EINVAL, "%s: NUL byte in the value", what);
@@ -137,7 +124,7 @@ static int map_keys(ctx *c, const yaml_node_t *m, const char *what, const char *
     size_t nk = 0;
     while (known[nk])
         vals[nk++] = NULL;
-    if (is_null(m))
+    if (pd_yaml_is_null(m))
         return 0;
     if (m->type != YAML_MAPPING_NODE)
         return fail(c, m, PD_EINVAL, "%s: want a mapping", what);
@@ -244,7 +231,7 @@ static int parse_rule(ctx *c, const yaml_node_t *n, pd_rule *r)
                     "rule %s: sample_type is missing (e.g. cpu, samples, alloc_space)", r->record);
     if ((rc = want_dup(c, v[2], "sample_type", &r->sample_type)))
         return rc;
-    if (v[3] && !is_null(v[3])) {
+    if (v[3] && !pd_yaml_is_null(v[3])) {
         if ((rc = want_dup(c, v[3], "function", &r->function)))
             return rc;
         if (pd_matcher_init(&r->fn, PD_MATCH_RE, "function", r->function, &e) < 0) {
@@ -270,7 +257,7 @@ static int parse_rule(ctx *c, const yaml_node_t *n, pd_rule *r)
             return fail(c, v[4], PD_EINVAL, "rule %s: function_match without function",
                         r->record);
     }
-    if (v[5] && !is_null(v[5])) {
+    if (v[5] && !pd_yaml_is_null(v[5])) {
         if (v[5]->type != YAML_SEQUENCE_NODE)
             return fail(c, v[5], PD_EINVAL, "rule %s: by: want a list of label names",
                         r->record);
@@ -294,7 +281,7 @@ static int parse_rule(ctx *c, const yaml_node_t *n, pd_rule *r)
                                 r->by[i]);
         }
     }
-    if (v[6] && !is_null(v[6])) {
+    if (v[6] && !pd_yaml_is_null(v[6])) {
         if (v[6]->type != YAML_MAPPING_NODE)
             return fail(c, v[6], PD_EINVAL, "rule %s: labels: want a mapping", r->record);
         for (yaml_node_pair_t *p = v[6]->data.mapping.pairs.start;
@@ -322,7 +309,7 @@ static int parse_rule(ctx *c, const yaml_node_t *n, pd_rule *r)
 
 static int parse_rules(ctx *c, const yaml_node_t *n)
 {
-    if (is_null(n))
+    if (pd_yaml_is_null(n))
         return 0;
     if (n->type != YAML_SEQUENCE_NODE)
         return fail(c, n, PD_EINVAL, "recording_rules: want a list of rules");
@@ -404,7 +391,7 @@ static int parse_remote(ctx *c, const yaml_node_t *n, pd_remote_write_config *r)
     }
     if (v[2] && (rc = want_duration(c, v[2], "remote_timeout", &r->timeout_ms)))
         return rc;
-    if (v[3] && !is_null(v[3])) {
+    if (v[3] && !pd_yaml_is_null(v[3])) {
         if (v[3]->type != YAML_MAPPING_NODE)
             return fail(c, v[3], PD_EINVAL, "remote_write headers: want a mapping");
         for (yaml_node_pair_t *p = v[3]->data.mapping.pairs.start;
@@ -426,7 +413,7 @@ static int parse_remote(ctx *c, const yaml_node_t *n, pd_remote_write_config *r)
             snprintf(h[r->n_headers++], l, "%s: %s", k, val);
         }
     }
-    if (v[4] && !is_null(v[4])) {
+    if (v[4] && !pd_yaml_is_null(v[4])) {
         static const char *const bk[] = {"username", "password", "password_file", NULL};
         yaml_node_t *b[3];
         if ((rc = map_keys(c, v[4], "remote_write basic_auth", bk, b, NULL, NULL)))
@@ -456,7 +443,7 @@ static int parse_remote(ctx *c, const yaml_node_t *n, pd_remote_write_config *r)
         if (!r->password && !(r->password = strdup("")))
             return PD_ENOMEM;
     }
-    if (v[5] && !is_null(v[5])) {
+    if (v[5] && !pd_yaml_is_null(v[5])) {
         static const char *const qk[] = {"capacity", "max_samples_per_send", "min_backoff",
                                          "max_backoff", NULL};
         static const char *const qign[] = {"max_shards", "min_shards", "batch_send_deadline",
@@ -483,7 +470,7 @@ static int parse_remote(ctx *c, const yaml_node_t *n, pd_remote_write_config *r)
 
 static int parse_remotes(ctx *c, const yaml_node_t *n)
 {
-    if (is_null(n))
+    if (pd_yaml_is_null(n))
         return 0;
     if (n->type != YAML_SEQUENCE_NODE)
         return fail(c, n, PD_EINVAL, "remote_write: want a list of {url: ...}");
@@ -540,7 +527,7 @@ static int parse_doc(const char *text, size_t len, const char *name, bool rule_f
 
 static int parse_rule_files(ctx *c, const yaml_node_t *n)
 {
-    if (is_null(n))
+    if (pd_yaml_is_null(n))
         return 0;
     if (n->type != YAML_SEQUENCE_NODE)
         return fail(c, n, PD_EINVAL, "recording_rule_files: want a list of file names or patterns");
@@ -612,7 +599,7 @@ static int parse_doc(const char *text, size_t len, const char *name, bool rule_f
     yaml_parser_delete(&parser);
     int rc = 0;
     yaml_node_t *root = yaml_document_get_root_node(&c.doc);
-    if (!root || is_null(root))
+    if (!root || pd_yaml_is_null(root))
         goto out;
     if (root->type != YAML_MAPPING_NODE) {
         rc = fail(&c, root, PD_EINVAL, "want a mapping at the top level");

@@ -1097,7 +1097,7 @@ int pd_config_parse(const char *text, size_t len, const char *name, pd_config *o
     }
 
     yaml_node_t *root = yaml_document_get_root_node(&c.doc);
-    if (!root || pd__cfg_is_null(root))
+    if (!root || pd_yaml_is_null(root))
         goto out; /* empty file: no jobs */
     /* recording_rules, recording_rule_files and remote_write are read by
        rules/ (issue 30); remote_write only along with rules (else, as in a

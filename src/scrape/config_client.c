@@ -332,7 +332,7 @@ static int parse_rule(pd__cfg_ctx *c, const yaml_node_t *n, pd_relabel_rule *r)
                                        "modulus",       "replacement", "action",       NULL};
     yaml_node_t *v[7];
     int rc;
-    if (pd__cfg_is_null(n))
+    if (pd_yaml_is_null(n))
         return pd__cfg_fail(c, n, PD_EINVAL, "empty or null relabeling rule in scrape config");
     if ((rc = pd__cfg_map_keys(c, n, "relabel_configs entry", keys, v)))
         return rc;

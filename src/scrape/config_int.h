@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <yaml.h>
 
+#include "base/yaml/yaml_node.h"
 #include "scrape/config.h"
 
 #define PD_CFG_MAX_VISITS 1000000 /* nodes walked (aliases count each time) */
@@ -41,10 +42,8 @@ int pd__cfg_fail(pd__cfg_ctx *c, const yaml_node_t *n, int code, const char *fmt
 /* Appends a warning "FILE:LINE:COL: message" to c->cfg (capped). 0 or PD_ENOMEM. */
 int pd__cfg_warn(pd__cfg_ctx *c, const yaml_node_t *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-const char *pd__cfg_kind_name(const yaml_node_t *n);
 yaml_node_t *pd__cfg_node(pd__cfg_ctx *c, int id);
 int pd__cfg_visit(pd__cfg_ctx *c, const yaml_node_t *n);
-bool pd__cfg_is_null(const yaml_node_t *n);
 const char *pd__cfg_sval(const yaml_node_t *n);
 /* A mapping / list, or null (treated as empty: *is_empty set). */
 int pd__cfg_want_map(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, bool *is_empty);

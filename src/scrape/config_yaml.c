@@ -18,29 +18,11 @@
 
 int pd__cfg_fail(pd__cfg_ctx *c, const yaml_node_t *n, int code, const char *fmt, ...)
 {
-    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = pd_yaml_vfail(c->err, c->name, n, code, fmt, ap);
     va_end(ap);
-    if (n)
-        return pd_err_set(c->err, code, "%s:%zu:%zu: %s", c->name, n->start_mark.line + 1,
-                          n->start_mark.column + 1, msg);
-    return pd_err_set(c->err, code, "%s: %s", c->name, msg);
-}
-
-const char *pd__cfg_kind_name(const yaml_node_t *n)
-{
-    switch (n->type) {
-    case YAML_SCALAR_NODE:
-        return "a scalar";
-    case YAML_SEQUENCE_NODE:
-        return "a list";
-    case YAML_MAPPING_NODE:
-        return "a mapping";
-    default:
-        return "nothing";
-    }
+    return rc;
 }
 
 /* ---- node helpers ---- */
@@ -59,17 +41,6 @@ int pd__cfg_visit(pd__cfg_ctx *c, const yaml_node_t *n)
     return 0;
 }
 
-bool pd__cfg_is_null(const yaml_node_t *n)
-{
-    if (!n)
-        return true;
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return false;
-    const char *v = (const char *)n->data.scalar.value;
-    return n->data.scalar.length == 0 || !strcmp(v, "~") || !strcmp(v, "null") ||
-           !strcmp(v, "Null") || !strcmp(v, "NULL");
-}
-
 const char *pd__cfg_sval(const yaml_node_t *n)
 {
     return (const char *)n->data.scalar.value;
@@ -82,12 +53,12 @@ int pd__cfg_want_map(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, boo
     if (rc)
         return rc;
     *is_empty = false;
-    if (pd__cfg_is_null(n)) {
+    if (pd_yaml_is_null(n)) {
         *is_empty = true;
         return 0;
     }
     if (n->type != YAML_MAPPING_NODE)
-        return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected a mapping, got %s", what, pd__cfg_kind_name(n));
+        return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected a mapping, got %s", what, pd_yaml_kind(n));
     return 0;
 }
 
@@ -97,12 +68,12 @@ int pd__cfg_want_seq(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, boo
     if (rc)
         return rc;
     *is_empty = false;
-    if (pd__cfg_is_null(n)) {
+    if (pd_yaml_is_null(n)) {
         *is_empty = true;
         return 0;
     }
     if (n->type != YAML_SEQUENCE_NODE)
-        return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected a list, got %s", what, pd__cfg_kind_name(n));
+        return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected a list, got %s", what, pd_yaml_kind(n));
     return 0;
 }
 
@@ -113,7 +84,7 @@ int pd__cfg_want_str(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, con
     if (rc)
         return rc;
     if (n->type != YAML_SCALAR_NODE)
-        return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected a string, got %s", what, pd__cfg_kind_name(n));
+        return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected a string, got %s", what, pd_yaml_kind(n));
     if (strlen(pd__cfg_sval(n)) != n->data.scalar.length)
         return pd__cfg_fail(c, n, PD_EINVAL, "%s: contains a NUL character", what);
     *out = pd__cfg_sval(n);

@@ -25,6 +25,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "base/yaml/yaml_node.h"
+
 #define MAX_RULES 10000
 #define MAX_SOURCES 64
 #define MAX_VISITS 100000
@@ -40,34 +42,11 @@ static int fail(ctx *c, const yaml_node_t *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(ctx *c, const yaml_node_t *n, const char *fmt, ...)
 {
-    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = pd_yaml_vfail(c->err, c->file, n, PD_EINVAL, fmt, ap);
     va_end(ap);
-    if (n)
-        return pd_err_set(c->err, PD_EINVAL, "%s:%zu:%zu: %s", c->file, n->start_mark.line + 1,
-                          n->start_mark.column + 1, msg);
-    return pd_err_set(c->err, PD_EINVAL, "%s: %s", c->file, msg);
-}
-
-static bool is_null(const yaml_node_t *n)
-{
-    if (!n)
-        return true;
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return false;
-    const char *v = (const char *)n->data.scalar.value;
-    return !n->data.scalar.length || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") ||
-           !strcmp(v, "NULL");
-}
-
-static const char *kind(const yaml_node_t *n)
-{
-    return n->type == YAML_SCALAR_NODE     ? "a scalar"
-           : n->type == YAML_SEQUENCE_NODE ? "a list"
-           : n->type == YAML_MAPPING_NODE  ? "a mapping"
-                                           : "nothing";
+    return rc;
 }
 
 static yaml_node_t *node(ctx *c, int id, const yaml_node_t *parent, int *rc)
@@ -86,7 +65,7 @@ static yaml_node_t *node(ctx *c, int id, const yaml_node_t *parent, int *rc)
 static int want_str(ctx *c, const yaml_node_t *n, const char *what, const char **out)
 {
     if (n->type != YAML_SCALAR_NODE)
-        return fail(c, n, "%s: expected a string, got %s", what, kind(n));
+        return fail(c, n, "%s: expected a string, got %s", what, pd_yaml_kind(n));
     if (strlen((const char *)n->data.scalar.value) != n->data.scalar.length)
         return fail(c, n, "%s: contains a NUL character", what);
     *out = (const char *)n->data.scalar.value;
@@ -111,9 +90,9 @@ static int parse_rule(ctx *c, const yaml_node_t *n, pd_relabel_rule *r)
 {
     static const char *const keys[] = {"source_labels", "separator",   "target_label", "regex",
                                        "modulus",       "replacement", "action"};
-    if (is_null(n) || n->type != YAML_MAPPING_NODE)
+    if (pd_yaml_is_null(n) || n->type != YAML_MAPPING_NODE)
         return fail(c, n, "relabel_configs entry: expected a mapping, got %s",
-                    is_null(n) ? "nothing" : kind(n));
+                    pd_yaml_is_null(n) ? "nothing" : pd_yaml_kind(n));
     const yaml_node_t *v[7] = {0};
     int rc = 0;
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
@@ -136,9 +115,9 @@ static int parse_rule(ctx *c, const yaml_node_t *n, pd_relabel_rule *r)
                         ks, v[i]->start_mark.line + 1);
         v[i] = val;
     }
-    if (v[0] && !is_null(v[0])) {
+    if (v[0] && !pd_yaml_is_null(v[0])) {
         if (v[0]->type != YAML_SEQUENCE_NODE)
-            return fail(c, v[0], "source_labels: expected a list, got %s", kind(v[0]));
+            return fail(c, v[0], "source_labels: expected a list, got %s", pd_yaml_kind(v[0]));
         size_t cnt = (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
         if (cnt > MAX_SOURCES)
             return fail(c, v[0], "source_labels: %zu labels, over the limit of %d", cnt,
@@ -198,10 +177,10 @@ static int parse_rule(ctx *c, const yaml_node_t *n, pd_relabel_rule *r)
 static int parse_doc(ctx *c, pd_ebpf_config *out)
 {
     yaml_node_t *root = yaml_document_get_root_node(&c->doc);
-    if (is_null(root))
+    if (pd_yaml_is_null(root))
         return 0; /* an empty file: no rules */
     if (root->type != YAML_MAPPING_NODE)
-        return fail(c, root, "expected a mapping (relabel_configs: ...), got %s", kind(root));
+        return fail(c, root, "expected a mapping (relabel_configs: ...), got %s", pd_yaml_kind(root));
     const yaml_node_t *rel = NULL;
     int rc = 0;
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
@@ -219,10 +198,10 @@ static int parse_doc(ctx *c, pd_ebpf_config *out)
                         rel->start_mark.line + 1);
         rel = v;
     }
-    if (is_null(rel))
+    if (pd_yaml_is_null(rel))
         return 0;
     if (rel->type != YAML_SEQUENCE_NODE)
-        return fail(c, rel, "relabel_configs: expected a list, got %s", kind(rel));
+        return fail(c, rel, "relabel_configs: expected a list, got %s", pd_yaml_kind(rel));
     size_t cnt = (size_t)(rel->data.sequence.items.top - rel->data.sequence.items.start);
     if (cnt > MAX_RULES)
         return fail(c, rel, "relabel_configs: %zu rules, over the limit of %d", cnt, MAX_RULES);

@@ -332,6 +332,16 @@ static void test_validate(void **state)
     pd_err_clear(&e);
     assert_int_equal(pd_relabel_rule_compile(&r, &e), PD_EINVAL);
     assert_non_null(strstr(e.msg, "invalid regex \"a(\""));
+    /* the offset is in the regex as written (not the anchored wrapper):
+     * the second '*' of "a**" is byte 2 */
+    free(r.regex);
+    r.regex = strdup("a**");
+    pd_err_clear(&e);
+    assert_int_equal(pd_relabel_rule_compile(&r, &e), PD_EINVAL);
+    if (!strstr(e.msg, "at offset 2")) {
+        print_error("\"%s\" lacks \"at offset 2\"\n", e.msg);
+        fail();
+    }
     pd_relabel_action a;
     assert_int_equal(pd_relabel_action_parse("nope", &a), PD_EINVAL);
     pd_relabel_rule_release(&r);
