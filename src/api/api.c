@@ -44,195 +44,7 @@
 #define DEFAULT_MAX_RESPONSE ((size_t)256 << 20)
 #define RANGE_DEFAULT_MS (3600 * 1000LL)
 
-static const char JSON_CT[] = "application/json";
 static const char TEXT_CT[] = "text/plain; charset=utf-8";
-
-/* ---- replies ---- */
-
-static const char *error_type(int status)
-{
-    switch (status) {
-    case 400:
-        return "bad_data";
-    case 404:
-        return "not_found";
-    case 405:
-    case 409:
-    case 413:
-        return "bad_data";
-    case 422:
-        return "execution";
-    case 503:
-        return "timeout";
-    default:
-        return "internal";
-    }
-}
-
-/* The HTTP status for an error code of query/storage. */
-static int status_of(int rc)
-{
-    switch (rc) {
-    case PD_EPARSE:
-    case PD_EINVAL:
-    case PD_EAMBIGUOUS:
-        return 400;
-    case PD_ENOTFOUND:
-        return 404;
-    case PD_ETOOBIG:
-        return 422;
-    case PD_ETIMEOUT:
-        return 503;
-    default:
-        return 500;
-    }
-}
-
-static void reply_error(pd_http_response *resp, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Replaces the body with a Prometheus error envelope. */
-static void reply_error(pd_http_response *resp, int status, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    pd_buf_reset(&resp->body);
-    resp->status = status;
-    resp->content_type = JSON_CT;
-    pd_buf_printf(&resp->body,
-                  "{\"status\":\"error\",\"errorType\":\"%s\",\"error\":", error_type(status));
-    pd_buf_put_json_string(&resp->body, msg, strlen(msg));
-    pd_buf_puts(&resp->body, "}");
-}
-
-static void reply_text(pd_http_response *resp, int status, const char *text)
-{
-    pd_buf_reset(&resp->body);
-    resp->status = status;
-    resp->content_type = TEXT_CT;
-    pd_buf_puts(&resp->body, text);
-}
-
-/* The storage warnings of the request this thread handles (pd_api_handle). */
-static _Thread_local pd_storage_warnings *t_warn;
-
-int pd__api_put_warnings(pd_buf *b)
-{
-    const pd_storage_warnings *w = t_warn;
-    if (!w || (!w->n && !w->dropped))
-        return 0;
-    int rc = pd_buf_puts(b, ",\"warnings\":[");
-    for (size_t i = 0; i < w->n && !rc; i++) {
-        if (i)
-            rc = pd_buf_putc(b, ',');
-        if (!rc)
-            rc = pd_buf_put_json_string(b, w->v[i], strlen(w->v[i]));
-    }
-    if (!rc && w->dropped)
-        rc = pd_buf_printf(b, "%s\"%zu more warnings not shown\"", w->n ? "," : "",
-                           w->dropped);
-    if (!rc)
-        rc = pd_buf_putc(b, ']');
-    return rc;
-}
-
-/* Starts a success envelope; the caller appends data, then ends it. */
-int pd__api_begin_success(pd_http_response *resp)
-{
-    resp->content_type = JSON_CT;
-    return pd_buf_puts(&resp->body, "{\"status\":\"success\",\"data\":");
-}
-
-int pd__api_end_success(pd_http_response *resp)
-{
-    int rc = pd__api_put_warnings(&resp->body);
-    return rc ? rc : pd_buf_puts(&resp->body, "}");
-}
-
-/* Finishes a query call that appended data (or failed with rc/err). */
-static void finish_query(pd_http_response *resp, int rc, const pd_err *err, const char *what)
-{
-    if (rc == 0)
-        rc = pd__api_end_success(resp);
-    if (rc < 0) {
-        if (rc == PD_ETOOBIG && !err->msg[0])
-            reply_error(resp, 422, "%s: reply over the size limit of %zu bytes", what,
-                        resp->body.max);
-        else
-            reply_error(resp, status_of(rc), "%s", err->msg[0] ? err->msg : pd_strerror(rc));
-    }
-}
-
-/* ---- parameters ---- */
-
-static const char *arg_any(const pd_http_request *req, const char *a, const char *b)
-{
-    const char *v = pd_http_arg(req, a);
-    if ((!v || !*v) && b)
-        v = pd_http_arg(req, b);
-    return v && *v ? v : NULL;
-}
-
-/* Parses an optional time parameter; def when absent. 0, or replies 400. */
-static int time_param(const pd_http_request *req, pd_http_response *resp, const char *name,
-                      const char *alias, int64_t def, int64_t *out)
-{
-    const char *v = arg_any(req, name, alias);
-    if (!v) {
-        *out = def;
-        return 0;
-    }
-    pd_err err = {{0}};
-    if (pd_parse_time_param(v, out, &err) < 0) {
-        reply_error(resp, 400, "invalid parameter \"%s\": %s",
-                    pd_http_arg(req, name) ? name : alias,
-                    err.msg[0] ? err.msg : "cannot parse time");
-        return -1;
-    }
-    return 0;
-}
-
-/* Validates a selector; replies 400 naming the parameter on failure. */
-static int check_selector(pd_http_response *resp, const char *param, const char *sel)
-{
-    pd_matcher *ms = NULL;
-    size_t n = 0;
-    pd_err err = {{0}};
-    int rc = pd_selector_parse(sel, &ms, &n, &err);
-    if (rc < 0) {
-        reply_error(resp, 400, "invalid parameter \"%s\": %s", param,
-                    err.msg[0] ? err.msg : pd_strerror(rc));
-        return -1;
-    }
-    pd_matchers_free(ms, n);
-    return 0;
-}
-
-static int uint_param(const pd_http_request *req, pd_http_response *resp, const char *name,
-                      const char *alias, size_t def, size_t *out)
-{
-    const char *v = arg_any(req, name, alias);
-    if (!v) {
-        *out = def;
-        return 0;
-    }
-    uint64_t x;
-    int rc = pd_parse_u64(v, SIZE_MAX, &x);
-    if (rc < 0) {
-        reply_error(resp, 400,
-                    rc == PD_ETOOBIG
-                        ? "invalid parameter \"%s\": \"%.64s\" is too large"
-                        : "invalid parameter \"%s\": \"%.64s\" is not a non-negative integer "
-                          "(decimal digits only)",
-                    pd_http_arg(req, name) ? name : alias, v);
-        return -1;
-    }
-    *out = (size_t)x;
-    return 0;
-}
 
 /* report=view: {"top":<report=top>,"flamegraph":<report=flamegraph>} of
  * one profile (one merge for the UI's table and flame graph: issue 15);
@@ -270,23 +82,24 @@ static int top_params(const pd_http_request *req, pd_http_response *resp, pd_rep
         else if (!strcmp(sort, "name"))
             o->sort = PD_TOP_SORT_NAME;
         else if (strcmp(sort, "default")) {
-            reply_error(resp, 400,
-                        "invalid parameter \"sort\": \"%.64s\" is not one of flat, cum, name, "
-                        "default",
-                        sort);
+            pd__api_reply_error(
+                resp, 400,
+                "invalid parameter \"sort\": \"%.64s\" is not one of flat, cum, name, "
+                "default",
+                sort);
             return -1;
         }
     }
     if (order && *order) {
         if (strcmp(order, "asc") && strcmp(order, "desc")) {
-            reply_error(resp, 400, "invalid parameter \"order\": \"%.64s\" is not asc or desc",
-                        order);
+            pd__api_reply_error(resp, 400,
+                                "invalid parameter \"order\": \"%.64s\" is not asc or desc", order);
             return -1;
         }
         o->ascending = !strcmp(order, "asc");
     }
     if (filter && strlen(filter) > 1024) {
-        reply_error(resp, 400, "invalid parameter \"filter\": over 1024 bytes");
+        pd__api_reply_error(resp, 400, "invalid parameter \"filter\": over 1024 bytes");
         return -1;
     }
     o->filter = filter;
@@ -308,10 +121,11 @@ static int delta_param(const pd_http_request *req, pd_http_response *resp, int d
     if (!strcmp(d, "false") || !strcmp(d, "0") || !strcmp(d, "raw"))
         return 0;
     pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
-    reply_error(resp, 400,
-                "invalid parameter \"delta\": \"%.64s\" (true: each profile of a cumulative "
-                "series minus the one before; false: the stored counters)",
-                d);
+    pd__api_reply_error(
+        resp, 400,
+        "invalid parameter \"delta\": \"%.64s\" (true: each profile of a cumulative "
+        "series minus the one before; false: the stored counters)",
+        d);
     return -2;
 }
 
@@ -319,21 +133,21 @@ static void h_query_range(pd_api *api, const pd_http_request *req, pd_http_respo
 {
     const char *q = pd_http_arg(req, "query");
     if (!q || !*q) {
-        reply_error(
+        pd__api_reply_error(
             resp, 400,
             "invalid parameter \"query\": missing (a series selector, e.g. heap{job=\"api\"})");
         return;
     }
     int64_t to, from;
-    if (time_param(req, resp, "to", "end", pd_now_ms(), &to) < 0 ||
-        time_param(req, resp, "from", "start", to - RANGE_DEFAULT_MS, &from) < 0)
+    if (pd__api_time_param(req, resp, "to", "end", pd_now_ms(), &to) < 0 ||
+        pd__api_time_param(req, resp, "from", "start", to - RANGE_DEFAULT_MS, &from) < 0)
         return;
     if (to < from) {
-        reply_error(resp, 400,
-                    "invalid parameter \"to\": end timestamp must not be before start time");
+        pd__api_reply_error(
+            resp, 400, "invalid parameter \"to\": end timestamp must not be before start time");
         return;
     }
-    if (check_selector(resp, "query", q) < 0)
+    if (pd__api_check_selector(resp, "query", q) < 0)
         return;
     int delta = delta_param(req, resp, 1);
     if (delta < 0)
@@ -342,7 +156,7 @@ static void h_query_range(pd_api *api, const pd_http_request *req, pd_http_respo
     int rc = pd__api_begin_success(resp);
     if (rc == 0)
         rc = pd_query_range_ex(api->st, q, from, to, delta == 1, &resp->body, &err);
-    finish_query(resp, rc, &err, "query_range");
+    pd__api_finish_query(resp, rc, &err, "query_range");
 }
 
 /* ---- /api/v1/query: merge, diff, and single with options ---- */
@@ -351,10 +165,11 @@ static void h_query_range(pd_api *api, const pd_http_request *req, pd_http_respo
  * hide given, or a report only that path writes. */
 static bool wants_many(const pd_http_request *req)
 {
-    const char *mode = arg_any(req, "mode", NULL), *report = arg_any(req, "report", NULL);
+    const char *mode = pd__api_arg_any(req, "mode", NULL),
+               *report = pd__api_arg_any(req, "report", NULL);
     return (mode && strcmp(mode, "single") != 0) || pd_http_arg(req, "by") ||
-           arg_any(req, "focus", NULL) || arg_any(req, "ignore", NULL) ||
-           arg_any(req, "hide", NULL) || arg_any(req, "span_id", NULL) ||
+           pd__api_arg_any(req, "focus", NULL) || pd__api_arg_any(req, "ignore", NULL) ||
+           pd__api_arg_any(req, "hide", NULL) || pd__api_arg_any(req, "span_id", NULL) ||
            (report && (!strcmp(report, "folded") || !strcmp(report, "callgraph")));
 }
 
@@ -377,22 +192,22 @@ static int side_params(const pd_http_request *req, pd_http_response *resp, const
     snprintf(fn, sizeof fn, "from%s", sfx);
     snprintf(ton, sizeof ton, "to%s", sfx);
     memset(s, 0, sizeof *s);
-    s->selector = arg_any(req, qn, *sfx ? "query" : NULL);
+    s->selector = pd__api_arg_any(req, qn, *sfx ? "query" : NULL);
     if (!s->selector) {
-        reply_error(resp, 400,
-                    "invalid parameter \"%s\": missing (a series selector, e.g. heap{job=\"api\"})",
-                    qn);
+        pd__api_reply_error(
+            resp, 400,
+            "invalid parameter \"%s\": missing (a series selector, e.g. heap{job=\"api\"})", qn);
         return -1;
     }
-    if (check_selector(resp, qn, s->selector) < 0)
+    if (pd__api_check_selector(resp, qn, s->selector) < 0)
         return -1;
     if (*sfx) {
-        mode = arg_any(req, mn, NULL);
+        mode = pd__api_arg_any(req, mn, NULL);
         if (!mode)
             mode = "single";
         if (strcmp(mode, "single") && strcmp(mode, "merge")) {
-            reply_error(resp, 400, "invalid parameter \"%s\": \"%.64s\" is not single or merge",
-                        mn, mode);
+            pd__api_reply_error(
+                resp, 400, "invalid parameter \"%s\": \"%.64s\" is not single or merge", mn, mode);
             return -1;
         }
     }
@@ -405,24 +220,26 @@ static int side_params(const pd_http_request *req, pd_http_response *resp, const
     if (*sfx && nx == 0)
         nx = pd_http_args(req, "exclude", ex, MAX_MATCH_PARAMS);
     if (nx > MAX_MATCH_PARAMS) {
-        reply_error(resp, 400, "invalid parameter \"%s\": more than %d selectors", xn,
-                    MAX_MATCH_PARAMS);
+        pd__api_reply_error(resp, 400, "invalid parameter \"%s\": more than %d selectors", xn,
+                            MAX_MATCH_PARAMS);
         return -1;
     }
     for (size_t i = 0; i < nx; i++)
-        if (check_selector(resp, xn, ex[i]) < 0)
+        if (pd__api_check_selector(resp, xn, ex[i]) < 0)
             return -1;
     s->exclude = ex;
     s->n_exclude = nx;
     int64_t now = pd_now_ms();
     if (s->mode == PD_QUERY_MODE_SINGLE)
-        return time_param(req, resp, tn, NULL, now, &s->time);
-    if (time_param(req, resp, ton, *sfx ? NULL : "end", now, &s->to) < 0 ||
-        time_param(req, resp, fn, *sfx ? NULL : "start", s->to - RANGE_DEFAULT_MS, &s->from) < 0)
+        return pd__api_time_param(req, resp, tn, NULL, now, &s->time);
+    if (pd__api_time_param(req, resp, ton, *sfx ? NULL : "end", now, &s->to) < 0 ||
+        pd__api_time_param(req, resp, fn, *sfx ? NULL : "start", s->to - RANGE_DEFAULT_MS,
+                           &s->from) < 0)
         return -1;
     if (s->to < s->from) {
-        reply_error(resp, 400, "invalid parameter \"%s\": end timestamp must not be before start time",
-                    ton);
+        pd__api_reply_error(resp, 400,
+                            "invalid parameter \"%s\": end timestamp must not be before start time",
+                            ton);
         return -1;
     }
     return 0;
@@ -431,22 +248,21 @@ static int side_params(const pd_http_request *req, pd_http_response *resp, const
 /* report=callgraph: pprof's -svg idea: the DOT of pd_report_dot rendered by
  * Graphviz (`dot -Tsvg`, run on a temp file; stdout read up to the reply
  * cap). 0, or a negative code after replying. */
-static int render_callgraph(const pd_profile *p, const pd_report_options *o,
-                            pd_http_response *resp)
+static int render_callgraph(const pd_profile *p, const pd_report_options *o, pd_http_response *resp)
 {
     pd_buf dot;
     pd_buf_init(&dot, resp->body.max);
     int rc = pd_report_dot(p, o, &dot);
     if (rc < 0) {
         pd_buf_release(&dot);
-        reply_error(resp, status_of(rc), "callgraph: %s", pd_strerror(rc));
+        pd__api_reply_error(resp, pd__api_status_of(rc), "callgraph: %s", pd_strerror(rc));
         return rc;
     }
     char path[] = "/tmp/profd-callgraph-XXXXXX";
     int fd = mkstemp(path);
     if (fd < 0) {
         pd_buf_release(&dot);
-        reply_error(resp, 500, "callgraph: cannot make a temp file");
+        pd__api_reply_error(resp, 500, "callgraph: cannot make a temp file");
         return PD_EINVAL;
     }
     size_t off = 0;
@@ -474,9 +290,10 @@ static int render_callgraph(const pd_profile *p, const pd_report_options *o,
     }
     unlink(path);
     if (!f || rc < 0) {
-        reply_error(resp, rc == PD_ETOOBIG ? 422 : 500, "callgraph: %s",
-                    rc == PD_ETOOBIG ? "over the reply size limit"
-                                     : "Graphviz `dot -Tsvg` failed (is graphviz installed?)");
+        pd__api_reply_error(resp, rc == PD_ETOOBIG ? 422 : 500, "callgraph: %s",
+                            rc == PD_ETOOBIG
+                                ? "over the reply size limit"
+                                : "Graphviz `dot -Tsvg` failed (is graphviz installed?)");
         return rc < 0 ? rc : PD_EINVAL;
     }
     resp->content_type = "image/svg+xml";
@@ -493,19 +310,18 @@ static int cmp_u64(const void *a, const void *b)
  * span ids, 16 hex digits each (storage.h, pd_storage_sample_filter), into
  * *ids (malloc'ed, sorted, unique; NULL with *n = 0 when absent). 0, or
  * replies 400 naming the bad id. */
-static int span_param(const pd_http_request *req, pd_http_response *resp, uint64_t **ids,
-                      size_t *n)
+static int span_param(const pd_http_request *req, pd_http_response *resp, uint64_t **ids, size_t *n)
 {
     *ids = NULL;
     *n = 0;
-    const char *v = arg_any(req, "span_id", NULL);
+    const char *v = pd__api_arg_any(req, "span_id", NULL);
     if (!v)
         return 0;
     size_t cap = 1;
     for (const char *p = v; *p; p++)
         cap += *p == ',';
     if (!(*ids = malloc(cap * sizeof **ids))) {
-        reply_error(resp, 500, "out of memory");
+        pd__api_reply_error(resp, 500, "out of memory");
         return -1;
     }
     for (const char *p = v;;) {
@@ -513,10 +329,10 @@ static int span_param(const pd_http_request *req, pd_http_response *resp, uint64
         size_t len = e ? (size_t)(e - p) : strlen(p);
         if (!pd_storage_span_id_parse(p, len, &(*ids)[*n])) {
             pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
-            reply_error(resp, 400,
-                        "invalid parameter \"span_id\": \"%.*s\" is not a span id (16 hex "
-                        "digits; several: comma-separated)",
-                        (int)(len < 64 ? len : 64), p);
+            pd__api_reply_error(resp, 400,
+                                "invalid parameter \"span_id\": \"%.*s\" is not a span id (16 hex "
+                                "digits; several: comma-separated)",
+                                (int)(len < 64 ? len : 64), p);
             free(*ids);
             *ids = NULL;
             *n = 0;
@@ -541,14 +357,15 @@ int pd__api_query_profile(pd_api *api, const pd_http_request *req, pd_http_respo
 {
     memset(p, 0, sizeof *p);
     memset(stats, 0, sizeof *stats);
-    const char *mode = arg_any(req, "mode", NULL);
+    const char *mode = pd__api_arg_any(req, "mode", NULL);
     if (!mode)
         mode = "single";
     bool diff = strcmp(mode, "diff") == 0;
     if ((diff && !allow_diff) || (!diff && strcmp(mode, "single") && strcmp(mode, "merge"))) {
         pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
-        reply_error(resp, 400, "invalid parameter \"mode\": \"%.64s\" is not one of single, merge%s",
-                    mode, allow_diff ? ", diff" : "");
+        pd__api_reply_error(resp, 400,
+                            "invalid parameter \"mode\": \"%.64s\" is not one of single, merge%s",
+                            mode, allow_diff ? ", diff" : "");
         return -1;
     }
     *diff_out = diff;
@@ -563,9 +380,9 @@ int pd__api_query_profile(pd_api *api, const pd_http_request *req, pd_http_respo
     }
     pd_merge_options mo = {
         .by = pd_http_arg(req, "by"),
-        .focus = arg_any(req, "focus", NULL),
-        .ignore = arg_any(req, "ignore", NULL),
-        .hide = arg_any(req, "hide", NULL),
+        .focus = pd__api_arg_any(req, "focus", NULL),
+        .ignore = pd__api_arg_any(req, "ignore", NULL),
+        .hide = pd__api_arg_any(req, "hide", NULL),
         .max_samples = api->o.query_max_samples,
         .timeout_ms = api->o.query_timeout_ms,
         .deadline_ns = pd_mono_ns() + api->o.query_timeout_ms * 1000000,
@@ -575,14 +392,14 @@ int pd__api_query_profile(pd_api *api, const pd_http_request *req, pd_http_respo
     const char *agg = pd_http_arg(req, "agg"), *norm = pd_http_arg(req, "normalize");
     if (agg && strcmp(agg, "sum") && strcmp(agg, "avg")) {
         pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
-        reply_error(resp, 400, "invalid parameter \"agg\": \"%.64s\" (sum or avg)", agg);
+        pd__api_reply_error(resp, 400, "invalid parameter \"agg\": \"%.64s\" (sum or avg)", agg);
         return -1;
     }
     if (norm && strcmp(norm, "true") && strcmp(norm, "false") && strcmp(norm, "1") &&
         strcmp(norm, "0")) {
         pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
-        reply_error(resp, 400, "invalid parameter \"normalize\": \"%.64s\" (true or false)",
-                    norm);
+        pd__api_reply_error(resp, 400, "invalid parameter \"normalize\": \"%.64s\" (true or false)",
+                            norm);
         return -1;
     }
     mo.agg = agg && !strcmp(agg, "avg") ? PD_MERGE_AVG : PD_MERGE_SUM;
@@ -590,7 +407,7 @@ int pd__api_query_profile(pd_api *api, const pd_http_request *req, pd_http_respo
     if (delta == -2)
         return -1;
     mo.delta = delta < 0 ? PD_DELTA_AUTO : delta ? PD_DELTA_ON : PD_DELTA_RAW;
-    mo.sample_type = arg_any(req, "sample_index", NULL);
+    mo.sample_type = pd__api_arg_any(req, "sample_index", NULL);
     mo.normalize = norm && (!strcmp(norm, "true") || !strcmp(norm, "1"));
     uint64_t *span_ids;
     size_t n_span;
@@ -604,7 +421,8 @@ int pd__api_query_profile(pd_api *api, const pd_http_request *req, pd_http_respo
                   : pd_query_merge(api->st, &b, &mo, p, stats, &err);
     free(span_ids);
     if (rc < 0) {
-        reply_error(resp, status_of(rc), "%s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_reply_error(resp, pd__api_status_of(rc), "%s",
+                            err.msg[0] ? err.msg : pd_strerror(rc));
         return -1;
     }
     return 0;
@@ -612,35 +430,35 @@ int pd__api_query_profile(pd_api *api, const pd_http_request *req, pd_http_respo
 
 static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_response *resp)
 {
-    const char *report = arg_any(req, "report", NULL);
+    const char *report = pd__api_arg_any(req, "report", NULL);
     if (!report)
         report = "proto";
-    static const char *const reports[] = {"proto", "top", "flamegraph", "folded", "meta",
-                                          "callgraph", "view"};
+    static const char *const reports[] = {"proto", "top",       "flamegraph", "folded",
+                                          "meta",  "callgraph", "view"};
     bool known = false;
     for (size_t i = 0; i < sizeof reports / sizeof *reports; i++)
         known = known || strcmp(report, reports[i]) == 0;
     if (!known) {
-        reply_error(resp, 400,
-                    "invalid parameter \"report\": \"%.64s\" is not one of proto, top, "
-                    "flamegraph, folded, meta, callgraph, view",
-                    report);
+        pd__api_reply_error(resp, 400,
+                            "invalid parameter \"report\": \"%.64s\" is not one of proto, top, "
+                            "flamegraph, folded, meta, callgraph, view",
+                            report);
         return;
     }
     size_t nodes;
     size_t def_nodes = !strcmp(report, "top") || !strcmp(report, "view") ? api->o.top_default_rows
-                       : !strcmp(report, "callgraph")                        ? 80
-                                                                             : 0;
+                       : !strcmp(report, "callgraph")                    ? 80
+                                                                         : 0;
     size_t fg_nodes = 0;
-    if (uint_param(req, resp, "nodes", "limit", def_nodes, &nodes) < 0 ||
-        uint_param(req, resp, "fg_nodes", NULL, 0, &fg_nodes) < 0)
+    if (pd__api_uint_param(req, resp, "nodes", "limit", def_nodes, &nodes) < 0 ||
+        pd__api_uint_param(req, resp, "fg_nodes", NULL, 0, &fg_nodes) < 0)
         return;
     pd_profile p;
     pd_merge_stats stats;
     bool diff = false;
     if (pd__api_query_profile(api, req, resp, true, &p, &stats, &diff) < 0)
         return;
-    const char *mode = arg_any(req, "mode", NULL);
+    const char *mode = pd__api_arg_any(req, "mode", NULL);
     if (!mode)
         mode = "single";
     int rc;
@@ -653,9 +471,9 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     pd_http_add_header(resp, "X-Profd-Delta", stats.delta ? "true" : "false");
 
     size_t si = 0;
-    const char *sis = arg_any(req, "sample_index", NULL);
+    const char *sis = pd__api_arg_any(req, "sample_index", NULL);
     if (strcmp(report, "meta") != 0 && (rc = pd_profile_sample_index(&p, sis, &si, &err)) < 0) {
-        reply_error(resp, 400, "invalid parameter \"sample_index\": %s", err.msg);
+        pd__api_reply_error(resp, 400, "invalid parameter \"sample_index\": %s", err.msg);
         goto out;
     }
     pd_report_options ro = {.sample_index = si, .max_nodes = nodes, .diff = diff};
@@ -671,16 +489,16 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         pd_http_add_header(resp, "Content-Disposition", disp);
         rc = pd_profile_encode(&p, true, &resp->body);
         if (rc < 0)
-            reply_error(resp, rc == PD_ETOOBIG ? 422 : 500, "encoding the profile: %s",
-                        rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
+            pd__api_reply_error(resp, rc == PD_ETOOBIG ? 422 : 500, "encoding the profile: %s",
+                                rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
         goto out;
     }
     if (strcmp(report, "folded") == 0) {
         resp->content_type = TEXT_CT;
         rc = pd_report_folded(&p, &ro, &resp->body);
         if (rc < 0)
-            reply_error(resp, status_of(rc), "folded: %s",
-                        rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
+            pd__api_reply_error(resp, pd__api_status_of(rc), "folded: %s",
+                                rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
         goto out;
     }
     if (strcmp(report, "callgraph") == 0) {
@@ -699,7 +517,7 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
             rc = pd_report_meta(&p, &resp->body);
     }
     pd_err_clear(&err);
-    finish_query(resp, rc, &err, report);
+    pd__api_finish_query(resp, rc, &err, report);
 out:
     pd_profile_release(&p);
 }
@@ -712,33 +530,33 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
     }
     const char *q = pd_http_arg(req, "query");
     if (!q || !*q) {
-        reply_error(
+        pd__api_reply_error(
             resp, 400,
             "invalid parameter \"query\": missing (a series selector, e.g. heap{job=\"api\"})");
         return;
     }
-    const char *report = arg_any(req, "report", NULL);
+    const char *report = pd__api_arg_any(req, "report", NULL);
     if (!report)
         report = "proto";
     if (strcmp(report, "proto") && strcmp(report, "top") && strcmp(report, "flamegraph") &&
         strcmp(report, "meta") && strcmp(report, "view")) {
-        reply_error(resp, 400,
-                    "invalid parameter \"report\": \"%.64s\" is not one of proto, top, "
-                    "flamegraph, meta, view",
-                    report);
+        pd__api_reply_error(resp, 400,
+                            "invalid parameter \"report\": \"%.64s\" is not one of proto, top, "
+                            "flamegraph, meta, view",
+                            report);
         return;
     }
     int64_t t;
     size_t limit; /* top, view: rows (default 100); flamegraph: nodes (default all) */
     size_t fg_nodes = 0;
-    if (time_param(req, resp, "time", NULL, pd_now_ms(), &t) < 0 ||
-        uint_param(req, resp, "limit", "nodes",
-                   !strcmp(report, "top") || !strcmp(report, "view") ? api->o.top_default_rows
-                                                                     : 0,
-                   &limit) < 0 ||
-        uint_param(req, resp, "fg_nodes", NULL, 0, &fg_nodes) < 0)
+    if (pd__api_time_param(req, resp, "time", NULL, pd_now_ms(), &t) < 0 ||
+        pd__api_uint_param(
+            req, resp, "limit", "nodes",
+            !strcmp(report, "top") || !strcmp(report, "view") ? api->o.top_default_rows : 0,
+            &limit) < 0 ||
+        pd__api_uint_param(req, resp, "fg_nodes", NULL, 0, &fg_nodes) < 0)
         return;
-    if (check_selector(resp, "query", q) < 0)
+    if (pd__api_check_selector(resp, "query", q) < 0)
         return;
 
     pd_profile p;
@@ -749,7 +567,8 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
     pd_err err = {{0}};
     int rc = pd_query_single(api->st, q, t, &p, &ls, &ts, &err);
     if (rc < 0) {
-        reply_error(resp, status_of(rc), "%s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_reply_error(resp, pd__api_status_of(rc), "%s",
+                            err.msg[0] ? err.msg : pd_strerror(rc));
         return;
     }
     pd_buf sel;
@@ -766,9 +585,9 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
     pd_http_add_header(resp, "X-Profd-Timestamp", tsbuf);
 
     size_t si = 0;
-    const char *sis = arg_any(req, "sample_index", NULL);
+    const char *sis = pd__api_arg_any(req, "sample_index", NULL);
     if (strcmp(report, "meta") != 0 && (rc = pd_profile_sample_index(&p, sis, &si, &err)) < 0) {
-        reply_error(resp, 400, "invalid parameter \"sample_index\": %s", err.msg);
+        pd__api_reply_error(resp, 400, "invalid parameter \"sample_index\": %s", err.msg);
         goto out;
     }
     if (strcmp(report, "proto") == 0) {
@@ -786,8 +605,8 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
         pd_http_add_header(resp, "Content-Disposition", disp);
         rc = pd_profile_encode(&p, true, &resp->body);
         if (rc < 0)
-            reply_error(resp, rc == PD_ETOOBIG ? 422 : 500, "encoding the profile: %s",
-                        rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
+            pd__api_reply_error(resp, rc == PD_ETOOBIG ? 422 : 500, "encoding the profile: %s",
+                                rc == PD_ETOOBIG ? "over the reply size limit" : pd_strerror(rc));
         goto out;
     }
     pd_report_options ro = {.sample_index = si, .max_nodes = limit};
@@ -805,7 +624,7 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
             rc = pd_report_meta(&p, &resp->body);
     }
     pd_err_clear(&err);
-    finish_query(resp, rc, &err, report);
+    pd__api_finish_query(resp, rc, &err, report);
 out:
     pd_buf_release(&sel);
     pd_labels_release(&ls);
@@ -818,24 +637,24 @@ static int series_params(const pd_http_request *req, pd_http_response *resp,
 {
     size_t n = pd_http_args(req, "match[]", sel, MAX_MATCH_PARAMS);
     if (n > MAX_MATCH_PARAMS) {
-        reply_error(resp, 400, "invalid parameter \"match[]\": more than %d selectors",
-                    MAX_MATCH_PARAMS);
+        pd__api_reply_error(resp, 400, "invalid parameter \"match[]\": more than %d selectors",
+                            MAX_MATCH_PARAMS);
         return -1;
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (!*sel[i])
             continue; /* an empty match[] is no filter */
-        if (check_selector(resp, "match[]", sel[i]) < 0)
+        if (pd__api_check_selector(resp, "match[]", sel[i]) < 0)
             return -1;
         sel[k++] = sel[i];
     }
-    if (time_param(req, resp, "start", NULL, INT64_MIN, start) < 0 ||
-        time_param(req, resp, "end", NULL, INT64_MAX, end) < 0)
+    if (pd__api_time_param(req, resp, "start", NULL, INT64_MIN, start) < 0 ||
+        pd__api_time_param(req, resp, "end", NULL, INT64_MAX, end) < 0)
         return -1;
     if (*end < *start) {
-        reply_error(resp, 400,
-                    "invalid parameter \"end\": end timestamp must not be before start time");
+        pd__api_reply_error(
+            resp, 400, "invalid parameter \"end\": end timestamp must not be before start time");
         return -1;
     }
     return (int)k;
@@ -865,7 +684,7 @@ static void h_series(pd_api *api, const pd_http_request *req, pd_http_response *
             rc = pd_query_label_values(api->st, label, sel, (size_t)n, start, end, &resp->body,
                                        &err);
     }
-    finish_query(resp, rc, &err, kind == LIST_SERIES ? "series" : "labels");
+    pd__api_finish_query(resp, rc, &err, kind == LIST_SERIES ? "series" : "labels");
 }
 
 static void h_targets(pd_api *api, const pd_http_request *req, pd_http_response *resp)
@@ -880,7 +699,7 @@ static void h_targets(pd_api *api, const pd_http_request *req, pd_http_response 
                                           "\"droppedTargetCounts\":{}}");
     }
     pd_err err = {{0}};
-    finish_query(resp, rc, &err, "targets");
+    pd__api_finish_query(resp, rc, &err, "targets");
 }
 
 /* ---- /metrics ---- */
@@ -955,7 +774,7 @@ static void h_metrics(pd_api *api, pd_http_response *resp)
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
     int rc = pd_metrics_write(&resp->body);
     if (rc < 0)
-        reply_text(resp, 500, "cannot write metrics\n");
+        pd__api_reply_text(resp, 500, "cannot write metrics\n");
 }
 
 /* ---- routing ---- */
@@ -973,7 +792,7 @@ static const char *h_debug_pprof(const pd_http_request *req, pd_http_response *r
     int rc;
     const char *handler;
     if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
-        reply_text(resp, 405, "method not allowed: use GET\n");
+        pd__api_reply_text(resp, 405, "method not allowed: use GET\n");
         return "/debug/pprof";
     }
     if (strcmp(path, "/debug/pprof/profile") == 0) {
@@ -989,7 +808,7 @@ static const char *h_debug_pprof(const pd_http_request *req, pd_http_response *r
                 snprintf(msg, sizeof msg, "bad seconds=%.40s: want an integer from 1 to %d\n", s,
                          PD_AGENT_MAX_SECONDS);
                 pd_metrics_add("profd_rejected_input_total", "reason=\"pprof_bad_seconds\"", 1);
-                reply_text(resp, 400, msg);
+                pd__api_reply_text(resp, 400, msg);
                 return handler;
             }
             secs = (unsigned)v;
@@ -999,14 +818,14 @@ static const char *h_debug_pprof(const pd_http_request *req, pd_http_response *r
         handler = "/debug/pprof/heap";
         rc = pd_agent_heap_profile(&resp->body, &err);
     } else {
-        reply_text(resp, 404, "404 page not found\n");
+        pd__api_reply_text(resp, 404, "404 page not found\n");
         return "/debug/pprof";
     }
     if (rc < 0) {
         char msg[600];
         pd_buf_reset(&resp->body);
         snprintf(msg, sizeof msg, "%s\n", err.msg[0] ? err.msg : pd_strerror(rc));
-        reply_text(resp, 500, msg);
+        pd__api_reply_text(resp, 500, msg);
     } else {
         resp->content_type = "application/octet-stream";
         pd_http_add_header(resp, "Content-Disposition", "attachment; filename=\"profile\"");
@@ -1023,16 +842,18 @@ static void bad_method(pd_http_response *resp, const char *allow, bool json)
 {
     pd_http_add_header(resp, "Allow", allow);
     if (json)
-        reply_error(resp, 405, "method not allowed; use %s", allow);
+        pd__api_reply_error(resp, 405, "method not allowed; use %s", allow);
     else
-        reply_text(resp, 405, "method not allowed\n");
+        pd__api_reply_text(resp, 405, "method not allowed\n");
 }
 
 /* Hex digit value or -1. */
 static int hexdig(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* The label name of /api/v1/label/<name>/values as Prometheus 3 reads it:
@@ -1132,17 +953,17 @@ static const char *route_metrics_or_asset(pd_api *api, const pd_http_request *re
 
 /* The routes while the store is being opened (pd_api_new with st NULL):
  * health, readiness, metrics and the UI's assets; everything else 503. */
-static const char *route_starting(pd_api *api, const pd_http_request *req,
-                                  pd_http_response *resp)
+static const char *route_starting(pd_api *api, const pd_http_request *req, pd_http_response *resp)
 {
     const char *path = req->path, *h;
     if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
         if (!is_get(req))
             bad_method(resp, "GET", false);
         else if (strcmp(path, "/-/healthy") == 0)
-            reply_text(resp, 200, "profd is Healthy.\n");
+            pd__api_reply_text(resp, 200, "profd is Healthy.\n");
         else
-            reply_text(resp, 503, "profd is not ready: opening the storage (WAL replay).\n");
+            pd__api_reply_text(resp, 503,
+                               "profd is not ready: opening the storage (WAL replay).\n");
         return path;
     }
     /* issue 17: profd profiles itself (libprofd-agent), also while the WAL replays */
@@ -1154,13 +975,14 @@ static const char *route_starting(pd_api *api, const pd_http_request *req,
         pd_connect_error(resp, PD_CONNECT_UNAVAILABLE,
                          "profd is starting: the storage is being opened (WAL replay)");
     else if (strncmp(path, "/api/", 5) == 0)
-        reply_error(resp, 503,
-                    "profd is starting: the storage is being opened (WAL replay); "
-                    "try again when /-/ready answers 200");
+        pd__api_reply_error(resp, 503,
+                            "profd is starting: the storage is being opened (WAL replay); "
+                            "try again when /-/ready answers 200");
     else
-        reply_text(resp, 503,
-                   "profd is starting: the storage is being opened (WAL replay); try again when "
-                   "/-/ready answers 200\n");
+        pd__api_reply_text(
+            resp, 503,
+            "profd is starting: the storage is being opened (WAL replay); try again when "
+            "/-/ready answers 200\n");
     return "starting";
 }
 
@@ -1179,15 +1001,16 @@ static const char *h_debuginfo(const pd_http_request *req, pd_http_response *res
     }
     pd_symbolizer *sym = pd_symbolizer_global();
     if (!sym) {
-        reply_error(resp, 503, "symbolization is not available in this profd");
+        pd__api_reply_error(resp, 503, "symbolization is not available in this profd");
         return h;
     }
     if (!pd_elf_build_id_valid(bid)) {
         pd__api_count_rejected("debuginfo_bad_file");
-        reply_error(resp, 400,
-                    "bad build ID \"%.140s\" in the path: want an even number (2 to 128) of hex "
-                    "digits, e.g. b8b4927d225506efc8179ba514ad29366628bc8d",
-                    bid);
+        pd__api_reply_error(
+            resp, 400,
+            "bad build ID \"%.140s\" in the path: want an even number (2 to 128) of hex "
+            "digits, e.g. b8b4927d225506efc8179ba514ad29366628bc8d",
+            bid);
         return h;
     }
     pd_err err = {{0}};
@@ -1195,7 +1018,11 @@ static const char *h_debuginfo(const pd_http_request *req, pd_http_response *res
     if (rc < 0) {
         if (rc == PD_EINVAL || rc == PD_ETOOBIG)
             pd__api_count_rejected(rc == PD_ETOOBIG ? "too_large" : "debuginfo_bad_file");
-        reply_error(resp, rc == PD_EINVAL ? 400 : rc == PD_ETOOBIG ? 413 : 500, "%s", err.msg);
+        pd__api_reply_error(resp,
+                            rc == PD_EINVAL    ? 400
+                            : rc == PD_ETOOBIG ? 413
+                                               : 500,
+                            "%s", err.msg);
         return h;
     }
     pd__api_begin_success(resp);
@@ -1245,15 +1072,17 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
                 char lname[PD_LABEL_MAX_NAME + 1];
                 size_t nl = (size_t)(slash - name);
                 if (nl == 0 || nl > 3 * PD_LABEL_MAX_NAME) {
-                    reply_error(resp, 400, "invalid label name: %s", nl ? "too long" : "empty");
+                    pd__api_reply_error(resp, 400, "invalid label name: %s",
+                                        nl ? "too long" : "empty");
                     return "/api/v1/label/:name/values";
                 }
                 if (label_name_from_path(name, nl, lname, sizeof lname) < 0 ||
                     !pd_label_name_valid(lname)) {
-                    reply_error(resp, 400,
-                                "invalid label name \"%.*s\": not UTF-8, a control character, a "
-                                "bad %%XX or U__ escape, or over %d bytes",
-                                (int)(nl > 200 ? 200 : nl), name, PD_LABEL_MAX_NAME);
+                    pd__api_reply_error(
+                        resp, 400,
+                        "invalid label name \"%.*s\": not UTF-8, a control character, a "
+                        "bad %%XX or U__ escape, or over %d bytes",
+                        (int)(nl > 200 ? 200 : nl), name, PD_LABEL_MAX_NAME);
                     return "/api/v1/label/:name/values";
                 }
                 h_series(api, req, resp, LIST_LABEL_VALUES, lname);
@@ -1278,7 +1107,7 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             return pd__api_source(api, req, resp);
         if (strncmp(r, "status/", 7) == 0 && (h = pd__api_status_route(api, r + 7, resp)))
             return h;
-        reply_error(resp, 404, "unknown API endpoint %.200s", path);
+        pd__api_reply_error(resp, 404, "unknown API endpoint %.200s", path);
         return "other";
     }
     if (strncmp(path, "/api/0/", 7) == 0) {
@@ -1310,13 +1139,14 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
         if (!is_get(req))
             bad_method(resp, "GET", false);
         else if (strcmp(path, "/-/healthy") == 0)
-            reply_text(resp, 200, "profd is Healthy.\n");
+            pd__api_reply_text(resp, 200, "profd is Healthy.\n");
         else if (!pd_storage_ready(api->st)) /* issue 35: no slow window after a restart */
-            reply_text(resp, 503,
-                       "profd is not ready: loading the head (profiles replayed from the WAL "
-                       "are being decomposed; profd_storage_head_wal_only_profiles).\n");
+            pd__api_reply_text(
+                resp, 503,
+                "profd is not ready: loading the head (profiles replayed from the WAL "
+                "are being decomposed; profd_storage_head_wal_only_profiles).\n");
         else
-            reply_text(resp, 200, "profd is Ready.\n");
+            pd__api_reply_text(resp, 200, "profd is Ready.\n");
         return path;
     }
     if (strcmp(path, "/-/reload") == 0) {
@@ -1324,11 +1154,12 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             bad_method(resp, "POST, PUT", false);
         } else if (!api->o.enable_lifecycle) { /* issue 20 item 4, as Prometheus */
             pd_metrics_add("profd_http_rejected_total", "reason=\"lifecycle_disabled\"", 1);
-            reply_text(resp, 403,
-                       "Lifecycle API is not enabled: start profd with --web.enable-lifecycle "
-                       "to use /-/reload (SIGHUP reloads too)\n");
+            pd__api_reply_text(
+                resp, 403,
+                "Lifecycle API is not enabled: start profd with --web.enable-lifecycle "
+                "to use /-/reload (SIGHUP reloads too)\n");
         } else if (!api->o.reload) {
-            reply_text(resp, 500, "reload is not available\n");
+            pd__api_reply_text(resp, 500, "reload is not available\n");
         } else {
             pd_err err = {{0}};
             int rc = api->o.reload(api->o.reload_ctx, &err);
@@ -1336,9 +1167,9 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
                 char msg[700];
                 snprintf(msg, sizeof msg, "failed to reload config: %s\n",
                          err.msg[0] ? err.msg : pd_strerror(rc));
-                reply_text(resp, 500, msg);
+                pd__api_reply_text(resp, 500, msg);
             } else {
-                reply_text(resp, 200, "");
+                pd__api_reply_text(resp, 200, "");
             }
         }
         return "/-/reload";
@@ -1348,14 +1179,15 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
             bad_method(resp, "POST, PUT", false);
         } else if (!api->o.enable_lifecycle) {
             pd_metrics_add("profd_http_rejected_total", "reason=\"lifecycle_disabled\"", 1);
-            reply_text(resp, 403,
-                       "Lifecycle API is not enabled: start profd with --web.enable-lifecycle "
-                       "to use /-/quit (SIGTERM shuts down too)\n");
+            pd__api_reply_text(
+                resp, 403,
+                "Lifecycle API is not enabled: start profd with --web.enable-lifecycle "
+                "to use /-/quit (SIGTERM shuts down too)\n");
         } else {
             /* the main thread sigwaits for SIGTERM (every thread blocks it) and
              * shuts down as for a signal: this reply is sent before the HTTP
              * server stops */
-            reply_text(resp, 200, "Requesting termination... Goodbye!\n");
+            pd__api_reply_text(resp, 200, "Requesting termination... Goodbye!\n");
             kill(getpid(), SIGTERM);
         }
         return "/-/quit";
@@ -1365,7 +1197,7 @@ static const char *route(pd_api *api, const pd_http_request *req, pd_http_respon
         return h_debug_pprof(req, resp, path);
     if ((h = route_metrics_or_asset(api, req, resp)))
         return h;
-    reply_text(resp, 404, "404 page not found\n");
+    pd__api_reply_text(resp, 404, "404 page not found\n");
     return "other";
 }
 
@@ -1408,7 +1240,8 @@ pd_http_pool pd_api_classify(void *ctx, const char *method, const char *path)
         strncmp(path, "/pyroscope/render", 17) == 0)
         return PD_HTTP_POOL_QUERY;
     if (strncmp(path, "/api/0/", 7) == 0)
-        return !get && (strcmp(path, "/api/0/profiles") == 0 || strcmp(path, "/api/0/profiles/") == 0)
+        return !get && (strcmp(path, "/api/0/profiles") == 0 ||
+                        strcmp(path, "/api/0/profiles/") == 0)
                    ? PD_HTTP_POOL_INGEST
                    : PD_HTTP_POOL_QUERY;
     if (get && strcmp(path, "/metrics") != 0)
@@ -1428,7 +1261,7 @@ int pd_api_access_group(const char *method, const char *path)
     if (strcmp(path, "/-/reload") == 0 || strcmp(path, "/-/quit") == 0 ||
         strncmp(path, "/debug/pprof/", 13) == 0)
         return 2; /* PD_ACCESS_ADMIN */
-    return 0; /* PD_ACCESS_QUERY */
+    return 0;     /* PD_ACCESS_QUERY */
 }
 
 void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp)
@@ -1439,9 +1272,9 @@ void pd_api_handle(void *ctx, const pd_http_request *req, pd_http_response *resp
     resp->status = 200;
     pd_storage_warnings warn;
     pd_storage_warnings_begin(&warn);
-    t_warn = &warn;
+    pd__api_set_warnings(&warn);
     const char *handler = route(api, req, resp);
-    t_warn = NULL;
+    pd__api_set_warnings(NULL);
     pd_storage_warnings_end();
     if (warn.n || warn.dropped) {
         /* partial answer: JSON envelopes carry "warnings"; any reply (a pprof
@@ -1505,21 +1338,26 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
         api->o.query_max_samples = PD_MERGE_DEFAULT_MAX_SAMPLES;
     if (!api->o.max_series_per_service)
         api->o.max_series_per_service = PD_API_DEFAULT_MAX_SERIES_PER_SERVICE;
-    if (pd__series_cap_new(api->o.max_series_per_service == SIZE_MAX ? 0
-                                                                     : api->o.max_series_per_service,
-                           &api->series_cap) < 0) {
+    if (pd__series_cap_new(
+            api->o.max_series_per_service == SIZE_MAX ? 0 : api->o.max_series_per_service,
+            &api->series_cap) < 0) {
         free(api);
         return pd_err_set(err, PD_ENOMEM, "api: out of memory");
     }
     snprintf(api->version, sizeof api->version, "%s",
-             api->o.build ? api->o.build->version : api->o.version ? api->o.version : "unknown");
+             api->o.build     ? api->o.build->version
+             : api->o.version ? api->o.version
+                              : "unknown");
     api->o.version = NULL;
     if (api->o.build)
         api->build = *api->o.build;
     else
-        api->build = (pd_build_info){.revision = "unknown", .branch = "unknown",
-                                     .build_user = "unknown", .build_date = "unknown",
-                                     .compiler = "unknown", .platform = "unknown"};
+        api->build = (pd_build_info){.revision = "unknown",
+                                     .branch = "unknown",
+                                     .build_user = "unknown",
+                                     .build_date = "unknown",
+                                     .compiler = "unknown",
+                                     .platform = "unknown"};
     api->build.version = api->version;
     api->o.build = NULL;
     api->start_time_s = (double)pd_now_ms() / 1000.0;
@@ -1532,7 +1370,8 @@ int pd_api_new(pd_storage *st, pd_scrape_manager *sm, const pd_api_options *opts
         api->n_flags = opts->n_flags;
         for (size_t i = 0; i < opts->n_flags; i++)
             if (!(api->flags[2 * i] = strdup(opts->flag_names[i])) ||
-                !(api->flags[2 * i + 1] = strdup(opts->flag_values[i] ? opts->flag_values[i] : ""))) {
+                !(api->flags[2 * i + 1] =
+                      strdup(opts->flag_values[i] ? opts->flag_values[i] : ""))) {
                 pd_api_free(api);
                 return pd_err_set(err, PD_ENOMEM, "api: out of memory");
             }

@@ -10,6 +10,8 @@
  *   status.c     /api/v1/status/NAME (Prometheus' status API: flags, config,
  *                runtimeinfo, tsdb, buildinfo)
  *   serve.c      the UI's assets (entity tags, 304) and gzip of text replies
+ *   envelope.c   Prometheus' reply envelopes (success, error, warnings) and
+ *                the parameters every /api/v1 handler reads (time, selector, count)
  *
  * api.c routes to pd__profefe_route and pd__pyroscope_ingest with a
  * pd__api_env describing what they may use; both reply through resp and
@@ -54,6 +56,54 @@ struct pd_api {
  * pd__api_begin_success writes '{"status":"success","data":' (and sets the
  * JSON content type), pd__api_end_success the storage warnings of the
  * request, if any, and '}'. 0 or PD_ENOMEM / PD_ETOOBIG (the reply cap). */
+/* ---- envelope.c: Prometheus' reply envelopes and common parameters ---- */
+
+/* The HTTP status of a query/storage error code: PD_EPARSE, PD_EINVAL,
+ * PD_EAMBIGUOUS 400; PD_ENOTFOUND 404; PD_ETOOBIG 422; PD_ETIMEOUT 503;
+ * anything else 500. */
+int pd__api_status_of(int rc);
+
+/* Replaces resp's body with Prometheus' error envelope
+ * {"status":"error","errorType":T,"error":"<fmt...>"} (T from the status:
+ * 400/405/409/413 bad_data, 404 not_found, 422 execution, 503 timeout,
+ * else internal; the message is cut at 2 KiB) and sets status and the JSON
+ * content type. */
+void pd__api_reply_error(pd_http_response *resp, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Replaces resp's body with text (text/plain; charset=utf-8) and status. */
+void pd__api_reply_text(pd_http_response *resp, int status, const char *text);
+
+/* The storage warnings of the request this thread handles (pd_api_handle
+ * sets them around the route and clears them with NULL; borrowed). */
+void pd__api_set_warnings(pd_storage_warnings *w);
+
+/* Ends a query handler that appended its data after pd__api_begin_success:
+ * on rc == 0 the envelope is closed; on an error the body is replaced by
+ * the error envelope (err's message, else pd_strerror(rc); PD_ETOOBIG
+ * without a message names `what` and the reply cap in bytes). */
+void pd__api_finish_query(pd_http_response *resp, int rc, const pd_err *err, const char *what);
+
+/* The first non-empty of the query parameters a and b (b may be NULL), or
+ * NULL. Borrowed from req. */
+const char *pd__api_arg_any(const pd_http_request *req, const char *a, const char *b);
+
+/* An optional time parameter name (or alias, may be NULL) in Prometheus'
+ * forms (RFC 3339 or Unix seconds, base/parse.h pd_parse_time_param) into
+ * *out in milliseconds since the epoch; def when absent. 0, or -1 after
+ * replying 400 naming the parameter. */
+int pd__api_time_param(const pd_http_request *req, pd_http_response *resp, const char *name,
+                       const char *alias, int64_t def, int64_t *out);
+
+/* 0 if sel parses as a selector (query/selector.h), else -1 after replying
+ * 400 naming param and the parse error. */
+int pd__api_check_selector(pd_http_response *resp, const char *param, const char *sel);
+
+/* An optional non-negative decimal count parameter (or alias) into *out;
+ * def when absent. 0, or -1 after replying 400 (not a number, too large). */
+int pd__api_uint_param(const pd_http_request *req, pd_http_response *resp, const char *name,
+                       const char *alias, size_t def, size_t *out);
+
 /* Describes every metric family profd exposes (metrics_catalog.c) and
  * creates the series of closed label sets at 0, so /metrics of a fresh
  * profd names every family. Idempotent; called by pd_api_new. */

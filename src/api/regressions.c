@@ -22,12 +22,7 @@
 static const char *bad(pd_http_response *resp, const char *msg)
 {
     pd__api_count_rejected("bad_query");
-    pd_buf_reset(&resp->body);
-    resp->status = 400;
-    resp->content_type = "application/json";
-    pd_buf_puts(&resp->body, "{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":");
-    pd_buf_put_json_string(&resp->body, msg, strlen(msg));
-    pd_buf_puts(&resp->body, "}");
+    pd__api_reply_error(resp, 400, "%s", msg);
     return "/api/v1/regressions";
 }
 

@@ -41,25 +41,13 @@
 #define H "/api/v1/source"
 #define MAX_PARAM_BYTES 4096
 
-static void error_reply(pd_http_response *resp, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void error_reply(pd_http_response *resp, int status, const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (status == 400)
-        pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);
-    pd_buf_reset(&resp->body);
-    resp->status = status;
-    resp->content_type = "application/json";
-    pd_buf_printf(&resp->body, "{\"status\":\"error\",\"errorType\":\"%s\",\"error\":",
-                  status == 400 ? "bad_data" : status == 404 ? "not_found" : "internal");
-    pd_buf_put_json_string(&resp->body, msg, strlen(msg));
-    pd_buf_puts(&resp->body, "}");
-}
+/* The error envelope; a 400 is counted as a bad query parameter. */
+#define error_reply(resp, status, ...)                                                            \
+    do {                                                                                          \
+        if ((status) == 400)                                                                      \
+            pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);         \
+        pd__api_reply_error((resp), (status), __VA_ARGS__);                                       \
+    } while (0)
 
 /* True when s has a ".." path component. */
 static bool dotdot(const char *s)
