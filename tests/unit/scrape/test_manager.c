@@ -472,7 +472,6 @@ static void test_scrape(void **state)
              "      - targets: ['127.0.0.1:%d']\n"
              "        labels: {env: test}\n"
              "  - job_name: bad\n"
-             "    scrape_timeout: 250ms\n"
              "    profiling_config:\n"
              "      pprof_config:\n"
              "        allocs: {enabled: false}\n"
@@ -484,9 +483,21 @@ static void test_scrape(void **state)
              "        cpu: {enabled: false}\n"
              "        missing: {path: /missing}\n"
              "        garbage: {path: /garbage}\n"
-             "        slow: {path: /slow}\n"
              "        big: {path: /big}\n"
              "        bigchunked: {path: /bigchunked}\n"
+             "    static_configs: [{targets: ['127.0.0.1:%d']}]\n"
+             "  - job_name: hang\n"
+             "    scrape_timeout: 250ms\n"
+             "    profiling_config:\n"
+             "      pprof_config:\n"
+             "        allocs: {enabled: false}\n"
+             "        block: {enabled: false}\n"
+             "        goroutine: {enabled: false}\n"
+             "        heap: {enabled: false}\n"
+             "        mutex: {enabled: false}\n"
+             "        threadcreate: {enabled: false}\n"
+             "        cpu: {enabled: false}\n"
+             "        slow: {path: /slow}\n"
              "    static_configs: [{targets: ['127.0.0.1:%d']}]\n"
              "  - job_name: dead\n"
              "    profiling_config:\n"
@@ -498,7 +509,7 @@ static void test_scrape(void **state)
              "        threadcreate: {enabled: false}\n"
              "        cpu: {enabled: false}\n"
              "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
-             f->port, f->port, f->dead_port);
+             f->port, f->port, f->port, f->dead_port);
     pd_config c;
     load(&c, yaml);
     pd_pprof_limits lim = pd_pprof_limits_default();
@@ -513,13 +524,15 @@ static void test_scrape(void **state)
 
     /* before the first slot: every target listed, health unknown */
     json_t *a = targets(f->m);
-    assert_int_equal(json_array_size(a), 7 + 5 + 1);
+    assert_int_equal(json_array_size(a), 7 + 4 + 1 + 1);
     assert_string_equal(str(find_target(a, "good", "heap"), "health"), "unknown");
     json_decref(a);
 
     /* four intervals of the test's clock (60 s): every target's four slots.
      * Scrape timeouts are real time: 60 s (a hang guard) for the targets
-     * that answer, 250 ms for those the server never answers */
+     * that answer — a 256 KiB body took over 250 ms on a busy machine and
+     * timed out before it was found too large — and 250 ms for the one the
+     * server never answers (job hang) */
     enum { IV = 60000, SLOTS = 4 };
     run_until(f->m, from + SLOTS * IV - 1);
 
@@ -559,7 +572,7 @@ static void test_scrape(void **state)
     t = find_target(a, "bad", "garbage");
     assert_string_equal(str(t, "health"), "down");
     assert_true(strlen(str(t, "lastError")) > 0);
-    t = find_target(a, "bad", "slow");
+    t = find_target(a, "hang", "slow");
     assert_string_equal(str(t, "health"), "down");
     if (!strstr(str(t, "lastError"), "timed out"))
         fail_msg("slow: lastError \"%s\"", str(t, "lastError"));
@@ -597,7 +610,7 @@ static void test_scrape(void **state)
     }
     static const char *const bad[] = {"missing", "garbage", "slow", "big", "bigchunked"};
     for (size_t i = 0; i < 5; i++) {
-        const char *l = tl("bad", f->port, bad[i]);
+        const char *l = tl(strcmp(bad[i], "slow") ? "bad" : "hang", f->port, bad[i]);
         if (!gauge("profd_target_up", l, &v) || v != 0)
             fail_msg("profd_target_up{%s} is %g (present: %d)", l, v,
                      pd_metrics_has("profd_target_up", l));
@@ -608,7 +621,7 @@ static void test_scrape(void **state)
     assert_true(gauge("profd_target_up", tl("dead", f->dead_port, "heap"), &v) && v == 0);
     /* the slow one ended at its timeout (the server never answers): its
      * duration is at least the 250 ms (real time) */
-    assert_true(gauge("profd_scrape_last_duration_seconds", tl("bad", f->port, "slow"), &v));
+    assert_true(gauge("profd_scrape_last_duration_seconds", tl("hang", f->port, "slow"), &v));
     assert_true(v >= 0.2);
     char *txt = metrics_text();
     assert_non_null(strstr(txt, "# TYPE profd_target_up gauge\n"));
@@ -627,14 +640,14 @@ static void test_scrape(void **state)
         assert_true(scrapes("good", good[i], "success") == SLOTS);
     assert_true(scrapes("bad", "missing", "error") == SLOTS);
     assert_true(scrapes("bad", "garbage", "bad_profile") == SLOTS);
-    assert_true(scrapes("bad", "slow", "timeout") == SLOTS);
+    assert_true(scrapes("hang", "slow", "timeout") == SLOTS);
     assert_true(scrapes("bad", "big", "too_large") == SLOTS);
     assert_true(scrapes("bad", "bigchunked", "too_large") == SLOTS);
     assert_true(scrapes("dead", "heap", "error") == SLOTS);
     assert_true(scrapes("good", "heap", "error") == 0);
     assert_true(scrapes("bad", "missing", "success") == 0);
     assert_true(pd_metrics_get("profd_scrape_slots_missed_total",
-                               "job=\"bad\",profile_type=\"slow\"") == 0);
+                               "job=\"hang\",profile_type=\"slow\"") == 0);
     assert_true(pd_metrics_get("profd_scrape_duration_seconds_total",
                                "job=\"good\",profile_type=\"heap\"") > 0);
     double ingested = pd_metrics_get("profd_ingested_profiles_total", "source=\"scrape\"");
@@ -700,12 +713,12 @@ static void test_scrape(void **state)
     pd_series_set_release(&set);
 
     /* reload while running: good stays with its health, bad and dead go,
-     * extra comes. bad/slow's next scrape is started first (it is likely in
+     * extra comes. hang/slow's next scrape is started first (it is likely in
      * flight at the reload: its series must go all the same). */
     char slow_url[128];
     snprintf(slow_url, sizeof slow_url, "http://127.0.0.1:%d/slow", f->port);
     fake_ms = from + SLOTS * IV +
-              (pd__scrape_offset_ms("bad", slow_url, IV) - wall_of(from) % IV + IV) % IV;
+              (pd__scrape_offset_ms("hang", slow_url, IV) - wall_of(from) % IV + IV) % IV;
     pd__scrape_round(f->m, 0, NULL);
     snprintf(yaml, sizeof yaml,
              "global: {scrape_interval: 60s, scrape_timeout: 60s}\n"
@@ -734,6 +747,7 @@ static void test_scrape(void **state)
     assert_int_equal(json_array_size(a), 7 + 2);
     assert_string_equal(str(find_target(a, "good", "heap"), "health"), "up"); /* kept */
     assert_null(find_target(a, "bad", "missing"));
+    assert_null(find_target(a, "hang", "slow"));
     assert_null(find_target(a, "dead", "heap"));
     t = find_target(a, "extra", "heap");
     assert_non_null(t);
@@ -749,14 +763,15 @@ static void test_scrape(void **state)
     json_decref(a);
     assert_true(scrapes("dead", "heap", "error") == dead_before); /* no longer scraped */
     /* the dropped targets' series are gone, also those of scrapes that were
-     * in flight during the reload (bad/slow); the kept and new ones are there */
+     * in flight during the reload (hang/slow); the kept and new ones are there */
     assert_true(dead_before == 0); /* the whole job "dead" went: its counters too */
     for (size_t i = 0; i < 5; i++) {
-        const char *l = tl("bad", f->port, bad[i]);
+        const char *job = strcmp(bad[i], "slow") ? "bad" : "hang";
+        const char *l = tl(job, f->port, bad[i]);
         assert_false(pd_metrics_has("profd_target_up", l));
         assert_false(pd_metrics_has("profd_scrape_last_duration_seconds", l));
         char jl[128];
-        snprintf(jl, sizeof jl, "job=\"bad\",profile_type=\"%s\"", bad[i]);
+        snprintf(jl, sizeof jl, "job=\"%s\",profile_type=\"%s\"", job, bad[i]);
         assert_false(pd_metrics_has("profd_scrape_duration_seconds_total", jl));
     }
     assert_false(pd_metrics_has("profd_target_up", tl("dead", f->dead_port, "heap")));
@@ -774,7 +789,7 @@ static void test_scrape(void **state)
     gauge("profd_target_up", tl("extra", f->port, "slow"), &v);
     assert_true(v == 0);
     txt = metrics_text();
-    if (strstr(txt, "job=\"dead\"") || strstr(txt, "job=\"bad\""))
+    if (strstr(txt, "job=\"dead\"") || strstr(txt, "job=\"bad\"") || strstr(txt, "job=\"hang\""))
         fail_msg("series of dropped jobs remain in /metrics:\n%s", txt);
     free(txt);
     set = select_series(f->st, "heap", "extra");
@@ -932,8 +947,8 @@ static void test_dropped_targets(void **state)
     assert_string_equal(str(dl, "__metrics_path__"), "/metrics");
     assert_string_equal(str(dl, "__scheme__"), "http");
     assert_true(strlen(str(dl, "__scrape_interval__")) > 0);
-    assert_string_equal(str(json_object_get(json_array_get(d, 1), "discoveredLabels"), "__address__"),
-                        "d2:1");
+    assert_string_equal(
+        str(json_object_get(json_array_get(d, 1), "discoveredLabels"), "__address__"), "d2:1");
     assert_string_equal(str(json_array_get(d, 2), "scrapePool"), "b");
     json_t *counts = json_object_get(j, "droppedTargetCounts");
     assert_int_equal(json_integer_value(json_object_get(counts, "a")), 3);
@@ -960,8 +975,10 @@ static void test_dropped_targets(void **state)
     json_decref(j);
 
     /* a reload that drops nothing empties the list */
-    snprintf(yaml, sizeof yaml, "scrape_configs:\n  - job_name: c\n%s"
-             "    static_configs: [{targets: ['c:1']}]\n", heap_only);
+    snprintf(yaml, sizeof yaml,
+             "scrape_configs:\n  - job_name: c\n%s"
+             "    static_configs: [{targets: ['c:1']}]\n",
+             heap_only);
     load(&c, yaml);
     PD_ASSERT_OK(pd_scrape_manager_apply(m, &c, &e), &e);
     pd_config_release(&c);
