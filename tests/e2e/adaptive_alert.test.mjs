@@ -13,8 +13,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Proc, apiData, freePort, http, killAll, qs, startProfd, tempDir, waitFor } from './lib.mjs';
+import { apiData, freePort, http, killAll, qs, startProfd, tempDir, waitFor } from './lib.mjs';
 import { buildLeaky, startLeaky } from './leaky.mjs';
+import { startAlertmanager, startPrometheus, waitReady } from './prom.mjs';
 
 let dir, profd, leaky, prom, am, addr;
 
@@ -83,15 +84,9 @@ scrape_configs:
       - targets: ['${addr}']
 `);
   profd = await startProfd({ storage: path.join(dir, 'data'), config: cfg, port: profdPort });
-  am = new Proc('alertmanager', 'prometheus-alertmanager', [`--config.file=${path.join(dir, 'am.yml')}`,
-    `--storage.path=${path.join(dir, 'am')}`, `--web.listen-address=127.0.0.1:${amPort}`, '--cluster.listen-address=']);
-  prom = new Proc('prometheus', 'prometheus', [`--config.file=${path.join(dir, 'prometheus.yml')}`,
-    `--web.listen-address=127.0.0.1:${promPort}`, `--storage.tsdb.path=${path.join(dir, 'prom')}`]);
-  await waitFor('Alertmanager to be ready', async () => {
-    if (am.exited) throw new Error(`alertmanager exited\n${am.tail()}`);
-    const r = await http(`http://127.0.0.1:${amPort}/-/ready`, { timeoutMs: 30000 }).catch(() => null);
-    return r && r.status === 200;
-  }, 30000, 200);
+  am = await startAlertmanager(dir, { port: amPort });
+  prom = await startPrometheus(dir, { port: promPort });
+  await waitReady(am, 'Alertmanager');
   // the leak starts after 10 s (a few normal heap scrapes first) and stops, its memory freed, after 35 s more
   leaky = await startLeaky(bin, [addr], ['-rate=4', '-delay=10s', '-stop-after=35s']);
 });

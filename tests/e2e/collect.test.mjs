@@ -24,6 +24,7 @@ import path from 'node:path';
 import {
   SRC, Proc, apiData, freePort, goEnv, http, killAll, profdBin, run, startProfd, tempDir, waitFor,
 } from './lib.mjs';
+import { startPrometheus } from './prom.mjs';
 
 let dir, targetBin;
 
@@ -134,9 +135,8 @@ scrape_configs:
   assert.match(chk.stdout, /dialect prometheus/);
   assert.match(chk.stdout, /evaluation_interval" ignored/);
 
-  const promPort = await freePort();
-  const prom = new Proc('prometheus', 'prometheus', [`--config.file=${cfg}`,
-    `--web.listen-address=127.0.0.1:${promPort}`, `--storage.tsdb.path=${path.join(dir, 'prom')}`]);
+  const prom = await startPrometheus(dir, { config: cfg });
+  const promPort = prom.port;
   const profd = await startProfd({ storage: path.join(dir, 'data-relabel'), config: cfg });
   const promTargets = await waitFor('Prometheus to list its targets', async () => {
     if (prom.exited) throw new Error(`prometheus exited\n${prom.tail()}`);

@@ -22,6 +22,7 @@ import path from 'node:path';
 import {
   SRC, Proc, apiData, freePort, http, killAll, profdBin, run, sleep, tempDir, waitFor,
 } from './lib.mjs';
+import { startPrometheus } from './prom.mjs';
 
 let dir;
 
@@ -338,9 +339,8 @@ test('/api/v1/targets: droppedTargets and their discoveredLabels as Debian\'s Pr
     { targets: ['127.0.0.1:12'], labels: { team: 'batch', 'x_y': 'z' } },
   ]));
   const cfg = write('drop.yml', droppingConfig(sdFile));
-  const promPort = await freePort();
-  const prom = new Proc('prometheus', 'prometheus', [`--config.file=${cfg}`,
-    `--web.listen-address=127.0.0.1:${promPort}`, `--storage.tsdb.path=${path.join(dir, 'prom')}`]);
+  const prom = await startPrometheus(dir, { config: cfg });
+  const promPort = prom.port;
   const profd = await startLoggingProfd({ storage: path.join(dir, 'data-drop'), config: cfg, logPath: path.join(dir, 'drop.log') });
   // profd's own per-profile-type labels (__name__, __profile_path__) aside
   const key = (ls) => JSON.stringify(Object.entries(ls).filter(([k]) => k !== '__name__' && k !== '__profile_path__').sort());

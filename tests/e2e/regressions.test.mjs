@@ -46,6 +46,13 @@ async function profiles(sel) {
   return new Set(data.flatMap((s) => s.timestamps)).size;
 }
 
+// The samples (sample type "samples") of every profile of sel since t0, merged.
+async function samples(sel) {
+  const d = await apiData(profd.base, '/api/v1/query?' + qs({ mode: 'merge', query: sel, from: t0,
+    to: Math.ceil(Date.now() / 1000) + 5, report: 'top', limit: 1, sample_index: 'samples' }));
+  return d.total || 0;
+}
+
 before(async () => {
   profdBin();
   dir = tempDir('pd-regress-');
@@ -79,6 +86,15 @@ ${['allocs', 'block', 'goroutine', 'heap', 'mutex', 'threadcreate'].map((t) => `
   await waitFor('12 profiles of each run', async () =>
     (await profiles('cpu{job="reg",run="a"}')) >= 12 && (await profiles('cpu{job="reg",run="b"}')) >= 12 &&
     (await profiles('cpu{job="reg",run="c"}')) >= 12, 300000, 1000);
+  // The report's noise is the standard error of a share, about
+  // sqrt(p(1-p) / samples): what decides is how many samples there are, not
+  // how many profiles. On a busy machine a 2 s profile holds a few samples
+  // (load 30: v1 -> v2 was reported as nothing above the noise). +17 points
+  // (hotTagged 50% -> 67%) stands over 4 noises from ~200 samples of v2
+  // and twice that of v1; wait for three times that.
+  await waitFor('600 CPU samples of v2 and 1,200 of v1', async () =>
+    (await samples('cpu{job="reg",version="v2"}')) >= 600 && (await samples('cpu{job="reg",version="v1"}')) >= 1200,
+  600000, 2000);
 });
 
 after(async () => {

@@ -18,21 +18,15 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Proc, apiData, freePort, http, killAll, profdBin, qs, run, sleep, startProfd, tempDir, waitFor } from './lib.mjs';
+import { apiData, freePort, http, killAll, profdBin, qs, run, sleep, startProfd, tempDir, waitFor } from './lib.mjs';
 import { buildHotapp, startHotapp } from './hotapp.mjs';
+import { startPrometheus } from './prom.mjs';
 
 let dir, profd, app, prom, promPort, t0, cfgPath, cfgText;
 const RULE = 'profd_hot_tagged_cpu_nanoseconds';
 
-function startProm() {
-  prom = new Proc('prometheus', 'prometheus', [`--config.file=${path.join(dir, 'prometheus.yml')}`,
-    `--web.listen-address=127.0.0.1:${promPort}`, `--storage.tsdb.path=${path.join(dir, 'prom')}`,
-    '--web.enable-remote-write-receiver']);
-  return waitFor('Prometheus to be ready', async () => {
-    if (prom.exited) throw new Error(`prometheus exited\n${prom.tail()}`);
-    const r = await http(`http://127.0.0.1:${promPort}/-/ready`, { timeoutMs: 30000 }).catch(() => null);
-    return r && r.status === 200;
-  }, 60000, 200);
+async function startProm() {
+  prom = await startPrometheus(dir, { port: promPort, remoteWriteReceiver: true, ready: true });
 }
 
 async function promQuery(q) {

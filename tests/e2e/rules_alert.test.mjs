@@ -11,8 +11,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Proc, apiData, freePort, http, killAll, profdBin, qs, startProfd, tempDir, waitFor } from './lib.mjs';
+import { apiData, freePort, http, killAll, profdBin, qs, startProfd, tempDir, waitFor } from './lib.mjs';
 import { buildHotapp, startHotapp } from './hotapp.mjs';
+import { startAlertmanager, startPrometheus } from './prom.mjs';
 
 let dir, profd, app, prom, am;
 
@@ -73,11 +74,8 @@ remote_write:
   - url: http://127.0.0.1:${promPort}/api/v1/write
 `);
   profd = await startProfd({ storage: path.join(dir, 'data'), config: cfg, port: profdPort });
-  am = new Proc('alertmanager', 'prometheus-alertmanager', [`--config.file=${path.join(dir, 'am.yml')}`,
-    `--storage.path=${path.join(dir, 'am')}`, `--web.listen-address=127.0.0.1:${amPort}`, '--cluster.listen-address=']);
-  prom = new Proc('prometheus', 'prometheus', [`--config.file=${path.join(dir, 'prometheus.yml')}`,
-    `--web.listen-address=127.0.0.1:${promPort}`, `--storage.tsdb.path=${path.join(dir, 'prom')}`,
-    '--web.enable-remote-write-receiver']);
+  am = await startAlertmanager(dir, { port: amPort });
+  prom = await startPrometheus(dir, { port: promPort, remoteWriteReceiver: true });
 });
 
 after(async () => {
