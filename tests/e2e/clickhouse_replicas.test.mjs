@@ -1,0 +1,259 @@
+// Issue 35 item 4 (replicas): profd on ClickHouse with --clickhouse.replicated.
+//
+// One ZooKeeper (Debian's `zookeeper` 3.8, standalone) and two real
+// clickhouse-server 18.16 processes — the two replicas of the one shard of
+// cluster `pdr` (internal_replication, macros {shard}/{replica}) — on free
+// loopback ports, data dirs written here. profd (both URLs, the first one
+// the replica it uses) takes real pushes from 4 pushers (profefe's API, the
+// shared testdata's Go CPU profiles); replica A is SIGKILLed mid-way, then:
+//   - 0 pushes refused: every push answers 200 (profd fails over to B; an
+//     INSERT cut by the kill is sent again and ClickHouse deduplicates it);
+//   - reads answer while A is down (query_range, a merge), every profile
+//     pushed after the kill among them;
+//   - A restarted catches up from B (its local tables hold what B's hold);
+//   - every acknowledged profile readable, through profd on B and through a
+//     profd on A alone: the timestamps are exactly the acknowledged set (0
+//     lost, 0 duplicates) and the merge's totals (summed from the samples
+//     rows) equal the sum of the acknowledged profiles' totals (a samples
+//     block written twice would add to it).
+// Skipped (exit 77) where clickhouse-server, zookeeper or java is missing:
+// `scripts/install-deps.sh --test` installs them.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  Proc, TESTDATA, apiData, freePort, http, killAll, qs, startProfd, tempDir, waitFor,
+} from './lib.mjs';
+
+const CH_BIN = ['/usr/sbin/clickhouse-server', '/usr/bin/clickhouse-server', '/usr/bin/clickhouse']
+  .find((p) => fs.existsSync(p));
+const ZK_JAR = '/usr/share/java/zookeeper.jar';
+const JAVA = '/usr/bin/java';
+if (!CH_BIN || !fs.existsSync(ZK_JAR) || !fs.existsSync(JAVA)) {
+  console.log('SKIP: needs clickhouse-server, zookeeper and java (Debian 12: apt-get install ' +
+    'clickhouse-server zookeeper, or scripts/install-deps.sh --test)');
+  process.exit(77);
+}
+
+const dir = tempDir('pd-chrep-');
+after(async () => {
+  await killAll();
+  if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/* ---------------------------------------------------------------- ZooKeeper */
+
+async function startZooKeeper(port) {
+  const d = path.join(dir, 'zk');
+  fs.mkdirSync(path.join(d, 'data'), { recursive: true });
+  // tickTime 500 ms: sessions may be as short as 1 s (2 ticks), so the
+  // killed replica's session (ClickHouse's session_timeout_ms below) ends
+  // within seconds
+  fs.writeFileSync(path.join(d, 'zoo.cfg'), `tickTime=500
+dataDir=${d}/data
+clientPort=${port}
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+maxSessionTimeout=60000
+`);
+  const cp = [ZK_JAR, '/usr/share/java/slf4j-api.jar', '/usr/share/java/slf4j-nop.jar']
+    .filter((f) => fs.existsSync(f)).join(':');
+  const p = new Proc('zookeeper', 'nice', [JAVA, '-Xmx256m', '-cp', cp,
+    'org.apache.zookeeper.server.ZooKeeperServerMain', path.join(d, 'zoo.cfg')], { cwd: d });
+  p.port = port;
+  return p;
+}
+
+/* ---------------------------------------------------------------- ClickHouse */
+
+// Replica `name` of shard 01 of cluster pdr, whose replicas are `replicas`
+// (tcp ports).
+async function startClickHouse(name, ports, replicas, zkPort) {
+  const d = path.join(dir, name); // reused when restarted: same data dir
+  fs.mkdirSync(path.join(d, 'data'), { recursive: true });
+  const shard = replicas.map((p) => `<replica><host>127.0.0.1</host><port>${p}</port></replica>`).join('');
+  fs.writeFileSync(path.join(d, 'config.xml'), `<?xml version="1.0"?>
+<yandex>
+  <logger><level>warning</level><log>${d}/server.log</log><errorlog>${d}/err.log</errorlog><size>10M</size><count>1</count></logger>
+  <http_port>${ports.http}</http_port>
+  <tcp_port>${ports.tcp}</tcp_port>
+  <interserver_http_port>${ports.inter}</interserver_http_port>
+  <interserver_http_host>127.0.0.1</interserver_http_host>
+  <listen_host>127.0.0.1</listen_host>
+  <path>${d}/data/</path>
+  <tmp_path>${d}/tmp/</tmp_path>
+  <user_files_path>${d}/user_files/</user_files_path>
+  <format_schema_path>${d}/format_schemas/</format_schema_path>
+  <mark_cache_size>67108864</mark_cache_size>
+  <uncompressed_cache_size>0</uncompressed_cache_size>
+  <max_concurrent_queries>50</max_concurrent_queries>
+  <users_config>${d}/users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <timezone>UTC</timezone>
+  <zookeeper><node><host>127.0.0.1</host><port>${zkPort}</port></node><session_timeout_ms>4000</session_timeout_ms></zookeeper>
+  <macros><shard>01</shard><replica>${name}</replica></macros>
+  <remote_servers><pdr><shard><internal_replication>true</internal_replication>${shard}</shard></pdr></remote_servers>
+</yandex>
+`);
+  fs.writeFileSync(path.join(d, 'users.xml'), `<?xml version="1.0"?>
+<yandex>
+  <profiles><default><max_memory_usage>2000000000</max_memory_usage></default></profiles>
+  <users><default><password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
+  <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
+</yandex>
+`);
+  const p = new Proc(name, 'nice', [CH_BIN, `--config-file=${d}/config.xml`], { cwd: d });
+  p.url = `http://127.0.0.1:${ports.http}`;
+  await waitFor(`${name} to answer SELECT 1`, async () => {
+    if (p.exited) throw new Error(`${name} exited (${JSON.stringify(p.exited)})\n${p.tail()}`);
+    const r = await http(`${p.url}/?query=SELECT%201`, { timeoutMs: 30000 }).catch(() => null);
+    return r && r.status === 200;
+  }, 60000, 250);
+  return p;
+}
+
+async function chQuery(server, sql) {
+  const r = await http(`${server.url}/`, { method: 'POST', body: sql, timeoutMs: 30000 });
+  if (r.status !== 200) throw new Error(`${server.name}: ${sql}: HTTP ${r.status} ${r.text}`);
+  return r.text.trim();
+}
+
+const ports = async () => ({ http: await freePort(), tcp: await freePort(), inter: await freePort() });
+
+const zk = await startZooKeeper(await freePort());
+const pA = await ports();
+const pB = await ports();
+const replicas = [pA.tcp, pB.tcp];
+let chA = await startClickHouse('a', pA, replicas, zk.port);
+const chB = await startClickHouse('b', pB, replicas, zk.port);
+// ClickHouse connects to ZooKeeper lazily: wait until both see it
+for (const ch of [chA, chB]) {
+  await waitFor(`${ch.name} to reach ZooKeeper`, async () => {
+    if (zk.exited) throw new Error(`zookeeper exited\n${zk.tail()}`);
+    return chQuery(ch, "SELECT count() FROM system.zookeeper WHERE path = '/'").then(() => true, () => false);
+  }, 60000, 500);
+}
+
+const chArgs = (urls, extra = []) => ['--storage.backend=clickhouse', ...urls.map((u) => `--clickhouse.url=${u}`),
+  '--clickhouse.database=profd', '--clickhouse.cluster=pdr', '--clickhouse.replicated', ...extra];
+
+/* ---------------------------------------------------------------- data */
+
+const NOW = Date.now();
+const T0 = NOW - 3600 * 1000;
+const FROM = (T0 - 60000) / 1000;
+const TO = (NOW + 1000) / 1000;
+const SERIES = path.join(TESTDATA, 'pprof', 'go-demo-series');
+const FILES = fs.readdirSync(SERIES).filter((f) => /^cpu-\d+\.pb\.gz$/.test(f)).sort()
+  .map((f) => fs.readFileSync(path.join(SERIES, f)));
+assert.ok(FILES.length >= 10, `real CPU profiles in ${SERIES}`);
+
+const PUSHERS = 4;
+const PER_PUSHER = 40;
+const KILL_AFTER = 50; // acknowledged pushes before replica A is killed
+
+async function push(profd, k, i) {
+  const at = T0 + i * 1000 + k; // one series per pusher, a distinct ms each
+  const params = { service: 'rep', type: 'cpu', instance_id: `p${k}`, created_at: new Date(at).toISOString() };
+  const r = await http(`${profd.base}/api/0/profiles?${qs(params)}`,
+    { method: 'POST', body: FILES[(i + k) % FILES.length], timeoutMs: 180000 });
+  return { k, i, at, status: r.status, text: r.text };
+}
+
+// Every point of every series of `rep` as "instance ts" -> totals[0].
+async function points(profd) {
+  const d = await apiData(profd.base, '/api/v1/query_range?' + qs({ query: 'cpu{service="rep"}', from: FROM, to: TO }));
+  const out = new Map();
+  for (const s of d) {
+    const inst = s.labels.instance_id;
+    s.timestamps.forEach((ts, j) => {
+      const key = `${inst} ${ts}`;
+      assert.ok(!out.has(key), `one point per (series, time): ${key} twice`);
+      out.set(key, s.totals[j][0]);
+    });
+  }
+  return out;
+}
+
+async function mergeTotal(profd) {
+  const d = await apiData(profd.base, '/api/v1/query?' + qs({ mode: 'merge', query: 'cpu{service="rep"}', from: FROM, to: TO, report: 'meta' }));
+  return d.totals ? d.totals[0] : d;
+}
+
+test('two replicas of one shard: one killed under 4 pushers loses no push, no read', async () => {
+  const profd = await startProfd({ storage: path.join(dir, 'unused'), name: 'profd',
+    extraArgs: [...chArgs([chA.url, chB.url]), '--web.threads=8'] });
+  const engines = await chQuery(chA, "SELECT name, engine FROM system.tables WHERE database = 'profd' AND name LIKE '%v3%' ORDER BY name");
+  for (const t of ['profiles_v3_local', 'samples_v3_local', 'stacks_v3_local', 'series_v3_local', 'series_index_v3_local'])
+    assert.match(engines, new RegExp(`${t}\\tReplicated`), `${t} is replicated:\n${engines}`);
+  assert.match(engines, /profiles_v3\tDistributed/);
+
+  const results = [];
+  let acked = 0;
+  let killedAt = null; // the index of the kill among the pushes started
+  let started = 0;
+  const killed = (async () => {
+    await waitFor(`${KILL_AFTER} acknowledged pushes`, async () => acked >= KILL_AFTER, 600000, 20);
+    killedAt = started;
+    chA.kill('SIGKILL');
+    await chA.wait(60000);
+  })();
+  await Promise.all([...Array(PUSHERS).keys()].map(async (k) => {
+    for (let i = 0; i < PER_PUSHER; i++) {
+      const order = started++;
+      const r = await push(profd, k, i);
+      r.afterKill = killedAt !== null && order >= killedAt;
+      results.push(r);
+      if (r.status === 200) acked++;
+    }
+  }));
+  await killed;
+  const refused = results.filter((r) => r.status !== 200);
+  console.log(`pushes: ${results.length}, acknowledged ${acked}, refused ${refused.length}, ` +
+    `started after the kill ${results.filter((r) => r.afterKill).length}`);
+  assert.equal(refused.length, 0, `0 pushes refused with a replica down: ${refused.slice(0, 3).map((r) => `${r.status} ${r.text.slice(0, 300)}`).join('\n')}`);
+  assert.ok(results.some((r) => r.afterKill), 'pushes went on after the kill');
+  // profd was on A (its first URL): the kill cost it failed attempts, then B took over
+  const metrics = (await http(`${profd.base}/metrics`)).text;
+  const errs = Number((/^profd_clickhouse_errors_total (\S+)/m.exec(metrics) || [])[1]);
+  assert.ok(errs >= 1, `the failover is counted in profd_clickhouse_errors_total: ${errs}`);
+  console.log(`profd_clickhouse_errors_total ${errs}`);
+
+  // reads answer while A is down; every push started after the kill is there
+  const down = await points(profd);
+  for (const r of results.filter((x) => x.afterKill))
+    assert.ok(down.has(`p${r.k} ${r.at}`), `pushed after the kill, readable with A down: p${r.k} ${r.at}`);
+  const mergeDown = await http(`${profd.base}/api/v1/query?` + qs({ mode: 'merge', query: 'cpu{service="rep"}', from: FROM, to: TO, report: 'top', limit: 5 }), { timeoutMs: 120000 });
+  assert.equal(mergeDown.status, 200, `a merge answers with A down: ${mergeDown.text.slice(0, 300)}`);
+  console.log(`with A down: ${down.size} of ${acked} acknowledged readable`);
+
+  // A returns (same data dir and ports) and catches up from B
+  chA = await startClickHouse('a', pA, replicas, zk.port);
+  const local = async (ch, t) => Number(await chQuery(ch, `SELECT count() FROM profd.${t}_local`));
+  for (const t of ['profiles_v3', 'samples_v3']) {
+    await waitFor(`replica a to catch up on ${t}`, async () => (await local(chA, t)) === (await local(chB, t)), 180000, 500);
+  }
+  const nProfiles = await local(chB, 'profiles_v3');
+  console.log(`after A returned: profiles_v3_local a=${await local(chA, 'profiles_v3')} b=${nProfiles}, ` +
+    `samples_v3_local a=${await local(chA, 'samples_v3')} b=${await local(chB, 'samples_v3')}`);
+
+  // every acknowledged profile readable, once: through profd (B) and a profd on A alone
+  const readerA = await startProfd({ storage: path.join(dir, 'unused2'), name: 'profd-a', extraArgs: chArgs([chA.url]) });
+  const want = new Set(results.filter((r) => r.status === 200).map((r) => `p${r.k} ${r.at}`));
+  for (const reader of [profd, readerA]) {
+    const got = await points(reader);
+    const lost = [...want].filter((k) => !got.has(k));
+    const extra = [...got.keys()].filter((k) => !want.has(k));
+    assert.equal(lost.length, 0, `${reader.name}: acknowledged and lost: ${lost.slice(0, 5)}`);
+    assert.equal(extra.length, 0, `${reader.name}: stored but never acknowledged: ${extra.slice(0, 5)}`);
+    const sum = [...got.values()].reduce((a, b) => a + b, 0);
+    const merged = await mergeTotal(reader);
+    assert.equal(merged, sum, `${reader.name}: the merge of the samples rows equals the acknowledged profiles' totals (no block twice)`);
+    console.log(`${reader.name}: ${got.size} profiles = ${want.size} acknowledged; merge total ${merged} = sum of totals ${sum}`);
+  }
+  assert.equal(nProfiles, want.size, 'one profiles row per acknowledged push on each replica');
+  await readerA.stop();
+  await profd.stop();
+});
