@@ -2,12 +2,15 @@
 //
 // One ZooKeeper (Debian's `zookeeper` 3.8, standalone) and two real
 // clickhouse-server 18.16 processes — the two replicas of the one shard of
-// cluster `pdr` (internal_replication, macros {shard}/{replica}) — on free
+// cluster `profd` (docs/clickhouse.md#replicas' config.xml) — on free
 // loopback ports, data dirs written here. profd (both URLs, the first one
 // the replica it uses) takes real pushes from 4 pushers (profefe's API, the
 // shared testdata's Go CPU profiles); replica A is SIGKILLed mid-way, then:
-//   - 0 pushes refused: every push answers 200 (profd fails over to B; an
-//     INSERT cut by the kill is sent again and ClickHouse deduplicates it);
+//   - 0 pushes refused: every push answers 200 (profd fails over to B);
+//     the kill comes right after A wrote a batch's profile rows and before
+//     profd heard so (a proxy in front of A drops the answer): profd sends
+//     that INSERT again, to B, and ClickHouse's deduplication makes it land
+//     once;
 //   - reads answer while A is down (query_range, a merge), every profile
 //     pushed after the kill among them;
 //   - A restarted catches up from B (its local tables hold what B's hold);
@@ -21,9 +24,10 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import {
-  Proc, TESTDATA, apiData, freePort, http, killAll, qs, startProfd, tempDir, waitFor,
+  Proc, SRC, TESTDATA, apiData, freePort, http, killAll, qs, startProfd, tempDir, waitFor,
 } from './lib.mjs';
 
 const CH_BIN = ['/usr/sbin/clickhouse-server', '/usr/bin/clickhouse-server', '/usr/bin/clickhouse']
@@ -67,19 +71,40 @@ maxSessionTimeout=60000
 
 /* ---------------------------------------------------------------- ClickHouse */
 
-// Replica `name` of shard 01 of cluster pdr, whose replicas are `replicas`
+// The production layout's config.xml lines as docs/clickhouse.md#replicas
+// gives them (the xml block after `<!-- replicas: config.xml -->`), for
+// replica `name` ('a' or 'b'; the docs' ch-a, ch-b) of the one shard whose
+// replicas listen on tcp ports `replicas`: the docs' hosts and ports become
+// loopback ones, nothing else changes (each replacement must apply: the
+// docs and this test cannot drift apart).
+function docConfig(name, replicas, zkPort) {
+  const md = fs.readFileSync(path.join(SRC, 'docs', 'clickhouse.md'), 'utf8');
+  const m = /<!-- replicas: config\.xml -->\n```xml\n([\s\S]*?)\n```/.exec(md);
+  assert.ok(m, 'docs/clickhouse.md has the replicas config block');
+  let xml = m[1];
+  const sub = (from, to) => {
+    assert.ok(xml.includes(from), `docs/clickhouse.md's replicas config has ${from}`);
+    xml = xml.split(from).join(to);
+  };
+  sub('<host>zk1</host><port>2181</port>', `<host>127.0.0.1</host><port>${zkPort}</port>`);
+  sub('<replica>ch-a</replica></macros>', `<replica>ch-${name}</replica></macros>`);
+  sub('<interserver_http_host>ch-a</interserver_http_host>', '<interserver_http_host>127.0.0.1</interserver_http_host>');
+  sub('<host>ch-a</host><port>9000</port>', `<host>127.0.0.1</host><port>${replicas[0]}</port>`);
+  sub('<host>ch-b</host><port>9000</port>', `<host>127.0.0.1</host><port>${replicas[1]}</port>`);
+  return xml;
+}
+
+// Replica `name` of shard 01 of cluster profd, whose replicas are `replicas`
 // (tcp ports).
 async function startClickHouse(name, ports, replicas, zkPort) {
   const d = path.join(dir, name); // reused when restarted: same data dir
   fs.mkdirSync(path.join(d, 'data'), { recursive: true });
-  const shard = replicas.map((p) => `<replica><host>127.0.0.1</host><port>${p}</port></replica>`).join('');
   fs.writeFileSync(path.join(d, 'config.xml'), `<?xml version="1.0"?>
 <yandex>
   <logger><level>warning</level><log>${d}/server.log</log><errorlog>${d}/err.log</errorlog><size>10M</size><count>1</count></logger>
   <http_port>${ports.http}</http_port>
   <tcp_port>${ports.tcp}</tcp_port>
   <interserver_http_port>${ports.inter}</interserver_http_port>
-  <interserver_http_host>127.0.0.1</interserver_http_host>
   <listen_host>127.0.0.1</listen_host>
   <path>${d}/data/</path>
   <tmp_path>${d}/tmp/</tmp_path>
@@ -92,9 +117,7 @@ async function startClickHouse(name, ports, replicas, zkPort) {
   <default_profile>default</default_profile>
   <default_database>default</default_database>
   <timezone>UTC</timezone>
-  <zookeeper><node><host>127.0.0.1</host><port>${zkPort}</port></node><session_timeout_ms>4000</session_timeout_ms></zookeeper>
-  <macros><shard>01</shard><replica>${name}</replica></macros>
-  <remote_servers><pdr><shard><internal_replication>true</internal_replication>${shard}</shard></pdr></remote_servers>
+${docConfig(name, replicas, zkPort)}
 </yandex>
 `);
   fs.writeFileSync(path.join(d, 'users.xml'), `<?xml version="1.0"?>
@@ -136,8 +159,50 @@ for (const ch of [chA, chB]) {
   }, 60000, 500);
 }
 
+// profd reaches replica A through this TCP proxy (curl opens a connection
+// per statement). Armed, it lets the next `INSERT INTO profiles_v3` reach A
+// and, when A answers, drops the answer and closes profd's connection, then
+// calls onCut (which kills A): the rows are on A, profd does not know it —
+// the INSERT must be sent again (to B) and land once.
+function cutProxy(port) {
+  const px = { armed: false, cut: 0, onCut: null };
+  px.server = net.createServer((client) => {
+    const up = net.connect(port, '127.0.0.1');
+    let head = '';
+    let insert = false;
+    client.on('data', (d) => {
+      if (head.length < 4096) {
+        head += d.toString('latin1');
+        insert = /^POST [^ ]*query=INSERT%20INTO%20profiles_v3/.test(head);
+      }
+      up.write(d);
+    });
+    up.on('data', (d) => {
+      if (px.armed && insert) {
+        px.armed = false;
+        px.cut++;
+        client.destroy();
+        up.destroy();
+        if (px.onCut) px.onCut();
+        return;
+      }
+      client.write(d);
+    });
+    up.on('end', () => client.end());
+    client.on('end', () => up.end());
+    up.on('error', () => client.destroy());
+    client.on('error', () => up.destroy());
+  });
+  return new Promise((resolve) => px.server.listen(0, '127.0.0.1', () => {
+    px.url = `http://127.0.0.1:${px.server.address().port}`;
+    resolve(px);
+  }));
+}
+const proxyA = await cutProxy(pA.http);
+after(() => proxyA.server.close());
+
 const chArgs = (urls, extra = []) => ['--storage.backend=clickhouse', ...urls.map((u) => `--clickhouse.url=${u}`),
-  '--clickhouse.database=profd', '--clickhouse.cluster=pdr', '--clickhouse.replicated', ...extra];
+  '--clickhouse.database=profd', '--clickhouse.cluster=profd', '--clickhouse.replicated', ...extra];
 
 /* ---------------------------------------------------------------- data */
 
@@ -184,7 +249,7 @@ async function mergeTotal(profd) {
 
 test('two replicas of one shard: one killed under 4 pushers loses no push, no read', async () => {
   const profd = await startProfd({ storage: path.join(dir, 'unused'), name: 'profd',
-    extraArgs: [...chArgs([chA.url, chB.url]), '--web.threads=8'] });
+    extraArgs: [...chArgs([proxyA.url, chB.url]), '--web.threads=8'] });
   const engines = await chQuery(chA, "SELECT name, engine FROM system.tables WHERE database = 'profd' AND name LIKE '%v3%' ORDER BY name");
   for (const t of ['profiles_v3_local', 'samples_v3_local', 'stacks_v3_local', 'series_v3_local', 'series_index_v3_local'])
     assert.match(engines, new RegExp(`${t}\\tReplicated`), `${t} is replicated:\n${engines}`);
@@ -196,6 +261,10 @@ test('two replicas of one shard: one killed under 4 pushers loses no push, no re
   let started = 0;
   const killed = (async () => {
     await waitFor(`${KILL_AFTER} acknowledged pushes`, async () => acked >= KILL_AFTER, 600000, 20);
+    // the next profiles INSERT lands on A, its answer is lost, A is killed
+    const cut = new Promise((resolve) => { proxyA.onCut = resolve; });
+    proxyA.armed = true;
+    await cut;
     killedAt = started;
     chA.kill('SIGKILL');
     await chA.wait(60000);
@@ -215,6 +284,7 @@ test('two replicas of one shard: one killed under 4 pushers loses no push, no re
     `started after the kill ${results.filter((r) => r.afterKill).length}`);
   assert.equal(refused.length, 0, `0 pushes refused with a replica down: ${refused.slice(0, 3).map((r) => `${r.status} ${r.text.slice(0, 300)}`).join('\n')}`);
   assert.ok(results.some((r) => r.afterKill), 'pushes went on after the kill');
+  assert.equal(proxyA.cut, 1, 'one INSERT INTO profiles_v3 reached A and lost its answer');
   // profd was on A (its first URL): the kill cost it failed attempts, then B took over
   const metrics = (await http(`${profd.base}/metrics`)).text;
   const errs = Number((/^profd_clickhouse_errors_total (\S+)/m.exec(metrics) || [])[1]);

@@ -439,7 +439,11 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
         return 0;
     char sql[128];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", table);
-    const char *settings = c->cluster ? "insert_distributed_sync=1" : NULL;
+    /* replicated: deduplication on whatever the user's profile says, as a
+       cut INSERT is sent again (ch_http.c) */
+    const char *settings = c->replicated ? "insert_distributed_sync=1&insert_deduplicate=1"
+                           : c->cluster  ? "insert_distributed_sync=1"
+                                         : NULL;
     int64_t backoff = 100;
     for (int round = 0;; round++) {
         bool amb = false;
