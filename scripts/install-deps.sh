@@ -41,13 +41,15 @@ fi
 
 # clickhouse-server (18.16 in Debian 12): the ClickHouse backend's tests
 # (tests/e2e/clickhouse.test.mjs, tests/unit/storage/test_clickhouse.c) start
-# their own servers. Debian builds it for amd64 only; elsewhere those tests
-# skip with a message saying so.
+# their own servers; zookeeper (3.8, run by java, already a test package:
+# openjdk 17) coordinates the replicas of tests/e2e/clickhouse_replicas.test.mjs
+# (--clickhouse.replicated). Debian builds clickhouse-server for amd64 only;
+# elsewhere those tests skip with a message saying so.
 if [ "${1:-}" = "--deb" ]; then
     :
 elif dpkg-query -W -f='${Status}' clickhouse-server 2>/dev/null | grep -q "install ok installed" ||
    apt-cache policy clickhouse-server 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-    PKGS="$PKGS clickhouse-server"
+    PKGS="$PKGS clickhouse-server zookeeper"
 else
     echo "install-deps: clickhouse-server is not available here; the ClickHouse tests will skip" >&2
 fi

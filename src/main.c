@@ -91,6 +91,7 @@ typedef struct flags {
     const char *ch_urls[16]; /* --clickhouse.url, repeatable (failover order) */
     size_t n_ch_urls;
     const char *ch_user, *ch_password_file, *ch_database, *ch_cluster;
+    bool ch_replicated; /* --clickhouse.replicated (issue 35 item 4) */
     /* issue 31 item 7: --ui.source-dir=[PREFIX=]DIR, repeatable; each value
        copied into src_arg and split there (symbolize/source.h) */
     char src_arg[16][1024];
@@ -133,6 +134,8 @@ static void usage(FILE *f)
             "  --clickhouse.password-file=FILE file holding the user's password\n"
             "  --clickhouse.cluster=NAME       cluster of remote_servers: Distributed tables\n"
             "                                  over its shards (docs/clickhouse.md)\n"
+            "  --clickhouse.replicated         with --clickhouse.cluster: ReplicatedMergeTree\n"
+            "                                  tables, two or more replicas per shard\n"
             "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
             "  --storage.wal.segment-size=SIZE WAL segment file size (default 32M)\n"
             "  --storage.block-duration=DUR    head time range cut into a block (default 2h)\n"
@@ -322,6 +325,15 @@ static int parse_flags(int argc, char **argv, flags *f)
             f->enable_lifecycle = strstr(a, "false") == NULL && strncmp(a, "--no-", 5) != 0;
             continue;
         }
+        /* issue 35 item 4: --clickhouse.replicated[=true|false] */
+        if (strcmp(a, "--clickhouse.replicated") == 0 ||
+            strcmp(a, "--clickhouse.replicated=true") == 0 ||
+            strcmp(a, "--clickhouse.replicated=false") == 0) {
+            f->ch_replicated = strstr(a, "false") == NULL;
+            continue;
+        }
+        if (strncmp(a, "--clickhouse.replicated=", 24) == 0)
+            return usage_error("--clickhouse.replicated: \"%s\" is not true or false", a + 24);
         if (strncmp(a, "--web.enable-lifecycle=", 23) == 0)
             return usage_error("--web.enable-lifecycle: \"%s\" is not true or false", a + 23);
         if (strncmp(a, "--web.enable-pprof=", 19) == 0)
@@ -687,6 +699,7 @@ static int serve(const flags *f)
         so.clickhouse.password = ch_password;
         so.clickhouse.database = f->ch_database;
         so.clickhouse.cluster = f->ch_cluster;
+        so.clickhouse.replicated = f->ch_replicated;
     }
     /* The listener starts first, as Prometheus does: /-/healthy answers 200
        and /-/ready 503 while the store is opened and its WAL replayed (a due
@@ -743,7 +756,7 @@ static int serve(const flags *f)
                             "web.config.file", "web.enable-lifecycle",
                             "web.allowed-hosts", "storage.backend", "clickhouse.url",
                             "clickhouse.database", "clickhouse.user", "clickhouse.cluster",
-                            "query.max-merge-concurrency", "storage.aggregate-workers",
+                            "clickhouse.replicated", "query.max-merge-concurrency", "storage.aggregate-workers",
                             "ingest.max-series-per-service", "ui.source-dir"};
     char v_churls[1024] = "";
     for (size_t i = 0, o = 0; i < f->n_ch_urls && o < sizeof v_churls; i++)
@@ -763,7 +776,8 @@ static int serve(const flags *f)
                              f->backend == PD_STORAGE_CLICKHOUSE ? "clickhouse" : "tsdb", v_churls,
                              f->ch_database ? f->ch_database : "profd",
                              f->ch_user ? f->ch_user : "default",
-                             f->ch_cluster ? f->ch_cluster : "", v_mmc, v_aggw, v_msvc,
+                             f->ch_cluster ? f->ch_cluster : "",
+                             f->ch_replicated ? "true" : "false", v_mmc, v_aggw, v_msvc,
                              v_srcdirs};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,

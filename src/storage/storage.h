@@ -71,6 +71,13 @@ typedef struct pd_clickhouse_options {
                                 ClickHouse's remote_servers: every URL gets the local
                                 tables (<table>_local) and Distributed tables over the
                                 cluster's shards under the plain names */
+    bool replicated;         /* with cluster: the <table>_local tables are
+                                Replicated*MergeTree (ZooKeeper path
+                                /clickhouse/tables/{shard}/<database>/<table>, replica
+                                '{replica}': each server's <macros>), the cluster's
+                                shards listing their replicas with
+                                internal_replication; a retried INSERT relies on
+                                ClickHouse's block deduplication (clickhouse.h) */
     size_t batch_bytes;      /* flush a batch of inserts at this size; 0 = 8 MiB */
     int64_t batch_wait_ms;   /* wait this long for more profiles before a flush;
                                 0 = none (group commit: a batch is what queued while

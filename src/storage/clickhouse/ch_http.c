@@ -11,6 +11,14 @@
  * "Code: N, e.displayText() = ..." in the body; current versions use 4xx
  * for some and add X-ClickHouse-Exception-Code; the body's "Code: N" is in
  * both, and is what is read.
+ *
+ * An INSERT whose outcome is unknown (the connection broke after the rows
+ * were sent) is not retried here but handed back as ambiguous (the caller
+ * counts what landed), except on replicated tables (--clickhouse.replicated):
+ * there ClickHouse deduplicates a block it already holds (the checksum of
+ * each inserted part is kept in ZooKeeper, replicated_deduplication_window:
+ * the last 100 blocks per table and shard), so the same rows are simply sent
+ * again, to the next URL, and land once.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -87,8 +95,8 @@ static void curl_init_once(void)
 typedef enum { R_OK, R_STMT, R_RETRY, R_AMBIGUOUS, R_TOOBIG, R_NOMEM } result;
 
 /* One attempt against URL u. */
-static result attempt(pd_ch *c, size_t u, const char *sql, const uint8_t *insert, size_t len,
-                      const char *settings, pd_buf *resp, bool *srv, pd_err *err)
+static result attempt(pd_ch *c, size_t u, const char *db, const char *sql, const uint8_t *insert,
+                      size_t len, const char *settings, pd_buf *resp, bool *srv, pd_err *err)
 {
     *srv = false;
     CURL *h = curl_easy_init();
@@ -100,12 +108,16 @@ static result attempt(pd_ch *c, size_t u, const char *sql, const uint8_t *insert
     pd_buf url, body;
     pd_buf_init(&url, 0);
     pd_buf_init(&body, resp ? resp->max : 0);
-    char *esc_db = curl_easy_escape(h, c->db, 0);
+    char *esc_db = curl_easy_escape(h, db, 0);
     char *esc_q = insert ? curl_easy_escape(h, sql, 0) : NULL;
     if (!esc_db || (insert && !esc_q) ||
         pd_buf_printf(&url, "%s/?database=%s", c->urls[u], esc_db) < 0 ||
         (esc_q && pd_buf_printf(&url, "&query=%s", esc_q) < 0) ||
-        (settings && pd_buf_printf(&url, "&%s", settings) < 0) || pd_buf_putc(&url, 0) < 0) {
+        (settings && pd_buf_printf(&url, "&%s", settings) < 0) ||
+        /* a read of a Distributed table fails when a shard has no replica
+           answering, whatever the user's profile says: never a partial answer */
+        (c->cluster && pd_buf_puts(&url, "&skip_unavailable_shards=0") < 0) ||
+        pd_buf_putc(&url, 0) < 0) {
         pd_err_set(err, PD_ENOMEM, "out of memory (ClickHouse request)");
         res = R_NOMEM;
         goto out;
@@ -197,7 +209,7 @@ int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len, co
         if (resp)
             resp->len = resp_len0;
         bool srv;
-        result r = attempt(c, u, sql, insert, len, settings, resp, &srv, err);
+        result r = attempt(c, u, c->db, sql, insert, len, settings, resp, &srv, err);
         if (r == R_RETRY && srv && !have_srv && err) {
             srv_err = *err;
             have_srv = true;
@@ -216,9 +228,15 @@ int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len, co
         pd_metrics_add("profd_clickhouse_errors_total", NULL, 1);
         if (r == R_STMT)
             return -EIO;
+        /* replicated tables: an INSERT sent again is deduplicated by
+           ClickHouse (the same rows make the same block, whose checksum
+           ZooKeeper keeps), so an unknown outcome is simply tried again, on
+           the next URL */
+        if (r == R_AMBIGUOUS && c->replicated)
+            r = R_RETRY;
         /* a Distributed INSERT that failed on one shard may have written
            the others: the caller settles it (count by write_id) */
-        if (r == R_RETRY && insert && ambiguous && c->cluster)
+        if (r == R_RETRY && insert && ambiguous && c->cluster && !c->replicated)
             r = R_AMBIGUOUS;
         if (r == R_AMBIGUOUS) {
             if (ambiguous)
@@ -245,9 +263,15 @@ int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len, co
 
 int pd__ch_exec_on(pd_ch *c, size_t url, const char *sql, pd_buf *resp, pd_err *err)
 {
+    return pd__ch_exec_on_db(c, url, c->db, sql, resp, err);
+}
+
+int pd__ch_exec_on_db(pd_ch *c, size_t url, const char *db, const char *sql, pd_buf *resp,
+                      pd_err *err)
+{
     pthread_once(&g_curl_once, curl_init_once);
     bool srv;
-    result r = attempt(c, url, sql, NULL, 0, NULL, resp, &srv, err);
+    result r = attempt(c, url, db, sql, NULL, 0, NULL, resp, &srv, err);
     if (r == R_OK)
         return 0;
     return r == R_NOMEM ? PD_ENOMEM : r == R_TOOBIG ? PD_ETOOBIG : -EIO;

@@ -23,6 +23,9 @@ struct pd_ch {
     size_t n_urls;
     size_t cur; /* index of the URL that answered last (__atomic) */
     char *user, *password, *db, *cluster;
+    bool replicated; /* --clickhouse.replicated: Replicated*MergeTree tables */
+    bool *schema_ok; /* n_urls: server u has its tables (maintenance retries the
+                        others: a replica down at start gets them when it returns) */
     int64_t timeout_ms;
     int retries;
     size_t batch_bytes;
@@ -72,6 +75,10 @@ int pd__ch_exec(pd_ch *c, const char *sql, const uint8_t *insert, size_t len, co
 
 /* The same on one URL only, one attempt (schema set-up on every shard). */
 int pd__ch_exec_on(pd_ch *c, size_t url, const char *sql, pd_buf *resp, pd_err *err);
+/* The same with `database=db` instead of c's (CREATE DATABASE: the
+ * database does not exist yet). */
+int pd__ch_exec_on_db(pd_ch *c, size_t url, const char *db, const char *sql, pd_buf *resp,
+                      pd_err *err);
 
 /* Appends s as a quoted SQL string literal ('...' with \\ and \' escaped).
  * 0 or PD_ENOMEM/PD_ETOOBIG. */

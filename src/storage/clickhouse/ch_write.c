@@ -180,6 +180,93 @@ static int exec_on_sql(pd_ch *c, size_t u, pd_buf *sql, pd_buf *resp, pd_err *er
     return pd__ch_exec_on(c, u, (const char *)sql->data, resp, err);
 }
 
+/* Appends the ENGINE clause of table t on one server to sql: t->engine, or
+ * with --clickhouse.replicated its Replicated* form — "MergeTree() ..."
+ * becomes "ReplicatedMergeTree('/clickhouse/tables/{shard}/<db>/<name>_local',
+ * '{replica}') ...", "ReplacingMergeTree()" ReplicatedReplacingMergeTree:
+ * the shard and replica come from each server's <macros>, so the same
+ * statement runs on every server and the replicas of a shard share one
+ * ZooKeeper path. */
+static int put_engine(const pd_ch *c, const table_def *t, pd_buf *sql)
+{
+    const char *mt = strstr(t->engine, "MergeTree()");
+    if (!c->replicated || !mt)
+        return pd_buf_puts(sql, t->engine);
+    return pd_buf_printf(sql, "Replicated%.*sMergeTree('/clickhouse/tables/{shard}/%s/%s%s', "
+                              "'{replica}')%s",
+                         (int)(mt - t->engine), t->engine, c->db, t->name, local_suffix(c),
+                         mt + strlen("MergeTree()"));
+}
+
+/* Replicated layout: server u must define the {shard} and {replica}
+ * macros (else CREATE fails with a message naming neither profd's flag nor
+ * the fix), and the tables profd finds there must be what the flag says:
+ * --clickhouse.replicated over plain MergeTree tables would promise copies
+ * that do not exist; without it over replicated ones a later migration
+ * would add unreplicated tables. PD_EINVAL with the fix, or -EIO. */
+static int layout_check(pd_ch *c, size_t u, pd_err *err)
+{
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, 1 << 20);
+    int rc = 0;
+    if (c->replicated) {
+        rc = pd_buf_puts(&sql, "SELECT count() FROM system.macros WHERE macro IN ('shard', "
+                               "'replica') FORMAT RowBinary");
+        rc = rc ? rc : exec_on_sql(c, u, &sql, &resp, err);
+        if (rc < 0)
+            goto out;
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        if (pd__ch_rd_u64(&r) != 2 || r.bad) {
+            rc = pd_err_set(err, PD_EINVAL,
+                            "ClickHouse %s: --clickhouse.replicated needs the server's config "
+                            "to define <macros><shard>...</shard><replica>...</replica></macros> "
+                            "(and <zookeeper>); see docs/clickhouse.md#replicas",
+                            c->urls[u]);
+            goto out;
+        }
+    }
+    pd_buf_reset(&sql);
+    pd_buf_reset(&resp);
+    rc = pd_buf_puts(&sql, "SELECT name, engine FROM system.tables WHERE database = ");
+    rc = rc ? rc : pd__ch_put_sql_string(&sql, c->db, strlen(c->db));
+    rc = rc ? rc : pd_buf_puts(&sql, " AND engine LIKE '%MergeTree' AND endsWith(name, '_local') "
+                                     "FORMAT RowBinary");
+    rc = rc ? rc : exec_on_sql(c, u, &sql, &resp, err);
+    if (rc < 0)
+        goto out;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        const uint8_t *n, *e;
+        size_t nn, en;
+        pd__ch_rd_str(&r, &n, &nn);
+        pd__ch_rd_str(&r, &e, &en);
+        if (r.bad)
+            break;
+        bool rep = en >= 10 && memcmp(e, "Replicated", 10) == 0;
+        if (rep != c->replicated) {
+            if (c->replicated)
+                rc = pd_err_set(err, PD_EINVAL,
+                                "ClickHouse %s: table %s.%.*s is %.*s, not replicated: "
+                                "--clickhouse.replicated needs the tables it creates (copy the "
+                                "rows over as docs/clickhouse.md#replicas says)",
+                                c->urls[u], c->db, (int)nn, (const char *)n, (int)en,
+                                (const char *)e);
+            else
+                rc = pd_err_set(err, PD_EINVAL,
+                                "ClickHouse %s: table %s.%.*s is %.*s: start profd with "
+                                "--clickhouse.replicated",
+                                c->urls[u], c->db, (int)nn, (const char *)n, (int)en,
+                                (const char *)e);
+            goto out;
+        }
+    }
+out:
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
 /* Creates or migrates the schema on server u. */
 static int schema_on(pd_ch *c, size_t u, pd_err *err)
 {
@@ -187,12 +274,11 @@ static int schema_on(pd_ch *c, size_t u, pd_err *err)
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, 1 << 20);
     int rc;
-    /* the database must exist before a request names it */
-    char *db = c->db;
-    c->db = (char *)"default";
-    rc = pd_buf_printf(&sql, "CREATE DATABASE IF NOT EXISTS `%s`", db);
-    rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
-    c->db = db;
+    /* the database must exist before a request names it (the writer and
+       readers run meanwhile when maintenance creates a late replica's) */
+    rc = pd_buf_printf(&sql, "CREATE DATABASE IF NOT EXISTS `%s`", c->db);
+    rc = rc ? rc : pd_buf_putc(&sql, 0);
+    rc = rc ? rc : pd__ch_exec_on_db(c, u, "default", (const char *)sql.data, NULL, err);
     if (rc < 0)
         goto out;
     pd_buf_reset(&sql);
@@ -219,6 +305,8 @@ static int schema_on(pd_ch *c, size_t u, pd_err *err)
                         c->urls[u], c->db, have, PD_CH_SCHEMA_VERSION);
         goto out;
     }
+    if (c->cluster && (rc = layout_check(c, u, err)) < 0)
+        goto out;
     if (have == PD_CH_SCHEMA_VERSION)
         goto out;
     for (size_t m = 0; m < sizeof migrations / sizeof migrations[0]; m++) {
@@ -228,8 +316,9 @@ static int schema_on(pd_ch *c, size_t u, pd_err *err)
         for (size_t i = 0; i < mg->n_tables; i++) {
             const table_def *t = &mg->tables[i];
             pd_buf_reset(&sql);
-            rc = pd_buf_printf(&sql, "CREATE TABLE IF NOT EXISTS %s%s (%s) ENGINE = %s", t->name,
-                               local_suffix(c), t->columns, t->engine);
+            rc = pd_buf_printf(&sql, "CREATE TABLE IF NOT EXISTS %s%s (%s) ENGINE = ", t->name,
+                               local_suffix(c), t->columns);
+            rc = rc ? rc : put_engine(c, t, &sql);
             rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
             if (rc == 0 && c->cluster) {
                 pd_buf_reset(&sql);
@@ -350,7 +439,11 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
         return 0;
     char sql[128];
     snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", table);
-    const char *settings = c->cluster ? "insert_distributed_sync=1" : NULL;
+    /* replicated: deduplication on whatever the user's profile says, as a
+       cut INSERT is sent again (ch_http.c) */
+    const char *settings = c->replicated ? "insert_distributed_sync=1&insert_deduplicate=1"
+                           : c->cluster  ? "insert_distributed_sync=1"
+                                         : NULL;
     int64_t backoff = 100;
     for (int round = 0;; round++) {
         bool amb = false;
@@ -1017,6 +1110,15 @@ int pd__ch_maintain(pd_ch *c, pd_err *err)
 {
     int rc = 0;
     bool adopted = false;
+    /* a replica that was down when profd started gets its tables now */
+    for (size_t u = 0; c->replicated && u < c->n_urls; u++) {
+        pd_err e;
+        pd_err_clear(&e);
+        if (!__atomic_load_n(&c->schema_ok[u], __ATOMIC_RELAXED) && schema_on(c, u, &e) == 0) {
+            __atomic_store_n(&c->schema_ok[u], true, __ATOMIC_RELAXED);
+            pd_log(PD_LOG_INFO, "clickhouse replica has its tables", "url=%s", c->urls[u]);
+        }
+    }
     for (size_t u = 0; u < c->n_urls; u++) {
         int64_t ret;
         int r = retention_on(c, u, &ret, err);
@@ -1141,6 +1243,10 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
                               "--clickhouse.url: \"%s\" is not an http:// or "
                               "https:// URL",
                               o->urls[i]);
+    if (o->replicated && !o->cluster)
+        return pd_err_set(err, PD_EINVAL,
+                          "--clickhouse.replicated needs --clickhouse.cluster (the cluster "
+                          "whose shards list the replicas)");
     pd_ch *c = calloc(1, sizeof *c);
     if (!c)
         return pd_err_set(err, PD_ENOMEM, "out of memory");
@@ -1151,7 +1257,9 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
     c->password = o->password && *o->password ? strdup(o->password) : NULL;
     c->db = strdup(db);
     c->cluster = o->cluster ? strdup(o->cluster) : NULL;
-    if (!c->urls || !c->user || !c->db || (o->password && *o->password && !c->password) ||
+    c->replicated = o->replicated;
+    c->schema_ok = calloc(o->n_urls, sizeof *c->schema_ok);
+    if (!c->urls || !c->schema_ok || !c->user || !c->db || (o->password && *o->password && !c->password) ||
         (o->cluster && !c->cluster)) {
         rc = pd_err_set(err, PD_ENOMEM, "out of memory");
         goto fail;
@@ -1203,7 +1311,7 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
         pd_err e;
         pd_err_clear(&e);
         int r = schema_on(c, u, &e);
-        if (r == PD_ECORRUPT) {
+        if (r == PD_ECORRUPT || r == PD_EINVAL) {
             *err = e;
             rc = r;
             goto fail;
@@ -1213,13 +1321,17 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
                    e.msg);
             if (!first.msg[0])
                 first = e;
-            if (c->cluster) { /* a shard without tables cannot take writes */
+            /* a shard without tables cannot take writes; a replica down is
+               one of two (or more): its shard's other replicas take them,
+               and maintenance gives it its tables when it returns */
+            if (c->cluster && !c->replicated) {
                 *err = e;
                 rc = r;
                 goto fail;
             }
             continue;
         }
+        c->schema_ok[u] = true;
         if (ok++ == 0)
             c->cur = u;
     }
@@ -1234,8 +1346,10 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
         int64_t ret;
         pd_err e;
         pd_err_clear(&e);
+        if (!c->schema_ok[u])
+            continue; /* a replica down (above) */
         int r = retention_on(c, u, &ret, &e);
-        if (r < 0 && (u == c->cur || c->cluster)) {
+        if (r < 0 && (u == c->cur || (c->cluster && !c->replicated))) {
             *err = e;
             rc = r;
             goto fail;
@@ -1281,6 +1395,7 @@ void pd__ch_close(pd_ch *c)
     for (size_t i = 0; c->urls && i < c->n_urls; i++)
         free(c->urls[i]);
     free(c->urls);
+    free(c->schema_ok);
     free(c->user);
     free(c->password);
     free(c->db);

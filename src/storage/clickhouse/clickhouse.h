@@ -91,6 +91,26 @@
  * could both store it (series are split across writers by hashmod, so one
  * series has one writer).
  *
+ * Replicated layout (--clickhouse.replicated, with a cluster whose shards
+ * list two or more replicas with internal_replication): every <table>_local
+ * above is Replicated<engine> at ZooKeeper path
+ * /clickhouse/tables/{shard}/<db>/<table>_local, replica '{replica}' (each
+ * server's macros; open refuses a server without them, and tables whose
+ * engine disagrees with the flag, PD_EINVAL naming the fix). The URLs are
+ * every replica's; open succeeds with one down (maintenance creates its
+ * tables when it returns). Writes as above through the Distributed tables:
+ * ClickHouse writes each shard's rows to one live replica and replication
+ * copies them (asynchronously: no insert_quorum, which with two replicas
+ * would refuse every write while one is down). An INSERT whose outcome is
+ * unknown is sent again, to the next URL, with insert_deduplicate=1: the
+ * same rows make the same block, which ClickHouse keeps once (its checksum
+ * in ZooKeeper, the last replicated_deduplication_window = 100 blocks per
+ * table and shard); rows safe to repeat (stacks, series) or unique per
+ * append (write_id) are all profd writes, so deduplicating two equal blocks
+ * of different batches loses nothing. Reads, in any cluster mode, pass
+ * skip_unavailable_shards=0: a shard with no replica answering fails the
+ * read naming it.
+ *
  * Read path (all pushed down): select = the index (equality matchers as
  * IN subqueries on series_index) then every matcher re-checked on the
  * labels (so regex semantics are PCRE2's, as the TSDB's); read_points =

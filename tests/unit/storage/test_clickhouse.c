@@ -1000,6 +1000,31 @@ static void test_schema_newer_refused_and_dead_url(void **state)
     pd_storage_close(s);
 }
 
+/* --clickhouse.replicated (issue 35 item 4): without a cluster it is
+ * refused before any request; on a server whose config defines no
+ * {shard}/{replica} macros it is refused naming them (ReplicatedMergeTree's
+ * path could not be filled in) before any table of profiles is created. */
+static void test_replicated_layout_checks(void **state)
+{
+    (void)state;
+    const char *urls[] = {"http://127.0.0.1:1"};
+    pd_storage_options o = ch_opts(urls, 1, "rep");
+    o.clickhouse.replicated = true;
+    pd_storage *s;
+    pd_err err;
+    PD_ASSERT_RC(pd_storage_open(&o, &s, &err), PD_EINVAL, &err);
+    assert_non_null(strstr(err.msg, "--clickhouse.cluster"));
+
+    need_server();
+    const char *live[] = {g_url};
+    o = ch_opts(live, 1, "rep");
+    o.clickhouse.replicated = true;
+    o.clickhouse.cluster = "nope";
+    PD_ASSERT_RC(pd_storage_open(&o, &s, &err), PD_EINVAL, &err);
+    assert_non_null(strstr(err.msg, "<macros>"));
+    assert_non_null(strstr(err.msg, g_url));
+}
+
 /* Schema v2 keeps no body: every real profile read back alone is rebuilt
  * from its samples rows and stacks and equals the original as DESIGN.md §1
  * says (the same multiset of samples: Go heap profiles repeat stacks), the
@@ -1482,6 +1507,7 @@ int main(void)
         cmocka_unit_test(test_reads_bounded_by_granules),
         cmocka_unit_test(test_retention_owned_by_database),
         cmocka_unit_test(test_schema_newer_refused_and_dead_url),
+        cmocka_unit_test(test_replicated_layout_checks),
     };
     int rc = load_all(NULL);
     if (rc == 0)
