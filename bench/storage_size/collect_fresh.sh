@@ -2,7 +2,9 @@
 # Collects *fresh* tiny profile series for the storage size benchmark (issue 27
 # item 4): not from examples/demo (what the tiny-profile encoding was tuned on)
 # but from bench/storage_size/workload, built with the Go toolchain $GO
-# (default: `go` on PATH, Debian's golang-go 1.19). Two instances with other
+# (default: `go` on PATH, Debian's golang-go 1.19; run_fresh.sh --install-go
+# 1.22 installs a newer one from bookworm-backports). GOTOOLCHAIN=local: the
+# toolchain given builds, none is downloaded. Two instances with other
 # seeds and profile rates (a: every mutex and block event; b: 1 in 5 mutex
 # events, block events of 10 µs and more) are scraped for mutex, block,
 # threadcreate and goroutine with curl, every 1 s (N1 profiles) and every 10 s
@@ -20,6 +22,7 @@ OUT=${1:?usage: collect_fresh.sh OUT_DIR [N1] [N10]}
 N1=${2:-480}
 N10=${3:-48}
 GO=${GO:-go}
+export GOTOOLCHAIN=local
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
 export GOCACHE="${GOCACHE:-$tmp/gocache}" GOPATH="$tmp/gopath" HOME="${HOME:-$tmp}" GOFLAGS=-mod=mod

@@ -14,7 +14,7 @@
  *                   into zstd frames of ~16 KiB raw, each with its own CRC;
  *                   version 1 (read): one zstd frame, one CRC. Both:
  *                   symbols_int.h, code symbols.c (pd__symbols_file_*).
- *   chunks/000001:  "PDCH" | u8 version 3 (PD_CHUNKS_VERSION; 2 read) | 3 x 0 | frames...
+ *   chunks/000001:  "PDCH" | u8 version 4 (PD_CHUNKS_VERSION; 2-3 read) | 3 x 0 | frames...
  *     frame: u32 data length | u8 kind | data | u32 crc32c(kind + data)
  *     kind 1: time chunk (raw payload), 2: time chunk (zstd), 3: value group (zstd)
  *     For each series (in index order): its value groups, then its time chunk.

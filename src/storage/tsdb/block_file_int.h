@@ -12,13 +12,15 @@
 #include <stdint.h>
 
 #define HDR 8 /* magic 4 + version 1 + reserved 3, every block file */
-/* chunks/000001 has its own version (docs/format/chunks.md): 3 = time
+/* chunks/000001 has its own version (docs/format/chunks.md): 4 = as 3 with
+ * time chunks whose ts column holds each interval minus the median interval
+ * and whose columns of non-negative values skip zigzag (written); 3 = time
  * chunks of columns holding time_nanos, value groups of sparse residuals
  * whose profiles may repeat the previous header and take time_nanos and
- * their last listed sample's values from the time chunk (written); 2 = time
+ * their last listed sample's values from the time chunk (read); 2 = time
  * chunks of rows, value groups without those (read); 1 (dense value deltas)
  * is refused. */
-#define PD_CHUNKS_VERSION 3
+#define PD_CHUNKS_VERSION 4
 #define PD_CHUNKS_VERSION_MIN 2
 #define FRAME_HDR 5                /* chunk frame: u32 length + u8 kind */
 #define MAX_FILE (4ull << 30)      /* index/symbols files read whole: cap */

@@ -650,19 +650,22 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
             goto werr;
         /* meta.json */
         const char *sf = w->sym.stack_format == PD_STACKS_TREE ? "tree" : "list";
-        json_t *srcs = json_array();
+        /* compaction.sources only when there are some (docs/format/index.md:
+           optional; `"sources":[]` was 13 of the ~390 bytes a block of one
+           tiny series pays alone) */
+        json_t *srcs = w->o.n_sources ? json_array() : NULL;
         for (size_t i = 0; srcs && i < w->o.n_sources; i++)
             if (json_array_append_new(srcs, json_string(w->o.sources[i]))) {
                 json_decref(srcs);
                 srcs = NULL;
             }
-        if (!srcs) {
+        if (w->o.n_sources && !srcs) {
             rc = PD_ENOMEM;
             goto out;
         }
         meta = json_pack(
             "{s:s, s:i, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s, s:I, "
-            "s:{s:I, s:I, s:I}, s:{s:i, s:o}}",
+            "s:{s:I, s:I, s:I}, s:{s:i, s:o*}}",
             "ulid", id, "version", w->o.version, "minTime", (json_int_t)min_t, "maxTime",
             (json_int_t)max_t, "stats", "numSeries", (json_int_t)w->n, "numProfiles",
             (json_int_t)w->n_prof, "numSamples", (json_int_t)w->n_samples, "numStrings",

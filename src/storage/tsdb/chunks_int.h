@@ -149,14 +149,16 @@ typedef struct pd_tchunk {
     uint64_t *g_off;   /* n_group: offset of the group's chunk in the chunks file */
 } pd_tchunk;
 
-/* Appends the time chunk (version 3) of profiles d[0..n) (ascending ts) with
+/* Appends the time chunk (version 4, PD_CHUNKS_VERSION) of profiles d[0..n) (ascending ts) with
  * the value groups given as (first profile, chunk offset) pairs. PD_ENOMEM,
  * PD_ETOOBIG. */
 int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_first,
                       const uint64_t *g_off, size_t n_group, pd_buf *out);
 
-/* Decodes a time chunk of chunks-file version 2 (rows of ts, set, totals) or
- * 3 (columns, then time_nanos); string ids checked against n_str.
+/* Decodes a time chunk of chunks-file version 2 (rows of ts, set, totals),
+ * 3 (columns, then time_nanos; ts as delta-of-delta) or 4 (as 3; ts as
+ * intervals minus their median, column mode 2); string ids checked against
+ * n_str.
  * Errors: PD_ECORRUPT, PD_ENOMEM. out is overwritten. */
 int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, int version,
                       pd_tchunk *out /* OUT */, pd_err *err);

@@ -1,14 +1,15 @@
 /*
  * storage/tsdb/tchunk.c — the time chunk of a series in a block (API:
  * chunks_int.h; layout: docs/format/chunks.md): its timestamps, sample-type
- * sets, totals, time_nanos (version 3) and the table of its value groups —
+ * sets, totals, time_nanos (versions 3-4) and the table of its value groups —
  * everything a timeline reads, so that it reads no value group, and what a
  * value group of version 3 takes from it (chunks.c). varint = unsigned
  * LEB128, zz = zigzag varint.
  *
- * Time chunk payload, version 3 (columns):
+ * Time chunk payload, version 4 (columns):
  *   n | n_tset | n_tset x (k, k x (type, unit))
- *   zz ts0 | zz (ts1 - ts0) | column of n-2 delta-of-delta of ts
+ *   zz ts0 | [n > 1:] zz D (the median of ts_i - ts_i-1) |
+ *     [n > 1:] column of n-1 x (ts_i - ts_i-1 - D)
  *   n x tset
  *   per type position t: column of the totals t (of the profiles with a type
  *     t), each minus the previous profile's when it has the same set
@@ -16,7 +17,10 @@
  *   n_group | n_group x (profiles in group, chunk offset delta from previous group)
  * column (put_column): mode | 0: g = gcd of the magnitudes | B = bits of the
  *   largest zigzag(v / g) | byte planes of zigzag(v / g), the top one
- *   bit-packed (put_planes); 1: k | exp-Golomb codes of order k (put_golomb).
+ *   bit-packed (put_planes); 1: k | exp-Golomb codes of order k (put_golomb);
+ *   2 (version 4, written when no value is negative): as 0 of v / g itself.
+ * Version 3 (read): as 4 but zz ts0 | zz (ts1 - ts0) | column of n-2
+ *   delta-of-delta of ts, and no column mode 2.
  * Version 2 (read): n | n_tset | sets | n x (zz ts dod, tset, k x zz total
  *   delta) | groups; ts dod: the first is ts, the second ts - ts0, then
  *   (ts_i - ts_i-1) - (ts_i-1 - ts_i-2).
@@ -40,12 +44,17 @@
  * as planes it codes the high bytes apart, and the top one costs its bits.
  * The gcd takes out a common quantum (cpu nanoseconds = samples x period;
  * Go scales mutex contentions by the sampling fraction). */
-static uint64_t col_z(uint64_t v, uint64_t g)
+static uint64_t col_z(uint64_t v, uint64_t g, bool uns)
 {
+    if (uns) /* mode 2: every value >= 0 */
+        return g > 1 ? v / g : v;
     return pd_zigzag_enc(g > 1 ? (int64_t)v / (int64_t)g : (int64_t)v);
 }
 
-static int put_planes(pd_buf *out, const uint64_t *v, size_t n)
+/* uns: mode 2 (no value negative: v / g as is, not zigzag — the sign bit a
+ * column of time_nanos offsets or of counter deltas never uses costs a bit
+ * per value in the top plane) */
+static int put_planes(pd_buf *out, const uint64_t *v, size_t n, bool uns)
 {
     uint64_t g = 0, all = 0;
     for (size_t i = 0; i < n && g != 1; i++) {
@@ -57,7 +66,7 @@ static int put_planes(pd_buf *out, const uint64_t *v, size_t n)
         }
     }
     for (size_t i = 0; i < n; i++)
-        all |= col_z(v[i], g);
+        all |= col_z(v[i], g, uns);
     size_t B = 0;
     while (B < 64 && all >> B)
         B++;
@@ -69,11 +78,11 @@ static int put_planes(pd_buf *out, const uint64_t *v, size_t n)
     uint8_t *o = (uint8_t *)out->data + out->len;
     for (size_t b = 0; b < full; b++)
         for (size_t i = 0; i < n; i++)
-            *o++ = (uint8_t)(col_z(v[i], g) >> (8 * b));
+            *o++ = (uint8_t)(col_z(v[i], g, uns) >> (8 * b));
     size_t top = (k * n + 7) / 8;
     memset(o, 0, top);
     for (size_t i = 0, bit = 0; k && i < n; i++, bit += k) {
-        uint64_t t = col_z(v[i], g) >> (8 * full); /* < 2^k */
+        uint64_t t = col_z(v[i], g, uns) >> (8 * full); /* < 2^k */
         for (size_t j = 0; j < k; j++)
             o[(bit + j) / 8] |= (uint8_t)(((t >> j) & 1) << ((bit + j) % 8));
     }
@@ -123,17 +132,28 @@ static int put_golomb(pd_buf *out, const uint64_t *v, size_t n)
     return 0;
 }
 
-/* A column: a varint mode, then 0: put_planes, 1: put_golomb. Exp-Golomb is
- * taken when asked (golomb) and every zigzag value is below EG_MAX. */
+/* A column: a varint mode, then 0: put_planes, 1: put_golomb, 2: put_planes
+ * unsigned. Exp-Golomb is taken when asked (golomb) and every zigzag value is
+ * below EG_MAX; else planes, unsigned when no value is negative. */
 static int put_column(pd_buf *out, const uint64_t *v, size_t n, bool golomb)
 {
-    for (size_t i = 0; golomb && i < n; i++)
+    bool uns = true;
+    for (size_t i = 0; i < n; i++) {
         if (pd_zigzag_enc((int64_t)v[i]) >= EG_MAX)
             golomb = false;
-    int rc = pd_buf_put_varint(out, golomb ? 1 : 0);
+        if (v[i] >> 63)
+            uns = false;
+    }
+    int rc = pd_buf_put_varint(out, golomb ? 1 : uns ? 2 : 0);
     if (rc)
         return rc;
-    return golomb ? put_golomb(out, v, n) : put_planes(out, v, n);
+    return golomb ? put_golomb(out, v, n) : put_planes(out, v, n, uns);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_first,
@@ -174,22 +194,31 @@ int pd__tchunk_encode(const pd_dprof *const *d, size_t n, const uint32_t *g_firs
         if (d[i]->n_types > max_k)
             max_k = d[i]->n_types;
     }
-    /* columns (version 3): zstd finds each column's regularity (a regular
-       scrape interval, one sample-type set, totals that move alike) where
-       interleaved rows broke its matches every few bytes; the ts dod */
+    /* columns (versions 3-4): zstd finds each column's regularity (a
+       regular scrape interval, one sample-type set, totals that move alike)
+       where interleaved rows broke its matches every few bytes. ts (version
+       4): each interval minus the median interval D. A scraper on a fixed
+       schedule (ts_i = t0 + i x D + jitter_i) leaves jitter_i - jitter_i-1:
+       the delta-of-delta of version 3 was jitter_i - 2 jitter_i-1 +
+       jitter_i-2, of 3 times the variance (~0.8 bit more per profile). */
     if (!(col = malloc((n_tot + n + 1) * sizeof *col))) {
         rc = PD_ENOMEM;
         goto out;
     }
     if (n > 0)
         PUTZ(d[0]->ts);
-    if (n > 1)
-        PUTZ((uint64_t)d[1]->ts - (uint64_t)d[0]->ts);
-    for (size_t i = 2; i < n; i++) /* delta of delta */
-        col[i - 2] = ((uint64_t)d[i]->ts - (uint64_t)d[i - 1]->ts) -
-                     ((uint64_t)d[i - 1]->ts - (uint64_t)d[i - 2]->ts);
-    if (n > 2 && (rc = put_column(out, col, n - 2, true)))
-        goto out;
+    if (n > 1) {
+        int64_t *dl = (int64_t *)col, D;
+        for (size_t i = 1; i < n; i++)
+            dl[i - 1] = (int64_t)((uint64_t)d[i]->ts - (uint64_t)d[i - 1]->ts);
+        qsort(dl, n - 1, sizeof *dl, cmp_i64);
+        D = dl[(n - 2) / 2];
+        PUTZ((uint64_t)D);
+        for (size_t i = 1; i < n; i++)
+            col[i - 1] = (uint64_t)d[i]->ts - (uint64_t)d[i - 1]->ts - (uint64_t)D;
+        if ((rc = put_column(out, col, n - 1, true)))
+            goto out;
+    }
     for (size_t i = 0; i < n; i++)
         PUT(tset[i]);
     /* totals, type by type (all profiles' first type, then their second...),
@@ -256,7 +285,7 @@ static int tchunk_totals(rd *r, pd_tchunk *t, size_t i, size_t *tot_cap)
 }
 
 /* Reads n values written by put_planes into v (as uint64: two's complement). */
-static void get_planes(rd *r, uint64_t *v, size_t n, const char *what)
+static void get_planes(rd *r, uint64_t *v, size_t n, const char *what, bool uns)
 {
     size_t at = r->off;
     uint64_t g = get(r, what), B = get(r, what);
@@ -277,7 +306,7 @@ static void get_planes(rd *r, uint64_t *v, size_t n, const char *what)
             v[i] |= (uint64_t)((o[(bit + j) / 8] >> ((bit + j) % 8)) & 1) << (8 * full + j);
     r->off += (k * n + 7) / 8;
     for (size_t i = 0; i < n; i++) /* wraps like the writer's division undone */
-        v[i] = (uint64_t)pd_zigzag_dec(v[i]) * (g > 1 ? g : 1);
+        v[i] = (uns ? v[i] : (uint64_t)pd_zigzag_dec(v[i])) * (g > 1 ? g : 1);
 }
 
 /* Reads n values written by put_golomb into v. */
@@ -313,11 +342,11 @@ static void get_golomb(rd *r, uint64_t *v, size_t n, const char *what)
 }
 
 /* Reads a column (put_column) of n values into v. */
-static void get_column(rd *r, uint64_t *v, size_t n, const char *what)
+static void get_column(rd *r, uint64_t *v, size_t n, const char *what, int version)
 {
     size_t at = r->off;
     uint64_t mode = get(r, what);
-    if (!r->bad && mode > 1)
+    if (!r->bad && mode > (version >= 4 ? 2u : 1u))
         r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: %s: column mode %llu",
                             r->what, at, what, (unsigned long long)mode);
     if (r->bad)
@@ -325,13 +354,13 @@ static void get_column(rd *r, uint64_t *v, size_t n, const char *what)
     if (mode == 1)
         get_golomb(r, v, n, what);
     else
-        get_planes(r, v, n, what);
+        get_planes(r, v, n, what, mode == 2);
 }
 
-/* Version 3: the totals (type by type, as deltas from the previous profile's
+/* Versions 3-4: the totals (type by type, as deltas from the previous profile's
  * of the same sample-type set) and time_nanos columns, after the set column.
  * PD_ENOMEM (r->bad on a corrupt payload). */
-static int tchunk_columns(rd *r, pd_tchunk *t)
+static int tchunk_columns(rd *r, pd_tchunk *t, int version)
 {
     size_t max_k = 0;
     for (size_t i = 0; i < t->n; i++) {
@@ -350,7 +379,7 @@ static int tchunk_columns(rd *r, pd_tchunk *t)
         size_t mt = 0, j = 0; /* the profiles with a type tt */
         for (size_t i = 0; i < t->n; i++)
             mt += t->tot_off[i] + tt < t->tot_off[i + 1];
-        get_column(r, col, mt, "totals");
+        get_column(r, col, mt, "totals", version);
         for (size_t i = 0; !r->bad && i < t->n; i++) {
             if (t->tot_off[i] + tt >= t->tot_off[i + 1])
                 continue;
@@ -359,7 +388,7 @@ static int tchunk_columns(rd *r, pd_tchunk *t)
             t->totals[t->tot_off[i] + tt] = (int64_t)(col[j++] + (uint64_t)base);
         }
     }
-    get_column(r, col, t->n, "time");
+    get_column(r, col, t->n, "time", version);
     for (size_t i = 0; !r->bad && i < t->n; i++)
         t->time_nanos[i] = (int64_t)(col[i] + (uint64_t)t->ts[i] * 1000000u);
     free(col);
@@ -372,7 +401,7 @@ int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, int version, p
     rd r = {p, len, 0, err, 0, "time chunk"};
     memset(t, 0, sizeof *t);
     size_t tot_cap = 0, str_cap = 0;
-    uint64_t *dod = NULL; /* version 3: the delta-of-delta column */
+    uint64_t *dod = NULL; /* the ts column: version 3 delta-of-delta, 4 interval - D */
     t->n = getn(&r, 2, SIZE_MAX / 16, "profiles");
     t->n_tset = getn(&r, 1, SIZE_MAX / 16, "sample type sets");
     if (r.bad)
@@ -402,11 +431,14 @@ int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, int version, p
         if (!(dod = malloc(t->n * sizeof *dod)))
             goto nomem;
         t->ts[0] = getz(&r, "timestamp");
-        int64_t delta = t->n > 1 ? getz(&r, "timestamp") : 0;
-        if (t->n > 2)
-            get_column(&r, dod, t->n - 2, "timestamps");
+        int64_t delta = t->n > 1 ? getz(&r, "timestamp") : 0, D = delta; /* v4: D */
+        size_t nc = version >= 4 ? t->n - 1 : t->n - 2;
+        if (t->n > 2 || (version >= 4 && t->n > 1))
+            get_column(&r, dod, nc, "timestamps", version);
         for (size_t i = 1; i < t->n && !r.bad; i++) {
-            if (i > 1)
+            if (version >= 4)
+                delta = (int64_t)((uint64_t)D + dod[i - 1]);
+            else if (i > 1)
                 delta = (int64_t)((uint64_t)delta + dod[i - 2]);
             t->ts[i] = (int64_t)((uint64_t)t->ts[i - 1] + (uint64_t)delta);
             if (t->ts[i] <= t->ts[i - 1])
@@ -436,7 +468,7 @@ int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, int version, p
     }
     for (size_t i = 0; version >= 3 && i < t->n && !r.bad; i++)
         t->tset[i] = getref(&r, t->n_tset, "sample type set");
-    if (version >= 3 && !r.bad && tchunk_columns(&r, t))
+    if (version >= 3 && !r.bad && tchunk_columns(&r, t, version))
         goto nomem;
     t->n_group = getn(&r, 2, t->n, "groups");
     if (r.bad)

@@ -1501,7 +1501,7 @@ static void test_chunks_version(void **state)
     snprintf(path, sizeof path, "%s/chunks/000001", dir);
     size_t len;
     uint8_t *b = read_file(path, &len);
-    assert_int_equal(b[4], 3); /* written: version 3 (version 2 read: test_chunks.c) */
+    assert_int_equal(b[4], 4); /* written: version 4 (versions 2-3 read: test_chunks.c) */
     b[4] = 1;
     put_file(path, b, len);
     pd_block *blk;

@@ -1,5 +1,5 @@
 /*
- * tests/unit/storage/test_chunks.c — chunks version 3 (chunks.c,
+ * tests/unit/storage/test_chunks.c — chunks version 4 (chunks.c, tchunk.c,
  * docs/format/chunks.md) on real profiles:
  *   - round trip: every real profile of PD_TESTDATA/pprof, plus (when
  *     PD_TINY_SERIES names a directory of <type>/NNNNNN.pb.gz series, as
@@ -11,9 +11,10 @@
  *     originals'; pd__block_check passes. Series include a restart (counters
  *     drop) and sample-type changes (profiles of different types in one
  *     series);
- *   - old encoding: a block whose chunks file is version 2 (written by the
- *     code before version 3; tests/unit/storage/data/chunks-v2) reads back
- *     equal to the testdata profiles it was written from;
+ *   - old encodings: blocks whose chunks file is version 2 (written by the
+ *     code before version 3; tests/unit/storage/data/chunks-v2) and version
+ *     3 (before version 4; data/chunks-v3) read back equal to the testdata
+ *     profiles they were written from;
  *   - value groups with derive (flag bits 2 and 3: the last listed sample's
  *     values and time_nanos come from the time chunk): equal round trip on
  *     the real series, smaller than without, refused without the time
@@ -377,18 +378,17 @@ static void test_roundtrip_format1_groups_of_3(void **state)
     roundtrip(&o, true);
 }
 
-/* A block written by the code before chunks version 3 (value groups holding
- * time_nanos and every value, time chunks of rows) reads back equal to the
- * testdata profiles it was written from (bench_storage_size on go-demo-series'
- * heap and cpu and go-demo-once's single profiles; __name__ = the type). */
-static void test_chunks_v2_block(void **state)
+/* A block of an older chunks version (data/chunks-vVERSION/ULID) reads back
+ * equal to the testdata profiles it was written from (bench_storage_size on
+ * go-demo-series' heap and cpu and go-demo-once's single profiles; __name__ =
+ * the type). */
+static void old_block(const char *ulid, int version)
 {
-    (void)state;
     char *tmp = mktmp(), cmd[8400], dir[4200];
-    snprintf(cmd, sizeof cmd, "cp -r '%s/data/chunks-v2/01M8CQX3DZN26ECSMDZNYBKYEK' '%s/'",
-             PD_TEST_SRC, tmp);
+    snprintf(cmd, sizeof cmd, "cp -r '%s/data/chunks-v%d/%s' '%s/'", PD_TEST_SRC, version, ulid,
+             tmp);
     assert_int_equal(system(cmd), 0);
-    snprintf(dir, sizeof dir, "%s/01M8CQX3DZN26ECSMDZNYBKYEK", tmp);
+    snprintf(dir, sizeof dir, "%s/%s", tmp, ulid);
     char path[4300];
     snprintf(path, sizeof path, "%s/chunks/000001", dir);
     FILE *f = fopen(path, "rb");
@@ -396,7 +396,7 @@ static void test_chunks_v2_block(void **state)
     assert_non_null(f);
     assert_int_equal(fread(hdr, 1, 8, f), 8);
     fclose(f);
-    assert_int_equal(hdr[4], 2); /* the old encoding indeed */
+    assert_int_equal(hdr[4], version); /* the old encoding indeed */
     pd_err err;
     pd_block *b;
     PD_ASSERT_OK(pd__block_open(dir, &b, &err), &err);
@@ -439,6 +439,22 @@ static void test_chunks_v2_block(void **state)
     }
     rm_rf(tmp);
     free(tmp);
+}
+
+/* Written by the code before chunks version 3 (value groups holding
+ * time_nanos and every value, time chunks of rows). */
+static void test_chunks_v2_block(void **state)
+{
+    (void)state;
+    old_block("01M8CQX3DZN26ECSMDZNYBKYEK", 2);
+}
+
+/* Written by the code before chunks version 4 (ts as delta-of-delta, every
+ * column of planes zigzag). */
+static void test_chunks_v3_block(void **state)
+{
+    (void)state;
+    old_block("01M8FTGAGE59WPJA2NG814YP6A", 3);
 }
 
 /* ---- value groups with derive, on the decomposed real series ---- */
@@ -589,7 +605,7 @@ static void tchunk_roundtrip(pd_dprof *d, size_t n)
     assert_int_equal(pd__tchunk_encode(ptrs, n, g_first, g_off, ng, &b), 0);
     pd_tchunk t;
     pd_err err;
-    PD_ASSERT_OK(pd__tchunk_decode((const uint8_t *)b.data, b.len, 100, 3, &t, &err), &err);
+    PD_ASSERT_OK(pd__tchunk_decode((const uint8_t *)b.data, b.len, 100, 4, &t, &err), &err);
     assert_int_equal(t.n, n);
     assert_int_equal(t.n_group, ng);
     for (size_t i = 0; i < n; i++) {
@@ -608,7 +624,7 @@ static void tchunk_roundtrip(pd_dprof *d, size_t n)
     }
     pd__tchunk_release(&t);
     for (size_t cut = 0; cut < b.len; cut++) {
-        int rc = pd__tchunk_decode((const uint8_t *)b.data, cut, 100, 3, &t, &err);
+        int rc = pd__tchunk_decode((const uint8_t *)b.data, cut, 100, 4, &t, &err);
         assert_int_equal(rc, PD_ECORRUPT);
     }
     uint8_t *f = malloc(b.len + 1);
@@ -616,7 +632,7 @@ static void tchunk_roundtrip(pd_dprof *d, size_t n)
         for (int bit = 0; bit < 8; bit++) {
             memcpy(f, b.data, b.len);
             f[at] ^= (uint8_t)(1u << bit);
-            int rc = pd__tchunk_decode(f, b.len, 100, 3, &t, &err);
+            int rc = pd__tchunk_decode(f, b.len, 100, 4, &t, &err);
             assert_true(rc == 0 || rc == PD_ECORRUPT);
             if (!rc)
                 pd__tchunk_release(&t);
@@ -626,7 +642,7 @@ static void tchunk_roundtrip(pd_dprof *d, size_t n)
     pd_buf_release(&b);
 }
 
-static void test_tchunk_v3(void **state)
+static void test_tchunk_v4(void **state)
 {
     (void)state;
     enum { N = 9 };
@@ -658,12 +674,76 @@ static void test_tchunk_v3(void **state)
         tchunk_roundtrip(d, n);
 }
 
+/* Version 4's ts column (intervals minus their median) and column mode 2
+ * (planes of non-negative values without zigzag): a scrape on a fixed
+ * schedule with jitter, time_nanos offsets in [0, 1e6) and growing totals
+ * round-trip, in fewer bytes than the same profiles with one negative
+ * time_nanos offset and totals that fall (zigzag planes); a mode-2 column is
+ * refused in a version 3 chunk. */
+static void test_tchunk_v4_columns(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    static uint32_t types2[] = {1, 2, 3, 4};
+    static int64_t tot[N][2], tot_neg[N][2];
+    pd_dprof d[N];
+    memset(d, 0, sizeof d);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        d[i].ts = 1700000000000 + (int64_t)i * 10000 + (int64_t)(x % 40);
+        d[i].time_nanos = d[i].ts * 1000000 + (int64_t)((x >> 8) % 1000000);
+        tot[i][0] = (int64_t)i * 3, tot[i][1] = (int64_t)i * 3000 + (int64_t)(x >> 40 & 255);
+        tot_neg[i][0] = -tot[i][0], tot_neg[i][1] = -tot[i][1];
+        d[i].n_types = 2;
+        d[i].types = types2;
+        d[i].totals = tot[i];
+    }
+    tchunk_roundtrip(d, N);
+    const pd_dprof *ptrs[N];
+    for (size_t i = 0; i < N; i++)
+        ptrs[i] = &d[i];
+    uint32_t g_first[2] = {0, N};
+    uint64_t g_off[1] = {8};
+    pd_buf b, neg;
+    pd_buf_init(&b, 0);
+    pd_buf_init(&neg, 0);
+    assert_int_equal(pd__tchunk_encode(ptrs, N, g_first, g_off, 1, &b), 0);
+    for (size_t i = 0; i < N; i++)
+        d[i].totals = tot_neg[i];
+    d[N - 1].time_nanos = d[N - 1].ts * 1000000 - 1;
+    tchunk_roundtrip(d, N);
+    assert_int_equal(pd__tchunk_encode(ptrs, N, g_first, g_off, 1, &neg), 0);
+    print_message("time chunk: %zu bytes unsigned, %zu zigzag\n", b.len, neg.len);
+    /* a bit per value in the top planes of time_nanos and of the second
+       totals (the first's deltas are +-3: gcd 3, one bit either way), less
+       what rounding a plane to bytes may take */
+    assert_true(b.len + N / 4 - 4 <= neg.len);
+    /* one profile: no ts column, so version 3 reads up to the first column
+       of mode 2 (its totals) */
+    for (size_t i = 0; i < N; i++)
+        d[i].totals = tot[i];
+    uint32_t g1[2] = {0, 1};
+    pd_buf_reset(&b);
+    assert_int_equal(pd__tchunk_encode(ptrs, 1, g1, g_off, 1, &b), 0);
+    pd_tchunk t;
+    pd_err err;
+    PD_ASSERT_OK(pd__tchunk_decode((const uint8_t *)b.data, b.len, 100, 4, &t, &err), &err);
+    pd__tchunk_release(&t);
+    assert_int_equal(pd__tchunk_decode((const uint8_t *)b.data, b.len, 100, 3, &t, &err),
+                     PD_ECORRUPT);
+    assert_non_null(strstr(err.msg, "column mode 2"));
+    pd_buf_release(&b);
+    pd_buf_release(&neg);
+}
+
 /* chunks/000001 of version 1 or of a version after this build's is refused,
- * by name; versions 2 and 3 are read (test_chunks_v2_block, the round trips) */
+ * by name; versions 2 to 4 are read (test_chunks_v2_block, _v3_block, the
+ * round trips) */
 static void test_chunks_versions(void **state)
 {
     (void)state;
-    for (int v = 1; v <= 4; v += 3) {
+    for (int v = 1; v <= 5; v += 4) {
         char *tmp = mktmp(), cmd[8400], dir[4200], path[4300];
         snprintf(cmd, sizeof cmd, "cp -r '%s/data/chunks-v2/01M8CQX3DZN26ECSMDZNYBKYEK' '%s/'",
                  PD_TEST_SRC, tmp);
@@ -695,8 +775,10 @@ int main(void)
         cmocka_unit_test(test_roundtrip_groups_of_1),
         cmocka_unit_test(test_roundtrip_format1_groups_of_3),
         cmocka_unit_test(test_chunks_v2_block),
+        cmocka_unit_test(test_chunks_v3_block),
         cmocka_unit_test(test_vgroup_derive),
-        cmocka_unit_test(test_tchunk_v3),
+        cmocka_unit_test(test_tchunk_v4),
+        cmocka_unit_test(test_tchunk_v4_columns),
         cmocka_unit_test(test_chunks_versions),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
