@@ -359,13 +359,20 @@ static void m_series(ctx *c, const pd_http_request *req)
     for (size_t i = 0; i < s.n; i++) {
         /* the kept pairs of vl (sorted, so l is too), borrowed from s */
         const pd_labels *vl = &s.v[i].vl;
-        pd_labels l = {pd_arena_alloc(&c->a, (vl->n ? vl->n : 1) * sizeof *l.v), 0};
+        if (!in->n_label_names) {
+            sets[nsets++] = *vl;
+            continue;
+        }
+        /* (at most one pair per name asked: vl's names are unique) */
+        size_t cap = vl->n < in->n_label_names ? vl->n : in->n_label_names;
+        pd_labels l = {pd_arena_alloc(&c->a, (cap ? cap : 1) * sizeof *l.v), 0};
         if (!l.v)
             goto nomem;
-        for (size_t j = 0; j < vl->n; j++) {
-            bool keep = in->n_label_names == 0;
+        for (size_t j = 0; j < vl->n && l.n < cap; j++) {
+            const char *nm = vl->v[j].name;
+            bool keep = false;
             for (size_t k = 0; k < in->n_label_names && !keep; k++)
-                keep = !strcmp(in->label_names[k], vl->v[j].name);
+                keep = !strcmp(in->label_names[k], nm);
             if (keep)
                 l.v[l.n++] = vl->v[j];
         }

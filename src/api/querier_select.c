@@ -159,8 +159,8 @@ static int virtual_labels(pd_arena *a, const pd_labels *st, const char *const vv
         if (c == 0) {
             if (!ok[j])
                 v[k++] = st->v[i];
-            else if (vv[j][0])
-                v[k++] = (pd_label){st->v[i].name, (char *)vv[j]};
+            else if (vv[j][0]) /* (the name as vnames': one pointer per name) */
+                v[k++] = (pd_label){(char *)vnames[j], (char *)vv[j]};
             i++;
         } else if (ok[j] && vv[j][0] && st->n + added < PD_LABEL_MAX_COUNT) {
             v[k++] = (pd_label){(char *)vnames[j], (char *)vv[j]};
@@ -364,6 +364,7 @@ static int vselect_latest(pd_storage *st, const char *ptid, size_t plen, const s
 {
     kmemo memo = {0};
     pd_u64map_init(&memo.at);
+    const char **names_of = NULL; /* per stored series: its __name__ */
     pd_series_latest_set *ls = &out->latest;
     int rc = pd_storage_select_latest(st, NULL, 0, start, end, ls, err);
     if (rc < 0)
@@ -379,9 +380,14 @@ static int vselect_latest(pd_storage *st, const char *ptid, size_t plen, const s
     }
     bool has_heap = false, has_allocs = false;
     size_t total_types = 0;
+    names_of = malloc((ls->n ? ls->n : 1) * sizeof *names_of);
+    if (!names_of) {
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < ls->n; i++) {
         const pd_series_latest *e = &ls->v[i];
-        const char *nm = pd_labels_get(e->labels, "__name__");
+        const char *nm = names_of[i] = pd_labels_get(e->labels, "__name__");
         has_heap |= nm && !strcmp(nm, "heap");
         has_allocs |= nm && !strcmp(nm, "allocs");
         total_types += e->n_types;
@@ -404,8 +410,7 @@ static int vselect_latest(pd_storage *st, const char *ptid, size_t plen, const s
             rc = pd_err_set(err, PD_ECANCELED, "%s", pd_cancel_message());
             goto out;
         }
-        const char *stored = pd_labels_get(e->labels, "__name__");
-        stored = stored ? stored : "";
+        const char *stored = names_of[i] ? names_of[i] : "";
         const vkind *k;
         vkind own;
         if (kind_shared(stored)) {
@@ -425,6 +430,7 @@ static int vselect_latest(pd_storage *st, const char *ptid, size_t plen, const s
         }
     }
 out:
+    free(names_of);
     pd_u64map_release(&memo.at);
     free(memo.v);
     return rc;
