@@ -26,6 +26,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -215,14 +216,31 @@ static void m_label_names(ctx *c, const pd_http_request *req, bool values)
         pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
         goto out;
     }
+    /* the strings of the virtual series are shared (a stored series' own
+       for each of its types, one pointer per virtual name, per name and
+       types' kind): each pointer is taken once (a u64map on the address)
+       before uniq compares strings — 2M names over 50k series were 2M
+       hashes of strings, now ~100k */
+    pd_u64map seen;
+    pd_u64map_init(&seen);
     size_t k = 0;
     for (size_t i = 0; i < s.n; i++)
         for (size_t j = 0; j < s.v[i].vl.n; j++) {
             const pd_label *l = &s.v[i].vl.v[j];
             if (values && strcmp(l->name, name))
                 continue;
-            v[k++] = values ? l->value : l->name; /* borrowed from s until out */
+            char *str = values ? l->value : l->name; /* borrowed from s until out */
+            uint64_t key = (uint64_t)(uintptr_t)str;
+            if (pd_u64map_get(&seen, key, NULL))
+                continue;
+            if (pd_u64map_put(&seen, key, 0) < 0) {
+                pd_u64map_release(&seen);
+                pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+                goto out;
+            }
+            v[k++] = str;
         }
+    pd_u64map_release(&seen);
     long u = uniq(v, k);
     if (u < 0) {
         pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
