@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/cancel.h"
 #include "base/metrics.h"
 #include "base/time.h"
 #include "storage/delta_int.h"
@@ -257,7 +258,14 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
     return pd_tsdb_select(s->tsdb, ms, n, mint, maxt, out, err);
 }
 
-/* ClickHouse: the selection, then each series' newest point, copied. */
+static int cmp_info_ref(const void *a, const void *b)
+{
+    uint64_t x = ((const pd_series_info *)a)->ref, y = ((const pd_series_info *)b)->ref;
+    return x < y ? -1 : x > y;
+}
+
+/* ClickHouse: the selection (put in ref order), then each series' newest
+ * point, copied. */
 static int select_latest_generic(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
                                  int64_t maxt, pd_series_latest_set *out, pd_err *err)
 {
@@ -267,7 +275,13 @@ static int select_latest_generic(pd_storage *s, const pd_matcher *ms, size_t n, 
         return pd_err_set(err, rc, "select: out of memory");
     if ((rc = pd_storage_select(s, ms, n, mint, maxt, &set, err)) < 0)
         return rc;
+    if (set.n > 1)
+        qsort(set.v, set.n, sizeof *set.v, cmp_info_ref);
     for (size_t i = 0; i < set.n && rc >= 0; i++) {
+        if (!(i & 4095) && pd_cancel_requested()) {
+            rc = pd_err_set(err, PD_ECANCELED, "%s", pd_cancel_message());
+            break;
+        }
         pd_points pt = {0};
         rc = pd_storage_read_point_before(s, set.v[i].ref, maxt == INT64_MAX ? maxt : maxt + 1,
                                           &pt, err);
