@@ -26,6 +26,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -215,14 +216,31 @@ static void m_label_names(ctx *c, const pd_http_request *req, bool values)
         pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
         goto out;
     }
+    /* the strings of the virtual series are shared (a stored series' own
+       for each of its types, one pointer per virtual name, per name and
+       types' kind): each pointer is taken once (a u64map on the address)
+       before uniq compares strings — 2M names over 50k series were 2M
+       hashes of strings, now ~100k */
+    pd_u64map seen;
+    pd_u64map_init(&seen);
     size_t k = 0;
     for (size_t i = 0; i < s.n; i++)
         for (size_t j = 0; j < s.v[i].vl.n; j++) {
             const pd_label *l = &s.v[i].vl.v[j];
             if (values && strcmp(l->name, name))
                 continue;
-            v[k++] = values ? l->value : l->name; /* borrowed from s until out */
+            char *str = values ? l->value : l->name; /* borrowed from s until out */
+            uint64_t key = (uint64_t)(uintptr_t)str;
+            if (pd_u64map_get(&seen, key, NULL))
+                continue;
+            if (pd_u64map_put(&seen, key, 0) < 0) {
+                pd_u64map_release(&seen);
+                pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+                goto out;
+            }
+            v[k++] = str;
         }
+    pd_u64map_release(&seen);
     long u = uniq(v, k);
     if (u < 0) {
         pd_connect_error(c->resp, PD_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
@@ -359,13 +377,20 @@ static void m_series(ctx *c, const pd_http_request *req)
     for (size_t i = 0; i < s.n; i++) {
         /* the kept pairs of vl (sorted, so l is too), borrowed from s */
         const pd_labels *vl = &s.v[i].vl;
-        pd_labels l = {pd_arena_alloc(&c->a, (vl->n ? vl->n : 1) * sizeof *l.v), 0};
+        if (!in->n_label_names) {
+            sets[nsets++] = *vl;
+            continue;
+        }
+        /* (at most one pair per name asked: vl's names are unique) */
+        size_t cap = vl->n < in->n_label_names ? vl->n : in->n_label_names;
+        pd_labels l = {pd_arena_alloc(&c->a, (cap ? cap : 1) * sizeof *l.v), 0};
         if (!l.v)
             goto nomem;
-        for (size_t j = 0; j < vl->n; j++) {
-            bool keep = in->n_label_names == 0;
+        for (size_t j = 0; j < vl->n && l.n < cap; j++) {
+            const char *nm = vl->v[j].name;
+            bool keep = false;
             for (size_t k = 0; k < in->n_label_names && !keep; k++)
-                keep = !strcmp(in->label_names[k], vl->v[j].name);
+                keep = !strcmp(in->label_names[k], nm);
             if (keep)
                 l.v[l.n++] = vl->v[j];
         }

@@ -83,10 +83,17 @@ typedef struct pd__vseries {
     const pd_points *pts;     /* the stored series' points in range */
 } pd__vseries;
 
+/* The stored series come from pd_storage_select (set, with pts their points
+ * in range) or, for a listing (meta), from pd_storage_select_latest (latest;
+ * infos and pts then hold each series' ref, labels and newest point,
+ * borrowed from latest). */
 typedef struct pd__vselection {
-    pd_arena a;     /* every v[i].vl (its array; strings borrowed from set or a) */
+    pd_arena a;     /* every v[i].vl (its array; strings borrowed from set,
+                       latest or a) and the kinds' strings */
     pd_series_set set;
-    pd_points *pts; /* set.n */
+    pd_series_latest_set latest;
+    pd_series_info *infos; /* latest.n (meta), shallow */
+    pd_points *pts; /* set.n, or latest.n (meta: one point each, priv NULL) */
     pd__vseries *v;
     size_t n;
 } pd__vselection;
@@ -108,8 +115,11 @@ int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, 
                 int64_t start, int64_t end, pd__vselection *out /* OUT */, pd_err *err);
 /* pd__vselect; meta: for label listings only (Series, LabelNames,
  * LabelValues, ProfileTypes): each v[i].pts holds the series' newest point
- * in range alone (its sample types), never a delta. PD_ECANCELED when the
- * query is cancelled (base/cancel.h). */
+ * in range alone (its sample types; totals NULL), never a delta, and
+ * v[i].si only its ref and labels (pd_storage_select_latest: no copy, no
+ * sort; the virtual labels that depend only on a series' name and sample
+ * types are computed once per distinct pair). PD_ECANCELED when the query
+ * is cancelled (base/cancel.h). */
 int pd__vselect_ex(pd_storage *st, const char *ptid, const char *const *selectors, size_t n,
                    int64_t start, int64_t end, bool meta, pd__vselection *out /* OUT */,
                    pd_err *err);

@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 #include "api/querier_int.h"
 #include "base/cancel.h"
 #include "base/time.h"
+#include "base/u64map.h"
 
 /* profd's stored __name__ -> Pyroscope's name and period type/unit.
  * period_stored: the period type/unit is the latest stored profile's when
@@ -106,6 +108,8 @@ void pd__vselection_release(pd__vselection *s)
             pd_points_release(&s->pts[i]);
     free(s->pts);
     pd_series_set_release(&s->set);
+    pd_series_latest_set_release(&s->latest);
+    free(s->infos);
     memset(s, 0, sizeof *s);
 }
 
@@ -129,34 +133,37 @@ static bool vvalue_ok(const char *v)
 
 /* out = the stored labels st (sorted) with the NV virtual pairs vn/vv
  * (sorted by name) set over them, as pd_labels_set would one by one (an
- * invalid value keeps the stored one, "" removes it, new names past
- * PD_LABEL_MAX_COUNT are left out): one arena array, the strings borrowed
- * (from st and vv: they outlive out). 0 or PD_ENOMEM. This replaced a
- * pd_labels_copy and 7 pd_labels_set per virtual series (~25 mallocs each:
- * the bulk of a Series/LabelNames answer over 50k series). */
+ * invalid value — ok[j] false — keeps the stored one, "" removes it, new
+ * names past PD_LABEL_MAX_COUNT are left out): one arena array, the
+ * strings borrowed (from st and vv: they outlive out). 0 or PD_ENOMEM.
+ * This replaced a pd_labels_copy and 7 pd_labels_set per virtual series
+ * (~25 mallocs each: the bulk of a Series/LabelNames answer over 50k
+ * series). */
 #define NV 7
-static int virtual_labels(pd_arena *a, const pd_labels *st, const char *const vn[NV],
-                          const char *const vv[NV], pd_labels *out)
+static const char *const vnames[NV] = {"__name__", "__period_type__", "__period_unit__",
+                                       "__profile_type__", "__type__", "__unit__",
+                                       "service_name"};
+static int virtual_labels(pd_arena *a, const pd_labels *st, const char *const vv[NV],
+                          const bool ok[NV], pd_labels *out)
 {
     pd_label *v = pd_arena_alloc(a, (st->n + NV) * sizeof *v);
     if (!v)
         return PD_ENOMEM;
     size_t i = 0, j = 0, k = 0, added = 0;
     while (i < st->n || j < NV) {
-        int c = i == st->n ? 1 : j == NV ? -1 : strcmp(st->v[i].name, vn[j]);
+        int c = i == st->n ? 1 : j == NV ? -1 : strcmp(st->v[i].name, vnames[j]);
         if (c < 0) {
             v[k++] = st->v[i++];
             continue;
         }
-        bool ok = vvalue_ok(vv[j]);
         if (c == 0) {
-            if (!ok)
+            if (!ok[j])
                 v[k++] = st->v[i];
-            else if (vv[j][0])
-                v[k++] = (pd_label){st->v[i].name, (char *)vv[j]};
+            else if (vv[j][0]) /* (the name as vnames': one pointer per name) */
+                v[k++] = (pd_label){(char *)vnames[j], (char *)vv[j]};
             i++;
-        } else if (ok && vv[j][0] && st->n + added < PD_LABEL_MAX_COUNT) {
-            v[k++] = (pd_label){(char *)vn[j], (char *)vv[j]};
+        } else if (ok[j] && vv[j][0] && st->n + added < PD_LABEL_MAX_COUNT) {
+            v[k++] = (pd_label){(char *)vnames[j], (char *)vv[j]};
             added++;
         }
         j++;
@@ -164,6 +171,269 @@ static int virtual_labels(pd_arena *a, const pd_labels *st, const char *const vn
     out->v = v;
     out->n = k;
     return 0;
+}
+
+/* What a stored series' name and sample types give its virtual series,
+ * the same for every series of that name and types (Pyroscope's name,
+ * period, and per type the profile type ID), except the period of a name
+ * whose period is the stored profile's (period_stored, or a name not in
+ * the table): that kind is one series' own. Strings in the selection's
+ * arena. */
+typedef struct vkind {
+    const char *pyro, *ptype, *punit;
+    bool ok_pyro, ok_ptype, ok_punit;
+    size_t n;
+    const char **ty, **un; /* per type ("" for none) */
+    const char **id;       /* per type: its __profile_type__, NULL when the
+                              type has no virtual series (the heap/allocs rule,
+                              or not the selection's profile type) */
+    bool *ok_id, *ok_ty, *ok_un;
+} vkind;
+
+/* The kind of a series named stored ("" for none) with types (n), see
+ * vkind. has_heap/has_allocs: the selection holds heap/allocs series (each
+ * then keeps only its own types of the pair); ptid/plen: the profile type
+ * asked (NULL: any). ptb/pub: the series' stored period (from_profile
+ * names only, else NULL). 0 or PD_ENOMEM. */
+static int kind_of(pd_arena *a, const char *stored, const pd_sample_type_desc *types, size_t n,
+                   bool has_heap, bool has_allocs, const char *ptid, size_t plen,
+                   const char *ptb, const char *pub, vkind *k)
+{
+    memset(k, 0, sizeof *k);
+    const char *pyro = stored, *ptype = NULL, *punit = NULL, *aptype = NULL, *apunit = NULL;
+    bool from_profile = true;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(names[i].stored, stored)) {
+            pyro = names[i].pyro;
+            ptype = aptype = names[i].ptype;
+            punit = apunit = names[i].punit;
+            from_profile = names[i].period_stored;
+            break;
+        }
+    if (from_profile && ptb) {
+        if (!ptype || strcmp(ptb, "unknown")) {
+            ptype = ptb;
+            punit = pub;
+        }
+    }
+    if (!aptype) {
+        aptype = ptype;
+        apunit = punit;
+    }
+    /* (ptype is NULL only for a from_profile name asked without ptb) */
+    if (!(k->pyro = pd_arena_strdup(a, pyro)) || !(k->ptype = pd_arena_strdup(a, ptype ? ptype : "")) ||
+        !(k->punit = pd_arena_strdup(a, punit ? punit : "")))
+        return PD_ENOMEM;
+    k->ok_pyro = vvalue_ok(k->pyro);
+    k->ok_ptype = vvalue_ok(k->ptype);
+    k->ok_punit = vvalue_ok(k->punit);
+    k->n = n;
+    k->ty = pd_arena_calloc(a, n ? n : 1, sizeof *k->ty);
+    k->un = pd_arena_calloc(a, n ? n : 1, sizeof *k->un);
+    k->id = pd_arena_calloc(a, n ? n : 1, sizeof *k->id);
+    k->ok_id = pd_arena_calloc(a, n ? n : 1, 3 * sizeof *k->ok_id);
+    if (!k->ty || !k->un || !k->id || !k->ok_id)
+        return PD_ENOMEM;
+    k->ok_ty = k->ok_id + n;
+    k->ok_un = k->ok_id + 2 * n;
+    for (size_t t = 0; t < n; t++) {
+        const char *ty = types[t].type ? types[t].type : "", *un = types[t].unit ? types[t].unit : "";
+        if (!(k->ty[t] = pd_arena_strdup(a, ty)) || !(k->un[t] = pd_arena_strdup(a, un)))
+            return PD_ENOMEM;
+        k->ok_ty[t] = vvalue_ok(ty);
+        k->ok_un[t] = vvalue_ok(un);
+        bool alloc = !strncmp(ty, "alloc_", 6), inuse = !strncmp(ty, "inuse_", 6);
+        if (!strcmp(stored, "heap") && alloc && has_allocs)
+            continue;
+        if (!strcmp(stored, "allocs") && inuse && has_heap)
+            continue;
+        /* the canonical ID is Pyroscope's; profd's own (its stored name,
+           and the table's period: what profd answered before) is an alias */
+        char id[600], alias[600];
+        snprintf(id, sizeof id, "%s:%s:%s:%s:%s", pyro, ty, un, ptype, punit);
+        snprintf(alias, sizeof alias, "%s:%s:%s:%s:%s", *stored ? stored : pyro, ty, un, aptype, apunit);
+        if (ptid && *ptid && !(strlen(id) == plen && !strncmp(ptid, id, plen)) &&
+            !(strlen(alias) == plen && !strncmp(ptid, alias, plen)))
+            continue;
+        if (!(k->id[t] = pd_arena_strdup(a, id)))
+            return PD_ENOMEM;
+        k->ok_id[t] = vvalue_ok(id);
+    }
+    return 0;
+}
+
+/* Whether the kind of a series of this name is the same for every series
+ * of its name and types (not read from its stored profile). */
+static bool kind_shared(const char *stored)
+{
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(names[i].stored, stored))
+            return !names[i].period_stored;
+    return false;
+}
+
+/* Appends the virtual series of stored series si (its kind k; pts its
+ * points) that match a selector (all: every one) to out->v (room made by
+ * the caller). 0 or PD_ENOMEM. */
+static int add_vseries(pd__vselection *out, const pd_series_info *si, const pd_points *pts,
+                       const vkind *k, const sel *sels, size_t nsel, bool all)
+{
+    const char *svc = pd_labels_get(&si->labels, "service_name");
+    if (!svc)
+        svc = pd_labels_get(&si->labels, "job");
+    if (!svc)
+        svc = "unknown_service";
+    bool ok_svc = vvalue_ok(svc);
+    for (size_t t = 0; t < k->n; t++) {
+        if (!k->id[t])
+            continue;
+        pd__vseries *vs = &out->v[out->n];
+        /* a set at its label cap keeps what fits: virtual labels are best
+           effort (names sorted, as virtual_labels needs) */
+        const char *vv[NV] = {k->pyro, k->ptype, k->punit, k->id[t], k->ty[t], k->un[t], svc};
+        const bool ok[NV] = {k->ok_pyro, k->ok_ptype, k->ok_punit, k->ok_id[t],
+                             k->ok_ty[t], k->ok_un[t], ok_svc};
+        if (virtual_labels(&out->a, &si->labels, vv, ok, &vs->vl) < 0)
+            return PD_ENOMEM;
+        bool match = all;
+        for (size_t s = 0; s < nsel && !match; s++)
+            match = pd_matchers_match(sels[s].ms, sels[s].n, &vs->vl);
+        if (!match)
+            continue;
+        out->n++;
+        vs->si = si;
+        vs->type_idx = t;
+        vs->pts = pts;
+        /* (an ID pd_labels_set would refuse leaves the stored label, if any) */
+        vs->ptid = k->ok_id[t] ? k->id[t] : pd_labels_get(&vs->vl, "__profile_type__");
+    }
+    return 0;
+}
+
+/* Memo of the shared kinds of one selection: by name and types_id. */
+typedef struct kmemo {
+    pd_u64map at; /* hash(name, types_id, seed) -> index in v */
+    struct kentry {
+        const char *name;
+        uint32_t types_id;
+        vkind k;
+    } *v;
+    size_t n, cap;
+} kmemo;
+
+static int kmemo_get(kmemo *m, pd_arena *a, const char *stored, const pd_series_latest *e,
+                     bool has_heap, bool has_allocs, const char *ptid, size_t plen,
+                     const vkind **out)
+{
+    for (uint64_t seed = 0;; seed++) {
+        uint64_t at, h = XXH3_64bits_withSeed(stored, strlen(stored), seed ^ e->types_id);
+        h = h == UINT64_MAX ? 0 : h;
+        if (pd_u64map_get(&m->at, h, &at)) {
+            if (m->v[at].types_id != e->types_id || strcmp(m->v[at].name, stored))
+                continue; /* a collision: the next seed */
+            *out = &m->v[at].k;
+            return 0;
+        }
+        if (m->n == m->cap) {
+            size_t nc = m->cap ? m->cap * 2 : 8;
+            struct kentry *nv = realloc(m->v, nc * sizeof *nv);
+            if (!nv)
+                return PD_ENOMEM;
+            m->v = nv;
+            m->cap = nc;
+        }
+        struct kentry *ke = &m->v[m->n];
+        ke->types_id = e->types_id;
+        int rc;
+        if (!(ke->name = pd_arena_strdup(a, stored)) ||
+            (rc = kind_of(a, stored, e->types, e->n_types, has_heap, has_allocs, ptid, plen,
+                          NULL, NULL, &ke->k)) < 0 ||
+            pd_u64map_put(&m->at, h, m->n) < 0)
+            return PD_ENOMEM;
+        *out = &m->v[m->n++].k;
+        return 0;
+    }
+}
+
+/* pd__vselect_ex's listings (meta): pd_storage_select_latest, each series'
+ * kind computed once per name and types (kmemo) unless its period is its
+ * profile's. */
+static int vselect_latest(pd_storage *st, const char *ptid, size_t plen, const sel *sels,
+                          size_t nsel, bool all, int64_t start, int64_t end,
+                          pd__vselection *out, pd_err *err)
+{
+    kmemo memo = {0};
+    pd_u64map_init(&memo.at);
+    const char **names_of = NULL; /* per stored series: its __name__ */
+    pd_series_latest_set *ls = &out->latest;
+    int rc = pd_storage_select_latest(st, NULL, 0, start, end, ls, err);
+    if (rc < 0)
+        goto out;
+    /* per stored series: a pd_series_info (ref and labels, shallow) and its
+       newest point as a one-point pd_points (priv NULL: nothing to free) */
+    out->infos = calloc(ls->n ? ls->n : 1, sizeof *out->infos);
+    out->pts = calloc(ls->n ? ls->n : 1, sizeof *out->pts);
+    pd_point *pv = pd_arena_calloc(&out->a, ls->n ? ls->n : 1, sizeof *pv);
+    if (!out->infos || !out->pts || !pv) {
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+        goto out;
+    }
+    bool has_heap = false, has_allocs = false;
+    size_t total_types = 0;
+    names_of = malloc((ls->n ? ls->n : 1) * sizeof *names_of);
+    if (!names_of) {
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < ls->n; i++) {
+        const pd_series_latest *e = &ls->v[i];
+        const char *nm = names_of[i] = pd_labels_get(e->labels, "__name__");
+        has_heap |= nm && !strcmp(nm, "heap");
+        has_allocs |= nm && !strcmp(nm, "allocs");
+        total_types += e->n_types;
+        out->infos[i] = (pd_series_info){.ref = e->ref, .labels = *e->labels, .n_profiles = 1,
+                                         .min_ts = e->ts_ms, .max_ts = e->ts_ms};
+        pv[i] = (pd_point){.ts_ms = e->ts_ms, .n_types = e->n_types,
+                           .types = (pd_sample_type_desc *)e->types};
+        out->pts[i] = (pd_points){.v = &pv[i], .n = 1};
+    }
+    out->v = calloc(total_types ? total_types : 1, sizeof *out->v);
+    if (!out->v) {
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < ls->n; i++) {
+        const pd_series_latest *e = &ls->v[i];
+        if (!e->n_types)
+            continue;
+        if (!(i & 4095) && pd_cancel_requested()) {
+            rc = pd_err_set(err, PD_ECANCELED, "%s", pd_cancel_message());
+            goto out;
+        }
+        const char *stored = names_of[i] ? names_of[i] : "";
+        const vkind *k;
+        vkind own;
+        if (kind_shared(stored)) {
+            rc = kmemo_get(&memo, &out->a, stored, e, has_heap, has_allocs, ptid, plen, &k);
+        } else {
+            char ptb[128], pub[128];
+            period_of(st, &out->infos[i], &out->pts[i], ptb, pub, sizeof ptb);
+            rc = kind_of(&out->a, stored, e->types, e->n_types, has_heap, has_allocs, ptid, plen,
+                         ptb, pub, &own);
+            k = &own;
+        }
+        if (rc >= 0)
+            rc = add_vseries(out, &out->infos[i], &out->pts[i], k, sels, nsel, all);
+        if (rc < 0) {
+            rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+out:
+    free(names_of);
+    pd_u64map_release(&memo.at);
+    free(memo.v);
+    return rc;
 }
 
 int pd__vselect(pd_storage *st, const char *ptid, const char *const *selectors, size_t n,
@@ -203,6 +473,10 @@ int pd__vselect_ex(pd_storage *st, const char *ptid, const char *const *selector
         }
         nsel++;
     }
+    if (meta) {
+        rc = vselect_latest(st, ptid, plen, sels, nsel, all, start, end, out, err);
+        goto out;
+    }
     if ((rc = pd_storage_select(st, NULL, 0, start, end, &out->set, err)) < 0)
         goto out;
     out->pts = calloc(out->set.n ? out->set.n : 1, sizeof *out->pts);
@@ -219,19 +493,6 @@ int pd__vselect_ex(pd_storage *st, const char *ptid, const char *const *selector
         if (pd_cancel_requested()) {
             rc = pd_err_set(err, PD_ECANCELED, "%s", pd_cancel_message());
             goto out;
-        }
-        if (meta) {
-            /* labels only: the newest point in range (the series has one)
-               gives the sample types; no totals, no deltas */
-            rc = pd_storage_read_point_before(st, out->set.v[i].ref,
-                                              end == INT64_MAX ? end : end + 1, &out->pts[i], err);
-            if (rc == PD_ENOTFOUND)
-                rc = 0;
-            if (rc < 0)
-                goto out;
-            if (out->pts[i].n)
-                total_types += out->pts[i].v[0].n_types;
-            continue;
         }
         rc = pd_storage_read_points(st, out->set.v[i].ref, start, end, &out->pts[i], err);
         if (rc == PD_ENOTFOUND) {
@@ -260,82 +521,17 @@ int pd__vselect_ex(pd_storage *st, const char *ptid, const char *const *selector
             continue;
         const char *stored = pd_labels_get(&si->labels, "__name__");
         stored = stored ? stored : "";
-        const char *pyro = stored, *ptype = NULL, *punit = NULL, *aptype = NULL, *apunit = NULL;
-        bool from_profile = true;
-        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-            if (!strcmp(names[k].stored, stored)) {
-                pyro = names[k].pyro;
-                ptype = aptype = names[k].ptype;
-                punit = apunit = names[k].punit;
-                from_profile = names[k].period_stored;
-                break;
-            }
         char ptb[128], pub[128];
-        if (from_profile) {
+        bool shared = kind_shared(stored);
+        if (!shared)
             period_of(st, si, pts, ptb, pub, sizeof ptb);
-            if (!ptype || strcmp(ptb, "unknown")) {
-                ptype = ptb;
-                punit = pub;
-            }
-        }
-        if (!aptype) {
-            aptype = ptype;
-            apunit = punit;
-        }
-        const char *svc = pd_labels_get(&si->labels, "service_name");
-        if (!svc)
-            svc = pd_labels_get(&si->labels, "job");
-        if (!svc)
-            svc = "unknown_service";
-        for (size_t t = 0; t < pts->v[0].n_types; t++) {
-            const char *ty = pts->v[0].types[t].type, *un = pts->v[0].types[t].unit;
-            ty = ty ? ty : "";
-            un = un ? un : "";
-            bool alloc = !strncmp(ty, "alloc_", 6), inuse = !strncmp(ty, "inuse_", 6);
-            if (!strcmp(stored, "heap") && alloc && has_allocs)
-                continue;
-            if (!strcmp(stored, "allocs") && inuse && has_heap)
-                continue;
-            /* the canonical ID is Pyroscope's; profd's own (its stored name,
-               and the table's period: what profd answered before) is an alias */
-            char id[600], alias[600];
-            snprintf(id, sizeof id, "%s:%s:%s:%s:%s", pyro, ty, un, ptype, punit);
-            snprintf(alias, sizeof alias, "%s:%s:%s:%s:%s", *stored ? stored : pyro, ty, un, aptype, apunit);
-            if (ptid && *ptid && !(strlen(id) == plen && !strncmp(ptid, id, plen)) &&
-                !(strlen(alias) == plen && !strncmp(ptid, alias, plen)))
-                continue;
-            pd__vseries *vs = &out->v[out->n];
-            /* a set at its label cap keeps what fits: virtual labels are best
-               effort (names sorted, as virtual_labels needs) */
-            char *aid = pd_arena_strdup(&out->a, id);
-            if (!aid) {
-                rc = pd_err_set(err, PD_ENOMEM, "out of memory");
-                goto out;
-            }
-            const char *vn[NV] = {"__name__", "__period_type__", "__period_unit__",
-                                  "__profile_type__", "__type__", "__unit__", "service_name"};
-            const char *vv[NV] = {pyro, ptype, punit, aid, ty, un, svc};
-            if (from_profile) { /* ptb/pub are this loop's: copy them */
-                if (!(vv[1] = pd_arena_strdup(&out->a, ptype)) ||
-                    !(vv[2] = pd_arena_strdup(&out->a, punit))) {
-                    rc = pd_err_set(err, PD_ENOMEM, "out of memory");
-                    goto out;
-                }
-            }
-            if ((rc = virtual_labels(&out->a, &si->labels, vn, vv, &vs->vl)) < 0) {
-                rc = pd_err_set(err, PD_ENOMEM, "out of memory");
-                goto out;
-            }
-            bool match = all;
-            for (size_t s = 0; s < nsel && !match; s++)
-                match = pd_matchers_match(sels[s].ms, sels[s].n, &vs->vl);
-            if (!match)
-                continue;
-            out->n++;
-            vs->si = si;
-            vs->type_idx = t;
-            vs->pts = pts;
-            vs->ptid = pd_labels_get(&vs->vl, "__profile_type__");
+        vkind k;
+        if ((rc = kind_of(&out->a, stored, pts->v[0].types, pts->v[0].n_types, has_heap,
+                          has_allocs, ptid, plen, shared ? NULL : ptb, shared ? NULL : pub,
+                          &k)) < 0 ||
+            (rc = add_vseries(out, si, pts, &k, sels, nsel, all)) < 0) {
+            rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+            goto out;
         }
     }
 out:

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <xxhash.h>
 #include "base/u64map.h"
 #include "query/query_int.h"
 
@@ -535,40 +536,111 @@ static int put_sorted_unique(pd_buf *out, const char **strs, size_t n)
     return rc;
 }
 
-/* name == NULL: label names; else the values of label `name`. */
+/* The labels of the series matching any of the selectors (each series
+ * once), borrowed from sets (one pd_storage_select_latest per selector:
+ * no copy, no sort — a listing sorts the strings it answers). *ls (n_ls)
+ * is malloc'ed; release sets with pd_series_latest_set_release and free
+ * both, also after an error. Errors as collect. */
+static int collect_labels(pd_storage *st, const char *const *selectors, size_t nsel,
+                          int64_t start, int64_t end, pd_series_latest_set *sets,
+                          const pd_labels ***ls, size_t *n_ls, pd_err *err)
+{
+    pd_u64map seen;
+    pd_u64map_init(&seen);
+    int rc = 0;
+    size_t rounds = nsel ? nsel : 1, cap = 0;
+    *ls = NULL;
+    *n_ls = 0;
+    for (size_t k = 0; k < rounds && rc >= 0; k++) {
+        pd_matcher *ms = NULL;
+        size_t n = 0;
+        if (nsel && (rc = pd_selector_parse(selectors[k], &ms, &n, err)) < 0)
+            break;
+        rc = pd_storage_select_latest(st, ms, n, start, end, &sets[k], err);
+        if (rc >= 0)
+            rc = pd_matchers_check_limits(ms, n, err);
+        for (size_t i = 0; i < sets[k].n && rc >= 0; i++) {
+            uint64_t ref = sets[k].v[i].ref;
+            if (nsel > 1 && pd_u64map_get(&seen, ref, NULL))
+                continue;
+            if (*n_ls >= MAX_LISTED_SERIES) {
+                rc = pd_err_set(err, PD_ETOOBIG, "more than %d series match; narrow the selectors",
+                                MAX_LISTED_SERIES);
+                break;
+            }
+            if (*n_ls == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                const pd_labels **nv = realloc(*ls, nc * sizeof *nv);
+                if (!nv) {
+                    rc = PD_ENOMEM;
+                    break;
+                }
+                *ls = nv;
+                cap = nc;
+            }
+            if (nsel > 1 && (rc = pd_u64map_put(&seen, ref, 1)) < 0)
+                break;
+            (*ls)[(*n_ls)++] = sets[k].v[i].labels;
+        }
+        pd_matchers_free(ms, n);
+    }
+    pd_u64map_release(&seen);
+    return rc < 0 ? rc : 0;
+}
+
+/* name == NULL: label names; else the values of label `name`. Equal
+ * strings are dropped by a hash set before the sort (the names of 50k
+ * series are 150k strings, a handful distinct). */
 static int list_labels(pd_storage *st, const char *name, const char *const *selectors, size_t n,
                        int64_t start, int64_t end, pd_buf *out, pd_err *err)
 {
-    series_list l = {0};
-    size_t at = out->len;
+    size_t at = out->len, rounds = n ? n : 1, n_ls = 0;
     const char **strs = NULL;
-    int rc = collect(st, selectors, n, start, end, &l, err);
+    const pd_labels **ls = NULL;
+    pd_u64map seen;
+    pd_u64map_init(&seen);
+    pd_series_latest_set *sets = calloc(rounds, sizeof *sets);
+    int rc = sets ? collect_labels(st, selectors, n, start, end, sets, &ls, &n_ls, err)
+                  : PD_ENOMEM;
     if (rc < 0)
-        return rc;
+        goto out;
     size_t total = 0, k = 0;
-    for (size_t i = 0; i < l.n; i++)
-        total += l.v[i].labels.n;
+    for (size_t i = 0; i < n_ls; i++)
+        total += name ? 1 : ls[i]->n;
     if (total && !(strs = malloc(total * sizeof *strs))) {
         rc = PD_ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < l.n; i++) {
-        const pd_labels *ls = &l.v[i].labels;
-        if (!name) {
-            for (size_t j = 0; j < ls->n; j++)
-                strs[k++] = ls->v[j].name;
-        } else {
-            const char *v = pd_labels_get(ls, name);
-            if (v)
-                strs[k++] = v;
+    for (size_t i = 0; i < n_ls && rc >= 0; i++) {
+        for (size_t j = 0; j < ls[i]->n && rc >= 0; j++) {
+            const pd_label *l = &ls[i]->v[j];
+            if (name && strcmp(l->name, name))
+                continue;
+            const char *v = name ? l->value : l->name;
+            /* each string once: its hash, compared on a hit (a collision
+               of unequal strings keeps both: put_sorted_unique drops
+               equal neighbours anyway) */
+            uint64_t h = XXH3_64bits(v, strlen(v)), at_k;
+            h = h == UINT64_MAX ? 0 : h;
+            if (pd_u64map_get(&seen, h, &at_k) && !strcmp(strs[at_k], v))
+                continue;
+            rc = pd_u64map_put(&seen, h, k);
+            strs[k++] = v;
         }
     }
-    rc = put_sorted_unique(out, strs, k);
+    if (rc >= 0)
+        rc = put_sorted_unique(out, strs, k);
 out:
+    if (rc == PD_ENOMEM)
+        pd_err_set(err, rc, "list labels: out of memory");
     if (rc < 0)
         pd__query_buf_truncate(out, at);
+    pd_u64map_release(&seen);
     free(strs);
-    series_list_release(&l);
+    free(ls);
+    for (size_t i = 0; sets && i < rounds; i++)
+        pd_series_latest_set_release(&sets[i]);
+    free(sets);
     return rc;
 }
 

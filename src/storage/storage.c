@@ -19,9 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/cancel.h"
 #include "base/metrics.h"
 #include "base/time.h"
 #include "storage/delta_int.h"
+#include "storage/latest_int.h"
 #include "storage/storage.h"
 #include "storage/clickhouse/clickhouse.h"
 #include "storage/tsdb/tsdb.h"
@@ -254,6 +256,56 @@ int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t min
     if (s->ch)
         return pd__ch_select(s->ch, ms, n, mint, maxt, out, err);
     return pd_tsdb_select(s->tsdb, ms, n, mint, maxt, out, err);
+}
+
+static int cmp_info_ref(const void *a, const void *b)
+{
+    uint64_t x = ((const pd_series_info *)a)->ref, y = ((const pd_series_info *)b)->ref;
+    return x < y ? -1 : x > y;
+}
+
+/* ClickHouse: the selection (put in ref order), then each series' newest
+ * point, copied. */
+static int select_latest_generic(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+                                 int64_t maxt, pd_series_latest_set *out, pd_err *err)
+{
+    pd_series_set set = {0};
+    int rc = pd__latest_init(out);
+    if (rc < 0)
+        return pd_err_set(err, rc, "select: out of memory");
+    if ((rc = pd_storage_select(s, ms, n, mint, maxt, &set, err)) < 0)
+        return rc;
+    if (set.n > 1)
+        qsort(set.v, set.n, sizeof *set.v, cmp_info_ref);
+    for (size_t i = 0; i < set.n && rc >= 0; i++) {
+        if (!(i & 4095) && pd_cancel_requested()) {
+            rc = pd_err_set(err, PD_ECANCELED, "%s", pd_cancel_message());
+            break;
+        }
+        pd_points pt = {0};
+        rc = pd_storage_read_point_before(s, set.v[i].ref, maxt == INT64_MAX ? maxt : maxt + 1,
+                                          &pt, err);
+        if (rc == PD_ENOTFOUND) { /* gone since selected */
+            pd_err_clear(err);
+            rc = 0;
+        } else if (rc >= 0 && pt.n) {
+            rc = pd__latest_add(out, set.v[i].ref, &set.v[i].labels, pt.v[0].ts_ms,
+                                pt.v[0].types, pt.v[0].n_types, true, true);
+            if (rc < 0)
+                rc = pd_err_set(err, rc, "select: out of memory");
+        }
+        pd_points_release(&pt);
+    }
+    pd_series_set_release(&set);
+    return rc < 0 ? rc : 0;
+}
+
+int pd_storage_select_latest(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,
+                             int64_t maxt, pd_series_latest_set *out, pd_err *err)
+{
+    if (s->ch)
+        return select_latest_generic(s, ms, n, mint, maxt, out, err);
+    return pd_tsdb_select_latest(s->tsdb, ms, n, mint, maxt, out, err);
 }
 
 int pd_storage_select_overlapping(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint,

@@ -81,6 +81,12 @@ typedef struct bref {
     uint64_t n;           /* profiles of the series in b */
 } bref;
 
+/* A series lives from its first append (or replay) until the store is
+ * closed: it is never freed nor removed from by_ref while the store is
+ * open, and its labels and each type set (tsets[i].d and its strings) never
+ * change once made (tsets only grows). pd_tsdb_select_latest lends them to
+ * its callers on that promise: a change that forgets series (e.g. ones
+ * retention emptied) must keep them until no such set is alive. */
 typedef struct series {
     uint64_t ref, hash;
     bref *brefs; /* ascending mint; changed under the idx write lock */

@@ -27,6 +27,7 @@
 #include "base/metrics.h"
 #include "base/time.h"
 #include "base/varint.h"
+#include "storage/latest_int.h"
 #include "storage/storage.h"
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/blockagg_int.h"
@@ -45,11 +46,13 @@ static int cmp_series_info(const void *a, const void *b)
                          &((const pd_series_info *)b)->labels);
 }
 
-/* select's test of one series: appends it to out (capacity *cap) when it has
- * profiles in [mint, maxt] and matches (!exact: a block part overlapping
- * the range counts whole, unread). 0 or PD_ENOMEM. idx read lock. */
-static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t mint,
-                      int64_t maxt, bool exact, pd_series_set *out, size_t *cap)
+/* select's test of one series: 1 when it has profiles in [mint, maxt] and
+ * matches (!exact: a block part overlapping the range counts whole,
+ * unread), with *cnt, *min_ts, *max_ts of those profiles; 0 when not;
+ * PD_ENOMEM. idx read lock. */
+static int select_test(const series *se, const pd_matcher *ms, size_t n, int64_t mint,
+                       int64_t maxt, bool exact, size_t *cnt_out, int64_t *min_out,
+                       int64_t *max_out)
 {
     bool matched = false;
     size_t cnt = 0;
@@ -115,6 +118,22 @@ static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t 
         return 0;
     if (!matched && !pd_matchers_match(ms, n, &se->labels))
         return 0;
+    *cnt_out = cnt;
+    *min_out = mn;
+    *max_out = mx;
+    return 1;
+}
+
+/* select's step for one series: appends it to out (capacity *cap) when
+ * select_test takes it. 0 or PD_ENOMEM. idx read lock. */
+static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t mint,
+                      int64_t maxt, bool exact, pd_series_set *out, size_t *cap)
+{
+    size_t cnt = 0;
+    int64_t mn = 0, mx = 0;
+    int rc = select_test(se, ms, n, mint, maxt, exact, &cnt, &mn, &mx);
+    if (rc <= 0)
+        return rc;
     if (out->n == *cap) {
         size_t nc = *cap ? *cap * 2 : 16;
         pd_series_info *nv = realloc(out->v, nc * sizeof *nv);
@@ -134,6 +153,45 @@ static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t 
     return 0;
 }
 
+/* The candidates of a select, ascending ref: every series (all), or the
+ * postings' refs, found in by_ref by one forward walk when they are many
+ * (a binary search per ref costs a cache miss per step over 50k series)
+ * or by binary search when few. idx read lock. */
+typedef struct cands {
+    const pd_tsdb *s;
+    const uint64_t *refs;
+    size_t n_refs, i, at; /* next ref; by_ref position of the walk */
+    bool all, walk;
+} cands;
+
+static void cands_init(cands *c, const pd_tsdb *s, const uint64_t *refs, size_t n_refs, bool all)
+{
+    *c = (cands){.s = s, .refs = refs, .n_refs = all ? s->n_series : n_refs, .all = all};
+    c->walk = !all && n_refs > s->n_series / 16;
+}
+
+/* The next candidate, or NULL when done; *i counts the candidates taken. */
+static const series *cands_next(cands *c)
+{
+    while (c->i < c->n_refs) {
+        size_t i = c->i++;
+        if (c->all)
+            return c->s->by_ref[i];
+        uint64_t ref = c->refs[i];
+        if (!c->walk) {
+            const series *se = pd__tsdb_find_by_ref(c->s, ref);
+            if (se)
+                return se;
+            continue;
+        }
+        while (c->at < c->s->n_series && c->s->by_ref[c->at]->ref < ref)
+            c->at++;
+        if (c->at < c->s->n_series && c->s->by_ref[c->at]->ref == ref)
+            return c->s->by_ref[c->at];
+    }
+    return NULL;
+}
+
 static int select_series(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint,
                          int64_t maxt, bool exact, pd_series_set *out, pd_err *err)
 {
@@ -151,23 +209,13 @@ static int select_series(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t min
     if (!s->post_broken)
         rc = pd__postings_select(&s->post, ms, n, &refs, &n_refs, &all);
     /* (a cancelled query stops: base/cancel.h, polled every 4,096 series) */
-    if (rc == 0 && all) {
-        for (size_t i = 0; i < s->n_series && rc == 0; i++) {
-            if (!(i & 4095) && pd_cancel_requested())
-                rc = PD_ECANCELED;
-            else
-                rc = select_one(s->by_ref[i], ms, n, mint, maxt, exact, out, &cap);
-        }
-    } else {
-        for (size_t i = 0; i < n_refs && rc == 0; i++) {
-            if (!(i & 4095) && pd_cancel_requested()) {
-                rc = PD_ECANCELED;
-                break;
-            }
-            const series *se = pd__tsdb_find_by_ref(s, refs[i]);
-            if (se)
-                rc = select_one(se, ms, n, mint, maxt, exact, out, &cap);
-        }
+    cands c;
+    cands_init(&c, s, refs, n_refs, all);
+    for (const series *se; rc == 0 && (se = cands_next(&c));) {
+        if (!((c.i - 1) & 4095) && pd_cancel_requested())
+            rc = PD_ECANCELED;
+        else
+            rc = select_one(se, ms, n, mint, maxt, exact, out, &cap);
     }
     free(refs);
     pthread_rwlock_unlock(&s->idx);
@@ -179,6 +227,117 @@ static int select_series(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t min
     if (out->n > 1)
         qsort(out->v, out->n, sizeof *out->v, cmp_series_info);
     return 0;
+}
+
+/* ---- select_latest (storage.h: label listings) ----
+ *
+ * One pass under the idx read lock, as select_series, but nothing copied:
+ * each taken series lends its labels and, when its newest profile in the
+ * range is a head point at or after every block part's newest possible one
+ * in the range, that point's type set (series, labels and type sets live
+ * until the store closes: db_int.h). A series whose newest profile may lie
+ * in a block is marked and read after the lock by
+ * pd_tsdb_read_point_before (types copied into the set). */
+
+int pd_tsdb_select_latest(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint,
+                          int64_t maxt, pd_series_latest_set *out, pd_err *err)
+{
+    int rc = pd__latest_init(out);
+    bool *later = NULL; /* per entry: newest point read after the lock */
+    size_t cap_later = 0, n_later = 0;
+    if (rc < 0)
+        return pd_err_set(err, rc, "select: out of memory");
+    if (mint > maxt)
+        return 0;
+    pthread_rwlock_rdlock(&s->idx);
+    uint64_t *refs = NULL;
+    size_t n_refs = 0;
+    bool all = true;
+    if (!s->post_broken)
+        rc = pd__postings_select(&s->post, ms, n, &refs, &n_refs, &all);
+    cands c;
+    cands_init(&c, s, refs, n_refs, all);
+    for (const series *se; rc == 0 && (se = cands_next(&c));) {
+        if (!((c.i - 1) & 4095) && pd_cancel_requested()) {
+            rc = PD_ECANCELED;
+            break;
+        }
+        size_t cnt;
+        int64_t mn, mx;
+        int t = select_test(se, ms, n, mint, maxt, true, &cnt, &mn, &mx);
+        if (t <= 0) {
+            rc = t;
+            continue;
+        }
+        /* the head's newest point in range, if any */
+        const point *hp = NULL;
+        if (se->n_pts) {
+            size_t hi = maxt == INT64_MAX ? se->n_pts : pd__tsdb_lower_bound(se, maxt + 1);
+            if (hi > 0 && se->pts[hi - 1].ts >= mint)
+                hp = &se->pts[hi - 1];
+        }
+        bool blk = !hp;
+        for (size_t k = 0; k < se->n_brefs && !blk; k++) {
+            const bref *r = &se->brefs[k];
+            if (r->n && r->maxt >= mint && r->mint <= maxt &&
+                (r->maxt < maxt ? r->maxt : maxt) > hp->ts)
+                blk = true;
+        }
+        if (out->n == cap_later) {
+            size_t nc = cap_later ? cap_later * 2 : 64;
+            bool *nl = realloc(later, nc * sizeof *nl);
+            if (!nl) {
+                rc = PD_ENOMEM;
+                break;
+            }
+            later = nl;
+            cap_later = nc;
+        }
+        later[out->n] = blk;
+        n_later += blk;
+        const typeset *ts = hp && !blk ? &se->tsets[hp->tset] : NULL;
+        rc = pd__latest_add(out, se->ref, &se->labels, hp && !blk ? hp->ts : 0,
+                            ts ? ts->d : NULL, ts ? ts->n : 0, false, false);
+    }
+    free(refs);
+    pthread_rwlock_unlock(&s->idx);
+    if (rc < 0) {
+        free(later);
+        return pd_err_set(err, rc, "%s", rc == PD_ECANCELED ? pd_cancel_message()
+                                                            : "select series: out of memory");
+    }
+    if (!n_later) {
+        free(later);
+        return 0;
+    }
+    /* the newest points in blocks; the entries' types_id are renumbered
+       by re-adding every entry in order (ids stay dense and consistent) */
+    pd_series_latest_set fin;
+    if ((rc = pd__latest_init(&fin)) < 0) {
+        free(later);
+        return pd_err_set(err, PD_ENOMEM, "select: out of memory");
+    }
+    for (size_t i = 0; i < out->n && rc >= 0; i++) {
+        const pd_series_latest *e = &out->v[i];
+        if (!later[i]) {
+            rc = pd__latest_add(&fin, e->ref, e->labels, e->ts_ms, e->types, e->n_types, false,
+                                false);
+            continue;
+        }
+        pd_points pt = {0};
+        rc = pd_tsdb_read_point_before(s, e->ref, maxt == INT64_MAX ? maxt : maxt + 1, &pt, err);
+        if (rc >= 0 && pt.n)
+            rc = pd__latest_add(&fin, e->ref, e->labels, pt.v[0].ts_ms, pt.v[0].types,
+                                pt.v[0].n_types, false, true);
+        /* (none: its block part is damaged, warned, and the series left out) */
+        if (rc == PD_ENOMEM)
+            pd_err_set(err, rc, "select: out of memory");
+        pd_points_release(&pt);
+    }
+    free(later);
+    pd_series_latest_set_release(out);
+    *out = fin;
+    return rc < 0 ? rc : 0;
 }
 
 int pd_tsdb_select(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,

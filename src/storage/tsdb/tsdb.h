@@ -51,6 +51,13 @@ int pd_tsdb_append_shift(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms,
 int pd_tsdb_select(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
                    pd_series_set *out, pd_err *err);
 
+/* pd_storage_select_latest: labels and head sample types borrowed from the
+ * store (a series, its labels and its type sets are never freed while the
+ * store is open: db_int.h); a newest point in a block is read after the
+ * idx lock and its types copied. */
+int pd_tsdb_select_latest(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint,
+                          int64_t maxt, pd_series_latest_set *out, pd_err *err);
+
 /* pd_storage_select_overlapping: as pd_tsdb_select, a block part that
  * overlaps [mint, maxt] counted whole (no block read). */
 int pd_tsdb_select_overlapping(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint,

@@ -1189,6 +1189,126 @@ static void test_kill9_lifecycle(void **state)
     assert_true(marks >= 1);
 }
 
+
+/* ---- pd_storage_select_latest ---- */
+
+static bool types_equal(const pd_sample_type_desc *a, size_t na, const pd_sample_type_desc *b,
+                        size_t nb)
+{
+    if (na != nb)
+        return false;
+    for (size_t i = 0; i < na; i++)
+        if (strcmp(a[i].type, b[i].type) || strcmp(a[i].unit, b[i].unit))
+            return false;
+    return true;
+}
+
+/* pd_storage_select_latest against what the per-profile path says:
+ * pd_storage_select for the series and labels, the last point of
+ * pd_storage_read_points for the newest profile and its types; types_id
+ * equal exactly when the types are. Returns the count selected. */
+static size_t check_latest(pd_storage *st, int64_t mint, int64_t maxt)
+{
+    pd_err err = {{0}};
+    pd_series_set set;
+    pd_series_latest_set ls;
+    PD_ASSERT_OK(pd_storage_select(st, NULL, 0, mint, maxt, &set, &err), &err);
+    PD_ASSERT_OK(pd_storage_select_latest(st, NULL, 0, mint, maxt, &ls, &err), &err);
+    if (ls.n != set.n)
+        fail_msg("[%lld, %lld]: select_latest %zu series, select %zu", (long long)mint,
+                 (long long)maxt, ls.n, set.n);
+    for (size_t i = 0; i < ls.n; i++) {
+        const pd_series_latest *e = &ls.v[i];
+        if (i)
+            assert_true(ls.v[i - 1].ref < e->ref);
+        size_t j = 0;
+        while (j < set.n && set.v[j].ref != e->ref)
+            j++;
+        assert_true(j < set.n);
+        assert_int_equal(pd_labels_cmp(e->labels, &set.v[j].labels), 0);
+        pd_points pts;
+        PD_ASSERT_OK(pd_storage_read_points(st, e->ref, mint, maxt, &pts, &err), &err);
+        assert_true(pts.n > 0);
+        const pd_point *last = &pts.v[pts.n - 1];
+        if (e->ts_ms != last->ts_ms)
+            fail_msg("[%lld, %lld] series %llu: newest %lld, read_points' last %lld",
+                     (long long)mint, (long long)maxt, (unsigned long long)e->ref,
+                     (long long)e->ts_ms, (long long)last->ts_ms);
+        assert_true(types_equal(e->types, e->n_types, last->types, last->n_types));
+        assert_true(e->types_id < ls.n_types_ids);
+        pd_points_release(&pts);
+        for (size_t k = 0; k < i; k++)
+            assert_int_equal(ls.v[k].types_id == e->types_id,
+                             types_equal(ls.v[k].types, ls.v[k].n_types, e->types, e->n_types));
+    }
+    size_t n = ls.n;
+    pd_series_latest_set_release(&ls);
+    pd_series_set_release(&set);
+    return n;
+}
+
+static const int64_t LATEST_RANGES[][2] = {
+    {INT64_MIN, INT64_MAX}, {0, 4000}, {0, 5000}, {1000, 19999}, {2500, 2500},
+    {3000, 3000}, {15000, 25000}, {21000, 40000}, {4500, 4500}, {60000, 70000},
+};
+
+static void check_latest_ranges(pd_storage *st)
+{
+    for (size_t i = 0; i < sizeof LATEST_RANGES / sizeof LATEST_RANGES[0]; i++)
+        check_latest(st, LATEST_RANGES[i][0], LATEST_RANGES[i][1]);
+}
+
+/* The newest profile of each series and its sample types, from the head,
+ * from blocks (after head cuts), after compaction and after a restart, for
+ * a series whose sample types change (mix: cpu, then heap, then cpu again):
+ * a range's answer follows the profile that is newest in it. */
+static void test_select_latest(void **state)
+{
+    fx *f = *state;
+    pd_labels mix;
+    pd_labels_init(&mix);
+    assert_int_equal(pd_labels_set(&mix, "__name__", "mix", NULL), 0);
+    assert_int_equal(pd_labels_set(&mix, "job", "demo", NULL), 0);
+    f->st = open_opts(f->dir, DUR, -1, 0);
+    append_steps(f->st, 0, 9);
+    pd_err err = {{0}};
+    PD_ASSERT_OK(pd_storage_append(f->st, &mix, 1500, CPU[0].body, CPU[0].len, &CPU[0].p, &err),
+                 &err);
+    PD_ASSERT_OK(pd_storage_append(f->st, &mix, 4500, HEAP[0].body, HEAP[0].len, &HEAP[0].p,
+                                   &err),
+                 &err);
+    check_latest_ranges(f->st); /* head only */
+    assert_int_equal(check_latest(f->st, 2500, 2500), 0);
+    assert_int_equal(check_latest(f->st, 4500, 4500), 1);
+    append_steps(f->st, 9, 30); /* cuts [0,10s) and [10s,20s): mix is in a block */
+    assert_int_equal(stats(f->st).n_blocks, 2);
+    g_now = 31500;
+    PD_ASSERT_OK(pd_storage_append(f->st, &mix, 31500, CPU[1].body, CPU[1].len, &CPU[1].p, &err),
+                 &err);
+    check_latest_ranges(f->st); /* blocks and head */
+    /* mix's newest: heap at 4500 (a block) in [0, 5000], cpu at 31500 overall */
+    pd_series_latest_set ls;
+    PD_ASSERT_OK(pd_storage_select_latest(f->st, NULL, 0, 0, 5000, &ls, &err), &err);
+    bool seen = false;
+    for (size_t i = 0; i < ls.n; i++)
+        if (!strcmp(pd_labels_get(ls.v[i].labels, "__name__"), "mix")) {
+            assert_int_equal(ls.v[i].ts_ms, 4500);
+            assert_true(ls.v[i].n_types > 0);
+            assert_string_equal(ls.v[i].types[0].type, HEAP[0].p.string_table[HEAP[0].p.sample_type[0].type]);
+            seen = true;
+        }
+    assert_true(seen);
+    pd_series_latest_set_release(&ls);
+    append_steps(f->st, 30, 60); /* more blocks: compaction has work */
+    PD_ASSERT_OK(pd_storage_maintain(f->st, &err), &err);
+    assert_true(stats(f->st).n_compactions >= 1);
+    check_latest_ranges(f->st); /* compacted */
+    pd_storage_close(f->st);
+    f->st = open_opts(f->dir, DUR, -1, 0);
+    check_latest_ranges(f->st); /* after a restart */
+    pd_labels_release(&mix);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1204,6 +1324,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retention_by_wall_clock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_blocks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill9_lifecycle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_select_latest, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
