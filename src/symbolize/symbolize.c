@@ -49,6 +49,7 @@
 #define MAX_ENTRIES 256
 #define RETRY_MS (5 * 60 * 1000)
 #define DEFAULT_MAX_UPLOAD ((size_t)1 << 30)
+#define MAX_FRAMES 64 /* lines of one location: the function and what is inlined in it */
 
 typedef struct entry {
     char build_id[129];
@@ -208,7 +209,7 @@ static bool try_file(entry *e, const char *path)
 /* Copies fd's file into dst (temp file, fsync, rename). */
 static int copy_into(int fd, const char *dst)
 {
-    char tmp[4200];
+    char tmp[4500];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", dst, (int)getpid());
     int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out < 0)
@@ -472,34 +473,109 @@ static bool cu_of(entry *e, uint64_t vaddr, Dwarf_Die *cu)
     return false;
 }
 
-/* File and line of vaddr from DWARF; false when unknown. A relative file
- * name (clang writes directories relative to the CU's DW_AT_comp_dir, and
- * libdw leaves them so) is made absolute with the comp dir in buf[0..cap),
- * as addr2line does: the path a debuginfod /source request needs. */
-static bool dwarf_line(entry *e, uint64_t vaddr, const char **file, int *line, char *buf,
-                       size_t cap)
+/* One frame of an address, as pprof's Line: innermost first. */
+typedef struct frame {
+    const char *name; /* NULL: the symbol table's (the outermost frame) */
+    const char *file; /* NULL: unknown; relative: to dir */
+    const char *dir;  /* the CU's DW_AT_comp_dir when absolute, else NULL */
+    int line;         /* 0: unknown */
+} frame;
+
+/* The name of a function's DIE, through DW_AT_abstract_origin and
+ * DW_AT_specification (dwarf_attr_integrate): the linkage name when there
+ * is one (what the symbol table says of C++ and Rust), else DW_AT_name. */
+static const char *die_name(Dwarf_Die *die)
+{
+    Dwarf_Attribute at;
+    const char *n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
+    if (!n)
+        n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
+    if (!n)
+        n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &at));
+    return n && *n ? n : NULL;
+}
+
+/*
+ * The frames of vaddr from DWARF into fr[0..cap) (cap >= 1), innermost
+ * first; returns how many (0: no DWARF for it, the caller names one frame
+ * from the symbol table). As eu-addr2line -i: dwarf_getscopes finds the
+ * innermost scope holding vaddr, dwarf_getscopes_die its chain of parents
+ * in the concrete tree (dwarf_getscopes itself goes on into an inlined
+ * function's abstract definition). Each DW_TAG_inlined_subroutine met
+ * before the DW_TAG_subprogram names the frame inside it (its abstract
+ * origin's name) and adds its caller, whose file and line are the
+ * subroutine's DW_AT_call_file and DW_AT_call_line. The innermost frame's
+ * file and line are the line table's for vaddr; the outermost frame's name
+ * is left NULL (the symbol table's). Past cap frames the outer inlined
+ * ones are left out. Strings point into the DWARF data (valid while the
+ * entry's libdw handle is open: under the lock).
+ */
+static size_t dwarf_frames(entry *e, uint64_t vaddr, frame *fr, size_t cap)
 {
     if (!e->dw)
-        return false;
+        return 0;
     Dwarf_Die cu;
     if (!cu_of(e, vaddr, &cu))
-        return false;
+        return 0;
+    Dwarf_Attribute at;
+    const char *dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &at));
+    if (dir && dir[0] != '/')
+        dir = NULL;
+    fr[0] = (frame){.dir = dir};
     Dwarf_Line *l = dwarf_getsrc_die(&cu, vaddr);
-    if (!l)
-        return false;
-    const char *f = dwarf_linesrc(l, NULL, NULL);
     int ln = 0;
-    if (!f || dwarf_lineno(l, &ln) != 0)
-        return false;
-    if (f[0] != '/') {
-        Dwarf_Attribute at;
-        const char *dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &at));
-        if (dir && dir[0] == '/' && (size_t)snprintf(buf, cap, "%s/%s", dir, f) < cap)
-            f = buf;
+    const char *f = l ? dwarf_linesrc(l, NULL, NULL) : NULL;
+    if (f && dwarf_lineno(l, &ln) == 0) {
+        fr[0].file = f;
+        fr[0].line = ln;
     }
-    *file = f;
-    *line = ln;
-    return true;
+    size_t n = 1;
+    Dwarf_Die *sc = NULL;
+    int ns = dwarf_getscopes(&cu, vaddr, &sc);
+    if (ns > 0) {
+        Dwarf_Die inner = sc[0];
+        free(sc);
+        sc = NULL;
+        ns = dwarf_getscopes_die(&inner, &sc);
+    }
+    Dwarf_Files *files = NULL;
+    bool files_read = false;
+    for (int i = 0; i < ns && n < cap; i++) {
+        int tag = dwarf_tag(&sc[i]);
+        if (tag == DW_TAG_subprogram)
+            break;
+        if (tag != DW_TAG_inlined_subroutine)
+            continue;
+        const char *nm = die_name(&sc[i]);
+        fr[n - 1].name = nm ? nm : "[inlined]";
+        frame *c = &fr[n++];
+        *c = (frame){.dir = dir};
+        if (!files_read) {
+            files_read = true;
+            if (dwarf_getsrcfiles(&cu, &files, NULL) != 0)
+                files = NULL;
+        }
+        Dwarf_Word v;
+        if (files && dwarf_formudata(dwarf_attr(&sc[i], DW_AT_call_file, &at), &v) == 0)
+            c->file = dwarf_filesrc(files, v, NULL, NULL);
+        if (dwarf_formudata(dwarf_attr(&sc[i], DW_AT_call_line, &at), &v) == 0 && v <= INT32_MAX)
+            c->line = (int)v;
+    }
+    free(sc);
+    return n;
+}
+
+/* A frame's file as the answer shows it: a relative name (clang writes
+ * directories relative to the CU's DW_AT_comp_dir, and libdw leaves them
+ * so) made absolute with the comp dir in buf[0..cap), as addr2line does:
+ * the path a debuginfod /source request needs. NULL: unknown. */
+static const char *frame_file(const frame *f, char *buf, size_t cap)
+{
+    if (!f->file || f->file[0] == '/' || !f->dir)
+        return f->file;
+    if ((size_t)snprintf(buf, cap, "%s/%s", f->dir, f->file) < cap)
+        return buf;
+    return f->file;
 }
 
 /* A build ID one answer needs (pd_symbolizer_profile). */
@@ -520,26 +596,28 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
             need++;
     if (!need)
         return 0;
-    pd_pprof_function *fns = pd_arena_calloc(&p->arena, p->n_function + need, sizeof *fns);
-    pd_pprof_line *lines = pd_arena_calloc(&p->arena, need, sizeof *lines);
-    if (!fns || !lines)
+    /* the functions: the profile's, then the new ones (grown on the heap,
+       copied into p's arena at the end) */
+    size_t n_fn = p->n_function, cap_fn = p->n_function + need;
+    pd_pprof_function *fns = malloc(cap_fn * sizeof *fns);
+    if (!fns)
         return pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
     if (p->n_function)
         memcpy(fns, p->function, p->n_function * sizeof *fns);
-    size_t n_fn = p->n_function;
     uint64_t next_id = 0;
     for (size_t i = 0; i < p->n_function; i++)
         if (p->function[i].id > next_id)
             next_id = p->function[i].id;
+    const uint64_t first_new_id = next_id; /* new functions' ids are above */
     pd_u64map by_name; /* (name string index << 32 | file string index) -> function index */
     pd_u64map_init(&by_name);
-    size_t k = 0;
     int rc = 0;
     uint64_t named = 0, unnamed = 0;
     want *ws = calloc(need, sizeof *ws);
     size_t n_ws = 0;
     if (!ws) {
         pd_u64map_release(&by_name);
+        free(fns);
         return pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
     }
     pthread_mutex_lock(&s->mu);
@@ -602,8 +680,9 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
         const char *bid = pd_profile_str(p, m->build_id);
         const char *file = pd_profile_str(p, m->filename);
         char name_buf[512], src_buf[4096];
-        const char *name = NULL, *src = NULL;
-        int line = 0;
+        frame fr[MAX_FRAMES];
+        size_t nfr = 0;
+        const char *sym_name = NULL;
         if (pd_elf_build_id_valid(bid)) {
             char low[129];
             bool no;
@@ -614,41 +693,65 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
                 uint64_t va = pd_elf_offset_to_vaddr(&e->info, off);
                 const pd_elf_sym *sym = pd_elf_lookup(&e->info, va);
                 if (sym) {
-                    name = sym->name;
-                    dwarf_line(e, va, &src, &line, src_buf, sizeof src_buf);
+                    sym_name = sym->name;
+                    nfr = dwarf_frames(e, va, fr, MAX_FRAMES);
                 }
             }
         }
-        if (name) {
+        if (sym_name) {
             named++;
         } else {
             unnamed++;
             const char *base = strrchr(file, '/');
             base = base ? base + 1 : file;
             snprintf(name_buf, sizeof name_buf, "%s+0x%" PRIx64, *base ? base : "[unknown]", off);
-            name = name_buf;
+            sym_name = name_buf;
         }
-        int64_t ni = pd_profile_intern(p, name, strlen(name));
-        int64_t fi = src ? pd_profile_intern(p, src, strlen(src)) : 0;
-        if (ni < 0 || fi < 0) {
+        if (nfr == 0) {
+            fr[0] = (frame){0};
+            nfr = 1;
+        }
+        pd_pprof_line *ls = pd_arena_calloc(&p->arena, nfr, sizeof *ls);
+        if (!ls) {
             rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
             break;
         }
-        uint64_t key = (uint64_t)ni << 32 | (uint64_t)fi, idx;
-        if (!pd_u64map_get(&by_name, key, &idx)) {
-            idx = n_fn;
-            fns[n_fn] = (pd_pprof_function){.id = ++next_id, .name = ni, .system_name = ni,
-                                            .filename = fi};
-            n_fn++;
-            if (pd_u64map_put(&by_name, key, idx) < 0) {
+        for (size_t j = 0; j < nfr && rc == 0; j++) {
+            const char *name = fr[j].name ? fr[j].name : sym_name;
+            const char *src = frame_file(&fr[j], src_buf, sizeof src_buf);
+            int64_t ni = pd_profile_intern(p, name, strlen(name));
+            int64_t fi = src ? pd_profile_intern(p, src, strlen(src)) : 0;
+            if (ni < 0 || fi < 0) {
                 rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
                 break;
             }
+            uint64_t key = (uint64_t)ni << 32 | (uint64_t)fi, idx;
+            if (!pd_u64map_get(&by_name, key, &idx)) {
+                if (n_fn == cap_fn) {
+                    size_t nc = cap_fn * 2;
+                    pd_pprof_function *nv = realloc(fns, nc * sizeof *nv);
+                    if (!nv) {
+                        rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
+                        break;
+                    }
+                    fns = nv;
+                    cap_fn = nc;
+                }
+                idx = n_fn;
+                fns[n_fn] = (pd_pprof_function){.id = ++next_id, .name = ni, .system_name = ni,
+                                                .filename = fi};
+                n_fn++;
+                if (pd_u64map_put(&by_name, key, idx) < 0) {
+                    rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
+                    break;
+                }
+            }
+            ls[j] = (pd_pprof_line){.function_id = fns[idx].id, .line = fr[j].line};
         }
-        lines[k] = (pd_pprof_line){.function_id = fns[idx].id, .line = line};
-        l->line = &lines[k];
-        l->n_line = 1;
-        k++;
+        if (rc)
+            break;
+        l->line = ls;
+        l->n_line = nfr;
     }
     pthread_mutex_unlock(&s->mu);
     if (named)
@@ -656,8 +759,25 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
     if (unnamed)
         pd_metrics_add("profd_symbolize_frames_total", "result=\"unnamed\"", (double)unnamed);
     pd_u64map_release(&by_name);
-    p->function = fns;
-    p->n_function = n_fn;
+    pd_pprof_function *kept = pd_arena_calloc(&p->arena, n_fn ? n_fn : 1, sizeof *kept);
+    if (kept) {
+        memcpy(kept, fns, n_fn * sizeof *kept);
+        p->function = kept;
+        p->n_function = n_fn;
+    } else {
+        /* p stays valid: the locations named here lose their lines again */
+        for (size_t i = 0; i < p->n_location; i++) {
+            pd_pprof_location *l = &p->location[i];
+            for (size_t j = 0; j < l->n_line; j++)
+                if (l->line[j].function_id > first_new_id) {
+                    l->line = NULL;
+                    l->n_line = 0;
+                    break;
+                }
+        }
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
+    }
+    free(fns);
     int rc2 = pd_profile_index(p, err);
     return rc ? rc : rc2;
 }
