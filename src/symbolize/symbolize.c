@@ -65,11 +65,17 @@ typedef struct entry {
     struct cu_range *cus;
     size_t n_cus;
     bool cus_built;
+    /* the functions' (outermost scopes') address ranges over every CU,
+       sorted by lo, built on the first frame asked of the file: an answer
+       then reads one function's scopes, not its CU's (dwarf_frames) */
+    struct cu_range *fns;
+    size_t n_fns;
+    bool fns_built;
 } entry;
 
 typedef struct cu_range {
     Dwarf_Addr lo, hi; /* [lo, hi) */
-    Dwarf_Die cu;
+    Dwarf_Die cu;      /* the CU (entry.cus) or the function (entry.fns) */
 } cu_range;
 
 struct pd_symbolizer {
@@ -146,6 +152,7 @@ static void entry_free(entry *e)
         close(e->fd);
     pd_elf_info_release(&e->info);
     free(e->cus);
+    free(e->fns);
     free(e);
 }
 
@@ -495,14 +502,143 @@ static const char *die_name(Dwarf_Die *die)
     return n && *n ? n : NULL;
 }
 
+/* DIEs that may hold code below them without a pc range of their own (C++
+ * namespaces and classes, Fortran modules): searched through, never frames. */
+static bool is_container(int tag)
+{
+    return tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_class_type ||
+           tag == DW_TAG_structure_type || tag == DW_TAG_union_type;
+}
+
+/* DIEs whose pc ranges scope code: followed down when they hold pc. */
+static bool is_scope(int tag)
+{
+    return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+           tag == DW_TAG_lexical_block || tag == DW_TAG_entry_point ||
+           tag == DW_TAG_try_block || tag == DW_TAG_catch_block || tag == DW_TAG_with_stmt;
+}
+
+#define MAX_SCOPE_DEPTH 256 /* nesting of DIEs followed (corrupt DWARF may loop) */
+
+/*
+ * The chain of scopes holding pc below parent, outermost first, into
+ * chain[*n..cap): each child that is a scope and holds pc (dwarf_haspc) is
+ * taken and followed down; its siblings are not (scopes of one parent do
+ * not overlap), nor are children of DIEs that do not hold pc — so one
+ * answer reads the parent's children and the path to pc, not the whole
+ * CU (dwarf_getscopes_die would). Containers without ranges (namespaces,
+ * classes) are searched through. True when something held pc.
+ */
+static bool scope_chain(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, size_t *n, size_t cap,
+                        int depth)
+{
+    Dwarf_Die child;
+    if (depth > MAX_SCOPE_DEPTH || dwarf_child(parent, &child) != 0)
+        return false;
+    do {
+        int tag = dwarf_tag(&child);
+        if (is_scope(tag)) {
+            if (dwarf_haspc(&child, pc) <= 0)
+                continue;
+            if (*n < cap)
+                chain[(*n)++] = child;
+            scope_chain(&child, pc, chain, n, cap, depth + 1);
+            return true;
+        }
+        if (is_container(tag) && scope_chain(&child, pc, chain, n, cap, depth + 1))
+            return true;
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return false;
+}
+
+#define MAX_FN_RANGES (1u << 22)
+
+/* Adds die's ranges to e->fns (grown to *cap). False: out of memory or
+ * past MAX_FN_RANGES (the index stays as it is). */
+static bool add_fn_ranges(entry *e, Dwarf_Die *die, size_t *cap)
+{
+    Dwarf_Addr base, lo, hi;
+    ptrdiff_t off = 0;
+    while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+        if (hi <= lo)
+            continue;
+        if (e->n_fns == *cap) {
+            size_t nc = *cap ? *cap * 2 : 256;
+            cu_range *nv = nc <= MAX_FN_RANGES ? realloc(e->fns, nc * sizeof *nv) : NULL;
+            if (!nv)
+                return false;
+            e->fns = nv;
+            *cap = nc;
+        }
+        e->fns[e->n_fns++] = (cu_range){lo, hi, *die};
+    }
+    return true;
+}
+
+/* The outermost scopes (functions) with code below parent: its scope
+ * children, and those inside containers (namespaces, classes). */
+static bool index_children(entry *e, Dwarf_Die *parent, size_t *cap, int depth)
+{
+    Dwarf_Die child;
+    if (depth > MAX_SCOPE_DEPTH || dwarf_child(parent, &child) != 0)
+        return true;
+    do {
+        int tag = dwarf_tag(&child);
+        if (is_scope(tag)) {
+            if (!add_fn_ranges(e, &child, cap))
+                return false;
+        } else if (is_container(tag) && !index_children(e, &child, cap, depth + 1)) {
+            return false;
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return true;
+}
+
+/* Every CU's functions into e->fns, sorted; once per entry. */
+static void build_fn_ranges(entry *e)
+{
+    e->fns_built = true;
+    size_t cap = 0;
+    Dwarf_CU *cu = NULL;
+    Dwarf_Die cudie;
+    Dwarf_Half ver;
+    uint8_t ut;
+    while (dwarf_get_units(e->dw, cu, &cu, &ver, &ut, &cudie, NULL) == 0)
+        if (!index_children(e, &cudie, &cap, 0))
+            break;
+    if (e->n_fns)
+        qsort(e->fns, e->n_fns, sizeof *e->fns, cmp_cu_range);
+}
+
+/* The function (outermost scope) holding vaddr from e->fns: the last range
+ * with lo <= vaddr that holds it (back over at most 64 overlaps). */
+static bool fn_of(entry *e, uint64_t vaddr, Dwarf_Die *fn)
+{
+    if (!e->fns_built)
+        build_fn_ranges(e);
+    size_t lo = 0, hi = e->n_fns;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->fns[mid].lo <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i-- > 0 && lo - i <= 64;)
+        if (vaddr < e->fns[i].hi) {
+            *fn = e->fns[i].cu;
+            return true;
+        }
+    return false;
+}
+
 /*
  * The frames of vaddr from DWARF into fr[0..cap) (cap >= 1), innermost
  * first; returns how many (0: no DWARF for it, the caller names one frame
- * from the symbol table). As eu-addr2line -i: dwarf_getscopes finds the
- * innermost scope holding vaddr, dwarf_getscopes_die its chain of parents
- * in the concrete tree (dwarf_getscopes itself goes on into an inlined
- * function's abstract definition). Each DW_TAG_inlined_subroutine met
- * before the DW_TAG_subprogram names the frame inside it (its abstract
+ * from the symbol table). As eu-addr2line -i, on the concrete tree of
+ * scopes: the function holding vaddr (fn_of), then the inlined subroutines
+ * and blocks in it that hold it (scope_chain). Each DW_TAG_inlined_subroutine below the
+ * innermost DW_TAG_subprogram names the frame inside it (its abstract
  * origin's name) and adds its caller, whose file and line are the
  * subroutine's DW_AT_call_file and DW_AT_call_line. The innermost frame's
  * file and line are the line table's for vaddr; the outermost frame's name
@@ -529,18 +665,18 @@ static size_t dwarf_frames(entry *e, uint64_t vaddr, frame *fr, size_t cap)
         fr[0].file = f;
         fr[0].line = ln;
     }
-    size_t n = 1;
-    Dwarf_Die *sc = NULL;
-    int ns = dwarf_getscopes(&cu, vaddr, &sc);
-    if (ns > 0) {
-        Dwarf_Die inner = sc[0];
-        free(sc);
-        sc = NULL;
-        ns = dwarf_getscopes_die(&inner, &sc);
+    Dwarf_Die sc[MAX_SCOPE_DEPTH];
+    size_t ns = 0;
+    if (fn_of(e, vaddr, &sc[0])) { /* the function, then the scopes in it */
+        ns = 1;
+        scope_chain(&sc[0], vaddr, sc, &ns, MAX_SCOPE_DEPTH, 0);
+    } else { /* not indexed (out of memory): the CU's children */
+        scope_chain(&cu, vaddr, sc, &ns, MAX_SCOPE_DEPTH, 0);
     }
+    size_t n = 1;
     Dwarf_Files *files = NULL;
     bool files_read = false;
-    for (int i = 0; i < ns && n < cap; i++) {
+    for (size_t i = ns; i-- > 0 && n < cap;) { /* innermost first */
         int tag = dwarf_tag(&sc[i]);
         if (tag == DW_TAG_subprogram)
             break;
@@ -550,9 +686,10 @@ static size_t dwarf_frames(entry *e, uint64_t vaddr, frame *fr, size_t cap)
         fr[n - 1].name = nm ? nm : "[inlined]";
         frame *c = &fr[n++];
         *c = (frame){.dir = dir};
-        if (!files_read) {
+        if (!files_read) { /* the file table of the CU holding the scopes */
             files_read = true;
-            if (dwarf_getsrcfiles(&cu, &files, NULL) != 0)
+            Dwarf_Die scu;
+            if (!dwarf_diecu(&sc[i], &scu, NULL, NULL) || dwarf_getsrcfiles(&scu, &files, NULL) != 0)
                 files = NULL;
         }
         Dwarf_Word v;
@@ -561,7 +698,6 @@ static size_t dwarf_frames(entry *e, uint64_t vaddr, frame *fr, size_t cap)
         if (dwarf_formudata(dwarf_attr(&sc[i], DW_AT_call_line, &at), &v) == 0 && v <= INT32_MAX)
             c->line = (int)v;
     }
-    free(sc);
     return n;
 }
 
