@@ -5,8 +5,14 @@
  * Memory: one entry per build ID asked about (at most MAX_ENTRIES; when
  * full, the least recently used entry not being fetched is closed), each
  * holding the file's symbols (pd_elf_info) and, when it has DWARF, an open
- * libdw handle for lines. Entries that found nothing remember when to ask
- * again (RETRY_MS).
+ * libdw handle for lines and inlined frames, with two sorted indexes built
+ * on first use: the CUs' ranges (no .debug_aranges) and the functions'
+ * ranges (the scopes an address's inlined frames are read from). Entries
+ * that found nothing remember when to ask again (RETRY_MS).
+ *
+ * DWARF comes from uploads and debuginfod: untrusted. libdw checks its
+ * reads; the walks here are bounded (scope nesting MAX_SCOPE_DEPTH,
+ * siblings only forward, MAX_FN_RANGES, MAX_FRAMES lines a location).
  *
  * Locking: one mutex over the entries; file lookups on this host run under
  * it, a debuginfod fetch never does. pd_symbolizer_profile (1) under the
@@ -502,6 +508,14 @@ static const char *die_name(Dwarf_Die *die)
     return n && *n ? n : NULL;
 }
 
+/* Moves d to its next sibling; false at the end, or when the DWARF points
+ * back (a DW_AT_sibling of a crafted file: walks end). */
+static bool next_sibling(Dwarf_Die *d)
+{
+    Dwarf_Off at = dwarf_dieoffset(d);
+    return dwarf_siblingof(d, d) == 0 && dwarf_dieoffset(d) > at;
+}
+
 /* DIEs that may hold code below them without a pc range of their own (C++
  * namespaces and classes, Fortran modules): searched through, never frames. */
 static bool is_container(int tag)
@@ -547,7 +561,7 @@ static bool scope_chain(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, size
         }
         if (is_container(tag) && scope_chain(&child, pc, chain, n, cap, depth + 1))
             return true;
-    } while (dwarf_siblingof(&child, &child) == 0);
+    } while (next_sibling(&child));
     return false;
 }
 
@@ -590,7 +604,7 @@ static bool index_children(entry *e, Dwarf_Die *parent, size_t *cap, int depth)
         } else if (is_container(tag) && !index_children(e, &child, cap, depth + 1)) {
             return false;
         }
-    } while (dwarf_siblingof(&child, &child) == 0);
+    } while (next_sibling(&child));
     return true;
 }
 
