@@ -108,7 +108,8 @@ int main(int argc, char **argv)
     }
     printf("file=%s locations=%zu with_inlined=%zu lines=%zu first_cpu_ms=%.1f warm_cpu_ms=%.1f "
            "warm_us_per_location=%.2f\n",
-           real, locs, multi, lines, first * 1e3, best * 1e3, best * 1e6 / (double)(locs ? locs : 1));
+           real, locs, multi, lines, first * 1e3, best * 1e3,
+           best * 1e6 / (double)(locs ? locs : 1));
     pd_symbolizer_free(s);
     pd_elf_info_release(&info);
     char cmd[200];

@@ -528,8 +528,8 @@ static bool is_container(int tag)
 static bool is_scope(int tag)
 {
     return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
-           tag == DW_TAG_lexical_block || tag == DW_TAG_entry_point ||
-           tag == DW_TAG_try_block || tag == DW_TAG_catch_block || tag == DW_TAG_with_stmt;
+           tag == DW_TAG_lexical_block || tag == DW_TAG_entry_point || tag == DW_TAG_try_block ||
+           tag == DW_TAG_catch_block || tag == DW_TAG_with_stmt;
 }
 
 #define MAX_SCOPE_DEPTH 256 /* nesting of DIEs followed (corrupt DWARF may loop) */
@@ -703,7 +703,8 @@ static size_t dwarf_frames(entry *e, uint64_t vaddr, frame *fr, size_t cap)
         if (!files_read) { /* the file table of the CU holding the scopes */
             files_read = true;
             Dwarf_Die scu;
-            if (!dwarf_diecu(&sc[i], &scu, NULL, NULL) || dwarf_getsrcfiles(&scu, &files, NULL) != 0)
+            if (!dwarf_diecu(&sc[i], &scu, NULL, NULL) ||
+                dwarf_getsrcfiles(&scu, &files, NULL) != 0)
                 files = NULL;
         }
         Dwarf_Word v;
