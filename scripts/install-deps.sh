@@ -17,14 +17,15 @@ protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev \
 golang-go graphviz chromium linux-perf curl jq ca-certificates \
 prometheus prometheus-alertmanager openssl dnsmasq-base openjdk-17-jdk-headless \
 libgnutls28-dev libcrypt-dev \
-libbpf-dev bpftool libdw-dev libdebuginfod-dev debuginfod \
+libbpf-dev bpftool libdw-dev libdebuginfod-dev debuginfod elfutils \
 golang-opentelemetry-otel-dev"
 # libbpf-dev, bpftool (with clang above): profd-agent, the eBPF host profiler
 # (its BPF program is compiled by clang -target bpf and turned into a libbpf
 # skeleton by bpftool at build time; without them the build skips it).
 # libdw-dev, libdebuginfod-dev: profd's symbolizer (DWARF lines, debug info
 # by build ID from DEBUGINFOD_URLS). debuginfod: tests only (the e2e test of
-# the agent serves a .debug file from a local debuginfod).
+# the agent serves a .debug file from a local debuginfod). elfutils: tests
+# only (eu-addr2line -i checks that a test program's function is inlined).
 # golang-opentelemetry-otel-dev: tests only — the OpenTelemetry Go API, SDK
 # and stdout exporter (source under /usr/share/gocode) that
 # tests/e2e/grafana/spanapp is built against, offline (traces to profiles).

@@ -5,8 +5,14 @@
  * Memory: one entry per build ID asked about (at most MAX_ENTRIES; when
  * full, the least recently used entry not being fetched is closed), each
  * holding the file's symbols (pd_elf_info) and, when it has DWARF, an open
- * libdw handle for lines. Entries that found nothing remember when to ask
- * again (RETRY_MS).
+ * libdw handle for lines and inlined frames, with two sorted indexes built
+ * on first use: the CUs' ranges (no .debug_aranges) and the functions'
+ * ranges (the scopes an address's inlined frames are read from). Entries
+ * that found nothing remember when to ask again (RETRY_MS).
+ *
+ * DWARF comes from uploads and debuginfod: untrusted. libdw checks its
+ * reads; the walks here are bounded (scope nesting MAX_SCOPE_DEPTH,
+ * siblings only forward, MAX_FN_RANGES, MAX_FRAMES lines a location).
  *
  * Locking: one mutex over the entries; file lookups on this host run under
  * it, a debuginfod fetch never does. pd_symbolizer_profile (1) under the
@@ -49,6 +55,7 @@
 #define MAX_ENTRIES 256
 #define RETRY_MS (5 * 60 * 1000)
 #define DEFAULT_MAX_UPLOAD ((size_t)1 << 30)
+#define MAX_FRAMES 64 /* lines of one location: the function and what is inlined in it */
 
 typedef struct entry {
     char build_id[129];
@@ -64,11 +71,17 @@ typedef struct entry {
     struct cu_range *cus;
     size_t n_cus;
     bool cus_built;
+    /* the functions' (outermost scopes') address ranges over every CU,
+       sorted by lo, built on the first frame asked of the file: an answer
+       then reads one function's scopes, not its CU's (dwarf_frames) */
+    struct cu_range *fns;
+    size_t n_fns;
+    bool fns_built;
 } entry;
 
 typedef struct cu_range {
     Dwarf_Addr lo, hi; /* [lo, hi) */
-    Dwarf_Die cu;
+    Dwarf_Die cu;      /* the CU (entry.cus) or the function (entry.fns) */
 } cu_range;
 
 struct pd_symbolizer {
@@ -145,6 +158,7 @@ static void entry_free(entry *e)
         close(e->fd);
     pd_elf_info_release(&e->info);
     free(e->cus);
+    free(e->fns);
     free(e);
 }
 
@@ -208,7 +222,7 @@ static bool try_file(entry *e, const char *path)
 /* Copies fd's file into dst (temp file, fsync, rename). */
 static int copy_into(int fd, const char *dst)
 {
-    char tmp[4200];
+    char tmp[4500];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", dst, (int)getpid());
     int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out < 0)
@@ -472,34 +486,247 @@ static bool cu_of(entry *e, uint64_t vaddr, Dwarf_Die *cu)
     return false;
 }
 
-/* File and line of vaddr from DWARF; false when unknown. A relative file
- * name (clang writes directories relative to the CU's DW_AT_comp_dir, and
- * libdw leaves them so) is made absolute with the comp dir in buf[0..cap),
- * as addr2line does: the path a debuginfod /source request needs. */
-static bool dwarf_line(entry *e, uint64_t vaddr, const char **file, int *line, char *buf,
-                       size_t cap)
+/* One frame of an address, as pprof's Line: innermost first. */
+typedef struct frame {
+    const char *name; /* NULL: the symbol table's (the outermost frame) */
+    const char *file; /* NULL: unknown; relative: to dir */
+    const char *dir;  /* the CU's DW_AT_comp_dir when absolute, else NULL */
+    int line;         /* 0: unknown */
+} frame;
+
+/* The name of a function's DIE, through DW_AT_abstract_origin and
+ * DW_AT_specification (dwarf_attr_integrate): the linkage name when there
+ * is one (what the symbol table says of C++ and Rust), else DW_AT_name. */
+static const char *die_name(Dwarf_Die *die)
+{
+    Dwarf_Attribute at;
+    const char *n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
+    if (!n)
+        n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
+    if (!n)
+        n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &at));
+    return n && *n ? n : NULL;
+}
+
+/* Moves d to its next sibling; false at the end, or when the DWARF points
+ * back (a DW_AT_sibling of a crafted file: walks end). */
+static bool next_sibling(Dwarf_Die *d)
+{
+    Dwarf_Off at = dwarf_dieoffset(d);
+    return dwarf_siblingof(d, d) == 0 && dwarf_dieoffset(d) > at;
+}
+
+/* DIEs that may hold code below them without a pc range of their own (C++
+ * namespaces and classes, Fortran modules): searched through, never frames. */
+static bool is_container(int tag)
+{
+    return tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_class_type ||
+           tag == DW_TAG_structure_type || tag == DW_TAG_union_type;
+}
+
+/* DIEs whose pc ranges scope code: followed down when they hold pc. */
+static bool is_scope(int tag)
+{
+    return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+           tag == DW_TAG_lexical_block || tag == DW_TAG_entry_point || tag == DW_TAG_try_block ||
+           tag == DW_TAG_catch_block || tag == DW_TAG_with_stmt;
+}
+
+#define MAX_SCOPE_DEPTH 256 /* nesting of DIEs followed (corrupt DWARF may loop) */
+
+/*
+ * The chain of scopes holding pc below parent, outermost first, into
+ * chain[*n..cap): each child that is a scope and holds pc (dwarf_haspc) is
+ * taken and followed down; its siblings are not (scopes of one parent do
+ * not overlap), nor are children of DIEs that do not hold pc — so one
+ * answer reads the parent's children and the path to pc, not the whole
+ * CU (dwarf_getscopes_die would). Containers without ranges (namespaces,
+ * classes) are searched through. True when something held pc.
+ */
+static bool scope_chain(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, size_t *n, size_t cap,
+                        int depth)
+{
+    Dwarf_Die child;
+    if (depth > MAX_SCOPE_DEPTH || dwarf_child(parent, &child) != 0)
+        return false;
+    do {
+        int tag = dwarf_tag(&child);
+        if (is_scope(tag)) {
+            if (dwarf_haspc(&child, pc) <= 0)
+                continue;
+            if (*n < cap)
+                chain[(*n)++] = child;
+            scope_chain(&child, pc, chain, n, cap, depth + 1);
+            return true;
+        }
+        if (is_container(tag) && scope_chain(&child, pc, chain, n, cap, depth + 1))
+            return true;
+    } while (next_sibling(&child));
+    return false;
+}
+
+#define MAX_FN_RANGES (1u << 22)
+
+/* Adds die's ranges to e->fns (grown to *cap). False: out of memory or
+ * past MAX_FN_RANGES (the index stays as it is). */
+static bool add_fn_ranges(entry *e, Dwarf_Die *die, size_t *cap)
+{
+    Dwarf_Addr base, lo, hi;
+    ptrdiff_t off = 0;
+    while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+        if (hi <= lo)
+            continue;
+        if (e->n_fns == *cap) {
+            size_t nc = *cap ? *cap * 2 : 256;
+            cu_range *nv = nc <= MAX_FN_RANGES ? realloc(e->fns, nc * sizeof *nv) : NULL;
+            if (!nv)
+                return false;
+            e->fns = nv;
+            *cap = nc;
+        }
+        e->fns[e->n_fns++] = (cu_range){lo, hi, *die};
+    }
+    return true;
+}
+
+/* The outermost scopes (functions) with code below parent: its scope
+ * children, and those inside containers (namespaces, classes). */
+static bool index_children(entry *e, Dwarf_Die *parent, size_t *cap, int depth)
+{
+    Dwarf_Die child;
+    if (depth > MAX_SCOPE_DEPTH || dwarf_child(parent, &child) != 0)
+        return true;
+    do {
+        int tag = dwarf_tag(&child);
+        if (is_scope(tag)) {
+            if (!add_fn_ranges(e, &child, cap))
+                return false;
+        } else if (is_container(tag) && !index_children(e, &child, cap, depth + 1)) {
+            return false;
+        }
+    } while (next_sibling(&child));
+    return true;
+}
+
+/* Every CU's functions into e->fns, sorted; once per entry. */
+static void build_fn_ranges(entry *e)
+{
+    e->fns_built = true;
+    size_t cap = 0;
+    Dwarf_CU *cu = NULL;
+    Dwarf_Die cudie;
+    Dwarf_Half ver;
+    uint8_t ut;
+    while (dwarf_get_units(e->dw, cu, &cu, &ver, &ut, &cudie, NULL) == 0)
+        if (!index_children(e, &cudie, &cap, 0))
+            break;
+    if (e->n_fns)
+        qsort(e->fns, e->n_fns, sizeof *e->fns, cmp_cu_range);
+}
+
+/* The function (outermost scope) holding vaddr from e->fns: the last range
+ * with lo <= vaddr that holds it (back over at most 64 overlaps). */
+static bool fn_of(entry *e, uint64_t vaddr, Dwarf_Die *fn)
+{
+    if (!e->fns_built)
+        build_fn_ranges(e);
+    size_t lo = 0, hi = e->n_fns;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->fns[mid].lo <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i-- > 0 && lo - i <= 64;)
+        if (vaddr < e->fns[i].hi) {
+            *fn = e->fns[i].cu;
+            return true;
+        }
+    return false;
+}
+
+/*
+ * The frames of vaddr from DWARF into fr[0..cap) (cap >= 1), innermost
+ * first; returns how many (0: no DWARF for it, the caller names one frame
+ * from the symbol table). As eu-addr2line -i, on the concrete tree of
+ * scopes: the function holding vaddr (fn_of), then the inlined subroutines
+ * and blocks in it that hold it (scope_chain). Each DW_TAG_inlined_subroutine below the
+ * innermost DW_TAG_subprogram names the frame inside it (its abstract
+ * origin's name) and adds its caller, whose file and line are the
+ * subroutine's DW_AT_call_file and DW_AT_call_line. The innermost frame's
+ * file and line are the line table's for vaddr; the outermost frame's name
+ * is left NULL (the symbol table's). Past cap frames the outer inlined
+ * ones are left out. Strings point into the DWARF data (valid while the
+ * entry's libdw handle is open: under the lock).
+ */
+static size_t dwarf_frames(entry *e, uint64_t vaddr, frame *fr, size_t cap)
 {
     if (!e->dw)
-        return false;
+        return 0;
     Dwarf_Die cu;
     if (!cu_of(e, vaddr, &cu))
-        return false;
+        return 0;
+    Dwarf_Attribute at;
+    const char *dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &at));
+    if (dir && dir[0] != '/')
+        dir = NULL;
+    fr[0] = (frame){.dir = dir};
     Dwarf_Line *l = dwarf_getsrc_die(&cu, vaddr);
-    if (!l)
-        return false;
-    const char *f = dwarf_linesrc(l, NULL, NULL);
     int ln = 0;
-    if (!f || dwarf_lineno(l, &ln) != 0)
-        return false;
-    if (f[0] != '/') {
-        Dwarf_Attribute at;
-        const char *dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &at));
-        if (dir && dir[0] == '/' && (size_t)snprintf(buf, cap, "%s/%s", dir, f) < cap)
-            f = buf;
+    const char *f = l ? dwarf_linesrc(l, NULL, NULL) : NULL;
+    if (f && dwarf_lineno(l, &ln) == 0) {
+        fr[0].file = f;
+        fr[0].line = ln;
     }
-    *file = f;
-    *line = ln;
-    return true;
+    Dwarf_Die sc[MAX_SCOPE_DEPTH];
+    size_t ns = 0;
+    if (fn_of(e, vaddr, &sc[0])) { /* the function, then the scopes in it */
+        ns = 1;
+        scope_chain(&sc[0], vaddr, sc, &ns, MAX_SCOPE_DEPTH, 0);
+    } else { /* not indexed (out of memory): the CU's children */
+        scope_chain(&cu, vaddr, sc, &ns, MAX_SCOPE_DEPTH, 0);
+    }
+    size_t n = 1;
+    Dwarf_Files *files = NULL;
+    bool files_read = false;
+    for (size_t i = ns; i-- > 0 && n < cap;) { /* innermost first */
+        int tag = dwarf_tag(&sc[i]);
+        if (tag == DW_TAG_subprogram)
+            break;
+        if (tag != DW_TAG_inlined_subroutine)
+            continue;
+        const char *nm = die_name(&sc[i]);
+        fr[n - 1].name = nm ? nm : "[inlined]";
+        frame *c = &fr[n++];
+        *c = (frame){.dir = dir};
+        if (!files_read) { /* the file table of the CU holding the scopes */
+            files_read = true;
+            Dwarf_Die scu;
+            if (!dwarf_diecu(&sc[i], &scu, NULL, NULL) ||
+                dwarf_getsrcfiles(&scu, &files, NULL) != 0)
+                files = NULL;
+        }
+        Dwarf_Word v;
+        if (files && dwarf_formudata(dwarf_attr(&sc[i], DW_AT_call_file, &at), &v) == 0)
+            c->file = dwarf_filesrc(files, v, NULL, NULL);
+        if (dwarf_formudata(dwarf_attr(&sc[i], DW_AT_call_line, &at), &v) == 0 && v <= INT32_MAX)
+            c->line = (int)v;
+    }
+    return n;
+}
+
+/* A frame's file as the answer shows it: a relative name (clang writes
+ * directories relative to the CU's DW_AT_comp_dir, and libdw leaves them
+ * so) made absolute with the comp dir in buf[0..cap), as addr2line does:
+ * the path a debuginfod /source request needs. NULL: unknown. */
+static const char *frame_file(const frame *f, char *buf, size_t cap)
+{
+    if (!f->file || f->file[0] == '/' || !f->dir)
+        return f->file;
+    if ((size_t)snprintf(buf, cap, "%s/%s", f->dir, f->file) < cap)
+        return buf;
+    return f->file;
 }
 
 /* A build ID one answer needs (pd_symbolizer_profile). */
@@ -520,26 +747,28 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
             need++;
     if (!need)
         return 0;
-    pd_pprof_function *fns = pd_arena_calloc(&p->arena, p->n_function + need, sizeof *fns);
-    pd_pprof_line *lines = pd_arena_calloc(&p->arena, need, sizeof *lines);
-    if (!fns || !lines)
+    /* the functions: the profile's, then the new ones (grown on the heap,
+       copied into p's arena at the end) */
+    size_t n_fn = p->n_function, cap_fn = p->n_function + need;
+    pd_pprof_function *fns = malloc(cap_fn * sizeof *fns);
+    if (!fns)
         return pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
     if (p->n_function)
         memcpy(fns, p->function, p->n_function * sizeof *fns);
-    size_t n_fn = p->n_function;
     uint64_t next_id = 0;
     for (size_t i = 0; i < p->n_function; i++)
         if (p->function[i].id > next_id)
             next_id = p->function[i].id;
+    const uint64_t first_new_id = next_id; /* new functions' ids are above */
     pd_u64map by_name; /* (name string index << 32 | file string index) -> function index */
     pd_u64map_init(&by_name);
-    size_t k = 0;
     int rc = 0;
     uint64_t named = 0, unnamed = 0;
     want *ws = calloc(need, sizeof *ws);
     size_t n_ws = 0;
     if (!ws) {
         pd_u64map_release(&by_name);
+        free(fns);
         return pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
     }
     pthread_mutex_lock(&s->mu);
@@ -602,8 +831,9 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
         const char *bid = pd_profile_str(p, m->build_id);
         const char *file = pd_profile_str(p, m->filename);
         char name_buf[512], src_buf[4096];
-        const char *name = NULL, *src = NULL;
-        int line = 0;
+        frame fr[MAX_FRAMES];
+        size_t nfr = 0;
+        const char *sym_name = NULL;
         if (pd_elf_build_id_valid(bid)) {
             char low[129];
             bool no;
@@ -614,41 +844,65 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
                 uint64_t va = pd_elf_offset_to_vaddr(&e->info, off);
                 const pd_elf_sym *sym = pd_elf_lookup(&e->info, va);
                 if (sym) {
-                    name = sym->name;
-                    dwarf_line(e, va, &src, &line, src_buf, sizeof src_buf);
+                    sym_name = sym->name;
+                    nfr = dwarf_frames(e, va, fr, MAX_FRAMES);
                 }
             }
         }
-        if (name) {
+        if (sym_name) {
             named++;
         } else {
             unnamed++;
             const char *base = strrchr(file, '/');
             base = base ? base + 1 : file;
             snprintf(name_buf, sizeof name_buf, "%s+0x%" PRIx64, *base ? base : "[unknown]", off);
-            name = name_buf;
+            sym_name = name_buf;
         }
-        int64_t ni = pd_profile_intern(p, name, strlen(name));
-        int64_t fi = src ? pd_profile_intern(p, src, strlen(src)) : 0;
-        if (ni < 0 || fi < 0) {
+        if (nfr == 0) {
+            fr[0] = (frame){0};
+            nfr = 1;
+        }
+        pd_pprof_line *ls = pd_arena_calloc(&p->arena, nfr, sizeof *ls);
+        if (!ls) {
             rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
             break;
         }
-        uint64_t key = (uint64_t)ni << 32 | (uint64_t)fi, idx;
-        if (!pd_u64map_get(&by_name, key, &idx)) {
-            idx = n_fn;
-            fns[n_fn] = (pd_pprof_function){.id = ++next_id, .name = ni, .system_name = ni,
-                                            .filename = fi};
-            n_fn++;
-            if (pd_u64map_put(&by_name, key, idx) < 0) {
+        for (size_t j = 0; j < nfr && rc == 0; j++) {
+            const char *name = fr[j].name ? fr[j].name : sym_name;
+            const char *src = frame_file(&fr[j], src_buf, sizeof src_buf);
+            int64_t ni = pd_profile_intern(p, name, strlen(name));
+            int64_t fi = src ? pd_profile_intern(p, src, strlen(src)) : 0;
+            if (ni < 0 || fi < 0) {
                 rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
                 break;
             }
+            uint64_t key = (uint64_t)ni << 32 | (uint64_t)fi, idx;
+            if (!pd_u64map_get(&by_name, key, &idx)) {
+                if (n_fn == cap_fn) {
+                    size_t nc = cap_fn * 2;
+                    pd_pprof_function *nv = realloc(fns, nc * sizeof *nv);
+                    if (!nv) {
+                        rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
+                        break;
+                    }
+                    fns = nv;
+                    cap_fn = nc;
+                }
+                idx = n_fn;
+                fns[n_fn] = (pd_pprof_function){.id = ++next_id, .name = ni, .system_name = ni,
+                                                .filename = fi};
+                n_fn++;
+                if (pd_u64map_put(&by_name, key, idx) < 0) {
+                    rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
+                    break;
+                }
+            }
+            ls[j] = (pd_pprof_line){.function_id = fns[idx].id, .line = fr[j].line};
         }
-        lines[k] = (pd_pprof_line){.function_id = fns[idx].id, .line = line};
-        l->line = &lines[k];
-        l->n_line = 1;
-        k++;
+        if (rc)
+            break;
+        l->line = ls;
+        l->n_line = nfr;
     }
     pthread_mutex_unlock(&s->mu);
     if (named)
@@ -656,8 +910,25 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
     if (unnamed)
         pd_metrics_add("profd_symbolize_frames_total", "result=\"unnamed\"", (double)unnamed);
     pd_u64map_release(&by_name);
-    p->function = fns;
-    p->n_function = n_fn;
+    pd_pprof_function *kept = pd_arena_calloc(&p->arena, n_fn ? n_fn : 1, sizeof *kept);
+    if (kept) {
+        memcpy(kept, fns, n_fn * sizeof *kept);
+        p->function = kept;
+        p->n_function = n_fn;
+    } else {
+        /* p stays valid: the locations named here lose their lines again */
+        for (size_t i = 0; i < p->n_location; i++) {
+            pd_pprof_location *l = &p->location[i];
+            for (size_t j = 0; j < l->n_line; j++)
+                if (l->line[j].function_id > first_new_id) {
+                    l->line = NULL;
+                    l->n_line = 0;
+                    break;
+                }
+        }
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
+    }
+    free(fns);
     int rc2 = pd_profile_index(p, err);
     return rc ? rc : rc2;
 }

@@ -16,7 +16,15 @@
  * From the file: the function from .symtab/.dynsym (symbolize/elf.h), the
  * source file and line from DWARF (libdw) when present (the CU found through
  * .debug_aranges, else through the CUs' own ranges: clang writes no aranges
- * by default). A build ID found
+ * by default), and the functions inlined at the address
+ * (DW_TAG_inlined_subroutine scopes): then the location gets one line per
+ * frame, innermost first, as profile.proto says ("the last entry represents
+ * the caller into which the preceding entries were inlined") — each inlined
+ * function by its DWARF name (DW_AT_abstract_origin's linkage name, else
+ * name) with the line table's file and line for the innermost and the
+ * inlined subroutine's DW_AT_call_file/DW_AT_call_line for each caller; the
+ * last line is the symbol table's function (at most 64 lines, the outer
+ * inlined ones dropped past that). A build ID found
  * nowhere is asked again after RETRY_MS (5 minutes) or after an upload.
  * A frame that cannot be named is named "<file base name>+0x<offset>"
  * (offset in the file), never left empty.
@@ -50,9 +58,11 @@ void pd_symbolizer_free(pd_symbolizer *s);
 
 /* Names, in place, every location of p that has no line and whose mapping
  * (with a build ID, or a file) covers it: a function (and file/line when
- * DWARF has them) from the debug info, else "<file>+0x<off>". p must be
- * indexed; it is re-indexed. 0, PD_ENOMEM (p is then still valid, maybe
- * partly named). */
+ * DWARF has them; one line per inlined frame, innermost first, when DWARF
+ * says functions are inlined there) from the debug info, else
+ * "<file>+0x<off>". New lines, functions and strings live in p's arena. p
+ * must be indexed; it is re-indexed. 0, PD_ENOMEM (p is then still valid,
+ * maybe partly named). */
 int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err);
 
 /* Stores data[0..len) (an ELF file: a .debug file or an unstripped

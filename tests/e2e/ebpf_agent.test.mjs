@@ -8,6 +8,11 @@
 //   - a variant stripped, first shown as binary+offset, then named after
 //     `profd debuginfo upload` of its .debug — the profiles stored before
 //     the upload too;
+//   - a clang -O2 program whose static inline mix_step() is inlined into
+//     inline_caller() (tests/e2e/ebpf/inlined.c; checked with eu-addr2line
+//     -i), stripped, its .debug uploaded: profd names the address with two
+//     lines, mix_step above inline_caller (go tool pprof -raw, -traces, and
+//     the flame graph JSON);
 //   - a Go program (main.hotLoop), node --perf-basic-prof (the JS function,
 //     from /tmp/perf-PID.map), dd reading /dev/zero (kernel frames, vfs_read);
 //     each its own service with its own stacks.
@@ -26,7 +31,7 @@ import { Proc, freePort, goEnv, http, killAll, profdBin, qs, run, sleep, startPr
 const here = path.dirname(fileURLToPath(import.meta.url));
 const SRCDIR = path.join(here, 'ebpf');
 
-let dir, profd, agent, skipWhy = null, upBid = null, dbgdBid = null;
+let dir, profd, agent, skipWhy = null, upBid = null, dbgdBid = null, inlBid = null;
 
 function agentBin() {
   const bin = process.env.PROFD_AGENT_BIN;
@@ -121,6 +126,27 @@ before(async () => {
   const nm = await run('nm', [dbgd]);
   assert.doesNotMatch(nm.stdout, /hot_spin/, 'the stripped copy still has hot_spin in a symbol table');
 
+  // -O2 with a static inline function really inlined (eu-addr2line -i says
+  // so of some address of inline_caller; there is no mix_step symbol), then
+  // stripped: only profd's DWARF reading can show mix_step. -gdwarf-aranges
+  // for eu-addr2line (it finds no CU without them; profd does).
+  const inl = path.join(dir, 'inlined');
+  await must('clang', 'clang', ['-O2', '-g', '-gdwarf-aranges', '-fno-omit-frame-pointer', '-Wl,--build-id',
+    '-o', inl, path.join(SRCDIR, 'inlined.c')]);
+  const syms = (await must('nm', 'nm', ['-S', inl])).stdout;
+  assert.doesNotMatch(syms, /mix_step/, 'mix_step was not inlined: it has a symbol');
+  const m = syms.match(/^([0-9a-f]+) ([0-9a-f]+) T inline_caller$/m);
+  assert.ok(m, `no inline_caller in nm -S:\n${syms}`);
+  const lo = parseInt(m[1], 16), size = parseInt(m[2], 16);
+  const addrs = [];
+  for (let a = lo; a < lo + size; a++) addrs.push('0x' + a.toString(16));
+  const a2l = (await must('eu-addr2line', 'eu-addr2line', ['-i', '-f', '-e', inl, ...addrs])).stdout;
+  assert.match(a2l, /^mix_step inlined at .*inlined\.c:\d+(:\d+)? in inline_caller$/m,
+    `eu-addr2line -i shows no address of inline_caller inside mix_step:\n${a2l.slice(0, 2000)}`);
+  await must('objcopy', 'objcopy', ['--only-keep-debug', inl, path.join(dir, 'inlined.debug')]);
+  await must('strip', 'strip', ['--strip-all', inl]);
+  inlBid = await buildId(inl);
+
   // Go program
   const goDir = path.join(dir, 'go');
   fs.cpSync(path.join(SRCDIR, 'hotloop'), goDir, { recursive: true });
@@ -144,7 +170,7 @@ before(async () => {
 
   for (const [name, cmd, args] of [
     ['hotspin', hot, []], ['hotspin_dbgd', dbgd, []], ['hotspin_upl', upl, []],
-    ['hotloop', path.join(dir, 'hotloop'), []],
+    ['hotloop', path.join(dir, 'hotloop'), []], ['inlined', path.join(dir, 'inlined'), []],
     ['node', process.execPath, ['--perf-basic-prof', path.join(SRCDIR, 'hot.js')]],
     ['dd', 'dd', ['if=/dev/zero', 'of=/dev/null', 'bs=4096']],
   ]) new Proc(name, cmd, args);
@@ -203,6 +229,67 @@ test('a stripped program shows binary+offset, then its uploaded .debug names old
   const notElf = await run(profdBin(), ['debuginfo', 'upload', `--url=${profd.base}`, path.join(SRCDIR, 'hotspin.c')]);
   assert.equal(notElf.code, 1);
   assert.match(notElf.stderr, /hotspin\.c: not an ELF file/);
+});
+
+// `go tool pprof -raw`: the locations, each "ID: ADDR M=N fn file:line
+// s=0" then one "fn file:line s=0" line per further Line of the location
+function rawLocations(text) {
+  const locs = [];
+  let inLocs = false, cur = null;
+  for (const line of text.split('\n')) {
+    if (/^Locations/.test(line)) { inLocs = true; continue; }
+    if (inLocs && /^Mappings/.test(line)) break;
+    if (!inLocs) continue;
+    const head = line.match(/^\s*\d+: 0x[0-9a-f]+ M=\d+ (\S+) (\S+) s=/);
+    const more = line.match(/^\s+(\S+) (\S+) s=/);
+    if (head) locs.push(cur = [{ fn: head[1], at: head[2] }]);
+    else if (more && cur) cur.push({ fn: more[1], at: more[2] });
+  }
+  return locs;
+}
+
+test('inlined frames (clang -O2, stripped, .debug uploaded): mix_step above inline_caller in one location', async (t) => {
+  if (skipWhy) return t.skip(skipWhy);
+  const up = await run(profdBin(), ['debuginfo', 'upload', `--url=${profd.base}`, path.join(dir, 'inlined.debug')]);
+  assert.equal(up.code, 0, up.stderr);
+  assert.match(up.stdout, new RegExp(`uploaded as ${inlBid}`));
+  // the source lines the two frames must name
+  const src = fs.readFileSync(path.join(SRCDIR, 'inlined.c'), 'utf8').split('\n');
+  const callLine = src.findIndex((l) => /h = mix_step\(h, i\)/.test(l)) + 1;
+  const bodyFirst = src.findIndex((l) => /static inline unsigned long mix_step/.test(l)) + 1;
+  const bodyLast = bodyFirst + 5;
+  let last = '';
+  await waitFor('a location of inlined with mix_step then inline_caller', async () => {
+    const r = await run('go', ['tool', 'pprof', '-raw', mergeUrl('inlined', 'proto')], { env: goEnv(dir) }, 120000);
+    last = r.stdout + r.stderr;
+    if (r.code !== 0) return false;
+    return rawLocations(r.stdout).some((l) => l.length === 2 && l[0].fn === 'mix_step' && l[1].fn === 'inline_caller');
+  }, 240000, 2000).catch((e) => { throw new Error(`${e.message}\nlast -raw:\n${last.slice(0, 4000)}\n${profd.tail()}`); });
+  const locs = rawLocations(last).filter((l) => l.length === 2 && l[0].fn === 'mix_step');
+  for (const [inner, outer] of locs) {
+    const [, f0, l0] = inner.at.match(/^(.*):(\d+)$/);
+    const [, f1, l1] = outer.at.match(/^(.*):(\d+)$/);
+    assert.match(f0, /\/inlined\.c$/);
+    assert.match(f1, /\/inlined\.c$/);
+    // the inner frame at a line of mix_step's body, the caller at the call
+    assert.ok(Number(l0) >= bodyFirst && Number(l0) <= bodyLast, `mix_step at line ${l0}, not in ${bodyFirst}..${bodyLast}`);
+    assert.equal(Number(l1), callLine, `inline_caller at line ${l1}, the call is at ${callLine}`);
+  }
+  // -traces: mix_step (marked inline by pprof) right above inline_caller, main under it
+  const tr = await traces('inlined');
+  assert.ok(tr.some((fns) => {
+    const i = fns.indexOf('mix_step (inline)');
+    return i >= 0 && fns[i + 1] === 'inline_caller' && fns.includes('main');
+  }), JSON.stringify(tr.slice(0, 5)));
+  // the flame graph (the UI's data): inline_caller's child mix_step
+  const fg = await http(mergeUrl('inlined', 'flamegraph'));
+  assert.equal(fg.status, 200, fg.text);
+  const callers = [];
+  const walk = (n) => { if (n.name === 'inline_caller') callers.push(n); (n.children || []).forEach(walk); };
+  walk(fg.json.data || fg.json);
+  assert.ok(callers.length, `no inline_caller node: ${fg.text.slice(0, 2000)}`);
+  assert.ok(callers.some((c) => c.children.some((k) => k.name === 'mix_step' && k.value > 0)),
+    JSON.stringify(callers).slice(0, 2000));
 });
 
 // Go omits the frame of a leaf function without locals (main.hotLoop), so a

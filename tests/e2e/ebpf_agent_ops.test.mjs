@@ -5,6 +5,10 @@
 //       dropme dropped — only the kept one is stored, under the new name,
 //       with no "__" label left;
 //   (d) the agent's own /metrics (--web.listen-address): counters move;
+//   (e) SIGHUP reloads --config.file: a new replacement renames the kept
+//       program from the next upload on; a broken file is refused (logged
+//       naming the file, counted, last_reload_successful 0) and the rules in
+//       use keep working; the first file back, reloaded again;
 //   (b) SIGKILL and restart: the stored profiles of keepme reach to within
 //       the upload interval in progress at the kill (profile timestamps),
 //       and go on after the restart;
@@ -29,7 +33,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const SRCDIR = path.join(here, 'ebpf');
 const INTERVAL_MS = 2000;
 
-let dir, profd, agent, agentArgs, metricsBase, skipWhy = null;
+let dir, profd, agent, agentArgs, metricsBase, cfgFile, cfgText, skipWhy = null;
 
 function agentBin() {
   const bin = process.env.PROFD_AGENT_BIN;
@@ -100,12 +104,12 @@ before(async () => {
   new Proc('keepme', keep, []);
   new Proc('dropme', drop, []);
 
-  const cfg = path.join(dir, 'agent.yml');
+  const cfg = cfgFile = path.join(dir, 'agent.yml');
   // the last rule keeps this test's programs only: the agent sees every
   // process of the host, also another run's keepme (two make tests at once,
   // e.g. the host's and a Debian 12 chroot's)
   const here = dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  fs.writeFileSync(cfg, [
+  fs.writeFileSync(cfg, cfgText = [
     'relabel_configs:',
     '  - source_labels: [__meta_process_exe]',
     '    regex: .*/(keepme)',
@@ -182,6 +186,55 @@ test('/metrics of the agent: counters move', async (t) => {
   }
   const other = await http(`${metricsBase}/nope`);
   assert.equal(other.status, 404);
+});
+
+test('SIGHUP reloads --config.file; a broken file is refused and the rules in use go on', async (t) => {
+  if (skipWhy) return t.skip(skipWhy);
+  const m0 = await agentMetrics();
+  assert.equal(m0['profd_agent_config_reloads_total{result="success"}'], 0, JSON.stringify(m0));
+  assert.equal(m0['profd_agent_config_reloads_total{result="failure"}'], 0);
+  assert.equal(m0.profd_agent_config_last_reload_successful, 1);
+  assert.ok(m0.profd_agent_config_last_reload_success_timestamp_seconds > 0);
+  // 1. a new name for the kept program: stored under it from the next upload on
+  fs.writeFileSync(cfgFile, cfgText.replace('replacement: kept-$1', 'replacement: hup-$1'));
+  agent.kill('SIGHUP');
+  await waitFor('the reload counted', async () =>
+    (await agentMetrics())['profd_agent_config_reloads_total{result="success"}'] === 1, 60000, 200);
+  await waitFor('hup-keepme stored', async () => (await times('hup-keepme')).length >= 1, 120000, 500)
+    .catch((e) => { throw new Error(`${e.message}\n${agent.tail()}`); });
+  assert.match(agent.out, /msg="?configuration reloaded"? file=\S*agent\.yml relabel_rules=3/);
+  const m1 = await agentMetrics();
+  assert.equal(m1.profd_agent_config_last_reload_successful, 1);
+  assert.ok(m1.profd_agent_config_last_reload_success_timestamp_seconds >= m0.profd_agent_config_last_reload_success_timestamp_seconds);
+  // 2. a broken file: refused, logged with its name and the error, counted
+  fs.writeFileSync(cfgFile, cfgText.replace('action: drop', 'action: explode'));
+  agent.kill('SIGHUP');
+  await waitFor('the failed reload counted', async () =>
+    (await agentMetrics())['profd_agent_config_reloads_total{result="failure"}'] === 1, 60000, 200);
+  const failedAt = Date.now();
+  const m2 = await agentMetrics();
+  assert.equal(m2.profd_agent_config_last_reload_successful, 0);
+  assert.equal(m2['profd_agent_config_reloads_total{result="success"}'], 1);
+  assert.match(agent.out, /level=error msg="reload failed, keeping the old configuration" file=\S*agent\.yml err="[^"]*agent\.yml:\d+:\d+: [^"]*explode/);
+  assert.equal(agent.exited, null, 'the agent exited on a broken file');
+  // the rules in use (hup-) go on: a profile of an interval that began
+  // after the refusal is stored under hup-keepme, none under kept-keepme;
+  // dropme is still dropped
+  await waitFor('hup-keepme stored after the refused reload', async () =>
+    (await times('hup-keepme')).some((ts) => ts >= failedAt), 120000, 500)
+    .catch((e) => { throw new Error(`${e.message}\n${agent.tail()}`); });
+  assert.ok(!(await times('kept-keepme')).some((ts) => ts >= failedAt), 'kept-keepme stored after the rename');
+  const names = await apiData(profd.base, '/api/v1/label/service_name/values');
+  assert.ok(!names.includes('dropme') && !names.includes('keepme'), `${names}`);
+  // 3. the first file back (the next tests use its names)
+  fs.writeFileSync(cfgFile, cfgText);
+  const backAt = Date.now();
+  agent.kill('SIGHUP');
+  await waitFor('the third reload counted', async () =>
+    (await agentMetrics())['profd_agent_config_reloads_total{result="success"}'] === 2, 60000, 200);
+  assert.equal((await agentMetrics()).profd_agent_config_last_reload_successful, 1);
+  await waitFor('kept-keepme stored again', async () =>
+    (await times('kept-keepme')).some((ts) => ts >= backAt), 120000, 500);
 });
 
 test('SIGKILL and restart: at most the upload interval in progress is lost', async (t) => {

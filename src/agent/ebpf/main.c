@@ -8,6 +8,11 @@
  * (exit 1 naming the missing capability and sysctl when the kernel says no)
  * → every interval: drain, build, queue (never waiting for the network) →
  * SIGINT/SIGTERM: one last drain and up to 5 s to deliver what is queued.
+ * SIGHUP reads --config.file again (reload_config) on the same thread,
+ * between two drains: the processes of the next drain are relabeled by the
+ * new rules; a broken file keeps the old rules (logged with the file and
+ * the error, counted in profd_agent_config_reloads_total{result="failure"}
+ * and profd_agent_config_last_reload_successful 0).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -61,7 +66,8 @@ static const char usage_text[] =
     "  --log.level=LEVEL         debug, info, warn or error (default info)\n"
     "  --version                 build facts\n"
     "  Exit: 0 after SIGINT/SIGTERM, 1 when BPF or perf events are refused or\n"
-    "  --web.listen-address cannot listen, 2 on a bad flag or --config.file.\n";
+    "  --web.listen-address cannot listen, 2 on a bad flag or --config.file.\n"
+    "  SIGHUP reads --config.file again; a broken file keeps the rules in use.\n";
 
 static int usage_err(const char *fmt, const char *arg)
 {
@@ -141,6 +147,50 @@ static int parse_size(const char *s, size_t *out)
         return -1;
     *out = (size_t)(v * mul);
     return 0;
+}
+
+/* Outcome of a (re)load of --config.file in /metrics (Prometheus'
+ * prometheus_config_last_reload_successful and _success_timestamp_seconds). */
+static void config_loaded(bool ok)
+{
+    pd_metrics_set("profd_agent_config_last_reload_successful", NULL, ok ? 1 : 0);
+    if (ok)
+        pd_metrics_set("profd_agent_config_last_reload_success_timestamp_seconds", NULL,
+                       (double)pd_now_ms() / 1000.0);
+}
+
+/* SIGHUP: reads path again into a new config; when it loads, procs uses its
+ * rules from the next drain on and *cfg (the old rules, which procs
+ * borrowed until now) is released and replaced; when not, nothing changes.
+ * Either way logged and counted. Called between drains on the main thread,
+ * the only one that relabels. */
+static void reload_config(const char *path, pd_ebpf_config *cfg, pd_ebpf_procs *procs)
+{
+    if (!path) {
+        pd_log_info("SIGHUP: no --config.file, nothing to reload", NULL);
+        return;
+    }
+    pd_ebpf_config next = {0};
+    pd_err err = {{0}};
+    if (pd_ebpf_config_load(path, &next, &err) < 0) {
+        char q[600];
+        size_t o = 0;
+        for (const char *c = err.msg; *c && o + 2 < sizeof q; c++)
+            if (*c != '\n')
+                q[o++] = *c == '"' ? '\'' : *c;
+        q[o] = 0;
+        pd_ebpf_config_release(&next);
+        pd_log_error("reload failed, keeping the old configuration", "file=%s err=\"%s\"", path, q);
+        pd_metrics_add("profd_agent_config_reloads_total", "result=\"failure\"", 1);
+        config_loaded(false);
+        return;
+    }
+    pd_ebpf_procs_set_relabel(procs, next.relabel, next.n_relabel);
+    pd_ebpf_config_release(cfg);
+    *cfg = next;
+    pd_log_info("configuration reloaded", "file=%s relabel_rules=%zu", path, cfg->n_relabel);
+    pd_metrics_add("profd_agent_config_reloads_total", "result=\"success\"", 1);
+    config_loaded(true);
 }
 
 static void emit(void *ctx, pd_buf *body, size_t n_profiles)
@@ -257,6 +307,7 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
     sigprocmask(SIG_BLOCK, &sigs, NULL); /* the push thread inherits the mask */
     signal(SIGPIPE, SIG_IGN);
 
@@ -267,6 +318,7 @@ int main(int argc, char **argv)
     pd_ebpf_web *web = NULL;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     pd_ebpf_metrics_init(pc.max_buffer_bytes);
+    config_loaded(true); /* the file at start (or none) loaded: a bad one exits 2 above */
     if (listen && (rc = pd_ebpf_web_start(listen, &web, &err)) < 0) {
         fprintf(stderr, "profd-agent: %s\n", err.msg);
         rc = rc == PD_EINVAL ? 2 : 1;
@@ -296,10 +348,14 @@ int main(int argc, char **argv)
         if (left > 0) {
             struct timespec ts = {left / 1000000000, left % 1000000000};
             int s = sigtimedwait(&sigs, NULL, &ts);
-            if (s == SIGINT || s == SIGTERM)
+            if (s == SIGINT || s == SIGTERM) {
                 last = true;
-            else if (s >= 0 || errno == EINTR)
+            } else if (s == SIGHUP) {
+                reload_config(config_file, &cfg, procs);
                 continue;
+            } else if (s >= 0 || errno == EINTR) {
+                continue;
+            }
         }
         next += interval_ms * 1000000;
         if (next < pd_mono_ns())

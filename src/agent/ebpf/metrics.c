@@ -21,6 +21,9 @@
  *   profd_agent_dropped_bytes_total{reason}   bytes of requests dropped (buffer_full, refused)
  *   profd_agent_buffer_bytes / _requests      what waits to be pushed
  *   profd_agent_buffer_max_bytes              --buffer.max-bytes
+ *   profd_agent_config_reloads_total{result}  SIGHUP reloads of --config.file: success, failure
+ *   profd_agent_config_last_reload_successful 1 when the last (re)load worked, else 0
+ *   profd_agent_config_last_reload_success_timestamp_seconds  when it last worked
  */
 #include "agent/ebpf/ebpf_int.h"
 
@@ -71,11 +74,19 @@ void pd_ebpf_metrics_init(size_t buffer_max_bytes)
          "Bytes of push requests waiting to be delivered."},
         {"profd_agent_buffer_requests", PD_METRIC_GAUGE, "Push requests waiting to be delivered."},
         {"profd_agent_buffer_max_bytes", PD_METRIC_GAUGE, "--buffer.max-bytes."},
+        {"profd_agent_config_reloads_total", PD_METRIC_COUNTER,
+         "Reloads of --config.file on SIGHUP, by result (success, failure: the old rules "
+         "stay)."},
+        {"profd_agent_config_last_reload_successful", PD_METRIC_GAUGE,
+         "1 when the last load of --config.file (at start or on SIGHUP) worked, else 0."},
+        {"profd_agent_config_last_reload_success_timestamp_seconds", PD_METRIC_GAUGE,
+         "Unix time of the last load of --config.file that worked."},
     };
     for (size_t i = 0; i < sizeof fam / sizeof *fam; i++) {
         pd_metrics_describe(fam[i].name, fam[i].kind, fam[i].help);
         if (strcmp(fam[i].name, "profd_agent_profiles_dropped_total") &&
-            strcmp(fam[i].name, "profd_agent_dropped_bytes_total"))
+            strcmp(fam[i].name, "profd_agent_dropped_bytes_total") &&
+            strcmp(fam[i].name, "profd_agent_config_reloads_total"))
             pd_metrics_add(fam[i].name, NULL, 0);
     }
     char lbl[64];
@@ -85,6 +96,8 @@ void pd_ebpf_metrics_init(size_t buffer_max_bytes)
         if (i == 1 || i == 2)
             pd_metrics_add("profd_agent_dropped_bytes_total", lbl, 0);
     }
+    pd_metrics_add("profd_agent_config_reloads_total", "result=\"success\"", 0);
+    pd_metrics_add("profd_agent_config_reloads_total", "result=\"failure\"", 0);
     pd_metrics_set("profd_agent_buffer_max_bytes", NULL, (double)buffer_max_bytes);
 }
 

@@ -29,6 +29,32 @@ __attribute__((noinline)) int pd_test_marker_fn(int x)
 
 static char exe[PATH_MAX];
 
+/* An inlined function whose code's address the test knows: the address of
+ * an instruction of the inlined body (the asm's own, so its line is the
+ * asm's line), its line, and the line of the call in the caller. */
+#if defined(__x86_64__)
+#define PD_HERE(pc) __asm__ volatile("1: lea 1b(%%rip), %0" : "=r"(pc))
+#elif defined(__aarch64__)
+#define PD_HERE(pc) __asm__ volatile("1: adr %0, 1b" : "=r"(pc))
+#endif
+static uintptr_t inline_pc;
+static int inline_line, call_line;
+
+#ifdef PD_HERE
+static inline __attribute__((always_inline)) int pd_test_inline_inner(int x)
+{
+    uintptr_t pc;
+    PD_HERE(pc); inline_line = __LINE__; /* clang-format off */
+    inline_pc = pc;
+    return x * 3;
+}
+
+__attribute__((noinline)) int pd_test_inline_outer(int x)
+{
+    call_line = __LINE__; return pd_test_inline_inner(x) + 1; /* one line: the call's */
+}
+#endif
+
 /* the executable mapping of this binary holding pd_test_marker_fn */
 static void self_map(uint64_t *start, uint64_t *end, uint64_t *off)
 {
@@ -139,6 +165,82 @@ static void test_profile_named(void **state)
     char cmd[PATH_MAX + 16];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* An address in code inlined into its caller: two lines, innermost first
+ * (profile.proto: the last is the caller the others were inlined into),
+ * the inner one by its DWARF name at the address's line, the caller by the
+ * symbol table's name at the line of the call (DW_AT_call_line). */
+static void test_profile_inlined(void **state)
+{
+    (void)state;
+#ifndef PD_HERE
+    skip();
+#else
+    assert_int_equal(pd_test_inline_outer(2), 7);
+    assert_true(inline_pc != 0);
+    char dir[PATH_MAX];
+    pd_symbolizer *sym = new_sym(dir, sizeof dir);
+    pd_elf_info info;
+    pd_err err = {{0}};
+    PD_ASSERT_OK(pd_elf_read(exe, false, &info, &err), &err);
+    uint64_t start = 0, end = 0, off = 0;
+    self_map(&start, &end, &off);
+    assert_true(inline_pc >= start && inline_pc < end);
+
+    pd_profile_builder *b;
+    PD_ASSERT_OK(pd_profile_builder_new(NULL, &b), &err);
+    assert_true(pd_profile_builder_sample_type(b, "samples", "count", &err) >= 0);
+    pd_pprof_mapping m1 = {.memory_start = start, .memory_limit = end, .file_offset = off};
+    uint64_t mid1, l1, l2;
+    PD_ASSERT_OK(pd_profile_builder_mapping(b, &m1, exe, info.build_id, &mid1, &err), &err);
+    PD_ASSERT_OK(pd_profile_builder_location(b, mid1, inline_pc, NULL, 0, &l1, &err), &err);
+    PD_ASSERT_OK(pd_profile_builder_location(b, mid1, (uint64_t)(uintptr_t)&pd_test_marker_fn + 2,
+                                             NULL, 0, &l2, &err), &err);
+    uint64_t stack[2] = {l1, l2};
+    int64_t v = 3;
+    PD_ASSERT_OK(pd_profile_builder_sample(b, stack, 2, &v, NULL, 0, &err), &err);
+    pd_profile p;
+    PD_ASSERT_OK(pd_profile_builder_finish(b, &p, &err), &err);
+    pd_profile_builder_free(b);
+
+    PD_ASSERT_OK(pd_symbolizer_profile(sym, &p, &err), &err);
+    PD_ASSERT_OK(pd_profile_validate(&p, &err), &err);
+    const pd_pprof_location *a = pd_profile_location(&p, l1);
+    assert_int_equal(a->n_line, 2);
+    const pd_pprof_function *in = pd_profile_function(&p, a->line[0].function_id);
+    const pd_pprof_function *out = pd_profile_function(&p, a->line[1].function_id);
+    assert_string_equal(pd_profile_str(&p, in->name), "pd_test_inline_inner");
+    assert_int_equal(a->line[0].line, inline_line);
+    assert_string_equal(pd_profile_str(&p, out->name), "pd_test_inline_outer");
+    assert_int_equal(a->line[1].line, call_line);
+    const char *f0 = pd_profile_str(&p, in->filename), *f1 = pd_profile_str(&p, out->filename);
+    assert_true(f0[0] == '/' && strstr(f0, "test_symbolize.c"));
+    assert_true(f1[0] == '/' && strstr(f1, "test_symbolize.c"));
+    /* a frame with nothing inlined keeps one line */
+    const pd_pprof_location *c = pd_profile_location(&p, l2);
+    assert_int_equal(c->n_line, 1);
+    assert_string_equal(pd_profile_str(&p, pd_profile_function(&p, c->line[0].function_id)->name),
+                        "pd_test_marker_fn");
+    /* encoded and decoded again (what go tool pprof reads): the same lines */
+    pd_buf enc;
+    pd_buf_init(&enc, 0);
+    assert_int_equal(pd_profile_encode(&p, false, &enc), 0);
+    pd_profile q;
+    PD_ASSERT_OK(pd_profile_decode(&q, (const uint8_t *)enc.data, enc.len, NULL, &err), &err);
+    const pd_pprof_location *qa = pd_profile_location(&q, l1);
+    assert_int_equal(qa->n_line, 2);
+    assert_string_equal(pd_profile_str(&q, pd_profile_function(&q, qa->line[1].function_id)->name),
+                        "pd_test_inline_outer");
+    pd_profile_release(&q);
+    pd_buf_release(&enc);
+    pd_profile_release(&p);
+    pd_elf_info_release(&info);
+    pd_symbolizer_free(sym);
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+#endif
 }
 
 static void test_store_checks(void **state)
@@ -377,6 +479,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_elf_self),
         cmocka_unit_test(test_profile_named),
+        cmocka_unit_test(test_profile_inlined),
         cmocka_unit_test(test_store_checks),
         cmocka_unit_test(test_fetch_outside_lock),
     };
