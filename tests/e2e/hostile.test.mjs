@@ -221,9 +221,11 @@ test('slowloris, idle connections, 1 byte/s bodies and catastrophic regexes: hea
   const idle1 = await metric('profd_http_cut_off_total', 'reason="idle"');
   const slow1 = await metric('profd_http_cut_off_total', 'reason="read_timeout"');
   console.log(`cut off: idle ${idle1 - idle0}, read_timeout ${slow1 - slow0}`);
-  // slowloris and slow bodies sent a request line: read_timeout (a slowloris
-  // whose request line the server had not parsed yet counts as idle)
-  assert.ok(slow1 - slow0 >= 20, `read_timeout cut-offs ${slow1 - slow0} (want >= 20)`);
+  // Every attacker is cut off and counted. Which reason each gets depends on
+  // whether the server had parsed its request head by then (read_timeout)
+  // or not yet (idle), and with 2,220 sockets at once on a busy machine a
+  // slow body may still be unparsed (CI: 19 of 20): the reason is checked
+  // on one slow body alone below.
   assert.ok(idle1 - idle0 + slow1 - slow0 >= 2220, `cut-offs ${idle1 - idle0} + ${slow1 - slow0} (want >= 2,220)`);
   const rss1 = rssBytes();
   console.log(`RSS ${(rss0 / 1048576).toFixed(1)} -> ${(rss1 / 1048576).toFixed(1)} MiB`);
@@ -231,6 +233,20 @@ test('slowloris, idle connections, 1 byte/s bodies and catastrophic regexes: hea
   // nothing the slow bodies sent was stored
   const r = await request('GET', '/api/0/profiles?service=slow&type=heap&from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z');
   assert.ok(!/"service":"slow"/.test(r.body), r.body.slice(0, 300));
+});
+
+test('a request whose body stops coming is cut off as read_timeout, not stored', { timeout: 180000 }, async () => {
+  const slow0 = await metric('profd_http_cut_off_total', 'reason="read_timeout"');
+  const s = rawSocket();
+  await s.connected;
+  s.write(`POST /api/0/profiles?service=stalled&type=heap HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+    `Content-Type: application/octet-stream\r\nContent-Length: ${HEAP.length}\r\n\r\n`);
+  s.write(HEAP.subarray(0, 100));
+  await waitFor('the stalled request to be cut off', () => s.closedAt !== null, 180000, 200);
+  s.sock.destroy();
+  assert.equal(await metric('profd_http_cut_off_total', 'reason="read_timeout"'), slow0 + 1);
+  const r = await request('GET', '/api/0/profiles?service=stalled&type=heap&from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z');
+  assert.ok(!/"service":"stalled"/.test(r.body), r.body.slice(0, 300));
 });
 
 test('2,000 requests with 5,000 query arguments: 400 each, RSS flat', { timeout: 180000 }, async () => {
