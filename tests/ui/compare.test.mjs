@@ -618,6 +618,8 @@ test('two selectors: the timeline draws A\'s and B\'s own line, each side\'s ran
   await p2.waitForFunction(() => { const t = document.getElementById('timeline').timeline; return t && t.lines && t.lines.length === 2; });
   const dark = await p2.evaluate(() => document.getElementById('timeline').timeline.lines.map((l) => l.color));
   t.diagnostic('dark colours ' + dark.join(', ') + ' light ' + before.lines.map((l) => l.color).join(', '));
+  assert.notDeepEqual(dark, before.lines.map((l) => l.color), 'the dark theme\'s own A and B colours');
+  assert.notEqual(dark[0], dark[1]);
   await shot(t, 'two-selectors-timeline-dark', p2);
   await p2.close();
   // leaving the comparison: the query's own series again

@@ -592,7 +592,7 @@ import { closeSource, openSource } from './source.js';
     let unit = '';
     let npts = 0;
     const drawn = [];
-    if (sidesOn()) { drawSides(box, legend, type, from, to, W, H); return; }
+    if (sidesOn()) { drawSideLines(box, legend, type, from, to, W, H); return; }
     series.forEach((s, i) => {
       const key = exactSelector(s.labels);
       const idx = (s.sample_types || []).findIndex((st) => st.type === type);
@@ -668,7 +668,7 @@ import { closeSource, openSource } from './source.js';
     const ts = [...acc.keys()].sort((a, b) => a - b);
     return { ts, vs: ts.map((t) => acc.get(t)), unit, nser };
   }
-  function drawSides(box, legend, type, from, to, W, H) {
+  function drawSideLines(box, legend, type, from, to, W, H) {
     const css = getComputedStyle(document.documentElement);
     const drawn = ['a', 'b'].map((k, i) => {
       const l = sideLine(k, type), sel = k === 'a' ? qA() : qB();
@@ -1014,7 +1014,8 @@ import { closeSource, openSource } from './source.js';
     // each side's selector (issue 31), kept while one is being typed
     $('cmp-bar').hidden = !state.cmp;
     if (!$('cmp-bar').contains(document.activeElement)) { $('cmp-qa').value = qA(); $('cmp-qb').value = qB(); }
-    $('timeline-hint').textContent = state.cmp ?
+    $('timeline-hint').textContent = sidesOn() ?
+      'Compare two selectors, a line each: drag along a side\'s line (or click one of its points) to choose that side\'s range.' : state.cmp ?
       'Compare: drag across the timeline (or click a point) to choose A, the base, then again for B. Frames that grew from A to B are red, those that shrank green.' :
       'Click a point to open that profile. Drag across the timeline, or shift-click two points, to merge every profile in between. Alt+drag zooms into a window.';
   }
