@@ -276,7 +276,8 @@ static void put_flamebearer(const pd_profile *p, const pd_report_options *ro, co
     metric[n] = 0;
     pd_err err = {{0}};
     pd_buf_reset(&resp->body);
-    int rc = pd__flamebearer_report(p, ro->sample_index, ro->max_nodes, ro->diff, metric, &resp->body, &err);
+    int rc = pd__flamebearer_report(p, ro->sample_index, ro->max_nodes, ro->diff, metric,
+                                    &resp->body, &err);
     if (rc < 0) {
         reply_error(resp, status_of(rc), "%s", err.msg[0] ? err.msg : pd_strerror(rc));
         return;
@@ -644,8 +645,8 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     const char *report = arg_any(req, "report", NULL);
     if (!report)
         report = "proto";
-    static const char *const reports[] = {"proto", "top", "flamegraph", "folded", "meta",
-                                          "callgraph", "view", "flamebearer"};
+    static const char *const reports[] = {"proto", "top",       "flamegraph", "folded",
+                                          "meta",  "callgraph", "view",       "flamebearer"};
     bool known = false;
     for (size_t i = 0; i < sizeof reports / sizeof *reports; i++)
         known = known || strcmp(report, reports[i]) == 0;

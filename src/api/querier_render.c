@@ -106,8 +106,9 @@ int pd__flamebearer_put(pd_buf *b, const pd__levels *lv, bool diff, const char *
     int rc = 0;
     W(pd_buf_puts(b, "{\"version\":1,\"flamebearer\":{"));
     W(put_levels(b, lv));
-    W(pd_buf_printf(b, "},\"metadata\":{\"format\":\"%s\",\"spyName\":\"\",\"sampleRate\":%d,"
-                       "\"units\":\"%s\",\"name\":",
+    W(pd_buf_printf(b,
+                    "},\"metadata\":{\"format\":\"%s\",\"spyName\":\"\",\"sampleRate\":%d,"
+                    "\"units\":\"%s\",\"name\":",
                     diff ? "double" : "single", rate_of(name), units_of(name)));
     W(pd_buf_put_json_string(b, name, strlen(name)));
     W(pd_buf_putc(b, '}'));
@@ -126,10 +127,12 @@ int pd__flamebearer_report(const pd_profile *p, size_t type_idx, size_t max_node
     int rc = pd__levels_build(p, type_idx, max_nodes, diff, &a, &lv, err);
     if (rc == 0) {
         char name[512];
-        const pd_pprof_value_type *st = type_idx < p->n_sample_type ? &p->sample_type[type_idx] : NULL;
-        snprintf(name, sizeof name, "%.120s:%.120s:%.60s:%.120s:%.60s", metric && *metric ? metric : "profile",
-                 st ? pd_profile_str(p, st->type) : "", st ? pd_profile_str(p, st->unit) : "",
-                 pd_profile_str(p, p->period_type.type), pd_profile_str(p, p->period_type.unit));
+        const pd_pprof_value_type *st =
+            type_idx < p->n_sample_type ? &p->sample_type[type_idx] : NULL;
+        snprintf(name, sizeof name, "%.120s:%.120s:%.60s:%.120s:%.60s",
+                 metric && *metric ? metric : "profile", st ? pd_profile_str(p, st->type) : "",
+                 st ? pd_profile_str(p, st->unit) : "", pd_profile_str(p, p->period_type.type),
+                 pd_profile_str(p, p->period_type.unit));
         rc = pd__flamebearer_put(out, &lv, diff, name);
         W(pd_buf_puts(out, ",\"timeline\":null}"));
         if (rc < 0)
