@@ -13,6 +13,12 @@
 //    type once; allocs (scraped from a real Go process) opens on alloc_space
 //  - a 121,871-node flame graph says "21,871 nodes trimmed (max 100,000)",
 //    and the max is a setting; every panel says when it is loading; exports
+//  - export as flamebearer JSON (Pyroscope's format): a merge ("single") and
+//    a comparison ("double") read as Pyroscope's reader reads them, totals
+//    equal to `go tool pprof -raw` of the view's pprof
+//  - two selectors: the timeline draws a line per side (each equal to the
+//    API's query_range of its selector, painted in its side's colour), a
+//    drag on a side's line chooses that side's range; the URL reloads it
 //
 // The profiles are real: tests/ui/diffapp (a Go program whose heap profile
 // has main.foo/bar/baz allocating known sizes, MemProfileRate 1) written by
