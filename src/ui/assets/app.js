@@ -859,7 +859,7 @@ import { closeSource, openSource } from './source.js';
 
   $('timeline').addEventListener('mousemove', (e) => {
     if (tl.drag && tl.drag.moved) return;
-    if (state.chart && chart.buckets && tl.svg) { // stacked or sum: the bucket under the mouse
+    if (state.chart && chart.buckets && tl.svg && !sidesOn()) { // stacked or sum: the bucket under the mouse
       const t = tl.inv(svgX(e)), bm = chart.buckets, b = Math.floor((t - bm.starts[0]) / bm.step);
       const top = chart.stack && chart.stack.length ? chart.stack[chart.stack.length - 1][b] : null;
       if (b < 0 || b >= bm.starts.length || top === null || top === undefined) { hideTip(); return; }
@@ -880,7 +880,7 @@ import { closeSource, openSource } from './source.js';
   $('timeline').addEventListener('mouseleave', () => { if (!tl.drag) hideTip(); if (tl.hoverEl) tl.hoverEl.setAttribute('cx', -99); });
   $('timeline').addEventListener('click', (e) => {
     if (tl.justDragged) return;
-    if (state.chart && chart.buckets && tl.svg) { // stacked or sum: a click merges the bucket's profiles
+    if (state.chart && chart.buckets && tl.svg && !sidesOn()) { // stacked or sum: a click merges the bucket's profiles
       const bm = chart.buckets, b = Math.floor((tl.inv(svgX(e)) - bm.starts[0]) / bm.step);
       if (b < 0 || b >= bm.starts.length) return;
       const r = dragRange(tl.x(bm.starts[b]), tl.x(bm.starts[b] + bm.step) - 0.01);
