@@ -68,6 +68,37 @@ static int put_view(const pd_profile *p, const pd_report_options *o, size_t fg_n
     return rc;
 }
 
+/* report=flamebearer: Pyroscope's FlamebearerProfile JSON of p (what its UI
+ * exports and imports; querier_int.h pd__flamebearer_report), bare (no
+ * envelope, as proto and folded), named after sel's metric name (the
+ * leading name of a selector, e.g. heap of heap{job="api"}). */
+static void put_flamebearer(const pd_profile *p, const pd_report_options *ro, const char *sel,
+                            pd_http_response *resp)
+{
+    char metric[128] = "";
+    size_t n = 0;
+    while (sel && (*sel == ' ' || *sel == '\t'))
+        sel++;
+    while (sel && n + 1 < sizeof metric &&
+           ((sel[n] >= 'a' && sel[n] <= 'z') || (sel[n] >= 'A' && sel[n] <= 'Z') || sel[n] == '_' ||
+            sel[n] == ':' || (n && sel[n] >= '0' && sel[n] <= '9')))
+        n++;
+    if (sel)
+        memcpy(metric, sel, n);
+    metric[n] = 0;
+    pd_err err = {{0}};
+    pd_buf_reset(&resp->body);
+    int rc = pd__flamebearer_report(p, ro->sample_index, ro->max_nodes, ro->diff, metric,
+                                    &resp->body, &err);
+    if (rc < 0) {
+        pd__api_reply_error(resp, pd__api_status_of(rc), "%s",
+                            err.msg[0] ? err.msg : pd_strerror(rc));
+        return;
+    }
+    resp->status = 200;
+    resp->content_type = "application/json";
+}
+
 /* report=top's sort=flat|cum|name, order=asc|desc and filter=TEXT into o.
  * 0, or replies 400 naming the parameter and returns -1. */
 static int top_params(const pd_http_request *req, pd_http_response *resp, pd_report_options *o)
@@ -434,14 +465,14 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
     if (!report)
         report = "proto";
     static const char *const reports[] = {"proto", "top",       "flamegraph", "folded",
-                                          "meta",  "callgraph", "view"};
+                                          "meta",  "callgraph", "view",       "flamebearer"};
     bool known = false;
     for (size_t i = 0; i < sizeof reports / sizeof *reports; i++)
         known = known || strcmp(report, reports[i]) == 0;
     if (!known) {
         pd__api_reply_error(resp, 400,
                             "invalid parameter \"report\": \"%.64s\" is not one of proto, top, "
-                            "flamegraph, folded, meta, callgraph, view",
+                            "flamegraph, folded, meta, callgraph, view, flamebearer",
                             report);
         return;
     }
@@ -505,6 +536,11 @@ static void h_query_many(pd_api *api, const pd_http_request *req, pd_http_respon
         render_callgraph(&p, &ro, resp);
         goto out;
     }
+    if (strcmp(report, "flamebearer") == 0) {
+        const char *sel = pd__api_arg_any(req, diff ? "query_b" : "query", diff ? "query" : NULL);
+        put_flamebearer(&p, &ro, sel, resp);
+        goto out;
+    }
     rc = pd__api_begin_success(resp);
     if (rc == 0) {
         if (strcmp(report, "top") == 0)
@@ -539,10 +575,10 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
     if (!report)
         report = "proto";
     if (strcmp(report, "proto") && strcmp(report, "top") && strcmp(report, "flamegraph") &&
-        strcmp(report, "meta") && strcmp(report, "view")) {
+        strcmp(report, "meta") && strcmp(report, "view") && strcmp(report, "flamebearer")) {
         pd__api_reply_error(resp, 400,
                             "invalid parameter \"report\": \"%.64s\" is not one of proto, top, "
-                            "flamegraph, meta, view",
+                            "flamegraph, meta, view, flamebearer",
                             report);
         return;
     }
@@ -612,6 +648,10 @@ static void h_query(pd_api *api, const pd_http_request *req, pd_http_response *r
     pd_report_options ro = {.sample_index = si, .max_nodes = limit};
     if ((!strcmp(report, "top") || !strcmp(report, "view")) && top_params(req, resp, &ro) < 0)
         goto out;
+    if (strcmp(report, "flamebearer") == 0) {
+        put_flamebearer(&p, &ro, pd_labels_get(&ls, "__name__"), resp);
+        goto out;
+    }
     rc = pd__api_begin_success(resp);
     if (rc == 0) {
         if (strcmp(report, "top") == 0)

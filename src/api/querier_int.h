@@ -160,6 +160,27 @@ typedef struct pd__levels {
 int pd__levels_build(const pd_profile *p, size_t type_idx, size_t max_nodes, bool diff,
                      pd_arena *a, pd__levels *out /* OUT */, pd_err *err);
 
+/* Writes Pyroscope's FlamebearerProfile of lv (pkg/og/structs/flamebearer
+ * FlamebearerProfileV1: what /render answers and what Pyroscope's UI exports
+ * and imports as .json) into b, without its "timeline" member and closing
+ * brace, which the caller writes:
+ *   {"version":1,"flamebearer":{"names":[..],"levels":[[..]],"numTicks":N,
+ *    "maxSelf":N},"metadata":{"format":"single"|"double","spyName":"",
+ *    "sampleRate":R,"units":U,"name":NAME}[,"leftTicks":L,"rightTicks":R]
+ * Levels as pd__levels (x offsets delta-encoded, as upstream's reader
+ * flamebearerV1ToTree decodes them); R and U from NAME, a five-part profile
+ * type ID (querier_render.c says how). Errors: PD_ENOMEM, PD_ETOOBIG (b's cap). */
+int pd__flamebearer_put(pd_buf *b, const pd__levels *lv, bool diff, const char *name);
+
+/* The whole FlamebearerProfile of p's sample type_idx (at most max_nodes
+ * nodes, 0 = all; diff: p is a pd_query_diff profile, "double" format with
+ * leftTicks = the base's total, rightTicks = the new one's), "timeline":null,
+ * named metric:type:unit:period_type:period_unit from p (metric NULL or "":
+ * "profile"): /api/v1/query's report=flamebearer, the UI's export. Errors as
+ * pd__levels_build and pd__flamebearer_put, with a message in err. */
+int pd__flamebearer_report(const pd_profile *p, size_t type_idx, size_t max_nodes, bool diff,
+                           const char *metric, pd_buf *out, pd_err *err);
+
 /* Pyroscope's types.v1.StackTraceSelector, decoded (borrowed strings). */
 typedef struct pd__stack_selector {
     const char *const *call_site; /* function names, root first */

@@ -24,6 +24,10 @@
  *     the same with "format":"double", levels of 7, "leftTicks",
  *     "rightTicks".
  *
+ * The same writer (pd__flamebearer_put) answers /api/v1/query's
+ * report=flamebearer (pd__flamebearer_report: the UI's "Flamebearer JSON"
+ * export of any view, "timeline":null).
+ *
  * R is 1e9 for a nanoseconds type (values are time), else 100; U is
  * samples, bytes, objects, goroutines or lock_nanoseconds by the type.
  * PTID is a five-part profile type ID (querier_int.h); `name=` is accepted
@@ -74,22 +78,68 @@ static int rate_of(const char *ptid)
     return strstr(ptid, ":nanoseconds:") ? 1000000000 : 100;
 }
 
-static void put_levels(pd_buf *b, const pd__levels *lv)
+/* Keeps the first error of a sequence of pd_buf writes in rc (0 while all went well). */
+#define W(call) (rc = rc < 0 ? rc : (call))
+
+static int put_levels(pd_buf *b, const pd__levels *lv)
 {
-    pd_buf_puts(b, "\"names\":[");
-    for (size_t i = 0; i < lv->n_names; i++) {
+    int rc = 0;
+    W(pd_buf_puts(b, "\"names\":["));
+    for (size_t i = 0; i < lv->n_names && rc == 0; i++) {
         if (i)
-            pd_buf_putc(b, ',');
-        pd_buf_put_json_string(b, lv->names[i], strlen(lv->names[i]));
+            W(pd_buf_putc(b, ','));
+        W(pd_buf_put_json_string(b, lv->names[i], strlen(lv->names[i])));
     }
-    pd_buf_puts(b, "],\"levels\":[");
-    for (size_t l = 0; l < lv->n_levels; l++) {
-        pd_buf_puts(b, l ? ",[" : "[");
-        for (size_t i = 0; i < lv->level_len[l]; i++)
-            pd_buf_printf(b, "%s%" PRId64, i ? "," : "", lv->levels[l][i]);
-        pd_buf_putc(b, ']');
+    W(pd_buf_puts(b, "],\"levels\":["));
+    for (size_t l = 0; l < lv->n_levels && rc == 0; l++) {
+        W(pd_buf_puts(b, l ? ",[" : "["));
+        for (size_t i = 0; i < lv->level_len[l] && rc == 0; i++)
+            W(pd_buf_printf(b, "%s%" PRId64, i ? "," : "", lv->levels[l][i]));
+        W(pd_buf_putc(b, ']'));
     }
-    pd_buf_printf(b, "],\"numTicks\":%" PRId64 ",\"maxSelf\":%" PRId64, lv->total, lv->max_self);
+    W(pd_buf_printf(b, "],\"numTicks\":%" PRId64 ",\"maxSelf\":%" PRId64, lv->total, lv->max_self));
+    return rc;
+}
+
+int pd__flamebearer_put(pd_buf *b, const pd__levels *lv, bool diff, const char *name)
+{
+    int rc = 0;
+    W(pd_buf_puts(b, "{\"version\":1,\"flamebearer\":{"));
+    W(put_levels(b, lv));
+    W(pd_buf_printf(b,
+                    "},\"metadata\":{\"format\":\"%s\",\"spyName\":\"\",\"sampleRate\":%d,"
+                    "\"units\":\"%s\",\"name\":",
+                    diff ? "double" : "single", rate_of(name), units_of(name)));
+    W(pd_buf_put_json_string(b, name, strlen(name)));
+    W(pd_buf_putc(b, '}'));
+    if (diff)
+        W(pd_buf_printf(b, ",\"leftTicks\":%" PRId64 ",\"rightTicks\":%" PRId64, lv->left_ticks,
+                        lv->right_ticks));
+    return rc;
+}
+
+int pd__flamebearer_report(const pd_profile *p, size_t type_idx, size_t max_nodes, bool diff,
+                           const char *metric, pd_buf *out, pd_err *err)
+{
+    pd_arena a;
+    pd_arena_init(&a);
+    pd__levels lv;
+    int rc = pd__levels_build(p, type_idx, max_nodes, diff, &a, &lv, err);
+    if (rc == 0) {
+        char name[512];
+        const pd_pprof_value_type *st =
+            type_idx < p->n_sample_type ? &p->sample_type[type_idx] : NULL;
+        snprintf(name, sizeof name, "%.120s:%.120s:%.60s:%.120s:%.60s",
+                 metric && *metric ? metric : "profile", st ? pd_profile_str(p, st->type) : "",
+                 st ? pd_profile_str(p, st->unit) : "", pd_profile_str(p, p->period_type.type),
+                 pd_profile_str(p, p->period_type.unit));
+        rc = pd__flamebearer_put(out, &lv, diff, name);
+        W(pd_buf_puts(out, ",\"timeline\":null}"));
+        if (rc < 0)
+            pd_err_set(err, rc, "flamebearer: %s", pd_strerror(rc));
+    }
+    pd_arena_release(&a);
+    return rc;
 }
 
 static void bad(pd_http_response *resp, int rc, const pd_err *err)
@@ -262,13 +312,8 @@ const char *pd__querier_render(const pd__querier_env *env, const pd_http_request
         if (!lhave)
             lv = (pd__levels){.names = names, .n_names = 1, .levels = zl, .level_len = zlen, .n_levels = 1};
         pd_buf_reset(b);
-        pd_buf_puts(b, "{\"version\":1,\"flamebearer\":{");
-        put_levels(b, &lv);
-        pd_buf_printf(b, "},\"metadata\":{\"format\":\"single\",\"spyName\":\"\",\"sampleRate\":%d,"
-                         "\"units\":\"%s\",\"name\":",
-                      rate_of(lid), units_of(lid));
-        pd_buf_put_json_string(b, lid, strlen(lid));
-        pd_buf_puts(b, "},\"timeline\":");
+        pd__flamebearer_put(b, &lv, false, lid);
+        pd_buf_puts(b, ",\"timeline\":");
         if (put_timeline(b, &ls, tf, tu, agg && !strcmp(agg, "avg")) < 0) {
             pd_err_set(&err, PD_ENOMEM, "out of memory");
             bad(resp, PD_ENOMEM, &err);
@@ -307,14 +352,8 @@ const char *pd__querier_render(const pd__querier_env *env, const pd_http_request
             goto out;
         }
         pd_buf_reset(b);
-        pd_buf_puts(b, "{\"version\":1,\"flamebearer\":{");
-        put_levels(b, &lv);
-        pd_buf_printf(b, "},\"metadata\":{\"format\":\"double\",\"spyName\":\"\",\"sampleRate\":%d,"
-                         "\"units\":\"%s\",\"name\":",
-                      rate_of(rid), units_of(rid));
-        pd_buf_put_json_string(b, rid, strlen(rid));
-        pd_buf_printf(b, "},\"leftTicks\":%" PRId64 ",\"rightTicks\":%" PRId64 ",\"timeline\":null}",
-                      lv.left_ticks, lv.right_ticks);
+        pd__flamebearer_put(b, &lv, true, rid);
+        pd_buf_puts(b, ",\"timeline\":null}");
     }
     resp->status = 200;
     resp->content_type = "application/json";

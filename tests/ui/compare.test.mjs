@@ -13,6 +13,12 @@
 //    type once; allocs (scraped from a real Go process) opens on alloc_space
 //  - a 121,871-node flame graph says "21,871 nodes trimmed (max 100,000)",
 //    and the max is a setting; every panel says when it is loading; exports
+//  - export as flamebearer JSON (Pyroscope's format): a merge ("single") and
+//    a comparison ("double") read as Pyroscope's reader reads them, totals
+//    equal to `go tool pprof -raw` of the view's pprof
+//  - two selectors: the timeline draws a line per side (each equal to the
+//    API's query_range of its selector, painted in its side's colour), a
+//    drag on a side's line chooses that side's range; the URL reloads it
 //
 // The profiles are real: tests/ui/diffapp (a Go program whose heap profile
 // has main.foo/bar/baz allocating known sizes, MemProfileRate 1) written by
@@ -100,6 +106,9 @@ before(async () => {
   for (const t of bTimes) await push(profd.base, B, { service: 'diffsvc', type: 'heap', created_at: t });
   for (const [i, t] of aTimes.slice(0, 2).entries()) await push(profd.base, A, { service: 'envsvc', type: 'heap', labels: 'env=a', instance_id: 'a-' + i, created_at: t });
   for (const [i, t] of aTimes.slice(0, 2).entries()) await push(profd.base, B, { service: 'envsvc', type: 'heap', labels: 'env=b', instance_id: 'b-' + i, created_at: t });
+  // two label sets apart in time, for the timeline of two selectors: env=a at A's 4 times, env=b at B's 3
+  for (const [i, t] of aTimes.entries()) await push(profd.base, A, { service: 'twosvc', type: 'heap', labels: 'env=a', instance_id: 'ta-' + (i % 2), created_at: t });
+  for (const [i, t] of bTimes.entries()) await push(profd.base, B, { service: 'twosvc', type: 'heap', labels: 'env=b', instance_id: 'tb-' + (i % 2), created_at: t });
   await push(profd.base, BIG, { service: 'bigsvc', type: 'heap', created_at: bigTime });
   bigTree = await apiData(profd.base, '/api/v1/query?' + qs({ query: 'heap{service="bigsvc"}', time: String(bigTime / 1000), report: 'flamegraph', nodes: '100000', sample_index: 'inuse_space' }));
   await waitFor('two scrapes of allocs', async () => {
@@ -387,6 +396,241 @@ test('every panel says when it is loading', { timeout: 180000 }, async (t) => {
   await page.waitForSelector('#timeline-panel:not(.loading)[aria-busy="false"]');
   await page.unroute('**/api/v1/query_range**');
   await page.unroute('**/api/v1/profile_types**');
+});
+
+// The sum of sample type `type` over every sample of a pprof file, as
+// `go tool pprof -raw` (Debian's Go) lists them.
+async function pprofTotal(file, type) {
+  const r = await run('go', ['tool', 'pprof', '-raw', file], { env: goEnv(dir) }, 120000);
+  assert.equal(r.code, 0, `go tool pprof -raw ${file}\n${r.stderr}`);
+  const lines = r.stdout.split('\n');
+  const at = lines.indexOf('Samples:');
+  assert.ok(at >= 0, r.stdout.slice(0, 500));
+  const col = lines[at + 1].trim().split(/\s+/).findIndex((h) => h.split('/')[0] === type);
+  assert.ok(col >= 0, `${type} in ${lines[at + 1]}`);
+  let total = 0, n = 0;
+  for (const l of lines.slice(at + 2)) {
+    if (/^\S/.test(l)) break; // "Locations"
+    const m = /^\s*(-?\d+(?:\s+-?\d+)*):/.exec(l);
+    if (m) { total += Number(m[1].trim().split(/\s+/)[col]); n++; }
+  }
+  assert.ok(n > 0, 'samples listed');
+  return total;
+}
+
+// Reads a flamebearer profile as Pyroscope's reader does (pkg/og/structs/
+// flamebearer: Validate, then the delta-encoded x offsets decoded level by
+// level) and checks that it is a tree: each node inside one node of the level
+// above, children within their parent's total, total = self + children.
+// Returns {nodes: [{name, total, self, level}]} (single format: the total of
+// each; double: left + right).
+function readFlamebearer(fb) {
+  assert.equal(fb.version, 1);
+  for (const k of Object.keys(fb)) assert.ok(['version', 'flamebearer', 'metadata', 'timeline', 'leftTicks', 'rightTicks', 'groups', 'heatmap'].includes(k), 'unknown member ' + k);
+  const { names, levels, numTicks, maxSelf } = fb.flamebearer;
+  const md = fb.metadata;
+  assert.ok(['single', 'double'].includes(md.format), md.format);
+  assert.equal(typeof md.spyName, 'string');
+  assert.ok(Number.isInteger(md.sampleRate) && md.sampleRate > 0, 'sampleRate');
+  assert.ok(['samples', 'objects', 'goroutines', 'bytes', 'lock_samples', 'lock_nanoseconds', 'trace_samples', 'exceptions', 'nanoseconds'].includes(md.units), md.units);
+  assert.equal(typeof md.name, 'string');
+  const step = md.format === 'single' ? 4 : 7, sides = md.format === 'single' ? [0] : [0, 3];
+  assert.ok(Array.isArray(names) && names.length > 0 && names.every((n) => typeof n === 'string' && n.length > 0), 'names');
+  assert.ok(Array.isArray(levels) && levels.length > 0, 'levels');
+  const nodes = [];
+  let prev = null, selfSum = [0, 0], mx = 0;
+  levels.forEach((lv, li) => {
+    assert.ok(lv.length % step === 0 && lv.every(Number.isInteger), `level ${li}: groups of ${step} integers`);
+    const dec = lv.slice();
+    for (const o of sides) { let end = 0; for (let j = o; j < dec.length; j += step) { dec[j] += end; end = dec[j] + dec[j + 1]; } }
+    const cur = [];
+    for (let j = 0; j < dec.length; j += step) {
+      const ni = dec[j + step - 1];
+      assert.ok(ni >= 0 && ni < names.length, `name index ${ni}`);
+      const node = { name: names[ni], level: li, x: sides.map((o) => dec[j + o]), tot: sides.map((o) => dec[j + o + 1]), self: sides.map((o) => dec[j + o + 2]), kids: sides.map(() => 0) };
+      sides.forEach((_, si) => { selfSum[si] += node.self[si]; mx = Math.max(mx, node.self[si]); });
+      if (prev) {
+        // its parent: the node of the level above whose span holds it (on a side where it has a value)
+        const si = node.tot[0] > 0 || sides.length === 1 ? 0 : 1;
+        const par = prev.find((p) => p.x[si] <= node.x[si] && node.x[si] + node.tot[si] <= p.x[si] + p.tot[si] && p.tot[si] > 0);
+        assert.ok(par, `level ${li} ${node.name}: inside a node of level ${li - 1}`);
+        sides.forEach((_, k) => { par.kids[k] += node.tot[k]; });
+      }
+      cur.push(node);
+      nodes.push(node);
+    }
+    prev = cur;
+  });
+  for (const n of nodes) sides.forEach((_, k) => assert.equal(n.self[k] + n.kids[k], n.tot[k], `${n.name}: total = self + children`));
+  const total = md.format === 'single' ? selfSum[0] : selfSum[0] + selfSum[1];
+  assert.equal(numTicks, total, 'numTicks is the sum of self values');
+  assert.equal(maxSelf, mx, 'maxSelf');
+  if (md.format === 'double') { assert.equal(fb.leftTicks, selfSum[0]); assert.equal(fb.rightTicks, selfSum[1]); }
+  return { nodes: nodes.map((n) => ({ name: n.name, level: n.level, total: n.tot.reduce((a, b) => a + b, 0) })) };
+}
+
+test('export as flamebearer JSON: the merged view and the comparison, in the shape Pyroscope exports and reads', { timeout: 240000 }, async (t) => {
+  // a merge of A's 4 profiles
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="diffsvc"}', from: iso(now - 45 * MIN), to: iso(now - 5 * MIN), sel: aTimes[0] + '-' + aTimes[3] }));
+  await waitFrame(page, 'main.foo');
+  assert.equal(await page.textContent('#export-flamebearer'), 'Flamebearer JSON');
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#export-flamebearer')]);
+  const file = path.join(dir, 'merge.flamebearer.json');
+  await dl.saveAs(file);
+  assert.match(dl.suggestedFilename(), /\.flamebearer\.json$/);
+  const fb = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const read = readFlamebearer(fb);
+  assert.equal(fb.metadata.format, 'single');
+  assert.equal(fb.metadata.units, 'bytes');
+  assert.match(fb.metadata.name, /^heap:inuse_space:bytes:/);
+  // the same numbers as the view's pprof (the "Download merged pprof" link) read by go tool pprof
+  const proto = await http(profd.base + await page.getAttribute('#download', 'href'));
+  assert.equal(proto.status, 200);
+  fs.writeFileSync(path.join(dir, 'merge.pb.gz'), proto.buf);
+  const total = await pprofTotal(path.join(dir, 'merge.pb.gz'), 'inuse_space');
+  t.diagnostic(`flamebearer numTicks ${fb.flamebearer.numTicks}, go tool pprof -raw inuse_space sum ${total}, ${read.nodes.length} nodes`);
+  assert.equal(fb.flamebearer.numTicks, total);
+  // the top function of the table is in names; main.foo's frame a fifth of the total (5 of 50 MiB)
+  const top = await page.getAttribute('#top-table tbody tr:first-child', 'data-fn');
+  assert.ok(fb.flamebearer.names.includes(top), `top function ${top} in names`);
+  const foo = read.nodes.filter((n) => n.name === 'main.foo').reduce((a, n) => a + n.total, 0);
+  assert.ok(Math.abs(foo / total - 0.1) < 0.01, `main.foo ${foo} of ${total}`);
+
+  // the comparison: Pyroscope's "double" format, leftTicks A's total and rightTicks B's
+  await page.goto(profd.base + diffURL());
+  await waitDiff(page);
+  const [dl2] = await Promise.all([page.waitForEvent('download'), page.click('#export-flamebearer')]);
+  const file2 = path.join(dir, 'diff.flamebearer.json');
+  await dl2.saveAs(file2);
+  const fb2 = JSON.parse(fs.readFileSync(file2, 'utf8'));
+  const read2 = readFlamebearer(fb2);
+  assert.equal(fb2.metadata.format, 'double');
+  const urls = [...(await page.textContent('#pprof-cmd')).matchAll(/'(http[^']+)'/g)].map((m) => m[1]);
+  assert.equal(urls.length, 2, 'the pprof command names A and B');
+  const sideTotal = async (u, name) => {
+    const r = await http(u);
+    assert.equal(r.status, 200);
+    fs.writeFileSync(path.join(dir, name), r.buf);
+    return pprofTotal(path.join(dir, name), 'inuse_space');
+  };
+  const [ta, tb] = [await sideTotal(urls[0], 'a.merge.pb.gz'), await sideTotal(urls[1], 'b.merge.pb.gz')];
+  t.diagnostic(`diff: leftTicks ${fb2.leftTicks} (A by go tool pprof ${ta}), rightTicks ${fb2.rightTicks} (B ${tb})`);
+  assert.equal(fb2.leftTicks, ta);
+  assert.equal(fb2.rightTicks, tb);
+  assert.ok(read2.nodes.some((n) => n.name === 'main.foo'));
+  // a wrong report name is a clear 400 naming it
+  const bad = await http(profd.base + '/api/v1/query?' + qs({ query: 'heap', report: 'flamebearers' }));
+  assert.equal(bad.status, 400);
+  assert.match(bad.text, /flamebearer/);
+});
+
+test('two selectors: the timeline draws A\'s and B\'s own line, each side\'s range chosen on its line; the same from the URL', { timeout: 240000 }, async (t) => {
+  const qa = 'heap{service="twosvc", env="a"}', qb = 'heap{service="twosvc", env="b"}';
+  await page.goto(profd.base + '/?' + qs({ query: 'heap{service="twosvc"}', from: iso(now - 45 * MIN), to: iso(now - 5 * MIN) }));
+  await waitPoints(page, 7);
+  await page.click('#compare');
+  await page.waitForSelector('#cmp-bar:not([hidden])');
+  await page.fill('#cmp-qa', qa);
+  await page.fill('#cmp-qb', qb);
+  await page.click('#cmp-apply');
+  await page.waitForFunction(() => { const t = document.getElementById('timeline').timeline; return t && t.lines && t.lines.length === 2; });
+  await waitPoints(page, 7);
+  const type = await page.inputValue('#sample-type');
+  assert.equal(type, 'inuse_space');
+  // each line: the API's query_range of its selector (the sum over its series at each time)
+  const expected = async (sel) => {
+    const d = await apiData(profd.base, '/api/v1/query_range?' + qs({ query: sel, from: String((now - 45 * MIN) / 1000), to: String((now - 5 * MIN) / 1000) }));
+    const acc = new Map();
+    for (const s of d) {
+      const i = s.sample_types.findIndex((st) => st.type === type);
+      s.timestamps.forEach((ts, j) => acc.set(ts, (acc.get(ts) || 0) + s.totals[j][i]));
+    }
+    const ts = [...acc.keys()].sort((x, y) => x - y);
+    return { series: d.length, ts, vs: ts.map((x) => acc.get(x)) };
+  };
+  const ea = await expected(qa), eb = await expected(qb);
+  assert.deepEqual(ea.ts, aTimes);
+  assert.deepEqual(eb.ts, bTimes);
+  const lines = () => page.evaluate(() => document.getElementById('timeline').timeline.lines);
+  const got = await lines();
+  assert.deepEqual(got.map((l) => [l.side, l.selector]), [['a', qa], ['b', qb]]);
+  assert.deepEqual({ ts: got[0].ts, vs: got[0].vs }, { ts: ea.ts, vs: ea.vs }, 'A\'s line is query_range of query_a');
+  assert.deepEqual({ ts: got[1].ts, vs: got[1].vs }, { ts: eb.ts, vs: eb.vs }, 'B\'s line is query_range of query_b');
+  assert.notEqual(got[0].color, got[1].color, 'A and B in their own colours');
+  // drawn: the canvas holds each side's colour at each of its points (after uPlot's paint)
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  const painted = await page.evaluate(() => {
+    const box = document.getElementById('timeline'), c = box.timeline, cv = box.querySelector('canvas');
+    const br = box.getBoundingClientRect(), cr = cv.getBoundingClientRect(), k = cv.width / cr.width;
+    const g = cv.getContext('2d');
+    const rgb = (css) => { const e = document.createElement('span'); e.style.color = css; document.body.appendChild(e); const m = getComputedStyle(e).color.match(/\d+/g).map(Number); e.remove(); return m; };
+    return c.lines.map((l) => {
+      const want = rgb(l.color);
+      return c.profiles.filter((p) => p.series === (l.side === 'a' ? 0 : 1)).map((p) => {
+        const x = Math.round((br.left + box.clientLeft + p.px - cr.left) * k), y = Math.round((br.top + box.clientTop + p.py - cr.top) * k);
+        const px = g.getImageData(x, y, 1, 1).data;
+        return Math.max(Math.abs(px[0] - want[0]), Math.abs(px[1] - want[1]), Math.abs(px[2] - want[2]));
+      });
+    });
+  });
+  t.diagnostic('colour distance at each point, A: ' + painted[0].join(',') + ' B: ' + painted[1].join(','));
+  assert.equal(painted[0].length, 4);
+  assert.equal(painted[1].length, 3);
+  for (const d of painted.flat()) assert.ok(d <= 40, 'the point is painted in its side\'s colour: ' + painted.join(' | '));
+  // the legend names each selector
+  const legend = await page.evaluate(() => [...document.querySelectorAll('#legend li[data-side]')].map((li) => li.textContent));
+  assert.equal(legend.length, 2);
+  assert.ok(legend[0].startsWith('A (base) ' + qa), legend[0]);
+  assert.ok(legend[1].startsWith('B ' + qb), legend[1]);
+
+  // B's range chosen on B's line, then A's on A's: each side keeps its own
+  const drag = async (side, i0, i1) => {
+    const pts = await page.evaluate((s) => { const box = document.getElementById('timeline'), r = box.getBoundingClientRect();
+      return box.timeline.profiles.filter((p) => p.series === s).map((p) => ({ x: r.left + box.clientLeft + p.px, y: r.top + box.clientTop + p.py })); }, side === 'a' ? 0 : 1);
+    await page.mouse.move(pts[i0].x, pts[i0].y);
+    await page.mouse.down();
+    await page.mouse.move((pts[i0].x + pts[i1].x) / 2, pts[i0].y, { steps: 4 });
+    await page.mouse.move(pts[i1].x + 2, pts[i1].y, { steps: 4 });
+    await page.mouse.up();
+  };
+  await drag('b', 0, 1);
+  await page.waitForFunction((b) => new URLSearchParams(location.search).get('b') === b, bTimes[0] + '-' + bTimes[1]);
+  assert.equal(new URL(page.url()).searchParams.get('a'), null, 'A is still the whole window');
+  await drag('a', 1, 3);
+  await page.waitForFunction((a) => new URLSearchParams(location.search).get('a') === a, aTimes[1] + '-' + aTimes[3]);
+  assert.equal(new URL(page.url()).searchParams.get('b'), bTimes[0] + '-' + bTimes[1], 'B kept its range');
+  await waitDiff(page);
+  const chips = () => page.evaluate(() => [...document.querySelectorAll('#selection .chip')].map((c) => c.textContent));
+  const before = { lines: await lines(), chips: await chips(), legend: await page.evaluate(() => document.getElementById('legend').textContent) };
+  assert.match(before.chips[0], /3 profiles/, 'A: 3 of its profiles');
+  assert.match(before.chips[1], /2 profiles/, 'B: 2 of its profiles');
+  await shot(t, 'two-selectors-timeline');
+
+  // reloaded from the URL: the same lines, legend and ranges
+  const p2 = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  p2.on('pageerror', (e) => pageErrors.push(e.message));
+  p2.on('console', (m) => { if (m.type() === 'error') pageErrors.push('console: ' + m.text()); });
+  await p2.goto(page.url());
+  await p2.waitForFunction(() => { const t = document.getElementById('timeline').timeline; return t && t.lines && t.lines.length === 2; });
+  await waitDiff(p2);
+  const after = { lines: await p2.evaluate(() => document.getElementById('timeline').timeline.lines),
+    chips: await p2.evaluate(() => [...document.querySelectorAll('#selection .chip')].map((c) => c.textContent)),
+    legend: await p2.evaluate(() => document.getElementById('legend').textContent) };
+  assert.deepEqual(after, before, 'the URL gives the same timeline');
+  await shot(t, 'two-selectors-timeline-reloaded', p2);
+  // dark mode: the lines take the dark theme's A and B colours
+  await p2.emulateMedia({ colorScheme: 'dark' });
+  await p2.reload();
+  await p2.waitForFunction(() => { const t = document.getElementById('timeline').timeline; return t && t.lines && t.lines.length === 2; });
+  const dark = await p2.evaluate(() => document.getElementById('timeline').timeline.lines.map((l) => l.color));
+  t.diagnostic('dark colours ' + dark.join(', ') + ' light ' + before.lines.map((l) => l.color).join(', '));
+  assert.notDeepEqual(dark, before.lines.map((l) => l.color), 'the dark theme\'s own A and B colours');
+  assert.notEqual(dark[0], dark[1]);
+  await shot(t, 'two-selectors-timeline-dark', p2);
+  await p2.close();
+  // leaving the comparison: the query's own series again
+  await page.click('#compare');
+  await page.waitForFunction(() => document.querySelectorAll('#legend li[data-side]').length === 0 && document.querySelectorAll('#legend li[data-key]').length === 4);
 });
 
 test('exports: the flame graph as PNG, the view as folded stacks', { timeout: 180000 }, async (t) => {

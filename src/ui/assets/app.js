@@ -36,7 +36,9 @@
  *                window and the same profiles days later)
  *   series=EXACT_SELECTOR  t=MS (the opened profile)
  *   sel=FROM-TO (ms, a merged range)   cmp=1 a=FROM-TO b=FROM-TO (compare)
- *   query_a=SEL query_b=SEL (compare: each side's selector)  diff=abs (a
+ *   query_a=SEL query_b=SEL (compare: each side's selector; the timeline
+ *                then draws a line per side, each side's range chosen on
+ *                its own line)  diff=abs (a
  *                diff of the sums, not of shares of each side's total)
  *   maxnodes=N (the flame graph's most nodes, 0 = all; default 100000)
  *   hide=EXACT_SELECTOR (repeated: legend entries switched off; left out of
@@ -119,6 +121,10 @@ import { closeSource, openSource } from './source.js';
 
   // each side's selector of a comparison (the main one unless set)
   const qA = () => state.qa || state.query, qB = () => state.qb || state.query;
+  // a comparison of two selectors: the timeline draws A's and B's own lines
+  // (ui.sides: each selector's query_range, loaded by run())
+  const twoSel = () => state.cmp && qA() !== qB();
+  const sidesOn = () => twoSel() && !!ui.sides && ui.sides.qa === qA() && ui.sides.qb === qB();
   const isRelative = (v) => /^now/.test(String(v || '').trim());
   const pinned = () => !!state.fromText && !(isRelative(state.fromText) && isRelative(state.toText));
   const iso = (ms) => new Date(ms).toISOString().replace('.000Z', 'Z');
@@ -484,6 +490,16 @@ import { closeSource, openSource } from './source.js';
         '&from=' + (from / 1000).toFixed(3) + '&to=' + (to / 1000).toFixed(3) + (state.raw ? '&delta=false' : ''));
       if (seq !== runSeq) return;
       ui.lastRange = { from, to, series: Array.isArray(data) ? data : [] };
+      // issue 31: two selectors compared: each side's own series, its own line
+      ui.sides = null;
+      if (twoSel()) {
+        const side = (sq) => api('/api/v1/query_range?query=' + encodeURIComponent(sq) +
+          '&from=' + (from / 1000).toFixed(3) + '&to=' + (to / 1000).toFixed(3) + (state.raw ? '&delta=false' : ''));
+        const sa = qA(), sb = qB();
+        const [da, db] = await Promise.all([side(sa), side(sb)]);
+        if (seq !== runSeq) return;
+        ui.sides = { qa: sa, qb: sb, a: Array.isArray(da) ? da : [], b: Array.isArray(db) ? db : [] };
+      }
       if (!state.type) await defaultSampleType();
       if (seq !== runSeq) return;
       showError('');
@@ -576,6 +592,7 @@ import { closeSource, openSource } from './source.js';
     let unit = '';
     let npts = 0;
     const drawn = [];
+    if (sidesOn()) { drawSideLines(box, legend, type, from, to, W, H); return; }
     series.forEach((s, i) => {
       const key = exactSelector(s.labels);
       const idx = (s.sample_types || []).findIndex((st) => st.type === type);
@@ -631,6 +648,63 @@ import { closeSource, openSource } from './source.js';
     }).join('');
     const total = series.reduce((a, s) => a + s.timestamps.length, 0);
     $('timeline-summary').textContent = series.length + ' series, ' + total + ' profiles';
+  }
+
+  // A line per side of a two-selector comparison (issue 31): A's selector in
+  // A's colour, B's in B's (the selection colours), y = the sum of the sample
+  // type over the side's series that have a profile at that time (a legend
+  // entry switched off before stays out). A drag or a click on a side's line
+  // chooses that side's range; the legend names each side's selector.
+  function sideLine(k, type) {
+    const acc = new Map();
+    let unit = '', nser = 0;
+    for (const s of ui.sides[k]) {
+      const idx = (s.sample_types || []).findIndex((st) => st.type === type);
+      if (idx < 0 || ui.hidden.has(exactSelector(s.labels))) continue;
+      unit = unit || s.sample_types[idx].unit;
+      nser++;
+      s.timestamps.forEach((ts, j) => acc.set(ts, (acc.get(ts) || 0) + s.totals[j][idx]));
+    }
+    const ts = [...acc.keys()].sort((a, b) => a - b);
+    return { ts, vs: ts.map((t) => acc.get(t)), unit, nser };
+  }
+  function drawSideLines(box, legend, type, from, to, W, H) {
+    const css = getComputedStyle(document.documentElement);
+    const drawn = ['a', 'b'].map((k, i) => {
+      const l = sideLine(k, type), sel = k === 'a' ? qA() : qB();
+      const color = css.getPropertyValue('--sel-' + k).trim() || COLORS[i];
+      const s = { labels: {}, timestamps: l.ts, totals: l.vs.map((v) => [v]), sample_types: [{ type, unit: l.unit }] };
+      return { s, i, key: '', idx: 0, color, side: k, sel, nser: l.nser, name: (k === 'a' ? 'A (base) · ' : 'B · ') + sel };
+    });
+    const unit = drawn[0].s.sample_types[0].unit || drawn[1].s.sample_types[0].unit;
+    tl.unit = unit;
+    const shown = drawn.filter((d) => d.s.timestamps.length);
+    const why = shown.length ? '' : 'Neither selector has profiles with the sample type "' + esc(type) + '" in the selected range.';
+    const r = chart.draw({
+      from, to, W, H, unit, mode: 'lines',
+      series: shown.map((d) => ({ color: d.color, label: d.name, ts: d.s.timestamps, vs: d.s.totals.map((v) => v[0]) })),
+      yTicks: (max) => valueTicks(max, unit), xTicks: timeTicks, xFmt: fmtTick, empty: why,
+    });
+    tl.x = r.x; tl.y = r.y; tl.inv = r.inv; tl.plot = r.plot;
+    tl.pts = r.points.map((q) => { const d = shown[q.si]; return { px: q.px, py: q.py, ts: d.s.timestamps[q.j], v: d.s.totals[q.j][0], d }; });
+    box.setAttribute('data-points', String(tl.pts.length));
+    // the model for tools and tests: each side's line as drawn
+    chart.lines = drawn.map((d) => ({ side: d.side, selector: d.sel, color: d.color, ts: d.s.timestamps, vs: d.s.totals.map((v) => v[0]) }));
+    chart.profiles = tl.pts.map((p) => ({ ts: p.ts, px: p.px, py: p.py, v: p.v, series: p.d.i }));
+    tl.svg = chart.svg;
+    tl.hoverEl = tl.svg.querySelector('circle.hover');
+    tl.selEl = tl.svg.querySelector('circle.selected');
+    tl.brushEl = tl.svg.querySelector('rect.brush');
+    markSelected();
+    box.dispatchEvent(new CustomEvent('pd:timeline', { detail: { from, to, x: tl.x, plot: tl.plot, series: [] } }));
+    legend.innerHTML = drawn.map((d) => {
+      const n = d.s.timestamps.length, last = n ? fmtValue(d.s.totals[n - 1][0], unit) : '';
+      return '<li data-side="' + d.side + '" class="side side-' + d.side + '" title="' + esc(d.name) + '">' +
+        '<span class="swatch" style="background:' + d.color + '"></span><b>' + (d.side === 'a' ? 'A (base)' : 'B') + '</b> ' + esc(d.sel) +
+        '<span class="muted">' + d.nser + ' series, ' + n + ' point' + (n === 1 ? '' : 's') + (last ? ', last ' + esc(last) : '') + '</span></li>';
+    }).join('');
+    const total = ['a', 'b'].reduce((a, k) => a + ui.sides[k].reduce((x, s) => x + s.timestamps.length, 0), 0);
+    $('timeline-summary').textContent = 'A and B: ' + (ui.sides.a.length + ui.sides.b.length) + ' series, ' + total + ' profiles';
   }
 
   $('legend').addEventListener('click', (e) => {
@@ -711,9 +785,11 @@ import { closeSource, openSource } from './source.js';
     return ui.hidden.has(exactSelector(s.labels)) || (!!state.type && !(s.sample_types || []).some((st) => st.type === state.type));
   }
 
-  function countIn(r) {
+  // side: 'a' or 'b' of a two-selector comparison (that side's series)
+  const seriesOf = (side) => (side && sidesOn() ? ui.sides[side] : ui.lastRange ? ui.lastRange.series : []);
+  function countIn(r, side) {
     let n = 0;
-    for (const s of (ui.lastRange ? ui.lastRange.series : [])) {
+    for (const s of seriesOf(side)) {
       if (leftOut(s)) continue; // not merged
       for (const ts of s.timestamps) if (ts >= r.from && ts <= r.to) n++;
     }
@@ -722,10 +798,10 @@ import { closeSource, openSource } from './source.js';
 
   // The range a drag from pixel x0 to x1 selects: from the first to the last
   // profile inside it (so the range names real profiles), or null.
-  function dragRange(x0, x1) {
+  function dragRange(x0, x1, side) {
     const t0 = tl.inv(Math.min(x0, x1)), t1 = tl.inv(Math.max(x0, x1));
     let lo = Infinity, hi = -Infinity;
-    for (const s of ui.lastRange.series) {
+    for (const s of seriesOf(side)) {
       if (leftOut(s)) continue;
       for (const ts of s.timestamps) if (ts >= t0 && ts <= t1) { lo = Math.min(lo, ts); hi = Math.max(hi, ts); }
     }
@@ -738,7 +814,10 @@ import { closeSource, openSource } from './source.js';
     const x = svgX(e);
     // Alt+drag zooms the window to the dragged time (a zoom brush apart
     // from the merge brush); a plain drag merges
-    tl.drag = { x0: x, x1: x, moved: false, zoom: e.altKey };
+    // two selectors: the drag chooses the range of the side whose line it
+    // starts on (else the side picked in the bar)
+    const near = sidesOn() ? nearest(e) : null;
+    tl.drag = { x0: x, x1: x, moved: false, zoom: e.altKey, side: sidesOn() ? (near ? near.d.side : tl.next) : null };
     tl.brushEl.classList.toggle('zoom', e.altKey);
   });
   window.addEventListener('mousemove', (e) => {
@@ -755,9 +834,10 @@ import { closeSource, openSource } from './source.js';
       showTip(e, 'zoom to ' + esc(fmtTime(tl.inv(x0))) + ' – ' + esc(fmtTime(tl.inv(x1))));
       return;
     }
-    const r = dragRange(d.x0, d.x1);
-    const who = state.cmp ? (tl.next === 'a' ? 'A (base): ' : 'B: ') : '';
-    showTip(e, who + (r ? esc(fmtTime(r.from)) + ' – ' + esc(fmtTime(r.to)) + '<br><b>' + countIn(r) + ' profiles</b>' : 'no profiles here'));
+    const r = dragRange(d.x0, d.x1, d.side);
+    const k = d.side || tl.next;
+    const who = state.cmp ? (k === 'a' ? 'A (base): ' : 'B: ') : '';
+    showTip(e, who + (r ? esc(fmtTime(r.from)) + ' – ' + esc(fmtTime(r.to)) + '<br><b>' + countIn(r, d.side) + ' profiles</b>' : 'no profiles here'));
   });
   window.addEventListener('mouseup', (e) => {
     const d = tl.drag;
@@ -772,13 +852,14 @@ import { closeSource, openSource } from './source.js';
       zoomWindow(Math.round(tl.inv(Math.min(d.x0, d.x1))), Math.round(tl.inv(Math.max(d.x0, d.x1))));
       return;
     }
-    const r = dragRange(d.x0, d.x1);
+    if (d.side) tl.next = d.side;
+    const r = dragRange(d.x0, d.x1, d.side);
     if (r) select(r);
   });
 
   $('timeline').addEventListener('mousemove', (e) => {
     if (tl.drag && tl.drag.moved) return;
-    if (state.chart && chart.buckets && tl.svg) { // stacked or sum: the bucket under the mouse
+    if (state.chart && chart.buckets && tl.svg && !sidesOn()) { // stacked or sum: the bucket under the mouse
       const t = tl.inv(svgX(e)), bm = chart.buckets, b = Math.floor((t - bm.starts[0]) / bm.step);
       const top = chart.stack && chart.stack.length ? chart.stack[chart.stack.length - 1][b] : null;
       if (b < 0 || b >= bm.starts.length || top === null || top === undefined) { hideTip(); return; }
@@ -791,15 +872,15 @@ import { closeSource, openSource } from './source.js';
     tl.hoverEl.setAttribute('cx', p.px);
     tl.hoverEl.setAttribute('cy', p.py);
     const unit = p.d.s.sample_types[p.d.idx].unit;
-    const act = tl.anchor !== null ? 'shift-click: end of the range' : state.cmp ? 'click: ' + (tl.next === 'a' ? 'A (base)' : 'B') + ' = this profile' : 'click to open · drag to merge a range';
-    showTip(e, '<div class="tl">' + esc(seriesName(p.d.s.labels)) + '</div>' +
+    const act = tl.anchor !== null ? 'shift-click: end of the range' : state.cmp ? 'click: ' + ((p.d.side || tl.next) === 'a' ? 'A (base)' : 'B') + ' = this profile' : 'click to open · drag to merge a range';
+    showTip(e, '<div class="tl">' + esc(p.d.name || seriesName(p.d.s.labels)) + '</div>' +
       '<b>' + esc(fmtValue(p.v, unit)) + '</b> ' + esc(state.type) + '<br>' + esc(fmtTime(p.ts)) +
       ' <span class="tl">(' + esc(fmtAgo(p.ts)) + ')</span><br><i>' + esc(act) + '</i>');
   });
   $('timeline').addEventListener('mouseleave', () => { if (!tl.drag) hideTip(); if (tl.hoverEl) tl.hoverEl.setAttribute('cx', -99); });
   $('timeline').addEventListener('click', (e) => {
     if (tl.justDragged) return;
-    if (state.chart && chart.buckets && tl.svg) { // stacked or sum: a click merges the bucket's profiles
+    if (state.chart && chart.buckets && tl.svg && !sidesOn()) { // stacked or sum: a click merges the bucket's profiles
       const bm = chart.buckets, b = Math.floor((tl.inv(svgX(e)) - bm.starts[0]) / bm.step);
       if (b < 0 || b >= bm.starts.length) return;
       const r = dragRange(tl.x(bm.starts[b]), tl.x(bm.starts[b] + bm.step) - 0.01);
@@ -822,7 +903,7 @@ import { closeSource, openSource } from './source.js';
   // Opens the profile of timeline point p (or, comparing, selects it).
   function openPoint(p) {
     tl.anchor = null;
-    if (state.cmp) { select({ from: p.ts, to: p.ts }); return; }
+    if (state.cmp) { if (p.d.side) tl.next = p.d.side; select({ from: p.ts, to: p.ts }); return; }
     state.sel = null;
     state.series = exactSelector(p.d.s.labels);
     state.t = p.ts;
@@ -846,7 +927,7 @@ import { closeSource, openSource } from './source.js';
     tl.hoverEl.setAttribute('cx', p.px);
     tl.hoverEl.setAttribute('cy', p.py);
     const unit = p.d.s.sample_types[p.d.idx].unit;
-    $('timeline-live').textContent = seriesName(p.d.s.labels) + ': ' + fmtValue(p.v, unit) + ' ' + state.type + ' at ' + fmtTime(p.ts) +
+    $('timeline-live').textContent = (p.d.name || seriesName(p.d.s.labels)) + ': ' + fmtValue(p.v, unit) + ' ' + state.type + ' at ' + fmtTime(p.ts) +
       ' (point ' + (tl.cursor + 1) + ' of ' + pts.length + '; Enter opens it)';
     return p;
   }
@@ -870,6 +951,7 @@ import { closeSource, openSource } from './source.js';
         if (tl.anchor === null) { tl.anchor = p.ts; markSelected(); showSelection(); return; }
         const r = { from: Math.min(tl.anchor, p.ts), to: Math.max(tl.anchor, p.ts) };
         tl.anchor = null;
+        if (p.d.side) tl.next = p.d.side;
         select(r);
         return;
       }
@@ -885,7 +967,9 @@ import { closeSource, openSource } from './source.js';
 
   // A range was chosen (drag, shift-click, or a click in compare mode).
   function select(r) {
-    if (state.cmp) {
+    if (state.cmp && sidesOn()) {
+      state[tl.next] = r; // each side its own line: the range of the side chosen
+    } else if (state.cmp) {
       if (tl.next === 'a' || !state.a) { state.a = r; tl.next = 'b'; } else state.b = r;
     } else {
       state.sel = r;
@@ -905,17 +989,17 @@ import { closeSource, openSource } from './source.js';
     const cmpBtn = $('compare');
     cmpBtn.classList.toggle('on', state.cmp);
     cmpBtn.setAttribute('aria-pressed', state.cmp ? 'true' : 'false');
-    const span = (r) => {
-      const same = r.from === r.to;
+    const span = (r, side) => {
+      const same = r.from === r.to, n = countIn(r, side);
       return '<span class="when">' + esc(fmtTime(r.from)) + (same ? '' : ' – ' + esc(fmtTime(r.to))) + '</span> <span class="muted">· ' +
-        countIn(r) + ' profile' + (countIn(r) === 1 ? '' : 's') + '</span>';
+        n + ' profile' + (n === 1 ? '' : 's') + '</span>';
     };
     let html = '';
     if (state.cmp) {
       const chip = (k, label) => {
         const r = state[k];
         return '<span class="chip sel-' + k + (tl.next === k ? ' next' : '') + '" data-pick="' + k + '" title="click, then drag on the timeline to choose ' + label + ' again">' +
-          '<b>' + label + '</b> ' + (r ? span(r) : '<span class="muted">' + (qA() !== qB() ? 'the whole window' : tl.next === k ? 'drag on the timeline (or click a point)' : 'not chosen') + '</span>') + '</span>';
+          '<b>' + label + '</b> ' + (r ? span(r, k) : '<span class="muted">' + (qA() !== qB() ? 'the whole window' : tl.next === k ? 'drag on the timeline (or click a point)' : 'not chosen') + '</span>') + '</span>';
       };
       html = chip('a', 'A (base)') + '<span class="vs">vs</span>' + chip('b', 'B') +
         (state.a && state.b ? ' <button type="button" class="small" id="sel-swap">Swap</button>' : '') +
@@ -930,7 +1014,8 @@ import { closeSource, openSource } from './source.js';
     // each side's selector (issue 31), kept while one is being typed
     $('cmp-bar').hidden = !state.cmp;
     if (!$('cmp-bar').contains(document.activeElement)) { $('cmp-qa').value = qA(); $('cmp-qb').value = qB(); }
-    $('timeline-hint').textContent = state.cmp ?
+    $('timeline-hint').textContent = sidesOn() ?
+      'Compare two selectors, a line each: drag along a side\'s line (or click one of its points) to choose that side\'s range.' : state.cmp ?
       'Compare: drag across the timeline (or click a point) to choose A, the base, then again for B. Frames that grew from A to B are red, those that shrank green.' :
       'Click a point to open that profile. Drag across the timeline, or shift-click two points, to merge every profile in between. Alt+drag zooms into a window.';
   }
@@ -957,6 +1042,7 @@ import { closeSource, openSource } from './source.js';
     state.qa = a && a !== state.query ? a : '';
     state.qb = b && b !== state.query ? b : '';
     writeURL(true); redrawSelections(); showSelection(); loadView(); revealProfile();
+    run(false); // the timeline: a line per side (or back to the query's series)
   }
   $('cmp-apply').addEventListener('click', applySides);
   // "compare versions" from the label explorer: two values of a label, each
@@ -995,6 +1081,7 @@ import { closeSource, openSource } from './source.js';
     state.series = '';
     state.t = 0;
     writeURL(true);
+    if (ui.lastRange) drawTimeline(); // a comparison of two selectors drew a line per side
     redrawSelections();
     showSelection();
     loadView();
@@ -1126,6 +1213,13 @@ import { closeSource, openSource } from './source.js';
     const fold = $('export-folded');
     fold.href = v.url('folded', v.kind === 'single' ? v.fixedIdx : state.type);
     fold.setAttribute('download', v.file.replace(/\.pb\.gz$/, '.folded.txt'));
+    // Pyroscope's flamebearer JSON (report=flamebearer: the renderer of
+    // /pyroscope/render): the flame graph as drawn (its max nodes); a
+    // comparison as "double", each side as summed — the reader compares
+    // shares itself with leftTicks/rightTicks
+    const fbear = $('export-flamebearer');
+    fbear.href = v.url('flamebearer', v.kind === 'single' ? v.fixedIdx : state.type).replace('&normalize=true', '') + '&nodes=' + state.maxNodes;
+    fbear.setAttribute('download', v.file.replace(/\.pb\.gz$/, '.flamebearer.json'));
     $('profile-summary').textContent = 'loading…';
     busy(panel, true);
     try {

@@ -23,4 +23,6 @@ export const state = {
 
 // What the views share besides the URL's state: the last query_range of the
 // timeline ({from, to, series: [...]}) and the legend entries switched off.
-export const ui = { lastRange: null, hidden: new Set() };
+// ui.sides: a comparison of two selectors (query_a/query_b): each side's
+// query_range ({qa, qb, a: [...], b: [...]}), drawn as a line per side.
+export const ui = { lastRange: null, hidden: new Set(), sides: null };

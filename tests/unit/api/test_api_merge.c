@@ -123,6 +123,21 @@ static json_t *get_json(pd_http_server *s, const char *pathq, long status)
     return j;
 }
 
+/* GET of a bare JSON answer (no envelope: report=flamebearer), 200. */
+static json_t *get_bare_json(pd_http_server *s, const char *pathq)
+{
+    reply r;
+    get(s, pathq, &r);
+    if (r.status != 200)
+        fail_msg("GET %s: status %ld: %.600s", pathq, r.status, r.body.data ? r.body.data : "");
+    json_error_t je;
+    json_t *j = json_loadb(r.body.data ? r.body.data : "", r.body.len, 0, &je);
+    if (!j)
+        fail_msg("GET %s: not JSON: %.300s", pathq, r.body.data ? r.body.data : "");
+    pd_buf_release(&r.body);
+    return j;
+}
+
 static const char *jerr(json_t *j)
 {
     const char *e = json_string_value(json_object_get(j, "error"));
@@ -546,6 +561,37 @@ static int64_t files_total(const char *kind, int lo, int hi, const char *type)
     return sum;
 }
 
+/* Checks a report=flamebearer answer as Pyroscope's reader does
+ * (pkg/og/structs/flamebearer Validate: levels in groups of 4, or 7 for
+ * "double"; name indexes within names) and returns the sum of the self
+ * values (of both sides for "double"), which must be numTicks. */
+static int64_t fb_check(json_t *j, const char *format)
+{
+    assert_int_equal(json_integer_value(json_object_get(j, "version")), 1);
+    json_t *fb = json_object_get(j, "flamebearer"), *md = json_object_get(j, "metadata");
+    assert_string_equal(json_string_value(json_object_get(md, "format")), format);
+    assert_true(json_is_null(json_object_get(j, "timeline")));
+    size_t step = strcmp(format, "single") ? 7 : 4,
+           n_names = json_array_size(json_object_get(fb, "names"));
+    assert_true(n_names > 1);
+    int64_t self = 0;
+    json_t *lv;
+    size_t l;
+    json_array_foreach(json_object_get(fb, "levels"), l, lv)
+    {
+        assert_int_equal(json_array_size(lv) % step, 0);
+        for (size_t i = 0; i < json_array_size(lv); i += step) {
+            size_t ni = (size_t)json_integer_value(json_array_get(lv, i + step - 1));
+            assert_true(ni < n_names);
+            self += json_integer_value(json_array_get(lv, i + 2));
+            if (step == 7)
+                self += json_integer_value(json_array_get(lv, i + 5));
+        }
+    }
+    assert_int_equal(json_integer_value(json_object_get(fb, "numTicks")), self);
+    return self;
+}
+
 static void test_reports(void **state)
 {
     (void)state;
@@ -573,6 +619,24 @@ static void test_reports(void **state)
     assert_int_equal(json_integer_value(json_object_get(d, "value")), want);
     assert_int_equal(json_integer_value(json_object_get(d, "nodes")), 10);
     assert_true(json_integer_value(json_object_get(d, "nodes_total")) > 10);
+    json_decref(j);
+
+    /* flamebearer (Pyroscope's export format) of the merge: its total, its name */
+    j = get_bare_json(srv, "/api/v1/query?mode=merge&query=heap&from=0&to=100&report=flamebearer"
+                           "&sample_index=alloc_space");
+    assert_int_equal(fb_check(j, "single"), want);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "metadata"), "units")),
+                        "bytes");
+    assert_int_equal(
+        strncmp(json_string_value(json_object_get(json_object_get(j, "metadata"), "name")),
+                "heap:alloc_space:bytes:", 23),
+        0);
+    json_decref(j);
+    /* and of one profile (the single path) */
+    j = get_bare_json(srv,
+                      "/api/v1/query?query=heap%7Binstance%3D%22a%22%7D&time=30&report=flamebearer"
+                      "&sample_index=inuse_space");
+    assert_int_equal(fb_check(j, "single"), files_total("heap", 30, 30, "inuse_space"));
     json_decref(j);
 
     /* folded: text lines "a;b;c N" summing to the total */
@@ -685,6 +749,15 @@ static void test_diff_reports(void **state)
     assert_int_equal(json_integer_value(json_object_get(d, "base")), base);
     assert_int_equal(json_integer_value(json_object_get(d, "new")),
                      files_total("heap", 30, 30, "inuse_space"));
+    json_decref(j);
+
+    /* flamebearer of the diff: Pyroscope's "double", leftTicks the base's total */
+    j = get_bare_json(srv, "/api/v1/query?mode=diff&query_a=heap%7Binstance%3D%22a%22%7D&time_a=1"
+                           "&query_b=heap%7Binstance%3D%22a%22%7D&mode_b=merge&from_b=21&to_b=30"
+                           "&report=flamebearer&sample_index=inuse_space");
+    assert_int_equal(fb_check(j, "double"), base + cur);
+    assert_int_equal(json_integer_value(json_object_get(j, "leftTicks")), base);
+    assert_int_equal(json_integer_value(json_object_get(j, "rightTicks")), cur);
     json_decref(j);
 }
 
