@@ -28,9 +28,8 @@ import crypto from 'node:crypto';
 import {
   Proc, TESTDATA, apiData, buildDemo, freePort, goEnv, http, killAll, qs, run, startDemo, startProfd, tempDir, waitFor,
 } from './lib.mjs';
+import { CH_BIN, chPorts, chQuery, startClickHouse } from './ch.mjs';
 
-const CH_BIN = ['/usr/sbin/clickhouse-server', '/usr/bin/clickhouse-server', '/usr/bin/clickhouse']
-  .find((p) => fs.existsSync(p));
 if (!CH_BIN) {
   console.log('SKIP: clickhouse-server is not installed (Debian 12: apt-get install clickhouse-server, ' +
     'or scripts/install-deps.sh --test); the ClickHouse backend tests need a real server');
@@ -45,66 +44,20 @@ after(async () => {
 
 /* ---------------------------------------------------------------- ClickHouse */
 
-// Two servers; each one's config names both as the shards of cluster pd2.
-async function startClickHouse(name, ports, shards) {
-  const d = path.join(dir, name); // reused when restarted: same data dir
-  fs.mkdirSync(path.join(d, 'data'), { recursive: true });
+// Two servers; each one's config names both as the shards of cluster pd2,
+// and has a user pd with a password.
+function startCH(name, ports, shards) {
   const remote = shards.map((p) => `<shard><replica><host>127.0.0.1</host><port>${p}</port></replica></shard>`).join('');
-  fs.writeFileSync(path.join(d, 'config.xml'), `<?xml version="1.0"?>
-<yandex>
-  <logger><level>warning</level><log>${d}/server.log</log><errorlog>${d}/err.log</errorlog><size>10M</size><count>1</count></logger>
-  <http_port>${ports.http}</http_port>
-  <tcp_port>${ports.tcp}</tcp_port>
-  <interserver_http_port>${ports.inter}</interserver_http_port>
-  <listen_host>127.0.0.1</listen_host>
-  <path>${d}/data/</path>
-  <tmp_path>${d}/tmp/</tmp_path>
-  <user_files_path>${d}/user_files/</user_files_path>
-  <format_schema_path>${d}/format_schemas/</format_schema_path>
-  <mark_cache_size>67108864</mark_cache_size>
-  <uncompressed_cache_size>0</uncompressed_cache_size>
-  <max_concurrent_queries>50</max_concurrent_queries>
-  <users_config>${d}/users.xml</users_config>
-  <default_profile>default</default_profile>
-  <default_database>default</default_database>
-  <timezone>UTC</timezone>
-  <remote_servers><pd2>${remote}</pd2></remote_servers>
-</yandex>
-`);
-  fs.writeFileSync(path.join(d, 'users.xml'), `<?xml version="1.0"?>
-<yandex>
-  <profiles><default><max_memory_usage>2000000000</max_memory_usage></default></profiles>
-  <users><default><password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default>
-    <pd><password>s3cret</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></pd></users>
-  <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
-</yandex>
-`);
-  const p = new Proc(name, 'nice', [CH_BIN, `--config-file=${d}/config.xml`], { cwd: d });
-  p.url = `http://127.0.0.1:${ports.http}`;
-  p.ports = ports;
-  p.dir = d;
-  await waitFor(`${name} to answer SELECT 1`, async () => {
-    if (p.exited) throw new Error(`${name} exited (${JSON.stringify(p.exited)})\n${p.tail()}`);
-    const r = await http(`${p.url}/?query=SELECT%201`, { timeoutMs: 30000 }).catch(() => null);
-    return r && r.status === 200;
-  }, 60000, 250);
-  return p;
+  return startClickHouse(dir, name, ports, {
+    config: `  <remote_servers><pd2>${remote}</pd2></remote_servers>`,
+    users: '\n    <pd><password>s3cret</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></pd>',
+  });
 }
 
-async function chQuery(server, sql) {
-  const r = await http(`${server.url}/`, { method: 'POST', body: sql, timeoutMs: 30000 });
-  if (r.status !== 200) throw new Error(`${server.name}: ${sql}: HTTP ${r.status} ${r.text}`);
-  return r.text.trim();
-}
-
-async function ports() {
-  return { http: await freePort(), tcp: await freePort(), inter: await freePort() };
-}
-
-const p1 = await ports();
-const p2 = await ports();
-const ch1 = await startClickHouse('ch1', p1, [p1.tcp, p2.tcp]);
-const ch2 = await startClickHouse('ch2', p2, [p1.tcp, p2.tcp]);
+const p1 = await chPorts();
+const p2 = await chPorts();
+const ch1 = await startCH('ch1', p1, [p1.tcp, p2.tcp]);
+const ch2 = await startCH('ch2', p2, [p1.tcp, p2.tcp]);
 const version = await chQuery(ch1, 'SELECT version()');
 console.log(`clickhouse-server ${version} on ${ch1.url} and ${ch2.url}`);
 
@@ -454,7 +407,7 @@ test('a shard killed mid-ingest: pushes fail (5xx), reads name it, it recovers, 
   assert.ok(rd.status >= 500, `a read with a shard down fails: HTTP ${rd.status} ${rd.text.slice(0, 300)}`);
   assert.ok(rd.text.includes(`127.0.0.1:${p2.tcp}`), `the error names the shard 127.0.0.1:${p2.tcp}: ${rd.text.slice(0, 600)}`);
   // back: the same server, data dir and ports
-  await startClickHouse('ch2', p2, [p1.tcp, p2.tcp]);
+  await startCH('ch2', p2, [p1.tcp, p2.tcp]);
   for (const c of base) {
     const it = item(c, 'after');
     const r = await push(writer, it);

@@ -29,9 +29,8 @@ import path from 'node:path';
 import {
   Proc, SRC, TESTDATA, apiData, freePort, http, killAll, profdBin, qs, startProfd, tempDir, waitFor,
 } from './lib.mjs';
+import { CH_BIN, chPorts, chQuery, startClickHouse } from './ch.mjs';
 
-const CH_BIN = ['/usr/sbin/clickhouse-server', '/usr/bin/clickhouse-server', '/usr/bin/clickhouse']
-  .find((p) => fs.existsSync(p));
 const ZK_JAR = '/usr/share/java/zookeeper.jar';
 const JAVA = '/usr/bin/java';
 if (!CH_BIN || !fs.existsSync(ZK_JAR) || !fs.existsSync(JAVA)) {
@@ -95,62 +94,19 @@ function docConfig(name, replicas, zkPort) {
 }
 
 // Replica `name` of shard 01 of cluster profd, whose replicas are `replicas`
-// (tcp ports).
-async function startClickHouse(name, ports, replicas, zkPort) {
-  const d = path.join(dir, name); // reused when restarted: same data dir
-  fs.mkdirSync(path.join(d, 'data'), { recursive: true });
-  fs.writeFileSync(path.join(d, 'config.xml'), `<?xml version="1.0"?>
-<yandex>
-  <logger><level>warning</level><log>${d}/server.log</log><errorlog>${d}/err.log</errorlog><size>10M</size><count>1</count></logger>
-  <http_port>${ports.http}</http_port>
-  <tcp_port>${ports.tcp}</tcp_port>
-  <interserver_http_port>${ports.inter}</interserver_http_port>
-  <listen_host>127.0.0.1</listen_host>
-  <path>${d}/data/</path>
-  <tmp_path>${d}/tmp/</tmp_path>
-  <user_files_path>${d}/user_files/</user_files_path>
-  <format_schema_path>${d}/format_schemas/</format_schema_path>
-  <mark_cache_size>67108864</mark_cache_size>
-  <uncompressed_cache_size>0</uncompressed_cache_size>
-  <max_concurrent_queries>50</max_concurrent_queries>
-  <users_config>${d}/users.xml</users_config>
-  <default_profile>default</default_profile>
-  <default_database>default</default_database>
-  <timezone>UTC</timezone>
-${docConfig(name, replicas, zkPort)}
-</yandex>
-`);
-  fs.writeFileSync(path.join(d, 'users.xml'), `<?xml version="1.0"?>
-<yandex>
-  <profiles><default><max_memory_usage>2000000000</max_memory_usage></default></profiles>
-  <users><default><password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
-  <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
-</yandex>
-`);
-  const p = new Proc(name, 'nice', [CH_BIN, `--config-file=${d}/config.xml`], { cwd: d });
-  p.url = `http://127.0.0.1:${ports.http}`;
-  await waitFor(`${name} to answer SELECT 1`, async () => {
-    if (p.exited) throw new Error(`${name} exited (${JSON.stringify(p.exited)})\n${p.tail()}`);
-    const r = await http(`${p.url}/?query=SELECT%201`, { timeoutMs: 30000 }).catch(() => null);
-    return r && r.status === 200;
-  }, 60000, 250);
-  return p;
+// (tcp ports): the config of docs/clickhouse.md#replicas.
+function startReplica(name, ports, replicas, zkPort) {
+  return startClickHouse(dir, name, ports, { config: docConfig(name, replicas, zkPort) });
 }
 
-async function chQuery(server, sql) {
-  const r = await http(`${server.url}/`, { method: 'POST', body: sql, timeoutMs: 30000 });
-  if (r.status !== 200) throw new Error(`${server.name}: ${sql}: HTTP ${r.status} ${r.text}`);
-  return r.text.trim();
-}
-
-const ports = async () => ({ http: await freePort(), tcp: await freePort(), inter: await freePort() });
+const ports = chPorts;
 
 const zk = await startZooKeeper(await freePort());
 const pA = await ports();
 const pB = await ports();
 const replicas = [pA.tcp, pB.tcp];
-let chA = await startClickHouse('a', pA, replicas, zk.port);
-const chB = await startClickHouse('b', pB, replicas, zk.port);
+let chA = await startReplica('a', pA, replicas, zk.port);
+const chB = await startReplica('b', pB, replicas, zk.port);
 // ClickHouse connects to ZooKeeper lazily: wait until both see it
 for (const ch of [chA, chB]) {
   await waitFor(`${ch.name} to reach ZooKeeper`, async () => {
@@ -300,7 +256,7 @@ test('two replicas of one shard: one killed under 4 pushers loses no push, no re
   console.log(`with A down: ${down.size} of ${acked} acknowledged readable`);
 
   // A returns (same data dir and ports) and catches up from B
-  chA = await startClickHouse('a', pA, replicas, zk.port);
+  chA = await startReplica('a', pA, replicas, zk.port);
   const local = async (ch, t) => Number(await chQuery(ch, `SELECT count() FROM profd.${t}_local`));
   for (const t of ['profiles_v3', 'samples_v3']) {
     await waitFor(`replica a to catch up on ${t}`, async () => (await local(chA, t)) === (await local(chB, t)), 180000, 500);
