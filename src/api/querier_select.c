@@ -758,11 +758,17 @@ int pd__levels_build(const pd_profile *p, size_t type_idx, size_t max_nodes, boo
                 json_array_foreach(kids, k, kid)
                 {
                     node c = {.j = kid};
+                    node_vals(kid, diff, c.tot, c.self);
+                    /* a stack whose values are 0 in the type shown (Go's
+                       inuse_space of a freed allocation site) has no width:
+                       left out with its subtree, as Pyroscope's trees hold
+                       no zero nodes (a reader finds no parent span for it) */
+                    if (!c.tot[0] && !c.tot[1])
+                        continue;
                     json_t *nmv = json_object_get(kid, "name");
                     if ((rc = name_idx(&nm, a, json_is_string(nmv) ? json_string_value(nmv) : "",
                                        &c.name)) < 0)
                         goto nomem;
-                    node_vals(kid, diff, c.tot, c.self);
                     c.x[0] = x[0];
                     c.x[1] = x[1];
                     x[0] += c.tot[0];
