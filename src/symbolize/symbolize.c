@@ -843,7 +843,9 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
             if (e && e->found) {
                 uint64_t va = pd_elf_offset_to_vaddr(&e->info, off);
                 const pd_elf_sym *sym = pd_elf_lookup(&e->info, va);
-                if (sym) {
+                /* a symbol without a name (a crafted symbol table) names
+                   nothing: the frame shows the binary and offset */
+                if (sym && sym->name && *sym->name) {
                     sym_name = sym->name;
                     nfr = dwarf_frames(e, va, fr, MAX_FRAMES);
                 }
