@@ -416,6 +416,33 @@ static int copy_block_points(pd_arena *a, const pd_points *bp, pd_point **v, siz
     return 0;
 }
 
+/* The block parts of se overlapping [mint, maxt], each block pinned
+ * (pd__tsdb_hb_get) so it stays open after the idx lock is released:
+ * *out (malloc'd, NULL when se has none) and *n. Under the idx read lock.
+ * 0 or PD_ENOMEM (nothing pinned). Released by unpin_brefs. */
+static int pin_brefs(const series *se, int64_t mint, int64_t maxt, bref **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!se->n_brefs)
+        return 0;
+    if (!(*out = malloc(se->n_brefs * sizeof **out)))
+        return PD_ENOMEM;
+    for (size_t k = 0; k < se->n_brefs; k++)
+        if (se->brefs[k].maxt >= mint && se->brefs[k].mint <= maxt) {
+            pd__tsdb_hb_get(se->brefs[k].hb);
+            (*out)[(*n)++] = se->brefs[k];
+        }
+    return 0;
+}
+
+static void unpin_brefs(bref *brs, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        pd__tsdb_hb_put(brs[k].hb);
+    free(brs);
+}
+
 int pd_tsdb_read_points(pd_tsdb *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
                            pd_err *err)
 {
@@ -444,16 +471,10 @@ int pd_tsdb_read_points(pd_tsdb *s, uint64_t ref, int64_t mint, int64_t maxt, pd
         goto out;
     }
     /* the blocks' parts to read after the lock (blocks stay open until close) */
-    if (se->n_brefs && !(brs = malloc(se->n_brefs * sizeof *brs))) {
+    if ((rc = pin_brefs(se, mint, maxt, &brs, &n_brs)) < 0) {
         pthread_rwlock_unlock(&s->idx);
-        rc = PD_ENOMEM;
         goto out;
     }
-    for (size_t k = 0; k < se->n_brefs; k++)
-        if (se->brefs[k].maxt >= mint && se->brefs[k].mint <= maxt) {
-            pd__tsdb_hb_get(se->brefs[k].hb);
-            brs[n_brs++] = se->brefs[k];
-        }
     size_t lo = pd__tsdb_lower_bound(se, mint), hi = lo;
     while (hi < se->n_pts && se->pts[hi].ts <= maxt)
         hi++;
@@ -563,9 +584,7 @@ unlock:
 out:
     free(copied);
     free(v);
-    for (size_t k = 0; k < n_brs; k++)
-        pd__tsdb_hb_put(brs[k].hb);
-    free(brs);
+    unpin_brefs(brs, n_brs);
     if (rc == PD_ENOMEM)
         pd_err_set(err, rc, "read points of series %llu: out of memory", (unsigned long long)ref);
     if (!a) /* out holds a block's points (above) */
@@ -725,16 +744,10 @@ int pd_tsdb_read_type_runs(pd_tsdb *s, uint64_t ref, int64_t mint, int64_t maxt,
             rc = pd_err_set(err, PD_ENOTFOUND, "no series with ref %llu", (unsigned long long)ref);
         goto out;
     }
-    if (se->n_brefs && !(brs = malloc(se->n_brefs * sizeof *brs))) {
+    if ((rc = pin_brefs(se, mint, maxt, &brs, &n_brs)) < 0) {
         pthread_rwlock_unlock(&s->idx);
-        rc = PD_ENOMEM;
         goto out;
     }
-    for (size_t k = 0; k < se->n_brefs; k++)
-        if (se->brefs[k].maxt >= mint && se->brefs[k].mint <= maxt) {
-            pd__tsdb_hb_get(se->brefs[k].hb);
-            brs[n_brs++] = se->brefs[k];
-        }
     /* the head's points: a new run where the typeset changes */
     size_t lo = pd__tsdb_lower_bound(se, mint);
     uint32_t last = UINT32_MAX;
@@ -773,9 +786,7 @@ int pd_tsdb_read_type_runs(pd_tsdb *s, uint64_t ref, int64_t mint, int64_t maxt,
     r.a = NULL;
     *n_profiles = n;
 out:
-    for (size_t k = 0; k < n_brs; k++)
-        pd__tsdb_hb_put(brs[k].hb);
-    free(brs);
+    unpin_brefs(brs, n_brs);
     free(r.v);
     pd__bagg_scratch_release(&sc);
     if (r.a) {
