@@ -27,6 +27,7 @@
  * serialises the two.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -599,6 +600,24 @@ static int do_reload(void *ctx, pd_err *err)
 
 /* ---- serve ---- */
 
+/* Issue 35 (RSS flat across repeated wide queries): glibc raises its mmap
+ * threshold to the size of the largest block freed (up to 32 MiB) and its
+ * trim threshold to twice that, so after one query over 50k series each
+ * query thread's arena kept up to ~40 MiB of free top chunk: RSS went
+ * 230 -> 285 MiB and back over 20 identical rounds (bench/fleet_queries,
+ * malloc_trim does not release a thread arena's top). Fixed thresholds end
+ * that: blocks from 4 MiB up are mapped and unmapped, an arena's free top
+ * above 1 MiB is given back (the same run: flat, 218-231 MiB). Left alone
+ * when the user tunes malloc (GLIBC_TUNABLES, MALLOC_*_ environment). */
+static void tune_malloc(void)
+{
+    if (getenv("GLIBC_TUNABLES") || getenv("MALLOC_MMAP_THRESHOLD_") ||
+        getenv("MALLOC_TRIM_THRESHOLD_"))
+        return;
+    (void)mallopt(M_MMAP_THRESHOLD, 4 << 20);
+    (void)mallopt(M_TRIM_THRESHOLD, 1 << 20);
+}
+
 static int serve(const flags *f)
 {
     int code = EXIT_RUNTIME;
@@ -647,6 +666,7 @@ static int serve(const flags *f)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    tune_malloc();
 
     pd_pprof_limits lim = pd_pprof_limits_default();
     if (f->max_body) {

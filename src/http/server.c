@@ -100,7 +100,9 @@
 #define PD_HTTP_READ_TIMEOUT_MS 30000
 #define PD_HTTP_QUEUE_MAX 1024 /* requests waiting for a worker, per pool */
 #define PD_HTTP_QUERY_NICE 10 /* added to the query workers' nice value (see pool_main) */
-#define PD_HTTP_TRIM_AFTER_NS 100000000 /* a query this long is followed by malloc_trim */
+/* a query after which the process's RSS is this much above what it was after
+ * the last malloc_trim is followed by one (see maybe_trim) */
+#define PD_HTTP_TRIM_GROWTH_MIN ((int64_t)8 << 20)
 #define PD_HTTP_BODY_BUDGET_MIN ((size_t)64 << 20)
 #define PD_HTTP_MAX_LISTEN 8 /* addresses one listen address may resolve to */
 /* idle kept-alive connections that served a request, kept at most (each
@@ -140,6 +142,7 @@ struct pd_http_server {
     void *ctx;
     const pd_http_guard *guard; /* issue 20 item 4 (guard.h); may be NULL */
     http_pool pools[2]; /* PD_HTTP_POOL_INGEST, PD_HTTP_POOL_QUERY */
+    int64_t rss_after_trim; /* bytes, RSS read after the last malloc_trim (atomic) */
     pthread_mutex_t conns_mu;
     http_conn *conns; /* doubly linked through prev/next */
     pthread_t reaper;
@@ -911,6 +914,49 @@ static enum MHD_Result queue_handler_response(http_req *r)
     return ret;
 }
 
+/* The resident set size of this process in bytes, from /proc/self/statm;
+ * -1 when unreadable. */
+static int64_t self_rss_bytes(void)
+{
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    long long size, resident;
+    if (sscanf(buf, "%lld %lld", &size, &resident) != 2)
+        return -1;
+    return (int64_t)resident * sysconf(_SC_PAGESIZE);
+}
+
+/* Issue 35: a wide query (50k series) frees hundreds of MB in its thread's
+ * malloc arena, which glibc keeps (RSS grew 482 MB -> 2.2 GB over 6
+ * identical rounds). After each query, when the RSS is more than
+ * max(8 MiB, 1/32 of it) above what it was after the last malloc_trim, the
+ * free pages are given back (malloc_trim: ~1-10 ms on a few hundred MB) and
+ * the RSS after it becomes the new mark. Decided by memory, not by how long
+ * the query ran (a faster machine ran the same queries under a time
+ * threshold and kept the memory): at most one trim per 1/32 of growth, and
+ * memory really in use (a growing head) only moves the mark up. */
+static void maybe_trim(pd_http_server *srv)
+{
+    int64_t rss = self_rss_bytes();
+    if (rss < 0)
+        return;
+    int64_t mark = __atomic_load_n(&srv->rss_after_trim, __ATOMIC_RELAXED);
+    int64_t slack = rss / 32 > PD_HTTP_TRIM_GROWTH_MIN ? rss / 32 : PD_HTTP_TRIM_GROWTH_MIN;
+    if (rss - mark <= slack)
+        return;
+    malloc_trim(0);
+    rss = self_rss_bytes();
+    if (rss >= 0)
+        __atomic_store_n(&srv->rss_after_trim, rss, __ATOMIC_RELAXED);
+}
+
 static void *pool_main(void *arg)
 {
     http_pool *p = arg;
@@ -938,14 +984,9 @@ static void *pool_main(void *arg)
             p->tail = NULL;
         p->len--;
         pthread_mutex_unlock(&p->mu);
-        int64_t t0 = pd_mono_ns();
         run_handler(r);
-        /* issue 35: a wide query (50k series) frees hundreds of MB in this
-           thread's malloc arena, which glibc keeps (RSS grew 482 MB -> 2.2 GB
-           over 6 identical rounds); a query that ran >= 100 ms gives the free
-           pages back (malloc_trim: ~1-10 ms, small beside the query) */
-        if (p == &p->srv->pools[1] && pd_mono_ns() - t0 >= PD_HTTP_TRIM_AFTER_NS)
-            malloc_trim(0);
+        if (p == &p->srv->pools[1])
+            maybe_trim(p->srv);
         r->state = REQ_DONE;
         MHD_resume_connection(r->conn); /* access_cb then queues r->resp */
         pthread_mutex_lock(&p->mu);
