@@ -1,5 +1,7 @@
 #include "base/parse.h"
 
+#include <string.h>
+
 #include "base/error.h"
 
 int pd_parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -18,5 +20,24 @@ int pd_parse_u64(const char *s, uint64_t max, uint64_t *out)
     if (v > max)
         return PD_ETOOBIG;
     *out = v;
+    return 0;
+}
+
+int pd_parse_flag(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n))
+        return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n] == 0) {
+        if (*i + 1 >= argc)
+            return -1;
+        *val = argv[++*i];
+        return 1;
+    }
     return 0;
 }

@@ -18,4 +18,11 @@
  * or over 2^64 - 1); *out is untouched on error. */
 int pd_parse_u64(const char *s, uint64_t max, uint64_t *out /* OUT */);
 
+/* Matches argv[*i] against the flag name ("--name"), written as
+ * "--name=value" or as "--name" followed by the value in the next argument
+ * (then *i is advanced past it). Returns 1 matched (*val points into argv),
+ * 0 argv[*i] is another flag (a longer name that starts with name included),
+ * -1 "--name" is the last argument (its value is missing). */
+int pd_parse_flag(int argc, char **argv, int *i, const char *name, const char **val /* OUT */);
+
 #endif

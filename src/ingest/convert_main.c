@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/parse.h"
+
 static const char usage_text[] =
     "usage: profd convert --from=folded|lines|perf-script [--sample-rate=HZ] [--type=T]\n"
     "                     [--unit=U] IN OUT.pb.gz\n"
@@ -28,26 +30,6 @@ static int usage(const char *fmt, const char *arg)
     }
     fputs(usage_text, stderr);
     return 2;
-}
-
-/* Matches "--name=value" or "--name value"; sets *val and advances *i. */
-static int opt_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n))
-        return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] == 0) {
-        if (*i + 1 >= argc)
-            return -1;
-        *val = argv[++*i];
-        return 1;
-    }
-    return 0;
 }
 
 /* Appends the whole of path ("-": stdin) to b, which caps the size
@@ -123,13 +105,13 @@ int pd_ingest_convert_main(int argc, char **argv)
             pos[n_pos++] = a;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--from", &v)))
+        if ((r = pd_parse_flag(argc, argv, &i, "--from", &v)))
             from = v;
-        else if ((r = opt_value(argc, argv, &i, "--sample-rate", &v)))
+        else if ((r = pd_parse_flag(argc, argv, &i, "--sample-rate", &v)))
             rate = v;
-        else if ((r = opt_value(argc, argv, &i, "--type", &v)))
+        else if ((r = pd_parse_flag(argc, argv, &i, "--type", &v)))
             type = v;
-        else if ((r = opt_value(argc, argv, &i, "--unit", &v)))
+        else if ((r = pd_parse_flag(argc, argv, &i, "--unit", &v)))
             unit = v;
         else
             return usage("unknown flag '%s'", a);

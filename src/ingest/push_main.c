@@ -49,6 +49,7 @@
 
 #include "base/buf.h"
 #include "base/labels.h"
+#include "base/parse.h"
 #include "base/time.h"
 
 #define DEFAULT_URL "http://127.0.0.1:10902"
@@ -125,27 +126,6 @@ static int usage(const char *fmt, const char *arg)
     }
     fputs(usage_text, stderr);
     return 2;
-}
-
-/* Matches "--name=value" or "--name value"; sets *val and advances *i.
- * 1 matched, 0 not this flag, -1 value missing. */
-static int opt_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n))
-        return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] == 0) {
-        if (*i + 1 >= argc)
-            return -1;
-        *val = argv[++*i];
-        return 1;
-    }
-    return 0;
 }
 
 /* True when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or
@@ -576,46 +556,46 @@ static int parse_args(int argc, char **argv, push_cfg *cfg, pd_labels *seen, con
             fputs(usage_text, stdout);
             return 0;
         }
-        if ((r = opt_value(argc, argv, &i, "--url", &v)) > 0)
+        if ((r = pd_parse_flag(argc, argv, &i, "--url", &v)) > 0)
             url = v;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--service", &v)) > 0) {
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--service", &v)) > 0) {
             if (cfg->service && strcmp(cfg->service, v))
                 return usage("--service disagrees with --label service=%s", cfg->service);
             cfg->service = v;
-        } else if (r == 0 && (r = opt_value(argc, argv, &i, "--type", &v)) > 0)
+        } else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--type", &v)) > 0)
             cfg->type = v;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--instance-id", &v)) > 0) {
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--instance-id", &v)) > 0) {
             if (cfg->instance_id && strcmp(cfg->instance_id, v))
                 return usage("--instance-id disagrees with --label instance_id=%s",
                              cfg->instance_id);
             cfg->instance_id = v;
-        } else if (r == 0 && (r = opt_value(argc, argv, &i, "--label", &v)) > 0) {
+        } else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--label", &v)) > 0) {
             int rc = add_label(cfg, seen, v);
             if (rc)
                 return rc;
-        } else if (r == 0 && (r = opt_value(argc, argv, &i, "--format", &v)) > 0)
+        } else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--format", &v)) > 0)
             fmt = v;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--sample-rate", &v)) > 0)
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--sample-rate", &v)) > 0)
             rate = v;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--created-at", &v)) > 0)
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--created-at", &v)) > 0)
             created = v;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--timeout", &v)) > 0)
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--timeout", &v)) > 0)
             timeout = v;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--tls.ca-file", &v)) > 0)
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--tls.ca-file", &v)) > 0)
             cfg->ca_file = v;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--tls.cert-file", &v)) > 0)
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--tls.cert-file", &v)) > 0)
             cfg->cert_file = v;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--tls.key-file", &v)) > 0)
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--tls.key-file", &v)) > 0)
             cfg->key_file = v;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--tls.server-name", &v)) > 0)
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--tls.server-name", &v)) > 0)
             cfg->server_name = v;
         else if (r == 0 && !strcmp(a, "--tls.insecure-skip-verify"))
             cfg->insecure = true, r = 1;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--basic-auth.username", &v)) > 0)
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--basic-auth.username", &v)) > 0)
             cfg->username = v;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--basic-auth.password-file", &v)) > 0)
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--basic-auth.password-file", &v)) > 0)
             cfg->password_file = v;
-        else if (r == 0 && (r = opt_value(argc, argv, &i, "--bearer-token-file", &v)) > 0)
+        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--bearer-token-file", &v)) > 0)
             cfg->bearer_file = v;
         if (r < 0)
             return usage("flag '%s' needs a value", a);

@@ -1,7 +1,7 @@
 /*
  * tests/unit/base/test_parse.c — pd_parse_u64: digits only, no wrap, no
  * saturation (issue 19: "limit=%20-1" and a 23-digit limit were read as
- * "all rows").
+ * "all rows"); pd_parse_flag: "--name=value" and "--name value".
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,11 +40,35 @@ static void test_refused(void **state)
     assert_int_equal(v, 7); /* untouched on error */
 }
 
+static void test_flag(void **state)
+{
+    (void)state;
+    char *argv[] = {"push", "--url=http://a", "--url", "http://b", "--urlx=1", "--url"};
+    int argc = 6, i = 1;
+    const char *v = NULL;
+    assert_int_equal(pd_parse_flag(argc, argv, &i, "--url", &v), 1);
+    assert_string_equal(v, "http://a");
+    assert_int_equal(i, 1);
+    i = 2;
+    assert_int_equal(pd_parse_flag(argc, argv, &i, "--url", &v), 1);
+    assert_string_equal(v, "http://b");
+    assert_int_equal(i, 3); /* advanced past the value */
+    i = 4;
+    v = NULL;
+    assert_int_equal(pd_parse_flag(argc, argv, &i, "--url", &v), 0); /* another flag */
+    assert_null(v);
+    assert_int_equal(pd_parse_flag(argc, argv, &i, "--type", &v), 0);
+    i = 5;
+    assert_int_equal(pd_parse_flag(argc, argv, &i, "--url", &v), -1); /* value missing */
+    assert_int_equal(i, 5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_digits),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_flag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
