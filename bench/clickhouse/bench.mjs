@@ -117,8 +117,11 @@ async function ingest(profd, servers = [], list = items, clients = CLIENTS) {
     while (next < list.length) {
       const it = list[next++];
       const s = performance.now();
-      const r = await http(`${profd.base}/api/0/profiles?` + qs({ service: it.service || 'bench', type: 'heap', instance_id: it.instance, created_at: new Date(it.at).toISOString() }),
-        { method: 'POST', body: it.body, timeoutMs: 120000 });
+      const url = `${profd.base}/api/0/profiles?` + qs({ service: it.service || 'bench', type: 'heap', instance_id: it.instance, created_at: new Date(it.at).toISOString() });
+      // a kept-alive connection profd closed while idle (between rounds) fails
+      // before the request is read: sent again once on a fresh one
+      const r = await http(url, { method: 'POST', body: it.body, timeoutMs: 120000 })
+        .catch((e) => { if (e.cause?.code !== 'UND_ERR_SOCKET') throw e; return http(url, { method: 'POST', body: it.body, timeoutMs: 120000 }); });
       assert.equal(r.status, 200, r.text);
       lat.push(performance.now() - s);
     }
