@@ -111,17 +111,23 @@ async function ingest(profd, servers = [], list = items, clients = CLIENTS) {
   const pids = { profd: profd.child.pid, ch: servers.map((s) => s.child.pid) };
   const cpu0 = { profd: cpuSec(pids.profd), ch: pids.ch.map(cpuSec) };
   const lat = [];
-  let next = 0;
+  let next = 0, retries = 0;
   const t0 = performance.now();
   await Promise.all(Array.from({ length: clients }, async () => {
     while (next < list.length) {
       const it = list[next++];
       const s = performance.now();
       const url = `${profd.base}/api/0/profiles?` + qs({ service: it.service || 'bench', type: 'heap', instance_id: it.instance, created_at: new Date(it.at).toISOString() });
-      // a kept-alive connection profd closed while idle (between rounds) fails
-      // before the request is read: sent again once on a fresh one
-      const r = await http(url, { method: 'POST', body: it.body, timeoutMs: 120000 })
-        .catch((e) => { if (e.cause?.code !== 'UND_ERR_SOCKET') throw e; return http(url, { method: 'POST', body: it.body, timeoutMs: 120000 }); });
+      // a kept-alive connection closed by profd, or a 503 (too many request
+      // bodies at once: 256 pushers), is not stored: sent again (counted)
+      let r;
+      for (let a = 0; ; a++) {
+        r = await http(url, { method: 'POST', body: it.body, timeoutMs: 120000 })
+          .catch((e) => { if (e.cause?.code !== 'UND_ERR_SOCKET' || a >= 20) throw e; return { status: 0 }; });
+        if ((r.status !== 0 && r.status !== 503) || a >= 20) break;
+        retries++;
+        await new Promise((res) => setTimeout(res, 20));
+      }
       assert.equal(r.status, 200, r.text);
       lat.push(performance.now() - s);
     }
@@ -129,7 +135,7 @@ async function ingest(profd, servers = [], list = items, clients = CLIENTS) {
   const wall = (performance.now() - t0) / 1000;
   const cpuP = (cpuSec(pids.profd) - cpu0.profd) / list.length * 1000;
   const cpuC = pids.ch.reduce((a, pid, i) => a + cpuSec(pid) - cpu0.ch[i], 0) / list.length * 1000;
-  return { rate: list.length / wall, p50: pct(lat, 0.5), p99: pct(lat, 0.99), wall, cpuP, cpuC };
+  return { rate: list.length / wall, p50: pct(lat, 0.5), p99: pct(lat, 0.99), wall, cpuP, cpuC, retries };
 }
 
 const FROM = (T0 - 60000) / 1000;
@@ -208,14 +214,15 @@ async function steadyRun(profd, servers, clients) {
   const t1 = servers.length ? await chq(servers[0], 'SELECT toString(now())') : null;
   const cpu0 = { profd: cpuSec(pids.profd), ch: pids.ch.map(cpuSec) };
   const lat = [];
-  let wall = 0;
+  let wall = 0, retries = 0;
   for (let j = 1; j < K; j++) {
     const r = await ingest(profd, servers, rounds[j], clients);
     wall += r.wall;
+    retries += r.retries;
     lat.push(r.p50);
   }
   const n = S * (K - 1);
-  const res = { rate: n / wall, p50: median(lat), cpuP: (cpuSec(pids.profd) - cpu0.profd) / n * 1000 };
+  const res = { retries, rate: n / wall, p50: median(lat), cpuP: (cpuSec(pids.profd) - cpu0.profd) / n * 1000 };
   if (!servers.length) return res;
   res.cpuC = pids.ch.reduce((a, pid, i) => a + cpuSec(pid) - cpu0.ch[i], 0) / n * 1000;
   const deadline = Date.now() + 60000;
@@ -304,6 +311,7 @@ for (const r of out.steady) {
 for (const r of out.steady) {
   console.log(`\n${r.C} pushers, ClickHouse statements over the measured rounds (kind, count, sum query_duration_ms, rows read, rows written):\n${r.ch.stmts}`);
   console.log(`parts (table, new, merges):\n${r.ch.parts}`);
+  console.log(`pushes sent again (503 or closed connection): embedded ${r.tsdb.retries}, ClickHouse ${r.ch.retries}`);
 }
 for (const r of out.steady.filter((x) => x.qa)) {
   console.log(`\nSteady merges (${S * K} profiles, ${r.C}-pusher run), medians of ${RUNS}: embedded / ClickHouse ms`);
