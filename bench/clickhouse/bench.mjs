@@ -80,8 +80,8 @@ async function startCH(name, http_, tcp, inter, shards) {
 <mark_cache_size>67108864</mark_cache_size><uncompressed_cache_size>0</uncompressed_cache_size>
 <users_config>${d}/users.xml</users_config><default_profile>default</default_profile><default_database>default</default_database>
 <timezone>UTC</timezone>
-<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log>
-<part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>1000</flush_interval_milliseconds></part_log>
+<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>7500</flush_interval_milliseconds></query_log>
+<part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>7500</flush_interval_milliseconds></part_log>
 <remote_servers><pd2>${remote}</pd2></remote_servers></yandex>`);
   fs.writeFileSync(path.join(d, 'users.xml'), `<?xml version="1.0"?><yandex><profiles><default><log_queries>1</log_queries></default></profiles><users><default>
 <password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
