@@ -92,12 +92,16 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-/* Connections are kept and reused across statements (a share of curl's
- * connection cache per pd_ch): a batch's statements cost no TCP connect nor
- * a new HTTP session on either side. A kept connection idle for more than
- * CH_CONN_MAXAGE_S is not reused (ClickHouse closes idle connections after
- * its keep_alive_timeout, 3-10 s by version and config: a request sent on a
- * connection the server is closing would have an unknown outcome). */
+/* Connections are kept and reused across queries (a share of curl's
+ * connection cache per pd_ch): the duplicate check and a read's queries
+ * cost no TCP connect nor a new HTTP session on either side. A kept
+ * connection idle for more than CH_CONN_MAXAGE_S is not reused (ClickHouse
+ * closes idle connections after its keep_alive_timeout, 3-10 s by version
+ * and config). An INSERT always opens a fresh connection: on a reused one
+ * that dies before an answer curl sends the request again by itself, and an
+ * INSERT the server had written would land twice — on a fresh one such a
+ * failure is handed back as an unknown outcome (counted by write_id, or
+ * deduplicated by a replicated table) as the module comment says. */
 #define CH_CONN_MAXAGE_S 2L
 
 static void share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *ctx)
@@ -174,6 +178,8 @@ static result attempt(pd_ch *c, size_t u, const char *db, const char *sql, const
     if (c->share) {
         curl_easy_setopt(h, CURLOPT_SHARE, (CURLSH *)c->share);
         curl_easy_setopt(h, CURLOPT_MAXAGE_CONN, CH_CONN_MAXAGE_S);
+        if (insert)
+            curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
     }
     curl_easy_setopt(h, CURLOPT_POST, 1L);
     if (insert) {

@@ -77,7 +77,8 @@
  * gathers; batches start at least flush_interval_ms apart (or wait
  * batch_wait_ms for more; a batch goes at once when it holds batch_rows
  * samples rows or batch_bytes). Stacks and series written before (same
- * day) are not sent again. Connections are kept between statements. The append returns 0 only after
+ * day) are not sent again. Connections are kept between queries (not
+ * INSERTs: ch_http.c). The append returns 0 only after
  * ClickHouse has acknowledged the INSERT of the profile's row (in cluster
  * mode with insert_distributed_sync=1: after every shard wrote it). There is no local
  * WAL: a crash of profd loses only what was not acknowledged; a crash of
