@@ -93,6 +93,8 @@ typedef struct flags {
     size_t n_ch_urls;
     const char *ch_user, *ch_password_file, *ch_database, *ch_cluster;
     bool ch_replicated; /* --clickhouse.replicated (issue 35 item 4) */
+    int64_t ch_flush_ms;     /* --clickhouse.flush-interval (-1: none; 0: default 100 ms) */
+    unsigned long long ch_batch_rows; /* --clickhouse.batch-rows (0: default) */
     /* issue 31 item 7: --ui.source-dir=[PREFIX=]DIR, repeatable; each value
        copied into src_arg and split there (symbolize/source.h) */
     char src_arg[16][1024];
@@ -137,6 +139,11 @@ static void usage(FILE *f)
             "                                  over its shards (docs/clickhouse.md)\n"
             "  --clickhouse.replicated         with --clickhouse.cluster: ReplicatedMergeTree\n"
             "                                  tables, two or more replicas per shard\n"
+            "  --clickhouse.flush-interval=DUR insert batches start at least this far apart:\n"
+            "                                  pushes meanwhile gather into one (default\n"
+            "                                  100ms; 0: a batch as soon as one is done)\n"
+            "  --clickhouse.batch-rows=N       a gathering batch goes at once at N samples\n"
+            "                                  rows (default 1000000)\n"
             "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
             "  --storage.wal.segment-size=SIZE WAL segment file size (default 32M)\n"
             "  --storage.block-duration=DUR    head time range cut into a block (default 2h)\n"
@@ -357,7 +364,8 @@ static int parse_flags(int argc, char **argv, flags *f)
             "--web.max-connections", "--web.max-connections-per-ip", "--web.config.file",
             "--web.allowed-hosts", "--storage.backend", "--clickhouse.url",
             "--clickhouse.database", "--clickhouse.user", "--clickhouse.password-file",
-            "--clickhouse.cluster", "--query.max-merge-concurrency",
+            "--clickhouse.cluster", "--clickhouse.flush-interval", "--clickhouse.batch-rows",
+            "--query.max-merge-concurrency",
             "--storage.aggregate-workers", "--ui.source-dir"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
@@ -406,6 +414,22 @@ static int parse_flags(int argc, char **argv, flags *f)
             f->ch_password_file = val;
         } else if (strcmp(name, "--clickhouse.cluster") == 0) {
             f->ch_cluster = val;
+        } else if (strcmp(name, "--clickhouse.flush-interval") == 0) {
+            pd_err derr;
+            int64_t ms;
+            if (pd_parse_duration(val, &ms, &derr) < 0 || ms < 0 || ms > 60000)
+                return usage_error("--clickhouse.flush-interval: \"%s\" is not a duration from "
+                                   "0 to 1m",
+                                   val);
+            f->ch_flush_ms = ms ? ms : -1;
+        } else if (strcmp(name, "--clickhouse.batch-rows") == 0) {
+            char *end;
+            unsigned long long v = strtoull(val, &end, 10);
+            if (*end || end == val || val[0] == '-' || v < 1 || v > 100000000)
+                return usage_error("--clickhouse.batch-rows: \"%s\" is not a number from 1 to "
+                                   "100000000",
+                                   val);
+            f->ch_batch_rows = v;
         } else if (strcmp(name, "--log.level") == 0) {
             if (strcmp(val, "debug") && strcmp(val, "info") && strcmp(val, "warn") &&
                 strcmp(val, "error"))
@@ -720,6 +744,8 @@ static int serve(const flags *f)
         so.clickhouse.database = f->ch_database;
         so.clickhouse.cluster = f->ch_cluster;
         so.clickhouse.replicated = f->ch_replicated;
+        so.clickhouse.flush_interval_ms = f->ch_flush_ms;
+        so.clickhouse.batch_rows = (size_t)f->ch_batch_rows;
     }
     /* The listener starts first, as Prometheus does: /-/healthy answers 200
        and /-/ready 503 while the store is opened and its WAL replayed (a due
@@ -776,8 +802,13 @@ static int serve(const flags *f)
                             "web.config.file", "web.enable-lifecycle",
                             "web.allowed-hosts", "storage.backend", "clickhouse.url",
                             "clickhouse.database", "clickhouse.user", "clickhouse.cluster",
-                            "clickhouse.replicated", "query.max-merge-concurrency", "storage.aggregate-workers",
+                            "clickhouse.replicated", "clickhouse.flush-interval", "clickhouse.batch-rows",
+                            "query.max-merge-concurrency", "storage.aggregate-workers",
                             "ingest.max-series-per-service", "ui.source-dir"};
+    char v_chfl[32], v_chrows[32];
+    snprintf(v_chfl, sizeof v_chfl, "%lldms",
+             (long long)(f->ch_flush_ms < 0 ? 0 : f->ch_flush_ms ? f->ch_flush_ms : 100));
+    snprintf(v_chrows, sizeof v_chrows, "%llu", f->ch_batch_rows ? f->ch_batch_rows : 1000000ull);
     char v_churls[1024] = "";
     for (size_t i = 0, o = 0; i < f->n_ch_urls && o < sizeof v_churls; i++)
         o += (size_t)snprintf(v_churls + o, sizeof v_churls - o, "%s%s", i ? "," : "",
@@ -797,7 +828,7 @@ static int serve(const flags *f)
                              f->ch_database ? f->ch_database : "profd",
                              f->ch_user ? f->ch_user : "default",
                              f->ch_cluster ? f->ch_cluster : "",
-                             f->ch_replicated ? "true" : "false", v_mmc, v_aggw, v_msvc,
+                             f->ch_replicated ? "true" : "false", v_chfl, v_chrows, v_mmc, v_aggw, v_msvc,
                              v_srcdirs};
     pd_api_options ao = {
         .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,

@@ -6,6 +6,13 @@
 //          loopback; the two ClickHouse servers and three profd processes)
 //          WEB_THREADS=32 (--web.threads of every profd: the pushes in
 //          flight, hence the largest insert batch)
+//          STEADY="16,64,256" (the steady-state curve's concurrent pushers;
+//          "" skips it), STEADY_SERIES=256 STEADY_K=8 (S series x K profiles
+//          each, pushed round by round 10 s apart; round 0 warms up — every
+//          series and stack new — and is not counted)
+//          CLUSTER=1 (also the 2-shard Distributed run of the one-shot shape)
+//          PROFD_ARGS="..." (extra flags of the ClickHouse profd, e.g.
+//          --clickhouse.batch-wait=5ms)
 //
 // Data: SERIES series heap{job="bench", instance="sNNNN"} with one real heap
 // profile each (the 30 of shared testdata go-demo-series cycled), pushed
@@ -21,6 +28,16 @@
 //     (gunzipped) profiles in consecutive groups of 12, each `zstd -3`.
 // The answers of (a) and (b) are compared (query_range totals equal, merge
 // totals equal) so a fast wrong answer does not count.
+//
+// Steady state (STEADY): what a fleet does — each series pushes every 10-60 s,
+// so after the first round its series and most stacks are known. For each
+// concurrency C in STEADY: a fresh embedded profd and a fresh ClickHouse
+// database; round 0 of all S series (warm-up), then rounds 1..K-1 measured:
+// CPU per profile of profd and of clickhouse-server (/proc/PID/stat) over the
+// measured rounds plus ClickHouse's background merges they caused (until
+// system.merges is empty, at most 60 s); per statement kind, from
+// system.query_log: count, summed query_duration_ms, rows read/written; from
+// system.part_log: parts written (NewPart) and merges (MergeParts).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -33,6 +50,10 @@ const CLIENTS = Number(process.env.CLIENTS || 8);
 const RUNS = Number(process.env.RUNS || 5);
 const PORT0 = Number(process.env.PORT0 || 19440);
 const WT = `--web.threads=${Number(process.env.WEB_THREADS || 32)}`;
+const STEADY = (process.env.STEADY ?? '16,64,256').split(',').filter(Boolean).map(Number);
+const S = Number(process.env.STEADY_SERIES || 256);
+const K = Number(process.env.STEADY_K || 8);
+const PROFD_ARGS = (process.env.PROFD_ARGS || '').split(' ').filter(Boolean);
 const CH_BIN = '/usr/sbin/clickhouse-server';
 const dir = tempDir('pd-chbench-');
 process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
@@ -58,8 +79,11 @@ async function startCH(name, http_, tcp, inter, shards) {
 <user_files_path>${d}/uf/</user_files_path><format_schema_path>${d}/fs/</format_schema_path>
 <mark_cache_size>67108864</mark_cache_size><uncompressed_cache_size>0</uncompressed_cache_size>
 <users_config>${d}/users.xml</users_config><default_profile>default</default_profile><default_database>default</default_database>
-<timezone>UTC</timezone><remote_servers><pd2>${remote}</pd2></remote_servers></yandex>`);
-  fs.writeFileSync(path.join(d, 'users.xml'), `<?xml version="1.0"?><yandex><profiles><default/></profiles><users><default>
+<timezone>UTC</timezone>
+<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>7500</flush_interval_milliseconds></query_log>
+<part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>7500</flush_interval_milliseconds></part_log>
+<remote_servers><pd2>${remote}</pd2></remote_servers></yandex>`);
+  fs.writeFileSync(path.join(d, 'users.xml'), `<?xml version="1.0"?><yandex><profiles><default><log_queries>1</log_queries></default></profiles><users><default>
 <password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
 <quotas><default/></quotas></yandex>`);
   const p = new Proc(name, 'nice', [CH_BIN, `--config-file=${d}/config.xml`], { cwd: d });
@@ -83,26 +107,35 @@ function cpuSec(pid) {
   return (Number(f[11]) + Number(f[12])) / 100;
 }
 
-async function ingest(profd, servers = []) {
+async function ingest(profd, servers = [], list = items, clients = CLIENTS) {
   const pids = { profd: profd.child.pid, ch: servers.map((s) => s.child.pid) };
   const cpu0 = { profd: cpuSec(pids.profd), ch: pids.ch.map(cpuSec) };
   const lat = [];
-  let next = 0;
+  let next = 0, retries = 0;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: CLIENTS }, async () => {
-    while (next < items.length) {
-      const it = items[next++];
+  await Promise.all(Array.from({ length: clients }, async () => {
+    while (next < list.length) {
+      const it = list[next++];
       const s = performance.now();
-      const r = await http(`${profd.base}/api/0/profiles?` + qs({ service: 'bench', type: 'heap', instance_id: it.instance, created_at: new Date(it.at).toISOString() }),
-        { method: 'POST', body: it.body, timeoutMs: 120000 });
+      const url = `${profd.base}/api/0/profiles?` + qs({ service: it.service || 'bench', type: 'heap', instance_id: it.instance, created_at: new Date(it.at).toISOString() });
+      // a kept-alive connection closed by profd, or a 503 (too many request
+      // bodies at once: 256 pushers), is not stored: sent again (counted)
+      let r;
+      for (let a = 0; ; a++) {
+        r = await http(url, { method: 'POST', body: it.body, timeoutMs: 120000 })
+          .catch((e) => { if (e.cause?.code !== 'UND_ERR_SOCKET' || a >= 20) throw e; return { status: 0 }; });
+        if ((r.status !== 0 && r.status !== 503) || a >= 20) break;
+        retries++;
+        await new Promise((res) => setTimeout(res, 20));
+      }
       assert.equal(r.status, 200, r.text);
       lat.push(performance.now() - s);
     }
   }));
   const wall = (performance.now() - t0) / 1000;
-  const cpuP = (cpuSec(pids.profd) - cpu0.profd) / items.length * 1000;
-  const cpuC = pids.ch.reduce((a, pid, i) => a + cpuSec(pid) - cpu0.ch[i], 0) / items.length * 1000;
-  return { rate: items.length / wall, p50: pct(lat, 0.5), p99: pct(lat, 0.99), wall, cpuP, cpuC };
+  const cpuP = (cpuSec(pids.profd) - cpu0.profd) / list.length * 1000;
+  const cpuC = pids.ch.reduce((a, pid, i) => a + cpuSec(pid) - cpu0.ch[i], 0) / list.length * 1000;
+  return { rate: list.length / wall, p50: pct(lat, 0.5), p99: pct(lat, 0.99), wall, cpuP, cpuC, retries };
 }
 
 const FROM = (T0 - 60000) / 1000;
@@ -140,7 +173,7 @@ await tsdb.stop();
 // (b) one ClickHouse server
 const ch1 = await startCH('ch1', P(1), P(2), P(3), [P(2), P(6)]);
 const chp = await startProfd({ storage: path.join(dir, 'x'), port: P(4), name: 'profd-ch',
-  extraArgs: [WT, '--storage.backend=clickhouse', `--clickhouse.url=${ch1.url}`, '--clickhouse.database=bench'] });
+  extraArgs: [WT, '--storage.backend=clickhouse', `--clickhouse.url=${ch1.url}`, '--clickhouse.database=bench', ...PROFD_ARGS] });
 out.ch = { ingest: await ingest(chp, [ch1]), ...(await queries(chp)) };
 assert.deepEqual(out.ch.totals, out.tsdb.totals, 'query_range totals equal');
 assert.equal(out.ch.mergeTotal, out.tsdb.mergeTotal, 'merge totals equal');
@@ -156,12 +189,76 @@ const body = Number(await chq(ch1, `SELECT sum(length(body)) FROM bench.profiles
 out.chBytes = { tables, body };
 
 // (c) two shards, Distributed: ingest
-const ch2 = await startCH('ch2', P(5), P(6), P(7), [P(2), P(6)]);
-const clu = await startProfd({ storage: path.join(dir, 'y'), port: P(8), name: 'profd-clu',
-  extraArgs: [WT, '--storage.backend=clickhouse', `--clickhouse.url=${ch1.url}`, `--clickhouse.url=${ch2.url}`, '--clickhouse.database=benchclu', '--clickhouse.cluster=pd2'] });
-out.cluster = { ingest: await ingest(clu, [ch1, ch2]), ...(await queries(clu)) };
-assert.deepEqual(out.cluster.totals, out.tsdb.totals, 'query_range totals equal (cluster)');
-await clu.stop();
+if (process.env.CLUSTER) {
+  const ch2 = await startCH('ch2', P(5), P(6), P(7), [P(2), P(6)]);
+  const clu = await startProfd({ storage: path.join(dir, 'y'), port: P(8), name: 'profd-clu',
+    extraArgs: [WT, '--storage.backend=clickhouse', `--clickhouse.url=${ch1.url}`, `--clickhouse.url=${ch2.url}`, '--clickhouse.database=benchclu', '--clickhouse.cluster=pd2', ...PROFD_ARGS] });
+  out.cluster = { ingest: await ingest(clu, [ch1, ch2]), ...(await queries(clu)) };
+  assert.deepEqual(out.cluster.totals, out.tsdb.totals, 'query_range totals equal (cluster)');
+  await clu.stop();
+  await ch2.stop();
+}
+
+
+// Steady state: S series x K profiles, round by round, at each concurrency
+const ST0 = NOW - (K * 10 + 120) * 1000;
+const rounds = Array.from({ length: K }, (_, j) => Array.from({ length: S }, (_, k) => ({
+  k, service: 'steady', body: bodies[(k + j) % bodies.length], instance: `s${String(k).padStart(4, '0')}`, at: ST0 + j * 10000 + k,
+})));
+const SFROM = (ST0 - 60000) / 1000;
+async function steadyRun(profd, servers, clients) {
+  const chNow = servers.length ? await chq(servers[0], 'SELECT toString(now())') : null;
+  const pids = { profd: profd.child.pid, ch: servers.map((s) => s.child.pid) };
+  await ingest(profd, servers, rounds[0], clients); // warm-up: every series new
+  await new Promise((r) => setTimeout(r, 1100)); // query_log's event_time is in seconds
+  const t1 = servers.length ? await chq(servers[0], 'SELECT toString(now())') : null;
+  const cpu0 = { profd: cpuSec(pids.profd), ch: pids.ch.map(cpuSec) };
+  const lat = [];
+  let wall = 0, retries = 0;
+  for (let j = 1; j < K; j++) {
+    const r = await ingest(profd, servers, rounds[j], clients);
+    wall += r.wall;
+    retries += r.retries;
+    lat.push(r.p50);
+  }
+  const n = S * (K - 1);
+  const res = { retries, rate: n / wall, p50: median(lat), cpuP: (cpuSec(pids.profd) - cpu0.profd) / n * 1000 };
+  if (!servers.length) return res;
+  res.cpuC = pids.ch.reduce((a, pid, i) => a + cpuSec(pid) - cpu0.ch[i], 0) / n * 1000;
+  const deadline = Date.now() + 60000;
+  while (Date.now() < deadline && Number(await chq(servers[0], 'SELECT count() FROM system.merges')) > 0) await new Promise((r) => setTimeout(r, 500));
+  res.cpuCM = pids.ch.reduce((a, pid, i) => a + cpuSec(pid) - cpu0.ch[i], 0) / n * 1000;
+  await chq(servers[0], 'SYSTEM FLUSH LOGS');
+  res.stmts = await chq(servers[0], `SELECT concat(substring(query, 1, 6), ' ', extract(query, '(?:INTO|FROM) ([a-zA-Z_0-9.]+)')) AS kind, count(), sum(query_duration_ms), sum(read_rows), sum(written_rows) FROM system.query_log WHERE type = 2 AND event_time >= '${t1}' AND query NOT LIKE '%system.%' GROUP BY kind ORDER BY kind FORMAT TSV`);
+  res.parts = await chq(servers[0], `SELECT table, countIf(event_type = 'NEW_PART'), countIf(event_type = 'MERGE_PARTS') FROM system.part_log WHERE event_time >= '${t1}' AND database = 'st${clients}' GROUP BY table ORDER BY table FORMAT TSV`);
+  void chNow;
+  return res;
+}
+out.steady = [];
+for (const C of STEADY) {
+  const wt = `--web.threads=${Math.min(256, Math.max(32, C))}`;
+  const e = await startProfd({ storage: path.join(dir, `st-tsdb-${C}`), port: P(0), name: 'profd-st-tsdb', extraArgs: [wt] });
+  const a = await steadyRun(e, [], C);
+  const qa = C === STEADY[0] ? await steadyQueries(e) : null;
+  await e.stop();
+  const p = await startProfd({ storage: path.join(dir, `st-x-${C}`), port: P(4), name: 'profd-st-ch',
+    extraArgs: [wt, '--storage.backend=clickhouse', `--clickhouse.url=${ch1.url}`, `--clickhouse.database=st${C}`, ...PROFD_ARGS] });
+  const b = await steadyRun(p, [ch1], C);
+  const qb = C === STEADY[0] ? await steadyQueries(p) : null;
+  if (qa) {
+    assert.deepEqual(qb.totals, qa.totals, 'steady: query_range totals equal');
+    assert.equal(qb.mergeTotal, qa.mergeTotal, 'steady: merge totals equal');
+  }
+  await p.stop();
+  out.steady.push({ C, tsdb: a, ch: b, qa, qb });
+}
+async function steadyQueries(profd) {
+  const merge = await timed(profd, '/api/v1/query?' + qs({ mode: 'merge', query: 'heap{service="steady"}', from: SFROM, to: TO, report: 'top', limit: 5 }));
+  const mergeProto = await timed(profd, '/api/v1/query?' + qs({ mode: 'merge', query: 'heap{service="steady"}', from: SFROM, to: TO, report: 'proto' }));
+  const one = await timed(profd, '/api/v1/query?' + qs({ mode: 'merge', query: 'heap{service="steady",instance_id="s0000"}', from: SFROM, to: TO, report: 'top', limit: 5 }));
+  const range = await timed(profd, '/api/v1/query_range?' + qs({ query: 'heap{service="steady"}', from: SFROM, to: TO }));
+  return { merge: merge.ms, mergeTotal: merge.last.json.data.total, mergeProto: mergeProto.ms, one: one.ms, range: range.ms, totals: range.last.json.data.map((x) => x.totals[0]) };
+}
 
 // embedded block and conprof groups of the same files
 const blk = path.join(dir, 'blk');
@@ -187,6 +284,7 @@ console.error(`load after: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 
 const f = (x, d = 1) => x.toFixed(d);
 console.log(`\n${SERIES} series x 1 real heap profile, ${CLIENTS} push clients, ${WT}, medians of ${RUNS}\n`);
+if (!out.cluster) out.cluster = { ingest: { rate: NaN, cpuP: NaN, cpuC: NaN, p50: NaN, p99: NaN }, merge: NaN, mergeProto: NaN, range: NaN };
 console.log('| | embedded TSDB | ClickHouse, 1 server | ClickHouse, 2 shards (Distributed) |');
 console.log('|---|---:|---:|---:|');
 console.log(`| ingest, profiles/s | ${f(out.tsdb.ingest.rate)} | ${f(out.ch.ingest.rate)} | ${f(out.cluster.ingest.rate)} |`);
@@ -202,4 +300,24 @@ const t = out.chBytes.tables;
 const tot = Object.values(t).reduce((a, b) => a + b, 0);
 console.log(`| ${f(out.sizes.gz, 0)} | ${f(out.sizes.conprof, 0)} | ${f(out.sizes.block)} | ${f(tot / SERIES, 0)} | ${f(t.profiles / SERIES, 0)} | ${f(t.samples / SERIES, 0)} | ${f(t.stacks / SERIES, 0)} | ${f((t.series + t.series_index) / SERIES, 0)} |`);
 console.log(`\n(ClickHouse profiles.body holds ${f(out.chBytes.body / SERIES, 0)} B/p uncompressed: the producer's gzip bytes)`);
+
+console.log(`\nSteady state: ${S} series x ${K} profiles (round 0 warm-up, ${K - 1} rounds measured), CPU ms per profile\n`);
+console.log('| pushers | embedded: profd | ClickHouse: profd + server (ingest) | + background merges after | ratio (with merges) | ingest/s embedded / ClickHouse | push p50 ms embedded / ClickHouse |');
+console.log('|---:|---:|---:|---:|---:|---:|---:|');
+for (const r of out.steady) {
+  const tot = r.ch.cpuP + r.ch.cpuCM;
+  console.log(`| ${r.C} | ${f(r.tsdb.cpuP, 2)} | ${f(r.ch.cpuP, 2)} + ${f(r.ch.cpuC, 2)} = ${f(r.ch.cpuP + r.ch.cpuC, 2)} | ${f(tot, 2)} | ${f((r.ch.cpuP + r.ch.cpuC) / r.tsdb.cpuP, 1)}x (${f(tot / r.tsdb.cpuP, 1)}x) | ${f(r.tsdb.rate, 0)} / ${f(r.ch.rate, 0)} | ${f(r.tsdb.p50, 1)} / ${f(r.ch.p50, 1)} |`);
+}
+for (const r of out.steady) {
+  console.log(`\n${r.C} pushers, ClickHouse statements over the measured rounds (kind, count, sum query_duration_ms, rows read, rows written):\n${r.ch.stmts}`);
+  console.log(`parts (table, new, merges):\n${r.ch.parts}`);
+  console.log(`pushes sent again (503 or closed connection): embedded ${r.tsdb.retries}, ClickHouse ${r.ch.retries}`);
+}
+for (const r of out.steady.filter((x) => x.qa)) {
+  console.log(`\nSteady merges (${S * K} profiles, ${r.C}-pusher run), medians of ${RUNS}: embedded / ClickHouse ms`);
+  console.log(`| merge report=top | ${f(r.qa.merge, 0)} | ${f(r.qb.merge, 0)} |`);
+  console.log(`| merge report=proto | ${f(r.qa.mergeProto, 0)} | ${f(r.qb.mergeProto, 0)} |`);
+  console.log(`| merge of one series (${K} profiles) | ${f(r.qa.one, 0)} | ${f(r.qb.one, 0)} |`);
+  console.log(`| query_range over ${S} series | ${f(r.qa.range, 0)} | ${f(r.qb.range, 0)} |`);
+}
 await killAll();

@@ -79,6 +79,8 @@ typedef struct pd_clickhouse_options {
                                 internal_replication; a retried INSERT relies on
                                 ClickHouse's block deduplication (clickhouse.h) */
     size_t batch_bytes;      /* flush a batch of inserts at this size; 0 = 8 MiB */
+    size_t batch_rows;       /* ... or when it holds this many samples rows (one per
+                                sample of each profile); 0 = 1,000,000 */
     int64_t batch_wait_ms;   /* wait this long for more profiles before a flush;
                                 0 = none (group commit: a batch is what queued while
                                 the previous one was in flight) */

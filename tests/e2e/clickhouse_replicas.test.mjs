@@ -115,8 +115,7 @@ for (const ch of [chA, chB]) {
   }, 60000, 500);
 }
 
-// profd reaches replica A through this TCP proxy (curl opens a connection
-// per statement). Armed, it lets the next `INSERT INTO profiles_v3` reach A
+// profd reaches replica A through this TCP proxy. Armed, it lets the next `INSERT INTO profiles_v3` reach A
 // and, when A answers, drops the answer and closes profd's connection, then
 // calls onCut (which kills A): the rows are on A, profd does not know it —
 // the INSERT must be sent again (to B) and land once.
@@ -124,13 +123,13 @@ function cutProxy(port) {
   const px = { armed: false, cut: 0, onCut: null };
   px.server = net.createServer((client) => {
     const up = net.connect(port, '127.0.0.1');
-    let head = '';
     let insert = false;
     client.on('data', (d) => {
-      if (head.length < 4096) {
-        head += d.toString('latin1');
-        insert = /^POST [^ ]*query=INSERT%20INTO%20profiles_v3/.test(head);
-      }
+      // profd keeps its connections: one carries request after request, and
+      // each request's first chunk (request line and headers, one write of
+      // curl's) names its statement
+      const head = d.toString('latin1', 0, Math.min(d.length, 4096));
+      if (/^(POST|GET) /.test(head)) insert = /^POST [^ ]*query=INSERT%20INTO%20profiles_v3/.test(head);
       up.write(d);
     });
     up.on('data', (d) => {

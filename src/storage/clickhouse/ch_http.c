@@ -92,6 +92,58 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+/* Connections are kept and reused across queries (a share of curl's
+ * connection cache per pd_ch): the duplicate check and a read's queries
+ * cost no TCP connect nor a new HTTP session on either side. A kept
+ * connection idle for more than CH_CONN_MAXAGE_S is not reused (ClickHouse
+ * closes idle connections after its keep_alive_timeout, 3-10 s by version
+ * and config). An INSERT always opens a fresh connection: on a reused one
+ * that dies before an answer curl sends the request again by itself, and an
+ * INSERT the server had written would land twice — on a fresh one such a
+ * failure is handed back as an unknown outcome (counted by write_id, or
+ * deduplicated by a replicated table) as the module comment says. */
+#define CH_CONN_MAXAGE_S 2L
+
+static void share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *ctx)
+{
+    (void)h;
+    (void)d;
+    (void)a;
+    pthread_mutex_lock(&((pd_ch *)ctx)->share_mu);
+}
+
+static void share_unlock(CURL *h, curl_lock_data d, void *ctx)
+{
+    (void)h;
+    (void)d;
+    pthread_mutex_unlock(&((pd_ch *)ctx)->share_mu);
+}
+
+int pd__ch_http_init(pd_ch *c)
+{
+    pthread_once(&g_curl_once, curl_init_once);
+    CURLSH *sh = curl_share_init();
+    if (!sh)
+        return PD_ENOMEM;
+    pthread_mutex_init(&c->share_mu, NULL);
+    curl_share_setopt(sh, CURLSHOPT_LOCKFUNC, share_lock);
+    curl_share_setopt(sh, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    curl_share_setopt(sh, CURLSHOPT_USERDATA, c);
+    if (curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK)
+        curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS); /* older curl: DNS only */
+    c->share = sh;
+    return 0;
+}
+
+void pd__ch_http_release(pd_ch *c)
+{
+    if (!c->share)
+        return;
+    curl_share_cleanup((CURLSH *)c->share);
+    c->share = NULL;
+    pthread_mutex_destroy(&c->share_mu);
+}
+
 typedef enum { R_OK, R_STMT, R_RETRY, R_AMBIGUOUS, R_TOOBIG, R_NOMEM } result;
 
 /* One attempt against URL u. */
@@ -123,6 +175,12 @@ static result attempt(pd_ch *c, size_t u, const char *db, const char *sql, const
         goto out;
     }
     curl_easy_setopt(h, CURLOPT_URL, url.data);
+    if (c->share) {
+        curl_easy_setopt(h, CURLOPT_SHARE, (CURLSH *)c->share);
+        curl_easy_setopt(h, CURLOPT_MAXAGE_CONN, CH_CONN_MAXAGE_S);
+        if (insert)
+            curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+    }
     curl_easy_setopt(h, CURLOPT_POST, 1L);
     if (insert) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, (const char *)insert);

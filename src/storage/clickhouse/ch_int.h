@@ -28,7 +28,10 @@ struct pd_ch {
                         others: a replica down at start gets them when it returns) */
     int64_t timeout_ms;
     int retries;
+    void *share;                /* CURLSH: the kept connections (ch_http.c) */
+    pthread_mutex_t share_mu;   /* its lock */
     size_t batch_bytes;
+    size_t batch_rows; /* a batch goes at once when it holds this many samples rows */
     int64_t batch_wait_ms;
     int64_t flush_interval_ms;
     pd_pprof_limits limits;
@@ -49,6 +52,8 @@ struct pd_ch {
     /* written successfully before (writer thread only) */
     pd_u64map known_stacks; /* stack hash -> day + 1 of its last row */
     pd_u64map known_series; /* fingerprint -> day + 1 of its last index rows */
+    pd_u64map known_last;   /* fingerprint -> 1 + ts of the series' last profile this profd
+                               stored (0: check again) */
     bool forget_known;      /* a read missed a stack (__atomic): the writer clears the
                                two maps above before its next batch */
 
@@ -59,7 +64,48 @@ struct pd_ch {
     pthread_cond_t stop_cv;
 };
 
+/* One queued append: its encoded rows (ch_write.c) and, once its batch is
+ * done, its result (ch_batch.c). */
+struct ch_entry {
+    uint64_t fp, write_id;
+    int64_t ts, day;
+    pd_buf prof_row, series_row, index_rows, sample_rows, stack_rows;
+    uint64_t *stack_hash; /* n_stacks, in stack_rows order */
+    size_t *stack_end;    /* end offset of each stack row in stack_rows */
+    size_t n_stacks, n_samples;
+    bool check; /* in the batch's PD_EEXIST check (ch_batch.c) */
+    int rc;
+    pd_err err;
+    ch_entry *next;
+};
+
+/* The appends sent as one batch; freed by the last appender to leave. */
+struct ch_batch {
+    ch_entry *head, *tail;
+    size_t n, bytes, rows; /* entries, their rows' bytes, their samples rows */
+    int refs;
+    bool done;
+};
+
+/* table name for DDL on one server: in cluster mode the local table */
+static inline const char *pd__ch_local_suffix(const pd_ch *c)
+{
+    return c->cluster ? "_local" : "";
+}
+
+/* ---- ch_batch.c ---- */
+
+/* The writer thread (arg: the pd_ch): sends c->pending as batches until
+ * c->stopping and the queue is empty. */
+void *pd__ch_writer_main(void *arg);
+
 /* ---- ch_http.c ---- */
+
+/* Sets up c's HTTP state (the connections kept between statements): once, at
+ * open, before any statement. PD_ENOMEM. pd__ch_http_release frees it once
+ * no statement runs any more (at close, after the threads are joined). */
+int pd__ch_http_init(pd_ch *c);
+void pd__ch_http_release(pd_ch *c);
 
 /* Runs one statement. insert == NULL: `sql` is a query sent as the POST
  * body; its answer is appended to resp (may be NULL to discard). insert !=

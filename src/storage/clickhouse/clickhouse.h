@@ -73,9 +73,12 @@
  * the PD_EEXIST check, then profiles — so a profile row is written only
  * when all it refers to is (samples rows of an entry refused as PD_EEXIST
  * are written under a write_id no profiles row has: never counted).
- * Group commit: while a batch is in flight the next one gathers; batches
- * start at least flush_interval_ms apart (or wait batch_wait_ms for more;
- * a batch is flushed at batch_bytes). The append returns 0 only after
+ * Group commit (ch_batch.c): while a batch is in flight the next one
+ * gathers; batches start at least flush_interval_ms apart (or wait
+ * batch_wait_ms for more; a batch goes at once when it holds batch_rows
+ * samples rows or batch_bytes). Stacks and series written before (same
+ * day) are not sent again. Connections are kept between queries (not
+ * INSERTs: ch_http.c). The append returns 0 only after
  * ClickHouse has acknowledged the INSERT of the profile's row (in cluster
  * mode with insert_distributed_sync=1: after every shard wrote it). There is no local
  * WAL: a crash of profd loses only what was not acknowledged; a crash of
@@ -83,7 +86,11 @@
  * default). A failed batch fails every append in it, with the error; an
  * INSERT whose outcome is unknown (the connection broke after sending) is
  * retried only after `SELECT count()` by write_id shows it did not land.
- * PD_EEXIST: checked per batch against profiles (and within the batch);
+ * PD_EEXIST: checked per batch against profiles (and within the batch),
+ * for the entries not newer than the last profile of their series this
+ * profd stored (every entry of a series unknown to it: after a start, a
+ * failed batch, or a read that missed a stack) — newer ones cannot collide
+ * as a series has one writer (below);
  * pd_storage_append_shift (the push rule, storage.h) then tries the next ms
  * (storage.c: one append per ms tried, so a taken ms found by a batch costs
  * that batch's round trip);

@@ -1,0 +1,447 @@
+/*
+ * storage/clickhouse/ch_batch.c — the ClickHouse backend's writer thread:
+ * group commit of the queued appends (ch_write.c encodes and queues them).
+ *
+ * Queue: appenders encode their rows without a lock (ch_entry), then add
+ * the entry to c->pending (a ch_batch) and wait for that batch to be done.
+ * The writer thread takes the whole pending batch (the next one starts
+ * gathering at once), sends it (flush), sets every entry's result, marks the
+ * batch done and wakes the appenders; the last appender to leave frees it.
+ * Appenders wait (back-pressure) while the pending batch holds more than
+ * 4 x batch_bytes. A batch starts at least flush_interval_ms after the
+ * previous one started (the gathering window), or as soon as it holds
+ * batch_rows samples rows or batch_bytes bytes.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/metrics.h"
+#include "base/time.h"
+#include "storage/clickhouse/ch_int.h"
+
+/* Concatenates the rows of the live entries (rc == 0) chosen by `field`. */
+static int gather(ch_batch *b, size_t off, pd_buf *out, size_t *n_live)
+{
+    *n_live = 0;
+    for (ch_entry *e = b->head; e; e = e->next) {
+        if (e->rc)
+            continue;
+        const pd_buf *src = (const pd_buf *)((const char *)e + off);
+        if (src->len && pd_buf_append(out, src->data, src->len) < 0)
+            return PD_ENOMEM;
+        (*n_live)++;
+    }
+    return 0;
+}
+
+static void fail_live(ch_batch *b, int rc, const pd_err *err)
+{
+    for (ch_entry *e = b->head; e; e = e->next)
+        if (e->rc == 0) {
+            e->rc = rc;
+            e->err = *err;
+        }
+}
+
+/* SELECT count() FROM table WHERE write_id IN (live entries). -1 on error. */
+static int64_t count_written(pd_ch *c, ch_batch *b, const char *table, pd_err *err)
+{
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, 1024);
+    int64_t n = -1;
+    int rc = pd_buf_printf(&sql, "SELECT count() FROM %s WHERE write_id IN (", table);
+    bool first = true;
+    for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
+        if (e->rc == 0) {
+            rc = pd_buf_printf(&sql, "%s%llu", first ? "" : ",", (unsigned long long)e->write_id);
+            first = false;
+        }
+    rc = rc ? rc : pd_buf_puts(&sql, ") FORMAT RowBinary");
+    rc = rc ? rc : pd_buf_putc(&sql, 0);
+    if (rc == 0 && pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, &resp, NULL, err) == 0) {
+        ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+        uint64_t v = pd__ch_rd_u64(&r);
+        if (!r.bad)
+            n = (int64_t)v;
+    }
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return n;
+}
+
+/* INSERTs rows into table; an outcome unknown is settled by counting the
+ * live entries' rows (expect of them): all there = done, none = sent
+ * again (once), some = failure. */
+static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *rows,
+                       bool by_write_id, uint64_t expect, pd_err *err)
+{
+    if (rows->len == 0)
+        return 0;
+    char sql[128];
+    snprintf(sql, sizeof sql, "INSERT INTO %s FORMAT RowBinary", table);
+    /* replicated: deduplication on whatever the user's profile says, as a
+       cut INSERT is sent again (ch_http.c) */
+    const char *settings = c->replicated ? "insert_distributed_sync=1&insert_deduplicate=1"
+                           : c->cluster  ? "insert_distributed_sync=1"
+                                         : NULL;
+    int64_t backoff = 100;
+    for (int round = 0;; round++) {
+        bool amb = false;
+        int rc = pd__ch_exec(c, sql, (const uint8_t *)rows->data, rows->len, settings, NULL,
+                             by_write_id ? &amb : NULL, err);
+        if (rc == 0 || !amb || round + 1 >= c->retries)
+            return rc;
+        pd_err e2;
+        pd_err_clear(&e2);
+        int64_t have = count_written(c, b, table, &e2);
+        if (have == (int64_t)expect)
+            return 0;
+        if (have != 0) /* some rows landed (or unknown): never sent twice */
+            return have < 0
+                       ? rc
+                       : pd_err_set(err, -EIO,
+                                    "%s (INSERT INTO %s: %lld of %llu rows "
+                                    "written; not retried)",
+                                    err->msg, table, (long long)have, (unsigned long long)expect);
+        struct timespec ts = {backoff / 1000, (long)(backoff % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+    }
+}
+
+/* One INSERT run on its own thread so that the four of a batch (stacks,
+ * series, series_index: rows safe to repeat, as these tables replace; and
+ * samples, settled by write_id when its outcome is unknown) and its
+ * PD_EEXIST check go at once. */
+typedef struct par_insert {
+    pd_ch *c;
+    const char *table;
+    ch_batch *b;     /* by write_id (samples): the batch, else NULL */
+    uint64_t expect; /* by write_id: the rows of the batch */
+    pd_buf rows;
+    int rc;
+    pd_err err;
+    pthread_t th;
+    bool started;
+} par_insert;
+
+static void *par_main(void *arg)
+{
+    par_insert *p = arg;
+    p->rc = insert_rows(p->c, p->b, p->table, &p->rows, p->b != NULL, p->expect, &p->err);
+    return NULL;
+}
+
+static void par_start(par_insert *p)
+{
+    p->started = pthread_create(&p->th, NULL, par_main, p) == 0;
+    if (!p->started)
+        par_main(p);
+}
+
+static void par_join(par_insert *p)
+{
+    if (p->started)
+        pthread_join(p->th, NULL);
+    p->started = false;
+}
+
+/* A failed INSERT of profile rows may have written some (a Distributed
+ * INSERT with one shard down writes the others; an answer lost after the
+ * server wrote): those profiles would be stored but not acknowledged.
+ * Deletes them by write_id on every server that answers (ALTER ... DELETE,
+ * a mutation ClickHouse applies in the background), best effort: logged. */
+static void undo_profiles(pd_ch *c, ch_batch *b)
+{
+    pd_buf sql;
+    pd_buf_init(&sql, 0);
+    int rc = pd_buf_printf(&sql, "ALTER TABLE profiles_v3%s DELETE WHERE write_id IN (",
+                           pd__ch_local_suffix(c));
+    bool first = true;
+    for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
+        if (e->rc == 0) {
+            rc = pd_buf_printf(&sql, "%s%llu", first ? "" : ",", (unsigned long long)e->write_id);
+            first = false;
+        }
+    rc = rc ? rc : pd_buf_putc(&sql, ')');
+    rc = rc ? rc : pd_buf_putc(&sql, 0);
+    pd_err err;
+    pd_err_clear(&err);
+    if (rc == 0 && !c->cluster && /* one server: the others are its failover */
+        pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, NULL, NULL, &err) < 0)
+        pd_log(PD_LOG_WARN, "clickhouse: cannot delete the rows of a failed insert", "err=\"%s\"",
+               err.msg);
+    for (size_t u = 0; rc == 0 && c->cluster && u < c->n_urls; u++) /* every shard */
+        if (pd__ch_exec_on(c, u, (const char *)sql.data, NULL, &err) < 0)
+            pd_log(PD_LOG_WARN, "clickhouse: cannot delete the rows of a failed insert",
+                   "url=%s err=\"%s\"", c->urls[u], err.msg);
+    pd_buf_release(&sql);
+}
+
+/* Whether e needs the PD_EEXIST check: its series is unknown to this
+ * profd (never stored by it since start, or forgotten after a failed batch
+ * or a read that missed a stack), or e is not newer than the series' last
+ * profile this profd stored. */
+static bool exist_check_needed(const pd_ch *c, const ch_entry *e)
+{
+    uint64_t last;
+    return !pd_u64map_get(&c->known_last, e->fp, &last) || last == 0 ||
+           (uint64_t)e->ts + 1 <= last;
+}
+
+static void flush(pd_ch *c, ch_batch *b)
+{
+    pd_err err;
+    pd_err_clear(&err);
+    pd_buf sql, resp, rows;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, 64u << 20);
+    pd_buf_init(&rows, 0);
+    pd_u64map seen, seen_fp;
+    pd_u64map_init(&seen);
+    pd_u64map_init(&seen_fp);
+    par_insert par[4] = {{.c = c, .table = "stacks_v3"},
+                         {.c = c, .table = "series_v3"},
+                         {.c = c, .table = "series_index_v3"},
+                         {.c = c, .table = "samples_v3", .b = b}};
+    for (int k = 0; k < 4; k++) {
+        pd_buf_init(&par[k].rows, 0);
+        pd_err_clear(&par[k].err);
+    }
+    int rc = 0;
+    size_t n_live;
+    int64_t t0 = pd_mono_ns();
+    if (__atomic_exchange_n(&c->forget_known, false, __ATOMIC_RELAXED)) {
+        pd_u64map_release(&c->known_stacks);
+        pd_u64map_init(&c->known_stacks);
+        pd_u64map_release(&c->known_series);
+        pd_u64map_init(&c->known_series);
+        pd_u64map_release(&c->known_last);
+        pd_u64map_init(&c->known_last);
+    }
+
+    /* stacks, series and their index rows once per stack (series) and day
+       of the profiles using them (schema v3: retention drops a stack's old
+       days only; one still used has a newer row). For every entry: rows of
+       one refused below as PD_EEXIST are already there or harmless, as these
+       tables replace */
+    for (ch_entry *e = b->head; e; e = e->next) {
+        size_t start = 0;
+        uint64_t v, dv = (uint64_t)e->day + 1;
+        for (size_t i = 0; i < e->n_stacks; i++) {
+            uint64_t h = e->stack_hash[i];
+            size_t end = e->stack_end[i];
+            if (!(pd_u64map_get(&c->known_stacks, h, &v) && v == dv) &&
+                !(pd_u64map_get(&seen, h, &v) && v == dv) &&
+                (pd_u64map_put(&seen, h, dv) < 0 ||
+                 pd_buf_append(&par[0].rows, e->stack_rows.data + start, end - start) < 0)) {
+                rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+                goto fail;
+            }
+            start = end;
+        }
+        if ((pd_u64map_get(&c->known_series, e->fp, &v) && v == (uint64_t)e->day + 1) ||
+            (pd_u64map_get(&seen_fp, e->fp, &v) && v == (uint64_t)e->day + 1))
+            continue;
+        if (pd_u64map_put(&seen_fp, e->fp, (uint64_t)e->day + 1) < 0 ||
+            pd_buf_append(&par[1].rows, e->series_row.data, e->series_row.len) < 0 ||
+            pd_buf_append(&par[2].rows, e->index_rows.data, e->index_rows.len) < 0) {
+            rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+            goto fail;
+        }
+    }
+    /* samples at once with them (2 round trips a batch, not 3): the rows of
+       an entry refused below as PD_EEXIST are then written too, under a
+       write_id no profiles row has, so no query ever counts them (they go
+       with their day) */
+    for (ch_entry *e = b->head; e; e = e->next)
+        par[3].expect += e->n_samples;
+    if (gather(b, offsetof(ch_entry, sample_rows), &par[3].rows, &n_live) < 0) {
+        rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+        goto fail;
+    }
+    for (int k = 0; k < 4; k++)
+        par_start(&par[k]);
+
+    /* meanwhile: profiles already stored at the same (series, time): PD_EEXIST.
+       Only for entries not newer than the last profile of their series this
+       profd stored (known_last; a series has one writer, clickhouse.h): a
+       fleet's pushes are each newer than its series' last, so a batch of
+       known series sends no SELECT at all */
+    /* the fingerprints and days alone too, for the primary key and the
+       partitions (a tuple IN alone scanned the whole table: a batch's CPU
+       in ClickHouse grew with the database) */
+    size_t n_check = 0;
+    for (ch_entry *e = b->head; e; e = e->next)
+        if ((e->check = exist_check_needed(c, e)))
+            n_check++;
+    if (n_check) {
+        rc = pd_buf_puts(&sql, "SELECT fingerprint, ts FROM profiles_v3 WHERE fingerprint IN (");
+        bool first = true;
+        for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
+            if (e->check) {
+                rc = pd_buf_printf(&sql, "%s%llu", first ? "" : ",", (unsigned long long)e->fp);
+                first = false;
+            }
+        rc = rc ? rc : pd_buf_puts(&sql, ") AND day IN (");
+        first = true;
+        for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
+            if (e->check) {
+                rc = first ? 0 : pd_buf_putc(&sql, ',');
+                rc = rc ? rc : pd__ch_put_sql_day(&sql, e->day);
+                first = false;
+            }
+        rc = rc ? rc : pd_buf_puts(&sql, ") AND (fingerprint, ts) IN (");
+        first = true;
+        for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
+            if (e->check) {
+                rc = pd_buf_printf(&sql, "%s(%llu,%lld)", first ? "" : ",",
+                                   (unsigned long long)e->fp, (long long)e->ts);
+                first = false;
+            }
+        rc = rc ? rc : pd_buf_puts(&sql, ") FORMAT RowBinary");
+        rc = rc ? rc : pd_buf_putc(&sql, 0);
+        if (rc < 0)
+            rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+        else
+            rc = pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, &resp, NULL, &err);
+        pd_metrics_add("profd_clickhouse_exist_checks_total", NULL, 1);
+    }
+    for (int k = 0; k < 4; k++) {
+        par_join(&par[k]);
+        if (rc == 0 && par[k].rc < 0) {
+            rc = par[k].rc;
+            err = par[k].err;
+        }
+    }
+    if (rc < 0)
+        goto fail;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        uint64_t fp = pd__ch_rd_u64(&r);
+        int64_t ts = (int64_t)pd__ch_rd_u64(&r);
+        for (ch_entry *e = b->head; e; e = e->next)
+            if (e->rc == 0 && e->fp == fp && e->ts == ts)
+                e->rc =
+                    pd_err_set(&e->err, PD_EEXIST,
+                               "a profile of this series at %lld is already stored", (long long)ts);
+    }
+
+    /* then profiles (the row that makes a profile visible) */
+    pd_buf_reset(&rows);
+    if (gather(b, offsetof(ch_entry, prof_row), &rows, &n_live) < 0) {
+        rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
+        goto fail;
+    }
+    rc = insert_rows(c, b, "profiles_v3", &rows, true, n_live, &err);
+    if (rc < 0) {
+        undo_profiles(c, b);
+        goto fail;
+    }
+
+    /* written: remember stacks and series */
+    if (c->known_stacks.len > (4u << 20))
+        pd_u64map_release(&c->known_stacks), pd_u64map_init(&c->known_stacks);
+    if (c->known_series.len > (1u << 20))
+        pd_u64map_release(&c->known_series), pd_u64map_init(&c->known_series);
+    if (c->known_last.len > (1u << 20))
+        pd_u64map_release(&c->known_last), pd_u64map_init(&c->known_last);
+    for (ch_entry *e = b->head; e; e = e->next) {
+        if (e->rc)
+            continue;
+        uint64_t last;
+        if (!pd_u64map_get(&c->known_last, e->fp, &last) || last < (uint64_t)e->ts + 1)
+            (void)pd_u64map_put(&c->known_last, e->fp, (uint64_t)e->ts + 1);
+        for (size_t i = 0; i < e->n_stacks; i++)
+            (void)pd_u64map_put(&c->known_stacks, e->stack_hash[i], (uint64_t)e->day + 1);
+        (void)pd_u64map_put(&c->known_series, e->fp, (uint64_t)e->day + 1);
+    }
+    pd_metrics_add("profd_clickhouse_batches_total", NULL, 1);
+    pd_metrics_add("profd_clickhouse_inserted_rows_total", NULL, (double)par[3].expect);
+    pd_metrics_add("profd_clickhouse_inserted_profiles_total", NULL, (double)n_live);
+    pd_metrics_add("profd_clickhouse_batch_seconds_sum", NULL, (double)(pd_mono_ns() - t0) / 1e9);
+    goto out;
+fail:
+    pd_log(PD_LOG_ERROR, "clickhouse batch failed", "profiles=%zu err=\"%s\"", b->n, err.msg);
+    /* some rows of it may be stored (an undo not applied yet): pushes of
+       its series are checked again */
+    for (ch_entry *e = b->head; e; e = e->next)
+        (void)pd_u64map_put(&c->known_last, e->fp, 0);
+    pd_metrics_add("profd_clickhouse_failed_profiles_total", NULL, (double)b->n);
+    fail_live(b, rc, &err);
+out:
+    for (int k = 0; k < 4; k++)
+        pd_buf_release(&par[k].rows);
+    pd_u64map_release(&seen);
+    pd_u64map_release(&seen_fp);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    pd_buf_release(&rows);
+}
+
+/* Whether the pending batch is full (batch_rows samples rows or
+ * batch_bytes): it goes at once. */
+static bool batch_full(const pd_ch *c)
+{
+    return c->pending && (c->pending->rows >= c->batch_rows || c->pending->bytes >= c->batch_bytes);
+}
+
+/* Waits on cv_work until the monotonic time until_ms (or stopping, or the
+ * pending batch full). */
+static void wait_until(pd_ch *c, int64_t until_ms)
+{
+    for (;;) {
+        int64_t now = pd_mono_ns() / 1000000;
+        if (c->stopping || now >= until_ms || batch_full(c))
+            return;
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        int64_t ns = dl.tv_nsec + (until_ms - now) * 1000000;
+        dl.tv_sec += ns / 1000000000;
+        dl.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&c->cv_work, &c->mu, &dl);
+    }
+}
+
+void *pd__ch_writer_main(void *arg)
+{
+    pd_ch *c = arg;
+    int64_t last_start = INT64_MIN / 2; /* monotonic ms */
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->pending && !c->stopping)
+            pthread_cond_wait(&c->cv_work, &c->mu);
+        if (!c->pending)
+            break;
+        if (c->flush_interval_ms > 0)
+            wait_until(c, last_start + c->flush_interval_ms);
+        last_start = pd_mono_ns() / 1000000;
+        if (c->batch_wait_ms > 0 && !c->stopping && !batch_full(c)) {
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            int64_t ns = dl.tv_nsec + (c->batch_wait_ms % 1000) * 1000000;
+            dl.tv_sec += c->batch_wait_ms / 1000 + ns / 1000000000;
+            dl.tv_nsec = ns % 1000000000;
+            while (!c->stopping && !batch_full(c) &&
+                   pthread_cond_timedwait(&c->cv_work, &c->mu, &dl) == 0)
+                ;
+        }
+        ch_batch *b = c->pending;
+        c->pending = NULL;
+        pthread_cond_broadcast(&c->cv_done); /* back-pressured appenders */
+        pthread_mutex_unlock(&c->mu);
+        flush(c, b);
+        pthread_mutex_lock(&c->mu);
+        b->done = true;
+        pthread_cond_broadcast(&c->cv_done);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
