@@ -493,8 +493,9 @@ static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
 
 static int agg_add_rec(agg *a, const pd_bagg_rec *r);
 
-/* The head's aggregates: when the point at k of se starts a sealed group
- * with a sum (pd__hgroup_sum) whose profiles are points k.. k+n-1 — none
+/* The head's aggregates: when the point at k of se starts a group (sealed,
+ * or the open one: its sum covers the n profiles visible under the lock)
+ * with a sum (pd_hgroup.sum) whose profiles are points k.. k+n-1 — none
  * dropped, none in between from another group — all at or before maxt and,
  * with weights w, in a series summed as is (w->on false) inside its window,
  * returns n (the points the sum stands for), else 0. idx read lock. */
@@ -504,7 +505,7 @@ static size_t head_group_run(const series *se, size_t k, int64_t maxt, const agg
     if (pt->gid == WAL_ONLY || pt->gpos != 0 || (w && w->on))
         return 0;
     const pd_hgroup *g = pd__hmem_group(&se->hc, pt->gid);
-    if (!g || !g->sum || !g->sealed || g->n_live != g->n || g->ts[0] != pt->ts ||
+    if (!g || !g->sum || g->n_live != g->n || g->ts[0] != pt->ts ||
         k + g->n > se->n_pts || g->ts[g->n - 1] > maxt)
         return 0;
     if (w && (pt->ts < w->lo || g->ts[g->n - 1] > w->hi))
@@ -666,7 +667,10 @@ static int head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, size
                             }
                             if ((rc = agg_add_rec(&a, &rec)) < 0)
                                 break;
-                            __atomic_add_fetch(&s->n_agg_head_groups, 1, __ATOMIC_RELAXED);
+                            __atomic_add_fetch(__atomic_load_n(&hg->sealed, __ATOMIC_RELAXED)
+                                                   ? &s->n_agg_head_groups
+                                                   : &s->n_agg_head_open,
+                                               1, __ATOMIC_RELAXED);
                             k += gn - 1;
                             continue;
                         }
