@@ -639,7 +639,7 @@ static int head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, size
                         (*wal_ts)[(*n_wal)++] = pt->ts;
                         continue;
                     }
-                    /* a sealed group whose profiles are the next ones of
+                    /* a group (sealed or open) whose profiles are the next ones of
                        the series, all in range: its sum (the head's
                        aggregates) instead of each profile */
                     size_t gn = head_group_run(se, k, maxt, wt ? &wt[i] : NULL);
