@@ -9,7 +9,8 @@
  * a new store at DIR (no maintenance thread, no head cut), timing the
  * appends (wall and CPU per profile, getrusage); then sums every series in
  * one group over all time (pd_storage_aggregate, a plain merge) REPS times
- * and prints the median wall and CPU time per merge and the profiles summed.
+ * and prints the median wall and CPU time per merge, the profiles summed
+ * and the process' max RSS after the appends (the head's memory).
  * With SERIES x PER <= 31 per series everything is in open groups. Build:
  * the bench_head_open target (tests/unit/storage/CMakeLists.txt). */
 #include <stdio.h>
@@ -115,6 +116,9 @@ int main(int argc, char **argv)
             pd_labels_release(&ls);
         }
     double aw = now_s() - w0, ac = cpu_s() - c0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru); /* the head's memory: max RSS after the appends */
+    long rss_kb = ru.ru_maxrss;
     pd_matcher m;
     pd_matcher_init(&m, PD_MATCH_EQ, "__name__", "heap", NULL);
     pd_series_set set;
@@ -147,10 +151,11 @@ int main(int argc, char **argv)
     pd_storage_stats ss;
     pd_storage_stats_get(st, &ss);
     printf("%zu series x %zu: append %.1f us wall, %.1f us CPU per profile | merge of %zu "
-           "profiles: median %.1f ms wall, %.1f ms CPU (best %.1f ms) | sealed groups summed %llu\n",
+           "profiles: median %.1f ms wall, %.1f ms CPU (best %.1f ms) | sealed groups summed %llu | "
+           "max RSS after the appends %ld MB\n",
            S, P, aw / (double)(S * P) * 1e6, ac / (double)(S * P) * 1e6, got,
            wall[reps / 2] * 1e3, cpu[reps / 2] * 1e3, wall[0] * 1e3,
-           (unsigned long long)ss.n_aggregate_head_groups);
+           (unsigned long long)ss.n_aggregate_head_groups, rss_kb / 1024);
     pd_storage_close(st);
     return 0;
 }
