@@ -4,7 +4,7 @@
 #
 #   bench/merge_pushdown/head.sh BUILD_DIR [OLD_BUILD_DIR]
 #       env: H=../shared/testdata/pprof/go-demo-series GLOB='heap-*.pb.gz'
-#            SHAPES="1x1000 100x100" RUNS=9
+#            SHAPES="1x1000 100x100" RUNS=9 DELTA=false (the query's delta=)
 #
 # For each SERIESxPER shape, the real profiles of H (cycled) are pushed over
 # HTTP (profefe API, one curl for all) as the last PER x 7 s of SERIES series
@@ -48,7 +48,7 @@ for shape in $SHAPES; do
                 "$s" $((T3 + i * 7)) "$f" >>"$tmp/curl.cfg"
         done
     done
-    url_q="/api/v1/query?mode=merge&query=%7Bservice%3D%22bench%22%2C__name__%3D%22heap%22%7D&from=$T3&to=$((T3 + P * 7 + 1))&report=proto"
+    url_q="/api/v1/query?mode=merge&query=%7Bservice%3D%22bench%22%2C__name__%3D%22heap%22%7D&from=$T3&to=$((T3 + P * 7 + 1))&report=proto${DELTA:+&delta=$DELTA}"
     for bin in $OLD $NEW; do
         port=$((25000 + RANDOM % 5000))
         rm -rf "$tmp/d"; mkdir -p "$tmp/d"

@@ -14,7 +14,11 @@
 # the WAL by merges any more). Goal: clean and kill9 within 1.5x of their
 # +60s. Run by hand (not part of ctest):
 #
-#   bench/startup/restart.sh PROFD [SERIES=10000] [PER=10] [RUNS=3]
+#   [DELTA=false] bench/startup/restart.sh PROFD [SERIES=10000] [PER=10] [RUNS=3]
+#
+# DELTA=false merges the stored counters (delta=false: a plain sum, where the
+# head groups' sums apply to every series; the default delta=true sums Go's
+# cumulative alloc_* as deltas, which read 2 profiles per series, not sums).
 #
 # Profiles: ../shared/testdata/pprof/go-demo-series/heap-*.pb.gz (30 real Go
 # heap profiles, cycled), pushed through profefe's API (curl, 4 connections).
@@ -48,7 +52,7 @@ start() {
 }
 T0=$(($(date +%s) - PER * 60 - 120))
 q="%7Bservice%3D%22big%22%2C__name__%3D%22heap%22%7D"
-url="$base/api/v1/query?mode=merge&query=$q&from=$T0&to=$((T0 + PER * 60))&report=proto"
+url="$base/api/v1/query?mode=merge&query=$q&from=$T0&to=$((T0 + PER * 60))&report=proto${DELTA:+&delta=$DELTA}"
 merge_s() { curl -fsS -o "$tmp/$1.pb.gz" -w '%{time_total}\n' "$url"; }
 median() { sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 

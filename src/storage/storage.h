@@ -631,6 +631,8 @@ typedef struct pd_storage_stats {
                                      as one pre-summed record instead of decoding them */
     uint64_t n_aggregate_head_groups; /* since open: sealed head groups a merge added as their
                                          sum (the head's aggregates) instead of decoding them */
+    uint64_t n_aggregate_head_open; /* since open: open head groups (a series' last <= 31
+                                       profiles) a merge added as their running sum */
 } pd_storage_stats;
 
 /* One round of maintenance, as the background thread runs it: cuts the head

@@ -30,11 +30,9 @@
  * by= labels, all series in one group without them).
  *
  * The head (the recent hours, not yet cut into a block) is summed the same
- * way on its own ids (pd__hmem_read_dprof: its value groups decoded, the
- * symbols of its current generation), under the idx read lock, a new part
- * when the symbol generation changes; replayed profiles not decomposed yet
- * (WAL_ONLY) are read one by one (pd_tsdb_read_profile). Blocks come
- * first, in ascending time, then the head.
+ * way on its own ids, from its groups' running sums where the range holds a
+ * group whole (aggregate_head.c). Blocks come first, in ascending time,
+ * then the head.
  *
  * The blocks' sums may run on a pool of threads (aggregate_workers; "the
  * blocks walked on worker threads" below), handed to the caller in the
@@ -60,75 +58,11 @@
 #include "storage/tsdb/blockagg_int.h"
 #include "storage/tsdb/chunks_int.h"
 #include "storage/tsdb/db_int.h"
+#include "storage/tsdb/aggregate_int.h"
 
-#define AGG_MAX_ENTRIES ((size_t)1 << 22) /* distinct (stack, label set) per part */
-
-typedef struct agg {
-    pd_storage_agg_fn fn;
-    int (*poll)(void *ctx, pd_err *err);
-    size_t n_added; /* profiles added since the walk started (poll every 16) */
-    void *ctx;
-    pd_storage_agg_part part;
-    const pd_symbols *sym;
-    pd_err *err;
-    /* the part's header, as the first profile's ids */
-    pd_dprof h;
-    uint32_t *types; /* 2 * h.n_types */
-    uint32_t *comment;
-    size_t cap_comment;
-    /* the sum */
-    pd_u64map map; /* (stack << 32 | lset) -> entry */
-    uint32_t *stack, *lset;
-    int64_t *val; /* n x h.n_types */
-    int64_t *totals;
-    size_t n, cap;
-    /* the keys of the last profile added, in its order (sorted, as value
-       groups keep them), and the entry of each (UINT32_MAX: none): a
-       profile's samples are matched against them in one merge walk, so a
-       stack the previous profile had too — most of them: a series' stacks
-       repeat — adds with no map lookup (the lookups were ~25 % of a merge's
-       CPU); memo_* is the last profile's, cur_* the one being added */
-    uint32_t *memo_stack, *memo_lset, *memo_e, *cur_stack, *cur_lset, *cur_e;
-    size_t memo_n, memo_cap;
-    size_t last_i; /* head: the series last counted in part.n_series, + 1 */
-    pthread_rwlock_t *fn_unlock; /* held for reading, released around fn (agg_flush) */
-    /* pd_tsdb_aggregate_delta: per index of refs, the weights of its
-       profiles (NULL: every profile adds, weight 1); cur_i the series being
-       walked */
-    const struct agg_w *wt;
-    size_t cur_i;
-    /* a block walk on a worker thread (walk_pool below): take receives each
-       part's profile (and owns it) instead of fn; the walk stops (PD_ECANCELED)
-       once *stop is set; poll is NULL there */
-    int (*take)(void *ctx, const pd_storage_agg_part *part, pd_profile *p, pd_err *err);
-    const int *stop;
-    /* pd_tsdb_aggregate_filtered: only samples whose label set passes
-       flt are summed (NULL: all). lok[ls] caches the answer for label set
-       ls of a->sym (0 not known yet, 1 passes, 2 does not), cleared with
-       the part (a part has one a->sym) */
-    const pd_storage_sample_filter *flt;
-    uint8_t *lok;
-    size_t n_lok;
-    /* a block's pre-summed records (blockagg_int.h): decoded into sc;
-       n_rec counts those added (the store's n_agg_records) */
-    pd_bagg_scratch sc;
-    uint64_t *n_rec;
-} agg;
-
-/* The weights of one series' profiles in a delta aggregation: on == false
- * (a series summed as is) adds every profile in [lo, hi] (the walk may
- * start earlier, at another series' baseline); else the profile at ts[k]
- * adds w[k] times (+1 or -1) and any profile not listed adds nothing. */
-typedef struct agg_w {
-    bool on;
-    int64_t lo, hi;
-    int64_t *ts; /* ascending */
-    int8_t *w;
-    size_t n;
-} agg_w;
 
 /* The weight of series i's profile at ts (1 when a has no weights). */
-static int agg_weight(const agg *a, size_t i, int64_t ts)
+int pd__agg_weight(const agg *a, size_t i, int64_t ts)
 {
     if (!a->wt)
         return 1;
@@ -160,7 +94,7 @@ static void agg_clear(agg *a)
     memset(&a->h, 0, sizeof a->h);
 }
 
-static void agg_release(agg *a)
+void pd__agg_release(agg *a)
 {
     pd_u64map_release(&a->map);
     free(a->types);
@@ -228,7 +162,7 @@ static int cmp_entry(const void *x, const void *y)
 }
 
 /* Hands the part summed so far to the caller as one profile. */
-static int agg_flush(agg *a)
+int pd__agg_flush(agg *a)
 {
     if (!a->part.n_profiles)
         return 0;
@@ -400,8 +334,8 @@ static bool memo_room(agg *a, size_t n)
 }
 
 /* pd__block_series_foreach_dprof's callback: folds d into the part, times
- * its weight (agg_weight: 1 unless a delta aggregation says otherwise). */
-static int agg_add(void *ctx, const pd_dprof *d)
+ * its weight (pd__agg_weight: 1 unless a delta aggregation says otherwise). */
+int pd__agg_add(void *ctx, const pd_dprof *d)
 {
     agg *a = ctx;
     int rc;
@@ -409,7 +343,7 @@ static int agg_add(void *ctx, const pd_dprof *d)
         return rc;
     if (a->stop && __atomic_load_n(a->stop, __ATOMIC_RELAXED))
         return PD_ECANCELED;
-    int w = agg_weight(a, a->cur_i, d->ts);
+    int w = pd__agg_weight(a, a->cur_i, d->ts);
     return w ? agg_add_w(a, d, w) : 0;
 }
 
@@ -418,7 +352,7 @@ static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
 {
     int rc;
     if (a->part.n_profiles && !same_header(a, d)) {
-        if ((rc = agg_flush(a)) < 0)
+        if ((rc = pd__agg_flush(a)) < 0)
             return rc;
         /* the new part starts with the series whose profile differs (the
            caller's merger names it when it refuses the mismatch) */
@@ -491,230 +425,6 @@ static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
     return 0;
 }
 
-static int agg_add_rec(agg *a, const pd_bagg_rec *r);
-
-/* The head's aggregates: when the point at k of se starts a sealed group
- * with a sum (pd__hgroup_sum) whose profiles are points k.. k+n-1 — none
- * dropped, none in between from another group — all at or before maxt and,
- * with weights w, in a series summed as is (w->on false) inside its window,
- * returns n (the points the sum stands for), else 0. idx read lock. */
-static size_t head_group_run(const series *se, size_t k, int64_t maxt, const agg_w *w)
-{
-    const point *pt = &se->pts[k];
-    if (pt->gid == WAL_ONLY || pt->gpos != 0 || (w && w->on))
-        return 0;
-    const pd_hgroup *g = pd__hmem_group(&se->hc, pt->gid);
-    if (!g || !g->sum || !g->sealed || g->n_live != g->n || g->ts[0] != pt->ts ||
-        k + g->n > se->n_pts || g->ts[g->n - 1] > maxt)
-        return 0;
-    if (w && (pt->ts < w->lo || g->ts[g->n - 1] > w->hi))
-        return 0;
-    for (uint32_t j = 1; j < g->n; j++)
-        if (se->pts[k + j].gid != pt->gid || se->pts[k + j].gpos != j)
-            return 0;
-    return g->n;
-}
-
-/* Hands the head profiles of series i at ts[0..n) over one by one, each
- * times its weight in wt (NULL: 1; 0 skips it, -1 negates its values); with
- * a filter flt, the samples it does not pass are zeroed (the merger drops
- * samples that sum to zero). */
-static int head_parts(pd_tsdb *s, uint64_t ref, size_t i, const int64_t *ts, size_t n,
-                      const agg_w *wt, const pd_storage_sample_filter *flt, pd_storage_agg_fn fn,
-                      void *ctx, pd_err *err)
-{
-    const agg wa = {.wt = wt};
-    for (size_t k = 0; k < n; k++) {
-        int w = agg_weight(&wa, i, ts[k]);
-        if (!w)
-            continue;
-        pd_profile p;
-        int rc = pd_tsdb_read_profile(s, ref, ts[k], &p, NULL, err);
-        if (rc == PD_ENOTFOUND || rc == PD_ECORRUPT) { /* gone since, or damaged: skipped */
-            pd_err_clear(err);
-            continue;
-        }
-        if (rc < 0)
-            return rc;
-        for (size_t j = 0; w < 0 && j < p.n_sample; j++)
-            for (size_t v = 0; v < p.sample[j].n_value; v++)
-                p.sample[j].value[v] = (int64_t)(0 - (uint64_t)p.sample[j].value[v]);
-        for (size_t j = 0; flt && j < p.n_sample; j++)
-            if (!pd_storage_sample_passes(flt, &p, p.sample[j].label, p.sample[j].n_label))
-                memset(p.sample[j].value, 0, p.sample[j].n_value * sizeof *p.sample[j].value);
-        pd_storage_agg_part part = {
-            .series = i, .n_series = 1, .n_profiles = 1, .min_ts = ts[k], .max_ts = ts[k]};
-        rc = fn(ctx, &part, &p, err);
-        pd_profile_release(&p);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* The head's part of the aggregation: for each group, the decomposed head
- * profiles of its series (pd__hmem_read_dprof: the head's own stack ids,
- * no pd_profile per input) summed under the idx read lock, a new part when
- * the symbol generation changes (a head cut started a new one); fn is
- * called under that lock (it must not call the store). Replayed points not
- * decomposed yet (WAL_ONLY) are collected in wal_i/wal_ts for head_parts.
- *
- * The lock is held for slices of about s->agg_slice_ns (storage.h
- * aggregate_slice_ns; the lock prefers writers, so a push waits at most
- * about this long behind a merge of the whole head): at the end of one the
- * part's symbol generation is pinned (pd__hmem_pin: a head cut meanwhile
- * must not free the symbols its stack ids refer to), the lock released and
- * taken again, and the walk resumes at the same series (found again by its
- * ref: it may have moved or gone) at the first point not summed. The clock
- * is read after every profile (decoding one of 16,384 stacks takes ~1 ms).
- * The part is symbolized (agg_flush) only under the lock, once per group or
- * generation, as without slices; the caller's fn then runs with the lock
- * released at a group's end (the profile it gets owns its strings). */
-static int head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, size_t n,
-                    int64_t mint, int64_t maxt, const agg_w *wt,
-                    const pd_storage_sample_filter *flt, pd_storage_agg_fn fn,
-                    int (*poll)(void *ctx, pd_err *err), void *ctx, size_t **wal_i,
-                    int64_t **wal_ts, size_t *n_wal, pd_err *err)
-{
-    agg a = {.fn = fn, .poll = poll, .ctx = ctx, .err = err, .wt = wt, .flt = flt};
-    pd_u64map_init(&a.map);
-    int rc = 0;
-    size_t cap_wal = 0, n_slice = 0; /* profiles walked in this slice */
-    pd_hsyms *pin = NULL; /* a.sym's generation, while a slice ended in the part */
-    pthread_rwlock_rdlock(&s->idx);
-    int64_t slice_end = pd_mono_ns() + s->agg_slice_ns;
-    for (size_t g = 0; g < n && rc >= 0; g++) {
-        if (gfirst[g] != g)
-            continue;
-        a.part.series = g;
-        for (size_t i = g; i < n && rc >= 0; i++) {
-            if (gfirst[i] != g || mint > maxt)
-                continue;
-            int64_t from = mint; /* where the walk of series i resumes */
-            for (;;) {
-                const series *se = pd__tsdb_find_by_ref(s, refs[i]);
-                if (!se)
-                    break;
-                bool sliced = false;
-                for (size_t k = pd__tsdb_lower_bound(se, from); k < se->n_pts && rc >= 0; k++) {
-                    const point *pt = &se->pts[k];
-                    if (pt->ts > maxt)
-                        break;
-                    /* the clock is read per profile (a decode of a large
-                       profile takes ~1 ms: every 16th let writers wait 20-30
-                       ms); at least one profile per slice, so the walk ends */
-                    if (n_slice++ && pd_mono_ns() >= slice_end) {
-                        /* let writers in, then find the series again */
-                        if (a.part.n_profiles && !pin)
-                            pin = pd__hmem_pin(a.sym);
-                        pthread_rwlock_unlock(&s->idx);
-                        pthread_rwlock_rdlock(&s->idx);
-                        slice_end = pd_mono_ns() + s->agg_slice_ns;
-                        n_slice = 0;
-                        __atomic_add_fetch(&s->n_agg_slices, 1, __ATOMIC_RELAXED);
-                        from = pt->ts;
-                        sliced = true;
-                        break;
-                    }
-                    a.cur_i = i;
-                    if (wt && !agg_weight(&a, i, pt->ts))
-                        continue; /* a delta aggregation's profile that adds nothing */
-                    if (pt->gid == WAL_ONLY) {
-                        if (*n_wal == cap_wal) {
-                            size_t nc = cap_wal ? 2 * cap_wal : 64;
-                            size_t *ni = realloc(*wal_i, nc * sizeof *ni);
-                            if (ni)
-                                *wal_i = ni;
-                            int64_t *nt = realloc(*wal_ts, nc * sizeof *nt);
-                            if (nt)
-                                *wal_ts = nt;
-                            if (!ni || !nt) {
-                                rc = pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
-                                break;
-                            }
-                            cap_wal = nc;
-                        }
-                        (*wal_i)[*n_wal] = i;
-                        (*wal_ts)[(*n_wal)++] = pt->ts;
-                        continue;
-                    }
-                    /* a sealed group whose profiles are the next ones of
-                       the series, all in range: its sum (the head's
-                       aggregates) instead of each profile */
-                    size_t gn = head_group_run(se, k, maxt, wt ? &wt[i] : NULL);
-                    if (gn) {
-                        const pd_hgroup *hg = pd__hmem_group(&se->hc, pt->gid);
-                        pd_bagg_rec rec;
-                        int r = pd__bagg_rec_decode(hg->sum, hg->sum_len, &rec, &a.sc);
-                        if (r < 0) {
-                            rc = pd_err_set(err, r, "aggregate: out of memory");
-                            break;
-                        }
-                        if (r > 0) {
-                            if (a.part.n_profiles && a.sym != &hg->syms->sym) {
-                                rc = agg_flush(&a);
-                                pd__hmem_unpin(pin);
-                                pin = NULL;
-                                if (rc < 0)
-                                    break;
-                                a.part.series = i;
-                            }
-                            a.sym = &hg->syms->sym;
-                            if (a.last_i != i + 1) {
-                                a.part.n_series++;
-                                a.last_i = i + 1;
-                            }
-                            if ((rc = agg_add_rec(&a, &rec)) < 0)
-                                break;
-                            __atomic_add_fetch(&s->n_agg_head_groups, 1, __ATOMIC_RELAXED);
-                            k += gn - 1;
-                            continue;
-                        }
-                    }
-                    const pd_dprof *d;
-                    const pd_symbols *sym;
-                    pd_err he;
-                    int r =
-                        pd__hmem_read_dprof(&se->hc, pt->gid, pt->gpos, pt->ts, &d, &sym, &he);
-                    if (r == PD_ENOTFOUND || r == PD_ECORRUPT)
-                        continue; /* as pd_tsdb_read_profile's callers skip it */
-                    if (r < 0) {
-                        rc = pd_err_set(err, r, "aggregate: %s", he.msg);
-                        break;
-                    }
-                    if (a.part.n_profiles && a.sym != sym) {
-                        rc = agg_flush(&a);
-                        pd__hmem_unpin(pin);
-                        pin = NULL;
-                        if (rc < 0)
-                            break;
-                        a.part.series = i;
-                    }
-                    a.sym = sym;
-                    if (a.last_i != i + 1) {
-                        a.part.n_series++;
-                        a.last_i = i + 1;
-                    }
-                    rc = agg_add(&a, d);
-                }
-                if (!sliced || rc < 0)
-                    break;
-            }
-        }
-        if (rc >= 0) { /* the group's end: no series pointer is held across it */
-            a.fn_unlock = &s->idx;
-            rc = agg_flush(&a);
-            a.fn_unlock = NULL;
-        }
-        pd__hmem_unpin(pin);
-        pin = NULL;
-    }
-    pthread_rwlock_unlock(&s->idx);
-    pd__hmem_unpin(pin);
-    agg_release(&a);
-    return rc;
-}
-
 /* A series' part in one block, to be summed with the others of its group. */
 typedef struct entry {
     hblock *hb;
@@ -743,14 +453,14 @@ static int cmp_entry_order(const void *x, const void *y)
  * inside its weight window: a series summed as is in a delta aggregation)
  * is added from the block's record — the sum of its profiles there, with
  * the header folded by the same rules — instead of decoding each profile:
- * agg_add_rec is agg_add_w for a run of profiles at once, in the same order
+ * pd__agg_add_rec is agg_add_w for a run of profiles at once, in the same order
  * (blockagg.c says why each header rule combines). A cumulative series'
  * deltas add only a few of its profiles (the last of each lifetime, the
  * baseline): those are read alone, a value group each, when few; a part the
  * range cuts, or one without a record, is decoded as before. */
 
 /* Folds record r (series a->cur_i's whole part in a block) into the part. */
-static int agg_add_rec(agg *a, const pd_bagg_rec *r)
+int pd__agg_add_rec(agg *a, const pd_bagg_rec *r)
 {
     const pd_dprof *d = &r->h;
     int rc;
@@ -759,7 +469,7 @@ static int agg_add_rec(agg *a, const pd_bagg_rec *r)
     if (a->stop && __atomic_load_n(a->stop, __ATOMIC_RELAXED))
         return PD_ECANCELED;
     if (a->part.n_profiles && !same_header(a, d)) {
-        if ((rc = agg_flush(a)) < 0)
+        if ((rc = pd__agg_flush(a)) < 0)
             return rc;
         a->part.series = a->cur_i;
         a->part.n_series = 1;
@@ -821,7 +531,7 @@ static int walk_series(agg *a, const entry *en, int64_t mint, int64_t maxt, pd_e
         if (rc < 0)
             return pd_err_set(err, rc, "aggregate: out of memory");
         if (rc > 0 && r.min_ts == en->smint && r.max_ts == en->smaxt)
-            return agg_add_rec(a, &r);
+            return pd__agg_add_rec(a, &r);
     }
     if (w && w->on) { /* the weighted profiles in the part, when few: one by one */
         size_t k0 = 0, k1;
@@ -838,7 +548,7 @@ static int walk_series(agg *a, const entry *en, int64_t mint, int64_t maxt, pd_e
                     continue;
                 pd_err e1;
                 pd_err_clear(&e1);
-                int rc = pd__block_series_foreach_dprof(b, en->id, w->ts[k], w->ts[k], agg_add, a,
+                int rc = pd__block_series_foreach_dprof(b, en->id, w->ts[k], w->ts[k], pd__agg_add, a,
                                                         &e1);
                 if (rc == PD_ECORRUPT) { /* as the full walk: skipped, reported at the end */
                     if (!bad)
@@ -857,7 +567,7 @@ static int walk_series(agg *a, const entry *en, int64_t mint, int64_t maxt, pd_e
             return bad;
         }
     }
-    return pd__block_series_foreach_dprof(b, en->id, mint, maxt, agg_add, a, err);
+    return pd__block_series_foreach_dprof(b, en->id, mint, maxt, pd__agg_add, a, err);
 }
 
 /* ---- the blocks walked on worker threads ----
@@ -1004,7 +714,7 @@ static void walk_unit(wpool *w, wunit *u, agg *a)
         }
     }
     if (rc >= 0)
-        rc = agg_flush(a);
+        rc = pd__agg_flush(a);
     else
         agg_clear(a); /* the next unit starts empty */
     u->rc = rc;
@@ -1031,7 +741,7 @@ static void *pool_worker(void *arg)
         pthread_cond_broadcast(&w->cv_done);
     }
     pthread_mutex_unlock(&w->mu);
-    agg_release(&a);
+    pd__agg_release(&a);
     return NULL;
 }
 
@@ -1262,23 +972,23 @@ static int aggregate(pd_tsdb *s, const uint64_t *refs, const uint32_t *group, co
             }
         }
         if (rc >= 0)
-            rc = agg_flush(&a);
+            rc = pd__agg_flush(&a);
         if (rc < 0 && err)
             *err = be;
         k = e;
     }
-    agg_release(&a);
+    pd__agg_release(&a);
     /* the head: summed on its own ids; replayed points not decomposed yet
        one by one */
     size_t *wal_i = NULL, n_wal = 0;
     int64_t *wal_ts = NULL;
     if (rc >= 0)
-        rc = head_sum(s, refs, gfirst, n, mint, maxt, wt, flt, fn, poll, ctx, &wal_i, &wal_ts,
+        rc = pd__agg_head_sum(s, refs, gfirst, n, mint, maxt, wt, flt, fn, poll, ctx, &wal_i, &wal_ts,
                       &n_wal, err);
     pthread_rwlock_unlock(&s->cut_rw);
     cut_locked = false;
     for (size_t k = 0; k < n_wal && rc >= 0; k++)
-        rc = head_parts(s, refs[wal_i[k]], wal_i[k], wal_ts + k, 1, wt, flt, fn, ctx, err);
+        rc = pd__agg_head_parts(s, refs[wal_i[k]], wal_i[k], wal_ts + k, 1, wt, flt, fn, ctx, err);
     free(wal_i);
     free(wal_ts);
     if (rc >= 0 && poll)

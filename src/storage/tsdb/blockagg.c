@@ -90,6 +90,8 @@ size_t pd__bagg_file_bytes(const pd_bagg *g)
 
 void pd__bagg_scratch_release(pd_bagg_scratch *sc)
 {
+    free(sc->acc);
+    pd_buf_release(&sc->eb);
     free(sc->types);
     free(sc->comment);
     free(sc->stack);
@@ -606,6 +608,42 @@ static int cmp_e(const void *x, const void *y)
     return s->lset[i] < s->lset[j] ? -1 : s->lset[i] > s->lset[j];
 }
 
+#define PU(x) (rc = rc < 0 ? rc : pd_buf_put_varint(out, (uint64_t)(x)))
+#define PZ(x) PU(pd_zigzag_enc((int64_t)(x)))
+
+/* Appends a record's fields up to its totals (the layout at the top): h's
+ * header with its n_types types, n_comment comments and totals. 0,
+ * PD_ENOMEM, PD_ETOOBIG. */
+static int put_rec_head(pd_buf *out, uint32_t chunks_crc, uint64_t n, int64_t min_ts,
+                        int64_t max_ts, bool tn_reset, const pd_dprof *h)
+{
+    int rc = 0;
+    size_t nt = h->n_types;
+    PU(chunks_crc);
+    PU(n);
+    PZ(min_ts);
+    PU((uint64_t)max_ts - (uint64_t)min_ts);
+    PU(tn_reset ? 1 : 0);
+    PU(nt);
+    for (size_t i = 0; i < 2 * nt; i++)
+        PU(h->types[i]);
+    PU(h->period_type);
+    PU(h->period_unit);
+    PZ(h->period);
+    PZ(h->time_nanos);
+    PZ(h->duration_nanos);
+    PU(h->n_comment);
+    for (size_t i = 0; i < h->n_comment; i++)
+        PU(h->comment[i]);
+    PU(h->drop_frames);
+    PU(h->keep_frames);
+    PU(h->default_sample_type);
+    PU(h->doc_url);
+    for (size_t v = 0; v < nt; v++)
+        PZ(h->totals[v]);
+    return rc;
+}
+
 /* Appends s's record to out. 0, PD_ENOMEM, PD_ETOOBIG. */
 static int bs_encode(const bstate *s, uint32_t chunks_crc, pd_buf *out)
 {
@@ -623,31 +661,12 @@ static int bs_encode(const bstate *s, uint32_t chunks_crc, pd_buf *out)
     sort_bs = s;
     if (k)
         qsort(ord, k, sizeof *ord, cmp_e);
-    int rc = 0;
-#define PU(x) (rc = rc < 0 ? rc : pd_buf_put_varint(out, (uint64_t)(x)))
-#define PZ(x) PU(pd_zigzag_enc((int64_t)(x)))
-    PU(chunks_crc);
-    PU(s->n);
-    PZ(s->min_ts);
-    PU((uint64_t)s->max_ts - (uint64_t)s->min_ts);
-    PU(s->tn_reset ? 1 : 0);
-    PU(nt);
-    for (size_t i = 0; i < 2 * nt; i++)
-        PU(s->types[i]);
-    PU(s->h.period_type);
-    PU(s->h.period_unit);
-    PZ(s->h.period);
-    PZ(s->h.time_nanos);
-    PZ(s->h.duration_nanos);
-    PU(s->n_comment);
-    for (size_t i = 0; i < s->n_comment; i++)
-        PU(s->comment[i]);
-    PU(s->h.drop_frames);
-    PU(s->h.keep_frames);
-    PU(s->h.default_sample_type);
-    PU(s->h.doc_url);
-    for (size_t v = 0; v < nt; v++)
-        PZ(s->totals[v]);
+    pd_dprof h = s->h;
+    h.types = s->types;
+    h.comment = s->comment;
+    h.n_comment = (uint32_t)s->n_comment;
+    h.totals = s->totals;
+    int rc = put_rec_head(out, chunks_crc, s->n, s->min_ts, s->max_ts, s->tn_reset, &h);
     PU(k);
     uint32_t prev = 0;
     for (size_t i = 0; i < k && rc >= 0; i++) {
@@ -658,8 +677,6 @@ static int bs_encode(const bstate *s, uint32_t chunks_crc, pd_buf *out)
         for (size_t v = 0; v < nt; v++)
             PZ(s->val[(size_t)e * nt + v]);
     }
-#undef PU
-#undef PZ
     free(ord);
     return rc;
 }
@@ -689,6 +706,130 @@ int pd__bagg_rec_decode(const uint8_t *p, size_t n, pd_bagg_rec *r, pd_bagg_scra
     const char *why;
     int rc = rec_decode(&x, NULL, r, sc, &why);
     return rc == PD_ENOMEM ? rc : rc < 0 ? 0 : 1;
+}
+
+/* ---- the open head group's running sum (headmem.c) ----
+ *
+ * r + d, written as the record pd__bagg_sum_record would write for r's
+ * profiles followed by d: the header folded by bs_add's rules, totals and
+ * values added (wrapping), entries merged in one walk over r's entries and
+ * d's samples (both ascending by (stack, lset); d may repeat a key), an
+ * entry that sums to all-zero left out — as bs_encode leaves it out, and a
+ * later sample of its key starts it again from zero, which adds the same. */
+
+int pd__bagg_same_header(const uint8_t *p, size_t n, const pd_dprof *d, pd_bagg_scratch *sc)
+{
+    pd_bagg_rec r;
+    rd x = {.p = p, .n = n};
+    const char *why;
+    if (rec_decode_to(&x, NULL, &r, sc, &why, true) < 0)
+        return 1; /* (not a record: the fold says no sum) */
+    return d->n_types == r.h.n_types && d->period_type == r.h.period_type &&
+           d->period_unit == r.h.period_unit &&
+           !memcmp(d->types, r.h.types, 2 * (size_t)d->n_types * sizeof *d->types);
+}
+
+int pd__bagg_fold_record(const uint8_t *p, size_t n, const pd_dprof *d, pd_bagg_scratch *sc,
+                         pd_buf *out)
+{
+    if (!p)
+        return pd__bagg_sum_record(d, 1, out);
+    size_t nt = d->n_types;
+    if (d->period < 0 || nt > PD_BAGG_MAX_TYPES)
+        return 0;
+    pd_bagg_rec r;
+    rd x = {.p = p, .n = n};
+    const char *why;
+    int rc = rec_decode(&x, NULL, &r, sc, &why);
+    if (rc < 0)
+        return rc == PD_ENOMEM ? rc : 0;
+    pd_dprof h = r.h;
+    if (d->ts <= r.max_ts)
+        return 0; /* not in time order: the merge's fold order differs */
+    if (nt != h.n_types || d->period_type != h.period_type || d->period_unit != h.period_unit ||
+        memcmp(d->types, h.types, 2 * nt * sizeof *d->types))
+        return 0;
+    if (h.time_nanos == 0 || d->time_nanos < h.time_nanos)
+        h.time_nanos = d->time_nanos;
+    bool tn_reset = r.tn_reset || d->time_nanos == 0;
+    if (h.period == 0 || h.period < d->period)
+        h.period = d->period;
+    h.duration_nanos = (int64_t)((uint64_t)h.duration_nanos + (uint64_t)d->duration_nanos);
+    if (!h.default_sample_type)
+        h.default_sample_type = d->default_sample_type;
+    if (!h.doc_url)
+        h.doc_url = d->doc_url;
+    if (d->n_comment &&
+        !grow((void **)&sc->comment, &sc->cap_comment, (size_t)h.n_comment + d->n_comment + 1,
+              sizeof *sc->comment))
+        return PD_ENOMEM;
+    h.comment = sc->comment; /* (rec_decode put r's there: grow kept them) */
+    for (size_t i = 0; i < d->n_comment; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < h.n_comment && !seen; j++)
+            seen = h.comment[j] == d->comment[i];
+        if (!seen)
+            h.comment[h.n_comment++] = d->comment[i];
+    }
+    for (size_t v = 0; v < nt; v++)
+        sc->totals[v] = (int64_t)((uint64_t)sc->totals[v] + (uint64_t)d->totals[v]);
+    /* the entries, merged into sc->eb (their count goes first) */
+    if (!grow((void **)&sc->acc, &sc->cap_acc, nt + 1, sizeof *sc->acc))
+        return PD_ENOMEM;
+    pd_buf *eb = &sc->eb;
+    if (!eb->data)
+        pd_buf_init(eb, 0);
+    eb->len = 0;
+    /* room for every entry at once (at most 10 bytes a varint): the varints
+       are written straight in (pd_buf_put_varint's check per value was a
+       tenth of an append's CPU) */
+    size_t room = ((size_t)r.h.n_sample + d->n_sample) * (2 + nt) * 10 + 1;
+    if ((rc = pd_buf_reserve(eb, room)) < 0)
+        return rc == PD_ENOMEM ? rc : 0;
+    uint8_t *w = (uint8_t *)eb->data;
+    size_t i = 0, j = 0, k = 0;
+    uint32_t prev = 0;
+    while (i < r.h.n_sample || j < d->n_sample) {
+        uint64_t kr = i < r.h.n_sample ? (uint64_t)r.h.stack[i] << 32 | r.h.lset[i] : 0;
+        uint64_t kd = j < d->n_sample ? (uint64_t)d->stack[j] << 32 | d->lset[j] : 0;
+        bool take_r = i < r.h.n_sample && (j >= d->n_sample || kr <= kd);
+        bool take_d = j < d->n_sample && (i >= r.h.n_sample || kd <= kr);
+        uint64_t key = take_r ? kr : kd;
+        int64_t *acc = sc->acc;
+        if (take_r) {
+            memcpy(acc, r.h.value + i * nt, nt * sizeof *acc);
+            i++;
+        } else
+            memset(acc, 0, nt * sizeof *acc);
+        for (; take_d && j < d->n_sample &&
+               ((uint64_t)d->stack[j] << 32 | d->lset[j]) == key;
+             j++)
+            for (size_t v = 0; v < nt; v++)
+                acc[v] = (int64_t)((uint64_t)acc[v] + (uint64_t)d->value[j * nt + v]);
+        bool zero = true;
+        for (size_t v = 0; v < nt && zero; v++)
+            zero = acc[v] == 0;
+        if (zero)
+            continue;
+        if (++k > PD_BAGG_MAX_ENTRIES)
+            return 0;
+        uint32_t st = (uint32_t)(key >> 32);
+        w += pd_varint_put(w, st - prev);
+        prev = st;
+        w += pd_varint_put(w, (uint32_t)key);
+        for (size_t v = 0; v < nt; v++)
+            w += pd_varint_put(w, pd_zigzag_enc(acc[v]));
+    }
+    eb->len = (size_t)(w - (uint8_t *)eb->data);
+    eb->data[eb->len] = 0;
+    rc = 0;
+    h.totals = sc->totals;
+    if (rc >= 0)
+        rc = put_rec_head(out, 0, r.n_profiles + 1, r.min_ts, d->ts, tn_reset, &h);
+    PU(k);
+    if (rc >= 0 && eb->len)
+        rc = pd_buf_append(out, eb->data, eb->len);
+    return rc == 0 ? 1 : rc == PD_ENOMEM ? rc : 0;
 }
 
 int pd__bagg_build(pd_block *b, bool (*skip)(void *ctx, uint32_t id), void *ctx, pd_bagg **out,

@@ -64,6 +64,9 @@ typedef struct pd_bagg_scratch {
     uint32_t *types, *comment, *stack, *lset;
     int64_t *value, *totals;
     size_t cap_types, cap_comment, cap_n, cap_lset, cap_value, cap_totals;
+    int64_t *acc; /* pd__bagg_fold_record: one entry's values, */
+    size_t cap_acc;
+    pd_buf eb;    /* and the merged entries */
 } pd_bagg_scratch;
 void pd__bagg_scratch_release(pd_bagg_scratch *sc);
 
@@ -88,6 +91,18 @@ int pd__bagg_get_header(const pd_bagg *g, uint32_t id, pd_bagg_rec *r /* OUT */,
  * when they cannot be one record (sample types or period type differ, a
  * negative period, too many entries: decode them), PD_ENOMEM. */
 int pd__bagg_sum_record(const pd_dprof *d, size_t n, pd_buf *out);
+/* The open head group's running sum (headmem.c): appends to out the record
+ * of the profiles summed in record p[0..n) (made by pd__bagg_sum_record or
+ * this function; p NULL: none yet) followed by d — byte for byte what
+ * pd__bagg_sum_record writes for all of them — using sc's arrays. 1 done,
+ * 0 when they cannot be one record (d not after the record's last profile
+ * in time, sample types or period type differ, a negative period, too many
+ * entries: the group is then decoded), PD_ENOMEM (out may hold a part). */
+int pd__bagg_fold_record(const uint8_t *p, size_t n, const pd_dprof *d, pd_bagg_scratch *sc,
+                         pd_buf *out);
+/* Whether d has the sample types and period type of record p[0..n) (true
+ * when p does not decode). */
+int pd__bagg_same_header(const uint8_t *p, size_t n, const pd_dprof *d, pd_bagg_scratch *sc);
 /* Decodes a record made by pd__bagg_sum_record (p[0..n), memory of this
  * process: not checked against symbols) into *r, arrays in sc. 1, 0 when it
  * does not decode (then not used), PD_ENOMEM. */

@@ -1156,6 +1156,7 @@ void pd_tsdb_stats_get(pd_tsdb *s, pd_storage_stats *out)
     out->n_aggregates_built = __atomic_load_n(&s->n_agg_built, __ATOMIC_RELAXED);
     out->n_aggregate_records = __atomic_load_n(&s->n_agg_records, __ATOMIC_RELAXED);
     out->n_aggregate_head_groups = __atomic_load_n(&s->n_agg_head_groups, __ATOMIC_RELAXED);
+    out->n_aggregate_head_open = __atomic_load_n(&s->n_agg_head_open, __ATOMIC_RELAXED);
     out->n_retention_deletes = __atomic_load_n(&s->n_ret_deletes, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&s->idx);
 }

@@ -165,6 +165,7 @@ struct pd_tsdb {
     uint64_t n_agg_built;      /* block aggregates built (blockagg.c, atomic) */
     uint64_t n_agg_records;    /* block parts a merge added as one record (atomic) */
     uint64_t n_agg_head_groups; /* sealed head groups a merge added as their sum (atomic) */
+    uint64_t n_agg_head_open;   /* open head groups a merge added as their running sum */
     int64_t grace_ms;          /* <= 0: no upper bound on appends */
     int64_t (*clock)(void);    /* wall clock, Unix ms */
     uint64_t retention_bytes;  /* 0: no size retention */

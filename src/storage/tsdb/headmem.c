@@ -73,7 +73,9 @@ int pd__hmem_init(pd_hmem *m)
     pthread_rwlockattr_destroy(&ra);
     if (e)
         return PD_ENOMEM;
-    if (!(m->cur = hsyms_new())) {
+    if (!(m->fold = calloc(1, sizeof *m->fold)) || !(m->cur = hsyms_new())) {
+        free(m->fold);
+        m->fold = NULL;
         pthread_rwlock_destroy(&m->sym_rw);
         return PD_ENOMEM;
     }
@@ -86,6 +88,9 @@ void pd__hmem_release(pd_hmem *m)
         return;
     hsyms_put(m->cur);
     m->cur = NULL;
+    pd__bagg_scratch_release(m->fold);
+    free(m->fold);
+    m->fold = NULL;
     pthread_rwlock_destroy(&m->sym_rw);
 }
 
@@ -150,12 +155,13 @@ static pd_hgroup *open_group(const pd_hmem *m, const pd_hchunks *c)
 }
 
 /* No more appends to c's last group; the encoder's copy of the last profile
- * is freed (an idle series keeps nothing but its groups). */
+ * is freed (an idle series keeps nothing but its groups). (`sealed` is read
+ * by readers only for a statistic: aggregate.c counts open groups summed.) */
 static void seal_last(pd_hchunks *c)
 {
     pd_hgroup *g = c->n_g ? c->g[c->n_g - 1] : NULL;
     if (g)
-        g->sealed = true;
+        __atomic_store_n(&g->sealed, true, __ATOMIC_RELAXED);
     c->open = false;
     pd__vgroup_enc_release(&c->enc);
 }
@@ -252,6 +258,8 @@ int pd__hmem_prepare(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_
     if (rc < 0)
         return rc;
     pd_hgroup *g = open_group(m, c);
+    if (g && g->sum && !pd__bagg_same_header(g->sum, g->sum_len, &d, m->fold))
+        g = NULL; /* other sample types: a new group, which sums on its own */
     for (int attempt = 0;; attempt++) {
         if (!g) {
             seal_last(c); /* full, or of an older generation: compressed later */
@@ -281,11 +289,25 @@ int pd__hmem_prepare(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_
         c->open = false; /* the encoder's state is unknown now */
         pd__dprof_release(&d);
         pd_buf_release(&pp->enc);
+        free(pp->sum);
         memset(pp, 0, sizeof *pp);
         if (rc == PD_ETOOBIG)
             return pd_err_set(err, rc, "head: the profile has more than %llu values",
                               (unsigned long long)PD_VGROUP_MAX_VALUES);
         return pd_err_set(err, rc, "head: out of memory encoding the profile");
+    }
+    /* the group's running sum with d folded in, aside (app_mu: g->sum
+       changes only under it, and is swapped in by the publication) */
+    if (pp->new_group || g->sum) {
+        pd_buf sb;
+        pd_buf_init(&sb, 0);
+        const uint8_t *prev = pp->new_group ? NULL : g->sum;
+        if (pd__bagg_fold_record(prev, prev ? g->sum_len : 0, &d, m->fold, &sb) == 1 && sb.len) {
+            uint8_t *t = realloc(sb.data, sb.len);
+            pp->sum = t ? t : (uint8_t *)sb.data;
+            pp->sum_len = sb.len;
+        } else /* none from now on (also without memory: the group is decoded) */
+            pd_buf_release(&sb);
     }
     pd__dprof_release(&d); /* (the encoder keeps what the next delta needs) */
     if (pp->new_group)
@@ -342,6 +364,12 @@ void pd__hmem_publish(pd_hmem *m, pd_hchunks *c, pd_hmem_prep *pp, int64_t ts_ms
     g->ts[g->n] = ts_ms;
     g->n++;
     g->n_live++;
+    /* the sum of the n profiles now visible (NULL: none any more) */
+    m->bytes -= g->sum_len;
+    free(g->sum);
+    g->sum = pp->sum;
+    g->sum_len = pp->sum ? pp->sum_len : 0;
+    m->bytes += g->sum_len;
     pd_buf_release(&pp->enc);
     memset(pp, 0, sizeof *pp);
     if (g->n >= PD_HMEM_GROUP || g->raw.len >= PD_HMEM_GROUP_BYTES ||
@@ -355,6 +383,7 @@ void pd__hmem_abandon(pd_hmem *m, pd_hchunks *c, pd_hmem_prep *pp)
     if (pp->new_group)
         free(pp->g); /* never seen by anyone (its raw is pp->enc) */
     pd_buf_release(&pp->enc);
+    free(pp->sum);
     memset(pp, 0, sizeof *pp);
     seal_last(c); /* the encoder has seen the abandoned profile: start afresh */
 }
@@ -402,20 +431,36 @@ int pd__hgroup_sum(const pd_hgroup *g, uint8_t **sum, size_t *sum_len)
 {
     *sum = NULL;
     *sum_len = 0;
-    if (!g->n || g->z)
+    if (!g->n)
         return 0;
     for (uint32_t i = 1; i < g->n; i++)
         if (g->ts[i] <= g->ts[i - 1])
             return 0; /* not in time order: the merge's fold order differs */
+    const uint8_t *raw = (const uint8_t *)g->raw.data;
+    size_t raw_len = g->raw.len;
+    uint8_t *tmp = NULL;
+    if (g->z) {
+        if (!(tmp = malloc(g->raw_len ? g->raw_len : 1)))
+            return PD_ENOMEM;
+        size_t got = ZSTD_decompress(tmp, g->raw_len, g->z, g->z_len);
+        if (ZSTD_isError(got) || got != g->raw_len) {
+            free(tmp);
+            return 0; /* (its reads say so) */
+        }
+        raw = tmp;
+        raw_len = g->raw_len;
+    }
     pd_dprof *d = calloc(g->n, sizeof *d);
-    if (!d)
+    if (!d) {
+        free(tmp);
         return PD_ENOMEM;
+    }
     for (uint32_t i = 0; i < g->n; i++)
         d[i].ts = g->ts[i];
     pd_err e;
     pd_err_clear(&e);
-    int rc = pd__vgroup_decode(&g->syms->sym, (const uint8_t *)g->raw.data, g->raw.len, g->n, d,
-                               &e);
+    int rc = pd__vgroup_decode(&g->syms->sym, raw, raw_len, g->n, d, &e);
+    free(tmp);
     pd_buf out;
     pd_buf_init(&out, 0);
     if (rc == 0)

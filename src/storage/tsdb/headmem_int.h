@@ -63,9 +63,12 @@ typedef struct pd_hgroup {
     uint8_t *z;      /* zstd frame once compressed (raw released) */
     size_t z_len, raw_len;
     int64_t ts[PD_HMEM_GROUP]; /* ms, of each profile (the decoder needs them) */
-    uint8_t *sum;    /* the head's aggregates: once sealed, the group's profiles
-                        summed (a blockagg record, pd__bagg_sum_record; NULL:
-                        none — profiles not in time order, or not one record) */
+    uint8_t *sum;    /* the head's aggregates: all n profiles of the group summed
+                        (a blockagg record, pd__bagg_sum_record), kept up to date
+                        by each append (pd__bagg_fold_record in pd__hmem_prepare,
+                        swapped in by pd__hmem_publish: under the idx lock it
+                        always covers exactly the n profiles readers see); NULL:
+                        none — profiles not in time order, or not one record */
     size_t sum_len;
 } pd_hgroup;
 
@@ -85,6 +88,7 @@ typedef struct pd_hmem {
     pthread_rwlock_t sym_rw;
     pd_hsyms *cur;
     uint64_t bytes;    /* value groups held (raw + compressed), bytes */
+    struct pd_bagg_scratch *fold; /* pd__hmem_prepare's sums (appenders only) */
 } pd_hmem;
 
 /* A profile decomposed and encoded for a series' chunks, not yet visible
@@ -99,6 +103,8 @@ typedef struct pd_hmem_dec {
 
 typedef struct pd_hmem_prep {
     pd_buf enc;      /* its encoding, appended to g's raw bytes when published */
+    uint8_t *sum;    /* g's running sum with this profile folded in (NULL: none) */
+    size_t sum_len;
     pd_hgroup *g;    /* the open group it extends, or a new one (new_group) */
     bool new_group;  /* g is private until published */
 } pd_hmem_prep;
@@ -125,8 +131,10 @@ void pd__hchunks_release(pd_hmem *m, pd_hchunks *c);
  * generation's symbols — looked up without any lock, interned under idx's
  * write lock when some are new — and encodes it for c's open group (a new
  * group when there is none, when it is sealed or full, or when it belongs
- * to an older generation), reserving (under idx's write lock) what
- * publishing needs. idx NULL: the caller holds the write lock. On success
+ * to an older generation, or when p's sample types or period type differ
+ * from the group's: a group sums into one record), reserving (under idx's
+ * write lock) what publishing needs, and folds p into the group's running
+ * sum (pd_hgroup.sum) aside, for pd__hmem_publish to swap in. idx NULL: the caller holds the write lock. On success
  * exactly one of pd__hmem_publish and pd__hmem_abandon must follow, with
  * app_mu held since. Errors: PD_ENOMEM, PD_EINVAL (a reference of p that
  * does not resolve), PD_ETOOBIG (p alone has more than PD_VGROUP_MAX_VALUES
@@ -167,13 +175,14 @@ int pd__hmem_append(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_m
 int pd__hgroup_compress(const pd_hgroup *g, uint8_t **z /* OUT */, size_t *z_len /* OUT */);
 /* Replaces g's raw encoding by z (takes ownership) (idx write lock). */
 void pd__hgroup_install(pd_hmem *m, pd_hgroup *g, uint8_t *z, size_t z_len);
-/* The head's aggregates (issue 35): the sum of sealed raw group g's
- * profiles — decoded and summed as a block's aggregates record
+/* The head's aggregates (issue 35): the sum of group g's profiles —
+ * decoded (raw or compressed) and summed as a block's aggregates record
  * (blockagg_int.h: pd__bagg_sum_record) — into *sum (malloc'ed; NULL when
  * g has none: its profiles were not appended in time order, or do not sum
- * into one record). Derived from the group alone, so rebuilt with it when
- * the WAL is replayed. Like pd__hgroup_compress: app_mu, outside the idx
- * lock. 0 or PD_ENOMEM. */
+ * into one record). Derived from the group alone: appends keep the sum
+ * running instead (pd__hmem_prepare); this rebuilds it for groups adopted
+ * from a head snapshot. No lock of the store needed for a group no one
+ * else changes (app_mu, or at open). 0 or PD_ENOMEM. */
 int pd__hgroup_sum(const pd_hgroup *g, uint8_t **sum /* OUT */, size_t *sum_len /* OUT */);
 /* Attaches sum (ownership taken; NULL: none) to g (idx write lock). */
 void pd__hgroup_set_sum(pd_hmem *m, pd_hgroup *g, uint8_t *sum, size_t sum_len);

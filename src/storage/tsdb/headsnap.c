@@ -488,7 +488,7 @@ void pd__headsnap_apply(pd_tsdb *s, pd_headsnap *h)
     if (!h)
         return;
     int64_t t0 = pd__tsdb_now_mono_ms();
-    uint64_t adopted = 0, groups = 0;
+    uint64_t adopted = 0, groups = 0, summed = 0;
     bool nomem = false;
     for (size_t i = 0; i < h->n_series && !nomem; i++) {
         hs_series *hs = &h->series[i];
@@ -517,6 +517,15 @@ void pd__headsnap_apply(pd_tsdb *s, pd_headsnap *h)
             }
             g->raw = g->z = NULL; /* taken */
             groups++;
+            if (live == g->n) { /* the head's aggregates: rebuilt, as appends keep them */
+                pd_hgroup *hg = se->hc.g[se->hc.n_g - 1];
+                uint8_t *sum;
+                size_t sl;
+                if (pd__hgroup_sum(hg, &sum, &sl) == 0 && sum) {
+                    pd__hgroup_set_sum(&s->hm, hg, sum, sl);
+                    summed++;
+                }
+            }
             for (uint32_t k = 0; k < g->n; k++) {
                 if (at[k] == SIZE_MAX)
                     continue;
@@ -529,8 +538,9 @@ void pd__headsnap_apply(pd_tsdb *s, pd_headsnap *h)
         }
     }
     pd_log_info("storage: head snapshot loaded",
-                "profiles=%llu groups=%llu wal_only_left=%llu ms=%lld", (unsigned long long)adopted,
-                (unsigned long long)groups, (unsigned long long)s->n_wal_only,
+                "profiles=%llu groups=%llu summed=%llu wal_only_left=%llu ms=%lld",
+                (unsigned long long)adopted, (unsigned long long)groups,
+                (unsigned long long)summed, (unsigned long long)s->n_wal_only,
                 (long long)(pd__tsdb_now_mono_ms() - t0));
     count_load("loaded");
     pd__headsnap_free(h);

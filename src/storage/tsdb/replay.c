@@ -55,17 +55,14 @@ void pd__tsdb_compress_sealed(pd_tsdb *s, series *se)
     pd_hgroup *gs[8];
     size_t n = pd__hchunks_raw_sealed(&se->hc, gs, 8);
     for (size_t i = 0; i < n; i++) {
-        uint8_t *z, *sum;
-        size_t zl, sl;
-        if (pd__hgroup_sum(gs[i], &sum, &sl) < 0) /* the head's aggregates: without memory, none */
-            sum = NULL;
-        if (pd__hgroup_compress(gs[i], &z, &zl) < 0) {
-            free(sum);
+        uint8_t *z;
+        size_t zl;
+        /* (its sum, the head's aggregates, is already there: each append
+           folded its profile in, pd__hmem_prepare) */
+        if (pd__hgroup_compress(gs[i], &z, &zl) < 0)
             continue;
-        }
         pthread_rwlock_wrlock(&s->idx);
         pd__hgroup_install(&s->hm, gs[i], z, zl);
-        pd__hgroup_set_sum(&s->hm, gs[i], sum, sl);
         pthread_rwlock_unlock(&s->idx);
     }
 }

@@ -986,6 +986,8 @@ static void test_head_groups(void **state)
     pd_storage_stats_get(fu.st, &su);
     assert_true(ss.n_aggregate_head_groups > 0); /* the sums were used... */
     assert_int_equal(su.n_aggregate_head_groups, 0); /* ...and not where there are none */
+    assert_true(ss.n_aggregate_head_open > 0); /* the open groups' running sums too */
+    assert_int_equal(su.n_aggregate_head_open, 0);
     close_store(&fs);
     close_store(&fu);
 }
