@@ -147,7 +147,7 @@
 
 #include "storage/storage.h"
 
-#define PD_CH_SCHEMA_VERSION 3
+#define PD_CH_SCHEMA_VERSION 4
 
 typedef struct pd_ch pd_ch;
 
