@@ -179,7 +179,7 @@ typedef struct ch_locs {
 
 typedef struct pd_profile_builder pd_profile_builder;
 /* Adds a sample with values value[0..n_types) and the stack row s[0..n)
- * (either schema; a schema-4 one's locations from L) to b (its locations,
+ * (either schema; a schema-4 one's locations from L; NULL: none) to b (its locations,
  * functions, mappings and label strings through b's deduplication).
  * PD_ECORRUPT (a malformed row; err says so), PD_ENOTFOUND (a location row
  * not in L), or the builder's errors. */

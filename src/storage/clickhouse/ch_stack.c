@@ -306,9 +306,9 @@ uint64_t pd__ch_stack_loc_key(const uint8_t *keys, size_t k)
 static int loc_id(pd_profile_builder *b, ch_locs *L, uint64_t key, uint64_t *id, pd_err *err)
 {
     uint64_t at;
-    if (pd_u64map_get(&L->built, key, id))
+    if (L && pd_u64map_get(&L->built, key, id))
         return 0;
-    if (!L->blob_at || !pd_u64map_get(L->blob_at, key, &at))
+    if (!L || !L->blob_at || !pd_u64map_get(L->blob_at, key, &at))
         return pd_err_set(err, PD_ENOTFOUND, "location %llu is missing from table stacks_v3",
                           (unsigned long long)key);
     ch_rd w = {(const uint8_t *)L->blobs->data, L->blobs->len, (size_t)at, false};
