@@ -1,6 +1,7 @@
-// Bytes per profile in ClickHouse (schema v2, no body; optionally v1 with
-// the body, from an older profd) vs the embedded blocks vs conprof's zstd
-// groups, on the same real consecutive profiles (issue 16, item "Size").
+// Bytes per profile in ClickHouse (PROFD_BIN's schema: 4 since issue 35's
+// shared locations; optionally PROFD_BIN_BASE's, e.g. an older schema) vs the
+// embedded blocks vs conprof's zstd groups, on the same real consecutive
+// profiles (issues 16 and 35, item "Size").
 // Run by hand (not in ctest):
 //
 //   PROFD_BIN=build/profd [PROFD_BIN_BASE=/path/to/profd-of-schema-v1] \
@@ -101,14 +102,23 @@ async function clickhouseBytes(bin, label, port) {
     // schema v3 (issue 35) writes *_v3 tables; older profds the plain names
     const sfx = Number(await chq(ch, `SELECT count() FROM system.tables WHERE database='${db}' AND name='profiles_v3'`)) ? '_v3' : '';
     for (const tb of ['profiles', 'samples', 'stacks', 'series', 'series_index']) {
-      await chq(ch, `OPTIMIZE TABLE ${db}.${tb}${sfx} FINAL`);
+      // OPTIMIZE is a no-op while a background merge holds the parts: again
+      // until each partition is one part (else a run measures unmerged parts)
+      for (let k = 0; k < 60; k++) {
+        await chq(ch, `OPTIMIZE TABLE ${db}.${tb}${sfx} FINAL`);
+        const [parts, parts1] = (await chq(ch, `SELECT count(), uniqExact(partition) FROM system.parts WHERE active AND database='${db}' AND table='${tb}${sfx}'`)).split('\t').map(Number);
+        if (parts === parts1) break;
+        await new Promise((r) => setTimeout(r, 500));
+      }
       tables[tb] = Number(await chq(ch, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='${db}' AND table='${tb}${sfx}'`));
     }
     const body = Number(await chq(ch, `SELECT sum(data_compressed_bytes) FROM system.columns WHERE database='${db}' AND table='profiles${sfx}' AND name='body'`));
     const rows = Number(await chq(ch, `SELECT count() FROM ${db}.samples${sfx}`));
     const n = Number(await chq(ch, `SELECT count() FROM ${db}.profiles${sfx}`));
     assert.equal(n, files.length, `${label} ${t}: every profile stored`);
-    out[t] = { tables, body, rows, n };
+    // stacks_v3 rows by kind: schema-4 stacks (80 00 01), locations (80 00 02), schema-3 stacks
+    const kinds = sfx ? await chq(ch, `SELECT countIf(substring(stack, 1, 3) = unhex('800001')), countIf(substring(stack, 1, 3) = unhex('800002')), count() FROM (SELECT stack_hash, any(stack) AS stack FROM ${db}.stacks${sfx} GROUP BY stack_hash)`) : '';
+    out[t] = { tables, body, rows, n, kinds };
   }
   process.env.PROFD_BIN = process.env.PROFD_BIN_SAVED;
   return out;
@@ -161,3 +171,5 @@ for (const t of Object.keys(sets)) {
 const n = sum.n;
 console.log(`| ALL | ${n} | ${f(sum.gz / n)} | ${f(sum.conprof / n)} | ${(sum.block / n).toFixed(1)} | **${f(sum.v2 / n)}** | ${f(sum.tb.profiles / n)} / ${f(sum.tb.samples / n)} / ${f(sum.tb.stacks / n)} / ${f((sum.tb.series + sum.tb.series_index) / n)} | ${(sum.rows / n).toFixed(0)} |` +
   (v1 ? ` ${f(sum.v1 / n)} | ${f(sum.v1body / n)} |` : '') + ` ${f((sum.v2 + sum.zbody) / n)} |`);
+console.log('\nstacks table rows per type (schema-4 stacks, locations, all distinct keys): ' +
+  Object.keys(sets).map((t) => `${t} ${v2[t].kinds.split('\t').join(' / ')}`).join('; '));

@@ -273,7 +273,7 @@ test('conformance on one ClickHouse server: the embedded TSDB and ClickHouse ans
   tsdb = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb' });
   const chp = await startProfd({ storage: path.join(dir, 'unused1'), name: 'profd-ch', extraArgs: chArgs([ch1.url], 'single') });
   // the schema is profd's, versioned
-  assert.equal(await chQuery(ch1, 'SELECT max(version) FROM single.schema_version'), '3');
+  assert.equal(await chQuery(ch1, 'SELECT max(version) FROM single.schema_version'), '4');
   await pushAll(tsdb, CORPUS);
   await pushAll(chp, CORPUS);
   // the data is in ClickHouse's tables, decomposed

@@ -70,7 +70,8 @@ struct ch_entry {
     uint64_t fp, write_id;
     int64_t ts, day;
     pd_buf prof_row, series_row, index_rows, sample_rows, stack_rows;
-    uint64_t *stack_hash; /* n_stacks, in stack_rows order */
+    uint64_t *stack_hash; /* n_stacks keys of stacks_v3 rows (stacks and, schema 4,
+                             locations), in stack_rows order */
     size_t *stack_end;    /* end offset of each stack row in stack_rows */
     size_t n_stacks, n_samples;
     bool check; /* in the batch's PD_EEXIST check (ch_batch.c) */
@@ -181,29 +182,56 @@ char *pd__ch_rd_arena_str(ch_rd *r, pd_arena *a);
 
 /* ---- ch_stack.c: a sample's key resolved to frames ----
  *
- * Layout (varints; strings as varint length + bytes; s = zigzag varint):
- *   n_loc, per location (leaf first):
- *     has_mapping; if 1: memory_start, memory_limit, file_offset,
- *       str filename, str build_id, flags (bit 0..3 has_functions,
- *       has_filenames, has_line_numbers, has_inline_frames)
- *     address, n_line, per line (innermost first):
- *       has_function; if 1: str name, str system_name, str filename,
- *         s start_line
- *       s line, s column
- *   n_label, per label: str key, str str, s num, str num_unit
+ * Rows of stacks_v3 (varints; str = varint length + bytes; s = zigzag
+ * varint; LOCATION = has_mapping; if 1: memory_start, memory_limit,
+ * file_offset, str filename, str build_id, flags (bit 0..3 has_functions,
+ * has_filenames, has_line_numbers, has_inline_frames); then address,
+ * n_line, per line (innermost first): has_function; if 1: str name, str
+ * system_name, str filename, s start_line; then s line, s column; LABELS =
+ * n_label, per label: str key, str str, s num, str num_unit):
+ *   schema 3 — a stack, every location inline: n_loc, LOCATION x n_loc
+ *     (leaf first), LABELS. Its XXH3-64 is the stack's key (stack_hash) in
+ *     every schema: all strings in full, so equal frames hash equal
+ *     whatever ids a producer gave them.
+ *   schema 4 — a stack: 80 00 01, n_loc, n_loc location keys (8 bytes
+ *     each, little endian, leaf first), LABELS; a location: 80 00 02,
+ *     LOCATION, under key XXH3-64 of the row itself. A location shared by
+ *     many stacks (and profiles) is stored once per day. 80 00 is a varint
+ *     0 in two bytes, which a schema-3 row never starts with.
  */
 
-/* Appends the stack of sample i of p (indexed) to out. 0, PD_ENOMEM,
- * PD_ETOOBIG. */
-int pd__ch_stack_encode(const pd_profile *p, size_t i, pd_buf *out);
+/* Appends the schema-3 blob of sample i of p (indexed) to out: what its
+ * key hashes (and what schema-3 rows hold). 0, PD_ENOMEM, PD_ETOOBIG. */
+int pd__ch_stack_encode_v3(const pd_profile *p, size_t i, pd_buf *out);
+/* Appends the schema-4 stack row of sample i, its locations' keys
+ * loc_key[0..n_location) (pd__ch_loc_encode's rows hashed). Errors as above. */
+int pd__ch_stack_encode(const pd_profile *p, size_t i, const uint64_t *loc_key, pd_buf *out);
+/* Appends the schema-4 location row of p's location loc_id. Errors as above. */
+int pd__ch_loc_encode(const pd_profile *p, uint64_t loc_id, pd_buf *out);
+/* The location keys of a schema-4 stack row s[0..n): their count (0 for a
+ * schema-3 row, a location row or a malformed one) and *keys (read each
+ * with pd__ch_stack_loc_key). */
+size_t pd__ch_stack_locs(const uint8_t *s, size_t n, const uint8_t **keys);
+uint64_t pd__ch_stack_loc_key(const uint8_t *keys, size_t k);
+
+/* The location rows a build may use: blob_at maps a key to the offset of
+ * its row's String (RowBinary: length + bytes) in blobs (both borrowed;
+ * NULL: none); built caches key -> the builder's location id (one
+ * builder per ch_locs; pd_u64map_init it, release it after). */
+typedef struct ch_locs {
+    const pd_u64map *blob_at;
+    const pd_buf *blobs;
+    pd_u64map built;
+} ch_locs;
 
 typedef struct pd_profile_builder pd_profile_builder;
-/* Adds a sample with values value[0..n_types) and the stack blob s[0..n)
- * to b (its locations, functions, mappings and label strings through b's
- * deduplication). PD_ECORRUPT (a malformed blob; err says so), or the
- * builder's errors. */
+/* Adds a sample with values value[0..n_types) and the stack row s[0..n)
+ * (either schema; a schema-4 one's locations from L; NULL: none) to b (its locations,
+ * functions, mappings and label strings through b's deduplication).
+ * PD_ECORRUPT (a malformed row; err says so), PD_ENOTFOUND (a location row
+ * not in L), or the builder's errors. */
 int pd__ch_stack_add(pd_profile_builder *b, const uint8_t *s, size_t n, const int64_t *value,
-                     pd_err *err);
+                     ch_locs *L, pd_err *err);
 
 /* Whether the sample whose stack blob is s[0..n) passes f (storage.h's
  * span rule on the blob's labels; the frames are skipped, not decoded). A

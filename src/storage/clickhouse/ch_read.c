@@ -211,6 +211,21 @@ static int put_fp_range(pd_buf *b, const uint64_t *fps, size_t n, int64_t mint, 
     return rc ? rc : pd__ch_put_range(b, mint, maxt);
 }
 
+/* Whether every location of the stack row whose String is at blobs[at]
+ * was fetched (a schema-3 row has none to fetch). */
+static bool locs_present(const pd_u64map *blob_at, const pd_buf *blobs, uint64_t at)
+{
+    ch_rd r = {(const uint8_t *)blobs->data, blobs->len, (size_t)at, false};
+    const uint8_t *s, *keys;
+    size_t n;
+    pd__ch_rd_str(&r, &s, &n);
+    size_t n_loc = r.bad ? 0 : pd__ch_stack_locs(s, n, &keys);
+    for (size_t k = 0; k < n_loc; k++)
+        if (!pd_u64map_get(blob_at, pd__ch_stack_loc_key(keys, k), NULL))
+            return false;
+    return true;
+}
+
 /* Builds part p's profile from its sums (or, single, one stored profile's
  * samples rows: repeats kept) and the stack blobs into *out. A stack
  * missing from the blobs: in a merge, a warning and its samples left out;
@@ -251,8 +266,27 @@ static int build(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
     hp->doc_url = s4;
     hp->time_nanos = p->time_nanos;
     hp->duration_nanos = p->duration_nanos;
+    ch_locs L = {blob_at, blobs, {0}};
+    pd_u64map_init(&L.built);
     for (size_t i = 0; i < p->n_stacks; i++) {
         uint64_t at;
+        if (pd_u64map_get(blob_at, p->stack[i], &at) && !locs_present(blob_at, blobs, at)) {
+            if (single) {
+                __atomic_store_n(&g->c->forget_known, true, __ATOMIC_RELAXED);
+                rc = pd_err_set(err, PD_ECORRUPT,
+                                "ClickHouse: a location of stack %llu of the profile is missing "
+                                "from table stacks_v3",
+                                (unsigned long long)p->stack[i]);
+                goto out;
+            }
+            pd_log(PD_LOG_WARN, "clickhouse location missing", "stack_hash=%llu",
+                   (unsigned long long)p->stack[i]);
+            pd__storage_warn("ClickHouse: a location of stack %llu is missing from table "
+                             "stacks_v3: its samples are left out of the merge",
+                             (unsigned long long)p->stack[i]);
+            __atomic_store_n(&g->c->forget_known, true, __ATOMIC_RELAXED);
+            continue;
+        }
         if (!pd_u64map_get(blob_at, p->stack[i], &at) && single) {
             __atomic_store_n(&g->c->forget_known, true, __ATOMIC_RELAXED);
             rc = pd_err_set(err, PD_ECORRUPT,
@@ -277,11 +311,12 @@ static int build(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
         pd__ch_rd_str(&r, &s, &n);
         if (g->flt && !pd__ch_stack_passes(s, n, g->flt))
             continue; /* a sample of another span (or of none) */
-        if ((rc = pd__ch_stack_add(b, s, n, &p->values[i * p->n_types], err)) < 0)
+        if ((rc = pd__ch_stack_add(b, s, n, &p->values[i * p->n_types], &L, err)) < 0)
             goto out;
     }
     rc = pd_profile_builder_finish(b, out, err);
 out:
+    pd_u64map_release(&L.built);
     pd_profile_builder_free(b);
     return rc;
 }
@@ -301,11 +336,10 @@ static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
     return rc;
 }
 
-/* Fetches the stacks want[0..n_want) with `stack_hash IN (...)` (20,000 per
- * query): blob_at maps each hash found to its String's offset in blobs. */
-static int resolve_stacks(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64map *blob_at,
-                          pd_buf *blobs, int (*poll)(void *ctx, pd_err *err), void *ctx,
-                          pd_err *err)
+/* Fetches the rows want[0..n_want) with `stack_hash IN (...)` (20,000 per
+ * query): blob_at maps each key found to its String's offset in blobs. */
+static int fetch_rows(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64map *blob_at,
+                      pd_buf *blobs, int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err)
 {
     pd_buf sql, resp;
     pd_buf_init(&sql, 0);
@@ -367,6 +401,57 @@ static void *bg_main(void *arg)
     bg_query *q = arg;
     q->rc = pd__ch_query(q->c, q->sql, q->resp, &q->err);
     return NULL;
+}
+
+/* Fetches the stacks want[0..n_want) and then (schema 4) the location rows
+ * they name: blob_at maps each key found to its String's offset in blobs.
+ * A location shared by many stacks is fetched and decoded once. */
+static int resolve_stacks(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64map *blob_at,
+                          pd_buf *blobs, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                          pd_err *err)
+{
+    size_t from = blobs->len;
+    int rc = fetch_rows(c, want, n_want, blob_at, blobs, poll, ctx, err);
+    if (rc < 0)
+        return rc;
+    uint64_t *locs = NULL;
+    size_t n_locs = 0, cap = 0;
+    pd_u64map asked;
+    pd_u64map_init(&asked);
+    ch_rd r = {(const uint8_t *)blobs->data, blobs->len, from, false};
+    while (pd__ch_rd_more(&r)) {
+        const uint8_t *s, *keys;
+        size_t n;
+        pd__ch_rd_str(&r, &s, &n);
+        size_t n_loc = r.bad ? 0 : pd__ch_stack_locs(s, n, &keys);
+        for (size_t k = 0; k < n_loc; k++) {
+            uint64_t key = pd__ch_stack_loc_key(keys, k);
+            if (key == UINT64_MAX || pd_u64map_get(blob_at, key, NULL) ||
+                pd_u64map_get(&asked, key, NULL))
+                continue;
+            if (n_locs == cap) {
+                size_t nc = cap ? 2 * cap : 256;
+                uint64_t *v = realloc(locs, nc * sizeof *v);
+                if (!v) {
+                    rc = pd__ch_nomem(err);
+                    goto out;
+                }
+                locs = v;
+                cap = nc;
+            }
+            if (pd_u64map_put(&asked, key, 1) < 0) {
+                rc = pd__ch_nomem(err);
+                goto out;
+            }
+            locs[n_locs++] = key;
+        }
+    }
+    if (n_locs)
+        rc = fetch_rows(c, locs, n_locs, blob_at, blobs, poll, ctx, err);
+out:
+    free(locs);
+    pd_u64map_release(&asked);
+    return rc;
 }
 
 /* One group: its refs fps[0..n) (indexes idx[] into the caller's refs). */

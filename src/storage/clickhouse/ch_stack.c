@@ -32,48 +32,51 @@ static int put_pstr(pd_buf *b, const pd_profile *p, int64_t idx)
     return pd__ch_put_str(b, s, n);
 }
 
-int pd__ch_stack_encode(const pd_profile *p, size_t i, pd_buf *out)
+/* One location's fields (ch_int.h): mapping, address, lines. An id the
+ * profile does not resolve (validated profiles resolve every one) is an
+ * empty location. */
+static int put_location(pd_buf *out, const pd_profile *p, uint64_t lid)
 {
-    const pd_pprof_sample *sm = &p->sample[i];
-    int rc = pd_buf_put_varint(out, sm->n_location);
-    for (size_t k = 0; rc == 0 && k < sm->n_location; k++) {
-        const pd_pprof_location *loc = pd_profile_location(p, sm->location_id[k]);
-        if (!loc) { /* validated profiles resolve every id */
-            rc = pd_buf_put_varint(out, 0);
-            rc = rc ? rc : pd_buf_put_varint(out, 0);
-            rc = rc ? rc : pd_buf_put_varint(out, 0);
-            continue;
-        }
-        const pd_pprof_mapping *m = loc->mapping_id ? pd_profile_mapping(p, loc->mapping_id) : NULL;
-        rc = pd_buf_put_varint(out, m != NULL);
-        if (rc == 0 && m) {
-            unsigned fl = (unsigned)m->has_functions | (unsigned)m->has_filenames << 1 |
-                          (unsigned)m->has_line_numbers << 2 | (unsigned)m->has_inline_frames << 3;
-            rc = pd_buf_put_varint(out, m->memory_start);
-            rc = rc ? rc : pd_buf_put_varint(out, m->memory_limit);
-            rc = rc ? rc : pd_buf_put_varint(out, m->file_offset);
-            rc = rc ? rc : put_pstr(out, p, m->filename);
-            rc = rc ? rc : put_pstr(out, p, m->build_id);
-            rc = rc ? rc : pd_buf_put_varint(out, fl);
-        }
-        rc = rc ? rc : pd_buf_put_varint(out, loc->address);
-        rc = rc ? rc : pd_buf_put_varint(out, loc->n_line);
-        for (size_t l = 0; rc == 0 && l < loc->n_line; l++) {
-            const pd_pprof_line *ln = &loc->line[l];
-            const pd_pprof_function *f =
-                ln->function_id ? pd_profile_function(p, ln->function_id) : NULL;
-            rc = pd_buf_put_varint(out, f != NULL);
-            if (rc == 0 && f) {
-                rc = put_pstr(out, p, f->name);
-                rc = rc ? rc : put_pstr(out, p, f->system_name);
-                rc = rc ? rc : put_pstr(out, p, f->filename);
-                rc = rc ? rc : put_s(out, f->start_line);
-            }
-            rc = rc ? rc : put_s(out, ln->line);
-            rc = rc ? rc : put_s(out, ln->column);
-        }
+    const pd_pprof_location *loc = pd_profile_location(p, lid);
+    if (!loc) {
+        int rc = pd_buf_put_varint(out, 0);
+        rc = rc ? rc : pd_buf_put_varint(out, 0);
+        return rc ? rc : pd_buf_put_varint(out, 0);
     }
-    rc = rc ? rc : pd_buf_put_varint(out, sm->n_label);
+    const pd_pprof_mapping *m = loc->mapping_id ? pd_profile_mapping(p, loc->mapping_id) : NULL;
+    int rc = pd_buf_put_varint(out, m != NULL);
+    if (rc == 0 && m) {
+        unsigned fl = (unsigned)m->has_functions | (unsigned)m->has_filenames << 1 |
+                      (unsigned)m->has_line_numbers << 2 | (unsigned)m->has_inline_frames << 3;
+        rc = pd_buf_put_varint(out, m->memory_start);
+        rc = rc ? rc : pd_buf_put_varint(out, m->memory_limit);
+        rc = rc ? rc : pd_buf_put_varint(out, m->file_offset);
+        rc = rc ? rc : put_pstr(out, p, m->filename);
+        rc = rc ? rc : put_pstr(out, p, m->build_id);
+        rc = rc ? rc : pd_buf_put_varint(out, fl);
+    }
+    rc = rc ? rc : pd_buf_put_varint(out, loc->address);
+    rc = rc ? rc : pd_buf_put_varint(out, loc->n_line);
+    for (size_t l = 0; rc == 0 && l < loc->n_line; l++) {
+        const pd_pprof_line *ln = &loc->line[l];
+        const pd_pprof_function *f =
+            ln->function_id ? pd_profile_function(p, ln->function_id) : NULL;
+        rc = pd_buf_put_varint(out, f != NULL);
+        if (rc == 0 && f) {
+            rc = put_pstr(out, p, f->name);
+            rc = rc ? rc : put_pstr(out, p, f->system_name);
+            rc = rc ? rc : put_pstr(out, p, f->filename);
+            rc = rc ? rc : put_s(out, f->start_line);
+        }
+        rc = rc ? rc : put_s(out, ln->line);
+        rc = rc ? rc : put_s(out, ln->column);
+    }
+    return rc;
+}
+
+static int put_labels(pd_buf *out, const pd_profile *p, const pd_pprof_sample *sm)
+{
+    int rc = pd_buf_put_varint(out, sm->n_label);
     for (size_t k = 0; rc == 0 && k < sm->n_label; k++) {
         const pd_pprof_label *lb = &sm->label[k];
         rc = put_pstr(out, p, lb->key);
@@ -82,6 +85,39 @@ int pd__ch_stack_encode(const pd_profile *p, size_t i, pd_buf *out)
         rc = rc ? rc : put_pstr(out, p, lb->num_unit);
     }
     return rc;
+}
+
+int pd__ch_stack_encode_v3(const pd_profile *p, size_t i, pd_buf *out)
+{
+    const pd_pprof_sample *sm = &p->sample[i];
+    int rc = pd_buf_put_varint(out, sm->n_location);
+    for (size_t k = 0; rc == 0 && k < sm->n_location; k++)
+        rc = put_location(out, p, sm->location_id[k]);
+    return rc ? rc : put_labels(out, p, sm);
+}
+
+/* the first bytes of schema-4 rows: a varint 0 in two bytes (never what a
+   schema-3 blob starts with), then the kind */
+static const uint8_t MARK_STACK[3] = {0x80, 0x00, 0x01}, MARK_LOC[3] = {0x80, 0x00, 0x02};
+
+int pd__ch_loc_encode(const pd_profile *p, uint64_t loc_id, pd_buf *out)
+{
+    int rc = pd_buf_append(out, MARK_LOC, sizeof MARK_LOC);
+    return rc ? rc : put_location(out, p, loc_id);
+}
+
+int pd__ch_stack_encode(const pd_profile *p, size_t i, const uint64_t *loc_key, pd_buf *out)
+{
+    const pd_pprof_sample *sm = &p->sample[i];
+    int rc = pd_buf_append(out, MARK_STACK, sizeof MARK_STACK);
+    rc = rc ? rc : pd_buf_put_varint(out, sm->n_location);
+    for (size_t k = 0; rc == 0 && k < sm->n_location; k++) {
+        uint8_t le[8];
+        for (int j = 0; j < 8; j++)
+            le[j] = (uint8_t)(loc_key[k] >> (8 * j));
+        rc = pd_buf_append(out, le, 8);
+    }
+    return rc ? rc : put_labels(out, p, sm);
 }
 
 /* Reads a string into the scratch area (NUL-terminated); never moves it:
@@ -113,14 +149,101 @@ static int64_t rd_s(ch_rd *r)
     return pd_zigzag_dec(pd__ch_rd_varint(r));
 }
 
-int pd__ch_stack_add(pd_profile_builder *b, const uint8_t *s, size_t n, const int64_t *value,
-                     pd_err *err)
+/* Reads one location's fields from r (strings into sc) and adds it to b:
+ * *id. lines: room for r->len lines. 0, r->bad set (malformed), or the
+ * builder's error. */
+static int rd_location(ch_rd *r, scratch *sc, pd_pprof_line *lines, pd_profile_builder *b,
+                       uint64_t *id, pd_err *err)
+{
+    uint64_t mid = 0;
+    int rc;
+    if (pd__ch_rd_varint(r)) {
+        pd_pprof_mapping m;
+        memset(&m, 0, sizeof m);
+        m.memory_start = pd__ch_rd_varint(r);
+        m.memory_limit = pd__ch_rd_varint(r);
+        m.file_offset = pd__ch_rd_varint(r);
+        const char *file = rd_cstr(r, sc), *bid = rd_cstr(r, sc);
+        uint64_t fl = pd__ch_rd_varint(r);
+        m.has_functions = fl & 1;
+        m.has_filenames = fl >> 1 & 1;
+        m.has_line_numbers = fl >> 2 & 1;
+        m.has_inline_frames = fl >> 3 & 1;
+        if (r->bad)
+            return 0;
+        if ((rc = pd_profile_builder_mapping(b, &m, file, bid, &mid, err)) < 0)
+            return rc;
+    }
+    uint64_t addr = pd__ch_rd_varint(r);
+    uint64_t n_line = pd__ch_rd_varint(r);
+    if (r->bad || n_line > r->len) {
+        r->bad = true;
+        return 0;
+    }
+    for (uint64_t l = 0; l < n_line && !r->bad; l++) {
+        uint64_t fid = 0;
+        if (pd__ch_rd_varint(r)) {
+            const char *name = rd_cstr(r, sc), *sys = rd_cstr(r, sc), *file = rd_cstr(r, sc);
+            int64_t start = rd_s(r);
+            if (r->bad)
+                return 0;
+            if ((rc = pd_profile_builder_function(b, name, sys, file, start, &fid, err)) < 0)
+                return rc;
+        }
+        lines[l].function_id = fid;
+        lines[l].line = rd_s(r);
+        lines[l].column = rd_s(r);
+    }
+    if (r->bad)
+        return 0;
+    return pd_profile_builder_location(b, mid, addr, lines, (size_t)n_line, id, err);
+}
+
+/* Reads the labels at the end of a blob of n bytes and adds the sample
+ * (locs[0..n_loc), value) to b. 0, PD_ECORRUPT, or the builder's errors. */
+static int rd_labels_add(ch_rd *r, size_t n, scratch *sc, pd_profile_builder *b,
+                         const uint64_t *locs, size_t n_loc, const int64_t *value, pd_err *err)
+{
+    uint64_t n_label = pd__ch_rd_varint(r);
+    if (r->bad || n_label > n)
+        return pd_err_set(err, PD_ECORRUPT, "stacks row: truncated or malformed (%zu bytes)", n);
+    pd_pprof_label *labels = calloc(n_label ? n_label : 1, sizeof *labels);
+    if (!labels)
+        return pd_err_set(err, PD_ENOMEM, "out of memory rebuilding a stack");
+    int rc = 0;
+    for (uint64_t k = 0; k < n_label && !r->bad; k++) {
+        const char *key = rd_cstr(r, sc), *str = rd_cstr(r, sc);
+        int64_t num = rd_s(r);
+        const char *unit = rd_cstr(r, sc);
+        if (r->bad)
+            break;
+        int64_t ki = pd_profile_builder_string(b, key, err);
+        int64_t si = ki < 0 ? ki : *str ? pd_profile_builder_string(b, str, err) : 0;
+        int64_t ui = si < 0 ? si : *unit ? pd_profile_builder_string(b, unit, err) : 0;
+        if (ui < 0) {
+            rc = (int)ui;
+            goto out;
+        }
+        labels[k] = (pd_pprof_label){ki, si, num, ui};
+    }
+    if (r->bad || r->pos != r->len) {
+        rc = pd_err_set(err, PD_ECORRUPT, "stacks row: truncated or malformed (%zu bytes)", n);
+        goto out;
+    }
+    rc = pd_profile_builder_sample(b, locs, n_loc, value, labels, (size_t)n_label, err);
+out:
+    free(labels);
+    return rc;
+}
+
+/* A schema-3 blob: every location inline. */
+static int add_v3(pd_profile_builder *b, const uint8_t *s, size_t n, const int64_t *value,
+                  pd_err *err)
 {
     ch_rd r = {s, n, 0, false};
     scratch sc = {malloc(n + 1), 0, n + 1};
     uint64_t *locs = NULL;
     pd_pprof_line *lines = NULL;
-    pd_pprof_label *labels = NULL;
     int rc = 0;
     if (!sc.buf) {
         rc = pd_err_set(err, PD_ENOMEM, "out of memory rebuilding a stack");
@@ -137,87 +260,106 @@ int pd__ch_stack_add(pd_profile_builder *b, const uint8_t *s, size_t n, const in
         rc = pd_err_set(err, PD_ENOMEM, "out of memory rebuilding a stack");
         goto out;
     }
-    for (uint64_t k = 0; k < n_loc && !r.bad; k++) {
-        uint64_t mid = 0;
-        if (pd__ch_rd_varint(&r)) {
-            pd_pprof_mapping m;
-            memset(&m, 0, sizeof m);
-            m.memory_start = pd__ch_rd_varint(&r);
-            m.memory_limit = pd__ch_rd_varint(&r);
-            m.file_offset = pd__ch_rd_varint(&r);
-            const char *file = rd_cstr(&r, &sc), *bid = rd_cstr(&r, &sc);
-            uint64_t fl = pd__ch_rd_varint(&r);
-            m.has_functions = fl & 1;
-            m.has_filenames = fl >> 1 & 1;
-            m.has_line_numbers = fl >> 2 & 1;
-            m.has_inline_frames = fl >> 3 & 1;
-            if (r.bad)
-                break;
-            rc = pd_profile_builder_mapping(b, &m, file, bid, &mid, err);
-            if (rc < 0)
-                goto out;
-        }
-        uint64_t addr = pd__ch_rd_varint(&r);
-        uint64_t n_line = pd__ch_rd_varint(&r);
-        if (r.bad || n_line > n)
-            break;
-        for (uint64_t l = 0; l < n_line && !r.bad; l++) {
-            uint64_t fid = 0;
-            if (pd__ch_rd_varint(&r)) {
-                const char *name = rd_cstr(&r, &sc), *sys = rd_cstr(&r, &sc),
-                           *file = rd_cstr(&r, &sc);
-                int64_t start = rd_s(&r);
-                if (r.bad)
-                    break;
-                rc = pd_profile_builder_function(b, name, sys, file, start, &fid, err);
-                if (rc < 0)
-                    goto out;
-            }
-            lines[l].function_id = fid;
-            lines[l].line = rd_s(&r);
-            lines[l].column = rd_s(&r);
-        }
-        if (r.bad)
-            break;
-        rc = pd_profile_builder_location(b, mid, addr, lines, (size_t)n_line, &locs[k], err);
-        if (rc < 0)
+    for (uint64_t k = 0; k < n_loc && !r.bad; k++)
+        if ((rc = rd_location(&r, &sc, lines, b, &locs[k], err)) < 0)
             goto out;
-    }
-    uint64_t n_label = pd__ch_rd_varint(&r);
-    if (r.bad || n_label > n) {
-        rc = pd_err_set(err, PD_ECORRUPT, "stacks row: truncated or malformed (%zu bytes)", n);
-        goto out;
-    }
-    labels = calloc(n_label ? n_label : 1, sizeof *labels);
-    if (!labels) {
-        rc = pd_err_set(err, PD_ENOMEM, "out of memory rebuilding a stack");
-        goto out;
-    }
-    for (uint64_t k = 0; k < n_label && !r.bad; k++) {
-        const char *key = rd_cstr(&r, &sc), *str = rd_cstr(&r, &sc);
-        int64_t num = rd_s(&r);
-        const char *unit = rd_cstr(&r, &sc);
-        if (r.bad)
-            break;
-        int64_t ki = pd_profile_builder_string(b, key, err);
-        int64_t si = ki < 0 ? ki : *str ? pd_profile_builder_string(b, str, err) : 0;
-        int64_t ui = si < 0 ? si : *unit ? pd_profile_builder_string(b, unit, err) : 0;
-        if (ui < 0) {
-            rc = (int)ui;
-            goto out;
-        }
-        labels[k] = (pd_pprof_label){ki, si, num, ui};
-    }
-    if (r.bad || r.pos != r.len) {
-        rc = pd_err_set(err, PD_ECORRUPT, "stacks row: truncated or malformed (%zu bytes)", n);
-        goto out;
-    }
-    rc = pd_profile_builder_sample(b, locs, (size_t)n_loc, value, labels, (size_t)n_label, err);
+    rc = rd_labels_add(&r, n, &sc, b, locs, (size_t)n_loc, value, err);
 out:
     free(sc.buf);
     free(locs);
     free(lines);
-    free(labels);
+    return rc;
+}
+
+static bool has_mark(const uint8_t *s, size_t n, const uint8_t mark[3])
+{
+    return n >= 3 && memcmp(s, mark, 3) == 0;
+}
+
+static uint64_t rd_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int j = 7; j >= 0; j--)
+        v = v << 8 | p[j];
+    return v;
+}
+
+size_t pd__ch_stack_locs(const uint8_t *s, size_t n, const uint8_t **keys)
+{
+    if (!has_mark(s, n, MARK_STACK))
+        return 0;
+    ch_rd r = {s, n, 3, false};
+    uint64_t n_loc = pd__ch_rd_varint(&r);
+    if (r.bad || n_loc > (n - r.pos) / 8)
+        return 0;
+    *keys = s + r.pos;
+    return (size_t)n_loc;
+}
+
+uint64_t pd__ch_stack_loc_key(const uint8_t *keys, size_t k)
+{
+    return rd_le64(keys + 8 * k);
+}
+
+/* The builder's id of location row `key` (decoded once per L). 0,
+ * PD_ENOTFOUND (no row fetched), PD_ECORRUPT, or the builder's errors. */
+static int loc_id(pd_profile_builder *b, ch_locs *L, uint64_t key, uint64_t *id, pd_err *err)
+{
+    uint64_t at;
+    if (L && pd_u64map_get(&L->built, key, id))
+        return 0;
+    if (!L || !L->blob_at || !pd_u64map_get(L->blob_at, key, &at))
+        return pd_err_set(err, PD_ENOTFOUND, "location %llu is missing from table stacks_v3",
+                          (unsigned long long)key);
+    ch_rd w = {(const uint8_t *)L->blobs->data, L->blobs->len, (size_t)at, false};
+    const uint8_t *s;
+    size_t n;
+    pd__ch_rd_str(&w, &s, &n);
+    if (w.bad || !has_mark(s, n, MARK_LOC))
+        return pd_err_set(err, PD_ECORRUPT, "stacks row %llu: not a location",
+                          (unsigned long long)key);
+    ch_rd r = {s, n, 3, false};
+    scratch sc = {malloc(n + 1), 0, n + 1};
+    pd_pprof_line *lines = calloc(n + 1, sizeof *lines);
+    int rc = 0;
+    if (!sc.buf || !lines)
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory rebuilding a stack");
+    else if ((rc = rd_location(&r, &sc, lines, b, id, err)) == 0 && (r.bad || r.pos != r.len))
+        rc = pd_err_set(err, PD_ECORRUPT, "location row %llu: truncated or malformed (%zu bytes)",
+                        (unsigned long long)key, n);
+    free(sc.buf);
+    free(lines);
+    if (rc == 0 && pd_u64map_put(&L->built, key, *id) < 0)
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory rebuilding a stack");
+    return rc;
+}
+
+int pd__ch_stack_add(pd_profile_builder *b, const uint8_t *s, size_t n, const int64_t *value,
+                     ch_locs *L, pd_err *err)
+{
+    if (!has_mark(s, n, MARK_STACK))
+        return add_v3(b, s, n, value, err);
+    const uint8_t *keys;
+    size_t n_loc = pd__ch_stack_locs(s, n, &keys);
+    if (n_loc == 0 && (n < 4 || s[3] != 0)) /* a count of 0 is one byte 0 */
+        return pd_err_set(err, PD_ECORRUPT, "stacks row: bad location count");
+    uint64_t *locs = calloc(n_loc ? n_loc : 1, sizeof *locs);
+    scratch sc = {malloc(n + 1), 0, n + 1};
+    int rc = 0;
+    if (!locs || !sc.buf) {
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory rebuilding a stack");
+        goto out;
+    }
+    for (size_t k = 0; k < n_loc; k++)
+        if ((rc = loc_id(b, L, rd_le64(keys + 8 * k), &locs[k], err)) < 0)
+            goto out;
+    ch_rd r = {s, n, (size_t)(keys - s) + 8 * n_loc, false};
+    if (n_loc == 0)
+        r.pos = 4;
+    rc = rd_labels_add(&r, n, &sc, b, locs, n_loc, value, err);
+out:
+    free(locs);
+    free(sc.buf);
     return rc;
 }
 
@@ -226,6 +368,14 @@ bool pd__ch_stack_passes(const uint8_t *s, size_t n, const pd_storage_sample_fil
     ch_rd r = {s, n, 0, false};
     const uint8_t *x;
     size_t xn;
+    if (has_mark(s, n, MARK_STACK)) {
+        const uint8_t *keys;
+        size_t n_loc = pd__ch_stack_locs(s, n, &keys);
+        if (n_loc == 0 && (n < 4 || s[3] != 0))
+            return false;
+        r.pos = n_loc ? (size_t)(keys - s) + 8 * n_loc : 4;
+        goto labels;
+    }
     uint64_t n_loc = pd__ch_rd_varint(&r);
     if (r.bad || n_loc > n)
         return false;
@@ -251,6 +401,7 @@ bool pd__ch_stack_passes(const uint8_t *s, size_t n, const pd_storage_sample_fil
             (void)pd__ch_rd_varint(&r);
         }
     }
+labels:;
     uint64_t n_label = pd__ch_rd_varint(&r);
     if (r.bad || n_label > n)
         return false;
@@ -261,7 +412,8 @@ bool pd__ch_stack_passes(const uint8_t *s, size_t n, const pd_storage_sample_fil
         pd__ch_rd_str(&r, &str, &sn);
         (void)pd__ch_rd_varint(&r);
         pd__ch_rd_str(&r, &unit, &un);
-        if (!r.bad && pd__storage_span_label_passes(f, (const char *)key, kn, (const char *)str, sn))
+        if (!r.bad &&
+            pd__storage_span_label_passes(f, (const char *)key, kn, (const char *)str, sn))
             return true;
     }
     return false;

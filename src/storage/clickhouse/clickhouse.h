@@ -44,8 +44,10 @@
  *                index_granularity 64 — a "stack" is one sample's key
  *                resolved to frames (ch_stack.c: mappings, addresses,
  *                functions, files, lines, columns, and the sample's labels),
- *                stack_hash its XXH3-64; a row per stack per day of the
- *                profiles that use it
+ *                stack_hash the XXH3-64 of its schema-3 blob; since v4 a
+ *                stack row holds its locations' keys and each location is a
+ *                row of its own (ch_int.h); a row per stack (location) per
+ *                day of the profiles that use it
  *   samples_v3   (day, ts, fingerprint, write_id, types_hash, stack_hash,
  *                values Array(Int64))
  *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts, stack_hash),
@@ -57,7 +59,8 @@
  * moves to new tables (the *_v3 names; ch_write.c's schema_v3 says why) and
  * leaves the v1/v2 tables as they are: their rows are read only once copied
  * over (docs/clickhouse.md gives the INSERT ... SELECT statements). Rows of
- * v1 (a body) and v2 are read alike.
+ * v1 (a body) and v2 are read alike. v4 (no table changed) writes stacks as
+ * location keys plus shared location rows; v3 stack rows are still read.
  * fingerprint = pd_labels_hash(labels) is also the series ref. types_hash
  * hashes the sample types/units and the period type/unit: a merge part
  * never mixes two of them. write_id is random per append: a query counts
@@ -154,7 +157,7 @@
 
 #include "storage/storage.h"
 
-#define PD_CH_SCHEMA_VERSION 3
+#define PD_CH_SCHEMA_VERSION 4
 
 typedef struct pd_ch pd_ch;
 

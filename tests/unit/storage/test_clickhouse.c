@@ -118,7 +118,36 @@ static int load_all(void **state)
 /* ---- the stack codec ---- */
 
 /* Rebuilds p from its samples' blobs (the header copied as strings). */
-static void rebuild(const pd_profile *p, pd_profile *out)
+/* Sample i's stacks row into blob: the schema-3 layout, or (v4) the
+ * schema-4 one, its location rows added to blobs (RowBinary Strings, as a
+ * read fetches them) under their keys in blob_at. */
+static void encode_sample(const pd_profile *p, size_t i, bool v4, pd_buf *blob, pd_u64map *blob_at,
+                          pd_buf *blobs)
+{
+    if (!v4) {
+        assert_int_equal(pd__ch_stack_encode_v3(p, i, blob), 0);
+        return;
+    }
+    uint64_t keys[512];
+    const pd_pprof_sample *sm = &p->sample[i];
+    assert_true(sm->n_location <= 512);
+    pd_buf loc;
+    pd_buf_init(&loc, 0);
+    for (size_t k = 0; k < sm->n_location; k++) {
+        pd_buf_reset(&loc);
+        assert_int_equal(pd__ch_loc_encode(p, sm->location_id[k], &loc), 0);
+        keys[k] = XXH3_64bits(loc.data, loc.len);
+        if (!pd_u64map_get(blob_at, keys[k], NULL)) {
+            assert_int_equal(pd_u64map_put(blob_at, keys[k], blobs->len), 0);
+            assert_int_equal(pd__ch_put_str(blobs, (const char *)loc.data, loc.len), 0);
+        }
+    }
+    pd_buf_release(&loc);
+    assert_int_equal(pd__ch_stack_encode(p, i, keys, blob), 0);
+}
+
+/* p rebuilt from its samples' stacks rows (schema 3 or, v4, 4) */
+static void rebuild(const pd_profile *p, bool v4, pd_profile *out)
 {
     pd_profile_builder *b;
     pd_err err;
@@ -141,16 +170,24 @@ static void rebuild(const pd_profile *p, pd_profile *out)
     h->default_sample_type =
         pd_profile_builder_string(b, pd_profile_str(p, p->default_sample_type), &err);
     h->doc_url = pd_profile_builder_string(b, pd_profile_str(p, p->doc_url), &err);
-    pd_buf blob;
+    pd_buf blob, blobs;
     pd_buf_init(&blob, 0);
+    pd_buf_init(&blobs, 0);
+    pd_u64map blob_at;
+    pd_u64map_init(&blob_at);
+    ch_locs L = {&blob_at, &blobs, {0}};
+    pd_u64map_init(&L.built);
     for (size_t i = 0; i < p->n_sample; i++) {
         pd_buf_reset(&blob);
-        assert_int_equal(pd__ch_stack_encode(p, i, &blob), 0);
+        encode_sample(p, i, v4, &blob, &blob_at, &blobs);
         PD_ASSERT_OK(
-            pd__ch_stack_add(b, (const uint8_t *)blob.data, blob.len, p->sample[i].value, &err),
+            pd__ch_stack_add(b, (const uint8_t *)blob.data, blob.len, p->sample[i].value, &L, &err),
             &err);
     }
     pd_buf_release(&blob);
+    pd_buf_release(&blobs);
+    pd_u64map_release(&blob_at);
+    pd_u64map_release(&L.built);
     PD_ASSERT_OK(pd_profile_builder_finish(b, out, &err), &err);
     pd_profile_builder_free(b);
 }
@@ -170,26 +207,29 @@ static void test_stack_roundtrip_real_profiles(void **state)
         pd_buf_init(&blob, 0);
         for (size_t i = 0; i < p->n_sample; i++) {
             pd_buf_reset(&blob);
-            assert_int_equal(pd__ch_stack_encode(p, i, &blob), 0);
+            assert_int_equal(pd__ch_stack_encode_v3(p, i, &blob), 0);
             pd_u64map_put(&distinct, XXH3_64bits(blob.data, blob.len), 1);
         }
         pd_buf_release(&blob);
-        pd_profile q;
-        rebuild(p, &q);
-        pd_err why;
-        if (distinct.len == p->n_sample) {
-            if (!pd_profile_equal(p, &q, &why))
-                fail_msg("%s rebuilt from its stack blobs differs: %s", g_prof[k].path, why.msg);
-        } else {
-            with_dups++;
-            assert_int_equal(q.n_sample, distinct.len);
-            int64_t a[8], b[8];
-            pd_profile_totals(p, a);
-            pd_profile_totals(&q, b);
-            assert_memory_equal(a, b, p->n_sample_type * sizeof a[0]);
+        for (int v4 = 0; v4 < 2; v4++) {
+            pd_profile q;
+            rebuild(p, v4, &q);
+            pd_err why;
+            if (distinct.len == p->n_sample) {
+                if (!pd_profile_equal(p, &q, &why))
+                    fail_msg("%s rebuilt from its stack blobs (schema %d) differs: %s",
+                             g_prof[k].path, 3 + v4, why.msg);
+            } else {
+                with_dups += v4 == 0;
+                assert_int_equal(q.n_sample, distinct.len);
+                int64_t a[8], b[8];
+                pd_profile_totals(p, a);
+                pd_profile_totals(&q, b);
+                assert_memory_equal(a, b, p->n_sample_type * sizeof a[0]);
+            }
+            pd_profile_release(&q);
         }
         pd_u64map_release(&distinct);
-        pd_profile_release(&q);
     }
     assert_true(with_dups < g_n); /* most compared sample by sample */
 }
@@ -198,43 +238,62 @@ static void test_stack_blob_damage(void **state)
 {
     (void)state;
     const pd_profile *p = &g_prof[0].p;
-    pd_buf blob;
-    pd_buf_init(&blob, 0);
     size_t i = 0;
     while (i < p->n_sample && p->sample[i].n_location < 3)
         i++;
     assert_true(i < p->n_sample);
-    assert_int_equal(pd__ch_stack_encode(p, i, &blob), 0);
-    int64_t v[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    size_t bad = 0;
-    /* every truncation and every single-byte change: an error or a sample, never a crash */
-    for (size_t cut = 0; cut < blob.len; cut++) {
-        pd_profile_builder *b;
-        pd_err err;
-        assert_int_equal(pd_profile_builder_new(NULL, &b), 0);
-        for (size_t t = 0; t < p->n_sample_type; t++)
-            pd_profile_builder_sample_type(b, "t", "u", &err);
-        int rc = pd__ch_stack_add(b, (const uint8_t *)blob.data, cut, v, &err);
-        assert_int_equal(rc, PD_ECORRUPT);
-        pd_profile_builder_free(b);
-    }
-    for (size_t pos = 0; pos < blob.len; pos++) {
-        for (int x = 1; x < 256; x += 37) {
-            pd_profile_builder *b;
-            pd_err err;
-            assert_int_equal(pd_profile_builder_new(NULL, &b), 0);
-            for (size_t t = 0; t < p->n_sample_type; t++)
-                pd_profile_builder_sample_type(b, "t", "u", &err);
-            blob.data[pos] ^= (char)x;
-            int rc = pd__ch_stack_add(b, (const uint8_t *)blob.data, blob.len, v, &err);
-            blob.data[pos] ^= (char)x;
-            assert_true(rc == 0 || rc < 0);
-            bad += rc < 0;
-            pd_profile_builder_free(b);
+    for (int v4 = 0; v4 < 2; v4++) {
+        pd_buf blob, blobs;
+        pd_buf_init(&blob, 0);
+        pd_buf_init(&blobs, 0);
+        pd_u64map blob_at;
+        pd_u64map_init(&blob_at);
+        encode_sample(p, i, v4, &blob, &blob_at, &blobs);
+        int64_t v[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        size_t bad = 0;
+        /* every truncation and every single-byte change of the stack row
+           (and, schema 4, of its location rows): an error or a sample,
+           never a crash */
+        pd_buf *target[2] = {&blob, &blobs};
+        for (int tg = 0; tg < 1 + v4; tg++) {
+            pd_buf *t = target[tg];
+            for (size_t cut = 0; tg == 0 && cut < blob.len; cut++) {
+                pd_profile_builder *b;
+                pd_err err;
+                ch_locs L = {&blob_at, &blobs, {0}};
+                pd_u64map_init(&L.built);
+                assert_int_equal(pd_profile_builder_new(NULL, &b), 0);
+                for (size_t k = 0; k < p->n_sample_type; k++)
+                    pd_profile_builder_sample_type(b, "t", "u", &err);
+                int rc = pd__ch_stack_add(b, (const uint8_t *)blob.data, cut, v, &L, &err);
+                assert_int_equal(rc, PD_ECORRUPT);
+                pd_profile_builder_free(b);
+                pd_u64map_release(&L.built);
+            }
+            for (size_t pos = 0; pos < t->len; pos++) {
+                for (int x = 1; x < 256; x += 37) {
+                    pd_profile_builder *b;
+                    pd_err err;
+                    ch_locs L = {&blob_at, &blobs, {0}};
+                    pd_u64map_init(&L.built);
+                    assert_int_equal(pd_profile_builder_new(NULL, &b), 0);
+                    for (size_t k = 0; k < p->n_sample_type; k++)
+                        pd_profile_builder_sample_type(b, "t", "u", &err);
+                    t->data[pos] ^= (char)x;
+                    int rc = pd__ch_stack_add(b, (const uint8_t *)blob.data, blob.len, v, &L, &err);
+                    t->data[pos] ^= (char)x;
+                    assert_true(rc == 0 || rc < 0);
+                    bad += rc < 0;
+                    pd_profile_builder_free(b);
+                    pd_u64map_release(&L.built);
+                }
+            }
         }
+        assert_true(bad > 0);
+        pd_buf_release(&blob);
+        pd_buf_release(&blobs);
+        pd_u64map_release(&blob_at);
     }
-    assert_true(bad > 0);
-    pd_buf_release(&blob);
 }
 
 static void test_sql_literals(void **state)
@@ -1058,7 +1117,7 @@ static void test_single_profile_rebuilt(void **state)
         pd_buf_init(&blob, 0);
         for (size_t i = 0; i < p->n_sample; i++) {
             pd_buf_reset(&blob);
-            assert_int_equal(pd__ch_stack_encode(p, i, &blob), 0);
+            assert_int_equal(pd__ch_stack_encode_v3(p, i, &blob), 0);
             pd_u64map_put(&distinct, XXH3_64bits(blob.data, blob.len), 1);
         }
         with_repeats += distinct.len < p->n_sample;
@@ -1137,6 +1196,46 @@ static void test_single_profile_rebuilt(void **state)
     pd_profile_release(&q);
     pd_buf_release(&raw);
 
+    /* a schema-3 database (stacks as schema-3 blobs, every location
+       inline) opened by this profd: migrated to 4, every profile still read
+       back equal (a stack's key is the same in both layouts) */
+    PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks_v3", NULL, 0, NULL, NULL, NULL, &err), &err);
+    PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE schema_version", NULL, 0, NULL, NULL, NULL, &err),
+                 &err);
+    PD_ASSERT_OK(
+        pd__ch_exec(c, "INSERT INTO schema_version VALUES (3, 0)", NULL, 0, NULL, NULL, NULL, &err),
+        &err);
+    pd_buf rows, blob;
+    pd_buf_init(&rows, 0);
+    pd_buf_init(&blob, 0);
+    for (size_t k = 0; k < g_n; k++)
+        for (size_t i = 0; i < g_prof[k].p.n_sample; i++) {
+            pd_buf_reset(&blob);
+            assert_int_equal(pd__ch_stack_encode_v3(&g_prof[k].p, i, &blob), 0);
+            assert_int_equal(pd__ch_put_u16(&rows, (uint16_t)pd__ch_day(g_now - 1000)), 0);
+            assert_int_equal(pd__ch_put_u64(&rows, XXH3_64bits(blob.data, blob.len)), 0);
+            assert_int_equal(pd__ch_put_str(&rows, (const char *)blob.data, blob.len), 0);
+        }
+    PD_ASSERT_OK(pd__ch_exec(c, "INSERT INTO stacks_v3 FORMAT RowBinary",
+                             (const uint8_t *)rows.data, rows.len, NULL, NULL, NULL, &err),
+                 &err);
+    pd_buf_release(&rows);
+    pd_buf_release(&blob);
+    pd_storage_close(s);
+    s = open_store("single");
+    assert_int_equal(
+        ch_u64(c, "SELECT toUInt64(max(version)) FROM schema_version FORMAT RowBinary"),
+        PD_CH_SCHEMA_VERSION);
+    assert_int_equal(ch_u64(c, "SELECT countIf(substring(stack, 1, 2) = unhex('8000')) FROM "
+                               "stacks_v3 FORMAT RowBinary"),
+                     0);
+    for (size_t k = 0; k < g_n; k++) {
+        PD_ASSERT_OK(pd_storage_read_profile(s, refs[k], g_now - 1000, &q, NULL, &err), &err);
+        if (!pd_profile_equal(&g_prof[k].p, &q, &why))
+            fail_msg("%s read back from schema-3 stacks rows differs: %s", g_prof[k].path, why.msg);
+        pd_profile_release(&q);
+    }
+
     /* a stack gone: the v2 profile is refused as corrupt, not served partial */
     PD_ASSERT_OK(pd__ch_exec(c, "TRUNCATE TABLE stacks_v3", NULL, 0, NULL, NULL, NULL, &err), &err);
     PD_ASSERT_RC(pd_storage_read_profile(s, refs[1], g_now - 1000, &q, NULL, &err), PD_ECORRUPT,
@@ -1182,10 +1281,18 @@ static void test_reads_bounded_by_granules(void **state)
     pd_buf_init(&blob, 0);
     for (size_t i = 0; i < t->p.n_sample; i++) {
         pd_buf_reset(&blob);
-        assert_int_equal(pd__ch_stack_encode(&t->p, i, &blob), 0);
+        assert_int_equal(pd__ch_stack_encode_v3(&t->p, i, &blob), 0);
         pd_u64map_put(&distinct, XXH3_64bits(blob.data, blob.len), 1);
     }
     size_t n_stacks = distinct.len, n_samples = t->p.n_sample;
+    /* schema 4: and its distinct locations, each a stacks_v3 row too */
+    pd_u64map locs;
+    pd_u64map_init(&locs);
+    for (size_t i = 0; i < t->p.n_sample; i++)
+        for (size_t k = 0; k < t->p.sample[i].n_location; k++)
+            pd_u64map_put(&locs, t->p.sample[i].location_id[k], 1);
+    size_t n_rows = n_stacks + locs.len;
+    pd_u64map_release(&locs);
     pd_buf_release(&blob);
     pd_u64map_release(&distinct);
     pd_labels ls;
@@ -1229,17 +1336,18 @@ static void test_reads_bounded_by_granules(void **state)
         rows_stacks[round] =
             rows_read_since(c, mark, "SELECT stack_hash, any(stack) FROM stacks_v3");
         rows_samples[round] = rows_read_since(c, mark, "SELECT stack_hash, values FROM samples_v3");
-        print_message("round %d: %zu samples, %zu stacks: read %llu rows of samples_v3, %llu of "
-                      "stacks_v3\n",
-                      round, n_samples, n_stacks, (unsigned long long)rows_samples[round],
+        print_message("round %d: %zu samples, %zu stacks, %zu locations: read %llu rows of "
+                      "samples_v3, %llu of stacks_v3\n",
+                      round, n_samples, n_stacks, n_rows - n_stacks,
+                      (unsigned long long)rows_samples[round],
                       (unsigned long long)rows_stacks[round]);
     }
-    /* at most the granules holding the profile's rows: each stack in its
-       own granule of 64 (and the granule next to it), the samples (one
-       series, one ts: contiguous) in whole granules of 1,024 */
+    /* at most the granules holding the profile's rows: each stack (and
+       location) in its own granule of 64 (and the granule next to it), the
+       samples (one series, one ts: contiguous) in whole granules of 1,024 */
     for (int round = 0; round < 2; round++) {
         assert_true(rows_stacks[round] > 0 && rows_samples[round] >= n_samples);
-        assert_true(rows_stacks[round] <= 2 * 64 * n_stacks);
+        assert_true(rows_stacks[round] <= 2 * 64 * n_rows);
         assert_true(rows_samples[round] <= (n_samples / 1024 + 2) * 1024);
     }
     /* and far less than the 400,000 rows each table grew by */
@@ -1354,8 +1462,10 @@ static void test_diff_one_pass(void **state)
             two.v[i].info.side = k;
     }
     uint64_t q2 = select_queries(c);
-    /* the counter read counts itself the same way each time */
-    assert_int_equal((q2 - q1) - (q1 - q0), 3);
+    /* the counter read counts itself the same way each time; a pass is 4
+       SELECTs (headers, sums, stacks, their locations): two aggregations 8,
+       the one pass 4 */
+    assert_int_equal((q2 - q1) - (q1 - q0), 4);
     /* the TSDB's refs are its own: a and b selected */
     pd_series_set set;
     PD_ASSERT_OK(pd_storage_select(ts, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
