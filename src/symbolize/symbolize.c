@@ -474,7 +474,10 @@ static bool stat_source(const char *path, uint8_t kind, pd_symcache_source *out)
  * would use, checked with stat only (no ELF opened): the cache directory's
  * file when there is one, else the debug directory's, else (the header
  * names the mapping's file or the debuginfod client's copy) that file, each
- * unchanged (size, mtime, device, inode). */
+ * unchanged (size, mtime, device, inode) — or when none of them is there
+ * any more: the answers were made from a file of this very build ID and
+ * stay the best known (the binary was deleted, the package removed) until
+ * another file of it comes. */
 static bool cache_source_current(const pd_symbolizer *s, const pd_symcache *c)
 {
     char path[4400];
@@ -487,8 +490,10 @@ static bool cache_source_current(const pd_symbolizer *s, const pd_symcache *c)
     if (stat_source(path, PD_SYMCACHE_SRC_DEBUG_DIR, &now))
         return pd_symcache_source_equal(&now, &c->src);
     if (c->src.kind != PD_SYMCACHE_SRC_MAPPED_FILE && c->src.kind != PD_SYMCACHE_SRC_DEBUGINFOD)
-        return false;
-    return stat_source(c->src.path, c->src.kind, &now) && pd_symcache_source_equal(&now, &c->src);
+        return true; /* its file in the cache or debug directory is gone */
+    if (stat_source(c->src.path, c->src.kind, &now))
+        return pd_symcache_source_equal(&now, &c->src);
+    return true;
 }
 
 static pd_symcache *find_cache(pd_symbolizer *s, const char *bid, size_t *at)
@@ -567,7 +572,7 @@ static void cache_add(pd_symcache *c, const entry *e, uint64_t off, const pd_sym
         pd_symcache_reset(c, &e->src);
     }
     if (pd_symcache_add(c, off, lines, n) == PD_ETOOBIG)
-        pd_metrics_add("profd_symbolize_cache_full_total", "", 1);
+        pd_metrics_add("profd_symbolize_cache_full_total", NULL, 1);
 }
 
 /* Writes what the caches gained (one append each). Lock held. */

@@ -38,9 +38,10 @@
  * IDs' at once, least recently used closed); an address found there is
  * named without opening the debug file (no ELF, no DWARF: also after a
  * restart). Kept valid: the header's file is checked with stat() on load
- * against the file a lookup would use now (an upload or a new
- * /usr/lib/debug file drops the cache); an upload (pd_symbolizer_store)
- * deletes it. Unnamed answers are never kept, so debug info that comes
+ * against the file a lookup would use now (another or a changed file drops
+ * the cache: an upload, a new /usr/lib/debug file; a file that is gone
+ * with none in its place keeps it: the answers came from this build ID);
+ * an upload (pd_symbolizer_store) deletes it at once. Unnamed answers are never kept, so debug info that comes
  * later names old profiles. Bad files: a header that fails its checks
  * keeps nothing, a bad record (torn tail, CRC) keeps the records before it;
  * the rest is rebuilt by later answers (counted: /metrics below). Bounded:
