@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pprof/pprof.h"
@@ -161,6 +162,10 @@ int main(int argc, char **argv)
            real, locs, multi, lines, first * 1e3, best * 1e3,
            best * 1e6 / (double)(locs ? locs : 1), restart * 1e3,
            restart * 1e6 / (double)(locs ? locs : 1), restart1 * 1e3);
+    char cpath[4400];
+    struct stat sb;
+    snprintf(cpath, sizeof cpath, "%s/%s/symbols.cache", dir, info.build_id);
+    printf("results_cache_bytes=%lld\n", stat(cpath, &sb) == 0 ? (long long)sb.st_size : 0LL);
     pd_elf_info_release(&info);
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
