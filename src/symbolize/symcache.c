@@ -386,9 +386,9 @@ int pd_symcache_add(pd_symcache *c, uint64_t off, const pd_symcache_line *lines,
         if (!rc)
             rc = pd_buf_put_varint(&rec, lines[i].line > 0 ? (uint64_t)lines[i].line : 0);
     }
-    if (rc < 0) { /* PD_ETOOBIG: past the record cap */
+    if (rc < 0) { /* PD_ETOOBIG: past the record cap: an answer too big to keep */
         pd_buf_release(&rec);
-        return rc == PD_ETOOBIG ? PD_ETOOBIG : PD_ENOMEM;
+        return rc == PD_ETOOBIG ? PD_EINVAL : PD_ENOMEM;
     }
     if (c->file_bytes + c->pending.len + rec.len > c->max_bytes) {
         pd_buf_release(&rec);

@@ -138,8 +138,8 @@ void pd_symcache_reset(pd_symcache *c, const pd_symcache_source *src);
 /* Adds the answer lines[0..n) for off (strings copied) to memory and to the
  * pending bytes. n must be 1..PD_SYMCACHE_MAX_LINES, and c must have a
  * source (pd_symcache_reset). 0; PD_ETOOBIG when the file would pass
- * max_bytes or the record PD_SYMCACHE_MAX_RECORD (nothing added);
- * PD_EINVAL (no source, bad n); PD_ENOMEM. */
+ * max_bytes (nothing added); PD_EINVAL (no source, bad n, or the record
+ * would pass PD_SYMCACHE_MAX_RECORD: nothing added); PD_ENOMEM. */
 int pd_symcache_add(pd_symcache *c, uint64_t off, const pd_symcache_line *lines, size_t n);
 
 /* Writes the pending bytes to c->path: appended (O_APPEND, one write, no
