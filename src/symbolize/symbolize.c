@@ -58,6 +58,8 @@
 #define DEFAULT_MAX_UPLOAD ((size_t)1 << 30)
 #define MAX_FRAMES 64 /* lines of one location: the function and what is inlined in it */
 #define MAX_CACHES 64 /* results caches (symcache.h) in memory: LRU */
+/* their file bytes together, in memory (~2.1x that: strings, lines, map) */
+#define MAX_CACHE_MEM ((uint64_t)64 << 20)
 
 typedef struct entry {
     char build_id[129];
@@ -509,25 +511,43 @@ static pd_symcache *find_cache(pd_symbolizer *s, const char *bid, size_t *at)
 
 /*
  * The results cache of bid (lowercase), read from its file on first use
- * (the least recently used one closed when MAX_CACHES are open). A file
+ * (the least recently used ones closed when MAX_CACHES are open or their
+ * files' bytes would pass MAX_CACHE_MEM; other cache pointers are then
+ * invalid). A file
  * with a bad header or tail is counted (the good records kept: symcache.h);
  * one whose debug file changed since is dropped (cache_source_current).
  * NULL: out of memory. Lock held.
  */
-static pd_symcache *get_cache(pd_symbolizer *s, const char *bid)
+static uint64_t caches_bytes(const pd_symbolizer *s)
 {
-    pd_symcache *c = find_cache(s, bid, NULL);
-    if (c) {
-        c->used = ++s->clock;
-        return c;
-    }
-    if (s->n_caches == MAX_CACHES) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < s->n_caches; i++)
+        n += s->caches[i]->file_bytes + s->caches[i]->pending.len;
+    return n;
+}
+
+/* Closes the least recently used caches (written first) while more than
+ * keep are open and they hold more than `room` below MAX_CACHE_MEM. Lock
+ * held; no pointer to a cache may be kept over it. */
+static void caches_trim(pd_symbolizer *s, size_t keep, uint64_t room)
+{
+    while (s->n_caches > keep &&
+           (s->n_caches >= MAX_CACHES || caches_bytes(s) + room > MAX_CACHE_MEM)) {
         size_t lru = 0;
         for (size_t i = 1; i < s->n_caches; i++)
             if (s->caches[i]->used < s->caches[lru]->used)
                 lru = i;
         cache_free(s->caches[lru]);
         s->caches[lru] = s->caches[--s->n_caches];
+    }
+}
+
+static pd_symcache *get_cache(pd_symbolizer *s, const char *bid)
+{
+    pd_symcache *c = find_cache(s, bid, NULL);
+    if (c) {
+        c->used = ++s->clock;
+        return c;
     }
     char path[4400];
     cache_path(s, bid, path, sizeof path);
@@ -556,6 +576,7 @@ static pd_symcache *get_cache(pd_symbolizer *s, const char *bid)
         pd_symcache_reset(c, NULL);
     }
     c->used = ++s->clock;
+    caches_trim(s, 0, c->file_bytes); /* room for c: under MAX_CACHES and MAX_CACHE_MEM */
     s->caches[s->n_caches++] = c;
     return c;
 }
@@ -592,6 +613,7 @@ static void cache_flush_all(pd_symbolizer *s)
             pd_log_warn("cannot write the symbolization cache", "path=%s err=\"%s\"", c->path,
                         strerror(-rc));
     }
+    caches_trim(s, 1, 0); /* what the answers added may pass MAX_CACHE_MEM */
 }
 
 /* Forgets what build_id's entry knew (an upload), and its results cache

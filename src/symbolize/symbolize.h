@@ -35,7 +35,8 @@
  * file of CRC32C-checked records behind a header naming the debug file the
  * answers came from (where it was found, size, mtime, device, inode). The
  * file of a build ID is read into memory on its first use (at most 64 build
- * IDs' at once, least recently used closed); an address found there is
+ * IDs' at once and 64 MiB of their files together, ~2.1x that in memory;
+ * least recently used closed first); an address found there is
  * named without opening the debug file (no ELF, no DWARF: also after a
  * restart). Kept valid: the header's file is checked with stat() on load
  * against the file a lookup would use now (another or a changed file drops
@@ -46,9 +47,10 @@
  * keeps nothing, a bad record (torn tail, CRC) keeps the records before it;
  * the rest is rebuilt by later answers (counted: /metrics below). Bounded:
  * max_cache_bytes per build ID's file (answers past it are not kept; the
- * default 4 MiB holds ~40,000 addresses of ~100 bytes, more than the hot
- * code of one binary, and 64 of them in memory stay under 300 MiB). No
- * fsync (a cache: what a crash tears is found by the CRCs and recomputed).
+ * default 4 MiB holds ~32,000 addresses of ~130 bytes, more than the hot
+ * code of one binary) and the 64 MiB of files in memory above (~135 MiB of
+ * RSS at most). No fsync (a cache: what a crash tears is found by the CRCs
+ * and recomputed).
  * Thread-safe: one mutex, never held over a debuginfod fetch; an answer
  * that needs a build ID another is fetching waits for that fetch (one fetch
  * per build ID at a time), others go on.
