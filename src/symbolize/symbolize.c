@@ -59,7 +59,7 @@
 #define MAX_FRAMES 64 /* lines of one location: the function and what is inlined in it */
 #define MAX_CACHES 64 /* results caches (symcache.h) in memory: LRU */
 /* their file bytes together, in memory (~2.1x that: strings, lines, map) */
-#define MAX_CACHE_MEM ((uint64_t)64 << 20)
+#define DEFAULT_CACHE_MEM ((size_t)64 << 20)
 
 typedef struct entry {
     char build_id[129];
@@ -100,6 +100,7 @@ struct pd_symbolizer {
     size_t n_ents;
     int64_t clock;
     size_t max_cache_bytes;
+    uint64_t max_cache_mem; /* file bytes of the caches in memory together */
     pd_symcache *caches[MAX_CACHES]; /* results caches loaded, LRU by used */
     size_t n_caches;
 };
@@ -146,6 +147,7 @@ int pd_symbolizer_new(const pd_symbolizer_opts *o, pd_symbolizer **out, pd_err *
     s->use_debuginfod = o->use_debuginfod;
     s->max_upload = o->max_upload_bytes ? o->max_upload_bytes : DEFAULT_MAX_UPLOAD;
     s->max_cache_bytes = o->max_cache_bytes ? o->max_cache_bytes : PD_SYMCACHE_DEFAULT_MAX_BYTES;
+    s->max_cache_mem = o->max_cache_mem_bytes ? o->max_cache_mem_bytes : DEFAULT_CACHE_MEM;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->fetched, NULL);
     if (!getenv("DEBUGINFOD_CACHE_PATH")) {
@@ -512,7 +514,7 @@ static pd_symcache *find_cache(pd_symbolizer *s, const char *bid, size_t *at)
 /*
  * The results cache of bid (lowercase), read from its file on first use
  * (the least recently used ones closed when MAX_CACHES are open or their
- * files' bytes would pass MAX_CACHE_MEM; other cache pointers are then
+ * files' bytes would pass max_cache_mem; other cache pointers are then
  * invalid). A file
  * with a bad header or tail is counted (the good records kept: symcache.h);
  * one whose debug file changed since is dropped (cache_source_current).
@@ -527,12 +529,12 @@ static uint64_t caches_bytes(const pd_symbolizer *s)
 }
 
 /* Closes the least recently used caches (written first) while more than
- * keep are open and they hold more than `room` below MAX_CACHE_MEM. Lock
+ * keep are open and they hold more than `room` below max_cache_mem. Lock
  * held; no pointer to a cache may be kept over it. */
 static void caches_trim(pd_symbolizer *s, size_t keep, uint64_t room)
 {
     while (s->n_caches > keep &&
-           (s->n_caches >= MAX_CACHES || caches_bytes(s) + room > MAX_CACHE_MEM)) {
+           (s->n_caches >= MAX_CACHES || caches_bytes(s) + room > s->max_cache_mem)) {
         size_t lru = 0;
         for (size_t i = 1; i < s->n_caches; i++)
             if (s->caches[i]->used < s->caches[lru]->used)
@@ -576,7 +578,7 @@ static pd_symcache *get_cache(pd_symbolizer *s, const char *bid)
         pd_symcache_reset(c, NULL);
     }
     c->used = ++s->clock;
-    caches_trim(s, 0, c->file_bytes); /* room for c: under MAX_CACHES and MAX_CACHE_MEM */
+    caches_trim(s, 0, c->file_bytes); /* room for c: under MAX_CACHES and max_cache_mem */
     s->caches[s->n_caches++] = c;
     return c;
 }
@@ -613,7 +615,7 @@ static void cache_flush_all(pd_symbolizer *s)
             pd_log_warn("cannot write the symbolization cache", "path=%s err=\"%s\"", c->path,
                         strerror(-rc));
     }
-    caches_trim(s, 1, 0); /* what the answers added may pass MAX_CACHE_MEM */
+    caches_trim(s, 1, 0); /* what the answers added may pass max_cache_mem */
 }
 
 /* Forgets what build_id's entry knew (an upload), and its results cache

@@ -72,6 +72,7 @@ typedef struct pd_symbolizer_opts {
     const char *debug_dir;  /* NULL: /usr/lib/debug */
     size_t max_upload_bytes; /* 0: 1 GiB */
     size_t max_cache_bytes;  /* results cache file per build ID, bytes; 0: 4 MiB */
+    size_t max_cache_mem_bytes; /* results caches' file bytes in memory together; 0: 64 MiB */
 } pd_symbolizer_opts;
 
 /* Creates the cache directory and the symbolizer. Errors: -errno (the

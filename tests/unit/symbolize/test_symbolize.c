@@ -853,11 +853,88 @@ static void test_cache_cap(void **state)
     assert_true((size_t)st.st_size <= r2 + 8);
     fixture_release(&fx);
 }
+
+/* Caches closed and read again under the memory bound: three build IDs
+ * whose cache files name one address each (their binaries gone: the
+ * answers stay), in a symbolizer that keeps one cache's bytes in memory.
+ * Every answer names all three, twice over (each read evicts another). */
+static void test_cache_evict(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "/tmp/pd-test-symcache-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    const char *bids[3] = {"aa01", "bb02", "cc03"};
+    char path[PATH_MAX * 2];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/cache/debuginfo/%s", dir, bids[i]);
+        char cmd[PATH_MAX * 2 + 16];
+        snprintf(cmd, sizeof cmd, "mkdir -p %s", path);
+        assert_int_equal(system(cmd), 0);
+        snprintf(path, sizeof path, "%s/cache/debuginfo/%s/symbols.cache", dir, bids[i]);
+        pd_symcache c;
+        assert_int_equal(pd_symcache_init(&c, bids[i], path, 0), 0);
+        pd_symcache_source src = {.kind = PD_SYMCACHE_SRC_MAPPED_FILE, .size = 1};
+        snprintf(src.path, sizeof src.path, "/nonexistent/prog%d", i);
+        pd_symcache_reset(&c, &src);
+        char name[16];
+        snprintf(name, sizeof name, "fn_%d", i);
+        pd_symcache_line l = {.name = name, .system_name = name, .file = "", .line = 0};
+        assert_int_equal(pd_symcache_add(&c, 0x1000 + (uint64_t)i, &l, 1), 0);
+        assert_int_equal(pd_symcache_flush(&c), 0);
+        pd_symcache_release(&c);
+    }
+    char cache[PATH_MAX + 32];
+    snprintf(cache, sizeof cache, "%s/cache/debuginfo", dir);
+    pd_symbolizer_opts o = {.cache_dir = cache, .debug_dir = "/nonexistent",
+                            .max_cache_mem_bytes = 1};
+    pd_symbolizer *sym;
+    pd_err err = {{0}};
+    PD_ASSERT_OK(pd_symbolizer_new(&o, &sym, &err), &err);
+    for (int round = 0; round < 2; round++) {
+        pd_profile_builder *b;
+        PD_ASSERT_OK(pd_profile_builder_new(NULL, &b), &err);
+        assert_true(pd_profile_builder_sample_type(b, "samples", "count", &err) >= 0);
+        uint64_t l[3];
+        for (int i = 0; i < 3; i++) {
+            pd_pprof_mapping m = {.memory_start = 0x10000 * (uint64_t)(i + 1),
+                                  .memory_limit = 0x10000 * (uint64_t)(i + 2)};
+            uint64_t mid;
+            char file[32];
+            snprintf(file, sizeof file, "/nonexistent/prog%d", i);
+            PD_ASSERT_OK(pd_profile_builder_mapping(b, &m, file, bids[i], &mid, &err), &err);
+            PD_ASSERT_OK(pd_profile_builder_location(b, mid, m.memory_start + 0x1000 + (uint64_t)i,
+                                                     NULL, 0, &l[i], &err), &err);
+        }
+        int64_t v = 1;
+        PD_ASSERT_OK(pd_profile_builder_sample(b, l, 3, &v, NULL, 0, &err), &err);
+        pd_profile p;
+        PD_ASSERT_OK(pd_profile_builder_finish(b, &p, &err), &err);
+        pd_profile_builder_free(b);
+        double h0 = HITS();
+        PD_ASSERT_OK(pd_symbolizer_profile(sym, &p, &err), &err);
+        assert_int_equal(HITS() - h0, 3);
+        for (int i = 0; i < 3; i++) {
+            const pd_pprof_location *loc = pd_profile_location(&p, l[i]);
+            char want[16];
+            snprintf(want, sizeof want, "fn_%d", i);
+            assert_int_equal(loc->n_line, 1);
+            assert_string_equal(
+                pd_profile_str(&p, pd_profile_function(&p, loc->line[0].function_id)->name), want);
+        }
+        pd_profile_release(&p);
+    }
+    pd_symbolizer_free(sym);
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
 #else
 static void test_cache_restart(void **state) { (void)state; skip(); }
 static void test_cache_invalidation(void **state) { (void)state; skip(); }
 static void test_cache_corrupt(void **state) { (void)state; skip(); }
 static void test_cache_cap(void **state) { (void)state; skip(); }
+static void test_cache_evict(void **state) { (void)state; skip(); }
 #endif
 
 int main(void)
@@ -877,6 +954,7 @@ int main(void)
         cmocka_unit_test(test_cache_invalidation),
         cmocka_unit_test(test_cache_corrupt),
         cmocka_unit_test(test_cache_cap),
+        cmocka_unit_test(test_cache_evict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
