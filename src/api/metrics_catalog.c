@@ -182,6 +182,22 @@ static const catalog_entry catalog[] = {
      "Address-only frames of answers named from debug info (result=named) or "
          "shown as binary+offset (result=unnamed).",
      (const char *const[]){"result=\"named\"", "result=\"unnamed\"", NULL}},
+    {"profd_symbolize_cache_lookups_total", PD_METRIC_COUNTER,
+     "Address-only frames looked up in the per-build-ID results cache: hit "
+         "(named without the debug file) or miss.",
+     (const char *const[]){"result=\"hit\"", "result=\"miss\"", NULL}},
+    {"profd_symbolize_cache_corrupt_total", PD_METRIC_COUNTER,
+     "Results cache files found damaged on load, by part: header (nothing "
+         "kept, rebuilt) or record (kept up to the bad record, rest rebuilt).",
+     (const char *const[]){"part=\"header\"", "part=\"record\"", NULL}},
+    {"profd_symbolize_cache_invalidations_total", PD_METRIC_COUNTER,
+     "Results caches dropped because their debug info changed, by reason: "
+         "upload or source_changed.",
+     (const char *const[]){"reason=\"upload\"", "reason=\"source_changed\"", NULL}},
+    {"profd_symbolize_cache_full_total", PD_METRIC_COUNTER,
+     "Answers not kept because their build ID's results cache file was at its "
+         "size cap.",
+     (const char *const[]){"", NULL}},
     {"profd_scrape_duration_seconds_total", PD_METRIC_COUNTER,
      "Sum of the wall time of finished scrapes, by job and profile type "
          "(divide by profd_scrapes_total for the mean).",

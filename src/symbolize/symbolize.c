@@ -51,17 +51,22 @@
 #include "base/time.h"
 #include "base/u64map.h"
 #include "symbolize/elf.h"
+#include "symbolize/symcache.h"
 
 #define MAX_ENTRIES 256
 #define RETRY_MS (5 * 60 * 1000)
 #define DEFAULT_MAX_UPLOAD ((size_t)1 << 30)
 #define MAX_FRAMES 64 /* lines of one location: the function and what is inlined in it */
+#define MAX_CACHES 64 /* results caches (symcache.h) in memory: LRU */
+/* their file bytes together, in memory (~2.1x that: strings, lines, map) */
+#define DEFAULT_CACHE_MEM ((size_t)64 << 20)
 
 typedef struct entry {
     char build_id[129];
     bool found;
     int64_t retry_at_ms; /* !found: ask again after */
     pd_elf_info info;
+    pd_symcache_source src; /* found: the file's identity (the results cache's header) */
     int fd;       /* for libdw, -1 when none */
     Dwarf *dw;    /* NULL when the file has no DWARF */
     int64_t used; /* LRU clock */
@@ -94,6 +99,10 @@ struct pd_symbolizer {
     entry *ents[MAX_ENTRIES];
     size_t n_ents;
     int64_t clock;
+    size_t max_cache_bytes;
+    uint64_t max_cache_mem; /* file bytes of the caches in memory together */
+    pd_symcache *caches[MAX_CACHES]; /* results caches loaded, LRU by used */
+    size_t n_caches;
 };
 
 static pd_symbolizer *global_sym;
@@ -137,6 +146,8 @@ int pd_symbolizer_new(const pd_symbolizer_opts *o, pd_symbolizer **out, pd_err *
     }
     s->use_debuginfod = o->use_debuginfod;
     s->max_upload = o->max_upload_bytes ? o->max_upload_bytes : DEFAULT_MAX_UPLOAD;
+    s->max_cache_bytes = o->max_cache_bytes ? o->max_cache_bytes : PD_SYMCACHE_DEFAULT_MAX_BYTES;
+    s->max_cache_mem = o->max_cache_mem_bytes ? o->max_cache_mem_bytes : DEFAULT_CACHE_MEM;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->fetched, NULL);
     if (!getenv("DEBUGINFOD_CACHE_PATH")) {
@@ -162,6 +173,15 @@ static void entry_free(entry *e)
     free(e);
 }
 
+static void cache_free(pd_symcache *c)
+{
+    if (!c)
+        return;
+    pd_symcache_flush(c);
+    pd_symcache_release(c);
+    free(c);
+}
+
 void pd_symbolizer_free(pd_symbolizer *s)
 {
     if (!s)
@@ -170,6 +190,8 @@ void pd_symbolizer_free(pd_symbolizer *s)
         global_sym = NULL;
     for (size_t i = 0; i < s->n_ents; i++)
         entry_free(s->ents[i]);
+    for (size_t i = 0; i < s->n_caches; i++)
+        cache_free(s->caches[i]);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->fetched);
     free(s->cache_dir);
@@ -187,6 +209,18 @@ void pd_symbolizer_describe_metrics(void)
     pd_metrics_describe("profd_debuginfo_uploads_total", PD_METRIC_COUNTER,
                         "Debug files uploaded (POST /api/v1/debuginfo/{build_id}), stored or "
                         "rejected.");
+    pd_metrics_describe("profd_symbolize_cache_lookups_total", PD_METRIC_COUNTER,
+                        "Address-only frames looked up in the per-build-ID results cache: "
+                        "hit (named without the debug file) or miss.");
+    pd_metrics_describe("profd_symbolize_cache_corrupt_total", PD_METRIC_COUNTER,
+                        "Results cache files found damaged on load, by part: header (nothing "
+                        "kept, rebuilt) or record (kept up to the bad record, rest rebuilt).");
+    pd_metrics_describe("profd_symbolize_cache_invalidations_total", PD_METRIC_COUNTER,
+                        "Results caches dropped because their debug info changed, by reason: "
+                        "upload or source_changed.");
+    pd_metrics_describe("profd_symbolize_cache_full_total", PD_METRIC_COUNTER,
+                        "Answers not kept because their build ID's results cache file was at "
+                        "its size cap.");
 }
 
 static void lower(char *s)
@@ -196,8 +230,10 @@ static void lower(char *s)
             *s = (char)(*s - 'A' + 'a');
 }
 
-/* Opens path as e's debug file when it is ELF with build ID e->build_id. */
-static bool try_file(entry *e, const char *path)
+/* Opens path as e's debug file when it is ELF with build ID e->build_id;
+ * kind says where it was found (PD_SYMCACHE_SRC_*, the results cache's
+ * identity of it). */
+static bool try_file(entry *e, const char *path, uint8_t kind)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -212,6 +248,17 @@ static bool try_file(entry *e, const char *path)
         close(fd);
         return false;
     }
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || strlen(path) >= sizeof e->src.path) {
+        pd_elf_info_release(&info);
+        close(fd);
+        return false;
+    }
+    e->src = (pd_symcache_source){.kind = kind, .size = (uint64_t)sb.st_size,
+                                  .mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
+                                              sb.st_mtim.tv_nsec,
+                                  .dev = (uint64_t)sb.st_dev, .ino = (uint64_t)sb.st_ino};
+    snprintf(e->src.path, sizeof e->src.path, "%s", path);
     e->info = info;
     e->fd = fd;
     e->dw = dwarf_begin(fd, DWARF_C_READ); /* NULL: no DWARF, names only */
@@ -261,11 +308,11 @@ static bool lookup_local(pd_symbolizer *s, entry *e)
 {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s/debuginfo", s->cache_dir, e->build_id);
-    if (try_file(e, path))
+    if (try_file(e, path, PD_SYMCACHE_SRC_CACHE_DIR))
         return true;
     snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", s->debug_dir, e->build_id,
              e->build_id + 2);
-    return try_file(e, path);
+    return try_file(e, path, PD_SYMCACHE_SRC_DEBUG_DIR);
 }
 
 static bool debuginfod_on(const pd_symbolizer *s)
@@ -280,7 +327,8 @@ static bool debuginfod_on(const pd_symbolizer *s)
  * Lock held. */
 static void lookup_tail(entry *e, const char *local_file, int64_t now)
 {
-    if (!e->found && local_file && local_file[0] == '/' && try_file(e, local_file) &&
+    if (!e->found && local_file && local_file[0] == '/' &&
+        try_file(e, local_file, PD_SYMCACHE_SRC_MAPPED_FILE) &&
         !e->info.from_symtab) {
         if (e->dw)
             dwarf_end(e->dw);
@@ -398,18 +446,197 @@ static void fetch_done(pd_symbolizer *s, entry *e, int found, const char *got,
                        const char *local_file)
 {
     /* the cache directory first: the fetched copy, or an upload made meanwhile */
-    if (lookup_local(s, e) || (found && got && try_file(e, got)))
+    if (lookup_local(s, e) || (found && got && try_file(e, got, PD_SYMCACHE_SRC_DEBUGINFOD)))
         pd_log_info("debug info fetched from debuginfod", "build_id=%s", e->build_id);
     lookup_tail(e, local_file, pd_now_ms());
     e->fetching = false;
     pthread_cond_broadcast(&s->fetched);
 }
 
-/* Forgets what build_id's entry knew (an upload). An entry being fetched is
- * kept (its fetcher holds it) and looks at the cache directory when the
- * fetch ends. */
+/* ---- results caches (symcache.h): <cache dir>/<bid>/symbols.cache ---- */
+
+static void cache_path(const pd_symbolizer *s, const char *bid, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s/symbols.cache", s->cache_dir, bid);
+}
+
+/* The identity of the file at path now, as try_file records it. */
+static bool stat_source(const char *path, uint8_t kind, pd_symcache_source *out)
+{
+    struct stat sb;
+    if (strlen(path) >= sizeof out->path || stat(path, &sb) < 0)
+        return false;
+    *out = (pd_symcache_source){.kind = kind, .size = (uint64_t)sb.st_size,
+                                .mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
+                                            sb.st_mtim.tv_nsec,
+                                .dev = (uint64_t)sb.st_dev, .ino = (uint64_t)sb.st_ino};
+    snprintf(out->path, sizeof out->path, "%s", path);
+    return true;
+}
+
+/* True when the debug file c's answers came from is still the one a lookup
+ * would use, checked with stat only (no ELF opened): the cache directory's
+ * file when there is one, else the debug directory's, else (the header
+ * names the mapping's file or the debuginfod client's copy) that file, each
+ * unchanged (size, mtime, device, inode) — or when none of them is there
+ * any more: the answers were made from a file of this very build ID and
+ * stay the best known (the binary was deleted, the package removed) until
+ * another file of it comes. */
+static bool cache_source_current(const pd_symbolizer *s, const pd_symcache *c)
+{
+    char path[4400];
+    pd_symcache_source now;
+    snprintf(path, sizeof path, "%s/%s/debuginfo", s->cache_dir, c->build_id);
+    if (stat_source(path, PD_SYMCACHE_SRC_CACHE_DIR, &now))
+        return pd_symcache_source_equal(&now, &c->src);
+    snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", s->debug_dir, c->build_id,
+             c->build_id + 2);
+    if (stat_source(path, PD_SYMCACHE_SRC_DEBUG_DIR, &now))
+        return pd_symcache_source_equal(&now, &c->src);
+    if (c->src.kind != PD_SYMCACHE_SRC_MAPPED_FILE && c->src.kind != PD_SYMCACHE_SRC_DEBUGINFOD)
+        return true; /* its file in the cache or debug directory is gone */
+    if (stat_source(c->src.path, c->src.kind, &now))
+        return pd_symcache_source_equal(&now, &c->src);
+    return true;
+}
+
+static pd_symcache *find_cache(pd_symbolizer *s, const char *bid, size_t *at)
+{
+    for (size_t i = 0; i < s->n_caches; i++)
+        if (!strcmp(s->caches[i]->build_id, bid)) {
+            if (at)
+                *at = i;
+            return s->caches[i];
+        }
+    return NULL;
+}
+
+/*
+ * The results cache of bid (lowercase), read from its file on first use
+ * (the least recently used ones closed when MAX_CACHES are open or their
+ * files' bytes would pass max_cache_mem; other cache pointers are then
+ * invalid). A file
+ * with a bad header or tail is counted (the good records kept: symcache.h);
+ * one whose debug file changed since is dropped (cache_source_current).
+ * NULL: out of memory. Lock held.
+ */
+static uint64_t caches_bytes(const pd_symbolizer *s)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < s->n_caches; i++)
+        n += s->caches[i]->file_bytes + s->caches[i]->pending.len;
+    return n;
+}
+
+/* Closes the least recently used caches (written first) while more than
+ * keep are open and they hold more than `room` below max_cache_mem. Lock
+ * held; no pointer to a cache may be kept over it. */
+static void caches_trim(pd_symbolizer *s, size_t keep, uint64_t room)
+{
+    while (s->n_caches > keep &&
+           (s->n_caches >= MAX_CACHES || caches_bytes(s) + room > s->max_cache_mem)) {
+        size_t lru = 0;
+        for (size_t i = 1; i < s->n_caches; i++)
+            if (s->caches[i]->used < s->caches[lru]->used)
+                lru = i;
+        cache_free(s->caches[lru]);
+        s->caches[lru] = s->caches[--s->n_caches];
+    }
+}
+
+static pd_symcache *get_cache(pd_symbolizer *s, const char *bid)
+{
+    pd_symcache *c = find_cache(s, bid, NULL);
+    if (c) {
+        c->used = ++s->clock;
+        return c;
+    }
+    char path[4400];
+    cache_path(s, bid, path, sizeof path);
+    c = malloc(sizeof *c);
+    if (!c || pd_symcache_init(c, bid, path, s->max_cache_bytes) < 0) {
+        free(c);
+        return NULL;
+    }
+    pd_symcache_stats st;
+    int rc = pd_symcache_load(c, &st);
+    if (rc < 0 && rc != PD_ENOMEM)
+        pd_log_warn("cannot read the symbolization cache, rebuilding it", "path=%s err=\"%s\"",
+                    path, strerror(-rc));
+    if (st.bad_header || st.bad_record) {
+        pd_metrics_add("profd_symbolize_cache_corrupt_total",
+                       st.bad_header ? "part=\"header\"" : "part=\"record\"", 1);
+        pd_log_warn("symbolization cache damaged: kept what precedes the damage, rebuilding the "
+                    "rest",
+                    "path=%s records_kept=%zu good_bytes=%" PRIu64, path, st.records,
+                    st.good_bytes);
+    }
+    if (c->has_source && !cache_source_current(s, c)) {
+        pd_metrics_add("profd_symbolize_cache_invalidations_total", "reason=\"source_changed\"",
+                       1);
+        pd_log_info("symbolization cache dropped: its debug info changed", "build_id=%s", bid);
+        pd_symcache_reset(c, NULL);
+    }
+    c->used = ++s->clock;
+    caches_trim(s, 0, c->file_bytes); /* room for c: under MAX_CACHES and max_cache_mem */
+    s->caches[s->n_caches++] = c;
+    return c;
+}
+
+/* Keeps the answer lines[0..n) of off made from e's debug file in c (reset
+ * first when c's answers came from another file). Lock held. */
+static void cache_add(pd_symcache *c, const entry *e, uint64_t off, const pd_symcache_line *lines,
+                      size_t n)
+{
+    if (!c->has_source || !pd_symcache_source_equal(&c->src, &e->src)) {
+        if (c->has_source)
+            pd_metrics_add("profd_symbolize_cache_invalidations_total",
+                           "reason=\"source_changed\"", 1);
+        pd_symcache_reset(c, &e->src);
+    }
+    if (pd_symcache_add(c, off, lines, n) == PD_ETOOBIG)
+        pd_metrics_add("profd_symbolize_cache_full_total", NULL, 1);
+}
+
+/* Writes what the caches gained (one append each). Lock held. */
+static void cache_flush_all(pd_symbolizer *s)
+{
+    for (size_t i = 0; i < s->n_caches; i++) {
+        pd_symcache *c = s->caches[i];
+        if (!c->pending.len)
+            continue;
+        if (c->rewrite) {
+            char dir[4400];
+            snprintf(dir, sizeof dir, "%s/%s", s->cache_dir, c->build_id);
+            mkdir_p(dir);
+        }
+        int rc = pd_symcache_flush(c);
+        if (rc < 0)
+            pd_log_warn("cannot write the symbolization cache", "path=%s err=\"%s\"", c->path,
+                        strerror(-rc));
+    }
+    caches_trim(s, 1, 0); /* what the answers added may pass max_cache_mem */
+}
+
+/* Forgets what build_id's entry knew (an upload), and its results cache
+ * (memory and file: the answers came from another file). An entry being
+ * fetched is kept (its fetcher holds it) and looks at the cache directory
+ * when the fetch ends. */
 static void forget(pd_symbolizer *s, const char *bid)
 {
+    size_t at;
+    pd_symcache *c = find_cache(s, bid, &at);
+    char path[4400];
+    cache_path(s, bid, path, sizeof path);
+    bool dropped = unlink(path) == 0;
+    if (c) {
+        pd_symcache_release(c); /* not flushed: pending answers are the old file's */
+        free(c);
+        s->caches[at] = s->caches[--s->n_caches];
+        dropped = true;
+    }
+    if (dropped)
+        pd_metrics_add("profd_symbolize_cache_invalidations_total", "reason=\"upload\"", 1);
     for (size_t i = 0; i < s->n_ents; i++)
         if (!strcmp(s->ents[i]->build_id, bid)) {
             if (s->ents[i]->fetching)
@@ -718,21 +945,27 @@ static size_t dwarf_frames(entry *e, uint64_t vaddr, frame *fr, size_t cap)
 
 /* A frame's file as the answer shows it: a relative name (clang writes
  * directories relative to the CU's DW_AT_comp_dir, and libdw leaves them
- * so) made absolute with the comp dir in buf[0..cap), as addr2line does:
- * the path a debuginfod /source request needs. NULL: unknown. */
-static const char *frame_file(const frame *f, char *buf, size_t cap)
+ * so) made absolute with the comp dir (in a), as addr2line does: the path a
+ * debuginfod /source request needs. "": unknown. */
+static const char *frame_file(const frame *f, pd_arena *a)
 {
-    if (!f->file || f->file[0] == '/' || !f->dir)
+    if (!f->file)
+        return "";
+    if (f->file[0] == '/' || !f->dir)
         return f->file;
-    if ((size_t)snprintf(buf, cap, "%s/%s", f->dir, f->file) < cap)
-        return buf;
-    return f->file;
+    size_t n = strlen(f->dir) + strlen(f->file) + 2;
+    char *p = pd_arena_alloc(a, n);
+    if (!p)
+        return f->file;
+    snprintf(p, n, "%s/%s", f->dir, f->file);
+    return p;
 }
 
 /* A build ID one answer needs (pd_symbolizer_profile). */
 typedef struct want {
     char bid[129];    /* lowercase */
     const char *file; /* the mapping's file (the profile's string) */
+    bool need;        /* an address of it is not in its results cache: the debug file is */
     bool mine;        /* this answer fetches it */
     int found;        /* the fetch's result */
     char *got;        /* the debuginfod client's copy */
@@ -772,13 +1005,15 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
         return pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
     }
     pthread_mutex_lock(&s->mu);
-    /* (1) the build IDs of this profile: local lookups; fetches to make */
+    /* (1) the build IDs of this profile; those with an address not in their
+       results cache: local lookups, fetches to make (an answer all in the
+       caches opens no debug file) */
     for (size_t i = 0; i < p->n_location; i++) {
         pd_pprof_location *l = &p->location[i];
         const pd_pprof_mapping *m =
             l->n_line || !l->mapping_id ? NULL : pd_profile_mapping(p, l->mapping_id);
         const char *bid = m ? pd_profile_str(p, m->build_id) : "";
-        if (!m || !pd_elf_build_id_valid(bid))
+        if (!m || !pd_elf_build_id_valid(bid) || l->address < m->memory_start)
             continue;
         char low[129];
         snprintf(low, sizeof low, "%s", bid);
@@ -786,13 +1021,21 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
         size_t j = 0;
         while (j < n_ws && strcmp(ws[j].bid, low))
             j++;
-        if (j < n_ws)
+        want *w = &ws[j];
+        if (j == n_ws) {
+            n_ws++;
+            memcpy(w->bid, low, sizeof low);
+            w->file = pd_profile_str(p, m->filename);
+        }
+        if (w->need)
             continue;
-        want *w = &ws[n_ws++];
-        memcpy(w->bid, low, sizeof low);
-        w->file = pd_profile_str(p, m->filename);
-        get_entry(s, w->bid, w->file, true, &w->mine);
+        pd_symcache *c = get_cache(s, w->bid);
+        if (!c || !pd_symcache_get(c, l->address - m->memory_start + m->file_offset))
+            w->need = true;
     }
+    for (size_t j = 0; j < n_ws; j++)
+        if (ws[j].need)
+            get_entry(s, ws[j].bid, ws[j].file, true, &ws[j].mine);
     /* (2) fetch without the lock */
     bool any = false;
     for (size_t j = 0; j < n_ws; j++)
@@ -819,7 +1062,13 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
             pthread_cond_wait(&s->fetched, &s->mu);
     }
     free(ws);
-    /* (5) name the frames */
+    /* (5) name the frames: from the results cache, else from the debug file
+       (the answer then kept in the cache) */
+    pd_arena scratch; /* files made absolute (frame_file) */
+    pd_arena_init_small(&scratch, 4096);
+    pd_symcache *cc = NULL; /* the results cache of build ID string cc_bid */
+    int64_t cc_bid = -1;
+    uint64_t hits = 0, misses = 0;
     for (size_t i = 0; i < p->n_location && rc == 0; i++) {
         pd_pprof_location *l = &p->location[i];
         if (l->n_line || !l->mapping_id)
@@ -830,38 +1079,64 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
         uint64_t off = l->address - m->memory_start + m->file_offset;
         const char *bid = pd_profile_str(p, m->build_id);
         const char *file = pd_profile_str(p, m->filename);
-        char name_buf[512], src_buf[4096];
-        frame fr[MAX_FRAMES];
+        char name_buf[512];
+        pd_symcache_line lbuf[MAX_FRAMES];
+        const pd_symcache_line *lines = NULL;
         size_t nfr = 0;
-        const char *sym_name = NULL;
         if (pd_elf_build_id_valid(bid)) {
             char low[129];
             bool no;
             snprintf(low, sizeof low, "%s", bid);
             lower(low);
-            entry *e = get_entry(s, low, file, false, &no);
+            if (cc_bid != m->build_id) {
+                cc = get_cache(s, low);
+                cc_bid = m->build_id;
+            }
+            const pd_symcache_rec *r = cc ? pd_symcache_get(cc, off) : NULL;
+            entry *e = NULL;
+            if (r) {
+                hits++;
+                lines = r->lines;
+                nfr = r->n_lines;
+            } else {
+                misses++;
+                e = get_entry(s, low, file, false, &no);
+            }
             if (e && e->found) {
                 uint64_t va = pd_elf_offset_to_vaddr(&e->info, off);
                 const pd_elf_sym *sym = pd_elf_lookup(&e->info, va);
                 /* a symbol without a name (a crafted symbol table) names
                    nothing: the frame shows the binary and offset */
                 if (sym && sym->name && *sym->name) {
-                    sym_name = sym->name;
+                    frame fr[MAX_FRAMES];
                     nfr = dwarf_frames(e, va, fr, MAX_FRAMES);
+                    if (nfr == 0) {
+                        fr[0] = (frame){0};
+                        nfr = 1;
+                    }
+                    for (size_t j = 0; j < nfr; j++) {
+                        const char *nm = fr[j].name ? fr[j].name : sym->name;
+                        lbuf[j] = (pd_symcache_line){.name = nm, .system_name = nm,
+                                                     .file = frame_file(&fr[j], &scratch),
+                                                     .line = fr[j].line};
+                    }
+                    lines = lbuf;
+                    /* kept: named answers only (an unnamed one may be named
+                       by debug info that comes later) */
+                    if (cc)
+                        cache_add(cc, e, off, lines, nfr);
                 }
             }
         }
-        if (sym_name) {
+        if (lines) {
             named++;
         } else {
             unnamed++;
             const char *base = strrchr(file, '/');
             base = base ? base + 1 : file;
             snprintf(name_buf, sizeof name_buf, "%s+0x%" PRIx64, *base ? base : "[unknown]", off);
-            sym_name = name_buf;
-        }
-        if (nfr == 0) {
-            fr[0] = (frame){0};
+            lbuf[0] = (pd_symcache_line){.name = name_buf, .system_name = name_buf, .file = ""};
+            lines = lbuf;
             nfr = 1;
         }
         pd_pprof_line *ls = pd_arena_calloc(&p->arena, nfr, sizeof *ls);
@@ -870,11 +1145,14 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
             break;
         }
         for (size_t j = 0; j < nfr && rc == 0; j++) {
-            const char *name = fr[j].name ? fr[j].name : sym_name;
-            const char *src = frame_file(&fr[j], src_buf, sizeof src_buf);
+            const char *name = lines[j].name, *src = lines[j].file;
             int64_t ni = pd_profile_intern(p, name, strlen(name));
-            int64_t fi = src ? pd_profile_intern(p, src, strlen(src)) : 0;
-            if (ni < 0 || fi < 0) {
+            int64_t si = strcmp(lines[j].system_name, name)
+                             ? pd_profile_intern(p, lines[j].system_name,
+                                                 strlen(lines[j].system_name))
+                             : ni;
+            int64_t fi = *src ? pd_profile_intern(p, src, strlen(src)) : 0;
+            if (ni < 0 || fi < 0 || si < 0) {
                 rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
                 break;
             }
@@ -891,7 +1169,7 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
                     cap_fn = nc;
                 }
                 idx = n_fn;
-                fns[n_fn] = (pd_pprof_function){.id = ++next_id, .name = ni, .system_name = ni,
+                fns[n_fn] = (pd_pprof_function){.id = ++next_id, .name = ni, .system_name = si,
                                                 .filename = fi};
                 n_fn++;
                 if (pd_u64map_put(&by_name, key, idx) < 0) {
@@ -899,14 +1177,20 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
                     break;
                 }
             }
-            ls[j] = (pd_pprof_line){.function_id = fns[idx].id, .line = fr[j].line};
+            ls[j] = (pd_pprof_line){.function_id = fns[idx].id, .line = lines[j].line};
         }
         if (rc)
             break;
         l->line = ls;
         l->n_line = nfr;
     }
+    cache_flush_all(s);
     pthread_mutex_unlock(&s->mu);
+    pd_arena_release(&scratch);
+    if (hits)
+        pd_metrics_add("profd_symbolize_cache_lookups_total", "result=\"hit\"", (double)hits);
+    if (misses)
+        pd_metrics_add("profd_symbolize_cache_lookups_total", "result=\"miss\"", (double)misses);
     if (named)
         pd_metrics_add("profd_symbolize_frames_total", "result=\"named\"", (double)named);
     if (unnamed)

@@ -15,7 +15,9 @@
 //     the flame graph JSON);
 //   - a Go program (main.hotLoop), node --perf-basic-prof (the JS function,
 //     from /tmp/perf-PID.map), dd reading /dev/zero (kernel frames, vfs_read);
-//     each its own service with its own stacks.
+//     each its own service with its own stacks;
+//   - last: profd restarted with those uploaded .debug files deleted still
+//     names the stored profiles from its results cache (symbols.cache).
 // Answers are read with `go tool pprof -top/-traces` on profd's URLs.
 // Needs root (or CAP_BPF + CAP_PERFMON); when the agent cannot load its BPF
 // program or open perf events, every test skips with the agent's message.
@@ -337,4 +339,40 @@ test('bad flags: exit 2 naming the flag', async () => {
     assert.equal(r.code, 2, `${arg}: ${r.stderr}`);
     assert.match(r.stderr, what);
   }
+});
+
+// Issue 29 item 2: answers are cached per (build ID, address) on disk
+// (STORAGE/debuginfo/BUILD_ID/symbols.cache). profd restarted with the
+// uploaded .debug files deleted still names the stored profiles — inlined
+// frames too — from the cache, and counts the hits.
+test('a restarted profd names old profiles from symbols.cache, the uploaded .debug files deleted', async (t) => {
+  if (skipWhy) return t.skip(skipWhy);
+  const storage = path.join(dir, 'data');
+  agent.kill('SIGTERM'); // nothing new stored from here: every stored address gets asked below
+  await agent.wait(60000);
+  const restart = async (meanwhile = () => {}) => {
+    profd.kill('SIGTERM');
+    await profd.wait(60000);
+    meanwhile();
+    profd = await startProfd({ storage });
+  };
+  await restart();
+  // every address stored so far named (and kept) while the .debug files are there
+  await waitTop('hotspin_upl', 'hot_spin', 'spin_caller');
+  assert.ok((await traces('inlined')).some((fns) => fns.includes('mix_step (inline)')));
+  for (const bid of [upBid, inlBid]) {
+    assert.ok(fs.existsSync(path.join(storage, 'debuginfo', bid, 'symbols.cache')), `no symbols.cache for ${bid}`);
+  }
+  await restart(() => {
+    for (const bid of [upBid, inlBid]) fs.rmSync(path.join(storage, 'debuginfo', bid, 'debuginfo'));
+  });
+  await waitTop('hotspin_upl', 'hot_spin', 'spin_caller');
+  const tr = await traces('inlined');
+  assert.ok(tr.some((fns) => {
+    const i = fns.indexOf('mix_step (inline)');
+    return i >= 0 && fns[i + 1] === 'inline_caller';
+  }), JSON.stringify(tr.slice(0, 5)));
+  const m = await http(`${profd.base}/metrics`);
+  const hits = m.text.match(/^profd_symbolize_cache_lookups_total\{result="hit"\} (\S+)$/m);
+  assert.ok(hits && Number(hits[1]) > 0, `no cache hits counted:\n${m.text.split('\n').filter((l) => /symbolize/.test(l)).join('\n')}`);
 });

@@ -21,6 +21,8 @@
 #include "pprof/pprof.h"
 #include "symbolize/elf.h"
 #include "symbolize/symbolize.h"
+#include "symbolize/symcache.h"
+#include "base/metrics.h"
 
 __attribute__((noinline)) int pd_test_marker_fn(int x)
 {
@@ -469,6 +471,472 @@ static void test_fetch_outside_lock(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- the results cache (symcache.h): <cache dir>/<bid>/symbols.cache ---- */
+
+#ifdef PD_HERE
+static double metric(const char *fam, const char *labels)
+{
+    return pd_metrics_get(fam, labels);
+}
+#define HITS() metric("profd_symbolize_cache_lookups_total", "result=\"hit\"")
+#define MISSES() metric("profd_symbolize_cache_lookups_total", "result=\"miss\"")
+
+/* A symbolizer over dir/cache/debuginfo as it is (made by new_sym). */
+static pd_symbolizer *open_sym(const char *dir, size_t max_cache)
+{
+    char cache[PATH_MAX];
+    snprintf(cache, sizeof cache, "%s/cache/debuginfo", dir);
+    pd_symbolizer_opts o = {.cache_dir = cache, .use_debuginfod = false,
+                            .debug_dir = "/nonexistent", .max_upload_bytes = 64 << 20,
+                            .max_cache_bytes = max_cache};
+    pd_symbolizer *s = NULL;
+    pd_err err = {{0}};
+    PD_ASSERT_OK(pd_symbolizer_new(&o, &s, &err), &err);
+    return s;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *d = malloc((size_t)n + 1);
+    assert_non_null(d);
+    assert_int_equal(fread(d, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return d;
+}
+
+static void spit(const char *path, const void *d, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(d, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The test's fixture: a copy of this binary at dir/prog (the mapping's
+ * file: the debug file the first answers come from), its build ID, and the
+ * addresses asked: the inlined code (2 lines) and pd_test_marker_fn. */
+typedef struct fixture {
+    char dir[PATH_MAX];
+    char prog[PATH_MAX + 8];
+    char cache_file[PATH_MAX * 2];
+    pd_elf_info info;
+    uint64_t start, end, off;
+} fixture;
+
+static void fixture_init(fixture *fx)
+{
+    assert_int_equal(pd_test_inline_outer(2), 7);
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/pd-test-symcache-XXXXXX");
+    assert_non_null(mkdtemp(fx->dir));
+    pd_err err = {{0}};
+    PD_ASSERT_OK(pd_elf_read(exe, false, &fx->info, &err), &err);
+    self_map(&fx->start, &fx->end, &fx->off);
+    snprintf(fx->prog, sizeof fx->prog, "%s/prog", fx->dir);
+    size_t n;
+    char *d = slurp(exe, &n);
+    spit(fx->prog, d, n);
+    free(d);
+    snprintf(fx->cache_file, sizeof fx->cache_file, "%s/cache/debuginfo/%s/symbols.cache",
+             fx->dir, fx->info.build_id);
+}
+
+static void fixture_release(fixture *fx)
+{
+    pd_elf_info_release(&fx->info);
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", fx->dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static uint64_t file_off(const fixture *fx, uint64_t addr)
+{
+    return addr - fx->start + fx->off;
+}
+
+/* Names the two addresses (plus extra when not 0) with sym; their lines as
+ * text "name@file:line;..." into t[0..2] (t[2]: extra's). */
+static void name_them(pd_symbolizer *sym, const fixture *fx, uint64_t extra, char t[3][2048])
+{
+    pd_err err = {{0}};
+    pd_profile_builder *b;
+    PD_ASSERT_OK(pd_profile_builder_new(NULL, &b), &err);
+    assert_true(pd_profile_builder_sample_type(b, "samples", "count", &err) >= 0);
+    pd_pprof_mapping m = {.memory_start = fx->start, .memory_limit = fx->end,
+                          .file_offset = fx->off};
+    uint64_t mid, l[3];
+    PD_ASSERT_OK(pd_profile_builder_mapping(b, &m, fx->prog, fx->info.build_id, &mid, &err), &err);
+    uint64_t addrs[3] = {inline_pc, (uint64_t)(uintptr_t)&pd_test_marker_fn + 2, extra};
+    size_t n = extra ? 3 : 2;
+    for (size_t i = 0; i < n; i++)
+        PD_ASSERT_OK(pd_profile_builder_location(b, mid, addrs[i], NULL, 0, &l[i], &err), &err);
+    int64_t v = 1;
+    PD_ASSERT_OK(pd_profile_builder_sample(b, l, n, &v, NULL, 0, &err), &err);
+    pd_profile p;
+    PD_ASSERT_OK(pd_profile_builder_finish(b, &p, &err), &err);
+    pd_profile_builder_free(b);
+    PD_ASSERT_OK(pd_symbolizer_profile(sym, &p, &err), &err);
+    PD_ASSERT_OK(pd_profile_validate(&p, &err), &err);
+    for (size_t i = 0; i < 3; i++) {
+        t[i][0] = 0;
+        if (i >= n)
+            continue;
+        const pd_pprof_location *loc = pd_profile_location(&p, l[i]);
+        size_t at = 0;
+        for (size_t j = 0; j < loc->n_line; j++) {
+            const pd_pprof_function *f = pd_profile_function(&p, loc->line[j].function_id);
+            at += (size_t)snprintf(t[i] + at, 2048 - at, "%s@%s:%" PRId64 ";",
+                                   pd_profile_str(&p, f->name), pd_profile_str(&p, f->filename),
+                                   loc->line[j].line);
+            assert_true(at < 2048);
+        }
+    }
+    pd_profile_release(&p);
+}
+
+/* A second symbolizer over the same cache directory names the addresses as
+ * the first did, lines, files and inlined frames included, with the debug
+ * file deleted: the answers came from symbols.cache. An address not in the
+ * cache is then unnamed (the cache makes nothing up). */
+static void test_cache_restart(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    char t1[3][2048], t2[3][2048];
+    pd_symbolizer *sym = open_sym(fx.dir, 0);
+    double h0 = HITS(), m0 = MISSES();
+    name_them(sym, &fx, 0, t1);
+    assert_int_equal(MISSES() - m0, 2);
+    assert_int_equal(HITS() - h0, 0);
+    assert_non_null(strstr(t1[0], "pd_test_inline_inner@/"));
+    assert_non_null(strstr(t1[0], ";pd_test_inline_outer@/"));
+    assert_non_null(strstr(t1[1], "pd_test_marker_fn@"));
+    /* the same symbolizer: hits */
+    name_them(sym, &fx, 0, t2);
+    assert_int_equal(HITS() - h0, 2);
+    assert_string_equal(t1[0], t2[0]);
+    pd_symbolizer_free(sym);
+    struct stat st;
+    assert_int_equal(stat(fx.cache_file, &st), 0);
+
+    assert_int_equal(unlink(fx.prog), 0); /* no debug file anywhere now */
+    sym = open_sym(fx.dir, 0);
+    h0 = HITS();
+    m0 = MISSES();
+    uint64_t other = (uint64_t)(uintptr_t)&pd_test_inline_outer;
+    name_them(sym, &fx, other, t2);
+    assert_int_equal(HITS() - h0, 2);
+    assert_int_equal(MISSES() - m0, 1);
+    assert_string_equal(t1[0], t2[0]);
+    assert_string_equal(t1[1], t2[1]);
+    char want[64];
+    snprintf(want, sizeof want, "prog+0x%" PRIx64 "@:0;", file_off(&fx, other));
+    assert_string_equal(t2[2], want);
+    pd_symbolizer_free(sym);
+    fixture_release(&fx);
+}
+
+/* The header's source kind byte of the cache file (offset 5). */
+static int cache_kind(const char *path)
+{
+    size_t n;
+    char *d = slurp(path, &n);
+    assert_true(n > 6);
+    int k = (unsigned char)d[5];
+    free(d);
+    return k;
+}
+
+/* Writes a cache file for fx's build ID claiming src, with one answer
+ * "name" for pd_test_marker_fn's offset. */
+static void craft_cache(const fixture *fx, const pd_symcache_source *src, const char *name)
+{
+    pd_symcache c;
+    assert_int_equal(pd_symcache_init(&c, fx->info.build_id, fx->cache_file, 0), 0);
+    pd_symcache_reset(&c, src);
+    pd_symcache_line l = {.name = name, .system_name = name, .file = "/x.c", .line = 9};
+    assert_int_equal(
+        pd_symcache_add(&c, file_off(fx, (uint64_t)(uintptr_t)&pd_test_marker_fn + 2), &l, 1), 0);
+    assert_int_equal(pd_symcache_flush(&c), 0);
+    pd_symcache_release(&c);
+}
+
+/* An upload drops the build ID's cache (file and memory): the next answers
+ * come from the uploaded file and the cache is rebuilt naming it. A cache
+ * whose header names another state of the file (size, mtime) is not
+ * trusted; one that names the file as it is, is. */
+static void test_cache_invalidation(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    char t[3][2048];
+    pd_symbolizer *sym = open_sym(fx.dir, 0);
+    name_them(sym, &fx, 0, t);
+    assert_int_equal(cache_kind(fx.cache_file), PD_SYMCACHE_SRC_MAPPED_FILE);
+
+    double u0 = metric("profd_symbolize_cache_invalidations_total", "reason=\"upload\"");
+    size_t n;
+    char *data = slurp(exe, &n);
+    pd_err err = {{0}};
+    PD_ASSERT_OK(pd_symbolizer_store(sym, fx.info.build_id, data, n, &err), &err);
+    free(data);
+    struct stat st;
+    assert_int_equal(stat(fx.cache_file, &st), -1);
+    assert_int_equal(metric("profd_symbolize_cache_invalidations_total", "reason=\"upload\"") - u0,
+                     1);
+    double m0 = MISSES();
+    name_them(sym, &fx, 0, t);
+    assert_int_equal(MISSES() - m0, 2); /* asked of the upload, not the old answers */
+    assert_non_null(strstr(t[1], "pd_test_marker_fn@"));
+    assert_int_equal(cache_kind(fx.cache_file), PD_SYMCACHE_SRC_CACHE_DIR);
+    pd_symbolizer_free(sym);
+
+    /* the uploaded file as it is: the identity the cache must carry */
+    char dbg[PATH_MAX * 2];
+    snprintf(dbg, sizeof dbg, "%s/cache/debuginfo/%s/debuginfo", fx.dir, fx.info.build_id);
+    assert_int_equal(stat(dbg, &st), 0);
+    pd_symcache_source src = {.kind = PD_SYMCACHE_SRC_CACHE_DIR, .size = (uint64_t)st.st_size,
+                              .mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 +
+                                          st.st_mtim.tv_nsec,
+                              .dev = (uint64_t)st.st_dev, .ino = (uint64_t)st.st_ino};
+    assert_true(strlen(dbg) < sizeof src.path);
+    memcpy(src.path, dbg, strlen(dbg) + 1);
+    /* stale: another size */
+    pd_symcache_source stale = src;
+    stale.size++;
+    craft_cache(&fx, &stale, "stale_fn");
+    double c0 = metric("profd_symbolize_cache_invalidations_total", "reason=\"source_changed\"");
+    sym = open_sym(fx.dir, 0);
+    name_them(sym, &fx, 0, t);
+    assert_non_null(strstr(t[1], "pd_test_marker_fn@"));
+    assert_null(strstr(t[1], "stale_fn"));
+    assert_int_equal(
+        metric("profd_symbolize_cache_invalidations_total", "reason=\"source_changed\"") - c0, 1);
+    pd_symbolizer_free(sym);
+    /* current: trusted, the file is not read for it */
+    craft_cache(&fx, &src, "cached_fn");
+    sym = open_sym(fx.dir, 0);
+    name_them(sym, &fx, 0, t);
+    assert_string_equal(t[1], "cached_fn@/x.c:9;");
+    pd_symbolizer_free(sym);
+    /* the file touched (mtime): not trusted any more */
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {12345, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, dbg, ts, 0), 0);
+    sym = open_sym(fx.dir, 0);
+    name_them(sym, &fx, 0, t);
+    assert_non_null(strstr(t[1], "pd_test_marker_fn@"));
+    pd_symbolizer_free(sym);
+    fixture_release(&fx);
+}
+
+/* Where the records of a cache file start: the header's length, then each
+ * record's (len u32 | crc u32 | payload). */
+static size_t header_len(const unsigned char *d)
+{
+    size_t plen = d[40] | (size_t)d[41] << 8;
+    return 42 + plen + 1 + d[42 + plen] + 4;
+}
+
+static uint32_t rec_len(const unsigned char *d)
+{
+    return d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24;
+}
+
+/* Damaged cache files: a torn last record keeps the first; a flipped byte
+ * in the first record keeps nothing after the header; a wrong magic or
+ * version keeps nothing. Each is counted, the answers stay right (named
+ * from the debug file), and the file is rebuilt: the next symbolizer finds
+ * it whole (no damage counted, every address a hit). */
+static void test_cache_corrupt(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    char t0[3][2048], t[3][2048];
+    pd_symbolizer *sym = open_sym(fx.dir, 0);
+    name_them(sym, &fx, 0, t0);
+    pd_symbolizer_free(sym);
+    size_t n;
+    unsigned char *good = (unsigned char *)slurp(fx.cache_file, &n);
+    size_t h = header_len(good);
+    size_t r2 = h + 8 + rec_len(good + h);
+    assert_true(r2 + 8 < n);
+    assert_int_equal(r2 + 8 + rec_len(good + r2), n); /* two records, nothing else */
+
+    struct {
+        const char *what;
+        size_t len;   /* bytes kept of the good file */
+        size_t flip;  /* a byte flipped (SIZE_MAX: none) */
+        const char *part;
+        int hits;     /* addresses found in what was kept */
+    } cases[] = {
+        {"torn second record", r2 + 8 + rec_len(good + r2) / 2, SIZE_MAX, "part=\"record\"", 1},
+        {"torn second record header", r2 + 3, SIZE_MAX, "part=\"record\"", 1},
+        {"flipped byte in first record", n, h + 10, "part=\"record\"", 0},
+        {"flipped record length", n, h + 1, "part=\"record\"", 0},
+        {"wrong magic", n, 0, "part=\"header\"", 0},
+        {"wrong version", n, 4, "part=\"header\"", 0},
+        {"flipped byte in the header's path", n, 43, "part=\"header\"", 0},
+        {"header only, torn", 20, SIZE_MAX, "part=\"header\"", 0},
+        {"empty file", 0, SIZE_MAX, "part=\"header\"", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char *bad = malloc(n + 1);
+        memcpy(bad, good, n);
+        if (cases[i].flip != SIZE_MAX)
+            bad[cases[i].flip] ^= 0x5a;
+        spit(fx.cache_file, bad, cases[i].len);
+        free(bad);
+        double c0 = metric("profd_symbolize_cache_corrupt_total", cases[i].part);
+        double h0 = HITS(), m0 = MISSES();
+        sym = open_sym(fx.dir, 0);
+        name_them(sym, &fx, 0, t);
+        pd_symbolizer_free(sym);
+        if (metric("profd_symbolize_cache_corrupt_total", cases[i].part) - c0 != 1)
+            fail_msg("%s: not counted as %s", cases[i].what, cases[i].part);
+        if (HITS() - h0 != cases[i].hits || MISSES() - m0 != 2 - cases[i].hits)
+            fail_msg("%s: %g hits, %g misses", cases[i].what, HITS() - h0, MISSES() - m0);
+        assert_string_equal(t[0], t0[0]);
+        assert_string_equal(t[1], t0[1]);
+        /* rebuilt: whole again */
+        double all0 = metric("profd_symbolize_cache_corrupt_total", "part=\"record\"") +
+                      metric("profd_symbolize_cache_corrupt_total", "part=\"header\"");
+        h0 = HITS();
+        sym = open_sym(fx.dir, 0);
+        name_them(sym, &fx, 0, t);
+        pd_symbolizer_free(sym);
+        assert_int_equal(HITS() - h0, 2);
+        assert_int_equal(metric("profd_symbolize_cache_corrupt_total", "part=\"record\"") +
+                             metric("profd_symbolize_cache_corrupt_total", "part=\"header\"") -
+                             all0,
+                         0);
+        struct stat st;
+        assert_int_equal(stat(fx.cache_file, &st), 0);
+        assert_int_equal((size_t)st.st_size, n);
+    }
+    free(good);
+    fixture_release(&fx);
+}
+
+/* The cap: a file at max_cache_bytes takes no more answers (counted), and
+ * they are still named. */
+static void test_cache_cap(void **state)
+{
+    (void)state;
+    fixture fx;
+    fixture_init(&fx);
+    char t0[3][2048], t[3][2048];
+    pd_symbolizer *sym = open_sym(fx.dir, 0);
+    name_them(sym, &fx, 0, t0);
+    pd_symbolizer_free(sym);
+    size_t n;
+    unsigned char *good = (unsigned char *)slurp(fx.cache_file, &n);
+    size_t h = header_len(good), r2 = h + 8 + rec_len(good + h);
+    free(good);
+    assert_int_equal(unlink(fx.cache_file), 0);
+    double f0 = metric("profd_symbolize_cache_full_total", NULL);
+    sym = open_sym(fx.dir, r2 + 8); /* room for the header and the first record only */
+    name_them(sym, &fx, 0, t);
+    pd_symbolizer_free(sym);
+    assert_int_equal(metric("profd_symbolize_cache_full_total", NULL) - f0, 1);
+    assert_string_equal(t[0], t0[0]);
+    assert_string_equal(t[1], t0[1]);
+    struct stat st;
+    assert_int_equal(stat(fx.cache_file, &st), 0);
+    assert_true((size_t)st.st_size <= r2 + 8);
+    fixture_release(&fx);
+}
+
+/* Caches closed and read again under the memory bound: three build IDs
+ * whose cache files name one address each (their binaries gone: the
+ * answers stay), in a symbolizer that keeps one cache's bytes in memory.
+ * Every answer names all three, twice over (each read evicts another). */
+static void test_cache_evict(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "/tmp/pd-test-symcache-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    const char *bids[3] = {"aa01", "bb02", "cc03"};
+    char path[PATH_MAX * 2];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/cache/debuginfo/%s", dir, bids[i]);
+        char cmd[PATH_MAX * 2 + 16];
+        snprintf(cmd, sizeof cmd, "mkdir -p %s", path);
+        assert_int_equal(system(cmd), 0);
+        snprintf(path, sizeof path, "%s/cache/debuginfo/%s/symbols.cache", dir, bids[i]);
+        pd_symcache c;
+        assert_int_equal(pd_symcache_init(&c, bids[i], path, 0), 0);
+        pd_symcache_source src = {.kind = PD_SYMCACHE_SRC_MAPPED_FILE, .size = 1};
+        snprintf(src.path, sizeof src.path, "/nonexistent/prog%d", i);
+        pd_symcache_reset(&c, &src);
+        char name[16];
+        snprintf(name, sizeof name, "fn_%d", i);
+        pd_symcache_line l = {.name = name, .system_name = name, .file = "", .line = 0};
+        assert_int_equal(pd_symcache_add(&c, 0x1000 + (uint64_t)i, &l, 1), 0);
+        assert_int_equal(pd_symcache_flush(&c), 0);
+        pd_symcache_release(&c);
+    }
+    char cache[PATH_MAX + 32];
+    snprintf(cache, sizeof cache, "%s/cache/debuginfo", dir);
+    pd_symbolizer_opts o = {.cache_dir = cache, .debug_dir = "/nonexistent",
+                            .max_cache_mem_bytes = 1};
+    pd_symbolizer *sym;
+    pd_err err = {{0}};
+    PD_ASSERT_OK(pd_symbolizer_new(&o, &sym, &err), &err);
+    for (int round = 0; round < 2; round++) {
+        pd_profile_builder *b;
+        PD_ASSERT_OK(pd_profile_builder_new(NULL, &b), &err);
+        assert_true(pd_profile_builder_sample_type(b, "samples", "count", &err) >= 0);
+        uint64_t l[3];
+        for (int i = 0; i < 3; i++) {
+            pd_pprof_mapping m = {.memory_start = 0x10000 * (uint64_t)(i + 1),
+                                  .memory_limit = 0x10000 * (uint64_t)(i + 2)};
+            uint64_t mid;
+            char file[32];
+            snprintf(file, sizeof file, "/nonexistent/prog%d", i);
+            PD_ASSERT_OK(pd_profile_builder_mapping(b, &m, file, bids[i], &mid, &err), &err);
+            PD_ASSERT_OK(pd_profile_builder_location(b, mid, m.memory_start + 0x1000 + (uint64_t)i,
+                                                     NULL, 0, &l[i], &err), &err);
+        }
+        int64_t v = 1;
+        PD_ASSERT_OK(pd_profile_builder_sample(b, l, 3, &v, NULL, 0, &err), &err);
+        pd_profile p;
+        PD_ASSERT_OK(pd_profile_builder_finish(b, &p, &err), &err);
+        pd_profile_builder_free(b);
+        double h0 = HITS();
+        PD_ASSERT_OK(pd_symbolizer_profile(sym, &p, &err), &err);
+        assert_int_equal(HITS() - h0, 3);
+        for (int i = 0; i < 3; i++) {
+            const pd_pprof_location *loc = pd_profile_location(&p, l[i]);
+            char want[16];
+            snprintf(want, sizeof want, "fn_%d", i);
+            assert_int_equal(loc->n_line, 1);
+            assert_string_equal(
+                pd_profile_str(&p, pd_profile_function(&p, loc->line[0].function_id)->name), want);
+        }
+        pd_profile_release(&p);
+    }
+    pd_symbolizer_free(sym);
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+#else
+static void test_cache_restart(void **state) { (void)state; skip(); }
+static void test_cache_invalidation(void **state) { (void)state; skip(); }
+static void test_cache_corrupt(void **state) { (void)state; skip(); }
+static void test_cache_cap(void **state) { (void)state; skip(); }
+static void test_cache_evict(void **state) { (void)state; skip(); }
+#endif
+
 int main(void)
 {
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -482,6 +950,11 @@ int main(void)
         cmocka_unit_test(test_profile_inlined),
         cmocka_unit_test(test_store_checks),
         cmocka_unit_test(test_fetch_outside_lock),
+        cmocka_unit_test(test_cache_restart),
+        cmocka_unit_test(test_cache_invalidation),
+        cmocka_unit_test(test_cache_corrupt),
+        cmocka_unit_test(test_cache_cap),
+        cmocka_unit_test(test_cache_evict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
