@@ -244,7 +244,10 @@ test('a request whose body stops coming is cut off as read_timeout, not stored',
   s.write(HEAP.subarray(0, 100));
   await waitFor('the stalled request to be cut off', () => s.closedAt !== null, 180000, 200);
   s.sock.destroy();
-  assert.equal(await metric('profd_http_cut_off_total', 'reason="read_timeout"'), slow0 + 1);
+  // at least this one: a straggler of the previous test's thousands of slow
+  // connections may be cut off meanwhile (seen once at load 20: slow0 + 2)
+  const slow1 = await metric('profd_http_cut_off_total', 'reason="read_timeout"');
+  assert.ok(slow1 >= slow0 + 1, `read_timeout cut-offs ${slow0} -> ${slow1}`);
   const r = await request('GET', '/api/0/profiles?service=stalled&type=heap&from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z');
   assert.ok(!/"service":"stalled"/.test(r.body), r.body.slice(0, 300));
 });
