@@ -230,6 +230,36 @@ static void lower(char *s)
             *s = (char)(*s - 'A' + 'a');
 }
 
+/* The results cache's identity (symcache.h) of the file at path, found at
+ * kind, from its stat sb. false: path too long to record. */
+static bool source_of(const struct stat *sb, const char *path, uint8_t kind,
+                      pd_symcache_source *out)
+{
+    if (strlen(path) >= sizeof out->path)
+        return false;
+    *out = (pd_symcache_source){.kind = kind, .size = (uint64_t)sb->st_size,
+                                .mtime_ns = (int64_t)sb->st_mtim.tv_sec * 1000000000 +
+                                            sb->st_mtim.tv_nsec,
+                                .dev = (uint64_t)sb->st_dev, .ino = (uint64_t)sb->st_ino};
+    snprintf(out->path, sizeof out->path, "%s", path);
+    return true;
+}
+
+/* The debug files of a build ID on this host, in the order a lookup tries
+ * them: the cache directory (uploads, earlier fetches), then debug_dir's
+ * .build-id tree (lookup_local; cache_source_current checks the same). */
+static const uint8_t local_kinds[] = {PD_SYMCACHE_SRC_CACHE_DIR, PD_SYMCACHE_SRC_DEBUG_DIR};
+
+/* The path of bid's debug file at kind (one of local_kinds) in out. */
+static void local_path(const pd_symbolizer *s, const char *bid, uint8_t kind, char *out,
+                       size_t cap)
+{
+    if (kind == PD_SYMCACHE_SRC_CACHE_DIR)
+        snprintf(out, cap, "%s/%s/debuginfo", s->cache_dir, bid);
+    else
+        snprintf(out, cap, "%s/.build-id/%.2s/%s.debug", s->debug_dir, bid, bid + 2);
+}
+
 /* Opens path as e's debug file when it is ELF with build ID e->build_id;
  * kind says where it was found (PD_SYMCACHE_SRC_*, the results cache's
  * identity of it). */
@@ -249,16 +279,11 @@ static bool try_file(entry *e, const char *path, uint8_t kind)
         return false;
     }
     struct stat sb;
-    if (fstat(fd, &sb) < 0 || strlen(path) >= sizeof e->src.path) {
+    if (fstat(fd, &sb) < 0 || !source_of(&sb, path, kind, &e->src)) {
         pd_elf_info_release(&info);
         close(fd);
         return false;
     }
-    e->src = (pd_symcache_source){.kind = kind, .size = (uint64_t)sb.st_size,
-                                  .mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
-                                              sb.st_mtim.tv_nsec,
-                                  .dev = (uint64_t)sb.st_dev, .ino = (uint64_t)sb.st_ino};
-    snprintf(e->src.path, sizeof e->src.path, "%s", path);
     e->info = info;
     e->fd = fd;
     e->dw = dwarf_begin(fd, DWARF_C_READ); /* NULL: no DWARF, names only */
@@ -302,17 +327,16 @@ static int hexval(char c)
     return c <= '9' ? c - '0' : c - 'a' + 10;
 }
 
-/* The debug files on this host: the cache directory (uploads, earlier
- * fetches), then debug_dir's .build-id tree. Lock held. */
+/* The debug files on this host (local_kinds, first found wins). Lock held. */
 static bool lookup_local(pd_symbolizer *s, entry *e)
 {
     char path[4400];
-    snprintf(path, sizeof path, "%s/%s/debuginfo", s->cache_dir, e->build_id);
-    if (try_file(e, path, PD_SYMCACHE_SRC_CACHE_DIR))
-        return true;
-    snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", s->debug_dir, e->build_id,
-             e->build_id + 2);
-    return try_file(e, path, PD_SYMCACHE_SRC_DEBUG_DIR);
+    for (size_t i = 0; i < sizeof local_kinds; i++) {
+        local_path(s, e->build_id, local_kinds[i], path, sizeof path);
+        if (try_file(e, path, local_kinds[i]))
+            return true;
+    }
+    return false;
 }
 
 static bool debuginfod_on(const pd_symbolizer *s)
@@ -373,7 +397,7 @@ static int fetch(const pd_symbolizer *s, const char *build_id, char **got)
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", s->cache_dir, build_id);
     int rc = mkdir_p(path);
-    snprintf(path, sizeof path, "%s/%s/debuginfo", s->cache_dir, build_id);
+    local_path(s, build_id, PD_SYMCACHE_SRC_CACHE_DIR, path, sizeof path);
     if (rc == 0)
         rc = copy_into(fd, path);
     close(fd);
@@ -464,14 +488,7 @@ static void cache_path(const pd_symbolizer *s, const char *bid, char *out, size_
 static bool stat_source(const char *path, uint8_t kind, pd_symcache_source *out)
 {
     struct stat sb;
-    if (strlen(path) >= sizeof out->path || stat(path, &sb) < 0)
-        return false;
-    *out = (pd_symcache_source){.kind = kind, .size = (uint64_t)sb.st_size,
-                                .mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
-                                            sb.st_mtim.tv_nsec,
-                                .dev = (uint64_t)sb.st_dev, .ino = (uint64_t)sb.st_ino};
-    snprintf(out->path, sizeof out->path, "%s", path);
-    return true;
+    return stat(path, &sb) == 0 && source_of(&sb, path, kind, out);
 }
 
 /* True when the debug file c's answers came from is still the one a lookup
@@ -486,13 +503,11 @@ static bool cache_source_current(const pd_symbolizer *s, const pd_symcache *c)
 {
     char path[4400];
     pd_symcache_source now;
-    snprintf(path, sizeof path, "%s/%s/debuginfo", s->cache_dir, c->build_id);
-    if (stat_source(path, PD_SYMCACHE_SRC_CACHE_DIR, &now))
-        return pd_symcache_source_equal(&now, &c->src);
-    snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", s->debug_dir, c->build_id,
-             c->build_id + 2);
-    if (stat_source(path, PD_SYMCACHE_SRC_DEBUG_DIR, &now))
-        return pd_symcache_source_equal(&now, &c->src);
+    for (size_t i = 0; i < sizeof local_kinds; i++) {
+        local_path(s, c->build_id, local_kinds[i], path, sizeof path);
+        if (stat_source(path, local_kinds[i], &now))
+            return pd_symcache_source_equal(&now, &c->src);
+    }
     if (c->src.kind != PD_SYMCACHE_SRC_MAPPED_FILE && c->src.kind != PD_SYMCACHE_SRC_DEBUGINFOD)
         return true; /* its file in the cache or debug directory is gone */
     if (stat_source(c->src.path, c->src.kind, &now))
