@@ -78,6 +78,28 @@ int pd__agg_head_parts(pd_tsdb *s, uint64_t ref, size_t i, const int64_t *ts, si
     return 0;
 }
 
+
+/* Before series i adds a profile or a head group's sum made with symbols
+ * sym to a's part: a part of other symbols is flushed first (and *pin, its
+ * generation, let go), and series i is counted once in the part. 0, or
+ * pd__agg_flush's error. */
+static int part_enter(agg *a, const pd_symbols *sym, size_t i, pd_hsyms **pin)
+{
+    if (a->part.n_profiles && a->sym != sym) {
+        int rc = pd__agg_flush(a);
+        pd__hmem_unpin(*pin);
+        *pin = NULL;
+        if (rc < 0)
+            return rc;
+        a->part.series = i;
+    }
+    a->sym = sym;
+    if (a->last_i != i + 1) {
+        a->part.n_series++;
+        a->last_i = i + 1;
+    }
+    return 0;
+}
 /* The head's part of the aggregation: for each group, the decomposed head
  * profiles of its series (pd__hmem_read_dprof: the head's own stack ids,
  * no pd_profile per input) summed under the idx read lock, a new part when
@@ -177,20 +199,8 @@ int pd__agg_head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, siz
                             break;
                         }
                         if (r > 0) {
-                            if (a.part.n_profiles && a.sym != &hg->syms->sym) {
-                                rc = pd__agg_flush(&a);
-                                pd__hmem_unpin(pin);
-                                pin = NULL;
-                                if (rc < 0)
-                                    break;
-                                a.part.series = i;
-                            }
-                            a.sym = &hg->syms->sym;
-                            if (a.last_i != i + 1) {
-                                a.part.n_series++;
-                                a.last_i = i + 1;
-                            }
-                            if ((rc = pd__agg_add_rec(&a, &rec)) < 0)
+                            if ((rc = part_enter(&a, &hg->syms->sym, i, &pin)) < 0 ||
+                                (rc = pd__agg_add_rec(&a, &rec)) < 0)
                                 break;
                             __atomic_add_fetch(__atomic_load_n(&hg->sealed, __ATOMIC_RELAXED)
                                                    ? &s->n_agg_head_groups
@@ -211,19 +221,8 @@ int pd__agg_head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, siz
                         rc = pd_err_set(err, r, "aggregate: %s", he.msg);
                         break;
                     }
-                    if (a.part.n_profiles && a.sym != sym) {
-                        rc = pd__agg_flush(&a);
-                        pd__hmem_unpin(pin);
-                        pin = NULL;
-                        if (rc < 0)
-                            break;
-                        a.part.series = i;
-                    }
-                    a.sym = sym;
-                    if (a.last_i != i + 1) {
-                        a.part.n_series++;
-                        a.last_i = i + 1;
-                    }
+                    if ((rc = part_enter(&a, sym, i, &pin)) < 0)
+                        break;
                     rc = pd__agg_add(&a, d);
                 }
                 if (!sliced || rc < 0)
