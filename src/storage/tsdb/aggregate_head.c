@@ -152,7 +152,10 @@ int pd__agg_head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, siz
                        profile takes ~1 ms: every 16th let writers wait 20-30
                        ms); at least one profile per slice, so the walk ends */
                     if (n_slice++ && pd_mono_ns() >= slice_end) {
-                        /* let writers in, then find the series again */
+                        /* let writers in, then find the series again (at
+                           pt's time, read first: an append meanwhile may
+                           move se->pts) */
+                        from = pt->ts;
                         if (a.part.n_profiles && !pin)
                             pin = pd__hmem_pin(a.sym);
                         pthread_rwlock_unlock(&s->idx);
@@ -160,7 +163,6 @@ int pd__agg_head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, siz
                         slice_end = pd_mono_ns() + s->agg_slice_ns;
                         n_slice = 0;
                         __atomic_add_fetch(&s->n_agg_slices, 1, __ATOMIC_RELAXED);
-                        from = pt->ts;
                         sliced = true;
                         break;
                     }
