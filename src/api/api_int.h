@@ -241,6 +241,18 @@ int pd__api_check_sample_labels(const pd_profile *p, pd_err *err);
 void pd__api_text_error(pd_http_response *resp, int status, const char *reason, const char *fmt,
                         ...) __attribute__((format(printf, 4, 5)));
 
+/* The answer to an input a decoder refused with rc (< 0): status 413 and
+ * reason "too_large" for PD_ETOOBIG, 500 and no reason for PD_ENOMEM (the
+ * input is not at fault: not counted as refused), else 400 and `bad`
+ * (e.g. "bad_profile"). */
+int pd__api_input_status(int rc);
+const char *pd__api_input_reason(int rc, const char *bad);
+
+/* pd__api_text_error with the status and reason of pd__api_input_status/
+ * pd__api_input_reason(rc, "bad_profile") and the text "<what>: <err's
+ * message>" (pd_strerror(rc) when err has none). what is e.g. "gzip body". */
+void pd__api_input_error(pd_http_response *resp, int rc, const pd_err *err, const char *what);
+
 /* Counts one refused input in profd_rejected_input_total{reason}. */
 void pd__api_count_rejected(const char *reason);
 

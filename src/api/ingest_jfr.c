@@ -109,14 +109,7 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
         goto out;
     }
     if ((rc = maybe_gunzip(jfr, jfr_len, lim->max_decompressed_bytes, &plain, &d, &n, &err)) < 0) {
-        pd__api_text_error(resp,
-                           rc == PD_ETOOBIG  ? 413
-                           : rc == PD_ENOMEM ? 500
-                                             : 400,
-                           rc == PD_ETOOBIG  ? "too_large"
-                           : rc == PD_ENOMEM ? NULL
-                                             : "bad_profile",
-                           "jfr: gzip: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_input_error(resp, rc, &err, "jfr: gzip");
         goto out;
     }
     if (labels && labels_len) {
@@ -124,8 +117,8 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
         size_t ln;
         if ((rc = maybe_gunzip(labels, labels_len, MAX_LABELS_PART_BYTES, &lplain, &ld, &ln,
                                &err)) < 0) {
-            pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : 400,
-                               rc == PD_ETOOBIG ? "too_large" : "bad_labels", "labels: gzip: %s",
+            pd__api_text_error(resp, pd__api_input_status(rc),
+                               pd__api_input_reason(rc, "bad_labels"), "labels: gzip: %s",
                                err.msg[0] ? err.msg : pd_strerror(rc));
             goto out;
         }
@@ -153,14 +146,7 @@ int pd__ingest_jfr(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, i
     o.lim.pprof = *lim;
     rc = pd_jfr_to_pprof(d, n, &o, &r, &err);
     if (rc < 0) {
-        pd__api_text_error(resp,
-                           rc == PD_ETOOBIG  ? 413
-                           : rc == PD_ENOMEM ? 500
-                                             : 400,
-                           rc == PD_ETOOBIG  ? "too_large"
-                           : rc == PD_ENOMEM ? NULL
-                                             : "bad_profile",
-                           "jfr: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_input_error(resp, rc, &err, "jfr");
         goto out;
     }
     have_r = true;

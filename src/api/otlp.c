@@ -42,10 +42,11 @@
 /* Refuses the request: status with a google.rpc.Status (gRPC code from the
  * HTTP status, as the OTLP/HTTP spec maps them) in the request's encoding;
  * reason counted as pd__api_text_error does. */
-static void otlp_fail(pd_http_response *resp, bool json, int status, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+static void otlp_fail(pd_http_response *resp, bool json, int status, const char *reason,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-static void otlp_fail(pd_http_response *resp, bool json, int status, const char *reason, const char *fmt, ...)
+static void otlp_fail(pd_http_response *resp, bool json, int status, const char *reason,
+                      const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -53,10 +54,10 @@ static void otlp_fail(pd_http_response *resp, bool json, int status, const char 
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     pd__api_text_error(resp, status, reason, "%s", msg); /* counts and logs */
-    int code = status == 400 ? 3 /* INVALID_ARGUMENT */
-               : status == 413 ? 8 /* RESOURCE_EXHAUSTED */
-               : status == 405 ? 12 /* UNIMPLEMENTED */
-                               : 13; /* INTERNAL */
+    int code = status == 400   ? 3                       /* INVALID_ARGUMENT */
+               : status == 413 ? 8                       /* RESOURCE_EXHAUSTED */
+               : status == 405 ? 12                      /* UNIMPLEMENTED */
+                               : 13;                     /* INTERNAL */
     pd_buf_reset(&resp->body);
     if (pd_otlp_status(code, msg, json, &resp->body) < 0) {
         pd_buf_reset(&resp->body);
@@ -84,7 +85,7 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
         lim.max_decompressed_bytes = dl.max_decompressed_bytes;
     if (req->body_len > lim.max_body_bytes) {
         otlp_fail(resp, json, 413, "too_large", "body is %zu bytes, over max_body_bytes=%zu",
-                           req->body_len, lim.max_body_bytes);
+                  req->body_len, lim.max_body_bytes);
         return H;
     }
     pd_buf plain, reply;
@@ -98,9 +99,8 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
     int rc;
     if (pd_is_gzip(b, n)) {
         if ((rc = pd_gunzip(b, n, lim.max_decompressed_bytes, &plain, &err)) < 0) {
-            otlp_fail(resp, json, rc == PD_ETOOBIG ? 413 : 400,
-                               rc == PD_ETOOBIG ? "too_large" : "bad_profile", "gzip body: %s",
-                               err.msg[0] ? err.msg : pd_strerror(rc));
+            otlp_fail(resp, json, pd__api_input_status(rc), pd__api_input_reason(rc, "bad_profile"),
+                      "gzip body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
             goto out;
         }
         b = (const uint8_t *)plain.data;
@@ -111,14 +111,8 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
     if (json) {
         if ((rc = pd_otlp_json_to_protobuf((const char *)b, n, 0, &pb, &err)) < 0) {
             pd_buf_release(&pb);
-            otlp_fail(resp, json,
-                               rc == PD_ETOOBIG  ? 413
-                               : rc == PD_ENOMEM ? 500
-                                                 : 400,
-                               rc == PD_ETOOBIG  ? "too_large"
-                               : rc == PD_ENOMEM ? NULL
-                                                 : "bad_profile",
-                               "OTLP/JSON: %s", err.msg);
+            otlp_fail(resp, json, pd__api_input_status(rc), pd__api_input_reason(rc, "bad_profile"),
+                      "OTLP/JSON: %s", err.msg);
             goto out;
         }
         b = (const uint8_t *)pb.data;
@@ -129,14 +123,8 @@ const char *pd__otlp_profiles(const pd__api_env *env, const pd_http_request *req
     rc = pd_otlp_convert(b, n, &ol, &r, &err);
     pd_buf_release(&pb);
     if (rc < 0) {
-        otlp_fail(resp, json,
-                           rc == PD_ETOOBIG  ? 413
-                           : rc == PD_ENOMEM ? 500
-                                             : 400,
-                           rc == PD_ETOOBIG  ? "too_large"
-                           : rc == PD_ENOMEM ? NULL
-                                             : "bad_profile",
-                           "%s", err.msg);
+        otlp_fail(resp, json, pd__api_input_status(rc), pd__api_input_reason(rc, "bad_profile"),
+                  "%s", err.msg);
         goto out;
     }
     have_r = true;

@@ -665,14 +665,7 @@ static int delta(const pd_profile *p, const pd_profile *prev, const int64_t *sca
         }
     }
     if (rc < 0) {
-        pd__api_text_error(resp,
-                           rc == PD_ENOMEM    ? 500
-                           : rc == PD_ETOOBIG ? 413
-                                              : 400,
-                           rc == PD_ENOMEM    ? NULL
-                           : rc == PD_ETOOBIG ? "too_large"
-                                              : "bad_profile",
-                           "prev_profile: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_input_error(resp, rc, &err, "prev_profile");
         return -1;
     }
     return 0;
@@ -711,9 +704,7 @@ static void ingest_speedscope(const pd__api_env *env, const pd_pprof_limits *lim
     }
     if (pd_is_gzip(text, tlen)) {
         if ((rc = pd_gunzip(text, tlen, lim->max_decompressed_bytes, &plain, &err)) < 0) {
-            pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
-                               rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile",
-                               "gzip body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+            pd__api_input_error(resp, rc, &err, "gzip body");
             goto out;
         }
         text = (const uint8_t *)plain.data;
@@ -727,13 +718,11 @@ static void ingest_speedscope(const pd__api_env *env, const pd_pprof_limits *lim
     o.duration_nanos = dur_ns;
     o.lim.max_input_bytes = lim->max_decompressed_bytes;
     o.lim.max_stack_depth = lim->max_stack_depth;
-    o.lim.max_frames = lim->max_locations < lim->max_functions ? lim->max_locations
-                                                               : lim->max_functions;
+    o.lim.max_frames =
+        lim->max_locations < lim->max_functions ? lim->max_locations : lim->max_functions;
     o.lim.max_samples = lim->max_samples;
     if ((rc = pd_ingest_speedscope((const char *)text, tlen, &o, &ps, &n, &err)) < 0) {
-        pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400,
-                           rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : "bad_profile",
-                           "speedscope body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pd__api_input_error(resp, rc, &err, "speedscope body");
         goto out;
     }
     if (!(ls = calloc(n, sizeof *ls))) {
@@ -748,7 +737,8 @@ static void ingest_speedscope(const pd__api_env *env, const pd_pprof_limits *lim
             (!tag_service && (rc = pd_labels_set(&ls[i], "service_name", app, &err)) < 0) ||
             (tag_service && !pd_labels_get(tags, "app_name") &&
              (rc = pd_labels_set(&ls[i], "app_name", app, &err)) < 0) ||
-            (rc = pd_labels_set(&ls[i], "pyroscope_spy", spy && *spy ? spy : "unknown", &err)) < 0 ||
+            (rc = pd_labels_set(&ls[i], "pyroscope_spy", spy && *spy ? spy : "unknown", &err)) <
+                0 ||
             (ps[i].name[0] && (rc = pd_labels_set(&ls[i], "profile_name", ps[i].name, &err)) < 0)) {
             pd__api_text_error(resp, rc == PD_ENOMEM ? 500 : 400,
                                rc == PD_ENOMEM ? NULL : "bad_labels", "profile %zu: labels: %s", i,
@@ -915,8 +905,8 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
             }
             rc = mp_parse(req->body, req->body_len, boundary, parts, &n, msg, sizeof msg);
             if (rc < 0) {
-                pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : 400,
-                                   rc == PD_ETOOBIG ? "too_large" : "bad_profile", "%s", msg);
+                pd__api_text_error(resp, pd__api_input_status(rc),
+                                   pd__api_input_reason(rc, "bad_profile"), "%s", msg);
                 goto out;
             }
             if (!(pj = find_part(parts, n, "jfr"))) {
@@ -945,8 +935,8 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
             goto out;
         }
         if ((rc = mp_parse(req->body, req->body_len, boundary, parts, &n, msg, sizeof msg)) < 0) {
-            pd__api_text_error(resp, rc == PD_ETOOBIG ? 413 : 400,
-                               rc == PD_ETOOBIG ? "too_large" : "bad_profile", "%s", msg);
+            pd__api_text_error(resp, pd__api_input_status(rc),
+                               pd__api_input_reason(rc, "bad_profile"), "%s", msg);
             goto out;
         }
         const part *pp = find_part(parts, n, "profile");
@@ -1016,14 +1006,7 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         if (pd_is_gzip(text, tlen)) {
             rc = pd_gunzip(text, tlen, lim.max_decompressed_bytes, &plain, &err);
             if (rc < 0) {
-                pd__api_text_error(resp,
-                                   rc == PD_ETOOBIG  ? 413
-                                   : rc == PD_ENOMEM ? 500
-                                                     : 400,
-                                   rc == PD_ETOOBIG  ? "too_large"
-                                   : rc == PD_ENOMEM ? NULL
-                                                     : "bad_profile",
-                                   "gzip body: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+                pd__api_input_error(resp, rc, &err, "gzip body");
                 goto out;
             }
             text = (const uint8_t *)plain.data;
@@ -1035,15 +1018,7 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
             rc = fmt == F_TRIE ? pd_ingest_trie_to_folded(text, tlen, &folded, &err)
                                : pd_ingest_tree_to_folded(text, tlen, &folded, &err);
             if (rc < 0) {
-                pd__api_text_error(resp,
-                                   rc == PD_ETOOBIG  ? 413
-                                   : rc == PD_ENOMEM ? 500
-                                                     : 400,
-                                   rc == PD_ETOOBIG  ? "too_large"
-                                   : rc == PD_ENOMEM ? NULL
-                                                     : "bad_profile",
-                                   "%s body: %s", fmt == F_TRIE ? "trie" : "tree",
-                                   err.msg[0] ? err.msg : pd_strerror(rc));
+                pd__api_input_error(resp, rc, &err, fmt == F_TRIE ? "trie body" : "tree body");
                 goto out;
             }
             text = (const uint8_t *)(folded.data ? folded.data : "");
@@ -1071,15 +1046,7 @@ const char *pd__pyroscope_ingest(const pd__api_env *env, const pd_http_request *
         o.lim.max_samples = lim.max_samples;
         rc = pd_ingest_folded((const char *)text, tlen, fmt == F_LINES, &o, &p, &err);
         if (rc < 0) {
-            pd__api_text_error(resp,
-                               rc == PD_ETOOBIG  ? 413
-                               : rc == PD_ENOMEM ? 500
-                                                 : 400,
-                               rc == PD_ETOOBIG  ? "too_large"
-                               : rc == PD_ENOMEM ? NULL
-                                                 : "bad_profile",
-                               "%s body: %s", fmt == F_LINES ? "lines" : "folded",
-                               err.msg[0] ? err.msg : pd_strerror(rc));
+            pd__api_input_error(resp, rc, &err, fmt == F_LINES ? "lines body" : "folded body");
             goto out;
         }
         have_p = true;

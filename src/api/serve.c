@@ -73,6 +73,22 @@ void pd__api_maybe_gzip(const pd_http_request *req, pd_http_response *resp)
     resp->body = z;
 }
 
+int pd__api_input_status(int rc)
+{
+    return rc == PD_ETOOBIG ? 413 : rc == PD_ENOMEM ? 500 : 400;
+}
+
+const char *pd__api_input_reason(int rc, const char *bad)
+{
+    return rc == PD_ETOOBIG ? "too_large" : rc == PD_ENOMEM ? NULL : bad;
+}
+
+void pd__api_input_error(pd_http_response *resp, int rc, const pd_err *err, const char *what)
+{
+    pd__api_text_error(resp, pd__api_input_status(rc), pd__api_input_reason(rc, "bad_profile"),
+                       "%s: %s", what, err && err->msg[0] ? err->msg : pd_strerror(rc));
+}
+
 void pd__api_text_error(pd_http_response *resp, int status, const char *reason, const char *fmt,
                         ...)
 {
