@@ -104,7 +104,14 @@ ${noProfiles}`);
   for (let i = 0; i < 200; i++) fs.writeFileSync(path.join(sd, 'notes.txt'), `note ${i}\n`);
   fs.writeFileSync(path.join(sd, '.targets.json.swp'), 'editor state');
   await sleep(3000);
-  let w = warnings(), f = await fails();
+  // The counter and the log line are two writes: read them when they agree
+  // (a re-read under way between the two reads would be counted, not logged yet).
+  let w = 0, f = -1;
+  await waitFor('the failures counted and logged to agree', async () => {
+    f = await fails();
+    w = warnings();
+    return f === w;
+  }, 10000).catch(() => {});
   assert.ok(w >= 1 && w < 10, `${w} file_sd warnings in the log (want 1..9)\n` +
     fs.readFileSync(logPath, 'utf8').slice(-3000));
   assert.ok(f >= 1 && f < 10, `profd_sd_refresh_failures_total{mechanism="file"} = ${f} (want 1..9)`);
