@@ -1,8 +1,8 @@
 /*
  * scrape/client.c — a job's HTTP client options (pd_scrape_client) on a
- * libcurl handle, for the discovery requests (http_sd_configs,
- * kubernetes_sd_configs); contract in scrape_int.h. The scrapes themselves
- * set the same options in manager.c (with their Host/SNI handling).
+ * libcurl handle, for the scrapes (manager.c adds their Host header) and
+ * the discovery requests (http_sd_configs, kubernetes_sd_configs); contract
+ * in scrape_int.h.
  */
 #include <errno.h>
 #include <stdio.h>

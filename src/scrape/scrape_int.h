@@ -124,7 +124,7 @@ extern void (*pd__scrape_before_record)(const char *url);
  * PD_ENOMEM, PD_ETOOBIG (out's cap). */
 int pd__scrape_keep_types(pd_profile *p, const char *keep, pd_buf *out, pd_err *err);
 
-/* ---- HTTP client options for discovery requests (client.c) ---- */
+/* ---- HTTP client options for scrapes and discovery requests (client.c) ---- */
 #include <curl/curl.h>
 /* Sets c's auth (basic_auth, authorization/bearer: secret files read now,
  * whitespace-trimmed as Prometheus), TLS, proxy, redirect and HTTP version
