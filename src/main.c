@@ -159,7 +159,8 @@ static void usage(FILE *f)
             "                                  a name is served on every address it resolves\n"
             "                                  to (localhost: 127.0.0.1 and ::1), ':PORT' on\n"
             "                                  all interfaces of both families\n"
-            "  --web.threads=N                 HTTP workers for pushes, admin, /metrics (default 4)\n"
+            "  --web.threads=N                 HTTP workers for pushes, admin, /metrics (default 4;\n"
+            "                                  64 with --storage.backend=clickhouse)\n"
             "  --query.max-concurrency=N       HTTP workers for queries and the UI (default 4)\n"
             "  --query.max-merge-concurrency=N merges computed at once, the others wait their\n"
             "                                  turn, leaving CPU to ingestion (default 0: half\n"
@@ -1001,7 +1002,7 @@ int main(int argc, char **argv)
         .log_level = "info",
         .fsync = "batch",
         .max_body = 0,
-        .threads = 4,
+        .threads = 0, /* 4, or 64 with the ClickHouse backend (after parse_flags) */
         .max_conns_ip = 512,
     };
     if (argc > 1 && strcmp(argv[1], "convert") == 0)
@@ -1021,6 +1022,11 @@ int main(int argc, char **argv)
     int rc = parse_flags(argc, argv, &f);
     if (rc >= 0)
         return rc;
+    /* a ClickHouse-backed push holds its worker until its batch is
+       acknowledged, so the workers bound a batch: more of them by default
+       (docs/clickhouse.md#batches) */
+    if (!f.threads)
+        f.threads = f.backend == PD_STORAGE_CLICKHOUSE ? 64 : 4;
     pd_log_set_level(f.log_level);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     rc = serve(&f);

@@ -105,6 +105,26 @@ test('concurrent pushes gather into one batch; newer pushes need no duplicate ch
   await p.stop();
 });
 
+test('without --web.threads a ClickHouse-backed profd has workers for a fleet\'s batch (64)', async () => {
+  // a push holds its worker until its batch is acknowledged: with the
+  // embedded store's 4 workers a batch could never hold more than 4 pushes
+  const p = await startProfd({ storage: path.join(dir, 'p3'), name: 'p3',
+    extraArgs: ['--storage.backend=clickhouse', `--clickhouse.url=${ch.url}`, '--clickhouse.database=batch3'] });
+  const f = await http(`${p.base}/api/v1/status/flags`);
+  assert.equal(f.json.data['web.threads'], '64');
+  await push(p, 'warm', T0);
+  const rowsPer = await metric(p, 'profd_clickhouse_inserted_rows_total');
+  await p.stop();
+  const q = await startProfd({ storage: path.join(dir, 'p4'), name: 'p4',
+    extraArgs: ['--storage.backend=clickhouse', `--clickhouse.url=${ch.url}`, '--clickhouse.database=batch3',
+      '--clickhouse.flush-interval=1m', `--clickhouse.batch-rows=${32 * rowsPer}`] });
+  await push(q, 'warm', T0 + 1000); // the first batch goes at once; the next waits
+  const b0 = await metric(q, 'profd_clickhouse_batches_total');
+  await Promise.all(Array.from({ length: 32 }, (_, i) => push(q, `f${i}`, T0 + 2000)));
+  assert.equal(await metric(q, 'profd_clickhouse_batches_total'), b0 + 1, '32 concurrent pushes, one batch');
+  await q.stop();
+});
+
 test('bad batch flags are refused naming the flag', async () => {
   for (const [flag, name] of [['--clickhouse.flush-interval=-1s', 'flush-interval'], ['--clickhouse.batch-rows=0', 'batch-rows'], ['--clickhouse.batch-rows=x', 'batch-rows']]) {
     const { spawnSync } = await import('node:child_process');

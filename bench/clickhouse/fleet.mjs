@@ -1,0 +1,141 @@
+// A fleet pushing on a timer (issue 35 item 4): CPU per ingested profile,
+// ClickHouse backend vs the embedded TSDB, run by hand (not in ctest):
+//
+//   PROFD_BIN=build/profd node bench/clickhouse/fleet.mjs
+//     env: AGENTS=1000 PERIOD_S=10 (each agent pushes one real heap profile
+//          every PERIOD_S seconds at its own phase: AGENTS/PERIOD_S pushes/s,
+//          sent on schedule whether or not earlier ones were answered — an
+//          open loop, as a fleet of profefe agents or Pyroscope SDKs is)
+//          ROUNDS=6 (measured periods, after one warm-up period in which
+//          every series and stack is new)
+//          FLUSH="100ms,1s" (--clickhouse.flush-interval of each ClickHouse
+//          run: how long the writer gathers pushes into one INSERT; an
+//          acknowledgement still waits for ClickHouse's)
+//          WEB_THREADS=128 (--web.threads of both profds: a push holds a
+//          worker until its batch is acknowledged, so the workers bound the
+//          pushes a batch can gather)
+//
+// bench.mjs's steady state drives N closed-loop pushers (each waits for its
+// answer), so a batch never holds more than N pushes. A fleet does not wait:
+// the pushes in a batch are the fleet's rate x the flush interval, and
+// ClickHouse 18.16 costs ~6-12 ms of CPU per batch (bench/clickhouse/RESULTS.md).
+// Measured per run: CPU (user + system, /proc/PID/stat) of profd and of
+// clickhouse-server over the measured periods plus ClickHouse's background
+// merges they caused; push latency p50/p99; parts written per profile
+// (system.part_log: one per table per INSERT). The answers are compared: query_range totals of every
+// series equal on both backends.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { TESTDATA, http, killAll, qs, startProfd, tempDir } from '../../tests/e2e/lib.mjs';
+import { CH_BIN, chPorts, chQuery, startClickHouse } from '../../tests/e2e/ch.mjs';
+
+const AGENTS = Number(process.env.AGENTS || 1000);
+const PERIOD = Number(process.env.PERIOD_S || 10) * 1000;
+const ROUNDS = Number(process.env.ROUNDS || 6);
+const FLUSH = (process.env.FLUSH ?? '100ms,1s').split(',').filter(Boolean);
+const WT = `--web.threads=${Number(process.env.WEB_THREADS || 128)}`;
+if (!CH_BIN) throw new Error('clickhouse-server is not installed (scripts/install-deps.sh --test)');
+const dir = tempDir('pd-chfleet-');
+process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
+
+const gd = path.join(TESTDATA, 'pprof', 'go-demo-series');
+const bodies = fs.readdirSync(gd).filter((f) => f.startsWith('heap-')).sort().map((f) => fs.readFileSync(path.join(gd, f)));
+const phase = Array.from({ length: AGENTS }, (_, k) => Math.floor((k * PERIOD) / AGENTS));
+
+function cpuSec(pid) {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+const pct = (v, p) => { const s = [...v].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
+let resent = 0;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Pushes period j of every agent on schedule (open loop); resolves when all
+// are answered. Each push is agent k's heap profile dated at its slot.
+async function period(profd, j, t0, lat) {
+  const sent = [];
+  for (let k = 0; k < AGENTS; k++) {
+    const at = t0 + j * PERIOD + phase[k];
+    const wait = at - Date.now();
+    if (wait > 0) await sleep(wait);
+    const url = `${profd.base}/api/0/profiles?` + qs({ service: 'fleet', type: 'heap', instance_id: `a${String(k).padStart(5, '0')}`, created_at: new Date(at).toISOString() });
+    const s = performance.now();
+    sent.push((async () => {
+      // a kept-alive connection profd closed as idle just as this push was
+      // sent on it (profd keeps 64 idle at most) is sent again, as an agent
+      // would; counted
+      for (let a = 0; ; a++) {
+        const r = await http(url, { method: 'POST', body: bodies[(k + j) % bodies.length], timeoutMs: 120000 })
+          .catch((e) => { if (e.cause?.code !== 'UND_ERR_SOCKET' || a >= 5) throw e; return null; });
+        if (!r) { resent++; continue; }
+        assert.equal(r.status, 200, r.text);
+        lat.push(performance.now() - s);
+        return;
+      }
+    })());
+  }
+  await Promise.all(sent);
+}
+
+async function run(profd, ch, db) {
+  const t0 = Date.now() + 1000;
+  await period(profd, 0, t0, []); // warm-up: every series and stack new
+  const pids = [profd.child.pid, ch?.child.pid].filter(Boolean);
+  const chT1 = ch ? await chQuery(ch, 'SELECT toString(now())') : null;
+  const c0 = pids.map(cpuSec);
+  const lat = [];
+  resent = 0;
+  for (let j = 1; j <= ROUNDS; j++) await period(profd, j, t0, lat);
+  const n = AGENTS * ROUNDS;
+  const res = { profd: (cpuSec(pids[0]) - c0[0]) / n * 1000, p50: pct(lat, 0.5), p99: pct(lat, 0.99), resent };
+  if (ch) {
+    res.ch = (cpuSec(pids[1]) - c0[1]) / n * 1000;
+    const deadline = Date.now() + 60000;
+    while (Date.now() < deadline && Number(await chQuery(ch, 'SELECT count() FROM system.merges')) > 0) await sleep(500);
+    res.chMerges = (cpuSec(pids[1]) - c0[1]) / n * 1000;
+    await chQuery(ch, 'SYSTEM FLUSH LOGS');
+    res.parts = Number(await chQuery(ch, `SELECT count() FROM system.part_log WHERE event_type = 1 AND event_time >= '${chT1}' AND database = '${db}'`)) / n;
+  }
+  const q = await http(profd.base + '/api/v1/query_range?' + qs({ query: 'heap{service="fleet"}', from: (t0 - 60000) / 1000, to: (Date.now() + 60000) / 1000 }));
+  assert.equal(q.status, 200, q.text.slice(0, 300));
+  res.totals = q.json.data.map((s) => `${JSON.stringify(s.metric)} ${s.totals[0]}`).sort();
+  assert.equal(res.totals.length, AGENTS);
+  return res;
+}
+
+const load = () => os.loadavg().map((x) => x.toFixed(1)).join(' ');
+console.error(`load before: ${load()}; nproc ${os.cpus().length}; ${os.cpus()[0].model}`);
+const out = [];
+const e = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb', extraArgs: [WT] });
+const emb = await run(e, null);
+await e.stop();
+const ch = await startClickHouse(dir, 'ch', await chPorts(), {
+  config: '<part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>7500</flush_interval_milliseconds></part_log>' });
+await chQuery(ch, 'SELECT 1');
+for (const fl of FLUSH) {
+  const db = `fleet_${fl.replace(/\W/g, '')}`;
+  const p = await startProfd({ storage: path.join(dir, `x-${fl}`), name: 'profd-ch',
+    extraArgs: [WT, '--storage.backend=clickhouse', `--clickhouse.url=${ch.url}`, `--clickhouse.database=${db}`, `--clickhouse.flush-interval=${fl}`] });
+  const r = await run(p, ch, db);
+  await p.stop();
+  out.push({ fl, r, load: load() });
+}
+await killAll();
+console.error(`load after: ${load()}`);
+
+// Totals are per series, but the two backends' runs push different slots
+// (each run has its own t0): compare the per-series totals' multiset.
+const tot = (r) => r.totals.map((t) => t.split(' ').pop()).sort().join(',');
+for (const o of out) assert.equal(tot(o.r), tot(emb), `query_range totals equal (flush ${o.fl})`);
+
+const f = (x, d = 2) => x.toFixed(d);
+console.log(`\n${AGENTS} agents x one real heap profile every ${PERIOD / 1000} s (${f(AGENTS * 1000 / PERIOD, 0)} pushes/s, open loop), ${ROUNDS} periods measured after a warm-up, ${WT}\n`);
+console.log('| backend | flush interval | CPU ms/profile: profd + ClickHouse (+ its merges after) | ratio to embedded | parts written per profile | push p50 / p99 ms | sent again | load after |');
+console.log('|---|---|---|---:|---:|---|---:|---|');
+console.log(`| embedded | — | ${f(emb.profd)} | 1 | — | ${f(emb.p50, 1)} / ${f(emb.p99, 1)} | ${emb.resent} | |`);
+for (const { fl, r, load: l } of out) {
+  const all = r.profd + r.chMerges;
+  console.log(`| ClickHouse | ${fl} | ${f(r.profd)} + ${f(r.ch)} (${f(r.chMerges)}) = ${f(all)} | ${f(all / emb.profd, 1)}x | ${f(r.parts, 3)} | ${f(r.p50, 1)} / ${f(r.p99, 1)} | ${r.resent} | ${l} |`);
+}
