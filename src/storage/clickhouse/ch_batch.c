@@ -333,13 +333,32 @@ static void flush(pd_ch *c, ch_batch *b)
                                "a profile of this series at %lld is already stored", (long long)ts);
     }
 
-    /* then profiles (the row that makes a profile visible) */
+    /* then profiles (the row that makes a profile visible), and beside it
+       the live entries' aggs_v1 rows (schema 5). These are not part of the
+       acknowledgement: whichever of the two fails, lands twice or half, an
+       hour's reconciliation row (n, wsum) then differs from its profiles
+       rows and merges read that hour from samples_v3 (ch_agg.c) — exact
+       either way; so an aggs INSERT whose outcome is unknown is not sent
+       again, and its failure only logged and counted */
+    par_insert pa = {.c = c, .table = "aggs_v1"};
+    pd_buf_init(&pa.rows, 0);
+    pd_err_clear(&pa.err);
+    if (gather(b, offsetof(ch_entry, agg_rows), &pa.rows, &n_live) == 0)
+        par_start(&pa);
+    else
+        pa.rc = pd_err_set(&pa.err, PD_ENOMEM, "out of memory batching the aggs_v1 rows");
     pd_buf_reset(&rows);
-    if (gather(b, offsetof(ch_entry, prof_row), &rows, &n_live) < 0) {
+    if (gather(b, offsetof(ch_entry, prof_row), &rows, &n_live) < 0)
         rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
-        goto fail;
+    else
+        rc = insert_rows(c, b, "profiles_v3", &rows, true, n_live, &err);
+    par_join(&pa);
+    pd_buf_release(&pa.rows);
+    if (pa.rc < 0) {
+        pd_log(PD_LOG_WARN, "clickhouse: aggs_v1 rows not written (merges read their hours raw)",
+               "profiles=%zu err=\"%s\"", n_live, pa.err.msg);
+        pd_metrics_add("profd_clickhouse_agg_write_errors_total", NULL, 1);
     }
-    rc = insert_rows(c, b, "profiles_v3", &rows, true, n_live, &err);
     if (rc < 0) {
         undo_profiles(c, b);
         goto fail;
