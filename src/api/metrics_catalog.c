@@ -111,10 +111,10 @@ static const catalog_entry catalog[] = {
      (const char *const[]){"status=\"firing\",matched=\"true\"", "status=\"firing\",matched=\"false\"", "status=\"resolved\",matched=\"true\"", "status=\"resolved\",matched=\"false\"", NULL}},
     {"profd_clickhouse_agg_write_errors_total", PD_METRIC_COUNTER,
      "Insert batches whose aggs_v1 rows were not written (merges read "
-         "their hours from samples_v3).",
+         "their buckets from samples_v3).",
      NULL},
-    {"profd_clickhouse_merge_hours_total", PD_METRIC_COUNTER,
-     "Series-hours wholly inside merges, by where their sums were read: "
+    {"profd_clickhouse_merge_buckets_total", PD_METRIC_COUNTER,
+     "Series-buckets wholly inside merges, by where their sums were read: "
          "aggregate (aggs_v1) or raw (samples_v3: no or a mismatched "
          "reconciliation row).",
      (const char *const[]){"path=\"aggregate\"", "path=\"raw\"", NULL}},

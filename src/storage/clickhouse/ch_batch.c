@@ -75,6 +75,8 @@ static int64_t count_written(pd_ch *c, ch_batch *b, const char *table, pd_err *e
     return n;
 }
 
+#define CH_ONE_BLOCK "max_insert_block_size=4294967295&min_insert_block_size_rows=0"
+
 /* INSERTs rows into table; an outcome unknown is settled by counting the
  * live entries' rows (expect of them): all there = done, none = sent
  * again (once), some = failure. */
@@ -90,6 +92,12 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
     const char *settings = c->replicated ? "insert_distributed_sync=1&insert_deduplicate=1"
                            : c->cluster  ? "insert_distributed_sync=1"
                                          : NULL;
+    /* aggs_v1: one block, so one part per server: a series' rows of the
+       batch land with its reconciliation row or not at all (ch_agg.h) */
+    if (strcmp(table, "aggs_v1") == 0)
+        settings = c->replicated ? "insert_distributed_sync=1&insert_deduplicate=1&" CH_ONE_BLOCK
+                   : c->cluster  ? "insert_distributed_sync=1&" CH_ONE_BLOCK
+                                 : CH_ONE_BLOCK;
     int64_t backoff = 100;
     for (int round = 0;; round++) {
         bool amb = false;
@@ -336,8 +344,8 @@ static void flush(pd_ch *c, ch_batch *b)
     /* then profiles (the row that makes a profile visible), and beside it
        the live entries' aggs_v1 rows (schema 5). These are not part of the
        acknowledgement: whichever of the two fails, lands twice or half, an
-       hour's reconciliation row (n, wsum) then differs from its profiles
-       rows and merges read that hour from samples_v3 (ch_agg.c) — exact
+       bucket's reconciliation row (n, wsum) then differs from its profiles
+       rows and merges read that bucket from samples_v3 (ch_agg.c) — exact
        either way; so an aggs INSERT whose outcome is unknown is not sent
        again, and its failure only logged and counted */
     par_insert pa = {.c = c, .table = "aggs_v1"};
@@ -355,7 +363,7 @@ static void flush(pd_ch *c, ch_batch *b)
     par_join(&pa);
     pd_buf_release(&pa.rows);
     if (pa.rc < 0) {
-        pd_log(PD_LOG_WARN, "clickhouse: aggs_v1 rows not written (merges read their hours raw)",
+        pd_log(PD_LOG_WARN, "clickhouse: aggs_v1 rows not written (merges read their buckets raw)",
                "profiles=%zu err=\"%s\"", n_live, pa.err.msg);
         pd_metrics_add("profd_clickhouse_agg_write_errors_total", NULL, 1);
     }

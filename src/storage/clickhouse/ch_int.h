@@ -97,10 +97,13 @@ static inline const char *pd__ch_local_suffix(const pd_ch *c)
 
 /* ---- aggs_v1 (schema 5; ch_agg.c) ---- */
 
-/* The width of an aggs_v1 bucket (ms): hour = ts / PD_CH_AGG_HOUR_MS. */
-#define PD_CH_AGG_HOUR_MS 3600000ll
+/* The width of an aggs_v1 bucket (ms): bucket = ts / PD_CH_AGG_BUCKET_MS.
+ * Ten minutes: a "last hour" merge has 5 whole buckets of 6 (hours would
+ * leave it none), and a series pushing every 10-60 s has 10-60 profiles a
+ * bucket to sum; a day has 144 (the partition holds whole buckets). */
+#define PD_CH_AGG_BUCKET_MS 600000ll
 
-/* What a profile's write_id adds to its hour's wsum (mod 2^64): a 64-bit
+/* What a profile's write_id adds to its bucket's wsum (mod 2^64): a 64-bit
  * mix (splitmix64's finalizer) so that two sets of write_ids of the same
  * size have the same sum only by chance (2^-64), never by structure. */
 static inline uint64_t pd__ch_wid_hash(uint64_t w)

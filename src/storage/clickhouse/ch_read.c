@@ -556,17 +556,17 @@ static int keep_nonzero(agg *g, uint64_t **want, size_t *n_want, pd_err *err)
  * maxt] to sql, counting only rows of stored profiles (write_id is unique
  * per append, and a profile's samples rows have its fingerprint and ts:
  * `write_id IN` alone selects the same rows as the tuple, ~25% faster on
- * 18.16, bench/clickhouse/RESULTS.md), without the hours H serves from
+ * 18.16, bench/clickhouse/RESULTS.md), without the buckets H serves from
  * aggs_v1 (NULL: none). Stacks whose sums are all zero are left out by
  * ClickHouse (the merge drops them, and since schema v2 zero-valued
  * samples have rows). */
 static int put_raw_sums(pd_buf *sql, const uint64_t *fps, size_t n, int64_t mint, int64_t maxt,
-                        const ch_hours *H)
+                        const ch_buckets *H)
 {
     int rc = pd_buf_puts(sql,
                          "SELECT types_hash, stack_hash, sumForEach(values) FROM samples_v3 WHERE");
     rc = rc ? rc : put_fp_range(sql, fps, n, mint, maxt);
-    rc = rc ? rc : H ? pd__ch_hours_put_raw_excl(H, sql) : 0;
+    rc = rc ? rc : H ? pd__ch_buckets_put_raw_excl(H, sql) : 0;
     rc = rc ? rc
             : pd_buf_puts(sql, " AND write_id GLOBAL IN (SELECT write_id FROM profiles_v3 "
                                "WHERE");
@@ -579,10 +579,10 @@ static int put_raw_sums(pd_buf *sql, const uint64_t *fps, size_t n, int64_t mint
 /* One group: its refs fps[0..n) (indexes idx[] into the caller's refs).
  *
  * a) the profiles' headers (in time order, folded by fold_row, each
- * counted in its series-hour), beside (one round trip of latency, not
- * two) either b) the sums from samples_v3 — when no hour lies wholly
- * inside the range — or the reconciliation rows of aggs_v1 of those hours
- * (ch_agg.c); then the sums of the hours that match from aggs_v1 beside
+ * counted in its series-bucket), beside (one round trip of latency, not
+ * two) either b) the sums from samples_v3 — when no bucket lies wholly
+ * inside the range — or the reconciliation rows of aggs_v1 of those buckets
+ * (ch_agg.c); then the sums of the buckets that match from aggs_v1 beside
  * those of every other row from samples_v3; c) the stacks that survived,
  * resolved with IN; d) one part per sample-type set. */
 static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx, int64_t mint,
@@ -598,16 +598,16 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     pd_buf_init(&resp_b, CH_MAX_ANSWER);
     pd_u64map blob_at;
     pd_u64map_init(&blob_at);
-    ch_hours H;
-    pd__ch_hours_init(&H, mint, maxt);
-    bool hours = pd__ch_hours_any(&H);
+    ch_buckets H;
+    pd__ch_buckets_init(&H, mint, maxt);
+    bool buckets = pd__ch_buckets_any(&H);
     uint64_t *want = NULL;
     size_t n_want = 0;
     int rc;
 
     bg_query bq = {.c = c, .sql = &sql_b, .resp = &resp_b};
     pd_err_clear(&bq.err);
-    rc = hours ? pd__ch_hours_put_summary_sql(&H, fps, n, &sql_b)
+    rc = buckets ? pd__ch_buckets_put_summary_sql(&H, fps, n, &sql_b)
                : put_raw_sums(&sql_b, fps, n, mint, maxt, NULL);
     if (rc < 0) {
         rc = pd__ch_nomem(err);
@@ -652,7 +652,7 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
             rc = pd__ch_bad_answer(c, err, "the profiles' headers");
             goto out;
         }
-        if (hours && (rc = pd__ch_hours_add(&H, fp, ts, wid)) < 0) {
+        if (buckets && (rc = pd__ch_buckets_add(&H, fp, ts, wid)) < 0) {
             rc = pd__ch_nomem(err);
             goto out;
         }
@@ -667,14 +667,15 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
         }
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out;
-    if (!hours) { /* b) the sums, all from samples_v3 */
+    if (!buckets) { /* b) the sums, all from samples_v3 */
         if ((rc = add_sums(g, &resp_b, false, err)) < 0)
             goto out;
     } else {
-        /* b) the matched hours' sums from aggs_v1 (on its own thread) beside
+        /* b) the matched buckets' sums from aggs_v1 (on its own thread) beside
            every other row's from samples_v3 */
-        if (pd__ch_hours_match(&H, &resp_b) < 0) {
-            rc = pd__ch_bad_answer(c, err, "the aggs_v1 reconciliation rows");
+        if ((rc = pd__ch_buckets_match(&H, &resp_b)) != 0) {
+            rc = rc == PD_ENOMEM ? pd__ch_nomem(err)
+                                 : pd__ch_bad_answer(c, err, "the aggs_v1 reconciliation rows");
             goto out;
         }
         pd_buf_reset(&sql_b);
@@ -684,7 +685,7 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
         bq = (bg_query){.c = c, .sql = &sql_b, .resp = &resp_b};
         pd_err_clear(&bq.err);
         if (H.n_match) {
-            if (pd__ch_hours_put_agg_sql(&H, &sql_b) < 0) {
+            if (pd__ch_buckets_put_agg_sql(&H, fps, n, &sql_b) < 0) {
                 rc = pd__ch_nomem(err);
                 goto out;
             }
@@ -730,7 +731,7 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     rc = 0;
 out:
     free(want);
-    pd__ch_hours_release(&H);
+    pd__ch_buckets_release(&H);
     pd_u64map_release(&blob_at);
     pd_buf_release(&sql);
     pd_buf_release(&resp);

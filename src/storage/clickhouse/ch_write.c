@@ -148,18 +148,18 @@ typedef struct migration {
  * the schema-3 blob, so v3 rows and v4 rows of one stack are
  * interchangeable and a v3 database stays readable as it is; the version
  * keeps a v3 profd (which cannot read a v4 row) from opening it. */
-/* Version 5 adds aggs_v1: the samples pre-summed per (series, hour, sample
- * types, stack) by a SummingMergeTree, and per (series, hour) a
+/* Version 5 adds aggs_v1: the samples pre-summed per (series, bucket, sample
+ * types, stack) by a SummingMergeTree, and per (series, bucket) a
  * reconciliation row (types_hash = stack_hash = 0: n = profiles, wsum = the
- * sum of pd__ch_wid_hash of their write_ids). A merge uses an hour's sums
- * only where that row equals the same computed from the hour's profiles_v3
- * rows (ch_agg.c); hours written before the migration have no row there and
+ * sum of pd__ch_wid_hash of their write_ids). A merge uses a bucket's sums
+ * only where that row equals the same computed from the bucket's profiles_v3
+ * rows (ch_agg.c); buckets written before the migration have no row there and
  * are read from samples_v3 as before: exact either way. */
 static const table_def schema_v5[] = {
     {"aggs_v1",
-     "day Date, fingerprint UInt64, hour Int64, types_hash UInt64, stack_hash UInt64, "
+     "day Date, fingerprint UInt64, bucket Int64, types_hash UInt64, stack_hash UInt64, "
      "n UInt64, wsum UInt64, valuesMap Nested(type UInt16, value Int64)",
-     "SummingMergeTree() PARTITION BY day ORDER BY (fingerprint, hour, types_hash, stack_hash)",
+     "SummingMergeTree() PARTITION BY day ORDER BY (fingerprint, bucket, types_hash, stack_hash)",
      "fingerprint"},
 };
 
@@ -425,12 +425,12 @@ static int add_stack_row(ch_entry *e, size_t *n, size_t *cap, uint64_t key, cons
 }
 
 /* Appends the columns of an aggs_v1 row before valuesMap to b. */
-static int put_agg_key(pd_buf *b, const ch_entry *e, int64_t hour, uint64_t th, uint64_t sh,
+static int put_agg_key(pd_buf *b, const ch_entry *e, int64_t bucket, uint64_t th, uint64_t sh,
                        uint64_t n, uint64_t wsum)
 {
     int rc = pd__ch_put_u16(b, (uint16_t)e->day);
     rc = rc ? rc : pd__ch_put_u64(b, e->fp);
-    rc = rc ? rc : pd__ch_put_u64(b, (uint64_t)hour);
+    rc = rc ? rc : pd__ch_put_u64(b, (uint64_t)bucket);
     rc = rc ? rc : pd__ch_put_u64(b, th);
     rc = rc ? rc : pd__ch_put_u64(b, sh);
     rc = rc ? rc : pd__ch_put_u64(b, n);
@@ -591,14 +591,14 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
     }
     /* aggs_v1 (schema 5): the profile's stacks summed (all-zero ones left
        out, as merges leave them out), then its reconciliation row */
-    int64_t hour = e->ts / PD_CH_AGG_HOUR_MS;
+    int64_t bucket = e->ts / PD_CH_AGG_BUCKET_MS;
     for (size_t i = 0; i < n_sum; i++) {
         size_t nz = 0;
         for (size_t k = 0; k < nt; k++)
             nz += sums[i * nt + k] != 0;
         if (nz == 0)
             continue;
-        rc = put_agg_key(&e->agg_rows, e, hour, th, hashes[i], 0, 0);
+        rc = put_agg_key(&e->agg_rows, e, bucket, th, hashes[i], 0, 0);
         rc = rc ? rc : pd_buf_put_varint(&e->agg_rows, nz);
         for (size_t k = 0; rc == 0 && k < nt; k++)
             if (sums[i * nt + k] != 0)
@@ -610,7 +610,7 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
         if (rc < 0)
             goto nomem;
     }
-    rc = put_agg_key(&e->agg_rows, e, hour, 0, 0, 1, pd__ch_wid_hash(e->write_id));
+    rc = put_agg_key(&e->agg_rows, e, bucket, 0, 0, 1, pd__ch_wid_hash(e->write_id));
     rc = rc ? rc : pd_buf_put_varint(&e->agg_rows, 0);
     rc = rc ? rc : pd_buf_put_varint(&e->agg_rows, 0);
     if (rc < 0)
@@ -733,7 +733,7 @@ int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_
  * Retention drops the day partitions older than it of every table: profiles, samples,
  * series_index, and since schema v3 stacks and series (a row each per day of use); since
  * schema v5 aggs_v1, first: a day whose samples are gone but whose profiles rows are not
- * yet must not be answered from sums (without its aggs rows the hour is read raw). */
+ * yet must not be answered from sums (without its aggs rows the bucket is read raw). */
 
 static const char *const partitioned[] = {"aggs_v1",         "profiles_v3", "samples_v3",
                                           "series_index_v3", "stacks_v3",   "series_v3"};
@@ -1039,9 +1039,9 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
                         "Profiles whose insert batch failed (not acknowledged).");
     pd_metrics_describe("profd_clickhouse_agg_write_errors_total", PD_METRIC_COUNTER,
                         "Insert batches whose aggs_v1 rows were not written (merges read "
-                        "their hours from samples_v3).");
-    pd_metrics_describe("profd_clickhouse_merge_hours_total", PD_METRIC_COUNTER,
-                        "Series-hours wholly inside merges, by where their sums were read: "
+                        "their buckets from samples_v3).");
+    pd_metrics_describe("profd_clickhouse_merge_buckets_total", PD_METRIC_COUNTER,
+                        "Series-buckets wholly inside merges, by where their sums were read: "
                         "aggregate (aggs_v1) or raw (samples_v3: no or a mismatched "
                         "reconciliation row).");
     pd_metrics_describe("profd_clickhouse_batch_seconds_sum", PD_METRIC_COUNTER,

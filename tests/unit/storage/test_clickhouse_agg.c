@@ -28,7 +28,31 @@
 #include "storage/clickhouse/ch_int.h"
 #include "ch_fixture.h"
 
-static const int64_t HOUR = 3600000, DAY_MS = 86400000;
+static const int64_t HOUR = 3600000, DAY_MS = 86400000, B = PD_CH_AGG_BUCKET_MS;
+
+/* The profiles appended to ClickHouse (acknowledged): series, ts. */
+static struct {
+    int s;
+    int64_t ts;
+} g_put[256];
+static size_t g_n_put;
+
+/* Series-buckets wholly inside [a, z] that hold a stored profile: what
+ * a merge of every series over [a, z] may read from aggs_v1. */
+static size_t whole_buckets(int64_t a, int64_t z)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g_n_put; i++) {
+        int64_t b = g_put[i].ts / B;
+        if (b * B < a || (b + 1) * B - 1 > z)
+            continue;
+        bool first = true; /* count each (series, bucket) once */
+        for (size_t j = 0; j < i && first; j++)
+            first = !(g_put[j].s == g_put[i].s && g_put[j].ts / B == b);
+        n += first;
+    }
+    return n;
+}
 
 /* What a merge handed its fn: each part's info and profile (encoded). */
 typedef struct got {
@@ -156,7 +180,7 @@ static double hours_metric(const char *path)
 {
     char l[32];
     snprintf(l, sizeof l, "path=\"%s\"", path);
-    return pd_metrics_get("profd_clickhouse_merge_hours_total", l);
+    return pd_metrics_get("profd_clickhouse_merge_buckets_total", l);
 }
 
 /* The refs of series instance a, b, c (in that order) of store s. */
@@ -189,11 +213,16 @@ static void put(pd_storage *ch, pd_storage *ts, char inst, int64_t t, size_t k)
     if (ts)
         PD_ASSERT_OK(pd_storage_append(ts, &ls, t, p->body, p->len, &p->p, &err), &err);
     pd_labels_release(&ls);
+    assert_true(g_n_put < 256);
+    g_put[g_n_put].s = inst - 'a';
+    g_put[g_n_put++].ts = t;
 }
 
 /* Every range kind, per series and grouped: ClickHouse == TSDB. Returns
- * the series-hours the merges read from aggs_v1. */
-static double check_ranges(pd_storage *ch, pd_storage *ts, int64_t h0, const char *when)
+ * the series-buckets the merges read from aggs_v1; *whole: those wholly in
+ * their ranges (whole_buckets). */
+static double check_ranges(pd_storage *ch, pd_storage *ts, int64_t h0, const char *when,
+                           size_t *whole)
 {
     uint64_t rc[3], rt[3];
     refs_of(ch, rc);
@@ -204,12 +233,15 @@ static double check_ranges(pd_storage *ch, pd_storage *ts, int64_t h0, const cha
         {h0 + 25 * 60000, h0 + 3 * HOUR + 420000}, /* cut at both ends */
         {h0 + HOUR, h0 + 2 * HOUR - 1},            /* one hour */
         {h0 + HOUR - 1, h0 + 2 * HOUR},            /* one hour and a ms each side */
-        {h0 + 600000, h0 + 2400000},               /* inside one hour */
+        {h0 + 600000, h0 + 2400000},               /* buckets 1-3 whole */
+        {h0 + 60000, h0 + 500000},                 /* inside one bucket */
         {0, INT64_MAX},                            /* all time */
     };
     double before = hours_metric("aggregate");
+    *whole = 0;
     for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++)
         for (int grouped = 0; grouped < 2; grouped++) {
+            *whole += whole_buckets(ranges[r][0], ranges[r][1]);
             got a, b;
             merge(ch, rc, grouped ? one : NULL, 3, ranges[r][0], ranges[r][1], &a);
             merge(ts, rt, grouped ? one : NULL, 3, ranges[r][0], ranges[r][1], &b);
@@ -228,6 +260,7 @@ static void test_merges_equal_embedded(void **state)
     need_server();
     const int64_t h0 = 1795708800000; /* an hour's start */
     g_now = h0 + 5 * HOUR;
+    g_n_put = 0;
     pd_storage *ch = open_store("agg_equal");
     char dir[] = "/tmp/pd_ch_agg_XXXXXX";
     pd_storage *ts = open_tsdb(dir);
@@ -237,17 +270,17 @@ static void test_merges_equal_embedded(void **state)
         for (int s = 0; s < 3; s++)
             if (s != 1 || k % 2 == 0)
                 put(ch, ts, (char)('a' + s), h0 + (int64_t)k * 600000 + s * 1000, k + (size_t)s);
-    double via = check_ranges(ch, ts, h0, "aggs_v1");
-    /* per series: 12 whole hours in the four-hour range, 3 in the cut one,
-       1 + 1 in the one-hour ones, 12 in all time; grouped the same */
-    assert_int_equal((long long)via, 2 * (12 + 6 + 3 + 3 + 0 + 12));
+    size_t whole;
+    double via = check_ranges(ch, ts, h0, "aggs_v1", &whole);
+    assert_true(whole > 100); /* the ranges hold whole buckets */
+    assert_int_equal((long long)via, (long long)whole);
 
-    /* aggs_v1 emptied: every hour raw, the same answers */
+    /* aggs_v1 emptied: every bucket raw, the same answers */
     pd_ch *c = open_sql("agg_equal");
     ch_do(c, "TRUNCATE TABLE aggs_v1");
     double raw = hours_metric("raw");
-    assert_int_equal((long long)check_ranges(ch, ts, h0, "raw"), 0);
-    assert_true(hours_metric("raw") - raw >= 2 * (12 + 6 + 3 + 3 + 12));
+    assert_int_equal((long long)check_ranges(ch, ts, h0, "raw", &whole), 0);
+    assert_int_equal((long long)(hours_metric("raw") - raw), (long long)whole);
     pd__ch_close(c);
     pd_storage_close(ch);
     rm_tsdb(ts, dir);
@@ -259,6 +292,7 @@ static void test_failed_writes_stay_exact(void **state)
     need_server();
     const int64_t h0 = 1795708800000 + 10 * HOUR;
     g_now = h0 + 5 * HOUR;
+    g_n_put = 0;
     pd_storage *ch = open_store("agg_fail");
     char dir[] = "/tmp/pd_ch_aggf_XXXXXX";
     pd_storage *ts = open_tsdb(dir);
@@ -277,16 +311,23 @@ static void test_failed_writes_stay_exact(void **state)
     int64_t t_fail = h0 + 3 * HOUR + 59 * 60000 + 1000;
     int rc = pd_storage_append(ch, &ls, t_fail, g_prof[1].body, g_prof[1].len, &g_prof[1].p, &err);
     assert_true(rc < 0);
+    /* and one in a bucket of no stored profile (its aggs rows alone there) */
+    pd_labels lc;
+    labels(&lc, "heap", "c", NULL);
+    rc = pd_storage_append(ch, &lc, h0 + 4 * HOUR + 300000, g_prof[2].body, g_prof[2].len,
+                           &g_prof[2].p, &err);
+    assert_true(rc < 0);
+    pd_labels_release(&lc);
     ch_do(c, "RENAME TABLE profiles_v3_off TO profiles_v3");
-    /* the injection did what it says: aggs_v1 counts 7 profiles there */
+    /* the injection did what it says: aggs_v1 counts 2 profiles there */
     uint64_t fp = ch_u64(c, "SELECT any(fingerprint) FROM samples_v3 WHERE ts = %lld FORMAT "
                             "RowBinary",
                          (long long)t_fail);
     assert_int_equal(ch_u64(c,
-                            "SELECT sum(n) FROM aggs_v1 WHERE fingerprint = %llu AND hour = %lld "
-                            "AND types_hash = 0 AND stack_hash = 0 FORMAT RowBinary",
-                            (unsigned long long)fp, (long long)((h0 + 3 * HOUR) / HOUR)),
-                     7);
+                            "SELECT sum(n) FROM aggs_v1 WHERE fingerprint = %llu AND bucket = "
+                            "%lld AND types_hash = 0 AND stack_hash = 0 FORMAT RowBinary",
+                            (unsigned long long)fp, (long long)(t_fail / B)),
+                     2);
     /* hour 2: a batch whose aggs rows fail (its profiles commit) */
     ch_do(c, "RENAME TABLE aggs_v1 TO aggs_v1_off");
     double errs = pd_metrics_get("profd_clickhouse_agg_write_errors_total", NULL);
@@ -296,19 +337,21 @@ static void test_failed_writes_stay_exact(void **state)
     pd_labels_release(&ls);
 
     double raw = hours_metric("raw");
-    double via = check_ranges(ch, ts, h0, "after failed writes");
-    /* the four-hour range: 12 series-hours, 2 of them raw, per call */
-    assert_true(via > 0);
-    assert_true(hours_metric("raw") - raw >= 2 * 2);
+    size_t whole;
+    double via = check_ranges(ch, ts, h0, "after failed writes", &whole);
+    /* the two buckets of the failed writes are read raw where whole */
+    double raw_n = hours_metric("raw") - raw;
+    assert_true(raw_n >= 2);
+    assert_int_equal((long long)(via + raw_n), (long long)whole);
 
     /* a restart: the same */
     pd_storage_close(ch);
     ch = open_store("agg_fail");
-    double via2 = check_ranges(ch, ts, h0, "after a restart");
+    double via2 = check_ranges(ch, ts, h0, "after a restart", &whole);
     assert_int_equal((long long)via2, (long long)via);
-    /* a later append to a raw hour leaves it raw, and exact */
-    put(ch, ts, 'a', h0 + 3 * HOUR + 999000, 3);
-    check_ranges(ch, ts, h0, "after a later append");
+    /* a later append to a raw bucket leaves it raw, and exact */
+    put(ch, ts, 'a', h0 + 3 * HOUR + 55 * 60000, 3);
+    check_ranges(ch, ts, h0, "after a later append", &whole);
     pd__ch_close(c);
     pd_storage_close(ch);
     rm_tsdb(ts, dir);
