@@ -33,6 +33,8 @@ void pd__ch_buckets_init(ch_buckets *h, int64_t mint, int64_t maxt)
     pd_u64map_init(&h->at);
     if (mint < 0)
         mint = 0; /* no profile is older (pd__ch_check_time) */
+    h->mint = mint;
+    h->maxt = maxt;
     /* bucket k covers [k * H, (k + 1) * H - 1] */
     h->lo = floor_div(mint, PD_CH_AGG_BUCKET_MS) + (mint % PD_CH_AGG_BUCKET_MS != 0);
     h->hi = maxt == INT64_MAX ? floor_div(maxt, PD_CH_AGG_BUCKET_MS) - 1
@@ -173,7 +175,8 @@ static int put_unmatched(const ch_buckets *h, bool odd, pd_buf *b)
     return rc;
 }
 
-int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql)
+int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t n,
+                               bool exceptions, pd_buf *sql)
 {
     int rc = pd_buf_puts(sql, "SELECT types_hash, stack_hash, sumMap(valuesMap.type, "
                               "valuesMap.value) FROM aggs_v1 WHERE fingerprint IN (");
@@ -181,7 +184,7 @@ int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t 
         rc = pd_buf_printf(sql, "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
     rc = rc ? rc : pd_buf_puts(sql, ") AND");
     rc = rc ? rc : put_buckets(sql, h->lo, h->hi);
-    if (rc == 0 && (h->n > h->n_match || h->n_odd)) {
+    if (rc == 0 && exceptions) {
         rc = pd_buf_puts(sql, " AND (fingerprint, bucket) NOT IN (");
         rc = rc ? rc : put_unmatched(h, true, sql);
         rc = rc ? rc : pd_buf_putc(sql, ')');
@@ -190,17 +193,22 @@ int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t 
               : pd_buf_puts(sql, " GROUP BY types_hash, stack_hash FORMAT RowBinary");
 }
 
-int pd__ch_buckets_put_raw_excl(const ch_buckets *h, pd_buf *b)
+bool pd__ch_buckets_cut(const ch_buckets *h)
 {
-    if (h->n_match == 0)
-        return 0;
-    int rc = pd_buf_printf(b, " AND (ts < %lld OR ts > %lld", (long long)(h->lo * PD_CH_AGG_BUCKET_MS),
-                           (long long)((h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1));
-    if (rc == 0 && h->n > h->n_match) {
-        rc = pd_buf_printf(b, " OR (fingerprint, intDiv(ts, %lld)) IN (",
+    return h->mint < h->lo * PD_CH_AGG_BUCKET_MS || h->maxt > (h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1;
+}
+
+int pd__ch_buckets_put_raw_cut(const ch_buckets *h, pd_buf *b)
+{
+    return pd_buf_printf(b, " AND (ts < %lld OR ts > %lld)",
+                         (long long)(h->lo * PD_CH_AGG_BUCKET_MS),
+                         (long long)((h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1));
+}
+
+int pd__ch_buckets_put_raw_unmatched(const ch_buckets *h, pd_buf *b)
+{
+    int rc = pd_buf_printf(b, " AND (fingerprint, intDiv(ts, %lld)) IN (",
                            (long long)PD_CH_AGG_BUCKET_MS);
-        rc = rc ? rc : put_unmatched(h, false, b);
-        rc = rc ? rc : pd_buf_putc(b, ')');
-    }
+    rc = rc ? rc : put_unmatched(h, false, b);
     return rc ? rc : pd_buf_putc(b, ')');
 }

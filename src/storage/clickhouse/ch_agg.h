@@ -3,11 +3,14 @@
  * series-buckets of a merge that its pre-summed aggs_v1 rows may serve, and
  * the SQL reading them (ch_agg.c says the rule; clickhouse.h the table).
  *
- * Use: pd__ch_buckets_init with the merge's range; pd__ch_buckets_add for
- * every profiles_v3 row the merge folds (its fingerprint, ts and write_id);
- * pd__ch_buckets_match with the answer to the summary SQL; then the buckets
- * matched are read with pd__ch_buckets_put_agg_sql and every other row of the
- * range from samples_v3, its WHERE extended by pd__ch_buckets_put_raw_excl.
+ * Use: pd__ch_buckets_init with the merge's range; send at once the summary
+ * SQL, the sums of every whole bucket (pd__ch_buckets_put_agg_sql) and of
+ * the cut ends from samples_v3 (pd__ch_buckets_put_raw_cut) beside the
+ * headers; pd__ch_buckets_add for every profiles_v3 row the merge folds (its
+ * fingerprint, ts and write_id); pd__ch_buckets_match with the summary's
+ * answer; when a bucket did not match (or is odd): read aggs_v1 again
+ * without the exceptions and their rows from samples_v3
+ * (pd__ch_buckets_put_raw_unmatched).
  */
 #ifndef PD_STORAGE_CLICKHOUSE_CH_AGG_H
 #define PD_STORAGE_CLICKHOUSE_CH_AGG_H
@@ -29,6 +32,7 @@ typedef struct ch_bucket {
 } ch_bucket;
 
 typedef struct ch_buckets {
+    int64_t mint, maxt;  /* the range (ms; mint >= 0) */
     int64_t lo, hi;      /* buckets wholly inside the range: [lo, hi]; none if lo > hi */
     pd_u64map at;        /* (fp, bucket) key -> index into v */
     ch_bucket *v;          /* n (cap) */
@@ -62,18 +66,27 @@ int pd__ch_buckets_put_summary_sql(const ch_buckets *h, const uint64_t *fps, siz
  * in profd_clickhouse_merge_buckets_total; sets n_match and n_raw_rows. 0,
  * -1 for a malformed answer, PD_ENOMEM. */
 int pd__ch_buckets_match(ch_buckets *h, const pd_buf *resp);
-/* Appends the SELECT of the matched buckets' sums of the series fps[0..n)
- * (RowBinary: types_hash, stack_hash, Tuple(Array(UInt16) sample type
- * indexes, Array(Int64) values), zero values left out) to sql: every bucket
- * of the whole range but those not matched and the odd ones, so the text
- * grows with the exceptions, not with series x buckets. Sound because an
- * aggs_v1 INSERT is one block (ch_batch.c): a write's rows of one series
- * land together with its reconciliation row or not at all. Only with
- * n_match > 0. 0 or PD_ENOMEM/PD_ETOOBIG. */
-int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql);
-/* Appends " AND (ts outside the whole buckets OR (fingerprint, bucket of ts)
- * IN (the buckets not matched))" to a samples_v3 WHERE (nothing when none
- * matched). 0 or PD_ENOMEM/PD_ETOOBIG. */
-int pd__ch_buckets_put_raw_excl(const ch_buckets *h, pd_buf *b);
+/* Appends the SELECT of the sums in aggs_v1 of the series fps[0..n) over
+ * h's whole buckets (RowBinary: types_hash, stack_hash, Tuple(Array(UInt16)
+ * sample type indexes, Array(Int64) values), zero values left out) to sql:
+ * of every bucket (sent before the match, beside the headers: the common
+ * case, every bucket matching, is then one round trip), or, exceptions, of
+ * every bucket but those not matched and the odd ones (after the match,
+ * when some did not: the first answer is then not used — subtracting the
+ * exceptions' sums read later could take back writes the first did not
+ * see). The text grows with the exceptions, not with series x buckets.
+ * Sound because an aggs_v1 INSERT is one block (ch_batch.c): a write's rows
+ * of one series land with its reconciliation row or not at all. 0 or
+ * PD_ENOMEM/PD_ETOOBIG. */
+int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t n,
+                               bool exceptions, pd_buf *sql);
+/* Whether the range has time outside its whole buckets (its cut ends). */
+bool pd__ch_buckets_cut(const ch_buckets *h);
+/* Appends " AND (ts outside the whole buckets)" to a samples_v3 WHERE: the
+ * cut ends, read raw whatever the match. 0 or PD_ENOMEM/PD_ETOOBIG. */
+int pd__ch_buckets_put_raw_cut(const ch_buckets *h, pd_buf *b);
+/* Appends " AND (fingerprint, bucket of ts) IN (the buckets with profiles
+ * rows not matched)" to a samples_v3 WHERE. Only with n > n_match. */
+int pd__ch_buckets_put_raw_unmatched(const ch_buckets *h, pd_buf *b);
 
 #endif

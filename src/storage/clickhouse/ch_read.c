@@ -461,7 +461,7 @@ out:
 /* Adds the sums of one answer (RowBinary rows: types_hash, stack_hash,
  * then Array(Int64) values — samples_v3's sumForEach — or, map, a
  * Tuple(Array(UInt16) type indexes, Array(Int64)) — aggs_v1's sumMap) to
- * the parts (a stack's values of both answers added; wrapping, as
+ * the parts (a stack's values of every answer added; wrapping, as
  * ClickHouse's sums). Rows of a sample-type set without part (profiles
  * gone meanwhile) are skipped. 0, -EIO (malformed), PD_ETOOBIG, PD_ENOMEM. */
 static int add_sums(agg *g, const pd_buf *resp, bool map, pd_err *err)
@@ -556,17 +556,17 @@ static int keep_nonzero(agg *g, uint64_t **want, size_t *n_want, pd_err *err)
  * maxt] to sql, counting only rows of stored profiles (write_id is unique
  * per append, and a profile's samples rows have its fingerprint and ts:
  * `write_id IN` alone selects the same rows as the tuple, ~25% faster on
- * 18.16, bench/clickhouse/RESULTS.md), without the buckets H serves from
- * aggs_v1 (NULL: none). Stacks whose sums are all zero are left out by
+ * 18.16, bench/clickhouse/RESULTS.md), restricted by only(H) (NULL: all
+ * of the range). Stacks whose sums are all zero are left out by
  * ClickHouse (the merge drops them, and since schema v2 zero-valued
  * samples have rows). */
 static int put_raw_sums(pd_buf *sql, const uint64_t *fps, size_t n, int64_t mint, int64_t maxt,
-                        const ch_buckets *H)
+                        const ch_buckets *H, int (*only)(const ch_buckets *, pd_buf *))
 {
     int rc = pd_buf_puts(sql,
                          "SELECT types_hash, stack_hash, sumForEach(values) FROM samples_v3 WHERE");
     rc = rc ? rc : put_fp_range(sql, fps, n, mint, maxt);
-    rc = rc ? rc : H ? pd__ch_buckets_put_raw_excl(H, sql) : 0;
+    rc = rc ? rc : only ? only(H, sql) : 0;
     rc = rc ? rc
             : pd_buf_puts(sql, " AND write_id GLOBAL IN (SELECT write_id FROM profiles_v3 "
                                "WHERE");
@@ -579,23 +579,21 @@ static int put_raw_sums(pd_buf *sql, const uint64_t *fps, size_t n, int64_t mint
 /* One group: its refs fps[0..n) (indexes idx[] into the caller's refs).
  *
  * a) the profiles' headers (in time order, folded by fold_row, each
- * counted in its series-bucket), beside (one round trip of latency, not
- * two) either b) the sums from samples_v3 — when no bucket lies wholly
- * inside the range — or the reconciliation rows of aggs_v1 of those buckets
- * (ch_agg.c); then the sums of the buckets that match from aggs_v1 beside
- * those of every other row from samples_v3; c) the stacks that survived,
- * resolved with IN; d) one part per sample-type set. */
+ * counted in its series-bucket), beside (one round trip of latency) b) the
+ * sums from samples_v3 when no 10-minute bucket lies wholly inside the
+ * range; else aggs_v1's reconciliation rows of those buckets, their sums
+ * from aggs_v1 and the cut ends' from samples_v3 (ch_agg.h) — a second
+ * round trip only when a bucket's reconciliation differs; c) the stacks that
+ * survived, resolved with IN; d) one part per sample-type set. */
 static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx, int64_t mint,
                      int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
                      void *ctx, pd_u64map *all_fps, pd_err *err)
 {
     pd_ch *c = g->c;
-    pd_buf sql, resp, blobs, sql_b, resp_b;
+    pd_buf sql, resp, blobs;
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, CH_MAX_ANSWER);
     pd_buf_init(&blobs, CH_MAX_ANSWER);
-    pd_buf_init(&sql_b, 0);
-    pd_buf_init(&resp_b, CH_MAX_ANSWER);
     pd_u64map blob_at;
     pd_u64map_init(&blob_at);
     ch_buckets H;
@@ -605,15 +603,34 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     size_t n_want = 0;
     int rc;
 
-    bg_query bq = {.c = c, .sql = &sql_b, .resp = &resp_b};
-    pd_err_clear(&bq.err);
-    rc = buckets ? pd__ch_buckets_put_summary_sql(&H, fps, n, &sql_b)
-               : put_raw_sums(&sql_b, fps, n, mint, maxt, NULL);
+    /* beside the headers: the sums of the range from samples_v3 (no whole
+       bucket), or the reconciliation rows, the sums of every whole bucket
+       from aggs_v1 and those of the cut ends from samples_v3 */
+    bg_query bq[3];
+    pd_buf bsql[3], bresp[3];
+    for (int k = 0; k < 3; k++) {
+        pd_buf_init(&bsql[k], 0);
+        pd_buf_init(&bresp[k], CH_MAX_ANSWER);
+        bq[k] = (bg_query){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
+        pd_err_clear(&bq[k].err);
+    }
+    bool want_q[3] = {true, buckets, buckets && pd__ch_buckets_cut(&H)};
+    if (!buckets)
+        rc = put_raw_sums(&bsql[0], fps, n, mint, maxt, NULL, NULL);
+    else
+        rc = pd__ch_buckets_put_summary_sql(&H, fps, n, &bsql[0]);
+    rc = rc ? rc : !want_q[1] ? 0 : pd__ch_buckets_put_agg_sql(&H, fps, n, false, &bsql[1]);
+    rc = rc ? rc
+            : !want_q[2] ? 0
+                         : put_raw_sums(&bsql[2], fps, n, mint, maxt, &H,
+                                        pd__ch_buckets_put_raw_cut);
     if (rc < 0) {
         rc = pd__ch_nomem(err);
-        goto out;
+        goto out_q;
     }
-    bq.started = pthread_create(&bq.th, NULL, bg_main, &bq) == 0;
+    for (int k = 0; k < 3; k++)
+        if (want_q[k])
+            bq[k].started = pthread_create(&bq[k].th, NULL, bg_main, &bq[k]) == 0;
 
     /* a) the profiles' headers, in time order */
     rc = pd_buf_puts(&sql, "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
@@ -626,23 +643,27 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
         rc = pd__ch_nomem(err);
     else
         rc = pd__ch_query(c, &sql, &resp, err);
-    if (bq.started)
-        pthread_join(bq.th, NULL);
-    else
-        bg_main(&bq);
-    if (rc == 0 && bq.rc < 0) {
-        rc = bq.rc;
-        if (err)
-            *err = bq.err;
+    for (int k = 0; k < 3; k++) {
+        if (!want_q[k])
+            continue;
+        if (bq[k].started)
+            pthread_join(bq[k].th, NULL);
+        else
+            bg_main(&bq[k]);
+        if (rc == 0 && bq[k].rc < 0) {
+            rc = bq[k].rc;
+            if (err)
+                *err = bq[k].err;
+        }
     }
     if (rc < 0)
-        goto out;
+        goto out_q;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
         size_t at = r.pos;
         rc = fold_row(g, &r, ref_idx, err);
         if (rc < 0)
-            goto out;
+            goto out_q;
         uint64_t wid = pd__ch_rd_u64(&r);
         ch_rd h = {r.p, r.len, at, false};
         (void)pd__ch_rd_u64(&h);
@@ -650,15 +671,15 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
         int64_t ts = (int64_t)pd__ch_rd_u64(&h);
         if (rc > 0 || r.bad || h.bad) {
             rc = pd__ch_bad_answer(c, err, "the profiles' headers");
-            goto out;
+            goto out_q;
         }
         if (buckets && (rc = pd__ch_buckets_add(&H, fp, ts, wid)) < 0) {
             rc = pd__ch_nomem(err);
-            goto out;
+            goto out_q;
         }
     }
     if (g->n_parts == 0)
-        goto out;
+        goto out_q;
     for (size_t i = 0; i < g->n_parts; i++)
         for (size_t k = 0; k < g->parts[i].fps.cap; k++) {
             uint64_t key = g->parts[i].fps.kv[2 * k];
@@ -666,55 +687,57 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
                 (void)pd_u64map_put(all_fps, key, 1);
         }
     if (poll && (rc = poll(ctx, err)) < 0)
-        goto out;
+        goto out_q;
     if (!buckets) { /* b) the sums, all from samples_v3 */
-        if ((rc = add_sums(g, &resp_b, false, err)) < 0)
-            goto out;
-    } else {
-        /* b) the matched buckets' sums from aggs_v1 (on its own thread) beside
-           every other row's from samples_v3 */
-        if ((rc = pd__ch_buckets_match(&H, &resp_b)) != 0) {
-            rc = rc == PD_ENOMEM ? pd__ch_nomem(err)
-                                 : pd__ch_bad_answer(c, err, "the aggs_v1 reconciliation rows");
-            goto out;
-        }
-        pd_buf_reset(&sql_b);
-        pd_buf_reset(&resp_b);
-        pd_buf_reset(&sql);
-        pd_buf_reset(&resp);
-        bq = (bg_query){.c = c, .sql = &sql_b, .resp = &resp_b};
-        pd_err_clear(&bq.err);
-        if (H.n_match) {
-            if (pd__ch_buckets_put_agg_sql(&H, fps, n, &sql_b) < 0) {
-                rc = pd__ch_nomem(err);
-                goto out;
-            }
-            bq.started = pthread_create(&bq.th, NULL, bg_main, &bq) == 0;
-        }
-        rc = 0;
-        if (H.n_raw_rows) {
-            if (put_raw_sums(&sql, fps, n, mint, maxt, &H) < 0)
-                rc = pd__ch_nomem(err);
-            else
-                rc = pd__ch_query(c, &sql, &resp, err);
-        }
-        if (H.n_match) {
-            if (bq.started)
-                pthread_join(bq.th, NULL);
-            else
-                bg_main(&bq);
-        }
-        if (rc == 0 && H.n_match && bq.rc < 0) {
-            rc = bq.rc;
-            if (err)
-                *err = bq.err;
-        }
-        if (rc < 0)
-            goto out;
-        if ((rc = add_sums(g, &resp, false, err)) < 0 ||
-            (rc = add_sums(g, &resp_b, true, err)) < 0)
-            goto out;
+        rc = add_sums(g, &bresp[0], false, err);
+        goto out_q;
     }
+    /* b) the cut ends' sums from samples_v3, and every whole bucket's from
+       aggs_v1 when all matched; else aggs_v1's again without the buckets
+       that did not (on its own thread) and theirs from samples_v3 */
+    if ((rc = pd__ch_buckets_match(&H, &bresp[0])) != 0) {
+        rc = rc == PD_ENOMEM ? pd__ch_nomem(err)
+                             : pd__ch_bad_answer(c, err, "the aggs_v1 reconciliation rows");
+        goto out_q;
+    }
+    if ((rc = add_sums(g, &bresp[2], false, err)) < 0)
+        goto out_q;
+    if (H.n == H.n_match && H.n_odd == 0) {
+        rc = add_sums(g, &bresp[1], true, err);
+        goto out_q;
+    }
+    for (int k = 0; k < 3; k++) {
+        pd_buf_reset(&bsql[k]);
+        pd_buf_reset(&bresp[k]);
+        bq[k] = (bg_query){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
+        pd_err_clear(&bq[k].err);
+    }
+    if (pd__ch_buckets_put_agg_sql(&H, fps, n, true, &bsql[1]) < 0 ||
+        (H.n > H.n_match && put_raw_sums(&bsql[2], fps, n, mint, maxt, &H,
+                                         pd__ch_buckets_put_raw_unmatched) < 0)) {
+        rc = pd__ch_nomem(err);
+        goto out_q;
+    }
+    bq[1].started = pthread_create(&bq[1].th, NULL, bg_main, &bq[1]) == 0;
+    rc = H.n > H.n_match ? pd__ch_query(c, &bsql[2], &bresp[2], err) : 0;
+    if (bq[1].started)
+        pthread_join(bq[1].th, NULL);
+    else
+        bg_main(&bq[1]);
+    if (rc == 0 && bq[1].rc < 0) {
+        rc = bq[1].rc;
+        if (err)
+            *err = bq[1].err;
+    }
+    if (rc == 0 && (rc = add_sums(g, &bresp[1], true, err)) == 0)
+        rc = add_sums(g, &bresp[2], false, err);
+out_q:
+    for (int k = 0; k < 3; k++) {
+        pd_buf_release(&bsql[k]);
+        pd_buf_release(&bresp[k]);
+    }
+    if (rc < 0 || g->n_parts == 0)
+        goto out;
     if ((rc = keep_nonzero(g, &want, &n_want, err)) < 0)
         goto out;
     if (poll && (rc = poll(ctx, err)) < 0)
@@ -736,8 +759,6 @@ out:
     pd_buf_release(&sql);
     pd_buf_release(&resp);
     pd_buf_release(&blobs);
-    pd_buf_release(&sql_b);
-    pd_buf_release(&resp_b);
     return rc;
 }
 
