@@ -138,14 +138,23 @@ int pd__ch_buckets_match(ch_buckets *h, const pd_buf *resp)
             continue;
         }
         ch_bucket *x = &h->v[at];
-        if (x->fp == fp && x->bucket == bucket && x->n == n && x->wsum == wsum && !x->match) {
+        if (x->fp != fp || x->bucket != bucket) {
+            h->clash = true; /* two buckets, one key: all read raw */
+            continue;
+        }
+        if (x->n == n && x->wsum == wsum && !x->match) {
             x->match = true;
             h->n_match++;
         }
     }
-    for (size_t i = 0; i < h->n; i++)
+    for (size_t i = 0; i < h->n; i++) {
+        if (h->clash && h->v[i].match) {
+            h->v[i].match = false;
+            h->n_match--;
+        }
         if (!h->v[i].match)
             h->n_raw_rows += h->v[i].n;
+    }
     if (h->n_match)
         pd_metrics_add("profd_clickhouse_merge_buckets_total", "path=\"aggregate\"",
                        (double)h->n_match);

@@ -712,19 +712,22 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
         bq[k] = (bg_query){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
         pd_err_clear(&bq[k].err);
     }
-    if (pd__ch_buckets_put_agg_sql(&H, fps, n, true, &bsql[1]) < 0 ||
+    /* nothing matched (or a key clash): every whole bucket from samples_v3 */
+    bool again = H.n_match > 0;
+    if ((again && pd__ch_buckets_put_agg_sql(&H, fps, n, true, &bsql[1]) < 0) ||
         (H.n > H.n_match && put_raw_sums(&bsql[2], fps, n, mint, maxt, &H,
                                          pd__ch_buckets_put_raw_unmatched) < 0)) {
         rc = pd__ch_nomem(err);
         goto out_q;
     }
-    bq[1].started = pthread_create(&bq[1].th, NULL, bg_main, &bq[1]) == 0;
+    if (again)
+        bq[1].started = pthread_create(&bq[1].th, NULL, bg_main, &bq[1]) == 0;
     rc = H.n > H.n_match ? pd__ch_query(c, &bsql[2], &bresp[2], err) : 0;
     if (bq[1].started)
         pthread_join(bq[1].th, NULL);
-    else
+    else if (again)
         bg_main(&bq[1]);
-    if (rc == 0 && bq[1].rc < 0) {
+    if (rc == 0 && again && bq[1].rc < 0) {
         rc = bq[1].rc;
         if (err)
             *err = bq[1].err;
