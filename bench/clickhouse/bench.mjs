@@ -10,6 +10,9 @@
 //          "" skips it), STEADY_SERIES=256 STEADY_K=8 (S series x K profiles
 //          each, pushed round by round 10 s apart; round 0 warms up — every
 //          series and stack new — and is not counted)
+//          STEADY_STEP_MS=10000 (the rounds' spacing in the profiles'
+//          timestamps; 60000 with K=64 spreads them over an hour, so the
+//          merges cover whole aggs_v1 buckets: issue 35 item 4)
 //          CLUSTER=1 (also the 2-shard Distributed run of the one-shot shape)
 //          PROFD_ARGS="..." (extra flags of the ClickHouse profd, e.g.
 //          --clickhouse.batch-wait=5ms)
@@ -201,9 +204,10 @@ if (process.env.CLUSTER) {
 
 
 // Steady state: S series x K profiles, round by round, at each concurrency
-const ST0 = NOW - (K * 10 + 120) * 1000;
+const STEP = Number(process.env.STEADY_STEP_MS || 10000);
+const ST0 = NOW - (K * STEP + 120 * 1000);
 const rounds = Array.from({ length: K }, (_, j) => Array.from({ length: S }, (_, k) => ({
-  k, service: 'steady', body: bodies[(k + j) % bodies.length], instance: `s${String(k).padStart(4, '0')}`, at: ST0 + j * 10000 + k,
+  k, service: 'steady', body: bodies[(k + j) % bodies.length], instance: `s${String(k).padStart(4, '0')}`, at: ST0 + j * STEP + k,
 })));
 const SFROM = (ST0 - 60000) / 1000;
 async function steadyRun(profd, servers, clients) {

@@ -6,7 +6,9 @@
 //     node bench/clickhouse/read.mjs DATA_DIR
 //
 // DATA_DIR/<type>/NNNNNN.pb.gz as bench/storage_size/collect.sh writes them.
-// env: N (profiles per type; default all), RUNS=7, CH_ZSTD=1 (ClickHouse's
+// env: N (profiles per type; default all), RUNS=7, STEP_MS=1000 (the
+// profiles' spacing in time; 60000 spreads 150 over 2.5 h, so the merges
+// cover whole aggs_v1 buckets), CH_ZSTD=1 (ClickHouse's
 // server-wide <compression> zstd). One clickhouse-server (free loopback
 // ports), a database per binary, each type one series pushed in order
 // through profefe's API, every table OPTIMIZE FINAL'd; then, RUNS rounds
@@ -43,6 +45,7 @@ console.error(`load before: ${load()}; nproc ${os.cpus().length}; ${os.cpus()[0]
 const ch = await startClickHouse(dir, 'ch', await chPorts(), {
   config: process.env.CH_ZSTD ? '<compression><case><method>zstd</method></case></compression>' : '',
 });
+const STEP = Number(process.env.STEP_MS || 1000);
 const T0 = Date.now() - 3 * 3600 * 1000;
 const bins = { new: process.env.PROFD_BIN, base: process.env.PROFD_BIN_BASE };
 const profd = {};
@@ -55,7 +58,7 @@ for (const [label, bin] of Object.entries(bins)) {
   for (const [t, files] of Object.entries(sets)) {
     ids[label][t] = [];
     for (let k = 0; k < files.length; k++) {
-      const r = await http(`${p.base}/api/0/profiles?` + qs({ service: 'size', type: TYPES[t], instance_id: t, created_at: new Date(T0 + k * 1000).toISOString() }),
+      const r = await http(`${p.base}/api/0/profiles?` + qs({ service: 'size', type: TYPES[t], instance_id: t, created_at: new Date(T0 + k * STEP).toISOString() }),
         { method: 'POST', body: fs.readFileSync(files[k]), timeoutMs: 120000 });
       assert.equal(r.status, 200, `${label} ${files[k]}: ${r.text}`);
       ids[label][t].push(r.json.body.id);
@@ -66,7 +69,7 @@ for (const [label, bin] of Object.entries(bins)) {
   profd[label] = p;
 }
 const FROM = (T0 - 60000) / 1000;
-const TO = (T0 + 3600 * 1000) / 1000;
+const TO = (T0 + Math.max(3600 * 1000, Math.max(...Object.values(sets).map((f) => f.length)) * STEP + 1000)) / 1000;
 const med = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 const ms = {};
 for (let run = 0; run < RUNS; run++) {

@@ -75,6 +75,8 @@ static int64_t count_written(pd_ch *c, ch_batch *b, const char *table, pd_err *e
     return n;
 }
 
+#define CH_ONE_BLOCK "max_insert_block_size=4294967295&min_insert_block_size_rows=0"
+
 /* INSERTs rows into table; an outcome unknown is settled by counting the
  * live entries' rows (expect of them): all there = done, none = sent
  * again (once), some = failure. */
@@ -90,6 +92,12 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
     const char *settings = c->replicated ? "insert_distributed_sync=1&insert_deduplicate=1"
                            : c->cluster  ? "insert_distributed_sync=1"
                                          : NULL;
+    /* aggs_v1: one block, so one part per server: a series' rows of the
+       batch land with its reconciliation row or not at all (ch_agg.h) */
+    if (strcmp(table, "aggs_v1") == 0)
+        settings = c->replicated ? "insert_distributed_sync=1&insert_deduplicate=1&" CH_ONE_BLOCK
+                   : c->cluster  ? "insert_distributed_sync=1&" CH_ONE_BLOCK
+                                 : CH_ONE_BLOCK;
     int64_t backoff = 100;
     for (int round = 0;; round++) {
         bool amb = false;
@@ -333,13 +341,32 @@ static void flush(pd_ch *c, ch_batch *b)
                                "a profile of this series at %lld is already stored", (long long)ts);
     }
 
-    /* then profiles (the row that makes a profile visible) */
+    /* then profiles (the row that makes a profile visible), and beside it
+       the live entries' aggs_v1 rows (schema 5). These are not part of the
+       acknowledgement: whichever of the two fails, lands twice or half, an
+       bucket's reconciliation row (n, wsum) then differs from its profiles
+       rows and merges read that bucket from samples_v3 (ch_agg.c) — exact
+       either way; so an aggs INSERT whose outcome is unknown is not sent
+       again, and its failure only logged and counted */
+    par_insert pa = {.c = c, .table = "aggs_v1"};
+    pd_buf_init(&pa.rows, 0);
+    pd_err_clear(&pa.err);
+    if (gather(b, offsetof(ch_entry, agg_rows), &pa.rows, &n_live) == 0)
+        par_start(&pa);
+    else
+        pa.rc = pd_err_set(&pa.err, PD_ENOMEM, "out of memory batching the aggs_v1 rows");
     pd_buf_reset(&rows);
-    if (gather(b, offsetof(ch_entry, prof_row), &rows, &n_live) < 0) {
+    if (gather(b, offsetof(ch_entry, prof_row), &rows, &n_live) < 0)
         rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
-        goto fail;
+    else
+        rc = insert_rows(c, b, "profiles_v3", &rows, true, n_live, &err);
+    par_join(&pa);
+    pd_buf_release(&pa.rows);
+    if (pa.rc < 0) {
+        pd_log(PD_LOG_WARN, "clickhouse: aggs_v1 rows not written (merges read their buckets raw)",
+               "profiles=%zu err=\"%s\"", n_live, pa.err.msg);
+        pd_metrics_add("profd_clickhouse_agg_write_errors_total", NULL, 1);
     }
-    rc = insert_rows(c, b, "profiles_v3", &rows, true, n_live, &err);
     if (rc < 0) {
         undo_profiles(c, b);
         goto fail;

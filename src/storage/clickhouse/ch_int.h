@@ -70,6 +70,7 @@ struct ch_entry {
     uint64_t fp, write_id;
     int64_t ts, day;
     pd_buf prof_row, series_row, index_rows, sample_rows, stack_rows;
+    pd_buf agg_rows; /* aggs_v1 rows (schema 5): its stacks summed, its reconciliation row */
     uint64_t *stack_hash; /* n_stacks keys of stacks_v3 rows (stacks and, schema 4,
                              locations), in stack_rows order */
     size_t *stack_end;    /* end offset of each stack row in stack_rows */
@@ -92,6 +93,26 @@ struct ch_batch {
 static inline const char *pd__ch_local_suffix(const pd_ch *c)
 {
     return c->cluster ? "_local" : "";
+}
+
+/* ---- aggs_v1 (schema 5; ch_agg.c) ---- */
+
+/* The width of an aggs_v1 bucket (ms): bucket = ts / PD_CH_AGG_BUCKET_MS.
+ * Ten minutes: a "last hour" merge has 5 whole buckets of 6 (hours would
+ * leave it none), and a series pushing every 10-60 s has 10-60 profiles a
+ * bucket to sum; a day has 144 (the partition holds whole buckets). */
+#define PD_CH_AGG_BUCKET_MS 600000ll
+
+/* What a profile's write_id adds to its bucket's wsum (mod 2^64): a 64-bit
+ * mix (splitmix64's finalizer) so that two sets of write_ids of the same
+ * size have the same sum only by chance (2^-64), never by structure. */
+static inline uint64_t pd__ch_wid_hash(uint64_t w)
+{
+    w ^= w >> 30;
+    w *= 0xbf58476d1ce4e5b9ull;
+    w ^= w >> 27;
+    w *= 0x94d049bb133111ebull;
+    return w ^ (w >> 31);
 }
 
 /* ---- ch_batch.c ---- */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "storage/clickhouse/ch_agg.h"
 #include "storage/clickhouse/ch_int.h"
 #include "storage/tsdb/warnings_int.h"
 
@@ -37,6 +38,7 @@ typedef struct part {
     char **comments;
     size_t n_comments;
     /* sums */
+    pd_u64map at;    /* stack hash -> index (a merge's sums from two sources) */
     uint64_t *stack; /* n_stacks */
     int64_t *values; /* n_stacks x n_types */
     size_t n_stacks, cap_stacks;
@@ -76,6 +78,7 @@ static void agg_release(agg *g)
 {
     for (size_t i = 0; i < g->n_parts; i++) {
         pd_u64map_release(&g->parts[i].fps);
+        pd_u64map_release(&g->parts[i].at);
         free(g->parts[i].stack);
         free(g->parts[i].values);
     }
@@ -141,6 +144,7 @@ static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
         p = &g->parts[g->n_parts++];
         memset(p, 0, sizeof *p);
         pd_u64map_init(&p->fps);
+        pd_u64map_init(&p->at);
         p->types_hash = th;
         p->types = types;
         p->units = units;
@@ -454,84 +458,228 @@ out:
     return rc;
 }
 
-/* One group: its refs fps[0..n) (indexes idx[] into the caller's refs). */
+/* Adds the sums of one answer (RowBinary rows: types_hash, stack_hash,
+ * then Array(Int64) values — samples_v3's sumForEach — or, map, a
+ * Tuple(Array(UInt16) type indexes, Array(Int64)) — aggs_v1's sumMap) to
+ * the parts (a stack's values of every answer added; wrapping, as
+ * ClickHouse's sums). Rows of a sample-type set without part (profiles
+ * gone meanwhile) are skipped. 0, -EIO (malformed), PD_ETOOBIG, PD_ENOMEM. */
+static int add_sums(agg *g, const pd_buf *resp, bool map, pd_err *err)
+{
+    ch_rd r = {(const uint8_t *)resp->data, resp->len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        uint64_t th = pd__ch_rd_u64(&r), sh = pd__ch_rd_u64(&r);
+        uint64_t nk = pd__ch_rd_varint(&r);
+        if (r.bad || nk > r.len)
+            return pd__ch_bad_answer(g->c, err, "the sums per stack");
+        part *p = find_part(g, th);
+        size_t keys_at = r.pos;
+        uint64_t nv = nk;
+        if (map) {
+            r.pos += 2 * nk;
+            nv = pd__ch_rd_varint(&r);
+            if (r.bad || r.pos > r.len || nv != nk)
+                return pd__ch_bad_answer(g->c, err, "the sums per stack");
+        }
+        if (!p) {
+            for (uint64_t k = 0; k < nv; k++)
+                (void)pd__ch_rd_u64(&r);
+            continue;
+        }
+        if (!map && nv != p->n_types)
+            return pd__ch_bad_answer(g->c, err, "the sums per stack");
+        uint64_t i;
+        if (!pd_u64map_get(&p->at, sh, &i)) {
+            int rc = part_room(p, p->n_types, "the merge", "distinct stacks", err);
+            if (rc < 0)
+                return rc;
+            i = p->n_stacks++;
+            p->stack[i] = sh;
+            memset(&p->values[i * p->n_types], 0, p->n_types * sizeof *p->values);
+            if (pd_u64map_put(&p->at, sh, i) < 0)
+                return pd__ch_nomem(err);
+        }
+        int64_t *v = &p->values[i * p->n_types];
+        for (uint64_t k = 0; k < nv; k++) {
+            uint64_t t = k;
+            if (map) {
+                ch_rd kr = {r.p, r.len, keys_at + 2 * k, false};
+                t = pd__ch_rd_u16(&kr);
+            }
+            uint64_t x = pd__ch_rd_u64(&r);
+            if (t >= p->n_types)
+                return pd__ch_bad_answer(g->c, err, "the sums per stack");
+            v[t] = (int64_t)((uint64_t)v[t] + x);
+        }
+        if (r.bad)
+            return pd__ch_bad_answer(g->c, err, "the sums per stack");
+    }
+    return 0;
+}
+
+/* Drops the parts' stacks whose sums are all zero (a merge leaves them
+ * out) and lists the others' hashes in *want (n_want). 0 or PD_ENOMEM. */
+static int keep_nonzero(agg *g, uint64_t **want, size_t *n_want, pd_err *err)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < g->n_parts; i++)
+        total += g->parts[i].n_stacks;
+    uint64_t *w = malloc((total ? total : 1) * sizeof *w);
+    if (!w)
+        return pd__ch_nomem(err);
+    size_t nw = 0;
+    for (size_t i = 0; i < g->n_parts; i++) {
+        part *p = &g->parts[i];
+        size_t nt = p->n_types, j = 0;
+        for (size_t s = 0; s < p->n_stacks; s++) {
+            bool zero = true;
+            for (size_t k = 0; k < nt && zero; k++)
+                zero = p->values[s * nt + k] == 0;
+            if (zero)
+                continue;
+            if (j != s) {
+                p->stack[j] = p->stack[s];
+                memmove(&p->values[j * nt], &p->values[s * nt], nt * sizeof *p->values);
+            }
+            w[nw++] = p->stack[j++];
+        }
+        p->n_stacks = j;
+        pd_u64map_release(&p->at); /* indexes moved; not used after */
+        pd_u64map_init(&p->at);
+    }
+    *want = w;
+    *n_want = nw;
+    return 0;
+}
+
+/* Appends the samples_v3 sums SELECT of the series fps[0..n) over [mint,
+ * maxt] to sql, counting only rows of stored profiles (write_id is unique
+ * per append, and a profile's samples rows have its fingerprint and ts:
+ * `write_id IN` alone selects the same rows as the tuple, ~25% faster on
+ * 18.16, bench/clickhouse/RESULTS.md), restricted by only(H) (NULL: all
+ * of the range). Stacks whose sums are all zero are left out by
+ * ClickHouse (the merge drops them, and since schema v2 zero-valued
+ * samples have rows). */
+static int put_raw_sums(pd_buf *sql, const uint64_t *fps, size_t n, int64_t mint, int64_t maxt,
+                        const ch_buckets *H, int (*only)(const ch_buckets *, pd_buf *))
+{
+    int rc = pd_buf_puts(sql,
+                         "SELECT types_hash, stack_hash, sumForEach(values) FROM samples_v3 WHERE");
+    rc = rc ? rc : put_fp_range(sql, fps, n, mint, maxt);
+    rc = rc ? rc : only ? only(H, sql) : 0;
+    rc = rc ? rc
+            : pd_buf_puts(sql, " AND write_id GLOBAL IN (SELECT write_id FROM profiles_v3 "
+                               "WHERE");
+    rc = rc ? rc : put_fp_range(sql, fps, n, mint, maxt);
+    return rc ? rc
+              : pd_buf_puts(sql, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x "
+                                 "!= 0, sumForEach(values)) FORMAT RowBinary");
+}
+
+/* One group: its refs fps[0..n) (indexes idx[] into the caller's refs).
+ *
+ * a) the profiles' headers (in time order, folded by fold_row, each
+ * counted in its series-bucket), beside (one round trip of latency) b) the
+ * sums from samples_v3 when no 10-minute bucket lies wholly inside the
+ * range; else aggs_v1's reconciliation rows of those buckets, their sums
+ * from aggs_v1 and the cut ends' from samples_v3 (ch_agg.h) — a second
+ * round trip only when a bucket's reconciliation differs; c) the stacks that
+ * survived, resolved with IN; d) one part per sample-type set. */
 static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx, int64_t mint,
                      int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
                      void *ctx, pd_u64map *all_fps, pd_err *err)
 {
     pd_ch *c = g->c;
-    pd_buf sql, resp, blobs, sql_b, resp_b;
+    pd_buf sql, resp, blobs;
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, CH_MAX_ANSWER);
     pd_buf_init(&blobs, CH_MAX_ANSWER);
-    pd_buf_init(&sql_b, 0);
-    pd_buf_init(&resp_b, CH_MAX_ANSWER);
     pd_u64map blob_at;
     pd_u64map_init(&blob_at);
+    ch_buckets H;
+    pd__ch_buckets_init(&H, mint, maxt);
+    bool buckets = pd__ch_buckets_any(&H);
     uint64_t *want = NULL;
     size_t n_want = 0;
     int rc;
 
-    /* b) sums per stack, counting only rows of stored profiles (write_id is
-       unique per append, and a profile's samples rows have its fingerprint
-       and ts: `write_id IN` alone selects the same rows as the tuple, ~25%
-       faster on 18.16, bench/clickhouse/RESULTS.md): sent first,
-       on its own thread, so that it runs in ClickHouse beside a) (one round
-       trip of latency, not two); read after a) */
-    bg_query bq = {.c = c, .sql = &sql_b, .resp = &resp_b};
-    pd_err_clear(&bq.err);
-    rc = pd_buf_puts(&sql_b,
-                     "SELECT types_hash, stack_hash, sumForEach(values) FROM samples_v3 WHERE");
-    rc = rc ? rc : put_fp_range(&sql_b, fps, n, mint, maxt);
+    /* beside the headers: the sums of the range from samples_v3 (no whole
+       bucket), or the reconciliation rows, the sums of every whole bucket
+       from aggs_v1 and those of the cut ends from samples_v3 */
+    bg_query bq[3];
+    pd_buf bsql[3], bresp[3];
+    for (int k = 0; k < 3; k++) {
+        pd_buf_init(&bsql[k], 0);
+        pd_buf_init(&bresp[k], CH_MAX_ANSWER);
+        bq[k] = (bg_query){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
+        pd_err_clear(&bq[k].err);
+    }
+    bool want_q[3] = {true, buckets, buckets && pd__ch_buckets_cut(&H)};
+    if (!buckets)
+        rc = put_raw_sums(&bsql[0], fps, n, mint, maxt, NULL, NULL);
+    else
+        rc = pd__ch_buckets_put_summary_sql(&H, fps, n, &bsql[0]);
+    rc = rc ? rc : !want_q[1] ? 0 : pd__ch_buckets_put_agg_sql(&H, fps, n, false, &bsql[1]);
     rc = rc ? rc
-            : pd_buf_puts(&sql_b, " AND write_id GLOBAL IN (SELECT write_id FROM profiles_v3 "
-                                  "WHERE");
-    rc = rc ? rc : put_fp_range(&sql_b, fps, n, mint, maxt);
-    /* stacks whose sums are all zero are left out by ClickHouse (the
-       merge drops them, and since schema v2 zero-valued samples have rows) */
-    rc = rc ? rc
-            : pd_buf_puts(&sql_b, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x "
-                                  "!= 0, sumForEach(values)) FORMAT RowBinary");
+            : !want_q[2] ? 0
+                         : put_raw_sums(&bsql[2], fps, n, mint, maxt, &H,
+                                        pd__ch_buckets_put_raw_cut);
     if (rc < 0) {
         rc = pd__ch_nomem(err);
-        goto out;
+        goto out_q;
     }
-    bq.started = pthread_create(&bq.th, NULL, bg_main, &bq) == 0;
+    for (int k = 0; k < 3; k++)
+        if (want_q[k])
+            bq[k].started = pthread_create(&bq[k].th, NULL, bg_main, &bq[k]) == 0;
 
     /* a) the profiles' headers, in time order */
     rc = pd_buf_puts(&sql, "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
                            "period_type, period_unit, period, time_nanos, duration_nanos, "
-                           "comments, drop_frames, keep_frames, default_sample_type, doc_url "
-                           "FROM profiles_v3 WHERE");
+                           "comments, drop_frames, keep_frames, default_sample_type, doc_url, "
+                           "write_id FROM profiles_v3 WHERE");
     rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY ts, fingerprint FORMAT RowBinary");
     if (rc < 0)
         rc = pd__ch_nomem(err);
     else
         rc = pd__ch_query(c, &sql, &resp, err);
-    if (bq.started)
-        pthread_join(bq.th, NULL);
-    else
-        bg_main(&bq);
-    if (rc == 0 && bq.rc < 0) {
-        rc = bq.rc;
-        if (err)
-            *err = bq.err;
+    for (int k = 0; k < 3; k++) {
+        if (!want_q[k])
+            continue;
+        if (bq[k].started)
+            pthread_join(bq[k].th, NULL);
+        else
+            bg_main(&bq[k]);
+        if (rc == 0 && bq[k].rc < 0) {
+            rc = bq[k].rc;
+            if (err)
+                *err = bq[k].err;
+        }
     }
     if (rc < 0)
-        goto out;
+        goto out_q;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
+        size_t at = r.pos;
         rc = fold_row(g, &r, ref_idx, err);
         if (rc < 0)
-            goto out;
-        if (rc > 0 || r.bad) {
+            goto out_q;
+        uint64_t wid = pd__ch_rd_u64(&r);
+        ch_rd h = {r.p, r.len, at, false};
+        (void)pd__ch_rd_u64(&h);
+        uint64_t fp = pd__ch_rd_u64(&h);
+        int64_t ts = (int64_t)pd__ch_rd_u64(&h);
+        if (rc > 0 || r.bad || h.bad) {
             rc = pd__ch_bad_answer(c, err, "the profiles' headers");
-            goto out;
+            goto out_q;
+        }
+        if (buckets && (rc = pd__ch_buckets_add(&H, fp, ts, wid)) < 0) {
+            rc = pd__ch_nomem(err);
+            goto out_q;
         }
     }
     if (g->n_parts == 0)
-        goto out;
+        goto out_q;
     for (size_t i = 0; i < g->n_parts; i++)
         for (size_t k = 0; k < g->parts[i].fps.cap; k++) {
             uint64_t key = g->parts[i].fps.kv[2 * k];
@@ -539,52 +687,62 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
                 (void)pd_u64map_put(all_fps, key, 1);
         }
     if (poll && (rc = poll(ctx, err)) < 0)
-        goto out;
-    pd_buf_release(&resp);
-    resp = resp_b; /* the sums, read below */
-    pd_buf_init(&resp_b, 0);
-    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
-    size_t cap_want = 0;
-    while (pd__ch_rd_more(&r)) {
-        uint64_t th = pd__ch_rd_u64(&r), sh = pd__ch_rd_u64(&r);
-        uint64_t nv = pd__ch_rd_varint(&r);
-        part *p = find_part(g, th);
-        if (r.bad || !p || nv != p->n_types) {
-            if (!r.bad && !p) { /* a profile gone meanwhile (retention) */
-                for (uint64_t k = 0; k < nv; k++)
-                    (void)pd__ch_rd_u64(&r);
-                continue;
-            }
-            rc = pd__ch_bad_answer(c, err, "the sums per stack");
-            goto out;
-        }
-        if ((rc = part_room(p, nv, "the merge", "distinct stacks", err)) < 0)
-            goto out;
-        bool zero = true;
-        for (size_t k = 0; k < nv; k++) {
-            int64_t x = (int64_t)pd__ch_rd_u64(&r);
-            p->values[p->n_stacks * nv + k] = x;
-            zero = zero && x == 0;
-        }
-        if (r.bad) {
-            rc = pd__ch_bad_answer(c, err, "the sums per stack");
-            goto out;
-        }
-        if (zero)
-            continue;
-        p->stack[p->n_stacks++] = sh;
-        if (n_want == cap_want) {
-            size_t nc = cap_want ? 2 * cap_want : 256;
-            uint64_t *w = realloc(want, nc * sizeof *w);
-            if (!w) {
-                rc = pd__ch_nomem(err);
-                goto out;
-            }
-            want = w;
-            cap_want = nc;
-        }
-        want[n_want++] = sh;
+        goto out_q;
+    if (!buckets) { /* b) the sums, all from samples_v3 */
+        rc = add_sums(g, &bresp[0], false, err);
+        goto out_q;
     }
+    /* b) the cut ends' sums from samples_v3, and every whole bucket's from
+       aggs_v1 when all matched; else aggs_v1's again without the buckets
+       that did not (on its own thread) and theirs from samples_v3 */
+    if ((rc = pd__ch_buckets_match(&H, &bresp[0])) != 0) {
+        rc = rc == PD_ENOMEM ? pd__ch_nomem(err)
+                             : pd__ch_bad_answer(c, err, "the aggs_v1 reconciliation rows");
+        goto out_q;
+    }
+    if ((rc = add_sums(g, &bresp[2], false, err)) < 0)
+        goto out_q;
+    if (H.n == H.n_match && H.n_odd == 0) {
+        rc = add_sums(g, &bresp[1], true, err);
+        goto out_q;
+    }
+    for (int k = 0; k < 3; k++) {
+        pd_buf_reset(&bsql[k]);
+        pd_buf_reset(&bresp[k]);
+        bq[k] = (bg_query){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
+        pd_err_clear(&bq[k].err);
+    }
+    /* nothing matched (or a key clash): every whole bucket from samples_v3 */
+    bool again = H.n_match > 0;
+    if ((again && pd__ch_buckets_put_agg_sql(&H, fps, n, true, &bsql[1]) < 0) ||
+        (H.n > H.n_match && put_raw_sums(&bsql[2], fps, n, mint, maxt, &H,
+                                         pd__ch_buckets_put_raw_unmatched) < 0)) {
+        rc = pd__ch_nomem(err);
+        goto out_q;
+    }
+    if (again)
+        bq[1].started = pthread_create(&bq[1].th, NULL, bg_main, &bq[1]) == 0;
+    rc = H.n > H.n_match ? pd__ch_query(c, &bsql[2], &bresp[2], err) : 0;
+    if (bq[1].started)
+        pthread_join(bq[1].th, NULL);
+    else if (again)
+        bg_main(&bq[1]);
+    if (rc == 0 && again && bq[1].rc < 0) {
+        rc = bq[1].rc;
+        if (err)
+            *err = bq[1].err;
+    }
+    if (rc == 0 && (rc = add_sums(g, &bresp[1], true, err)) == 0)
+        rc = add_sums(g, &bresp[2], false, err);
+out_q:
+    for (int k = 0; k < 3; k++) {
+        pd_buf_release(&bsql[k]);
+        pd_buf_release(&bresp[k]);
+    }
+    if (rc < 0 || g->n_parts == 0)
+        goto out;
+    if ((rc = keep_nonzero(g, &want, &n_want, err)) < 0)
+        goto out;
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out;
 
@@ -599,12 +757,11 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     rc = 0;
 out:
     free(want);
+    pd__ch_buckets_release(&H);
     pd_u64map_release(&blob_at);
     pd_buf_release(&sql);
     pd_buf_release(&resp);
     pd_buf_release(&blobs);
-    pd_buf_release(&sql_b);
-    pd_buf_release(&resp_b);
     return rc;
 }
 

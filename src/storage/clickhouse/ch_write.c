@@ -37,6 +37,7 @@ static void entry_free(ch_entry *e)
     pd_buf_release(&e->index_rows);
     pd_buf_release(&e->sample_rows);
     pd_buf_release(&e->stack_rows);
+    pd_buf_release(&e->agg_rows);
     free(e->stack_hash);
     free(e->stack_end);
     free(e);
@@ -147,11 +148,27 @@ typedef struct migration {
  * the schema-3 blob, so v3 rows and v4 rows of one stack are
  * interchangeable and a v3 database stays readable as it is; the version
  * keeps a v3 profd (which cannot read a v4 row) from opening it. */
+/* Version 5 adds aggs_v1: the samples pre-summed per (series, bucket, sample
+ * types, stack) by a SummingMergeTree, and per (series, bucket) a
+ * reconciliation row (types_hash = stack_hash = 0: n = profiles, wsum = the
+ * sum of pd__ch_wid_hash of their write_ids). A merge uses a bucket's sums
+ * only where that row equals the same computed from the bucket's profiles_v3
+ * rows (ch_agg.c); buckets written before the migration have no row there and
+ * are read from samples_v3 as before: exact either way. */
+static const table_def schema_v5[] = {
+    {"aggs_v1",
+     "day Date, fingerprint UInt64, bucket Int64, types_hash UInt64, stack_hash UInt64, "
+     "n UInt64, wsum UInt64, valuesMap Nested(type UInt16, value Int64)",
+     "SummingMergeTree() PARTITION BY day ORDER BY (fingerprint, bucket, types_hash, stack_hash)",
+     "fingerprint"},
+};
+
 static const migration migrations[] = {
     {1, schema_v1, sizeof schema_v1 / sizeof schema_v1[0], NULL, 0},
     {2, NULL, 0, NULL, 0},
     {3, schema_v3, sizeof schema_v3 / sizeof schema_v3[0], NULL, 0},
     {4, NULL, 0, NULL, 0},
+    {5, schema_v5, sizeof schema_v5 / sizeof schema_v5[0], NULL, 0},
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == PD_CH_SCHEMA_VERSION,
@@ -407,6 +424,19 @@ static int add_stack_row(ch_entry *e, size_t *n, size_t *cap, uint64_t key, cons
     return 0;
 }
 
+/* Appends the columns of an aggs_v1 row before valuesMap to b. */
+static int put_agg_key(pd_buf *b, const ch_entry *e, int64_t bucket, uint64_t th, uint64_t sh,
+                       uint64_t n, uint64_t wsum)
+{
+    int rc = pd__ch_put_u16(b, (uint16_t)e->day);
+    rc = rc ? rc : pd__ch_put_u64(b, e->fp);
+    rc = rc ? rc : pd__ch_put_u64(b, (uint64_t)bucket);
+    rc = rc ? rc : pd__ch_put_u64(b, th);
+    rc = rc ? rc : pd__ch_put_u64(b, sh);
+    rc = rc ? rc : pd__ch_put_u64(b, n);
+    return rc ? rc : pd__ch_put_u64(b, wsum);
+}
+
 /* Encodes every row of one append into e. */
 static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *body, size_t len,
                         const pd_profile *p, pd_err *err)
@@ -559,6 +589,32 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
             goto nomem;
         e->n_samples++;
     }
+    /* aggs_v1 (schema 5): the profile's stacks summed (all-zero ones left
+       out, as merges leave them out), then its reconciliation row */
+    int64_t bucket = e->ts / PD_CH_AGG_BUCKET_MS;
+    for (size_t i = 0; i < n_sum; i++) {
+        size_t nz = 0;
+        for (size_t k = 0; k < nt; k++)
+            nz += sums[i * nt + k] != 0;
+        if (nz == 0)
+            continue;
+        rc = put_agg_key(&e->agg_rows, e, bucket, th, hashes[i], 0, 0);
+        rc = rc ? rc : pd_buf_put_varint(&e->agg_rows, nz);
+        for (size_t k = 0; rc == 0 && k < nt; k++)
+            if (sums[i * nt + k] != 0)
+                rc = pd__ch_put_u16(&e->agg_rows, (uint16_t)k);
+        rc = rc ? rc : pd_buf_put_varint(&e->agg_rows, nz);
+        for (size_t k = 0; rc == 0 && k < nt; k++)
+            if (sums[i * nt + k] != 0)
+                rc = pd__ch_put_u64(&e->agg_rows, (uint64_t)sums[i * nt + k]);
+        if (rc < 0)
+            goto nomem;
+    }
+    rc = put_agg_key(&e->agg_rows, e, bucket, 0, 0, 1, pd__ch_wid_hash(e->write_id));
+    rc = rc ? rc : pd_buf_put_varint(&e->agg_rows, 0);
+    rc = rc ? rc : pd_buf_put_varint(&e->agg_rows, 0);
+    if (rc < 0)
+        goto nomem;
     rc = 0;
     goto out;
 nomem:
@@ -609,12 +665,13 @@ int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_
     pd_buf_init(&e->index_rows, 0);
     pd_buf_init(&e->sample_rows, 0);
     pd_buf_init(&e->stack_rows, 0);
+    pd_buf_init(&e->agg_rows, 0);
     rc = encode_entry(e, labels, body, len, profile, err);
     if (rc < 0) {
         entry_free(e);
         return rc;
     }
-    size_t bytes = e->prof_row.len + e->sample_rows.len + e->stack_rows.len;
+    size_t bytes = e->prof_row.len + e->sample_rows.len + e->stack_rows.len + e->agg_rows.len;
 
     pthread_mutex_lock(&c->mu);
     while (!c->stopping && c->pending && c->pending->bytes > 4 * c->batch_bytes)
@@ -674,10 +731,12 @@ int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_
  * there; every profd then uses the recorded value (re-read at each maintenance run) and
  * says so in its log when its own flag differs. Changing it is one INSERT (docs/clickhouse.md).
  * Retention drops the day partitions older than it of every table: profiles, samples,
- * series_index, and since schema v3 stacks and series (a row each per day of use). */
+ * series_index, and since schema v3 stacks and series (a row each per day of use); since
+ * schema v5 aggs_v1, first: a day whose samples are gone but whose profiles rows are not
+ * yet must not be answered from sums (without its aggs rows the bucket is read raw). */
 
-static const char *const partitioned[] = {"profiles_v3", "samples_v3", "series_index_v3",
-                                          "stacks_v3", "series_v3"};
+static const char *const partitioned[] = {"aggs_v1",         "profiles_v3", "samples_v3",
+                                          "series_index_v3", "stacks_v3",   "series_v3"};
 
 /* The database's retention on server u into *out (ms; <= 0: none); records
  * c->flag_retention_ms first when there is none. */
@@ -743,7 +802,7 @@ static int drop_old_on(pd_ch *c, size_t u, int64_t keep_day, pd_err *err)
         rc = pd_buf_printf(&sql, "%s'%s%s'", i ? "," : "", partitioned[i], pd__ch_local_suffix(c));
     rc = rc ? rc : pd_buf_puts(&sql, ") AND partition < ");
     rc = rc ? rc : pd__ch_put_sql_day(&sql, keep_day);
-    rc = rc ? rc : pd_buf_puts(&sql, " FORMAT RowBinary");
+    rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY startsWith(table, 'aggs_') DESC FORMAT RowBinary");
     rc = rc ? rc : exec_on_sql(c, u, &sql, &resp, err);
     if (rc < 0)
         goto out;
@@ -978,6 +1037,13 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
                         "Profiles acknowledged by ClickHouse.");
     pd_metrics_describe("profd_clickhouse_failed_profiles_total", PD_METRIC_COUNTER,
                         "Profiles whose insert batch failed (not acknowledged).");
+    pd_metrics_describe("profd_clickhouse_agg_write_errors_total", PD_METRIC_COUNTER,
+                        "Insert batches whose aggs_v1 rows were not written (merges read "
+                        "their buckets from samples_v3).");
+    pd_metrics_describe("profd_clickhouse_merge_buckets_total", PD_METRIC_COUNTER,
+                        "Series-buckets wholly inside merges, by where their sums were read: "
+                        "aggregate (aggs_v1) or raw (samples_v3: no or a mismatched "
+                        "reconciliation row).");
     pd_metrics_describe("profd_clickhouse_batch_seconds_sum", PD_METRIC_COUNTER,
                         "Seconds spent writing insert batches.");
     /* the schema on every server that answers; at least one must */

@@ -53,6 +53,20 @@
  *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts, stack_hash),
  *                index_granularity 1024; one row per sample of the producer's
  *                (a repeated stack, a zero-valued sample: a row each)
+ *   aggs_v1      (day, fingerprint, bucket Int64 = ts / 600,000 (10 min), types_hash,
+ *                stack_hash, n UInt64, wsum UInt64, valuesMap Nested(type
+ *                UInt16, value Int64))
+ *                SummingMergeTree PARTITION BY day ORDER BY (fingerprint,
+ *                bucket, types_hash, stack_hash): since v5, each profile's
+ *                stacks summed (n = wsum = 0; valuesMap: the non-zero values
+ *                by sample type index), and per profile a reconciliation row
+ *                (types_hash = stack_hash = 0, n = 1, wsum =
+ *                pd__ch_wid_hash(write_id)); written beside the profiles row.
+ *                A merge reads a series' bucket from its sums only when that
+ *                bucket lies wholly in the range and its summed n and wsum
+ *                equal those of its profiles_v3 rows (ch_agg.c): otherwise
+ *                (a failed or repeated write, buckets from before v5) from
+ *                samples_v3 as before
  * Versions: v1 kept the producer's body in profiles.body and summed the
  * samples of one stack; v2 (no table changed) writes '' there and a single
  * read rebuilds the profile from samples + stacks + the profiles row; v3
@@ -61,6 +75,7 @@
  * over (docs/clickhouse.md gives the INSERT ... SELECT statements). Rows of
  * v1 (a body) and v2 are read alike. v4 (no table changed) writes stacks as
  * location keys plus shared location rows; v3 stack rows are still read.
+ * v5 adds aggs_v1 (older buckets have no rows there: they are read raw).
  * fingerprint = pd_labels_hash(labels) is also the series ref. types_hash
  * hashes the sample types/units and the period type/unit: a merge part
  * never mixes two of them. write_id is random per append: a query counts
@@ -157,7 +172,7 @@
 
 #include "storage/storage.h"
 
-#define PD_CH_SCHEMA_VERSION 4
+#define PD_CH_SCHEMA_VERSION 5
 
 typedef struct pd_ch pd_ch;
 

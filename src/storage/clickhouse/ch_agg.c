@@ -1,0 +1,223 @@
+/*
+ * storage/clickhouse/ch_agg.c — which buckets of a merge are read from
+ * aggs_v1 (schema 5, clickhouse.h) and the SQL that reads them.
+ *
+ * The rule (exact by construction): a series' bucket is read from its
+ * pre-summed rows only when it lies wholly inside the merge's range and its
+ * reconciliation row in aggs_v1 — n (profiles) and wsum (the sum of
+ * pd__ch_wid_hash of their write_ids, mod 2^64), summed over every write —
+ * equals the same computed from the bucket's profiles_v3 rows, the commit
+ * records the raw path counts. A write whose profiles INSERT failed (its
+ * aggs rows landed), an aggs INSERT that failed or landed twice, a bucket
+ * written before schema 5: the two differ, and the bucket is read from
+ * samples_v3 like the buckets cut by the range's ends. Equal sets of
+ * write_ids give equal sums; unequal ones equal sums only by a 2^-64
+ * chance (the hash is a 64-bit mix of random ids).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/metrics.h"
+#include "storage/clickhouse/ch_agg.h"
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+void pd__ch_buckets_init(ch_buckets *h, int64_t mint, int64_t maxt)
+{
+    memset(h, 0, sizeof *h);
+    pd_u64map_init(&h->at);
+    if (mint < 0)
+        mint = 0; /* no profile is older (pd__ch_check_time) */
+    h->mint = mint;
+    h->maxt = maxt;
+    /* bucket k covers [k * H, (k + 1) * H - 1] */
+    h->lo = floor_div(mint, PD_CH_AGG_BUCKET_MS) + (mint % PD_CH_AGG_BUCKET_MS != 0);
+    h->hi = maxt == INT64_MAX ? floor_div(maxt, PD_CH_AGG_BUCKET_MS) - 1
+                              : floor_div(maxt + 1, PD_CH_AGG_BUCKET_MS) - 1;
+    if (maxt < mint)
+        h->hi = h->lo - 1; /* none */
+}
+
+void pd__ch_buckets_release(ch_buckets *h)
+{
+    pd_u64map_release(&h->at);
+    free(h->v);
+    free(h->odd);
+    memset(h, 0, sizeof *h);
+}
+
+static uint64_t slot_key(uint64_t fp, int64_t bucket)
+{
+    uint64_t k = pd__ch_wid_hash(fp ^ pd__ch_wid_hash((uint64_t)bucket + 0x9e3779b97f4a7c15ull));
+    return k == UINT64_MAX ? k - 1 : k;
+}
+
+int pd__ch_buckets_add(ch_buckets *h, uint64_t fp, int64_t ts, uint64_t write_id)
+{
+    int64_t bucket = floor_div(ts, PD_CH_AGG_BUCKET_MS);
+    if (bucket < h->lo || bucket > h->hi) {
+        h->n_cut++;
+        return 0;
+    }
+    uint64_t k = slot_key(fp, bucket), at;
+    if (pd_u64map_get(&h->at, k, &at)) {
+        if (h->v[at].fp != fp || h->v[at].bucket != bucket)
+            h->clash = true; /* two buckets, one key: this merge reads raw */
+    } else {
+        if (h->n == h->cap) {
+            size_t nc = h->cap ? 2 * h->cap : 64;
+            ch_bucket *v = realloc(h->v, nc * sizeof *v);
+            if (!v)
+                return PD_ENOMEM;
+            h->v = v;
+            h->cap = nc;
+        }
+        at = h->n;
+        if (pd_u64map_put(&h->at, k, at) < 0)
+            return PD_ENOMEM;
+        h->v[h->n++] = (ch_bucket){.fp = fp, .bucket = bucket};
+    }
+    h->v[at].n++;
+    h->v[at].wsum += pd__ch_wid_hash(write_id);
+    return 0;
+}
+
+/* " day BETWEEN 'a' AND 'b' AND bucket BETWEEN lo AND hi" */
+static int put_buckets(pd_buf *b, int64_t lo, int64_t hi)
+{
+    int rc = pd_buf_puts(b, " day BETWEEN ");
+    rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(lo * PD_CH_AGG_BUCKET_MS));
+    rc = rc ? rc : pd_buf_puts(b, " AND ");
+    rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(hi * PD_CH_AGG_BUCKET_MS));
+    return rc ? rc : pd_buf_printf(b, " AND bucket BETWEEN %lld AND %lld", (long long)lo, (long long)hi);
+}
+
+int pd__ch_buckets_put_summary_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql)
+{
+    int rc = pd_buf_puts(sql, "SELECT fingerprint, bucket, sum(n), sum(wsum) FROM aggs_v1 WHERE "
+                              "fingerprint IN (");
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = pd_buf_printf(sql, "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
+    rc = rc ? rc : pd_buf_puts(sql, ") AND");
+    rc = rc ? rc : put_buckets(sql, h->lo, h->hi);
+    return rc ? rc
+              : pd_buf_puts(sql, " AND types_hash = 0 AND stack_hash = 0 GROUP BY fingerprint, "
+                                 "bucket FORMAT RowBinary");
+}
+
+int pd__ch_buckets_match(ch_buckets *h, const pd_buf *resp)
+{
+    h->n_match = 0;
+    h->n_raw_rows = h->n_cut;
+    ch_rd r = {(const uint8_t *)resp->data, resp->len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        uint64_t fp = pd__ch_rd_u64(&r);
+        int64_t bucket = (int64_t)pd__ch_rd_u64(&r);
+        uint64_t n = pd__ch_rd_u64(&r), wsum = pd__ch_rd_u64(&r), at;
+        if (r.bad)
+            return -1;
+        if (h->clash)
+            continue;
+        if (!pd_u64map_get(&h->at, slot_key(fp, bucket), &at)) {
+            /* aggs rows of no profiles row (a write whose commit failed):
+               the aggs read leaves them out */
+            if (h->n_odd == h->cap_odd) {
+                size_t nc = h->cap_odd ? 2 * h->cap_odd : 16;
+                ch_bucket *o = realloc(h->odd, nc * sizeof *o);
+                if (!o)
+                    return PD_ENOMEM;
+                h->odd = o;
+                h->cap_odd = nc;
+            }
+            h->odd[h->n_odd++] = (ch_bucket){.fp = fp, .bucket = bucket};
+            continue;
+        }
+        ch_bucket *x = &h->v[at];
+        if (x->fp != fp || x->bucket != bucket) {
+            h->clash = true; /* two buckets, one key: all read raw */
+            continue;
+        }
+        if (x->n == n && x->wsum == wsum && !x->match) {
+            x->match = true;
+            h->n_match++;
+        }
+    }
+    for (size_t i = 0; i < h->n; i++) {
+        if (h->clash && h->v[i].match) {
+            h->v[i].match = false;
+            h->n_match--;
+        }
+        if (!h->v[i].match)
+            h->n_raw_rows += h->v[i].n;
+    }
+    if (h->n_match)
+        pd_metrics_add("profd_clickhouse_merge_buckets_total", "path=\"aggregate\"",
+                       (double)h->n_match);
+    if (h->n > h->n_match)
+        pd_metrics_add("profd_clickhouse_merge_buckets_total", "path=\"raw\"",
+                       (double)(h->n - h->n_match));
+    return 0;
+}
+
+/* "(fp,bucket),..." of the buckets with profiles rows not matched and (odd)
+ * those aggs_v1 has a reconciliation row of but no profiles row now. */
+static int put_unmatched(const ch_buckets *h, bool odd, pd_buf *b)
+{
+    int rc = 0;
+    bool first = true;
+    for (size_t i = 0; rc == 0 && i < h->n; i++)
+        if (!h->v[i].match) {
+            rc = pd_buf_printf(b, "%s(%llu,%lld)", first ? "" : ",",
+                               (unsigned long long)h->v[i].fp, (long long)h->v[i].bucket);
+            first = false;
+        }
+    for (size_t i = 0; rc == 0 && odd && i < h->n_odd; i++) {
+        rc = pd_buf_printf(b, "%s(%llu,%lld)", first ? "" : ",", (unsigned long long)h->odd[i].fp,
+                           (long long)h->odd[i].bucket);
+        first = false;
+    }
+    return rc;
+}
+
+int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t n,
+                               bool exceptions, pd_buf *sql)
+{
+    int rc = pd_buf_puts(sql, "SELECT types_hash, stack_hash, sumMap(valuesMap.type, "
+                              "valuesMap.value) FROM aggs_v1 WHERE fingerprint IN (");
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = pd_buf_printf(sql, "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
+    rc = rc ? rc : pd_buf_puts(sql, ") AND");
+    rc = rc ? rc : put_buckets(sql, h->lo, h->hi);
+    if (rc == 0 && exceptions) {
+        rc = pd_buf_puts(sql, " AND (fingerprint, bucket) NOT IN (");
+        rc = rc ? rc : put_unmatched(h, true, sql);
+        rc = rc ? rc : pd_buf_putc(sql, ')');
+    }
+    return rc ? rc
+              : pd_buf_puts(sql, " GROUP BY types_hash, stack_hash FORMAT RowBinary");
+}
+
+bool pd__ch_buckets_cut(const ch_buckets *h)
+{
+    return h->mint < h->lo * PD_CH_AGG_BUCKET_MS || h->maxt > (h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1;
+}
+
+int pd__ch_buckets_put_raw_cut(const ch_buckets *h, pd_buf *b)
+{
+    return pd_buf_printf(b, " AND (ts < %lld OR ts > %lld)",
+                         (long long)(h->lo * PD_CH_AGG_BUCKET_MS),
+                         (long long)((h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1));
+}
+
+int pd__ch_buckets_put_raw_unmatched(const ch_buckets *h, pd_buf *b)
+{
+    int rc = pd_buf_printf(b, " AND (fingerprint, intDiv(ts, %lld)) IN (",
+                           (long long)PD_CH_AGG_BUCKET_MS);
+    rc = rc ? rc : put_unmatched(h, false, b);
+    return rc ? rc : pd_buf_putc(b, ')');
+}

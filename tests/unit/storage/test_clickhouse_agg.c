@@ -1,0 +1,402 @@
+/* Unit tests of the ClickHouse backend's pre-summed merges (aggs_v1,
+ * schema 5: src/storage/clickhouse/ch_agg.c) against a real clickhouse-server
+ * (ch_fixture.h; skipped where it is not installed) and the embedded store
+ * (the TSDB) fed the same appends of real heap profiles:
+ *  - merges over ranges that cover hours whole, cut them, hold none, and
+ *    all time, per series and grouped, are equal to the TSDB's (every
+ *    part's profile pd_profile_equal, its counts and times), both through
+ *    aggs_v1 (profd_clickhouse_merge_hours_total{path="aggregate"} grows)
+ *    and with aggs_v1 emptied (every hour raw);
+ *  - a batch whose profiles_v3 INSERT fails (the table renamed away: its
+ *    aggs_v1 rows land, its commit row does not) and a batch whose aggs_v1
+ *    INSERT fails: the answers stay equal to the TSDB's, the hour is read
+ *    raw; the same after a restart (close, open);
+ *  - retention drops aggs_v1's old days with the other tables'.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "../pd_test.h"
+
+#include "base/metrics.h"
+#include "storage/clickhouse/ch_int.h"
+#include "ch_fixture.h"
+
+static const int64_t HOUR = 3600000, DAY_MS = 86400000, B = PD_CH_AGG_BUCKET_MS;
+
+/* The profiles appended to ClickHouse (acknowledged): series, ts. */
+static struct {
+    int s;
+    int64_t ts;
+} g_put[256];
+static size_t g_n_put;
+
+/* Series-buckets wholly inside [a, z] that hold a stored profile: what
+ * a merge of every series over [a, z] may read from aggs_v1. */
+static size_t whole_buckets(int64_t a, int64_t z)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g_n_put; i++) {
+        int64_t b = g_put[i].ts / B;
+        if (b * B < a || (b + 1) * B - 1 > z)
+            continue;
+        bool first = true; /* count each (series, bucket) once */
+        for (size_t j = 0; j < i && first; j++)
+            first = !(g_put[j].s == g_put[i].s && g_put[j].ts / B == b);
+        n += first;
+    }
+    return n;
+}
+
+/* What a merge handed its fn: each part's info and profile (encoded). */
+typedef struct got {
+    size_t n;
+    pd_storage_agg_part info[8];
+    pd_buf prof[8];
+} got;
+
+static int collect(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
+{
+    (void)err;
+    got *g = ctx;
+    assert_true(g->n < 8);
+    g->info[g->n] = *part;
+    pd_buf_init(&g->prof[g->n], 0);
+    assert_int_equal(pd_profile_encode(p, false, &g->prof[g->n]), 0);
+    g->n++;
+    return 0;
+}
+
+static void got_release(got *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        pd_buf_release(&g->prof[i]);
+    g->n = 0;
+}
+
+static void merge(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
+                  int64_t a, int64_t z, got *g)
+{
+    pd_err err;
+    memset(g, 0, sizeof *g);
+    PD_ASSERT_OK(pd_storage_aggregate(s, refs, group, n, a, z, collect, NULL, g, NULL, &err),
+                 &err);
+}
+
+/* Fails the test unless the two merges handed the same parts. */
+static void same(const got *ch, const got *ts, const char *what)
+{
+    if (ch->n != ts->n)
+        fail_msg("%s: ClickHouse %zu parts, TSDB %zu", what, ch->n, ts->n);
+    for (size_t i = 0; i < ch->n; i++) {
+        const pd_storage_agg_part *a = &ch->info[i], *b = &ts->info[i];
+        if (a->n_profiles != b->n_profiles || a->n_series != b->n_series ||
+            a->min_ts != b->min_ts || a->max_ts != b->max_ts || a->series != b->series)
+            fail_msg("%s part %zu: ClickHouse %zu profiles %zu series [%lld, %lld] ref %zu, "
+                     "TSDB %zu %zu [%lld, %lld] %zu",
+                     what, i, (size_t)a->n_profiles, (size_t)a->n_series, (long long)a->min_ts,
+                     (long long)a->max_ts, (size_t)a->series, (size_t)b->n_profiles,
+                     (size_t)b->n_series, (long long)b->min_ts, (long long)b->max_ts,
+                     (size_t)b->series);
+        pd_profile pa, pb;
+        pd_err err;
+        PD_ASSERT_OK(pd_profile_decode(&pa, (const uint8_t *)ch->prof[i].data, ch->prof[i].len, NULL, &err), &err);
+        PD_ASSERT_OK(pd_profile_decode(&pb, (const uint8_t *)ts->prof[i].data, ts->prof[i].len, NULL, &err), &err);
+        pd_err why;
+        pd_err_clear(&why);
+        bool eq = pd_profile_equal(&pa, &pb, &why);
+        pd_profile_release(&pa);
+        pd_profile_release(&pb);
+        if (!eq)
+            fail_msg("%s part %zu: ClickHouse and TSDB differ: %s", what, i, why.msg);
+    }
+}
+
+static pd_storage *open_tsdb(char *dir)
+{
+    assert_non_null(mkdtemp(dir));
+    pd_storage_options o = pd_storage_options_default();
+    o.path = dir;
+    o.fsync = PD_FSYNC_NEVER;
+    o.clock_ms = fake_clock;
+    o.maintenance_ms = -1;
+    o.block_duration_ms = -1;
+    pd_storage *ts;
+    pd_err err;
+    PD_ASSERT_OK(pd_storage_open(&o, &ts, &err), &err);
+    return ts;
+}
+
+static void rm_tsdb(pd_storage *ts, const char *dir)
+{
+    pd_storage_close(ts);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static pd_ch *open_sql(const char *db)
+{
+    const char *urls[] = {g_url};
+    pd_storage_options o = ch_opts(urls, 1, db);
+    o.maintenance_ms = -1;
+    pd_ch *c;
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
+    return c;
+}
+
+static uint64_t ch_u64(pd_ch *c, const char *fmt, ...)
+{
+    char sql[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    pd_err err;
+    pd_buf resp;
+    pd_buf_init(&resp, 0);
+    PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err), &err);
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    uint64_t v = pd__ch_rd_u64(&r);
+    assert_false(r.bad);
+    pd_buf_release(&resp);
+    return v;
+}
+
+static void ch_do(pd_ch *c, const char *sql)
+{
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, NULL, NULL, &err), &err);
+}
+
+static double hours_metric(const char *path)
+{
+    char l[32];
+    snprintf(l, sizeof l, "path=\"%s\"", path);
+    return pd_metrics_get("profd_clickhouse_merge_buckets_total", l);
+}
+
+/* The refs of series instance a, b, c (in that order) of store s. */
+static void refs_of(pd_storage *s, uint64_t ref[3])
+{
+    pd_err err;
+    for (int k = 0; k < 3; k++) {
+        char inst[2] = {(char)('a' + k), 0};
+        pd_matcher m;
+        PD_ASSERT_OK(pd_matcher_init(&m, PD_MATCH_EQ, "instance", inst, &err), &err);
+        pd_series_set set;
+        PD_ASSERT_OK(pd_storage_select(s, &m, 1, INT64_MIN, INT64_MAX, &set, &err), &err);
+        pd_matcher_release(&m);
+        assert_int_equal(set.n, 1);
+        ref[k] = set.v[0].ref;
+        pd_series_set_release(&set);
+    }
+}
+
+/* Appends heap profile k % 4 of series instance inst at ts to both stores
+ * (ts may be NULL). */
+static void put(pd_storage *ch, pd_storage *ts, char inst, int64_t t, size_t k)
+{
+    pd_labels ls;
+    char name[2] = {inst, 0};
+    labels(&ls, "heap", name, NULL);
+    const tprof *p = &g_prof[k % 4];
+    pd_err err;
+    PD_ASSERT_OK(pd_storage_append(ch, &ls, t, p->body, p->len, &p->p, &err), &err);
+    if (ts)
+        PD_ASSERT_OK(pd_storage_append(ts, &ls, t, p->body, p->len, &p->p, &err), &err);
+    pd_labels_release(&ls);
+    assert_true(g_n_put < 256);
+    g_put[g_n_put].s = inst - 'a';
+    g_put[g_n_put++].ts = t;
+}
+
+/* Every range kind, per series and grouped: ClickHouse == TSDB. Returns
+ * the series-buckets the merges read from aggs_v1; *whole: those wholly in
+ * their ranges (whole_buckets). */
+static double check_ranges(pd_storage *ch, pd_storage *ts, int64_t h0, const char *when,
+                           size_t *whole)
+{
+    uint64_t rc[3], rt[3];
+    refs_of(ch, rc);
+    refs_of(ts, rt);
+    static const uint32_t one[3] = {0, 0, 0};
+    const int64_t ranges[][2] = {
+        {h0, h0 + 4 * HOUR - 1},                   /* four hours whole */
+        {h0 + 25 * 60000, h0 + 3 * HOUR + 420000}, /* cut at both ends */
+        {h0 + HOUR, h0 + 2 * HOUR - 1},            /* one hour */
+        {h0 + HOUR - 1, h0 + 2 * HOUR},            /* one hour and a ms each side */
+        {h0 + 600000, h0 + 2400000},               /* buckets 1-3 whole */
+        {h0 + 60000, h0 + 500000},                 /* inside one bucket */
+        {0, INT64_MAX},                            /* all time */
+    };
+    double before = hours_metric("aggregate");
+    *whole = 0;
+    for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++)
+        for (int grouped = 0; grouped < 2; grouped++) {
+            *whole += whole_buckets(ranges[r][0], ranges[r][1]);
+            got a, b;
+            merge(ch, rc, grouped ? one : NULL, 3, ranges[r][0], ranges[r][1], &a);
+            merge(ts, rt, grouped ? one : NULL, 3, ranges[r][0], ranges[r][1], &b);
+            char what[96];
+            snprintf(what, sizeof what, "%s, range %zu%s", when, r, grouped ? " grouped" : "");
+            same(&a, &b, what);
+            got_release(&a);
+            got_release(&b);
+        }
+    return hours_metric("aggregate") - before;
+}
+
+static void test_merges_equal_embedded(void **state)
+{
+    (void)state;
+    need_server();
+    const int64_t h0 = 1795708800000; /* an hour's start */
+    g_now = h0 + 5 * HOUR;
+    g_n_put = 0;
+    pd_storage *ch = open_store("agg_equal");
+    char dir[] = "/tmp/pd_ch_agg_XXXXXX";
+    pd_storage *ts = open_tsdb(dir);
+    /* 3 series, a profile every 10 minutes for 4 hours (a and c), every
+       20 (b), each series a little apart */
+    for (size_t k = 0; k < 24; k++)
+        for (int s = 0; s < 3; s++)
+            if (s != 1 || k % 2 == 0)
+                put(ch, ts, (char)('a' + s), h0 + (int64_t)k * 600000 + s * 1000, k + (size_t)s);
+    size_t whole;
+    double via = check_ranges(ch, ts, h0, "aggs_v1", &whole);
+    assert_true(whole > 100); /* the ranges hold whole buckets */
+    assert_int_equal((long long)via, (long long)whole);
+
+    /* aggs_v1 emptied: every bucket raw, the same answers */
+    pd_ch *c = open_sql("agg_equal");
+    ch_do(c, "TRUNCATE TABLE aggs_v1");
+    double raw = hours_metric("raw");
+    assert_int_equal((long long)check_ranges(ch, ts, h0, "raw", &whole), 0);
+    assert_int_equal((long long)(hours_metric("raw") - raw), (long long)whole);
+    pd__ch_close(c);
+    pd_storage_close(ch);
+    rm_tsdb(ts, dir);
+}
+
+static void test_failed_writes_stay_exact(void **state)
+{
+    (void)state;
+    need_server();
+    const int64_t h0 = 1795708800000 + 10 * HOUR;
+    g_now = h0 + 5 * HOUR;
+    g_n_put = 0;
+    pd_storage *ch = open_store("agg_fail");
+    char dir[] = "/tmp/pd_ch_aggf_XXXXXX";
+    pd_storage *ts = open_tsdb(dir);
+    for (size_t k = 0; k < 24; k++)
+        for (int s = 0; s < 3; s++)
+            put(ch, ts, (char)('a' + s), h0 + (int64_t)k * 600000 + s * 1000, k);
+    pd_ch *c = open_sql("agg_fail");
+
+    /* hour 3: a batch whose commit row fails (its samples and aggs rows land;
+       newer than the series' last profile: no duplicate check reads the
+       table before) */
+    ch_do(c, "RENAME TABLE profiles_v3 TO profiles_v3_off");
+    pd_labels ls;
+    labels(&ls, "heap", "a", NULL);
+    pd_err err;
+    int64_t t_fail = h0 + 3 * HOUR + 59 * 60000 + 1000;
+    int rc = pd_storage_append(ch, &ls, t_fail, g_prof[1].body, g_prof[1].len, &g_prof[1].p, &err);
+    assert_true(rc < 0);
+    /* and one in a bucket of no stored profile (its aggs rows alone there) */
+    pd_labels lc;
+    labels(&lc, "heap", "c", NULL);
+    rc = pd_storage_append(ch, &lc, h0 + 4 * HOUR + 300000, g_prof[2].body, g_prof[2].len,
+                           &g_prof[2].p, &err);
+    assert_true(rc < 0);
+    pd_labels_release(&lc);
+    ch_do(c, "RENAME TABLE profiles_v3_off TO profiles_v3");
+    /* the injection did what it says: aggs_v1 counts 2 profiles there */
+    uint64_t fp = ch_u64(c, "SELECT any(fingerprint) FROM samples_v3 WHERE ts = %lld FORMAT "
+                            "RowBinary",
+                         (long long)t_fail);
+    assert_int_equal(ch_u64(c,
+                            "SELECT sum(n) FROM aggs_v1 WHERE fingerprint = %llu AND bucket = "
+                            "%lld AND types_hash = 0 AND stack_hash = 0 FORMAT RowBinary",
+                            (unsigned long long)fp, (long long)(t_fail / B)),
+                     2);
+    /* hour 2: a batch whose aggs rows fail (its profiles commit) */
+    ch_do(c, "RENAME TABLE aggs_v1 TO aggs_v1_off");
+    double errs = pd_metrics_get("profd_clickhouse_agg_write_errors_total", NULL);
+    put(ch, ts, 'b', h0 + 2 * HOUR + 77000, 2);
+    assert_true(pd_metrics_get("profd_clickhouse_agg_write_errors_total", NULL) > errs);
+    ch_do(c, "RENAME TABLE aggs_v1_off TO aggs_v1");
+    pd_labels_release(&ls);
+
+    double raw = hours_metric("raw");
+    size_t whole;
+    double via = check_ranges(ch, ts, h0, "after failed writes", &whole);
+    /* the two buckets of the failed writes are read raw where whole */
+    double raw_n = hours_metric("raw") - raw;
+    assert_true(raw_n >= 2);
+    assert_int_equal((long long)(via + raw_n), (long long)whole);
+
+    /* a restart: the same */
+    pd_storage_close(ch);
+    ch = open_store("agg_fail");
+    double via2 = check_ranges(ch, ts, h0, "after a restart", &whole);
+    assert_int_equal((long long)via2, (long long)via);
+    /* a later append to a raw bucket leaves it raw, and exact */
+    put(ch, ts, 'a', h0 + 3 * HOUR + 55 * 60000, 3);
+    check_ranges(ch, ts, h0, "after a later append", &whole);
+    pd__ch_close(c);
+    pd_storage_close(ch);
+    rm_tsdb(ts, dir);
+}
+
+static void test_retention_drops_aggs(void **state)
+{
+    (void)state;
+    need_server();
+    const int64_t now = 1795708800000 + 20 * HOUR;
+    g_now = now - 5 * DAY_MS;
+    pd_storage *ch = open_store("agg_ret");
+    for (size_t k = 0; k < 6; k++)
+        put(ch, NULL, 'a', g_now - HOUR + (int64_t)k * 60000, k);
+    g_now = now;
+    for (size_t k = 0; k < 6; k++)
+        put(ch, NULL, 'a', now - HOUR + (int64_t)k * 60000, k);
+    pd_ch *c = open_sql("agg_ret");
+    int64_t old_day = (now - 5 * DAY_MS) / DAY_MS;
+    assert_true(ch_u64(c, "SELECT count() FROM aggs_v1 WHERE day = toDate(%lld) FORMAT RowBinary",
+                       (long long)old_day) > 0);
+    pd_err err;
+    PD_ASSERT_OK(pd_storage_maintain(ch, &err), &err); /* retention: 3 days (ch_opts) */
+    assert_int_equal(ch_u64(c,
+                            "SELECT count() FROM aggs_v1 WHERE day <= toDate(%lld) FORMAT "
+                            "RowBinary",
+                            (long long)old_day),
+                     0);
+    assert_true(ch_u64(c, "SELECT count() FROM aggs_v1 WHERE day = toDate(%lld) FORMAT RowBinary",
+                       (long long)(now / DAY_MS)) > 0);
+    pd__ch_close(c);
+    pd_storage_close(ch);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merges_equal_embedded),
+        cmocka_unit_test(test_failed_writes_stay_exact),
+        cmocka_unit_test(test_retention_drops_aggs),
+    };
+    int rc = load_all(NULL);
+    if (rc == 0)
+        rc = start_server(NULL);
+    if (rc != 0)
+        return 1;
+    return cmocka_run_group_tests(tests, NULL, stop_server);
+}
