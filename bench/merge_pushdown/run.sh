@@ -24,7 +24,7 @@
 #    over all series — side by side: profd with --storage.aggregate-workers=1
 #    (the blocks one after another), with its default (the cores, <= 4), and
 #    the profd of OLD (another build dir, e.g. of the previous commit) if set.
-#       env: BLOCKS=5 OLD= PARTS="1 2"
+#       env: BLOCKS=5 OLD= PARTS="1 2" HEAP_DIR= PROFD_RUNS=200
 # Ports 21150 (demo) and 21151 (profd), loopback only (env PORT_T, PORT_P).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,7 +45,7 @@ MK=$(realpath "$B/tests/unit/storage/bench_mkblock")
 OUT=bench/out/merge_pushdown
 mkdir -p "$OUT/heap-$TARGET"
 OUT=$(realpath "$OUT")
-H=$OUT/heap-$TARGET
+H=${HEAP_DIR:-$OUT/heap-$TARGET} # HEAP_DIR: profiles collected elsewhere (read only)
 tmp=$(mktemp -d)
 cleanup() {
     kill $(jobs -p) 2>/dev/null || true
@@ -115,12 +115,18 @@ profd_req() { # URL -> "median_ms cpu_ms_per_req best_ms cpu_p10_ms cpu_p90_ms"
     local url=$1 c0 c1 lat best
     curl -fsS -o /dev/null "$url"
     : >"$tmp/lat"; : >"$tmp/cpu"
+    local perf=
+    if [ -n "${PERF_OUT:-}" ]; then # PERF_OUT=PREFIX: perf record -g of profd during the requests
+        perf record -q -g -p "$pid" -o "$PERF_OUT.$pid.data" 2>/dev/null & perf=$!
+        sleep 0.5
+    fi
     for _ in $(seq "$PROFD_RUNS"); do
         c0=$(cpu_ns)
         curl -fsS -o /dev/null -w '%{time_total}\n' "$url" >>"$tmp/lat"
         c1=$(cpu_ns)
         echo $((c1 - c0)) >>"$tmp/cpu"
     done
+    [ -z "$perf" ] || { kill -INT "$perf"; wait "$perf" || true; }
     lat=$(median <"$tmp/lat")
     best=$(sort -g "$tmp/lat" | head -1)
     sort -g "$tmp/cpu" | awk -v l="$lat" -v b="$best" '{a[NR]=$1} END{
@@ -187,7 +193,7 @@ echo
 echo "3. the same $N profiles pushed as the last $((N * 7 / 60)) minutes: merged from the head"
 printf '   %-34s %10.1f %10.3f   (CPU p10 %.3f, p90 %.3f over %d requests)\n' "profd over HTTP (report=proto)" "$pl" "$pc" "$pc10" "$pc90" "$PROFD_RUNS"
 printf '   %-34s %10.1f %10.1f\n' "go tool pprof -proto (same files)" "$gl" "$gc"
-awk -v a="$gl" -v b="$pl" 'BEGIN{printf "   speedup: wall %.0fx\n", a/b}'
+awk -v a="$gl" -v b="$pl" -v c="$gc" -v d="$pc" -v d10="$pc10" -v d90="$pc90" 'BEGIN{printf "   speedup: wall %.0fx, CPU %.0fx (%.0f-%.0fx over profd p90-p10)\n", a/b, c/d, c/d90, c/d10}'
 go tool pprof -raw "$tmp/profd3.pb.gz" 2>/dev/null | python3 bench/merge_pushdown/normalize_raw.py >"$tmp/a3.txt"
 go tool pprof -raw "$tmp/pprof.pb.gz" 2>/dev/null | python3 bench/merge_pushdown/normalize_raw.py >"$tmp/b3.txt"
 if cmp -s "$tmp/a3.txt" "$tmp/b3.txt"; then
