@@ -24,13 +24,14 @@
 #    over all series — side by side: profd with --storage.aggregate-workers=1
 #    (the blocks one after another), with its default (the cores, <= 4), and
 #    the profd of OLD (another build dir, e.g. of the previous commit) if set.
-#       env: BLOCKS=5 OLD= PARTS="1 2"
+#       env: BLOCKS=5 OLD= PARTS="1 2" HEAP_DIR= PROFD_RUNS=200
 # Ports 21150 (demo) and 21151 (profd), loopback only (env PORT_T, PORT_P).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build}
 N=${N:-858}
 RUNS=${RUNS:-10}
+PROFD_RUNS=${PROFD_RUNS:-200} # profd requests timed one by one (CPU per request in ns)
 TARGET=${TARGET:-prometheus}
 SERIES=${SERIES:-1000}
 PER=${PER:-10}
@@ -44,7 +45,7 @@ MK=$(realpath "$B/tests/unit/storage/bench_mkblock")
 OUT=bench/out/merge_pushdown
 mkdir -p "$OUT/heap-$TARGET"
 OUT=$(realpath "$OUT")
-H=$OUT/heap-$TARGET
+H=${HEAP_DIR:-$OUT/heap-$TARGET} # HEAP_DIR: profiles collected elsewhere (read only)
 tmp=$(mktemp -d)
 cleanup() {
     kill $(jobs -p) 2>/dev/null || true
@@ -106,17 +107,30 @@ start_profd() { # DIR PORT [PROFD [FLAGS...]]
     done
     echo "   (blocks: $nb, with their aggregates file: $na)"
 }
-cpu_ticks() { awk '{print $14 + $15}' /proc/$pid/stat; }
-profd_req() { # URL -> "median_ms cpu_ms_per_req best_ms"
+# profd's CPU in ns (the scheduler's per-thread run time, summed over its
+# threads: /proc/PID/task/*/schedstat field 1), not /proc/PID/stat's 10 ms
+# ticks — one merge is a few ms, under a tick
+cpu_ns() { cat /proc/$pid/task/*/schedstat 2>/dev/null | awk '{s += $1} END{printf "%d", s}'; }
+profd_req() { # URL -> "median_ms cpu_ms_per_req best_ms cpu_p10_ms cpu_p90_ms"
     local url=$1 c0 c1 lat best
     curl -fsS -o /dev/null "$url"
-    c0=$(cpu_ticks)
-    for _ in $(seq "$RUNS"); do curl -fsS -o /dev/null -w '%{time_total}\n' "$url"; done >"$tmp/lat"
-    c1=$(cpu_ticks)
+    : >"$tmp/lat"; : >"$tmp/cpu"
+    local perf=
+    if [ -n "${PERF_OUT:-}" ]; then # PERF_OUT=PREFIX: perf record -g of profd during the requests
+        perf record -q -g -p "$pid" -o "$PERF_OUT.$pid.data" 2>/dev/null & perf=$!
+        sleep 0.5
+    fi
+    for _ in $(seq "$PROFD_RUNS"); do
+        c0=$(cpu_ns)
+        curl -fsS -o /dev/null -w '%{time_total}\n' "$url" >>"$tmp/lat"
+        c1=$(cpu_ns)
+        echo $((c1 - c0)) >>"$tmp/cpu"
+    done
+    [ -z "$perf" ] || { kill -INT "$perf"; wait "$perf" || true; }
     lat=$(median <"$tmp/lat")
     best=$(sort -g "$tmp/lat" | head -1)
-    awk -v l="$lat" -v c=$((c1 - c0)) -v hz="$hz" -v r="$RUNS" -v b="$best" \
-        'BEGIN{printf "%.1f %.1f %.1f", l*1000, c*1000/hz/r, b*1000}'
+    sort -g "$tmp/cpu" | awk -v l="$lat" -v b="$best" '{a[NR]=$1} END{
+        printf "%.1f %.3f %.1f %.3f %.3f", l*1000, a[int((NR+1)/2)]/1e6, b*1000, a[int(NR*0.1)+1]/1e6, a[int(NR*0.9)]/1e6}'
 }
 
 echo "machine: $(nproc) cores,$(awk -F: '/model name/{print $2; exit}' /proc/cpuinfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -131,7 +145,7 @@ q="%7Bjob%3D%22bench%22%2C__name__%3D%22heap%22%7D"
 url="http://127.0.0.1:$PORT_P/api/v1/query?mode=merge&query=$q&from=$from&to=$to&report=proto"
 got=$(curl -fsS -D - -o "$tmp/profd.pb.gz" "$url" | awk 'tolower($1)=="x-profd-profiles:"{print $2+0}')
 [ "$got" = "$N" ] || { echo "profd merged $got profiles, want $N" >&2; exit 1; }
-read -r pl pc _ <<<"$(profd_req "$url")"
+read -r pl pc _ pc10 pc90 <<<"$(profd_req "$url")"
 for _ in 1 2 3; do
     /usr/bin/time -f '%e %U %S %M' -o "$tmp/time.txt" go tool pprof -proto $FILES >"$tmp/pprof.pb.gz" 2>/dev/null
     cat "$tmp/time.txt"
@@ -140,9 +154,9 @@ read -r gl gc gr <"$tmp/pp.txt"
 echo
 echo "1. merge of $N consecutive heap profiles of $TARGET (one series, one block; $(du -sh "$H" | cut -f1) of gzip pprof)"
 printf '   %-34s %10s %10s\n' "" "wall ms" "CPU ms"
-printf '   %-34s %10.1f %10.1f\n' "profd over HTTP (report=proto)" "$pl" "$pc"
+printf '   %-34s %10.1f %10.3f   (CPU p10 %.3f, p90 %.3f over %d requests)\n' "profd over HTTP (report=proto)" "$pl" "$pc" "$pc10" "$pc90" "$PROFD_RUNS"
 printf '   %-34s %10.1f %10.1f   (peak RSS %.0f MiB)\n' "go tool pprof -proto (same files)" "$gl" "$gc" "$gr"
-awk -v a="$gl" -v b="$pl" -v c="$gc" -v d="$pc" 'BEGIN{printf "   speedup: wall %.0fx, CPU %s\n", a/b, (d>0? sprintf("%.0fx", c/d) : ">" sprintf("%.0fx", c/(1000/'"$hz"'/'"$RUNS"')) " (profd under one clock tick per request)")}'
+awk -v a="$gl" -v b="$pl" -v c="$gc" -v d="$pc" -v d10="$pc10" -v d90="$pc90" 'BEGIN{printf "   speedup: wall %.0fx, CPU %.0fx (%.0f-%.0fx over profd p90-p10)\n", a/b, c/d, c/d90, c/d10}'
 go tool pprof -raw "$tmp/profd.pb.gz" 2>/dev/null | python3 bench/merge_pushdown/normalize_raw.py >"$tmp/a.txt"
 go tool pprof -raw "$tmp/pprof.pb.gz" 2>/dev/null | python3 bench/merge_pushdown/normalize_raw.py >"$tmp/b.txt"
 if cmp -s "$tmp/a.txt" "$tmp/b.txt"; then
@@ -169,7 +183,7 @@ q3="%7Bservice%3D%22bench%22%2C__name__%3D%22heap%22%7D"
 url="http://127.0.0.1:$PORT_P/api/v1/query?mode=merge&query=$q3&from=$T3&to=$((T3 + N * 7 + 1))&report=proto"
 got=$(curl -fsS -D - -o "$tmp/profd3.pb.gz" "$url" | awk 'tolower($1)=="x-profd-profiles:"{print $2+0}')
 [ "$got" = "$N" ] || { echo "profd merged $got profiles from the head, want $N" >&2; exit 1; }
-read -r pl pc _ <<<"$(profd_req "$url")"
+read -r pl pc _ pc10 pc90 <<<"$(profd_req "$url")"
 [ -s "$tmp/pp.txt" ] || for _ in 1 2 3; do
     /usr/bin/time -f '%e %U %S %M' -o "$tmp/time.txt" go tool pprof -proto $FILES >"$tmp/pprof.pb.gz" 2>/dev/null
     cat "$tmp/time.txt"
@@ -177,9 +191,9 @@ done | awk '{print $1*1000, ($2+$3)*1000, $4/1024}' | sort -g | awk '{a[NR]=$0} 
 read -r gl gc gr <"$tmp/pp.txt"
 echo
 echo "3. the same $N profiles pushed as the last $((N * 7 / 60)) minutes: merged from the head"
-printf '   %-34s %10.1f %10.1f\n' "profd over HTTP (report=proto)" "$pl" "$pc"
+printf '   %-34s %10.1f %10.3f   (CPU p10 %.3f, p90 %.3f over %d requests)\n' "profd over HTTP (report=proto)" "$pl" "$pc" "$pc10" "$pc90" "$PROFD_RUNS"
 printf '   %-34s %10.1f %10.1f\n' "go tool pprof -proto (same files)" "$gl" "$gc"
-awk -v a="$gl" -v b="$pl" 'BEGIN{printf "   speedup: wall %.0fx\n", a/b}'
+awk -v a="$gl" -v b="$pl" -v c="$gc" -v d="$pc" -v d10="$pc10" -v d90="$pc90" 'BEGIN{printf "   speedup: wall %.0fx, CPU %.0fx (%.0f-%.0fx over profd p90-p10)\n", a/b, c/d, c/d90, c/d10}'
 go tool pprof -raw "$tmp/profd3.pb.gz" 2>/dev/null | python3 bench/merge_pushdown/normalize_raw.py >"$tmp/a3.txt"
 go tool pprof -raw "$tmp/pprof.pb.gz" 2>/dev/null | python3 bench/merge_pushdown/normalize_raw.py >"$tmp/b3.txt"
 if cmp -s "$tmp/a3.txt" "$tmp/b3.txt"; then
@@ -207,11 +221,11 @@ run2() { # LABEL PROFD [FLAGS...]
         url="http://127.0.0.1:$PORT_P/api/v1/query?mode=merge&query=$q&from=$from&to=$to&report=$rep"
         got=$(curl -fsS -D - -o "$tmp/$rep-$tag.out" "$url" | awk 'tolower($1)=="x-profd-profiles:"{print $2+0}')
         [ "$got" = "$((SERIES * PER))" ] || { echo "profd merged $got profiles, want $((SERIES * PER))" >&2; exit 1; }
-        read -r l c b <<<"$(profd_req "$url")"
+        read -r l c b _ <<<"$(profd_req "$url")"
         printf '     report=%-10s %8.1f ms wall (best %.1f) %8.1f ms CPU\n' "$rep" "$l" "$b" "$c"
     done
     url="http://127.0.0.1:$PORT_P/api/v1/query_range?query=$q&from=$from&to=$to"
-    read -r l c b <<<"$(profd_req "$url")"
+    read -r l c b _ <<<"$(profd_req "$url")"
     printf '     query_range        %8.1f ms wall (best %.1f) %8.1f ms CPU (%d series x %d profiles)\n' "$l" "$b" "$c" "$SERIES" "$PER"
     kill "$pid"; wait "$pid" 2>/dev/null || true
 }
