@@ -14,7 +14,7 @@
  *     whose current request has not been fully received in time; and it
  *     bounds the memory of idle kept-alive connections: MHD zeroes a
  *     connection's whole pool (PD_HTTP_CONN_MEMORY, mmap'ed) after each
- *     request, so a connection that has served one holds ~640 KiB of RSS
+ *     request, so a connection that has served one holds ~256 KiB of RSS
  *     while it waits for the next; past PD_HTTP_IDLE_KEEP such idle
  *     connections the longest idle are shut down (HTTP lets a server close
  *     an idle kept-alive connection; clients open a new one), counted in
@@ -61,7 +61,7 @@
  * URL it is given with '+' for spaces, and browsers' URLSearchParams too.)
  * A malformed escape is kept literally. Args are capped at PD_HTTP_MAX_ARGS.
  * MHD also splits the query into its own pool (PD_HTTP_CONN_MEMORY holds
- * ~15,000 short arguments; past that MHD answers 414/431 itself).
+ * ~3,000 short arguments; past that MHD answers 414/431 itself).
  */
 #include "http/server.h"
 
@@ -95,7 +95,14 @@
 #include "http/guard.h"
 
 #define PD_HTTP_DEFAULT_THREADS 4
-#define PD_HTTP_CONN_MEMORY (640 * 1024) /* per connection: request line + headers + args */
+/* per connection: the read buffer, request line, headers and MHD's split of
+ * the query (MHD keeps ~56 bytes per argument besides the URL: a URL of
+ * PD_HTTP_MAX_ARGS short arguments fits; Grafana and browsers POST longer
+ * queries).
+ * MHD zeroes the whole pool after each request and a new connection faults
+ * its pages in: at 640 KiB that was ~18% of a merge request's CPU and ~14% of
+ * a push's (bench/merge_pushdown/RESULTS.md) */
+#define PD_HTTP_CONN_MEMORY (256 * 1024)
 #define PD_HTTP_CONN_LIMIT 4096
 #define PD_HTTP_READ_TIMEOUT_MS 30000
 #define PD_HTTP_QUEUE_MAX 1024 /* requests waiting for a worker, per pool */
@@ -106,7 +113,7 @@
 #define PD_HTTP_BODY_BUDGET_MIN ((size_t)64 << 20)
 #define PD_HTTP_MAX_LISTEN 8 /* addresses one listen address may resolve to */
 /* idle kept-alive connections that served a request, kept at most (each
- * holds a zeroed PD_HTTP_CONN_MEMORY pool: 64 x 640 KiB = 40 MiB) */
+ * holds a zeroed PD_HTTP_CONN_MEMORY pool: 64 x 256 KiB = 16 MiB) */
 #define PD_HTTP_IDLE_KEEP 64
 
 typedef struct http_req http_req;

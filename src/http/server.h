@@ -28,7 +28,7 @@
  *   idle_budget         an idle kept-alive connection that has served a
  *                       request, closed because more than 64 such were open
  *                       (the longest idle first; each holds MHD's zeroed
- *                       640 KiB pool, so idle clients cost at most ~40 MiB)
+ *                       256 KiB pool, so idle clients cost at most ~16 MiB)
  */
 #ifndef PD_HTTP_SERVER_H
 #define PD_HTTP_SERVER_H
@@ -85,7 +85,7 @@ typedef enum {
 /* Chooses the pool of a request from its method and decoded path. */
 typedef pd_http_pool (*pd_http_classify_fn)(void *ctx, const char *method, const char *path);
 
-#define PD_HTTP_MAX_ARGS 4096
+#define PD_HTTP_MAX_ARGS 2048
 
 typedef struct pd_http_server_options {
     const char *listen_addr;      /* "host:port", see pd_http_server_start */

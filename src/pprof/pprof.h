@@ -257,7 +257,9 @@ int64_t pd_profile_intern(pd_profile *p, const char *s, size_t len);
 /* gzip helpers (zlib). pd_gunzip appends the decompression of in[0..len) to
  * out, failing with PD_ETOOBIG once more than max_out bytes would be written
  * (gzip bombs) and PD_EPARSE for corrupt data; concatenated members are
- * accepted. pd_gzip appends the gzip of in[0..len). PD_ENOMEM. */
+ * accepted. pd_gzip appends the gzip of in[0..len) at level 1 (zlib's
+ * Z_BEST_SPEED, what Go's runtime/pprof writes its profiles with: a merge's
+ * answer was ~37% deflate at the default level 6). PD_ENOMEM. */
 int pd_gunzip(const uint8_t *in, size_t len, size_t max_out, pd_buf *out, pd_err *err);
 int pd_gzip(const uint8_t *in, size_t len, pd_buf *out);
 /* True when data starts with the gzip magic 1f 8b. */
