@@ -50,13 +50,13 @@
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/blockagg_int.h"
 
-static char g_root[256];      /* /dev/shm/pd_fuzz_block_PID */
-static char g_block[400];     /* g_root/<ULID> of the working copy */
+static char g_root[256];  /* /dev/shm/pd_fuzz_block_PID */
+static char g_block[400]; /* g_root/<ULID> of the working copy */
 static char g_ulid[27];
 static const char *NAMES[4] = {"index", "symbols", "chunks/000001", "meta.json"};
-static uint8_t *g_orig[4];    /* the valid files */
+static uint8_t *g_orig[4]; /* the valid files */
 static size_t g_orig_len[4];
-static uint8_t *g_agg;        /* the valid aggregates file */
+static uint8_t *g_agg; /* the valid aggregates file */
 static size_t g_agg_len;
 
 static void die(const char *what, const char *msg)
@@ -205,15 +205,15 @@ static void fix_crcs(int which, uint8_t *p, size_t n)
            D and the directory) and, v3, its copy's at the end
            (directory | crc32c | D) */
         uint8_t canon[8] = {'P', 'D', 'S', 'Y', p[4], 0, 0, 0};
-        uint32_t dl = (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 |
-                      (uint32_t)p[11] << 24;
+        uint32_t dl =
+            (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24;
         if ((uint64_t)dl + 16 <= n)
             put_u32(p + 12 + dl, pd_crc32c(pd_crc32c(0, canon, 8), p + 8, 4 + (size_t)dl));
         uint32_t tl = (uint32_t)p[n - 4] | (uint32_t)p[n - 3] << 8 | (uint32_t)p[n - 2] << 16 |
                       (uint32_t)p[n - 1] << 24;
         if (p[4] == 3 && 2 * (uint64_t)tl + 24 <= n)
-            put_u32(p + n - 8, pd_crc32c(pd_crc32c(pd_crc32c(0, canon, 8), p + n - 4, 4),
-                                         p + n - 8 - tl, tl));
+            put_u32(p + n - 8,
+                    pd_crc32c(pd_crc32c(pd_crc32c(0, canon, 8), p + n - 4, 4), p + n - 8 - tl, tl));
     } else if (which == 0 || which == 1) { /* trailing crc32c of everything before */
         if (n >= 4)
             put_u32(p + n - 4, pd_crc32c(0, p, n - 4));

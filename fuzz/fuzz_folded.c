@@ -37,8 +37,8 @@ static int64_t sum_counts(const char *s, size_t len)
             if (k == n)
                 return -1;
             for (; k < n; k++) {
-                if (s[k] < '0' || s[k] > '9' ||
-                    __builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, s[k] - '0', &v))
+                if (s[k] < '0' || s[k] > '9' || __builtin_mul_overflow(v, 10, &v) ||
+                    __builtin_add_overflow(v, s[k] - '0', &v))
                     return -1;
             }
             if (__builtin_add_overflow(sum, v, &sum))

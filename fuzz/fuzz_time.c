@@ -19,8 +19,8 @@
 #include <string.h>
 #include "base/time.h"
 
-#define MIN_MS (-62135596800000LL)    /* 0001-01-01T00:00:00Z */
-#define MAX_MS (253402300799999LL)    /* 9999-12-31T23:59:59.999Z */
+#define MIN_MS (-62135596800000LL) /* 0001-01-01T00:00:00Z */
+#define MAX_MS (253402300799999LL) /* 9999-12-31T23:59:59.999Z */
 
 static void check_duration(const char *s)
 {

@@ -109,7 +109,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    pd_log_set_level(getenv("FUZZ_WAL_LOG") ? getenv("FUZZ_WAL_LOG") : "error"); /* replay warns about every bad record */
+    pd_log_set_level(getenv("FUZZ_WAL_LOG") ? getenv("FUZZ_WAL_LOG")
+                                            : "error"); /* replay warns about every bad record */
     const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     snprintf(g_root, sizeof g_root, "%s/pd_fuzz_wal.%d", base, (int)getpid());
     snprintf(g_wal, sizeof g_wal, "%s/wal", g_root);

@@ -52,8 +52,8 @@ static int read_file(const char *path, uint8_t **data, size_t *len)
 }
 
 /* Appends PPROF_DIR/file as series {__name__=name, job=job} at ts. */
-static int add(pd_storage *st, const char *dir, const char *file, const char *name,
-               const char *job, int64_t ts)
+static int add(pd_storage *st, const char *dir, const char *file, const char *name, const char *job,
+               int64_t ts)
 {
     char path[1024];
     uint8_t *body;
@@ -84,8 +84,8 @@ static int add(pd_storage *st, const char *dir, const char *file, const char *na
 }
 
 /* Writes flags + the given segments (joined with "PDSEG2") to OUTDIR/name. */
-static int emit(const char *outdir, const char *name, uint8_t flags, const char *store,
-                int nseg, size_t skip_hdr)
+static int emit(const char *outdir, const char *name, uint8_t flags, const char *store, int nseg,
+                size_t skip_hdr)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", outdir, name);
@@ -152,7 +152,8 @@ int main(int argc, char **argv)
     rc |= !st;
     for (int i = 0; i < 2 && st; i++) {
         rc |= add(st, dir, "mutex.pb.gz", "mutex", "demo", 1700000000000LL + i * 10000);
-        rc |= add(st, dir, "threadcreate.pb.gz", "threadcreate", "demo", 1700000000000LL + i * 10000);
+        rc |=
+            add(st, dir, "threadcreate.pb.gz", "threadcreate", "demo", 1700000000000LL + i * 10000);
         rc |= add(st, dir, "block.pb.gz", "block", "api", 1700000000000LL + i * 10000);
     }
     pd_storage_close(st);

@@ -67,8 +67,8 @@ typedef struct flags {
     const char *listen;
     const char *log_level;
     const char *fsync;
-    size_t max_body;  /* --scrape.max-body-bytes: cap on a profile body (scrape and push) */
-    unsigned threads; /* --web.threads */
+    size_t max_body;          /* --scrape.max-body-bytes: cap on a profile body (scrape and push) */
+    unsigned threads;         /* --web.threads */
     unsigned query_threads;   /* --query.max-concurrency */
     int merge_conc;           /* --query.max-merge-concurrency (0: auto) */
     int64_t read_timeout_ms;  /* --web.read-timeout */
@@ -92,8 +92,8 @@ typedef struct flags {
     const char *ch_urls[16]; /* --clickhouse.url, repeatable (failover order) */
     size_t n_ch_urls;
     const char *ch_user, *ch_password_file, *ch_database, *ch_cluster;
-    bool ch_replicated; /* --clickhouse.replicated (issue 35 item 4) */
-    int64_t ch_flush_ms;     /* --clickhouse.flush-interval (-1: none; 0: default 100 ms) */
+    bool ch_replicated;  /* --clickhouse.replicated (issue 35 item 4) */
+    int64_t ch_flush_ms; /* --clickhouse.flush-interval (-1: none; 0: default 100 ms) */
     unsigned long long ch_batch_rows; /* --clickhouse.batch-rows (0: default) */
     /* issue 31 item 7: --ui.source-dir=[PREFIX=]DIR, repeatable; each value
        copied into src_arg and split there (symbolize/source.h) */
@@ -104,96 +104,97 @@ typedef struct flags {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: profd [serve] [flags]\n"
-            "       profd COMMAND [flags] [ARGS]\n"
-            "       profd --help | --version\n"
-            "\n"
-            "Commands (each takes -h/--help for its own usage):\n"
-            "  serve                  run the server (the default: flags below)\n"
-            "  push                   validate profiles locally and push them to a profd\n"
-            "  convert                folded stacks / perf script text to pprof\n"
-            "  debuginfo upload       send debug files (by build ID) for symbolization\n"
-            "  check config           what a scrape configuration means, its warnings\n"
-            "  check web-config       check a --web.config.file (TLS, auth)\n"
-            "  tsdb import            write pprof files into a store as one block\n"
-            "  tsdb analyze           blocks, series and bytes of a store\n"
-            "  tsdb check             verify a store's checksums, name any damage\n"
-            "  tsdb repair            rebuild a store's damaged blocks\n"
-            "\n"
-            "profd collects pprof profiles (scraped per --config.file, or pushed to\n"
-            "POST /api/0/profiles), stores them under --storage.path, and serves queries,\n"
-            "the web UI and /metrics at --web.listen-address.\n"
-            "\n"
-            "Flags (--flag=value or --flag value):\n"
-            "  --config.file=FILE              scrape configuration (YAML); without it profd\n"
-            "                                  only serves stored data and takes pushes\n"
-            "  --storage.backend=B             tsdb (embedded, default) or clickhouse\n"
-            "  --storage.path=DIR              storage directory (default ./data)\n"
-            "  --clickhouse.url=URL            ClickHouse HTTP interface, e.g.\n"
-            "                                  http://127.0.0.1:8123; repeat for failover\n"
-            "  --clickhouse.database=NAME      database (default profd; created if missing)\n"
-            "  --clickhouse.user=NAME          user (default \"default\")\n"
-            "  --clickhouse.password-file=FILE file holding the user's password\n"
-            "  --clickhouse.cluster=NAME       cluster of remote_servers: Distributed tables\n"
-            "                                  over its shards (docs/clickhouse.md)\n"
-            "  --clickhouse.replicated         with --clickhouse.cluster: ReplicatedMergeTree\n"
-            "                                  tables, two or more replicas per shard\n"
-            "  --clickhouse.flush-interval=DUR insert batches start at least this far apart:\n"
-            "                                  pushes meanwhile gather into one (default\n"
-            "                                  100ms; 0: a batch as soon as one is done)\n"
-            "  --clickhouse.batch-rows=N       a gathering batch goes at once at N samples\n"
-            "                                  rows (default 1000000)\n"
-            "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
-            "  --storage.wal.segment-size=SIZE WAL segment file size (default 32M)\n"
-            "  --storage.block-duration=DUR    head time range cut into a block (default 2h)\n"
-            "  --storage.retention.time=DUR    delete blocks older than this (default 15d)\n"
-            "  --storage.retention.size=SIZE   delete oldest blocks while the store is larger\n"
-            "                                  (e.g. 10GB; default: no limit)\n"
-            "  --storage.aggregate-workers=N   threads a merge sums its blocks on, 1 to 16\n"
-            "                                  (default: the cores, at most 4; 1: one by one)\n"
-            "  --storage.future-grace=DUR      refuse profiles dated more than this after the\n"
-            "                                  clock (default 10m); profiles older than the\n"
-            "                                  retention time are refused too\n"
-            "  --web.listen-address=HOST:PORT  default 127.0.0.1:10902 (port 0: any free port);\n"
-            "                                  a name is served on every address it resolves\n"
-            "                                  to (localhost: 127.0.0.1 and ::1), ':PORT' on\n"
-            "                                  all interfaces of both families\n"
-            "  --web.threads=N                 HTTP workers for pushes, admin, /metrics (default 4;\n"
-            "                                  64 with --storage.backend=clickhouse)\n"
-            "  --query.max-concurrency=N       HTTP workers for queries and the UI (default 4)\n"
-            "  --query.max-merge-concurrency=N merges computed at once, the others wait their\n"
-            "                                  turn, leaving CPU to ingestion (default 0: half\n"
-            "                                  the CPUs, at least 1)\n"
-            "  --web.read-timeout=DURATION     whole-request deadline: headers and body must\n"
-            "                                  arrive within it (idle connections closed after it;\n"
-            "                                  default 30s)\n"
-            "  --web.max-connections=N         open connections at most (default 4096)\n"
-            "  --web.max-connections-per-ip=N  per client address (default 512; 0: no cap)\n"
-            "  --web.config.file=FILE          TLS, basic auth, headers, rate limit: Prometheus'\n"
-            "                                  web config format (docs/security.md)\n"
-            "  --web.enable-lifecycle          allow POST /-/reload (off: 403, as Prometheus)\n"
-            "  --web.allowed-hosts=H1,H2       Host names served (DNS rebinding protection);\n"
-            "                                  default: the listen host, plus localhost,\n"
-            "                                  127.0.0.1 and [::1] on loopback; any on 0.0.0.0\n"
-            "  --[no-]web.enable-pprof         serve profd's own /debug/pprof/profile and /heap\n"
-            "                                  (default: on when listening on loopback)\n"
-            "  --query.timeout=DURATION        merge/diff queries stop after it (default 2m)\n"
-            "  --query.max-samples=N           distinct samples a merge may hold (default 1000000)\n"
-            "  --ingest.max-series-per-service=N  series one service_name may have through the\n"
-            "                                  push APIs, dynamic labels included; a push past it\n"
-            "                                  is refused with 429 (default 10000, 0 = no cap)\n"
-            "  --scrape.max-body-bytes=SIZE    largest profile body accepted, scraped or\n"
-            "                                  pushed; bytes or with K/M/G suffix (default 16M)\n"
-            "  --ui.source-dir=[PREFIX=]DIR    where the UI's source view reads source files\n"
-            "                                  (after debuginfod); repeatable; PREFIX: only\n"
-            "                                  paths under it, looked up as DIR + the rest\n"
-            "  --log.level=LEVEL               debug|info|warn|error (default info)\n"
-            "  -h, --help                      this text\n"
-            "  --version                       print the version\n"
-            "\n"
-            "Signals: SIGHUP reloads --config.file; SIGINT/SIGTERM shut down.\n"
-            "Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.\n");
+    fprintf(
+        f,
+        "usage: profd [serve] [flags]\n"
+        "       profd COMMAND [flags] [ARGS]\n"
+        "       profd --help | --version\n"
+        "\n"
+        "Commands (each takes -h/--help for its own usage):\n"
+        "  serve                  run the server (the default: flags below)\n"
+        "  push                   validate profiles locally and push them to a profd\n"
+        "  convert                folded stacks / perf script text to pprof\n"
+        "  debuginfo upload       send debug files (by build ID) for symbolization\n"
+        "  check config           what a scrape configuration means, its warnings\n"
+        "  check web-config       check a --web.config.file (TLS, auth)\n"
+        "  tsdb import            write pprof files into a store as one block\n"
+        "  tsdb analyze           blocks, series and bytes of a store\n"
+        "  tsdb check             verify a store's checksums, name any damage\n"
+        "  tsdb repair            rebuild a store's damaged blocks\n"
+        "\n"
+        "profd collects pprof profiles (scraped per --config.file, or pushed to\n"
+        "POST /api/0/profiles), stores them under --storage.path, and serves queries,\n"
+        "the web UI and /metrics at --web.listen-address.\n"
+        "\n"
+        "Flags (--flag=value or --flag value):\n"
+        "  --config.file=FILE              scrape configuration (YAML); without it profd\n"
+        "                                  only serves stored data and takes pushes\n"
+        "  --storage.backend=B             tsdb (embedded, default) or clickhouse\n"
+        "  --storage.path=DIR              storage directory (default ./data)\n"
+        "  --clickhouse.url=URL            ClickHouse HTTP interface, e.g.\n"
+        "                                  http://127.0.0.1:8123; repeat for failover\n"
+        "  --clickhouse.database=NAME      database (default profd; created if missing)\n"
+        "  --clickhouse.user=NAME          user (default \"default\")\n"
+        "  --clickhouse.password-file=FILE file holding the user's password\n"
+        "  --clickhouse.cluster=NAME       cluster of remote_servers: Distributed tables\n"
+        "                                  over its shards (docs/clickhouse.md)\n"
+        "  --clickhouse.replicated         with --clickhouse.cluster: ReplicatedMergeTree\n"
+        "                                  tables, two or more replicas per shard\n"
+        "  --clickhouse.flush-interval=DUR insert batches start at least this far apart:\n"
+        "                                  pushes meanwhile gather into one (default\n"
+        "                                  100ms; 0: a batch as soon as one is done)\n"
+        "  --clickhouse.batch-rows=N       a gathering batch goes at once at N samples\n"
+        "                                  rows (default 1000000)\n"
+        "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
+        "  --storage.wal.segment-size=SIZE WAL segment file size (default 32M)\n"
+        "  --storage.block-duration=DUR    head time range cut into a block (default 2h)\n"
+        "  --storage.retention.time=DUR    delete blocks older than this (default 15d)\n"
+        "  --storage.retention.size=SIZE   delete oldest blocks while the store is larger\n"
+        "                                  (e.g. 10GB; default: no limit)\n"
+        "  --storage.aggregate-workers=N   threads a merge sums its blocks on, 1 to 16\n"
+        "                                  (default: the cores, at most 4; 1: one by one)\n"
+        "  --storage.future-grace=DUR      refuse profiles dated more than this after the\n"
+        "                                  clock (default 10m); profiles older than the\n"
+        "                                  retention time are refused too\n"
+        "  --web.listen-address=HOST:PORT  default 127.0.0.1:10902 (port 0: any free port);\n"
+        "                                  a name is served on every address it resolves\n"
+        "                                  to (localhost: 127.0.0.1 and ::1), ':PORT' on\n"
+        "                                  all interfaces of both families\n"
+        "  --web.threads=N                 HTTP workers for pushes, admin, /metrics (default 4;\n"
+        "                                  64 with --storage.backend=clickhouse)\n"
+        "  --query.max-concurrency=N       HTTP workers for queries and the UI (default 4)\n"
+        "  --query.max-merge-concurrency=N merges computed at once, the others wait their\n"
+        "                                  turn, leaving CPU to ingestion (default 0: half\n"
+        "                                  the CPUs, at least 1)\n"
+        "  --web.read-timeout=DURATION     whole-request deadline: headers and body must\n"
+        "                                  arrive within it (idle connections closed after it;\n"
+        "                                  default 30s)\n"
+        "  --web.max-connections=N         open connections at most (default 4096)\n"
+        "  --web.max-connections-per-ip=N  per client address (default 512; 0: no cap)\n"
+        "  --web.config.file=FILE          TLS, basic auth, headers, rate limit: Prometheus'\n"
+        "                                  web config format (docs/security.md)\n"
+        "  --web.enable-lifecycle          allow POST /-/reload (off: 403, as Prometheus)\n"
+        "  --web.allowed-hosts=H1,H2       Host names served (DNS rebinding protection);\n"
+        "                                  default: the listen host, plus localhost,\n"
+        "                                  127.0.0.1 and [::1] on loopback; any on 0.0.0.0\n"
+        "  --[no-]web.enable-pprof         serve profd's own /debug/pprof/profile and /heap\n"
+        "                                  (default: on when listening on loopback)\n"
+        "  --query.timeout=DURATION        merge/diff queries stop after it (default 2m)\n"
+        "  --query.max-samples=N           distinct samples a merge may hold (default 1000000)\n"
+        "  --ingest.max-series-per-service=N  series one service_name may have through the\n"
+        "                                  push APIs, dynamic labels included; a push past it\n"
+        "                                  is refused with 429 (default 10000, 0 = no cap)\n"
+        "  --scrape.max-body-bytes=SIZE    largest profile body accepted, scraped or\n"
+        "                                  pushed; bytes or with K/M/G suffix (default 16M)\n"
+        "  --ui.source-dir=[PREFIX=]DIR    where the UI's source view reads source files\n"
+        "                                  (after debuginfod); repeatable; PREFIX: only\n"
+        "                                  paths under it, looked up as DIR + the rest\n"
+        "  --log.level=LEVEL               debug|info|warn|error (default info)\n"
+        "  -h, --help                      this text\n"
+        "  --version                       print the version\n"
+        "\n"
+        "Signals: SIGHUP reloads --config.file; SIGINT/SIGTERM shut down.\n"
+        "Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.\n");
 }
 
 /* `profd --version`: Prometheus' layout (base/buildinfo.h). */
@@ -355,19 +356,38 @@ static int parse_flags(int argc, char **argv, flags *f)
             return usage_error("unknown flag \"%s\"", a);
         memcpy(name, a, nl);
         name[nl] = 0;
-        static const char *known[] = {
-            "--config.file",       "--storage.path",          "--web.listen-address", "--log.level",
-            "--storage.wal.fsync", "--scrape.max-body-bytes", "--web.threads",
-            "--query.timeout",     "--query.max-samples",     "--storage.block-duration",
-            "--ingest.max-series-per-service",
-            "--storage.retention.time", "--storage.retention.size", "--storage.wal.segment-size",
-            "--storage.future-grace", "--query.max-concurrency", "--web.read-timeout",
-            "--web.max-connections", "--web.max-connections-per-ip", "--web.config.file",
-            "--web.allowed-hosts", "--storage.backend", "--clickhouse.url",
-            "--clickhouse.database", "--clickhouse.user", "--clickhouse.password-file",
-            "--clickhouse.cluster", "--clickhouse.flush-interval", "--clickhouse.batch-rows",
-            "--query.max-merge-concurrency",
-            "--storage.aggregate-workers", "--ui.source-dir"};
+        static const char *known[] = {"--config.file",
+                                      "--storage.path",
+                                      "--web.listen-address",
+                                      "--log.level",
+                                      "--storage.wal.fsync",
+                                      "--scrape.max-body-bytes",
+                                      "--web.threads",
+                                      "--query.timeout",
+                                      "--query.max-samples",
+                                      "--storage.block-duration",
+                                      "--ingest.max-series-per-service",
+                                      "--storage.retention.time",
+                                      "--storage.retention.size",
+                                      "--storage.wal.segment-size",
+                                      "--storage.future-grace",
+                                      "--query.max-concurrency",
+                                      "--web.read-timeout",
+                                      "--web.max-connections",
+                                      "--web.max-connections-per-ip",
+                                      "--web.config.file",
+                                      "--web.allowed-hosts",
+                                      "--storage.backend",
+                                      "--clickhouse.url",
+                                      "--clickhouse.database",
+                                      "--clickhouse.user",
+                                      "--clickhouse.password-file",
+                                      "--clickhouse.cluster",
+                                      "--clickhouse.flush-interval",
+                                      "--clickhouse.batch-rows",
+                                      "--query.max-merge-concurrency",
+                                      "--storage.aggregate-workers",
+                                      "--ui.source-dir"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             ok |= strcmp(name, known[k]) == 0;
@@ -398,8 +418,7 @@ static int parse_flags(int argc, char **argv, flags *f)
             else if (strcmp(val, "clickhouse") == 0)
                 f->backend = PD_STORAGE_CLICKHOUSE;
             else
-                return usage_error("--storage.backend: \"%s\" is not one of tsdb, clickhouse",
-                                   val);
+                return usage_error("--storage.backend: \"%s\" is not one of tsdb, clickhouse", val);
         } else if (strcmp(name, "--clickhouse.url") == 0) {
             if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
                 return usage_error("--clickhouse.url: \"%s\" is not an http:// or https:// URL",
@@ -457,7 +476,8 @@ static int parse_flags(int argc, char **argv, flags *f)
             char *end;
             long t = strtol(val, &end, 10);
             bool per_ip = strcmp(name, "--web.max-connections-per-ip") == 0;
-            long lo = per_ip ? 0 : 1, hi = strcmp(name, "--query.max-concurrency") == 0 ? 256 : 1000000;
+            long lo = per_ip ? 0 : 1,
+                 hi = strcmp(name, "--query.max-concurrency") == 0 ? 256 : 1000000;
             if (*end || end == val || t < lo || t > hi) {
                 char what[256];
                 snprintf(what, sizeof what, "%s: \"%.64s\" is not a number from %ld to %ld", name,
@@ -550,7 +570,8 @@ static int parse_flags(int argc, char **argv, flags *f)
             unsigned long long v = strtoull(val, &end, 10);
             if (*end || end == val || *val == '-')
                 return usage_error("--ingest.max-series-per-service: \"%s\" is not a number "
-                                   "(0: no cap)", val);
+                                   "(0: no cap)",
+                                   val);
             f->max_series_svc = v == 0 ? SIZE_MAX : (size_t)v;
         }
     }
@@ -563,7 +584,7 @@ typedef struct app {
     const char *config_file;
     pd_scrape_manager *sm;
     pd_rules *rules; /* issue 30: recording rules and remote write */
-    pd_api *api; /* for /api/v1/status/config: the text as last loaded */
+    pd_api *api;     /* for /api/v1/status/config: the text as last loaded */
     pthread_mutex_t mu;
 } app;
 
@@ -766,8 +787,8 @@ static int serve(const flags *f)
     char v_msvc[32];
     snprintf(v_msvc, sizeof v_msvc, "%zu",
              f->max_series_svc == SIZE_MAX ? 0
-             : f->max_series_svc          ? f->max_series_svc
-                                          : (size_t)PD_API_DEFAULT_MAX_SERIES_PER_SERVICE);
+             : f->max_series_svc           ? f->max_series_svc
+                                           : (size_t)PD_API_DEFAULT_MAX_SERIES_PER_SERVICE);
     snprintf(v_body, sizeof v_body, "%zu", lim.max_body_bytes);
     char v_qconc[16], v_rto[32], v_mc[16], v_mcip[16]; /* the server's defaults when 0 */
     char v_aggw[16];
@@ -791,24 +812,45 @@ static int serve(const flags *f)
         goto out;
     }
     pd_http_guard_describe(guard, v_hosts, sizeof v_hosts);
-    const char *fnames[] = {"config.file",          "storage.path",
-                            "storage.wal.fsync",    "storage.wal.segment-size",
-                            "storage.block-duration", "storage.retention.time",
-                            "storage.retention.size", "storage.future-grace",
-                            "web.listen-address",   "web.threads",
-                            "query.timeout",        "query.max-samples",
-                            "scrape.max-body-bytes", "log.level", "web.enable-pprof",
-                            "query.max-concurrency", "web.read-timeout",
-                            "web.max-connections", "web.max-connections-per-ip",
-                            "web.config.file", "web.enable-lifecycle",
-                            "web.allowed-hosts", "storage.backend", "clickhouse.url",
-                            "clickhouse.database", "clickhouse.user", "clickhouse.cluster",
-                            "clickhouse.replicated", "clickhouse.flush-interval", "clickhouse.batch-rows",
-                            "query.max-merge-concurrency", "storage.aggregate-workers",
-                            "ingest.max-series-per-service", "ui.source-dir"};
+    const char *fnames[] = {"config.file",
+                            "storage.path",
+                            "storage.wal.fsync",
+                            "storage.wal.segment-size",
+                            "storage.block-duration",
+                            "storage.retention.time",
+                            "storage.retention.size",
+                            "storage.future-grace",
+                            "web.listen-address",
+                            "web.threads",
+                            "query.timeout",
+                            "query.max-samples",
+                            "scrape.max-body-bytes",
+                            "log.level",
+                            "web.enable-pprof",
+                            "query.max-concurrency",
+                            "web.read-timeout",
+                            "web.max-connections",
+                            "web.max-connections-per-ip",
+                            "web.config.file",
+                            "web.enable-lifecycle",
+                            "web.allowed-hosts",
+                            "storage.backend",
+                            "clickhouse.url",
+                            "clickhouse.database",
+                            "clickhouse.user",
+                            "clickhouse.cluster",
+                            "clickhouse.replicated",
+                            "clickhouse.flush-interval",
+                            "clickhouse.batch-rows",
+                            "query.max-merge-concurrency",
+                            "storage.aggregate-workers",
+                            "ingest.max-series-per-service",
+                            "ui.source-dir"};
     char v_chfl[32], v_chrows[32];
     snprintf(v_chfl, sizeof v_chfl, "%lldms",
-             (long long)(f->ch_flush_ms < 0 ? 0 : f->ch_flush_ms ? f->ch_flush_ms : 100));
+             (long long)(f->ch_flush_ms < 0 ? 0
+                         : f->ch_flush_ms   ? f->ch_flush_ms
+                                            : 100));
     snprintf(v_chrows, sizeof v_chrows, "%llu", f->ch_batch_rows ? f->ch_batch_rows : 1000000ull);
     char v_churls[1024] = "";
     for (size_t i = 0, o = 0; i < f->n_ch_urls && o < sizeof v_churls; i++)
@@ -819,24 +861,51 @@ static int serve(const flags *f)
         o += (size_t)snprintf(v_srcdirs + o, sizeof v_srcdirs - o, "%s%s%s%s", i ? "," : "",
                               f->src_dirs[i].prefix ? f->src_dirs[i].prefix : "",
                               f->src_dirs[i].prefix ? "=" : "", f->src_dirs[i].dir);
-    const char *fvalues[] = {f->config_file ? f->config_file : "", f->storage_path, f->fsync,
-                             v_seg, v_block, v_ret, v_retsz, v_grace, f->listen, v_threads,
-                             v_qt, v_qms, v_body, f->log_level,
-                             enable_pprof ? "true" : "false", v_qconc, v_rto, v_mc, v_mcip,
+    const char *fvalues[] = {f->config_file ? f->config_file : "",
+                             f->storage_path,
+                             f->fsync,
+                             v_seg,
+                             v_block,
+                             v_ret,
+                             v_retsz,
+                             v_grace,
+                             f->listen,
+                             v_threads,
+                             v_qt,
+                             v_qms,
+                             v_body,
+                             f->log_level,
+                             enable_pprof ? "true" : "false",
+                             v_qconc,
+                             v_rto,
+                             v_mc,
+                             v_mcip,
                              f->web_config ? f->web_config : "",
-                             f->enable_lifecycle ? "true" : "false", v_hosts,
-                             f->backend == PD_STORAGE_CLICKHOUSE ? "clickhouse" : "tsdb", v_churls,
+                             f->enable_lifecycle ? "true" : "false",
+                             v_hosts,
+                             f->backend == PD_STORAGE_CLICKHOUSE ? "clickhouse" : "tsdb",
+                             v_churls,
                              f->ch_database ? f->ch_database : "profd",
                              f->ch_user ? f->ch_user : "default",
                              f->ch_cluster ? f->ch_cluster : "",
-                             f->ch_replicated ? "true" : "false", v_chfl, v_chrows, v_mmc, v_aggw, v_msvc,
+                             f->ch_replicated ? "true" : "false",
+                             v_chfl,
+                             v_chrows,
+                             v_mmc,
+                             v_aggw,
+                             v_msvc,
                              v_srcdirs};
-    pd_api_options ao = {
-        .limits = lim, .reload = do_reload, .reload_ctx = &a, .version = PD_VERSION,
-        .build = &pd_build_info_profd,
-        .query_timeout_ms = f->query_timeout_ms, .query_max_samples = f->query_max_samples,
-        .max_series_per_service = f->max_series_svc,
-        .flag_names = fnames, .flag_values = fvalues, .n_flags = sizeof fnames / sizeof *fnames};
+    pd_api_options ao = {.limits = lim,
+                         .reload = do_reload,
+                         .reload_ctx = &a,
+                         .version = PD_VERSION,
+                         .build = &pd_build_info_profd,
+                         .query_timeout_ms = f->query_timeout_ms,
+                         .query_max_samples = f->query_max_samples,
+                         .max_series_per_service = f->max_series_svc,
+                         .flag_names = fnames,
+                         .flag_values = fvalues,
+                         .n_flags = sizeof fnames / sizeof *fnames};
     ao.enable_pprof = enable_pprof;
     ao.enable_lifecycle = f->enable_lifecycle;
     ao.source_dirs = f->src_dirs;
@@ -849,8 +918,8 @@ static int serve(const flags *f)
     {
         char dbgdir[4200];
         snprintf(dbgdir, sizeof dbgdir, "%s/debuginfo", f->storage_path);
-        pd_symbolizer_opts sopt = {.cache_dir = dbgdir, .use_debuginfod = true,
-                                   .max_upload_bytes = lim.max_body_bytes};
+        pd_symbolizer_opts sopt = {
+            .cache_dir = dbgdir, .use_debuginfod = true, .max_upload_bytes = lim.max_body_bytes};
         pd_symbolizer_describe_metrics();
         if (pd_symbolizer_new(&sopt, &sym, &err) < 0) {
             pd_log(PD_LOG_WARN, "symbolization off", "err=\"%s\"", err.msg);
@@ -898,8 +967,8 @@ static int serve(const flags *f)
             snprintf(host, sizeof host, "[::1]");
         bool tls = gate && pd_http_gate_config(gate)->tls_enabled;
         pd_log(PD_LOG_INFO, "profd listening", "url=%s://%s:%u/ storage=%s version=%s",
-               tls ? "https" : "http", host,
-               (unsigned)pd_http_server_port(srv), f->storage_path, PD_VERSION);
+               tls ? "https" : "http", host, (unsigned)pd_http_server_port(srv), f->storage_path,
+               PD_VERSION);
     }
 
     int64_t open_t0 = pd_mono_ns();
@@ -913,7 +982,8 @@ static int serve(const flags *f)
     }
 
     /* issue 30: recording rules see every profile stored, from now on */
-    if ((rc = pd_rules_new(st, &rules, &err)) < 0 || (rc = pd_rules_apply(rules, &rcfg, &err)) < 0) {
+    if ((rc = pd_rules_new(st, &rules, &err)) < 0 ||
+        (rc = pd_rules_apply(rules, &rcfg, &err)) < 0) {
         fprintf(stderr, "profd: cannot start recording rules: %s\n",
                 err.msg[0] ? err.msg : pd_strerror(rc));
         goto out;

@@ -90,7 +90,7 @@ void pd__agent_leave(void);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define PD_AGENT_NO_HEAP 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
     __has_feature(memory_sanitizer)
 #define PD_AGENT_NO_HEAP 1
 #endif
@@ -118,8 +118,7 @@ PD__AGENT_HIDDEN int pd__agent_region_init(void);
  * NULL when the range is not ready, n or align exceeds it, or it is used
  * up (counted by pd__agent_region_exhausted). Takes a spin lock: not
  * async-signal-safe. */
-PD__AGENT_HIDDEN void *pd__agent_region_alloc(size_t n, size_t align, unsigned *cls,
-                                              bool *zeroed);
+PD__AGENT_HIDDEN void *pd__agent_region_alloc(size_t n, size_t align, unsigned *cls, bool *zeroed);
 
 /* Gives back block p of class cls (as returned by pd__agent_region_alloc;
  * the caller knows the class: heap.c's live table). */

@@ -47,9 +47,9 @@ static pthread_mutex_t g_cpu_lock = PTHREAD_MUTEX_INITIALIZER;
 static pd__agent_table g_cpu_tbl;
 static _Atomic int g_cpu_on;
 static _Atomic int g_inflight;
-static region *g_regions[2];          /* mmap'd halves, MAX_REGIONS each */
+static region *g_regions[2]; /* mmap'd halves, MAX_REGIONS each */
 static _Atomic size_t g_n_regions[2];
-static _Atomic int g_active = -1;     /* published half, -1: none */
+static _Atomic int g_active = -1; /* published half, -1: none */
 static _Atomic uint64_t g_samples, g_threads;
 
 typedef struct ptimer {
@@ -63,9 +63,18 @@ static size_t g_n_timers;
 uint64_t pd__agent_cpu_samples(void);
 uint64_t pd__agent_cpu_dropped(void);
 uint64_t pd__agent_cpu_threads(void);
-uint64_t pd__agent_cpu_samples(void) { return atomic_load(&g_samples); }
-uint64_t pd__agent_cpu_dropped(void) { return atomic_load(&g_cpu_tbl.dropped); }
-uint64_t pd__agent_cpu_threads(void) { return atomic_load(&g_threads); }
+uint64_t pd__agent_cpu_samples(void)
+{
+    return atomic_load(&g_samples);
+}
+uint64_t pd__agent_cpu_dropped(void)
+{
+    return atomic_load(&g_cpu_tbl.dropped);
+}
+uint64_t pd__agent_cpu_threads(void)
+{
+    return atomic_load(&g_threads);
+}
 
 static uintptr_t region_end(uintptr_t sp)
 {
@@ -246,7 +255,8 @@ static int setup_once(pd_err *err)
     for (int i = 0; i < 2; i++) {
         pd__agent_table half;
         /* the regions reuse the slot allocator's mmap helper: a plain mmap */
-        rc = pd__agent_table_init(&half, (MAX_REGIONS * sizeof(region)) / sizeof(pd__agent_slot) + 1);
+        rc = pd__agent_table_init(&half,
+                                  (MAX_REGIONS * sizeof(region)) / sizeof(pd__agent_slot) + 1);
         if (rc < 0)
             return pd_err_set(err, rc, "agent: cannot map the region table");
         g_regions[i] = (region *)(void *)half.slot;
@@ -338,10 +348,16 @@ stop:
             static const char *const type[] = {"samples", "cpu"};
             static const char *const unit[] = {"count", "nanoseconds"};
             pd__agent_export e = {
-                .type = type, .unit = unit, .n_type = 2,
-                .period_type = "cpu", .period_unit = "nanoseconds", .period = period_ns,
-                .time_nanos = t0, .duration_nanos = now_ns(CLOCK_MONOTONIC) - m0,
-                .stack = st, .n_stack = n,
+                .type = type,
+                .unit = unit,
+                .n_type = 2,
+                .period_type = "cpu",
+                .period_unit = "nanoseconds",
+                .period = period_ns,
+                .time_nanos = t0,
+                .duration_nanos = now_ns(CLOCK_MONOTONIC) - m0,
+                .stack = st,
+                .n_stack = n,
             };
             rc = pd__agent_export_pprof(&e, out, err);
             free(st);

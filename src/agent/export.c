@@ -199,7 +199,8 @@ static int read_maps(amap *maps, size_t *n_out)
         char perm[8];
         int pos = 0;
         if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s %" SCNxPTR " %*s %*s %n", &lo, &hi, perm,
-                   &off, &pos) < 4 || pos == 0)
+                   &off, &pos) < 4 ||
+            pos == 0)
             continue;
         if (perm[2] != 'x')
             continue;
@@ -248,8 +249,10 @@ static int location_for(pd_profile_builder *b, amap *maps, size_t n_maps, loc_en
     amap *m = find_map(maps, n_maps, pc);
     if (m) {
         if (!m->id) {
-            pd_pprof_mapping pm = {.memory_start = m->lo, .memory_limit = m->hi,
-                                   .file_offset = m->off, .has_functions = true};
+            pd_pprof_mapping pm = {.memory_start = m->lo,
+                                   .memory_limit = m->hi,
+                                   .file_offset = m->off,
+                                   .has_functions = true};
             rc = pd_profile_builder_mapping(b, &pm, m->path, m->build_id, &m->id, err);
             if (rc < 0)
                 return rc;

@@ -49,8 +49,14 @@
 
 static TLS int t_depth;
 
-void pd__agent_enter(void) { t_depth++; }
-void pd__agent_leave(void) { t_depth--; }
+void pd__agent_enter(void)
+{
+    t_depth++;
+}
+void pd__agent_leave(void)
+{
+    t_depth--;
+}
 
 static _Atomic uint64_t g_rate = PD_AGENT_DEFAULT_HEAP_RATE;
 static _Atomic uint64_t g_heap_samples;
@@ -76,7 +82,7 @@ typedef struct live {
 
 static pd__agent_table g_heap_tbl;
 static live *g_live;
-static _Atomic int g_init; /* 0 no, 1 in progress, 2 ready, 3 failed */
+static _Atomic int g_init;              /* 0 no, 1 in progress, 2 ready, 3 failed */
 static size_t (*g_libc_usable)(void *); /* glibc's malloc_usable_size */
 
 /* The thread's countdown of bytes to the next sample. Not static: the
@@ -400,7 +406,7 @@ void *reallocarray(void *old, size_t n, size_t size)
  * two; others are rounded up, which the region's size-aligned blocks
  * satisfy too). */
 static inline __attribute__((always_inline)) void *aligned(size_t align, size_t n, uintptr_t fp,
-                                                          uintptr_t ret)
+                                                           uintptr_t ret)
 {
     if (__builtin_expect(!countdown(n), 1))
         return __libc_memalign(align, n);
@@ -409,9 +415,15 @@ static inline __attribute__((always_inline)) void *aligned(size_t align, size_t 
     return p ? p : __libc_memalign(align, n);
 }
 
-void *memalign(size_t align, size_t n) { return aligned(align, n, FP(), RET()); }
+void *memalign(size_t align, size_t n)
+{
+    return aligned(align, n, FP(), RET());
+}
 
-void *aligned_alloc(size_t align, size_t n) { return aligned(align, n, FP(), RET()); }
+void *aligned_alloc(size_t align, size_t n)
+{
+    return aligned(align, n, FP(), RET());
+}
 
 int posix_memalign(void **out, size_t align, size_t n)
 {
@@ -424,7 +436,10 @@ int posix_memalign(void **out, size_t align, size_t n)
     return 0;
 }
 
-void *valloc(size_t n) { return aligned((size_t)sysconf(_SC_PAGESIZE), n, FP(), RET()); }
+void *valloc(size_t n)
+{
+    return aligned((size_t)sysconf(_SC_PAGESIZE), n, FP(), RET());
+}
 
 void *pvalloc(size_t n)
 {
@@ -452,7 +467,10 @@ size_t malloc_usable_size(void *p)
     return g_libc_usable ? g_libc_usable(p) : 0;
 }
 
-bool pd__agent_region_owns(const void *p) { return p && in_region(p); }
+bool pd__agent_region_owns(const void *p)
+{
+    return p && in_region(p);
+}
 
 #else
 bool pd__agent_region_owns(const void *p)
@@ -497,8 +515,12 @@ int pd_agent_heap_profile(pd_buf *out, pd_err *err)
     static const char *const unit[] = {"count", "bytes", "count", "bytes"};
     uint64_t rate = atomic_load(&g_rate);
     pd__agent_export e = {
-        .type = type, .unit = unit, .n_type = 4,
-        .period_type = "space", .period_unit = "bytes", .period = (int64_t)rate,
+        .type = type,
+        .unit = unit,
+        .n_type = 4,
+        .period_type = "space",
+        .period_unit = "bytes",
+        .period = (int64_t)rate,
         .default_type = "inuse_space",
     };
     struct timespec ts;
@@ -553,7 +575,10 @@ out:
 
 uint64_t pd__agent_heap_samples(void);
 uint64_t pd__agent_heap_dropped(void);
-uint64_t pd__agent_heap_samples(void) { return atomic_load(&g_heap_samples); }
+uint64_t pd__agent_heap_samples(void)
+{
+    return atomic_load(&g_heap_samples);
+}
 uint64_t pd__agent_heap_dropped(void)
 {
 #ifdef PD_AGENT_NO_HEAP

@@ -87,11 +87,11 @@ int pd_agent_heap_profile(pd_buf *out, pd_err *err);
 
 /* Counters of what the agent dropped, for /metrics and tests. */
 typedef struct pd_agent_stats {
-    uint64_t cpu_samples;       /* SIGPROF samples recorded, since load */
-    uint64_t cpu_dropped;       /* samples lost to a full table or a busy slot */
-    uint64_t heap_samples;      /* allocations sampled, since load */
-    uint64_t heap_dropped;      /* sampled allocations not tracked (table full) */
-    uint64_t threads_profiled;  /* thread timers created, since load */
+    uint64_t cpu_samples;      /* SIGPROF samples recorded, since load */
+    uint64_t cpu_dropped;      /* samples lost to a full table or a busy slot */
+    uint64_t heap_samples;     /* allocations sampled, since load */
+    uint64_t heap_dropped;     /* sampled allocations not tracked (table full) */
+    uint64_t threads_profiled; /* thread timers created, since load */
 } pd_agent_stats;
 
 /* Fills *st. Never fails. */
@@ -112,8 +112,7 @@ typedef struct pd_agent_server pd_agent_server;
  * that does not serve never loads it (nor GnuTLS behind it).
  * *out is NULL on failure. 0, PD_EINVAL (host), PD_ENOMEM, -errno (bind),
  * -ENOENT when libmicrohttpd cannot be loaded (the message names it). */
-int pd_agent_serve(const char *host, uint16_t port, pd_agent_server **out /* OUT */,
-                   pd_err *err);
+int pd_agent_serve(const char *host, uint16_t port, pd_agent_server **out /* OUT */, pd_err *err);
 
 /* The port the server listens on. */
 uint16_t pd_agent_server_port(const pd_agent_server *s);

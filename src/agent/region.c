@@ -48,13 +48,13 @@
 #ifndef PD_AGENT_NO_HEAP
 
 #define PAGE_SHIFT 12
-#define MAX_SIZE (1ull << 36)     /* 64 GiB */
-#define MIN_SIZE (16ull << 20)    /* 16 MiB */
-#define GROW (4ull << 20)         /* frontier step */
-#define HINT (16ull << 40)        /* 16 TiB: below a PIE and its heap, above 0 */
+#define MAX_SIZE (1ull << 36)  /* 64 GiB */
+#define MIN_SIZE (16ull << 20) /* 16 MiB */
+#define GROW (4ull << 20)      /* frontier step */
+#define HINT (16ull << 40)     /* 16 TiB: below a PIE and its heap, above 0 */
 #define NCLASS 40
-#define MADV_CLASS 4              /* 64 KiB and more: MADV_DONTNEED on free past DIRTY_CAP */
-#define DIRTY_CAP (32ull << 20)   /* large free blocks kept resident, bytes */
+#define MADV_CLASS 4            /* 64 KiB and more: MADV_DONTNEED on free past DIRTY_CAP */
+#define DIRTY_CAP (32ull << 20) /* large free blocks kept resident, bytes */
 
 /* Until the range exists: hi 0 (no pointer is below it) and lo the top
  * (no pointer is above it), so any pair a racing reader sees is false. */
@@ -62,12 +62,12 @@ PD__AGENT_HIDDEN uintptr_t pd__agent_region_lo = UINTPTR_MAX;
 PD__AGENT_HIDDEN uintptr_t pd__agent_region_hi;
 
 static atomic_flag g_mu = ATOMIC_FLAG_INIT; /* a spin lock: held for a list pop or push */
-static uintptr_t g_base;     /* == pd__agent_region_lo once reserved */
-static uintptr_t g_size;     /* bytes reserved */
-static uintptr_t g_bump;     /* offset of the first never-used byte */
-static uintptr_t g_frontier; /* [0, g_frontier) is read-write */
-static uintptr_t g_head[NCLASS]; /* offset + 1, + 2 when the block is dirty; 0 = empty */
-static uintptr_t g_dirty;        /* bytes of large free blocks kept resident */
+static uintptr_t g_base;                    /* == pd__agent_region_lo once reserved */
+static uintptr_t g_size;                    /* bytes reserved */
+static uintptr_t g_bump;                    /* offset of the first never-used byte */
+static uintptr_t g_frontier;                /* [0, g_frontier) is read-write */
+static uintptr_t g_head[NCLASS];            /* offset + 1, + 2 when the block is dirty; 0 = empty */
+static uintptr_t g_dirty;                   /* bytes of large free blocks kept resident */
 static _Atomic uint64_t g_exhausted;
 static _Atomic int g_state; /* 0 none, 1 in progress, 2 ready, 3 failed */
 
@@ -77,13 +77,25 @@ static void lock(void)
         sched_yield();
 }
 
-static void unlock(void) { atomic_flag_clear_explicit(&g_mu, memory_order_release); }
+static void unlock(void)
+{
+    atomic_flag_clear_explicit(&g_mu, memory_order_release);
+}
 
 /* fork() while another thread holds the lock: the child would never see
  * it released */
-static void fork_prepare(void) { lock(); }
-static void fork_parent(void) { unlock(); }
-static void fork_child(void) { unlock(); }
+static void fork_prepare(void)
+{
+    lock();
+}
+static void fork_parent(void)
+{
+    unlock();
+}
+static void fork_child(void)
+{
+    unlock();
+}
 
 int pd__agent_region_init(void)
 {
@@ -105,8 +117,7 @@ int pd__agent_region_init(void)
         } else {
             if (m != MAP_FAILED) /* a kernel before 4.17 took it as a hint */
                 munmap(m, size);
-            m = mmap(NULL, 2 * size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+            m = mmap(NULL, 2 * size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
             if (m == MAP_FAILED)
                 continue;
             uintptr_t a = (uintptr_t)m;
@@ -190,7 +201,10 @@ void *pd__agent_region_alloc(size_t n, size_t align, unsigned *cls, bool *zeroed
     return (void *)(g_base + off);
 }
 
-size_t pd__agent_region_class_size(unsigned cls) { return (size_t)1 << (cls + PAGE_SHIFT); }
+size_t pd__agent_region_class_size(unsigned cls)
+{
+    return (size_t)1 << (cls + PAGE_SHIFT);
+}
 
 void pd__agent_region_free(void *p, unsigned cls)
 {
@@ -211,6 +225,9 @@ void pd__agent_region_free(void *p, unsigned cls)
     unlock();
 }
 
-uint64_t pd__agent_region_exhausted(void) { return atomic_load(&g_exhausted); }
+uint64_t pd__agent_region_exhausted(void)
+{
+    return atomic_load(&g_exhausted);
+}
 
 #endif /* !PD_AGENT_NO_HEAP */

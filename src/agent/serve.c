@@ -37,10 +37,17 @@ void pd_agent_get_stats(pd_agent_stats *st)
 
 #ifdef PD_AGENT_DLOPEN_MHD
 /* The libmicrohttpd functions used here, resolved by load_mhd(). */
-#define MHD_FUNCS(X)                                                                   \
-    X(MHD_create_response_from_buffer) X(MHD_add_response_header) X(MHD_queue_response) \
-    X(MHD_destroy_response) X(MHD_lookup_connection_value) X(MHD_start_daemon)         \
-    X(MHD_get_daemon_info) X(MHD_stop_daemon)
+// clang-format off (it does not settle on this list's layout)
+#define MHD_FUNCS(X)                                                                               \
+    X(MHD_create_response_from_buffer)                                                             \
+    X(MHD_add_response_header)                                                                     \
+    X(MHD_queue_response)                                                                          \
+    X(MHD_destroy_response)                                                                        \
+    X(MHD_lookup_connection_value)                                                                 \
+    X(MHD_start_daemon)                                                                            \
+    X(MHD_get_daemon_info)                                                                         \
+    X(MHD_stop_daemon)
+// clang-format on
 #define MHD_SONAME "libmicrohttpd.so.12" /* Debian's libmicrohttpd12, since 0.9.3x */
 #define DECL(f) static __typeof__(&f) p_##f;
 MHD_FUNCS(DECL)
@@ -57,8 +64,8 @@ static void load_mhd_once(void)
         snprintf(g_mhd_error, sizeof g_mhd_error, "%s", e ? e : "dlopen failed");
         return;
     }
-#define RESOLVE(f)                                                                      \
-    if (!g_mhd_error[0] && !(p_##f = (__typeof__(&f))dlsym(h, #f)))                     \
+#define RESOLVE(f)                                                                                 \
+    if (!g_mhd_error[0] && !(p_##f = (__typeof__(&f))dlsym(h, #f)))                                \
         snprintf(g_mhd_error, sizeof g_mhd_error, "%s has no %s", MHD_SONAME, #f);
     MHD_FUNCS(RESOLVE)
 #undef RESOLVE
@@ -177,11 +184,10 @@ int pd_agent_serve(const char *host, uint16_t port, pd_agent_server **out, pd_er
     if (!s)
         return pd_err_set(err, PD_ENOMEM, "agent: out of memory");
     pd__agent_enter();
-    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                MHD_USE_ERROR_LOG,
-                            0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-                            (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)(PD_AGENT_MAX_SECONDS + 60), MHD_OPTION_END);
+    s->d = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
+        NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(PD_AGENT_MAX_SECONDS + 60), MHD_OPTION_END);
     pd__agent_leave();
     if (!s->d) {
         int e = errno ? errno : EADDRINUSE;

@@ -73,8 +73,9 @@ void pd__agent_table_reset(pd__agent_table *t)
 
 /* Not instrumented by ASan: a frame walk reads other frames' stack slots,
  * which may lie in (valid, mapped) redzones of an instrumented build. */
-__attribute__((no_sanitize("address"))) uint32_t pd__agent_unwind(uintptr_t leaf, uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *pc,
-                          uint32_t max)
+__attribute__((no_sanitize("address"))) uint32_t pd__agent_unwind(uintptr_t leaf, uintptr_t fp,
+                                                                  uintptr_t lo, uintptr_t hi,
+                                                                  uintptr_t *pc, uint32_t max)
 {
     uint32_t n = 0;
     if (leaf && n < max)

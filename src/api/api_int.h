@@ -35,9 +35,9 @@
 
 /* The api (api.h's pd_api): api.c owns it; status.c reads flags and config. */
 struct pd_api {
-    pd_storage *st;        /* NULL while starting (set before ready) */
+    pd_storage *st; /* NULL while starting (set before ready) */
     pd_scrape_manager *sm;
-    bool ready;            /* __atomic: st and sm are set (release/acquire) */
+    bool ready; /* __atomic: st and sm are set (release/acquire) */
     pd_api_options o;
     char version[64];
     pd_build_info build; /* strings borrowed (options' build) or static "unknown" */
@@ -119,8 +119,7 @@ const char *pd__api_status_route(pd_api *api, const char *r, pd_http_response *r
 /* An embedded UI asset (serve.c) with its entity tag: Cache-Control:
  * no-cache, and 304 with no body when If-None-Match names the tag
  * (RFC 9110 13.1.2, weak comparison). */
-void pd__api_serve_asset(const pd_http_request *req, pd_http_response *resp,
-                         const pd_ui_asset *a);
+void pd__api_serve_asset(const pd_http_request *req, pd_http_response *resp, const pd_ui_asset *a);
 
 /* gzip of a text reply (serve.c): JSON, HTML, JS, CSS, SVG or plain text of
  * 1 KiB or more when Accept-Encoding names gzip without q=0, as Prometheus'

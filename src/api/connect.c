@@ -120,8 +120,8 @@ int pd_connect_decode(const pd_http_request *req, const ProtobufCMessageDescript
     call->gzip_reply = accepts_gzip(pd_http_header(req, "Accept-Encoding"));
     if (strcmp(req->method, "POST") != 0) {
         pd_http_add_header(resp, "Allow", "POST");
-        pd_connect_error(resp, PD_CONNECT_UNIMPLEMENTED, "method %s not allowed; Connect unary calls are POST",
-                         req->method);
+        pd_connect_error(resp, PD_CONNECT_UNIMPLEMENTED,
+                         "method %s not allowed; Connect unary calls are POST", req->method);
         resp->status = 405;
         pd__api_count_rejected("connect_method");
         return PD_EINVAL;
@@ -149,8 +149,9 @@ int pd_connect_decode(const pd_http_request *req, const ProtobufCMessageDescript
         ce = pd_http_header(req, "Connect-Content-Encoding");
     if (ce && strcasecmp(ce, "gzip") == 0) {
         if ((rc = pd_gunzip(body, len, PD_CONNECT_MAX_DECOMPRESSED, &plain, &err)) < 0) {
-            pd_connect_error(resp, rc == PD_ETOOBIG ? PD_CONNECT_RESOURCE_EXHAUSTED
-                                                    : PD_CONNECT_INVALID_ARGUMENT,
+            pd_connect_error(resp,
+                             rc == PD_ETOOBIG ? PD_CONNECT_RESOURCE_EXHAUSTED
+                                              : PD_CONNECT_INVALID_ARGUMENT,
                              "gzip request body: %s", err.msg);
             pd__api_count_rejected(rc == PD_ETOOBIG ? "connect_too_big" : "connect_gzip");
             goto out;

@@ -418,8 +418,7 @@ static int num_double(json_t *v, const char *name, double *o, pd_err *err)
 }
 
 /* Decodes one value of f from v into p (an element slot). */
-static int dec_value(const ProtobufCFieldDescriptor *f, json_t *v, void *p, int depth,
-                     pd_err *err)
+static int dec_value(const ProtobufCFieldDescriptor *f, json_t *v, void *p, int depth, pd_err *err)
 {
     int64_t i;
     uint64_t u;
@@ -588,8 +587,8 @@ int pd_connect_json_decode(const char *text, size_t len, const ProtobufCMessageD
     *out = NULL;
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!j)
-        return pd_err_set(err, PD_EPARSE, "bad JSON at line %d column %d: %s", je.line,
-                          je.column, je.text);
+        return pd_err_set(err, PD_EPARSE, "bad JSON at line %d column %d: %s", je.line, je.column,
+                          je.text);
     ProtobufCMessage *m = NULL;
     int rc = dec_msg(j, d, &m, 0, err);
     json_decref(j);
@@ -617,8 +616,9 @@ int pd_connect_unpack(pd_connect_codec codec, const uint8_t *body, size_t len,
     }
     ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, body);
     if (!m)
-        return pd_err_set(err, PD_EPARSE, "request body is not a valid %s protobuf message (%zu bytes)",
-                          d->name, len);
+        return pd_err_set(err, PD_EPARSE,
+                          "request body is not a valid %s protobuf message (%zu bytes)", d->name,
+                          len);
     *out = m;
     return 0;
 }

@@ -87,7 +87,7 @@
 #define PROFEFE_MAX_MERGE 100000 /* profiles in one /merge */
 #define PROFEFE_MAX_LIST 1000000 /* metas in one list reply */
 #define PROFEFE_ID_LEN 32
-#define PROFEFE_MAX_BUMP 1000    /* ms a duplicate push may move forward */
+#define PROFEFE_MAX_BUMP 1000 /* ms a duplicate push may move forward */
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -576,7 +576,8 @@ static void h_push(const pd__api_env *env, const pd_http_request *req, pd_http_r
     }
     if (rc < 0) {
         pd_log(PD_LOG_ERROR, "push: storage append failed", "err=\"%s\"", err.msg);
-        pf_error(resp, pd__api_store_status(rc), NULL, "storage: %s", err.msg[0] ? err.msg : pd_strerror(rc));
+        pf_error(resp, pd__api_store_status(rc), NULL, "storage: %s",
+                 err.msg[0] ? err.msg : pd_strerror(rc));
         goto out;
     }
     rc = ok_begin(resp);

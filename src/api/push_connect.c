@@ -41,15 +41,16 @@ static int labels_of(const Push__V1__RawProfileSeries *s, size_t si, pd_labels *
         const Types__V1__LabelPair *lp = s->labels[i];
         const char *n = lp && lp->name ? lp->name : "", *v = lp && lp->value ? lp->value : "";
         if (!pd__api_utf8_valid(v, strlen(v)))
-            return pd_err_set(err, PD_EINVAL, "series %zu: label %.100s: value is not UTF-8", si, n);
+            return pd_err_set(err, PD_EINVAL, "series %zu: label %.100s: value is not UTF-8", si,
+                              n);
         pd_err e2;
         int rc = pd_labels_set(ls, n, v, &e2);
         if (rc < 0)
             return pd_err_set(err, rc, "series %zu: label \"%.100s\": %s", si, n, e2.msg);
     }
     if (!pd_labels_get(ls, "__name__"))
-        return pd_err_set(err, PD_EINVAL, "series %zu: no __name__ label (the profile type, e.g. process_cpu)",
-                          si);
+        return pd_err_set(err, PD_EINVAL,
+                          "series %zu: no __name__ label (the profile type, e.g. process_cpu)", si);
     return 0;
 }
 
@@ -67,14 +68,16 @@ const char *pd__push_connect(const pd__api_env *env, const pd_http_request *req,
         return h;
     size_t total = 0;
     if (in->n_series > MAX_SERIES) {
-        rc = pd_err_set(&err, PD_ETOOBIG, "%zu series in one push, at most %d", in->n_series, MAX_SERIES);
+        rc = pd_err_set(&err, PD_ETOOBIG, "%zu series in one push, at most %d", in->n_series,
+                        MAX_SERIES);
         reason = "connect_push_too_big";
         goto fail;
     }
     for (size_t i = 0; i < in->n_series; i++)
         total += in->series[i]->n_samples;
     if (total > MAX_SAMPLES_TOTAL) {
-        rc = pd_err_set(&err, PD_ETOOBIG, "%zu profiles in one push, at most %d", total, MAX_SAMPLES_TOTAL);
+        rc = pd_err_set(&err, PD_ETOOBIG, "%zu profiles in one push, at most %d", total,
+                        MAX_SAMPLES_TOTAL);
         reason = "connect_push_too_big";
         goto fail;
     }
@@ -95,7 +98,8 @@ const char *pd__push_connect(const pd__api_env *env, const pd_http_request *req,
                 pd_profile p;
                 pd_err e2;
                 if (!n) {
-                    rc = pd_err_set(&err, PD_EINVAL, "series %zu sample %zu: empty raw_profile", i, j);
+                    rc = pd_err_set(&err, PD_EINVAL, "series %zu sample %zu: empty raw_profile", i,
+                                    j);
                     reason = "connect_push_pprof";
                 } else if ((rc = pd_profile_decode(&p, b, n, env->limits, &e2)) < 0) {
                     pd_err_set(&err, rc, "series %zu sample %zu: raw_profile: %s", i, j, e2.msg);

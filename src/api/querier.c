@@ -59,7 +59,8 @@ static void fail(ctx *c, int rc)
 {
     if (pd_connect_code_of(rc) == PD_CONNECT_INVALID_ARGUMENT)
         pd__api_count_rejected("querier_invalid_argument");
-    pd_connect_error(c->resp, pd_connect_code_of(rc), "%s", c->err.msg[0] ? c->err.msg : pd_strerror(rc));
+    pd_connect_error(c->resp, pd_connect_code_of(rc), "%s",
+                     c->err.msg[0] ? c->err.msg : pd_strerror(rc));
 }
 
 static void range_of(int64_t start, int64_t end, int64_t *s, int64_t *e)
@@ -175,8 +176,8 @@ static void m_label_names(ctx *c, const pd_http_request *req, bool values)
 {
     ProtobufCMessage *in = NULL;
     pd__vselection s = {0};
-    const ProtobufCMessageDescriptor *d =
-        values ? &types__v1__label_values_request__descriptor : &types__v1__label_names_request__descriptor;
+    const ProtobufCMessageDescriptor *d = values ? &types__v1__label_values_request__descriptor
+                                                 : &types__v1__label_names_request__descriptor;
     if (pd_connect_decode(req, d, &in, &c->call, c->resp) < 0)
         return;
     const char *name = NULL;
@@ -267,8 +268,8 @@ static void m_profile_types(ctx *c, const pd_http_request *req)
 {
     Querier__V1__ProfileTypesRequest *in = NULL;
     pd__vselection s = {0};
-    if (pd_connect_decode(req, &querier__v1__profile_types_request__descriptor, (ProtobufCMessage **)&in,
-                          &c->call, c->resp) < 0)
+    if (pd_connect_decode(req, &querier__v1__profile_types_request__descriptor,
+                          (ProtobufCMessage **)&in, &c->call, c->resp) < 0)
         return;
     int64_t start, end;
     range_of(in->start, in->end, &start, &end);
@@ -431,7 +432,8 @@ out:
 static Querier__V1__FlameGraph *flamegraph_msg(ctx *c, const pd__levels *lv)
 {
     Querier__V1__FlameGraph *fg = NEW(c, Querier__V1__FlameGraph, QUERIER__V1__FLAME_GRAPH__INIT);
-    Querier__V1__Level **levels = pd_arena_calloc(&c->a, lv->n_levels ? lv->n_levels : 1, sizeof *levels);
+    Querier__V1__Level **levels =
+        pd_arena_calloc(&c->a, lv->n_levels ? lv->n_levels : 1, sizeof *levels);
     if (!fg || !levels)
         return NULL;
     for (size_t i = 0; i < lv->n_levels; i++) {
@@ -565,7 +567,8 @@ static void reply_profile(ctx *c, pd_profile *p, size_t type_idx, bool have, boo
     }
     Google__V1__Profile empty = GOOGLE__V1__PROFILE__INIT;
     if (wrapped) {
-        Querier__V1__SelectMergeStacktracesResponse out = QUERIER__V1__SELECT_MERGE_STACKTRACES_RESPONSE__INIT;
+        Querier__V1__SelectMergeStacktracesResponse out =
+            QUERIER__V1__SELECT_MERGE_STACKTRACES_RESPONSE__INIT;
         Querier__V1__PprofProfile pp = QUERIER__V1__PPROF_PROFILE__INIT;
         pp.profile = gp ? gp : &empty;
         out.pprof = &pp;
@@ -601,15 +604,17 @@ static void m_select_merge_stacktraces(ctx *c, const pd_http_request *req)
     }
     if (in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED &&
         in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH) {
-        pd_connect_error(c->resp, PD_CONNECT_UNIMPLEMENTED,
-                         "format %d is not supported; use PROFILE_FORMAT_FLAMEGRAPH or PROFILE_FORMAT_PPROF",
-                         (int)in->format);
+        pd_connect_error(
+            c->resp, PD_CONNECT_UNIMPLEMENTED,
+            "format %d is not supported; use PROFILE_FORMAT_FLAMEGRAPH or PROFILE_FORMAT_PPROF",
+            (int)in->format);
         goto out;
     }
     Querier__V1__FlameGraph *fg = merged_flamegraph(c, &p, ti, empty, in->max_nodes);
     if (!fg)
         goto out;
-    Querier__V1__SelectMergeStacktracesResponse out = QUERIER__V1__SELECT_MERGE_STACKTRACES_RESPONSE__INIT;
+    Querier__V1__SelectMergeStacktracesResponse out =
+        QUERIER__V1__SELECT_MERGE_STACKTRACES_RESPONSE__INIT;
     out.flamegraph = fg;
     pd_connect_reply(c->resp, &c->call, &out.base);
 out:
@@ -702,7 +707,8 @@ static void m_select_merge_span_profile(ctx *c, const pd_http_request *req)
     const char *sels[1] = {in->label_selector ? in->label_selector : ""};
     size_t ti = 0;
     bool empty = k == 0; /* no span: nothing passes (Pyroscope's answer too) */
-    if (!empty && (rc = pd__vselect(c->env->st, in->profile_typeid, sels, 1, s0, e0, &s, &c->err)) < 0) {
+    if (!empty &&
+        (rc = pd__vselect(c->env->st, in->profile_typeid, sels, 1, s0, e0, &s, &c->err)) < 0) {
         fail(c, rc);
         goto out;
     }
@@ -721,7 +727,8 @@ static void m_select_merge_span_profile(ctx *c, const pd_http_request *req)
     Querier__V1__FlameGraph *fg = merged_flamegraph(c, &p, ti, empty, in->max_nodes);
     if (!fg)
         goto out;
-    Querier__V1__SelectMergeSpanProfileResponse r = QUERIER__V1__SELECT_MERGE_SPAN_PROFILE_RESPONSE__INIT;
+    Querier__V1__SelectMergeSpanProfileResponse r =
+        QUERIER__V1__SELECT_MERGE_SPAN_PROFILE_RESPONSE__INIT;
     r.flamegraph = fg;
     pd_connect_reply(c->resp, &c->call, &r.base);
 out:
@@ -738,8 +745,8 @@ static void m_diff(ctx *c, const pd_http_request *req)
     pd_profile p = {0};
     size_t ti = 0;
     int rc;
-    if (pd_connect_decode(req, &querier__v1__diff_request__descriptor, (ProtobufCMessage **)&in, &c->call,
-                          c->resp) < 0)
+    if (pd_connect_decode(req, &querier__v1__diff_request__descriptor, (ProtobufCMessage **)&in,
+                          &c->call, c->resp) < 0)
         return;
     Querier__V1__SelectMergeStacktracesRequest *l = in->left, *r = in->right;
     if (!l || !r || !l->profile_typeid || !*l->profile_typeid || !r->profile_typeid ||
@@ -758,7 +765,8 @@ static void m_diff(ctx *c, const pd_http_request *req)
         fail(c, rc);
         goto out;
     }
-    Querier__V1__FlameGraphDiff *fd = NEW(c, Querier__V1__FlameGraphDiff, QUERIER__V1__FLAME_GRAPH_DIFF__INIT);
+    Querier__V1__FlameGraphDiff *fd =
+        NEW(c, Querier__V1__FlameGraphDiff, QUERIER__V1__FLAME_GRAPH_DIFF__INIT);
     if (!fd)
         goto nomem;
     if (!rs.n || !ls.n) {
@@ -860,8 +868,8 @@ static int cmp_group_labels(const void *a, const void *b)
 
 /* The value of type ty/un of vs's stored profile at ts_ms after the stack
  * selector (0 when the profile has no such type). */
-static int selected_value(ctx *c, const pd__vseries *vs, int64_t ts_ms, const char *ty, const char *un,
-                          const pd__stack_selector *ss, int64_t *out)
+static int selected_value(ctx *c, const pd__vseries *vs, int64_t ts_ms, const char *ty,
+                          const char *un, const pd__stack_selector *ss, int64_t *out)
 {
     pd_profile p;
     *out = 0;
@@ -891,22 +899,24 @@ static void m_select_series(ctx *c, const pd_http_request *req)
     group *g = NULL;
     size_t ng = 0;
     int rc;
-    if (pd_connect_decode(req, &querier__v1__select_series_request__descriptor, (ProtobufCMessage **)&in,
-                          &c->call, c->resp) < 0)
+    if (pd_connect_decode(req, &querier__v1__select_series_request__descriptor,
+                          (ProtobufCMessage **)&in, &c->call, c->resp) < 0)
         return;
     if (!in->profile_typeid || !*in->profile_typeid) {
-        pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT, "SelectSeries: profile_typeID is required");
+        pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT,
+                         "SelectSeries: profile_typeID is required");
         goto out;
     }
     if (!(in->step > 0) || !isfinite(in->step)) {
-        pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT, "SelectSeries: step must be > 0 seconds, got %g",
-                         in->step);
+        pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT,
+                         "SelectSeries: step must be > 0 seconds, got %g", in->step);
         goto out;
     }
     int64_t start, end;
     range_of(in->start, in->end, &start, &end);
     if (start == INT64_MIN) {
-        pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT, "SelectSeries: start and end are required");
+        pd_connect_error(c->resp, PD_CONNECT_INVALID_ARGUMENT,
+                         "SelectSeries: start and end are required");
         goto out;
     }
     double stepd = in->step * 1000.0;
@@ -952,7 +962,8 @@ static void m_select_series(ctx *c, const pd_http_request *req)
             if (pt->ts_ms < start || pt->ts_ms > end || !pt->types)
                 continue;
             size_t t = vs->type_idx;
-            if (t >= pt->n_types || strcmp(pt->types[t].type, ty) || strcmp(pt->types[t].unit, un)) {
+            if (t >= pt->n_types || strcmp(pt->types[t].type, ty) ||
+                strcmp(pt->types[t].unit, un)) {
                 for (t = 0; t < pt->n_types; t++)
                     if (!strcmp(pt->types[t].type, ty) && !strcmp(pt->types[t].unit, un))
                         break;
@@ -996,9 +1007,11 @@ static void m_select_series(ctx *c, const pd_http_request *req)
             if (!pt)
                 goto nomem;
             pt->timestamp = start + g[i].b[j].k * step;
-            pt->value = in->aggregation == TYPES__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE
-                            ? g[i].b[j].sum / (double)g[i].b[j].count
-                            : g[i].b[j].sum;
+            pt->value =
+                in->aggregation ==
+                        TYPES__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE
+                    ? g[i].b[j].sum / (double)g[i].b[j].count
+                    : g[i].b[j].sum;
             pts[j] = pt;
         }
         se->points = pts;
@@ -1026,7 +1039,8 @@ static void m_get_profile_stats(ctx *c, const pd_http_request *req)
 {
     ProtobufCMessage *in = NULL;
     pd_series_set set = {0};
-    if (pd_connect_decode(req, &types__v1__get_profile_stats_request__descriptor, &in, &c->call, c->resp) < 0)
+    if (pd_connect_decode(req, &types__v1__get_profile_stats_request__descriptor, &in, &c->call,
+                          c->resp) < 0)
         return;
     int rc = pd_storage_select(c->env->st, NULL, 0, INT64_MIN, INT64_MAX, &set, &c->err);
     if (rc < 0) {
@@ -1075,8 +1089,8 @@ const char *pd__querier_route(const pd__querier_env *env, const pd_http_request 
     else if (!strcmp(m, "GetProfileStats"))
         m_get_profile_stats(&c, req);
     else {
-        pd_connect_error(resp, PD_CONNECT_UNIMPLEMENTED, "querier.v1.QuerierService/%.100s is not implemented",
-                         m);
+        pd_connect_error(resp, PD_CONNECT_UNIMPLEMENTED,
+                         "querier.v1.QuerierService/%.100s is not implemented", m);
         resp->status = 404;
     }
     pd_arena_release(&c.a);

@@ -69,8 +69,8 @@
 typedef struct pd__querier_env {
     pd_storage *st;
     const pd_pprof_limits *limits;
-    int64_t timeout_ms;  /* merges stop after it; 0 = 2 min */
-    size_t max_samples;  /* distinct samples of a merge; 0 = default */
+    int64_t timeout_ms; /* merges stop after it; 0 = 2 min */
+    size_t max_samples; /* distinct samples of a merge; 0 = default */
 } pd__querier_env;
 
 /* One virtual series. */
@@ -88,12 +88,12 @@ typedef struct pd__vseries {
  * infos and pts then hold each series' ref, labels and newest point,
  * borrowed from latest). */
 typedef struct pd__vselection {
-    pd_arena a;     /* every v[i].vl (its array; strings borrowed from set,
-                       latest or a) and the kinds' strings */
+    pd_arena a; /* every v[i].vl (its array; strings borrowed from set,
+                   latest or a) and the kinds' strings */
     pd_series_set set;
     pd_series_latest_set latest;
     pd_series_info *infos; /* latest.n (meta), shallow */
-    pd_points *pts; /* set.n, or latest.n (meta: one point each, priv NULL) */
+    pd_points *pts;        /* set.n, or latest.n (meta: one point each, priv NULL) */
     pd__vseries *v;
     size_t n;
 } pd__vselection;
@@ -129,9 +129,9 @@ void pd__vselection_release(pd__vselection *s);
  * end] with base (may be NULL) as diff base, as pd_query_merge_refs.
  * *type_idx is the index of the selection's sample type in the result.
  * PD_ENOTFOUND when the selection is empty. */
-int pd__vmerge(const pd__querier_env *env, const pd__vselection *base, int64_t bstart,
-               int64_t bend, const pd__vselection *cur, int64_t start, int64_t end,
-               pd_profile *out /* OUT */, size_t *type_idx /* OUT */, pd_err *err);
+int pd__vmerge(const pd__querier_env *env, const pd__vselection *base, int64_t bstart, int64_t bend,
+               const pd__vselection *cur, int64_t start, int64_t end, pd_profile *out /* OUT */,
+               size_t *type_idx /* OUT */, pd_err *err);
 
 /* pd__vmerge of only the samples filter passes (storage.h,
  * pd_storage_sample_filter; NULL: pd__vmerge): SelectMergeSpanProfile. */
@@ -149,7 +149,7 @@ int pd__vmerge_filtered(const pd__querier_env *env, const pd_storage_sample_filt
 typedef struct pd__levels {
     char **names;
     size_t n_names;
-    int64_t **levels; /* n_levels arrays */
+    int64_t **levels;  /* n_levels arrays */
     size_t *level_len; /* values in each */
     size_t n_levels;
     int64_t total, max_self, left_ticks, right_ticks;
@@ -157,8 +157,8 @@ typedef struct pd__levels {
 
 /* Builds the levels of p's sample type_idx, at most max_nodes nodes (0 =
  * all); diff: p is a diff (pd_query_diff). Errors: PD_ENOMEM, PD_ETOOBIG. */
-int pd__levels_build(const pd_profile *p, size_t type_idx, size_t max_nodes, bool diff,
-                     pd_arena *a, pd__levels *out /* OUT */, pd_err *err);
+int pd__levels_build(const pd_profile *p, size_t type_idx, size_t max_nodes, bool diff, pd_arena *a,
+                     pd__levels *out /* OUT */, pd_err *err);
 
 /* Writes Pyroscope's FlamebearerProfile of lv (pkg/og/structs/flamebearer
  * FlamebearerProfileV1: what /render answers and what Pyroscope's UI exports
@@ -185,9 +185,9 @@ int pd__flamebearer_report(const pd_profile *p, size_t type_idx, size_t max_node
 typedef struct pd__stack_selector {
     const char *const *call_site; /* function names, root first */
     size_t n_call_site;
-    bool go_pgo;              /* set: call_site is ignored */
-    uint32_t keep_locations;  /* go_pgo: leaf-most locations kept; 0 = all */
-    bool aggregate_callees;   /* go_pgo: the leaf location's line set to 0 */
+    bool go_pgo;             /* set: call_site is ignored */
+    uint32_t keep_locations; /* go_pgo: leaf-most locations kept; 0 = all */
+    bool aggregate_callees;  /* go_pgo: the leaf location's line set to 0 */
 } pd__stack_selector;
 
 /* True when s selects anything (NULL, no call site and no go_pgo: no). */
@@ -197,13 +197,14 @@ bool pd__stack_selector_active(const pd__stack_selector *s);
  * the rebuilt profile (held to lim; NULL: defaults), or left as it was
  * when s is not active or on error. Errors: PD_ENOMEM, PD_ETOOBIG (a cap
  * of lim), PD_EINVAL (p is inconsistent). */
-int pd__stack_select(pd_profile *p, const pd__stack_selector *s, const pd_pprof_limits *lim, pd_err *err);
+int pd__stack_select(pd_profile *p, const pd__stack_selector *s, const pd_pprof_limits *lim,
+                     pd_err *err);
 
 /* The same on a diff (pd__vmerge with a base): samples labelled
  * pprof::base=true get base, the others cur; an inactive one (NULL) leaves
  * its side's samples as they are. Errors as pd__stack_select. */
-int pd__stack_select_diff(pd_profile *p, const pd__stack_selector *base, const pd__stack_selector *cur,
-                          const pd_pprof_limits *lim, pd_err *err);
+int pd__stack_select_diff(pd_profile *p, const pd__stack_selector *base,
+                          const pd__stack_selector *cur, const pd_pprof_limits *lim, pd_err *err);
 
 /* Parses a time of Pyroscope's HTTP API: "now", "now-1h" (s, m, h, d),
  * Unix seconds, milliseconds or nanoseconds (told apart by size), RFC 3339.

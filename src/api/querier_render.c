@@ -64,7 +64,8 @@ static const char *units_of(const char *ptid)
         return "objects";
     if (!strncmp(ptid, "goroutines:", 11))
         return "goroutines";
-    if (strstr(ptid, ":nanoseconds:") && (!strncmp(ptid, "mutex:", 6) || !strncmp(ptid, "block:", 6)))
+    if (strstr(ptid, ":nanoseconds:") &&
+        (!strncmp(ptid, "mutex:", 6) || !strncmp(ptid, "block:", 6)))
         return "lock_nanoseconds";
     if (strstr(ptid, ":nanoseconds:"))
         return "samples";
@@ -156,11 +157,11 @@ static int64_t point_interval_s(int64_t from_ms, int64_t until_ms)
     static const struct {
         int64_t upto_ms, step_ms;
     } T[] = {
-        {17500, 15000},        {25000, 20000},       {45000, 30000},
-        {90000, 60000},       {210000, 120000},      {450000, 300000},     {750000, 600000},
-        {1050000, 900000},    {1500000, 1200000},    {2700000, 1800000},   {5400000, 3600000},
-        {9000000, 7200000},   {16200000, 10800000},  {32400000, 21600000}, {86400000, 43200000},
-        {172800000, 86400000}, {604800000, 86400000}, {1814400000, 604800000},
+        {17500, 15000},        {25000, 20000},          {45000, 30000},       {90000, 60000},
+        {210000, 120000},      {450000, 300000},        {750000, 600000},     {1050000, 900000},
+        {1500000, 1200000},    {2700000, 1800000},      {5400000, 3600000},   {9000000, 7200000},
+        {16200000, 10800000},  {32400000, 21600000},    {86400000, 43200000}, {172800000, 86400000},
+        {604800000, 86400000}, {1814400000, 604800000},
     };
     int64_t iv = (until_ms - from_ms) / 1500;
     if (iv < 15000)
@@ -190,7 +191,8 @@ static int put_timeline(pd_buf *b, const pd__vselection *s, int64_t f, int64_t u
         const pd__vseries *vs = &s->v[i];
         if (!vs->pts->n || !vs->pts->v[0].types)
             continue;
-        const char *ty = vs->pts->v[0].types[vs->type_idx].type, *un = vs->pts->v[0].types[vs->type_idx].unit;
+        const char *ty = vs->pts->v[0].types[vs->type_idx].type,
+                   *un = vs->pts->v[0].types[vs->type_idx].unit;
         for (size_t j = 0; j < vs->pts->n; j++) {
             const pd_point *pt = &vs->pts->v[j];
             if (pt->ts_ms < S || pt->ts_ms >= E || !pt->types)
@@ -297,8 +299,10 @@ const char *pd__querier_render(const pd__querier_env *env, const pd_http_request
             goto out;
         }
         int64_t now = pd_now_ms(), tf, tu;
-        pd__pyro_time(pd_http_arg(req, "from") ? pd_http_arg(req, "from") : "now-1h", now, &tf, &err);
-        pd__pyro_time(pd_http_arg(req, "until") ? pd_http_arg(req, "until") : "now", now, &tu, &err);
+        pd__pyro_time(pd_http_arg(req, "from") ? pd_http_arg(req, "from") : "now-1h", now, &tf,
+                      &err);
+        pd__pyro_time(pd_http_arg(req, "until") ? pd_http_arg(req, "until") : "now", now, &tu,
+                      &err);
         memset(&lv, 0, sizeof lv);
         if (lhave && (rc = pd__levels_build(&lp, lti, max_nodes, false, &a, &lv, &err)) < 0) {
             bad(resp, rc, &err);
@@ -310,7 +314,8 @@ const char *pd__querier_render(const pd__querier_env *env, const pd_http_request
         static int64_t *zl[] = {zero};
         static size_t zlen[] = {4};
         if (!lhave)
-            lv = (pd__levels){.names = names, .n_names = 1, .levels = zl, .level_len = zlen, .n_levels = 1};
+            lv = (pd__levels){
+                .names = names, .n_names = 1, .levels = zl, .level_len = zlen, .n_levels = 1};
         pd_buf_reset(b);
         pd__flamebearer_put(b, &lv, false, lid);
         pd_buf_puts(b, ",\"timeline\":");
@@ -337,10 +342,14 @@ const char *pd__querier_render(const pd__querier_env *env, const pd_http_request
         pd_profile_release(&lp);
         pd_profile_release(&rp);
         int64_t now = pd_now_ms(), lf, lu, rf, ru;
-        pd__pyro_time(pd_http_arg(req, "leftFrom") ? pd_http_arg(req, "leftFrom") : "now-1h", now, &lf, &err);
-        pd__pyro_time(pd_http_arg(req, "leftUntil") ? pd_http_arg(req, "leftUntil") : "now", now, &lu, &err);
-        pd__pyro_time(pd_http_arg(req, "rightFrom") ? pd_http_arg(req, "rightFrom") : "now-1h", now, &rf, &err);
-        pd__pyro_time(pd_http_arg(req, "rightUntil") ? pd_http_arg(req, "rightUntil") : "now", now, &ru, &err);
+        pd__pyro_time(pd_http_arg(req, "leftFrom") ? pd_http_arg(req, "leftFrom") : "now-1h", now,
+                      &lf, &err);
+        pd__pyro_time(pd_http_arg(req, "leftUntil") ? pd_http_arg(req, "leftUntil") : "now", now,
+                      &lu, &err);
+        pd__pyro_time(pd_http_arg(req, "rightFrom") ? pd_http_arg(req, "rightFrom") : "now-1h", now,
+                      &rf, &err);
+        pd__pyro_time(pd_http_arg(req, "rightUntil") ? pd_http_arg(req, "rightUntil") : "now", now,
+                      &ru, &err);
         if ((rc = pd__vmerge(env, &ls, lf, lu, &rs, rf, ru, &dp, &rti, &err)) < 0) {
             bad(resp, rc, &err);
             goto out;

@@ -54,22 +54,23 @@ int pd__ptid_check(const char *ptid, size_t *match_len, pd_err *err)
     if (parts != 5 && parts != 6)
         return pd_err_set(err, PD_EINVAL,
                           "profile-type selection must be of the form "
-                          "<name>:<sample-type>:<sample-unit>:<period-type>:<period-unit>(:delta), got(%zu): \"%.300s\"",
+                          "<name>:<sample-type>:<sample-unit>:<period-type>:<period-unit>(:delta), "
+                          "got(%zu): \"%.300s\"",
                           parts, ptid);
     *match_len = five;
     return 0;
 }
 
 /* Period type/unit of a series not in the table: from its latest profile. */
-static void period_of(pd_storage *st, const pd_series_info *si, const pd_points *pts,
-                      char *pt, char *pu, size_t cap)
+static void period_of(pd_storage *st, const pd_series_info *si, const pd_points *pts, char *pt,
+                      char *pu, size_t cap)
 {
     pd_profile p;
     pd_err err;
     snprintf(pt, cap, "unknown");
     snprintf(pu, cap, "unknown");
-    if (!pts->n || pd_storage_read_profile(st, si->ref, pts->v[pts->n - 1].ts_ms, &p, NULL,
-                                           &err) < 0)
+    if (!pts->n ||
+        pd_storage_read_profile(st, si->ref, pts->v[pts->n - 1].ts_ms, &p, NULL, &err) < 0)
         return;
     if (p.period_type.type > 0 && (size_t)p.period_type.type < p.n_string)
         snprintf(pt, cap, "%s", p.string_table[p.period_type.type]);
@@ -140,8 +141,8 @@ static bool vvalue_ok(const char *v)
  * (~25 mallocs each: the bulk of a Series/LabelNames answer over 50k
  * series). */
 #define NV 7
-static const char *const vnames[NV] = {"__name__", "__period_type__", "__period_unit__",
-                                       "__profile_type__", "__type__", "__unit__",
+static const char *const vnames[NV] = {"__name__",         "__period_type__", "__period_unit__",
+                                       "__profile_type__", "__type__",        "__unit__",
                                        "service_name"};
 static int virtual_labels(pd_arena *a, const pd_labels *st, const char *const vv[NV],
                           const bool ok[NV], pd_labels *out)
@@ -196,8 +197,8 @@ typedef struct vkind {
  * asked (NULL: any). ptb/pub: the series' stored period (from_profile
  * names only, else NULL). 0 or PD_ENOMEM. */
 static int kind_of(pd_arena *a, const char *stored, const pd_sample_type_desc *types, size_t n,
-                   bool has_heap, bool has_allocs, const char *ptid, size_t plen,
-                   const char *ptb, const char *pub, vkind *k)
+                   bool has_heap, bool has_allocs, const char *ptid, size_t plen, const char *ptb,
+                   const char *pub, vkind *k)
 {
     memset(k, 0, sizeof *k);
     const char *pyro = stored, *ptype = NULL, *punit = NULL, *aptype = NULL, *apunit = NULL;
@@ -221,7 +222,8 @@ static int kind_of(pd_arena *a, const char *stored, const pd_sample_type_desc *t
         apunit = punit;
     }
     /* (ptype is NULL only for a from_profile name asked without ptb) */
-    if (!(k->pyro = pd_arena_strdup(a, pyro)) || !(k->ptype = pd_arena_strdup(a, ptype ? ptype : "")) ||
+    if (!(k->pyro = pd_arena_strdup(a, pyro)) ||
+        !(k->ptype = pd_arena_strdup(a, ptype ? ptype : "")) ||
         !(k->punit = pd_arena_strdup(a, punit ? punit : "")))
         return PD_ENOMEM;
     k->ok_pyro = vvalue_ok(k->pyro);
@@ -237,7 +239,8 @@ static int kind_of(pd_arena *a, const char *stored, const pd_sample_type_desc *t
     k->ok_ty = k->ok_id + n;
     k->ok_un = k->ok_id + 2 * n;
     for (size_t t = 0; t < n; t++) {
-        const char *ty = types[t].type ? types[t].type : "", *un = types[t].unit ? types[t].unit : "";
+        const char *ty = types[t].type ? types[t].type : "",
+                   *un = types[t].unit ? types[t].unit : "";
         if (!(k->ty[t] = pd_arena_strdup(a, ty)) || !(k->un[t] = pd_arena_strdup(a, un)))
             return PD_ENOMEM;
         k->ok_ty[t] = vvalue_ok(ty);
@@ -251,7 +254,8 @@ static int kind_of(pd_arena *a, const char *stored, const pd_sample_type_desc *t
            and the table's period: what profd answered before) is an alias */
         char id[600], alias[600];
         snprintf(id, sizeof id, "%s:%s:%s:%s:%s", pyro, ty, un, ptype, punit);
-        snprintf(alias, sizeof alias, "%s:%s:%s:%s:%s", *stored ? stored : pyro, ty, un, aptype, apunit);
+        snprintf(alias, sizeof alias, "%s:%s:%s:%s:%s", *stored ? stored : pyro, ty, un, aptype,
+                 apunit);
         if (ptid && *ptid && !(strlen(id) == plen && !strncmp(ptid, id, plen)) &&
             !(strlen(alias) == plen && !strncmp(ptid, alias, plen)))
             continue;
@@ -291,7 +295,7 @@ static int add_vseries(pd__vselection *out, const pd_series_info *si, const pd_p
         /* a set at its label cap keeps what fits: virtual labels are best
            effort (names sorted, as virtual_labels needs) */
         const char *vv[NV] = {k->pyro, k->ptype, k->punit, k->id[t], k->ty[t], k->un[t], svc};
-        const bool ok[NV] = {k->ok_pyro, k->ok_ptype, k->ok_punit, k->ok_id[t],
+        const bool ok[NV] = {k->ok_pyro,  k->ok_ptype, k->ok_punit, k->ok_id[t],
                              k->ok_ty[t], k->ok_un[t], ok_svc};
         if (virtual_labels(&out->a, &si->labels, vv, ok, &vs->vl) < 0)
             return PD_ENOMEM;
@@ -317,7 +321,7 @@ typedef struct kmemo {
         const char *name;
         uint32_t types_id;
         vkind k;
-    } *v;
+    } * v;
     size_t n, cap;
 } kmemo;
 
@@ -346,8 +350,8 @@ static int kmemo_get(kmemo *m, pd_arena *a, const char *stored, const pd_series_
         ke->types_id = e->types_id;
         int rc;
         if (!(ke->name = pd_arena_strdup(a, stored)) ||
-            (rc = kind_of(a, stored, e->types, e->n_types, has_heap, has_allocs, ptid, plen,
-                          NULL, NULL, &ke->k)) < 0 ||
+            (rc = kind_of(a, stored, e->types, e->n_types, has_heap, has_allocs, ptid, plen, NULL,
+                          NULL, &ke->k)) < 0 ||
             pd_u64map_put(&m->at, h, m->n) < 0)
             return PD_ENOMEM;
         *out = &m->v[m->n++].k;
@@ -359,8 +363,8 @@ static int kmemo_get(kmemo *m, pd_arena *a, const char *stored, const pd_series_
  * kind computed once per name and types (kmemo) unless its period is its
  * profile's. */
 static int vselect_latest(pd_storage *st, const char *ptid, size_t plen, const sel *sels,
-                          size_t nsel, bool all, int64_t start, int64_t end,
-                          pd__vselection *out, pd_err *err)
+                          size_t nsel, bool all, int64_t start, int64_t end, pd__vselection *out,
+                          pd_err *err)
 {
     kmemo memo = {0};
     pd_u64map_init(&memo.at);
@@ -391,10 +395,13 @@ static int vselect_latest(pd_storage *st, const char *ptid, size_t plen, const s
         has_heap |= nm && !strcmp(nm, "heap");
         has_allocs |= nm && !strcmp(nm, "allocs");
         total_types += e->n_types;
-        out->infos[i] = (pd_series_info){.ref = e->ref, .labels = *e->labels, .n_profiles = 1,
-                                         .min_ts = e->ts_ms, .max_ts = e->ts_ms};
-        pv[i] = (pd_point){.ts_ms = e->ts_ms, .n_types = e->n_types,
-                           .types = (pd_sample_type_desc *)e->types};
+        out->infos[i] = (pd_series_info){.ref = e->ref,
+                                         .labels = *e->labels,
+                                         .n_profiles = 1,
+                                         .min_ts = e->ts_ms,
+                                         .max_ts = e->ts_ms};
+        pv[i] = (pd_point){
+            .ts_ms = e->ts_ms, .n_types = e->n_types, .types = (pd_sample_type_desc *)e->types};
         out->pts[i] = (pd_points){.v = &pv[i], .n = 1};
     }
     out->v = calloc(total_types ? total_types : 1, sizeof *out->v);
@@ -526,9 +533,8 @@ int pd__vselect_ex(pd_storage *st, const char *ptid, const char *const *selector
         if (!shared)
             period_of(st, si, pts, ptb, pub, sizeof ptb);
         vkind k;
-        if ((rc = kind_of(&out->a, stored, pts->v[0].types, pts->v[0].n_types, has_heap,
-                          has_allocs, ptid, plen, shared ? NULL : ptb, shared ? NULL : pub,
-                          &k)) < 0 ||
+        if ((rc = kind_of(&out->a, stored, pts->v[0].types, pts->v[0].n_types, has_heap, has_allocs,
+                          ptid, plen, shared ? NULL : ptb, shared ? NULL : pub, &k)) < 0 ||
             (rc = add_vseries(out, si, pts, &k, sels, nsel, all)) < 0) {
             rc = pd_err_set(err, PD_ENOMEM, "out of memory");
             goto out;
@@ -568,12 +574,11 @@ static int refs_of(const pd__vselection *s, int64_t from, int64_t to, pd_series_
     return 0;
 }
 
-int pd__vmerge(const pd__querier_env *env, const pd__vselection *base, int64_t bstart,
-               int64_t bend, const pd__vselection *cur, int64_t start, int64_t end,
-               pd_profile *out, size_t *type_idx, pd_err *err)
+int pd__vmerge(const pd__querier_env *env, const pd__vselection *base, int64_t bstart, int64_t bend,
+               const pd__vselection *cur, int64_t start, int64_t end, pd_profile *out,
+               size_t *type_idx, pd_err *err)
 {
-    return pd__vmerge_filtered(env, NULL, base, bstart, bend, cur, start, end, out, type_idx,
-                               err);
+    return pd__vmerge_filtered(env, NULL, base, bstart, bend, cur, start, end, out, type_idx, err);
 }
 
 int pd__vmerge_filtered(const pd__querier_env *env, const pd_storage_sample_filter *filter,
@@ -587,7 +592,8 @@ int pd__vmerge_filtered(const pd__querier_env *env, const pd_storage_sample_filt
     memset(out, 0, sizeof *out);
     if (!cur->n)
         return pd_err_set(err, PD_ENOTFOUND, "no series matches");
-    if (refs_of(cur, start, end, &ca, &cr) < 0 || (base && refs_of(base, bstart, bend, &ba, &br) < 0)) {
+    if (refs_of(cur, start, end, &ca, &cr) < 0 ||
+        (base && refs_of(base, bstart, bend, &ba, &br) < 0)) {
         rc = pd_err_set(err, PD_ENOMEM, "out of memory");
         goto out;
     }
@@ -627,8 +633,8 @@ out:
 /* ---- flame graph levels ---- */
 
 typedef struct node {
-    json_t *j;       /* NULL for an "other" node */
-    int64_t x[2];    /* absolute offset: [0] single/left, [1] right */
+    json_t *j;    /* NULL for an "other" node */
+    int64_t x[2]; /* absolute offset: [0] single/left, [1] right */
     int64_t tot[2], self[2];
     size_t name;
 } node;
@@ -648,7 +654,8 @@ static int64_t jint(json_t *o, const char *k)
 {
     json_t *v = json_object_get(o, k);
     return json_is_integer(v) ? (int64_t)json_integer_value(v)
-                              : json_is_real(v) ? (int64_t)json_real_value(v) : 0;
+           : json_is_real(v)  ? (int64_t)json_real_value(v)
+                              : 0;
 }
 
 static int name_idx(names_t *nm, pd_arena *a, const char *s, size_t *out)
@@ -703,8 +710,8 @@ static void node_vals(json_t *j, bool diff, int64_t *tot, int64_t *self)
     }
 }
 
-int pd__levels_build(const pd_profile *p, size_t type_idx, size_t max_nodes, bool diff,
-                     pd_arena *a, pd__levels *out, pd_err *err)
+int pd__levels_build(const pd_profile *p, size_t type_idx, size_t max_nodes, bool diff, pd_arena *a,
+                     pd__levels *out, pd_err *err)
 {
     pd_buf js;
     pd_buf_init(&js, 0);
@@ -783,7 +790,9 @@ int pd__levels_build(const pd_profile *p, size_t type_idx, size_t max_nodes, boo
                     cut[0] = jint(pn->j, "base_cut");
                 }
                 if (cut[0] || cut[1]) {
-                    node c = {.j = NULL, .x = {x[0], x[1]}, .tot = {cut[0], cut[1]},
+                    node c = {.j = NULL,
+                              .x = {x[0], x[1]},
+                              .tot = {cut[0], cut[1]},
                               .self = {cut[0], cut[1]}};
                     if ((rc = name_idx(&nm, a, "other", &c.name)) < 0)
                         goto nomem;
@@ -917,5 +926,6 @@ int pd__pyro_time(const char *s, int64_t now_ms, int64_t *out, pd_err *err)
         }
     }
 bad:
-    return pd_err_set(err, PD_EPARSE, "time \"%.60s\": use now, now-1h, Unix seconds or RFC 3339", s);
+    return pd_err_set(err, PD_EPARSE, "time \"%.60s\": use now, now-1h, Unix seconds or RFC 3339",
+                      s);
 }

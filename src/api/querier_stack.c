@@ -38,7 +38,8 @@ bool pd__stack_selector_active(const pd__stack_selector *s)
 
 /* Whether sample s's stack, root first with inlined frames expanded,
  * starts with the selector's call site. */
-static bool call_site_match(const pd_profile *p, const pd_pprof_sample *s, const pd__stack_selector *sel)
+static bool call_site_match(const pd_profile *p, const pd_pprof_sample *s,
+                            const pd__stack_selector *sel)
 {
     size_t j = 0;
     for (size_t li = s->n_location; li-- > 0 && j < sel->n_call_site;) {
@@ -91,8 +92,9 @@ static int fn_of(rb *r, uint64_t id, uint64_t *out)
     const pd_pprof_function *f = pd_profile_function(r->p, id);
     if (!f)
         return pd_err_set(r->err, PD_EINVAL, "function %" PRIu64 " missing", id);
-    int rc = pd_profile_builder_function(r->b, pd_profile_str(r->p, f->name), pd_profile_str(r->p, f->system_name),
-                                         pd_profile_str(r->p, f->filename), f->start_line, &v, r->err);
+    int rc = pd_profile_builder_function(
+        r->b, pd_profile_str(r->p, f->name), pd_profile_str(r->p, f->system_name),
+        pd_profile_str(r->p, f->filename), f->start_line, &v, r->err);
     if (rc < 0 || (rc = pd_u64map_put(&r->fn, id, v)) < 0)
         return rc;
     *out = v;
@@ -117,7 +119,8 @@ static int loc_of(rb *r, uint64_t id, bool leaf_variant, uint64_t *out)
         if (!pm)
             return pd_err_set(r->err, PD_EINVAL, "mapping %" PRIu64 " missing", l->mapping_id);
         if ((rc = pd_profile_builder_mapping(r->b, pm, pd_profile_str(r->p, pm->filename),
-                                             pd_profile_str(r->p, pm->build_id), &mid, r->err)) < 0 ||
+                                             pd_profile_str(r->p, pm->build_id), &mid, r->err)) <
+                0 ||
             (rc = pd_u64map_put(&r->map, l->mapping_id, mid)) < 0)
             return rc;
     }
@@ -147,13 +150,14 @@ static bool is_base(const pd_profile *p, const pd_pprof_sample *s)
     return false;
 }
 
-int pd__stack_select(pd_profile *p, const pd__stack_selector *sel, const pd_pprof_limits *lim, pd_err *err)
+int pd__stack_select(pd_profile *p, const pd__stack_selector *sel, const pd_pprof_limits *lim,
+                     pd_err *err)
 {
     return pd__stack_select_diff(p, sel, sel, lim, err);
 }
 
-int pd__stack_select_diff(pd_profile *p, const pd__stack_selector *base, const pd__stack_selector *cur,
-                          const pd_pprof_limits *lim, pd_err *err)
+int pd__stack_select_diff(pd_profile *p, const pd__stack_selector *base,
+                          const pd__stack_selector *cur, const pd_pprof_limits *lim, pd_err *err)
 {
     static const pd__stack_selector none;
     if (!pd__stack_selector_active(base) && !pd__stack_selector_active(cur))
@@ -173,10 +177,12 @@ int pd__stack_select_diff(pd_profile *p, const pd__stack_selector *base, const p
         return pd_err_set(err, rc, "out of memory");
     for (size_t i = 0; i < p->n_sample_type; i++)
         if ((rc = pd_profile_builder_sample_type(r.b, pd_profile_str(p, p->sample_type[i].type),
-                                                 pd_profile_str(p, p->sample_type[i].unit), err)) < 0)
+                                                 pd_profile_str(p, p->sample_type[i].unit), err)) <
+            0)
             goto out;
     if ((rc = pd_profile_builder_period(r.b, pd_profile_str(p, p->period_type.type),
-                                        pd_profile_str(p, p->period_type.unit), p->period, err)) < 0)
+                                        pd_profile_str(p, p->period_type.unit), p->period, err)) <
+        0)
         goto out;
     for (size_t i = 0; i < p->n_comment; i++)
         if ((rc = pd_profile_builder_comment(r.b, pd_profile_str(p, p->comment[i]), err)) < 0)
@@ -207,7 +213,8 @@ int pd__stack_select_diff(pd_profile *p, const pd__stack_selector *base, const p
             cap_l = n;
         }
         for (size_t k = 0; k < n; k++)
-            if ((rc = loc_of(&r, s->location_id[k], sel->go_pgo && sel->aggregate_callees && k == 0, &locs[k])) < 0)
+            if ((rc = loc_of(&r, s->location_id[k], sel->go_pgo && sel->aggregate_callees && k == 0,
+                             &locs[k])) < 0)
                 goto out;
         if (s->n_label > cap_b) {
             pd_pprof_label *nb = realloc(labs, s->n_label * sizeof *nb);

@@ -42,11 +42,11 @@
 #define MAX_PARAM_BYTES 4096
 
 /* The error envelope; a 400 is counted as a bad query parameter. */
-#define error_reply(resp, status, ...)                                                            \
-    do {                                                                                          \
-        if ((status) == 400)                                                                      \
+#define error_reply(resp, status, ...)                                                             \
+    do {                                                                                           \
+        if ((status) == 400)                                                                       \
             pd_metrics_add("profd_rejected_input_total", "reason=\"query_bad_param\"", 1);         \
-        pd__api_reply_error((resp), (status), __VA_ARGS__);                                       \
+        pd__api_reply_error((resp), (status), __VA_ARGS__);                                        \
     } while (0)
 
 /* True when s has a ".." path component. */
@@ -66,9 +66,8 @@ static int put_str(pd_buf *b, const char *key, const char *v)
 
 /* The answer for fl (of function fn, sample type st of p) and the file's
  * text src. */
-static int put_answer(pd_buf *b, const char *fn, const pd_function_lines *fl,
-                      const pd_profile *p, size_t si, int64_t profile_total,
-                      const pd_source_file *src)
+static int put_answer(pd_buf *b, const char *fn, const pd_function_lines *fl, const pd_profile *p,
+                      size_t si, int64_t profile_total, const pd_source_file *src)
 {
     /* the hottest line and the file's lines */
     int64_t hot = 0, best = 0;
@@ -115,15 +114,15 @@ static int put_answer(pd_buf *b, const char *fn, const pd_function_lines *fl,
                            "},\"profile_total\":%" PRId64 ",\"self\":%" PRId64 ",\"total\":%" PRId64
                            ",\"no_line\":{\"self\":%" PRId64 ",\"total\":%" PRId64
                            "},\"source\":{\"origin\":",
-                           profile_total, fl->self, fl->total, fl->no_line_self,
-                           fl->no_line_total);
+                           profile_total, fl->self, fl->total, fl->no_line_self, fl->no_line_total);
     if (!rc)
         rc = pd_buf_put_json_string(b, src->origin, strlen(src->origin));
     if (!rc)
         rc = put_str(b, strcmp(src->origin, "debuginfod") == 0 ? "build_id" : "path", src->where);
     if (!rc)
-        rc = pd_buf_printf(b, "},\"hottest\":%" PRId64 ",\"stale\":%s,\"lines_in_file\":%zu,"
-                              "\"lines\":[",
+        rc = pd_buf_printf(b,
+                           "},\"hottest\":%" PRId64 ",\"stale\":%s,\"lines_in_file\":%zu,"
+                           "\"lines\":[",
                            hot, stale ? "true" : "false", n_text);
     size_t k = 0; /* next cost line */
     const char *s = src->text, *end = src->text + src->len;
@@ -211,8 +210,8 @@ const char *pd__api_source(pd_api *api, const pd_http_request *req, pd_http_resp
                     fn, fl.file);
         goto out;
     }
-    pd_source_opts so = {.dirs = api->o.source_dirs, .n_dirs = api->o.n_source_dirs,
-                         .use_debuginfod = true};
+    pd_source_opts so = {
+        .dirs = api->o.source_dirs, .n_dirs = api->o.n_source_dirs, .use_debuginfod = true};
     rc = pd_source_find(&so, (const char *const *)fl.build_ids, fl.n_build_ids, fl.file, &src,
                         &tried);
     if (rc == PD_ENOTFOUND) {

@@ -26,8 +26,8 @@ static void put_jstr(pd_buf *b, const char *s)
 static void h_buildinfo(const pd_api *api, pd_http_response *resp)
 {
     const pd_build_info *b = &api->build;
-    const char *k[] = {"version", "revision", "branch", "buildUser", "buildDate", "compiler",
-                       "platform"};
+    const char *k[] = {"version",   "revision", "branch",  "buildUser",
+                       "buildDate", "compiler", "platform"};
     const char *v[] = {b->version,    b->revision, b->branch,  b->build_user,
                        b->build_date, b->compiler, b->platform};
     pd__api_begin_success(resp);

@@ -91,4 +91,7 @@ char *pd_arena_strndup(pd_arena *a, const char *s, size_t len)
     return p;
 }
 
-char *pd_arena_strdup(pd_arena *a, const char *s) { return pd_arena_strndup(a, s, strlen(s)); }
+char *pd_arena_strdup(pd_arena *a, const char *s)
+{
+    return pd_arena_strndup(a, s, strlen(s));
+}

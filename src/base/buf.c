@@ -51,9 +51,15 @@ int pd_buf_append(pd_buf *b, const void *data, size_t len)
     return 0;
 }
 
-int pd_buf_puts(pd_buf *b, const char *s) { return pd_buf_append(b, s, strlen(s)); }
+int pd_buf_puts(pd_buf *b, const char *s)
+{
+    return pd_buf_append(b, s, strlen(s));
+}
 
-int pd_buf_putc(pd_buf *b, char c) { return pd_buf_append(b, &c, 1); }
+int pd_buf_putc(pd_buf *b, char c)
+{
+    return pd_buf_append(b, &c, 1);
+}
 
 int pd_buf_vprintf(pd_buf *b, const char *fmt, va_list ap)
 {
@@ -86,11 +92,21 @@ int pd_buf_put_json_string(pd_buf *b, const char *s, size_t len)
     for (size_t i = 0; i < len && !rc; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
-        case '"': rc = pd_buf_puts(b, "\\\""); break;
-        case '\\': rc = pd_buf_puts(b, "\\\\"); break;
-        case '\n': rc = pd_buf_puts(b, "\\n"); break;
-        case '\r': rc = pd_buf_puts(b, "\\r"); break;
-        case '\t': rc = pd_buf_puts(b, "\\t"); break;
+        case '"':
+            rc = pd_buf_puts(b, "\\\"");
+            break;
+        case '\\':
+            rc = pd_buf_puts(b, "\\\\");
+            break;
+        case '\n':
+            rc = pd_buf_puts(b, "\\n");
+            break;
+        case '\r':
+            rc = pd_buf_puts(b, "\\r");
+            break;
+        case '\t':
+            rc = pd_buf_puts(b, "\\t");
+            break;
         default:
             if (c < 0x20)
                 rc = pd_buf_printf(b, "\\u%04x", c);

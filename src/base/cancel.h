@@ -29,10 +29,10 @@ typedef enum {
 } pd_cancel_reason;
 
 typedef struct pd_cancel {
-    _Atomic int reason;             /* pd_cancel_reason; set once */
-    _Atomic int64_t next_poll_ns;   /* pd_mono_ns() of the next poll of gone */
-    bool (*gone)(void *ctx);        /* may be NULL: only shutdown trips it */
-    void *ctx;                      /* gone's argument (borrowed) */
+    _Atomic int reason;           /* pd_cancel_reason; set once */
+    _Atomic int64_t next_poll_ns; /* pd_mono_ns() of the next poll of gone */
+    bool (*gone)(void *ctx);      /* may be NULL: only shutdown trips it */
+    void *ctx;                    /* gone's argument (borrowed) */
 } pd_cancel;
 
 /* A token that polls gone(ctx) (NULL: none). No allocation. */

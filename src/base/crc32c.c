@@ -26,7 +26,7 @@ static void init_table(void)
 #include <string.h>
 
 __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p,
-                                                             size_t len)
+                                                            size_t len)
 {
     uint64_t c = ~crc;
     while (len && ((uintptr_t)p & 7)) {
@@ -47,7 +47,6 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const 
 
 static int hw = -1; /* -1 unknown, 0 no, 1 yes */
 #endif
-
 
 uint32_t pd_crc32c(uint32_t crc, const void *data, size_t len)
 {
@@ -71,9 +70,11 @@ uint32_t pd__crc32c_portable(uint32_t crc, const void *data, size_t len)
     const uint8_t *p = data;
     crc = ~crc;
     while (len >= 8) {
-        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                             (uint32_t)p[3] << 24);
         crc = table[7][lo & 0xff] ^ table[6][(lo >> 8) & 0xff] ^ table[5][(lo >> 16) & 0xff] ^
-              table[4][lo >> 24] ^ table[3][p[4]] ^ table[2][p[5]] ^ table[1][p[6]] ^ table[0][p[7]];
+              table[4][lo >> 24] ^ table[3][p[4]] ^ table[2][p[5]] ^ table[1][p[6]] ^
+              table[0][p[7]];
         p += 8;
         len -= 8;
     }

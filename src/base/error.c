@@ -7,20 +7,34 @@
 const char *pd_strerror(int code)
 {
     switch (code) {
-    case PD_OK: return "ok";
-    case PD_ENOMEM: return "out of memory";
-    case PD_EINVAL: return "invalid input";
-    case PD_ECORRUPT: return "corrupt data";
-    case PD_ETOOBIG: return "input too large";
-    case PD_ENOTFOUND: return "not found";
-    case PD_EPARSE: return "parse error";
-    case PD_ETIMEOUT: return "timed out";
-    case PD_EEXIST: return "already exists";
-    case PD_ECANCELED: return "canceled";
-    case PD_EAMBIGUOUS: return "ambiguous";
-    case PD_ECLOSED: return "closed";
-    case PD_EOUTOFBOUNDS: return "out of bounds";
-    case PD_ELIMIT: return "limit reached";
+    case PD_OK:
+        return "ok";
+    case PD_ENOMEM:
+        return "out of memory";
+    case PD_EINVAL:
+        return "invalid input";
+    case PD_ECORRUPT:
+        return "corrupt data";
+    case PD_ETOOBIG:
+        return "input too large";
+    case PD_ENOTFOUND:
+        return "not found";
+    case PD_EPARSE:
+        return "parse error";
+    case PD_ETIMEOUT:
+        return "timed out";
+    case PD_EEXIST:
+        return "already exists";
+    case PD_ECANCELED:
+        return "canceled";
+    case PD_EAMBIGUOUS:
+        return "ambiguous";
+    case PD_ECLOSED:
+        return "closed";
+    case PD_EOUTOFBOUNDS:
+        return "out of bounds";
+    case PD_ELIMIT:
+        return "limit reached";
     default:
         if (code < 0 && code > -1000)
             return strerror(-code);

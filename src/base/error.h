@@ -16,21 +16,21 @@
 
 enum {
     PD_OK = 0,
-    PD_ENOMEM = -1001,     /* allocation failed */
-    PD_EINVAL = -1002,     /* an argument or input value is not valid */
-    PD_ECORRUPT = -1003,   /* stored data (disk, WAL) fails a check */
-    PD_ETOOBIG = -1004,    /* input exceeds a configured cap */
-    PD_ENOTFOUND = -1005,  /* the named thing does not exist */
-    PD_EPARSE = -1006,     /* input text or bytes do not parse */
-    PD_ETIMEOUT = -1007,   /* an operation ran past its deadline */
-    PD_EEXIST = -1008,     /* the thing already exists */
-    PD_ECANCELED = -1009,  /* the caller gave up */
-    PD_EAMBIGUOUS = -1010, /* a query matched more than one thing where one was required */
-    PD_ECLOSED = -1011,    /* the object is closed or shutting down */
+    PD_ENOMEM = -1001,       /* allocation failed */
+    PD_EINVAL = -1002,       /* an argument or input value is not valid */
+    PD_ECORRUPT = -1003,     /* stored data (disk, WAL) fails a check */
+    PD_ETOOBIG = -1004,      /* input exceeds a configured cap */
+    PD_ENOTFOUND = -1005,    /* the named thing does not exist */
+    PD_EPARSE = -1006,       /* input text or bytes do not parse */
+    PD_ETIMEOUT = -1007,     /* an operation ran past its deadline */
+    PD_EEXIST = -1008,       /* the thing already exists */
+    PD_ECANCELED = -1009,    /* the caller gave up */
+    PD_EAMBIGUOUS = -1010,   /* a query matched more than one thing where one was required */
+    PD_ECLOSED = -1011,      /* the object is closed or shutting down */
     PD_EOUTOFBOUNDS = -1012, /* a timestamp outside the window the store accepts (too far in
                                 the future, or older than retention keeps) */
-    PD_ELIMIT = -1013,     /* a configured limit on what is stored is reached (series per
-                              service, issue 26) */
+    PD_ELIMIT = -1013,       /* a configured limit on what is stored is reached (series per
+                                service, issue 26) */
 };
 
 /* A message for a person. Always NUL-terminated; empty when unset. */
@@ -44,8 +44,7 @@ const char *pd_strerror(int code);
 
 /* Formats a message into err->msg (no-op when err is NULL) and returns
  * `code`, so callers can write `return pd_err_set(err, PD_EINVAL, "...")`. */
-int pd_err_set(pd_err *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int pd_err_set(pd_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Prepends "prefix: " to err->msg (e.g. a file name). No-op when err is NULL. */
 void pd_err_prefix(pd_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

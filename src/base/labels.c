@@ -91,9 +91,10 @@ void pd_labels_release(pd_labels *ls)
 int pd_labels_set(pd_labels *ls, const char *name, const char *value, pd_err *err)
 {
     if (!pd_label_name_valid(name))
-        return pd_err_set(err, PD_EINVAL,
-                          "invalid label name \"%.64s\": must be 1..%d bytes of UTF-8 without control characters",
-                          name, PD_LABEL_MAX_NAME);
+        return pd_err_set(
+            err, PD_EINVAL,
+            "invalid label name \"%.64s\": must be 1..%d bytes of UTF-8 without control characters",
+            name, PD_LABEL_MAX_NAME);
     size_t vlen = strlen(value);
     if (vlen > PD_LABEL_MAX_VALUE)
         return pd_err_set(err, PD_EINVAL, "label %s: value of %zu bytes is over the limit of %d",
@@ -106,13 +107,13 @@ int pd_labels_set(pd_labels *ls, const char *name, const char *value, pd_err *er
         unsigned char c = (unsigned char)value[i];
         if ((c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f)
             return pd_err_set(err, PD_EINVAL,
-                              "label %s: value has the control byte 0x%02x at offset %zu", name,
-                              c, i);
+                              "label %s: value has the control byte 0x%02x at offset %zu", name, c,
+                              i);
         size_t k = pd_utf8_seq_len((const unsigned char *)value + i);
         if (!k)
             return pd_err_set(err, PD_EINVAL,
-                              "label %s: value is not valid UTF-8 (byte 0x%02x at offset %zu)", name,
-                              (unsigned char)value[i], i);
+                              "label %s: value is not valid UTF-8 (byte 0x%02x at offset %zu)",
+                              name, (unsigned char)value[i], i);
         i += k;
     }
     size_t i = 0;
@@ -136,7 +137,8 @@ int pd_labels_set(pd_labels *ls, const char *name, const char *value, pd_err *er
     if (vlen == 0)
         return 0;
     if (ls->n >= PD_LABEL_MAX_COUNT)
-        return pd_err_set(err, PD_EINVAL, "too many labels: at most %d per series", PD_LABEL_MAX_COUNT);
+        return pd_err_set(err, PD_EINVAL, "too many labels: at most %d per series",
+                          PD_LABEL_MAX_COUNT);
     pd_label *nvv = realloc(ls->v, (ls->n + 1) * sizeof *ls->v);
     if (!nvv)
         return PD_ENOMEM;
@@ -273,10 +275,14 @@ int pd_labels_format(const pd_labels *ls, pd_buf *out)
 const char *pd_match_type_str(pd_match_type t)
 {
     switch (t) {
-    case PD_MATCH_EQ: return "=";
-    case PD_MATCH_NEQ: return "!=";
-    case PD_MATCH_RE: return "=~";
-    case PD_MATCH_NRE: return "!~";
+    case PD_MATCH_EQ:
+        return "=";
+    case PD_MATCH_NEQ:
+        return "!=";
+    case PD_MATCH_RE:
+        return "=~";
+    case PD_MATCH_NRE:
+        return "!~";
     }
     return "?";
 }
@@ -308,8 +314,9 @@ int pd_matcher_init(pd_matcher *m, pd_match_type type, const char *name, const c
             pcre2_get_error_message(ecode, msg, sizeof msg);
             size_t off = eoff >= 4 ? eoff - 4 : 0;
             pd_matcher_release(m);
-            return pd_err_set(err, PD_EINVAL, "invalid regex \"%.200s\" for label %.64s at offset %zu: %s",
-                              value, name, off, (char *)msg);
+            return pd_err_set(err, PD_EINVAL,
+                              "invalid regex \"%.200s\" for label %.64s at offset %zu: %s", value,
+                              name, off, (char *)msg);
         }
         m->re = re;
         m->match_data = pcre2_match_data_create_from_pattern(re, NULL);
@@ -368,8 +375,10 @@ bool pd_matcher_matches(const pd_matcher *m, const char *value)
     if (!value)
         value = "";
     switch (m->type) {
-    case PD_MATCH_EQ: return strcmp(m->value, value) == 0;
-    case PD_MATCH_NEQ: return strcmp(m->value, value) != 0;
+    case PD_MATCH_EQ:
+        return strcmp(m->value, value) == 0;
+    case PD_MATCH_NEQ:
+        return strcmp(m->value, value) != 0;
     case PD_MATCH_RE:
     case PD_MATCH_NRE: {
         if (m->limit_hit)

@@ -54,10 +54,10 @@ void pd_log(int level, const char *msg, const char *fmt, ...)
     gettimeofday(&tv, NULL);
     struct tm tm;
     gmtime_r(&tv.tv_sec, &tm);
-    size_t n = (size_t)snprintf(line, sizeof line,
-                                "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s msg=",
-                                tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                                tm.tm_min, tm.tm_sec, (long)(tv.tv_usec / 1000), names[level]);
+    size_t n = (size_t)snprintf(
+        line, sizeof line,
+        "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s msg=", tm.tm_year + 1900, tm.tm_mon + 1,
+        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (long)(tv.tv_usec / 1000), names[level]);
     put_quoted(line, sizeof line - 2, &n, msg);
     if (fmt && *fmt && n + 2 < sizeof line - 2) {
         line[n++] = ' ';

@@ -16,7 +16,7 @@
 #include "base/buf.h"
 
 static const char *const action_names[] = {
-    "replace", "keep",     "drop",      "keepequal", "dropequal", "hashmod",
+    "replace",  "keep",      "drop",      "keepequal", "dropequal", "hashmod",
     "labelmap", "labeldrop", "labelkeep", "lowercase", "uppercase",
 };
 
@@ -63,9 +63,9 @@ int pd_relabel_rule_compile(pd_relabel_rule *r, pd_err *err)
     memcpy(pat + 5 + n, ")$", 3);
     int ec;
     PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &ec,
-                                   &off, NULL);
+    pcre2_code *re =
+        pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
+                      PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &ec, &off, NULL);
     free(pat);
     if (!re) {
         PCRE2_UCHAR msg[200];
@@ -157,8 +157,8 @@ int pd_relabel_rule_validate(const pd_relabel_rule *r, pd_err *err)
     if (a == PD_RELABEL_LABELDROP || a == PD_RELABEL_LABELKEEP) {
         if (r->n_source || r->target_label[0] || r->modulus || strcmp(r->separator, ";") ||
             strcmp(r->replacement, "$1"))
-            return pd_err_set(err, PD_EINVAL, "%s action requires only 'regex', and no other fields",
-                              an);
+            return pd_err_set(err, PD_EINVAL,
+                              "%s action requires only 'regex', and no other fields", an);
     }
     if (a == PD_RELABEL_KEEPEQUAL || a == PD_RELABEL_DROPEQUAL) {
         if (strcmp(r->regex, "(.*)") || r->modulus || strcmp(r->separator, ";") ||

@@ -24,10 +24,17 @@ int64_t pd_mono_ns(void)
 
 int pd_parse_duration(const char *s, int64_t *ms, pd_err *err)
 {
-    static const struct { const char *u; int64_t ms; } units[] = {
-        {"y", 365LL * 24 * 3600 * 1000}, {"w", 7LL * 24 * 3600 * 1000},
-        {"d", 24LL * 3600 * 1000}, {"h", 3600LL * 1000}, {"m", 60LL * 1000},
-        {"s", 1000}, {"ms", 1},
+    static const struct {
+        const char *u;
+        int64_t ms;
+    } units[] = {
+        {"y", 365LL * 24 * 3600 * 1000},
+        {"w", 7LL * 24 * 3600 * 1000},
+        {"d", 24LL * 3600 * 1000},
+        {"h", 3600LL * 1000},
+        {"m", 60LL * 1000},
+        {"s", 1000},
+        {"ms", 1},
     };
     const char *p = s;
     int64_t total = 0;
@@ -71,12 +78,16 @@ int pd_parse_duration(const char *s, int64_t *ms, pd_err *err)
     return 0;
 bad:
     return pd_err_set(err, PD_EPARSE,
-                      "invalid duration \"%s\": want e.g. 15s, 1m30s, 2h (units ms s m h d w y)", s);
+                      "invalid duration \"%s\": want e.g. 15s, 1m30s, 2h (units ms s m h d w y)",
+                      s);
 }
 
 void pd_format_duration(int64_t ms, char *out, size_t cap)
 {
-    static const struct { const char *u; int64_t ms; } units[] = {
+    static const struct {
+        const char *u;
+        int64_t ms;
+    } units[] = {
         {"d", 24LL * 3600 * 1000}, {"h", 3600LL * 1000}, {"m", 60LL * 1000}, {"s", 1000}, {"ms", 1},
     };
     size_t n = 0;
@@ -124,8 +135,8 @@ int pd_parse_rfc3339(const char *s, int64_t *ms)
 {
     const char *p = s;
     int Y, M, D, h, m, sec;
-    if (digits(&p, 4, &Y) || *p++ != '-' || digits(&p, 2, &M) || *p++ != '-' ||
-        digits(&p, 2, &D) || (*p != 'T' && *p != 't' && *p != ' '))
+    if (digits(&p, 4, &Y) || *p++ != '-' || digits(&p, 2, &M) || *p++ != '-' || digits(&p, 2, &D) ||
+        (*p != 'T' && *p != 't' && *p != ' '))
         return PD_EPARSE;
     p++;
     if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &m) || *p++ != ':' || digits(&p, 2, &sec))

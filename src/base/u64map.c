@@ -19,7 +19,10 @@ static inline uint64_t mix(uint64_t k)
     return k;
 }
 
-void pd_u64map_init(pd_u64map *m) { memset(m, 0, sizeof *m); }
+void pd_u64map_init(pd_u64map *m)
+{
+    memset(m, 0, sizeof *m);
+}
 
 void pd_u64map_release(pd_u64map *m)
 {

@@ -14,8 +14,8 @@
 
 typedef struct pd_u64map {
     uint64_t *kv; /* 2 x cap: key, value of each slot side by side */
-    size_t cap; /* slots, power of two, or 0 */
-    size_t len; /* entries */
+    size_t cap;   /* slots, power of two, or 0 */
+    size_t len;   /* entries */
 } pd_u64map;
 
 /* Empty map, no allocation. */

@@ -18,7 +18,13 @@ size_t pd_varint_put(uint8_t *out, uint64_t v);
 /* Appends v to b. PD_ENOMEM, PD_ETOOBIG. */
 int pd_buf_put_varint(pd_buf *b, uint64_t v);
 
-static inline uint64_t pd_zigzag_enc(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
-static inline int64_t pd_zigzag_dec(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+static inline uint64_t pd_zigzag_enc(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+static inline int64_t pd_zigzag_dec(uint64_t v)
+{
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
 
 #endif

@@ -47,16 +47,16 @@
 #define FAIL_FREE 5         /* failed logins in a row from one address before it waits */
 #define FAIL_MAX_WAIT_S 60
 #define FAIL_FORGET_NS (600LL * 1000000000LL) /* a count left alone this long is cleared */
-#define FAIL_TABLE 256      /* addresses tracked; the least recently failed is replaced */
+#define FAIL_TABLE 256 /* addresses tracked; the least recently failed is replaced */
 
 void (*pd__http_bcrypt_hook)(const char *hash); /* auth_int.h */
-int64_t (*pd__http_auth_clock)(void);            /* auth_int.h */
+int64_t (*pd__http_auth_clock)(void);           /* auth_int.h */
 
 /* failed logins of one client address (pd_http_request.client) */
 typedef struct fail_ent {
     char addr[64];
-    unsigned fails;  /* in a row */
-    int64_t last_ns; /* of the last failure */
+    unsigned fails;   /* in a row */
+    int64_t last_ns;  /* of the last failure */
     int64_t until_ns; /* the address waits until then (0: it does not) */
 } fail_ent;
 
@@ -68,11 +68,11 @@ typedef struct cache_ent {
 struct pd_http_gate {
     char *path;
     pthread_rwlock_t mu;
-    pd_webcfg cur;     /* in force */
-    pd_webcfg start;   /* as read at start: TLS */
-    char *dummy_hash;  /* for unknown users, at the highest cost of cur */
-    bool broken;       /* the file no longer loads: 500 */
-    struct stat st;    /* identity of the file cur came from */
+    pd_webcfg cur;    /* in force */
+    pd_webcfg start;  /* as read at start: TLS */
+    char *dummy_hash; /* for unknown users, at the highest cost of cur */
+    bool broken;      /* the file no longer loads: 500 */
+    struct stat st;   /* identity of the file cur came from */
     pthread_mutex_t rl_mu;
     double rl_tokens;
     int64_t rl_last_ns;
@@ -80,7 +80,7 @@ struct pd_http_gate {
     cache_ent cache[CACHE_SIZE];
     size_t n_cache;
     unsigned rnd;
-    unsigned bcrypt_queued; /* checks running or waiting for bcrypt (cache_mu) */
+    unsigned bcrypt_queued;     /* checks running or waiting for bcrypt (cache_mu) */
     fail_ent fails[FAIL_TABLE]; /* (cache_mu) */
     pthread_mutex_t bcrypt_mu;
 };

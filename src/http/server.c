@@ -106,7 +106,7 @@
 #define PD_HTTP_CONN_LIMIT 4096
 #define PD_HTTP_READ_TIMEOUT_MS 30000
 #define PD_HTTP_QUEUE_MAX 1024 /* requests waiting for a worker, per pool */
-#define PD_HTTP_QUERY_NICE 10 /* added to the query workers' nice value (see pool_main) */
+#define PD_HTTP_QUERY_NICE 10  /* added to the query workers' nice value (see pool_main) */
 /* a query after which the process's RSS is this much above what it was after
  * the last malloc_trim is followed by one (see maybe_trim) */
 #define PD_HTTP_TRIM_GROWTH_MIN ((int64_t)8 << 20)
@@ -137,19 +137,19 @@ struct pd_http_server {
     struct MHD_Daemon *d[PD_HTTP_MAX_LISTEN];
     int fd[PD_HTTP_MAX_LISTEN];
     size_t n_listen;
-    unsigned max_conn;  /* over all daemons (accept_cb) */
-    unsigned n_conns;   /* open connections, all daemons (conns_mu) */
+    unsigned max_conn; /* over all daemons (accept_cb) */
+    unsigned n_conns;  /* open connections, all daemons (conns_mu) */
     uint16_t port;
     size_t max_body;
-    size_t body_budget;   /* bytes of body buffers all requests may hold */
-    size_t body_bytes;    /* held now (atomic) */
+    size_t body_budget; /* bytes of body buffers all requests may hold */
+    size_t body_bytes;  /* held now (atomic) */
     int64_t read_timeout_ns;
     pd_http_handler handler;
     pd_http_classify_fn classify;
     void *ctx;
     const pd_http_guard *guard; /* issue 20 item 4 (guard.h); may be NULL */
-    http_pool pools[2]; /* PD_HTTP_POOL_INGEST, PD_HTTP_POOL_QUERY */
-    int64_t rss_after_trim; /* bytes, RSS read after the last malloc_trim (atomic) */
+    http_pool pools[2];         /* PD_HTTP_POOL_INGEST, PD_HTTP_POOL_QUERY */
+    int64_t rss_after_trim;     /* bytes, RSS read after the last malloc_trim (atomic) */
     pthread_mutex_t conns_mu;
     http_conn *conns; /* doubly linked through prev/next */
     pthread_t reaper;
@@ -184,8 +184,8 @@ struct http_req {
     struct MHD_Connection *conn;
     http_conn *hc;
     pd_arena arena;
-    char *query; /* raw query string (after '?'), arena */
-    pd_buf body; /* capped at max_body; its cap is counted in srv->body_bytes */
+    char *query;    /* raw query string (after '?'), arena */
+    pd_buf body;    /* capped at max_body; its cap is counted in srv->body_bytes */
     bool started;   /* access_cb has seen the first call */
     int body_error; /* PD_ETOOBIG, -EAGAIN (budget), PD_ENOMEM: body dropped */
     int state;      /* REQ_NEW, REQ_QUEUED (in a pool), REQ_DONE (resp ready) */
@@ -769,7 +769,8 @@ static enum MHD_Result queue_text(struct MHD_Connection *conn, unsigned status, 
         return MHD_NO;
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
     add_security_headers(mr);
-    if (status == 503 || status == 429) /* a refusal that passes: say when to retry (RFC 9110 10.2.3) */
+    if (status == 503 ||
+        status == 429) /* a refusal that passes: say when to retry (RFC 9110 10.2.3) */
         MHD_add_response_header(mr, "Retry-After", "1");
     if (status >= 400 && status != 404 && status != 405)
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -832,8 +833,8 @@ static int guard_check(pd_http_server *srv, struct MHD_Connection *conn, const c
 #undef H
     int st = pd_http_guard_check(srv->guard, &gr, v);
     if (st)
-        pd_log(PD_LOG_INFO, "request refused by the cross-site rules", "reason=%s status=%d method=%s",
-               v->reason, st, method);
+        pd_log(PD_LOG_INFO, "request refused by the cross-site rules",
+               "reason=%s status=%d method=%s", v->reason, st, method);
     return st;
 }
 
@@ -860,7 +861,8 @@ static void run_handler(http_req *r)
         if (sa->sa_family == AF_INET)
             inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, client, sizeof client);
         else if (sa->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, client, sizeof client);
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, client,
+                      sizeof client);
     }
     pd_http_request req = {
         .client = client,
@@ -1053,8 +1055,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             snprintf(path, sizeof path, "%.*s", (int)(q ? (size_t)(q - url) : strlen(url)), url);
             if (!pd_http_gate_precheck(
                     srv->gate, path,
-                    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"),
-                    &r->resp))
+                    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"), &r->resp))
                 return queue_handler_response(r);
             pd_buf_release(&r->resp.body); /* let in: the worker answers */
             free(r->resp.headers);
@@ -1314,7 +1315,7 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
     srv->ctx = ctx;
     srv->guard = o->guard;
     srv->max_body = o->max_body_bytes ? o->max_body_bytes : (size_t)16 << 20;
-    srv->body_budget = o->body_budget_bytes ? o->body_budget_bytes
+    srv->body_budget = o->body_budget_bytes                          ? o->body_budget_bytes
                        : srv->max_body * 4 > PD_HTTP_BODY_BUDGET_MIN ? srv->max_body * 4
                                                                      : PD_HTTP_BODY_BUDGET_MIN;
     int64_t rt = o->read_timeout_ms > 0 ? o->read_timeout_ms : PD_HTTP_READ_TIMEOUT_MS;
@@ -1359,14 +1360,16 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
     const pd_webcfg *wc = srv->gate ? pd_http_gate_config(srv->gate) : NULL;
     if (wc && wc->tls_enabled) {
         char prio[1024];
-        if (pd_webcfg_tls_priorities(wc, prio, sizeof prio) < 0 || !(srv->tls_prio = strdup(prio))) {
+        if (pd_webcfg_tls_priorities(wc, prio, sizeof prio) < 0 ||
+            !(srv->tls_prio = strdup(prio))) {
             close_listeners(srv, 0);
             server_free(srv);
             return pd_err_set(err, PD_EINVAL, "web config: too many cipher suites or curves");
         }
     }
     for (size_t i = 0; i < srv->n_listen; i++) {
-        unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+        unsigned flags =
+            MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
         if (ipv6[i])
             flags |= MHD_USE_IPv6;
         struct MHD_OptionItem opts[24];
@@ -1400,7 +1403,8 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
             close_listeners(srv, i);
             server_free(srv);
             return pd_err_set(err, PD_EINVAL,
-                              "listen address \"%s\": libmicrohttpd failed to start", o->listen_addr);
+                              "listen address \"%s\": libmicrohttpd failed to start",
+                              o->listen_addr);
         }
     }
     *out = srv;

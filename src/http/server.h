@@ -88,18 +88,18 @@ typedef pd_http_pool (*pd_http_classify_fn)(void *ctx, const char *method, const
 #define PD_HTTP_MAX_ARGS 2048
 
 typedef struct pd_http_server_options {
-    const char *listen_addr;      /* "host:port", see pd_http_server_start */
-    unsigned threads;             /* ingest pool workers; 0: 4 */
-    unsigned query_threads;       /* query pool workers; 0: 4 */
-    size_t max_body_bytes;        /* 0: 16 MiB */
+    const char *listen_addr; /* "host:port", see pd_http_server_start */
+    unsigned threads;        /* ingest pool workers; 0: 4 */
+    unsigned query_threads;  /* query pool workers; 0: 4 */
+    size_t max_body_bytes;   /* 0: 16 MiB */
     /* bytes of request bodies all requests may hold at once; past it a
      * request is answered 503 with Retry-After: 1 (reason="bodies_in_flight").
      * 0: max(64 MiB, 4 x max_body_bytes) */
     size_t body_budget_bytes;
-    int64_t read_timeout_ms;      /* whole-request deadline; 0: 30 s */
-    unsigned max_connections;     /* 0: 4096 (clamped to RLIMIT_NOFILE - 64) */
+    int64_t read_timeout_ms;         /* whole-request deadline; 0: 30 s */
+    unsigned max_connections;        /* 0: 4096 (clamped to RLIMIT_NOFILE - 64) */
     unsigned max_connections_per_ip; /* 0: no per-IP cap */
-    pd_http_classify_fn classify; /* NULL: everything in the ingest pool */
+    pd_http_classify_fn classify;    /* NULL: everything in the ingest pool */
     /* issue 20 (--web.config.file): TLS and the per-request gate of
      * http/auth.h (NULL: plain HTTP, no gate); group gives the
      * pd_access_group of a request (NULL: every request is a query). */

@@ -71,8 +71,10 @@ static int get_string(wc_ctx *c, const yaml_node_t *n, const char *key, char **o
 static int get_bool(wc_ctx *c, const yaml_node_t *n, const char *key, bool *out)
 {
     const char *s = scalar(n);
-    static const char *yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"};
-    static const char *no[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N"};
+    static const char *yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES",
+                                "on",   "On",   "ON",   "y",   "Y"};
+    static const char *no[] = {"false", "False", "FALSE", "no", "No", "NO",
+                               "off",   "Off",   "OFF",   "n",  "N"};
     if (s && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
         for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
             if (!strcmp(s, yes[i])) {
@@ -101,7 +103,8 @@ static int get_list(wc_ctx *c, const yaml_node_t *n, const char *key, pd_webcfg_
     l->v = calloc(cnt ? cnt : 1, sizeof *l->v);
     if (!l->v)
         return PD_ENOMEM;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
         yaml_node_t *e = yaml_document_get_node(c->doc, *it);
         const char *s = scalar(e);
         if (!s)
@@ -122,7 +125,7 @@ static void list_release(pd_webcfg_list *l)
 }
 
 /* Iterates the pairs of a mapping node, refusing repeated keys. */
-#define MAP_EACH(c, n, k, v, ks)                                                                  \
+#define MAP_EACH(c, n, k, v, ks)                                                                   \
     for (yaml_node_pair_t *k##_p = (n)->data.mapping.pairs.start;                                  \
          k##_p < (n)->data.mapping.pairs.top; k##_p++)                                             \
         for (yaml_node_t *k = yaml_document_get_node((c)->doc, k##_p->key),                        \
@@ -260,8 +263,8 @@ static int walk_tls(wc_ctx *c, const yaml_node_t *n, pd_webcfg *w)
     int rc = check_map(c, n, "tls_server_config");
     if (rc)
         return rc < 0 ? rc : 0;
-    char *cert_file = NULL, *key_file = NULL, *ca_file = NULL, *cert = NULL, *key = NULL, *ca = NULL,
-         *auth = NULL;
+    char *cert_file = NULL, *key_file = NULL, *ca_file = NULL, *cert = NULL, *key = NULL,
+         *ca = NULL, *auth = NULL;
     const yaml_node_t *cert_n = NULL, *key_n = NULL, *ca_n = NULL, *auth_n = NULL;
     MAP_EACH(c, n, k, v, ks)
     {
@@ -359,7 +362,8 @@ static int walk_tls(wc_ctx *c, const yaml_node_t *n, pd_webcfg *w)
         goto out;
     }
     if (w->client_ca_pem && w->client_auth == PD_CLIENT_AUTH_NONE) {
-        rc = at(c, ca_n, PD_EINVAL, "client CA's have been configured without a Client Auth Policy");
+        rc =
+            at(c, ca_n, PD_EINVAL, "client CA's have been configured without a Client Auth Policy");
         goto out;
     }
     if (!w->client_ca_pem && (w->client_auth == PD_CLIENT_AUTH_VERIFY_IF_GIVEN ||
@@ -380,10 +384,8 @@ static const struct {
     const char *name;
     const char *allowed[2];
 } allowed_headers[] = {
-    {"Strict-Transport-Security", {NULL, NULL}},
-    {"X-Content-Type-Options", {"nosniff", NULL}},
-    {"X-Frame-Options", {"deny", "sameorigin"}},
-    {"X-XSS-Protection", {NULL, NULL}},
+    {"Strict-Transport-Security", {NULL, NULL}}, {"X-Content-Type-Options", {"nosniff", NULL}},
+    {"X-Frame-Options", {"deny", "sameorigin"}}, {"X-XSS-Protection", {NULL, NULL}},
     {"Content-Security-Policy", {NULL, NULL}},
 };
 
@@ -422,11 +424,13 @@ static int walk_http(wc_ctx *c, const yaml_node_t *n, pd_webcfg *w)
                            strcmp(val, allowed_headers[j].allowed[0]) &&
                            (!allowed_headers[j].allowed[1] ||
                             strcmp(val, allowed_headers[j].allowed[1]))) {
-                    rc = at(c, hv, PD_EINVAL,
-                            "invalid value for %s. Expected one of: [\"%s\"%s%s%s], but got: \"%s\"",
-                            hn, allowed_headers[j].allowed[0], allowed_headers[j].allowed[1] ? " \"" : "",
-                            allowed_headers[j].allowed[1] ? allowed_headers[j].allowed[1] : "",
-                            allowed_headers[j].allowed[1] ? "\"" : "", val);
+                    rc =
+                        at(c, hv, PD_EINVAL,
+                           "invalid value for %s. Expected one of: [\"%s\"%s%s%s], but got: \"%s\"",
+                           hn, allowed_headers[j].allowed[0],
+                           allowed_headers[j].allowed[1] ? " \"" : "",
+                           allowed_headers[j].allowed[1] ? allowed_headers[j].allowed[1] : "",
+                           allowed_headers[j].allowed[1] ? "\"" : "", val);
                 } else {
                     w->header_names[w->n_headers] = strdup(hn);
                     w->header_values[w->n_headers] = strdup(val);
@@ -610,8 +614,8 @@ static int walk_access(wc_ctx *c, const yaml_node_t *n, pd_webcfg *w)
     return rc;
 }
 
-int pd_webcfg_parse(const char *name, const char *dir, const char *text, size_t len,
-                    pd_webcfg *w, pd_err *err)
+int pd_webcfg_parse(const char *name, const char *dir, const char *text, size_t len, pd_webcfg *w,
+                    pd_err *err)
 {
     memset(w, 0, sizeof *w);
     w->min_version = 12;

@@ -51,11 +51,11 @@
 #define PD_WEBCFG_MAX_LIST 256
 
 typedef enum {
-    PD_CLIENT_AUTH_NONE = 0,         /* NoClientCert */
-    PD_CLIENT_AUTH_REQUEST,          /* RequestClientCert */
-    PD_CLIENT_AUTH_REQUIRE_ANY,      /* RequireAnyClientCert */
-    PD_CLIENT_AUTH_VERIFY_IF_GIVEN,  /* VerifyClientCertIfGiven */
-    PD_CLIENT_AUTH_REQUIRE_VERIFY,   /* RequireAndVerifyClientCert */
+    PD_CLIENT_AUTH_NONE = 0,        /* NoClientCert */
+    PD_CLIENT_AUTH_REQUEST,         /* RequestClientCert */
+    PD_CLIENT_AUTH_REQUIRE_ANY,     /* RequireAnyClientCert */
+    PD_CLIENT_AUTH_VERIFY_IF_GIVEN, /* VerifyClientCertIfGiven */
+    PD_CLIENT_AUTH_REQUIRE_VERIFY,  /* RequireAndVerifyClientCert */
 } pd_client_auth;
 
 /* Path groups of profd_access_control. */
@@ -74,14 +74,14 @@ typedef struct pd_webcfg_list {
 
 typedef struct pd_webcfg {
     /* tls_server_config */
-    bool tls_enabled;                 /* any TLS key set (the toolkit's IsEnabled) */
-    char *cert_pem, *key_pem;         /* read from cert_file/key_file or inline */
-    char *client_ca_pem;              /* from client_ca_file or client_ca; NULL if none */
+    bool tls_enabled;         /* any TLS key set (the toolkit's IsEnabled) */
+    char *cert_pem, *key_pem; /* read from cert_file/key_file or inline */
+    char *client_ca_pem;      /* from client_ca_file or client_ca; NULL if none */
     pd_client_auth client_auth;
     pd_webcfg_list allowed_sans;
-    int min_version, max_version;     /* 10..13 (TLS 1.0 .. 1.3) */
-    pd_webcfg_list cipher_suites;     /* Go names, validated */
-    pd_webcfg_list curves;            /* Go names, validated */
+    int min_version, max_version; /* 10..13 (TLS 1.0 .. 1.3) */
+    pd_webcfg_list cipher_suites; /* Go names, validated */
+    pd_webcfg_list curves;        /* Go names, validated */
     bool prefer_server_cipher_suites;
     /* http_server_config */
     bool http2;

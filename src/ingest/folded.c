@@ -57,16 +57,16 @@ static int frame_location(folded_state *st, size_t lineno, const char *f, size_t
     uint64_t fid;
     if ((rc = pd_profile_builder_function(st->b, st->name, NULL, NULL, 0, &fid, err))) {
         if (rc == PD_ETOOBIG)
-            return pd_err_set(err, rc, "line %zu: more than max_frames=%zu distinct frames",
-                              lineno, st->lim.max_frames);
+            return pd_err_set(err, rc, "line %zu: more than max_frames=%zu distinct frames", lineno,
+                              st->lim.max_frames);
         pd_err_prefix(err, "line %zu", lineno);
         return rc;
     }
     pd_pprof_line ln = {.function_id = fid};
     if ((rc = pd_profile_builder_location(st->b, 0, 0, &ln, 1, id, err))) {
         if (rc == PD_ETOOBIG)
-            return pd_err_set(err, rc, "line %zu: more than max_frames=%zu distinct frames",
-                              lineno, st->lim.max_frames);
+            return pd_err_set(err, rc, "line %zu: more than max_frames=%zu distinct frames", lineno,
+                              st->lim.max_frames);
         pd_err_prefix(err, "line %zu", lineno);
         return rc;
     }
@@ -84,11 +84,15 @@ static int add_stack(folded_state *st, size_t lineno, const char *s, size_t n, i
         const char *semi = memchr(f, ';', (size_t)(end - f));
         const char *fe = semi ? semi : end;
         if (fe == f)
-            return pd_err_set(err, PD_EPARSE, "line %zu: frame %zu is empty (two ';' in a row, "
-                              "or ';' at an end of the stack)", lineno, depth + 1);
+            return pd_err_set(err, PD_EPARSE,
+                              "line %zu: frame %zu is empty (two ';' in a row, "
+                              "or ';' at an end of the stack)",
+                              lineno, depth + 1);
         if (depth >= st->lim.max_stack_depth)
-            return pd_err_set(err, PD_ETOOBIG, "line %zu: stack deeper than max_stack_depth=%zu "
-                              "frames", lineno, st->lim.max_stack_depth);
+            return pd_err_set(err, PD_ETOOBIG,
+                              "line %zu: stack deeper than max_stack_depth=%zu "
+                              "frames",
+                              lineno, st->lim.max_stack_depth);
         if (depth == st->cap_stack) {
             size_t nc = st->cap_stack ? st->cap_stack * 2 : 64;
             uint64_t *ns = realloc(st->stack, nc * sizeof *ns);
@@ -113,8 +117,10 @@ static int add_stack(folded_state *st, size_t lineno, const char *s, size_t n, i
     }
     int64_t v[2] = {count, 0};
     if (st->two_values && __builtin_mul_overflow(count, st->period, &v[1]))
-        return pd_err_set(err, PD_EPARSE, "line %zu: count %" PRId64 " times the period %" PRId64
-                          " ns overflows int64", lineno, count, st->period);
+        return pd_err_set(err, PD_EPARSE,
+                          "line %zu: count %" PRId64 " times the period %" PRId64
+                          " ns overflows int64",
+                          lineno, count, st->period);
     if ((rc = pd_profile_builder_sample(st->b, st->stack, depth, v, NULL, 0, err))) {
         if (rc == PD_ETOOBIG && strstr(err ? err->msg : "", "max_samples"))
             return pd_err_set(err, rc, "line %zu: more than max_samples=%zu distinct stacks",
@@ -137,9 +143,10 @@ static int parse_count(const char *t, size_t n, size_t lineno, int64_t *out, pd_
         return pd_err_set(err, PD_EPARSE, "line %zu: missing count after the stack", lineno);
     for (; i < n; i++) {
         if (t[i] < '0' || t[i] > '9')
-            return pd_err_set(err, PD_EPARSE, "line %zu: count '%.*s' is not a whole number "
-                              "(expected 'frame;frame;... COUNT')", lineno,
-                              (int)(n > 40 ? 40 : n), t);
+            return pd_err_set(err, PD_EPARSE,
+                              "line %zu: count '%.*s' is not a whole number "
+                              "(expected 'frame;frame;... COUNT')",
+                              lineno, (int)(n > 40 ? 40 : n), t);
         if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, t[i] - '0', &v))
             return pd_err_set(err, PD_EPARSE, "line %zu: count '%.*s' overflows int64", lineno,
                               (int)(n > 40 ? 40 : n), t);
@@ -221,8 +228,10 @@ int pd_ingest_folded(const char *data, size_t len, bool lines, const pd_ingest_o
             while (sp && !is_blank(line[sp - 1]))
                 sp--;
             if (!sp) {
-                rc = pd_err_set(err, PD_EPARSE, "line %zu: no count after the stack (expected "
-                                "'frame;frame;... COUNT')", lineno);
+                rc = pd_err_set(err, PD_EPARSE,
+                                "line %zu: no count after the stack (expected "
+                                "'frame;frame;... COUNT')",
+                                lineno);
                 goto out;
             }
             if ((rc = parse_count(line + sp, n - sp, lineno, &count, err)))

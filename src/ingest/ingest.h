@@ -34,12 +34,12 @@ typedef enum pd_ingest_format {
 
 /* Caps against hostile or runaway input. A field left 0 means its default. */
 typedef struct pd_ingest_limits {
-    size_t max_input_bytes;  /* whole input; default 512 MiB */
-    size_t max_line_bytes;   /* one line, without its newline; default 1 MiB */
-    size_t max_lines;        /* lines of input; default 50,000,000 */
-    size_t max_stack_depth;  /* frames in one stack; default 4,096 */
-    size_t max_frames;       /* distinct frames (locations) over the input; default 1,000,000 */
-    size_t max_samples;      /* distinct (stack, labels) samples; default 1,000,000 */
+    size_t max_input_bytes; /* whole input; default 512 MiB */
+    size_t max_line_bytes;  /* one line, without its newline; default 1 MiB */
+    size_t max_lines;       /* lines of input; default 50,000,000 */
+    size_t max_stack_depth; /* frames in one stack; default 4,096 */
+    size_t max_frames;      /* distinct frames (locations) over the input; default 1,000,000 */
+    size_t max_samples;     /* distinct (stack, labels) samples; default 1,000,000 */
 } pd_ingest_limits;
 
 /* The default caps above. */

@@ -18,9 +18,30 @@
 
 #define HEADER_BYTES 68
 
-enum prim { P_NONE = 0, P_BOOL, P_BYTE, P_CHAR, P_SHORT, P_INT, P_LONG, P_FLOAT, P_DOUBLE, P_STRING };
+enum prim {
+    P_NONE = 0,
+    P_BOOL,
+    P_BYTE,
+    P_CHAR,
+    P_SHORT,
+    P_INT,
+    P_LONG,
+    P_FLOAT,
+    P_DOUBLE,
+    P_STRING
+};
 
-enum ev { EV_NONE = 0, EV_CPU, EV_WALL, EV_TLAB, EV_OUTSIDE, EV_ASAMPLE, EV_LOCK, EV_PARK, EV_LIVE };
+enum ev {
+    EV_NONE = 0,
+    EV_CPU,
+    EV_WALL,
+    EV_TLAB,
+    EV_OUTSIDE,
+    EV_ASAMPLE,
+    EV_LOCK,
+    EV_PARK,
+    EV_LIVE
+};
 
 typedef struct jfield {
     const char *name;
@@ -40,9 +61,9 @@ typedef struct jclass {
 } jclass;
 
 typedef struct jval {
-    int64_t i;          /* integer value, pool id, array length */
-    size_t pos;         /* where the value starts (arrays: after the count) */
-    const char *s;      /* strings (NUL-terminated, arena or "") */
+    int64_t i;     /* integer value, pool id, array length */
+    size_t pos;    /* where the value starts (arrays: after the count) */
+    const char *s; /* strings (NUL-terminated, arena or "") */
 } jval;
 
 typedef struct jframe {
@@ -70,10 +91,10 @@ typedef struct jctx {
     size_t n_fld;
     pd_u64map cls_by_id;
     size_t n_pool;
-    pd_u64map stacks;   /* stack trace id -> index into st */
+    pd_u64map stacks; /* stack trace id -> index into st */
     jstack *st;
     size_t n_st, cap_st;
-    pd_u64map methods;  /* method id -> index into names */
+    pd_u64map methods; /* method id -> index into names */
     const char **names;
     size_t n_names, cap_names;
     uint32_t k_string, k_stack, k_frame, k_method, k_class, k_symbol;
@@ -82,9 +103,9 @@ typedef struct jctx {
     const pd_jfr_opts *opts;
     pd_profile_builder *b[PD_JFR_N_KINDS];
     size_t n_events;
-    uint64_t steps, max_steps; /* values decoded, against nesting blow-ups */
+    uint64_t steps, max_steps;   /* values decoded, against nesting blow-ups */
     uint64_t copied, max_copied; /* string bytes copied, against re-reading one huge string */
-    int64_t t_min, t_max; /* nanos */
+    int64_t t_min, t_max;        /* nanos */
     pd_err *err;
 } jctx;
 
@@ -108,7 +129,8 @@ pd_jfr_limits pd_jfr_limits_default(void)
 }
 
 static const char *const KIND_NAMES[PD_JFR_N_KINDS] = {
-    "cpu", "wall", "alloc_in_new_tlab", "alloc_outside_tlab", "alloc_sample", "mutex", "block", "live",
+    "cpu",   "wall", "alloc_in_new_tlab", "alloc_outside_tlab", "alloc_sample", "mutex",
+    "block", "live",
 };
 
 const char *pd_jfr_kind_name(pd_jfr_kind k)
@@ -131,7 +153,8 @@ void pd_jfr_result_release(pd_jfr_result *r)
 
 /* ---- errors and primitive reads ---- */
 
-static int bad(jctx *x, size_t pos, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int bad(jctx *x, size_t pos, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static int bad(jctx *x, size_t pos, int code, const char *fmt, ...)
 {
@@ -237,7 +260,8 @@ static int rd_string(jctx *x, size_t *pos, size_t end, size_t depth, jval *out)
         if ((rc = rd_int(x, pos, end, 8, &id)) < 0)
             return rc;
         if (depth > x->lim->max_depth)
-            return bad(x, at, PD_ETOOBIG, "string references nest deeper than %zu", x->lim->max_depth);
+            return bad(x, at, PD_ETOOBIG, "string references nest deeper than %zu",
+                       x->lim->max_depth);
         if (lookup_pool(x, x->k_string, (int64_t)id, &off) < 0)
             return bad(x, at, PD_EPARSE, "string pool id %llu not found", (unsigned long long)id);
         jval v;
@@ -377,8 +401,8 @@ static int rd_value(jctx *x, size_t *pos, size_t end, uint32_t k, bool cp, bool 
 
 /* Reads a compound value of class k at *pos, keeping the fields named in
  * names[0..n) in vals (untouched when absent: callers preset them). */
-static int rd_fields(jctx *x, size_t *pos, size_t end, uint32_t k, const char *const *names, size_t n,
-                     jval *vals)
+static int rd_fields(jctx *x, size_t *pos, size_t end, uint32_t k, const char *const *names,
+                     size_t n, jval *vals)
 {
     const jclass *c = &x->cls[k];
     for (uint32_t f = c->f0; f < c->f0 + c->nf; f++) {
@@ -470,7 +494,8 @@ static int rd_element(jctx *x, size_t *pos, size_t end, const mstr *t, int paren
             return rc;
         const char *ks = ms(t, k), *vs = ms(t, v);
         if (!ks || !vs)
-            return bad(x, at, PD_EPARSE, "metadata attribute string %llu/%llu is not in the string table",
+            return bad(x, at, PD_EPARSE,
+                       "metadata attribute string %llu/%llu is not in the string table",
                        (unsigned long long)k, (unsigned long long)v);
         if (kind == 2) {
             jclass *c = &x->cls[x->n_cls - 1];
@@ -522,9 +547,9 @@ static const struct {
     const char *name;
     uint8_t prim;
 } PRIMS[] = {
-    {"boolean", P_BOOL}, {"byte", P_BYTE},   {"char", P_CHAR},     {"short", P_SHORT},
-    {"int", P_INT},      {"long", P_LONG},   {"float", P_FLOAT},   {"double", P_DOUBLE},
-    {"java.lang.String", P_STRING},
+    {"boolean", P_BOOL}, {"byte", P_BYTE},     {"char", P_CHAR},
+    {"short", P_SHORT},  {"int", P_INT},       {"long", P_LONG},
+    {"float", P_FLOAT},  {"double", P_DOUBLE}, {"java.lang.String", P_STRING},
 };
 
 static const struct {
@@ -572,7 +597,8 @@ static int rd_metadata(jctx *x, size_t off)
     if ((rc = rd_count(x, &pos, end, 1, "metadata string", &n)) < 0)
         return rc;
     if (n > x->lim->max_meta_strings)
-        return bad(x, off, PD_ETOOBIG, "%zu metadata strings, over %zu", n, x->lim->max_meta_strings);
+        return bad(x, off, PD_ETOOBIG, "%zu metadata strings, over %zu", n,
+                   x->lim->max_meta_strings);
     mstr t = {pd_arena_calloc(&x->arena, n ? n : 1, sizeof(char *)), n};
     if (!t.s)
         return pd_err_set(x->err, PD_ENOMEM, "out of memory");
@@ -591,8 +617,9 @@ static int rd_metadata(jctx *x, size_t off)
     for (size_t i = 0; i < x->n_cls; i++) {
         jclass *c = &x->cls[i];
         if ((rc = pd_u64map_put(&x->cls_by_id, (uint64_t)c->id, i)) < 0)
-            return rc == PD_ENOMEM ? pd_err_set(x->err, PD_ENOMEM, "out of memory")
-                                   : bad(x, off, PD_EPARSE, "class id %lld is reserved", (long long)c->id);
+            return rc == PD_ENOMEM
+                       ? pd_err_set(x->err, PD_ENOMEM, "out of memory")
+                       : bad(x, off, PD_EPARSE, "class id %lld is reserved", (long long)c->id);
         for (size_t p = 0; p < sizeof PRIMS / sizeof *PRIMS; p++)
             if (!strcmp(c->name, PRIMS[p].name))
                 c->prim = PRIMS[p].prim;
@@ -603,7 +630,8 @@ static int rd_metadata(jctx *x, size_t off)
     for (size_t i = 0; i < x->n_fld; i++) {
         uint64_t ci;
         if (!pd_u64map_get(&x->cls_by_id, (uint64_t)x->fld[i].cls_id, &ci))
-            return bad(x, off, PD_EPARSE, "field \"%s\" has class id %lld, which is not in the metadata",
+            return bad(x, off, PD_EPARSE,
+                       "field \"%s\" has class id %lld, which is not in the metadata",
                        x->fld[i].name, (long long)x->fld[i].cls_id);
         x->fld[i].cls = (uint32_t)ci;
     }
@@ -639,7 +667,8 @@ static int rd_pools(jctx *x, size_t off)
         if ((rc = rd_int(x, &pos, end, 8, &v)) < 0)
             return rc;
         if (v != 1)
-            return bad(x, off, PD_EPARSE, "constant pool offset points at an event of type %llu, not 1",
+            return bad(x, off, PD_EPARSE,
+                       "constant pool offset points at an event of type %llu, not 1",
                        (unsigned long long)v);
         if ((rc = rd_int(x, &pos, end, 8, &v)) < 0 || (rc = rd_int(x, &pos, end, 8, &v)) < 0 ||
             (rc = rd_int(x, &pos, end, 8, &delta)) < 0 || (rc = rd_int(x, &pos, end, 1, &v)) < 0)
@@ -652,7 +681,8 @@ static int rd_pools(jctx *x, size_t off)
             if ((rc = rd_int(x, &pos, end, 8, &v)) < 0)
                 return rc;
             if (!pd_u64map_get(&x->cls_by_id, v, &ci))
-                return bad(x, at, PD_EPARSE, "constant pool of class id %llu, which is not in the metadata",
+                return bad(x, at, PD_EPARSE,
+                           "constant pool of class id %llu, which is not in the metadata",
                            (unsigned long long)v);
             jclass *c = &x->cls[ci];
             if (!strcmp(c->name, "jdk.types.ChunkHeader")) {
@@ -677,9 +707,10 @@ static int rd_pools(jctx *x, size_t off)
                     return rc;
                 /* ids are stored +1: the JDK uses -1, the map reserves UINT64_MAX */
                 if ((rc = pd_u64map_put(&c->pool, id + 1, pos)) < 0)
-                    return rc == PD_ENOMEM ? pd_err_set(x->err, PD_ENOMEM, "out of memory")
-                                           : bad(x, pos, PD_EPARSE, "constant pool id %llu of %s is reserved",
-                                                 (unsigned long long)id, c->name);
+                    return rc == PD_ENOMEM
+                               ? pd_err_set(x->err, PD_ENOMEM, "out of memory")
+                               : bad(x, pos, PD_EPARSE, "constant pool id %llu of %s is reserved",
+                                     (unsigned long long)id, c->name);
                 if ((rc = rd_value(x, &pos, end, (uint32_t)ci, false, false, 1, &ign)) < 0)
                     return rc;
             }
@@ -688,7 +719,8 @@ static int rd_pools(jctx *x, size_t off)
             return 0;
         int64_t d = (int64_t)delta;
         if (d > 0 || (uint64_t)-d > off || off - (uint64_t)-d < HEADER_BYTES)
-            return bad(x, off, PD_EPARSE, "constant pool delta %lld leaves the chunk", (long long)d);
+            return bad(x, off, PD_EPARSE, "constant pool delta %lld leaves the chunk",
+                       (long long)d);
         off -= (size_t)-d;
     }
 }
@@ -833,7 +865,8 @@ static int builder_for(jctx *x, pd_jfr_kind k, pd_profile_builder **out)
         if ((rc = pd_profile_builder_new(&x->lim->pprof, &x->b[k])) < 0)
             return pd_err_set(x->err, rc, "out of memory");
         for (int i = 0; i < 4; i += 2)
-            if (T[k][i] && (rc = pd_profile_builder_sample_type(x->b[k], T[k][i], T[k][i + 1], x->err)) < 0)
+            if (T[k][i] &&
+                (rc = pd_profile_builder_sample_type(x->b[k], T[k][i], T[k][i + 1], x->err)) < 0)
                 return rc;
         int64_t period = k <= PD_JFR_WALL ? x->opts->period_nanos : 1;
         if ((rc = pd_profile_builder_period(x->b[k], PT[k][0], PT[k][1], period, x->err)) < 0)
@@ -863,7 +896,8 @@ static int add_sample(jctx *x, pd_jfr_kind k, jstack *s, const int64_t *val, int
             return pd_err_set(x->err, PD_ENOMEM, "out of memory");
         for (uint32_t i = 0; i < s->n; i++) {
             uint64_t fid;
-            if ((rc = pd_profile_builder_function(b, s->f[i].name, s->f[i].name, NULL, 0, &fid, x->err)) < 0)
+            if ((rc = pd_profile_builder_function(b, s->f[i].name, s->f[i].name, NULL, 0, &fid,
+                                                  x->err)) < 0)
                 return rc;
             pd_pprof_line ln = {.function_id = fid, .line = s->f[i].line};
             if ((rc = pd_profile_builder_location(b, 0, 0, &ln, 1, &l[i], x->err)) < 0)
@@ -893,8 +927,8 @@ static int add_sample(jctx *x, pd_jfr_kind k, jstack *s, const int64_t *val, int
 static int rd_events(jctx *x)
 {
     size_t pos = HEADER_BYTES;
-    static const char *const EF[] = {"startTime", "duration", "stackTrace", "tlabSize",
-                                     "allocationSize", "weight", "contextId"};
+    static const char *const EF[] = {"startTime",      "duration", "stackTrace", "tlabSize",
+                                     "allocationSize", "weight",   "contextId"};
     enum { F_START, F_DUR, F_STACK, F_TLAB, F_ASIZE, F_WEIGHT, F_CTX, F_N };
     while (pos < x->len) {
         size_t at = pos, p = pos;
@@ -903,7 +937,8 @@ static int rd_events(jctx *x)
         if ((rc = rd_int(x, &p, x->len, 4, &size)) < 0)
             return rc;
         if (size == 0 || size > x->len - at)
-            return bad(x, at, PD_EPARSE, "event size %llu does not fit in the chunk (%zu bytes left)",
+            return bad(x, at, PD_EPARSE,
+                       "event size %llu does not fit in the chunk (%zu bytes left)",
                        (unsigned long long)size, x->len - at);
         size_t end = at + (size_t)size;
         pos = end;
@@ -1008,7 +1043,8 @@ static int rd_chunk(jctx *x, const uint8_t *data, size_t len, size_t base, size_
     x->c = data;
     x->len = len;
     if (len < HEADER_BYTES)
-        return bad(x, 0, PD_EPARSE, "truncated chunk header: %zu bytes, want %d", len, HEADER_BYTES);
+        return bad(x, 0, PD_EPARSE, "truncated chunk header: %zu bytes, want %d", len,
+                   HEADER_BYTES);
     if (memcmp(data, "FLR\0", 4) != 0)
         return bad(x, 0, PD_EPARSE, "no chunk magic \"FLR\\0\"");
     unsigned major = (unsigned)be(data + 4, 2);
@@ -1059,8 +1095,8 @@ int pd_jfr_to_pprof(const uint8_t *data, size_t len, const pd_jfr_opts *opts, pd
     else
         memset(&o, 0, sizeof o);
     pd_jfr_limits d = pd_jfr_limits_default();
-#define DEF(f)                                                                                          \
-    if (!o.lim.f)                                                                                       \
+#define DEF(f)                                                                                     \
+    if (!o.lim.f)                                                                                  \
         o.lim.f = d.f;
     DEF(max_input_bytes)
     DEF(max_chunks)

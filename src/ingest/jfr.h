@@ -23,9 +23,9 @@
  *   jdk.NativeMethodSample,
  *   profiler.WallClockSample              wall               wall/nanoseconds (count * period)
  *   jdk.ObjectAllocationInNewTLAB         alloc_in_new_tlab  alloc_in_new_tlab_objects/count,
- *                                                            alloc_in_new_tlab_bytes/bytes (tlabSize)
- *   jdk.ObjectAllocationOutsideTLAB       alloc_outside_tlab alloc_outside_tlab_objects/count,
- *                                                            alloc_outside_tlab_bytes/bytes (allocationSize)
+ *                                                            alloc_in_new_tlab_bytes/bytes
+ * (tlabSize) jdk.ObjectAllocationOutsideTLAB       alloc_outside_tlab
+ * alloc_outside_tlab_objects/count, alloc_outside_tlab_bytes/bytes (allocationSize)
  *   jdk.ObjectAllocationSample            alloc_sample       alloc_sample_objects/count,
  *                                                            alloc_sample_bytes/bytes (weight)
  *   jdk.JavaMonitorEnter                  mutex              contentions/count, delay/nanoseconds
@@ -90,7 +90,8 @@ typedef struct pd_jfr_limits {
     size_t max_pool_entries; /* constant-pool entries per chunk; default 20,000,000 */
     size_t max_events;       /* events converted over the input; default 50,000,000 */
     size_t max_depth;        /* nesting of metadata elements and inline values; default 32 */
-    size_t max_stack_depth;  /* frames kept per stack (deeper ones are cut at the root); default 4,096 */
+    size_t max_stack_depth;  /* frames kept per stack (deeper ones are cut at the root); default
+                                4,096 */
     pd_pprof_limits pprof;   /* for each built profile */
 } pd_jfr_limits;
 
@@ -102,8 +103,8 @@ pd_jfr_limits pd_jfr_limits_default(void);
 typedef size_t (*pd_jfr_context_fn)(void *ctx, int64_t context_id, const char *const **kv);
 
 typedef struct pd_jfr_opts {
-    int64_t period_nanos;          /* cpu/wall: nanoseconds per sample; 0: 10 ms (100 Hz) */
-    pd_jfr_context_fn context;     /* NULL: contextId ignored */
+    int64_t period_nanos;      /* cpu/wall: nanoseconds per sample; 0: 10 ms (100 Hz) */
+    pd_jfr_context_fn context; /* NULL: contextId ignored */
     void *context_arg;
     pd_jfr_limits lim;
 } pd_jfr_opts;

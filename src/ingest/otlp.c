@@ -48,26 +48,54 @@ void pd_otlp_result_release(pd_otlp_result *r)
 
 /* ---- nesting walk over the wire ---- */
 
-enum { T_NONE, T_REQ, T_RP, T_RES, T_SP, T_SCOPE, T_KV, T_AV, T_ARR, T_KVL, T_DICT, T_KVU, T_PROF, T_SAMPLE };
+enum {
+    T_NONE,
+    T_REQ,
+    T_RP,
+    T_RES,
+    T_SP,
+    T_SCOPE,
+    T_KV,
+    T_AV,
+    T_ARR,
+    T_KVL,
+    T_DICT,
+    T_KVU,
+    T_PROF,
+    T_SAMPLE
+};
 
 /* The message type of field f of a message of type t (T_NONE: not a
  * message that can nest). */
 static int child(int t, uint64_t f)
 {
     switch (t) {
-    case T_REQ: return f == 1 ? T_RP : f == 2 ? T_DICT : T_NONE;
-    case T_RP: return f == 1 ? T_RES : f == 2 ? T_SP : T_NONE;
-    case T_RES: return f == 1 ? T_KV : T_NONE;
-    case T_SP: return f == 1 ? T_SCOPE : f == 2 ? T_PROF : T_NONE;
-    case T_PROF: return f == 2 ? T_SAMPLE : T_NONE;
-    case T_SCOPE: return f == 3 ? T_KV : T_NONE;
-    case T_KV: return f == 2 ? T_AV : T_NONE;
-    case T_AV: return f == 5 ? T_ARR : f == 6 ? T_KVL : T_NONE;
-    case T_ARR: return f == 1 ? T_AV : T_NONE;
-    case T_KVL: return f == 1 ? T_KV : T_NONE;
-    case T_DICT: return f == 6 ? T_KVU : T_NONE;
-    case T_KVU: return f == 2 ? T_AV : T_NONE;
-    default: return T_NONE;
+    case T_REQ:
+        return f == 1 ? T_RP : f == 2 ? T_DICT : T_NONE;
+    case T_RP:
+        return f == 1 ? T_RES : f == 2 ? T_SP : T_NONE;
+    case T_RES:
+        return f == 1 ? T_KV : T_NONE;
+    case T_SP:
+        return f == 1 ? T_SCOPE : f == 2 ? T_PROF : T_NONE;
+    case T_PROF:
+        return f == 2 ? T_SAMPLE : T_NONE;
+    case T_SCOPE:
+        return f == 3 ? T_KV : T_NONE;
+    case T_KV:
+        return f == 2 ? T_AV : T_NONE;
+    case T_AV:
+        return f == 5 ? T_ARR : f == 6 ? T_KVL : T_NONE;
+    case T_ARR:
+        return f == 1 ? T_AV : T_NONE;
+    case T_KVL:
+        return f == 1 ? T_KV : T_NONE;
+    case T_DICT:
+        return f == 6 ? T_KVU : T_NONE;
+    case T_KVU:
+        return f == 2 ? T_AV : T_NONE;
+    default:
+        return T_NONE;
     }
 }
 
@@ -97,10 +125,16 @@ static int varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *v)
 static bool sample_wire_ok(uint64_t f, unsigned wt)
 {
     switch (f) {
-    case 1: case 3: return wt == 0;
-    case 2: case 4: return wt == 0 || wt == 2;
-    case 5: return wt == 1 || wt == 2;
-    default: return true; /* unknown fields are skipped, as protobuf says */
+    case 1:
+    case 3:
+        return wt == 0;
+    case 2:
+    case 4:
+        return wt == 0 || wt == 2;
+    case 5:
+        return wt == 1 || wt == 2;
+    default:
+        return true; /* unknown fields are skipped, as protobuf says */
     }
 }
 
@@ -108,7 +142,8 @@ static bool sample_wire_ok(uint64_t f, unsigned wt)
  * W_RELEASE (a Sample field of the wrong wire type at *at: a request of
  * another release of opentelemetry-proto). */
 enum { W_RELEASE = -2 };
-static int walk(const uint8_t *p, size_t len, int t, size_t depth, size_t max, size_t base, size_t *at)
+static int walk(const uint8_t *p, size_t len, int t, size_t depth, size_t max, size_t base,
+                size_t *at)
 {
     size_t pos = 0;
     if (depth > max) {
@@ -256,8 +291,10 @@ static const KVU *attr_at(conv *c, int32_t ax, const char *what, const char **ke
         return NULL;
     }
     if (!**key) {
-        cfail(c, PD_EINVAL, "%s: attribute %d has no key (attribute_table[0] is the zero value, not an attribute)",
-              what, ax);
+        cfail(
+            c, PD_EINVAL,
+            "%s: attribute %d has no key (attribute_table[0] is the zero value, not an attribute)",
+            what, ax);
         return NULL;
     }
     return kv;
@@ -265,7 +302,8 @@ static const KVU *attr_at(conv *c, int32_t ax, const char *what, const char **ke
 
 static bool any_true(const AnyValue *v)
 {
-    return v && v->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE && v->bool_value;
+    return v && v->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE &&
+           v->bool_value;
 }
 
 /* The value of a sample (OTLP's three shapes, profiles.proto "Sample"): the
@@ -277,13 +315,16 @@ static int sample_value(conv *c, size_t k, size_t si, const Sample *s, int64_t *
 {
     if (!s->n_values && !s->n_timestamps_unix_nano)
         return cfail(c, PD_EINVAL,
-                     "profile %zu sample %zu has neither values nor timestamps_unix_nano (a Sample MUST have at "
-                     "least one of them; a request of opentelemetry-proto v1.9.0 or older carries its values in "
+                     "profile %zu sample %zu has neither values nor timestamps_unix_nano (a Sample "
+                     "MUST have at "
+                     "least one of them; a request of opentelemetry-proto v1.9.0 or older carries "
+                     "its values in "
                      "field 2, which v1.11.0 reads as attribute_indices)",
                      k, si);
     if (s->n_values && s->n_timestamps_unix_nano && s->n_values != s->n_timestamps_unix_nano)
         return cfail(c, PD_EINVAL,
-                     "profile %zu sample %zu has %zu values and %zu timestamps_unix_nano (when both are given "
+                     "profile %zu sample %zu has %zu values and %zu timestamps_unix_nano (when "
+                     "both are given "
                      "they MUST have the same number of elements)",
                      k, si, s->n_values, s->n_timestamps_unix_nano);
     if (!s->n_values) {
@@ -293,7 +334,8 @@ static int sample_value(conv *c, size_t k, size_t si, const Sample *s, int64_t *
     int64_t sum = 0;
     for (size_t i = 0; i < s->n_values; i++)
         if (__builtin_add_overflow(sum, s->values[i], &sum))
-            return cfail(c, PD_EINVAL, "profile %zu sample %zu: the sum of its values overflows int64", k, si);
+            return cfail(c, PD_EINVAL,
+                         "profile %zu sample %zu: the sum of its values overflows int64", k, si);
     *v = sum;
     return 0;
 }
@@ -307,7 +349,8 @@ static int mapping_of(conv *c, pd_profile_builder *b, int32_t mi, uint64_t *mid,
 {
     const Dict *d = c->d;
     if (!IDX_OK(mi, d->n_mapping_table))
-        return cfail(c, PD_EINVAL, "mapping index %d out of range (%zu mappings)", mi, d->n_mapping_table);
+        return cfail(c, PD_EINVAL, "mapping index %d out of range (%zu mappings)", mi,
+                     d->n_mapping_table);
     const Opentelemetry__Proto__Profiles__V1development__Mapping *m = d->mapping_table[mi];
     const char *fn = dstr(d, m->filename_strindex);
     if (!fn)
@@ -433,7 +476,8 @@ static int one_group(conv *c, const Prof *const *pr, size_t n, pd_profile *out)
         const char *st = pr[k]->sample_type ? dstr(d, pr[k]->sample_type->type_strindex) : "";
         const char *su = pr[k]->sample_type ? dstr(d, pr[k]->sample_type->unit_strindex) : "";
         if (!st || !su) {
-            rc = cfail(c, PD_EINVAL, "profile %zu: sample type string index out of range", c->ix[k]);
+            rc =
+                cfail(c, PD_EINVAL, "profile %zu: sample type string index out of range", c->ix[k]);
             goto fail;
         }
         if ((rc = pd_profile_builder_sample_type(b, st, su, &err)) < 0)
@@ -452,11 +496,13 @@ static int one_group(conv *c, const Prof *const *pr, size_t n, pd_profile *out)
             if ((rc = sample_value(c, c->ix[k], si, s, &vals[k])) < 0)
                 goto fail;
             if (!IDX_OK(s->stack_index, d->n_stack_table)) {
-                rc = cfail(c, PD_EINVAL, "profile %zu sample %zu: stack_index %d out of range (%zu stacks)", c->ix[k], si,
-                           s->stack_index, d->n_stack_table);
+                rc = cfail(c, PD_EINVAL,
+                           "profile %zu sample %zu: stack_index %d out of range (%zu stacks)",
+                           c->ix[k], si, s->stack_index, d->n_stack_table);
                 goto fail;
             }
-            const Opentelemetry__Proto__Profiles__V1development__Stack *stk = d->stack_table[s->stack_index];
+            const Opentelemetry__Proto__Profiles__V1development__Stack *stk =
+                d->stack_table[s->stack_index];
             if (stk->n_location_indices > nloc_cap) {
                 uint64_t *nl = realloc(locs, stk->n_location_indices * sizeof *nl);
                 if (!nl) {
@@ -469,13 +515,17 @@ static int one_group(conv *c, const Prof *const *pr, size_t n, pd_profile *out)
             for (size_t li = 0; li < stk->n_location_indices; li++) {
                 int32_t lx = stk->location_indices[li];
                 if (!IDX_OK(lx, d->n_location_table)) {
-                    rc = cfail(c, PD_EINVAL, "profile %zu sample %zu: location index %d out of range (%zu locations)",
-                               c->ix[k], si, lx, d->n_location_table);
+                    rc = cfail(
+                        c, PD_EINVAL,
+                        "profile %zu sample %zu: location index %d out of range (%zu locations)",
+                        c->ix[k], si, lx, d->n_location_table);
                     goto fail;
                 }
-                const Opentelemetry__Proto__Profiles__V1development__Location *l = d->location_table[lx];
+                const Opentelemetry__Proto__Profiles__V1development__Location *l =
+                    d->location_table[lx];
                 uint64_t mid = 0;
-                if (l->mapping_index != 0 && (rc = mapping_of(c, b, l->mapping_index, &mid, &err)) < 0) {
+                if (l->mapping_index != 0 &&
+                    (rc = mapping_of(c, b, l->mapping_index, &mid, &err)) < 0) {
                     if (rc == PD_EINVAL && c->msg[0])
                         goto fail;
                     goto failerr;
@@ -489,20 +539,25 @@ static int one_group(conv *c, const Prof *const *pr, size_t n, pd_profile *out)
                                    ln->function_index);
                         goto fail;
                     }
-                    const Opentelemetry__Proto__Profiles__V1development__Function *f = d->function_table[ln->function_index];
-                    const char *nm = dstr(d, f->name_strindex), *sn = dstr(d, f->system_name_strindex),
+                    const Opentelemetry__Proto__Profiles__V1development__Function *f =
+                        d->function_table[ln->function_index];
+                    const char *nm = dstr(d, f->name_strindex),
+                               *sn = dstr(d, f->system_name_strindex),
                                *fl = dstr(d, f->filename_strindex);
                     if (!nm || !sn || !fl) {
-                        rc = cfail(c, PD_EINVAL, "function %d: string index out of range", ln->function_index);
+                        rc = cfail(c, PD_EINVAL, "function %d: string index out of range",
+                                   ln->function_index);
                         goto fail;
                     }
                     memset(&lines[q], 0, sizeof lines[q]);
-                    if ((rc = pd_profile_builder_function(b, nm, sn, fl, f->start_line, &lines[q].function_id, &err)) < 0)
+                    if ((rc = pd_profile_builder_function(b, nm, sn, fl, f->start_line,
+                                                          &lines[q].function_id, &err)) < 0)
                         goto failerr;
                     lines[q].line = ln->line;
                     lines[q].column = ln->column;
                 }
-                if ((rc = pd_profile_builder_location(b, mid, l->address, lines, nl, &locs[li], &err)) < 0)
+                if ((rc = pd_profile_builder_location(b, mid, l->address, lines, nl, &locs[li],
+                                                      &err)) < 0)
                     goto failerr;
             }
             /* sample attributes -> pprof labels */
@@ -523,9 +578,11 @@ static int one_group(conv *c, const Prof *const *pr, size_t n, pd_profile *out)
                     rc = (int)lab[nlab].key;
                     goto failerr;
                 }
-                if (kv->value && kv->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE) {
+                if (kv->value && kv->value->value_case ==
+                                     OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE) {
                     lab[nlab].num = kv->value->int_value;
-                    if (*unit && (lab[nlab].num_unit = pd_profile_builder_string(b, unit, &err)) < 0) {
+                    if (*unit &&
+                        (lab[nlab].num_unit = pd_profile_builder_string(b, unit, &err)) < 0) {
                         rc = (int)lab[nlab].num_unit;
                         goto failerr;
                     }
@@ -533,8 +590,8 @@ static int one_group(conv *c, const Prof *const *pr, size_t n, pd_profile *out)
                     char tb[64];
                     const char *t = any_text(d, kv->value, tb, sizeof tb);
                     if (!t) {
-                        rc = cfail(c, PD_EINVAL, "%s: attribute %d (%s): value is not a scalar", what,
-                                   s->attribute_indices[ai], key);
+                        rc = cfail(c, PD_EINVAL, "%s: attribute %d (%s): value is not a scalar",
+                                   what, s->attribute_indices[ai], key);
                         goto fail;
                     }
                     if ((lab[nlab].str = pd_profile_builder_string(b, t, &err)) < 0) {
@@ -594,7 +651,10 @@ static int series_labels(conv *c, const Opentelemetry__Proto__Resource__V1__Reso
     }
     const char *st = pr[0]->sample_type ? dstr(c->d, pr[0]->sample_type->type_strindex) : NULL;
     const char *pt = pr[0]->period_type ? dstr(c->d, pr[0]->period_type->type_strindex) : NULL;
-    const char *nm = st && *st && strcmp(st, "samples") ? st : pt && *pt ? pt : st && *st ? st : "unknown";
+    const char *nm = st && *st && strcmp(st, "samples") ? st
+                     : pt && *pt                        ? pt
+                     : st && *st                        ? st
+                                                        : "unknown";
     if (n > 1 && pt && *pt) /* one pprof with several types: named by its period type */
         nm = strcmp(pt, "space") ? pt : "memory";
     char name[PD_LABEL_MAX_NAME + 1];
@@ -606,8 +666,8 @@ static int series_labels(conv *c, const Opentelemetry__Proto__Resource__V1__Reso
     return 0;
 }
 
-int pd_otlp_convert(const uint8_t *body, size_t len, const pd_otlp_limits *lim_in, pd_otlp_result *out,
-                    pd_err *err)
+int pd_otlp_convert(const uint8_t *body, size_t len, const pd_otlp_limits *lim_in,
+                    pd_otlp_result *out, pd_err *err)
 {
     pd_otlp_limits lim = lim_in ? *lim_in : pd_otlp_limits_default();
     pd_otlp_limits d = pd_otlp_limits_default();
@@ -623,26 +683,33 @@ int pd_otlp_convert(const uint8_t *body, size_t len, const pd_otlp_limits *lim_i
     size_t at = 0;
     int rc = walk(body, len, T_REQ, 0, lim.max_nesting, 0, &at);
     if (rc == PD_ETOOBIG)
-        return pd_err_set(err, rc, "messages nest deeper than %zu at byte %zu", lim.max_nesting, at);
-    if (rc == W_RELEASE)
-        return pd_err_set(err, PD_EPARSE,
-                          "not an opentelemetry-proto v1.11.0 ExportProfilesServiceRequest: a Sample field at "
-                          "byte %zu has the wire type of another release (v1.9.0 and older number Sample's "
-                          "values 2, attribute_indices 3, link_index 4; v1.11.0 numbers them 4, 2, 3); "
-                          "re-encode the request with v1.11.0's profiles.proto",
+        return pd_err_set(err, rc, "messages nest deeper than %zu at byte %zu", lim.max_nesting,
                           at);
+    if (rc == W_RELEASE)
+        return pd_err_set(
+            err, PD_EPARSE,
+            "not an opentelemetry-proto v1.11.0 ExportProfilesServiceRequest: a Sample field at "
+            "byte %zu has the wire type of another release (v1.9.0 and older number Sample's "
+            "values 2, attribute_indices 3, link_index 4; v1.11.0 numbers them 4, 2, 3); "
+            "re-encode the request with v1.11.0's profiles.proto",
+            at);
     if (rc < 0)
-        return pd_err_set(err, PD_EPARSE, "not an ExportProfilesServiceRequest: bad protobuf at byte %zu", at);
-    Req *req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
-        NULL, len, body);
+        return pd_err_set(err, PD_EPARSE,
+                          "not an ExportProfilesServiceRequest: bad protobuf at byte %zu", at);
+    Req *req =
+        opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+            NULL, len, body);
     if (!req)
-        return pd_err_set(err, PD_EPARSE, "not an ExportProfilesServiceRequest: protobuf does not decode (%zu bytes)",
-                          len);
-    static const Dict empty = OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILES_DICTIONARY__INIT;
+        return pd_err_set(
+            err, PD_EPARSE,
+            "not an ExportProfilesServiceRequest: protobuf does not decode (%zu bytes)", len);
+    static const Dict empty =
+        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILES_DICTIONARY__INIT;
     const Dict *dict = req->dictionary ? req->dictionary : &empty;
     size_t nprof = 0;
     for (size_t i = 0; i < req->n_resource_profiles; i++) {
-        const Opentelemetry__Proto__Profiles__V1development__ResourceProfiles *rp = req->resource_profiles[i];
+        const Opentelemetry__Proto__Profiles__V1development__ResourceProfiles *rp =
+            req->resource_profiles[i];
         if (rp->resource && rp->resource->n_attributes > lim.max_attributes) {
             rc = pd_err_set(err, PD_ETOOBIG, "resource %zu: %zu attributes, over %zu", i,
                             rp->resource->n_attributes, lim.max_attributes);
@@ -661,10 +728,11 @@ int pd_otlp_convert(const uint8_t *body, size_t len, const pd_otlp_limits *lim_i
         goto done;
     }
     size_t tabs[] = {dict->n_mapping_table, dict->n_location_table, dict->n_function_table,
-                     dict->n_string_table, dict->n_stack_table, dict->n_link_table};
+                     dict->n_string_table,  dict->n_stack_table,    dict->n_link_table};
     for (size_t t = 0; t < sizeof tabs / sizeof *tabs; t++)
         if (tabs[t] > lim.max_table) {
-            rc = pd_err_set(err, PD_ETOOBIG, "a dictionary table of %zu entries, over %zu", tabs[t], lim.max_table);
+            rc = pd_err_set(err, PD_ETOOBIG, "a dictionary table of %zu entries, over %zu", tabs[t],
+                            lim.max_table);
             goto done;
         }
     out->p = calloc(nprof ? nprof : 1, sizeof *out->p);
@@ -685,16 +753,19 @@ int pd_otlp_convert(const uint8_t *body, size_t len, const pd_otlp_limits *lim_i
         goto done;
     }
     for (size_t i = 0; i < req->n_resource_profiles; i++) {
-        const Opentelemetry__Proto__Profiles__V1development__ResourceProfiles *rp = req->resource_profiles[i];
+        const Opentelemetry__Proto__Profiles__V1development__ResourceProfiles *rp =
+            req->resource_profiles[i];
         for (size_t j = 0; j < rp->n_scope_profiles; j++) {
-            const Opentelemetry__Proto__Profiles__V1development__ScopeProfiles *sp = rp->scope_profiles[j];
+            const Opentelemetry__Proto__Profiles__V1development__ScopeProfiles *sp =
+                rp->scope_profiles[j];
             memset(used, 0, sp->n_profiles * sizeof *used);
             for (size_t k = 0; k < sp->n_profiles; k++) {
                 if (used[k])
                     continue;
                 size_t n = 0;
                 for (size_t q = k; q < sp->n_profiles; q++)
-                    if (!used[q] && (q == k || same_group(sp->profiles[k], sp->profiles[q], grp, n))) {
+                    if (!used[q] &&
+                        (q == k || same_group(sp->profiles[k], sp->profiles[q], grp, n))) {
                         used[q] = true;
                         grp[n] = sp->profiles[q];
                         gix[n++] = q;
@@ -718,7 +789,8 @@ int pd_otlp_convert(const uint8_t *body, size_t len, const pd_otlp_limits *lim_i
                 }
                 if (r2 < 0) {
                     if (!out->rejected)
-                        snprintf(out->first_error, sizeof out->first_error, "resource %zu scope %zu: %s%s", i, j,
+                        snprintf(out->first_error, sizeof out->first_error,
+                                 "resource %zu scope %zu: %s%s", i, j,
                                  n > 1 ? "profiles joined with it refused too: " : "", c.msg);
                     out->rejected += n;
                     continue;
@@ -734,7 +806,8 @@ int pd_otlp_convert(const uint8_t *body, size_t len, const pd_otlp_limits *lim_i
     free(used);
     rc = 0;
 done:
-    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(req, NULL);
+    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(
+        req, NULL);
     return rc;
 }
 
@@ -749,7 +822,9 @@ int pd_otlp_response(int64_t rejected, const char *msg, pd_buf *out)
         ps.error_message = (char *)(msg ? msg : "");
         r.partial_success = &ps;
     }
-    size_t n = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__get_packed_size(&r);
+    size_t n =
+        opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__get_packed_size(
+            &r);
     if (pd_buf_reserve(out, n) < 0)
         return PD_ENOMEM;
     opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__pack(
@@ -785,7 +860,8 @@ int pd_otlp_status(int code, const char *msg, bool json, pd_buf *out)
             rc = pd_buf_puts(out, "}");
         return rc;
     }
-    if (code && ((rc = put_varint(out, 1 << 3 | 0)) < 0 || (rc = put_varint(out, (uint64_t)(int64_t)code)) < 0))
+    if (code && ((rc = put_varint(out, 1 << 3 | 0)) < 0 ||
+                 (rc = put_varint(out, (uint64_t)(int64_t)code)) < 0))
         return rc;
     if (n && ((rc = put_varint(out, 2 << 3 | 2)) < 0 || (rc = put_varint(out, n)) < 0 ||
               (rc = pd_buf_append(out, msg, n)) < 0))

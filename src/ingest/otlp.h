@@ -65,11 +65,11 @@
 
 /* Caps; 0 fields mean the defaults. */
 typedef struct pd_otlp_limits {
-    size_t max_nesting;     /* AnyValue/message nesting on the wire; default 16 */
-    size_t max_table;       /* entries of any dictionary table; default 1,000,000 */
-    size_t max_profiles;    /* profiles per request; default 10,000 */
-    size_t max_attributes;  /* attribute_table entries and resource attributes; default 10,000 */
-    pd_pprof_limits pprof;  /* per built profile */
+    size_t max_nesting;    /* AnyValue/message nesting on the wire; default 16 */
+    size_t max_table;      /* entries of any dictionary table; default 1,000,000 */
+    size_t max_profiles;   /* profiles per request; default 10,000 */
+    size_t max_attributes; /* attribute_table entries and resource attributes; default 10,000 */
+    pd_pprof_limits pprof; /* per built profile */
 } pd_otlp_limits;
 
 pd_otlp_limits pd_otlp_limits_default(void);
@@ -111,7 +111,8 @@ int pd_otlp_response(int64_t rejected, const char *msg, pd_buf *out);
  * re-encoded as its binary protobuf, appended to out, for pd_otlp_convert.
  * Objects nest at most max_depth deep (0: 16). PD_EPARSE (not JSON, or a
  * value of the wrong kind, named by message and field), PD_ETOOBIG, PD_ENOMEM. */
-int pd_otlp_json_to_protobuf(const char *json, size_t len, size_t max_depth, pd_buf *out, pd_err *err);
+int pd_otlp_json_to_protobuf(const char *json, size_t len, size_t max_depth, pd_buf *out,
+                             pd_err *err);
 
 /* A google.rpc.Status (code, message; no details) for a refused request,
  * as OTLP/HTTP answers a 4xx/5xx: protobuf (google/rpc/status.proto field

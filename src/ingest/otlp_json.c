@@ -118,7 +118,9 @@ static int decode_bytes(const char *s, bool hex, ProtobufCBinaryData *out)
         }
         for (size_t i = 0; i < n; i += 2) {
             int hi = s[i] >= 'a' ? s[i] - 'a' + 10 : s[i] >= 'A' ? s[i] - 'A' + 10 : s[i] - '0';
-            int lo = s[i + 1] >= 'a' ? s[i + 1] - 'a' + 10 : s[i + 1] >= 'A' ? s[i + 1] - 'A' + 10 : s[i + 1] - '0';
+            int lo = s[i + 1] >= 'a'   ? s[i + 1] - 'a' + 10
+                     : s[i + 1] >= 'A' ? s[i + 1] - 'A' + 10
+                                       : s[i + 1] - '0';
             if (hi < 0 || hi > 15 || lo < 0 || lo > 15) {
                 free(d);
                 return -1;
@@ -153,7 +155,8 @@ static int fill(jctx *c, const ProtobufCMessageDescriptor *d, const json_t *obj,
                 ProtobufCMessage **out);
 
 /* One value of field f from v into the slot at p. */
-static int set_one(jctx *c, const ProtobufCFieldDescriptor *f, const json_t *v, void *p, size_t depth)
+static int set_one(jctx *c, const ProtobufCFieldDescriptor *f, const json_t *v, void *p,
+                   size_t depth)
 {
     int64_t i;
     uint64_t u;
@@ -261,7 +264,8 @@ static int fill(jctx *c, const ProtobufCMessageDescriptor *d, const json_t *obj,
     *out = m;
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         const ProtobufCFieldDescriptor *f = NULL;
         for (unsigned i = 0; i < d->n_fields && !f; i++)
             if (name_is(d->fields[i].name, key))
@@ -290,8 +294,9 @@ static int fill(jctx *c, const ProtobufCMessageDescriptor *d, const json_t *obj,
                     continue;
                 }
                 if (rc == -1)
-                    return pd_err_set(c->err, PD_EPARSE, "%s.%s[%zu]: not a valid %s value", d->short_name,
-                                      key, i, f->type == PROTOBUF_C_TYPE_MESSAGE ? "message" : "scalar");
+                    return pd_err_set(c->err, PD_EPARSE, "%s.%s[%zu]: not a valid %s value",
+                                      d->short_name, key, i,
+                                      f->type == PROTOBUF_C_TYPE_MESSAGE ? "message" : "scalar");
                 /* sub-message errors: count what was made so it is freed */
                 if (f->type == PROTOBUF_C_TYPE_MESSAGE && ((void **)*arr)[i])
                     *cnt = i + 1;
@@ -310,7 +315,8 @@ static int fill(jctx *c, const ProtobufCMessageDescriptor *d, const json_t *obj,
             /* the same field twice (e.g. "spanId" and "span_id"): the first wins */
             if ((f->type == PROTOBUF_C_TYPE_MESSAGE && *(void **)slot) ||
                 (f->type == PROTOBUF_C_TYPE_BYTES && ((ProtobufCBinaryData *)slot)->data) ||
-                (f->type == PROTOBUF_C_TYPE_STRING && *(char **)slot && *(char **)slot != f->default_value))
+                (f->type == PROTOBUF_C_TYPE_STRING && *(char **)slot &&
+                 *(char **)slot != f->default_value))
                 continue;
             if (f->type == PROTOBUF_C_TYPE_STRING)
                 *(char **)slot = NULL;
@@ -318,7 +324,8 @@ static int fill(jctx *c, const ProtobufCMessageDescriptor *d, const json_t *obj,
             if (rc == -1) {
                 if (f->type == PROTOBUF_C_TYPE_STRING)
                     *(char **)slot = (char *)f->default_value;
-                return pd_err_set(c->err, PD_EPARSE, "%s.%s: not a valid value", d->short_name, key);
+                return pd_err_set(c->err, PD_EPARSE, "%s.%s: not a valid value", d->short_name,
+                                  key);
             }
             if (rc < 0)
                 return rc;
@@ -327,20 +334,24 @@ static int fill(jctx *c, const ProtobufCMessageDescriptor *d, const json_t *obj,
     return 0;
 }
 
-int pd_otlp_json_to_protobuf(const char *json, size_t len, size_t max_depth, pd_buf *out, pd_err *err)
+int pd_otlp_json_to_protobuf(const char *json, size_t len, size_t max_depth, pd_buf *out,
+                             pd_err *err)
 {
     json_error_t je;
     json_t *root = json_loadb(json, len, 0, &je);
     if (!root)
-        return pd_err_set(err, PD_EPARSE, "not JSON: %s at line %d column %d", je.text, je.line, je.column);
+        return pd_err_set(err, PD_EPARSE, "not JSON: %s at line %d column %d", je.text, je.line,
+                          je.column);
     if (!json_is_object(root)) {
         json_decref(root);
         return pd_err_set(err, PD_EPARSE, "not a JSON ExportProfilesServiceRequest object");
     }
     jctx c = {.max_depth = max_depth ? max_depth : 16, .err = err};
     ProtobufCMessage *m = NULL;
-    int rc = fill(&c, &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
-                  root, 0, &m);
+    int rc = fill(
+        &c,
+        &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
+        root, 0, &m);
     json_decref(root);
     if (rc == 0) {
         size_t n = protobuf_c_message_get_packed_size(m);
@@ -360,8 +371,9 @@ int pd_otlp_json_response(int64_t rejected, const char *msg, pd_buf *out)
 {
     if (!rejected && !(msg && *msg))
         return pd_buf_puts(out, "{}");
-    int rc = pd_buf_printf(out, "{\"partialSuccess\":{\"rejectedProfiles\":\"%" PRId64 "\",\"errorMessage\":",
-                           rejected);
+    int rc = pd_buf_printf(
+        out,
+        "{\"partialSuccess\":{\"rejectedProfiles\":\"%" PRId64 "\",\"errorMessage\":", rejected);
     if (rc == 0)
         rc = pd_buf_put_json_string(out, msg ? msg : "", msg ? strlen(msg) : 0);
     if (rc == 0)

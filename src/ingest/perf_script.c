@@ -34,8 +34,8 @@
  *   "[unknown]" as SYMBOL means no function; as DSO, no mapping.
  * - A frame may be followed by a srcline line (FILE:LINE, indented with
  *   spaces); it gives the function's file name and the line number
- *   ("??:0", ":0" and perf's "DSO[ADDR]" for no position give neither). A frame line is therefore held until the next
- *   line shows whether a srcline follows.
+ *   ("??:0", ":0" and perf's "DSO[ADDR]" for no position give neither). A frame line is therefore
+ * held until the next line shows whether a srcline follows.
  *
  * Output model: one mapping per DSO (filename = DSO path, memory_start 0,
  * memory_limit one past the highest address seen, file offset 0: the
@@ -307,15 +307,16 @@ static bool split_frame(span line, uint64_t *addr, span *sym, span *dso)
     return true;
 }
 
-static int push_frame(perf_state *st, size_t lineno, uint64_t addr, span sym, span dso,
-                      span file, int64_t line_no, pd_err *err)
+static int push_frame(perf_state *st, size_t lineno, uint64_t addr, span sym, span dso, span file,
+                      int64_t line_no, pd_err *err)
 {
     int rc;
     uint64_t map_id = 0, fn_id = 0, loc_id;
     if (st->depth >= st->lim.max_stack_depth)
-        return pd_err_set(err, PD_ETOOBIG, "line %zu: stack of the sample at line %zu is deeper "
-                          "than max_stack_depth=%zu frames", lineno, st->hdr_line,
-                          st->lim.max_stack_depth);
+        return pd_err_set(err, PD_ETOOBIG,
+                          "line %zu: stack of the sample at line %zu is deeper "
+                          "than max_stack_depth=%zu frames",
+                          lineno, st->hdr_line, st->lim.max_stack_depth);
     if (dso.n && !span_eq(dso, "[unknown]")) {
         const char *d = cstr(st, 0, dso);
         pd_pprof_mapping m = {0};
@@ -426,9 +427,11 @@ static int header(perf_state *st, size_t lineno, span line, pd_err *err)
             n_prev++;
     }
     if (!found)
-        return pd_err_set(err, PD_EPARSE, "line %zu: not a perf script sample header (expected "
+        return pd_err_set(err, PD_EPARSE,
+                          "line %zu: not a perf script sample header (expected "
                           "'COMM PID[/TID] [CPU] SECONDS: [PERIOD] EVENT:' followed by frame "
-                          "lines starting with a tab)", lineno);
+                          "lines starting with a tab)",
+                          lineno);
     span comm = trim((span){line.s, (size_t)(pid_tok.s - line.s)});
 
     /* [PERIOD] EVENT: */
@@ -451,21 +454,24 @@ static int header(perf_state *st, size_t lineno, span line, pd_err *err)
             return pd_err_set(err, PD_EPARSE, "line %zu: no event name after the period", lineno);
     }
     if (!event_name(tok, &ev))
-        return pd_err_set(err, PD_EPARSE, "line %zu: '%.*s' is not an event name (expected "
-                          "'NAME:' after the timestamp)", lineno, (int)(tok.n > 60 ? 60 : tok.n),
-                          tok.s);
+        return pd_err_set(err, PD_EPARSE,
+                          "line %zu: '%.*s' is not an event name (expected "
+                          "'NAME:' after the timestamp)",
+                          lineno, (int)(tok.n > 60 ? 60 : tok.n), tok.s);
     if (!st->have_first) {
         if ((rc = first_record(st, lineno, ev, with_period, period, err)))
             return rc < 0 ? rc : 0;
     } else {
         if (strlen(st->event) != ev.n || memcmp(st->event, ev.s, ev.n))
-            return pd_err_set(err, PD_EPARSE, "line %zu: event '%.*s' differs from the first "
-                              "sample's '%s' (convert one event per file)", lineno,
-                              (int)(ev.n > 60 ? 60 : ev.n), ev.s, st->event);
+            return pd_err_set(err, PD_EPARSE,
+                              "line %zu: event '%.*s' differs from the first "
+                              "sample's '%s' (convert one event per file)",
+                              lineno, (int)(ev.n > 60 ? 60 : ev.n), ev.s, st->event);
         if (with_period != st->with_period)
-            return pd_err_set(err, PD_EPARSE, "line %zu: the sample has %s period but the first "
-                              "sample has %s", lineno, with_period ? "a" : "no",
-                              st->with_period ? "one" : "none");
+            return pd_err_set(err, PD_EPARSE,
+                              "line %zu: the sample has %s period but the first "
+                              "sample has %s",
+                              lineno, with_period ? "a" : "no", st->with_period ? "one" : "none");
     }
 
     st->in_record = true;
@@ -509,8 +515,8 @@ static int flush_frame(perf_state *st, span file, int64_t line_no, pd_err *err)
     if (!st->pend)
         return 0;
     st->pend = false;
-    return push_frame(st, st->pend_line, st->pend_addr, st->pend_sym, st->pend_dso, file,
-                      line_no, err);
+    return push_frame(st, st->pend_line, st->pend_addr, st->pend_sym, st->pend_dso, file, line_no,
+                      err);
 }
 
 /* A srcline line (from perf script -F +srcline), indented with spaces:
@@ -568,8 +574,8 @@ static void fix_mappings(pd_profile *p)
     }
 }
 
-int pd_ingest_perf_script(const char *data, size_t len, const pd_ingest_opts *opts,
-                          pd_profile *out, pd_err *err)
+int pd_ingest_perf_script(const char *data, size_t len, const pd_ingest_opts *opts, pd_profile *out,
+                          pd_err *err)
 {
     static const pd_ingest_opts none;
     const pd_ingest_opts *o = opts ? opts : &none;
@@ -617,8 +623,10 @@ int pd_ingest_perf_script(const char *data, size_t len, const pd_ingest_opts *op
         }
         if (l[0] == '\t') {
             if (!st.in_record) {
-                rc = pd_err_set(err, PD_EPARSE, "line %zu: frame line outside a sample (no "
-                                "header line before it)", lineno);
+                rc = pd_err_set(err, PD_EPARSE,
+                                "line %zu: frame line outside a sample (no "
+                                "header line before it)",
+                                lineno);
                 goto out;
             }
             if (st.skip)
@@ -626,8 +634,10 @@ int pd_ingest_perf_script(const char *data, size_t len, const pd_ingest_opts *op
             uint64_t addr;
             span sym, dso;
             if (!split_frame(line, &addr, &sym, &dso)) {
-                rc = pd_err_set(err, PD_EPARSE, "line %zu: not a frame line (expected "
-                                "'<TAB>HEXADDR SYMBOL (DSO)')", lineno);
+                rc = pd_err_set(err, PD_EPARSE,
+                                "line %zu: not a frame line (expected "
+                                "'<TAB>HEXADDR SYMBOL (DSO)')",
+                                lineno);
                 goto out;
             }
             if ((rc = flush_frame(&st, (span){0}, 0, err)))

@@ -30,7 +30,8 @@
  * profefe's agent sends them and profefe (and profd) decode them, so values
  * may hold ',', '=', '+' or '%'. Names must be valid label names
  * (pd_label_name_valid: UTF-8 without control characters) not starting
- * with "__"; both are usage errors otherwise. `--label service=X` and `--label instance_id=X` are the same as
+ * with "__"; both are usage errors otherwise. `--label service=X` and `--label instance_id=X` are
+ * the same as
  * --service and --instance-id (profefe keeps those two apart from labels).
  */
 #include "ingest/ingest.h"
@@ -103,8 +104,8 @@ typedef struct push_cfg {
     const char *service;
     const char *type; /* NULL: guess per file */
     const char *instance_id;
-    pd_buf labels;      /* "k=v,k2=v2", each k and v URL-escaped */
-    size_t n_labels;    /* in labels */
+    pd_buf labels;        /* "k=v,k2=v2", each k and v URL-escaped */
+    size_t n_labels;      /* in labels */
     pd_ingest_format fmt; /* 0: pprof */
     int64_t sample_rate_hz;
     bool have_created;
@@ -335,8 +336,7 @@ static int check_sample_labels(const pd_profile *p, pd_err *err)
         for (size_t k = 0; k < s->n_label; k++) {
             int64_t idx[2] = {s->label[k].key, s->label[k].str};
             for (int j = 0; j < 2; j++) {
-                size_t len =
-                    idx[j] > 0 && (size_t)idx[j] < p->n_string ? p->string_len[idx[j]] : 0;
+                size_t len = idx[j] > 0 && (size_t)idx[j] < p->n_string ? p->string_len[idx[j]] : 0;
                 if (len > PUSH_MAX_SAMPLE_LABEL_BYTES)
                     return pd_err_set(err, PD_ETOOBIG, "sample %zu: label %s is %zu bytes, over %d",
                                       i, j ? "value" : "key", len, PUSH_MAX_SAMPLE_LABEL_BYTES);
@@ -407,7 +407,7 @@ static int push_file(CURL *c, const push_cfg *cfg, const char *path)
     }
 
     const char *type = cfg->type ? cfg->type : pd_profile_guess_type(&p, path);
-    int64_t created = cfg->have_created    ? cfg->created_ms
+    int64_t created = cfg->have_created  ? cfg->created_ms
                       : p.time_nanos > 0 ? p.time_nanos / 1000000
                       : mtime_ms > 0     ? mtime_ms
                                          : pd_now_ms();
@@ -477,7 +477,8 @@ static int add_label(push_cfg *cfg, pd_labels *seen, const char *kv)
     pd_err err = {{0}};
     int rc = pd_labels_set(seen, name, v, &err);
     if (rc) {
-        fprintf(stderr, "profd push: --label %s: %s\n", name, err.msg[0] ? err.msg : pd_strerror(rc));
+        fprintf(stderr, "profd push: --label %s: %s\n", name,
+                err.msg[0] ? err.msg : pd_strerror(rc));
         return 2;
     }
     if (!strcmp(name, "service") || !strcmp(name, "instance_id")) {
@@ -593,7 +594,8 @@ static int parse_args(int argc, char **argv, push_cfg *cfg, pd_labels *seen, con
             cfg->insecure = true, r = 1;
         else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--basic-auth.username", &v)) > 0)
             cfg->username = v;
-        else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--basic-auth.password-file", &v)) > 0)
+        else if (r == 0 &&
+                 (r = pd_parse_flag(argc, argv, &i, "--basic-auth.password-file", &v)) > 0)
             cfg->password_file = v;
         else if (r == 0 && (r = pd_parse_flag(argc, argv, &i, "--bearer-token-file", &v)) > 0)
             cfg->bearer_file = v;
@@ -627,8 +629,10 @@ static int parse_args(int argc, char **argv, push_cfg *cfg, pd_labels *seen, con
     /* the server's cap counts every label of the series: ours, service,
      * instance_id and __name__ (the type) */
     if (cfg->n_labels + 2 + (cfg->instance_id ? 1 : 0) > PD_LABEL_MAX_COUNT)
-        return usage("too many labels: at most " STR(PD_LABEL_MAX_COUNT) " with service, "
-                     "instance_id and the type%s", "");
+        return usage(
+            "too many labels: at most " STR(PD_LABEL_MAX_COUNT) " with service, "
+                                                                "instance_id and the type%s",
+            "");
     if (cfg->type && !type_valid(cfg->type))
         return usage("--type '%s' is not one of cpu, heap, block, mutex, goroutine, "
                      "threadcreate, other",

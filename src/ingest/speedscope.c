@@ -43,9 +43,9 @@ static int unit_of(const char *u, enum kind *k, double *ns)
         const char *name;
         enum kind k;
         double ns;
-    } T[] = {{"none", K_NONE, 0},       {"nanoseconds", K_TIME, 1},
+    } T[] = {{"none", K_NONE, 0},           {"nanoseconds", K_TIME, 1},
              {"microseconds", K_TIME, 1e3}, {"milliseconds", K_TIME, 1e6},
-             {"seconds", K_TIME, 1e9},   {"bytes", K_BYTES, 1}};
+             {"seconds", K_TIME, 1e9},      {"bytes", K_BYTES, 1}};
     for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
         if (!strcmp(u, T[i].name)) {
             *k = T[i].k;
@@ -193,8 +193,10 @@ static int sampled(conv *c, json_t *prof, out_prof *p, double mul, pd_err *err)
             break;
         json_t *s = json_array_get(samples, i), *w = json_array_get(weights, i);
         if (!json_is_array(s) || !json_is_number(w)) {
-            rc = pd_err_set(err, PD_EPARSE, "sample %zu: not an array of frame indexes with a "
-                            "numeric weight", i);
+            rc = pd_err_set(err, PD_EPARSE,
+                            "sample %zu: not an array of frame indexes with a "
+                            "numeric weight",
+                            i);
             break;
         }
         double wv = json_number_value(w);
@@ -204,8 +206,8 @@ static int sampled(conv *c, json_t *prof, out_prof *p, double mul, pd_err *err)
         }
         size_t n = json_array_size(s);
         if (n > c->lim.max_stack_depth) {
-            rc = pd_err_set(err, PD_ETOOBIG, "sample %zu: stack deeper than max_stack_depth=%zu",
-                            i, c->lim.max_stack_depth);
+            rc = pd_err_set(err, PD_ETOOBIG, "sample %zu: stack deeper than max_stack_depth=%zu", i,
+                            c->lim.max_stack_depth);
             break;
         }
         if (n > cap) {
@@ -280,8 +282,10 @@ static int evented(conv *c, json_t *prof, out_prof *p, double mul, pd_err *err)
             depth--;
         } else {
             if (depth >= c->lim.max_stack_depth) {
-                rc = pd_err_set(err, PD_ETOOBIG, "event %zu: more than max_stack_depth=%zu "
-                                "frames open", i, c->lim.max_stack_depth);
+                rc = pd_err_set(err, PD_ETOOBIG,
+                                "event %zu: more than max_stack_depth=%zu "
+                                "frames open",
+                                i, c->lim.max_stack_depth);
                 break;
             }
             if (depth == cap) {
@@ -356,13 +360,17 @@ int pd_ingest_speedscope(const char *data, size_t len, const pd_ingest_opts *opt
             goto out;
         }
         if (unit_of(unit, &k, &ns) < 0) {
-            rc = pd_err_set(err, PD_EPARSE, "profile %zu (\"%.100s\"): invalid profile unit: "
-                            "unknown unit: %.40s", i, name, unit);
+            rc = pd_err_set(err, PD_EPARSE,
+                            "profile %zu (\"%.100s\"): invalid profile unit: "
+                            "unknown unit: %.40s",
+                            i, name, unit);
             goto out;
         }
         if (strcmp(type, "sampled") != 0 && strcmp(type, "evented") != 0) {
-            rc = pd_err_set(err, PD_EPARSE, "profile %zu (\"%.100s\"): Profile type %.40s not "
-                            "supported", i, name, type);
+            rc = pd_err_set(err, PD_EPARSE,
+                            "profile %zu (\"%.100s\"): Profile type %.40s not "
+                            "supported",
+                            i, name, type);
             goto out;
         }
         if ((rc = get_out(&c, name, k, &p, err)) < 0)

@@ -24,8 +24,8 @@
 #include "base/error.h"
 
 /* Caps of the trie reader. */
-#define PD_TRIE_MAX_KEY (1u << 20)   /* bytes of one key (one folded line) */
-#define PD_TRIE_MAX_DEPTH 65536      /* nodes open at once */
+#define PD_TRIE_MAX_KEY (1u << 20) /* bytes of one key (one folded line) */
+#define PD_TRIE_MAX_DEPTH 65536    /* nodes open at once */
 
 /* Appends the samples of the trie data[0..len) to out as folded lines
  * "key value\n" (out's own cap bounds the output: PD_ETOOBIG). Returns 0;

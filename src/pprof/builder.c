@@ -219,8 +219,7 @@ int pd_profile_builder_comment(pd_profile_builder *b, const char *text, pd_err *
 }
 
 int pd_profile_builder_function(pd_profile_builder *b, const char *name, const char *system_name,
-                                const char *filename, int64_t start_line, uint64_t *id,
-                                pd_err *err)
+                                const char *filename, int64_t start_line, uint64_t *id, pd_err *err)
 {
     pd_pprof_function f = {0};
     int64_t s;
@@ -309,16 +308,17 @@ int pd_profile_builder_mapping(pd_profile_builder *b, const pd_pprof_mapping *m,
 }
 
 int pd_profile_builder_location(pd_profile_builder *b, uint64_t mapping_id, uint64_t address,
-                                const pd_pprof_line *line, size_t n_line, uint64_t *id,
-                                pd_err *err)
+                                const pd_pprof_line *line, size_t n_line, uint64_t *id, pd_err *err)
 {
     if (mapping_id > b->n_map)
-        return pd_err_set(err, PD_EINVAL, "profile builder: location: mapping id %" PRIu64
-                          " not found", mapping_id);
+        return pd_err_set(err, PD_EINVAL,
+                          "profile builder: location: mapping id %" PRIu64 " not found",
+                          mapping_id);
     for (size_t i = 0; i < n_line; i++)
         if (line[i].function_id > b->n_fn)
-            return pd_err_set(err, PD_EINVAL, "profile builder: location: function id %" PRIu64
-                              " not found", line[i].function_id);
+            return pd_err_set(err, PD_EINVAL,
+                              "profile builder: location: function id %" PRIu64 " not found",
+                              line[i].function_id);
     uint64_t seed[2] = {mapping_id, address};
     uint64_t h = XXH3_64bits_withSeed(line, n_line * sizeof *line, XXH3_64bits(seed, sizeof seed));
     h = fix_hash(h);
@@ -360,28 +360,33 @@ int pd_profile_builder_sample(pd_profile_builder *b, const uint64_t *loc, size_t
     if (!nv)
         return pd_err_set(err, PD_EINVAL, "profile builder: sample added before any sample type");
     if (n_loc > b->lim.max_stack_depth)
-        return pd_err_set(err, PD_ETOOBIG, "profile builder: stack of %zu frames exceeds "
-                          "max_stack_depth=%zu", n_loc, b->lim.max_stack_depth);
+        return pd_err_set(err, PD_ETOOBIG,
+                          "profile builder: stack of %zu frames exceeds "
+                          "max_stack_depth=%zu",
+                          n_loc, b->lim.max_stack_depth);
     if (n_label > b->lim.max_labels_per_sample)
-        return pd_err_set(err, PD_ETOOBIG, "profile builder: %zu labels exceed "
-                          "max_labels_per_sample=%zu", n_label, b->lim.max_labels_per_sample);
+        return pd_err_set(err, PD_ETOOBIG,
+                          "profile builder: %zu labels exceed "
+                          "max_labels_per_sample=%zu",
+                          n_label, b->lim.max_labels_per_sample);
     for (size_t i = 0; i < n_loc; i++)
         if (loc[i] == 0 || loc[i] > b->n_loc)
-            return pd_err_set(err, PD_EINVAL, "profile builder: sample: location id %" PRIu64
-                              " not found", loc[i]);
+            return pd_err_set(err, PD_EINVAL,
+                              "profile builder: sample: location id %" PRIu64 " not found", loc[i]);
     for (size_t i = 0; i < n_label; i++) {
         const pd_pprof_label *l = &label[i];
         if (l->key < 0 || (size_t)l->key >= b->p.n_string || l->str < 0 ||
             (size_t)l->str >= b->p.n_string || l->num_unit < 0 ||
             (size_t)l->num_unit >= b->p.n_string)
-            return pd_err_set(err, PD_EINVAL, "profile builder: sample: label %zu has a string "
-                              "index out of range", i);
+            return pd_err_set(err, PD_EINVAL,
+                              "profile builder: sample: label %zu has a string "
+                              "index out of range",
+                              i);
     }
-    uint64_t h = XXH3_64bits_withSeed(label, n_label * sizeof *label,
-                                      XXH3_64bits(loc, n_loc * sizeof *loc));
+    uint64_t h =
+        XXH3_64bits_withSeed(label, n_label * sizeof *label, XXH3_64bits(loc, n_loc * sizeof *loc));
     h = fix_hash(h);
-    for (int64_t j = b->keep_repeats ? -1 : dd_first(&b->d_smp, h); j >= 0;
-         j = b->d_smp.next[j]) {
+    for (int64_t j = b->keep_repeats ? -1 : dd_first(&b->d_smp, h); j >= 0; j = b->d_smp.next[j]) {
         pd_pprof_sample *g = &b->smp[j];
         if (g->n_location != n_loc || g->n_label != n_label ||
             (n_loc && memcmp(g->location_id, loc, n_loc * sizeof *loc)) ||
@@ -395,8 +400,10 @@ int pd_profile_builder_sample(pd_profile_builder *b, const uint64_t *loc, size_t
             if (__builtin_add_overflow(g->value[k], value[k], &tmp[k])) {
                 if (tmp != sum)
                     free(tmp);
-                return pd_err_set(err, PD_EINVAL, "profile builder: sample value %zu overflows "
-                                  "int64 when merged", k);
+                return pd_err_set(err, PD_EINVAL,
+                                  "profile builder: sample value %zu overflows "
+                                  "int64 when merged",
+                                  k);
             }
         memcpy(g->value, tmp, nv * sizeof *tmp);
         if (tmp != sum)

@@ -37,7 +37,7 @@ typedef struct dec {
     pd_profile *p;
     pd_pprof_limits lim;
     pd_err *err;
-    size_t n_lines; /* Line entries so far, over all locations */
+    size_t n_lines;   /* Line entries so far, over all locations */
     const char *kind; /* message being decoded when `what` is NULL ... */
     size_t idx;       /* ... and its index: named only in error messages */
     /* scratch for one sample or location, reused (malloc'd, freed at the end) */
@@ -287,10 +287,18 @@ static int dec_label(dec *d, rd *r, const char *what, pd_pprof_label *l)
             if ((rc = rd_varint(d, r, what, &v)))
                 return rc;
             switch (f) {
-            case 1: l->key = (int64_t)v; break;
-            case 2: l->str = (int64_t)v; break;
-            case 3: l->num = (int64_t)v; break;
-            default: l->num_unit = (int64_t)v; break;
+            case 1:
+                l->key = (int64_t)v;
+                break;
+            case 2:
+                l->str = (int64_t)v;
+                break;
+            case 3:
+                l->num = (int64_t)v;
+                break;
+            default:
+                l->num_unit = (int64_t)v;
+                break;
             }
         } else if ((rc = rd_skip(d, r, what, wt))) {
             return rc;
@@ -363,7 +371,8 @@ static int dec_sample(dec *d, rd *r, size_t idx, pd_pprof_sample *s)
     s->value = n_val ? pd_arena_alloc(a, n_val * sizeof *s->value) : NULL;
     s->label = n_lab ? pd_arena_alloc(a, n_lab * sizeof *s->label) : NULL;
     if ((n_loc && !s->location_id) || (n_val && !s->value) || (n_lab && !s->label))
-        return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s %zu", d->kind, d->idx);
+        return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s %zu", d->kind,
+                          d->idx);
     if (n_loc)
         memcpy(s->location_id, d->s_loc, n_loc * sizeof *s->location_id);
     if (n_val)
@@ -391,16 +400,36 @@ static int dec_mapping(dec *d, rd *r, size_t idx, pd_pprof_mapping *m)
             if ((rc = rd_varint(d, r, what, &v)))
                 return rc;
             switch (f) {
-            case 1: m->id = v; break;
-            case 2: m->memory_start = v; break;
-            case 3: m->memory_limit = v; break;
-            case 4: m->file_offset = v; break;
-            case 5: m->filename = (int64_t)v; break;
-            case 6: m->build_id = (int64_t)v; break;
-            case 7: m->has_functions = v != 0; break;
-            case 8: m->has_filenames = v != 0; break;
-            case 9: m->has_line_numbers = v != 0; break;
-            default: m->has_inline_frames = v != 0; break;
+            case 1:
+                m->id = v;
+                break;
+            case 2:
+                m->memory_start = v;
+                break;
+            case 3:
+                m->memory_limit = v;
+                break;
+            case 4:
+                m->file_offset = v;
+                break;
+            case 5:
+                m->filename = (int64_t)v;
+                break;
+            case 6:
+                m->build_id = (int64_t)v;
+                break;
+            case 7:
+                m->has_functions = v != 0;
+                break;
+            case 8:
+                m->has_filenames = v != 0;
+                break;
+            case 9:
+                m->has_line_numbers = v != 0;
+                break;
+            default:
+                m->has_inline_frames = v != 0;
+                break;
             }
         } else if ((rc = rd_skip(d, r, what, wt))) {
             return rc;
@@ -476,7 +505,8 @@ static int dec_location(dec *d, rd *r, size_t idx, pd_pprof_location *l)
     }
     l->line = n_line ? pd_arena_alloc(&d->p->arena, n_line * sizeof *l->line) : NULL;
     if (n_line && !l->line)
-        return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s %zu", d->kind, d->idx);
+        return pd_err_set(d->err, PD_ENOMEM, "pprof: out of memory decoding %s %zu", d->kind,
+                          d->idx);
     if (n_line)
         memcpy(l->line, d->s_line, n_line * sizeof *l->line);
     l->n_line = n_line;
@@ -498,11 +528,21 @@ static int dec_function(dec *d, rd *r, size_t idx, pd_pprof_function *fn)
             if ((rc = rd_varint(d, r, what, &v)))
                 return rc;
             switch (f) {
-            case 1: fn->id = v; break;
-            case 2: fn->name = (int64_t)v; break;
-            case 3: fn->system_name = (int64_t)v; break;
-            case 4: fn->filename = (int64_t)v; break;
-            default: fn->start_line = (int64_t)v; break;
+            case 1:
+                fn->id = v;
+                break;
+            case 2:
+                fn->name = (int64_t)v;
+                break;
+            case 3:
+                fn->system_name = (int64_t)v;
+                break;
+            case 4:
+                fn->filename = (int64_t)v;
+                break;
+            default:
+                fn->start_line = (int64_t)v;
+                break;
             }
         } else if ((rc = rd_skip(d, r, what, wt))) {
             return rc;
@@ -511,8 +551,8 @@ static int dec_function(dec *d, rd *r, size_t idx, pd_pprof_function *fn)
     return 0;
 }
 
-int pd__pprof_decode_raw(pd_profile *p, const uint8_t *data, size_t len,
-                         const pd_pprof_limits *lim, pd_err *err)
+int pd__pprof_decode_raw(pd_profile *p, const uint8_t *data, size_t len, const pd_pprof_limits *lim,
+                         pd_err *err)
 {
     dec d = {.p = p, .lim = pd__pprof_limits_effective(lim), .err = err};
     size_t n_st = 0, n_s = 0, n_m = 0, n_l = 0, n_f = 0, n_str = 0, n_c = 0;
@@ -536,12 +576,24 @@ int pd__pprof_decode_raw(pd_profile *p, const uint8_t *data, size_t len,
             if ((rc = rd_bytes(&d, &r, what, &sub)))
                 goto fail;
             switch (f) {
-            case PF_SAMPLE_TYPE: n_st++; break;
-            case PF_SAMPLE: n_s++; break;
-            case PF_MAPPING: n_m++; break;
-            case PF_LOCATION: n_l++; break;
-            case PF_FUNCTION: n_f++; break;
-            default: n_str++; break;
+            case PF_SAMPLE_TYPE:
+                n_st++;
+                break;
+            case PF_SAMPLE:
+                n_s++;
+                break;
+            case PF_MAPPING:
+                n_m++;
+                break;
+            case PF_LOCATION:
+                n_l++;
+                break;
+            case PF_FUNCTION:
+                n_f++;
+                break;
+            default:
+                n_str++;
+                break;
             }
         } else if (f == PF_COMMENT && wt == WT_LEN) {
             if ((rc = rd_bytes(&d, &r, what, &sub)))
@@ -578,7 +630,7 @@ int pd__pprof_decode_raw(pd_profile *p, const uint8_t *data, size_t len,
 #define ALLOC(field, n)                                                                            \
     do {                                                                                           \
         if ((n) && !(p->field = pd_arena_calloc(a, (n), sizeof *p->field))) {                      \
-            pd_err_set(err, PD_ENOMEM, "pprof: out of memory (%zu %s)", (size_t)(n), #field);       \
+            pd_err_set(err, PD_ENOMEM, "pprof: out of memory (%zu %s)", (size_t)(n), #field);      \
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
@@ -623,7 +675,8 @@ int pd__pprof_decode_raw(pd_profile *p, const uint8_t *data, size_t len,
             case PF_STRING_TABLE: {
                 char *s = pd_arena_strndup(a, (const char *)sub.p, sub.len);
                 if (!s) {
-                    rc = pd_err_set(err, PD_ENOMEM, "pprof: out of memory (string of %zu bytes)", sub.len);
+                    rc = pd_err_set(err, PD_ENOMEM, "pprof: out of memory (string of %zu bytes)",
+                                    sub.len);
                     break;
                 }
                 p->string_table[p->n_string] = s;
@@ -643,18 +696,35 @@ int pd__pprof_decode_raw(pd_profile *p, const uint8_t *data, size_t len,
                 goto fail;
             if ((rc = fill_packed(&d, &sub, "comment", (uint64_t *)p->comment, &p->n_comment, n_c)))
                 goto fail;
-        } else if (wt == WT_VARINT && f >= PF_DROP_FRAMES && f <= PF_DOC_URL && f != PF_PERIOD_TYPE) {
+        } else if (wt == WT_VARINT && f >= PF_DROP_FRAMES && f <= PF_DOC_URL &&
+                   f != PF_PERIOD_TYPE) {
             if ((rc = rd_varint(&d, &r, what, &v)))
                 goto fail;
             switch (f) {
-            case PF_DROP_FRAMES: p->drop_frames = (int64_t)v; break;
-            case PF_KEEP_FRAMES: p->keep_frames = (int64_t)v; break;
-            case PF_TIME_NANOS: p->time_nanos = (int64_t)v; break;
-            case PF_DURATION_NANOS: p->duration_nanos = (int64_t)v; break;
-            case PF_PERIOD: p->period = (int64_t)v; break;
-            case PF_COMMENT: p->comment[p->n_comment++] = (int64_t)v; break;
-            case PF_DEFAULT_SAMPLE_TYPE: p->default_sample_type = (int64_t)v; break;
-            default: p->doc_url = (int64_t)v; break;
+            case PF_DROP_FRAMES:
+                p->drop_frames = (int64_t)v;
+                break;
+            case PF_KEEP_FRAMES:
+                p->keep_frames = (int64_t)v;
+                break;
+            case PF_TIME_NANOS:
+                p->time_nanos = (int64_t)v;
+                break;
+            case PF_DURATION_NANOS:
+                p->duration_nanos = (int64_t)v;
+                break;
+            case PF_PERIOD:
+                p->period = (int64_t)v;
+                break;
+            case PF_COMMENT:
+                p->comment[p->n_comment++] = (int64_t)v;
+                break;
+            case PF_DEFAULT_SAMPLE_TYPE:
+                p->default_sample_type = (int64_t)v;
+                break;
+            default:
+                p->doc_url = (int64_t)v;
+                break;
             }
         } else if ((rc = rd_skip(&d, &r, what, wt))) {
             goto fail;

@@ -78,7 +78,8 @@ static void put_packed(enc *e, pd_buf *b, uint32_t field, const uint64_t *v, siz
         put_varint(e, b, v[i]);
 }
 
-static void put_value_type(enc *e, pd_buf *b, pd_buf *tmp, uint32_t field, const pd_pprof_value_type *vt)
+static void put_value_type(enc *e, pd_buf *b, pd_buf *tmp, uint32_t field,
+                           const pd_pprof_value_type *vt)
 {
     pd_buf_reset(tmp);
     put_u64(e, tmp, 1, (uint64_t)vt->type);

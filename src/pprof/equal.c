@@ -98,7 +98,8 @@ static int cmp_h(const void *x, const void *y)
     return cmp_hash(*(const XXH128_hash_t *)x, *(const XXH128_hash_t *)y);
 }
 
-static int location_hash(const pd_profile *p, const pd_pprof_location *l, pd_buf *b, XXH128_hash_t *h)
+static int location_hash(const pd_profile *p, const pd_pprof_location *l, pd_buf *b,
+                         XXH128_hash_t *h)
 {
     int rc = 0;
     pd_buf_reset(b);
@@ -117,7 +118,8 @@ static int location_hash(const pd_profile *p, const pd_pprof_location *l, pd_buf
     rc |= put_u64(b, l->n_line);
     for (size_t i = 0; i < l->n_line; i++) {
         const pd_pprof_line *ln = &l->line[i];
-        const pd_pprof_function *f = ln->function_id ? pd_profile_function(p, ln->function_id) : NULL;
+        const pd_pprof_function *f =
+            ln->function_id ? pd_profile_function(p, ln->function_id) : NULL;
         if (f) {
             rc |= put_u64(b, 1);
             rc |= put_str(b, p, f->name);
@@ -225,7 +227,8 @@ static void describe_sample(const pd_profile *p, size_t i, char *out, size_t cap
         }
     }
     if (n < cap)
-        snprintf(out + n, cap - n, "], %zu frames, %zu labels, leaf %.80s", s->n_location, s->n_label, leaf);
+        snprintf(out + n, cap - n, "], %zu frames, %zu labels, leaf %.80s", s->n_location,
+                 s->n_label, leaf);
 }
 
 static bool differ(pd_err *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -262,7 +265,8 @@ bool pd_profile_equal(const pd_profile *a, const pd_profile *b, pd_err *why)
     if (a->time_nanos != b->time_nanos)
         return differ(why, "time_nanos: %" PRId64 " vs %" PRId64, a->time_nanos, b->time_nanos);
     if (a->duration_nanos != b->duration_nanos)
-        return differ(why, "duration_nanos: %" PRId64 " vs %" PRId64, a->duration_nanos, b->duration_nanos);
+        return differ(why, "duration_nanos: %" PRId64 " vs %" PRId64, a->duration_nanos,
+                      b->duration_nanos);
     struct {
         const char *name;
         int64_t x, y;
@@ -274,12 +278,14 @@ bool pd_profile_equal(const pd_profile *a, const pd_profile *b, pd_err *why)
     };
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (!str_eq(a, strs[i].x, b, strs[i].y))
-            return differ(why, "%s: \"%.150s\" vs \"%.150s\"", strs[i].name, SA(strs[i].x), SB(strs[i].y));
+            return differ(why, "%s: \"%.150s\" vs \"%.150s\"", strs[i].name, SA(strs[i].x),
+                          SB(strs[i].y));
     if (a->n_comment != b->n_comment)
         return differ(why, "%zu comments vs %zu", a->n_comment, b->n_comment);
     for (size_t i = 0; i < a->n_comment; i++)
         if (!str_eq(a, a->comment[i], b, b->comment[i]))
-            return differ(why, "comment %zu: \"%.150s\" vs \"%.150s\"", i, SA(a->comment[i]), SB(b->comment[i]));
+            return differ(why, "comment %zu: \"%.150s\" vs \"%.150s\"", i, SA(a->comment[i]),
+                          SB(b->comment[i]));
     if (a->n_sample != b->n_sample)
         return differ(why, "%zu samples vs %zu", a->n_sample, b->n_sample);
 

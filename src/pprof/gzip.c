@@ -76,8 +76,8 @@ static int gunzip_whole(const uint8_t *in, size_t len, size_t max_out, pd_buf *o
     if (!d)
         return 0;
     size_t used = 0, got = 0;
-    enum libdeflate_result r = libdeflate_gzip_decompress_ex(d, in, len, out->data + out->len,
-                                                             isize, &used, &got);
+    enum libdeflate_result r =
+        libdeflate_gzip_decompress_ex(d, in, len, out->data + out->len, isize, &used, &got);
     if (r != LIBDEFLATE_SUCCESS || used != len || got != isize)
         return 0;
     out->len += got;
@@ -99,7 +99,8 @@ int pd_gunzip(const uint8_t *in, size_t len, size_t max_out, pd_buf *out, pd_err
         size_t produced = out->len - start;
         if (produced > max_out) {
             rc = pd_err_set(err, PD_ETOOBIG,
-                            "gunzip: decompressed data exceeds the cap max_decompressed_bytes=%zu", max_out);
+                            "gunzip: decompressed data exceeds the cap max_decompressed_bytes=%zu",
+                            max_out);
             goto out;
         }
         size_t room = max_out - produced + 1;
@@ -111,7 +112,8 @@ int pd_gunzip(const uint8_t *in, size_t len, size_t max_out, pd_buf *out, pd_err
             if (room == 0)
                 rc = PD_ETOOBIG;
             if (rc == PD_ETOOBIG)
-                pd_err_set(err, rc, "gunzip: decompressed data exceeds the output buffer's cap of %zu bytes",
+                pd_err_set(err, rc,
+                           "gunzip: decompressed data exceeds the output buffer's cap of %zu bytes",
                            out->max);
             else
                 pd_err_set(err, rc, "gunzip: out of memory after %zu bytes", produced);
@@ -129,15 +131,19 @@ int pd_gunzip(const uint8_t *in, size_t len, size_t max_out, pd_buf *out, pd_err
         pos += (avail_in > UINT_MAX ? UINT_MAX : avail_in) - zs.avail_in;
         if (z == Z_STREAM_END) {
             if (out->len - start > max_out) {
-                rc = pd_err_set(err, PD_ETOOBIG,
-                                "gunzip: decompressed data exceeds the cap max_decompressed_bytes=%zu", max_out);
+                rc = pd_err_set(
+                    err, PD_ETOOBIG,
+                    "gunzip: decompressed data exceeds the cap max_decompressed_bytes=%zu",
+                    max_out);
                 goto out;
             }
             if (pos == len)
                 break;
             if (!pd_is_gzip(in + pos, len - pos)) {
-                rc = pd_err_set(err, PD_EPARSE, "gunzip: %zu bytes of trailing garbage after the gzip data at byte %zu",
-                                len - pos, pos);
+                rc = pd_err_set(
+                    err, PD_EPARSE,
+                    "gunzip: %zu bytes of trailing garbage after the gzip data at byte %zu",
+                    len - pos, pos);
                 goto out;
             }
             if (inflateReset(&zs) != Z_OK) {

@@ -119,17 +119,19 @@ int pd_profile_decode(pd_profile *p, const uint8_t *body, size_t len, const pd_p
     memset(p, 0, sizeof *p);
     pd_buf_init(&raw, 0);
     if (len > L.max_body_bytes)
-        return pd_err_set(err, PD_ETOOBIG, "pprof body: %zu bytes exceed the cap max_body_bytes=%zu",
-                          len, L.max_body_bytes);
+        return pd_err_set(err, PD_ETOOBIG,
+                          "pprof body: %zu bytes exceed the cap max_body_bytes=%zu", len,
+                          L.max_body_bytes);
     if (pd_is_gzip(body, len)) {
         if ((rc = pd_gunzip(body, len, L.max_decompressed_bytes, &raw, err)))
             goto out;
         rc = pd__pprof_decode_raw(p, (const uint8_t *)raw.data, raw.len, &L, err);
     } else {
         if (len > L.max_decompressed_bytes) {
-            rc = pd_err_set(err, PD_ETOOBIG,
-                            "pprof body: %zu bytes of raw protobuf exceed the cap max_decompressed_bytes=%zu",
-                            len, L.max_decompressed_bytes);
+            rc = pd_err_set(
+                err, PD_ETOOBIG,
+                "pprof body: %zu bytes of raw protobuf exceed the cap max_decompressed_bytes=%zu",
+                len, L.max_decompressed_bytes);
             goto out;
         }
         rc = pd__pprof_decode_raw(p, body, len, &L, err);
@@ -159,13 +161,15 @@ static int index_ids(pd_u64map *m, bool *dense, const char *kind, size_t n, cons
     for (size_t i = 0; i < n; i++) {
         uint64_t id = *(const uint64_t *)((const char *)base + i * stride), prev;
         if (id == 0)
-            return pd_err_set(err, PD_EINVAL, "pprof: %s %zu has id 0 (ids must be non-zero)", kind, i);
+            return pd_err_set(err, PD_EINVAL, "pprof: %s %zu has id 0 (ids must be non-zero)", kind,
+                              i);
         if (id == UINT64_MAX)
             return pd_err_set(err, PD_EINVAL, "pprof: %s %zu has id %" PRIu64 ", which is reserved",
                               kind, i, id);
         if (pd_u64map_get(m, id, &prev))
-            return pd_err_set(err, PD_EINVAL, "pprof: %s %zu: duplicate id %" PRIu64 " (also %s %" PRIu64 ")",
-                              kind, i, id, kind, prev);
+            return pd_err_set(err, PD_EINVAL,
+                              "pprof: %s %zu: duplicate id %" PRIu64 " (also %s %" PRIu64 ")", kind,
+                              i, id, kind, prev);
         if (pd_u64map_put(m, id, i))
             return pd_err_set(err, PD_ENOMEM, "pprof: out of memory indexing %s ids", kind);
     }
@@ -189,7 +193,8 @@ int pd_profile_index(pd_profile *p, pd_err *err)
 
 #define STR_OK(p, i) ((i) >= 0 && (uint64_t)(i) < (uint64_t)(p)->n_string)
 
-static int bad_str(const pd_profile *p, pd_err *err, const char *where, const char *field, int64_t i)
+static int bad_str(const pd_profile *p, pd_err *err, const char *where, const char *field,
+                   int64_t i)
 {
     return pd_err_set(err, PD_EINVAL, "%s: %s string index %" PRId64 " out of range (%zu strings)",
                       where, field, i, p->n_string);
@@ -214,9 +219,12 @@ int pd_profile_validate(const pd_profile *p, pd_err *err)
         const char *name;
         int64_t v;
     } top[] = {
-        {"period_type.type", p->period_type.type}, {"period_type.unit", p->period_type.unit},
-        {"drop_frames", p->drop_frames},           {"keep_frames", p->keep_frames},
-        {"default_sample_type", p->default_sample_type}, {"doc_url", p->doc_url},
+        {"period_type.type", p->period_type.type},
+        {"period_type.unit", p->period_type.unit},
+        {"drop_frames", p->drop_frames},
+        {"keep_frames", p->keep_frames},
+        {"default_sample_type", p->default_sample_type},
+        {"doc_url", p->doc_url},
     };
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
         if (!STR_OK(p, top[i].v))
@@ -234,8 +242,8 @@ int pd_profile_validate(const pd_profile *p, pd_err *err)
                               s->n_value, p->n_sample_type);
         for (size_t j = 0; j < s->n_location; j++)
             if (!pd_profile_location(p, s->location_id[j]))
-                return pd_err_set(err, PD_EINVAL, "sample %zu: location id %" PRIu64 " not found", i,
-                                  s->location_id[j]);
+                return pd_err_set(err, PD_EINVAL, "sample %zu: location id %" PRIu64 " not found",
+                                  i, s->location_id[j]);
         for (size_t j = 0; j < s->n_label; j++) {
             const pd_pprof_label *l = &s->label[j];
             if (STR_OK(p, l->key) && STR_OK(p, l->str) && STR_OK(p, l->num_unit))
@@ -262,12 +270,14 @@ int pd_profile_validate(const pd_profile *p, pd_err *err)
     for (size_t i = 0; i < p->n_location; i++) {
         const pd_pprof_location *l = &p->location[i];
         if (l->mapping_id && !pd_profile_mapping(p, l->mapping_id))
-            return pd_err_set(err, PD_EINVAL, "location %zu (id %" PRIu64 "): mapping id %" PRIu64 " not found",
-                              i, l->id, l->mapping_id);
+            return pd_err_set(err, PD_EINVAL,
+                              "location %zu (id %" PRIu64 "): mapping id %" PRIu64 " not found", i,
+                              l->id, l->mapping_id);
         for (size_t j = 0; j < l->n_line; j++)
             if (l->line[j].function_id && !pd_profile_function(p, l->line[j].function_id))
                 return pd_err_set(err, PD_EINVAL,
-                                  "location %zu (id %" PRIu64 ") line %zu: function id %" PRIu64 " not found",
+                                  "location %zu (id %" PRIu64 ") line %zu: function id %" PRIu64
+                                  " not found",
                                   i, l->id, j, l->line[j].function_id);
     }
     for (size_t i = 0; i < p->n_function; i++) {
@@ -328,7 +338,8 @@ static void list_types(const pd_profile *p, char *out, size_t cap)
     size_t n = 0;
     out[0] = '\0';
     for (size_t i = 0; i < p->n_sample_type && n < cap; i++) {
-        int w = snprintf(out + n, cap - n, "%s%s", i ? ", " : "", pd_profile_str(p, p->sample_type[i].type));
+        int w = snprintf(out + n, cap - n, "%s%s", i ? ", " : "",
+                         pd_profile_str(p, p->sample_type[i].type));
         if (w < 0)
             break;
         n += (size_t)w;

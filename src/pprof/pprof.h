@@ -47,8 +47,8 @@ typedef struct pd_pprof_value_type {
 } pd_pprof_value_type;
 
 typedef struct pd_pprof_label {
-    int64_t key;      /* string index */
-    int64_t str;      /* string index, 0 when numeric */
+    int64_t key; /* string index */
+    int64_t str; /* string index, 0 when numeric */
     int64_t num;
     int64_t num_unit; /* string index, 0 when unset */
 } pd_pprof_label;
@@ -56,7 +56,7 @@ typedef struct pd_pprof_label {
 typedef struct pd_pprof_sample {
     uint64_t *location_id; /* leaf first, as pprof */
     size_t n_location;
-    int64_t *value;        /* one per sample type */
+    int64_t *value; /* one per sample type */
     size_t n_value;
     pd_pprof_label *label;
     size_t n_label;
@@ -116,7 +116,7 @@ typedef struct pd_profile {
 
     pd_arena arena;
     pd_u64map loc_by_id, fn_by_id, map_by_id; /* id -> array index (empty when dense) */
-    bool loc_dense, fn_dense, map_dense; /* ids are 1..n in array order (no map needed) */
+    bool loc_dense, fn_dense, map_dense;      /* ids are 1..n in array order (no map needed) */
     void *intern; /* private to pprof.c: string interning table, or NULL */
 } pd_profile;
 

@@ -8,10 +8,21 @@
 
 /* Field numbers of profile.proto (see pprof.h). */
 enum {
-    PF_SAMPLE_TYPE = 1, PF_SAMPLE = 2, PF_MAPPING = 3, PF_LOCATION = 4, PF_FUNCTION = 5,
-    PF_STRING_TABLE = 6, PF_DROP_FRAMES = 7, PF_KEEP_FRAMES = 8, PF_TIME_NANOS = 9,
-    PF_DURATION_NANOS = 10, PF_PERIOD_TYPE = 11, PF_PERIOD = 12, PF_COMMENT = 13,
-    PF_DEFAULT_SAMPLE_TYPE = 14, PF_DOC_URL = 15,
+    PF_SAMPLE_TYPE = 1,
+    PF_SAMPLE = 2,
+    PF_MAPPING = 3,
+    PF_LOCATION = 4,
+    PF_FUNCTION = 5,
+    PF_STRING_TABLE = 6,
+    PF_DROP_FRAMES = 7,
+    PF_KEEP_FRAMES = 8,
+    PF_TIME_NANOS = 9,
+    PF_DURATION_NANOS = 10,
+    PF_PERIOD_TYPE = 11,
+    PF_PERIOD = 12,
+    PF_COMMENT = 13,
+    PF_DEFAULT_SAMPLE_TYPE = 14,
+    PF_DOC_URL = 15,
 };
 
 /* Protobuf wire types. */

@@ -128,7 +128,8 @@ static void reserve_answer(pd_buf *out, const pd_series_set *set, size_t lo, siz
     if (need < ((size_t)4 << 20) || pd_buf_reserve(out, need) < 0)
         return;
 #ifdef MADV_HUGEPAGE
-    uintptr_t a = ((uintptr_t)out->data + out->len + ((size_t)2 << 20) - 1) & ~(((uintptr_t)2 << 20) - 1);
+    uintptr_t a =
+        ((uintptr_t)out->data + out->len + ((size_t)2 << 20) - 1) & ~(((uintptr_t)2 << 20) - 1);
     uintptr_t e = ((uintptr_t)out->data + out->cap) & ~(((uintptr_t)2 << 20) - 1);
     if (e > a)
         madvise((void *)a, e - a, MADV_HUGEPAGE);
@@ -273,8 +274,12 @@ int pd_query_range_ex(pd_storage *st, const char *selector, int64_t from, int64_
     if (threads > 1 && (sh = calloc(threads, sizeof *sh))) {
         n_sh = threads;
         for (size_t t = 0; t < n_sh; t++) {
-            sh[t] = (range_share){.st = st, .set = &set, .lo = set.n * t / n_sh,
-                                  .hi = set.n * (t + 1) / n_sh, .from = from, .to = to,
+            sh[t] = (range_share){.st = st,
+                                  .set = &set,
+                                  .lo = set.n * t / n_sh,
+                                  .hi = set.n * (t + 1) / n_sh,
+                                  .from = from,
+                                  .to = to,
                                   .delta = delta};
             pd_buf_init(&sh[t].out, out->max);
             pd_err_clear(&sh[t].err);
@@ -392,8 +397,7 @@ int pd_query_single(pd_storage *st, const char *selector, int64_t t, pd_profile 
         if ((rc = pd_storage_read_points(st, si->ref, t, INT64_MAX, &pts, err)) < 0)
             goto out;
         if (!pts.n) {
-            rc = pd_err_set(err, PD_ENOTFOUND, "series matching %.200s has no profile",
-                            selector);
+            rc = pd_err_set(err, PD_ENOTFOUND, "series matching %.200s has no profile", selector);
             goto out;
         }
         ts = pts.v[0].ts_ms;
@@ -541,9 +545,9 @@ static int put_sorted_unique(pd_buf *out, const char **strs, size_t n)
  * no copy, no sort — a listing sorts the strings it answers). *ls (n_ls)
  * is malloc'ed; release sets with pd_series_latest_set_release and free
  * both, also after an error. Errors as collect. */
-static int collect_labels(pd_storage *st, const char *const *selectors, size_t nsel,
-                          int64_t start, int64_t end, pd_series_latest_set *sets,
-                          const pd_labels ***ls, size_t *n_ls, pd_err *err)
+static int collect_labels(pd_storage *st, const char *const *selectors, size_t nsel, int64_t start,
+                          int64_t end, pd_series_latest_set *sets, const pd_labels ***ls,
+                          size_t *n_ls, pd_err *err)
 {
     pd_u64map seen;
     pd_u64map_init(&seen);
@@ -600,8 +604,7 @@ static int list_labels(pd_storage *st, const char *name, const char *const *sele
     pd_u64map seen;
     pd_u64map_init(&seen);
     pd_series_latest_set *sets = calloc(rounds, sizeof *sets);
-    int rc = sets ? collect_labels(st, selectors, n, start, end, sets, &ls, &n_ls, err)
-                  : PD_ENOMEM;
+    int rc = sets ? collect_labels(st, selectors, n, start, end, sets, &ls, &n_ls, err) : PD_ENOMEM;
     if (rc < 0)
         goto out;
     size_t total = 0, k = 0;

@@ -67,11 +67,21 @@ int pd__query_json_str(pd_buf *b, const char *s, size_t len)
             continue;
         }
         switch (c) {
-        case '"': rc = pd_buf_puts(b, "\\\""); break;
-        case '\\': rc = pd_buf_puts(b, "\\\\"); break;
-        case '\n': rc = pd_buf_puts(b, "\\n"); break;
-        case '\r': rc = pd_buf_puts(b, "\\r"); break;
-        case '\t': rc = pd_buf_puts(b, "\\t"); break;
+        case '"':
+            rc = pd_buf_puts(b, "\\\"");
+            break;
+        case '\\':
+            rc = pd_buf_puts(b, "\\\\");
+            break;
+        case '\n':
+            rc = pd_buf_puts(b, "\\n");
+            break;
+        case '\r':
+            rc = pd_buf_puts(b, "\\r");
+            break;
+        case '\t':
+            rc = pd_buf_puts(b, "\\t");
+            break;
         default:
             if (c < 0x20 || c == 0x7F)
                 rc = pd_buf_printf(b, "\\u%04x", c);
@@ -125,11 +135,25 @@ static char *put_digits32(char *p, uint32_t u, int pairs)
 
 size_t pd__query_fmt_i64(char *dst, int64_t v)
 {
-    static const uint64_t POW10[19] = {10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
-        10000000ull, 100000000ull, 1000000000ull, 10000000000ull, 100000000000ull,
-        1000000000000ull, 10000000000000ull, 100000000000000ull, 1000000000000000ull,
-        10000000000000000ull, 100000000000000000ull, 1000000000000000000ull,
-        10000000000000000000ull};
+    static const uint64_t POW10[19] = {10ull,
+                                       100ull,
+                                       1000ull,
+                                       10000ull,
+                                       100000ull,
+                                       1000000ull,
+                                       10000000ull,
+                                       100000000ull,
+                                       1000000000ull,
+                                       10000000000ull,
+                                       100000000000ull,
+                                       1000000000000ull,
+                                       10000000000000ull,
+                                       100000000000000ull,
+                                       1000000000000000ull,
+                                       10000000000000000ull,
+                                       100000000000000000ull,
+                                       1000000000000000000ull,
+                                       10000000000000000000ull};
     /* the magnitude as unsigned: -INT64_MIN does not fit an int64_t */
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     size_t n = 1; /* digits of u: written backwards from dst + len, in place */

@@ -194,8 +194,8 @@ int pd_query_function_lines(const pd_profile *p, size_t sample_index, const char
             goto out;
     }
     if (!c.n_files) {
-        rc = pd_err_set(err, PD_ENOTFOUND, "no function named \"%.200s\" in this profile",
-                        function);
+        rc =
+            pd_err_set(err, PD_ENOTFOUND, "no function named \"%.200s\" in this profile", function);
         goto out;
     }
     for (size_t i = 0; i < p->n_sample; i++) {

@@ -164,7 +164,6 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 
 #define GROW(arr, cap, need) grow((void **)&(arr), &(cap), (need), sizeof *(arr))
 
-
 void pd_merge_free(pd_merge *m)
 {
     if (!m)
@@ -287,7 +286,10 @@ static int check_time(pd_merge *m, pd_err *err)
     return 0;
 }
 
-int pd_merge_check(pd_merge *m, pd_err *err) { return check_time(m, err); }
+int pd_merge_check(pd_merge *m, pd_err *err)
+{
+    return check_time(m, err);
+}
 
 /* ---- per-input resolution ---- */
 
@@ -889,4 +891,3 @@ void pd_merge_get_stats(const pd_merge *m, pd_merge_stats *st)
     st->samples_in = m->samples_in;
     st->samples_out = m->n_smp;
 }
-

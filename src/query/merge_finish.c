@@ -183,7 +183,8 @@ static bool smp_is_base(const pd_merge *m, size_t s)
 {
     const msmp *sp = &m->smp[s];
     for (uint32_t j = 0; j < sp->n_lab; j++)
-        if (m->labs[sp->lab_off + j].key == m->base_key && m->labs[sp->lab_off + j].str == m->base_true)
+        if (m->labs[sp->lab_off + j].key == m->base_key &&
+            m->labs[sp->lab_off + j].str == m->base_true)
             return true;
     return false;
 }

@@ -94,7 +94,7 @@ struct pd_merge {
     int64_t by[MAX_BY_NAMES]; /* output string indexes */
     size_t n_by;
     int64_t base_key, base_true; /* "pprof::base", "true" */
-    size_t n_base_inputs; /* of n_inputs, those added as the diff base */
+    size_t n_base_inputs;        /* of n_inputs, those added as the diff base */
 
     regex focus, ignore, hide;
 

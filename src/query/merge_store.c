@@ -16,7 +16,6 @@
 
 #include "query/query_int.h"
 
-
 /* ---- over the store ---- */
 
 /* "[type/unit, ...]" of a point, for the sample-type check before reading
@@ -56,7 +55,7 @@ typedef struct run {
     char first_source[320];
     pd_buf types, name;
     size_t series;
-    const char *by; /* the merge option by (groups of series, pd__query_groups) */
+    const char *by;            /* the merge option by (groups of series, pd__query_groups) */
     const pd_merge_options *o; /* may be NULL */
     bool delta;                /* deltas were taken on some side */
 } run;
@@ -132,7 +131,10 @@ typedef struct part_ctx {
 } part_ctx;
 
 /* pd_storage_aggregate's poll: the merge's deadline and cancel. */
-static int poll_part(void *ctx, pd_err *err) { return pd_merge_check(((part_ctx *)ctx)->r->m, err); }
+static int poll_part(void *ctx, pd_err *err)
+{
+    return pd_merge_check(((part_ctx *)ctx)->r->m, err);
+}
 
 /* pd_storage_aggregate's callback: one part (a block's sum over a group of
  * series, or one head profile) into the merger. */

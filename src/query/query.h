@@ -283,7 +283,7 @@ typedef struct pd_merge_options {
      * "" = none. focus keeps samples with a matching location, ignore drops
      * samples with one, hide removes matching frames from stacks. */
     const char *focus, *ignore, *hide;
-    size_t max_samples;  /* distinct samples in the result; 0 = PD_MERGE_DEFAULT_MAX_SAMPLES */
+    size_t max_samples; /* distinct samples in the result; 0 = PD_MERGE_DEFAULT_MAX_SAMPLES */
     /* How profiles over a range are combined (issue 12): PD_MERGE_SUM adds
      * them (pprof's merge; right for deltas such as CPU); PD_MERGE_AVG
      * divides each side's sums by its number of profiles (the profile
@@ -424,7 +424,6 @@ int pd_query_diff(pd_storage *st, const pd_query_side *base, const pd_query_side
                   const pd_merge_options *o, pd_profile *out /* OUT */,
                   pd_merge_stats *stats /* OUT */, pd_err *err);
 
-
 /* ---- merges over series already selected (refs.c) ----
  *
  * For callers that pick series themselves (the Connect querier matches
@@ -487,11 +486,11 @@ typedef struct pd_function_lines {
     char *file;          /* the file shown: Function.filename ("" when none) */
     pd_line_cost *lines; /* ascending by line; lines with self == total == 0 left out */
     size_t n_lines;
-    int64_t self, total; /* the function's in that file (total once per sample) */
+    int64_t self, total;                 /* the function's in that file (total once per sample) */
     int64_t no_line_self, no_line_total; /* frames without a line number (Line.line 0) */
-    char **files;        /* every file of functions of that name, largest total first */
+    char **files; /* every file of functions of that name, largest total first */
     size_t n_files;
-    char **build_ids;    /* of the mappings of the file's frames, most value first, each once */
+    char **build_ids; /* of the mappings of the file's frames, most value first, each once */
     size_t n_build_ids;
 } pd_function_lines;
 

@@ -120,7 +120,10 @@ static int add_part(void *ctx, const pd_storage_agg_part *part, const pd_profile
 }
 
 /* pd_storage_aggregate's poll: the merge's deadline and cancel. */
-static int poll_part(void *ctx, pd_err *err) { return pd_merge_check(((refs_ctx *)ctx)->m, err); }
+static int poll_part(void *ctx, pd_err *err)
+{
+    return pd_merge_check(((refs_ctx *)ctx)->m, err);
+}
 
 /* Deltas of cumulative series (pd_merge_options.delta, as pd_query_merge
  * takes them): mask[i] the cumulative types of series i (0: summed as is),

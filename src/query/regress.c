@@ -227,7 +227,9 @@ static int cmp_ts_desc(const void *x, const void *y)
 static int cmp_version(const void *x, const void *y)
 {
     const version *a = x, *b = y;
-    return a->first_ts < b->first_ts ? -1 : a->first_ts > b->first_ts ? 1 : strcmp(a->value, b->value);
+    return a->first_ts < b->first_ts   ? -1
+           : a->first_ts > b->first_ts ? 1
+                                       : strcmp(a->value, b->value);
 }
 
 int pd_query_regressions(pd_storage *st, const char *selector, const char *by, int64_t from,

@@ -96,8 +96,8 @@ static int keys_grow_slots(keys *k)
 }
 
 /* Returns the key id of name (adding it), or a negative error. */
-static int64_t keys_intern(keys *k, const char *name, size_t len, const char *file,
-                           int64_t line, const pd_pprof_mapping *m, const pd_profile *p)
+static int64_t keys_intern(keys *k, const char *name, size_t len, const char *file, int64_t line,
+                           const pd_pprof_mapping *m, const pd_profile *p)
 {
     if ((k->n + 1) * 10 >= k->nslots * 7) {
         int rc = keys_grow_slots(k);

@@ -31,8 +31,8 @@
  * several are matchers like any other ({"a", __name__="b"} and
  * {__name__="a", __name__="b"} parse, and match nothing); invalid UTF-8
  * anywhere is an error (Prometheus' lexer: "invalid UTF-8 rune"); a quoted label name
- * must be valid per pd_label_name_valid (non-empty UTF-8); at least one matcher must not match the empty string. Regex
- * matchers are fully anchored (pd_matcher_init compiles ^(?:re)$).
+ * must be valid per pd_label_name_valid (non-empty UTF-8); at least one matcher must not match the
+ * empty string. Regex matchers are fully anchored (pd_matcher_init compiles ^(?:re)$).
  *
  * Errors name the 1-based character (Unicode code point, not byte) where the
  * problem is: "at character 7: expected label matching operator ...".
@@ -223,20 +223,57 @@ static int parse_string(parser *p, char **out)
         int digits = 0, base = 0;
         uint32_t max = 0;
         switch (c) {
-        case 'a': v[n++] = '\a'; p->pos++; continue;
-        case 'b': v[n++] = '\b'; p->pos++; continue;
-        case 'f': v[n++] = '\f'; p->pos++; continue;
-        case 'n': v[n++] = '\n'; p->pos++; continue;
-        case 'r': v[n++] = '\r'; p->pos++; continue;
-        case 't': v[n++] = '\t'; p->pos++; continue;
-        case 'v': v[n++] = '\v'; p->pos++; continue;
-        case '\\': v[n++] = '\\'; p->pos++; continue;
-        case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7':
+        case 'a':
+            v[n++] = '\a';
+            p->pos++;
+            continue;
+        case 'b':
+            v[n++] = '\b';
+            p->pos++;
+            continue;
+        case 'f':
+            v[n++] = '\f';
+            p->pos++;
+            continue;
+        case 'n':
+            v[n++] = '\n';
+            p->pos++;
+            continue;
+        case 'r':
+            v[n++] = '\r';
+            p->pos++;
+            continue;
+        case 't':
+            v[n++] = '\t';
+            p->pos++;
+            continue;
+        case 'v':
+            v[n++] = '\v';
+            p->pos++;
+            continue;
+        case '\\':
+            v[n++] = '\\';
+            p->pos++;
+            continue;
+        case '0':
+        case '1':
+        case '2':
+        case '3':
+        case '4':
+        case '5':
+        case '6':
+        case '7':
             digits = 3, base = 8, max = 255;
             break;
-        case 'x': digits = 2, base = 16, max = 255, p->pos++; break;
-        case 'u': digits = 4, base = 16, max = 0x10FFFF, p->pos++; break;
-        case 'U': digits = 8, base = 16, max = 0x10FFFF, p->pos++; break;
+        case 'x':
+            digits = 2, base = 16, max = 255, p->pos++;
+            break;
+        case 'u':
+            digits = 4, base = 16, max = 0x10FFFF, p->pos++;
+            break;
+        case 'U':
+            digits = 8, base = 16, max = 0x10FFFF, p->pos++;
+            break;
         default:
             if (c == q) {
                 v[n++] = c;
@@ -247,7 +284,8 @@ static int parse_string(parser *p, char **out)
                 rc = fail_at(p, esc, "unknown escape sequence: backslash before character 0x%02x",
                              (unsigned char)c);
             else if ((unsigned char)c >= 0x80)
-                rc = fail_at(p, esc, "unknown escape sequence: backslash before a non-ASCII character");
+                rc = fail_at(p, esc,
+                             "unknown escape sequence: backslash before a non-ASCII character");
             else
                 rc = fail_at(p, esc, "unknown escape sequence \"\\%c\"", c);
             goto fail;
@@ -258,8 +296,9 @@ static int parse_string(parser *p, char **out)
                 rc = fail_at(p, esc, "escape sequence not terminated");
                 goto fail;
             }
-            int d = base == 8 ? (p->s[p->pos] >= '0' && p->s[p->pos] <= '7' ? p->s[p->pos] - '0' : -1)
-                              : hexval(p->s[p->pos]);
+            int d = base == 8
+                        ? (p->s[p->pos] >= '0' && p->s[p->pos] <= '7' ? p->s[p->pos] - '0' : -1)
+                        : hexval(p->s[p->pos]);
             if (d < 0) {
                 char found[32];
                 describe(p, p->pos, found, sizeof found);

@@ -90,9 +90,9 @@
 typedef enum { PD_RULE_FN_TOTAL = 0, PD_RULE_FN_SELF = 1 } pd_rule_fn_match;
 
 typedef struct pd_rule {
-    char *record;      /* metric name, [a-zA-Z_:][a-zA-Z0-9_:]* */
-    char *selector;    /* as written */
-    pd_matcher *ms;    /* parsed (query/selector.c), n_ms of them */
+    char *record;   /* metric name, [a-zA-Z_:][a-zA-Z0-9_:]* */
+    char *selector; /* as written */
+    pd_matcher *ms; /* parsed (query/selector.c), n_ms of them */
     size_t n_ms;
     char *sample_type; /* e.g. "cpu", "alloc_space" */
     char *function;    /* regex over function names, or NULL (every sample) */
@@ -105,16 +105,16 @@ typedef struct pd_rule {
 } pd_rule;
 
 typedef struct pd_remote_write_config {
-    char *name;   /* remote_name label: `name:` or the first 6 hex of the URL's hash */
+    char *name; /* remote_name label: `name:` or the first 6 hex of the URL's hash */
     char *url;
-    int64_t timeout_ms;           /* remote_timeout, default 30 s */
-    size_t capacity;              /* queued samples, default 100000 */
-    size_t max_samples_per_send;  /* default 2000 */
-    int64_t min_backoff_ms;       /* default 30 */
-    int64_t max_backoff_ms;       /* default 5000 */
-    char **headers;               /* n_headers "Name: value" lines */
+    int64_t timeout_ms;          /* remote_timeout, default 30 s */
+    size_t capacity;             /* queued samples, default 100000 */
+    size_t max_samples_per_send; /* default 2000 */
+    int64_t min_backoff_ms;      /* default 30 */
+    int64_t max_backoff_ms;      /* default 5000 */
+    char **headers;              /* n_headers "Name: value" lines */
     size_t n_headers;
-    char *username, *password;    /* basic_auth, or NULL */
+    char *username, *password; /* basic_auth, or NULL */
 } pd_remote_write_config;
 
 typedef struct pd_rules_config {

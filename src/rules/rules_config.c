@@ -191,8 +191,8 @@ void pd_rule_release(pd_rule *r)
 
 static int parse_rule(ctx *c, const yaml_node_t *n, pd_rule *r)
 {
-    static const char *const keys[] = {"record", "selector", "sample_type", "function",
-                                       "function_match", "by", "labels", NULL};
+    static const char *const keys[] = {"record",         "selector", "sample_type", "function",
+                                       "function_match", "by",       "labels",      NULL};
     yaml_node_t *v[7];
     int rc = map_keys(c, n, "recording rule", keys, v, NULL, NULL);
     if (rc)
@@ -254,17 +254,15 @@ static int parse_rule(ctx *c, const yaml_node_t *n, pd_rule *r)
                         "matches) or self (the leaf frame matches)",
                         r->record, m);
         if (!r->function)
-            return fail(c, v[4], PD_EINVAL, "rule %s: function_match without function",
-                        r->record);
+            return fail(c, v[4], PD_EINVAL, "rule %s: function_match without function", r->record);
     }
     if (v[5] && !pd_yaml_is_null(v[5])) {
         if (v[5]->type != YAML_SEQUENCE_NODE)
-            return fail(c, v[5], PD_EINVAL, "rule %s: by: want a list of label names",
-                        r->record);
+            return fail(c, v[5], PD_EINVAL, "rule %s: by: want a list of label names", r->record);
         size_t cnt = (size_t)(v[5]->data.sequence.items.top - v[5]->data.sequence.items.start);
         if (cnt > PD_RULES_MAX_BY)
-            return fail(c, v[5], PD_EINVAL, "rule %s: by: %zu labels, at most %d", r->record,
-                        cnt, PD_RULES_MAX_BY);
+            return fail(c, v[5], PD_EINVAL, "rule %s: by: %zu labels, at most %d", r->record, cnt,
+                        PD_RULES_MAX_BY);
         if (!(r->by = calloc(cnt ? cnt : 1, sizeof *r->by)))
             return PD_ENOMEM;
         for (size_t i = 0; i < cnt; i++) {
@@ -273,8 +271,8 @@ static int parse_rule(ctx *c, const yaml_node_t *n, pd_rule *r)
                 return rc;
             r->n_by++;
             if (!pd_label_name_valid(r->by[i]) || !strncmp(r->by[i], "__", 2))
-                return fail(c, ln, PD_EINVAL, "rule %s: by: \"%s\" is not a label name",
-                            r->record, r->by[i]);
+                return fail(c, ln, PD_EINVAL, "rule %s: by: \"%s\" is not a label name", r->record,
+                            r->by[i]);
             for (size_t j = 0; j < i; j++)
                 if (!strcmp(r->by[j], r->by[i]))
                     return fail(c, ln, PD_EINVAL, "rule %s: by: %s given twice", r->record,
@@ -284,15 +282,15 @@ static int parse_rule(ctx *c, const yaml_node_t *n, pd_rule *r)
     if (v[6] && !pd_yaml_is_null(v[6])) {
         if (v[6]->type != YAML_MAPPING_NODE)
             return fail(c, v[6], PD_EINVAL, "rule %s: labels: want a mapping", r->record);
-        for (yaml_node_pair_t *p = v[6]->data.mapping.pairs.start;
-             p < v[6]->data.mapping.pairs.top; p++) {
+        for (yaml_node_pair_t *p = v[6]->data.mapping.pairs.start; p < v[6]->data.mapping.pairs.top;
+             p++) {
             const char *k, *val;
             if ((rc = want_str(c, node(c, p->key), "labels key", &k)) ||
                 (rc = want_str(c, node(c, p->value), "labels value", &val)))
                 return rc;
             if (!pd_label_name_valid(k) || !strncmp(k, "__", 2))
-                return fail(c, node(c, p->key), PD_EINVAL, "rule %s: labels: \"%s\" is not a label name",
-                            r->record, k);
+                return fail(c, node(c, p->key), PD_EINVAL,
+                            "rule %s: labels: \"%s\" is not a label name", r->record, k);
             for (size_t j = 0; j < r->n_by; j++)
                 if (!strcmp(r->by[j], k))
                     return fail(c, node(c, p->key), PD_EINVAL,
@@ -355,13 +353,24 @@ static int read_small_file(const char *path, char **out, size_t *len, pd_err *er
 
 static int parse_remote(ctx *c, const yaml_node_t *n, pd_remote_write_config *r)
 {
-    static const char *const keys[] = {"url",     "name",       "remote_timeout", "headers",
-                                       "basic_auth", "queue_config", NULL};
-    static const char *const ign[] = {"write_relabel_configs", "metadata_config", "send_exemplars",
-                                      "send_native_histograms", "authorization", "sigv4",
-                                      "azuread", "oauth2", "tls_config", "proxy_url",
-                                      "follow_redirects", "enable_http2", "bearer_token",
-                                      "bearer_token_file", "protobuf_message", NULL};
+    static const char *const keys[] = {
+        "url", "name", "remote_timeout", "headers", "basic_auth", "queue_config", NULL};
+    static const char *const ign[] = {"write_relabel_configs",
+                                      "metadata_config",
+                                      "send_exemplars",
+                                      "send_native_histograms",
+                                      "authorization",
+                                      "sigv4",
+                                      "azuread",
+                                      "oauth2",
+                                      "tls_config",
+                                      "proxy_url",
+                                      "follow_redirects",
+                                      "enable_http2",
+                                      "bearer_token",
+                                      "bearer_token_file",
+                                      "protobuf_message",
+                                      NULL};
     yaml_node_t *v[6];
     int rc = map_keys(c, n, "remote_write entry", keys, v, ign, "not supported by profd");
     if (rc)
@@ -394,8 +403,8 @@ static int parse_remote(ctx *c, const yaml_node_t *n, pd_remote_write_config *r)
     if (v[3] && !pd_yaml_is_null(v[3])) {
         if (v[3]->type != YAML_MAPPING_NODE)
             return fail(c, v[3], PD_EINVAL, "remote_write headers: want a mapping");
-        for (yaml_node_pair_t *p = v[3]->data.mapping.pairs.start;
-             p < v[3]->data.mapping.pairs.top; p++) {
+        for (yaml_node_pair_t *p = v[3]->data.mapping.pairs.start; p < v[3]->data.mapping.pairs.top;
+             p++) {
             const char *k, *val;
             if ((rc = want_str(c, node(c, p->key), "headers key", &k)) ||
                 (rc = want_str(c, node(c, p->value), "headers value", &val)))
@@ -446,8 +455,9 @@ static int parse_remote(ctx *c, const yaml_node_t *n, pd_remote_write_config *r)
     if (v[5] && !pd_yaml_is_null(v[5])) {
         static const char *const qk[] = {"capacity", "max_samples_per_send", "min_backoff",
                                          "max_backoff", NULL};
-        static const char *const qign[] = {"max_shards", "min_shards", "batch_send_deadline",
-                                           "retry_on_http_429", "sample_age_limit", NULL};
+        static const char *const qign[] = {"max_shards",          "min_shards",
+                                           "batch_send_deadline", "retry_on_http_429",
+                                           "sample_age_limit",    NULL};
         yaml_node_t *q[4];
         if ((rc = map_keys(c, v[5], "remote_write queue_config", qk, q, qign,
                            "profd sends from one queue per remote")))
@@ -513,8 +523,9 @@ static int read_small_file(const char *path, char **out, size_t *len, pd_err *er
     fclose(f);
     if (bad || n > MAX_RULE_FILE_BYTES) {
         free(text);
-        return pd_err_set(err, bad ? -EIO : PD_ETOOBIG, bad ? "cannot read %s" : "%s is over %u bytes",
-                          path, MAX_RULE_FILE_BYTES);
+        return pd_err_set(err, bad ? -EIO : PD_ETOOBIG,
+                          bad ? "cannot read %s" : "%s is over %u bytes", path,
+                          MAX_RULE_FILE_BYTES);
     }
     text[n] = 0;
     *out = text;
@@ -555,7 +566,8 @@ static int parse_rule_files(ctx *c, const yaml_node_t *n)
         for (size_t i = 0; gr == 0 && i < g.gl_pathc; i++) {
             if (++files > MAX_RULE_FILES) {
                 globfree(&g);
-                return fail(c, n, PD_EINVAL, "recording_rule_files: more than %d files", MAX_RULE_FILES);
+                return fail(c, n, PD_EINVAL, "recording_rule_files: more than %d files",
+                            MAX_RULE_FILES);
             }
             char *t = NULL;
             size_t tl = 0;
@@ -619,10 +631,10 @@ static int parse_doc(const char *text, size_t len, const char *name, bool rule_f
         if (!k || k->type != YAML_SCALAR_NODE)
             continue; /* the scrape reader names it */
         const char *ks = (const char *)k->data.scalar.value;
-        yaml_node_t **slot = !strcmp(ks, "recording_rules") ? &rules
+        yaml_node_t **slot = !strcmp(ks, "recording_rules")        ? &rules
                              : !strcmp(ks, "recording_rule_files") ? &files
-                             : !strcmp(ks, "remote_write")  ? &remotes
-                                                            : NULL;
+                             : !strcmp(ks, "remote_write")         ? &remotes
+                                                                   : NULL;
         if (slot && *slot) {
             rc = fail(&c, k, PD_EINVAL, "%s given twice", ks);
             goto out;
@@ -691,8 +703,8 @@ void pd_rules_config_print(const pd_rules_config *c, FILE *out)
         const pd_rule *r = &c->rules[i];
         fprintf(out, "  recording rule %s: %s of %s", r->record, r->sample_type, r->selector);
         if (r->function)
-            fprintf(out, ", stacks %s %s", r->fn_match == PD_RULE_FN_SELF ? "ending in" : "containing",
-                    r->function);
+            fprintf(out, ", stacks %s %s",
+                    r->fn_match == PD_RULE_FN_SELF ? "ending in" : "containing", r->function);
         fprintf(out, ", by (");
         for (size_t j = 0; j < r->n_by; j++)
             fprintf(out, "%s%s", j ? ", " : "", r->by[j]);
@@ -700,10 +712,11 @@ void pd_rules_config_print(const pd_rules_config *c, FILE *out)
     }
     for (size_t i = 0; i < c->n_remotes; i++) {
         const pd_remote_write_config *r = &c->remotes[i];
-        fprintf(out, "  remote_write %s: %s (queue %zu samples, %zu per request, backoff %lld-%lld ms, timeout %lld ms)\n",
-                r->name, r->url, r->capacity, r->max_samples_per_send,
-                (long long)r->min_backoff_ms, (long long)r->max_backoff_ms,
-                (long long)r->timeout_ms);
+        fprintf(out,
+                "  remote_write %s: %s (queue %zu samples, %zu per request, backoff %lld-%lld ms, "
+                "timeout %lld ms)\n",
+                r->name, r->url, r->capacity, r->max_samples_per_send, (long long)r->min_backoff_ms,
+                (long long)r->max_backoff_ms, (long long)r->timeout_ms);
     }
     for (size_t i = 0; i < c->n_warnings; i++)
         fprintf(out, "  warning: %s\n", c->warnings[i]);

@@ -331,7 +331,7 @@ static group *gtab_find(gtab *t, const char *key, bool add)
 
 static in_state *in_find(rule_rt *rt, uint64_t h)
 {
-    for (in_state *s = rt->in[h % BUCKETS]; s; s = s->next)
+    for (in_state *s = rt->in [h % BUCKETS]; s; s = s->next)
         if (s->hash == h)
             return s;
     return NULL;
@@ -515,8 +515,9 @@ static void baseline_load(pd_storage *st, const pd_labels *labels, int64_t ts, b
     }
 out:
     if (e.msg[0])
-        pd_log(PD_LOG_WARN, "recording rules: the stored baseline of a cumulative series "
-                            "cannot be read; its first delta since start is 0",
+        pd_log(PD_LOG_WARN,
+               "recording rules: the stored baseline of a cumulative series "
+               "cannot be read; its first delta since start is 0",
                "err=\"%s\"", e.msg);
     pd_points_release(&pts);
     pd_series_set_release(&set);
@@ -680,7 +681,9 @@ int pd_rules_write_json(pd_rules *r, pd_buf *b)
                 jstr(b, ru->labels.v[k].value);
             }
             pd_buf_printf(b, "},\"health\":\"%s\",\"lastError\":",
-                          !rt->evals ? "unknown" : rt->last_error[0] ? "err" : "ok");
+                          !rt->evals          ? "unknown"
+                          : rt->last_error[0] ? "err"
+                                              : "ok");
             jstr(b, rt->last_error);
             pd_buf_printf(b, ",\"evaluations\":%llu,\"samples\":%llu,\"lastEvaluation\":",
                           (unsigned long long)rt->evals, (unsigned long long)rt->samples);

@@ -398,8 +398,7 @@ void pd__burst_over_budget(pd__burst *b)
 }
 
 void pd__burst_scraped(pd__burst *b, bool ok, int64_t start_ms, int64_t end_ms, size_t bytes,
-                       bool in_burst,
-                       const char *metric_labels, const char *name, bool conn_failed,
+                       bool in_burst, const char *metric_labels, const char *name, bool conn_failed,
                        const char *reason, const char *error, int64_t now_mono)
 {
     job_state *j = b->js;

@@ -94,8 +94,8 @@ static bool fetch(const pd_scrape_client *c, const char *secret, slot *s, char *
     tls.enable_http2 = c->enable_http2;
     struct curl_slist *hdrs = NULL;
     if (!e || pd_buf_printf(&form, "grant_type=client_credentials") ||
-        (c->oauth2_scopes && (pd_buf_printf(&form, "&scope=") ||
-                              pd__scrape_put_escaped(&form, c->oauth2_scopes))) ||
+        (c->oauth2_scopes &&
+         (pd_buf_printf(&form, "&scope=") || pd__scrape_put_escaped(&form, c->oauth2_scopes))) ||
         (c->oauth2_params && pd_buf_printf(&form, "%s", c->oauth2_params)) ||
         pd_buf_append(&form, "", 1) ||
         pd__scrape_put_escaped(&user, c->oauth2_client_id ? c->oauth2_client_id : "") ||
@@ -151,7 +151,7 @@ static bool fetch(const pd_scrape_client *c, const char *secret, slot *s, char *
     }
     snprintf(s->header, sizeof s->header, "Authorization: %s %s", type, tok);
     json_t *exp = json_object_get(j, "expires_in");
-    double secs = json_is_number(exp) ? json_number_value(exp)
+    double secs = json_is_number(exp)   ? json_number_value(exp)
                   : json_is_string(exp) ? atof(json_string_value(exp))
                                         : 0;
     s->expiry_ms = secs > 0 ? mono_ms() + (int64_t)(secs * 1000) - 10000 : 0;

@@ -168,7 +168,8 @@ static int parse_global(pd__cfg_ctx *c, const yaml_node_t *g, pd_config *cfg)
     int rc = pd__cfg_map_keys_ign(c, g, "global", keys, v, global_ignored);
     if (rc)
         return rc;
-    if (v[0] && (rc = pd__cfg_want_duration(c, v[0], "global.scrape_interval", &cfg->scrape_interval_ms)))
+    if (v[0] &&
+        (rc = pd__cfg_want_duration(c, v[0], "global.scrape_interval", &cfg->scrape_interval_ms)))
         return rc;
     if (v[1]) {
         if ((rc = pd__cfg_want_duration(c, v[1], "global.scrape_timeout", &cfg->scrape_timeout_ms)))
@@ -177,9 +178,9 @@ static int parse_global(pd__cfg_ctx *c, const yaml_node_t *g, pd_config *cfg)
             char t[32], i[32];
             pd_format_duration(cfg->scrape_timeout_ms, t, sizeof t);
             pd_format_duration(cfg->scrape_interval_ms, i, sizeof i);
-            return pd__cfg_fail(c, v[1], PD_EINVAL,
-                        "global.scrape_timeout (%s) is greater than global.scrape_interval (%s)", t,
-                        i);
+            return pd__cfg_fail(
+                c, v[1], PD_EINVAL,
+                "global.scrape_timeout (%s) is greater than global.scrape_interval (%s)", t, i);
         }
     } else {
         cfg->scrape_timeout_ms = cfg->scrape_interval_ms < DEFAULT_TIMEOUT_MS
@@ -221,7 +222,8 @@ static int parse_params(pd__cfg_ctx *c, const yaml_node_t *m, pd_scrape_job *j)
         if ((rc = pd__cfg_free_key(c, m, p, "params", &name)))
             return rc;
         if (!*name)
-            return pd__cfg_fail(c, pd__cfg_node(c, p->key), PD_EINVAL, "params: empty parameter name");
+            return pd__cfg_fail(c, pd__cfg_node(c, p->key), PD_EINVAL,
+                                "params: empty parameter name");
         yaml_node_t *v = pd__cfg_node(c, p->value);
         bool e2;
         if ((rc = pd__cfg_want_seq(c, v, "params value (a list of strings)", &e2)))
@@ -311,10 +313,10 @@ static int parse_labels_map(pd__cfg_ctx *c, const yaml_node_t *m, const char *wh
                                 "without control characters)",
                                 what, name, PD_LABEL_MAX_NAME);
         if (!strcmp(name, "__name__") || (reserved && name[0] == '_' && name[1] == '_'))
-            return pd__cfg_fail(c, k, PD_EINVAL,
-                                "label name \"%.64s\" is reserved in %s (%s)", name, what,
-                                !strcmp(name, "__name__") ? "__name__ is the profile type"
-                                                          : "names starting with \"__\" are internal");
+            return pd__cfg_fail(
+                c, k, PD_EINVAL, "label name \"%.64s\" is reserved in %s (%s)", name, what,
+                !strcmp(name, "__name__") ? "__name__ is the profile type"
+                                          : "names starting with \"__\" are internal");
         if ((rc = pd__cfg_want_str(c, pd__cfg_node(c, p->value), "label value", &val)))
             return rc;
         if (!pd_label_value_valid(val))
@@ -341,8 +343,9 @@ static int parse_static(pd__cfg_ctx *c, const yaml_node_t *n, pd_static_config *
     if (!empty && v[0]->data.sequence.items.top == v[0]->data.sequence.items.start)
         empty = true;
     if (empty)
-        return pd__cfg_fail(c, v[0] ? v[0] : n, PD_EINVAL,
-                    "static_configs entry has no targets: want targets: [\"host:port\", ...]");
+        return pd__cfg_fail(
+            c, v[0] ? v[0] : n, PD_EINVAL,
+            "static_configs entry has no targets: want targets: [\"host:port\", ...]");
     size_t cnt = (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
     sc->targets = calloc(cnt, sizeof *sc->targets);
     if (!sc->targets)
@@ -364,7 +367,8 @@ static int parse_static(pd__cfg_ctx *c, const yaml_node_t *n, pd_static_config *
         for (size_t k = 0; k < sc->n_targets && !dup; k++)
             dup = !strcmp(sc->targets[k], s);
         if (dup) { /* Prometheus keeps one target of the same labels */
-            rc = pd__cfg_warn(c, t, "duplicate target \"%.128s\" in this static_configs entry dropped", s);
+            rc = pd__cfg_warn(
+                c, t, "duplicate target \"%.128s\" in this static_configs entry dropped", s);
             free(s);
             if (rc)
                 return rc;
@@ -431,7 +435,7 @@ static const ep_default parca_defaults[] = {
 
 static const ep_default *dialect_defaults(pd_config_dialect d)
 {
-    return d == PD_DIALECT_PARCA ? parca_defaults
+    return d == PD_DIALECT_PARCA     ? parca_defaults
            : d == PD_DIALECT_CONPROF ? conprof_defaults
                                      : profd_defaults;
 }
@@ -479,15 +483,15 @@ static int64_t endpoint_seconds(const pd_scrape_job *j, const ep_cfg *e, bool cp
 static int parse_endpoint(pd__cfg_ctx *c, yaml_node_t *k, yaml_node_t *val, const pd_scrape_job *j,
                           pd_config_dialect d, ep_cfg *e)
 {
-    static const char *const ekeys[] = {"path", "enabled", "seconds", "delta", "keep_sample_type",
-                                        NULL};
+    static const char *const ekeys[] = {"path",  "enabled",          "seconds",
+                                        "delta", "keep_sample_type", NULL};
     yaml_node_t *ev[5];
     int rc;
     e->node = k;
     if (!pd_label_name_classic(e->name))
-        return pd__cfg_fail(c, k, PD_EINVAL,
-                            "invalid profile type name \"%.64s\": must match [a-zA-Z_][a-zA-Z0-9_]*",
-                            e->name);
+        return pd__cfg_fail(
+            c, k, PD_EINVAL,
+            "invalid profile type name \"%.64s\": must match [a-zA-Z_][a-zA-Z0-9_]*", e->name);
     char what[128];
     snprintf(what, sizeof what, "pprof_config.%s", e->name);
     if ((rc = pd__cfg_map_keys(c, val, what, ekeys, ev)))
@@ -548,7 +552,8 @@ static int parse_endpoint(pd__cfg_ctx *c, yaml_node_t *k, yaml_node_t *val, cons
                 if (!kv[0])
                     rc = pd__cfg_fail(c, kn, PD_EINVAL, "keep_sample_type entry needs a type");
                 else if (!(rc = pd__cfg_want_str(c, kv[0], "keep_sample_type type", &ty)) &&
-                         !(kv[1] && (rc = pd__cfg_want_str(c, kv[1], "keep_sample_type unit", &un))) &&
+                         !(kv[1] &&
+                           (rc = pd__cfg_want_str(c, kv[1], "keep_sample_type unit", &un))) &&
                          (strpbrk(ty, "\t\n") || strpbrk(un, "\t\n") || !*ty))
                     rc = pd__cfg_fail(c, kn, PD_EINVAL, "keep_sample_type: bad type or unit");
             }
@@ -662,8 +667,8 @@ out:
     return rc;
 }
 
-#define SD_NOT_IMPLEMENTED                                                                 \
-    "this service discovery is not implemented (file_sd_configs, http_sd_configs, "          \
+#define SD_NOT_IMPLEMENTED                                                                         \
+    "this service discovery is not implemented (file_sd_configs, http_sd_configs, "                \
     "dns_sd_configs and kubernetes_sd_configs are): no targets from it"
 
 /* Job keys profd accepts and ignores, with why. */
@@ -754,13 +759,24 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         K_CLIENT, /* PD_CFG_CL_N keys from here */
         K_N = K_CLIENT + PD_CFG_CL_N
     };
-    const char *keys[K_N + 1] = {"job_name",         "scrape_interval",  "scrape_timeout",
-                                 "scheme",           "params",           "static_configs",
-                                 "profiling_config", "metrics_path",     "honor_labels",
-                                 "honor_timestamps", "body_size_limit",  "keep_dropped_targets",
+    const char *keys[K_N + 1] = {"job_name",
+                                 "scrape_interval",
+                                 "scrape_timeout",
+                                 "scheme",
+                                 "params",
+                                 "static_configs",
+                                 "profiling_config",
+                                 "metrics_path",
+                                 "honor_labels",
+                                 "honor_timestamps",
+                                 "body_size_limit",
+                                 "keep_dropped_targets",
                                  "relabel_configs",
-                                 "file_sd_configs",  "http_sd_configs",  "dns_sd_configs",
-                                 "kubernetes_sd_configs", "adaptive_capture"};
+                                 "file_sd_configs",
+                                 "http_sd_configs",
+                                 "dns_sd_configs",
+                                 "kubernetes_sd_configs",
+                                 "adaptive_capture"};
     for (int i = 0; i < PD_CFG_CL_N; i++)
         keys[K_CLIENT + i] = pd__cfg_client_keys[i];
     keys[K_N] = NULL;
@@ -781,11 +797,13 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         return pd__cfg_fail(c, v[K_NAME], PD_EINVAL, "job_name is empty");
     for (size_t i = 0; i < cfg->n_jobs; i++)
         if (!strcmp(cfg->jobs[i].job_name, j->job_name))
-            return pd__cfg_fail(c, v[K_NAME], PD_EINVAL, "duplicate job_name \"%.128s\"", j->job_name);
+            return pd__cfg_fail(c, v[K_NAME], PD_EINVAL, "duplicate job_name \"%.128s\"",
+                                j->job_name);
 
     bool parca = cfg->dialect == PD_DIALECT_PARCA;
     j->interval_ms = parca ? DEFAULT_INTERVAL_MS : cfg->scrape_interval_ms;
-    if (v[K_INTERVAL] && (rc = pd__cfg_want_duration(c, v[K_INTERVAL], "scrape_interval", &j->interval_ms)))
+    if (v[K_INTERVAL] &&
+        (rc = pd__cfg_want_duration(c, v[K_INTERVAL], "scrape_interval", &j->interval_ms)))
         return rc;
     char t[32], iv[32];
     if (v[K_TIMEOUT]) {
@@ -801,8 +819,8 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         if (!parca && j->timeout_ms > j->interval_ms)
             return pd__cfg_fail(
                 c, v[K_TIMEOUT], PD_EINVAL,
-                "scrape_timeout (%s) is greater than scrape_interval (%s) for job \"%.128s\"", t, iv,
-                j->job_name);
+                "scrape_timeout (%s) is greater than scrape_interval (%s) for job \"%.128s\"", t,
+                iv, j->job_name);
     } else if (parca) {
         j->timeout_ms = j->interval_ms + 3000; /* Parca's default */
     } else {
@@ -814,7 +832,7 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
             return rc;
         if (strcmp(j->scheme, "http") != 0 && strcmp(j->scheme, "https") != 0)
             return pd__cfg_fail(c, v[K_SCHEME], PD_EINVAL, "scheme \"%.64s\": want http or https",
-                        j->scheme);
+                                j->scheme);
     } else if (!(j->scheme = strdup("http"))) {
         return PD_ENOMEM;
     }
@@ -843,13 +861,15 @@ static int parse_job(pd__cfg_ctx *c, const yaml_node_t *n, const pd_config *cfg,
         if (pd_config_parse_size(s, &j->body_size_limit) ||
             (strspn(s, "0123456789") == strlen(s) && strcmp(s, "0")))
             return pd__cfg_fail(c, v[K_BODY_LIMIT], PD_EINVAL,
-                                "body_size_limit \"%.64s\": unknown unit: want a size with a unit such as 512KB, 16MB, 1GB, or 0",
+                                "body_size_limit \"%.64s\": unknown unit: want a size with a unit "
+                                "such as 512KB, 16MB, 1GB, or 0",
                                 s);
     }
     j->keep_dropped_targets = cfg->keep_dropped_targets;
     if (v[K_KEEP_DROPPED]) {
         int64_t kd;
-        if ((rc = pd__cfg_want_int(c, v[K_KEEP_DROPPED], "keep_dropped_targets", 0, INT64_MAX, &kd)))
+        if ((rc =
+                 pd__cfg_want_int(c, v[K_KEEP_DROPPED], "keep_dropped_targets", 0, INT64_MAX, &kd)))
             return rc;
         if (kd)
             j->keep_dropped_targets = (uint64_t)kd;
@@ -947,8 +967,8 @@ static pd_config_dialect detect_dialect(pd__cfg_ctx *c, const yaml_node_t *root)
                  !strcmp(ks, "storage") || !strcmp(ks, "tracing"))
             prom = true;
         else if (!strcmp(ks, "global") && v->type == YAML_MAPPING_NODE) {
-            for (yaml_node_pair_t *q = v->data.mapping.pairs.start;
-                 q < v->data.mapping.pairs.top; q++) {
+            for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top;
+                 q++) {
                 yaml_node_t *gk = pd__cfg_node(c, q->key);
                 if (gk && gk->type == YAML_SCALAR_NODE &&
                     (!strcmp(pd__cfg_sval(gk), "evaluation_interval") ||
@@ -1006,7 +1026,7 @@ static pd_config_dialect detect_dialect(pd__cfg_ctx *c, const yaml_node_t *root)
             }
         }
     }
-    return parca ? PD_DIALECT_PARCA
+    return parca     ? PD_DIALECT_PARCA
            : conprof ? PD_DIALECT_CONPROF
            : prom    ? PD_DIALECT_PROMETHEUS
                      : PD_DIALECT_PROFD;
@@ -1043,8 +1063,7 @@ static int decode_binary(pd__cfg_ctx *c)
                     : ch == '/'              ? 63
                                              : -1;
             if (v < 0 || pad)
-                return pd__cfg_fail(c, n, PD_EINVAL,
-                                    "!!binary value contains invalid base64 data");
+                return pd__cfg_fail(c, n, PD_EINVAL, "!!binary value contains invalid base64 data");
             acc = (acc << 6) | (uint32_t)v;
             bits += 6;
             if (bits >= 8) {
@@ -1102,10 +1121,11 @@ int pd_config_parse(const char *text, size_t len, const char *name, pd_config *o
     /* recording_rules, recording_rule_files and remote_write are read by
        rules/ (issue 30); remote_write only along with rules (else, as in a
        Prometheus file, it is ignored with the warning below) */
-    static const char *const keys[] = {"global", "scrape_configs", "recording_rules",
-                                       "recording_rule_files", NULL, NULL};
-    static const char *const keys_rw[] = {"global", "scrape_configs", "recording_rules",
-                                          "recording_rule_files", "remote_write", NULL};
+    static const char *const keys[] = {
+        "global", "scrape_configs", "recording_rules", "recording_rule_files", NULL, NULL};
+    static const char *const keys_rw[] = {"global",          "scrape_configs",
+                                          "recording_rules", "recording_rule_files",
+                                          "remote_write",    NULL};
     static const pd__cfg_ignored top_ignored[] = {
         {"remote_write", "profd writes no metrics remotely"}, /* first: see keys_rw */
         {"alerting", "profd sends no alerts"},
@@ -1123,8 +1143,8 @@ int pd_config_parse(const char *text, size_t len, const char *name, pd_config *o
     out->dialect = detect_dialect(&c, root);
     bool rules = false;
     if (root->type == YAML_MAPPING_NODE)
-        for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
-             p < root->data.mapping.pairs.top; p++) {
+        for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+             p++) {
             yaml_node_t *k = pd__cfg_node(&c, p->key);
             rules |= k && k->type == YAML_SCALAR_NODE &&
                      (!strcmp(pd__cfg_sval(k), "recording_rules") ||
@@ -1134,8 +1154,9 @@ int pd_config_parse(const char *text, size_t len, const char *name, pd_config *o
                                    rules ? top_ignored + 1 : top_ignored)))
         goto out;
     if (v[0] && out->dialect == PD_DIALECT_PARCA &&
-        (rc = pd__cfg_warn(&c, v[0], "global: Parca has no global section; read as Prometheus' "
-                                     "(Parca's job defaults still apply: 10s, timeout interval+3s)")))
+        (rc = pd__cfg_warn(&c, v[0],
+                           "global: Parca has no global section; read as Prometheus' "
+                           "(Parca's job defaults still apply: 10s, timeout interval+3s)")))
         goto out;
     if (v[0] && (rc = parse_global(&c, v[0], out)))
         goto out;

@@ -4,8 +4,8 @@
  *
  *   global:
  *     scrape_interval: 10s        # default 10s
- *     scrape_timeout: 10s         # default: the interval... capped as Prometheus (must be <= interval)
- *   scrape_configs:
+ *     scrape_timeout: 10s         # default: the interval... capped as Prometheus (must be <=
+ * interval) scrape_configs:
  *     - job_name: api
  *       scrape_interval: 5s
  *       scrape_timeout: 5s
@@ -79,8 +79,8 @@
  * - profiling_config.pprof_config.<name>: name matches [a-zA-Z_][a-zA-Z0-9_]*
  *   and becomes __name__. Keys: path (must start with "/"), enabled (bool,
  *   default true for a listed entry), seconds (int >= 0; 0 = no ?seconds=),
- *   delta (bool: ?seconds=<interval>, see above), keep_sample_type (Parca). Entries merge over the defaults by name; a new name needs a
- *   path.
+ *   delta (bool: ?seconds=<interval>, see above), keep_sample_type (Parca). Entries merge over the
+ * defaults by name; a new name needs a path.
  * - Defaults, as Go's net/http/pprof: allocs, block, goroutine, heap, mutex,
  *   threadcreate at /debug/pprof/<name>, and cpu at /debug/pprof/profile
  *   with ?seconds=S (pd_config_default_cpu_seconds).
@@ -135,8 +135,8 @@ typedef struct pd_scrape_client {
     /* oauth2 (client credentials grant, client_oauth2.c): token_url set = on.
      * scopes space-joined; params the endpoint_params as an
      * application/x-www-form-urlencoded tail ("&k=v..."), NULL = none. */
-    char *oauth2_token_url, *oauth2_client_id, *oauth2_client_secret,
-        *oauth2_client_secret_file, *oauth2_scopes, *oauth2_params;
+    char *oauth2_token_url, *oauth2_client_id, *oauth2_client_secret, *oauth2_client_secret_file,
+        *oauth2_scopes, *oauth2_params;
 } pd_scrape_client;
 
 /* Deep copy; 0 or PD_ENOMEM (dst left empty). */
@@ -144,12 +144,12 @@ int pd_scrape_client_copy(pd_scrape_client *dst, const pd_scrape_client *src);
 void pd_scrape_client_release(pd_scrape_client *c);
 
 typedef struct pd_pprof_endpoint {
-    char *name;      /* profile type, becomes __name__ (e.g. "heap", "cpu") */
-    char *path;      /* URL path, e.g. "/debug/pprof/heap" */
+    char *name; /* profile type, becomes __name__ (e.g. "heap", "cpu") */
+    char *path; /* URL path, e.g. "/debug/pprof/heap" */
     bool enabled;
-    int64_t seconds; /* >0: add ?seconds=N (cpu); 0: none */
-    bool delta;      /* delta profile: seconds defaults to the interval (see above) */
-    int64_t timeout_ms; /* effective timeout of this endpoint's scrapes (rule above) */
+    int64_t seconds;         /* >0: add ?seconds=N (cpu); 0: none */
+    bool delta;              /* delta profile: seconds defaults to the interval (see above) */
+    int64_t timeout_ms;      /* effective timeout of this endpoint's scrapes (rule above) */
     char *keep_sample_types; /* Parca's keep_sample_type: "type\tunit\n" per entry (unit
                                 may be empty: any), NULL = keep all */
 } pd_pprof_endpoint;
@@ -194,10 +194,10 @@ typedef struct pd_sd_config {
     char **files; /* PD_SD_FILE: glob patterns (absolute) ending in .json, .yml or .yaml;
                      PD_SD_DNS: the names to query */
     size_t n_files;
-    char *url;    /* PD_SD_HTTP: http:// or https:// */
-    int dns_type; /* PD_SD_DNS: ns_t_srv (default), ns_t_a, ns_t_aaaa */
-    int port;     /* PD_SD_DNS: for A/AAAA (required there), 0 for SRV */
-    int64_t refresh_ms; /* default 5m (file), 60s (http), 30s (dns) */
+    char *url;               /* PD_SD_HTTP: http:// or https:// */
+    int dns_type;            /* PD_SD_DNS: ns_t_srv (default), ns_t_a, ns_t_aaaa */
+    int port;                /* PD_SD_DNS: for A/AAAA (required there), 0 for SRV */
+    int64_t refresh_ms;      /* default 5m (file), 60s (http), 30s (dns) */
     pd_scrape_client client; /* PD_SD_HTTP, PD_SD_K8S: HTTP client options (auth, TLS) */
     /* PD_SD_K8S (kubernetes_sd_configs): role, api_server (NULL: kubeconfig_file
      * or in-cluster), kubeconfig_file (absolute), namespaces.names in files/n_files
@@ -240,7 +240,7 @@ typedef struct pd_adaptive_config {
     int64_t max_duration_ms;
     int64_t max_targets;
     uint64_t byte_budget_per_min; /* 0 = none */
-    pd_labels alert_labels; /* alert label name -> target label name */
+    pd_labels alert_labels;       /* alert label name -> target label name */
 } pd_adaptive_config;
 
 /* Deep copy (0 or PD_ENOMEM, dst left empty) and release. */
@@ -250,9 +250,9 @@ void pd_adaptive_config_release(pd_adaptive_config *a);
 typedef struct pd_scrape_job {
     char *job_name;
     int64_t interval_ms, timeout_ms;
-    char *scheme; /* "http" or "https" */
-    pd_labels params; /* extra query parameters (first value of each whose name is a
-                         valid label name; kept for compatibility, see query) */
+    char *scheme;           /* "http" or "https" */
+    pd_labels params;       /* extra query parameters (first value of each whose name is a
+                               valid label name; kept for compatibility, see query) */
     pd_scrape_param *query; /* every parameter in file order (all values): what goes in URLs */
     size_t n_query;
     pd_static_config *static_configs;

@@ -74,8 +74,9 @@ static void print_job(FILE *f, const pd_scrape_job *j)
                                          : "(no credentials)");
     if (c->ca_file || c->cert_file || c->server_name || c->insecure_skip_verify ||
         c->tls_min_version)
-        fprintf(f, "  tls_config: ca_file %s, cert_file %s, key_file %s, server_name %s, "
-                   "insecure_skip_verify %s, min_version %s%d\n",
+        fprintf(f,
+                "  tls_config: ca_file %s, cert_file %s, key_file %s, server_name %s, "
+                "insecure_skip_verify %s, min_version %s%d\n",
                 c->ca_file ? c->ca_file : "-", c->cert_file ? c->cert_file : "-",
                 c->key_file ? c->key_file : "-", c->server_name ? c->server_name : "-",
                 c->insecure_skip_verify ? "true" : "false", c->tls_min_version ? "TLS" : "",
@@ -95,8 +96,12 @@ static void print_job(FILE *f, const pd_scrape_job *j)
         fprintf(f, "  %s[%zu]:", kinds[sd->kind], i);
         if (sd->kind == PD_SD_K8S) {
             fprintf(f, " role %s, %s%s", pd__k8s_role_names[sd->role],
-                    sd->api_server ? "api_server " : sd->kubeconfig_file ? "kubeconfig " : "in-cluster",
-                    sd->api_server ? sd->api_server : sd->kubeconfig_file ? sd->kubeconfig_file : "");
+                    sd->api_server        ? "api_server "
+                    : sd->kubeconfig_file ? "kubeconfig "
+                                          : "in-cluster",
+                    sd->api_server        ? sd->api_server
+                    : sd->kubeconfig_file ? sd->kubeconfig_file
+                                          : "");
             fprintf(f, ", namespaces %s", sd->n_files || sd->own_namespace ? "" : "all");
             for (size_t k = 0; k < sd->n_files; k++)
                 fprintf(f, "%s%s", k ? " " : "", sd->files[k]);
@@ -116,8 +121,8 @@ static void print_job(FILE *f, const pd_scrape_job *j)
         fprintf(f, "  profile %s: %s", ep->name, ep->path);
         if (ep->seconds > 0)
             fprintf(f, "?seconds=%" PRId64, ep->seconds);
-        fprintf(f, ", timeout %s%s%s", dur(ep->timeout_ms, a, sizeof a),
-                ep->delta ? ", delta" : "", ep->enabled ? "" : ", disabled");
+        fprintf(f, ", timeout %s%s%s", dur(ep->timeout_ms, a, sizeof a), ep->delta ? ", delta" : "",
+                ep->enabled ? "" : ", disabled");
         if (ep->keep_sample_types) {
             fprintf(f, ", keep_sample_type");
             for (const char *l = ep->keep_sample_types; *l;) {
@@ -136,9 +141,10 @@ static void print_job(FILE *f, const pd_scrape_job *j)
         fprintf(f, "  adaptive_capture: every %s for", dur(ad->interval_ms, bi, sizeof bi));
         for (size_t i = 0; i < ad->n_profiles; i++)
             fprintf(f, " %s", ad->profiles[i]);
-        fprintf(f, "; growth %" PRIu64 " bytes/min, %g %%/min over %s; limit %" PRIu64
-                   " bytes x %g; max_duration %s, max_targets %" PRId64
-                   ", byte_budget_per_minute %" PRIu64 "; alert_labels",
+        fprintf(f,
+                "; growth %" PRIu64 " bytes/min, %g %%/min over %s; limit %" PRIu64
+                " bytes x %g; max_duration %s, max_targets %" PRId64
+                ", byte_budget_per_minute %" PRIu64 "; alert_labels",
                 ad->growth_bytes_per_min, ad->growth_percent_per_min,
                 dur(ad->growth_window_ms, w, sizeof w), ad->heap_limit_bytes, ad->limit_fraction,
                 dur(ad->max_duration_ms, md, sizeof md), ad->max_targets, ad->byte_budget_per_min);
@@ -173,8 +179,8 @@ int pd_config_check_main(int argc, char **argv)
         }
         char a[32], b[32];
         printf("%s: SUCCESS (dialect %s)\n", argv[i], pd_config_dialect_name(cfg.dialect));
-        printf("global: scrape_interval %s, scrape_timeout %s", dur(cfg.scrape_interval_ms, a, sizeof a),
-               dur(cfg.scrape_timeout_ms, b, sizeof b));
+        printf("global: scrape_interval %s, scrape_timeout %s",
+               dur(cfg.scrape_interval_ms, a, sizeof a), dur(cfg.scrape_timeout_ms, b, sizeof b));
         if (cfg.external_labels.n) {
             printf(", external_labels ");
             put_labels(stdout, &cfg.external_labels);

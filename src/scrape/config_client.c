@@ -16,9 +16,11 @@ const char *const pd__k8s_role_names[PD_K8S_N_ROLES] = {"pod",  "service",      
                                                         "node", "endpointslice", "ingress"};
 
 const char *const pd__cfg_client_keys[PD_CFG_CL_N + 1] = {
-    "basic_auth", "authorization", "bearer_token",     "bearer_token_file",
-    "tls_config", "proxy_url",     "follow_redirects", "enable_http2",
-    "oauth2",     NULL,
+    "basic_auth",       "authorization",
+    "bearer_token",     "bearer_token_file",
+    "tls_config",       "proxy_url",
+    "follow_redirects", "enable_http2",
+    "oauth2",           NULL,
 };
 
 void pd_scrape_client_release(pd_scrape_client *c)
@@ -73,18 +75,40 @@ int pd_scrape_client_copy(pd_scrape_client *d, const pd_scrape_client *s)
         /* pointers not yet duplicated still alias s: clear them before release */
         pd_scrape_client t = *d;
         memset(d, 0, sizeof *d);
-        char **from[] = {&t.basic_username,     &t.basic_password,   &t.basic_password_file,
-                         &t.auth_type,          &t.auth_credentials, &t.auth_credentials_file,
-                         &t.ca_file,            &t.cert_file,        &t.key_file,
-                         &t.server_name,        &t.proxy_url,        &t.oauth2_token_url,
-                         &t.oauth2_client_id,   &t.oauth2_client_secret,
-                         &t.oauth2_client_secret_file, &t.oauth2_scopes, &t.oauth2_params};
-        char *const orig[] = {s->basic_username, s->basic_password,   s->basic_password_file,
-                              s->auth_type,      s->auth_credentials, s->auth_credentials_file,
-                              s->ca_file,        s->cert_file,        s->key_file,
-                              s->server_name,    s->proxy_url,        s->oauth2_token_url,
-                              s->oauth2_client_id, s->oauth2_client_secret,
-                              s->oauth2_client_secret_file, s->oauth2_scopes, s->oauth2_params};
+        char **from[] = {&t.basic_username,
+                         &t.basic_password,
+                         &t.basic_password_file,
+                         &t.auth_type,
+                         &t.auth_credentials,
+                         &t.auth_credentials_file,
+                         &t.ca_file,
+                         &t.cert_file,
+                         &t.key_file,
+                         &t.server_name,
+                         &t.proxy_url,
+                         &t.oauth2_token_url,
+                         &t.oauth2_client_id,
+                         &t.oauth2_client_secret,
+                         &t.oauth2_client_secret_file,
+                         &t.oauth2_scopes,
+                         &t.oauth2_params};
+        char *const orig[] = {s->basic_username,
+                              s->basic_password,
+                              s->basic_password_file,
+                              s->auth_type,
+                              s->auth_credentials,
+                              s->auth_credentials_file,
+                              s->ca_file,
+                              s->cert_file,
+                              s->key_file,
+                              s->server_name,
+                              s->proxy_url,
+                              s->oauth2_token_url,
+                              s->oauth2_client_id,
+                              s->oauth2_client_secret,
+                              s->oauth2_client_secret_file,
+                              s->oauth2_scopes,
+                              s->oauth2_params};
         for (size_t i = 0; i < sizeof from / sizeof *from; i++)
             if (*from[i] != orig[i])
                 free(*from[i]);
@@ -102,18 +126,20 @@ static int parse_basic(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o
     if (rc)
         return rc;
     if (v[3])
-        return pd__cfg_fail(c, v[3], PD_EINVAL, "basic_auth.username_file is not supported: give username");
+        return pd__cfg_fail(c, v[3], PD_EINVAL,
+                            "basic_auth.username_file is not supported: give username");
     if (!v[0])
         return pd__cfg_fail(c, n, PD_EINVAL, "basic_auth needs a username");
     if ((rc = pd__cfg_want_dup(c, v[0], "basic_auth.username", &o->basic_username)))
         return rc;
     if (v[1] && v[2])
-        return pd__cfg_fail(c, v[2], PD_EINVAL,
-                            "at most one of basic_auth password & password_file must be configured");
+        return pd__cfg_fail(
+            c, v[2], PD_EINVAL,
+            "at most one of basic_auth password & password_file must be configured");
     if (v[1] && (rc = pd__cfg_want_dup(c, v[1], "basic_auth.password", &o->basic_password)))
         return rc;
-    if (v[2] && (rc = pd__cfg_want_path(c, v[2], "basic_auth.password_file",
-                                        &o->basic_password_file)))
+    if (v[2] &&
+        (rc = pd__cfg_want_path(c, v[2], "basic_auth.password_file", &o->basic_password_file)))
         return rc;
     return 0;
 }
@@ -129,8 +155,9 @@ static int parse_authz(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o
         if ((rc = pd__cfg_want_dup(c, v[0], "authorization.type", &o->auth_type)))
             return rc;
         if (!strcasecmp(o->auth_type, "basic"))
-            return pd__cfg_fail(c, v[0], PD_EINVAL,
-                                "authorization type cannot be set to \"basic\", use \"basic_auth\" instead");
+            return pd__cfg_fail(
+                c, v[0], PD_EINVAL,
+                "authorization type cannot be set to \"basic\", use \"basic_auth\" instead");
         if (!o->auth_type[0] || strpbrk(o->auth_type, " \t\r\n"))
             return pd__cfg_fail(c, v[0], PD_EINVAL, "authorization.type \"%.64s\" is not a token",
                                 o->auth_type);
@@ -138,8 +165,9 @@ static int parse_authz(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o
         return PD_ENOMEM;
     }
     if (v[1] && v[2])
-        return pd__cfg_fail(c, v[2], PD_EINVAL,
-                            "at most one of authorization credentials & credentials_file must be configured");
+        return pd__cfg_fail(
+            c, v[2], PD_EINVAL,
+            "at most one of authorization credentials & credentials_file must be configured");
     if (v[1] && (rc = pd__cfg_want_dup(c, v[1], "authorization.credentials", &o->auth_credentials)))
         return rc;
     if (v[2] && (rc = pd__cfg_want_path(c, v[2], "authorization.credentials_file",
@@ -150,9 +178,9 @@ static int parse_authz(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o
 
 static int parse_tls(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
 {
-    static const char *const keys[] = {"ca_file", "cert_file",    "key_file",  "server_name",
-                                       "insecure_skip_verify", "min_version", "ca", "cert", "key",
-                                       NULL};
+    static const char *const keys[] = {
+        "ca_file",     "cert_file", "key_file", "server_name", "insecure_skip_verify",
+        "min_version", "ca",        "cert",     "key",         NULL};
     yaml_node_t *v[9];
     int rc = pd__cfg_map_keys(c, n, "tls_config", keys, v);
     if (rc)
@@ -160,8 +188,8 @@ static int parse_tls(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
     for (int i = 6; i < 9; i++)
         if (v[i])
             return pd__cfg_fail(c, v[i], PD_EINVAL,
-                                "tls_config.%s (inline PEM) is not supported: give %s_file", keys[i],
-                                keys[i]);
+                                "tls_config.%s (inline PEM) is not supported: give %s_file",
+                                keys[i], keys[i]);
     if ((v[0] && (rc = pd__cfg_want_path(c, v[0], "tls_config.ca_file", &o->ca_file))) ||
         (v[1] && (rc = pd__cfg_want_path(c, v[1], "tls_config.cert_file", &o->cert_file))) ||
         (v[2] && (rc = pd__cfg_want_path(c, v[2], "tls_config.key_file", &o->key_file))) ||
@@ -183,7 +211,8 @@ static int parse_tls(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
                 o->tls_min_version = 10 + i;
         if (!o->tls_min_version)
             return pd__cfg_fail(c, v[5], PD_EINVAL,
-                                "unknown TLS version \"%.32s\": want TLS10, TLS11, TLS12 or TLS13", s);
+                                "unknown TLS version \"%.32s\": want TLS10, TLS11, TLS12 or TLS13",
+                                s);
     }
     return 0;
 }
@@ -193,9 +222,9 @@ static int parse_tls(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
  * tls_config and proxy_url are refused: the job's are used). */
 static int parse_oauth2(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *o)
 {
-    static const char *const keys[] = {"client_id",       "client_secret", "client_secret_file",
-                                       "token_url",       "scopes",        "endpoint_params",
-                                       "tls_config",      "proxy_url",     NULL};
+    static const char *const keys[] = {"client_id",  "client_secret", "client_secret_file",
+                                       "token_url",  "scopes",        "endpoint_params",
+                                       "tls_config", "proxy_url",     NULL};
     yaml_node_t *v[8];
     int rc = pd__cfg_map_keys(c, n, "oauth2", keys, v);
     if (rc)
@@ -213,7 +242,8 @@ static int parse_oauth2(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *
                             "at most one of oauth2 client_secret & client_secret_file must be "
                             "configured");
     if ((v[0] && (rc = pd__cfg_want_dup(c, v[0], "oauth2.client_id", &o->oauth2_client_id))) ||
-        (v[1] && (rc = pd__cfg_want_dup(c, v[1], "oauth2.client_secret", &o->oauth2_client_secret))) ||
+        (v[1] &&
+         (rc = pd__cfg_want_dup(c, v[1], "oauth2.client_secret", &o->oauth2_client_secret))) ||
         (v[2] && (rc = pd__cfg_want_path(c, v[2], "oauth2.client_secret_file",
                                          &o->oauth2_client_secret_file))) ||
         (rc = pd__cfg_want_dup(c, v[3], "oauth2.token_url", &o->oauth2_token_url)))
@@ -249,13 +279,15 @@ static int parse_oauth2(pd__cfg_ctx *c, const yaml_node_t *n, pd_scrape_client *
              p && p < v[5]->data.mapping.pairs.top && !rc; p++) {
             const char *k, *val;
             if ((rc = pd__cfg_free_key(c, v[5], p, "oauth2.endpoint_params", &k)) ||
-                (rc = pd__cfg_want_str(c, pd__cfg_node(c, p->value), "endpoint_params value", &val)))
+                (rc =
+                     pd__cfg_want_str(c, pd__cfg_node(c, p->value), "endpoint_params value", &val)))
                 break;
             if (!(rc = pd_buf_append(&b, "&", 1)) && !(rc = pd__scrape_put_escaped(&b, k)) &&
                 !(rc = pd_buf_append(&b, "=", 1)))
                 rc = pd__scrape_put_escaped(&b, val);
         }
-        if (!rc && b.len && !(rc = pd_buf_append(&b, "", 1)) && !(o->oauth2_params = strdup(b.data)))
+        if (!rc && b.len && !(rc = pd_buf_append(&b, "", 1)) &&
+            !(o->oauth2_params = strdup(b.data)))
             rc = PD_ENOMEM;
     }
     pd_buf_release(&b);
@@ -340,8 +372,8 @@ static int parse_rule(pd__cfg_ctx *c, const yaml_node_t *n, pd_relabel_rule *r)
         bool empty;
         if ((rc = pd__cfg_want_seq(c, v[0], "source_labels", &empty)))
             return rc;
-        size_t cnt = empty ? 0 : (size_t)(v[0]->data.sequence.items.top -
-                                          v[0]->data.sequence.items.start);
+        size_t cnt =
+            empty ? 0 : (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
         if (cnt) {
             r->source_labels = calloc(cnt, sizeof *r->source_labels);
             if (!r->source_labels)
@@ -485,13 +517,16 @@ static int parse_dns_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
         sd->port = (int)p;
     }
     if (sd->dns_type != ns_t_srv && sd->port == 0)
-        return pd__cfg_fail(c, n, PD_EINVAL, "a port is required in DNS-SD configs for all record types except SRV");
+        return pd__cfg_fail(c, n, PD_EINVAL,
+                            "a port is required in DNS-SD configs for all record types except SRV");
     bool empty = true;
     if (v[0] && (rc = pd__cfg_want_seq(c, v[0], "names", &empty)))
         return rc;
-    size_t cnt = empty ? 0 : (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
+    size_t cnt =
+        empty ? 0 : (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
     if (!cnt)
-        return pd__cfg_fail(c, v[0] ? v[0] : n, PD_EINVAL, "DNS-SD config must contain at least one SRV record name");
+        return pd__cfg_fail(c, v[0] ? v[0] : n, PD_EINVAL,
+                            "DNS-SD config must contain at least one SRV record name");
     sd->files = calloc(cnt, sizeof *sd->files);
     if (!sd->files)
         return PD_ENOMEM;
@@ -567,8 +602,8 @@ static const char *field_selector_bad_term(const char *sel)
 static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
 {
     enum { K_ROLE, K_API, K_KUBECONFIG, K_NS, K_SEL, K_ATTACH, K_CL, K_N = K_CL + PD_CFG_CL_N };
-    const char *keys[K_N + 1] = {"role", "api_server", "kubeconfig_file", "namespaces",
-                                 "selectors", "attach_metadata"};
+    const char *keys[K_N + 1] = {"role",       "api_server", "kubeconfig_file",
+                                 "namespaces", "selectors",  "attach_metadata"};
     for (int i = 0; i < PD_CFG_CL_N; i++)
         keys[K_CL + i] = pd__cfg_client_keys[i];
     keys[K_N] = NULL;
@@ -578,8 +613,9 @@ static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
         return rc;
     sd->kind = PD_SD_K8S;
     if (!v[K_ROLE])
-        return pd__cfg_fail(c, n, PD_EINVAL, "role missing (one of: pod, service, endpoints, "
-                                                "endpointslice, node, ingress)");
+        return pd__cfg_fail(c, n, PD_EINVAL,
+                            "role missing (one of: pod, service, endpoints, "
+                            "endpointslice, node, ingress)");
     if ((rc = parse_role(c, v[K_ROLE], "role", &sd->role)))
         return rc;
     if (v[K_API] && (rc = pd__cfg_want_dup(c, v[K_API], "api_server", &sd->api_server)))
@@ -622,7 +658,8 @@ static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
         size_t cnt =
             empty ? 0 : (size_t)(nv[0]->data.sequence.items.top - nv[0]->data.sequence.items.start);
         if (cnt > 1000)
-            return pd__cfg_fail(c, nv[0], PD_ETOOBIG, "%zu namespaces, over the limit of 1000", cnt);
+            return pd__cfg_fail(c, nv[0], PD_ETOOBIG, "%zu namespaces, over the limit of 1000",
+                                cnt);
         if (cnt && !(sd->files = calloc(cnt, sizeof *sd->files)))
             return PD_ENOMEM;
         for (size_t i = 0; i < cnt; i++) {
@@ -641,8 +678,9 @@ static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
     /* Prometheus: own_namespace is the pod's own namespace, which only the
      * in-cluster configuration knows */
     if (sd->own_namespace && sd->api_server)
-        return pd__cfg_fail(c, v[K_NS], PD_EINVAL,
-                            "cannot use 'api_server' and 'namespaces.own_namespace' simultaneously");
+        return pd__cfg_fail(
+            c, v[K_NS], PD_EINVAL,
+            "cannot use 'api_server' and 'namespaces.own_namespace' simultaneously");
     if (sd->own_namespace && sd->kubeconfig_file)
         return pd__cfg_fail(c, v[K_NS], PD_EINVAL,
                             "cannot use 'kubeconfig_file' and 'namespaces.own_namespace' "
@@ -652,9 +690,12 @@ static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
         if ((rc = pd__cfg_want_seq(c, v[K_SEL], "selectors", &empty)))
             return rc;
         size_t cnt =
-            empty ? 0 : (size_t)(v[K_SEL]->data.sequence.items.top - v[K_SEL]->data.sequence.items.start);
+            empty
+                ? 0
+                : (size_t)(v[K_SEL]->data.sequence.items.top - v[K_SEL]->data.sequence.items.start);
         if (cnt > 16)
-            return pd__cfg_fail(c, v[K_SEL], PD_ETOOBIG, "%zu selectors, over the limit of 16", cnt);
+            return pd__cfg_fail(c, v[K_SEL], PD_ETOOBIG, "%zu selectors, over the limit of 16",
+                                cnt);
         if (cnt && !(sd->selectors = calloc(cnt, sizeof *sd->selectors)))
             return PD_ENOMEM;
         for (size_t i = 0; i < cnt; i++) {
@@ -678,8 +719,7 @@ static int parse_k8s_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_config *sd)
                                     s->field, bad);
             for (size_t k = 0; k + 1 < sd->n_selectors; k++)
                 if (sd->selectors[k].role == s->role)
-                    return pd__cfg_fail(c, sv[0], PD_EINVAL,
-                                        "duplicated selector role: %s",
+                    return pd__cfg_fail(c, sv[0], PD_EINVAL, "duplicated selector role: %s",
                                         pd__cfg_sval(sv[0]));
             bool ok = s->role == sd->role ||
                       ((sd->role == PD_K8S_ENDPOINTS || sd->role == PD_K8S_ENDPOINTSLICE) &&
@@ -724,16 +764,18 @@ static int parse_one_sd(pd__cfg_ctx *c, const yaml_node_t *n, pd_sd_kind kind, p
         if ((rc = pd__cfg_want_dup(c, v[0], "url", &sd->url)))
             return rc;
         if (strncmp(sd->url, "http://", 7) && strncmp(sd->url, "https://", 8))
-            return pd__cfg_fail(c, v[0], PD_EINVAL, "URL scheme must be 'http' or 'https': \"%.128s\"",
-                                sd->url);
+            return pd__cfg_fail(c, v[0], PD_EINVAL,
+                                "URL scheme must be 'http' or 'https': \"%.128s\"", sd->url);
         return 0;
     }
     bool empty = true;
     if (v[0] && (rc = pd__cfg_want_seq(c, v[0], "files", &empty)))
         return rc;
-    size_t cnt = empty ? 0 : (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
+    size_t cnt =
+        empty ? 0 : (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
     if (!cnt)
-        return pd__cfg_fail(c, v[0] ? v[0] : n, PD_EINVAL, "file service discovery config must contain at least one path name");
+        return pd__cfg_fail(c, v[0] ? v[0] : n, PD_EINVAL,
+                            "file service discovery config must contain at least one path name");
     sd->files = calloc(cnt, sizeof *sd->files);
     if (!sd->files)
         return PD_ENOMEM;

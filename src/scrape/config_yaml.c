@@ -13,7 +13,6 @@
 
 #include "base/time.h"
 
-
 /* ---- errors ---- */
 
 int pd__cfg_fail(pd__cfg_ctx *c, const yaml_node_t *n, int code, const char *fmt, ...)
@@ -36,8 +35,8 @@ int pd__cfg_visit(pd__cfg_ctx *c, const yaml_node_t *n)
 {
     if (++c->visits > PD_CFG_MAX_VISITS)
         return pd__cfg_fail(c, n, PD_ETOOBIG,
-                    "configuration too large: over %d YAML nodes (aliases count each use)",
-                    PD_CFG_MAX_VISITS);
+                            "configuration too large: over %d YAML nodes (aliases count each use)",
+                            PD_CFG_MAX_VISITS);
     return 0;
 }
 
@@ -58,7 +57,8 @@ int pd__cfg_want_map(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, boo
         return 0;
     }
     if (n->type != YAML_MAPPING_NODE)
-        return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected a mapping, got %s", what, pd_yaml_kind(n));
+        return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected a mapping, got %s", what,
+                            pd_yaml_kind(n));
     return 0;
 }
 
@@ -84,7 +84,8 @@ int pd__cfg_want_str(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, con
     if (rc)
         return rc;
     if (n->type != YAML_SCALAR_NODE)
-        return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected a string, got %s", what, pd_yaml_kind(n));
+        return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected a string, got %s", what,
+                            pd_yaml_kind(n));
     if (strlen(pd__cfg_sval(n)) != n->data.scalar.length)
         return pd__cfg_fail(c, n, PD_EINVAL, "%s: contains a NUL character", what);
     *out = pd__cfg_sval(n);
@@ -120,8 +121,8 @@ int pd__cfg_want_bool(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, bo
     return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected true or false, got \"%.64s\"", what, s);
 }
 
-int pd__cfg_want_int(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, int64_t min, int64_t max,
-                    int64_t *out)
+int pd__cfg_want_int(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, int64_t min,
+                     int64_t max, int64_t *out)
 {
     const char *s;
     int rc = pd__cfg_want_str(c, n, what, &s);
@@ -134,7 +135,7 @@ int pd__cfg_want_int(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, int
         return pd__cfg_fail(c, n, PD_EINVAL, "%s: expected an integer, got \"%.64s\"", what, s);
     if (v < min || v > max)
         return pd__cfg_fail(c, n, PD_EINVAL, "%s: %lld is out of range [%lld, %lld]", what, v,
-                    (long long)min, (long long)max);
+                            (long long)min, (long long)max);
     *out = v;
     return 0;
 }
@@ -274,7 +275,7 @@ int pd__cfg_want_path(pd__cfg_ctx *c, const yaml_node_t *n, const char *what, ch
 /* For mappings with free-form keys: the key node of pair p, checked to be a
  * string and not repeated earlier in the mapping. */
 int pd__cfg_free_key(pd__cfg_ctx *c, const yaml_node_t *m, yaml_node_pair_t *p, const char *what,
-                    const char **key)
+                     const char **key)
 {
     yaml_node_t *k = pd__cfg_node(c, p->key);
     if (!k || !pd__cfg_node(c, p->value))
@@ -285,9 +286,9 @@ int pd__cfg_free_key(pd__cfg_ctx *c, const yaml_node_t *m, yaml_node_pair_t *p, 
     for (yaml_node_pair_t *q = m->data.mapping.pairs.start; q < p; q++) {
         yaml_node_t *qk = pd__cfg_node(c, q->key);
         if (qk->type == YAML_SCALAR_NODE && !strcmp(pd__cfg_sval(qk), *key))
-            return pd__cfg_fail(c, k, PD_EINVAL, "duplicate key \"%.64s\" in %s (first at line %zu)", *key,
-                        what, qk->start_mark.line + 1);
+            return pd__cfg_fail(c, k, PD_EINVAL,
+                                "duplicate key \"%.64s\" in %s (first at line %zu)", *key, what,
+                                qk->start_mark.line + 1);
     }
     return 0;
 }
-

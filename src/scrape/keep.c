@@ -15,7 +15,8 @@ static bool listed(const char *keep, const char *type, const char *unit)
         if (!tab || !nl)
             break;
         bool type_ok = (size_t)(tab - l) == tl && !memcmp(l, type, tl);
-        bool unit_ok = nl == tab + 1 || ((size_t)(nl - tab - 1) == ul && !memcmp(tab + 1, unit, ul));
+        bool unit_ok =
+            nl == tab + 1 || ((size_t)(nl - tab - 1) == ul && !memcmp(tab + 1, unit, ul));
         if (type_ok && unit_ok)
             return true;
         l = nl + 1;

@@ -93,7 +93,7 @@
 #include "scrape/scrape_int.h"
 
 #define MAX_WAIT_MS 1000 /* the loop wakes at least this often */
-#define LOOP_MIN_MS 10 /* rounds of the loop at most this often (see loop) */
+#define LOOP_MIN_MS 10   /* rounds of the loop at most this often (see loop) */
 
 void (*pd__scrape_before_record)(const char *url);
 
@@ -114,16 +114,16 @@ struct target {
     char *sni_url;
     struct curl_slist *connect_to;
     char *host_header;
-    pd_labels labels;    /* series labels: __name__, job, instance, static labels */
-    pd_labels stored;    /* labels + PD_LABEL_DELTA="false" when served cumulative (issue 12):
-                            what pd_storage_append gets */
-    pd_labels discovered; /* labels before relabeling (/api/v1/targets' discoveredLabels) */
+    pd_labels labels;        /* series labels: __name__, job, instance, static labels */
+    pd_labels stored;        /* labels + PD_LABEL_DELTA="false" when served cumulative (issue 12):
+                                what pd_storage_append gets */
+    pd_labels discovered;    /* labels before relabeling (/api/v1/targets' discoveredLabels) */
     pd_scrape_client client; /* auth, TLS, proxy, redirects, HTTP/2 */
-    char *keep;           /* keep_sample_type of the endpoint (keep.c), NULL = all */
-    size_t max_body;      /* body cap: the job's body_size_limit or lim.max_body_bytes */
-    bool catch_up;        /* a profile window (seconds > 0): a slot met busy runs at the end */
-    char *metric_labels; /* job="...",profile_type="..." (escaped) */
-    char *target_labels; /* the labels without __name__, plus profile_type (escaped) */
+    char *keep;              /* keep_sample_type of the endpoint (keep.c), NULL = all */
+    size_t max_body;         /* body cap: the job's body_size_limit or lim.max_body_bytes */
+    bool catch_up;           /* a profile window (seconds > 0): a slot met busy runs at the end */
+    char *metric_labels;     /* job="...",profile_type="..." (escaped) */
+    char *target_labels;     /* the labels without __name__, plus profile_type (escaped) */
     /* schedule and health: under m->mu */
     int64_t interval_ms, timeout_ms;
     int64_t next_ms; /* monotonic ms of the next slot */
@@ -132,9 +132,9 @@ struct target {
     double last_duration_s;
     char last_error[600];
     bool busy;
-    bool late; /* a slot came while busy (catch_up targets start again when done) */
+    bool late;         /* a slot came while busy (catch_up targets start again when done) */
     int64_t resume_ms; /* a catch-up run is due: the slot after it (monotonic ms), else 0 */
-    bool retired; /* dropped by a reload: its metrics are no longer updated */
+    bool retired;      /* dropped by a reload: its metrics are no longer updated */
     /* adaptive capture (adaptive.c), under m->mu: the target's burst state
      * (NULL: its job has no adaptive_capture, or retired), whether its
      * profile type is a burst type, whether it runs on the burst schedule,
@@ -169,7 +169,7 @@ typedef struct dropped_set {
 } dropped_set;
 
 struct pd_scrape_manager {
-    int64_t round_ms; /* loop thread: real monotonic ms the last round started polling */
+    int64_t round_ms;      /* loop thread: real monotonic ms the last round started polling */
     pd_scrape_clock clock; /* the schedule's time source (pd_scrape_manager_set_clock) */
     pd_storage *st;
     pd_pprof_limits lim;
@@ -177,12 +177,12 @@ struct pd_scrape_manager {
     pthread_mutex_t mu;
     target **tv; /* under mu */
     size_t tn;
-    target *retired; /* under mu */
+    target *retired;     /* under mu */
     dropped_set dropped; /* under mu */
-    bool stop;       /* under mu */
+    bool stop;           /* under mu */
     bool running;
     pthread_t thread;
-    pd__sd *sd; /* service discovery; its lock serialises apply and rebuilds */
+    pd__sd *sd;       /* service discovery; its lock serialises apply and rebuilds */
     pd__adaptive *ad; /* adaptive capture state, under mu */
 };
 
@@ -251,7 +251,8 @@ int pd__scrape_url(const pd_scrape_job *job, const char *tgt, const pd_pprof_end
     for (size_t i = 0; i < job->n_query && !rc; i++) {
         if (ep->seconds > 0 && !strcmp(job->query[i].name, "seconds"))
             continue;
-        if (!(rc = pd_buf_putc(out, sep)) && !(rc = pd__scrape_put_escaped(out, job->query[i].name)) &&
+        if (!(rc = pd_buf_putc(out, sep)) &&
+            !(rc = pd__scrape_put_escaped(out, job->query[i].name)) &&
             !(rc = pd_buf_putc(out, '=')))
             rc = pd__scrape_put_escaped(out, job->query[i].value);
         sep = '&';
@@ -456,17 +457,16 @@ static target *target_new(pd_scrape_manager *m, const pd_config *cfg, const pd_s
     const pd_scrape_client *c = &t->client;
     if (pd_buf_puts(&b, t->job) || pd_buf_putc(&b, '\n') || pd_buf_puts(&b, t->url) ||
         pd_buf_putc(&b, '\n') || pd_labels_format(&t->labels, &b) ||
-        pd_buf_printf(&b, "\n%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%d%d%d%d%zu",
-                      c->basic_username ? c->basic_username : "",
-                      c->basic_password ? c->basic_password : "",
-                      c->basic_password_file ? c->basic_password_file : "",
-                      c->auth_type ? c->auth_type : "",
-                      c->auth_credentials ? c->auth_credentials : "",
-                      c->auth_credentials_file ? c->auth_credentials_file : "",
-                      c->ca_file ? c->ca_file : "", c->cert_file ? c->cert_file : "",
-                      c->key_file ? c->key_file : "", c->server_name ? c->server_name : "",
-                      c->proxy_url ? c->proxy_url : "", c->insecure_skip_verify,
-                      c->tls_min_version, c->follow_redirects, c->enable_http2, t->max_body) ||
+        pd_buf_printf(
+            &b, "\n%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%d%d%d%d%zu",
+            c->basic_username ? c->basic_username : "", c->basic_password ? c->basic_password : "",
+            c->basic_password_file ? c->basic_password_file : "", c->auth_type ? c->auth_type : "",
+            c->auth_credentials ? c->auth_credentials : "",
+            c->auth_credentials_file ? c->auth_credentials_file : "", c->ca_file ? c->ca_file : "",
+            c->cert_file ? c->cert_file : "", c->key_file ? c->key_file : "",
+            c->server_name ? c->server_name : "", c->proxy_url ? c->proxy_url : "",
+            c->insecure_skip_verify, c->tls_min_version, c->follow_redirects, c->enable_http2,
+            t->max_body) ||
         pd_buf_printf(&b, "\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s\x01%s",
                       c->oauth2_token_url ? c->oauth2_token_url : "",
                       c->oauth2_client_id ? c->oauth2_client_id : "",
@@ -716,9 +716,8 @@ static int add_group(pd_scrape_manager *m, const pd_config *cfg, const pd_scrape
                                    &dl, &trc, err);
             if (!t && trc == PD_EINVAL) {
                 pd_log_warn("scrape target skipped",
-                            "job=\"%s\" target=\"%s\" profile_type=%s err=\"%s\"",
-                            job->job_name, sc->targets[k], job->endpoints[e].name,
-                            err ? err->msg : "");
+                            "job=\"%s\" target=\"%s\" profile_type=%s err=\"%s\"", job->job_name,
+                            sc->targets[k], job->endpoints[e].name, err ? err->msg : "");
                 continue;
             }
             if (!t && trc)
@@ -1151,7 +1150,7 @@ stored:;
     }
     if (t->bs) { /* adaptive capture: profiles taken, the end, heap growth */
         bool conn = !t->too_large && !t->oom && res != CURLE_OK;
-        const char *why = res == CURLE_COULDNT_CONNECT     ? "connection refused"
+        const char *why = res == CURLE_COULDNT_CONNECT      ? "connection refused"
                           : res == CURLE_OPERATION_TIMEDOUT ? "timeout"
                           : res == CURLE_RECV_ERROR || res == CURLE_GOT_NOTHING ||
                                   res == CURLE_PARTIAL_FILE || res == CURLE_SEND_ERROR
@@ -1202,8 +1201,10 @@ static bool loop_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running_o
                 t->resume_ms = 0;
                 int64_t wall = clk_wall(m);
                 if (t->in_burst) /* the burst grid, spread as normal scrapes */
-                    t->next_ms = now + ((pd__scrape_offset_ms(t->job, t->url, biv) - wall % biv) %
-                                            biv + biv) % biv;
+                    t->next_ms =
+                        now +
+                        ((pd__scrape_offset_ms(t->job, t->url, biv) - wall % biv) % biv + biv) %
+                            biv;
                 else
                     schedule_first(t, now, wall);
             }
@@ -1228,8 +1229,7 @@ static bool loop_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running_o
                 passed--; /* runs when the scrape ends */
             }
             if (passed > 0 && !t->retired && !t->in_burst)
-                pd_metrics_add("profd_scrape_slots_missed_total", t->metric_labels,
-                               (double)passed);
+                pd_metrics_add("profd_scrape_slots_missed_total", t->metric_labels, (double)passed);
             if (t->resume_ms) { /* a catch-up run: back to the schedule's phase */
                 t->next_ms = t->resume_ms;
                 t->resume_ms = 0;
@@ -1476,7 +1476,8 @@ int pd_scrape_manager_targets_json(pd_scrape_manager *m, const char *state, cons
         first = false;
     }
     if (!rc)
-        rc = pd_buf_puts(out, dropped ? "],\"droppedTargetCounts\":{" : "],\"droppedTargetCounts\":null");
+        rc = pd_buf_puts(out, dropped ? "],\"droppedTargetCounts\":{"
+                                      : "],\"droppedTargetCounts\":null");
     for (size_t j = 0; dropped && j < d->n_jobs && !rc; j++) {
         if ((j && (rc = pd_buf_putc(out, ','))) ||
             (rc = pd_buf_put_json_string(out, d->jobs[j], strlen(d->jobs[j]))))

@@ -35,11 +35,11 @@ typedef struct pd__scrape_spec {
     pd_labels discovered; /* the labels before relabeling ("__" labels included) */
     pd_buf url;           /* NUL-terminated */
     int64_t interval_ms, timeout_ms; /* from __scrape_interval__ / __scrape_timeout__ */
-    bool keep;            /* false: relabeling dropped the target (nothing else set) */
-    bool cumulative;      /* profiles served cumulative (Go's allocs/heap/block/mutex without a
-                             ?seconds= window, issue 12): the stored series also carry
-                             PD_LABEL_DELTA="false" (not a target label: /metrics and
-                             /api/v1/targets show the labels above) */
+    bool keep;                       /* false: relabeling dropped the target (nothing else set) */
+    bool cumulative; /* profiles served cumulative (Go's allocs/heap/block/mutex without a
+                        ?seconds= window, issue 12): the stored series also carry
+                        PD_LABEL_DELTA="false" (not a target label: /metrics and
+                        /api/v1/targets show the labels above) */
 } pd__scrape_spec;
 
 /*
@@ -93,8 +93,7 @@ void pd__sd_free(pd__sd *sd);
  * {targets: [...], labels: {...}}); each group gets meta_name=meta_value.
  * Errors name "NAME:LINE:COL". PD_EPARSE, PD_EINVAL, PD_ETOOBIG, PD_ENOMEM. */
 int pd__sd_parse_groups(const char *text, size_t len, const char *name, const char *meta_name,
-                        const char *meta_value, pd_static_config **out, size_t *n_out,
-                        pd_err *err);
+                        const char *meta_value, pd_static_config **out, size_t *n_out, pd_err *err);
 
 /* Test hook: runs one round of the scrape loop on the calling thread, as
  * the scrape thread does, with m NOT started (pd_scrape_manager_start never
@@ -191,13 +190,12 @@ bool pd__burst_budget_ok(pd__burst *b, int64_t now_wall);
 void pd__burst_over_budget(pd__burst *b);
 /* A finished scrape of b's target: ok (stored), start_ms (its wall ms: the
  * time a stored profile gets), end_ms (wall ms the attempt ended: the time of
- * a target_down event, never before the last stored profile), bytes stored, in_burst (it was a burst scrape), metric_labels
- * (job=..,profile_type=..), profile type name; when !ok and conn_failed
- * (the target did not answer), reason ("connection refused", "timeout",
- * "connection reset", "error") and the error text. */
+ * a target_down event, never before the last stored profile), bytes stored, in_burst (it was a
+ * burst scrape), metric_labels (job=..,profile_type=..), profile type name; when !ok and
+ * conn_failed (the target did not answer), reason ("connection refused", "timeout", "connection
+ * reset", "error") and the error text. */
 void pd__burst_scraped(pd__burst *b, bool ok, int64_t start_ms, int64_t end_ms, size_t bytes,
-                       bool in_burst,
-                       const char *metric_labels, const char *name, bool conn_failed,
+                       bool in_burst, const char *metric_labels, const char *name, bool conn_failed,
                        const char *reason, const char *error, int64_t now_mono);
 /* A heap profile of b's target: heap in use (bytes) at ts_ms. May start a
  * growth/limit burst or end one (calm). */

@@ -57,8 +57,8 @@
 #include "scrape/config_int.h"
 #include "scrape/scrape_int.h"
 
-#define SD_MAX_BODY (16u << 20)   /* a discovery file or HTTP body over 16 MiB is refused */
-#define SD_MAX_GROUPS 100000      /* groups per file or response */
+#define SD_MAX_BODY (16u << 20) /* a discovery file or HTTP body over 16 MiB is refused */
+#define SD_MAX_GROUPS 100000    /* groups per file or response */
 #define SD_MAX_WATCHES 1024
 #define SD_HTTP_TIMEOUT_MS 10000
 #define SD_FILE_MIN_GAP_MS 1000 /* least time between two event-driven reads of a file SD */
@@ -75,9 +75,9 @@ typedef struct sd_file {
 } sd_file;
 
 typedef struct sd_state {
-    size_t job;      /* index in own->jobs */
+    size_t job; /* index in own->jobs */
     const pd_sd_config *cfg;
-    sd_file *files;  /* file SD: the files the patterns matched at the last refresh */
+    sd_file *files; /* file SD: the files the patterns matched at the last refresh */
     size_t n_files;
     groups g;        /* http SD */
     int64_t next_ms; /* monotonic ms of the next refresh */
@@ -173,8 +173,8 @@ int pd__sd_parse_groups(const char *text, size_t len, const char *name, const ch
     if (!empty) {
         size_t cnt = (size_t)(root->data.sequence.items.top - root->data.sequence.items.start);
         if (cnt > SD_MAX_GROUPS) {
-            rc = pd__cfg_fail(&c, root, PD_ETOOBIG, "%zu target groups, over the limit of %d",
-                              cnt, SD_MAX_GROUPS);
+            rc = pd__cfg_fail(&c, root, PD_ETOOBIG, "%zu target groups, over the limit of %d", cnt,
+                              SD_MAX_GROUPS);
             goto out;
         }
         g.v = calloc(cnt ? cnt : 1, sizeof *g.v);
@@ -195,7 +195,8 @@ int pd__sd_parse_groups(const char *text, size_t len, const char *name, const ch
             bool e2 = true;
             if (v[0] && (rc = pd__cfg_want_seq(&c, v[0], "targets", &e2)))
                 goto out;
-            size_t nt = e2 ? 0 : (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
+            size_t nt =
+                e2 ? 0 : (size_t)(v[0]->data.sequence.items.top - v[0]->data.sequence.items.start);
             if (nt && !(sc->targets = calloc(nt, sizeof *sc->targets))) {
                 rc = PD_ENOMEM;
                 goto out;
@@ -389,8 +390,7 @@ static int refresh_files(sd_state *s)
             f->fail_hash = fh;
             if (!again) { /* once per distinct failure, not once per read */
                 count_failure("file");
-                pd_log_warn("file_sd: keeping the previous targets of a file", "err=\"%s\"",
-                            e.msg);
+                pd_log_warn("file_sd: keeping the previous targets of a file", "err=\"%s\"", e.msg);
             }
         }
     }
@@ -466,8 +466,8 @@ static int fetch_http(const char *url, const pd_scrape_client *cl, groups *out)
     }
     if (rc) {
         count_failure("http");
-        pd_log_warn("http_sd: refresh failed, keeping the previous targets", "url=\"%s\" err=\"%s\"",
-                    url, err.msg);
+        pd_log_warn("http_sd: refresh failed, keeping the previous targets",
+                    "url=\"%s\" err=\"%s\"", url, err.msg);
     }
 out:
     if (e)
@@ -528,7 +528,8 @@ static int add_record(groups *g, const char *addr, const char *name, const char 
         return PD_ENOMEM;
     sc->n_targets = 1;
     if (pd_labels_set(&sc->labels, "__meta_dns_name", name, NULL) ||
-        (srv_target && pd_labels_set(&sc->labels, "__meta_dns_srv_record_target", srv_target, NULL)) ||
+        (srv_target &&
+         pd_labels_set(&sc->labels, "__meta_dns_srv_record_target", srv_target, NULL)) ||
         (srv_port && pd_labels_set(&sc->labels, "__meta_dns_srv_record_port", srv_port, NULL)))
         return PD_ENOMEM;
     return 0;
@@ -882,7 +883,8 @@ static void *sd_loop(void *arg)
     pd__sd *sd = arg;
     char evbuf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
     for (;;) {
-        struct pollfd p[2] = {{.fd = sd->ifd, .events = POLLIN}, {.fd = sd->wake, .events = POLLIN}};
+        struct pollfd p[2] = {{.fd = sd->ifd, .events = POLLIN},
+                              {.fd = sd->wake, .events = POLLIN}};
         bool readable = poll(p, 2, 500) > 0 && sd->ifd >= 0 && (p[0].revents & POLLIN);
         pthread_mutex_lock(&sd->mu);
         if (sd->stop) {
@@ -912,7 +914,7 @@ static void *sd_loop(void *arg)
             pthread_mutex_unlock(&sd->mu);
             groups g = {0};
             bool *failed = dr.n ? calloc(dr.n, sizeof *failed) : NULL;
-            int rc = url ? fetch_http(url, &cl, &g)
+            int rc = url      ? fetch_http(url, &cl, &g)
                      : failed ? fetch_dns(&dr, &g, failed)
                               : PD_ENOMEM;
             free(url);
@@ -961,7 +963,8 @@ static void *sd_loop(void *arg)
                     s->g.v = kv;
                     s->g.n = kn;
                 } else if (kr) {
-                    pd_log_warn("kubernetes_sd: out of memory taking the targets", "job=%zu", s->job);
+                    pd_log_warn("kubernetes_sd: out of memory taking the targets", "job=%zu",
+                                s->job);
                 }
             }
             if (s->cfg->kind == PD_SD_FILE &&
@@ -997,8 +1000,7 @@ int pd__sd_start(pd__sd *sd, pd_err *err)
     sd->stop = false;
     int rc = pthread_create(&sd->thread, NULL, sd_loop, sd);
     if (rc)
-        return pd_err_set(err, -rc, "cannot start the service discovery thread: %s",
-                          strerror(rc));
+        return pd_err_set(err, -rc, "cannot start the service discovery thread: %s", strerror(rc));
     sd->running = true;
     return 0;
 }

@@ -105,8 +105,9 @@ int pd__k8s_kubeconfig(const char *path, pd_scrape_client *cl, char **server, ch
     const char *cur = sval(get(&d, root, "current-context"));
     yaml_node_t *ctx = named(&d, root, "contexts", cur, "context");
     if (!ctx) {
-        rc = pd_err_set(err, PD_EINVAL, "kubeconfig_file %s: no context \"%.64s\" (current-context)",
-                        path, cur ? cur : "");
+        rc =
+            pd_err_set(err, PD_EINVAL, "kubeconfig_file %s: no context \"%.64s\" (current-context)",
+                       path, cur ? cur : "");
         goto out;
     }
     const char *cname = sval(get(&d, ctx, "cluster")), *uname = sval(get(&d, ctx, "user"));
@@ -114,12 +115,17 @@ int pd__k8s_kubeconfig(const char *path, pd_scrape_client *cl, char **server, ch
     yaml_node_t *user = named(&d, root, "users", uname, "user");
     const char *srv = sval(get(&d, cluster, "server"));
     if (!srv || (strncmp(srv, "http://", 7) && strncmp(srv, "https://", 8))) {
-        rc = pd_err_set(err, PD_EINVAL, "kubeconfig_file %s: cluster \"%.64s\" has no http(s) server",
-                        path, cname ? cname : "");
+        rc = pd_err_set(err, PD_EINVAL,
+                        "kubeconfig_file %s: cluster \"%.64s\" has no http(s) server", path,
+                        cname ? cname : "");
         goto out;
     }
-    static const char *const refused[] = {"certificate-authority-data", "client-certificate-data",
-                                          "client-key-data", "exec", "auth-provider", NULL};
+    static const char *const refused[] = {"certificate-authority-data",
+                                          "client-certificate-data",
+                                          "client-key-data",
+                                          "exec",
+                                          "auth-provider",
+                                          NULL};
     for (int i = 0; refused[i]; i++)
         if (get(&d, cluster, refused[i]) || get(&d, user, refused[i])) {
             rc = pd_err_set(err, PD_EINVAL,
@@ -133,7 +139,8 @@ int pd__k8s_kubeconfig(const char *path, pd_scrape_client *cl, char **server, ch
         goto out;
     }
     const char *s;
-    if ((s = sval(get(&d, cluster, "certificate-authority"))) && (rc = path_of(dir, s, &cl->ca_file)))
+    if ((s = sval(get(&d, cluster, "certificate-authority"))) &&
+        (rc = path_of(dir, s, &cl->ca_file)))
         goto out;
     if ((s = sval(get(&d, cluster, "insecure-skip-tls-verify"))) && !strcmp(s, "true"))
         cl->insecure_skip_verify = true;
@@ -151,7 +158,8 @@ int pd__k8s_kubeconfig(const char *path, pd_scrape_client *cl, char **server, ch
             goto out;
         }
     } else if ((s = sval(get(&d, user, "tokenFile")))) {
-        if (!(cl->auth_type = strdup("Bearer")) || (rc = path_of(dir, s, &cl->auth_credentials_file))) {
+        if (!(cl->auth_type = strdup("Bearer")) ||
+            (rc = path_of(dir, s, &cl->auth_credentials_file))) {
             rc = PD_ENOMEM;
             goto out;
         }

@@ -53,7 +53,10 @@ typedef enum {
 static const char *const res_name[RES_N] = {"pods",  "services",       "endpoints",
                                             "nodes", "endpointslices", "ingresses"};
 /* the API path of each resource's group and version */
-static const char *const res_api[RES_N] = {"api/v1", "api/v1", "api/v1", "api/v1",
+static const char *const res_api[RES_N] = {"api/v1",
+                                           "api/v1",
+                                           "api/v1",
+                                           "api/v1",
                                            "apis/discovery.k8s.io/v1",
                                            "apis/networking.k8s.io/v1"};
 /* the role whose selectors apply to each resource's list and watch */
@@ -64,17 +67,17 @@ typedef enum { ST_LIST, ST_WATCH, ST_WATCHING, ST_WAIT } stream_state;
 
 typedef struct stream {
     k8s_res res;
-    char *ns;            /* NULL: all namespaces (or a cluster-scoped resource) */
-    char *selector_q;    /* "&labelSelector=..&fieldSelector=.." or "" */
-    json_t *store;       /* object: "ns/name" -> object */
-    char rv[128];        /* resourceVersion to watch from */
+    char *ns;         /* NULL: all namespaces (or a cluster-scoped resource) */
+    char *selector_q; /* "&labelSelector=..&fieldSelector=.." or "" */
+    json_t *store;    /* object: "ns/name" -> object */
+    char rv[128];     /* resourceVersion to watch from */
     stream_state state;
-    int64_t retry_ms;    /* ST_WAIT: monotonic ms of the next list */
-    CURL *easy;          /* ST_WATCHING */
+    int64_t retry_ms; /* ST_WAIT: monotonic ms of the next list */
+    CURL *easy;       /* ST_WATCHING */
     struct curl_slist *hdrs;
-    pd_buf line;         /* a watch event being received */
-    bool relist;         /* the watch saw an ERROR event */
-    bool bad;            /* the watch body broke a cap */
+    pd_buf line; /* a watch event being received */
+    bool relist; /* the watch saw an ERROR event */
+    bool bad;    /* the watch body broke a cap */
 } stream;
 
 struct pd__k8s {
@@ -246,9 +249,11 @@ static int pod_labels(pd_labels *ls, const json_t *pod)
     {
         if (!json_is_true(json_object_get(c, "controller")))
             continue;
-        if (*jstr(c, "kind") && (rc = put(ls, "__meta_kubernetes_pod_controller_kind", jstr(c, "kind"))))
+        if (*jstr(c, "kind") &&
+            (rc = put(ls, "__meta_kubernetes_pod_controller_kind", jstr(c, "kind"))))
             return rc;
-        if (*jstr(c, "name") && (rc = put(ls, "__meta_kubernetes_pod_controller_name", jstr(c, "name"))))
+        if (*jstr(c, "name") &&
+            (rc = put(ls, "__meta_kubernetes_pod_controller_name", jstr(c, "name"))))
             return rc;
         break;
     }
@@ -266,7 +271,8 @@ static int container_labels(pd_labels *ls, const json_t *c, const json_t *port, 
     if (!port)
         return 0;
     char pn[24];
-    snprintf(pn, sizeof pn, "%lld", (long long)json_integer_value(json_object_get(port, "containerPort")));
+    snprintf(pn, sizeof pn, "%lld",
+             (long long)json_integer_value(json_object_get(port, "containerPort")));
     const char *proto = jstr(port, "protocol");
     if ((rc = put(ls, "__meta_kubernetes_pod_container_port_name", jstr(port, "name"))) ||
         (rc = put(ls, "__meta_kubernetes_pod_container_port_number", pn)) ||
@@ -278,14 +284,14 @@ static int container_labels(pd_labels *ls, const json_t *c, const json_t *port, 
 /* Calls fn for every container (containers, then initContainers). */
 #define FOREACH_CONTAINER(pod, c, init)                                                            \
     for (int pass_ = 0; pass_ < 2; pass_++)                                                        \
-        for (size_t ci_ = 0, n_ = json_array_size(json_object_get(                                 \
-                                 json_object_get(pod, "spec"),                                     \
-                                 pass_ ? "initContainers" : "containers"));                        \
-             ci_ < n_ && ((c = json_array_get(json_object_get(json_object_get(pod, "spec"),        \
-                                                              pass_ ? "initContainers"             \
-                                                                    : "containers"),               \
-                                              ci_)),                                               \
-                          (init = pass_ == 1), 1);                                                 \
+        for (size_t ci_ = 0,                                                                       \
+                    n_ = json_array_size(json_object_get(                                          \
+                        json_object_get(pod, "spec"), pass_ ? "initContainers" : "containers"));   \
+             ci_ < n_ &&                                                                           \
+             ((c = json_array_get(json_object_get(json_object_get(pod, "spec"),                    \
+                                                  pass_ ? "initContainers" : "containers"),        \
+                                  ci_)),                                                           \
+              (init = pass_ == 1), 1);                                                             \
              ci_++)
 
 static int build_pod(gl *g, const json_t *pod)
@@ -313,9 +319,11 @@ static int build_pod(gl *g, const json_t *pod)
         json_array_foreach(ports, i, p)
         {
             char addr[300];
-            join_host_port(addr, sizeof addr, ip, (long long)json_integer_value(json_object_get(p, "containerPort")));
+            join_host_port(addr, sizeof addr, ip,
+                           (long long)json_integer_value(json_object_get(p, "containerPort")));
             pd_labels_release(&own);
-            if ((rc = container_labels(&own, c, p, init)) || (rc = add_target(g, &base, &own, addr)))
+            if ((rc = container_labels(&own, c, p, init)) ||
+                (rc = add_target(g, &base, &own, addr)))
                 break;
         }
     }
@@ -349,7 +357,8 @@ static int build_service(gl *g, const json_t *svc)
             break;
         char addr[600], pn[24];
         long long port = (long long)json_integer_value(json_object_get(p, "port"));
-        snprintf(addr, sizeof addr, "%s.%s.svc:%lld", jstr(md, "name"), jstr(md, "namespace"), port);
+        snprintf(addr, sizeof addr, "%s.%s.svc:%lld", jstr(md, "name"), jstr(md, "namespace"),
+                 port);
         snprintf(pn, sizeof pn, "%lld", port);
         const char *proto = jstr(p, "protocol");
         pd_labels_release(&own);
@@ -373,7 +382,7 @@ static int build_service(gl *g, const json_t *svc)
 static int build_node(gl *g, const json_t *node)
 {
     const json_t *md = json_object_get(node, "metadata"), *st = json_object_get(node, "status");
-    static const char *const prio[] = {"InternalIP", "InternalDNS", "ExternalIP",
+    static const char *const prio[] = {"InternalIP",  "InternalDNS",  "ExternalIP",
                                        "ExternalDNS", "LegacyHostIP", "Hostname"};
     const json_t *addrs = json_object_get(st, "addresses");
     const char *addr = NULL;
@@ -484,16 +493,20 @@ static int build_endpoints(gl *g, const json_t *ep, json_t *services, json_t *po
                     char addr[300];
                     join_host_port(addr, sizeof addr, jstr(a, "ip"), pn);
                     pd_labels_release(&own);
-                    if ((rc = put(&own, "__meta_kubernetes_endpoint_port_name", jstr(port, "name"))) ||
+                    if ((rc = put(&own, "__meta_kubernetes_endpoint_port_name",
+                                  jstr(port, "name"))) ||
                         (rc = put(&own, "__meta_kubernetes_endpoint_port_protocol",
                                   *proto ? proto : "TCP")) ||
-                        (rc = put(&own, "__meta_kubernetes_endpoint_ready", ready ? "true" : "false")))
+                        (rc = put(&own, "__meta_kubernetes_endpoint_ready",
+                                  ready ? "true" : "false")))
                         goto out;
                     if (*jstr(a, "hostname") &&
-                        (rc = put(&own, "__meta_kubernetes_endpoint_hostname", jstr(a, "hostname"))))
+                        (rc =
+                             put(&own, "__meta_kubernetes_endpoint_hostname", jstr(a, "hostname"))))
                         goto out;
                     if (*jstr(a, "nodeName") &&
-                        (rc = put(&own, "__meta_kubernetes_endpoint_node_name", jstr(a, "nodeName"))))
+                        (rc = put(&own, "__meta_kubernetes_endpoint_node_name",
+                                  jstr(a, "nodeName"))))
                         goto out;
                     const json_t *ref = json_object_get(a, "targetRef");
                     if (ref && ((rc = put(&own, "__meta_kubernetes_endpoint_address_target_kind",
@@ -605,12 +618,13 @@ static int build_endpointslice(gl *g, const json_t *eps, json_t *services, json_
     json_t *seen = json_object(); /* "ns/pod" -> {"port": true} */
     int rc = seen ? 0 : PD_ENOMEM;
     if (!rc && !(rc = put(&base, "__meta_kubernetes_namespace", ns)) &&
-        !(rc = put(&base, "__meta_kubernetes_endpointslice_address_type", jstr(eps, "addressType"))) &&
+        !(rc = put(&base, "__meta_kubernetes_endpointslice_address_type",
+                   jstr(eps, "addressType"))) &&
         !(rc = put(&base, "__meta_kubernetes_endpointslice_name", jstr(md, "name"))))
         rc = put_meta(&base, "endpointslice", eps);
     const json_t *svc = NULL;
-    const char *svc_name =
-        json_string_value(json_object_get(json_object_get(md, "labels"), "kubernetes.io/service-name"));
+    const char *svc_name = json_string_value(
+        json_object_get(json_object_get(md, "labels"), "kubernetes.io/service-name"));
     if (svc_name) {
         char key[600];
         snprintf(key, sizeof key, "%s/%s", ns, svc_name);
@@ -650,13 +664,15 @@ static int build_endpointslice(gl *g, const json_t *eps, json_t *services, json_
                     {"zone", "__meta_kubernetes_endpointslice_endpoint_zone"},
                     {NULL, NULL}};
                 if (json_is_string(json_object_get(port, "name")) &&
-                    (rc = put(&own, "__meta_kubernetes_endpointslice_port_name", jstr(port, "name"))))
+                    (rc = put(&own, "__meta_kubernetes_endpointslice_port_name",
+                              jstr(port, "name"))))
                     goto built;
                 if (json_is_string(json_object_get(port, "protocol")) &&
                     (rc = put(&own, "__meta_kubernetes_endpointslice_port_protocol",
                               jstr(port, "protocol"))))
                     goto built;
-                if (json_is_integer(pv) && (rc = put(&own, "__meta_kubernetes_endpointslice_port", pns)))
+                if (json_is_integer(pv) &&
+                    (rc = put(&own, "__meta_kubernetes_endpointslice_port", pns)))
                     goto built;
                 if (json_is_string(json_object_get(port, "appProtocol")) &&
                     (rc = put(&own, "__meta_kubernetes_endpointslice_port_app_protocol",
@@ -682,7 +698,8 @@ static int build_endpointslice(gl *g, const json_t *eps, json_t *services, json_
                 json_object_foreach(json_object_get(ep, "deprecatedTopology"), tk, tv)
                 {
                     char n1[PD_LABEL_MAX_NAME + 64], n2[PD_LABEL_MAX_NAME + 64];
-                    snprintf(n1, sizeof n1, "__meta_kubernetes_endpointslice_endpoint_topology_%s", tk);
+                    snprintf(n1, sizeof n1, "__meta_kubernetes_endpointslice_endpoint_topology_%s",
+                             tk);
                     snprintf(n2, sizeof n2,
                              "__meta_kubernetes_endpointslice_endpoint_topology_present_%s", tk);
                     sanitize(n1);
@@ -863,16 +880,24 @@ static int build_role(pd_k8s_role role, json_t *const *stores, gl *g)
     for (size_t i = 0; i < n && !rc; i++) {
         const json_t *o = json_object_get(stores[main_res], keys[i]);
         switch (role) {
-        case PD_K8S_POD: rc = build_pod(g, o); break;
-        case PD_K8S_SERVICE: rc = build_service(g, o); break;
-        case PD_K8S_NODE: rc = build_node(g, o); break;
+        case PD_K8S_POD:
+            rc = build_pod(g, o);
+            break;
+        case PD_K8S_SERVICE:
+            rc = build_service(g, o);
+            break;
+        case PD_K8S_NODE:
+            rc = build_node(g, o);
+            break;
         case PD_K8S_ENDPOINTS:
             rc = build_endpoints(g, o, stores[RES_SERVICES], stores[RES_PODS]);
             break;
         case PD_K8S_ENDPOINTSLICE:
             rc = build_endpointslice(g, o, stores[RES_SERVICES], stores[RES_PODS]);
             break;
-        case PD_K8S_INGRESS: rc = build_ingress(g, o); break;
+        case PD_K8S_INGRESS:
+            rc = build_ingress(g, o);
+            break;
         }
     }
     free(keys);
@@ -1004,8 +1029,7 @@ static int do_list(pd__k8s *k, stream *s)
         if (store && !obj_key(o, key, sizeof key))
             json_object_set(store, key, o);
     }
-    snprintf(s->rv, sizeof s->rv, "%s",
-             jstr(json_object_get(root, "metadata"), "resourceVersion"));
+    snprintf(s->rv, sizeof s->rv, "%s", jstr(json_object_get(root, "metadata"), "resourceVersion"));
     json_decref(root);
     if (!store) {
         snprintf(msg, sizeof msg, "out of memory");
@@ -1018,8 +1042,8 @@ out:
     if (rc) {
         count_failure();
         pd_log_warn("kubernetes_sd: list failed, keeping the previous targets",
-                    "resource=%s namespace=\"%s\" err=\"%s\"", res_name[s->res],
-                    s->ns ? s->ns : "", msg);
+                    "resource=%s namespace=\"%s\" err=\"%s\"", res_name[s->res], s->ns ? s->ns : "",
+                    msg);
     }
     if (e)
         curl_easy_cleanup(e);
@@ -1044,14 +1068,14 @@ static bool apply_event(stream *s, const char *line, size_t len)
                     res_name[s->res], je.text);
         s->relist = true;
     } else if (!strcmp(type, "ERROR")) {
-        pd_log_info("kubernetes_sd: watch error event, listing again", "resource=%s message=\"%.200s\"",
-                    res_name[s->res], jstr(o, "message"));
+        pd_log_info("kubernetes_sd: watch error event, listing again",
+                    "resource=%s message=\"%.200s\"", res_name[s->res], jstr(o, "message"));
         s->relist = true;
     } else if (!strcmp(type, "BOOKMARK")) {
         /* only the version moves */
     } else if (obj_key(o, key, sizeof key)) {
-        pd_log_warn("kubernetes_sd: watch event without an object name, ignored", "resource=%s type=\"%.32s\"",
-                    res_name[s->res], type);
+        pd_log_warn("kubernetes_sd: watch event without an object name, ignored",
+                    "resource=%s type=\"%.32s\"", res_name[s->res], type);
     } else if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED")) {
         if (json_object_size(s->store) < K8S_MAX_OBJECTS || json_object_get(s->store, key)) {
             json_object_set(s->store, key, o);
@@ -1148,8 +1172,9 @@ static void end_watch(pd__k8s *k, stream *s, CURLcode res)
     }
     if (!s->relist) {
         count_failure();
-        pd_log_warn("kubernetes_sd: watch failed, listing again", "resource=%s status=%ld err=\"%s\"",
-                    res_name[s->res], status, s->bad ? "event over 16 MiB" : curl_easy_strerror(res));
+        pd_log_warn("kubernetes_sd: watch failed, listing again",
+                    "resource=%s status=%ld err=\"%s\"", res_name[s->res], status,
+                    s->bad ? "event over 16 MiB" : curl_easy_strerror(res));
     }
     s->state = ST_WAIT;
     s->retry_ms = mono_ms() + 1000;
@@ -1297,8 +1322,7 @@ static int resolve(pd__k8s *k, char **own_ns, pd_err *err)
         bool ok = pd__client_read_secret(p, buf, sizeof buf, msg, sizeof msg);
         free(p);
         if (!ok)
-            return pd_err_set(err, PD_EINVAL,
-                              "kubernetes_sd_configs: own_namespace: %s", msg);
+            return pd_err_set(err, PD_EINVAL, "kubernetes_sd_configs: own_namespace: %s", msg);
         if (!(*own_ns = strdup(buf)))
             return PD_ENOMEM;
     }
@@ -1358,10 +1382,18 @@ int pd__k8s_start(const pd_sd_config *cfg, pd__k8s **out, pd_err *err)
     k8s_res res[3];
     size_t nr = 0;
     switch (cfg->role) {
-    case PD_K8S_POD: res[nr++] = RES_PODS; break;
-    case PD_K8S_SERVICE: res[nr++] = RES_SERVICES; break;
-    case PD_K8S_NODE: res[nr++] = RES_NODES; break;
-    case PD_K8S_INGRESS: res[nr++] = RES_INGRESSES; break;
+    case PD_K8S_POD:
+        res[nr++] = RES_PODS;
+        break;
+    case PD_K8S_SERVICE:
+        res[nr++] = RES_SERVICES;
+        break;
+    case PD_K8S_NODE:
+        res[nr++] = RES_NODES;
+        break;
+    case PD_K8S_INGRESS:
+        res[nr++] = RES_INGRESSES;
+        break;
     case PD_K8S_ENDPOINTS:
     case PD_K8S_ENDPOINTSLICE:
         res[nr++] = cfg->role == PD_K8S_ENDPOINTS ? RES_ENDPOINTS : RES_ENDPOINTSLICES;

@@ -116,8 +116,8 @@ int pd__scrape_spec_build(const pd_config *cfg, const pd_scrape_job *job, const 
         goto fail;
     pd_format_duration(job->timeout_ms, buf, sizeof buf);
     if ((rc = set_if_absent(ls, "__scrape_timeout__", buf, err)) ||
-        (rc = set_if_absent(ls, "__metrics_path__", job->metrics_path ? job->metrics_path : "/metrics",
-                            err)) ||
+        (rc = set_if_absent(ls, "__metrics_path__",
+                            job->metrics_path ? job->metrics_path : "/metrics", err)) ||
         (rc = set_if_absent(ls, "__scheme__", job->scheme ? job->scheme : "http", err)))
         goto fail;
     for (size_t i = 0; i < job->n_query; i++) {
@@ -233,8 +233,8 @@ int pd__scrape_spec_build(const pd_config *cfg, const pd_scrape_job *job, const 
     }
     out->cumulative = cumulative;
     for (size_t i = 0; i < cfg->external_labels.n; i++)
-        if ((rc = set_if_absent(ls, cfg->external_labels.v[i].name,
-                                cfg->external_labels.v[i].value, err)))
+        if ((rc = set_if_absent(ls, cfg->external_labels.v[i].name, cfg->external_labels.v[i].value,
+                                err)))
             goto fail;
     return 0;
 fail:

@@ -131,9 +131,9 @@ static int list_id(pd_series_latest_set *set, const pd_sample_type_desc **d, siz
     }
 }
 
-int pd__latest_add(pd_series_latest_set *set, uint64_t ref, const pd_labels *labels,
-                   int64_t ts_ms, const pd_sample_type_desc *types, size_t n_types,
-                   bool copy_labels, bool copy_types)
+int pd__latest_add(pd_series_latest_set *set, uint64_t ref, const pd_labels *labels, int64_t ts_ms,
+                   const pd_sample_type_desc *types, size_t n_types, bool copy_labels,
+                   bool copy_types)
 {
     latest_priv *p = set->priv;
     if (set->n == p->cap) {

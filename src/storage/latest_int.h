@@ -21,8 +21,8 @@ int pd__latest_init(pd_series_latest_set *out /* OUT */);
  * copy_labels (copy_types) is false — the caller guarantees they outlive
  * it — and copied into the set's memory when true (types: only a list
  * not in the set yet). 0 or PD_ENOMEM. */
-int pd__latest_add(pd_series_latest_set *set, uint64_t ref, const pd_labels *labels,
-                   int64_t ts_ms, const pd_sample_type_desc *types, size_t n_types,
-                   bool copy_labels, bool copy_types);
+int pd__latest_add(pd_series_latest_set *set, uint64_t ref, const pd_labels *labels, int64_t ts_ms,
+                   const pd_sample_type_desc *types, size_t n_types, bool copy_labels,
+                   bool copy_types);
 
 #endif

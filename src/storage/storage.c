@@ -28,18 +28,17 @@
 #include "storage/clickhouse/clickhouse.h"
 #include "storage/tsdb/tsdb.h"
 
-
 struct pd_storage {
     pd_storage_backend backend;
     pd_tsdb *tsdb;
     pd_ch *ch;
     /* aggregations walking the store at once (options.max_aggregations) */
     pthread_mutex_t agg_mu;
-    pthread_cond_t agg_cv; /* CLOCK_MONOTONIC */
-    unsigned agg_max;      /* 0: no limit */
-    unsigned agg_running;  /* turns held */
+    pthread_cond_t agg_cv;                   /* CLOCK_MONOTONIC */
+    unsigned agg_max;                        /* 0: no limit */
+    unsigned agg_running;                    /* turns held */
     struct agg_waiter *agg_queue, *agg_tail; /* waiting, in arrival order */
-    struct append_observer *observer;         /* pd_storage_on_append, __atomic */
+    struct append_observer *observer;        /* pd_storage_on_append, __atomic */
 };
 
 /* pd_storage_on_append's pair; replaced ones are kept until close (an
@@ -122,7 +121,7 @@ static int agg_enter(pd_storage *s, int (*poll)(void *ctx, pd_err *err), void *c
     if (rc < 0) {
         if (w.granted) {
             agg_pass_locked(s); /* granted meanwhile: not used */
-        } else { /* out of the queue */
+        } else {                /* out of the queue */
             agg_waiter **pp = &s->agg_queue, *prev = NULL;
             while (*pp != &w) {
                 prev = *pp;
@@ -135,7 +134,8 @@ static int agg_enter(pd_storage *s, int (*poll)(void *ctx, pd_err *err), void *c
     }
     pthread_mutex_unlock(&s->agg_mu);
     pd_metrics_add("profd_storage_merges_waiting", NULL, -1);
-    pd_metrics_add("profd_storage_merge_wait_seconds_total", NULL, (double)(pd_mono_ns() - t0) / 1e9);
+    pd_metrics_add("profd_storage_merge_wait_seconds_total", NULL,
+                   (double)(pd_mono_ns() - t0) / 1e9);
     return rc < 0 ? rc : 0;
 }
 
@@ -283,14 +283,14 @@ static int select_latest_generic(pd_storage *s, const pd_matcher *ms, size_t n, 
             break;
         }
         pd_points pt = {0};
-        rc = pd_storage_read_point_before(s, set.v[i].ref, maxt == INT64_MAX ? maxt : maxt + 1,
-                                          &pt, err);
+        rc = pd_storage_read_point_before(s, set.v[i].ref, maxt == INT64_MAX ? maxt : maxt + 1, &pt,
+                                          err);
         if (rc == PD_ENOTFOUND) { /* gone since selected */
             pd_err_clear(err);
             rc = 0;
         } else if (rc >= 0 && pt.n) {
-            rc = pd__latest_add(out, set.v[i].ref, &set.v[i].labels, pt.v[0].ts_ms,
-                                pt.v[0].types, pt.v[0].n_types, true, true);
+            rc = pd__latest_add(out, set.v[i].ref, &set.v[i].labels, pt.v[0].ts_ms, pt.v[0].types,
+                                pt.v[0].n_types, true, true);
             if (rc < 0)
                 rc = pd_err_set(err, rc, "select: out of memory");
         }
@@ -377,8 +377,7 @@ int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *gr
     if (s->ch)
         rc = pd__ch_aggregate(s->ch, refs, group, n, mint, maxt, fn, poll, ctx, n_series, err);
     else
-        rc = pd_tsdb_aggregate(s->tsdb, refs, group, n, mint, maxt, fn, poll, ctx, n_series,
-                                err);
+        rc = pd_tsdb_aggregate(s->tsdb, refs, group, n, mint, maxt, fn, poll, ctx, n_series, err);
     agg_leave(s);
     return rc;
 }
@@ -527,11 +526,10 @@ static int delta_part(void *ctx, const pd_storage_agg_part *part, const pd_profi
     return c->fn(c->ctx, &pt, p, err);
 }
 
-static int aggregate_delta(pd_storage *s, const pd_storage_sample_filter *f,
-                           const uint64_t *refs, const uint32_t *group, const uint64_t *cum_mask,
-                           size_t n, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
-                           int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
-                           size_t *n_deltas, pd_err *err);
+static int aggregate_delta(pd_storage *s, const pd_storage_sample_filter *f, const uint64_t *refs,
+                           const uint32_t *group, const uint64_t *cum_mask, size_t n, int64_t mint,
+                           int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                           void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err);
 
 int pd_storage_aggregate_delta(pd_storage *s, const uint64_t *refs, const uint32_t *group,
                                const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
@@ -622,15 +620,14 @@ int pd_storage_aggregate_filtered(pd_storage *s, const pd_storage_sample_filter 
 }
 
 /* (the turn taken) */
-static int aggregate_delta(pd_storage *s, const pd_storage_sample_filter *f,
-                           const uint64_t *refs, const uint32_t *group, const uint64_t *cum_mask,
-                           size_t n, int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
-                           int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
-                           size_t *n_deltas, pd_err *err)
+static int aggregate_delta(pd_storage *s, const pd_storage_sample_filter *f, const uint64_t *refs,
+                           const uint32_t *group, const uint64_t *cum_mask, size_t n, int64_t mint,
+                           int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                           void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err)
 {
     if (!s->ch)
         return pd_tsdb_aggregate_filtered(s->tsdb, f, refs, group, cum_mask, n, mint, maxt, fn,
-                                           poll, ctx, n_series, n_deltas, err);
+                                          poll, ctx, n_series, n_deltas, err);
     pd_err_clear(err);
     if (n_deltas)
         *n_deltas = 0;

@@ -64,31 +64,31 @@ typedef struct pd_clickhouse_options {
                                 "http://127.0.0.1:8123"; tried in order, the next one
                                 after a connection failure or a 5xx (failover) */
     size_t n_urls;
-    const char *user;        /* NULL: "default" */
-    const char *password;    /* NULL or "": none */
-    const char *database;    /* NULL: "profd"; created if missing */
-    const char *cluster;     /* NULL: single server. Else the name of a cluster in
-                                ClickHouse's remote_servers: every URL gets the local
-                                tables (<table>_local) and Distributed tables over the
-                                cluster's shards under the plain names */
-    bool replicated;         /* with cluster: the <table>_local tables are
-                                Replicated*MergeTree (ZooKeeper path
-                                /clickhouse/tables/{shard}/<database>/<table>, replica
-                                '{replica}': each server's <macros>), the cluster's
-                                shards listing their replicas with
-                                internal_replication; a retried INSERT relies on
-                                ClickHouse's block deduplication (clickhouse.h) */
-    size_t batch_bytes;      /* flush a batch of inserts at this size; 0 = 8 MiB */
-    size_t batch_rows;       /* ... or when it holds this many samples rows (one per
-                                sample of each profile); 0 = 1,000,000 */
-    int64_t batch_wait_ms;   /* wait this long for more profiles before a flush;
-                                0 = none (group commit: a batch is what queued while
-                                the previous one was in flight) */
+    const char *user;          /* NULL: "default" */
+    const char *password;      /* NULL or "": none */
+    const char *database;      /* NULL: "profd"; created if missing */
+    const char *cluster;       /* NULL: single server. Else the name of a cluster in
+                                  ClickHouse's remote_servers: every URL gets the local
+                                  tables (<table>_local) and Distributed tables over the
+                                  cluster's shards under the plain names */
+    bool replicated;           /* with cluster: the <table>_local tables are
+                                  Replicated*MergeTree (ZooKeeper path
+                                  /clickhouse/tables/{shard}/<database>/<table>, replica
+                                  '{replica}': each server's <macros>), the cluster's
+                                  shards listing their replicas with
+                                  internal_replication; a retried INSERT relies on
+                                  ClickHouse's block deduplication (clickhouse.h) */
+    size_t batch_bytes;        /* flush a batch of inserts at this size; 0 = 8 MiB */
+    size_t batch_rows;         /* ... or when it holds this many samples rows (one per
+                                  sample of each profile); 0 = 1,000,000 */
+    int64_t batch_wait_ms;     /* wait this long for more profiles before a flush;
+                                  0 = none (group commit: a batch is what queued while
+                                  the previous one was in flight) */
     int64_t flush_interval_ms; /* a batch starts at least this long after the previous
                                 one started (ClickHouse wants few, large inserts: each
                                 makes a part per table); 0 = 100 ms, < 0 = none */
-    int64_t timeout_ms;      /* one HTTP request; 0 = 30 s */
-    int retries;             /* attempts per statement; 0 = 5 (backoff 100 ms doubling) */
+    int64_t timeout_ms;        /* one HTTP request; 0 = 30 s */
+    int retries;               /* attempts per statement; 0 = 5 (backoff 100 ms doubling) */
 } pd_clickhouse_options;
 
 typedef struct pd_storage_options {
@@ -100,54 +100,54 @@ typedef struct pd_storage_options {
      * retention_bytes. */
     pd_storage_backend backend;
     pd_clickhouse_options clickhouse; /* used when backend == PD_STORAGE_CLICKHOUSE */
-    const char *path;         /* directory; created if missing */
-    size_t segment_bytes;     /* log segment size; 0 = 32 MiB (the checkpoint after a head
-                                 cut frees whole segments: smaller ones free sooner) */
-    pd_fsync_policy fsync;    /* default PD_FSYNC_BATCH */
-    int64_t fsync_batch_ms;   /* batch window; 0 = 1000 ms */
-    pd_pprof_limits limits;   /* caps for decoding stored bodies */
-    int64_t block_duration_ms; /* head cut (--storage.block-duration): once the head's newest
-                                  profile is 1.5 x this past the start of the oldest aligned
-                                  range [k*d, (k+1)*d) holding head data, that range is
-                                  written as a block and the WAL checkpointed;
-                                  0 = 2 h, < 0 = never cut */
-    int64_t retention_ms;      /* --storage.retention.time: blocks whose newest profile is
-                                  older than this before the wall clock (clock_ms) are
-                                  deleted (whole blocks, oldest first), and appends older
-                                  than now - this are refused (PD_EOUTOFBOUNDS);
-                                  0 = 15 d, < 0 = no time limit */
-    int64_t future_grace_ms;   /* --storage.future-grace: appends more than this after the
-                                  wall clock are refused (PD_EOUTOFBOUNDS), as Mimir's and
-                                  Pyroscope's creation grace period; 0 = 10 min,
-                                  < 0 = no limit */
-    int64_t (*clock_ms)(void); /* the wall clock, Unix ms, for the two bounds above and
-                                  retention; NULL = pd_now_ms (tests set their own) */
-    uint64_t retention_bytes;  /* --storage.retention.size: oldest blocks are deleted while
-                                  blocks + WAL exceed this many bytes; 0 = no size limit */
-    int64_t maintenance_ms;    /* period of the background thread that compacts blocks and
-                                  applies retention; 0 = 60 s, < 0 = no thread (only
-                                  pd_storage_maintain) */
-    int max_aggregations;      /* --query.max-merge-concurrency: pd_storage_aggregate and
-                                  pd_storage_aggregate_delta calls computed at once; the
-                                  others wait their turn (polling, so deadlines and
-                                  cancels still apply), so merges leave CPU to appends
-                                  (issue 20: 4 merging clients on 2 cores halved the
-                                  pushes acknowledged); 0 = half the online CPUs, at
-                                  least 1; < 0 = no limit */
-    int64_t aggregate_slice_ns; /* pd_storage_aggregate holds the head's index read lock
-                                   for slices of about this many nanoseconds, then lets
-                                   writers in (the lock prefers them) and resumes;
-                                   0 = 1 ms (tests set 1 to slice as often as possible) */
-    int aggregate_workers;      /* --storage.aggregate-workers: threads pd_storage_aggregate
-                                   walks a query's blocks on (one (block, group) at a time
-                                   each; the parts still reach fn in order); 1 = the
-                                   calling thread walks them one after another; 0 = the
-                                   number of online cores, at most 4; capped at
-                                   PD_STORAGE_MAX_AGG_WORKERS */
-    bool no_head_snapshot;      /* the TSDB writes the head's decomposed state to
-                                   PATH/head.snapshot at close and adopts it at the next
-                                   open (docs/format/head_snapshot.md); true: neither
-                                   (tests of the WAL-only path) */
+    const char *path;                 /* directory; created if missing */
+    size_t segment_bytes;             /* log segment size; 0 = 32 MiB (the checkpoint after a head
+                                         cut frees whole segments: smaller ones free sooner) */
+    pd_fsync_policy fsync;            /* default PD_FSYNC_BATCH */
+    int64_t fsync_batch_ms;           /* batch window; 0 = 1000 ms */
+    pd_pprof_limits limits;           /* caps for decoding stored bodies */
+    int64_t block_duration_ms;        /* head cut (--storage.block-duration): once the head's newest
+                                         profile is 1.5 x this past the start of the oldest aligned
+                                         range [k*d, (k+1)*d) holding head data, that range is
+                                         written as a block and the WAL checkpointed;
+                                         0 = 2 h, < 0 = never cut */
+    int64_t retention_ms;             /* --storage.retention.time: blocks whose newest profile is
+                                         older than this before the wall clock (clock_ms) are
+                                         deleted (whole blocks, oldest first), and appends older
+                                         than now - this are refused (PD_EOUTOFBOUNDS);
+                                         0 = 15 d, < 0 = no time limit */
+    int64_t future_grace_ms;          /* --storage.future-grace: appends more than this after the
+                                         wall clock are refused (PD_EOUTOFBOUNDS), as Mimir's and
+                                         Pyroscope's creation grace period; 0 = 10 min,
+                                         < 0 = no limit */
+    int64_t (*clock_ms)(void);        /* the wall clock, Unix ms, for the two bounds above and
+                                         retention; NULL = pd_now_ms (tests set their own) */
+    uint64_t retention_bytes;         /* --storage.retention.size: oldest blocks are deleted while
+                                         blocks + WAL exceed this many bytes; 0 = no size limit */
+    int64_t maintenance_ms;           /* period of the background thread that compacts blocks and
+                                         applies retention; 0 = 60 s, < 0 = no thread (only
+                                         pd_storage_maintain) */
+    int max_aggregations;             /* --query.max-merge-concurrency: pd_storage_aggregate and
+                                         pd_storage_aggregate_delta calls computed at once; the
+                                         others wait their turn (polling, so deadlines and
+                                         cancels still apply), so merges leave CPU to appends
+                                         (issue 20: 4 merging clients on 2 cores halved the
+                                         pushes acknowledged); 0 = half the online CPUs, at
+                                         least 1; < 0 = no limit */
+    int64_t aggregate_slice_ns;       /* pd_storage_aggregate holds the head's index read lock
+                                         for slices of about this many nanoseconds, then lets
+                                         writers in (the lock prefers them) and resumes;
+                                         0 = 1 ms (tests set 1 to slice as often as possible) */
+    int aggregate_workers;            /* --storage.aggregate-workers: threads pd_storage_aggregate
+                                         walks a query's blocks on (one (block, group) at a time
+                                         each; the parts still reach fn in order); 1 = the
+                                         calling thread walks them one after another; 0 = the
+                                         number of online cores, at most 4; capped at
+                                         PD_STORAGE_MAX_AGG_WORKERS */
+    bool no_head_snapshot;            /* the TSDB writes the head's decomposed state to
+                                         PATH/head.snapshot at close and adopts it at the next
+                                         open (docs/format/head_snapshot.md); true: neither
+                                         (tests of the WAL-only path) */
 } pd_storage_options;
 
 #define PD_STORAGE_MAX_AGG_WORKERS 16
@@ -228,10 +228,10 @@ typedef struct pd_sample_type_desc {
 } pd_sample_type_desc;
 
 typedef struct pd_series_info {
-    uint64_t ref;     /* stable id of the series in this store */
-    pd_labels labels; /* owned copy */
-    size_t n_profiles;        /* profiles in the selected time range */
-    int64_t min_ts, max_ts;   /* of those profiles, ms */
+    uint64_t ref;           /* stable id of the series in this store */
+    pd_labels labels;       /* owned copy */
+    size_t n_profiles;      /* profiles in the selected time range */
+    int64_t min_ts, max_ts; /* of those profiles, ms */
 } pd_series_info;
 
 typedef struct pd_series_set {
@@ -277,9 +277,9 @@ typedef struct pd_series_latest {
     int64_t ts_ms;           /* the series' newest profile in [mint, maxt] */
     size_t n_types;
     const pd_sample_type_desc *types; /* that profile's sample types, n_types */
-    uint32_t types_id; /* within one set: equal ids <=> equal types (every
-                          type and unit, in order), so that a caller can
-                          compute what depends on them once per id */
+    uint32_t types_id;                /* within one set: equal ids <=> equal types (every
+                                         type and unit, in order), so that a caller can
+                                         compute what depends on them once per id */
 } pd_series_latest;
 
 typedef struct pd_series_latest_set {
@@ -312,7 +312,7 @@ typedef struct pd_point {
 typedef struct pd_points {
     pd_point *v; /* ascending ts_ms */
     size_t n;
-    void *priv;  /* storage-private; freed by pd_points_release */
+    void *priv; /* storage-private; freed by pd_points_release */
 } pd_points;
 
 /* Reads timestamps and per-sample-type totals of series `ref` in [mint, maxt],
@@ -335,8 +335,7 @@ void pd_points_release(pd_points *pts);
  * the aggregation (which reports it). Errors as pd_storage_read_points.
  * Release out with pd_points_release. */
 int pd_storage_read_type_runs(pd_storage *s, uint64_t ref, int64_t mint, int64_t maxt,
-                              pd_points *out /* OUT */, size_t *n_profiles /* OUT */,
-                              pd_err *err);
+                              pd_points *out /* OUT */, size_t *n_profiles /* OUT */, pd_err *err);
 
 /* Reads the profile of series `ref` at exactly ts_ms, decoded into out (which
  * is overwritten; release with pd_profile_release). If raw != NULL, a pprof
@@ -369,21 +368,17 @@ int pd_storage_read_profile(pd_storage *s, uint64_t ref, int64_t ts_ms, pd_profi
  * pd_merge (query/query.h) gives the merge of the inputs one by one (up to
  * the order of samples, ids and of comments from different parts).
  * Order: the blocks in ascending time (blocks of equal start by block id),
- * in each the groups in the order of their first ref; then the head, group by group (summed the same way on
- * the head's ids, a part per symbol generation; profiles replayed from the
- * log and not decomposed yet are handed over one per part). fn may be
- * called with the store's index read-locked: it must not call the store.
- * A part never mixes sample types or period types (profiles that differ
- * start a new part). A ref unknown to the store (deleted since selected)
- * adds nothing; damaged block data is skipped with a warning (below), a
- * profile gone meanwhile is skipped.
- * Memory: one entry per distinct (stack, label set) of one group in one
- * block, never per profile. n_series (may be NULL) receives how many refs
- * have a block part or head profiles in the range.
- * Threads: with aggregate_workers > 1 (options) and more than one (block,
- * group) to sum, those are summed and symbolized on up to that many
- * threads started for the call, and the calling thread hands the parts to
- * fn in the order above (fn, poll and the warnings stay on the calling
+ * in each the groups in the order of their first ref; then the head, group by group (summed the
+ * same way on the head's ids, a part per symbol generation; profiles replayed from the log and not
+ * decomposed yet are handed over one per part). fn may be called with the store's index
+ * read-locked: it must not call the store. A part never mixes sample types or period types
+ * (profiles that differ start a new part). A ref unknown to the store (deleted since selected) adds
+ * nothing; damaged block data is skipped with a warning (below), a profile gone meanwhile is
+ * skipped. Memory: one entry per distinct (stack, label set) of one group in one block, never per
+ * profile. n_series (may be NULL) receives how many refs have a block part or head profiles in the
+ * range. Threads: with aggregate_workers > 1 (options) and more than one (block, group) to sum,
+ * those are summed and symbolized on up to that many threads started for the call, and the calling
+ * thread hands the parts to fn in the order above (fn, poll and the warnings stay on the calling
  * thread). Memory is then bounded by 2 x workers (block, group) sums held
  * at once (parts ready, not yet handed over) plus one sum per worker.
  * Concurrency: appends go on during the walk — the head is walked holding
@@ -412,8 +407,8 @@ typedef struct pd_storage_agg_part {
                                0 from every other call */
 } pd_storage_agg_part;
 
-typedef int (*pd_storage_agg_fn)(void *ctx, const pd_storage_agg_part *part,
-                                 const pd_profile *p, pd_err *err);
+typedef int (*pd_storage_agg_fn)(void *ctx, const pd_storage_agg_part *part, const pd_profile *p,
+                                 pd_err *err);
 
 int pd_storage_aggregate(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
                          int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
@@ -441,8 +436,8 @@ typedef struct pd_storage_agg_side {
     const uint64_t *refs;  /* n series */
     const uint32_t *group; /* as pd_storage_aggregate's group (NULL: each ref alone) */
     size_t n;
-    int64_t mint, maxt;    /* ms, inclusive */
-    size_t n_series;       /* OUT: refs with profiles in the range */
+    int64_t mint, maxt; /* ms, inclusive */
+    size_t n_series;    /* OUT: refs with profiles in the range */
 } pd_storage_agg_side;
 
 int pd_storage_aggregate_diff(pd_storage *s, pd_storage_agg_side side[2], pd_storage_agg_fn fn,
@@ -596,7 +591,7 @@ int pd_storage_aggregate_filtered(pd_storage *s, const pd_storage_sample_filter 
 #define PD_STORAGE_WARNING_BYTES 512
 
 typedef struct pd_storage_warnings {
-    char **v;       /* n messages, owned */
+    char **v; /* n messages, owned */
     size_t n;
     size_t dropped; /* messages not kept (over the cap, or out of memory) */
 } pd_storage_warnings;
@@ -616,23 +611,23 @@ void pd_storage_warnings_release(pd_storage_warnings *w);
 typedef struct pd_storage_stats {
     uint64_t n_series;
     uint64_t n_profiles;
-    uint64_t bytes_on_disk; /* every file under path */
-    int64_t min_ts, max_ts; /* 0,0 when empty */
-    uint64_t n_blocks;      /* immutable blocks open */
+    uint64_t bytes_on_disk;   /* every file under path */
+    int64_t min_ts, max_ts;   /* 0,0 when empty */
+    uint64_t n_blocks;        /* immutable blocks open */
     uint64_t n_head_profiles; /* profiles in the head (not yet in a block) */
     uint64_t n_cuts, n_compactions, n_retention_deletes; /* since open */
-    uint64_t n_aggregate_slices; /* since open: times an aggregation released the head's
-                                    index lock mid-walk to let writers in */
-    uint64_t n_aggregate_parallel; /* since open: aggregations whose blocks were walked by
-                                      more than one worker thread (aggregate_workers) */
-    uint64_t n_aggregates_built; /* since open: blocks whose aggregates file
-                                    (docs/format/aggregates.md) was built from their chunks */
-    uint64_t n_aggregate_records; /* since open: series' parts in a block that a merge added
-                                     as one pre-summed record instead of decoding them */
+    uint64_t n_aggregate_slices;      /* since open: times an aggregation released the head's
+                                         index lock mid-walk to let writers in */
+    uint64_t n_aggregate_parallel;    /* since open: aggregations whose blocks were walked by
+                                         more than one worker thread (aggregate_workers) */
+    uint64_t n_aggregates_built;      /* since open: blocks whose aggregates file
+                                         (docs/format/aggregates.md) was built from their chunks */
+    uint64_t n_aggregate_records;     /* since open: series' parts in a block that a merge added
+                                         as one pre-summed record instead of decoding them */
     uint64_t n_aggregate_head_groups; /* since open: sealed head groups a merge added as their
                                          sum (the head's aggregates) instead of decoding them */
-    uint64_t n_aggregate_head_open; /* since open: open head groups (a series' last <= 31
-                                       profiles) a merge added as their running sum */
+    uint64_t n_aggregate_head_open;   /* since open: open head groups (a series' last <= 31
+                                         profiles) a merge added as their running sum */
 } pd_storage_stats;
 
 /* One round of maintenance, as the background thread runs it: cuts the head

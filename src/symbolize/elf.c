@@ -117,7 +117,8 @@ static int read_syms(Elf *e, pd_elf_info *info, Elf64_Word want)
             const char *at = strchr(name, '@'); /* versioned: memcpy@@GLIBC_2.14 */
             if (at == name) /* only a version ("@@V", a crafted file): no name */
                 continue;
-            char *copy = pd_arena_strndup(&info->arena, name, at ? (size_t)(at - name) : strlen(name));
+            char *copy =
+                pd_arena_strndup(&info->arena, name, at ? (size_t)(at - name) : strlen(name));
             if (!copy)
                 return PD_ENOMEM;
             syms[k].lo = s.st_value;

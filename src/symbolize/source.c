@@ -63,7 +63,10 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     unsigned c = s[0];
     if (c < 0x80)
         return 1;
-    size_t k = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    size_t k = c >= 0xc2 && c <= 0xdf   ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
     if (!k || k > n)
         return 0;
     for (size_t i = 1; i < k; i++)
@@ -173,8 +176,7 @@ static int try_local(const char *candidate, const char *root, size_t max, pd_sou
         goto out;
     }
     if ((uint64_t)sb.st_size > max) {
-        note(tried, "%s: %lld bytes, over the %zu-byte cap", candidate, (long long)sb.st_size,
-             max);
+        note(tried, "%s: %lld bytes, over the %zu-byte cap", candidate, (long long)sb.st_size, max);
         rc = -1;
         goto out;
     }

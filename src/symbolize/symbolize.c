@@ -67,10 +67,10 @@ typedef struct entry {
     int64_t retry_at_ms; /* !found: ask again after */
     pd_elf_info info;
     pd_symcache_source src; /* found: the file's identity (the results cache's header) */
-    int fd;       /* for libdw, -1 when none */
-    Dwarf *dw;    /* NULL when the file has no DWARF */
-    int64_t used; /* LRU clock */
-    bool fetching; /* a thread fetches it from debuginfod without the lock */
+    int fd;                 /* for libdw, -1 when none */
+    Dwarf *dw;              /* NULL when the file has no DWARF */
+    int64_t used;           /* LRU clock */
+    bool fetching;          /* a thread fetches it from debuginfod without the lock */
     /* the CUs' address ranges, sorted by lo, built on the first address
        dwarf_addrdie cannot place (no .debug_aranges: clang's default) */
     struct cu_range *cus;
@@ -100,15 +100,21 @@ struct pd_symbolizer {
     size_t n_ents;
     int64_t clock;
     size_t max_cache_bytes;
-    uint64_t max_cache_mem; /* file bytes of the caches in memory together */
+    uint64_t max_cache_mem;          /* file bytes of the caches in memory together */
     pd_symcache *caches[MAX_CACHES]; /* results caches loaded, LRU by used */
     size_t n_caches;
 };
 
 static pd_symbolizer *global_sym;
 
-void pd_symbolizer_set_global(pd_symbolizer *s) { global_sym = s; }
-pd_symbolizer *pd_symbolizer_global(void) { return global_sym; }
+void pd_symbolizer_set_global(pd_symbolizer *s)
+{
+    global_sym = s;
+}
+pd_symbolizer *pd_symbolizer_global(void)
+{
+    return global_sym;
+}
 
 static int mkdir_p(const char *path)
 {
@@ -237,10 +243,12 @@ static bool source_of(const struct stat *sb, const char *path, uint8_t kind,
 {
     if (strlen(path) >= sizeof out->path)
         return false;
-    *out = (pd_symcache_source){.kind = kind, .size = (uint64_t)sb->st_size,
-                                .mtime_ns = (int64_t)sb->st_mtim.tv_sec * 1000000000 +
-                                            sb->st_mtim.tv_nsec,
-                                .dev = (uint64_t)sb->st_dev, .ino = (uint64_t)sb->st_ino};
+    *out = (pd_symcache_source){.kind = kind,
+                                .size = (uint64_t)sb->st_size,
+                                .mtime_ns =
+                                    (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec,
+                                .dev = (uint64_t)sb->st_dev,
+                                .ino = (uint64_t)sb->st_ino};
     snprintf(out->path, sizeof out->path, "%s", path);
     return true;
 }
@@ -251,8 +259,7 @@ static bool source_of(const struct stat *sb, const char *path, uint8_t kind,
 static const uint8_t local_kinds[] = {PD_SYMCACHE_SRC_CACHE_DIR, PD_SYMCACHE_SRC_DEBUG_DIR};
 
 /* The path of bid's debug file at kind (one of local_kinds) in out. */
-static void local_path(const pd_symbolizer *s, const char *bid, uint8_t kind, char *out,
-                       size_t cap)
+static void local_path(const pd_symbolizer *s, const char *bid, uint8_t kind, char *out, size_t cap)
 {
     if (kind == PD_SYMCACHE_SRC_CACHE_DIR)
         snprintf(out, cap, "%s/%s/debuginfo", s->cache_dir, bid);
@@ -352,8 +359,7 @@ static bool debuginfod_on(const pd_symbolizer *s)
 static void lookup_tail(entry *e, const char *local_file, int64_t now)
 {
     if (!e->found && local_file && local_file[0] == '/' &&
-        try_file(e, local_file, PD_SYMCACHE_SRC_MAPPED_FILE) &&
-        !e->info.from_symtab) {
+        try_file(e, local_file, PD_SYMCACHE_SRC_MAPPED_FILE) && !e->info.from_symtab) {
         if (e->dw)
             dwarf_end(e->dw);
         close(e->fd);
@@ -587,8 +593,7 @@ static pd_symcache *get_cache(pd_symbolizer *s, const char *bid)
                     st.good_bytes);
     }
     if (c->has_source && !cache_source_current(s, c)) {
-        pd_metrics_add("profd_symbolize_cache_invalidations_total", "reason=\"source_changed\"",
-                       1);
+        pd_metrics_add("profd_symbolize_cache_invalidations_total", "reason=\"source_changed\"", 1);
         pd_log_info("symbolization cache dropped: its debug info changed", "build_id=%s", bid);
         pd_symcache_reset(c, NULL);
     }
@@ -605,8 +610,8 @@ static void cache_add(pd_symcache *c, const entry *e, uint64_t off, const pd_sym
 {
     if (!c->has_source || !pd_symcache_source_equal(&c->src, &e->src)) {
         if (c->has_source)
-            pd_metrics_add("profd_symbolize_cache_invalidations_total",
-                           "reason=\"source_changed\"", 1);
+            pd_metrics_add("profd_symbolize_cache_invalidations_total", "reason=\"source_changed\"",
+                           1);
         pd_symcache_reset(c, &e->src);
     }
     if (pd_symcache_add(c, off, lines, n) == PD_ETOOBIG)
@@ -1131,7 +1136,8 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
                     }
                     for (size_t j = 0; j < nfr; j++) {
                         const char *nm = fr[j].name ? fr[j].name : sym->name;
-                        lbuf[j] = (pd_symcache_line){.name = nm, .system_name = nm,
+                        lbuf[j] = (pd_symcache_line){.name = nm,
+                                                     .system_name = nm,
                                                      .file = frame_file(&fr[j], &scratch),
                                                      .line = fr[j].line};
                     }
@@ -1162,10 +1168,10 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
         for (size_t j = 0; j < nfr && rc == 0; j++) {
             const char *name = lines[j].name, *src = lines[j].file;
             int64_t ni = pd_profile_intern(p, name, strlen(name));
-            int64_t si = strcmp(lines[j].system_name, name)
-                             ? pd_profile_intern(p, lines[j].system_name,
-                                                 strlen(lines[j].system_name))
-                             : ni;
+            int64_t si =
+                strcmp(lines[j].system_name, name)
+                    ? pd_profile_intern(p, lines[j].system_name, strlen(lines[j].system_name))
+                    : ni;
             int64_t fi = *src ? pd_profile_intern(p, src, strlen(src)) : 0;
             if (ni < 0 || fi < 0 || si < 0) {
                 rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");
@@ -1184,8 +1190,8 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err)
                     cap_fn = nc;
                 }
                 idx = n_fn;
-                fns[n_fn] = (pd_pprof_function){.id = ++next_id, .name = ni, .system_name = si,
-                                                .filename = fi};
+                fns[n_fn] = (pd_pprof_function){
+                    .id = ++next_id, .name = ni, .system_name = si, .filename = fi};
                 n_fn++;
                 if (pd_u64map_put(&by_name, key, idx) < 0) {
                     rc = pd_err_set(err, PD_ENOMEM, "out of memory naming frames");

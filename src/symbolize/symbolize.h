@@ -42,18 +42,15 @@
  * against the file a lookup would use now (another or a changed file drops
  * the cache: an upload, a new /usr/lib/debug file; a file that is gone
  * with none in its place keeps it: the answers came from this build ID);
- * an upload (pd_symbolizer_store) deletes it at once. Unnamed answers are never kept, so debug info that comes
- * later names old profiles. Bad files: a header that fails its checks
- * keeps nothing, a bad record (torn tail, CRC) keeps the records before it;
- * the rest is rebuilt by later answers (counted: /metrics below). Bounded:
- * max_cache_bytes per build ID's file (answers past it are not kept; the
- * default 4 MiB holds ~32,000 addresses of ~130 bytes, more than the hot
- * code of one binary) and the 64 MiB of files in memory above (~135 MiB of
- * RSS at most). No fsync (a cache: what a crash tears is found by the CRCs
- * and recomputed).
- * Thread-safe: one mutex, never held over a debuginfod fetch; an answer
- * that needs a build ID another is fetching waits for that fetch (one fetch
- * per build ID at a time), others go on.
+ * an upload (pd_symbolizer_store) deletes it at once. Unnamed answers are never kept, so debug info
+ * that comes later names old profiles. Bad files: a header that fails its checks keeps nothing, a
+ * bad record (torn tail, CRC) keeps the records before it; the rest is rebuilt by later answers
+ * (counted: /metrics below). Bounded: max_cache_bytes per build ID's file (answers past it are not
+ * kept; the default 4 MiB holds ~32,000 addresses of ~130 bytes, more than the hot code of one
+ * binary) and the 64 MiB of files in memory above (~135 MiB of RSS at most). No fsync (a cache:
+ * what a crash tears is found by the CRCs and recomputed). Thread-safe: one mutex, never held over
+ * a debuginfod fetch; an answer that needs a build ID another is fetching waits for that fetch (one
+ * fetch per build ID at a time), others go on.
  */
 #ifndef PD_SYMBOLIZE_SYMBOLIZE_H
 #define PD_SYMBOLIZE_SYMBOLIZE_H
@@ -67,11 +64,11 @@
 typedef struct pd_symbolizer pd_symbolizer;
 
 typedef struct pd_symbolizer_opts {
-    const char *cache_dir;  /* created when missing (required) */
-    bool use_debuginfod;    /* ask $DEBUGINFOD_URLS (when set) */
-    const char *debug_dir;  /* NULL: /usr/lib/debug */
-    size_t max_upload_bytes; /* 0: 1 GiB */
-    size_t max_cache_bytes;  /* results cache file per build ID, bytes; 0: 4 MiB */
+    const char *cache_dir;      /* created when missing (required) */
+    bool use_debuginfod;        /* ask $DEBUGINFOD_URLS (when set) */
+    const char *debug_dir;      /* NULL: /usr/lib/debug */
+    size_t max_upload_bytes;    /* 0: 1 GiB */
+    size_t max_cache_bytes;     /* results cache file per build ID, bytes; 0: 4 MiB */
     size_t max_cache_mem_bytes; /* results caches' file bytes in memory together; 0: 64 MiB */
 } pd_symbolizer_opts;
 
@@ -93,8 +90,9 @@ int pd_symbolizer_profile(pd_symbolizer *s, pd_profile *p, pd_err *err);
 /* Stores data[0..len) (an ELF file: a .debug file or an unstripped
  * binary) as the debug info of build_id. Checked: an ELF file whose GNU
  * build ID equals build_id (case-insensitive); written to a temporary file,
- * fsynced, renamed; build_id's results cache (memory and file) is dropped. Errors: PD_EINVAL (bad build ID, not ELF, no or another
- * build ID: err says which), PD_ETOOBIG (max_upload_bytes), -errno. */
+ * fsynced, renamed; build_id's results cache (memory and file) is dropped. Errors: PD_EINVAL (bad
+ * build ID, not ELF, no or another build ID: err says which), PD_ETOOBIG (max_upload_bytes),
+ * -errno. */
 int pd_symbolizer_store(pd_symbolizer *s, const char *build_id, const void *data, size_t len,
                         pd_err *err);
 

@@ -40,10 +40,10 @@
 
 /* Where the debug file of a build ID was found (symbolize.h's order). */
 enum {
-    PD_SYMCACHE_SRC_CACHE_DIR = 1,  /* <cache dir>/<bid>/debuginfo: upload or debuginfod copy */
-    PD_SYMCACHE_SRC_DEBUG_DIR = 2,  /* <debug dir>/.build-id/xx/rest.debug */
+    PD_SYMCACHE_SRC_CACHE_DIR = 1,   /* <cache dir>/<bid>/debuginfo: upload or debuginfod copy */
+    PD_SYMCACHE_SRC_DEBUG_DIR = 2,   /* <debug dir>/.build-id/xx/rest.debug */
     PD_SYMCACHE_SRC_MAPPED_FILE = 3, /* the mapping's own file on this host */
-    PD_SYMCACHE_SRC_DEBUGINFOD = 4  /* libdebuginfod's own copy (the cache dir copy failed) */
+    PD_SYMCACHE_SRC_DEBUGINFOD = 4   /* libdebuginfod's own copy (the cache dir copy failed) */
 };
 
 /* The identity of a debug file: answers made from it stay right while all
@@ -71,27 +71,27 @@ typedef struct pd_symcache_line {
 
 /* The answer for one file offset. */
 typedef struct pd_symcache_rec {
-    uint64_t off; /* file offset in the build ID's file */
-    uint32_t n_lines; /* 1..PD_SYMCACHE_MAX_LINES */
+    uint64_t off;            /* file offset in the build ID's file */
+    uint32_t n_lines;        /* 1..PD_SYMCACHE_MAX_LINES */
     pd_symcache_line *lines; /* in the cache's arena */
 } pd_symcache_rec;
 
 /* One build ID's cache. Fields are read by symbolize.c; change them only
  * through the functions below. */
 typedef struct pd_symcache {
-    char build_id[129];        /* lowercase hex */
-    char *path;                /* the file (malloc'd); NULL: memory only (fuzz, tests) */
-    bool has_source;           /* src is set (from the file's header or a reset) */
+    char build_id[129]; /* lowercase hex */
+    char *path;         /* the file (malloc'd); NULL: memory only (fuzz, tests) */
+    bool has_source;    /* src is set (from the file's header or a reset) */
     pd_symcache_source src;
-    pd_arena arena;            /* records' lines and strings */
-    pd_u64map by_off;          /* off -> index into recs */
+    pd_arena arena;   /* records' lines and strings */
+    pd_u64map by_off; /* off -> index into recs */
     pd_symcache_rec *recs;
     size_t n_recs, cap_recs;
-    size_t max_bytes;          /* cap on the file's size */
-    uint64_t file_bytes;       /* good bytes now in the file (0: to be written anew) */
-    pd_buf pending;            /* records added, not written yet */
-    bool rewrite;              /* the file is written anew (header first) on flush */
-    int64_t used;              /* the symbolizer's LRU clock */
+    size_t max_bytes;    /* cap on the file's size */
+    uint64_t file_bytes; /* good bytes now in the file (0: to be written anew) */
+    pd_buf pending;      /* records added, not written yet */
+    bool rewrite;        /* the file is written anew (header first) on flush */
+    int64_t used;        /* the symbolizer's LRU clock */
 } pd_symcache;
 
 /* What pd_symcache_parse / pd_symcache_load found. */
@@ -120,11 +120,10 @@ void pd_symcache_release(pd_symcache *c);
 int pd_symcache_parse(pd_symcache *c, const uint8_t *data, size_t len,
                       pd_symcache_stats *st /* OUT */);
 
-/* Reads c->path (a missing file is no error: nothing kept, nothing bad) through pd_symcache_parse, at most max_bytes of it. A file with a
- * bad tail is truncated to its good prefix, so that records appended later
- * follow good ones; a file with a bad header is rewritten on the next
- * flush. 0, PD_ENOMEM, or -errno reading it (c then empty, rewritten on
- * flush). */
+/* Reads c->path (a missing file is no error: nothing kept, nothing bad) through pd_symcache_parse,
+ * at most max_bytes of it. A file with a bad tail is truncated to its good prefix, so that records
+ * appended later follow good ones; a file with a bad header is rewritten on the next flush. 0,
+ * PD_ENOMEM, or -errno reading it (c then empty, rewritten on flush). */
 int pd_symcache_load(pd_symcache *c, pd_symcache_stats *st /* OUT */);
 
 /* The answer for off, or NULL. Valid until c changes. */

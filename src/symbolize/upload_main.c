@@ -152,7 +152,8 @@ int pd_debuginfo_main(int argc, char **argv)
         } else if (which == 1) {
             pd_err err;
             if (pd_parse_duration(v, &timeout_ms, &err) < 0 || timeout_ms <= 0) {
-                fprintf(stderr, "profd debuginfo upload: --timeout=%s: not a duration like 60s\n", v);
+                fprintf(stderr, "profd debuginfo upload: --timeout=%s: not a duration like 60s\n",
+                        v);
                 return 2;
             }
         } else if (which == 2) {

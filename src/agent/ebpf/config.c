@@ -180,7 +180,8 @@ static int parse_doc(ctx *c, pd_ebpf_config *out)
     if (pd_yaml_is_null(root))
         return 0; /* an empty file: no rules */
     if (root->type != YAML_MAPPING_NODE)
-        return fail(c, root, "expected a mapping (relabel_configs: ...), got %s", pd_yaml_kind(root));
+        return fail(c, root, "expected a mapping (relabel_configs: ...), got %s",
+                    pd_yaml_kind(root));
     const yaml_node_t *rel = NULL;
     int rc = 0;
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;

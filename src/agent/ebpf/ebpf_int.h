@@ -72,14 +72,14 @@ typedef struct pd_ebpf_procs pd_ebpf_procs;
 
 /* What one drain and its encoding did (added to by pd_ebpf_procs_encode). */
 typedef struct pd_ebpf_procs_stats {
-    uint64_t samples;          /* samples drained */
-    uint64_t samples_unkept;   /* of them, of processes past the 4096 a drain keeps */
+    uint64_t samples;           /* samples drained */
+    uint64_t samples_unkept;    /* of them, of processes past the 4096 a drain keeps */
     uint64_t dropped_max_procs; /* those processes (or ones out of memory) */
-    uint64_t processes;        /* processes seen in the drain */
-    uint64_t dropped_relabel;  /* of them, dropped by relabel_configs */
+    uint64_t processes;         /* processes seen in the drain */
+    uint64_t dropped_relabel;   /* of them, dropped by relabel_configs */
     uint64_t dropped_too_large; /* profiles bigger than max_req_bytes alone */
-    uint64_t profiles;         /* profiles put into requests */
-    uint64_t requests;         /* requests made */
+    uint64_t profiles;          /* profiles put into requests */
+    uint64_t requests;          /* requests made */
 } pd_ebpf_procs_stats;
 
 /* The profiles of one drain, one per process. period_ns: 1e9 / hz. */

@@ -200,8 +200,8 @@ static void emit(void *ctx, pd_buf *body, size_t n_profiles)
 
 int main(int argc, char **argv)
 {
-    pd_ebpf_push_cfg pc = {.url = DEFAULT_SERVER, .timeout_ms = 30000,
-                           .max_buffer_bytes = (size_t)64 << 20};
+    pd_ebpf_push_cfg pc = {
+        .url = DEFAULT_SERVER, .timeout_ms = 30000, .max_buffer_bytes = (size_t)64 << 20};
     int64_t hz = 19, interval_ms = 15000;
     size_t max_req_bytes = (size_t)4 << 20;
     const char *pwfile = NULL, *bearer_file = NULL, *config_file = NULL, *listen = NULL;
@@ -221,12 +221,17 @@ int main(int argc, char **argv)
             pc.insecure = true;
             continue;
         }
-#define OPT(name)                                                    \
-    if ((r = opt(argc, argv, &i, name, &v)) < 0)                     \
-        return usage_err("%s needs a value", name);                  \
+#define OPT(name)                                                                                  \
+    if ((r = opt(argc, argv, &i, name, &v)) < 0)                                                   \
+        return usage_err("%s needs a value", name);                                                \
     else if (r > 0)
-        OPT("--server") { pc.url = v; continue; }
-        OPT("--frequency") {
+        OPT("--server")
+        {
+            pc.url = v;
+            continue;
+        }
+        OPT("--frequency")
+        {
             char *end;
             errno = 0;
             hz = strtoll(v, &end, 10);
@@ -234,43 +239,85 @@ int main(int argc, char **argv)
                 return usage_err("--frequency=%s: want a whole number of Hz in 1..1000", v);
             continue;
         }
-        OPT("--upload-interval") {
+        OPT("--upload-interval")
+        {
             if (pd_parse_duration(v, &interval_ms, &err) < 0 || interval_ms < 1000)
-                return usage_err("--upload-interval=%s: want a duration of at least 1s, like 15s", v);
+                return usage_err("--upload-interval=%s: want a duration of at least 1s, like 15s",
+                                 v);
             continue;
         }
-        OPT("--timeout") {
+        OPT("--timeout")
+        {
             if (pd_parse_duration(v, &pc.timeout_ms, &err) < 0 || pc.timeout_ms < 1)
                 return usage_err("--timeout=%s: want a duration like 30s", v);
             continue;
         }
-        OPT("--buffer.max-bytes") {
+        OPT("--buffer.max-bytes")
+        {
             if (parse_size(v, &pc.max_buffer_bytes) < 0 || pc.max_buffer_bytes < 1024)
                 return usage_err("--buffer.max-bytes=%s: want a size of at least 1024 bytes, "
-                                 "like 64M", v);
+                                 "like 64M",
+                                 v);
             continue;
         }
-        OPT("--buffer-bytes") {
+        OPT("--buffer-bytes")
+        {
             if (parse_size(v, &pc.max_buffer_bytes) < 0 || pc.max_buffer_bytes < 1024)
                 return usage_err("--buffer-bytes=%s: want a size of at least 1024 bytes, "
-                                 "like 64M", v);
+                                 "like 64M",
+                                 v);
             continue;
         }
-        OPT("--upload.max-bytes") {
+        OPT("--upload.max-bytes")
+        {
             if (parse_size(v, &max_req_bytes) < 0 || max_req_bytes < 1024)
                 return usage_err("--upload.max-bytes=%s: want a size of at least 1024 bytes, "
-                                 "like 4M", v);
+                                 "like 4M",
+                                 v);
             continue;
         }
-        OPT("--config.file") { config_file = v; continue; }
-        OPT("--web.listen-address") { listen = v; continue; }
-        OPT("--tls.ca-file") { pc.ca_file = v; continue; }
-        OPT("--tls.cert-file") { pc.cert_file = v; continue; }
-        OPT("--tls.key-file") { pc.key_file = v; continue; }
-        OPT("--basic-auth.username") { pc.username = v; continue; }
-        OPT("--basic-auth.password-file") { pwfile = v; continue; }
-        OPT("--bearer-token-file") { bearer_file = v; continue; }
-        OPT("--log.level") {
+        OPT("--config.file")
+        {
+            config_file = v;
+            continue;
+        }
+        OPT("--web.listen-address")
+        {
+            listen = v;
+            continue;
+        }
+        OPT("--tls.ca-file")
+        {
+            pc.ca_file = v;
+            continue;
+        }
+        OPT("--tls.cert-file")
+        {
+            pc.cert_file = v;
+            continue;
+        }
+        OPT("--tls.key-file")
+        {
+            pc.key_file = v;
+            continue;
+        }
+        OPT("--basic-auth.username")
+        {
+            pc.username = v;
+            continue;
+        }
+        OPT("--basic-auth.password-file")
+        {
+            pwfile = v;
+            continue;
+        }
+        OPT("--bearer-token-file")
+        {
+            bearer_file = v;
+            continue;
+        }
+        OPT("--log.level")
+        {
             if (pd_log_set_level(v) < 0)
                 return usage_err("--log.level=%s: want debug, info, warn or error", v);
             continue;
@@ -364,8 +411,8 @@ int main(int argc, char **argv)
         int n = pd_ebpf_sampler_drain(smp, pd_ebpf_procs_add, procs, &dropped);
         int64_t now_ns = pd_now_ms() * 1000000;
         pd_ebpf_procs_stats ps = {0};
-        if (pd_ebpf_procs_encode(procs, start_ns, now_ns - start_ns, max_req_bytes, emit, push,
-                                 &ps, &err) < 0)
+        if (pd_ebpf_procs_encode(procs, start_ns, now_ns - start_ns, max_req_bytes, emit, push, &ps,
+                                 &err) < 0)
             pd_log_warn("upload failed", "err=\"%s\"", err.msg);
         pd_metrics_add("profd_agent_uploads_total", NULL, 1);
         pd_metrics_add("profd_agent_samples_total", NULL, (double)ps.samples);
@@ -380,9 +427,10 @@ int main(int argc, char **argv)
                        (double)ps.dropped_max_procs);
         pd_ebpf_push_stats st;
         pd_ebpf_push_get_stats(push, &st);
-        pd_log_debug("upload", "entries=%d processes=%" PRIu64 " profiles=%" PRIu64
-                     " requests=%" PRIu64 " relabel_dropped=%" PRIu64 " bpf_dropped=%" PRIu64
-                     " sent=%" PRIu64 " dropped=%" PRIu64 " queued=%zu queued_bytes=%zu",
+        pd_log_debug("upload",
+                     "entries=%d processes=%" PRIu64 " profiles=%" PRIu64 " requests=%" PRIu64
+                     " relabel_dropped=%" PRIu64 " bpf_dropped=%" PRIu64 " sent=%" PRIu64
+                     " dropped=%" PRIu64 " queued=%zu queued_bytes=%zu",
                      n, ps.processes, ps.profiles, ps.requests, ps.dropped_relabel, dropped,
                      st.sent, st.dropped, st.queued, st.queued_bytes);
         start_ns = now_ns;

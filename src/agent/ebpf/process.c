@@ -149,7 +149,7 @@ static void read_kallsyms(pd_ebpf_procs *p)
     }
     fclose(f);
     if (p->n_ksyms) /* none: p->ksyms is NULL */
-    qsort(p->ksyms, p->n_ksyms, sizeof *p->ksyms, ksym_cmp);
+        qsort(p->ksyms, p->n_ksyms, sizeof *p->ksyms, ksym_cmp);
 }
 
 static const char *ksym_name(pd_ebpf_procs *p, uint64_t addr)
@@ -257,7 +257,7 @@ static void read_maps(proc *pr)
     }
     fclose(f);
     if (pr->n_maps) /* none: pr->maps is NULL */
-    qsort(pr->maps, pr->n_maps, sizeof *pr->maps, vmap_cmp);
+        qsort(pr->maps, pr->n_maps, sizeof *pr->maps, vmap_cmp);
 }
 
 static vmap *find_map(proc *pr, uint64_t addr)
@@ -326,7 +326,7 @@ static void read_perf_map(proc *pr)
     }
     fclose(f);
     if (pr->n_perf) /* none: pr->perf is NULL */
-    qsort(pr->perf, pr->n_perf, sizeof *pr->perf, perf_cmp);
+        qsort(pr->perf, pr->n_perf, sizeof *pr->perf, perf_cmp);
 }
 
 static const char *perf_name(proc *pr, uint64_t addr)
@@ -489,16 +489,16 @@ static int user_loc(pd_ebpf_procs *p, proc *pr, uint64_t addr, uint64_t *id)
         m->file = file_get(p, pr->pid, m);
     const pd_elf_info *fi = m->file && m->file->ok ? &m->file->info : NULL;
     if (!m->id) {
-        pd_pprof_mapping pm = {.memory_start = m->start,
-                               .memory_limit = m->end,
-                               .file_offset = m->pgoff};
+        pd_pprof_mapping pm = {
+            .memory_start = m->start, .memory_limit = m->end, .file_offset = m->pgoff};
         pm.has_functions = fi && fi->from_symtab;
         if ((rc = pd_profile_builder_mapping(pr->b, &pm, m->path, fi ? fi->build_id : NULL, &m->id,
                                              &err)) < 0)
             return rc;
     }
     if (fi && !name) {
-        const pd_elf_sym *s = pd_elf_lookup(fi, pd_elf_offset_to_vaddr(fi, addr - m->start + m->pgoff));
+        const pd_elf_sym *s =
+            pd_elf_lookup(fi, pd_elf_offset_to_vaddr(fi, addr - m->start + m->pgoff));
         if (s)
             name = s->name;
     }

@@ -36,19 +36,19 @@ struct pd_sample_val {
     char comm[16];
 };
 
-#define STACKS(name)                                                  \
-    struct {                                                          \
-        __uint(type, BPF_MAP_TYPE_STACK_TRACE);                       \
-        __uint(max_entries, MAX_STACKS);                              \
-        __uint(key_size, sizeof(__u32));                              \
-        __uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));          \
+#define STACKS(name)                                                                               \
+    struct {                                                                                       \
+        __uint(type, BPF_MAP_TYPE_STACK_TRACE);                                                    \
+        __uint(max_entries, MAX_STACKS);                                                           \
+        __uint(key_size, sizeof(__u32));                                                           \
+        __uint(value_size, MAX_STACK_DEPTH * sizeof(__u64));                                       \
     } name SEC(".maps")
-#define COUNTS(name)                                                  \
-    struct {                                                          \
-        __uint(type, BPF_MAP_TYPE_HASH);                              \
-        __uint(max_entries, MAX_COUNTS);                              \
-        __type(key, struct pd_sample_key);                            \
-        __type(value, struct pd_sample_val);                          \
+#define COUNTS(name)                                                                               \
+    struct {                                                                                       \
+        __uint(type, BPF_MAP_TYPE_HASH);                                                           \
+        __uint(max_entries, MAX_COUNTS);                                                           \
+        __type(key, struct pd_sample_key);                                                         \
+        __type(value, struct pd_sample_val);                                                       \
     } name SEC(".maps")
 
 STACKS(stacks0);

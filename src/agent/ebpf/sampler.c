@@ -74,8 +74,10 @@ int pd_ebpf_sampler_open(int hz, pd_ebpf_sampler **out, pd_err *err)
         if (rc == -EPERM || rc == -EACCES)
             pd_err_set(err, rc, "loading the BPF program: %s. %s", strerror(-rc), PRIV_HELP);
         else
-            pd_err_set(err, rc, "loading the BPF program: %s (the kernel refused it; "
-                       "PROFD_AGENT_BPF_DEBUG=1 shows the verifier's log)", strerror(-rc));
+            pd_err_set(err, rc,
+                       "loading the BPF program: %s (the kernel refused it; "
+                       "PROFD_AGENT_BPF_DEBUG=1 shows the verifier's log)",
+                       strerror(-rc));
         goto fail;
     }
     s->ncpu = libbpf_num_possible_cpus();
@@ -108,8 +110,8 @@ int pd_ebpf_sampler_open(int hz, pd_ebpf_sampler **out, pd_err *err)
                 pd_err_set(err, rc, "perf_event_open on CPU %d: %s. %s", cpu, strerror(-rc),
                            PRIV_HELP);
             else
-                pd_err_set(err, rc, "perf_event_open(PERF_COUNT_SW_CPU_CLOCK) on CPU %d: %s",
-                           cpu, strerror(-rc));
+                pd_err_set(err, rc, "perf_event_open(PERF_COUNT_SW_CPU_CLOCK) on CPU %d: %s", cpu,
+                           strerror(-rc));
             goto fail;
         }
         s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.pd_sample, s->fds[cpu]);

@@ -94,7 +94,8 @@ static int put_buckets(pd_buf *b, int64_t lo, int64_t hi)
     rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(lo * PD_CH_AGG_BUCKET_MS));
     rc = rc ? rc : pd_buf_puts(b, " AND ");
     rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(hi * PD_CH_AGG_BUCKET_MS));
-    return rc ? rc : pd_buf_printf(b, " AND bucket BETWEEN %lld AND %lld", (long long)lo, (long long)hi);
+    return rc ? rc
+              : pd_buf_printf(b, " AND bucket BETWEEN %lld AND %lld", (long long)lo, (long long)hi);
 }
 
 int pd__ch_buckets_put_summary_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql)
@@ -172,8 +173,8 @@ static int put_unmatched(const ch_buckets *h, bool odd, pd_buf *b)
     bool first = true;
     for (size_t i = 0; rc == 0 && i < h->n; i++)
         if (!h->v[i].match) {
-            rc = pd_buf_printf(b, "%s(%llu,%lld)", first ? "" : ",",
-                               (unsigned long long)h->v[i].fp, (long long)h->v[i].bucket);
+            rc = pd_buf_printf(b, "%s(%llu,%lld)", first ? "" : ",", (unsigned long long)h->v[i].fp,
+                               (long long)h->v[i].bucket);
             first = false;
         }
     for (size_t i = 0; rc == 0 && odd && i < h->n_odd; i++) {
@@ -184,8 +185,8 @@ static int put_unmatched(const ch_buckets *h, bool odd, pd_buf *b)
     return rc;
 }
 
-int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t n,
-                               bool exceptions, pd_buf *sql)
+int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t n, bool exceptions,
+                               pd_buf *sql)
 {
     int rc = pd_buf_puts(sql, "SELECT types_hash, stack_hash, sumMap(valuesMap.type, "
                               "valuesMap.value) FROM aggs_v1 WHERE fingerprint IN (");
@@ -198,8 +199,7 @@ int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t 
         rc = rc ? rc : put_unmatched(h, true, sql);
         rc = rc ? rc : pd_buf_putc(sql, ')');
     }
-    return rc ? rc
-              : pd_buf_puts(sql, " GROUP BY types_hash, stack_hash FORMAT RowBinary");
+    return rc ? rc : pd_buf_puts(sql, " GROUP BY types_hash, stack_hash FORMAT RowBinary");
 }
 
 bool pd__ch_buckets_cut(const ch_buckets *h)

@@ -32,17 +32,17 @@ typedef struct ch_bucket {
 } ch_bucket;
 
 typedef struct ch_buckets {
-    int64_t mint, maxt;  /* the range (ms; mint >= 0) */
-    int64_t lo, hi;      /* buckets wholly inside the range: [lo, hi]; none if lo > hi */
-    pd_u64map at;        /* (fp, bucket) key -> index into v */
-    ch_bucket *v;          /* n (cap) */
+    int64_t mint, maxt; /* the range (ms; mint >= 0) */
+    int64_t lo, hi;     /* buckets wholly inside the range: [lo, hi]; none if lo > hi */
+    pd_u64map at;       /* (fp, bucket) key -> index into v */
+    ch_bucket *v;       /* n (cap) */
     size_t n, cap;
-    ch_bucket *odd;      /* n_odd (cap_odd): reconciliation rows of no profiles row */
+    ch_bucket *odd; /* n_odd (cap_odd): reconciliation rows of no profiles row */
     size_t n_odd, cap_odd;
-    size_t n_cut;        /* profiles rows added outside [lo, hi] */
-    size_t n_match;      /* buckets matched (pd__ch_buckets_match) */
-    size_t n_raw_rows;   /* profiles rows whose sums come from samples_v3 */
-    bool clash;          /* two buckets under one key: nothing matches (all raw) */
+    size_t n_cut;      /* profiles rows added outside [lo, hi] */
+    size_t n_match;    /* buckets matched (pd__ch_buckets_match) */
+    size_t n_raw_rows; /* profiles rows whose sums come from samples_v3 */
+    bool clash;        /* two buckets under one key: nothing matches (all raw) */
 } ch_buckets;
 
 /* Sets h up (no allocation) for a merge over [mint, maxt] (ms). */
@@ -78,8 +78,8 @@ int pd__ch_buckets_match(ch_buckets *h, const pd_buf *resp);
  * Sound because an aggs_v1 INSERT is one block (ch_batch.c): a write's rows
  * of one series land with its reconciliation row or not at all. 0 or
  * PD_ENOMEM/PD_ETOOBIG. */
-int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t n,
-                               bool exceptions, pd_buf *sql);
+int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t n, bool exceptions,
+                               pd_buf *sql);
 /* Whether the range has time outside its whole buckets (its cut ends). */
 bool pd__ch_buckets_cut(const ch_buckets *h);
 /* Appends " AND (ts outside the whole buckets)" to a samples_v3 WHERE: the

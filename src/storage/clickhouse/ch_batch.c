@@ -199,8 +199,7 @@ static void undo_profiles(pd_ch *c, ch_batch *b)
 static bool exist_check_needed(const pd_ch *c, const ch_entry *e)
 {
     uint64_t last;
-    return !pd_u64map_get(&c->known_last, e->fp, &last) || last == 0 ||
-           (uint64_t)e->ts + 1 <= last;
+    return !pd_u64map_get(&c->known_last, e->fp, &last) || last == 0 || (uint64_t)e->ts + 1 <= last;
 }
 
 static void flush(pd_ch *c, ch_batch *b)
@@ -471,4 +470,3 @@ void *pd__ch_writer_main(void *arg)
     pthread_mutex_unlock(&c->mu);
     return NULL;
 }
-

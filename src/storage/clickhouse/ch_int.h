@@ -28,8 +28,8 @@ struct pd_ch {
                         others: a replica down at start gets them when it returns) */
     int64_t timeout_ms;
     int retries;
-    void *share;                /* CURLSH: the kept connections (ch_http.c) */
-    pthread_mutex_t share_mu;   /* its lock */
+    void *share;              /* CURLSH: the kept connections (ch_http.c) */
+    pthread_mutex_t share_mu; /* its lock */
     size_t batch_bytes;
     size_t batch_rows; /* a batch goes at once when it holds this many samples rows */
     int64_t batch_wait_ms;
@@ -70,7 +70,7 @@ struct ch_entry {
     uint64_t fp, write_id;
     int64_t ts, day;
     pd_buf prof_row, series_row, index_rows, sample_rows, stack_rows;
-    pd_buf agg_rows; /* aggs_v1 rows (schema 5): its stacks summed, its reconciliation row */
+    pd_buf agg_rows;      /* aggs_v1 rows (schema 5): its stacks summed, its reconciliation row */
     uint64_t *stack_hash; /* n_stacks keys of stacks_v3 rows (stacks and, schema 4,
                              locations), in stack_rows order */
     size_t *stack_end;    /* end offset of each stack row in stack_rows */

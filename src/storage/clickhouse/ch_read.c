@@ -563,8 +563,8 @@ static int keep_nonzero(agg *g, uint64_t **want, size_t *n_want, pd_err *err)
 static int put_raw_sums(pd_buf *sql, const uint64_t *fps, size_t n, int64_t mint, int64_t maxt,
                         const ch_buckets *H, int (*only)(const ch_buckets *, pd_buf *))
 {
-    int rc = pd_buf_puts(sql,
-                         "SELECT types_hash, stack_hash, sumForEach(values) FROM samples_v3 WHERE");
+    int rc =
+        pd_buf_puts(sql, "SELECT types_hash, stack_hash, sumForEach(values) FROM samples_v3 WHERE");
     rc = rc ? rc : put_fp_range(sql, fps, n, mint, maxt);
     rc = rc ? rc : only ? only(H, sql) : 0;
     rc = rc ? rc
@@ -620,10 +620,9 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     else
         rc = pd__ch_buckets_put_summary_sql(&H, fps, n, &bsql[0]);
     rc = rc ? rc : !want_q[1] ? 0 : pd__ch_buckets_put_agg_sql(&H, fps, n, false, &bsql[1]);
-    rc = rc ? rc
-            : !want_q[2] ? 0
-                         : put_raw_sums(&bsql[2], fps, n, mint, maxt, &H,
-                                        pd__ch_buckets_put_raw_cut);
+    rc = rc           ? rc
+         : !want_q[2] ? 0
+                      : put_raw_sums(&bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_cut);
     if (rc < 0) {
         rc = pd__ch_nomem(err);
         goto out_q;
@@ -715,8 +714,8 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     /* nothing matched (or a key clash): every whole bucket from samples_v3 */
     bool again = H.n_match > 0;
     if ((again && pd__ch_buckets_put_agg_sql(&H, fps, n, true, &bsql[1]) < 0) ||
-        (H.n > H.n_match && put_raw_sums(&bsql[2], fps, n, mint, maxt, &H,
-                                         pd__ch_buckets_put_raw_unmatched) < 0)) {
+        (H.n > H.n_match &&
+         put_raw_sums(&bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_unmatched) < 0)) {
         rc = pd__ch_nomem(err);
         goto out_q;
     }

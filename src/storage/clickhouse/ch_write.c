@@ -164,10 +164,8 @@ static const table_def schema_v5[] = {
 };
 
 static const migration migrations[] = {
-    {1, schema_v1, sizeof schema_v1 / sizeof schema_v1[0], NULL, 0},
-    {2, NULL, 0, NULL, 0},
-    {3, schema_v3, sizeof schema_v3 / sizeof schema_v3[0], NULL, 0},
-    {4, NULL, 0, NULL, 0},
+    {1, schema_v1, sizeof schema_v1 / sizeof schema_v1[0], NULL, 0}, {2, NULL, 0, NULL, 0},
+    {3, schema_v3, sizeof schema_v3 / sizeof schema_v3[0], NULL, 0}, {4, NULL, 0, NULL, 0},
     {5, schema_v5, sizeof schema_v5 / sizeof schema_v5[0], NULL, 0},
 };
 
@@ -193,8 +191,9 @@ static int put_engine(const pd_ch *c, const table_def *t, pd_buf *sql)
     const char *mt = strstr(t->engine, "MergeTree()");
     if (!c->replicated || !mt)
         return pd_buf_puts(sql, t->engine);
-    return pd_buf_printf(sql, "Replicated%.*sMergeTree('/clickhouse/tables/{shard}/%s/%s%s', "
-                              "'{replica}')%s",
+    return pd_buf_printf(sql,
+                         "Replicated%.*sMergeTree('/clickhouse/tables/{shard}/%s/%s%s', "
+                         "'{replica}')%s",
                          (int)(mt - t->engine), t->engine, c->db, t->name, pd__ch_local_suffix(c),
                          mt + strlen("MergeTree()"));
 }

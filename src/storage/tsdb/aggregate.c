@@ -60,7 +60,6 @@
 #include "storage/tsdb/db_int.h"
 #include "storage/tsdb/aggregate_int.h"
 
-
 /* The weight of series i's profile at ts (1 when a has no weights). */
 int pd__agg_weight(const agg *a, size_t i, int64_t ts)
 {
@@ -380,8 +379,7 @@ static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
         uint64_t key = (uint64_t)d->stack[s] << 32 | d->lset[s], e;
         uint32_t known = UINT32_MAX;
         if (memo) {
-            while (j < a->memo_n &&
-                   ((uint64_t)a->memo_stack[j] << 32 | a->memo_lset[j]) < key)
+            while (j < a->memo_n && ((uint64_t)a->memo_stack[j] << 32 | a->memo_lset[j]) < key)
                 j++;
             if (j < a->memo_n && ((uint64_t)a->memo_stack[j] << 32 | a->memo_lset[j]) == key)
                 known = a->memo_e[j];
@@ -428,10 +426,10 @@ static int agg_add_w(agg *a, const pd_dprof *d, int64_t w)
 /* A series' part in one block, to be summed with the others of its group. */
 typedef struct entry {
     hblock *hb;
-    uint32_t id;   /* series id in the block */
-    size_t i;      /* index into refs */
-    size_t gfirst; /* first index of refs in i's group */
-    int64_t bmint; /* the block's min time */
+    uint32_t id;          /* series id in the block */
+    size_t i;             /* index into refs */
+    size_t gfirst;        /* first index of refs in i's group */
+    int64_t bmint;        /* the block's min time */
     int64_t smint, smaxt; /* of the series in the block */
 } entry;
 
@@ -548,8 +546,8 @@ static int walk_series(agg *a, const entry *en, int64_t mint, int64_t maxt, pd_e
                     continue;
                 pd_err e1;
                 pd_err_clear(&e1);
-                int rc = pd__block_series_foreach_dprof(b, en->id, w->ts[k], w->ts[k], pd__agg_add, a,
-                                                        &e1);
+                int rc = pd__block_series_foreach_dprof(b, en->id, w->ts[k], w->ts[k], pd__agg_add,
+                                                        a, &e1);
                 if (rc == PD_ECORRUPT) { /* as the full walk: skipped, reported at the end */
                     if (!bad)
                         be = e1;
@@ -752,9 +750,8 @@ static void *pool_worker(void *arg)
  * walks one by one. */
 static int walk_pool(pd_tsdb *s, const entry *es, size_t n_es, const uint64_t *refs,
                      const agg_w *wt, const pd_storage_sample_filter *flt, int64_t mint,
-                     int64_t maxt, pd_storage_agg_fn fn,
-                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t threads,
-                     bool *started, pd_err *err)
+                     int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
+                     void *ctx, size_t threads, bool *started, pd_err *err)
 {
     *started = false;
     size_t n_u = 0;
@@ -762,7 +759,12 @@ static int walk_pool(pd_tsdb *s, const entry *es, size_t n_es, const uint64_t *r
         n_u += !k || es[k].hb != es[k - 1].hb || es[k].gfirst != es[k - 1].gfirst;
     if (n_u < 2)
         return 0; /* nothing to share: the one-by-one walk */
-    wpool w = {.es = es, .wt = wt, .flt = flt, .mint = mint, .maxt = maxt, .n_u = n_u,
+    wpool w = {.es = es,
+               .wt = wt,
+               .flt = flt,
+               .mint = mint,
+               .maxt = maxt,
+               .n_u = n_u,
                .n_rec = &s->n_agg_records};
     if (!(w.u = calloc(n_u, sizeof *w.u)))
         return pd_err_set(err, PD_ENOMEM, "aggregate: out of memory");
@@ -876,8 +878,8 @@ int pd_storage_aggregate_workers(int n)
  * the samples it passes (pd_tsdb_aggregate_filtered). */
 static int aggregate(pd_tsdb *s, const uint64_t *refs, const uint32_t *group, const agg_w *wt,
                      const pd_storage_sample_filter *flt, size_t n, int64_t mint, int64_t maxt,
-                     pd_storage_agg_fn fn,
-                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series, pd_err *err)
+                     pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                     size_t *n_series, pd_err *err)
 {
     pd_err_clear(err);
     if (n_series)
@@ -924,8 +926,8 @@ static int aggregate(pd_tsdb *s, const uint64_t *refs, const uint32_t *group, co
                 cap_es = nc;
             }
             pd__tsdb_hb_get(br->hb);
-            es[n_es++] = (entry){br->hb, br->id, i, gfirst[i], pd__block_meta(br->hb->b)->min_t,
-                                br->mint, br->maxt};
+            es[n_es++] = (entry){br->hb,   br->id,  i, gfirst[i], pd__block_meta(br->hb->b)->min_t,
+                                 br->mint, br->maxt};
         }
         size_t lo = pd__tsdb_lower_bound(se, mint);
         bool in_head = lo < se->n_pts && se->pts[lo].ts <= maxt;
@@ -946,8 +948,7 @@ static int aggregate(pd_tsdb *s, const uint64_t *refs, const uint32_t *group, co
     bool pooled = false;
     if (s->agg_workers > 1 && n_es > 1)
         rc = walk_pool(s, es, n_es, refs, wt, flt, mint, maxt, fn, poll, ctx,
-                       (size_t)s->agg_workers,
-                       &pooled, err);
+                       (size_t)s->agg_workers, &pooled, err);
     for (size_t k = 0; k < n_es && rc >= 0 && !pooled;) {
         size_t e = k;
         while (e < n_es && es[e].hb == es[k].hb && es[e].gfirst == es[k].gfirst)
@@ -983,8 +984,8 @@ static int aggregate(pd_tsdb *s, const uint64_t *refs, const uint32_t *group, co
     size_t *wal_i = NULL, n_wal = 0;
     int64_t *wal_ts = NULL;
     if (rc >= 0)
-        rc = pd__agg_head_sum(s, refs, gfirst, n, mint, maxt, wt, flt, fn, poll, ctx, &wal_i, &wal_ts,
-                      &n_wal, err);
+        rc = pd__agg_head_sum(s, refs, gfirst, n, mint, maxt, wt, flt, fn, poll, ctx, &wal_i,
+                              &wal_ts, &n_wal, err);
     pthread_rwlock_unlock(&s->cut_rw);
     cut_locked = false;
     for (size_t k = 0; k < n_wal && rc >= 0; k++)
@@ -1008,9 +1009,8 @@ out:
 }
 
 int pd_tsdb_aggregate(pd_tsdb *s, const uint64_t *refs, const uint32_t *group, size_t n,
-                         int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
-                         int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
-                         pd_err *err)
+                      int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                      int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series, pd_err *err)
 {
     return aggregate(s, refs, group, NULL, NULL, n, mint, maxt, fn, poll, ctx, n_series, err);
 }
@@ -1030,8 +1030,7 @@ int pd_tsdb_aggregate(pd_tsdb *s, const uint64_t *refs, const uint32_t *group, s
  * each profile times its weight on the store's own ids, from the earliest
  * b on (series summed as is keep to [mint, maxt]). */
 
-int pd_tsdb_read_point_before(pd_tsdb *s, uint64_t ref, int64_t t, pd_points *out,
-                                 pd_err *err)
+int pd_tsdb_read_point_before(pd_tsdb *s, uint64_t ref, int64_t t, pd_points *out, pd_err *err)
 {
     memset(out, 0, sizeof *out);
     if (t == INT64_MIN)
@@ -1114,19 +1113,19 @@ out:
 }
 
 int pd_tsdb_aggregate_delta(pd_tsdb *s, const uint64_t *refs, const uint32_t *group,
-                               const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
-                               size_t *n_series, size_t *n_deltas, pd_err *err)
+                            const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                            pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                            size_t *n_series, size_t *n_deltas, pd_err *err)
 {
-    return pd_tsdb_aggregate_filtered(s, NULL, refs, group, cum_mask, n, mint, maxt, fn, poll,
-                                         ctx, n_series, n_deltas, err);
+    return pd_tsdb_aggregate_filtered(s, NULL, refs, group, cum_mask, n, mint, maxt, fn, poll, ctx,
+                                      n_series, n_deltas, err);
 }
 
 int pd_tsdb_aggregate_filtered(pd_tsdb *s, const pd_storage_sample_filter *flt,
-                                  const uint64_t *refs, const uint32_t *group,
-                                  const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                                  pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                                  void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err)
+                               const uint64_t *refs, const uint32_t *group,
+                               const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
+                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                               size_t *n_series, size_t *n_deltas, pd_err *err)
 {
     pd_err_clear(err);
     if (n_deltas)

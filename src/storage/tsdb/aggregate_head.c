@@ -30,8 +30,8 @@ static size_t head_group_run(const series *se, size_t k, int64_t maxt, const agg
     if (pt->gid == WAL_ONLY || pt->gpos != 0 || (w && w->on))
         return 0;
     const pd_hgroup *g = pd__hmem_group(&se->hc, pt->gid);
-    if (!g || !g->sum || g->n_live != g->n || g->ts[0] != pt->ts ||
-        k + g->n > se->n_pts || g->ts[g->n - 1] > maxt)
+    if (!g || !g->sum || g->n_live != g->n || g->ts[0] != pt->ts || k + g->n > se->n_pts ||
+        g->ts[g->n - 1] > maxt)
         return 0;
     if (w && (pt->ts < w->lo || g->ts[g->n - 1] > w->hi))
         return 0;
@@ -46,8 +46,8 @@ static size_t head_group_run(const series *se, size_t k, int64_t maxt, const agg
  * a filter flt, the samples it does not pass are zeroed (the merger drops
  * samples that sum to zero). */
 int pd__agg_head_parts(pd_tsdb *s, uint64_t ref, size_t i, const int64_t *ts, size_t n,
-                      const agg_w *wt, const pd_storage_sample_filter *flt, pd_storage_agg_fn fn,
-                      void *ctx, pd_err *err)
+                       const agg_w *wt, const pd_storage_sample_filter *flt, pd_storage_agg_fn fn,
+                       void *ctx, pd_err *err)
 {
     const agg wa = {.wt = wt};
     for (size_t k = 0; k < n; k++) {
@@ -77,7 +77,6 @@ int pd__agg_head_parts(pd_tsdb *s, uint64_t ref, size_t i, const int64_t *ts, si
     }
     return 0;
 }
-
 
 /* Before series i adds a profile or a head group's sum made with symbols
  * sym to a's part: a part of other symbols is flushed first (and *pin, its
@@ -118,17 +117,16 @@ static int part_enter(agg *a, const pd_symbols *sym, size_t i, pd_hsyms **pin)
  * The part is symbolized (pd__agg_flush) only under the lock, once per group or
  * generation, as without slices; the caller's fn then runs with the lock
  * released at a group's end (the profile it gets owns its strings). */
-int pd__agg_head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, size_t n,
-                    int64_t mint, int64_t maxt, const agg_w *wt,
-                    const pd_storage_sample_filter *flt, pd_storage_agg_fn fn,
-                    int (*poll)(void *ctx, pd_err *err), void *ctx, size_t **wal_i,
-                    int64_t **wal_ts, size_t *n_wal, pd_err *err)
+int pd__agg_head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, size_t n, int64_t mint,
+                     int64_t maxt, const agg_w *wt, const pd_storage_sample_filter *flt,
+                     pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                     size_t **wal_i, int64_t **wal_ts, size_t *n_wal, pd_err *err)
 {
     agg a = {.fn = fn, .poll = poll, .ctx = ctx, .err = err, .wt = wt, .flt = flt};
     pd_u64map_init(&a.map);
     int rc = 0;
     size_t cap_wal = 0, n_slice = 0; /* profiles walked in this slice */
-    pd_hsyms *pin = NULL; /* a.sym's generation, while a slice ended in the part */
+    pd_hsyms *pin = NULL;            /* a.sym's generation, while a slice ended in the part */
     pthread_rwlock_rdlock(&s->idx);
     int64_t slice_end = pd_mono_ns() + s->agg_slice_ns;
     for (size_t g = 0; g < n && rc >= 0; g++) {
@@ -215,8 +213,7 @@ int pd__agg_head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, siz
                     const pd_dprof *d;
                     const pd_symbols *sym;
                     pd_err he;
-                    int r =
-                        pd__hmem_read_dprof(&se->hc, pt->gid, pt->gpos, pt->ts, &d, &sym, &he);
+                    int r = pd__hmem_read_dprof(&se->hc, pt->gid, pt->gpos, pt->ts, &d, &sym, &he);
                     if (r == PD_ENOTFOUND || r == PD_ECORRUPT)
                         continue; /* as pd_tsdb_read_profile's callers skip it */
                     if (r < 0) {
@@ -244,4 +241,3 @@ int pd__agg_head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, siz
     pd__agg_release(&a);
     return rc;
 }
-

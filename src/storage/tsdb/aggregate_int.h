@@ -46,7 +46,7 @@ typedef struct agg {
        CPU); memo_* is the last profile's, cur_* the one being added */
     uint32_t *memo_stack, *memo_lset, *memo_e, *cur_stack, *cur_lset, *cur_e;
     size_t memo_n, memo_cap;
-    size_t last_i; /* head: the series last counted in part.n_series, + 1 */
+    size_t last_i;               /* head: the series last counted in part.n_series, + 1 */
     pthread_rwlock_t *fn_unlock; /* held for reading, released around fn (agg_flush) */
     /* pd_tsdb_aggregate_delta: per index of refs, the weights of its
        profiles (NULL: every profile adds, weight 1); cur_i the series being
@@ -102,15 +102,14 @@ int pd__agg_add_rec(agg *a, const pd_bagg_rec *r);
 /* Hands the head profiles of series i at ts[0..n) over one by one, each
  * times its weight in wt (NULL: 1); filtered by flt (may be NULL). */
 int pd__agg_head_parts(pd_tsdb *s, uint64_t ref, size_t i, const int64_t *ts, size_t n,
-                       const agg_w *wt, const pd_storage_sample_filter *flt,
-                       pd_storage_agg_fn fn, void *ctx, pd_err *err);
+                       const agg_w *wt, const pd_storage_sample_filter *flt, pd_storage_agg_fn fn,
+                       void *ctx, pd_err *err);
 /* The head's part of an aggregation (aggregate_head.c says how); replayed
  * points not decomposed yet are returned in wal_i/wal_ts (malloc'ed, n_wal)
  * for pd__agg_head_parts. */
-int pd__agg_head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, size_t n,
-                     int64_t mint, int64_t maxt, const agg_w *wt,
-                     const pd_storage_sample_filter *f, pd_storage_agg_fn fn,
-                     int (*poll)(void *ctx, pd_err *err), void *ctx, size_t **wal_i,
-                     int64_t **wal_ts, size_t *n_wal, pd_err *err);
+int pd__agg_head_sum(pd_tsdb *s, const uint64_t *refs, const size_t *gfirst, size_t n, int64_t mint,
+                     int64_t maxt, const agg_w *wt, const pd_storage_sample_filter *f,
+                     pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err), void *ctx,
+                     size_t **wal_i, int64_t **wal_ts, size_t *n_wal, pd_err *err);
 
 #endif

@@ -55,15 +55,15 @@ struct pd_block {
     int chunks_version; /* PD_CHUNKS_VERSION_MIN .. PD_CHUNKS_VERSION */
     pd_block_meta meta;
     pd_symbols sym;
-    pd_index ix; /* series and postings */
+    pd_index ix;         /* series and postings */
     char (*sources)[27]; /* meta.json compaction.sources */
     size_t n_sources;
-    uint64_t gen; /* open generation, for the group cache */
-    bool meta_rebuilt; /* meta.json did not read: meta derived from the other files */
+    uint64_t gen;        /* open generation, for the group cache */
+    bool meta_rebuilt;   /* meta.json did not read: meta derived from the other files */
     char ch_damage[512]; /* "" or the chunks file header's damage (issue 27: reported, the
                             frames still read; check/repair see it in sect_damage) */
-    char *sect_damage; /* malloc'ed; NULL when index and symbols verify: what did not
-                          (file and offset), what it costs */
+    char *sect_damage;   /* malloc'ed; NULL when index and symbols verify: what did not
+                            (file and offset), what it costs */
     char damage[sizeof(((pd_err *)0)->msg)]; /* why meta.json did not read; "" = intact */
 };
 
@@ -229,20 +229,19 @@ static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *e
         return pd_err_set(err, errno == ENOENT ? -ENOENT : PD_ECORRUPT, "%s offset %d: %s", path,
                           je.position, je.text);
     const char *ulid = NULL, *sf = NULL;
-    json_int_t ver = 0, mint = 0, maxt = 0, ns, np, nsa, nstr, nmap, nfn, nloc, nst, nls, gs,
-               fi, fsy, fch, lvl;
+    json_int_t ver = 0, mint = 0, maxt = 0, ns, np, nsa, nstr, nmap, nfn, nloc, nst, nls, gs, fi,
+               fsy, fch, lvl;
     json_t *srcs = NULL;
     int rc = 0, failed = 0;
     if (json_unpack_ex(m, &je, JSON_STRICT,
                        "{s:s, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s, "
                        "s:I, s:{s:I, s:I, s:I}, s:{s:I, s?o, s?b}}",
-                       "ulid", &ulid, "version", &ver, "minTime", &mint, "maxTime", &maxt,
-                       "stats", "numSeries", &ns, "numProfiles", &np, "numSamples", &nsa,
-                       "numStrings", &nstr, "numMappings", &nmap, "numFunctions", &nfn,
-                       "numLocations", &nloc, "numStacks", &nst, "numLabelSets", &nls,
-                       "stackFormat", &sf, "groupSize", &gs, "files", "index", &fi, "symbols",
-                       &fsy, CHUNKS_NAME, &fch, "compaction", "level", &lvl, "sources",
-                       &srcs, "failed", &failed)) {
+                       "ulid", &ulid, "version", &ver, "minTime", &mint, "maxTime", &maxt, "stats",
+                       "numSeries", &ns, "numProfiles", &np, "numSamples", &nsa, "numStrings",
+                       &nstr, "numMappings", &nmap, "numFunctions", &nfn, "numLocations", &nloc,
+                       "numStacks", &nst, "numLabelSets", &nls, "stackFormat", &sf, "groupSize",
+                       &gs, "files", "index", &fi, "symbols", &fsy, CHUNKS_NAME, &fch, "compaction",
+                       "level", &lvl, "sources", &srcs, "failed", &failed)) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %d: %s", path, je.position, je.text);
         goto out;
     }
@@ -254,15 +253,15 @@ static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *e
     }
     if (ver < 1 || ver > PD_BLOCK_VERSION || gs < 1 || lvl < 1 ||
         (strcmp(sf, "tree") && strcmp(sf, "list"))) {
-        rc = pd_err_set(err, PD_ECORRUPT, "%s: unsupported version, group size, level or stack format",
-                        path);
+        rc = pd_err_set(err, PD_ECORRUPT,
+                        "%s: unsupported version, group size, level or stack format", path);
         goto out;
     }
     if (srcs) {
         size_t nsrc = json_is_array(srcs) ? json_array_size(srcs) : 0;
         if (!json_is_array(srcs) || nsrc > 1000000) {
-            rc = pd_err_set(err, PD_ECORRUPT, "%s: compaction.sources is not a list of ULIDs",
-                            path);
+            rc =
+                pd_err_set(err, PD_ECORRUPT, "%s: compaction.sources is not a list of ULIDs", path);
             goto out;
         }
         if (nsrc && !(b->sources = calloc(nsrc, sizeof *b->sources))) {
@@ -272,8 +271,8 @@ static int parse_meta(pd_block *b, const char *path, const char *base, pd_err *e
         for (size_t i = 0; i < nsrc; i++) {
             const char *u = json_string_value(json_array_get(srcs, i));
             if (!u || strlen(u) != 26) {
-                rc = pd_err_set(err, PD_ECORRUPT, "%s: compaction.sources[%zu] is not a ULID",
-                                path, i);
+                rc = pd_err_set(err, PD_ECORRUPT, "%s: compaction.sources[%zu] is not a ULID", path,
+                                i);
                 goto out;
             }
             memcpy(b->sources[i], u, 27);
@@ -314,8 +313,8 @@ static int stat_size(const char *path, uint64_t want, uint64_t *got, pd_err *err
     *got = (uint64_t)st.st_size;
     if (*got != want)
         return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: size %llu, meta.json says %llu", path,
-                          (unsigned long long)(*got < want ? *got : want),
-                          (unsigned long long)*got, (unsigned long long)want);
+                          (unsigned long long)(*got < want ? *got : want), (unsigned long long)*got,
+                          (unsigned long long)want);
     return 0;
 }
 
@@ -367,7 +366,8 @@ static int settle_damage(pd_block *b)
         k += snprintf(m + k, sizeof m - (size_t)k, "%.500s (%zu series lost%s)", b->ix.damage,
                       b->ix.n_lost, b->ix.postings_rebuilt ? ", postings rebuilt" : "");
     if (S->damage)
-        snprintf(m + k, sizeof m - (size_t)k, "%s%.600s (%zu of %zu frames lost: %zu stacks and "
+        snprintf(m + k, sizeof m - (size_t)k,
+                 "%s%.600s (%zu of %zu frames lost: %zu stacks and "
                  "label sets, and the profiles that use them)",
                  k ? "; " : "", S->damage, S->n_bad_frames, S->n_frames, lost);
     return (b->sect_damage = strdup(m)) ? 0 : PD_ENOMEM;
@@ -407,8 +407,7 @@ static int lost_err(const pd_block *b, int64_t ts, pd_err *err)
  * files (why: the first disagreement): rebuild it from them. *mismatch is
  * set when a check of meta.json against the other files failed (the caller
  * then retries with why). */
-static int block_open(const char *dir, const char *why, pd_block **out, pd_err *err,
-                      bool *mismatch)
+static int block_open(const char *dir, const char *why, pd_block **out, pd_err *err, bool *mismatch)
 {
     int rc;
     char path[4200];
@@ -465,8 +464,8 @@ static int block_open(const char *dir, const char *why, pd_block **out, pd_err *
     snprintf(b->chunks_path, sizeof b->chunks_path, "%s/" CHUNKS_NAME, b->dir);
     if (b->meta_rebuilt) {
         if (stat(b->chunks_path, &st) < 0) {
-            rc = pd_err_set(err, errno == ENOENT ? PD_ECORRUPT : -errno, "%s: %s",
-                            b->chunks_path, strerror(errno));
+            rc = pd_err_set(err, errno == ENOENT ? PD_ECORRUPT : -errno, "%s: %s", b->chunks_path,
+                            strerror(errno));
             goto fail;
         }
         b->meta.chunks_bytes = b->chunks_size = (uint64_t)st.st_size;
@@ -495,8 +494,8 @@ static int block_open(const char *dir, const char *why, pd_block **out, pd_err *
     if (ch_bad || (!ver_ok && !ver_other)) {
         int at = memcmp(ch, "PDCH", 4) ? 0 : !ver_ok ? 4 : 5;
         snprintf(b->ch_damage, sizeof b->ch_damage,
-                 "%.400s offset %d: bad header (the frames verify on their own)",
-                 b->chunks_path, at);
+                 "%.400s offset %d: bad header (the frames verify on their own)", b->chunks_path,
+                 at);
         if (!ver_ok)
             ch[4] = 0; /* probed once the index is read */
     } else if (!ver_ok) {
@@ -638,9 +637,18 @@ void pd__block_close(pd_block *b)
     free(b);
 }
 
-const pd_block_meta *pd__block_meta(const pd_block *b) { return &b->meta; }
-const char *pd__block_damage(const pd_block *b) { return b->meta_rebuilt ? b->damage : NULL; }
-const char *pd__block_section_damage(const pd_block *b) { return b->sect_damage; }
+const pd_block_meta *pd__block_meta(const pd_block *b)
+{
+    return &b->meta;
+}
+const char *pd__block_damage(const pd_block *b)
+{
+    return b->meta_rebuilt ? b->damage : NULL;
+}
+const char *pd__block_section_damage(const pd_block *b)
+{
+    return b->sect_damage;
+}
 
 int pd__block_mark_failed(pd_block *b, pd_err *err)
 {
@@ -706,9 +714,18 @@ const char (*pd__block_sources(const pd_block *b, size_t *n))[27]
     *n = b->n_sources;
     return (const char(*)[27])b->sources;
 }
-const char *pd__block_dir(const pd_block *b) { return b->dir; }
-const pd_symbols *pd__block_symbols(const pd_block *b) { return &b->sym; }
-size_t pd__block_n_series(const pd_block *b) { return b->ix.n_series; }
+const char *pd__block_dir(const pd_block *b)
+{
+    return b->dir;
+}
+const pd_symbols *pd__block_symbols(const pd_block *b)
+{
+    return &b->sym;
+}
+size_t pd__block_n_series(const pd_block *b)
+{
+    return b->ix.n_series;
+}
 const pd_labels *pd__block_series_labels(const pd_block *b, uint32_t id)
 {
     return id < b->ix.n_series ? &b->ix.s[id].labels : NULL;
@@ -807,8 +824,8 @@ static int read_frame(pd_block *b, uint64_t off, uint8_t *kind, pd_buf *out, pd_
     uint32_t want = get_u32((uint8_t *)out->data + len);
     uint32_t crc = pd_crc32c(pd_crc32c(0, kind, 1), out->data, len);
     if (want != crc)
-        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: chunk crc32c mismatch",
-                          b->chunks_path, (unsigned long long)off);
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: chunk crc32c mismatch", b->chunks_path,
+                          (unsigned long long)off);
     out->len = len;
     return 0;
 }
@@ -847,7 +864,7 @@ static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err)
         rc = unzstd(b->chunks_path, s->tref, &f, &raw, err);
     const pd_buf *p = kind == K_TIME_ZSTD ? &raw : &f;
     if (!rc && (rc = pd__tchunk_decode((const uint8_t *)p->data, p->len, b->sym.n_str,
-                                        b->chunks_version, t, err)))
+                                       b->chunks_version, t, err)))
         pd_err_prefix(err, "%s offset %llu", b->chunks_path, (unsigned long long)s->tref);
     if (!rc && (t->n != s->n || t->ts[0] != s->min_t || t->ts[t->n - 1] != s->max_t)) {
         rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: time chunk disagrees with the index",
@@ -857,9 +874,9 @@ static int load_tchunk(pd_block *b, uint32_t id, pd_tchunk *t, pd_err *err)
     if (!rc)
         for (size_t g = 0; g < t->n_group && !rc; g++)
             if (t->g_off[g] < HDR || t->g_off[g] >= s->tref ||
-                t->g_first[g + 1] - t->g_first[g] >
-                    (b->meta.group > PD_BLOCK_DEFAULT_GROUP ? b->meta.group
-                                                            : PD_BLOCK_DEFAULT_GROUP)) {
+                t->g_first[g + 1] - t->g_first[g] > (b->meta.group > PD_BLOCK_DEFAULT_GROUP
+                                                         ? b->meta.group
+                                                         : PD_BLOCK_DEFAULT_GROUP)) {
                 rc = pd_err_set(err, PD_ECORRUPT, "%s offset %llu: bad value group %zu reference",
                                 b->chunks_path, (unsigned long long)s->tref, g);
                 pd__tchunk_release(t);
@@ -902,7 +919,8 @@ int pd__block_read_points(pd_block *b, uint32_t id, int64_t mint, int64_t maxt, 
         if (!(sets[k] = pd_arena_calloc(a, m + 1, sizeof **sets)))
             goto nomem;
         for (size_t x = 0; x < m; x++) {
-            uint32_t ty = t.tset_str[2 * (t.tset_off[k] + x)], un = t.tset_str[2 * (t.tset_off[k] + x) + 1];
+            uint32_t ty = t.tset_str[2 * (t.tset_off[k] + x)],
+                     un = t.tset_str[2 * (t.tset_off[k] + x) + 1];
             if (!(sets[k][x].type = pd_arena_strndup(a, b->sym.str[ty], b->sym.str_len[ty])) ||
                 !(sets[k][x].unit = pd_arena_strndup(a, b->sym.str[un], b->sym.str_len[un])))
                 goto nomem;
@@ -1056,7 +1074,10 @@ static void tcache_free(void *p)
     free(c);
 }
 
-static void tcache_init_key(void) { pthread_key_create(&tcache_key, tcache_free); }
+static void tcache_init_key(void)
+{
+    pthread_key_create(&tcache_key, tcache_free);
+}
 
 /* The decoded time chunk of series id of b, owned by this thread's cache
  * (valid until this thread's next call). Errors as load_tchunk. */
@@ -1141,8 +1162,8 @@ int pd__block_read_profile(pd_block *b, uint32_t id, int64_t ts_ms, pd_profile *
 }
 
 int pd__block_series_foreach(pd_block *b, uint32_t id,
-                             int (*fn)(void *ctx, int64_t ts_ms, const pd_profile *p),
-                             void *ctx, pd_err *err)
+                             int (*fn)(void *ctx, int64_t ts_ms, const pd_profile *p), void *ctx,
+                             pd_err *err)
 {
     if (id >= b->ix.n_series)
         return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
@@ -1178,8 +1199,7 @@ int pd__block_series_foreach(pd_block *b, uint32_t id,
 }
 
 int pd__block_series_foreach_dprof(pd_block *b, uint32_t id, int64_t mint, int64_t maxt,
-                                   int (*fn)(void *ctx, const pd_dprof *d), void *ctx,
-                                   pd_err *err)
+                                   int (*fn)(void *ctx, const pd_dprof *d), void *ctx, pd_err *err)
 {
     if (id >= b->ix.n_series)
         return pd_err_set(err, PD_ENOTFOUND, "no series %u in block %s", id, b->meta.ulid);
@@ -1261,8 +1281,7 @@ int pd__block_check(const char *dir, pd_block_meta *meta, pd_err *err)
     }
     if (!rc && samples != b->meta.n_samples)
         rc = pd_err_set(err, PD_ECORRUPT, "%s/meta.json: numSamples %llu, the chunks hold %llu",
-                        b->dir, (unsigned long long)b->meta.n_samples,
-                        (unsigned long long)samples);
+                        b->dir, (unsigned long long)b->meta.n_samples, (unsigned long long)samples);
     pd__block_close(b);
     return rc;
 }

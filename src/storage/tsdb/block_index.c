@@ -177,8 +177,7 @@ static int encode_v1(const pd_ixw_series *s, size_t n, pd_buf *out)
     for (size_t i = 0; i < n; i++)
         ls[i] = s[i].labels;
     uint8_t hdr[HDR] = {'P', 'D', 'I', 'X', 1, 0, 0, 0};
-    if ((rc = pd_buf_append(out, hdr, HDR)) ||
-        (rc = label_pairs(ls, n, &syms, &ns, &pairs, &np)))
+    if ((rc = pd_buf_append(out, hdr, HDR)) || (rc = label_pairs(ls, n, &syms, &ns, &pairs, &np)))
         goto out;
     PUT(out, ns);
     for (size_t i = 0; i < ns; i++) {
@@ -405,9 +404,8 @@ static void series_tail(ird *r, pd_ix_series *s, uint64_t chunks_size, size_t i)
     s->tref = iget(r, "time chunk offset");
     s->tbytes = iget(r, "time chunk bytes");
     s->vbytes = iget(r, "value chunk bytes");
-    if (!r->bad && (s->min_t > s->max_t || !s->n || s->tref < CHUNKS_HDR ||
-                    s->tref > chunks_size || s->tbytes > chunks_size - s->tref ||
-                    s->vbytes > chunks_size))
+    if (!r->bad && (s->min_t > s->max_t || !s->n || s->tref < CHUNKS_HDR || s->tref > chunks_size ||
+                    s->tbytes > chunks_size - s->tref || s->vbytes > chunks_size))
         r->bad = pd_err_set(r->err, PD_ECORRUPT,
                             "%s offset %zu: series %zu: bad time range or chunk ref", r->path,
                             r->base + r->off, i);
@@ -570,8 +568,8 @@ static int section_at(const char *path, const uint8_t *p, size_t lim, uint64_t o
                           (unsigned long long)off);
     uint32_t L = get_u32(p + off);
     if (!L || (uint64_t)L > lim - off - 8)
-        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: section length %u past the end",
-                          path, (unsigned long long)off, L);
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %llu: section length %u past the end", path,
+                          (unsigned long long)off, L);
     uint32_t want = get_u32(p + off + 4 + L), got = pd_crc32c(0, p + off, 4 + (size_t)L);
     if (want != got)
         return pd_err_set(err, PD_ECORRUPT,
@@ -735,8 +733,8 @@ static int decode_v2(pd_index *ix, const char *path, const uint8_t *p, size_t le
             break; /* the postings follow the last entry */
         }
         if (!rc && kind != S_SERIES)
-            rc = pd_err_set(&e, PD_ECORRUPT, "%s offset %llu: not a series entry (kind %u)",
-                            path, (unsigned long long)at, kind);
+            rc = pd_err_set(&e, PD_ECORRUPT, "%s offset %llu: not a series entry (kind %u)", path,
+                            (unsigned long long)at, kind);
         if (!rc) {
             if (ix->n_series == cap) {
                 pd_ix_series *ns = realloc(ix->s, (2 * cap + 1) * sizeof *ns);
@@ -750,7 +748,8 @@ static int decode_v2(pd_index *ix, const char *path, const uint8_t *p, size_t le
             pd_ix_series *s = &ix->s[ix->n_series];
             memset(s, 0, sizeof *s);
             rc = parse_entry(path, body, blen, at, chunks_size, k, s, &e);
-            if (!rc && ix->n_series && pd_labels_cmp(&ix->s[ix->n_series - 1].labels, &s->labels) >= 0)
+            if (!rc && ix->n_series &&
+                pd_labels_cmp(&ix->s[ix->n_series - 1].labels, &s->labels) >= 0)
                 rc = pd_err_set(&e, PD_ECORRUPT, "%s offset %llu: series %zu out of order", path,
                                 (unsigned long long)at, k);
             if (rc == PD_ENOMEM) {
@@ -798,8 +797,8 @@ static int decode_v2(pd_index *ix, const char *path, const uint8_t *p, size_t le
         if (prc == PD_ENOMEM)
             return pd_err_set(err, prc, "out of memory reading %s", path);
         if (!prc && r.off != r.len)
-            prc = pd_err_set(&e, PD_ECORRUPT, "%s offset %zu: trailing bytes", path,
-                             r.base + r.off);
+            prc =
+                pd_err_set(&e, PD_ECORRUPT, "%s offset %zu: trailing bytes", path, r.base + r.off);
         if (prc)
             set_damage(ix, "%s", e.msg);
         post_ok = !prc && ix->n_series == n_series;

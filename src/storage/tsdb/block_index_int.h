@@ -84,7 +84,7 @@ typedef struct pd_index {
     size_t n_post;
     size_t n_lost;         /* version 2: entries that did not verify (known ones) */
     bool postings_rebuilt; /* version 2: rebuilt from the entries */
-    char *damage; /* malloc'ed; NULL when intact: the first damage (file, offset) */
+    char *damage;          /* malloc'ed; NULL when intact: the first damage (file, offset) */
 } pd_index;
 
 /* Parses index file p[0..len) (path: for messages) into ix (zeroed first).

@@ -38,28 +38,29 @@
  * blocks are still read. */
 #define PD_BLOCK_VERSION 2
 #define PD_BLOCK_DEFAULT_GROUP 256 /* max profiles per value group (bench/storage_size) */
-#define PD_BLOCK_DEFAULT_GROUP_BYTES (1u << 20) /* raw bytes that end a value group:
-                                                  bench/storage_size/RESULTS.md */
+#define PD_BLOCK_DEFAULT_GROUP_BYTES                                                               \
+    (1u << 20)                    /* raw bytes that end a value group:                             \
+                                    bench/storage_size/RESULTS.md */
 #define PD_BLOCK_DEFAULT_LEVEL 19 /* zstd level of value groups and symbols */
 
 typedef struct pd_block_writer_opts {
-    size_t group;                /* max profiles per value group; 0 = PD_BLOCK_DEFAULT_GROUP */
-    size_t group_bytes;          /* a group ends once its raw encoding has this many
-                                    bytes; 0 = PD_BLOCK_DEFAULT_GROUP_BYTES */
-    int zstd_level;              /* 0 = PD_BLOCK_DEFAULT_LEVEL */
+    size_t group;                 /* max profiles per value group; 0 = PD_BLOCK_DEFAULT_GROUP */
+    size_t group_bytes;           /* a group ends once its raw encoding has this many
+                                     bytes; 0 = PD_BLOCK_DEFAULT_GROUP_BYTES */
+    int zstd_level;               /* 0 = PD_BLOCK_DEFAULT_LEVEL */
     pd_stack_format stack_format; /* 0 = PD_STACKS_TREE */
-    int level;                   /* meta.json compaction.level: 1 for a block cut from the
-                                    head or imported, 1 + max of the sources' when
-                                    compacted; 0 = 1 */
-    const char (*sources)[27];   /* meta.json compaction.sources: ULIDs of the blocks this
-                                    one replaces (compaction); borrowed until
-                                    pd__block_writer_write returns; may be NULL */
+    int level;                    /* meta.json compaction.level: 1 for a block cut from the
+                                     head or imported, 1 + max of the sources' when
+                                     compacted; 0 = 1 */
+    const char (*sources)[27];    /* meta.json compaction.sources: ULIDs of the blocks this
+                                     one replaces (compaction); borrowed until
+                                     pd__block_writer_write returns; may be NULL */
     size_t n_sources;
-    int version;                 /* block format to write: 1 or 2; else PD_BLOCK_VERSION */
-    size_t sym_frame_bytes;      /* version 2: raw bytes per symbols frame;
-                                    0 = PD_SYMBOLS_FRAME_BYTES */
-    int sym_version;             /* version 2: the symbols file's version, 2 or
-                                    3; else PD_SYMBOLS_FILE_VERSION (3) */
+    int version;            /* block format to write: 1 or 2; else PD_BLOCK_VERSION */
+    size_t sym_frame_bytes; /* version 2: raw bytes per symbols frame;
+                               0 = PD_SYMBOLS_FRAME_BYTES */
+    int sym_version;        /* version 2: the symbols file's version, 2 or
+                               3; else PD_SYMBOLS_FILE_VERSION (3) */
 } pd_block_writer_opts;
 
 typedef struct pd_block_writer pd_block_writer;
@@ -108,7 +109,7 @@ typedef struct pd_block_meta {
     uint64_t n_strings, n_mappings, n_functions, n_locations, n_stacks, n_label_sets;
     pd_stack_format stack_format;
     uint64_t group;
-    int level;            /* compaction level (1 = not compacted) */
+    int level;              /* compaction level (1 = not compacted) */
     bool compaction_failed; /* meta.json compaction.failed: a compaction could not read
                                the block; it is left out of later plans */
     /* bytes */
@@ -177,8 +178,8 @@ const char *pd__block_dir(const pd_block *b);
  * returned. Errors: PD_ENOTFOUND (id), PD_ECORRUPT (err: file and offset),
  * -errno, PD_ENOMEM, or fn's code. */
 int pd__block_series_foreach(pd_block *b, uint32_t id,
-                             int (*fn)(void *ctx, int64_t ts_ms, const pd_profile *p),
-                             void *ctx, pd_err *err);
+                             int (*fn)(void *ctx, int64_t ts_ms, const pd_profile *p), void *ctx,
+                             pd_err *err);
 
 /* Calls fn(ctx, d) for every profile of series id with ts in [mint, maxt]
  * (ms, inclusive), in ascending time, in the block's decomposed form (stack

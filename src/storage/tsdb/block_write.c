@@ -125,7 +125,10 @@ void pd__block_writer_free(pd_block_writer *w)
     free(w);
 }
 
-size_t pd__block_writer_count(const pd_block_writer *w) { return w->n_prof; }
+size_t pd__block_writer_count(const pd_block_writer *w)
+{
+    return w->n_prof;
+}
 
 static int find_series(pd_block_writer *w, const pd_labels *l, wseries **out)
 {
@@ -211,8 +214,9 @@ static int stream_append(pd_block_writer *w, wseries *s, pd_dprof *d)
     uint64_t dv = (uint64_t)d->n_sample * d->n_types;
     size_t in_group = s->n - s->g_a;
     int rc;
-    if (in_group && (in_group >= w->o.group || s->raw.len >= w->o.group_bytes ||
-                     s->enc.n_values + dv > PD_VGROUP_GROUP_VALUES) &&
+    if (in_group &&
+        (in_group >= w->o.group || s->raw.len >= w->o.group_bytes ||
+         s->enc.n_values + dv > PD_VGROUP_GROUP_VALUES) &&
         (rc = close_group(w, s)))
         return rc;
     size_t len0 = s->raw.len;
@@ -323,8 +327,10 @@ int pd__block_writer_add(pd_block_writer *w, const pd_labels *labels, int64_t ts
     if (!s->buffered && (rc = stream_append(w, s, &s->p[s->n])) < 0) {
         if (rc != PD_ETOOBIG) /* (too big: nothing was appended, the group is fine) */
             w->failed = rc;
-        pd_err_set(err, rc, "%s", rc == PD_ETOOBIG ? "the profile has too many values for a "
-                                                     "value group" : "out of memory");
+        pd_err_set(err, rc, "%s",
+                   rc == PD_ETOOBIG ? "the profile has too many values for a "
+                                      "value group"
+                                    : "out of memory");
         goto undo;
     }
     w->n_samples += n_samples;
@@ -459,8 +465,8 @@ static int index_bytes(pd_block_writer *w, const uint32_t *order, pd_buf *out)
     int rc = v && ids ? 0 : PD_ENOMEM;
     for (size_t k = 0; !rc && k < w->n; k++) {
         const wseries *s = &w->s[order[k]];
-        v[k] = (pd_ixw_series){&s->labels, s->min_t, s->max_t, s->n, s->tref, s->tbytes,
-                               s->vbytes, NULL, 0};
+        v[k] = (pd_ixw_series){&s->labels, s->min_t,  s->max_t, s->n, s->tref,
+                               s->tbytes,  s->vbytes, NULL,     0};
         if (w->o.version == 1)
             continue;
         /* the distinct strings its time chunk names (sample types and units) */
@@ -673,8 +679,8 @@ int pd__block_writer_write(pd_block_writer *w, const char *parent, char id[27], 
             (json_int_t)w->sym.n_fn, "numLocations", (json_int_t)w->sym.n_loc, "numStacks",
             (json_int_t)w->sym.n_stack, "numLabelSets", (json_int_t)w->sym.n_lset, "stackFormat",
             sf, "groupSize", (json_int_t)w->o.group, "files", "index", (json_int_t)idx.len,
-            "symbols", (json_int_t)sl, CHUNKS_NAME, (json_int_t)chunks_bytes, "compaction",
-            "level", w->o.level > 0 ? w->o.level : 1, "sources", srcs);
+            "symbols", (json_int_t)sl, CHUNKS_NAME, (json_int_t)chunks_bytes, "compaction", "level",
+            w->o.level > 0 ? w->o.level : 1, "sources", srcs);
         srcs = NULL; /* stolen by json_pack ("o"), even on failure */
         (void)time_bytes;
         (void)value_bytes;
@@ -735,4 +741,3 @@ out:
     pd__vgroup_enc_release(&venc);
     return rc;
 }
-

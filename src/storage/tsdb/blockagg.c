@@ -60,7 +60,7 @@ struct pd_bagg {
     const pd_block *b; /* borrowed: the hblock's, which outlives g */
     uint8_t *chk;      /* n_series, __atomic: 0 record not checked against the chunks
                           yet, 1 it matches them, 2 it does not (decode the series) */
-    uint8_t *raw; /* the payload */
+    uint8_t *raw;      /* the payload */
     size_t n_raw;
     uint64_t *off; /* n_series: where series id's record starts in raw, + 1 (0: none) */
     size_t n_series, n_rec;
@@ -111,7 +111,8 @@ typedef struct rd {
 
 static uint64_t rd_u(rd *r)
 {
-    if (!r->bad && r->n - r->i >= 9) { /* inline up to 9 bytes (63 bits): a record is mostly varints */
+    if (!r->bad &&
+        r->n - r->i >= 9) { /* inline up to 9 bytes (63 bits): a record is mostly varints */
         const uint8_t *q = r->p + r->i;
         uint64_t v = 0;
         for (int k = 0; k < 9; k++) {
@@ -168,7 +169,8 @@ static int rec_decode_to(rd *r, const pd_symbols *sym, pd_bagg_rec *o, pd_bagg_s
     uint64_t nt = rd_u(r);
     if (r->bad)
         return PD_ECORRUPT;
-    if (nt > PD_BAGG_MAX_TYPES || flags > 1 || crc > UINT32_MAX || o->max_ts < o->min_ts || !o->n_profiles) {
+    if (nt > PD_BAGG_MAX_TYPES || flags > 1 || crc > UINT32_MAX || o->max_ts < o->min_ts ||
+        !o->n_profiles) {
         *why = "record header out of range";
         return PD_ECORRUPT;
     }
@@ -693,8 +695,7 @@ int pd__bagg_sum_record(const pd_dprof *d, size_t n, pd_buf *out)
     if (rc >= 0 && !s.bad && s.n) {
         rc = bs_encode(&s, 0, out);
         rc = rc == 0 ? 1 : rc == PD_ENOMEM ? rc : 0;
-    }
-    else if (rc >= 0)
+    } else if (rc >= 0)
         rc = 0;
     bs_release(&s);
     return rc;
@@ -759,9 +760,8 @@ int pd__bagg_fold_record(const uint8_t *p, size_t n, const pd_dprof *d, pd_bagg_
         h.default_sample_type = d->default_sample_type;
     if (!h.doc_url)
         h.doc_url = d->doc_url;
-    if (d->n_comment &&
-        !grow((void **)&sc->comment, &sc->cap_comment, (size_t)h.n_comment + d->n_comment + 1,
-              sizeof *sc->comment))
+    if (d->n_comment && !grow((void **)&sc->comment, &sc->cap_comment,
+                              (size_t)h.n_comment + d->n_comment + 1, sizeof *sc->comment))
         return PD_ENOMEM;
     h.comment = sc->comment; /* (rec_decode put r's there: grow kept them) */
     for (size_t i = 0; i < d->n_comment; i++) {
@@ -801,9 +801,7 @@ int pd__bagg_fold_record(const uint8_t *p, size_t n, const pd_dprof *d, pd_bagg_
             i++;
         } else
             memset(acc, 0, nt * sizeof *acc);
-        for (; take_d && j < d->n_sample &&
-               ((uint64_t)d->stack[j] << 32 | d->lset[j]) == key;
-             j++)
+        for (; take_d && j < d->n_sample && ((uint64_t)d->stack[j] << 32 | d->lset[j]) == key; j++)
             for (size_t v = 0; v < nt; v++)
                 acc[v] = (int64_t)((uint64_t)acc[v] + (uint64_t)d->value[j * nt + v]);
         bool zero = true;

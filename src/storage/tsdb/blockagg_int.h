@@ -66,7 +66,7 @@ typedef struct pd_bagg_scratch {
     size_t cap_types, cap_comment, cap_n, cap_lset, cap_value, cap_totals;
     int64_t *acc; /* pd__bagg_fold_record: one entry's values, */
     size_t cap_acc;
-    pd_buf eb;    /* and the merged entries */
+    pd_buf eb; /* and the merged entries */
 } pd_bagg_scratch;
 void pd__bagg_scratch_release(pd_bagg_scratch *sc);
 

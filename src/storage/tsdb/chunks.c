@@ -199,7 +199,10 @@ static void dense_free(void *p)
     free(ds);
 }
 
-static void dense_init_key(void) { pthread_key_create(&dense_key, dense_free); }
+static void dense_init_key(void)
+{
+    pthread_key_create(&dense_key, dense_free);
+}
 
 /* Starts a profile on table k with room for n symbols. 0 or PD_ENOMEM. */
 static int dense_begin(dense *t, size_t n)
@@ -253,7 +256,10 @@ static int use(used *u, uint32_t idx, uint32_t *pos)
     return 0;
 }
 
-static void used_release(used *u) { free(u->v); }
+static void used_release(used *u)
+{
+    free(u->v);
+}
 
 /* The three tables of this thread, started for a profile of symbols s. */
 static int used_begin(const pd_symbols *s, used *ul, used *uf, used *um)
@@ -329,8 +335,8 @@ int pd__dprof_to_profile(const pd_symbols *s, const pd_dprof *d, pd_profile *out
         pd_pprof_sample *sa = &p->sample[i];
         int n = pd__symbols_stack(s, d->stack[i], tmp, s->max_depth);
         if (n < 0) {
-            rc = pd_err_set(err, PD_ECORRUPT, "sample %zu: stack %u deeper than the symbols say",
-                            i, d->stack[i]);
+            rc = pd_err_set(err, PD_ECORRUPT, "sample %zu: stack %u deeper than the symbols say", i,
+                            d->stack[i]);
             goto fail;
         }
         sa->n_location = (size_t)n;
@@ -451,7 +457,6 @@ static int keycmp(uint32_t s1, uint32_t l1, uint32_t s2, uint32_t l2)
     return 0;
 }
 
-
 /* ---- the value model (see the top of the file) ---- */
 
 #ifndef __SIZEOF_INT128__
@@ -460,10 +465,19 @@ static int keycmp(uint32_t s1, uint32_t l1, uint32_t s2, uint32_t l2)
 typedef unsigned __int128 u128;
 
 /* |x| as an unsigned (2^63 for INT64_MIN). */
-static uint64_t mag(int64_t x) { return x < 0 ? 0 - (uint64_t)x : (uint64_t)x; }
+static uint64_t mag(int64_t x)
+{
+    return x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+}
 
-static int64_t wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static int64_t wsub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static int64_t wadd(int64_t a, int64_t b)
+{
+    return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+static int64_t wsub(int64_t a, int64_t b)
+{
+    return (int64_t)((uint64_t)a - (uint64_t)b);
+}
 
 /* round(a x b / c), halves away from zero, c > 0, exact in 128 bits; the
  * magnitude saturates at INT64_MAX. Integer only, so the writer and every
@@ -486,10 +500,16 @@ static int64_t follow(int64_t dl, int64_t pf, int64_t pl)
 
 /* Residuals of a sample with matched previous values P (n_types nt): a pair
  * (t, t+1) has 3 residuals with a quantum, 2 without; an odd last type 1. */
-static size_t n_res(size_t nt, uint64_t q) { return (nt / 2) * (q ? 3 : 2) + (nt & 1); }
+static size_t n_res(size_t nt, uint64_t q)
+{
+    return (nt / 2) * (q ? 3 : 2) + (nt & 1);
+}
 
 /* The lead of pair (t, t+1): the larger previous magnitude (t+1 on a tie). */
-static size_t lead_of(const int64_t *P, size_t t) { return mag(P[t + 1]) >= mag(P[t]) ? t + 1 : t; }
+static size_t lead_of(const int64_t *P, size_t t)
+{
+    return mag(P[t + 1]) >= mag(P[t]) ? t + 1 : t;
+}
 
 /* The first pair whose previous values are both non-zero (its ratio stands in
  * for a pair that was all zero), or nt. */
@@ -624,7 +644,7 @@ static int enc_profile(const pd_dprof *pv, const uint64_t *pq, const pd_dprof *c
 {
     int rc = 0;
     int64_t *match = NULL; /* per cur sample: matched prev index or -1 */
-    int64_t *e = NULL; /* one sample's residuals */
+    int64_t *e = NULL;     /* one sample's residuals */
     uint32_t *chg = NULL;
     size_t nt = c->n_types, ne_max = n_res(nt, 1) > nt ? n_res(nt, 1) : nt, split = 0;
     pd_buf hb;
@@ -785,11 +805,14 @@ int pd__vgroup_enc_append(pd_vgroup_enc *e, const pd_dprof *c, pd_buf *out)
     if (!qn)
         return PD_ENOMEM;
     /* the previous profile as a pd_dprof view of what we kept of it */
-    pd_dprof pv = {.n_types = e->n_types, .n_sample = e->n_sample,
-                   .stack = e->stack, .lset = e->lset, .value = e->value};
+    pd_dprof pv = {.n_types = e->n_types,
+                   .n_sample = e->n_sample,
+                   .stack = e->stack,
+                   .lset = e->lset,
+                   .value = e->value};
     size_t len0 = out->len;
-    int rc = enc_profile(e->n ? &pv : NULL, e->n ? e->q : NULL, c, qn,
-                         e->n ? &e->hdr : NULL, &e->hdr_next, e->derive, out);
+    int rc = enc_profile(e->n ? &pv : NULL, e->n ? e->q : NULL, c, qn, e->n ? &e->hdr : NULL,
+                         &e->hdr_next, e->derive, out);
     if (rc) {
         free(qn);
         out->len = len0; /* e unchanged: c may be appended again */
@@ -879,8 +902,8 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
         int64_t given_time = c->time_nanos;
         uint64_t flags = get(&r, "flags");
         if (!r.bad && (flags > 15 || ((flags & 2) && !pv)))
-            r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: flags %llu",
-                               at, (unsigned long long)flags);
+            r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: flags %llu", at,
+                               (unsigned long long)flags);
         if (r.bad)
             break;
         if (flags & 2) { /* the header of the previous profile */
@@ -894,9 +917,9 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
                 goto nomem;
             memcpy(c->types, pv->types, 2 * c->n_types * sizeof *c->types);
             memcpy(c->comment, pv->comment, c->n_comment * sizeof *c->comment);
-            c->time_nanos = flags & 8 ? given_time
-                                      : (int64_t)((uint64_t)getz(&r, "time") +
-                                                  (uint64_t)c->ts * 1000000u);
+            c->time_nanos =
+                flags & 8 ? given_time
+                          : (int64_t)((uint64_t)getz(&r, "time") + (uint64_t)c->ts * 1000000u);
             c->duration_nanos = pv->duration_nanos;
             c->drop_frames = pv->drop_frames;
             c->keep_frames = pv->keep_frames;
@@ -913,9 +936,9 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
             c->period_type = getref(&r, NS, "period type");
             c->period_unit = getref(&r, NS, "period unit");
             c->period = getz(&r, "period");
-            c->time_nanos = flags & 8 ? given_time
-                                      : (int64_t)((uint64_t)getz(&r, "time") +
-                                                  (uint64_t)c->ts * 1000000u);
+            c->time_nanos =
+                flags & 8 ? given_time
+                          : (int64_t)((uint64_t)getz(&r, "time") + (uint64_t)c->ts * 1000000u);
             c->duration_nanos = getz(&r, "duration");
             c->n_comment = (uint32_t)getn(&r, 1, SIZE_MAX, "comments");
             if (r.bad)
@@ -930,11 +953,11 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
             c->doc_url = getref(&r, NS, "doc url");
         }
         if (!r.bad && (flags & 12) && (!c->totals || given_nt != c->n_types))
-            r.bad = pd_err_set(err, PD_ECORRUPT,
-                               "value group payload offset %zu: values or time from the time "
-                               "chunk, but %s",
-                               at, c->totals ? "the time chunk has another number of types"
-                                             : "no totals given");
+            r.bad = pd_err_set(
+                err, PD_ECORRUPT,
+                "value group payload offset %zu: values or time from the time "
+                "chunk, but %s",
+                at, c->totals ? "the time chunk has another number of types" : "no totals given");
         if (r.bad)
             break;
         /* a kept key costs no byte (nor do its values if unchanged), an added
@@ -943,8 +966,8 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
         uint64_t nc64 = get(&r, "samples");
         size_t np = pv ? pv->n_sample : 0, nt = c->n_types, nc = (size_t)nc64;
         if (!r.bad && (nc64 > UINT32_MAX || nc64 > np + (r.len - r.off)))
-            r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: %llu samples",
-                               at, (unsigned long long)nc64);
+            r.bad = pd_err_set(err, PD_ECORRUPT, "value group payload offset %zu: %llu samples", at,
+                               (unsigned long long)nc64);
         if (!r.bad && nt && nc > (PD_VGROUP_MAX_VALUES - n_values) / nt)
             r.bad = pd_err_set(err, PD_ECORRUPT,
                                "value group payload offset %zu: more than %llu values in the "

@@ -85,8 +85,8 @@ typedef struct pd_vgroup_enc {
     uint32_t n_types, n_sample;
     uint32_t *stack, *lset;
     int64_t *value;
-    uint64_t *q;       /* n_sample + 1 */
-    size_t cap, vcap;  /* of stack and lset; of value */
+    uint64_t *q;          /* n_sample + 1 */
+    size_t cap, vcap;     /* of stack and lset; of value */
     pd_buf hdr, hdr_next; /* the last profile's header bytes (flag bit 1), the next one's */
     /* Set by the caller after init: leave out the values of each profile's
      * last listed sample (flag bit 2), which the reader derives from the
@@ -134,12 +134,12 @@ int pd__vgroup_decode(const pd_symbols *s, const uint8_t *p, size_t len, size_t 
 
 /* A decoded time chunk. */
 typedef struct pd_tchunk {
-    size_t n;          /* profiles */
-    int64_t *ts;       /* n, ascending */
+    size_t n;            /* profiles */
+    int64_t *ts;         /* n, ascending */
     int64_t *time_nanos; /* n: each profile's time_nanos (version 3; NULL in version 2,
                             whose value groups hold it) */
-    uint32_t *tset;    /* n: index of the profile's sample-type set */
-    uint64_t *tot_off; /* n + 1: totals of profile i are totals[tot_off[i] .. tot_off[i+1]) */
+    uint32_t *tset;      /* n: index of the profile's sample-type set */
+    uint64_t *tot_off;   /* n + 1: totals of profile i are totals[tot_off[i] .. tot_off[i+1]) */
     int64_t *totals;
     size_t n_tset;
     uint64_t *tset_off; /* n_tset + 1: set k is tset_str[2*tset_off[k] .. 2*tset_off[k+1]) */

@@ -401,12 +401,15 @@ int pd__tsdb_cmp_hb_mint(const void *a, const void *b)
     return strcmp(x->ulid, y->ulid);
 }
 
-static int64_t floor_div(int64_t a, int64_t d) { return a / d - (a % d != 0 && a < 0); }
+static int64_t floor_div(int64_t a, int64_t d)
+{
+    return a / d - (a % d != 0 && a < 0);
+}
 
 /* Picks the next group to compact from v (sorted by min time): its first
  * index and size, or false. */
-bool pd__tsdb_plan_compaction(const pd_tsdb *s, hblock **v, size_t n, int64_t newest,
-                            size_t *first, size_t *count)
+bool pd__tsdb_plan_compaction(const pd_tsdb *s, hblock **v, size_t n, int64_t newest, size_t *first,
+                              size_t *count)
 {
     int64_t d = s->block_ms > 0 ? s->block_ms : 2 * 3600 * 1000;
     /* as Prometheus: 10% of the retention time, else 31 days */
@@ -540,4 +543,3 @@ out:
     free(srcs);
     return rc;
 }
-

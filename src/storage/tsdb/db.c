@@ -98,7 +98,7 @@ pd_storage_options pd_storage_options_default(void)
 /* The window of accepted profile times (pd_tsdb_append): with retention r
  * > 0, ts >= now - r; with grace g > 0, ts <= now + g. */
 int pd__tsdb_check_time(int64_t retention_ms, int64_t grace_ms, int64_t now, int64_t ts,
-                      pd_err *err)
+                        pd_err *err)
 {
     char t[32], bound[32], dur[32];
     if (grace_ms > 0 && now < INT64_MAX - grace_ms && ts > now + grace_ms) {
@@ -142,8 +142,7 @@ void pd__tsdb_update_gauges(pd_tsdb *s)
     pd_metrics_set("profd_storage_series", NULL, (double)s->n_series);
     pd_metrics_set("profd_storage_blocks", NULL, (double)s->n_blocks);
     pd_metrics_set("profd_storage_profiles", NULL, (double)(s->n_profiles + blocks_profiles(s)));
-    pd_metrics_set("profd_storage_bytes", NULL,
-                   (double)(pd__wal_bytes(s->wal) + blocks_bytes(s)));
+    pd_metrics_set("profd_storage_bytes", NULL, (double)(pd__wal_bytes(s->wal) + blocks_bytes(s)));
     pd_metrics_set("profd_storage_head_chunk_bytes", NULL, (double)s->hm.bytes);
     pd_metrics_set("profd_storage_head_wal_only_profiles", NULL, (double)s->n_wal_only);
     pd_metrics_set("profd_storage_head_symbols", NULL, (double)pd__hmem_symbols_count(&s->hm));
@@ -161,7 +160,10 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 }
 
 /* rm -r path (no symlinks followed). Errors are logged. */
-static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static void rm_tree(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 /* mkdir -p */
 static int mkdirs(const char *path, pd_err *err)
@@ -229,7 +231,10 @@ static uint64_t blocks_bytes(const pd_tsdb *s)
     return n;
 }
 
-void pd__tsdb_hb_get(hblock *hb) { __atomic_add_fetch(&hb->refs, 1, __ATOMIC_ACQ_REL); }
+void pd__tsdb_hb_get(hblock *hb)
+{
+    __atomic_add_fetch(&hb->refs, 1, __ATOMIC_ACQ_REL);
+}
 
 void pd__tsdb_hb_put(hblock *hb)
 {
@@ -273,8 +278,8 @@ void pd__tsdb_hb_damaged(hblock *hb, uint32_t id, const pd_err *e)
         pd_buf lb;
         pd_buf_init(&lb, 1024);
         pd_labels_format(pd__block_series_labels(hb->b, id), &lb);
-        pd_log_error("storage: damaged block series skipped", "block=%s series=%s err=\"%s\"",
-                     ulid, lb.data ? lb.data : "", msg);
+        pd_log_error("storage: damaged block series skipped", "block=%s series=%s err=\"%s\"", ulid,
+                     lb.data ? lb.data : "", msg);
         pd_buf_release(&lb);
         pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
     }
@@ -521,7 +526,6 @@ size_t pd__tsdb_drop_points(pd_tsdb *s, series *se, const int64_t *ts, size_t n)
     return dropped;
 }
 
-
 /* Open: drops head points (replayed from the WAL) already in a block — a
  * crash between a block's rename and the WAL checkpoint leaves both. */
 static int dedupe_head(pd_tsdb *s)
@@ -562,8 +566,8 @@ static int dedupe_head(pd_tsdb *s)
         }
     }
     if (dropped)
-        pd_log_info("storage: wal profiles already in blocks dropped from the head",
-                    "profiles=%zu", dropped);
+        pd_log_info("storage: wal profiles already in blocks dropped from the head", "profiles=%zu",
+                    dropped);
     return 0;
 }
 
@@ -645,8 +649,8 @@ int pd__tsdb_load_blocks(pd_tsdb *s, bool *added, pd_err *err)
             continue;
         }
         if (brc < 0) {
-            pd_log_error("storage: skipping a block that does not open", "dir=%s err=\"%s\"",
-                         dir, e.msg[0] ? e.msg : pd_strerror(brc));
+            pd_log_error("storage: skipping a block that does not open", "dir=%s err=\"%s\"", dir,
+                         e.msg[0] ? e.msg : pd_strerror(brc));
             pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
             continue;
         }
@@ -666,8 +670,7 @@ int pd__tsdb_load_blocks(pd_tsdb *s, bool *added, pd_err *err)
             pd_err me;
             pd_err_clear(&me);
             if (!pd__block_meta(b)->compaction_failed && pd__block_mark_failed(b, &me) < 0)
-                pd_log_warn("storage: cannot mark a damaged block failed", "err=\"%s\"",
-                            me.msg);
+                pd_log_warn("storage: cannot mark a damaged block failed", "err=\"%s\"", me.msg);
         }
         opened[n_opened++] = b;
     }
@@ -753,8 +756,8 @@ int pd_tsdb_maintain(pd_tsdb *s, pd_err *err)
                 pd_log_error("storage: compaction cannot read a block; marked failed "
                              "(compaction.failed in its meta.json), left out of later "
                              "compactions, still served for what reads",
-                             "block=%s err=\"%s\" persisted=%s", pd__block_meta(fb)->ulid,
-                             err->msg, mrc < 0 ? me.msg : "yes");
+                             "block=%s err=\"%s\" persisted=%s", pd__block_meta(fb)->ulid, err->msg,
+                             mrc < 0 ? me.msg : "yes");
                 pd_metrics_add("profd_storage_corruptions_total", NULL, 1);
                 pd_metrics_add("profd_storage_compactions_failed_total", NULL, 1);
                 rc = 0; /* the next round plans without it */
@@ -858,8 +861,8 @@ int pd__tsdb_lock_store(const char *dir, int *fd_out, pd_err *err)
         close(fd);
         if (rc == -EWOULDBLOCK)
             return pd_err_set(err, PD_EEXIST,
-                              "storage %s is in use by another process (lock file %s is held)",
-                              dir, lockname);
+                              "storage %s is in use by another process (lock file %s is held)", dir,
+                              lockname);
         return pd_err_set(err, rc, "lock %s: %s", lockname, strerror(-rc));
     }
     *fd_out = fd;
@@ -994,9 +997,8 @@ int pd_tsdb_open(const pd_storage_options *opts, pd_tsdb **out, pd_err *err)
         uint64_t cap = s->retention_bytes / 8 > (64u << 10) ? s->retention_bytes / 8 : 64u << 10;
         if (seg_bytes > cap)
             seg_bytes = (size_t)cap;
-        s->wal_budget = s->retention_bytes / 4 > 2 * (uint64_t)seg_bytes
-                            ? s->retention_bytes / 4
-                            : 2 * (uint64_t)seg_bytes;
+        s->wal_budget = s->retention_bytes / 4 > 2 * (uint64_t)seg_bytes ? s->retention_bytes / 4
+                                                                         : 2 * (uint64_t)seg_bytes;
         s->wal_hard = s->wal_budget + seg_bytes;
     }
     pd_wal_options wo = {
@@ -1032,7 +1034,8 @@ int pd_tsdb_open(const pd_storage_options *opts, pd_tsdb **out, pd_err *err)
     if (added) {
         pd_err e;
         pd_err_clear(&e);
-        if (pd__tsdb_write_series_file(s, s->series_first_seg, &e) < 0) /* refs hold for this run anyway */
+        if (pd__tsdb_write_series_file(s, s->series_first_seg, &e) <
+            0) /* refs hold for this run anyway */
             pd_log_warn("storage: cannot persist the refs of block series", "err=\"%s\"", e.msg);
     }
     /* A head cut due at open (the WAL spans more than 1.5 block durations,
@@ -1051,8 +1054,7 @@ int pd_tsdb_open(const pd_storage_options *opts, pd_tsdb **out, pd_err *err)
         __atomic_store_n(&s->head_ready, true, __ATOMIC_RELEASE);
     if (s->maint_ms > 0) {
         if ((rc = pthread_create(&s->maint_thread, NULL, maint_main, s)) != 0) {
-            rc = pd_err_set(err, -rc, "open storage %s: cannot start the maintenance thread",
-                            path);
+            rc = pd_err_set(err, -rc, "open storage %s: cannot start the maintenance thread", path);
             goto fail;
         }
         s->maint_running = true;
@@ -1067,9 +1069,8 @@ int pd_tsdb_open(const pd_storage_options *opts, pd_tsdb **out, pd_err *err)
     s->opened = true;
     pd_log_info("storage opened",
                 "path=%s series=%zu profiles=%llu blocks=%zu segments=%zu bytes=%llu", path,
-                s->n_series, (unsigned long long)(s->n_profiles + blocks_profiles(s)),
-                s->n_blocks, pd__wal_segments(s->wal),
-                (unsigned long long)pd__wal_bytes(s->wal));
+                s->n_series, (unsigned long long)(s->n_profiles + blocks_profiles(s)), s->n_blocks,
+                pd__wal_segments(s->wal), (unsigned long long)pd__wal_bytes(s->wal));
     *out = s;
     return 0;
 fail:
@@ -1165,4 +1166,3 @@ bool pd_tsdb_ready(pd_tsdb *s)
 {
     return __atomic_load_n(&s->head_ready, __ATOMIC_ACQUIRE);
 }
-

@@ -36,8 +36,8 @@ typedef struct point {
     uint32_t len;      /* record payload length */
     uint32_t body_off; /* body offset inside the payload */
     uint32_t body_len;
-    uint32_t tset; /* index into series.tsets */
-    uint32_t tot;  /* index into series.totals (tsets[tset].n values) */
+    uint32_t tset;      /* index into series.tsets */
+    uint32_t tot;       /* index into series.totals (tsets[tset].n values) */
     uint32_t gid, gpos; /* the decomposed profile: group and position (headmem_int.h);
                            gid WAL_ONLY: replayed, not decomposed yet (read from the WAL) */
 } point;
@@ -54,11 +54,11 @@ typedef struct point {
  * closed when its last reader is done. */
 typedef struct hblock {
     pd_block *b;
-    int refs; /* __atomic */
-    unsigned char *bad; /* per series id: non-zero once a read found its data
-                           damaged (__atomic; reported once, then skipped by
-                           select and read_points); 2 while why[id] is set, then 1 */
-    char **why;         /* per series id: the first error (file and offset) */
+    int refs;            /* __atomic */
+    unsigned char *bad;  /* per series id: non-zero once a read found its data
+                            damaged (__atomic; reported once, then skipped by
+                            select and read_points); 2 while why[id] is set, then 1 */
+    char **why;          /* per series id: the first error (file and offset) */
     struct pd_bagg *agg; /* its aggregates (blockagg_int.h), NULL: none (yet);
                             published once by the maintenance thread (__atomic) */
     int agg_tried;       /* __atomic: agg loaded or built (or that failed) */
@@ -76,9 +76,9 @@ void pd__tsdb_hb_stat_agg(hblock *hb);
 /* A series' part in one block. */
 typedef struct bref {
     hblock *hb;
-    uint32_t id;          /* series id in b */
-    int64_t mint, maxt;   /* of the series in b */
-    uint64_t n;           /* profiles of the series in b */
+    uint32_t id;        /* series id in b */
+    int64_t mint, maxt; /* of the series in b */
+    uint64_t n;         /* profiles of the series in b */
 } bref;
 
 /* A series lives from its first append (or replay) until the store is
@@ -102,8 +102,8 @@ typedef struct series {
     size_t n_tsets, cap_tsets;
     int64_t *totals;
     size_t n_tot, cap_tot;
-    pd_hchunks hc; /* the head profiles, decomposed */
-    size_t n_wal_only; /* points with gid WAL_ONLY */
+    pd_hchunks hc;       /* the head profiles, decomposed */
+    size_t n_wal_only;   /* points with gid WAL_ONLY */
     uint32_t series_seg; /* the WAL segment holding this series' latest SERIES record
                             (0: none): an append into another one logs it again, so
                             every segment names the series its PROFILEs use (issue 27) */
@@ -125,14 +125,14 @@ struct pd_tsdb {
                                 idx between slices), for writing by a head cut's swap:
                                 no profile moves from the head into a block the
                                 aggregation did not see. Order: cut_rw, app_mu, idx */
-    pd_hmem hm; /* symbols and value groups of the head (headmem_int.h) */
-    pd_postings post; /* label pair -> refs of every series (postings_int.h) */
-    uint64_t n_wal_only; /* head points not decomposed yet (replayed) */
-    bool head_ready;     /* __atomic: n_wal_only reached 0 since the open (pd_tsdb_ready) */
-    bool snapshot;       /* write PATH/head.snapshot at close (headsnap.c) */
-    bool opened;         /* the open succeeded (close may write the snapshot) */
-    bool post_broken; /* out of memory adding to post: select scans every series */
-    series **by_ref; /* ascending ref */
+    pd_hmem hm;              /* symbols and value groups of the head (headmem_int.h) */
+    pd_postings post;        /* label pair -> refs of every series (postings_int.h) */
+    uint64_t n_wal_only;     /* head points not decomposed yet (replayed) */
+    bool head_ready;         /* __atomic: n_wal_only reached 0 since the open (pd_tsdb_ready) */
+    bool snapshot;           /* write PATH/head.snapshot at close (headsnap.c) */
+    bool opened;             /* the open succeeded (close may write the snapshot) */
+    bool post_broken;        /* out of memory adding to post: select scans every series */
+    series **by_ref;         /* ascending ref */
     size_t n_series, cap_series;
     series **buckets; /* n_buckets, power of two */
     size_t n_buckets;
@@ -142,42 +142,42 @@ struct pd_tsdb {
 
     hblock **blocks; /* changed under app_mu + idx write lock */
     size_t n_blocks, cap_blocks;
-    int64_t block_ms;          /* <= 0: no head cut */
-    int64_t cut_retry_after;   /* monotonic ms: no cut attempt before */
-    uint64_t n_cuts; /* __atomic: stats read it under the idx read lock only */
+    int64_t block_ms;        /* <= 0: no head cut */
+    int64_t cut_retry_after; /* monotonic ms: no cut attempt before */
+    uint64_t n_cuts;         /* __atomic: stats read it under the idx read lock only */
     const char *replay_file; /* set while PATH/series is replayed */
     struct orphan {          /* replayed PROFILE records of a ref not known yet: */
         uint32_t seg, len;   /* resolved after the whole WAL is read (a later */
         uint64_t off;        /* segment's SERIES record; issue 27) */
-    } *orphans;
+    } * orphans;
     size_t n_orphans, cap_orphans;
-    bool replay_final;       /* pd__tsdb_replay_orphans: unknown refs are damage now */
-    bool hr_valid, hr_any;     /* head_range's cache (under app_mu) */
+    bool replay_final;     /* pd__tsdb_replay_orphans: unknown refs are damage now */
+    bool hr_valid, hr_any; /* head_range's cache (under app_mu) */
     int64_t hr_min, hr_max;
 
     /* maintenance (compaction, retention): rounds serialised by maint_mu */
     pthread_mutex_t maint_mu;
-    int64_t retention_ms;      /* <= 0: no time retention (nor lower bound on appends) */
-    int64_t agg_slice_ns;      /* aggregate.c: head walk slices (storage.h) */
-    uint64_t n_agg_slices;     /* their count (atomic) */
-    int agg_workers;           /* aggregate.c: block walk threads (storage.h), >= 1 */
-    uint64_t n_agg_parallel;   /* walks that used more than one (atomic) */
-    uint64_t n_agg_built;      /* block aggregates built (blockagg.c, atomic) */
-    uint64_t n_agg_records;    /* block parts a merge added as one record (atomic) */
+    int64_t retention_ms;       /* <= 0: no time retention (nor lower bound on appends) */
+    int64_t agg_slice_ns;       /* aggregate.c: head walk slices (storage.h) */
+    uint64_t n_agg_slices;      /* their count (atomic) */
+    int agg_workers;            /* aggregate.c: block walk threads (storage.h), >= 1 */
+    uint64_t n_agg_parallel;    /* walks that used more than one (atomic) */
+    uint64_t n_agg_built;       /* block aggregates built (blockagg.c, atomic) */
+    uint64_t n_agg_records;     /* block parts a merge added as one record (atomic) */
     uint64_t n_agg_head_groups; /* sealed head groups a merge added as their sum (atomic) */
     uint64_t n_agg_head_open;   /* open head groups a merge added as their running sum */
-    int64_t grace_ms;          /* <= 0: no upper bound on appends */
-    int64_t (*clock)(void);    /* wall clock, Unix ms */
-    uint64_t retention_bytes;  /* 0: no size retention */
-    uint64_t wal_budget;       /* with retention_bytes: WAL bytes past which the head is
-                                  cut early (retention_bytes / 4; compact.c) */
-    uint64_t wal_hard;         /* with retention_bytes and the maintenance thread: WAL
-                                  bytes past which appends wait for the cut's
-                                  checkpoint (wal_budget + one segment; head.c) */
-    pthread_cond_t wal_cv;     /* with app_mu: broadcast after each checkpoint */
-    int64_t maint_ms;          /* <= 0: no thread */
+    int64_t grace_ms;           /* <= 0: no upper bound on appends */
+    int64_t (*clock)(void);     /* wall clock, Unix ms */
+    uint64_t retention_bytes;   /* 0: no size retention */
+    uint64_t wal_budget;        /* with retention_bytes: WAL bytes past which the head is
+                                   cut early (retention_bytes / 4; compact.c) */
+    uint64_t wal_hard;          /* with retention_bytes and the maintenance thread: WAL
+                                   bytes past which appends wait for the cut's
+                                   checkpoint (wal_budget + one segment; head.c) */
+    pthread_cond_t wal_cv;      /* with app_mu: broadcast after each checkpoint */
+    int64_t maint_ms;           /* <= 0: no thread */
     uint64_t n_compactions, n_ret_deletes; /* __atomic */
-    int64_t compact_retry_after; /* monotonic ms */
+    int64_t compact_retry_after;           /* monotonic ms */
     pthread_t maint_thread;
     bool maint_running;
     pthread_mutex_t stop_mu;
@@ -194,10 +194,9 @@ typedef struct reader {
 
 typedef pd_profile_rec profile_rec;
 
-
 /* ---- db.c ---- */
 int pd__tsdb_check_time(int64_t retention_ms, int64_t grace_ms, int64_t now, int64_t ts,
-                      pd_err *err);
+                        pd_err *err);
 void pd__tsdb_update_gauges(pd_tsdb *s);
 int64_t pd__tsdb_now_mono_ms(void);
 void pd__tsdb_hb_get(hblock *hb);
@@ -238,7 +237,7 @@ bool pd__tsdb_has_ts(const series *se, int64_t ts);
 int pd__tsdb_find_tset(const series *se, size_t k, const char *const *types, const size_t *tlen,
                        const char *const *units, const size_t *ulen);
 int pd__tsdb_intern_tset(series *se, size_t k, const char *const *types, const size_t *tlen,
-                       const char *const *units, const size_t *ulen, uint32_t *idx /* OUT */);
+                         const char *const *units, const size_t *ulen, uint32_t *idx /* OUT */);
 int pd__tsdb_reserve_point(series *se, size_t k);
 /* True when se has room for one more point with k totals (no
  * pd__tsdb_reserve_point needed). */
@@ -254,7 +253,7 @@ const char *pd__tsdb_rd_str(reader *r, size_t *len);
 void pd__tsdb_compress_sealed(pd_tsdb *s, series *se);
 void pd__tsdb_seg_name(const pd_tsdb *s, uint32_t seg, char *buf, size_t n);
 int pd__tsdb_replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, const uint8_t *payload,
-                     uint32_t len);
+                       uint32_t len);
 /* Writes PATH/series: a CHECKPOINT record naming first_seg (the first WAL
  * segment kept; 0 = none written), then every series. */
 int pd__tsdb_write_series_file(pd_tsdb *s, uint32_t first_seg, pd_err *err);
@@ -275,15 +274,15 @@ bool pd__tsdb_newest_ts(pd_tsdb *s, int64_t *out);
 int pd__tsdb_snapshot_blocks(pd_tsdb *s, hblock ***out, size_t *n);
 void pd__tsdb_put_blocks(hblock **v, size_t n);
 int pd__tsdb_cmp_hb_mint(const void *a, const void *b);
-bool pd__tsdb_plan_compaction(const pd_tsdb *s, hblock **v, size_t n, int64_t newest,
-                            size_t *first, size_t *count);
+bool pd__tsdb_plan_compaction(const pd_tsdb *s, hblock **v, size_t n, int64_t newest, size_t *first,
+                              size_t *count);
 int pd__tsdb_compact_blocks(pd_tsdb *s, hblock **v, size_t n, size_t *bad_src, pd_err *err);
 
 /* ---- retention.c ---- */
 void pd__tsdb_apply_retention(pd_tsdb *s);
 
 /* ---- querier.c ---- */
-int pd__tsdb_wal_profile(pd_tsdb *s, uint64_t ref, const point *pt, pd_profile *out,
-                       pd_buf *raw, pd_err *err);
+int pd__tsdb_wal_profile(pd_tsdb *s, uint64_t ref, const point *pt, pd_profile *out, pd_buf *raw,
+                         pd_err *err);
 
 #endif

@@ -196,7 +196,7 @@ int pd__tsdb_find_tset(const series *se, size_t k, const char *const *types, con
 }
 
 int pd__tsdb_intern_tset(series *se, size_t k, const char *const *types, const size_t *tlen,
-                       const char *const *units, const size_t *ulen, uint32_t *idx /* OUT */)
+                         const char *const *units, const size_t *ulen, uint32_t *idx /* OUT */)
 {
     int found = pd__tsdb_find_tset(se, k, types, tlen, units, ulen);
     if (found >= 0) {
@@ -366,8 +366,7 @@ static int profile_rec_alloc(profile_rec *pr, size_t k)
     return 0;
 }
 
-int pd__profile_rec_parse(const uint8_t *p, size_t len, profile_rec *pr /* OUT */,
-                          const char **why)
+int pd__profile_rec_parse(const uint8_t *p, size_t len, profile_rec *pr /* OUT */, const char **why)
 {
     memset(pr, 0, sizeof *pr);
     reader r = {.p = p, .len = len};
@@ -407,21 +406,19 @@ int pd__profile_rec_parse(const uint8_t *p, size_t len, profile_rec *pr /* OUT *
  * looked for under app_mu so that two appends racing for one ms both find
  * theirs; *stored_ts receives the ms used). */
 static int append_at(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
-                     size_t len, const pd_profile *profile, int64_t max_shift,
-                     int64_t *stored_ts, pd_err *err);
+                     size_t len, const pd_profile *profile, int64_t max_shift, int64_t *stored_ts,
+                     pd_err *err);
 
 int pd_tsdb_append(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
-                      size_t len, const pd_profile *profile, pd_err *err)
+                   size_t len, const pd_profile *profile, pd_err *err)
 {
     return append_at(s, labels, ts_ms, body, len, profile, 0, NULL, err);
 }
 
-int pd_tsdb_append_shift(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms,
-                            const uint8_t *body, size_t len, const pd_profile *profile,
-                            int64_t *stored_ts, pd_err *err)
+int pd_tsdb_append_shift(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
+                         size_t len, const pd_profile *profile, int64_t *stored_ts, pd_err *err)
 {
-    return append_at(s, labels, ts_ms, body, len, profile, PD_STORAGE_MAX_SHIFT_MS, stored_ts,
-                     err);
+    return append_at(s, labels, ts_ms, body, len, profile, PD_STORAGE_MAX_SHIFT_MS, stored_ts, err);
 }
 
 /* --storage.retention.size bounds the WAL too (issue 27): past wal_hard (a
@@ -468,8 +465,8 @@ static bool ts_taken(const series *se, int64_t ts)
 }
 
 static int append_at(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
-                     size_t len, const pd_profile *profile, int64_t max_shift,
-                     int64_t *stored_ts, pd_err *err)
+                     size_t len, const pd_profile *profile, int64_t max_shift, int64_t *stored_ts,
+                     pd_err *err)
 {
     const char *name = pd_labels_get(labels, "__name__");
     if (!name || !name[0])
@@ -665,8 +662,7 @@ static int append_at(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms, const u
             pd__tsdb_maybe_cut(s, true);
             pthread_mutex_unlock(&s->maint_mu);
         }
-    }
-    else if (pd__tsdb_cut_due(s, &cut_from)) /* wake the thread: it cuts while appends go on */
+    } else if (pd__tsdb_cut_due(s, &cut_from)) /* wake the thread: it cuts while appends go on */
         pd__tsdb_kick_maintenance(s);
     pd__tsdb_update_gauges(s);
     if (stored_ts)
@@ -688,4 +684,3 @@ out:
     pd__profile_rec_release(&pr);
     return rc;
 }
-

@@ -60,7 +60,10 @@ pd_hsyms *pd__hmem_pin(const pd_symbols *sym)
     return h;
 }
 
-void pd__hmem_unpin(pd_hsyms *h) { hsyms_put(h); }
+void pd__hmem_unpin(pd_hsyms *h)
+{
+    hsyms_put(h);
+}
 
 int pd__hmem_init(pd_hmem *m)
 {
@@ -541,11 +544,14 @@ pd_hsyms *pd__hmem_adopt_syms(pd_symbols *sym)
     return h;
 }
 
-void pd__hmem_adopt_done(pd_hsyms *h) { hsyms_put(h); }
+void pd__hmem_adopt_done(pd_hsyms *h)
+{
+    hsyms_put(h);
+}
 
 int pd__hmem_adopt_group(pd_hmem *m, pd_hchunks *c, pd_hsyms *h, uint32_t n, uint32_t n_live,
-                         const int64_t *ts, uint8_t *raw, size_t raw_len, uint8_t *z,
-                         size_t z_len, uint32_t *gid)
+                         const int64_t *ts, uint8_t *raw, size_t raw_len, uint8_t *z, size_t z_len,
+                         uint32_t *gid)
 {
     pd_hgroup *g = n && n <= PD_HMEM_GROUP ? calloc(1, sizeof *g) : NULL;
     if (g && c->n_g == c->cap_g) {

@@ -63,12 +63,12 @@ typedef struct pd_hgroup {
     uint8_t *z;      /* zstd frame once compressed (raw released) */
     size_t z_len, raw_len;
     int64_t ts[PD_HMEM_GROUP]; /* ms, of each profile (the decoder needs them) */
-    uint8_t *sum;    /* the head's aggregates: all n profiles of the group summed
-                        (a blockagg record, pd__bagg_sum_record), kept up to date
-                        by each append (pd__bagg_fold_record in pd__hmem_prepare,
-                        swapped in by pd__hmem_publish: under the idx lock it
-                        always covers exactly the n profiles readers see); NULL:
-                        none — profiles not in time order, or not one record */
+    uint8_t *sum;              /* the head's aggregates: all n profiles of the group summed
+                                  (a blockagg record, pd__bagg_sum_record), kept up to date
+                                  by each append (pd__bagg_fold_record in pd__hmem_prepare,
+                                  swapped in by pd__hmem_publish: under the idx lock it
+                                  always covers exactly the n profiles readers see); NULL:
+                                  none — profiles not in time order, or not one record */
     size_t sum_len;
 } pd_hgroup;
 
@@ -87,7 +87,7 @@ typedef struct pd_hmem {
        write lock (+ app_mu + the idx write lock) */
     pthread_rwlock_t sym_rw;
     pd_hsyms *cur;
-    uint64_t bytes;    /* value groups held (raw + compressed), bytes */
+    uint64_t bytes;               /* value groups held (raw + compressed), bytes */
     struct pd_bagg_scratch *fold; /* pd__hmem_prepare's sums (appenders only) */
 } pd_hmem;
 
@@ -102,11 +102,11 @@ typedef struct pd_hmem_dec {
 } pd_hmem_dec;
 
 typedef struct pd_hmem_prep {
-    pd_buf enc;      /* its encoding, appended to g's raw bytes when published */
-    uint8_t *sum;    /* g's running sum with this profile folded in (NULL: none) */
+    pd_buf enc;   /* its encoding, appended to g's raw bytes when published */
+    uint8_t *sum; /* g's running sum with this profile folded in (NULL: none) */
     size_t sum_len;
-    pd_hgroup *g;    /* the open group it extends, or a new one (new_group) */
-    bool new_group;  /* g is private until published */
+    pd_hgroup *g;   /* the open group it extends, or a new one (new_group) */
+    bool new_group; /* g is private until published */
 } pd_hmem_prep;
 
 /* Sets up m with a first symbol generation. 0 or PD_ENOMEM. */
@@ -134,12 +134,11 @@ void pd__hchunks_release(pd_hmem *m, pd_hchunks *c);
  * to an older generation, or when p's sample types or period type differ
  * from the group's: a group sums into one record), reserving (under idx's
  * write lock) what publishing needs, and folds p into the group's running
- * sum (pd_hgroup.sum) aside, for pd__hmem_publish to swap in. idx NULL: the caller holds the write lock. On success
- * exactly one of pd__hmem_publish and pd__hmem_abandon must follow, with
- * app_mu held since. Errors: PD_ENOMEM, PD_EINVAL (a reference of p that
- * does not resolve), PD_ETOOBIG (p alone has more than PD_VGROUP_MAX_VALUES
- * values); on error nothing is to publish (symbols p interned may stay; the
- * open group may be sealed). */
+ * sum (pd_hgroup.sum) aside, for pd__hmem_publish to swap in. idx NULL: the caller holds the write
+ * lock. On success exactly one of pd__hmem_publish and pd__hmem_abandon must follow, with app_mu
+ * held since. Errors: PD_ENOMEM, PD_EINVAL (a reference of p that does not resolve), PD_ETOOBIG (p
+ * alone has more than PD_VGROUP_MAX_VALUES values); on error nothing is to publish (symbols p
+ * interned may stay; the open group may be sealed). */
 int pd__hmem_prepare(pd_hmem *m, pd_hchunks *c, const pd_profile *p, int64_t ts_ms,
                      pthread_rwlock_t *idx, pd_hmem_dec *dec, pd_hmem_prep *pp /* OUT */,
                      pd_err *err);
@@ -246,8 +245,8 @@ void pd__hmem_adopt_done(pd_hsyms *h);
  * (malloc'ed with raw_len + 1 bytes: pd_buf's NUL) and z (malloc'ed), also
  * on failure. *gid: the group's id. 0 or PD_ENOMEM. */
 int pd__hmem_adopt_group(pd_hmem *m, pd_hchunks *c, pd_hsyms *h, uint32_t n, uint32_t n_live,
-                         const int64_t *ts, uint8_t *raw, size_t raw_len, uint8_t *z,
-                         size_t z_len, uint32_t *gid /* OUT */);
+                         const int64_t *ts, uint8_t *raw, size_t raw_len, uint8_t *z, size_t z_len,
+                         uint32_t *gid /* OUT */);
 
 /* Symbol generations alive in this process (all stores): one per open store
  * plus those still held by groups not yet cut. */

@@ -539,9 +539,8 @@ void pd__headsnap_apply(pd_tsdb *s, pd_headsnap *h)
     }
     pd_log_info("storage: head snapshot loaded",
                 "profiles=%llu groups=%llu summed=%llu wal_only_left=%llu ms=%lld",
-                (unsigned long long)adopted, (unsigned long long)groups,
-                (unsigned long long)summed, (unsigned long long)s->n_wal_only,
-                (long long)(pd__tsdb_now_mono_ms() - t0));
+                (unsigned long long)adopted, (unsigned long long)groups, (unsigned long long)summed,
+                (unsigned long long)s->n_wal_only, (long long)(pd__tsdb_now_mono_ms() - t0));
     count_load("loaded");
     pd__headsnap_free(h);
 }

@@ -43,15 +43,18 @@ static inline uint64_t get(rd *r, const char *what)
         return 0;
     size_t k = pd_varint_get(r->p + r->off, r->len - r->off, &v);
     if (!k) {
-        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: bad varint (%s)",
-                            r->what, r->off, what);
+        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: bad varint (%s)", r->what,
+                            r->off, what);
         return 0;
     }
     r->off += k;
     return v;
 }
 
-static inline int64_t getz(rd *r, const char *what) { return pd_zigzag_dec(get(r, what)); }
+static inline int64_t getz(rd *r, const char *what)
+{
+    return pd_zigzag_dec(get(r, what));
+}
 
 /* A value < limit. */
 static inline uint32_t getref(rd *r, uint64_t limit, const char *what)

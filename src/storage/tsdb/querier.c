@@ -50,9 +50,8 @@ static int cmp_series_info(const void *a, const void *b)
  * matches (!exact: a block part overlapping the range counts whole,
  * unread), with *cnt, *min_ts, *max_ts of those profiles; 0 when not;
  * PD_ENOMEM. idx read lock. */
-static int select_test(const series *se, const pd_matcher *ms, size_t n, int64_t mint,
-                       int64_t maxt, bool exact, size_t *cnt_out, int64_t *min_out,
-                       int64_t *max_out)
+static int select_test(const series *se, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                       bool exact, size_t *cnt_out, int64_t *min_out, int64_t *max_out)
 {
     bool matched = false;
     size_t cnt = 0;
@@ -126,8 +125,8 @@ static int select_test(const series *se, const pd_matcher *ms, size_t n, int64_t
 
 /* select's step for one series: appends it to out (capacity *cap) when
  * select_test takes it. 0 or PD_ENOMEM. idx read lock. */
-static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t mint,
-                      int64_t maxt, bool exact, pd_series_set *out, size_t *cap)
+static int select_one(const series *se, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                      bool exact, pd_series_set *out, size_t *cap)
 {
     size_t cnt = 0;
     int64_t mn = 0, mx = 0;
@@ -192,8 +191,8 @@ static const series *cands_next(cands *c)
     return NULL;
 }
 
-static int select_series(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint,
-                         int64_t maxt, bool exact, pd_series_set *out, pd_err *err)
+static int select_series(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                         bool exact, pd_series_set *out, pd_err *err)
 {
     out->v = NULL;
     out->n = 0;
@@ -221,8 +220,9 @@ static int select_series(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t min
     pthread_rwlock_unlock(&s->idx);
     if (rc < 0) {
         pd_series_set_release(out);
-        return pd_err_set(err, rc, "%s", rc == PD_ECANCELED ? pd_cancel_message()
-                                                            : "select series: out of memory");
+        return pd_err_set(err, rc, "%s",
+                          rc == PD_ECANCELED ? pd_cancel_message()
+                                             : "select series: out of memory");
     }
     if (out->n > 1)
         qsort(out->v, out->n, sizeof *out->v, cmp_series_info);
@@ -239,8 +239,8 @@ static int select_series(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t min
  * in a block is marked and read after the lock by
  * pd_tsdb_read_point_before (types copied into the set). */
 
-int pd_tsdb_select_latest(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint,
-                          int64_t maxt, pd_series_latest_set *out, pd_err *err)
+int pd_tsdb_select_latest(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                          pd_series_latest_set *out, pd_err *err)
 {
     int rc = pd__latest_init(out);
     bool *later = NULL; /* per entry: newest point read after the lock */
@@ -296,15 +296,16 @@ int pd_tsdb_select_latest(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mi
         later[out->n] = blk;
         n_later += blk;
         const typeset *ts = hp && !blk ? &se->tsets[hp->tset] : NULL;
-        rc = pd__latest_add(out, se->ref, &se->labels, hp && !blk ? hp->ts : 0,
-                            ts ? ts->d : NULL, ts ? ts->n : 0, false, false);
+        rc = pd__latest_add(out, se->ref, &se->labels, hp && !blk ? hp->ts : 0, ts ? ts->d : NULL,
+                            ts ? ts->n : 0, false, false);
     }
     free(refs);
     pthread_rwlock_unlock(&s->idx);
     if (rc < 0) {
         free(later);
-        return pd_err_set(err, rc, "%s", rc == PD_ECANCELED ? pd_cancel_message()
-                                                            : "select series: out of memory");
+        return pd_err_set(err, rc, "%s",
+                          rc == PD_ECANCELED ? pd_cancel_message()
+                                             : "select series: out of memory");
     }
     if (!n_later) {
         free(later);
@@ -341,13 +342,13 @@ int pd_tsdb_select_latest(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mi
 }
 
 int pd_tsdb_select(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
-                      pd_series_set *out, pd_err *err)
+                   pd_series_set *out, pd_err *err)
 {
     return select_series(s, ms, n, mint, maxt, true, out, err);
 }
 
 int pd_tsdb_select_overlapping(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint,
-                                  int64_t maxt, pd_series_set *out, pd_err *err)
+                               int64_t maxt, pd_series_set *out, pd_err *err)
 {
     return select_series(s, ms, n, mint, maxt, false, out, err);
 }
@@ -370,8 +371,7 @@ static int cmp_point_ts(const void *a, const void *b)
 }
 
 /* Appends copies (into arena a) of the points of bp to *v. 0 or PD_ENOMEM. */
-static int copy_block_points(pd_arena *a, const pd_points *bp, pd_point **v, size_t *n,
-                             size_t *cap)
+static int copy_block_points(pd_arena *a, const pd_points *bp, pd_point **v, size_t *n, size_t *cap)
 {
     const pd_sample_type_desc *src = NULL;
     pd_sample_type_desc *dst = NULL;
@@ -444,7 +444,7 @@ static void unpin_brefs(bref *brs, size_t n)
 }
 
 int pd_tsdb_read_points(pd_tsdb *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
-                           pd_err *err)
+                        pd_err *err)
 {
     out->v = NULL;
     out->n = 0;
@@ -672,8 +672,8 @@ static bool same_desc(const pd_point *a, const pd_point *b)
 /* Block part br of series ref into r: from its record when the range holds
  * it whole, else its points (runs of them). *n += its profiles. 0, or
  * PD_ENOMEM (err); a damaged part is left out as read_points does. */
-static int part_runs(const bref *br, uint64_t ref, int64_t mint, int64_t maxt,
-                     pd_bagg_scratch *sc, runs *r, size_t *n, pd_err *err)
+static int part_runs(const bref *br, uint64_t ref, int64_t mint, int64_t maxt, pd_bagg_scratch *sc,
+                     runs *r, size_t *n, pd_err *err)
 {
     if (pd__tsdb_hb_bad(br->hb, br->id)) {
         pd__tsdb_hb_warn_known(br->hb, br->id, ref);
@@ -685,8 +685,7 @@ static int part_runs(const bref *br, uint64_t ref, int64_t mint, int64_t maxt,
         int rc = pd__bagg_get_header(g, br->id, &rec, sc);
         if (rc < 0)
             return rc;
-        if (rc > 0 && rec.min_ts == br->mint && rec.max_ts == br->maxt &&
-            rec.n_profiles == br->n) {
+        if (rc > 0 && rec.min_ts == br->mint && rec.max_ts == br->maxt && rec.n_profiles == br->n) {
             const pd_symbols *sym = pd__block_symbols(br->hb->b);
             size_t nt = rec.h.n_types;
             pd_sample_type_desc *d = nt ? pd_arena_calloc(r->a, nt, sizeof *d) : NULL;
@@ -723,8 +722,8 @@ static int part_runs(const bref *br, uint64_t ref, int64_t mint, int64_t maxt,
     return rc;
 }
 
-int pd_tsdb_read_type_runs(pd_tsdb *s, uint64_t ref, int64_t mint, int64_t maxt,
-                              pd_points *out, size_t *n_profiles, pd_err *err)
+int pd_tsdb_read_type_runs(pd_tsdb *s, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
+                           size_t *n_profiles, pd_err *err)
 {
     memset(out, 0, sizeof *out);
     *n_profiles = 0;
@@ -841,8 +840,8 @@ out:
  * record into out (and its body appended to raw if not NULL). Errors as
  * wal_body, and PD_ECORRUPT when the body does not decode (err: file,
  * offset). */
-int pd__tsdb_wal_profile(pd_tsdb *s, uint64_t ref, const point *pt, pd_profile *out,
-                       pd_buf *raw, pd_err *err)
+int pd__tsdb_wal_profile(pd_tsdb *s, uint64_t ref, const point *pt, pd_profile *out, pd_buf *raw,
+                         pd_err *err)
 {
     memset(out, 0, sizeof *out);
     pd_buf body;
@@ -872,8 +871,8 @@ int pd__tsdb_wal_profile(pd_tsdb *s, uint64_t ref, const point *pt, pd_profile *
 
 /* raw for a profile read into out: the producer's bytes from the WAL while
  * its record exists (pt != NULL), else out re-encoded. */
-static int read_raw(pd_tsdb *s, uint64_t ref, int64_t ts_ms, const point *pt,
-                    const pd_profile *out, pd_buf *raw, pd_err *err)
+static int read_raw(pd_tsdb *s, uint64_t ref, int64_t ts_ms, const point *pt, const pd_profile *out,
+                    pd_buf *raw, pd_err *err)
 {
     size_t len0 = raw->len;
     if (pt) {
@@ -900,8 +899,8 @@ static int read_raw(pd_tsdb *s, uint64_t ref, int64_t ts_ms, const point *pt,
 #define RETRY_READ (-99999) /* read_profile_once: a WAL-only point's segment vanished */
 
 /* One lookup and read for pd_tsdb_read_profile. */
-static int read_profile_once(pd_tsdb *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
-                             pd_buf *raw, pd_err *err)
+static int read_profile_once(pd_tsdb *s, uint64_t ref, int64_t ts_ms, pd_profile *out, pd_buf *raw,
+                             pd_err *err)
 {
     memset(out, 0, sizeof *out);
     pthread_rwlock_rdlock(&s->idx);
@@ -981,8 +980,8 @@ static int read_profile_once(pd_tsdb *s, uint64_t ref, int64_t ts_ms, pd_profile
     return rc;
 }
 
-int pd_tsdb_read_profile(pd_tsdb *s, uint64_t ref, int64_t ts_ms, pd_profile *out,
-                            pd_buf *raw, pd_err *err)
+int pd_tsdb_read_profile(pd_tsdb *s, uint64_t ref, int64_t ts_ms, pd_profile *out, pd_buf *raw,
+                         pd_err *err)
 {
     size_t len0 = raw ? raw->len : 0;
     int rc = read_profile_once(s, ref, ts_ms, out, raw, err);
@@ -996,4 +995,3 @@ int pd_tsdb_read_profile(pd_tsdb *s, uint64_t ref, int64_t ts_ms, pd_profile *ou
     }
     return rc;
 }
-

@@ -67,7 +67,6 @@ void pd__tsdb_compress_sealed(pd_tsdb *s, series *se)
     }
 }
 
-
 /* "PATH/wal/NNNNNNNN" (usable during replay, before s->wal is set) */
 void pd__tsdb_seg_name(const pd_tsdb *s, uint32_t seg, char *buf, size_t n)
 {
@@ -224,7 +223,7 @@ out:
 }
 
 int pd__tsdb_replay_fn(void *ctx, uint32_t seg, uint64_t off, uint8_t type, const uint8_t *payload,
-                     uint32_t len)
+                       uint32_t len)
 {
     pd_tsdb *s = ctx;
     switch (type) {
@@ -292,12 +291,11 @@ int pd__tsdb_write_series_file(pd_tsdb *s, uint32_t first_seg, pd_err *err)
             break;
         for (size_t j = 0; rc == 0 && j < se->labels.n; j++)
             if ((rc = pd__tsdb_buf_put_str(&payload, se->labels.v[j].name,
-                                  strlen(se->labels.v[j].name))) == 0)
+                                           strlen(se->labels.v[j].name))) == 0)
                 rc = pd__tsdb_buf_put_str(&payload, se->labels.v[j].value,
                                           strlen(se->labels.v[j].value));
         if (rc == 0)
-            rc = pd__wal_frame(&out, PD_WAL_REC_SERIES, (const uint8_t *)payload.data,
-                               payload.len);
+            rc = pd__wal_frame(&out, PD_WAL_REC_SERIES, (const uint8_t *)payload.data, payload.len);
     }
     if (rc < 0) {
         rc = pd_err_set(err, PD_ENOMEM, "write %s: out of memory", name);
@@ -415,10 +413,10 @@ int pd__tsdb_read_series_file(pd_tsdb *s)
             break;
         }
         const uint8_t *h = data + off;
-        uint32_t len = (uint32_t)h[1] | (uint32_t)h[2] << 8 | (uint32_t)h[3] << 16 |
-                       (uint32_t)h[4] << 24;
-        uint32_t crc = (uint32_t)h[5] | (uint32_t)h[6] << 8 | (uint32_t)h[7] << 16 |
-                       (uint32_t)h[8] << 24;
+        uint32_t len =
+            (uint32_t)h[1] | (uint32_t)h[2] << 8 | (uint32_t)h[3] << 16 | (uint32_t)h[4] << 24;
+        uint32_t crc =
+            (uint32_t)h[5] | (uint32_t)h[6] << 8 | (uint32_t)h[7] << 16 | (uint32_t)h[8] << 24;
         bool ckpt = off == PD_WAL_SEG_HDR && h[0] == PD_WAL_REC_CHECKPOINT && len == 4;
         if ((h[0] != PD_WAL_REC_SERIES && !ckpt) || len > size - off - PD_WAL_REC_HDR ||
             pd_crc32c(pd_crc32c(0, h, 1), h + PD_WAL_REC_HDR, len) != crc) {
@@ -429,8 +427,8 @@ int pd__tsdb_read_series_file(pd_tsdb *s)
         }
         if (ckpt) {
             const uint8_t *q = h + PD_WAL_REC_HDR;
-            s->series_first_seg = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
-                                  (uint32_t)q[3] << 24;
+            s->series_first_seg =
+                (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
             /* the checkpoint removed only the segments before it: the WAL
                starting later means its oldest segments were lost */
             uint32_t first = first_wal_segment(s->waldir);
@@ -545,4 +543,3 @@ bool pd__tsdb_decompose_replayed(pd_tsdb *s, int64_t budget_ms)
                     (unsigned long long)left, (long long)(pd__tsdb_now_mono_ms() - t0));
     return left > 0;
 }
-

@@ -122,4 +122,3 @@ void pd__tsdb_apply_retention(pd_tsdb *s)
     free(gone);
     pd__tsdb_put_blocks(v, n);
 }
-

@@ -104,7 +104,6 @@ static int dict_intern(pd_sym_dict *d, const void *key, size_t len, uint32_t *id
     return dict_intern_x(d, key, len, id, added, false);
 }
 
-
 int pd__symbols_init(pd_symbols *s, pd_stack_format f, bool writable)
 {
     memset(s, 0, sizeof *s);
@@ -190,16 +189,19 @@ int pd__symbols_string(pd_symbols *s, const char *str, size_t len, uint32_t *id)
     return 0;
 }
 
-static int kput(pd_buf *k, uint64_t v) { return pd_buf_put_varint(k, v); }
+static int kput(pd_buf *k, uint64_t v)
+{
+    return pd_buf_put_varint(k, v);
+}
 
-int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_map,
-                            uint32_t *stack, uint32_t *lset, pd_err *err)
+int pd__symbols_add_profile(pd_symbols *s, const pd_profile *p, uint32_t *str_map, uint32_t *stack,
+                            uint32_t *lset, pd_err *err)
 {
     return pd__symbols_map_profile(s, p, false, str_map, stack, lset, err);
 }
 
-int pd__symbols_map_profile(pd_symbols *s, const pd_profile *p, bool find_only,
-                            uint32_t *str_map, uint32_t *stack, uint32_t *lset, pd_err *err)
+int pd__symbols_map_profile(pd_symbols *s, const pd_profile *p, bool find_only, uint32_t *str_map,
+                            uint32_t *stack, uint32_t *lset, pd_err *err)
 {
     int rc = 0;
     uint32_t *fmap = NULL, *mmap = NULL, *lmap = NULL, *tmp = NULL;
@@ -209,10 +211,10 @@ int pd__symbols_map_profile(pd_symbols *s, const pd_profile *p, bool find_only,
     bool added;
 
     for (size_t i = 0; i < p->n_string; i++)
-        if ((rc = find_only ? dict_intern_x(&s->d_str, p->string_table[i], p->string_len[i],
-                                            &str_map[i], &added, true)
-                            : pd__symbols_string(s, p->string_table[i], p->string_len[i],
-                                                 &str_map[i])))
+        if ((rc = find_only
+                      ? dict_intern_x(&s->d_str, p->string_table[i], p->string_len[i], &str_map[i],
+                                      &added, true)
+                      : pd__symbols_string(s, p->string_table[i], p->string_len[i], &str_map[i])))
             goto out;
 #define SID(x) (((x) >= 0 && (size_t)(x) < p->n_string) ? str_map[(x)] : str_map[0])
 
@@ -239,7 +241,10 @@ int pd__symbols_map_profile(pd_symbols *s, const pd_profile *p, bool find_only,
     }
     for (size_t i = 0; i < p->n_mapping; i++) {
         const pd_pprof_mapping *m = &p->mapping[i];
-        pd_sym_mapping sm = {m->memory_start, m->memory_limit, m->file_offset, SID(m->filename),
+        pd_sym_mapping sm = {m->memory_start,
+                             m->memory_limit,
+                             m->file_offset,
+                             SID(m->filename),
                              SID(m->build_id),
                              (uint8_t)(m->has_functions | m->has_filenames << 1 |
                                        m->has_line_numbers << 2 | m->has_inline_frames << 3)};
@@ -533,8 +538,8 @@ int pd__symbols_decode(pd_symbols *s, uint8_t *raw, size_t len, pd_err *err)
     rd r = {raw, len, 0, err, 0};
     uint8_t f = getb(&r, "stack format");
     if (!r.bad && f != PD_STACKS_TREE && f != PD_STACKS_LIST)
-        r.bad = pd_err_set(err, PD_ECORRUPT, "symbols payload offset 0: unknown stack format %u",
-                           f);
+        r.bad =
+            pd_err_set(err, PD_ECORRUPT, "symbols payload offset 0: unknown stack format %u", f);
     s->stack_format = (pd_stack_format)f;
 
     /* strings: lengths, then the bytes, copied NUL-terminated into one block */
@@ -549,8 +554,9 @@ int pd__symbols_decode(pd_symbols *s, uint8_t *raw, size_t len, pd_err *err)
     for (size_t i = 0; i < s->n_str && !r.bad; i++) {
         uint64_t l = get(&r, "string length");
         if (!r.bad && l > len)
-            r.bad = pd_err_set(err, PD_ECORRUPT, "symbols payload offset %zu: string %zu length %llu",
-                               r.off, i, (unsigned long long)l);
+            r.bad =
+                pd_err_set(err, PD_ECORRUPT, "symbols payload offset %zu: string %zu length %llu",
+                           r.off, i, (unsigned long long)l);
         s->str_len[i] = (uint32_t)l;
         total += l;
     }
@@ -630,7 +636,8 @@ int pd__symbols_decode(pd_symbols *s, uint8_t *raw, size_t len, pd_err *err)
         /* parent distance 0 would make a node its own parent: refuse */
         for (size_t i = 1; i <= s->n_stack && !r.bad; i++)
             if (s->parent[i] >= i)
-                r.bad = pd_err_set(err, PD_ECORRUPT, "symbols payload: stack node %zu is its own parent", i);
+                r.bad = pd_err_set(err, PD_ECORRUPT,
+                                   "symbols payload: stack node %zu is its own parent", i);
         /* depth of each node is bounded by its id; compute max_depth */
         uint32_t *depth = calloc(s->n_stack + 1, sizeof *depth);
         if (!depth)
@@ -653,7 +660,9 @@ int pd__symbols_decode(pd_symbols *s, uint8_t *raw, size_t len, pd_err *err)
         }
         s->n_list_locs = s->list_off[s->n_stack];
         if (!r.bad && s->n_list_locs > r.len - r.off)
-            r.bad = pd_err_set(err, PD_ECORRUPT, "symbols payload offset %zu: stack locations exceed the payload", r.off);
+            r.bad =
+                pd_err_set(err, PD_ECORRUPT,
+                           "symbols payload offset %zu: stack locations exceed the payload", r.off);
         if (r.bad)
             goto fail;
         if (!(s->list_locs = calloc(s->n_list_locs + 1, sizeof *s->list_locs)))
@@ -720,4 +729,3 @@ int pd__symbols_stack(const pd_symbols *s, uint32_t id, uint32_t *out, size_t ca
     }
     return (int)n;
 }
-

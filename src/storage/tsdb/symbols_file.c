@@ -169,8 +169,8 @@ int pd__symbols_file_encode(const pd_symbols *s, int version, int level, size_t 
                so the small tables of a block share one frame (its zstd frame
                header and directory entry) while a bigger table keeps its
                own frames (damage to one costs only its entries) */
-            bool flush = raw.len >= frame_bytes ||
-                         (tend && (!v3 || t == last_t || raw.len >= share));
+            bool flush =
+                raw.len >= frame_bytes || (tend && (!v3 || t == last_t || raw.len >= share));
             if (v3 && (flush || tend)) {
                 if ((rc = pd_buf_putc(&parts, (char)t)) || (rc = pd_buf_put_varint(&parts, in)))
                     goto out;
@@ -198,8 +198,7 @@ int pd__symbols_file_encode(const pd_symbols *s, int version, int level, size_t 
             pd_buf_reset(&raw);
         }
     }
-    if ((rc = pd_buf_put_varint(&dir, n_frames)) ||
-        (rc = pd_buf_append(&dir, fdir.data, fdir.len)))
+    if ((rc = pd_buf_put_varint(&dir, n_frames)) || (rc = pd_buf_append(&dir, fdir.data, fdir.len)))
         goto out;
     if (dir.len > UINT32_MAX) {
         rc = PD_ETOOBIG;
@@ -216,8 +215,8 @@ int pd__symbols_file_encode(const pd_symbols *s, int version, int level, size_t 
         goto out;
     /* version 3: the directory again at the end (issue 27: a damaged
        directory costs nothing): directory | crc32c (the same) | D */
-    if (v3 && ((rc = pd_buf_append(out, dir.data, dir.len)) ||
-               (rc = pd_buf_append(out, crc, 4)) || (rc = pd_buf_append(out, h + SF_HDR, 4))))
+    if (v3 && ((rc = pd_buf_append(out, dir.data, dir.len)) || (rc = pd_buf_append(out, crc, 4)) ||
+               (rc = pd_buf_append(out, h + SF_HDR, 4))))
         goto out;
 out:
     pd_buf_release(&dir);
@@ -284,90 +283,91 @@ static int frame_parse(pd_symbols *s, const sframe *f, const uint8_t *raw, size_
     rd r = {raw, rl, 0, &e, 0};
     size_t NS = s->n_str;
     for (uint8_t pi = 0; pi < f->np && !r.bad; pi++)
-    for (uint64_t k = 0; k < f->part[pi].count && !r.bad; k++) {
-        size_t i = (size_t)(f->part[pi].first + k);
-        switch (f->part[pi].t) {
-        case T_STR: {
-            uint64_t l = get(&r, "string length");
-            if (!r.bad && l > r.len - r.off)
-                return PD_ECORRUPT;
-            if (r.bad)
-                break;
-            soff[i] = sb->len;
-            s->str_len[i] = (uint32_t)l;
-            if (l > UINT32_MAX || pd_buf_append(sb, raw + r.off, (size_t)l) || pd_buf_putc(sb, 0))
-                return l > UINT32_MAX ? PD_ECORRUPT : PD_ENOMEM;
-            r.off += (size_t)l;
-            break;
-        }
-        case T_MAP: {
-            pd_sym_mapping *m = &s->map[i];
-            m->start = get(&r, "");
-            m->limit = get(&r, "");
-            m->offset = get(&r, "");
-            m->filename = getref(&r, NS, "");
-            m->build_id = getref(&r, NS, "");
-            m->flags = getb(&r, "");
-            break;
-        }
-        case T_FN:
-            s->fn[i].name = getref(&r, NS, "");
-            s->fn[i].system_name = getref(&r, NS, "");
-            s->fn[i].filename = getref(&r, NS, "");
-            s->fn[i].start_line = pd_zigzag_dec(get(&r, ""));
-            break;
-        case T_LOC: {
-            pd_sym_location *l = &s->loc[i];
-            l->mapping = getref(&r, s->n_map + 1, "");
-            l->address = get(&r, "");
-            l->folded = getb(&r, "");
-            uint32_t nl = (uint32_t)getn(&r, 3, "line");
-            l->first_line = (uint32_t)s->n_line;
-            for (uint32_t j = 0; j < nl && !r.bad; j++) {
-                if (grow(&s->line, cap_line, s->n_line, sizeof *s->line))
-                    return PD_ENOMEM;
-                pd_sym_line *ln = &s->line[s->n_line++];
-                ln->function = getref(&r, s->n_fn + 1, "");
-                ln->line = pd_zigzag_dec(get(&r, ""));
-                ln->column = pd_zigzag_dec(get(&r, ""));
-            }
-            l->n_line = r.bad ? 0 : nl;
-            break;
-        }
-        case T_STACK:
-            if (s->stack_format == PD_STACKS_TREE) {
-                uint64_t d = getref(&r, i + 1, "");
-                s->node_loc[i] = getref(&r, s->n_loc, "");
-                if (!r.bad && d == 0)
+        for (uint64_t k = 0; k < f->part[pi].count && !r.bad; k++) {
+            size_t i = (size_t)(f->part[pi].first + k);
+            switch (f->part[pi].t) {
+            case T_STR: {
+                uint64_t l = get(&r, "string length");
+                if (!r.bad && l > r.len - r.off)
                     return PD_ECORRUPT;
-                s->parent[i] = (uint32_t)(i - d);
-            } else {
-                uint64_t d = getn(&r, 1, "");
-                for (uint64_t j = 0; j < d && !r.bad; j++) {
-                    if (grow(&s->list_locs, cap_ll, s->n_list_locs, sizeof *s->list_locs))
+                if (r.bad)
+                    break;
+                soff[i] = sb->len;
+                s->str_len[i] = (uint32_t)l;
+                if (l > UINT32_MAX || pd_buf_append(sb, raw + r.off, (size_t)l) ||
+                    pd_buf_putc(sb, 0))
+                    return l > UINT32_MAX ? PD_ECORRUPT : PD_ENOMEM;
+                r.off += (size_t)l;
+                break;
+            }
+            case T_MAP: {
+                pd_sym_mapping *m = &s->map[i];
+                m->start = get(&r, "");
+                m->limit = get(&r, "");
+                m->offset = get(&r, "");
+                m->filename = getref(&r, NS, "");
+                m->build_id = getref(&r, NS, "");
+                m->flags = getb(&r, "");
+                break;
+            }
+            case T_FN:
+                s->fn[i].name = getref(&r, NS, "");
+                s->fn[i].system_name = getref(&r, NS, "");
+                s->fn[i].filename = getref(&r, NS, "");
+                s->fn[i].start_line = pd_zigzag_dec(get(&r, ""));
+                break;
+            case T_LOC: {
+                pd_sym_location *l = &s->loc[i];
+                l->mapping = getref(&r, s->n_map + 1, "");
+                l->address = get(&r, "");
+                l->folded = getb(&r, "");
+                uint32_t nl = (uint32_t)getn(&r, 3, "line");
+                l->first_line = (uint32_t)s->n_line;
+                for (uint32_t j = 0; j < nl && !r.bad; j++) {
+                    if (grow(&s->line, cap_line, s->n_line, sizeof *s->line))
                         return PD_ENOMEM;
-                    s->list_locs[s->n_list_locs++] = getref(&r, s->n_loc, "");
+                    pd_sym_line *ln = &s->line[s->n_line++];
+                    ln->function = getref(&r, s->n_fn + 1, "");
+                    ln->line = pd_zigzag_dec(get(&r, ""));
+                    ln->column = pd_zigzag_dec(get(&r, ""));
                 }
-                s->list_off[i] = s->n_list_locs;
-                if (d > s->max_depth)
-                    s->max_depth = d;
+                l->n_line = r.bad ? 0 : nl;
+                break;
             }
-            break;
-        default: {
-            size_t n = getn(&r, 4, "");
-            for (size_t j = 0; j < n && !r.bad; j++) {
-                if (grow(&s->lab, cap_lab, s->n_lab, sizeof *s->lab))
-                    return PD_ENOMEM;
-                pd_sym_label *lb = &s->lab[s->n_lab++];
-                lb->key = getref(&r, NS, "");
-                lb->str = getref(&r, NS, "");
-                lb->num = pd_zigzag_dec(get(&r, ""));
-                lb->num_unit = getref(&r, NS, "");
+            case T_STACK:
+                if (s->stack_format == PD_STACKS_TREE) {
+                    uint64_t d = getref(&r, i + 1, "");
+                    s->node_loc[i] = getref(&r, s->n_loc, "");
+                    if (!r.bad && d == 0)
+                        return PD_ECORRUPT;
+                    s->parent[i] = (uint32_t)(i - d);
+                } else {
+                    uint64_t d = getn(&r, 1, "");
+                    for (uint64_t j = 0; j < d && !r.bad; j++) {
+                        if (grow(&s->list_locs, cap_ll, s->n_list_locs, sizeof *s->list_locs))
+                            return PD_ENOMEM;
+                        s->list_locs[s->n_list_locs++] = getref(&r, s->n_loc, "");
+                    }
+                    s->list_off[i] = s->n_list_locs;
+                    if (d > s->max_depth)
+                        s->max_depth = d;
+                }
+                break;
+            default: {
+                size_t n = getn(&r, 4, "");
+                for (size_t j = 0; j < n && !r.bad; j++) {
+                    if (grow(&s->lab, cap_lab, s->n_lab, sizeof *s->lab))
+                        return PD_ENOMEM;
+                    pd_sym_label *lb = &s->lab[s->n_lab++];
+                    lb->key = getref(&r, NS, "");
+                    lb->str = getref(&r, NS, "");
+                    lb->num = pd_zigzag_dec(get(&r, ""));
+                    lb->num_unit = getref(&r, NS, "");
+                }
+                s->lset_off[i] = s->n_lab;
             }
-            s->lset_off[i] = s->n_lab;
+            }
         }
-        }
-    }
     if (r.bad || r.off != r.len)
         return PD_ECORRUPT;
     return 0;
@@ -377,39 +377,39 @@ static int frame_parse(pd_symbols *s, const sframe *f, const uint8_t *raw, size_
 static void frame_bad(pd_symbols *s, const sframe *f, uint64_t *soff)
 {
     for (uint8_t pi = 0; pi < f->np; pi++)
-    for (uint64_t k = 0; k < f->part[pi].count; k++) {
-        size_t i = (size_t)(f->part[pi].first + k);
-        switch (f->part[pi].t) {
-        case T_STR:
-            soff[i] = 0; /* sb starts with a NUL: "" */
-            s->str_len[i] = 0;
-            s->str_bad[i] = 1;
-            break;
-        case T_MAP:
-            memset(&s->map[i], 0, sizeof s->map[i]);
-            s->map_bad[i] = 1;
-            break;
-        case T_FN:
-            memset(&s->fn[i], 0, sizeof s->fn[i]);
-            s->fn_bad[i] = 1;
-            break;
-        case T_LOC:
-            memset(&s->loc[i], 0, sizeof s->loc[i]);
-            s->loc[i].first_line = (uint32_t)s->n_line;
-            s->loc_bad[i] = 1;
-            break;
-        case T_STACK:
-            if (s->stack_format == PD_STACKS_TREE)
-                s->parent[i] = s->node_loc[i] = 0;
-            else
-                s->list_off[i] = s->n_list_locs;
-            s->stack_bad[i] = 1;
-            break;
-        default:
-            s->lset_off[i] = s->n_lab;
-            s->lset_bad[i] = 1;
+        for (uint64_t k = 0; k < f->part[pi].count; k++) {
+            size_t i = (size_t)(f->part[pi].first + k);
+            switch (f->part[pi].t) {
+            case T_STR:
+                soff[i] = 0; /* sb starts with a NUL: "" */
+                s->str_len[i] = 0;
+                s->str_bad[i] = 1;
+                break;
+            case T_MAP:
+                memset(&s->map[i], 0, sizeof s->map[i]);
+                s->map_bad[i] = 1;
+                break;
+            case T_FN:
+                memset(&s->fn[i], 0, sizeof s->fn[i]);
+                s->fn_bad[i] = 1;
+                break;
+            case T_LOC:
+                memset(&s->loc[i], 0, sizeof s->loc[i]);
+                s->loc[i].first_line = (uint32_t)s->n_line;
+                s->loc_bad[i] = 1;
+                break;
+            case T_STACK:
+                if (s->stack_format == PD_STACKS_TREE)
+                    s->parent[i] = s->node_loc[i] = 0;
+                else
+                    s->list_off[i] = s->n_list_locs;
+                s->stack_bad[i] = 1;
+                break;
+            default:
+                s->lset_off[i] = s->n_lab;
+                s->lset_bad[i] = 1;
+            }
         }
-    }
 }
 
 static void set_damage(pd_symbols *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -520,9 +520,9 @@ static int file_decode_framed(pd_symbols *s, const char *path, const uint8_t *p,
         tl = sget_u32(p + len - 4);
         if (2 * (uint64_t)tl + SF_HDR + 16 <= len) {
             tdir = len - 8 - tl;
-            tail_crc = sget_u32(p + len - 8) ==
-                       pd_crc32c(pd_crc32c(pd_crc32c(0, canon, SF_HDR), p + len - 4, 4),
-                                 p + tdir, tl);
+            tail_crc =
+                sget_u32(p + len - 8) ==
+                pd_crc32c(pd_crc32c(pd_crc32c(0, canon, SF_HDR), p + len - 4, 4), p + tdir, tl);
         }
     }
     int rc = pd__symbols_init(s, PD_STACKS_TREE, false);
@@ -557,8 +557,8 @@ static int file_decode_framed(pd_symbols *s, const char *path, const uint8_t *p,
         goto nomem;
     } else if (!head_fits) {
         pd__symbols_release(s);
-        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: directory length %u past the end",
-                          path, SF_HDR, dl);
+        return pd_err_set(err, PD_ECORRUPT, "%s offset %d: directory length %u past the end", path,
+                          SF_HDR, dl);
     } else
         goto bad_dir;
     s->stack_format = (pd_stack_format)sf;
@@ -612,8 +612,7 @@ static int file_decode_framed(pd_symbols *s, const char *path, const uint8_t *p,
         }
         if (!why) {
             size_t line0 = s->n_line, ll0 = s->n_list_locs, lab0 = s->n_lab, sb0 = sb.len;
-            rc = frame_parse(s, f, raw, (size_t)f->rlen, &sb, soff, &cap_line, &cap_ll,
-                             &cap_lab);
+            rc = frame_parse(s, f, raw, (size_t)f->rlen, &sb, soff, &cap_line, &cap_ll, &cap_lab);
             if (rc == PD_ENOMEM) {
                 free(raw);
                 goto nomem;
@@ -627,8 +626,8 @@ static int file_decode_framed(pd_symbols *s, const char *path, const uint8_t *p,
             }
         }
         if (why) {
-            static const char *TN[T_N] = {"", "strings", "mappings", "functions", "locations",
-                                          "stacks", "label sets"};
+            static const char *TN[T_N] = {"",          "strings", "mappings",  "functions",
+                                          "locations", "stacks",  "label sets"};
             frame_bad(s, f, soff);
             s->n_bad_frames++;
             set_damage(s, "%s offset %llu: %s%s frame (entries %llu..%llu): %s", path,
@@ -640,14 +639,17 @@ static int file_decode_framed(pd_symbols *s, const char *path, const uint8_t *p,
     free(raw);
     if (ver >= 3 && !from_tail) {
         /* the copy at the end must be the head's directory, byte for byte */
-        if (off + dl + 8 != len || !tail_crc || tl != dl ||
-            memcmp(p + SF_HDR + 4, p + tdir, dl))
-            set_damage(s, "%s offset %llu: the directory's copy at the end is damaged or missing "
-                       "(the directory at the head verifies)", path, (unsigned long long)off);
+        if (off + dl + 8 != len || !tail_crc || tl != dl || memcmp(p + SF_HDR + 4, p + tdir, dl))
+            set_damage(s,
+                       "%s offset %llu: the directory's copy at the end is damaged or missing "
+                       "(the directory at the head verifies)",
+                       path, (unsigned long long)off);
     } else if (ver >= 3) {
         if (off != tdir)
-            set_damage(s, "%s offset %llu: %lld bytes between the last frame and the directory's "
-                       "copy", path, (unsigned long long)off, (long long)(tdir - off));
+            set_damage(s,
+                       "%s offset %llu: %lld bytes between the last frame and the directory's "
+                       "copy",
+                       path, (unsigned long long)off, (long long)(tdir - off));
     } else if (off < len)
         set_damage(s, "%s offset %llu: %llu trailing bytes after the last frame", path,
                    (unsigned long long)off, (unsigned long long)(len - off));
@@ -673,8 +675,10 @@ static int file_decode_framed(pd_symbols *s, const char *path, const uint8_t *p,
                           path, dend, want, got);
     }
     if (dir_crc_bad)
-        set_damage(s, "%s offset %zu: directory crc32c mismatch (every frame verifies: the "
-                   "stored CRC was damaged)", path, dend);
+        set_damage(s,
+                   "%s offset %zu: directory crc32c mismatch (every frame verifies: the "
+                   "stored CRC was damaged)",
+                   path, dend);
     else if (memcmp(p, canon, SF_HDR))
         set_damage(s, "%s offset 0: bad header (the directory verifies)", path);
     s->raw = (uint8_t *)pd_buf_detach(&sb, NULL);

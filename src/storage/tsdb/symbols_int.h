@@ -39,7 +39,7 @@ typedef enum { PD_STACKS_TREE = 1, PD_STACKS_LIST = 2 } pd_stack_format;
 typedef struct pd_sym_mapping {
     uint64_t start, limit, offset;
     uint32_t filename, build_id; /* string ids */
-    uint8_t flags;               /* bit 0..3: has_functions, filenames, line_numbers, inline_frames */
+    uint8_t flags; /* bit 0..3: has_functions, filenames, line_numbers, inline_frames */
 } pd_sym_mapping;
 
 typedef struct pd_sym_function {
@@ -113,7 +113,8 @@ typedef struct pd_symbols {
     pd_u64map stack_cache;
     uint64_t *stack_hi;
     size_t cap_hi;
-    size_t cap_str, cap_map, cap_fn, cap_loc, cap_line, cap_stack, cap_list, cap_lset, cap_lab, cap_list_locs;
+    size_t cap_str, cap_map, cap_fn, cap_loc, cap_line, cap_stack, cap_list, cap_lset, cap_lab,
+        cap_list_locs;
     /* reader state */
     uint8_t *raw; /* decoded payload the strings point into */
     /* damage of a version-2 file (pd__symbols_file_decode): the entries of
@@ -209,7 +210,7 @@ int pd__symbols_decode(pd_symbols *s /* OUT */, uint8_t *raw, size_t len, pd_err
  * zstd_level: as ZSTD_compress; frame_bytes: versions 2-3's raw bytes per
  * frame (0 = PD_SYMBOLS_FRAME_BYTES). PD_ENOMEM, PD_ETOOBIG. */
 #define PD_SYMBOLS_FRAME_BYTES (16u << 10) /* bench/storage_size/RESULTS.md, "format 2" */
-#define PD_SYMBOLS_FILE_VERSION 3 /* written in block format 2 */
+#define PD_SYMBOLS_FILE_VERSION 3          /* written in block format 2 */
 /* Version 3: a frame whose tables end below this many raw bytes takes the
  * next table's entries too (docs/format/symbols.md). */
 #define PD_SYMBOLS_SHARE_BYTES 1024u
@@ -225,8 +226,8 @@ int pd__symbols_file_encode(const pd_symbols *s, int version, int zstd_level, si
  * (after restoring strings it has other copies of: pd__symbols_restore_string).
  * *version receives the file's version. Errors: PD_ECORRUPT (err: file and
  * offset), PD_ENOMEM. */
-int pd__symbols_file_decode(pd_symbols *s /* OUT */, const char *path, const uint8_t *p,
-                            size_t len, int *version /* OUT */, pd_err *err);
+int pd__symbols_file_decode(pd_symbols *s /* OUT */, const char *path, const uint8_t *p, size_t len,
+                            int *version /* OUT */, pd_err *err);
 
 /* String id of a damaged frame whose bytes are known from elsewhere (the
  * index keeps the sample-type names of each series): str[id] points at

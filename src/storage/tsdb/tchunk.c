@@ -292,8 +292,10 @@ static void get_planes(rd *r, uint64_t *v, size_t n, const char *what, bool uns)
     size_t full = B ? (size_t)(B - 1) / 8 : 0, k = (size_t)B - 8 * full;
     if (!r->bad && (B > 64 || (n && (full > (r->len - r->off) / n ||
                                      (k * n + 7) / 8 > r->len - r->off - full * n))))
-        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: %s: %llu bits "
-                            "of %zu values", r->what, at, what, (unsigned long long)B, n);
+        r->bad = pd_err_set(r->err, PD_ECORRUPT,
+                            "%s payload offset %zu: %s: %llu bits "
+                            "of %zu values",
+                            r->what, at, what, (unsigned long long)B, n);
     if (r->bad)
         return;
     memset(v, 0, n * sizeof *v);
@@ -315,8 +317,10 @@ static void get_golomb(rd *r, uint64_t *v, size_t n, const char *what)
     size_t at0 = r->off;
     uint64_t k = get(r, what);
     if (!r->bad && k >= 16)
-        r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: %s: exp-Golomb order "
-                            "%llu", r->what, at0, what, (unsigned long long)k);
+        r->bad = pd_err_set(r->err, PD_ECORRUPT,
+                            "%s payload offset %zu: %s: exp-Golomb order "
+                            "%llu",
+                            r->what, at0, what, (unsigned long long)k);
     if (r->bad)
         return;
     const uint8_t *o = r->p + r->off;
@@ -328,8 +332,10 @@ static void get_golomb(rd *r, uint64_t *v, size_t n, const char *what)
             at++, zeros++;
         uint64_t w = zeros + 1 + k;
         if (w > 57 || nbits - at < w) {
-            r->bad = pd_err_set(r->err, PD_ECORRUPT, "%s payload offset %zu: %s: bad "
-                                "exp-Golomb code %zu", r->what, r->off + (size_t)(at / 8), what, i);
+            r->bad = pd_err_set(r->err, PD_ECORRUPT,
+                                "%s payload offset %zu: %s: bad "
+                                "exp-Golomb code %zu",
+                                r->what, r->off + (size_t)(at / 8), what, i);
             return;
         }
         uint64_t x = 0;
@@ -442,9 +448,9 @@ int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, int version, p
                 delta = (int64_t)((uint64_t)delta + dod[i - 2]);
             t->ts[i] = (int64_t)((uint64_t)t->ts[i - 1] + (uint64_t)delta);
             if (t->ts[i] <= t->ts[i - 1])
-                r.bad = pd_err_set(err, PD_ECORRUPT,
-                                   "time chunk payload offset %zu: timestamps not ascending",
-                                   r.off);
+                r.bad =
+                    pd_err_set(err, PD_ECORRUPT,
+                               "time chunk payload offset %zu: timestamps not ascending", r.off);
         }
     }
     int64_t pts = 0, pdelta = 0;
@@ -488,8 +494,8 @@ int pd__tchunk_decode(const uint8_t *p, size_t len, size_t n_str, int version, p
         r.bad = pd_err_set(err, PD_ECORRUPT, "time chunk: groups cover %u of %zu profiles",
                            t->g_first[t->n_group], t->n);
     if (!r.bad && r.off != r.len)
-        r.bad = pd_err_set(err, PD_ECORRUPT, "time chunk payload offset %zu: trailing bytes",
-                           r.off);
+        r.bad =
+            pd_err_set(err, PD_ECORRUPT, "time chunk payload offset %zu: trailing bytes", r.off);
     if (r.bad)
         goto fail;
     free(dod);

@@ -42,9 +42,8 @@ int pd_tsdb_append(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms, const uin
 /* pd_storage_append_shift: as pd_tsdb_append; a millisecond the series
  * already holds moves the profile to the next free one (*stored_ts: the
  * millisecond used; may be NULL). */
-int pd_tsdb_append_shift(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms,
-                         const uint8_t *body, size_t len, const pd_profile *profile,
-                         int64_t *stored_ts, pd_err *err);
+int pd_tsdb_append_shift(pd_tsdb *s, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
+                         size_t len, const pd_profile *profile, int64_t *stored_ts, pd_err *err);
 
 /* pd_storage_select: the series matching ms[0..n) with profiles in
  * [mint, maxt]; *out released with pd_series_set_release. */
@@ -55,8 +54,8 @@ int pd_tsdb_select(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint, int
  * store (a series, its labels and its type sets are never freed while the
  * store is open: db_int.h); a newest point in a block is read after the
  * idx lock and its types copied. */
-int pd_tsdb_select_latest(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint,
-                          int64_t maxt, pd_series_latest_set *out, pd_err *err);
+int pd_tsdb_select_latest(pd_tsdb *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
+                          pd_series_latest_set *out, pd_err *err);
 
 /* pd_storage_select_overlapping: as pd_tsdb_select, a block part that
  * overlaps [mint, maxt] counted whole (no block read). */
@@ -97,11 +96,11 @@ int pd_tsdb_aggregate_delta(pd_tsdb *s, const uint64_t *refs, const uint32_t *gr
 
 /* pd_storage_aggregate_filtered: as pd_tsdb_aggregate_delta, only the
  * samples f keeps (labels, span IDs). */
-int pd_tsdb_aggregate_filtered(pd_tsdb *s, const pd_storage_sample_filter *f,
-                               const uint64_t *refs, const uint32_t *group,
-                               const uint64_t *cum_mask, size_t n, int64_t mint, int64_t maxt,
-                               pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                               void *ctx, size_t *n_series, size_t *n_deltas, pd_err *err);
+int pd_tsdb_aggregate_filtered(pd_tsdb *s, const pd_storage_sample_filter *f, const uint64_t *refs,
+                               const uint32_t *group, const uint64_t *cum_mask, size_t n,
+                               int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                               int (*poll)(void *ctx, pd_err *err), void *ctx, size_t *n_series,
+                               size_t *n_deltas, pd_err *err);
 
 /* pd_storage_read_point_before: the newest point of series ref before t
  * (exclusive); PD_ENOTFOUND when there is none. */

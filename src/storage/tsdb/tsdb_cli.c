@@ -227,7 +227,7 @@ static int cmd_import(int argc, char **argv)
         const char *a = argv[i];
         int64_t *dur = !strncmp(a, "--storage.retention.time", 24) ? &bounds.retention_ms
                        : !strncmp(a, "--storage.future-grace", 22) ? &bounds.future_grace_ms
-                                                                    : NULL;
+                                                                   : NULL;
         if (dur) {
             const char *eq = strchr(a, '=');
             const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
@@ -396,7 +396,10 @@ static int sz_cmp(const void *a, const void *b)
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
-static double per(uint64_t a, uint64_t n) { return n ? (double)a / (double)n : 0; }
+static double per(uint64_t a, uint64_t n)
+{
+    return n ? (double)a / (double)n : 0;
+}
 
 static int cmd_analyze(int argc, char **argv)
 {
@@ -424,9 +427,9 @@ static int cmd_analyze(int argc, char **argv)
         const pd_block_meta *m = pd__block_meta(b);
         uint64_t total = m->meta_bytes + m->index_bytes + m->symbols_bytes + m->chunks_bytes;
         printf("block %s  [%lld, %lld] ms  series %llu  profiles %llu  samples %llu  stacks %s\n",
-               m->ulid, (long long)m->min_t, (long long)m->max_t,
-               (unsigned long long)m->n_series, (unsigned long long)m->n_profiles,
-               (unsigned long long)m->n_samples, m->stack_format == PD_STACKS_TREE ? "tree" : "list");
+               m->ulid, (long long)m->min_t, (long long)m->max_t, (unsigned long long)m->n_series,
+               (unsigned long long)m->n_profiles, (unsigned long long)m->n_samples,
+               m->stack_format == PD_STACKS_TREE ? "tree" : "list");
         printf("  bytes: total %llu (%.1f/profile) = index %llu + symbols %llu + time chunks %llu "
                "+ value chunks %llu + meta %llu + chunk file header %llu\n",
                (unsigned long long)total, per(total, m->n_profiles),
@@ -463,8 +466,7 @@ static int cmd_analyze(int argc, char **argv)
         pd__block_close(b);
     }
     printf("total: blocks %zu, series %llu, profiles %llu, bytes %llu, %.1f bytes/profile\n", nb,
-           (unsigned long long)ns, (unsigned long long)np, (unsigned long long)T[0],
-           per(T[0], np));
+           (unsigned long long)ns, (unsigned long long)np, (unsigned long long)T[0], per(T[0], np));
     printf("  per profile: index %.1f, symbols %.1f, time chunks %.1f, value chunks %.1f, meta "
            "%.1f\n",
            per(T[1], np), per(T[2], np), per(T[3], np), per(T[4], np), per(T[5], np));
@@ -512,7 +514,7 @@ typedef struct wal_file_info {
 
 /* One damaged record found by check_wal_file. */
 typedef struct wal_damage {
-    uint64_t off, next; /* where it is; where the walk resumed (the file's size: nowhere) */
+    uint64_t off, next;   /* where it is; where the walk resumed (the file's size: nowhere) */
     uint64_t good_before; /* records that verified before it */
     bool content;         /* the record's framing verifies, its payload does not */
     char why[160];
@@ -570,10 +572,10 @@ static int check_wal_file(const char *path, bool last, bool series_file, uint64_
                   (uint32_t)rh[4] << 24;
             crc = (uint32_t)rh[5] | (uint32_t)rh[6] << 8 | (uint32_t)rh[7] << 16 |
                   (uint32_t)rh[8] << 24;
-            if (rh[0] == 0 || (series_file ? rh[0] != PD_WAL_REC_SERIES &&
-                                                 !(rh[0] == PD_WAL_REC_CHECKPOINT &&
-                                                   off == PD_WAL_SEG_HDR)
-                                           : rh[0] > PD_WAL_REC_MAX))
+            if (rh[0] == 0 ||
+                (series_file ? rh[0] != PD_WAL_REC_SERIES &&
+                                   !(rh[0] == PD_WAL_REC_CHECKPOINT && off == PD_WAL_SEG_HDR)
+                             : rh[0] > PD_WAL_REC_MAX))
                 why = "bad record type";
             else if (wi->ended)
                 why = "record after the segment's end record";
@@ -693,14 +695,12 @@ static int check_wal_file(const char *path, bool last, bool series_file, uint64_
         else if (d->next >= size)
             printf("CORRUPT %s offset %llu: %s (no valid record after it: the rest of the file, "
                    "%llu bytes, is lost)\n",
-                   path, (unsigned long long)d->off, d->why,
-                   (unsigned long long)(size - d->off));
+                   path, (unsigned long long)d->off, d->why, (unsigned long long)(size - d->off));
         else
             printf("CORRUPT %s offset %llu: %s (%llu bytes skipped to the next valid record at "
                    "offset %llu; %llu good records after it)\n",
-                   path, (unsigned long long)d->off, d->why,
-                   (unsigned long long)(d->next - d->off), (unsigned long long)d->next,
-                   (unsigned long long)(good - d->good_before));
+                   path, (unsigned long long)d->off, d->why, (unsigned long long)(d->next - d->off),
+                   (unsigned long long)d->next, (unsigned long long)(good - d->good_before));
     }
     wi->size = torn_tail ? off : end_ok; /* where the intact part ends */
     free(dm);

@@ -128,8 +128,10 @@ static int repair_block(repair *r, const char *name, const char *why)
     const pd_block_meta *m = pd__block_meta(b);
     char src[1][27];
     memcpy(src[0], m->ulid, 27);
-    pd_block_writer_opts o = {.level = m->level, .sources = (const char(*)[27])src,
-                              .n_sources = 1, .stack_format = m->stack_format};
+    pd_block_writer_opts o = {.level = m->level,
+                              .sources = (const char(*)[27])src,
+                              .n_sources = 1,
+                              .stack_format = m->stack_format};
     pd_block_writer *w = NULL;
     if (pd__block_writer_new(&o, &w) < 0) {
         pd__block_close(b);
@@ -273,8 +275,8 @@ static uint32_t rd32(const uint8_t *p)
 
 /* Adds the SERIES records of buf[8..len) that verify (found past damage by
  * pd__wal_resync) to out, framed, skipping refs already in refs[0..*n). */
-static int collect_series(const uint8_t *buf, size_t len, pd_buf *out, uint64_t **refs,
-                          size_t *n, size_t *cap)
+static int collect_series(const uint8_t *buf, size_t len, pd_buf *out, uint64_t **refs, size_t *n,
+                          size_t *cap)
 {
     size_t off = PD_WAL_SEG_HDR;
     while (off < len) {
@@ -323,12 +325,12 @@ static int repair_series_file(const char *dir)
     size_t len = 0;
     uint8_t *buf = slurp(path, (size_t)1 << 32, &len);
     /* intact: the header, then records that verify back to back */
-    bool intact = buf && len >= PD_WAL_SEG_HDR && !memcmp(buf, PD_WAL_MAGIC, 5) &&
-                  buf[5] >= 1 && buf[5] <= PD_WAL_VERSION && !buf[6] && !buf[7];
+    bool intact = buf && len >= PD_WAL_SEG_HDR && !memcmp(buf, PD_WAL_MAGIC, 5) && buf[5] >= 1 &&
+                  buf[5] <= PD_WAL_VERSION && !buf[6] && !buf[7];
     uint32_t ckpt = 0;
     for (size_t off = PD_WAL_SEG_HDR; intact && off < len;) {
-        if (pd__wal_resync(buf, len, off, false) != off && !(off == PD_WAL_SEG_HDR &&
-                                                            buf[off] == PD_WAL_REC_CHECKPOINT))
+        if (pd__wal_resync(buf, len, off, false) != off &&
+            !(off == PD_WAL_SEG_HDR && buf[off] == PD_WAL_REC_CHECKPOINT))
             intact = false;
         else if (len - off < PD_WAL_REC_HDR)
             intact = false;
@@ -485,8 +487,8 @@ int pd__tsdb_repair(const char *dir)
             intact++;
             continue;
         }
-        bad |= repair_block(&r, nm, rc ? (err.msg[0] ? err.msg : pd_strerror(rc))
-                                       : "marked compaction.failed");
+        bad |= repair_block(
+            &r, nm, rc ? (err.msg[0] ? err.msg : pd_strerror(rc)) : "marked compaction.failed");
     }
     for (int i = 0; i < n; i++)
         free(names[i]);

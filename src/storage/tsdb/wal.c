@@ -87,8 +87,8 @@ struct pd_wal {
     bool flusher_running;
     bool stopping;
     pthread_cond_t cond;
-    size_t n_gaps; /* gaps in the segment numbers found at open */
-    int64_t last_marker_ms; /* when PATH/wal/synced was last written (marker_mu) */
+    size_t n_gaps;             /* gaps in the segment numbers found at open */
+    int64_t last_marker_ms;    /* when PATH/wal/synced was last written (marker_mu) */
     pthread_mutex_t marker_mu; /* one writer of PATH/wal/synced at a time */
     bool opened;               /* the open completed: close may write the marker */
 };
@@ -306,8 +306,7 @@ size_t pd__wal_resync(const uint8_t *buf, size_t len, size_t from, bool series_f
 {
     for (size_t p = from; p + PD_WAL_REC_HDR <= len; p++) {
         uint8_t type = buf[p];
-        if (series_file ? type != PD_WAL_REC_SERIES
-                        : (type == 0 || type > PD_WAL_REC_MAX))
+        if (series_file ? type != PD_WAL_REC_SERIES : (type == 0 || type > PD_WAL_REC_MAX))
             continue;
         uint32_t l = get_u32le(buf + p + 1);
         /* what each type's payload must be at least: cheap filters before the CRC */
@@ -934,7 +933,10 @@ int pd__wal_read(pd_wal *w, uint32_t seg, uint64_t off, uint8_t type, uint32_t l
     return 0;
 }
 
-size_t pd__wal_gaps(const pd_wal *w) { return w->n_gaps; }
+size_t pd__wal_gaps(const pd_wal *w)
+{
+    return w->n_gaps;
+}
 
 uint64_t pd__wal_bytes(pd_wal *w)
 {

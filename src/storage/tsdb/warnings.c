@@ -20,7 +20,10 @@ void pd_storage_warnings_begin(pd_storage_warnings *w)
     g_sink = w;
 }
 
-void pd_storage_warnings_end(void) { g_sink = NULL; }
+void pd_storage_warnings_end(void)
+{
+    g_sink = NULL;
+}
 
 void pd_storage_warnings_add(const pd_storage_warnings *from)
 {

@@ -90,8 +90,9 @@ static void profile_names_the_busy_function(void **st)
     int64_t total, hot = value_with(&p, "test_cpu_burn", 0, &total);
     pd_agent_stats sts;
     pd_agent_get_stats(&sts);
-    print_message("samples %lld of test_cpu_burn %lld; recorded %llu dropped %llu\n", (long long)total,
-                  (long long)hot, (unsigned long long)sts.cpu_samples, (unsigned long long)sts.cpu_dropped);
+    print_message("samples %lld of test_cpu_burn %lld; recorded %llu dropped %llu\n",
+                  (long long)total, (long long)hot, (unsigned long long)sts.cpu_samples,
+                  (unsigned long long)sts.cpu_dropped);
     /* ~2 s of one busy thread at 100 Hz: ~200 samples; be generous on a loaded machine */
     assert_true(total >= 5);
     assert_true(hot * 2 > total);
@@ -169,7 +170,7 @@ static void one_profile_at_a_time(void **st)
     atomic_store(&first_stop, true);
     pthread_join(first, NULL);
     assert_int_equal(rc2, PD_EEXIST);
-    assert_int_equal(rc1, 0);     /* the first thread saw no other error */
+    assert_int_equal(rc1, 0);   /* the first thread saw no other error */
     assert_true(first_ok >= 1); /* and held the profiler */
 }
 

@@ -104,8 +104,9 @@ static void test_alias_budget(void **state)
     int n = snprintf(text, sizeof text, "a: &a [x, x, x, x, x, x, x, x, x, x]\n");
     char prev = 'a';
     for (char k = 'b'; k <= 'h'; k++) {
-        n += snprintf(text + n, sizeof text - (size_t)n, "%c: &%c [*%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c]\n",
-                      k, k, prev, prev, prev, prev, prev, prev, prev, prev, prev, prev);
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      "%c: &%c [*%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c]\n", k, k, prev,
+                      prev, prev, prev, prev, prev, prev, prev, prev, prev);
         prev = k;
     }
     snprintf(text + n, sizeof text - (size_t)n, "relabel_configs:\n  - source_labels: *h\n");

@@ -33,9 +33,15 @@ __attribute__((noipa)) void *test_heap_alloc_site(size_t i)
 {
     void *p;
     switch (i % 4) {
-    case 0: p = malloc(SZ); break;
-    case 1: p = calloc(1, SZ); break;
-    case 2: p = aligned_alloc(64, SZ); break;
+    case 0:
+        p = malloc(SZ);
+        break;
+    case 1:
+        p = calloc(1, SZ);
+        break;
+    case 2:
+        p = aligned_alloc(64, SZ);
+        break;
     default:
         if (posix_memalign(&p, 64, SZ) != 0)
             p = NULL;
@@ -161,7 +167,10 @@ static int same(const unsigned char *p, size_t n, unsigned seed)
 }
 
 /* noipa: GCC drops a memset into a block about to be freed */
-__attribute__((noipa)) static void dirty(void *p, size_t n) { memset(p, 0xab, n); }
+__attribute__((noipa)) static void dirty(void *p, size_t n)
+{
+    memset(p, 0xab, n);
+}
 
 static int all_zero(const unsigned char *p, size_t n)
 {
@@ -328,7 +337,8 @@ static void threads_free_each_others_samples(void **st)
     pthread_barrier_destroy(&g_barrier);
     pd_agent_get_stats(&b);
     pd_agent_heap_set_rate(PD_AGENT_DEFAULT_HEAP_RATE);
-    print_message("samples %llu dropped %llu\n", (unsigned long long)(b.heap_samples - a.heap_samples),
+    print_message("samples %llu dropped %llu\n",
+                  (unsigned long long)(b.heap_samples - a.heap_samples),
                   (unsigned long long)(b.heap_dropped - a.heap_dropped));
     assert_true(b.heap_samples - a.heap_samples > THREADS * PER / 2);
     assert_int_equal(b.heap_dropped, a.heap_dropped);
@@ -336,7 +346,7 @@ static void threads_free_each_others_samples(void **st)
     size_t nt;
     char comment[200];
     heap_totals("test_heap_thread_site", v, &nt, comment, sizeof comment);
-    assert_true(v[1] > 0);  /* allocated */
+    assert_true(v[1] > 0);     /* allocated */
     assert_int_equal(v[3], 0); /* all freed, by other threads */
 }
 

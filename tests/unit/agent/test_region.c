@@ -43,8 +43,8 @@ static void classes_reuse_and_zeroes(void **st)
     assert_int_equal(pd__agent_region_init(), 0);
     uintptr_t lo = pd__agent_region_lo, hi = pd__agent_region_hi, size = hi - lo;
     assert_true(size >= (16u << 20));
-    assert_int_equal(size & (size - 1), 0);   /* a power of two */
-    assert_int_equal(lo & (size - 1), 0);     /* aligned to it */
+    assert_int_equal(size & (size - 1), 0); /* a power of two */
+    assert_int_equal(lo & (size - 1), 0);   /* aligned to it */
     unsigned c;
     bool z;
     unsigned char *a = alloc(1, 0, &c, &z);

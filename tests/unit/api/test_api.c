@@ -551,18 +551,16 @@ static void test_query_reports(void **state)
                     json_integer_value(json_object_get(json_array_get(rows, i), "cum")));
     assert_string_equal(json_string_value(json_object_get(d, "sort")), "cum");
     json_decref(root);
-    d = get_json("/api/v1/query?query=cpu&report=top&limit=0&sort=cum&order=asc&filter=MAIN.",
-                 200, &root);
+    d = get_json("/api/v1/query?query=cpu&report=top&limit=0&sort=cum&order=asc&filter=MAIN.", 200,
+                 &root);
     rows = json_object_get(d, "rows");
     assert_true(json_array_size(rows) > 0);
     for (size_t i = 0; i < json_array_size(rows); i++) {
-        assert_non_null(strstr(json_string_value(json_object_get(json_array_get(rows, i),
-                                                                 "function")),
-                               "main."));
+        assert_non_null(strstr(
+            json_string_value(json_object_get(json_array_get(rows, i), "function")), "main."));
         if (i)
-            assert_true(
-                json_integer_value(json_object_get(json_array_get(rows, i - 1), "cum")) <=
-                json_integer_value(json_object_get(json_array_get(rows, i), "cum")));
+            assert_true(json_integer_value(json_object_get(json_array_get(rows, i - 1), "cum")) <=
+                        json_integer_value(json_object_get(json_array_get(rows, i), "cum")));
     }
     json_decref(root);
     json_t *e = get_json("/api/v1/query?query=cpu&report=top&sort=size", 400, &root);
@@ -617,8 +615,10 @@ static void test_series_labels(void **state)
     assert_int_equal(json_array_size(sts), 4);
     assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 3), "type")),
                         "inuse_space");
-    assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 3), "unit")), "bytes");
-    assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 3), "kind")), "gauge");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 3), "unit")),
+                        "bytes");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 3), "kind")),
+                        "gauge");
     json_decref(root);
     d = get_json("/api/v1/profile_types?match[]=heap", 200, &root);
     assert_int_equal(json_array_size(d), 1);

@@ -355,8 +355,8 @@ static void report_totals_match(const char *pathq, const pd_profile *p, bool dif
         const char *type = pd_profile_str(p, p->sample_type[t].type);
         for (int k = 0; k < 2; k++) {
             char q[4096];
-            snprintf(q, sizeof q, "%s&report=%s&sample_index=%s", pathq,
-                     k ? "flamegraph" : "top", type);
+            snprintf(q, sizeof q, "%s&report=%s&sample_index=%s", pathq, k ? "flamegraph" : "top",
+                     type);
             json_t *j = get_json(srv, q, 200);
             json_t *d = json_object_get(j, "data");
             int64_t got = json_integer_value(json_object_get(d, k ? "value" : "total"));
@@ -856,7 +856,8 @@ static void raw_get(const char *pathq, bool half_close, pd_buf *out)
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     char req[2048];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", pathq);
+    int n =
+        snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", pathq);
     assert_int_equal(send(fd, req, (size_t)n, 0), n);
     if (half_close)
         assert_int_equal(shutdown(fd, SHUT_WR), 0);

@@ -36,10 +36,10 @@ static void test_json_decode_both_spellings(void **state)
                      "\"format\":\"PROFILE_FORMAT_PPROF\"}";
     ProtobufCMessage *m = NULL;
     pd_err err = {{0}};
-    assert_int_equal(pd_connect_json_decode(js, strlen(js),
-                                            &querier__v1__select_merge_stacktraces_request__descriptor,
-                                            &m, &err),
-                     0);
+    assert_int_equal(
+        pd_connect_json_decode(
+            js, strlen(js), &querier__v1__select_merge_stacktraces_request__descriptor, &m, &err),
+        0);
     Querier__V1__SelectMergeStacktracesRequest *r = (void *)m;
     assert_string_equal(r->profile_typeid, "a:b:c:d:e");
     assert_string_equal(r->label_selector, "{x=\"y\"}");
@@ -50,9 +50,10 @@ static void test_json_decode_both_spellings(void **state)
     pd_buf out;
     pd_buf_init(&out, 0);
     assert_int_equal(pd_connect_json_encode(m, &out), 0);
-    assert_string_equal(out.data, "{\"profileTypeID\":\"a:b:c:d:e\",\"labelSelector\":\"{x=\\\"y\\\"}\","
-                                  "\"start\":\"1700000000000\",\"end\":\"1700000001000\","
-                                  "\"maxNodes\":\"16\",\"format\":\"PROFILE_FORMAT_PPROF\"}");
+    assert_string_equal(out.data,
+                        "{\"profileTypeID\":\"a:b:c:d:e\",\"labelSelector\":\"{x=\\\"y\\\"}\","
+                        "\"start\":\"1700000000000\",\"end\":\"1700000001000\","
+                        "\"maxNodes\":\"16\",\"format\":\"PROFILE_FORMAT_PPROF\"}");
     pd_buf_release(&out);
     protobuf_c_message_free_unpacked(m, NULL);
 }
@@ -60,11 +61,13 @@ static void test_json_decode_both_spellings(void **state)
 static void test_json_bytes_and_repeated(void **state)
 {
     (void)state;
-    const char *js = "{\"series\":[{\"labels\":[{\"name\":\"__name__\",\"value\":\"process_cpu\"}],"
-                     "\"samples\":[{\"rawProfile\":\"AAEC/w\",\"ID\":\"x\"},{\"raw_profile\":\"-_8=\"}]}]}";
+    const char *js =
+        "{\"series\":[{\"labels\":[{\"name\":\"__name__\",\"value\":\"process_cpu\"}],"
+        "\"samples\":[{\"rawProfile\":\"AAEC/w\",\"ID\":\"x\"},{\"raw_profile\":\"-_8=\"}]}]}";
     ProtobufCMessage *m = NULL;
     pd_err err = {{0}};
-    assert_int_equal(pd_connect_json_decode(js, strlen(js), &push__v1__push_request__descriptor, &m, &err), 0);
+    assert_int_equal(
+        pd_connect_json_decode(js, strlen(js), &push__v1__push_request__descriptor, &m, &err), 0);
     Push__V1__PushRequest *r = (void *)m;
     assert_int_equal(r->n_series, 1);
     assert_int_equal(r->series[0]->n_samples, 2);
@@ -100,7 +103,8 @@ static void test_json_refusals(void **state)
         ProtobufCMessage *m = (ProtobufCMessage *)1;
         pd_err err = {{0}};
         int rc = pd_connect_json_decode(bad[i].js, strlen(bad[i].js),
-                                        &querier__v1__select_merge_stacktraces_request__descriptor, &m, &err);
+                                        &querier__v1__select_merge_stacktraces_request__descriptor,
+                                        &m, &err);
         assert_true(rc < 0);
         assert_null(m);
         if (!strstr(err.msg, bad[i].want))
@@ -111,7 +115,8 @@ static void test_json_refusals(void **state)
 static void test_unpack_proto(void **state)
 {
     (void)state;
-    Querier__V1__SelectMergeStacktracesRequest r = QUERIER__V1__SELECT_MERGE_STACKTRACES_REQUEST__INIT;
+    Querier__V1__SelectMergeStacktracesRequest r =
+        QUERIER__V1__SELECT_MERGE_STACKTRACES_REQUEST__INIT;
     r.profile_typeid = "p";
     r.max_nodes = 7;
     uint8_t buf[64];
@@ -119,19 +124,22 @@ static void test_unpack_proto(void **state)
     ProtobufCMessage *m = NULL;
     pd_err err = {{0}};
     assert_int_equal(pd_connect_unpack(PD_CONNECT_PROTO, buf, n,
-                                       &querier__v1__select_merge_stacktraces_request__descriptor, &m, &err),
+                                       &querier__v1__select_merge_stacktraces_request__descriptor,
+                                       &m, &err),
                      0);
     assert_int_equal(((Querier__V1__SelectMergeStacktracesRequest *)m)->max_nodes, 7);
     protobuf_c_message_free_unpacked(m, NULL);
     /* truncated */
     assert_int_equal(pd_connect_unpack(PD_CONNECT_PROTO, buf, n - 1,
-                                       &querier__v1__select_merge_stacktraces_request__descriptor, &m, &err),
+                                       &querier__v1__select_merge_stacktraces_request__descriptor,
+                                       &m, &err),
                      PD_EPARSE);
     assert_null(m);
     assert_non_null(strstr(err.msg, "SelectMergeStacktracesRequest"));
     /* an empty JSON body is the empty message */
     assert_int_equal(pd_connect_unpack(PD_CONNECT_JSON, (const uint8_t *)"", 0,
-                                       &querier__v1__select_merge_stacktraces_request__descriptor, &m, &err),
+                                       &querier__v1__select_merge_stacktraces_request__descriptor,
+                                       &m, &err),
                      0);
     protobuf_c_message_free_unpacked(m, NULL);
 }

@@ -469,7 +469,8 @@ static void test_bad_input(void **state)
     assert_true(s >= 400 && s < 500);
     pd_buf_release(&u);
     /* the log callback that counts them may run just after the reply */
-    for (int i = 0; i < 12000 && http_rejected("request_too_large") < h0 + 2; i++) /* 120 s: a hang guard */
+    for (int i = 0; i < 12000 && http_rejected("request_too_large") < h0 + 2;
+         i++) /* 120 s: a hang guard */
         usleep(10000);
     assert_true(http_rejected("request_too_large") == h0 + 2);
     assert_true(scrape_metric("profd_http_rejected_total{reason=\"request_too_large\"}") == h0 + 2);
@@ -656,10 +657,14 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_push),      cmocka_unit_test(test_list),
-        cmocka_unit_test(test_get_by_id), cmocka_unit_test(test_get_ids_merged),
-        cmocka_unit_test(test_merge),     cmocka_unit_test(test_services_version),
-        cmocka_unit_test(test_bad_input), cmocka_unit_test(test_ids_after_reopen),
+        cmocka_unit_test(test_push),
+        cmocka_unit_test(test_list),
+        cmocka_unit_test(test_get_by_id),
+        cmocka_unit_test(test_get_ids_merged),
+        cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_services_version),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_ids_after_reopen),
         cmocka_unit_test(test_ids_after_compaction),
         cmocka_unit_test(test_profefe_semantics),
     };

@@ -536,8 +536,8 @@ static void test_hostile_input(void **state)
     expect_refused(qs, good, len - 5, NULL, 400, "truncated", NULL);
     /* a truncated trie (Pyroscope's format=trie), raw and by Content-Type */
     {
-        static const uint8_t trie[] = {0, 0, 1, 5, 'm', 'a', 'i', 'n', ';', 0, 2,
-                                       4, 'w', 'o', 'r', 'k', 7, 0};
+        static const uint8_t trie[] = {0, 0, 1, 5,   'm', 'a', 'i', 'n', ';',
+                                       0, 2, 4, 'w', 'o', 'r', 'k', 7,   0};
         snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d&format=trie", FROM_S + 200);
         expect_refused(qs, trie, sizeof trie, NULL, 400, "trie", "truncated", NULL);
         snprintf(qs, sizeof qs, "name=hostile.cpu&from=%d", FROM_S + 200);
@@ -611,7 +611,8 @@ static void test_hostile_input(void **state)
         fail_msg("10 MB label value in the URL: HTTP %ld, want 414 or 431", s);
     pd_buf_release(&u);
     /* the log callback that counts it may run just after the reply */
-    for (int i = 0; i < 12000 && http_rejected("request_too_large") < h0 + 1; i++) /* 120 s: a hang guard */
+    for (int i = 0; i < 12000 && http_rejected("request_too_large") < h0 + 1;
+         i++) /* 120 s: a hang guard */
         usleep(10000);
     assert_true(http_rejected("request_too_large") == h0 + 1);
     assert_true(scrape_metric("profd_http_rejected_total{reason=\"request_too_large\"}") == h0 + 1);
@@ -665,8 +666,8 @@ static void test_name_forms(void **state)
     assert_string_equal(json_string_value(json_object_get(j, "pyroscope_spy")), "unknown");
     json_decref(j);
     push_named(" nf2.cpu { env = prod , otel.scope.name = my lib }", "", t);
-    assert_string_equal(label_of("{service_name=\"nf2\", \"otel.scope.name\"=\"my lib\"}", "env", &j),
-                        "prod");
+    assert_string_equal(
+        label_of("{service_name=\"nf2\", \"otel.scope.name\"=\"my lib\"}", "env", &j), "prod");
     json_decref(j);
     push_named("nf3.cpu{env=,foo}", "", t);
     j = series_labels("{service_name=\"nf3\"}");
@@ -740,8 +741,8 @@ static void test_name_forms(void **state)
      * types as Pyroscope names it, one series per type, service_name kept */
     {
         const char *files[] = {"go-demo-series/cpu-0003.pb.gz", "go-demo-once/heap.pb.gz",
-                               "go-demo-once/goroutine.pb.gz", "go-demo-once/mutex.pb.gz",
-                               "node/node-cpu.pb.gz", "node/node-heap.pb.gz"};
+                               "go-demo-once/goroutine.pb.gz",  "go-demo-once/mutex.pb.gz",
+                               "node/node-cpu.pb.gz",           "node/node-heap.pb.gz"};
         const char *types[] = {"process_cpu", "memory", "goroutines", "mutex", "wall", "memory"};
         for (int i = 0; i < 6; i++) {
             size_t len;
@@ -761,12 +762,12 @@ static void test_name_forms(void **state)
     /* format=trie and Content-Type binary/octet-stream+trie: the trie's
      * samples, as folded (main;work;hash 71, main;work;sort 20, main;idle 9) */
     {
-        static const uint8_t trie[] = {0, 0, 1,                                /* root */
-                                       5, 'm', 'a', 'i', 'n', ';', 0, 2,       /* main; */
-                                       5, 'w', 'o', 'r', 'k', ';', 0, 2,       /* work; */
-                                       4, 'h', 'a', 's', 'h', 71, 0,           /* hash 71 */
-                                       4, 's', 'o', 'r', 't', 20, 0,           /* sort 20 */
-                                       4, 'i', 'd', 'l', 'e', 9, 0};           /* idle 9 */
+        static const uint8_t trie[] = {0, 0,   1,                        /* root */
+                                       5, 'm', 'a', 'i', 'n', ';', 0, 2, /* main; */
+                                       5, 'w', 'o', 'r', 'k', ';', 0, 2, /* work; */
+                                       4, 'h', 'a', 's', 'h', 71,  0,    /* hash 71 */
+                                       4, 's', 'o', 'r', 't', 20,  0,    /* sort 20 */
+                                       4, 'i', 'd', 'l', 'e', 9,   0};   /* idle 9 */
         for (int i = 0; i < 2; i++) {
             char qs[256], sel[64];
             snprintf(qs, sizeof qs, "name=nftrie%d.cpu&from=%d%s", i, t, i ? "" : "&format=trie");
@@ -790,13 +791,13 @@ static void test_name_forms(void **state)
      * serialized call tree (root "", main, work with hash and sort, idle),
      * bytes after the root's subtree ignored as Pyroscope's reader does */
     {
-        static const uint8_t tree[] = {0, 0, 1,                      /* root */
-                                       4, 'm', 'a', 'i', 'n', 0, 2,  /* main */
-                                       4, 'w', 'o', 'r', 'k', 0, 2,  /* work */
+        static const uint8_t tree[] = {0, 0,   1,                    /* root */
+                                       4, 'm', 'a', 'i', 'n', 0,  2, /* main */
+                                       4, 'w', 'o', 'r', 'k', 0,  2, /* work */
                                        4, 'h', 'a', 's', 'h', 71, 0, /* hash 71 */
                                        4, 's', 'o', 'r', 't', 20, 0, /* sort 20 */
-                                       4, 'i', 'd', 'l', 'e', 9, 0,  /* idle 9 */
-                                       9, 9, 9};                     /* ignored */
+                                       4, 'i', 'd', 'l', 'e', 9,  0, /* idle 9 */
+                                       9, 9,   9};                   /* ignored */
         for (int i = 0; i < 2; i++) {
             char qs[256], sel[64];
             snprintf(qs, sizeof qs, "name=nftree%d.cpu&from=%d%s", i, t, i ? "" : "&format=tree");
@@ -869,10 +870,8 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_folded),
-        cmocka_unit_test(test_pprof),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_hostile_input),
+        cmocka_unit_test(test_folded),     cmocka_unit_test(test_pprof),
+        cmocka_unit_test(test_bad_input),  cmocka_unit_test(test_hostile_input),
         cmocka_unit_test(test_name_forms),
     };
     int rc = cmocka_run_group_tests(tests, setup_all, teardown_all);

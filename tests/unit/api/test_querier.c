@@ -29,13 +29,16 @@ static void test_ptid_check(void **state)
     size_t n = 0;
     assert_int_equal(pd__ptid_check("process_cpu:cpu:nanoseconds:cpu:nanoseconds", &n, &err), 0);
     assert_int_equal(n, strlen("process_cpu:cpu:nanoseconds:cpu:nanoseconds"));
-    assert_int_equal(pd__ptid_check("process_cpu:cpu:nanoseconds:cpu:nanoseconds:delta", &n, &err), 0);
+    assert_int_equal(pd__ptid_check("process_cpu:cpu:nanoseconds:cpu:nanoseconds:delta", &n, &err),
+                     0);
     assert_int_equal(n, strlen("process_cpu:cpu:nanoseconds:cpu:nanoseconds"));
-    assert_int_equal(pd__ptid_check("a::c:d:e", &n, &err), 0); /* empty parts: upstream takes them too */
+    assert_int_equal(pd__ptid_check("a::c:d:e", &n, &err),
+                     0); /* empty parts: upstream takes them too */
     assert_int_equal(pd__ptid_check("nonsense", &n, &err), PD_EINVAL);
-    assert_non_null(strstr(err.msg, "profile-type selection must be of the form "
-                                    "<name>:<sample-type>:<sample-unit>:<period-type>:<period-unit>(:delta), "
-                                    "got(1): \"nonsense\""));
+    assert_non_null(
+        strstr(err.msg, "profile-type selection must be of the form "
+                        "<name>:<sample-type>:<sample-unit>:<period-type>:<period-unit>(:delta), "
+                        "got(1): \"nonsense\""));
     assert_int_equal(pd__ptid_check("process_cpu:cpu", &n, &err), PD_EINVAL);
     assert_non_null(strstr(err.msg, "got(2)"));
     assert_int_equal(pd__ptid_check("a:b:c:d:e:f:g", &n, &err), PD_EINVAL);
@@ -56,15 +59,18 @@ static void build_l(pd_profile *out, bool label)
     const char *nm[] = {"main", "a", "b", "c", "x", "d"};
     for (int i = 0; i < 6; i++)
         assert_int_equal(pd_profile_builder_function(b, nm[i], nm[i], "f.go", 0, &f[i], &err), 0);
-    pd_pprof_line lmain = {f[0], 1, 0}, la = {f[1], 2, 0}, lx = {f[4], 3, 0}, ld7 = {f[5], 7, 0}, ld9 = {f[5], 9, 0};
+    pd_pprof_line lmain = {f[0], 1, 0}, la = {f[1], 2, 0}, lx = {f[4], 3, 0}, ld7 = {f[5], 7, 0},
+                  ld9 = {f[5], 9, 0};
     pd_pprof_line lbc[2] = {{f[3], 5, 0}, {f[2], 4, 0}}; /* innermost (c) first */
     assert_int_equal(pd_profile_builder_location(b, 0, 0x10, &lmain, 1, &l[0], &err), 0);
     assert_int_equal(pd_profile_builder_location(b, 0, 0x20, &la, 1, &l[1], &err), 0);
     assert_int_equal(pd_profile_builder_location(b, 0, 0x30, lbc, 2, &l[2], &err), 0);
     assert_int_equal(pd_profile_builder_location(b, 0, 0x40, &lx, 1, &l[3], &err), 0);
     assert_int_equal(pd_profile_builder_location(b, 0, 0x50, &ld7, 1, &l[4], &err), 0);
-    assert_int_equal(pd_profile_builder_location(b, 0, 0x50, &ld9, 1, &l[5], &err), 0); /* same address, another line */
-    uint64_t s1[] = {l[2], l[1], l[0]}, s2[] = {l[3], l[0]}, s3[] = {l[4], l[1], l[0]}, s4[] = {l[5], l[1], l[0]};
+    assert_int_equal(pd_profile_builder_location(b, 0, 0x50, &ld9, 1, &l[5], &err),
+                     0); /* same address, another line */
+    uint64_t s1[] = {l[2], l[1], l[0]}, s2[] = {l[3], l[0]}, s3[] = {l[4], l[1], l[0]},
+             s4[] = {l[5], l[1], l[0]};
     int64_t v10 = 10, v20 = 20, v1 = 1, v2 = 2;
     pd_pprof_label lab = {0};
     lab.key = pd_profile_builder_string(b, "k", &err);
@@ -105,14 +111,15 @@ static int64_t select_total(const char *const *site, size_t n)
 static void test_call_site(void **state)
 {
     (void)state;
-    const char *ma[] = {"main", "a"}, *mabc[] = {"main", "a", "b", "c"}, *mabcz[] = {"main", "a", "b", "c", "z"},
-               *mab[] = {"main", "a", "b"}, *mx[] = {"main", "x"}, *a[] = {"a"};
+    const char *ma[] = {"main", "a"}, *mabc[] = {"main", "a", "b", "c"},
+               *mabcz[] = {"main", "a", "b", "c", "z"}, *mab[] = {"main", "a", "b"},
+               *mx[] = {"main", "x"}, *a[] = {"a"};
     assert_int_equal(select_total(ma, 2), 13);
     assert_int_equal(select_total(mab, 3), 10);
     assert_int_equal(select_total(mabc, 4), 10); /* the inlined c is a frame of its own */
     assert_int_equal(select_total(mabcz, 5), 0);
     assert_int_equal(select_total(mx, 2), 20);
-    assert_int_equal(select_total(a, 1), 0); /* a prefix from the root, not anywhere */
+    assert_int_equal(select_total(a, 1), 0);     /* a prefix from the root, not anywhere */
     assert_int_equal(select_total(NULL, 0), 33); /* inactive: unchanged */
     /* labels and stacks are kept whole */
     pd_profile p;
@@ -145,7 +152,10 @@ static void test_go_pgo(void **state)
     const char *ignored[] = {"nothing"};
     /* keep 1 location, aggregate callees: d:7 and d:9 become d:0; the
        labelled one stays apart; call_site is ignored under go_pgo */
-    pd__stack_selector s = {.call_site = ignored, .n_call_site = 1, .go_pgo = true, .keep_locations = 1,
+    pd__stack_selector s = {.call_site = ignored,
+                            .n_call_site = 1,
+                            .go_pgo = true,
+                            .keep_locations = 1,
                             .aggregate_callees = true};
     assert_int_equal(pd__stack_select(&p, &s, NULL, &err), 0);
     assert_int_equal(total(&p), 33);
@@ -184,7 +194,6 @@ static void test_go_pgo(void **state)
     assert_int_equal(total(&p), 33);
     pd_profile_release(&p);
 }
-
 
 static int cmp_cstr(const void *a, const void *b)
 {
@@ -313,7 +322,9 @@ static void test_listing_kinds(void **state)
     /* many series of one kind, some with service_name, some job only */
     for (int i = 0; i < 40; i++) {
         char ls[128];
-        snprintf(ls, sizeof ls, i % 2 ? "__name__=heap,service_name=s%d,i=%d" : "__name__=heap,job=j%d,i=%d", i % 3, i);
+        snprintf(ls, sizeof ls,
+                 i % 2 ? "__name__=heap,service_name=s%d,i=%d" : "__name__=heap,job=j%d,i=%d",
+                 i % 3, i);
         put(st, ls, t0 + i, &heap);
     }
     put(st, "__name__=allocs,service_name=s0", t0, &heap); /* heap/allocs keep their own */
@@ -328,8 +339,10 @@ static void test_listing_kinds(void **state)
     assert_true(same_as_points(st, NULL, "{service_name=\"s1\"}", t0, t0 + 1500) > 0);
     assert_true(same_as_points(st, NULL, "{service_name=\"m\"}", t0, t0 + 1500) == 2);
     assert_true(same_as_points(st, NULL, "{__period_type__=\"wallclock\"}", t0, t0 + 1500) == 2);
-    assert_true(same_as_points(st, "memory:inuse_space:bytes:space:bytes", "{}", t0, t0 + 1500) > 40);
-    assert_true(same_as_points(st, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", "{}", t0 + 1500, t0 + 2500) == 1);
+    assert_true(same_as_points(st, "memory:inuse_space:bytes:space:bytes", "{}", t0, t0 + 1500) >
+                40);
+    assert_true(same_as_points(st, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", "{}", t0 + 1500,
+                               t0 + 2500) == 1);
     /* over the whole range a listing shows each series' newest types: cpu
        {service_name=c} only its cpu type now, c2 both */
     pd__vselection m;

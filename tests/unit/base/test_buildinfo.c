@@ -27,13 +27,12 @@ static void test_text(void **state)
     pd_buf_init(&b, 0);
     assert_int_equal(pd_build_info_write_text(&BI, "profd", &b), 0);
     assert_int_equal(pd_buf_putc(&b, 0), 0);
-    assert_string_equal(b.data,
-                        "profd, version 1.2.3-rc.1 (branch: main, revision: "
-                        "0123456789abcdef0123456789abcdef01234567)\n"
-                        "  build user:       alice@host\n"
-                        "  build date:       20261127-15:35:16\n"
-                        "  compiler:         gcc 12.2.0\n"
-                        "  platform:         linux/amd64\n");
+    assert_string_equal(b.data, "profd, version 1.2.3-rc.1 (branch: main, revision: "
+                                "0123456789abcdef0123456789abcdef01234567)\n"
+                                "  build user:       alice@host\n"
+                                "  build date:       20261127-15:35:16\n"
+                                "  compiler:         gcc 12.2.0\n"
+                                "  platform:         linux/amd64\n");
     pd_buf_release(&b);
 }
 
@@ -58,7 +57,8 @@ static void test_labels(void **state)
     assert_true(need >= sizeof small);
     assert_int_equal(strlen(small), sizeof small - 1);
     assert_memory_equal(small, "branch=\"main\",c", 15);
-    assert_int_equal(pd_build_info_labels(&BI, NULL, 0), pd_build_info_labels(&BI, out, sizeof out));
+    assert_int_equal(pd_build_info_labels(&BI, NULL, 0),
+                     pd_build_info_labels(&BI, out, sizeof out));
 }
 
 int main(void)

@@ -130,7 +130,8 @@ static void test_copy_cmp_hash_format(void **state)
     pd_buf_init(&out, 0);
     pd_labels_set(&a, "path", "C:\\dir \"q\"", &err);
     assert_int_equal(pd_labels_format(&a, &out), 0);
-    assert_string_equal(out.data, "heap{instance=\"a:1\", job=\"api\", path=\"C:\\\\dir \\\"q\\\"\"}");
+    assert_string_equal(out.data,
+                        "heap{instance=\"a:1\", job=\"api\", path=\"C:\\\\dir \\\"q\\\"\"}");
     pd_buf_release(&out);
     pd_labels_release(&a);
     pd_labels_release(&b);

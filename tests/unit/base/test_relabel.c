@@ -57,8 +57,7 @@ static void build(pd_relabel_rule *r, const rule_spec *s)
     if (s->sources && *s->sources) {
         char buf[256];
         snprintf(buf, sizeof buf, "%s", s->sources);
-        for (char *save = NULL, *p = strtok_r(buf, ",", &save); p;
-             p = strtok_r(NULL, ",", &save)) {
+        for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
             r->source_labels = realloc(r->source_labels, (r->n_source + 1) * sizeof(char *));
             r->source_labels[r->n_source++] = strdup(p);
         }
@@ -122,22 +121,26 @@ static void test_replace(void **state)
         /* anchored: a partial match is no match */
         {"a=foo", {"replace", "a", NULL, "d", "o+", "x", 0}, "a=foo"},
         /* sources joined by the separator; a missing source is "" */
-        {"a=foo,b=bar", {"replace", "a,b,c", NULL, "d", "(.*);(.*);", "$2$1", 0},
+        {"a=foo,b=bar",
+         {"replace", "a,b,c", NULL, "d", "(.*);(.*);", "$2$1", 0},
          "a=foo,b=bar,d=barfoo"},
-        {"a=foo,b=bar", {"replace", "a,b", "-", "d", "(.*)-(.*)", "$2:$1", 0},
+        {"a=foo,b=bar",
+         {"replace", "a,b", "-", "d", "(.*)-(.*)", "$2:$1", 0},
          "a=foo,b=bar,d=bar:foo"},
         /* an empty result deletes the target label */
         {"a=foo,d=x", {"replace", "b", NULL, "d", NULL, NULL, 0}, "a=foo"},
         /* target expanded from groups; an invalid name does nothing */
-        {"a=some-name-value", {"replace", "a", NULL, "${1}", "some-([^-]+)-([^,]+)", "${2}", 0},
+        {"a=some-name-value",
+         {"replace", "a", NULL, "${1}", "some-([^-]+)-([^,]+)", "${2}", 0},
          "a=some-name-value,name=value"},
-        {"a=some-1bad-value", {"replace", "a", NULL, "${1}", "some-([^-]+)-([^,]+)", "${2}", 0},
+        {"a=some-1bad-value",
+         {"replace", "a", NULL, "${1}", "some-([^-]+)-([^,]+)", "${2}", 0},
          "1bad=value,a=some-1bad-value"}, /* Prometheus 3: "1bad" is a UTF-8 name */
         /* Go's Expand: $1x names group "1x" (empty); $$ is a $; a lone $ stays */
-        {"a=foo", {"replace", "a", NULL, "d", "(f)(o+)", "$1x|${1}x|$$|$", 0},
-         "a=foo,d=|fx|$|$"},
+        {"a=foo", {"replace", "a", NULL, "d", "(f)(o+)", "$1x|${1}x|$$|$", 0}, "a=foo,d=|fx|$|$"},
         /* named groups */
-        {"a=foo", {"replace", "a", NULL, "d", "(?P<first>f)(?P<rest>.*)", "$rest-${first}", 0},
+        {"a=foo",
+         {"replace", "a", NULL, "d", "(?P<first>f)(?P<rest>.*)", "$rest-${first}", 0},
          "a=foo,d=oo-f"},
         /* case-insensitive flag, as RE2's (?i) */
         {"a=FOO", {"replace", "a", NULL, "d", "(?i)(foo)", "ok", 0}, "a=FOO,d=ok"},
@@ -350,10 +353,14 @@ static void test_validate(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_replace),   cmocka_unit_test(test_keep_drop),
-        cmocka_unit_test(test_equal),     cmocka_unit_test(test_hashmod),
-        cmocka_unit_test(test_labelmap_drop_keep), cmocka_unit_test(test_case),
-        cmocka_unit_test(test_chain),     cmocka_unit_test(test_md5),
+        cmocka_unit_test(test_replace),
+        cmocka_unit_test(test_keep_drop),
+        cmocka_unit_test(test_equal),
+        cmocka_unit_test(test_hashmod),
+        cmocka_unit_test(test_labelmap_drop_keep),
+        cmocka_unit_test(test_case),
+        cmocka_unit_test(test_chain),
+        cmocka_unit_test(test_md5),
         cmocka_unit_test(test_validate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

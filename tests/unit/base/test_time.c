@@ -14,7 +14,12 @@
 /* reference: libc's timegm */
 static int64_t utc_ms(int y, int mo, int d, int h, int mi, int s, int ms)
 {
-    struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi, .tm_sec = s};
+    struct tm tm = {.tm_year = y - 1900,
+                    .tm_mon = mo - 1,
+                    .tm_mday = d,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = s};
     return (int64_t)timegm(&tm) * 1000 + ms;
 }
 
@@ -25,9 +30,17 @@ static void test_durations(void **state)
         const char *s;
         int64_t ms;
     } ok[] = {
-        {"0", 0}, {"15s", 15000}, {"100ms", 100}, {"1m", 60000}, {"1h30m", 5400000},
-        {"2d", 172800000}, {"1w", 604800000}, {"1y", 31536000000LL}, {"1h1m1s1ms", 3661001},
-        {"90s", 90000}, {"0s", 0},
+        {"0", 0},
+        {"15s", 15000},
+        {"100ms", 100},
+        {"1m", 60000},
+        {"1h30m", 5400000},
+        {"2d", 172800000},
+        {"1w", 604800000},
+        {"1y", 31536000000LL},
+        {"1h1m1s1ms", 3661001},
+        {"90s", 90000},
+        {"0s", 0},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         int64_t ms = -1;
@@ -36,7 +49,8 @@ static void test_durations(void **state)
             fail_msg("%s: %s", ok[i].s, err.msg);
         assert_int_equal(ms, ok[i].ms);
     }
-    const char *bad[] = {"", "1", "s", "1s1m", "1m1m", "-1s", "1.5s", "1x", "1 s", "99999999999999999999y", " 1s"};
+    const char *bad[] = {
+        "", "1", "s", "1s1m", "1m1m", "-1s", "1.5s", "1x", "1 s", "99999999999999999999y", " 1s"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int64_t ms = 7;
         pd_err err = {{0}};
@@ -73,9 +87,15 @@ static void test_rfc3339(void **state)
     assert_int_equal(ms, 0);
     assert_int_equal(pd_parse_rfc3339("1969-12-31T23:59:59Z", &ms), 0);
     assert_int_equal(ms, -1000);
-    const char *bad[] = {"", "2026-11-22", "2026-11-22T14:00:00", "2026-13-01T00:00:00Z",
-                         "2026-11-22T24:00:00Z", "2026-11-22T14:00:00.Z", "2026-11-22T14:00:00Zjunk",
-                         "2026-11-22T14:00:00+0100", "26-11-22T14:00:00Z"};
+    const char *bad[] = {"",
+                         "2026-11-22",
+                         "2026-11-22T14:00:00",
+                         "2026-13-01T00:00:00Z",
+                         "2026-11-22T24:00:00Z",
+                         "2026-11-22T14:00:00.Z",
+                         "2026-11-22T14:00:00Zjunk",
+                         "2026-11-22T14:00:00+0100",
+                         "26-11-22T14:00:00Z"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (pd_parse_rfc3339(bad[i], &ms) != PD_EPARSE)
             fail_msg("\"%s\" accepted", bad[i]);

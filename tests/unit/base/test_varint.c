@@ -33,7 +33,8 @@ static void test_known_encodings(void **state)
         assert_int_equal(n, cases[i].n);
         assert_memory_equal(out, cases[i].bytes, n);
         uint64_t v = 12345;
-        assert_int_equal(pd_varint_get((const uint8_t *)cases[i].bytes, cases[i].n, &v), cases[i].n);
+        assert_int_equal(pd_varint_get((const uint8_t *)cases[i].bytes, cases[i].n, &v),
+                         cases[i].n);
         assert_true(v == cases[i].v);
         pd_buf b;
         pd_buf_init(&b, 0);
@@ -52,7 +53,8 @@ static void test_malformed(void **state)
     assert_int_equal(pd_varint_get((const uint8_t *)"\x80", 1, &v), 0);
     assert_int_equal(pd_varint_get((const uint8_t *)"\x96\x01", 1, &v), 0); /* truncated */
     /* eleven bytes */
-    assert_int_equal(pd_varint_get((const uint8_t *)"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11, &v), 0);
+    assert_int_equal(
+        pd_varint_get((const uint8_t *)"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11, &v), 0);
     assert_int_equal(v, 7); /* untouched on failure */
     /* trailing bytes are not consumed */
     assert_int_equal(pd_varint_get((const uint8_t *)"\x05\x06", 2, &v), 1);
@@ -104,10 +106,8 @@ static void test_zigzag(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_known_encodings),
-        cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_roundtrip_all_lengths),
-        cmocka_unit_test(test_zigzag),
+        cmocka_unit_test(test_known_encodings),       cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_roundtrip_all_lengths), cmocka_unit_test(test_zigzag),
         cmocka_unit_test(test_overflow_rejected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

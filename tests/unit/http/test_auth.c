@@ -198,7 +198,8 @@ static void test_basic_auth_and_groups(void **state)
     start(&g, &srv);
     uint16_t port = pd_http_server_port(srv);
     char b[200];
-    double wrong0 = pd_metrics_get("profd_http_auth_failures_total", "reason=\"wrong_credentials\"");
+    double wrong0 =
+        pd_metrics_get("profd_http_auth_failures_total", "reason=\"wrong_credentials\"");
     reply r = get(port, "/q", NULL);
     assert_int_equal(r.status, 401);
     assert_non_null(strstr(r.headers, "WWW-Authenticate: Basic\r\n"));

@@ -27,8 +27,11 @@ static pd_http_guard *mk(const char *listen, const char *hosts)
 static int check(const pd_http_guard *g, const char *method, const char *host, const char *origin,
                  const char *site, const char *ct)
 {
-    pd_http_guard_req r = {.method = method, .host = host, .origin = origin,
-                           .sec_fetch_site = site, .content_type = ct};
+    pd_http_guard_req r = {.method = method,
+                           .host = host,
+                           .origin = origin,
+                           .sec_fetch_site = site,
+                           .content_type = ct};
     pd_http_guard_verdict v;
     int st = pd_http_guard_check(g, &r, &v);
     if (st)
@@ -91,11 +94,14 @@ static void test_origin(void **state)
     const char *h = "127.0.0.1:10902";
     /* the UI's own requests */
     assert_int_equal(check(g, "GET", h, "http://127.0.0.1:10902", "same-origin", NULL), 0);
-    assert_int_equal(check(g, "POST", h, "http://127.0.0.1:10902", "same-origin", "application/json"), 0);
+    assert_int_equal(
+        check(g, "POST", h, "http://127.0.0.1:10902", "same-origin", "application/json"), 0);
     assert_int_equal(check(g, "GET", "localhost", "https://localhost:443", NULL, NULL), 0);
     assert_int_equal(check(g, "GET", "localhost:80", "http://localhost", NULL, NULL), 0);
     /* another origin: another port of the same host, another host, null */
-    pd_http_guard_req r = {.method = "POST", .host = h, .origin = "http://127.0.0.1:8080",
+    pd_http_guard_req r = {.method = "POST",
+                           .host = h,
+                           .origin = "http://127.0.0.1:8080",
                            .content_type = "application/octet-stream"};
     pd_http_guard_verdict v;
     assert_int_equal(pd_http_guard_check(g, &r, &v), 403);
@@ -128,8 +134,11 @@ static void test_fetch_metadata_and_writes(void **state)
     assert_int_equal(check(g, "POST", h, NULL, "same-site", "application/json"), 403);
     assert_int_equal(check(g, "GET", h, NULL, "cross-site", NULL), 403); /* <img>, <script> */
     /* a link into the UI from another site */
-    pd_http_guard_req nav = {.method = "GET", .host = h, .sec_fetch_site = "cross-site",
-                             .sec_fetch_mode = "navigate", .sec_fetch_dest = "document"};
+    pd_http_guard_req nav = {.method = "GET",
+                             .host = h,
+                             .sec_fetch_site = "cross-site",
+                             .sec_fetch_mode = "navigate",
+                             .sec_fetch_dest = "document"};
     pd_http_guard_verdict v;
     assert_int_equal(pd_http_guard_check(g, &nav, &v), 0);
     nav.sec_fetch_dest = "iframe";
@@ -141,8 +150,11 @@ static void test_fetch_metadata_and_writes(void **state)
     /* the user typing the URL */
     assert_int_equal(check(g, "GET", h, NULL, "none", NULL), 0);
     /* same-origin browser writes need a non-simple type or X-Requested-By */
-    pd_http_guard_req w = {.method = "POST", .host = h, .origin = "http://127.0.0.1:10902",
-                           .sec_fetch_site = "same-origin", .content_type = "text/plain;charset=UTF-8"};
+    pd_http_guard_req w = {.method = "POST",
+                           .host = h,
+                           .origin = "http://127.0.0.1:10902",
+                           .sec_fetch_site = "same-origin",
+                           .content_type = "text/plain;charset=UTF-8"};
     assert_int_equal(pd_http_guard_check(g, &w, &v), 403);
     assert_string_equal(v.reason, "browser_simple_write");
     w.requested_by = "profd-ui";

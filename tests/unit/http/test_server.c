@@ -294,8 +294,10 @@ static void test_form_only_where_meant(void **state)
     (void)state;
     pd_http_server *srv = NULL;
     pd_err err = {{0}};
-    pd_http_server_options o = {.listen_addr = "127.0.0.1:0", .threads = 1,
-                                .max_body_bytes = 1 << 20, .form = form_api_only};
+    pd_http_server_options o = {.listen_addr = "127.0.0.1:0",
+                                .threads = 1,
+                                .max_body_bytes = 1 << 20,
+                                .form = form_api_only};
     PD_ASSERT_OK(pd_http_server_start_opts(&o, echo, NULL, &srv, &err), &err);
     char url[256], line[64];
     size_t len = 2 * 5000;
@@ -342,8 +344,10 @@ static void test_body_budget(void **state)
     (void)state;
     pd_http_server *srv = NULL;
     pd_err err = {{0}};
-    pd_http_server_options o = {.listen_addr = "127.0.0.1:0", .threads = 1,
-                                .max_body_bytes = 512 << 10, .body_budget_bytes = 600 << 10};
+    pd_http_server_options o = {.listen_addr = "127.0.0.1:0",
+                                .threads = 1,
+                                .max_body_bytes = 512 << 10,
+                                .body_budget_bytes = 600 << 10};
     PD_ASSERT_OK(pd_http_server_start_opts(&o, echo, NULL, &srv, &err), &err);
     uint16_t port = pd_http_server_port(srv);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -352,8 +356,9 @@ static void test_body_budget(void **state)
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     char head[200];
-    int hl = snprintf(head, sizeof head,
-                      "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n", 500 << 10);
+    int hl =
+        snprintf(head, sizeof head,
+                 "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n", 500 << 10);
     assert_int_equal(write(fd, head, (size_t)hl), hl);
     size_t part = 400 << 10;
     char *hold = calloc(1, part);
@@ -364,7 +369,8 @@ static void test_body_budget(void **state)
     }
     free(hold);
     /* wait until the server has read it (its buffer is 512 KiB then) */
-    for (int i = 0; i < 2400 && pd_metrics_get("profd_http_request_body_bytes", NULL) < (512 << 10); i++)
+    for (int i = 0; i < 2400 && pd_metrics_get("profd_http_request_body_bytes", NULL) < (512 << 10);
+         i++)
         usleep(50000);
     assert_true(pd_metrics_get("profd_http_request_body_bytes", NULL) >= (512 << 10));
     size_t len = 200 << 10;
@@ -463,7 +469,8 @@ static void test_uri_too_large(void **state)
     if (got > 0)
         assert_non_null(strstr(resp, " 414 "));
     double after = before;
-    for (int i = 0; i < 12000 && after == before; i++) { /* counted on MHD's thread (120 s: a hang guard) */
+    for (int i = 0; i < 12000 && after == before;
+         i++) { /* counted on MHD's thread (120 s: a hang guard) */
         usleep(10000);
         after = pd_metrics_get("profd_http_rejected_total", "reason=\"request_too_large\"");
     }

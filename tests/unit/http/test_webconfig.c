@@ -121,7 +121,8 @@ static void test_strict(void **state)
     expect_error("tls_server_config:\n  cert_file: a\n  cert_file: b\n",
                  "web.yml:3:3: tls_server_config: key \"cert_file\" already set");
     expect_error("rate_limit:\n  interval: 1s\n  brust: 2\n", "web.yml:3:3: field brust not found");
-    expect_error("http_server_config:\n  http2: maybe\n", "web.yml:2:10: http2: expected true or false");
+    expect_error("http_server_config:\n  http2: maybe\n",
+                 "web.yml:2:10: http2: expected true or false");
     expect_error("basic_auth_users: [a]\n", "web.yml:1:19: basic_auth_users: expected a mapping");
     expect_error("tls_server_config:\n  client_allowed_sans: x\n",
                  "web.yml:2:24: client_allowed_sans: expected a list");
@@ -151,12 +152,14 @@ static void test_toolkit_checks(void **state)
                  "HTTP header \"Server\" can not be configured");
     expect_error("http_server_config:\n  headers:\n    X-Content-Type-Options: sniff\n",
                  "invalid value for X-Content-Type-Options");
-    expect_error("basic_auth_users:\n  a: $2y$10$short\n", "web.yml:2:6: basic_auth_users: a: not a bcrypt hash");
+    expect_error("basic_auth_users:\n  a: $2y$10$short\n",
+                 "web.yml:2:6: basic_auth_users: a: not a bcrypt hash");
     expect_error("basic_auth_users:\n  a: $1$abc$0123456789012345678901\n", "not a bcrypt hash");
     expect_error("basic_auth_users:\n  \"a:b\": " HASH "\n", "cannot hold ':'");
     expect_error("basic_auth_users:\n  a: " HASH "\nprofd_access_control:\n  push_users: [b]\n",
                  "push_users: user \"b\" is not in basic_auth_users");
-    expect_error("profd_access_control:\n  unauthenticated_paths: [healthy]\n", "does not start with /");
+    expect_error("profd_access_control:\n  unauthenticated_paths: [healthy]\n",
+                 "does not start with /");
     expect_error("rate_limit:\n  interval: soon\n", "interval: \"soon\" is not a duration");
     expect_error("rate_limit:\n  burst: -1\n", "burst: expected an integer");
 }
@@ -167,8 +170,9 @@ static void test_durations(void **state)
     static const struct {
         const char *in;
         int64_t ns;
-    } cases[] = {{"1s", 1000000000}, {"1m30s", 90000000000LL}, {"100ms", 100000000},
-                 {"1.5s", 1500000000}, {"2h", 7200000000000LL}, {"250", 250}, {"10us", 10000}};
+    } cases[] = {{"1s", 1000000000},   {"1m30s", 90000000000LL}, {"100ms", 100000000},
+                 {"1.5s", 1500000000}, {"2h", 7200000000000LL},  {"250", 250},
+                 {"10us", 10000}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char y[100];
         snprintf(y, sizeof y, "rate_limit:\n  interval: %s\n  burst: 1\n", cases[i].in);

@@ -124,9 +124,14 @@ static void test_caps(void **state)
 {
     (void)state;
     pd_err err = {{0}};
-    pd_pprof_limits lim = {.max_functions = 2, .max_locations = 2, .max_samples = 1,
-                           .max_stack_depth = 2, .max_sample_types = 1, .max_labels_per_sample = 1,
-                           .max_mappings = 1, .max_strings = 8};
+    pd_pprof_limits lim = {.max_functions = 2,
+                           .max_locations = 2,
+                           .max_samples = 1,
+                           .max_stack_depth = 2,
+                           .max_sample_types = 1,
+                           .max_labels_per_sample = 1,
+                           .max_mappings = 1,
+                           .max_strings = 8};
     pd_profile_builder *b = new_builder(&lim);
     uint64_t f, l[3], m;
     PD_ASSERT_OK(pd_profile_builder_sample_type(b, "s", "c", &err), &err);

@@ -49,8 +49,8 @@ static void test_cpu_default_rate(void **state)
     assert_int_equal(s->value[1], 30000000);
     /* leaf first in pprof */
     const pd_pprof_location *leaf = pd_profile_location(&p, s->location_id[0]);
-    assert_string_equal(pd_profile_str(&p, pd_profile_function(&p, leaf->line[0].function_id)->name),
-                        "lex");
+    assert_string_equal(
+        pd_profile_str(&p, pd_profile_function(&p, leaf->line[0].function_id)->name), "lex");
     assert_int_equal(leaf->mapping_id, 0);
     /* one function and one location per distinct frame name */
     assert_int_equal(p.n_function, 4);
@@ -98,8 +98,8 @@ static void test_tolerance(void **state)
     assert_int_equal(p.n_sample, 3);
     assert_int_equal(find_sample(&p, "a;b")->value[0], 1);
     assert_int_equal(find_sample(&p, "a;c")->value[0], 2);
-    assert_int_equal(find_sample(&p, "main;std::vector<int>::push_back(int const&) const")->value[0],
-                     4);
+    assert_int_equal(
+        find_sample(&p, "main;std::vector<int>::push_back(int const&) const")->value[0], 4);
     pd_profile_release(&p);
 
     /* count 0 adds nothing; an empty input is an empty, valid profile */
@@ -175,7 +175,8 @@ static void test_caps(void **state)
     expect_error(t, strlen(t), false, &o, PD_ETOOBIG, "line 3: more than max_lines=2");
     o = (pd_ingest_opts){.lim = {.max_stack_depth = 3}};
     t = "a;b;c 1\na;b;c;d 1\n";
-    expect_error(t, strlen(t), false, &o, PD_ETOOBIG, "line 2: stack deeper than max_stack_depth=3");
+    expect_error(t, strlen(t), false, &o, PD_ETOOBIG,
+                 "line 2: stack deeper than max_stack_depth=3");
     o = (pd_ingest_opts){.lim = {.max_frames = 3}};
     t = "a;b 1\nb;c 1\nc;d 1\n";
     expect_error(t, strlen(t), false, &o, PD_ETOOBIG, "line 3: more than max_frames=3 distinct");
@@ -189,8 +190,11 @@ static void test_caps(void **state)
     /* at the caps exactly, it works */
     pd_profile p;
     pd_err err = {{0}};
-    o = (pd_ingest_opts){.lim = {.max_line_bytes = 9, .max_lines = 3, .max_stack_depth = 4,
-                                 .max_frames = 4, .max_samples = 2}};
+    o = (pd_ingest_opts){.lim = {.max_line_bytes = 9,
+                                 .max_lines = 3,
+                                 .max_stack_depth = 4,
+                                 .max_frames = 4,
+                                 .max_samples = 2}};
     t = "a;b;c;d 1\nd;c 1\na;b;c;d 1";
     PD_ASSERT_OK(pd_ingest_folded(t, strlen(t), false, &o, &p, &err), &err);
     assert_int_equal(find_sample(&p, "a;b;c;d")->value[0], 2);

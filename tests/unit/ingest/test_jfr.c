@@ -58,12 +58,19 @@ static const char *top_flat(const pd_profile *p, size_t vi, int64_t *total)
         if (!s->n_location)
             continue;
         const char *name = pd_profile_str(
-            p, pd_profile_function(p, pd_profile_location(p, s->location_id[0])->line[0].function_id)->name);
+            p,
+            pd_profile_function(p, pd_profile_location(p, s->location_id[0])->line[0].function_id)
+                ->name);
         int64_t v = 0;
         for (size_t j = 0; j < p->n_sample; j++) {
             const pd_pprof_sample *t = &p->sample[j];
             if (t->n_location &&
-                !strcmp(name, pd_profile_str(p, pd_profile_function(p, pd_profile_location(p, t->location_id[0])->line[0].function_id)->name)))
+                !strcmp(
+                    name,
+                    pd_profile_str(
+                        p, pd_profile_function(
+                               p, pd_profile_location(p, t->location_id[0])->line[0].function_id)
+                               ->name)))
                 v += t->value[vi];
         }
         if (v > bv) {
@@ -192,7 +199,8 @@ static void test_hostile(void **state)
     uint8_t *d = malloc(rec_len);
     assert_non_null(d);
     expect_err(rec, 0, PD_EPARSE, "empty");
-    expect_err((const uint8_t *)"FLR\0\0\2", 6, PD_EPARSE, "chunk 1 at offset 0: truncated chunk header");
+    expect_err((const uint8_t *)"FLR\0\0\2", 6, PD_EPARSE,
+               "chunk 1 at offset 0: truncated chunk header");
     memcpy(d, rec, rec_len);
     memcpy(d, "XXXX", 4);
     expect_err(d, rec_len, PD_EPARSE, "magic");
@@ -254,7 +262,6 @@ static void test_hostile(void **state)
     pd_jfr_result_release(&r);
     free(d);
 }
-
 
 /* ---- a tiny JFR writer for synthetic recordings ---- */
 
@@ -375,7 +382,8 @@ static void synth(pd_buf *out, bool blowup)
     w_class(&classes, 113, "jdk.types.StackFrame", fr, 2);
     const tf st[] = {{"truncated", 102, false, false}, {"frames", 113, false, true}};
     w_class(&classes, 114, "jdk.types.StackTrace", st, 2);
-    const tf es[] = {{"startTime", 100, false, false}, {"stackTrace", 114, true, false},
+    const tf es[] = {{"startTime", 100, false, false},
+                     {"stackTrace", 114, true, false},
                      {"contextId", 100, false, false}};
     w_class(&classes, 120, "jdk.ExecutionSample", es, 3);
     n_classes = 10;
@@ -386,8 +394,10 @@ static void synth(pd_buf *out, bool blowup)
             const tf xf[] = {{"a", 131 + i, false, false}, {"b", 131 + i, false, false}};
             w_class(&classes, 130 + i, names[i], xf, i == 40 ? 0 : 2);
         }
-        const tf tp[] = {{"startTime", 100, false, false}, {"duration", 100, false, false},
-                         {"stackTrace", 114, true, false}, {"x", 130, false, false}};
+        const tf tp[] = {{"startTime", 100, false, false},
+                         {"duration", 100, false, false},
+                         {"stackTrace", 114, true, false},
+                         {"x", 130, false, false}};
         w_class(&classes, 121, "jdk.ThreadPark", tp, 4);
         n_classes += 42;
     }

@@ -28,9 +28,19 @@ typedef Opentelemetry__Proto__Common__V1__AnyValue PAny;
 /* strings: 0 "", 1 samples, 2 count, 3 cpu, 4 nanoseconds, 5 f, 6 /bin/app,
  * 7 pprof.mapping.has_functions, 8 pprof.mapping.has_inline_frames,
  * 9 process.executable.build_id.gnu, 10 abc123, 11 thread, 12 w1 */
-static char *strs[] = {"", "samples", "count", "cpu", "nanoseconds", "f", "/bin/app",
-                       "pprof.mapping.has_functions", "pprof.mapping.has_inline_frames",
-                       "process.executable.build_id.gnu", "abc123", "thread", "w1"};
+static char *strs[] = {"",
+                       "samples",
+                       "count",
+                       "cpu",
+                       "nanoseconds",
+                       "f",
+                       "/bin/app",
+                       "pprof.mapping.has_functions",
+                       "pprof.mapping.has_inline_frames",
+                       "process.executable.build_id.gnu",
+                       "abc123",
+                       "thread",
+                       "w1"};
 
 /* Encodes a request: one resource (service.name=svc), one scope holding
  * profiles prof[0..n), a dictionary with one mapping (attributes 1-3), one
@@ -67,7 +77,8 @@ static uint8_t *build_req(PProfile **prof, size_t n, size_t *len)
     s1.n_location_indices = 1;
     s1.location_indices = li;
     static PStack *stk[] = {&s0, &s1};
-    static PAny vt = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT, vb = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT,
+    static PAny vt = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT,
+                vb = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT,
                 vw = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
     vt.value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE;
     vt.bool_value = 1;
@@ -103,21 +114,27 @@ static uint8_t *build_req(PProfile **prof, size_t n, size_t *len)
     d.attribute_table = ap;
     d.n_stack_table = 2;
     d.stack_table = stk;
-    Opentelemetry__Proto__Common__V1__AnyValue sv = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
+    Opentelemetry__Proto__Common__V1__AnyValue sv =
+        OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
     sv.value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
     sv.string_value = "svc";
-    Opentelemetry__Proto__Common__V1__KeyValue kv = OPENTELEMETRY__PROTO__COMMON__V1__KEY_VALUE__INIT, *kvp = &kv;
+    Opentelemetry__Proto__Common__V1__KeyValue
+        kv = OPENTELEMETRY__PROTO__COMMON__V1__KEY_VALUE__INIT,
+        *kvp = &kv;
     kv.key = "service.name";
     kv.value = &sv;
-    Opentelemetry__Proto__Resource__V1__Resource res = OPENTELEMETRY__PROTO__RESOURCE__V1__RESOURCE__INIT;
+    Opentelemetry__Proto__Resource__V1__Resource res =
+        OPENTELEMETRY__PROTO__RESOURCE__V1__RESOURCE__INIT;
     res.n_attributes = 1;
     res.attributes = &kvp;
-    Opentelemetry__Proto__Profiles__V1development__ScopeProfiles sp =
-        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__SCOPE_PROFILES__INIT, *spp = &sp;
+    Opentelemetry__Proto__Profiles__V1development__ScopeProfiles
+        sp = OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__SCOPE_PROFILES__INIT,
+        *spp = &sp;
     sp.n_profiles = n;
     sp.profiles = prof;
-    Opentelemetry__Proto__Profiles__V1development__ResourceProfiles rp =
-        OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__RESOURCE_PROFILES__INIT, *rpp = &rp;
+    Opentelemetry__Proto__Profiles__V1development__ResourceProfiles
+        rp = OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__RESOURCE_PROFILES__INIT,
+        *rpp = &rp;
     rp.resource = &res;
     rp.n_scope_profiles = 1;
     rp.scope_profiles = &spp;
@@ -126,15 +143,22 @@ static uint8_t *build_req(PProfile **prof, size_t n, size_t *len)
     r.n_resource_profiles = 1;
     r.resource_profiles = &rpp;
     r.dictionary = &d;
-    *len = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__get_packed_size(&r);
+    *len =
+        opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__get_packed_size(
+            &r);
     uint8_t *b = malloc(*len ? *len : 1);
     assert_non_null(b);
-    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__pack(&r, b);
+    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__pack(
+        &r, b);
     return b;
 }
 
-static PVT vt_samples = {PROTOBUF_C_MESSAGE_INIT(&opentelemetry__proto__profiles__v1development__value_type__descriptor), 1, 2};
-static PVT vt_cpu = {PROTOBUF_C_MESSAGE_INIT(&opentelemetry__proto__profiles__v1development__value_type__descriptor), 3, 4};
+static PVT vt_samples = {
+    PROTOBUF_C_MESSAGE_INIT(&opentelemetry__proto__profiles__v1development__value_type__descriptor),
+    1, 2};
+static PVT vt_cpu = {
+    PROTOBUF_C_MESSAGE_INIT(&opentelemetry__proto__profiles__v1development__value_type__descriptor),
+    3, 4};
 
 static void init_profile(PProfile *p, PVT *st, PSample **s, size_t ns)
 {
@@ -218,9 +242,11 @@ static void test_small_request(void **state)
     const pd_pprof_location *leaf = pd_profile_location(p, s->location_id[0]);
     assert_int_equal(leaf->address, 4300);
     assert_int_equal(leaf->n_line, 2);
-    assert_string_equal(pd_profile_str(p, pd_profile_function(p, leaf->line[0].function_id)->name), "work");
+    assert_string_equal(pd_profile_str(p, pd_profile_function(p, leaf->line[0].function_id)->name),
+                        "work");
     assert_int_equal(leaf->line[0].line, 10);
-    assert_string_equal(pd_profile_str(p, pd_profile_mapping(p, leaf->mapping_id)->filename), "/bin/app");
+    assert_string_equal(pd_profile_str(p, pd_profile_mapping(p, leaf->mapping_id)->filename),
+                        "/bin/app");
     /* stack [1] twice: values[0] 10 ms, and 3 timestamps without values */
     int64_t tot = 0;
     for (size_t i = 0; i < p->n_sample; i++)
@@ -279,7 +305,8 @@ static void test_nesting_and_caps(void **state)
         memcpy(b, t, n + m);
         n += m;
     }
-    /* wrap: KeyValue.value(2) > Resource.attributes(1) > ResourceProfiles.resource(1) > Request(1) */
+    /* wrap: KeyValue.value(2) > Resource.attributes(1) > ResourceProfiles.resource(1) > Request(1)
+     */
     static const uint8_t wrap[] = {0x12, 0x0a, 0x0a, 0x0a};
     for (size_t w = 0; w < sizeof wrap; w++) {
         size_t m = 0;
@@ -362,7 +389,8 @@ static void test_sample_shapes(void **state)
     free(req1);
     assert_int_equal(r.n, 0);
     assert_int_equal(r.rejected, 1);
-    assert_non_null(strstr(r.first_error, "profile 0 sample 1 has neither values nor timestamps_unix_nano"));
+    assert_non_null(
+        strstr(r.first_error, "profile 0 sample 1 has neither values nor timestamps_unix_nano"));
     pd_otlp_result_release(&r);
     /* counts differ */
     d.stack_index = 1;
@@ -417,7 +445,8 @@ static void test_group_and_mapping(void **state)
     assert_int_equal(p->n_sample, 1); /* same stack, no attributes: one sample */
     assert_int_equal(p->sample[0].value[0], 1);
     assert_int_equal(p->sample[0].value[1], 10000000);
-    const pd_pprof_mapping *m = pd_profile_mapping(p, pd_profile_location(p, p->sample[0].location_id[0])->mapping_id);
+    const pd_pprof_mapping *m =
+        pd_profile_mapping(p, pd_profile_location(p, p->sample[0].location_id[0])->mapping_id);
     assert_non_null(m);
     assert_true(m->has_functions);
     assert_true(m->has_inline_frames);
@@ -546,8 +575,10 @@ static void test_json(void **state)
         const char *msg;
     } bad[] = {
         {"[1]", PD_EPARSE, "not a JSON ExportProfilesServiceRequest"},
-        {"{\"resourceProfiles\":{}}", PD_EPARSE, "ExportProfilesServiceRequest.resourceProfiles: want an array"},
-        {"{\"dictionary\":{\"stackTable\":[{\"locationIndices\":[\"x\"]}]}}", PD_EPARSE, "Stack.locationIndices[0]"},
+        {"{\"resourceProfiles\":{}}", PD_EPARSE,
+         "ExportProfilesServiceRequest.resourceProfiles: want an array"},
+        {"{\"dictionary\":{\"stackTable\":[{\"locationIndices\":[\"x\"]}]}}", PD_EPARSE,
+         "Stack.locationIndices[0]"},
         {"{\"dictionary\":{\"linkTable\":[{\"traceId\":\"zz\"}]}}", PD_EPARSE, "Link.traceId"},
         {"{\"dictionary\":{\"stringTable\":[\"\", 3]}}", PD_EPARSE, "stringTable[1]"},
         {"{", PD_EPARSE, "not JSON"},
@@ -556,7 +587,8 @@ static void test_json(void **state)
         pd_buf_reset(&pb);
         rc = pd_otlp_json_to_protobuf(bad[i].json, strlen(bad[i].json), 0, &pb, &err);
         if (rc != bad[i].code || !strstr(err.msg, bad[i].msg))
-            fail_msg("%s: want %d \"%s\", got %d \"%s\"", bad[i].json, bad[i].code, bad[i].msg, rc, err.msg);
+            fail_msg("%s: want %d \"%s\", got %d \"%s\"", bad[i].json, bad[i].code, bad[i].msg, rc,
+                     err.msg);
     }
     /* one field under both spellings ("spanId", "span_id"): the first wins and, under
      * ASan, the second's decoded bytes do not leak (a fuzz find) */
@@ -574,9 +606,11 @@ static void test_json(void **state)
     /* nesting past the cap */
     char deep[4096];
     size_t o = 0;
-    o += (size_t)snprintf(deep + o, sizeof deep - o, "{\"resourceProfiles\":[{\"resource\":{\"attributes\":[{\"value\":");
+    o += (size_t)snprintf(deep + o, sizeof deep - o,
+                          "{\"resourceProfiles\":[{\"resource\":{\"attributes\":[{\"value\":");
     for (int i = 0; i < 40; i++)
-        o += (size_t)snprintf(deep + o, sizeof deep - o, "{\"kvlistValue\":{\"values\":[{\"value\":");
+        o += (size_t)snprintf(deep + o, sizeof deep - o,
+                              "{\"kvlistValue\":{\"values\":[{\"value\":");
     o += (size_t)snprintf(deep + o, sizeof deep - o, "{}");
     for (int i = 0; i < 40; i++)
         o += (size_t)snprintf(deep + o, sizeof deep - o, "}]}}");
@@ -589,7 +623,10 @@ static void test_json(void **state)
     assert_int_equal(pb.len, 2);
     pd_buf_reset(&pb);
     assert_int_equal(pd_otlp_json_response(3, "a \"b\"", &pb), 0);
-    assert_memory_equal(pb.data, "{\"partialSuccess\":{\"rejectedProfiles\":\"3\",\"errorMessage\":\"a \\\"b\\\"\"}}", pb.len);
+    assert_memory_equal(
+        pb.data,
+        "{\"partialSuccess\":{\"rejectedProfiles\":\"3\",\"errorMessage\":\"a \\\"b\\\"\"}}",
+        pb.len);
     pd_buf_release(&pb);
 }
 

@@ -236,8 +236,9 @@ static void test_caps(void **state)
     (void)state;
     const char *rec = "x 1 1.5: 10 cpu-clock: \n\t 3 c (/b)\n\t 2 b (/b)\n\t 1 a (/b)\n\n";
     pd_ingest_opts o = {.lim = {.max_stack_depth = 2}};
-    expect_error(rec, &o, PD_ETOOBIG, "line 4: stack of the sample at line 1 is deeper than "
-                                      "max_stack_depth=2");
+    expect_error(rec, &o, PD_ETOOBIG,
+                 "line 4: stack of the sample at line 1 is deeper than "
+                 "max_stack_depth=2");
     o = (pd_ingest_opts){.lim = {.max_frames = 2}};
     expect_error(rec, &o, PD_ETOOBIG, "line 4: more than max_frames=2");
     o = (pd_ingest_opts){.lim = {.max_lines = 3}};

@@ -45,13 +45,13 @@ static int conv(const enc *e, size_t len, pd_buf *out, pd_err *err)
 static void build(enc *e)
 {
     e->n = 0;
-    node(e, "", 0, 1);          /* root */
-    node(e, "main;", 0, 2);     /* "main;" */
-    node(e, "work", 5, 1);      /* "main;work" = 5, one child */
-    node(e, ";", 0, 2);         /* "main;work;" */
-    node(e, "hash", 71, 0);     /* leaf */
-    node(e, "sort", 20, 0);     /* leaf */
-    node(e, "idle", 9, 0);      /* "main;idle" */
+    node(e, "", 0, 1);      /* root */
+    node(e, "main;", 0, 2); /* "main;" */
+    node(e, "work", 5, 1);  /* "main;work" = 5, one child */
+    node(e, ";", 0, 2);     /* "main;work;" */
+    node(e, "hash", 71, 0); /* leaf */
+    node(e, "sort", 20, 0); /* leaf */
+    node(e, "idle", 9, 0);  /* "main;idle" */
 }
 
 static void test_samples(void **state)
@@ -62,7 +62,8 @@ static void test_samples(void **state)
     pd_err err;
     build(&e);
     assert_int_equal(conv(&e, e.n, &out, &err), 0);
-    assert_string_equal(out.data, "main;work 5\nmain;work;hash 71\nmain;work;sort 20\nmain;idle 9\n");
+    assert_string_equal(out.data,
+                        "main;work 5\nmain;work;hash 71\nmain;work;sort 20\nmain;idle 9\n");
     pd_buf_release(&out);
     /* after the root closes, nodes start at the top again (IterateRaw) */
     node(&e, "other;x", 3, 0);
@@ -155,12 +156,12 @@ static void test_tree(void **state)
 {
     (void)state;
     enc e = {.n = 0};
-    node(&e, "root", 3, 2);   /* root: its name and value are no sample */
+    node(&e, "root", 3, 2); /* root: its name and value are no sample */
     node(&e, "main", 0, 2);
-    node(&e, "a;b", 4, 0);    /* main;a;b 4 */
-    node(&e, "", 6, 0);       /* main 6 (empty name: no frame) */
-    node(&e, "main", 2, 0);   /* main 2 (a sibling of equal name) */
-    node(&e, "junk", 9, 0);   /* after the tree: ignored */
+    node(&e, "a;b", 4, 0);  /* main;a;b 4 */
+    node(&e, "", 6, 0);     /* main 6 (empty name: no frame) */
+    node(&e, "main", 2, 0); /* main 2 (a sibling of equal name) */
+    node(&e, "junk", 9, 0); /* after the tree: ignored */
     pd_buf out;
     pd_err err = {{0}};
     pd_buf_init(&out, 1 << 20);

@@ -69,7 +69,8 @@ static void test_roundtrip_keeps_every_field(void **state)
     a.doc_url = 8;
     a.mapping[0].file_offset = 0x44;
     a.mapping[0].build_id = 10;
-    a.mapping[0].has_filenames = a.mapping[0].has_line_numbers = a.mapping[0].has_inline_frames = true;
+    a.mapping[0].has_filenames = a.mapping[0].has_line_numbers = a.mapping[0].has_inline_frames =
+        true;
     a.location[0].is_folded = true;
     a.location[0].line[0].column = 9;
     assert_int_equal(pd_profile_encode(&a, true, &out), 0);
@@ -92,7 +93,8 @@ static void test_roundtrip_keeps_every_field(void **state)
     const pd_pprof_mapping *m = pd_profile_mapping(&c, 1);
     assert_int_equal(m->file_offset, 0x44);
     assert_int_equal(m->build_id, 10);
-    assert_true(m->has_functions && m->has_filenames && m->has_line_numbers && m->has_inline_frames);
+    assert_true(m->has_functions && m->has_filenames && m->has_line_numbers &&
+                m->has_inline_frames);
     assert_int_equal(pd_profile_mapping(&c, 2)->memory_start, 0x10000);
     const pd_pprof_location *l = pd_profile_location(&c, 1);
     assert_true(l->is_folded);
@@ -209,7 +211,8 @@ static void build_large(pd_buf *out)
     pb_str(out, 6, "/src/main.go");
     char name[64];
     for (size_t i = 1; i <= n_fn; i++) {
-        snprintf(name, sizeof name, "github.com/example/service/pkg%zu.(*Type).Method%zu", i % 97, i);
+        snprintf(name, sizeof name, "github.com/example/service/pkg%zu.(*Type).Method%zu", i % 97,
+                 i);
         pb_str(out, 6, name);
     }
     pd_buf_release(&m);
@@ -219,7 +222,8 @@ static void build_large(pd_buf *out)
 static double now_s(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts); /* CPU time: other load on the machine does not count */
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID,
+                  &ts); /* CPU time: other load on the machine does not count */
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -243,8 +247,9 @@ static void test_large_profile(void **state)
     PD_ASSERT_OK(pd_profile_decode(&b, (const uint8_t *)out.data, out.len, NULL, &err), &err);
     assert_true(pd_profile_equal(&a, &b, &err));
     double t2 = now_s();
-    print_message("large profile: %zu bytes raw, %zu gzip; decode %.3f s; encode+decode+equal %.3f s\n",
-                  raw.len, gz.len, t1 - t0, t2 - t1);
+    print_message(
+        "large profile: %zu bytes raw, %zu gzip; decode %.3f s; encode+decode+equal %.3f s\n",
+        raw.len, gz.len, t1 - t0, t2 - t1);
     /* linear time, "well under a second of CPU in a normal build", is
      * bench/pprof_codec's figure: no test compares a measured time with a
      * constant (issue 34) */

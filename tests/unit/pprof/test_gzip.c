@@ -71,7 +71,8 @@ static void test_roundtrip(void **state)
         /* the cap: exactly n is fine, n - 1 is too big */
         if (n) {
             pd_buf_reset(&out);
-            assert_int_equal(pd_gunzip((const uint8_t *)gz.data, gz.len, n - 1, &out, &err), PD_ETOOBIG);
+            assert_int_equal(pd_gunzip((const uint8_t *)gz.data, gz.len, n - 1, &out, &err),
+                             PD_ETOOBIG);
             assert_non_null(strstr(err.msg, "max_decompressed_bytes"));
         }
         free(in);
@@ -202,7 +203,8 @@ static void test_gzip_bomb(void **state)
     gzip_zeros((size_t)1 << 30, &bomb);
     assert_true(bomb.len < (4u << 20));
 
-    assert_int_equal(pd_gunzip((const uint8_t *)bomb.data, bomb.len, 8u << 20, &out, &err), PD_ETOOBIG);
+    assert_int_equal(pd_gunzip((const uint8_t *)bomb.data, bomb.len, 8u << 20, &out, &err),
+                     PD_ETOOBIG);
     assert_true(out.len <= (8u << 20) + 1);
     assert_true(out.cap <= (16u << 20)); /* memory bounded by the cap */
     pd_buf_release(&out);
@@ -230,14 +232,10 @@ static void test_gzip_bomb(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_is_gzip),
-        cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_appends),
-        cmocka_unit_test(test_concatenated_members),
-        cmocka_unit_test(test_isize_lies),
-        cmocka_unit_test(test_corrupt),
-        cmocka_unit_test(test_output_buffer_cap),
-        cmocka_unit_test(test_gzip_bomb),
+        cmocka_unit_test(test_is_gzip),           cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_appends),           cmocka_unit_test(test_concatenated_members),
+        cmocka_unit_test(test_isize_lies),        cmocka_unit_test(test_corrupt),
+        cmocka_unit_test(test_output_buffer_cap), cmocka_unit_test(test_gzip_bomb),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,8 +52,8 @@ static void test_guess_type(void **state)
         PD_ASSERT_OK(pd_profile_decode(&p, (const uint8_t *)b.data, b.len, NULL, &err), &err);
         const char *got = pd_profile_guess_type(&p, cases[i].as);
         if (strcmp(got, cases[i].want))
-            fail_msg("%s as %s: %s, want %s", cases[i].file, cases[i].as ? cases[i].as : "(no name)",
-                     got, cases[i].want);
+            fail_msg("%s as %s: %s, want %s", cases[i].file,
+                     cases[i].as ? cases[i].as : "(no name)", got, cases[i].want);
         pd_profile_release(&p);
         pd_buf_release(&b);
     }
@@ -101,40 +101,44 @@ static void test_validate_broken_references(void **state)
 
     int64_t s = p.function[1].name;
     p.function[1].name = (int64_t)p.n_string;
-    snprintf(want, sizeof want, "function 1 (id %llu): name string index %zu out of range (%zu strings)",
+    snprintf(want, sizeof want,
+             "function 1 (id %llu): name string index %zu out of range (%zu strings)",
              (unsigned long long)p.function[1].id, p.n_string, p.n_string);
     expect_invalid(&p, want);
     p.function[1].name = -1;
-    snprintf(want, sizeof want, "function 1 (id %llu): name string index -1 out of range (%zu strings)",
+    snprintf(want, sizeof want,
+             "function 1 (id %llu): name string index -1 out of range (%zu strings)",
              (unsigned long long)p.function[1].id, p.n_string);
     expect_invalid(&p, want);
     p.function[1].name = s;
 
     s = p.sample_type[0].unit;
     p.sample_type[0].unit = 1 << 30;
-    snprintf(want, sizeof want, "sample_type 0: unit string index %d out of range (%zu strings)", 1 << 30,
-             p.n_string);
+    snprintf(want, sizeof want, "sample_type 0: unit string index %d out of range (%zu strings)",
+             1 << 30, p.n_string);
     expect_invalid(&p, want);
     p.sample_type[0].unit = s;
 
     p.default_sample_type = -3;
-    snprintf(want, sizeof want, "profile: default_sample_type string index -3 out of range (%zu strings)",
-             p.n_string);
+    snprintf(want, sizeof want,
+             "profile: default_sample_type string index -3 out of range (%zu strings)", p.n_string);
     expect_invalid(&p, want);
     p.default_sample_type = 0;
 
     for (size_t i = 0; i < p.n_sample; i++)
         if (p.sample[i].n_label) {
             p.sample[i].label[0].key = 1000000;
-            snprintf(want, sizeof want, "sample %zu label 0: key string index 1000000 out of range (%zu strings)",
-                     i, p.n_string);
+            snprintf(want, sizeof want,
+                     "sample %zu label 0: key string index 1000000 out of range (%zu strings)", i,
+                     p.n_string);
             expect_invalid(&p, want);
             p.sample[i].label[0].key = 1;
             break;
         }
 
     p.mapping[0].filename = 1000001;
-    snprintf(want, sizeof want, "mapping 0 (id %llu): filename string index 1000001 out of range (%zu strings)",
+    snprintf(want, sizeof want,
+             "mapping 0 (id %llu): filename string index 1000001 out of range (%zu strings)",
              (unsigned long long)p.mapping[0].id, p.n_string);
     expect_invalid(&p, want);
     p.mapping[0].filename = 0;
@@ -247,8 +251,9 @@ static void test_sample_index(void **state)
     assert_int_equal(pd_profile_sample_index(&p, "99999999999999999999999", &idx, &err), PD_EINVAL);
     assert_int_equal(pd_profile_sample_index(&p, "alloc_space/count", &idx, &err), PD_EINVAL);
     assert_int_equal(pd_profile_sample_index(&p, "bogus", &idx, &err), PD_EINVAL);
-    assert_string_equal(err.msg, "sample_index \"bogus\" must be one of: alloc_objects, alloc_space, "
-                                 "inuse_objects, inuse_space");
+    assert_string_equal(err.msg,
+                        "sample_index \"bogus\" must be one of: alloc_objects, alloc_space, "
+                        "inuse_objects, inuse_space");
     /* the default_sample_type wins over "last" */
     p.default_sample_type = p.sample_type[1].type;
     PD_ASSERT_OK(pd_profile_sample_index(&p, NULL, &idx, &err), &err);
@@ -279,7 +284,7 @@ static void test_intern(void **state)
     assert_int_equal(b, 2);
     assert_int_equal(pd_profile_intern(&p, "alpha", 5), a);
     assert_int_equal(pd_profile_intern(&p, "alphabet", 5), a); /* only len bytes count */
-    int64_t z = pd_profile_intern(&p, "a\0b", 3);               /* strings may hold NUL */
+    int64_t z = pd_profile_intern(&p, "a\0b", 3);              /* strings may hold NUL */
     assert_int_equal(p.string_len[z], 3);
     assert_int_not_equal(z, pd_profile_intern(&p, "a", 1));
     /* many strings: the table grows, earlier indexes stay */

@@ -631,23 +631,21 @@ static void test_diff_avg(void **state)
 /* ---- the block walk on worker threads against the one-by-one walk ---- */
 
 typedef struct recorder {
-    pd_buf out;    /* every part: its pd_storage_agg_part, then canonical() */
-    size_t n_fn;   /* fn calls */
+    pd_buf out;     /* every part: its pd_storage_agg_part, then canonical() */
+    size_t n_fn;    /* fn calls */
     size_t fail_at; /* fn returns PD_EINVAL at this call (0: never) */
     size_t n_poll;
     size_t poll_fail_at; /* poll returns PD_ETIMEOUT at this call (0: never) */
 } recorder;
 
-static int record_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p,
-                       pd_err *err)
+static int record_part(void *ctx, const pd_storage_agg_part *part, const pd_profile *p, pd_err *err)
 {
     recorder *r = ctx;
     if (++r->n_fn == r->fail_at)
         return pd_err_set(err, PD_EINVAL, "fn gave up");
-    pd_buf_printf(&r->out, "part series=%zu n_series=%zu n_profiles=%zu [%" PRId64 ", %" PRId64
-                           "]\n",
-                  part->series, part->n_series, part->n_profiles, part->min_ts - T0,
-                  part->max_ts - T0);
+    pd_buf_printf(
+        &r->out, "part series=%zu n_series=%zu n_profiles=%zu [%" PRId64 ", %" PRId64 "]\n",
+        part->series, part->n_series, part->n_profiles, part->min_ts - T0, part->max_ts - T0);
     canonical(p, &r->out);
     return 0;
 }
@@ -688,9 +686,8 @@ static void record_all(fixture *fx, recorder *r)
                 fail_msg("aggregate %s: %s", sels[k], err.msg);
             size_t nd = 0;
             pd_buf_printf(&r->out, "series %zu\n== deltas\n", ns);
-            rc = pd_storage_aggregate_delta(fx->st, refs, g ? by : NULL, mask, set.n,
-                                            T0 + 2 * STEP, T_END, record_part, record_poll, r,
-                                            &ns, &nd, &err);
+            rc = pd_storage_aggregate_delta(fx->st, refs, g ? by : NULL, mask, set.n, T0 + 2 * STEP,
+                                            T_END, record_part, record_poll, r, &ns, &nd, &err);
             if (rc)
                 fail_msg("aggregate_delta %s: %s", sels[k], err.msg);
             pd_buf_printf(&r->out, "series %zu deltas %zu\n", ns, nd);
@@ -714,8 +711,8 @@ static int aggregate_all(fixture *fx, recorder *r, pd_err *err)
         refs[i] = set.v[i].ref;
         by[i] = (uint32_t)i; /* each series alone: many units per block */
     }
-    int rc = pd_storage_aggregate(fx->st, refs, by, set.n, T0, T_END, record_part, record_poll,
-                                  r, NULL, err);
+    int rc = pd_storage_aggregate(fx->st, refs, by, set.n, T0, T_END, record_part, record_poll, r,
+                                  NULL, err);
     free(refs);
     free(by);
     pd_series_set_release(&set);
@@ -917,8 +914,8 @@ static void record_head(fixture *fx, int64_t from, int64_t to, pd_buf *out)
                                  &err))
             fail_msg("aggregate %s: %s", sels[k], err.msg);
         pd_buf_printf(&r.out, "series %zu\n== deltas\n", ns);
-        if (pd_storage_aggregate_delta(fx->st, refs, NULL, mask, set.n, from, to, record_part,
-                                       NULL, &r, &ns, &nd, &err))
+        if (pd_storage_aggregate_delta(fx->st, refs, NULL, mask, set.n, from, to, record_part, NULL,
+                                       &r, &ns, &nd, &err))
             fail_msg("aggregate_delta %s: %s", sels[k], err.msg);
         pd_buf_printf(&r.out, "series %zu deltas %zu\n", ns, nd);
         free(refs);
@@ -984,9 +981,9 @@ static void test_head_groups(void **state)
     pd_storage_stats ss, su;
     pd_storage_stats_get(fs.st, &ss);
     pd_storage_stats_get(fu.st, &su);
-    assert_true(ss.n_aggregate_head_groups > 0); /* the sums were used... */
+    assert_true(ss.n_aggregate_head_groups > 0);     /* the sums were used... */
     assert_int_equal(su.n_aggregate_head_groups, 0); /* ...and not where there are none */
-    assert_true(ss.n_aggregate_head_open > 0); /* the open groups' running sums too */
+    assert_true(ss.n_aggregate_head_open > 0);       /* the open groups' running sums too */
     assert_int_equal(su.n_aggregate_head_open, 0);
     close_store(&fs);
     close_store(&fu);
@@ -996,11 +993,10 @@ int main(void)
 {
     load_inputs();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_head),     cmocka_unit_test(test_head_sliced),
-        cmocka_unit_test(test_blocks),
-        cmocka_unit_test(test_mixed),    cmocka_unit_test(test_compacted),
-        cmocka_unit_test(test_diff_avg), cmocka_unit_test(test_blocks_pool),
-        cmocka_unit_test(test_head_groups),
+        cmocka_unit_test(test_head),        cmocka_unit_test(test_head_sliced),
+        cmocka_unit_test(test_blocks),      cmocka_unit_test(test_mixed),
+        cmocka_unit_test(test_compacted),   cmocka_unit_test(test_diff_avg),
+        cmocka_unit_test(test_blocks_pool), cmocka_unit_test(test_head_groups),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (size_t i = 0; i < N_INPUTS; i++) {

@@ -259,8 +259,7 @@ static void test_range_cap(void **state)
     assert_memory_equal(capped.data, full.data, full.len);
     pd_buf_release(&capped);
     pd_buf_init(&capped, full.len - 1);
-    assert_int_equal(pd_query_range(fx->st, "{job=~\".+\"}", 0, 10000, &capped, &err),
-                     PD_ETOOBIG);
+    assert_int_equal(pd_query_range(fx->st, "{job=~\".+\"}", 0, 10000, &capped, &err), PD_ETOOBIG);
     assert_int_equal(capped.len, 0);
     pd_buf_release(&capped);
     pd_buf_release(&full);
@@ -309,8 +308,8 @@ static void test_range_shares(void **state)
         snprintf(path, sizeof path, "%s/pprof/%s", PD_TESTDATA, STORED[k].file);
         pd_buf_init(&body[k], 0);
         read_file(path, &body[k]);
-        assert_int_equal(pd_profile_decode(&p[k], (const uint8_t *)body[k].data, body[k].len,
-                                           NULL, &err), 0);
+        assert_int_equal(
+            pd_profile_decode(&p[k], (const uint8_t *)body[k].data, body[k].len, NULL, &err), 0);
     }
     for (int k = 0; k < 8; k++) /* 2 s blocks: 2 profiles per series and block */
         for (int j = 0; j < 300; j++) {
@@ -353,8 +352,8 @@ static void test_range_shares(void **state)
     /* ranges cutting the blocks (the select takes an overlapping block part
        unread): the series listed and their points are exactly those of the
        exact select and read_points; a range in a gap lists none */
-    static const int64_t R[][2] = {{1500, 2600}, {2100, 2100}, {2400, 2999}, {3150, 3299},
-                                   {2500, 5100}, {0, 100000}};
+    static const int64_t R[][2] = {{1500, 2600}, {2100, 2100}, {2400, 2999},
+                                   {3150, 3299}, {2500, 5100}, {0, 100000}};
     for (size_t r = 0; r < sizeof R / sizeof *R; r++) {
         pd_buf got;
         pd_buf_init(&got, 0);
@@ -375,8 +374,8 @@ static void test_range_shares(void **state)
                 json_string_value(json_object_get(json_object_get(e, "labels"), "instance")),
                 pd_labels_get(&set.v[i].labels, "instance"));
             pd_points pts;
-            assert_int_equal(
-                pd_storage_read_points(st, set.v[i].ref, R[r][0], R[r][1], &pts, &err), 0);
+            assert_int_equal(pd_storage_read_points(st, set.v[i].ref, R[r][0], R[r][1], &pts, &err),
+                             0);
             assert_int_equal(json_array_size(json_object_get(e, "timestamps")), pts.n);
             assert_int_equal(pts.n, set.v[i].n_profiles);
             pd_points_release(&pts);
@@ -501,8 +500,8 @@ static char *run_list(fixture *fx, int what, const char *name, const char *const
     return pd_buf_detach(&out, NULL);
 }
 
-static void expect_list(fixture *fx, int what, const char *name, const char *const *sels,
-                        size_t n, int64_t start, int64_t end, const char *want)
+static void expect_list(fixture *fx, int what, const char *name, const char *const *sels, size_t n,
+                        int64_t start, int64_t end, const char *want)
 {
     char *got = run_list(fx, what, name, sels, n, start, end);
     if (strcmp(got, want))
@@ -561,12 +560,9 @@ static void test_labels(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_range),
-        cmocka_unit_test(test_range_cap),
-        cmocka_unit_test(test_range_shares),
-        cmocka_unit_test(test_warnings_add),
-        cmocka_unit_test(test_single),
-        cmocka_unit_test(test_series),
+        cmocka_unit_test(test_range),        cmocka_unit_test(test_range_cap),
+        cmocka_unit_test(test_range_shares), cmocka_unit_test(test_warnings_add),
+        cmocka_unit_test(test_single),       cmocka_unit_test(test_series),
         cmocka_unit_test(test_labels),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -40,7 +40,8 @@ static int setup(void **state)
     PD_ASSERT_OK(pd_profile_builder_function(b, "g", "g", "/src/a.c", 19, &g, &err), &err);
     PD_ASSERT_OK(pd_profile_builder_function(b, "h", "h", "/src/b.c", 1, &h, &err), &err);
     PD_ASSERT_OK(pd_profile_builder_function(b, "f", "f", "/src/c.c", 1, &f2, &err), &err);
-    PD_ASSERT_OK(pd_profile_builder_function(b, "main", "main", "/src/m.c", 1, &main_fn, &err), &err);
+    PD_ASSERT_OK(pd_profile_builder_function(b, "main", "main", "/src/m.c", 1, &main_fn, &err),
+                 &err);
     pd_pprof_mapping mp = {.memory_start = 0x1000, .memory_limit = 0x9000};
     PD_ASSERT_OK(pd_profile_builder_mapping(b, &mp, "/bin/a", "abcd", &m1, &err), &err);
     mp.memory_start = 0x10000;
@@ -51,7 +52,8 @@ static int setup(void **state)
     uint64_t f11 = loc(b, m1, 0x1210, 1, (uint64_t[]){f}, (int64_t[]){11});
     uint64_t f12 = loc(b, m1, 0x1220, 1, (uint64_t[]){f}, (int64_t[]){12});
     uint64_t g20 = loc(b, m1, 0x1300, 1, (uint64_t[]){g}, (int64_t[]){20});
-    uint64_t hf = loc(b, m1, 0x1400, 2, (uint64_t[]){h, f}, (int64_t[]){5, 13}); /* h inlined in f */
+    uint64_t hf =
+        loc(b, m1, 0x1400, 2, (uint64_t[]){h, f}, (int64_t[]){5, 13}); /* h inlined in f */
     uint64_t f0 = loc(b, m2, 0x10100, 1, (uint64_t[]){f}, (int64_t[]){0});
     uint64_t c1 = loc(b, m2, 0x10200, 1, (uint64_t[]){f2}, (int64_t[]){1});
     struct {
@@ -133,7 +135,8 @@ static void test_errors(void **state)
     PD_ASSERT_RC(pd_query_function_lines(&prof, 0, "nope", NULL, &fl, &err), PD_ENOTFOUND, &err);
     assert_non_null(strstr(err.msg, "no function named \"nope\""));
     assert_null(fl.lines);
-    PD_ASSERT_RC(pd_query_function_lines(&prof, 0, "f", "/src/zz.c", &fl, &err), PD_ENOTFOUND, &err);
+    PD_ASSERT_RC(pd_query_function_lines(&prof, 0, "f", "/src/zz.c", &fl, &err), PD_ENOTFOUND,
+                 &err);
     assert_non_null(strstr(err.msg, "no frames in file \"/src/zz.c\""));
     PD_ASSERT_RC(pd_query_function_lines(&prof, 3, "f", NULL, &fl, &err), PD_EINVAL, &err);
     /* a prefix of a name is not the name */

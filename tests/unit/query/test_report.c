@@ -118,7 +118,8 @@ static void build_profile(pd_profile *p)
     p->n_function = 5;
     p->function = pd_arena_calloc(a, 5, sizeof *p->function);
     for (int i = 0; i < 5; i++)
-        p->function[i] = (pd_pprof_function){.id = (uint64_t)i + 1, .name = S(names[i]),
+        p->function[i] = (pd_pprof_function){.id = (uint64_t)i + 1,
+                                             .name = S(names[i]),
                                              .filename = S(i == 0 ? "main.go" : "lib.go")};
     p->n_location = 5;
     p->location = pd_arena_calloc(a, 5, sizeof *p->location);
@@ -190,8 +191,8 @@ static void test_top_handmade(void **state)
     json_t *rows = json_object_get(j, "rows");
     assert_int_equal(json_array_size(rows), 6);
     check_row(rows, "bar", 10, 10);
-    check_row(rows, "foo", 0, 10);   /* bar is inlined into foo: foo gets no flat */
-    check_row(rows, "rec", 5, 5);    /* recursion counts cum once per sample */
+    check_row(rows, "foo", 0, 10); /* bar is inlined into foo: foo gets no flat */
+    check_row(rows, "rec", 5, 5);  /* recursion counts cum once per sample */
     check_row(rows, "main", 2, 21);
     check_row(rows, "0x1234", 3, 3); /* a location without lines */
     check_row(rows, "0xabc", 1, 1);  /* a function without a name */
@@ -395,7 +396,8 @@ static void test_meta_handmade(void **state)
     json_t *sts = json_object_get(j, "sample_types");
     assert_int_equal(json_array_size(sts), 3);
     assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 1), "type")), "diff");
-    assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 1), "unit")), "count");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(sts, 1), "unit")),
+                        "count");
     assert_string_equal(json_string_value(json_object_get(j, "default_sample_type")), "cpu");
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(j, "period_type"), "unit")),
@@ -577,9 +579,9 @@ static void check_profile_file(const char *path)
             json_t *row = find_row(rows, s.v[k].name);
             int64_t flat = row ? jint(row, "flat") : 0, cum = row ? jint(row, "cum") : 0;
             if (flat != s.v[k].self || cum != s.v[k].cum)
-                fail_msg("%s type %zu: %s: top flat/cum %lld/%lld, flame graph %lld/%lld", path,
-                         si, s.v[k].name, (long long)flat, (long long)cum,
-                         (long long)s.v[k].self, (long long)s.v[k].cum);
+                fail_msg("%s type %zu: %s: top flat/cum %lld/%lld, flame graph %lld/%lld", path, si,
+                         s.v[k].name, (long long)flat, (long long)cum, (long long)s.v[k].self,
+                         (long long)s.v[k].cum);
         }
         json_array_foreach(rows, i, r)
         {
@@ -714,7 +716,10 @@ static void compare_with_pprof(const char *file, size_t si)
     /* every row of ours with a value appears in pprof's table */
     size_t ours = 0, i;
     json_t *r;
-    json_array_foreach(rows, i, r) { ours++; }
+    json_array_foreach(rows, i, r)
+    {
+        ours++;
+    }
     if (ours != matched)
         fail_msg("%s type %zu: %zu rows of ours, %zu of pprof", file, si, ours, matched);
     json_decref(top);
@@ -824,7 +829,8 @@ static void test_top_sort_filter(void **state)
     m = rows_of(jb, got, 20000);
     size_t want = 0;
     for (size_t i = 0; i < n; i++)
-        want += strncmp(full[i].name, "runtime.", 8) == 0 || strstr(full[i].name, "runtime.") != NULL;
+        want +=
+            strncmp(full[i].name, "runtime.", 8) == 0 || strstr(full[i].name, "runtime.") != NULL;
     assert_true(want > 0);
     assert_int_equal(m, want);
     assert_int_equal(json_integer_value(json_object_get(jb, "rows_total")), want);
@@ -847,10 +853,10 @@ static void test_against_go_pprof(void **state)
         skip();
     snprintf(g_tmp, sizeof g_tmp, "/tmp/pd_query_test_XXXXXX");
     assert_non_null(mkdtemp(g_tmp));
-    const char *files[] = {"go-demo-once/profile.pb.gz", "go-demo-once/heap.pb.gz",
-                           "go-demo-once/allocs.pb.gz",  "go-demo-once/goroutine.pb.gz",
-                           "go-demo-once/mutex.pb.gz",   "go-demo-once/block.pb.gz",
-                           "node/node-cpu.pb.gz",        "node/node-heap.pb.gz",
+    const char *files[] = {"go-demo-once/profile.pb.gz",   "go-demo-once/heap.pb.gz",
+                           "go-demo-once/allocs.pb.gz",    "go-demo-once/goroutine.pb.gz",
+                           "go-demo-once/mutex.pb.gz",     "go-demo-once/block.pb.gz",
+                           "node/node-cpu.pb.gz",          "node/node-heap.pb.gz",
                            "go-demo-series/cpu-0005.pb.gz"};
     for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
         char path[2048];
@@ -870,14 +876,10 @@ static void test_against_go_pprof(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_top_handmade),
-        cmocka_unit_test(test_flamegraph_handmade),
-        cmocka_unit_test(test_flamegraph_functions),
-        cmocka_unit_test(test_meta_handmade),
-        cmocka_unit_test(test_invalid_utf8_names),
-        cmocka_unit_test(test_real_profiles),
-        cmocka_unit_test(test_top_sort_filter),
-        cmocka_unit_test(test_against_go_pprof),
+        cmocka_unit_test(test_top_handmade),         cmocka_unit_test(test_flamegraph_handmade),
+        cmocka_unit_test(test_flamegraph_functions), cmocka_unit_test(test_meta_handmade),
+        cmocka_unit_test(test_invalid_utf8_names),   cmocka_unit_test(test_real_profiles),
+        cmocka_unit_test(test_top_sort_filter),      cmocka_unit_test(test_against_go_pprof),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,8 +29,12 @@ static const valid_case VALID[] = {
     /* Prometheus 3 (parse_test.go): several metric names inside the braces
      * are matchers like any other (they match nothing together) */
     {"{\"a\", \"b\"}", 2, {{"__name__", PD_MATCH_EQ, "a"}, {"__name__", PD_MATCH_EQ, "b"}}},
-    {"{\"a\", __name__=\"b\"}", 2, {{"__name__", PD_MATCH_EQ, "a"}, {"__name__", PD_MATCH_EQ, "b"}}},
-    {"{__name__=\"a\", __name__=\"b\"}", 2, {{"__name__", PD_MATCH_EQ, "a"}, {"__name__", PD_MATCH_EQ, "b"}}},
+    {"{\"a\", __name__=\"b\"}",
+     2,
+     {{"__name__", PD_MATCH_EQ, "a"}, {"__name__", PD_MATCH_EQ, "b"}}},
+    {"{__name__=\"a\", __name__=\"b\"}",
+     2,
+     {{"__name__", PD_MATCH_EQ, "a"}, {"__name__", PD_MATCH_EQ, "b"}}},
     {"heap", 1, {{"__name__", PD_MATCH_EQ, "heap"}}},
     {"heap{job=\"api\"}", 2, {{"__name__", PD_MATCH_EQ, "heap"}, {"job", PD_MATCH_EQ, "api"}}},
     {"{__name__=\"heap\", instance=~\"10\\\\..*\"}",
@@ -51,7 +55,10 @@ static const valid_case VALID[] = {
     /* Go escapes: \n \t \\ \" \x41 \u00e9 \101 (octal A) \U0001F600 \a \v */
     {"a{x=\"\\n\\t\\\\\\\"\\x41\\u00e9\\101\\U0001F600\\a\\v\"}",
      2,
-     {{"__name__", PD_MATCH_EQ, "a"}, {"x", PD_MATCH_EQ, "\n\t\\\"A\xc3\xa9" "A\xf0\x9f\x98\x80\a\v"}}},
+     {{"__name__", PD_MATCH_EQ, "a"},
+      {"x", PD_MATCH_EQ,
+       "\n\t\\\"A\xc3\xa9"
+       "A\xf0\x9f\x98\x80\a\v"}}},
     {"a{x='it\\'s'}", 2, {{"__name__", PD_MATCH_EQ, "a"}, {"x", PD_MATCH_EQ, "it's"}}},
     /* a raw string keeps backslashes and may span lines */
     {"a{x=`1\\n\n2`}", 2, {{"__name__", PD_MATCH_EQ, "a"}, {"x", PD_MATCH_EQ, "1\\n\n2"}}},
@@ -78,7 +85,9 @@ static const valid_case VALID[] = {
     {"{ \"a-b.c\" , }", 1, {{"__name__", PD_MATCH_EQ, "a-b.c"}}},
     {"cpu{'1abc'!~\"x\", `h\xc3\xa9`=~\"y.*\"}",
      3,
-     {{"__name__", PD_MATCH_EQ, "cpu"}, {"1abc", PD_MATCH_NRE, "x"}, {"h\xc3\xa9", PD_MATCH_RE, "y.*"}}},
+     {{"__name__", PD_MATCH_EQ, "cpu"},
+      {"1abc", PD_MATCH_NRE, "x"},
+      {"h\xc3\xa9", PD_MATCH_RE, "y.*"}}},
     {"{\"a\\u002eb\"=\"1\"}", 1, {{"a.b", PD_MATCH_EQ, "1"}}},
 };
 
@@ -179,8 +188,8 @@ static void test_invalid(void **state)
             char want[64];
             snprintf(want, sizeof want, "at character %zu:", ic->at);
             if (strncmp(err.msg, want, strlen(want)) != 0)
-                fail_msg("selector %s: message \"%s\" does not start with \"%s\"", ic->sel,
-                         err.msg, want);
+                fail_msg("selector %s: message \"%s\" does not start with \"%s\"", ic->sel, err.msg,
+                         want);
         }
         if (!strstr(err.msg, ic->frag))
             fail_msg("selector %s: message \"%s\" lacks \"%s\"", ic->sel, err.msg, ic->frag);

@@ -54,10 +54,12 @@ static void test_config_ok(void **state)
     assert_int_equal(c.remotes[0].max_samples_per_send, 2000);
     assert_int_equal(strlen(c.remotes[0].name), 6);
     assert_int_equal(c.n_warnings, 1);
-    assert_non_null(strstr(c.warnings[0], "cfg.yaml:12:5: remote_write entry: write_relabel_configs ignored"));
+    assert_non_null(
+        strstr(c.warnings[0], "cfg.yaml:12:5: remote_write entry: write_relabel_configs ignored"));
     pd_rules_config_release(&c);
     /* a Prometheus file: remote_write without rules is not ours */
-    assert_int_equal(parse("remote_write: [{url: 'ftp://x', bogus: 1}]\nrule_files: [x]\n", &c, &e), 0);
+    assert_int_equal(parse("remote_write: [{url: 'ftp://x', bogus: 1}]\nrule_files: [x]\n", &c, &e),
+                     0);
     assert_int_equal(c.n_remotes, 0);
     pd_rules_config_release(&c);
 }
@@ -76,7 +78,8 @@ static void test_config_errors(void **state)
          "cfg.yaml:2:50: recording rule: unknown key fn"},
         {"recording_rules:\n  - {record: a, selector: '{job=\"x\"}', sample_type: cpu}\n",
          "names no profile type"},
-        {"recording_rules:\n  - {record: a, selector: cpu, sample_type: cpu, function_match: self}\n",
+        {"recording_rules:\n  - {record: a, selector: cpu, sample_type: cpu, function_match: "
+         "self}\n",
          "function_match without function"},
         {"recording_rules:\n  - {record: a, selector: cpu, sample_type: cpu, function: '('}\n",
          "rule a: function:"},
@@ -86,7 +89,8 @@ static void test_config_errors(void **state)
          "  - {record: a, selector: heap, sample_type: inuse_space}\n",
          "record given twice (also at cfg.yaml:2)"},
         {"recording_rules: []\nremote_write: [{url: 'ftp://x'}]\n", "is not an http(s) URL"},
-        {"recording_rules: []\nremote_write: [{url: 'http://x', queue_config: {min_backoff: 2s, max_backoff: 1s}}]\n",
+        {"recording_rules: []\nremote_write: [{url: 'http://x', queue_config: {min_backoff: 2s, "
+         "max_backoff: 1s}}]\n",
          "max_backoff is below min_backoff"},
         {"recording_rules: []\nremote_write: [{url: 'http://x', remote_timeout: soon}]\n",
          "remote_timeout: \"soon\" is not a duration"},
@@ -154,16 +158,19 @@ static void build(pd_profile *p, const char *type, const smp *s, size_t n)
         size_t nl = 0;
         for (; nl < 4 && s[i].stack[nl]; nl++) {
             uint64_t fid;
-            assert_int_equal(pd_profile_builder_function(b, s[i].stack[nl], NULL, NULL, 0, &fid, &e), 0);
+            assert_int_equal(
+                pd_profile_builder_function(b, s[i].stack[nl], NULL, NULL, 0, &fid, &e), 0);
             pd_pprof_line line = {.function_id = fid, .line = 1};
-            assert_int_equal(pd_profile_builder_location(b, 0, 0x1000 + fid, &line, 1, &loc[nl], &e), 0);
+            assert_int_equal(
+                pd_profile_builder_location(b, 0, 0x1000 + fid, &line, 1, &loc[nl], &e), 0);
         }
         pd_pprof_label lab = {0};
         if (s[i].endpoint) {
             lab.key = pd_profile_builder_string(b, "endpoint", &e);
             lab.str = pd_profile_builder_string(b, s[i].endpoint, &e);
         }
-        assert_int_equal(pd_profile_builder_sample(b, loc, nl, &s[i].v, &lab, s[i].endpoint ? 1 : 0, &e), 0);
+        assert_int_equal(
+            pd_profile_builder_sample(b, loc, nl, &s[i].v, &lab, s[i].endpoint ? 1 : 0, &e), 0);
     }
     assert_int_equal(pd_profile_builder_finish(b, p, &e), 0);
     pd_profile_builder_free(b);
@@ -332,7 +339,9 @@ static void test_eval_cumulative_restart(void **state)
         pd_buf enc;
         pd_buf_init(&enc, 0);
         assert_int_equal(pd_profile_encode(&p, true, &enc), 0);
-        assert_int_equal(pd_storage_append(st, &cum, t0 + 1000 * k, (const uint8_t *)enc.data, enc.len, &p, &e), 0);
+        assert_int_equal(
+            pd_storage_append(st, &cum, t0 + 1000 * k, (const uint8_t *)enc.data, enc.len, &p, &e),
+            0);
         pd_rules_observe(r, &cum, t0 + 1000 * k, &p);
         if (k == 2)
             pd_rules_observe(r, &other, t0 + 1000 * k, &p);
@@ -341,11 +350,11 @@ static void test_eval_cumulative_restart(void **state)
         pd_rules_free(r);
         pd_rules_config_release(&c);
     }
-    assert_true(find(g, "alloc{instance=\"a:1\"}", t0) == 0);          /* nothing before it */
-    assert_true(find(g, "alloc{instance=\"a:1\"}", t0 + 1000) == 60);  /* the store's 100 */
-    assert_true(find(g, "alloc{instance=\"a:1\"}", t0 + 2000) == 30);  /* the store's 160 */
-    assert_true(find(g, "alloc{instance=\"a:1\"}", t0 + 3000) == 50);  /* a reset: from 0 */
-    assert_true(find(g, "alloc{instance=\"b:1\"}", t0 + 2000) == 0);   /* nothing stored */
+    assert_true(find(g, "alloc{instance=\"a:1\"}", t0) == 0);         /* nothing before it */
+    assert_true(find(g, "alloc{instance=\"a:1\"}", t0 + 1000) == 60); /* the store's 100 */
+    assert_true(find(g, "alloc{instance=\"a:1\"}", t0 + 2000) == 30); /* the store's 160 */
+    assert_true(find(g, "alloc{instance=\"a:1\"}", t0 + 3000) == 50); /* a reset: from 0 */
+    assert_true(find(g, "alloc{instance=\"b:1\"}", t0 + 2000) == 0);  /* nothing stored */
     pd_storage_close(st);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -373,7 +382,8 @@ static void test_encode(void **state)
     pd_buf out;
     pd_buf_init(&out, 0);
     assert_int_equal(pd_remote_encode(ls, ts, v, 3, &out), 0);
-    Prometheus__WriteRequest *wr = prometheus__write_request__unpack(NULL, out.len, (const uint8_t *)out.data);
+    Prometheus__WriteRequest *wr =
+        prometheus__write_request__unpack(NULL, out.len, (const uint8_t *)out.data);
     assert_non_null(wr);
     assert_int_equal(wr->n_timeseries, 2);
     Prometheus__TimeSeries *s0 = wr->timeseries[0];

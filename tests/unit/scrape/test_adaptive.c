@@ -287,8 +287,8 @@ static void test_alerts(void **state)
     /* job only: every target of the job */
     assert_int_equal(pd__adaptive_alert(f.a, &a, 1000), 3);
     assert_int_equal(pd__burst_interval(f.b[2]), 1000);
-    pd__burst_scraped(f.b[0], true, 2000, 2000, 100, true, "job=\"app\",profile_type=\"heap\"", "heap",
-                      false, NULL, NULL, 2000);
+    pd__burst_scraped(f.b[0], true, 2000, 2000, 100, true, "job=\"app\",profile_type=\"heap\"",
+                      "heap", false, NULL, NULL, 2000);
     assert_true(
         metric("profd_adaptive_burst_profiles_total", "job=\"app\",profile_type=\"heap\"") == 1);
     /* resolved */
@@ -335,15 +335,15 @@ static void test_budget(void **state)
     setup_fixture(&f, "      byte_budget_per_minute: 1000\n");
     int64_t wall = 60000 * 100 + 5000;
     assert_true(pd__burst_budget_ok(f.b[0], wall));
-    pd__burst_scraped(f.b[0], true, wall, wall, 600, true, "job=\"app\",profile_type=\"heap\"", "heap",
-                      false, NULL, NULL, 1);
-    assert_true(pd__burst_budget_ok(f.b[1], wall + 1000)); /* the budget is the job's */
-    pd__burst_scraped(f.b[1], true, wall + 1000, wall + 1000, 600, true, "job=\"app\",profile_type=\"heap\"",
+    pd__burst_scraped(f.b[0], true, wall, wall, 600, true, "job=\"app\",profile_type=\"heap\"",
                       "heap", false, NULL, NULL, 1);
+    assert_true(pd__burst_budget_ok(f.b[1], wall + 1000)); /* the budget is the job's */
+    pd__burst_scraped(f.b[1], true, wall + 1000, wall + 1000, 600, true,
+                      "job=\"app\",profile_type=\"heap\"", "heap", false, NULL, NULL, 1);
     assert_false(pd__burst_budget_ok(f.b[0], wall + 2000));
     /* normal (not burst) scrapes do not count */
-    pd__burst_scraped(f.b[2], true, wall + 2000, wall + 2000, 5000, false, "job=\"app\",profile_type=\"heap\"",
-                      "heap", false, NULL, NULL, 1);
+    pd__burst_scraped(f.b[2], true, wall + 2000, wall + 2000, 5000, false,
+                      "job=\"app\",profile_type=\"heap\"", "heap", false, NULL, NULL, 1);
     assert_false(pd__burst_budget_ok(f.b[0], wall + 54999)); /* still minute 100 */
     assert_true(pd__burst_budget_ok(f.b[0], wall + 55000));  /* the next minute */
     assert_true(metric("profd_adaptive_burst_bytes_total", "job=\"app\"") == 1200);
@@ -356,20 +356,21 @@ static void test_target_down(void **state)
     fixture f;
     setup_fixture(&f, "      heap_limit: 10MiB\n");
     /* down outside any burst: no event */
-    pd__burst_scraped(f.b[1], false, 500, 500, 0, false, "", "heap", true, "connection refused", "x",
-                      500);
+    pd__burst_scraped(f.b[1], false, 500, 500, 0, false, "", "heap", true, "connection refused",
+                      "x", 500);
     pd__burst_observe(f.b[0], 1000, 20 * MIB, 1000); /* limit: burst */
-    pd__burst_scraped(f.b[0], true, 5000, 5000, 10, true, "job=\"app\",profile_type=\"heap\"", "heap",
-                      false, NULL, NULL, 5000);
+    pd__burst_scraped(f.b[0], true, 5000, 5000, 10, true, "job=\"app\",profile_type=\"heap\"",
+                      "heap", false, NULL, NULL, 5000);
     pd__burst_scraped(f.b[0], true, 5200, 5200, 10, true, "job=\"app\",profile_type=\"goroutine\"",
                       "goroutine", false, NULL, NULL, 5200);
     /* an HTTP 500 is an answer: not the end */
-    pd__burst_scraped(f.b[0], false, 5900, 5900, 0, true, "", "heap", false, "error", "HTTP 500", 5900);
+    pd__burst_scraped(f.b[0], false, 5900, 5900, 0, true, "", "heap", false, "error", "HTTP 500",
+                      5900);
     pd__burst_scraped(f.b[0], false, 6000, 6000, 0, true, "", "heap", true, "connection refused",
                       "Failed to connect", 6000);
     /* once per down transition */
-    pd__burst_scraped(f.b[0], false, 6100, 6100, 0, false, "", "goroutine", true, "connection refused",
-                      "Failed to connect", 6100);
+    pd__burst_scraped(f.b[0], false, 6100, 6100, 0, false, "", "goroutine", true,
+                      "connection refused", "Failed to connect", 6100);
     assert_int_equal(pd__burst_interval(f.b[0]), 0);
     assert_true(metric("profd_adaptive_bursts_ended_total", "job=\"app\",reason=\"target_down\"") ==
                 1);
@@ -386,7 +387,8 @@ static void test_target_down(void **state)
     json_decref(ev);
     /* back up, then down just after a burst (within 2 x 15 s): recorded again */
     pd__burst_scraped(f.b[0], true, 7000, 7000, 10, false, "", "heap", false, NULL, NULL, 7000);
-    pd__burst_scraped(f.b[0], false, 20000, 20000, 0, false, "", "heap", true, "timeout", "t", 20000);
+    pd__burst_scraped(f.b[0], false, 20000, 20000, 0, false, "", "heap", true, "timeout", "t",
+                      20000);
     ev = events(&f, "target_down");
     assert_int_equal(json_array_size(ev), 2);
     json_decref(ev);

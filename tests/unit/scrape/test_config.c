@@ -501,7 +501,8 @@ static void test_parca_example(void **state)
         "cfg.yaml:1:1: the top level: \"object_storage\" ignored: Parca's block storage: profd "
         "stores under --storage.path",
     };
-    assert_string_equal(ep(a, "memory")->keep_sample_types, "inuse_space\tbytes\nalloc_objects\t\n");
+    assert_string_equal(ep(a, "memory")->keep_sample_types,
+                        "inuse_space\tbytes\nalloc_objects\t\n");
     assert_null(ep(a, "fgprof")->keep_sample_types);
     check_warnings(&c, want, sizeof want / sizeof *want);
     pd_config_release(&c);
@@ -653,8 +654,7 @@ static void test_client_options(void **state)
          5, "'kubeconfig_file' and 'api_server'"},
         {"scrape_configs:\n  - job_name: a\n    authorization: {type: Basic}\n", 3,
          "use \"basic_auth\""},
-        {"scrape_configs:\n  - job_name: a\n    tls_config: {cert_file: c}\n", 3,
-         "give both"},
+        {"scrape_configs:\n  - job_name: a\n    tls_config: {cert_file: c}\n", 3, "give both"},
         {"scrape_configs:\n  - job_name: a\n    tls_config:\n      min_version: TLS9\n", 4,
          "unknown TLS version"},
         {"scrape_configs:\n  - job_name: a\n    body_size_limit: lots\n", 3, "body_size_limit"},
@@ -667,23 +667,26 @@ static void test_client_options(void **state)
         {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      - regex: 'a('\n"
          "        target_label: x\n",
          4, "invalid regex"},
-        {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      - source_labels: [\"a\\tb\"]\n", 4,
-         "not a valid label name"},
+        {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      - source_labels: "
+         "[\"a\\tb\"]\n",
+         4, "not a valid label name"},
         {"scrape_configs:\n  - job_name: a\n    relabel_configs:\n      -\n", 4,
          "empty or null relabeling rule"},
         {"scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - files: ['a/*/b.json']\n",
          4, "not valid for file discovery"},
-        {"scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - files: ['t.txt']\n",
-         4, "not valid for file discovery"},
+        {"scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - files: ['t.txt']\n", 4,
+         "not valid for file discovery"},
         {"scrape_configs:\n  - job_name: a\n    file_sd_configs:\n      - refresh_interval: 1m\n",
          4, "at least one path name"},
         {"scrape_configs:\n  - job_name: a\n    http_sd_configs:\n      - url: ftp://x/\n", 4,
          "URL scheme must be"},
         {"scrape_configs:\n  - job_name: a\n    http_sd_configs:\n      - refresh_interval: 1m\n",
          4, "needs a url"},
-        {"scrape_configs:\n  - job_name: a\n    dns_sd_configs:\n      - names: [x]\n        type: A\n",
+        {"scrape_configs:\n  - job_name: a\n    dns_sd_configs:\n      - names: [x]\n        type: "
+         "A\n",
          4, "a port is required"},
-        {"scrape_configs:\n  - job_name: a\n    dns_sd_configs:\n      - names: [x]\n        type: MX\n",
+        {"scrape_configs:\n  - job_name: a\n    dns_sd_configs:\n      - names: [x]\n        type: "
+         "MX\n",
          5, "invalid DNS-SD records type"},
         {"scrape_configs:\n  - job_name: a\n    dns_sd_configs:\n      - type: SRV\n", 4,
          "at least one SRV record name"},
@@ -706,11 +709,15 @@ static void test_client_options(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_full),      cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_cpu_rule),  cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_full),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_cpu_rule),
+        cmocka_unit_test(test_errors),
         cmocka_unit_test(test_cpu_rule_huge_timeout),
-        cmocka_unit_test(test_load_file), cmocka_unit_test(test_prometheus_example),
-        cmocka_unit_test(test_parca_example), cmocka_unit_test(test_conprof_example),
+        cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_prometheus_example),
+        cmocka_unit_test(test_parca_example),
+        cmocka_unit_test(test_conprof_example),
         cmocka_unit_test(test_client_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

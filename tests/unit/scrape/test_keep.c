@@ -58,9 +58,9 @@ static void test_keep_two_of_four(void **state)
     pd_err e;
     pd_err_clear(&e);
     /* a unit that does not match drops that entry; an empty unit matches any */
-    assert_int_equal(pd__scrape_keep_types(&p, "inuse_space\tbytes\nalloc_objects\t\nheap\tcount\n",
-                                           &out, &e),
-                     0);
+    assert_int_equal(
+        pd__scrape_keep_types(&p, "inuse_space\tbytes\nalloc_objects\t\nheap\tcount\n", &out, &e),
+        0);
     pd_pprof_limits lim = pd_pprof_limits_default();
     assert_int_equal(pd_profile_decode(&q, (const uint8_t *)out.data, out.len, &lim, &e), 0);
     assert_int_equal(q.n_sample_type, 2);

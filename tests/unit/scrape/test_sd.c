@@ -25,7 +25,8 @@ static void test_json_and_yaml(void **state)
 {
     (void)state;
     static const char *const docs[] = {
-        "[{\"targets\": [\"a:1\", \"b:2\"], \"labels\": {\"env\": \"prod\"}}, {\"targets\": [\"c:3\"]}]",
+        "[{\"targets\": [\"a:1\", \"b:2\"], \"labels\": {\"env\": \"prod\"}}, {\"targets\": "
+        "[\"c:3\"]}]",
         "- targets: ['a:1', 'b:2']\n  labels:\n    env: prod\n- targets: [c:3]\n",
     };
     for (int d = 0; d < 2; d++) {
@@ -64,7 +65,8 @@ static void test_errors(void **state)
     } bad[] = {
         {"{\"targets\": []}", "f:1:1: target groups: expected a list"},
         /* Prometheus 3's UTF-8 names ("bad-name" is one): a control character is not */
-        {"[{\"targets\": [\"a:1\"], \"labels\": {\"bad\\tname\": \"x\"}}]", "f:1:34: \"bad\tname\" is not a valid label name"},
+        {"[{\"targets\": [\"a:1\"], \"labels\": {\"bad\\tname\": \"x\"}}]",
+         "f:1:34: \"bad\tname\" is not a valid label name"},
         {"[{\"targets\": [[1]]}]", "f:1:15: target: expected a string"},
         {"[{\"target\": [\"a:1\"]}]", "f:1:3: unknown key \"target\" in target group"},
         {"[{\"targets\": [\"\"]}]", "invalid target"},
@@ -75,9 +77,9 @@ static void test_errors(void **state)
         size_t n = 0;
         pd_err e;
         pd_err_clear(&e);
-        assert_int_not_equal(pd__sd_parse_groups(bad[i].doc, strlen(bad[i].doc), "f", "__meta_url",
-                                                 "u", &g, &n, &e),
-                             0);
+        assert_int_not_equal(
+            pd__sd_parse_groups(bad[i].doc, strlen(bad[i].doc), "f", "__meta_url", "u", &g, &n, &e),
+            0);
         assert_null(g);
         if (!strstr(e.msg, bad[i].err)) {
             print_error("case %zu: \"%s\" lacks \"%s\"\n", i, e.msg, bad[i].err);

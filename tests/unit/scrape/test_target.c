@@ -45,9 +45,10 @@ static void test_defaults(void **state)
 {
     (void)state;
     pd_config c;
-    load(&c, "global:\n  external_labels: {region: eu, job: ignored}\n"
-             "scrape_configs:\n  - job_name: api\n    params: {a: ['1', '2'], b: [x]}\n"
-             "    static_configs:\n      - targets: ['h1:6060', 'h2']\n        labels: {env: prod}\n");
+    load(&c,
+         "global:\n  external_labels: {region: eu, job: ignored}\n"
+         "scrape_configs:\n  - job_name: api\n    params: {a: ['1', '2'], b: [x]}\n"
+         "    static_configs:\n      - targets: ['h1:6060', 'h2']\n        labels: {env: prod}\n");
     const pd_scrape_job *j = &c.jobs[0];
     pd__scrape_spec s;
     pd_err e;
@@ -67,9 +68,8 @@ static void test_defaults(void **state)
     assert_int_equal(s.interval_ms, 10000);
     pd__scrape_spec_release(&s);
     /* no port: the scheme's is added (Prometheus 2.42) */
-    assert_int_equal(pd__scrape_spec_build(&c, j, "h2", &j->static_configs[0].labels,
-                                           ep(j, "cpu"), &s, &e),
-                     0);
+    assert_int_equal(
+        pd__scrape_spec_build(&c, j, "h2", &j->static_configs[0].labels, ep(j, "cpu"), &s, &e), 0);
     assert_string_equal(s.url.data, "http://h2:80/debug/pprof/profile?seconds=9&a=1&a=2&b=x");
     assert_string_equal(pd_labels_get(&s.labels, "instance"), "h2:80");
     pd__scrape_spec_release(&s);
@@ -99,23 +99,23 @@ static void test_relabel_targets(void **state)
     pd_err e;
     pd_err_clear(&e);
     assert_int_equal(pd__scrape_spec_build(&c, j, "h1:6060", g, ep(j, "heap"), &s, &e), 0);
-    assert_string_equal(s.url.data, "https://h1:7070/custom/heap?a=9&a=2"); /* the first value replaced */
+    assert_string_equal(s.url.data,
+                        "https://h1:7070/custom/heap?a=9&a=2"); /* the first value replaced */
     assert_string_equal(labels_str(&s.labels), "__name__=heap,instance=h1:7070,job=api,meta=y");
     pd__scrape_spec_release(&s);
     assert_int_equal(pd__scrape_spec_build(&c, j, "h1:6060", g, ep(j, "mutex"), &s, &e), 0);
     assert_false(s.keep);
     pd__scrape_spec_release(&s);
-    assert_int_equal(pd__scrape_spec_build(&c, j, "h1:6060", g, ep(j, "block"), &s, &e),
-                     PD_EINVAL);
+    assert_int_equal(pd__scrape_spec_build(&c, j, "h1:6060", g, ep(j, "block"), &s, &e), PD_EINVAL);
     assert_non_null(strstr(e.msg, "scrape interval \"bad\""));
     pd_config_release(&c);
 
     load(&c, "scrape_configs:\n  - job_name: api\n    static_configs: [{targets: ['h:1']}]\n"
              "    relabel_configs:\n      - {target_label: __address__, replacement: ''}\n");
     j = &c.jobs[0];
-    assert_int_equal(pd__scrape_spec_build(&c, j, "h:1", &j->static_configs[0].labels,
-                                           ep(j, "heap"), &s, &e),
-                     PD_EINVAL);
+    assert_int_equal(
+        pd__scrape_spec_build(&c, j, "h:1", &j->static_configs[0].labels, ep(j, "heap"), &s, &e),
+        PD_EINVAL);
     assert_string_equal(e.msg, "no address");
     pd_config_release(&c);
 }

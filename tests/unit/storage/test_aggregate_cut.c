@@ -49,7 +49,10 @@ static pd_profile PROF;
 static int64_t TOTALS[64];
 
 static _Atomic int64_t NOW;
-static int64_t test_clock(void) { return atomic_load(&NOW); }
+static int64_t test_clock(void)
+{
+    return atomic_load(&NOW);
+}
 
 typedef struct sums {
     size_t n_profiles;
@@ -189,7 +192,6 @@ static void test_aggregate_during_cuts(void **state)
     pd_storage_close(st);
     nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
-
 
 /* ---- turns (storage.h: max_aggregations) ----
  * With max_aggregations = 1 a second aggregation waits while the first

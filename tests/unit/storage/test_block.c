@@ -132,9 +132,8 @@ static void labels_of(const tprof *t, pd_labels *l)
     pd_err err;
     pd_labels_init(l);
     if (!strcmp(t->dir, "go-demo-series")) {
-        assert_int_equal(pd_labels_set(l, "__name__", strncmp(t->name, "cpu", 3) ? "heap" : "cpu",
-                                       &err),
-                         0);
+        assert_int_equal(
+            pd_labels_set(l, "__name__", strncmp(t->name, "cpu", 3) ? "heap" : "cpu", &err), 0);
         PD_ASSERT_OK(pd_labels_set(l, "job", "series", &err), &err);
     } else {
         PD_ASSERT_OK(pd_labels_set(l, "__name__", t->name, &err), &err);
@@ -197,8 +196,8 @@ static void check_lossless(const pd_block_writer_opts *o)
         if (pd__block_read_profile(b, id2, g_profs[i].ts, &p, &err))
             fail_msg("read %s/%s: %s", g_profs[i].dir, g_profs[i].name, err.msg);
         if (!pd_profile_equal(&g_profs[i].p, &p, &err))
-            fail_msg("%s/%s differs after a block round trip: %s", g_profs[i].dir,
-                     g_profs[i].name, err.msg);
+            fail_msg("%s/%s differs after a block round trip: %s", g_profs[i].dir, g_profs[i].name,
+                     err.msg);
         /* and the rebuilt profile encodes and decodes (it is a valid pprof) */
         pd_buf enc;
         pd_buf_init(&enc, 0);
@@ -322,9 +321,8 @@ static void test_select(void **state)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         pd_matcher ms[2];
         for (int k = 0; k < 2; k++)
-            assert_int_equal(pd_matcher_init(&ms[k], cases[c][k].t, cases[c][k].n, cases[c][k].v,
-                                             &err),
-                             0);
+            assert_int_equal(
+                pd_matcher_init(&ms[k], cases[c][k].t, cases[c][k].n, cases[c][k].v, &err), 0);
         uint32_t *ids;
         size_t n;
         PD_ASSERT_OK(pd__block_select(b, ms, 2, &ids, &n, &err), &err);
@@ -532,7 +530,8 @@ static void test_corruption(void **state)
         uint8_t *b = malloc(len + 1);
         /* at most ~700 positions per file, always including the first and last bytes */
         size_t step = len / 700 + 1;
-        for (size_t at = 0; at < len; at += (at + step < len || at == len - 1) ? step : len - 1 - at) {
+        for (size_t at = 0; at < len;
+             at += (at + step < len || at == len - 1) ? step : len - 1 - at) {
             memcpy(b, orig, len);
             b[at] ^= 0x5a;
             put_file(path, b, len);
@@ -608,8 +607,11 @@ static size_t expect_served(const char *dir, const bool *lost, const char *what)
                 id = k;
         /* the postings agree with the series (rebuilt when damaged) */
         pd_matcher m[2];
-        assert_int_equal(pd_matcher_init(&m[0], PD_MATCH_EQ, "__name__", pd_labels_get(&l, "__name__"), &err), 0);
-        assert_int_equal(pd_matcher_init(&m[1], PD_MATCH_EQ, "job", pd_labels_get(&l, "job"), &err), 0);
+        assert_int_equal(
+            pd_matcher_init(&m[0], PD_MATCH_EQ, "__name__", pd_labels_get(&l, "__name__"), &err),
+            0);
+        assert_int_equal(pd_matcher_init(&m[1], PD_MATCH_EQ, "job", pd_labels_get(&l, "job"), &err),
+                         0);
         uint32_t *ids;
         size_t n_ids;
         assert_int_equal(pd__block_select(b, m, 2, &ids, &n_ids, &err), 0);
@@ -621,7 +623,8 @@ static size_t expect_served(const char *dir, const bool *lost, const char *what)
         pd_matcher_release(&m[1]);
         pd_labels_release(&l);
         pd_profile p;
-        int rc = id == UINT32_MAX ? PD_ENOTFOUND : pd__block_read_profile(b, id, g_profs[i].ts, &p, &err);
+        int rc = id == UINT32_MAX ? PD_ENOTFOUND
+                                  : pd__block_read_profile(b, id, g_profs[i].ts, &p, &err);
         if (lost[i]) {
             if (rc != PD_ECORRUPT && rc != PD_ENOTFOUND)
                 fail_msg("%s: %s/%s is served, but the damage touches it (rc %d)", what,
@@ -645,8 +648,7 @@ static size_t expect_served(const char *dir, const bool *lost, const char *what)
  * times, 10 s apart (time_nanos with it), the symbols file in sym_version.
  * Returns the block's bytes (meta.json, index, symbols, chunks); *sym: the
  * symbols file (malloc'd), *sym_len its size. */
-static size_t tiny_block(const char *tmp, size_t n, int sym_version, uint8_t **sym,
-                         size_t *sym_len)
+static size_t tiny_block(const char *tmp, size_t n, int sym_version, uint8_t **sym, size_t *sym_len)
 {
     tprof *t = NULL;
     for (size_t i = 0; i < g_n; i++)
@@ -709,9 +711,10 @@ static void test_tiny_series_costs(void **state)
     assert_int_equal(s2[4], 2);
     assert_true(sym_frames(s2, l2, fr, 16) >= 4);
     print_message("tiny series: symbols v3 %zu B (v2 %zu B); block of 100 profiles %zu B, of 200 "
-                  "%zu B\n", l3, l2, b100, b200);
+                  "%zu B\n",
+                  l3, l2, b100, b200);
     assert_true(l3 < l2);
-    assert_int_equal(l3, l3b); /* the same symbols */
+    assert_int_equal(l3, l3b);      /* the same symbols */
     assert_true(b200 - b100 <= 25); /* a quarter of a byte per profile */
     free(s3);
     free(s3b);
@@ -811,7 +814,9 @@ static void test_v2_damage_costs_only_what_it_touches(void **state)
     size_t n_series = pd__block_n_series(b);
     for (uint32_t k = 0; k < n_series; k++) {
         c.series = k;
-        PD_ASSERT_OK(pd__block_series_foreach_dprof(b, k, INT64_MIN, INT64_MAX, collect_uses, &c, &err), &err);
+        PD_ASSERT_OK(
+            pd__block_series_foreach_dprof(b, k, INT64_MIN, INT64_MAX, collect_uses, &c, &err),
+            &err);
     }
     assert_int_equal(c.n, g_n);
     for (size_t i = 0; i < c.n; i++)
@@ -835,10 +840,11 @@ static void test_v2_damage_costs_only_what_it_touches(void **state)
         for (size_t i = 0; i < c.n; i++)
             want += lost[c.v[i].tp] = frame_touches(&c.v[i], &fr[k], c.type_str);
         char what[200];
-        snprintf(what, sizeof what, "symbols frame %zu (%d parts, table %d, entries %llu+%llu) "
-                 "flipped at %llu", k, fr[k].np, fr[k].part[0].t,
-                 (unsigned long long)fr[k].part[0].first, (unsigned long long)fr[k].part[0].count,
-                 (unsigned long long)at);
+        snprintf(what, sizeof what,
+                 "symbols frame %zu (%d parts, table %d, entries %llu+%llu) "
+                 "flipped at %llu",
+                 k, fr[k].np, fr[k].part[0].t, (unsigned long long)fr[k].part[0].first,
+                 (unsigned long long)fr[k].part[0].count, (unsigned long long)at);
         size_t got = expect_served(dir, lost, what);
         assert_int_equal(got, want);
         char off[64];
@@ -856,7 +862,8 @@ static void test_v2_damage_costs_only_what_it_touches(void **state)
     free(buf);
     /* a truncation keeps the frames before the cut */
     print_message("symbols: %zu frames damaged one at a time, %zu lost some but not all of the "
-                  "%zu profiles (%zu lost in all)\n", cases, partial, g_n, lost_total);
+                  "%zu profiles (%zu lost in all)\n",
+                  cases, partial, g_n, lost_total);
     assert_true(partial > 0);
 
     /* index: every series entry, the postings, the toc */
@@ -887,7 +894,10 @@ static void test_v2_damage_costs_only_what_it_touches(void **state)
             lost[c.v[i].tp] = k < nt && c.v[i].series == k;
         char what[200];
         snprintf(what, sizeof what, "index %s %u flipped at %llu",
-                 k < nt ? "entry" : k == nt ? "postings" : "toc", k, (unsigned long long)at);
+                 k < nt    ? "entry"
+                 : k == nt ? "postings"
+                           : "toc",
+                 k, (unsigned long long)at);
         expect_served(dir, lost, what);
         err.msg[0] = 0;
         assert_int_equal(pd__block_check(dir, NULL, &err), PD_ECORRUPT);
@@ -928,7 +938,9 @@ static void test_store_serves_around_lost_profiles(void **state)
     uses_ctx c = {S, calloc(g_n + 1, sizeof(uses)), 0, 0, calloc(S->n_str + 1, 1)};
     for (uint32_t k = 0; k < pd__block_n_series(b); k++) {
         c.series = k;
-        PD_ASSERT_OK(pd__block_series_foreach_dprof(b, k, INT64_MIN, INT64_MAX, collect_uses, &c, &err), &err);
+        PD_ASSERT_OK(
+            pd__block_series_foreach_dprof(b, k, INT64_MIN, INT64_MAX, collect_uses, &c, &err),
+            &err);
     }
     for (size_t i = 0; i < c.n; i++)
         c.v[i].tp = tprof_of(b, c.v[i].series, c.v[i].ts);
@@ -1012,14 +1024,15 @@ static void test_store_serves_around_lost_profiles(void **state)
         pd_points pts;
         pd_storage_warnings w;
         pd_storage_warnings_begin(&w);
-        PD_ASSERT_OK(pd_storage_read_points(st, ref, g_profs[i].ts, g_profs[i].ts, &pts, &err), &err);
+        PD_ASSERT_OK(pd_storage_read_points(st, ref, g_profs[i].ts, g_profs[i].ts, &pts, &err),
+                     &err);
         pd_storage_warnings_end();
         if (lost[i]) {
             /* issue 27: an unreadable profile is missing from the timeline,
                with a warning, not a point that fails when clicked */
             if (pts.n != 0 || w.n == 0 || !strstr(w.v[0], PD_BLOCK_LOST_PROFILE))
-                fail_msg("%s/%s: unreadable, yet %zu points and %zu warnings (%s)",
-                         g_profs[i].dir, g_profs[i].name, pts.n, w.n, w.n ? w.v[0] : "");
+                fail_msg("%s/%s: unreadable, yet %zu points and %zu warnings (%s)", g_profs[i].dir,
+                         g_profs[i].name, pts.n, w.n, w.n ? w.v[0] : "");
             pd_storage_warnings_release(&w);
             pd_points_release(&pts);
             continue;
@@ -1070,8 +1083,16 @@ static uint64_t rnd(void)
 #define SYN_STACKS 400
 #define SYN_LSETS 3
 
-static const int64_t g_extreme[] = {0,         1,         -1, INT64_MAX, INT64_MIN, INT64_MAX - 1,
-                                    INT64_MIN + 1, (int64_t)1 << 62, -((int64_t)1 << 62), 524288};
+static const int64_t g_extreme[] = {0,
+                                    1,
+                                    -1,
+                                    INT64_MAX,
+                                    INT64_MIN,
+                                    INT64_MAX - 1,
+                                    INT64_MIN + 1,
+                                    (int64_t)1 << 62,
+                                    -((int64_t)1 << 62),
+                                    524288};
 
 static int64_t syn_value(void)
 {
@@ -1120,8 +1141,8 @@ static void syn_profile(const pd_dprof *prev, int k, pd_dprof *d)
         addl[a] = (uint32_t)(rnd() % (SYN_LSETS + 1));
     }
     for (uint32_t a = 1; a < na; a++) /* insertion sort by (stack, lset) */
-        for (uint32_t b = a; b > 0 && (add[b] < add[b - 1] ||
-                                       (add[b] == add[b - 1] && addl[b] < addl[b - 1]));
+        for (uint32_t b = a;
+             b > 0 && (add[b] < add[b - 1] || (add[b] == add[b - 1] && addl[b] < addl[b - 1]));
              b--) {
             uint32_t t = add[b], tl = addl[b];
             add[b] = add[b - 1], addl[b] = addl[b - 1];
@@ -1129,8 +1150,9 @@ static void syn_profile(const pd_dprof *prev, int k, pd_dprof *d)
         }
     uint32_t a = 0;
     while (i < np || a < na) {
-        bool from_prev = a >= na || (i < np && (prev->stack[i] < add[a] ||
-                                                (prev->stack[i] == add[a] && prev->lset[i] <= addl[a])));
+        bool from_prev =
+            a >= na || (i < np && (prev->stack[i] < add[a] ||
+                                   (prev->stack[i] == add[a] && prev->lset[i] <= addl[a])));
         if (from_prev) {
             if (rnd() % 100 >= 3) {
                 d->stack[n] = prev->stack[i];
@@ -1139,12 +1161,14 @@ static void syn_profile(const pd_dprof *prev, int k, pd_dprof *d)
                     int64_t v = prev->n_types == nt ? prev->value[(size_t)i * nt + t] : syn_value();
                     uint64_t r = rnd() % 100;
                     if (r < 15) /* heap-like: a multiple of a per-stack quantum, +-1 */
-                        v = (int64_t)((uint64_t)v + (uint64_t)(rnd() % 4) * (prev->stack[i] * 7919u + 524288u) +
+                        v = (int64_t)((uint64_t)v +
+                                      (uint64_t)(rnd() % 4) * (prev->stack[i] * 7919u + 524288u) +
                                       rnd() % 3 - 1);
                     else if (r < 17)
                         v = syn_value();
                     else if (r < 19)
-                        v = (int64_t)((uint64_t)v - (uint64_t)(rnd() % 4) * (prev->stack[i] * 31u + 1u));
+                        v = (int64_t)((uint64_t)v -
+                                      (uint64_t)(rnd() % 4) * (prev->stack[i] * 31u + 1u));
                     d->value[(size_t)n * nt + t] = v;
                 }
                 n++;
@@ -1161,7 +1185,8 @@ static void syn_profile(const pd_dprof *prev, int k, pd_dprof *d)
     d->n_sample = n;
     for (uint32_t x = 0; x < n; x++)
         for (uint32_t t = 0; t < nt; t++)
-            d->totals[t] = (int64_t)((uint64_t)d->totals[t] + (uint64_t)d->value[(size_t)x * nt + t]);
+            d->totals[t] =
+                (int64_t)((uint64_t)d->totals[t] + (uint64_t)d->value[(size_t)x * nt + t]);
 }
 
 static pd_symbols syn_symbols(void)
@@ -1326,7 +1351,7 @@ static void test_vgroup_heap_model(void **state)
     print_message("heap-like: first profile %zu B, then %.1f B/profile raw (%.1f without quanta; "
                   "%d values per profile)\n",
                   first, per_profile, stateless, 4 * S);
-    assert_true(per_profile < 200);           /* old dense format: > 4 x S */
+    assert_true(per_profile < 200);             /* old dense format: > 4 x S */
     assert_true(per_profile < 0.8 * stateless); /* the quanta pay */
     pd_buf_release(&q);
     pd_buf_release(&p);
@@ -1335,8 +1360,14 @@ static void test_vgroup_heap_model(void **state)
 }
 
 /* Hand-made payloads: the layout of docs/format/chunks.md, and each check. */
-static void put_v(pd_buf *b, uint64_t v) { assert_int_equal(pd_buf_put_varint(b, v), 0); }
-static void put_z(pd_buf *b, int64_t v) { put_v(b, pd_zigzag_enc(v)); }
+static void put_v(pd_buf *b, uint64_t v)
+{
+    assert_int_equal(pd_buf_put_varint(b, v), 0);
+}
+static void put_z(pd_buf *b, int64_t v)
+{
+    put_v(b, pd_zigzag_enc(v));
+}
 
 /* header of a profile with nt types and n samples (all strings id 0) */
 static void put_header(pd_buf *b, uint64_t flags, uint32_t nt, uint64_t n)
@@ -1354,8 +1385,19 @@ static void put_header(pd_buf *b, uint64_t flags, uint32_t nt, uint64_t n)
     put_v(b, n);
 }
 
-enum { H_OK, H_FLAGS, H_MASK0, H_MASKHIGH, H_GAP, H_NCHG, H_UNMATCHED, H_STACK, H_STACKWRAP,
-       H_TRAIL, H_NSAMPLE };
+enum {
+    H_OK,
+    H_FLAGS,
+    H_MASK0,
+    H_MASKHIGH,
+    H_GAP,
+    H_NCHG,
+    H_UNMATCHED,
+    H_STACK,
+    H_STACKWRAP,
+    H_TRAIL,
+    H_NSAMPLE
+};
 
 /* Two profiles of 2 types: the first adds samples (stack 1: 5, -7) and
  * (stack 2: 0, INT64_MIN), whose residuals are their values; the second keeps
@@ -1389,8 +1431,8 @@ static void handmade(pd_buf *b, int bad)
     put_v(b, 2);            /* keep both */
     put_v(b, 0);
     put_v(b, 0);
-    put_v(b, bad == H_NCHG ? 3 : 1); /* changed */
-    put_v(b, bad == H_GAP ? 2 : 1);  /* sample 1 (gap 2 = sample 2: out of range) */
+    put_v(b, bad == H_NCHG ? 3 : 1);  /* changed */
+    put_v(b, bad == H_GAP ? 2 : 1);   /* sample 1 (gap 2 = sample 2: out of range) */
     put_v(b, bad == H_MASK0 ? 0 : 1); /* its lead delta only */
     put_z(b, 1);
     if (bad == H_TRAIL)
@@ -1422,12 +1464,11 @@ static void test_vgroup_corrupt(void **state)
     assert_true(out[1].totals[1] == (int64_t)((uint64_t)INT64_MIN + 1 - 7)); /* wraps */
     pd__dprof_release(&out[0]);
     pd__dprof_release(&out[1]);
-    const char *want[] = {[H_FLAGS] = "flags",          [H_MASK0] = "mask",
-                          [H_MASKHIGH] = "mask",        [H_GAP] = "changed sample",
-                          [H_NCHG] = "changed samples", [H_UNMATCHED] = "not matched",
-                          [H_STACK] = "stack",          [H_STACKWRAP] = "stack",
-                          [H_TRAIL] = "trailing",
-                          [H_NSAMPLE] = "samples"};
+    const char *want[] = {
+        [H_FLAGS] = "flags",        [H_MASK0] = "mask",           [H_MASKHIGH] = "mask",
+        [H_GAP] = "changed sample", [H_NCHG] = "changed samples", [H_UNMATCHED] = "not matched",
+        [H_STACK] = "stack",        [H_STACKWRAP] = "stack",      [H_TRAIL] = "trailing",
+        [H_NSAMPLE] = "samples"};
     for (int bad = H_FLAGS; bad <= H_NSAMPLE; bad++) {
         handmade(&b, bad);
         memset(out, 0, sizeof out);

@@ -24,15 +24,24 @@
 #include "storage/tsdb/block_int.h"
 #include "storage/tsdb/tsdb_cli_int.h"
 
-static int run(int argc, const char **argv) { return pd_tsdb_cli_main(argc, (char **)argv); }
+static int run(int argc, const char **argv)
+{
+    return pd_tsdb_cli_main(argc, (char **)argv);
+}
 
 static void test_import_analyze_check(void **state)
 {
     char tmp[] = "/tmp/pd_test_cli_XXXXXX";
     assert_non_null(mkdtemp(tmp));
     /* the test profiles age: a retention that keeps them whatever the date */
-    const char *imp[] = {"tsdb",      "import",   "--storage.path", tmp, "--label", "job=demo",
-                         "--storage.retention.time=100y", PD_TESTDATA "/pprof"};
+    const char *imp[] = {"tsdb",
+                         "import",
+                         "--storage.path",
+                         tmp,
+                         "--label",
+                         "job=demo",
+                         "--storage.retention.time=100y",
+                         PD_TESTDATA "/pprof"};
     assert_int_equal(run(8, imp), 0);
     /* exactly one block directory, holding all 49 test profiles */
     DIR *d = opendir(tmp);
@@ -40,7 +49,8 @@ static void test_import_analyze_check(void **state)
     char block[4200] = "";
     size_t n = 0;
     while ((e = readdir(d)))
-        if (e->d_name[0] != '.' && strcmp(e->d_name, "lock")) { /* lock: import's, as the server's */
+        if (e->d_name[0] != '.' &&
+            strcmp(e->d_name, "lock")) { /* lock: import's, as the server's */
             snprintf(block, sizeof block, "%s/%s", tmp, e->d_name);
             n++;
         }
@@ -193,7 +203,11 @@ static void test_import_outside_retention_refused(void **state)
 {
     char tmp[] = "/tmp/pd_test_cli_XXXXXX";
     assert_non_null(mkdtemp(tmp));
-    const char *imp[] = {"tsdb", "import", "--storage.path", tmp, "--storage.retention.time=1s",
+    const char *imp[] = {"tsdb",
+                         "import",
+                         "--storage.path",
+                         tmp,
+                         "--storage.retention.time=1s",
                          PD_TESTDATA "/pprof/go-demo-once"};
     assert_int_equal(run(6, imp), 1); /* no profiles imported */
     DIR *d = opendir(tmp);
@@ -204,7 +218,11 @@ static void test_import_outside_retention_refused(void **state)
     closedir(d);
     assert_int_equal(n, 0); /* no block written (the store's lock file only) */
     /* inside a wide retention, the same files are imported */
-    const char *ok[] = {"tsdb", "import", "--storage.path", tmp, "--storage.retention.time=100y",
+    const char *ok[] = {"tsdb",
+                        "import",
+                        "--storage.path",
+                        tmp,
+                        "--storage.retention.time=100y",
                         PD_TESTDATA "/pprof/go-demo-once"};
     assert_int_equal(run(6, ok), 0);
     /* the bound's arithmetic, for a fixed clock */

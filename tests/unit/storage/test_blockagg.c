@@ -219,9 +219,9 @@ static void check_type_runs(pd_storage *st)
         for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++) {
             pd_points pts, runs;
             size_t np = 99;
-            PD_ASSERT_OK(pd_storage_read_points(st, set.v[i].ref, ranges[r][0], ranges[r][1],
-                                                &pts, &err),
-                         &err);
+            PD_ASSERT_OK(
+                pd_storage_read_points(st, set.v[i].ref, ranges[r][0], ranges[r][1], &pts, &err),
+                &err);
             PD_ASSERT_OK(pd_storage_read_type_runs(st, set.v[i].ref, ranges[r][0], ranges[r][1],
                                                    &runs, &np, &err),
                          &err);

@@ -193,7 +193,8 @@ static int setup(void **state)
        series, and all of them interleaved in one more */
     const char *tiny = getenv("PD_TINY_SERIES");
     if (tiny && *tiny) {
-        const char *types[] = {"mutex", "block", "threadcreate", "goroutine", "heap", "allocs", "cpu"};
+        const char *types[] = {"mutex", "block",  "threadcreate", "goroutine",
+                               "heap",  "allocs", "cpu"};
         size_t first = g_ns;
         for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
             snprintf(d2, sizeof d2, "%s/%s", tiny, types[k]);
@@ -220,9 +221,8 @@ static int setup(void **state)
                     s->p = realloc(s->p, (s->n + 1) * sizeof *s->p);
                     s->ts = realloc(s->ts, (s->n + 1) * sizeof *s->ts);
                     pd_err err;
-                    PD_ASSERT_OK(pd_profile_decode(&s->p[s->n], (uint8_t *)b.data, b.len, NULL,
-                                                   &err),
-                                 &err);
+                    PD_ASSERT_OK(
+                        pd_profile_decode(&s->p[s->n], (uint8_t *)b.data, b.len, NULL, &err), &err);
                     s->ts[s->n] = s->n ? s->ts[s->n - 1] + 1 + (int64_t)(k - first) : 1790000000000;
                     s->n++;
                     pd_buf_release(&b);
@@ -646,7 +646,8 @@ static void test_tchunk_v4(void **state)
 {
     (void)state;
     enum { N = 9 };
-    static uint32_t types2[] = {1, 2, 3, 4}, types1[] = {5, 6}, types4[] = {1, 2, 3, 4, 7, 8, 9, 10};
+    static uint32_t types2[] = {1, 2, 3, 4}, types1[] = {5, 6},
+                    types4[] = {1, 2, 3, 4, 7, 8, 9, 10};
     int64_t tot[N][4] = {
         {INT64_MIN, INT64_MAX, 0, 0},
         {INT64_MAX, INT64_MIN, 0, 0},
@@ -659,7 +660,8 @@ static void test_tchunk_v4(void **state)
         {4, 4000, 0, 0},
     };
     uint32_t nt[N] = {2, 2, 2, 2, 1, 4, 4, 2, 2};
-    int64_t ts[N] = {-5, 0, 1000, 2003, 3001, 4000, INT64_MAX / 4, INT64_MAX / 2, INT64_MAX / 2 + 1};
+    int64_t ts[N] = {
+        -5, 0, 1000, 2003, 3001, 4000, INT64_MAX / 4, INT64_MAX / 2, INT64_MAX / 2 + 1};
     int64_t tn[N] = {INT64_MIN, INT64_MAX, 0, -1, 1, 2003000123, 77, 1000000000, -999999};
     pd_dprof d[N];
     memset(d, 0, sizeof d);

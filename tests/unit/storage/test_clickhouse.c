@@ -256,7 +256,6 @@ static void test_sql_literals(void **state)
     pd_buf_release(&b);
 }
 
-
 typedef struct writer_arg {
     pd_storage *s;
     int id;

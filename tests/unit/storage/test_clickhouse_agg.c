@@ -80,13 +80,12 @@ static void got_release(got *g)
     g->n = 0;
 }
 
-static void merge(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n,
-                  int64_t a, int64_t z, got *g)
+static void merge(pd_storage *s, const uint64_t *refs, const uint32_t *group, size_t n, int64_t a,
+                  int64_t z, got *g)
 {
     pd_err err;
     memset(g, 0, sizeof *g);
-    PD_ASSERT_OK(pd_storage_aggregate(s, refs, group, n, a, z, collect, NULL, g, NULL, &err),
-                 &err);
+    PD_ASSERT_OK(pd_storage_aggregate(s, refs, group, n, a, z, collect, NULL, g, NULL, &err), &err);
 }
 
 /* Fails the test unless the two merges handed the same parts. */
@@ -106,8 +105,12 @@ static void same(const got *ch, const got *ts, const char *what)
                      (size_t)b->series);
         pd_profile pa, pb;
         pd_err err;
-        PD_ASSERT_OK(pd_profile_decode(&pa, (const uint8_t *)ch->prof[i].data, ch->prof[i].len, NULL, &err), &err);
-        PD_ASSERT_OK(pd_profile_decode(&pb, (const uint8_t *)ts->prof[i].data, ts->prof[i].len, NULL, &err), &err);
+        PD_ASSERT_OK(
+            pd_profile_decode(&pa, (const uint8_t *)ch->prof[i].data, ch->prof[i].len, NULL, &err),
+            &err);
+        PD_ASSERT_OK(
+            pd_profile_decode(&pb, (const uint8_t *)ts->prof[i].data, ts->prof[i].len, NULL, &err),
+            &err);
         pd_err why;
         pd_err_clear(&why);
         bool eq = pd_profile_equal(&pa, &pb, &why);
@@ -320,8 +323,9 @@ static void test_failed_writes_stay_exact(void **state)
     pd_labels_release(&lc);
     ch_do(c, "RENAME TABLE profiles_v3_off TO profiles_v3");
     /* the injection did what it says: aggs_v1 counts 2 profiles there */
-    uint64_t fp = ch_u64(c, "SELECT any(fingerprint) FROM samples_v3 WHERE ts = %lld FORMAT "
-                            "RowBinary",
+    uint64_t fp = ch_u64(c,
+                         "SELECT any(fingerprint) FROM samples_v3 WHERE ts = %lld FORMAT "
+                         "RowBinary",
                          (long long)t_fail);
     assert_int_equal(ch_u64(c,
                             "SELECT sum(n) FROM aggs_v1 WHERE fingerprint = %llu AND bucket = "

@@ -37,8 +37,8 @@ enum { K_META, K_INDEX, K_SYMBOLS, K_CHUNKS, K_WAL, K_SERIES, NKIND };
    its copy at the end (issue 27: one copy is enough) */
 enum { OP_FLIP, OP_TRUNC, OP_ZERO, OP_DELETE, OP_CRCFIX, OP_FLIP2, NOP };
 static const char *KIND_NAME[NKIND] = {"meta.json", "index", "symbols", "chunks", "wal", "series"};
-static const char *OP_NAME[NOP] = {"flip", "truncate", "zero", "delete", "crc-fixed edit",
-                                   "flip in both directories"};
+static const char *OP_NAME[NOP] = {"flip",   "truncate",       "zero",
+                                   "delete", "crc-fixed edit", "flip in both directories"};
 
 /* Offsets: >= 0 a fraction of the size, < 0 -(absolute offset + 1); LAST the
  * last byte (or the last 64 for zero). */
@@ -53,7 +53,7 @@ typedef struct layout {
     char dir[256];
     uint64_t refs[FX_NSERIES];
     char blocks[2][27];
-    uint64_t ext[2][FX_NSERIES][2]; /* series byte range in chunks/000001 */
+    uint64_t ext[2][FX_NSERIES][2];  /* series byte range in chunks/000001 */
     uint64_t ient[2][FX_NSERIES][2]; /* series entry byte range in the index (format 2) */
     uint64_t itoc[2];                /* the index's toc offset */
     /* symbols (format 2): frames, where the directory ends, and what each
@@ -352,7 +352,8 @@ static dmg apply(const mcase *c, const char *dir)
                 if (x < end || end == len) {
                     uint64_t y = off + 5 + fl / 2;
                     b[y] ^= 0x01;
-                    put_crc(b + off + 5 + fl, pd_crc32c(pd_crc32c(0, b + off + 4, 1), b + off + 5, fl));
+                    put_crc(b + off + 5 + fl,
+                            pd_crc32c(pd_crc32c(0, b + off + 4, 1), b + off + 5, fl));
                     d = (dmg){off, end, true, false};
                     break;
                 }
@@ -503,14 +504,14 @@ static void served_all(const char *dir, const mcase *c, const dmg *d, const char
             fail_msg("%s %s (target %d, at %g, bytes %llu..%llu): series %d at %lld ms is "
                      "served, but the damage touches it %s",
                      OP_NAME[c->op], KIND_NAME[c->kind], c->target, c->at,
-                     (unsigned long long)d->lo, (unsigned long long)d->hi, e->s,
-                     (long long)e->ts, what);
+                     (unsigned long long)d->lo, (unsigned long long)d->hi, e->s, (long long)e->ts,
+                     what);
         if (!t && (!ok || !fx_has_point(st, refs[e->s], e->ts)))
             fail_msg("%s %s of %s (target %d, at %g, bytes %llu..%llu): series %d at %lld ms "
                      "not served %s",
                      OP_NAME[c->op], KIND_NAME[c->kind], KIND_NAME[c->kind], c->target, c->at,
-                     (unsigned long long)d->lo, (unsigned long long)d->hi, e->s,
-                     (long long)e->ts, what);
+                     (unsigned long long)d->lo, (unsigned long long)d->hi, e->s, (long long)e->ts,
+                     what);
         *lost += !ok;
     }
     pd_storage_close(st);
@@ -574,8 +575,7 @@ static void test_matrix(void **state)
         /* exact (lost <=> touched) for index and symbols damage that changed
            bytes, before repair (a zeroed range may leave a frame's bytes as
            they were: one way only) */
-        bool exact = (c->kind == K_INDEX || c->kind == K_SYMBOLS) && d.changed &&
-                     c->op != OP_ZERO;
+        bool exact = (c->kind == K_INDEX || c->kind == K_SYMBOLS) && d.changed && c->op != OP_ZERO;
         served_all(dir, c, &d, "after open", &lost, exact);
         if (lost && det && fx_corruptions() <= c0)
             fail_msg("case %zu (%s %s, target %d, at %g): %zu profiles lost, nothing counted", ci,
@@ -587,8 +587,8 @@ static void test_matrix(void **state)
         /* repair keeps every intact profile; its blocks pass check */
         rc = run_tsdb(out, sizeof out, "repair", dir);
         if (rc != 0)
-            fail_msg("case %zu (%s %s): repair rc %d:\n%s", ci, OP_NAME[c->op],
-                     KIND_NAME[c->kind], rc, out);
+            fail_msg("case %zu (%s %s): repair rc %d:\n%s", ci, OP_NAME[c->op], KIND_NAME[c->kind],
+                     rc, out);
         if (c->kind == K_SERIES) { /* issue 27: repair rebuilds the series file */
             char sp[800];
             snprintf(sp, sizeof sp, "CORRUPT %s/series", dir);
@@ -624,8 +624,8 @@ static void test_matrix(void **state)
  * does (to the next record that verifies) and lists every damaged record —
  * file and offset — with the count of good records after it in its file.
  * Damage: a byte flipped in every other record of the oldest, a middle and
- * the newest segment (none of them the last of its file). The expected lines are computed from the intact
- * segments' record list (fx_records), not from the checker. */
+ * the newest segment (none of them the last of its file). The expected lines are computed from the
+ * intact segments' record list (fx_records), not from the checker. */
 static void test_check_lists_every_damaged_wal_record(void **state)
 {
     (void)state;

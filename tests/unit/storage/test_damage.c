@@ -119,7 +119,6 @@ static void test_meta_json_missing(void **state)
     assert_non_null(strstr(out, "meta.json"));
 }
 
-
 /* Refs of the fixture series (opened without a cut, closed again). */
 static void pristine_refs(const char *dir, uint64_t refs[FX_NSERIES])
 {

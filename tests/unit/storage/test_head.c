@@ -524,9 +524,8 @@ static void test_select_postings(void **state)
             pd_series_set set;
             assert_int_equal(pd_storage_select(f->st, ms, nm, INT64_MIN, INT64_MAX, &set, NULL), 0);
             if (set.n != n_want)
-                fail_msg("query %d (%zu matchers, first %s %s \"%s\"): %zu series, want %zu", q,
-                         nm, ms[0].name, pd_match_type_str(ms[0].type), ms[0].value, set.n,
-                         n_want);
+                fail_msg("query %d (%zu matchers, first %s %s \"%s\"): %zu series, want %zu", q, nm,
+                         ms[0].name, pd_match_type_str(ms[0].type), ms[0].value, set.n, n_want);
             for (size_t k = 0; k < set.n; k++) {
                 int id = atoi(pd_labels_get(&set.v[k].labels, "id"));
                 assert_true(id >= 0 && id < NS && want[id]);
@@ -943,7 +942,8 @@ static void test_corrupt_earlier_segment(void **state)
  * decomposed in memory, so the read still gives it whole (equal to the
  * original); only its original bytes are lost: raw is the profile re-encoded,
  * and the damage is logged and counted. At the next open the replay reports
- * the record (file and offset, counted) and skips it with the rest of its segment, as any corrupt record. */
+ * the record (file and offset, counted) and skips it with the rest of its segment, as any corrupt
+ * record. */
 static void test_read_damaged_record(void **state)
 {
     fx *f = *state;
@@ -1040,7 +1040,7 @@ static void test_replay_undecodable_body(void **state)
     o.path = f->dir;
     o.fsync = PD_FSYNC_NEVER;
     o.maintenance_ms = -1; /* the rounds are this test's */
-    o.retention_ms = -1; /* synthetic times from 1970: no lower time bound */
+    o.retention_ms = -1;   /* synthetic times from 1970: no lower time bound */
     pd_err err = {{0}};
     PD_ASSERT_OK(pd_storage_open(&o, &f->st, &err), &err);
     /* not decomposed yet: read from the WAL */
@@ -1177,8 +1177,8 @@ static void *conc_reader(void *arg)
                 size_t j = k == 0 ? pts.n - 1 : (size_t)rand() % pts.n;
                 pd_profile p;
                 pd_err err;
-                int rc = pd_storage_read_profile(c->st, set.v[i].ref, pts.v[j].ts_ms, &p, NULL,
-                                                 &err);
+                int rc =
+                    pd_storage_read_profile(c->st, set.v[i].ref, pts.v[j].ts_ms, &p, NULL, &err);
                 if (rc < 0)
                     fail_msg("read_profile: %s", err.msg);
                 assert_int_equal(p.n_sample_type, pts.v[j].n_types);
@@ -1243,7 +1243,6 @@ static void test_concurrent(void **state)
     }
     pd_series_set_release(&set);
 }
-
 
 /* ---- a WAL write that fails ----
  * The append decomposes and encodes a profile before its WAL write and
@@ -1318,7 +1317,7 @@ static void child_main(const char *dir, int round, int wfd)
     pd_storage_options o = pd_storage_options_default();
     o.path = dir;
     o.fsync = PD_FSYNC_NEVER; /* write(2) done is enough for kill -9 */
-    o.retention_ms = -1; /* synthetic times from 1970: no lower time bound */
+    o.retention_ms = -1;      /* synthetic times from 1970: no lower time bound */
     o.segment_bytes = 48 * 1024;
     pd_storage *st = NULL;
     pd_err err;

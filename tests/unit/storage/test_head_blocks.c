@@ -1,7 +1,7 @@
 /* Unit tests of the block life cycle of src/storage/tsdb/ (compact.c,
- * retention.c, db.c): head cut into blocks, WAL checkpoint, compaction, retention by time and size, the
- * crash left-overs of each step, damaged block files, and kill -9 of a
- * writing child at random moments while it ingests, cuts and compacts.
+ * retention.c, db.c): head cut into blocks, WAL checkpoint, compaction, retention by time and size,
+ * the crash left-overs of each step, damaged block files, and kill -9 of a writing child at random
+ * moments while it ingests, cuts and compacts.
  *
  * Profiles are the real ones of PD_TESTDATA/pprof (go-demo-series heap and
  * cpu, cycled). Series used:
@@ -133,7 +133,10 @@ static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *
     return remove(path);
 }
 
-static void rm_rf(const char *dir) { nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
+static void rm_rf(const char *dir)
+{
+    nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 /* Block directories (26-char ULID names) under dir, sorted; returns count. */
 static size_t list_blocks(const char *dir, char names[][27], size_t max)
@@ -216,7 +219,10 @@ typedef struct fx {
  * with the profiles it appends, as if they arrived in real time, so the time
  * bounds of appends and retention see the synthetic timeline of the tests. */
 static int64_t g_now;
-static int64_t test_clock(void) { return g_now; }
+static int64_t test_clock(void)
+{
+    return g_now;
+}
 
 static int setup(void **state)
 {
@@ -262,8 +268,14 @@ static pd_storage *open_opts(const char *dir, int64_t dur, int64_t ret_ms, uint6
 
 /* Profile appended at heap step i (ts = (i+1) * STEP) and cpu step j
  * (ts = (j+1) * 3 * STEP). */
-static const tprof *heap_at(int i) { return &HEAP[i % NHEAP]; }
-static const tprof *cpu_at(int j) { return &CPU[j % NCPU]; }
+static const tprof *heap_at(int i)
+{
+    return &HEAP[i % NHEAP];
+}
+static const tprof *cpu_at(int j)
+{
+    return &CPU[j % NCPU];
+}
 
 /* Appends heap steps [from, to) and the cpu steps that fall in that time. */
 static void append_steps(pd_storage *st, int from, int to)
@@ -338,9 +350,8 @@ static void verify_steps(pd_storage *st, int from, int to)
                          (long long)ts, why.msg);
             /* raw is a pprof body that decodes to the same profile */
             pd_profile again;
-            assert_int_equal(pd_profile_decode(&again, (const uint8_t *)raw.data, raw.len, NULL,
-                                               &err),
-                             0);
+            assert_int_equal(
+                pd_profile_decode(&again, (const uint8_t *)raw.data, raw.len, NULL, &err), 0);
             assert_true(pd_profile_equal(&t->p, &again, NULL));
             pd_profile_release(&again);
             pd_profile_release(&got);
@@ -405,7 +416,7 @@ static void test_head_decomposed(void **state)
         order[j] = t;
     }
     uint64_t gens0 = pd__hmem_generations(); /* (0: no store open) */
-    f->st = open_opts(f->dir, -1, -1, 0); /* no cuts yet */
+    f->st = open_opts(f->dir, -1, -1, 0);    /* no cuts yet */
     size_t bodies = 0;
     for (int k = 0; k < N; k++) {
         int i = order[k];
@@ -490,8 +501,8 @@ static void test_head_decomposed(void **state)
     for (int i = N; i < N + 40; i++) {
         const tprof *t = heap_at(i);
         pd_err err = {{0}};
-        if (pd_storage_append(st, &L_HEAP, (int64_t)(i + 1) * STEP, t->body, t->len, &t->p,
-                              &err) < 0)
+        if (pd_storage_append(st, &L_HEAP, (int64_t)(i + 1) * STEP, t->body, t->len, &t->p, &err) <
+            0)
             fail_msg("append heap step %d: %s", i, err.msg);
     }
     ss = stats(st);
@@ -528,9 +539,8 @@ static void *bg_reader(void *arg)
             continue;
         }
         pd_points pts;
-        assert_int_equal(pd_storage_read_points(c->st, set.v[0].ref, INT64_MIN, INT64_MAX, &pts,
-                                                NULL),
-                         0);
+        assert_int_equal(
+            pd_storage_read_points(c->st, set.v[0].ref, INT64_MIN, INT64_MAX, &pts, NULL), 0);
         for (int k = 0; k < 4 && pts.n; k++) {
             size_t j = (size_t)rand_r(&seed) % pts.n;
             int64_t ts = pts.v[j].ts_ms;
@@ -639,9 +649,9 @@ static void test_head_cut(void **state)
     verify_steps(f->st, 0, 30);
     /* a duplicate of a profile now in a block is refused */
     pd_err err = {{0}};
-    assert_int_equal(pd_storage_append(f->st, &L_HEAP, 5000, HEAP[0].body, HEAP[0].len,
-                                       &HEAP[0].p, &err),
-                     PD_EEXIST);
+    assert_int_equal(
+        pd_storage_append(f->st, &L_HEAP, 5000, HEAP[0].body, HEAP[0].len, &HEAP[0].p, &err),
+        PD_EEXIST);
     pd_storage_close(f->st);
     f->st = open_opts(f->dir, DUR, -1, 0);
     ss = stats(f->st);
@@ -813,8 +823,7 @@ static void test_future_push_does_not_wipe_the_store(void **state)
     assert_non_null(strstr(err.msg, "--storage.future-grace=10m"));
     assert_int_equal(stats(f->st).n_profiles, s0.n_profiles);
     /* 2030 as in the report: refused too */
-    assert_int_equal(pd_storage_append(f->st, &L_HEAP, 1893456000000, t->body, t->len, &t->p,
-                                       &err),
+    assert_int_equal(pd_storage_append(f->st, &L_HEAP, 1893456000000, t->body, t->len, &t->p, &err),
                      PD_EOUTOFBOUNDS);
     /* inside the grace: kept, and the blocks before it outlive retention */
     int64_t near = g_now + 9 * 60 * 1000;
@@ -943,7 +952,8 @@ static void test_damaged_blocks(void **state)
     f->st = open_opts(f->dir, -1, -1, 0);
     pd_storage_stats ss = stats(f->st);
     assert_int_equal(ss.n_blocks, 4);
-    assert_true(pd_metrics_get("profd_storage_corruptions_total", NULL) >= c0 + 2); /* both blocks reported */
+    assert_true(pd_metrics_get("profd_storage_corruptions_total", NULL) >=
+                c0 + 2); /* both blocks reported */
     {
         uint64_t refs[2] = {ref_of(f->st, "heap"), ref_of(f->st, "cpu")};
         int served[2] = {0, 0}, want[2] = {0, 0};
@@ -957,8 +967,7 @@ static void test_damaged_blocks(void **state)
                 int rc = pd_storage_read_profile(f->st, refs[k], (int64_t)(i + 1) * STEP, &got,
                                                  NULL, &err);
                 if (i >= 19 && rc)
-                    fail_msg("step %d of an intact block or the head not served: %s", i,
-                             err.msg);
+                    fail_msg("step %d of an intact block or the head not served: %s", i, err.msg);
                 if (rc == 0) { /* whatever is served is the original */
                     assert_true(pd_profile_equal(&t->p, &got, NULL));
                     pd_profile_release(&got);
@@ -998,8 +1007,8 @@ static void test_damaged_blocks(void **state)
                 continue;
             const tprof *t = k == 0 ? heap_at(i) : cpu_at((i + 1) / 3 - 1);
             pd_profile got;
-            int rc = pd_storage_read_profile(f->st, refs[k], (int64_t)(i + 1) * STEP, &got, NULL,
-                                             &err);
+            int rc =
+                pd_storage_read_profile(f->st, refs[k], (int64_t)(i + 1) * STEP, &got, NULL, &err);
             if (rc == 0) {
                 assert_true(pd_profile_equal(&t->p, &got, NULL));
                 pd_profile_release(&got);
@@ -1018,9 +1027,9 @@ static void test_damaged_blocks(void **state)
 
 /* ---- kill -9 during ingest, head cut and compaction ---- */
 
-#define KROUNDS 100 /* issue 19: >= 100 rounds with cuts and compactions in flight */
-#define KSTEP 100 /* ms between profiles in the child */
-#define KDUR 2000 /* block duration in the child: a cut every ~20 profiles */
+#define KROUNDS 100      /* issue 19: >= 100 rounds with cuts and compactions in flight */
+#define KSTEP 100        /* ms between profiles in the child */
+#define KDUR 2000        /* block duration in the child: a cut every ~20 profiles */
 #define KMARK UINT32_MAX /* child -> parent: a background compaction completed */
 
 /* The child: appends heap profiles at ts = (round * 1000 + i + 1) * KSTEP,
@@ -1189,7 +1198,6 @@ static void test_kill9_lifecycle(void **state)
     assert_true(marks >= 1);
 }
 
-
 /* ---- pd_storage_select_latest ---- */
 
 static bool types_equal(const pd_sample_type_desc *a, size_t na, const pd_sample_type_desc *b,
@@ -1248,8 +1256,8 @@ static size_t check_latest(pd_storage *st, int64_t mint, int64_t maxt)
 }
 
 static const int64_t LATEST_RANGES[][2] = {
-    {INT64_MIN, INT64_MAX}, {0, 4000}, {0, 5000}, {1000, 19999}, {2500, 2500},
-    {3000, 3000}, {15000, 25000}, {21000, 40000}, {4500, 4500}, {60000, 70000},
+    {INT64_MIN, INT64_MAX}, {0, 4000},      {0, 5000},      {1000, 19999}, {2500, 2500},
+    {3000, 3000},           {15000, 25000}, {21000, 40000}, {4500, 4500},  {60000, 70000},
 };
 
 static void check_latest_ranges(pd_storage *st)
@@ -1274,8 +1282,7 @@ static void test_select_latest(void **state)
     pd_err err = {{0}};
     PD_ASSERT_OK(pd_storage_append(f->st, &mix, 1500, CPU[0].body, CPU[0].len, &CPU[0].p, &err),
                  &err);
-    PD_ASSERT_OK(pd_storage_append(f->st, &mix, 4500, HEAP[0].body, HEAP[0].len, &HEAP[0].p,
-                                   &err),
+    PD_ASSERT_OK(pd_storage_append(f->st, &mix, 4500, HEAP[0].body, HEAP[0].len, &HEAP[0].p, &err),
                  &err);
     check_latest_ranges(f->st); /* head only */
     assert_int_equal(check_latest(f->st, 2500, 2500), 0);
@@ -1294,7 +1301,8 @@ static void test_select_latest(void **state)
         if (!strcmp(pd_labels_get(ls.v[i].labels, "__name__"), "mix")) {
             assert_int_equal(ls.v[i].ts_ms, 4500);
             assert_true(ls.v[i].n_types > 0);
-            assert_string_equal(ls.v[i].types[0].type, HEAP[0].p.string_table[HEAP[0].p.sample_type[0].type]);
+            assert_string_equal(ls.v[i].types[0].type,
+                                HEAP[0].p.string_table[HEAP[0].p.sample_type[0].type]);
             seen = true;
         }
     assert_true(seen);

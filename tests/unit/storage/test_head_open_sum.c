@@ -60,7 +60,10 @@ typedef struct tprof {
 static tprof HEAP[NHEAP], CPU[NCPU];
 
 static _Atomic int64_t NOW = T0 + 100000000LL;
-static int64_t test_clock(void) { return atomic_load(&NOW); }
+static int64_t test_clock(void)
+{
+    return atomic_load(&NOW);
+}
 
 static void load_one(const char *path, tprof *t)
 {
@@ -149,7 +152,8 @@ static void fold(merged *m, const pd_profile *p, uint64_t n_profiles)
         c->duration = p->duration_nanos;
         snprintf(c->drop, sizeof c->drop, "%s", S(p, p->drop_frames));
         snprintf(c->keep, sizeof c->keep, "%s", S(p, p->keep_frames));
-        snprintf(c->dst, sizeof c->dst, "%s", p->default_sample_type ? S(p, p->default_sample_type) : "");
+        snprintf(c->dst, sizeof c->dst, "%s",
+                 p->default_sample_type ? S(p, p->default_sample_type) : "");
         snprintf(c->doc, sizeof c->doc, "%s", p->doc_url ? S(p, p->doc_url) : "");
     } else {
         if (c->time_nanos == 0 || p->time_nanos < c->time_nanos)
@@ -287,8 +291,8 @@ static char *merge_text(pd_storage *st, uint64_t ref, int64_t from, int64_t to, 
     merged m = {0};
     pd_err err = {{0}};
     if (mask)
-        PD_ASSERT_OK(pd_storage_aggregate_delta(st, &ref, NULL, &mask, 1, from, to, fold_part,
-                                                NULL, &m, NULL, NULL, &err),
+        PD_ASSERT_OK(pd_storage_aggregate_delta(st, &ref, NULL, &mask, 1, from, to, fold_part, NULL,
+                                                &m, NULL, NULL, &err),
                      &err);
     else
         PD_ASSERT_OK(
@@ -444,8 +448,8 @@ static void test_kinds(void **state)
             }
     }
     pd_storage_stats sa = stats(a), sb = stats(b);
-    assert_true(sa.n_aggregate_head_open > 0);   /* the running sums were used */
-    assert_true(sa.n_aggregate_head_groups > 0); /* and the sealed group's */
+    assert_true(sa.n_aggregate_head_open > 0);     /* the running sums were used */
+    assert_true(sa.n_aggregate_head_groups > 0);   /* and the sealed group's */
     assert_int_equal(sb.n_aggregate_head_open, 0); /* none out of time order */
     assert_int_equal(sb.n_aggregate_head_groups, 0);
     /* a range holding the open group whole adds its sum: one more use */
@@ -564,7 +568,7 @@ static void test_race(void **state)
     char d[] = "/tmp/pd_open_sum_XXXXXX";
     assert_non_null(mkdtemp(d));
     race *r = calloc(1, sizeof *r);
-    r->st = open_store(d, -1, 1); /* slices as short as they get */
+    r->st = open_store(d, -1, 1);                        /* slices as short as they get */
     append(r->st, "heap", "race", T0 - STEP, &HEAP[29]); /* the series exists */
     uint64_t ref = ref_of(r->st, "heap", "race");
     pthread_t th;
@@ -606,8 +610,7 @@ static void test_race(void **state)
         same(w, r->ans[i], decode_text(r->st, ref, INT64_MIN, INT64_MAX, r->n_of[i]));
     }
     print_message("%zu merges during %d appends, %zu distinct prefixes; open sums used %llu\n",
-                  r->n, RACE_N, distinct,
-                  (unsigned long long)stats(r->st).n_aggregate_head_open);
+                  r->n, RACE_N, distinct, (unsigned long long)stats(r->st).n_aggregate_head_open);
     assert_true(stats(r->st).n_aggregate_head_open > 0);
     pd_storage_close(r->st);
     free(r);
@@ -700,9 +703,9 @@ int main(void)
         load_one(path, &CPU[i]);
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kinds),         cmocka_unit_test(test_mixed_types),
-        cmocka_unit_test(test_late),          cmocka_unit_test(test_cut),
-        cmocka_unit_test(test_race),          cmocka_unit_test(test_restart_clean),
+        cmocka_unit_test(test_kinds),        cmocka_unit_test(test_mixed_types),
+        cmocka_unit_test(test_late),         cmocka_unit_test(test_cut),
+        cmocka_unit_test(test_race),         cmocka_unit_test(test_restart_clean),
         cmocka_unit_test(test_restart_kill),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

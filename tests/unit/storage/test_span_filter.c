@@ -37,7 +37,10 @@
 
 static int64_t T0;
 static int64_t now_ms;
-static int64_t test_clock(void) { return now_ms; }
+static int64_t test_clock(void)
+{
+    return now_ms;
+}
 
 static void append(pd_storage *st, const char *name, const char *inst, int64_t ts, int j,
                    bool cumulative)

@@ -46,7 +46,8 @@ static int inline_line, call_line;
 static inline __attribute__((always_inline)) int pd_test_inline_inner(int x)
 {
     uintptr_t pc;
-    PD_HERE(pc); inline_line = __LINE__; /* clang-format off */
+    PD_HERE(pc);
+    inline_line = __LINE__; /* clang-format off */
     inline_pc = pc;
     return x * 3;
 }

@@ -97,7 +97,8 @@ static void test_referenced_assets_exist(void **state)
         size_t len;
         char *text = read_file(files[f], &len);
         for (char *p = strstr(text, "/static/"); p; p = strstr(p + 1, "/static/")) {
-            size_t n = strspn(p, "/abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
+            size_t n =
+                strspn(p, "/abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
             char url[256];
             assert_true(n < sizeof url);
             memcpy(url, p, n);
