@@ -18,7 +18,9 @@ golang-go graphviz chromium linux-perf curl jq ca-certificates \
 prometheus prometheus-alertmanager openssl dnsmasq-base openjdk-17-jdk-headless \
 libgnutls28-dev libcrypt-dev \
 libbpf-dev bpftool libdw-dev libdebuginfod-dev debuginfod elfutils \
-golang-opentelemetry-otel-dev"
+golang-opentelemetry-otel-dev clang-format"
+# clang-format: `make format` and the style_format test (.clang-format holds the
+# code's layout).
 # libbpf-dev, bpftool (with clang above): profd-agent, the eBPF host profiler
 # (its BPF program is compiled by clang -target bpf and turned into a libbpf
 # skeleton by bpftool at build time; without them the build skips it).
