@@ -37,7 +37,8 @@ void pd_agent_get_stats(pd_agent_stats *st)
 
 #ifdef PD_AGENT_DLOPEN_MHD
 /* The libmicrohttpd functions used here, resolved by load_mhd(). */
-// clang-format off (it does not settle on this list's layout)
+/* clang-format 14 does not settle on one layout of this list */
+// clang-format off
 #define MHD_FUNCS(X)                                                                               \
     X(MHD_create_response_from_buffer)                                                             \
     X(MHD_add_response_header)                                                                     \

@@ -43,11 +43,12 @@ static uintptr_t inline_pc;
 static int inline_line, call_line;
 
 #ifdef PD_HERE
+/* each __LINE__ must stay on the line of the code it names */
+// clang-format off
 static inline __attribute__((always_inline)) int pd_test_inline_inner(int x)
 {
     uintptr_t pc;
-    PD_HERE(pc);
-    inline_line = __LINE__; /* clang-format off */
+    PD_HERE(pc); inline_line = __LINE__;
     inline_pc = pc;
     return x * 3;
 }
@@ -56,6 +57,7 @@ __attribute__((noinline)) int pd_test_inline_outer(int x)
 {
     call_line = __LINE__; return pd_test_inline_inner(x) + 1; /* one line: the call's */
 }
+// clang-format on
 #endif
 
 /* the executable mapping of this binary holding pd_test_marker_fn */
@@ -99,8 +101,7 @@ static void test_elf_self(void **state)
     assert_string_equal(s->name, "pd_test_marker_fn");
     assert_null(pd_elf_lookup(&info, 0));
     pd_elf_info_release(&info);
-    PD_ASSERT_RC(pd_elf_read("/nonexistent/x", true, &info, &err), -2,
-                 &err); /* -ENOENT */
+    PD_ASSERT_RC(pd_elf_read("/nonexistent/x", true, &info, &err), -2, &err); /* -ENOENT */
     assert_false(pd_elf_build_id_valid("abc"));
     assert_false(pd_elf_build_id_valid("zz"));
     assert_true(pd_elf_build_id_valid("AB12"));
@@ -112,8 +113,10 @@ static pd_symbolizer *new_sym(char *dir, size_t cap)
     assert_non_null(mkdtemp(dir));
     char cache[PATH_MAX];
     snprintf(cache, sizeof cache, "%s/cache/debuginfo", dir);
-    pd_symbolizer_opts o = {.cache_dir = cache, .use_debuginfod = false,
-                            .debug_dir = "/nonexistent", .max_upload_bytes = 64 << 20};
+    pd_symbolizer_opts o = {.cache_dir = cache,
+                            .use_debuginfod = false,
+                            .debug_dir = "/nonexistent",
+                            .max_upload_bytes = 64 << 20};
     pd_symbolizer *s = NULL;
     pd_err err = {{0}};
     PD_ASSERT_OK(pd_symbolizer_new(&o, &s, &err), &err);
@@ -141,7 +144,8 @@ static void test_profile_named(void **state)
     PD_ASSERT_OK(pd_profile_builder_mapping(b, &m2, "/nope/libgone.so", "abcdef0123", &mid2, &err),
                  &err);
     PD_ASSERT_OK(pd_profile_builder_location(b, mid1, (uint64_t)(uintptr_t)&pd_test_marker_fn + 2,
-                                             NULL, 0, &l1, &err), &err);
+                                             NULL, 0, &l1, &err),
+                 &err);
     PD_ASSERT_OK(pd_profile_builder_location(b, mid2, 0x10010, NULL, 0, &l2, &err), &err);
     uint64_t stack[2] = {l1, l2};
     int64_t v = 5;
@@ -199,7 +203,8 @@ static void test_profile_inlined(void **state)
     PD_ASSERT_OK(pd_profile_builder_mapping(b, &m1, exe, info.build_id, &mid1, &err), &err);
     PD_ASSERT_OK(pd_profile_builder_location(b, mid1, inline_pc, NULL, 0, &l1, &err), &err);
     PD_ASSERT_OK(pd_profile_builder_location(b, mid1, (uint64_t)(uintptr_t)&pd_test_marker_fn + 2,
-                                             NULL, 0, &l2, &err), &err);
+                                             NULL, 0, &l2, &err),
+                 &err);
     uint64_t stack[2] = {l1, l2};
     int64_t v = 3;
     PD_ASSERT_OK(pd_profile_builder_sample(b, stack, 2, &v, NULL, 0, &err), &err);
@@ -292,7 +297,7 @@ static void test_store_checks(void **state)
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int requests;  /* /buildid/<bid>/debuginfo asked */
+    int requests; /* /buildid/<bid>/debuginfo asked */
     bool released;
     char bid[129];
     char *data;
@@ -405,9 +410,9 @@ static void test_fetch_outside_lock(void **state)
     srv.data = malloc(srv.len);
     assert_int_equal(fread(srv.data, 1, srv.len, f), srv.len);
     fclose(f);
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, srv_handle,
-        NULL, MHD_OPTION_SOCK_ADDR, NULL, MHD_OPTION_END);
+    struct MHD_Daemon *d =
+        MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL,
+                         NULL, srv_handle, NULL, MHD_OPTION_SOCK_ADDR, NULL, MHD_OPTION_END);
     assert_non_null(d);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     assert_non_null(di);
@@ -418,8 +423,10 @@ static void test_fetch_outside_lock(void **state)
     setenv("DEBUGINFOD_CACHE_PATH", env, 1);
     char cache[PATH_MAX + 32];
     snprintf(cache, sizeof cache, "%s/cache", dir);
-    pd_symbolizer_opts o = {.cache_dir = cache, .use_debuginfod = true,
-                            .debug_dir = "/nonexistent", .max_upload_bytes = 64 << 20};
+    pd_symbolizer_opts o = {.cache_dir = cache,
+                            .use_debuginfod = true,
+                            .debug_dir = "/nonexistent",
+                            .max_upload_bytes = 64 << 20};
     pd_symbolizer *sym = NULL;
     PD_ASSERT_OK(pd_symbolizer_new(&o, &sym, &err), &err);
 
@@ -487,8 +494,10 @@ static pd_symbolizer *open_sym(const char *dir, size_t max_cache)
 {
     char cache[PATH_MAX];
     snprintf(cache, sizeof cache, "%s/cache/debuginfo", dir);
-    pd_symbolizer_opts o = {.cache_dir = cache, .use_debuginfod = false,
-                            .debug_dir = "/nonexistent", .max_upload_bytes = 64 << 20,
+    pd_symbolizer_opts o = {.cache_dir = cache,
+                            .use_debuginfod = false,
+                            .debug_dir = "/nonexistent",
+                            .max_upload_bytes = 64 << 20,
                             .max_cache_bytes = max_cache};
     pd_symbolizer *s = NULL;
     pd_err err = {{0}};
@@ -543,8 +552,8 @@ static void fixture_init(fixture *fx)
     char *d = slurp(exe, &n);
     spit(fx->prog, d, n);
     free(d);
-    snprintf(fx->cache_file, sizeof fx->cache_file, "%s/cache/debuginfo/%s/symbols.cache",
-             fx->dir, fx->info.build_id);
+    snprintf(fx->cache_file, sizeof fx->cache_file, "%s/cache/debuginfo/%s/symbols.cache", fx->dir,
+             fx->info.build_id);
 }
 
 static void fixture_release(fixture *fx)
@@ -568,8 +577,8 @@ static void name_them(pd_symbolizer *sym, const fixture *fx, uint64_t extra, cha
     pd_profile_builder *b;
     PD_ASSERT_OK(pd_profile_builder_new(NULL, &b), &err);
     assert_true(pd_profile_builder_sample_type(b, "samples", "count", &err) >= 0);
-    pd_pprof_mapping m = {.memory_start = fx->start, .memory_limit = fx->end,
-                          .file_offset = fx->off};
+    pd_pprof_mapping m = {
+        .memory_start = fx->start, .memory_limit = fx->end, .file_offset = fx->off};
     uint64_t mid, l[3];
     PD_ASSERT_OK(pd_profile_builder_mapping(b, &m, fx->prog, fx->info.build_id, &mid, &err), &err);
     uint64_t addrs[3] = {inline_pc, (uint64_t)(uintptr_t)&pd_test_marker_fn + 2, extra};
@@ -703,10 +712,12 @@ static void test_cache_invalidation(void **state)
     char dbg[PATH_MAX * 2];
     snprintf(dbg, sizeof dbg, "%s/cache/debuginfo/%s/debuginfo", fx.dir, fx.info.build_id);
     assert_int_equal(stat(dbg, &st), 0);
-    pd_symcache_source src = {.kind = PD_SYMCACHE_SRC_CACHE_DIR, .size = (uint64_t)st.st_size,
-                              .mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 +
-                                          st.st_mtim.tv_nsec,
-                              .dev = (uint64_t)st.st_dev, .ino = (uint64_t)st.st_ino};
+    pd_symcache_source src = {.kind = PD_SYMCACHE_SRC_CACHE_DIR,
+                              .size = (uint64_t)st.st_size,
+                              .mtime_ns =
+                                  (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+                              .dev = (uint64_t)st.st_dev,
+                              .ino = (uint64_t)st.st_ino};
     assert_true(strlen(dbg) < sizeof src.path);
     memcpy(src.path, dbg, strlen(dbg) + 1);
     /* stale: another size */
@@ -773,10 +784,10 @@ static void test_cache_corrupt(void **state)
 
     struct {
         const char *what;
-        size_t len;   /* bytes kept of the good file */
-        size_t flip;  /* a byte flipped (SIZE_MAX: none) */
+        size_t len;  /* bytes kept of the good file */
+        size_t flip; /* a byte flipped (SIZE_MAX: none) */
         const char *part;
-        int hits;     /* addresses found in what was kept */
+        int hits; /* addresses found in what was kept */
     } cases[] = {
         {"torn second record", r2 + 8 + rec_len(good + r2) / 2, SIZE_MAX, "part=\"record\"", 1},
         {"torn second record header", r2 + 3, SIZE_MAX, "part=\"record\"", 1},
@@ -887,8 +898,8 @@ static void test_cache_evict(void **state)
     }
     char cache[PATH_MAX + 32];
     snprintf(cache, sizeof cache, "%s/cache/debuginfo", dir);
-    pd_symbolizer_opts o = {.cache_dir = cache, .debug_dir = "/nonexistent",
-                            .max_cache_mem_bytes = 1};
+    pd_symbolizer_opts o = {
+        .cache_dir = cache, .debug_dir = "/nonexistent", .max_cache_mem_bytes = 1};
     pd_symbolizer *sym;
     pd_err err = {{0}};
     PD_ASSERT_OK(pd_symbolizer_new(&o, &sym, &err), &err);
@@ -905,7 +916,8 @@ static void test_cache_evict(void **state)
             snprintf(file, sizeof file, "/nonexistent/prog%d", i);
             PD_ASSERT_OK(pd_profile_builder_mapping(b, &m, file, bids[i], &mid, &err), &err);
             PD_ASSERT_OK(pd_profile_builder_location(b, mid, m.memory_start + 0x1000 + (uint64_t)i,
-                                                     NULL, 0, &l[i], &err), &err);
+                                                     NULL, 0, &l[i], &err),
+                         &err);
         }
         int64_t v = 1;
         PD_ASSERT_OK(pd_profile_builder_sample(b, l, 3, &v, NULL, 0, &err), &err);
@@ -931,11 +943,31 @@ static void test_cache_evict(void **state)
     assert_int_equal(system(cmd), 0);
 }
 #else
-static void test_cache_restart(void **state) { (void)state; skip(); }
-static void test_cache_invalidation(void **state) { (void)state; skip(); }
-static void test_cache_corrupt(void **state) { (void)state; skip(); }
-static void test_cache_cap(void **state) { (void)state; skip(); }
-static void test_cache_evict(void **state) { (void)state; skip(); }
+static void test_cache_restart(void **state)
+{
+    (void)state;
+    skip();
+}
+static void test_cache_invalidation(void **state)
+{
+    (void)state;
+    skip();
+}
+static void test_cache_corrupt(void **state)
+{
+    (void)state;
+    skip();
+}
+static void test_cache_cap(void **state)
+{
+    (void)state;
+    skip();
+}
+static void test_cache_evict(void **state)
+{
+    (void)state;
+    skip();
+}
 #endif
 
 int main(void)
@@ -946,16 +978,11 @@ int main(void)
     exe[k] = 0;
     (void)pd_test_marker_fn(1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_elf_self),
-        cmocka_unit_test(test_profile_named),
-        cmocka_unit_test(test_profile_inlined),
-        cmocka_unit_test(test_store_checks),
-        cmocka_unit_test(test_fetch_outside_lock),
-        cmocka_unit_test(test_cache_restart),
-        cmocka_unit_test(test_cache_invalidation),
-        cmocka_unit_test(test_cache_corrupt),
-        cmocka_unit_test(test_cache_cap),
-        cmocka_unit_test(test_cache_evict),
+        cmocka_unit_test(test_elf_self),           cmocka_unit_test(test_profile_named),
+        cmocka_unit_test(test_profile_inlined),    cmocka_unit_test(test_store_checks),
+        cmocka_unit_test(test_fetch_outside_lock), cmocka_unit_test(test_cache_restart),
+        cmocka_unit_test(test_cache_invalidation), cmocka_unit_test(test_cache_corrupt),
+        cmocka_unit_test(test_cache_cap),          cmocka_unit_test(test_cache_evict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
