@@ -237,4 +237,30 @@ PD_CH_FIXTURE_FN void labels(pd_labels *ls, const char *name, const char *inst, 
         PD_ASSERT_OK(pd_labels_set(ls, "note", extra, &err), &err);
 }
 
+/* An embedded store in a new directory made from the mkdtemp template dir
+ * (fake clock, no maintenance, no blocks cut): the answers ClickHouse's must
+ * equal. Close and remove it with rm_tsdb. */
+PD_CH_FIXTURE_FN pd_storage *open_tsdb(char *dir)
+{
+    assert_non_null(mkdtemp(dir));
+    pd_storage_options o = pd_storage_options_default();
+    o.path = dir;
+    o.fsync = PD_FSYNC_NEVER;
+    o.clock_ms = fake_clock;
+    o.maintenance_ms = -1;
+    o.block_duration_ms = -1;
+    pd_storage *ts;
+    pd_err err;
+    PD_ASSERT_OK(pd_storage_open(&o, &ts, &err), &err);
+    return ts;
+}
+
+PD_CH_FIXTURE_FN void rm_tsdb(pd_storage *ts, const char *dir)
+{
+    pd_storage_close(ts);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 #endif

@@ -742,16 +742,8 @@ static void test_deltas_as_tsdb(void **state)
     g_now = 1795710738924;
     pd_storage *ch = open_store("deltas");
     char dir[] = "/tmp/pd_ch_deltas_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    pd_storage_options o = pd_storage_options_default();
-    o.path = dir;
-    o.fsync = PD_FSYNC_NEVER;
-    o.clock_ms = fake_clock;
-    o.maintenance_ms = -1;
-    o.block_duration_ms = -1;
-    pd_storage *ts;
+    pd_storage *ts = open_tsdb(dir);
     pd_err err;
-    PD_ASSERT_OK(pd_storage_open(&o, &ts, &err), &err);
     static const int seq[] = {0, 1, 2, 3, 1, 2, 3, 0, 3, 3};
     const size_t n = sizeof seq / sizeof *seq;
     const int64_t t0 = g_now - 3600000, step = 10000;
@@ -807,11 +799,8 @@ static void test_deltas_as_tsdb(void **state)
         pd_points_release(&pb[0]);
         pd_points_release(&pb[1]);
     }
-    pd_storage_close(ts);
     pd_storage_close(ch);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    rm_tsdb(ts, dir);
 }
 
 static void test_schema_newer_refused_and_dead_url(void **state)
@@ -1203,16 +1192,8 @@ static void test_diff_one_pass(void **state)
     g_now = 1795710738924;
     pd_storage *ch = open_store("diff");
     char dir[] = "/tmp/pd_ch_diff_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    pd_storage_options o = pd_storage_options_default();
-    o.path = dir;
-    o.fsync = PD_FSYNC_NEVER;
-    o.clock_ms = fake_clock;
-    o.maintenance_ms = -1;
-    o.block_duration_ms = -1;
-    pd_storage *ts;
+    pd_storage *ts = open_tsdb(dir);
     pd_err err;
-    PD_ASSERT_OK(pd_storage_open(&o, &ts, &err), &err);
     const int64_t t0 = g_now - 3600000;
     uint64_t ref[2];
     for (int s = 0; s < 2; s++) {
@@ -1326,10 +1307,7 @@ static void test_diff_one_pass(void **state)
 
     pd__ch_close(c);
     pd_storage_close(ch);
-    pd_storage_close(ts);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    rm_tsdb(ts, dir);
 }
 
 /* The span filter (storage.h, pd_storage_sample_filter) on ClickHouse:

@@ -121,29 +121,6 @@ static void same(const got *ch, const got *ts, const char *what)
     }
 }
 
-static pd_storage *open_tsdb(char *dir)
-{
-    assert_non_null(mkdtemp(dir));
-    pd_storage_options o = pd_storage_options_default();
-    o.path = dir;
-    o.fsync = PD_FSYNC_NEVER;
-    o.clock_ms = fake_clock;
-    o.maintenance_ms = -1;
-    o.block_duration_ms = -1;
-    pd_storage *ts;
-    pd_err err;
-    PD_ASSERT_OK(pd_storage_open(&o, &ts, &err), &err);
-    return ts;
-}
-
-static void rm_tsdb(pd_storage *ts, const char *dir)
-{
-    pd_storage_close(ts);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
-}
-
 static pd_ch *open_sql(const char *db)
 {
     const char *urls[] = {g_url};
