@@ -100,11 +100,9 @@ static int put_buckets(pd_buf *b, int64_t lo, int64_t hi)
 
 int pd__ch_buckets_put_summary_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql)
 {
-    int rc = pd_buf_puts(sql, "SELECT fingerprint, bucket, sum(n), sum(wsum) FROM aggs_v1 WHERE "
-                              "fingerprint IN (");
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = pd_buf_printf(sql, "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
-    rc = rc ? rc : pd_buf_puts(sql, ") AND");
+    int rc = pd_buf_puts(sql, "SELECT fingerprint, bucket, sum(n), sum(wsum) FROM aggs_v1 WHERE ");
+    rc = rc ? rc : pd__ch_put_fp_in(sql, fps, n);
+    rc = rc ? rc : pd_buf_puts(sql, " AND");
     rc = rc ? rc : put_buckets(sql, h->lo, h->hi);
     return rc ? rc
               : pd_buf_puts(sql, " AND types_hash = 0 AND stack_hash = 0 GROUP BY fingerprint, "
@@ -189,10 +187,9 @@ int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t 
                                pd_buf *sql)
 {
     int rc = pd_buf_puts(sql, "SELECT types_hash, stack_hash, sumMap(valuesMap.type, "
-                              "valuesMap.value) FROM aggs_v1 WHERE fingerprint IN (");
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = pd_buf_printf(sql, "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
-    rc = rc ? rc : pd_buf_puts(sql, ") AND");
+                              "valuesMap.value) FROM aggs_v1 WHERE ");
+    rc = rc ? rc : pd__ch_put_fp_in(sql, fps, n);
+    rc = rc ? rc : pd_buf_puts(sql, " AND");
     rc = rc ? rc : put_buckets(sql, h->lo, h->hi);
     if (rc == 0 && exceptions) {
         rc = pd_buf_puts(sql, " AND (fingerprint, bucket) NOT IN (");

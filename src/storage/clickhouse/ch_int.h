@@ -190,6 +190,9 @@ static inline bool pd__ch_rd_more(const ch_rd *r)
 void pd__ch_cache_forget(const pd_ch *c);
 /* Sets err to "out of memory (ClickHouse read)"; returns PD_ENOMEM. */
 int pd__ch_nomem(pd_err *err);
+/* Appends "fingerprint IN (a,b,c)" (the n fingerprints, decimal) to b.
+ * 0, PD_ENOMEM/PD_ETOOBIG. */
+int pd__ch_put_fp_in(pd_buf *b, const uint64_t *fps, size_t n);
 /* Appends " day BETWEEN 'a' AND 'b' AND ts BETWEEN x AND y" (the partition
  * key and the time, ms) to b. 0, PD_ENOMEM/PD_ETOOBIG. */
 int pd__ch_put_range(pd_buf *b, int64_t mint, int64_t maxt);

@@ -208,10 +208,9 @@ static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
 /* " fingerprint IN (a,b,c) AND day ... AND ts ..." */
 static int put_fp_range(pd_buf *b, const uint64_t *fps, size_t n, int64_t mint, int64_t maxt)
 {
-    int rc = pd_buf_puts(b, " fingerprint IN (");
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = pd_buf_printf(b, "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
-    rc = rc ? rc : pd_buf_puts(b, ") AND");
+    int rc = pd_buf_putc(b, ' ');
+    rc = rc ? rc : pd__ch_put_fp_in(b, fps, n);
+    rc = rc ? rc : pd_buf_puts(b, " AND");
     return rc ? rc : pd__ch_put_range(b, mint, maxt);
 }
 

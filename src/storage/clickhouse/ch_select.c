@@ -30,6 +30,14 @@ int pd__ch_nomem(pd_err *err)
     return pd_err_set(err, PD_ENOMEM, "out of memory (ClickHouse read)");
 }
 
+int pd__ch_put_fp_in(pd_buf *b, const uint64_t *fps, size_t n)
+{
+    int rc = pd_buf_puts(b, "fingerprint IN (");
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = pd_buf_printf(b, "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
+    return rc ? rc : pd_buf_putc(b, ')');
+}
+
 int pd__ch_put_range(pd_buf *b, int64_t mint, int64_t maxt)
 {
     int rc = pd_buf_puts(b, " day BETWEEN ");

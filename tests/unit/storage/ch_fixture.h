@@ -12,6 +12,7 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 
 #include "base/labels.h"
 #include "pprof/pprof.h"
+#include "storage/clickhouse/ch_int.h"
 #include "storage/storage.h"
 
 #ifndef PD_TESTDATA
@@ -261,6 +263,27 @@ PD_CH_FIXTURE_FN void rm_tsdb(pd_storage *ts, const char *dir)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* Runs the query fmt... (printf; answering one UInt64 in RowBinary) on c's
+ * server; its answer. */
+__attribute__((format(printf, 2, 3))) PD_CH_FIXTURE_FN uint64_t ch_u64(pd_ch *c, const char *fmt,
+                                                                       ...)
+{
+    char sql[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    pd_err err;
+    pd_buf resp;
+    pd_buf_init(&resp, 0);
+    PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err), &err);
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    uint64_t v = pd__ch_rd_u64(&r);
+    assert_false(r.bad);
+    pd_buf_release(&resp);
+    return v;
 }
 
 #endif

@@ -284,20 +284,6 @@ static void *writer(void *a)
     return NULL;
 }
 
-/* Runs sql (a query answering one UInt64) on the test's server. */
-static uint64_t ch_u64(pd_ch *c, const char *sql)
-{
-    pd_err err;
-    pd_buf resp;
-    pd_buf_init(&resp, 0);
-    PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err), &err);
-    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-    uint64_t v = pd__ch_rd_u64(&r);
-    assert_false(r.bad);
-    pd_buf_release(&resp);
-    return v;
-}
-
 /* The largest read_rows (system.query_log) of the queries starting with
  * `prefix` that finished after the call to `since` (server seconds). */
 static uint64_t rows_read_since(pd_ch *c, uint64_t since, const char *prefix)
@@ -581,7 +567,7 @@ static void test_backend(void **state)
                  "SELECT (SELECT count() FROM stacks_v3 WHERE day <= toDate(%lld)) + (SELECT "
                  "count() FROM series_v3 WHERE day <= toDate(%lld)) FORMAT RowBinary",
                  (long long)old_day, (long long)old_day);
-        assert_int_equal(ch_u64(c, sql), 0);
+        assert_int_equal(ch_u64(c, "%s", sql), 0);
         assert_true(ch_u64(c, "SELECT count() FROM stacks_v3 FORMAT RowBinary") > 0);
         pd__ch_close(c);
         pd_labels again;

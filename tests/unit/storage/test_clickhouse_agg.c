@@ -132,24 +132,6 @@ static pd_ch *open_sql(const char *db)
     return c;
 }
 
-static uint64_t ch_u64(pd_ch *c, const char *fmt, ...)
-{
-    char sql[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    pd_err err;
-    pd_buf resp;
-    pd_buf_init(&resp, 0);
-    PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err), &err);
-    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-    uint64_t v = pd__ch_rd_u64(&r);
-    assert_false(r.bad);
-    pd_buf_release(&resp);
-    return v;
-}
-
 static void ch_do(pd_ch *c, const char *sql)
 {
     pd_err err;
