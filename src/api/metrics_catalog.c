@@ -126,6 +126,10 @@ static const catalog_entry catalog[] = {
      "Connections closed by the server because a request was not received "
      "within --web.read-timeout, by reason (idle, read_timeout).",
      NULL},
+    {"profd_http_keepalive_declined_total", PD_METRIC_COUNTER,
+     "Responses sent with Connection: close because 64 or more idle kept-alive "
+     "connections were held (the idle budget).",
+     NULL},
     {"profd_http_rejected_total", PD_METRIC_COUNTER,
      "HTTP requests refused by the server before any handler ran, by reason.",
      (const char *const[]){"reason=\"connection_limit\"", "reason=\"per_ip_limit\"",

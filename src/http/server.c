@@ -18,7 +18,13 @@
  *     while it waits for the next; past PD_HTTP_IDLE_KEEP such idle
  *     connections the longest idle are shut down (HTTP lets a server close
  *     an idle kept-alive connection; clients open a new one), counted in
- *     profd_http_cut_off_total{reason="idle_budget"}. A connection that has
+ *     profd_http_cut_off_total{reason="idle_budget"}. Such a cut races with
+ *     a request the client may just be sending on that connection (a fleet
+ *     pushing on timers reuses exactly the longest idle one next), so while
+ *     the last scan counted PD_HTTP_IDLE_KEEP or more, responses carry
+ *     "Connection: close" instead (profd_http_keepalive_declined_total):
+ *     the client knows before it reuses the connection, and the cut stays
+ *     a fallback. A connection that has
  *     served nothing yet holds untouched pages (a few KiB).
  *
  * The listen sockets are created, bound and put in listen state here (so a
@@ -139,6 +145,8 @@ struct pd_http_server {
     size_t n_listen;
     unsigned max_conn; /* over all daemons (accept_cb) */
     unsigned n_conns;  /* open connections, all daemons (conns_mu) */
+    unsigned n_idle;   /* idle kept-alive connections that served one, at the
+                          reaper's last scan (__atomic) */
     uint16_t port;
     size_t max_body;
     size_t body_budget; /* bytes of body buffers all requests may hold */
@@ -675,6 +683,7 @@ static void *reaper_main(void *arg)
             pd_metrics_add("profd_http_cut_off_total",
                            hc->req ? "reason=\"read_timeout\"" : "reason=\"idle\"", 1);
         }
+        __atomic_store_n(&srv->n_idle, idle, __ATOMIC_RELAXED);
         /* over the idle budget: shut the longest idle down, one scan per
          * excess connection (O(excess x conns): a few ms for 2,000) */
         while (idle > PD_HTTP_IDLE_KEEP) {
@@ -917,6 +926,14 @@ static enum MHD_Result queue_handler_response(http_req *r)
     add_security_headers(mr);
     free(resp->headers);
     resp->headers = NULL;
+    /* at the idle budget, this connection is not kept: "Connection: close"
+       tells the client before it could reuse it, where a cut of an idle one
+       races with a request the client may be sending on it */
+    if (__atomic_load_n(&r->srv->n_idle, __ATOMIC_RELAXED) >= PD_HTTP_IDLE_KEEP &&
+        !MHD_get_response_header(mr, MHD_HTTP_HEADER_CONNECTION)) {
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
+        pd_metrics_add("profd_http_keepalive_declined_total", NULL, 1);
+    }
     int status = resp->status > 0 ? resp->status : 200;
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, mr);
     MHD_destroy_response(mr);
@@ -1295,6 +1312,10 @@ int pd_http_server_start_opts(const pd_http_server_options *o, pd_http_handler h
     pd_metrics_add("profd_http_cut_off_total", "reason=\"idle\"", 0);
     pd_metrics_add("profd_http_cut_off_total", "reason=\"read_timeout\"", 0);
     pd_metrics_add("profd_http_cut_off_total", "reason=\"idle_budget\"", 0);
+    pd_metrics_describe("profd_http_keepalive_declined_total", PD_METRIC_COUNTER,
+                        "Responses sent with Connection: close because 64 or more idle "
+                        "kept-alive connections were held (the idle budget).");
+    pd_metrics_add("profd_http_keepalive_declined_total", NULL, 0);
     *out = NULL;
     if (!o || !o->listen_addr || !handler)
         return pd_err_set(err, PD_EINVAL, "http server: missing listen address or handler");

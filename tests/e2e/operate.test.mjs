@@ -11,7 +11,8 @@
 //  - /metrics of a fresh profd: every documented metric named, zero values
 //    where the label values are known.
 //  - 2,000 idle kept-alive connections that made a request each: profd's
-//    RSS grows < 64 MiB (it keeps 64, closes the longest idle).
+//    RSS grows < 64 MiB (it keeps 64, closes the longest idle, and while
+//    it holds 64 answers with "Connection: close").
 //
 //   PROFD_BIN=build/profd node --test tests/e2e/operate.test.mjs
 import { test, before, after } from 'node:test';
@@ -504,7 +505,7 @@ function oneRequest(port, from = '127.0.0.1') {
       sock.off('data', onData);
       sock.off('error', reject);
       sock.on('error', () => {}); // closed by profd later: expected
-      resolve({ sock, status: Number(buf.split(' ')[1]) });
+      resolve({ sock, status: Number(buf.split(' ')[1]), close: /\r\nconnection: *close\r\n/i.test(buf.slice(0, h + 2)) });
     };
     sock.on('data', onData);
   });
@@ -513,6 +514,7 @@ function oneRequest(port, from = '127.0.0.1') {
 test('2,000 idle kept-alive connections after one request each: RSS growth < 64 MiB, the longest idle closed', { timeout: 240000 }, async () => {
   const p = await startLoggingProfd({ storage: path.join(dir, 'data-idle'), logPath: path.join(dir, 'idle.log') });
   const cut = () => metric(p.base, 'profd_http_cut_off_total', 'reason="idle_budget"');
+  const declined = () => metric(p.base, 'profd_http_keepalive_declined_total');
   for (let i = 0; i < 20; i++) await oneRequest(p.port).then(({ sock }) => sock.destroy()); // warm up
   const rss0 = rssBytes(p.pid);
   const socks = [];
@@ -521,8 +523,9 @@ test('2,000 idle kept-alive connections after one request each: RSS growth < 64 
     const got = await Promise.all(Array.from({ length: 100 }, (_, i) => oneRequest(p.port, `127.0.0.${2 + (b * 100 + i) % 8}`)));
     for (const g of got) { assert.equal(g.status, 200); socks.push(g.sock); }
   }
-  // profd keeps at most 64 of them: the others are closed (the longest idle first)
-  await waitFor('the idle budget to close the excess', async () => (await cut()) >= 2000 - 64, 60000, 250);
+  // profd keeps at most 64 of them: the others are closed — the longest idle
+  // first, or, once it holds 64, by a "Connection: close" on their response
+  await waitFor('the idle budget to close the excess', async () => (await cut()) + (await declined()) >= 2000 - 64, 60000, 250);
   const closed = await waitFor('the clients to see the closes', async () => {
     const n = socks.filter((s) => s.destroyed || s.readyState !== 'open').length;
     return n >= 2000 - 64 ? n : null;
@@ -533,6 +536,18 @@ test('2,000 idle kept-alive connections after one request each: RSS growth < 64 
   // the connections kept still serve
   const kept = socks.filter((s) => !s.destroyed && s.readyState === 'open');
   assert.ok(kept.length > 0 && kept.length <= 64, `${kept.length} kept`);
+  // holding 64, a new connection's response says it will not be kept
+  // (the client knows before it could reuse it), and profd closes it
+  const d0 = await declined();
+  const told = await waitFor('a response with Connection: close', async () => {
+    const r = await oneRequest(p.port);
+    if (r.close) return r;
+    r.sock.destroy();
+    return null;
+  }, 30000, 100);
+  assert.equal(told.status, 200);
+  await waitFor('profd to close it', async () => told.sock.destroyed || told.sock.readyState !== 'open', 30000, 50);
+  assert.ok((await declined()) > d0);
   const again = await new Promise((resolve) => {
     kept[0].once('data', (d) => resolve(String(d).split(' ')[1]));
     kept[0].write('GET /-/healthy HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
