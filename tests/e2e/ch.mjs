@@ -10,6 +10,8 @@ import { Proc, freePort, http, waitFor } from './lib.mjs';
 export const CH_BIN = ['/usr/sbin/clickhouse-server', '/usr/bin/clickhouse-server', '/usr/bin/clickhouse']
   .find((p) => fs.existsSync(p));
 
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => fs.existsSync(p));
+
 // Three free loopback ports: {http, tcp, inter}.
 export async function chPorts() {
   return { http: await freePort(), tcp: await freePort(), inter: await freePort() };
@@ -50,7 +52,11 @@ ${config}
   <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
 </yandex>
 `);
-  const p = new Proc(name, 'nice', [CH_BIN, `--config-file=${d}/config.xml`], { cwd: d });
+  // setpriv --pdeathsig: the server dies with this process, also when a
+  // timeout kills it by a signal ('exit' handlers do not run then)
+  const argv = ['nice', CH_BIN, `--config-file=${d}/config.xml`];
+  const p = SETPRIV ? new Proc(name, SETPRIV, ['--pdeathsig', 'KILL', '--', ...argv], { cwd: d })
+    : new Proc(name, argv[0], argv.slice(1), { cwd: d });
   p.url = `http://127.0.0.1:${ports.http}`;
   p.ports = ports;
   p.dir = d;
