@@ -851,7 +851,7 @@ static int serve(const flags *f)
     snprintf(v_chfl, sizeof v_chfl, "%lldms",
              (long long)(f->ch_flush_ms < 0 ? 0
                          : f->ch_flush_ms   ? f->ch_flush_ms
-                                            : 100));
+                                            : PD_STORAGE_CH_FLUSH_MS_DEFAULT));
     snprintf(v_chrows, sizeof v_chrows, "%llu", f->ch_batch_rows ? f->ch_batch_rows : 1000000ull);
     char v_churls[1024] = "";
     for (size_t i = 0, o = 0; i < f->n_ch_urls && o < sizeof v_churls; i++)

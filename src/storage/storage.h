@@ -58,6 +58,10 @@ typedef enum { PD_FSYNC_ALWAYS, PD_FSYNC_BATCH, PD_FSYNC_NEVER } pd_fsync_policy
 
 typedef enum { PD_STORAGE_TSDB = 0, PD_STORAGE_CLICKHOUSE = 1 } pd_storage_backend;
 
+/* pd_clickhouse_options.flush_interval_ms when 0, ms: about one INSERT per
+ * second, as ClickHouse advises. */
+#define PD_STORAGE_CH_FLUSH_MS_DEFAULT 1000
+
 /* Options of the ClickHouse backend (--clickhouse.*); zeroes are defaults. */
 typedef struct pd_clickhouse_options {
     const char *const *urls; /* n_urls base URLs of the HTTP interface, e.g.
@@ -90,8 +94,8 @@ typedef struct pd_clickhouse_options {
                                   previous batch's profiles (full at
                                   PD_CH_FULL_WINDOW_PROFILES; a lone append waits
                                   none: clickhouse.h). ClickHouse wants few, large
-                                  inserts: each makes a part per table. 0 = 1 s,
-                                  < 0 = none */
+                                  inserts: each makes a part per table. 0 =
+                                  PD_STORAGE_CH_FLUSH_MS_DEFAULT, < 0 = none */
     size_t batch_profiles;     /* a gathering batch goes at once when it holds this
                                   many profiles (main.c passes --web.threads: every
                                   push worker is then waiting on it); 0 = no bound */

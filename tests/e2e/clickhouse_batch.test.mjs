@@ -142,6 +142,7 @@ test('without --web.threads a ClickHouse-backed profd has workers for a fleet\'s
     extraArgs: ['--storage.backend=clickhouse', `--clickhouse.url=${ch.url}`, '--clickhouse.database=batch3'] });
   const f = await http(`${p.base}/api/v1/status/flags`);
   assert.equal(f.json.data['web.threads'], '64');
+  assert.equal(f.json.data['clickhouse.flush-interval'], '1000ms', 'the default window: about one INSERT per second');
   await push(p, 'warm', T0);
   const rowsPer = await metric(p, 'profd_clickhouse_inserted_rows_total');
   await p.stop();

@@ -1051,7 +1051,8 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
     c->batch_bytes = o->batch_bytes ? o->batch_bytes : 8u << 20;
     c->batch_rows = o->batch_rows ? o->batch_rows : 1000000;
     c->batch_wait_ms = o->batch_wait_ms > 0 ? o->batch_wait_ms : 0;
-    c->flush_interval_ms = o->flush_interval_ms == 0 ? 1000 : o->flush_interval_ms;
+    c->flush_interval_ms =
+        o->flush_interval_ms == 0 ? PD_STORAGE_CH_FLUSH_MS_DEFAULT : o->flush_interval_ms;
     c->batch_profiles = o->batch_profiles;
     c->limits = opts->limits;
     c->retention_ms = opts->retention_ms == 0 ? 15ll * 24 * 3600 * 1000 : opts->retention_ms;
