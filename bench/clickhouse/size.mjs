@@ -36,6 +36,7 @@ if (!DATA) {
 }
 const PORT0 = Number(process.env.PORT0 || 19470);
 const N = Number(process.env.N || 0);
+const STEP_MS = Number(process.env.STEP_MS || 1000); // between a series' profiles
 const CH_BIN = '/usr/sbin/clickhouse-server';
 const dir = tempDir('pd-chsize-');
 process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
@@ -93,7 +94,7 @@ async function clickhouseBytes(bin, label, port) {
     const p = await startProfd({ storage: path.join(dir, `x-${db}`), port, name: `profd-${db}`,
       extraArgs: ['--storage.backend=clickhouse', `--clickhouse.url=${ch.url}`, `--clickhouse.database=${db}`] });
     for (let k = 0; k < files.length; k++) {
-      const r = await http(`${p.base}/api/0/profiles?` + qs({ service: 'size', type: TYPES[t], instance_id: t, created_at: new Date(T0 + k * 1000).toISOString() }),
+      const r = await http(`${p.base}/api/0/profiles?` + qs({ service: 'size', type: TYPES[t], instance_id: t, created_at: new Date(T0 + k * STEP_MS).toISOString() }),
         { method: 'POST', body: fs.readFileSync(files[k]), timeoutMs: 120000 });
       assert.equal(r.status, 200, `${label} ${files[k]}: ${r.text}`);
     }
@@ -101,16 +102,21 @@ async function clickhouseBytes(bin, label, port) {
     const tables = {};
     // schema v3 (issue 35) writes *_v3 tables; older profds the plain names
     const sfx = Number(await chq(ch, `SELECT count() FROM system.tables WHERE database='${db}' AND name='profiles_v3'`)) ? '_v3' : '';
-    for (const tb of ['profiles', 'samples', 'stacks', 'series', 'series_index']) {
+    // every MergeTree table of the database (aggs_v1 since schema 5, ...):
+    // the classic five by their short names, the others by their own
+    const names = (await chq(ch, `SELECT name FROM system.tables WHERE database='${db}' AND engine LIKE '%MergeTree' AND name != 'schema_version' AND name != 'retention'`)).split('\n').filter(Boolean);
+    const short = (nm) => (sfx && nm.endsWith(sfx) && ['profiles', 'samples', 'stacks', 'series', 'series_index'].includes(nm.slice(0, -sfx.length)) ? nm.slice(0, -sfx.length) : nm);
+    for (const full of names) {
+      const tb = short(full);
       // OPTIMIZE is a no-op while a background merge holds the parts: again
       // until each partition is one part (else a run measures unmerged parts)
       for (let k = 0; k < 60; k++) {
-        await chq(ch, `OPTIMIZE TABLE ${db}.${tb}${sfx} FINAL`);
-        const [parts, parts1] = (await chq(ch, `SELECT count(), uniqExact(partition) FROM system.parts WHERE active AND database='${db}' AND table='${tb}${sfx}'`)).split('\t').map(Number);
+        await chq(ch, `OPTIMIZE TABLE ${db}.${full} FINAL`);
+        const [parts, parts1] = (await chq(ch, `SELECT count(), uniqExact(partition) FROM system.parts WHERE active AND database='${db}' AND table='${full}'`)).split('\t').map(Number);
         if (parts === parts1) break;
         await new Promise((r) => setTimeout(r, 500));
       }
-      tables[tb] = Number(await chq(ch, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='${db}' AND table='${tb}${sfx}'`));
+      tables[tb] = Number(await chq(ch, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='${db}' AND table='${full}'`));
     }
     const body = Number(await chq(ch, `SELECT sum(data_compressed_bytes) FROM system.columns WHERE database='${db}' AND table='profiles${sfx}' AND name='body'`));
     const rows = Number(await chq(ch, `SELECT count() FROM ${db}.samples${sfx}`));
@@ -171,5 +177,19 @@ for (const t of Object.keys(sets)) {
 const n = sum.n;
 console.log(`| ALL | ${n} | ${f(sum.gz / n)} | ${f(sum.conprof / n)} | ${(sum.block / n).toFixed(1)} | **${f(sum.v2 / n)}** | ${f(sum.tb.profiles / n)} / ${f(sum.tb.samples / n)} / ${f(sum.tb.stacks / n)} / ${f((sum.tb.series + sum.tb.series_index) / n)} | ${(sum.rows / n).toFixed(0)} |` +
   (v1 ? ` ${f(sum.v1 / n)} | ${f(sum.v1body / n)} |` : '') + ` ${f((sum.v2 + sum.zbody) / n)} |`);
+for (const [lab, r] of [['PROFD_BIN', v2], ['PROFD_BIN_BASE', v1]]) {
+  if (!r) continue;
+  const names = [...new Set(Object.values(r).flatMap((o) => Object.keys(o.tables)))].sort();
+  console.log(`\n${lab}, B/p per table:\n\n| type | ${names.join(' | ')} | total |\n|---|${names.map(() => '---:|').join('')}---:|`);
+  const all = {};
+  let nn = 0;
+  for (const t of Object.keys(sets)) {
+    const o = r[t];
+    nn += o.n;
+    for (const k of names) all[k] = (all[k] || 0) + (o.tables[k] || 0);
+    console.log(`| ${t} | ${names.map((k) => f((o.tables[k] || 0) / o.n)).join(' | ')} | ${f(tot(o) / o.n)} |`);
+  }
+  console.log(`| ALL | ${names.map((k) => f(all[k] / nn)).join(' | ')} | ${f(Object.values(all).reduce((a, b) => a + b, 0) / nn)} |`);
+}
 console.log('\nstacks table rows per type (schema-4 stacks, locations, all distinct keys): ' +
   Object.keys(sets).map((t) => `${t} ${v2[t].kinds.split('\t').join(' / ')}`).join('; '));

@@ -206,9 +206,14 @@ bool pd__ch_buckets_cut(const ch_buckets *h)
 
 int pd__ch_buckets_put_raw_cut(const ch_buckets *h, pd_buf *b)
 {
-    return pd_buf_printf(b, " AND (ts < %lld OR ts > %lld)",
+    /* the same twice: on ts, and on the buckets for stack_samples_v1's key */
+    return pd_buf_printf(b,
+                         " AND (ts < %lld OR ts > %lld) AND (intDiv(ts, %lld) < %lld OR "
+                         "intDiv(ts, %lld) > %lld)",
                          (long long)(h->lo * PD_CH_AGG_BUCKET_MS),
-                         (long long)((h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1));
+                         (long long)((h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1),
+                         (long long)PD_CH_AGG_BUCKET_MS, (long long)h->lo,
+                         (long long)PD_CH_AGG_BUCKET_MS, (long long)h->hi);
 }
 
 int pd__ch_buckets_put_raw_unmatched(const ch_buckets *h, pd_buf *b)
