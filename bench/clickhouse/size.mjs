@@ -118,8 +118,14 @@ async function clickhouseBytes(bin, label, port) {
       }
       tables[tb] = Number(await chq(ch, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='${db}' AND table='${full}'`));
     }
+    // schema 6 writes the samples rows into stack_samples_v1 (samples_v3 stays, empty)
+    if (tables.stack_samples_v1 !== undefined) {
+      tables.samples = (tables.samples || 0) + tables.stack_samples_v1;
+      delete tables.stack_samples_v1;
+    }
     const body = Number(await chq(ch, `SELECT sum(data_compressed_bytes) FROM system.columns WHERE database='${db}' AND table='profiles${sfx}' AND name='body'`));
-    const rows = Number(await chq(ch, `SELECT count() FROM ${db}.samples${sfx}`));
+    const rows = Number(await chq(ch, `SELECT count() FROM ${db}.samples${sfx}`)) +
+      (names.includes('stack_samples_v1') ? Number(await chq(ch, `SELECT count() FROM ${db}.stack_samples_v1`)) : 0);
     const n = Number(await chq(ch, `SELECT count() FROM ${db}.profiles${sfx}`));
     assert.equal(n, files.length, `${label} ${t}: every profile stored`);
     // stacks_v3 rows by kind: schema-4 stacks (80 00 01), locations (80 00 02), schema-3 stacks
