@@ -10,8 +10,8 @@
  * records the raw path counts. A write whose profiles INSERT failed (its
  * aggs rows landed), an aggs INSERT that failed or landed twice, a bucket
  * written before schema 5: the two differ, and the bucket is read from
- * samples_v3 like the buckets cut by the range's ends. Equal sets of
- * write_ids give equal sums; unequal ones equal sums only by a 2^-64
+ * the samples rows (stack_samples_v1; samples_v3 beside it, schema 6) like the buckets cut by the
+ * range's ends. Equal sets of write_ids give equal sums; unequal ones equal sums only by a 2^-64
  * chance (the hash is a 64-bit mix of random ids).
  */
 #include <stdio.h>

@@ -1105,10 +1105,10 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
                         "Profiles whose insert batch failed (not acknowledged).");
     pd_metrics_describe("profd_clickhouse_agg_write_errors_total", PD_METRIC_COUNTER,
                         "Insert batches whose aggs_v1 rows were not written (merges read "
-                        "their buckets from samples_v3).");
+                        "their buckets from the samples rows).");
     pd_metrics_describe("profd_clickhouse_merge_buckets_total", PD_METRIC_COUNTER,
                         "Series-buckets wholly inside merges, by where their sums were read: "
-                        "aggregate (aggs_v1) or raw (samples_v3: no or a mismatched "
+                        "aggregate (aggs_v1) or raw (the samples rows: no or a mismatched "
                         "reconciliation row).");
     pd_metrics_describe("profd_clickhouse_batch_seconds_sum", PD_METRIC_COUNTER,
                         "Seconds spent writing insert batches.");
