@@ -1,5 +1,5 @@
-// Bytes per profile in ClickHouse (PROFD_BIN's schema: 4 since issue 35's
-// shared locations; optionally PROFD_BIN_BASE's, e.g. an older schema) vs the
+// Bytes per profile in ClickHouse (PROFD_BIN's schema: 6 since issue 35's
+// samples by stack; optionally PROFD_BIN_BASE's, e.g. an older schema) vs the
 // embedded blocks vs conprof's zstd groups, on the same real consecutive
 // profiles (issues 16 and 35, item "Size").
 // Run by hand (not in ctest):
@@ -10,12 +10,16 @@
 // DATA_DIR/<type>/NNNNNN.pb.gz as bench/storage_size/collect.sh writes them
 // (consecutive profiles of one real Go process per type). env: PORT0=19470
 // (ports PORT0..PORT0+9, loopback), N (profiles per type; default all),
-// CH_ZSTD=1 (ClickHouse's server-wide <compression> set to zstd for every part).
+// CH_ZSTD=1 (ClickHouse's server-wide <compression> set to zstd for every part),
+// STEP_MS=1000 (the spacing of a series' profiles in time: aggs_v1 and, since
+// schema 6, the samples rows are laid out per 10-minute bucket, so 10000 — a
+// scrape every 10 s — is the realistic figure, 1000 puts all 150 in one bucket).
 //
 // Each type is one series, its profiles pushed in order through profefe's
-// API 1 s apart to profd on a fresh ClickHouse database (one per profd
-// binary), then every table is OPTIMIZE FINAL'd and measured: bytes on disk
-// of its active parts (system.parts) and, for profiles, the compressed bytes
+// API STEP_MS apart to profd on a fresh ClickHouse database (one per profd
+// binary), then every MergeTree table (aggs_v1 since schema 5;
+// stack_samples_v1 since 6, counted as "samples") is OPTIMIZE FINAL'd and
+// measured, also apart per table: bytes on disk of its active parts (system.parts) and, for profiles, the compressed bytes
 // of the body column apart (system.columns). Beside it: the embedded block
 // `profd tsdb import` writes from the same files (du of the block dirs),
 // conprof (the gunzipped profiles in consecutive groups of 12, `zstd -3`
