@@ -1,5 +1,5 @@
-// Bytes per profile in ClickHouse (PROFD_BIN's schema: 4 since issue 35's
-// shared locations; optionally PROFD_BIN_BASE's, e.g. an older schema) vs the
+// Bytes per profile in ClickHouse (PROFD_BIN's schema: 6 since issue 35's
+// samples by stack; optionally PROFD_BIN_BASE's, e.g. an older schema) vs the
 // embedded blocks vs conprof's zstd groups, on the same real consecutive
 // profiles (issues 16 and 35, item "Size").
 // Run by hand (not in ctest):
@@ -10,12 +10,16 @@
 // DATA_DIR/<type>/NNNNNN.pb.gz as bench/storage_size/collect.sh writes them
 // (consecutive profiles of one real Go process per type). env: PORT0=19470
 // (ports PORT0..PORT0+9, loopback), N (profiles per type; default all),
-// CH_ZSTD=1 (ClickHouse's server-wide <compression> set to zstd for every part).
+// CH_ZSTD=1 (ClickHouse's server-wide <compression> set to zstd for every part),
+// STEP_MS=1000 (the spacing of a series' profiles in time: aggs_v1 and, since
+// schema 6, the samples rows are laid out per 10-minute bucket, so 10000 — a
+// scrape every 10 s — is the realistic figure, 1000 puts all 150 in one bucket).
 //
 // Each type is one series, its profiles pushed in order through profefe's
-// API 1 s apart to profd on a fresh ClickHouse database (one per profd
-// binary), then every table is OPTIMIZE FINAL'd and measured: bytes on disk
-// of its active parts (system.parts) and, for profiles, the compressed bytes
+// API STEP_MS apart to profd on a fresh ClickHouse database (one per profd
+// binary), then every MergeTree table (aggs_v1 since schema 5;
+// stack_samples_v1 since 6, counted as "samples") is OPTIMIZE FINAL'd and
+// measured, also apart per table: bytes on disk of its active parts (system.parts) and, for profiles, the compressed bytes
 // of the body column apart (system.columns). Beside it: the embedded block
 // `profd tsdb import` writes from the same files (du of the block dirs),
 // conprof (the gunzipped profiles in consecutive groups of 12, `zstd -3`
@@ -36,6 +40,7 @@ if (!DATA) {
 }
 const PORT0 = Number(process.env.PORT0 || 19470);
 const N = Number(process.env.N || 0);
+const STEP_MS = Number(process.env.STEP_MS || 1000); // between a series' profiles
 const CH_BIN = '/usr/sbin/clickhouse-server';
 const dir = tempDir('pd-chsize-');
 process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
@@ -93,7 +98,7 @@ async function clickhouseBytes(bin, label, port) {
     const p = await startProfd({ storage: path.join(dir, `x-${db}`), port, name: `profd-${db}`,
       extraArgs: ['--storage.backend=clickhouse', `--clickhouse.url=${ch.url}`, `--clickhouse.database=${db}`] });
     for (let k = 0; k < files.length; k++) {
-      const r = await http(`${p.base}/api/0/profiles?` + qs({ service: 'size', type: TYPES[t], instance_id: t, created_at: new Date(T0 + k * 1000).toISOString() }),
+      const r = await http(`${p.base}/api/0/profiles?` + qs({ service: 'size', type: TYPES[t], instance_id: t, created_at: new Date(T0 + k * STEP_MS).toISOString() }),
         { method: 'POST', body: fs.readFileSync(files[k]), timeoutMs: 120000 });
       assert.equal(r.status, 200, `${label} ${files[k]}: ${r.text}`);
     }
@@ -101,19 +106,30 @@ async function clickhouseBytes(bin, label, port) {
     const tables = {};
     // schema v3 (issue 35) writes *_v3 tables; older profds the plain names
     const sfx = Number(await chq(ch, `SELECT count() FROM system.tables WHERE database='${db}' AND name='profiles_v3'`)) ? '_v3' : '';
-    for (const tb of ['profiles', 'samples', 'stacks', 'series', 'series_index']) {
+    // every MergeTree table of the database (aggs_v1 since schema 5, ...):
+    // the classic five by their short names, the others by their own
+    const names = (await chq(ch, `SELECT name FROM system.tables WHERE database='${db}' AND engine LIKE '%MergeTree' AND name != 'schema_version' AND name != 'retention'`)).split('\n').filter(Boolean);
+    const short = (nm) => (sfx && nm.endsWith(sfx) && ['profiles', 'samples', 'stacks', 'series', 'series_index'].includes(nm.slice(0, -sfx.length)) ? nm.slice(0, -sfx.length) : nm);
+    for (const full of names) {
+      const tb = short(full);
       // OPTIMIZE is a no-op while a background merge holds the parts: again
       // until each partition is one part (else a run measures unmerged parts)
       for (let k = 0; k < 60; k++) {
-        await chq(ch, `OPTIMIZE TABLE ${db}.${tb}${sfx} FINAL`);
-        const [parts, parts1] = (await chq(ch, `SELECT count(), uniqExact(partition) FROM system.parts WHERE active AND database='${db}' AND table='${tb}${sfx}'`)).split('\t').map(Number);
+        await chq(ch, `OPTIMIZE TABLE ${db}.${full} FINAL`);
+        const [parts, parts1] = (await chq(ch, `SELECT count(), uniqExact(partition) FROM system.parts WHERE active AND database='${db}' AND table='${full}'`)).split('\t').map(Number);
         if (parts === parts1) break;
         await new Promise((r) => setTimeout(r, 500));
       }
-      tables[tb] = Number(await chq(ch, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='${db}' AND table='${tb}${sfx}'`));
+      tables[tb] = Number(await chq(ch, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='${db}' AND table='${full}'`));
+    }
+    // schema 6 writes the samples rows into stack_samples_v1 (samples_v3 stays, empty)
+    if (tables.stack_samples_v1 !== undefined) {
+      tables.samples = (tables.samples || 0) + tables.stack_samples_v1;
+      delete tables.stack_samples_v1;
     }
     const body = Number(await chq(ch, `SELECT sum(data_compressed_bytes) FROM system.columns WHERE database='${db}' AND table='profiles${sfx}' AND name='body'`));
-    const rows = Number(await chq(ch, `SELECT count() FROM ${db}.samples${sfx}`));
+    const rows = Number(await chq(ch, `SELECT count() FROM ${db}.samples${sfx}`)) +
+      (names.includes('stack_samples_v1') ? Number(await chq(ch, `SELECT count() FROM ${db}.stack_samples_v1`)) : 0);
     const n = Number(await chq(ch, `SELECT count() FROM ${db}.profiles${sfx}`));
     assert.equal(n, files.length, `${label} ${t}: every profile stored`);
     // stacks_v3 rows by kind: schema-4 stacks (80 00 01), locations (80 00 02), schema-3 stacks
@@ -171,5 +187,19 @@ for (const t of Object.keys(sets)) {
 const n = sum.n;
 console.log(`| ALL | ${n} | ${f(sum.gz / n)} | ${f(sum.conprof / n)} | ${(sum.block / n).toFixed(1)} | **${f(sum.v2 / n)}** | ${f(sum.tb.profiles / n)} / ${f(sum.tb.samples / n)} / ${f(sum.tb.stacks / n)} / ${f((sum.tb.series + sum.tb.series_index) / n)} | ${(sum.rows / n).toFixed(0)} |` +
   (v1 ? ` ${f(sum.v1 / n)} | ${f(sum.v1body / n)} |` : '') + ` ${f((sum.v2 + sum.zbody) / n)} |`);
+for (const [lab, r] of [['PROFD_BIN', v2], ['PROFD_BIN_BASE', v1]]) {
+  if (!r) continue;
+  const names = [...new Set(Object.values(r).flatMap((o) => Object.keys(o.tables)))].sort();
+  console.log(`\n${lab}, B/p per table:\n\n| type | ${names.join(' | ')} | total |\n|---|${names.map(() => '---:|').join('')}---:|`);
+  const all = {};
+  let nn = 0;
+  for (const t of Object.keys(sets)) {
+    const o = r[t];
+    nn += o.n;
+    for (const k of names) all[k] = (all[k] || 0) + (o.tables[k] || 0);
+    console.log(`| ${t} | ${names.map((k) => f((o.tables[k] || 0) / o.n)).join(' | ')} | ${f(tot(o) / o.n)} |`);
+  }
+  console.log(`| ALL | ${names.map((k) => f(all[k] / nn)).join(' | ')} | ${f(Object.values(all).reduce((a, b) => a + b, 0) / nn)} |`);
+}
 console.log('\nstacks table rows per type (schema-4 stacks, locations, all distinct keys): ' +
   Object.keys(sets).map((t) => `${t} ${v2[t].kinds.split('\t').join(' / ')}`).join('; '));

@@ -93,11 +93,11 @@ static const catalog_entry catalog[] = {
          "status=\"resolved\",matched=\"true\"", "status=\"resolved\",matched=\"false\"", NULL}},
     {"profd_clickhouse_agg_write_errors_total", PD_METRIC_COUNTER,
      "Insert batches whose aggs_v1 rows were not written (merges read "
-     "their buckets from samples_v3).",
+     "their buckets from the samples rows).",
      NULL},
     {"profd_clickhouse_merge_buckets_total", PD_METRIC_COUNTER,
      "Series-buckets wholly inside merges, by where their sums were read: "
-     "aggregate (aggs_v1) or raw (samples_v3: no or a mismatched "
+     "aggregate (aggs_v1) or raw (the samples rows: no or a mismatched "
      "reconciliation row).",
      (const char *const[]){"path=\"aggregate\"", "path=\"raw\"", NULL}},
     {"profd_clickhouse_batch_seconds_sum", PD_METRIC_COUNTER,

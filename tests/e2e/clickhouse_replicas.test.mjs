@@ -205,8 +205,8 @@ async function mergeTotal(profd) {
 test('two replicas of one shard: one killed under 4 pushers loses no push, no read', async () => {
   const profd = await startProfd({ storage: path.join(dir, 'unused'), name: 'profd',
     extraArgs: [...chArgs([proxyA.url, chB.url]), '--web.threads=8'] });
-  const engines = await chQuery(chA, "SELECT name, engine FROM system.tables WHERE database = 'profd' AND name LIKE '%v3%' ORDER BY name");
-  for (const t of ['profiles_v3_local', 'samples_v3_local', 'stacks_v3_local', 'series_v3_local', 'series_index_v3_local'])
+  const engines = await chQuery(chA, "SELECT name, engine FROM system.tables WHERE database = 'profd' AND (name LIKE '%v3%' OR name LIKE 'stack_samples%') ORDER BY name");
+  for (const t of ['profiles_v3_local', 'samples_v3_local', 'stack_samples_v1_local', 'stacks_v3_local', 'series_v3_local', 'series_index_v3_local'])
     assert.match(engines, new RegExp(`${t}\\tReplicated`), `${t} is replicated:\n${engines}`);
   assert.match(engines, /profiles_v3\tDistributed/);
 
@@ -257,12 +257,12 @@ test('two replicas of one shard: one killed under 4 pushers loses no push, no re
   // A returns (same data dir and ports) and catches up from B
   chA = await startReplica('a', pA, replicas, zk.port);
   const local = async (ch, t) => Number(await chQuery(ch, `SELECT count() FROM profd.${t}_local`));
-  for (const t of ['profiles_v3', 'samples_v3']) {
+  for (const t of ['profiles_v3', 'stack_samples_v1']) {
     await waitFor(`replica a to catch up on ${t}`, async () => (await local(chA, t)) === (await local(chB, t)), 180000, 500);
   }
   const nProfiles = await local(chB, 'profiles_v3');
   console.log(`after A returned: profiles_v3_local a=${await local(chA, 'profiles_v3')} b=${nProfiles}, ` +
-    `samples_v3_local a=${await local(chA, 'samples_v3')} b=${await local(chB, 'samples_v3')}`);
+    `stack_samples_v1_local a=${await local(chA, 'stack_samples_v1')} b=${await local(chB, 'stack_samples_v1')}`);
 
   // every acknowledged profile readable, once: through profd (B) and a profd on A alone
   const readerA = await startProfd({ storage: path.join(dir, 'unused2'), name: 'profd-a', extraArgs: chArgs([chA.url]) });

@@ -10,8 +10,8 @@
  * records the raw path counts. A write whose profiles INSERT failed (its
  * aggs rows landed), an aggs INSERT that failed or landed twice, a bucket
  * written before schema 5: the two differ, and the bucket is read from
- * samples_v3 like the buckets cut by the range's ends. Equal sets of
- * write_ids give equal sums; unequal ones equal sums only by a 2^-64
+ * the samples rows (stack_samples_v1; samples_v3 beside it, schema 6) like the buckets cut by the
+ * range's ends. Equal sets of write_ids give equal sums; unequal ones equal sums only by a 2^-64
  * chance (the hash is a 64-bit mix of random ids).
  */
 #include <stdio.h>
@@ -206,9 +206,14 @@ bool pd__ch_buckets_cut(const ch_buckets *h)
 
 int pd__ch_buckets_put_raw_cut(const ch_buckets *h, pd_buf *b)
 {
-    return pd_buf_printf(b, " AND (ts < %lld OR ts > %lld)",
+    /* the same twice: on ts, and on the buckets for stack_samples_v1's key */
+    return pd_buf_printf(b,
+                         " AND (ts < %lld OR ts > %lld) AND (intDiv(ts, %lld) < %lld OR "
+                         "intDiv(ts, %lld) > %lld)",
                          (long long)(h->lo * PD_CH_AGG_BUCKET_MS),
-                         (long long)((h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1));
+                         (long long)((h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1),
+                         (long long)PD_CH_AGG_BUCKET_MS, (long long)h->lo,
+                         (long long)PD_CH_AGG_BUCKET_MS, (long long)h->hi);
 }
 
 int pd__ch_buckets_put_raw_unmatched(const ch_buckets *h, pd_buf *b)

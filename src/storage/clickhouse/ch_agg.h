@@ -5,11 +5,11 @@
  *
  * Use: pd__ch_buckets_init with the merge's range; send at once the summary
  * SQL, the sums of every whole bucket (pd__ch_buckets_put_agg_sql) and of
- * the cut ends from samples_v3 (pd__ch_buckets_put_raw_cut) beside the
+ * the cut ends from the samples rows (pd__ch_buckets_put_raw_cut) beside the
  * headers; pd__ch_buckets_add for every profiles_v3 row the merge folds (its
  * fingerprint, ts and write_id); pd__ch_buckets_match with the summary's
  * answer; when a bucket did not match (or is odd): read aggs_v1 again
- * without the exceptions and their rows from samples_v3
+ * without the exceptions and their rows from the samples rows
  * (pd__ch_buckets_put_raw_unmatched).
  */
 #ifndef PD_STORAGE_CLICKHOUSE_CH_AGG_H
@@ -41,7 +41,7 @@ typedef struct ch_buckets {
     size_t n_odd, cap_odd;
     size_t n_cut;      /* profiles rows added outside [lo, hi] */
     size_t n_match;    /* buckets matched (pd__ch_buckets_match) */
-    size_t n_raw_rows; /* profiles rows whose sums come from samples_v3 */
+    size_t n_raw_rows; /* profiles rows whose sums come from the samples rows */
     bool clash;        /* two buckets under one key: nothing matches (all raw) */
 } ch_buckets;
 
@@ -82,11 +82,11 @@ int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t 
                                pd_buf *sql);
 /* Whether the range has time outside its whole buckets (its cut ends). */
 bool pd__ch_buckets_cut(const ch_buckets *h);
-/* Appends " AND (ts outside the whole buckets)" to a samples_v3 WHERE: the
+/* Appends " AND (ts outside the whole buckets)" to a samples WHERE: the
  * cut ends, read raw whatever the match. 0 or PD_ENOMEM/PD_ETOOBIG. */
 int pd__ch_buckets_put_raw_cut(const ch_buckets *h, pd_buf *b);
 /* Appends " AND (fingerprint, bucket of ts) IN (the buckets with profiles
- * rows not matched)" to a samples_v3 WHERE. Only with n > n_match. */
+ * rows not matched)" to a samples WHERE. Only with n > n_match. */
 int pd__ch_buckets_put_raw_unmatched(const ch_buckets *h, pd_buf *b);
 
 #endif

@@ -232,7 +232,7 @@ static void flush(pd_ch *c, ch_batch *b)
     par_insert par[4] = {{.c = c, .table = "stacks_v3"},
                          {.c = c, .table = "series_v3"},
                          {.c = c, .table = "series_index_v3"},
-                         {.c = c, .table = "samples_v3", .b = b}};
+                         {.c = c, .table = PD_CH_SAMPLES, .b = b}};
     for (int k = 0; k < 4; k++) {
         pd_buf_init(&par[k].rows, 0);
         pd_err_clear(&par[k].err);

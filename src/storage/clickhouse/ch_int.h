@@ -41,7 +41,10 @@ struct pd_ch {
     bool retention_said;       /* a differing flag was logged (maintenance thread) */
     int64_t grace_ms, maint_ms;
     int64_t (*clock)(void);
-    uint64_t gen; /* appends acknowledged (__atomic): invalidates prefetched points */
+    uint64_t gen;        /* appends acknowledged (__atomic): invalidates prefetched points */
+    bool legacy_samples; /* samples_v3 may hold rows (written before schema 6): reads
+                            read it beside stack_samples_v1 (__atomic; set at open,
+                            cleared by maintenance once it is empty) */
 
     /* the write queue (ch_write.c) */
     pthread_mutex_t mu;
@@ -114,6 +117,24 @@ static inline uint64_t pd__ch_wid_hash(uint64_t w)
     w ^= w >> 27;
     w *= 0x94d049bb133111ebull;
     return w ^ (w >> 31);
+}
+
+/* ---- samples rows (schema 6) ---- */
+
+/* The table samples rows are written to since schema 6 (clickhouse.h):
+ * ORDER BY (fingerprint, intDiv(ts, PD_CH_AGG_BUCKET_MS), stack_hash, ts). */
+#define PD_CH_SAMPLES "stack_samples_v1"
+
+/* Appends " AND intDiv(ts, 600000) BETWEEN a AND b" (the buckets of [mint,
+ * maxt]) to a WHERE on PD_CH_SAMPLES: the condition its primary key serves
+ * (18.16 does not derive the key's expression from a ts range). 0 or
+ * PD_ENOMEM. */
+int pd__ch_put_sample_buckets(pd_buf *b, int64_t mint, int64_t maxt);
+
+/* Whether reads must read samples_v3 too (rows written before schema 6). */
+static inline bool pd__ch_legacy_samples(pd_ch *c)
+{
+    return __atomic_load_n(&c->legacy_samples, __ATOMIC_RELAXED);
 }
 
 /* ---- ch_batch.c ---- */

@@ -551,28 +551,37 @@ static int keep_nonzero(agg *g, uint64_t **want, size_t *n_want, pd_err *err)
     return 0;
 }
 
-/* Appends the samples_v3 sums SELECT of the series fps[0..n) over [mint,
- * maxt] to sql, counting only rows of stored profiles (write_id is unique
- * per append, and a profile's samples rows have its fingerprint and ts:
- * `write_id IN` alone selects the same rows as the tuple, ~25% faster on
- * 18.16, bench/clickhouse/RESULTS.md), restricted by only(H) (NULL: all
- * of the range). Stacks whose sums are all zero are left out by
- * ClickHouse (the merge drops them, and since schema v2 zero-valued
- * samples have rows). */
-static int put_raw_sums(pd_buf *sql, const uint64_t *fps, size_t n, int64_t mint, int64_t maxt,
-                        const ch_buckets *H, int (*only)(const ch_buckets *, pd_buf *))
+/* Appends the sums SELECT of the series fps[0..n) over [mint, maxt] to
+ * sql: over PD_CH_SAMPLES (its bucket condition naming the key) and, while
+ * samples_v3 may hold rows written before schema 6, UNION ALL the same over
+ * samples_v3 (a stack may then have a row from each: add_sums adds them).
+ * Counting only rows of stored profiles (write_id is unique per append, and
+ * a profile's samples rows have its fingerprint and ts: `write_id IN` alone
+ * selects the same rows as the tuple, ~25% faster on 18.16,
+ * bench/clickhouse/RESULTS.md), restricted by only(H) (NULL: all of the
+ * range). Stacks whose sums are all zero are left out by ClickHouse (the
+ * merge drops them, and since schema v2 zero-valued samples have rows). */
+static int put_raw_sums(pd_ch *c, pd_buf *sql, const uint64_t *fps, size_t n, int64_t mint,
+                        int64_t maxt, const ch_buckets *H,
+                        int (*only)(const ch_buckets *, pd_buf *))
 {
-    int rc =
-        pd_buf_puts(sql, "SELECT types_hash, stack_hash, sumForEach(values) FROM samples_v3 WHERE");
-    rc = rc ? rc : put_fp_range(sql, fps, n, mint, maxt);
-    rc = rc ? rc : only ? only(H, sql) : 0;
-    rc = rc ? rc
-            : pd_buf_puts(sql, " AND write_id GLOBAL IN (SELECT write_id FROM profiles_v3 "
-                               "WHERE");
-    rc = rc ? rc : put_fp_range(sql, fps, n, mint, maxt);
-    return rc ? rc
-              : pd_buf_puts(sql, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x "
-                                 "!= 0, sumForEach(values)) FORMAT RowBinary");
+    int rc = 0;
+    int tables = pd__ch_legacy_samples(c) ? 2 : 1;
+    for (int k = 0; rc == 0 && k < tables; k++) {
+        rc = pd_buf_printf(sql, "%sSELECT types_hash, stack_hash, sumForEach(values) FROM %s WHERE",
+                           k ? " UNION ALL " : "", k ? "samples_v3" : PD_CH_SAMPLES);
+        rc = rc ? rc : put_fp_range(sql, fps, n, mint, maxt);
+        rc = rc ? rc : k ? 0 : pd__ch_put_sample_buckets(sql, mint, maxt);
+        rc = rc ? rc : only ? only(H, sql) : 0;
+        rc = rc ? rc
+                : pd_buf_puts(sql, " AND write_id GLOBAL IN (SELECT write_id FROM profiles_v3 "
+                                   "WHERE");
+        rc = rc ? rc : put_fp_range(sql, fps, n, mint, maxt);
+        rc = rc ? rc
+                : pd_buf_puts(sql, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x "
+                                   "!= 0, sumForEach(values))");
+    }
+    return rc ? rc : pd_buf_puts(sql, " FORMAT RowBinary");
 }
 
 /* One group: its refs fps[0..n) (indexes idx[] into the caller's refs).
@@ -615,13 +624,14 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     }
     bool want_q[3] = {true, buckets, buckets && pd__ch_buckets_cut(&H)};
     if (!buckets)
-        rc = put_raw_sums(&bsql[0], fps, n, mint, maxt, NULL, NULL);
+        rc = put_raw_sums(c, &bsql[0], fps, n, mint, maxt, NULL, NULL);
     else
         rc = pd__ch_buckets_put_summary_sql(&H, fps, n, &bsql[0]);
     rc = rc ? rc : !want_q[1] ? 0 : pd__ch_buckets_put_agg_sql(&H, fps, n, false, &bsql[1]);
-    rc = rc           ? rc
-         : !want_q[2] ? 0
-                      : put_raw_sums(&bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_cut);
+    rc = rc ? rc
+         : !want_q[2]
+             ? 0
+             : put_raw_sums(c, &bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_cut);
     if (rc < 0) {
         rc = pd__ch_nomem(err);
         goto out_q;
@@ -714,7 +724,7 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     bool again = H.n_match > 0;
     if ((again && pd__ch_buckets_put_agg_sql(&H, fps, n, true, &bsql[1]) < 0) ||
         (H.n > H.n_match &&
-         put_raw_sums(&bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_unmatched) < 0)) {
+         put_raw_sums(c, &bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_unmatched) < 0)) {
         rc = pd__ch_nomem(err);
         goto out_q;
     }
@@ -928,14 +938,26 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
     pd_buf_reset(&sql);
     pd_buf_release(&resp); /* the rows may outgrow the body's cap */
     pd_buf_init(&resp, CH_MAX_ANSWER);
-    rc = pd_buf_printf(&sql,
-                       "SELECT stack_hash, values FROM samples_v3 WHERE fingerprint = %llu AND "
-                       "day = ",
-                       (unsigned long long)ref);
-    rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
-    rc = rc ? rc
-            : pd_buf_printf(&sql, " AND ts = %lld AND write_id = %llu FORMAT RowBinary",
-                            (long long)ts_ms, (unsigned long long)write_id);
+    /* from PD_CH_SAMPLES, its series' bucket (the key's prefix: a read of
+       the rows the series wrote in those 10 minutes); a profile written
+       before schema 6 is in samples_v3 */
+    rc = 0;
+    for (int k = 0; rc == 0 && k < (pd__ch_legacy_samples(c) ? 2 : 1); k++) {
+        rc = pd_buf_printf(&sql, "%sSELECT stack_hash, values FROM %s WHERE fingerprint = %llu",
+                           k ? " UNION ALL " : "", k ? "samples_v3" : PD_CH_SAMPLES,
+                           (unsigned long long)ref);
+        rc = rc  ? rc
+             : k ? 0
+                 : pd_buf_printf(&sql, " AND intDiv(ts, %lld) = %lld",
+                                 (long long)PD_CH_AGG_BUCKET_MS,
+                                 (long long)(ts_ms / PD_CH_AGG_BUCKET_MS));
+        rc = rc ? rc : pd_buf_puts(&sql, " AND day = ");
+        rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
+        rc = rc ? rc
+                : pd_buf_printf(&sql, " AND ts = %lld AND write_id = %llu", (long long)ts_ms,
+                                (unsigned long long)write_id);
+    }
+    rc = rc ? rc : pd_buf_puts(&sql, " FORMAT RowBinary");
     if (rc < 0) {
         rc = pd__ch_nomem(err);
         goto out;
@@ -1182,15 +1204,24 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
     /* b) one GROUP BY over samples: the sums of each side */
     pd_buf_reset(&sql);
     pd_buf_reset(&resp);
-    rc =
-        pd_buf_printf(&sql,
-                      "SELECT types_hash, stack_hash, sumForEachIf(values, s0) AS v0, "
-                      "sumForEachIf(values, s1) AS v1 FROM (SELECT types_hash, stack_hash, values, "
-                      "ts, %s FROM samples_v3 WHERE%s AND (fingerprint, ts, write_id) GLOBAL IN "
-                      "(SELECT fingerprint, ts, write_id FROM profiles_v3 WHERE%s)) GROUP BY "
-                      "types_hash, stack_hash HAVING arrayExists(x -> x != 0, v0) OR "
-                      "arrayExists(x -> x != 0, v1) FORMAT RowBinary",
-                      flags_cols, env, env);
+    /* (the rows of PD_CH_SAMPLES in the envelope's buckets, and while it
+       may hold rows, UNION ALL those of samples_v3) */
+    rc = pd_buf_puts(&sql, "SELECT types_hash, stack_hash, sumForEachIf(values, s0) AS v0, "
+                           "sumForEachIf(values, s1) AS v1 FROM (");
+    for (int k = 0; rc == 0 && k < (pd__ch_legacy_samples(c) ? 2 : 1); k++) {
+        rc = pd_buf_printf(&sql, "%sSELECT types_hash, stack_hash, values, ts, %s FROM %s WHERE%s",
+                           k ? " UNION ALL " : "", flags_cols, k ? "samples_v3" : PD_CH_SAMPLES,
+                           env);
+        rc = rc ? rc : k ? 0 : pd__ch_put_sample_buckets(&sql, lo, hi);
+        rc = rc ? rc
+                : pd_buf_printf(&sql,
+                                " AND (fingerprint, ts, write_id) GLOBAL IN (SELECT fingerprint, "
+                                "ts, write_id FROM profiles_v3 WHERE%s)",
+                                env);
+    }
+    rc = rc ? rc
+            : pd_buf_puts(&sql, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x != "
+                                "0, v0) OR arrayExists(x -> x != 0, v1) FORMAT RowBinary");
     if (rc < 0) {
         rc = pd__ch_nomem(err);
         goto out;

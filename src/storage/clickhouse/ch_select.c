@@ -49,6 +49,14 @@ int pd__ch_put_range(pd_buf *b, int64_t mint, int64_t maxt)
     return rc;
 }
 
+int pd__ch_put_sample_buckets(pd_buf *b, int64_t mint, int64_t maxt)
+{
+    /* ts >= 0 (appends check it), and C's division truncates as intDiv */
+    return pd_buf_printf(b, " AND intDiv(ts, %lld) BETWEEN %lld AND %lld",
+                         (long long)PD_CH_AGG_BUCKET_MS, (long long)(mint / PD_CH_AGG_BUCKET_MS),
+                         (long long)(maxt / PD_CH_AGG_BUCKET_MS));
+}
+
 /* Queries name their series' fingerprints (IN lists, ~20 bytes and an AST
  * element each, a diff's six times): ClickHouse's max_query_size (256 KiB)
  * and max_ast_elements (50,000) would refuse a merge of ~6,000 series; these

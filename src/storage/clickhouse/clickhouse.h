@@ -52,7 +52,20 @@
  *                values Array(Int64))
  *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts, stack_hash),
  *                index_granularity 1024; one row per sample of the producer's
- *                (a repeated stack, a zero-valued sample: a row each)
+ *                (a repeated stack, a zero-valued sample: a row each).
+ *                Written up to v5; since v6 read only while it has rows
+ *                (pd_ch.legacy_samples), beside stack_samples_v1
+ *   stack_samples_v1 (the columns of samples_v3)
+ *                MergeTree PARTITION BY day ORDER BY (fingerprint,
+ *                intDiv(ts, 600000), stack_hash, ts), index_granularity
+ *                4096: since v6 the samples rows, a stack's rows of one
+ *                series' 10-minute bucket (aggs_v1's) side by side, so that
+ *                LZ4 finds the values repeated from profile to profile (a
+ *                heap profile repeats ~90% of them). A read names the bucket
+ *                (intDiv(ts, 600000) = / BETWEEN, the key's own expression:
+ *                18.16 does not derive it from a ts condition), so a single
+ *                profile reads its series' bucket: rows bounded by what that
+ *                series wrote in 10 minutes, not by the table
  *   aggs_v1      (day, fingerprint, bucket Int64 = ts / 600,000 (10 min), types_hash,
  *                stack_hash, n UInt64, wsum UInt64, valuesMap Nested(type
  *                UInt16, value Int64))
@@ -76,6 +89,9 @@
  * v1 (a body) and v2 are read alike. v4 (no table changed) writes stacks as
  * location keys plus shared location rows; v3 stack rows are still read.
  * v5 adds aggs_v1 (older buckets have no rows there: they are read raw).
+ * v6 writes samples rows into stack_samples_v1 (same columns, rows of a
+ * stack side by side); samples_v3's rows stay where they are and are read
+ * beside the new ones (UNION ALL) until retention has dropped them all.
  * fingerprint = pd_labels_hash(labels) is also the series ref. types_hash
  * hashes the sample types/units and the period type/unit: a merge part
  * never mixes two of them. write_id is random per append: a query counts
@@ -166,15 +182,15 @@
  * every profd uses the recorded value (re-read by each pd__ch_maintain, at
  * open for the time check of appends) and logs when its flag differs.
  * pd__ch_maintain (and a thread every maintenance_ms) drops the whole day
- * partitions older than it of profiles, samples, series_index, stacks and
- * series (on every URL in cluster mode, each shard with its own record).
+ * partitions older than it of aggs, profiles, samples (both tables),
+ * series_index, stacks and series (on every URL in cluster mode, each shard with its own record).
  */
 #ifndef PD_STORAGE_CLICKHOUSE_CLICKHOUSE_H
 #define PD_STORAGE_CLICKHOUSE_CLICKHOUSE_H
 
 #include "storage/storage.h"
 
-#define PD_CH_SCHEMA_VERSION 5
+#define PD_CH_SCHEMA_VERSION 6
 
 /* The previous batch's profiles from which the writer waits the whole
  * flush interval before the next batch (fewer: proportionally less; one:

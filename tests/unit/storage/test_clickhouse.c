@@ -1087,11 +1087,17 @@ static uint64_t log_mark(pd_ch *c)
 
 /* Issue 35 item 4: a single-profile read and its stack lookup read rows in
  * proportion to the profile, not to the tables (schema v3: stacks_v3 in
- * granules of 64 rows, samples_v3 of 1,024; `stack_hash IN (...)` read most
- * of stacks before). The tables are then grown 400,000 rows each (other
- * series, other times of the same series, other stacks) and the same read
- * reads no more than the granules its own rows are in (system.query_log).
- * The merge's stack lookup is the same query. */
+ * granules of 64 rows; `stack_hash IN (...)` read most of stacks before).
+ * Since schema 6 the samples rows are stack_samples_v1's, ordered by
+ * (series, 10-minute bucket, stack, ts): a single read reads its series'
+ * bucket — every profile of that series in those 10 minutes — in granules of
+ * 4,096. The tables are then grown 400,000 rows each (other series, other
+ * buckets of the same series, other stacks; and 5,000 rows of the same
+ * series' bucket) and the same read reads no more than the granules its
+ * series' bucket (its own stacks) is in (system.query_log). The merge's
+ * stack lookup is the same query. */
+#define BUCKET_ROWS 5000
+
 static void test_reads_bounded_by_granules(void **state)
 {
     (void)state;
@@ -1140,20 +1146,32 @@ static void test_reads_bounded_by_granules(void **state)
                      "toString(number) FROM system.numbers LIMIT 400000",
                      (long long)(ts / 86400000));
             PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, NULL, NULL, &err), &err);
+            /* other series around ts, the same series in the buckets before
+               its own (same day), and BUCKET_ROWS rows in its own bucket */
+            long long b0 = (long long)(ts - ts % 600000), day0 = (long long)(ts / 86400000);
             snprintf(sql, sizeof sql,
-                     "INSERT INTO samples_v3 SELECT toDate(%lld), %lld - 1 - number %% 200000, "
-                     "if(number < 200000, %llu, cityHash64(number)), 1, 1, cityHash64(number, 9), "
-                     "[toInt64(1)] FROM system.numbers LIMIT 400000",
-                     (long long)(ts / 86400000), (long long)ts, (unsigned long long)ref);
+                     "INSERT INTO stack_samples_v1 SELECT toDate(%lld), if(number < 200000, "
+                     "%lld - 1 - number %% 200000, %lld - number %% 200000), if(number < 200000, "
+                     "%llu, cityHash64(number)), 1, 1, cityHash64(number, 9), [toInt64(1)] FROM "
+                     "system.numbers LIMIT 400000",
+                     day0, b0, (long long)ts, (unsigned long long)ref);
+            assert_true(b0 - 200000 >= day0 * 86400000);
+            PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, NULL, NULL, &err), &err);
+            snprintf(sql, sizeof sql,
+                     "INSERT INTO stack_samples_v1 SELECT toDate(%lld), %lld + number %% 599000, "
+                     "%llu, 1, 1, cityHash64(number, 11), [toInt64(1)] FROM system.numbers "
+                     "LIMIT %d",
+                     day0, b0, (unsigned long long)ref, BUCKET_ROWS);
             PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, NULL, NULL, &err), &err);
             PD_ASSERT_OK(
                 pd__ch_exec(c, "OPTIMIZE TABLE stacks_v3 FINAL", NULL, 0, NULL, NULL, NULL, &err),
                 &err);
-            PD_ASSERT_OK(
-                pd__ch_exec(c, "OPTIMIZE TABLE samples_v3 FINAL", NULL, 0, NULL, NULL, NULL, &err),
-                &err);
+            PD_ASSERT_OK(pd__ch_exec(c, "OPTIMIZE TABLE stack_samples_v1 FINAL", NULL, 0, NULL,
+                                     NULL, NULL, &err),
+                         &err);
             assert_true(ch_u64(c, "SELECT count() FROM stacks_v3 FORMAT RowBinary") >= 400000);
-            assert_true(ch_u64(c, "SELECT count() FROM samples_v3 FORMAT RowBinary") >= 400000);
+            assert_true(ch_u64(c, "SELECT count() FROM stack_samples_v1 FORMAT RowBinary") >=
+                        400000);
         }
         uint64_t mark = log_mark(c);
         pd_profile q;
@@ -1164,20 +1182,23 @@ static void test_reads_bounded_by_granules(void **state)
         pd_profile_release(&q);
         rows_stacks[round] =
             rows_read_since(c, mark, "SELECT stack_hash, any(stack) FROM stacks_v3");
-        rows_samples[round] = rows_read_since(c, mark, "SELECT stack_hash, values FROM samples_v3");
+        rows_samples[round] =
+            rows_read_since(c, mark, "SELECT stack_hash, values FROM stack_samples_v1");
         print_message("round %d: %zu samples, %zu stacks, %zu locations: read %llu rows of "
-                      "samples_v3, %llu of stacks_v3\n",
+                      "stack_samples_v1, %llu of stacks_v3\n",
                       round, n_samples, n_stacks, n_rows - n_stacks,
                       (unsigned long long)rows_samples[round],
                       (unsigned long long)rows_stacks[round]);
     }
     /* at most the granules holding the profile's rows: each stack (and
        location) in its own granule of 64 (and the granule next to it), the
-       samples (one series, one ts: contiguous) in whole granules of 1,024 */
+       samples (one series, one bucket: contiguous) in whole granules of
+       4,096 — the profile's alone, then with the rows added to its bucket */
     for (int round = 0; round < 2; round++) {
+        size_t bucket_rows = n_samples + (round ? BUCKET_ROWS : 0);
         assert_true(rows_stacks[round] > 0 && rows_samples[round] >= n_samples);
         assert_true(rows_stacks[round] <= 2 * 64 * n_rows);
-        assert_true(rows_samples[round] <= (n_samples / 1024 + 2) * 1024);
+        assert_true(rows_samples[round] <= (bucket_rows / 4096 + 2) * 4096);
     }
     /* and far less than the 400,000 rows each table grew by */
     assert_true(rows_stacks[1] * 10 < 400000);

@@ -11,7 +11,9 @@
  *    aggs_v1 rows land, its commit row does not) and a batch whose aggs_v1
  *    INSERT fails: the answers stay equal to the TSDB's, the hour is read
  *    raw; the same after a restart (close, open);
- *  - retention drops aggs_v1's old days with the other tables'.
+ *  - retention drops aggs_v1's old days with the other tables';
+ *  - a version-5 database (samples in samples_v3) upgraded to 6: merges and
+ *    single reads equal to the TSDB's over old rows, new rows and both.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -283,7 +285,7 @@ static void test_failed_writes_stay_exact(void **state)
     ch_do(c, "RENAME TABLE profiles_v3_off TO profiles_v3");
     /* the injection did what it says: aggs_v1 counts 2 profiles there */
     uint64_t fp = ch_u64(c,
-                         "SELECT any(fingerprint) FROM samples_v3 WHERE ts = %lld FORMAT "
+                         "SELECT any(fingerprint) FROM stack_samples_v1 WHERE ts = %lld FORMAT "
                          "RowBinary",
                          (long long)t_fail);
     assert_int_equal(ch_u64(c,
@@ -349,12 +351,106 @@ static void test_retention_drops_aggs(void **state)
     pd_storage_close(ch);
 }
 
+/* Every stored profile read alone from both stores: equal (the profiles
+ * pushed by put, g_put). */
+static void check_singles(pd_storage *ch, pd_storage *ts, const char *when)
+{
+    uint64_t rc[3], rt[3];
+    refs_of(ch, rc);
+    refs_of(ts, rt);
+    pd_err err, why;
+    for (size_t i = 0; i < g_n_put; i++) {
+        pd_profile a, b;
+        PD_ASSERT_OK(pd_storage_read_profile(ch, rc[g_put[i].s], g_put[i].ts, &a, NULL, &err),
+                     &err);
+        PD_ASSERT_OK(pd_storage_read_profile(ts, rt[g_put[i].s], g_put[i].ts, &b, NULL, &err),
+                     &err);
+        pd_err_clear(&why);
+        bool eq = pd_profile_equal(&a, &b, &why);
+        pd_profile_release(&a);
+        pd_profile_release(&b);
+        if (!eq)
+            fail_msg("%s: profile %zu (series %d at %lld) differs: %s", when, i, g_put[i].s,
+                     (long long)g_put[i].ts, why.msg);
+    }
+}
+
+/* Schema 6 (stack_samples_v1): a version-5 database — its samples rows in
+ * samples_v3, no stack_samples_v1 — opened by this profd is migrated to 6
+ * and every merge (check_ranges: whole, cut, one-bucket and all-time
+ * ranges, per series and grouped) and every single read equals the TSDB's,
+ * from the old rows alone, then with new appends (stack_samples_v1) beside
+ * them — also in buckets holding rows of both tables — through aggs_v1 and
+ * raw. Once samples_v3 is empty (retention dropped its days) a maintenance
+ * pass stops reading it. */
+static void test_upgrade_from_v5(void **state)
+{
+    (void)state;
+    need_server();
+    const int64_t h0 = 1795708800000 + 30 * HOUR;
+    g_now = h0 + 5 * HOUR;
+    g_n_put = 0;
+    pd_storage *ch = open_store("agg_v5");
+    char dir[] = "/tmp/pd_ch_agg5_XXXXXX";
+    pd_storage *ts = open_tsdb(dir);
+    for (size_t k = 0; k < 12; k++) /* hours 0-1 */
+        for (int s = 0; s < 3; s++)
+            put(ch, ts, (char)('a' + s), h0 + (int64_t)k * 600000 + s * 1000, k + (size_t)s);
+    pd_storage_close(ch);
+
+    /* the database as a version-5 profd left it */
+    pd_ch *c = open_sql("agg_v5");
+    uint64_t n_old = ch_u64(c, "SELECT count() FROM stack_samples_v1 FORMAT RowBinary");
+    assert_true(n_old > 0);
+    ch_do(c, "INSERT INTO samples_v3 SELECT * FROM stack_samples_v1");
+    ch_do(c, "DROP TABLE stack_samples_v1");
+    ch_do(c, "TRUNCATE TABLE schema_version");
+    ch_do(c, "INSERT INTO schema_version VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0)");
+
+    ch = open_store("agg_v5");
+    assert_int_equal(
+        ch_u64(c, "SELECT toUInt64(max(version)) FROM schema_version FORMAT RowBinary"),
+        PD_CH_SCHEMA_VERSION);
+    assert_int_equal(ch_u64(c, "SELECT count() FROM stack_samples_v1 FORMAT RowBinary"), 0);
+    size_t whole;
+    check_ranges(ch, ts, h0, "version-5 rows", &whole);
+    check_singles(ch, ts, "version-5 rows");
+
+    /* new appends: hours 2-3, and into buckets of hours 0-1 (rows of both
+       tables in one bucket, its aggs rows adding up) */
+    for (size_t k = 12; k < 24; k++)
+        for (int s = 0; s < 3; s++)
+            put(ch, ts, (char)('a' + s), h0 + (int64_t)k * 600000 + s * 1000, k + (size_t)s);
+    put(ch, ts, 'a', h0 + 5 * 60000, 1);
+    put(ch, ts, 'b', h0 + HOUR + 7 * 60000, 2);
+    assert_int_equal(ch_u64(c, "SELECT count() FROM samples_v3 FORMAT RowBinary"), n_old);
+    assert_true(ch_u64(c, "SELECT count() FROM stack_samples_v1 FORMAT RowBinary") > 0);
+    double via = check_ranges(ch, ts, h0, "version-5 and -6 rows", &whole);
+    assert_true(via > 0);
+    check_singles(ch, ts, "version-5 and -6 rows");
+    ch_do(c, "TRUNCATE TABLE aggs_v1");
+    assert_int_equal((long long)check_ranges(ch, ts, h0, "both, raw", &whole), 0);
+
+    /* samples_v3 emptied (as retention leaves it): not read any more */
+    pd_ch *c2 = open_sql("agg_v5");
+    assert_true(pd__ch_legacy_samples(c2));
+    ch_do(c, "TRUNCATE TABLE samples_v3");
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_maintain(c2, &err), &err);
+    assert_false(pd__ch_legacy_samples(c2));
+    pd__ch_close(c2);
+    pd__ch_close(c);
+    pd_storage_close(ch);
+    rm_tsdb(ts, dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merges_equal_embedded),
         cmocka_unit_test(test_failed_writes_stay_exact),
         cmocka_unit_test(test_retention_drops_aggs),
+        cmocka_unit_test(test_upgrade_from_v5),
     };
     int rc = load_all(NULL);
     if (rc == 0)
