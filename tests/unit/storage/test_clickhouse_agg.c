@@ -15,6 +15,8 @@
  *    where exact: real, uniform, with times of their own, and changed
  *    (a zero time or period, a doc_url or comments on some, another
  *    default sample type, a second sample-type set) — equal to the TSDB;
+ *  - the sample-type runs a merge checks first come from the select's own
+ *    query where a series' sets do not interleave (equal to the TSDB's);
  *  - retention drops aggs_v1's old days with the other tables'.
  */
 #include <stdarg.h>
@@ -340,7 +342,8 @@ enum {
     H_DEFAULT_TYPE, /* c's profiles with another default_sample_type than a's and b's */
     H_TYPES,        /* c's profiles of other sample types (a second part) */
     H_TIMES,        /* every time_nanos and duration_nanos its own (no zero) */
-    H_N
+    H_N,
+    H_RUNS /* b: other sample types in the middle; c: in its second half */
 };
 
 /* Appends profile k of series inst (a, b, c) at t — heap profile (k +
@@ -381,6 +384,12 @@ static void put_hdr(pd_storage *ch, pd_storage *ts, char inst, int64_t t, size_t
         break;
     case H_TYPES:
         if (c) {
+            p.sample_type[0].type = s1;
+            p.sample_type[1].type = s0;
+        }
+        break;
+    case H_RUNS:
+        if ((b && k >= 20 && k < 30) || (c && k >= 30)) {
             p.sample_type[0].type = s1;
             p.sample_type[1].type = s0;
         }
@@ -455,6 +464,83 @@ static void test_headers_exact(void **state)
     }
 }
 
+/* pd_storage_read_type_runs after a select: equal to the TSDB's for a
+ * series of one sample-type set (a), of two interleaved (b: A, B, A) and
+ * of two one after the other (c: A, B); a's and c's are served by what
+ * the select's own query answered (profiles_v3 renamed away meanwhile),
+ * b's read its points. */
+static void test_type_runs_from_select(void **state)
+{
+    (void)state;
+    need_server();
+    const int64_t h0 = 1795708800000 + 40 * HOUR;
+    g_now = h0 + 5 * HOUR;
+    pd_storage *ch = open_store("agg_runs");
+    char dir[] = "/tmp/pd_ch_aggr_XXXXXX";
+    pd_storage *ts = open_tsdb(dir);
+    for (size_t k = 0; k < 60; k++)
+        for (int s = 0; s < 3; s++)
+            put_hdr(ch, ts, (char)('a' + s), h0 + (int64_t)k * 240000 + s * 1000, k, H_RUNS);
+    const int64_t a = h0 + 600000, z = h0 + 3 * HOUR; /* from inside, a few runs each */
+    pd_matcher m;
+    pd_err err;
+    PD_ASSERT_OK(pd_matcher_init(&m, PD_MATCH_EQ, "__name__", "heap", &err), &err);
+    uint64_t rc_[3], rt[3];
+    refs_of(ch, rc_);
+    refs_of(ts, rt);
+    pd_points pt[3];
+    size_t nt[3];
+    for (int k = 0; k < 3; k++) {
+        memset(&pt[k], 0, sizeof pt[k]);
+        PD_ASSERT_OK(pd_storage_read_type_runs(ts, rt[k], a, z, &pt[k], &nt[k], &err), &err);
+    }
+    pd_series_set set;
+    PD_ASSERT_OK(pd_storage_select(ch, &m, 1, a, z, &set, &err), &err);
+    assert_int_equal(set.n, 3);
+    pd_ch *c = open_sql("agg_runs");
+    ch_do(c, "RENAME TABLE profiles_v3 TO profiles_v3_off");
+    for (int k = 0; k < 3; k++) {
+        pd_points pc = {0};
+        size_t nc = 0;
+        int r = pd_storage_read_type_runs(ch, rc_[k], a, z, &pc, &nc, &err);
+        if (k == 1) { /* interleaved: its points are read (the table is away) */
+            assert_true(r < 0);
+            continue;
+        }
+        PD_ASSERT_OK(r, &err);
+        assert_int_equal(nc, nt[k]);
+        assert_int_equal(pc.n, pt[k].n);
+        assert_int_equal(pc.n, k == 0 ? 1 : 2);
+        for (size_t i = 0; i < pc.n; i++) {
+            assert_int_equal(pc.v[i].ts_ms, pt[k].v[i].ts_ms);
+            assert_int_equal(pc.v[i].n_types, pt[k].v[i].n_types);
+            for (size_t t = 0; t < pc.v[i].n_types; t++) {
+                assert_string_equal(pc.v[i].types[t].type, pt[k].v[i].types[t].type);
+                assert_string_equal(pc.v[i].types[t].unit, pt[k].v[i].types[t].unit);
+            }
+        }
+        pd_points_release(&pc);
+    }
+    ch_do(c, "RENAME TABLE profiles_v3_off TO profiles_v3");
+    /* b, read: the TSDB's three runs */
+    pd_points pb = {0};
+    size_t nb = 0;
+    PD_ASSERT_OK(pd_storage_read_type_runs(ch, rc_[1], a, z, &pb, &nb, &err), &err);
+    assert_int_equal(nb, nt[1]);
+    assert_int_equal(pb.n, 3);
+    assert_int_equal(pt[1].n, 3);
+    for (size_t i = 0; i < pb.n; i++)
+        assert_int_equal(pb.v[i].ts_ms, pt[1].v[i].ts_ms);
+    pd_points_release(&pb);
+    for (int k = 0; k < 3; k++)
+        pd_points_release(&pt[k]);
+    pd_series_set_release(&set);
+    pd_matcher_release(&m);
+    pd__ch_close(c);
+    pd_storage_close(ch);
+    rm_tsdb(ts, dir);
+}
+
 static void test_retention_drops_aggs(void **state)
 {
     (void)state;
@@ -490,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_merges_equal_embedded),
         cmocka_unit_test(test_failed_writes_stay_exact),
         cmocka_unit_test(test_headers_exact),
+        cmocka_unit_test(test_type_runs_from_select),
         cmocka_unit_test(test_retention_drops_aggs),
     };
     int rc = load_all(NULL);
