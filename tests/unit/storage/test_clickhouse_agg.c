@@ -340,7 +340,7 @@ enum {
     H_DOC_ONE,      /* one profile of b (not its bucket's first) with a doc_url */
     H_COMMENTS,     /* b's profiles of one bucket commented "x", a later one "y" */
     H_DEFAULT_TYPE, /* c's profiles with another default_sample_type than a's and b's */
-    H_TYPES,        /* c's profiles of other sample types (a second part) */
+    H_TYPES,        /* a's profiles of other sample types (a second part, first) */
     H_TIMES,        /* every time_nanos and duration_nanos its own (no zero) */
     H_N,
     H_RUNS /* b: other sample types in the middle; c: in its second half */
@@ -383,7 +383,7 @@ static void put_hdr(pd_storage *ch, pd_storage *ts, char inst, int64_t t, size_t
         p.default_sample_type = c ? s1 : s0;
         break;
     case H_TYPES:
-        if (c) {
+        if (inst == 'a') {
             p.sample_type[0].type = s1;
             p.sample_type[1].type = s0;
         }
