@@ -29,9 +29,9 @@
 typedef struct part {
     uint64_t types_hash;
     pd_storage_agg_part info;
-    size_t first_ref; /* lowest index into refs among its series */
+    size_t first_ref;  /* lowest index into refs among its series */
     uint64_t first_fp; /* the series of its first profile (min_ts, then fingerprint) */
-    pd_u64map fps;    /* distinct fingerprints */
+    pd_u64map fps;     /* distinct fingerprints */
     /* header (from the first profile, folded) */
     char **types, **units; /* n_types */
     size_t n_types;
@@ -692,8 +692,9 @@ static int fold_headers(agg *g, const uint64_t *fps, size_t n, const pd_u64map *
     hsum *v = NULL;
     size_t nv = 0, cap = 0, n_bad = 0;
     uint64_t from_rows = 0, from_sums = 0;
-    int rc = pd_buf_printf(&sql, "SELECT types_hash, fingerprint, toInt64(intDiv(ts, %lld)) AS b, "
-                                 "count(), sum(",
+    int rc = pd_buf_printf(&sql,
+                           "SELECT types_hash, fingerprint, toInt64(intDiv(ts, %lld)) AS b, "
+                           "count(), sum(",
                            (long long)PD_CH_AGG_BUCKET_MS);
     rc = rc ? rc
             : pd_buf_puts(&sql, PD_CH_WID_HASH_SQL
@@ -765,8 +766,8 @@ static int fold_headers(agg *g, const uint64_t *fps, size_t n, const pd_u64map *
     for (size_t i = 0; i < nv; i++) {
         if (pd_u64map_get(&bad, v[i].th, NULL))
             continue;
-        if ((rc = fold_hdr(g, v[i].th, v[i].fp, v[i].t0, v[i].t1, v[i].n, &v[i].h, ref_idx,
-                           err)) < 0)
+        if ((rc = fold_hdr(g, v[i].th, v[i].fp, v[i].t0, v[i].t1, v[i].n, &v[i].h, ref_idx, err)) <
+            0)
             goto out;
         from_sums += v[i].n;
     }
@@ -827,12 +828,11 @@ out:
 /* One group: its refs fps[0..n) (indexes idx[] into the caller's refs).
  *
  * a) the profiles' headers (fold_headers: summed per series-bucket where
- * exact, else rows in time order; counted in their series-buckets), beside (one round trip of latency) b) the
- * sums from samples_v3 when no 10-minute bucket lies wholly inside the
- * range; else aggs_v1's reconciliation rows of those buckets, their sums
- * from aggs_v1 and the cut ends' from samples_v3 (ch_agg.h) — a second
- * round trip only when a bucket's reconciliation differs; c) the stacks that
- * survived, resolved with IN; d) one part per sample-type set. */
+ * exact, else rows in time order; counted in their series-buckets), beside (one round trip of
+ * latency) b) the sums from samples_v3 when no 10-minute bucket lies wholly inside the range; else
+ * aggs_v1's reconciliation rows of those buckets, their sums from aggs_v1 and the cut ends' from
+ * samples_v3 (ch_agg.h) — a second round trip only when a bucket's reconciliation differs; c) the
+ * stacks that survived, resolved with IN; d) one part per sample-type set. */
 static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx, int64_t mint,
                      int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
                      void *ctx, pd_u64map *all_fps, pd_err *err)

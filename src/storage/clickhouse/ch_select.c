@@ -381,7 +381,7 @@ typedef struct pcache {
     pd_u64map ridx; /* ref -> index into rents + 1; absent: runs not known */
     pcache_ent *rents;
     size_t n_rents;
-    pd_point *runs; /* first ts and types of each run (totals NULL) */
+    pd_point *runs;  /* first ts and types of each run (totals NULL) */
     uint64_t *run_n; /* profiles in each run */
     size_t n_runs;
     pd_arena a;
@@ -522,8 +522,7 @@ fail:
 static pcache *cache_for(pd_ch *c, int64_t mint, int64_t maxt)
 {
     pcache *pc = thread_cache(false);
-    if (!pc || !pc->where || pc->c != c ||
-        pc->gen != __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) ||
+    if (!pc || !pc->where || pc->c != c || pc->gen != __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) ||
         c->clock() - pc->born > CH_CACHE_MS || c->clock() < pc->born || mint < pc->mint ||
         maxt > pc->maxt)
         return NULL;
