@@ -100,6 +100,11 @@ static const catalog_entry catalog[] = {
      "aggregate (aggs_v1) or raw (the samples rows: no or a mismatched "
      "reconciliation row).",
      (const char *const[]){"path=\"aggregate\"", "path=\"raw\"", NULL}},
+    {"profd_clickhouse_merge_header_profiles_total", PD_METRIC_COUNTER,
+     "Profiles whose headers merges folded, by how they were read: summary "
+     "(one row per series-bucket, exact: uniform headers, no zero period or "
+     "time) or rows (one per profile).",
+     (const char *const[]){"path=\"summary\"", "path=\"rows\"", NULL}},
     {"profd_clickhouse_batch_seconds_sum", PD_METRIC_COUNTER,
      "Seconds spent writing insert batches.", NULL},
     {"profd_clickhouse_batches_total", PD_METRIC_COUNTER, "Insert batches written to ClickHouse.",

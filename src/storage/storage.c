@@ -399,7 +399,10 @@ int pd_storage_read_type_runs(pd_storage *s, uint64_t ref, int64_t mint, int64_t
     *n_profiles = 0;
     if (!s->ch)
         return pd_tsdb_read_type_runs(s->tsdb, ref, mint, maxt, out, n_profiles, err);
-    int rc = pd__ch_read_points(s->ch, ref, mint, maxt, out, err);
+    int rc = pd__ch_read_type_runs(s->ch, ref, mint, maxt, out, n_profiles, err);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    rc = pd__ch_read_points(s->ch, ref, mint, maxt, out, err);
     if (rc < 0)
         return rc;
     *n_profiles = out->n;

@@ -59,9 +59,14 @@ static uint64_t slot_key(uint64_t fp, int64_t bucket)
 
 int pd__ch_buckets_add(ch_buckets *h, uint64_t fp, int64_t ts, uint64_t write_id)
 {
+    return pd__ch_buckets_add_sum(h, fp, ts, 1, pd__ch_wid_hash(write_id));
+}
+
+int pd__ch_buckets_add_sum(ch_buckets *h, uint64_t fp, int64_t ts, uint64_t n, uint64_t wsum)
+{
     int64_t bucket = floor_div(ts, PD_CH_AGG_BUCKET_MS);
     if (bucket < h->lo || bucket > h->hi) {
-        h->n_cut++;
+        h->n_cut += n;
         return 0;
     }
     uint64_t k = slot_key(fp, bucket), at;
@@ -82,8 +87,8 @@ int pd__ch_buckets_add(ch_buckets *h, uint64_t fp, int64_t ts, uint64_t write_id
             return PD_ENOMEM;
         h->v[h->n++] = (ch_bucket){.fp = fp, .bucket = bucket};
     }
-    h->v[at].n++;
-    h->v[at].wsum += pd__ch_wid_hash(write_id);
+    h->v[at].n += n;
+    h->v[at].wsum += wsum;
     return 0;
 }
 

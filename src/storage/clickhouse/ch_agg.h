@@ -57,6 +57,10 @@ static inline bool pd__ch_buckets_any(const ch_buckets *h)
 /* Counts one profiles_v3 row of series fp at ts (ms) of write write_id.
  * 0 or PD_ENOMEM. */
 int pd__ch_buckets_add(ch_buckets *h, uint64_t fp, int64_t ts, uint64_t write_id);
+/* Counts n profiles rows of series fp in the bucket holding ts (ms) whose
+ * pd__ch_wid_hash(write_id) sum (mod 2^64) to wsum: a bucket's header
+ * summary (the SQL's sum of PD_CH_WID_HASH_SQL). 0 or PD_ENOMEM. */
+int pd__ch_buckets_add_sum(ch_buckets *h, uint64_t fp, int64_t ts, uint64_t n, uint64_t wsum);
 /* Appends the SELECT of aggs_v1's reconciliation rows of the series
  * fps[0..n) over h's buckets (RowBinary: fingerprint, bucket, n, wsum) to sql.
  * 0 or PD_ENOMEM/PD_ETOOBIG. */

@@ -118,6 +118,12 @@ static inline uint64_t pd__ch_wid_hash(uint64_t w)
     w *= 0x94d049bb133111ebull;
     return w ^ (w >> 31);
 }
+/* pd__ch_wid_hash(write_id) as a ClickHouse expression (UInt64 arithmetic
+ * wraps as C's; checked against the C function by storage_clickhouse_agg). */
+#define PD_CH_WID_HASH_SQL                                                                         \
+    "bitXor(multiply(bitXor(multiply(bitXor(write_id, bitShiftRight(write_id, 30)), "              \
+    "13787848793156543929) AS wh1, bitShiftRight(wh1, 27)), 10723151780598845931) AS wh2, "        \
+    "bitShiftRight(wh2, 31))"
 
 /* ---- samples rows (schema 6) ---- */
 

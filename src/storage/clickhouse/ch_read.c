@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/metrics.h"
 #include "storage/clickhouse/ch_agg.h"
 #include "storage/clickhouse/ch_int.h"
 #include "storage/tsdb/warnings_int.h"
@@ -28,8 +29,9 @@
 typedef struct part {
     uint64_t types_hash;
     pd_storage_agg_part info;
-    size_t first_ref; /* lowest index into refs among its series */
-    pd_u64map fps;    /* distinct fingerprints */
+    size_t first_ref;  /* lowest index into refs among its series */
+    uint64_t first_fp; /* the series of its first profile (min_ts, then fingerprint) */
+    pd_u64map fps;     /* distinct fingerprints */
     /* header (from the first profile, folded) */
     char **types, **units; /* n_types */
     size_t n_types;
@@ -97,44 +99,97 @@ static part *find_part(agg *g, uint64_t th)
     return NULL;
 }
 
-/* Reads one profiles row of the meta query into its part (new or folded). */
-static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
+/* A profile header as the headers query answers it (one profiles_v3 row,
+ * or a bucket's summary: period max, time_nanos min, duration_nanos summed
+ * and the invariant fields of any of its rows). Strings in the agg's arena. */
+typedef struct hdr {
+    char **types, **units; /* n_types */
+    size_t n_types;
+    char *pt, *pu;
+    int64_t period, tn, dn;
+    char **cm; /* n_cm */
+    size_t n_cm;
+    char *drop, *keep, *dst, *doc;
+} hdr;
+
+/* Reads a header (sample_types, sample_units, period_type, period_unit,
+ * period, time_nanos, duration_nanos, comments, drop_frames, keep_frames,
+ * default_sample_type, doc_url) from r. 0, 1 (malformed), PD_ENOMEM. */
+static int read_hdr(agg *g, ch_rd *r, hdr *h, pd_err *err)
 {
-    uint64_t th = pd__ch_rd_u64(r), fp = pd__ch_rd_u64(r);
-    int64_t ts = (int64_t)pd__ch_rd_u64(r);
     uint64_t nt = pd__ch_rd_varint(r);
     if (r->bad || nt > r->len)
         return 1;
-    char **types = pd_arena_calloc(&g->a, nt + 1, sizeof *types);
-    char **units = pd_arena_calloc(&g->a, nt + 1, sizeof *units);
-    if (!types || !units)
+    h->types = pd_arena_calloc(&g->a, nt + 1, sizeof *h->types);
+    h->units = pd_arena_calloc(&g->a, nt + 1, sizeof *h->units);
+    if (!h->types || !h->units)
         return pd__ch_nomem(err);
+    h->n_types = nt;
     for (size_t i = 0; i < nt; i++)
-        types[i] = pd__ch_rd_arena_str(r, &g->a);
+        h->types[i] = pd__ch_rd_arena_str(r, &g->a);
     if (pd__ch_rd_varint(r) != nt)
         return 1;
     for (size_t i = 0; i < nt; i++)
-        units[i] = pd__ch_rd_arena_str(r, &g->a);
-    char *pt = pd__ch_rd_arena_str(r, &g->a), *pu = pd__ch_rd_arena_str(r, &g->a);
-    int64_t period = (int64_t)pd__ch_rd_u64(r), tn = (int64_t)pd__ch_rd_u64(r),
-            dn = (int64_t)pd__ch_rd_u64(r);
+        h->units[i] = pd__ch_rd_arena_str(r, &g->a);
+    h->pt = pd__ch_rd_arena_str(r, &g->a);
+    h->pu = pd__ch_rd_arena_str(r, &g->a);
+    h->period = (int64_t)pd__ch_rd_u64(r);
+    h->tn = (int64_t)pd__ch_rd_u64(r);
+    h->dn = (int64_t)pd__ch_rd_u64(r);
     uint64_t nc = pd__ch_rd_varint(r);
     if (r->bad || nc > r->len)
         return 1;
-    char **cm = pd_arena_calloc(&g->a, nc + 1, sizeof *cm);
-    if (!cm)
+    h->cm = pd_arena_calloc(&g->a, nc + 1, sizeof *h->cm);
+    if (!h->cm)
         return pd__ch_nomem(err);
+    h->n_cm = nc;
     for (size_t i = 0; i < nc; i++)
-        cm[i] = pd__ch_rd_arena_str(r, &g->a);
-    char *drop = pd__ch_rd_arena_str(r, &g->a), *keep = pd__ch_rd_arena_str(r, &g->a),
-         *dst = pd__ch_rd_arena_str(r, &g->a), *doc = pd__ch_rd_arena_str(r, &g->a);
+        h->cm[i] = pd__ch_rd_arena_str(r, &g->a);
+    h->drop = pd__ch_rd_arena_str(r, &g->a);
+    h->keep = pd__ch_rd_arena_str(r, &g->a);
+    h->dst = pd__ch_rd_arena_str(r, &g->a);
+    h->doc = pd__ch_rd_arena_str(r, &g->a);
     if (r->bad)
         return 1;
-    if (!pt || !pu || !drop || !keep || !dst || !doc)
+    for (size_t i = 0; i < nt; i++)
+        if (!h->types[i] || !h->units[i])
+            return r->bad ? 1 : pd__ch_nomem(err);
+    for (size_t i = 0; i < nc; i++)
+        if (!h->cm[i])
+            return pd__ch_nomem(err);
+    if (!h->pt || !h->pu || !h->drop || !h->keep || !h->dst || !h->doc)
         return pd__ch_nomem(err);
+    return 0;
+}
+
+/* Whether a and b have the same invariant fields (all but period,
+ * time_nanos and duration_nanos). */
+static bool same_invariants(const hdr *a, const hdr *b)
+{
+    if (a->n_types != b->n_types || a->n_cm != b->n_cm || strcmp(a->pt, b->pt) ||
+        strcmp(a->pu, b->pu) || strcmp(a->drop, b->drop) || strcmp(a->keep, b->keep) ||
+        strcmp(a->dst, b->dst) || strcmp(a->doc, b->doc))
+        return false;
+    for (size_t i = 0; i < a->n_types; i++)
+        if (strcmp(a->types[i], b->types[i]) || strcmp(a->units[i], b->units[i]))
+            return false;
+    for (size_t i = 0; i < a->n_cm; i++)
+        if (strcmp(a->cm[i], b->cm[i]))
+            return false;
+    return true;
+}
+
+/* Folds n profiles of series fp with sample-type set th, times [t0, t1]
+ * (ms), header h, into their part (new or folded) under pprof's header
+ * rules (profile.Merge, as tsdb/aggregate.c). n = 1: one profiles row, in
+ * (ts, fingerprint) order; n > 1: a bucket's summary (hsum), whose
+ * headers are uniform and hold no zero period or time_nanos — the rules
+ * are then min, max and sum, whatever the order. */
+static int fold_hdr(agg *g, uint64_t th, uint64_t fp, int64_t t0, int64_t t1, uint64_t n,
+                    const hdr *h, const pd_u64map *ref_idx, pd_err *err)
+{
     uint64_t ri = 0;
     (void)pd_u64map_get(ref_idx, fp, &ri);
-
     part *p = find_part(g, th);
     if (!p) {
         part *v = realloc(g->parts, (g->n_parts + 1) * sizeof *v);
@@ -146,45 +201,48 @@ static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
         pd_u64map_init(&p->fps);
         pd_u64map_init(&p->at);
         p->types_hash = th;
-        p->types = types;
-        p->units = units;
-        p->n_types = nt;
-        p->period_type = pt;
-        p->period_unit = pu;
-        p->period = period;
-        p->time_nanos = tn;
-        p->duration_nanos = dn;
-        p->drop = drop;
-        p->keep = keep;
-        p->dst = dst;
-        p->doc = doc;
+        p->types = h->types;
+        p->units = h->units;
+        p->n_types = h->n_types;
+        p->period_type = h->pt;
+        p->period_unit = h->pu;
+        p->period = h->period;
+        p->time_nanos = h->tn;
+        p->duration_nanos = h->dn;
+        p->drop = h->drop;
+        p->keep = h->keep;
+        p->dst = h->dst;
+        p->doc = h->doc;
         p->comments = pd_arena_calloc(&g->a, 64, sizeof *p->comments);
         if (!p->comments)
             return pd__ch_nomem(err);
-        p->info.min_ts = p->info.max_ts = ts;
+        p->info.min_ts = t0;
+        p->info.max_ts = t1;
         p->first_ref = (size_t)ri;
+        p->first_fp = fp;
     } else {
-        /* pprof's header rules (profile.Merge), as tsdb/aggregate.c */
-        if (p->time_nanos == 0 || tn < p->time_nanos)
-            p->time_nanos = tn;
-        if (p->period == 0 || p->period < period)
-            p->period = period;
-        p->duration_nanos = (int64_t)((uint64_t)p->duration_nanos + (uint64_t)dn);
+        if (p->time_nanos == 0 || h->tn < p->time_nanos)
+            p->time_nanos = h->tn;
+        if (p->period == 0 || p->period < h->period)
+            p->period = h->period;
+        p->duration_nanos = (int64_t)((uint64_t)p->duration_nanos + (uint64_t)h->dn);
         if (!p->dst[0])
-            p->dst = dst;
+            p->dst = h->dst;
         if (!p->doc[0])
-            p->doc = doc;
-        if (ts < p->info.min_ts)
-            p->info.min_ts = ts;
-        if (ts > p->info.max_ts)
-            p->info.max_ts = ts;
+            p->doc = h->doc;
+        if (t0 < p->info.min_ts || (t0 == p->info.min_ts && fp < p->first_fp)) {
+            p->info.min_ts = t0;
+            p->first_fp = fp;
+        }
+        if (t1 > p->info.max_ts)
+            p->info.max_ts = t1;
         if (ri < p->first_ref)
             p->first_ref = (size_t)ri;
     }
-    for (size_t i = 0; i < nc; i++) {
+    for (size_t i = 0; i < h->n_cm; i++) {
         bool seen = false;
         for (size_t j = 0; j < p->n_comments && !seen; j++)
-            seen = strcmp(p->comments[j], cm[i]) == 0;
+            seen = strcmp(p->comments[j], h->cm[i]) == 0;
         if (seen)
             continue;
         if (p->n_comments >= 64 && (p->n_comments & (p->n_comments - 1)) == 0) {
@@ -194,15 +252,28 @@ static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
             memcpy(x, p->comments, p->n_comments * sizeof *x);
             p->comments = x;
         }
-        p->comments[p->n_comments++] = cm[i];
+        p->comments[p->n_comments++] = h->cm[i];
     }
-    p->info.n_profiles++;
+    p->info.n_profiles += n;
     if (!pd_u64map_get(&p->fps, fp, NULL)) {
         if (pd_u64map_put(&p->fps, fp, 1) < 0)
             return pd__ch_nomem(err);
         p->info.n_series++;
     }
     return 0;
+}
+
+/* Reads one profiles row of a headers query (types_hash, fingerprint, ts,
+ * the header) into its part. 0, 1 (malformed), PD_ENOMEM. */
+static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
+{
+    uint64_t th = pd__ch_rd_u64(r), fp = pd__ch_rd_u64(r);
+    int64_t ts = (int64_t)pd__ch_rd_u64(r);
+    hdr h;
+    int rc = r->bad ? 1 : read_hdr(g, r, &h, err);
+    if (rc != 0)
+        return rc;
+    return fold_hdr(g, th, fp, ts, ts, 1, &h, ref_idx, err);
 }
 
 /* " fingerprint IN (a,b,c) AND day ... AND ts ..." */
@@ -584,23 +655,199 @@ static int put_raw_sums(pd_ch *c, pd_buf *sql, const uint64_t *fps, size_t n, in
     return rc ? rc : pd_buf_puts(sql, " FORMAT RowBinary");
 }
 
+/* ---- a group's headers ----
+ *
+ * A merge folds every profile's header (fold_hdr). Instead of one
+ * profiles_v3 row per profile, ClickHouse answers one summary per (sample
+ * types, series, 10-minute bucket): count and sum of the write_ids' hashes
+ * (the bucket's reconciliation numbers, ch_agg.h), min and max ts, min
+ * time_nanos, max period, summed duration_nanos, the invariant fields of
+ * any of its rows and how many distinct sets of them it holds. pprof's
+ * fold is order-free — min, max, sum — when no period or time_nanos is 0
+ * and the invariant fields (types, units, period type, comments,
+ * drop/keep frames, default sample type, doc URL) are one and the same
+ * across the profiles; a sample-type set whose summaries are not all so
+ * is folded from its rows, in time order, as before (a second query). The
+ * parts are then ordered by their first profile (ts, fingerprint), as the
+ * rows' fold creates them. */
+
+typedef struct hsum {
+    uint64_t th, fp, n, wsum, n_zero, n_distinct;
+    int64_t bucket, t0, t1;
+    hdr h;
+} hsum;
+
+static int cmp_part_first(const void *a, const void *b)
+{
+    const part *x = a, *y = b;
+    if (x->info.min_ts != y->info.min_ts)
+        return x->info.min_ts < y->info.min_ts ? -1 : 1;
+    return x->first_fp < y->first_fp ? -1 : x->first_fp > y->first_fp;
+}
+
+/* Folds the headers of the profiles of series fps[0..n) in [mint, maxt]
+ * into g's parts (summaries where exact, else rows) and counts them in H's
+ * buckets (NULL: none). 0 or an error (set). */
+static int fold_headers(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx,
+                        int64_t mint, int64_t maxt, ch_buckets *H, pd_err *err)
+{
+    pd_ch *c = g->c;
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_u64map rep, bad;
+    pd_u64map_init(&rep);
+    pd_u64map_init(&bad);
+    hsum *v = NULL;
+    size_t nv = 0, cap = 0, n_bad = 0;
+    uint64_t from_rows = 0, from_sums = 0;
+    int rc = pd_buf_printf(&sql,
+                           "SELECT types_hash, fingerprint, toInt64(intDiv(ts, %lld)) AS b, "
+                           "count(), sum(",
+                           (long long)PD_CH_AGG_BUCKET_MS);
+    rc = rc ? rc
+            : pd_buf_puts(&sql, PD_CH_WID_HASH_SQL
+                          "), min(ts), max(ts), countIf(time_nanos = 0 OR period = 0), "
+                          "uniqExact(sample_types, sample_units, period_type, period_unit, "
+                          "comments, drop_frames, keep_frames, default_sample_type, doc_url), "
+                          "any(sample_types), any(sample_units), any(period_type), "
+                          "any(period_unit), max(period), min(time_nanos), sum(duration_nanos), "
+                          "any(comments), any(drop_frames), any(keep_frames), "
+                          "any(default_sample_type), any(doc_url) FROM profiles_v3 WHERE");
+    rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
+    rc = rc ? rc : pd_buf_puts(&sql, " GROUP BY types_hash, fingerprint, b FORMAT RowBinary");
+    if (rc < 0) {
+        rc = pd__ch_nomem(err);
+        goto out;
+    }
+    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+        goto out;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        if (nv == cap) {
+            size_t nc = cap ? 2 * cap : 256;
+            hsum *x = realloc(v, nc * sizeof *x);
+            if (!x) {
+                rc = pd__ch_nomem(err);
+                goto out;
+            }
+            v = x;
+            cap = nc;
+        }
+        hsum *s = &v[nv];
+        s->th = pd__ch_rd_u64(&r);
+        s->fp = pd__ch_rd_u64(&r);
+        s->bucket = (int64_t)pd__ch_rd_u64(&r);
+        s->n = pd__ch_rd_u64(&r);
+        s->wsum = pd__ch_rd_u64(&r);
+        s->t0 = (int64_t)pd__ch_rd_u64(&r);
+        s->t1 = (int64_t)pd__ch_rd_u64(&r);
+        s->n_zero = pd__ch_rd_u64(&r);
+        s->n_distinct = pd__ch_rd_u64(&r);
+        rc = r.bad ? 1 : read_hdr(g, &r, &s->h, err);
+        if (rc < 0)
+            goto out;
+        if (rc > 0 || s->n == 0 || s->t0 > s->t1) {
+            rc = pd__ch_bad_answer(c, err, "the profiles' header summaries");
+            goto out;
+        }
+        nv++;
+        if (H && (rc = pd__ch_buckets_add_sum(H, s->fp, s->t0, s->n, s->wsum)) < 0) {
+            rc = pd__ch_nomem(err);
+            goto out;
+        }
+        /* exact when its rows are uniform, with no zero period or
+           time_nanos, and its invariants are those of its set's others */
+        uint64_t at;
+        bool ok = s->n_zero == 0 && s->n_distinct == 1;
+        if (ok && pd_u64map_get(&rep, s->th, &at))
+            ok = same_invariants(&v[at].h, &s->h);
+        else if (ok && pd_u64map_put(&rep, s->th, nv - 1) < 0)
+            rc = pd__ch_nomem(err);
+        if (!ok && !pd_u64map_get(&bad, s->th, NULL)) {
+            if (pd_u64map_put(&bad, s->th, 1) < 0)
+                rc = pd__ch_nomem(err);
+            n_bad++;
+        }
+        if (rc < 0)
+            goto out;
+    }
+    for (size_t i = 0; i < nv; i++) {
+        if (pd_u64map_get(&bad, v[i].th, NULL))
+            continue;
+        if ((rc = fold_hdr(g, v[i].th, v[i].fp, v[i].t0, v[i].t1, v[i].n, &v[i].h, ref_idx, err)) <
+            0)
+            goto out;
+        from_sums += v[i].n;
+    }
+    if (n_bad) { /* the sets not summed exactly: their rows, in time order */
+        pd_buf_reset(&sql);
+        pd_buf_reset(&resp);
+        rc = pd_buf_puts(&sql, "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
+                               "period_type, period_unit, period, time_nanos, duration_nanos, "
+                               "comments, drop_frames, keep_frames, default_sample_type, doc_url "
+                               "FROM profiles_v3 WHERE");
+        rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
+        rc = rc ? rc : pd_buf_puts(&sql, " AND types_hash IN (");
+        bool first = true;
+        for (size_t i = 0; rc == 0 && i < bad.cap; i++) {
+            uint64_t key = bad.kv[2 * i];
+            if (key == UINT64_MAX || !pd_u64map_get(&bad, key, NULL))
+                continue;
+            rc = pd_buf_printf(&sql, "%s%llu", first ? "" : ",", (unsigned long long)key);
+            first = false;
+        }
+        rc = rc ? rc : pd_buf_puts(&sql, ") ORDER BY ts, fingerprint FORMAT RowBinary");
+        if (rc < 0) {
+            rc = pd__ch_nomem(err);
+            goto out;
+        }
+        if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+            goto out;
+        ch_rd q = {(const uint8_t *)resp.data, resp.len, 0, false};
+        while (pd__ch_rd_more(&q)) {
+            rc = fold_row(g, &q, ref_idx, err);
+            if (rc < 0)
+                goto out;
+            if (rc > 0 || q.bad) {
+                rc = pd__ch_bad_answer(c, err, "the profiles' headers");
+                goto out;
+            }
+            from_rows++;
+        }
+    }
+    if (g->n_parts > 1)
+        qsort(g->parts, g->n_parts, sizeof *g->parts, cmp_part_first);
+    if (from_sums)
+        pd_metrics_add("profd_clickhouse_merge_header_profiles_total", "path=\"summary\"",
+                       (double)from_sums);
+    if (from_rows)
+        pd_metrics_add("profd_clickhouse_merge_header_profiles_total", "path=\"rows\"",
+                       (double)from_rows);
+    rc = 0;
+out:
+    free(v);
+    pd_u64map_release(&rep);
+    pd_u64map_release(&bad);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
 /* One group: its refs fps[0..n) (indexes idx[] into the caller's refs).
  *
- * a) the profiles' headers (in time order, folded by fold_row, each
- * counted in its series-bucket), beside (one round trip of latency) b) the
- * sums from samples_v3 when no 10-minute bucket lies wholly inside the
- * range; else aggs_v1's reconciliation rows of those buckets, their sums
- * from aggs_v1 and the cut ends' from samples_v3 (ch_agg.h) — a second
- * round trip only when a bucket's reconciliation differs; c) the stacks that
- * survived, resolved with IN; d) one part per sample-type set. */
+ * a) the profiles' headers (fold_headers: summed per series-bucket where
+ * exact, else rows in time order; counted in their series-buckets), beside (one round trip of
+ * latency) b) the sums from the samples rows when no 10-minute bucket lies wholly inside the range;
+ * else aggs_v1's reconciliation rows of those buckets, their sums from aggs_v1 and the cut ends'
+ * from the samples rows (ch_agg.h) — a second round trip only when a bucket's reconciliation
+ * differs; c) the stacks that survived, resolved with IN; d) one part per sample-type set. */
 static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx, int64_t mint,
                      int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
                      void *ctx, pd_u64map *all_fps, pd_err *err)
 {
     pd_ch *c = g->c;
-    pd_buf sql, resp, blobs;
-    pd_buf_init(&sql, 0);
-    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_buf blobs;
     pd_buf_init(&blobs, CH_MAX_ANSWER);
     pd_u64map blob_at;
     pd_u64map_init(&blob_at);
@@ -611,9 +858,9 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     size_t n_want = 0;
     int rc;
 
-    /* beside the headers: the sums of the range from samples_v3 (no whole
+    /* beside the headers: the sums of the range from the samples rows (no whole
        bucket), or the reconciliation rows, the sums of every whole bucket
-       from aggs_v1 and those of the cut ends from samples_v3 */
+       from aggs_v1 and those of the cut ends from the samples rows */
     bg_query bq[3];
     pd_buf bsql[3], bresp[3];
     for (int k = 0; k < 3; k++) {
@@ -640,17 +887,8 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
         if (want_q[k])
             bq[k].started = pthread_create(&bq[k].th, NULL, bg_main, &bq[k]) == 0;
 
-    /* a) the profiles' headers, in time order */
-    rc = pd_buf_puts(&sql, "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
-                           "period_type, period_unit, period, time_nanos, duration_nanos, "
-                           "comments, drop_frames, keep_frames, default_sample_type, doc_url, "
-                           "write_id FROM profiles_v3 WHERE");
-    rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
-    rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY ts, fingerprint FORMAT RowBinary");
-    if (rc < 0)
-        rc = pd__ch_nomem(err);
-    else
-        rc = pd__ch_query(c, &sql, &resp, err);
+    /* a) the profiles' headers, summed per bucket where exact */
+    rc = fold_headers(g, fps, n, ref_idx, mint, maxt, buckets ? &H : NULL, err);
     for (int k = 0; k < 3; k++) {
         if (!want_q[k])
             continue;
@@ -666,26 +904,6 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     }
     if (rc < 0)
         goto out_q;
-    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-    while (pd__ch_rd_more(&r)) {
-        size_t at = r.pos;
-        rc = fold_row(g, &r, ref_idx, err);
-        if (rc < 0)
-            goto out_q;
-        uint64_t wid = pd__ch_rd_u64(&r);
-        ch_rd h = {r.p, r.len, at, false};
-        (void)pd__ch_rd_u64(&h);
-        uint64_t fp = pd__ch_rd_u64(&h);
-        int64_t ts = (int64_t)pd__ch_rd_u64(&h);
-        if (rc > 0 || r.bad || h.bad) {
-            rc = pd__ch_bad_answer(c, err, "the profiles' headers");
-            goto out_q;
-        }
-        if (buckets && (rc = pd__ch_buckets_add(&H, fp, ts, wid)) < 0) {
-            rc = pd__ch_nomem(err);
-            goto out_q;
-        }
-    }
     if (g->n_parts == 0)
         goto out_q;
     for (size_t i = 0; i < g->n_parts; i++)
@@ -696,13 +914,13 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
         }
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out_q;
-    if (!buckets) { /* b) the sums, all from samples_v3 */
+    if (!buckets) { /* b) the sums, all from the samples rows */
         rc = add_sums(g, &bresp[0], false, err);
         goto out_q;
     }
-    /* b) the cut ends' sums from samples_v3, and every whole bucket's from
+    /* b) the cut ends' sums from the samples rows, and every whole bucket's from
        aggs_v1 when all matched; else aggs_v1's again without the buckets
-       that did not (on its own thread) and theirs from samples_v3 */
+       that did not (on its own thread) and theirs from the samples rows */
     if ((rc = pd__ch_buckets_match(&H, &bresp[0])) != 0) {
         rc = rc == PD_ENOMEM ? pd__ch_nomem(err)
                              : pd__ch_bad_answer(c, err, "the aggs_v1 reconciliation rows");
@@ -720,7 +938,7 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
         bq[k] = (bg_query){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
         pd_err_clear(&bq[k].err);
     }
-    /* nothing matched (or a key clash): every whole bucket from samples_v3 */
+    /* nothing matched (or a key clash): every whole bucket from the samples rows */
     bool again = H.n_match > 0;
     if ((again && pd__ch_buckets_put_agg_sql(&H, fps, n, true, &bsql[1]) < 0) ||
         (H.n > H.n_match &&
@@ -767,8 +985,6 @@ out:
     free(want);
     pd__ch_buckets_release(&H);
     pd_u64map_release(&blob_at);
-    pd_buf_release(&sql);
-    pd_buf_release(&resp);
     pd_buf_release(&blobs);
     return rc;
 }

@@ -23,7 +23,9 @@
 #define CH_CACHE_MS 5000           /* prefetched points kept this long (below) */
 #define CH_CACHE_MAX_POINTS 200000 /* and only this many */
 
-static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt);
+typedef struct types_grp types_grp;
+static void remember(pd_ch *c, const char *where, int64_t mint, int64_t maxt, types_grp *g,
+                     size_t n_g);
 
 int pd__ch_nomem(pd_err *err)
 {
@@ -92,6 +94,15 @@ typedef struct fp_stat {
     int64_t min, max;
 } fp_stat;
 
+/* A series' profiles of one sample-type set in the range (select's first
+ * query): count, first and last ts, the types (strings in select's arena). */
+struct types_grp {
+    uint64_t fp, n;
+    int64_t min, max;
+    size_t n_types;
+    pd_sample_type_desc *types;
+};
+
 static int cmp_info(const void *a, const void *b)
 {
     return pd_labels_cmp(&((const pd_series_info *)a)->labels,
@@ -111,6 +122,10 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
     pd_u64map_init(&stat_idx);
     fp_stat *st = NULL;
     size_t n_st = 0, cap = 0;
+    types_grp *grp = NULL;
+    size_t n_grp = 0, cap_grp = 0;
+    pd_arena ga;
+    pd_arena_init(&ga);
     int rc = pd__ch_put_range(&where, mint, maxt);
     /* equality matchers from the inverted index; the rest re-checked below */
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -132,8 +147,9 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
         goto out;
     }
     if (pd_buf_printf(&sql,
-                      "SELECT fingerprint, count(), min(ts), max(ts) FROM profiles_v3 WHERE%s "
-                      "GROUP BY fingerprint FORMAT RowBinary",
+                      "SELECT fingerprint, count(), min(ts), max(ts), sample_types, sample_units "
+                      "FROM profiles_v3 WHERE%s GROUP BY fingerprint, sample_types, "
+                      "sample_units FORMAT RowBinary",
                       (const char *)where.data) < 0) {
         rc = pd__ch_nomem(err);
         goto out;
@@ -142,10 +158,51 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
         goto out;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
-        uint64_t fp = pd__ch_rd_u64(&r);
+        uint64_t fp = pd__ch_rd_u64(&r), at;
         fp_stat s = {pd__ch_rd_u64(&r), (int64_t)pd__ch_rd_u64(&r), (int64_t)pd__ch_rd_u64(&r)};
+        if (n_grp == cap_grp) {
+            size_t nc = cap_grp ? 2 * cap_grp : 64;
+            types_grp *x = realloc(grp, nc * sizeof *x);
+            if (!x) {
+                rc = pd__ch_nomem(err);
+                goto out;
+            }
+            grp = x;
+            cap_grp = nc;
+        }
+        types_grp *tg = &grp[n_grp];
+        *tg = (types_grp){.fp = fp, .n = s.n, .min = s.min, .max = s.max};
+        uint64_t nt = pd__ch_rd_varint(&r);
+        if (r.bad || nt > r.len)
+            break;
+        tg->n_types = (size_t)nt;
+        tg->types = pd_arena_calloc(&ga, nt ? nt : 1, sizeof *tg->types);
+        if (!tg->types) {
+            rc = pd__ch_nomem(err);
+            goto out;
+        }
+        for (size_t i = 0; i < nt; i++)
+            tg->types[i].type = pd__ch_rd_arena_str(&r, &ga);
+        if (pd__ch_rd_varint(&r) != nt)
+            r.bad = true;
+        for (size_t i = 0; i < nt && !r.bad; i++)
+            tg->types[i].unit = pd__ch_rd_arena_str(&r, &ga);
         if (r.bad)
             break;
+        for (size_t i = 0; i < nt; i++)
+            if (!tg->types[i].type || !tg->types[i].unit) {
+                rc = pd__ch_nomem(err);
+                goto out;
+            }
+        n_grp++;
+        if (pd_u64map_get(&stat_idx, fp, &at)) { /* another sample-type set of fp */
+            st[at].n += s.n;
+            if (s.min < st[at].min)
+                st[at].min = s.min;
+            if (s.max > st[at].max)
+                st[at].max = s.max;
+            continue;
+        }
         if (n_st == cap) {
             size_t nc = cap ? 2 * cap : 64;
             fp_stat *x = realloc(st, nc * sizeof *x);
@@ -256,11 +313,13 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
     for (size_t i = 0; i < out->n; i++)
         total += out->v[i].n_profiles;
     if (out->n > 1 && total <= CH_CACHE_MAX_POINTS)
-        prefetch(c, (const char *)where.data, mint, maxt);
+        remember(c, (const char *)where.data, mint, maxt, grp, n_grp);
 out:
     if (rc < 0)
         pd_series_set_release(out);
     free(st);
+    free(grp);
+    pd_arena_release(&ga);
     pd_u64map_release(&stat_idx);
     pd_buf_release(&where);
     pd_buf_release(&sql);
@@ -301,25 +360,38 @@ static int parse_point(ch_rd *r, pd_arena *a, pd_point *pt)
     return 0;
 }
 
-/* The points prefetched by the last pd__ch_select of this thread: the query
- * layer selects, then reads the points of every series selected (a merge,
- * query_range): one query for all instead of one per series. Valid for the
- * store and range it was made for, while no append of this process
- * happened since (c->gen) and for CH_CACHE_MS. */
+/* What the last pd__ch_select of this thread selected, for the reads the
+ * query layer makes next over every series selected: its filter, and
+ *  - the sample-type runs of each series (pd__ch_read_type_runs: a merge's
+ *    check before any profile is read), from select's own first query
+ *    (grouped by series and sample types) — no query of their own;
+ *  - the points (read_points: query_range, a delta merge's counts), read
+ *    for all series in one query at the first read_points (not before:
+ *    a merge needs only the runs).
+ * Valid for the store and range it was made for, while no append of this
+ * process happened since (c->gen) and for CH_CACHE_MS. */
 
 typedef struct pcache_ent {
-    size_t off, n; /* into pts */
+    size_t off, n; /* into pts, or (runs) into runs */
 } pcache_ent;
 
 typedef struct pcache {
     const pd_ch *c;
     uint64_t gen;
     int64_t mint, maxt, born;
-    pd_u64map idx; /* ref -> index into ents + 1 */
+    char *where;      /* select's filter; NULL: nothing remembered */
+    bool points_read; /* the points query ran (idx/ents/pts hold its answer) */
+    pd_u64map idx;    /* ref -> index into ents + 1 */
     pcache_ent *ents;
     size_t n_ents;
     pd_point *pts;
     size_t n_pts, cap_pts;
+    pd_u64map ridx; /* ref -> index into rents + 1; absent: runs not known */
+    pcache_ent *rents;
+    size_t n_rents;
+    pd_point *runs;  /* first ts and types of each run (totals NULL) */
+    uint64_t *run_n; /* profiles in each run */
+    size_t n_runs;
     pd_arena a;
 } pcache;
 
@@ -330,11 +402,20 @@ static void pcache_clear(pcache *pc)
 {
     pd_u64map_release(&pc->idx);
     pd_u64map_init(&pc->idx);
+    pd_u64map_release(&pc->ridx);
+    pd_u64map_init(&pc->ridx);
     free(pc->ents);
     free(pc->pts);
-    pc->ents = NULL;
-    pc->pts = NULL;
-    pc->n_ents = pc->n_pts = pc->cap_pts = 0;
+    free(pc->rents);
+    free(pc->runs);
+    free(pc->run_n);
+    free(pc->where);
+    pc->ents = pc->rents = NULL;
+    pc->pts = pc->runs = NULL;
+    pc->run_n = NULL;
+    pc->where = NULL;
+    pc->points_read = false;
+    pc->n_ents = pc->n_pts = pc->cap_pts = pc->n_rents = pc->n_runs = 0;
     pd_arena_release(&pc->a);
     pd_arena_init(&pc->a);
     pc->c = NULL;
@@ -346,6 +427,7 @@ static void pcache_free(void *p)
         return;
     pcache_clear(p);
     pd_u64map_release(&((pcache *)p)->idx);
+    pd_u64map_release(&((pcache *)p)->ridx);
     free(p);
 }
 
@@ -363,6 +445,7 @@ static pcache *thread_cache(bool create)
         if (!pc)
             return NULL;
         pd_u64map_init(&pc->idx);
+        pd_u64map_init(&pc->ridx);
         pd_arena_init(&pc->a);
         if (pthread_setspecific(g_cache_key, pc) != 0) {
             free(pc);
@@ -381,24 +464,94 @@ void pd__ch_cache_forget(const pd_ch *c)
         pcache_clear(pc);
 }
 
-/* Prefetches the points of the series matching `where` (select's filter). */
-static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt)
+static int cmp_grp(const void *a, const void *b)
+{
+    const types_grp *x = a, *y = b;
+    if (x->fp != y->fp)
+        return x->fp < y->fp ? -1 : 1;
+    return x->min < y->min ? -1 : x->min > y->min;
+}
+
+/* Remembers select's filter and, from its groups g[0..n_g) (sorted here),
+ * each series' sample-type runs: one per group when the groups' time spans
+ * do not interleave (a series whose do is left out: read_type_runs reads
+ * its points). Failures leave nothing remembered (reads then query). */
+static void remember(pd_ch *c, const char *where, int64_t mint, int64_t maxt, types_grp *g,
+                     size_t n_g)
 {
     pcache *pc = thread_cache(true);
     if (!pc)
         return;
     pcache_clear(pc);
+    pc->where = strdup(where);
+    pc->runs = malloc((n_g ? n_g : 1) * sizeof *pc->runs);
+    pc->run_n = malloc((n_g ? n_g : 1) * sizeof *pc->run_n);
+    pc->rents = malloc((n_g ? n_g : 1) * sizeof *pc->rents);
+    if (!pc->where || !pc->runs || !pc->run_n || !pc->rents)
+        goto fail;
+    qsort(g, n_g, sizeof *g, cmp_grp);
+    for (size_t i = 0, j; i < n_g; i = j) {
+        bool apart = true;
+        for (j = i + 1; j < n_g && g[j].fp == g[i].fp; j++)
+            apart = apart && g[j - 1].max < g[j].min;
+        if (!apart)
+            continue;
+        pc->rents[pc->n_rents] = (pcache_ent){pc->n_runs, j - i};
+        if (pd_u64map_put(&pc->ridx, g[i].fp, ++pc->n_rents) < 0)
+            goto fail;
+        for (size_t k = i; k < j; k++) {
+            pd_point *q = &pc->runs[pc->n_runs];
+            q->ts_ms = g[k].min;
+            q->n_types = g[k].n_types;
+            q->totals = NULL;
+            q->types = pd_arena_calloc(&pc->a, q->n_types ? q->n_types : 1, sizeof *q->types);
+            if (!q->types)
+                goto fail;
+            for (size_t t = 0; t < q->n_types; t++) {
+                q->types[t].type = pd_arena_strdup(&pc->a, g[k].types[t].type);
+                q->types[t].unit = pd_arena_strdup(&pc->a, g[k].types[t].unit);
+                if (!q->types[t].type || !q->types[t].unit)
+                    goto fail;
+            }
+            pc->run_n[pc->n_runs++] = g[k].n;
+        }
+    }
+    pc->c = c;
+    pc->gen = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+    pc->born = c->clock();
+    pc->mint = mint;
+    pc->maxt = maxt;
+    return;
+fail:
+    pcache_clear(pc);
+}
+
+/* Whether this thread's cache serves c over [mint, maxt]. */
+static pcache *cache_for(pd_ch *c, int64_t mint, int64_t maxt)
+{
+    pcache *pc = thread_cache(false);
+    if (!pc || !pc->where || pc->c != c || pc->gen != __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) ||
+        c->clock() - pc->born > CH_CACHE_MS || c->clock() < pc->born || mint < pc->mint ||
+        maxt > pc->maxt)
+        return NULL;
+    return pc;
+}
+
+/* Reads the points of every series of the remembered selection (one
+ * query) into pc. On failure none are kept (read_points then queries its
+ * series). */
+static void read_all_points(pd_ch *c, pcache *pc)
+{
+    pc->points_read = true;
     pd_buf sql, resp;
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, CH_MAX_ANSWER);
     pd_err err;
-    uint64_t gen = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
-    int64_t born = c->clock();
     bool ok = pd_buf_printf(&sql,
                             "SELECT fingerprint, ts, sample_types, sample_units, totals FROM "
                             "profiles_v3 WHERE%s ORDER BY fingerprint, ts LIMIT %d "
                             "FORMAT RowBinary",
-                            where, CH_CACHE_MAX_POINTS + 1) == 0 &&
+                            pc->where, CH_CACHE_MAX_POINTS + 1) == 0 &&
               pd__ch_query(c, &sql, &resp, &err) == 0;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     uint64_t last = 0;
@@ -433,28 +586,68 @@ static void prefetch(pd_ch *c, const char *where, int64_t mint, int64_t maxt)
         pc->ents[pc->n_ents - 1].n++;
         pc->n_pts++;
     }
-    if (ok && pc->n_pts <= CH_CACHE_MAX_POINTS) {
-        pc->c = c;
-        pc->gen = gen;
-        pc->mint = mint;
-        pc->maxt = maxt;
-        pc->born = born;
-    } else {
-        pcache_clear(pc);
+    if (!ok || pc->n_pts > CH_CACHE_MAX_POINTS) {
+        pd_u64map_release(&pc->idx);
+        pd_u64map_init(&pc->idx); /* none served; the strings stay in pc->a until cleared */
+        pc->n_ents = pc->n_pts = 0;
     }
     pd_buf_release(&sql);
     pd_buf_release(&resp);
+}
+
+int pd__ch_read_type_runs(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
+                          size_t *n_profiles, pd_err *err)
+{
+    pcache *pc = cache_for(c, mint, maxt);
+    uint64_t at;
+    if (!pc || mint != pc->mint || maxt != pc->maxt || !pd_u64map_get(&pc->ridx, ref, &at))
+        return 0;
+    const pcache_ent *e = &pc->rents[at - 1];
+    pd_arena *a = malloc(sizeof *a);
+    if (!a)
+        return pd__ch_nomem(err);
+    pd_arena_init(a);
+    out->priv = a;
+    out->n = 0;
+    out->v = pd_arena_calloc(a, e->n ? e->n : 1, sizeof *out->v);
+    if (!out->v) {
+        pd_points_release(out);
+        return pd__ch_nomem(err);
+    }
+    *n_profiles = 0;
+    for (size_t i = 0; i < e->n; i++) {
+        const pd_point *p = &pc->runs[e->off + i];
+        pd_point *q = &out->v[out->n++];
+        q->ts_ms = p->ts_ms;
+        q->n_types = p->n_types;
+        q->totals = NULL;
+        q->types = pd_arena_calloc(a, p->n_types ? p->n_types : 1, sizeof *q->types);
+        if (!q->types) {
+            pd_points_release(out);
+            return pd__ch_nomem(err);
+        }
+        for (size_t k = 0; k < p->n_types; k++) {
+            q->types[k].type = pd_arena_strdup(a, p->types[k].type);
+            q->types[k].unit = pd_arena_strdup(a, p->types[k].unit);
+            if (!q->types[k].type || !q->types[k].unit) {
+                pd_points_release(out);
+                return pd__ch_nomem(err);
+            }
+        }
+        *n_profiles += pc->run_n[e->off + i];
+    }
+    return 1;
 }
 
 /* Serves read_points from the prefetch: 1 (served), 0 (not cached), <0. */
 static int from_cache(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out,
                       pd_err *err)
 {
-    pcache *pc = thread_cache(false);
+    pcache *pc = cache_for(c, mint, maxt);
     uint64_t at;
-    if (!pc || pc->c != c || pc->gen != __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) ||
-        c->clock() - pc->born > CH_CACHE_MS || c->clock() < pc->born || mint < pc->mint ||
-        maxt > pc->maxt || !pd_u64map_get(&pc->idx, ref, &at))
+    if (pc && !pc->points_read)
+        read_all_points(c, pc);
+    if (!pc || !pd_u64map_get(&pc->idx, ref, &at))
         return 0;
     const pcache_ent *e = &pc->ents[at - 1];
     pd_arena *a = malloc(sizeof *a);

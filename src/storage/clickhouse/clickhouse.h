@@ -220,6 +220,12 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
                   pd_series_set *out /* OUT */, pd_err *err);
 int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out /* OUT */,
                        pd_err *err);
+/* pd_storage_read_type_runs from what the last pd__ch_select of this
+ * thread remembered (same store and range, no append since, CH_CACHE_MS):
+ * 1 and out/n_profiles filled (release out with pd_points_release), 0 when
+ * not remembered (the caller reads the points), PD_ENOMEM. */
+int pd__ch_read_type_runs(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt,
+                          pd_points *out /* OUT */, size_t *n_profiles /* OUT */, pd_err *err);
 int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out /* OUT */,
                         pd_buf *raw, pd_err *err);
 int pd__ch_aggregate(pd_ch *c, const uint64_t *refs, const uint32_t *group, size_t n, int64_t mint,

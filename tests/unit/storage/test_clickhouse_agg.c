@@ -11,6 +11,12 @@
  *    aggs_v1 rows land, its commit row does not) and a batch whose aggs_v1
  *    INSERT fails: the answers stay equal to the TSDB's, the hour is read
  *    raw; the same after a restart (close, open);
+ *  - merges fold the profiles' headers from per-bucket summaries only
+ *    where exact: real, uniform, with times of their own, and changed
+ *    (a zero time or period, a doc_url or comments on some, another
+ *    default sample type, a second sample-type set) — equal to the TSDB;
+ *  - the sample-type runs a merge checks first come from the select's own
+ *    query where a series' sets do not interleave (equal to the TSDB's);
  *  - retention drops aggs_v1's old days with the other tables';
  *  - a version-5 database (samples in samples_v3) upgraded to 6: merges and
  *    single reads equal to the TSDB's over old rows, new rows and both.
@@ -90,6 +96,12 @@ static void merge(pd_storage *s, const uint64_t *refs, const uint32_t *group, si
     PD_ASSERT_OK(pd_storage_aggregate(s, refs, group, n, a, z, collect, NULL, g, NULL, &err), &err);
 }
 
+/* The TSDB counts every series of a group in each of its parts (n_series),
+ * ClickHouse those with profiles in the part: the two differ when a group
+ * holds two sample-type sets (test_headers_exact's H_TYPES), where this is
+ * set to leave n_series out. */
+static bool g_any_n_series;
+
 /* Fails the test unless the two merges handed the same parts. */
 static void same(const got *ch, const got *ts, const char *what)
 {
@@ -97,7 +109,7 @@ static void same(const got *ch, const got *ts, const char *what)
         fail_msg("%s: ClickHouse %zu parts, TSDB %zu", what, ch->n, ts->n);
     for (size_t i = 0; i < ch->n; i++) {
         const pd_storage_agg_part *a = &ch->info[i], *b = &ts->info[i];
-        if (a->n_profiles != b->n_profiles || a->n_series != b->n_series ||
+        if (a->n_profiles != b->n_profiles || (a->n_series != b->n_series && !g_any_n_series) ||
             a->min_ts != b->min_ts || a->max_ts != b->max_ts || a->series != b->series)
             fail_msg("%s part %zu: ClickHouse %zu profiles %zu series [%lld, %lld] ref %zu, "
                      "TSDB %zu %zu [%lld, %lld] %zu",
@@ -322,6 +334,218 @@ static void test_failed_writes_stay_exact(void **state)
     rm_tsdb(ts, dir);
 }
 
+/* Profiles per series in test_headers_exact. */
+#define HK 36
+
+/* Header changes put_hdr makes (test_headers_exact). */
+enum {
+    H_NONE,         /* real profiles, as produced */
+    H_TIME_ZERO,    /* the last profile (c's) with time_nanos 0 */
+    H_PERIOD_ZERO,  /* every period -5, the last profile's (c's) 0 */
+    H_DOC_ONE,      /* one profile of b (not its bucket's first) with a doc_url */
+    H_COMMENTS,     /* b's profiles of one bucket commented "x", a later one "y" */
+    H_DEFAULT_TYPE, /* c's profiles with another default_sample_type than a's and b's */
+    H_TYPES,        /* a's profiles of other sample types (a second part, first) */
+    H_TIMES,        /* every time_nanos and duration_nanos its own (no zero) */
+    H_N,
+    H_RUNS /* b: other sample types in the middle; c: in its second half */
+};
+
+/* Appends profile k of series inst (a, b, c) at t — heap profile (k +
+ * series) % 4 with its header changed as `how` says — to both stores.
+ * (Across series, the stores fold in different orders — the TSDB series by
+ * series, ClickHouse's rows in time order — so a change whose answer
+ * depends on the order stays within one series or is the last profile.) */
+static void put_hdr(pd_storage *ch, pd_storage *ts, char inst, int64_t t, size_t k, int how)
+{
+    const tprof *src = &g_prof[(k + (size_t)(inst - 'a')) % 4];
+    pd_profile p;
+    pd_err err;
+    PD_ASSERT_OK(pd_profile_decode(&p, src->body, src->len, NULL, &err), &err);
+    assert_true(p.n_sample_type >= 2);
+    int64_t s0 = p.sample_type[0].type, s1 = p.sample_type[1].type;
+    bool b = inst == 'b', c = inst == 'c';
+    switch (how) {
+    case H_TIME_ZERO:
+        if (c && k == HK - 1)
+            p.time_nanos = 0;
+        break;
+    case H_PERIOD_ZERO:
+        p.period = c && k == HK - 1 ? 0 : -5;
+        break;
+    case H_DOC_ONE:
+        if (b && k == 21)
+            p.doc_url = s0;
+        break;
+    case H_COMMENTS:
+        if (b && ((k >= 20 && k <= 22) || k == 27)) {
+            p.comment = pd_arena_calloc(&p.arena, 1, sizeof *p.comment);
+            p.comment[0] = k == 27 ? s1 : s0;
+            p.n_comment = 1;
+        }
+        break;
+    case H_DEFAULT_TYPE:
+        p.default_sample_type = c ? s1 : s0;
+        break;
+    case H_TYPES:
+        if (inst == 'a') {
+            p.sample_type[0].type = s1;
+            p.sample_type[1].type = s0;
+        }
+        break;
+    case H_RUNS:
+        if ((b && k >= 20 && k < 30) || (c && k >= 30)) {
+            p.sample_type[0].type = s1;
+            p.sample_type[1].type = s0;
+        }
+        break;
+    case H_TIMES:
+        p.time_nanos = t * 1000000 + (int64_t)(k * 7 % 13) * 1000;
+        p.duration_nanos = (int64_t)(k + 1) * 1000003;
+        break;
+    }
+    pd_buf body;
+    pd_buf_init(&body, 0);
+    assert_int_equal(pd_profile_encode(&p, true, &body), 0);
+    pd_profile_release(&p);
+    PD_ASSERT_OK(pd_profile_decode(&p, (const uint8_t *)body.data, body.len, NULL, &err), &err);
+    pd_labels ls;
+    char name[2] = {inst, 0};
+    labels(&ls, "heap", name, NULL);
+    PD_ASSERT_OK(pd_storage_append(ch, &ls, t, (const uint8_t *)body.data, body.len, &p, &err),
+                 &err);
+    PD_ASSERT_OK(pd_storage_append(ts, &ls, t, (const uint8_t *)body.data, body.len, &p, &err),
+                 &err);
+    pd_labels_release(&ls);
+    pd_profile_release(&p);
+    pd_buf_release(&body);
+}
+
+static double header_metric(const char *path)
+{
+    char l[32];
+    snprintf(l, sizeof l, "path=\"%s\"", path);
+    return pd_metrics_get("profd_clickhouse_merge_header_profiles_total", l);
+}
+
+/* Merges fold the profiles' headers from one summary per series-bucket
+ * only where that is exact (uniform invariants, no zero period or time):
+ * every header change below gives the TSDB's answers, read from the
+ * summaries (real profiles, their times and durations each their own,
+ * a second sample-type set) or from the rows (the others). */
+static void test_headers_exact(void **state)
+{
+    (void)state;
+    need_server();
+    const int64_t h0 = 1795708800000 + 30 * HOUR;
+    for (int how = 0; how < H_N; how++) {
+        g_now = h0 + 5 * HOUR;
+        g_n_put = 0;
+        char db[32], when[48];
+        snprintf(db, sizeof db, "agg_hdr_%d", how);
+        pd_storage *ch = open_store(db);
+        char dir[] = "/tmp/pd_ch_aggh_XXXXXX";
+        pd_storage *ts = open_tsdb(dir);
+        /* 3 series, a profile every 4 minutes for 2.4 hours (2-3 a bucket) */
+        for (size_t k = 0; k < HK; k++)
+            for (int s = 0; s < 3; s++)
+                put_hdr(ch, ts, (char)('a' + s), h0 + (int64_t)k * 240000 + s * 1000, k, how);
+        double sums = header_metric("summary"), rows = header_metric("rows");
+        size_t whole;
+        snprintf(when, sizeof when, "headers %d", how);
+        g_any_n_series = how == H_TYPES;
+        check_ranges(ch, ts, h0, when, &whole);
+        g_any_n_series = false;
+        double d_sums = header_metric("summary") - sums, d_rows = header_metric("rows") - rows;
+        if (how == H_NONE || how == H_TYPES || how == H_TIMES) {
+            assert_true(d_sums > 0);
+            if (d_rows != 0)
+                fail_msg("%s: %.0f profiles' headers read as rows", when, d_rows);
+        } else if (d_rows == 0) {
+            fail_msg("%s: no profile's header read as rows", when);
+        }
+        pd_storage_close(ch);
+        rm_tsdb(ts, dir);
+    }
+}
+
+/* pd_storage_read_type_runs after a select: equal to the TSDB's for a
+ * series of one sample-type set (a), of two interleaved (b: A, B, A) and
+ * of two one after the other (c: A, B); a's and c's are served by what
+ * the select's own query answered (profiles_v3 renamed away meanwhile),
+ * b's read its points. */
+static void test_type_runs_from_select(void **state)
+{
+    (void)state;
+    need_server();
+    const int64_t h0 = 1795708800000 + 40 * HOUR;
+    g_now = h0 + 5 * HOUR;
+    pd_storage *ch = open_store("agg_runs");
+    char dir[] = "/tmp/pd_ch_aggr_XXXXXX";
+    pd_storage *ts = open_tsdb(dir);
+    for (size_t k = 0; k < 60; k++)
+        for (int s = 0; s < 3; s++)
+            put_hdr(ch, ts, (char)('a' + s), h0 + (int64_t)k * 240000 + s * 1000, k, H_RUNS);
+    const int64_t a = h0 + 600000, z = h0 + 3 * HOUR; /* from inside, a few runs each */
+    pd_matcher m;
+    pd_err err;
+    PD_ASSERT_OK(pd_matcher_init(&m, PD_MATCH_EQ, "__name__", "heap", &err), &err);
+    uint64_t rc_[3], rt[3];
+    refs_of(ch, rc_);
+    refs_of(ts, rt);
+    pd_points pt[3];
+    size_t nt[3];
+    for (int k = 0; k < 3; k++) {
+        memset(&pt[k], 0, sizeof pt[k]);
+        PD_ASSERT_OK(pd_storage_read_type_runs(ts, rt[k], a, z, &pt[k], &nt[k], &err), &err);
+    }
+    pd_series_set set;
+    PD_ASSERT_OK(pd_storage_select(ch, &m, 1, a, z, &set, &err), &err);
+    assert_int_equal(set.n, 3);
+    pd_ch *c = open_sql("agg_runs");
+    ch_do(c, "RENAME TABLE profiles_v3 TO profiles_v3_off");
+    for (int k = 0; k < 3; k++) {
+        pd_points pc = {0};
+        size_t nc = 0;
+        int r = pd_storage_read_type_runs(ch, rc_[k], a, z, &pc, &nc, &err);
+        if (k == 1) { /* interleaved: its points are read (the table is away) */
+            assert_true(r < 0);
+            continue;
+        }
+        PD_ASSERT_OK(r, &err);
+        assert_int_equal(nc, nt[k]);
+        assert_int_equal(pc.n, pt[k].n);
+        assert_int_equal(pc.n, k == 0 ? 1 : 2);
+        for (size_t i = 0; i < pc.n; i++) {
+            assert_int_equal(pc.v[i].ts_ms, pt[k].v[i].ts_ms);
+            assert_int_equal(pc.v[i].n_types, pt[k].v[i].n_types);
+            for (size_t t = 0; t < pc.v[i].n_types; t++) {
+                assert_string_equal(pc.v[i].types[t].type, pt[k].v[i].types[t].type);
+                assert_string_equal(pc.v[i].types[t].unit, pt[k].v[i].types[t].unit);
+            }
+        }
+        pd_points_release(&pc);
+    }
+    ch_do(c, "RENAME TABLE profiles_v3_off TO profiles_v3");
+    /* b, read: the TSDB's three runs */
+    pd_points pb = {0};
+    size_t nb = 0;
+    PD_ASSERT_OK(pd_storage_read_type_runs(ch, rc_[1], a, z, &pb, &nb, &err), &err);
+    assert_int_equal(nb, nt[1]);
+    assert_int_equal(pb.n, 3);
+    assert_int_equal(pt[1].n, 3);
+    for (size_t i = 0; i < pb.n; i++)
+        assert_int_equal(pb.v[i].ts_ms, pt[1].v[i].ts_ms);
+    pd_points_release(&pb);
+    for (int k = 0; k < 3; k++)
+        pd_points_release(&pt[k]);
+    pd_series_set_release(&set);
+    pd_matcher_release(&m);
+    pd__ch_close(c);
+    pd_storage_close(ch);
+    rm_tsdb(ts, dir);
+}
+
 static void test_retention_drops_aggs(void **state)
 {
     (void)state;
@@ -449,6 +673,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merges_equal_embedded),
         cmocka_unit_test(test_failed_writes_stay_exact),
+        cmocka_unit_test(test_headers_exact),
+        cmocka_unit_test(test_type_runs_from_select),
         cmocka_unit_test(test_retention_drops_aggs),
         cmocka_unit_test(test_upgrade_from_v5),
     };

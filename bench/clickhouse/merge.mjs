@@ -1,0 +1,163 @@
+// Merge latency, ClickHouse vs the embedded TSDB, and two profd binaries on
+// the very same ClickHouse data (issue 35 item 4: "merge latency <= 2x
+// embedded"), run by hand (not in ctest):
+//
+//   PROFD_BIN=build/profd BASE_BIN=/path/to/main/profd node bench/clickhouse/merge.mjs
+//     env: S=256 K=96 STEP_MS=60000 (S series x K real heap profiles, one
+//          every STEP_MS per series: 24,576 profiles over 96 minutes, the
+//          shape of RESULTS.md's "where a merge's time goes")
+//          RUNS=5 ROUNDS=2 (each binary's queries RUNS times, binaries
+//          alternated ROUNDS times), CLIENTS=16 (pushers), OPTIMIZE=1 (also
+//          measure after OPTIMIZE ... FINAL of every table)
+//
+// One clickhouse-server and an embedded profd get the same pushes (profefe's
+// API; PROFD_BIN pushes to ClickHouse). Then, for each binary in turn
+// (PROFD_BIN, BASE_BIN, PROFD_BIN, ... on one database: the binaries must
+// share its schema version), a fresh profd answers: a merge of every series
+// over the whole range (report=top and proto), one series' merge, and
+// query_range — medians of RUNS. The merges' totals must equal the embedded
+// store's. Per statement, system.query_log over each binary's window: count,
+// mean query_duration_ms, rows read, bytes out. The floor: `SELECT 1` over
+// HTTP (median of 50, node's fetch, as profd's requests: one round trip).
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Proc, TESTDATA, freePort, http, qs, startProfd, tempDir, waitFor } from '../../tests/e2e/lib.mjs';
+
+const S = Number(process.env.S || 256);
+const K = Number(process.env.K || 96);
+const STEP = Number(process.env.STEP_MS || 60000);
+const RUNS = Number(process.env.RUNS || 5);
+const ROUNDS = Number(process.env.ROUNDS || 2);
+const CLIENTS = Number(process.env.CLIENTS || 16);
+const BINS = [process.env.PROFD_BIN, process.env.BASE_BIN].filter(Boolean);
+const CH_BIN = '/usr/sbin/clickhouse-server';
+const dir = tempDir('pd-chmerge-');
+process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
+
+const files = fs.readdirSync(path.join(TESTDATA, 'pprof', 'go-demo-series')).filter((f) => f.startsWith('heap-')).sort()
+  .map((f) => path.join(TESTDATA, 'pprof', 'go-demo-series', f));
+const bodies = files.map((f) => fs.readFileSync(f));
+const NOW = Date.now();
+const T0 = NOW - (K * STEP + 120 * 1000);
+const list = [];
+for (let j = 0; j < K; j++)
+  for (let k = 0; k < S; k++)
+    list.push({ body: bodies[(k + j) % bodies.length], instance: `s${String(k).padStart(4, '0')}`, at: T0 + j * STEP + k });
+const FROM = (T0 - 60000) / 1000, TO = (NOW + 1000) / 1000;
+
+const [hp, tp, ip] = [await freePort(), await freePort(), await freePort()];
+const cd = path.join(dir, 'ch');
+fs.mkdirSync(cd, { recursive: true });
+fs.writeFileSync(path.join(cd, 'config.xml'), `<?xml version="1.0"?><yandex>
+<logger><level>warning</level><log>${cd}/server.log</log><errorlog>${cd}/err.log</errorlog><size>10M</size><count>1</count></logger>
+<http_port>${hp}</http_port><tcp_port>${tp}</tcp_port><interserver_http_port>${ip}</interserver_http_port>
+<listen_host>127.0.0.1</listen_host><path>${cd}/data/</path><tmp_path>${cd}/tmp/</tmp_path>
+<user_files_path>${cd}/uf/</user_files_path><format_schema_path>${cd}/fs/</format_schema_path>
+<mark_cache_size>67108864</mark_cache_size><uncompressed_cache_size>0</uncompressed_cache_size>
+<users_config>${cd}/users.xml</users_config><default_profile>default</default_profile><default_database>default</default_database>
+<timezone>UTC</timezone>
+<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>7500</flush_interval_milliseconds></query_log></yandex>`);
+fs.writeFileSync(path.join(cd, 'users.xml'), `<?xml version="1.0"?><yandex><profiles><default><log_queries>1</log_queries></default></profiles><users><default>
+<password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
+<quotas><default/></quotas></yandex>`);
+const ch = new Proc('clickhouse', 'nice', [CH_BIN, `--config-file=${cd}/config.xml`], { cwd: cd });
+const CH = `http://127.0.0.1:${hp}`;
+await waitFor('clickhouse', async () => (await http(`${CH}/?query=SELECT%201`, { timeoutMs: 2000 }).catch(() => ({}))).status === 200, 60000);
+const chq = async (sql) => {
+  const r = await http(`${CH}/`, { method: 'POST', body: sql, timeoutMs: 600000 });
+  if (r.status !== 200) throw new Error(`${sql}: ${r.text}`);
+  return r.text.trim();
+};
+const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
+const chArgs = ['--storage.backend=clickhouse', `--clickhouse.url=${CH}`, '--clickhouse.database=m', '--web.threads=64'];
+
+async function push(profd) {
+  let next = 0;
+  await Promise.all(Array.from({ length: CLIENTS }, async () => {
+    while (next < list.length) {
+      const it = list[next++];
+      const url = `${profd.base}/api/0/profiles?` + qs({ service: 'm', type: 'heap', instance_id: it.instance, created_at: new Date(it.at).toISOString() });
+      const r = await http(url, { method: 'POST', body: it.body, timeoutMs: 120000 });
+      assert.equal(r.status, 200, r.text);
+    }
+  }));
+}
+
+async function timed(profd, q) {
+  const ms = [];
+  let last;
+  for (let i = 0; i < RUNS; i++) {
+    const s = performance.now();
+    last = await http(profd.base + q, { timeoutMs: 600000 });
+    assert.equal(last.status, 200, last.text.slice(0, 300));
+    ms.push(performance.now() - s);
+  }
+  return { ms: median(ms), last };
+}
+
+async function queries(profd) {
+  const m = (extra) => '/api/v1/query?' + qs({ mode: 'merge', from: FROM, to: TO, ...extra });
+  const top = await timed(profd, m({ query: 'heap{service="m"}', report: 'top', limit: 5 }));
+  const proto = await timed(profd, m({ query: 'heap{service="m"}', report: 'proto' }));
+  const one = await timed(profd, m({ query: 'heap{service="m",instance_id="s0000"}', report: 'top', limit: 5 }));
+  const range = await timed(profd, '/api/v1/query_range?' + qs({ query: 'heap{service="m"}', from: FROM, to: TO }));
+  return { top: top.ms, proto: proto.ms, one: one.ms, range: range.ms, total: top.last.json.data.total, oneTotal: one.last.json.data.total };
+}
+
+console.log(`load before: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}; nproc ${os.cpus().length}; ${os.cpus()[0].model}`);
+process.env.PROFD_BIN = BINS[0];
+const e = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb', extraArgs: ['--web.threads=64'] });
+await push(e);
+const emb = await queries(e);
+await e.stop();
+const w = await startProfd({ storage: path.join(dir, 'x-w'), name: 'profd-ch-w', extraArgs: chArgs });
+await push(w);
+await w.stop();
+console.log(`${list.length} profiles pushed (${S} series x ${K}, ${STEP / 1000} s apart); load ${os.loadavg()[0].toFixed(2)}`);
+
+const sel1 = [];
+for (let i = 0; i < 50; i++) {
+  const s = performance.now();
+  await http(`${CH}/`, { method: 'POST', body: 'SELECT 1' });
+  sel1.push(performance.now() - s);
+}
+console.log(`SELECT 1 over HTTP: median ${median(sel1).toFixed(2)} ms, min ${Math.min(...sel1).toFixed(2)} ms`);
+
+async function measure(label) {
+  console.log(`\n### ${label}\n`);
+  console.log('| binary | round | load | merge top ms | proto ms | one series ms | query_range ms | ClickHouse/embedded (top) |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  const stmts = {};
+  for (let r = 0; r < ROUNDS; r++)
+    for (const [bi, bin] of BINS.entries()) {
+      process.env.PROFD_BIN = bin;
+      const p = await startProfd({ storage: path.join(dir, `x-${bi}-${r}-${label.length}`), name: `profd-ch-${bi}`, extraArgs: chArgs });
+      await queries(p); // warm: ClickHouse's mark cache, profd's first connections
+      await new Promise((res) => setTimeout(res, 1100));
+      const t1 = await chq('SELECT toString(now())');
+      const q = await queries(p);
+      await new Promise((res) => setTimeout(res, 1100));
+      const t2 = await chq('SELECT toString(now())');
+      await p.stop();
+      assert.equal(q.total, emb.total, 'merge totals equal the embedded store\'s');
+      assert.equal(q.oneTotal, emb.oneTotal, 'one series\' merge totals equal');
+      console.log(`| ${bi === 0 ? 'PROFD_BIN' : 'BASE_BIN'} | ${r} | ${os.loadavg()[0].toFixed(2)} | ${q.top.toFixed(0)} | ${q.proto.toFixed(0)} | ${q.one.toFixed(0)} | ${q.range.toFixed(0)} | ${(q.top / emb.top).toFixed(1)}x |`);
+      if (r === ROUNDS - 1) {
+        await chq('SYSTEM FLUSH LOGS');
+        stmts[bi] = await chq(`SELECT substring(replaceRegexpAll(query, '[0-9]{4,}[0-9,]*', 'N'), 1, 90) AS kind, count(), round(avg(query_duration_ms), 1), round(avg(read_rows)), round(avg(result_bytes)) FROM system.query_log WHERE type = 2 AND event_time >= '${t1}' AND event_time <= '${t2}' AND query NOT LIKE '%system.%' AND query NOT LIKE 'SELECT toString%' GROUP BY kind ORDER BY kind FORMAT TSV`);
+      }
+    }
+  console.log(`| embedded | | | ${emb.top.toFixed(0)} | ${emb.proto.toFixed(0)} | ${emb.one.toFixed(0)} | ${emb.range.toFixed(0)} | |`);
+  for (const [bi, t] of Object.entries(stmts))
+    console.log(`\n${bi === '0' ? 'PROFD_BIN' : 'BASE_BIN'} statements over its last round (${RUNS} x (2 merges, one series, query_range)): kind, count, mean ms, mean rows read, mean bytes out\n${t}`);
+}
+
+await measure('as written');
+if (process.env.OPTIMIZE !== '0') {
+  for (const t of (await chq("SELECT name FROM system.tables WHERE database = 'm' AND engine LIKE '%MergeTree%'")).split('\n'))
+    await chq(`OPTIMIZE TABLE m.${t} FINAL`);
+  await measure('after OPTIMIZE ... FINAL');
+}
+ch.kill();
