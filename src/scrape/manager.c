@@ -31,8 +31,9 @@
  *
  *     lock: free retired targets; start due transfers; compute the wait
  *     unlock; curl_multi_poll(wait); curl_multi_perform
- *     for each finished transfer: decode + append (no lock held), then
- *         lock: record health, clear busy
+ *     no lock held: decode each finished transfer's body (store.c), then
+ *         store all of them with one pd_storage_append_many
+ *     for each finished transfer: lock: record health, clear busy
  *
  * m->mu guards the target vector, every target's schedule and health fields,
  * `busy`, the retired list and `stop`. The easy handles and the multi handle
@@ -42,11 +43,20 @@
  * loop frees (aborting its transfer). curl_multi_wakeup, which is
  * thread-safe, interrupts the poll after apply() and free().
  *
- * Decoding and pd_storage_append run on the loop thread: with the default
- * batched fsync an append is a buffered write, but a storage that blocks
- * (fsync=always on a slow disk) delays the start of other scrapes and counts
- * against the timeouts of transfers in flight. Moving them to a worker is
- * the next step if that shows up in profd_scrape_duration_seconds_total.
+ * Decoding and storing run on the loop thread, once per round for every
+ * transfer the round ended (store.c): one pd_storage_append_many of every
+ * label set of every such scrape. On the embedded store (batched fsync) an
+ * append is a buffered write; on ClickHouse the call returns when the one
+ * batch it went into is acknowledged (group commit, batches at least
+ * --clickhouse.flush-interval apart). Stored one by one, a round waited one
+ * batch per profile: ~9 profiles/s at most, however many targets
+ * (bench/clickhouse/SCRAPE.md). Meanwhile no scrape starts and the
+ * transfers in flight are not read (their timeouts run): the wait per
+ * round shows in profd_scrape_store_seconds_total. Moving the store to a
+ * worker that the loop does not wait for is the next step if that
+ * lateness matters; tests step rounds with their own clock
+ * (pd__scrape_round) and rely on a round's stores being done when it
+ * returns.
  *
  * Outcome of a scrape (metric label outcome=): success; duplicate (stored
  * already: the series has a profile at that ms, PD_EEXIST; the target is up);
@@ -63,7 +73,7 @@
  * series labels plus that set (pprof/split.h, the rules of pushes): what
  * Grafana Alloy's pyroscope.scrape + Pyroscope give for the same target, so
  * {endpoint="/checkout"} selects the same thing however the profile came.
- * At most SCRAPE_MAX_SPLIT label sets per profile: past that the profile is
+ * At most PD__SCRAPE_MAX_SPLIT label sets per profile: past that the profile is
  * stored whole (its labels stay on the samples, nothing lost), logged and
  * counted in profd_scrape_split_skipped_total.
  *
@@ -130,7 +140,7 @@ struct target {
     int health;
     int64_t last_scrape_ms; /* wall ms of the last scrape's start, 0 = never */
     double last_duration_s;
-    char last_error[600];
+    char last_error[PD__SCRAPE_MSG];
     bool busy;
     bool late;         /* a slot came while busy (catch_up targets start again when done) */
     int64_t resume_ms; /* a catch-up run is due: the slot after it (monotonic ms), else 0 */
@@ -184,6 +194,10 @@ struct pd_scrape_manager {
     pthread_t thread;
     pd__sd *sd;       /* service discovery; its lock serialises apply and rebuilds */
     pd__adaptive *ad; /* adaptive capture state, under mu */
+    /* the transfers a round ended (finish_round): loop thread only */
+    struct ended *ended;
+    pd__scrape_fin *fin;
+    size_t ended_cap;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -544,7 +558,7 @@ static void describe_metrics(void)
  * labels: what Prometheus attaches to up) and profile_type.
  *
  * The series exist from a target's first finished scrape until a reload
- * drops the target; then apply() removes them under m->mu, and finish_scrape
+ * drops the target; then apply() removes them under m->mu, and record_outcome
  * updates metrics under m->mu only for targets not retired, so a scrape in
  * flight during the reload cannot bring them back.
  */
@@ -600,6 +614,7 @@ bool pd__scrape_catch_up(int64_t seconds, int64_t interval_ms)
 /* ---- public ---- */
 
 static int rebuild_cb(void *arg, pd_err *err);
+static bool room_for(pd_scrape_manager *m, size_t n);
 
 int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_manager **out,
                           pd_err *err)
@@ -623,14 +638,18 @@ int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_
         return pd_err_set(err, PD_ENOMEM, "out of memory creating the curl multi handle");
     }
     pthread_mutex_init(&m->mu, NULL);
-    if (pd__sd_new(rebuild_cb, m, &m->sd) || pd__adaptive_new(&m->ad)) {
+    if (pd__sd_new(rebuild_cb, m, &m->sd) || pd__adaptive_new(&m->ad) || !room_for(m, 1)) {
         pd__sd_free(m->sd);
+        pd__adaptive_free(m->ad);
+        free(m->ended);
+        free(m->fin);
         curl_multi_cleanup(m->multi);
         pthread_mutex_destroy(&m->mu);
         free(m);
         return pd_err_set(err, PD_ENOMEM, "out of memory creating the scrape manager");
     }
     describe_metrics();
+    pd__scrape_store_describe();
     *out = m;
     return 0;
 }
@@ -1005,124 +1024,59 @@ static void record(const target *t, const char *outcome, double dur_s)
     pd_buf_release(&b);
 }
 
-/* Loop thread, no lock held on entry: finishes t's transfer. */
-
-/* Most label sets one scraped profile is split into (see the top). */
-#define SCRAPE_MAX_SPLIT 1000
-
-/* Stores the scraped profile p (its bytes body/len) at ts under ls, split by
- * its samples' labels (pprof/split.h): 0 or the storage's error (the label
- * sets before a failing one are stored). */
-static int store_scrape(pd_storage *st, const pd_labels *ls, int64_t ts, const uint8_t *body,
-                        size_t len, const pd_profile *p, pd_err *e)
-{
-    pd_pprof_split sp;
-    int rc = pd_pprof_split_by_labels(p, ls, SCRAPE_MAX_SPLIT, &sp, e);
-    if (rc == PD_ETOOBIG) {
-        pd_log(PD_LOG_WARN, "scrape: profile not split by its labels", "err=\"%s\"", e->msg);
-        pd_metrics_add("profd_scrape_split_skipped_total", NULL, 1);
-        pd_err_clear(e);
-        rc = 0;
-    }
-    if (rc < 0)
-        return rc;
-    if (sp.n == 0)
-        return pd_storage_append(st, ls, ts, body, len, p, e);
-    pd_buf enc;
-    pd_buf_init(&enc, 0);
-    for (size_t i = 0; i < sp.n && rc == 0; i++) {
-        pd_buf_reset(&enc);
-        if ((rc = pd_profile_encode(&sp.v[i].view, true, &enc)) < 0)
-            pd_err_set(e, rc, "encoding the profile of label set %zu: %s", i + 1, pd_strerror(rc));
-        else
-            rc = pd_storage_append(st, &sp.v[i].labels, ts, (const uint8_t *)enc.data, enc.len,
-                                   &sp.v[i].view, e);
-    }
-    pd_buf_release(&enc);
-    pd_pprof_split_release(&sp);
-    return rc;
-}
-
-static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
+/* Loop thread, no lock held: ends t's transfer (res: curl's result) into
+ * f — its duration and end in *dur and *end_wall, the outcome of a failed
+ * transfer in f->outcome/msg, or, for a body with HTTP 200, f ready for
+ * pd__scrape_store (decoded, split). */
+static void end_transfer(pd_scrape_manager *m, target *t, CURLcode res, pd__scrape_fin *f,
+                         double *dur, int64_t *end_wall)
 {
     long status = 0;
-    int64_t inuse = -1; /* heap in use of the stored profile (adaptive capture) */
-    const char *outcome = "success";
-    char msg[sizeof t->last_error];
-    msg[0] = '\0';
+    memset(f, 0, sizeof *f);
+    f->outcome = "success";
+    f->inuse = -1;
     curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
     curl_multi_remove_handle(m->multi, t->easy);
     curl_easy_cleanup(t->easy);
     t->easy = NULL;
     curl_slist_free_all(t->hdrs);
     t->hdrs = NULL;
-    double dur = (double)(pd_mono_ns() - t->start_ns) / 1e9;
-    int64_t end_wall = clk_wall(m); /* the attempt ended: a target_down event's time */
+    *dur = (double)(pd_mono_ns() - t->start_ns) / 1e9;
+    *end_wall = clk_wall(m); /* the attempt ended: a target_down event's time */
 
     if (t->too_large || res == CURLE_FILESIZE_EXCEEDED) {
-        outcome = "too_large";
-        snprintf(msg, sizeof msg, "body exceeds %zu bytes", t->max_body);
+        f->outcome = "too_large";
+        snprintf(f->msg, sizeof f->msg, "body exceeds %zu bytes", t->max_body);
     } else if (t->oom) {
-        outcome = "error";
-        snprintf(msg, sizeof msg, "out of memory reading the body");
+        f->outcome = "error";
+        snprintf(f->msg, sizeof f->msg, "out of memory reading the body");
     } else if (res == CURLE_OPERATION_TIMEDOUT) {
-        outcome = "timeout";
-        snprintf(msg, sizeof msg, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(res));
+        f->outcome = "timeout";
+        snprintf(f->msg, sizeof f->msg, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(res));
     } else if (res != CURLE_OK) {
-        outcome = "error";
-        snprintf(msg, sizeof msg, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(res));
+        f->outcome = "error";
+        snprintf(f->msg, sizeof f->msg, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(res));
     } else if (status != 200) {
-        outcome = "error";
-        snprintf(msg, sizeof msg, "HTTP %ld", status);
+        f->outcome = "error";
+        snprintf(f->msg, sizeof f->msg, "HTTP %ld", status);
     } else {
-        pd_profile p;
-        pd_err e;
-        pd_err_clear(&e);
-        int rc = pd_profile_decode(&p, (const uint8_t *)t->body.data, t->body.len, &m->lim, &e);
-        if (rc) {
-            outcome = rc == PD_ETOOBIG ? "too_large" : "bad_profile";
-            snprintf(msg, sizeof msg, "%s", e.msg[0] ? e.msg : pd_strerror(rc));
-        } else {
-            pd_buf kept; /* keep_sample_type: the profile re-encoded with the listed types */
-            pd_buf_init(&kept, t->max_body);
-            if (t->keep && (rc = pd__scrape_keep_types(&p, t->keep, &kept, &e)) != 0) {
-                outcome = rc == PD_ENOMEM ? "error" : "bad_profile";
-                snprintf(msg, sizeof msg, "%s", e.msg[0] ? e.msg : pd_strerror(rc));
-                rc = 0; /* recorded: not a storage outcome */
-                pd_profile_release(&p);
-                pd_buf_release(&kept);
-                goto stored;
-            }
-            if (t->keep)
-                rc = store_scrape(m->st, &t->stored, t->start_ms, (const uint8_t *)kept.data,
-                                  kept.len, &p, &e);
-            else
-                rc = store_scrape(m->st, &t->stored, t->start_ms, (const uint8_t *)t->body.data,
-                                  t->body.len, &p, &e);
-            pd_buf_release(&kept);
-            if (!rc)
-                inuse = pd__adaptive_heap_inuse(&p);
-            pd_profile_release(&p);
-            if (rc == PD_EEXIST) {
-                /* this series already has a profile at this ms (two targets
-                 * with the same labels): the target itself is fine */
-                outcome = "duplicate";
-            } else if (rc == PD_EOUTOFBOUNDS) {
-                /* the scrape's start time is outside the store's window: the
-                   clock of this machine jumped, or the retention is tiny */
-                outcome = "out_of_bounds";
-                snprintf(msg, sizeof msg, "storage: %s", e.msg);
-            } else if (rc) {
-                outcome = "error";
-                snprintf(msg, sizeof msg, "storage: %s", e.msg[0] ? e.msg : pd_strerror(rc));
-            } else {
-                pd_metrics_add("profd_ingested_profiles_total", "source=\"scrape\"", 1);
-                pd_metrics_add("profd_ingested_bytes_total", "source=\"scrape\"",
-                               (double)t->body.len);
-            }
-        }
+        f->labels = &t->stored;
+        f->ts_ms = t->start_ms;
+        f->body = (const uint8_t *)t->body.data;
+        f->len = t->body.len;
+        f->keep = t->keep;
+        f->max_body = t->max_body;
+        pd__scrape_fin_decode(f, &m->lim);
     }
-stored:;
+}
+
+/* Loop thread, no lock held on entry: records the outcome f of t's
+ * scrape (stored, or failed) — health, metrics, adaptive capture — and
+ * makes t ready for its next scrape. */
+static void record_outcome(pd_scrape_manager *m, target *t, CURLcode res, const pd__scrape_fin *f,
+                           double dur, int64_t end_wall)
+{
+    const char *outcome = f->outcome, *msg = f->msg;
     size_t body_len = t->body.len;
     /* keep the memory of small bodies for the next scrape, not of big ones */
     if (t->body.cap > (1u << 20))
@@ -1158,8 +1112,8 @@ stored:;
                               : "error";
         pd__burst_scraped(t->bs, !strcmp(outcome, "success"), t->start_ms, end_wall, body_len,
                           t->burst_scrape, t->metric_labels, t->name, conn, why, msg, clk_mono(m));
-        if (inuse >= 0 && t->bs)
-            pd__burst_observe(t->bs, t->start_ms, inuse, clk_mono(m));
+        if (f->inuse >= 0 && t->bs)
+            pd__burst_observe(t->bs, t->start_ms, f->inuse, clk_mono(m));
     }
     pthread_mutex_unlock(&m->mu);
     if (msg[0] && was != HEALTH_DOWN)
@@ -1167,6 +1121,46 @@ stored:;
                     outcome, msg);
     else if (!msg[0] && was == HEALTH_DOWN)
         pd_log_info("scrape recovered", "job=\"%s\" url=\"%s\"", t->job, t->url);
+}
+
+/* Loop thread: the transfers of one round that ended (m->ended), held
+ * until they are stored together and their outcomes recorded. */
+typedef struct ended ended;
+struct ended {
+    target *t;
+    CURLcode res;
+    double dur;
+    int64_t end_wall;
+};
+
+/* Loop thread: stores the profiles of the n transfers that ended this
+ * round with one call (pd__scrape_store), then records each outcome. */
+static void finish_round(pd_scrape_manager *m, size_t n)
+{
+    pd__scrape_store(m->st, m->fin, n);
+    for (size_t i = 0; i < n; i++) {
+        record_outcome(m, m->ended[i].t, m->ended[i].res, &m->fin[i], m->ended[i].dur,
+                       m->ended[i].end_wall);
+        pd__scrape_fin_release(&m->fin[i]);
+    }
+}
+
+/* Loop thread: room for n ended transfers of a round. false: none more. */
+static bool room_for(pd_scrape_manager *m, size_t n)
+{
+    if (n <= m->ended_cap)
+        return true;
+    size_t nc = m->ended_cap ? m->ended_cap * 2 : 64;
+    ended *e = realloc(m->ended, nc * sizeof *e);
+    if (e)
+        m->ended = e;
+    pd__scrape_fin *f = e ? realloc(m->fin, nc * sizeof *f) : NULL;
+    if (f)
+        m->fin = f;
+    if (!e || !f)
+        return false;
+    m->ended_cap = nc;
+    return true;
 }
 
 /* One round of the loop: frees retired targets, starts the transfers of the
@@ -1260,8 +1254,11 @@ static bool loop_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running_o
     if (wait > 0)
         curl_multi_poll(m->multi, NULL, 0, (int)wait, NULL);
     curl_multi_perform(m->multi, &running);
+    /* the transfers that ended: decoded one by one, stored together (one
+     * call; on ClickHouse one batch), then each outcome recorded */
     CURLMsg *msg;
     int left;
+    size_t n = 0;
     while ((msg = curl_multi_info_read(m->multi, &left))) {
         if (msg->msg != CURLMSG_DONE)
             continue;
@@ -1269,9 +1266,20 @@ static bool loop_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running_o
         CURLcode res = msg->data.result;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
         target *t = (target *)priv;
-        if (t)
-            finish_scrape(m, t, res);
+        if (!t)
+            continue;
+        if (!room_for(m, n + 1)) { /* out of memory: store what the round has so far (the
+                                      room for one is there from pd_scrape_manager_new) */
+            finish_round(m, n);
+            n = 0;
+        }
+        ended *d = &m->ended[n];
+        *d = (ended){t, res, 0, 0};
+        end_transfer(m, t, res, &m->fin[n], &d->dur, &d->end_wall);
+        n++;
     }
+    if (n)
+        finish_round(m, n);
     if (running_out)
         *running_out = running;
     if (next) { /* stepped by a test (pd__scrape_round): the loop thread needs no answer */
@@ -1359,6 +1367,8 @@ void pd_scrape_manager_free(pd_scrape_manager *m)
         target_free(r);
     }
     pd__adaptive_free(m->ad);
+    free(m->ended);
+    free(m->fin);
     curl_multi_cleanup(m->multi);
     pthread_mutex_destroy(&m->mu);
     dropped_release(&m->dropped);

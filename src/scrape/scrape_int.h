@@ -114,6 +114,66 @@ int64_t pd__scrape_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running
  * can drop the target. Set it only while no manager runs. */
 extern void (*pd__scrape_before_record)(const char *url);
 
+/* ---- storing the scrapes a loop round finished (store.c) ---- */
+#include "pprof/split.h"
+#include "storage/storage.h"
+#include "scrape/append_many_shim.h" /* TEMPORARY */
+
+/* Room for the message of a failed scrape (the target's last_error). */
+#define PD__SCRAPE_MSG 600
+/* Most label sets one scraped profile is split into (manager.c's top). */
+#define PD__SCRAPE_MAX_SPLIT 1000
+
+/* A scrape whose transfer ended with HTTP 200, on its way to the store.
+ * The caller sets the inputs and calls pd__scrape_fin_decode, then stores
+ * every decoded one of the round together (pd__scrape_store), reads the
+ * outputs and releases it (pd__scrape_fin_release). */
+typedef struct pd__scrape_fin {
+    /* in: borrowed until pd__scrape_fin_release */
+    const pd_labels *labels; /* the series labels (the target's stored labels) */
+    int64_t ts_ms;           /* the scrape's start: the time stored at */
+    const uint8_t *body;     /* the body as served */
+    size_t len;
+    const char *keep; /* keep_sample_type ("type\tunit\n"...), NULL: every type */
+    size_t max_body;  /* cap of the body re-encoded for keep */
+    /* out: outcome as at manager.c's top ("success", "duplicate",
+     * "out_of_bounds", "error", "bad_profile", "too_large"); msg the error,
+     * "" when the target is up; inuse the heap in use of the stored profile
+     * (bytes, -1: none or not stored) */
+    const char *outcome;
+    char msg[PD__SCRAPE_MSG];
+    int64_t inuse;
+    /* private (store.c) */
+    bool ready;       /* decoded, to be stored */
+    pd_profile p;     /* decoded body (ready) */
+    pd_buf kept;      /* body re-encoded with the kept types (keep) */
+    pd_pprof_split sp;
+    pd_buf *enc;      /* sp.n encoded parts */
+    size_t first, n;  /* its items in the round's pd_storage_append_many */
+} pd__scrape_fin;
+
+/* Decodes f's body (limits lim), keeps its listed types and splits it by its
+ * samples' labels (manager.c's top), each part encoded. On failure sets
+ * f->outcome and f->msg (bad_profile, too_large, error); else f is ready
+ * for pd__scrape_store. */
+void pd__scrape_fin_decode(pd__scrape_fin *f, const pd_pprof_limits *lim);
+
+/* Stores every ready scrape of v[0..n) with one pd_storage_append_many
+ * (none when no scrape is ready): each label set of each scrape, at its
+ * time, without the push's shift. Sets each ready scrape's outcome, msg
+ * and inuse — a scrape whose label sets partly failed reports the first
+ * failure: duplicate (PD_EEXIST), out_of_bounds, error — and counts the
+ * stored ones in profd_ingested_{profiles,bytes}_total{source="scrape"},
+ * the call in profd_scrape_store_batches_total and its wall time in
+ * profd_scrape_store_seconds_total. Returns the label sets stored. */
+size_t pd__scrape_store(pd_storage *st, pd__scrape_fin *v, size_t n);
+
+/* Frees what pd__scrape_fin_decode and pd__scrape_store made (not the inputs). */
+void pd__scrape_fin_release(pd__scrape_fin *f);
+
+/* Describes the metrics of store.c and creates them at 0. */
+void pd__scrape_store_describe(void);
+
 /* ---- keep_sample_type (keep.c) ---- */
 #include "pprof/pprof.h"
 /* Keeps only the sample types of p listed in keep ("type\tunit\n"...,
