@@ -43,20 +43,13 @@
  * loop frees (aborting its transfer). curl_multi_wakeup, which is
  * thread-safe, interrupts the poll after apply() and free().
  *
- * Decoding and storing run on the loop thread, once per round for every
- * transfer the round ended (store.c): one pd_storage_append_many of every
- * label set of every such scrape. On the embedded store (batched fsync) an
- * append is a buffered write; on ClickHouse the call returns when the one
- * batch it went into is acknowledged (group commit, batches at least
- * --clickhouse.flush-interval apart). Stored one by one, a round waited one
- * batch per profile: ~9 profiles/s at most, however many targets
- * (bench/clickhouse/SCRAPE.md). Meanwhile no scrape starts and the
- * transfers in flight are not read (their timeouts run): the wait per
- * round shows in profd_scrape_store_seconds_total. Moving the store to a
- * worker that the loop does not wait for is the next step if that
- * lateness matters; tests step rounds with their own clock
- * (pd__scrape_round) and rely on a round's stores being done when it
- * returns.
+ * Decoding and storing run on the loop thread (store.c): the transfers a
+ * round ended are stored with one pd_storage_append_many — on ClickHouse
+ * one batch, one wait for its acknowledgement per round, where one append
+ * per profile waited a batch each (bench/scrape_clickhouse/RESULTS.md).
+ * Meanwhile no scrape starts and no answer is read (timeouts run): that
+ * time is profd_scrape_store_seconds_total. A round's stores are done when it
+ * returns, which the tests' own clock relies on (pd__scrape_round).
  *
  * Outcome of a scrape (metric label outcome=): success; duplicate (stored
  * already: the series has a profile at that ms, PD_EEXIST; the target is up);

@@ -144,12 +144,12 @@ typedef struct pd__scrape_fin {
     char msg[PD__SCRAPE_MSG];
     int64_t inuse;
     /* private (store.c) */
-    bool ready;       /* decoded, to be stored */
-    pd_profile p;     /* decoded body (ready) */
-    pd_buf kept;      /* body re-encoded with the kept types (keep) */
+    bool ready;   /* decoded, to be stored */
+    pd_profile p; /* decoded body (ready) */
+    pd_buf kept;  /* body re-encoded with the kept types (keep) */
     pd_pprof_split sp;
-    pd_buf *enc;      /* sp.n encoded parts */
-    size_t first, n;  /* its items in the round's pd_storage_append_many */
+    pd_buf *enc;     /* sp.n encoded parts */
+    size_t first, n; /* its items in the round's pd_storage_append_many */
 } pd__scrape_fin;
 
 /* Decodes f's body (limits lim), keeps its listed types and splits it by its

@@ -18,9 +18,9 @@
  * by one waited one batch each — a few profiles a second, whatever the
  * number of targets — while the loop, blocked, started no scrape and
  * counted the wait against the timeouts of the transfers in flight. One
- * call puts them in one batch: one wait per round (bench/clickhouse/
- * SCRAPE.md has the figures). On the embedded store the call is the same
- * appends in a row.
+ * call puts them in one batch: one wait per round (figures in
+ * bench/scrape_clickhouse/RESULTS.md). On the embedded store the call is
+ * the same appends in a row.
  *
  * A scrape's label sets are items first..first+n of the call, in order; the
  * first that failed gives the scrape's outcome (as when they were stored
@@ -84,8 +84,7 @@ void pd__scrape_fin_decode(pd__scrape_fin *f, const pd_pprof_limits *lim)
     for (size_t i = 0; rc == 0 && i < f->sp.n; i++) {
         pd_buf_init(&f->enc[i], 0);
         if ((rc = pd_profile_encode(&f->sp.v[i].view, true, &f->enc[i])) < 0)
-            pd_err_set(&e, rc, "encoding the profile of label set %zu: %s", i + 1,
-                       pd_strerror(rc));
+            pd_err_set(&e, rc, "encoding the profile of label set %zu: %s", i + 1, pd_strerror(rc));
     }
     if (rc < 0) { /* as a storage failure before: the target is down */
         f->outcome = "error";

@@ -48,7 +48,7 @@
 #define MAX_CALLS 16
 #define MAX_ITEMS 16
 static int n_calls;
-static size_t call_n[MAX_CALLS];              /* items of each call */
+static size_t call_n[MAX_CALLS];                /* items of each call */
 static char call_job[MAX_CALLS][MAX_ITEMS][32]; /* each item's job label */
 static int call_rc[MAX_CALLS][MAX_ITEMS];
 static bool call_shift[MAX_CALLS];
@@ -251,8 +251,8 @@ static json_t *target(pd_scrape_manager *m, const char *job, const char *type)
 }
 
 /* health and lastError of job/type */
-static void want_health(pd_scrape_manager *m, const char *job, const char *type,
-                        const char *health, const char *error_part)
+static void want_health(pd_scrape_manager *m, const char *job, const char *type, const char *health,
+                        const char *error_part)
 {
     json_t *t = target(m, job, type);
     const char *h = json_string_value(json_object_get(t, "health"));
@@ -344,8 +344,8 @@ static void test_round_stored_by_one_call(void **state)
              "      pprof_config: {allocs: %s, block: %s, goroutine: %s, mutex: %s, "
              "threadcreate: %s, cpu: %s, heap: {path: /gate/debug/pprof/heap}}\n"
              "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
-             off, off, off, off, off, f->port, off, off, off, off, off, off, f->port, off, off,
-             off, off, off, off, f->port);
+             off, off, off, off, off, f->port, off, off, off, off, off, off, f->port, off, off, off,
+             off, off, off, f->port);
     pd_config c;
     pd_err e;
     pd_err_clear(&e);
@@ -439,8 +439,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_stored_by_one_call, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_round_without_profiles_makes_no_call, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_round_without_profiles_makes_no_call, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,7 @@
 // for, embedded store vs ClickHouse, for one or more profd binaries (e.g.
 // main and a branch) in one run. Run by hand (not in ctest):
 //
-//   PROFD_BINS="main=/tmp/main/build/profd,branch=build/profd" node bench/clickhouse/scrape.mjs
+//   PROFD_BINS="main=/tmp/main/build/profd,branch=build/profd" node bench/scrape_clickhouse/bench.mjs
 //     env: TARGETS=200 INTERVAL_S=3 (200 heap targets every 3 s: 66.7
 //          scrapes/s, the rate of 1,000 targets at 15 s)
 //          WARM_S=10 MEASURE_S=60 (figures over MEASURE_S after WARM_S)
