@@ -191,13 +191,13 @@ static const catalog_entry catalog[] = {
      "slot runs late instead and is not counted), by job and profile type.",
      NULL},
     {"profd_scrape_store_batches_total", PD_METRIC_COUNTER,
-     "Storage calls of the scrape loop: one per round of the loop that "
-     "finished scrapes with a profile, holding every label set of every such "
-     "scrape (on ClickHouse, one batch).",
+     "Storage calls of the scrape loop's store thread, each holding every "
+     "label set of every scrape that ended since the previous call (on "
+     "ClickHouse, one batch).",
      (const char *const[]){"", NULL}},
     {"profd_scrape_store_seconds_total", PD_METRIC_COUNTER,
-     "Wall time the scrape loop spent in those storage calls; no scrape "
-     "starts or reads its answer meanwhile.",
+     "Wall time spent in those storage calls (the scrape loop goes on "
+     "meanwhile).",
      (const char *const[]){"", NULL}},
     {"profd_scrape_targets", PD_METRIC_GAUGE,
      "Scrape targets configured (one per target and profile type).",

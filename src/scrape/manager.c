@@ -27,29 +27,35 @@
  * assert does not depend on how busy the machine is. Durations and curl's
  * timeouts are real time.
  *
- * Threads and locking. One thread runs the loop over one curl multi handle:
+ * Threads and locking. One thread runs the loop over one curl multi handle,
+ * a second stores what it scraped (store.c):
  *
- *     lock: free retired targets; start due transfers; compute the wait
- *     unlock; curl_multi_poll(wait); curl_multi_perform
- *     no lock held: decode each finished transfer's body (store.c), then
- *         store all of them with one pd_storage_append_many
- *     for each finished transfer: lock: record health, clear busy
+ *     loop:  lock: free retired targets (not those being stored); start due
+ *            transfers; compute the wait
+ *            unlock; curl_multi_poll(wait); curl_multi_perform
+ *            decode each transfer that ended (no lock held); hand them over
+ *     store: one pd_storage_append_many of every label set of every scrape
+ *            handed over, then for each: lock: record health, clear busy
+ *
+ * The loop does not wait for the store: on ClickHouse a call returns when
+ * the one batch it went into is acknowledged (group commit, batches at
+ * least --clickhouse.flush-interval apart, up to 1 s), and while it waits
+ * the loop starts the scrapes due and reads the answers in flight (their
+ * timeouts run); what ends meanwhile goes into the next call. Stored one
+ * by one on the loop, as before, each profile waited a batch of its own:
+ * ~10 profiles/s however many targets, scrapes late and timing out
+ * (bench/scrape_clickhouse/RESULTS.md). Without the store thread (a test
+ * stepping the loop with its own clock, pd__scrape_round) a round stores
+ * and records what it ended before it returns.
  *
  * m->mu guards the target vector, every target's schedule and health fields,
  * `busy`, the retired list and `stop`. The easy handles and the multi handle
  * are touched only by the loop thread (and by apply()/free() only when the
  * thread is not running). apply() never frees a busy target (a transfer in
- * flight or being finished): it moves it to the retired list, which only the
- * loop frees (aborting its transfer). curl_multi_wakeup, which is
- * thread-safe, interrupts the poll after apply() and free().
- *
- * Decoding and storing run on the loop thread (store.c): the transfers a
- * round ended are stored with one pd_storage_append_many — on ClickHouse
- * one batch, one wait for its acknowledgement per round, where one append
- * per profile waited a batch each (bench/scrape_clickhouse/RESULTS.md).
- * Meanwhile no scrape starts and no answer is read (timeouts run): that
- * time is profd_scrape_store_seconds_total. A round's stores are done when it
- * returns, which the tests' own clock relies on (pd__scrape_round).
+ * flight or being stored): it moves it to the retired list, which only the
+ * loop frees (aborting its transfer) once its outcome is recorded.
+ * curl_multi_wakeup, which is thread-safe, interrupts the poll after
+ * apply(), free() and each store call.
  *
  * Outcome of a scrape (metric label outcome=): success; duplicate (stored
  * already: the series has a profile at that ms, PD_EEXIST; the target is up);
@@ -185,12 +191,10 @@ struct pd_scrape_manager {
     bool stop;           /* under mu */
     bool running;
     pthread_t thread;
-    pd__sd *sd;       /* service discovery; its lock serialises apply and rebuilds */
-    pd__adaptive *ad; /* adaptive capture state, under mu */
-    /* the transfers a round ended (finish_round): loop thread only */
-    struct ended *ended;
-    pd__scrape_fin *fin;
-    size_t ended_cap;
+    pd__sd *sd;                /* service discovery; its lock serialises apply and rebuilds */
+    pd__adaptive *ad;          /* adaptive capture state, under mu */
+    pd__scrape_storer *storer; /* stores the scrapes the rounds end (store.c) */
+    bool storer_running;       /* its thread started (pd_scrape_manager_start) */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -551,7 +555,7 @@ static void describe_metrics(void)
  * labels: what Prometheus attaches to up) and profile_type.
  *
  * The series exist from a target's first finished scrape until a reload
- * drops the target; then apply() removes them under m->mu, and record_outcome
+ * drops the target; then apply() removes them under m->mu, and scrape_done
  * updates metrics under m->mu only for targets not retired, so a scrape in
  * flight during the reload cannot bring them back.
  */
@@ -607,7 +611,8 @@ bool pd__scrape_catch_up(int64_t seconds, int64_t interval_ms)
 /* ---- public ---- */
 
 static int rebuild_cb(void *arg, pd_err *err);
-static bool room_for(pd_scrape_manager *m, size_t n);
+static void scrape_done(void *arg, pd__scrape_fin *f);
+static void scrape_idle(void *arg);
 
 int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_manager **out,
                           pd_err *err)
@@ -631,11 +636,10 @@ int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_
         return pd_err_set(err, PD_ENOMEM, "out of memory creating the curl multi handle");
     }
     pthread_mutex_init(&m->mu, NULL);
-    if (pd__sd_new(rebuild_cb, m, &m->sd) || pd__adaptive_new(&m->ad) || !room_for(m, 1)) {
+    if (pd__sd_new(rebuild_cb, m, &m->sd) || pd__adaptive_new(&m->ad) ||
+        pd__scrape_storer_new(st, scrape_done, scrape_idle, m, &m->storer)) {
         pd__sd_free(m->sd);
         pd__adaptive_free(m->ad);
-        free(m->ended);
-        free(m->fin);
         curl_multi_cleanup(m->multi);
         pthread_mutex_destroy(&m->mu);
         free(m);
@@ -1018,24 +1022,24 @@ static void record(const target *t, const char *outcome, double dur_s)
 }
 
 /* Loop thread, no lock held: ends t's transfer (res: curl's result) into
- * f — its duration and end in *dur and *end_wall, the outcome of a failed
+ * f (zeroed) — owner, res, duration and end; the outcome of a failed
  * transfer in f->outcome/msg, or, for a body with HTTP 200, f ready for
  * pd__scrape_store (decoded, split). */
-static void end_transfer(pd_scrape_manager *m, target *t, CURLcode res, pd__scrape_fin *f,
-                         double *dur, int64_t *end_wall)
+static void end_transfer(pd_scrape_manager *m, target *t, CURLcode res, pd__scrape_fin *f)
 {
     long status = 0;
-    memset(f, 0, sizeof *f);
     f->outcome = "success";
     f->inuse = -1;
+    f->owner = t;
+    f->res = (int)res;
     curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
     curl_multi_remove_handle(m->multi, t->easy);
     curl_easy_cleanup(t->easy);
     t->easy = NULL;
     curl_slist_free_all(t->hdrs);
     t->hdrs = NULL;
-    *dur = (double)(pd_mono_ns() - t->start_ns) / 1e9;
-    *end_wall = clk_wall(m); /* the attempt ended: a target_down event's time */
+    f->dur = (double)(pd_mono_ns() - t->start_ns) / 1e9;
+    f->end_wall = clk_wall(m); /* the attempt ended: a target_down event's time */
 
     if (t->too_large || res == CURLE_FILESIZE_EXCEEDED) {
         f->outcome = "too_large";
@@ -1063,12 +1067,16 @@ static void end_transfer(pd_scrape_manager *m, target *t, CURLcode res, pd__scra
     }
 }
 
-/* Loop thread, no lock held on entry: records the outcome f of t's
- * scrape (stored, or failed) — health, metrics, adaptive capture — and
- * makes t ready for its next scrape. */
-static void record_outcome(pd_scrape_manager *m, target *t, CURLcode res, const pd__scrape_fin *f,
-                           double dur, int64_t end_wall)
+/* Store thread (loop thread without one), no lock held on entry: records
+ * the outcome f of its target's scrape (stored, or failed) — health,
+ * metrics, adaptive capture — and makes the target ready for its next
+ * scrape. */
+static void scrape_done(void *arg, pd__scrape_fin *f)
 {
+    pd_scrape_manager *m = arg;
+    target *t = f->owner;
+    CURLcode res = (CURLcode)f->res;
+    double dur = f->dur;
     const char *outcome = f->outcome, *msg = f->msg;
     size_t body_len = t->body.len;
     /* keep the memory of small bodies for the next scrape, not of big ones */
@@ -1103,57 +1111,25 @@ static void record_outcome(pd_scrape_manager *m, target *t, CURLcode res, const 
                                   res == CURLE_PARTIAL_FILE || res == CURLE_SEND_ERROR
                               ? "connection reset"
                               : "error";
-        pd__burst_scraped(t->bs, !strcmp(outcome, "success"), t->start_ms, end_wall, body_len,
+        pd__burst_scraped(t->bs, !strcmp(outcome, "success"), t->start_ms, f->end_wall, body_len,
                           t->burst_scrape, t->metric_labels, t->name, conn, why, msg, clk_mono(m));
         if (f->inuse >= 0 && t->bs)
             pd__burst_observe(t->bs, t->start_ms, f->inuse, clk_mono(m));
     }
-    pthread_mutex_unlock(&m->mu);
+    /* logged under the lock: once busy is clear and the lock free, a
+     * reload may free t */
     if (msg[0] && was != HEALTH_DOWN)
         pd_log_warn("scrape failed", "job=\"%s\" url=\"%s\" outcome=%s err=\"%s\"", t->job, t->url,
                     outcome, msg);
     else if (!msg[0] && was == HEALTH_DOWN)
         pd_log_info("scrape recovered", "job=\"%s\" url=\"%s\"", t->job, t->url);
+    pthread_mutex_unlock(&m->mu);
 }
 
-/* Loop thread: the transfers of one round that ended (m->ended), held
- * until they are stored together and their outcomes recorded. */
-typedef struct ended ended;
-struct ended {
-    target *t;
-    CURLcode res;
-    double dur;
-    int64_t end_wall;
-};
-
-/* Loop thread: stores the profiles of the n transfers that ended this
- * round with one call (pd__scrape_store), then records each outcome. */
-static void finish_round(pd_scrape_manager *m, size_t n)
+/* Store thread: a store call ended; the loop hands over what gathered. */
+static void scrape_idle(void *arg)
 {
-    pd__scrape_store(m->st, m->fin, n);
-    for (size_t i = 0; i < n; i++) {
-        record_outcome(m, m->ended[i].t, m->ended[i].res, &m->fin[i], m->ended[i].dur,
-                       m->ended[i].end_wall);
-        pd__scrape_fin_release(&m->fin[i]);
-    }
-}
-
-/* Loop thread: room for n ended transfers of a round. false: none more. */
-static bool room_for(pd_scrape_manager *m, size_t n)
-{
-    if (n <= m->ended_cap)
-        return true;
-    size_t nc = m->ended_cap ? m->ended_cap * 2 : 64;
-    ended *e = realloc(m->ended, nc * sizeof *e);
-    if (e)
-        m->ended = e;
-    pd__scrape_fin *f = e ? realloc(m->fin, nc * sizeof *f) : NULL;
-    if (f)
-        m->fin = f;
-    if (!e || !f)
-        return false;
-    m->ended_cap = nc;
-    return true;
+    curl_multi_wakeup(((pd_scrape_manager *)arg)->multi);
 }
 
 /* One round of the loop: frees retired targets, starts the transfers of the
@@ -1169,9 +1145,13 @@ static bool loop_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running_o
         pthread_mutex_unlock(&m->mu);
         return false;
     }
-    while (m->retired) {
-        target *r = m->retired;
-        m->retired = r->next_retired;
+    for (target **rp = &m->retired; *rp;) {
+        target *r = *rp;
+        if (r->busy && !r->easy) { /* its outcome is being stored (store thread) */
+            rp = &r->next_retired;
+            continue;
+        }
+        *rp = r->next_retired;
         target_abort(m, r);
         target_free(r);
     }
@@ -1248,31 +1228,20 @@ static bool loop_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running_o
         curl_multi_poll(m->multi, NULL, 0, (int)wait, NULL);
     curl_multi_perform(m->multi, &running);
     /* the transfers that ended: decoded one by one, stored together (one
-     * call; on ClickHouse one batch), then each outcome recorded */
+     * call; on ClickHouse one batch), then each outcome recorded (store.c) */
     CURLMsg *msg;
     int left;
-    size_t n = 0;
     while ((msg = curl_multi_info_read(m->multi, &left))) {
         if (msg->msg != CURLMSG_DONE)
             continue;
         char *priv = NULL;
         CURLcode res = msg->data.result;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
-        target *t = (target *)priv;
-        if (!t)
-            continue;
-        if (!room_for(m, n + 1)) { /* out of memory: store what the round has so far (the
-                                      room for one is there from pd_scrape_manager_new) */
-            finish_round(m, n);
-            n = 0;
-        }
-        ended *d = &m->ended[n];
-        *d = (ended){t, res, 0, 0};
-        end_transfer(m, t, res, &m->fin[n], &d->dur, &d->end_wall);
-        n++;
+        if (priv)
+            end_transfer(m, (target *)priv, res, pd__scrape_storer_slot(m->storer));
     }
-    if (n)
-        finish_round(m, n);
+    /* no store thread (a test's pd__scrape_round): stored and recorded now */
+    pd__scrape_storer_flush(m->storer, false);
     if (running_out)
         *running_out = running;
     if (next) { /* stepped by a test (pd__scrape_round): the loop thread needs no answer */
@@ -1324,6 +1293,12 @@ int pd_scrape_manager_start(pd_scrape_manager *m, pd_err *err)
     pthread_mutex_lock(&m->mu);
     m->stop = false;
     pthread_mutex_unlock(&m->mu);
+    if (!m->storer_running) {
+        int src = pd__scrape_storer_start(m->storer, err);
+        if (src)
+            return src;
+        m->storer_running = true;
+    }
     int rc = pthread_create(&m->thread, NULL, loop, m);
     if (rc)
         return pd_err_set(err, -rc, "cannot start the scrape thread: %s", strerror(rc));
@@ -1345,6 +1320,7 @@ void pd_scrape_manager_free(pd_scrape_manager *m)
         pthread_join(m->thread, NULL);
         m->running = false;
     }
+    pd__scrape_storer_free(m->storer); /* what ended is stored and recorded first */
     pd_u64map none;
     pd_u64map_init(&none);
     for (size_t i = 0; i < m->tn; i++) {
@@ -1360,8 +1336,6 @@ void pd_scrape_manager_free(pd_scrape_manager *m)
         target_free(r);
     }
     pd__adaptive_free(m->ad);
-    free(m->ended);
-    free(m->fin);
     curl_multi_cleanup(m->multi);
     pthread_mutex_destroy(&m->mu);
     dropped_release(&m->dropped);

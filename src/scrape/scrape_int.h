@@ -143,6 +143,12 @@ typedef struct pd__scrape_fin {
     const char *outcome;
     char msg[PD__SCRAPE_MSG];
     int64_t inuse;
+    /* the caller's, untouched here: whose scrape, curl's result, duration
+     * (s) and end (wall ms) of the transfer */
+    void *owner;
+    int res;
+    double dur;
+    int64_t end_wall;
     /* private (store.c) */
     bool ready;   /* decoded, to be stored */
     pd_profile p; /* decoded body (ready) */
@@ -168,8 +174,32 @@ void pd__scrape_fin_decode(pd__scrape_fin *f, const pd_pprof_limits *lim);
  * profd_scrape_store_seconds_total. Returns the label sets stored. */
 size_t pd__scrape_store(pd_storage *st, pd__scrape_fin *v, size_t n);
 
-/* Frees what pd__scrape_fin_decode and pd__scrape_store made (not the inputs). */
+/* Frees what pd__scrape_fin_decode and pd__scrape_store made (not the
+ * inputs; the outputs stay readable). */
 void pd__scrape_fin_release(pd__scrape_fin *f);
+
+/* The store step of the scrape loop: the loop fills the scrapes of a round
+ * (pd__scrape_storer_slot) and hands them over (pd__scrape_storer_flush);
+ * they are stored with one pd__scrape_store, released, and passed one by
+ * one to done(arg, f) — on the loop's thread before flush returns while no
+ * store thread was started, else on the store thread while the loop goes
+ * on; scrapes handed over while that thread stores gather into its next
+ * call. After each call on the store thread, idle(arg). */
+typedef struct pd__scrape_storer pd__scrape_storer;
+typedef void (*pd__scrape_done_fn)(void *arg, pd__scrape_fin *f);
+/* 0 or PD_ENOMEM. */
+int pd__scrape_storer_new(pd_storage *st, pd__scrape_done_fn done, void (*idle)(void *arg),
+                          void *arg, pd__scrape_storer **out /* OUT */);
+/* The next scrape of the round, zeroed; never NULL (when memory runs out
+ * the scrapes so far are stored first, waiting for them). */
+pd__scrape_fin *pd__scrape_storer_slot(pd__scrape_storer *s);
+/* Hands the round's scrapes over; wait: returns once every scrape handed
+ * over is stored and passed to done. */
+void pd__scrape_storer_flush(pd__scrape_storer *s, bool wait);
+/* Starts the store thread. 0 or -errno. */
+int pd__scrape_storer_start(pd__scrape_storer *s, pd_err *err);
+/* Stores what was handed over or filled, stops the thread, frees s. NULL: no-op. */
+void pd__scrape_storer_free(pd__scrape_storer *s);
 
 /* Describes the metrics of store.c and creates them at 0. */
 void pd__scrape_store_describe(void);

@@ -1,32 +1,43 @@
 /*
- * scrape/store.c — the scrapes one round of the loop finished, stored
- * together (contract in scrape_int.h; the loop is manager.c).
+ * scrape/store.c — the store step of the scrape loop: the scrapes that
+ * ended, stored together by one call, on a thread of their own (contract in
+ * scrape_int.h; the loop is manager.c).
  *
- * A round of the loop (manager.c) takes every transfer that ended; those
- * that brought a body with HTTP 200 become a pd__scrape_fin each:
+ * Each round of the loop (manager.c) takes every transfer that ended; each
+ * becomes a pd__scrape_fin in the storer's gathering array (decoded there
+ * when the body came with HTTP 200), and the round hands the array over:
  *
- *     pd__scrape_fin_decode   per scrape: decode, keep_sample_type, split
- *                             by the samples' labels, encode the parts
- *     pd__scrape_store        the round: one pd_storage_append_many of every
- *                             label set of every decoded scrape, then each
- *                             scrape's outcome from its items' results
- *     (manager.c)             per target: health, metrics, adaptive capture
+ *     pd__scrape_fin_decode   loop, per scrape: decode, keep_sample_type,
+ *                             split by the samples' labels, encode the parts
+ *     pd__scrape_store        store thread, per call: one
+ *                             pd_storage_append_many of every label set of
+ *                             every scrape handed over since the last call,
+ *                             then each scrape's outcome from its items
+ *     done (manager.c)        store thread, per scrape: health, metrics,
+ *                             adaptive capture; the target is free again
  *
- * Why one call: on ClickHouse an append returns when the batch it went
- * into is acknowledged (group commit, batches at least
- * --clickhouse.flush-interval apart), so storing the round's profiles one
- * by one waited one batch each — a few profiles a second, whatever the
- * number of targets — while the loop, blocked, started no scrape and
- * counted the wait against the timeouts of the transfers in flight. One
- * call puts them in one batch: one wait per round (figures in
- * bench/scrape_clickhouse/RESULTS.md). On the embedded store the call is
- * the same appends in a row.
+ * Two arrays: the loop fills one while the store thread stores the other;
+ * a hand-over swaps them when the thread is idle (under mu), else the loop
+ * keeps filling and the next hand-over after the call takes them all. The
+ * thread wakes the loop after each call (idle) so that nothing waits for
+ * the loop's next event. Without the thread (a test stepping the loop) a
+ * hand-over stores at once, before the round returns.
+ *
+ * Why one call, and why not on the loop: on ClickHouse an append returns
+ * when the batch it went into is acknowledged (group commit, batches at
+ * least --clickhouse.flush-interval apart), so profiles stored one by one
+ * waited one batch each — ~10 a second, however many targets — and the
+ * loop, blocked meanwhile, started no scrape and let the timeouts of the
+ * transfers in flight run (figures in bench/scrape_clickhouse/RESULTS.md).
+ * On the embedded store the call is the same appends in a row.
  *
  * A scrape's label sets are items first..first+n of the call, in order; the
  * first that failed gives the scrape's outcome (as when they were stored
  * one by one and the first failure stopped the rest; now the others are
  * stored all the same).
  */
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +50,13 @@
 void pd__scrape_store_describe(void)
 {
     pd_metrics_describe("profd_scrape_store_batches_total", PD_METRIC_COUNTER,
-                        "Storage calls of the scrape loop: one per round of the loop that "
-                        "finished scrapes with a profile, holding every label set of every such "
-                        "scrape (on ClickHouse, one batch).");
+                        "Storage calls of the scrape loop's store thread, each holding every "
+                        "label set of every scrape that ended since the previous call (on "
+                        "ClickHouse, one batch).");
     pd_metrics_add("profd_scrape_store_batches_total", NULL, 0);
     pd_metrics_describe("profd_scrape_store_seconds_total", PD_METRIC_COUNTER,
-                        "Wall time the scrape loop spent in those storage calls; no scrape "
-                        "starts or reads its answer meanwhile.");
+                        "Wall time spent in those storage calls (the scrape loop goes on "
+                        "meanwhile).");
     pd_metrics_add("profd_scrape_store_seconds_total", NULL, 0);
 }
 
@@ -189,4 +200,153 @@ void pd__scrape_fin_release(pd__scrape_fin *f)
     pd_buf_release(&f->kept);
     pd_profile_release(&f->p); /* zeroed when never decoded */
     f->ready = false;
+}
+
+/* ---- the store step of the loop ---- */
+
+struct pd__scrape_storer {
+    pd_storage *st;
+    pd__scrape_done_fn done;
+    void (*idle)(void *arg);
+    void *arg;
+    pd__scrape_fin *acc; /* the scrapes being gathered: the loop's */
+    size_t acc_n, acc_cap;
+    pd__scrape_fin *work; /* the scrapes being stored: the store thread's while busy */
+    size_t work_n, work_cap;
+    pthread_mutex_t mu; /* guards busy, stop and the swap of acc and work */
+    pthread_cond_t cv;
+    bool busy, stop, running;
+    pthread_t thread;
+};
+
+/* Stores v[0..n), releases each, passes each to done. */
+static void store_all(pd__scrape_storer *s, pd__scrape_fin *v, size_t n)
+{
+    pd__scrape_store(s->st, v, n);
+    for (size_t i = 0; i < n; i++) {
+        pd__scrape_fin_release(&v[i]);
+        s->done(s->arg, &v[i]);
+    }
+}
+
+static void *store_thread(void *arg)
+{
+    pd__scrape_storer *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->busy && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->busy)
+            break;
+        pthread_mutex_unlock(&s->mu);
+        store_all(s, s->work, s->work_n);
+        pthread_mutex_lock(&s->mu);
+        s->work_n = 0;
+        s->busy = false;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        if (s->idle) /* the loop hands over what gathered meanwhile */
+            s->idle(s->arg);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int pd__scrape_storer_new(pd_storage *st, pd__scrape_done_fn done, void (*idle)(void *arg),
+                          void *arg, pd__scrape_storer **out)
+{
+    pd__scrape_storer *s = calloc(1, sizeof *s);
+    *out = NULL;
+    if (!s)
+        return PD_ENOMEM;
+    s->acc = calloc(64, sizeof *s->acc);
+    s->work = calloc(64, sizeof *s->work);
+    if (!s->acc || !s->work) {
+        free(s->acc);
+        free(s->work);
+        free(s);
+        return PD_ENOMEM;
+    }
+    s->acc_cap = s->work_cap = 64;
+    s->st = st;
+    s->done = done;
+    s->idle = idle;
+    s->arg = arg;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    *out = s;
+    return 0;
+}
+
+void pd__scrape_storer_flush(pd__scrape_storer *s, bool wait)
+{
+    if (!s->running) {
+        store_all(s, s->acc, s->acc_n);
+        s->acc_n = 0;
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (!s->busy && s->acc_n) { /* swap: the loop gathers into the other array */
+            pd__scrape_fin *v = s->work;
+            size_t cap = s->work_cap;
+            s->work = s->acc;
+            s->work_n = s->acc_n;
+            s->work_cap = s->acc_cap;
+            s->acc = v;
+            s->acc_cap = cap;
+            s->acc_n = 0;
+            s->busy = true;
+            pthread_cond_broadcast(&s->cv);
+        }
+        if (!wait || (!s->busy && !s->acc_n))
+            break;
+        pthread_cond_wait(&s->cv, &s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+pd__scrape_fin *pd__scrape_storer_slot(pd__scrape_storer *s)
+{
+    if (s->acc_n == s->acc_cap) {
+        pd__scrape_fin *v = realloc(s->acc, 2 * s->acc_cap * sizeof *v);
+        if (v) {
+            s->acc = v;
+            s->acc_cap *= 2;
+        } else { /* out of memory: what gathered is stored first */
+            pd__scrape_storer_flush(s, true);
+        }
+    }
+    pd__scrape_fin *f = &s->acc[s->acc_n++];
+    memset(f, 0, sizeof *f);
+    return f;
+}
+
+int pd__scrape_storer_start(pd__scrape_storer *s, pd_err *err)
+{
+    int rc = pthread_create(&s->thread, NULL, store_thread, s);
+    if (rc)
+        return pd_err_set(err, -rc, "cannot start the scrape store thread: %s", strerror(rc));
+    s->running = true;
+    return 0;
+}
+
+void pd__scrape_storer_free(pd__scrape_storer *s)
+{
+    if (!s)
+        return;
+    pd__scrape_storer_flush(s, true);
+    if (s->running) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = true;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+    }
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->acc);
+    free(s->work);
+    free(s);
 }

@@ -55,8 +55,15 @@ static bool call_shift[MAX_CALLS];
 
 size_t __real_pd_storage_append_many(pd_storage *s, pd_storage_item *items, size_t n, bool shift);
 size_t __wrap_pd_storage_append_many(pd_storage *s, pd_storage_item *items, size_t n, bool shift);
+static atomic_bool store_hold;   /* a call waits while set (test_store_thread) */
+static atomic_int store_entered; /* calls begun */
+static atomic_bool stopping;
+
 size_t __wrap_pd_storage_append_many(pd_storage *s, pd_storage_item *items, size_t n, bool shift)
 {
+    store_entered++;
+    while (store_hold && !stopping)
+        usleep(1000);
     size_t r = __real_pd_storage_append_many(s, items, n, shift);
     if (n_calls < MAX_CALLS) {
         call_n[n_calls] = n;
@@ -105,8 +112,8 @@ static void sleep_ms(int ms)
 
 /* ---- the server ---- */
 
-static atomic_bool gate_open, stopping;
-static atomic_int gate_arrived, gate_sent;
+static atomic_bool gate_open;
+static atomic_int gate_arrived, gate_sent, allocs_served;
 static char gate_marker;
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const void *body,
@@ -124,13 +131,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
                                size_t *upload_len, void **con_cls)
 {
     (void)cls, (void)method, (void)version, (void)upload, (void)upload_len;
-    if (strncmp(url, "/gate/", 6) != 0)
-        return reply(c, 404, "no\n", 3);
-    *con_cls = &gate_marker; /* counted in `completed` once sent */
-    gate_arrived++;
-    while (!gate_open && !stopping)
-        usleep(1000);
-    url += 5;
+    if (!strncmp(url, "/gate/", 6)) {
+        *con_cls = &gate_marker; /* counted in `completed` once sent */
+        gate_arrived++;
+        while (!gate_open && !stopping)
+            usleep(1000);
+        url += 5;
+    }
+    if (!strcmp(url, "/debug/pprof/allocs"))
+        allocs_served++;
     if (!strcmp(url, "/garbage"))
         return reply(c, 200, "this is not a profile", 21);
     const char *name = strncmp(url, "/debug/pprof/", 13) ? NULL : url + 13;
@@ -177,7 +186,8 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     gate_open = stopping = false;
-    gate_arrived = gate_sent = 0;
+    gate_arrived = gate_sent = allocs_served = store_entered = 0;
+    store_hold = false;
     n_calls = 0;
     fake_wall0 = (pd_now_ms() - 30 * 60000) / 60000 * 60000;
     fake_ms = MONO0;
@@ -435,11 +445,140 @@ static void test_round_without_profiles_makes_no_call(void **state)
     want_health(f->m, "bad", "missing", "down", "HTTP 404");
 }
 
+static bool wait_real(bool (*cond)(void))
+{
+    for (int64_t deadline = real_ms() + HANG_MS; !cond();) {
+        if (real_ms() > deadline)
+            return false;
+        sleep_ms(2);
+    }
+    return true;
+}
+static bool one_entered(void)
+{
+    return store_entered >= 1;
+}
+static bool allocs_asked(void)
+{
+    return allocs_served >= 1;
+}
+static bool two_calls(void)
+{
+    return n_calls >= 2;
+}
+static const char *recorded_job;
+static bool allocs_recorded(void)
+{
+    return scrapes(recorded_job, "allocs", "success") == 1;
+}
+
+/* The mono ms of the first slot at or after `from` of job/url. */
+static int64_t first_slot(const char *job, const char *url, int64_t iv, int64_t from)
+{
+    int64_t w = fake_wall0 + (from - MONO0);
+    return from + ((pd__scrape_offset_ms(job, url, iv) - w % iv) % iv + iv) % iv;
+}
+
+/* With the store thread (pd_scrape_manager_start), a store call that waits
+ * does not hold up the loop: the next target is scraped meanwhile, a
+ * reload drops the target being stored (it is freed only once recorded),
+ * and what ended meanwhile is the next call. */
+static void test_store_thread(void **state)
+{
+    fixture *f = *state;
+    enum { IV = 60000 };
+    char yaml[2048], a_url[128], b_url[128];
+    const char *off = "{enabled: false}";
+    snprintf(a_url, sizeof a_url, "http://127.0.0.1:%d/debug/pprof/heap", f->port);
+    snprintf(b_url, sizeof b_url, "http://127.0.0.1:%d/debug/pprof/allocs", f->port);
+    int64_t from = fake_ms;
+    int64_t sa = first_slot("a", a_url, IV, from), sb = first_slot("b", b_url, IV, from);
+    /* job a (heap) is scraped first: its slot comes first on the test's clock */
+    bool a_first = sa < sb;
+    const char *job_heap = a_first ? "a" : "b", *job_allocs = a_first ? "b" : "a";
+    if (!a_first) { /* swap the endpoints so the heap scrape comes first */
+        snprintf(a_url, sizeof a_url, "http://127.0.0.1:%d/debug/pprof/allocs", f->port);
+        snprintf(b_url, sizeof b_url, "http://127.0.0.1:%d/debug/pprof/heap", f->port);
+        sa = first_slot("a", a_url, IV, from);
+        sb = first_slot("b", b_url, IV, from);
+        job_heap = "b";
+        job_allocs = "a";
+    }
+    int64_t s_heap = a_first ? sa : sb, s_allocs = a_first ? sb : sa;
+    if (s_heap >= s_allocs)
+        skip(); /* the same instant for both (1 in 60,000) */
+    snprintf(yaml, sizeof yaml,
+             "global: {scrape_interval: 60s, scrape_timeout: 60s}\n"
+             "scrape_configs:\n"
+             "  - job_name: %s\n"
+             "    profiling_config: {pprof_config: {allocs: %s, block: %s, goroutine: %s, "
+             "mutex: %s, threadcreate: %s, cpu: %s}}\n"
+             "    static_configs: [{targets: ['127.0.0.1:%d']}]\n"
+             "  - job_name: %s\n"
+             "    profiling_config: {pprof_config: {heap: %s, block: %s, goroutine: %s, "
+             "mutex: %s, threadcreate: %s, cpu: %s}}\n"
+             "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
+             job_heap, off, off, off, off, off, off, f->port, job_allocs, off, off, off, off, off,
+             off, f->port);
+    pd_config c;
+    pd_err e;
+    pd_err_clear(&e);
+    if (pd_config_parse(yaml, strlen(yaml), "test.yaml", &c, &e))
+        fail_msg("config: %s", e.msg);
+    PD_ASSERT_OK(pd_scrape_manager_new(f->st, NULL, &f->m, &e), &e);
+    pd_scrape_manager_set_clock(f->m, &fake_clock);
+    PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
+    pd_config_release(&c);
+    store_hold = true;
+    PD_ASSERT_OK(pd_scrape_manager_start(f->m, &e), &e);
+
+    /* the heap scrape ends and its store call waits */
+    fake_ms = s_heap;
+    pd_scrape_manager_wake(f->m);
+    assert_true(wait_real(one_entered));
+    /* the loop goes on: the allocs target is scraped while that call waits */
+    fake_ms = s_allocs;
+    pd_scrape_manager_wake(f->m);
+    assert_true(wait_real(allocs_asked));
+    assert_int_equal(n_calls, 0);
+    /* a reload drops the heap target while its profile is being stored */
+    snprintf(yaml, sizeof yaml,
+             "global: {scrape_interval: 60s, scrape_timeout: 60s}\n"
+             "scrape_configs:\n"
+             "  - job_name: %s\n"
+             "    profiling_config: {pprof_config: {heap: %s, block: %s, goroutine: %s, "
+             "mutex: %s, threadcreate: %s, cpu: %s}}\n"
+             "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
+             job_allocs, off, off, off, off, off, off, f->port);
+    if (pd_config_parse(yaml, strlen(yaml), "test.yaml", &c, &e))
+        fail_msg("config: %s", e.msg);
+    PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
+    pd_config_release(&c);
+    store_hold = false;
+    assert_true(wait_real(two_calls));
+    assert_int_equal(call_n[0], 1);
+    assert_string_equal(call_job[0][0], job_heap);
+    assert_int_equal(call_rc[0][0], 0);
+    assert_int_equal(call_n[1], 1);
+    assert_string_equal(call_job[1][0], job_allocs);
+    recorded_job = job_allocs;
+    assert_true(wait_real(allocs_recorded)); /* recorded after the call */
+    /* the dropped target's counters are gone and not brought back by its outcome */
+    char l[128];
+    snprintf(l, sizeof l, "job=\"%s\",profile_type=\"heap\",outcome=\"success\"", job_heap);
+    assert_false(pd_metrics_has("profd_scrapes_total", l));
+    pd_scrape_manager_free(f->m);
+    f->m = NULL;
+    assert_int_equal(stored(f->st, "heap", job_heap), 1); /* stored, then dropped */
+    assert_int_equal(stored(f->st, "allocs", job_allocs), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_stored_by_one_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_without_profiles_makes_no_call, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_thread, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
