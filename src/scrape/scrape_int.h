@@ -108,10 +108,11 @@ int pd__sd_parse_groups(const char *text, size_t len, const char *name, const ch
  * to that instant. */
 int64_t pd__scrape_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running);
 
-/* Test hook, NULL outside tests: called on the loop thread by every finished
- * scrape after its body was decoded and stored and before its health and
- * metrics are recorded, with the target's URL — the window in which a reload
- * can drop the target. Set it only while no manager runs. */
+/* Test hook, NULL outside tests: called by every finished scrape after its
+ * body was decoded and stored and before its health and metrics are
+ * recorded (on the store thread once pd_scrape_manager_start ran, else on
+ * the thread stepping the loop), with the target's URL — the window in
+ * which a reload can drop the target. Set it only while no manager runs. */
 extern void (*pd__scrape_before_record)(const char *url);
 
 /* ---- storing the scrapes a loop round finished (store.c) ---- */
