@@ -118,7 +118,6 @@ extern void (*pd__scrape_before_record)(const char *url);
 /* ---- storing the scrapes a loop round finished (store.c) ---- */
 #include "pprof/split.h"
 #include "storage/storage.h"
-#include "scrape/append_many_shim.h" /* TEMPORARY */
 
 /* Room for the message of a failed scrape (the target's last_error). */
 #define PD__SCRAPE_MSG 600
