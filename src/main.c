@@ -92,8 +92,8 @@ typedef struct flags {
     const char *ch_urls[16]; /* --clickhouse.url, repeatable (failover order) */
     size_t n_ch_urls;
     const char *ch_user, *ch_password_file, *ch_database, *ch_cluster;
-    bool ch_replicated;  /* --clickhouse.replicated (issue 35 item 4) */
-    int64_t ch_flush_ms; /* --clickhouse.flush-interval (-1: none; 0: default 100 ms) */
+    bool ch_replicated;               /* --clickhouse.replicated (issue 35 item 4) */
+    int64_t ch_flush_ms;              /* --clickhouse.flush-interval (-1: none; 0: default 1 s) */
     unsigned long long ch_batch_rows; /* --clickhouse.batch-rows (0: default) */
     /* issue 31 item 7: --ui.source-dir=[PREFIX=]DIR, repeatable; each value
        copied into src_arg and split there (symbolize/source.h) */
@@ -140,9 +140,9 @@ static void usage(FILE *f)
         "                                  over its shards (docs/clickhouse.md)\n"
         "  --clickhouse.replicated         with --clickhouse.cluster: ReplicatedMergeTree\n"
         "                                  tables, two or more replicas per shard\n"
-        "  --clickhouse.flush-interval=DUR insert batches start at least this far apart:\n"
-        "                                  pushes meanwhile gather into one (default\n"
-        "                                  100ms; 0: a batch as soon as one is done)\n"
+        "  --clickhouse.flush-interval=DUR longest wait for concurrent pushes to gather\n"
+        "                                  into one insert batch (default 1s; a lone\n"
+        "                                  push waits none; 0: no wait)\n"
         "  --clickhouse.batch-rows=N       a gathering batch goes at once at N samples\n"
         "                                  rows (default 1000000)\n"
         "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
@@ -767,6 +767,7 @@ static int serve(const flags *f)
         so.clickhouse.cluster = f->ch_cluster;
         so.clickhouse.replicated = f->ch_replicated;
         so.clickhouse.flush_interval_ms = f->ch_flush_ms;
+        so.clickhouse.batch_profiles = f->threads;
         so.clickhouse.batch_rows = (size_t)f->ch_batch_rows;
     }
     /* The listener starts first, as Prometheus does: /-/healthy answers 200

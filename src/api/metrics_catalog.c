@@ -112,6 +112,10 @@ static const catalog_entry catalog[] = {
      NULL},
     {"profd_clickhouse_failed_profiles_total", PD_METRIC_COUNTER,
      "Profiles whose insert batch failed (not acknowledged).", NULL},
+    {"profd_clickhouse_queued_profiles", PD_METRIC_GAUGE,
+     "Profiles in the gathering insert batch: queued, waiting for the "
+     "batch in flight or the gathering window.",
+     NULL},
     {"profd_clickhouse_inserted_profiles_total", PD_METRIC_COUNTER,
      "Profiles acknowledged by ClickHouse.", NULL},
     {"profd_clickhouse_inserted_rows_total", PD_METRIC_COUNTER,

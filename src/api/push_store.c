@@ -260,26 +260,45 @@ int pd__api_store(const pd__api_env *env, const pd_labels *ls, int64_t ts_ms, co
             count_stored(source, len);
         goto out;
     }
-    pd_buf enc;
-    pd_buf_init(&enc, 0);
-    for (size_t i = 0; i < sp.n; i++) {
-        pd_buf_reset(&enc);
-        if ((rc = pd_profile_encode(&sp.v[i].view, true, &enc)) < 0) {
+    /* every series' profile encoded first, then stored together: on
+       ClickHouse one batch and one acknowledgement for the whole push */
+    pd_buf *enc = calloc(sp.n, sizeof *enc);
+    pd_storage_item *items = calloc(sp.n, sizeof *items);
+    if (!enc || !items) {
+        free(enc);
+        free(items);
+        rc = pd_err_set(err, PD_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < sp.n && rc == 0; i++) {
+        pd_buf_init(&enc[i], 0);
+        if ((rc = pd_profile_encode(&sp.v[i].view, true, &enc[i])) < 0)
             pd_err_set(err, rc, "encoding the profile of series %zu of %zu: %s", i + 1, sp.n,
                        pd_strerror(rc));
-            break;
-        }
-        rc = pd_storage_append_shift(env->st, &sp.v[i].labels, ts_ms, (const uint8_t *)enc.data,
-                                     enc.len, &sp.v[i].view, NULL, err);
-        if (rc < 0) {
-            if (i) /* say what is stored: a retry would store those again */
-                snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
-                         " (%zu of the %zu series its samples' labels make were stored)", i, sp.n);
-            break;
-        }
-        count_stored(source, enc.len);
+        items[i] = (pd_storage_item){.labels = &sp.v[i].labels,
+                                     .ts_ms = ts_ms,
+                                     .body = (const uint8_t *)enc[i].data,
+                                     .len = enc[i].len,
+                                     .profile = &sp.v[i].view};
     }
-    pd_buf_release(&enc);
+    if (rc == 0) {
+        size_t stored = pd_storage_append_many(env->st, items, sp.n, true);
+        for (size_t i = 0; i < sp.n; i++)
+            if (items[i].rc == 0)
+                count_stored(source, enc[i].len);
+            else if (rc == 0) { /* the first failure is the answer */
+                rc = items[i].rc;
+                if (err)
+                    *err = items[i].err;
+            }
+        if (rc < 0 && stored && err) /* say what is stored: a retry would store those again */
+            snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+                     " (%zu of the %zu series its samples' labels make were stored)", stored, sp.n);
+    }
+    for (size_t i = 0; i < sp.n; i++)
+        pd_buf_release(&enc[i]);
+    free(enc);
+    free(items);
     if (rc == 0)
         pd_metrics_add("profd_ingested_split_series_total", NULL, (double)sp.n);
 out:

@@ -236,18 +236,73 @@ int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_m
             notify_append(s, labels, at, profile);
         return rc;
     }
-    /* ClickHouse finds a taken ms only when the batch is checked (its
-       PD_EEXIST, clickhouse.h): the next ms is tried then, one append each */
-    int rc = PD_EEXIST;
-    for (int64_t d = 0; rc == PD_EEXIST && d <= PD_STORAGE_MAX_SHIFT_MS; d++) {
-        pd_err_clear(err);
-        rc = pd__ch_append(s->ch, labels, ts_ms + d, body, len, profile, err);
-        if (rc == 0 && stored_ts)
-            *stored_ts = ts_ms + d;
-        if (rc == 0)
-            notify_append(s, labels, ts_ms + d, profile);
+    pd_storage_item it = {
+        .labels = labels, .ts_ms = ts_ms, .body = body, .len = len, .profile = profile};
+    pd_storage_append_many(s, &it, 1, true);
+    if (it.rc == 0 && stored_ts)
+        *stored_ts = it.ts_ms;
+    if (it.rc < 0 && err)
+        *err = it.err;
+    return it.rc;
+}
+
+size_t pd_storage_append_many(pd_storage *s, pd_storage_item *items, size_t n, bool shift)
+{
+    size_t stored = 0;
+    if (!s->ch) {
+        for (size_t i = 0; i < n; i++) {
+            pd_storage_item *it = &items[i];
+            pd_err_clear(&it->err);
+            int64_t at = it->ts_ms;
+            it->rc = shift ? pd_tsdb_append_shift(s->tsdb, it->labels, it->ts_ms, it->body, it->len,
+                                                  it->profile, &at, &it->err)
+                           : pd_tsdb_append(s->tsdb, it->labels, it->ts_ms, it->body, it->len,
+                                            it->profile, &it->err);
+            if (it->rc == 0) {
+                it->ts_ms = at;
+                notify_append(s, it->labels, at, it->profile);
+                stored++;
+            }
+        }
+        return stored;
     }
-    return rc;
+    /* ClickHouse: one batch for all; with shift, the items whose ms was
+       taken (found when their batch was checked) go again 1 ms later, together */
+    pd_storage_item **v = malloc((n ? n : 1) * sizeof *v);
+    int64_t *want = malloc((n ? n : 1) * sizeof *want);
+    if (!v || !want) {
+        free(v);
+        free(want);
+        for (size_t i = 0; i < n; i++)
+            items[i].rc = pd_err_set(&items[i].err, PD_ENOMEM, "out of memory");
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        v[i] = &items[i];
+        want[i] = items[i].ts_ms;
+    }
+    size_t k = n;
+    for (int64_t d = 0; k && d <= PD_STORAGE_MAX_SHIFT_MS; d++) {
+        pd__ch_append_many(s->ch, v, k);
+        size_t again = 0;
+        for (size_t j = 0; j < k; j++) {
+            pd_storage_item *it = v[j];
+            if (it->rc == 0) {
+                notify_append(s, it->labels, it->ts_ms, it->profile);
+                stored++;
+            } else if (shift && it->rc == PD_EEXIST && d < PD_STORAGE_MAX_SHIFT_MS) {
+                it->ts_ms = want[it - items] + d + 1;
+                v[again++] = it;
+            }
+        }
+        k = again;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (items[i].rc < 0)
+            items[i].ts_ms = want[i];
+    free(v);
+    free(want);
+    return stored;
 }
 
 int pd_storage_select(pd_storage *s, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,

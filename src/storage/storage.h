@@ -84,9 +84,17 @@ typedef struct pd_clickhouse_options {
     int64_t batch_wait_ms;     /* wait this long for more profiles before a flush;
                                   0 = none (group commit: a batch is what queued while
                                   the previous one was in flight) */
-    int64_t flush_interval_ms; /* a batch starts at least this long after the previous
-                                one started (ClickHouse wants few, large inserts: each
-                                makes a part per table); 0 = 100 ms, < 0 = none */
+    int64_t flush_interval_ms; /* the longest gathering window: under concurrent
+                                  appends a batch starts up to this long after the
+                                  previous one started, the window growing with the
+                                  previous batch's profiles (full at
+                                  PD_CH_FULL_WINDOW_PROFILES; a lone append waits
+                                  none: clickhouse.h). ClickHouse wants few, large
+                                  inserts: each makes a part per table. 0 = 1 s,
+                                  < 0 = none */
+    size_t batch_profiles;     /* a gathering batch goes at once when it holds this
+                                  many profiles (main.c passes --web.threads: every
+                                  push worker is then waiting on it); 0 = no bound */
     int64_t timeout_ms;        /* one HTTP request; 0 = 30 s */
     int retries;               /* attempts per statement; 0 = 5 (backoff 100 ms doubling) */
 } pd_clickhouse_options;
@@ -207,8 +215,30 @@ int pd_storage_append_shift(pd_storage *s, const pd_labels *labels, int64_t ts_m
                             const uint8_t *body, size_t len, const pd_profile *profile,
                             int64_t *stored_ts /* OUT, may be NULL */, pd_err *err);
 
-/* Called after each profile a pd_storage_append or pd_storage_append_shift
- * stored (rc 0), with the series, the time it was stored at and the decoded
+/* One profile of a pd_storage_append_many call. */
+typedef struct pd_storage_item {
+    const pd_labels *labels;   /* in: the series, as for pd_storage_append */
+    int64_t ts_ms;             /* in: the time wanted (Unix ms); out: the time stored at */
+    const uint8_t *body;       /* in: the pprof body as received (gzip or raw) */
+    size_t len;                /* in: body's length, bytes */
+    const pd_profile *profile; /* in: body decoded, borrowed for the call */
+    int rc;                    /* out: 0 or the error pd_storage_append(_shift) gives */
+    pd_err err;                /* out: set when rc < 0 */
+} pd_storage_item;
+
+/* pd_storage_append (shift false) or pd_storage_append_shift (shift true) of
+ * each of items[0..n): the profiles of one request (a push split by its
+ * samples' labels, the scrapes a loop round finished). Each item is stored
+ * or refused on its own (its rc, err and, when stored, ts_ms say which);
+ * two items of one series and ms: the second is PD_EEXIST, or with shift
+ * stored 1 ms later. On ClickHouse they go into one batch: one wait for one
+ * acknowledgement instead of n (each would otherwise wait for its own
+ * batch, up to --clickhouse.flush-interval apart); on the embedded store it
+ * is the n appends. Returns how many were stored (rc == 0). */
+size_t pd_storage_append_many(pd_storage *s, pd_storage_item *items, size_t n, bool shift);
+
+/* Called after each profile a pd_storage_append, _append_shift or
+ * _append_many stored (rc 0), with the series, the time it was stored at and the decoded
  * profile (borrowed for the call). Runs on the appender's thread, outside the
  * store's locks, so it may read the store; it must not keep the pointers.
  * This is how rules/ (recording rules, DESIGN.md §2) sees profiles arrive

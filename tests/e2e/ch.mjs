@@ -68,3 +68,38 @@ export async function chQuery(server, sql) {
   if (r.status !== 200) throw new Error(`${server.name}: ${sql}: HTTP ${r.status} ${r.text}`);
   return r.text.trim();
 }
+
+// A loopback TCP proxy in front of server: profd's requests go through it,
+// and while it is shut (gate.shut()) the INSERTs profd sends (each on a
+// connection of its own) are held, not forwarded, so the batch in flight
+// waits until gate.open(); other queries pass. gate.held()
+// is how many bytes are held now. Lets a test hold a batch in flight while
+// it queues the next one, with no timing. close() ends it.
+export async function chGate(server) {
+  const net = await import('node:net');
+  const upPort = Number(new URL(server.url).port);
+  let shut = false;
+  const waiting = []; // [socket, chunk]
+  const conns = new Set();
+  const srv = net.createServer((down) => {
+    const up = net.connect(upPort, '127.0.0.1');
+    conns.add(down).add(up);
+    let insert = null; // an INSERT's connection (profd opens a fresh one for each)
+    down.on('data', (d) => {
+      if (insert === null) insert = /^POST [^\r\n]*[?&]query=INSERT/i.test(d.toString('latin1', 0, 512));
+      if (shut && insert) waiting.push([up, d]); else up.write(d);
+    });
+    up.on('data', (d) => down.write(d));
+    const end = () => { down.destroy(); up.destroy(); conns.delete(down); conns.delete(up); };
+    down.on('close', end).on('error', end);
+    up.on('close', end).on('error', end);
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${srv.address().port}`,
+    shut() { shut = true; },
+    open() { shut = false; for (const [s, d] of waiting.splice(0)) s.write(d); },
+    held() { return waiting.reduce((n, [, d]) => n + d.length, 0); },
+    close() { for (const s of conns) s.destroy(); srv.close(); },
+  };
+}

@@ -8,9 +8,25 @@
  * gathering at once), sends it (flush), sets every entry's result, marks the
  * batch done and wakes the appenders; the last appender to leave frees it.
  * Appenders wait (back-pressure) while the pending batch holds more than
- * 4 x batch_bytes. A batch starts at least flush_interval_ms after the
- * previous one started (the gathering window), or as soon as it holds
- * batch_rows samples rows or batch_bytes bytes.
+ * 4 x batch_bytes.
+ *
+ * The gathering window. ClickHouse's cost is per INSERT (a part per table),
+ * so under concurrent appends a batch should hold many; an append alone
+ * (one pusher after another, a scrape loop on its own) should not wait for
+ * company that is not coming. A batch therefore starts
+ *     window = flush_interval_ms x min(1, (n - 1) / (PD_CH_FULL_WINDOW_PROFILES - 1))
+ * after the previous one started, n being the larger of the previous
+ * batch's profiles and the gathering one's: after a batch of one profile
+ * the next goes at once (as soon as the previous is acknowledged: one in
+ * flight at a time); after a batch of 16 or more, the full interval (1 s by
+ * default, ClickHouse's advice of about one INSERT per second). A fleet
+ * pushing on a timer at r pushes/s thus settles on batches of r x interval
+ * once r x interval reaches about 16 (the window widens as the batch
+ * grows); a client sending k < 16 pushes at a time, one round after
+ * another, waits (k - 1) / 15 of the interval per round.
+ * A batch goes at once, window or not, when it holds batch_rows samples
+ * rows, batch_bytes bytes or batch_profiles profiles (--web.threads: every
+ * push worker is waiting on it, so no more can come).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -411,18 +427,33 @@ out:
     pd_buf_release(&rows);
 }
 
-/* Whether the pending batch is full (batch_rows samples rows or
- * batch_bytes): it goes at once. */
+/* Whether the pending batch is full (batch_rows samples rows, batch_bytes
+ * or batch_profiles profiles): it goes at once. */
 static bool batch_full(const pd_ch *c)
 {
-    return c->pending && (c->pending->rows >= c->batch_rows || c->pending->bytes >= c->batch_bytes);
+    const ch_batch *b = c->pending;
+    return b && (b->rows >= c->batch_rows || b->bytes >= c->batch_bytes ||
+                 (c->batch_profiles && b->n >= c->batch_profiles));
 }
 
-/* Waits on cv_work until the monotonic time until_ms (or stopping, or the
- * pending batch full). */
-static void wait_until(pd_ch *c, int64_t until_ms)
+/* The gathering window after a batch of n profiles, ms (top of the file). */
+static int64_t window_ms(const pd_ch *c, size_t n)
+{
+    if (c->flush_interval_ms <= 0 || n <= 1)
+        return 0;
+    if (n >= PD_CH_FULL_WINDOW_PROFILES)
+        return c->flush_interval_ms;
+    return c->flush_interval_ms * (int64_t)(n - 1) / (PD_CH_FULL_WINDOW_PROFILES - 1);
+}
+
+/* Waits on cv_work until the window after the batch started at start_ms
+ * holding prev profiles is over — the window widening as the gathering
+ * batch grows — or stopping, or the pending batch full. */
+static void wait_window(pd_ch *c, int64_t start_ms, size_t prev)
 {
     for (;;) {
+        size_t n = c->pending && c->pending->n > prev ? c->pending->n : prev;
+        int64_t until_ms = start_ms + window_ms(c, n);
         int64_t now = pd_mono_ns() / 1000000;
         if (c->stopping || now >= until_ms || batch_full(c))
             return;
@@ -439,14 +470,14 @@ void *pd__ch_writer_main(void *arg)
 {
     pd_ch *c = arg;
     int64_t last_start = INT64_MIN / 2; /* monotonic ms */
+    size_t last_n = 0;                  /* profiles in the batch started then */
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (!c->pending && !c->stopping)
             pthread_cond_wait(&c->cv_work, &c->mu);
         if (!c->pending)
             break;
-        if (c->flush_interval_ms > 0)
-            wait_until(c, last_start + c->flush_interval_ms);
+        wait_window(c, last_start, last_n);
         last_start = pd_mono_ns() / 1000000;
         if (c->batch_wait_ms > 0 && !c->stopping && !batch_full(c)) {
             struct timespec dl;
@@ -460,6 +491,8 @@ void *pd__ch_writer_main(void *arg)
         }
         ch_batch *b = c->pending;
         c->pending = NULL;
+        last_n = b->n;
+        pd_metrics_add("profd_clickhouse_queued_profiles", NULL, -(double)b->n);
         pthread_cond_broadcast(&c->cv_done); /* back-pressured appenders */
         pthread_mutex_unlock(&c->mu);
         flush(c, b);

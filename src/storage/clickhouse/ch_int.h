@@ -33,7 +33,8 @@ struct pd_ch {
     size_t batch_bytes;
     size_t batch_rows; /* a batch goes at once when it holds this many samples rows */
     int64_t batch_wait_ms;
-    int64_t flush_interval_ms;
+    int64_t flush_interval_ms; /* the longest gathering window (ch_batch.c) */
+    size_t batch_profiles;     /* a batch goes at once at this many profiles; 0: no bound */
     pd_pprof_limits limits;
     int64_t retention_ms;      /* the database's (table retention; __atomic) */
     int64_t flag_retention_ms; /* this profd's --storage.retention.time */

@@ -644,9 +644,12 @@ int pd__ch_check_time(pd_ch *c, int64_t ts_ms, pd_err *err)
     return rc;
 }
 
-int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_t *body, size_t len,
-                  const pd_profile *profile, pd_err *err)
+/* A new entry of the series `labels` at ts_ms, checked and encoded (no
+ * lock): *out or an error as pd__ch_append's before queueing. */
+static int entry_new(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_t *body,
+                     size_t len, const pd_profile *profile, ch_entry **out, pd_err *err)
 {
+    *out = NULL;
     if (!pd_labels_get(labels, "__name__"))
         return pd_err_set(err, PD_EINVAL, "the series has no __name__ label");
     int rc = pd__ch_check_time(c, ts_ms, err);
@@ -670,56 +673,101 @@ int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_
         entry_free(e);
         return rc;
     }
-    size_t bytes = e->prof_row.len + e->sample_rows.len + e->stack_rows.len + e->agg_rows.len;
+    *out = e;
+    return 0;
+}
+
+/* Whether the pending batch b already holds a profile of e's series at
+ * e's time (c->mu held). */
+static bool pending_has(const ch_batch *b, const ch_entry *e)
+{
+    for (const ch_entry *x = b ? b->head : NULL; x; x = x->next)
+        if (x->fp == e->fp && x->ts == e->ts)
+            return true;
+    return false;
+}
+
+void pd__ch_append_many(pd_ch *c, pd_storage_item *const *items, size_t n)
+{
+    ch_entry **ents = calloc(n ? n : 1, sizeof *ents);
+    if (!ents) {
+        for (size_t i = 0; i < n; i++)
+            items[i]->rc = pd_err_set(&items[i]->err, PD_ENOMEM, "out of memory");
+        return;
+    }
+    size_t queued = 0;
+    for (size_t i = 0; i < n; i++) { /* encoded without the lock */
+        pd_storage_item *it = items[i];
+        pd_err_clear(&it->err);
+        it->rc =
+            entry_new(c, it->labels, it->ts_ms, it->body, it->len, it->profile, &ents[i], &it->err);
+    }
 
     pthread_mutex_lock(&c->mu);
     while (!c->stopping && c->pending && c->pending->bytes > 4 * c->batch_bytes)
         pthread_cond_wait(&c->cv_done, &c->mu);
-    if (c->stopping) {
-        pthread_mutex_unlock(&c->mu);
-        entry_free(e);
-        return pd_err_set(err, PD_ECLOSED, "the storage is closing");
-    }
     ch_batch *b = c->pending;
-    if (b)
-        for (ch_entry *x = b->head; x; x = x->next)
-            if (x->fp == e->fp && x->ts == e->ts) {
-                pthread_mutex_unlock(&c->mu);
-                entry_free(e);
-                return pd_err_set(err, PD_EEXIST,
-                                  "a profile of this series at %lld is already stored",
-                                  (long long)ts_ms);
-            }
-    if (!b) {
-        b = calloc(1, sizeof *b);
-        if (!b) {
-            pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < n; i++) {
+        ch_entry *e = ents[i];
+        if (!e)
+            continue;
+        int rc = 0;
+        if (c->stopping)
+            rc = pd_err_set(&items[i]->err, PD_ECLOSED, "the storage is closing");
+        else if (pending_has(b, e)) /* also one of this call's */
+            rc = pd_err_set(&items[i]->err, PD_EEXIST,
+                            "a profile of this series at %lld is already stored", (long long)e->ts);
+        else if (!b && !(b = calloc(1, sizeof *b)))
+            rc = pd_err_set(&items[i]->err, PD_ENOMEM, "out of memory");
+        if (rc < 0) {
+            items[i]->rc = rc;
             entry_free(e);
-            return pd_err_set(err, PD_ENOMEM, "out of memory");
+            ents[i] = NULL;
+            continue;
         }
         c->pending = b;
+        if (b->tail)
+            b->tail->next = e;
+        else
+            b->head = e;
+        b->tail = e;
+        b->n++;
+        b->bytes += e->prof_row.len + e->sample_rows.len + e->stack_rows.len + e->agg_rows.len;
+        b->rows += e->n_samples;
+        queued++;
     }
-    if (b->tail)
-        b->tail->next = e;
-    else
-        b->head = e;
-    b->tail = e;
-    b->n++;
-    b->bytes += bytes;
-    b->rows += e->n_samples;
-    b->refs++;
-    pthread_cond_signal(&c->cv_work);
-    while (!b->done)
-        pthread_cond_wait(&c->cv_done, &c->mu);
-    rc = e->rc;
-    if (rc < 0 && err)
-        *err = e->err;
-    if (rc == 0)
-        __atomic_add_fetch(&c->gen, 1, __ATOMIC_RELEASE);
-    if (--b->refs == 0)
-        batch_free(b);
+    if (queued) { /* one wait for all: they are in one batch */
+        pd_metrics_add("profd_clickhouse_queued_profiles", NULL, (double)queued);
+        b->refs++;
+        pthread_cond_signal(&c->cv_work);
+        while (!b->done)
+            pthread_cond_wait(&c->cv_done, &c->mu);
+        for (size_t i = 0; i < n; i++) {
+            if (!ents[i])
+                continue;
+            items[i]->rc = ents[i]->rc;
+            if (ents[i]->rc < 0)
+                items[i]->err = ents[i]->err;
+            else
+                __atomic_add_fetch(&c->gen, 1, __ATOMIC_RELEASE);
+        }
+        if (--b->refs == 0)
+            batch_free(b);
+    }
     pthread_mutex_unlock(&c->mu);
-    return rc;
+    free(ents);
+}
+
+int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_t *body, size_t len,
+                  const pd_profile *profile, pd_err *err)
+{
+    pd_storage_item it = {
+        .labels = labels, .ts_ms = ts_ms, .body = body, .len = len, .profile = profile};
+    pd_storage_item *p = &it;
+    pd__ch_append_many(c, &p, 1);
+    if (it.rc < 0 && err)
+        *err = it.err;
+    return it.rc;
 }
 
 /* ---- retention ----
@@ -1003,7 +1051,8 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
     c->batch_bytes = o->batch_bytes ? o->batch_bytes : 8u << 20;
     c->batch_rows = o->batch_rows ? o->batch_rows : 1000000;
     c->batch_wait_ms = o->batch_wait_ms > 0 ? o->batch_wait_ms : 0;
-    c->flush_interval_ms = o->flush_interval_ms == 0 ? 100 : o->flush_interval_ms;
+    c->flush_interval_ms = o->flush_interval_ms == 0 ? 1000 : o->flush_interval_ms;
+    c->batch_profiles = o->batch_profiles;
     c->limits = opts->limits;
     c->retention_ms = opts->retention_ms == 0 ? 15ll * 24 * 3600 * 1000 : opts->retention_ms;
     c->flag_retention_ms = c->retention_ms;

@@ -92,9 +92,11 @@
  * when all it refers to is (samples rows of an entry refused as PD_EEXIST
  * are written under a write_id no profiles row has: never counted).
  * Group commit (ch_batch.c): while a batch is in flight the next one
- * gathers; batches start at least flush_interval_ms apart (or wait
- * batch_wait_ms for more; a batch goes at once when it holds batch_rows
- * samples rows or batch_bytes). Stacks and series written before (same
+ * gathers; under concurrent appends batches start up to flush_interval_ms
+ * apart, the window growing with the batches' profiles (ch_batch.c; an
+ * append alone waits none), or wait batch_wait_ms for more; a batch goes
+ * at once when it holds batch_rows samples rows, batch_bytes or
+ * batch_profiles profiles. Stacks and series written before (same
  * day) are not sent again. Connections are kept between queries (not
  * INSERTs: ch_http.c). The append returns 0 only after
  * ClickHouse has acknowledged the INSERT of the profile's row (in cluster
@@ -174,6 +176,11 @@
 
 #define PD_CH_SCHEMA_VERSION 5
 
+/* The previous batch's profiles from which the writer waits the whole
+ * flush interval before the next batch (fewer: proportionally less; one:
+ * none). ch_batch.c's top comment says why. */
+#define PD_CH_FULL_WINDOW_PROFILES 16
+
 typedef struct pd_ch pd_ch;
 
 /* Connects (the first URL that answers), creates or migrates the schema,
@@ -188,6 +195,11 @@ void pd__ch_close(pd_ch *c);
 
 int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_t *body, size_t len,
                   const pd_profile *profile, pd_err *err);
+/* pd_storage_append of each of items[0..n) (pointers, borrowed): encoded
+ * without the lock, then queued together under it, so all go into one
+ * batch, and one wait for its acknowledgement. Sets each item's rc and err
+ * (PD_EEXIST also for a second item of one series and ms in the call). */
+void pd__ch_append_many(pd_ch *c, pd_storage_item *const *items, size_t n);
 int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_t maxt,
                   pd_series_set *out /* OUT */, pd_err *err);
 int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_points *out /* OUT */,

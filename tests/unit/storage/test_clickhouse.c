@@ -43,6 +43,7 @@
 #include "base/time.h"
 #include "pprof/pprof.h"
 #include "storage/clickhouse/ch_int.h"
+#include "base/metrics.h"
 #include "storage/storage.h"
 #include "span_fixture.h"
 
@@ -721,6 +722,65 @@ static void test_push_duplicates(void **state)
     pd_storage_close(s);
 }
 
+/* pd_storage_append_many on ClickHouse: the profiles of one call go into
+ * one batch (one acknowledgement, not one per series); a second item of a
+ * series and ms in the call is PD_EEXIST, or with shift stored 1 ms later;
+ * items whose ms is taken in the store move on with shift. */
+static void test_append_many(void **state)
+{
+    (void)state;
+    need_server();
+    g_now = 1795710738924;
+    pd_storage *s = open_store("many");
+    pd_labels ls[4];
+    const char *inst[4] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++)
+        labels(&ls[i], "heap", inst[i], NULL);
+    int64_t ts = g_now - 5000;
+    pd_storage_item it[5];
+    for (int i = 0; i < 5; i++)
+        it[i] = (pd_storage_item){.labels = &ls[i % 4],
+                                  .ts_ms = ts,
+                                  .body = g_prof[i % 4].body,
+                                  .len = g_prof[i % 4].len,
+                                  .profile = &g_prof[i % 4].p};
+    double b0 = pd_metrics_get("profd_clickhouse_batches_total", NULL);
+    assert_int_equal(pd_storage_append_many(s, it, 5, false), 4);
+    assert_true(pd_metrics_get("profd_clickhouse_batches_total", NULL) == b0 + 1);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(it[i].rc, 0);
+        assert_true(it[i].ts_ms == ts);
+    }
+    assert_int_equal(it[4].rc, PD_EEXIST); /* series a twice at ts */
+    assert_non_null(strstr(it[4].err.msg, "already stored"));
+    assert_true(it[4].ts_ms == ts);
+
+    /* again at the same ms, with shift: a..d are taken (found by the batch's
+       check) and go 1 ms later; the second a once more after that */
+    for (int i = 0; i < 5; i++)
+        it[i].ts_ms = ts;
+    assert_int_equal(pd_storage_append_many(s, it, 5, true), 5);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(it[i].rc, 0);
+        assert_true(it[i].ts_ms == ts + 1);
+    }
+    assert_int_equal(it[4].rc, 0);
+    assert_true(it[4].ts_ms == ts + 2);
+
+    pd_err err;
+    pd_series_set set;
+    PD_ASSERT_OK(pd_storage_select(s, NULL, 0, INT64_MIN, INT64_MAX, &set, &err), &err);
+    assert_int_equal(set.n, 4);
+    size_t total = 0;
+    for (size_t i = 0; i < set.n; i++)
+        total += set.v[i].n_profiles;
+    assert_int_equal(total, 4 + 5);
+    pd_series_set_release(&set);
+    for (int i = 0; i < 4; i++)
+        pd_labels_release(&ls[i]);
+    pd_storage_close(s);
+}
+
 static void test_deltas_as_tsdb(void **state)
 {
     (void)state;
@@ -1370,6 +1430,7 @@ int main(void)
         cmocka_unit_test(test_single_profile_rebuilt),
         cmocka_unit_test(test_deltas_as_tsdb),
         cmocka_unit_test(test_push_duplicates),
+        cmocka_unit_test(test_append_many),
         cmocka_unit_test(test_diff_one_pass),
         cmocka_unit_test(test_span_filter),
         cmocka_unit_test(test_reads_bounded_by_granules),
