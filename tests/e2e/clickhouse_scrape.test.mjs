@@ -1,7 +1,7 @@
 // Scrapes into ClickHouse go in batches (issue 35, helper scrapebatch): the
-// scrapes one round of profd's scrape loop finishes are stored with one
-// call, which on ClickHouse is one batch — not one batch per profile — and
-// each target's outcome stays its own.
+// scrapes that end together are stored with one call of the scrape loop's
+// store thread, which on ClickHouse is one batch — not one batch per
+// profile — and each target's outcome stays its own.
 //
 // One real clickhouse-server (Debian's 18.16, loopback, free ports); 8
 // targets, each a node HTTP listener on a free port serving the real Go

@@ -11,8 +11,9 @@
  * then in the client's socket buffers) and steps the loop once: that round
  * ends every transfer. pd_storage_append_many is wrapped at link time
  * (-Wl,--wrap, CMakeLists.txt) so the test sees each call the loop makes,
- * on a real store in a temp directory. No assertion depends on how fast
- * the machine is; waits on real time only bound a hang. */
+ * on a real store in a temp directory, and can hold a call (the store
+ * thread's test: the loop goes on meanwhile). No assertion depends on how
+ * fast the machine is; waits on real time only bound a hang. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ftw.h>
