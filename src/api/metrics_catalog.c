@@ -203,6 +203,15 @@ static const catalog_entry catalog[] = {
      "target and profile type still ran (a windowed profile's first such "
      "slot runs late instead and is not counted), by job and profile type.",
      NULL},
+    {"profd_scrape_store_batches_total", PD_METRIC_COUNTER,
+     "Storage calls of the scrape loop's store thread, each holding every "
+     "label set of every scrape that ended since the previous call (on "
+     "ClickHouse, one batch).",
+     (const char *const[]){"", NULL}},
+    {"profd_scrape_store_seconds_total", PD_METRIC_COUNTER,
+     "Wall time spent in those storage calls (the scrape loop goes on "
+     "meanwhile).",
+     (const char *const[]){"", NULL}},
     {"profd_scrape_targets", PD_METRIC_GAUGE,
      "Scrape targets configured (one per target and profile type).",
      (const char *const[]){"", NULL}},

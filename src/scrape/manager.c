@@ -27,26 +27,35 @@
  * assert does not depend on how busy the machine is. Durations and curl's
  * timeouts are real time.
  *
- * Threads and locking. One thread runs the loop over one curl multi handle:
+ * Threads and locking. One thread runs the loop over one curl multi handle,
+ * a second stores what it scraped (store.c):
  *
- *     lock: free retired targets; start due transfers; compute the wait
- *     unlock; curl_multi_poll(wait); curl_multi_perform
- *     for each finished transfer: decode + append (no lock held), then
- *         lock: record health, clear busy
+ *     loop:  lock: free retired targets (not those being stored); start due
+ *            transfers; compute the wait
+ *            unlock; curl_multi_poll(wait); curl_multi_perform
+ *            decode each transfer that ended (no lock held); hand them over
+ *     store: one pd_storage_append_many of every label set of every scrape
+ *            handed over, then for each: lock: record health, clear busy
+ *
+ * The loop does not wait for the store: on ClickHouse a call returns when
+ * the one batch it went into is acknowledged (group commit, batches at
+ * least --clickhouse.flush-interval apart, up to 1 s), and while it waits
+ * the loop starts the scrapes due and reads the answers in flight (their
+ * timeouts run); what ends meanwhile goes into the next call. Stored one
+ * by one on the loop, as before, each profile waited a batch of its own:
+ * ~10 profiles/s however many targets, scrapes late and timing out
+ * (bench/scrape_clickhouse/RESULTS.md). Without the store thread (a test
+ * stepping the loop with its own clock, pd__scrape_round) a round stores
+ * and records what it ended before it returns.
  *
  * m->mu guards the target vector, every target's schedule and health fields,
  * `busy`, the retired list and `stop`. The easy handles and the multi handle
  * are touched only by the loop thread (and by apply()/free() only when the
  * thread is not running). apply() never frees a busy target (a transfer in
- * flight or being finished): it moves it to the retired list, which only the
- * loop frees (aborting its transfer). curl_multi_wakeup, which is
- * thread-safe, interrupts the poll after apply() and free().
- *
- * Decoding and pd_storage_append run on the loop thread: with the default
- * batched fsync an append is a buffered write, but a storage that blocks
- * (fsync=always on a slow disk) delays the start of other scrapes and counts
- * against the timeouts of transfers in flight. Moving them to a worker is
- * the next step if that shows up in profd_scrape_duration_seconds_total.
+ * flight or being stored): it moves it to the retired list, which only the
+ * loop frees (aborting its transfer) once its outcome is recorded.
+ * curl_multi_wakeup, which is thread-safe, interrupts the poll after
+ * apply(), free() and each store call.
  *
  * Outcome of a scrape (metric label outcome=): success; duplicate (stored
  * already: the series has a profile at that ms, PD_EEXIST; the target is up);
@@ -63,7 +72,7 @@
  * series labels plus that set (pprof/split.h, the rules of pushes): what
  * Grafana Alloy's pyroscope.scrape + Pyroscope give for the same target, so
  * {endpoint="/checkout"} selects the same thing however the profile came.
- * At most SCRAPE_MAX_SPLIT label sets per profile: past that the profile is
+ * At most PD__SCRAPE_MAX_SPLIT label sets per profile: past that the profile is
  * stored whole (its labels stay on the samples, nothing lost), logged and
  * counted in profd_scrape_split_skipped_total.
  *
@@ -130,7 +139,7 @@ struct target {
     int health;
     int64_t last_scrape_ms; /* wall ms of the last scrape's start, 0 = never */
     double last_duration_s;
-    char last_error[600];
+    char last_error[PD__SCRAPE_MSG];
     bool busy;
     bool late;         /* a slot came while busy (catch_up targets start again when done) */
     int64_t resume_ms; /* a catch-up run is due: the slot after it (monotonic ms), else 0 */
@@ -182,8 +191,10 @@ struct pd_scrape_manager {
     bool stop;           /* under mu */
     bool running;
     pthread_t thread;
-    pd__sd *sd;       /* service discovery; its lock serialises apply and rebuilds */
-    pd__adaptive *ad; /* adaptive capture state, under mu */
+    pd__sd *sd;                /* service discovery; its lock serialises apply and rebuilds */
+    pd__adaptive *ad;          /* adaptive capture state, under mu */
+    pd__scrape_storer *storer; /* stores the scrapes the rounds end (store.c) */
+    bool storer_running;       /* its thread started (pd_scrape_manager_start) */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -544,7 +555,7 @@ static void describe_metrics(void)
  * labels: what Prometheus attaches to up) and profile_type.
  *
  * The series exist from a target's first finished scrape until a reload
- * drops the target; then apply() removes them under m->mu, and finish_scrape
+ * drops the target; then apply() removes them under m->mu, and scrape_done
  * updates metrics under m->mu only for targets not retired, so a scrape in
  * flight during the reload cannot bring them back.
  */
@@ -600,6 +611,8 @@ bool pd__scrape_catch_up(int64_t seconds, int64_t interval_ms)
 /* ---- public ---- */
 
 static int rebuild_cb(void *arg, pd_err *err);
+static void scrape_done(void *arg, pd__scrape_fin *f);
+static void scrape_idle(void *arg);
 
 int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_manager **out,
                           pd_err *err)
@@ -623,14 +636,17 @@ int pd_scrape_manager_new(pd_storage *st, const pd_pprof_limits *lim, pd_scrape_
         return pd_err_set(err, PD_ENOMEM, "out of memory creating the curl multi handle");
     }
     pthread_mutex_init(&m->mu, NULL);
-    if (pd__sd_new(rebuild_cb, m, &m->sd) || pd__adaptive_new(&m->ad)) {
+    if (pd__sd_new(rebuild_cb, m, &m->sd) || pd__adaptive_new(&m->ad) ||
+        pd__scrape_storer_new(st, scrape_done, scrape_idle, m, &m->storer)) {
         pd__sd_free(m->sd);
+        pd__adaptive_free(m->ad);
         curl_multi_cleanup(m->multi);
         pthread_mutex_destroy(&m->mu);
         free(m);
         return pd_err_set(err, PD_ENOMEM, "out of memory creating the scrape manager");
     }
     describe_metrics();
+    pd__scrape_store_describe();
     *out = m;
     return 0;
 }
@@ -1005,124 +1021,63 @@ static void record(const target *t, const char *outcome, double dur_s)
     pd_buf_release(&b);
 }
 
-/* Loop thread, no lock held on entry: finishes t's transfer. */
-
-/* Most label sets one scraped profile is split into (see the top). */
-#define SCRAPE_MAX_SPLIT 1000
-
-/* Stores the scraped profile p (its bytes body/len) at ts under ls, split by
- * its samples' labels (pprof/split.h): 0 or the storage's error (the label
- * sets before a failing one are stored). */
-static int store_scrape(pd_storage *st, const pd_labels *ls, int64_t ts, const uint8_t *body,
-                        size_t len, const pd_profile *p, pd_err *e)
-{
-    pd_pprof_split sp;
-    int rc = pd_pprof_split_by_labels(p, ls, SCRAPE_MAX_SPLIT, &sp, e);
-    if (rc == PD_ETOOBIG) {
-        pd_log(PD_LOG_WARN, "scrape: profile not split by its labels", "err=\"%s\"", e->msg);
-        pd_metrics_add("profd_scrape_split_skipped_total", NULL, 1);
-        pd_err_clear(e);
-        rc = 0;
-    }
-    if (rc < 0)
-        return rc;
-    if (sp.n == 0)
-        return pd_storage_append(st, ls, ts, body, len, p, e);
-    pd_buf enc;
-    pd_buf_init(&enc, 0);
-    for (size_t i = 0; i < sp.n && rc == 0; i++) {
-        pd_buf_reset(&enc);
-        if ((rc = pd_profile_encode(&sp.v[i].view, true, &enc)) < 0)
-            pd_err_set(e, rc, "encoding the profile of label set %zu: %s", i + 1, pd_strerror(rc));
-        else
-            rc = pd_storage_append(st, &sp.v[i].labels, ts, (const uint8_t *)enc.data, enc.len,
-                                   &sp.v[i].view, e);
-    }
-    pd_buf_release(&enc);
-    pd_pprof_split_release(&sp);
-    return rc;
-}
-
-static void finish_scrape(pd_scrape_manager *m, target *t, CURLcode res)
+/* Loop thread, no lock held: ends t's transfer (res: curl's result) into
+ * f (zeroed) — owner, res, duration and end; the outcome of a failed
+ * transfer in f->outcome/msg, or, for a body with HTTP 200, f ready for
+ * pd__scrape_store (decoded, split). */
+static void end_transfer(pd_scrape_manager *m, target *t, CURLcode res, pd__scrape_fin *f)
 {
     long status = 0;
-    int64_t inuse = -1; /* heap in use of the stored profile (adaptive capture) */
-    const char *outcome = "success";
-    char msg[sizeof t->last_error];
-    msg[0] = '\0';
+    f->outcome = "success";
+    f->inuse = -1;
+    f->owner = t;
+    f->res = (int)res;
     curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
     curl_multi_remove_handle(m->multi, t->easy);
     curl_easy_cleanup(t->easy);
     t->easy = NULL;
     curl_slist_free_all(t->hdrs);
     t->hdrs = NULL;
-    double dur = (double)(pd_mono_ns() - t->start_ns) / 1e9;
-    int64_t end_wall = clk_wall(m); /* the attempt ended: a target_down event's time */
+    f->dur = (double)(pd_mono_ns() - t->start_ns) / 1e9;
+    f->end_wall = clk_wall(m); /* the attempt ended: a target_down event's time */
 
     if (t->too_large || res == CURLE_FILESIZE_EXCEEDED) {
-        outcome = "too_large";
-        snprintf(msg, sizeof msg, "body exceeds %zu bytes", t->max_body);
+        f->outcome = "too_large";
+        snprintf(f->msg, sizeof f->msg, "body exceeds %zu bytes", t->max_body);
     } else if (t->oom) {
-        outcome = "error";
-        snprintf(msg, sizeof msg, "out of memory reading the body");
+        f->outcome = "error";
+        snprintf(f->msg, sizeof f->msg, "out of memory reading the body");
     } else if (res == CURLE_OPERATION_TIMEDOUT) {
-        outcome = "timeout";
-        snprintf(msg, sizeof msg, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(res));
+        f->outcome = "timeout";
+        snprintf(f->msg, sizeof f->msg, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(res));
     } else if (res != CURLE_OK) {
-        outcome = "error";
-        snprintf(msg, sizeof msg, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(res));
+        f->outcome = "error";
+        snprintf(f->msg, sizeof f->msg, "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(res));
     } else if (status != 200) {
-        outcome = "error";
-        snprintf(msg, sizeof msg, "HTTP %ld", status);
+        f->outcome = "error";
+        snprintf(f->msg, sizeof f->msg, "HTTP %ld", status);
     } else {
-        pd_profile p;
-        pd_err e;
-        pd_err_clear(&e);
-        int rc = pd_profile_decode(&p, (const uint8_t *)t->body.data, t->body.len, &m->lim, &e);
-        if (rc) {
-            outcome = rc == PD_ETOOBIG ? "too_large" : "bad_profile";
-            snprintf(msg, sizeof msg, "%s", e.msg[0] ? e.msg : pd_strerror(rc));
-        } else {
-            pd_buf kept; /* keep_sample_type: the profile re-encoded with the listed types */
-            pd_buf_init(&kept, t->max_body);
-            if (t->keep && (rc = pd__scrape_keep_types(&p, t->keep, &kept, &e)) != 0) {
-                outcome = rc == PD_ENOMEM ? "error" : "bad_profile";
-                snprintf(msg, sizeof msg, "%s", e.msg[0] ? e.msg : pd_strerror(rc));
-                rc = 0; /* recorded: not a storage outcome */
-                pd_profile_release(&p);
-                pd_buf_release(&kept);
-                goto stored;
-            }
-            if (t->keep)
-                rc = store_scrape(m->st, &t->stored, t->start_ms, (const uint8_t *)kept.data,
-                                  kept.len, &p, &e);
-            else
-                rc = store_scrape(m->st, &t->stored, t->start_ms, (const uint8_t *)t->body.data,
-                                  t->body.len, &p, &e);
-            pd_buf_release(&kept);
-            if (!rc)
-                inuse = pd__adaptive_heap_inuse(&p);
-            pd_profile_release(&p);
-            if (rc == PD_EEXIST) {
-                /* this series already has a profile at this ms (two targets
-                 * with the same labels): the target itself is fine */
-                outcome = "duplicate";
-            } else if (rc == PD_EOUTOFBOUNDS) {
-                /* the scrape's start time is outside the store's window: the
-                   clock of this machine jumped, or the retention is tiny */
-                outcome = "out_of_bounds";
-                snprintf(msg, sizeof msg, "storage: %s", e.msg);
-            } else if (rc) {
-                outcome = "error";
-                snprintf(msg, sizeof msg, "storage: %s", e.msg[0] ? e.msg : pd_strerror(rc));
-            } else {
-                pd_metrics_add("profd_ingested_profiles_total", "source=\"scrape\"", 1);
-                pd_metrics_add("profd_ingested_bytes_total", "source=\"scrape\"",
-                               (double)t->body.len);
-            }
-        }
+        f->labels = &t->stored;
+        f->ts_ms = t->start_ms;
+        f->body = (const uint8_t *)t->body.data;
+        f->len = t->body.len;
+        f->keep = t->keep;
+        f->max_body = t->max_body;
+        pd__scrape_fin_decode(f, &m->lim);
     }
-stored:;
+}
+
+/* Store thread (loop thread without one), no lock held on entry: records
+ * the outcome f of its target's scrape (stored, or failed) — health,
+ * metrics, adaptive capture — and makes the target ready for its next
+ * scrape. */
+static void scrape_done(void *arg, pd__scrape_fin *f)
+{
+    pd_scrape_manager *m = arg;
+    target *t = f->owner;
+    CURLcode res = (CURLcode)f->res;
+    double dur = f->dur;
+    const char *outcome = f->outcome, *msg = f->msg;
     size_t body_len = t->body.len;
     /* keep the memory of small bodies for the next scrape, not of big ones */
     if (t->body.cap > (1u << 20))
@@ -1156,17 +1111,25 @@ stored:;
                                   res == CURLE_PARTIAL_FILE || res == CURLE_SEND_ERROR
                               ? "connection reset"
                               : "error";
-        pd__burst_scraped(t->bs, !strcmp(outcome, "success"), t->start_ms, end_wall, body_len,
+        pd__burst_scraped(t->bs, !strcmp(outcome, "success"), t->start_ms, f->end_wall, body_len,
                           t->burst_scrape, t->metric_labels, t->name, conn, why, msg, clk_mono(m));
-        if (inuse >= 0 && t->bs)
-            pd__burst_observe(t->bs, t->start_ms, inuse, clk_mono(m));
+        if (f->inuse >= 0 && t->bs)
+            pd__burst_observe(t->bs, t->start_ms, f->inuse, clk_mono(m));
     }
-    pthread_mutex_unlock(&m->mu);
+    /* logged under the lock: once busy is clear and the lock free, a
+     * reload may free t */
     if (msg[0] && was != HEALTH_DOWN)
         pd_log_warn("scrape failed", "job=\"%s\" url=\"%s\" outcome=%s err=\"%s\"", t->job, t->url,
                     outcome, msg);
     else if (!msg[0] && was == HEALTH_DOWN)
         pd_log_info("scrape recovered", "job=\"%s\" url=\"%s\"", t->job, t->url);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Store thread: a store call ended; the loop hands over what gathered. */
+static void scrape_idle(void *arg)
+{
+    curl_multi_wakeup(((pd_scrape_manager *)arg)->multi);
 }
 
 /* One round of the loop: frees retired targets, starts the transfers of the
@@ -1182,9 +1145,13 @@ static bool loop_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running_o
         pthread_mutex_unlock(&m->mu);
         return false;
     }
-    while (m->retired) {
-        target *r = m->retired;
-        m->retired = r->next_retired;
+    for (target **rp = &m->retired; *rp;) {
+        target *r = *rp;
+        if (r->busy && !r->easy) { /* its outcome is being stored (store thread) */
+            rp = &r->next_retired;
+            continue;
+        }
+        *rp = r->next_retired;
         target_abort(m, r);
         target_free(r);
     }
@@ -1260,6 +1227,8 @@ static bool loop_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running_o
     if (wait > 0)
         curl_multi_poll(m->multi, NULL, 0, (int)wait, NULL);
     curl_multi_perform(m->multi, &running);
+    /* the transfers that ended: decoded one by one, stored together (one
+     * call; on ClickHouse one batch), then each outcome recorded (store.c) */
     CURLMsg *msg;
     int left;
     while ((msg = curl_multi_info_read(m->multi, &left))) {
@@ -1268,10 +1237,11 @@ static bool loop_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running_o
         char *priv = NULL;
         CURLcode res = msg->data.result;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
-        target *t = (target *)priv;
-        if (t)
-            finish_scrape(m, t, res);
+        if (priv)
+            end_transfer(m, (target *)priv, res, pd__scrape_storer_slot(m->storer));
     }
+    /* no store thread (a test's pd__scrape_round): stored and recorded now */
+    pd__scrape_storer_flush(m->storer, false);
     if (running_out)
         *running_out = running;
     if (next) { /* stepped by a test (pd__scrape_round): the loop thread needs no answer */
@@ -1323,6 +1293,12 @@ int pd_scrape_manager_start(pd_scrape_manager *m, pd_err *err)
     pthread_mutex_lock(&m->mu);
     m->stop = false;
     pthread_mutex_unlock(&m->mu);
+    if (!m->storer_running) {
+        int src = pd__scrape_storer_start(m->storer, err);
+        if (src)
+            return src;
+        m->storer_running = true;
+    }
     int rc = pthread_create(&m->thread, NULL, loop, m);
     if (rc)
         return pd_err_set(err, -rc, "cannot start the scrape thread: %s", strerror(rc));
@@ -1344,6 +1320,7 @@ void pd_scrape_manager_free(pd_scrape_manager *m)
         pthread_join(m->thread, NULL);
         m->running = false;
     }
+    pd__scrape_storer_free(m->storer); /* what ended is stored and recorded first */
     pd_u64map none;
     pd_u64map_init(&none);
     for (size_t i = 0; i < m->tn; i++) {

@@ -108,11 +108,101 @@ int pd__sd_parse_groups(const char *text, size_t len, const char *name, const ch
  * to that instant. */
 int64_t pd__scrape_round(pd_scrape_manager *m, int64_t max_wait_ms, int *running);
 
-/* Test hook, NULL outside tests: called on the loop thread by every finished
- * scrape after its body was decoded and stored and before its health and
- * metrics are recorded, with the target's URL — the window in which a reload
- * can drop the target. Set it only while no manager runs. */
+/* Test hook, NULL outside tests: called by every finished scrape after its
+ * body was decoded and stored and before its health and metrics are
+ * recorded (on the store thread once pd_scrape_manager_start ran, else on
+ * the thread stepping the loop), with the target's URL — the window in
+ * which a reload can drop the target. Set it only while no manager runs. */
 extern void (*pd__scrape_before_record)(const char *url);
+
+/* ---- storing the scrapes a loop round finished (store.c) ---- */
+#include "pprof/split.h"
+#include "storage/storage.h"
+
+/* Room for the message of a failed scrape (the target's last_error). */
+#define PD__SCRAPE_MSG 600
+/* Most label sets one scraped profile is split into (manager.c's top). */
+#define PD__SCRAPE_MAX_SPLIT 1000
+
+/* A scrape whose transfer ended with HTTP 200, on its way to the store.
+ * The caller sets the inputs and calls pd__scrape_fin_decode, then stores
+ * every decoded one of the round together (pd__scrape_store), reads the
+ * outputs and releases it (pd__scrape_fin_release). */
+typedef struct pd__scrape_fin {
+    /* in: borrowed until pd__scrape_fin_release */
+    const pd_labels *labels; /* the series labels (the target's stored labels) */
+    int64_t ts_ms;           /* the scrape's start: the time stored at */
+    const uint8_t *body;     /* the body as served */
+    size_t len;
+    const char *keep; /* keep_sample_type ("type\tunit\n"...), NULL: every type */
+    size_t max_body;  /* cap of the body re-encoded for keep */
+    /* out: outcome as at manager.c's top ("success", "duplicate",
+     * "out_of_bounds", "error", "bad_profile", "too_large"); msg the error,
+     * "" when the target is up; inuse the heap in use of the stored profile
+     * (bytes, -1: none or not stored) */
+    const char *outcome;
+    char msg[PD__SCRAPE_MSG];
+    int64_t inuse;
+    /* the caller's, untouched here: whose scrape, curl's result, duration
+     * (s) and end (wall ms) of the transfer */
+    void *owner;
+    int res;
+    double dur;
+    int64_t end_wall;
+    /* private (store.c) */
+    bool ready;   /* decoded, to be stored */
+    pd_profile p; /* decoded body (ready) */
+    pd_buf kept;  /* body re-encoded with the kept types (keep) */
+    pd_pprof_split sp;
+    pd_buf *enc;     /* sp.n encoded parts */
+    size_t first, n; /* its items in the round's pd_storage_append_many */
+} pd__scrape_fin;
+
+/* Decodes f's body (limits lim), keeps its listed types and splits it by its
+ * samples' labels (manager.c's top), each part encoded. On failure sets
+ * f->outcome and f->msg (bad_profile, too_large, error); else f is ready
+ * for pd__scrape_store. */
+void pd__scrape_fin_decode(pd__scrape_fin *f, const pd_pprof_limits *lim);
+
+/* Stores every ready scrape of v[0..n) with one pd_storage_append_many
+ * (none when no scrape is ready): each label set of each scrape, at its
+ * time, without the push's shift. Sets each ready scrape's outcome, msg
+ * and inuse — a scrape whose label sets partly failed reports the first
+ * failure: duplicate (PD_EEXIST), out_of_bounds, error — and counts the
+ * stored ones in profd_ingested_{profiles,bytes}_total{source="scrape"},
+ * the call in profd_scrape_store_batches_total and its wall time in
+ * profd_scrape_store_seconds_total. Returns the label sets stored. */
+size_t pd__scrape_store(pd_storage *st, pd__scrape_fin *v, size_t n);
+
+/* Frees what pd__scrape_fin_decode and pd__scrape_store made (not the
+ * inputs; the outputs stay readable). */
+void pd__scrape_fin_release(pd__scrape_fin *f);
+
+/* The store step of the scrape loop: the loop fills the scrapes of a round
+ * (pd__scrape_storer_slot) and hands them over (pd__scrape_storer_flush);
+ * they are stored with one pd__scrape_store, released, and passed one by
+ * one to done(arg, f) — on the loop's thread before flush returns while no
+ * store thread was started, else on the store thread while the loop goes
+ * on; scrapes handed over while that thread stores gather into its next
+ * call. After each call on the store thread, idle(arg). */
+typedef struct pd__scrape_storer pd__scrape_storer;
+typedef void (*pd__scrape_done_fn)(void *arg, pd__scrape_fin *f);
+/* 0 or PD_ENOMEM. */
+int pd__scrape_storer_new(pd_storage *st, pd__scrape_done_fn done, void (*idle)(void *arg),
+                          void *arg, pd__scrape_storer **out /* OUT */);
+/* The next scrape of the round, zeroed; never NULL (when memory runs out
+ * the scrapes so far are stored first, waiting for them). */
+pd__scrape_fin *pd__scrape_storer_slot(pd__scrape_storer *s);
+/* Hands the round's scrapes over; wait: returns once every scrape handed
+ * over is stored and passed to done. */
+void pd__scrape_storer_flush(pd__scrape_storer *s, bool wait);
+/* Starts the store thread. 0 or -errno. */
+int pd__scrape_storer_start(pd__scrape_storer *s, pd_err *err);
+/* Stores what was handed over or filled, stops the thread, frees s. NULL: no-op. */
+void pd__scrape_storer_free(pd__scrape_storer *s);
+
+/* Describes the metrics of store.c and creates them at 0. */
+void pd__scrape_store_describe(void);
 
 /* ---- keep_sample_type (keep.c) ---- */
 #include "pprof/pprof.h"
