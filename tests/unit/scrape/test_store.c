@@ -41,6 +41,7 @@
 #include "base/time.h"
 #include "scrape/manager.h"
 #include "scrape/scrape_int.h"
+#include "store_fixture.h"
 
 #define HANG_MS 120000 /* a hang guard: no assertion depends on it */
 
@@ -177,12 +178,6 @@ typedef struct fixture {
     pd_scrape_manager *m;
 } fixture;
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
@@ -202,17 +197,8 @@ static int setup(void **state)
         return -1;
     f->port = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT)->port;
     snprintf(f->dir, sizeof f->dir, "/tmp/profd-scrape-store-XXXXXX");
-    if (!mkdtemp(f->dir))
+    if (store_fixture_open(f->dir, &f->st) < 0)
         return -1;
-    pd_storage_options o = pd_storage_options_default();
-    o.path = f->dir;
-    o.fsync = PD_FSYNC_NEVER;
-    pd_err e;
-    pd_err_clear(&e);
-    if (pd_storage_open(&o, &f->st, &e)) {
-        fprintf(stderr, "storage open: %s\n", e.msg);
-        return -1;
-    }
     pd_metrics_reset();
     *state = f;
     return 0;
@@ -224,8 +210,7 @@ static int teardown(void **state)
     pd_scrape_manager_free(f->m);
     stopping = true;
     MHD_stop_daemon(f->d);
-    pd_storage_close(f->st);
-    nftw(f->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    store_fixture_close(f->st, f->dir);
     free(f);
     return 0;
 }
