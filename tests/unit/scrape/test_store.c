@@ -215,6 +215,29 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Applies the configuration yaml to f's manager. */
+static void apply_yaml(fixture *f, const char *yaml)
+{
+    pd_config c;
+    pd_err e;
+    pd_err_clear(&e);
+    if (pd_config_parse(yaml, strlen(yaml), "test.yaml", &c, &e))
+        fail_msg("config: %s", e.msg);
+    PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
+    pd_config_release(&c);
+}
+
+/* A manager of f's store on the test's clock, with the configuration yaml
+ * (not started: the tests step it, or start it themselves). */
+static void new_manager(fixture *f, const char *yaml)
+{
+    pd_err e;
+    pd_err_clear(&e);
+    PD_ASSERT_OK(pd_scrape_manager_new(f->st, NULL, &f->m, &e), &e);
+    pd_scrape_manager_set_clock(f->m, &fake_clock);
+    apply_yaml(f, yaml);
+}
+
 /* ---- helpers ---- */
 
 static double scrapes(const char *job, const char *type, const char *outcome)
@@ -342,15 +365,7 @@ static void test_round_stored_by_one_call(void **state)
              "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
              off, off, off, off, off, f->port, off, off, off, off, off, off, f->port, off, off, off,
              off, off, off, f->port);
-    pd_config c;
-    pd_err e;
-    pd_err_clear(&e);
-    if (pd_config_parse(yaml, strlen(yaml), "test.yaml", &c, &e))
-        fail_msg("config: %s", e.msg);
-    PD_ASSERT_OK(pd_scrape_manager_new(f->st, NULL, &f->m, &e), &e);
-    pd_scrape_manager_set_clock(f->m, &fake_clock);
-    PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
-    pd_config_release(&c);
+    new_manager(f, yaml);
 
     /* round 1: five transfers end together; four bodies are profiles */
     one_round(f, IV, 5);
@@ -414,15 +429,7 @@ static void test_round_without_profiles_makes_no_call(void **state)
              "missing: {path: /gate/debug/pprof/none}}\n"
              "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
              off, off, off, off, off, off, off, f->port);
-    pd_config c;
-    pd_err e;
-    pd_err_clear(&e);
-    if (pd_config_parse(yaml, strlen(yaml), "test.yaml", &c, &e))
-        fail_msg("config: %s", e.msg);
-    PD_ASSERT_OK(pd_scrape_manager_new(f->st, NULL, &f->m, &e), &e);
-    pd_scrape_manager_set_clock(f->m, &fake_clock);
-    PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
-    pd_config_release(&c);
+    new_manager(f, yaml);
     one_round(f, 60000, 2);
     assert_int_equal(n_calls, 0);
     assert_true(pd_metrics_get("profd_scrape_store_batches_total", NULL) == 0);
@@ -506,16 +513,10 @@ static void test_store_thread(void **state)
              "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
              job_heap, off, off, off, off, off, off, f->port, job_allocs, off, off, off, off, off,
              off, f->port);
-    pd_config c;
+    new_manager(f, yaml);
+    store_hold = true;
     pd_err e;
     pd_err_clear(&e);
-    if (pd_config_parse(yaml, strlen(yaml), "test.yaml", &c, &e))
-        fail_msg("config: %s", e.msg);
-    PD_ASSERT_OK(pd_scrape_manager_new(f->st, NULL, &f->m, &e), &e);
-    pd_scrape_manager_set_clock(f->m, &fake_clock);
-    PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
-    pd_config_release(&c);
-    store_hold = true;
     PD_ASSERT_OK(pd_scrape_manager_start(f->m, &e), &e);
 
     /* the heap scrape ends and its store call waits */
@@ -536,10 +537,7 @@ static void test_store_thread(void **state)
              "mutex: %s, threadcreate: %s, cpu: %s}}\n"
              "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
              job_allocs, off, off, off, off, off, off, f->port);
-    if (pd_config_parse(yaml, strlen(yaml), "test.yaml", &c, &e))
-        fail_msg("config: %s", e.msg);
-    PD_ASSERT_OK(pd_scrape_manager_apply(f->m, &c, &e), &e);
-    pd_config_release(&c);
+    apply_yaml(f, yaml);
     store_hold = false;
     assert_true(wait_real(two_calls));
     assert_int_equal(call_n[0], 1);
