@@ -14,7 +14,7 @@
  *     whose current request has not been fully received in time; and it
  *     bounds the memory of idle kept-alive connections: MHD zeroes a
  *     connection's whole pool (PD_HTTP_CONN_MEMORY, mmap'ed) after each
- *     request, so a connection that has served one holds ~256 KiB of RSS
+ *     request, so a connection that has served one holds ~64 KiB of RSS
  *     while it waits for the next; past PD_HTTP_IDLE_KEEP such idle
  *     connections the longest idle are shut down (HTTP lets a server close
  *     an idle kept-alive connection; clients open a new one), counted in
@@ -67,7 +67,10 @@
  * URL it is given with '+' for spaces, and browsers' URLSearchParams too.)
  * A malformed escape is kept literally. Args are capped at PD_HTTP_MAX_ARGS.
  * MHD also splits the query into its own pool (PD_HTTP_CONN_MEMORY holds
- * ~3,000 short arguments; past that MHD answers 414/431 itself).
+ * a URL of ~900 short arguments; past that MHD closes the connection
+ * unanswered (its 431 needs pool memory too) until the request line itself
+ * outgrows the read buffer (414);
+ * PD_HTTP_MAX_ARGS bounds a POSTed form, which MHD does not hold).
  */
 #include "http/server.h"
 
@@ -102,13 +105,16 @@
 
 #define PD_HTTP_DEFAULT_THREADS 4
 /* per connection: the read buffer, request line, headers and MHD's split of
- * the query (MHD keeps ~56 bytes per argument besides the URL: a URL of
- * PD_HTTP_MAX_ARGS short arguments fits; Grafana and browsers POST longer
- * queries).
+ * the query (MHD keeps ~56 bytes per argument besides the URL); Grafana and
+ * browsers POST long queries. A push body passes through the read buffer
+ * (half the pool) in pieces, never held whole here.
  * MHD zeroes the whole pool after each request and a new connection faults
  * its pages in: at 640 KiB that was ~18% of a merge request's CPU and ~14% of
- * a push's (bench/merge_pushdown/RESULTS.md) */
-#define PD_HTTP_CONN_MEMORY (256 * 1024)
+ * a push's (bench/merge_pushdown/RESULTS.md); at 256 KiB still ~15% of a
+ * ClickHouse-backed profd's CPU under a fleet that opens connections
+ * (bench/clickhouse/RESULTS.md, session 32). 64 KiB holds request lines
+ * and headers of 30 KiB and more (Go's and nginx's defaults hold less) */
+#define PD_HTTP_CONN_MEMORY (64 * 1024)
 #define PD_HTTP_CONN_LIMIT 4096
 #define PD_HTTP_READ_TIMEOUT_MS 30000
 #define PD_HTTP_QUEUE_MAX 1024 /* requests waiting for a worker, per pool */
@@ -119,8 +125,10 @@
 #define PD_HTTP_BODY_BUDGET_MIN ((size_t)64 << 20)
 #define PD_HTTP_MAX_LISTEN 8 /* addresses one listen address may resolve to */
 /* idle kept-alive connections that served a request, kept at most (each
- * holds a zeroed PD_HTTP_CONN_MEMORY pool: 64 x 256 KiB = 16 MiB) */
-#define PD_HTTP_IDLE_KEEP 64
+ * holds a zeroed PD_HTTP_CONN_MEMORY pool: 256 x 64 KiB = 16 MiB). Past it
+ * a fleet's pushes each open a new connection (its pool faulted in, its
+ * TCP handshake): a budget to spend on keeping them */
+#define PD_HTTP_IDLE_KEEP 256
 
 typedef struct http_req http_req;
 typedef struct http_conn http_conn;

@@ -85,7 +85,7 @@ typedef enum {
 /* Chooses the pool of a request from its method and decoded path. */
 typedef pd_http_pool (*pd_http_classify_fn)(void *ctx, const char *method, const char *path);
 
-#define PD_HTTP_MAX_ARGS 2048
+#define PD_HTTP_MAX_ARGS 512
 
 typedef struct pd_http_server_options {
     const char *listen_addr; /* "host:port", see pd_http_server_start */

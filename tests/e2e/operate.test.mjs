@@ -11,8 +11,8 @@
 //  - /metrics of a fresh profd: every documented metric named, zero values
 //    where the label values are known.
 //  - 2,000 idle kept-alive connections that made a request each: profd's
-//    RSS grows < 64 MiB (it keeps 64, closes the longest idle, and while
-//    it holds 64 answers with "Connection: close").
+//    RSS grows < 64 MiB (it keeps 256, closes the longest idle, and while
+//    it holds 256 answers with "Connection: close").
 //
 //   PROFD_BIN=build/profd node --test tests/e2e/operate.test.mjs
 import { test, before, after } from 'node:test';
@@ -512,6 +512,7 @@ function oneRequest(port, from = '127.0.0.1') {
 }
 
 test('2,000 idle kept-alive connections after one request each: RSS growth < 64 MiB, the longest idle closed', { timeout: 240000 }, async () => {
+  const KEEP = 256; // PD_HTTP_IDLE_KEEP (src/http/server.c; docs/operations.md)
   const p = await startLoggingProfd({ storage: path.join(dir, 'data-idle'), logPath: path.join(dir, 'idle.log') });
   const cut = () => metric(p.base, 'profd_http_cut_off_total', 'reason="idle_budget"');
   const declined = () => metric(p.base, 'profd_http_keepalive_declined_total');
@@ -523,20 +524,20 @@ test('2,000 idle kept-alive connections after one request each: RSS growth < 64 
     const got = await Promise.all(Array.from({ length: 100 }, (_, i) => oneRequest(p.port, `127.0.0.${2 + (b * 100 + i) % 8}`)));
     for (const g of got) { assert.equal(g.status, 200); socks.push(g.sock); }
   }
-  // profd keeps at most 64 of them: the others are closed — the longest idle
-  // first, or, once it holds 64, by a "Connection: close" on their response
-  await waitFor('the idle budget to close the excess', async () => (await cut()) + (await declined()) >= 2000 - 64, 60000, 250);
+  // profd keeps at most KEEP of them: the others are closed — the longest
+  // idle first, or, once it holds KEEP, by a "Connection: close" on their response
+  await waitFor('the idle budget to close the excess', async () => (await cut()) + (await declined()) >= 2000 - KEEP, 60000, 250);
   const closed = await waitFor('the clients to see the closes', async () => {
     const n = socks.filter((s) => s.destroyed || s.readyState !== 'open').length;
-    return n >= 2000 - 64 ? n : null;
+    return n >= 2000 - KEEP ? n : null;
   }, 30000, 250);
   const rss1 = rssBytes(p.pid);
   console.log(`2,000 idle kept-alive connections: RSS ${(rss0 / 1048576).toFixed(1)} -> ${(rss1 / 1048576).toFixed(1)} MiB, ${closed} closed by profd`);
   assert.ok(rss1 - rss0 < 64 * 1048576, `RSS grew ${((rss1 - rss0) / 1048576).toFixed(1)} MiB`);
   // the connections kept still serve
   const kept = socks.filter((s) => !s.destroyed && s.readyState === 'open');
-  assert.ok(kept.length > 0 && kept.length <= 64, `${kept.length} kept`);
-  // holding 64, a new connection's response says it will not be kept
+  assert.ok(kept.length > 0 && kept.length <= KEEP, `${kept.length} kept`);
+  // holding KEEP, a new connection's response says it will not be kept
   // (the client knows before it could reuse it), and profd closes it
   const d0 = await declined();
   const told = await waitFor('a response with Connection: close', async () => {
