@@ -427,9 +427,7 @@ out:
     pd_buf_release(&rows);
 }
 
-/* Whether the pending batch is full (batch_rows samples rows, batch_bytes
- * or batch_profiles profiles): it goes at once. */
-static bool batch_full(const pd_ch *c)
+bool pd__ch_batch_full(const pd_ch *c)
 {
     const ch_batch *b = c->pending;
     return b && (b->rows >= c->batch_rows || b->bytes >= c->batch_bytes ||
@@ -455,7 +453,7 @@ static void wait_window(pd_ch *c, int64_t start_ms, size_t prev)
         size_t n = c->pending && c->pending->n > prev ? c->pending->n : prev;
         int64_t until_ms = start_ms + window_ms(c, n);
         int64_t now = pd_mono_ns() / 1000000;
-        if (c->stopping || now >= until_ms || batch_full(c))
+        if (c->stopping || now >= until_ms || pd__ch_batch_full(c))
             return;
         struct timespec dl;
         clock_gettime(CLOCK_REALTIME, &dl);
@@ -479,13 +477,13 @@ void *pd__ch_writer_main(void *arg)
             break;
         wait_window(c, last_start, last_n);
         last_start = pd_mono_ns() / 1000000;
-        if (c->batch_wait_ms > 0 && !c->stopping && !batch_full(c)) {
+        if (c->batch_wait_ms > 0 && !c->stopping && !pd__ch_batch_full(c)) {
             struct timespec dl;
             clock_gettime(CLOCK_REALTIME, &dl);
             int64_t ns = dl.tv_nsec + (c->batch_wait_ms % 1000) * 1000000;
             dl.tv_sec += c->batch_wait_ms / 1000 + ns / 1000000000;
             dl.tv_nsec = ns % 1000000000;
-            while (!c->stopping && !batch_full(c) &&
+            while (!c->stopping && !pd__ch_batch_full(c) &&
                    pthread_cond_timedwait(&c->cv_work, &c->mu, &dl) == 0)
                 ;
         }
@@ -493,12 +491,13 @@ void *pd__ch_writer_main(void *arg)
         c->pending = NULL;
         last_n = b->n;
         pd_metrics_add("profd_clickhouse_queued_profiles", NULL, -(double)b->n);
-        pthread_cond_broadcast(&c->cv_done); /* back-pressured appenders */
+        if (c->bp_waiting) /* back-pressured appenders */
+            pthread_cond_broadcast(&c->cv_done);
         pthread_mutex_unlock(&c->mu);
         flush(c, b);
         pthread_mutex_lock(&c->mu);
         b->done = true;
-        pthread_cond_broadcast(&c->cv_done);
+        pthread_cond_broadcast(&b->cv);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;

@@ -48,8 +48,10 @@ struct pd_ch {
 
     /* the write queue (ch_write.c) */
     pthread_mutex_t mu;
-    pthread_cond_t cv_work, cv_done;
-    ch_batch *pending; /* gathering; NULL when empty */
+    pthread_cond_t cv_work; /* to the writer: a batch to gather, full, or stopping */
+    pthread_cond_t cv_done; /* to back-pressured appenders: the pending batch was taken */
+    size_t bp_waiting;      /* appenders waiting on cv_done */
+    ch_batch *pending;      /* gathering; NULL when empty */
     bool stopping;
     pthread_t writer;
     bool writer_running;
@@ -91,7 +93,12 @@ struct ch_batch {
     size_t n, bytes, rows; /* entries, their rows' bytes, their samples rows */
     int refs;
     bool done;
+    pthread_cond_t cv; /* broadcast when done: its appenders alone wake */
 };
+
+/* Whether the pending batch is full (batch_rows samples rows, batch_bytes
+ * or batch_profiles profiles): it goes at once (c->mu held; ch_batch.c). */
+bool pd__ch_batch_full(const pd_ch *c);
 
 /* table name for DDL on one server: in cluster mode the local table */
 static inline const char *pd__ch_local_suffix(const pd_ch *c)
@@ -260,6 +267,39 @@ int pd__ch_stack_encode_v3(const pd_profile *p, size_t i, pd_buf *out);
 int pd__ch_stack_encode(const pd_profile *p, size_t i, const uint64_t *loc_key, pd_buf *out);
 /* Appends the schema-4 location row of p's location loc_id. Errors as above. */
 int pd__ch_loc_encode(const pd_profile *p, uint64_t loc_id, pd_buf *out);
+/* One profile's locations, each encoded once (its pd__ch_loc_encode row)
+ * and hashed (its key), for the stacks of that profile: a stack's key and
+ * its schema-4 rows are built from them instead of encoding a location per
+ * frame (a Go heap profile: ~20 frames a sample over a few hundred distinct
+ * locations). Valid for the one profile given to pd__ch_loc_cache_init. */
+typedef struct ch_loc_ent {
+    size_t off, len; /* its row: bytes[off, off + len), 3 marker bytes first */
+    uint64_t key;    /* XXH3-64 of the row (the stacks_v3 key) */
+    bool rowed;      /* the caller's: its row is queued already */
+} ch_loc_ent;
+typedef struct ch_loc_cache {
+    const pd_profile *p; /* borrowed */
+    pd_u64map idx;       /* location id -> index into ent */
+    size_t max_id_at;    /* the entry of id UINT64_MAX (u64map's reserved key); SIZE_MAX: none */
+    ch_loc_ent *ent;
+    size_t n, cap;
+    pd_buf bytes; /* the rows, back to back */
+    pd_buf blob;  /* scratch: a stack's schema-3 blob */
+} ch_loc_cache;
+
+/* An empty cache for the locations of p (borrowed: it outlives the cache). */
+void pd__ch_loc_cache_init(ch_loc_cache *lc, const pd_profile *p);
+/* Frees what the cache holds (not p). */
+void pd__ch_loc_cache_release(ch_loc_cache *lc);
+/* The index into lc->ent of location loc_id, encoded and hashed at its first
+ * use: *at (the pointer lc->ent moves as entries are added). 0, PD_ENOMEM,
+ * PD_ETOOBIG. */
+int pd__ch_loc_cache_get(ch_loc_cache *lc, uint64_t loc_id, size_t *at);
+/* The key of sample i of the cache's profile: XXH3-64 of its schema-3 blob,
+ * byte for byte pd__ch_stack_encode_v3's, made from the cached locations:
+ * *out. Errors as pd__ch_loc_cache_get. */
+int pd__ch_stack_key(ch_loc_cache *lc, size_t i, uint64_t *out);
+
 /* The location keys of a schema-4 stack row s[0..n): their count (0 for a
  * schema-3 row, a location row or a malformed one) and *keys (read each
  * with pd__ch_stack_loc_key). */

@@ -106,6 +106,78 @@ int pd__ch_loc_encode(const pd_profile *p, uint64_t loc_id, pd_buf *out)
     return rc ? rc : put_location(out, p, loc_id);
 }
 
+void pd__ch_loc_cache_init(ch_loc_cache *lc, const pd_profile *p)
+{
+    memset(lc, 0, sizeof *lc);
+    lc->p = p;
+    lc->max_id_at = SIZE_MAX;
+    pd_u64map_init(&lc->idx);
+    pd_buf_init(&lc->bytes, 0);
+    pd_buf_init(&lc->blob, 0);
+}
+
+void pd__ch_loc_cache_release(ch_loc_cache *lc)
+{
+    pd_u64map_release(&lc->idx);
+    pd_buf_release(&lc->bytes);
+    pd_buf_release(&lc->blob);
+    free(lc->ent);
+    lc->ent = NULL;
+    lc->n = lc->cap = 0;
+}
+
+int pd__ch_loc_cache_get(ch_loc_cache *lc, uint64_t loc_id, size_t *at)
+{
+    uint64_t v;
+    if (loc_id == UINT64_MAX ? (v = lc->max_id_at) != SIZE_MAX
+                             : pd_u64map_get(&lc->idx, loc_id, &v)) {
+        *at = (size_t)v;
+        return 0;
+    }
+    if (lc->n == lc->cap) {
+        size_t nc = lc->cap ? 2 * lc->cap : 64;
+        ch_loc_ent *ne = realloc(lc->ent, nc * sizeof *ne);
+        if (!ne)
+            return PD_ENOMEM;
+        lc->ent = ne;
+        lc->cap = nc;
+    }
+    size_t off = lc->bytes.len;
+    int rc = pd__ch_loc_encode(lc->p, loc_id, &lc->bytes);
+    if (rc < 0)
+        return rc;
+    if (loc_id == UINT64_MAX)
+        lc->max_id_at = lc->n;
+    else if (pd_u64map_put(&lc->idx, loc_id, lc->n) < 0)
+        return PD_ENOMEM;
+    ch_loc_ent *e = &lc->ent[lc->n];
+    e->off = off;
+    e->len = lc->bytes.len - off;
+    e->key = XXH3_64bits(lc->bytes.data + off, e->len);
+    e->rowed = false;
+    *at = lc->n++;
+    return 0;
+}
+
+int pd__ch_stack_key(ch_loc_cache *lc, size_t i, uint64_t *out)
+{
+    const pd_pprof_sample *sm = &lc->p->sample[i];
+    pd_buf *b = &lc->blob;
+    pd_buf_reset(b);
+    int rc = pd_buf_put_varint(b, sm->n_location);
+    for (size_t k = 0; rc == 0 && k < sm->n_location; k++) {
+        size_t at;
+        rc = pd__ch_loc_cache_get(lc, sm->location_id[k], &at);
+        if (rc == 0) /* the location's fields: its row without the marker */
+            rc = pd_buf_append(b, lc->bytes.data + lc->ent[at].off + sizeof MARK_LOC,
+                               lc->ent[at].len - sizeof MARK_LOC);
+    }
+    rc = rc ? rc : put_labels(b, lc->p, sm);
+    if (rc == 0)
+        *out = XXH3_64bits(b->data, b->len);
+    return rc;
+}
+
 int pd__ch_stack_encode(const pd_profile *p, size_t i, const uint64_t *loc_key, pd_buf *out)
 {
     const pd_pprof_sample *sm = &p->sample[i];

@@ -49,6 +49,7 @@ static void batch_free(ch_batch *b)
         n = e->next;
         entry_free(e);
     }
+    pthread_cond_destroy(&b->cv);
     free(b);
 }
 
@@ -427,8 +428,9 @@ static int put_pstr(pd_buf *b, const pd_profile *p, int64_t idx)
     return pd__ch_put_str(b, s, strlen(s));
 }
 
-/* Appends a stacks_v3 row (day, key, blob) to e's stack rows. */
-static int add_stack_row(ch_entry *e, size_t *n, size_t *cap, uint64_t key, const pd_buf *blob)
+/* Appends a stacks_v3 row (day, key, blob[0..len)) to e's stack rows. */
+static int add_stack_row(ch_entry *e, size_t *n, size_t *cap, uint64_t key, const char *blob,
+                         size_t len)
 {
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 64;
@@ -443,8 +445,7 @@ static int add_stack_row(ch_entry *e, size_t *n, size_t *cap, uint64_t key, cons
         *cap = nc;
     }
     if (pd__ch_put_u16(&e->stack_rows, (uint16_t)e->day) < 0 ||
-        pd__ch_put_u64(&e->stack_rows, key) < 0 ||
-        pd__ch_put_str(&e->stack_rows, (const char *)blob->data, blob->len) < 0)
+        pd__ch_put_u64(&e->stack_rows, key) < 0 || pd__ch_put_str(&e->stack_rows, blob, len) < 0)
         return PD_ENOMEM;
     e->stack_hash[*n] = key;
     e->stack_end[(*n)++] = e->stack_rows.len;
@@ -475,8 +476,8 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
     pd_buf_init(&blob, 0);
     pd_u64map idx;
     pd_u64map_init(&idx);
-    pd_u64map loc_key; /* location id -> its row's key */
-    pd_u64map_init(&loc_key);
+    ch_loc_cache lc; /* the profile's locations, each encoded and hashed once */
+    pd__ch_loc_cache_init(&lc, p);
     int64_t *sums = NULL, *totals = calloc(nt ? nt : 1, sizeof *totals);
     uint64_t *sidx = NULL, *hashes = NULL, *keys = NULL;
     size_t n_st = 0, cap_st = 0, n_sum = 0, cap_sum = 0, cap_keys = 0;
@@ -541,10 +542,9 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
         goto nomem;
     for (size_t i = 0; i < p->n_sample; i++) {
         const pd_pprof_sample *sm = &p->sample[i];
-        pd_buf_reset(&blob);
-        if (pd__ch_stack_encode_v3(p, i, &blob) < 0)
+        uint64_t h, at;
+        if (pd__ch_stack_key(&lc, i, &h) < 0)
             goto nomem;
-        uint64_t h = XXH3_64bits(blob.data, blob.len), at;
         if (pd_u64map_get(&idx, h, &at)) {
             for (size_t k = 0; k < nt && k < sm->n_value; k++)
                 if (__builtin_add_overflow(sums[at * nt + k], sm->value[k], &sums[at * nt + k])) {
@@ -583,20 +583,20 @@ static int encode_entry(ch_entry *e, const pd_labels *labels, const uint8_t *bod
             cap_keys = sm->n_location;
         }
         for (size_t k = 0; k < sm->n_location; k++) {
-            uint64_t lid = sm->location_id[k];
-            if (lid != UINT64_MAX && pd_u64map_get(&loc_key, lid, &keys[k]))
-                continue;
-            pd_buf_reset(&blob);
-            if (pd__ch_loc_encode(p, lid, &blob) < 0)
+            size_t j;
+            if (pd__ch_loc_cache_get(&lc, sm->location_id[k], &j) < 0)
                 goto nomem;
-            keys[k] = XXH3_64bits(blob.data, blob.len);
-            if ((lid != UINT64_MAX && pd_u64map_put(&loc_key, lid, keys[k]) < 0) ||
-                add_stack_row(e, &n_st, &cap_st, keys[k], &blob) < 0)
+            ch_loc_ent *le = &lc.ent[j];
+            keys[k] = le->key;
+            if (le->rowed)
+                continue;
+            le->rowed = true;
+            if (add_stack_row(e, &n_st, &cap_st, le->key, lc.bytes.data + le->off, le->len) < 0)
                 goto nomem;
         }
         pd_buf_reset(&blob);
         if (pd__ch_stack_encode(p, i, keys, &blob) < 0 ||
-            add_stack_row(e, &n_st, &cap_st, h, &blob) < 0)
+            add_stack_row(e, &n_st, &cap_st, h, blob.data, blob.len) < 0)
             goto nomem;
     }
     e->n_stacks = n_st;
@@ -653,7 +653,7 @@ out:
     free(keys);
     free(totals);
     pd_u64map_release(&idx);
-    pd_u64map_release(&loc_key);
+    pd__ch_loc_cache_release(&lc);
     pd_buf_release(&blob);
     return rc;
 }
@@ -732,9 +732,13 @@ void pd__ch_append_many(pd_ch *c, pd_storage_item *const *items, size_t n)
     }
 
     pthread_mutex_lock(&c->mu);
-    while (!c->stopping && c->pending && c->pending->bytes > 4 * c->batch_bytes)
+    while (!c->stopping && c->pending && c->pending->bytes > 4 * c->batch_bytes) {
+        c->bp_waiting++;
         pthread_cond_wait(&c->cv_done, &c->mu);
+        c->bp_waiting--;
+    }
     ch_batch *b = c->pending;
+    bool fresh = b == NULL; /* the writer waits for a batch to appear */
     for (size_t i = 0; i < n; i++) {
         ch_entry *e = ents[i];
         if (!e)
@@ -747,6 +751,11 @@ void pd__ch_append_many(pd_ch *c, pd_storage_item *const *items, size_t n)
                             "a profile of this series at %lld is already stored", (long long)e->ts);
         else if (!b && !(b = calloc(1, sizeof *b)))
             rc = pd_err_set(&items[i]->err, PD_ENOMEM, "out of memory");
+        else if (b != c->pending && pthread_cond_init(&b->cv, NULL) != 0) {
+            free(b);
+            b = NULL;
+            rc = pd_err_set(&items[i]->err, PD_ENOMEM, "out of resources for a batch");
+        }
         if (rc < 0) {
             items[i]->rc = rc;
             entry_free(e);
@@ -767,9 +776,13 @@ void pd__ch_append_many(pd_ch *c, pd_storage_item *const *items, size_t n)
     if (queued) { /* one wait for all: they are in one batch */
         pd_metrics_add("profd_clickhouse_queued_profiles", NULL, (double)queued);
         b->refs++;
-        pthread_cond_signal(&c->cv_work);
+        /* the writer, gathering, wakes at its window's end by itself: woken
+           only when it waits for a batch or this one is full (a wake per
+           push was 8% of profd's CPU under a fleet) */
+        if (fresh || pd__ch_batch_full(c))
+            pthread_cond_signal(&c->cv_work);
         while (!b->done)
-            pthread_cond_wait(&c->cv_done, &c->mu);
+            pthread_cond_wait(&b->cv, &c->mu);
         for (size_t i = 0; i < n; i++) {
             if (!ents[i])
                 continue;

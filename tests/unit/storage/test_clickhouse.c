@@ -130,6 +130,50 @@ static void rebuild(const pd_profile *p, bool v4, pd_profile *out)
     pd_profile_builder_free(b);
 }
 
+/* The writer keys a stack from its profile's locations encoded once each
+ * (ch_loc_cache): every key equals XXH3-64 of pd__ch_stack_encode_v3's blob
+ * (the key every schema's rows carry), and every location's entry its row
+ * and that row's hash, on every real profile; an id the profile does not
+ * resolve (UINT64_MAX included) too. */
+static void test_stack_key_from_cache(void **state)
+{
+    (void)state;
+    assert_true(g_n >= N_GO);
+    pd_buf blob;
+    pd_buf_init(&blob, 0);
+    size_t keys = 0;
+    for (size_t k = 0; k < g_n; k++) {
+        const pd_profile *p = &g_prof[k].p;
+        ch_loc_cache lc;
+        pd__ch_loc_cache_init(&lc, p);
+        for (size_t i = 0; i < p->n_sample; i++) {
+            uint64_t h = 0;
+            assert_int_equal(pd__ch_stack_key(&lc, i, &h), 0);
+            pd_buf_reset(&blob);
+            assert_int_equal(pd__ch_stack_encode_v3(p, i, &blob), 0);
+            if (h != XXH3_64bits(blob.data, blob.len))
+                fail_msg("%s sample %zu: cached key differs from the blob's", g_prof[k].path, i);
+            keys++;
+        }
+        uint64_t ids[] = {p->n_location ? p->location[0].id : 1, UINT64_MAX, 987654321};
+        for (size_t j = 0; j < 3; j++) {
+            size_t at, again;
+            assert_int_equal(pd__ch_loc_cache_get(&lc, ids[j], &at), 0);
+            assert_int_equal(pd__ch_loc_cache_get(&lc, ids[j], &again), 0);
+            assert_int_equal(at, again);
+            pd_buf_reset(&blob);
+            assert_int_equal(pd__ch_loc_encode(p, ids[j], &blob), 0);
+            assert_int_equal(lc.ent[at].len, blob.len);
+            assert_memory_equal(lc.bytes.data + lc.ent[at].off, blob.data, blob.len);
+            assert_true(lc.ent[at].key == XXH3_64bits(blob.data, blob.len));
+        }
+        pd__ch_loc_cache_release(&lc);
+    }
+    print_message("%zu stack keys of %zu profiles\n", keys, g_n);
+    assert_true(keys > 100);
+    pd_buf_release(&blob);
+}
+
 static void test_stack_roundtrip_real_profiles(void **state)
 {
     (void)state;
@@ -1445,6 +1489,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stack_roundtrip_real_profiles),
+        cmocka_unit_test(test_stack_key_from_cache),
         cmocka_unit_test(test_stack_blob_damage),
         cmocka_unit_test(test_sql_literals),
         cmocka_unit_test(test_backend),
