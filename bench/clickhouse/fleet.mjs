@@ -14,6 +14,9 @@
 //          WEB_THREADS=128 (--web.threads of both profds: a push holds a
 //          worker until its batch is acknowledged, so the workers bound the
 //          pushes a batch can gather)
+//          BREAKDOWN=1 (also print ClickHouse's CPU per profile by statement,
+//          from system.query_log's ProfileEvents, and its merges' by table,
+//          from system.part_log)
 //
 // bench.mjs's steady state drives N closed-loop pushers (each waits for its
 // answer), so a batch never holds more than N pushes. A fleet does not wait:
@@ -36,6 +39,7 @@ const PERIOD = Number(process.env.PERIOD_S || 10) * 1000;
 const ROUNDS = Number(process.env.ROUNDS || 6);
 const FLUSH = (process.env.FLUSH ?? '100ms,1s').split(',').filter(Boolean);
 const WT = `--web.threads=${Number(process.env.WEB_THREADS || 128)}`;
+const BREAKDOWN = process.env.BREAKDOWN === '1';
 if (!CH_BIN) throw new Error('clickhouse-server is not installed (scripts/install-deps.sh --test)');
 const dir = tempDir('pd-chfleet-');
 process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
@@ -97,6 +101,11 @@ async function run(profd, ch, db) {
     res.chMerges = (cpuSec(pids[1]) - c0[1]) / n * 1000;
     await chQuery(ch, 'SYSTEM FLUSH LOGS');
     res.parts = Number(await chQuery(ch, `SELECT count() FROM system.part_log WHERE event_type = 1 AND event_time >= '${chT1}' AND database = '${db}'`)) / n;
+    if (BREAKDOWN) {
+      const cpu = "(ProfileEvents.Values[indexOf(ProfileEvents.Names, 'UserTimeMicroseconds')] + ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SystemTimeMicroseconds')])";
+      res.stmts = await chQuery(ch, `SELECT concat(substring(query, 1, 6), ' ', extract(query, '(?:INTO|FROM) ([a-zA-Z_0-9.]+)')) AS kind, count(), round(sum(${cpu}) / 1000 / ${n}, 3) AS cpu_ms_per_profile, round(sum(query_duration_ms) / count(), 1), sum(written_rows) FROM system.query_log WHERE type = 2 AND event_time >= '${chT1}' AND query NOT LIKE '%system.%' GROUP BY kind ORDER BY cpu_ms_per_profile DESC FORMAT TSV`);
+      res.merges = await chQuery(ch, `SELECT table, count(), round(sum(duration_ms) / ${n}, 3) AS wall_ms_per_profile, sum(rows) FROM system.part_log WHERE event_type = 2 AND event_time >= '${chT1}' AND database = '${db}' GROUP BY table ORDER BY wall_ms_per_profile DESC FORMAT TSV`);
+    }
   }
   const q = await http(profd.base + '/api/v1/query_range?' + qs({ query: 'heap{service="fleet"}', from: (t0 - 60000) / 1000, to: (Date.now() + 60000) / 1000 }));
   assert.equal(q.status, 200, q.text.slice(0, 300));
@@ -112,7 +121,9 @@ const e = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb'
 const emb = await run(e, null);
 await e.stop();
 const ch = await startClickHouse(dir, 'ch', await chPorts(), {
-  config: '<part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>7500</flush_interval_milliseconds></part_log>' });
+  config: '<part_log><database>system</database><table>part_log</table><flush_interval_milliseconds>7500</flush_interval_milliseconds></part_log>' +
+    (BREAKDOWN ? '<query_log><database>system</database><table>query_log</table><flush_interval_milliseconds>7500</flush_interval_milliseconds></query_log>' : ''),
+  profile: BREAKDOWN ? '<log_queries>1</log_queries>' : '' });
 await chQuery(ch, 'SELECT 1');
 for (const fl of FLUSH) {
   const db = `fleet_${fl.replace(/\W/g, '')}`;
@@ -138,4 +149,10 @@ console.log(`| embedded | — | ${f(emb.profd)} | 1 | — | ${f(emb.p50, 1)} / $
 for (const { fl, r, load: l } of out) {
   const all = r.profd + r.chMerges;
   console.log(`| ClickHouse | ${fl} | ${f(r.profd)} + ${f(r.ch)} (${f(r.chMerges)}) = ${f(all)} | ${f(all / emb.profd, 1)}x | ${f(r.parts, 3)} | ${f(r.p50, 1)} / ${f(r.p99, 1)} | ${r.resent} | ${l} |`);
+}
+if (BREAKDOWN) {
+  for (const { fl, r } of out) {
+    console.log(`\nClickHouse, flush ${fl}: statements (kind, count, CPU ms per profile, mean ms, rows written)\n${r.stmts}`);
+    console.log(`merges (table, count, wall ms per profile, rows)\n${r.merges}`);
+  }
 }

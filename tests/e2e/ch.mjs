@@ -19,9 +19,10 @@ export async function chPorts() {
 
 // Server NAME in dir/NAME on ports ({http, tcp, inter}); `config` is XML put
 // inside <yandex> (remote_servers, zookeeper, macros...), `users` XML put
-// inside <users> after the default user. Resolves when it answers SELECT 1
+// inside <users> after the default user, `profile` XML put inside the
+// default settings profile (e.g. <log_queries>1</log_queries>). Resolves when it answers SELECT 1
 // (60 s at most); the Proc has .url, .ports and .dir.
-export async function startClickHouse(dir, name, ports, { config = '', users = '' } = {}) {
+export async function startClickHouse(dir, name, ports, { config = '', users = '', profile = '' } = {}) {
   const d = path.join(dir, name);
   fs.mkdirSync(path.join(d, 'data'), { recursive: true });
   fs.writeFileSync(path.join(d, 'config.xml'), `<?xml version="1.0"?>
@@ -47,7 +48,7 @@ ${config}
 `);
   fs.writeFileSync(path.join(d, 'users.xml'), `<?xml version="1.0"?>
 <yandex>
-  <profiles><default><max_memory_usage>2000000000</max_memory_usage></default></profiles>
+  <profiles><default><max_memory_usage>2000000000</max_memory_usage>${profile}</default></profiles>
   <users><default><password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default>${users}</users>
   <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
 </yandex>
