@@ -687,9 +687,11 @@ static void *reaper_main(void *arg)
                 continue;
             }
             hc->cut = true;
-            (void)shutdown(hc->fd, SHUT_RDWR); /* MHD sees EOF/error and closes */
+            /* counted before the cut: a client that sees its connection
+               closed and then reads /metrics finds it there */
             pd_metrics_add("profd_http_cut_off_total",
                            hc->req ? "reason=\"read_timeout\"" : "reason=\"idle\"", 1);
+            (void)shutdown(hc->fd, SHUT_RDWR); /* MHD sees EOF/error and closes */
         }
         __atomic_store_n(&srv->n_idle, idle, __ATOMIC_RELAXED);
         /* over the idle budget: shut the longest idle down, one scan per
@@ -703,8 +705,8 @@ static void *reaper_main(void *arg)
             if (!old)
                 break;
             old->cut = true;
-            (void)shutdown(old->fd, SHUT_RDWR);
             pd_metrics_add("profd_http_cut_off_total", "reason=\"idle_budget\"", 1);
+            (void)shutdown(old->fd, SHUT_RDWR);
             idle--;
         }
     }

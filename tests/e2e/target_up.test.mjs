@@ -190,7 +190,9 @@ test('a reload that drops targets removes their series from /metrics', { timeout
   process.kill(profd.pid, 'SIGHUP');
   ms = await waitFor('the goroutine series of the demo to go after SIGHUP', async () => {
     const m = await metrics();
-    return pick(m, 'profd_target_up', { job: 'demo', profile_type: 'goroutine' }).length === 0 ? m : null;
+    // each family's series are removed one after another: wait for both
+    return pick(m, 'profd_target_up', { job: 'demo', profile_type: 'goroutine' }).length === 0 &&
+      pick(m, 'profd_scrape_last_success_timestamp_seconds', { profile_type: 'goroutine' }).length === 0 ? m : null;
   }, 10000, 200);
   assert.equal(profd.exited, null, `profd still runs\n${profd.tail()}`);
   assert.equal(pick(ms, 'profd_scrape_last_success_timestamp_seconds', { profile_type: 'goroutine' }).length, 0);

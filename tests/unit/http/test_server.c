@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "base/metrics.h"
@@ -402,6 +403,79 @@ static void test_body_budget(void **state)
     pd_http_server_stop(srv);
 }
 
+/* Reads from fd until the server closes it (recv 0 or an error); the
+ * bytes read into buf (at most cap - 1, NUL-terminated). SO_RCVTIMEO bounds
+ * a hang (60 s): a server that never closes fails the test. */
+static void read_until_closed(int fd, char *buf, size_t cap)
+{
+    struct timeval tv = {60, 0};
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = recv(fd, buf + n, cap - 1 - n, 0);
+        if (r == 0 || (r < 0 && errno == ECONNRESET))
+            break;
+        if (r < 0)
+            fail_msg("no close from the server: %s", strerror(errno));
+        n += (size_t)r;
+        if (n == cap - 1)
+            n = 0; /* only the tail matters */
+    }
+    buf[n] = 0;
+}
+
+/* A connection cut off by the read deadline is counted in
+ * profd_http_cut_off_total by the time its client sees the close (the
+ * reaper counted after its shutdown(2): a client reading /metrics right
+ * after the close, e2e_hostile_clients, could find it missing when the
+ * reaper was descheduled in between). One connection that sends nothing
+ * (reason idle); one that sends a request head and part of its body (reason
+ * read_timeout once the server answered its head's Expect: 100-continue,
+ * so the head is known parsed whatever the machine's speed). */
+static void test_cut_off_counted_before_close(void **state)
+{
+    (void)state;
+    pd_http_server *srv = NULL;
+    pd_err err = {{0}};
+    pd_http_server_options o = {.listen_addr = "127.0.0.1:0", .threads = 1, .read_timeout_ms = 300};
+    PD_ASSERT_OK(pd_http_server_start_opts(&o, echo, NULL, &srv, &err), &err);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(pd_http_server_port(srv))};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    char buf[4096];
+    const char *idle = "reason=\"idle\"", *slow = "reason=\"read_timeout\"";
+
+    double idle0 = pd_metrics_get("profd_http_cut_off_total", idle);
+    double slow0 = pd_metrics_get("profd_http_cut_off_total", slow);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    read_until_closed(fd, buf, sizeof buf);
+    close(fd);
+    assert_true(pd_metrics_get("profd_http_cut_off_total", idle) == idle0 + 1);
+    assert_true(pd_metrics_get("profd_http_cut_off_total", slow) == slow0);
+
+    idle0 = pd_metrics_get("profd_http_cut_off_total", idle);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    const char *head = "POST /push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n"
+                       "Expect: 100-continue\r\n\r\n";
+    assert_int_equal(send(fd, head, strlen(head), 0), (ssize_t)strlen(head));
+    struct timeval tv = {60, 0};
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    ssize_t r = recv(fd, buf, sizeof buf - 1, 0);
+    bool parsed = r > 0 && !strncmp(buf, "HTTP/1.1 100", 12);
+    if (parsed) {
+        assert_int_equal(send(fd, "0123456789", 10, 0), 10);
+        read_until_closed(fd, buf, sizeof buf);
+    }
+    close(fd);
+    /* cut before the server parsed the head (a very slow machine): idle */
+    assert_true(pd_metrics_get("profd_http_cut_off_total", parsed ? slow : idle) ==
+                (parsed ? slow0 : idle0) + 1);
+    pd_http_server_stop(srv);
+}
+
 static void test_too_large(void **state)
 {
     char url[256];
@@ -573,6 +647,7 @@ int main(void)
         cmocka_unit_test(test_form_only_where_meant),
         cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
         cmocka_unit_test(test_body_budget),
+        cmocka_unit_test(test_cut_off_counted_before_close),
         cmocka_unit_test_setup_teardown(test_uri_too_large, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_addresses, setup, teardown),

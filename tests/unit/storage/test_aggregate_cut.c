@@ -97,7 +97,7 @@ static void *walk_main(void *arg)
                      "rc %d (%s): %zu profiles of %lld, totals[0] %lld of %lld", rc, err.msg,
                      s.n_profiles, (long long)N_PER_RANGE, (long long)s.totals[0],
                      (long long)(TOTALS[0] * N_PER_RANGE));
-        w->runs++;
+        __atomic_add_fetch(&w->runs, 1, __ATOMIC_RELAXED);
     }
     return NULL;
 }
@@ -164,7 +164,11 @@ static void test_aggregate_during_cuts(void **state)
         pthread_t th;
         assert_int_equal(pthread_create(&th, NULL, walk_main, &w), 0);
         struct timespec ms10 = {0, 10 * 1000 * 1000};
-        nanosleep(&ms10, NULL);
+        /* the walker has summed the range from the head once (so lock slices
+           were taken) before the cut starts, however late it is scheduled */
+        for (int i = 0; i < 12000 && !__atomic_load_n(&w.runs, __ATOMIC_RELAXED); i++)
+            nanosleep(&ms10, NULL); /* 120 s: a hang guard */
+        assert_true(__atomic_load_n(&w.runs, __ATOMIC_RELAXED) > 0);
         /* a profile of another series at the end of range k+1 makes range
            k due (the head's newest 1.5 x DUR past its start), not k+1: the
            maintenance thread cuts range k while the walker runs */
