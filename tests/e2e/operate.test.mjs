@@ -544,11 +544,11 @@ test('2,000 idle kept-alive connections after one request each: RSS growth < 64 
   const told = await waitFor('a response with Connection: close', async () => {
     const r = await oneRequest(p.port);
     if (r.close) return r;
-    // kept open: profd holds fewer than 64 when a burst's scans declined
-    // more than the excess (load); each kept one counts until it holds 64
+    // kept open: profd holds fewer than KEEP when a burst's scans declined
+    // more than the excess (load); each kept one counts until it holds KEEP
     extra.push(r.sock);
     return null;
-  }, 30000, 100);
+  }, 30000, 20);
   assert.equal(told.status, 200);
   await waitFor('profd to close it', async () => told.sock.destroyed || told.sock.readyState !== 'open', 30000, 50);
   assert.ok((await declined()) > d0);
