@@ -14,7 +14,6 @@
  * (allowed on plain tables too) so one text works in both modes.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,23 +240,6 @@ out:
     return rc;
 }
 
-/* A query run on its own thread (the merge's sums beside its headers). */
-typedef struct bg_query {
-    pd_ch *c;
-    pd_buf *sql, *resp;
-    int rc;
-    pd_err err;
-    pthread_t th;
-    bool started;
-} bg_query;
-
-static void *bg_main(void *arg)
-{
-    bg_query *q = arg;
-    q->rc = pd__ch_query(q->c, q->sql, q->resp, &q->err);
-    return NULL;
-}
-
 /* Fetches the stacks want[0..n_want) and then (schema 4) the location rows
  * they name: blob_at maps each key found to its String's offset in blobs.
  * A location shared by many stacks is fetched and decoded once. */
@@ -438,12 +420,19 @@ static int put_raw_sums(pd_ch *c, pd_buf *sql, const uint64_t *fps, size_t n, in
 
 /* One group: its refs fps[0..n) (indexes idx[] into the caller's refs).
  *
- * a) the profiles' headers (pd__ch_fold_headers, ch_read_hdr.c: summed per series-bucket where
- * exact, else rows in time order; counted in their series-buckets), beside (one round trip of
- * latency) b) the sums from the samples rows when no 10-minute bucket lies wholly inside the range;
- * else aggs_v1's reconciliation rows of those buckets, their sums from aggs_v1 and the cut ends'
- * from the samples rows (ch_agg.h) — a second round trip only when a bucket's reconciliation
- * differs; c) the stacks that survived, resolved with IN; d) one part per sample-type set. */
+ * a) the profiles' headers (pd__ch_fold_headers, ch_read_hdr.c: summed per
+ * series-bucket where exact, else rows in time order; counted in their
+ * series-buckets), beside (one round trip of latency) b) the sums from the
+ * samples rows when no 10-minute bucket lies wholly inside the range; else
+ * one read of aggs_v1 (ch_agg.h): the sums of every bucket the range
+ * touches by class (whole, cut at the start, cut at the end) and the
+ * reconciliation rows. A class is summed from aggs_v1 when every bucket of
+ * it matched — for a cut bucket: every profile aggs_v1 counted there lies
+ * inside the range (a range ending after the newest profile, or starting
+ * at a series' first). A second round trip only for what did not: the
+ * cut ends' samples rows (a range starting amid a series' profiles), a
+ * whole bucket whose reconciliation differs. c) the stacks that survived,
+ * resolved with IN; d) one part per sample-type set. */
 static int agg_group(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx,
                      int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
                      int (*poll)(void *ctx, pd_err *err), void *ctx, pd_u64map *all_fps,
@@ -462,49 +451,31 @@ static int agg_group(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64map
     int rc;
 
     /* beside the headers: the sums of the range from the samples rows (no whole
-       bucket), or the reconciliation rows, the sums of every whole bucket
-       from aggs_v1 and those of the cut ends from the samples rows */
-    bg_query bq[3];
-    pd_buf bsql[3], bresp[3];
+       bucket), or aggs_v1 read once: the sums of every bucket the range
+       touches, by class (whole, cut at either end), and the reconciliation
+       rows */
+    ch_bg bq[3];
+    pd_buf bsql[3], bresp[3], cls[3];
     for (int k = 0; k < 3; k++) {
         pd_buf_init(&bsql[k], 0);
         pd_buf_init(&bresp[k], CH_MAX_ANSWER);
-        bq[k] = (bg_query){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
-        pd_err_clear(&bq[k].err);
+        pd_buf_init(&cls[k], CH_MAX_ANSWER);
+        bq[k] = (ch_bg){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
     }
-    bool want_q[3] = {true, buckets, buckets && pd__ch_buckets_cut(&H)};
     if (!buckets)
         rc = put_raw_sums(c, &bsql[0], fps, n, mint, maxt, NULL, NULL);
     else
-        rc = pd__ch_buckets_put_summary_sql(&H, fps, n, &bsql[0]);
-    rc = rc ? rc : !want_q[1] ? 0 : pd__ch_buckets_put_agg_sql(&H, fps, n, false, &bsql[1]);
-    rc = rc ? rc
-         : !want_q[2]
-             ? 0
-             : put_raw_sums(c, &bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_cut);
+        rc = pd__ch_buckets_put_merge_sql(&H, fps, n, &bsql[0]);
     if (rc < 0) {
         rc = pd__ch_nomem(err);
         goto out_q;
     }
-    for (int k = 0; k < 3; k++)
-        if (want_q[k])
-            bq[k].started = pthread_create(&bq[k].th, NULL, bg_main, &bq[k]) == 0;
+    pd__ch_bg_start(&bq[0]);
 
     /* a) the profiles' headers, summed per bucket where exact */
     rc = pd__ch_fold_headers(g, fps, n, ref_idx, mint, maxt, buckets ? &H : NULL, err);
-    for (int k = 0; k < 3; k++) {
-        if (!want_q[k])
-            continue;
-        if (bq[k].started)
-            pthread_join(bq[k].th, NULL);
-        else
-            bg_main(&bq[k]);
-        if (rc == 0 && bq[k].rc < 0) {
-            rc = bq[k].rc;
-            if (err)
-                *err = bq[k].err;
-        }
-    }
+    int qrc = pd__ch_bg_join(&bq[0], rc == 0 ? err : NULL);
+    rc = rc ? rc : qrc;
     if (rc < 0)
         goto out_q;
     if (g->n_parts == 0)
@@ -521,52 +492,54 @@ static int agg_group(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64map
         rc = add_sums(g, &bresp[0], false, err);
         goto out_q;
     }
-    /* b) the cut ends' sums from the samples rows, and every whole bucket's from
-       aggs_v1 when all matched; else aggs_v1's again without the buckets
-       that did not (on its own thread) and theirs from the samples rows */
-    if ((rc = pd__ch_buckets_match(&H, &bresp[0])) != 0) {
-        rc = rc == PD_ENOMEM ? pd__ch_nomem(err)
-                             : pd__ch_bad_answer(c, err, "the aggs_v1 reconciliation rows");
+    /* b) from aggs_v1 the sums of each class whose buckets all matched; the
+       others in a second round trip: the whole buckets' from aggs_v1 again
+       without those that did not match (their rows and the odd ones'
+       left out) and theirs from the samples rows, and the cut ends aggs_v1
+       does not serve from the samples rows */
+    if ((rc = pd__ch_buckets_take(&H, &bresp[0], cls)) != 0) {
+        rc = rc == PD_ENOMEM ? pd__ch_nomem(err) : pd__ch_bad_answer(c, err, "the aggs_v1 sums");
         goto out_q;
     }
-    if ((rc = add_sums(g, &bresp[2], false, err)) < 0)
-        goto out_q;
-    if (H.n == H.n_match && H.n_odd == 0) {
-        rc = add_sums(g, &bresp[1], true, err);
-        goto out_q;
-    }
+    for (int k = 0; k < 3; k++)
+        if (H.use[k] && (rc = add_sums(g, &cls[k], true, err)) < 0)
+            goto out_q;
+    bool again = !H.use[0] && H.n_match > 0, unmatched = false;
+    bool ends = (H.cut_lo && !H.use[1]) || (H.cut_hi && !H.use[2]);
     for (int k = 0; k < 3; k++) {
         pd_buf_reset(&bsql[k]);
         pd_buf_reset(&bresp[k]);
-        bq[k] = (bg_query){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
-        pd_err_clear(&bq[k].err);
+        bq[k] = (ch_bg){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
     }
-    /* nothing matched (or a key clash): every whole bucket from the samples rows */
-    bool again = H.n_match > 0;
-    if ((again && pd__ch_buckets_put_agg_sql(&H, fps, n, true, &bsql[1]) < 0) ||
-        (H.n > H.n_match &&
-         put_raw_sums(c, &bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_unmatched) < 0)) {
+    if (!H.use[0]) /* any whole bucket not matched? (else only odd rows) */
+        for (size_t i = 0; i < H.n && !unmatched; i++)
+            unmatched = !H.v[i].match && H.v[i].bucket >= H.lo && H.v[i].bucket <= H.hi;
+    if ((again && pd__ch_buckets_put_agg_sql(&H, fps, n, true, &bsql[0]) < 0) ||
+        (unmatched &&
+         put_raw_sums(c, &bsql[1], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_unmatched) < 0) ||
+        (ends &&
+         put_raw_sums(c, &bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_ends) < 0)) {
         rc = pd__ch_nomem(err);
         goto out_q;
     }
-    if (again)
-        bq[1].started = pthread_create(&bq[1].th, NULL, bg_main, &bq[1]) == 0;
-    rc = H.n > H.n_match ? pd__ch_query(c, &bsql[2], &bresp[2], err) : 0;
-    if (bq[1].started)
-        pthread_join(bq[1].th, NULL);
-    else if (again)
-        bg_main(&bq[1]);
-    if (rc == 0 && again && bq[1].rc < 0) {
-        rc = bq[1].rc;
-        if (err)
-            *err = bq[1].err;
+    bool want_q[3] = {again, unmatched, ends};
+    for (int k = 0; k < 3; k++)
+        if (want_q[k])
+            pd__ch_bg_start(&bq[k]);
+    for (int k = 0; k < 3; k++) {
+        qrc = pd__ch_bg_join(&bq[k], rc == 0 ? err : NULL);
+        rc = rc ? rc : qrc;
     }
-    if (rc == 0 && (rc = add_sums(g, &bresp[1], true, err)) == 0)
-        rc = add_sums(g, &bresp[2], false, err);
+    if (rc < 0)
+        goto out_q;
+    for (int k = 0; k < 3 && rc == 0; k++)
+        if (want_q[k])
+            rc = add_sums(g, &bresp[k], k == 0, err);
 out_q:
     for (int k = 0; k < 3; k++) {
         pd_buf_release(&bsql[k]);
         pd_buf_release(&bresp[k]);
+        pd_buf_release(&cls[k]);
     }
     if (rc < 0 || g->n_parts == 0)
         goto out;
