@@ -51,10 +51,10 @@ typedef struct hdr {
     char *drop, *keep, *dst, *doc;
 } hdr;
 
-/* Reads a header (sample_types, sample_units, period_type, period_unit,
- * period, time_nanos, duration_nanos, comments, drop_frames, keep_frames,
- * default_sample_type, doc_url) from r. 0, 1 (malformed), PD_ENOMEM. */
-static int read_hdr(ch_parts *g, ch_rd *r, hdr *h, pd_err *err)
+/* Reads the fields of a header types_hash determines (sample_types,
+ * sample_units, period_type, period_unit: pd__ch_types_hash hashes them)
+ * from r. 0, 1 (malformed), PD_ENOMEM. */
+static int read_hdr_set(ch_parts *g, ch_rd *r, hdr *h, pd_err *err)
 {
     uint64_t nt = pd__ch_rd_varint(r);
     if (r->bad || nt > r->len)
@@ -72,6 +72,19 @@ static int read_hdr(ch_parts *g, ch_rd *r, hdr *h, pd_err *err)
         h->units[i] = pd__ch_rd_arena_str(r, &g->a);
     h->pt = pd__ch_rd_arena_str(r, &g->a);
     h->pu = pd__ch_rd_arena_str(r, &g->a);
+    if (r->bad)
+        return 1;
+    for (size_t i = 0; i < nt; i++)
+        if (!h->types[i] || !h->units[i])
+            return pd__ch_nomem(err);
+    return h->pt && h->pu ? 0 : pd__ch_nomem(err);
+}
+
+/* Reads the rest of a header (period, time_nanos, duration_nanos,
+ * comments, drop_frames, keep_frames, default_sample_type, doc_url) from
+ * r. 0, 1 (malformed), PD_ENOMEM. */
+static int read_hdr_rest(ch_parts *g, ch_rd *r, hdr *h, pd_err *err)
+{
     h->period = (int64_t)pd__ch_rd_u64(r);
     h->tn = (int64_t)pd__ch_rd_u64(r);
     h->dn = (int64_t)pd__ch_rd_u64(r);
@@ -90,28 +103,30 @@ static int read_hdr(ch_parts *g, ch_rd *r, hdr *h, pd_err *err)
     h->doc = pd__ch_rd_arena_str(r, &g->a);
     if (r->bad)
         return 1;
-    for (size_t i = 0; i < nt; i++)
-        if (!h->types[i] || !h->units[i])
-            return r->bad ? 1 : pd__ch_nomem(err);
     for (size_t i = 0; i < nc; i++)
         if (!h->cm[i])
             return pd__ch_nomem(err);
-    if (!h->pt || !h->pu || !h->drop || !h->keep || !h->dst || !h->doc)
+    if (!h->drop || !h->keep || !h->dst || !h->doc)
         return pd__ch_nomem(err);
     return 0;
 }
 
-/* Whether a and b have the same invariant fields (all but period,
- * time_nanos and duration_nanos). */
+/* Reads a whole header (read_hdr_set's fields, then read_hdr_rest's) from
+ * r. 0, 1 (malformed), PD_ENOMEM. */
+static int read_hdr(ch_parts *g, ch_rd *r, hdr *h, pd_err *err)
+{
+    int rc = read_hdr_set(g, r, h, err);
+    return rc ? rc : read_hdr_rest(g, r, h, err);
+}
+
+/* Whether a and b have the same invariant fields besides those their
+ * types_hash determines (comments, drop/keep frames, default sample type,
+ * doc URL). */
 static bool same_invariants(const hdr *a, const hdr *b)
 {
-    if (a->n_types != b->n_types || a->n_cm != b->n_cm || strcmp(a->pt, b->pt) ||
-        strcmp(a->pu, b->pu) || strcmp(a->drop, b->drop) || strcmp(a->keep, b->keep) ||
+    if (a->n_cm != b->n_cm || strcmp(a->drop, b->drop) || strcmp(a->keep, b->keep) ||
         strcmp(a->dst, b->dst) || strcmp(a->doc, b->doc))
         return false;
-    for (size_t i = 0; i < a->n_types; i++)
-        if (strcmp(a->types[i], b->types[i]) || strcmp(a->units[i], b->units[i]))
-            return false;
     for (size_t i = 0; i < a->n_cm; i++)
         if (strcmp(a->cm[i], b->cm[i]))
             return false;
@@ -238,6 +253,103 @@ static int cmp_part_first(const void *a, const void *b)
     return x->first_fp < y->first_fp ? -1 : x->first_fp > y->first_fp;
 }
 
+/* The fields types_hash determines (read_hdr_set's) of each summed set —
+ * every key of rep (types_hash -> index into v of its first summary) not
+ * in bad — read from one profiles_v3 row of it (the first of its first
+ * summary: a point read by key) and copied into all of v's summaries of
+ * it; a set whose row is gone meanwhile is added to bad (*n_bad). 0 or an
+ * error (set). */
+static int fill_sets(ch_parts *g, hsum *v, size_t nv, const pd_u64map *rep, pd_u64map *bad,
+                     size_t *n_bad, int64_t mint, int64_t maxt, pd_err *err)
+{
+    pd_ch *c = g->c;
+    pd_buf sql, resp;
+    pd_buf_init(&sql, 0);
+    pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_u64map at;
+    pd_u64map_init(&at);
+    uint64_t *fps = malloc((rep->len ? rep->len : 1) * sizeof *fps);
+    hdr *sets = calloc(rep->len ? rep->len : 1, sizeof *sets);
+    size_t n = 0, n_sets = 0;
+    int rc = fps && sets ? 0 : PD_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < rep->cap; i++) {
+        uint64_t th = rep->kv[2 * i], k;
+        if (th == UINT64_MAX || !pd_u64map_get(rep, th, &k) || pd_u64map_get(bad, th, NULL))
+            continue;
+        fps[n++] = v[k].fp;
+    }
+    if (rc == 0 && n == 0)
+        goto out;
+    rc = rc ? rc
+            : pd_buf_puts(&sql, "SELECT types_hash, sample_types, sample_units, period_type, "
+                                "period_unit FROM profiles_v3 WHERE");
+    rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n, mint, maxt);
+    rc = rc ? rc : pd_buf_puts(&sql, " AND (fingerprint, ts) IN (");
+    n = 0;
+    for (size_t i = 0; rc == 0 && i < rep->cap; i++) {
+        uint64_t th = rep->kv[2 * i], k;
+        if (th == UINT64_MAX || !pd_u64map_get(rep, th, &k) || pd_u64map_get(bad, th, NULL))
+            continue;
+        rc = pd_buf_printf(&sql, "%s(%llu,%lld)", n++ ? "," : "", (unsigned long long)v[k].fp,
+                           (long long)v[k].t0);
+    }
+    rc = rc ? rc : pd_buf_puts(&sql, ") LIMIT 1 BY types_hash FORMAT RowBinary");
+    if (rc < 0) {
+        rc = pd__ch_nomem(err);
+        goto out;
+    }
+    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+        goto out;
+    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        uint64_t th = pd__ch_rd_u64(&r);
+        if (n_sets == rep->len) {
+            rc = pd__ch_bad_answer(c, err, "the profiles' sample types");
+            goto out;
+        }
+        rc = r.bad ? 1 : read_hdr_set(g, &r, &sets[n_sets], err);
+        if (rc < 0)
+            goto out;
+        if (rc > 0) {
+            rc = pd__ch_bad_answer(c, err, "the profiles' sample types");
+            goto out;
+        }
+        if (!pd_u64map_get(&at, th, NULL) && pd_u64map_put(&at, th, n_sets) < 0) {
+            rc = pd__ch_nomem(err);
+            goto out;
+        }
+        n_sets++;
+    }
+    for (size_t i = 0; i < nv; i++) {
+        uint64_t k;
+        if (pd_u64map_get(bad, v[i].th, NULL))
+            continue;
+        if (!pd_u64map_get(&at, v[i].th, &k)) { /* gone meanwhile: its rows, if any */
+            if (pd_u64map_put(bad, v[i].th, 1) < 0) {
+                rc = pd__ch_nomem(err);
+                goto out;
+            }
+            (*n_bad)++;
+            continue;
+        }
+        v[i].h.types = sets[k].types;
+        v[i].h.units = sets[k].units;
+        v[i].h.n_types = sets[k].n_types;
+        v[i].h.pt = sets[k].pt;
+        v[i].h.pu = sets[k].pu;
+    }
+    rc = 0;
+out:
+    if (rc == PD_ENOMEM)
+        rc = pd__ch_nomem(err);
+    free(fps);
+    free(sets);
+    pd_u64map_release(&at);
+    pd_buf_release(&sql);
+    pd_buf_release(&resp);
+    return rc;
+}
+
 /* Folds the headers of the profiles of series fps[0..n) in [mint, maxt]
  * into g's parts (summaries where exact, else rows) and counts them in H's
  * buckets (NULL: none). 0 or an error (set). */
@@ -261,10 +373,9 @@ int pd__ch_fold_headers(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64
     rc = rc ? rc
             : pd_buf_puts(&sql, PD_CH_WID_HASH_SQL
                           "), min(ts), max(ts), countIf(time_nanos = 0 OR period = 0), "
-                          "uniqExact(sample_types, sample_units, period_type, period_unit, "
-                          "comments, drop_frames, keep_frames, default_sample_type, doc_url), "
-                          "any(sample_types), any(sample_units), any(period_type), "
-                          "any(period_unit), max(period), min(time_nanos), sum(duration_nanos), "
+                          "uniqExact(comments, drop_frames, keep_frames, "
+                          "default_sample_type, doc_url), max(period), min(time_nanos), "
+                          "sum(duration_nanos), "
                           "any(comments), any(drop_frames), any(keep_frames), "
                           "any(default_sample_type), any(doc_url) FROM profiles_v3 WHERE");
     rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n, mint, maxt);
@@ -297,7 +408,7 @@ int pd__ch_fold_headers(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64
         s->t1 = (int64_t)pd__ch_rd_u64(&r);
         s->n_zero = pd__ch_rd_u64(&r);
         s->n_distinct = pd__ch_rd_u64(&r);
-        rc = r.bad ? 1 : read_hdr(g, &r, &s->h, err);
+        rc = r.bad ? 1 : read_hdr_rest(g, &r, &s->h, err);
         if (rc < 0)
             goto out;
         if (rc > 0 || s->n == 0 || s->t0 > s->t1) {
@@ -325,6 +436,8 @@ int pd__ch_fold_headers(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64
         if (rc < 0)
             goto out;
     }
+    if ((rc = fill_sets(g, v, nv, &rep, &bad, &n_bad, mint, maxt, err)) < 0)
+        goto out;
     for (size_t i = 0; i < nv; i++) {
         if (pd_u64map_get(&bad, v[i].th, NULL))
             continue;
