@@ -267,11 +267,6 @@ int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t 
     return rc ? rc : pd_buf_puts(sql, " GROUP BY types_hash, stack_hash FORMAT RowBinary");
 }
 
-bool pd__ch_buckets_cut(const ch_buckets *h)
-{
-    return h->mint < h->lo * PD_CH_AGG_BUCKET_MS || h->maxt > (h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1;
-}
-
 int pd__ch_buckets_put_raw_cut(const ch_buckets *h, pd_buf *b)
 {
     /* the same twice: on ts, and on the buckets for stack_samples_v1's key */

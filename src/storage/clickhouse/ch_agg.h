@@ -69,11 +69,10 @@ int pd__ch_buckets_add_sum(ch_buckets *h, uint64_t fp, int64_t ts, uint64_t n, u
 /* Appends the SELECT of the sums in aggs_v1 of the series fps[0..n) over
  * h's whole buckets (RowBinary: types_hash, stack_hash, Tuple(Array(UInt16)
  * sample type indexes, Array(Int64) values), zero values left out) to sql:
- * of every bucket (sent before the match, beside the headers: the common
- * case, every bucket matching, is then one round trip), or, exceptions, of
- * every bucket but those not matched and the odd ones (after the match,
- * when some did not: the first answer is then not used — subtracting the
- * exceptions' sums read later could take back writes the first did not
+ * of every whole bucket, or, exceptions, of every whole bucket but those
+ * not matched and the odd ones (after pd__ch_buckets_take, when some did
+ * not: the merge SQL's whole-bucket sums are then not used — subtracting
+ * the exceptions' sums read later could take back writes the first did not
  * see). The text grows with the exceptions, not with series x buckets.
  * Sound because an aggs_v1 INSERT is one block (ch_batch.c): a write's rows
  * of one series land with its reconciliation row or not at all. 0 or
@@ -106,10 +105,8 @@ int pd__ch_buckets_take(ch_buckets *h, const pd_buf *resp, pd_buf out[3]);
  * use[2]) to a samples WHERE. 0 or PD_ENOMEM/PD_ETOOBIG. */
 int pd__ch_buckets_put_raw_ends(const ch_buckets *h, pd_buf *b);
 
-/* Whether the range has time outside its whole buckets (its cut ends). */
-bool pd__ch_buckets_cut(const ch_buckets *h);
-/* Appends " AND (ts outside the whole buckets)" to a samples WHERE: the
- * cut ends, read raw whatever the match. 0 or PD_ENOMEM/PD_ETOOBIG. */
+/* Appends " AND (ts outside the whole buckets)" to a samples WHERE: both
+ * cut ends (pd__ch_buckets_put_raw_ends' case of both). 0 or PD_ENOMEM/PD_ETOOBIG. */
 int pd__ch_buckets_put_raw_cut(const ch_buckets *h, pd_buf *b);
 /* Appends " AND (fingerprint, bucket of ts) IN (the whole buckets with
  * profiles rows not matched)" to a samples WHERE. Only when some whole
