@@ -302,23 +302,23 @@ static int fill_sets(ch_parts *g, hsum *v, size_t nv, const pd_u64map *rep, pd_u
         goto out;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
+        /* a set once (LIMIT BY runs per shard on a cluster), and only a
+           set asked for */
         uint64_t th = pd__ch_rd_u64(&r);
-        if (n_sets == rep->len) {
-            rc = pd__ch_bad_answer(c, err, "the profiles' sample types");
-            goto out;
-        }
-        rc = r.bad ? 1 : read_hdr_set(g, &r, &sets[n_sets], err);
+        bool keep = !r.bad && n_sets < rep->len && pd_u64map_get(rep, th, NULL) &&
+                    !pd_u64map_get(&at, th, NULL);
+        hdr skip;
+        rc = r.bad ? 1 : read_hdr_set(g, &r, keep ? &sets[n_sets] : &skip, err);
         if (rc < 0)
             goto out;
         if (rc > 0) {
             rc = pd__ch_bad_answer(c, err, "the profiles' sample types");
             goto out;
         }
-        if (!pd_u64map_get(&at, th, NULL) && pd_u64map_put(&at, th, n_sets) < 0) {
+        if (keep && pd_u64map_put(&at, th, n_sets++) < 0) {
             rc = pd__ch_nomem(err);
             goto out;
         }
-        n_sets++;
     }
     for (size_t i = 0; i < nv; i++) {
         uint64_t k;
