@@ -7,7 +7,8 @@
 //          every STEP_MS per series: 24,576 profiles over 96 minutes, the
 //          shape of RESULTS.md's "where a merge's time goes")
 //          RUNS=5 ROUNDS=2 (each binary's queries RUNS times, binaries
-//          alternated ROUNDS times), CLIENTS=16 (pushers), OPTIMIZE=1 (also
+//          alternated ROUNDS times), CLIENTS=16 (pushers), FLUSH=50ms (the
+//          pushing profd's --clickhouse.flush-interval), OPTIMIZE=1 (also
 //          measure after OPTIMIZE ... FINAL of every table)
 //
 // One clickhouse-server and an embedded profd get the same pushes (profefe's
@@ -112,7 +113,9 @@ const e = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb'
 await push(e);
 const emb = await queries(e);
 await e.stop();
-const w = await startProfd({ storage: path.join(dir, 'x-w'), name: 'profd-ch-w', extraArgs: chArgs });
+// the pushes go with a short gathering window: CLIENTS closed-loop pushers
+// would wait the default adaptive window (up to 1 s) every round
+const w = await startProfd({ storage: path.join(dir, 'x-w'), name: 'profd-ch-w', extraArgs: [...chArgs, `--clickhouse.flush-interval=${process.env.FLUSH || '50ms'}`] });
 await push(w);
 await w.stop();
 console.log(`${list.length} profiles pushed (${S} series x ${K}, ${STEP / 1000} s apart); load ${os.loadavg()[0].toFixed(2)}`);

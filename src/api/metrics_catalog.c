@@ -98,8 +98,9 @@ static const catalog_entry catalog[] = {
     {"profd_clickhouse_merge_buckets_total", PD_METRIC_COUNTER,
      "Series-buckets wholly inside merges, by where their sums were read: "
      "aggregate (aggs_v1) or raw (the samples rows: no or a mismatched "
-     "reconciliation row).",
-     (const char *const[]){"path=\"aggregate\"", "path=\"raw\"", NULL}},
+     "reconciliation row); aggregate_cut: buckets cut by a merge's range "
+     "whose profiles all lie inside it, read from aggs_v1.",
+     (const char *const[]){"path=\"aggregate\"", "path=\"raw\"", "path=\"aggregate_cut\"", NULL}},
     {"profd_clickhouse_merge_header_profiles_total", PD_METRIC_COUNTER,
      "Profiles whose headers merges folded, by how they were read: summary "
      "(one row per series-bucket, exact: uniform headers, no zero period or "

@@ -41,6 +41,9 @@ void pd__ch_buckets_init(ch_buckets *h, int64_t mint, int64_t maxt)
                               : floor_div(maxt + 1, PD_CH_AGG_BUCKET_MS) - 1;
     if (maxt < mint)
         h->hi = h->lo - 1; /* none */
+    /* the buckets the ends cut (no profile is at INT64_MAX's bucket) */
+    h->cut_lo = h->lo <= h->hi && mint % PD_CH_AGG_BUCKET_MS != 0;
+    h->cut_hi = h->lo <= h->hi && maxt != INT64_MAX && (maxt + 1) % PD_CH_AGG_BUCKET_MS != 0;
 }
 
 void pd__ch_buckets_release(ch_buckets *h)
@@ -65,7 +68,7 @@ int pd__ch_buckets_add(ch_buckets *h, uint64_t fp, int64_t ts, uint64_t write_id
 int pd__ch_buckets_add_sum(ch_buckets *h, uint64_t fp, int64_t ts, uint64_t n, uint64_t wsum)
 {
     int64_t bucket = floor_div(ts, PD_CH_AGG_BUCKET_MS);
-    if (bucket < h->lo || bucket > h->hi) {
+    if (bucket < h->lo - h->cut_lo || bucket > h->hi + h->cut_hi) {
         h->n_cut += n;
         return 0;
     }
@@ -103,68 +106,126 @@ static int put_buckets(pd_buf *b, int64_t lo, int64_t hi)
               : pd_buf_printf(b, " AND bucket BETWEEN %lld AND %lld", (long long)lo, (long long)hi);
 }
 
-int pd__ch_buckets_put_summary_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql)
+int pd__ch_buckets_put_merge_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql)
 {
-    int rc = pd_buf_puts(sql, "SELECT fingerprint, bucket, sum(n), sum(wsum) FROM aggs_v1 WHERE ");
+    int rc = pd_buf_printf(sql,
+                           "SELECT types_hash, stack_hash, toUInt8(multiIf(bucket < %lld, 1, "
+                           "bucket > %lld, 2, 0)) AS cls, sumMap(valuesMap.type, valuesMap.value), "
+                           "groupArrayIf((fingerprint, bucket, n, wsum), types_hash = 0 AND "
+                           "stack_hash = 0) FROM aggs_v1 WHERE ",
+                           (long long)h->lo, (long long)h->hi);
     rc = rc ? rc : pd__ch_put_fp_in(sql, fps, n);
     rc = rc ? rc : pd_buf_puts(sql, " AND");
-    rc = rc ? rc : put_buckets(sql, h->lo, h->hi);
-    return rc ? rc
-              : pd_buf_puts(sql, " AND types_hash = 0 AND stack_hash = 0 GROUP BY fingerprint, "
-                                 "bucket FORMAT RowBinary");
+    rc = rc ? rc : put_buckets(sql, h->lo - h->cut_lo, h->hi + h->cut_hi);
+    return rc ? rc : pd_buf_puts(sql, " GROUP BY types_hash, stack_hash, cls FORMAT RowBinary");
 }
 
-int pd__ch_buckets_match(ch_buckets *h, const pd_buf *resp)
+/* Adds one reconciliation row (fp, bucket, n, wsum) to its bucket, or
+ * notes it odd (no profiles row there: a write whose commit failed). 0 or
+ * PD_ENOMEM. */
+static int take_recon(ch_buckets *h, uint64_t fp, int64_t bucket, uint64_t n, uint64_t wsum)
+{
+    uint64_t at;
+    if (h->clash)
+        return 0;
+    if (!pd_u64map_get(&h->at, slot_key(fp, bucket), &at)) {
+        if (h->n_odd == h->cap_odd) {
+            size_t nc = h->cap_odd ? 2 * h->cap_odd : 16;
+            ch_bucket *o = realloc(h->odd, nc * sizeof *o);
+            if (!o)
+                return PD_ENOMEM;
+            h->odd = o;
+            h->cap_odd = nc;
+        }
+        h->odd[h->n_odd++] = (ch_bucket){.fp = fp, .bucket = bucket};
+        return 0;
+    }
+    ch_bucket *x = &h->v[at];
+    if (x->fp != fp || x->bucket != bucket) {
+        h->clash = true; /* two buckets, one key: all read raw */
+        return 0;
+    }
+    x->an += n;
+    x->awsum += wsum;
+    return 0;
+}
+
+/* The class of bucket b: 0 whole, 1 cut at the start, 2 at the end. */
+static int bucket_class(const ch_buckets *h, int64_t b)
+{
+    return b < h->lo ? 1 : b > h->hi ? 2 : 0;
+}
+
+int pd__ch_buckets_take(ch_buckets *h, const pd_buf *resp, pd_buf out[3])
 {
     h->n_match = 0;
     h->n_raw_rows = h->n_cut;
     ch_rd r = {(const uint8_t *)resp->data, resp->len, 0, false};
     while (pd__ch_rd_more(&r)) {
-        uint64_t fp = pd__ch_rd_u64(&r);
-        int64_t bucket = (int64_t)pd__ch_rd_u64(&r);
-        uint64_t n = pd__ch_rd_u64(&r), wsum = pd__ch_rd_u64(&r), at;
-        if (r.bad)
+        size_t at = r.pos;
+        r.pos += 16; /* types_hash, stack_hash */
+        if (r.pos >= r.len)
             return -1;
-        if (h->clash)
-            continue;
-        if (!pd_u64map_get(&h->at, slot_key(fp, bucket), &at)) {
-            /* aggs rows of no profiles row (a write whose commit failed):
-               the aggs read leaves them out */
-            if (h->n_odd == h->cap_odd) {
-                size_t nc = h->cap_odd ? 2 * h->cap_odd : 16;
-                ch_bucket *o = realloc(h->odd, nc * sizeof *o);
-                if (!o)
-                    return PD_ENOMEM;
-                h->odd = o;
-                h->cap_odd = nc;
-            }
-            h->odd[h->n_odd++] = (ch_bucket){.fp = fp, .bucket = bucket};
-            continue;
-        }
-        ch_bucket *x = &h->v[at];
-        if (x->fp != fp || x->bucket != bucket) {
-            h->clash = true; /* two buckets, one key: all read raw */
-            continue;
-        }
-        if (x->n == n && x->wsum == wsum && !x->match) {
-            x->match = true;
-            h->n_match++;
+        uint8_t cls = r.p[r.pos++];
+        size_t map_at = r.pos;
+        uint64_t nk = pd__ch_rd_varint(&r);
+        if (r.bad || nk > r.len - r.pos)
+            return -1;
+        r.pos += 2 * nk;
+        uint64_t nv = pd__ch_rd_varint(&r);
+        if (r.bad || nv != nk || nv > (r.len - r.pos) / 8)
+            return -1;
+        r.pos += 8 * nv;
+        if (cls > 2)
+            return -1;
+        if (pd_buf_append(&out[cls], r.p + at, 16) < 0 ||
+            pd_buf_append(&out[cls], r.p + map_at, r.pos - map_at) < 0)
+            return PD_ENOMEM;
+        uint64_t nr = pd__ch_rd_varint(&r);
+        if (r.bad || nr > (r.len - r.pos) / 32)
+            return -1;
+        for (uint64_t k = 0; k < nr; k++) {
+            uint64_t fp = pd__ch_rd_u64(&r);
+            int64_t bucket = (int64_t)pd__ch_rd_u64(&r);
+            uint64_t n = pd__ch_rd_u64(&r), wsum = pd__ch_rd_u64(&r);
+            if (r.bad)
+                return -1;
+            if (take_recon(h, fp, bucket, n, wsum) < 0)
+                return PD_ENOMEM;
         }
     }
+    if (r.bad)
+        return -1;
+    bool ok[3] = {!h->clash, !h->clash, !h->clash};
+    size_t n_class[3] = {0, 0, 0}, n_ok[3] = {0, 0, 0};
     for (size_t i = 0; i < h->n; i++) {
-        if (h->clash && h->v[i].match) {
-            h->v[i].match = false;
-            h->n_match--;
-        }
-        if (!h->v[i].match)
-            h->n_raw_rows += h->v[i].n;
+        ch_bucket *x = &h->v[i];
+        int k = bucket_class(h, x->bucket);
+        x->match = !h->clash && x->n == x->an && x->wsum == x->awsum;
+        n_class[k]++;
+        if (x->match)
+            n_ok[k]++;
+        else
+            ok[k] = false;
     }
-    if (h->n_match)
+    for (size_t i = 0; i < h->n_odd; i++)
+        ok[bucket_class(h, h->odd[i].bucket)] = false;
+    for (int k = 0; k < 3; k++)
+        h->use[k] = ok[k];
+    h->n_match = n_ok[0];
+    for (size_t i = 0; i < h->n; i++)
+        if (!h->use[bucket_class(h, h->v[i].bucket)])
+            h->n_raw_rows += h->v[i].n;
+    if (n_ok[0])
         pd_metrics_add("profd_clickhouse_merge_buckets_total", "path=\"aggregate\"",
-                       (double)h->n_match);
-    if (h->n > h->n_match)
+                       (double)n_ok[0]);
+    if (n_class[0] > n_ok[0])
         pd_metrics_add("profd_clickhouse_merge_buckets_total", "path=\"raw\"",
-                       (double)(h->n - h->n_match));
+                       (double)(n_class[0] - n_ok[0]));
+    size_t n_cut_served = (h->use[1] ? n_class[1] : 0) + (h->use[2] ? n_class[2] : 0);
+    if (n_cut_served)
+        pd_metrics_add("profd_clickhouse_merge_buckets_total", "path=\"aggregate_cut\"",
+                       (double)n_cut_served);
     return 0;
 }
 
@@ -175,12 +236,14 @@ static int put_unmatched(const ch_buckets *h, bool odd, pd_buf *b)
     int rc = 0;
     bool first = true;
     for (size_t i = 0; rc == 0 && i < h->n; i++)
-        if (!h->v[i].match) {
+        if (!h->v[i].match && bucket_class(h, h->v[i].bucket) == 0) {
             rc = pd_buf_printf(b, "%s(%llu,%lld)", first ? "" : ",", (unsigned long long)h->v[i].fp,
                                (long long)h->v[i].bucket);
             first = false;
         }
     for (size_t i = 0; rc == 0 && odd && i < h->n_odd; i++) {
+        if (bucket_class(h, h->odd[i].bucket) != 0)
+            continue;
         rc = pd_buf_printf(b, "%s(%llu,%lld)", first ? "" : ",", (unsigned long long)h->odd[i].fp,
                            (long long)h->odd[i].bucket);
         first = false;
@@ -204,11 +267,6 @@ int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t 
     return rc ? rc : pd_buf_puts(sql, " GROUP BY types_hash, stack_hash FORMAT RowBinary");
 }
 
-bool pd__ch_buckets_cut(const ch_buckets *h)
-{
-    return h->mint < h->lo * PD_CH_AGG_BUCKET_MS || h->maxt > (h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1;
-}
-
 int pd__ch_buckets_put_raw_cut(const ch_buckets *h, pd_buf *b)
 {
     /* the same twice: on ts, and on the buckets for stack_samples_v1's key */
@@ -219,6 +277,22 @@ int pd__ch_buckets_put_raw_cut(const ch_buckets *h, pd_buf *b)
                          (long long)((h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1),
                          (long long)PD_CH_AGG_BUCKET_MS, (long long)h->lo,
                          (long long)PD_CH_AGG_BUCKET_MS, (long long)h->hi);
+}
+
+int pd__ch_buckets_put_raw_ends(const ch_buckets *h, pd_buf *b)
+{
+    bool lo = h->cut_lo && !h->use[1], hi = h->cut_hi && !h->use[2];
+    long long t_lo = (long long)(h->lo * PD_CH_AGG_BUCKET_MS);
+    long long t_hi = (long long)((h->hi + 1) * PD_CH_AGG_BUCKET_MS - 1);
+    long long bw = (long long)PD_CH_AGG_BUCKET_MS;
+    /* each on ts, and on the buckets for stack_samples_v1's key */
+    if (lo && hi)
+        return pd__ch_buckets_put_raw_cut(h, b);
+    if (lo)
+        return pd_buf_printf(b, " AND ts < %lld AND intDiv(ts, %lld) < %lld", t_lo, bw,
+                             (long long)h->lo);
+    return pd_buf_printf(b, " AND ts > %lld AND intDiv(ts, %lld) > %lld", t_hi, bw,
+                         (long long)h->hi);
 }
 
 int pd__ch_buckets_put_raw_unmatched(const ch_buckets *h, pd_buf *b)

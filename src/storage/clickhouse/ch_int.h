@@ -236,6 +236,26 @@ int pd__ch_put_range(pd_buf *b, int64_t mint, int64_t maxt);
 int pd__ch_query(pd_ch *c, pd_buf *sql, pd_buf *resp, pd_err *err);
 /* Sets err to "malformed RowBinary answer to <what>" naming the URL; -EIO. */
 int pd__ch_bad_answer(pd_ch *c, pd_err *err, const char *what);
+
+/* A query sent beside others (one round trip of latency for several
+ * statements): pd__ch_bg_start runs pd__ch_query(c, sql, resp) on a thread
+ * of its own (or, if no thread can be made, at pd__ch_bg_join, in the
+ * caller's); pd__ch_bg_join waits for it and returns its result, its error
+ * copied into err. sql and resp stay the caller's and must outlive the
+ * join; every started query must be joined. */
+typedef struct ch_bg {
+    pd_ch *c;
+    pd_buf *sql, *resp;
+    int rc;
+    pd_err err;
+    pthread_t th;
+    bool started, ran;
+} ch_bg;
+/* Starts q (c, sql and resp set by the caller; the rest is set here). */
+void pd__ch_bg_start(ch_bg *q);
+/* Waits for q (started) and returns pd__ch_query's result (0 or its
+ * negative PD_E*, set in err). */
+int pd__ch_bg_join(ch_bg *q, pd_err *err);
 /* A String of r copied into a (NUL-terminated); NULL when out of memory. */
 char *pd__ch_rd_arena_str(ch_rd *r, pd_arena *a);
 

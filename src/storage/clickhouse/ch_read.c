@@ -3,7 +3,10 @@
  * querier, pushed down as clickhouse.h describes: aggregations (merges as
  * GROUP BY stack hash with sumForEach, the surviving stacks fetched with
  * IN), a single profile rebuilt from its samples rows and stacks, and a
- * diff's two sides in one pass. Series and points are in ch_select.c.
+ * diff's two sides in one pass. The headers these fold (the parts'
+ * pprof header fields, a merge's per-bucket summaries) are in
+ * ch_read_hdr.c, shared through ch_read_int.h; series and points are in
+ * ch_select.c.
  *
  * Every query filters on day (the partition key) as well as ts, so
  * ClickHouse reads only the days in range. Queries name the plain tables:
@@ -11,45 +14,24 @@
  * (allowed on plain tables too) so one text works in both modes.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
-#include "base/metrics.h"
 #include "storage/clickhouse/ch_agg.h"
 #include "storage/clickhouse/ch_int.h"
+#include "storage/clickhouse/ch_read_int.h"
 #include "storage/tsdb/warnings_int.h"
 
 #define CH_MAX_PART_STACKS (4u << 20)
 
 /* ---- aggregation ---- */
 
-typedef struct part {
-    uint64_t types_hash;
-    pd_storage_agg_part info;
-    size_t first_ref;  /* lowest index into refs among its series */
-    uint64_t first_fp; /* the series of its first profile (min_ts, then fingerprint) */
-    pd_u64map fps;     /* distinct fingerprints */
-    /* header (from the first profile, folded) */
-    char **types, **units; /* n_types */
-    size_t n_types;
-    char *period_type, *period_unit, *drop, *keep, *dst, *doc;
-    int64_t period, time_nanos, duration_nanos;
-    char **comments;
-    size_t n_comments;
-    /* sums */
-    pd_u64map at;    /* stack hash -> index (a merge's sums from two sources) */
-    uint64_t *stack; /* n_stacks */
-    int64_t *values; /* n_stacks x n_types */
-    size_t n_stacks, cap_stacks;
-} part;
-
 /* Room for one more stack of nv values in p's sums (capped at
  * CH_MAX_PART_STACKS: PD_ETOOBIG naming `subject` and `unit`). 0,
  * PD_ETOOBIG, PD_ENOMEM. */
-static int part_room(part *p, size_t nv, const char *subject, const char *unit, pd_err *err)
+static int part_room(ch_part *p, size_t nv, const char *subject, const char *unit, pd_err *err)
 {
     if (p->n_stacks < p->cap_stacks)
         return 0;
@@ -68,15 +50,7 @@ static int part_room(part *p, size_t nv, const char *subject, const char *unit, 
     return 0;
 }
 
-typedef struct agg {
-    pd_ch *c;
-    const pd_storage_sample_filter *flt; /* pd__ch_aggregate_filtered's; NULL: none */
-    pd_arena a;                          /* header strings */
-    part *parts;
-    size_t n_parts;
-} agg;
-
-static void agg_release(agg *g)
+static void parts_release(ch_parts *g)
 {
     for (size_t i = 0; i < g->n_parts; i++) {
         pd_u64map_release(&g->parts[i].fps);
@@ -89,200 +63,6 @@ static void agg_release(agg *g)
     g->n_parts = 0;
     pd_arena_release(&g->a);
     pd_arena_init(&g->a);
-}
-
-static part *find_part(agg *g, uint64_t th)
-{
-    for (size_t i = 0; i < g->n_parts; i++)
-        if (g->parts[i].types_hash == th)
-            return &g->parts[i];
-    return NULL;
-}
-
-/* A profile header as the headers query answers it (one profiles_v3 row,
- * or a bucket's summary: period max, time_nanos min, duration_nanos summed
- * and the invariant fields of any of its rows). Strings in the agg's arena. */
-typedef struct hdr {
-    char **types, **units; /* n_types */
-    size_t n_types;
-    char *pt, *pu;
-    int64_t period, tn, dn;
-    char **cm; /* n_cm */
-    size_t n_cm;
-    char *drop, *keep, *dst, *doc;
-} hdr;
-
-/* Reads a header (sample_types, sample_units, period_type, period_unit,
- * period, time_nanos, duration_nanos, comments, drop_frames, keep_frames,
- * default_sample_type, doc_url) from r. 0, 1 (malformed), PD_ENOMEM. */
-static int read_hdr(agg *g, ch_rd *r, hdr *h, pd_err *err)
-{
-    uint64_t nt = pd__ch_rd_varint(r);
-    if (r->bad || nt > r->len)
-        return 1;
-    h->types = pd_arena_calloc(&g->a, nt + 1, sizeof *h->types);
-    h->units = pd_arena_calloc(&g->a, nt + 1, sizeof *h->units);
-    if (!h->types || !h->units)
-        return pd__ch_nomem(err);
-    h->n_types = nt;
-    for (size_t i = 0; i < nt; i++)
-        h->types[i] = pd__ch_rd_arena_str(r, &g->a);
-    if (pd__ch_rd_varint(r) != nt)
-        return 1;
-    for (size_t i = 0; i < nt; i++)
-        h->units[i] = pd__ch_rd_arena_str(r, &g->a);
-    h->pt = pd__ch_rd_arena_str(r, &g->a);
-    h->pu = pd__ch_rd_arena_str(r, &g->a);
-    h->period = (int64_t)pd__ch_rd_u64(r);
-    h->tn = (int64_t)pd__ch_rd_u64(r);
-    h->dn = (int64_t)pd__ch_rd_u64(r);
-    uint64_t nc = pd__ch_rd_varint(r);
-    if (r->bad || nc > r->len)
-        return 1;
-    h->cm = pd_arena_calloc(&g->a, nc + 1, sizeof *h->cm);
-    if (!h->cm)
-        return pd__ch_nomem(err);
-    h->n_cm = nc;
-    for (size_t i = 0; i < nc; i++)
-        h->cm[i] = pd__ch_rd_arena_str(r, &g->a);
-    h->drop = pd__ch_rd_arena_str(r, &g->a);
-    h->keep = pd__ch_rd_arena_str(r, &g->a);
-    h->dst = pd__ch_rd_arena_str(r, &g->a);
-    h->doc = pd__ch_rd_arena_str(r, &g->a);
-    if (r->bad)
-        return 1;
-    for (size_t i = 0; i < nt; i++)
-        if (!h->types[i] || !h->units[i])
-            return r->bad ? 1 : pd__ch_nomem(err);
-    for (size_t i = 0; i < nc; i++)
-        if (!h->cm[i])
-            return pd__ch_nomem(err);
-    if (!h->pt || !h->pu || !h->drop || !h->keep || !h->dst || !h->doc)
-        return pd__ch_nomem(err);
-    return 0;
-}
-
-/* Whether a and b have the same invariant fields (all but period,
- * time_nanos and duration_nanos). */
-static bool same_invariants(const hdr *a, const hdr *b)
-{
-    if (a->n_types != b->n_types || a->n_cm != b->n_cm || strcmp(a->pt, b->pt) ||
-        strcmp(a->pu, b->pu) || strcmp(a->drop, b->drop) || strcmp(a->keep, b->keep) ||
-        strcmp(a->dst, b->dst) || strcmp(a->doc, b->doc))
-        return false;
-    for (size_t i = 0; i < a->n_types; i++)
-        if (strcmp(a->types[i], b->types[i]) || strcmp(a->units[i], b->units[i]))
-            return false;
-    for (size_t i = 0; i < a->n_cm; i++)
-        if (strcmp(a->cm[i], b->cm[i]))
-            return false;
-    return true;
-}
-
-/* Folds n profiles of series fp with sample-type set th, times [t0, t1]
- * (ms), header h, into their part (new or folded) under pprof's header
- * rules (profile.Merge, as tsdb/aggregate.c). n = 1: one profiles row, in
- * (ts, fingerprint) order; n > 1: a bucket's summary (hsum), whose
- * headers are uniform and hold no zero period or time_nanos — the rules
- * are then min, max and sum, whatever the order. */
-static int fold_hdr(agg *g, uint64_t th, uint64_t fp, int64_t t0, int64_t t1, uint64_t n,
-                    const hdr *h, const pd_u64map *ref_idx, pd_err *err)
-{
-    uint64_t ri = 0;
-    (void)pd_u64map_get(ref_idx, fp, &ri);
-    part *p = find_part(g, th);
-    if (!p) {
-        part *v = realloc(g->parts, (g->n_parts + 1) * sizeof *v);
-        if (!v)
-            return pd__ch_nomem(err);
-        g->parts = v;
-        p = &g->parts[g->n_parts++];
-        memset(p, 0, sizeof *p);
-        pd_u64map_init(&p->fps);
-        pd_u64map_init(&p->at);
-        p->types_hash = th;
-        p->types = h->types;
-        p->units = h->units;
-        p->n_types = h->n_types;
-        p->period_type = h->pt;
-        p->period_unit = h->pu;
-        p->period = h->period;
-        p->time_nanos = h->tn;
-        p->duration_nanos = h->dn;
-        p->drop = h->drop;
-        p->keep = h->keep;
-        p->dst = h->dst;
-        p->doc = h->doc;
-        p->comments = pd_arena_calloc(&g->a, 64, sizeof *p->comments);
-        if (!p->comments)
-            return pd__ch_nomem(err);
-        p->info.min_ts = t0;
-        p->info.max_ts = t1;
-        p->first_ref = (size_t)ri;
-        p->first_fp = fp;
-    } else {
-        if (p->time_nanos == 0 || h->tn < p->time_nanos)
-            p->time_nanos = h->tn;
-        if (p->period == 0 || p->period < h->period)
-            p->period = h->period;
-        p->duration_nanos = (int64_t)((uint64_t)p->duration_nanos + (uint64_t)h->dn);
-        if (!p->dst[0])
-            p->dst = h->dst;
-        if (!p->doc[0])
-            p->doc = h->doc;
-        if (t0 < p->info.min_ts || (t0 == p->info.min_ts && fp < p->first_fp)) {
-            p->info.min_ts = t0;
-            p->first_fp = fp;
-        }
-        if (t1 > p->info.max_ts)
-            p->info.max_ts = t1;
-        if (ri < p->first_ref)
-            p->first_ref = (size_t)ri;
-    }
-    for (size_t i = 0; i < h->n_cm; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < p->n_comments && !seen; j++)
-            seen = strcmp(p->comments[j], h->cm[i]) == 0;
-        if (seen)
-            continue;
-        if (p->n_comments >= 64 && (p->n_comments & (p->n_comments - 1)) == 0) {
-            char **x = pd_arena_calloc(&g->a, 2 * p->n_comments, sizeof *x);
-            if (!x)
-                return pd__ch_nomem(err);
-            memcpy(x, p->comments, p->n_comments * sizeof *x);
-            p->comments = x;
-        }
-        p->comments[p->n_comments++] = h->cm[i];
-    }
-    p->info.n_profiles += n;
-    if (!pd_u64map_get(&p->fps, fp, NULL)) {
-        if (pd_u64map_put(&p->fps, fp, 1) < 0)
-            return pd__ch_nomem(err);
-        p->info.n_series++;
-    }
-    return 0;
-}
-
-/* Reads one profiles row of a headers query (types_hash, fingerprint, ts,
- * the header) into its part. 0, 1 (malformed), PD_ENOMEM. */
-static int fold_row(agg *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err)
-{
-    uint64_t th = pd__ch_rd_u64(r), fp = pd__ch_rd_u64(r);
-    int64_t ts = (int64_t)pd__ch_rd_u64(r);
-    hdr h;
-    int rc = r->bad ? 1 : read_hdr(g, r, &h, err);
-    if (rc != 0)
-        return rc;
-    return fold_hdr(g, th, fp, ts, ts, 1, &h, ref_idx, err);
-}
-
-/* " fingerprint IN (a,b,c) AND day ... AND ts ..." */
-static int put_fp_range(pd_buf *b, const uint64_t *fps, size_t n, int64_t mint, int64_t maxt)
-{
-    int rc = pd_buf_putc(b, ' ');
-    rc = rc ? rc : pd__ch_put_fp_in(b, fps, n);
-    rc = rc ? rc : pd_buf_puts(b, " AND");
-    return rc ? rc : pd__ch_put_range(b, mint, maxt);
 }
 
 /* Whether every location of the stack row whose String is at blobs[at]
@@ -304,8 +84,8 @@ static bool locs_present(const pd_u64map *blob_at, const pd_buf *blobs, uint64_t
  * samples rows: repeats kept) and the stack blobs into *out. A stack
  * missing from the blobs: in a merge, a warning and its samples left out;
  * for a single profile PD_ECORRUPT (the profile would not be whole). */
-static int build(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs, bool single,
-                 pd_profile *out, pd_err *err)
+static int build(ch_parts *g, ch_part *p, const pd_u64map *blob_at, const pd_buf *blobs,
+                 bool single, pd_profile *out, pd_err *err)
 {
     pd_profile_builder *b = NULL;
     int rc = pd_profile_builder_new(&g->c->limits, &b);
@@ -396,7 +176,7 @@ out:
 }
 
 /* Builds part p's profile (build) and hands it to fn. */
-static int emit(agg *g, part *p, const pd_u64map *blob_at, const pd_buf *blobs,
+static int emit(ch_parts *g, ch_part *p, const pd_u64map *blob_at, const pd_buf *blobs,
                 pd_storage_agg_fn fn, void *ctx, pd_err *err)
 {
     pd_profile prof;
@@ -460,23 +240,6 @@ out:
     return rc;
 }
 
-/* A query run on its own thread (the merge's sums beside its headers). */
-typedef struct bg_query {
-    pd_ch *c;
-    pd_buf *sql, *resp;
-    int rc;
-    pd_err err;
-    pthread_t th;
-    bool started;
-} bg_query;
-
-static void *bg_main(void *arg)
-{
-    bg_query *q = arg;
-    q->rc = pd__ch_query(q->c, q->sql, q->resp, &q->err);
-    return NULL;
-}
-
 /* Fetches the stacks want[0..n_want) and then (schema 4) the location rows
  * they name: blob_at maps each key found to its String's offset in blobs.
  * A location shared by many stacks is fetched and decoded once. */
@@ -534,7 +297,7 @@ out:
  * the parts (a stack's values of every answer added; wrapping, as
  * ClickHouse's sums). Rows of a sample-type set without part (profiles
  * gone meanwhile) are skipped. 0, -EIO (malformed), PD_ETOOBIG, PD_ENOMEM. */
-static int add_sums(agg *g, const pd_buf *resp, bool map, pd_err *err)
+static int add_sums(ch_parts *g, const pd_buf *resp, bool map, pd_err *err)
 {
     ch_rd r = {(const uint8_t *)resp->data, resp->len, 0, false};
     while (pd__ch_rd_more(&r)) {
@@ -542,7 +305,7 @@ static int add_sums(agg *g, const pd_buf *resp, bool map, pd_err *err)
         uint64_t nk = pd__ch_rd_varint(&r);
         if (r.bad || nk > r.len)
             return pd__ch_bad_answer(g->c, err, "the sums per stack");
-        part *p = find_part(g, th);
+        ch_part *p = pd__ch_find_part(g, th);
         size_t keys_at = r.pos;
         uint64_t nv = nk;
         if (map) {
@@ -589,7 +352,7 @@ static int add_sums(agg *g, const pd_buf *resp, bool map, pd_err *err)
 
 /* Drops the parts' stacks whose sums are all zero (a merge leaves them
  * out) and lists the others' hashes in *want (n_want). 0 or PD_ENOMEM. */
-static int keep_nonzero(agg *g, uint64_t **want, size_t *n_want, pd_err *err)
+static int keep_nonzero(ch_parts *g, uint64_t **want, size_t *n_want, pd_err *err)
 {
     size_t total = 0;
     for (size_t i = 0; i < g->n_parts; i++)
@@ -599,7 +362,7 @@ static int keep_nonzero(agg *g, uint64_t **want, size_t *n_want, pd_err *err)
         return pd__ch_nomem(err);
     size_t nw = 0;
     for (size_t i = 0; i < g->n_parts; i++) {
-        part *p = &g->parts[i];
+        ch_part *p = &g->parts[i];
         size_t nt = p->n_types, j = 0;
         for (size_t s = 0; s < p->n_stacks; s++) {
             bool zero = true;
@@ -641,13 +404,13 @@ static int put_raw_sums(pd_ch *c, pd_buf *sql, const uint64_t *fps, size_t n, in
     for (int k = 0; rc == 0 && k < tables; k++) {
         rc = pd_buf_printf(sql, "%sSELECT types_hash, stack_hash, sumForEach(values) FROM %s WHERE",
                            k ? " UNION ALL " : "", k ? "samples_v3" : PD_CH_SAMPLES);
-        rc = rc ? rc : put_fp_range(sql, fps, n, mint, maxt);
+        rc = rc ? rc : pd__ch_put_fp_range(sql, fps, n, mint, maxt);
         rc = rc ? rc : k ? 0 : pd__ch_put_sample_buckets(sql, mint, maxt);
         rc = rc ? rc : only ? only(H, sql) : 0;
         rc = rc ? rc
                 : pd_buf_puts(sql, " AND write_id GLOBAL IN (SELECT write_id FROM profiles_v3 "
                                    "WHERE");
-        rc = rc ? rc : put_fp_range(sql, fps, n, mint, maxt);
+        rc = rc ? rc : pd__ch_put_fp_range(sql, fps, n, mint, maxt);
         rc = rc ? rc
                 : pd_buf_puts(sql, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x "
                                    "!= 0, sumForEach(values))");
@@ -655,196 +418,25 @@ static int put_raw_sums(pd_ch *c, pd_buf *sql, const uint64_t *fps, size_t n, in
     return rc ? rc : pd_buf_puts(sql, " FORMAT RowBinary");
 }
 
-/* ---- a group's headers ----
- *
- * A merge folds every profile's header (fold_hdr). Instead of one
- * profiles_v3 row per profile, ClickHouse answers one summary per (sample
- * types, series, 10-minute bucket): count and sum of the write_ids' hashes
- * (the bucket's reconciliation numbers, ch_agg.h), min and max ts, min
- * time_nanos, max period, summed duration_nanos, the invariant fields of
- * any of its rows and how many distinct sets of them it holds. pprof's
- * fold is order-free — min, max, sum — when no period or time_nanos is 0
- * and the invariant fields (types, units, period type, comments,
- * drop/keep frames, default sample type, doc URL) are one and the same
- * across the profiles; a sample-type set whose summaries are not all so
- * is folded from its rows, in time order, as before (a second query). The
- * parts are then ordered by their first profile (ts, fingerprint), as the
- * rows' fold creates them. */
-
-typedef struct hsum {
-    uint64_t th, fp, n, wsum, n_zero, n_distinct;
-    int64_t bucket, t0, t1;
-    hdr h;
-} hsum;
-
-static int cmp_part_first(const void *a, const void *b)
-{
-    const part *x = a, *y = b;
-    if (x->info.min_ts != y->info.min_ts)
-        return x->info.min_ts < y->info.min_ts ? -1 : 1;
-    return x->first_fp < y->first_fp ? -1 : x->first_fp > y->first_fp;
-}
-
-/* Folds the headers of the profiles of series fps[0..n) in [mint, maxt]
- * into g's parts (summaries where exact, else rows) and counts them in H's
- * buckets (NULL: none). 0 or an error (set). */
-static int fold_headers(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx,
-                        int64_t mint, int64_t maxt, ch_buckets *H, pd_err *err)
-{
-    pd_ch *c = g->c;
-    pd_buf sql, resp;
-    pd_buf_init(&sql, 0);
-    pd_buf_init(&resp, CH_MAX_ANSWER);
-    pd_u64map rep, bad;
-    pd_u64map_init(&rep);
-    pd_u64map_init(&bad);
-    hsum *v = NULL;
-    size_t nv = 0, cap = 0, n_bad = 0;
-    uint64_t from_rows = 0, from_sums = 0;
-    int rc = pd_buf_printf(&sql,
-                           "SELECT types_hash, fingerprint, toInt64(intDiv(ts, %lld)) AS b, "
-                           "count(), sum(",
-                           (long long)PD_CH_AGG_BUCKET_MS);
-    rc = rc ? rc
-            : pd_buf_puts(&sql, PD_CH_WID_HASH_SQL
-                          "), min(ts), max(ts), countIf(time_nanos = 0 OR period = 0), "
-                          "uniqExact(sample_types, sample_units, period_type, period_unit, "
-                          "comments, drop_frames, keep_frames, default_sample_type, doc_url), "
-                          "any(sample_types), any(sample_units), any(period_type), "
-                          "any(period_unit), max(period), min(time_nanos), sum(duration_nanos), "
-                          "any(comments), any(drop_frames), any(keep_frames), "
-                          "any(default_sample_type), any(doc_url) FROM profiles_v3 WHERE");
-    rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
-    rc = rc ? rc : pd_buf_puts(&sql, " GROUP BY types_hash, fingerprint, b FORMAT RowBinary");
-    if (rc < 0) {
-        rc = pd__ch_nomem(err);
-        goto out;
-    }
-    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
-        goto out;
-    ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-    while (pd__ch_rd_more(&r)) {
-        if (nv == cap) {
-            size_t nc = cap ? 2 * cap : 256;
-            hsum *x = realloc(v, nc * sizeof *x);
-            if (!x) {
-                rc = pd__ch_nomem(err);
-                goto out;
-            }
-            v = x;
-            cap = nc;
-        }
-        hsum *s = &v[nv];
-        s->th = pd__ch_rd_u64(&r);
-        s->fp = pd__ch_rd_u64(&r);
-        s->bucket = (int64_t)pd__ch_rd_u64(&r);
-        s->n = pd__ch_rd_u64(&r);
-        s->wsum = pd__ch_rd_u64(&r);
-        s->t0 = (int64_t)pd__ch_rd_u64(&r);
-        s->t1 = (int64_t)pd__ch_rd_u64(&r);
-        s->n_zero = pd__ch_rd_u64(&r);
-        s->n_distinct = pd__ch_rd_u64(&r);
-        rc = r.bad ? 1 : read_hdr(g, &r, &s->h, err);
-        if (rc < 0)
-            goto out;
-        if (rc > 0 || s->n == 0 || s->t0 > s->t1) {
-            rc = pd__ch_bad_answer(c, err, "the profiles' header summaries");
-            goto out;
-        }
-        nv++;
-        if (H && (rc = pd__ch_buckets_add_sum(H, s->fp, s->t0, s->n, s->wsum)) < 0) {
-            rc = pd__ch_nomem(err);
-            goto out;
-        }
-        /* exact when its rows are uniform, with no zero period or
-           time_nanos, and its invariants are those of its set's others */
-        uint64_t at;
-        bool ok = s->n_zero == 0 && s->n_distinct == 1;
-        if (ok && pd_u64map_get(&rep, s->th, &at))
-            ok = same_invariants(&v[at].h, &s->h);
-        else if (ok && pd_u64map_put(&rep, s->th, nv - 1) < 0)
-            rc = pd__ch_nomem(err);
-        if (!ok && !pd_u64map_get(&bad, s->th, NULL)) {
-            if (pd_u64map_put(&bad, s->th, 1) < 0)
-                rc = pd__ch_nomem(err);
-            n_bad++;
-        }
-        if (rc < 0)
-            goto out;
-    }
-    for (size_t i = 0; i < nv; i++) {
-        if (pd_u64map_get(&bad, v[i].th, NULL))
-            continue;
-        if ((rc = fold_hdr(g, v[i].th, v[i].fp, v[i].t0, v[i].t1, v[i].n, &v[i].h, ref_idx, err)) <
-            0)
-            goto out;
-        from_sums += v[i].n;
-    }
-    if (n_bad) { /* the sets not summed exactly: their rows, in time order */
-        pd_buf_reset(&sql);
-        pd_buf_reset(&resp);
-        rc = pd_buf_puts(&sql, "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
-                               "period_type, period_unit, period, time_nanos, duration_nanos, "
-                               "comments, drop_frames, keep_frames, default_sample_type, doc_url "
-                               "FROM profiles_v3 WHERE");
-        rc = rc ? rc : put_fp_range(&sql, fps, n, mint, maxt);
-        rc = rc ? rc : pd_buf_puts(&sql, " AND types_hash IN (");
-        bool first = true;
-        for (size_t i = 0; rc == 0 && i < bad.cap; i++) {
-            uint64_t key = bad.kv[2 * i];
-            if (key == UINT64_MAX || !pd_u64map_get(&bad, key, NULL))
-                continue;
-            rc = pd_buf_printf(&sql, "%s%llu", first ? "" : ",", (unsigned long long)key);
-            first = false;
-        }
-        rc = rc ? rc : pd_buf_puts(&sql, ") ORDER BY ts, fingerprint FORMAT RowBinary");
-        if (rc < 0) {
-            rc = pd__ch_nomem(err);
-            goto out;
-        }
-        if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
-            goto out;
-        ch_rd q = {(const uint8_t *)resp.data, resp.len, 0, false};
-        while (pd__ch_rd_more(&q)) {
-            rc = fold_row(g, &q, ref_idx, err);
-            if (rc < 0)
-                goto out;
-            if (rc > 0 || q.bad) {
-                rc = pd__ch_bad_answer(c, err, "the profiles' headers");
-                goto out;
-            }
-            from_rows++;
-        }
-    }
-    if (g->n_parts > 1)
-        qsort(g->parts, g->n_parts, sizeof *g->parts, cmp_part_first);
-    if (from_sums)
-        pd_metrics_add("profd_clickhouse_merge_header_profiles_total", "path=\"summary\"",
-                       (double)from_sums);
-    if (from_rows)
-        pd_metrics_add("profd_clickhouse_merge_header_profiles_total", "path=\"rows\"",
-                       (double)from_rows);
-    rc = 0;
-out:
-    free(v);
-    pd_u64map_release(&rep);
-    pd_u64map_release(&bad);
-    pd_buf_release(&sql);
-    pd_buf_release(&resp);
-    return rc;
-}
-
 /* One group: its refs fps[0..n) (indexes idx[] into the caller's refs).
  *
- * a) the profiles' headers (fold_headers: summed per series-bucket where
- * exact, else rows in time order; counted in their series-buckets), beside (one round trip of
- * latency) b) the sums from the samples rows when no 10-minute bucket lies wholly inside the range;
- * else aggs_v1's reconciliation rows of those buckets, their sums from aggs_v1 and the cut ends'
- * from the samples rows (ch_agg.h) — a second round trip only when a bucket's reconciliation
- * differs; c) the stacks that survived, resolved with IN; d) one part per sample-type set. */
-static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx, int64_t mint,
-                     int64_t maxt, pd_storage_agg_fn fn, int (*poll)(void *ctx, pd_err *err),
-                     void *ctx, pd_u64map *all_fps, pd_err *err)
+ * a) the profiles' headers (pd__ch_fold_headers, ch_read_hdr.c: summed per
+ * series-bucket where exact, else rows in time order; counted in their
+ * series-buckets), beside (one round trip of latency) b) the sums from the
+ * samples rows when no 10-minute bucket lies wholly inside the range; else
+ * one read of aggs_v1 (ch_agg.h): the sums of every bucket the range
+ * touches by class (whole, cut at the start, cut at the end) and the
+ * reconciliation rows. A class is summed from aggs_v1 when every bucket of
+ * it matched — for a cut bucket: every profile aggs_v1 counted there lies
+ * inside the range (a range ending after the newest profile, or starting
+ * at a series' first). A second round trip only for what did not: the
+ * cut ends' samples rows (a range starting amid a series' profiles), a
+ * whole bucket whose reconciliation differs. c) the stacks that survived,
+ * resolved with IN; d) one part per sample-type set. */
+static int agg_group(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx,
+                     int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
+                     int (*poll)(void *ctx, pd_err *err), void *ctx, pd_u64map *all_fps,
+                     pd_err *err)
 {
     pd_ch *c = g->c;
     pd_buf blobs;
@@ -859,49 +451,31 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
     int rc;
 
     /* beside the headers: the sums of the range from the samples rows (no whole
-       bucket), or the reconciliation rows, the sums of every whole bucket
-       from aggs_v1 and those of the cut ends from the samples rows */
-    bg_query bq[3];
-    pd_buf bsql[3], bresp[3];
+       bucket), or aggs_v1 read once: the sums of every bucket the range
+       touches, by class (whole, cut at either end), and the reconciliation
+       rows */
+    ch_bg bq[3];
+    pd_buf bsql[3], bresp[3], cls[3];
     for (int k = 0; k < 3; k++) {
         pd_buf_init(&bsql[k], 0);
         pd_buf_init(&bresp[k], CH_MAX_ANSWER);
-        bq[k] = (bg_query){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
-        pd_err_clear(&bq[k].err);
+        pd_buf_init(&cls[k], CH_MAX_ANSWER);
+        bq[k] = (ch_bg){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
     }
-    bool want_q[3] = {true, buckets, buckets && pd__ch_buckets_cut(&H)};
     if (!buckets)
         rc = put_raw_sums(c, &bsql[0], fps, n, mint, maxt, NULL, NULL);
     else
-        rc = pd__ch_buckets_put_summary_sql(&H, fps, n, &bsql[0]);
-    rc = rc ? rc : !want_q[1] ? 0 : pd__ch_buckets_put_agg_sql(&H, fps, n, false, &bsql[1]);
-    rc = rc ? rc
-         : !want_q[2]
-             ? 0
-             : put_raw_sums(c, &bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_cut);
+        rc = pd__ch_buckets_put_merge_sql(&H, fps, n, &bsql[0]);
     if (rc < 0) {
         rc = pd__ch_nomem(err);
         goto out_q;
     }
-    for (int k = 0; k < 3; k++)
-        if (want_q[k])
-            bq[k].started = pthread_create(&bq[k].th, NULL, bg_main, &bq[k]) == 0;
+    pd__ch_bg_start(&bq[0]);
 
     /* a) the profiles' headers, summed per bucket where exact */
-    rc = fold_headers(g, fps, n, ref_idx, mint, maxt, buckets ? &H : NULL, err);
-    for (int k = 0; k < 3; k++) {
-        if (!want_q[k])
-            continue;
-        if (bq[k].started)
-            pthread_join(bq[k].th, NULL);
-        else
-            bg_main(&bq[k]);
-        if (rc == 0 && bq[k].rc < 0) {
-            rc = bq[k].rc;
-            if (err)
-                *err = bq[k].err;
-        }
-    }
+    rc = pd__ch_fold_headers(g, fps, n, ref_idx, mint, maxt, buckets ? &H : NULL, err);
+    int qrc = pd__ch_bg_join(&bq[0], rc == 0 ? err : NULL);
+    rc = rc ? rc : qrc;
     if (rc < 0)
         goto out_q;
     if (g->n_parts == 0)
@@ -918,52 +492,54 @@ static int agg_group(agg *g, const uint64_t *fps, size_t n, const pd_u64map *ref
         rc = add_sums(g, &bresp[0], false, err);
         goto out_q;
     }
-    /* b) the cut ends' sums from the samples rows, and every whole bucket's from
-       aggs_v1 when all matched; else aggs_v1's again without the buckets
-       that did not (on its own thread) and theirs from the samples rows */
-    if ((rc = pd__ch_buckets_match(&H, &bresp[0])) != 0) {
-        rc = rc == PD_ENOMEM ? pd__ch_nomem(err)
-                             : pd__ch_bad_answer(c, err, "the aggs_v1 reconciliation rows");
+    /* b) from aggs_v1 the sums of each class whose buckets all matched; the
+       others in a second round trip: the whole buckets' from aggs_v1 again
+       without those that did not match (their rows and the odd ones'
+       left out) and theirs from the samples rows, and the cut ends aggs_v1
+       does not serve from the samples rows */
+    if ((rc = pd__ch_buckets_take(&H, &bresp[0], cls)) != 0) {
+        rc = rc == PD_ENOMEM ? pd__ch_nomem(err) : pd__ch_bad_answer(c, err, "the aggs_v1 sums");
         goto out_q;
     }
-    if ((rc = add_sums(g, &bresp[2], false, err)) < 0)
-        goto out_q;
-    if (H.n == H.n_match && H.n_odd == 0) {
-        rc = add_sums(g, &bresp[1], true, err);
-        goto out_q;
-    }
+    for (int k = 0; k < 3; k++)
+        if (H.use[k] && (rc = add_sums(g, &cls[k], true, err)) < 0)
+            goto out_q;
+    bool again = !H.use[0] && H.n_match > 0, unmatched = false;
+    bool ends = (H.cut_lo && !H.use[1]) || (H.cut_hi && !H.use[2]);
     for (int k = 0; k < 3; k++) {
         pd_buf_reset(&bsql[k]);
         pd_buf_reset(&bresp[k]);
-        bq[k] = (bg_query){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
-        pd_err_clear(&bq[k].err);
+        bq[k] = (ch_bg){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
     }
-    /* nothing matched (or a key clash): every whole bucket from the samples rows */
-    bool again = H.n_match > 0;
-    if ((again && pd__ch_buckets_put_agg_sql(&H, fps, n, true, &bsql[1]) < 0) ||
-        (H.n > H.n_match &&
-         put_raw_sums(c, &bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_unmatched) < 0)) {
+    if (!H.use[0]) /* any whole bucket not matched? (else only odd rows) */
+        for (size_t i = 0; i < H.n && !unmatched; i++)
+            unmatched = !H.v[i].match && H.v[i].bucket >= H.lo && H.v[i].bucket <= H.hi;
+    if ((again && pd__ch_buckets_put_agg_sql(&H, fps, n, true, &bsql[0]) < 0) ||
+        (unmatched &&
+         put_raw_sums(c, &bsql[1], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_unmatched) < 0) ||
+        (ends &&
+         put_raw_sums(c, &bsql[2], fps, n, mint, maxt, &H, pd__ch_buckets_put_raw_ends) < 0)) {
         rc = pd__ch_nomem(err);
         goto out_q;
     }
-    if (again)
-        bq[1].started = pthread_create(&bq[1].th, NULL, bg_main, &bq[1]) == 0;
-    rc = H.n > H.n_match ? pd__ch_query(c, &bsql[2], &bresp[2], err) : 0;
-    if (bq[1].started)
-        pthread_join(bq[1].th, NULL);
-    else if (again)
-        bg_main(&bq[1]);
-    if (rc == 0 && again && bq[1].rc < 0) {
-        rc = bq[1].rc;
-        if (err)
-            *err = bq[1].err;
+    bool want_q[3] = {again, unmatched, ends};
+    for (int k = 0; k < 3; k++)
+        if (want_q[k])
+            pd__ch_bg_start(&bq[k]);
+    for (int k = 0; k < 3; k++) {
+        qrc = pd__ch_bg_join(&bq[k], rc == 0 ? err : NULL);
+        rc = rc ? rc : qrc;
     }
-    if (rc == 0 && (rc = add_sums(g, &bresp[1], true, err)) == 0)
-        rc = add_sums(g, &bresp[2], false, err);
+    if (rc < 0)
+        goto out_q;
+    for (int k = 0; k < 3 && rc == 0; k++)
+        if (want_q[k])
+            rc = add_sums(g, &bresp[k], k == 0, err);
 out_q:
     for (int k = 0; k < 3; k++) {
         pd_buf_release(&bsql[k]);
         pd_buf_release(&bresp[k]);
+        pd_buf_release(&cls[k]);
     }
     if (rc < 0 || g->n_parts == 0)
         goto out;
@@ -1005,7 +581,7 @@ int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const
     if (n_series)
         *n_series = 0;
     int rc = 0;
-    agg g;
+    ch_parts g;
     memset(&g, 0, sizeof g);
     g.c = c;
     g.flt = f;
@@ -1062,7 +638,7 @@ int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const
     for (size_t k = 0; rc == 0 && k < n_groups; k++) {
         rc = agg_group(&g, fps + start[k], start[k + 1] - start[k], &ref_idx, mint, maxt, fn, poll,
                        ctx, &all_fps, err);
-        agg_release(&g);
+        parts_release(&g);
     }
     free(ord);
     free(start);
@@ -1073,7 +649,7 @@ int pd__ch_aggregate_filtered(pd_ch *c, const pd_storage_sample_filter *f, const
     if (poll && (rc = poll(ctx, err)) < 0)
         goto out;
 out:
-    agg_release(&g);
+    parts_release(&g);
     pd_arena_release(&g.a);
     free(fps);
     pd_u64map_release(&ref_idx);
@@ -1099,7 +675,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
     pd_u64map blob_at, none;
     pd_u64map_init(&blob_at);
     pd_u64map_init(&none);
-    agg g;
+    ch_parts g;
     memset(&g, 0, sizeof g);
     g.c = c;
     pd_arena_init(&g.a);
@@ -1124,7 +700,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
         goto out;
     }
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-    if ((rc = fold_row(&g, &r, &none, err)) < 0)
+    if ((rc = pd__ch_fold_row(&g, &r, &none, err)) < 0)
         goto out;
     uint64_t write_id = pd__ch_rd_u64(&r);
     const uint8_t *body;
@@ -1150,7 +726,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
     }
 
     /* schema v2: its samples rows, then their stacks */
-    part *p = &g.parts[0];
+    ch_part *p = &g.parts[0];
     pd_buf_reset(&sql);
     pd_buf_release(&resp); /* the rows may outgrow the body's cap */
     pd_buf_init(&resp, CH_MAX_ANSWER);
@@ -1213,7 +789,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
 out:
     if (rc < 0 && built)
         pd_profile_release(out);
-    agg_release(&g);
+    parts_release(&g);
     pd_arena_release(&g.a);
     pd_u64map_release(&blob_at);
     pd_u64map_release(&none);
@@ -1229,8 +805,8 @@ out:
  * not all zero; *want gets the stack hash the first time any side wants it
  * (seen). nv == 0 is a side without rows for the stack (sumForEachIf of
  * nothing is []). 0, 1 (malformed), or PD_ETOOBIG/PD_ENOMEM. */
-static int part_push(part *p, uint64_t sh, ch_rd *r, uint64_t nv, pd_u64map *seen, uint64_t **want,
-                     size_t *n_want, size_t *cap_want, pd_err *err)
+static int part_push(ch_part *p, uint64_t sh, ch_rd *r, uint64_t nv, pd_u64map *seen,
+                     uint64_t **want, size_t *n_want, size_t *cap_want, pd_err *err)
 {
     if (nv == 0)
         return 0;
@@ -1269,7 +845,7 @@ static int part_push(part *p, uint64_t sh, ch_rd *r, uint64_t nv, pd_u64map *see
 int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_fn fn,
                           int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err)
 {
-    agg g[2];
+    ch_parts g[2];
     pd_u64map ref_idx[2], all_fps[2], seen, blob_at;
     pd_buf cond[2], sql, resp, blobs;
     for (int k = 0; k < 2; k++) {
@@ -1330,7 +906,7 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
         goto done;
     }
     /* cond[0]: the envelope; cond[1]: the columns pd_f, s0, s1 */
-    rc = rc ? rc : put_fp_range(&cond[0], fps, n_fps, lo, hi);
+    rc = rc ? rc : pd__ch_put_fp_range(&cond[0], fps, n_fps, lo, hi);
     rc = rc ? rc : pd_buf_puts(&cond[1], "transform(fingerprint, CAST([");
     for (size_t i = 0; rc == 0 && i < n_fps; i++)
         rc = pd_buf_printf(&cond[1], "%s%llu", i ? "," : "", (unsigned long long)fps[i]);
@@ -1392,7 +968,7 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
             if (!on[k])
                 continue;
             r.pos = at;
-            if ((rc = fold_row(&g[k], &r, &ref_idx[k], err)) < 0)
+            if ((rc = pd__ch_fold_row(&g[k], &r, &ref_idx[k], err)) < 0)
                 goto out;
             if (rc > 0 || r.bad) {
                 rc = pd__ch_bad_answer(c, err, "the profiles' headers");
@@ -1449,7 +1025,7 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
         uint64_t th = pd__ch_rd_u64(&r), sh = pd__ch_rd_u64(&r);
         for (int k = 0; k < 2; k++) {
             uint64_t nv = pd__ch_rd_varint(&r);
-            part *p = r.bad ? NULL : find_part(&g[k], th);
+            ch_part *p = r.bad ? NULL : pd__ch_find_part(&g[k], th);
             if (r.bad || nv > r.len) {
                 rc = pd__ch_bad_answer(c, err, "the sums per stack");
                 goto out;
@@ -1488,7 +1064,7 @@ done:
     rc = poll ? poll(ctx, err) : 0;
 out:
     for (int k = 0; k < 2; k++) {
-        agg_release(&g[k]);
+        parts_release(&g[k]);
         pd_arena_release(&g[k].a);
         pd_u64map_release(&ref_idx[k]);
         pd_u64map_release(&all_fps[k]);

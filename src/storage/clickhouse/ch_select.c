@@ -73,6 +73,35 @@ int pd__ch_query(pd_ch *c, pd_buf *sql, pd_buf *resp, pd_err *err)
     return pd__ch_exec(c, (const char *)sql->data, NULL, 0, CH_READ_SETTINGS, resp, NULL, err);
 }
 
+static void *bg_main(void *arg)
+{
+    ch_bg *q = arg;
+    q->rc = pd__ch_query(q->c, q->sql, q->resp, &q->err);
+    return NULL;
+}
+
+void pd__ch_bg_start(ch_bg *q)
+{
+    q->rc = 0;
+    q->ran = true;
+    pd_err_clear(&q->err);
+    q->started = pthread_create(&q->th, NULL, bg_main, q) == 0;
+}
+
+int pd__ch_bg_join(ch_bg *q, pd_err *err)
+{
+    if (!q->ran)
+        return 0;
+    if (q->started)
+        pthread_join(q->th, NULL);
+    else
+        bg_main(q);
+    q->started = q->ran = false;
+    if (q->rc < 0 && err)
+        *err = q->err;
+    return q->rc;
+}
+
 int pd__ch_bad_answer(pd_ch *c, pd_err *err, const char *what)
 {
     return pd_err_set(err, -EIO, "ClickHouse %s: malformed RowBinary answer to %s",
@@ -114,10 +143,13 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
 {
     out->v = NULL;
     out->n = 0;
-    pd_buf where, sql, resp;
+    pd_buf where, sql, resp, lsql, lresp;
     pd_buf_init(&where, 0);
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, CH_MAX_ANSWER);
+    pd_buf_init(&lsql, 0);
+    pd_buf_init(&lresp, CH_MAX_ANSWER);
+    ch_bg lq = {0};
     pd_u64map stat_idx;
     pd_u64map_init(&stat_idx);
     fp_stat *st = NULL;
@@ -146,6 +178,19 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
         rc = pd__ch_nomem(err);
         goto out;
     }
+    /* the series' labels (second query) sent beside their counts: it
+       names the same profiles_v3 rows by a subquery, not by the first
+       answer (one round trip of latency instead of two) */
+    if (pd_buf_printf(&lsql,
+                      "SELECT fingerprint, any(names), any(values) FROM series_v3 WHERE "
+                      "fingerprint GLOBAL IN (SELECT fingerprint FROM profiles_v3 WHERE%s) "
+                      "GROUP BY fingerprint FORMAT RowBinary",
+                      (const char *)where.data) < 0) {
+        rc = pd__ch_nomem(err);
+        goto out;
+    }
+    lq = (ch_bg){.c = c, .sql = &lsql, .resp = &lresp};
+    pd__ch_bg_start(&lq);
     if (pd_buf_printf(&sql,
                       "SELECT fingerprint, count(), min(ts), max(ts), sample_types, sample_units "
                       "FROM profiles_v3 WHERE%s GROUP BY fingerprint, sample_types, "
@@ -225,24 +270,14 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
     }
     if (n_st == 0)
         goto out;
-    pd_buf_reset(&sql);
-    pd_buf_reset(&resp);
-    if (pd_buf_printf(&sql,
-                      "SELECT fingerprint, any(names), any(values) FROM series_v3 WHERE "
-                      "fingerprint GLOBAL IN (SELECT fingerprint FROM profiles_v3 WHERE%s) "
-                      "GROUP BY fingerprint FORMAT RowBinary",
-                      (const char *)where.data) < 0) {
-        rc = pd__ch_nomem(err);
-        goto out;
-    }
-    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_bg_join(&lq, err)) < 0)
         goto out;
     out->v = calloc(n_st, sizeof *out->v);
     if (!out->v) {
         rc = pd__ch_nomem(err);
         goto out;
     }
-    r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
+    r = (ch_rd){(const uint8_t *)lresp.data, lresp.len, 0, false};
     char *tmp = NULL;
     while (pd__ch_rd_more(&r)) {
         uint64_t fp = pd__ch_rd_u64(&r), at;
@@ -315,6 +350,7 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
     if (out->n > 1 && total <= CH_CACHE_MAX_POINTS)
         remember(c, (const char *)where.data, mint, maxt, grp, n_grp);
 out:
+    (void)pd__ch_bg_join(&lq, NULL); /* when left before its answer was read */
     if (rc < 0)
         pd_series_set_release(out);
     free(st);
@@ -324,6 +360,8 @@ out:
     pd_buf_release(&where);
     pd_buf_release(&sql);
     pd_buf_release(&resp);
+    pd_buf_release(&lsql);
+    pd_buf_release(&lresp);
     return rc;
 }
 

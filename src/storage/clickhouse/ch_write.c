@@ -1172,7 +1172,8 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
     pd_metrics_describe("profd_clickhouse_merge_buckets_total", PD_METRIC_COUNTER,
                         "Series-buckets wholly inside merges, by where their sums were read: "
                         "aggregate (aggs_v1) or raw (the samples rows: no or a mismatched "
-                        "reconciliation row).");
+                        "reconciliation row); aggregate_cut: buckets cut by a merge's range "
+                        "whose profiles all lie inside it, read from aggs_v1.");
     pd_metrics_describe("profd_clickhouse_batch_seconds_sum", PD_METRIC_COUNTER,
                         "Seconds spent writing insert batches.");
     /* the schema on every server that answers; at least one must */

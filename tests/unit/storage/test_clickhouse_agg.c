@@ -211,7 +211,10 @@ static double check_ranges(pd_storage *ch, pd_storage *ts, int64_t h0, const cha
         {h0 + HOUR - 1, h0 + 2 * HOUR},            /* one hour and a ms each side */
         {h0 + 600000, h0 + 2400000},               /* buckets 1-3 whole */
         {h0 + 60000, h0 + 500000},                 /* inside one bucket */
-        {0, INT64_MAX},                            /* all time */
+        /* cut at both ends, the end after its bucket's last stored profile
+           (aggs_v1 serves it; not where a failed commit left aggs rows) */
+        {h0 + 25 * 60000, h0 + 3 * HOUR + 59 * 60000 + 30000},
+        {0, INT64_MAX}, /* all time */
     };
     double before = hours_metric("aggregate");
     *whole = 0;
@@ -247,16 +250,21 @@ static void test_merges_equal_embedded(void **state)
             if (s != 1 || k % 2 == 0)
                 put(ch, ts, (char)('a' + s), h0 + (int64_t)k * 600000 + s * 1000, k + (size_t)s);
     size_t whole;
+    double cut = hours_metric("aggregate_cut");
     double via = check_ranges(ch, ts, h0, "aggs_v1", &whole);
     assert_true(whole > 100); /* the ranges hold whole buckets */
     assert_int_equal((long long)via, (long long)whole);
+    /* and the cut buckets whose profiles all lie inside their ranges */
+    assert_true(hours_metric("aggregate_cut") > cut);
 
     /* aggs_v1 emptied: every bucket raw, the same answers */
     pd_ch *c = open_sql("agg_equal");
     ch_do(c, "TRUNCATE TABLE aggs_v1");
     double raw = hours_metric("raw");
+    cut = hours_metric("aggregate_cut");
     assert_int_equal((long long)check_ranges(ch, ts, h0, "raw", &whole), 0);
     assert_int_equal((long long)(hours_metric("raw") - raw), (long long)whole);
+    assert_true(hours_metric("aggregate_cut") == cut);
     pd__ch_close(c);
     pd_storage_close(ch);
     rm_tsdb(ts, dir);
