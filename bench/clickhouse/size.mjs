@@ -13,7 +13,9 @@
 // CH_ZSTD=1 (ClickHouse's server-wide <compression> set to zstd for every part),
 // STEP_MS=1000 (the spacing of a series' profiles in time: aggs_v1 and, since
 // schema 6, the samples rows are laid out per 10-minute bucket, so 10000 — a
-// scrape every 10 s — is the realistic figure, 1000 puts all 150 in one bucket).
+// scrape every 10 s — is the realistic figure, 1000 puts all 150 in one bucket),
+// T0_PHASE_MS (the first profile's offset in its 10-minute bucket: 150 profiles
+// 10 s apart span 3 or 4 buckets by it, ±10 B/p; default: wherever now - 3 h falls).
 //
 // Each type is one series, its profiles pushed in order through profefe's
 // API STEP_MS apart to profd on a fresh ClickHouse database (one per profd
@@ -88,7 +90,14 @@ async function chq(server, sql) {
 const P = (i) => PORT0 + i;
 console.error(`load before: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}; nproc ${os.cpus().length}; ${os.cpus()[0].model}`);
 const ch = await startCH('ch', P(1), P(2), P(3));
-const T0 = Date.now() - 3 * 3600 * 1000;
+// T0_PHASE_MS: where the first profile falls in its 10-minute bucket (default: wherever
+// now - 3 h does); 150 profiles 10 s apart span 3 or 4 buckets by it (±10 B/p)
+const T0r = Date.now() - 3 * 3600 * 1000;
+const T0 = process.env.T0_PHASE_MS !== undefined ? T0r - (T0r % 600000) + Number(process.env.T0_PHASE_MS) - 600000 : T0r;
+{
+  const n = Math.max(...Object.values(sets).map((f) => f.length));
+  console.error(`first profile at ${T0 % 600000} ms into its 10-minute bucket; a series spans ${Math.floor((T0 + (n - 1) * STEP_MS) / 600000) - Math.floor(T0 / 600000) + 1} buckets`);
+}
 
 // One database per (profd binary, type): bytes per type apart.
 async function clickhouseBytes(bin, label, port) {
