@@ -32,6 +32,14 @@ static int put_pstr(pd_buf *b, const pd_profile *p, int64_t idx)
     return pd__ch_put_str(b, s, n);
 }
 
+/* Whether p's strings a and b are equal, byte for byte (as put_pstr writes them). */
+static bool pstr_eq(const pd_profile *p, int64_t a, int64_t b)
+{
+    size_t na = a > 0 && (size_t)a < p->n_string ? p->string_len[a] : 0;
+    size_t nb = b > 0 && (size_t)b < p->n_string ? p->string_len[b] : 0;
+    return na == nb && (na == 0 || memcmp(pd_profile_str(p, a), pd_profile_str(p, b), na) == 0);
+}
+
 /* One location's fields (ch_int.h): mapping, address, lines; v7: a
  * function's system name only where it differs from its name. An id the
  * profile does not resolve (validated profiles resolve every one) is an
@@ -62,8 +70,7 @@ static int put_location(pd_buf *out, const pd_profile *p, uint64_t lid, bool v7)
         const pd_pprof_line *ln = &loc->line[l];
         const pd_pprof_function *f =
             ln->function_id ? pd_profile_function(p, ln->function_id) : NULL;
-        bool own_sys = f && (!v7 || strcmp(pd_profile_str(p, f->name),
-                                           pd_profile_str(p, f->system_name)) != 0);
+        bool own_sys = f && (!v7 || !pstr_eq(p, f->name, f->system_name));
         rc = pd_buf_put_varint(out, f == NULL ? 0 : own_sys && v7 ? 2 : 1);
         if (rc == 0 && f) {
             rc = put_pstr(out, p, f->name);
