@@ -13,14 +13,18 @@
 // CH_ZSTD=1 (ClickHouse's server-wide <compression> set to zstd for every part),
 // STEP_MS=1000 (the spacing of a series' profiles in time: aggs_v1 and, since
 // schema 6, the samples rows are laid out per 10-minute bucket, so 10000 — a
-// scrape every 10 s — is the realistic figure, 1000 puts all 150 in one bucket).
+// scrape every 10 s — is the realistic figure, 1000 puts all 150 in one bucket),
+// T0_PHASE_MS (the first profile's offset in its 10-minute bucket: 150 profiles
+// 10 s apart span 3 or 4 buckets by it, ±10 B/p; default: wherever now - 3 h falls).
 //
 // Each type is one series, its profiles pushed in order through profefe's
 // API STEP_MS apart to profd on a fresh ClickHouse database (one per profd
 // binary), then every MergeTree table (aggs_v1 since schema 5;
-// stack_samples_v1 since 6, counted as "samples") is OPTIMIZE FINAL'd and
-// measured, also apart per table: bytes on disk of its active parts (system.parts) and, for profiles, the compressed bytes
-// of the body column apart (system.columns). Beside it: the embedded block
+// stack_samples_v1 since 6, counted as "samples"; locations_v1 since 7,
+// counted as "stacks") is OPTIMIZE FINAL'd and
+// measured, also apart per table: bytes on disk of its active parts (system.parts), per
+// column (system.columns: compressed, uncompressed, marks) and, for profiles, the
+// compressed bytes of the body column apart. Beside it: the embedded block
 // `profd tsdb import` writes from the same files (du of the block dirs),
 // conprof (the gunzipped profiles in consecutive groups of 12, `zstd -3`
 // each), and what a zstd-compressed body would add per profile (each
@@ -86,7 +90,14 @@ async function chq(server, sql) {
 const P = (i) => PORT0 + i;
 console.error(`load before: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}; nproc ${os.cpus().length}; ${os.cpus()[0].model}`);
 const ch = await startCH('ch', P(1), P(2), P(3));
-const T0 = Date.now() - 3 * 3600 * 1000;
+// T0_PHASE_MS: where the first profile falls in its 10-minute bucket (default: wherever
+// now - 3 h does); 150 profiles 10 s apart span 3 or 4 buckets by it (±10 B/p)
+const T0r = Date.now() - 3 * 3600 * 1000;
+const T0 = process.env.T0_PHASE_MS !== undefined ? T0r - (T0r % 600000) + Number(process.env.T0_PHASE_MS) - 600000 : T0r;
+{
+  const n = Math.max(...Object.values(sets).map((f) => f.length));
+  console.error(`first profile at ${T0 % 600000} ms into its 10-minute bucket; a series spans ${Math.floor((T0 + (n - 1) * STEP_MS) / 600000) - Math.floor(T0 / 600000) + 1} buckets`);
+}
 
 // One database per (profd binary, type): bytes per type apart.
 async function clickhouseBytes(bin, label, port) {
@@ -104,6 +115,7 @@ async function clickhouseBytes(bin, label, port) {
     }
     await p.stop();
     const tables = {};
+    const cols = {};
     // schema v3 (issue 35) writes *_v3 tables; older profds the plain names
     const sfx = Number(await chq(ch, `SELECT count() FROM system.tables WHERE database='${db}' AND name='profiles_v3'`)) ? '_v3' : '';
     // every MergeTree table of the database (aggs_v1 since schema 5, ...):
@@ -121,20 +133,33 @@ async function clickhouseBytes(bin, label, port) {
         await new Promise((r) => setTimeout(r, 500));
       }
       tables[tb] = Number(await chq(ch, `SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database='${db}' AND table='${full}'`));
+      // per column: compressed / uncompressed / marks bytes (system.columns)
+      for (const line of (await chq(ch, `SELECT name, data_compressed_bytes, data_uncompressed_bytes, marks_bytes FROM system.columns WHERE database='${db}' AND table='${full}'`)).split('\n').filter(Boolean)) {
+        const [cn, cb, ub, mb] = line.split('\t');
+        cols[`${full}.${cn}`] = [Number(cb), Number(ub), Number(mb)];
+      }
+      const [pk, pb] = (await chq(ch, `SELECT sum(primary_key_bytes_in_memory), sum(bytes_on_disk) - sum(data_compressed_bytes) FROM system.parts WHERE active AND database='${db}' AND table='${full}'`)).split('\t').map(Number);
+      cols[`${full}.(primary.idx, marks, checksums…)`] = [pb, pk, 0];
     }
     // schema 6 writes the samples rows into stack_samples_v1 (samples_v3 stays, empty)
     if (tables.stack_samples_v1 !== undefined) {
       tables.samples = (tables.samples || 0) + tables.stack_samples_v1;
       delete tables.stack_samples_v1;
     }
+    // schema 7 writes the location rows into locations_v1 (stacks_v3 keeps the stack rows)
+    if (tables.locations_v1 !== undefined) {
+      tables.stacks = (tables.stacks || 0) + tables.locations_v1;
+      delete tables.locations_v1;
+    }
     const body = Number(await chq(ch, `SELECT sum(data_compressed_bytes) FROM system.columns WHERE database='${db}' AND table='profiles${sfx}' AND name='body'`));
     const rows = Number(await chq(ch, `SELECT count() FROM ${db}.samples${sfx}`)) +
       (names.includes('stack_samples_v1') ? Number(await chq(ch, `SELECT count() FROM ${db}.stack_samples_v1`)) : 0);
     const n = Number(await chq(ch, `SELECT count() FROM ${db}.profiles${sfx}`));
     assert.equal(n, files.length, `${label} ${t}: every profile stored`);
-    // stacks_v3 rows by kind: schema-4 stacks (80 00 01), locations (80 00 02), schema-3 stacks
-    const kinds = sfx ? await chq(ch, `SELECT countIf(substring(stack, 1, 3) = unhex('800001')), countIf(substring(stack, 1, 3) = unhex('800002')), count() FROM (SELECT stack_hash, any(stack) AS stack FROM ${db}.stacks${sfx} GROUP BY stack_hash)`) : '';
-    out[t] = { tables, body, rows, n, kinds };
+    // stacks_v3 rows by kind: schema-4 stacks (80 00 01), locations (80 00 02; since
+    // schema 7 locations_v1's rows, 80 00 03), schema-3 stacks
+    const kinds = sfx ? await chq(ch, `SELECT countIf(substring(stack, 1, 3) = unhex('800001')), countIf(substring(stack, 1, 3) = unhex('800002')) + ${names.includes('locations_v1') ? `(SELECT uniqExact(loc_key) FROM ${db}.locations_v1)` : 0}, count() FROM (SELECT stack_hash, any(stack) AS stack FROM ${db}.stacks${sfx} GROUP BY stack_hash)`) : '';
+    out[t] = { tables, cols, body, rows, n, kinds };
   }
   process.env.PROFD_BIN = process.env.PROFD_BIN_SAVED;
   return out;
@@ -201,5 +226,28 @@ for (const [lab, r] of [['PROFD_BIN', v2], ['PROFD_BIN_BASE', v1]]) {
   }
   console.log(`| ALL | ${names.map((k) => f(all[k] / nn)).join(' | ')} | ${f(Object.values(all).reduce((a, b) => a + b, 0) / nn)} |`);
 }
-console.log('\nstacks table rows per type (schema-4 stacks, locations, all distinct keys): ' +
+console.log('\nstacks rows per type (schema-4 stacks, locations (stacks_v3 + locations_v1), distinct keys of stacks_v3): ' +
   Object.keys(sets).map((t) => `${t} ${v2[t].kinds.split('\t').join(' / ')}`).join('; '));
+
+// per column, all types together: compressed B/p (uncompressed B/p)
+for (const [lab, r] of [['PROFD_BIN', v2], ['PROFD_BIN_BASE', v1]]) {
+  if (!r) continue;
+  const all = {};
+  let nn = 0;
+  for (const o of Object.values(r)) {
+    nn += o.n;
+    for (const [k, v] of Object.entries(o.cols)) {
+      const a = (all[k] = all[k] || [0, 0, 0, {}]);
+      a[0] += v[0]; a[1] += v[1]; a[2] += v[2];
+    }
+  }
+  for (const [t, o] of Object.entries(r)) for (const [k, v] of Object.entries(o.cols)) all[k][3][t] = v[0] / o.n;
+  const types = Object.keys(r);
+  console.log(`\n${lab}, per column (system.columns after OPTIMIZE FINAL; the last row of a table: bytes on disk outside column data = marks, primary index, checksums):\n`);
+  console.log(`| table.column | compressed B/p | uncompressed B/p | marks B/p | ${types.join(' | ')} |\n|---|---:|---:|---:|${types.map(() => '---:|').join('')}`);
+  for (const [k, a] of Object.entries(all).sort((x, y) => y[1][0] - x[1][0])) {
+    if (!a[0] && !a[1]) continue;
+    const isx = k.includes('(primary');
+    console.log(`| ${k} | ${(a[0] / nn).toFixed(1)} | ${isx ? '' : (a[1] / nn).toFixed(1)} | ${isx ? '' : (a[2] / nn).toFixed(1)} | ${types.map((t) => (a[3][t] || 0).toFixed(1)).join(' | ')} |`);
+  }
+}

@@ -273,7 +273,7 @@ test('conformance on one ClickHouse server: the embedded TSDB and ClickHouse ans
   tsdb = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb' });
   const chp = await startProfd({ storage: path.join(dir, 'unused1'), name: 'profd-ch', extraArgs: chArgs([ch1.url], 'single') });
   // the schema is profd's, versioned
-  assert.equal(await chQuery(ch1, 'SELECT max(version) FROM single.schema_version'), '6');
+  assert.equal(await chQuery(ch1, 'SELECT max(version) FROM single.schema_version'), '7');
   await pushAll(tsdb, CORPUS);
   await pushAll(chp, CORPUS);
   // the data is in ClickHouse's tables, decomposed
@@ -284,6 +284,9 @@ test('conformance on one ClickHouse server: the embedded TSDB and ClickHouse ans
   // schema 6: the samples rows in stack_samples_v1 (samples_v3 left empty)
   assert.ok(Number(await chQuery(ch1, 'SELECT count() FROM single.stack_samples_v1')) > 100, 'samples stored');
   assert.equal(Number(await chQuery(ch1, 'SELECT count() FROM single.samples_v3')), 0);
+  // schema 7: the location rows in locations_v1 (stacks_v3 holds the stacks alone)
+  assert.ok(Number(await chQuery(ch1, 'SELECT uniqExact(loc_key) FROM single.locations_v1')) > 100, 'locations stored');
+  assert.equal(Number(await chQuery(ch1, "SELECT countIf(substring(stack, 1, 3) != unhex('800001')) FROM single.stacks_v3")), 0);
   // schema v5: every stored profile counted once in aggs_v1's reconciliation rows
   assert.equal(Number(await chQuery(ch1, 'SELECT sum(n) FROM single.aggs_v1 WHERE types_hash = 0 AND stack_hash = 0')), CORPUS.length);
   // a second push at the same series and time: profefe's API stores it at the next ms on both

@@ -205,8 +205,8 @@ async function mergeTotal(profd) {
 test('two replicas of one shard: one killed under 4 pushers loses no push, no read', async () => {
   const profd = await startProfd({ storage: path.join(dir, 'unused'), name: 'profd',
     extraArgs: [...chArgs([proxyA.url, chB.url]), '--web.threads=8'] });
-  const engines = await chQuery(chA, "SELECT name, engine FROM system.tables WHERE database = 'profd' AND (name LIKE '%v3%' OR name LIKE 'stack_samples%') ORDER BY name");
-  for (const t of ['profiles_v3_local', 'samples_v3_local', 'stack_samples_v1_local', 'stacks_v3_local', 'series_v3_local', 'series_index_v3_local'])
+  const engines = await chQuery(chA, "SELECT name, engine FROM system.tables WHERE database = 'profd' AND (name LIKE '%v3%' OR name LIKE 'stack_samples%' OR name LIKE 'locations%') ORDER BY name");
+  for (const t of ['profiles_v3_local', 'samples_v3_local', 'stack_samples_v1_local', 'stacks_v3_local', 'locations_v1_local', 'series_v3_local', 'series_index_v3_local'])
     assert.match(engines, new RegExp(`${t}\\tReplicated`), `${t} is replicated:\n${engines}`);
   assert.match(engines, /profiles_v3\tDistributed/);
 

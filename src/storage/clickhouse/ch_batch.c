@@ -139,8 +139,8 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
     }
 }
 
-/* One INSERT run on its own thread so that the four of a batch (stacks,
- * series, series_index: rows safe to repeat, as these tables replace; and
+/* One INSERT run on its own thread so that the five of a batch (stacks,
+ * locations, series, series_index: rows safe to repeat, as these tables replace; and
  * samples, settled by write_id when its outcome is unknown) and its
  * PD_EEXIST check go at once. */
 typedef struct par_insert {
@@ -218,6 +218,21 @@ static bool exist_check_needed(const pd_ch *c, const ch_entry *e)
     return !pd_u64map_get(&c->known_last, e->fp, &last) || last == 0 || (uint64_t)e->ts + 1 <= last;
 }
 
+/* The INSERTs of a batch's first round trip: stacks, series, series_index,
+ * samples and (schema 7) locations. */
+#define N_PAR 5
+
+/* Whether the stacks row row[0..n) (day, key, String) holds a schema-7
+ * location: those go to locations_v1, every other to stacks_v3. */
+static bool row_is_location(const uint8_t *row, size_t n)
+{
+    ch_rd r = {row, n, 10, false};
+    const uint8_t *s;
+    size_t sn;
+    pd__ch_rd_str(&r, &s, &sn);
+    return !r.bad && pd__ch_row_is_location_v7(s, sn);
+}
+
 static void flush(pd_ch *c, ch_batch *b)
 {
     pd_err err;
@@ -229,11 +244,12 @@ static void flush(pd_ch *c, ch_batch *b)
     pd_u64map seen, seen_fp;
     pd_u64map_init(&seen);
     pd_u64map_init(&seen_fp);
-    par_insert par[4] = {{.c = c, .table = "stacks_v3"},
-                         {.c = c, .table = "series_v3"},
-                         {.c = c, .table = "series_index_v3"},
-                         {.c = c, .table = PD_CH_SAMPLES, .b = b}};
-    for (int k = 0; k < 4; k++) {
+    par_insert par[N_PAR] = {{.c = c, .table = "stacks_v3"},
+                             {.c = c, .table = "series_v3"},
+                             {.c = c, .table = "series_index_v3"},
+                             {.c = c, .table = PD_CH_SAMPLES, .b = b},
+                             {.c = c, .table = "locations_v1"}};
+    for (int k = 0; k < N_PAR; k++) {
         pd_buf_init(&par[k].rows, 0);
         pd_err_clear(&par[k].err);
     }
@@ -263,7 +279,12 @@ static void flush(pd_ch *c, ch_batch *b)
             if (!(pd_u64map_get(&c->known_stacks, h, &v) && v == dv) &&
                 !(pd_u64map_get(&seen, h, &v) && v == dv) &&
                 (pd_u64map_put(&seen, h, dv) < 0 ||
-                 pd_buf_append(&par[0].rows, e->stack_rows.data + start, end - start) < 0)) {
+                 pd_buf_append(
+                     &par[row_is_location((const uint8_t *)e->stack_rows.data + start, end - start)
+                              ? 4
+                              : 0]
+                          .rows,
+                     e->stack_rows.data + start, end - start) < 0)) {
                 rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
                 goto fail;
             }
@@ -289,7 +310,7 @@ static void flush(pd_ch *c, ch_batch *b)
         rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
         goto fail;
     }
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < N_PAR; k++)
         par_start(&par[k]);
 
     /* meanwhile: profiles already stored at the same (series, time): PD_EEXIST.
@@ -336,7 +357,7 @@ static void flush(pd_ch *c, ch_batch *b)
             rc = pd__ch_exec(c, (const char *)sql.data, NULL, 0, NULL, &resp, NULL, &err);
         pd_metrics_add("profd_clickhouse_exist_checks_total", NULL, 1);
     }
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < N_PAR; k++) {
         par_join(&par[k]);
         if (rc == 0 && par[k].rc < 0) {
             rc = par[k].rc;
@@ -418,7 +439,7 @@ fail:
     pd_metrics_add("profd_clickhouse_failed_profiles_total", NULL, (double)b->n);
     fail_live(b, rc, &err);
 out:
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < N_PAR; k++)
         pd_buf_release(&par[k].rows);
     pd_u64map_release(&seen);
     pd_u64map_release(&seen_fp);

@@ -45,6 +45,8 @@ struct pd_ch {
     bool legacy_samples; /* samples_v3 may hold rows (written before schema 6): reads
                             read it beside stack_samples_v1 (__atomic; set at open,
                             cleared by maintenance once it is empty) */
+    int loc_version;     /* the location rows appends write: 7 (locations_v1); 4 (stacks_v3, as
+                            versions 4-6 wrote them) only where a test builds such a database */
 
     /* the write queue (ch_write.c) */
     pthread_mutex_t mu;
@@ -277,6 +279,13 @@ char *pd__ch_rd_arena_str(ch_rd *r, pd_arena *a);
  *     LOCATION, under key XXH3-64 of the row itself. A location shared by
  *     many stacks (and profiles) is stored once per day. 80 00 is a varint
  *     0 in two bytes, which a schema-3 row never starts with.
+ *   schema 7 — a location: 80 00 03, LOCATION where has_function is 0
+ *     (none), 1 (a function whose system_name equals its name: not
+ *     stored) or 2 (str system_name stored after str name), under key
+ *     XXH3-64 of the row itself, in table locations_v1 (stack rows stay in
+ *     stacks_v3, and reference locations of either kind). Go writes the
+ *     same string twice in nearly every function: the pair cost LZ4 ~9 of
+ *     the ~35 bytes of a location row.
  */
 
 /* Appends the schema-3 blob of sample i of p (indexed) to out: what its
@@ -285,20 +294,29 @@ int pd__ch_stack_encode_v3(const pd_profile *p, size_t i, pd_buf *out);
 /* Appends the schema-4 stack row of sample i, its locations' keys
  * loc_key[0..n_location) (pd__ch_loc_encode's rows hashed). Errors as above. */
 int pd__ch_stack_encode(const pd_profile *p, size_t i, const uint64_t *loc_key, pd_buf *out);
-/* Appends the schema-4 location row of p's location loc_id. Errors as above. */
-int pd__ch_loc_encode(const pd_profile *p, uint64_t loc_id, pd_buf *out);
-/* One profile's locations, each encoded once (its pd__ch_loc_encode row)
- * and hashed (its key), for the stacks of that profile: a stack's key and
- * its schema-4 rows are built from them instead of encoding a location per
- * frame (a Go heap profile: ~20 frames a sample over a few hundred distinct
- * locations). Valid for the one profile given to pd__ch_loc_cache_init. */
+/* Appends the location row of p's location loc_id: schema 7's (version
+ * >= 7; what profd writes) or schema 4's (4 to 6: what older profds wrote,
+ * into stacks_v3; only tests write it, to build such a database). Errors as
+ * above. */
+int pd__ch_loc_encode(const pd_profile *p, uint64_t loc_id, int version, pd_buf *out);
+/* Whether the row s[0..n) is a schema-7 location (locations_v1's) rather
+ * than a stack or an older location (stacks_v3's). */
+bool pd__ch_row_is_location_v7(const uint8_t *s, size_t n);
+/* One profile's locations, each encoded once (its pd__ch_loc_encode row,
+ * and the schema-3 fields a stack's key hashes) and hashed (its key), for
+ * the stacks of that profile: a stack's key and its rows are built from
+ * them instead of encoding a location per frame (a Go heap profile: ~20
+ * frames a sample over a few hundred distinct locations). Valid for the one
+ * profile given to pd__ch_loc_cache_init. */
 typedef struct ch_loc_ent {
-    size_t off, len; /* its row: bytes[off, off + len), 3 marker bytes first */
-    uint64_t key;    /* XXH3-64 of the row (the stacks_v3 key) */
-    bool rowed;      /* the caller's: its row is queued already */
+    size_t off, len;   /* its row: bytes[off, off + len), 3 marker bytes first */
+    size_t off3, len3; /* its schema-3 fields (no marker): bytes[off3, off3 + len3) */
+    uint64_t key;      /* XXH3-64 of the row (its locations_v1 or stacks_v3 key) */
+    bool rowed;        /* the caller's: its row is queued already */
 } ch_loc_ent;
 typedef struct ch_loc_cache {
     const pd_profile *p; /* borrowed */
+    int version;         /* of the rows (pd__ch_loc_encode's version) */
     pd_u64map idx;       /* location id -> index into ent */
     size_t max_id_at;    /* the entry of id UINT64_MAX (u64map's reserved key); SIZE_MAX: none */
     ch_loc_ent *ent;
@@ -307,8 +325,9 @@ typedef struct ch_loc_cache {
     pd_buf blob;  /* scratch: a stack's schema-3 blob */
 } ch_loc_cache;
 
-/* An empty cache for the locations of p (borrowed: it outlives the cache). */
-void pd__ch_loc_cache_init(ch_loc_cache *lc, const pd_profile *p);
+/* An empty cache for the locations of p (borrowed: it outlives the cache),
+ * their rows in the given schema version (as pd__ch_loc_encode's). */
+void pd__ch_loc_cache_init(ch_loc_cache *lc, const pd_profile *p, int version);
 /* Frees what the cache holds (not p). */
 void pd__ch_loc_cache_release(ch_loc_cache *lc);
 /* The index into lc->ent of location loc_id, encoded and hashed at its first

@@ -129,14 +129,14 @@ static int build(ch_parts *g, ch_part *p, const pd_u64map *blob_at, const pd_buf
                 __atomic_store_n(&g->c->forget_known, true, __ATOMIC_RELAXED);
                 rc = pd_err_set(err, PD_ECORRUPT,
                                 "ClickHouse: a location of stack %llu of the profile is missing "
-                                "from table stacks_v3",
+                                "from tables locations_v1 and stacks_v3",
                                 (unsigned long long)p->stack[i]);
                 goto out;
             }
             pd_log(PD_LOG_WARN, "clickhouse location missing", "stack_hash=%llu",
                    (unsigned long long)p->stack[i]);
-            pd__storage_warn("ClickHouse: a location of stack %llu is missing from table "
-                             "stacks_v3: its samples are left out of the merge",
+            pd__storage_warn("ClickHouse: a location of stack %llu is missing from tables "
+                             "locations_v1 and stacks_v3: its samples are left out of the merge",
                              (unsigned long long)p->stack[i]);
             __atomic_store_n(&g->c->forget_known, true, __ATOMIC_RELAXED);
             continue;
@@ -190,11 +190,14 @@ static int emit(ch_parts *g, ch_part *p, const pd_u64map *blob_at, const pd_buf 
     return rc;
 }
 
-/* Fetches the rows want[0..n_want) with `stack_hash IN (...)` (20,000 per
- * query): blob_at maps each key found to its String's offset in blobs. */
-static int fetch_rows(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64map *blob_at,
+/* Fetches the rows want[0..n_want) of stacks_v3 (loc: of locations_v1)
+ * with `key IN (...)` (20,000 per query): blob_at maps each key found to
+ * its String's offset in blobs. */
+static int fetch_rows(pd_ch *c, bool loc, const uint64_t *want, size_t n_want, pd_u64map *blob_at,
                       pd_buf *blobs, int (*poll)(void *ctx, pd_err *err), void *ctx, pd_err *err)
 {
+    const char *head = loc ? "SELECT loc_key, any(loc) FROM locations_v1 WHERE loc_key IN ("
+                           : "SELECT stack_hash, any(stack) FROM stacks_v3 WHERE stack_hash IN (";
     pd_buf sql, resp;
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, CH_MAX_ANSWER);
@@ -203,11 +206,12 @@ static int fetch_rows(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64map *
         size_t k = n_want - off < 20000 ? n_want - off : 20000;
         pd_buf_reset(&sql);
         pd_buf_reset(&resp);
-        rc =
-            pd_buf_puts(&sql, "SELECT stack_hash, any(stack) FROM stacks_v3 WHERE stack_hash IN (");
+        rc = pd_buf_puts(&sql, head);
         for (size_t i = 0; rc == 0 && i < k; i++)
             rc = pd_buf_printf(&sql, "%s%llu", i ? "," : "", (unsigned long long)want[off + i]);
-        rc = rc ? rc : pd_buf_puts(&sql, ") GROUP BY stack_hash FORMAT RowBinary");
+        rc = rc ? rc
+                : pd_buf_printf(&sql, ") GROUP BY %s FORMAT RowBinary",
+                                loc ? "loc_key" : "stack_hash");
         if (rc < 0) {
             rc = pd__ch_nomem(err);
             goto out;
@@ -241,14 +245,16 @@ out:
 }
 
 /* Fetches the stacks want[0..n_want) and then (schema 4) the location rows
- * they name: blob_at maps each key found to its String's offset in blobs.
- * A location shared by many stacks is fetched and decoded once. */
+ * they name — from locations_v1 (schema 7), then those it lacks from
+ * stacks_v3 (written before): blob_at maps each key found to its String's
+ * offset in blobs. A location shared by many stacks is fetched and decoded
+ * once. */
 static int resolve_stacks(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64map *blob_at,
                           pd_buf *blobs, int (*poll)(void *ctx, pd_err *err), void *ctx,
                           pd_err *err)
 {
     size_t from = blobs->len;
-    int rc = fetch_rows(c, want, n_want, blob_at, blobs, poll, ctx, err);
+    int rc = fetch_rows(c, false, want, n_want, blob_at, blobs, poll, ctx, err);
     if (rc < 0)
         return rc;
     uint64_t *locs = NULL;
@@ -284,7 +290,13 @@ static int resolve_stacks(pd_ch *c, const uint64_t *want, size_t n_want, pd_u64m
         }
     }
     if (n_locs)
-        rc = fetch_rows(c, locs, n_locs, blob_at, blobs, poll, ctx, err);
+        rc = fetch_rows(c, true, locs, n_locs, blob_at, blobs, poll, ctx, err);
+    size_t n_old = 0; /* not in locations_v1: rows of schema 4-6, in stacks_v3 */
+    for (size_t i = 0; rc == 0 && i < n_locs; i++)
+        if (!pd_u64map_get(blob_at, locs[i], NULL))
+            locs[n_old++] = locs[i];
+    if (rc == 0 && n_old)
+        rc = fetch_rows(c, false, locs, n_old, blob_at, blobs, poll, ctx, err);
 out:
     free(locs);
     pd_u64map_release(&asked);

@@ -32,10 +32,19 @@ static int put_pstr(pd_buf *b, const pd_profile *p, int64_t idx)
     return pd__ch_put_str(b, s, n);
 }
 
-/* One location's fields (ch_int.h): mapping, address, lines. An id the
+/* Whether p's strings a and b are equal, byte for byte (as put_pstr writes them). */
+static bool pstr_eq(const pd_profile *p, int64_t a, int64_t b)
+{
+    size_t na = a > 0 && (size_t)a < p->n_string ? p->string_len[a] : 0;
+    size_t nb = b > 0 && (size_t)b < p->n_string ? p->string_len[b] : 0;
+    return na == nb && (na == 0 || memcmp(pd_profile_str(p, a), pd_profile_str(p, b), na) == 0);
+}
+
+/* One location's fields (ch_int.h): mapping, address, lines; v7: a
+ * function's system name only where it differs from its name. An id the
  * profile does not resolve (validated profiles resolve every one) is an
  * empty location. */
-static int put_location(pd_buf *out, const pd_profile *p, uint64_t lid)
+static int put_location(pd_buf *out, const pd_profile *p, uint64_t lid, bool v7)
 {
     const pd_pprof_location *loc = pd_profile_location(p, lid);
     if (!loc) {
@@ -61,10 +70,11 @@ static int put_location(pd_buf *out, const pd_profile *p, uint64_t lid)
         const pd_pprof_line *ln = &loc->line[l];
         const pd_pprof_function *f =
             ln->function_id ? pd_profile_function(p, ln->function_id) : NULL;
-        rc = pd_buf_put_varint(out, f != NULL);
+        bool own_sys = f && (!v7 || !pstr_eq(p, f->name, f->system_name));
+        rc = pd_buf_put_varint(out, f == NULL ? 0 : own_sys && v7 ? 2 : 1);
         if (rc == 0 && f) {
             rc = put_pstr(out, p, f->name);
-            rc = rc ? rc : put_pstr(out, p, f->system_name);
+            rc = rc || !own_sys ? rc : put_pstr(out, p, f->system_name);
             rc = rc ? rc : put_pstr(out, p, f->filename);
             rc = rc ? rc : put_s(out, f->start_line);
         }
@@ -92,24 +102,31 @@ int pd__ch_stack_encode_v3(const pd_profile *p, size_t i, pd_buf *out)
     const pd_pprof_sample *sm = &p->sample[i];
     int rc = pd_buf_put_varint(out, sm->n_location);
     for (size_t k = 0; rc == 0 && k < sm->n_location; k++)
-        rc = put_location(out, p, sm->location_id[k]);
+        rc = put_location(out, p, sm->location_id[k], false);
     return rc ? rc : put_labels(out, p, sm);
 }
 
 /* the first bytes of schema-4 rows: a varint 0 in two bytes (never what a
    schema-3 blob starts with), then the kind */
-static const uint8_t MARK_STACK[3] = {0x80, 0x00, 0x01}, MARK_LOC[3] = {0x80, 0x00, 0x02};
+static const uint8_t MARK_STACK[3] = {0x80, 0x00, 0x01}, MARK_LOC[3] = {0x80, 0x00, 0x02},
+                     MARK_LOC7[3] = {0x80, 0x00, 0x03};
 
-int pd__ch_loc_encode(const pd_profile *p, uint64_t loc_id, pd_buf *out)
+int pd__ch_loc_encode(const pd_profile *p, uint64_t loc_id, int version, pd_buf *out)
 {
-    int rc = pd_buf_append(out, MARK_LOC, sizeof MARK_LOC);
-    return rc ? rc : put_location(out, p, loc_id);
+    int rc = pd_buf_append(out, version >= 7 ? MARK_LOC7 : MARK_LOC, 3);
+    return rc ? rc : put_location(out, p, loc_id, version >= 7);
 }
 
-void pd__ch_loc_cache_init(ch_loc_cache *lc, const pd_profile *p)
+bool pd__ch_row_is_location_v7(const uint8_t *s, size_t n)
+{
+    return n >= 3 && memcmp(s, MARK_LOC7, 3) == 0;
+}
+
+void pd__ch_loc_cache_init(ch_loc_cache *lc, const pd_profile *p, int version)
 {
     memset(lc, 0, sizeof *lc);
     lc->p = p;
+    lc->version = version;
     lc->max_id_at = SIZE_MAX;
     pd_u64map_init(&lc->idx);
     pd_buf_init(&lc->bytes, 0);
@@ -143,8 +160,14 @@ int pd__ch_loc_cache_get(ch_loc_cache *lc, uint64_t loc_id, size_t *at)
         lc->cap = nc;
     }
     size_t off = lc->bytes.len;
-    int rc = pd__ch_loc_encode(lc->p, loc_id, &lc->bytes);
+    int rc = pd__ch_loc_encode(lc->p, loc_id, lc->version, &lc->bytes);
     if (rc < 0)
+        return rc;
+    size_t len = lc->bytes.len - off, off3 = off + sizeof MARK_LOC;
+    /* schema 7 leaves out a system name equal to the name: the key's
+       schema-3 fields are encoded apart (schema 4's are the row's) */
+    if (lc->version >= 7 &&
+        (off3 = lc->bytes.len, rc = put_location(&lc->bytes, lc->p, loc_id, false)) < 0)
         return rc;
     if (loc_id == UINT64_MAX)
         lc->max_id_at = lc->n;
@@ -152,7 +175,9 @@ int pd__ch_loc_cache_get(ch_loc_cache *lc, uint64_t loc_id, size_t *at)
         return PD_ENOMEM;
     ch_loc_ent *e = &lc->ent[lc->n];
     e->off = off;
-    e->len = lc->bytes.len - off;
+    e->len = len;
+    e->off3 = off3;
+    e->len3 = lc->version >= 7 ? lc->bytes.len - off3 : len - sizeof MARK_LOC;
     e->key = XXH3_64bits(lc->bytes.data + off, e->len);
     e->rowed = false;
     *at = lc->n++;
@@ -168,9 +193,8 @@ int pd__ch_stack_key(ch_loc_cache *lc, size_t i, uint64_t *out)
     for (size_t k = 0; rc == 0 && k < sm->n_location; k++) {
         size_t at;
         rc = pd__ch_loc_cache_get(lc, sm->location_id[k], &at);
-        if (rc == 0) /* the location's fields: its row without the marker */
-            rc = pd_buf_append(b, lc->bytes.data + lc->ent[at].off + sizeof MARK_LOC,
-                               lc->ent[at].len - sizeof MARK_LOC);
+        if (rc == 0)
+            rc = pd_buf_append(b, lc->bytes.data + lc->ent[at].off3, lc->ent[at].len3);
     }
     rc = rc ? rc : put_labels(b, lc->p, sm);
     if (rc == 0)
@@ -224,7 +248,7 @@ static int64_t rd_s(ch_rd *r)
 /* Reads one location's fields from r (strings into sc) and adds it to b:
  * *id. lines: room for r->len lines. 0, r->bad set (malformed), or the
  * builder's error. */
-static int rd_location(ch_rd *r, scratch *sc, pd_pprof_line *lines, pd_profile_builder *b,
+static int rd_location(ch_rd *r, scratch *sc, pd_pprof_line *lines, pd_profile_builder *b, bool v7,
                        uint64_t *id, pd_err *err)
 {
     uint64_t mid = 0;
@@ -254,8 +278,12 @@ static int rd_location(ch_rd *r, scratch *sc, pd_pprof_line *lines, pd_profile_b
     }
     for (uint64_t l = 0; l < n_line && !r->bad; l++) {
         uint64_t fid = 0;
-        if (pd__ch_rd_varint(r)) {
-            const char *name = rd_cstr(r, sc), *sys = rd_cstr(r, sc), *file = rd_cstr(r, sc);
+        uint64_t fn = pd__ch_rd_varint(r);
+        if (v7 && fn > 2)
+            r->bad = true;
+        else if (fn) {
+            const char *name = rd_cstr(r, sc);
+            const char *sys = v7 && fn == 1 ? name : rd_cstr(r, sc), *file = rd_cstr(r, sc);
             int64_t start = rd_s(r);
             if (r->bad)
                 return 0;
@@ -333,7 +361,7 @@ static int add_v3(pd_profile_builder *b, const uint8_t *s, size_t n, const int64
         goto out;
     }
     for (uint64_t k = 0; k < n_loc && !r.bad; k++)
-        if ((rc = rd_location(&r, &sc, lines, b, &locs[k], err)) < 0)
+        if ((rc = rd_location(&r, &sc, lines, b, false, &locs[k], err)) < 0)
             goto out;
     rc = rd_labels_add(&r, n, &sc, b, locs, (size_t)n_loc, value, err);
 out:
@@ -381,13 +409,15 @@ static int loc_id(pd_profile_builder *b, ch_locs *L, uint64_t key, uint64_t *id,
     if (L && pd_u64map_get(&L->built, key, id))
         return 0;
     if (!L || !L->blob_at || !pd_u64map_get(L->blob_at, key, &at))
-        return pd_err_set(err, PD_ENOTFOUND, "location %llu is missing from table stacks_v3",
+        return pd_err_set(err, PD_ENOTFOUND,
+                          "location %llu is missing from tables locations_v1 and stacks_v3",
                           (unsigned long long)key);
     ch_rd w = {(const uint8_t *)L->blobs->data, L->blobs->len, (size_t)at, false};
     const uint8_t *s;
     size_t n;
     pd__ch_rd_str(&w, &s, &n);
-    if (w.bad || !has_mark(s, n, MARK_LOC))
+    bool v7 = has_mark(s, n, MARK_LOC7);
+    if (w.bad || !(v7 || has_mark(s, n, MARK_LOC)))
         return pd_err_set(err, PD_ECORRUPT, "stacks row %llu: not a location",
                           (unsigned long long)key);
     ch_rd r = {s, n, 3, false};
@@ -396,7 +426,7 @@ static int loc_id(pd_profile_builder *b, ch_locs *L, uint64_t key, uint64_t *id,
     int rc = 0;
     if (!sc.buf || !lines)
         rc = pd_err_set(err, PD_ENOMEM, "out of memory rebuilding a stack");
-    else if ((rc = rd_location(&r, &sc, lines, b, id, err)) == 0 && (r.bad || r.pos != r.len))
+    else if ((rc = rd_location(&r, &sc, lines, b, v7, id, err)) == 0 && (r.bad || r.pos != r.len))
         rc = pd_err_set(err, PD_ECORRUPT, "location row %llu: truncated or malformed (%zu bytes)",
                         (unsigned long long)key, n);
     free(sc.buf);

@@ -46,8 +46,16 @@
  *                functions, files, lines, columns, and the sample's labels),
  *                stack_hash the XXH3-64 of its schema-3 blob; since v4 a
  *                stack row holds its locations' keys and each location is a
- *                row of its own (ch_int.h); a row per stack (location) per
- *                day of the profiles that use it
+ *                row of its own (ch_int.h; since v7 in locations_v1); a row
+ *                per stack (location) per day of the profiles that use it
+ *   locations_v1 (day Date, loc_key UInt64, loc String)
+ *                ReplacingMergeTree PARTITION BY day ORDER BY loc_key,
+ *                index_granularity 64: since v7 the location rows (schema
+ *                7's format: a function's system name only where it differs
+ *                from its name), apart from the stack rows so that LZ4
+ *                compresses blocks of like rows; a location key a stack
+ *                row names is looked up here, then (rows written before v7)
+ *                in stacks_v3
  *   samples_v3   (day, ts, fingerprint, write_id, types_hash, stack_hash,
  *                values Array(Int64))
  *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts, stack_hash),
@@ -92,6 +100,9 @@
  * v6 writes samples rows into stack_samples_v1 (same columns, rows of a
  * stack side by side); samples_v3's rows stay where they are and are read
  * beside the new ones (UNION ALL) until retention has dropped them all.
+ * v7 writes location rows into locations_v1 (a new format, new keys); the
+ * older ones stay in stacks_v3 with the stack rows naming them, found there
+ * by a second lookup of the keys locations_v1 lacks.
  * fingerprint = pd_labels_hash(labels) is also the series ref. types_hash
  * hashes the sample types/units and the period type/unit: a merge part
  * never mixes two of them. write_id is random per append: a query counts
@@ -102,8 +113,8 @@
  *
  * Write path and acknowledgement: pd__ch_append encodes the rows and queues
  * them; a writer thread sends what queued as one batch in two round trips:
- * the INSERTs into stacks, series and series_index (tables that replace, so
- * repeating rows is harmless) and samples at once on four threads beside
+ * the INSERTs into stacks, locations, series and series_index (tables that
+ * replace, so repeating rows is harmless) and samples at once on five threads beside
  * the PD_EEXIST check, then profiles — so a profile row is written only
  * when all it refers to is (samples rows of an entry refused as PD_EEXIST
  * are written under a write_id no profiles row has: never counted).
@@ -183,14 +194,15 @@
  * open for the time check of appends) and logs when its flag differs.
  * pd__ch_maintain (and a thread every maintenance_ms) drops the whole day
  * partitions older than it of aggs, profiles, samples (both tables),
- * series_index, stacks and series (on every URL in cluster mode, each shard with its own record).
+ * series_index, stacks, locations and series (on every URL in cluster mode, each shard with its own
+ * record).
  */
 #ifndef PD_STORAGE_CLICKHOUSE_CLICKHOUSE_H
 #define PD_STORAGE_CLICKHOUSE_CLICKHOUSE_H
 
 #include "storage/storage.h"
 
-#define PD_CH_SCHEMA_VERSION 6
+#define PD_CH_SCHEMA_VERSION 7
 
 /* The previous batch's profiles from which the writer waits the whole
  * flush interval before the next batch (fewer: proportionally less; one:

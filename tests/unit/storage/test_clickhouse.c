@@ -56,13 +56,16 @@
 /* ---- the stack codec ---- */
 
 /* Rebuilds p from its samples' blobs (the header copied as strings). */
-/* Sample i's stacks row into blob: the schema-3 layout, or (v4) the
- * schema-4 one, its location rows added to blobs (RowBinary Strings, as a
- * read fetches them) under their keys in blob_at. */
-static void encode_sample(const pd_profile *p, size_t i, bool v4, pd_buf *blob, pd_u64map *blob_at,
+/* Sample i's stacks row into blob: the schema-3 layout (ver 3), or the
+ * schema-4 one, its location rows (schema 4's or, ver 7, 7's) added to
+ * blobs (RowBinary Strings, as a read fetches them) under their keys in
+ * blob_at. */
+static const int VERS[3] = {3, 4, 7};
+
+static void encode_sample(const pd_profile *p, size_t i, int ver, pd_buf *blob, pd_u64map *blob_at,
                           pd_buf *blobs)
 {
-    if (!v4) {
+    if (ver == 3) {
         assert_int_equal(pd__ch_stack_encode_v3(p, i, blob), 0);
         return;
     }
@@ -73,7 +76,8 @@ static void encode_sample(const pd_profile *p, size_t i, bool v4, pd_buf *blob, 
     pd_buf_init(&loc, 0);
     for (size_t k = 0; k < sm->n_location; k++) {
         pd_buf_reset(&loc);
-        assert_int_equal(pd__ch_loc_encode(p, sm->location_id[k], &loc), 0);
+        assert_int_equal(pd__ch_loc_encode(p, sm->location_id[k], ver, &loc), 0);
+        assert_int_equal(pd__ch_row_is_location_v7((const uint8_t *)loc.data, loc.len), ver == 7);
         keys[k] = XXH3_64bits(loc.data, loc.len);
         if (!pd_u64map_get(blob_at, keys[k], NULL)) {
             assert_int_equal(pd_u64map_put(blob_at, keys[k], blobs->len), 0);
@@ -84,8 +88,8 @@ static void encode_sample(const pd_profile *p, size_t i, bool v4, pd_buf *blob, 
     assert_int_equal(pd__ch_stack_encode(p, i, keys, blob), 0);
 }
 
-/* p rebuilt from its samples' stacks rows (schema 3 or, v4, 4) */
-static void rebuild(const pd_profile *p, bool v4, pd_profile *out)
+/* p rebuilt from its samples' stacks rows (schema 3, 4 or 7) */
+static void rebuild(const pd_profile *p, int ver, pd_profile *out)
 {
     pd_profile_builder *b;
     pd_err err;
@@ -117,7 +121,7 @@ static void rebuild(const pd_profile *p, bool v4, pd_profile *out)
     pd_u64map_init(&L.built);
     for (size_t i = 0; i < p->n_sample; i++) {
         pd_buf_reset(&blob);
-        encode_sample(p, i, v4, &blob, &blob_at, &blobs);
+        encode_sample(p, i, ver, &blob, &blob_at, &blobs);
         PD_ASSERT_OK(
             pd__ch_stack_add(b, (const uint8_t *)blob.data, blob.len, p->sample[i].value, &L, &err),
             &err);
@@ -142,17 +146,19 @@ static void test_stack_key_from_cache(void **state)
     pd_buf blob;
     pd_buf_init(&blob, 0);
     size_t keys = 0;
-    for (size_t k = 0; k < g_n; k++) {
-        const pd_profile *p = &g_prof[k].p;
+    for (size_t k = 0; k < 2 * g_n; k++) {
+        const pd_profile *p = &g_prof[k % g_n].p;
+        int ver = k < g_n ? PD_CH_SCHEMA_VERSION : 4; /* rows as written, and as 4-6 wrote them */
         ch_loc_cache lc;
-        pd__ch_loc_cache_init(&lc, p);
+        pd__ch_loc_cache_init(&lc, p, ver);
         for (size_t i = 0; i < p->n_sample; i++) {
             uint64_t h = 0;
             assert_int_equal(pd__ch_stack_key(&lc, i, &h), 0);
             pd_buf_reset(&blob);
             assert_int_equal(pd__ch_stack_encode_v3(p, i, &blob), 0);
             if (h != XXH3_64bits(blob.data, blob.len))
-                fail_msg("%s sample %zu: cached key differs from the blob's", g_prof[k].path, i);
+                fail_msg("%s sample %zu (rows of schema %d): cached key differs from the blob's",
+                         g_prof[k % g_n].path, i, ver);
             keys++;
         }
         uint64_t ids[] = {p->n_location ? p->location[0].id : 1, UINT64_MAX, 987654321};
@@ -162,14 +168,14 @@ static void test_stack_key_from_cache(void **state)
             assert_int_equal(pd__ch_loc_cache_get(&lc, ids[j], &again), 0);
             assert_int_equal(at, again);
             pd_buf_reset(&blob);
-            assert_int_equal(pd__ch_loc_encode(p, ids[j], &blob), 0);
+            assert_int_equal(pd__ch_loc_encode(p, ids[j], ver, &blob), 0);
             assert_int_equal(lc.ent[at].len, blob.len);
             assert_memory_equal(lc.bytes.data + lc.ent[at].off, blob.data, blob.len);
             assert_true(lc.ent[at].key == XXH3_64bits(blob.data, blob.len));
         }
         pd__ch_loc_cache_release(&lc);
     }
-    print_message("%zu stack keys of %zu profiles\n", keys, g_n);
+    print_message("%zu stack keys of %zu profiles, twice\n", keys, g_n);
     assert_true(keys > 100);
     pd_buf_release(&blob);
 }
@@ -193,16 +199,16 @@ static void test_stack_roundtrip_real_profiles(void **state)
             pd_u64map_put(&distinct, XXH3_64bits(blob.data, blob.len), 1);
         }
         pd_buf_release(&blob);
-        for (int v4 = 0; v4 < 2; v4++) {
+        for (int f = 0; f < 3; f++) {
             pd_profile q;
-            rebuild(p, v4, &q);
+            rebuild(p, VERS[f], &q);
             pd_err why;
             if (distinct.len == p->n_sample) {
                 if (!pd_profile_equal(p, &q, &why))
                     fail_msg("%s rebuilt from its stack blobs (schema %d) differs: %s",
-                             g_prof[k].path, 3 + v4, why.msg);
+                             g_prof[k].path, VERS[f], why.msg);
             } else {
-                with_dups += v4 == 0;
+                with_dups += f == 0;
                 assert_int_equal(q.n_sample, distinct.len);
                 int64_t a[8], b[8];
                 pd_profile_totals(p, a);
@@ -216,6 +222,64 @@ static void test_stack_roundtrip_real_profiles(void **state)
     assert_true(with_dups < g_n); /* most compared sample by sample */
 }
 
+/* Schema 7's location rows store a function's system name only where it
+ * differs from its name: functions whose system name differs (a C++
+ * mangled name), equals the name (Go) or is empty all come back as they
+ * were, in every layout; and a Go profile's location rows are shorter than
+ * schema 4's. */
+static void test_location_system_names(void **state)
+{
+    (void)state;
+    /* a profile whose samples' blobs all differ (compared sample by sample) */
+    pd_profile *p = NULL;
+    for (size_t k = 0; k < g_n && !p; k++) {
+        pd_u64map distinct;
+        pd_u64map_init(&distinct);
+        pd_buf blob;
+        pd_buf_init(&blob, 0);
+        for (size_t i = 0; i < g_prof[k].p.n_sample; i++) {
+            pd_buf_reset(&blob);
+            assert_int_equal(pd__ch_stack_encode_v3(&g_prof[k].p, i, &blob), 0);
+            pd_u64map_put(&distinct, XXH3_64bits(blob.data, blob.len), 1);
+        }
+        if (distinct.len == g_prof[k].p.n_sample && g_prof[k].p.n_function >= 3)
+            p = &g_prof[k].p; /* restored below */
+        pd_buf_release(&blob);
+        pd_u64map_release(&distinct);
+    }
+    assert_non_null(p);
+    size_t len[2] = {0, 0};
+    for (int f = 1; f < 3; f++)
+        for (size_t l = 1; l <= p->n_location; l++) {
+            pd_buf loc;
+            pd_buf_init(&loc, 0);
+            assert_int_equal(pd__ch_loc_encode(p, l, VERS[f], &loc), 0);
+            len[f - 1] += loc.len;
+            pd_buf_release(&loc);
+        }
+    assert_true(len[1] < len[0]);
+    int64_t *was = calloc(p->n_function, sizeof *was);
+    assert_non_null(was);
+    for (size_t i = 0; i < p->n_function; i++) {
+        was[i] = p->function[i].system_name;
+        if (i % 3 == 1) /* another string: the file's */
+            p->function[i].system_name = p->function[i].filename;
+        else if (i % 3 == 2)
+            p->function[i].system_name = 0;
+    }
+    for (int f = 0; f < 3; f++) {
+        pd_profile q;
+        rebuild(p, VERS[f], &q);
+        pd_err why;
+        if (!pd_profile_equal(p, &q, &why))
+            fail_msg("system names (schema %d) differ: %s", VERS[f], why.msg);
+        pd_profile_release(&q);
+    }
+    for (size_t i = 0; i < p->n_function; i++)
+        p->function[i].system_name = was[i];
+    free(was);
+}
+
 static void test_stack_blob_damage(void **state)
 {
     (void)state;
@@ -224,20 +288,21 @@ static void test_stack_blob_damage(void **state)
     while (i < p->n_sample && p->sample[i].n_location < 3)
         i++;
     assert_true(i < p->n_sample);
-    for (int v4 = 0; v4 < 2; v4++) {
+    for (int f = 0; f < 3; f++) {
+        int ver = VERS[f];
         pd_buf blob, blobs;
         pd_buf_init(&blob, 0);
         pd_buf_init(&blobs, 0);
         pd_u64map blob_at;
         pd_u64map_init(&blob_at);
-        encode_sample(p, i, v4, &blob, &blob_at, &blobs);
+        encode_sample(p, i, ver, &blob, &blob_at, &blobs);
         int64_t v[8] = {1, 1, 1, 1, 1, 1, 1, 1};
         size_t bad = 0;
         /* every truncation and every single-byte change of the stack row
            (and, schema 4, of its location rows): an error or a sample,
            never a crash */
         pd_buf *target[2] = {&blob, &blobs};
-        for (int tg = 0; tg < 1 + v4; tg++) {
+        for (int tg = 0; tg < 1 + (ver > 3); tg++) {
             pd_buf *t = target[tg];
             for (size_t cut = 0; tg == 0 && cut < blob.len; cut++) {
                 pd_profile_builder *b;
@@ -331,7 +396,17 @@ static void *writer(void *a)
 
 /* The largest read_rows (system.query_log) of the queries starting with
  * `prefix` that finished after the call to `since` (server seconds). */
+static uint64_t queries_since(pd_ch *c, uint64_t since, const char *prefix, uint64_t *n_queries);
+
+/* The most rows one SELECT starting with prefix read since the mark. */
 static uint64_t rows_read_since(pd_ch *c, uint64_t since, const char *prefix)
+{
+    uint64_t n;
+    return queries_since(c, since, prefix, &n);
+}
+
+/* The same, and *n_queries: how many ran (at least one). */
+static uint64_t queries_since(pd_ch *c, uint64_t since, const char *prefix, uint64_t *n_queries)
 {
     pd_err err;
     char sql[512];
@@ -348,6 +423,7 @@ static uint64_t rows_read_since(pd_ch *c, uint64_t since, const char *prefix)
         uint64_t n = pd__ch_rd_u64(&r), v = pd__ch_rd_u64(&r);
         assert_false(r.bad);
         pd_buf_release(&resp);
+        *n_queries = n;
         if (n > 0)
             return v;
         usleep(100000);
@@ -606,14 +682,16 @@ static void test_backend(void **state)
         pd_storage_options o = ch_opts(urls, 1, "unit");
         pd_ch *c;
         PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
-        char sql[256];
+        char sql[512];
         int64_t old_day = (g_now - 4 * DAY - 5000) / DAY;
         snprintf(sql, sizeof sql,
                  "SELECT (SELECT count() FROM stacks_v3 WHERE day <= toDate(%lld)) + (SELECT "
-                 "count() FROM series_v3 WHERE day <= toDate(%lld)) FORMAT RowBinary",
-                 (long long)old_day, (long long)old_day);
+                 "count() FROM series_v3 WHERE day <= toDate(%lld)) + (SELECT count() FROM "
+                 "locations_v1 WHERE day <= toDate(%lld)) FORMAT RowBinary",
+                 (long long)old_day, (long long)old_day, (long long)old_day);
         assert_int_equal(ch_u64(c, "%s", sql), 0);
         assert_true(ch_u64(c, "SELECT count() FROM stacks_v3 FORMAT RowBinary") > 0);
+        assert_true(ch_u64(c, "SELECT count() FROM locations_v1 FORMAT RowBinary") > 0);
         pd__ch_close(c);
         pd_labels again;
         labels(&again, "heap", "again", NULL);
@@ -1139,7 +1217,8 @@ static uint64_t log_mark(pd_ch *c)
  * buckets of the same series, other stacks; and 5,000 rows of the same
  * series' bucket) and the same read reads no more than the granules its
  * series' bucket (its own stacks) is in (system.query_log). The merge's
- * stack lookup is the same query. */
+ * stack lookup is the same query. Since schema 7 the location rows are
+ * locations_v1's (granules of 64 too), grown the same. */
 #define BUCKET_ROWS 5000
 
 static void test_reads_bounded_by_granules(void **state)
@@ -1164,7 +1243,8 @@ static void test_reads_bounded_by_granules(void **state)
         pd_u64map_put(&distinct, XXH3_64bits(blob.data, blob.len), 1);
     }
     size_t n_stacks = distinct.len, n_samples = t->p.n_sample;
-    /* schema 4: and its distinct locations, each a stacks_v3 row too */
+    /* schema 4: and its distinct locations, each a row of its own (schema 7:
+       in locations_v1) */
     pd_u64map locs;
     pd_u64map_init(&locs);
     for (size_t i = 0; i < t->p.n_sample; i++)
@@ -1181,12 +1261,17 @@ static void test_reads_bounded_by_granules(void **state)
     PD_ASSERT_OK(pd_storage_append(s, &ls, ts, t->body, t->len, &t->p, &err), &err);
     pd_labels_release(&ls);
 
-    uint64_t rows_stacks[2], rows_samples[2];
+    uint64_t rows_stacks[2], rows_samples[2], rows_locs[2];
     for (int round = 0; round < 2; round++) {
         if (round == 1) { /* grow every table the read touches */
             char sql[1024];
             snprintf(sql, sizeof sql,
                      "INSERT INTO stacks_v3 SELECT toDate(%lld), cityHash64(number, 7), "
+                     "toString(number) FROM system.numbers LIMIT 400000",
+                     (long long)(ts / 86400000));
+            PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, NULL, NULL, &err), &err);
+            snprintf(sql, sizeof sql,
+                     "INSERT INTO locations_v1 SELECT toDate(%lld), cityHash64(number, 8), "
                      "toString(number) FROM system.numbers LIMIT 400000",
                      (long long)(ts / 86400000));
             PD_ASSERT_OK(pd__ch_exec(c, sql, NULL, 0, NULL, NULL, NULL, &err), &err);
@@ -1213,6 +1298,10 @@ static void test_reads_bounded_by_granules(void **state)
             PD_ASSERT_OK(pd__ch_exec(c, "OPTIMIZE TABLE stack_samples_v1 FINAL", NULL, 0, NULL,
                                      NULL, NULL, &err),
                          &err);
+            PD_ASSERT_OK(pd__ch_exec(c, "OPTIMIZE TABLE locations_v1 FINAL", NULL, 0, NULL, NULL,
+                                     NULL, &err),
+                         &err);
+            assert_true(ch_u64(c, "SELECT count() FROM locations_v1 FORMAT RowBinary") >= 400000);
             assert_true(ch_u64(c, "SELECT count() FROM stacks_v3 FORMAT RowBinary") >= 400000);
             assert_true(ch_u64(c, "SELECT count() FROM stack_samples_v1 FORMAT RowBinary") >=
                         400000);
@@ -1224,15 +1313,22 @@ static void test_reads_bounded_by_granules(void **state)
         if (!pd_profile_equal(&t->p, &q, &why))
             fail_msg("read back differs: %s", why.msg);
         pd_profile_release(&q);
+        /* one query each: the stacks, then their locations (schema 7: all
+           in locations_v1, none looked for in stacks_v3) */
+        uint64_t n_q;
         rows_stacks[round] =
-            rows_read_since(c, mark, "SELECT stack_hash, any(stack) FROM stacks_v3");
+            queries_since(c, mark, "SELECT stack_hash, any(stack) FROM stacks_v3", &n_q);
+        assert_int_equal(n_q, 1);
+        rows_locs[round] =
+            queries_since(c, mark, "SELECT loc_key, any(loc) FROM locations_v1", &n_q);
+        assert_int_equal(n_q, 1);
         rows_samples[round] =
             rows_read_since(c, mark, "SELECT stack_hash, values FROM stack_samples_v1");
         print_message("round %d: %zu samples, %zu stacks, %zu locations: read %llu rows of "
-                      "stack_samples_v1, %llu of stacks_v3\n",
+                      "stack_samples_v1, %llu of stacks_v3, %llu of locations_v1\n",
                       round, n_samples, n_stacks, n_rows - n_stacks,
                       (unsigned long long)rows_samples[round],
-                      (unsigned long long)rows_stacks[round]);
+                      (unsigned long long)rows_stacks[round], (unsigned long long)rows_locs[round]);
     }
     /* at most the granules holding the profile's rows: each stack (and
        location) in its own granule of 64 (and the granule next to it), the
@@ -1241,11 +1337,13 @@ static void test_reads_bounded_by_granules(void **state)
     for (int round = 0; round < 2; round++) {
         size_t bucket_rows = n_samples + (round ? BUCKET_ROWS : 0);
         assert_true(rows_stacks[round] > 0 && rows_samples[round] >= n_samples);
-        assert_true(rows_stacks[round] <= 2 * 64 * n_rows);
+        assert_true(rows_stacks[round] <= 2 * 64 * n_stacks);
+        assert_true(rows_locs[round] > 0 && rows_locs[round] <= 2 * 64 * (n_rows - n_stacks));
         assert_true(rows_samples[round] <= (bucket_rows / 4096 + 2) * 4096);
     }
     /* and far less than the 400,000 rows each table grew by */
     assert_true(rows_stacks[1] * 10 < 400000);
+    assert_true(rows_locs[1] * 10 < 400000);
     assert_true(rows_samples[1] * 10 < 400000);
     pd__ch_close(c);
     pd_storage_close(s);
@@ -1491,6 +1589,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stack_roundtrip_real_profiles),
         cmocka_unit_test(test_stack_key_from_cache),
+        cmocka_unit_test(test_location_system_names),
         cmocka_unit_test(test_stack_blob_damage),
         cmocka_unit_test(test_sql_literals),
         cmocka_unit_test(test_backend),

@@ -19,7 +19,9 @@
  *    query where a series' sets do not interleave (equal to the TSDB's);
  *  - retention drops aggs_v1's old days with the other tables';
  *  - a version-5 database (samples in samples_v3) upgraded to 6: merges and
- *    single reads equal to the TSDB's over old rows, new rows and both.
+ *    single reads equal to the TSDB's over old rows, new rows and both;
+ *  - a version-6 database (location rows in stacks_v3) upgraded to 7: the
+ *    same.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -676,6 +678,88 @@ static void test_upgrade_from_v5(void **state)
     rm_tsdb(ts, dir);
 }
 
+/* Appends heap profile k % 4 of series inst at t as a version-6 profd
+ * did: through c, whose location rows are schema 4's (into stacks_v3). */
+static void put_v6(pd_ch *c, pd_storage *ts, char inst, int64_t t, size_t k)
+{
+    pd_labels ls;
+    char name[2] = {inst, 0};
+    labels(&ls, "heap", name, NULL);
+    const tprof *p = &g_prof[k % 4];
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_append(c, &ls, t, p->body, p->len, &p->p, &err), &err);
+    PD_ASSERT_OK(pd_storage_append(ts, &ls, t, p->body, p->len, &p->p, &err), &err);
+    pd_labels_release(&ls);
+    assert_true(g_n_put < 256);
+    g_put[g_n_put].s = inst - 'a';
+    g_put[g_n_put++].ts = t;
+}
+
+/* Schema 7 (locations_v1): a version-6 database — its location rows in
+ * stacks_v3, in schema 4's format, no locations_v1 — opened by this profd
+ * is migrated to 7, and every merge and single read equals the TSDB's: from
+ * the old rows alone (their locations looked up in stacks_v3), then with
+ * new appends of the same stacks beside them (stack rows of one key
+ * naming either kind of location, before and after ClickHouse merges them
+ * into one), through aggs_v1 and raw. */
+static void test_upgrade_from_v6(void **state)
+{
+    (void)state;
+    need_server();
+    const int64_t h0 = 1795708800000 + 30 * HOUR;
+    g_now = h0 + 5 * HOUR;
+    g_n_put = 0;
+    char dir[] = "/tmp/pd_ch_agg6_XXXXXX";
+    pd_storage *ts = open_tsdb(dir);
+    pd_ch *c = open_sql("agg_v6");
+    c->loc_version = 4;
+    for (size_t k = 0; k < 12; k++) /* hours 0-1 */
+        for (int s = 0; s < 3; s++)
+            put_v6(c, ts, (char)('a' + s), h0 + (int64_t)k * 600000 + s * 1000, k + (size_t)s);
+    pd__ch_close(c);
+
+    /* the database as a version-6 profd left it */
+    c = open_sql("agg_v6");
+    assert_int_equal(ch_u64(c, "SELECT count() FROM locations_v1 FORMAT RowBinary"), 0);
+    uint64_t n_old = ch_u64(c, "SELECT countIf(substring(stack, 1, 3) = unhex('800002')) FROM "
+                               "stacks_v3 FORMAT RowBinary");
+    assert_true(n_old > 0);
+    ch_do(c, "DROP TABLE locations_v1");
+    ch_do(c, "TRUNCATE TABLE schema_version");
+    ch_do(c, "INSERT INTO schema_version VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0)");
+
+    pd_storage *ch = open_store("agg_v6");
+    assert_int_equal(
+        ch_u64(c, "SELECT toUInt64(max(version)) FROM schema_version FORMAT RowBinary"),
+        PD_CH_SCHEMA_VERSION);
+    assert_int_equal(ch_u64(c, "SELECT count() FROM locations_v1 FORMAT RowBinary"), 0);
+    size_t whole;
+    check_ranges(ch, ts, h0, "version-6 rows", &whole);
+    check_singles(ch, ts, "version-6 rows");
+
+    /* new appends: hours 2-3, and into buckets of hours 0-1 — the same
+       stacks (same day), their rows now naming schema-7 locations */
+    for (size_t k = 12; k < 24; k++)
+        for (int s = 0; s < 3; s++)
+            put(ch, ts, (char)('a' + s), h0 + (int64_t)k * 600000 + s * 1000, k + (size_t)s);
+    put(ch, ts, 'a', h0 + 5 * 60000, 1);
+    put(ch, ts, 'b', h0 + HOUR + 7 * 60000, 2);
+    assert_true(ch_u64(c, "SELECT count() FROM locations_v1 FORMAT RowBinary") > 0);
+    assert_int_equal(ch_u64(c, "SELECT countIf(substring(stack, 1, 3) = unhex('800002')) FROM "
+                               "stacks_v3 FORMAT RowBinary"),
+                     n_old);
+    double via = check_ranges(ch, ts, h0, "version-6 and -7 rows", &whole);
+    assert_true(via > 0);
+    check_singles(ch, ts, "version-6 and -7 rows");
+    ch_do(c, "OPTIMIZE TABLE stacks_v3 FINAL");
+    check_singles(ch, ts, "version-6 and -7 rows, stacks merged");
+    ch_do(c, "TRUNCATE TABLE aggs_v1");
+    assert_int_equal((long long)check_ranges(ch, ts, h0, "both, raw", &whole), 0);
+    pd__ch_close(c);
+    pd_storage_close(ch);
+    rm_tsdb(ts, dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -685,6 +769,7 @@ int main(void)
         cmocka_unit_test(test_type_runs_from_select),
         cmocka_unit_test(test_retention_drops_aggs),
         cmocka_unit_test(test_upgrade_from_v5),
+        cmocka_unit_test(test_upgrade_from_v6),
     };
     int rc = load_all(NULL);
     if (rc == 0)
