@@ -95,6 +95,7 @@ typedef struct flags {
     bool ch_replicated;               /* --clickhouse.replicated (issue 35 item 4) */
     int64_t ch_flush_ms;              /* --clickhouse.flush-interval (-1: none; 0: default 1 s) */
     unsigned long long ch_batch_rows; /* --clickhouse.batch-rows (0: default) */
+    int64_t ch_cache_bytes;           /* --clickhouse.cache-size (0: default 64 MiB; -1: none) */
     /* issue 31 item 7: --ui.source-dir=[PREFIX=]DIR, repeatable; each value
        copied into src_arg and split there (symbolize/source.h) */
     char src_arg[16][1024];
@@ -145,6 +146,9 @@ static void usage(FILE *f)
         "                                  push waits none; 0: no wait)\n"
         "  --clickhouse.batch-rows=N       a gathering batch goes at once at N samples\n"
         "                                  rows (default 1000000)\n"
+        "  --clickhouse.cache-size=SIZE    read cache: stack, location and sample-type rows\n"
+        "                                  and merges' summed whole buckets (default 64MiB;\n"
+        "                                  0: none)\n"
         "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
         "  --storage.wal.segment-size=SIZE WAL segment file size (default 32M)\n"
         "  --storage.block-duration=DUR    head time range cut into a block (default 2h)\n"
@@ -385,6 +389,7 @@ static int parse_flags(int argc, char **argv, flags *f)
                                       "--clickhouse.cluster",
                                       "--clickhouse.flush-interval",
                                       "--clickhouse.batch-rows",
+                                      "--clickhouse.cache-size",
                                       "--query.max-merge-concurrency",
                                       "--storage.aggregate-workers",
                                       "--ui.source-dir"};
@@ -450,6 +455,13 @@ static int parse_flags(int argc, char **argv, flags *f)
                                    "100000000",
                                    val);
             f->ch_batch_rows = v;
+        } else if (strcmp(name, "--clickhouse.cache-size") == 0) {
+            size_t v;
+            if (parse_size(val, &v) < 0 || v > (64ull << 30))
+                return usage_error("--clickhouse.cache-size: \"%s\" is not a size from 0 to 64GiB "
+                                   "(e.g. 64MiB; 0: no cache)",
+                                   val);
+            f->ch_cache_bytes = v ? (int64_t)v : -1;
         } else if (strcmp(name, "--log.level") == 0) {
             if (strcmp(val, "debug") && strcmp(val, "info") && strcmp(val, "warn") &&
                 strcmp(val, "error"))
@@ -767,6 +779,7 @@ static int serve(const flags *f)
         so.clickhouse.cluster = f->ch_cluster;
         so.clickhouse.replicated = f->ch_replicated;
         so.clickhouse.flush_interval_ms = f->ch_flush_ms;
+        so.clickhouse.cache_bytes = f->ch_cache_bytes;
         so.clickhouse.batch_profiles = f->threads;
         so.clickhouse.batch_rows = (size_t)f->ch_batch_rows;
     }

@@ -32,7 +32,13 @@ const STEP = Number(process.env.STEP_MS || 60000);
 const RUNS = Number(process.env.RUNS || 5);
 const ROUNDS = Number(process.env.ROUNDS || 2);
 const CLIENTS = Number(process.env.CLIENTS || 16);
-const BINS = [process.env.PROFD_BIN, process.env.BASE_BIN].filter(Boolean);
+// each binary a run of its own; NOCACHE=1 adds PROFD_BIN with its read cache
+// off (--clickhouse.cache-size=0) as a third
+const BINS = [
+  process.env.PROFD_BIN && { bin: process.env.PROFD_BIN, args: [], name: 'PROFD_BIN' },
+  process.env.BASE_BIN && { bin: process.env.BASE_BIN, args: [], name: 'BASE_BIN' },
+  process.env.NOCACHE === '1' && { bin: process.env.PROFD_BIN, args: ['--clickhouse.cache-size=0'], name: 'PROFD_BIN, cache off' },
+].filter(Boolean);
 const CH_BIN = '/usr/sbin/clickhouse-server';
 const dir = tempDir('pd-chmerge-');
 process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
@@ -86,10 +92,10 @@ async function push(profd) {
   }));
 }
 
-async function timed(profd, q) {
+async function timed(profd, q, runs = RUNS) {
   const ms = [];
   let last;
-  for (let i = 0; i < RUNS; i++) {
+  for (let i = 0; i < runs; i++) {
     const s = performance.now();
     last = await http(profd.base + q, { timeoutMs: 600000 });
     assert.equal(last.status, 200, last.text.slice(0, 300));
@@ -108,7 +114,7 @@ async function queries(profd) {
 }
 
 console.log(`load before: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}; nproc ${os.cpus().length}; ${os.cpus()[0].model}`);
-process.env.PROFD_BIN = BINS[0];
+process.env.PROFD_BIN = BINS[0].bin;
 const e = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb', extraArgs: ['--web.threads=64'] });
 await push(e);
 const emb = await queries(e);
@@ -130,13 +136,15 @@ console.log(`SELECT 1 over HTTP: median ${median(sel1).toFixed(2)} ms, min ${Mat
 
 async function measure(label) {
   console.log(`\n### ${label}\n`);
-  console.log('| binary | round | load | merge top ms | proto ms | one series ms | query_range ms | ClickHouse/embedded (top) |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('| binary | round | load | first proto ms | merge top ms | proto ms | one series ms | query_range ms | ClickHouse/embedded (top) |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
   const stmts = {};
   for (let r = 0; r < ROUNDS; r++)
-    for (const [bi, bin] of BINS.entries()) {
+    for (const [bi, { bin, args, name }] of BINS.entries()) {
       process.env.PROFD_BIN = bin;
-      const p = await startProfd({ storage: path.join(dir, `x-${bi}-${r}-${label.length}`), name: `profd-ch-${bi}`, extraArgs: chArgs });
+      const p = await startProfd({ storage: path.join(dir, `x-${bi}-${r}-${label.length}`), name: `profd-ch-${bi}`, extraArgs: [...chArgs, ...args] });
+      // the first merge of a fresh profd: its read cache empty
+      const first = (await timed(p, '/api/v1/query?' + qs({ mode: 'merge', from: FROM, to: TO, query: 'heap{service="m"}', report: 'proto' }), 1)).ms;
       await queries(p); // warm: ClickHouse's mark cache, profd's first connections
       await new Promise((res) => setTimeout(res, 1100));
       const t1 = await chq('SELECT toString(now())');
@@ -146,15 +154,15 @@ async function measure(label) {
       await p.stop();
       assert.equal(q.total, emb.total, 'merge totals equal the embedded store\'s');
       assert.equal(q.oneTotal, emb.oneTotal, 'one series\' merge totals equal');
-      console.log(`| ${bi === 0 ? 'PROFD_BIN' : 'BASE_BIN'} | ${r} | ${os.loadavg()[0].toFixed(2)} | ${q.top.toFixed(0)} | ${q.proto.toFixed(0)} | ${q.one.toFixed(0)} | ${q.range.toFixed(0)} | ${(q.top / emb.top).toFixed(1)}x |`);
+      console.log(`| ${name} | ${r} | ${os.loadavg()[0].toFixed(2)} | ${first.toFixed(0)} | ${q.top.toFixed(0)} | ${q.proto.toFixed(0)} | ${q.one.toFixed(0)} | ${q.range.toFixed(0)} | ${(q.top / emb.top).toFixed(1)}x |`);
       if (r === ROUNDS - 1) {
         await chq('SYSTEM FLUSH LOGS');
-        stmts[bi] = await chq(`SELECT substring(replaceRegexpAll(query, '[0-9]{4,}[0-9,]*', 'N'), 1, 90) AS kind, count(), round(avg(query_duration_ms), 1), round(avg(read_rows)), round(avg(result_bytes)) FROM system.query_log WHERE type = 2 AND event_time >= '${t1}' AND event_time <= '${t2}' AND query NOT LIKE '%system.%' AND query NOT LIKE 'SELECT toString%' GROUP BY kind ORDER BY kind FORMAT TSV`);
+        stmts[name] = await chq(`SELECT substring(replaceRegexpAll(query, '[0-9]{4,}[0-9,]*', 'N'), 1, 90) AS kind, count(), round(avg(query_duration_ms), 1), round(avg(read_rows)), round(avg(result_bytes)) FROM system.query_log WHERE type = 2 AND event_time >= '${t1}' AND event_time <= '${t2}' AND query NOT LIKE '%system.%' AND query NOT LIKE 'SELECT toString%' GROUP BY kind ORDER BY kind FORMAT TSV`);
       }
     }
-  console.log(`| embedded | | | ${emb.top.toFixed(0)} | ${emb.proto.toFixed(0)} | ${emb.one.toFixed(0)} | ${emb.range.toFixed(0)} | |`);
-  for (const [bi, t] of Object.entries(stmts))
-    console.log(`\n${bi === '0' ? 'PROFD_BIN' : 'BASE_BIN'} statements over its last round (${RUNS} x (2 merges, one series, query_range)): kind, count, mean ms, mean rows read, mean bytes out\n${t}`);
+  console.log(`| embedded | | | | ${emb.top.toFixed(0)} | ${emb.proto.toFixed(0)} | ${emb.one.toFixed(0)} | ${emb.range.toFixed(0)} | |`);
+  for (const [name, t] of Object.entries(stmts))
+    console.log(`\n${name} statements over its last round (${RUNS} x (2 merges, one series, query_range)): kind, count, mean ms, mean rows read, mean bytes out\n${t}`);
 }
 
 await measure('as written');

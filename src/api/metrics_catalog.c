@@ -106,6 +106,16 @@ static const catalog_entry catalog[] = {
      "(one row per series-bucket, exact: uniform headers, no zero period or "
      "time) or rows (one per profile).",
      (const char *const[]){"path=\"summary\"", "path=\"rows\"", NULL}},
+    {"profd_clickhouse_cache_lookups_total", PD_METRIC_COUNTER,
+     "Lookups in the read cache (--clickhouse.cache-size) by cache (rows: "
+     "stack, location and sample-type rows by key; merge: a merge's "
+     "pre-summed whole buckets) and result (hit or miss).",
+     (const char *const[]){"cache=\"rows\",result=\"hit\"", "cache=\"rows\",result=\"miss\"",
+                           "cache=\"merge\",result=\"hit\"", "cache=\"merge\",result=\"miss\"",
+                           NULL}},
+    {"profd_clickhouse_cache_bytes", PD_METRIC_GAUGE,
+     "Bytes held by the read cache, by cache (rows or merge).",
+     (const char *const[]){"cache=\"rows\"", "cache=\"merge\"", NULL}},
     {"profd_clickhouse_batch_seconds_sum", PD_METRIC_COUNTER,
      "Seconds spent writing insert batches.", NULL},
     {"profd_clickhouse_batches_total", PD_METRIC_COUNTER, "Insert batches written to ClickHouse.",

@@ -61,6 +61,8 @@ typedef enum { PD_STORAGE_TSDB = 0, PD_STORAGE_CLICKHOUSE = 1 } pd_storage_backe
 /* pd_clickhouse_options.flush_interval_ms when 0, ms: about one INSERT per
  * second, as ClickHouse advises. */
 #define PD_STORAGE_CH_FLUSH_MS_DEFAULT 1000
+/* pd_clickhouse_options.cache_bytes when 0: 64 MiB. */
+#define PD_STORAGE_CH_CACHE_DEFAULT (64ll << 20)
 
 /* Options of the ClickHouse backend (--clickhouse.*); zeroes are defaults. */
 typedef struct pd_clickhouse_options {
@@ -101,6 +103,10 @@ typedef struct pd_clickhouse_options {
                                   push worker is then waiting on it); 0 = no bound */
     int64_t timeout_ms;        /* one HTTP request; 0 = 30 s */
     int retries;               /* attempts per statement; 0 = 5 (backoff 100 ms doubling) */
+    int64_t cache_bytes;       /* the read cache (storage/clickhouse/ch_cache.h: stack,
+                                  location and sample-type rows, merges' pre-summed
+                                  whole buckets), bytes; 0 = PD_STORAGE_CH_CACHE_DEFAULT,
+                                  < 0 = none */
 } pd_clickhouse_options;
 
 typedef struct pd_storage_options {

@@ -120,6 +120,53 @@ int pd__ch_buckets_put_merge_sql(const ch_buckets *h, const uint64_t *fps, size_
     return rc ? rc : pd_buf_puts(sql, " GROUP BY types_hash, stack_hash, cls FORMAT RowBinary");
 }
 
+int pd__ch_buckets_put_ends_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql)
+{
+    if (!h->cut_lo && !h->cut_hi)
+        return 0;
+    int64_t a = h->cut_lo ? h->lo - 1 : h->hi + 1, b = h->cut_hi ? h->hi + 1 : a;
+    int rc = pd_buf_printf(sql,
+                           "SELECT types_hash, stack_hash, toUInt8(multiIf(bucket < %lld, 1, "
+                           "bucket > %lld, 2, 0)) AS cls, sumMap(valuesMap.type, valuesMap.value), "
+                           "groupArrayIf((fingerprint, bucket, n, wsum), types_hash = 0 AND "
+                           "stack_hash = 0) FROM aggs_v1 WHERE ",
+                           (long long)h->lo, (long long)h->hi);
+    rc = rc ? rc : pd__ch_put_fp_in(sql, fps, n);
+    rc = rc ? rc : pd_buf_puts(sql, " AND day BETWEEN ");
+    rc = rc ? rc : pd__ch_put_sql_day(sql, pd__ch_day(a * PD_CH_AGG_BUCKET_MS));
+    rc = rc ? rc : pd_buf_puts(sql, " AND ");
+    rc = rc ? rc : pd__ch_put_sql_day(sql, pd__ch_day(b * PD_CH_AGG_BUCKET_MS));
+    rc = rc ? rc : pd_buf_printf(sql, " AND bucket IN (%lld, %lld)", (long long)a, (long long)b);
+    return rc ? rc : pd_buf_puts(sql, " GROUP BY types_hash, stack_hash, cls FORMAT RowBinary");
+}
+
+int pd__ch_buckets_class_rows(const pd_buf *resp, int cls, pd_buf *out)
+{
+    ch_rd r = {(const uint8_t *)resp->data, resp->len, 0, false};
+    while (pd__ch_rd_more(&r)) {
+        size_t at = r.pos;
+        r.pos += 16; /* types_hash, stack_hash */
+        if (r.pos >= r.len)
+            return -1;
+        uint8_t k = r.p[r.pos++];
+        uint64_t nk = pd__ch_rd_varint(&r);
+        if (r.bad || nk > r.len - r.pos)
+            return -1;
+        r.pos += 2 * nk;
+        uint64_t nv = pd__ch_rd_varint(&r);
+        if (r.bad || nv != nk || nv > (r.len - r.pos) / 8)
+            return -1;
+        r.pos += 8 * nv;
+        uint64_t nr = pd__ch_rd_varint(&r);
+        if (r.bad || nr > (r.len - r.pos) / 32)
+            return -1;
+        r.pos += 32 * nr;
+        if (k == cls && pd_buf_append(out, r.p + at, r.pos - at) < 0)
+            return PD_ENOMEM;
+    }
+    return r.bad ? -1 : 0;
+}
+
 /* Adds one reconciliation row (fp, bucket, n, wsum) to its bucket, or
  * notes it odd (no profiles row there: a write whose commit failed). 0 or
  * PD_ENOMEM. */

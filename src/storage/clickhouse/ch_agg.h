@@ -89,6 +89,16 @@ int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t 
  * Array(Int64)), Array(Tuple(UInt64, Int64, UInt64, UInt64)). 0 or
  * PD_ENOMEM/PD_ETOOBIG. */
 int pd__ch_buckets_put_merge_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql);
+/* Appends the SELECT of pd__ch_buckets_put_merge_sql restricted to the cut
+ * buckets (its classes 1 and 2: the rows a merge reads beside a cached
+ * class 0, ch_cache.h); nothing when the range cuts no bucket. Same answer
+ * format. 0 or PD_ENOMEM/PD_ETOOBIG. */
+int pd__ch_buckets_put_ends_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql);
+/* Appends to out, verbatim, the rows of class cls (0, 1, 2) of an answer to
+ * pd__ch_buckets_put_merge_sql: e.g. its whole buckets' sums and
+ * reconciliation rows, to be taken again later with other classes' rows
+ * beside them. 0, -1 (malformed), PD_ENOMEM. */
+int pd__ch_buckets_class_rows(const pd_buf *resp, int cls, pd_buf *out);
 /* Takes the answer to pd__ch_buckets_put_merge_sql (borrowed): adds up the
  * reconciliation rows per bucket, marks the buckets whose (n, wsum) equal
  * their profiles rows' (pd__ch_buckets_add_sum before), notes the odd ones,

@@ -65,6 +65,9 @@ struct pd_ch {
     bool forget_known;      /* a read missed a stack (__atomic): the writer clears the
                                two maps above before its next batch */
 
+    /* what reads keep of ClickHouse's answers (ch_cache.h; NULL: none) */
+    struct ch_cache *cache;
+
     /* maintenance */
     pthread_t maint;
     bool maint_running;

@@ -18,8 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "base/log.h"
 #include "storage/clickhouse/ch_agg.h"
+#include "storage/clickhouse/ch_cache.h"
 #include "storage/clickhouse/ch_int.h"
 #include "storage/clickhouse/ch_read_int.h"
 #include "storage/tsdb/warnings_int.h"
@@ -202,6 +205,24 @@ static int fetch_rows(pd_ch *c, bool loc, const uint64_t *want, size_t n_want, p
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, CH_MAX_ANSWER);
     int rc = 0;
+    /* the rows the cache holds (a key names its bytes forever) */
+    uint64_t *miss = malloc((n_want ? n_want : 1) * sizeof *miss);
+    size_t n_miss = 0;
+    if (!miss) {
+        rc = pd__ch_nomem(err);
+        goto out;
+    }
+    for (size_t i = 0; i < n_want; i++) {
+        size_t at;
+        if (!pd__ch_cache_get(c->cache, CH_CACHE_ROWS, want[i], blobs, &at))
+            miss[n_miss++] = want[i];
+        else if (pd_u64map_put(blob_at, want[i], at) < 0) {
+            rc = pd__ch_nomem(err);
+            goto out;
+        }
+    }
+    want = miss;
+    n_want = n_miss;
     for (size_t off = 0; off < n_want; off += 20000) {
         size_t k = n_want - off < 20000 ? n_want - off : 20000;
         pd_buf_reset(&sql);
@@ -234,11 +255,13 @@ static int fetch_rows(pd_ch *c, bool loc, const uint64_t *want, size_t n_want, p
                 rc = pd__ch_nomem(err);
                 goto out;
             }
+            pd__ch_cache_put(c->cache, CH_CACHE_ROWS, sh, resp.data + at, r.pos - at);
         }
         if (poll && (rc = poll(ctx, err)) < 0)
             goto out;
     }
 out:
+    free(miss);
     pd_buf_release(&sql);
     pd_buf_release(&resp);
     return rc;
@@ -474,19 +497,36 @@ static int agg_group(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64map
         pd_buf_init(&cls[k], CH_MAX_ANSWER);
         bq[k] = (ch_bg){.c = c, .sql = &bsql[k], .resp = &bresp[k]};
     }
+    /* the whole buckets' part of an earlier answer to the same read, when
+       the cache holds one: then only the cut ends are read (the snapshot
+       is checked against the fresh headers below, as a fresh answer) */
+    pd_buf snap;
+    pd_buf_init(&snap, CH_MAX_ANSWER);
+    uint64_t mkey = UINT64_MAX;
+    bool mhit = false;
     if (!buckets)
         rc = put_raw_sums(c, &bsql[0], fps, n, mint, maxt, NULL, NULL);
     else
         rc = pd__ch_buckets_put_merge_sql(&H, fps, n, &bsql[0]);
+    if (rc == 0 && buckets && c->cache) {
+        mkey = XXH3_64bits(bsql[0].data, bsql[0].len);
+        mhit = pd__ch_cache_get(c->cache, CH_CACHE_MERGE, mkey, &snap, NULL);
+        if (mhit) {
+            pd_buf_reset(&bsql[0]);
+            rc = pd__ch_buckets_put_ends_sql(&H, fps, n, &bsql[0]);
+        }
+    }
     if (rc < 0) {
         rc = pd__ch_nomem(err);
         goto out_q;
     }
-    pd__ch_bg_start(&bq[0]);
+    bool sent = bsql[0].len > 0;
+    if (sent)
+        pd__ch_bg_start(&bq[0]);
 
     /* a) the profiles' headers, summed per bucket where exact */
     rc = pd__ch_fold_headers(g, fps, n, ref_idx, mint, maxt, buckets ? &H : NULL, err);
-    int qrc = pd__ch_bg_join(&bq[0], rc == 0 ? err : NULL);
+    int qrc = sent ? pd__ch_bg_join(&bq[0], rc == 0 ? err : NULL) : 0;
     rc = rc ? rc : qrc;
     if (rc < 0)
         goto out_q;
@@ -509,9 +549,22 @@ static int agg_group(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64map
        without those that did not match (their rows and the odd ones'
        left out) and theirs from the samples rows, and the cut ends aggs_v1
        does not serve from the samples rows */
-    if ((rc = pd__ch_buckets_take(&H, &bresp[0], cls)) != 0) {
+    if (mhit && pd_buf_append(&snap, bresp[0].data, bresp[0].len) < 0) {
+        rc = pd__ch_nomem(err);
+        goto out_q;
+    }
+    if ((rc = pd__ch_buckets_take(&H, mhit ? &snap : &bresp[0], cls)) != 0) {
         rc = rc == PD_ENOMEM ? pd__ch_nomem(err) : pd__ch_bad_answer(c, err, "the aggs_v1 sums");
         goto out_q;
+    }
+    if (mhit && !H.use[0]) /* stale: written to since (or dropped) */
+        pd__ch_cache_drop(c->cache, CH_CACHE_MERGE, mkey);
+    else if (!mhit && H.use[0] && mkey != UINT64_MAX &&
+             (H.hi + 1) * PD_CH_AGG_BUCKET_MS + CH_SEALED_MS <= c->clock()) {
+        /* every whole bucket matched and no push is due in any: keep them */
+        pd_buf_reset(&snap);
+        if (pd__ch_buckets_class_rows(&bresp[0], 0, &snap) == 0)
+            pd__ch_cache_put(c->cache, CH_CACHE_MERGE, mkey, snap.data, snap.len);
     }
     for (int k = 0; k < 3; k++)
         if (H.use[k] && (rc = add_sums(g, &cls[k], true, err)) < 0)
@@ -548,6 +601,7 @@ static int agg_group(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64map
         if (want_q[k])
             rc = add_sums(g, &bresp[k], k == 0, err);
 out_q:
+    pd_buf_release(&snap);
     for (int k = 0; k < 3; k++) {
         pd_buf_release(&bsql[k]);
         pd_buf_release(&bresp[k]);

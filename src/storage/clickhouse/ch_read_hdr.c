@@ -27,6 +27,7 @@
 
 #include "base/metrics.h"
 #include "storage/clickhouse/ch_agg.h"
+#include "storage/clickhouse/ch_cache.h"
 #include "storage/clickhouse/ch_int.h"
 #include "storage/clickhouse/ch_read_int.h"
 
@@ -269,28 +270,38 @@ static int fill_sets(ch_parts *g, hsum *v, size_t nv, const pd_u64map *rep, pd_u
     pd_u64map at;
     pd_u64map_init(&at);
     uint64_t *fps = malloc((rep->len ? rep->len : 1) * sizeof *fps);
+    uint64_t *ths = malloc((rep->len ? rep->len : 1) * sizeof *ths);
     hdr *sets = calloc(rep->len ? rep->len : 1, sizeof *sets);
     size_t n = 0, n_sets = 0;
-    int rc = fps && sets ? 0 : PD_ENOMEM;
+    int rc = fps && ths && sets ? 0 : PD_ENOMEM;
     for (size_t i = 0; rc == 0 && i < rep->cap; i++) {
-        uint64_t th = rep->kv[2 * i], k;
-        if (th == UINT64_MAX || !pd_u64map_get(rep, th, &k) || pd_u64map_get(bad, th, NULL))
+        uint64_t th = rep->kv[2 * i];
+        if (th == UINT64_MAX || !pd_u64map_get(rep, th, NULL) || pd_u64map_get(bad, th, NULL))
             continue;
-        fps[n++] = v[k].fp;
+        ths[n++] = th;
     }
     if (rc == 0 && n == 0)
         goto out;
+    /* the sets the cache holds (their types_hash names them), the others
+       from one profile each */
+    size_t n_ask = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        uint64_t k;
+        (void)pd_u64map_get(rep, ths[i], &k);
+        if (!pd__ch_cache_get(c->cache, CH_CACHE_ROWS, ths[i] ^ CH_TYPES_KEY, &resp, NULL)) {
+            ths[n_ask] = ths[i];
+            fps[n_ask++] = v[k].fp;
+        }
+    }
     rc = rc ? rc
             : pd_buf_puts(&sql, "SELECT types_hash, sample_types, sample_units, period_type, "
                                 "period_unit FROM profiles_v3 WHERE");
-    rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n, mint, maxt);
+    rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n_ask, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " AND (fingerprint, ts) IN (");
-    n = 0;
-    for (size_t i = 0; rc == 0 && i < rep->cap; i++) {
-        uint64_t th = rep->kv[2 * i], k;
-        if (th == UINT64_MAX || !pd_u64map_get(rep, th, &k) || pd_u64map_get(bad, th, NULL))
-            continue;
-        rc = pd_buf_printf(&sql, "%s(%llu,%lld)", n++ ? "," : "", (unsigned long long)v[k].fp,
+    for (size_t i = 0; rc == 0 && i < n_ask; i++) {
+        uint64_t k;
+        (void)pd_u64map_get(rep, ths[i], &k);
+        rc = pd_buf_printf(&sql, "%s(%llu,%lld)", i ? "," : "", (unsigned long long)v[k].fp,
                            (long long)v[k].t0);
     }
     rc = rc ? rc : pd_buf_puts(&sql, ") LIMIT 1 BY types_hash FORMAT RowBinary");
@@ -298,12 +309,14 @@ static int fill_sets(ch_parts *g, hsum *v, size_t nv, const pd_u64map *rep, pd_u
         rc = pd__ch_nomem(err);
         goto out;
     }
-    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+    size_t from = resp.len;
+    if (n_ask && (rc = pd__ch_query(c, &sql, &resp, err)) < 0)
         goto out;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
         /* a set once (LIMIT BY runs per shard on a cluster), and only a
            set asked for */
+        size_t row = r.pos;
         uint64_t th = pd__ch_rd_u64(&r);
         bool keep = !r.bad && n_sets < rep->len && pd_u64map_get(rep, th, NULL) &&
                     !pd_u64map_get(&at, th, NULL);
@@ -319,6 +332,9 @@ static int fill_sets(ch_parts *g, hsum *v, size_t nv, const pd_u64map *rep, pd_u
             rc = pd__ch_nomem(err);
             goto out;
         }
+        if (keep && row >= from)
+            pd__ch_cache_put(c->cache, CH_CACHE_ROWS, th ^ CH_TYPES_KEY, resp.data + row,
+                             r.pos - row);
     }
     for (size_t i = 0; i < nv; i++) {
         uint64_t k;
@@ -343,6 +359,7 @@ out:
     if (rc == PD_ENOMEM)
         rc = pd__ch_nomem(err);
     free(fps);
+    free(ths);
     free(sets);
     pd_u64map_release(&at);
     pd_buf_release(&sql);

@@ -26,6 +26,7 @@
 #include "base/metrics.h"
 #include "base/time.h"
 #include "base/varint.h"
+#include "storage/clickhouse/ch_cache.h"
 #include "storage/clickhouse/ch_int.h"
 
 static void entry_free(ch_entry *e)
@@ -1157,6 +1158,9 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
     c->flush_interval_ms =
         o->flush_interval_ms == 0 ? PD_STORAGE_CH_FLUSH_MS_DEFAULT : o->flush_interval_ms;
     c->batch_profiles = o->batch_profiles;
+    if (o->cache_bytes >= 0) /* no cache when out of memory: reads only go to ClickHouse */
+        c->cache = pd__ch_cache_new(
+            (size_t)(o->cache_bytes ? o->cache_bytes : PD_STORAGE_CH_CACHE_DEFAULT));
     c->limits = opts->limits;
     c->retention_ms = opts->retention_ms == 0 ? 15ll * 24 * 3600 * 1000 : opts->retention_ms;
     c->flag_retention_ms = c->retention_ms;
@@ -1197,6 +1201,12 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
                         "aggregate (aggs_v1) or raw (the samples rows: no or a mismatched "
                         "reconciliation row); aggregate_cut: buckets cut by a merge's range "
                         "whose profiles all lie inside it, read from aggs_v1.");
+    pd_metrics_describe("profd_clickhouse_cache_lookups_total", PD_METRIC_COUNTER,
+                        "Lookups in the read cache (--clickhouse.cache-size) by cache (rows: "
+                        "stack, location and sample-type rows by key; merge: a merge's "
+                        "pre-summed whole buckets) and result (hit or miss).");
+    pd_metrics_describe("profd_clickhouse_cache_bytes", PD_METRIC_GAUGE,
+                        "Bytes held by the read cache, by cache (rows or merge).");
     pd_metrics_describe("profd_clickhouse_batch_seconds_sum", PD_METRIC_COUNTER,
                         "Seconds spent writing insert batches.");
     /* the schema on every server that answers; at least one must */
@@ -1301,6 +1311,7 @@ void pd__ch_close(pd_ch *c)
     pd_u64map_release(&c->known_stacks);
     pd_u64map_release(&c->known_series);
     pd_u64map_release(&c->known_last);
+    pd__ch_cache_free(c->cache);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv_work);
     pthread_cond_destroy(&c->cv_done);

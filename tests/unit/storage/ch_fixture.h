@@ -210,6 +210,9 @@ PD_CH_FIXTURE_FN pd_storage_options ch_opts(const char *const *urls, size_t n, c
     o.clock_ms = fake_clock;
     o.retention_ms = 3ll * 86400000;
     o.maintenance_ms = -1;
+    /* reads go to ClickHouse: the tests check what it answers and how
+       (statements, rows read); test_merges_cached turns the cache on */
+    o.clickhouse.cache_bytes = -1;
     return o;
 }
 

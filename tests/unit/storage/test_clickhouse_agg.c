@@ -35,6 +35,7 @@
 #include "../pd_test.h"
 
 #include "base/metrics.h"
+#include "storage/clickhouse/ch_cache.h"
 #include "storage/clickhouse/ch_int.h"
 #include "ch_fixture.h"
 
@@ -268,6 +269,98 @@ static void test_merges_equal_embedded(void **state)
     assert_int_equal((long long)(hours_metric("raw") - raw), (long long)whole);
     assert_true(hours_metric("aggregate_cut") == cut);
     pd__ch_close(c);
+    pd_storage_close(ch);
+    rm_tsdb(ts, dir);
+}
+
+static double cache_metric(const char *cache, const char *result)
+{
+    char l[64];
+    snprintf(l, sizeof l, "cache=\"%s\",result=\"%s\"", cache, result);
+    return pd_metrics_get("profd_clickhouse_cache_lookups_total", l);
+}
+
+/* A ClickHouse store with the read cache on (its default size). */
+static pd_storage *open_cached(const char *db)
+{
+    const char *urls[] = {g_url};
+    pd_storage_options o = ch_opts(urls, 1, db);
+    o.clickhouse.cache_bytes = 0;
+    pd_storage *s;
+    pd_err err;
+    PD_ASSERT_OK(pd_storage_open(&o, &s, &err), &err);
+    return s;
+}
+
+/* The read cache (ch_cache.h): merges asked again are served the whole
+ * buckets' sums and the stack, location and sample-type rows from it, and
+ * stay equal to the TSDB's — also after a late write into a bucket a
+ * cached merge summed (the snapshot found stale by the fresh headers); a
+ * merge whose last whole bucket ended less than CH_SEALED_MS ago is not
+ * kept. */
+static void test_merges_cached(void **state)
+{
+    (void)state;
+    need_server();
+    const int64_t h0 = 1795708800000;
+    g_now = h0 + 5 * HOUR;
+    g_n_put = 0;
+    pd_storage *ch = open_cached("agg_cache");
+    char dir[] = "/tmp/pd_ch_agg_XXXXXX";
+    pd_storage *ts = open_tsdb(dir);
+    for (size_t k = 0; k < 24; k++)
+        for (int s = 0; s < 3; s++)
+            if (s != 1 || k % 2 == 0)
+                put(ch, ts, (char)('a' + s), h0 + (int64_t)k * 600000 + s * 1000, k + (size_t)s);
+    size_t whole;
+    double mh = cache_metric("merge", "hit"), rh = cache_metric("rows", "hit");
+    check_ranges(ch, ts, h0, "cold", &whole);
+    double mh1 = cache_metric("merge", "hit"), rh1 = cache_metric("rows", "hit");
+    /* each range's merges once per series and once grouped: the second
+       of a kind hits already (rows: stacks shared across ranges) */
+    assert_true(rh1 > rh);
+    double via = check_ranges(ch, ts, h0, "warm", &whole);
+    assert_int_equal((long long)via, (long long)whole); /* still summed, from the cache */
+    double mh2 = cache_metric("merge", "hit");
+    /* every warm merge with a sealed whole bucket hits: the ranges but
+       "all time" and "inside one bucket", each per series and grouped */
+    assert_true(mh2 - mh1 >= 6 * 4);
+    (void)mh;
+
+    /* a late write into a bucket the cached merges summed: seen */
+    put(ch, ts, 'a', h0 + HOUR + 5 * 60000 + 500, 3);
+    put(ch, ts, 'c', h0 + 2 * HOUR + 7 * 60000 + 500, 1);
+    check_ranges(ch, ts, h0, "after late writes", &whole);
+    check_ranges(ch, ts, h0, "after late writes, again", &whole);
+
+    /* a merge whose last whole bucket just ended: not kept */
+    g_now = h0 + 6 * HOUR + 30000;
+    uint64_t rc[3], rt[3];
+    refs_of(ch, rc);
+    refs_of(ts, rt);
+    const int64_t a = h0 + 5 * HOUR, z = h0 + 6 * HOUR - 1;
+    put(ch, ts, 'b', a + 1000, 2);
+    put(ch, ts, 'b', z - 1000, 3);
+    double before = cache_metric("merge", "hit");
+    for (int i = 0; i < 3; i++) {
+        got x, y;
+        merge(ch, rc, NULL, 3, a, z, &x);
+        merge(ts, rt, NULL, 3, a, z, &y);
+        same(&x, &y, "last bucket just ended");
+        got_release(&x);
+        got_release(&y);
+    }
+    assert_true(cache_metric("merge", "hit") == before);
+    g_now = h0 + 6 * HOUR + CH_SEALED_MS;
+    for (int i = 0; i < 3; i++) {
+        got x, y;
+        merge(ch, rc, NULL, 3, a, z, &x);
+        merge(ts, rt, NULL, 3, a, z, &y);
+        same(&x, &y, "last bucket sealed");
+        got_release(&x);
+        got_release(&y);
+    }
+    assert_true(cache_metric("merge", "hit") == before + 2);
     pd_storage_close(ch);
     rm_tsdb(ts, dir);
 }
@@ -764,6 +857,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merges_equal_embedded),
+        cmocka_unit_test(test_merges_cached),
         cmocka_unit_test(test_failed_writes_stay_exact),
         cmocka_unit_test(test_headers_exact),
         cmocka_unit_test(test_type_runs_from_select),
