@@ -456,8 +456,8 @@ static int parse_flags(int argc, char **argv, flags *f)
                                    val);
             f->ch_batch_rows = v;
         } else if (strcmp(name, "--clickhouse.cache-size") == 0) {
-            size_t v;
-            if (parse_size(val, &v) < 0 || v > (64ull << 30))
+            size_t v = 0;
+            if ((strcmp(val, "0") != 0 && parse_size(val, &v) < 0) || v > (64ull << 30))
                 return usage_error("--clickhouse.cache-size: \"%s\" is not a size from 0 to 64GiB "
                                    "(e.g. 64MiB; 0: no cache)",
                                    val);

@@ -172,7 +172,8 @@ test('without --web.threads a ClickHouse-backed profd has workers for a fleet\'s
 });
 
 test('bad batch flags are refused naming the flag', async () => {
-  for (const [flag, name] of [['--clickhouse.flush-interval=-1s', 'flush-interval'], ['--clickhouse.batch-rows=0', 'batch-rows'], ['--clickhouse.batch-rows=x', 'batch-rows']]) {
+  for (const [flag, name] of [['--clickhouse.flush-interval=-1s', 'flush-interval'], ['--clickhouse.batch-rows=0', 'batch-rows'], ['--clickhouse.batch-rows=x', 'batch-rows'],
+    ['--clickhouse.cache-size=-1', 'cache-size'], ['--clickhouse.cache-size=1x', 'cache-size'], ['--clickhouse.cache-size=65G', 'cache-size']]) {
     const { spawnSync } = await import('node:child_process');
     const r = spawnSync(process.env.PROFD_BIN, ['serve', flag, '--storage.backend=clickhouse', `--clickhouse.url=${ch.url}`], { encoding: 'utf8', timeout: 30000 });
     assert.equal(r.status, 2, `${flag}: ${r.stderr}`);

@@ -257,9 +257,14 @@ test('two replicas of one shard: one killed under 4 pushers loses no push, no re
   // A returns (same data dir and ports) and catches up from B
   chA = await startReplica('a', pA, replicas, zk.port);
   const local = async (ch, t) => Number(await chQuery(ch, `SELECT count() FROM profd.${t}_local`));
-  for (const t of ['profiles_v3', 'stack_samples_v1']) {
-    await waitFor(`replica a to catch up on ${t}`, async () => (await local(chA, t)) === (await local(chB, t)), 180000, 500);
-  }
+  // caught up: both replicas hold one profiles row per acknowledged push
+  // (equal counts alone can be a moment of a fetch still under way: B
+  // fetches from A the part whose answer was cut), then equal samples rows
+  const nAcked = results.filter((r) => r.status === 200).length;
+  await waitFor('both replicas to hold every acknowledged profile', async () =>
+    (await local(chA, 'profiles_v3')) === nAcked && (await local(chB, 'profiles_v3')) === nAcked, 180000, 500);
+  await waitFor('replica a to catch up on stack_samples_v1', async () =>
+    (await local(chA, 'stack_samples_v1')) === (await local(chB, 'stack_samples_v1')), 180000, 500);
   const nProfiles = await local(chB, 'profiles_v3');
   console.log(`after A returned: profiles_v3_local a=${await local(chA, 'profiles_v3')} b=${nProfiles}, ` +
     `stack_samples_v1_local a=${await local(chA, 'stack_samples_v1')} b=${await local(chB, 'stack_samples_v1')}`);

@@ -139,12 +139,12 @@ bool pd__ch_cache_get(ch_cache *c, ch_cache_kind k, uint64_t key, pd_buf *out, s
         pd_metrics_set("profd_clickhouse_cache_bytes", kind_label[k], (double)store_bytes(s));
     }
     pthread_mutex_unlock(&c->mu);
-    pd_metrics_add("profd_clickhouse_cache_lookups_total",
-                   k == CH_CACHE_ROWS ? (hit ? "cache=\"rows\",result=\"hit\""
-                                             : "cache=\"rows\",result=\"miss\"")
-                                      : (hit ? "cache=\"merge\",result=\"hit\""
-                                             : "cache=\"merge\",result=\"miss\""),
-                   1);
+    pd_metrics_add(
+        "profd_clickhouse_cache_lookups_total",
+        k == CH_CACHE_ROWS
+            ? (hit ? "cache=\"rows\",result=\"hit\"" : "cache=\"rows\",result=\"miss\"")
+            : (hit ? "cache=\"merge\",result=\"hit\"" : "cache=\"merge\",result=\"miss\""),
+        1);
     if (hit && at)
         *at = off;
     return hit;

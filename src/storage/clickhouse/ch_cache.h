@@ -58,7 +58,8 @@ void pd__ch_cache_free(ch_cache *c);
 /* Appends the bytes kept under key in store k to out; true on a hit
  * (*at, when not NULL, is then their offset in out), false on a miss or
  * out of memory (out unchanged). key UINT64_MAX never hits. */
-bool pd__ch_cache_get(ch_cache *c, ch_cache_kind k, uint64_t key, pd_buf *out, size_t *at /* OUT */);
+bool pd__ch_cache_get(ch_cache *c, ch_cache_kind k, uint64_t key, pd_buf *out,
+                      size_t *at /* OUT */);
 /* Keeps a copy of p[0..n) under key in store k (replacing nothing: a key
  * already held keeps its bytes). Dropped silently when larger than a
  * quarter of the store's bound, on out of memory, or for key UINT64_MAX. */
