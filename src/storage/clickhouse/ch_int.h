@@ -226,6 +226,15 @@ static inline bool pd__ch_rd_more(const ch_rd *r)
 /* Largest answer a read takes (bytes). */
 #define CH_MAX_ANSWER (1024u << 20)
 
+/* The oldest and newest profile (ms; *first > *last: none) of the series
+ * this thread's last pd__ch_select chose over a range holding [mint, maxt],
+ * while that answer is current (no append by this process since, at most
+ * CH_CACHE_MS old): true; else false (not known). Profiles another process
+ * wrote since may lie outside: a caller may only use it to skip reading
+ * what its own later reads would find missing (ch_read.c: a merge's cut
+ * buckets, checked against the fresh header summaries). */
+bool pd__ch_select_span(pd_ch *c, int64_t mint, int64_t maxt, int64_t *first /* OUT */,
+                        int64_t *last /* OUT */);
 /* Drops the calling thread's prefetched points if they are c's. */
 void pd__ch_cache_forget(const pd_ch *c);
 /* Sets err to "out of memory (ClickHouse read)"; returns PD_ENOMEM. */

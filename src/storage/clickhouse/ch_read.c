@@ -512,8 +512,18 @@ static int agg_group(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64map
         mkey = XXH3_64bits(bsql[0].data, bsql[0].len);
         mhit = pd__ch_cache_get(c->cache, CH_CACHE_MERGE, mkey, &snap, NULL);
         if (mhit) {
+            /* the cut ends, unless the selection (just read) holds no
+               profile there: e.g. a range from before the first profile to
+               after the last (a profile another profd wrote since shows in
+               the headers, and its bucket is then read raw) */
+            int64_t first, last;
+            ch_buckets E = H;
+            if (pd__ch_select_span(c, mint, maxt, &first, &last)) {
+                E.cut_lo = H.cut_lo && first < H.lo * PD_CH_AGG_BUCKET_MS;
+                E.cut_hi = H.cut_hi && last >= (H.hi + 1) * PD_CH_AGG_BUCKET_MS;
+            }
             pd_buf_reset(&bsql[0]);
-            rc = pd__ch_buckets_put_ends_sql(&H, fps, n, &bsql[0]);
+            rc = pd__ch_buckets_put_ends_sql(&E, fps, n, &bsql[0]);
         }
     }
     if (rc < 0) {

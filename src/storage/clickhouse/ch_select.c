@@ -417,9 +417,11 @@ typedef struct pcache {
     const pd_ch *c;
     uint64_t gen;
     int64_t mint, maxt, born;
-    char *where;      /* select's filter; NULL: nothing remembered */
-    bool points_read; /* the points query ran (idx/ents/pts hold its answer) */
-    pd_u64map idx;    /* ref -> index into ents + 1 */
+    int64_t first, last; /* the selection's oldest and newest profile in [mint, maxt] (ms;
+                            first > last: none) */
+    char *where;         /* select's filter; NULL: nothing remembered */
+    bool points_read;    /* the points query ran (idx/ents/pts hold its answer) */
+    pd_u64map idx;       /* ref -> index into ents + 1 */
     pcache_ent *ents;
     size_t n_ents;
     pd_point *pts;
@@ -528,6 +530,12 @@ static void remember(pd_ch *c, const char *where, int64_t mint, int64_t maxt, ty
     if (!pc->where || !pc->runs || !pc->run_n || !pc->rents)
         goto fail;
     qsort(g, n_g, sizeof *g, cmp_grp);
+    pc->first = INT64_MAX;
+    pc->last = INT64_MIN;
+    for (size_t i = 0; i < n_g; i++) {
+        pc->first = g[i].min < pc->first ? g[i].min : pc->first;
+        pc->last = g[i].max > pc->last ? g[i].max : pc->last;
+    }
     for (size_t i = 0, j; i < n_g; i = j) {
         bool apart = true;
         for (j = i + 1; j < n_g && g[j].fp == g[i].fp; j++)
@@ -573,6 +581,16 @@ static pcache *cache_for(pd_ch *c, int64_t mint, int64_t maxt)
         maxt > pc->maxt)
         return NULL;
     return pc;
+}
+
+bool pd__ch_select_span(pd_ch *c, int64_t mint, int64_t maxt, int64_t *first, int64_t *last)
+{
+    pcache *pc = cache_for(c, mint, maxt);
+    if (!pc)
+        return false;
+    *first = pc->first;
+    *last = pc->last;
+    return true;
 }
 
 /* Reads the points of every series of the remembered selection (one

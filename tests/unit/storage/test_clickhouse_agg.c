@@ -361,6 +361,35 @@ static void test_merges_cached(void **state)
         got_release(&y);
     }
     assert_true(cache_metric("merge", "hit") == before + 2);
+
+    /* selected, then merged (as the query layer does): the cut buckets the
+       selection has no profile in are not read; a profile another profd
+       writes there in between is still in the answer */
+    g_now = h0 + 8 * HOUR;
+    pd_storage *other = open_cached("agg_cache");
+    const int64_t a2 = h0 - 300000, z2 = h0 + 6 * HOUR + 300000;
+    for (int round = 0; round < 3; round++) {
+        pd_err err;
+        pd_matcher m;
+        PD_ASSERT_OK(pd_matcher_init(&m, PD_MATCH_EQ, "__name__", "heap", &err), &err);
+        pd_series_set set;
+        PD_ASSERT_OK(pd_storage_select(ch, &m, 1, a2, z2, &set, &err), &err);
+        pd_matcher_release(&m);
+        assert_int_equal(set.n, 3);
+        uint64_t refs[3];
+        for (size_t i = 0; i < 3; i++)
+            refs[i] = set.v[i].ref;
+        pd_series_set_release(&set);
+        if (round == 2) /* after the select: this store's answer does not know */
+            put(other, ts, 'c', h0 + 6 * HOUR + 60000, 2);
+        got x, y;
+        merge(ch, refs, (const uint32_t[]){0, 0, 0}, 3, a2, z2, &x);
+        merge(ts, rt, (const uint32_t[]){0, 0, 0}, 3, a2, z2, &y);
+        same(&x, &y, round == 2 ? "a write by another profd in a cut bucket" : "selected, merged");
+        got_release(&x);
+        got_release(&y);
+    }
+    pd_storage_close(other);
     pd_storage_close(ch);
     rm_tsdb(ts, dir);
 }
