@@ -8,6 +8,9 @@
  * ch_read_hdr.c, shared through ch_read_int.h; series and points are in
  * ch_select.c.
  *
+ * What reads keep between merges (rows by key, a merge's whole buckets) is
+ * ch_cache.c's; every hit is exact or checked (ch_cache.h).
+ *
  * Every query filters on day (the partition key) as well as ts, so
  * ClickHouse reads only the days in range. Queries name the plain tables:
  * on a cluster those are the Distributed ones, and subqueries use GLOBAL IN
@@ -466,8 +469,11 @@ static int put_raw_sums(pd_ch *c, pd_buf *sql, const uint64_t *fps, size_t n, in
  * inside the range (a range ending after the newest profile, or starting
  * at a series' first). A second round trip only for what did not: the
  * cut ends' samples rows (a range starting amid a series' profiles), a
- * whole bucket whose reconciliation differs. c) the stacks that survived,
- * resolved with IN; d) one part per sample-type set. */
+ * whole bucket whose reconciliation differs. With the read cache
+ * (ch_cache.h), b)'s whole-bucket class comes from an earlier answer to the
+ * same read when kept (checked by the same rule, dropped when stale) and
+ * only the cut ends are read. c) the stacks that survived, resolved with
+ * IN (those the cache holds not asked); d) one part per sample-type set. */
 static int agg_group(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64map *ref_idx,
                      int64_t mint, int64_t maxt, pd_storage_agg_fn fn,
                      int (*poll)(void *ctx, pd_err *err), void *ctx, pd_u64map *all_fps,
