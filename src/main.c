@@ -95,6 +95,7 @@ typedef struct flags {
     bool ch_replicated;               /* --clickhouse.replicated (issue 35 item 4) */
     int64_t ch_flush_ms;              /* --clickhouse.flush-interval (-1: none; 0: default 1 s) */
     unsigned long long ch_batch_rows; /* --clickhouse.batch-rows (0: default) */
+    int64_t ch_agg_idle_ms; /* --clickhouse.agg-flush-idle (-1: every batch; 0: default 60 s) */
     /* issue 31 item 7: --ui.source-dir=[PREFIX=]DIR, repeatable; each value
        copied into src_arg and split there (symbolize/source.h) */
     char src_arg[16][1024];
@@ -145,6 +146,9 @@ static void usage(FILE *f)
         "                                  push waits none; 0: no wait)\n"
         "  --clickhouse.batch-rows=N       a gathering batch goes at once at N samples\n"
         "                                  rows (default 1000000)\n"
+        "  --clickhouse.agg-flush-idle=DUR write a series' 10-minute sums (aggs_v1) once\n"
+        "                                  it got no push for DUR (default 1m; 0: with\n"
+        "                                  every insert batch)\n"
         "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
         "  --storage.wal.segment-size=SIZE WAL segment file size (default 32M)\n"
         "  --storage.block-duration=DUR    head time range cut into a block (default 2h)\n"
@@ -385,6 +389,7 @@ static int parse_flags(int argc, char **argv, flags *f)
                                       "--clickhouse.cluster",
                                       "--clickhouse.flush-interval",
                                       "--clickhouse.batch-rows",
+                                      "--clickhouse.agg-flush-idle",
                                       "--query.max-merge-concurrency",
                                       "--storage.aggregate-workers",
                                       "--ui.source-dir"};
@@ -450,6 +455,14 @@ static int parse_flags(int argc, char **argv, flags *f)
                                    "100000000",
                                    val);
             f->ch_batch_rows = v;
+        } else if (strcmp(name, "--clickhouse.agg-flush-idle") == 0) {
+            pd_err derr;
+            int64_t ms;
+            if (pd_parse_duration(val, &ms, &derr) < 0 || ms < 0 || ms > 3600000)
+                return usage_error("--clickhouse.agg-flush-idle: \"%s\" is not a duration from "
+                                   "0 to 1h",
+                                   val);
+            f->ch_agg_idle_ms = ms ? ms : -1;
         } else if (strcmp(name, "--log.level") == 0) {
             if (strcmp(val, "debug") && strcmp(val, "info") && strcmp(val, "warn") &&
                 strcmp(val, "error"))
@@ -769,6 +782,7 @@ static int serve(const flags *f)
         so.clickhouse.flush_interval_ms = f->ch_flush_ms;
         so.clickhouse.batch_profiles = f->threads;
         so.clickhouse.batch_rows = (size_t)f->ch_batch_rows;
+        so.clickhouse.agg_flush_idle_ms = f->ch_agg_idle_ms;
     }
     /* The listener starts first, as Prometheus does: /-/healthy answers 200
        and /-/ready 503 while the store is opened and its WAL replayed (a due
@@ -843,11 +857,16 @@ static int serve(const flags *f)
                             "clickhouse.replicated",
                             "clickhouse.flush-interval",
                             "clickhouse.batch-rows",
+                            "clickhouse.agg-flush-idle",
                             "query.max-merge-concurrency",
                             "storage.aggregate-workers",
                             "ingest.max-series-per-service",
                             "ui.source-dir"};
-    char v_chfl[32], v_chrows[32];
+    char v_chfl[32], v_chrows[32], v_chidle[32];
+    snprintf(v_chidle, sizeof v_chidle, "%lldms",
+             (long long)(f->ch_agg_idle_ms < 0 ? 0
+                         : f->ch_agg_idle_ms   ? f->ch_agg_idle_ms
+                                               : PD_STORAGE_CH_AGG_IDLE_MS_DEFAULT));
     snprintf(v_chfl, sizeof v_chfl, "%lldms",
              (long long)(f->ch_flush_ms < 0 ? 0
                          : f->ch_flush_ms   ? f->ch_flush_ms
@@ -892,6 +911,7 @@ static int serve(const flags *f)
                              f->ch_replicated ? "true" : "false",
                              v_chfl,
                              v_chrows,
+                             v_chidle,
                              v_mmc,
                              v_aggw,
                              v_msvc,
