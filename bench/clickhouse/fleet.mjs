@@ -107,6 +107,9 @@ async function run(profd, ch, db) {
   res.totals = q.json.data.map((s) => `${JSON.stringify(s.metric)} ${s.totals[0]}`).sort();
   assert.equal(res.totals.length, AGENTS);
   if (ch) {
+    const m = await http(profd.base + '/metrics');
+    const g = (name) => (m.text.match(new RegExp(`^${name} (\\S+)$`, 'm')) || [])[1];
+    res.pending = g('profd_clickhouse_agg_pending_buckets') ? `${g('profd_clickhouse_agg_pending_buckets')} / ${(Number(g('profd_clickhouse_agg_pending_bytes')) / 1048576).toFixed(1)} MiB` : '—';
     const cq = cpuSec(pids[1]) - cq0;
     // profd stopped before ClickHouse's CPU is read: a profd that keeps
     // aggs_v1's sums in memory (--clickhouse.agg-flush-idle) writes them at
@@ -157,12 +160,12 @@ for (const o of out) assert.equal(tot(o.r), tot(emb), `query_range totals equal 
 
 const f = (x, d = 2) => x.toFixed(d);
 console.log(`\n${AGENTS} agents x one real heap profile every ${PERIOD / 1000} s (${f(AGENTS * 1000 / PERIOD, 0)} pushes/s, open loop), ${ROUNDS} periods measured after a warm-up, ${WT}\n`);
-console.log('| backend | flush interval | CPU ms/profile: profd + ClickHouse (+ its merges, after profd stopped) | ratio to embedded | parts written per profile | aggs_v1 rows | profiles reconciled in aggs_v1 | push p50 / p99 ms | sent again | load after |');
-console.log('|---|---|---|---:|---:|---:|---|---|---:|---|');
-console.log(`| embedded | — | ${f(emb.profd)} | 1 | — | — | — | ${f(emb.p50, 1)} / ${f(emb.p99, 1)} | ${emb.resent} | |`);
+console.log('| backend | flush interval | CPU ms/profile: profd + ClickHouse (+ its merges, after profd stopped) | ratio to embedded | parts written per profile | aggs_v1 rows | profiles reconciled in aggs_v1 | pending before stop (series-buckets / memory) | push p50 / p99 ms | sent again | load after |');
+console.log('|---|---|---|---:|---:|---:|---|---|---|---:|---|');
+console.log(`| embedded | — | ${f(emb.profd)} | 1 | — | — | — | — | ${f(emb.p50, 1)} / ${f(emb.p99, 1)} | ${emb.resent} | |`);
 for (const { fl, r, load: l } of out) {
   const all = r.profd + r.chMerges;
-  console.log(`| ClickHouse | ${fl} | ${f(r.profd)} + ${f(r.ch)} (${f(r.chMerges)}) = ${f(all)} | ${f(all / emb.profd, 1)}x | ${f(r.parts, 3)} | ${r.aggRows} | ${r.recon} | ${f(r.p50, 1)} / ${f(r.p99, 1)} | ${r.resent} | ${l} |`);
+  console.log(`| ClickHouse | ${fl} | ${f(r.profd)} + ${f(r.ch)} (${f(r.chMerges)}) = ${f(all)} | ${f(all / emb.profd, 1)}x | ${f(r.parts, 3)} | ${r.aggRows} | ${r.recon} | ${r.pending} | ${f(r.p50, 1)} / ${f(r.p99, 1)} | ${r.resent} | ${l} |`);
 }
 if (BREAKDOWN) {
   for (const { fl, r } of out) {

@@ -31,9 +31,9 @@
  *    bucket, sums of disjoint subsets whose reconciliation rows add up.
  *
  * When written (pd__ch_aggw_flush): a series-bucket that got no append for
- * idle_ms (the writer thread after each batch and when it wakes for it; the
- * maintenance pass too); the oldest first while the pending bytes exceed
- * the cap; all at close. A failed INSERT is logged, counted
+ * idle_ms (the writer thread after each batch — unless a flush is running —
+ * and when it wakes for it; the maintenance pass too); the oldest first while the pending bytes
+ * exceed the cap; all at close. A failed INSERT is logged, counted
  * (profd_clickhouse_agg_write_errors_total) and dropped: never sent again
  * when its outcome is unknown (it may have landed; a second copy would add
  * its reconciliation twice, which merges detect as a mismatch). Lost sums —
@@ -65,15 +65,15 @@
 typedef struct ch_sb {
     uint64_t fp, th;
     int64_t bucket, day;
-    uint64_t n, wsum;     /* the reconciliation: profiles added, their hashes summed */
-    int64_t last_ms;      /* the aggregation clock at its last append */
-    size_t nt;            /* sample types (fixed by th) */
-    pd_u64map at;         /* stack hash -> index into sh */
-    size_t max_at;        /* the index of stack hash UINT64_MAX (u64map's reserved key) */
-    uint64_t *sh;         /* n_st stack hashes */
-    int64_t *val;         /* n_st x nt sums (wrapping, as ClickHouse's Int64 sums) */
+    uint64_t n, wsum; /* the reconciliation: profiles added, their hashes summed */
+    int64_t last_ms;  /* the aggregation clock at its last append */
+    size_t nt;        /* sample types (fixed by th) */
+    pd_u64map at;     /* stack hash -> index into sh */
+    size_t max_at;    /* the index of stack hash UINT64_MAX (u64map's reserved key) */
+    uint64_t *sh;     /* n_st stack hashes */
+    int64_t *val;     /* n_st x nt sums (wrapping, as ClickHouse's Int64 sums) */
     size_t n_st, cap;
-    size_t bytes;         /* what it holds, counted in aggw->bytes */
+    size_t bytes;              /* what it holds, counted in aggw->bytes */
     struct ch_sb *prev, *next; /* the list, least recently appended first */
     struct ch_sb *hnext;       /* another series-bucket under the same index key */
 } ch_sb;
@@ -416,7 +416,12 @@ void pd__ch_aggw_flush(pd_ch *c, int why)
     /* detach what is due, oldest first (w->mu held only for this) */
     ch_sb *due = NULL, **tail = &due;
     size_t n_idle = 0, n_mem = 0, n_all = 0;
-    pthread_mutex_lock(&w->flush_mu);
+    if (why == PD_CH_AGGW_DUE_TRY) {
+        if (pthread_mutex_trylock(&w->flush_mu) != 0)
+            return; /* another flush is writing; what is due goes next time */
+    } else {
+        pthread_mutex_lock(&w->flush_mu);
+    }
     pthread_mutex_lock(&w->mu);
     int64_t now = w->clock();
     while (w->head) {

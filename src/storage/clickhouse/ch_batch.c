@@ -395,12 +395,12 @@ static void flush(pd_ch *c, ch_batch *b)
     par_insert pa = {.c = c, .table = "aggs_v1"};
     pd_buf_init(&pa.rows, 0);
     pd_err_clear(&pa.err);
-    if (c->aggw)
-        ; /* below */
-    else if (gather(b, offsetof(ch_entry, agg_rows), &pa.rows, &n_live) == 0)
-        par_start(&pa);
-    else
-        pa.rc = pd_err_set(&pa.err, PD_ENOMEM, "out of memory batching the aggs_v1 rows");
+    if (!c->aggw) {
+        if (gather(b, offsetof(ch_entry, agg_rows), &pa.rows, &n_live) == 0)
+            par_start(&pa);
+        else
+            pa.rc = pd_err_set(&pa.err, PD_ENOMEM, "out of memory batching the aggs_v1 rows");
+    }
     pd_buf_reset(&rows);
     if (gather(b, offsetof(ch_entry, prof_row), &rows, &n_live) < 0)
         rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
@@ -547,10 +547,11 @@ void *pd__ch_writer_main(void *arg)
         b->done = true;
         pthread_cond_broadcast(&b->cv);
         /* acknowledged: now the aggs_v1 sums that are due (idle, or over the
-           cap), while the next batch gathers */
+           cap), while the next batch gathers (not waiting for a flush that
+           maintenance is writing: the next batch would wait too) */
         if (c->aggw && pd__ch_aggw_wait_ms(c) == 0) {
             pthread_mutex_unlock(&c->mu);
-            pd__ch_aggw_flush(c, PD_CH_AGGW_DUE);
+            pd__ch_aggw_flush(c, PD_CH_AGGW_DUE_TRY);
             pthread_mutex_lock(&c->mu);
         }
     }

@@ -164,8 +164,10 @@ int pd__ch_aggw_add(pd_ch *c, const ch_entry *e);
 int64_t pd__ch_aggw_wait_ms(pd_ch *c);
 /* Writes what is due (PD_CH_AGGW_DUE: idle, then oldest first over the
  * cap) or everything (PD_CH_AGGW_ALL: close) to aggs_v1; failures are
- * logged, counted and dropped. Any thread; NULL c->aggw: no-op. */
-enum { PD_CH_AGGW_DUE = 0, PD_CH_AGGW_ALL = 1 };
+ * logged, counted and dropped. One flush at a time: PD_CH_AGGW_DUE_TRY is
+ * PD_CH_AGGW_DUE but returns at once while another flush runs. Any thread;
+ * NULL c->aggw: no-op. */
+enum { PD_CH_AGGW_DUE = 0, PD_CH_AGGW_ALL = 1, PD_CH_AGGW_DUE_TRY = 2 };
 void pd__ch_aggw_flush(pd_ch *c, int why);
 
 /* ---- samples rows (schema 6) ---- */
