@@ -29,7 +29,8 @@
  *    equal to the TSDB's from aggs_v1; close writes what is pending; a
  *    crash (the pending sums dropped) keeps merges exact (raw), also for a
  *    bucket written in part before; the pending cap writes at once; idle
- *    0 writes per profile beside every batch, as before.
+ *    0 writes per profile beside every batch, as before; on the real
+ *    clock the writer writes an idle bucket by itself.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,6 +44,7 @@
 #include "../pd_test.h"
 
 #include "base/metrics.h"
+#include "base/time.h"
 #include "storage/clickhouse/ch_int.h"
 #include "ch_fixture.h"
 
@@ -823,8 +825,8 @@ static void test_deferred_sums(void **state)
     g_n_put = 0;
     char dir[] = "/tmp/pd_ch_aggw_XXXXXX";
     pd_storage *ts = open_tsdb(dir);
+    pd_storage *ch = open_store("aggw"); /* a reader: another profd (waits for the server) */
     pd_ch *w = open_w("aggw", 60000, 0);
-    pd_storage *ch = open_store("aggw"); /* a reader: another profd */
     const int64_t b0 = h0 / B;
 
     /* (a) hour 0: nothing written while the buckets are not idle */
@@ -910,6 +912,40 @@ static void test_deferred_sums(void **state)
     rm_tsdb(ts, dir);
 }
 
+/* The writer writes an idle series-bucket by itself (its own timed wake-up,
+ * no maintenance pass): the monotonic clock, idle 200 ms; polled until the
+ * reconciliation row is there (a liveness check, no duration asserted). */
+static void test_deferred_sums_writer_wakes(void **state)
+{
+    (void)state;
+    need_server();
+    const char *urls[] = {g_url};
+    pd_storage_options o = ch_opts(urls, 1, "aggw_wake");
+    o.clock_ms = NULL;                         /* the real clocks: pushes dated now */
+    o.clickhouse.agg_flush_idle_ms = 200;      /* past the batch: the wake-up writes it */
+    pd_storage_close(open_store("aggw_wake")); /* waits for the server */
+    pd_ch *w;
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_open(&o, &w, &err), &err);
+    pd_labels ls;
+    labels(&ls, "heap", "a", NULL);
+    int64_t now = pd_now_ms();
+    for (int k = 0; k < 2; k++)
+        PD_ASSERT_OK(pd__ch_append(w, &ls, now - 1000 + k, g_prof[k].body, g_prof[k].len,
+                                   &g_prof[k].p, &err),
+                     &err);
+    pd_labels_release(&ls);
+    uint64_t n = 0;
+    for (int i = 0; i < 600 && n < 2; i++) { /* up to a minute */
+        n = ch_u64(w, "SELECT sum(n) FROM aggs_v1 WHERE types_hash = 0 AND stack_hash = 0 "
+                      "FORMAT RowBinary");
+        if (n < 2)
+            usleep(100000);
+    }
+    assert_int_equal(n, 2);
+    pd__ch_close(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -921,6 +957,7 @@ int main(void)
         cmocka_unit_test(test_upgrade_from_v5),
         cmocka_unit_test(test_upgrade_from_v6),
         cmocka_unit_test(test_deferred_sums),
+        cmocka_unit_test(test_deferred_sums_writer_wakes),
     };
     if (getenv("PD_TEST_FILTER")) /* e.g. PD_TEST_FILTER=test_deferred_sums */
         cmocka_set_test_filter(getenv("PD_TEST_FILTER"));
