@@ -96,6 +96,7 @@ typedef struct flags {
     int64_t ch_flush_ms;              /* --clickhouse.flush-interval (-1: none; 0: default 1 s) */
     unsigned long long ch_batch_rows; /* --clickhouse.batch-rows (0: default) */
     int64_t ch_cache_bytes;           /* --clickhouse.cache-size (0: default 64 MiB; -1: none) */
+    int64_t ch_agg_idle_ms; /* --clickhouse.agg-flush-idle (-1: every batch; 0: default 60 s) */
     /* issue 31 item 7: --ui.source-dir=[PREFIX=]DIR, repeatable; each value
        copied into src_arg and split there (symbolize/source.h) */
     char src_arg[16][1024];
@@ -149,6 +150,9 @@ static void usage(FILE *f)
         "  --clickhouse.cache-size=SIZE    read cache: stack, location and sample-type rows\n"
         "                                  and merges' summed whole buckets (default 64MiB;\n"
         "                                  0: none)\n"
+        "  --clickhouse.agg-flush-idle=DUR write a series' 10-minute sums (aggs_v1) once\n"
+        "                                  it got no push for DUR (default 1m; 0: with\n"
+        "                                  every insert batch)\n"
         "  --storage.wal.fsync=POLICY      always|batch|never (default batch)\n"
         "  --storage.wal.segment-size=SIZE WAL segment file size (default 32M)\n"
         "  --storage.block-duration=DUR    head time range cut into a block (default 2h)\n"
@@ -390,6 +394,7 @@ static int parse_flags(int argc, char **argv, flags *f)
                                       "--clickhouse.flush-interval",
                                       "--clickhouse.batch-rows",
                                       "--clickhouse.cache-size",
+                                      "--clickhouse.agg-flush-idle",
                                       "--query.max-merge-concurrency",
                                       "--storage.aggregate-workers",
                                       "--ui.source-dir"};
@@ -462,6 +467,14 @@ static int parse_flags(int argc, char **argv, flags *f)
                                    "(e.g. 64MiB; 0: no cache)",
                                    val);
             f->ch_cache_bytes = v ? (int64_t)v : -1;
+        } else if (strcmp(name, "--clickhouse.agg-flush-idle") == 0) {
+            pd_err derr;
+            int64_t ms;
+            if (pd_parse_duration(val, &ms, &derr) < 0 || ms < 0 || ms > 3600000)
+                return usage_error("--clickhouse.agg-flush-idle: \"%s\" is not a duration from "
+                                   "0 to 1h",
+                                   val);
+            f->ch_agg_idle_ms = ms ? ms : -1;
         } else if (strcmp(name, "--log.level") == 0) {
             if (strcmp(val, "debug") && strcmp(val, "info") && strcmp(val, "warn") &&
                 strcmp(val, "error"))
@@ -782,6 +795,7 @@ static int serve(const flags *f)
         so.clickhouse.cache_bytes = f->ch_cache_bytes;
         so.clickhouse.batch_profiles = f->threads;
         so.clickhouse.batch_rows = (size_t)f->ch_batch_rows;
+        so.clickhouse.agg_flush_idle_ms = f->ch_agg_idle_ms;
     }
     /* The listener starts first, as Prometheus does: /-/healthy answers 200
        and /-/ready 503 while the store is opened and its WAL replayed (a due
@@ -856,11 +870,16 @@ static int serve(const flags *f)
                             "clickhouse.replicated",
                             "clickhouse.flush-interval",
                             "clickhouse.batch-rows",
+                            "clickhouse.agg-flush-idle",
                             "query.max-merge-concurrency",
                             "storage.aggregate-workers",
                             "ingest.max-series-per-service",
                             "ui.source-dir"};
-    char v_chfl[32], v_chrows[32];
+    char v_chfl[32], v_chrows[32], v_chidle[32];
+    snprintf(v_chidle, sizeof v_chidle, "%lldms",
+             (long long)(f->ch_agg_idle_ms < 0 ? 0
+                         : f->ch_agg_idle_ms   ? f->ch_agg_idle_ms
+                                               : PD_STORAGE_CH_AGG_IDLE_MS_DEFAULT));
     snprintf(v_chfl, sizeof v_chfl, "%lldms",
              (long long)(f->ch_flush_ms < 0 ? 0
                          : f->ch_flush_ms   ? f->ch_flush_ms
@@ -905,6 +924,7 @@ static int serve(const flags *f)
                              f->ch_replicated ? "true" : "false",
                              v_chfl,
                              v_chrows,
+                             v_chidle,
                              v_mmc,
                              v_aggw,
                              v_msvc,

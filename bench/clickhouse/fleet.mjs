@@ -14,6 +14,8 @@
 //          WEB_THREADS=128 (--web.threads of both profds: a push holds a
 //          worker until its batch is acknowledged, so the workers bound the
 //          pushes a batch can gather)
+//          CH_EXTRA="--clickhouse.agg-flush-idle=0" (more flags of the
+//          ClickHouse-backed profd, space-separated)
 //          BREAKDOWN=1 (also print ClickHouse's CPU per profile by statement,
 //          from system.query_log's ProfileEvents, and its merges' by table,
 //          from system.part_log)
@@ -23,8 +25,9 @@
 // the pushes in a batch are the fleet's rate x the flush interval, and
 // ClickHouse 18.16 costs ~6-12 ms of CPU per batch (bench/clickhouse/RESULTS.md).
 // Measured per run: CPU (user + system, /proc/PID/stat) of profd and of
-// clickhouse-server over the measured periods plus ClickHouse's background
-// merges they caused; push latency p50/p99; parts written per profile
+// clickhouse-server over the measured periods plus, after profd stopped
+// (its close writes aggs_v1's pending sums, --clickhouse.agg-flush-idle),
+// ClickHouse's CPU until its background merges are done; push latency p50/p99; parts written per profile
 // (system.part_log: one per table per INSERT). The answers are compared: query_range totals of every
 // series equal on both backends.
 import assert from 'node:assert/strict';
@@ -40,6 +43,7 @@ const ROUNDS = Number(process.env.ROUNDS || 6);
 const FLUSH = (process.env.FLUSH ?? '100ms,1s').split(',').filter(Boolean);
 const WT = `--web.threads=${Number(process.env.WEB_THREADS || 128)}`;
 const BREAKDOWN = process.env.BREAKDOWN === '1';
+const CH_EXTRA = (process.env.CH_EXTRA || '').split(' ').filter(Boolean);
 if (!CH_BIN) throw new Error('clickhouse-server is not installed (scripts/install-deps.sh --test)');
 const dir = tempDir('pd-chfleet-');
 process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
@@ -94,23 +98,37 @@ async function run(profd, ch, db) {
   for (let j = 1; j <= ROUNDS; j++) await period(profd, j, t0, lat);
   const n = AGENTS * ROUNDS;
   const res = { profd: (cpuSec(pids[0]) - c0[0]) / n * 1000, p50: pct(lat, 0.5), p99: pct(lat, 0.99), resent };
+  // the answers (before profd stops; ClickHouse's CPU for this query is
+  // taken out of its figure below)
+  const cq0 = ch ? cpuSec(pids[1]) : 0;
+  if (ch) res.ch = (cq0 - c0[1]) / n * 1000;
+  const q = await http(profd.base + '/api/v1/query_range?' + qs({ query: 'heap{service="fleet"}', from: (t0 - 60000) / 1000, to: (Date.now() + 60000) / 1000 }));
+  assert.equal(q.status, 200, q.text.slice(0, 300));
+  res.totals = q.json.data.map((s) => `${JSON.stringify(s.metric)} ${s.totals[0]}`).sort();
+  assert.equal(res.totals.length, AGENTS);
   if (ch) {
-    res.ch = (cpuSec(pids[1]) - c0[1]) / n * 1000;
+    const m = await http(profd.base + '/metrics');
+    const g = (name) => (m.text.match(new RegExp(`^${name} (\\S+)$`, 'm')) || [])[1];
+    res.pending = g('profd_clickhouse_agg_pending_buckets') ? `${g('profd_clickhouse_agg_pending_buckets')} / ${(Number(g('profd_clickhouse_agg_pending_bytes')) / 1048576).toFixed(1)} MiB` : '—';
+    const cq = cpuSec(pids[1]) - cq0;
+    // profd stopped before ClickHouse's CPU is read: a profd that keeps
+    // aggs_v1's sums in memory (--clickhouse.agg-flush-idle) writes them at
+    // close, and that INSERT and its merges are part of the cost. (profd's
+    // own CPU for encoding them at close is not in its figure: read above.)
+    await profd.stop();
     const deadline = Date.now() + 60000;
     while (Date.now() < deadline && Number(await chQuery(ch, 'SELECT count() FROM system.merges')) > 0) await sleep(500);
-    res.chMerges = (cpuSec(pids[1]) - c0[1]) / n * 1000;
+    res.chMerges = (cpuSec(pids[1]) - c0[1] - cq) / n * 1000;
     await chQuery(ch, 'SYSTEM FLUSH LOGS');
     res.parts = Number(await chQuery(ch, `SELECT count() FROM system.part_log WHERE event_type = 1 AND event_time >= '${chT1}' AND database = '${db}'`)) / n;
+    res.aggRows = Number(await chQuery(ch, `SELECT count() FROM ${db}.aggs_v1`));
+    res.recon = `${await chQuery(ch, `SELECT sum(n) FROM ${db}.aggs_v1 WHERE types_hash = 0 AND stack_hash = 0`)} of ${await chQuery(ch, `SELECT count() FROM ${db}.profiles_v3`)}`;
     if (BREAKDOWN) {
       const cpu = "(ProfileEvents.Values[indexOf(ProfileEvents.Names, 'UserTimeMicroseconds')] + ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SystemTimeMicroseconds')])";
       res.stmts = await chQuery(ch, `SELECT concat(substring(query, 1, 6), ' ', extract(query, '(?:INTO|FROM) ([a-zA-Z_0-9.]+)')) AS kind, count(), round(sum(${cpu}) / 1000 / ${n}, 3) AS cpu_ms_per_profile, round(sum(query_duration_ms) / count(), 1), sum(written_rows) FROM system.query_log WHERE type = 2 AND event_time >= '${chT1}' AND query NOT LIKE '%system.%' GROUP BY kind ORDER BY cpu_ms_per_profile DESC FORMAT TSV`);
       res.merges = await chQuery(ch, `SELECT table, count(), round(sum(duration_ms) / ${n}, 3) AS wall_ms_per_profile, sum(rows) FROM system.part_log WHERE event_type = 2 AND event_time >= '${chT1}' AND database = '${db}' GROUP BY table ORDER BY wall_ms_per_profile DESC FORMAT TSV`);
     }
   }
-  const q = await http(profd.base + '/api/v1/query_range?' + qs({ query: 'heap{service="fleet"}', from: (t0 - 60000) / 1000, to: (Date.now() + 60000) / 1000 }));
-  assert.equal(q.status, 200, q.text.slice(0, 300));
-  res.totals = q.json.data.map((s) => `${JSON.stringify(s.metric)} ${s.totals[0]}`).sort();
-  assert.equal(res.totals.length, AGENTS);
   return res;
 }
 
@@ -128,9 +146,8 @@ await chQuery(ch, 'SELECT 1');
 for (const fl of FLUSH) {
   const db = `fleet_${fl.replace(/\W/g, '')}`;
   const p = await startProfd({ storage: path.join(dir, `x-${fl}`), name: 'profd-ch',
-    extraArgs: [WT, '--storage.backend=clickhouse', `--clickhouse.url=${ch.url}`, `--clickhouse.database=${db}`, `--clickhouse.flush-interval=${fl}`] });
-  const r = await run(p, ch, db);
-  await p.stop();
+    extraArgs: [WT, '--storage.backend=clickhouse', `--clickhouse.url=${ch.url}`, `--clickhouse.database=${db}`, `--clickhouse.flush-interval=${fl}`, ...CH_EXTRA] });
+  const r = await run(p, ch, db); // stops p
   out.push({ fl, r, load: load() });
 }
 await killAll();
@@ -143,12 +160,12 @@ for (const o of out) assert.equal(tot(o.r), tot(emb), `query_range totals equal 
 
 const f = (x, d = 2) => x.toFixed(d);
 console.log(`\n${AGENTS} agents x one real heap profile every ${PERIOD / 1000} s (${f(AGENTS * 1000 / PERIOD, 0)} pushes/s, open loop), ${ROUNDS} periods measured after a warm-up, ${WT}\n`);
-console.log('| backend | flush interval | CPU ms/profile: profd + ClickHouse (+ its merges after) | ratio to embedded | parts written per profile | push p50 / p99 ms | sent again | load after |');
-console.log('|---|---|---|---:|---:|---|---:|---|');
-console.log(`| embedded | — | ${f(emb.profd)} | 1 | — | ${f(emb.p50, 1)} / ${f(emb.p99, 1)} | ${emb.resent} | |`);
+console.log('| backend | flush interval | CPU ms/profile: profd + ClickHouse (+ its merges, after profd stopped) | ratio to embedded | parts written per profile | aggs_v1 rows | profiles reconciled in aggs_v1 | pending before stop (series-buckets / memory) | push p50 / p99 ms | sent again | load after |');
+console.log('|---|---|---|---:|---:|---:|---|---|---|---:|---|');
+console.log(`| embedded | — | ${f(emb.profd)} | 1 | — | — | — | — | ${f(emb.p50, 1)} / ${f(emb.p99, 1)} | ${emb.resent} | |`);
 for (const { fl, r, load: l } of out) {
   const all = r.profd + r.chMerges;
-  console.log(`| ClickHouse | ${fl} | ${f(r.profd)} + ${f(r.ch)} (${f(r.chMerges)}) = ${f(all)} | ${f(all / emb.profd, 1)}x | ${f(r.parts, 3)} | ${f(r.p50, 1)} / ${f(r.p99, 1)} | ${r.resent} | ${l} |`);
+  console.log(`| ClickHouse | ${fl} | ${f(r.profd)} + ${f(r.ch)} (${f(r.chMerges)}) = ${f(all)} | ${f(all / emb.profd, 1)}x | ${f(r.parts, 3)} | ${r.aggRows} | ${r.recon} | ${r.pending} | ${f(r.p50, 1)} / ${f(r.p99, 1)} | ${r.resent} | ${l} |`);
 }
 if (BREAKDOWN) {
   for (const { fl, r } of out) {

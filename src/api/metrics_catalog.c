@@ -92,9 +92,18 @@ static const catalog_entry catalog[] = {
          "status=\"firing\",matched=\"true\"", "status=\"firing\",matched=\"false\"",
          "status=\"resolved\",matched=\"true\"", "status=\"resolved\",matched=\"false\"", NULL}},
     {"profd_clickhouse_agg_write_errors_total", PD_METRIC_COUNTER,
-     "Insert batches whose aggs_v1 rows were not written (merges read "
+     "aggs_v1 INSERTs that failed, their sums dropped (merges read "
      "their buckets from the samples rows).",
      NULL},
+    {"profd_clickhouse_agg_pending_buckets", PD_METRIC_GAUGE,
+     "Series-buckets (10 minutes) whose aggs_v1 sums wait in memory "
+     "(--clickhouse.agg-flush-idle).",
+     NULL},
+    {"profd_clickhouse_agg_pending_bytes", PD_METRIC_GAUGE, "Bytes those pending sums hold.", NULL},
+    {"profd_clickhouse_agg_flushed_buckets_total", PD_METRIC_COUNTER,
+     "Series-buckets whose pending sums were sent to aggs_v1, by why: "
+     "idle, memory (the pending cap) or close.",
+     (const char *const[]){"reason=\"idle\"", "reason=\"memory\"", "reason=\"close\"", NULL}},
     {"profd_clickhouse_merge_buckets_total", PD_METRIC_COUNTER,
      "Series-buckets wholly inside merges, by where their sums were read: "
      "aggregate (aggs_v1) or raw (the samples rows: no or a mismatched "

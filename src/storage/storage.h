@@ -63,6 +63,10 @@ typedef enum { PD_STORAGE_TSDB = 0, PD_STORAGE_CLICKHOUSE = 1 } pd_storage_backe
 #define PD_STORAGE_CH_FLUSH_MS_DEFAULT 1000
 /* pd_clickhouse_options.cache_bytes when 0: 64 MiB. */
 #define PD_STORAGE_CH_CACHE_DEFAULT (64ll << 20)
+/* pd_clickhouse_options.agg_flush_idle_ms when 0, ms (--clickhouse.agg-flush-idle). */
+#define PD_STORAGE_CH_AGG_IDLE_MS_DEFAULT 60000
+/* pd_clickhouse_options.agg_pending_bytes when 0. */
+#define PD_STORAGE_CH_AGG_PENDING_DEFAULT (64u << 20)
 
 /* Options of the ClickHouse backend (--clickhouse.*); zeroes are defaults. */
 typedef struct pd_clickhouse_options {
@@ -101,6 +105,15 @@ typedef struct pd_clickhouse_options {
     size_t batch_profiles;     /* a gathering batch goes at once when it holds this
                                   many profiles (main.c passes --web.threads: every
                                   push worker is then waiting on it); 0 = no bound */
+    int64_t agg_flush_idle_ms; /* aggs_v1's sums are kept per series and 10-minute
+                                  bucket in memory and written once the bucket got no
+                                  append for this long (docs/clickhouse.md#aggregates);
+                                  0 = PD_STORAGE_CH_AGG_IDLE_MS_DEFAULT, < 0 = written
+                                  beside every batch's profile rows, per profile.
+                                  Measured on clock_ms when set (tests), else on the
+                                  monotonic clock */
+    size_t agg_pending_bytes;  /* ... or, oldest first, while those sums hold more than
+                                  this; 0 = PD_STORAGE_CH_AGG_PENDING_DEFAULT */
     int64_t timeout_ms;        /* one HTTP request; 0 = 30 s */
     int retries;               /* attempts per statement; 0 = 5 (backoff 100 ms doubling) */
     int64_t cache_bytes;       /* the read cache (storage/clickhouse/ch_cache.h: stack,

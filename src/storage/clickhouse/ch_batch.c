@@ -139,6 +139,11 @@ static int insert_rows(pd_ch *c, ch_batch *b, const char *table, const pd_buf *r
     }
 }
 
+int pd__ch_insert_block(pd_ch *c, const char *table, const pd_buf *rows, pd_err *err)
+{
+    return insert_rows(c, NULL, table, rows, false, 0, err);
+}
+
 /* One INSERT run on its own thread so that the five of a batch (stacks,
  * locations, series, series_index: rows safe to repeat, as these tables replace; and
  * samples, settled by write_id when its outcome is unknown) and its
@@ -378,19 +383,24 @@ static void flush(pd_ch *c, ch_batch *b)
     }
 
     /* then profiles (the row that makes a profile visible), and beside it
-       the live entries' aggs_v1 rows (schema 5). These are not part of the
-       acknowledgement: whichever of the two fails, lands twice or half, an
-       bucket's reconciliation row (n, wsum) then differs from its profiles
-       rows and merges read that bucket from samples_v3 (ch_agg.c) — exact
-       either way; so an aggs INSERT whose outcome is unknown is not sent
-       again, and its failure only logged and counted */
+       (agg_flush_idle_ms < 0: c->aggw NULL) the live entries' aggs_v1 rows
+       (schema 5). These are not part of the acknowledgement: whichever of
+       the two fails, lands twice or half, a bucket's reconciliation row (n,
+       wsum) then differs from its profiles rows and merges read that bucket
+       from the samples rows (ch_agg.c) — exact either way; so an aggs INSERT
+       whose outcome is unknown is not sent again, and its failure only
+       logged and counted. With c->aggw the rows wait, summed per
+       series-bucket, for the bucket to go idle (ch_aggw.c): added below once
+       the profile rows are written */
     par_insert pa = {.c = c, .table = "aggs_v1"};
     pd_buf_init(&pa.rows, 0);
     pd_err_clear(&pa.err);
-    if (gather(b, offsetof(ch_entry, agg_rows), &pa.rows, &n_live) == 0)
-        par_start(&pa);
-    else
-        pa.rc = pd_err_set(&pa.err, PD_ENOMEM, "out of memory batching the aggs_v1 rows");
+    if (!c->aggw) {
+        if (gather(b, offsetof(ch_entry, agg_rows), &pa.rows, &n_live) == 0)
+            par_start(&pa);
+        else
+            pa.rc = pd_err_set(&pa.err, PD_ENOMEM, "out of memory batching the aggs_v1 rows");
+    }
     pd_buf_reset(&rows);
     if (gather(b, offsetof(ch_entry, prof_row), &rows, &n_live) < 0)
         rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
@@ -424,6 +434,8 @@ static void flush(pd_ch *c, ch_batch *b)
         for (size_t i = 0; i < e->n_stacks; i++)
             (void)pd_u64map_put(&c->known_stacks, e->stack_hash[i], (uint64_t)e->day + 1);
         (void)pd_u64map_put(&c->known_series, e->fp, (uint64_t)e->day + 1);
+        if (c->aggw) /* stored: its sums join its series-bucket's */
+            (void)pd__ch_aggw_add(c, e);
     }
     pd_metrics_add("profd_clickhouse_batches_total", NULL, 1);
     pd_metrics_add("profd_clickhouse_inserted_rows_total", NULL, (double)par[3].expect);
@@ -492,8 +504,23 @@ void *pd__ch_writer_main(void *arg)
     size_t last_n = 0;                  /* profiles in the batch started then */
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (!c->pending && !c->stopping)
-            pthread_cond_wait(&c->cv_work, &c->mu);
+        while (!c->pending && !c->stopping) {
+            int64_t wait = c->aggw ? pd__ch_aggw_wait_ms(c) : -1;
+            if (wait < 0) {
+                pthread_cond_wait(&c->cv_work, &c->mu);
+            } else if (wait == 0) { /* aggs_v1 sums due: written meanwhile */
+                pthread_mutex_unlock(&c->mu);
+                pd__ch_aggw_flush(c, PD_CH_AGGW_DUE);
+                pthread_mutex_lock(&c->mu);
+            } else {
+                struct timespec dl;
+                clock_gettime(CLOCK_REALTIME, &dl);
+                int64_t ns = dl.tv_nsec + (wait % 1000) * 1000000;
+                dl.tv_sec += wait / 1000 + ns / 1000000000;
+                dl.tv_nsec = ns % 1000000000;
+                pthread_cond_timedwait(&c->cv_work, &c->mu, &dl);
+            }
+        }
         if (!c->pending)
             break;
         wait_window(c, last_start, last_n);
@@ -519,6 +546,14 @@ void *pd__ch_writer_main(void *arg)
         pthread_mutex_lock(&c->mu);
         b->done = true;
         pthread_cond_broadcast(&b->cv);
+        /* acknowledged: now the aggs_v1 sums that are due (idle, or over the
+           cap), while the next batch gathers (not waiting for a flush that
+           maintenance is writing: the next batch would wait too) */
+        if (c->aggw && pd__ch_aggw_wait_ms(c) == 0) {
+            pthread_mutex_unlock(&c->mu);
+            pd__ch_aggw_flush(c, PD_CH_AGGW_DUE_TRY);
+            pthread_mutex_lock(&c->mu);
+        }
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;

@@ -17,6 +17,7 @@
 
 typedef struct ch_entry ch_entry;
 typedef struct ch_batch ch_batch;
+typedef struct ch_aggw ch_aggw;
 
 struct pd_ch {
     char **urls; /* n_urls, owned, without a trailing '/' */
@@ -64,6 +65,8 @@ struct pd_ch {
                                stored (0: check again) */
     bool forget_known;      /* a read missed a stack (__atomic): the writer clears the
                                two maps above before its next batch */
+    ch_aggw *aggw;          /* aggs_v1's pending sums (ch_aggw.c); NULL: aggs_v1 rows go
+                               beside every batch's profile rows (agg_flush_idle_ms < 0) */
 
     /* what reads keep of ClickHouse's answers (ch_cache.h; NULL: none) */
     struct ch_cache *cache;
@@ -82,6 +85,8 @@ struct ch_entry {
     int64_t ts, day;
     pd_buf prof_row, series_row, index_rows, sample_rows, stack_rows;
     pd_buf agg_rows;      /* aggs_v1 rows (schema 5): its stacks summed, its reconciliation row */
+    uint64_t types_hash;  /* pd__ch_types_hash of its profile */
+    size_t n_types;       /* its sample types */
     uint64_t *stack_hash; /* n_stacks keys of stacks_v3 rows (stacks and, schema 4,
                              locations), in stack_rows order */
     size_t *stack_end;    /* end offset of each stack row in stack_rows */
@@ -137,6 +142,37 @@ static inline uint64_t pd__ch_wid_hash(uint64_t w)
     "13787848793156543929) AS wh1, bitShiftRight(wh1, 27)), 10723151780598845931) AS wh2, "        \
     "bitShiftRight(wh2, 31))"
 
+/* Appends the columns of an aggs_v1 row before valuesMap (day, fingerprint,
+ * bucket, types_hash, stack_hash, n, wsum) to b. 0 or PD_ENOMEM. */
+int pd__ch_put_agg_key(pd_buf *b, int64_t day, uint64_t fp, int64_t bucket, uint64_t th,
+                       uint64_t sh, uint64_t n, uint64_t wsum);
+
+/* ---- aggs_v1's pending sums (ch_aggw.c: the design) ---- */
+
+/* Sets up c->aggw: series-buckets written once idle for idle_ms (> 0) on
+ * clock (NULL: the monotonic clock, ms), or oldest first while they hold
+ * more than cap bytes. PD_ENOMEM. */
+int pd__ch_aggw_new(pd_ch *c, int64_t idle_ms, size_t cap, int64_t (*clock)(void));
+/* Frees c->aggw and what it still holds, unwritten (after a final
+ * pd__ch_aggw_flush). NULL c->aggw: no-op. */
+void pd__ch_aggw_free(pd_ch *c);
+/* Drops every pending sum, unwritten (what a crash does; tests). */
+void pd__ch_aggw_drop(pd_ch *c);
+/* Adds acknowledged entry e (its agg_rows) to its series-bucket's sums (the
+ * writer, after its profiles_v3 INSERT succeeded). 0; on an error the
+ * series-bucket is dropped (logged, counted) and PD_ENOMEM or -1 returned. */
+int pd__ch_aggw_add(pd_ch *c, const ch_entry *e);
+/* ms until a pending series-bucket is due (0: one is, or the cap is
+ * exceeded), -1 when none is pending. */
+int64_t pd__ch_aggw_wait_ms(pd_ch *c);
+/* Writes what is due (PD_CH_AGGW_DUE: idle, then oldest first over the
+ * cap) or everything (PD_CH_AGGW_ALL: close) to aggs_v1; failures are
+ * logged, counted and dropped. One flush at a time: PD_CH_AGGW_DUE_TRY is
+ * PD_CH_AGGW_DUE but returns at once while another flush runs. Any thread;
+ * NULL c->aggw: no-op. */
+enum { PD_CH_AGGW_DUE = 0, PD_CH_AGGW_ALL = 1, PD_CH_AGGW_DUE_TRY = 2 };
+void pd__ch_aggw_flush(pd_ch *c, int why);
+
 /* ---- samples rows (schema 6) ---- */
 
 /* The table samples rows are written to since schema 6 (clickhouse.h):
@@ -156,6 +192,12 @@ static inline bool pd__ch_legacy_samples(pd_ch *c)
 }
 
 /* ---- ch_batch.c ---- */
+
+/* INSERTs rows (RowBinary) into table as one block (one part per server:
+ * max_insert_block_size lifted), with the writer's settings (cluster,
+ * replicated). An INSERT whose outcome is unknown is not sent again: an
+ * error. pd__ch_exec's errors. */
+int pd__ch_insert_block(pd_ch *c, const char *table, const pd_buf *rows, pd_err *err);
 
 /* The writer thread (arg: the pd_ch): sends c->pending as batches until
  * c->stopping and the queue is empty. */

@@ -78,11 +78,15 @@
  *                stack_hash, n UInt64, wsum UInt64, valuesMap Nested(type
  *                UInt16, value Int64))
  *                SummingMergeTree PARTITION BY day ORDER BY (fingerprint,
- *                bucket, types_hash, stack_hash): since v5, each profile's
- *                stacks summed (n = wsum = 0; valuesMap: the non-zero values
- *                by sample type index), and per profile a reconciliation row
- *                (types_hash = stack_hash = 0, n = 1, wsum =
- *                pd__ch_wid_hash(write_id)); written beside the profiles row.
+ *                bucket, types_hash, stack_hash): since v5, the stacks of
+ *                a set of stored profiles of one series-bucket summed (n =
+ *                wsum = 0; valuesMap: the non-zero values by sample type
+ *                index), and with them the set's reconciliation row
+ *                (types_hash = stack_hash = 0, n = its profiles, wsum = the
+ *                sum of their pd__ch_wid_hash(write_id)); a set is a
+ *                series-bucket's profiles summed in memory until it is idle
+ *                (ch_aggw.c; agg_flush_idle_ms) or, with agg_flush_idle_ms
+ *                < 0, one profile written beside its profiles row.
  *                A merge reads a series' bucket from its sums only when that
  *                bucket lies wholly in the range and its summed n and wsum
  *                equal those of its profiles_v3 rows (ch_agg.c): otherwise

@@ -207,6 +207,9 @@ PD_CH_FIXTURE_FN pd_storage_options ch_opts(const char *const *urls, size_t n, c
     o.clickhouse.n_urls = n;
     o.clickhouse.database = db;
     o.clickhouse.retries = 3;
+    /* aggs_v1 rows beside every batch (the tests of deferred sums,
+       test_clickhouse_agg.c's, set their own) */
+    o.clickhouse.agg_flush_idle_ms = -1;
     o.clock_ms = fake_clock;
     o.retention_ms = 3ll * 86400000;
     o.maintenance_ms = -1;

@@ -21,7 +21,16 @@
  *  - a version-5 database (samples in samples_v3) upgraded to 6: merges and
  *    single reads equal to the TSDB's over old rows, new rows and both;
  *  - a version-6 database (location rows in stacks_v3) upgraded to 7: the
- *    same.
+ *    same;
+ *  - deferred sums (--clickhouse.agg-flush-idle, ch_aggw.c; the test's
+ *    clock drives the idle time): nothing in aggs_v1 before a series-bucket
+ *    is idle and merges exact (raw) meanwhile; once idle one
+ *    reconciliation row per series-bucket with n = its profiles, merges
+ *    equal to the TSDB's from aggs_v1; close writes what is pending; a
+ *    crash (the pending sums dropped) keeps merges exact (raw), also for a
+ *    bucket written in part before; the pending cap writes at once; idle
+ *    0 writes per profile beside every batch, as before; on the real
+ *    clock the writer writes an idle bucket by itself.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,6 +45,7 @@
 
 #include "base/metrics.h"
 #include "storage/clickhouse/ch_cache.h"
+#include "base/time.h"
 #include "storage/clickhouse/ch_int.h"
 #include "ch_fixture.h"
 
@@ -45,7 +55,7 @@ static const int64_t HOUR = 3600000, DAY_MS = 86400000, B = PD_CH_AGG_BUCKET_MS;
 static struct {
     int s;
     int64_t ts;
-} g_put[256];
+} g_put[1024];
 static size_t g_n_put;
 
 /* Series-buckets wholly inside [a, z] that hold a stored profile: what
@@ -192,7 +202,7 @@ static void put(pd_storage *ch, pd_storage *ts, char inst, int64_t t, size_t k)
     if (ts)
         PD_ASSERT_OK(pd_storage_append(ts, &ls, t, p->body, p->len, &p->p, &err), &err);
     pd_labels_release(&ls);
-    assert_true(g_n_put < 256);
+    assert_true(g_n_put < 1024);
     g_put[g_n_put].s = inst - 'a';
     g_put[g_n_put++].ts = t;
 }
@@ -812,7 +822,7 @@ static void put_v6(pd_ch *c, pd_storage *ts, char inst, int64_t t, size_t k)
     PD_ASSERT_OK(pd__ch_append(c, &ls, t, p->body, p->len, &p->p, &err), &err);
     PD_ASSERT_OK(pd_storage_append(ts, &ls, t, p->body, p->len, &p->p, &err), &err);
     pd_labels_release(&ls);
-    assert_true(g_n_put < 256);
+    assert_true(g_n_put < 1024);
     g_put[g_n_put].s = inst - 'a';
     g_put[g_n_put++].ts = t;
 }
@@ -882,6 +892,182 @@ static void test_upgrade_from_v6(void **state)
     rm_tsdb(ts, dir);
 }
 
+/* A writer with deferred aggs_v1 sums: idle_ms (< 0: per batch) on the
+ * test's clock (g_now), pending cap (0: default). */
+static pd_ch *open_w(const char *db, int64_t idle_ms, size_t cap)
+{
+    const char *urls[] = {g_url};
+    pd_storage_options o = ch_opts(urls, 1, db);
+    o.clickhouse.agg_flush_idle_ms = idle_ms;
+    o.clickhouse.agg_pending_bytes = cap;
+    pd_ch *c;
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_open(&o, &c, &err), &err);
+    return c;
+}
+
+/* aggs_v1's reconciliation rows in buckets [b0, b1]: their count, their
+ * summed n. */
+static uint64_t recon_rows(pd_ch *c, int64_t b0, int64_t b1)
+{
+    return ch_u64(c,
+                  "SELECT count() FROM aggs_v1 WHERE types_hash = 0 AND stack_hash = 0 AND "
+                  "bucket BETWEEN %lld AND %lld FORMAT RowBinary",
+                  (long long)b0, (long long)b1);
+}
+
+static uint64_t recon_sum_n(pd_ch *c, int64_t b0, int64_t b1)
+{
+    return ch_u64(c,
+                  "SELECT sum(n) FROM aggs_v1 WHERE types_hash = 0 AND stack_hash = 0 AND "
+                  "bucket BETWEEN %lld AND %lld FORMAT RowBinary",
+                  (long long)b0, (long long)b1);
+}
+
+static double pending_buckets(void)
+{
+    return pd_metrics_get("profd_clickhouse_agg_pending_buckets", NULL);
+}
+
+/* Pushes series a, b, c every 2 minutes over [t0, t0 + 60 min): 5
+ * profiles a series-bucket, 18 series-buckets. */
+static void push_hour(pd_ch *w, pd_storage *ts, int64_t t0)
+{
+    for (size_t k = 0; k < 30; k++)
+        for (int s = 0; s < 3; s++)
+            put_v6(w, ts, (char)('a' + s), t0 + (int64_t)k * 120000 + s * 1000, k + (size_t)s);
+}
+
+static void test_deferred_sums(void **state)
+{
+    (void)state;
+    need_server();
+    const int64_t h0 = 1795708800000 + 50 * HOUR;
+    g_now = h0 + 5 * HOUR;
+    g_n_put = 0;
+    char dir[] = "/tmp/pd_ch_aggw_XXXXXX";
+    pd_storage *ts = open_tsdb(dir);
+    pd_storage *ch = open_store("aggw"); /* a reader: another profd (waits for the server) */
+    pd_ch *w = open_w("aggw", 60000, 0);
+    const int64_t b0 = h0 / B;
+
+    /* (a) hour 0: nothing written while the buckets are not idle */
+    double pend = pending_buckets();
+    push_hour(w, ts, h0);
+    assert_int_equal(ch_u64(w, "SELECT count() FROM aggs_v1 FORMAT RowBinary"), 0);
+    assert_int_equal((long long)(pending_buckets() - pend), 18);
+    /* (b) merges meanwhile: exact, every whole bucket raw */
+    size_t whole;
+    double raw = hours_metric("raw");
+    assert_int_equal((long long)check_ranges(ch, ts, h0, "pending", &whole), 0);
+    assert_true(whole > 0);
+    assert_int_equal((long long)(hours_metric("raw") - raw), (long long)whole);
+    /* not idle yet (59.999 s): still nothing */
+    g_now += 59999;
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_maintain(w, &err), &err);
+    assert_int_equal(ch_u64(w, "SELECT count() FROM aggs_v1 FORMAT RowBinary"), 0);
+    /* idle: one reconciliation row per series-bucket, n = its 5 profiles */
+    g_now += 1;
+    PD_ASSERT_OK(pd__ch_maintain(w, &err), &err);
+    assert_int_equal(recon_rows(w, b0, b0 + 5), 18);
+    assert_int_equal(recon_sum_n(w, b0, b0 + 5), 90);
+    assert_int_equal(ch_u64(w,
+                            "SELECT count() FROM aggs_v1 WHERE types_hash = 0 AND stack_hash = 0 "
+                            "AND n != 5 FORMAT RowBinary"),
+                     0);
+    assert_int_equal((long long)(pending_buckets() - pend), 0);
+    double via = check_ranges(ch, ts, h0, "idle, written", &whole);
+    assert_int_equal((long long)via, (long long)whole);
+
+    /* (c) hour 1: close writes what is pending */
+    push_hour(w, ts, h0 + HOUR);
+    assert_int_equal(recon_rows(w, b0 + 6, b0 + 11), 0);
+    pd__ch_close(w);
+    pd_ch *q = open_sql("aggw");
+    assert_int_equal(recon_rows(q, b0 + 6, b0 + 11), 18);
+    assert_int_equal(recon_sum_n(q, b0 + 6, b0 + 11), 90);
+    via = check_ranges(ch, ts, h0, "closed", &whole);
+    assert_int_equal((long long)via, (long long)whole);
+
+    /* (d) hour 2, and 2 more profiles of a's first bucket of hour 1 (written
+       in part before): a crash loses them; merges exact, those raw */
+    w = open_w("aggw", 60000, 0);
+    push_hour(w, ts, h0 + 2 * HOUR);
+    put_v6(w, ts, 'a', h0 + HOUR + 30000, 1);
+    put_v6(w, ts, 'a', h0 + HOUR + 90000, 2);
+    pd__ch_aggw_drop(w); /* the crash: pending sums gone unwritten */
+    pd__ch_close(w);
+    assert_int_equal(recon_rows(q, b0 + 12, b0 + 17), 0);
+    assert_int_equal(recon_sum_n(q, b0 + 6, b0 + 6), 15); /* 3 series x 5, not a's 2 more */
+    raw = hours_metric("raw");
+    via = check_ranges(ch, ts, h0, "after a crash", &whole);
+    double raw_n = hours_metric("raw") - raw;
+    assert_true(raw_n > 0);
+    assert_int_equal((long long)(via + raw_n), (long long)whole);
+    assert_true(via > 0);
+
+    /* the pending cap: written at once, oldest first (hour 3, a 1-byte cap) */
+    double mem = pd_metrics_get("profd_clickhouse_agg_flushed_buckets_total", "reason=\"memory\"");
+    w = open_w("aggw", 60000, 1);
+    put_v6(w, ts, 'b', h0 + 3 * HOUR + 1000, 1);
+    put_v6(w, ts, 'b', h0 + 3 * HOUR + 700000, 2);
+    PD_ASSERT_OK(pd__ch_maintain(w, &err), &err); /* after the writer's flush */
+    assert_int_equal(recon_rows(q, b0 + 18, b0 + 19), 2);
+    assert_true(pd_metrics_get("profd_clickhouse_agg_flushed_buckets_total", "reason=\"memory\"") >=
+                mem + 2);
+    pd__ch_close(w);
+
+    /* (e) idle 0: per profile beside every batch, at once, as before */
+    w = open_w("aggw", -1, 0);
+    for (int k = 0; k < 3; k++)
+        put_v6(w, ts, 'c', h0 + 3 * HOUR + 1200000 + k * 1000, (size_t)k);
+    /* (rows of one key may be merged already: their n summed) */
+    assert_int_equal(recon_sum_n(w, b0 + 20, b0 + 20), 3);
+    assert_int_equal(pd_metrics_get("profd_clickhouse_agg_pending_buckets", NULL), 0);
+    pd__ch_close(w);
+    raw = hours_metric("raw");
+    via = check_ranges(ch, ts, h0, "at the end", &whole);
+    assert_int_equal((long long)(via + hours_metric("raw") - raw), (long long)whole);
+    pd__ch_close(q);
+    pd_storage_close(ch);
+    rm_tsdb(ts, dir);
+}
+
+/* The writer writes an idle series-bucket by itself (its own timed wake-up,
+ * no maintenance pass): the monotonic clock, idle 200 ms; polled until the
+ * reconciliation row is there (a liveness check, no duration asserted). */
+static void test_deferred_sums_writer_wakes(void **state)
+{
+    (void)state;
+    need_server();
+    const char *urls[] = {g_url};
+    pd_storage_options o = ch_opts(urls, 1, "aggw_wake");
+    o.clock_ms = NULL;                         /* the real clocks: pushes dated now */
+    o.clickhouse.agg_flush_idle_ms = 200;      /* past the batch: the wake-up writes it */
+    pd_storage_close(open_store("aggw_wake")); /* waits for the server */
+    pd_ch *w;
+    pd_err err;
+    PD_ASSERT_OK(pd__ch_open(&o, &w, &err), &err);
+    pd_labels ls;
+    labels(&ls, "heap", "a", NULL);
+    int64_t now = pd_now_ms();
+    for (int k = 0; k < 2; k++)
+        PD_ASSERT_OK(pd__ch_append(w, &ls, now - 1000 + k, g_prof[k].body, g_prof[k].len,
+                                   &g_prof[k].p, &err),
+                     &err);
+    pd_labels_release(&ls);
+    uint64_t n = 0;
+    for (int i = 0; i < 600 && n < 2; i++) { /* up to a minute */
+        n = ch_u64(w, "SELECT sum(n) FROM aggs_v1 WHERE types_hash = 0 AND stack_hash = 0 "
+                      "FORMAT RowBinary");
+        if (n < 2)
+            usleep(100000);
+    }
+    assert_int_equal(n, 2);
+    pd__ch_close(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -893,7 +1079,11 @@ int main(void)
         cmocka_unit_test(test_retention_drops_aggs),
         cmocka_unit_test(test_upgrade_from_v5),
         cmocka_unit_test(test_upgrade_from_v6),
+        cmocka_unit_test(test_deferred_sums),
+        cmocka_unit_test(test_deferred_sums_writer_wakes),
     };
+    if (getenv("PD_TEST_FILTER")) /* e.g. PD_TEST_FILTER=test_deferred_sums */
+        cmocka_set_test_filter(getenv("PD_TEST_FILTER"));
     int rc = load_all(NULL);
     if (rc == 0)
         rc = start_server(NULL);
