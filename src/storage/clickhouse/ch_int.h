@@ -290,6 +290,14 @@ int pd__ch_put_range(pd_buf *b, int64_t mint, int64_t maxt);
 /* Runs the SELECT in sql (NUL appended here) with the read settings (large
  * IN lists allowed), its answer appended to resp. pd__ch_exec's errors. */
 int pd__ch_query(pd_ch *c, pd_buf *sql, pd_buf *resp, pd_err *err);
+/* pd__ch_query once sql is built: build_rc is its builder's result (the
+ * last of a chain `rc = rc ? rc : pd_buf_...(sql, ...)`). build_rc < 0:
+ * nothing is sent; err is set to "out of memory (ClickHouse read)" and the
+ * result is PD_ENOMEM, whatever the builder's error (an uncapped statement
+ * buffer fails only for memory; a PD_ETOOBIG or PD_EINVAL of pd_buf is
+ * reported the same). Else pd__ch_query's result: 0 (its answer appended to
+ * resp), -EIO, PD_ETOOBIG (answer over resp's cap) or PD_ENOMEM. */
+int pd__ch_query_built(pd_ch *c, int build_rc, pd_buf *sql, pd_buf *resp, pd_err *err);
 /* Sets err to "malformed RowBinary answer to <what>" naming the URL; -EIO. */
 int pd__ch_bad_answer(pd_ch *c, pd_err *err, const char *what);
 

@@ -236,11 +236,7 @@ static int fetch_rows(pd_ch *c, bool loc, const uint64_t *want, size_t n_want, p
         rc = rc ? rc
                 : pd_buf_printf(&sql, ") GROUP BY %s FORMAT RowBinary",
                                 loc ? "loc_key" : "stack_hash");
-        if (rc < 0) {
-            rc = pd__ch_nomem(err);
-            goto out;
-        }
-        if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+        if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
             goto out;
         ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
         while (pd__ch_rd_more(&r)) {
@@ -770,11 +766,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
                            (unsigned long long)ref);
     rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
     rc = rc ? rc : pd_buf_printf(&sql, " AND ts = %lld LIMIT 1 FORMAT RowBinary", (long long)ts_ms);
-    if (rc < 0) {
-        rc = pd__ch_nomem(err);
-        goto out;
-    }
-    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
         goto out;
     if (resp.len == 0) {
         rc = pd_err_set(err, PD_ENOTFOUND, "no profile of series %llu at %lld",
@@ -832,11 +824,7 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
                                 (unsigned long long)write_id);
     }
     rc = rc ? rc : pd_buf_puts(&sql, " FORMAT RowBinary");
-    if (rc < 0) {
-        rc = pd__ch_nomem(err);
-        goto out;
-    }
-    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
         goto out;
     r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
     size_t nt = p->n_types;
@@ -1027,11 +1015,7 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
                        "doc_url FROM (SELECT *, %s FROM profiles_v3 WHERE%s) WHERE s0 OR s1 "
                        "ORDER BY ts, fingerprint FORMAT RowBinary",
                        flags_cols, env);
-    if (rc < 0) {
-        rc = pd__ch_nomem(err);
-        goto out;
-    }
-    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
         goto out;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
@@ -1096,11 +1080,7 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
     rc = rc ? rc
             : pd_buf_puts(&sql, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x != "
                                 "0, v0) OR arrayExists(x -> x != 0, v1) FORMAT RowBinary");
-    if (rc < 0) {
-        rc = pd__ch_nomem(err);
-        goto out;
-    }
-    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
         goto out;
     r = (ch_rd){(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {

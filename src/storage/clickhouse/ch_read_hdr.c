@@ -397,11 +397,7 @@ int pd__ch_fold_headers(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64
                           "any(default_sample_type), any(doc_url) FROM profiles_v3 WHERE");
     rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " GROUP BY types_hash, fingerprint, b FORMAT RowBinary");
-    if (rc < 0) {
-        rc = pd__ch_nomem(err);
-        goto out;
-    }
-    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
         goto out;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
@@ -481,11 +477,7 @@ int pd__ch_fold_headers(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64
             first = false;
         }
         rc = rc ? rc : pd_buf_puts(&sql, ") ORDER BY ts, fingerprint FORMAT RowBinary");
-        if (rc < 0) {
-            rc = pd__ch_nomem(err);
-            goto out;
-        }
-        if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+        if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
             goto out;
         ch_rd q = {(const uint8_t *)resp.data, resp.len, 0, false};
         while (pd__ch_rd_more(&q)) {

@@ -73,6 +73,11 @@ int pd__ch_query(pd_ch *c, pd_buf *sql, pd_buf *resp, pd_err *err)
     return pd__ch_exec(c, (const char *)sql->data, NULL, 0, CH_READ_SETTINGS, resp, NULL, err);
 }
 
+int pd__ch_query_built(pd_ch *c, int build_rc, pd_buf *sql, pd_buf *resp, pd_err *err)
+{
+    return build_rc < 0 ? pd__ch_nomem(err) : pd__ch_query(c, sql, resp, err);
+}
+
 static void *bg_main(void *arg)
 {
     ch_bg *q = arg;
@@ -191,15 +196,12 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
     }
     lq = (ch_bg){.c = c, .sql = &lsql, .resp = &lresp};
     pd__ch_bg_start(&lq);
-    if (pd_buf_printf(&sql,
-                      "SELECT fingerprint, count(), min(ts), max(ts), sample_types, sample_units "
-                      "FROM profiles_v3 WHERE%s GROUP BY fingerprint, sample_types, "
-                      "sample_units FORMAT RowBinary",
-                      (const char *)where.data) < 0) {
-        rc = pd__ch_nomem(err);
-        goto out;
-    }
-    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+    rc = pd_buf_printf(&sql,
+                       "SELECT fingerprint, count(), min(ts), max(ts), sample_types, sample_units "
+                       "FROM profiles_v3 WHERE%s GROUP BY fingerprint, sample_types, "
+                       "sample_units FORMAT RowBinary",
+                       (const char *)where.data);
+    if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
         goto out;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
@@ -603,12 +605,12 @@ static void read_all_points(pd_ch *c, pcache *pc)
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, CH_MAX_ANSWER);
     pd_err err;
-    bool ok = pd_buf_printf(&sql,
-                            "SELECT fingerprint, ts, sample_types, sample_units, totals FROM "
-                            "profiles_v3 WHERE%s ORDER BY fingerprint, ts LIMIT %d "
-                            "FORMAT RowBinary",
-                            pc->where, CH_CACHE_MAX_POINTS + 1) == 0 &&
-              pd__ch_query(c, &sql, &resp, &err) == 0;
+    int rc = pd_buf_printf(&sql,
+                           "SELECT fingerprint, ts, sample_types, sample_units, totals FROM "
+                           "profiles_v3 WHERE%s ORDER BY fingerprint, ts LIMIT %d "
+                           "FORMAT RowBinary",
+                           pc->where, CH_CACHE_MAX_POINTS + 1);
+    bool ok = pd__ch_query_built(c, rc, &sql, &resp, &err) == 0;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     uint64_t last = 0;
     while (ok && pd__ch_rd_more(&r)) {
@@ -751,9 +753,8 @@ static int series_exists(pd_ch *c, uint64_t ref, pd_err *err)
     int rc = pd_buf_printf(&sql,
                            "SELECT count() FROM series_v3 WHERE fingerprint = %llu "
                            "FORMAT RowBinary",
-                           (unsigned long long)ref) < 0
-                 ? pd__ch_nomem(err)
-                 : pd__ch_query(c, &sql, &resp, err);
+                           (unsigned long long)ref);
+    rc = pd__ch_query_built(c, rc, &sql, &resp, err);
     if (rc == 0) {
         ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
         uint64_t n = pd__ch_rd_u64(&r);
@@ -789,11 +790,7 @@ int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_po
                        (unsigned long long)ref);
     rc = rc ? rc : pd__ch_put_range(&sql, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY ts FORMAT RowBinary");
-    if (rc < 0) {
-        rc = pd__ch_nomem(err);
-        goto out;
-    }
-    if ((rc = pd__ch_query(c, &sql, &resp, err)) < 0)
+    if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
         goto out;
     size_t cap = 0;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
