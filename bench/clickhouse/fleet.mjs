@@ -16,6 +16,11 @@
 //          pushes a batch can gather)
 //          CH_EXTRA="--clickhouse.agg-flush-idle=0" (more flags of the
 //          ClickHouse-backed profd, space-separated)
+//          EMB_EXTRA="--storage.block-duration=20s" (more flags of the embedded
+//          profd, space-separated: with short blocks the head is cut into
+//          blocks, and compacted, within the run) EMB_SETTLE_S=0 (then wait
+//          this long after the last period before reading the embedded
+//          profd's CPU: its cuts of the measured pushes counted too)
 //          BREAKDOWN=1 (also print ClickHouse's CPU per profile by statement,
 //          from system.query_log's ProfileEvents, and its merges' by table,
 //          from system.part_log)
@@ -44,6 +49,8 @@ const FLUSH = (process.env.FLUSH ?? '100ms,1s').split(',').filter(Boolean);
 const WT = `--web.threads=${Number(process.env.WEB_THREADS || 128)}`;
 const BREAKDOWN = process.env.BREAKDOWN === '1';
 const CH_EXTRA = (process.env.CH_EXTRA || '').split(' ').filter(Boolean);
+const EMB_EXTRA = (process.env.EMB_EXTRA || '').split(' ').filter(Boolean);
+const EMB_SETTLE = Number(process.env.EMB_SETTLE_S || 0) * 1000;
 if (!CH_BIN) throw new Error('clickhouse-server is not installed (scripts/install-deps.sh --test)');
 const dir = tempDir('pd-chfleet-');
 process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
@@ -96,7 +103,13 @@ async function run(profd, ch, db) {
   const lat = [];
   resent = 0;
   for (let j = 1; j <= ROUNDS; j++) await period(profd, j, t0, lat);
+  if (!ch && EMB_SETTLE) await sleep(EMB_SETTLE);
   const n = AGENTS * ROUNDS;
+  if (!ch) {
+    const m = (await http(profd.base + '/metrics')).text;
+    const g = (name) => (m.match(new RegExp(`^${name} (\\S+)$`, 'm')) || [])[1];
+    console.error(`embedded: head cuts ${g('profd_storage_head_cuts_total')}, compactions ${g('profd_storage_compactions_total')}, blocks ${g('profd_storage_blocks')}`);
+  }
   const res = { profd: (cpuSec(pids[0]) - c0[0]) / n * 1000, p50: pct(lat, 0.5), p99: pct(lat, 0.99), resent };
   // the answers (before profd stops; ClickHouse's CPU for this query is
   // taken out of its figure below)
@@ -135,7 +148,7 @@ async function run(profd, ch, db) {
 const load = () => os.loadavg().map((x) => x.toFixed(1)).join(' ');
 console.error(`load before: ${load()}; nproc ${os.cpus().length}; ${os.cpus()[0].model}`);
 const out = [];
-const e = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb', extraArgs: [WT] });
+const e = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb', extraArgs: [WT, ...EMB_EXTRA] });
 const emb = await run(e, null);
 await e.stop();
 const ch = await startClickHouse(dir, 'ch', await chPorts(), {
