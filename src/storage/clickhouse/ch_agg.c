@@ -95,18 +95,24 @@ int pd__ch_buckets_add_sum(ch_buckets *h, uint64_t fp, int64_t ts, uint64_t n, u
     return 0;
 }
 
-/* " day BETWEEN 'a' AND 'b' AND bucket BETWEEN lo AND hi" */
-static int put_buckets(pd_buf *b, int64_t lo, int64_t hi)
+/* " day BETWEEN 'a' AND 'b' AND bucket BETWEEN lo AND hi" (pair: "bucket IN
+ * (lo, hi)") */
+static int put_buckets(pd_buf *b, int64_t lo, int64_t hi, bool pair)
 {
     int rc = pd_buf_puts(b, " day BETWEEN ");
     rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(lo * PD_CH_AGG_BUCKET_MS));
     rc = rc ? rc : pd_buf_puts(b, " AND ");
     rc = rc ? rc : pd__ch_put_sql_day(b, pd__ch_day(hi * PD_CH_AGG_BUCKET_MS));
     return rc ? rc
-              : pd_buf_printf(b, " AND bucket BETWEEN %lld AND %lld", (long long)lo, (long long)hi);
+              : pd_buf_printf(
+                    b, pair ? " AND bucket IN (%lld, %lld)" : " AND bucket BETWEEN %lld AND %lld",
+                    (long long)lo, (long long)hi);
 }
 
-int pd__ch_buckets_put_merge_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql)
+/* The merge's read of aggs_v1 over the buckets put_buckets(lo, hi, pair)
+ * names (pd__ch_buckets_put_merge_sql's answer format). */
+static int put_class_sums(const ch_buckets *h, const uint64_t *fps, size_t n, int64_t lo,
+                          int64_t hi, bool pair, pd_buf *sql)
 {
     int rc = pd_buf_printf(sql,
                            "SELECT types_hash, stack_hash, toUInt8(multiIf(bucket < %lld, 1, "
@@ -116,8 +122,13 @@ int pd__ch_buckets_put_merge_sql(const ch_buckets *h, const uint64_t *fps, size_
                            (long long)h->lo, (long long)h->hi);
     rc = rc ? rc : pd__ch_put_fp_in(sql, fps, n);
     rc = rc ? rc : pd_buf_puts(sql, " AND");
-    rc = rc ? rc : put_buckets(sql, h->lo - h->cut_lo, h->hi + h->cut_hi);
+    rc = rc ? rc : put_buckets(sql, lo, hi, pair);
     return rc ? rc : pd_buf_puts(sql, " GROUP BY types_hash, stack_hash, cls FORMAT RowBinary");
+}
+
+int pd__ch_buckets_put_merge_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql)
+{
+    return put_class_sums(h, fps, n, h->lo - h->cut_lo, h->hi + h->cut_hi, false, sql);
 }
 
 int pd__ch_buckets_put_ends_sql(const ch_buckets *h, const uint64_t *fps, size_t n, pd_buf *sql)
@@ -125,40 +136,45 @@ int pd__ch_buckets_put_ends_sql(const ch_buckets *h, const uint64_t *fps, size_t
     if (!h->cut_lo && !h->cut_hi)
         return 0;
     int64_t a = h->cut_lo ? h->lo - 1 : h->hi + 1, b = h->cut_hi ? h->hi + 1 : a;
-    int rc = pd_buf_printf(sql,
-                           "SELECT types_hash, stack_hash, toUInt8(multiIf(bucket < %lld, 1, "
-                           "bucket > %lld, 2, 0)) AS cls, sumMap(valuesMap.type, valuesMap.value), "
-                           "groupArrayIf((fingerprint, bucket, n, wsum), types_hash = 0 AND "
-                           "stack_hash = 0) FROM aggs_v1 WHERE ",
-                           (long long)h->lo, (long long)h->hi);
-    rc = rc ? rc : pd__ch_put_fp_in(sql, fps, n);
-    rc = rc ? rc : pd_buf_puts(sql, " AND day BETWEEN ");
-    rc = rc ? rc : pd__ch_put_sql_day(sql, pd__ch_day(a * PD_CH_AGG_BUCKET_MS));
-    rc = rc ? rc : pd_buf_puts(sql, " AND ");
-    rc = rc ? rc : pd__ch_put_sql_day(sql, pd__ch_day(b * PD_CH_AGG_BUCKET_MS));
-    rc = rc ? rc : pd_buf_printf(sql, " AND bucket IN (%lld, %lld)", (long long)a, (long long)b);
-    return rc ? rc : pd_buf_puts(sql, " GROUP BY types_hash, stack_hash, cls FORMAT RowBinary");
+    return put_class_sums(h, fps, n, a, b, true, sql);
+}
+
+/* One row of an answer to put_class_sums at r: *cls, the sums map at
+ * [*map_at, *map_end) (a Tuple(Array(UInt16), Array(Int64))), *n_recon
+ * reconciliation tuples (32 bytes each) from r's position on return, the
+ * row starting at *at. 0, -1 (malformed). */
+static int class_row(ch_rd *r, size_t *at, uint8_t *cls, size_t *map_at, size_t *map_end,
+                     uint64_t *n_recon)
+{
+    *at = r->pos;
+    r->pos += 16; /* types_hash, stack_hash */
+    if (r->pos >= r->len)
+        return -1;
+    *cls = r->p[r->pos++];
+    *map_at = r->pos;
+    uint64_t nk = pd__ch_rd_varint(r);
+    if (r->bad || nk > r->len - r->pos)
+        return -1;
+    r->pos += 2 * nk;
+    uint64_t nv = pd__ch_rd_varint(r);
+    if (r->bad || nv != nk || nv > (r->len - r->pos) / 8)
+        return -1;
+    r->pos += 8 * nv;
+    *map_end = r->pos;
+    *n_recon = pd__ch_rd_varint(r);
+    if (r->bad || *n_recon > (r->len - r->pos) / 32 || *cls > 2)
+        return -1;
+    return 0;
 }
 
 int pd__ch_buckets_class_rows(const pd_buf *resp, int cls, pd_buf *out)
 {
     ch_rd r = {(const uint8_t *)resp->data, resp->len, 0, false};
     while (pd__ch_rd_more(&r)) {
-        size_t at = r.pos;
-        r.pos += 16; /* types_hash, stack_hash */
-        if (r.pos >= r.len)
-            return -1;
-        uint8_t k = r.p[r.pos++];
-        uint64_t nk = pd__ch_rd_varint(&r);
-        if (r.bad || nk > r.len - r.pos)
-            return -1;
-        r.pos += 2 * nk;
-        uint64_t nv = pd__ch_rd_varint(&r);
-        if (r.bad || nv != nk || nv > (r.len - r.pos) / 8)
-            return -1;
-        r.pos += 8 * nv;
-        uint64_t nr = pd__ch_rd_varint(&r);
-        if (r.bad || nr > (r.len - r.pos) / 32)
+        size_t at, map_at, map_end;
+        uint8_t k;
+        uint64_t nr;
+        if (class_row(&r, &at, &k, &map_at, &map_end, &nr) < 0)
             return -1;
         r.pos += 32 * nr;
         if (k == cls && pd_buf_append(out, r.p + at, r.pos - at) < 0)
@@ -209,28 +225,14 @@ int pd__ch_buckets_take(ch_buckets *h, const pd_buf *resp, pd_buf out[3])
     h->n_raw_rows = h->n_cut;
     ch_rd r = {(const uint8_t *)resp->data, resp->len, 0, false};
     while (pd__ch_rd_more(&r)) {
-        size_t at = r.pos;
-        r.pos += 16; /* types_hash, stack_hash */
-        if (r.pos >= r.len)
-            return -1;
-        uint8_t cls = r.p[r.pos++];
-        size_t map_at = r.pos;
-        uint64_t nk = pd__ch_rd_varint(&r);
-        if (r.bad || nk > r.len - r.pos)
-            return -1;
-        r.pos += 2 * nk;
-        uint64_t nv = pd__ch_rd_varint(&r);
-        if (r.bad || nv != nk || nv > (r.len - r.pos) / 8)
-            return -1;
-        r.pos += 8 * nv;
-        if (cls > 2)
+        size_t at, map_at, map_end;
+        uint8_t cls;
+        uint64_t nr;
+        if (class_row(&r, &at, &cls, &map_at, &map_end, &nr) < 0)
             return -1;
         if (pd_buf_append(&out[cls], r.p + at, 16) < 0 ||
-            pd_buf_append(&out[cls], r.p + map_at, r.pos - map_at) < 0)
+            pd_buf_append(&out[cls], r.p + map_at, map_end - map_at) < 0)
             return PD_ENOMEM;
-        uint64_t nr = pd__ch_rd_varint(&r);
-        if (r.bad || nr > (r.len - r.pos) / 32)
-            return -1;
         for (uint64_t k = 0; k < nr; k++) {
             uint64_t fp = pd__ch_rd_u64(&r);
             int64_t bucket = (int64_t)pd__ch_rd_u64(&r);
@@ -305,7 +307,7 @@ int pd__ch_buckets_put_agg_sql(const ch_buckets *h, const uint64_t *fps, size_t 
                               "valuesMap.value) FROM aggs_v1 WHERE ");
     rc = rc ? rc : pd__ch_put_fp_in(sql, fps, n);
     rc = rc ? rc : pd_buf_puts(sql, " AND");
-    rc = rc ? rc : put_buckets(sql, h->lo, h->hi);
+    rc = rc ? rc : put_buckets(sql, h->lo, h->hi, false);
     if (rc == 0 && exceptions) {
         rc = pd_buf_puts(sql, " AND (fingerprint, bucket) NOT IN (");
         rc = rc ? rc : put_unmatched(h, true, sql);
