@@ -33,6 +33,11 @@ struct ch_cache {
 };
 
 static const char *const kind_label[2] = {"cache=\"rows\"", "cache=\"merge\""};
+static const char *const lookup_label[2][2] = {/* [kind][hit] */
+                                               {"cache=\"rows\",result=\"miss\"",
+                                                "cache=\"rows\",result=\"hit\""},
+                                               {"cache=\"merge\",result=\"miss\"",
+                                                "cache=\"merge\",result=\"hit\""}};
 
 static size_t gen_bytes(const gen *g)
 {
@@ -139,12 +144,7 @@ bool pd__ch_cache_get(ch_cache *c, ch_cache_kind k, uint64_t key, pd_buf *out, s
         pd_metrics_set("profd_clickhouse_cache_bytes", kind_label[k], (double)store_bytes(s));
     }
     pthread_mutex_unlock(&c->mu);
-    pd_metrics_add(
-        "profd_clickhouse_cache_lookups_total",
-        k == CH_CACHE_ROWS
-            ? (hit ? "cache=\"rows\",result=\"hit\"" : "cache=\"rows\",result=\"miss\"")
-            : (hit ? "cache=\"merge\",result=\"hit\"" : "cache=\"merge\",result=\"miss\""),
-        1);
+    pd_metrics_add("profd_clickhouse_cache_lookups_total", lookup_label[k][hit], 1);
     if (hit && at)
         *at = off;
     return hit;

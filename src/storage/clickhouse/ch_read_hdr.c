@@ -270,40 +270,32 @@ static int fill_sets(ch_parts *g, hsum *v, size_t nv, const pd_u64map *rep, pd_u
     pd_u64map at;
     pd_u64map_init(&at);
     uint64_t *fps = malloc((rep->len ? rep->len : 1) * sizeof *fps);
-    uint64_t *ths = malloc((rep->len ? rep->len : 1) * sizeof *ths);
+    uint64_t *ks = malloc((rep->len ? rep->len : 1) * sizeof *ks);
     hdr *sets = calloc(rep->len ? rep->len : 1, sizeof *sets);
-    size_t n = 0, n_sets = 0;
-    int rc = fps && ths && sets ? 0 : PD_ENOMEM;
+    size_t n = 0, n_sets = 0, n_ask = 0;
+    int rc = fps && ks && sets ? 0 : PD_ENOMEM;
+    /* each set once: from the cache (its types_hash names it), else asked
+       of one of its profiles (v[k], its representative) */
     for (size_t i = 0; rc == 0 && i < rep->cap; i++) {
-        uint64_t th = rep->kv[2 * i];
-        if (th == UINT64_MAX || !pd_u64map_get(rep, th, NULL) || pd_u64map_get(bad, th, NULL))
+        uint64_t th = rep->kv[2 * i], k;
+        if (th == UINT64_MAX || !pd_u64map_get(rep, th, &k) || pd_u64map_get(bad, th, NULL))
             continue;
-        ths[n++] = th;
-    }
-    if (rc == 0 && n == 0)
-        goto out;
-    /* the sets the cache holds (their types_hash names them), the others
-       from one profile each */
-    size_t n_ask = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        uint64_t k;
-        (void)pd_u64map_get(rep, ths[i], &k);
-        if (!pd__ch_cache_get(c->cache, CH_CACHE_ROWS, ths[i] ^ CH_TYPES_KEY, &resp, NULL)) {
-            ths[n_ask] = ths[i];
+        n++;
+        if (!pd__ch_cache_get(c->cache, CH_CACHE_ROWS, th ^ CH_TYPES_KEY, &resp, NULL)) {
+            ks[n_ask] = k;
             fps[n_ask++] = v[k].fp;
         }
     }
+    if (rc == 0 && n == 0)
+        goto out;
     rc = rc ? rc
             : pd_buf_puts(&sql, "SELECT types_hash, sample_types, sample_units, period_type, "
                                 "period_unit FROM profiles_v3 WHERE");
     rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n_ask, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " AND (fingerprint, ts) IN (");
-    for (size_t i = 0; rc == 0 && i < n_ask; i++) {
-        uint64_t k;
-        (void)pd_u64map_get(rep, ths[i], &k);
-        rc = pd_buf_printf(&sql, "%s(%llu,%lld)", i ? "," : "", (unsigned long long)v[k].fp,
-                           (long long)v[k].t0);
-    }
+    for (size_t i = 0; rc == 0 && i < n_ask; i++)
+        rc = pd_buf_printf(&sql, "%s(%llu,%lld)", i ? "," : "", (unsigned long long)v[ks[i]].fp,
+                           (long long)v[ks[i]].t0);
     rc = rc ? rc : pd_buf_puts(&sql, ") LIMIT 1 BY types_hash FORMAT RowBinary");
     if (rc < 0) {
         rc = pd__ch_nomem(err);
@@ -359,7 +351,7 @@ out:
     if (rc == PD_ENOMEM)
         rc = pd__ch_nomem(err);
     free(fps);
-    free(ths);
+    free(ks);
     free(sets);
     pd_u64map_release(&at);
     pd_buf_release(&sql);
