@@ -21,6 +21,11 @@
 //          blocks, and compacted, within the run) EMB_SETTLE_S=0 (then wait
 //          this long after the last period before reading the embedded
 //          profd's CPU: its cuts of the measured pushes counted too)
+//          PREFILL_H=0 (ClickHouse runs: before the measured periods, fill
+//          the day's partitions with this many hours of the fleet's rows —
+//          the warm-up period's profiles_v3 and stack_samples_v1 rows copied
+//          under other series' fingerprints, then OPTIMIZE ... FINAL — as a
+//          store that has run since midnight holds; see below)
 //          BREAKDOWN=1 (also print ClickHouse's CPU per profile by statement,
 //          from system.query_log's ProfileEvents, and its merges' by table,
 //          from system.part_log)
@@ -51,6 +56,7 @@ const BREAKDOWN = process.env.BREAKDOWN === '1';
 const CH_EXTRA = (process.env.CH_EXTRA || '').split(' ').filter(Boolean);
 const EMB_EXTRA = (process.env.EMB_EXTRA || '').split(' ').filter(Boolean);
 const EMB_SETTLE = Number(process.env.EMB_SETTLE_S || 0) * 1000;
+const PREFILL_H = Number(process.env.PREFILL_H || 0);
 if (!CH_BIN) throw new Error('clickhouse-server is not installed (scripts/install-deps.sh --test)');
 const dir = tempDir('pd-chfleet-');
 process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
@@ -94,9 +100,45 @@ async function period(profd, j, t0, lat) {
   await Promise.all(sent);
 }
 
+// Why PREFILL_H: MergeTree adds a fixed cost of 5 MB per part when it
+// picks parts to merge (ClickHouse's SimpleMergeSelector), so while a day's
+// partition is below a few MB — as in a fresh database of a few minutes'
+// profiles — any 5 parts are merged, the partition's big part with them:
+// each new batch's rows are rewritten with everything before them (a
+// 2-minute run: 29 M rows rewritten for 575 k inserted). A store that has
+// run for hours holds a partition of hundreds of MB, whose big part is
+// merged again only once the new parts add up to several times its size.
+// The copies are under fingerprints no series has (fingerprint xor k), so
+// no selection finds them and the answers compared stay the fleet's.
+async function prefill(ch, db) {
+  const k = Math.round(PREFILL_H * 3600000 / PERIOD);
+  const t = Date.now();
+  for (const [table, cols] of [
+    ['profiles_v3', 'day, ts, bitXor(fingerprint, k + 1), write_id, types_hash, sample_types, sample_units, totals, period_type, period_unit, period, time_nanos, duration_nanos, comments, drop_frames, keep_frames, default_sample_type, doc_url, body'],
+    ['stack_samples_v1', 'day, ts, bitXor(fingerprint, k + 1), write_id, types_hash, stack_hash, values'],
+  ]) {
+    // 20 copies a statement (the server's 2 GB query limit); each copies
+    // only the warm-up's rows (fingerprints of the fleet's series)
+    const sqls = [];
+    for (let i = 0; i < k; i += 20)
+      sqls.push(`INSERT INTO ${db}.${table} SELECT ${cols.replace('k + 1', `k + ${i + 1}`)} FROM ${db}.${table} ARRAY JOIN range(${Math.min(20, k - i)}) AS k WHERE fingerprint IN (SELECT fingerprint FROM ${db}.series_v3)`);
+    for (const sql of [...sqls, `OPTIMIZE TABLE ${db}.${table} FINAL`]) {
+      const r = await http(`${ch.url}/`, { method: 'POST', body: sql, timeoutMs: 1800000 });
+      assert.equal(r.status, 200, `${sql}: ${r.text}`);
+    }
+  }
+  while (Number(await chQuery(ch, 'SELECT count() FROM system.merges')) > 0) await sleep(500);
+  const sz = await chQuery(ch, `SELECT table, sum(rows), round(sum(bytes_on_disk) / 1048576, 1), count() FROM system.parts WHERE active AND database = '${db}' AND table IN ('profiles_v3', 'stack_samples_v1') GROUP BY table ORDER BY table FORMAT TSV`);
+  console.error(`prefilled ${PREFILL_H} h (${k} copies of the warm-up) in ${((Date.now() - t) / 1000).toFixed(0)} s: table, rows, MiB, parts\n${sz.trim()}`);
+}
+
 async function run(profd, ch, db) {
-  const t0 = Date.now() + 1000;
+  let t0 = Date.now() + 1000;
   await period(profd, 0, t0, []); // warm-up: every series and stack new
+  if (ch && PREFILL_H > 0) {
+    await prefill(ch, db);
+    t0 = Date.now() + 1000 - PERIOD; // period 1 starts in a second
+  }
   const pids = [profd.child.pid, ch?.child.pid].filter(Boolean);
   const chT1 = ch ? await chQuery(ch, 'SELECT toString(now())') : null;
   const c0 = pids.map(cpuSec);
@@ -172,7 +214,7 @@ const tot = (r) => r.totals.map((t) => t.split(' ').pop()).sort().join(',');
 for (const o of out) assert.equal(tot(o.r), tot(emb), `query_range totals equal (flush ${o.fl})`);
 
 const f = (x, d = 2) => x.toFixed(d);
-console.log(`\n${AGENTS} agents x one real heap profile every ${PERIOD / 1000} s (${f(AGENTS * 1000 / PERIOD, 0)} pushes/s, open loop), ${ROUNDS} periods measured after a warm-up, ${WT}\n`);
+console.log(`\n${AGENTS} agents x one real heap profile every ${PERIOD / 1000} s (${f(AGENTS * 1000 / PERIOD, 0)} pushes/s, open loop), ${ROUNDS} periods measured after a warm-up, ${WT}${PREFILL_H ? `, ClickHouse's day partitions prefilled with ${PREFILL_H} h` : ''}\n`);
 console.log('| backend | flush interval | CPU ms/profile: profd + ClickHouse (+ its merges, after profd stopped) | ratio to embedded | parts written per profile | aggs_v1 rows | profiles reconciled in aggs_v1 | pending before stop (series-buckets / memory) | push p50 / p99 ms | sent again | load after |');
 console.log('|---|---|---|---:|---:|---:|---|---|---|---:|---|');
 console.log(`| embedded | — | ${f(emb.profd)} | 1 | — | — | — | — | ${f(emb.p50, 1)} / ${f(emb.p99, 1)} | ${emb.resent} | |`);

@@ -119,6 +119,27 @@ const e = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb'
 await push(e);
 const emb = await queries(e);
 await e.stop();
+// the embedded store restarted (a clean stop writes its head out) and again
+// with most of it cut into blocks (--storage.block-duration=30m: the head is
+// cut while it spans more than 45 minutes): its other two states, each
+// printed beside the one the ratios use (right after the pushes)
+const e2 = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb-2', extraArgs: ['--web.threads=64'] });
+const embRestart = await queries(e2);
+await e2.stop();
+const e3 = await startProfd({ storage: path.join(dir, 'tsdb'), name: 'profd-tsdb-3', extraArgs: ['--web.threads=64', '--storage.block-duration=30m'] });
+let seen = '';
+const metric = async (name) => Number(((await http(e3.base + '/metrics')).text.match(new RegExp(`^${name} (\\S+)$`, 'm')) || [])[1]);
+// cut (and compacted: the blocks may become one) once nothing changed for 5 s
+await waitFor('the head cut into blocks', async () => {
+  const now = `${await metric('profd_storage_blocks')} blocks, ${await metric('profd_storage_head_cuts_total')} head cuts, ${await metric('profd_storage_compactions_total')} compactions`;
+  const done = now === seen && (await metric('profd_storage_head_cuts_total')) > 0;
+  seen = now;
+  return done;
+}, 300000, 5000);
+console.log(`embedded from blocks: ${seen}`);
+const embBlocks = await queries(e3);
+await e3.stop();
+for (const o of [embRestart, embBlocks]) assert.equal(o.total, emb.total, 'the embedded store answers the same after a restart and a cut');
 // the pushes go with a short gathering window: CLIENTS closed-loop pushers
 // would wait the default adaptive window (up to 1 s) every round
 const w = await startProfd({ storage: path.join(dir, 'x-w'), name: 'profd-ch-w', extraArgs: [...chArgs, `--clickhouse.flush-interval=${process.env.FLUSH || '50ms'}`] });
@@ -161,6 +182,8 @@ async function measure(label) {
       }
     }
   console.log(`| embedded | | | | ${emb.top.toFixed(0)} | ${emb.proto.toFixed(0)} | ${emb.one.toFixed(0)} | ${emb.range.toFixed(0)} | |`);
+  console.log(`| embedded, restarted | | | | ${embRestart.top.toFixed(0)} | ${embRestart.proto.toFixed(0)} | ${embRestart.one.toFixed(0)} | ${embRestart.range.toFixed(0)} | |`);
+  console.log(`| embedded, from blocks | | | | ${embBlocks.top.toFixed(0)} | ${embBlocks.proto.toFixed(0)} | ${embBlocks.one.toFixed(0)} | ${embBlocks.range.toFixed(0)} | |`);
   for (const [name, t] of Object.entries(stmts))
     console.log(`\n${name} statements over its last round (${RUNS} x (2 merges, one series, query_range)): kind, count, mean ms, mean rows read, mean bytes out\n${t}`);
 }
