@@ -18,27 +18,32 @@
 #include "base/time.h"
 #include "storage/tsdb/aggregate_int.h"
 
-/* The head's aggregates: when the point at k of se starts a group (sealed,
- * or the open one: its sum covers the n profiles visible under the lock)
- * with a sum (pd_hgroup.sum) whose profiles are points k.. k+n-1 — none
- * dropped, none in between from another group — all at or before maxt and,
- * with weights w, in a series summed as is (w->on false) inside its window,
- * returns n (the points the sum stands for), else 0. idx read lock. */
+/* The head's aggregates: when the point at k of se starts what a group's
+ * sum (pd_hgroup.sum) covers — its profiles sum_from..n-1 (sealed, or the
+ * open one: its sum covers the n profiles visible under the lock; after a
+ * head cut took a group's first profiles, the rest summed again) — and
+ * those are points k.. of se, none dropped, none in between from another
+ * group, all at or before maxt and, with weights w, in a series summed as
+ * is (w->on false) inside its window, returns how many points the sum
+ * stands for, else 0. idx read lock. */
 static size_t head_group_run(const series *se, size_t k, int64_t maxt, const agg_w *w)
 {
     const point *pt = &se->pts[k];
-    if (pt->gid == WAL_ONLY || pt->gpos != 0 || (w && w->on))
+    if (pt->gid == WAL_ONLY || (w && w->on))
         return 0;
     const pd_hgroup *g = pd__hmem_group(&se->hc, pt->gid);
-    if (!g || !g->sum || g->n_live != g->n || g->ts[0] != pt->ts || k + g->n > se->n_pts ||
+    if (!g || !g->sum || g->sum_from >= g->n || pt->gpos != g->sum_from)
+        return 0;
+    uint32_t n = g->n - g->sum_from;
+    if (g->n_live != n || g->ts[g->sum_from] != pt->ts || k + n > se->n_pts ||
         g->ts[g->n - 1] > maxt)
         return 0;
     if (w && (pt->ts < w->lo || g->ts[g->n - 1] > w->hi))
         return 0;
-    for (uint32_t j = 1; j < g->n; j++)
-        if (se->pts[k + j].gid != pt->gid || se->pts[k + j].gpos != j)
+    for (uint32_t j = 1; j < n; j++)
+        if (se->pts[k + j].gid != pt->gid || se->pts[k + j].gpos != g->sum_from + j)
             return 0;
-    return g->n;
+    return n;
 }
 
 /* Hands the head profiles of series i at ts[0..n) over one by one, each

@@ -141,6 +141,53 @@ static void cut_parts_free(cut_part *v, size_t n)
     free(v);
 }
 
+/* After a head cut: each cut series' first head group, when the cut took its
+ * first profiles and left the rest, gets the sum of that rest
+ * (pd_hgroup.sum_from), so that merges add it instead of decoding each of
+ * them until a later cut takes them (docs/format/aggregates.md: a group
+ * straddles every block boundary of a series pushing steadily, up to 31
+ * profiles). Only groups of an older symbol generation than the current
+ * one (no append extends them again) that had a sum. Each is decoded and
+ * summed under the idx read lock (an appender's compression swaps a group's
+ * bytes under the write lock) and installed under the write lock only if
+ * unchanged meanwhile; without memory it simply stays decoded by merges. */
+static void resum_split(pd_tsdb *s, const cut_part *parts, size_t n_parts)
+{
+    for (size_t i = 0; i < n_parts; i++) {
+        series *se = parts[i].se;
+        uint8_t *sum = NULL;
+        size_t sl = 0;
+        uint32_t gid = 0, from = 0, n = 0;
+        uint64_t uid = 0;
+        const pd_hgroup *g = NULL;
+        pthread_rwlock_rdlock(&s->idx);
+        if (se->n_pts && se->pts[0].gid != WAL_ONLY) {
+            gid = se->pts[0].gid;
+            g = pd__hmem_group(&se->hc, gid);
+            if (g && g->sum && g->syms != s->hm.cur && g->n_live && g->n_live < g->n &&
+                se->pts[0].gpos == g->n - g->n_live && g->sum_from < g->n - g->n_live) {
+                from = g->n - g->n_live;
+                n = g->n;
+                uid = g->uid;
+                if (pd__hgroup_sum(g, from, &sum, &sl) < 0)
+                    sum = NULL;
+            }
+        }
+        pthread_rwlock_unlock(&s->idx);
+        if (!sum)
+            continue;
+        pthread_rwlock_wrlock(&s->idx);
+        if (pd__hmem_group(&se->hc, gid) == g && g->uid == uid && g->n == n &&
+            g->n_live == n - from && g->sum_from < from) {
+            /* (pd__hmem_group gives readers a const view; this is the writer) */
+            pd__hgroup_set_sum(&s->hm, (pd_hgroup *)g, from, sum, sl);
+            sum = NULL;
+        }
+        pthread_rwlock_unlock(&s->idx);
+        free(sum);
+    }
+}
+
 /* Cuts the head's profiles in [a, a + block_ms) into a block, then
  * checkpoints the WAL. With `locked`, the caller holds app_mu throughout
  * (appends wait for the whole cut: the store without a maintenance thread).
@@ -293,6 +340,7 @@ static int cut_head(pd_tsdb *s, int64_t a, bool locked, pd_err *err)
                 "block=%s mint=%lld maxt=%lld profiles=%zu skipped=%zu ms=%lld", n ? id : "-",
                 (long long)a, (long long)(b_end - 1), n, skipped,
                 (long long)(pd__tsdb_now_mono_ms() - t0));
+    resum_split(s, parts, n_parts);
 out:
     cut_parts_free(parts, n_parts);
     pd__block_close(blk);

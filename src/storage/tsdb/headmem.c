@@ -430,11 +430,11 @@ void pd__hgroup_install(pd_hmem *m, pd_hgroup *g, uint8_t *z, size_t z_len)
     m->bytes += group_bytes(g);
 }
 
-int pd__hgroup_sum(const pd_hgroup *g, uint8_t **sum, size_t *sum_len)
+int pd__hgroup_sum(const pd_hgroup *g, uint32_t from, uint8_t **sum, size_t *sum_len)
 {
     *sum = NULL;
     *sum_len = 0;
-    if (!g->n)
+    if (from >= g->n)
         return 0;
     for (uint32_t i = 1; i < g->n; i++)
         if (g->ts[i] <= g->ts[i - 1])
@@ -467,7 +467,7 @@ int pd__hgroup_sum(const pd_hgroup *g, uint8_t **sum, size_t *sum_len)
     pd_buf out;
     pd_buf_init(&out, 0);
     if (rc == 0)
-        rc = pd__bagg_sum_record(d, g->n, &out);
+        rc = pd__bagg_sum_record(d + from, g->n - from, &out);
     for (uint32_t i = 0; i < g->n; i++)
         pd__dprof_release(&d[i]);
     free(d);
@@ -481,12 +481,13 @@ int pd__hgroup_sum(const pd_hgroup *g, uint8_t **sum, size_t *sum_len)
     return rc == PD_ENOMEM ? rc : 0;
 }
 
-void pd__hgroup_set_sum(pd_hmem *m, pd_hgroup *g, uint8_t *sum, size_t sum_len)
+void pd__hgroup_set_sum(pd_hmem *m, pd_hgroup *g, uint32_t from, uint8_t *sum, size_t sum_len)
 {
     m->bytes -= group_bytes(g);
     free(g->sum);
     g->sum = sum;
     g->sum_len = sum ? sum_len : 0;
+    g->sum_from = from;
     m->bytes += group_bytes(g);
 }
 

@@ -70,6 +70,9 @@ typedef struct pd_hgroup {
                                   always covers exactly the n profiles readers see); NULL:
                                   none — profiles not in time order, or not one record */
     size_t sum_len;
+    uint32_t sum_from; /* the sum covers profiles sum_from..n-1: 0, or after a head cut
+                          took the group's first profiles, the rest summed again
+                          (pd__tsdb_resum_split; set only on groups no append extends) */
 } pd_hgroup;
 
 typedef struct pd_hchunks {
@@ -178,13 +181,18 @@ void pd__hgroup_install(pd_hmem *m, pd_hgroup *g, uint8_t *z, size_t z_len);
  * decoded (raw or compressed) and summed as a block's aggregates record
  * (blockagg_int.h: pd__bagg_sum_record) — into *sum (malloc'ed; NULL when
  * g has none: its profiles were not appended in time order, or do not sum
- * into one record). Derived from the group alone: appends keep the sum
- * running instead (pd__hmem_prepare); this rebuilds it for groups adopted
- * from a head snapshot. No lock of the store needed for a group no one
- * else changes (app_mu, or at open). 0 or PD_ENOMEM. */
-int pd__hgroup_sum(const pd_hgroup *g, uint8_t **sum /* OUT */, size_t *sum_len /* OUT */);
-/* Attaches sum (ownership taken; NULL: none) to g (idx write lock). */
-void pd__hgroup_set_sum(pd_hmem *m, pd_hgroup *g, uint8_t *sum, size_t sum_len);
+ * into one record) — of its profiles from..n-1 only (from < n; every
+ * profile is decoded, the value model runs from the first). Derived from the
+ * group alone: appends keep the sum running instead (pd__hmem_prepare); this
+ * rebuilds it for groups adopted from a head snapshot and for groups a head
+ * cut split. No lock of the store needed for a group no one else changes
+ * (app_mu, or at open); the idx read lock keeps an appender's compression
+ * (pd__hgroup_install) from swapping its bytes meanwhile. 0 or PD_ENOMEM. */
+int pd__hgroup_sum(const pd_hgroup *g, uint32_t from, uint8_t **sum /* OUT */,
+                   size_t *sum_len /* OUT */);
+/* Attaches sum (ownership taken; NULL: none) of g's profiles from..n-1 to g
+ * (g->sum_from = from) (idx write lock). */
+void pd__hgroup_set_sum(pd_hmem *m, pd_hgroup *g, uint32_t from, uint8_t *sum, size_t sum_len);
 /* Group gid of c, or NULL (freed, or no such group). idx read lock. */
 const pd_hgroup *pd__hmem_group(const pd_hchunks *c, uint32_t gid);
 /* The sealed groups of c still raw (at most n of them into out); returns

@@ -517,12 +517,19 @@ void pd__headsnap_apply(pd_tsdb *s, pd_headsnap *h)
             }
             g->raw = g->z = NULL; /* taken */
             groups++;
-            if (live == g->n) { /* the head's aggregates: rebuilt, as appends keep them */
+            /* the head's aggregates: rebuilt, as appends keep them — over
+               the live profiles when they are the group's last ones (a
+               head cut took its first: pd__tsdb_resum_split) */
+            uint32_t from = g->n - live;
+            for (uint32_t k = 0; k < g->n && from < g->n; k++)
+                if ((at[k] != SIZE_MAX) != (k >= from))
+                    from = g->n;
+            if (from < g->n) {
                 pd_hgroup *hg = se->hc.g[se->hc.n_g - 1];
                 uint8_t *sum;
                 size_t sl;
-                if (pd__hgroup_sum(hg, &sum, &sl) == 0 && sum) {
-                    pd__hgroup_set_sum(&s->hm, hg, sum, sl);
+                if (pd__hgroup_sum(hg, from, &sum, &sl) == 0 && sum) {
+                    pd__hgroup_set_sum(&s->hm, hg, from, sum, sl);
                     summed++;
                 }
             }

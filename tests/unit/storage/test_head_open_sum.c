@@ -13,7 +13,8 @@
  *     ranges holding everything or cutting the open group;
  *   - mixed sample types in one series (heap, cpu, heap: a new group each);
  *   - a late profile (the open group then has no sum) and the appends after;
- *   - a head cut whose boundary falls inside the open group;
+ *   - a head cut whose boundary falls inside the open group (the rest of the
+ *     group summed again, also after a clean restart);
  *   - one thread appending while another merges (slices of 1 ns): every
  *     answer equals the decode of exactly the first n profiles it counted;
  *   - after a clean close (the head snapshot: sums rebuilt at adoption) and
@@ -518,7 +519,25 @@ static void test_cut(void **state)
     PD_ASSERT_OK(pd_storage_maintain(st, &err), &err);
     assert_true(stats(st).n_blocks > 0);
     uint64_t ref = ref_of(st, "heap", "cut");
+    /* the cuts took a group's first profiles (a new symbol generation
+       sealed it): its others are summed again (compact.c resum_split) and
+       merges holding them add that sum — without, only the open group's */
+    pd_storage_stats s0 = stats(st);
     compare_ranges(st, ref, base + 5 * STEP, base + 29 * STEP, "after a head cut");
+    pd_storage_stats s1 = stats(st);
+    assert_true(s1.n_aggregate_head_groups > s0.n_aggregate_head_groups);
+    uint64_t sums = s1.n_aggregate_head_groups - s0.n_aggregate_head_groups +
+                    s1.n_aggregate_head_open - s0.n_aggregate_head_open;
+    /* and as many after a clean restart: the snapshot's split group is
+       summed over its live profiles at adoption (every group sealed then) */
+    pd_storage_close(st);
+    st = open_store(d, 10 * STEP, 0);
+    s0 = stats(st);
+    compare_ranges(st, ref, base + 5 * STEP, base + 29 * STEP, "a split group after a restart");
+    s1 = stats(st);
+    assert_int_equal(s1.n_aggregate_head_groups - s0.n_aggregate_head_groups +
+                         s1.n_aggregate_head_open - s0.n_aggregate_head_open,
+                     sums);
     /* appends continue into a new group, which sums again */
     for (int k = 25; k < 30; k++)
         append(st, "heap", "cut", base + 5 * STEP + k * STEP, &HEAP[k]);
