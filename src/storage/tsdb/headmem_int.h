@@ -72,7 +72,7 @@ typedef struct pd_hgroup {
     size_t sum_len;
     uint32_t sum_from; /* the sum covers profiles sum_from..n-1: 0, or after a head cut
                           took the group's first profiles, the rest summed again
-                          (pd__tsdb_resum_split; set only on groups no append extends) */
+                          (compact.c resum_split; set only on groups no append extends) */
 } pd_hgroup;
 
 typedef struct pd_hchunks {

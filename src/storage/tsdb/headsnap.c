@@ -519,7 +519,7 @@ void pd__headsnap_apply(pd_tsdb *s, pd_headsnap *h)
             groups++;
             /* the head's aggregates: rebuilt, as appends keep them — over
                the live profiles when they are the group's last ones (a
-               head cut took its first: pd__tsdb_resum_split) */
+               head cut took its first: compact.c resum_split) */
             uint32_t from = g->n - live;
             for (uint32_t k = 0; k < g->n && from < g->n; k++)
                 if ((at[k] != SIZE_MAX) != (k >= from))
