@@ -100,14 +100,14 @@ async function period(profd, j, t0, lat) {
   await Promise.all(sent);
 }
 
-// Why PREFILL_H: MergeTree adds a fixed cost of 5 MB per part when it
-// picks parts to merge (ClickHouse's SimpleMergeSelector), so while a day's
-// partition is below a few MB — as in a fresh database of a few minutes'
-// profiles — any 5 parts are merged, the partition's big part with them:
-// each new batch's rows are rewritten with everything before them (a
-// 2-minute run: 29 M rows rewritten for 575 k inserted). A store that has
-// run for hours holds a partition of hundreds of MB, whose big part is
-// merged again only once the new parts add up to several times its size.
+// Why PREFILL_H: a fresh database is not what a store that has run since
+// midnight looks like to ClickHouse's merges. Measured (RESULTS.md): with
+// an hour of this fleet in the day's partitions, ClickHouse 18.16 merged
+// each INSERT's new profiles_v3 part with the partition's big one (1.8 MiB:
+// its rows are ~5 B on disk), 118 merges for 123 INSERTs; stack_samples_v1,
+// 12-13 MiB, had its big part left alone. The likely reason is the merge
+// selector's fixed cost per part (a few MiB), which makes merging more
+// parts look cheaper while all are small; 18.16 has no setting for it.
 // The copies are under fingerprints no series has (fingerprint xor k), so
 // no selection finds them and the answers compared stay the fleet's.
 async function prefill(ch, db) {

@@ -12,7 +12,7 @@
 // scrape loop; there are fewer calls than profiles stored (stored one by
 // one, as before, they were as many — how many fewer depends on how close
 // together the scrapes end on a busy machine, so no ratio is asserted: one
-// CI run saw 27 profiles in 14 calls, a quiet machine 24 in 6); the bad
+// CI run saw 27 profiles in 14 calls); the bad
 // target is down with bad_profile while the others are up; every profile
 // counted is stored.
 // Skipped (exit 77) where clickhouse-server is not installed.
