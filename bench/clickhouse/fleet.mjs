@@ -22,10 +22,11 @@
 //          this long after the last period before reading the embedded
 //          profd's CPU: its cuts of the measured pushes counted too)
 //          PREFILL_H=0 (ClickHouse runs: before the measured periods, fill
-//          the day's partitions with this many hours of the fleet's rows —
-//          the warm-up period's profiles_v3 and stack_samples_v1 rows copied
-//          under other series' fingerprints, then OPTIMIZE ... FINAL — as a
-//          store that has run since midnight holds; see below)
+//          the tables with the fleet's rows of this many past hours — the
+//          warm-up period's profiles and stack_samples_v1 rows copied under
+//          other series' fingerprints, copy k at the warm-up's times minus k
+//          periods, then OPTIMIZE ... FINAL — as a store that has run that
+//          long holds them; see below)
 //          BREAKDOWN=1 (also print ClickHouse's CPU per profile by statement,
 //          from system.query_log's ProfileEvents, and its merges' by table,
 //          from system.part_log)
@@ -109,26 +110,36 @@ async function period(profd, j, t0, lat) {
 // selector's fixed cost per part (a few MiB), which makes merging more
 // parts look cheaper while all are small; 18.16 has no setting for it.
 // The copies are under fingerprints no series has (fingerprint xor k), so
-// no selection finds them and the answers compared stay the fleet's.
+// no selection finds them and the answers compared stay the fleet's; copy k
+// is k periods older than the warm-up, so each lands in the partition the
+// fleet's rows of that time would (the day's, or since schema 8 a 10-minute
+// partition of profiles_v4), as they would after PREFILL_H hours of running.
+
+// The table profiles rows are written to: profiles_v4 since schema 8, profiles_v3 before.
+async function profilesTable(ch, db) {
+  return Number(await chQuery(ch, `SELECT count() FROM system.tables WHERE database = '${db}' AND name = 'profiles_v4'`)) ? 'profiles_v4' : 'profiles_v3';
+}
+
 async function prefill(ch, db) {
+  const PROFILES = await profilesTable(ch, db);
   const k = Math.round(PREFILL_H * 3600000 / PERIOD);
   const t = Date.now();
   for (const [table, cols] of [
-    ['profiles_v3', 'day, ts, bitXor(fingerprint, k + 1), write_id, types_hash, sample_types, sample_units, totals, period_type, period_unit, period, time_nanos, duration_nanos, comments, drop_frames, keep_frames, default_sample_type, doc_url, body'],
-    ['stack_samples_v1', 'day, ts, bitXor(fingerprint, k + 1), write_id, types_hash, stack_hash, values'],
+    [PROFILES, `day, ts - (k + 1) * ${PERIOD}, bitXor(fingerprint, k + 1), write_id, types_hash, sample_types, sample_units, totals, period_type, period_unit, period, time_nanos, duration_nanos, comments, drop_frames, keep_frames, default_sample_type, doc_url, body`],
+    ['stack_samples_v1', `day, ts - (k + 1) * ${PERIOD}, bitXor(fingerprint, k + 1), write_id, types_hash, stack_hash, values`],
   ]) {
     // 20 copies a statement (the server's 2 GB query limit); each copies
     // only the warm-up's rows (fingerprints of the fleet's series)
     const sqls = [];
     for (let i = 0; i < k; i += 20)
-      sqls.push(`INSERT INTO ${db}.${table} SELECT ${cols.replace('k + 1', `k + ${i + 1}`)} FROM ${db}.${table} ARRAY JOIN range(${Math.min(20, k - i)}) AS k WHERE fingerprint IN (SELECT fingerprint FROM ${db}.series_v3)`);
+      sqls.push(`INSERT INTO ${db}.${table} SELECT ${cols.replaceAll('k + 1', `k + ${i + 1}`)} FROM ${db}.${table} ARRAY JOIN range(${Math.min(20, k - i)}) AS k WHERE fingerprint IN (SELECT fingerprint FROM ${db}.series_v3)`);
     for (const sql of [...sqls, `OPTIMIZE TABLE ${db}.${table} FINAL`]) {
       const r = await http(`${ch.url}/`, { method: 'POST', body: sql, timeoutMs: 1800000 });
       assert.equal(r.status, 200, `${sql}: ${r.text}`);
     }
   }
   while (Number(await chQuery(ch, 'SELECT count() FROM system.merges')) > 0) await sleep(500);
-  const sz = await chQuery(ch, `SELECT table, sum(rows), round(sum(bytes_on_disk) / 1048576, 1), count() FROM system.parts WHERE active AND database = '${db}' AND table IN ('profiles_v3', 'stack_samples_v1') GROUP BY table ORDER BY table FORMAT TSV`);
+  const sz = await chQuery(ch, `SELECT table, sum(rows), round(sum(bytes_on_disk) / 1048576, 1), count() FROM system.parts WHERE active AND database = '${db}' AND table IN ('${PROFILES}', 'stack_samples_v1') GROUP BY table ORDER BY table FORMAT TSV`);
   console.error(`prefilled ${PREFILL_H} h (${k} copies of the warm-up) in ${((Date.now() - t) / 1000).toFixed(0)} s: table, rows, MiB, parts\n${sz.trim()}`);
 }
 
@@ -177,7 +188,7 @@ async function run(profd, ch, db) {
     await chQuery(ch, 'SYSTEM FLUSH LOGS');
     res.parts = Number(await chQuery(ch, `SELECT count() FROM system.part_log WHERE event_type = 1 AND event_time >= '${chT1}' AND database = '${db}'`)) / n;
     res.aggRows = Number(await chQuery(ch, `SELECT count() FROM ${db}.aggs_v1`));
-    res.recon = `${await chQuery(ch, `SELECT sum(n) FROM ${db}.aggs_v1 WHERE types_hash = 0 AND stack_hash = 0`)} of ${await chQuery(ch, `SELECT count() FROM ${db}.profiles_v3`)}`;
+    res.recon = `${await chQuery(ch, `SELECT sum(n) FROM ${db}.aggs_v1 WHERE types_hash = 0 AND stack_hash = 0`)} of ${await chQuery(ch, `SELECT count() FROM ${db}.${await profilesTable(ch, db)}`)}`;
     if (BREAKDOWN) {
       const cpu = "(ProfileEvents.Values[indexOf(ProfileEvents.Names, 'UserTimeMicroseconds')] + ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SystemTimeMicroseconds')])";
       res.stmts = await chQuery(ch, `SELECT concat(substring(query, 1, 6), ' ', extract(query, '(?:INTO|FROM) ([a-zA-Z_0-9.]+)')) AS kind, count(), round(sum(${cpu}) / 1000 / ${n}, 3) AS cpu_ms_per_profile, round(sum(query_duration_ms) / count(), 1), sum(written_rows) FROM system.query_log WHERE type = 2 AND event_time >= '${chT1}' AND query NOT LIKE '%system.%' GROUP BY kind ORDER BY cpu_ms_per_profile DESC FORMAT TSV`);

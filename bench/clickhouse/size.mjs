@@ -151,10 +151,16 @@ async function clickhouseBytes(bin, label, port) {
       tables.stacks = (tables.stacks || 0) + tables.locations_v1;
       delete tables.locations_v1;
     }
-    const body = Number(await chq(ch, `SELECT sum(data_compressed_bytes) FROM system.columns WHERE database='${db}' AND table='profiles${sfx}' AND name='body'`));
+    // schema 8 writes the profiles rows into profiles_v4 (profiles_v3 stays, empty)
+    const v4 = names.includes('profiles_v4');
+    if (v4) {
+      tables.profiles = (tables.profiles || 0) + tables.profiles_v4;
+      delete tables.profiles_v4;
+    }
+    const body = Number(await chq(ch, `SELECT sum(data_compressed_bytes) FROM system.columns WHERE database='${db}' AND table='${v4 ? 'profiles_v4' : `profiles${sfx}`}' AND name='body'`));
     const rows = Number(await chq(ch, `SELECT count() FROM ${db}.samples${sfx}`)) +
       (names.includes('stack_samples_v1') ? Number(await chq(ch, `SELECT count() FROM ${db}.stack_samples_v1`)) : 0);
-    const n = Number(await chq(ch, `SELECT count() FROM ${db}.profiles${sfx}`));
+    const n = Number(await chq(ch, `SELECT count() FROM ${db}.${v4 ? 'profiles_all' : `profiles${sfx}`}`));
     assert.equal(n, files.length, `${label} ${t}: every profile stored`);
     // stacks_v3 rows by kind: schema-4 stacks (80 00 01), locations (80 00 02; since
     // schema 7 locations_v1's rows, 80 00 03), schema-3 stacks

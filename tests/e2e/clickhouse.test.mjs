@@ -275,13 +275,13 @@ test('conformance on one ClickHouse server: the embedded TSDB and ClickHouse ans
   const chp = await startProfd({ storage: path.join(dir, 'unused1'), name: 'profd-ch',
     extraArgs: chArgs([ch1.url], 'single', ['--clickhouse.agg-flush-idle=0']) });
   // the schema is profd's, versioned
-  assert.equal(await chQuery(ch1, 'SELECT max(version) FROM single.schema_version'), '7');
+  assert.equal(await chQuery(ch1, 'SELECT max(version) FROM single.schema_version'), '8');
   await pushAll(tsdb, CORPUS);
   await pushAll(chp, CORPUS);
   // the data is in ClickHouse's tables, decomposed
-  assert.equal(Number(await chQuery(ch1, 'SELECT count() FROM single.profiles_v3')), CORPUS.length);
+  assert.equal(Number(await chQuery(ch1, 'SELECT count() FROM single.profiles_v4')), CORPUS.length);
   // schema v2 keeps no body: single profiles are rebuilt (singleProfiles below)
-  assert.equal(Number(await chQuery(ch1, 'SELECT sum(length(body)) FROM single.profiles_v3')), 0);
+  assert.equal(Number(await chQuery(ch1, 'SELECT sum(length(body)) FROM single.profiles_v4')), 0);
   assert.ok(Number(await chQuery(ch1, 'SELECT uniqExact(stack_hash) FROM single.stacks_v3')) > 100, 'stacks stored');
   // schema 6: the samples rows in stack_samples_v1 (samples_v3 left empty)
   assert.ok(Number(await chQuery(ch1, 'SELECT count() FROM single.stack_samples_v1')) > 100, 'samples stored');
@@ -322,7 +322,7 @@ test('conformance on one ClickHouse server: the embedded TSDB and ClickHouse ans
   // bad input stays a 4xx and stores nothing
   const bad = await http(`${again.base}/api/0/profiles?service=demo&type=heap`, { method: 'POST', body: Buffer.from('not a profile') });
   assert.equal(bad.status, 400);
-  assert.equal(Number(await chQuery(ch1, 'SELECT count() FROM single.profiles_v3')), CORPUS.length + 1);
+  assert.equal(Number(await chQuery(ch1, 'SELECT count() FROM single.profiles_v4')), CORPUS.length + 1);
   await again.stop();
 });
 
@@ -354,8 +354,8 @@ test('cluster: Distributed tables over two shards, write through one profd, read
     extraArgs: chArgs([ch2.url, ch1.url], 'clu', ['--clickhouse.cluster=pd2']) });
   await pushAll(writer, CORPUS);
   await push(writer, CORPUS[0]); // the repeated push, as above
-  const n1 = Number(await chQuery(ch1, 'SELECT count() FROM clu.profiles_v3_local'));
-  const n2 = Number(await chQuery(ch2, 'SELECT count() FROM clu.profiles_v3_local'));
+  const n1 = Number(await chQuery(ch1, 'SELECT count() FROM clu.profiles_v4_local'));
+  const n2 = Number(await chQuery(ch2, 'SELECT count() FROM clu.profiles_v4_local'));
   assert.equal(n1 + n2, CORPUS.length + 1, 'every profile on exactly one shard');
   assert.ok(n1 > 0 && n2 > 0, `both shards hold profiles (${n1}, ${n2})`);
   assertSame(tsdbAnswers, await answers(reader), 'TSDB vs ClickHouse cluster (read through the other profd)');

@@ -115,7 +115,7 @@ for (const ch of [chA, chB]) {
   }, 60000, 500);
 }
 
-// profd reaches replica A through this TCP proxy. Armed, it lets the next `INSERT INTO profiles_v3` reach A
+// profd reaches replica A through this TCP proxy. Armed, it lets the next `INSERT INTO profiles_v4` reach A
 // and, when A answers, drops the answer and closes profd's connection, then
 // calls onCut (which kills A): the rows are on A, profd does not know it —
 // the INSERT must be sent again (to B) and land once.
@@ -129,7 +129,7 @@ function cutProxy(port) {
       // each request's first chunk (request line and headers, one write of
       // curl's) names its statement
       const head = d.toString('latin1', 0, Math.min(d.length, 4096));
-      if (/^(POST|GET) /.test(head)) insert = /^POST [^ ]*query=INSERT%20INTO%20profiles_v3/.test(head);
+      if (/^(POST|GET) /.test(head)) insert = /^POST [^ ]*query=INSERT%20INTO%20profiles_v4/.test(head);
       up.write(d);
     });
     up.on('data', (d) => {
@@ -205,10 +205,10 @@ async function mergeTotal(profd) {
 test('two replicas of one shard: one killed under 4 pushers loses no push, no read', async () => {
   const profd = await startProfd({ storage: path.join(dir, 'unused'), name: 'profd',
     extraArgs: [...chArgs([proxyA.url, chB.url]), '--web.threads=8'] });
-  const engines = await chQuery(chA, "SELECT name, engine FROM system.tables WHERE database = 'profd' AND (name LIKE '%v3%' OR name LIKE 'stack_samples%' OR name LIKE 'locations%') ORDER BY name");
-  for (const t of ['profiles_v3_local', 'samples_v3_local', 'stack_samples_v1_local', 'stacks_v3_local', 'locations_v1_local', 'series_v3_local', 'series_index_v3_local'])
+  const engines = await chQuery(chA, "SELECT name, engine FROM system.tables WHERE database = 'profd' AND (name LIKE '%v3%' OR name LIKE '%v4%' OR name LIKE 'stack_samples%' OR name LIKE 'locations%') ORDER BY name");
+  for (const t of ['profiles_v3_local', 'profiles_v4_local', 'samples_v3_local', 'stack_samples_v1_local', 'stacks_v3_local', 'locations_v1_local', 'series_v3_local', 'series_index_v3_local'])
     assert.match(engines, new RegExp(`${t}\\tReplicated`), `${t} is replicated:\n${engines}`);
-  assert.match(engines, /profiles_v3\tDistributed/);
+  assert.match(engines, /profiles_v4\tDistributed/);
 
   const results = [];
   let acked = 0;
@@ -239,7 +239,7 @@ test('two replicas of one shard: one killed under 4 pushers loses no push, no re
     `started after the kill ${results.filter((r) => r.afterKill).length}`);
   assert.equal(refused.length, 0, `0 pushes refused with a replica down: ${refused.slice(0, 3).map((r) => `${r.status} ${r.text.slice(0, 300)}`).join('\n')}`);
   assert.ok(results.some((r) => r.afterKill), 'pushes went on after the kill');
-  assert.equal(proxyA.cut, 1, 'one INSERT INTO profiles_v3 reached A and lost its answer');
+  assert.equal(proxyA.cut, 1, 'one INSERT INTO profiles_v4 reached A and lost its answer');
   // profd was on A (its first URL): the kill cost it failed attempts, then B took over
   const metrics = (await http(`${profd.base}/metrics`)).text;
   const errs = Number((/^profd_clickhouse_errors_total (\S+)/m.exec(metrics) || [])[1]);
@@ -262,11 +262,11 @@ test('two replicas of one shard: one killed under 4 pushers loses no push, no re
   // fetches from A the part whose answer was cut), then equal samples rows
   const nAcked = results.filter((r) => r.status === 200).length;
   await waitFor('both replicas to hold every acknowledged profile', async () =>
-    (await local(chA, 'profiles_v3')) === nAcked && (await local(chB, 'profiles_v3')) === nAcked, 180000, 500);
+    (await local(chA, 'profiles_v4')) === nAcked && (await local(chB, 'profiles_v4')) === nAcked, 180000, 500);
   await waitFor('replica a to catch up on stack_samples_v1', async () =>
     (await local(chA, 'stack_samples_v1')) === (await local(chB, 'stack_samples_v1')), 180000, 500);
-  const nProfiles = await local(chB, 'profiles_v3');
-  console.log(`after A returned: profiles_v3_local a=${await local(chA, 'profiles_v3')} b=${nProfiles}, ` +
+  const nProfiles = await local(chB, 'profiles_v4');
+  console.log(`after A returned: profiles_v4_local a=${await local(chA, 'profiles_v4')} b=${nProfiles}, ` +
     `stack_samples_v1_local a=${await local(chA, 'stack_samples_v1')} b=${await local(chB, 'stack_samples_v1')}`);
 
   // every acknowledged profile readable, once: through profd (B) and a profd on A alone

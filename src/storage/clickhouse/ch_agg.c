@@ -6,7 +6,7 @@
  * pre-summed rows only when it lies wholly inside the merge's range and its
  * reconciliation row in aggs_v1 — n (profiles) and wsum (the sum of
  * pd__ch_wid_hash of their write_ids, mod 2^64), summed over every write —
- * equals the same computed from the bucket's profiles_v3 rows, the commit
+ * equals the same computed from the bucket's profiles rows, the commit
  * records the raw path counts. A write whose profiles INSERT failed (its
  * aggs rows landed), an aggs INSERT that failed or landed twice, a bucket
  * written before schema 5: the two differ, and the bucket is read from

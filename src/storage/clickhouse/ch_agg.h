@@ -28,7 +28,7 @@
 typedef struct ch_bucket {
     uint64_t fp;
     int64_t bucket;
-    uint64_t n, wsum;   /* its profiles_v3 rows in the range */
+    uint64_t n, wsum;   /* its profiles rows in the range */
     uint64_t an, awsum; /* its reconciliation rows in aggs_v1, summed */
     bool match;
 } ch_bucket;
@@ -59,7 +59,7 @@ static inline bool pd__ch_buckets_any(const ch_buckets *h)
 {
     return h->lo <= h->hi;
 }
-/* Counts one profiles_v3 row of series fp at ts (ms) of write write_id.
+/* Counts one profiles row of series fp at ts (ms) of write write_id.
  * 0 or PD_ENOMEM. */
 int pd__ch_buckets_add(ch_buckets *h, uint64_t fp, int64_t ts, uint64_t write_id);
 /* Counts n profiles rows of series fp in the bucket holding ts (ms) whose

@@ -17,7 +17,7 @@
  *
  * Invariants:
  *  - only profiles acknowledged are added (the writer, after the batch's
- *    profiles_v3 INSERT succeeded; PD_EEXIST and failed entries are not),
+ *    profiles INSERT succeeded; PD_EEXIST and failed entries are not),
  *    each once: so a series-bucket's pending rows are the sum over a subset
  *    of its profiles rows, with that subset's reconciliation;
  *  - a series-bucket's rows and its reconciliation row go in one INSERT

@@ -190,7 +190,7 @@ static void undo_profiles(pd_ch *c, ch_batch *b)
 {
     pd_buf sql;
     pd_buf_init(&sql, 0);
-    int rc = pd_buf_printf(&sql, "ALTER TABLE profiles_v3%s DELETE WHERE write_id IN (",
+    int rc = pd_buf_printf(&sql, "ALTER TABLE %s%s DELETE WHERE write_id IN (", c->profiles_table,
                            pd__ch_local_suffix(c));
     bool first = true;
     for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
@@ -331,7 +331,8 @@ static void flush(pd_ch *c, ch_batch *b)
         if ((e->check = exist_check_needed(c, e)))
             n_check++;
     if (n_check) {
-        rc = pd_buf_puts(&sql, "SELECT fingerprint, ts FROM profiles_v3 WHERE fingerprint IN (");
+        rc = pd_buf_puts(&sql, "SELECT fingerprint, ts FROM " PD_CH_PROFILES_ALL
+                               " WHERE fingerprint IN (");
         bool first = true;
         for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
             if (e->check) {
@@ -405,7 +406,7 @@ static void flush(pd_ch *c, ch_batch *b)
     if (gather(b, offsetof(ch_entry, prof_row), &rows, &n_live) < 0)
         rc = pd_err_set(&err, PD_ENOMEM, "out of memory batching inserts");
     else
-        rc = insert_rows(c, b, "profiles_v3", &rows, true, n_live, &err);
+        rc = insert_rows(c, b, c->profiles_table, &rows, true, n_live, &err);
     par_join(&pa);
     pd_buf_release(&pa.rows);
     if (pa.rc < 0) {

@@ -48,6 +48,9 @@ struct pd_ch {
                             cleared by maintenance once it is empty) */
     int loc_version;     /* the location rows appends write: 7 (locations_v1); 4 (stacks_v3, as
                             versions 4-6 wrote them) only where a test builds such a database */
+    const char *profiles_table; /* the table appends write profiles rows into:
+                                   PD_CH_PROFILES; "profiles_v3" (as versions 3-7
+                                   did) only where a test builds such a database */
 
     /* the write queue (ch_write.c) */
     pthread_mutex_t mu;
@@ -159,7 +162,7 @@ void pd__ch_aggw_free(pd_ch *c);
 /* Drops every pending sum, unwritten (what a crash does; tests). */
 void pd__ch_aggw_drop(pd_ch *c);
 /* Adds acknowledged entry e (its agg_rows) to its series-bucket's sums (the
- * writer, after its profiles_v3 INSERT succeeded). 0; on an error the
+ * writer, after its profiles INSERT succeeded). 0; on an error the
  * series-bucket is dropped (logged, counted) and PD_ENOMEM or -1 returned. */
 int pd__ch_aggw_add(pd_ch *c, const ch_entry *e);
 /* ms until a pending series-bucket is due (0: one is, or the cap is
@@ -172,6 +175,17 @@ int64_t pd__ch_aggw_wait_ms(pd_ch *c);
  * NULL c->aggw: no-op. */
 enum { PD_CH_AGGW_DUE = 0, PD_CH_AGGW_ALL = 1, PD_CH_AGGW_DUE_TRY = 2 };
 void pd__ch_aggw_flush(pd_ch *c, int why);
+
+/* ---- profiles rows (schema 8) ---- */
+
+/* The table profiles rows are written to since schema 8 (clickhouse.h):
+ * profiles_v3's columns, PARTITION BY (day, intDiv(ts, PD_CH_AGG_BUCKET_MS)). */
+#define PD_CH_PROFILES "profiles_v4"
+/* The table reads name for profiles rows: a Merge table over profiles_v3
+ * (rows written before schema 8) and profiles_v4, which hands each of them
+ * the query's conditions (their keys and partitions still prune); on a
+ * cluster Distributed over such a Merge table of each shard's. */
+#define PD_CH_PROFILES_ALL "profiles_all"
 
 /* ---- samples rows (schema 6) ---- */
 

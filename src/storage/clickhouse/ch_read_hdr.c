@@ -4,12 +4,12 @@
  * per sample-type set under pprof's rules (profile.Merge, as
  * tsdb/aggregate.c: time_nanos the earliest non-zero, period the largest,
  * duration_nanos summed, comments unique in order, default_sample_type and
- * doc_url the first non-empty), from profiles_v3 rows or, for a merge, from
+ * doc_url the first non-empty), from profiles rows or, for a merge, from
  * per-bucket summaries. The sums, stacks and the building of the answer
  * are in ch_read.c.
  *
  * A merge folds every profile's header (fold_hdr). Instead of one
- * profiles_v3 row per profile, ClickHouse answers one summary per (sample
+ * profiles row per profile, ClickHouse answers one summary per (sample
  * types, series, 10-minute bucket): count and sum of the write_ids' hashes
  * (the bucket's reconciliation numbers, ch_agg.h), min and max ts, min
  * time_nanos, max period, summed duration_nanos, the invariant fields of
@@ -39,7 +39,7 @@ ch_part *pd__ch_find_part(ch_parts *g, uint64_t th)
     return NULL;
 }
 
-/* A profile header as the headers query answers it (one profiles_v3 row,
+/* A profile header as the headers query answers it (one profiles row,
  * or a bucket's summary: period max, time_nanos min, duration_nanos summed
  * and the invariant fields of any of its rows). Strings in the ch_parts' arena. */
 typedef struct hdr {
@@ -256,7 +256,7 @@ static int cmp_part_first(const void *a, const void *b)
 
 /* The fields types_hash determines (read_hdr_set's) of each summed set —
  * every key of rep (types_hash -> index into v of its first summary) not
- * in bad — read from one profiles_v3 row of it (the first of its first
+ * in bad — read from one profiles row of it (the first of its first
  * summary: a point read by key) and copied into all of v's summaries of
  * it; a set whose row is gone meanwhile is added to bad (*n_bad). 0 or an
  * error (set). */
@@ -290,7 +290,7 @@ static int fill_sets(ch_parts *g, hsum *v, size_t nv, const pd_u64map *rep, pd_u
         goto out;
     rc = rc ? rc
             : pd_buf_puts(&sql, "SELECT types_hash, sample_types, sample_units, period_type, "
-                                "period_unit FROM profiles_v3 WHERE");
+                                "period_unit FROM " PD_CH_PROFILES_ALL " WHERE");
     rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n_ask, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " AND (fingerprint, ts) IN (");
     for (size_t i = 0; rc == 0 && i < n_ask; i++)
@@ -386,7 +386,8 @@ int pd__ch_fold_headers(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64
                           "default_sample_type, doc_url), max(period), min(time_nanos), "
                           "sum(duration_nanos), "
                           "any(comments), any(drop_frames), any(keep_frames), "
-                          "any(default_sample_type), any(doc_url) FROM profiles_v3 WHERE");
+                          "any(default_sample_type), any(doc_url) FROM " PD_CH_PROFILES_ALL
+                          " WHERE");
     rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " GROUP BY types_hash, fingerprint, b FORMAT RowBinary");
     if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
@@ -457,7 +458,7 @@ int pd__ch_fold_headers(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64
         rc = pd_buf_puts(&sql, "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
                                "period_type, period_unit, period, time_nanos, duration_nanos, "
                                "comments, drop_frames, keep_frames, default_sample_type, doc_url "
-                               "FROM profiles_v3 WHERE");
+                               "FROM " PD_CH_PROFILES_ALL " WHERE");
         rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n, mint, maxt);
         rc = rc ? rc : pd_buf_puts(&sql, " AND types_hash IN (");
         bool first = true;

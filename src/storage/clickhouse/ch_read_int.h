@@ -62,7 +62,7 @@ ch_part *pd__ch_find_part(ch_parts *g, uint64_t th);
  * key — to b. 0 or PD_ENOMEM. */
 int pd__ch_put_fp_range(pd_buf *b, const uint64_t *fps, size_t n, int64_t mint, int64_t maxt);
 
-/* Reads one profiles_v3 row of a headers query from r — types_hash,
+/* Reads one profiles row of a headers query from r — types_hash,
  * fingerprint, ts, then sample_types, sample_units, period_type,
  * period_unit, period, time_nanos, duration_nanos, comments, drop_frames,
  * keep_frames, default_sample_type, doc_url in RowBinary — and folds it
@@ -76,7 +76,7 @@ int pd__ch_fold_row(ch_parts *g, ch_rd *r, const pd_u64map *ref_idx, pd_err *err
 /* Folds the headers of every profile of the series fps[0..n) in [mint,
  * maxt] (ms, inclusive) into g's parts — from one summary per (sample
  * types, series, 10-minute bucket) where pprof's fold is exact on them,
- * else that sample-type set's profiles_v3 rows in time order (a second
+ * else that sample-type set's profiles rows in time order (a second
  * query) — then sorts the parts by first profile (ts, fingerprint). When H
  * is not NULL, each bucket's count and write_id hash sum is added to it
  * (pd__ch_buckets_add_sum) for aggs_v1's reconciliation. Counts the

@@ -184,11 +184,12 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
         goto out;
     }
     /* the series' labels (second query) sent beside their counts: it
-       names the same profiles_v3 rows by a subquery, not by the first
+       names the same profiles rows by a subquery, not by the first
        answer (one round trip of latency instead of two) */
     if (pd_buf_printf(&lsql,
                       "SELECT fingerprint, any(names), any(values) FROM series_v3 WHERE "
-                      "fingerprint GLOBAL IN (SELECT fingerprint FROM profiles_v3 WHERE%s) "
+                      "fingerprint GLOBAL IN (SELECT fingerprint FROM " PD_CH_PROFILES_ALL
+                      " WHERE%s) "
                       "GROUP BY fingerprint FORMAT RowBinary",
                       (const char *)where.data) < 0) {
         rc = pd__ch_nomem(err);
@@ -198,7 +199,7 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
     pd__ch_bg_start(&lq);
     rc = pd_buf_printf(&sql,
                        "SELECT fingerprint, count(), min(ts), max(ts), sample_types, sample_units "
-                       "FROM profiles_v3 WHERE%s GROUP BY fingerprint, sample_types, "
+                       "FROM " PD_CH_PROFILES_ALL " WHERE%s GROUP BY fingerprint, sample_types, "
                        "sample_units FORMAT RowBinary",
                        (const char *)where.data);
     if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
@@ -605,11 +606,12 @@ static void read_all_points(pd_ch *c, pcache *pc)
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, CH_MAX_ANSWER);
     pd_err err;
-    int rc = pd_buf_printf(&sql,
-                           "SELECT fingerprint, ts, sample_types, sample_units, totals FROM "
-                           "profiles_v3 WHERE%s ORDER BY fingerprint, ts LIMIT %d "
-                           "FORMAT RowBinary",
-                           pc->where, CH_CACHE_MAX_POINTS + 1);
+    int rc = pd_buf_printf(
+        &sql,
+        "SELECT fingerprint, ts, sample_types, sample_units, totals FROM " PD_CH_PROFILES_ALL
+        " WHERE%s ORDER BY fingerprint, ts LIMIT %d "
+        "FORMAT RowBinary",
+        pc->where, CH_CACHE_MAX_POINTS + 1);
     bool ok = pd__ch_query_built(c, rc, &sql, &resp, &err) == 0;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     uint64_t last = 0;
@@ -785,7 +787,8 @@ int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_po
     pd_arena_init(a);
     out->priv = a;
     rc = pd_buf_printf(&sql,
-                       "SELECT ts, sample_types, sample_units, totals FROM profiles_v3 WHERE "
+                       "SELECT ts, sample_types, sample_units, totals FROM " PD_CH_PROFILES_ALL
+                       " WHERE "
                        "fingerprint = %llu AND",
                        (unsigned long long)ref);
     rc = rc ? rc : pd__ch_put_range(&sql, mint, maxt);

@@ -209,6 +209,43 @@ static const table_def schema_v7[] = {
      "loc_key"},
 };
 
+/* Version 8 writes profiles rows into profiles_v4: profiles_v3's columns,
+ * partitioned by 10-minute bucket (aggs_v1's, stack_samples_v1's key) within
+ * the day. ClickHouse 18.16 keeps merging each INSERT's new part with the
+ * partition's big one while that one is only a few MiB (its merge selector
+ * weighs every part with a fixed cost of a few MiB), and profiles rows are
+ * ~5 B each on disk: a day's partition of a 100 profiles/s fleet was
+ * rewritten whole with nearly every INSERT, 3,600 rows rewritten per row
+ * inserted an hour into the day and more after (bench/clickhouse/RESULTS.md).
+ * A 10-minute partition bounds that rewrite by what the fleet writes in 10
+ * minutes. Reads name the Merge table profiles_all (PD_CH_PROFILES_ALL),
+ * which reads profiles_v3 (rows written before: not copied, retention drops
+ * their days) and profiles_v4 alike, each with its own keys and partition
+ * pruning: every read names a ts range (or a ts) beside the day. On a
+ * cluster profiles_all_local merges the local tables and profiles_all is
+ * Distributed over it, as over every table (18.16's Merge over Distributed
+ * tables loses the columns of the WHERE: "Not found column day in block"). */
+static const table_def schema_v8[] = {
+    {PD_CH_PROFILES,
+     "day Date, ts Int64, fingerprint UInt64, write_id UInt64, types_hash UInt64, "
+     "sample_types Array(String), sample_units Array(String), totals Array(Int64), "
+     "period_type String, period_unit String, period Int64, time_nanos Int64, "
+     "duration_nanos Int64, comments Array(String), drop_frames String, keep_frames String, "
+     "default_sample_type String, doc_url String, body String",
+     "MergeTree() PARTITION BY (day, intDiv(ts, 600000)) ORDER BY (fingerprint, ts)",
+     "fingerprint"},
+    /* put_engine fills in the database's name (18.16 evaluates a
+       currentDatabase() there again when it loads the table at a restart,
+       in no database) and the table suffix ("_local" on a cluster) */
+    {PD_CH_PROFILES_ALL,
+     "day Date, ts Int64, fingerprint UInt64, write_id UInt64, types_hash UInt64, "
+     "sample_types Array(String), sample_units Array(String), totals Array(Int64), "
+     "period_type String, period_unit String, period Int64, time_nanos Int64, "
+     "duration_nanos Int64, comments Array(String), drop_frames String, keep_frames String, "
+     "default_sample_type String, doc_url String, body String",
+     "Merge(%s, '^profiles_v[34]%s$')", "fingerprint"},
+};
+
 static const migration migrations[] = {
     {1, schema_v1, sizeof schema_v1 / sizeof schema_v1[0], NULL, 0},
     {2, NULL, 0, NULL, 0},
@@ -217,6 +254,7 @@ static const migration migrations[] = {
     {5, schema_v5, sizeof schema_v5 / sizeof schema_v5[0], NULL, 0},
     {6, schema_v6, sizeof schema_v6 / sizeof schema_v6[0], NULL, 0},
     {7, schema_v7, sizeof schema_v7 / sizeof schema_v7[0], NULL, 0},
+    {8, schema_v8, sizeof schema_v8 / sizeof schema_v8[0], NULL, 0},
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == PD_CH_SCHEMA_VERSION,
@@ -235,9 +273,20 @@ static int exec_on_sql(pd_ch *c, size_t u, pd_buf *sql, pd_buf *resp, pd_err *er
  * '{replica}') ...", "ReplacingMergeTree()" ReplicatedReplacingMergeTree:
  * the shard and replica come from each server's <macros>, so the same
  * statement runs on every server and the replicas of a shard share one
- * ZooKeeper path. */
+ * ZooKeeper path. A Merge(...) engine (profiles_all) gets the database's
+ * name and the table suffix at its two %s: it merges this server's tables,
+ * local ones on a cluster. */
 static int put_engine(const pd_ch *c, const table_def *t, pd_buf *sql)
 {
+    if (strncmp(t->engine, "Merge(", 6) == 0) {
+        pd_buf db;
+        pd_buf_init(&db, 0);
+        int rc = pd__ch_put_sql_string(&db, c->db, strlen(c->db));
+        rc = rc ? rc : pd_buf_putc(&db, 0);
+        rc = rc ? rc : pd_buf_printf(sql, t->engine, (const char *)db.data, pd__ch_local_suffix(c));
+        pd_buf_release(&db);
+        return rc;
+    }
     const char *mt = strstr(t->engine, "MergeTree()");
     if (!c->replicated || !mt)
         return pd_buf_puts(sql, t->engine);
@@ -854,9 +903,9 @@ int pd__ch_append(pd_ch *c, const pd_labels *labels, int64_t ts_ms, const uint8_
  * profiles rows are not yet must not be answered from sums (without its aggs rows the bucket is
  * read raw). */
 
-static const char *const partitioned[] = {"aggs_v1",      "profiles_v3",     "samples_v3",
-                                          PD_CH_SAMPLES,  "series_index_v3", "stacks_v3",
-                                          "locations_v1", "series_v3"};
+static const char *const partitioned[] = {"aggs_v1",    "profiles_v3",  PD_CH_PROFILES,
+                                          "samples_v3", PD_CH_SAMPLES,  "series_index_v3",
+                                          "stacks_v3",  "locations_v1", "series_v3"};
 
 /* The database's retention on server u into *out (ms; <= 0: none); records
  * c->flag_retention_ms first when there is none. */
@@ -914,13 +963,15 @@ static int drop_old_on(pd_ch *c, size_t u, int64_t keep_day, pd_err *err)
     pd_buf sql, resp;
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, 16u << 20);
-    int rc = pd_buf_puts(&sql, "SELECT DISTINCT table, partition FROM system.parts WHERE "
-                               "active AND database = ");
+    /* by max_date (the partition key's day) and partition ID: a partition
+       of profiles_v4 is (day, bucket), its name no day string */
+    int rc = pd_buf_puts(&sql, "SELECT DISTINCT table, partition_id, partition FROM system.parts "
+                               "WHERE active AND database = ");
     rc = rc ? rc : pd__ch_put_sql_string(&sql, c->db, strlen(c->db));
     rc = rc ? rc : pd_buf_puts(&sql, " AND table IN (");
     for (size_t i = 0; rc == 0 && i < sizeof partitioned / sizeof partitioned[0]; i++)
         rc = pd_buf_printf(&sql, "%s'%s%s'", i ? "," : "", partitioned[i], pd__ch_local_suffix(c));
-    rc = rc ? rc : pd_buf_puts(&sql, ") AND partition < ");
+    rc = rc ? rc : pd_buf_puts(&sql, ") AND max_date < ");
     rc = rc ? rc : pd__ch_put_sql_day(&sql, keep_day);
     rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY startsWith(table, 'aggs_') DESC FORMAT RowBinary");
     rc = rc ? rc : exec_on_sql(c, u, &sql, &resp, err);
@@ -928,20 +979,21 @@ static int drop_old_on(pd_ch *c, size_t u, int64_t keep_day, pd_err *err)
         goto out;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     while (pd__ch_rd_more(&r)) {
-        const uint8_t *t, *pt;
-        size_t tn, pn;
+        const uint8_t *t, *id, *pt;
+        size_t tn, idn, pn;
         pd__ch_rd_str(&r, &t, &tn);
+        pd__ch_rd_str(&r, &id, &idn);
         pd__ch_rd_str(&r, &pt, &pn);
         if (r.bad)
             break;
         pd_buf_reset(&sql);
-        rc = pd_buf_printf(&sql, "ALTER TABLE %.*s DROP PARTITION ", (int)tn, (const char *)t);
-        rc = rc ? rc : pd__ch_put_sql_string(&sql, (const char *)pt, pn);
+        rc = pd_buf_printf(&sql, "ALTER TABLE %.*s DROP PARTITION ID ", (int)tn, (const char *)t);
+        rc = rc ? rc : pd__ch_put_sql_string(&sql, (const char *)id, idn);
         rc = rc ? rc : exec_on_sql(c, u, &sql, NULL, err);
         if (rc < 0)
             goto out;
         pd_log(PD_LOG_INFO, "clickhouse retention dropped a partition",
-               "url=%s table=%.*s day=%.*s", c->urls[u], (int)tn, (const char *)t, (int)pn,
+               "url=%s table=%.*s partition=%.*s", c->urls[u], (int)tn, (const char *)t, (int)pn,
                (const char *)pt);
         pd_metrics_add("profd_storage_retention_deletes_total", NULL, 1);
     }
@@ -1061,10 +1113,9 @@ void pd__ch_stats_get(pd_ch *c, pd_storage_stats *out)
     pd_err err;
     pd_err_clear(&err);
     char sql[512];
-    snprintf(
-        sql, sizeof sql,
-        "SELECT (SELECT uniqExact(fingerprint) FROM series_v3), count(), min(ts), max(ts) FROM "
-        "profiles_v3 FORMAT RowBinary");
+    snprintf(sql, sizeof sql,
+             "SELECT (SELECT uniqExact(fingerprint) FROM series_v3), count(), min(ts), max(ts) "
+             "FROM " PD_CH_PROFILES_ALL " FORMAT RowBinary");
     if (pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err) == 0) {
         ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
         uint64_t ns = pd__ch_rd_u64(&r), np = pd__ch_rd_u64(&r);
@@ -1137,6 +1188,7 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
         return pd_err_set(err, PD_ENOMEM, "out of memory");
     c->legacy_samples = true; /* until legacy_check finds samples_v3 empty */
     c->loc_version = PD_CH_SCHEMA_VERSION;
+    c->profiles_table = PD_CH_PROFILES;
     int rc = 0;
     c->urls = calloc(o->n_urls, sizeof *c->urls);
     c->n_urls = o->n_urls;

@@ -38,7 +38,18 @@
  *                period_unit, period, time_nanos, duration_nanos, comments,
  *                drop_frames, keep_frames, default_sample_type, doc_url,
  *                body String: '' since v2)
- *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts)
+ *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts).
+ *                Written up to v7; since v8 read through profiles_all
+ *   profiles_v4  (the columns of profiles_v3)
+ *                MergeTree PARTITION BY (day, intDiv(ts, 600000)) ORDER BY
+ *                (fingerprint, ts): since v8 the profiles rows, a partition
+ *                per 10-minute bucket, so that ClickHouse's merges of the
+ *                newest partition rewrite at most 10 minutes of rows
+ *                (ch_write.c's schema_v8 says why)
+ *   profiles_all Merge('<database>', '^profiles_v[34]$') (on a
+ *                cluster Merge over the _local tables, and Distributed over
+ *                that): what every read of profiles rows names
+ *                (PD_CH_PROFILES_ALL)
  *   stacks_v3    (day Date, stack_hash UInt64, stack String)
  *                ReplacingMergeTree PARTITION BY day ORDER BY stack_hash,
  *                index_granularity 64 — a "stack" is one sample's key
@@ -89,7 +100,7 @@
  *                < 0, one profile written beside its profiles row.
  *                A merge reads a series' bucket from its sums only when that
  *                bucket lies wholly in the range and its summed n and wsum
- *                equal those of its profiles_v3 rows (ch_agg.c): otherwise
+ *                equal those of its profiles rows (ch_agg.c): otherwise
  *                (a failed or repeated write, buckets from before v5) from
  *                samples_v3 as before
  * Versions: v1 kept the producer's body in profiles.body and summed the
@@ -107,6 +118,9 @@
  * v7 writes location rows into locations_v1 (a new format, new keys); the
  * older ones stay in stacks_v3 with the stack rows naming them, found there
  * by a second lookup of the keys locations_v1 lacks.
+ * v8 writes profiles rows into profiles_v4 (same columns, 10-minute
+ * partitions); profiles_v3's rows stay and are read beside them through the
+ * Merge table profiles_all until retention has dropped them.
  * fingerprint = pd_labels_hash(labels) is also the series ref. types_hash
  * hashes the sample types/units and the period type/unit: a merge part
  * never mixes two of them. write_id is random per append: a query counts
@@ -206,7 +220,7 @@
 
 #include "storage/storage.h"
 
-#define PD_CH_SCHEMA_VERSION 7
+#define PD_CH_SCHEMA_VERSION 8
 
 /* The previous batch's profiles from which the writer waits the whole
  * flush interval before the next batch (fewer: proportionally less; one:

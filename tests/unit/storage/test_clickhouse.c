@@ -687,8 +687,9 @@ static void test_backend(void **state)
         snprintf(sql, sizeof sql,
                  "SELECT (SELECT count() FROM stacks_v3 WHERE day <= toDate(%lld)) + (SELECT "
                  "count() FROM series_v3 WHERE day <= toDate(%lld)) + (SELECT count() FROM "
-                 "locations_v1 WHERE day <= toDate(%lld)) FORMAT RowBinary",
-                 (long long)old_day, (long long)old_day, (long long)old_day);
+                 "locations_v1 WHERE day <= toDate(%lld)) + (SELECT count() FROM "
+                 "profiles_all WHERE day <= toDate(%lld)) FORMAT RowBinary",
+                 (long long)old_day, (long long)old_day, (long long)old_day, (long long)old_day);
         assert_int_equal(ch_u64(c, "%s", sql), 0);
         assert_true(ch_u64(c, "SELECT count() FROM stacks_v3 FORMAT RowBinary") > 0);
         assert_true(ch_u64(c, "SELECT count() FROM locations_v1 FORMAT RowBinary") > 0);
@@ -1098,7 +1099,7 @@ static void test_single_profile_rebuilt(void **state)
     pd_buf resp;
     pd_buf_init(&resp, 0);
     PD_ASSERT_OK(pd__ch_exec(c,
-                             "SELECT sum(length(body)), count() FROM profiles_v3 FORMAT RowBinary",
+                             "SELECT sum(length(body)), count() FROM profiles_v4 FORMAT RowBinary",
                              NULL, 0, NULL, &resp, NULL, &err),
                  &err);
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
@@ -1122,7 +1123,7 @@ static void test_single_profile_rebuilt(void **state)
         0);
     for (size_t i = 0; i < g_prof[0].len; i++)
         assert_int_equal(pd_buf_printf(&sql, "%02x", g_prof[0].body[i]), 0);
-    assert_int_equal(pd_buf_printf(&sql, "') FROM profiles_v3 WHERE fingerprint = %llu",
+    assert_int_equal(pd_buf_printf(&sql, "') FROM profiles_v4 WHERE fingerprint = %llu",
                                    (unsigned long long)refs[0]),
                      0);
     assert_int_equal(pd_buf_putc(&sql, 0), 0);

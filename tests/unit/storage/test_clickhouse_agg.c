@@ -7,7 +7,7 @@
  *    part's profile pd_profile_equal, its counts and times), both through
  *    aggs_v1 (profd_clickhouse_merge_hours_total{path="aggregate"} grows)
  *    and with aggs_v1 emptied (every hour raw);
- *  - a batch whose profiles_v3 INSERT fails (the table renamed away: its
+ *  - a batch whose profiles_v4 INSERT fails (the table renamed away: its
  *    aggs_v1 rows land, its commit row does not) and a batch whose aggs_v1
  *    INSERT fails: the answers stay equal to the TSDB's, the hour is read
  *    raw; the same after a restart (close, open);
@@ -22,6 +22,8 @@
  *    single reads equal to the TSDB's over old rows, new rows and both;
  *  - a version-6 database (location rows in stacks_v3) upgraded to 7: the
  *    same;
+ *  - a version-7 database (profiles rows in profiles_v3) upgraded to 8: the
+ *    same, and a profile stored before refused again;
  *  - deferred sums (--clickhouse.agg-flush-idle, ch_aggw.c; the test's
  *    clock drives the idle time): nothing in aggs_v1 before a series-bucket
  *    is idle and merges exact (raw) meanwhile; once idle one
@@ -422,7 +424,7 @@ static void test_failed_writes_stay_exact(void **state)
     /* hour 3: a batch whose commit row fails (its samples and aggs rows land;
        newer than the series' last profile: no duplicate check reads the
        table before) */
-    ch_do(c, "RENAME TABLE profiles_v3 TO profiles_v3_off");
+    ch_do(c, "RENAME TABLE profiles_v4 TO profiles_v4_off");
     pd_labels ls;
     labels(&ls, "heap", "a", NULL);
     pd_err err;
@@ -436,7 +438,7 @@ static void test_failed_writes_stay_exact(void **state)
                            &g_prof[2].p, &err);
     assert_true(rc < 0);
     pd_labels_release(&lc);
-    ch_do(c, "RENAME TABLE profiles_v3_off TO profiles_v3");
+    ch_do(c, "RENAME TABLE profiles_v4_off TO profiles_v4");
     /* the injection did what it says: aggs_v1 counts 2 profiles there */
     uint64_t fp = ch_u64(c,
                          "SELECT any(fingerprint) FROM stack_samples_v1 WHERE ts = %lld FORMAT "
@@ -614,7 +616,8 @@ static void test_headers_exact(void **state)
 /* pd_storage_read_type_runs after a select: equal to the TSDB's for a
  * series of one sample-type set (a), of two interleaved (b: A, B, A) and
  * of two one after the other (c: A, B); a's and c's are served by what
- * the select's own query answered (profiles_v3 renamed away meanwhile),
+ * the select's own query answered (profiles_all, the table reads name,
+ * renamed away meanwhile),
  * b's read its points. */
 static void test_type_runs_from_select(void **state)
 {
@@ -645,7 +648,7 @@ static void test_type_runs_from_select(void **state)
     PD_ASSERT_OK(pd_storage_select(ch, &m, 1, a, z, &set, &err), &err);
     assert_int_equal(set.n, 3);
     pd_ch *c = open_sql("agg_runs");
-    ch_do(c, "RENAME TABLE profiles_v3 TO profiles_v3_off");
+    ch_do(c, "RENAME TABLE profiles_all TO profiles_all_off");
     for (int k = 0; k < 3; k++) {
         pd_points pc = {0};
         size_t nc = 0;
@@ -668,7 +671,7 @@ static void test_type_runs_from_select(void **state)
         }
         pd_points_release(&pc);
     }
-    ch_do(c, "RENAME TABLE profiles_v3_off TO profiles_v3");
+    ch_do(c, "RENAME TABLE profiles_all_off TO profiles_all");
     /* b, read: the TSDB's three runs */
     pd_points pb = {0};
     size_t nb = 0;
@@ -892,6 +895,78 @@ static void test_upgrade_from_v6(void **state)
     rm_tsdb(ts, dir);
 }
 
+/* Schema 8 (profiles_v4, read through the Merge table profiles_all): a
+ * version-7 database — its profiles rows in profiles_v3, no profiles_v4 —
+ * opened by this profd is migrated to 8, and every merge and single read
+ * equals the TSDB's: from the old rows alone, then with new appends beside
+ * them (into buckets the old rows have too), through aggs_v1 and raw; a
+ * profile already stored in profiles_v3 is refused again (PD_EEXIST), and
+ * new rows go to profiles_v4 alone. */
+static void test_upgrade_from_v7(void **state)
+{
+    (void)state;
+    need_server();
+    const int64_t h0 = 1795708800000 + 80 * HOUR;
+    g_now = h0 + 5 * HOUR;
+    g_n_put = 0;
+    char dir[] = "/tmp/pd_ch_agg7_XXXXXX";
+    pd_storage *ts = open_tsdb(dir);
+    pd_ch *c = open_sql("agg_v7");
+    c->profiles_table = "profiles_v3";
+    for (size_t k = 0; k < 12; k++) /* hours 0-1 */
+        for (int s = 0; s < 3; s++)
+            put_v6(c, ts, (char)('a' + s), h0 + (int64_t)k * 600000 + s * 1000, k + (size_t)s);
+    pd__ch_close(c);
+
+    /* the database as a version-7 profd left it */
+    c = open_sql("agg_v7");
+    assert_int_equal(ch_u64(c, "SELECT count() FROM profiles_v4 FORMAT RowBinary"), 0);
+    assert_int_equal(ch_u64(c, "SELECT count() FROM profiles_v3 FORMAT RowBinary"), 36);
+    ch_do(c, "DROP TABLE profiles_all");
+    ch_do(c, "DROP TABLE profiles_v4");
+    ch_do(c, "TRUNCATE TABLE schema_version");
+    ch_do(c, "INSERT INTO schema_version VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), "
+             "(7, 0)");
+
+    pd_storage *ch = open_store("agg_v7");
+    assert_int_equal(
+        ch_u64(c, "SELECT toUInt64(max(version)) FROM schema_version FORMAT RowBinary"),
+        PD_CH_SCHEMA_VERSION);
+    assert_int_equal(ch_u64(c, "SELECT count() FROM profiles_all FORMAT RowBinary"), 36);
+    size_t whole;
+    check_ranges(ch, ts, h0, "version-7 rows", &whole);
+    check_singles(ch, ts, "version-7 rows");
+
+    /* stored before the upgrade: refused again, nothing written */
+    {
+        pd_labels ls;
+        labels(&ls, "heap", "b", NULL);
+        const tprof *p = &g_prof[0];
+        pd_err err;
+        PD_ASSERT_RC(pd_storage_append(ch, &ls, h0 + 1000, p->body, p->len, &p->p, &err), PD_EEXIST,
+                     &err);
+        pd_labels_release(&ls);
+        assert_int_equal(ch_u64(c, "SELECT count() FROM profiles_v4 FORMAT RowBinary"), 0);
+    }
+
+    /* new appends: hours 2-3, and into buckets of hours 0-1 */
+    for (size_t k = 12; k < 24; k++)
+        for (int s = 0; s < 3; s++)
+            put(ch, ts, (char)('a' + s), h0 + (int64_t)k * 600000 + s * 1000, k + (size_t)s);
+    put(ch, ts, 'a', h0 + 5 * 60000, 1);
+    put(ch, ts, 'b', h0 + HOUR + 7 * 60000, 2);
+    assert_int_equal(ch_u64(c, "SELECT count() FROM profiles_v4 FORMAT RowBinary"), 38);
+    assert_int_equal(ch_u64(c, "SELECT count() FROM profiles_v3 FORMAT RowBinary"), 36);
+    double via = check_ranges(ch, ts, h0, "version-7 and -8 rows", &whole);
+    assert_true(via > 0);
+    check_singles(ch, ts, "version-7 and -8 rows");
+    ch_do(c, "TRUNCATE TABLE aggs_v1");
+    assert_int_equal((long long)check_ranges(ch, ts, h0, "both, raw", &whole), 0);
+    pd__ch_close(c);
+    pd_storage_close(ch);
+    rm_tsdb(ts, dir);
+}
+
 /* A writer with deferred aggs_v1 sums: idle_ms (< 0: per batch) on the
  * test's clock (g_now), pending cap (0: default). */
 static pd_ch *open_w(const char *db, int64_t idle_ms, size_t cap)
@@ -1079,6 +1154,7 @@ int main(void)
         cmocka_unit_test(test_retention_drops_aggs),
         cmocka_unit_test(test_upgrade_from_v5),
         cmocka_unit_test(test_upgrade_from_v6),
+        cmocka_unit_test(test_upgrade_from_v7),
         cmocka_unit_test(test_deferred_sums),
         cmocka_unit_test(test_deferred_sums_writer_wakes),
     };
