@@ -94,6 +94,7 @@ typedef struct flags {
     const char *ch_user, *ch_password_file, *ch_database, *ch_cluster;
     bool ch_replicated;               /* --clickhouse.replicated (issue 35 item 4) */
     int64_t ch_flush_ms;              /* --clickhouse.flush-interval (-1: none; 0: default 1 s) */
+    int64_t ch_batch_wait_ms;         /* --clickhouse.batch-wait (0: none) */
     unsigned long long ch_batch_rows; /* --clickhouse.batch-rows (0: default) */
     int64_t ch_cache_bytes;           /* --clickhouse.cache-size (0: default 64 MiB; -1: none) */
     int64_t ch_agg_idle_ms; /* --clickhouse.agg-flush-idle (-1: every batch; 0: default 60 s) */
@@ -145,6 +146,9 @@ static void usage(FILE *f)
         "  --clickhouse.flush-interval=DUR longest wait for concurrent pushes to gather\n"
         "                                  into one insert batch (default 1s; a lone\n"
         "                                  push waits none; 0: no wait)\n"
+        "  --clickhouse.batch-wait=DUR     every insert batch gathers at least this long,\n"
+        "                                  for fleets of few pushes per interval\n"
+        "                                  (default 0: none; at most the flush interval)\n"
         "  --clickhouse.batch-rows=N       a gathering batch goes at once at N samples\n"
         "                                  rows (default 1000000)\n"
         "  --clickhouse.cache-size=SIZE    read cache: stack, location and sample-type rows\n"
@@ -392,6 +396,7 @@ static int parse_flags(int argc, char **argv, flags *f)
                                       "--clickhouse.password-file",
                                       "--clickhouse.cluster",
                                       "--clickhouse.flush-interval",
+                                      "--clickhouse.batch-wait",
                                       "--clickhouse.batch-rows",
                                       "--clickhouse.cache-size",
                                       "--clickhouse.agg-flush-idle",
@@ -452,6 +457,14 @@ static int parse_flags(int argc, char **argv, flags *f)
                                    "0 to 1m",
                                    val);
             f->ch_flush_ms = ms ? ms : -1;
+        } else if (strcmp(name, "--clickhouse.batch-wait") == 0) {
+            pd_err derr;
+            int64_t ms;
+            if (pd_parse_duration(val, &ms, &derr) < 0 || ms < 0 || ms > 60000)
+                return usage_error("--clickhouse.batch-wait: \"%s\" is not a duration from "
+                                   "0 to 1m",
+                                   val);
+            f->ch_batch_wait_ms = ms;
         } else if (strcmp(name, "--clickhouse.batch-rows") == 0) {
             char *end;
             unsigned long long v = strtoull(val, &end, 10);
@@ -769,6 +782,18 @@ static int serve(const flags *f)
             code = EXIT_USAGE;
             goto out;
         }
+        int64_t fl = f->ch_flush_ms < 0 ? 0
+                     : f->ch_flush_ms   ? f->ch_flush_ms
+                                        : PD_STORAGE_CH_FLUSH_MS_DEFAULT;
+        if (f->ch_batch_wait_ms > fl) {
+            fprintf(stderr,
+                    "profd: --clickhouse.batch-wait=%lldms is longer than "
+                    "--clickhouse.flush-interval (%lldms), the longest wait\n"
+                    "See 'profd --help'.\n",
+                    (long long)f->ch_batch_wait_ms, (long long)fl);
+            code = EXIT_USAGE;
+            goto out;
+        }
         if (f->ch_password_file) {
             FILE *pf = fopen(f->ch_password_file, "r");
             size_t pn = pf ? fread(ch_password, 1, sizeof ch_password - 1, pf) : 0;
@@ -792,6 +817,7 @@ static int serve(const flags *f)
         so.clickhouse.cluster = f->ch_cluster;
         so.clickhouse.replicated = f->ch_replicated;
         so.clickhouse.flush_interval_ms = f->ch_flush_ms;
+        so.clickhouse.batch_wait_ms = f->ch_batch_wait_ms;
         so.clickhouse.cache_bytes = f->ch_cache_bytes;
         so.clickhouse.batch_profiles = f->threads;
         so.clickhouse.batch_rows = (size_t)f->ch_batch_rows;
@@ -869,13 +895,14 @@ static int serve(const flags *f)
                             "clickhouse.cluster",
                             "clickhouse.replicated",
                             "clickhouse.flush-interval",
+                            "clickhouse.batch-wait",
                             "clickhouse.batch-rows",
                             "clickhouse.agg-flush-idle",
                             "query.max-merge-concurrency",
                             "storage.aggregate-workers",
                             "ingest.max-series-per-service",
                             "ui.source-dir"};
-    char v_chfl[32], v_chrows[32], v_chidle[32];
+    char v_chfl[32], v_chbw[32], v_chrows[32], v_chidle[32];
     snprintf(v_chidle, sizeof v_chidle, "%lldms",
              (long long)(f->ch_agg_idle_ms < 0 ? 0
                          : f->ch_agg_idle_ms   ? f->ch_agg_idle_ms
@@ -884,6 +911,7 @@ static int serve(const flags *f)
              (long long)(f->ch_flush_ms < 0 ? 0
                          : f->ch_flush_ms   ? f->ch_flush_ms
                                             : PD_STORAGE_CH_FLUSH_MS_DEFAULT));
+    snprintf(v_chbw, sizeof v_chbw, "%lldms", (long long)f->ch_batch_wait_ms);
     snprintf(v_chrows, sizeof v_chrows, "%llu", f->ch_batch_rows ? f->ch_batch_rows : 1000000ull);
     char v_churls[1024] = "";
     for (size_t i = 0, o = 0; i < f->n_ch_urls && o < sizeof v_churls; i++)
@@ -923,6 +951,7 @@ static int serve(const flags *f)
                              f->ch_cluster ? f->ch_cluster : "",
                              f->ch_replicated ? "true" : "false",
                              v_chfl,
+                             v_chbw,
                              v_chrows,
                              v_chidle,
                              v_mmc,

@@ -91,9 +91,10 @@ typedef struct pd_clickhouse_options {
     size_t batch_bytes;        /* flush a batch of inserts at this size; 0 = 8 MiB */
     size_t batch_rows;         /* ... or when it holds this many samples rows (one per
                                   sample of each profile); 0 = 1,000,000 */
-    int64_t batch_wait_ms;     /* wait this long for more profiles before a flush;
-                                  0 = none (group commit: a batch is what queued while
-                                  the previous one was in flight) */
+    int64_t batch_wait_ms;     /* --clickhouse.batch-wait: the gathering window's
+                                  floor, ms — a batch starts at least this long after
+                                  the previous one started, however few profiles it
+                                  holds; 0 = none (the window adapts, flush_interval_ms) */
     int64_t flush_interval_ms; /* the longest gathering window: under concurrent
                                   appends a batch starts up to this long after the
                                   previous one started, the window growing with the

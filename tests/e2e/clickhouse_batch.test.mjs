@@ -171,8 +171,41 @@ test('without --web.threads a ClickHouse-backed profd has workers for a fleet\'s
   gate.close();
 });
 
+// A fleet of few pushes per interval sends a batch per push (the window
+// after a batch of one is none); --clickhouse.batch-wait makes every batch
+// gather that long. Three pushes arrive one at a time, each seen queued
+// alone first: with a wait of a minute they share one batch, sent when it
+// is full (batch-rows = three profiles' rows), never by the clock.
+test('--clickhouse.batch-wait: pushes arriving one at a time share a batch', async () => {
+  let p = await chProfd('bw0');
+  await push(p, 'bw-warm', T0 + 30000);
+  const rowsPer = await metric(p, 'profd_clickhouse_inserted_rows_total');
+  await p.stop();
+  p = await chProfd('bw1', ['--clickhouse.flush-interval=1m', '--clickhouse.batch-wait=1m', `--clickhouse.batch-rows=${3 * rowsPer}`]);
+  const f = await http(`${p.base}/api/v1/status/flags`);
+  assert.equal(f.json.data['clickhouse.batch-wait'], '60000ms');
+  await push(p, 'bw-first', T0 + 31000); // the first batch goes at once
+  const b0 = await metric(p, 'profd_clickhouse_batches_total');
+  const q0 = await metric(p, 'profd_clickhouse_queued_profiles');
+  const acks = [];
+  for (let i = 0; i < 3; i++) {
+    acks.push(push(p, `bw${i}`, T0 + 32000));
+    if (i < 2) {
+      await waitFor(`push ${i} queued, waiting for company`, async () =>
+        (await metric(p, 'profd_clickhouse_queued_profiles')) === q0 + i + 1, 60000, 50);
+      assert.equal(await metric(p, 'profd_clickhouse_batches_total'), b0, 'nothing sent yet');
+    }
+  }
+  await Promise.all(acks);
+  assert.equal(await metric(p, 'profd_clickhouse_batches_total'), b0 + 1, 'three pushes, one batch');
+  const got = await profilesOf(p);
+  for (const i of ['bw-warm', 'bw-first', 'bw0', 'bw1', 'bw2']) assert.equal(got[i], 1, `${i} stored once`);
+  await p.stop();
+});
+
 test('bad batch flags are refused naming the flag', async () => {
   for (const [flag, name] of [['--clickhouse.flush-interval=-1s', 'flush-interval'], ['--clickhouse.batch-rows=0', 'batch-rows'], ['--clickhouse.batch-rows=x', 'batch-rows'],
+    ['--clickhouse.batch-wait=x', 'batch-wait'], ['--clickhouse.batch-wait=2s', 'batch-wait'],
     ['--clickhouse.cache-size=-1', 'cache-size'], ['--clickhouse.cache-size=1x', 'cache-size'], ['--clickhouse.cache-size=65G', 'cache-size']]) {
     const { spawnSync } = await import('node:child_process');
     const r = spawnSync(process.env.PROFD_BIN, ['serve', flag, '--storage.backend=clickhouse', `--clickhouse.url=${ch.url}`], { encoding: 'utf8', timeout: 30000 });

@@ -24,6 +24,12 @@
  * once r x interval reaches about 16 (the window widens as the batch
  * grows); a client sending k < 16 pushes at a time, one round after
  * another, waits (k - 1) / 15 of the interval per round.
+ * A fleet of fewer pushes than that per interval (r x interval < ~16:
+ * 100 agents every 10 s) thus sends a batch per push. batch_wait_ms
+ * (--clickhouse.batch-wait) is then the window's floor: every batch
+ * starts at least that long after the previous one started, so such a
+ * fleet's batches hold r x batch_wait_ms, every push waiting up to that long
+ * (a lone pusher too).
  * A batch goes at once, window or not, when it holds batch_rows samples
  * rows, batch_bytes bytes or batch_profiles profiles (--web.threads: every
  * push worker is waiting on it, so no more can come).
@@ -468,14 +474,18 @@ bool pd__ch_batch_full(const pd_ch *c)
                  (c->batch_profiles && b->n >= c->batch_profiles));
 }
 
-/* The gathering window after a batch of n profiles, ms (top of the file). */
+/* The gathering window after a batch of n profiles, ms (top of the file):
+ * at least batch_wait_ms. */
 static int64_t window_ms(const pd_ch *c, size_t n)
 {
+    int64_t w;
     if (c->flush_interval_ms <= 0 || n <= 1)
-        return 0;
-    if (n >= PD_CH_FULL_WINDOW_PROFILES)
-        return c->flush_interval_ms;
-    return c->flush_interval_ms * (int64_t)(n - 1) / (PD_CH_FULL_WINDOW_PROFILES - 1);
+        w = 0;
+    else if (n >= PD_CH_FULL_WINDOW_PROFILES)
+        w = c->flush_interval_ms;
+    else
+        w = c->flush_interval_ms * (int64_t)(n - 1) / (PD_CH_FULL_WINDOW_PROFILES - 1);
+    return w > c->batch_wait_ms ? w : c->batch_wait_ms;
 }
 
 /* Waits on cv_work until the window after the batch started at start_ms
@@ -526,16 +536,6 @@ void *pd__ch_writer_main(void *arg)
             break;
         wait_window(c, last_start, last_n);
         last_start = pd_mono_ns() / 1000000;
-        if (c->batch_wait_ms > 0 && !c->stopping && !pd__ch_batch_full(c)) {
-            struct timespec dl;
-            clock_gettime(CLOCK_REALTIME, &dl);
-            int64_t ns = dl.tv_nsec + (c->batch_wait_ms % 1000) * 1000000;
-            dl.tv_sec += c->batch_wait_ms / 1000 + ns / 1000000000;
-            dl.tv_nsec = ns % 1000000000;
-            while (!c->stopping && !pd__ch_batch_full(c) &&
-                   pthread_cond_timedwait(&c->cv_work, &c->mu, &dl) == 0)
-                ;
-        }
         ch_batch *b = c->pending;
         c->pending = NULL;
         last_n = b->n;
