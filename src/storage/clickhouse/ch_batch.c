@@ -337,8 +337,8 @@ static void flush(pd_ch *c, ch_batch *b)
         if ((e->check = exist_check_needed(c, e)))
             n_check++;
     if (n_check) {
-        rc = pd_buf_puts(&sql, "SELECT fingerprint, ts FROM " PD_CH_PROFILES_ALL
-                               " WHERE fingerprint IN (");
+        rc = pd_buf_printf(&sql, "SELECT fingerprint, ts FROM %s WHERE fingerprint IN (",
+                           pd__ch_profiles_read(c));
         bool first = true;
         for (ch_entry *e = b->head; rc == 0 && e; e = e->next)
             if (e->check) {

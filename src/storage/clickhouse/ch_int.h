@@ -42,12 +42,15 @@ struct pd_ch {
     bool retention_said;       /* a differing flag was logged (maintenance thread) */
     int64_t grace_ms, maint_ms;
     int64_t (*clock)(void);
-    uint64_t gen;        /* appends acknowledged (__atomic): invalidates prefetched points */
-    bool legacy_samples; /* samples_v3 may hold rows (written before schema 6): reads
-                            read it beside stack_samples_v1 (__atomic; set at open,
-                            cleared by maintenance once it is empty) */
-    int loc_version;     /* the location rows appends write: 7 (locations_v1); 4 (stacks_v3, as
-                            versions 4-6 wrote them) only where a test builds such a database */
+    uint64_t gen;         /* appends acknowledged (__atomic): invalidates prefetched points */
+    bool legacy_samples;  /* samples_v3 may hold rows (written before schema 6): reads
+                             read it beside stack_samples_v1 (__atomic; set at open,
+                             cleared by maintenance once it is empty) */
+    bool legacy_profiles; /* profiles_v3 may hold rows (written before schema 8):
+                             reads name profiles_all, else profiles_v4 (__atomic;
+                             set at open, cleared by maintenance once it is empty) */
+    int loc_version;      /* the location rows appends write: 7 (locations_v1); 4 (stacks_v3, as
+                             versions 4-6 wrote them) only where a test builds such a database */
     const char *profiles_table; /* the table appends write profiles rows into:
                                    PD_CH_PROFILES; "profiles_v3" (as versions 3-7
                                    did) only where a test builds such a database */
@@ -186,6 +189,16 @@ void pd__ch_aggw_flush(pd_ch *c, int why);
  * the query's conditions (their keys and partitions still prune); on a
  * cluster Distributed over such a Merge table of each shard's. */
 #define PD_CH_PROFILES_ALL "profiles_all"
+
+/* The table a read of profiles rows names: PD_CH_PROFILES_ALL while
+ * profiles_v3 may hold rows (written before schema 8), else PD_CH_PROFILES
+ * itself (one table less per statement: the Merge table cost 2-5 ms a
+ * statement, bench/clickhouse/RESULTS.md). */
+static inline const char *pd__ch_profiles_read(pd_ch *c)
+{
+    return __atomic_load_n(&c->legacy_profiles, __ATOMIC_RELAXED) ? PD_CH_PROFILES_ALL
+                                                                  : PD_CH_PROFILES;
+}
 
 /* ---- samples rows (schema 6) ---- */
 

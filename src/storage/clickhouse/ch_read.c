@@ -442,9 +442,8 @@ static int put_raw_sums(pd_ch *c, pd_buf *sql, const uint64_t *fps, size_t n, in
         rc = rc ? rc : k ? 0 : pd__ch_put_sample_buckets(sql, mint, maxt);
         rc = rc ? rc : only ? only(H, sql) : 0;
         rc = rc ? rc
-                : pd_buf_puts(
-                      sql, " AND write_id GLOBAL IN (SELECT write_id FROM " PD_CH_PROFILES_ALL " "
-                           "WHERE");
+                : pd_buf_printf(sql, " AND write_id GLOBAL IN (SELECT write_id FROM %s WHERE",
+                                pd__ch_profiles_read(c));
         rc = rc ? rc : pd__ch_put_fp_range(sql, fps, n, mint, maxt);
         rc = rc ? rc
                 : pd_buf_puts(sql, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x "
@@ -763,9 +762,8 @@ int pd__ch_read_profile(pd_ch *c, uint64_t ref, int64_t ts_ms, pd_profile *out, 
                            "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
                            "period_type, period_unit, period, time_nanos, duration_nanos, "
                            "comments, drop_frames, keep_frames, default_sample_type, doc_url, "
-                           "write_id, body FROM " PD_CH_PROFILES_ALL
-                           " WHERE fingerprint = %llu AND day = ",
-                           (unsigned long long)ref);
+                           "write_id, body FROM %s WHERE fingerprint = %llu AND day = ",
+                           pd__ch_profiles_read(c), (unsigned long long)ref);
     rc = rc ? rc : pd__ch_put_sql_day(&sql, pd__ch_day(ts_ms));
     rc = rc ? rc : pd_buf_printf(&sql, " AND ts = %lld LIMIT 1 FORMAT RowBinary", (long long)ts_ms);
     if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
@@ -1014,10 +1012,9 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
                        "SELECT s0, s1, types_hash, fingerprint, ts, sample_types, "
                        "sample_units, period_type, period_unit, period, time_nanos, "
                        "duration_nanos, comments, drop_frames, keep_frames, default_sample_type, "
-                       "doc_url FROM (SELECT *, %s FROM " PD_CH_PROFILES_ALL
-                       " WHERE%s) WHERE s0 OR s1 "
+                       "doc_url FROM (SELECT *, %s FROM %s WHERE%s) WHERE s0 OR s1 "
                        "ORDER BY ts, fingerprint FORMAT RowBinary",
-                       flags_cols, env);
+                       flags_cols, pd__ch_profiles_read(c), env);
     if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
         goto out;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
@@ -1077,8 +1074,8 @@ int pd__ch_aggregate_diff(pd_ch *c, pd_storage_agg_side side[2], pd_storage_agg_
         rc = rc ? rc
                 : pd_buf_printf(&sql,
                                 " AND (fingerprint, ts, write_id) GLOBAL IN (SELECT fingerprint, "
-                                "ts, write_id FROM " PD_CH_PROFILES_ALL " WHERE%s)",
-                                env);
+                                "ts, write_id FROM %s WHERE%s)",
+                                pd__ch_profiles_read(c), env);
     }
     rc = rc ? rc
             : pd_buf_puts(&sql, ") GROUP BY types_hash, stack_hash HAVING arrayExists(x -> x != "

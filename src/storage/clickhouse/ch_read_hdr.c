@@ -289,8 +289,10 @@ static int fill_sets(ch_parts *g, hsum *v, size_t nv, const pd_u64map *rep, pd_u
     if (rc == 0 && n == 0)
         goto out;
     rc = rc ? rc
-            : pd_buf_puts(&sql, "SELECT types_hash, sample_types, sample_units, period_type, "
-                                "period_unit FROM " PD_CH_PROFILES_ALL " WHERE");
+            : pd_buf_printf(&sql,
+                            "SELECT types_hash, sample_types, sample_units, period_type, "
+                            "period_unit FROM %s WHERE",
+                            pd__ch_profiles_read(g->c));
     rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n_ask, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " AND (fingerprint, ts) IN (");
     for (size_t i = 0; rc == 0 && i < n_ask; i++)
@@ -380,14 +382,15 @@ int pd__ch_fold_headers(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64
                            "count(), sum(",
                            (long long)PD_CH_AGG_BUCKET_MS);
     rc = rc ? rc
-            : pd_buf_puts(&sql, PD_CH_WID_HASH_SQL
-                          "), min(ts), max(ts), countIf(time_nanos = 0 OR period = 0), "
-                          "uniqExact(comments, drop_frames, keep_frames, "
-                          "default_sample_type, doc_url), max(period), min(time_nanos), "
-                          "sum(duration_nanos), "
-                          "any(comments), any(drop_frames), any(keep_frames), "
-                          "any(default_sample_type), any(doc_url) FROM " PD_CH_PROFILES_ALL
-                          " WHERE");
+            : pd_buf_printf(&sql,
+                            PD_CH_WID_HASH_SQL
+                            "), min(ts), max(ts), countIf(time_nanos = 0 OR period = 0), "
+                            "uniqExact(comments, drop_frames, keep_frames, "
+                            "default_sample_type, doc_url), max(period), min(time_nanos), "
+                            "sum(duration_nanos), "
+                            "any(comments), any(drop_frames), any(keep_frames), "
+                            "any(default_sample_type), any(doc_url) FROM %s WHERE",
+                            pd__ch_profiles_read(c));
     rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " GROUP BY types_hash, fingerprint, b FORMAT RowBinary");
     if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
@@ -455,10 +458,12 @@ int pd__ch_fold_headers(ch_parts *g, const uint64_t *fps, size_t n, const pd_u64
     if (n_bad) { /* the sets not summed exactly: their rows, in time order */
         pd_buf_reset(&sql);
         pd_buf_reset(&resp);
-        rc = pd_buf_puts(&sql, "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
-                               "period_type, period_unit, period, time_nanos, duration_nanos, "
-                               "comments, drop_frames, keep_frames, default_sample_type, doc_url "
-                               "FROM " PD_CH_PROFILES_ALL " WHERE");
+        rc = pd_buf_printf(&sql,
+                           "SELECT types_hash, fingerprint, ts, sample_types, sample_units, "
+                           "period_type, period_unit, period, time_nanos, duration_nanos, "
+                           "comments, drop_frames, keep_frames, default_sample_type, doc_url "
+                           "FROM %s WHERE",
+                           pd__ch_profiles_read(c));
         rc = rc ? rc : pd__ch_put_fp_range(&sql, fps, n, mint, maxt);
         rc = rc ? rc : pd_buf_puts(&sql, " AND types_hash IN (");
         bool first = true;

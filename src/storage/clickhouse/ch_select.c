@@ -188,10 +188,9 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
        answer (one round trip of latency instead of two) */
     if (pd_buf_printf(&lsql,
                       "SELECT fingerprint, any(names), any(values) FROM series_v3 WHERE "
-                      "fingerprint GLOBAL IN (SELECT fingerprint FROM " PD_CH_PROFILES_ALL
-                      " WHERE%s) "
+                      "fingerprint GLOBAL IN (SELECT fingerprint FROM %s WHERE%s) "
                       "GROUP BY fingerprint FORMAT RowBinary",
-                      (const char *)where.data) < 0) {
+                      pd__ch_profiles_read(c), (const char *)where.data) < 0) {
         rc = pd__ch_nomem(err);
         goto out;
     }
@@ -199,9 +198,9 @@ int pd__ch_select(pd_ch *c, const pd_matcher *ms, size_t n, int64_t mint, int64_
     pd__ch_bg_start(&lq);
     rc = pd_buf_printf(&sql,
                        "SELECT fingerprint, count(), min(ts), max(ts), sample_types, sample_units "
-                       "FROM " PD_CH_PROFILES_ALL " WHERE%s GROUP BY fingerprint, sample_types, "
+                       "FROM %s WHERE%s GROUP BY fingerprint, sample_types, "
                        "sample_units FORMAT RowBinary",
-                       (const char *)where.data);
+                       pd__ch_profiles_read(c), (const char *)where.data);
     if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)
         goto out;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
@@ -608,10 +607,9 @@ static void read_all_points(pd_ch *c, pcache *pc)
     pd_err err;
     int rc = pd_buf_printf(
         &sql,
-        "SELECT fingerprint, ts, sample_types, sample_units, totals FROM " PD_CH_PROFILES_ALL
-        " WHERE%s ORDER BY fingerprint, ts LIMIT %d "
-        "FORMAT RowBinary",
-        pc->where, CH_CACHE_MAX_POINTS + 1);
+        "SELECT fingerprint, ts, sample_types, sample_units, totals FROM %s WHERE%s ORDER BY "
+        "fingerprint, ts LIMIT %d FORMAT RowBinary",
+        pd__ch_profiles_read(c), pc->where, CH_CACHE_MAX_POINTS + 1);
     bool ok = pd__ch_query_built(c, rc, &sql, &resp, &err) == 0;
     ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
     uint64_t last = 0;
@@ -787,10 +785,9 @@ int pd__ch_read_points(pd_ch *c, uint64_t ref, int64_t mint, int64_t maxt, pd_po
     pd_arena_init(a);
     out->priv = a;
     rc = pd_buf_printf(&sql,
-                       "SELECT ts, sample_types, sample_units, totals FROM " PD_CH_PROFILES_ALL
-                       " WHERE "
+                       "SELECT ts, sample_types, sample_units, totals FROM %s WHERE "
                        "fingerprint = %llu AND",
-                       (unsigned long long)ref);
+                       pd__ch_profiles_read(c), (unsigned long long)ref);
     rc = rc ? rc : pd__ch_put_range(&sql, mint, maxt);
     rc = rc ? rc : pd_buf_puts(&sql, " ORDER BY ts FORMAT RowBinary");
     if ((rc = pd__ch_query_built(c, rc, &sql, &resp, err)) < 0)

@@ -218,10 +218,11 @@ static const table_def schema_v7[] = {
  * rewritten whole with nearly every INSERT, 3,600 rows rewritten per row
  * inserted an hour into the day and more after (bench/clickhouse/RESULTS.md).
  * A 10-minute partition bounds that rewrite by what the fleet writes in 10
- * minutes. Reads name the Merge table profiles_all (PD_CH_PROFILES_ALL),
- * which reads profiles_v3 (rows written before: not copied, retention drops
- * their days) and profiles_v4 alike, each with its own keys and partition
- * pruning: every read names a ts range (or a ts) beside the day. On a
+ * minutes. While profiles_v3 has rows (written before: not copied,
+ * retention drops their days) reads name the Merge table profiles_all
+ * (PD_CH_PROFILES_ALL), which reads both tables alike, each with its own
+ * keys and partition pruning (every read names a ts range, or a ts, beside
+ * the day); then profiles_v4 itself (pd__ch_profiles_read, legacy_check). On a
  * cluster profiles_all_local merges the local tables and profiles_all is
  * Distributed over it, as over every table (18.16's Merge over Distributed
  * tables loses the columns of the WHERE: "Not found column day in block"). */
@@ -1007,25 +1008,36 @@ static int maintain_retention(pd_ch *c, pd_err *err);
 
 /* Clears c->legacy_samples once samples_v3 (written before schema 6) has
  * no rows left — retention dropped its days, or there never were any: reads
- * then read PD_CH_SAMPLES alone. Only ever cleared (a schema-6 profd never
- * writes samples_v3); an error keeps it (reads stay exact, one query more). */
+ * then read PD_CH_SAMPLES alone; and c->legacy_profiles once profiles_v3
+ * (written before schema 8) has none: reads then name PD_CH_PROFILES, not
+ * the Merge table. Only ever cleared (a newer profd never writes the old
+ * tables); an error keeps them (reads stay exact, a little slower). */
 static void legacy_check(pd_ch *c)
 {
-    if (!pd__ch_legacy_samples(c))
+    bool ls = pd__ch_legacy_samples(c);
+    bool lp = __atomic_load_n(&c->legacy_profiles, __ATOMIC_RELAXED);
+    if (!ls && !lp)
         return;
     pd_buf sql, resp;
     pd_buf_init(&sql, 0);
     pd_buf_init(&resp, 1 << 10);
     pd_err err;
     pd_err_clear(&err);
-    if (pd_buf_puts(&sql, "SELECT count() FROM samples_v3 FORMAT RowBinary") == 0 &&
+    if (pd_buf_puts(&sql, "SELECT (SELECT count() FROM samples_v3), (SELECT count() FROM "
+                          "profiles_v3) FORMAT RowBinary") == 0 &&
         pd__ch_query(c, &sql, &resp, &err) == 0) {
         ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
-        uint64_t n = pd__ch_rd_u64(&r);
-        if (!r.bad && n == 0) {
+        uint64_t ns = pd__ch_rd_u64(&r), np = pd__ch_rd_u64(&r);
+        if (!r.bad && ls && ns == 0) {
             __atomic_store_n(&c->legacy_samples, false, __ATOMIC_RELAXED);
             pd_log(PD_LOG_INFO,
                    "clickhouse samples_v3 is empty: reads read " PD_CH_SAMPLES " alone",
+                   "database=%s", c->db);
+        }
+        if (!r.bad && lp && np == 0) {
+            __atomic_store_n(&c->legacy_profiles, false, __ATOMIC_RELAXED);
+            pd_log(PD_LOG_INFO,
+                   "clickhouse profiles_v3 is empty: reads read " PD_CH_PROFILES " alone",
                    "database=%s", c->db);
         }
     }
@@ -1115,7 +1127,8 @@ void pd__ch_stats_get(pd_ch *c, pd_storage_stats *out)
     char sql[512];
     snprintf(sql, sizeof sql,
              "SELECT (SELECT uniqExact(fingerprint) FROM series_v3), count(), min(ts), max(ts) "
-             "FROM " PD_CH_PROFILES_ALL " FORMAT RowBinary");
+             "FROM %s FORMAT RowBinary",
+             pd__ch_profiles_read(c));
     if (pd__ch_exec(c, sql, NULL, 0, NULL, &resp, NULL, &err) == 0) {
         ch_rd r = {(const uint8_t *)resp.data, resp.len, 0, false};
         uint64_t ns = pd__ch_rd_u64(&r), np = pd__ch_rd_u64(&r);
@@ -1186,7 +1199,8 @@ int pd__ch_open(const pd_storage_options *opts, pd_ch **out, pd_err *err)
     pd_ch *c = calloc(1, sizeof *c);
     if (!c)
         return pd_err_set(err, PD_ENOMEM, "out of memory");
-    c->legacy_samples = true; /* until legacy_check finds samples_v3 empty */
+    c->legacy_samples = true;  /* until legacy_check finds samples_v3 empty */
+    c->legacy_profiles = true; /* ... and profiles_v3 */
     c->loc_version = PD_CH_SCHEMA_VERSION;
     c->profiles_table = PD_CH_PROFILES;
     int rc = 0;

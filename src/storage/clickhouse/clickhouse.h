@@ -39,7 +39,7 @@
  *                drop_frames, keep_frames, default_sample_type, doc_url,
  *                body String: '' since v2)
  *                MergeTree PARTITION BY day ORDER BY (fingerprint, ts).
- *                Written up to v7; since v8 read through profiles_all
+ *                Written up to v7; since v8 read through profiles_all while it has rows
  *   profiles_v4  (the columns of profiles_v3)
  *                MergeTree PARTITION BY (day, intDiv(ts, 600000)) ORDER BY
  *                (fingerprint, ts): since v8 the profiles rows, a partition
@@ -48,8 +48,8 @@
  *                (ch_write.c's schema_v8 says why)
  *   profiles_all Merge('<database>', '^profiles_v[34]$') (on a
  *                cluster Merge over the _local tables, and Distributed over
- *                that): what every read of profiles rows names
- *                (PD_CH_PROFILES_ALL)
+ *                that): what reads of profiles rows name while
+ *                profiles_v3 has rows (then profiles_v4)
  *   stacks_v3    (day Date, stack_hash UInt64, stack String)
  *                ReplacingMergeTree PARTITION BY day ORDER BY stack_hash,
  *                index_granularity 64 — a "stack" is one sample's key
@@ -120,7 +120,7 @@
  * by a second lookup of the keys locations_v1 lacks.
  * v8 writes profiles rows into profiles_v4 (same columns, 10-minute
  * partitions); profiles_v3's rows stay and are read beside them through the
- * Merge table profiles_all until retention has dropped them.
+ * Merge table profiles_all until retention has dropped them all.
  * fingerprint = pd_labels_hash(labels) is also the series ref. types_hash
  * hashes the sample types/units and the period type/unit: a merge part
  * never mixes two of them. write_id is random per append: a query counts

@@ -23,7 +23,8 @@
  *  - a version-6 database (location rows in stacks_v3) upgraded to 7: the
  *    same;
  *  - a version-7 database (profiles rows in profiles_v3) upgraded to 8: the
- *    same, and a profile stored before refused again;
+ *    same, a profile stored before refused again, and reads name
+ *    profiles_v4 alone once profiles_v3 is empty;
  *  - deferred sums (--clickhouse.agg-flush-idle, ch_aggw.c; the test's
  *    clock drives the idle time): nothing in aggs_v1 before a series-bucket
  *    is idle and merges exact (raw) meanwhile; once idle one
@@ -616,8 +617,8 @@ static void test_headers_exact(void **state)
 /* pd_storage_read_type_runs after a select: equal to the TSDB's for a
  * series of one sample-type set (a), of two interleaved (b: A, B, A) and
  * of two one after the other (c: A, B); a's and c's are served by what
- * the select's own query answered (profiles_all, the table reads name,
- * renamed away meanwhile),
+ * the select's own query answered (profiles_v4, the table reads name
+ * where profiles_v3 is empty, renamed away meanwhile),
  * b's read its points. */
 static void test_type_runs_from_select(void **state)
 {
@@ -648,7 +649,7 @@ static void test_type_runs_from_select(void **state)
     PD_ASSERT_OK(pd_storage_select(ch, &m, 1, a, z, &set, &err), &err);
     assert_int_equal(set.n, 3);
     pd_ch *c = open_sql("agg_runs");
-    ch_do(c, "RENAME TABLE profiles_all TO profiles_all_off");
+    ch_do(c, "RENAME TABLE profiles_v4 TO profiles_v4_off");
     for (int k = 0; k < 3; k++) {
         pd_points pc = {0};
         size_t nc = 0;
@@ -671,7 +672,7 @@ static void test_type_runs_from_select(void **state)
         }
         pd_points_release(&pc);
     }
-    ch_do(c, "RENAME TABLE profiles_all_off TO profiles_all");
+    ch_do(c, "RENAME TABLE profiles_v4_off TO profiles_v4");
     /* b, read: the TSDB's three runs */
     pd_points pb = {0};
     size_t nb = 0;
@@ -962,6 +963,27 @@ static void test_upgrade_from_v7(void **state)
     check_singles(ch, ts, "version-7 and -8 rows");
     ch_do(c, "TRUNCATE TABLE aggs_v1");
     assert_int_equal((long long)check_ranges(ch, ts, h0, "both, raw", &whole), 0);
+
+    /* once profiles_v3 is empty (as retention leaves it), the next
+       maintenance switches reads to profiles_v4 alone: with the Merge table
+       renamed away a read fails before and succeeds after */
+    uint64_t rc_[3], rt[3];
+    refs_of(ch, rc_);
+    refs_of(ts, rt);
+    ch_do(c, "TRUNCATE TABLE profiles_v3");
+    ch_do(c, "RENAME TABLE profiles_all TO profiles_all_off");
+    const int64_t t_new = h0 + 12 * 600000;
+    pd_profile a, b;
+    pd_err err, why;
+    assert_true(pd_storage_read_profile(ch, rc_[0], t_new, &a, NULL, &err) < 0);
+    PD_ASSERT_OK(pd_storage_maintain(ch, &err), &err);
+    PD_ASSERT_OK(pd_storage_read_profile(ch, rc_[0], t_new, &a, NULL, &err), &err);
+    PD_ASSERT_OK(pd_storage_read_profile(ts, rt[0], t_new, &b, NULL, &err), &err);
+    pd_err_clear(&why);
+    assert_true(pd_profile_equal(&a, &b, &why));
+    pd_profile_release(&a);
+    pd_profile_release(&b);
+    ch_do(c, "RENAME TABLE profiles_all_off TO profiles_all");
     pd__ch_close(c);
     pd_storage_close(ch);
     rm_tsdb(ts, dir);
