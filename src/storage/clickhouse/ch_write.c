@@ -63,6 +63,15 @@ typedef struct table_def {
     const char *shard_key;
 } table_def;
 
+/* The columns of a profiles table (profiles, profiles_v3, profiles_v4 and
+ * the Merge table profiles_all over the last two: every one alike). */
+#define PROFILES_COLUMNS                                                                           \
+    "day Date, ts Int64, fingerprint UInt64, write_id UInt64, types_hash UInt64, "                 \
+    "sample_types Array(String), sample_units Array(String), totals Array(Int64), "                \
+    "period_type String, period_unit String, period Int64, time_nanos Int64, "                     \
+    "duration_nanos Int64, comments Array(String), drop_frames String, keep_frames String, "       \
+    "default_sample_type String, doc_url String, body String"
+
 /* Version 1. Every statement is CREATE ... IF NOT EXISTS: re-running is a
  * no-op. A later version appends its own list (ALTER TABLE ... ADD COLUMN
  * IF NOT EXISTS, new tables) and migrations run every version between the
@@ -72,13 +81,8 @@ static const table_def schema_v1[] = {
      "ReplacingMergeTree() ORDER BY fingerprint", "fingerprint"},
     {"series_index", "day Date, name String, value String, fingerprint UInt64",
      "ReplacingMergeTree() PARTITION BY day ORDER BY (name, value, fingerprint)", "fingerprint"},
-    {"profiles",
-     "day Date, ts Int64, fingerprint UInt64, write_id UInt64, types_hash UInt64, "
-     "sample_types Array(String), sample_units Array(String), totals Array(Int64), "
-     "period_type String, period_unit String, period Int64, time_nanos Int64, "
-     "duration_nanos Int64, comments Array(String), drop_frames String, keep_frames String, "
-     "default_sample_type String, doc_url String, body String",
-     "MergeTree() PARTITION BY day ORDER BY (fingerprint, ts)", "fingerprint"},
+    {"profiles", PROFILES_COLUMNS, "MergeTree() PARTITION BY day ORDER BY (fingerprint, ts)",
+     "fingerprint"},
     {"stacks", "stack_hash UInt64, stack String", "ReplacingMergeTree() ORDER BY stack_hash",
      "stack_hash"},
     {"samples",
@@ -106,13 +110,8 @@ static const table_def schema_v3[] = {
      "ReplacingMergeTree() PARTITION BY day ORDER BY fingerprint", "fingerprint"},
     {"series_index_v3", "day Date, name String, value String, fingerprint UInt64",
      "ReplacingMergeTree() PARTITION BY day ORDER BY (name, value, fingerprint)", "fingerprint"},
-    {"profiles_v3",
-     "day Date, ts Int64, fingerprint UInt64, write_id UInt64, types_hash UInt64, "
-     "sample_types Array(String), sample_units Array(String), totals Array(Int64), "
-     "period_type String, period_unit String, period Int64, time_nanos Int64, "
-     "duration_nanos Int64, comments Array(String), drop_frames String, keep_frames String, "
-     "default_sample_type String, doc_url String, body String",
-     "MergeTree() PARTITION BY day ORDER BY (fingerprint, ts)", "fingerprint"},
+    {"profiles_v3", PROFILES_COLUMNS, "MergeTree() PARTITION BY day ORDER BY (fingerprint, ts)",
+     "fingerprint"},
     {"stacks_v3", "day Date, stack_hash UInt64, stack String",
      "ReplacingMergeTree() PARTITION BY day ORDER BY stack_hash SETTINGS index_granularity = 64",
      "stack_hash"},
@@ -227,24 +226,13 @@ static const table_def schema_v7[] = {
  * Distributed over it, as over every table (18.16's Merge over Distributed
  * tables loses the columns of the WHERE: "Not found column day in block"). */
 static const table_def schema_v8[] = {
-    {PD_CH_PROFILES,
-     "day Date, ts Int64, fingerprint UInt64, write_id UInt64, types_hash UInt64, "
-     "sample_types Array(String), sample_units Array(String), totals Array(Int64), "
-     "period_type String, period_unit String, period Int64, time_nanos Int64, "
-     "duration_nanos Int64, comments Array(String), drop_frames String, keep_frames String, "
-     "default_sample_type String, doc_url String, body String",
+    {PD_CH_PROFILES, PROFILES_COLUMNS,
      "MergeTree() PARTITION BY (day, intDiv(ts, 600000)) ORDER BY (fingerprint, ts)",
      "fingerprint"},
     /* put_engine fills in the database's name (18.16 evaluates a
        currentDatabase() there again when it loads the table at a restart,
        in no database) and the table suffix ("_local" on a cluster) */
-    {PD_CH_PROFILES_ALL,
-     "day Date, ts Int64, fingerprint UInt64, write_id UInt64, types_hash UInt64, "
-     "sample_types Array(String), sample_units Array(String), totals Array(Int64), "
-     "period_type String, period_unit String, period Int64, time_nanos Int64, "
-     "duration_nanos Int64, comments Array(String), drop_frames String, keep_frames String, "
-     "default_sample_type String, doc_url String, body String",
-     "Merge(%s, '^profiles_v[34]%s$')", "fingerprint"},
+    {PD_CH_PROFILES_ALL, PROFILES_COLUMNS, "Merge(%s, '^profiles_v[34]%s$')", "fingerprint"},
 };
 
 static const migration migrations[] = {
