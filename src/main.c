@@ -774,6 +774,10 @@ static int serve(const flags *f)
     if (f->segment_bytes)
         so.segment_bytes = f->segment_bytes;
     char ch_password[512] = "";
+    /* --clickhouse.flush-interval in effect, ms (0: no wait) */
+    const int64_t ch_flush_ms = f->ch_flush_ms < 0 ? 0
+                                : f->ch_flush_ms   ? f->ch_flush_ms
+                                                   : PD_STORAGE_CH_FLUSH_MS_DEFAULT;
     so.backend = f->backend;
     if (f->backend == PD_STORAGE_CLICKHOUSE) {
         if (f->n_ch_urls == 0) {
@@ -782,15 +786,12 @@ static int serve(const flags *f)
             code = EXIT_USAGE;
             goto out;
         }
-        int64_t fl = f->ch_flush_ms < 0 ? 0
-                     : f->ch_flush_ms   ? f->ch_flush_ms
-                                        : PD_STORAGE_CH_FLUSH_MS_DEFAULT;
-        if (f->ch_batch_wait_ms > fl) {
+        if (f->ch_batch_wait_ms > ch_flush_ms) {
             fprintf(stderr,
                     "profd: --clickhouse.batch-wait=%lldms is longer than "
                     "--clickhouse.flush-interval (%lldms), the longest wait\n"
                     "See 'profd --help'.\n",
-                    (long long)f->ch_batch_wait_ms, (long long)fl);
+                    (long long)f->ch_batch_wait_ms, (long long)ch_flush_ms);
             code = EXIT_USAGE;
             goto out;
         }
@@ -907,10 +908,7 @@ static int serve(const flags *f)
              (long long)(f->ch_agg_idle_ms < 0 ? 0
                          : f->ch_agg_idle_ms   ? f->ch_agg_idle_ms
                                                : PD_STORAGE_CH_AGG_IDLE_MS_DEFAULT));
-    snprintf(v_chfl, sizeof v_chfl, "%lldms",
-             (long long)(f->ch_flush_ms < 0 ? 0
-                         : f->ch_flush_ms   ? f->ch_flush_ms
-                                            : PD_STORAGE_CH_FLUSH_MS_DEFAULT));
+    snprintf(v_chfl, sizeof v_chfl, "%lldms", (long long)ch_flush_ms);
     snprintf(v_chbw, sizeof v_chbw, "%lldms", (long long)f->ch_batch_wait_ms);
     snprintf(v_chrows, sizeof v_chrows, "%llu", f->ch_batch_rows ? f->ch_batch_rows : 1000000ull);
     char v_churls[1024] = "";
