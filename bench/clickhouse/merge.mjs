@@ -159,7 +159,7 @@ async function measure(label) {
   console.log(`\n### ${label}\n`);
   console.log('| binary | round | load | first proto ms | merge top ms | proto ms | one series ms | query_range ms | ClickHouse/embedded (top) |');
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
-  const stmts = {};
+  const stmts = {}, floors = {};
   for (let r = 0; r < ROUNDS; r++)
     for (const [bi, { bin, args, name }] of BINS.entries()) {
       process.env.PROFD_BIN = bin;
@@ -176,6 +176,40 @@ async function measure(label) {
       assert.equal(q.total, emb.total, 'merge totals equal the embedded store\'s');
       assert.equal(q.oneTotal, emb.oneTotal, 'one series\' merge totals equal');
       console.log(`| ${name} | ${r} | ${os.loadavg()[0].toFixed(2)} | ${first.toFixed(0)} | ${q.top.toFixed(0)} | ${q.proto.toFixed(0)} | ${q.one.toFixed(0)} | ${q.range.toFixed(0)} | ${(q.top / emb.top).toFixed(1)}x |`);
+      if (r === ROUNDS - 1 && bi === 0) {
+        // the floor: one top merge's statements, each sent alone (nothing
+        // else running), and the least a merge of two dependent rounds
+        // (the selection, then the headers and sums beside it) can take
+        const p2 = await startProfd({ storage: path.join(dir, `x-floor-${label.length}`), name: 'profd-ch-floor', extraArgs: [...chArgs, ...args] });
+        await queries(p2);
+        await new Promise((res) => setTimeout(res, 1100));
+        const f1 = await chq('SELECT toString(now())');
+        await timed(p2, '/api/v1/query?' + qs({ mode: 'merge', from: FROM, to: TO, query: 'heap{service="m"}', report: 'top', limit: 5 }), 1);
+        await new Promise((res) => setTimeout(res, 1100));
+        const f2 = await chq('SELECT toString(now())');
+        await p2.stop();
+        await chq('SYSTEM FLUSH LOGS');
+        const texts = (await chq(`SELECT query FROM system.query_log WHERE type = 2 AND event_time >= '${f1}' AND event_time <= '${f2}' AND query NOT LIKE '%system.%' AND query NOT LIKE 'SELECT toString%' FORMAT JSONEachRow`))
+          .split('\n').filter(Boolean).map((l) => JSON.parse(l).query);
+        const alone = [];
+        for (const [k, sql] of texts.entries()) {
+          const v = [];
+          for (let i = 0; i < 15; i++) {
+            const s = performance.now();
+            const a = await http(`${CH}/?database=m&query_id=floor-${label.length}-${k}-${i}`, { method: 'POST', body: sql, timeoutMs: 60000 });
+            assert.equal(a.status, 200, a.text.slice(0, 300));
+            v.push(performance.now() - s);
+          }
+          alone.push({ ms: median(v), first: /^SELECT fingerprint, (count|any\(names)/.test(sql), kind: sql.slice(0, 60) });
+        }
+        // ClickHouse's own duration of each (system.query_log), beside the
+        // round trip node measured (which adds the answer's transfer)
+        await chq('SYSTEM FLUSH LOGS');
+        for (const [k, x] of alone.entries())
+          x.server = Number(await chq(`SELECT quantileExact(0.5)(query_duration_ms) FROM system.query_log WHERE type = 2 AND query_id LIKE 'floor-${label.length}-${k}-%'`));
+        const round = (first, f) => Math.max(0, ...alone.filter((x) => x.first === first).map(f));
+        floors[name] = { alone, floor: round(true, (x) => x.ms) + round(false, (x) => x.ms), server: round(true, (x) => x.server) + round(false, (x) => x.server) };
+      }
       if (r === ROUNDS - 1) {
         await chq('SYSTEM FLUSH LOGS');
         stmts[name] = await chq(`SELECT substring(replaceRegexpAll(query, '[0-9]{4,}[0-9,]*', 'N'), 1, 90) AS kind, count(), round(avg(query_duration_ms), 1), round(avg(read_rows)), round(avg(result_bytes)) FROM system.query_log WHERE type = 2 AND event_time >= '${t1}' AND event_time <= '${t2}' AND query NOT LIKE '%system.%' AND query NOT LIKE 'SELECT toString%' GROUP BY kind ORDER BY kind FORMAT TSV`);
@@ -184,6 +218,11 @@ async function measure(label) {
   console.log(`| embedded | | | | ${emb.top.toFixed(0)} | ${emb.proto.toFixed(0)} | ${emb.one.toFixed(0)} | ${emb.range.toFixed(0)} | |`);
   console.log(`| embedded, restarted | | | | ${embRestart.top.toFixed(0)} | ${embRestart.proto.toFixed(0)} | ${embRestart.one.toFixed(0)} | ${embRestart.range.toFixed(0)} | |`);
   console.log(`| embedded, from blocks | | | | ${embBlocks.top.toFixed(0)} | ${embBlocks.proto.toFixed(0)} | ${embBlocks.one.toFixed(0)} | ${embBlocks.range.toFixed(0)} | |`);
+  for (const [name, f] of Object.entries(floors)) {
+    console.log(`\n${name}: one top merge's statements, each alone, medians of 15 (ms: round trip from node, query_duration_ms in ClickHouse):`);
+    for (const x of f.alone) console.log(`  ${x.first ? 'selection' : 'sums'}\t${x.ms.toFixed(1)}\t${x.server}\t${x.kind}`);
+    console.log(`  floor of a merge (slowest selection statement + slowest sums statement, alone): ${f.floor.toFixed(1)} ms round trip = ${(f.floor / emb.top).toFixed(1)}x the embedded top merge (${emb.top.toFixed(1)} ms); ${f.server} ms in ClickHouse = ${(f.server / emb.top).toFixed(1)}x`);
+  }
   for (const [name, t] of Object.entries(stmts))
     console.log(`\n${name} statements over its last round (${RUNS} x (2 merges, one series, query_range)): kind, count, mean ms, mean rows read, mean bytes out\n${t}`);
 }
