@@ -66,11 +66,11 @@
  * (MHD's own decoder leaves '+' alone, but `go tool pprof` re-encodes the
  * URL it is given with '+' for spaces, and browsers' URLSearchParams too.)
  * A malformed escape is kept literally. Args are capped at PD_HTTP_MAX_ARGS.
- * MHD also splits the query into its own pool (PD_HTTP_CONN_MEMORY holds
- * a URL of ~900 short arguments; past that MHD closes the connection
- * unanswered (its 431 needs pool memory too) until the request line itself
- * outgrows the read buffer (414);
- * PD_HTTP_MAX_ARGS bounds a POSTed form, which MHD does not hold).
+ * MHD would also split the query into its own pool and, past ~900 short
+ * arguments, close the connection unanswered (its 431 needs pool memory
+ * too): uri_log_cb empties MHD's copy once it has its own, so any query
+ * whose request line fits the read buffer is answered (400 past
+ * PD_HTTP_MAX_ARGS; 414 from MHD past the buffer).
  */
 #include "http/server.h"
 
@@ -104,8 +104,8 @@
 #include "http/guard.h"
 
 #define PD_HTTP_DEFAULT_THREADS 4
-/* per connection: the read buffer, request line, headers and MHD's split of
- * the query (MHD keeps ~56 bytes per argument besides the URL); Grafana and
+/* per connection: the read buffer, request line and headers (not the
+ * query's arguments: uri_log_cb keeps MHD from splitting it); Grafana and
  * browsers POST long queries. A push body passes through the read buffer
  * (half the pool) in pieces, never held whole here.
  * MHD zeroes the whole pool after each request and a new connection faults
@@ -200,11 +200,12 @@ struct http_req {
     struct MHD_Connection *conn;
     http_conn *hc;
     pd_arena arena;
-    char *query;    /* raw query string (after '?'), arena */
-    pd_buf body;    /* capped at max_body; its cap is counted in srv->body_bytes */
-    bool started;   /* access_cb has seen the first call */
-    int body_error; /* PD_ETOOBIG, -EAGAIN (budget), PD_ENOMEM: body dropped */
-    int state;      /* REQ_NEW, REQ_QUEUED (in a pool), REQ_DONE (resp ready) */
+    char *query;     /* raw query string (after '?'), arena */
+    pd_buf body;     /* capped at max_body; its cap is counted in srv->body_bytes */
+    bool started;    /* access_cb has seen the first call */
+    int body_error;  /* PD_ETOOBIG, -EAGAIN (budget), PD_ENOMEM: body dropped */
+    bool query_lost; /* out of memory copying the query string: 500 */
+    int state;       /* REQ_NEW, REQ_QUEUED (in a pool), REQ_DONE (resp ready) */
     http_arg *args;
     size_t n_args;
     const char *method, *url; /* MHD's, valid for the request's life */
@@ -744,6 +745,18 @@ static void *uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
         const char *h = strchr(q + 1, '#');
         size_t ql = h ? (size_t)(h - q - 1) : strlen(q + 1);
         r->query = pd_arena_strndup(&r->arena, q + 1, ql);
+        if (!r->query)
+            r->query_lost = true;
+        else if (q[1])
+            /* profd decodes its copy (parse_pairs). libmicrohttpd splits
+               the query into the connection's pool too (~56 bytes an
+               argument) and past ~900 arguments closes the connection
+               unanswered: its 431 needs pool memory as well (0.9.75,
+               connection.c connection_add_header). It calls this callback
+               before that split, on the same buffer (its own, writable: it
+               writes a NUL over the '?' next), so an empty query here
+               leaves it nothing to split, and PD_HTTP_MAX_ARGS answers. */
+            ((char *)q)[1] = '\0';
     }
     return r;
 }
@@ -1123,7 +1136,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     if (r->body_error == -EAGAIN)
         return reject(r, MHD_HTTP_SERVICE_UNAVAILABLE, "bodies_in_flight",
                       "too many request bodies are being received at once; retry later\n");
-    if (r->body_error)
+    if (r->body_error || r->query_lost)
         return reject(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "out_of_memory", "out of memory\n");
 
     /* the whole request has arrived */

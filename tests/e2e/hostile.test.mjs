@@ -284,6 +284,19 @@ test('2,000 requests with 600 query arguments: 400 each, RSS flat', { timeout: 1
   if (!underAsan()) assert.ok(rss1 - rss0 < 20 * 1048576, `RSS grew by ${((rss1 - rss0) / 1048576).toFixed(1)} MiB`);
 });
 
+test('a GET of 1,500 and 3,000 query arguments: 400 naming the cap, not a connection closed unanswered', async () => {
+  // libmicrohttpd also split the query into the connection's pool and, past
+  // ~900 short arguments, closed the connection with no answer
+  for (const n of [1500, 3000]) {
+    const q = Array.from({ length: n }, (_, i) => `a${i}=1`).join('&');
+    const before = await metric('profd_http_rejected_total', 'reason="too_many_args"');
+    const r = await request('GET', `/api/v1/labels?${q}`);
+    assert.equal(r.status, 400, `${n} args: ${r.status} ${r.body}`);
+    assert.match(r.body, /too many query arguments: the limit is 512/);
+    assert.equal(await metric('profd_http_rejected_total', 'reason="too_many_args"'), before + 1);
+  }
+});
+
 test('100 unfinished over-cap bodies: RSS growth < 50 MB, nothing stored, refused', { timeout: 180000 }, async () => {
   const rss0 = rssBytes();
   const chunk = Buffer.alloc(64 * 1024, 0x61);

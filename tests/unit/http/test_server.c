@@ -560,6 +560,54 @@ static void test_uri_too_large(void **state)
     pd_buf_release(&r.body);
 }
 
+/* Regression: libmicrohttpd split the query into the connection's pool as
+ * well, and a GET of ~900 or more short arguments (a URL of ~8 KB, well
+ * within the read buffer) ran the pool dry: the connection was closed
+ * with no answer at all. Now MHD is left nothing to split: 400 past
+ * PD_HTTP_MAX_ARGS, counted; under it, every argument decoded. */
+static void test_many_query_args(void **state)
+{
+    const size_t n_over = 3000, n_under = PD_HTTP_MAX_ARGS - 1;
+    char *q = malloc(n_over * 16 + 64), *url = malloc(n_over * 16 + 256);
+    assert_non_null(q);
+    assert_non_null(url);
+    size_t at = 0;
+    for (size_t i = 0; i < n_over; i++)
+        at += (size_t)sprintf(q + at, "%sb%zu=1", i ? "&" : "", i);
+    double before = pd_metrics_get("profd_http_rejected_total", "reason=\"too_many_args\"");
+    sprintf(url, "/p?%s", q);
+    char *full = malloc(strlen(url) + 64);
+    assert_non_null(full);
+    url_of(state, url, full, strlen(url) + 64);
+    reply r;
+    do_req(full, NULL, NULL, 0, false, NULL, &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body.data, "too many query arguments"));
+    pd_buf_release(&r.body);
+    assert_true(pd_metrics_get("profd_http_rejected_total", "reason=\"too_many_args\"") ==
+                before + 1);
+    /* under the cap: every argument is still profd's to decode (MHD's copy
+       of the query is emptied, not profd's), the last ones too */
+    at = 0;
+    for (size_t i = 0; i + 2 < n_under; i++)
+        at += (size_t)sprintf(q + at, "b%zu=1&", i);
+    sprintf(q + at, "match[]=%%7Bx%%3D%%22y%%22%%7D&a=last+one");
+    sprintf(url, "/p?%s", q);
+    free(full);
+    full = malloc(strlen(url) + 64);
+    assert_non_null(full);
+    url_of(state, url, full, strlen(url) + 64);
+    do_req(full, NULL, NULL, 0, false, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_true(has_line(&r, "a=last one"));
+    assert_true(has_line(&r, "nmatch=1"));
+    assert_true(has_line(&r, "match={x=\"y\"}"));
+    pd_buf_release(&r.body);
+    free(full);
+    free(url);
+    free(q);
+}
+
 static void test_status_headers(void **state)
 {
     char url[256];
@@ -649,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_body_budget),
         cmocka_unit_test(test_cut_off_counted_before_close),
         cmocka_unit_test_setup_teardown(test_uri_too_large, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_query_args, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_addresses, setup, teardown),
         cmocka_unit_test(test_localhost_ipv6_restart),
