@@ -171,6 +171,7 @@ struct pd_http_server {
     pthread_t reaper;
     pthread_cond_t reaper_cv;
     bool reaper_stop, reaper_started;
+    unsigned n_answering;      /* requests answered, not yet completed (atomic; stop) */
     struct pd_http_gate *gate; /* issue 20: TLS + auth gate, or NULL */
     int (*group)(const char *method, const char *path);
     bool (*form)(const char *method, const char *path); /* NULL: every POST */
@@ -205,6 +206,7 @@ struct http_req {
     bool started;    /* access_cb has seen the first call */
     int body_error;  /* PD_ETOOBIG, -EAGAIN (budget), PD_ENOMEM: body dropped */
     bool query_lost; /* out of memory copying the query string: 500 */
+    bool answering;  /* counted in srv->n_answering until freed */
     int state;       /* REQ_NEW, REQ_QUEUED (in a pool), REQ_DONE (resp ready) */
     http_arg *args;
     size_t n_args;
@@ -596,6 +598,8 @@ static void req_free(http_req *r)
 {
     if (!r)
         return;
+    if (r->answering)
+        __atomic_sub_fetch(&r->srv->n_answering, 1, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&r->srv->body_bytes, r->body.cap, __ATOMIC_RELAXED);
     if (r->body.cap)
         pd_metrics_add("profd_http_request_body_bytes", NULL, -(double)r->body.cap);
@@ -811,8 +815,19 @@ static enum MHD_Result queue_text(struct MHD_Connection *conn, unsigned status, 
     return ret;
 }
 
+/* r has its answer (or is about to): pd_http_server_stop waits for it to
+ * be sent (completed_cb frees r) before MHD closes the connections. */
+static void mark_answering(http_req *r)
+{
+    if (!r->answering) {
+        r->answering = true;
+        __atomic_add_fetch(&r->srv->n_answering, 1, __ATOMIC_RELEASE);
+    }
+}
+
 static enum MHD_Result reject(http_req *r, unsigned status, const char *reason, const char *msg)
 {
+    mark_answering(r);
     char lbl[64];
     snprintf(lbl, sizeof lbl, "reason=\"%s\"", reason);
     pd_metrics_add("profd_http_rejected_total", lbl, 1);
@@ -931,6 +946,7 @@ static void run_handler(http_req *r)
 /* Queues r->resp on the connection (epoll thread). */
 static enum MHD_Result queue_handler_response(http_req *r)
 {
+    mark_answering(r);
     pd_http_response *resp = &r->resp;
     size_t len = 0;
     char *data = pd_buf_detach(&resp->body, &len);
@@ -1036,6 +1052,7 @@ static void *pool_main(void *arg)
         run_handler(r);
         if (p == &p->srv->pools[1])
             maybe_trim(p->srv);
+        mark_answering(r);
         r->state = REQ_DONE;
         MHD_resume_connection(r->conn); /* access_cb then queues r->resp */
         pthread_mutex_lock(&p->mu);
@@ -1479,6 +1496,12 @@ void pd_http_server_stop(pd_http_server *srv)
         ls[i] = MHD_quiesce_daemon(srv->d[i]); /* the listen socket is ours again */
     pool_stop(&srv->pools[0]);
     pool_stop(&srv->pools[1]);
+    /* the answers already made (a worker's, resumed; an inline one, such
+       as /-/quit's own 200) go out before MHD closes their connections:
+       MHD's threads send them meanwhile; at most 2 s (a client that does
+       not read its answer) */
+    for (int i = 0; i < 400 && __atomic_load_n(&srv->n_answering, __ATOMIC_ACQUIRE) > 0; i++)
+        usleep(5000);
     for (size_t i = 0; i < srv->n_listen; i++) {
         MHD_stop_daemon(srv->d[i]);
         if (ls[i] != MHD_INVALID_SOCKET)

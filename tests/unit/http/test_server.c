@@ -608,6 +608,95 @@ static void test_many_query_args(void **state)
     free(q);
 }
 
+/* Regression (e2e_lifecycle failed once under load): /-/quit answers 200 and
+ * then raises SIGTERM, and pd_http_server_stop closed the connections as soon
+ * as the workers were done, sometimes before MHD's thread had sent the
+ * answer a worker had just made. Now stop waits (2 s at most) until the
+ * answers made are sent. Here the handler asks for the stop itself, as
+ * /-/quit does, and its answer is large enough to take several writes. */
+#define STOP_ANSWER_BYTES (8u << 20)
+static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
+static bool stop_asked;
+
+static void answer_then_stop(void *ctx, const pd_http_request *req, pd_http_response *resp)
+{
+    (void)ctx;
+    (void)req;
+    char *b = malloc(STOP_ANSWER_BYTES);
+    if (b) {
+        memset(b, 'q', STOP_ANSWER_BYTES);
+        pd_buf_append(&resp->body, b, STOP_ANSWER_BYTES);
+        free(b);
+    }
+    pthread_mutex_lock(&stop_mu);
+    stop_asked = true;
+    pthread_cond_signal(&stop_cv);
+    pthread_mutex_unlock(&stop_mu);
+}
+
+typedef struct stop_client {
+    char url[128];
+    long status;
+    CURLcode cc;
+    pd_buf body;
+} stop_client;
+
+static size_t stop_on_data(char *p, size_t sz, size_t nm, void *ud)
+{
+    pd_buf_append(ud, p, sz * nm);
+    return sz * nm;
+}
+
+static void *stop_client_main(void *arg)
+{
+    stop_client *sc = arg;
+    CURL *c = curl_easy_init();
+    if (!c) {
+        sc->cc = CURLE_FAILED_INIT;
+        return NULL;
+    }
+    curl_easy_setopt(c, CURLOPT_URL, sc->url);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stop_on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sc->body);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    sc->cc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &sc->status);
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+static void test_stop_sends_answers_made(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 3; round++) {
+        pd_http_server *srv = NULL;
+        pd_err err = {{0}};
+        pd_http_server_options o = {
+            .listen_addr = "127.0.0.1:0", .threads = 1, .max_body_bytes = 1 << 20};
+        PD_ASSERT_OK(pd_http_server_start_opts(&o, answer_then_stop, NULL, &srv, &err), &err);
+        stop_client sc = {0};
+        pd_buf_init(&sc.body, 0);
+        snprintf(sc.url, sizeof sc.url, "http://127.0.0.1:%u/-/quit",
+                 (unsigned)pd_http_server_port(srv));
+        stop_asked = false;
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, stop_client_main, &sc), 0);
+        pthread_mutex_lock(&stop_mu);
+        while (!stop_asked)
+            pthread_cond_wait(&stop_cv, &stop_mu);
+        pthread_mutex_unlock(&stop_mu);
+        pd_http_server_stop(srv); /* as main() does on the SIGTERM */
+        pthread_join(th, NULL);
+        assert_int_equal(sc.cc, CURLE_OK);
+        assert_int_equal(sc.status, 200);
+        assert_int_equal(sc.body.len, STOP_ANSWER_BYTES);
+        pd_buf_release(&sc.body);
+    }
+}
+
 static void test_status_headers(void **state)
 {
     char url[256];
@@ -698,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_cut_off_counted_before_close),
         cmocka_unit_test_setup_teardown(test_uri_too_large, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_query_args, setup, teardown),
+        cmocka_unit_test(test_stop_sends_answers_made),
         cmocka_unit_test_setup_teardown(test_status_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_addresses, setup, teardown),
         cmocka_unit_test(test_localhost_ipv6_restart),
