@@ -26,7 +26,11 @@
 //          warm-up period's profiles and stack_samples_v1 rows copied under
 //          other series' fingerprints, copy k at the warm-up's times minus k
 //          periods, then OPTIMIZE ... FINAL — as a store that has run that
-//          long holds them; see below)
+//          long holds them; see below) PREFILL_OPTIMIZE=1 (0: no OPTIMIZE
+//          ... FINAL: the copies' parts, 20 copies each, are left to
+//          ClickHouse's own merges, and the run starts once none is left —
+//          a state a running store can be in, where FINAL's single part
+//          is not)
 //          BREAKDOWN=1 (also print ClickHouse's CPU per profile by statement,
 //          from system.query_log's ProfileEvents, and its merges' by table,
 //          from system.part_log)
@@ -58,6 +62,7 @@ const CH_EXTRA = (process.env.CH_EXTRA || '').split(' ').filter(Boolean);
 const EMB_EXTRA = (process.env.EMB_EXTRA || '').split(' ').filter(Boolean);
 const EMB_SETTLE = Number(process.env.EMB_SETTLE_S || 0) * 1000;
 const PREFILL_H = Number(process.env.PREFILL_H || 0);
+const PREFILL_OPTIMIZE = process.env.PREFILL_OPTIMIZE !== '0';
 if (!CH_BIN) throw new Error('clickhouse-server is not installed (scripts/install-deps.sh --test)');
 const dir = tempDir('pd-chfleet-');
 process.on('exit', () => { if (!process.env.PD_KEEP) fs.rmSync(dir, { recursive: true, force: true }); });
@@ -133,12 +138,18 @@ async function prefill(ch, db) {
     const sqls = [];
     for (let i = 0; i < k; i += 20)
       sqls.push(`INSERT INTO ${db}.${table} SELECT ${cols.replaceAll('k + 1', `k + ${i + 1}`)} FROM ${db}.${table} ARRAY JOIN range(${Math.min(20, k - i)}) AS k WHERE fingerprint IN (SELECT fingerprint FROM ${db}.series_v3)`);
-    for (const sql of [...sqls, `OPTIMIZE TABLE ${db}.${table} FINAL`]) {
+    for (const sql of [...sqls, ...(PREFILL_OPTIMIZE ? [`OPTIMIZE TABLE ${db}.${table} FINAL`] : [])]) {
       const r = await http(`${ch.url}/`, { method: 'POST', body: sql, timeoutMs: 1800000 });
       assert.equal(r.status, 200, `${sql}: ${r.text}`);
     }
   }
-  while (Number(await chQuery(ch, 'SELECT count() FROM system.merges')) > 0) await sleep(500);
+  // ClickHouse's own merges of the copies' parts: scheduled a moment after
+  // the INSERTs; settled once none has run for two checks 2 s apart
+  for (let idle = 0; idle < (PREFILL_OPTIMIZE ? 1 : 2);) {
+    if (!PREFILL_OPTIMIZE) await sleep(2000);
+    idle = Number(await chQuery(ch, 'SELECT count() FROM system.merges')) > 0 ? 0 : idle + 1;
+    if (!idle) await sleep(500);
+  }
   const sz = await chQuery(ch, `SELECT table, sum(rows), round(sum(bytes_on_disk) / 1048576, 1), count() FROM system.parts WHERE active AND database = '${db}' AND table IN ('${PROFILES}', 'stack_samples_v1') GROUP BY table ORDER BY table FORMAT TSV`);
   console.error(`prefilled ${PREFILL_H} h (${k} copies of the warm-up) in ${((Date.now() - t) / 1000).toFixed(0)} s: table, rows, MiB, parts\n${sz.trim()}`);
 }
